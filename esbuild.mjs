@@ -1,0 +1,56 @@
+// Builds the three bundles: the extension (VS Code host, CommonJS), the daemon + CLI (Node,
+// CommonJS) and the side-panel webview (browser, ESM). `node esbuild.mjs --watch` rebuilds on change.
+import * as esbuild from 'esbuild';
+
+const watch = process.argv.includes('--watch');
+const production = process.argv.includes('--production');
+
+/** Native or editor-provided modules stay outside the bundles. */
+const nodeExternals = ['vscode', 'better-sqlite3', 'onnxruntime-node'];
+
+const common = {
+  bundle: true,
+  sourcemap: !production,
+  minify: production,
+  logLevel: 'warning',
+  legalComments: 'none',
+};
+
+const builds = [
+  {
+    ...common,
+    entryPoints: { extension: 'extension/extension.ts' },
+    outdir: 'dist',
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    external: nodeExternals,
+  },
+  {
+    ...common,
+    entryPoints: { cli: 'trainer-daemon/cli.ts' },
+    outdir: 'dist',
+    platform: 'node',
+    format: 'cjs',
+    target: 'node20',
+    external: nodeExternals,
+  },
+  {
+    ...common,
+    entryPoints: { webview: 'webview/main.ts' },
+    outdir: 'dist',
+    platform: 'browser',
+    format: 'esm',
+    target: 'es2022',
+  },
+];
+
+if (watch) {
+  const contexts = await Promise.all(builds.map((options) => esbuild.context(options)));
+  await Promise.all(contexts.map((context) => context.watch()));
+  console.error('esbuild: watching for changes');
+} else {
+  const started = Date.now();
+  await Promise.all(builds.map((options) => esbuild.build(options)));
+  console.error(`esbuild: built extension, cli and webview bundles in ${Date.now() - started} ms`);
+}

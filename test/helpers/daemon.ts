@@ -1,0 +1,78 @@
+/**
+ * Starts the real daemon (the built `dist/cli.js serve`) as a child process on port 0 with a
+ * temporary store, and reads its ready line, as the extension and `lightning run` do.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import readline from 'node:readline';
+import { ReadyMessage } from '../../trainer-daemon/protocol';
+
+export const REPO_ROOT = path.resolve(__dirname, '..', '..');
+export const CLI = path.join(REPO_ROOT, 'dist', 'cli.js');
+
+export interface RunningDaemon {
+  readonly ready: ReadyMessage;
+  readonly process: ChildProcess;
+  /** Everything the daemon wrote on stderr so far. */
+  stderr(): string;
+  /** Resolves with the exit code (or signal name) once the process has exited. */
+  readonly exited: Promise<number | string>;
+  stop(signal?: NodeJS.Signals): Promise<number | string>;
+}
+
+export async function startDaemon(storeFile: string, extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<RunningDaemon> {
+  const child = spawn(process.execPath, [CLI, 'serve', '--store', storeFile, ...extraArgs], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  const lines = readline.createInterface({ input: child.stdout! });
+  const ready = await new Promise<ReadyMessage>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`daemon gave no ready line in 10 s; stderr:\n${stderr}`)), 10_000);
+    lines.once('line', (line) => {
+      clearTimeout(timer);
+      const parsed = ReadyMessage.safeParse(JSON.parse(line));
+      if (parsed.success) resolve(parsed.data);
+      else reject(new Error(`bad ready line: ${line}`));
+    });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`daemon exited (${code}) before it was ready; stderr:\n${stderr}`));
+    });
+  });
+  return {
+    ready,
+    process: child,
+    stderr: () => stderr,
+    exited,
+    stop: async (signal = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
+
+export interface CliResult {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+/** Runs `lightning ARGS…` (the built CLI) to completion. */
+export function runCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], {
+      cwd: options.cwd ?? REPO_ROOT,
+      env: { ...process.env, ...options.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+  });
+}

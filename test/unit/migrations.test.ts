@@ -1,0 +1,74 @@
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../trainer-daemon/store/migrations';
+import { Store } from '../../trainer-daemon/store/store';
+import { tempDir } from '../helpers/tmp';
+
+function tables(db: BetterSqlite3.Database): string[] {
+  return db
+    .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type IN ('table','index','trigger') AND name NOT LIKE 'sqlite_%' ORDER BY name")
+    .all()
+    .map((row) => row.name);
+}
+
+describe('store: migrations', () => {
+  test('an empty file migrates to the latest version with every table of the data model', (t) => {
+    const file = path.join(tempDir(t), 'store.db');
+    const store = Store.open(file);
+    t.after(() => store.close());
+    assert.equal(store.schemaVersion, LATEST_SCHEMA_VERSION);
+    const names = tables(store.db);
+    for (const table of ['rollouts', 'attempts', 'spans', 'rewards', 'resources', 'datasets', 'tasks', 'training_runs', 'metric_points', 'checkpoints', 'rollouts_fts']) {
+      assert.ok(names.includes(table), `missing table ${table}`);
+    }
+    assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal');
+    assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1);
+    assert.ok((store.db.pragma('busy_timeout', { simple: true }) as number) >= 1000);
+  });
+
+  // From every earlier version: build a store at version v with data in it, then open it normally.
+  for (const from of MIGRATIONS.map((m) => m.version).filter((v) => v < LATEST_SCHEMA_VERSION)) {
+    test(`a store at version ${from} with data migrates to ${LATEST_SCHEMA_VERSION} keeping its data`, (t) => {
+      const file = path.join(tempDir(t), 'store.db');
+      const old = new BetterSqlite3(file);
+      migrate(old, from);
+      assert.equal(old.pragma('user_version', { simple: true }), from);
+      old.prepare(`INSERT INTO rollouts (id, status, mode, label, task_id, task_input, source, created_at, updated_at)
+        VALUES ('ro-old', 'succeeded', 'debug', 'legacy weather run', 'w1', '{"city":"Oslo"}', '{"kind":"api"}', 1, 1)`).run();
+      old.prepare(`INSERT INTO rewards (rollout_id, name, value, source, created_at) VALUES ('ro-old', 'reward', 0.75, 'human', 2)`).run();
+      old.close();
+
+      const store = Store.open(file);
+      t.after(() => store.close());
+      assert.equal(store.schemaVersion, LATEST_SCHEMA_VERSION);
+      const rollout = store.getRollout('ro-old');
+      assert.equal(rollout.reward, 0.75);
+      assert.deepEqual(rollout.task, { id: 'w1', input: { city: 'Oslo' } });
+      // Text search covers rollouts written before the search index existed.
+      assert.deepEqual(store.listRollouts({ search: 'oslo' }).items.map((r) => r.id), ['ro-old']);
+      assert.deepEqual(store.listRollouts({ search: 'legacy weather' }).items.map((r) => r.id), ['ro-old']);
+    });
+  }
+
+  test('a store from a newer Lightning is refused without being touched', (t) => {
+    const file = path.join(tempDir(t), 'store.db');
+    const db = new BetterSqlite3(file);
+    db.pragma(`user_version = ${LATEST_SCHEMA_VERSION + 1}`);
+    db.close();
+    assert.throws(() => Store.open(file), /newer than this Lightning understands/);
+    const after = new BetterSqlite3(file);
+    assert.equal(after.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION + 1);
+    assert.deepEqual(tables(after), []);
+    after.close();
+  });
+
+  test('opening twice applies nothing the second time', (t) => {
+    const file = path.join(tempDir(t), 'store.db');
+    Store.open(file).close();
+    const db = new BetterSqlite3(file);
+    t.after(() => db.close());
+    assert.deepEqual(migrate(db), []);
+  });
+});

@@ -1,0 +1,243 @@
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, test } from 'node:test';
+import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../../trainer-daemon/errors';
+import type { RolloutStatus } from '../../trainer-daemon/protocol';
+import { TRANSITIONS } from '../../trainer-daemon/store/rollouts';
+import { Store } from '../../trainer-daemon/store/store';
+import { llmSpan } from '../helpers/spans';
+import { tempDir } from '../helpers/tmp';
+
+function openStore(t: Parameters<typeof tempDir>[0]): Store {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
+  t.after(() => store.close());
+  return store;
+}
+
+describe('store: rollout lifecycle', () => {
+  test('a rollout goes queued → running → succeeded with one attempt recorded', (t) => {
+    const store = openStore(t);
+    const created = store.createRollout({ label: 'demo', task: { id: 't1', input: { question: '2+2' } } });
+    assert.equal(created.status, 'queued');
+    assert.equal(created.attemptCount, 0);
+    assert.deepEqual(created.task, { id: 't1', input: { question: '2+2' } });
+    const running = store.transitionRollout({ id: created.id, to: 'running' });
+    assert.equal(running.attemptCount, 1);
+    assert.ok(running.startedAt !== null);
+    const done = store.transitionRollout({ id: created.id, to: 'succeeded', exitCode: 0 });
+    assert.equal(done.status, 'succeeded');
+    assert.equal(done.exitCode, 0);
+    assert.ok(done.endedAt !== null && done.endedAt >= running.startedAt!);
+    const { attempts } = store.getRolloutDetail(created.id);
+    assert.deepEqual(attempts.map((a) => [a.number, a.status, a.exitCode]), [[1, 'succeeded', 0]]);
+  });
+
+  test('every transition not in the table is rejected with a message naming both statuses, and changes nothing', (t) => {
+    const store = openStore(t);
+    const reach: Record<RolloutStatus, (id: string) => void> = {
+      queued: () => {},
+      running: (id) => store.transitionRollout({ id, to: 'running' }),
+      succeeded: (id) => (store.transitionRollout({ id, to: 'running' }), store.transitionRollout({ id, to: 'succeeded' })),
+      failed: (id) => (store.transitionRollout({ id, to: 'running' }), store.transitionRollout({ id, to: 'failed' })),
+      timeout: (id) => (store.transitionRollout({ id, to: 'running' }), store.transitionRollout({ id, to: 'timeout' })),
+      cancelled: (id) => store.transitionRollout({ id, to: 'cancelled' }),
+    };
+    const statuses = Object.keys(TRANSITIONS) as RolloutStatus[];
+    let checked = 0;
+    for (const from of statuses) {
+      for (const to of statuses) {
+        const rollout = store.createRollout({ maxAttempts: 3 });
+        reach[from](rollout.id);
+        const before = store.getRolloutDetail(rollout.id);
+        if (TRANSITIONS[from].includes(to)) {
+          assert.equal(store.transitionRollout({ id: rollout.id, to }).status, to, `${from} → ${to}`);
+        } else {
+          assert.throws(
+            () => store.transitionRollout({ id: rollout.id, to }),
+            (error: unknown) => error instanceof InvalidTransitionError && error.message.includes(`is ${from} and cannot become ${to}`),
+            `${from} → ${to} must be refused`,
+          );
+          assert.deepEqual(store.getRolloutDetail(rollout.id), before, `${from} → ${to} must change nothing`);
+          checked += 1;
+        }
+      }
+    }
+    assert.equal(checked, 36 - Object.values(TRANSITIONS).flat().length);
+  });
+
+  test('a failed rollout is retried as a new attempt until its attempts are used up', (t) => {
+    const store = openStore(t);
+    const { id } = store.createRollout({ maxAttempts: 2 });
+    store.transitionRollout({ id, to: 'running' });
+    store.transitionRollout({ id, to: 'failed', error: 'upstream 500', exitCode: 1 });
+    store.transitionRollout({ id, to: 'queued' });
+    const second = store.transitionRollout({ id, to: 'running' });
+    assert.equal(second.attemptCount, 2);
+    assert.equal(second.error, null);
+    store.transitionRollout({ id, to: 'timeout', error: 'timed out after 120 s' });
+    assert.throws(() => store.transitionRollout({ id, to: 'queued' }), /used all 2 attempt/);
+    const { attempts, rollout } = store.getRolloutDetail(id);
+    assert.equal(rollout.status, 'timeout');
+    assert.deepEqual(attempts.map((a) => [a.number, a.status, a.error]), [
+      [1, 'failed', 'upstream 500'],
+      [2, 'timeout', 'timed out after 120 s'],
+    ]);
+  });
+
+  test('unknown rollouts are reported as not found; a unique id prefix resolves', (t) => {
+    const store = openStore(t);
+    assert.throws(() => store.transitionRollout({ id: 'ro-nope', to: 'running' }), NotFoundError);
+    const { id } = store.createRollout({});
+    assert.equal(store.resolveRolloutId(id.slice(0, 10)), id);
+    assert.throws(() => store.resolveRolloutId('ro-'), NotFoundError);
+  });
+});
+
+describe('store: spans', () => {
+  test('spans are numbered in arrival order, duplicates ignored, bad ones reported one by one, counters kept', (t) => {
+    const store = openStore(t);
+    const { id } = store.createRollout({});
+    store.transitionRollout({ id, to: 'running' });
+    const a = llmSpan();
+    const b = llmSpan({ category: 'tool', name: 'tool get_weather', promptTokens: null, completionTokens: null });
+    const outcome = store.addSpans({ rolloutId: id, spans: [a, { ...b, spanId: 'not-hex' }, b, a] });
+    assert.deepEqual(outcome.results, [
+      { kind: 'stored', spanId: a.spanId, sequence: 1 },
+      { kind: 'invalid', index: 1, error: 'spans.1.spanId: spanId must be 16 lowercase hex characters' },
+      { kind: 'stored', spanId: b.spanId, sequence: 2 },
+      { kind: 'duplicate', spanId: a.spanId },
+    ]);
+    const again = store.addSpans({ rolloutId: id, spans: [llmSpan()] });
+    assert.deepEqual(again.results.map((r) => r.kind === 'stored' && r.sequence), [3]);
+    const detail = store.getRolloutDetail(id);
+    assert.deepEqual(detail.spans.map((s) => [s.sequence, s.category, s.attempt]), [[1, 'llm', 1], [2, 'tool', 1], [3, 'llm', 1]]);
+    assert.deepEqual(detail.spans[0]!.attributes, a.attributes);
+    assert.equal(detail.rollout.spanCount, 3);
+    assert.equal(detail.rollout.llmCalls, 2);
+    assert.equal(detail.rollout.promptTokens, 40);
+    assert.equal(detail.rollout.completionTokens, 10);
+  });
+
+  test('spans for an unknown rollout fail only that rollout’s batch', (t) => {
+    const store = openStore(t);
+    const { id } = store.createRollout({});
+    const outcomes = store.addSpanBatches([
+      { rolloutId: 'ro-missing', spans: [llmSpan()] },
+      { rolloutId: id, spans: [llmSpan()] },
+    ]);
+    assert.ok(outcomes[0] instanceof NotFoundError);
+    assert.equal(store.getRollout(id).spanCount, 1);
+  });
+});
+
+describe('store: rewards', () => {
+  test('rewards are append-only: corrections are new rows, the store refuses updates', (t) => {
+    const store = openStore(t);
+    const { id } = store.createRollout({});
+    store.addReward({ rolloutId: id, value: 0.2, source: 'agent' });
+    assert.equal(store.getRollout(id).reward, 0.2);
+    const human = store.addReward({ rolloutId: id, value: 1, comment: 'correct answer', author: 'ana' });
+    store.addReward({ rolloutId: id, value: 0.5, source: 'agent' });
+    // The human annotation wins over a later automatic reward.
+    assert.equal(store.getRollout(id).reward, 1);
+    const correction = store.addReward({ rolloutId: id, value: 0, comment: 'actually wrong' });
+    assert.equal(store.getRollout(id).reward, 0);
+    assert.deepEqual(store.listRewards(id).map((r) => [r.value, r.source]), [[0.2, 'agent'], [1, 'human'], [0.5, 'agent'], [0, 'human']]);
+    assert.ok(correction.id > human.id);
+    assert.throws(() => store.db.prepare('UPDATE rewards SET value = 5 WHERE id = ?').run(human.id), /append-only/);
+    assert.equal(store.listRewards(id)[1]!.value, 1);
+  });
+
+  test('a step reward must name a span of the rollout', (t) => {
+    const store = openStore(t);
+    const { id } = store.createRollout({});
+    const span = llmSpan();
+    store.addSpans({ rolloutId: id, spans: [span] });
+    const step = store.addReward({ rolloutId: id, spanId: span.spanId, value: 1 });
+    assert.equal(step.spanId, span.spanId);
+    // A step reward is not the episode reward.
+    assert.equal(store.getRollout(id).reward, null);
+    assert.throws(() => store.addReward({ rolloutId: id, spanId: 'ffffffffffffffff', value: 1 }), InvalidInputError);
+    assert.equal(store.listRewards(id).length, 1);
+  });
+});
+
+describe('store: list and pagination', () => {
+  function seed(store: Store, count: number): string[] {
+    const ids: string[] = [];
+    store.db.transaction(() => {
+      for (let i = 0; i < count; i += 1) {
+        const rollout = store.createRollout({
+          label: i % 3 === 0 ? 'weather-agent' : 'calc-agent',
+          mode: i % 2 === 0 ? 'train' : 'debug',
+          task: { id: `task-${i % 5}`, input: { city: i % 4 === 0 ? 'Zürich' : 'Paris' } },
+        });
+        ids.push(rollout.id);
+      }
+    })();
+    return ids;
+  }
+
+  test('cursor pagination visits every rollout exactly once, newest first, even with equal timestamps', (t) => {
+    const store = openStore(t);
+    const ids = seed(store, 123);
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = store.listRollouts({ limit: 10, cursor });
+      seen.push(...page.items.map((r) => r.id));
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    assert.deepEqual(seen, [...ids].reverse());
+    const oldest = store.listRollouts({ order: 'oldest', limit: 500 }).items.map((r) => r.id);
+    assert.deepEqual(oldest, ids);
+  });
+
+  test('filters combine: status, mode, label, task, text search (short and long), unrated', (t) => {
+    const store = openStore(t);
+    const ids = seed(store, 60);
+    store.transitionRollout({ id: ids[0]!, to: 'running' });
+    store.addReward({ rolloutId: ids[3]!, value: 1 });
+    const all = store.listRollouts({ limit: 500 }).items;
+    const expect = (predicate: (r: (typeof all)[number]) => boolean): string[] => {
+      const matching = all.filter(predicate).map((r) => r.id);
+      assert.ok(matching.length > 0 && matching.length < all.length, 'the fixture must make each filter select some rollouts, not all');
+      return matching;
+    };
+    const ids_ = (params: Parameters<Store['listRollouts']>[0]): string[] => store.listRollouts({ limit: 500, ...params }).items.map((r) => r.id);
+
+    assert.deepEqual(ids_({ status: ['running'] }), [ids[0]]);
+    assert.deepEqual(ids_({ mode: 'train', label: 'weather-agent' }), expect((r) => r.mode === 'train' && r.label === 'weather-agent'));
+    assert.deepEqual(ids_({ taskId: 'task-2' }), expect((r) => r.task?.id === 'task-2'));
+    assert.deepEqual(ids_({ search: 'WEATHER' }), expect((r) => r.label === 'weather-agent'));
+    assert.deepEqual(ids_({ search: 'zür' }), expect((r) => JSON.stringify(r.task).includes('Zürich')));
+    assert.deepEqual(ids_({ search: 'k-3' }), expect((r) => r.task?.id === 'task-3'));
+    assert.deepEqual(ids_({ search: '"quoted' }), []);
+    assert.deepEqual(ids_({ search: '%' }), []);
+    assert.equal(ids_({ unrated: true }).length, 59);
+    assert.ok(!ids_({ unrated: true }).includes(ids[3]!));
+  });
+
+  test('a forged cursor is rejected with a message saying what to do', (t) => {
+    const store = openStore(t);
+    assert.throws(() => store.listRollouts({ cursor: 'garbage' }), /params\.cursor: not a cursor/);
+  });
+
+  test('stats count rollouts by status, spans, rewards and unrated finished rollouts', (t) => {
+    const store = openStore(t);
+    const ids = seed(store, 4);
+    for (const id of ids.slice(0, 2)) {
+      store.transitionRollout({ id, to: 'running' });
+      store.transitionRollout({ id, to: 'succeeded' });
+    }
+    store.addSpans({ rolloutId: ids[0]!, spans: [llmSpan(), llmSpan()] });
+    store.addReward({ rolloutId: ids[0]!, value: 1 });
+    const stats = store.stats();
+    assert.equal(stats.rollouts, 4);
+    assert.equal(stats.byStatus.succeeded, 2);
+    assert.equal(stats.byStatus.queued, 2);
+    assert.equal(stats.spans, 2);
+    assert.equal(stats.rewards, 1);
+    assert.equal(stats.unrated, 1);
+  });
+});

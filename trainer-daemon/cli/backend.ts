@@ -1,0 +1,41 @@
+/**
+ * Where a CLI command gets its data: the daemon that owns the store (over the RPC), or, when no
+ * daemon runs, the store itself through the very same handlers. Either way results are checked
+ * against the protocol's schemas before they are printed.
+ */
+import fs from 'node:fs';
+import { Methods, type MethodName, type ParamsOf, type ResultOf } from '../protocol';
+import { findDaemon } from '../discovery';
+import { NotFoundError } from '../errors';
+import { createHandlers, invoke } from '../rpc/handlers';
+import { RpcClient } from '../rpc/client';
+import { Store } from '../store/store';
+import { VERSION } from '../version';
+
+export interface Backend {
+  /** `daemon`: over the running daemon's RPC; `store`: the store file opened directly. */
+  readonly via: 'daemon' | 'store';
+  call<M extends MethodName>(name: M, params: ParamsOf<M>): Promise<ResultOf<M>>;
+  close(): void;
+}
+
+export async function openBackend(storeFile: string, options: { create?: boolean } = {}): Promise<Backend> {
+  const daemon = findDaemon(storeFile);
+  if (daemon) {
+    const client = await RpcClient.connect(daemon.info.url, daemon.token);
+    return { via: 'daemon', call: (name, params) => client.request(name, params), close: () => client.dispose() };
+  }
+  if (!options.create && !fs.existsSync(storeFile)) {
+    throw new NotFoundError(`no store at ${storeFile}: start one with \`lightning serve\` or pass --store FILE`);
+  }
+  const store = Store.open(storeFile);
+  const handlers = createHandlers({
+    store,
+    info: () => ({ version: VERSION, pid: process.pid, store: storeFile, schemaVersion: store.schemaVersion, startedAt: Date.now() }),
+  });
+  return {
+    via: 'store',
+    call: async (name, params) => Methods[name].result.parse(await invoke(handlers, name, params)) as ResultOf<typeof name>,
+    close: () => store.close(),
+  };
+}

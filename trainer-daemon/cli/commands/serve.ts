@@ -1,0 +1,37 @@
+/** `lightning serve`: the daemon in the foreground; ready line on stdout, JSON logs on stderr. */
+import type { Command } from 'commander';
+import { Daemon } from '../../daemon';
+import { InvalidInputError } from '../../errors';
+import { createLogger } from '../../log';
+import { storeOption, type GlobalOptions } from '../options';
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
+
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('run the trainer daemon in the foreground (prints one JSON ready line on stdout; logs JSON lines on stderr)')
+    .addOption(storeOption())
+    .option('--host <address>', 'loopback address to bind', '127.0.0.1')
+    .option('--port <number>', 'port to listen on (0: any free port)', '0')
+    .action(async (options: GlobalOptions & { host: string; port: string }) => {
+      if (!LOOPBACK.test(options.host)) {
+        throw new InvalidInputError(`--host ${options.host}: the daemon binds loopback addresses only (127.0.0.1, ::1, localhost)`);
+      }
+      const port = Number(options.port);
+      if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new InvalidInputError(`--port ${options.port}: expected a port number 0..65535`);
+      const logger = createLogger('daemon');
+      const daemon = await Daemon.start({ storeFile: options.store, host: options.host, port, logger });
+      process.stdout.write(`${JSON.stringify(daemon.readyMessage())}\n`);
+      await new Promise<void>((resolve) => {
+        const stop = (signal: NodeJS.Signals): void => {
+          logger.info('signal received', { signal });
+          process.off('SIGTERM', stop);
+          process.off('SIGINT', stop);
+          void daemon.stop().then(resolve);
+        };
+        process.on('SIGTERM', stop);
+        process.on('SIGINT', stop);
+      });
+    });
+}

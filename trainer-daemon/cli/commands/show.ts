@@ -1,0 +1,65 @@
+/** `lightning show ID`: one rollout's trajectory: attempts, spans in order, rewards. */
+import type { Command } from 'commander';
+import type { RolloutDetail, Span } from '../../protocol';
+import { openBackend } from '../backend';
+import { duration, num, rolloutDuration, table, time, truncate } from '../format';
+import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
+
+function spanRow(span: Span): string[] {
+  const tokens = span.promptTokens !== null || span.completionTokens !== null ? `${span.promptTokens ?? 0}+${span.completionTokens ?? 0}` : '';
+  return [
+    String(span.sequence),
+    span.category,
+    truncate(span.name, 48),
+    span.spanId,
+    duration(span.endMs === null ? null : span.endMs - span.startMs),
+    tokens,
+    span.statusCode === 'error' ? `error: ${truncate(span.statusMessage ?? '', 40)}` : span.statusCode,
+  ];
+}
+
+export function renderDetail({ rollout, attempts, spans, rewards }: RolloutDetail): string {
+  const lines = [
+    `Rollout ${rollout.id}`,
+    `  status    ${rollout.status}${rollout.exitCode !== null ? ` (exit ${rollout.exitCode})` : ''}${rollout.error ? ` — ${rollout.error}` : ''}`,
+    `  mode      ${rollout.mode}`,
+    `  label     ${rollout.label ?? '-'}`,
+    `  task      ${rollout.task ? `${rollout.task.id ?? ''} ${truncate(JSON.stringify(rollout.task.input), 100)}`.trim() : '-'}`,
+    `  source    ${rollout.source.kind === 'command' ? rollout.source.argv.join(' ') : rollout.source.kind === 'launch' ? `launch "${rollout.source.name}"` : 'api'}`,
+    `  reward    ${num(rollout.reward)}`,
+    `  created   ${time(rollout.createdAt)}   duration ${duration(rolloutDuration(rollout))}`,
+    `  attempts  ${rollout.attemptCount}/${rollout.maxAttempts}   LLM calls ${rollout.llmCalls}   tokens ${rollout.promptTokens}+${rollout.completionTokens}`,
+  ];
+  if (attempts.length > 1) {
+    lines.push('', 'Attempts', table(['#', 'STATUS', 'STARTED', 'ERROR'], attempts.map((a) => [String(a.number), a.status, time(a.startedAt), a.error ?? ''])));
+  }
+  lines.push('', spans.length ? table(['SEQ', 'KIND', 'NAME', 'SPAN', 'DURATION', 'TOKENS', 'STATUS'], spans.map(spanRow)) : 'No spans.');
+  lines.push(
+    '',
+    rewards.length
+      ? table(
+          ['REWARD', 'NAME', 'VALUE', 'SOURCE', 'STEP', 'TIME', 'COMMENT'],
+          rewards.map((w) => [String(w.id), w.name, num(w.value), w.source, w.spanId ?? '-', time(w.createdAt), truncate(w.comment ?? w.reason ?? '', 60)]),
+        )
+      : 'No rewards.',
+  );
+  return `${lines.join('\n')}\n`;
+}
+
+export function registerShow(program: Command): void {
+  program
+    .command('show')
+    .description('show a rollout: its spans (LLM calls, tools, rewards) in order, attempts and rewards')
+    .argument('<id>', 'rollout id (or a unique prefix of at least 4 characters)')
+    .addOption(storeOption())
+    .addOption(jsonOption())
+    .action(async (id: string, options: GlobalOptions) => {
+      const backend = await openBackend(resolveStore(options));
+      try {
+        const detail = await backend.call('getRollout', { id });
+        process.stdout.write(options.json ? `${JSON.stringify(detail)}\n` : renderDetail(detail));
+      } finally {
+        backend.close();
+      }
+    });
+}

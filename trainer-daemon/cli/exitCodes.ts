@@ -1,0 +1,34 @@
+/** Exit codes of the `lightning` command, documented in `lightning --help`. */
+import { mapError } from '../errors';
+import { RpcError } from '../rpc/client';
+
+export const ExitCode = {
+  Ok: 0,
+  Failure: 1,
+  Usage: 2,
+  NotFound: 3,
+  Conflict: 4,
+} as const;
+
+export const EXIT_CODES_HELP = `
+Exit codes:
+  0  success
+  1  unexpected failure (see the message)
+  2  bad arguments or invalid input
+  3  not found (no such rollout, no store)
+  4  conflict (a rollout cannot make that transition; the store is owned by another daemon)`;
+
+export function exitCodeFor(error: unknown): number {
+  const kind = error instanceof RpcError ? error.kind : mapError(error).kind;
+  switch (kind) {
+    case 'invalid_input':
+      return ExitCode.Usage;
+    case 'not_found':
+      return ExitCode.NotFound;
+    case 'conflict':
+    case 'invalid_transition':
+      return ExitCode.Conflict;
+    default:
+      return ExitCode.Failure;
+  }
+}

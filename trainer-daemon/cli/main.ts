@@ -1,0 +1,38 @@
+/** The `lightning` command line: a commander program with one module per command. */
+import { Command, CommanderError } from 'commander';
+import { errorMessage } from '../errors';
+import { VERSION } from '../version';
+import { registerReward } from './commands/reward';
+import { registerRollouts } from './commands/rollouts';
+import { registerServe } from './commands/serve';
+import { registerShow } from './commands/show';
+import { EXIT_CODES_HELP, ExitCode, exitCodeFor } from './exitCodes';
+
+export function buildProgram(): Command {
+  const program = new Command('lightning')
+    .description('Lightning: record agent runs, annotate rewards and train agents with reinforcement learning')
+    .version(VERSION)
+    .showHelpAfterError('(run with --help for usage)')
+    .addHelpText('after', EXIT_CODES_HELP)
+    .exitOverride();
+  registerServe(program);
+  registerRollouts(program);
+  registerShow(program);
+  registerReward(program);
+  for (const command of program.commands) command.exitOverride().addHelpText('after', EXIT_CODES_HELP);
+  return program;
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync([...argv], { from: 'user' });
+    return ExitCode.Ok;
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Commander printed the message (or the help) already.
+      return error.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage;
+    }
+    process.stderr.write(`lightning: ${errorMessage(error)}\n`);
+    return exitCodeFor(error);
+  }
+}

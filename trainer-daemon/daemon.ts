@@ -1,0 +1,95 @@
+/**
+ * The trainer daemon: one per store. Starts the store, the batched span writer, the change
+ * notifier, the RPC server and the HTTP server (in that order), announces itself (ready line,
+ * discovery files), and shuts down in reverse order, the store last.
+ */
+import path from 'node:path';
+import type { DaemonInfo, ReadyMessage } from './protocol';
+import { removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
+import type { Logger } from './log';
+import { createHandlers } from './rpc/handlers';
+import { ChangeNotifier } from './rpc/notifier';
+import { RpcServer } from './rpc/server';
+import { DaemonHttpServer } from './server/http';
+import { SpanWriter } from './store/spanWriter';
+import { Store } from './store/store';
+import { VERSION } from './version';
+
+export interface DaemonOptions {
+  readonly storeFile: string;
+  readonly host: string;
+  readonly port: number;
+  readonly logger: Logger;
+}
+
+export class Daemon {
+  private discovery: DiscoveryPaths | undefined;
+  private stopping: Promise<void> | undefined;
+
+  private constructor(
+    readonly store: Store,
+    private readonly spanWriter: SpanWriter,
+    private readonly notifier: ChangeNotifier,
+    private readonly rpc: RpcServer,
+    private readonly http: DaemonHttpServer,
+    readonly token: string,
+    readonly info: DaemonInfo,
+    readonly url: string,
+    private readonly logger: Logger,
+  ) {}
+
+  static async start(options: DaemonOptions): Promise<Daemon> {
+    const storeFile = path.resolve(options.storeFile);
+    const logger = options.logger;
+    const store = Store.open(storeFile);
+    try {
+      const token = newToken();
+      const info: DaemonInfo = {
+        version: VERSION,
+        pid: process.pid,
+        store: storeFile,
+        schemaVersion: store.schemaVersion,
+        startedAt: Date.now(),
+      };
+      const spanWriter = new SpanWriter(store, logger.child('ingest'));
+      const handlers = createHandlers({ store, spanWriter, info: () => info });
+      const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
+      const notifier = new ChangeNotifier(store, rpc.broadcast);
+      const http = new DaemonHttpServer({
+        logger: logger.child('http'),
+        routes: () => false,
+        upgrades: { '/rpc': (request, socket, head) => rpc.handleUpgrade(request, socket, head) },
+      });
+      const address = await http.listen(options.host, options.port);
+      const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+      const url = `http://${host}:${address.port}`;
+      const daemon = new Daemon(store, spanWriter, notifier, rpc, http, token, info, url, logger);
+      daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
+      logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
+      return daemon;
+    } catch (error) {
+      store.close();
+      throw error;
+    }
+  }
+
+  readyMessage(): ReadyMessage {
+    return { event: 'ready', url: this.url, token: this.token, store: this.info.store, pid: process.pid };
+  }
+
+  /** Stops accepting, flushes queued writes and notifications, closes the store. Idempotent. */
+  stop(): Promise<void> {
+    this.stopping ??= (async () => {
+      this.logger.info('daemon stopping');
+      if (this.discovery) removeDiscovery(this.discovery);
+      const closed = this.http.close();
+      this.spanWriter.shutdown();
+      this.notifier.dispose();
+      this.rpc.dispose();
+      await closed;
+      this.store.close();
+      this.logger.info('daemon stopped');
+    })();
+    return this.stopping;
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * The discovery files beside a store: `daemon.json` (url, pid, store) and `daemon.token` (mode
+ * 0600), so that `lightning run`, the CLI and the extension find the daemon that owns a store. A
+ * file left by a daemon that died is recognised (its pid is gone) and ignored.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import { DiscoveryFile } from './protocol';
+import { ConflictError } from './errors';
+
+export interface DiscoveryPaths {
+  readonly info: string;
+  readonly token: string;
+}
+
+export function discoveryPaths(storeFile: string): DiscoveryPaths {
+  const dir = path.dirname(path.resolve(storeFile));
+  return { info: path.join(dir, 'daemon.json'), token: path.join(dir, 'daemon.token') };
+}
+
+export function isProcessAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+export interface LiveDaemon {
+  readonly info: DiscoveryFile;
+  readonly token: string;
+}
+
+/** The daemon that owns `storeFile`, if one is running. */
+export function findDaemon(storeFile: string): LiveDaemon | undefined {
+  const paths = discoveryPaths(storeFile);
+  let info: DiscoveryFile;
+  try {
+    const parsed = DiscoveryFile.safeParse(JSON.parse(fs.readFileSync(paths.info, 'utf8')));
+    if (!parsed.success) return undefined;
+    info = parsed.data;
+  } catch {
+    return undefined;
+  }
+  if (path.resolve(info.store) !== path.resolve(storeFile) || !isProcessAlive(info.pid)) return undefined;
+  try {
+    return { info, token: fs.readFileSync(info.tokenFile, 'utf8').trim() };
+  } catch {
+    return undefined;
+  }
+}
+
+export function newToken(): string {
+  return crypto.randomBytes(32).toString('base64url');
+}
+
+/** Writes both files atomically (temp file + rename); refuses when another live daemon owns the store. */
+export function writeDiscovery(storeFile: string, info: Omit<DiscoveryFile, 'tokenFile'>, token: string): DiscoveryPaths {
+  const existing = findDaemon(storeFile);
+  if (existing && existing.info.pid !== process.pid) {
+    throw new ConflictError(
+      `another Lightning daemon (pid ${existing.info.pid}, ${existing.info.url}) already owns ${storeFile}; stop it or use --store`,
+    );
+  }
+  const paths = discoveryPaths(storeFile);
+  fs.mkdirSync(path.dirname(paths.info), { recursive: true });
+  writeAtomic(paths.token, `${token}\n`, 0o600);
+  writeAtomic(paths.info, `${JSON.stringify({ ...info, tokenFile: paths.token }, null, 2)}\n`, 0o644);
+  return paths;
+}
+
+/** Removes the files if they are still ours (a newer daemon may have replaced them). */
+export function removeDiscovery(paths: DiscoveryPaths, pid = process.pid): void {
+  try {
+    const info = JSON.parse(fs.readFileSync(paths.info, 'utf8')) as { pid?: unknown };
+    if (info.pid !== pid) return;
+  } catch {
+    return;
+  }
+  fs.rmSync(paths.info, { force: true });
+  fs.rmSync(paths.token, { force: true });
+}
+
+function writeAtomic(file: string, content: string, mode: number): void {
+  const temp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(temp, content, { mode });
+  fs.chmodSync(temp, mode);
+  fs.renameSync(temp, file);
+}

@@ -1,0 +1,5 @@
+/** The daemon's protocol module: the only part of trainer-daemon/ that other processes import. */
+export * from './records';
+export * from './rpc';
+export * from './daemon';
+export * from './validation';

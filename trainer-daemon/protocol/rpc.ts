@@ -1,0 +1,167 @@
+/**
+ * The editor-facing JSON-RPC 2.0 protocol (DESIGN.md, "Editor-facing RPC"): every method and
+ * notification declared once, with zod schemas for params and result, imported by both ends
+ * (the daemon's RPC server and the CLI today, the extension's client later).
+ */
+import { z } from 'zod';
+import {
+  Attempt,
+  Json,
+  Reward,
+  RewardSource,
+  Rollout,
+  RolloutMode,
+  RolloutSource,
+  RolloutStatus,
+  Span,
+  Stats,
+  TaskRef,
+} from './records';
+
+export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
+  readonly method: string;
+  readonly params: P;
+  readonly result: R;
+}
+
+function method<P extends z.ZodType, R extends z.ZodType>(name: string, params: P, result: R): MethodSpec<P, R> {
+  return { method: `lightning/${name}`, params, result };
+}
+
+export interface NotificationSpec<P extends z.ZodType> {
+  readonly method: string;
+  readonly params: P;
+}
+
+function notification<P extends z.ZodType>(name: string, params: P): NotificationSpec<P> {
+  return { method: `lightning/${name}`, params };
+}
+
+const RolloutId = z.string().min(1, 'rollout id must not be empty').max(200);
+
+export const RolloutOrder = z.enum(['newest', 'oldest']);
+
+export const ListRolloutsParams = z.strictObject({
+  status: z.array(RolloutStatus).min(1).optional(),
+  mode: RolloutMode.optional(),
+  /** Exact label. */
+  label: z.string().optional(),
+  /** Exact task id. */
+  taskId: z.string().optional(),
+  datasetId: z.string().optional(),
+  batchId: z.string().optional(),
+  /** Case-insensitive text search in the label and the task (id and input). */
+  search: z.string().min(1).max(200).optional(),
+  /** Only rollouts with no reward of any source. */
+  unrated: z.boolean().optional(),
+  order: RolloutOrder.default('newest'),
+  limit: z.number().int().min(1).max(500).default(50),
+  /** Opaque cursor from a previous page's `nextCursor`. */
+  cursor: z.string().max(200).optional(),
+});
+export type ListRolloutsParams = z.input<typeof ListRolloutsParams>;
+
+export const RolloutPage = z.object({
+  items: z.array(Rollout),
+  /** Pass as `cursor` to get the next page; null on the last page. */
+  nextCursor: z.string().nullable(),
+});
+export type RolloutPage = z.infer<typeof RolloutPage>;
+
+export const RolloutDetail = z.object({
+  rollout: Rollout,
+  attempts: z.array(Attempt),
+  spans: z.array(Span),
+  rewards: z.array(Reward),
+});
+export type RolloutDetail = z.infer<typeof RolloutDetail>;
+
+export const CreateRolloutParams = z.strictObject({
+  mode: RolloutMode.default('debug'),
+  label: z.string().max(500).nullable().default(null),
+  task: TaskRef.nullable().default(null),
+  source: RolloutSource.default({ kind: 'api' }),
+  maxAttempts: z.number().int().min(1).max(100).default(1),
+  datasetId: z.string().nullable().default(null),
+  batchId: z.string().nullable().default(null),
+  resourcesVersion: z.number().int().positive().nullable().default(null),
+});
+export type CreateRolloutParams = z.input<typeof CreateRolloutParams>;
+
+export const TransitionRolloutParams = z.strictObject({
+  id: RolloutId,
+  to: RolloutStatus,
+  error: z.string().max(10_000).nullable().default(null),
+  exitCode: z.number().int().nullable().default(null),
+});
+export type TransitionRolloutParams = z.input<typeof TransitionRolloutParams>;
+
+/** Spans are checked one by one so that one bad span never fails the whole batch. */
+export const AddSpansParams = z.strictObject({
+  rolloutId: RolloutId,
+  spans: z.array(z.unknown()).min(1).max(10_000),
+});
+export type AddSpansParams = z.input<typeof AddSpansParams>;
+
+export const SpanResult = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('stored'), spanId: z.string(), sequence: z.number().int().positive() }),
+  z.object({ kind: z.literal('duplicate'), spanId: z.string() }),
+  z.object({ kind: z.literal('invalid'), index: z.number().int().nonnegative(), error: z.string() }),
+]);
+export type SpanResult = z.infer<typeof SpanResult>;
+
+export const AddSpansResult = z.object({ results: z.array(SpanResult) });
+export type AddSpansResult = z.infer<typeof AddSpansResult>;
+
+export const AddRewardParams = z.strictObject({
+  rolloutId: RolloutId,
+  /** Annotate one step (an LLM call) instead of the whole rollout. */
+  spanId: z.string().regex(/^[0-9a-f]{16}$/, 'spanId must be 16 lowercase hex characters').nullable().default(null),
+  name: z.string().min(1).max(100).default('reward'),
+  value: z.number().finite(),
+  source: RewardSource.default('human'),
+  author: z.string().max(200).nullable().default(null),
+  comment: z.string().max(10_000).nullable().default(null),
+  reason: z.string().max(10_000).nullable().default(null),
+});
+export type AddRewardParams = z.input<typeof AddRewardParams>;
+
+export const DaemonInfo = z.object({
+  version: z.string(),
+  pid: z.number().int(),
+  store: z.string(),
+  schemaVersion: z.number().int(),
+  startedAt: z.number(),
+});
+export type DaemonInfo = z.infer<typeof DaemonInfo>;
+
+export const Methods = {
+  daemonInfo: method('daemon/info', z.strictObject({}), DaemonInfo),
+  listRollouts: method('rollouts/list', ListRolloutsParams, RolloutPage),
+  getRollout: method('rollouts/get', z.strictObject({ id: RolloutId }), RolloutDetail),
+  createRollout: method('rollouts/create', CreateRolloutParams, Rollout),
+  transitionRollout: method('rollouts/transition', TransitionRolloutParams, Rollout),
+  addSpans: method('spans/add', AddSpansParams, AddSpansResult),
+  addReward: method('rewards/add', AddRewardParams, Reward),
+  listRewards: method('rewards/list', z.strictObject({ rolloutId: RolloutId }), z.object({ items: z.array(Reward) })),
+  getStats: method('stats/get', z.strictObject({}), Stats),
+} as const;
+
+export type Methods = typeof Methods;
+export type MethodName = keyof Methods;
+export type ParamsOf<M extends MethodName> = z.input<Methods[M]['params']>;
+export type ParsedParamsOf<M extends MethodName> = z.output<Methods[M]['params']>;
+export type ResultOf<M extends MethodName> = z.infer<Methods[M]['result']>;
+
+export const Notifications = {
+  /** Rollouts created or changed (status, counters, reward), at most every 100 ms, latest state only. */
+  rolloutsChanged: notification('rollouts/changed', z.object({ rollouts: z.array(Rollout) })),
+  /** Spans stored since the last notification, at most every 100 ms, in sequence order per rollout. */
+  spansAdded: notification('spans/added', z.object({ spans: z.array(Span) })),
+} as const;
+
+export type Notifications = typeof Notifications;
+export type NotificationName = keyof Notifications;
+export type NotificationParamsOf<N extends NotificationName> = z.infer<Notifications[N]['params']>;
+
+export { Json };

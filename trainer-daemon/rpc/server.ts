@@ -1,0 +1,118 @@
+/**
+ * The editor-facing JSON-RPC server: WebSocket on `/rpc` of the daemon's HTTP server, one
+ * vscode-jsonrpc message connection per socket (the same framing vscode-languageclient uses from the
+ * extension). The upgrade needs the bearer token; browsers (any request with an Origin) are
+ * refused; frames are capped in size. Every request is validated against its schema before any
+ * handler runs, so a bad request changes nothing.
+ */
+import crypto from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { createMessageConnection, ResponseError, type MessageConnection } from 'vscode-jsonrpc/node';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { Methods, Notifications, type MethodName } from '../protocol';
+import { WebSocketMessageReader, WebSocketMessageWriter } from '../protocol/wsTransport';
+import { errorMessage, mapError, RpcCode } from '../errors';
+import type { Logger } from '../log';
+import type { Disposable } from '../util/event';
+import { invoke, type Handlers } from './handlers';
+import type { Broadcast } from './notifier';
+
+export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+
+export interface RpcServerOptions {
+  readonly token: string;
+  readonly handlers: Handlers;
+  readonly logger: Logger;
+  readonly maxMessageBytes?: number;
+}
+
+function tokenMatches(header: string | undefined, token: string): boolean {
+  const match = /^Bearer (.+)$/i.exec(header ?? '');
+  if (!match) return false;
+  const given = Buffer.from(match[1]!);
+  const expected = Buffer.from(token);
+  return given.length === expected.length && crypto.timingSafeEqual(given, expected);
+}
+
+function refuseUpgrade(socket: Duplex, status: number, reason: string): void {
+  const body = JSON.stringify({ error: reason });
+  socket.end(
+    `HTTP/1.1 ${status} ${status === 401 ? 'Unauthorized' : 'Forbidden'}\r\n` +
+      'Content-Type: application/json\r\n' +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
+
+export class RpcServer implements Disposable {
+  private readonly wss: WebSocketServer;
+  private readonly connections = new Set<MessageConnection>();
+
+  constructor(private readonly options: RpcServerOptions) {
+    this.wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
+  }
+
+  get connectionCount(): number {
+    return this.connections.size;
+  }
+
+  /** Called by the HTTP server for `GET /rpc` upgrades (Host already checked). */
+  handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
+    if (request.headers.origin !== undefined) {
+      this.options.logger.warn('refused an RPC connection from a browser origin', { origin: request.headers.origin });
+      refuseUpgrade(socket, 403, 'connections from web pages are not accepted');
+      return;
+    }
+    if (!tokenMatches(request.headers.authorization, this.options.token)) {
+      this.options.logger.warn('refused an RPC connection without a valid bearer token');
+      refuseUpgrade(socket, 401, 'a valid bearer token is required (see the ready line or .lightning/daemon.token)');
+      return;
+    }
+    this.wss.handleUpgrade(request, socket, head, (ws) => this.accept(ws));
+  }
+
+  private accept(ws: WebSocket): void {
+    const reader = new WebSocketMessageReader(ws, (_raw, reason) => {
+      ws.send(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: RpcCode.ParseError, message: reason } }));
+    });
+    const connection = createMessageConnection(reader, new WebSocketMessageWriter(ws));
+    for (const name of Object.keys(Methods) as MethodName[]) {
+      connection.onRequest(Methods[name].method, (raw: unknown) => this.serve(name, raw));
+    }
+    connection.onClose(() => {
+      this.connections.delete(connection);
+      connection.dispose();
+    });
+    ws.on('error', (error) => this.options.logger.warn('RPC socket error', { error }));
+    this.connections.add(connection);
+    connection.listen();
+  }
+
+  private async serve(name: MethodName, raw: unknown): Promise<unknown> {
+    try {
+      return await invoke(this.options.handlers, name, raw);
+    } catch (error) {
+      const mapping = mapError(error);
+      if (mapping.rpcCode === RpcCode.InternalError) {
+        this.options.logger.error('RPC method failed', { method: Methods[name].method, error });
+      }
+      throw new ResponseError(mapping.rpcCode, errorMessage(error), { kind: mapping.kind });
+    }
+  }
+
+  readonly broadcast: Broadcast = (name, params) => {
+    const method = Notifications[name].method;
+    for (const connection of this.connections) {
+      connection.sendNotification(method, params).catch(() => {
+        // The socket closed between the flush and the send: that client is gone; nothing to keep.
+      });
+    }
+  };
+
+  dispose(): void {
+    for (const connection of this.connections) connection.dispose();
+    this.connections.clear();
+    for (const client of this.wss.clients) client.close(1001, 'daemon shutting down');
+    this.wss.close();
+  }
+}

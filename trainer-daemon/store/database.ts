@@ -1,0 +1,35 @@
+/**
+ * Opening a store file: pragmas for a single-writer daemon (WAL, busy timeout, foreign keys) and the
+ * migrations. The store is durable against a crash of the daemon process (kill -9): every
+ * acknowledged write has been committed to the WAL. `synchronous=NORMAL` is SQLite's recommended
+ * setting in WAL mode; after an operating-system crash or power loss the last transactions before
+ * the most recent checkpoint may be lost, never corrupted.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import BetterSqlite3, { type Database } from 'better-sqlite3';
+import { migrate } from './migrations';
+
+export interface OpenOptions {
+  /** Open without migrating (to inspect an older store); writes then fail on missing tables. */
+  readonly migrate?: boolean;
+  readonly readonly?: boolean;
+}
+
+export function openDatabase(file: string, options: OpenOptions = {}): Database {
+  if (file !== ':memory:' && !options.readonly) fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  const db = new BetterSqlite3(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
+  try {
+    db.pragma('busy_timeout = 5000');
+    if (!options.readonly) {
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = NORMAL');
+    }
+    db.pragma('foreign_keys = ON');
+    if (options.migrate ?? true) migrate(db);
+    return db;
+  } catch (error) {
+    db.close();
+    throw error;
+  }
+}

@@ -1,0 +1,211 @@
+/**
+ * Numbered schema migrations. The schema version is SQLite's `user_version`; each migration runs
+ * in its own transaction together with the version bump, so a store is always at exactly one
+ * version. Never edit a released migration: add the next one.
+ */
+import type { Database } from 'better-sqlite3';
+
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  up(db: Database): void;
+}
+
+const v1Core: Migration = {
+  version: 1,
+  name: 'core data model',
+  up(db) {
+    db.exec(`
+      CREATE TABLE rollouts (
+        seq               INTEGER PRIMARY KEY,
+        id                TEXT NOT NULL UNIQUE,
+        status            TEXT NOT NULL CHECK (status IN ('queued','running','succeeded','failed','cancelled','timeout')),
+        mode              TEXT NOT NULL CHECK (mode IN ('debug','train','val')),
+        label             TEXT,
+        task_id           TEXT,
+        task_input        TEXT,
+        dataset_id        TEXT,
+        batch_id          TEXT,
+        source            TEXT NOT NULL,
+        resources_version INTEGER,
+        max_attempts      INTEGER NOT NULL DEFAULT 1 CHECK (max_attempts >= 1),
+        attempt_count     INTEGER NOT NULL DEFAULT 0,
+        created_at        REAL NOT NULL,
+        updated_at        REAL NOT NULL,
+        started_at        REAL,
+        ended_at          REAL,
+        error             TEXT,
+        exit_code         INTEGER,
+        span_count        INTEGER NOT NULL DEFAULT 0,
+        llm_calls         INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE INDEX rollouts_by_time    ON rollouts (created_at, seq);
+      CREATE INDEX rollouts_by_status  ON rollouts (status, created_at, seq);
+      CREATE INDEX rollouts_by_mode    ON rollouts (mode, created_at, seq);
+      CREATE INDEX rollouts_by_label   ON rollouts (label, created_at, seq);
+      CREATE INDEX rollouts_by_task    ON rollouts (task_id, created_at, seq);
+      CREATE INDEX rollouts_by_dataset ON rollouts (dataset_id, created_at, seq);
+      CREATE INDEX rollouts_by_batch   ON rollouts (batch_id, created_at, seq);
+
+      CREATE TABLE attempts (
+        rollout_id TEXT NOT NULL REFERENCES rollouts (id) ON DELETE CASCADE,
+        number     INTEGER NOT NULL,
+        status     TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        ended_at   REAL,
+        error      TEXT,
+        exit_code  INTEGER,
+        PRIMARY KEY (rollout_id, number)
+      ) WITHOUT ROWID;
+
+      CREATE TABLE spans (
+        id             INTEGER PRIMARY KEY,
+        rollout_id     TEXT NOT NULL REFERENCES rollouts (id) ON DELETE CASCADE,
+        attempt        INTEGER NOT NULL,
+        sequence       INTEGER NOT NULL,
+        trace_id       TEXT NOT NULL,
+        span_id        TEXT NOT NULL,
+        parent_span_id TEXT,
+        name           TEXT NOT NULL,
+        kind           TEXT NOT NULL,
+        category       TEXT NOT NULL CHECK (category IN ('llm','tool','agent','reward','other')),
+        start_ms       REAL NOT NULL,
+        end_ms         REAL,
+        status_code    TEXT NOT NULL,
+        status_message TEXT,
+        attributes     TEXT NOT NULL,
+        events         TEXT NOT NULL,
+        prompt_tokens     INTEGER,
+        completion_tokens INTEGER
+      );
+      CREATE UNIQUE INDEX spans_by_rollout_sequence ON spans (rollout_id, sequence);
+      CREATE UNIQUE INDEX spans_by_span_id ON spans (rollout_id, span_id);
+
+      -- Append-only: a correction is a new row (see the trigger below).
+      CREATE TABLE rewards (
+        id         INTEGER PRIMARY KEY,
+        rollout_id TEXT NOT NULL REFERENCES rollouts (id) ON DELETE CASCADE,
+        span_id    TEXT,
+        name       TEXT NOT NULL,
+        value      REAL NOT NULL,
+        source     TEXT NOT NULL CHECK (source IN ('human','agent','rule','judge','model')),
+        author     TEXT,
+        comment    TEXT,
+        reason     TEXT,
+        created_at REAL NOT NULL
+      );
+      CREATE INDEX rewards_by_rollout ON rewards (rollout_id, name, id);
+      CREATE TRIGGER rewards_append_only BEFORE UPDATE ON rewards
+        BEGIN SELECT RAISE(ABORT, 'rewards are append-only: add a new reward row to correct one'); END;
+
+      CREATE TABLE resources (
+        name       TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        kind       TEXT NOT NULL,
+        value      TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (name, version)
+      ) WITHOUT ROWID;
+
+      CREATE TABLE datasets (
+        id         TEXT PRIMARY KEY,
+        name       TEXT NOT NULL UNIQUE,
+        source     TEXT,
+        created_at REAL NOT NULL
+      );
+      CREATE TABLE tasks (
+        dataset_id TEXT NOT NULL REFERENCES datasets (id) ON DELETE CASCADE,
+        id         TEXT NOT NULL,
+        idx        INTEGER NOT NULL,
+        split      TEXT NOT NULL CHECK (split IN ('train','val','test')),
+        input      TEXT NOT NULL,
+        expected   TEXT,
+        PRIMARY KEY (dataset_id, id)
+      ) WITHOUT ROWID;
+      CREATE INDEX tasks_by_index ON tasks (dataset_id, idx);
+
+      CREATE TABLE training_runs (
+        id         TEXT PRIMARY KEY,
+        algorithm  TEXT NOT NULL,
+        config     TEXT NOT NULL,
+        status     TEXT NOT NULL CHECK (status IN ('queued','running','succeeded','failed','cancelled')),
+        created_at REAL NOT NULL,
+        started_at REAL,
+        ended_at   REAL,
+        error      TEXT
+      );
+      CREATE TABLE metric_points (
+        run_id  TEXT NOT NULL REFERENCES training_runs (id) ON DELETE CASCADE,
+        step    INTEGER NOT NULL,
+        name    TEXT NOT NULL,
+        value   REAL NOT NULL,
+        time_ms REAL NOT NULL
+      );
+      CREATE INDEX metric_points_by_run ON metric_points (run_id, name, step);
+      CREATE TABLE checkpoints (
+        id         TEXT PRIMARY KEY,
+        run_id     TEXT NOT NULL REFERENCES training_runs (id) ON DELETE CASCADE,
+        step       INTEGER NOT NULL,
+        path       TEXT NOT NULL,
+        metrics    TEXT NOT NULL,
+        created_at REAL NOT NULL
+      );
+      CREATE INDEX checkpoints_by_run ON checkpoints (run_id, step);
+    `);
+  },
+};
+
+/**
+ * Text search over label and task for the panel's filter box. A trigram FTS5 index answers
+ * substring queries without scanning every rollout; it is kept in step with `rollouts` by triggers.
+ */
+const v2TextSearch: Migration = {
+  version: 2,
+  name: 'rollout text search',
+  up(db) {
+    db.exec(`
+      CREATE VIRTUAL TABLE rollouts_fts USING fts5(
+        label, task, content='', contentless_delete=1, tokenize='trigram case_sensitive 0'
+      );
+      CREATE TRIGGER rollouts_fts_insert AFTER INSERT ON rollouts BEGIN
+        INSERT INTO rollouts_fts (rowid, label, task)
+        VALUES (new.seq, coalesce(new.label, ''), coalesce(new.task_id, '') || ' ' || coalesce(new.task_input, ''));
+      END;
+      CREATE TRIGGER rollouts_fts_update AFTER UPDATE OF label, task_id, task_input ON rollouts BEGIN
+        DELETE FROM rollouts_fts WHERE rowid = old.seq;
+        INSERT INTO rollouts_fts (rowid, label, task)
+        VALUES (new.seq, coalesce(new.label, ''), coalesce(new.task_id, '') || ' ' || coalesce(new.task_input, ''));
+      END;
+      CREATE TRIGGER rollouts_fts_delete AFTER DELETE ON rollouts BEGIN
+        DELETE FROM rollouts_fts WHERE rowid = old.seq;
+      END;
+      INSERT INTO rollouts_fts (rowid, label, task)
+        SELECT seq, coalesce(label, ''), coalesce(task_id, '') || ' ' || coalesce(task_input, '') FROM rollouts;
+    `);
+  },
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch];
+export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+/** Applies every migration above the store's version, each atomically. Returns the versions applied. */
+export function migrate(db: Database, target: number = LATEST_SCHEMA_VERSION): number[] {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  if (current > LATEST_SCHEMA_VERSION) {
+    throw new Error(
+      `store schema version ${current} is newer than this Lightning understands (${LATEST_SCHEMA_VERSION}); update Lightning`,
+    );
+  }
+  const applied: number[] = [];
+  for (const migration of MIGRATIONS) {
+    if (migration.version <= current || migration.version > target) continue;
+    db.transaction(() => {
+      migration.up(db);
+      db.pragma(`user_version = ${migration.version}`);
+    }).immediate();
+    applied.push(migration.version);
+  }
+  return applied;
+}

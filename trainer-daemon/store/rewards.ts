@@ -1,0 +1,66 @@
+/**
+ * Rewards are append-only (a trigger refuses updates): an annotation is never overwritten, a
+ * correction is a new row, and the history of who said what stays in the store.
+ */
+import type { Database, Statement } from 'better-sqlite3';
+import type { z } from 'zod';
+import type { AddRewardParams, Reward } from '../protocol';
+import { InvalidInputError } from '../errors';
+
+interface RewardRow {
+  id: number;
+  rollout_id: string;
+  span_id: string | null;
+  name: string;
+  value: number;
+  source: Reward['source'];
+  author: string | null;
+  comment: string | null;
+  reason: string | null;
+  created_at: number;
+}
+
+function rowToReward(row: RewardRow): Reward {
+  return {
+    id: row.id,
+    rolloutId: row.rollout_id,
+    spanId: row.span_id,
+    name: row.name,
+    value: row.value,
+    source: row.source,
+    author: row.author,
+    comment: row.comment,
+    reason: row.reason,
+    createdAt: row.created_at,
+  };
+}
+
+export class RewardRepository {
+  private readonly insert: Statement;
+  private readonly byId: Statement<[number | bigint], RewardRow>;
+  private readonly ofRollout: Statement<[string], RewardRow>;
+  private readonly spanExists: Statement<[string, string], { one: number }>;
+
+  constructor(db: Database) {
+    this.insert = db.prepare(`INSERT INTO rewards (rollout_id, span_id, name, value, source, author, comment, reason, created_at)
+      VALUES (@rolloutId, @spanId, @name, @value, @source, @author, @comment, @reason, @now)`);
+    this.byId = db.prepare('SELECT * FROM rewards WHERE id = ?');
+    this.ofRollout = db.prepare('SELECT * FROM rewards WHERE rollout_id = ? ORDER BY id');
+    this.spanExists = db.prepare('SELECT 1 AS one FROM spans WHERE rollout_id = ? AND span_id = ?');
+  }
+
+  /** Appends a reward; the caller has checked that the rollout exists. Must run inside a transaction. */
+  add(params: z.output<typeof AddRewardParams>, now = Date.now()): Reward {
+    if (params.spanId !== null && !this.spanExists.get(params.rolloutId, params.spanId)) {
+      throw new InvalidInputError(
+        `params.spanId: rollout ${params.rolloutId} has no span ${params.spanId}; annotate one of its LLM calls or omit spanId`,
+      );
+    }
+    const info = this.insert.run({ ...params, now });
+    return rowToReward(this.byId.get(info.lastInsertRowid)!);
+  }
+
+  list(rolloutId: string): Reward[] {
+    return this.ofRollout.all(rolloutId).map(rowToReward);
+  }
+}

@@ -1,0 +1,269 @@
+/**
+ * Rollouts and their attempts: creation, the status lifecycle, lookup and the panel's list query.
+ */
+import crypto from 'node:crypto';
+import type { Database, Statement } from 'better-sqlite3';
+import { z } from 'zod';
+import {
+  Attempt,
+  CreateRolloutParams,
+  ListRolloutsParams,
+  Rollout,
+  RolloutPage,
+  RolloutSource,
+  RolloutStatus,
+  TransitionRolloutParams,
+  type Json,
+} from '../protocol';
+import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../errors';
+
+/** Which statuses each status may move to. failed/timeout → queued is a retry (attempts permitting). */
+export const TRANSITIONS: Readonly<Record<RolloutStatus, readonly RolloutStatus[]>> = {
+  queued: ['running', 'cancelled'],
+  running: ['succeeded', 'failed', 'cancelled', 'timeout'],
+  failed: ['queued'],
+  timeout: ['queued'],
+  succeeded: [],
+  cancelled: [],
+};
+
+export interface RolloutRow {
+  seq: number;
+  id: string;
+  status: RolloutStatus;
+  mode: Rollout['mode'];
+  label: string | null;
+  task_id: string | null;
+  task_input: string | null;
+  dataset_id: string | null;
+  batch_id: string | null;
+  source: string;
+  resources_version: number | null;
+  max_attempts: number;
+  attempt_count: number;
+  created_at: number;
+  updated_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+  error: string | null;
+  exit_code: number | null;
+  span_count: number;
+  llm_calls: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  reward: number | null;
+}
+
+/** The display reward: the latest human annotation of the episode, else the latest of any source. */
+const REWARD_COLUMN = `(SELECT w.value FROM rewards w
+  WHERE w.rollout_id = r.id AND w.name = 'reward' AND w.span_id IS NULL
+  ORDER BY (w.source = 'human') DESC, w.id DESC LIMIT 1) AS reward`;
+const SELECT_ROLLOUT = `SELECT r.*, ${REWARD_COLUMN} FROM rollouts r`;
+
+export function newRolloutId(): string {
+  return `ro-${crypto.randomBytes(8).toString('hex')}`;
+}
+
+export function rowToRollout(row: RolloutRow): Rollout {
+  const hasTask = row.task_id !== null || row.task_input !== null;
+  return {
+    id: row.id,
+    status: row.status,
+    mode: row.mode,
+    label: row.label,
+    task: hasTask
+      ? {
+          ...(row.task_id !== null ? { id: row.task_id } : {}),
+          input: row.task_input === null ? null : (JSON.parse(row.task_input) as Json),
+        }
+      : null,
+    datasetId: row.dataset_id,
+    batchId: row.batch_id,
+    source: RolloutSource.parse(JSON.parse(row.source)),
+    resourcesVersion: row.resources_version,
+    maxAttempts: row.max_attempts,
+    attemptCount: row.attempt_count,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    startedAt: row.started_at,
+    endedAt: row.ended_at,
+    error: row.error,
+    exitCode: row.exit_code,
+    spanCount: row.span_count,
+    llmCalls: row.llm_calls,
+    promptTokens: row.prompt_tokens,
+    completionTokens: row.completion_tokens,
+    reward: row.reward,
+  };
+}
+
+const Cursor = z.object({ c: z.number(), s: z.number().int() });
+
+function encodeCursor(row: Pick<RolloutRow, 'created_at' | 'seq'>): string {
+  return Buffer.from(JSON.stringify({ c: row.created_at, s: row.seq })).toString('base64url');
+}
+
+function decodeCursor(cursor: string): z.infer<typeof Cursor> {
+  try {
+    return Cursor.parse(JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')));
+  } catch {
+    throw new InvalidInputError('params.cursor: not a cursor returned by rollouts/list; start again without one');
+  }
+}
+
+/** FTS5 trigram queries need at least 3 characters; shorter searches scan with LIKE instead. */
+function searchClause(search: string, args: unknown[]): string {
+  if ([...search].length >= 3) {
+    args.push(`"${search.replaceAll('"', '""')}"`);
+    return 'r.seq IN (SELECT rowid FROM rollouts_fts WHERE rollouts_fts MATCH ?)';
+  }
+  const pattern = `%${search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+  args.push(pattern, pattern, pattern);
+  return "(r.label LIKE ? ESCAPE '\\' OR r.task_id LIKE ? ESCAPE '\\' OR r.task_input LIKE ? ESCAPE '\\')";
+}
+
+export class RolloutRepository {
+  private readonly insert: Statement;
+  private readonly byId: Statement<[string], RolloutRow>;
+  private readonly attemptsOf: Statement<[string]>;
+
+  constructor(private readonly db: Database) {
+    this.insert = db.prepare(`INSERT INTO rollouts
+      (id, status, mode, label, task_id, task_input, dataset_id, batch_id, source, resources_version,
+       max_attempts, created_at, updated_at)
+      VALUES (@id, 'queued', @mode, @label, @task_id, @task_input, @dataset_id, @batch_id, @source,
+       @resources_version, @max_attempts, @now, @now)`);
+    this.byId = db.prepare(`${SELECT_ROLLOUT} WHERE r.id = ?`);
+    this.attemptsOf = db.prepare('SELECT * FROM attempts WHERE rollout_id = ? ORDER BY number');
+  }
+
+  create(params: z.output<typeof CreateRolloutParams>, now = Date.now()): Rollout {
+    const id = newRolloutId();
+    this.insert.run({
+      id,
+      mode: params.mode,
+      label: params.label,
+      task_id: params.task?.id ?? null,
+      task_input: params.task ? JSON.stringify(params.task.input) : null,
+      dataset_id: params.datasetId,
+      batch_id: params.batchId,
+      source: JSON.stringify(params.source),
+      resources_version: params.resourcesVersion,
+      max_attempts: params.maxAttempts,
+      now,
+    });
+    return this.get(id);
+  }
+
+  find(id: string): Rollout | undefined {
+    const row = this.byId.get(id);
+    return row ? rowToRollout(row) : undefined;
+  }
+
+  get(id: string): Rollout {
+    const rollout = this.find(id);
+    if (!rollout) throw new NotFoundError(`rollout ${id} does not exist (list rollouts with \`lightning rollouts\`)`);
+    return rollout;
+  }
+
+  /** Ids starting with `prefix` (at most `limit`), so users can type a short unique prefix. */
+  idsWithPrefix(prefix: string, limit = 2): string[] {
+    const escaped = prefix.replace(/[\\%_]/g, (c) => `\\${c}`);
+    return this.db
+      .prepare<[string, number], { id: string }>("SELECT id FROM rollouts WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT ?")
+      .all(`${escaped}%`, limit)
+      .map((row) => row.id);
+  }
+
+  attempts(id: string): Attempt[] {
+    return (this.attemptsOf.all(id) as Array<Record<string, unknown>>).map((row) =>
+      Attempt.parse({
+        number: row.number,
+        status: row.status,
+        startedAt: row.started_at,
+        endedAt: row.ended_at,
+        error: row.error,
+        exitCode: row.exit_code,
+      }),
+    );
+  }
+
+  /** Moves a rollout along its lifecycle; must run inside a transaction. */
+  transition(params: z.output<typeof TransitionRolloutParams>, now = Date.now()): Rollout {
+    const current = this.get(params.id);
+    const allowed = TRANSITIONS[current.status];
+    if (!allowed.includes(params.to)) {
+      const options = allowed.length > 0 ? `it can go to: ${allowed.join(', ')}` : 'it is final';
+      throw new InvalidTransitionError(`rollout ${current.id} is ${current.status} and cannot become ${params.to}; ${options}`);
+    }
+    if (params.to === 'queued' && current.attemptCount >= current.maxAttempts) {
+      throw new InvalidTransitionError(
+        `rollout ${current.id} has used all ${current.maxAttempts} attempt(s); it cannot be retried`,
+      );
+    }
+    if (params.to === 'running') {
+      const number = current.attemptCount + 1;
+      this.db
+        .prepare("INSERT INTO attempts (rollout_id, number, status, started_at) VALUES (?, ?, 'running', ?)")
+        .run(current.id, number, now);
+      this.db
+        .prepare(`UPDATE rollouts SET status = 'running', attempt_count = ?, started_at = coalesce(started_at, ?),
+          ended_at = NULL, error = NULL, exit_code = NULL, updated_at = ? WHERE id = ?`)
+        .run(number, now, now, current.id);
+    } else if (params.to === 'queued') {
+      this.db
+        .prepare("UPDATE rollouts SET status = 'queued', ended_at = NULL, updated_at = ? WHERE id = ?")
+        .run(now, current.id);
+    } else {
+      if (current.status === 'running') {
+        this.db
+          .prepare('UPDATE attempts SET status = ?, ended_at = ?, error = ?, exit_code = ? WHERE rollout_id = ? AND number = ?')
+          .run(params.to, now, params.error, params.exitCode, current.id, current.attemptCount);
+      }
+      this.db
+        .prepare('UPDATE rollouts SET status = ?, ended_at = ?, error = ?, exit_code = ?, updated_at = ? WHERE id = ?')
+        .run(params.to, now, params.error, params.exitCode, now, current.id);
+    }
+    return this.get(current.id);
+  }
+
+  list(params: z.output<typeof ListRolloutsParams>): RolloutPage {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (params.status) {
+      where.push(`r.status IN (${params.status.map(() => '?').join(', ')})`);
+      args.push(...params.status);
+    }
+    const equals: Array<[string, string | undefined]> = [
+      ['r.mode', params.mode],
+      ['r.label', params.label],
+      ['r.task_id', params.taskId],
+      ['r.dataset_id', params.datasetId],
+      ['r.batch_id', params.batchId],
+    ];
+    for (const [column, value] of equals) {
+      if (value === undefined) continue;
+      where.push(`${column} = ?`);
+      args.push(value);
+    }
+    if (params.search !== undefined) where.push(searchClause(params.search, args));
+    if (params.unrated) where.push('NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id)');
+    const newest = params.order === 'newest';
+    if (params.cursor !== undefined) {
+      const cursor = decodeCursor(params.cursor);
+      where.push(`(r.created_at, r.seq) ${newest ? '<' : '>'} (?, ?)`);
+      args.push(cursor.c, cursor.s);
+    }
+    const direction = newest ? 'DESC' : 'ASC';
+    const sql = `${SELECT_ROLLOUT} ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+      ORDER BY r.created_at ${direction}, r.seq ${direction} LIMIT ?`;
+    args.push(params.limit + 1);
+    const rows = this.db.prepare<unknown[], RolloutRow>(sql).all(...args);
+    const page = rows.slice(0, params.limit);
+    const last = page[page.length - 1];
+    return {
+      items: page.map(rowToRollout),
+      nextCursor: rows.length > params.limit && last ? encodeCursor(last) : null,
+    };
+  }
+}

@@ -1,0 +1,123 @@
+/**
+ * Spans: numbered in arrival order within their rollout, de-duplicated by span id (an exporter that
+ * retries a batch does not create copies), with the rollout's counters updated in the same
+ * transaction so the panel's list never disagrees with the trajectory.
+ */
+import type { Database, Statement } from 'better-sqlite3';
+import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
+import { NotFoundError } from '../errors';
+
+interface SpanRow {
+  rollout_id: string;
+  attempt: number;
+  sequence: number;
+  trace_id: string;
+  span_id: string;
+  parent_span_id: string | null;
+  name: string;
+  kind: Span['kind'];
+  category: Span['category'];
+  start_ms: number;
+  end_ms: number | null;
+  status_code: Span['statusCode'];
+  status_message: string | null;
+  attributes: string;
+  events: string;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+}
+
+function rowToSpan(row: SpanRow): Span {
+  return {
+    rolloutId: row.rollout_id,
+    attempt: row.attempt,
+    sequence: row.sequence,
+    traceId: row.trace_id,
+    spanId: row.span_id,
+    parentSpanId: row.parent_span_id,
+    name: row.name,
+    kind: row.kind,
+    category: row.category,
+    startMs: row.start_ms,
+    endMs: row.end_ms,
+    statusCode: row.status_code,
+    statusMessage: row.status_message,
+    attributes: JSON.parse(row.attributes) as Record<string, Json>,
+    events: JSON.parse(row.events) as Span['events'],
+    promptTokens: row.prompt_tokens,
+    completionTokens: row.completion_tokens,
+  };
+}
+
+export interface SpanBatch {
+  readonly rolloutId: string;
+  /** Unvalidated: each span is checked on its own and reported on its own. */
+  readonly spans: readonly unknown[];
+}
+
+export interface SpanBatchOutcome {
+  readonly results: SpanResult[];
+  readonly stored: Span[];
+}
+
+export class SpanRepository {
+  private readonly counters: Statement<[string], { span_count: number; attempt_count: number }>;
+  private readonly insert: Statement;
+  private readonly bump: Statement;
+  private readonly ofRollout: Statement<[string], SpanRow>;
+
+  constructor(db: Database) {
+    this.counters = db.prepare('SELECT span_count, attempt_count FROM rollouts WHERE id = ?');
+    this.insert = db.prepare(`INSERT INTO spans
+      (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind, category, start_ms, end_ms,
+       status_code, status_message, attributes, events, prompt_tokens, completion_tokens)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT (rollout_id, span_id) DO NOTHING`);
+    this.bump = db.prepare(`UPDATE rollouts SET span_count = span_count + ?, llm_calls = llm_calls + ?,
+      prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, updated_at = ? WHERE id = ?`);
+    this.ofRollout = db.prepare('SELECT * FROM spans WHERE rollout_id = ? ORDER BY sequence');
+  }
+
+  /** Stores one rollout's spans; must run inside a transaction. Throws only for an unknown rollout. */
+  add(batch: SpanBatch, now = Date.now()): SpanBatchOutcome {
+    const counters = this.counters.get(batch.rolloutId);
+    if (!counters) throw new NotFoundError(`rollout ${batch.rolloutId} does not exist; spans need an existing rollout`);
+    let sequence = counters.span_count;
+    let llmCalls = 0;
+    let promptTokens = 0;
+    let completionTokens = 0;
+    const results: SpanResult[] = [];
+    const stored: Span[] = [];
+    batch.spans.forEach((raw, index) => {
+      const parsed = SpanInput.safeParse(raw);
+      if (!parsed.success) {
+        results.push({ kind: 'invalid', index, error: describeIssues(parsed.error, `spans.${index}`) });
+        return;
+      }
+      const span = parsed.data;
+      const info = this.insert.run(
+        batch.rolloutId, counters.attempt_count, sequence + 1, span.traceId, span.spanId, span.parentSpanId,
+        span.name, span.kind, span.category, span.startMs, span.endMs, span.statusCode, span.statusMessage,
+        JSON.stringify(span.attributes), JSON.stringify(span.events), span.promptTokens, span.completionTokens,
+      );
+      if (info.changes === 0) {
+        results.push({ kind: 'duplicate', spanId: span.spanId });
+        return;
+      }
+      sequence += 1;
+      if (span.category === 'llm') llmCalls += 1;
+      promptTokens += span.promptTokens ?? 0;
+      completionTokens += span.completionTokens ?? 0;
+      results.push({ kind: 'stored', spanId: span.spanId, sequence });
+      stored.push({ ...span, rolloutId: batch.rolloutId, attempt: counters.attempt_count, sequence });
+    });
+    if (stored.length > 0) {
+      this.bump.run(stored.length, llmCalls, promptTokens, completionTokens, now, batch.rolloutId);
+    }
+    return { results, stored };
+  }
+
+  list(rolloutId: string): Span[] {
+    return this.ofRollout.all(rolloutId).map(rowToSpan);
+  }
+}

@@ -1,0 +1,187 @@
+/**
+ * The store: one SQLite file owned by one daemon. Every method that writes runs in one
+ * transaction and returns only after it committed, so a caller that got an answer holds an
+ * acknowledged, durable write. Change events fire after the commit.
+ */
+import type { Database } from 'better-sqlite3';
+import {
+  AddRewardParams,
+  CreateRolloutParams,
+  ListRolloutsParams,
+  RolloutStatus,
+  TransitionRolloutParams,
+  type Reward,
+  type Rollout,
+  type RolloutDetail,
+  type RolloutPage,
+  type Span,
+  type Stats,
+} from '../protocol';
+import { Emitter, type Event } from '../util/event';
+import { openDatabase, type OpenOptions } from './database';
+import { LATEST_SCHEMA_VERSION } from './migrations';
+import { RewardRepository } from './rewards';
+import { RolloutRepository } from './rollouts';
+import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
+import { NotFoundError, InvalidInputError } from '../errors';
+
+export class Store {
+  private readonly rollouts: RolloutRepository;
+  private readonly spans: SpanRepository;
+  private readonly rewards: RewardRepository;
+  private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
+  private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
+  private closed = false;
+
+  /** Ids of rollouts created or changed by a committed write. */
+  readonly onDidChangeRollouts: Event<readonly string[]> = this._onDidChangeRollouts.event;
+  /** Spans stored by a committed write, in sequence order per rollout. */
+  readonly onDidAddSpans: Event<readonly Span[]> = this._onDidAddSpans.event;
+
+  static open(file: string, options?: OpenOptions): Store {
+    return new Store(openDatabase(file, options), file);
+  }
+
+  private constructor(
+    readonly db: Database,
+    readonly file: string,
+  ) {
+    this.rollouts = new RolloutRepository(db);
+    this.spans = new SpanRepository(db);
+    this.rewards = new RewardRepository(db);
+  }
+
+  get schemaVersion(): number {
+    return this.db.pragma('user_version', { simple: true }) as number;
+  }
+
+  createRollout(params: CreateRolloutParams): Rollout {
+    const parsed = CreateRolloutParams.parse(params);
+    const rollout = this.write(() => this.rollouts.create(parsed));
+    this._onDidChangeRollouts.fire([rollout.id]);
+    return rollout;
+  }
+
+  transitionRollout(params: TransitionRolloutParams): Rollout {
+    const parsed = TransitionRolloutParams.parse(params);
+    const rollout = this.write(() => this.rollouts.transition(parsed));
+    this._onDidChangeRollouts.fire([rollout.id]);
+    return rollout;
+  }
+
+  getRollout(id: string): Rollout {
+    return this.rollouts.get(id);
+  }
+
+  /** Resolves a full id or a unique prefix of one (at least 4 characters), as users type them. */
+  resolveRolloutId(idOrPrefix: string): string {
+    if (this.rollouts.find(idOrPrefix)) return idOrPrefix;
+    if (idOrPrefix.length < 4) throw new NotFoundError(`rollout ${idOrPrefix} does not exist`);
+    const matches = this.rollouts.idsWithPrefix(idOrPrefix);
+    if (matches.length === 0) throw new NotFoundError(`rollout ${idOrPrefix} does not exist (list rollouts with \`lightning rollouts\`)`);
+    if (matches.length > 1) throw new InvalidInputError(`rollout id prefix ${idOrPrefix} is ambiguous; type more of the id`);
+    return matches[0]!;
+  }
+
+  getRolloutDetail(id: string): RolloutDetail {
+    return this.db.transaction(() => ({
+      rollout: this.rollouts.get(id),
+      attempts: this.rollouts.attempts(id),
+      spans: this.spans.list(id),
+      rewards: this.rewards.list(id),
+    }))();
+  }
+
+  listRollouts(params: ListRolloutsParams): RolloutPage {
+    return this.rollouts.list(ListRolloutsParams.parse(params));
+  }
+
+  /** Stores several rollouts' spans in one transaction: the unit of batched ingest. */
+  addSpanBatches(batches: readonly SpanBatch[]): Array<SpanBatchOutcome | Error> {
+    const now = Date.now();
+    const outcomes = this.write(() =>
+      batches.map((batch) => {
+        try {
+          return this.spans.add(batch, now);
+        } catch (error) {
+          if (error instanceof NotFoundError) return error;
+          throw error;
+        }
+      }),
+    );
+    const stored = outcomes.flatMap((outcome) => (outcome instanceof Error ? [] : outcome.stored));
+    if (stored.length > 0) {
+      this._onDidAddSpans.fire(stored);
+      this._onDidChangeRollouts.fire([...new Set(stored.map((span) => span.rolloutId))]);
+    }
+    return outcomes;
+  }
+
+  addSpans(batch: SpanBatch): SpanBatchOutcome {
+    const [outcome] = this.addSpanBatches([batch]);
+    if (outcome instanceof Error) throw outcome;
+    return outcome!;
+  }
+
+  addReward(params: AddRewardParams): Reward {
+    const parsed = AddRewardParams.parse(params);
+    const reward = this.write(() => {
+      this.rollouts.get(parsed.rolloutId);
+      return this.rewards.add(parsed);
+    });
+    this._onDidChangeRollouts.fire([reward.rolloutId]);
+    return reward;
+  }
+
+  listRewards(rolloutId: string): Reward[] {
+    this.rollouts.get(rolloutId);
+    return this.rewards.list(rolloutId);
+  }
+
+  stats(): Stats {
+    const byStatus = Object.fromEntries(RolloutStatus.options.map((status) => [status, 0])) as Stats['byStatus'];
+    const rows = this.db
+      .prepare<[], { status: RolloutStatus; n: number }>('SELECT status, count(*) AS n FROM rollouts GROUP BY status')
+      .all();
+    let rollouts = 0;
+    for (const row of rows) {
+      byStatus[row.status] = row.n;
+      rollouts += row.n;
+    }
+    const count = (sql: string): number => (this.db.prepare<[], { n: number }>(sql).get()?.n ?? 0);
+    return {
+      rollouts,
+      byStatus,
+      spans: count('SELECT coalesce(sum(span_count), 0) AS n FROM rollouts'),
+      rewards: count('SELECT count(*) AS n FROM rewards'),
+      unrated: count(
+        `SELECT count(*) AS n FROM rollouts r WHERE r.status IN ('succeeded','failed','timeout')
+         AND NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id)`,
+      ),
+      schemaVersion: this.schemaVersion,
+    };
+  }
+
+  /** Checkpoints the WAL into the main file and closes. Idempotent. */
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this._onDidChangeRollouts.dispose();
+    this._onDidAddSpans.dispose();
+    if (this.db.open) {
+      this.db.pragma('wal_checkpoint(TRUNCATE)');
+      this.db.close();
+    }
+  }
+
+  get isOpen(): boolean {
+    return !this.closed && this.db.open;
+  }
+
+  /** Runs `fn` in an IMMEDIATE transaction (the write lock taken up front: no upgrade deadlocks). */
+  private write<T>(fn: () => T): T {
+    return this.db.transaction(fn).immediate();
+  }
+}
+
+export { LATEST_SCHEMA_VERSION };
