@@ -26,7 +26,7 @@ if (files.length === 0) {
 
 const child = spawn(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...files],
+  ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-timeout=120000', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...files],
   { stdio: ['ignore', 'pipe', 'inherit'] },
 );
 let output = '';

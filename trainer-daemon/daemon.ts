@@ -5,7 +5,7 @@
  */
 import path from 'node:path';
 import type { DaemonInfo, ReadyMessage } from './protocol';
-import { removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
+import { assertStoreFree, removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
 import type { Logger } from './log';
 import { createHandlers } from './rpc/handlers';
 import { ChangeNotifier } from './rpc/notifier';
@@ -41,7 +41,9 @@ export class Daemon {
   static async start(options: DaemonOptions): Promise<Daemon> {
     const storeFile = path.resolve(options.storeFile);
     const logger = options.logger;
+    assertStoreFree(storeFile);
     const store = Store.open(storeFile);
+    let http: DaemonHttpServer | undefined;
     try {
       const token = newToken();
       const info: DaemonInfo = {
@@ -55,7 +57,7 @@ export class Daemon {
       const handlers = createHandlers({ store, spanWriter, info: () => info });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       const notifier = new ChangeNotifier(store, rpc.broadcast);
-      const http = new DaemonHttpServer({
+      http = new DaemonHttpServer({
         logger: logger.child('http'),
         routes: () => false,
         upgrades: { '/rpc': (request, socket, head) => rpc.handleUpgrade(request, socket, head) },
@@ -68,6 +70,7 @@ export class Daemon {
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
       return daemon;
     } catch (error) {
+      await http?.close();
       store.close();
       throw error;
     }

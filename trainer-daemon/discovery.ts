@@ -56,14 +56,19 @@ export function newToken(): string {
   return crypto.randomBytes(32).toString('base64url');
 }
 
-/** Writes both files atomically (temp file + rename); refuses when another live daemon owns the store. */
-export function writeDiscovery(storeFile: string, info: Omit<DiscoveryFile, 'tokenFile'>, token: string): DiscoveryPaths {
+/** Refuses when another live daemon owns the store. */
+export function assertStoreFree(storeFile: string): void {
   const existing = findDaemon(storeFile);
   if (existing && existing.info.pid !== process.pid) {
     throw new ConflictError(
       `another Lightning daemon (pid ${existing.info.pid}, ${existing.info.url}) already owns ${storeFile}; stop it or use --store`,
     );
   }
+}
+
+/** Writes both files atomically (temp file + rename), after checking again that no other daemon owns the store. */
+export function writeDiscovery(storeFile: string, info: Omit<DiscoveryFile, 'tokenFile'>, token: string): DiscoveryPaths {
+  assertStoreFree(storeFile);
   const paths = discoveryPaths(storeFile);
   fs.mkdirSync(path.dirname(paths.info), { recursive: true });
   writeAtomic(paths.token, `${token}\n`, 0o600);

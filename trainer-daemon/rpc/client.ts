@@ -16,7 +16,7 @@ import {
   type ResultOf,
 } from '../protocol';
 import { WebSocketMessageReader, WebSocketMessageWriter } from '../protocol/wsTransport';
-import { LightningError } from '../errors';
+import { InvalidInputError, LightningError } from '../errors';
 import type { Disposable } from '../util/event';
 
 /** An error the daemon answered with; `kind` is the stable name from the error mapping. */
@@ -52,6 +52,8 @@ export class RpcClient implements Disposable {
       socket.once('error', (error) => reject(new LightningError(`cannot reach the daemon at ${url}: ${error.message}`)));
       socket.once('open', () => {
         const connection = createMessageConnection(new WebSocketMessageReader(socket), new WebSocketMessageWriter(socket));
+        // When the daemon goes away, fail every pending request instead of leaving it unanswered.
+        socket.once('close', () => connection.dispose());
         connection.listen();
         resolve(new RpcClient(socket, connection));
       });
@@ -61,7 +63,7 @@ export class RpcClient implements Disposable {
   async request<M extends MethodName>(name: M, params: ParamsOf<M>): Promise<ResultOf<M>> {
     const spec = Methods[name];
     const checked = spec.params.safeParse(params);
-    if (!checked.success) throw new LightningError(`invalid ${spec.method} request: ${describeIssues(checked.error, 'params')}`);
+    if (!checked.success) throw new InvalidInputError(describeIssues(checked.error, 'params'));
     let raw: unknown;
     try {
       raw = await this.connection.sendRequest(spec.method, params);

@@ -1,0 +1,181 @@
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { describe, test } from 'node:test';
+import BetterSqlite3 from 'better-sqlite3';
+import WebSocket from 'ws';
+import { DiscoveryFile, type Rollout, type Span } from '../../trainer-daemon/protocol';
+import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
+import { startDaemon, type RunningDaemon } from '../helpers/daemon';
+import { llmSpan } from '../helpers/spans';
+import { tempDir, waitFor } from '../helpers/tmp';
+
+async function withDaemon(t: Parameters<typeof tempDir>[0]): Promise<{ daemon: RunningDaemon; store: string; client: RpcClient }> {
+  const store = path.join(tempDir(t), '.lightning', 'store.db');
+  const daemon = await startDaemon(store);
+  t.after(() => daemon.stop('SIGKILL'));
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(() => client.dispose());
+  return { daemon, store, client };
+}
+
+/** The status line of a WebSocket upgrade attempt with the given headers. */
+function upgradeStatus(url: string, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const socket = new WebSocket(`${url.replace('http', 'ws')}/rpc`, { headers });
+    socket.once('unexpected-response', (_req, res) => {
+      resolve(res.statusCode ?? 0);
+      socket.terminate();
+    });
+    socket.once('open', () => {
+      resolve(101);
+      socket.close();
+    });
+    socket.once('error', reject);
+  });
+}
+
+function countRows(store: string, table: string): number {
+  const db = new BetterSqlite3(store, { readonly: true });
+  try {
+    return (db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+describe('daemon process', () => {
+  test('serve prints the contract ready line and writes discovery files; the token file is owner-only', async (t) => {
+    const { daemon, store } = await withDaemon(t);
+    assert.match(daemon.ready.url, /^http:\/\/127\.0\.0\.1:\d+$/);
+    assert.equal(daemon.ready.store, store);
+    assert.equal(daemon.ready.pid, daemon.process.pid);
+    const info = DiscoveryFile.parse(JSON.parse(fs.readFileSync(path.join(path.dirname(store), 'daemon.json'), 'utf8')));
+    assert.equal(info.url, daemon.ready.url);
+    assert.equal(info.pid, daemon.process.pid);
+    assert.equal(fs.readFileSync(info.tokenFile, 'utf8').trim(), daemon.ready.token);
+    assert.equal(fs.statSync(info.tokenFile).mode & 0o777, 0o600);
+    assert.ok(!daemon.stderr().includes(daemon.ready.token), 'the token must never be logged');
+    for (const line of daemon.stderr().trim().split('\n')) assert.doesNotThrow(() => JSON.parse(line), `log line is not JSON: ${line}`);
+  });
+
+  test('RPC needs the bearer token, refuses browser origins and foreign Host headers', async (t) => {
+    const { daemon } = await withDaemon(t);
+    const { url, token } = daemon.ready;
+    assert.equal(await upgradeStatus(url, {}), 401);
+    assert.equal(await upgradeStatus(url, { authorization: 'Bearer wrong-token' }), 401);
+    assert.equal(await upgradeStatus(url, { authorization: `Bearer ${token}`, origin: 'https://evil.example' }), 403);
+    assert.equal(await upgradeStatus(url, { authorization: `Bearer ${token}`, host: 'evil.example' }), 404);
+    assert.equal(await upgradeStatus(url, { authorization: `Bearer ${token}` }), 101);
+    const rebinding = await new Promise<number>((resolve) => {
+      http.get(`${url}/health`, { headers: { host: `attacker.example:${new URL(url).port}` } }, (res) => resolve(res.statusCode ?? 0));
+    });
+    assert.equal(rebinding, 403);
+  });
+
+  test('bad params get a JSON-RPC error naming the field, and nothing is written', async (t) => {
+    const { client, store } = await withDaemon(t);
+    const rollout = await client.request('createRollout', { label: 'x' });
+    const cases: Array<[string, unknown, RegExp]> = [
+      ['lightning/rewards/add', { rolloutId: rollout.id, value: 'high' }, /params\.value: .*expected number/],
+      ['lightning/rewards/add', { rolloutId: rollout.id, value: 1, source: 'oracle' }, /params\.source/],
+      ['lightning/rewards/add', { rolloutId: rollout.id, value: 1, bogus: true }, /bogus/],
+      ['lightning/rollouts/create', { mode: 'production' }, /params\.mode/],
+      ['lightning/rollouts/list', { limit: 100000 }, /params\.limit/],
+      ['lightning/rollouts/transition', { id: rollout.id, to: 'finished' }, /params\.to/],
+    ];
+    for (const [method, params, message] of cases) {
+      await assert.rejects(client.requestRaw(method, params), (error: { code: number; message: string }) => {
+        assert.equal(error.code, -32602, `${method} ${JSON.stringify(params)}`);
+        assert.match(error.message, message);
+        return true;
+      });
+    }
+    await assert.rejects(client.requestRaw('lightning/rollouts/transition', { id: rollout.id, to: 'succeeded' }), (error: { code: number; message: string }) => {
+      assert.equal(error.code, -32010);
+      assert.match(error.message, /is queued and cannot become succeeded/);
+      return true;
+    });
+    await assert.rejects(client.requestRaw('lightning/nope', {}), (error: { code: number }) => error.code === -32601);
+    await assert.rejects(client.request('getRollout', { id: 'ro-0000000000000000' }), (error: unknown) => error instanceof RpcError && error.kind === 'not_found');
+    assert.equal(countRows(store, 'rewards'), 0);
+    assert.equal(countRows(store, 'rollouts'), 1);
+    assert.equal((await client.request('getRollout', { id: rollout.id })).rollout.status, 'queued');
+  });
+
+  test('a frame that is not JSON gets a parse error and the connection keeps working', async (t) => {
+    const { daemon } = await withDaemon(t);
+    const socket = new WebSocket(`${daemon.ready.url.replace('http', 'ws')}/rpc`, { headers: { authorization: `Bearer ${daemon.ready.token}` } });
+    t.after(() => socket.close());
+    await new Promise((resolve) => socket.once('open', resolve));
+    const replies: Array<{ id: unknown; error?: { code: number; message: string }; result?: unknown }> = [];
+    socket.on('message', (data) => replies.push(JSON.parse(data.toString())));
+    socket.send('{not json');
+    socket.send(JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'lightning/stats/get' }]));
+    socket.send(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'lightning/stats/get', params: {} }));
+    await waitFor(() => replies.length === 3, 'three replies');
+    assert.deepEqual(replies.slice(0, 2).map((r) => r.error?.code), [-32700, -32700]);
+    assert.match(replies[1]!.error!.message, /batch requests are not supported/);
+    assert.equal(replies[2]!.id, 2);
+    assert.equal((replies[2]!.result as { rollouts: number }).rollouts, 0);
+  });
+
+  test('a message over the size limit closes that connection; the daemon keeps serving', async (t) => {
+    const { daemon, client } = await withDaemon(t);
+    const socket = new WebSocket(`${daemon.ready.url.replace('http', 'ws')}/rpc`, { headers: { authorization: `Bearer ${daemon.ready.token}` } });
+    await new Promise((resolve) => socket.once('open', resolve));
+    const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
+    socket.on('error', () => {});
+    socket.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'lightning/rollouts/create', params: { label: 'x'.repeat(17 * 1024 * 1024) } }));
+    assert.equal(await closed, 1009);
+    assert.equal((await client.request('getStats', {})).rollouts, 0);
+  });
+
+  test('notifications: rollouts/changed and spans/added arrive batched, with the latest state', async (t) => {
+    const { client } = await withDaemon(t);
+    assert.equal((await client.request('daemonInfo', {})).schemaVersion, 2);
+    const changed: Rollout[][] = [];
+    const added: Span[][] = [];
+    client.onNotification('rolloutsChanged', ({ rollouts }) => changed.push(rollouts));
+    client.onNotification('spansAdded', ({ spans }) => added.push(spans));
+    const rollout = await client.request('createRollout', { label: 'live' });
+    await client.request('transitionRollout', { id: rollout.id, to: 'running' });
+    const spans = Array.from({ length: 30 }, () => llmSpan());
+    await Promise.all(spans.map((span) => client.request('addSpans', { rolloutId: rollout.id, spans: [span] })));
+    await client.request('addReward', { rolloutId: rollout.id, value: 1 });
+    await waitFor(() => added.flat().length === 30 && changed.flat().some((r) => r.reward === 1), 'notifications');
+    assert.ok(added.length < 30, `30 span writes must be batched into fewer notifications (got ${added.length})`);
+    assert.deepEqual(added.flat().map((s) => s.sequence), Array.from({ length: 30 }, (_, i) => i + 1));
+    const latest = changed.flat().filter((r) => r.id === rollout.id).at(-1)!;
+    assert.equal(latest.status, 'running');
+    assert.equal(latest.spanCount, 30);
+    assert.equal(latest.llmCalls, 30);
+  });
+
+  test('SIGTERM: exit 0, discovery files removed, the store consistent with every acknowledged write', async (t) => {
+    const { daemon, client, store } = await withDaemon(t);
+    const rollout = await client.request('createRollout', {});
+    const results = await client.request('addSpans', { rolloutId: rollout.id, spans: Array.from({ length: 100 }, () => llmSpan()) });
+    assert.equal(results.results.filter((r) => r.kind === 'stored').length, 100);
+    assert.equal(await daemon.stop('SIGTERM'), 0);
+    assert.ok(!fs.existsSync(path.join(path.dirname(store), 'daemon.json')));
+    assert.ok(!fs.existsSync(path.join(path.dirname(store), 'daemon.token')));
+    assert.ok(!fs.existsSync(`${store}-wal`) || fs.statSync(`${store}-wal`).size === 0, 'the WAL is checkpointed on close');
+    const db = new BetterSqlite3(store, { readonly: true });
+    t.after(() => db.close());
+    assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
+    assert.equal((db.prepare('SELECT span_count FROM rollouts WHERE id = ?').get(rollout.id) as { span_count: number }).span_count, 100);
+    assert.match(daemon.stderr(), /daemon stopped/);
+  });
+
+  test('a second daemon on the same store is refused with exit code 4; after a crash the store is reclaimed', async (t) => {
+    const { daemon, store } = await withDaemon(t);
+    await assert.rejects(startDaemon(store), /exited \(4\).*already owns/s);
+    await daemon.stop('SIGKILL');
+    assert.ok(fs.existsSync(path.join(path.dirname(store), 'daemon.json')), 'a killed daemon leaves its discovery file');
+    const next = await startDaemon(store);
+    t.after(() => next.stop('SIGKILL'));
+    assert.notEqual(next.ready.pid, daemon.ready.pid);
+  });
+});
