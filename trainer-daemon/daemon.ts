@@ -11,7 +11,7 @@ import { createHandlers } from './rpc/handlers';
 import { ChangeNotifier } from './rpc/notifier';
 import { RpcServer } from './rpc/server';
 import { DaemonHttpServer } from './server/http';
-import { SpanWriter } from './store/spanWriter';
+import { WriteQueue } from './store/writeQueue';
 import { Store } from './store/store';
 import { VERSION } from './version';
 
@@ -28,7 +28,7 @@ export class Daemon {
 
   private constructor(
     readonly store: Store,
-    private readonly spanWriter: SpanWriter,
+    private readonly writes: WriteQueue,
     private readonly notifier: ChangeNotifier,
     private readonly rpc: RpcServer,
     private readonly http: DaemonHttpServer,
@@ -53,8 +53,8 @@ export class Daemon {
         schemaVersion: store.schemaVersion,
         startedAt: Date.now(),
       };
-      const spanWriter = new SpanWriter(store, logger.child('ingest'));
-      const handlers = createHandlers({ store, spanWriter, info: () => info });
+      const writes = new WriteQueue(store, logger.child('writes'));
+      const handlers = createHandlers({ store, writes, info: () => info });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       const notifier = new ChangeNotifier(store, rpc.broadcast);
       http = new DaemonHttpServer({
@@ -65,7 +65,7 @@ export class Daemon {
       const address = await http.listen(options.host, options.port);
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
-      const daemon = new Daemon(store, spanWriter, notifier, rpc, http, token, info, url, logger);
+      const daemon = new Daemon(store, writes, notifier, rpc, http, token, info, url, logger);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
       return daemon;
@@ -86,7 +86,7 @@ export class Daemon {
       this.logger.info('daemon stopping');
       if (this.discovery) removeDiscovery(this.discovery);
       const closed = this.http.close();
-      this.spanWriter.shutdown();
+      this.writes.shutdown();
       this.notifier.dispose();
       this.rpc.dispose();
       await closed;

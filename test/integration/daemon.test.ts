@@ -179,3 +179,20 @@ describe('daemon process', () => {
     assert.notEqual(next.ready.pid, daemon.ready.pid);
   });
 });
+
+describe('daemon: spans/add over the RPC', () => {
+  test('one bad span gets its own result naming the field; the good ones in the same call are stored', async (t) => {
+    const { client } = await withDaemon(t);
+    const rollout = await client.request('createRollout', {});
+    const good = [llmSpan(), llmSpan()];
+    const { results } = await client.request('addSpans', {
+      rolloutId: rollout.id,
+      spans: [good[0], { ...good[1], startMs: 'yesterday' }, good[1], good[0]],
+    });
+    assert.deepEqual(results.map((r) => r.kind), ['stored', 'invalid', 'stored', 'duplicate']);
+    assert.match((results[1] as { error: string }).error, /^spans\.1\.startMs: /);
+    const detail = await client.request('getRollout', { id: rollout.id });
+    assert.deepEqual(detail.spans.map((s) => s.spanId), [good[0]!.spanId, good[1]!.spanId]);
+    await assert.rejects(client.request('addSpans', { rolloutId: 'ro-missing', spans: [{}] }), (error: unknown) => error instanceof RpcError && error.kind === 'not_found');
+  });
+});

@@ -4,6 +4,7 @@ import { describe, test } from 'node:test';
 import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../../trainer-daemon/errors';
 import type { RolloutStatus } from '../../trainer-daemon/protocol';
 import { TRANSITIONS } from '../../trainer-daemon/store/rollouts';
+import { validateSpans } from '../../trainer-daemon/store/spans';
 import { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
@@ -94,16 +95,15 @@ describe('store: rollout lifecycle', () => {
 });
 
 describe('store: spans', () => {
-  test('spans are numbered in arrival order, duplicates ignored, bad ones reported one by one, counters kept', (t) => {
+  test('spans are numbered in arrival order, duplicates ignored, counters kept', (t) => {
     const store = openStore(t);
     const { id } = store.createRollout({});
     store.transitionRollout({ id, to: 'running' });
     const a = llmSpan();
     const b = llmSpan({ category: 'tool', name: 'tool get_weather', promptTokens: null, completionTokens: null });
-    const outcome = store.addSpans({ rolloutId: id, spans: [a, { ...b, spanId: 'not-hex' }, b, a] });
+    const outcome = store.addSpans({ rolloutId: id, spans: [a, b, a] });
     assert.deepEqual(outcome.results, [
       { kind: 'stored', spanId: a.spanId, sequence: 1 },
-      { kind: 'invalid', index: 1, error: 'spans.1.spanId: spanId must be 16 lowercase hex characters' },
       { kind: 'stored', spanId: b.spanId, sequence: 2 },
       { kind: 'duplicate', spanId: a.spanId },
     ]);
@@ -116,6 +116,17 @@ describe('store: spans', () => {
     assert.equal(detail.rollout.llmCalls, 2);
     assert.equal(detail.rollout.promptTokens, 40);
     assert.equal(detail.rollout.completionTokens, 10);
+  });
+
+  test('raw spans are validated one by one where they enter: bad ones get a result naming the field', () => {
+    const good = llmSpan();
+    const { valid, validIndexes, results } = validateSpans([{ ...good, spanId: 'not-hex' }, good, { name: 'x' }]);
+    assert.deepEqual(valid.map((s) => s.spanId), [good.spanId]);
+    assert.deepEqual(validIndexes, [1]);
+    assert.deepEqual(results[0], { kind: 'invalid', index: 0, error: 'spans.0.spanId: spanId must be 16 lowercase hex characters' });
+    assert.equal(results[1], undefined);
+    assert.equal(results[2]!.kind, 'invalid');
+    assert.match((results[2] as { error: string }).error, /spans\.2\.traceId/);
   });
 
   test('spans for an unknown rollout fail only that rollout’s batch', (t) => {

@@ -6,7 +6,8 @@
 import { Methods, describeIssues, type MethodName, type ParsedParamsOf, type ResultOf, type DaemonInfo } from '../protocol';
 import { InvalidInputError } from '../errors';
 import type { Store } from '../store/store';
-import type { SpanWriter } from '../store/spanWriter';
+import type { WriteQueue } from '../store/writeQueue';
+import { validateSpans, type StoredSpanResult } from '../store/spans';
 
 export type Handlers = {
   [M in MethodName]: (params: ParsedParamsOf<M>) => ResultOf<M> | Promise<ResultOf<M>>;
@@ -14,22 +15,34 @@ export type Handlers = {
 
 export interface HandlerContext {
   readonly store: Store;
-  /** Batches span writes across concurrent calls; without one, each call writes its own transaction. */
-  readonly spanWriter?: SpanWriter;
+  /** Group-commits writes across concurrent calls; without one, each call writes its own transaction. */
+  readonly writes?: WriteQueue;
   readonly info: () => DaemonInfo;
 }
 
-export function createHandlers({ store, spanWriter, info }: HandlerContext): Handlers {
+export function createHandlers({ store, writes, info }: HandlerContext): Handlers {
+  const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
   return {
     daemonInfo: () => info(),
     listRollouts: (params) => store.listRollouts(params),
     getRollout: ({ id }) => store.getRolloutDetail(store.resolveRolloutId(id)),
-    createRollout: (params) => store.createRollout(params),
-    transitionRollout: (params) => store.transitionRollout({ ...params, id: store.resolveRolloutId(params.id) }),
-    addSpans: async ({ rolloutId, spans }) => ({
-      results: spanWriter ? await spanWriter.write(rolloutId, spans) : store.addSpans({ rolloutId, spans }).results,
-    }),
-    addReward: (params) => store.addReward({ ...params, rolloutId: store.resolveRolloutId(params.rolloutId) }),
+    createRollout: (params) => write(() => store.createRollout(params)),
+    transitionRollout: (params) => {
+      const id = store.resolveRolloutId(params.id);
+      return write(() => store.transitionRollout({ ...params, id }));
+    },
+    addSpans: async ({ rolloutId, spans }) => {
+      const { valid, validIndexes, results } = validateSpans(spans);
+      if (valid.length === 0) store.getRollout(rolloutId);
+      let written: StoredSpanResult[] = [];
+      if (valid.length > 0) written = writes ? await writes.submitSpans(rolloutId, valid) : store.addSpans({ rolloutId, spans: valid }).results;
+      written.forEach((result, k) => (results[validIndexes[k]!] = result));
+      return { results };
+    },
+    addReward: (params) => {
+      const rolloutId = store.resolveRolloutId(params.rolloutId);
+      return write(() => store.addReward({ ...params, rolloutId }));
+    },
     listRewards: ({ rolloutId }) => ({ items: store.listRewards(store.resolveRolloutId(rolloutId)) }),
     getStats: () => store.stats(),
   };

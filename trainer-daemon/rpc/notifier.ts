@@ -14,7 +14,7 @@ export class ChangeNotifier implements Disposable {
   private changed = new Set<string>();
   private spans: Span[] = [];
   private timer: NodeJS.Timeout | undefined;
-  private lastFlush = 0;
+  private lastFlush = -Infinity;
 
   constructor(
     private readonly store: Store,
@@ -37,7 +37,7 @@ export class ChangeNotifier implements Disposable {
 
   private schedule(): void {
     if (this.timer) return;
-    const wait = Math.max(0, this.lastFlush + this.intervalMs - Date.now());
+    const wait = Math.max(0, this.lastFlush + this.intervalMs - performance.now());
     this.timer = setTimeout(() => this.flush(), wait);
     this.timer.unref();
   }
@@ -45,7 +45,7 @@ export class ChangeNotifier implements Disposable {
   flush(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
-    this.lastFlush = Date.now();
+    this.lastFlush = performance.now();
     const spans = this.spans;
     const ids = [...this.changed];
     this.spans = [];

@@ -24,7 +24,12 @@ export function openDatabase(file: string, options: OpenOptions = {}): Database 
     if (!options.readonly) {
       db.pragma('journal_mode = WAL');
       db.pragma('synchronous = NORMAL');
+      // Checkpoint every ~40 MB of WAL instead of SQLite's 4 MB: each checkpoint syncs the main
+      // file, and under span ingest the default made checkpoints a third of the write cost.
+      db.pragma('wal_autocheckpoint = 10000');
     }
+    // 64 MiB page cache: span indexes are written in rollout order, not key order.
+    db.pragma('cache_size = -65536');
     db.pragma('foreign_keys = ON');
     if (options.migrate ?? true) migrate(db);
     return db;

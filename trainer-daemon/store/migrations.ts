@@ -41,13 +41,14 @@ const v1Core: Migration = {
         prompt_tokens     INTEGER NOT NULL DEFAULT 0,
         completion_tokens INTEGER NOT NULL DEFAULT 0
       );
-      CREATE INDEX rollouts_by_time    ON rollouts (created_at, seq);
-      CREATE INDEX rollouts_by_status  ON rollouts (status, created_at, seq);
-      CREATE INDEX rollouts_by_mode    ON rollouts (mode, created_at, seq);
-      CREATE INDEX rollouts_by_label   ON rollouts (label, created_at, seq);
-      CREATE INDEX rollouts_by_task    ON rollouts (task_id, created_at, seq);
-      CREATE INDEX rollouts_by_dataset ON rollouts (dataset_id, created_at, seq);
-      CREATE INDEX rollouts_by_batch   ON rollouts (batch_id, created_at, seq);
+      -- The list is ordered by seq (creation order in this store). Each index implicitly ends with
+      -- the rowid (seq), so a filter plus ORDER BY seq reads a page straight off one index.
+      CREATE INDEX rollouts_by_status  ON rollouts (status);
+      CREATE INDEX rollouts_by_mode    ON rollouts (mode);
+      CREATE INDEX rollouts_by_label   ON rollouts (label);
+      CREATE INDEX rollouts_by_task    ON rollouts (task_id);
+      CREATE INDEX rollouts_by_dataset ON rollouts (dataset_id);
+      CREATE INDEX rollouts_by_batch   ON rollouts (batch_id);
 
       CREATE TABLE attempts (
         rollout_id TEXT NOT NULL REFERENCES rollouts (id) ON DELETE CASCADE,

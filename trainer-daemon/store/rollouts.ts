@@ -79,7 +79,8 @@ export function rowToRollout(row: RolloutRow): Rollout {
       : null,
     datasetId: row.dataset_id,
     batchId: row.batch_id,
-    source: RolloutSource.parse(JSON.parse(row.source)),
+    // Written by this module from a validated RolloutSource: trusted inside the process.
+    source: JSON.parse(row.source) as RolloutSource,
     resourcesVersion: row.resources_version,
     maxAttempts: row.max_attempts,
     attemptCount: row.attempt_count,
@@ -97,35 +98,31 @@ export function rowToRollout(row: RolloutRow): Rollout {
   };
 }
 
-const Cursor = z.object({ c: z.number(), s: z.number().int() });
+/** A page boundary: the seq of the last rollout shown (the list is in creation order, seq). */
+const Cursor = z.object({ s: z.number().int() });
 
-function encodeCursor(row: Pick<RolloutRow, 'created_at' | 'seq'>): string {
-  return Buffer.from(JSON.stringify({ c: row.created_at, s: row.seq })).toString('base64url');
+function encodeCursor(row: Pick<RolloutRow, 'seq'>): string {
+  return Buffer.from(JSON.stringify({ s: row.seq })).toString('base64url');
 }
 
-function decodeCursor(cursor: string): z.infer<typeof Cursor> {
+function decodeCursor(cursor: string): number {
   try {
-    return Cursor.parse(JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')));
+    return Cursor.parse(JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'))).s;
   } catch {
     throw new InvalidInputError('params.cursor: not a cursor returned by rollouts/list; start again without one');
   }
 }
 
-/** FTS5 trigram queries need at least 3 characters; shorter searches scan with LIKE instead. */
-function searchClause(search: string, args: unknown[]): string {
-  if ([...search].length >= 3) {
-    args.push(`"${search.replaceAll('"', '""')}"`);
-    return 'r.seq IN (SELECT rowid FROM rollouts_fts WHERE rollouts_fts MATCH ?)';
-  }
-  const pattern = `%${search.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-  args.push(pattern, pattern, pattern);
-  return "(r.label LIKE ? ESCAPE '\\' OR r.task_id LIKE ? ESCAPE '\\' OR r.task_input LIKE ? ESCAPE '\\')";
+/** Escapes LIKE wildcards so user text matches literally. */
+function likePattern(text: string): string {
+  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
 }
 
 export class RolloutRepository {
   private readonly insert: Statement;
   private readonly byId: Statement<[string], RolloutRow>;
   private readonly attemptsOf: Statement<[string]>;
+  private readonly statements = new Map<string, Statement>();
 
   constructor(private readonly db: Database) {
     this.insert = db.prepare(`INSERT INTO rollouts
@@ -168,10 +165,7 @@ export class RolloutRepository {
 
   /** Ids starting with `prefix` (at most `limit`), so users can type a short unique prefix. */
   idsWithPrefix(prefix: string, limit = 2): string[] {
-    const escaped = prefix.replace(/[\\%_]/g, (c) => `\\${c}`);
-    return this.db
-      .prepare<[string, number], { id: string }>("SELECT id FROM rollouts WHERE id LIKE ? ESCAPE '\\' ORDER BY id LIMIT ?")
-      .all(`${escaped}%`, limit)
+    return (this.statement('SELECT id FROM rollouts WHERE id >= ? AND id < ? ORDER BY id LIMIT ?').all(prefix, `${prefix}\uffff`, limit) as Array<{ id: string }>)
       .map((row) => row.id);
   }
 
@@ -203,33 +197,51 @@ export class RolloutRepository {
     }
     if (params.to === 'running') {
       const number = current.attemptCount + 1;
-      this.db
-        .prepare("INSERT INTO attempts (rollout_id, number, status, started_at) VALUES (?, ?, 'running', ?)")
-        .run(current.id, number, now);
-      this.db
-        .prepare(`UPDATE rollouts SET status = 'running', attempt_count = ?, started_at = coalesce(started_at, ?),
-          ended_at = NULL, error = NULL, exit_code = NULL, updated_at = ? WHERE id = ?`)
-        .run(number, now, now, current.id);
+      this.statement("INSERT INTO attempts (rollout_id, number, status, started_at) VALUES (?, ?, 'running', ?)").run(current.id, number, now);
+      this.statement(`UPDATE rollouts SET status = 'running', attempt_count = ?, started_at = coalesce(started_at, ?),
+          ended_at = NULL, error = NULL, exit_code = NULL, updated_at = ? WHERE id = ?`).run(number, now, now, current.id);
     } else if (params.to === 'queued') {
-      this.db
-        .prepare("UPDATE rollouts SET status = 'queued', ended_at = NULL, updated_at = ? WHERE id = ?")
-        .run(now, current.id);
+      this.statement("UPDATE rollouts SET status = 'queued', ended_at = NULL, updated_at = ? WHERE id = ?").run(now, current.id);
     } else {
       if (current.status === 'running') {
-        this.db
-          .prepare('UPDATE attempts SET status = ?, ended_at = ?, error = ?, exit_code = ? WHERE rollout_id = ? AND number = ?')
+        this.statement('UPDATE attempts SET status = ?, ended_at = ?, error = ?, exit_code = ? WHERE rollout_id = ? AND number = ?')
           .run(params.to, now, params.error, params.exitCode, current.id, current.attemptCount);
       }
-      this.db
-        .prepare('UPDATE rollouts SET status = ?, ended_at = ?, error = ?, exit_code = ?, updated_at = ? WHERE id = ?')
+      this.statement('UPDATE rollouts SET status = ?, ended_at = ?, error = ?, exit_code = ?, updated_at = ? WHERE id = ?')
         .run(params.to, now, params.error, params.exitCode, now, current.id);
     }
     return this.get(current.id);
   }
 
+  /**
+   * One page of the panel's list, in creation order (newest first by default). With a text search
+   * of 3+ characters the trigram index drives the query in seq order, so a page costs about the
+   * same whether 10 or 100,000 rollouts match; shorter searches fall back to a LIKE scan.
+   */
   list(params: z.output<typeof ListRolloutsParams>): RolloutPage {
     const where: string[] = [];
     const args: unknown[] = [];
+    const newest = params.order === 'newest';
+    const direction = newest ? 'DESC' : 'ASC';
+    const after = params.cursor === undefined ? undefined : decodeCursor(params.cursor);
+    let from = 'rollouts r';
+    if (params.search !== undefined && [...params.search].length >= 3) {
+      const bound = after === undefined ? '' : `AND rowid ${newest ? '<' : '>'} ?`;
+      from = `(SELECT rowid AS hit FROM rollouts_fts WHERE rollouts_fts MATCH ? ${bound} ORDER BY rowid ${direction}) f
+        CROSS JOIN rollouts r ON r.seq = f.hit`;
+      args.push(`"${params.search.replaceAll('"', '""')}"`);
+      if (after !== undefined) args.push(after);
+    } else {
+      if (params.search !== undefined) {
+        where.push("(r.label LIKE ? ESCAPE '\\' OR r.task_id LIKE ? ESCAPE '\\' OR r.task_input LIKE ? ESCAPE '\\')");
+        const pattern = likePattern(params.search);
+        args.push(pattern, pattern, pattern);
+      }
+      if (after !== undefined) {
+        where.push(`r.seq ${newest ? '<' : '>'} ?`);
+        args.push(after);
+      }
+    }
     if (params.status) {
       where.push(`r.status IN (${params.status.map(() => '?').join(', ')})`);
       args.push(...params.status);
@@ -246,24 +258,28 @@ export class RolloutRepository {
       where.push(`${column} = ?`);
       args.push(value);
     }
-    if (params.search !== undefined) where.push(searchClause(params.search, args));
     if (params.unrated) where.push('NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id)');
-    const newest = params.order === 'newest';
-    if (params.cursor !== undefined) {
-      const cursor = decodeCursor(params.cursor);
-      where.push(`(r.created_at, r.seq) ${newest ? '<' : '>'} (?, ?)`);
-      args.push(cursor.c, cursor.s);
-    }
-    const direction = newest ? 'DESC' : 'ASC';
-    const sql = `${SELECT_ROLLOUT} ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-      ORDER BY r.created_at ${direction}, r.seq ${direction} LIMIT ?`;
+    // Driven by the search index, the rows already come in seq order; an ORDER BY would sort every hit.
+    const order = from.startsWith('rollouts') ? `ORDER BY r.seq ${direction}` : '';
+    const sql = `SELECT r.*, ${REWARD_COLUMN} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ${order} LIMIT ?`;
     args.push(params.limit + 1);
-    const rows = this.db.prepare<unknown[], RolloutRow>(sql).all(...args);
+    const rows = this.statement(sql).all(...args) as RolloutRow[];
+    rows.sort((a, b) => (newest ? b.seq - a.seq : a.seq - b.seq));
     const page = rows.slice(0, params.limit);
     const last = page[page.length - 1];
     return {
       items: page.map(rowToRollout),
       nextCursor: rows.length > params.limit && last ? encodeCursor(last) : null,
     };
+  }
+
+  /** Prepared statements by SQL text: list queries come in a handful of shapes. */
+  private statement(sql: string): Statement {
+    let statement = this.statements.get(sql);
+    if (!statement) {
+      statement = this.db.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
   }
 }

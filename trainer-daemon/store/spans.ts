@@ -51,13 +51,36 @@ function rowToSpan(row: SpanRow): Span {
 
 export interface SpanBatch {
   readonly rolloutId: string;
-  /** Unvalidated: each span is checked on its own and reported on its own. */
-  readonly spans: readonly unknown[];
+  /** Already validated where they entered the process (RPC, proxy, OTLP receiver). */
+  readonly spans: readonly SpanInput[];
 }
 
+/** What happened to each span of a batch, in order: stored (with its sequence) or a duplicate. */
+export type StoredSpanResult = Extract<SpanResult, { kind: 'stored' | 'duplicate' }>;
+
 export interface SpanBatchOutcome {
-  readonly results: SpanResult[];
+  readonly results: StoredSpanResult[];
   readonly stored: Span[];
+}
+
+/**
+ * Checks raw spans one by one, as they enter the process: the valid ones to store, and a result
+ * slot per input (filled with `invalid` for the bad ones) so one bad span never fails a batch.
+ */
+export function validateSpans(raw: readonly unknown[]): { valid: SpanInput[]; validIndexes: number[]; results: SpanResult[] } {
+  const valid: SpanInput[] = [];
+  const validIndexes: number[] = [];
+  const results: SpanResult[] = new Array(raw.length);
+  raw.forEach((item, index) => {
+    const parsed = SpanInput.safeParse(item);
+    if (parsed.success) {
+      valid.push(parsed.data);
+      validIndexes.push(index);
+    } else {
+      results[index] = { kind: 'invalid', index, error: describeIssues(parsed.error, `spans.${index}`) };
+    }
+  });
+  return { valid, validIndexes, results };
 }
 
 export class SpanRepository {
@@ -86,15 +109,9 @@ export class SpanRepository {
     let llmCalls = 0;
     let promptTokens = 0;
     let completionTokens = 0;
-    const results: SpanResult[] = [];
+    const results: StoredSpanResult[] = [];
     const stored: Span[] = [];
-    batch.spans.forEach((raw, index) => {
-      const parsed = SpanInput.safeParse(raw);
-      if (!parsed.success) {
-        results.push({ kind: 'invalid', index, error: describeIssues(parsed.error, `spans.${index}`) });
-        return;
-      }
-      const span = parsed.data;
+    for (const span of batch.spans) {
       const info = this.insert.run(
         batch.rolloutId, counters.attempt_count, sequence + 1, span.traceId, span.spanId, span.parentSpanId,
         span.name, span.kind, span.category, span.startMs, span.endMs, span.statusCode, span.statusMessage,
@@ -102,7 +119,7 @@ export class SpanRepository {
       );
       if (info.changes === 0) {
         results.push({ kind: 'duplicate', spanId: span.spanId });
-        return;
+        continue;
       }
       sequence += 1;
       if (span.category === 'llm') llmCalls += 1;
@@ -110,7 +127,7 @@ export class SpanRepository {
       completionTokens += span.completionTokens ?? 0;
       results.push({ kind: 'stored', spanId: span.spanId, sequence });
       stored.push({ ...span, rolloutId: batch.rolloutId, attempt: counters.attempt_count, sequence });
-    });
+    }
     if (stored.length > 0) {
       this.bump.run(stored.length, llmCalls, promptTokens, completionTokens, now, batch.rolloutId);
     }

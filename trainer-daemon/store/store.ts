@@ -3,7 +3,7 @@
  * transaction and returns only after it committed, so a caller that got an answer holds an
  * acknowledged, durable write. Change events fire after the commit.
  */
-import type { Database } from 'better-sqlite3';
+import type { Database, Transaction } from 'better-sqlite3';
 import {
   AddRewardParams,
   CreateRolloutParams,
@@ -32,6 +32,10 @@ export class Store {
   private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
   private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
   private closed = false;
+  /** One transaction wrapper, made once: better-sqlite3's wrappers are costly to create per call. */
+  private readonly transaction: Transaction<(fn: () => unknown) => unknown>;
+  /** Changes made inside an enclosing (group) transaction, announced once it commits. */
+  private pending: { rollouts: string[]; spans: Span[] } | undefined;
 
   /** Ids of rollouts created or changed by a committed write. */
   readonly onDidChangeRollouts: Event<readonly string[]> = this._onDidChangeRollouts.event;
@@ -49,6 +53,7 @@ export class Store {
     this.rollouts = new RolloutRepository(db);
     this.spans = new SpanRepository(db);
     this.rewards = new RewardRepository(db);
+    this.transaction = db.transaction((fn: () => unknown) => fn());
   }
 
   get schemaVersion(): number {
@@ -58,14 +63,14 @@ export class Store {
   createRollout(params: CreateRolloutParams): Rollout {
     const parsed = CreateRolloutParams.parse(params);
     const rollout = this.write(() => this.rollouts.create(parsed));
-    this._onDidChangeRollouts.fire([rollout.id]);
+    this.afterCommit([rollout.id]);
     return rollout;
   }
 
   transitionRollout(params: TransitionRolloutParams): Rollout {
     const parsed = TransitionRolloutParams.parse(params);
     const rollout = this.write(() => this.rollouts.transition(parsed));
-    this._onDidChangeRollouts.fire([rollout.id]);
+    this.afterCommit([rollout.id]);
     return rollout;
   }
 
@@ -84,12 +89,12 @@ export class Store {
   }
 
   getRolloutDetail(id: string): RolloutDetail {
-    return this.db.transaction(() => ({
+    return this.transaction(() => ({
       rollout: this.rollouts.get(id),
       attempts: this.rollouts.attempts(id),
       spans: this.spans.list(id),
       rewards: this.rewards.list(id),
-    }))();
+    })) as RolloutDetail;
   }
 
   listRollouts(params: ListRolloutsParams): RolloutPage {
@@ -111,8 +116,7 @@ export class Store {
     );
     const stored = outcomes.flatMap((outcome) => (outcome instanceof Error ? [] : outcome.stored));
     if (stored.length > 0) {
-      this._onDidAddSpans.fire(stored);
-      this._onDidChangeRollouts.fire([...new Set(stored.map((span) => span.rolloutId))]);
+      this.afterCommit([...new Set(stored.map((span) => span.rolloutId))], stored);
     }
     return outcomes;
   }
@@ -129,7 +133,7 @@ export class Store {
       this.rollouts.get(parsed.rolloutId);
       return this.rewards.add(parsed);
     });
-    this._onDidChangeRollouts.fire([reward.rolloutId]);
+    this.afterCommit([reward.rolloutId]);
     return reward;
   }
 
@@ -178,9 +182,58 @@ export class Store {
     return !this.closed && this.db.open;
   }
 
-  /** Runs `fn` in an IMMEDIATE transaction (the write lock taken up front: no upgrade deadlocks). */
+  /**
+   * Runs `fn` in an IMMEDIATE transaction (the write lock taken up front: no upgrade deadlocks).
+   * Inside an enclosing transaction it runs as part of it: in a group commit every operation
+   * already has its own savepoint (see runGrouped), and a caller's own transaction is the caller's.
+   */
   private write<T>(fn: () => T): T {
-    return this.db.transaction(fn).immediate();
+    if (this.db.inTransaction) return fn();
+    return this.transaction.immediate(fn) as T;
+  }
+
+  /** Announces a committed change now, or, inside an enclosing transaction, once that commits. */
+  private afterCommit(rolloutIds: readonly string[], spans: readonly Span[] = []): void {
+    if (this.db.inTransaction) {
+      this.pending ??= { rollouts: [], spans: [] };
+      this.pending.rollouts.push(...rolloutIds);
+      this.pending.spans.push(...spans);
+      return;
+    }
+    if (spans.length > 0) this._onDidAddSpans.fire(spans);
+    this._onDidChangeRollouts.fire(rolloutIds);
+  }
+
+  /**
+   * Runs `ops` in one transaction, each in its own savepoint, and announces their changes after the
+   * single commit: the group commit behind WriteQueue. One op failing does not fail the others;
+   * if the commit itself fails, every op fails and nothing is announced.
+   */
+  runGrouped(ops: ReadonlyArray<() => unknown>): Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> {
+    let outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }>;
+    try {
+      outcomes = this.write(() =>
+        ops.map((op) => {
+          const mark = { rollouts: this.pending?.rollouts.length ?? 0, spans: this.pending?.spans.length ?? 0 };
+          try {
+            // A nested transaction is a savepoint: a failing op takes back all of its own changes…
+            return { ok: true as const, value: this.transaction(op) };
+          } catch (error) {
+            // …and its announcements.
+            this.pending?.rollouts.splice(mark.rollouts);
+            this.pending?.spans.splice(mark.spans);
+            return { ok: false as const, error };
+          }
+        }),
+      );
+    } catch (error) {
+      this.pending = undefined;
+      throw error;
+    }
+    const pending = this.pending;
+    this.pending = undefined;
+    if (pending && pending.rollouts.length > 0) this.afterCommit([...new Set(pending.rollouts)], pending.spans);
+    return outcomes;
   }
 }
 

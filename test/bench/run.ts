@@ -1,0 +1,289 @@
+/**
+ * `npm run bench`: the foundation's speed targets, each measured next to a baseline in the same run
+ * and printed as a table. Targets are reported, never asserted (machines are noisy).
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import readline from 'node:readline';
+import { silentLogger } from '../../trainer-daemon/log';
+import { RpcClient } from '../../trainer-daemon/rpc/client';
+import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
+import { Store } from '../../trainer-daemon/store/store';
+import { CLI, startDaemon } from '../helpers/daemon';
+import { llmSpan } from '../helpers/spans';
+
+interface Row {
+  metric: string;
+  result: string;
+  baseline: string;
+  ratio: string;
+  target: string;
+  met: string;
+}
+
+const rows: Row[] = [];
+const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+function fmt(n: number, digits = 0): string {
+  return n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+}
+
+function freshStore(name: string): Store {
+  return Store.open(path.join(work, `${name}.db`));
+}
+
+/** Batched ingest through the WriteQueue (group commit, what the RPC, proxy and OTLP receiver use) vs a bare INSERT loop. */
+async function spanIngest(): Promise<void> {
+  const rollouts = 100;
+  const writesPerRollout = 100;
+  const spansPerWrite = 10;
+  const total = rollouts * writesPerRollout * spansPerWrite;
+  const samples = Array.from({ length: total }, () => llmSpan());
+
+  const baseline = freshStore('ingest-baseline');
+  const baseRollout = baseline.createRollout({}).id;
+  const insert = baseline.db.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind,
+    category, start_ms, end_ms, status_code, status_message, attributes, events, prompt_tokens, completion_tokens)
+    VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  let started = performance.now();
+  baseline.db.transaction(() => {
+    samples.forEach((s, i) =>
+      insert.run(baseRollout, i + 1, s.traceId, s.spanId, s.parentSpanId, s.name, s.kind, s.category, s.startMs, s.endMs,
+        s.statusCode, s.statusMessage, JSON.stringify(s.attributes), JSON.stringify(s.events), s.promptTokens, s.completionTokens),
+    );
+  })();
+  const baselineRate = total / ((performance.now() - started) / 1000);
+  baseline.close();
+
+  const store = freshStore('ingest');
+  const writes = new WriteQueue(store, silentLogger);
+  const ids = Array.from({ length: rollouts }, () => store.createRollout({}).id);
+  started = performance.now();
+  const pending: Array<Promise<unknown>> = [];
+  for (let w = 0; w < writesPerRollout; w += 1) {
+    for (let r = 0; r < rollouts; r += 1) {
+      const offset = (w * rollouts + r) * spansPerWrite;
+      const spans = samples.slice(offset, offset + spansPerWrite);
+      pending.push(writes.submitSpans(ids[r]!, spans));
+    }
+    // Let the event loop turn as it does when writes arrive from sockets.
+    if (w % 10 === 9) await new Promise((resolve) => setImmediate(resolve));
+  }
+  await Promise.all(pending);
+  const rate = total / ((performance.now() - started) / 1000);
+  store.close();
+  rows.push({
+    metric: `span ingest, batched (${fmt(total)} spans, ${fmt(total / spansPerWrite)} writes)`,
+    result: `${fmt(rate)} spans/s`,
+    baseline: `${fmt(baselineRate)} spans/s (bare INSERT loop, one txn)`,
+    ratio: `${fmt(rate / baselineRate, 2)}×`,
+    target: '≥ 50,000 spans/s',
+    met: rate >= 50_000 ? 'yes' : 'NO',
+  });
+}
+
+/**
+ * create → running → 10 spans → reward → succeeded, through the store API: one rollout after
+ * another (each step its own transaction), and 32 rollouts in flight through the WriteQueue, as the
+ * daemon sees them from concurrent runners (steps of different rollouts share group commits).
+ */
+async function lifecycle(): Promise<void> {
+  const count = 3_000;
+  const spans = Array.from({ length: count }, () => Array.from({ length: 10 }, () => llmSpan()));
+
+  const baseline = freshStore('lifecycle-baseline');
+  const db = baseline.db;
+  const ins = db.prepare(`INSERT INTO rollouts (id, status, mode, source, created_at, updated_at) VALUES (?, 'queued', 'debug', '{"kind":"api"}', ?, ?)`);
+  const run = db.prepare(`UPDATE rollouts SET status = 'running', attempt_count = 1 WHERE id = ?`);
+  const span = db.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, name, kind, category, start_ms, status_code, attributes, events)
+    VALUES (?, 1, ?, ?, ?, ?, 'client', 'llm', ?, 'ok', ?, '[]')`);
+  const rew = db.prepare(`INSERT INTO rewards (rollout_id, name, value, source, created_at) VALUES (?, 'reward', 1, 'agent', ?)`);
+  const fin = db.prepare(`UPDATE rollouts SET status = 'succeeded' WHERE id = ?`);
+  let started = performance.now();
+  for (let i = 0; i < count; i += 1) {
+    const id = `ro-b${i}`;
+    const now = Date.now();
+    db.transaction(() => ins.run(id, now, now))();
+    db.transaction(() => run.run(id))();
+    db.transaction(() => spans[i]!.forEach((s, k) => span.run(id, k + 1, s.traceId, s.spanId, s.name, s.startMs, JSON.stringify(s.attributes))))();
+    db.transaction(() => rew.run(id, now))();
+    db.transaction(() => fin.run(id))();
+  }
+  const baselineRate = count / ((performance.now() - started) / 1000);
+  baseline.close();
+
+  const store = freshStore('lifecycle');
+  started = performance.now();
+  for (let i = 0; i < count; i += 1) {
+    const { id } = store.createRollout({ label: 'bench' });
+    store.transitionRollout({ id, to: 'running' });
+    store.addSpans({ rolloutId: id, spans: spans[i]! });
+    store.addReward({ rolloutId: id, value: 1, source: 'agent' });
+    store.transitionRollout({ id, to: 'succeeded' });
+  }
+  const rate = count / ((performance.now() - started) / 1000);
+  store.close();
+  rows.push({
+    metric: `rollout lifecycle via store API, sequential (${fmt(count)} × create, run, 10 spans, reward, finish)`,
+    result: `${fmt(rate)} rollouts/s`,
+    baseline: `${fmt(baselineRate)} rollouts/s (same 5 transactions, bare SQL)`,
+    ratio: `${fmt(rate / baselineRate, 2)}×`,
+    target: '≥ 2,000 rollouts/s',
+    met: rate >= 2_000 ? 'yes' : 'NO',
+  });
+
+  const grouped = freshStore('lifecycle-grouped');
+  const writes = new WriteQueue(grouped, silentLogger);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < count) {
+      const i = next++;
+      const { id } = await writes.submit(() => grouped.createRollout({ label: 'bench' }));
+      await writes.submit(() => grouped.transitionRollout({ id, to: 'running' }));
+      await writes.submitSpans(id, spans[i]!);
+      await writes.submit(() => grouped.addReward({ rolloutId: id, value: 1, source: 'agent' }));
+      await writes.submit(() => grouped.transitionRollout({ id, to: 'succeeded' }));
+    }
+  };
+  started = performance.now();
+  await Promise.all(Array.from({ length: 32 }, worker));
+  const groupedRate = count / ((performance.now() - started) / 1000);
+  grouped.close();
+  rows.push({
+    metric: `rollout lifecycle via WriteQueue, 32 rollouts in flight (${fmt(count)} rollouts)`,
+    result: `${fmt(groupedRate)} rollouts/s`,
+    baseline: `${fmt(baselineRate)} rollouts/s (same 5 transactions, bare SQL)`,
+    ratio: `${fmt(groupedRate / baselineRate, 2)}×`,
+    target: '≥ 2,000 rollouts/s',
+    met: groupedRate >= 2_000 ? 'yes' : 'NO',
+  });
+}
+
+/** 100,000 rollouts written straight into a store file, as months of use would leave it. */
+function seedLargeStore(file: string, count: number): void {
+  const store = Store.open(file);
+  const insert = store.db.prepare(`INSERT INTO rollouts (id, status, mode, label, task_id, task_input, source, created_at, updated_at,
+    llm_calls, span_count, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, '{"kind":"api"}', ?, ?, 3, 5, 300, 60)`);
+  const statuses = ['succeeded', 'succeeded', 'succeeded', 'failed', 'timeout', 'cancelled'];
+  const modes = ['train', 'train', 'val', 'debug'];
+  const start = Date.now() - count * 1000;
+  store.db.transaction(() => {
+    for (let i = 0; i < count; i += 1) {
+      insert.run(`ro-${i.toString(16).padStart(16, '0')}`, statuses[i % statuses.length], modes[i % modes.length],
+        `agent-${i % 7}`, `task-${i % 500}`, JSON.stringify({ question: `What is ${i} + ${i % 13}?` }), start + i * 1000, start + i * 1000);
+    }
+  })();
+  store.close();
+}
+
+async function listOverRpc(file: string): Promise<void> {
+  const daemon = await startDaemon(file);
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  try {
+    const time = async (fn: () => Promise<unknown>, n: number): Promise<number> => {
+      for (let i = 0; i < 5; i += 1) await fn();
+      const samples: number[] = [];
+      for (let i = 0; i < n; i += 1) {
+        const t0 = performance.now();
+        await fn();
+        samples.push(performance.now() - t0);
+      }
+      return median(samples);
+    };
+    const roundTrip = await time(() => client.request('daemonInfo', {}), 200);
+    const queries: Array<[string, Parameters<RpcClient['request']>[1]]> = [
+      ['status=failed', { status: ['failed'], limit: 50 }],
+      ['mode=val, page 3 (cursor)', { mode: 'val', limit: 50 }],
+      ['text search "agent-3"', { search: 'agent-3', limit: 50 }],
+      ['status+mode+label', { status: ['succeeded'], mode: 'train', label: 'agent-2', limit: 50 }],
+    ];
+    for (const [name, params] of queries) {
+      let call: () => Promise<unknown> = () => client.request('listRollouts', params as never);
+      if (name.includes('cursor')) {
+        const first = await client.request('listRollouts', params as never);
+        const second = await client.request('listRollouts', { ...(params as object), cursor: first.nextCursor! } as never);
+        call = () => client.request('listRollouts', { ...(params as object), cursor: second.nextCursor! } as never);
+      }
+      const ms = await time(call, 100);
+      rows.push({
+        metric: `rollouts/list page of 50, ${name}, 100k rollouts, over RPC (median)`,
+        result: `${fmt(ms, 2)} ms`,
+        baseline: `${fmt(roundTrip, 2)} ms (daemon/info round trip)`,
+        ratio: `${fmt(ms / roundTrip, 1)}×`,
+        target: '≤ 10 ms',
+        met: ms <= 10 ? 'yes' : 'NO',
+      });
+    }
+  } finally {
+    client.dispose();
+    await daemon.stop();
+  }
+}
+
+function timeToFirstLine(args: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'ignore'] });
+    readline.createInterface({ input: child.stdout }).once('line', () => {
+      const elapsed = performance.now() - started;
+      child.kill('SIGTERM');
+      child.once('exit', () => resolve(elapsed));
+    });
+    child.once('error', reject);
+  });
+}
+
+async function readyTime(file: string): Promise<void> {
+  const runs = 7;
+  const node: number[] = [];
+  const daemon: number[] = [];
+  for (let i = 0; i < runs; i += 1) {
+    node.push(await timeToFirstLine(['-e', 'console.log("up")']));
+    daemon.push(await timeToFirstLine([CLI, 'serve', '--store', file]));
+  }
+  const ms = median(daemon);
+  const base = median(node);
+  rows.push({
+    metric: `daemon ready line after spawn, existing 100k store (median of ${runs})`,
+    result: `${fmt(ms)} ms`,
+    baseline: `${fmt(base)} ms (bare node printing a line)`,
+    ratio: `${fmt(ms / base, 1)}×`,
+    target: '≤ 300 ms',
+    met: ms <= 300 ? 'yes' : 'NO',
+  });
+}
+
+function printTable(): void {
+  const headers: Array<keyof Row> = ['metric', 'result', 'baseline', 'ratio', 'target', 'met'];
+  const widths = headers.map((h) => Math.max(h.length, ...rows.map((r) => r[h].length)));
+  const line = (cells: string[]): string => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
+  console.log(line(headers));
+  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
+  for (const row of rows) console.log(line(headers.map((h) => row[h])));
+}
+
+async function main(): Promise<void> {
+  console.error(`bench: ${os.cpus().length} CPU(s), node ${process.version}, working in ${work}`);
+  await spanIngest();
+  await lifecycle();
+  const large = path.join(work, 'large', 'store.db');
+  seedLargeStore(large, 100_000);
+  await listOverRpc(large);
+  await readyTime(large);
+  printTable();
+}
+
+main()
+  .catch((error: unknown) => {
+    console.error(error);
+    process.exitCode = 1;
+  })
+  .finally(() => fs.rmSync(work, { recursive: true, force: true }));

@@ -1,0 +1,109 @@
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, test } from 'node:test';
+import { silentLogger } from '../../trainer-daemon/log';
+import type { NotificationName } from '../../trainer-daemon/protocol';
+import { ChangeNotifier } from '../../trainer-daemon/rpc/notifier';
+import { OverloadedError, WriteQueue } from '../../trainer-daemon/store/writeQueue';
+import { Store } from '../../trainer-daemon/store/store';
+import { llmSpan } from '../helpers/spans';
+import { tempDir, waitFor } from '../helpers/tmp';
+
+function openStore(t: Parameters<typeof tempDir>[0]): Store {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
+  t.after(() => store.close());
+  return store;
+}
+
+describe('group commit (WriteQueue)', () => {
+  test('writes submitted in one turn of the event loop commit in one transaction, and resolve after the commit', async (t) => {
+    const store = openStore(t);
+    const writes = new WriteQueue(store, silentLogger);
+    const rollouts = [store.createRollout({}).id, store.createRollout({}).id];
+    let commits = 0;
+    store.onDidAddSpans(() => (commits += 1));
+    const pending = Array.from({ length: 50 }, (_, i) => writes.submit(() => store.addSpans({ rolloutId: rollouts[i % 2]!, spans: [llmSpan()] }), 1));
+    assert.equal(store.getRollout(rollouts[0]!).spanCount, 0, 'nothing is written synchronously');
+    const results = await Promise.all(pending);
+    assert.equal(commits, 1, 'one commit, announced once');
+    assert.ok(results.every((r) => r.results[0]!.kind === 'stored'));
+    assert.equal(store.getRollout(rollouts[0]!).spanCount + store.getRollout(rollouts[1]!).spanCount, 50);
+  });
+
+  test('span writes for one rollout merge into one batch; each caller gets its own results', async (t) => {
+    const store = openStore(t);
+    const writes = new WriteQueue(store, silentLogger);
+    const a = store.createRollout({}).id;
+    const b = store.createRollout({}).id;
+    let commits = 0;
+    store.onDidAddSpans(() => (commits += 1));
+    const first = [llmSpan(), llmSpan()];
+    const second = [llmSpan(), first[0]!];
+    const [r1, r2, r3, missing] = await Promise.allSettled([
+      writes.submitSpans(a, first),
+      writes.submitSpans(a, second),
+      writes.submitSpans(b, [llmSpan()]),
+      writes.submitSpans('ro-missing', [llmSpan()]),
+    ]);
+    assert.equal(commits, 1);
+    assert.deepEqual((r1 as PromiseFulfilledResult<Array<{ kind: string; sequence?: number }>>).value.map((r) => [r.kind, r.sequence]), [['stored', 1], ['stored', 2]]);
+    assert.deepEqual((r2 as PromiseFulfilledResult<Array<{ kind: string; sequence?: number }>>).value.map((r) => [r.kind, r.sequence]), [['stored', 3], ['duplicate', undefined]]);
+    assert.equal((r3 as PromiseFulfilledResult<Array<{ kind: string }>>).value[0]!.kind, 'stored');
+    assert.equal(missing.status, 'rejected');
+    assert.equal(store.getRollout(a).spanCount, 3);
+  });
+
+  test('a failing write rolls back only its own changes; the others in the group commit', async (t) => {
+    const store = openStore(t);
+    const writes = new WriteQueue(store, silentLogger);
+    const changed: string[][] = [];
+    store.onDidChangeRollouts((ids) => changed.push([...ids]));
+    const created = writes.submit(() => store.createRollout({ label: 'kept' }));
+    const failing = writes.submit(() => {
+      store.createRollout({ label: 'rolled back' });
+      return store.transitionRollout({ id: 'ro-missing', to: 'running' });
+    });
+    const reward = created.then((r) => writes.submit(() => store.addReward({ rolloutId: r.id, value: 1 })));
+    await assert.rejects(failing, /ro-missing does not exist/);
+    const rollout = await created;
+    await reward;
+    const labels = store.listRollouts({}).items.map((r) => r.label);
+    assert.deepEqual(labels, ['kept'], 'the failed write left nothing behind');
+    assert.equal(store.getRollout(rollout.id).reward, 1);
+    assert.deepEqual(changed.flat().sort(), [rollout.id, rollout.id], 'only committed changes are announced');
+  });
+
+  test('the queue is bounded, and closed after shutdown', async (t) => {
+    const store = openStore(t);
+    const writes = new WriteQueue(store, silentLogger, { maxQueued: 10, maxBatchUnits: 100 });
+    const { id } = store.createRollout({});
+    const good = writes.submit(() => store.addSpans({ rolloutId: id, spans: [llmSpan()] }), 1);
+    const tooMany = writes.submit(() => store.addSpans({ rolloutId: id, spans: [] }), 10);
+    await assert.rejects(tooMany, OverloadedError);
+    assert.equal((await good).results[0]!.kind, 'stored');
+    writes.shutdown();
+    await assert.rejects(writes.submit(() => store.createRollout({})), /shutting down/);
+  });
+
+  test('notifications are coalesced to at most one of each kind per interval', async (t) => {
+    const store = openStore(t);
+    const sent: Array<[NotificationName, unknown]> = [];
+    const sentAt: number[] = [];
+    const notifier = new ChangeNotifier(store, (name, params) => (sent.push([name, params]), sentAt.push(performance.now())), 100);
+    t.after(() => notifier.dispose());
+    const { id } = store.createRollout({ label: 'a' });
+    for (let i = 0; i < 20; i += 1) store.addSpans({ rolloutId: id, spans: [llmSpan()] });
+    await waitFor(() => sent.some(([name]) => name === 'spansAdded'), 'the spans flush');
+    assert.equal(sent.filter(([name]) => name === 'spansAdded').length, 1, '20 span writes, one spans/added');
+    const before = sent.length;
+    store.addReward({ rolloutId: id, value: 1 });
+    await waitFor(() => sent.length > before, 'the flush after the reward');
+    // Notifications sent together form one flush; flushes are at least the interval apart.
+    const flushes = sentAt.filter((time, i) => i === 0 || time - sentAt[i - 1]! > 5);
+    assert.ok(flushes.length <= 4, `22 changes must coalesce into a few flushes (got ${flushes.length})`);
+    flushes.slice(1).forEach((time, i) => assert.ok(time - flushes[i]! >= 95, `flushes ${i} and ${i + 1} are ${time - flushes[i]!} ms apart`));
+    const last = sent.at(-1)! as [string, { rollouts: Array<{ reward: number | null; spanCount: number }> }];
+    assert.equal(last[0], 'rolloutsChanged');
+    assert.deepEqual(last[1].rollouts.map((r) => [r.reward, r.spanCount]), [[1, 20]]);
+  });
+});

@@ -1,0 +1,153 @@
+/**
+ * Group commit for the daemon's writes. Callers (RPC handlers, and later the proxy, the OTLP
+ * receiver and the dataset runner) submit store operations and get a promise that settles once the
+ * operation is committed; everything submitted during one turn of the event loop runs in a single
+ * transaction, each operation in its own savepoint. Many concurrent rollouts thus cost one commit
+ * per turn instead of one each, and an acknowledged write is always a durable one.
+ *
+ * The queue is bounded (in units: one per operation, or the number of spans it carries): past
+ * `maxQueued` a submission is refused at once, so the caller can answer "busy" instead of the
+ * daemon's memory growing without limit.
+ */
+import type { SpanInput } from '../protocol';
+import { LightningError } from '../errors';
+import type { Logger } from '../log';
+import type { SpanBatchOutcome, StoredSpanResult } from './spans';
+import type { Store } from './store';
+
+export class OverloadedError extends LightningError {}
+
+interface Pending {
+  readonly op: () => unknown;
+  readonly units: number;
+  resolve(value: unknown): void;
+  reject(error: unknown): void;
+}
+
+interface PendingSpans {
+  readonly spans: readonly SpanInput[];
+  resolve(results: StoredSpanResult[]): void;
+  reject(error: unknown): void;
+}
+
+export interface WriteQueueOptions {
+  /** Commit early once this many units are queued. */
+  readonly maxBatchUnits?: number;
+  /** Refuse new work while this many units are waiting. */
+  readonly maxQueued?: number;
+}
+
+export class WriteQueue {
+  private queue: Pending[] = [];
+  /** Span writes, by rollout: merged into one batch per rollout per commit (the ingest hot path). */
+  private spans = new Map<string, PendingSpans[]>();
+  private queuedUnits = 0;
+  private scheduled: NodeJS.Immediate | undefined;
+  private stopped = false;
+  private readonly maxBatchUnits: number;
+  private readonly maxQueued: number;
+
+  constructor(
+    private readonly store: Store,
+    private readonly logger: Logger,
+    options: WriteQueueOptions = {},
+  ) {
+    this.maxBatchUnits = options.maxBatchUnits ?? 20_000;
+    this.maxQueued = options.maxQueued ?? 200_000;
+  }
+
+  /** Runs `op` (a synchronous Store call) in the next group commit; resolves with its result after the commit. */
+  submit<T>(op: () => T, units = 1): Promise<T> {
+    const refusal = this.refusal(units);
+    if (refusal) return Promise.reject(refusal);
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ op, units, resolve: resolve as (value: unknown) => void, reject });
+      this.enqueued(units);
+    });
+  }
+
+  /**
+   * Stores spans in the next group commit. Concurrent writes for one rollout are merged into a
+   * single batch (one counter update per rollout per commit); each caller gets its own results.
+   */
+  submitSpans(rolloutId: string, spans: readonly SpanInput[]): Promise<StoredSpanResult[]> {
+    const refusal = this.refusal(spans.length);
+    if (refusal) return Promise.reject(refusal);
+    return new Promise((resolve, reject) => {
+      const waiting = this.spans.get(rolloutId);
+      if (waiting) waiting.push({ spans, resolve, reject });
+      else this.spans.set(rolloutId, [{ spans, resolve, reject }]);
+      this.enqueued(spans.length);
+    });
+  }
+
+  private refusal(units: number): Error | undefined {
+    if (this.stopped) return new OverloadedError('the daemon is shutting down; the write was not made');
+    if (this.queuedUnits + units > this.maxQueued) {
+      return new OverloadedError(`the write queue is full (${this.queuedUnits} waiting); retry shortly`);
+    }
+    return undefined;
+  }
+
+  private enqueued(units: number): void {
+    this.queuedUnits += units;
+    if (this.queuedUnits >= this.maxBatchUnits) this.flush();
+    else this.scheduled ??= setImmediate(() => this.flush());
+  }
+
+  /** One operation that stores every queued span write, merged per rollout, and hands out the results. */
+  private takeSpanWrites(): Pending | undefined {
+    if (this.spans.size === 0) return undefined;
+    const byRollout = this.spans;
+    this.spans = new Map();
+    const rollouts = [...byRollout.keys()];
+    const settle = (outcomes: Array<SpanBatchOutcome | Error>): void => {
+      outcomes.forEach((outcome, index) => {
+        let offset = 0;
+        for (const waiting of byRollout.get(rollouts[index]!)!) {
+          if (outcome instanceof Error) waiting.reject(outcome);
+          else waiting.resolve(outcome.results.slice(offset, offset + waiting.spans.length));
+          offset += waiting.spans.length;
+        }
+      });
+    };
+    return {
+      op: () => this.store.addSpanBatches(rollouts.map((rolloutId) => ({ rolloutId, spans: byRollout.get(rolloutId)!.flatMap((w) => w.spans) }))),
+      units: 0,
+      resolve: (outcomes) => settle(outcomes as Array<SpanBatchOutcome | Error>),
+      reject: (error) => {
+        for (const waiting of [...byRollout.values()].flat()) waiting.reject(error);
+      },
+    };
+  }
+
+  /** Commits everything queued now. */
+  flush(): void {
+    if (this.scheduled) clearImmediate(this.scheduled);
+    this.scheduled = undefined;
+    const spanWrites = this.takeSpanWrites();
+    const batch = spanWrites ? [...this.queue, spanWrites] : this.queue;
+    if (batch.length === 0) return;
+    this.queue = [];
+    this.queuedUnits = 0;
+    let outcomes;
+    try {
+      outcomes = this.store.runGrouped(batch.map((pending) => pending.op));
+    } catch (error) {
+      this.logger.error('group commit failed; none of its writes were made', { error, operations: batch.length });
+      for (const pending of batch) pending.reject(error);
+      return;
+    }
+    outcomes.forEach((outcome, index) => {
+      const pending = batch[index]!;
+      if (outcome.ok) pending.resolve(outcome.value);
+      else pending.reject(outcome.error);
+    });
+  }
+
+  /** Stops taking work and commits what is queued. */
+  shutdown(): void {
+    this.stopped = true;
+    this.flush();
+  }
+}
