@@ -12,6 +12,8 @@ import { ChangeNotifier } from './rpc/notifier';
 import { RpcServer } from './rpc/server';
 import { DaemonHttpServer } from './server/http';
 import { WriteQueue } from './store/writeQueue';
+import { AgentRoutes } from './capture/agentRoutes';
+import type { UpstreamConfig } from './capture/proxy';
 import { Store } from './store/store';
 import { VERSION } from './version';
 
@@ -20,6 +22,19 @@ export interface DaemonOptions {
   readonly host: string;
   readonly port: number;
   readonly logger: Logger;
+  /** Where LLM calls go when the agent had no OPENAI_BASE_URL of its own. */
+  readonly upstream: UpstreamConfig;
+}
+
+export const DEFAULT_UPSTREAM = 'https://api.openai.com/v1';
+
+/** The upstream from the environment: LIGHTNING_UPSTREAM_URL / LIGHTNING_UPSTREAM_API_KEY. */
+export function upstreamFromEnv(env: NodeJS.ProcessEnv, baseUrl?: string): UpstreamConfig {
+  return {
+    baseUrl: baseUrl ?? env.LIGHTNING_UPSTREAM_URL ?? DEFAULT_UPSTREAM,
+    apiKey: env.LIGHTNING_UPSTREAM_API_KEY || undefined,
+    timeoutMs: Number(env.LIGHTNING_UPSTREAM_TIMEOUT_MS ?? 600_000),
+  };
 }
 
 export class Daemon {
@@ -54,17 +69,20 @@ export class Daemon {
         startedAt: Date.now(),
       };
       const writes = new WriteQueue(store, logger.child('writes'));
-      const handlers = createHandlers({ store, writes, info: () => info });
+      let baseUrl: string | undefined;
+      const handlers = createHandlers({ store, writes, info: () => info, agentBaseUrl: () => baseUrl });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       const notifier = new ChangeNotifier(store, rpc.broadcast);
+      const agents = new AgentRoutes({ store, writes, upstream: options.upstream, logger: logger.child('agent') });
       http = new DaemonHttpServer({
         logger: logger.child('http'),
-        routes: () => false,
+        routes: (request, response) => agents.handle(request, response),
         upgrades: { '/rpc': (request, socket, head) => rpc.handleUpgrade(request, socket, head) },
       });
       const address = await http.listen(options.host, options.port);
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
+      baseUrl = url;
       const daemon = new Daemon(store, writes, notifier, rpc, http, token, info, url, logger);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });

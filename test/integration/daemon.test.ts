@@ -7,6 +7,7 @@ import BetterSqlite3 from 'better-sqlite3';
 import WebSocket from 'ws';
 import { DiscoveryFile, type Rollout, type Span } from '../../trainer-daemon/protocol';
 import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
+import { LATEST_SCHEMA_VERSION } from '../../trainer-daemon/store/migrations';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
 import { tempDir, waitFor } from '../helpers/tmp';
@@ -134,7 +135,7 @@ describe('daemon process', () => {
 
   test('notifications: rollouts/changed and spans/added arrive batched, with the latest state', async (t) => {
     const { client } = await withDaemon(t);
-    assert.equal((await client.request('daemonInfo', {})).schemaVersion, 2);
+    assert.equal((await client.request('daemonInfo', {})).schemaVersion, LATEST_SCHEMA_VERSION);
     const changed: Rollout[][] = [];
     const added: Span[][] = [];
     client.onNotification('rolloutsChanged', ({ rollouts }) => changed.push(rollouts));

@@ -4,6 +4,7 @@ import { errorMessage } from '../errors';
 import { VERSION } from '../version';
 import { registerReward } from './commands/reward';
 import { registerRollouts } from './commands/rollouts';
+import { registerRun } from './commands/run';
 import { registerServe } from './commands/serve';
 import { registerShow } from './commands/show';
 import { EXIT_CODES_HELP, ExitCode, exitCodeFor } from './exitCodes';
@@ -14,8 +15,10 @@ export function buildProgram(): Command {
     .version(VERSION)
     .showHelpAfterError('(run with --help for usage)')
     .addHelpText('after', EXIT_CODES_HELP)
+    .enablePositionalOptions()
     .exitOverride();
   registerServe(program);
+  registerRun(program);
   registerRollouts(program);
   registerShow(program);
   registerReward(program);
@@ -26,7 +29,8 @@ export function buildProgram(): Command {
 export async function main(argv: readonly string[]): Promise<number> {
   try {
     await buildProgram().parseAsync([...argv], { from: 'user' });
-    return ExitCode.Ok;
+    // A command may set its own exit code (`lightning run` passes the agent's through).
+    return typeof process.exitCode === 'number' ? process.exitCode : ExitCode.Ok;
   } catch (error) {
     if (error instanceof CommanderError) {
       // Commander printed the message (or the help) already.

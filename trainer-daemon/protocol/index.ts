@@ -2,4 +2,5 @@
 export * from './records';
 export * from './rpc';
 export * from './daemon';
+export * from './agentEnv';
 export * from './validation';

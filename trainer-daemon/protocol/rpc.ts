@@ -88,6 +88,19 @@ export const CreateRolloutParams = z.strictObject({
 });
 export type CreateRolloutParams = z.input<typeof CreateRolloutParams>;
 
+export const StartAgentRunParams = CreateRolloutParams.extend({
+  /** Where this rollout's LLM calls go: the user's own OPENAI_BASE_URL, or null for the daemon's upstream. */
+  upstream: z.string().url('upstream must be an http(s) URL').nullable().default(null),
+});
+export type StartAgentRunParams = z.input<typeof StartAgentRunParams>;
+
+export const AgentRun = z.object({
+  rollout: Rollout,
+  /** The rollout's capability URL (`LIGHTNING_URL`): give it to the agent process only. */
+  url: z.string().url(),
+});
+export type AgentRun = z.infer<typeof AgentRun>;
+
 export const TransitionRolloutParams = z.strictObject({
   id: RolloutId,
   to: RolloutStatus,
@@ -141,6 +154,8 @@ export const Methods = {
   getRollout: method('rollouts/get', z.strictObject({ id: RolloutId }), RolloutDetail),
   createRollout: method('rollouts/create', CreateRolloutParams, Rollout),
   transitionRollout: method('rollouts/transition', TransitionRolloutParams, Rollout),
+  /** Creates a running rollout for an agent process and returns its capability URL. */
+  startAgentRun: method('agentRuns/start', StartAgentRunParams, AgentRun),
   addSpans: method('spans/add', AddSpansParams, AddSpansResult),
   addReward: method('rewards/add', AddRewardParams, Reward),
   listRewards: method('rewards/list', z.strictObject({ rolloutId: RolloutId }), z.object({ items: z.array(Reward) })),

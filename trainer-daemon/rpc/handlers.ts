@@ -4,7 +4,7 @@
  * the same.
  */
 import { Methods, describeIssues, type MethodName, type ParsedParamsOf, type ResultOf, type DaemonInfo } from '../protocol';
-import { InvalidInputError } from '../errors';
+import { ConflictError, InvalidInputError } from '../errors';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { validateSpans, type StoredSpanResult } from '../store/spans';
@@ -18,9 +18,11 @@ export interface HandlerContext {
   /** Group-commits writes across concurrent calls; without one, each call writes its own transaction. */
   readonly writes?: WriteQueue;
   readonly info: () => DaemonInfo;
+  /** The daemon's base URL for agent capability URLs; absent when no daemon serves HTTP. */
+  readonly agentBaseUrl?: () => string | undefined;
 }
 
-export function createHandlers({ store, writes, info }: HandlerContext): Handlers {
+export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
   return {
     daemonInfo: () => info(),
@@ -30,6 +32,14 @@ export function createHandlers({ store, writes, info }: HandlerContext): Handler
     transitionRollout: (params) => {
       const id = store.resolveRolloutId(params.id);
       return write(() => store.transitionRollout({ ...params, id }));
+    },
+    startAgentRun: ({ upstream, ...params }) => {
+      const baseUrl = agentBaseUrl?.();
+      if (!baseUrl) throw new ConflictError('agent runs need a running daemon to serve their LLM calls; start one with `lightning serve`');
+      return write(() => {
+        const { rollout, key } = store.startAgentRun(params, upstream);
+        return { rollout, url: `${baseUrl}/r/${key}` };
+      });
     },
     addSpans: async ({ rolloutId, spans }) => {
       const { valid, validIndexes, results } = validateSpans(spans);

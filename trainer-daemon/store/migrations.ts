@@ -188,7 +188,28 @@ const v2TextSearch: Migration = {
   },
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch];
+/**
+ * Capture: each running agent reaches the daemon through a per-rollout capability URL
+ * (`/r/<key>`). Only a hash of the key is stored, so the store never holds a usable capability;
+ * the upstream is the address the agent's own configuration pointed at (never a credential).
+ */
+const v3AgentEndpoints: Migration = {
+  version: 3,
+  name: 'agent endpoints',
+  up(db) {
+    db.exec(`
+      CREATE TABLE rollout_keys (
+        key_hash   TEXT PRIMARY KEY,
+        rollout_id TEXT NOT NULL REFERENCES rollouts (id) ON DELETE CASCADE,
+        upstream   TEXT,
+        created_at REAL NOT NULL
+      ) WITHOUT ROWID;
+      CREATE INDEX rollout_keys_by_rollout ON rollout_keys (rollout_id);
+    `);
+  },
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Applies every migration above the store's version, each atomically. Returns the versions applied. */

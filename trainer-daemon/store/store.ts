@@ -16,10 +16,12 @@ import {
   type RolloutPage,
   type Span,
   type Stats,
+  type Json,
 } from '../protocol';
 import { Emitter, type Event } from '../util/event';
 import { openDatabase, type OpenOptions } from './database';
 import { LATEST_SCHEMA_VERSION } from './migrations';
+import { AgentKeyRepository, type AgentKeyRecord } from './agentKeys';
 import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
@@ -29,6 +31,7 @@ export class Store {
   private readonly rollouts: RolloutRepository;
   private readonly spans: SpanRepository;
   private readonly rewards: RewardRepository;
+  private readonly agentKeys: AgentKeyRepository;
   private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
   private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
   private closed = false;
@@ -53,6 +56,7 @@ export class Store {
     this.rollouts = new RolloutRepository(db);
     this.spans = new SpanRepository(db);
     this.rewards = new RewardRepository(db);
+    this.agentKeys = new AgentKeyRepository(db);
     this.transaction = db.transaction((fn: () => unknown) => fn());
   }
 
@@ -72,6 +76,26 @@ export class Store {
     const rollout = this.write(() => this.rollouts.transition(parsed));
     this.afterCommit([rollout.id]);
     return rollout;
+  }
+
+  /**
+   * Starts a rollout for an agent process: created, running (attempt 1) and given its capability
+   * key, in one transaction. The key is returned once and only its hash is kept.
+   */
+  startAgentRun(params: CreateRolloutParams, upstream: string | null): { rollout: Rollout; key: string } {
+    const parsed = CreateRolloutParams.parse(params);
+    const started = this.write(() => {
+      const created = this.rollouts.create(parsed);
+      const rollout = this.rollouts.transition({ id: created.id, to: 'running', error: null, exitCode: null });
+      return { rollout, key: this.agentKeys.issue(rollout.id, upstream) };
+    });
+    this.afterCommit([started.rollout.id]);
+    return started;
+  }
+
+  /** The rollout a capability key opens, with its upstream; undefined for an unknown key. */
+  findAgentKey(key: string): AgentKeyRecord | undefined {
+    return this.agentKeys.find(key);
   }
 
   getRollout(id: string): Rollout {
@@ -135,6 +159,16 @@ export class Store {
     });
     this.afterCommit([reward.rolloutId]);
     return reward;
+  }
+
+  /** The latest version of every named resource (prompt templates, …), as agents read them. */
+  currentResources(): { resources: Record<string, { version: number; kind: string; value: Json }> } {
+    const rows = this.db
+      .prepare<[], { name: string; version: number; kind: string; value: string }>(
+        'SELECT name, max(version) AS version, kind, value FROM resources GROUP BY name ORDER BY name',
+      )
+      .all();
+    return { resources: Object.fromEntries(rows.map((row) => [row.name, { version: row.version, kind: row.kind, value: JSON.parse(row.value) as Json }])) };
   }
 
   listRewards(rolloutId: string): Reward[] {

@@ -1,11 +1,22 @@
 /** `lightning serve`: the daemon in the foreground; ready line on stdout, JSON logs on stderr. */
 import type { Command } from 'commander';
-import { Daemon } from '../../daemon';
+import { Daemon, DEFAULT_UPSTREAM, upstreamFromEnv } from '../../daemon';
 import { InvalidInputError } from '../../errors';
 import { createLogger } from '../../log';
 import { storeOption, type GlobalOptions } from '../options';
 
 const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
+
+export function parseUpstream(value: string): string {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new InvalidInputError(`--upstream ${value}: not a URL (expected e.g. http://127.0.0.1:11434/v1)`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`--upstream ${value}: expected an http(s) URL`);
+  return value.replace(/\/+$/, '');
+}
 
 export function registerServe(program: Command): void {
   program
@@ -14,14 +25,16 @@ export function registerServe(program: Command): void {
     .addOption(storeOption())
     .option('--host <address>', 'loopback address to bind', '127.0.0.1')
     .option('--port <number>', 'port to listen on (0: any free port)', '0')
-    .action(async (options: GlobalOptions & { host: string; port: string }) => {
+    .option('--upstream <url>', `OpenAI-compatible base URL for agents without their own OPENAI_BASE_URL (env LIGHTNING_UPSTREAM_URL; default ${DEFAULT_UPSTREAM}); the key comes from LIGHTNING_UPSTREAM_API_KEY`)
+    .action(async (options: GlobalOptions & { host: string; port: string; upstream?: string }) => {
       if (!LOOPBACK.test(options.host)) {
         throw new InvalidInputError(`--host ${options.host}: the daemon binds loopback addresses only (127.0.0.1, ::1, localhost)`);
       }
       const port = Number(options.port);
       if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new InvalidInputError(`--port ${options.port}: expected a port number 0..65535`);
       const logger = createLogger('daemon');
-      const daemon = await Daemon.start({ storeFile: options.store, host: options.host, port, logger });
+      const upstream = upstreamFromEnv(process.env, options.upstream === undefined ? undefined : parseUpstream(options.upstream));
+      const daemon = await Daemon.start({ storeFile: options.store, host: options.host, port, logger, upstream });
       process.stdout.write(`${JSON.stringify(daemon.readyMessage())}\n`);
       await new Promise<void>((resolve) => {
         const stop = (signal: NodeJS.Signals): void => {

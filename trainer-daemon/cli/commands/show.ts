@@ -4,6 +4,7 @@ import type { RolloutDetail, Span } from '../../protocol';
 import { openBackend } from '../backend';
 import { duration, num, rolloutDuration, table, time, truncate } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
+import { summarizeLlmCall } from '../summarize';
 
 function spanRow(span: Span): string[] {
   const tokens = span.promptTokens !== null || span.completionTokens !== null ? `${span.promptTokens ?? 0}+${span.completionTokens ?? 0}` : '';
@@ -33,7 +34,16 @@ export function renderDetail({ rollout, attempts, spans, rewards }: RolloutDetai
   if (attempts.length > 1) {
     lines.push('', 'Attempts', table(['#', 'STATUS', 'STARTED', 'ERROR'], attempts.map((a) => [String(a.number), a.status, time(a.startedAt), a.error ?? ''])));
   }
-  lines.push('', spans.length ? table(['SEQ', 'KIND', 'NAME', 'SPAN', 'DURATION', 'TOKENS', 'STATUS'], spans.map(spanRow)) : 'No spans.');
+  if (spans.length === 0) lines.push('', 'No spans.');
+  else {
+    // Each span's row, with what went in and came out of each LLM call beneath it.
+    const rows = table(['SEQ', 'KIND', 'NAME', 'SPAN', 'DURATION', 'TOKENS', 'STATUS'], spans.map(spanRow)).split('\n');
+    lines.push('', rows[0]!);
+    spans.forEach((span, i) => {
+      lines.push(rows[i + 1]!);
+      if (span.category === 'llm') lines.push(...summarizeLlmCall(span).map((line) => `       ${line}`));
+    });
+  }
   lines.push(
     '',
     rewards.length

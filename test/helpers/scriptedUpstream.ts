@@ -1,0 +1,170 @@
+/**
+ * A scripted OpenAI-compatible upstream for tests (the *other side* of the proxy): chat
+ * completions, legacy completions, the Responses API, embeddings and models, as JSON or SSE. When
+ * tools are offered and no tool result came back yet it asks for a tool call, else it answers.
+ * Behaviour on demand through the model name: `fail-500`, `fail-malformed`, `hang`, `gated` (the
+ * stream waits for `release()` between chunks), `parallel` (two tool calls at once).
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface ReceivedRequest {
+  readonly method: string;
+  readonly path: string;
+  readonly headers: http.IncomingHttpHeaders;
+  readonly body: Record<string, unknown> | null;
+}
+
+export interface ScriptedUpstream {
+  readonly url: string;
+  readonly requests: ReceivedRequest[];
+  /** Lets a `gated` stream send its next chunk. */
+  release(): void;
+  /** Resolves when the upstream saw a request's connection close before it finished responding. */
+  readonly aborted: Promise<void>;
+  close(): Promise<void>;
+}
+
+export const ANSWER = 'It is sunny in Paris.';
+
+type Message = { role?: string; type?: string };
+
+function wantsTool(body: Record<string, unknown>): boolean {
+  const tools = body.tools as unknown[] | undefined;
+  const messages = (body.messages ?? body.input) as Message[] | string | undefined;
+  const last = Array.isArray(messages) ? messages.at(-1) : undefined;
+  return Array.isArray(tools) && tools.length > 0 && !(last?.role === 'tool' || last?.type === 'function_call_output');
+}
+
+function toolCalls(parallel: boolean): Array<{ id: string; name: string; arguments: string }> {
+  const calls = [{ id: 'call_paris', name: 'get_weather', arguments: '{"city":"Paris"}' }];
+  if (parallel) calls.push({ id: 'call_oslo', name: 'get_weather', arguments: '{"city":"Oslo"}' });
+  return calls;
+}
+
+export async function startScriptedUpstream(): Promise<ScriptedUpstream> {
+  const requests: ReceivedRequest[] = [];
+  let gate: Array<() => void> = [];
+  let pendingReleases = 0;
+  let onAbort: () => void = () => {};
+  const aborted = new Promise<void>((resolve) => (onAbort = resolve));
+  const waitGate = (): Promise<void> =>
+    new Promise((resolve) => {
+      if (pendingReleases > 0) {
+        pendingReleases -= 1;
+        resolve();
+      } else gate.push(resolve);
+    });
+  let counter = 0;
+
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const raw = Buffer.concat(chunks).toString('utf8');
+      let body: Record<string, unknown> | null = null;
+      try {
+        body = raw ? (JSON.parse(raw) as Record<string, unknown>) : null;
+      } catch {
+        body = null;
+      }
+      requests.push({ method: req.method ?? '', path: req.url ?? '', headers: req.headers, body });
+      res.on('close', () => {
+        if (!res.writableFinished) onAbort();
+      });
+      void respond(req.url ?? '', body ?? {}, res);
+    });
+  });
+
+  async function respond(path: string, body: Record<string, unknown>, res: http.ServerResponse): Promise<void> {
+    const model = String(body.model ?? 'test-model');
+    const json = (status: number, value: unknown): void => {
+      const text = JSON.stringify(value);
+      res.writeHead(status, { 'content-type': 'application/json', 'x-request-id': `req_${counter}` });
+      res.end(text);
+    };
+    counter += 1;
+    const id = `chatcmpl-${counter}`;
+    if (model === 'fail-500') return json(500, { error: { message: 'the model is overloaded', type: 'server_error' } });
+    if (model === 'fail-malformed') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      return void res.end('{"id": "broken", "choices": [');
+    }
+    if (model === 'hang') return;
+    if (path.endsWith('/models')) return json(200, { object: 'list', data: [{ id: 'test-model', object: 'model', owned_by: 'tests' }] });
+    if (path.endsWith('/embeddings')) return json(200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }], model, usage: { prompt_tokens: 3, total_tokens: 3 } });
+    const usage = { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 };
+    const calls = wantsTool(body) ? toolCalls(model.includes('parallel')) : [];
+    const tokenIds = body.return_token_ids === true ? { prompt_token_ids: [1, 2, 3], token_ids: [4, 5] } : undefined;
+
+    if (path.endsWith('/responses')) {
+      const output = calls.length
+        ? calls.map((call, i) => ({ type: 'function_call', id: `fc_${i}`, call_id: call.id, name: call.name, arguments: call.arguments, status: 'completed' }))
+        : [{ type: 'message', id: 'msg_1', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: ANSWER, annotations: [] }] }];
+      const response = { id: `resp_${counter}`, object: 'response', created_at: 1, status: 'completed', model, output, usage: { input_tokens: 12, output_tokens: 7, total_tokens: 19 } };
+      if (!body.stream) return json(200, response);
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const send = (type: string, extra: object): void => void res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...extra })}\n\n`);
+      send('response.created', { response: { ...response, status: 'in_progress', output: [] } });
+      if (!calls.length) for (const word of ANSWER.split(' ')) send('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: `${word} ` });
+      send('response.completed', { response });
+      return void res.end();
+    }
+
+    if (path.endsWith('/completions') && !path.endsWith('/chat/completions')) {
+      return json(200, { id: `cmpl-${counter}`, object: 'text_completion', model, choices: [{ index: 0, text: ' 4', finish_reason: 'stop' }], usage });
+    }
+
+    const message = calls.length
+      ? { role: 'assistant', content: null, tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) }
+      : { role: 'assistant', content: ANSWER };
+    const finish = calls.length ? 'tool_calls' : 'stop';
+    if (!body.stream) {
+      return json(200, { id, object: 'chat.completion', created: 1, model, ...(tokenIds ? { prompt_token_ids: tokenIds.prompt_token_ids } : {}), choices: [{ index: 0, message, finish_reason: finish, ...(tokenIds ? { token_ids: tokenIds.token_ids } : {}) }], usage });
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const chunk = async (delta: object, finishReason: string | null = null, extra: object = {}): Promise<void> => {
+      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, finish_reason: finishReason }], ...extra })}\n\n`);
+      if (model === 'gated') await waitGate();
+    };
+    await chunk({ role: 'assistant', content: calls.length ? null : '' });
+    if (calls.length) {
+      // Arguments arrive in pieces, and parallel calls interleave: the proxy must merge by index.
+      for (const [index, call] of calls.entries()) await chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] });
+      for (const [index, call] of calls.entries()) {
+        const half = Math.floor(call.arguments.length / 2);
+        await chunk({ tool_calls: [{ index, function: { arguments: call.arguments.slice(0, half) } }] });
+      }
+      for (const [index, call] of calls.entries()) {
+        const half = Math.floor(call.arguments.length / 2);
+        await chunk({ tool_calls: [{ index, function: { arguments: call.arguments.slice(half) } }] });
+      }
+    } else {
+      for (const [i, word] of ANSWER.split(' ').entries()) await chunk({ content: (i ? ' ' : '') + word });
+    }
+    await chunk({}, finish);
+    const options = body.stream_options as { include_usage?: boolean } | undefined;
+    if (options?.include_usage) res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [], usage })}\n\n`);
+    res.end('data: [DONE]\n\n');
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}/v1`,
+    requests,
+    aborted,
+    release: () => {
+      const next = gate.shift();
+      if (next) next();
+      else pendingReleases += 1;
+    },
+    close: () =>
+      new Promise((resolve) => {
+        gate.forEach((resolveGate) => resolveGate());
+        gate = [];
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

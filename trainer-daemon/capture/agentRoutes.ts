@@ -1,0 +1,171 @@
+/**
+ * The agent-facing HTTP surface under a rollout's capability URL `/r/<key>` (DESIGN.md,
+ * "Agent-facing HTTP"): the OpenAI-compatible proxy, OTLP traces, rewards, the task and the
+ * resources. An unknown key is a 404 and nothing is stored.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { z } from 'zod';
+import { describeIssues, type Json, type SpanInput } from '../protocol';
+import { errorMessage, InvalidInputError, mapError, NotFoundError } from '../errors';
+import type { Logger } from '../log';
+import { sendJson } from '../server/http';
+import type { Store } from '../store/store';
+import type { WriteQueue } from '../store/writeQueue';
+import { RecordingProxy, type UpstreamConfig } from './proxy';
+import type { Api } from './reassemble';
+
+export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
+
+const PROXIED: Record<string, Api | null> = {
+  'POST /chat/completions': 'chat.completions',
+  'POST /completions': 'completions',
+  'POST /responses': 'responses',
+  'POST /embeddings': 'embeddings',
+  'GET /models': null,
+};
+
+const RewardBody = z.strictObject({
+  value: z.number().finite(),
+  name: z.string().min(1).max(100).optional(),
+  spanId: z.string().regex(/^[0-9a-f]{16}$/, 'spanId must be 16 lowercase hex characters').optional(),
+  comment: z.string().max(10_000).optional(),
+});
+
+/** Reads a request body up to `limit` bytes; past it, answers 413 and resolves undefined. */
+export function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const declared = Number(request.headers['content-length'] ?? 0);
+    if (declared > limit) {
+      reject(new PayloadTooLargeError(`the request body (${declared} bytes) is over the ${limit}-byte limit`));
+      request.resume();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        reject(new PayloadTooLargeError(`the request body is over the ${limit}-byte limit`));
+        request.destroy();
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.on('end', () => resolve(Buffer.concat(chunks)));
+    request.on('error', reject);
+  });
+}
+
+export class PayloadTooLargeError extends InvalidInputError {}
+
+export interface AgentRoutesOptions {
+  readonly store: Store;
+  readonly writes: WriteQueue;
+  readonly upstream: UpstreamConfig;
+  readonly logger: Logger;
+  readonly maxBodyBytes?: number;
+  /** OTLP/HTTP trace ingest, wired by the daemon: resolves with the OTLP partial-success response. */
+  readonly traces?: (rolloutId: string | null, request: IncomingMessage, body: Buffer) => Promise<Json>;
+}
+
+export class AgentRoutes {
+  private readonly proxy: RecordingProxy;
+  /** Calls numbered in order of arrival within each rollout (continuing after a daemon restart). */
+  private readonly callCounters = new Map<string, number>();
+  private readonly maxBodyBytes: number;
+
+  constructor(private readonly options: AgentRoutesOptions) {
+    this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.proxy = new RecordingProxy(
+      options.upstream,
+      (span: SpanInput, rolloutId) => {
+        options.writes.submitSpans(rolloutId, [span]).catch((error: unknown) => {
+          options.logger.error('could not record an LLM call', { rolloutId, error: errorMessage(error) });
+        });
+      },
+      options.logger.child('proxy'),
+    );
+  }
+
+  /** Handles `/r/<key>/…`; returns false for any other path. */
+  handle(request: IncomingMessage, response: ServerResponse): boolean {
+    const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+    const match = /^\/r\/([A-Za-z0-9_-]{16,64})(\/.*)?$/.exec(url.pathname);
+    if (!match) return false;
+    void this.dispatch(match[1]!, match[2] ?? '/', url.search, request, response).catch((error: unknown) => {
+      const { httpStatus, kind } = mapError(error);
+      const status = error instanceof PayloadTooLargeError ? 413 : httpStatus;
+      if (status >= 500) this.options.logger.error('agent request failed', { path: match[2], error: errorMessage(error) });
+      if (!response.headersSent) sendJson(response, status, { error: { message: errorMessage(error), type: kind } });
+      else response.destroy();
+    });
+    return true;
+  }
+
+  private async dispatch(key: string, path: string, search: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const agent = this.options.store.findAgentKey(key);
+    if (!agent) throw new NotFoundError('unknown rollout key: this URL does not belong to any rollout of this daemon');
+    const route = `${request.method} ${path}`;
+    if (path.startsWith('/v1/') && `${request.method} ${path.slice(3)}` in PROXIED) {
+      const api = PROXIED[`${request.method} ${path.slice(3)}`]!;
+      const body = request.method === 'POST' ? await readBody(request, this.maxBodyBytes) : Buffer.alloc(0);
+      const json = api ? parseJsonBody(request, body) : null;
+      const callIndex = api && api !== 'embeddings' ? this.nextCallIndex(agent.rolloutId) : 0;
+      await this.proxy.forward({ rolloutId: agent.rolloutId, callIndex, upstream: agent.upstream, api, path: `${path.slice(3)}${search}`, body, json }, request, response);
+      return;
+    }
+    switch (route) {
+      case 'POST /v1/traces': {
+        if (!this.options.traces) throw new NotFoundError('this daemon does not receive OTLP traces');
+        const body = await readBody(request, this.maxBodyBytes);
+        sendJson(response, 200, await this.options.traces(agent.rolloutId, request, body));
+        return;
+      }
+      case 'POST /v1/metrics':
+      case 'POST /v1/logs':
+        // Accepted and not stored, so that SDKs exporting all signals to one endpoint don't fail.
+        request.resume();
+        sendJson(response, 200, {});
+        return;
+      case 'POST /reward': {
+        const body = RewardBody.safeParse(parseJsonBody(request, await readBody(request, 1024 * 1024)));
+        if (!body.success) throw new InvalidInputError(describeIssues(body.error, 'body'));
+        const reward = await this.options.writes.submit(() =>
+          this.options.store.addReward({ rolloutId: agent.rolloutId, value: body.data.value, name: body.data.name, spanId: body.data.spanId ?? null, comment: body.data.comment ?? null, source: 'agent' }),
+        );
+        sendJson(response, 200, reward);
+        return;
+      }
+      case 'GET /task':
+        sendJson(response, 200, this.options.store.getRollout(agent.rolloutId).task);
+        return;
+      case 'GET /resources':
+        sendJson(response, 200, this.options.store.currentResources());
+        return;
+      default:
+        throw new NotFoundError(`no agent endpoint ${route}; see README "Agent-facing HTTP"`);
+    }
+  }
+
+  private nextCallIndex(rolloutId: string): number {
+    const next = (this.callCounters.get(rolloutId) ?? this.options.store.getRollout(rolloutId).llmCalls) + 1;
+    this.callCounters.delete(rolloutId);
+    this.callCounters.set(rolloutId, next);
+    // Bounded: the least recently used counters go; they restart from the stored count.
+    if (this.callCounters.size > 10_000) this.callCounters.delete(this.callCounters.keys().next().value!);
+    return next;
+  }
+}
+
+function parseJsonBody(request: IncomingMessage, body: Buffer): { [key: string]: Json } {
+  const type = String(request.headers['content-type'] ?? '');
+  if (!type.includes('json')) throw new InvalidInputError(`expected a JSON body (content-type application/json), got ${type || 'no content-type'}`);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    throw new InvalidInputError(`the request body is not valid JSON: ${errorMessage(error)}`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidInputError('the request body must be a JSON object');
+  return parsed as { [key: string]: Json };
+}

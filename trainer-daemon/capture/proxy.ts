@@ -1,0 +1,217 @@
+/**
+ * The recording OpenAI-compatible proxy. A call is forwarded to the rollout's upstream with the
+ * agent's own headers; the agent gets the upstream's status, headers and body unchanged. Server-
+ * sent events are written to the agent as each chunk arrives (no buffering) while a parser
+ * reassembles the response for the record. A client that goes away aborts the upstream request.
+ * Every call, failed ones included, becomes one `llm` span of the rollout.
+ */
+import http, { type IncomingMessage, type ServerResponse } from 'node:http';
+import https from 'node:https';
+import { createParser } from 'eventsource-parser';
+import { PLACEHOLDER_API_KEY, type Json } from '../protocol';
+import { errorMessage } from '../errors';
+import type { Logger } from '../log';
+import { callToSpan, type CallRecord } from './record';
+import { StreamReassembler, type Api } from './reassemble';
+
+type JsonObject = { [key: string]: Json };
+
+export interface UpstreamConfig {
+  /** Base URL of the default upstream, e.g. `https://api.openai.com/v1`. */
+  readonly baseUrl: string;
+  /** Sent when the agent has no key of its own (never stored, never logged). */
+  readonly apiKey: string | undefined;
+  /** Upstream response timeout (no bytes for this long). */
+  readonly timeoutMs: number;
+}
+
+export interface ProxyCall {
+  readonly rolloutId: string;
+  readonly callIndex: number;
+  /** The rollout's own upstream (the agent's original OPENAI_BASE_URL), else the default. */
+  readonly upstream: string | null;
+  readonly api: Api | null;
+  /** Path after `/v1`, with the query string, e.g. `/chat/completions`. */
+  readonly path: string;
+  readonly body: Buffer;
+  readonly json: JsonObject | null;
+}
+
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding']);
+const keepAlive = { http: new http.Agent({ keepAlive: true, maxSockets: 512 }), https: new https.Agent({ keepAlive: true, maxSockets: 512 }) };
+
+function upstreamHeaders(request: IncomingMessage, config: UpstreamConfig, bodyLength: number): http.OutgoingHttpHeaders {
+  const headers: http.OutgoingHttpHeaders = {};
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+  }
+  const auth = request.headers.authorization;
+  const agentHasKey = auth !== undefined && auth !== `Bearer ${PLACEHOLDER_API_KEY}` && request.headers['api-key'] !== PLACEHOLDER_API_KEY;
+  if (!agentHasKey) {
+    delete headers.authorization;
+    if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
+  }
+  // Identity encoding, so the record can read the body; it is forwarded byte for byte.
+  headers['accept-encoding'] = 'identity';
+  headers['content-length'] = bodyLength;
+  return headers;
+}
+
+function sendError(response: ServerResponse, status: number, type: string, message: string): void {
+  if (response.headersSent) {
+    response.destroy();
+    return;
+  }
+  const body = JSON.stringify({ error: { message, type, code: type } });
+  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  response.end(body);
+}
+
+export class RecordingProxy {
+  constructor(
+    private readonly config: UpstreamConfig,
+    private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => void,
+    private readonly logger: Logger,
+  ) {}
+
+  /** Forwards one call; resolves when the agent's response has ended (and the call was recorded). */
+  forward(call: ProxyCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const base = (call.upstream ?? this.config.baseUrl).replace(/\/+$/, '');
+    const target = new URL(`${base}${call.path}`);
+    const startMs = Date.now();
+    let firstByteMs: number | null = null;
+    const reassembler = call.api ? new StreamReassembler(call.api) : undefined;
+    const chunks: Buffer[] = [];
+    let streamed = false;
+    let status: number | null = null;
+
+    return new Promise<void>((resolve) => {
+      let finished = false;
+      const finish = (error: string | null, responseJson: JsonObject | null): void => {
+        if (finished) return;
+        finished = true;
+        if (call.api && call.json) {
+          const record: CallRecord = {
+            api: call.api, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(base),
+            request: call.json, response: responseJson, status, streamed, startMs, endMs: Date.now(), firstByteMs, error,
+            traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
+          };
+          this.record(callToSpan(record), call.rolloutId);
+        }
+        resolve();
+      };
+
+      const transport = target.protocol === 'https:' ? https : http;
+      const upstream = transport.request(target, {
+        method: request.method,
+        headers: upstreamHeaders(request, this.config, call.body.length),
+        agent: target.protocol === 'https:' ? keepAlive.https : keepAlive.http,
+        timeout: this.config.timeoutMs,
+      });
+
+      // The agent went away before the response ended: stop the upstream work too.
+      response.on('close', () => {
+        if (!response.writableFinished) {
+          upstream.destroy();
+          finish('cancelled: the client disconnected before the response ended', reassembler && streamed ? reassembler.result() : null);
+        }
+      });
+      upstream.on('timeout', () => upstream.destroy(new Error(`no response from the upstream within ${this.config.timeoutMs} ms`)));
+      upstream.on('error', (error) => {
+        if (finished) return;
+        const message = `Lightning could not get a response from the upstream ${redactUrl(base)}: ${errorMessage(error)}`;
+        this.logger.warn('upstream request failed', { upstream: redactUrl(base), error: errorMessage(error) });
+        sendError(response, /within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message);
+        finish(message, reassembler && streamed ? reassembler.result() : null);
+      });
+
+      upstream.on('response', (upstreamResponse) => {
+        status = upstreamResponse.statusCode ?? 502;
+        streamed = String(upstreamResponse.headers['content-type'] ?? '').includes('text/event-stream');
+        const headers: http.OutgoingHttpHeaders = {};
+        for (const [name, value] of Object.entries(upstreamResponse.headers)) {
+          if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+        }
+        if (streamed) {
+          response.writeHead(status, headers);
+          response.flushHeaders();
+          const parser = createParser({
+            onEvent: (event) => {
+              if (event.data === '[DONE]' || !reassembler) return;
+              try {
+                reassembler.add(JSON.parse(event.data));
+              } catch {
+                reassembler.error ??= 'the upstream sent an event that is not JSON';
+              }
+            },
+          });
+          upstreamResponse.on('data', (chunk: Buffer) => {
+            firstByteMs ??= Date.now();
+            response.write(chunk);
+            parser.feed(chunk.toString('utf8'));
+          });
+          upstreamResponse.on('end', () => {
+            const result = reassembler?.result() ?? null;
+            const error = status! >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? null);
+            finish(error, result);
+            response.end();
+          });
+          return;
+        }
+        upstreamResponse.on('data', (chunk: Buffer) => {
+          firstByteMs ??= Date.now();
+          chunks.push(chunk);
+        });
+        upstreamResponse.on('end', () => {
+          const body = Buffer.concat(chunks);
+          let parsed: unknown;
+          let malformed = false;
+          if (String(upstreamResponse.headers['content-type'] ?? '').includes('json') || body.length > 0) {
+            try {
+              parsed = JSON.parse(body.toString('utf8'));
+            } catch {
+              malformed = status! < 400;
+            }
+          }
+          if (malformed) {
+            const message = `the upstream ${redactUrl(base)} answered HTTP ${status} with a body that is not JSON`;
+            sendError(response, 502, 'upstream_malformed_response', message);
+            finish(message, null);
+            return;
+          }
+          const json = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
+          const error = status! >= 400 ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? body.toString('utf8').slice(0, 500)}` : null;
+          // Record before the agent sees the end, so the call is stored before anything it does next.
+          finish(error, json);
+          response.writeHead(status!, { ...headers, 'content-length': body.length });
+          response.end(body);
+        });
+        upstreamResponse.on('error', (error) => {
+          sendError(response, 502, 'upstream_unavailable', `the upstream connection broke: ${errorMessage(error)}`);
+          finish(`the upstream connection broke: ${errorMessage(error)}`, null);
+        });
+      });
+
+      upstream.end(call.body);
+    });
+  }
+}
+
+function upstreamErrorMessage(json: JsonObject | null): string | undefined {
+  const error = json?.error;
+  if (error && typeof error === 'object' && !Array.isArray(error) && typeof error.message === 'string') return error.message;
+  return typeof error === 'string' ? error : undefined;
+}
+
+/** An upstream URL fit for the record and logs: without credentials or query. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.username = '';
+    parsed.password = '';
+    parsed.search = '';
+    return parsed.toString().replace(/\/+$/, '');
+  } catch {
+    return '(invalid url)';
+  }
+}

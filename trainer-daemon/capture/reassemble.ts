@@ -1,0 +1,138 @@
+/**
+ * Rebuilds one response object from a stream of server-sent events, for the record: what the
+ * non-streaming endpoint would have returned. Chat completions merge text and tool-call deltas
+ * by index (parallel tool calls), keep the finish reason, usage (`stream_options.include_usage`),
+ * logprobs and engine token ids; legacy completions concatenate text; the Responses API's final
+ * `response.completed` (or `.incomplete`/`.failed`) event already carries the whole response.
+ */
+import type { Json } from '../protocol';
+
+export type Api = 'chat.completions' | 'completions' | 'responses' | 'embeddings';
+
+type JsonObject = { [key: string]: Json };
+
+interface ToolCallDraft {
+  index: number;
+  id?: string;
+  type?: string;
+  function: { name: string; arguments: string };
+}
+
+interface ChoiceDraft {
+  index: number;
+  role?: string;
+  content: string;
+  refusal: string;
+  reasoning: string;
+  text: string;
+  toolCalls: Map<number, ToolCallDraft>;
+  finishReason: Json;
+  logprobs: Json[];
+  tokenIds: Json[];
+}
+
+function isObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+export class StreamReassembler {
+  private readonly head: JsonObject = {};
+  private readonly choices = new Map<number, ChoiceDraft>();
+  private usage: Json | undefined;
+  private finalResponse: JsonObject | undefined;
+  private readonly responseEvents: string[] = [];
+  private eventCount = 0;
+  /** Set when the stream carried an `error` payload. */
+  error: string | undefined;
+
+  constructor(private readonly api: Api) {}
+
+  /** Feeds one SSE `data:` payload (already JSON-parsed; `[DONE]` is skipped by the caller). */
+  add(event: unknown): void {
+    if (!isObject(event)) return;
+    this.eventCount += 1;
+    if (isObject(event.error)) this.error = String(event.error.message ?? JSON.stringify(event.error));
+    if (this.api === 'responses') return this.addResponseEvent(event);
+    for (const key of ['id', 'object', 'created', 'model', 'system_fingerprint', 'service_tier', 'prompt_token_ids'] as const) {
+      if (event[key] !== undefined && event[key] !== null) this.head[key] = event[key];
+    }
+    if (event.usage !== undefined && event.usage !== null) this.usage = event.usage;
+    const choices = Array.isArray(event.choices) ? event.choices : [];
+    for (const raw of choices) if (isObject(raw)) this.addChoice(raw);
+  }
+
+  private addChoice(raw: JsonObject): void {
+    const index = typeof raw.index === 'number' ? raw.index : 0;
+    let draft = this.choices.get(index);
+    if (!draft) {
+      draft = { index, content: '', refusal: '', reasoning: '', text: '', toolCalls: new Map(), finishReason: null, logprobs: [], tokenIds: [] };
+      this.choices.set(index, draft);
+    }
+    if (raw.finish_reason !== undefined && raw.finish_reason !== null) draft.finishReason = raw.finish_reason;
+    if (typeof raw.text === 'string') draft.text += raw.text;
+    if (Array.isArray(raw.token_ids)) draft.tokenIds.push(...raw.token_ids);
+    if (isObject(raw.logprobs)) {
+      const content = raw.logprobs.content ?? raw.logprobs.tokens;
+      if (Array.isArray(content)) draft.logprobs.push(...content);
+    }
+    const delta = raw.delta;
+    if (!isObject(delta)) return;
+    if (typeof delta.role === 'string') draft.role = delta.role;
+    if (typeof delta.content === 'string') draft.content += delta.content;
+    if (typeof delta.refusal === 'string') draft.refusal += delta.refusal;
+    const reasoning = delta.reasoning_content ?? delta.reasoning;
+    if (typeof reasoning === 'string') draft.reasoning += reasoning;
+    if (Array.isArray(delta.tool_calls)) for (const call of delta.tool_calls) if (isObject(call)) this.addToolCall(draft, call);
+  }
+
+  private addToolCall(draft: ChoiceDraft, call: JsonObject): void {
+    const index = typeof call.index === 'number' ? call.index : draft.toolCalls.size;
+    let tool = draft.toolCalls.get(index);
+    if (!tool) {
+      tool = { index, function: { name: '', arguments: '' } };
+      draft.toolCalls.set(index, tool);
+    }
+    if (typeof call.id === 'string') tool.id = call.id;
+    if (typeof call.type === 'string') tool.type = call.type;
+    if (isObject(call.function)) {
+      if (typeof call.function.name === 'string') tool.function.name += call.function.name;
+      if (typeof call.function.arguments === 'string') tool.function.arguments += call.function.arguments;
+    }
+  }
+
+  private addResponseEvent(event: JsonObject): void {
+    const type = typeof event.type === 'string' ? event.type : '';
+    if (this.responseEvents.length < 200) this.responseEvents.push(type);
+    if (isObject(event.response) && (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed' || type === 'response.created')) {
+      this.finalResponse = event.response;
+    }
+    if (type === 'error' && typeof event.message === 'string') this.error = event.message;
+  }
+
+  /** The response as the non-streaming endpoint would have returned it. */
+  result(): JsonObject {
+    if (this.api === 'responses') {
+      return { ...(this.finalResponse ?? { object: 'response', status: 'incomplete' }), lightning_stream_events: this.eventCount };
+    }
+    const choices = [...this.choices.values()].sort((a, b) => a.index - b.index).map((draft) => this.choiceResult(draft));
+    const result: JsonObject = { ...this.head, object: this.api === 'completions' ? 'text_completion' : 'chat.completion', choices };
+    if (this.usage !== undefined) result.usage = this.usage;
+    return result;
+  }
+
+  private choiceResult(draft: ChoiceDraft): JsonObject {
+    const choice: JsonObject = { index: draft.index, finish_reason: draft.finishReason };
+    if (draft.logprobs.length > 0) choice.logprobs = { content: draft.logprobs };
+    if (draft.tokenIds.length > 0) choice.token_ids = draft.tokenIds;
+    if (this.api === 'completions') return { ...choice, text: draft.text };
+    const message: JsonObject = { role: draft.role ?? 'assistant', content: draft.content.length > 0 ? draft.content : null };
+    if (draft.refusal) message.refusal = draft.refusal;
+    if (draft.reasoning) message.reasoning_content = draft.reasoning;
+    if (draft.toolCalls.size > 0) {
+      message.tool_calls = [...draft.toolCalls.values()]
+        .sort((a, b) => a.index - b.index)
+        .map((tool) => ({ id: tool.id ?? null, type: tool.type ?? 'function', function: tool.function }));
+    }
+    return { ...choice, message };
+  }
+}

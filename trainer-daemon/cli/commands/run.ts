@@ -1,0 +1,139 @@
+/**
+ * `lightning run -- CMD ARGS…`: runs any agent command as one rollout. The command gets the
+ * instrumentation environment, its stdio passes through, its exit code is ours, and the last line
+ * on stderr is `{"event":"rollout-finished","id":…,"status":…,"reward":…}`. Uses the daemon that owns
+ * the store, or runs one inside this process for the duration of the command.
+ */
+import { spawn } from 'node:child_process';
+import os from 'node:os';
+import { Option, type Command } from 'commander';
+import { instrumentationEnv, Json, RolloutMode, userUpstream, type Rollout, type RolloutStatus } from '../../protocol';
+import { Daemon, upstreamFromEnv } from '../../daemon';
+import { findDaemon } from '../../discovery';
+import { errorMessage, InvalidInputError } from '../../errors';
+import { createLogger } from '../../log';
+import { RpcClient } from '../../rpc/client';
+import { resolveStore, storeOption, type GlobalOptions } from '../options';
+import { parseUpstream } from './serve';
+
+interface RunOptions extends GlobalOptions {
+  label?: string;
+  task?: string;
+  taskId?: string;
+  mode: RolloutMode;
+  upstream?: string;
+}
+
+function parseTask(options: RunOptions): { id?: string; input: Json } | null {
+  if (options.task === undefined && options.taskId === undefined) return null;
+  let input: Json = null;
+  if (options.task !== undefined) {
+    try {
+      input = Json.parse(JSON.parse(options.task));
+    } catch (error) {
+      throw new InvalidInputError(`--task: not valid JSON (${errorMessage(error)})`);
+    }
+  }
+  return { ...(options.taskId ? { id: options.taskId } : {}), input };
+}
+
+/** Connects to the store's daemon, or starts one in this process (stopped when the run ends). */
+async function connect(storeFile: string): Promise<{ client: RpcClient; close: () => Promise<void> }> {
+  const running = findDaemon(storeFile);
+  if (running) {
+    const client = await RpcClient.connect(running.info.url, running.token);
+    return { client, close: async () => client.dispose() };
+  }
+  const daemon = await Daemon.start({
+    storeFile,
+    host: '127.0.0.1',
+    port: 0,
+    logger: createLogger('daemon', { level: 'warn' }),
+    upstream: upstreamFromEnv(process.env),
+  });
+  const client = await RpcClient.connect(daemon.url, daemon.token);
+  return {
+    client,
+    close: async () => {
+      client.dispose();
+      await daemon.stop();
+    },
+  };
+}
+
+function finalStatus(code: number | null, signal: NodeJS.Signals | null, interrupted: boolean): { to: RolloutStatus; error: string | null } {
+  if (code === 0) return { to: 'succeeded', error: null };
+  if (interrupted) return { to: 'cancelled', error: `stopped by ${signal ?? 'a signal'}` };
+  if (signal) return { to: 'failed', error: `killed by ${signal}` };
+  return { to: 'failed', error: `exited with code ${code}` };
+}
+
+export function registerRun(program: Command): void {
+  program
+    .command('run')
+    .description('run an agent command as one rollout: its LLM calls, tool spans and rewards are recorded')
+    .argument('<command...>', 'the agent command and its arguments (after --)')
+    .addOption(storeOption())
+    .option('--label <text>', 'a label for the rollout (shown in lists)')
+    .option('--task <json>', 'the task input, as JSON (given to the agent as LIGHTNING_TASK)')
+    .option('--task-id <id>', 'the task id')
+    .addOption(new Option('--mode <mode>', 'rollout mode').choices(RolloutMode.options).default('debug'))
+    .option('--upstream <url>', "this rollout's upstream when the agent has no OPENAI_BASE_URL of its own")
+    .passThroughOptions()
+    .action(async (argv: string[], options: RunOptions) => {
+      const task = parseTask(options);
+      const upstream = userUpstream(process.env) ?? (options.upstream ? parseUpstream(options.upstream) : null);
+      const { client, close } = await connect(resolveStore(options));
+      try {
+        const { rollout, url } = await client.request('startAgentRun', {
+          mode: options.mode,
+          label: options.label ?? null,
+          task,
+          source: { kind: 'command', argv, cwd: process.cwd() },
+          upstream,
+        });
+        const env = { ...process.env, ...instrumentationEnv({ url, rolloutId: rollout.id, task: task?.input ?? null, base: process.env }) };
+        const outcome = await runChild(argv, env);
+        const final = outcome.spawnError ? { to: 'failed' as const, error: outcome.spawnError } : finalStatus(outcome.code, outcome.signal, outcome.interrupted);
+        const finished = await client.request('transitionRollout', { id: rollout.id, ...final, exitCode: outcome.code });
+        reportFinished(finished, outcome.spawnError);
+        process.exitCode = outcome.code ?? 128 + (outcome.signal ? (os.constants.signals[outcome.signal] ?? 0) : 1);
+      } finally {
+        await close();
+      }
+    });
+}
+
+interface ChildOutcome {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  interrupted: boolean;
+  spawnError?: string;
+}
+
+function runChild(argv: string[], env: NodeJS.ProcessEnv): Promise<ChildOutcome> {
+  return new Promise((resolve) => {
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: 'inherit', env });
+    let interrupted = false;
+    const forward = (signal: NodeJS.Signals): void => {
+      interrupted = true;
+      child.kill(signal);
+    };
+    process.on('SIGINT', forward);
+    process.on('SIGTERM', forward);
+    const done = (outcome: ChildOutcome): void => {
+      process.off('SIGINT', forward);
+      process.off('SIGTERM', forward);
+      resolve(outcome);
+    };
+    child.once('error', (error: NodeJS.ErrnoException) => {
+      done({ code: error.code === 'ENOENT' ? 127 : 126, signal: null, interrupted: false, spawnError: `cannot run ${argv[0]}: ${error.message}` });
+    });
+    child.once('exit', (code, signal) => done({ code, signal, interrupted }));
+  });
+}
+
+function reportFinished(rollout: Rollout, spawnError: string | undefined): void {
+  if (spawnError) process.stderr.write(`lightning: ${spawnError}\n`);
+  process.stderr.write(`${JSON.stringify({ event: 'rollout-finished', id: rollout.id, status: rollout.status, reward: rollout.reward })}\n`);
+}
