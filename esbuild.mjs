@@ -28,7 +28,7 @@ const builds = [
   },
   {
     ...common,
-    entryPoints: { cli: 'trainer-daemon/cli.ts' },
+    entryPoints: { cli: 'trainer-daemon/cli.ts', demo: 'trainer-daemon/demo/main.ts' },
     outdir: 'dist',
     platform: 'node',
     format: 'cjs',
