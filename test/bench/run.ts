@@ -13,28 +13,10 @@ import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { Store } from '../../trainer-daemon/store/store';
 import { CLI, startDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
+import { fmt, median, printTable, rows } from './table';
+import { proxyBenchmarks } from './proxy';
 
-interface Row {
-  metric: string;
-  result: string;
-  baseline: string;
-  ratio: string;
-  target: string;
-  met: string;
-}
-
-const rows: Row[] = [];
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
-
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
-}
-
-function fmt(n: number, digits = 0): string {
-  return n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
-}
 
 function freshStore(name: string): Store {
   return Store.open(path.join(work, `${name}.db`));
@@ -261,15 +243,6 @@ async function readyTime(file: string): Promise<void> {
   });
 }
 
-function printTable(): void {
-  const headers: Array<keyof Row> = ['metric', 'result', 'baseline', 'ratio', 'target', 'met'];
-  const widths = headers.map((h) => Math.max(h.length, ...rows.map((r) => r[h].length)));
-  const line = (cells: string[]): string => `| ${cells.map((c, i) => c.padEnd(widths[i]!)).join(' | ')} |`;
-  console.log(line(headers));
-  console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
-  for (const row of rows) console.log(line(headers.map((h) => row[h])));
-}
-
 async function main(): Promise<void> {
   console.error(`bench: ${os.cpus().length} CPU(s), node ${process.version}, working in ${work}`);
   await spanIngest();
@@ -278,6 +251,7 @@ async function main(): Promise<void> {
   seedLargeStore(large, 100_000);
   await listOverRpc(large);
   await readyTime(large);
+  if (!process.argv.includes('--store-only')) await proxyBenchmarks(work);
   printTable();
 }
 

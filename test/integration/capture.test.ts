@@ -143,6 +143,14 @@ describe('proxy behaviour', () => {
     });
   }
 
+  /** The record is committed shortly after the response (group commit): wait for it. */
+  async function recorded(id: string, count: number): Promise<RolloutDetail> {
+    return waitFor(async () => {
+      const detail = await client.request('getRollout', { id });
+      return detail.spans.length >= count ? detail : undefined;
+    }, `${count} recorded call(s)`);
+  }
+
   const chat = (model: string, extra: object = {}): string => JSON.stringify({ model, messages: [{ role: 'user', content: 'hi' }], ...extra });
 
   test('upstream 500 reaches the agent unchanged and is recorded as a failed call', async () => {
@@ -150,7 +158,7 @@ describe('proxy behaviour', () => {
     const response = await post(`${run.url}/v1/chat/completions`, chat('fail-500'));
     assert.equal(response.status, 500);
     assert.equal(JSON.parse(response.body).error.message, 'the model is overloaded');
-    const { spans } = await client.request('getRollout', { id: run.id });
+    const { spans } = await recorded(run.id, 1);
     assert.equal(spans.length, 1);
     assert.equal(spans[0]!.statusCode, 'error');
     assert.match(spans[0]!.statusMessage!, /upstream HTTP 500: the model is overloaded/);
@@ -168,9 +176,9 @@ describe('proxy behaviour', () => {
     const refused = await post(`${down.url}/v1/chat/completions`, chat('test-model'));
     assert.equal(refused.status, 502);
     assert.match(JSON.parse(refused.body).error.message, /could not get a response from the upstream http:\/\/127\.0\.0\.1:9\/v1: .*ECONNREFUSED/);
-    const failed = (await client.request('getRollout', { id: run.id })).spans.map((s) => s.statusCode);
+    const failed = (await recorded(run.id, 2)).spans.map((s) => s.statusCode);
     assert.deepEqual(failed, ['error', 'error']);
-    assert.equal((await client.request('getRollout', { id: down.id })).spans[0]!.statusCode, 'error');
+    assert.equal((await recorded(down.id, 1)).spans[0]!.statusCode, 'error');
   });
 
   test('bad requests get a clear 4xx and store nothing', async () => {
@@ -189,8 +197,11 @@ describe('proxy behaviour', () => {
     const badReward = await post(`${run.url}/reward`, JSON.stringify({ value: 'great' }));
     assert.equal(badReward.status, 400);
     assert.match(JSON.parse(badReward.body).error.message, /body\.value/);
-    const detail = await client.request('getRollout', { id: run.id });
-    assert.deepEqual([detail.spans.length, detail.rewards.length], [0, 0]);
+    // One good call after the bad ones: once it is recorded, anything queued before it would be too.
+    assert.equal((await post(`${run.url}/v1/chat/completions`, chat('test-model'))).status, 200);
+    const detail = await recorded(run.id, 1);
+    assert.deepEqual([detail.spans.length, detail.rewards.length], [1, 0]);
+    assert.equal(detail.spans[0]!.attributes['lightning.call_index'], 1, 'rejected requests are not numbered as calls');
     assert.equal((await post(`${run.url}/v1/metrics`, '{}')).status, 200);
   });
 
@@ -216,7 +227,7 @@ describe('proxy behaviour', () => {
     assert.ok(upstream.requests.length > before);
     assert.ok(chunks.length >= 8, `the agent received the stream in pieces (${chunks.length})`);
     assert.ok(chunks.join('').includes('data: [DONE]'));
-    const { spans } = await client.request('getRollout', { id: run.id });
+    const { spans } = await recorded(run.id, 1);
     const message = (responseOf(spans[0]!).choices as Array<{ message: { content: string } }>)[0]!.message;
     assert.equal(message.content, ANSWER);
   });
@@ -228,7 +239,7 @@ describe('proxy behaviour', () => {
     assert.equal(streamed.status, 200);
     const plain = await post(`${run.url}/v1/chat/completions`, chat('test-model', { return_token_ids: true }));
     assert.equal(JSON.parse(plain.body).choices[0].token_ids.length, 2, 'the agent sees the body unchanged');
-    const [parallel, withIds] = (await client.request('getRollout', { id: run.id })).spans as [Span, Span];
+    const [parallel, withIds] = (await recorded(run.id, 2)).spans as [Span, Span];
     const calls = (responseOf(parallel).choices as Array<{ message: { tool_calls: Array<{ id: string; function: { arguments: string } }> }; finish_reason: string }>)[0]!;
     assert.deepEqual(calls.message.tool_calls.map((c) => [c.id, JSON.parse(c.function.arguments).city]), [['call_paris', 'Paris'], ['call_oslo', 'Oslo']]);
     assert.equal(calls.finish_reason, 'tool_calls');
@@ -264,7 +275,7 @@ describe('proxy behaviour', () => {
     assert.equal(JSON.parse((await post(`${url}/v1/completions`, JSON.stringify({ model: 'c', prompt: '2+2=' }))).body).choices[0].text, ' 4');
     const task = await new Promise<string>((resolve) => http.get(`${url}/task`, (r) => { let s = ''; r.on('data', (c) => (s += c)); r.on('end', () => resolve(s)); }));
     assert.deepEqual(JSON.parse(task), { id: 't1', input: { q: 'hi' } });
-    const detail = await client.request('getRollout', { id: rollout.id });
+    const detail = await recorded(rollout.id, 2);
     assert.deepEqual(detail.spans.map((s) => [s.category, s.attributes['lightning.api']]), [['other', 'embeddings'], ['llm', 'completions']]);
     assert.equal(detail.rollout.llmCalls, 1);
   });

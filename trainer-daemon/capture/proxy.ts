@@ -181,10 +181,11 @@ export class RecordingProxy {
           }
           const json = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
           const error = status! >= 400 ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? body.toString('utf8').slice(0, 500)}` : null;
-          // Record before the agent sees the end, so the call is stored before anything it does next.
-          finish(error, json);
           response.writeHead(status!, { ...headers, 'content-length': body.length });
           response.end(body);
+          // In the same turn of the event loop as the response: the record is queued before the
+          // agent's next request (or `lightning run` finishing the rollout) can be handled.
+          finish(error, json);
         });
         upstreamResponse.on('error', (error) => {
           sendError(response, 502, 'upstream_unavailable', `the upstream connection broke: ${errorMessage(error)}`);

@@ -35,6 +35,12 @@ export interface WriteQueueOptions {
   readonly maxBatchUnits?: number;
   /** Refuse new work while this many units are waiting. */
   readonly maxQueued?: number;
+  /**
+   * How long span writes may wait for company when nothing else is queued (default 10 ms). Under
+   * proxy load this turns a commit per LLM call into a commit per window; any other write flushes
+   * the spans with it at once. Spans are still acknowledged only once committed.
+   */
+  readonly spanDelayMs?: number;
 }
 
 export class WriteQueue {
@@ -43,9 +49,11 @@ export class WriteQueue {
   private spans = new Map<string, PendingSpans[]>();
   private queuedUnits = 0;
   private scheduled: NodeJS.Immediate | undefined;
+  private timer: NodeJS.Timeout | undefined;
   private stopped = false;
   private readonly maxBatchUnits: number;
   private readonly maxQueued: number;
+  private readonly spanDelayMs: number;
 
   constructor(
     private readonly store: Store,
@@ -54,6 +62,7 @@ export class WriteQueue {
   ) {
     this.maxBatchUnits = options.maxBatchUnits ?? 20_000;
     this.maxQueued = options.maxQueued ?? 200_000;
+    this.spanDelayMs = options.spanDelayMs ?? 10;
   }
 
   /** Runs `op` (a synchronous Store call) in the next group commit; resolves with its result after the commit. */
@@ -77,7 +86,7 @@ export class WriteQueue {
       const waiting = this.spans.get(rolloutId);
       if (waiting) waiting.push({ spans, resolve, reject });
       else this.spans.set(rolloutId, [{ spans, resolve, reject }]);
-      this.enqueued(spans.length);
+      this.enqueued(spans.length, true);
     });
   }
 
@@ -89,10 +98,12 @@ export class WriteQueue {
     return undefined;
   }
 
-  private enqueued(units: number): void {
+  /** Schedules the commit: on the next turn, or for span-only queues after the span window. */
+  private enqueued(units: number, lazy = false): void {
     this.queuedUnits += units;
     if (this.queuedUnits >= this.maxBatchUnits) this.flush();
-    else this.scheduled ??= setImmediate(() => this.flush());
+    else if (!lazy || this.queue.length > 0) this.scheduled ??= setImmediate(() => this.flush());
+    else if (!this.scheduled && !this.timer) this.timer = setTimeout(() => this.flush(), this.spanDelayMs);
   }
 
   /** One operation that stores every queued span write, merged per rollout, and hands out the results. */
@@ -124,7 +135,9 @@ export class WriteQueue {
   /** Commits everything queued now. */
   flush(): void {
     if (this.scheduled) clearImmediate(this.scheduled);
+    if (this.timer) clearTimeout(this.timer);
     this.scheduled = undefined;
+    this.timer = undefined;
     const spanWrites = this.takeSpanWrites();
     const batch = spanWrites ? [...this.queue, spanWrites] : this.queue;
     if (batch.length === 0) return;

@@ -1,0 +1,133 @@
+/**
+ * Capture overhead: the same scripted upstream called directly and through the daemon's recording
+ * proxy, in one run. Added latency = proxied − direct at the same percentile and concurrency.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { RpcClient } from '../../trainer-daemon/rpc/client';
+import { startDaemon } from '../helpers/daemon';
+import { startScriptedUpstream } from '../helpers/scriptedUpstream';
+import { fmt, percentile, rows } from './table';
+
+const BODY = JSON.stringify({ model: 'test-model', messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'What is the weather in Paris?' }] });
+const STREAM_BODY = JSON.stringify({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'What is the weather in Paris?' }] });
+
+interface Timing {
+  total: number;
+  firstByte: number;
+}
+
+function call(agent: http.Agent, url: string, body: string): Promise<Timing> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    let firstByte = 0;
+    const request = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (response) => {
+      response.on('data', () => (firstByte ||= performance.now() - started));
+      response.on('end', () => (response.statusCode === 200 ? resolve({ total: performance.now() - started, firstByte }) : reject(new Error(`HTTP ${response.statusCode}`))));
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
+async function load(base: string, path_: string, body: string, concurrency: number, count: number): Promise<{ timings: Timing[]; errors: number }> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
+  const timings: Timing[] = [];
+  let errors = 0;
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < count) {
+      next += 1;
+      try {
+        timings.push(await call(agent, `${base}${path_}`, body));
+      } catch {
+        errors += 1;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  agent.destroy();
+  return { timings, errors };
+}
+
+function rssMb(pid: number): number {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
+}
+
+export async function proxyBenchmarks(work: string): Promise<void> {
+  const upstream = await startScriptedUpstream();
+  const daemon = await startDaemon(path.join(work, 'proxy', 'store.db'), ['--upstream', upstream.url], { LIGHTNING_LOG_LEVEL: 'warn' });
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  try {
+    const { url } = await client.request('startAgentRun', { label: 'bench' });
+    const direct = upstream.url;
+    const proxied = `${url}/v1`;
+    await load(direct, '/chat/completions', BODY, 8, 200);
+    await load(proxied, '/chat/completions', BODY, 8, 200);
+
+    for (const concurrency of [1, 16, 64, 256]) {
+      const count = Math.max(400, concurrency * 8);
+      const plain = await load(direct, '/chat/completions', BODY, concurrency, count);
+      const through = await load(proxied, '/chat/completions', BODY, concurrency, count);
+      const p = (t: Timing[], q: number): number => percentile(t.map((x) => x.total), q);
+      const added50 = p(through.timings, 50) - p(plain.timings, 50);
+      const added99 = p(through.timings, 99) - p(plain.timings, 99);
+      rows.push({
+        metric: `proxy added latency, non-streaming, ${concurrency} concurrent (${count} calls)`,
+        result: `p50 +${fmt(added50, 2)} ms, p99 +${fmt(added99, 2)} ms (p50 ${fmt(p(through.timings, 50), 2)} ms)`,
+        baseline: `direct p50 ${fmt(p(plain.timings, 50), 2)} ms, p99 ${fmt(p(plain.timings, 99), 2)} ms`,
+        ratio: `${fmt(p(through.timings, 50) / p(plain.timings, 50), 2)}×`,
+        target: concurrency === 64 ? 'p50 ≤ 1 ms, p99 ≤ 5 ms added' : '(report)',
+        met: concurrency === 64 ? (added50 <= 1 && added99 <= 5 ? 'yes' : 'NO') : '-',
+      });
+    }
+
+    const plainStreams = await load(direct, '/chat/completions', STREAM_BODY, 8, 400);
+    const proxiedStreams = await load(proxied, '/chat/completions', STREAM_BODY, 8, 400);
+    const ttfb = (t: Timing[]): number => percentile(t.map((x) => x.firstByte), 50);
+    const addedTtfb = ttfb(proxiedStreams.timings) - ttfb(plainStreams.timings);
+    rows.push({
+      metric: 'proxy added time to first byte, streaming, 8 concurrent (400 streams)',
+      result: `p50 +${fmt(addedTtfb, 2)} ms (p50 ${fmt(ttfb(proxiedStreams.timings), 2)} ms)`,
+      baseline: `direct p50 ${fmt(ttfb(plainStreams.timings), 2)} ms`,
+      ratio: `${fmt(ttfb(proxiedStreams.timings) / ttfb(plainStreams.timings), 2)}×`,
+      target: 'p50 ≤ 1 ms added',
+      met: addedTtfb <= 1 ? 'yes' : 'NO',
+    });
+
+    const burstDirect = await load(direct, '/chat/completions', STREAM_BODY, 500, 500);
+    const burst = await load(proxied, '/chat/completions', STREAM_BODY, 500, 500);
+    rows.push({
+      metric: '500 concurrent streams through the proxy',
+      result: `${burst.timings.length} complete, ${burst.errors} errors`,
+      baseline: `direct: ${burstDirect.timings.length} complete, ${burstDirect.errors} errors`,
+      ratio: '-',
+      target: 'no error',
+      met: burst.errors === 0 && burst.timings.length === 500 ? 'yes' : 'NO',
+    });
+
+    const soakSeconds = Number(process.env.BENCH_SOAK_S ?? 60);
+    const before = rssMb(daemon.process.pid!);
+    const deadline = performance.now() + soakSeconds * 1000;
+    let calls = 0;
+    while (performance.now() < deadline) {
+      const round = await load(proxied, '/chat/completions', calls % 2 ? STREAM_BODY : BODY, 32, 320);
+      calls += round.timings.length;
+    }
+    const afterRss = rssMb(daemon.process.pid!);
+    rows.push({
+      metric: `daemon RSS under ${soakSeconds} s of sustained proxy load (${fmt(calls)} calls, 32 concurrent)`,
+      result: `${fmt(afterRss, 1)} MB after`,
+      baseline: `${fmt(before, 1)} MB before`,
+      ratio: `${fmt(afterRss / before, 2)}×`,
+      target: 'bounded',
+      met: afterRss < before * 2 + 100 ? 'yes' : 'NO',
+    });
+  } finally {
+    client.dispose();
+    await daemon.stop();
+    await upstream.close();
+  }
+}

@@ -1,0 +1,275 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import zlib from 'node:zlib';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Tracer } from '@opentelemetry/api';
+import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
+import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import Long from 'long';
+import { InvalidInputError } from '../../trainer-daemon/errors';
+import { UnsupportedMediaTypeError, decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
+import { isCredentialKey, nanosToMs, normalizeTraceRequest, type NormalizedTraceRequest } from '../../trainer-daemon/otlp/normalize';
+import { SpanInput } from '../../trainer-daemon/protocol/records';
+
+const PROTOBUF = 'application/x-protobuf';
+const JSON_TYPE = 'application/json';
+const MAX = 4 * 1024 * 1024;
+type Encoding = 'protobuf' | 'json';
+
+/** Records spans with the real OpenTelemetry SDK and returns what an exporter would be handed. */
+function recordSpans(build: (tracer: Tracer) => void, resource = resourceFromAttributes({ 'service.name': 'agent' })): ReadableSpan[] {
+  const exporter = new InMemorySpanExporter();
+  const provider = new BasicTracerProvider({ resource, spanProcessors: [new SimpleSpanProcessor(exporter)] });
+  build(provider.getTracer('test-agent', '1.2.3'));
+  return exporter.getFinishedSpans();
+}
+
+function oneSpan(name: string, attributes: Attributes, kind = SpanKind.INTERNAL): ReadableSpan[] {
+  return recordSpans((tracer) => tracer.startSpan(name, { kind, attributes }).end());
+}
+
+function encode(spans: ReadableSpan[], encoding: Encoding): Buffer {
+  const serializer = encoding === 'protobuf' ? ProtobufTraceSerializer : JsonTraceSerializer;
+  return Buffer.from(serializer.serializeRequest(spans)!);
+}
+
+/** Decodes and normalizes, checking the contract every produced span must meet. */
+function ingest(body: Buffer, encoding: Encoding, contentEncoding?: string): NormalizedTraceRequest {
+  const result = normalizeTraceRequest(decodeTraceRequest(body, encoding === 'protobuf' ? PROTOBUF : JSON_TYPE, contentEncoding, MAX));
+  for (const { span } of result.spans) assert.deepEqual(SpanInput.parse(span), span);
+  return result;
+}
+
+// The protobufjs message types, to edit a real encoded request where the SDK cannot produce a case.
+interface WireRequest { resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<Record<string, unknown> & { attributes: unknown[] }> }> }> }
+const RequestType = (otlpRoot as unknown as {
+  opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceRequest: { decode(bytes: Uint8Array): WireRequest; encode(message: WireRequest): { finish(): Uint8Array } } } } } } };
+}).opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
+
+/** Both encodings of `spans`, each passed through `edit` (protobuf re-encoded with the same generated codec). */
+function editedBodies(spans: ReadableSpan[], edit: (request: WireRequest, encoding: Encoding) => void): Record<Encoding, Buffer> {
+  const proto = RequestType.decode(encode(spans, 'protobuf'));
+  edit(proto, 'protobuf');
+  const json = JSON.parse(encode(spans, 'json').toString('utf8')) as WireRequest;
+  edit(json, 'json');
+  return { protobuf: Buffer.from(RequestType.encode(proto).finish()), json: Buffer.from(JSON.stringify(json)) };
+}
+
+const T0: [number, number] = [1_700_000_000, 123_456_789];
+
+describe('OTLP traces: decode and normalize', () => {
+  const tree = recordSpans((tracer) => {
+    const parent = tracer.startSpan('agent run', { kind: SpanKind.SERVER, startTime: T0 });
+    const child = tracer.startSpan(
+      'chat gpt-4o-mini',
+      { kind: SpanKind.CLIENT, startTime: [1_700_000_000, 200_250_000], attributes: { text: 'hi', count: 3, ratio: 0.25, flag: false, words: ['a', 'b'], scores: [1.5, 2] } },
+      trace.setSpan(ROOT_CONTEXT, parent),
+    );
+    child.addEvent('first token', { index: 0 }, [1_700_000_000, 300_000_000]);
+    child.setStatus({ code: SpanStatusCode.ERROR, message: 'upstream 503' });
+    child.end([1_700_000_001, 750_500]);
+    parent.setStatus({ code: SpanStatusCode.OK });
+    parent.end([1_700_000_002, 0]);
+  });
+  const [child, parent] = tree;
+
+  for (const encoding of ['protobuf', 'json'] as const) {
+    test(`${encoding}: ids, sub-millisecond times, attributes, events, status and kind survive the round trip`, () => {
+      const { spans, rejected } = ingest(encode(tree, encoding), encoding);
+      assert.deepEqual(rejected, []);
+      assert.deepEqual(spans.map((s) => s.rolloutId), [null, null]);
+      assert.deepEqual(spans[0]!.span, {
+        traceId: child!.spanContext().traceId,
+        spanId: child!.spanContext().spanId,
+        parentSpanId: parent!.spanContext().spanId,
+        name: 'chat gpt-4o-mini',
+        kind: 'client',
+        category: 'other',
+        startMs: 1_700_000_000_200.25,
+        endMs: 1_700_000_001_000.7505,
+        statusCode: 'error',
+        statusMessage: 'upstream 503',
+        attributes: { text: 'hi', count: 3, ratio: 0.25, flag: false, words: ['a', 'b'], scores: [1.5, 2] },
+        events: [{ name: 'first token', timeMs: 1_700_000_000_300, attributes: { index: 0 } }],
+        promptTokens: null,
+        completionTokens: null,
+      });
+      const root = spans[1]!.span;
+      assert.deepEqual([root.name, root.kind, root.parentSpanId, root.statusCode, root.statusMessage], ['agent run', 'server', null, 'ok', null]);
+      assert.equal(root.startMs, 1_700_000_000_123.456789);
+      assert.equal(root.endMs, 1_700_000_002_000);
+    });
+
+    test(`${encoding}: gzip bodies decode to the same spans`, () => {
+      assert.deepEqual(ingest(zlib.gzipSync(encode(tree, encoding)), encoding, 'gzip'), ingest(encode(tree, encoding), encoding));
+    });
+  }
+
+  test('every AnyValue type: kvlist, bytes, 64-bit ints, empty values, non-finite doubles, nested arrays', () => {
+    const bodies = editedBodies(oneSpan('values', {}), (request, encoding) => {
+      const proto = encoding === 'protobuf';
+      request.resourceSpans[0]!.scopeSpans[0]!.spans[0]!.attributes.push(
+        { key: 'settings', value: { kvlistValue: { values: [{ key: 'model', value: { stringValue: 'gpt' } }, { key: 'headers', value: { kvlistValue: { values: [{ key: 'Authorization', value: { stringValue: 'Bearer sk-nested' } }] } } }] } } },
+        { key: 'blob', value: { bytesValue: proto ? Uint8Array.from([0xde, 0xad, 0xbe, 0xef]) : '3q2+7w==' } },
+        { key: 'big', value: { intValue: proto ? Long.fromString('9007199254740993') : '9007199254740993' } },
+        { key: 'negative', value: { intValue: proto ? Long.fromNumber(-5) : -5 } },
+        { key: 'nothing', value: {} },
+        { key: 'nan', value: { doubleValue: proto ? Number.NaN : 'NaN' } },
+        { key: 'mixed', value: { arrayValue: { values: [{ stringValue: 'x' }, { boolValue: true }, { arrayValue: { values: [{ doubleValue: 0.5 }] } }] } } },
+        { key: 'empty', value: { stringValue: '' } },
+      );
+    });
+    const expected = { settings: { model: 'gpt', headers: {} }, blob: '3q2+7w==', big: '9007199254740993', negative: -5, nothing: null, nan: 'NaN', mixed: ['x', true, [0.5]], empty: '' };
+    assert.deepEqual(ingest(bodies.protobuf, 'protobuf').spans[0]!.span.attributes, expected);
+    assert.deepEqual(ingest(bodies.json, 'json').spans[0]!.span.attributes, expected);
+  });
+
+  test('JSON may carry 64-bit integers as numbers, even past 2^53', () => {
+    const body = encode(oneSpan('s', { big: 1 }), 'json').toString('utf8')
+      .replace(/"startTimeUnixNano":"\d+"/, '"startTimeUnixNano":1700000000123456789')
+      .replace('{"intValue":1}', '{"intValue":9007199254740993}');
+    assert.match(body, /"startTimeUnixNano":1700000000123456789,/);
+    const { span } = ingest(Buffer.from(body), 'json').spans[0]!;
+    assert.equal(span.startMs, 1_700_000_000_123.456789);
+    assert.deepEqual(span.attributes, { big: '9007199254740992' });
+  });
+
+  test('nanoseconds become milliseconds without rounding the full count through a double', () => {
+    // Number(ns) / 1e6 gives 1700160584624.6125 here: the nanosecond count is rounded before dividing.
+    assert.notEqual(Number(1_700_160_584_624_612_684n) / 1e6, 1_700_160_584_624.612684);
+    assert.equal(nanosToMs('1700160584624612684'), 1_700_160_584_624.612684);
+    assert.equal(nanosToMs('1000001'), 1.000001);
+    assert.equal(nanosToMs('0'), 0);
+  });
+
+  const conventions: Array<[convention: string, name: string, attributes: Attributes, category: string, prompt: number | null, completion: number | null]> = [
+    ['GenAI chat', 'chat gpt-4o', { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 12, 'gen_ai.usage.output_tokens': 7 }, 'llm', 12, 7],
+    ['GenAI embeddings', 'embeddings', { 'gen_ai.operation.name': 'embeddings', 'gen_ai.usage.input_tokens': 3 }, 'llm', 3, null],
+    ['GenAI text_completion', 'complete', { 'gen_ai.operation.name': 'text_completion' }, 'llm', null, null],
+    ['GenAI generate_content', 'gemini', { 'gen_ai.operation.name': 'generate_content' }, 'llm', null, null],
+    ['GenAI execute_tool', 'execute_tool search', { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.system': 'openai' }, 'tool', null, null],
+    ['GenAI invoke_agent (usage not double counted)', 'invoke_agent triage', { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.usage.input_tokens': 100 }, 'agent', null, null],
+    ['GenAI create_agent', 'create_agent', { 'gen_ai.operation.name': 'create_agent' }, 'agent', null, null],
+    ['GenAI older usage names', 'openai.chat', { 'gen_ai.system': 'openai', 'gen_ai.usage.prompt_tokens': 30, 'gen_ai.usage.completion_tokens': 4 }, 'llm', 30, 4],
+    ['GenAI request model only', 'call', { 'gen_ai.request.model': 'llama3' }, 'llm', null, null],
+    ['GenAI flattened messages', 'call', { 'gen_ai.prompt.0.role': 'user', 'gen_ai.completion.0.content': 'hello' }, 'llm', null, null],
+    ['OpenInference LLM', 'ChatOpenAI', { 'openinference.span.kind': 'LLM', 'llm.token_count.prompt': 21, 'llm.token_count.completion': 9 }, 'llm', 21, 9],
+    ['OpenInference EMBEDDING', 'embed', { 'openinference.span.kind': 'EMBEDDING' }, 'llm', null, null],
+    ['OpenInference TOOL', 'search', { 'openinference.span.kind': 'TOOL', 'llm.token_count.prompt': 5 }, 'tool', null, null],
+    ['OpenInference AGENT', 'agent', { 'openinference.span.kind': 'AGENT' }, 'agent', null, null],
+    ['OpenInference CHAIN', 'RunnableSequence', { 'openinference.span.kind': 'CHAIN' }, 'agent', null, null],
+    ['OpenInference RETRIEVER', 'retrieve', { 'openinference.span.kind': 'RETRIEVER' }, 'other', null, null],
+    ['Vercel doGenerate', 'ai.generateText.doGenerate', { 'ai.operationId': 'ai.generateText.doGenerate', 'ai.usage.promptTokens': 40, 'ai.usage.completionTokens': 8 }, 'llm', 40, 8],
+    ['Vercel doStream (v5 usage names)', 'ai.streamText.doStream', { 'ai.operationId': 'ai.streamText.doStream', 'ai.usage.inputTokens': 41, 'ai.usage.outputTokens': 2 }, 'llm', 41, 2],
+    ['Vercel generateObject', 'ai.generateObject.doGenerate', {}, 'llm', null, null],
+    ['Vercel toolCall', 'ai.toolCall', { 'ai.operationId': 'ai.toolCall', 'ai.toolCall.name': 'weather' }, 'tool', null, null],
+    ['Vercel outer generateText', 'ai.generateText', { 'ai.operationId': 'ai.generateText', 'ai.usage.promptTokens': 81 }, 'agent', null, null],
+    ['Vercel outer streamText', 'ai.streamText', {}, 'agent', null, null],
+    ['Agent Lightning reward by name', 'agentlightning.reward', { reward: 1 }, 'reward', null, null],
+    ['Agent Lightning reward by attribute', 'grade', { 'agentlightning.reward.value': 0.5, 'gen_ai.system': 'x' }, 'reward', null, null],
+    ['nothing recognizable', 'db.query', { 'db.system': 'postgresql' }, 'other', null, null],
+  ];
+  for (const [convention, name, attributes, category, prompt, completion] of conventions) {
+    test(`classifies ${convention} as ${category} with tokens ${prompt}/${completion}`, () => {
+      const { span } = ingest(encode(oneSpan(name, attributes), 'protobuf'), 'protobuf').spans[0]!;
+      assert.deepEqual([span.category, span.promptTokens, span.completionTokens], [category, prompt, completion]);
+    });
+  }
+
+  test('rollout id: resource attribute from OTEL_RESOURCE_ATTRIBUTES, else the span attribute, else null', () => {
+    const saved = process.env.OTEL_RESOURCE_ATTRIBUTES;
+    process.env.OTEL_RESOURCE_ATTRIBUTES = 'service.name=agent,lightning.rollout_id=ro-42';
+    let resource;
+    try {
+      resource = detectResources({ detectors: [envDetector] });
+    } finally {
+      if (saved === undefined) delete process.env.OTEL_RESOURCE_ATTRIBUTES;
+      else process.env.OTEL_RESOURCE_ATTRIBUTES = saved;
+    }
+    const fromResource = recordSpans((tracer) => tracer.startSpan('s', { attributes: { 'lightning.rollout_id': 'ro-span' } }).end(), resource);
+    assert.deepEqual(ingest(encode(fromResource, 'json'), 'json').spans.map((s) => s.rolloutId), ['ro-42']);
+    const fromSpan = oneSpan('s', { 'lightning.rollout_id': 'ro-7' });
+    assert.deepEqual(ingest(encode(fromSpan, 'protobuf'), 'protobuf').spans.map((s) => s.rolloutId), ['ro-7']);
+    assert.deepEqual(ingest(encode(oneSpan('s', {}), 'protobuf'), 'protobuf').spans.map((s) => s.rolloutId), [null]);
+  });
+
+  test('partial success: malformed spans are rejected by id and reason, the rest of the batch goes through', () => {
+    const spans = recordSpans((tracer) => {
+      for (const name of ['good', 'bad id', 'no start', 'wrong type']) tracer.startSpan(name, { attributes: { api_key: 'sk-leak' } }).end();
+    });
+    const ids = spans.map((s) => s.spanContext().spanId);
+    const bodies = editedBodies(spans, (request, encoding) => {
+      const [, badId, noStart, wrongType] = request.resourceSpans[0]!.scopeSpans[0]!.spans;
+      badId!.traceId = encoding === 'protobuf' ? Uint8Array.from([1, 2, 3]) : '010203';
+      noStart!.startTimeUnixNano = encoding === 'protobuf' ? Long.UZERO : '0';
+      if (encoding === 'json') wrongType!.name = 42;
+      else wrongType!.name = '';
+    });
+    const fromProtobuf = ingest(bodies.protobuf, 'protobuf');
+    const fromJson = ingest(bodies.json, 'json');
+    for (const result of [fromProtobuf, fromJson]) {
+      assert.deepEqual(result.spans.map((s) => s.span.spanId), [ids[0]]);
+      assert.doesNotMatch(JSON.stringify(result), /sk-leak/);
+    }
+    assert.deepEqual(fromProtobuf.rejected, [
+      { spanId: ids[1], error: 'traceId must be 16 bytes (32 hex characters), not all zero' },
+      { spanId: ids[2], error: 'startTimeUnixNano is missing' },
+      { spanId: ids[3], error: 'name is missing' },
+    ]);
+    assert.deepEqual(fromJson.rejected, [
+      { spanId: ids[3], error: 'span[3].name: Invalid input: expected string, received number' },
+      { spanId: ids[1], error: 'traceId must be 16 bytes (32 hex characters), not all zero' },
+      { spanId: ids[2], error: 'startTimeUnixNano is missing' },
+    ]);
+  });
+
+  test('credential-named attributes are dropped from spans and events; token counts stay', () => {
+    const spans = recordSpans((tracer) => {
+      const span = tracer.startSpan('chat', {
+        attributes: {
+          'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': 5, 'gen_ai.request.max_tokens': 64, 'llm.token_count.prompt': 5, 'ai.usage.promptTokens': 5,
+          'http.request.header.authorization': 'Bearer sk-1', 'x-api-key': 'sk-2', apiKey: 'sk-3', OPENAI_API_KEY: 'sk-4', auth_token: 'sk-5', 'db.password': 'sk-6', client_secret: 'sk-7', Cookie: 'sk-8',
+        },
+      });
+      span.addEvent('request', { 'http.request.header.set-cookie': 'sk-9', size: 10 });
+      span.end();
+    });
+    const { span } = ingest(encode(spans, 'protobuf'), 'protobuf').spans[0]!;
+    assert.deepEqual(span.attributes, { 'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': 5, 'gen_ai.request.max_tokens': 64, 'llm.token_count.prompt': 5, 'ai.usage.promptTokens': 5 });
+    assert.deepEqual(span.events[0]!.attributes, { size: 10 });
+    assert.equal(span.promptTokens, 5);
+    for (const key of ['token', 'access_token', 'x-auth-token', 'sessionToken', 'private_key', 'Proxy-Authorization']) assert.ok(isCredentialKey(key), key);
+    for (const key of ['prompt_token_ids', 'tokenizer', 'gen_ai.usage.output_tokens', 'llm.token_count.total']) assert.ok(!isCredentialKey(key), key);
+  });
+
+  test('content types with parameters are accepted', () => {
+    const request = decodeTraceRequest(encode(tree, 'json'), 'Application/JSON; charset=utf-8', undefined, MAX);
+    assert.equal(request.resourceSpans[0]!.scopeSpans[0]!.spans.length, 2);
+    assert.deepEqual(request.resourceSpans[0]!.scopeSpans[0]!.scope, { name: 'test-agent', version: '1.2.3' });
+  });
+
+  const failures: Array<[what: string, call: () => unknown, kind: typeof InvalidInputError, message: RegExp]> = [
+    ['garbage protobuf', () => decodeTraceRequest(Buffer.from('definitely not protobuf'), PROTOBUF, undefined, MAX), InvalidInputError, /^OTLP protobuf body is not a valid ExportTraceServiceRequest \(invalid wire type 4 at offset 1\)$/],
+    ['truncated protobuf', () => decodeTraceRequest(encode(tree, 'protobuf').subarray(0, 40), PROTOBUF, undefined, MAX), InvalidInputError, /protobuf body is not a valid ExportTraceServiceRequest \(index out of range/],
+    ['invalid JSON (the body is not echoed)', () => decodeTraceRequest(Buffer.from('{"resourceSpans": sk-secret'), JSON_TYPE, undefined, MAX), InvalidInputError, /^OTLP JSON body is not valid JSON$/],
+    ['JSON of the wrong shape', () => decodeTraceRequest(Buffer.from('{"resourceSpans": "x"}'), JSON_TYPE, undefined, MAX), InvalidInputError, /^OTLP JSON body is not an ExportTraceServiceRequest: request\.resourceSpans: /],
+    ['wrong content type', () => decodeTraceRequest(encode(tree, 'json'), 'text/plain', undefined, MAX), UnsupportedMediaTypeError, /^Content-Type "text\/plain" is not supported; send OTLP traces as application\/x-protobuf or application\/json$/],
+    ['missing content type', () => decodeTraceRequest(encode(tree, 'json'), undefined, undefined, MAX), UnsupportedMediaTypeError, /^Content-Type is missing/],
+    ['unsupported content encoding', () => decodeTraceRequest(encode(tree, 'json'), JSON_TYPE, 'br', MAX), UnsupportedMediaTypeError, /^Content-Encoding "br" is not supported/],
+    ['bad gzip', () => decodeTraceRequest(encode(tree, 'protobuf'), PROTOBUF, 'gzip', MAX), InvalidInputError, /^OTLP body is not valid gzip \(incorrect header check\)$/],
+    ['oversized after gunzip', () => decodeTraceRequest(zlib.gzipSync(Buffer.alloc(1024 * 1024, 0x20)), JSON_TYPE, 'gzip', 65_536), InvalidInputError, /^OTLP body is over the 65536-byte limit once decompressed/],
+    ['oversized without compression', () => decodeTraceRequest(Buffer.alloc(100, 0x20), JSON_TYPE, undefined, 99), InvalidInputError, /^OTLP body is 100 bytes, over the 99-byte limit/],
+  ];
+  for (const [what, call, kind, message] of failures) {
+    test(`rejects ${what} with ${kind.name}`, () => {
+      assert.throws(call, (error: unknown) => {
+        assert.ok(error instanceof kind, `expected ${kind.name}, got ${String(error)}`);
+        assert.equal(error instanceof UnsupportedMediaTypeError, kind === UnsupportedMediaTypeError);
+        assert.match(error.message, message);
+        assert.doesNotMatch(error.message, /sk-secret/);
+        return true;
+      });
+    });
+  }
+});
