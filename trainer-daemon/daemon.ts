@@ -12,7 +12,8 @@ import { ChangeNotifier } from './rpc/notifier';
 import { RpcServer } from './rpc/server';
 import { DaemonHttpServer } from './server/http';
 import { WriteQueue } from './store/writeQueue';
-import { AgentRoutes } from './capture/agentRoutes';
+import { AgentRoutes, DEFAULT_MAX_BODY_BYTES } from './capture/agentRoutes';
+import { OtlpReceiver } from './otlp/receiver';
 import type { UpstreamConfig } from './capture/proxy';
 import { Store } from './store/store';
 import { VERSION } from './version';
@@ -73,7 +74,8 @@ export class Daemon {
       const handlers = createHandlers({ store, writes, info: () => info, agentBaseUrl: () => baseUrl });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       const notifier = new ChangeNotifier(store, rpc.broadcast);
-      const agents = new AgentRoutes({ store, writes, upstream: options.upstream, logger: logger.child('agent') });
+      const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4);
+      const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent') });
       http = new DaemonHttpServer({
         logger: logger.child('http'),
         routes: (request, response) => agents.handle(request, response),

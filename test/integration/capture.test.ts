@@ -8,6 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { RolloutDetail, type Span } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/rpc/client';
 import { CLI, REPO_ROOT, runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
+import { runAgent } from '../helpers/runAgent';
 import { ANSWER, startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { tempDir, waitFor } from '../helpers/tmp';
 
@@ -24,18 +25,8 @@ type Request = Record<string, unknown> & { messages?: Array<Record<string, unkno
 const requestOf = (span: Span): Request => span.attributes['lightning.request'] as Request;
 const responseOf = (span: Span): Record<string, unknown> => span.attributes['lightning.response'] as Record<string, unknown>;
 
-/** Runs `lightning run … -- CMD` in a fresh folder; returns the exit code, output and the recorded rollout. */
-async function lightningRun(t: Parameters<typeof tempDir>[0], command: string[], env: NodeJS.ProcessEnv = {}, extra: string[] = []) {
-  const cwd = tempDir(t);
-  const result = await runCli(['run', '--label', 'capture-test', ...extra, '--', ...command], {
-    cwd,
-    env: { LIGHTNING_UPSTREAM_URL: upstream.url, OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: USER_KEY, ...env },
-  });
-  const last = JSON.parse(result.stderr.trim().split('\n').at(-1)!) as { event: string; id: string; status: string; reward: number | null };
-  const shown = await runCli(['show', last.id, '--json'], { cwd });
-  assert.equal(shown.code, 0, shown.stderr);
-  return { ...result, last, cwd, detail: RolloutDetail.parse(JSON.parse(shown.stdout)) };
-}
+const lightningRun = (t: Parameters<typeof tempDir>[0], command: string[], env: NodeJS.ProcessEnv = {}, extra: string[] = []) =>
+  runAgent(t, upstream.url, command, { OPENAI_API_KEY: USER_KEY, ...env }, extra);
 
 describe('lightning run with real agent SDKs', () => {
   for (const mode of ['chat', 'stream'] as const) {

@@ -1,38 +1,20 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import zlib from 'node:zlib';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Tracer } from '@opentelemetry/api';
-import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes } from '@opentelemetry/api';
 import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
-import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { detectResources, envDetector } from '@opentelemetry/resources';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import Long from 'long';
 import { InvalidInputError } from '../../trainer-daemon/errors';
 import { UnsupportedMediaTypeError, decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
 import { isCredentialKey, nanosToMs, normalizeTraceRequest, type NormalizedTraceRequest } from '../../trainer-daemon/otlp/normalize';
 import { SpanInput } from '../../trainer-daemon/protocol/records';
+import { encode, oneSpan, recordSpans, type Encoding } from '../helpers/otlp';
 
 const PROTOBUF = 'application/x-protobuf';
 const JSON_TYPE = 'application/json';
 const MAX = 4 * 1024 * 1024;
-type Encoding = 'protobuf' | 'json';
-
-/** Records spans with the real OpenTelemetry SDK and returns what an exporter would be handed. */
-function recordSpans(build: (tracer: Tracer) => void, resource = resourceFromAttributes({ 'service.name': 'agent' })): ReadableSpan[] {
-  const exporter = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({ resource, spanProcessors: [new SimpleSpanProcessor(exporter)] });
-  build(provider.getTracer('test-agent', '1.2.3'));
-  return exporter.getFinishedSpans();
-}
-
-function oneSpan(name: string, attributes: Attributes, kind = SpanKind.INTERNAL): ReadableSpan[] {
-  return recordSpans((tracer) => tracer.startSpan(name, { kind, attributes }).end());
-}
-
-function encode(spans: ReadableSpan[], encoding: Encoding): Buffer {
-  const serializer = encoding === 'protobuf' ? ProtobufTraceSerializer : JsonTraceSerializer;
-  return Buffer.from(serializer.serializeRequest(spans)!);
-}
 
 /** Decodes and normalizes, checking the contract every produced span must meet. */
 function ingest(body: Buffer, encoding: Encoding, contentEncoding?: string): NormalizedTraceRequest {
@@ -145,7 +127,7 @@ describe('OTLP traces: decode and normalize', () => {
 
   const conventions: Array<[convention: string, name: string, attributes: Attributes, category: string, prompt: number | null, completion: number | null]> = [
     ['GenAI chat', 'chat gpt-4o', { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 12, 'gen_ai.usage.output_tokens': 7 }, 'llm', 12, 7],
-    ['GenAI embeddings', 'embeddings', { 'gen_ai.operation.name': 'embeddings', 'gen_ai.usage.input_tokens': 3 }, 'llm', 3, null],
+    ['GenAI embeddings', 'embeddings', { 'gen_ai.operation.name': 'embeddings', 'gen_ai.usage.input_tokens': 3 }, 'other', null, null],
     ['GenAI text_completion', 'complete', { 'gen_ai.operation.name': 'text_completion' }, 'llm', null, null],
     ['GenAI generate_content', 'gemini', { 'gen_ai.operation.name': 'generate_content' }, 'llm', null, null],
     ['GenAI execute_tool', 'execute_tool search', { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.system': 'openai' }, 'tool', null, null],
@@ -155,7 +137,7 @@ describe('OTLP traces: decode and normalize', () => {
     ['GenAI request model only', 'call', { 'gen_ai.request.model': 'llama3' }, 'llm', null, null],
     ['GenAI flattened messages', 'call', { 'gen_ai.prompt.0.role': 'user', 'gen_ai.completion.0.content': 'hello' }, 'llm', null, null],
     ['OpenInference LLM', 'ChatOpenAI', { 'openinference.span.kind': 'LLM', 'llm.token_count.prompt': 21, 'llm.token_count.completion': 9 }, 'llm', 21, 9],
-    ['OpenInference EMBEDDING', 'embed', { 'openinference.span.kind': 'EMBEDDING' }, 'llm', null, null],
+    ['OpenInference EMBEDDING', 'embed', { 'openinference.span.kind': 'EMBEDDING' }, 'other', null, null],
     ['OpenInference TOOL', 'search', { 'openinference.span.kind': 'TOOL', 'llm.token_count.prompt': 5 }, 'tool', null, null],
     ['OpenInference AGENT', 'agent', { 'openinference.span.kind': 'AGENT' }, 'agent', null, null],
     ['OpenInference CHAIN', 'RunnableSequence', { 'openinference.span.kind': 'CHAIN' }, 'agent', null, null],

@@ -129,6 +129,27 @@ describe('store: spans', () => {
     assert.match((results[2] as { error: string }).error, /spans\.2\.traceId/);
   });
 
+  test('an LLM call seen by the proxy and in OTLP (same response id) is one step, whichever arrives first', (t) => {
+    const store = openStore(t);
+    const proxied = (id: string) => llmSpan({ attributes: { 'gen_ai.response.id': id, 'lightning.api': 'chat.completions' }, promptTokens: 20, completionTokens: 5 });
+    const traced = (id: string) => llmSpan({ attributes: { 'gen_ai.response.id': id, 'gen_ai.system': 'openai' }, promptTokens: 19, completionTokens: 4 });
+    for (const order of ['proxy first', 'otlp first'] as const) {
+      const { id } = store.createRollout({ label: order });
+      const [first, second] = order === 'proxy first' ? [proxied('resp-1'), traced('resp-1')] : [traced('resp-1'), proxied('resp-1')];
+      store.addSpans({ rolloutId: id, spans: [first] });
+      store.addSpans({ rolloutId: id, spans: [second, traced('resp-2')] });
+      const detail = store.getRolloutDetail(id);
+      const steps = detail.spans.filter((s) => s.category === 'llm');
+      assert.deepEqual(steps.map((s) => s.attributes['gen_ai.response.id']), ['resp-1', 'resp-2'], order);
+      const step1 = steps.find((s) => s.attributes['gen_ai.response.id'] === 'resp-1')!;
+      assert.equal(step1.attributes['lightning.api'], 'chat.completions', `${order}: the proxy's record is the step`);
+      const twin = detail.spans.find((s) => s.category === 'other')!;
+      assert.equal(twin.attributes['lightning.same_call_as'], step1.spanId);
+      assert.equal(detail.rollout.llmCalls, 2, order);
+      assert.deepEqual([detail.rollout.promptTokens, detail.rollout.completionTokens], [20 + 19, 5 + 4], `${order}: tokens counted once per call`);
+    }
+  });
+
   test('spans for an unknown rollout fail only that rollout’s batch', (t) => {
     const store = openStore(t);
     const { id } = store.createRollout({});

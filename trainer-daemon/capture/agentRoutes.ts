@@ -11,6 +11,8 @@ import type { Logger } from '../log';
 import { sendJson } from '../server/http';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
+import { UnsupportedMediaTypeError } from '../otlp/decode';
+import type { OtlpReceiver } from '../otlp/receiver';
 import { RecordingProxy, type UpstreamConfig } from './proxy';
 import type { Api } from './reassemble';
 
@@ -64,8 +66,7 @@ export interface AgentRoutesOptions {
   readonly upstream: UpstreamConfig;
   readonly logger: Logger;
   readonly maxBodyBytes?: number;
-  /** OTLP/HTTP trace ingest, wired by the daemon: resolves with the OTLP partial-success response. */
-  readonly traces?: (rolloutId: string | null, request: IncomingMessage, body: Buffer) => Promise<Json>;
+  readonly otlp: OtlpReceiver;
 }
 
 export class AgentRoutes {
@@ -87,19 +88,36 @@ export class AgentRoutes {
     );
   }
 
-  /** Handles `/r/<key>/…`; returns false for any other path. */
+  /** Handles `/r/<key>/…` and the shared OTLP endpoints `/v1/{traces,metrics,logs}`; false for any other path. */
   handle(request: IncomingMessage, response: ServerResponse): boolean {
     const url = new URL(request.url ?? '/', 'http://127.0.0.1');
     const match = /^\/r\/([A-Za-z0-9_-]{16,64})(\/.*)?$/.exec(url.pathname);
-    if (!match) return false;
-    void this.dispatch(match[1]!, match[2] ?? '/', url.search, request, response).catch((error: unknown) => {
+    let work: Promise<void>;
+    if (match) work = this.dispatch(match[1]!, match[2] ?? '/', url.search, request, response);
+    else if (request.method === 'POST' && /^\/v1\/(traces|metrics|logs)$/.test(url.pathname)) work = this.otlpRoute(null, url.pathname, request, response);
+    else return false;
+    work.catch((error: unknown) => {
       const { httpStatus, kind } = mapError(error);
-      const status = error instanceof PayloadTooLargeError ? 413 : httpStatus;
-      if (status >= 500) this.options.logger.error('agent request failed', { path: match[2], error: errorMessage(error) });
+      const status = error instanceof PayloadTooLargeError ? 413 : error instanceof UnsupportedMediaTypeError ? 415 : httpStatus;
+      if (status >= 500) this.options.logger.error('agent request failed', { path: url.pathname.replace(/^\/r\/[^/]+/, '/r/…'), error: errorMessage(error) });
       if (!response.headersSent) sendJson(response, status, { error: { message: errorMessage(error), type: kind } });
       else response.destroy();
     });
     return true;
+  }
+
+  /** OTLP/HTTP: traces are stored (partial success reported); metrics and logs are accepted unstored. */
+  private async otlpRoute(rolloutId: string | null, path: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    if (path !== '/v1/traces') {
+      // Accepted and not stored, so that SDKs exporting all signals to one endpoint don't fail.
+      request.resume();
+      sendJson(response, 200, {});
+      return;
+    }
+    const body = await readBody(request, this.maxBodyBytes);
+    const result = await this.options.otlp.ingest(rolloutId, body, request.headers['content-type'], request.headers['content-encoding']);
+    response.writeHead(200, { 'content-type': result.contentType, 'content-length': result.body.length });
+    response.end(result.body);
   }
 
   private async dispatch(key: string, path: string, search: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -115,17 +133,10 @@ export class AgentRoutes {
       return;
     }
     switch (route) {
-      case 'POST /v1/traces': {
-        if (!this.options.traces) throw new NotFoundError('this daemon does not receive OTLP traces');
-        const body = await readBody(request, this.maxBodyBytes);
-        sendJson(response, 200, await this.options.traces(agent.rolloutId, request, body));
-        return;
-      }
+      case 'POST /v1/traces':
       case 'POST /v1/metrics':
       case 'POST /v1/logs':
-        // Accepted and not stored, so that SDKs exporting all signals to one endpoint don't fail.
-        request.resume();
-        sendJson(response, 200, {});
+        await this.otlpRoute(agent.rolloutId, path, request, response);
         return;
       case 'POST /reward': {
         const body = RewardBody.safeParse(parseJsonBody(request, await readBody(request, 1024 * 1024)));

@@ -118,6 +118,9 @@ function own(attributes: Attributes, key: string): Json | undefined {
 // ---- Categories ----
 
 /**
+ * Embeddings are recorded but are not `llm` steps: they are not actions of the policy being trained
+ * (the proxy records them the same way).
+ *
  * Attributes (or the span name) that state a span's role outright, one row per convention, in the
  * order they are consulted. Values are matched after `normalize`.
  */
@@ -126,14 +129,14 @@ const EXPLICIT_ROLES: ReadonlyArray<{ convention: string; read: (name: string, a
     convention: 'OpenInference',
     read: (_name, attributes) => own(attributes, 'openinference.span.kind'),
     normalize: (value) => value.toUpperCase(),
-    roles: new Map([['LLM', 'llm'], ['EMBEDDING', 'llm'], ['TOOL', 'tool'], ['AGENT', 'agent'], ['CHAIN', 'agent']]),
+    roles: new Map([['LLM', 'llm'], ['EMBEDDING', 'other'], ['TOOL', 'tool'], ['AGENT', 'agent'], ['CHAIN', 'agent']]),
   },
   {
     convention: 'OpenTelemetry GenAI',
     read: (_name, attributes) => own(attributes, 'gen_ai.operation.name'),
     normalize: (value) => value.toLowerCase(),
     roles: new Map([
-      ['chat', 'llm'], ['text_completion', 'llm'], ['generate_content', 'llm'], ['embeddings', 'llm'],
+      ['chat', 'llm'], ['text_completion', 'llm'], ['generate_content', 'llm'], ['embeddings', 'other'],
       ['execute_tool', 'tool'], ['invoke_agent', 'agent'], ['create_agent', 'agent'],
     ]),
   },
@@ -145,7 +148,7 @@ const EXPLICIT_ROLES: ReadonlyArray<{ convention: string; read: (name: string, a
     roles: new Map([
       ['ai.generateText.doGenerate', 'llm'], ['ai.streamText.doStream', 'llm'],
       ['ai.generateObject.doGenerate', 'llm'], ['ai.streamObject.doStream', 'llm'],
-      ['ai.embed.doEmbed', 'llm'], ['ai.embedMany.doEmbed', 'llm'],
+      ['ai.embed.doEmbed', 'other'], ['ai.embedMany.doEmbed', 'other'],
       ['ai.toolCall', 'tool'],
       // The outer calls run the multi-step tool loop: the agent that owns the LLM calls beneath.
       ['ai.generateText', 'agent'], ['ai.streamText', 'agent'],

@@ -209,7 +209,23 @@ const v3AgentEndpoints: Migration = {
   },
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints];
+/**
+ * One LLM call is one step even when it is seen twice: by the proxy and in the agent's own OTLP
+ * spans. The response id (`gen_ai.response.id`) recognises the pair.
+ */
+const v4ResponseIds: Migration = {
+  version: 4,
+  name: 'llm call response ids',
+  up(db) {
+    db.exec(`
+      ALTER TABLE spans ADD COLUMN response_id TEXT;
+      UPDATE spans SET response_id = json_extract(attributes, '$."gen_ai.response.id"') WHERE category = 'llm';
+      CREATE INDEX spans_by_response_id ON spans (rollout_id, response_id) WHERE response_id IS NOT NULL;
+    `);
+  },
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Applies every migration above the store's version, each atomically. Returns the versions applied. */

@@ -88,13 +88,19 @@ export class SpanRepository {
   private readonly insert: Statement;
   private readonly bump: Statement;
   private readonly ofRollout: Statement<[string], SpanRow>;
+  private readonly twinOf: Statement<[string, string], { span_id: string; proxied: number; prompt_tokens: number | null; completion_tokens: number | null }>;
+  private readonly demote: Statement;
 
   constructor(db: Database) {
+    this.twinOf = db.prepare(`SELECT span_id, json_extract(attributes, '$."lightning.api"') IS NOT NULL AS proxied, prompt_tokens, completion_tokens
+      FROM spans WHERE rollout_id = ? AND response_id = ? LIMIT 1`);
+    this.demote = db.prepare(`UPDATE spans SET category = 'other', response_id = NULL,
+      attributes = json_set(attributes, '$."lightning.same_call_as"', ?) WHERE rollout_id = ? AND span_id = ?`);
     this.counters = db.prepare('SELECT span_count, attempt_count FROM rollouts WHERE id = ?');
     this.insert = db.prepare(`INSERT INTO spans
       (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind, category, start_ms, end_ms,
-       status_code, status_message, attributes, events, prompt_tokens, completion_tokens)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+       status_code, status_message, attributes, events, prompt_tokens, completion_tokens, response_id)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT (rollout_id, span_id) DO NOTHING`);
     this.bump = db.prepare(`UPDATE rollouts SET span_count = span_count + ?, llm_calls = llm_calls + ?,
       prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, updated_at = ? WHERE id = ?`);
@@ -111,20 +117,30 @@ export class SpanRepository {
     let completionTokens = 0;
     const results: StoredSpanResult[] = [];
     const stored: Span[] = [];
-    for (const span of batch.spans) {
+    for (const input of batch.spans) {
+      const { span, responseId, replaced } = this.pairWithTwin(batch.rolloutId, input);
       const info = this.insert.run(
         batch.rolloutId, counters.attempt_count, sequence + 1, span.traceId, span.spanId, span.parentSpanId,
         span.name, span.kind, span.category, span.startMs, span.endMs, span.statusCode, span.statusMessage,
-        JSON.stringify(span.attributes), JSON.stringify(span.events), span.promptTokens, span.completionTokens,
+        JSON.stringify(span.attributes), JSON.stringify(span.events), span.promptTokens, span.completionTokens, responseId,
       );
       if (info.changes === 0) {
         results.push({ kind: 'duplicate', spanId: span.spanId });
         continue;
       }
+      if (replaced) {
+        // The twin stops being the step: its call and tokens are this span's now.
+        this.demote.run(span.spanId, batch.rolloutId, replaced.span_id);
+        llmCalls -= 1;
+        promptTokens -= replaced.prompt_tokens ?? 0;
+        completionTokens -= replaced.completion_tokens ?? 0;
+      }
       sequence += 1;
-      if (span.category === 'llm') llmCalls += 1;
-      promptTokens += span.promptTokens ?? 0;
-      completionTokens += span.completionTokens ?? 0;
+      if (span.category === 'llm') {
+        llmCalls += 1;
+        promptTokens += span.promptTokens ?? 0;
+        completionTokens += span.completionTokens ?? 0;
+      }
       results.push({ kind: 'stored', spanId: span.spanId, sequence });
       stored.push({ ...span, rolloutId: batch.rolloutId, attempt: counters.attempt_count, sequence });
     }
@@ -132,6 +148,20 @@ export class SpanRepository {
       this.bump.run(stored.length, llmCalls, promptTokens, completionTokens, now, batch.rolloutId);
     }
     return { results, stored };
+  }
+
+  /**
+   * One LLM call seen twice — by the proxy and in the agent's OTLP spans, recognised by the same
+   * `gen_ai.response.id` — is one step. The proxy's record (exact request and response) stays the
+   * `llm` step, whichever arrives first; the other becomes `other` with `lightning.same_call_as`.
+   */
+  private pairWithTwin(rolloutId: string, span: SpanInput): { span: SpanInput; responseId: string | null; replaced?: { span_id: string; prompt_tokens: number | null; completion_tokens: number | null } } {
+    const responseId = span.attributes['gen_ai.response.id'];
+    if (span.category !== 'llm' || typeof responseId !== 'string') return { span, responseId: null };
+    const twin = this.twinOf.get(rolloutId, responseId);
+    if (!twin || twin.span_id === span.spanId) return { span, responseId };
+    if ('lightning.api' in span.attributes && !twin.proxied) return { span, responseId, replaced: twin };
+    return { span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } }, responseId: null };
   }
 
   list(rolloutId: string): Span[] {

@@ -1,0 +1,77 @@
+/**
+ * OTLP/HTTP trace ingest: decode (protobuf or JSON, gzip or not), normalize, store through the
+ * group commit, and answer with OTLP's partial success — the good spans of a batch are stored and
+ * the rejected ones counted and explained — in the encoding the exporter used.
+ */
+import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
+import type { SpanInput } from '../protocol';
+import { errorMessage } from '../errors';
+import type { WriteQueue } from '../store/writeQueue';
+import { decodeTraceRequest } from './decode';
+import { normalizeTraceRequest } from './normalize';
+
+interface ResponseType {
+  encode(message: object): { finish(): Uint8Array };
+  create(properties: object): object;
+}
+const ExportTraceServiceResponse = (
+  otlpRoot as unknown as { opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceResponse: ResponseType } } } } } }
+).opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
+
+export interface OtlpResponse {
+  readonly contentType: string;
+  readonly body: Buffer;
+  readonly stored: number;
+  readonly rejected: number;
+}
+
+function encodeResponse(protobuf: boolean, rejected: number, message: string): { contentType: string; body: Buffer } {
+  const partialSuccess = rejected > 0 ? { rejectedSpans: rejected, errorMessage: message } : undefined;
+  if (protobuf) {
+    const encoded = ExportTraceServiceResponse.encode(ExportTraceServiceResponse.create(partialSuccess ? { partialSuccess } : {})).finish();
+    return { contentType: 'application/x-protobuf', body: Buffer.from(encoded) };
+  }
+  return { contentType: 'application/json', body: Buffer.from(JSON.stringify(partialSuccess ? { partialSuccess: { rejectedSpans: String(rejected), errorMessage: message } } : {})) };
+}
+
+export class OtlpReceiver {
+  constructor(
+    private readonly writes: WriteQueue,
+    private readonly maxBytes: number,
+  ) {}
+
+  /**
+   * Stores a trace export. `urlRolloutId` comes from the capability URL (`/r/<key>/v1/traces`) and
+   * wins over span attributes; without one, each span's rollout is its `lightning.rollout_id`.
+   * Throws InvalidInputError (or UnsupportedMediaTypeError) for a body that cannot be decoded.
+   */
+  async ingest(urlRolloutId: string | null, body: Buffer, contentType: string | undefined, contentEncoding: string | undefined): Promise<OtlpResponse> {
+    const request = decodeTraceRequest(body, contentType, contentEncoding, this.maxBytes);
+    const { spans, rejected } = normalizeTraceRequest(request);
+    const problems = rejected.map((r) => `${r.spanId ?? 'span'}: ${r.error}`);
+    const byRollout = new Map<string, SpanInput[]>();
+    for (const { rolloutId, span } of spans) {
+      const target = urlRolloutId ?? rolloutId;
+      if (target === null) {
+        problems.push(`${span.spanId}: no lightning.rollout_id resource attribute (send to $LIGHTNING_URL/v1/traces, or set OTEL_RESOURCE_ATTRIBUTES)`);
+        continue;
+      }
+      const list = byRollout.get(target);
+      if (list) list.push(span);
+      else byRollout.set(target, [span]);
+    }
+    let stored = 0;
+    await Promise.all(
+      [...byRollout].map(async ([rolloutId, list]) => {
+        try {
+          stored += (await this.writes.submitSpans(rolloutId, list)).length;
+        } catch (error) {
+          problems.push(`${list.length} span(s) for rollout ${rolloutId}: ${errorMessage(error)}`);
+        }
+      }),
+    );
+    const rejectedCount = spans.length + rejected.length - stored;
+    const protobuf = !(contentType ?? '').toLowerCase().includes('json');
+    return { ...encodeResponse(protobuf, rejectedCount, problems.slice(0, 5).join('; ')), stored, rejected: rejectedCount };
+  }
+}
