@@ -14,6 +14,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { CLI, startDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
 import { fmt, median, printTable, rows } from './table';
+import { otlpBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
@@ -251,7 +252,10 @@ async function main(): Promise<void> {
   seedLargeStore(large, 100_000);
   await listOverRpc(large);
   await readyTime(large);
-  if (!process.argv.includes('--store-only')) await proxyBenchmarks(work);
+  if (!process.argv.includes('--store-only')) {
+    await otlpBenchmark(work);
+    await proxyBenchmarks(work);
+  }
   printTable();
 }
 

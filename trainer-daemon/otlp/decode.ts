@@ -22,6 +22,7 @@ import { z } from 'zod';
 import { InvalidInputError } from '../errors';
 import type { Json } from '../protocol/records';
 import { describeIssues } from '../protocol/validation';
+import { fromProtobuf, type PbRequest } from './fromProtobuf';
 
 /** The body's media type is not one OTLP/HTTP defines (HTTP 415 rather than 400). */
 export class UnsupportedMediaTypeError extends InvalidInputError {}
@@ -210,7 +211,8 @@ export function decodeTraceRequest(body: Buffer, contentType: string | undefined
     );
   }
   const bytes = decompress(body, contentEncoding, maxBytes);
-  const raw = mediaType === 'application/json' ? parseJson(bytes) : parseProtobuf(bytes);
+  if (mediaType === 'application/x-protobuf') return fromProtobuf(parseProtobuf(bytes) as PbRequest);
+  const raw = parseJson(bytes);
   const parsed = ExportTraceRequest.safeParse(raw);
   if (!parsed.success) throw new InvalidInputError(`OTLP ${mediaType === 'application/json' ? 'JSON' : 'protobuf'} body is not an ExportTraceServiceRequest: ${describeIssues(parsed.error, 'request')}`);
   return parsed.data;

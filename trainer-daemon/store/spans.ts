@@ -83,17 +83,40 @@ export function validateSpans(raw: readonly unknown[]): { valid: SpanInput[]; va
   return { valid, validIndexes, results };
 }
 
+interface TwinRow {
+  response_id: string;
+  span_id: string;
+  proxied: number;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+}
+
+/**
+ * One LLM call seen twice — by the proxy and in the agent's OTLP spans, recognised by the same
+ * `gen_ai.response.id` — is one step. The proxy's record (exact request and response) stays the
+ * `llm` step, whichever arrives first; the other becomes `other` with `lightning.same_call_as`.
+ */
+function pairWithTwin(twins: ReadonlyMap<string, TwinRow>, span: SpanInput): { span: SpanInput; responseId: string | null; replaced?: TwinRow } {
+  const responseId = span.attributes['gen_ai.response.id'];
+  if (span.category !== 'llm' || typeof responseId !== 'string') return { span, responseId: null };
+  const twin = twins.get(responseId);
+  if (!twin || twin.span_id === span.spanId) return { span, responseId };
+  if ('lightning.api' in span.attributes && !twin.proxied) return { span, responseId, replaced: twin };
+  return { span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } }, responseId: null };
+}
+
 export class SpanRepository {
   private readonly counters: Statement<[string], { span_count: number; attempt_count: number }>;
   private readonly insert: Statement;
   private readonly bump: Statement;
   private readonly ofRollout: Statement<[string], SpanRow>;
-  private readonly twinOf: Statement<[string, string], { span_id: string; proxied: number; prompt_tokens: number | null; completion_tokens: number | null }>;
+  private readonly twinsOf: Statement<[string, string], TwinRow>;
   private readonly demote: Statement;
 
   constructor(db: Database) {
-    this.twinOf = db.prepare(`SELECT span_id, json_extract(attributes, '$."lightning.api"') IS NOT NULL AS proxied, prompt_tokens, completion_tokens
-      FROM spans WHERE rollout_id = ? AND response_id = ? LIMIT 1`);
+    // One query per batch: the LLM spans of the rollout whose response ids the batch carries.
+    this.twinsOf = db.prepare(`SELECT response_id, span_id, json_extract(attributes, '$."lightning.api"') IS NOT NULL AS proxied,
+      prompt_tokens, completion_tokens FROM spans WHERE rollout_id = ? AND response_id IN (SELECT value FROM json_each(?))`);
     this.demote = db.prepare(`UPDATE spans SET category = 'other', response_id = NULL,
       attributes = json_set(attributes, '$."lightning.same_call_as"', ?) WHERE rollout_id = ? AND span_id = ?`);
     this.counters = db.prepare('SELECT span_count, attempt_count FROM rollouts WHERE id = ?');
@@ -117,8 +140,9 @@ export class SpanRepository {
     let completionTokens = 0;
     const results: StoredSpanResult[] = [];
     const stored: Span[] = [];
+    const twins = this.twinsFor(batch);
     for (const input of batch.spans) {
-      const { span, responseId, replaced } = this.pairWithTwin(batch.rolloutId, input);
+      const { span, responseId, replaced } = pairWithTwin(twins, input);
       const info = this.insert.run(
         batch.rolloutId, counters.attempt_count, sequence + 1, span.traceId, span.spanId, span.parentSpanId,
         span.name, span.kind, span.category, span.startMs, span.endMs, span.statusCode, span.statusMessage,
@@ -135,6 +159,9 @@ export class SpanRepository {
         promptTokens -= replaced.prompt_tokens ?? 0;
         completionTokens -= replaced.completion_tokens ?? 0;
       }
+      if (responseId !== null) {
+        twins.set(responseId, { response_id: responseId, span_id: span.spanId, proxied: 'lightning.api' in span.attributes ? 1 : 0, prompt_tokens: span.promptTokens, completion_tokens: span.completionTokens });
+      }
       sequence += 1;
       if (span.category === 'llm') {
         llmCalls += 1;
@@ -150,18 +177,11 @@ export class SpanRepository {
     return { results, stored };
   }
 
-  /**
-   * One LLM call seen twice — by the proxy and in the agent's OTLP spans, recognised by the same
-   * `gen_ai.response.id` — is one step. The proxy's record (exact request and response) stays the
-   * `llm` step, whichever arrives first; the other becomes `other` with `lightning.same_call_as`.
-   */
-  private pairWithTwin(rolloutId: string, span: SpanInput): { span: SpanInput; responseId: string | null; replaced?: { span_id: string; prompt_tokens: number | null; completion_tokens: number | null } } {
-    const responseId = span.attributes['gen_ai.response.id'];
-    if (span.category !== 'llm' || typeof responseId !== 'string') return { span, responseId: null };
-    const twin = this.twinOf.get(rolloutId, responseId);
-    if (!twin || twin.span_id === span.spanId) return { span, responseId };
-    if ('lightning.api' in span.attributes && !twin.proxied) return { span, responseId, replaced: twin };
-    return { span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } }, responseId: null };
+  /** The stored LLM spans sharing a response id with the batch's, by response id. */
+  private twinsFor(batch: SpanBatch): Map<string, TwinRow> {
+    const ids = batch.spans.flatMap((span) => (span.category === 'llm' && typeof span.attributes['gen_ai.response.id'] === 'string' ? [span.attributes['gen_ai.response.id']] : []));
+    if (ids.length === 0) return new Map();
+    return new Map(this.twinsOf.all(batch.rolloutId, JSON.stringify(ids)).map((row) => [row.response_id, row]));
   }
 
   list(rolloutId: string): Span[] {

@@ -17,6 +17,9 @@ import type { Store } from './store';
 
 export class OverloadedError extends LightningError {}
 
+/** Past this many queued spans a commit is worth making at once: the span window is for small writes. */
+const SPAN_WINDOW_UNITS = 256;
+
 interface Pending {
   readonly op: () => unknown;
   readonly units: number;
@@ -102,7 +105,7 @@ export class WriteQueue {
   private enqueued(units: number, lazy = false): void {
     this.queuedUnits += units;
     if (this.queuedUnits >= this.maxBatchUnits) this.flush();
-    else if (!lazy || this.queue.length > 0) this.scheduled ??= setImmediate(() => this.flush());
+    else if (!lazy || this.queue.length > 0 || this.queuedUnits >= SPAN_WINDOW_UNITS) this.scheduled ??= setImmediate(() => this.flush());
     else if (!this.scheduled && !this.timer) this.timer = setTimeout(() => this.flush(), this.spanDelayMs);
   }
 
