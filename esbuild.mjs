@@ -18,17 +18,9 @@ const common = {
 
 const builds = [
   {
+    // The extension host and the daemon + CLI are both Node (CommonJS) programs.
     ...common,
-    entryPoints: { extension: 'extension/extension.ts' },
-    outdir: 'dist',
-    platform: 'node',
-    format: 'cjs',
-    target: 'node20',
-    external: nodeExternals,
-  },
-  {
-    ...common,
-    entryPoints: { cli: 'trainer-daemon/cli.ts', demo: 'trainer-daemon/demo/main.ts' },
+    entryPoints: { extension: 'extension/extension.ts', cli: 'trainer-daemon/cli.ts', demo: 'trainer-daemon/demo/main.ts' },
     outdir: 'dist',
     platform: 'node',
     format: 'cjs',
