@@ -14,6 +14,7 @@ import { tempDir, waitFor } from '../helpers/tmp';
 
 const AGENTS = path.join(REPO_ROOT, 'test', 'fixtures', 'agents');
 const USER_KEY = 'sk-test-0123456789abcdefghijklmnop';
+const DAEMON_KEY = 'sk-daemon-9876543210zyxwvutsrqponm';
 
 let upstream: ScriptedUpstream;
 before(async () => {
@@ -108,7 +109,7 @@ describe('proxy behaviour', () => {
   let cwd: string;
   before(async () => {
     cwd = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-proxy-'));
-    daemon = await startDaemon(path.join(cwd, 'store.db'), ['--upstream', upstream.url], { LIGHTNING_UPSTREAM_TIMEOUT_MS: '1500' });
+    daemon = await startDaemon(path.join(cwd, 'store.db'), ['--upstream', upstream.url], { LIGHTNING_UPSTREAM_TIMEOUT_MS: '1500', LIGHTNING_UPSTREAM_API_KEY: DAEMON_KEY });
     client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   });
   after(async () => {
@@ -258,6 +259,35 @@ describe('proxy behaviour', () => {
     assert.match(span.statusMessage!, /cancelled: the client disconnected/);
   });
 
+  test("the agent's own key goes upstream; without one (or with the placeholder) the daemon's key does; neither is stored", async () => {
+    const run = await newRun();
+    const sent = (): string | undefined => upstream.requests.at(-1)!.headers.authorization;
+    await post(`${run.url}/v1/chat/completions`, chat('test-model'), { 'content-type': 'application/json', authorization: `Bearer ${USER_KEY}` });
+    assert.equal(sent(), `Bearer ${USER_KEY}`);
+    await post(`${run.url}/v1/chat/completions`, chat('test-model'));
+    assert.equal(sent(), `Bearer ${DAEMON_KEY}`);
+    await post(`${run.url}/v1/chat/completions`, chat('test-model'), { 'content-type': 'application/json', authorization: 'Bearer lightning-placeholder-key' });
+    assert.equal(sent(), `Bearer ${DAEMON_KEY}`);
+    const detail = await recorded(run.id, 3);
+    const text = JSON.stringify(detail);
+    assert.ok(!text.includes(USER_KEY) && !text.includes(DAEMON_KEY), 'no key in the record');
+    assert.ok(!daemon.stderr().includes('sk-'), 'no key in the logs');
+  });
+
+  test('a rollout started with tokenIds asks the engine for token ids and logprobs on every call; the agent request is recorded as sent', async () => {
+    const { rollout, url } = await client.request('startAgentRun', { tokenIds: true });
+    const response = await post(`${url}/v1/chat/completions`, chat('test-model'));
+    assert.equal(response.status, 200);
+    const forwarded = upstream.requests.at(-1)!.body!;
+    assert.equal(forwarded.return_token_ids, true);
+    assert.equal(forwarded.logprobs, true);
+    const [span] = (await recorded(rollout.id, 1)).spans as [Span];
+    assert.equal(requestOf(span).return_token_ids, undefined, 'the record holds what the agent sent');
+    assert.equal(span.attributes['lightning.engine_token_ids_requested'], true);
+    assert.deepEqual(span.attributes['lightning.prompt_token_ids'], [1, 2, 3]);
+    assert.deepEqual(span.attributes['lightning.response_token_ids'], [4, 5]);
+  });
+
   test('models, embeddings and legacy completions are proxied; the agent reads its task', async () => {
     const { rollout, url } = await client.request('startAgentRun', { task: { id: 't1', input: { q: 'hi' } } });
     const models = await new Promise<number>((resolve) => http.get(`${url}/v1/models`, (r) => (r.resume(), resolve(r.statusCode ?? 0))));
@@ -270,6 +300,23 @@ describe('proxy behaviour', () => {
     assert.deepEqual(detail.spans.map((s) => [s.category, s.attributes['lightning.api']]), [['other', 'embeddings'], ['llm', 'completions']]);
     assert.equal(detail.rollout.llmCalls, 1);
   });
+});
+
+test('Ctrl-C on lightning run stops the agent and marks the rollout cancelled (exit 130)', async (t) => {
+  const cwd = tempDir(t);
+  const child = spawn(process.execPath, [CLI, 'run', '--', process.execPath, '-e', 'console.log("agent up"); setInterval(() => {}, 1000)'], { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (c: Buffer) => (stdout += c));
+  child.stderr.on('data', (c: Buffer) => (stderr += c));
+  await waitFor(() => stdout.includes('agent up'), 'the agent to start');
+  child.kill('SIGINT');
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  assert.equal(code, 130, stderr);
+  const last = JSON.parse(stderr.trim().split('\n').at(-1)!) as { status: string; id: string };
+  assert.equal(last.status, 'cancelled');
+  const shown = JSON.parse((await runCli(['show', last.id, '--json'], { cwd })).stdout) as { rollout: { error: string } };
+  assert.equal(shown.rollout.error, 'stopped by SIGINT');
 });
 
 test('lightning run uses the daemon that owns the store when one runs', async (t) => {

@@ -154,12 +154,12 @@ describe('daemon process', () => {
     assert.equal(latest.llmCalls, 30);
   });
 
-  test('SIGTERM: exit 0, discovery files removed, the store consistent with every acknowledged write', async (t) => {
+  for (const signal of ['SIGTERM', 'SIGINT'] as const) test(`${signal}: exit 0, discovery files removed, the store consistent with every acknowledged write`, async (t) => {
     const { daemon, client, store } = await withDaemon(t);
     const rollout = await client.request('createRollout', {});
     const results = await client.request('addSpans', { rolloutId: rollout.id, spans: Array.from({ length: 100 }, () => llmSpan()) });
     assert.equal(results.results.filter((r) => r.kind === 'stored').length, 100);
-    assert.equal(await daemon.stop('SIGTERM'), 0);
+    assert.equal(await daemon.stop(signal), 0);
     assert.ok(!fs.existsSync(path.join(path.dirname(store), 'daemon.json')));
     assert.ok(!fs.existsSync(path.join(path.dirname(store), 'daemon.token')));
     assert.ok(!fs.existsSync(`${store}-wal`) || fs.statSync(`${store}-wal`).size === 0, 'the WAL is checkpointed on close');

@@ -129,7 +129,12 @@ export class AgentRoutes {
       const body = request.method === 'POST' ? await readBody(request, this.maxBodyBytes) : Buffer.alloc(0);
       const json = api ? parseJsonBody(request, body) : null;
       const callIndex = api && api !== 'embeddings' ? this.nextCallIndex(agent.rolloutId) : 0;
-      await this.proxy.forward({ rolloutId: agent.rolloutId, callIndex, upstream: agent.upstream, api, path: `${path.slice(3)}${search}`, body, json }, request, response);
+      const forwarded = agent.tokenIds && json ? withEngineTokenIds(api, json) : undefined;
+      await this.proxy.forward(
+        { rolloutId: agent.rolloutId, callIndex, upstream: agent.upstream, api, path: `${path.slice(3)}${search}`, body: forwarded ?? body, json, tokenIdsRequested: forwarded !== undefined },
+        request,
+        response,
+      );
       return;
     }
     switch (route) {
@@ -166,6 +171,17 @@ export class AgentRoutes {
     if (this.callCounters.size > 10_000) this.callCounters.delete(this.callCounters.keys().next().value!);
     return next;
   }
+}
+
+/**
+ * The request with the serving engine asked for exact token ids and logprobs (vLLM's
+ * `return_token_ids`, OpenAI-style `logprobs`), unless the agent chose its own logprobs setting;
+ * undefined for endpoints without them. The agent's own request is what gets recorded.
+ */
+function withEngineTokenIds(api: Api | null, json: { [key: string]: Json }): Buffer | undefined {
+  if (api === 'chat.completions') return Buffer.from(JSON.stringify({ logprobs: true, ...json, return_token_ids: true }));
+  if (api === 'completions') return Buffer.from(JSON.stringify({ logprobs: 1, ...json, return_token_ids: true }));
+  return undefined;
 }
 
 function parseJsonBody(request: IncomingMessage, body: Buffer): { [key: string]: Json } {

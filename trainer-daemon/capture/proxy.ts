@@ -33,8 +33,11 @@ export interface ProxyCall {
   readonly api: Api | null;
   /** Path after `/v1`, with the query string, e.g. `/chat/completions`. */
   readonly path: string;
+  /** What is sent upstream: the agent's body, or it with engine token ids requested. */
   readonly body: Buffer;
+  /** The agent's own request, as recorded. */
   readonly json: JsonObject | null;
+  readonly tokenIdsRequested: boolean;
 }
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding']);
@@ -93,7 +96,7 @@ export class RecordingProxy {
         if (call.api && call.json) {
           const record: CallRecord = {
             api: call.api, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(base),
-            request: call.json, response: responseJson, status, streamed, startMs, endMs: Date.now(), firstByteMs, error,
+            request: call.json, response: responseJson, status, streamed, startMs, endMs: Date.now(), firstByteMs, error, tokenIdsRequested: call.tokenIdsRequested,
             traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
           };
           this.record(callToSpan(record), call.rolloutId);

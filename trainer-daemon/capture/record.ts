@@ -39,6 +39,8 @@ export interface CallRecord {
   readonly firstByteMs: number | null;
   /** Why the call failed (upstream error, cancelled, unreachable); null on success. */
   readonly error: string | null;
+  /** Whether the proxy asked the engine for token ids and logprobs the agent did not ask for. */
+  readonly tokenIdsRequested: boolean;
   /** From a W3C `traceparent` request header, when the agent's HTTP client is instrumented. */
   readonly traceparent: string | undefined;
 }
@@ -111,6 +113,7 @@ export function callToSpan(record: CallRecord): SpanInput {
   if (ids.prompt !== undefined) attributes['lightning.prompt_token_ids'] = ids.prompt;
   if (ids.completion !== undefined) attributes['lightning.response_token_ids'] = ids.completion;
   if (record.status !== null) attributes['http.response.status_code'] = record.status;
+  if (record.tokenIdsRequested) attributes['lightning.engine_token_ids_requested'] = true;
   if (record.firstByteMs !== null) attributes['lightning.time_to_first_byte_ms'] = Math.round((record.firstByteMs - record.startMs) * 1000) / 1000;
   const { traceId, parentSpanId } = traceIds(record);
   return {

@@ -33,11 +33,11 @@ export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerCon
       const id = store.resolveRolloutId(params.id);
       return write(() => store.transitionRollout({ ...params, id }));
     },
-    startAgentRun: ({ upstream, ...params }) => {
+    startAgentRun: ({ upstream, tokenIds, ...params }) => {
       const baseUrl = agentBaseUrl?.();
       if (!baseUrl) throw new ConflictError('agent runs need a running daemon to serve their LLM calls; start one with `lightning serve`');
       return write(() => {
-        const { rollout, key } = store.startAgentRun(params, upstream);
+        const { rollout, key } = store.startAgentRun(params, { upstream, tokenIds });
         return { rollout, url: `${baseUrl}/r/${key}` };
       });
     },

@@ -8,6 +8,13 @@ import type { Database, Statement } from 'better-sqlite3';
 export interface AgentKeyRecord {
   readonly rolloutId: string;
   readonly upstream: string | null;
+  /** Whether the proxy asks the engine for token ids and logprobs on every call. */
+  readonly tokenIds: boolean;
+}
+
+export interface AgentKeyOptions {
+  readonly upstream: string | null;
+  readonly tokenIds: boolean;
 }
 
 export function newAgentKey(): string {
@@ -20,22 +27,22 @@ export function hashAgentKey(key: string): string {
 
 export class AgentKeyRepository {
   private readonly insert: Statement;
-  private readonly byHash: Statement<[string], { rollout_id: string; upstream: string | null }>;
+  private readonly byHash: Statement<[string], { rollout_id: string; upstream: string | null; token_ids: number }>;
 
   constructor(db: Database) {
-    this.insert = db.prepare('INSERT INTO rollout_keys (key_hash, rollout_id, upstream, created_at) VALUES (?, ?, ?, ?)');
-    this.byHash = db.prepare('SELECT rollout_id, upstream FROM rollout_keys WHERE key_hash = ?');
+    this.insert = db.prepare('INSERT INTO rollout_keys (key_hash, rollout_id, upstream, token_ids, created_at) VALUES (?, ?, ?, ?, ?)');
+    this.byHash = db.prepare('SELECT rollout_id, upstream, token_ids FROM rollout_keys WHERE key_hash = ?');
   }
 
   /** Issues a key for the rollout; must run inside a transaction. Returns the key itself (never stored). */
-  issue(rolloutId: string, upstream: string | null, now = Date.now()): string {
+  issue(rolloutId: string, options: AgentKeyOptions, now = Date.now()): string {
     const key = newAgentKey();
-    this.insert.run(hashAgentKey(key), rolloutId, upstream, now);
+    this.insert.run(hashAgentKey(key), rolloutId, options.upstream, options.tokenIds ? 1 : 0, now);
     return key;
   }
 
   find(key: string): AgentKeyRecord | undefined {
     const row = this.byHash.get(hashAgentKey(key));
-    return row ? { rolloutId: row.rollout_id, upstream: row.upstream } : undefined;
+    return row ? { rolloutId: row.rollout_id, upstream: row.upstream, tokenIds: row.token_ids === 1 } : undefined;
   }
 }

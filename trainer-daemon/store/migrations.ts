@@ -202,6 +202,8 @@ const v3AgentEndpoints: Migration = {
         key_hash   TEXT PRIMARY KEY,
         rollout_id TEXT NOT NULL REFERENCES rollouts (id) ON DELETE CASCADE,
         upstream   TEXT,
+        -- Ask the serving engine for token ids and logprobs on every call (training local models).
+        token_ids  INTEGER NOT NULL DEFAULT 0,
         created_at REAL NOT NULL
       ) WITHOUT ROWID;
       CREATE INDEX rollout_keys_by_rollout ON rollout_keys (rollout_id);

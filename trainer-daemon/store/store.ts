@@ -21,7 +21,7 @@ import {
 import { Emitter, type Event } from '../util/event';
 import { openDatabase, type OpenOptions } from './database';
 import { LATEST_SCHEMA_VERSION } from './migrations';
-import { AgentKeyRepository, type AgentKeyRecord } from './agentKeys';
+import { AgentKeyRepository, type AgentKeyOptions, type AgentKeyRecord } from './agentKeys';
 import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
@@ -82,12 +82,12 @@ export class Store {
    * Starts a rollout for an agent process: created, running (attempt 1) and given its capability
    * key, in one transaction. The key is returned once and only its hash is kept.
    */
-  startAgentRun(params: CreateRolloutParams, upstream: string | null): { rollout: Rollout; key: string } {
+  startAgentRun(params: CreateRolloutParams, options: AgentKeyOptions): { rollout: Rollout; key: string } {
     const parsed = CreateRolloutParams.parse(params);
     const started = this.write(() => {
       const created = this.rollouts.create(parsed);
       const rollout = this.rollouts.transition({ id: created.id, to: 'running', error: null, exitCode: null });
-      return { rollout, key: this.agentKeys.issue(rollout.id, upstream) };
+      return { rollout, key: this.agentKeys.issue(rollout.id, options) };
     });
     this.afterCommit([started.rollout.id]);
     return started;

@@ -22,6 +22,7 @@ interface RunOptions extends GlobalOptions {
   taskId?: string;
   mode: RolloutMode;
   upstream?: string;
+  tokenIds?: boolean;
 }
 
 function parseTask(options: RunOptions): { id?: string; input: Json } | null {
@@ -79,6 +80,7 @@ export function registerRun(program: Command): void {
     .option('--task-id <id>', 'the task id')
     .addOption(new Option('--mode <mode>', 'rollout mode').choices(RolloutMode.options).default('debug'))
     .option('--upstream <url>', "this rollout's upstream when the agent has no OPENAI_BASE_URL of its own")
+    .option('--token-ids', 'ask the serving engine (e.g. vLLM) for exact token ids and logprobs on every call, for training')
     .passThroughOptions()
     .action(async (argv: string[], options: RunOptions) => {
       const task = parseTask(options);
@@ -91,6 +93,7 @@ export function registerRun(program: Command): void {
           task,
           source: { kind: 'command', argv, cwd: process.cwd() },
           upstream,
+          tokenIds: options.tokenIds ?? false,
         });
         const env = { ...process.env, ...instrumentationEnv({ url, rolloutId: rollout.id, task: task?.input ?? null, base: process.env }) };
         const outcome = await runChild(argv, env);
