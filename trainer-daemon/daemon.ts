@@ -90,10 +90,15 @@ export class Daemon {
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
       return daemon;
     } catch (error) {
-      await http?.close();
+      http?.close();
       store.close();
       throw error;
     }
+  }
+
+  /** Editor/CLI clients connected over the RPC right now. */
+  get rpcConnections(): number {
+    return this.rpc.connectionCount;
   }
 
   readyMessage(): ReadyMessage {
@@ -105,11 +110,14 @@ export class Daemon {
     this.stopping ??= (async () => {
       this.logger.info('daemon stopping');
       if (this.discovery) removeDiscovery(this.discovery);
-      const closed = this.http.close();
+      // Stop taking requests and let those in flight finish (their writes are still taken)…
+      await this.http.drain(5_000);
+      // …then commit what is queued, announce it, and give committed RPC replies a turn to go out.
       this.writes.shutdown();
       this.notifier.dispose();
+      await new Promise((resolve) => setImmediate(resolve));
       this.rpc.dispose();
-      await closed;
+      this.http.close();
       this.store.close();
       this.logger.info('daemon stopped');
     })();

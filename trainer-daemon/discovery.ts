@@ -23,8 +23,9 @@ export function isProcessAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  } catch {
+    // ESRCH: gone. EPERM: the pid now belongs to another user's process, so not our daemon.
+    return false;
   }
 }
 
@@ -33,20 +34,30 @@ export interface LiveDaemon {
   readonly token: string;
 }
 
-/** The daemon that owns `storeFile`, if one is running. */
+/** A discovery file is trusted only when this user wrote it and nobody else could have. */
+function ownedByUs(file: string): boolean {
+  const stat = fs.statSync(file);
+  return (process.getuid === undefined || stat.uid === process.getuid()) && (stat.mode & 0o022) === 0;
+}
+
+/**
+ * The daemon that owns `storeFile`, if one is running. A discovery file from a clone, another user,
+ * a daemon that died, or naming a non-loopback URL or another store is ignored.
+ */
 export function findDaemon(storeFile: string): LiveDaemon | undefined {
   const paths = discoveryPaths(storeFile);
   let info: DiscoveryFile;
   try {
+    if (!ownedByUs(paths.info) || !ownedByUs(paths.token)) return undefined;
     const parsed = DiscoveryFile.safeParse(JSON.parse(fs.readFileSync(paths.info, 'utf8')));
     if (!parsed.success) return undefined;
     info = parsed.data;
   } catch {
     return undefined;
   }
-  if (path.resolve(info.store) !== path.resolve(storeFile) || !isProcessAlive(info.pid)) return undefined;
+  if (!path.isAbsolute(info.store) || info.store !== path.resolve(storeFile) || !isProcessAlive(info.pid)) return undefined;
   try {
-    return { info, token: fs.readFileSync(info.tokenFile, 'utf8').trim() };
+    return { info, token: fs.readFileSync(paths.token, 'utf8').trim() };
   } catch {
     return undefined;
   }

@@ -11,6 +11,12 @@ export class LightningError extends Error {
 
 /** The caller sent something malformed: a bad field, a bad argument. */
 export class InvalidInputError extends LightningError {}
+/** A body over the size limit (HTTP 413). */
+export class PayloadTooLargeError extends InvalidInputError {}
+/** A body in a media type or encoding the endpoint does not take (HTTP 415). */
+export class UnsupportedMediaTypeError extends InvalidInputError {}
+/** The daemon cannot take more work right now; retry shortly (HTTP 503). */
+export class OverloadedError extends LightningError {}
 /** A rollout, span or other record that does not exist. */
 export class NotFoundError extends LightningError {}
 /** A rollout asked to move to a status its current status cannot reach. */
@@ -31,6 +37,7 @@ export const RpcCode = {
   Conflict: -32009,
   InvalidTransition: -32010,
   Unauthorized: -32001,
+  Overloaded: -32003,
 } as const;
 
 export interface ErrorMapping {
@@ -41,7 +48,10 @@ export interface ErrorMapping {
 }
 
 export function mapError(error: unknown): ErrorMapping {
+  if (error instanceof PayloadTooLargeError) return { rpcCode: RpcCode.InvalidParams, httpStatus: 413, kind: 'payload_too_large' };
+  if (error instanceof UnsupportedMediaTypeError) return { rpcCode: RpcCode.InvalidParams, httpStatus: 415, kind: 'unsupported_media_type' };
   if (error instanceof InvalidInputError) return { rpcCode: RpcCode.InvalidParams, httpStatus: 400, kind: 'invalid_input' };
+  if (error instanceof OverloadedError) return { rpcCode: RpcCode.Overloaded, httpStatus: 503, kind: 'overloaded' };
   if (error instanceof NotFoundError) return { rpcCode: RpcCode.NotFound, httpStatus: 404, kind: 'not_found' };
   if (error instanceof InvalidTransitionError) return { rpcCode: RpcCode.InvalidTransition, httpStatus: 409, kind: 'invalid_transition' };
   if (error instanceof ConflictError) return { rpcCode: RpcCode.Conflict, httpStatus: 409, kind: 'conflict' };

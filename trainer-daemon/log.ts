@@ -2,10 +2,11 @@
  * The daemon's logger: JSON lines on stderr (stdout carries only the ready line). Values under keys
  * that look like credentials are replaced before they are written; prompt bodies are never logged.
  */
+import { isCredentialKey, scrubText } from './secrets';
+
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
 const LEVELS: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
-const SECRET_KEY = /(authorization|api[-_]?key|token|secret|password|cookie)/i;
 
 export interface Logger {
   debug(msg: string, fields?: Record<string, unknown>): void;
@@ -18,8 +19,9 @@ export interface Logger {
 export function redact(fields: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(fields)) {
-    if (SECRET_KEY.test(key)) out[key] = '[redacted]';
-    else if (value instanceof Error) out[key] = { name: value.name, message: value.message };
+    if (isCredentialKey(key)) out[key] = '[redacted]';
+    else if (value instanceof Error) out[key] = { name: value.name, message: scrubText(value.message) };
+    else if (typeof value === 'string') out[key] = scrubText(value);
     else out[key] = value;
   }
   return out;

@@ -3,7 +3,9 @@
  * completions, legacy completions, the Responses API, embeddings and models, as JSON or SSE. When
  * tools are offered and no tool result came back yet it asks for a tool call, else it answers.
  * Behaviour on demand through the model name: `fail-500`, `fail-malformed`, `hang`, `gated` (the
- * stream waits for `release()` between chunks), `parallel` (two tool calls at once).
+ * stream waits for `release()` between chunks), `parallel` (two tool calls at once), `drop` (the
+ * stream breaks after its first chunk), `utf8` (an answer whose multi-byte characters are split
+ * across network chunks).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -91,6 +93,20 @@ export async function startScriptedUpstream(): Promise<ScriptedUpstream> {
       return void res.end('{"id": "broken", "choices": [');
     }
     if (model === 'hang') return;
+    if (model === 'drop') {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { role: 'assistant', content: 'Par' }, finish_reason: null }] })}\n\n`);
+      setTimeout(() => res.socket?.destroy(), 20);
+      return;
+    }
+    if (model === 'utf8') {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const event = Buffer.from(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { role: 'assistant', content: 'Zürich ☀️ 24°C' }, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`);
+      const cut = event.indexOf(Buffer.from('☀')) + 1;
+      res.write(event.subarray(0, cut));
+      setTimeout(() => res.end(event.subarray(cut)), 20);
+      return;
+    }
     if (path.endsWith('/models')) return json(200, { object: 'list', data: [{ id: 'test-model', object: 'model', owned_by: 'tests' }] });
     if (path.endsWith('/embeddings')) return json(200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }], model, usage: { prompt_tokens: 3, total_tokens: 3 } });
     const usage = { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 };

@@ -93,10 +93,12 @@ describe('lightning run with real agent SDKs', () => {
   });
 
   test("the user's own OPENAI_BASE_URL stays the upstream; their key is forwarded and never stored", async (t) => {
+    const before = upstream.requests.length;
     const run = await lightningRun(t, ['node', path.join(AGENTS, 'openai-agent.mjs'), 'chat'], { LIGHTNING_UPSTREAM_URL: 'http://127.0.0.1:9/v1', OPENAI_BASE_URL: upstream.url });
     assert.equal(run.code, 0, run.stderr);
-    const seen = upstream.requests.filter((r) => r.headers.authorization === `Bearer ${USER_KEY}`);
-    assert.ok(seen.length >= 2, 'the agent key reaches the upstream');
+    const seen = upstream.requests.slice(before);
+    assert.equal(seen.length, 2, "both calls reached the user's own upstream");
+    assert.ok(seen.every((r) => r.headers.authorization === `Bearer ${USER_KEY}`), 'with the agent key');
     const store = fs.readFileSync(path.join(run.cwd, '.lightning', 'store.db'));
     assert.ok(!store.includes(Buffer.from(USER_KEY)), 'the key is not in the store file');
     assert.ok(!store.includes(Buffer.from('sk-test-')), 'nor any part of it');

@@ -6,12 +6,11 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { describeIssues, type Json, type SpanInput } from '../protocol';
-import { errorMessage, InvalidInputError, mapError, NotFoundError } from '../errors';
+import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError } from '../errors';
 import type { Logger } from '../log';
-import { sendJson } from '../server/http';
+import { requestPath, sendJson } from '../server/http';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
-import { UnsupportedMediaTypeError } from '../otlp/decode';
 import type { OtlpReceiver } from '../otlp/receiver';
 import { RecordingProxy, type UpstreamConfig } from './proxy';
 import type { Api } from './reassemble';
@@ -47,8 +46,10 @@ export function readBody(request: IncomingMessage, limit: number): Promise<Buffe
     request.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > limit) {
+        // Stop reading; the 413 goes out with Connection: close, which ends the upload.
+        request.pause();
+        request.removeAllListeners('data');
         reject(new PayloadTooLargeError(`the request body is over the ${limit}-byte limit`));
-        request.destroy();
         return;
       }
       chunks.push(chunk);
@@ -58,7 +59,6 @@ export function readBody(request: IncomingMessage, limit: number): Promise<Buffe
   });
 }
 
-export class PayloadTooLargeError extends InvalidInputError {}
 
 export interface AgentRoutesOptions {
   readonly store: Store;
@@ -90,7 +90,8 @@ export class AgentRoutes {
 
   /** Handles `/r/<key>/…` and the shared OTLP endpoints `/v1/{traces,metrics,logs}`; false for any other path. */
   handle(request: IncomingMessage, response: ServerResponse): boolean {
-    const url = new URL(request.url ?? '/', 'http://127.0.0.1');
+    const url = requestPath(request.url);
+    if (!url) return false;
     const match = /^\/r\/([A-Za-z0-9_-]{16,64})(\/.*)?$/.exec(url.pathname);
     let work: Promise<void>;
     if (match) work = this.dispatch(match[1]!, match[2] ?? '/', url.search, request, response);
@@ -98,9 +99,10 @@ export class AgentRoutes {
     else return false;
     work.catch((error: unknown) => {
       const { httpStatus, kind } = mapError(error);
-      const status = error instanceof PayloadTooLargeError ? 413 : error instanceof UnsupportedMediaTypeError ? 415 : httpStatus;
+      const status = httpStatus;
       if (status >= 500) this.options.logger.error('agent request failed', { path: url.pathname.replace(/^\/r\/[^/]+/, '/r/…'), error: errorMessage(error) });
-      if (!response.headersSent) sendJson(response, status, { error: { message: errorMessage(error), type: kind } });
+      const headers = status === 413 ? { connection: 'close' } : status === 503 ? { 'retry-after': '1' } : {};
+      if (!response.headersSent) sendJson(response, status, { error: { message: errorMessage(error), type: kind } }, headers);
       else response.destroy();
     });
     return true;
@@ -152,9 +154,12 @@ export class AgentRoutes {
         sendJson(response, 200, reward);
         return;
       }
-      case 'GET /task':
-        sendJson(response, 200, this.options.store.getRollout(agent.rolloutId).task);
+      case 'GET /task': {
+        const task = this.options.store.getRollout(agent.rolloutId).task;
+        if (task === null) throw new NotFoundError('this rollout has no task');
+        sendJson(response, 200, task);
         return;
+      }
       case 'GET /resources':
         sendJson(response, 200, this.options.store.currentResources());
         return;
@@ -191,7 +196,9 @@ function parseJsonBody(request: IncomingMessage, body: Buffer): { [key: string]:
   try {
     parsed = JSON.parse(body.toString('utf8'));
   } catch (error) {
-    throw new InvalidInputError(`the request body is not valid JSON: ${errorMessage(error)}`);
+    // V8's message quotes the body around the fault, which may hold a prompt or a key: keep only where.
+    const where = /position \d+|line \d+ column \d+/.exec(errorMessage(error))?.[0];
+    throw new InvalidInputError(`the request body is not valid JSON${where ? ` (at ${where})` : ''}`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidInputError('the request body must be a JSON object');
   return parsed as { [key: string]: Json };

@@ -7,9 +7,11 @@
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
+import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
 import { PLACEHOLDER_API_KEY, type Json } from '../protocol';
 import { errorMessage } from '../errors';
+import { redactUrl } from '../secrets';
 import type { Logger } from '../log';
 import { callToSpan, type CallRecord } from './record';
 import { StreamReassembler, type Api } from './reassemble';
@@ -43,17 +45,20 @@ export interface ProxyCall {
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding']);
 const keepAlive = { http: new http.Agent({ keepAlive: true, maxSockets: 512 }), https: new https.Agent({ keepAlive: true, maxSockets: 512 }) };
 
-function upstreamHeaders(request: IncomingMessage, config: UpstreamConfig, bodyLength: number): http.OutgoingHttpHeaders {
+/**
+ * The agent's headers for the upstream. The placeholder key never leaves the daemon. The daemon's
+ * own key is added only for the daemon's own upstream, and only when the agent sent no key of its
+ * own (Authorization or Azure-style api-key): a user's gateway or local server never receives it.
+ */
+function upstreamHeaders(request: IncomingMessage, config: UpstreamConfig, rolloutUpstream: boolean, bodyLength: number): http.OutgoingHttpHeaders {
   const headers: http.OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(request.headers)) {
     if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
   }
-  const auth = request.headers.authorization;
-  const agentHasKey = auth !== undefined && auth !== `Bearer ${PLACEHOLDER_API_KEY}` && request.headers['api-key'] !== PLACEHOLDER_API_KEY;
-  if (!agentHasKey) {
-    delete headers.authorization;
-    if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
-  }
+  if (headers.authorization === `Bearer ${PLACEHOLDER_API_KEY}`) delete headers.authorization;
+  if (headers['api-key'] === PLACEHOLDER_API_KEY) delete headers['api-key'];
+  const agentHasKey = headers.authorization !== undefined || headers['api-key'] !== undefined;
+  if (!agentHasKey && !rolloutUpstream && config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
   // Identity encoding, so the record can read the body; it is forwarded byte for byte.
   headers['accept-encoding'] = 'identity';
   headers['content-length'] = bodyLength;
@@ -107,7 +112,7 @@ export class RecordingProxy {
       const transport = target.protocol === 'https:' ? https : http;
       const upstream = transport.request(target, {
         method: request.method,
-        headers: upstreamHeaders(request, this.config, call.body.length),
+        headers: upstreamHeaders(request, this.config, call.upstream !== null, call.body.length),
         agent: target.protocol === 'https:' ? keepAlive.https : keepAlive.http,
         timeout: this.config.timeoutMs,
       });
@@ -148,16 +153,31 @@ export class RecordingProxy {
               }
             },
           });
+          // A character split across two network chunks must not be split in the record.
+          const utf8 = new StringDecoder('utf8');
+          let ended = false;
           upstreamResponse.on('data', (chunk: Buffer) => {
             firstByteMs ??= Date.now();
-            response.write(chunk);
-            parser.feed(chunk.toString('utf8'));
+            // Backpressure: a slow agent slows the upstream read instead of growing memory.
+            if (!response.write(chunk)) {
+              upstreamResponse.pause();
+              response.once('drain', () => upstreamResponse.resume());
+            }
+            parser.feed(utf8.write(chunk));
           });
           upstreamResponse.on('end', () => {
+            ended = true;
+            parser.feed(utf8.end());
             const result = reassembler?.result() ?? null;
             const error = status! >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? null);
             finish(error, result);
             response.end();
+          });
+          // The upstream dropped the stream: the agent must not wait forever, and the call is recorded.
+          upstreamResponse.on('close', () => {
+            if (ended || finished) return;
+            finish('the upstream stream broke before it ended', reassembler?.result() ?? null);
+            response.destroy();
           });
           return;
         }
@@ -190,9 +210,14 @@ export class RecordingProxy {
           // agent's next request (or `lightning run` finishing the rollout) can be handled.
           finish(error, json);
         });
-        upstreamResponse.on('error', (error) => {
-          sendError(response, 502, 'upstream_unavailable', `the upstream connection broke: ${errorMessage(error)}`);
-          finish(`the upstream connection broke: ${errorMessage(error)}`, null);
+        const broke = (reason: string): void => {
+          if (finished) return;
+          sendError(response, 502, 'upstream_unavailable', `the upstream connection broke: ${reason}`);
+          finish(`the upstream connection broke: ${reason}`, null);
+        };
+        upstreamResponse.on('error', (error) => broke(errorMessage(error)));
+        upstreamResponse.on('close', () => {
+          if (!upstreamResponse.complete) broke('the response ended early');
         });
       });
 
@@ -205,17 +230,4 @@ function upstreamErrorMessage(json: JsonObject | null): string | undefined {
   const error = json?.error;
   if (error && typeof error === 'object' && !Array.isArray(error) && typeof error.message === 'string') return error.message;
   return typeof error === 'string' ? error : undefined;
-}
-
-/** An upstream URL fit for the record and logs: without credentials or query. */
-export function redactUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    parsed.username = '';
-    parsed.password = '';
-    parsed.search = '';
-    return parsed.toString().replace(/\/+$/, '');
-  } catch {
-    return '(invalid url)';
-  }
 }

@@ -1,29 +1,15 @@
 /**
  * Turns one proxied LLM call into a span, named and attributed by the OpenTelemetry GenAI
  * conventions (`gen_ai.*`), with the full request and (reassembled) response kept under
- * `lightning.request` / `lightning.response` for the trajectory view and for training. Key-like
- * strings are scrubbed before anything is stored.
+ * `lightning.request` / `lightning.response` for the trajectory view and for training. Secrets are
+ * scrubbed (secrets.ts) before anything is stored.
  */
 import crypto from 'node:crypto';
 import type { Json, SpanInput } from '../protocol';
+import { scrubSecrets } from '../secrets';
 import type { Api } from './reassemble';
 
 type JsonObject = { [key: string]: Json };
-
-const SECRET_KEY = /^(authorization|api[-_]?key|x-api-key|password|secret|token|access[-_]?token|cookie)$/i;
-/** Shapes of provider API keys and bearer tokens: never stored, whatever field they hide in. */
-const SECRET_VALUE = /\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|Bearer\s+[A-Za-z0-9._~+/-]{16,}=*|AIza[0-9A-Za-z_-]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|xox[abpors]-[A-Za-z0-9-]{10,})/g;
-
-export function scrubSecrets(value: Json): Json {
-  if (typeof value === 'string') return value.replace(SECRET_VALUE, '[redacted]');
-  if (Array.isArray(value)) return value.map(scrubSecrets);
-  if (value !== null && typeof value === 'object') {
-    const out: JsonObject = {};
-    for (const [key, inner] of Object.entries(value)) out[key] = SECRET_KEY.test(key) ? '[redacted]' : scrubSecrets(inner);
-    return out;
-  }
-  return value;
-}
 
 export interface CallRecord {
   readonly api: Api;

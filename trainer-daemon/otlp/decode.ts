@@ -19,13 +19,13 @@ import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import Long from 'long';
 import protobuf from 'protobufjs/minimal';
 import { z } from 'zod';
-import { InvalidInputError } from '../errors';
+import { InvalidInputError, UnsupportedMediaTypeError } from '../errors';
 import type { Json } from '../protocol/records';
 import { describeIssues } from '../protocol/validation';
 import { fromProtobuf, type PbRequest } from './fromProtobuf';
 
 /** The body's media type is not one OTLP/HTTP defines (HTTP 415 rather than 400). */
-export class UnsupportedMediaTypeError extends InvalidInputError {}
+export { UnsupportedMediaTypeError };
 
 // protobufjs 8.0 finds `long` through an eval'd require that bundlers cannot follow, so the bundled
 // daemon would run without it, and fixed64 nanosecond times would decode into doubles, off by up to

@@ -7,6 +7,7 @@
  * partial success allows.
  */
 import type { Json, SpanCategory, SpanInput } from '../protocol/records';
+import { scrubSecrets } from '../secrets';
 import type { ExportTraceRequest, OtlpSpan } from './decode';
 
 type Attributes = Record<string, Json>;
@@ -64,7 +65,7 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
   if (otlp.startTimeUnixNano === '0') return 'startTimeUnixNano is missing';
 
   const startMs = nanosToMs(otlp.startTimeUnixNano);
-  const attributes = withoutCredentials(otlp.attributes);
+  const attributes = scrubSecrets(otlp.attributes) as Attributes;
   const category = categorize(otlp.name, attributes);
   const usage = category === 'llm' ? tokenUsage(attributes) : { promptTokens: null, completionTokens: null };
   // Built field by field from checked parts, so it is a SpanInput without a second, deep parse
@@ -84,7 +85,7 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
     events: otlp.events.map((event) => ({
       name: event.name,
       timeMs: event.timeUnixNano === '0' ? startMs : nanosToMs(event.timeUnixNano),
-      attributes: withoutCredentials(event.attributes),
+      attributes: scrubSecrets(event.attributes) as Attributes,
     })),
     ...usage,
   };
@@ -200,46 +201,4 @@ function firstCount(attributes: Attributes, keys: readonly string[]): number | n
   return null;
 }
 
-// ---- Credentials ----
-
-const CREDENTIAL_WORDS = new Set(['authorization', 'password', 'passwd', 'secret', 'secrets', 'cookie', 'cookies', 'apikey', 'credential', 'credentials']);
-/** `token` is a credential (`access_token`, `x-auth-token`) except where it counts or lists tokens. */
-const TOKEN_ACCOUNTING_WORDS = new Set(['count', 'counts', 'ids', 'id', 'logprobs', 'usage', 'type', 'limit']);
-
-/**
- * Whether an attribute key names a credential. Keys are split into words (separators and camelCase)
- * so that `gen_ai.usage.input_tokens` or `llm.token_count.prompt` stay while `x-api-key`, `apiKey`,
- * `http.request.header.authorization` and `auth_token` go.
- */
-export function isCredentialKey(key: string): boolean {
-  let known = credentialKeys.get(key);
-  if (known === undefined) {
-    known = classifyKey(key);
-    // Attribute keys repeat across spans: remember them, within a bound.
-    if (credentialKeys.size >= 10_000) credentialKeys.clear();
-    credentialKeys.set(key, known);
-  }
-  return known;
-}
-
-const credentialKeys = new Map<string, boolean>();
-
-function classifyKey(key: string): boolean {
-  const words = key.replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase().split(/[^a-z0-9]+/).filter(Boolean);
-  return words.some((word, i) => {
-    if (CREDENTIAL_WORDS.has(word)) return true;
-    if ((word === 'api' || word === 'private') && words[i + 1] === 'key') return true;
-    return word === 'token' && !TOKEN_ACCOUNTING_WORDS.has(words[i + 1] ?? '');
-  });
-}
-
-/** Drops credential-named keys at every depth (a kvlist of HTTP headers hides them one level down). */
-function withoutCredentials(attributes: Attributes): Attributes {
-  return Object.fromEntries(Object.entries(attributes).filter(([key]) => !isCredentialKey(key)).map(([key, value]) => [key, scrubNested(value)]));
-}
-
-function scrubNested(value: Json): Json {
-  if (Array.isArray(value)) return value.map(scrubNested);
-  if (value !== null && typeof value === 'object') return withoutCredentials(value);
-  return value;
-}
+export { isCredentialKey } from '../secrets';

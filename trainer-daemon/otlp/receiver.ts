@@ -5,7 +5,7 @@
  */
 import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import type { SpanInput } from '../protocol';
-import { errorMessage } from '../errors';
+import { errorMessage, OverloadedError } from '../errors';
 import type { WriteQueue } from '../store/writeQueue';
 import { decodeTraceRequest } from './decode';
 import { normalizeTraceRequest } from './normalize';
@@ -61,15 +61,19 @@ export class OtlpReceiver {
       else byRollout.set(target, [span]);
     }
     let stored = 0;
+    let overloaded: unknown;
     await Promise.all(
       [...byRollout].map(async ([rolloutId, list]) => {
         try {
           stored += (await this.writes.submitSpans(rolloutId, list)).length;
         } catch (error) {
+          if (error instanceof OverloadedError) overloaded = error;
           problems.push(`${list.length} span(s) for rollout ${rolloutId}: ${errorMessage(error)}`);
         }
       }),
     );
+    // Nothing stored because the daemon is busy: a 503 makes the exporter retry the batch later.
+    if (stored === 0 && overloaded) throw overloaded;
     const rejectedCount = spans.length + rejected.length - stored;
     const protobuf = !(contentType ?? '').toLowerCase().includes('json');
     return { ...encodeResponse(protobuf, rejectedCount, problems.slice(0, 5).join('; ')), stored, rejected: rejectedCount };

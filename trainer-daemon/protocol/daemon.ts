@@ -14,9 +14,17 @@ export const ReadyMessage = z.object({
 });
 export type ReadyMessage = z.infer<typeof ReadyMessage>;
 
-/** `.lightning/daemon.json`. The token itself lives in `tokenFile`, readable by the owner only. */
+/** A daemon URL: http on a loopback address, never anywhere else (the token is sent to it). */
+export const LoopbackUrl = z
+  .string()
+  .regex(/^http:\/\/(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}$/, 'must be http://127.0.0.1:PORT, http://localhost:PORT or http://[::1]:PORT');
+
+/**
+ * `.lightning/daemon.json`. The token itself lives in `daemon.token` beside it, readable by the
+ * owner only; `tokenFile` names it for people reading the file, readers never follow it.
+ */
 export const DiscoveryFile = z.object({
-  url: z.string().url(),
+  url: LoopbackUrl,
   pid: z.number().int().positive(),
   store: z.string(),
   tokenFile: z.string(),

@@ -90,7 +90,7 @@ export type CreateRolloutParams = z.input<typeof CreateRolloutParams>;
 
 export const StartAgentRunParams = CreateRolloutParams.extend({
   /** Where this rollout's LLM calls go: the user's own OPENAI_BASE_URL, or null for the daemon's upstream. */
-  upstream: z.string().url('upstream must be an http(s) URL').nullable().default(null),
+  upstream: z.string().regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:11434/v1').nullable().default(null),
   /**
    * Ask the serving engine for exact token ids and logprobs on every chat/completions call
    * (vLLM's `return_token_ids`, OpenAI's `logprobs`): what training a local model needs.

@@ -4,6 +4,7 @@
  */
 import crypto from 'node:crypto';
 import type { Database, Statement } from 'better-sqlite3';
+import { scrubText } from '../secrets';
 
 export interface AgentKeyRecord {
   readonly rolloutId: string;
@@ -25,7 +26,23 @@ export function hashAgentKey(key: string): string {
   return crypto.createHash('sha256').update(key).digest('hex');
 }
 
+/**
+ * The upstream as the store keeps it: without user:password or secret-looking query values. An
+ * upstream that had them is kept exactly in memory only, for this daemon's lifetime.
+ */
+function storableUpstream(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.username = '';
+    parsed.password = '';
+    return scrubText(parsed.toString());
+  } catch {
+    return url;
+  }
+}
+
 export class AgentKeyRepository {
+  private readonly exactUpstreams = new Map<string, string>();
   private readonly insert: Statement;
   private readonly byHash: Statement<[string], { rollout_id: string; upstream: string | null; token_ids: number }>;
 
@@ -37,12 +54,17 @@ export class AgentKeyRepository {
   /** Issues a key for the rollout; must run inside a transaction. Returns the key itself (never stored). */
   issue(rolloutId: string, options: AgentKeyOptions, now = Date.now()): string {
     const key = newAgentKey();
-    this.insert.run(hashAgentKey(key), rolloutId, options.upstream, options.tokenIds ? 1 : 0, now);
+    const stored = options.upstream === null ? null : storableUpstream(options.upstream);
+    this.insert.run(hashAgentKey(key), rolloutId, stored, options.tokenIds ? 1 : 0, now);
+    if (options.upstream !== stored && options.upstream !== null) {
+      this.exactUpstreams.set(rolloutId, options.upstream);
+      if (this.exactUpstreams.size > 10_000) this.exactUpstreams.delete(this.exactUpstreams.keys().next().value!);
+    }
     return key;
   }
 
   find(key: string): AgentKeyRecord | undefined {
     const row = this.byHash.get(hashAgentKey(key));
-    return row ? { rolloutId: row.rollout_id, upstream: row.upstream, tokenIds: row.token_ids === 1 } : undefined;
+    return row ? { rolloutId: row.rollout_id, upstream: this.exactUpstreams.get(row.rollout_id) ?? row.upstream, tokenIds: row.token_ids === 1 } : undefined;
   }
 }

@@ -16,6 +16,7 @@ import {
   type Json,
 } from '../protocol';
 import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../errors';
+import { scrubArgv } from '../secrets';
 
 /** Which statuses each status may move to. failed/timeout → queued is a retry (attempts permitting). */
 export const TRANSITIONS: Readonly<Record<RolloutStatus, readonly RolloutStatus[]>> = {
@@ -144,7 +145,7 @@ export class RolloutRepository {
       task_input: params.task ? JSON.stringify(params.task.input) : null,
       dataset_id: params.datasetId,
       batch_id: params.batchId,
-      source: JSON.stringify(params.source),
+      source: JSON.stringify(params.source.kind === 'command' ? { ...params.source, argv: scrubArgv(params.source.argv) } : params.source),
       resources_version: params.resourcesVersion,
       max_attempts: params.maxAttempts,
       now,

@@ -10,12 +10,12 @@
  * daemon's memory growing without limit.
  */
 import type { SpanInput } from '../protocol';
-import { LightningError } from '../errors';
+import { OverloadedError } from '../errors';
 import type { Logger } from '../log';
 import type { SpanBatchOutcome, StoredSpanResult } from './spans';
 import type { Store } from './store';
 
-export class OverloadedError extends LightningError {}
+export { OverloadedError };
 
 /** Past this many queued spans a commit is worth making at once: the span window is for small writes. */
 const SPAN_WINDOW_UNITS = 256;

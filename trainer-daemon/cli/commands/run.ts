@@ -57,9 +57,27 @@ async function connect(storeFile: string): Promise<{ client: RpcClient; close: (
     client,
     close: async () => {
       client.dispose();
+      await untilAlone(daemon);
       await daemon.stop();
     },
   };
+}
+
+/**
+ * Other commands find this run's daemon through the discovery files (parallel `lightning run`s,
+ * `lightning rollouts`): it stays up until the last of them has gone.
+ */
+async function untilAlone(daemon: Daemon): Promise<void> {
+  const started = Date.now();
+  let told = false;
+  // Our own client's socket closes asynchronously: wait for it as well.
+  while (daemon.rpcConnections > 0) {
+    if (!told && Date.now() - started > 2_000) {
+      process.stderr.write(`lightning: this run's daemon serves ${daemon.rpcConnections} other client(s); waiting for them to finish\n`);
+      told = true;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 function finalStatus(code: number | null, signal: NodeJS.Signals | null, interrupted: boolean): { to: RolloutStatus; error: string | null } {
@@ -84,8 +102,10 @@ export function registerRun(program: Command): void {
     .passThroughOptions()
     .action(async (argv: string[], options: RunOptions) => {
       const task = parseTask(options);
-      const upstream = userUpstream(process.env) ?? (options.upstream ? parseUpstream(options.upstream) : null);
+      const own = userUpstream(process.env);
+      const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
       const { client, close } = await connect(resolveStore(options));
+      let report: (() => void) | undefined;
       try {
         const { rollout, url } = await client.request('startAgentRun', {
           mode: options.mode,
@@ -99,11 +119,13 @@ export function registerRun(program: Command): void {
         const outcome = await runChild(argv, env);
         const final = outcome.spawnError ? { to: 'failed' as const, error: outcome.spawnError } : finalStatus(outcome.code, outcome.signal, outcome.interrupted);
         const finished = await client.request('transitionRollout', { id: rollout.id, ...final, exitCode: outcome.code });
-        reportFinished(finished, outcome.spawnError);
+        report = () => reportFinished(finished, outcome.spawnError);
         process.exitCode = outcome.code ?? 128 + (outcome.signal ? (os.constants.signals[outcome.signal] ?? 0) : 1);
       } finally {
         await close();
       }
+      // Last, so that the JSON line is the last line on stderr.
+      report?.();
     });
 }
 

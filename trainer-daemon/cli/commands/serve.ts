@@ -2,19 +2,21 @@
 import type { Command } from 'commander';
 import { Daemon, DEFAULT_UPSTREAM, upstreamFromEnv } from '../../daemon';
 import { InvalidInputError } from '../../errors';
+import { redactUrl } from '../../secrets';
 import { createLogger } from '../../log';
 import { storeOption, type GlobalOptions } from '../options';
 
-const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
+/** The loopback names the daemon also accepts as Host (server/http.ts). */
+const LOOPBACK = /^(127\.0\.0\.1|::1|localhost)$/;
 
-export function parseUpstream(value: string): string {
+export function parseUpstream(value: string, what = '--upstream'): string {
   let url: URL;
   try {
     url = new URL(value);
   } catch {
-    throw new InvalidInputError(`--upstream ${value}: not a URL (expected e.g. http://127.0.0.1:11434/v1)`);
+    throw new InvalidInputError(`${what} ${redactUrl(value)}: not a URL (expected e.g. http://127.0.0.1:11434/v1)`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`--upstream ${value}: expected an http(s) URL`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`${what} ${redactUrl(value)}: expected an http(s) URL such as http://127.0.0.1:11434/v1`);
   return value.replace(/\/+$/, '');
 }
 
@@ -28,7 +30,7 @@ export function registerServe(program: Command): void {
     .option('--upstream <url>', `OpenAI-compatible base URL for agents without their own OPENAI_BASE_URL (env LIGHTNING_UPSTREAM_URL; default ${DEFAULT_UPSTREAM}); the key comes from LIGHTNING_UPSTREAM_API_KEY`)
     .action(async (options: GlobalOptions & { host: string; port: string; upstream?: string }) => {
       if (!LOOPBACK.test(options.host)) {
-        throw new InvalidInputError(`--host ${options.host}: the daemon binds loopback addresses only (127.0.0.1, ::1, localhost)`);
+        throw new InvalidInputError(`--host ${options.host}: the daemon binds loopback only: 127.0.0.1, ::1 or localhost`);
       }
       const port = Number(options.port);
       if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new InvalidInputError(`--port ${options.port}: expected a port number 0..65535`);
