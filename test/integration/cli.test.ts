@@ -134,7 +134,7 @@ describe('lightning CLI without a store', () => {
     assert.match(list.stderr, /no store at .*lightning serve/);
     const help = await runCli(['--help'], { cwd });
     assert.equal(help.code, 0);
-    for (const command of ['serve', 'rollouts', 'show', 'reward']) {
+    for (const command of ['serve', 'run', 'rollouts', 'show', 'reward', 'demo']) {
       assert.match(help.stdout, new RegExp(`^  ${command}\\b`, 'm'));
       const sub = await runCli([command, '--help'], { cwd });
       assert.equal(sub.code, 0, `${command} --help`);

@@ -7,6 +7,7 @@ import { registerRollouts } from './commands/rollouts';
 import { registerRun } from './commands/run';
 import { registerServe } from './commands/serve';
 import { registerShow } from './commands/show';
+import { runDemo } from '../demo/main';
 import { EXIT_CODES_HELP, ExitCode, exitCodeFor } from './exitCodes';
 
 export function buildProgram(): Command {
@@ -22,6 +23,10 @@ export function buildProgram(): Command {
   registerRollouts(program);
   registerShow(program);
   registerReward(program);
+  program
+    .command('demo')
+    .description('record a sample agent offline in .lightning/store.db (what `npm run demo` runs): no API key, no GPU, no download')
+    .action(() => runDemo());
   for (const command of program.commands) command.exitOverride().addHelpText('after', EXIT_CODES_HELP);
   return program;
 }

@@ -23,6 +23,7 @@ const TASKS = [
   { id: 'mul-2', question: 'What is 25 times 25?', answer: 625 },
 ];
 
+/** The checkout (dist/ and trainer-daemon/ live under it): both bundles sit in dist/. */
 const root = path.resolve(__dirname, '..');
 const cli = path.join(root, 'dist', 'cli.js');
 const agent = path.join(root, 'trainer-daemon', 'demo', 'sample-agent.mjs');
@@ -41,7 +42,7 @@ function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | n
   });
 }
 
-async function main(): Promise<void> {
+export async function runDemo(): Promise<void> {
   say('Lightning demo: record a tool-using agent, offline.');
   say(`  store        ${store}`);
   const model = await startDemoModel();
@@ -89,7 +90,4 @@ async function main(): Promise<void> {
   say('Annotate one:  npx lightning reward <id> 0 --comment "wrong tool"');
 }
 
-main().catch((error: unknown) => {
-  process.stderr.write(`demo failed: ${error instanceof Error ? error.message : String(error)}\n`);
-  process.exitCode = 1;
-});
+
