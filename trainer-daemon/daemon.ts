@@ -5,7 +5,7 @@
  */
 import path from 'node:path';
 import type { DaemonInfo, ReadyMessage } from './protocol';
-import { assertStoreFree, removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
+import { acquireStoreLock, removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
 import type { Logger } from './log';
 import { createHandlers } from './rpc/handlers';
 import { ChangeNotifier } from './rpc/notifier';
@@ -52,13 +52,20 @@ export class Daemon {
     readonly info: DaemonInfo,
     readonly url: string,
     private readonly logger: Logger,
+    private readonly releaseLock: () => void,
   ) {}
 
   static async start(options: DaemonOptions): Promise<Daemon> {
     const storeFile = path.resolve(options.storeFile);
     const logger = options.logger;
-    assertStoreFree(storeFile);
-    const store = Store.open(storeFile);
+    const releaseLock = acquireStoreLock(storeFile);
+    let store: Store;
+    try {
+      store = Store.open(storeFile);
+    } catch (error) {
+      releaseLock();
+      throw error;
+    }
     let http: DaemonHttpServer | undefined;
     try {
       const token = newToken();
@@ -85,13 +92,14 @@ export class Daemon {
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       baseUrl = url;
-      const daemon = new Daemon(store, writes, notifier, rpc, http, token, info, url, logger);
+      const daemon = new Daemon(store, writes, notifier, rpc, http, token, info, url, logger, releaseLock);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
       return daemon;
     } catch (error) {
       http?.close();
       store.close();
+      releaseLock();
       throw error;
     }
   }
@@ -119,6 +127,7 @@ export class Daemon {
       this.rpc.dispose();
       this.http.close();
       this.store.close();
+      this.releaseLock();
       this.logger.info('daemon stopped');
     })();
     return this.stopping;

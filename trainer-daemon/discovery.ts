@@ -67,6 +67,33 @@ export function newToken(): string {
   return crypto.randomBytes(32).toString('base64url');
 }
 
+/**
+ * Takes the store's daemon lock (`daemon.lock`, created exclusively, holding our pid): of several
+ * daemons starting at once, exactly one gets it. A lock left by a dead process is taken over.
+ * Returns the function that releases it.
+ */
+export function acquireStoreLock(storeFile: string): () => void {
+  const lock = path.join(path.dirname(path.resolve(storeFile)), 'daemon.lock');
+  fs.mkdirSync(path.dirname(lock), { recursive: true });
+  for (let attempt = 0; attempt < 3; attempt += 1) {
+    try {
+      fs.writeFileSync(lock, String(process.pid), { flag: 'wx', mode: 0o600 });
+      return () => {
+        if (fs.readFileSync(lock, 'utf8') === String(process.pid)) fs.rmSync(lock, { force: true });
+      };
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      const holder = Number(fs.readFileSync(lock, 'utf8'));
+      if (Number.isInteger(holder) && holder > 0 && isProcessAlive(holder)) {
+        const owner = findDaemon(storeFile);
+        throw new ConflictError(`another Lightning daemon (pid ${holder}${owner ? `, ${owner.info.url}` : ''}) already owns ${storeFile}; stop it or use --store`);
+      }
+      fs.rmSync(lock, { force: true });
+    }
+  }
+  throw new ConflictError(`could not take the lock on ${storeFile}; is another daemon starting?`);
+}
+
 /** Refuses when another live daemon owns the store. */
 export function assertStoreFree(storeFile: string): void {
   const existing = findDaemon(storeFile);

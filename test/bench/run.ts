@@ -14,6 +14,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { CLI, startDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
 import { fmt, median, printTable, rows } from './table';
+import { lightningRlBenchmark } from './lightningrl';
 import { otlpBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
 
@@ -252,6 +253,7 @@ async function main(): Promise<void> {
   seedLargeStore(large, 100_000);
   await listOverRpc(large);
   await readyTime(large);
+  lightningRlBenchmark(work);
   if (!process.argv.includes('--store-only')) {
     await otlpBenchmark(work);
     await proxyBenchmarks(work);

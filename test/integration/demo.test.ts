@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import { Transition } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
-import { REPO_ROOT } from '../helpers/daemon';
+import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { tempDir } from '../helpers/tmp';
 
 test('npm run demo records the sample agent offline: six rollouts, their LLM calls, agent and human rewards', async (t) => {
@@ -32,4 +34,24 @@ test('npm run demo records the sample agent offline: six rollouts, their LLM cal
   assert.deepEqual(rewards.map((r) => r.source), ['agent', 'human']);
   const spans = store.getRolloutDetail(rollouts[1]!.id).spans;
   assert.equal(spans[0]!.attributes['gen_ai.response.model'], 'lightning-demo-rules-v1');
+
+  // The recorded rollouts become training data.
+  const file = path.join(cwd, 'transitions.jsonl');
+  const exported = await runCli(['export', '--out', file], { cwd });
+  assert.equal(exported.code, 0, exported.stderr);
+  const summary = JSON.parse(exported.stdout) as { transitions: number; exported: number; singletonGroups: number };
+  assert.deepEqual([summary.exported, summary.transitions, summary.singletonGroups], [6, 12, 6]);
+  const lines = fs.readFileSync(file, 'utf8').trim().split('\n').map((line) => Transition.parse(JSON.parse(line)));
+  assert.deepEqual(lines.map((l) => l.step), [0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
+  assert.ok(lines.every((l) => l.reward === 1 && l.advantage === 0), 'one rollout per task: GRPO has nothing to compare');
+  const chat = path.join(cwd, 'chat.jsonl');
+  assert.equal((await runCli(['export', '--format', 'chat', '--out', chat, '--min-reward', '1'], { cwd })).code, 0);
+  const example = JSON.parse(fs.readFileSync(chat, 'utf8').split('\n')[1]!) as { messages: Array<{ role: string; content: string | null }> };
+  assert.deepEqual(example.messages.map((m) => m.role), ['system', 'user', 'assistant', 'tool', 'assistant']);
+  assert.equal(example.messages.at(-1)!.content, 'The answer is 68.');
+  const bad = await runCli(['export', '--out', path.join(cwd, 'x.jsonl'), '--agent', '(unclosed'], { cwd });
+  assert.equal(bad.code, 2);
+  assert.match(bad.stderr, /--agent \(unclosed: not a regular expression/);
+  assert.ok(!fs.existsSync(path.join(cwd, 'x.jsonl')), 'a failed export writes nothing');
+  assert.deepEqual(fs.readdirSync(cwd).filter((name) => name.endsWith('.tmp')), []);
 });

@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { errorMessage } from '../errors';
 import { VERSION } from '../version';
+import { registerExport } from './commands/export';
 import { registerReward } from './commands/reward';
 import { registerRollouts } from './commands/rollouts';
 import { registerRun } from './commands/run';
@@ -23,6 +24,7 @@ export function buildProgram(): Command {
   registerRollouts(program);
   registerShow(program);
   registerReward(program);
+  registerExport(program);
   program
     .command('demo')
     .description('record a sample agent offline in .lightning/store.db (what `npm run demo` runs): no API key, no GPU, no download')

@@ -3,4 +3,5 @@ export * from './records';
 export * from './rpc';
 export * from './daemon';
 export * from './agentEnv';
+export * from './lightningrl';
 export * from './validation';

@@ -39,6 +39,7 @@ export class RewardRepository {
   private readonly insert: Statement;
   private readonly byId: Statement<[number | bigint], RewardRow>;
   private readonly ofRollout: Statement<[string], RewardRow>;
+  private readonly ofMany: Statement<[string], RewardRow>;
   private readonly spanExists: Statement<[string, string], { one: number }>;
 
   constructor(db: Database) {
@@ -46,6 +47,7 @@ export class RewardRepository {
       VALUES (@rolloutId, @spanId, @name, @value, @source, @author, @comment, @reason, @now)`);
     this.byId = db.prepare('SELECT * FROM rewards WHERE id = ?');
     this.ofRollout = db.prepare('SELECT * FROM rewards WHERE rollout_id = ? ORDER BY id');
+    this.ofMany = db.prepare('SELECT * FROM rewards WHERE rollout_id IN (SELECT value FROM json_each(?)) ORDER BY id');
     this.spanExists = db.prepare('SELECT 1 AS one FROM spans WHERE rollout_id = ? AND span_id = ?');
   }
 
@@ -62,5 +64,12 @@ export class RewardRepository {
 
   list(rolloutId: string): Reward[] {
     return this.ofRollout.all(rolloutId).map(rowToReward);
+  }
+
+  /** The rewards of many rollouts in one query, by rollout, oldest first. */
+  listMany(rolloutIds: readonly string[]): Map<string, Reward[]> {
+    const byRollout = new Map<string, Reward[]>(rolloutIds.map((id) => [id, []]));
+    for (const row of this.ofMany.all(JSON.stringify(rolloutIds))) byRollout.get(row.rollout_id)!.push(rowToReward(row));
+    return byRollout;
   }
 }

@@ -110,6 +110,7 @@ export class SpanRepository {
   private readonly insert: Statement;
   private readonly bump: Statement;
   private readonly ofRollout: Statement<[string], SpanRow>;
+  private readonly ofMany: Statement<[string, string], SpanRow>;
   private readonly twinsOf: Statement<[string, string], TwinRow>;
   private readonly demote: Statement;
 
@@ -128,6 +129,8 @@ export class SpanRepository {
     this.bump = db.prepare(`UPDATE rollouts SET span_count = span_count + ?, llm_calls = llm_calls + ?,
       prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, updated_at = ? WHERE id = ?`);
     this.ofRollout = db.prepare('SELECT * FROM spans WHERE rollout_id = ? ORDER BY sequence');
+    this.ofMany = db.prepare(`SELECT * FROM spans WHERE rollout_id IN (SELECT value FROM json_each(?))
+      AND category IN (SELECT value FROM json_each(?)) ORDER BY rollout_id, sequence`);
   }
 
   /** Stores one rollout's spans; must run inside a transaction. Throws only for an unknown rollout. */
@@ -186,5 +189,13 @@ export class SpanRepository {
 
   list(rolloutId: string): Span[] {
     return this.ofRollout.all(rolloutId).map(rowToSpan);
+  }
+
+  /** The spans of many rollouts in one query, by rollout, in sequence order. */
+  listMany(rolloutIds: readonly string[], categories: readonly Span['category'][]): Map<string, Span[]> {
+    const rows = this.ofMany.all(JSON.stringify(rolloutIds), JSON.stringify(categories));
+    const byRollout = new Map<string, Span[]>(rolloutIds.map((id) => [id, []]));
+    for (const row of rows) byRollout.get(row.rollout_id)!.push(rowToSpan(row));
+    return byRollout;
   }
 }

@@ -121,6 +121,23 @@ export class Store {
     })) as RolloutDetail;
   }
 
+  /**
+   * Every rollout matching `filter`, oldest first, with the spans LightningRL reads (llm, agent,
+   * reward, and the `other` twins that carry agent parents) and the rewards — a page at a time,
+   * each page in three queries.
+   */
+  *trajectories(filter: Omit<ListRolloutsParams, 'cursor' | 'limit' | 'order'>): Generator<Trajectory> {
+    let cursor: string | undefined;
+    do {
+      const page = this.listRollouts({ ...filter, order: 'oldest', limit: 500, cursor });
+      const ids = page.items.map((r) => r.id);
+      const spans = this.spans.listMany(ids, ['llm', 'agent', 'reward', 'other']);
+      const rewards = this.rewards.listMany(ids);
+      for (const rollout of page.items) yield { rollout, spans: spans.get(rollout.id)!, rewards: rewards.get(rollout.id)! };
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+  }
+
   listRollouts(params: ListRolloutsParams): RolloutPage {
     return this.rollouts.list(ListRolloutsParams.parse(params));
   }
@@ -269,6 +286,12 @@ export class Store {
     if (pending && pending.rollouts.length > 0) this.afterCommit([...new Set(pending.rollouts)], pending.spans);
     return outcomes;
   }
+}
+
+export interface Trajectory {
+  readonly rollout: Rollout;
+  readonly spans: Span[];
+  readonly rewards: Reward[];
 }
 
 export { LATEST_SCHEMA_VERSION };

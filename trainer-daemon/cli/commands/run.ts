@@ -10,7 +10,7 @@ import { Option, type Command } from 'commander';
 import { instrumentationEnv, Json, RolloutMode, userUpstream, type Rollout, type RolloutStatus } from '../../protocol';
 import { Daemon, upstreamFromEnv } from '../../daemon';
 import { findDaemon } from '../../discovery';
-import { errorMessage, InvalidInputError } from '../../errors';
+import { ConflictError, errorMessage, InvalidInputError } from '../../errors';
 import { createLogger } from '../../log';
 import { RpcClient } from '../../rpc/client';
 import { resolveStore, storeOption, type GlobalOptions } from '../options';
@@ -38,13 +38,26 @@ function parseTask(options: RunOptions): { id?: string; input: Json } | null {
   return { ...(options.taskId ? { id: options.taskId } : {}), input };
 }
 
-/** Connects to the store's daemon, or starts one in this process (stopped when the run ends). */
+/**
+ * Connects to the store's daemon, or starts one in this process (stopped when the run ends). Runs
+ * started at the same moment race to start it: the losers use the winner's.
+ */
 async function connect(storeFile: string): Promise<{ client: RpcClient; close: () => Promise<void> }> {
-  const running = findDaemon(storeFile);
-  if (running) {
-    const client = await RpcClient.connect(running.info.url, running.token);
-    return { client, close: async () => client.dispose() };
+  for (let attempt = 0; ; attempt += 1) {
+    const running = findDaemon(storeFile);
+    if (running) {
+      const client = await RpcClient.connect(running.info.url, running.token);
+      return { client, close: async () => client.dispose() };
+    }
+    try {
+      return await startOwnDaemon(storeFile);
+    } catch (error) {
+      if (!(error instanceof ConflictError) || attempt >= 5) throw error;
+    }
   }
+}
+
+async function startOwnDaemon(storeFile: string): Promise<{ client: RpcClient; close: () => Promise<void> }> {
   const daemon = await Daemon.start({
     storeFile,
     host: '127.0.0.1',

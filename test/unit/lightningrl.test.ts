@@ -1,0 +1,150 @@
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, test } from 'node:test';
+import { AdvantageOptions, RewardPolicy, Transition, type Reward, type SpanInput } from '../../trainer-daemon/protocol';
+import { extractCalls, repairParents } from '../../trainer-daemon/lightningrl/adapter';
+import { creditRewards, episodeReward, rolloutAdvantages } from '../../trainer-daemon/lightningrl/credit';
+import { buildTransitions, toChatExample } from '../../trainer-daemon/lightningrl/transitions';
+import { Store } from '../../trainer-daemon/store/store';
+import { hex, llmSpan } from '../helpers/spans';
+import { tempDir } from '../helpers/tmp';
+
+const policy = RewardPolicy.parse({});
+let nextRewardId = 1;
+function reward(value: number, source: Reward['source'], extra: Partial<Reward> = {}): Reward {
+  return { id: nextRewardId++, rolloutId: 'r', spanId: null, name: 'reward', value, source, author: null, comment: null, reason: null, createdAt: 0, ...extra };
+}
+
+describe('LightningRL: episode reward policy', () => {
+  test('latest human annotation, else latest agent reward, else latest automatic; missing → excluded or filled', () => {
+    assert.equal(episodeReward([reward(0.2, 'agent'), reward(1, 'human'), reward(0.4, 'agent'), reward(0, 'human')], policy), 0);
+    assert.equal(episodeReward([reward(0.2, 'agent'), reward(0.7, 'judge'), reward(0.4, 'agent')], policy), 0.4);
+    assert.equal(episodeReward([reward(0.7, 'judge'), reward(0.6, 'rule')], policy), 0.6);
+    assert.equal(episodeReward([reward(1, 'human', { spanId: 'aaaaaaaaaaaaaaaa' }), reward(1, 'human', { name: 'style' })], policy), null, 'step and other-dimension rewards are not the episode reward');
+    assert.equal(episodeReward([], RewardPolicy.parse({ missing: 'fill', fillValue: -1 })), -1);
+  });
+});
+
+describe('LightningRL: credit assignment (hand-computed)', () => {
+  test('identical gives R to every call (the paper)', () => {
+    assert.deepEqual(creditRewards(2, [0, 0, 0], { kind: 'identical' }), [2, 2, 2]);
+  });
+  test('discounted gives γ^(T−t)·R', () => {
+    assert.deepEqual(creditRewards(1, [0, 0, 0], { kind: 'discounted', gamma: 0.5 }), [0.25, 0.5, 1]);
+  });
+  test('step gives each call its step reward, the last one also R', () => {
+    assert.deepEqual(creditRewards(1, [0.5, 0, -0.25], { kind: 'step' }), [0.5, 0, 0.75]);
+  });
+});
+
+describe('LightningRL: advantages (hand-computed)', () => {
+  const grpo = AdvantageOptions.parse({});
+  test('GRPO: (R − mean)/(std + ε) per task group, one value per rollout', () => {
+    const { advantages, stats } = rolloutAdvantages([
+      { id: 'a', group: 't1', reward: 1 }, { id: 'b', group: 't1', reward: 0 }, { id: 'c', group: 't1', reward: 0 }, { id: 'd', group: 't1', reward: 1 },
+      { id: 'e', group: 't2', reward: 3 }, { id: 'f', group: 't2', reward: 1 },
+    ], grpo);
+    // t1: mean 0.5, std 0.5 → ±1; t2: mean 2, std 1 → ±1.
+    for (const [id, expected] of [['a', 1], ['b', -1], ['c', -1], ['d', 1], ['e', 1], ['f', -1]] as const) {
+      assert.ok(Math.abs(advantages!.get(id)! - expected) < 1e-5, `${id}: ${advantages!.get(id)}`);
+    }
+    const t1 = ['a', 'b', 'c', 'd'].reduce((sum, id) => sum + advantages!.get(id)!, 0);
+    assert.ok(Math.abs(t1) < 1e-9, 'normalized advantages of a group sum to ~0');
+    assert.deepEqual(stats, { singletonGroups: 0, zeroVarianceGroups: 0 });
+  });
+  test('groups of one and all-equal groups get 0 (not NaN) and are reported', () => {
+    const { advantages, stats } = rolloutAdvantages([{ id: 'a', group: 't1', reward: 1 }, { id: 'b', group: 't2', reward: 1 }, { id: 'c', group: 't2', reward: 1 }, { id: 'd', group: null, reward: 5 }], grpo);
+    assert.deepEqual([...advantages!.values()], [0, 0, 0, 0]);
+    assert.deepEqual(stats, { singletonGroups: 2, zeroVarianceGroups: 1 });
+  });
+  test('without std normalization, baseline and none', () => {
+    const rollouts = [{ id: 'a', group: 't', reward: 3 }, { id: 'b', group: 't', reward: 1 }, { id: 'c', group: 'u', reward: 2 }];
+    const raw = rolloutAdvantages(rollouts, AdvantageOptions.parse({ normalizeStd: false })).advantages!;
+    assert.deepEqual([raw.get('a'), raw.get('b'), raw.get('c')], [1, -1, 0]);
+    const baseline = rolloutAdvantages(rollouts, AdvantageOptions.parse({ kind: 'baseline' })).advantages!;
+    assert.deepEqual([baseline.get('a'), baseline.get('b'), baseline.get('c')], [1, -1, 0]);
+    assert.equal(rolloutAdvantages(rollouts, AdvantageOptions.parse({ kind: 'none' })).advantages, null);
+  });
+});
+
+function stored(spans: SpanInput[]) {
+  return spans.map((span, i) => ({ ...span, rolloutId: 'r', attempt: 1, sequence: i + 1 }));
+}
+
+describe('LightningRL: the adapter', () => {
+  const trace = hex(16);
+  const agent = (name: string, id = hex(8), start = 0, end = 100): SpanInput => llmSpan({ traceId: trace, spanId: id, name: `invoke_agent ${name}`, category: 'agent', startMs: start, endMs: end, attributes: { 'gen_ai.agent.name': name } });
+  const call = (parent: string | null, start: number, extra: Partial<SpanInput> = {}): SpanInput => llmSpan({ traceId: trace, parentSpanId: parent, startMs: start, endMs: start + 1, ...extra });
+
+  test('calls come in sequence order, attributed to their enclosing agent; agentMatch selects agents', () => {
+    const planner = agent('planner');
+    const coder = agent('coder');
+    const spans = stored([planner, call(planner.spanId, 1), coder, call(coder.spanId, 2), call(planner.spanId, 3)]);
+    assert.deepEqual(extractCalls(spans, [], 'reward').map((c) => c.agentName), ['planner', 'coder', 'planner']);
+    assert.deepEqual(extractCalls(spans, [], 'reward', /^cod/).map((c) => [c.agentName, c.span.sequence]), [['coder', 4]]);
+  });
+
+  test('a missing parent is repaired by time: the tightest enclosing span of the trace', () => {
+    const outer = agent('outer', hex(8), 0, 100);
+    const inner = agent('inner', hex(8), 10, 50);
+    const orphan = call('ffffffffffffffff', 20);
+    const parents = repairParents(stored([outer, inner, orphan]));
+    assert.equal(parents.get(orphan.spanId)!.spanId, inner.spanId);
+    assert.equal(extractCalls(stored([outer, inner, orphan]), [], 'reward')[0]!.agentName, 'inner');
+  });
+
+  test('step rewards: annotations on a call (latest human wins), and reward spans after it', () => {
+    const first = call(null, 1);
+    const second = call(null, 2);
+    const rewardSpan = llmSpan({ traceId: trace, category: 'reward', name: 'agentlightning.reward', attributes: { 'agentlightning.reward': 0.25 }, startMs: 3, endMs: 3 });
+    const calls = extractCalls(stored([first, second, rewardSpan]), [
+      reward(0.5, 'agent', { spanId: first.spanId }),
+      reward(1, 'human', { spanId: first.spanId }),
+      reward(0.9, 'agent', { spanId: first.spanId }),
+    ], 'reward');
+    assert.deepEqual(calls.map((c) => c.stepReward), [1, 0.25]);
+  });
+
+  test('a proxy call takes the agent of its OTLP twin (same response id)', () => {
+    const planner = agent('planner');
+    const proxied = call(null, 5, { attributes: { 'lightning.api': 'chat.completions', 'gen_ai.response.id': 'resp-1' } });
+    const twin = call(planner.spanId, 5, { category: 'other', attributes: { 'lightning.same_call_as': proxied.spanId } });
+    assert.deepEqual(extractCalls(stored([planner, proxied, twin]), [], 'reward').map((c) => c.agentName), ['planner']);
+  });
+});
+
+describe('LightningRL: transitions from a store', () => {
+  test('two rollouts of one task: GRPO advantages ±1 broadcast to every call; schema-valid; chat examples', (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    t.after(() => store.close());
+    const request = (content: string) => ({ model: 'm', messages: [{ role: 'user', content }], tools: [{ type: 'function', function: { name: 'calc' } }] });
+    const response = (content: string | null, tools = false) => ({ id: hex(4), choices: [{ index: 0, finish_reason: tools ? 'tool_calls' : 'stop', message: { role: 'assistant', content, ...(tools ? { tool_calls: [{ id: 'c1', type: 'function', function: { name: 'calc', arguments: '{}' } }] } : {}) } }] });
+    for (const [value, answer] of [[1, '4'], [0, '5']] as const) {
+      const { id } = store.createRollout({ task: { id: 'two-plus-two', input: { q: '2+2' } } });
+      store.addSpans({ rolloutId: id, spans: [
+        llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.request': request('2+2?'), 'lightning.response': response(null, true), 'lightning.prompt_token_ids': [1, 2], 'lightning.response_token_ids': [3, 4, 5] } }),
+        llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.request': request('tool said 4'), 'lightning.response': response(answer) } }),
+      ] });
+      store.addReward({ rolloutId: id, value, source: 'agent' });
+    }
+    const unrewarded = store.createRollout({ task: { id: 'other', input: null } }).id;
+    store.addSpans({ rolloutId: unrewarded, spans: [llmSpan()] });
+
+    const { transitions, report } = buildTransitions(store.trajectories({}), { reward: policy, credit: { kind: 'identical' }, advantage: AdvantageOptions.parse({}) });
+    assert.deepEqual({ rollouts: report.rollouts, exported: report.exported, transitions: report.transitions, excludedNoReward: report.excludedNoReward }, { rollouts: 3, exported: 2, transitions: 4, excludedNoReward: 1 });
+    for (const tr of transitions) assert.deepEqual(Transition.parse(tr), tr);
+    assert.deepEqual(transitions.map((tr) => [tr.step, tr.reward, Math.round(tr.advantage * 1e4) / 1e4]), [[0, 1, 1], [1, 1, 1], [0, 0, -1], [1, 0, -1]]);
+    assert.ok(transitions.every((tr) => typeof tr.reward === 'number'), 'every exported sample has a reward');
+    const first = transitions[0]!;
+    assert.deepEqual([first.promptTokenIds, first.responseTokenIds, first.lossMask, first.needsTokenization], [[1, 2], [3, 4, 5], [1, 1, 1], false]);
+    assert.equal(transitions[1]!.needsTokenization, true);
+    assert.equal(transitions[1]!.response.text, '4');
+    const example = toChatExample(first)!;
+    assert.deepEqual(example.messages.map((m) => (m as { role: string }).role), ['user', 'assistant']);
+    assert.equal(((example.messages[1] as { tool_calls: unknown[] }).tool_calls).length, 1);
+    assert.equal(example.tools!.length, 1);
+
+    const best = buildTransitions(store.trajectories({}), { reward: policy, credit: { kind: 'identical' }, advantage: AdvantageOptions.parse({}), minReward: 1 });
+    assert.deepEqual([best.report.exported, best.report.excludedBelowMinReward, best.report.singletonGroups], [1, 1, 1]);
+  });
+});

@@ -1,0 +1,113 @@
+/**
+ * `lightning export`: rollouts → LightningRL transitions (one JSON line per training sample, with
+ * reward and advantage) or OpenAI fine-tuning chat examples. Reads the store directly (a reader
+ * never blocks the daemon in WAL mode) and writes the file atomically: a failed export leaves no
+ * half-written file behind.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { Option, type Command } from 'commander';
+import { AdvantageOptions, CreditOptions, ExportReport, RewardPolicy, RolloutMode, RolloutStatus, Transition, describeIssues } from '../../protocol';
+import { errorMessage, InvalidInputError, NotFoundError } from '../../errors';
+import { buildTransitions, toChatExample } from '../../lightningrl/transitions';
+import { Store } from '../../store/store';
+import { resolveStore, storeOption, type GlobalOptions } from '../options';
+
+interface ExportOptions extends GlobalOptions {
+  format: 'transitions' | 'chat';
+  out: string;
+  status: string;
+  mode?: RolloutMode;
+  label?: string;
+  dataset?: string;
+  batch?: string;
+  agent?: string;
+  minReward?: string;
+  rewardName: string;
+  missingReward: 'exclude' | 'fill';
+  fillValue: string;
+  credit: 'identical' | 'discounted' | 'step';
+  gamma: string;
+  advantage: 'grpo' | 'baseline' | 'none';
+  stdNormalize: boolean;
+}
+
+function number(value: string, flag: string): number {
+  const parsed = Number(value);
+  if (value.trim() === '' || !Number.isFinite(parsed)) throw new InvalidInputError(`${flag} ${value}: not a number`);
+  return parsed;
+}
+
+function parsed<T>(schema: { safeParse(value: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } }, value: unknown, flag: string): T {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new InvalidInputError(`${flag}: ${describeIssues(result.error, '')}`);
+  return result.data;
+}
+
+export function registerExport(program: Command): void {
+  program
+    .command('export')
+    .description('write training data: LightningRL transitions (reward and advantage per LLM call) or OpenAI fine-tuning chat examples')
+    .addOption(storeOption())
+    .addOption(new Option('--format <format>', 'transitions: one training sample per LLM call; chat: OpenAI fine-tuning messages').choices(['transitions', 'chat']).default('transitions'))
+    .requiredOption('--out <file>', 'the JSON-lines file to write')
+    .option('--status <statuses>', 'rollout statuses to include (comma-separated)', 'succeeded,failed,timeout')
+    .addOption(new Option('--mode <mode>', 'only this mode').choices(RolloutMode.options))
+    .option('--label <label>', 'only this label')
+    .option('--dataset <id>', 'only rollouts of this dataset')
+    .option('--batch <id>', 'only rollouts of this batch')
+    .option('--agent <regex>', 'only the LLM calls of agents whose name matches (multi-agent selective training)')
+    .option('--min-reward <r>', 'only rollouts whose episode reward is at least r')
+    .option('--reward-name <name>', 'the reward dimension used as the episode reward', 'reward')
+    .addOption(new Option('--missing-reward <policy>', 'rollouts without an episode reward').choices(['exclude', 'fill']).default('exclude'))
+    .option('--fill-value <r>', 'the reward given with --missing-reward fill', '0')
+    .addOption(new Option('--credit <kind>', 'credit assignment: identical (the paper), discounted, step').choices(['identical', 'discounted', 'step']).default('identical'))
+    .option('--gamma <γ>', 'discount for --credit discounted', '0.9')
+    .addOption(new Option('--advantage <kind>', 'grpo (per task group), baseline (minus the mean), none').choices(['grpo', 'baseline', 'none']).default('grpo'))
+    .option('--no-std-normalize', 'GRPO advantages as R − mean, without dividing by the std')
+    .action(async (options: ExportOptions) => {
+      const statuses = options.status.split(',').map((s) => parsed(RolloutStatus, s.trim(), '--status'));
+      let agentMatch: RegExp | undefined;
+      try {
+        agentMatch = options.agent === undefined ? undefined : new RegExp(options.agent);
+      } catch (error) {
+        throw new InvalidInputError(`--agent ${options.agent}: not a regular expression (${errorMessage(error)})`);
+      }
+      const settings = {
+        reward: parsed(RewardPolicy, { name: options.rewardName, missing: options.missingReward, fillValue: number(options.fillValue, '--fill-value') }, '--reward-name/--missing-reward'),
+        credit: parsed(CreditOptions, options.credit === 'discounted' ? { kind: 'discounted', gamma: number(options.gamma, '--gamma') } : { kind: options.credit }, '--credit/--gamma'),
+        advantage: parsed(AdvantageOptions, { kind: options.advantage, normalizeStd: options.stdNormalize }, '--advantage'),
+        agentMatch,
+        minReward: options.minReward === undefined ? undefined : number(options.minReward, '--min-reward'),
+      };
+      const storeFile = resolveStore(options);
+      if (!fs.existsSync(storeFile)) throw new NotFoundError(`no store at ${storeFile}: record rollouts first (lightning run, npm run demo)`);
+      const store = Store.open(storeFile);
+      let result;
+      try {
+        result = buildTransitions(
+          store.trajectories({ status: statuses, mode: options.mode, label: options.label, datasetId: options.dataset, batchId: options.batch }),
+          settings,
+        );
+      } finally {
+        store.close();
+      }
+      const lines: string[] = [];
+      let skipped = 0;
+      for (const transition of result.transitions) {
+        if (options.format === 'transitions') {
+          lines.push(JSON.stringify(Transition.parse(transition)));
+          continue;
+        }
+        const example = toChatExample(transition);
+        if (example) lines.push(JSON.stringify(example));
+        else skipped += 1;
+      }
+      const out = path.resolve(options.out);
+      const temp = `${out}.${process.pid}.tmp`;
+      fs.writeFileSync(temp, lines.length ? `${lines.join('\n')}\n` : '');
+      fs.renameSync(temp, out);
+      const report = ExportReport.parse(result.report);
+      process.stdout.write(`${JSON.stringify({ event: 'export-finished', out, format: options.format, lines: lines.length, skippedNotChat: skipped, ...report })}\n`);
+    });
+}

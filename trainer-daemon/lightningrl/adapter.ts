@@ -1,0 +1,167 @@
+/**
+ * From a recorded trajectory to its LLM calls, in order, each attributed to the agent that made it
+ * (DESIGN.md, LightningRL step 1). Works for any agent: calls come from the proxy's records
+ * (exact request and response) or from OTLP spans; the span tree gives the enclosing agent, with
+ * missing parents repaired by time containment.
+ */
+import type { Json, Reward, Span } from '../protocol';
+
+type JsonObject = { [key: string]: Json };
+
+export interface LlmCall {
+  readonly span: Span;
+  readonly agentName: string | null;
+  readonly api: string;
+  readonly model: string | null;
+  readonly messages: JsonObject[] | null;
+  readonly input: Json | null;
+  readonly tools: Json[] | null;
+  readonly message: JsonObject | null;
+  readonly output: Json[] | null;
+  readonly text: string | null;
+  readonly promptTokenIds: number[] | null;
+  readonly responseTokenIds: number[] | null;
+  readonly logprobs: number[] | null;
+  /** Step rewards credited to this call (annotations on it, reward spans after it). */
+  stepReward: number;
+}
+
+const AGENT_NAME_KEYS = ['gen_ai.agent.name', 'agent.name', 'ai.telemetry.functionId', 'langgraph.node', 'openinference.agent.name'];
+
+function obj(value: Json | undefined): JsonObject | undefined {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : undefined;
+}
+
+function ints(value: Json | undefined): number[] | null {
+  return Array.isArray(value) && value.every((v) => typeof v === 'number' && Number.isInteger(v)) ? (value as number[]) : null;
+}
+
+function agentNameOf(span: Span): string | null {
+  for (const key of AGENT_NAME_KEYS) {
+    const value = span.attributes[key];
+    if (typeof value === 'string' && value !== '') return value;
+  }
+  return null;
+}
+
+/**
+ * Each span's parent: as recorded, or — when the recorded parent never arrived (an exporter that
+ * dropped it, a crash) — the tightest span of the same trace whose time range contains it.
+ */
+export function repairParents(spans: readonly Span[]): Map<string, Span | null> {
+  const byId = new Map(spans.map((span) => [span.spanId, span]));
+  const parents = new Map<string, Span | null>();
+  for (const span of spans) {
+    const recorded = span.parentSpanId === null ? undefined : byId.get(span.parentSpanId);
+    if (recorded || span.parentSpanId === null) {
+      parents.set(span.spanId, recorded ?? null);
+      continue;
+    }
+    let best: Span | null = null;
+    for (const candidate of spans) {
+      if (candidate === span || candidate.traceId !== span.traceId || candidate.endMs === null || span.endMs === null) continue;
+      if (candidate.startMs > span.startMs || candidate.endMs < span.endMs) continue;
+      if (!best || candidate.endMs - candidate.startMs < best.endMs! - best.startMs) best = candidate;
+    }
+    parents.set(span.spanId, best);
+  }
+  return parents;
+}
+
+/** The nearest enclosing agent's name (or the span's own), walking up the repaired tree. */
+function enclosingAgent(span: Span, parents: ReadonlyMap<string, Span | null>): string | null {
+  const seen = new Set<string>();
+  for (let current: Span | null | undefined = span; current && !seen.has(current.spanId); current = parents.get(current.spanId)) {
+    seen.add(current.spanId);
+    const name = agentNameOf(current);
+    if (name && (current === span || current.category === 'agent')) return name;
+  }
+  return null;
+}
+
+/** Messages from the older flattened GenAI attributes `gen_ai.prompt.N.role/content`. */
+function flattenedMessages(attributes: JsonObject, prefix: 'gen_ai.prompt' | 'gen_ai.completion'): JsonObject[] | null {
+  const messages: JsonObject[] = [];
+  for (let i = 0; `${prefix}.${i}.role` in attributes || `${prefix}.${i}.content` in attributes; i += 1) {
+    messages.push({ role: attributes[`${prefix}.${i}.role`] ?? 'user', content: attributes[`${prefix}.${i}.content`] ?? null });
+  }
+  return messages.length ? messages : null;
+}
+
+function callOf(span: Span, agentName: string | null): LlmCall {
+  const attributes = span.attributes as JsonObject;
+  const request = obj(attributes['lightning.request']);
+  const response = obj(attributes['lightning.response']);
+  const choice = obj(Array.isArray(response?.choices) ? response!.choices[0] : undefined);
+  const message = obj(choice?.message) ?? flattenedMessages(attributes, 'gen_ai.completion')?.[0] ?? null;
+  const output = Array.isArray(response?.output) ? response!.output : null;
+  const content = message?.content;
+  const outputText = output
+    ?.flatMap((item) => (obj(item)?.type === 'message' && Array.isArray(obj(item)!.content) ? (obj(item)!.content as Json[]) : []))
+    .map((part) => String(obj(part)?.text ?? ''))
+    .join('');
+  const logprobContent = obj(choice?.logprobs)?.content;
+  return {
+    span,
+    agentName,
+    api: typeof attributes['lightning.api'] === 'string' ? attributes['lightning.api'] : String(attributes['gen_ai.operation.name'] ?? 'llm'),
+    model: typeof attributes['gen_ai.response.model'] === 'string' ? attributes['gen_ai.response.model'] : typeof attributes['gen_ai.request.model'] === 'string' ? attributes['gen_ai.request.model'] : null,
+    messages: Array.isArray(request?.messages) ? (request!.messages.filter((m) => obj(m)) as JsonObject[]) : flattenedMessages(attributes, 'gen_ai.prompt'),
+    input: request?.input ?? request?.prompt ?? null,
+    tools: Array.isArray(request?.tools) ? request!.tools : null,
+    message,
+    output,
+    text: typeof content === 'string' ? content : typeof choice?.text === 'string' ? choice.text : outputText || null,
+    promptTokenIds: ints(attributes['lightning.prompt_token_ids']),
+    responseTokenIds: ints(attributes['lightning.response_token_ids']),
+    logprobs: Array.isArray(logprobContent) ? logprobContent.map((entry) => Number(obj(entry)?.logprob ?? Number.NaN)).filter(Number.isFinite) : null,
+    stepReward: 0,
+  };
+}
+
+function rewardSpanValue(span: Span): number | null {
+  for (const key of ['agentlightning.reward', 'agentlightning.reward.value', 'reward', 'reward.value']) {
+    const value = span.attributes[key];
+    if (typeof value === 'number' && Number.isFinite(value)) return value;
+  }
+  return null;
+}
+
+/**
+ * The rollout's LLM calls (category `llm`, in sequence order — the proxy's twin of an OTLP span
+ * is already the only `llm` one), those of agents matching `agentMatch`, with step rewards
+ * attached: annotations on a call's span, and reward spans or step annotations on other spans go
+ * to the call that precedes them.
+ */
+export function extractCalls(spans: readonly Span[], rewards: readonly Reward[], rewardName: string, agentMatch?: RegExp): LlmCall[] {
+  const parents = repairParents(spans);
+  // An OTLP twin carries the framework's parent chain for the proxy's record of the same call.
+  const twinOf = new Map<string, Span>();
+  for (const span of spans) {
+    const same = span.attributes['lightning.same_call_as'];
+    if (typeof same === 'string') twinOf.set(same, span);
+  }
+  const ordered = [...spans].sort((a, b) => a.sequence - b.sequence);
+  const calls: LlmCall[] = [];
+  // A step's annotation: its latest human one, else its latest of any source (annotations are append-only).
+  const stepRewards = new Map<string, Reward>();
+  for (const reward of rewards) {
+    if (reward.spanId === null || reward.name !== rewardName) continue;
+    const current = stepRewards.get(reward.spanId);
+    if (!current || reward.source === 'human' || current.source !== 'human') stepRewards.set(reward.spanId, reward);
+  }
+  // The call that rewards on later spans belong to; null after a call of an agent not trained.
+  let current: LlmCall | null = null;
+  for (const span of ordered) {
+    if (span.category === 'llm') {
+      const agentName = enclosingAgent(twinOf.get(span.spanId) ?? span, parents) ?? enclosingAgent(span, parents);
+      current = agentMatch && !(agentName !== null && agentMatch.test(agentName)) ? null : callOf(span, agentName);
+      if (current) calls.push(current);
+    }
+    const target = current;
+    if (!target) continue;
+    if (span.category === 'reward') target.stepReward += rewardSpanValue(span) ?? 0;
+    target.stepReward += stepRewards.get(span.spanId)?.value ?? 0;
+  }
+  return calls;
+}

@@ -1,0 +1,80 @@
+/**
+ * LightningRL steps 3 and 4: which reward is the episode's, how it is credited to each call, and
+ * the advantages. One advantage per rollout, broadcast to its transitions, so a long rollout does
+ * not weigh more than a short one in its group.
+ */
+import type { AdvantageOptions, CreditOptions, Reward, RewardPolicy } from '../protocol';
+import { assertNever } from '../util/assert';
+
+const AUTOMATIC_SOURCES: ReadonlyArray<Reward['source']> = ['rule', 'judge', 'model'];
+
+/**
+ * The episode reward under the stated policy: the latest human annotation, else the latest reward
+ * the agent posted, else the latest automatic one (rule, judge, reward model); null when none.
+ */
+export function episodeReward(rewards: readonly Reward[], policy: RewardPolicy): number | null {
+  const episode = rewards.filter((r) => r.spanId === null && r.name === policy.name);
+  const latest = (sources: ReadonlyArray<Reward['source']>): Reward | undefined => episode.filter((r) => sources.includes(r.source)).at(-1);
+  const chosen = latest(['human']) ?? latest(['agent']) ?? latest(AUTOMATIC_SOURCES);
+  if (chosen) return chosen.value;
+  return policy.missing === 'fill' ? policy.fillValue : null;
+}
+
+/** The reward credited to each of a rollout's T calls. */
+export function creditRewards(episode: number, stepRewards: readonly number[], options: CreditOptions): number[] {
+  const count = stepRewards.length;
+  switch (options.kind) {
+    case 'identical':
+      return stepRewards.map(() => episode);
+    case 'discounted':
+      return stepRewards.map((_, t) => options.gamma ** (count - 1 - t) * episode);
+    case 'step':
+      return stepRewards.map((step, t) => step + (t === count - 1 ? episode : 0));
+    default:
+      return assertNever(options);
+  }
+}
+
+export interface GroupStats {
+  singletonGroups: number;
+  zeroVarianceGroups: number;
+}
+
+/**
+ * One advantage per rollout from the episode rewards, rollouts grouped by task (GRPO): (R − mean) /
+ * (std + ε), or R − mean without std normalization. A group of one, or one whose rewards are all
+ * equal, has nothing to compare: its advantages are 0, and it is counted in the stats. `baseline`
+ * uses the mean over all rollouts; `none` returns null (the credited rewards are the advantages).
+ */
+export function rolloutAdvantages(
+  rollouts: ReadonlyArray<{ id: string; group: string | null; reward: number }>,
+  options: AdvantageOptions,
+): { advantages: Map<string, number> | null; stats: GroupStats } {
+  const stats: GroupStats = { singletonGroups: 0, zeroVarianceGroups: 0 };
+  if (options.kind === 'none') return { advantages: null, stats };
+  const advantages = new Map<string, number>();
+  if (options.kind === 'baseline') {
+    const mean = rollouts.reduce((sum, r) => sum + r.reward, 0) / Math.max(1, rollouts.length);
+    for (const r of rollouts) advantages.set(r.id, r.reward - mean);
+    return { advantages, stats };
+  }
+  const groups = new Map<string, Array<{ id: string; reward: number }>>();
+  for (const r of rollouts) {
+    // Rollouts without a task id each form their own group.
+    const key = r.group ?? `rollout:${r.id}`;
+    const group = groups.get(key);
+    if (group) group.push(r);
+    else groups.set(key, [r]);
+  }
+  for (const group of groups.values()) {
+    const mean = group.reduce((sum, r) => sum + r.reward, 0) / group.length;
+    const std = Math.sqrt(group.reduce((sum, r) => sum + (r.reward - mean) ** 2, 0) / group.length);
+    if (group.length === 1) stats.singletonGroups += 1;
+    else if (std === 0) stats.zeroVarianceGroups += 1;
+    for (const r of group) {
+      const advantage = group.length === 1 || std === 0 ? 0 : options.normalizeStd ? (r.reward - mean) / (std + options.epsilon) : r.reward - mean;
+      advantages.set(r.id, advantage);
+    }
+  }
+  return { advantages, stats };
+}

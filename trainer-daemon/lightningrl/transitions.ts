@@ -1,0 +1,103 @@
+/**
+ * LightningRL end to end: trajectories → selected LLM calls → episode rewards → credit →
+ * advantages → single-call transitions (DESIGN.md, "LightningRL"), and the OpenAI fine-tuning
+ * chat format for supervised training on the best rollouts.
+ */
+import type { AdvantageOptions, CreditOptions, ExportReport, Json, RewardPolicy, Transition } from '../protocol';
+import type { Trajectory } from '../store/store';
+import { extractCalls, type LlmCall } from './adapter';
+import { creditRewards, episodeReward, rolloutAdvantages } from './credit';
+
+export interface LightningRlOptions {
+  readonly reward: RewardPolicy;
+  readonly credit: CreditOptions;
+  readonly advantage: AdvantageOptions;
+  /** Train only the calls of agents whose name matches (multi-agent selective training). */
+  readonly agentMatch?: RegExp;
+  /** Leave out rollouts whose episode reward is below this. */
+  readonly minReward?: number;
+}
+
+interface Selected {
+  readonly trajectory: Trajectory;
+  readonly reward: number;
+  readonly calls: LlmCall[];
+}
+
+export function buildTransitions(trajectories: Iterable<Trajectory>, options: LightningRlOptions): { transitions: Transition[]; report: ExportReport } {
+  const report: ExportReport = { rollouts: 0, exported: 0, transitions: 0, excludedNoReward: 0, excludedBelowMinReward: 0, excludedNoCalls: 0, singletonGroups: 0, zeroVarianceGroups: 0 };
+  const selected: Selected[] = [];
+  for (const trajectory of trajectories) {
+    report.rollouts += 1;
+    const reward = episodeReward(trajectory.rewards, options.reward);
+    if (reward === null) {
+      report.excludedNoReward += 1;
+      continue;
+    }
+    if (options.minReward !== undefined && reward < options.minReward) {
+      report.excludedBelowMinReward += 1;
+      continue;
+    }
+    const calls = extractCalls(trajectory.spans, trajectory.rewards, options.reward.name, options.agentMatch);
+    if (calls.length === 0) {
+      report.excludedNoCalls += 1;
+      continue;
+    }
+    selected.push({ trajectory, reward, calls });
+  }
+
+  const { advantages, stats } = rolloutAdvantages(
+    selected.map((s) => ({ id: s.trajectory.rollout.id, group: s.trajectory.rollout.task?.id ?? null, reward: s.reward })),
+    options.advantage,
+  );
+  report.singletonGroups = stats.singletonGroups;
+  report.zeroVarianceGroups = stats.zeroVarianceGroups;
+
+  const transitions: Transition[] = [];
+  for (const { trajectory, reward, calls } of selected) {
+    const credited = creditRewards(reward, calls.map((c) => c.stepReward), options.credit);
+    const rolloutAdvantage = advantages?.get(trajectory.rollout.id);
+    calls.forEach((call, step) => transitions.push(transition(trajectory, call, step, reward, credited[step]!, rolloutAdvantage ?? credited[step]!)));
+    report.exported += 1;
+  }
+  report.transitions = transitions.length;
+  return { transitions, report };
+}
+
+function transition(trajectory: Trajectory, call: LlmCall, step: number, episodeReward: number, reward: number, advantage: number): Transition {
+  const tokenIds = call.responseTokenIds;
+  return {
+    rolloutId: trajectory.rollout.id,
+    taskId: trajectory.rollout.task?.id ?? null,
+    step,
+    spanId: call.span.spanId,
+    agentName: call.agentName,
+    model: call.model,
+    api: call.api,
+    prompt: { messages: call.messages, input: call.input, tools: call.tools },
+    response: { message: call.message, output: call.output, text: call.text },
+    promptTokenIds: call.promptTokenIds,
+    responseTokenIds: tokenIds,
+    needsTokenization: call.promptTokenIds === null || tokenIds === null,
+    logprobs: call.logprobs,
+    // The whole response is the action; environment tokens only appear once calls are aggregated.
+    lossMask: tokenIds ? tokenIds.map(() => 1) : null,
+    episodeReward,
+    reward,
+    advantage,
+  };
+}
+
+/**
+ * A transition as an OpenAI fine-tuning chat example: the prompt messages followed by the model's
+ * reply (with its tool calls), and the tools offered. Undefined for calls without chat messages
+ * (Responses API, legacy completions), which that format cannot express.
+ */
+export function toChatExample(transition: Transition): { messages: Json[]; tools?: Json[] } | undefined {
+  const { messages, tools } = transition.prompt;
+  const reply = transition.response.message;
+  if (!messages || !reply) return undefined;
+  const assistant: { [key: string]: Json } = { role: 'assistant', content: reply.content ?? null };
+  if (Array.isArray(reply.tool_calls) && reply.tool_calls.length > 0) assistant.tool_calls = reply.tool_calls;
+  return { messages: [...messages, assistant], ...(tools && tools.length > 0 ? { tools } : {}) };
+}
