@@ -32,11 +32,16 @@ const RewardBody = z.strictObject({
   comment: z.string().max(10_000).optional(),
 });
 
-/** Reads a request body up to `limit` bytes; past it, answers 413 and resolves undefined. */
+/** Requests whose unread remainder must not be drained: their connection closes after the answer. */
+const closeAfterResponse = new WeakSet<IncomingMessage>();
+
+/** Reads a request body up to `limit` bytes; past it, rejects with PayloadTooLargeError (413). */
 export function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const declared = Number(request.headers['content-length'] ?? 0);
     if (declared > limit) {
+      // A declared length is finite: read it off and drop it, so the client finishes sending and
+      // reads the 413 on a connection that stays usable.
       reject(new PayloadTooLargeError(`the request body (${declared} bytes) is over the ${limit}-byte limit`));
       request.resume();
       return;
@@ -46,9 +51,10 @@ export function readBody(request: IncomingMessage, limit: number): Promise<Buffe
     request.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > limit) {
-        // Stop reading; the 413 goes out with Connection: close, which ends the upload.
+        // A chunked body may never end: stop reading; the 413 goes out with Connection: close.
         request.pause();
         request.removeAllListeners('data');
+        closeAfterResponse.add(request);
         reject(new PayloadTooLargeError(`the request body is over the ${limit}-byte limit`));
         return;
       }
@@ -101,7 +107,7 @@ export class AgentRoutes {
       const { httpStatus, kind } = mapError(error);
       const status = httpStatus;
       if (status >= 500) this.options.logger.error('agent request failed', { path: url.pathname.replace(/^\/r\/[^/]+/, '/r/…'), error: errorMessage(error) });
-      const headers = status === 413 ? { connection: 'close' } : status === 503 ? { 'retry-after': '1' } : {};
+      const headers = closeAfterResponse.has(request) ? { connection: 'close' } : status === 503 ? { 'retry-after': '1' } : {};
       if (!response.headersSent) sendJson(response, status, { error: { message: errorMessage(error), type: kind } }, headers);
       else response.destroy();
     });

@@ -52,7 +52,9 @@ async function connect(storeFile: string): Promise<{ client: RpcClient; close: (
     try {
       return await startOwnDaemon(storeFile);
     } catch (error) {
-      if (!(error instanceof ConflictError) || attempt >= 5) throw error;
+      // Another run holds the lock and is starting: its discovery files appear within moments.
+      if (!(error instanceof ConflictError) || attempt >= 50) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
 }
