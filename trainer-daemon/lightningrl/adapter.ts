@@ -4,7 +4,8 @@
  * (exact request and response) or from OTLP spans; the span tree gives the enclosing agent, with
  * missing parents repaired by time containment.
  */
-import type { Json, Reward, Span } from '../protocol';
+import type { Json, Reward } from '../protocol';
+import type { TrainingSpan as Span } from '../store/spans';
 
 type JsonObject = { [key: string]: Json };
 

@@ -24,7 +24,7 @@ import { LATEST_SCHEMA_VERSION } from './migrations';
 import { AgentKeyRepository, type AgentKeyOptions, type AgentKeyRecord } from './agentKeys';
 import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
-import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
+import { SpanRepository, type SpanBatch, type SpanBatchOutcome, type TrainingSpan } from './spans';
 import { NotFoundError, InvalidInputError } from '../errors';
 
 export class Store {
@@ -122,16 +122,15 @@ export class Store {
   }
 
   /**
-   * Every rollout matching `filter`, oldest first, with the spans LightningRL reads (llm, agent,
-   * reward, and the `other` twins that carry agent parents) and the rewards — a page at a time,
-   * each page in three queries.
+   * Every rollout matching `filter`, oldest first, with what LightningRL reads of its spans and its
+   * rewards — a page at a time, each page in three queries.
    */
   *trajectories(filter: Omit<ListRolloutsParams, 'cursor' | 'limit' | 'order'>): Generator<Trajectory> {
     let cursor: string | undefined;
     do {
       const page = this.listRollouts({ ...filter, order: 'oldest', limit: 500, cursor });
       const ids = page.items.map((r) => r.id);
-      const spans = this.spans.listMany(ids, ['llm', 'agent', 'reward', 'other']);
+      const spans = this.spans.listForTraining(ids);
       const rewards = this.rewards.listMany(ids);
       for (const rollout of page.items) yield { rollout, spans: spans.get(rollout.id)!, rewards: rewards.get(rollout.id)! };
       cursor = page.nextCursor ?? undefined;
@@ -290,7 +289,7 @@ export class Store {
 
 export interface Trajectory {
   readonly rollout: Rollout;
-  readonly spans: Span[];
+  readonly spans: TrainingSpan[];
   readonly rewards: Reward[];
 }
 
