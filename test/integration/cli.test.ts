@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { Reward, RolloutDetail, RolloutPage } from '../../trainer-daemon/protocol';
@@ -101,6 +102,21 @@ for (const [name, setUp] of backends) {
       const detail = RolloutDetail.parse(JSON.parse((await runCli(['show', id, '--json'], { cwd })).stdout));
       assert.deepEqual(detail.rewards.map((r) => [r.value, r.source, r.author]), [[1, 'human', 'ana'], [0.25, 'human', process.env.USER ?? null]]);
       assert.equal(detail.spans.length, 1);
+    });
+
+    test('dataset import then list; a bad file names its line and imports nothing', async (t) => {
+      const { cwd, seed } = await setUp(t);
+      await seed('zeta');
+      fs.writeFileSync(path.join(cwd, 'math.jsonl'), '{"id":"a","q":"2+2","expected":4}\n{"id":"b","q":"3+3","expected":6,"split":"val"}\n');
+      const imported = await runCli(['dataset', 'import', 'math.jsonl'], { cwd });
+      assert.equal(imported.code, 0, imported.stderr);
+      assert.match(imported.stdout, /Imported 2 tasks as dataset math \(ds-[0-9a-f]+\): 1 train, 1 val\./);
+      fs.writeFileSync(path.join(cwd, 'broken.jsonl'), '{"id":"a"}\n{not json\n');
+      const broken = await runCli(['dataset', 'import', 'broken.jsonl'], { cwd });
+      assert.equal(broken.code, 2);
+      assert.match(broken.stderr, /broken\.jsonl: line 2: not valid JSON/);
+      const listed = JSON.parse((await runCli(['dataset', 'list', '--json'], { cwd })).stdout) as { items: Array<{ name: string; taskCount: number }> };
+      assert.deepEqual(listed.items.map((d) => [d.name, d.taskCount]), [['math', 2]]);
     });
 
     test('exit codes mean something: 3 not found, 2 bad input', async (t) => {

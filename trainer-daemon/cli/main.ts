@@ -2,6 +2,7 @@
 import { Command, CommanderError } from 'commander';
 import { errorMessage } from '../errors';
 import { VERSION } from '../version';
+import { registerDataset } from './commands/dataset';
 import { registerExport } from './commands/export';
 import { registerReward } from './commands/reward';
 import { registerRollouts } from './commands/rollouts';
@@ -25,11 +26,13 @@ export function buildProgram(): Command {
   registerShow(program);
   registerReward(program);
   registerExport(program);
+  registerDataset(program);
   program
     .command('demo')
     .description('record a sample agent offline in .lightning/store.db (what `npm run demo` runs): no API key, no GPU, no download')
     .action(() => runDemo());
-  for (const command of program.commands) command.exitOverride().addHelpText('after', EXIT_CODES_HELP);
+  const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
+  for (const command of all(program).slice(1)) command.exitOverride().addHelpText('after', EXIT_CODES_HELP);
   return program;
 }
 

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import {
   Attempt,
+  Dataset,
   Json,
   Reward,
   RewardSource,
@@ -144,6 +145,22 @@ export const AddRewardParams = z.strictObject({
 });
 export type AddRewardParams = z.input<typeof AddRewardParams>;
 
+export const ImportTask = z.object({
+  id: z.string().min(1).max(512),
+  split: z.enum(['train', 'val', 'test']),
+  input: Json,
+  expected: Json.nullable(),
+});
+export type ImportTask = z.infer<typeof ImportTask>;
+
+export const ImportDatasetParams = z.strictObject({
+  name: z.string().min(1).max(200),
+  /** Where the tasks came from (a file path), for people. */
+  source: z.string().max(4096).nullable().default(null),
+  tasks: z.array(ImportTask).min(1).max(1_000_000),
+});
+export type ImportDatasetParams = z.input<typeof ImportDatasetParams>;
+
 export const DaemonInfo = z.object({
   version: z.string(),
   pid: z.number().int(),
@@ -165,6 +182,8 @@ export const Methods = {
   addReward: method('rewards/add', AddRewardParams, Reward),
   listRewards: method('rewards/list', z.strictObject({ rolloutId: RolloutId }), z.object({ items: z.array(Reward) })),
   getStats: method('stats/get', z.strictObject({}), Stats),
+  importDataset: method('datasets/import', ImportDatasetParams, Dataset),
+  listDatasets: method('datasets/list', z.strictObject({}), z.object({ items: z.array(Dataset) })),
 } as const;
 
 export type Methods = typeof Methods;

@@ -55,6 +55,8 @@ export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerCon
     },
     listRewards: ({ rolloutId }) => ({ items: store.listRewards(store.resolveRolloutId(rolloutId)) }),
     getStats: () => store.stats(),
+    importDataset: (params) => write(() => store.importDataset(params)),
+    listDatasets: () => ({ items: store.listDatasets() }),
   };
 }
 

@@ -17,11 +17,14 @@ import {
   type Span,
   type Stats,
   type Json,
+  ImportDatasetParams,
+  type Dataset,
 } from '../protocol';
 import { Emitter, type Event } from '../util/event';
 import { openDatabase, type OpenOptions } from './database';
 import { LATEST_SCHEMA_VERSION } from './migrations';
 import { AgentKeyRepository, type AgentKeyOptions, type AgentKeyRecord } from './agentKeys';
+import { DatasetRepository } from './datasets';
 import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome, type TrainingSpan } from './spans';
@@ -32,6 +35,7 @@ export class Store {
   private readonly spans: SpanRepository;
   private readonly rewards: RewardRepository;
   private readonly agentKeys: AgentKeyRepository;
+  private readonly datasets: DatasetRepository;
   private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
   private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
   private closed = false;
@@ -57,6 +61,7 @@ export class Store {
     this.spans = new SpanRepository(db);
     this.rewards = new RewardRepository(db);
     this.agentKeys = new AgentKeyRepository(db);
+    this.datasets = new DatasetRepository(db);
     this.transaction = db.transaction((fn: () => unknown) => fn());
   }
 
@@ -185,6 +190,15 @@ export class Store {
       )
       .all();
     return { resources: Object.fromEntries(rows.map((row) => [row.name, { version: row.version, kind: row.kind, value: JSON.parse(row.value) as Json }])) };
+  }
+
+  importDataset(params: ImportDatasetParams): Dataset {
+    const parsed = ImportDatasetParams.parse(params);
+    return this.write(() => this.datasets.create(parsed));
+  }
+
+  listDatasets(): Dataset[] {
+    return this.datasets.list();
   }
 
   listRewards(rolloutId: string): Reward[] {
