@@ -7,6 +7,7 @@ import { z } from 'zod';
 import {
   Attempt,
   Dataset,
+  Task,
   Json,
   Reward,
   RewardSource,
@@ -97,6 +98,8 @@ export const StartAgentRunParams = CreateRolloutParams.extend({
    * (vLLM's `return_token_ids`, OpenAI's `logprobs`): what training a local model needs.
    */
   tokenIds: z.boolean().default(false),
+  /** Start this queued rollout (a batch's) instead of creating one; the creation fields are then ignored. */
+  rolloutId: z.string().min(1).max(200).optional(),
 });
 export type StartAgentRunParams = z.input<typeof StartAgentRunParams>;
 
@@ -184,6 +187,8 @@ export const Methods = {
   getStats: method('stats/get', z.strictObject({}), Stats),
   importDataset: method('datasets/import', ImportDatasetParams, Dataset),
   listDatasets: method('datasets/list', z.strictObject({}), z.object({ items: z.array(Dataset) })),
+  /** A dataset's tasks (by id or name), optionally one split, in file order. */
+  listTasks: method('datasets/tasks', z.strictObject({ dataset: z.string().min(1), split: z.enum(['train', 'val', 'test']).optional() }), z.object({ dataset: Dataset, items: z.array(Task) })),
 } as const;
 
 export type Methods = typeof Methods;

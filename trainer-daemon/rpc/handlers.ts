@@ -33,11 +33,11 @@ export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerCon
       const id = store.resolveRolloutId(params.id);
       return write(() => store.transitionRollout({ ...params, id }));
     },
-    startAgentRun: ({ upstream, tokenIds, ...params }) => {
+    startAgentRun: ({ upstream, tokenIds, rolloutId, ...params }) => {
       const baseUrl = agentBaseUrl?.();
       if (!baseUrl) throw new ConflictError('agent runs need a running daemon to serve their LLM calls; start one with `lightning serve`');
       return write(() => {
-        const { rollout, key } = store.startAgentRun(params, { upstream, tokenIds });
+        const { rollout, key } = store.startAgentRun(params, { upstream, tokenIds }, rolloutId === undefined ? undefined : store.resolveRolloutId(rolloutId));
         return { rollout, url: `${baseUrl}/r/${key}` };
       });
     },
@@ -57,6 +57,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerCon
     getStats: () => store.stats(),
     importDataset: (params) => write(() => store.importDataset(params)),
     listDatasets: () => ({ items: store.listDatasets() }),
+    listTasks: ({ dataset, split }) => store.listTasks(dataset, split),
   };
 }
 

@@ -19,6 +19,7 @@ import {
   type Json,
   ImportDatasetParams,
   type Dataset,
+  type Task,
 } from '../protocol';
 import { Emitter, type Event } from '../util/event';
 import { openDatabase, type OpenOptions } from './database';
@@ -87,11 +88,11 @@ export class Store {
    * Starts a rollout for an agent process: created, running (attempt 1) and given its capability
    * key, in one transaction. The key is returned once and only its hash is kept.
    */
-  startAgentRun(params: CreateRolloutParams, options: AgentKeyOptions): { rollout: Rollout; key: string } {
+  startAgentRun(params: CreateRolloutParams, options: AgentKeyOptions, existing?: string): { rollout: Rollout; key: string } {
     const parsed = CreateRolloutParams.parse(params);
     const started = this.write(() => {
-      const created = this.rollouts.create(parsed);
-      const rollout = this.rollouts.transition({ id: created.id, to: 'running', error: null, exitCode: null });
+      const id = existing ?? this.rollouts.create(parsed).id;
+      const rollout = this.rollouts.transition({ id, to: 'running', error: null, exitCode: null });
       return { rollout, key: this.agentKeys.issue(rollout.id, options) };
     });
     this.afterCommit([started.rollout.id]);
@@ -199,6 +200,10 @@ export class Store {
 
   listDatasets(): Dataset[] {
     return this.datasets.list();
+  }
+
+  listTasks(dataset: string, split?: Task['split']): { dataset: Dataset; items: Task[] } {
+    return this.datasets.tasks(dataset, split);
   }
 
   listRewards(rolloutId: string): Reward[] {

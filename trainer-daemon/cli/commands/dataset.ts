@@ -5,6 +5,7 @@ import type { Command } from 'commander';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../errors';
 import { parseTasksJsonl } from '../../datasets/parse';
 import { openBackend } from '../backend';
+import { registerDatasetRun } from './datasetRun';
 import { table, time } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 
@@ -54,6 +55,7 @@ export function registerDataset(program: Command): void {
         backend.close();
       }
     });
+  registerDatasetRun(dataset);
   dataset
     .command('list')
     .description('list datasets')

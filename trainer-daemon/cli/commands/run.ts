@@ -8,11 +8,8 @@ import { spawn } from 'node:child_process';
 import os from 'node:os';
 import { Option, type Command } from 'commander';
 import { instrumentationEnv, Json, RolloutMode, userUpstream, type Rollout, type RolloutStatus } from '../../protocol';
-import { Daemon, upstreamFromEnv } from '../../daemon';
-import { findDaemon } from '../../discovery';
-import { ConflictError, errorMessage, InvalidInputError } from '../../errors';
-import { createLogger } from '../../log';
-import { RpcClient } from '../../rpc/client';
+import { errorMessage, InvalidInputError } from '../../errors';
+import { connectOrStartDaemon } from '../daemonConnection';
 import { resolveStore, storeOption, type GlobalOptions } from '../options';
 import { parseUpstream } from './serve';
 
@@ -36,63 +33,6 @@ function parseTask(options: RunOptions): { id?: string; input: Json } | null {
     }
   }
   return { ...(options.taskId ? { id: options.taskId } : {}), input };
-}
-
-/**
- * Connects to the store's daemon, or starts one in this process (stopped when the run ends). Runs
- * started at the same moment race to start it: the losers use the winner's.
- */
-async function connect(storeFile: string): Promise<{ client: RpcClient; close: () => Promise<void> }> {
-  for (let attempt = 0; ; attempt += 1) {
-    const running = findDaemon(storeFile);
-    if (running) {
-      const client = await RpcClient.connect(running.info.url, running.token);
-      return { client, close: async () => client.dispose() };
-    }
-    try {
-      return await startOwnDaemon(storeFile);
-    } catch (error) {
-      // Another run holds the lock and is starting: its discovery files appear within moments.
-      if (!(error instanceof ConflictError) || attempt >= 50) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-  }
-}
-
-async function startOwnDaemon(storeFile: string): Promise<{ client: RpcClient; close: () => Promise<void> }> {
-  const daemon = await Daemon.start({
-    storeFile,
-    host: '127.0.0.1',
-    port: 0,
-    logger: createLogger('daemon', { level: 'warn' }),
-    upstream: upstreamFromEnv(process.env),
-  });
-  const client = await RpcClient.connect(daemon.url, daemon.token);
-  return {
-    client,
-    close: async () => {
-      client.dispose();
-      await untilAlone(daemon);
-      await daemon.stop();
-    },
-  };
-}
-
-/**
- * Other commands find this run's daemon through the discovery files (parallel `lightning run`s,
- * `lightning rollouts`): it stays up until the last of them has gone.
- */
-async function untilAlone(daemon: Daemon): Promise<void> {
-  const started = Date.now();
-  let told = false;
-  // Our own client's socket closes asynchronously: wait for it as well.
-  while (daemon.rpcConnections > 0) {
-    if (!told && Date.now() - started > 2_000) {
-      process.stderr.write(`lightning: this run's daemon serves ${daemon.rpcConnections} other client(s); waiting for them to finish\n`);
-      told = true;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 function finalStatus(code: number | null, signal: NodeJS.Signals | null, interrupted: boolean): { to: RolloutStatus; error: string | null } {
@@ -119,7 +59,7 @@ export function registerRun(program: Command): void {
       const task = parseTask(options);
       const own = userUpstream(process.env);
       const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
-      const { client, close } = await connect(resolveStore(options));
+      const { client, close } = await connectOrStartDaemon(resolveStore(options));
       let report: (() => void) | undefined;
       try {
         const { rollout, url } = await client.request('startAgentRun', {

@@ -1,0 +1,123 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { isProcessAlive } from '../../trainer-daemon/discovery';
+import type { Rollout } from '../../trainer-daemon/protocol';
+import { Store } from '../../trainer-daemon/store/store';
+import { CLI, runCli } from '../helpers/daemon';
+import { tempDir, waitFor } from '../helpers/tmp';
+
+/**
+ * A test agent: records when it starts and stops, can fail its first attempt, can start a child
+ * of its own and hang, and posts a reward from its task.
+ */
+const AGENT = `
+const fs = require('node:fs');
+const { spawn } = require('node:child_process');
+const task = JSON.parse(process.env.LIGHTNING_TASK);
+const dir = process.env.AGENT_DIR;
+fs.appendFileSync(dir + '/events', JSON.stringify({ id: process.env.LIGHTNING_ROLLOUT_ID, at: Date.now(), what: 'start' }) + '\\n');
+if (task.failFirst && !fs.existsSync(dir + '/failed-' + process.env.LIGHTNING_ROLLOUT_ID)) {
+  fs.writeFileSync(dir + '/failed-' + process.env.LIGHTNING_ROLLOUT_ID, '');
+  process.exit(3);
+}
+if (task.hang) {
+  const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
+  fs.writeFileSync(dir + '/pids-' + process.env.LIGHTNING_ROLLOUT_ID, process.pid + ' ' + child.pid);
+  setInterval(() => {}, 1000);
+} else {
+  setTimeout(async () => {
+    await fetch(process.env.LIGHTNING_URL + '/reward', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ value: task.value ?? 1 }) });
+    fs.appendFileSync(dir + '/events', JSON.stringify({ id: process.env.LIGHTNING_ROLLOUT_ID, at: Date.now(), what: 'end' }) + '\\n');
+  }, task.ms ?? 200);
+}
+`;
+
+function setUp(t: Parameters<typeof tempDir>[0], tasks: object[]): { cwd: string; env: NodeJS.ProcessEnv } {
+  const cwd = tempDir(t);
+  fs.writeFileSync(path.join(cwd, 'agent.js'), AGENT);
+  fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), tasks.map((task) => JSON.stringify(task)).join('\n'));
+  return { cwd, env: { AGENT_DIR: cwd } };
+}
+
+async function importTasks(cwd: string): Promise<void> {
+  const imported = await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
+  assert.equal(imported.code, 0, imported.stderr);
+}
+
+function batchOf(cwd: string): Rollout[] {
+  const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
+  try {
+    return store.listRollouts({ order: 'oldest', limit: 500 }).items;
+  } finally {
+    store.close();
+  }
+}
+
+function events(cwd: string): Array<{ id: string; at: number; what: string }> {
+  return fs.readFileSync(path.join(cwd, 'events'), 'utf8').trim().split('\n').map((line) => JSON.parse(line));
+}
+
+test('dataset run: every task × samples, at most --concurrency at once, rewards and a per-task summary', async (t) => {
+  const { cwd, env } = setUp(t, [{ id: 'good', value: 1, ms: 300 }, { id: 'bad', value: 0, ms: 300 }, { id: 'half', value: 0.5, ms: 300 }]);
+  await importTasks(cwd);
+  const run = await runCli(['dataset', 'run', 'tasks', '--samples', '2', '--concurrency', '2', '--json', '--', process.execPath, 'agent.js'], { cwd, env });
+  assert.equal(run.code, 0, run.stderr);
+  const summary = JSON.parse(run.stdout) as { batchId: string; tasks: Array<{ task: string; rollouts: number; succeeded: number; meanReward: number }> };
+  assert.deepEqual(summary.tasks.map((s) => [s.task, s.rollouts, s.succeeded, s.meanReward]), [['good', 2, 2, 1], ['bad', 2, 2, 0], ['half', 2, 2, 0.5], ['(all)', 6, 6, 0.5]]);
+  const rollouts = batchOf(cwd);
+  assert.equal(rollouts.length, 6);
+  assert.ok(rollouts.every((r) => r.batchId === summary.batchId && r.mode === 'train' && r.datasetId !== null));
+  // Overlap of agent lifetimes, from their own start/end records.
+  let current = 0;
+  let peak = 0;
+  for (const event of events(cwd).sort((a, b) => a.at - b.at || (a.what === 'end' ? -1 : 1))) {
+    current += event.what === 'start' ? 1 : -1;
+    peak = Math.max(peak, current);
+  }
+  assert.equal(peak, 2, 'two agents ran at once, never more');
+  assert.match(run.stderr, /\[6\/6\]/);
+});
+
+test('dataset run: a timeout stops the agent and its children; a failure is retried as a new attempt', async (t) => {
+  const { cwd, env } = setUp(t, [{ id: 'hangs', hang: true }, { id: 'flaky', failFirst: true }]);
+  await importTasks(cwd);
+  const run = await runCli(['dataset', 'run', 'tasks', '--timeout', '1', '--retries', '1', '--concurrency', '2', '--', process.execPath, 'agent.js'], { cwd, env });
+  assert.equal(run.code, 0, run.stderr);
+  const [hangs, flaky] = batchOf(cwd);
+  assert.deepEqual([hangs!.status, hangs!.attemptCount, hangs!.error], ['timeout', 2, 'timed out after 1 s']);
+  assert.deepEqual([flaky!.status, flaky!.attemptCount, flaky!.reward], ['succeeded', 2, 1]);
+  const pids = fs.readFileSync(path.join(cwd, `pids-${hangs!.id}`), 'utf8').split(' ').map(Number);
+  await waitFor(() => pids.every((pid) => !isProcessAlive(pid)), 'the agent and its child to be gone');
+  assert.match(run.stderr, /flaky failed \(retrying\)/);
+});
+
+test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; --resume finishes exactly what is missing', async (t) => {
+  const { cwd, env } = setUp(t, [{ id: 'a', hang: true }, { id: 'b', hang: true }, { id: 'c' }, { id: 'd' }]);
+  await importTasks(cwd);
+  const child = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--', process.execPath, 'agent.js'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  const pidFiles = (): string[] => fs.readdirSync(cwd).filter((name) => name.startsWith('pids-'));
+  await waitFor(() => pidFiles().length === 2, 'both hanging agents to start', 10_000);
+  child.kill('SIGINT');
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  assert.equal(code, 130, stderr);
+  const pids = pidFiles().flatMap((name) => fs.readFileSync(path.join(cwd, name), 'utf8').split(' ').map(Number));
+  await waitFor(() => pids.every((pid) => !isProcessAlive(pid)), 'no agent process left', 5_000);
+  const after = batchOf(cwd);
+  assert.deepEqual(after.map((r) => r.status), ['cancelled', 'cancelled', 'cancelled', 'cancelled']);
+
+  // A batch interrupted harder: queued rollouts left behind are what --resume runs.
+  const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
+  const batchId = after[0]!.batchId!;
+  const extra = ['e', 'f'].map((id) => store.createRollout({ mode: 'train', task: { id, input: {} }, batchId, datasetId: after[0]!.datasetId, source: { kind: 'api' } }).id);
+  store.close();
+  const resumed = await runCli(['dataset', 'run', 'tasks', '--resume', batchId, '--json', '--', process.execPath, 'agent.js'], { cwd, env });
+  assert.equal(resumed.code, 0, resumed.stderr);
+  const final = batchOf(cwd);
+  assert.deepEqual(final.filter((r) => extra.includes(r.id)).map((r) => [r.status, r.attemptCount]), [['succeeded', 1], ['succeeded', 1]]);
+  assert.ok(final.filter((r) => !extra.includes(r.id)).every((r) => r.status === 'cancelled'), 'finished rollouts are not run again');
+});

@@ -1,0 +1,160 @@
+/**
+ * `lightning dataset run DATASET -- CMD`: every task × samples as rollouts of one batch, run by
+ * the batch runner; progress on stderr, a summary per task and overall at the end. Ctrl-C stops
+ * the agents and marks what is left cancelled; `--resume BATCH` finishes an interrupted batch.
+ */
+import crypto from 'node:crypto';
+import path from 'node:path';
+import { Option, type Command } from 'commander';
+import { RolloutMode, userUpstream, type Rollout } from '../../protocol';
+import { InvalidInputError } from '../../errors';
+import { BatchRunner } from '../../runner/batch';
+import type { RpcClient } from '../../rpc/client';
+import { connectOrStartDaemon } from '../daemonConnection';
+import { duration, num, rolloutDuration, table } from '../format';
+import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
+import { parseUpstream } from './serve';
+
+interface DatasetRunOptions extends GlobalOptions {
+  split?: 'train' | 'val' | 'test';
+  samples: string;
+  concurrency: string;
+  timeout: string;
+  retries: string;
+  mode: RolloutMode;
+  label?: string;
+  upstream?: string;
+  tokenIds?: boolean;
+  resume?: string;
+}
+
+function positiveInt(value: string, flag: string, min = 1): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < min) throw new InvalidInputError(`${flag} ${value}: expected an integer ≥ ${min}`);
+  return n;
+}
+
+async function batchRollouts(client: RpcClient, batchId: string): Promise<Rollout[]> {
+  const all: Rollout[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await client.request('listRollouts', { batchId, order: 'oldest', limit: 500, cursor });
+    all.push(...page.items);
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor);
+  return all;
+}
+
+function percentile(values: number[], p: number): number | null {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
+}
+
+/** Per task and overall: rollouts, success rate, mean reward, p50/p95 duration, mean tokens. */
+export function summarize(rollouts: readonly Rollout[]): Array<{ task: string; rollouts: number; succeeded: number; meanReward: number | null; p50Ms: number | null; p95Ms: number | null; meanTokens: number }> {
+  const groups = new Map<string, Rollout[]>();
+  for (const rollout of rollouts) {
+    const key = rollout.task?.id ?? '-';
+    groups.set(key, [...(groups.get(key) ?? []), rollout]);
+  }
+  const line = (task: string, list: readonly Rollout[]) => {
+    const rewards = list.flatMap((r) => (r.reward === null ? [] : [r.reward]));
+    const durations = list.flatMap((r) => (r.endedAt === null ? [] : [rolloutDuration(r)!]));
+    return {
+      task,
+      rollouts: list.length,
+      succeeded: list.filter((r) => r.status === 'succeeded').length,
+      meanReward: rewards.length ? rewards.reduce((a, b) => a + b, 0) / rewards.length : null,
+      p50Ms: percentile(durations, 50),
+      p95Ms: percentile(durations, 95),
+      meanTokens: list.reduce((sum, r) => sum + r.promptTokens + r.completionTokens, 0) / Math.max(1, list.length),
+    };
+  };
+  return [...[...groups].map(([task, list]) => line(task, list)), line('(all)', rollouts)];
+}
+
+export function registerDatasetRun(dataset: Command): void {
+  dataset
+    .command('run')
+    .description('run an agent over a dataset: each task --samples times, --concurrency at once, as one batch of rollouts')
+    .argument('<dataset>', 'dataset name or id (see `lightning dataset list`)')
+    .argument('<command...>', 'the agent command (after --); it reads its task from LIGHTNING_TASK')
+    .addOption(storeOption())
+    .addOption(jsonOption())
+    .addOption(new Option('--split <split>', 'only this split').choices(['train', 'val', 'test']))
+    .option('--samples <n>', 'rollouts per task', '1')
+    .option('--concurrency <n>', 'agents running at once', '4')
+    .option('--timeout <seconds>', 'per-attempt time limit; the agent and its children are stopped', '120')
+    .option('--retries <n>', 'extra attempts after a failure or a timeout', '0')
+    .addOption(new Option('--mode <mode>', 'rollout mode').choices(RolloutMode.options).default('train'))
+    .option('--label <label>', 'rollout label (default: the dataset name)')
+    .option('--upstream <url>', "the agents' upstream when they have no OPENAI_BASE_URL of their own")
+    .option('--token-ids', 'ask the serving engine for token ids and logprobs on every call')
+    .option('--resume <batch>', 'finish an interrupted batch instead of starting one')
+    .action(async (name: string, argv: string[], options: DatasetRunOptions) => {
+      const samples = positiveInt(options.samples, '--samples');
+      const concurrency = positiveInt(options.concurrency, '--concurrency');
+      const timeoutMs = positiveInt(options.timeout, '--timeout') * 1000;
+      const retries = positiveInt(options.retries, '--retries', 0);
+      const own = userUpstream(process.env);
+      const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
+      const storeFile = resolveStore(options);
+      const { client, close } = await connectOrStartDaemon(storeFile);
+      let runner: BatchRunner | undefined;
+      const cancel = (): void => {
+        process.stderr.write('lightning: cancelling the batch: stopping the running agents\n');
+        runner?.cancel();
+      };
+      process.on('SIGINT', cancel);
+      process.on('SIGTERM', cancel);
+      try {
+        const { dataset: found, items: tasks } = await client.request('listTasks', { dataset: name, split: options.split });
+        let batchId = options.resume;
+        let queued: string[];
+        if (batchId) {
+          // Attempts left running by a runner that died are failed attempts; retry them if allowed.
+          for (const orphan of (await batchRollouts(client, batchId)).filter((r) => r.status === 'running')) {
+            const failed = await client.request('transitionRollout', { id: orphan.id, to: 'failed', error: 'the runner stopped during this attempt' });
+            if (failed.attemptCount < failed.maxAttempts) await client.request('transitionRollout', { id: orphan.id, to: 'queued' });
+          }
+          queued = (await batchRollouts(client, batchId)).filter((r) => r.status === 'queued').map((r) => r.id);
+        } else {
+          batchId = `batch-${crypto.randomBytes(6).toString('hex')}`;
+          queued = [];
+          for (const task of tasks) {
+            for (let s = 0; s < samples; s += 1) {
+              const rollout = await client.request('createRollout', {
+                mode: options.mode, label: options.label ?? found.name, task: { id: task.id, input: task.input },
+                datasetId: found.id, batchId, maxAttempts: retries + 1, source: { kind: 'command', argv, cwd: process.cwd() },
+              });
+              queued.push(rollout.id);
+            }
+          }
+        }
+        process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${concurrency} at a time\n`);
+        const total = queued.length;
+        let done = 0;
+        runner = new BatchRunner({
+          client, argv, concurrency, timeoutMs, upstream, tokenIds: options.tokenIds ?? false,
+          logDir: path.join(path.dirname(storeFile), 'logs', batchId), env: process.env,
+          onAttempt: ({ rollout, durationMs, retrying }) => {
+            if (!retrying) done += 1;
+            process.stderr.write(`[${done}/${total}] ${rollout.id} ${rollout.task?.id ?? ''} ${rollout.status}${retrying ? ' (retrying)' : ''} reward ${num(rollout.reward)} ${duration(durationMs)}\n`);
+          },
+        });
+        await runner.run(queued);
+        if (runner.wasCancelled) process.exitCode = 130;
+        const summary = summarize(await batchRollouts(client, batchId));
+        if (options.json) process.stdout.write(`${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary })}\n`);
+        else {
+          process.stdout.write(`${table(['TASK', 'ROLLOUTS', 'SUCCEEDED', 'MEAN REWARD', 'P50', 'P95', 'TOKENS'], summary.map((s) => [s.task, String(s.rollouts), `${Math.round((100 * s.succeeded) / Math.max(1, s.rollouts))}%`, num(s.meanReward), duration(s.p50Ms), duration(s.p95Ms), String(Math.round(s.meanTokens))]))}\n`);
+          process.stdout.write(`Batch ${batchId}. Export it: npx lightning export --batch ${batchId} --out transitions.jsonl\n`);
+        }
+      } finally {
+        process.off('SIGINT', cancel);
+        process.off('SIGTERM', cancel);
+        await close();
+      }
+    });
+}
