@@ -17,6 +17,7 @@ import { fmt, median, printTable, rows } from './table';
 import { lightningRlBenchmark } from './lightningrl';
 import { otlpBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
+import { runnerBenchmark } from './runner';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -254,6 +255,7 @@ async function main(): Promise<void> {
   await listOverRpc(large);
   await readyTime(large);
   lightningRlBenchmark(work);
+  await runnerBenchmark(work);
   if (!process.argv.includes('--store-only')) {
     await otlpBenchmark(work);
     await proxyBenchmarks(work);
