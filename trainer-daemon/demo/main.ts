@@ -88,6 +88,7 @@ export async function runDemo(): Promise<void> {
   say('  npx lightning rollouts');
   say(`  npx lightning show ${ids[0]}`);
   say('Annotate one:  npx lightning reward <id> 0 --comment "wrong tool"');
+  say('Training data:  npx lightning export --out transitions.jsonl   (LightningRL transitions with rewards and advantages)');
 }
 
 
