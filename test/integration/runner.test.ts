@@ -111,13 +111,30 @@ test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; -
   assert.deepEqual(after.map((r) => r.status), ['cancelled', 'cancelled', 'cancelled', 'cancelled']);
 
   // A batch interrupted harder: queued rollouts left behind are what --resume runs.
+  // A batch interrupted harder: a queued rollout, an attempt a dead runner left running, a failed
+  // attempt with one left, and one out of attempts. --resume runs exactly the first three.
   const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
   const batchId = after[0]!.batchId!;
-  const extra = ['e', 'f'].map((id) => store.createRollout({ mode: 'train', task: { id, input: {} }, batchId, datasetId: after[0]!.datasetId, source: { kind: 'api' } }).id);
+  const make = (id: string, maxAttempts: number): string => store.createRollout({ mode: 'train', task: { id, input: {} }, batchId, datasetId: after[0]!.datasetId, maxAttempts, source: { kind: 'api' } }).id;
+  const queued = make('e', 1);
+  const orphan = make('f', 2);
+  store.transitionRollout({ id: orphan, to: 'running' });
+  const failedOnce = make('g', 2);
+  store.transitionRollout({ id: failedOnce, to: 'running' });
+  store.transitionRollout({ id: failedOnce, to: 'failed', error: 'boom' });
+  const spent = make('h', 1);
+  store.transitionRollout({ id: spent, to: 'running' });
+  store.transitionRollout({ id: spent, to: 'failed', error: 'boom' });
   store.close();
   const resumed = await runCli(['dataset', 'run', 'tasks', '--resume', batchId, '--json', '--', process.execPath, 'agent.js'], { cwd, env });
   assert.equal(resumed.code, 0, resumed.stderr);
-  const final = batchOf(cwd);
-  assert.deepEqual(final.filter((r) => extra.includes(r.id)).map((r) => [r.status, r.attemptCount]), [['succeeded', 1], ['succeeded', 1]]);
-  assert.ok(final.filter((r) => !extra.includes(r.id)).every((r) => r.status === 'cancelled'), 'finished rollouts are not run again');
+  const final = new Map(batchOf(cwd).map((r) => [r.id, r]));
+  assert.deepEqual([queued, orphan, failedOnce, spent].map((id) => [final.get(id)!.status, final.get(id)!.attemptCount]), [['succeeded', 1], ['succeeded', 2], ['succeeded', 2], ['failed', 1]]);
+  assert.ok(after.every((r) => final.get(r.id)!.status === 'cancelled'), 'cancelled rollouts are not run again');
+  const unknown = await runCli(['dataset', 'run', 'tasks', '--resume', 'batch-000000000000', '--', process.execPath, 'agent.js'], { cwd, env });
+  assert.equal(unknown.code, 3);
+  const exported = await runCli(['export', '--dataset', 'tasks', '--out', 'out.jsonl'], { cwd });
+  assert.equal(exported.code, 0, exported.stderr);
+  assert.equal((JSON.parse(exported.stdout) as { exported: number }).exported, 0, 'the agents of this test make no LLM calls: nothing to train on');
+  assert.match((JSON.parse(exported.stdout) as { excludedNoCalls: number }).excludedNoCalls.toString(), /^[1-9]/);
 });

@@ -52,6 +52,12 @@ describe('LightningRL: advantages (hand-computed)', () => {
     assert.ok(Math.abs(t1) < 1e-9, 'normalized advantages of a group sum to ~0');
     assert.deepEqual(stats, { singletonGroups: 0, zeroVarianceGroups: 0 });
   });
+  test('rewards equal up to floating-point noise count as equal', () => {
+    const { advantages, stats } = rolloutAdvantages([0.1, 0.1, 0.1].map((reward, i) => ({ id: String(i), group: 't', reward: reward * 3 / 3 + (i === 1 ? 0.1 + 0.2 - 0.3 : 0) })), grpo);
+    assert.deepEqual([...advantages!.values()], [0, 0, 0]);
+    assert.equal(stats.zeroVarianceGroups, 1);
+  });
+
   test('groups of one and all-equal groups get 0 (not NaN) and are reported', () => {
     const { advantages, stats } = rolloutAdvantages([{ id: 'a', group: 't1', reward: 1 }, { id: 'b', group: 't2', reward: 1 }, { id: 'c', group: 't2', reward: 1 }, { id: 'd', group: null, reward: 5 }], grpo);
     assert.deepEqual([...advantages!.values()], [0, 0, 0, 0]);
@@ -105,6 +111,13 @@ describe('LightningRL: the adapter', () => {
     assert.deepEqual(calls.map((c) => c.stepReward), [1, 0.25]);
   });
 
+  test('a reward span that arrives late is credited to the call that ended before it', () => {
+    const first = call(null, 0, { endMs: 10 });
+    const second = call(null, 20, { endMs: 30 });
+    const late = llmSpan({ traceId: trace, category: 'reward', name: 'agentlightning.reward', attributes: { 'agentlightning.reward': 1 }, startMs: 12, endMs: 12 });
+    assert.deepEqual(extractCalls(stored([first, second, late]), [], 'reward').map((c) => c.stepReward), [1, 0]);
+  });
+
   test('a proxy call takes the agent of its OTLP twin (same response id)', () => {
     const planner = agent('planner');
     const proxied = call(null, 5, { attributes: { 'lightning.api': 'chat.completions', 'gen_ai.response.id': 'resp-1' } });
@@ -145,6 +158,29 @@ describe('LightningRL: transitions from a store', () => {
     assert.equal(example.tools!.length, 1);
 
     const best = buildTransitions(store.trajectories({}), { reward: policy, credit: { kind: 'identical' }, advantage: AdvantageOptions.parse({}), minReward: 1 });
-    assert.deepEqual([best.report.exported, best.report.excludedBelowMinReward, best.report.singletonGroups], [1, 1, 1]);
+    assert.deepEqual([best.report.exported, best.report.excludedBelowMinReward, best.report.singletonGroups], [1, 1, 0]);
+    assert.ok(best.transitions.every((tr) => Math.abs(tr.advantage - 1) < 1e-4), 'advantages come from the whole group, before --min-reward filters');
+  });
+
+  test('a retried rollout trains on its last attempt only; tasks group within their dataset', (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    t.after(() => store.close());
+    const retried = store.createRollout({ maxAttempts: 2, task: { id: 'task-1', input: null }, datasetId: 'ds-a' }).id;
+    store.transitionRollout({ id: retried, to: 'running' });
+    store.addSpans({ rolloutId: retried, spans: [llmSpan(), llmSpan()] });
+    store.transitionRollout({ id: retried, to: 'failed' });
+    store.transitionRollout({ id: retried, to: 'queued' });
+    store.transitionRollout({ id: retried, to: 'running' });
+    const last = llmSpan();
+    store.addSpans({ rolloutId: retried, spans: [last] });
+    store.transitionRollout({ id: retried, to: 'succeeded' });
+    store.addReward({ rolloutId: retried, value: 1, source: 'agent' });
+    const other = store.createRollout({ task: { id: 'task-1', input: null }, datasetId: 'ds-b' }).id;
+    store.addSpans({ rolloutId: other, spans: [llmSpan()] });
+    store.addReward({ rolloutId: other, value: 0, source: 'agent' });
+    const { transitions, report } = buildTransitions(store.trajectories({}), { reward: policy, credit: { kind: 'identical' }, advantage: AdvantageOptions.parse({}) });
+    assert.deepEqual(transitions.filter((tr) => tr.rolloutId === retried).map((tr) => tr.spanId), [last.spanId]);
+    assert.equal(report.singletonGroups, 2, 'task-1 of dataset a and task-1 of dataset b are different tasks');
+    assert.ok(transitions.every((tr) => tr.advantage === 0));
   });
 });

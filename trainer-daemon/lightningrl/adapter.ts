@@ -159,10 +159,15 @@ export function extractCalls(spans: readonly Span[], rewards: readonly Reward[],
       current = agentMatch && !(agentName !== null && agentMatch.test(agentName)) ? null : callOf(span, agentName);
       if (current) calls.push(current);
     }
-    const target = current;
-    if (!target) continue;
-    if (span.category === 'reward') target.stepReward += rewardSpanValue(span) ?? 0;
-    target.stepReward += stepRewards.get(span.spanId)?.value ?? 0;
+    if (span.category === 'llm') {
+      if (current) current.stepReward += stepRewards.get(span.spanId)?.value ?? 0;
+      continue;
+    }
+    const value = (span.category === 'reward' ? (rewardSpanValue(span) ?? 0) : 0) + (stepRewards.get(span.spanId)?.value ?? 0);
+    if (value === 0) continue;
+    // Reward spans may arrive late (OTLP batches): credit the last call that ended before the reward.
+    const target = calls.filter((c) => c.span.endMs !== null && c.span.endMs <= span.startMs).at(-1) ?? current;
+    if (target) target.stepReward += value;
   }
   return calls;
 }

@@ -42,7 +42,9 @@ export interface GroupStats {
 
 /**
  * One advantage per rollout from the episode rewards, rollouts grouped by task (GRPO): (R − mean) /
- * (std + ε), or R − mean without std normalization. A group of one, or one whose rewards are all
+ * (std + ε), or R − mean without std normalization; std is the population std, as in the paper's
+ * GRPO formulation. The credit options shape the per-call `reward`; with GRPO or baseline the
+ * advantage stays one per rollout (use `none` to train on the credited rewards themselves). A group of one, or one whose rewards are all
  * equal, has nothing to compare: its advantages are 0, and it is counted in the stats. `baseline`
  * uses the mean over all rollouts; `none` returns null (the credited rewards are the advantages).
  */
@@ -69,10 +71,12 @@ export function rolloutAdvantages(
   for (const group of groups.values()) {
     const mean = group.reduce((sum, r) => sum + r.reward, 0) / group.length;
     const std = Math.sqrt(group.reduce((sum, r) => sum + (r.reward - mean) ** 2, 0) / group.length);
+    // Equal rewards up to floating-point noise ([0.1, 0.1, 0.1] has std ~1e-17) carry no signal.
+    const flat = std <= 1e-12 * Math.max(1, Math.abs(mean));
     if (group.length === 1) stats.singletonGroups += 1;
-    else if (std === 0) stats.zeroVarianceGroups += 1;
+    else if (flat) stats.zeroVarianceGroups += 1;
     for (const r of group) {
-      const advantage = group.length === 1 || std === 0 ? 0 : options.normalizeStd ? (r.reward - mean) / (std + options.epsilon) : r.reward - mean;
+      const advantage = group.length === 1 || flat ? 0 : options.normalizeStd ? (r.reward - mean) / (std + options.epsilon) : r.reward - mean;
       advantages.set(r.id, advantage);
     }
   }

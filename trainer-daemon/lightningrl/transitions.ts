@@ -34,10 +34,6 @@ export function buildTransitions(trajectories: Iterable<Trajectory>, options: Li
       report.excludedNoReward += 1;
       continue;
     }
-    if (options.minReward !== undefined && reward < options.minReward) {
-      report.excludedBelowMinReward += 1;
-      continue;
-    }
     const calls = extractCalls(trajectory.spans, trajectory.rewards, options.reward.name, options.agentMatch);
     if (calls.length === 0) {
       report.excludedNoCalls += 1;
@@ -46,8 +42,10 @@ export function buildTransitions(trajectories: Iterable<Trajectory>, options: Li
     selected.push({ trajectory, reward, calls });
   }
 
+  // Groups are a task of a dataset (ids like task-1 repeat across datasets); advantages are computed
+  // over every rewarded rollout, before --min-reward picks which ones to export.
   const { advantages, stats } = rolloutAdvantages(
-    selected.map((s) => ({ id: s.trajectory.rollout.id, group: s.trajectory.rollout.task?.id ?? null, reward: s.reward })),
+    selected.map((s) => ({ id: s.trajectory.rollout.id, group: groupOf(s.trajectory), reward: s.reward })),
     options.advantage,
   );
   report.singletonGroups = stats.singletonGroups;
@@ -55,6 +53,10 @@ export function buildTransitions(trajectories: Iterable<Trajectory>, options: Li
 
   const transitions: Transition[] = [];
   for (const { trajectory, reward, calls } of selected) {
+    if (options.minReward !== undefined && reward < options.minReward) {
+      report.excludedBelowMinReward += 1;
+      continue;
+    }
     const credited = creditRewards(reward, calls.map((c) => c.stepReward), options.credit);
     const rolloutAdvantage = advantages?.get(trajectory.rollout.id);
     calls.forEach((call, step) => transitions.push(transition(trajectory, call, step, reward, credited[step]!, rolloutAdvantage ?? credited[step]!)));
@@ -62,6 +64,10 @@ export function buildTransitions(trajectories: Iterable<Trajectory>, options: Li
   }
   report.transitions = transitions.length;
   return { transitions, report };
+}
+
+function groupOf({ rollout }: Trajectory): string | null {
+  return rollout.task?.id === undefined ? null : `${rollout.datasetId ?? ''}\u0000${rollout.task.id}`;
 }
 
 function transition(trajectory: Trajectory, call: LlmCall, step: number, episodeReward: number, reward: number, advantage: number): Transition {

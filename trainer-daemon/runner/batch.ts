@@ -57,15 +57,30 @@ export class BatchRunner {
   /** Runs the given queued rollouts to a final status; resolves when none is queued or running. */
   async run(rolloutIds: readonly string[]): Promise<void> {
     this.queue.push(...rolloutIds);
+    let failure: unknown;
     const worker = async (): Promise<void> => {
-      while (!this.cancelled && this.queue.length > 0) await this.attempt(this.queue.shift()!);
+      while (!this.cancelled && this.queue.length > 0) {
+        try {
+          await this.attempt(this.queue.shift()!);
+        } catch (error) {
+          // The daemon refused or went away: stop every agent rather than leave them unsupervised.
+          failure ??= error;
+          this.cancel();
+        }
+      }
     };
     await Promise.all(Array.from({ length: Math.max(1, this.options.concurrency) }, worker));
+    if (failure) throw failure;
     if (this.cancelled) {
       for (const id of this.queue.splice(0)) {
         await this.options.client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' }).catch(() => undefined);
       }
     }
+  }
+
+  /** Kills every running agent's process group at once (the runner is exiting). */
+  killAll(): void {
+    for (const child of this.running.values()) killGroup(child, 'SIGKILL');
   }
 
   /** Stops launching, stops the running agents (their rollouts become cancelled), cancels the rest. */
@@ -84,6 +99,11 @@ export class BatchRunner {
   private async attempt(rolloutId: string): Promise<void> {
     const started = Date.now();
     const { rollout, url } = await this.options.client.request('startAgentRun', { rolloutId, upstream: this.options.upstream, tokenIds: this.options.tokenIds });
+    if (this.cancelled) {
+      // Cancelled while the attempt was being set up: do not start an agent nobody will wait for.
+      await this.options.client.request('transitionRollout', { id: rolloutId, to: 'cancelled', error: 'the batch was cancelled' });
+      return;
+    }
     const env = { ...this.options.env, ...instrumentationEnv({ url, rolloutId, task: rollout.task?.input ?? null, base: this.options.env }) };
     const log = fs.openSync(path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`), 'a');
     const outcome = await new Promise<{ to: RolloutStatus; error: string | null; exitCode: number | null }>((resolve) => {

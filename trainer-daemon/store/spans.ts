@@ -132,8 +132,10 @@ export class SpanRepository {
     this.bump = db.prepare(`UPDATE rollouts SET span_count = span_count + ?, llm_calls = llm_calls + ?,
       prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, updated_at = ? WHERE id = ?`);
     this.ofRollout = db.prepare('SELECT * FROM spans WHERE rollout_id = ? ORDER BY sequence');
+    // Only the rollout's last attempt: the calls of a failed attempt are not the trajectory that earned the reward.
     this.forTraining = db.prepare(`SELECT s.rollout_id, s.span_id, s.parent_span_id, s.trace_id, s.sequence, s.category, s.start_ms, s.end_ms, s.attributes
-      FROM json_each(?) j CROSS JOIN spans s ON s.rollout_id = j.value`);
+      FROM json_each(?) j CROSS JOIN spans s ON s.rollout_id = j.value
+      WHERE s.attempt = (SELECT r.attempt_count FROM rollouts r WHERE r.id = j.value)`);
   }
 
   /** Stores one rollout's spans; must run inside a transaction. Throws only for an unknown rollout. */
@@ -195,7 +197,7 @@ export class SpanRepository {
   }
 
   /**
-   * What LightningRL reads of many rollouts' spans, in one query: the tree, the order, the
+   * What LightningRL reads of many rollouts' spans (their last attempt), in one query: the tree, the order, the
    * attributes — not events, status or token columns (reading fewer columns is ~4× faster).
    */
   listForTraining(rolloutIds: readonly string[]): Map<string, TrainingSpan[]> {

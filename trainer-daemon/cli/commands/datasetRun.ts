@@ -7,7 +7,7 @@ import crypto from 'node:crypto';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { RolloutMode, userUpstream, type Rollout } from '../../protocol';
-import { InvalidInputError } from '../../errors';
+import { InvalidInputError, NotFoundError } from '../../errors';
 import { BatchRunner } from '../../runner/batch';
 import type { RpcClient } from '../../rpc/client';
 import { connectOrStartDaemon } from '../daemonConnection';
@@ -102,28 +102,39 @@ export function registerDatasetRun(dataset: Command): void {
       const storeFile = resolveStore(options);
       const { client, close } = await connectOrStartDaemon(storeFile);
       let runner: BatchRunner | undefined;
+      let cancelled = false;
       const cancel = (): void => {
         process.stderr.write('lightning: cancelling the batch: stopping the running agents\n');
+        cancelled = true;
         runner?.cancel();
       };
-      process.on('SIGINT', cancel);
-      process.on('SIGTERM', cancel);
+      // Agents run in their own process groups, so the terminal's signals do not reach them: relay.
+      const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+      const lastResort = (): void => runner?.killAll();
+      for (const signal of signals) process.on(signal, cancel);
+      process.on('exit', lastResort);
       try {
         const { dataset: found, items: tasks } = await client.request('listTasks', { dataset: name, split: options.split });
         let batchId = options.resume;
         let queued: string[];
         if (batchId) {
-          // Attempts left running by a runner that died are failed attempts; retry them if allowed.
-          for (const orphan of (await batchRollouts(client, batchId)).filter((r) => r.status === 'running')) {
-            const failed = await client.request('transitionRollout', { id: orphan.id, to: 'failed', error: 'the runner stopped during this attempt' });
-            if (failed.attemptCount < failed.maxAttempts) await client.request('transitionRollout', { id: orphan.id, to: 'queued' });
+          const existing = await batchRollouts(client, batchId);
+          if (existing.length === 0) throw new NotFoundError(`batch ${batchId} has no rollouts in this store`);
+          // Attempts left running by a runner that died are failed attempts; those and failed or
+          // timed-out rollouts with attempts left are retried.
+          for (const rollout of existing) {
+            let current = rollout;
+            if (current.status === 'running') current = await client.request('transitionRollout', { id: current.id, to: 'failed', error: 'the runner stopped during this attempt' });
+            if ((current.status === 'failed' || current.status === 'timeout') && current.attemptCount < current.maxAttempts) {
+              await client.request('transitionRollout', { id: current.id, to: 'queued' });
+            }
           }
           queued = (await batchRollouts(client, batchId)).filter((r) => r.status === 'queued').map((r) => r.id);
         } else {
           batchId = `batch-${crypto.randomBytes(6).toString('hex')}`;
           queued = [];
           for (const task of tasks) {
-            for (let s = 0; s < samples; s += 1) {
+            for (let s = 0; s < samples && !cancelled; s += 1) {
               const rollout = await client.request('createRollout', {
                 mode: options.mode, label: options.label ?? found.name, task: { id: task.id, input: task.input },
                 datasetId: found.id, batchId, maxAttempts: retries + 1, source: { kind: 'command', argv, cwd: process.cwd() },
@@ -133,6 +144,10 @@ export function registerDatasetRun(dataset: Command): void {
           }
         }
         process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${concurrency} at a time\n`);
+        if (cancelled) {
+          for (const id of queued) await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
+          queued = [];
+        }
         const total = queued.length;
         let done = 0;
         runner = new BatchRunner({
@@ -143,6 +158,7 @@ export function registerDatasetRun(dataset: Command): void {
             process.stderr.write(`[${done}/${total}] ${rollout.id} ${rollout.task?.id ?? ''} ${rollout.status}${retrying ? ' (retrying)' : ''} reward ${num(rollout.reward)} ${duration(durationMs)}\n`);
           },
         });
+        if (cancelled) runner.cancel();
         await runner.run(queued);
         if (runner.wasCancelled) process.exitCode = 130;
         const summary = summarize(await batchRollouts(client, batchId));
@@ -152,8 +168,8 @@ export function registerDatasetRun(dataset: Command): void {
           process.stdout.write(`Batch ${batchId}. Export it: npx lightning export --batch ${batchId} --out transitions.jsonl\n`);
         }
       } finally {
-        process.off('SIGINT', cancel);
-        process.off('SIGTERM', cancel);
+        for (const signal of signals) process.off(signal, cancel);
+        process.off('exit', lastResort);
         await close();
       }
     });

@@ -54,7 +54,7 @@ export function registerExport(program: Command): void {
     .option('--status <statuses>', 'rollout statuses to include (comma-separated)', 'succeeded,failed,timeout')
     .addOption(new Option('--mode <mode>', 'only this mode').choices(RolloutMode.options))
     .option('--label <label>', 'only this label')
-    .option('--dataset <id>', 'only rollouts of this dataset')
+    .option('--dataset <name>', 'only rollouts of this dataset (name or id)')
     .option('--batch <id>', 'only rollouts of this batch')
     .option('--agent <regex>', 'only the LLM calls of agents whose name matches (multi-agent selective training)')
     .option('--min-reward <r>', 'only rollouts whose episode reward is at least r')
@@ -85,8 +85,10 @@ export function registerExport(program: Command): void {
       const store = Store.open(storeFile);
       let result;
       try {
+        // --dataset takes a name or an id (an unknown one is an error, not an empty file).
+        const datasetId = options.dataset === undefined ? undefined : store.listTasks(options.dataset).dataset.id;
         result = buildTransitions(
-          store.trajectories({ status: statuses, mode: options.mode, label: options.label, datasetId: options.dataset, batchId: options.batch }),
+          store.trajectories({ status: statuses, mode: options.mode, label: options.label, datasetId, batchId: options.batch }),
           settings,
         );
       } finally {
