@@ -4,6 +4,7 @@ import { describe, test } from 'node:test';
 import { AdvantageOptions, RewardPolicy, Transition, type Reward, type SpanInput } from '../../trainer-daemon/protocol';
 import { extractCalls, repairParents } from '../../trainer-daemon/lightningrl/adapter';
 import { creditRewards, episodeReward, rolloutAdvantages } from '../../trainer-daemon/lightningrl/credit';
+import { aggregateRollout } from '../../trainer-daemon/lightningrl/aggregate';
 import { buildTransitions, toChatExample } from '../../trainer-daemon/lightningrl/transitions';
 import { Store } from '../../trainer-daemon/store/store';
 import { hex, llmSpan } from '../helpers/spans';
@@ -182,5 +183,35 @@ describe('LightningRL: transitions from a store', () => {
     assert.deepEqual(transitions.filter((tr) => tr.rolloutId === retried).map((tr) => tr.spanId), [last.spanId]);
     assert.equal(report.singletonGroups, 2, 'task-1 of dataset a and task-1 of dataset b are different tasks');
     assert.ok(transitions.every((tr) => tr.advantage === 0));
+  });
+});
+
+describe('LightningRL: trajectory aggregation', () => {
+  const sample = (spanId: string, prompt: number[] | null, response: number[] | null, step: number): Transition => ({
+    rolloutId: 'r', taskId: 't', step, spanId, spanIds: [spanId], agentName: null, model: 'm', api: 'chat.completions',
+    prompt: { messages: null, input: null, tools: null }, response: { message: null, output: null, text: `answer ${step}` },
+    promptTokenIds: prompt, responseTokenIds: response, needsTokenization: prompt === null, logprobs: response ? response.map(() => -0.5) : null,
+    lossMask: response ? response.map(() => 1) : null, episodeReward: 1, reward: 1, advantage: 0.5,
+  });
+
+  test('a prompt that extends the previous prompt + response joins it; environment tokens are masked; mismatches and missing ids are counted', () => {
+    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0 };
+    const out = aggregateRollout([
+      sample('a', [1, 2], [3, 4], 0),
+      sample('b', [1, 2, 3, 4, 9, 9], [5], 1),
+      sample('c', [1, 2, 3, 4, 9, 9, 5, 8], [6, 7], 2),
+      sample('d', [1, 2, 7], [8], 3),
+      sample('e', null, null, 4),
+    ], stats);
+    assert.deepEqual(out.map((s) => s.spanIds), [['a', 'b', 'c'], ['d'], ['e']]);
+    const [joined] = out;
+    assert.deepEqual(joined!.promptTokenIds, [1, 2]);
+    assert.deepEqual(joined!.responseTokenIds, [3, 4, 9, 9, 5, 8, 6, 7]);
+    assert.deepEqual(joined!.lossMask, [1, 1, 0, 0, 1, 0, 1, 1]);
+    assert.deepEqual(joined!.logprobs, [-0.5, -0.5, 0, 0, -0.5, 0, -0.5, -0.5]);
+    assert.equal(joined!.response.text, 'answer 2', 'the sample ends with the last call');
+    for (const s of out) if (s.lossMask) assert.equal(s.lossMask.length, s.responseTokenIds!.length, 'masks align with tokens');
+    for (const s of out) assert.deepEqual(Transition.parse(s), s);
+    assert.deepEqual(stats, { merged: 1, mismatches: 1, withoutTokenIds: 1 });
   });
 });

@@ -6,6 +6,7 @@
 import type { AdvantageOptions, CreditOptions, ExportReport, Json, RewardPolicy, Transition } from '../protocol';
 import type { Trajectory } from '../store/store';
 import { extractCalls, type LlmCall } from './adapter';
+import { aggregateRollout, type AggregationStats } from './aggregate';
 import { creditRewards, episodeReward, rolloutAdvantages } from './credit';
 
 export interface LightningRlOptions {
@@ -16,6 +17,8 @@ export interface LightningRlOptions {
   readonly agentMatch?: RegExp;
   /** Leave out rollouts whose episode reward is below this. */
   readonly minReward?: number;
+  /** Join consecutive calls whose prompt extends the previous sequence (needs engine token ids). */
+  readonly aggregate?: boolean;
 }
 
 interface Selected {
@@ -25,7 +28,8 @@ interface Selected {
 }
 
 export function buildTransitions(trajectories: Iterable<Trajectory>, options: LightningRlOptions): { transitions: Transition[]; report: ExportReport } {
-  const report: ExportReport = { rollouts: 0, exported: 0, transitions: 0, excludedNoReward: 0, excludedBelowMinReward: 0, excludedNoCalls: 0, singletonGroups: 0, zeroVarianceGroups: 0 };
+  const report: ExportReport = { rollouts: 0, exported: 0, transitions: 0, excludedNoReward: 0, excludedBelowMinReward: 0, excludedNoCalls: 0, singletonGroups: 0, zeroVarianceGroups: 0, aggregated: null };
+  const aggregation: AggregationStats = { merged: 0, mismatches: 0, withoutTokenIds: 0 };
   const selected: Selected[] = [];
   for (const trajectory of trajectories) {
     report.rollouts += 1;
@@ -59,10 +63,12 @@ export function buildTransitions(trajectories: Iterable<Trajectory>, options: Li
     }
     const credited = creditRewards(reward, calls.map((c) => c.stepReward), options.credit);
     const rolloutAdvantage = advantages?.get(trajectory.rollout.id);
-    calls.forEach((call, step) => transitions.push(transition(trajectory, call, step, reward, credited[step]!, rolloutAdvantage ?? credited[step]!)));
+    const samples = calls.map((call, step) => transition(trajectory, call, step, reward, credited[step]!, rolloutAdvantage ?? credited[step]!));
+    transitions.push(...(options.aggregate ? aggregateRollout(samples, aggregation) : samples));
     report.exported += 1;
   }
   report.transitions = transitions.length;
+  if (options.aggregate) report.aggregated = aggregation;
   return { transitions, report };
 }
 
@@ -77,6 +83,7 @@ function transition(trajectory: Trajectory, call: LlmCall, step: number, episode
     taskId: trajectory.rollout.task?.id ?? null,
     step,
     spanId: call.span.spanId,
+    spanIds: [call.span.spanId],
     agentName: call.agentName,
     model: call.model,
     api: call.api,

@@ -44,6 +44,8 @@ export const Transition = z.object({
   /** 0-based position of this call among the rollout's selected calls. */
   step: z.number().int().nonnegative(),
   spanId: z.string(),
+  /** Every LLM call in this sample: one, or several when aggregated into one sequence. */
+  spanIds: z.array(z.string()).min(1),
   agentName: z.string().nullable(),
   model: z.string().nullable(),
   api: z.string(),
@@ -57,7 +59,7 @@ export const Transition = z.object({
   /** True when token ids are missing here and must be produced by re-tokenizing the text. */
   needsTokenization: z.boolean(),
   logprobs: z.array(z.number()).nullable(),
-  /** Loss mask over responseTokenIds (1 = trained); null without token ids. */
+  /** Loss mask over responseTokenIds (1 = trained, 0 = tokens the environment inserted); null without token ids. */
   lossMask: z.array(z.number().int().min(0).max(1)).nullable(),
   /** The episode reward and the reward credited to this call. */
   episodeReward: z.number(),
@@ -77,5 +79,7 @@ export const ExportReport = z.object({
   /** Task groups with one rollout, or all rewards equal: their GRPO advantages are 0, said so here. */
   singletonGroups: z.number().int().nonnegative(),
   zeroVarianceGroups: z.number().int().nonnegative(),
+  /** With aggregation: samples made of several calls, calls that could not be joined, calls without token ids. */
+  aggregated: z.object({ merged: z.number().int(), mismatches: z.number().int(), withoutTokenIds: z.number().int() }).nullable(),
 });
 export type ExportReport = z.infer<typeof ExportReport>;

@@ -30,6 +30,7 @@ interface ExportOptions extends GlobalOptions {
   gamma: string;
   advantage: 'grpo' | 'baseline' | 'none';
   stdNormalize: boolean;
+  aggregate?: boolean;
 }
 
 function number(value: string, flag: string): number {
@@ -65,6 +66,7 @@ export function registerExport(program: Command): void {
     .option('--gamma <γ>', 'discount for --credit discounted', '0.9')
     .addOption(new Option('--advantage <kind>', 'grpo (per task group), baseline (minus the mean), none').choices(['grpo', 'baseline', 'none']).default('grpo'))
     .option('--no-std-normalize', 'GRPO advantages as R − mean, without dividing by the std')
+    .option('--aggregate', 'join consecutive calls whose prompt extends the previous prompt + response into one sample (environment tokens masked; needs engine token ids, see run --token-ids)')
     .action(async (options: ExportOptions) => {
       const statuses = options.status.split(',').map((s) => parsed(RolloutStatus, s.trim(), '--status'));
       let agentMatch: RegExp | undefined;
@@ -79,6 +81,7 @@ export function registerExport(program: Command): void {
         advantage: parsed(AdvantageOptions, { kind: options.advantage, normalizeStd: options.stdNormalize }, '--advantage'),
         agentMatch,
         minReward: options.minReward === undefined ? undefined : number(options.minReward, '--min-reward'),
+        aggregate: options.aggregate ?? false,
       };
       const storeFile = resolveStore(options);
       if (!fs.existsSync(storeFile)) throw new NotFoundError(`no store at ${storeFile}: record rollouts first (lightning run, npm run demo)`);

@@ -1,0 +1,59 @@
+/**
+ * Optional trajectory aggregation (DESIGN.md, LightningRL step 5): consecutive transitions whose
+ * prompt tokens extend the previous prompt + response become one sequence. The response of the
+ * merged sample is every call's response with the tokens the environment inserted in between
+ * (tool results, new user turns) kept for context but masked out of the loss. Only exact engine
+ * token ids can be checked; a call without them, or whose prompt does not extend the previous one
+ * (a re-tokenized or edited history), starts a new sequence and is counted.
+ */
+import type { Transition } from '../protocol';
+
+export interface AggregationStats {
+  /** Samples that hold more than one call. */
+  merged: number;
+  /** Neighbouring calls that could not be joined because the prompt did not extend the previous sequence. */
+  mismatches: number;
+  /** Calls without engine token ids, left as they were. */
+  withoutTokenIds: number;
+}
+
+function startsWith(tokens: readonly number[], prefix: readonly number[]): boolean {
+  if (prefix.length > tokens.length) return false;
+  for (let i = 0; i < prefix.length; i += 1) if (tokens[i] !== prefix[i]) return false;
+  return true;
+}
+
+/** Aggregates one rollout's transitions (in step order). */
+export function aggregateRollout(transitions: readonly Transition[], stats: AggregationStats): Transition[] {
+  const out: Transition[] = [];
+  let current: Transition | undefined;
+  for (const next of transitions) {
+    if (next.promptTokenIds === null || next.responseTokenIds === null) {
+      stats.withoutTokenIds += 1;
+      out.push(next);
+      current = undefined;
+      continue;
+    }
+    const sequence = current ? [...current.promptTokenIds!, ...current.responseTokenIds!] : undefined;
+    if (current && sequence && startsWith(next.promptTokenIds, sequence)) {
+      const inserted = next.promptTokenIds.slice(sequence.length);
+      if (current.spanIds.length === 1) stats.merged += 1;
+      current = {
+        ...current,
+        spanIds: [...current.spanIds, next.spanId],
+        response: next.response,
+        responseTokenIds: [...current.responseTokenIds!, ...inserted, ...next.responseTokenIds],
+        lossMask: [...current.lossMask!, ...inserted.map(() => 0), ...next.responseTokenIds.map(() => 1)],
+        logprobs:
+          current.logprobs && next.logprobs ? [...current.logprobs, ...inserted.map(() => 0), ...next.logprobs] : null,
+        reward: next.reward,
+      };
+      out[out.length - 1] = current;
+      continue;
+    }
+    if (current) stats.mismatches += 1;
+    current = next;
+    out.push(next);
+  }
+  return out;
+}
