@@ -48,6 +48,7 @@ export class Daemon {
     private readonly notifier: ChangeNotifier,
     private readonly rpc: RpcServer,
     private readonly http: DaemonHttpServer,
+    private readonly otlp: OtlpReceiver,
     readonly token: string,
     readonly info: DaemonInfo,
     readonly url: string,
@@ -92,7 +93,7 @@ export class Daemon {
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       baseUrl = url;
-      const daemon = new Daemon(store, writes, notifier, rpc, http, token, info, url, logger, releaseLock);
+      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, token, info, url, logger, releaseLock);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
       return daemon;
@@ -126,6 +127,7 @@ export class Daemon {
       await new Promise((resolve) => setImmediate(resolve));
       this.rpc.dispose();
       this.http.close();
+      await this.otlp.close();
       this.store.close();
       this.releaseLock();
       this.logger.info('daemon stopped');

@@ -10,7 +10,7 @@ describe('protocol', () => {
     const names = [...Object.values(Methods), ...Object.values(Notifications)].map((spec) => spec.method);
     assert.ok(names.every((name) => name.startsWith('lightning/')));
     assert.equal(new Set(names).size, names.length);
-    for (const required of ['rollouts/list', 'rollouts/get', 'rewards/add', 'rewards/list', 'stats/get', 'rollouts/changed', 'spans/added']) {
+    for (const required of ['rollouts/list', 'rollouts/get', 'spans/list', 'rewards/add', 'rewards/list', 'stats/get', 'rollouts/changed', 'spans/added']) {
       assert.ok(names.includes(`lightning/${required}`), `missing ${required}`);
     }
   });

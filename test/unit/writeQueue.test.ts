@@ -95,6 +95,7 @@ describe('group commit (WriteQueue)', () => {
     for (let i = 0; i < 20; i += 1) store.addSpans({ rolloutId: id, spans: [llmSpan()] });
     await waitFor(() => sent.some(([name]) => name === 'spansAdded'), 'the spans flush');
     assert.equal(sent.filter(([name]) => name === 'spansAdded').length, 1, '20 span writes, one spans/added');
+    assert.deepEqual(sent.find(([name]) => name === 'spansAdded')![1], { rollouts: [{ rolloutId: id, fromSequence: 1, toSequence: 20 }] });
     const before = sent.length;
     store.addReward({ rolloutId: id, value: 1 });
     await waitFor(() => sent.length > before, 'the flush after the reward');

@@ -7,8 +7,7 @@ import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import type { SpanInput } from '../protocol';
 import { errorMessage, OverloadedError } from '../errors';
 import type { WriteQueue } from '../store/writeQueue';
-import { decodeTraceRequest } from './decode';
-import { normalizeTraceRequest } from './normalize';
+import { DecodePool } from './decodePool';
 
 interface ResponseType {
   encode(message: object): { finish(): Uint8Array };
@@ -35,10 +34,16 @@ function encodeResponse(protobuf: boolean, rejected: number, message: string): {
 }
 
 export class OtlpReceiver {
+  private readonly pool = new DecodePool();
+
   constructor(
     private readonly writes: WriteQueue,
     private readonly maxBytes: number,
   ) {}
+
+  close(): Promise<void> {
+    return this.pool.close();
+  }
 
   /**
    * Stores a trace export. `urlRolloutId` comes from the capability URL (`/r/<key>/v1/traces`) and
@@ -46,8 +51,7 @@ export class OtlpReceiver {
    * Throws InvalidInputError (or UnsupportedMediaTypeError) for a body that cannot be decoded.
    */
   async ingest(urlRolloutId: string | null, body: Buffer, contentType: string | undefined, contentEncoding: string | undefined): Promise<OtlpResponse> {
-    const request = decodeTraceRequest(body, contentType, contentEncoding, this.maxBytes);
-    const { spans, rejected } = normalizeTraceRequest(request);
+    const { spans, rejected } = await this.pool.decode(body, contentType, contentEncoding, this.maxBytes);
     const problems = rejected.map((r) => `${r.spanId ?? 'span'}: ${r.error}`);
     const byRollout = new Map<string, SpanInput[]>();
     for (const { rolloutId, span } of spans) {

@@ -173,6 +173,22 @@ export const DaemonInfo = z.object({
 });
 export type DaemonInfo = z.infer<typeof DaemonInfo>;
 
+export const SpanRange = z.object({
+  rolloutId: z.string(),
+  /** Sequence numbers of the new spans, inclusive. */
+  fromSequence: z.number().int().positive(),
+  toSequence: z.number().int().positive(),
+});
+export type SpanRange = z.infer<typeof SpanRange>;
+
+export const ListSpansParams = z.strictObject({
+  rolloutId: RolloutId,
+  /** Only spans after this sequence number (what a live view already has). */
+  afterSequence: z.number().int().nonnegative().default(0),
+  limit: z.number().int().min(1).max(10_000).default(1_000),
+});
+export type ListSpansParams = z.input<typeof ListSpansParams>;
+
 export const Methods = {
   daemonInfo: method('daemon/info', z.strictObject({}), DaemonInfo),
   listRollouts: method('rollouts/list', ListRolloutsParams, RolloutPage),
@@ -182,6 +198,7 @@ export const Methods = {
   /** Creates a running rollout for an agent process and returns its capability URL. */
   startAgentRun: method('agentRuns/start', StartAgentRunParams, AgentRun),
   addSpans: method('spans/add', AddSpansParams, AddSpansResult),
+  listSpans: method('spans/list', ListSpansParams, z.object({ items: z.array(Span) })),
   addReward: method('rewards/add', AddRewardParams, Reward),
   listRewards: method('rewards/list', z.strictObject({ rolloutId: RolloutId }), z.object({ items: z.array(Reward) })),
   getStats: method('stats/get', z.strictObject({}), Stats),
@@ -200,8 +217,12 @@ export type ResultOf<M extends MethodName> = z.infer<Methods[M]['result']>;
 export const Notifications = {
   /** Rollouts created or changed (status, counters, reward), at most every 100 ms, latest state only. */
   rolloutsChanged: notification('rollouts/changed', z.object({ rollouts: z.array(Rollout) })),
-  /** Spans stored since the last notification, at most every 100 ms, in sequence order per rollout. */
-  spansAdded: notification('spans/added', z.object({ spans: z.array(Span) })),
+  /**
+   * Which rollouts got spans since the last notification (at most every 100 ms), as sequence
+   * ranges: a client showing one of them fetches the new spans with `spans/list` (afterSequence),
+   * so no window is sent the spans of rollouts it does not show.
+   */
+  spansAdded: notification('spans/added', z.object({ rollouts: z.array(SpanRange) })),
 } as const;
 
 export type Notifications = typeof Notifications;

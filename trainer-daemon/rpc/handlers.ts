@@ -49,6 +49,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerCon
       written.forEach((result, k) => (results[validIndexes[k]!] = result));
       return { results };
     },
+    listSpans: ({ rolloutId, afterSequence, limit }) => ({ items: store.listSpans(store.resolveRolloutId(rolloutId), afterSequence, limit) }),
     addReward: (params) => {
       const rolloutId = store.resolveRolloutId(params.rolloutId);
       return write(() => store.addReward({ ...params, rolloutId }));

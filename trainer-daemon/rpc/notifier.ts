@@ -1,9 +1,9 @@
 /**
  * Turns the store's change events into the protocol's notifications, batched: at most one
  * `rollouts/changed` and one `spans/added` every `intervalMs` (100 ms), carrying the latest state of
- * each changed rollout and every span stored since the last flush.
+ * each changed rollout and, per rollout, the range of spans stored since the last flush.
  */
-import type { NotificationName, NotificationParamsOf, Span } from '../protocol';
+import type { NotificationName, NotificationParamsOf, Span, SpanRange } from '../protocol';
 import type { Store } from '../store/store';
 import { DisposableStore, type Disposable } from '../util/event';
 
@@ -12,7 +12,8 @@ export type Broadcast = <N extends NotificationName>(name: N, params: Notificati
 export class ChangeNotifier implements Disposable {
   private readonly subscriptions = new DisposableStore();
   private changed = new Set<string>();
-  private spans: Span[] = [];
+  /** New spans per rollout since the last flush, as a sequence range. */
+  private spans = new Map<string, SpanRange>();
   private timer: NodeJS.Timeout | undefined;
   private lastFlush = -Infinity;
 
@@ -31,7 +32,11 @@ export class ChangeNotifier implements Disposable {
   }
 
   private noteSpans(spans: readonly Span[]): void {
-    this.spans.push(...spans);
+    for (const span of spans) {
+      const range = this.spans.get(span.rolloutId);
+      if (!range) this.spans.set(span.rolloutId, { rolloutId: span.rolloutId, fromSequence: span.sequence, toSequence: span.sequence });
+      else this.spans.set(span.rolloutId, { ...range, fromSequence: Math.min(range.fromSequence, span.sequence), toSequence: Math.max(range.toSequence, span.sequence) });
+    }
     this.schedule();
   }
 
@@ -46,11 +51,11 @@ export class ChangeNotifier implements Disposable {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     this.lastFlush = performance.now();
-    const spans = this.spans;
+    const ranges = [...this.spans.values()];
     const ids = [...this.changed];
-    this.spans = [];
+    this.spans = new Map();
     this.changed = new Set();
-    if (spans.length > 0) this.broadcast('spansAdded', { spans });
+    if (ranges.length > 0) this.broadcast('spansAdded', { rollouts: ranges });
     if (ids.length > 0 && this.store.isOpen) {
       this.broadcast('rolloutsChanged', { rollouts: ids.map((id) => this.store.getRollout(id)) });
     }

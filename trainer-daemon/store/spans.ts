@@ -113,6 +113,7 @@ export class SpanRepository {
   private readonly insert: Statement;
   private readonly bump: Statement;
   private readonly ofRollout: Statement<[string], SpanRow>;
+  private readonly after: Statement<[string, number, number], SpanRow>;
   private readonly forTraining: Statement<[string], Pick<SpanRow, 'rollout_id' | 'span_id' | 'parent_span_id' | 'trace_id' | 'sequence' | 'category' | 'start_ms' | 'end_ms' | 'attributes'>>;
   private readonly twinsOf: Statement<[string, string], TwinRow>;
   private readonly demote: Statement;
@@ -132,6 +133,7 @@ export class SpanRepository {
     this.bump = db.prepare(`UPDATE rollouts SET span_count = span_count + ?, llm_calls = llm_calls + ?,
       prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, updated_at = ? WHERE id = ?`);
     this.ofRollout = db.prepare('SELECT * FROM spans WHERE rollout_id = ? ORDER BY sequence');
+    this.after = db.prepare('SELECT * FROM spans WHERE rollout_id = ? AND sequence > ? ORDER BY sequence LIMIT ?');
     // Only the rollout's last attempt: the calls of a failed attempt are not the trajectory that earned the reward.
     this.forTraining = db.prepare(`SELECT s.rollout_id, s.span_id, s.parent_span_id, s.trace_id, s.sequence, s.category, s.start_ms, s.end_ms, s.attributes
       FROM json_each(?) j CROSS JOIN spans s ON s.rollout_id = j.value
@@ -194,6 +196,11 @@ export class SpanRepository {
 
   list(rolloutId: string): Span[] {
     return this.ofRollout.all(rolloutId).map(rowToSpan);
+  }
+
+  /** A page of a rollout's spans after a sequence number (a live view catching up). */
+  listAfter(rolloutId: string, afterSequence: number, limit: number): Span[] {
+    return this.after.all(rolloutId, afterSequence, limit).map(rowToSpan);
   }
 
   /**

@@ -143,6 +143,11 @@ export class Store {
     } while (cursor);
   }
 
+  listSpans(rolloutId: string, afterSequence: number, limit: number): Span[] {
+    this.rollouts.get(rolloutId);
+    return this.spans.listAfter(rolloutId, afterSequence, limit);
+  }
+
   listRollouts(params: ListRolloutsParams): RolloutPage {
     return this.rollouts.list(ListRolloutsParams.parse(params));
   }
