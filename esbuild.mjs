@@ -3,15 +3,16 @@
 import * as esbuild from 'esbuild';
 
 const watch = process.argv.includes('--watch');
-const production = process.argv.includes('--production');
 
 /** Native or editor-provided modules stay outside the bundles. */
 const nodeExternals = ['vscode', 'better-sqlite3', 'onnxruntime-node'];
 
 const common = {
   bundle: true,
-  sourcemap: !production,
-  minify: production,
+  sourcemap: true,
+  // Minified bundles parse faster (the daemon's start-up); names are kept for errors and stack traces.
+  minify: true,
+  keepNames: true,
   logLevel: 'warning',
   legalComments: 'none',
 };

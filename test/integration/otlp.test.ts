@@ -81,6 +81,12 @@ describe('OTLP/HTTP trace receiver', () => {
     assert.match(partial.partialSuccess.errorMessage, /ro-0000000000000000 does not exist/);
     assert.match(partial.partialSuccess.errorMessage, /no lightning\.rollout_id/);
     assert.equal((await spansOf(rollout.id, 1)).length, 1);
+    // The same answer in protobuf, for a protobuf export.
+    const binary = await post(`${daemon.ready.url}/v1/traces`, encode(stray, 'protobuf'), { 'content-type': 'application/x-protobuf' });
+    assert.equal(binary.type, 'application/x-protobuf');
+    const decoded = ResponseType.decode(binary.body).partialSuccess!;
+    assert.equal(Number(decoded.rejectedSpans), 1);
+    assert.match(decoded.errorMessage!, /ro-0000000000000000 does not exist/);
   });
 
   test('garbage protobuf, bad JSON and an unknown media type get a 4xx, store nothing, and the daemon serves on', async () => {

@@ -7,8 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors';
-import { decodeTraceRequest } from './decode';
-import { normalizeTraceRequest, type NormalizedTraceRequest } from './normalize';
+import type { NormalizedTraceRequest } from './normalize';
 import type { DecodeJob } from './worker';
 
 type Reply = { id: number; ok: true; result: NormalizedTraceRequest } | { id: number; ok: false; error: { name: string; message: string } };
@@ -44,7 +43,14 @@ export class DecodePool {
   }
 
   decode(body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, maxBytes: number): Promise<NormalizedTraceRequest> {
-    if (!this.worker) return Promise.resolve().then(() => normalizeTraceRequest(decodeTraceRequest(body, contentType, contentEncoding, maxBytes)));
+    if (!this.worker) {
+      // Loaded on first use only: the decoder's generated module is large and the daemon has the worker.
+      return Promise.resolve().then(() => {
+        const { decodeTraceRequest } = require('./decode') as typeof import('./decode');
+        const { normalizeTraceRequest } = require('./normalize') as typeof import('./normalize');
+        return normalizeTraceRequest(decodeTraceRequest(body, contentType, contentEncoding, maxBytes));
+      });
+    }
     const id = (this.next += 1);
     const job: DecodeJob = { id, body, contentType, contentEncoding, maxBytes };
     return new Promise((resolve, reject) => {

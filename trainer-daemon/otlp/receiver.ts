@@ -3,19 +3,22 @@
  * group commit, and answer with OTLP's partial success — the good spans of a batch are stored and
  * the rejected ones counted and explained — in the encoding the exporter used.
  */
-import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
+import protobuf from 'protobufjs/minimal';
 import type { SpanInput } from '../protocol';
 import { errorMessage, OverloadedError } from '../errors';
 import type { WriteQueue } from '../store/writeQueue';
 import { DecodePool } from './decodePool';
 
-interface ResponseType {
-  encode(message: object): { finish(): Uint8Array };
-  create(properties: object): object;
+/**
+ * ExportTraceServiceResponse { ExportTracePartialSuccess partial_success = 1 } with
+ * { int64 rejected_spans = 1; string error_message = 2 }, written with protobufjs' writer: the
+ * generated module (all of OTLP's messages) stays out of the main thread, in the decode worker.
+ */
+function encodeProtobufResponse(rejected: number, message: string): Uint8Array {
+  const writer = protobuf.Writer.create();
+  if (rejected > 0) writer.uint32((1 << 3) | 2).fork().uint32((1 << 3) | 0).int64(rejected).uint32((2 << 3) | 2).string(message).ldelim();
+  return writer.finish();
 }
-const ExportTraceServiceResponse = (
-  otlpRoot as unknown as { opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceResponse: ResponseType } } } } } }
-).opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
 
 export interface OtlpResponse {
   readonly contentType: string;
@@ -24,13 +27,9 @@ export interface OtlpResponse {
   readonly rejected: number;
 }
 
-function encodeResponse(protobuf: boolean, rejected: number, message: string): { contentType: string; body: Buffer } {
-  const partialSuccess = rejected > 0 ? { rejectedSpans: rejected, errorMessage: message } : undefined;
-  if (protobuf) {
-    const encoded = ExportTraceServiceResponse.encode(ExportTraceServiceResponse.create(partialSuccess ? { partialSuccess } : {})).finish();
-    return { contentType: 'application/x-protobuf', body: Buffer.from(encoded) };
-  }
-  return { contentType: 'application/json', body: Buffer.from(JSON.stringify(partialSuccess ? { partialSuccess: { rejectedSpans: String(rejected), errorMessage: message } } : {})) };
+function encodeResponse(binary: boolean, rejected: number, message: string): { contentType: string; body: Buffer } {
+  if (binary) return { contentType: 'application/x-protobuf', body: Buffer.from(encodeProtobufResponse(rejected, message)) };
+  return { contentType: 'application/json', body: Buffer.from(JSON.stringify(rejected > 0 ? { partialSuccess: { rejectedSpans: String(rejected), errorMessage: message } } : {})) };
 }
 
 export class OtlpReceiver {
@@ -79,7 +78,7 @@ export class OtlpReceiver {
     // Nothing stored because the daemon is busy: a 503 makes the exporter retry the batch later.
     if (stored === 0 && overloaded) throw overloaded;
     const rejectedCount = spans.length + rejected.length - stored;
-    const protobuf = !(contentType ?? '').toLowerCase().includes('json');
-    return { ...encodeResponse(protobuf, rejectedCount, problems.slice(0, 5).join('; ')), stored, rejected: rejectedCount };
+    const binary = !(contentType ?? '').toLowerCase().includes('json');
+    return { ...encodeResponse(binary, rejectedCount, problems.slice(0, 5).join('; ')), stored, rejected: rejectedCount };
   }
 }
