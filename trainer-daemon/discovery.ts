@@ -94,19 +94,8 @@ export function acquireStoreLock(storeFile: string): () => void {
   throw new ConflictError(`could not take the lock on ${storeFile}; is another daemon starting?`);
 }
 
-/** Refuses when another live daemon owns the store. */
-export function assertStoreFree(storeFile: string): void {
-  const existing = findDaemon(storeFile);
-  if (existing && existing.info.pid !== process.pid) {
-    throw new ConflictError(
-      `another Lightning daemon (pid ${existing.info.pid}, ${existing.info.url}) already owns ${storeFile}; stop it or use --store`,
-    );
-  }
-}
-
-/** Writes both files atomically (temp file + rename), after checking again that no other daemon owns the store. */
+/** Writes both files atomically (temp file + rename); the caller holds the store lock (acquireStoreLock). */
 export function writeDiscovery(storeFile: string, info: Omit<DiscoveryFile, 'tokenFile'>, token: string): DiscoveryPaths {
-  assertStoreFree(storeFile);
   const paths = discoveryPaths(storeFile);
   fs.mkdirSync(path.dirname(paths.info), { recursive: true });
   writeAtomic(paths.token, `${token}\n`, 0o600);

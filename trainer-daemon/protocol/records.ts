@@ -19,9 +19,6 @@ export const Json: z.ZodType<Json> = z.lazy(() =>
 export const RolloutStatus = z.enum(['queued', 'running', 'succeeded', 'failed', 'cancelled', 'timeout']);
 export type RolloutStatus = z.infer<typeof RolloutStatus>;
 
-/** Statuses a rollout never leaves except by an explicit retry (failed/timeout with attempts left). */
-export const FINISHED_STATUSES: readonly RolloutStatus[] = ['succeeded', 'failed', 'cancelled', 'timeout'];
-
 export const RolloutMode = z.enum(['debug', 'train', 'val']);
 export type RolloutMode = z.infer<typeof RolloutMode>;
 

@@ -92,9 +92,6 @@ export class RpcClient implements Disposable {
     });
   }
 
-  get closed(): boolean {
-    return this.socket.readyState === WebSocket.CLOSED;
-  }
 
   dispose(): void {
     this.connection.dispose();

@@ -68,10 +68,6 @@ export class DaemonHttpServer {
     });
   }
 
-  get port(): number {
-    return this.boundPort;
-  }
-
   /** A handler that throws must never take the daemon down: log, and drop that one connection. */
   private guard(request: IncomingMessage, handle: () => void, drop: () => void): void {
     try {

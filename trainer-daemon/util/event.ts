@@ -17,10 +17,6 @@ export class Emitter<T> implements Disposable {
     for (const listener of [...this.listeners]) listener(value);
   }
 
-  get hasListeners(): boolean {
-    return this.listeners.size > 0;
-  }
-
   dispose(): void {
     this.listeners.clear();
   }
