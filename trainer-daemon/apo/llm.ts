@@ -48,7 +48,7 @@ export class OptimizerLlm {
       if (this.used >= this.options.budgetCalls) throw new BudgetExhaustedError(`the budget of ${this.options.budgetCalls} LLM calls is spent`);
       this.used += 1;
       try {
-        return accept(await this.call(`${purpose} (attempt ${attempt})`, model, messages));
+        return await this.call(`${purpose} (attempt ${attempt})`, model, messages, accept);
       } catch (error) {
         last = error;
       }
@@ -56,7 +56,8 @@ export class OptimizerLlm {
     throw last instanceof Error ? last : new LightningError(String(last));
   }
 
-  private async call(label: string, model: string, messages: readonly ChatMessage[]): Promise<string> {
+  /** One attempt, as one `optimizer` rollout: failed when the call fails or its answer is refused. */
+  private async call<T>(label: string, model: string, messages: readonly ChatMessage[], accept: (answer: string) => T): Promise<T> {
     const { client, runId } = this.options;
     const { rollout, url } = await client.request('startAgentRun', {
       mode: 'optimizer',
@@ -72,9 +73,9 @@ export class OptimizerLlm {
       });
       const text = await response.text();
       if (!response.ok) throw new LightningError(`${model} answered HTTP ${response.status}: ${text.slice(0, 300)}`);
-      const content = contentOf(text);
+      const accepted = accept(contentOf(text));
       await client.request('transitionRollout', { id: rollout.id, to: 'succeeded' });
-      return content;
+      return accepted;
     } catch (error) {
       await client.request('transitionRollout', { id: rollout.id, to: 'failed', error: errorMessage(error) });
       throw error;

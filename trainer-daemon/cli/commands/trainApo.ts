@@ -6,6 +6,7 @@
 import path from 'node:path';
 import { ApoConfig, describeIssues, userUpstream, type ApoConfigInput, type ApoResult } from '../../protocol';
 import { InvalidInputError } from '../../errors';
+import { CancelledError } from '../../apo/evaluate';
 import { runApo } from '../../apo/loop';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { num } from '../format';
@@ -89,10 +90,19 @@ export async function runApoCommand(argv: string[], flags: ApoFlags): Promise<vo
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   for (const signal of signals) process.on(signal, cancel);
   try {
-    const result = await runApo(
-      { client, config, argv, upstream, apiKey: process.env.OPENAI_API_KEY || undefined, env: process.env, logDir: path.join(path.dirname(storeFile), 'logs'), signal: abort.signal },
-      { progress: (line) => process.stderr.write(`apo: ${line}\n`) },
-    );
+    let result: ApoResult;
+    try {
+      result = await runApo(
+        { client, config, argv, upstream, apiKey: process.env.OPENAI_API_KEY || undefined, env: process.env, logDir: path.join(path.dirname(storeFile), 'logs'), signal: abort.signal },
+        { progress: (line) => process.stderr.write(`apo: ${line}\n`) },
+      );
+    } catch (error) {
+      // Cancelled before the seed was even scored: nothing to report but that.
+      if (!(error instanceof CancelledError)) throw error;
+      process.stderr.write('lightning: the training run was cancelled before the seed prompt was scored\n');
+      process.exitCode = 130;
+      return;
+    }
     if (result.stopReason === 'cancelled') process.exitCode = 130;
     process.stdout.write(flags.json ? `${JSON.stringify({ event: 'training-finished', algorithm: 'apo', ...result })}\n` : `${summary(result)}\n`);
   } finally {
