@@ -18,12 +18,12 @@ export function lineDiff(before: string, after: string): string {
       lines.push(`  ${a[i]}`);
       i += 1;
       j += 1;
-    } else if (j < b.length && (i === a.length || lcs[i]![j + 1]! >= lcs[i + 1]![j]!)) {
-      lines.push(`+ ${b[j]}`);
-      j += 1;
-    } else {
+    } else if (i < a.length && (j === b.length || lcs[i + 1]![j]! >= lcs[i]![j + 1]!)) {
       lines.push(`- ${a[i]}`);
       i += 1;
+    } else {
+      lines.push(`+ ${b[j]}`);
+      j += 1;
     }
   }
   return before === after ? '' : lines.join('\n');

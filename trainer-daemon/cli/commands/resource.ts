@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../errors';
 import { Json, placeholders } from '../../protocol';
 import { openBackend } from '../backend';
+import { positiveInt } from './datasetRun';
 import { table, time } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 
@@ -12,12 +13,6 @@ interface PutOptions extends GlobalOptions {
   value?: string;
   kind: 'prompt_template' | 'json';
   notCurrent?: boolean;
-}
-
-function positive(value: string, what: string): number {
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new InvalidInputError(`${what} ${value}: expected a positive integer`);
-  return n;
 }
 
 function readValue(options: PutOptions): Json {
@@ -86,7 +81,7 @@ export function registerResource(program: Command): void {
     .action(async (name: string, options: GlobalOptions & { version?: string }) => {
       const backend = await openBackend(resolveStore(options));
       try {
-        const got = await backend.call('getResource', { name, version: options.version === undefined ? undefined : positive(options.version, '--version') });
+        const got = await backend.call('getResource', { name, version: options.version === undefined ? undefined : positiveInt(options.version, '--version') });
         if (options.json) process.stdout.write(`${JSON.stringify(got)}\n`);
         else {
           process.stdout.write(`${typeof got.resource.value === 'string' ? got.resource.value : JSON.stringify(got.resource.value, null, 2)}\n`);
@@ -106,7 +101,7 @@ export function registerResource(program: Command): void {
     .action(async (name: string, version: string, options: GlobalOptions) => {
       const backend = await openBackend(resolveStore(options));
       try {
-        const current = await backend.call('setCurrentResource', { name, version: positive(version, 'version') });
+        const current = await backend.call('setCurrentResource', { name, version: positiveInt(version, 'version') });
         process.stdout.write(options.json ? `${JSON.stringify(current)}\n` : `${name}: version ${current.version} is current\n`);
       } finally {
         backend.close();
