@@ -4,6 +4,7 @@
  * `GET $LIGHTNING_URL/resources` (and from `LIGHTNING_RESOURCES`, set to the same JSON), and the
  * store records which version each rollout ran with. Agents run through the dataset runner.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { RewardPolicy, type AgentResources, type ApoConfig, type Json, type RolloutMode } from '../protocol';
 import { LightningError } from '../errors';
@@ -68,11 +69,21 @@ export class Evaluator {
       });
       ids.push(rollout.id);
     }
+    const logDir = path.join(this.options.logDir, batchId);
+    const resources = await this.agentResources(version);
+    const env: NodeJS.ProcessEnv = { ...this.options.env, LIGHTNING_RESOURCES: JSON.stringify(resources) };
+    let command = argv;
+    if (config.promptFile !== null) {
+      // The candidate in a copy of the prompt file, named like it, given where the agent is told the file's path.
+      const copy = path.join(logDir, 'prompt', path.basename(config.promptFile));
+      fs.mkdirSync(path.dirname(copy), { recursive: true });
+      fs.writeFileSync(copy, resources.resources[config.resource]!.value as string);
+      command = argv.map((arg) => (path.resolve(arg) === config.promptFile ? copy : arg));
+      env.LIGHTNING_PROMPT_FILE = copy;
+    }
     this.runner = new BatchRunner({
-      client, argv, concurrency: config.concurrency, timeoutMs: config.timeoutMs, upstream: this.options.upstream, tokenIds: false,
-      logDir: path.join(this.options.logDir, batchId),
-      env: { ...this.options.env, LIGHTNING_RESOURCES: JSON.stringify(await this.agentResources(version)) },
-      onAttempt: () => {},
+      client, argv: command, concurrency: config.concurrency, timeoutMs: config.timeoutMs, upstream: this.options.upstream, tokenIds: false,
+      logDir, env, onAttempt: () => {},
     });
     if (this.cancelled) this.runner.cancel();
     await this.runner.run(ids);

@@ -95,6 +95,12 @@ export const ApoConfig = z.strictObject({
   concurrency: count(256).default(4),
   /** Per-rollout time limit. */
   timeoutMs: z.number().int().min(1_000).max(86_400_000).default(120_000),
+  /**
+   * For an agent that loads its prompt from a file: each batch gets the candidate in a temporary
+   * copy of this file (absolute path), passed in place of every argument naming the file and in
+   * `LIGHTNING_PROMPT_FILE`. The file itself is never written.
+   */
+  promptFile: z.string().min(1).nullable().default(null),
   /** Reward from the task's expected answer when no person or agent gave one: normalized equality, containment, or none. */
   match: z.enum(['normalized', 'contains', 'none']).default('normalized'),
 });

@@ -32,6 +32,7 @@ export function registerTrain(program: Command): void {
     .option('--concurrency <n>', 'agents running at once', '4')
     .option('--timeout <seconds>', 'per-rollout time limit', '120')
     .addOption(new Option('--match <mode>', 'reward from the expected answer when none was given').choices(['normalized', 'contains', 'none']).default('normalized'))
+    .option('--prompt-file <file>', 'apo: the agent loads its prompt from this file: it seeds the resource, and each candidate runs in a temporary copy passed in place of this path (arguments, LIGHTNING_PROMPT_FILE)')
     .option('--upstream <url>', 'the upstream when the agents have no OPENAI_BASE_URL of their own')
     .passThroughOptions()
     .action((argv: string[], options: ApoFlags) => runApoCommand(argv, options));

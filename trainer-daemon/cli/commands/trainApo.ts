@@ -3,9 +3,11 @@
  * with progress lines on stderr and Ctrl-C as a cancel, then a summary (best prompt, its
  * validation score against the seed's, the diff) or, with --json, the run's result.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import { ApoConfig, describeIssues, userUpstream, type ApoConfigInput, type ApoResult } from '../../protocol';
-import { InvalidInputError } from '../../errors';
+import { errorMessage, InvalidInputError, NotFoundError } from '../../errors';
+import type { RpcClient } from '../../rpc/client';
 import { CancelledError } from '../../apo/evaluate';
 import { runApo } from '../../apo/loop';
 import { connectOrStartDaemon } from '../daemonConnection';
@@ -34,6 +36,7 @@ export interface ApoFlags extends GlobalOptions {
   timeout: string;
   match: ApoConfig['match'];
   upstream?: string;
+  promptFile?: string;
 }
 
 /** The flag a configuration field comes from, for error messages. */
@@ -55,6 +58,7 @@ export function apoConfigFromFlags(flags: ApoFlags): ApoConfig {
     budgetCalls: number(flags.budgetCalls), budgetRollouts: number(flags.budgetRollouts), seed: number(flags.seed),
     callAttempts: number(flags.callAttempts), concurrency: number(flags.concurrency),
     timeoutMs: typeof timeout === 'number' ? Math.round(timeout * 1000) : timeout, match: flags.match,
+    promptFile: flags.promptFile === undefined ? null : path.resolve(flags.promptFile),
   };
   const parsed = ApoConfig.safeParse(input);
   if (!parsed.success) {
@@ -76,6 +80,20 @@ function summary(result: ApoResult): string {
   return lines.join('\n');
 }
 
+/** With --prompt-file, the file is the seed: stored as the resource's new current version unless it already is. */
+async function seedFromPromptFile(client: RpcClient, config: ApoConfig): Promise<void> {
+  if (config.promptFile === null) return;
+  let text: string;
+  try {
+    text = fs.readFileSync(config.promptFile, 'utf8');
+  } catch (error) {
+    throw new NotFoundError(`--prompt-file: cannot read ${config.promptFile}: ${errorMessage(error)}`);
+  }
+  const { items } = await client.request('listResources', {});
+  const existing = items.some((r) => r.name === config.resource) ? (await client.request('getResource', { name: config.resource })).resource : undefined;
+  if (existing?.value !== text) await client.request('putResource', { name: config.resource, kind: 'prompt_template', value: text });
+}
+
 export async function runApoCommand(argv: string[], flags: ApoFlags): Promise<void> {
   const config = apoConfigFromFlags(flags);
   const own = userUpstream(process.env);
@@ -90,6 +108,7 @@ export async function runApoCommand(argv: string[], flags: ApoFlags): Promise<vo
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
   for (const signal of signals) process.on(signal, cancel);
   try {
+    await seedFromPromptFile(client, config);
     let result: ApoResult;
     try {
       result = await runApo(
