@@ -283,6 +283,7 @@ test('apo: trainingRuns/cancel from another client stops the run and its agents;
   const detail = await client.request('getTrainingRun', { id: running.id });
   assert.equal(detail.run.status, 'cancelled');
   assert.ok(detail.run.cancelRequested);
+  assert.deepEqual((await client.request('apoLeaderboard', { runId: running.id })).items.map((c) => [c.id, c.valScore]), [['seed', null]]);
   const left = await client.request('listRollouts', { mode: 'val', status: ['running', 'queued'] });
   assert.equal(left.items.length, 0);
   await waitFor(() => changes.includes('cancelled+cancel'), 'the cancelled notification');
