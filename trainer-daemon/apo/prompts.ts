@@ -32,8 +32,12 @@ function styleInstruction(style: CritiqueStyle): string {
   }
 }
 
+/** Long inputs and answers are cut, so a critique request stays a bounded size. */
+const MAX_EXAMPLE_CHARS = 2_000;
+const cut = (text: string): string => (text.length > MAX_EXAMPLE_CHARS ? `${text.slice(0, MAX_EXAMPLE_CHARS)} […]` : text);
+
 function describe(example: Example, index: number): string {
-  const lines = [`Example ${index + 1} (reward ${example.reward}):`, `input: ${JSON.stringify(example.input)}`, `agent's answer: ${example.answer ?? '(none)'}`];
+  const lines = [`Example ${index + 1} (reward ${example.reward}):`, `input: ${cut(JSON.stringify(example.input))}`, `agent's answer: ${cut(example.answer ?? '(none)')}`];
   if (example.expected !== null) lines.push(`expected answer: ${JSON.stringify(example.expected)}`);
   return lines.join('\n');
 }
