@@ -170,7 +170,7 @@ export const MetricSeries = z.array(z.object({ step: z.number().int().nonnegativ
 export const TrainingRunDetail = z.object({
   run: TrainingRun,
   metrics: MetricSeries,
-  /** The leaderboard: best validation score first (full-set score, else batch score). */
+  /** The leaderboard: candidates scored on the full validation set first, best first; then the others by batch score. */
   candidates: z.array(ApoCandidate),
 });
 export type TrainingRunDetail = z.infer<typeof TrainingRunDetail>;

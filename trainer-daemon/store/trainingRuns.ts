@@ -107,10 +107,11 @@ export class TrainingRunRepository {
       rollouts = rollouts + @rollouts WHERE run_id = @runId AND id = @id`);
     this.insertMetric = db.prepare('INSERT INTO metric_points (run_id, step, name, value, time_ms) VALUES (?, ?, ?, ?, ?)');
     this.metricsOf = db.prepare('SELECT step, name, value, time_ms AS timeMs FROM metric_points WHERE run_id = ? ORDER BY step, name');
-    // Best first: the full validation score when measured, else the batch score; ties by creation order.
+    // Best first: scored on the full validation set before scored on a batch only (a small batch's
+    // score says less), each by score; ties by creation order.
     this.candidatesOf = db.prepare(`SELECT c.*, r.value AS prompt FROM apo_candidates c
       JOIN resources r ON r.name = c.resource_name AND r.version = c.version
-      WHERE c.run_id = ? ORDER BY coalesce(c.val_score, c.batch_score) DESC NULLS LAST, c.round, c.created_at, c.id`);
+      WHERE c.run_id = ? ORDER BY c.val_score DESC NULLS LAST, c.batch_score DESC NULLS LAST, c.round, c.created_at, c.id`);
   }
 
   create(params: z.output<typeof CreateTrainingRunParams>, now = Date.now()): TrainingRun {
