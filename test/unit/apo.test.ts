@@ -99,15 +99,24 @@ describe('apo: resources in the store', () => {
     assert.deepEqual([candidate.version, candidate.current, candidate.runId], [2, false, 'run-1']);
     assert.equal(store.agentResources(null).resources.prompt!.value, 'v1 {a}');
     const pinned = store.createRollout({ mode: 'val', resources: { prompt: 2 } });
-    const unpinned = store.createRollout({ mode: 'optimizer' });
+    const plain = store.createRollout({ mode: 'optimizer' });
     assert.equal(store.agentResources(pinned.id).resources.prompt!.value, 'v2 {a}');
-    assert.equal(store.agentResources(unpinned.id).resources.prompt!.version, 1);
+    assert.equal(store.agentResources(plain.id).resources.prompt!.version, 1);
     assert.deepEqual(store.getRolloutDetail(pinned.id).resources, { prompt: 2 });
-    assert.deepEqual(store.getRolloutDetail(unpinned.id).resources, {});
+    // A rollout records (and keeps reading) what was current when it was created, even after a change.
+    store.putResource({ name: 'prompt', kind: 'prompt_template', value: 'v3 {a}' });
+    store.putResource({ name: 'other', kind: 'json', value: { k: 1 } });
+    assert.deepEqual(store.getRolloutDetail(plain.id).resources, { prompt: 1 });
+    assert.deepEqual(Object.keys(store.agentResources(plain.id).resources), ['other', 'prompt']);
+    assert.equal(store.agentResources(plain.id).resources.prompt!.version, 1);
+    assert.equal(store.agentResources(null).resources.prompt!.version, 3);
     assert.throws(() => store.createRollout({ resources: { prompt: 9 } }), /params\.resources\.prompt: resource prompt has no version 9/);
     assert.equal(store.listRollouts({}).items.length, 2, 'a refused pin leaves no rollout behind');
     assert.equal(store.setCurrentResource('prompt', 2).current, true);
-    assert.deepEqual(store.listResources(), [{ name: 'prompt', kind: 'prompt_template', currentVersion: 2, latestVersion: 2, versions: 2 }]);
-    assert.deepEqual(store.getResource('prompt').versions.map((v) => [v.version, v.current]), [[1, false], [2, true]]);
+    assert.deepEqual(store.listResources(), [
+      { name: 'other', kind: 'json', currentVersion: 1, latestVersion: 1, versions: 1 },
+      { name: 'prompt', kind: 'prompt_template', currentVersion: 2, latestVersion: 3, versions: 3 },
+    ]);
+    assert.deepEqual(store.getResource('prompt').versions.map((v) => [v.version, v.current]), [[1, false], [2, true], [3, false]]);
   });
 });

@@ -89,7 +89,7 @@ export const RolloutDetail = z.object({
   attempts: z.array(Attempt),
   spans: z.array(Span),
   rewards: z.array(Reward),
-  /** The resource versions the rollout was pinned to, by name (empty: it read the current ones). */
+  /** The resource versions the rollout ran with, by name (those current when it was created, unless given). */
   resources: z.record(z.string(), z.number().int().positive()),
 });
 export type RolloutDetail = z.infer<typeof RolloutDetail>;
@@ -103,7 +103,7 @@ export const CreateRolloutParams = z.strictObject({
   datasetId: z.string().nullable().default(null),
   batchId: z.string().nullable().default(null),
   resourcesVersion: z.number().int().positive().nullable().default(null),
-  /** Resource versions this rollout runs with (by name): its agent reads these instead of the current ones. */
+  /** Resource versions this rollout runs with (by name); every other resource is pinned at its current version. */
   resources: z.record(ResourceName, z.number().int().positive()).default({}),
 });
 export type CreateRolloutParams = z.input<typeof CreateRolloutParams>;

@@ -33,6 +33,7 @@ export class ResourceRepository {
   private readonly ofName: Statement<[string], ResourceRow>;
   private readonly summaries: Statement<[], ResourceSummary>;
   private readonly pin: Statement<[string, string, number]>;
+  private readonly pinCurrent: Statement<[string]>;
   private readonly pinned: Statement<[string], { name: string; version: number }>;
   private readonly forAgent: Statement<[string], ResourceRow>;
 
@@ -47,6 +48,7 @@ export class ResourceRepository {
         (SELECT kind FROM resources k WHERE k.name = r.name AND k.version = h.version) AS kind
       FROM resources r JOIN resource_heads h ON h.name = r.name GROUP BY r.name ORDER BY r.name`);
     this.pin = db.prepare('INSERT INTO rollout_resources (rollout_id, name, version) VALUES (?, ?, ?)');
+    this.pinCurrent = db.prepare('INSERT OR IGNORE INTO rollout_resources (rollout_id, name, version) SELECT ?, name, version FROM resource_heads');
     this.pinned = db.prepare('SELECT name, version FROM rollout_resources WHERE rollout_id = ? ORDER BY name');
     // Per name: the rollout's pinned version when it has one, else the current one.
     this.forAgent = db.prepare(`SELECT r.*, 1 AS current FROM resources r
@@ -100,12 +102,17 @@ export class ResourceRepository {
     return this.summaries.all();
   }
 
-  /** Records the versions a rollout runs with; each must exist. Must run inside a transaction. */
+  /**
+   * Records the versions a new rollout runs with: those given (each must exist), and the current
+   * version of every other resource, so a rollout keeps reading — and records — what was current
+   * when it was created. Must run inside a transaction.
+   */
   pinRollout(rolloutId: string, versions: Readonly<Record<string, number>>): void {
     for (const [name, version] of Object.entries(versions)) {
       if (!this.one.get(name, version)) throw new InvalidInputError(`params.resources.${name}: resource ${name} has no version ${version}`);
       this.pin.run(rolloutId, name, version);
     }
+    this.pinCurrent.run(rolloutId);
   }
 
   pinnedVersions(rolloutId: string): Record<string, number> {
