@@ -88,7 +88,11 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
   await client.request('updateTrainingRun', { id: run.id, status: 'running' });
   const evaluator = new Evaluator({ client, runId: run.id, config, argv: options.argv, upstream: options.upstream, env: options.env, logDir: options.logDir });
   const llm = new OptimizerLlm({ client, runId: run.id, upstream: options.upstream, apiKey: options.apiKey, temperature: config.temperature, seed: config.seed, budgetCalls: config.budgetCalls, attempts: config.callAttempts });
-  const cancel = (): void => evaluator.cancel();
+  let cancelled = false;
+  const cancel = (): void => {
+    cancelled = true;
+    evaluator.cancel();
+  };
   options.signal?.addEventListener('abort', cancel);
   const subscription = client.onNotification('trainingRunChanged', (change) => {
     if (change.run.id === run.id && change.run.cancelRequested) cancel();
@@ -184,6 +188,7 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
 
   /** One branch: critique, then edit, then the new prompt stored as a (not current) resource version; null when skipped. */
   async function makeChild(parent: Candidate, style: CritiqueStyle, low: Example[], high: Example[], round: number, skips: ApoSkip[]): Promise<{ version: number; prompt: string; critique: string } | null> {
+    if (cancelled) throw new CancelledError('the run was cancelled');
     let critique: string;
     try {
       critique = await llm.ask(`critique of ${parent.id} (${style})`, config.critiqueModel, critiqueMessages(parent.prompt, low, high, style), parseCritique);
