@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { CRITIQUE_SYSTEM, EDIT_SYSTEM } from '../../trainer-daemon/apo/prompts';
-import type { ApoCandidate } from '../../trainer-daemon/protocol';
+import { ApoResult, type ApoCandidate } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { REPO_ROOT, runCli } from './daemon';
 import { startScriptedUpstream, type ChatScript, type ScriptedUpstream } from './scriptedUpstream';
@@ -90,6 +90,14 @@ export function allRollouts(store: Store, mode: 'train' | 'val' | 'optimizer') {
   return store.listRollouts({ mode, limit: 500 }).items;
 }
 
+
+/** `train --json` output: a `training-started` line with the run id, then the run's result. */
+export function finished(stdout: string): ApoResult {
+  const [started, result, ...rest] = stdout.trim().split('\n').map((line) => JSON.parse(line) as { event: string; runId: string });
+  assert.deepEqual([started!.event, result!.event, rest.length], ['training-started', 'training-finished', 0]);
+  assert.equal(started!.runId, result!.runId);
+  return ApoResult.parse(result);
+}
 
 /** A leaderboard without run-specific ids and times, to compare runs. */
 export function board(candidates: readonly ApoCandidate[]): unknown[] {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ApoResult, placeholders } from '../../trainer-daemon/protocol';
-import { allRollouts, setUp, storeOf, train } from '../helpers/apo';
+import { allRollouts, finished, setUp, storeOf, train } from '../helpers/apo';
 
 const MAIN_FLAGS = ['--beam', '2', '--branch', '2', '--rounds', '2', '--gradient-batch', '3', '--val-batch', '2', '--seed', '7', '--critique-model', 'critic-flaky', '--edit-model', 'editor-sloppy', '--budget-calls', '40', '--budget-rollouts', '200'];
 
@@ -9,7 +9,7 @@ test('apo: finds a prompt that beats the seed on validation, keeps its placehold
   const { cwd, upstream, calls } = await setUp(t);
   const run = await train(cwd, upstream, MAIN_FLAGS);
   assert.equal(run.code, 0, run.stderr);
-  const result = ApoResult.parse(JSON.parse(run.stdout));
+  const result = finished(run.stdout);
   assert.equal(result.seed.valScore, 0.5);
   assert.equal(result.best.valScore, 1);
   assert.match(result.best.prompt, /digits/);

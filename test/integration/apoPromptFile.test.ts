@@ -2,8 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { ApoResult } from '../../trainer-daemon/protocol';
-import { AGENT, setUp, storeOf } from '../helpers/apo';
+import { AGENT, finished, setUp, storeOf } from '../helpers/apo';
 import { runCli } from '../helpers/daemon';
 
 test('apo: an agent that loads its prompt from a file is optimized through temporary copies; the file is left alone', async (t) => {
@@ -14,7 +13,7 @@ test('apo: an agent that loads its prompt from a file is optimized through tempo
     { cwd, env: { LIGHTNING_UPSTREAM_URL: upstream.url, OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '' } },
   );
   assert.equal(run.code, 0, run.stderr);
-  const result = ApoResult.parse(JSON.parse(run.stdout));
+  const result = finished(run.stdout);
   assert.equal(result.seed.prompt, 'Add the numbers {a} and {b}, please.');
   assert.deepEqual([result.seed.valScore, result.best.valScore], [0.5, 1]);
   assert.ok(calls.agent.some((prompt) => /please\.\nAnswer with digits only\.$/.test(prompt)), 'agents ran with the candidate from the copy');

@@ -34,6 +34,8 @@ export interface ApoRunOptions {
 }
 
 export interface ApoIo {
+  /** The run exists (its id is what `trainingRuns/get` and `trainingRuns/cancel` take). */
+  started(runId: string): void;
   /** One line of progress, for people. */
   progress(line: string): void;
 }
@@ -86,6 +88,7 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
 
   const run = await client.request('createTrainingRun', { algorithm: 'apo', config });
   await client.request('updateTrainingRun', { id: run.id, status: 'running' });
+  io.started(run.id);
   const evaluator = new Evaluator({ client, runId: run.id, config, argv: options.argv, upstream: options.upstream, env: options.env, logDir: options.logDir });
   const llm = new OptimizerLlm({ client, runId: run.id, upstream: options.upstream, apiKey: options.apiKey, temperature: config.temperature, seed: config.seed, budgetCalls: config.budgetCalls, attempts: config.callAttempts });
   let cancelled = false;

@@ -113,7 +113,10 @@ export async function runApoCommand(argv: string[], flags: ApoFlags): Promise<vo
     try {
       result = await runApo(
         { client, config, argv, upstream, apiKey: process.env.OPENAI_API_KEY || undefined, env: process.env, logDir: path.join(path.dirname(storeFile), 'logs'), signal: abort.signal },
-        { progress: (line) => process.stderr.write(`apo: ${line}\n`) },
+        {
+          started: (runId) => process.stdout.write(flags.json ? `${JSON.stringify({ event: 'training-started', algorithm: 'apo', runId })}\n` : `APO run ${runId}\n`),
+          progress: (line) => process.stderr.write(`apo: ${line}\n`),
+        },
       );
     } catch (error) {
       // Cancelled before the seed was even scored: nothing to report but that.
