@@ -5,7 +5,9 @@
  * Behaviour on demand through the model name: `fail-500`, `fail-malformed`, `hang`, `gated` (the
  * stream waits for `release()` between chunks), `parallel` (two tool calls at once), `drop` (the
  * stream breaks after its first chunk), `utf8` (an answer whose multi-byte characters are split
- * across network chunks).
+ * across network chunks). A test may also script chat completions itself (`options.chat`): a
+ * function of the request body that returns the answer's text, a raw HTTP reply, or undefined for
+ * the behaviour above.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -29,6 +31,13 @@ export interface ScriptedUpstream {
 
 export const ANSWER = 'It is sunny in Paris.';
 
+/** A scripted chat answer: its text, a raw reply (status and body), or undefined for the default behaviour. */
+export type ChatScript = (body: Record<string, unknown>) => string | { status: number; body: string } | undefined;
+
+export interface ScriptedUpstreamOptions {
+  readonly chat?: ChatScript;
+}
+
 type Message = { role?: string; type?: string };
 
 function wantsTool(body: Record<string, unknown>): boolean {
@@ -44,7 +53,7 @@ function toolCalls(parallel: boolean): Array<{ id: string; name: string; argumen
   return calls;
 }
 
-export async function startScriptedUpstream(): Promise<ScriptedUpstream> {
+export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}): Promise<ScriptedUpstream> {
   const requests: ReceivedRequest[] = [];
   let gate: Array<() => void> = [];
   let pendingReleases = 0;
@@ -106,6 +115,14 @@ export async function startScriptedUpstream(): Promise<ScriptedUpstream> {
       res.write(event.subarray(0, cut));
       setTimeout(() => res.end(event.subarray(cut)), 20);
       return;
+    }
+    const scripted = path.endsWith('/chat/completions') && !body.stream ? script.chat?.(body) : undefined;
+    if (typeof scripted === 'string') {
+      return json(200, { id, object: 'chat.completion', created: 1, model, choices: [{ index: 0, message: { role: 'assistant', content: scripted }, finish_reason: 'stop' }], usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } });
+    }
+    if (scripted) {
+      res.writeHead(scripted.status, { 'content-type': 'application/json' });
+      return void res.end(scripted.body);
     }
     if (path.endsWith('/models')) return json(200, { object: 'list', data: [{ id: 'test-model', object: 'model', owned_by: 'tests' }] });
     if (path.endsWith('/embeddings')) return json(200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }], model, usage: { prompt_tokens: 3, total_tokens: 3 } });

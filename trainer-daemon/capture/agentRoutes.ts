@@ -167,7 +167,7 @@ export class AgentRoutes {
         return;
       }
       case 'GET /resources':
-        sendJson(response, 200, this.options.store.currentResources());
+        sendJson(response, 200, this.options.store.agentResources(agent.rolloutId));
         return;
       default:
         throw new NotFoundError(`no agent endpoint ${route}; see README "Agent-facing HTTP"`);

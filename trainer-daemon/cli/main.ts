@@ -9,6 +9,8 @@ import { registerRollouts } from './commands/rollouts';
 import { registerRun } from './commands/run';
 import { registerServe } from './commands/serve';
 import { registerShow } from './commands/show';
+import { registerResource } from './commands/resource';
+import { registerTrain } from './commands/train';
 import { runDemo } from '../demo/main';
 import { EXIT_CODES_HELP, ExitCode, exitCodeFor } from './exitCodes';
 
@@ -27,6 +29,8 @@ export function buildProgram(): Command {
   registerReward(program);
   registerExport(program);
   registerDataset(program);
+  registerResource(program);
+  registerTrain(program);
   program
     .command('demo')
     .description('record a sample agent offline in .lightning/store.db (what `npm run demo` runs): no API key, no GPU, no download')

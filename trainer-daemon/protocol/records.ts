@@ -19,7 +19,8 @@ export const Json: z.ZodType<Json> = z.lazy(() =>
 export const RolloutStatus = z.enum(['queued', 'running', 'succeeded', 'failed', 'cancelled', 'timeout']);
 export type RolloutStatus = z.infer<typeof RolloutStatus>;
 
-export const RolloutMode = z.enum(['debug', 'train', 'val']);
+/** `optimizer`: the LLM calls a training algorithm (APO) made itself, recorded so they can be inspected. */
+export const RolloutMode = z.enum(['debug', 'train', 'val', 'optimizer']);
 export type RolloutMode = z.infer<typeof RolloutMode>;
 
 /** Where a rollout came from: a debug launch configuration, a command line, or an API client. */
@@ -144,6 +145,10 @@ export const Resource = z.object({
   kind: z.string(),
   value: Json,
   createdAt: EpochMs,
+  /** The training run that made this version (an APO candidate); null for a version a person put. */
+  runId: z.string().nullable(),
+  /** Whether this is the version agents get now (`GET $LIGHTNING_URL/resources`). */
+  current: z.boolean(),
 });
 export type Resource = z.infer<typeof Resource>;
 
@@ -167,6 +172,7 @@ export const Task = z.object({
 export type Task = z.infer<typeof Task>;
 
 export const TrainingRunStatus = z.enum(['queued', 'running', 'succeeded', 'failed', 'cancelled']);
+export type TrainingRunStatus = z.infer<typeof TrainingRunStatus>;
 export const TrainingRun = z.object({
   id: z.string(),
   algorithm: z.string(),
@@ -176,6 +182,10 @@ export const TrainingRun = z.object({
   startedAt: EpochMs.nullable(),
   endedAt: EpochMs.nullable(),
   error: z.string().nullable(),
+  /** Someone asked the run to stop (`trainingRuns/cancel`); the algorithm stops at its next step. */
+  cancelRequested: z.boolean(),
+  /** What the run produced (for APO: the best prompt and its scores), once it ended. */
+  result: Json.nullable(),
 });
 export type TrainingRun = z.infer<typeof TrainingRun>;
 

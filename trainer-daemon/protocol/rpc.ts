@@ -19,6 +19,20 @@ import {
   Stats,
   TaskRef,
 } from './records';
+import {
+  ApoCandidate,
+  CreateTrainingRunParams,
+  GetResourceParams,
+  PutResourceParams,
+  RecordApoRoundParams,
+  ResourceName,
+  ResourceSummary,
+  ResourceVersions,
+  TrainingRun,
+  TrainingRunDetail,
+  UpdateTrainingRunParams,
+} from './apo';
+import { Resource } from './records';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
   readonly method: string;
@@ -75,6 +89,8 @@ export const RolloutDetail = z.object({
   attempts: z.array(Attempt),
   spans: z.array(Span),
   rewards: z.array(Reward),
+  /** The resource versions the rollout ran with, by name (those current when it was created, unless given). */
+  resources: z.record(z.string(), z.number().int().positive()),
 });
 export type RolloutDetail = z.infer<typeof RolloutDetail>;
 
@@ -87,6 +103,8 @@ export const CreateRolloutParams = z.strictObject({
   datasetId: z.string().nullable().default(null),
   batchId: z.string().nullable().default(null),
   resourcesVersion: z.number().int().positive().nullable().default(null),
+  /** Resource versions this rollout runs with (by name); every other resource is pinned at its current version. */
+  resources: z.record(ResourceName, z.number().int().positive()).default({}),
 });
 export type CreateRolloutParams = z.input<typeof CreateRolloutParams>;
 
@@ -206,6 +224,26 @@ export const Methods = {
   listDatasets: method('datasets/list', z.strictObject({}), z.object({ items: z.array(Dataset) })),
   /** A dataset's tasks (by id or name), optionally one split, in file order. */
   listTasks: method('datasets/tasks', z.strictObject({ dataset: z.string().min(1), split: z.enum(['train', 'val', 'test']).optional() }), z.object({ dataset: Dataset, items: z.array(Task) })),
+  /** Every resource with its current and latest version. */
+  listResources: method('resources/list', z.strictObject({}), z.object({ items: z.array(ResourceSummary) })),
+  /** One version of a resource (default: the current one) and the list of all its versions. */
+  getResource: method('resources/get', GetResourceParams, ResourceVersions),
+  /** Stores the next version of a resource (current by default). */
+  putResource: method('resources/put', PutResourceParams, Resource),
+  /** Makes an existing version the current one (e.g. keep APO's best prompt as the resource). */
+  setCurrentResource: method('resources/setCurrent', z.strictObject({ name: ResourceName, version: z.number().int().positive() }), Resource),
+  createTrainingRun: method('trainingRuns/create', CreateTrainingRunParams, TrainingRun),
+  listTrainingRuns: method('trainingRuns/list', z.strictObject({ limit: z.number().int().min(1).max(500).default(50) }), z.object({ items: z.array(TrainingRun) })),
+  /** A run with its metrics and, for APO, its leaderboard. */
+  getTrainingRun: method('trainingRuns/get', z.strictObject({ id: z.string().min(1) }), TrainingRunDetail),
+  /** Status changes by the process running the algorithm. */
+  updateTrainingRun: method('trainingRuns/update', UpdateTrainingRunParams, TrainingRun),
+  /** Asks a run to stop; the process running it stops at its next step and marks it cancelled. */
+  cancelTrainingRun: method('trainingRuns/cancel', z.strictObject({ id: z.string().min(1) }), TrainingRun),
+  /** An APO round: new candidates, their scores and the round's metrics, in one write. */
+  recordApoRound: method('apo/recordRound', RecordApoRoundParams, z.object({ run: TrainingRun })),
+  /** APO's candidates, best validation score first. */
+  apoLeaderboard: method('apo/leaderboard', z.strictObject({ runId: z.string().min(1) }), z.object({ items: z.array(ApoCandidate) })),
 } as const;
 
 export type Methods = typeof Methods;
@@ -223,6 +261,8 @@ export const Notifications = {
    * so no window is sent the spans of rollouts it does not show.
    */
   spansAdded: notification('spans/added', z.object({ rollouts: z.array(SpanRange) })),
+  /** A training run changed: status, a cancel request, or (APO) a round recorded; with its leaderboard. */
+  trainingRunChanged: notification('trainingRuns/changed', z.object({ run: TrainingRun, round: z.number().int().nullable(), candidates: z.array(ApoCandidate) })),
 } as const;
 
 export type Notifications = typeof Notifications;

@@ -59,6 +59,17 @@ export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerCon
     importDataset: (params) => write(() => store.importDataset(params)),
     listDatasets: () => ({ items: store.listDatasets() }),
     listTasks: ({ dataset, split }) => store.listTasks(dataset, split),
+    listResources: () => ({ items: store.listResources() }),
+    getResource: ({ name, version }) => store.getResource(name, version),
+    putResource: (params) => write(() => store.putResource(params)),
+    setCurrentResource: ({ name, version }) => write(() => store.setCurrentResource(name, version)),
+    createTrainingRun: (params) => write(() => store.createTrainingRun(params)),
+    listTrainingRuns: ({ limit }) => ({ items: store.listTrainingRuns(limit) }),
+    getTrainingRun: ({ id }) => store.getTrainingRun(id),
+    updateTrainingRun: (params) => write(() => store.updateTrainingRun(params)),
+    cancelTrainingRun: ({ id }) => write(() => store.cancelTrainingRun(id)),
+    recordApoRound: (params) => write(() => ({ run: store.recordApoRound(params) })),
+    apoLeaderboard: ({ runId }) => ({ items: store.getTrainingRun(runId).candidates }),
   };
 }
 

@@ -24,6 +24,13 @@ export class ChangeNotifier implements Disposable {
   ) {
     this.subscriptions.add(store.onDidChangeRollouts((ids) => this.noteRollouts(ids)));
     this.subscriptions.add(store.onDidAddSpans((spans) => this.noteSpans(spans)));
+    // Rare (a few per APO round): announced at once, with the leaderboard.
+    this.subscriptions.add(
+      store.onDidChangeTrainingRun(({ id, round }) => {
+        const { run, candidates } = store.getTrainingRun(id);
+        broadcast('trainingRunChanged', { run, round, candidates });
+      }),
+    );
   }
 
   private noteRollouts(ids: readonly string[]): void {

@@ -227,7 +227,74 @@ const v4ResponseIds: Migration = {
   },
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds];
+/**
+ * Prompt optimization (APO). Rollouts gain the mode `optimizer` (the optimizer's own LLM calls,
+ * recorded like any agent's). SQLite cannot alter a CHECK constraint and rebuilding `rollouts` is
+ * not possible inside the migration's transaction without cascading deletes into its children
+ * (DROP TABLE runs an implicit DELETE; RENAME rewrites the children's foreign keys), so the
+ * constraint's text is edited in place: the procedure sqlite.org documents for schema changes that
+ * leave the stored rows valid ("Making Other Kinds Of Table Schema Changes", lang_altertable.html).
+ * Resources get a current version per name (candidates are versions too, but not current),
+ * rollouts the versions they ran with, training runs a cancel request and a result, and APO runs
+ * their leaderboard of candidates.
+ */
+const v6PromptOptimization: Migration = {
+  version: 6,
+  name: 'prompt optimization',
+  up(db) {
+    const row = db.prepare<[], { sql: string }>("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'rollouts'").get()!;
+    const before = "mode              TEXT NOT NULL CHECK (mode IN ('debug','train','val'))";
+    if (!row.sql.includes(before)) throw new Error('migration 6: the rollouts table is not the one migration 1 made');
+    const schemaVersion = db.pragma('schema_version', { simple: true }) as number;
+    // better-sqlite3 opens in SQLite's defensive mode, which forbids writable_schema: lifted for this statement only.
+    db.unsafeMode(true);
+    try {
+      db.pragma('writable_schema = ON');
+      db.prepare("UPDATE sqlite_schema SET sql = ? WHERE type = 'table' AND name = 'rollouts'")
+        .run(row.sql.replace(before, "mode              TEXT NOT NULL CHECK (mode IN ('debug','train','val','optimizer'))"));
+      db.pragma(`schema_version = ${schemaVersion + 1}`);
+      db.pragma('writable_schema = OFF');
+    } finally {
+      db.unsafeMode(false);
+    }
+    db.exec(`
+      ALTER TABLE resources ADD COLUMN run_id TEXT;
+      CREATE TABLE resource_heads (
+        name    TEXT PRIMARY KEY,
+        version INTEGER NOT NULL
+      ) WITHOUT ROWID;
+      INSERT INTO resource_heads (name, version) SELECT name, max(version) FROM resources GROUP BY name;
+
+      CREATE TABLE rollout_resources (
+        rollout_id TEXT NOT NULL REFERENCES rollouts (id) ON DELETE CASCADE,
+        name       TEXT NOT NULL,
+        version    INTEGER NOT NULL,
+        PRIMARY KEY (rollout_id, name)
+      ) WITHOUT ROWID;
+
+      ALTER TABLE training_runs ADD COLUMN cancel_requested_at REAL;
+      ALTER TABLE training_runs ADD COLUMN result TEXT;
+
+      CREATE TABLE apo_candidates (
+        run_id        TEXT NOT NULL REFERENCES training_runs (id) ON DELETE CASCADE,
+        id            TEXT NOT NULL,
+        round         INTEGER NOT NULL,
+        parent_id     TEXT,
+        resource_name TEXT NOT NULL,
+        version       INTEGER NOT NULL,
+        critique      TEXT,
+        critique_style TEXT,
+        batch_score   REAL,
+        val_score     REAL,
+        rollouts      INTEGER NOT NULL DEFAULT 0,
+        created_at    REAL NOT NULL,
+        PRIMARY KEY (run_id, id)
+      ) WITHOUT ROWID;
+    `);
+  },
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Applies every migration above the store's version, each atomically. Returns the versions applied. */

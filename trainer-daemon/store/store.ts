@@ -16,7 +16,6 @@ import {
   type RolloutPage,
   type Span,
   type Stats,
-  type Json,
   ImportDatasetParams,
   type Dataset,
   type Task,
@@ -30,6 +29,21 @@ import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome, type TrainingSpan } from './spans';
 import { NotFoundError, InvalidInputError } from '../errors';
+import { ResourceRepository } from './resources';
+import { TrainingRunRepository } from './trainingRuns';
+import {
+  CreateTrainingRunParams,
+  PutResourceParams,
+  RecordApoRoundParams,
+  UpdateTrainingRunParams,
+  type AgentResources,
+  type ApoConfig,
+  type Resource,
+  type ResourceSummary,
+  type ResourceVersions,
+  type TrainingRun,
+  type TrainingRunDetail,
+} from '../protocol';
 
 export class Store {
   private readonly rollouts: RolloutRepository;
@@ -37,18 +51,23 @@ export class Store {
   private readonly rewards: RewardRepository;
   private readonly agentKeys: AgentKeyRepository;
   private readonly datasets: DatasetRepository;
+  private readonly resources: ResourceRepository;
+  private readonly trainingRuns: TrainingRunRepository;
+  private readonly _onDidChangeTrainingRun = new Emitter<{ id: string; round: number | null }>();
   private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
   private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
   private closed = false;
   /** One transaction wrapper, made once: better-sqlite3's wrappers are costly to create per call. */
   private readonly transaction: Transaction<(fn: () => unknown) => unknown>;
   /** Changes made inside an enclosing (group) transaction, announced once it commits. */
-  private pending: { rollouts: string[]; spans: Span[] } | undefined;
+  private pending: { rollouts: string[]; spans: Span[]; runs?: Array<{ id: string; round: number | null }> } | undefined;
 
   /** Ids of rollouts created or changed by a committed write. */
   readonly onDidChangeRollouts: Event<readonly string[]> = this._onDidChangeRollouts.event;
   /** Spans stored by a committed write, in sequence order per rollout. */
   readonly onDidAddSpans: Event<readonly Span[]> = this._onDidAddSpans.event;
+  /** A training run's status, cancel request or (APO) round changed, after the commit. */
+  readonly onDidChangeTrainingRun: Event<{ id: string; round: number | null }> = this._onDidChangeTrainingRun.event;
 
   static open(file: string, options?: OpenOptions): Store {
     return new Store(openDatabase(file, options), file);
@@ -63,6 +82,8 @@ export class Store {
     this.rewards = new RewardRepository(db);
     this.agentKeys = new AgentKeyRepository(db);
     this.datasets = new DatasetRepository(db);
+    this.resources = new ResourceRepository(db);
+    this.trainingRuns = new TrainingRunRepository(db);
     this.transaction = db.transaction((fn: () => unknown) => fn());
   }
 
@@ -72,7 +93,11 @@ export class Store {
 
   createRollout(params: CreateRolloutParams): Rollout {
     const parsed = CreateRolloutParams.parse(params);
-    const rollout = this.write(() => this.rollouts.create(parsed));
+    const rollout = this.write(() => {
+      const created = this.rollouts.create(parsed);
+      this.resources.pinRollout(created.id, parsed.resources);
+      return created;
+    });
     this.afterCommit([rollout.id]);
     return rollout;
   }
@@ -91,7 +116,11 @@ export class Store {
   startAgentRun(params: CreateRolloutParams, options: AgentKeyOptions, existing?: string): { rollout: Rollout; key: string } {
     const parsed = CreateRolloutParams.parse(params);
     const started = this.write(() => {
-      const id = existing ?? this.rollouts.create(parsed).id;
+      let id = existing;
+      if (id === undefined) {
+        id = this.rollouts.create(parsed).id;
+        this.resources.pinRollout(id, parsed.resources);
+      }
       const rollout = this.rollouts.transition({ id, to: 'running', error: null, exitCode: null });
       return { rollout, key: this.agentKeys.issue(rollout.id, options) };
     });
@@ -124,6 +153,7 @@ export class Store {
       attempts: this.rollouts.attempts(id),
       spans: this.spans.list(id),
       rewards: this.rewards.list(id),
+      resources: this.resources.pinnedVersions(id),
     })) as RolloutDetail;
   }
 
@@ -188,14 +218,68 @@ export class Store {
     return reward;
   }
 
-  /** The latest version of every named resource (prompt templates, …), as agents read them. */
-  currentResources(): { resources: Record<string, { version: number; kind: string; value: Json }> } {
-    const rows = this.db
-      .prepare<[], { name: string; version: number; kind: string; value: string }>(
-        'SELECT name, max(version) AS version, kind, value FROM resources GROUP BY name ORDER BY name',
-      )
-      .all();
-    return { resources: Object.fromEntries(rows.map((row) => [row.name, { version: row.version, kind: row.kind, value: JSON.parse(row.value) as Json }])) };
+  /** The resources a rollout's agent reads: the versions it was pinned to, else the current ones. */
+  agentResources(rolloutId: string | null): AgentResources {
+    return this.resources.forRollout(rolloutId);
+  }
+
+  putResource(params: PutResourceParams): Resource {
+    const parsed = PutResourceParams.parse(params);
+    return this.write(() => this.resources.put(parsed));
+  }
+
+  getResource(name: string, version?: number): ResourceVersions {
+    return this.transaction(() => ({ resource: this.resources.get(name, version), versions: this.resources.versions(name).map(({ value: _value, ...rest }) => rest) })) as ResourceVersions;
+  }
+
+  listResources(): ResourceSummary[] {
+    return this.resources.list();
+  }
+
+  setCurrentResource(name: string, version: number): Resource {
+    return this.write(() => this.resources.setCurrent(name, version));
+  }
+
+  createTrainingRun(params: CreateTrainingRunParams): TrainingRun {
+    const parsed = CreateTrainingRunParams.parse(params);
+    const run = this.write(() => {
+      this.resources.get(parsed.config.resource);
+      return this.trainingRuns.create(parsed);
+    });
+    this.runChanged(run.id, null);
+    return run;
+  }
+
+  updateTrainingRun(params: UpdateTrainingRunParams): TrainingRun {
+    const parsed = UpdateTrainingRunParams.parse(params);
+    const run = this.write(() => this.trainingRuns.setStatus(parsed));
+    this.runChanged(run.id, null);
+    return run;
+  }
+
+  cancelTrainingRun(id: string): TrainingRun {
+    const run = this.write(() => this.trainingRuns.requestCancel(id));
+    this.runChanged(run.id, null);
+    return run;
+  }
+
+  recordApoRound(params: RecordApoRoundParams): TrainingRun {
+    const parsed = RecordApoRoundParams.parse(params);
+    const run = this.write(() => {
+      const config = this.trainingRuns.get(parsed.runId).config as ApoConfig;
+      this.trainingRuns.recordRound(parsed, config.resource);
+      return this.trainingRuns.get(parsed.runId);
+    });
+    this.runChanged(run.id, parsed.round);
+    return run;
+  }
+
+  getTrainingRun(id: string): TrainingRunDetail {
+    return this.transaction(() => this.trainingRuns.detail(id)) as TrainingRunDetail;
+  }
+
+  listTrainingRuns(limit: number): TrainingRun[] {
+    return this.trainingRuns.list(limit);
   }
 
   importDataset(params: ImportDatasetParams): Dataset {
@@ -246,6 +330,7 @@ export class Store {
     this.closed = true;
     this._onDidChangeRollouts.dispose();
     this._onDidAddSpans.dispose();
+    this._onDidChangeTrainingRun.dispose();
     if (this.db.open) {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
       this.db.close();
@@ -264,6 +349,16 @@ export class Store {
   private write<T>(fn: () => T): T {
     if (this.db.inTransaction) return fn();
     return this.transaction.immediate(fn) as T;
+  }
+
+  /** Announces a training run's change now, or once the enclosing (group) transaction commits. */
+  private runChanged(id: string, round: number | null): void {
+    if (this.db.inTransaction) {
+      this.pending ??= { rollouts: [], spans: [] };
+      (this.pending.runs ??= []).push({ id, round });
+      return;
+    }
+    this._onDidChangeTrainingRun.fire({ id, round });
   }
 
   /** Announces a committed change now, or, inside an enclosing transaction, once that commits. */
@@ -288,7 +383,7 @@ export class Store {
     try {
       outcomes = this.write(() =>
         ops.map((op) => {
-          const mark = { rollouts: this.pending?.rollouts.length ?? 0, spans: this.pending?.spans.length ?? 0 };
+          const mark = { rollouts: this.pending?.rollouts.length ?? 0, spans: this.pending?.spans.length ?? 0, runs: this.pending?.runs?.length ?? 0 };
           try {
             // A nested transaction is a savepoint: a failing op takes back all of its own changes…
             return { ok: true as const, value: this.transaction(op) };
@@ -296,6 +391,7 @@ export class Store {
             // …and its announcements.
             this.pending?.rollouts.splice(mark.rollouts);
             this.pending?.spans.splice(mark.spans);
+            this.pending?.runs?.splice(mark.runs);
             return { ok: false as const, error };
           }
         }),
@@ -307,6 +403,7 @@ export class Store {
     const pending = this.pending;
     this.pending = undefined;
     if (pending && pending.rollouts.length > 0) this.afterCommit([...new Set(pending.rollouts)], pending.spans);
+    for (const run of pending?.runs ?? []) this.runChanged(run.id, run.round);
     return outcomes;
   }
 }

@@ -28,7 +28,7 @@ interface DatasetRunOptions extends GlobalOptions {
   resume?: string;
 }
 
-function positiveInt(value: string, flag: string, min = 1): number {
+export function positiveInt(value: string, flag: string, min = 1): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < min) throw new InvalidInputError(`${flag} ${value}: expected an integer ≥ ${min}`);
   return n;
