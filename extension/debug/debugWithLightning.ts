@@ -1,0 +1,112 @@
+/**
+ * **Lightning: Debug with Lightning**: runs a launch configuration under the normal debugger with
+ * the instrumentation environment, recorded as one rollout per debug session. A
+ * DebugConfigurationProvider for every debug type asks the daemon for a rollout (agentRuns/start)
+ * when a configuration has `"lightning": true` and adds the environment after variable
+ * substitution; a debug adapter tracker catches the debuggee's exit code, and the rollout is
+ * finalized when the session ends.
+ */
+import * as vscode from 'vscode';
+import type { DaemonSupervisor } from '../supervisor';
+import { finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from './launchConfig';
+
+export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfigurationProvider {
+  private readonly disposables: vscode.Disposable[] = [];
+  /** Exit codes reported by debug adapters (`exited` events), by session id. */
+  private readonly exitCodes = new Map<string, number>();
+  /** Parent session ids, by child session id. */
+  private readonly parents = new Map<string, string>();
+  private readonly _onDidFinishRollout = new vscode.EventEmitter<string>();
+  /** A debug rollout was finalized (its id): the last finished rollout for Annotate Reward. */
+  readonly onDidFinishRollout = this._onDidFinishRollout.event;
+
+  constructor(
+    private readonly supervisor: DaemonSupervisor,
+    private readonly log: vscode.LogOutputChannel,
+  ) {
+    this.disposables.push(
+      vscode.debug.registerDebugConfigurationProvider('*', this),
+      vscode.debug.registerDebugAdapterTrackerFactory('*', { createDebugAdapterTracker: (session) => this.trackerFor(session) }),
+      vscode.debug.onDidStartDebugSession((session) => session.parentSession && this.parents.set(session.id, session.parentSession.id)),
+      vscode.debug.onDidTerminateDebugSession((session) => void this.finish(session)),
+      this._onDidFinishRollout,
+    );
+  }
+
+  /** The command: choose a launch configuration (quick pick when there are several) and start it. */
+  async run(folder?: vscode.WorkspaceFolder): Promise<void> {
+    const workspaceFolder = folder ?? vscode.workspace.workspaceFolders?.[0];
+    const configurations = runnableConfigurations(vscode.workspace.getConfiguration('launch', workspaceFolder?.uri).get<LaunchConfig[]>('configurations') ?? []);
+    if (configurations.length === 0) {
+      const choice = await vscode.window.showWarningMessage('Lightning: no launch configuration to run. Add one to .vscode/launch.json (Run and Debug → create a launch.json file).', 'Open Run and Debug');
+      if (choice) await vscode.commands.executeCommand('workbench.view.debug');
+      return;
+    }
+    const config = configurations.length === 1 ? configurations[0] : (await vscode.window.showQuickPick(configurations.map((c) => ({ label: c.name, description: c.type, config: c })), { title: 'Debug with Lightning', placeHolder: 'Which launch configuration?' }))?.config;
+    if (!config) return;
+    await vscode.debug.startDebugging(workspaceFolder, { ...config, lightning: true });
+  }
+
+  async resolveDebugConfigurationWithSubstitutedVariables(folder: vscode.WorkspaceFolder | undefined, config: vscode.DebugConfiguration): Promise<vscode.DebugConfiguration | undefined> {
+    const launch = config as LaunchConfig;
+    if (!wantsLightning(launch)) return config;
+    try {
+      const client = await this.supervisor.ensureRunning();
+      const run = await client.request('startAgentRun', {
+        mode: 'debug',
+        label: launch.name,
+        source: { kind: 'launch', name: launch.name, ...(folder ? { workspaceFolder: folder.uri.fsPath } : {}) },
+        upstream: upstreamFor(launch, process.env),
+      });
+      this.log.info(`[debug] "${launch.name}" (${launch.type}) records rollout ${run.rollout.id}`);
+      return instrumentConfig(launch, run, process.env) as vscode.DebugConfiguration;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      this.log.error(`[debug] cannot start a rollout for "${launch.name}": ${message}`);
+      const choice = await vscode.window.showErrorMessage(`Lightning: cannot record "${launch.name}": ${message}`, 'Debug without Lightning', 'Show Logs');
+      if (choice === 'Show Logs') this.log.show();
+      return choice === 'Debug without Lightning' ? { ...config, lightning: false } : undefined;
+    }
+  }
+
+  private trackerFor(session: vscode.DebugSession): vscode.DebugAdapterTracker {
+    return {
+      onDidSendMessage: (message: { type?: string; event?: string; body?: { exitCode?: unknown } }) => {
+        if (message.type === 'event' && message.event === 'exited' && typeof message.body?.exitCode === 'number') this.exitCodes.set(session.id, message.body.exitCode);
+      },
+    };
+  }
+
+  /** The exit code of the session or of one of its child sessions (js-debug runs the program in a child). */
+  private exitCodeOf(session: vscode.DebugSession): number | undefined {
+    const own = this.exitCodes.get(session.id);
+    if (own !== undefined) return own;
+    return [...this.exitCodes.entries()].find(([id]) => id !== session.id && this.parents.get(id) === session.id)?.[1];
+  }
+
+  private async finish(session: vscode.DebugSession): Promise<void> {
+    const rolloutId = (session.configuration as LaunchConfig).lightningRolloutId;
+    if (typeof rolloutId !== 'string' || session.parentSession?.configuration.lightningRolloutId === rolloutId) return;
+    const exitCode = this.exitCodeOf(session);
+    const final = finalStatus(exitCode);
+    try {
+      const client = await this.supervisor.ensureRunning();
+      const rollout = await client.request('transitionRollout', { id: rolloutId, ...final, exitCode: exitCode ?? null });
+      this.log.info(`[debug] rollout ${rolloutId} ${rollout.status}${exitCode === undefined ? '' : ` (exit code ${exitCode})`}`);
+      this._onDidFinishRollout.fire(rolloutId);
+    } catch (error) {
+      this.log.error(`[debug] cannot finalize rollout ${rolloutId}: ${error instanceof Error ? error.message : String(error)}`);
+    } finally {
+      for (const [id, parent] of this.parents) {
+        if (parent !== session.id) continue;
+        this.exitCodes.delete(id);
+        this.parents.delete(id);
+      }
+      this.exitCodes.delete(session.id);
+    }
+  }
+
+  dispose(): void {
+    for (const disposable of this.disposables) disposable.dispose();
+  }
+}
