@@ -39,7 +39,7 @@ const builds = [
   {
     // The extension host and the daemon + CLI are both Node (CommonJS) programs.
     ...common,
-    entryPoints: { extension: 'extension/extension.ts', cli: 'trainer-daemon/cli.ts', demo: 'trainer-daemon/demo/entry.ts', 'otlp-worker': 'trainer-daemon/otlp/worker.ts' },
+    entryPoints: { extension: 'extension/extension.ts', 'exit-code': 'extension/debug/exitCodeRecorder.ts', cli: 'trainer-daemon/cli.ts', demo: 'trainer-daemon/demo/entry.ts', 'otlp-worker': 'trainer-daemon/otlp/worker.ts' },
     outdir: 'dist',
     platform: 'node',
     format: 'cjs',

@@ -6,6 +6,9 @@
  * substitution; a debug adapter tracker catches the debuggee's exit code, and the rollout is
  * finalized when the session ends.
  */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import * as vscode from 'vscode';
 import type { DaemonSupervisor } from '../supervisor';
 import { finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from './launchConfig';
@@ -23,6 +26,8 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   constructor(
     private readonly supervisor: DaemonSupervisor,
     private readonly log: vscode.LogOutputChannel,
+    /** dist/exit-code.js, preloaded into Node debuggees. */
+    private readonly exitCodeRecorder: string,
   ) {
     this.disposables.push(
       vscode.debug.registerDebugConfigurationProvider('*', this),
@@ -59,7 +64,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
         upstream: upstreamFor(launch, process.env),
       });
       this.log.info(`[debug] "${launch.name}" (${launch.type}) records rollout ${run.rollout.id}`);
-      return instrumentConfig(launch, run, process.env) as vscode.DebugConfiguration;
+      return instrumentConfig(launch, run, process.env, { recorder: this.exitCodeRecorder, file: exitCodeFile(run.rollout.id) }) as vscode.DebugConfiguration;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
       this.log.error(`[debug] cannot start a rollout for "${launch.name}": ${message}`);
@@ -77,17 +82,27 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     };
   }
 
-  /** The exit code of the session or of one of its child sessions (js-debug runs the program in a child). */
-  private exitCodeOf(session: vscode.DebugSession): number | undefined {
-    const own = this.exitCodes.get(session.id);
-    if (own !== undefined) return own;
-    return [...this.exitCodes.entries()].find(([id]) => id !== session.id && this.parents.get(id) === session.id)?.[1];
+  /**
+   * The debuggee's exit code: from the debug adapter's `exited` event (debugpy and most adapters),
+   * of the session or a child session, else the file a Node debuggee wrote (js-debug sends none).
+   */
+  private exitCodeOf(session: vscode.DebugSession, rolloutId: string): number | undefined {
+    const reported = this.exitCodes.get(session.id) ?? [...this.exitCodes.entries()].find(([id]) => this.parents.get(id) === session.id)?.[1];
+    const file = exitCodeFile(rolloutId);
+    let recorded: number | undefined;
+    try {
+      recorded = Number.parseInt(fs.readFileSync(file, 'utf8'), 10);
+      fs.rmSync(file, { force: true });
+    } catch {
+      recorded = undefined;
+    }
+    return reported ?? (Number.isInteger(recorded) ? recorded : undefined);
   }
 
   private async finish(session: vscode.DebugSession): Promise<void> {
     const rolloutId = (session.configuration as LaunchConfig).lightningRolloutId;
     if (typeof rolloutId !== 'string' || session.parentSession?.configuration.lightningRolloutId === rolloutId) return;
-    const exitCode = this.exitCodeOf(session);
+    const exitCode = this.exitCodeOf(session, rolloutId);
     const final = finalStatus(exitCode);
     try {
       const client = await this.supervisor.ensureRunning();
@@ -109,4 +124,8 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   dispose(): void {
     for (const disposable of this.disposables) disposable.dispose();
   }
+}
+
+function exitCodeFile(rolloutId: string): string {
+  return path.join(os.tmpdir(), `lightning-exit-${rolloutId}`);
 }

@@ -45,9 +45,28 @@ export function upstreamFor(config: LaunchConfig, processEnv: Readonly<Record<st
   return userUpstream(baseEnvironment(config, processEnv));
 }
 
+/** Debug types whose debuggee is a Node program (VS Code's JavaScript debugger). */
+const NODE_TYPES = new Set(['node', 'pwa-node']);
+
+/** Where a Node debuggee records its exit code (see exitCodeRecorder.ts): the preload and the file. */
+export interface ExitCodeRecording {
+  readonly recorder: string;
+  readonly file: string;
+}
+
+/** NODE_OPTIONS gains `--require <recorder>` (after the user's own options) for Node debug types. */
+export function exitCodeEnv(config: LaunchConfig, recording: ExitCodeRecording, processEnv: Readonly<Record<string, string | undefined>>): Record<string, string> {
+  if (!NODE_TYPES.has(config.type)) return {};
+  const options = baseEnvironment(config, processEnv).NODE_OPTIONS;
+  return { NODE_OPTIONS: [options, `--require ${JSON.stringify(recording.recorder)}`].filter(Boolean).join(' '), LIGHTNING_EXIT_CODE_FILE: recording.file };
+}
+
 /** The configuration with the instrumentation variables added to its `env`; the user's other variables are kept. */
-export function instrumentConfig(config: LaunchConfig, run: AgentRun, processEnv: Readonly<Record<string, string | undefined>>): LaunchConfig {
-  const added = instrumentationEnv({ url: run.url, rolloutId: run.rollout.id, task: run.rollout.task?.input ?? null, base: baseEnvironment(config, processEnv) });
+export function instrumentConfig(config: LaunchConfig, run: AgentRun, processEnv: Readonly<Record<string, string | undefined>>, recording?: ExitCodeRecording): LaunchConfig {
+  const added = {
+    ...instrumentationEnv({ url: run.url, rolloutId: run.rollout.id, task: run.rollout.task?.input ?? null, base: baseEnvironment(config, processEnv) }),
+    ...(recording ? exitCodeEnv(config, recording, processEnv) : {}),
+  };
   const env = { ...(config.env !== null && typeof config.env === 'object' ? (config.env as Record<string, unknown>) : {}), ...added };
   return { ...config, env, lightningRolloutId: run.rollout.id };
 }

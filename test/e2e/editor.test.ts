@@ -63,6 +63,9 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
   });
 
   after(async () => {
+    // The extension's log (its LogOutputChannel) is kept beside the screenshots.
+    const logs = workbench ? fs.readdirSync(workbench.userDataDir, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('Lightning.log')) : [];
+    for (const file of logs) fs.copyFileSync(path.join(workbench.userDataDir, file), path.join(SHOTS, 'extension.log'));
     await workbench?.close();
     await upstream?.close();
     if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
@@ -95,7 +98,6 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     await runCommand(page, 'Lightning: Debug with Lightning');
     await pickQuickItem(page, 'Weather agent');
     await page.locator('.debug-toolbar').waitFor({ timeout: 60_000 });
-    await page.locator('.debug-call-stack, .debug-view-content').first().waitFor({ timeout: 30_000 }).catch(() => undefined);
     // Paused: the debug toolbar offers Continue.
     await page.locator('.debug-toolbar .codicon-debug-continue').waitFor({ timeout: 60_000 });
     assert.equal(upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length, 1, 'paused after the first LLM call');
@@ -107,7 +109,7 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     firstRolloutId = (await row.getAttribute('data-rollout-id'))!;
     await shot('02-paused-at-breakpoint');
 
-    await page.keyboard.press('F5');
+    await page.locator('.debug-toolbar .codicon-debug-continue').click();
     await row.filter({ hasText: '2 LLM calls' }).locator('.status[title="succeeded"]').waitFor({ timeout: 60_000 });
     const detail = await show(firstRolloutId);
     assert.equal(detail.rollout.status, 'succeeded');
@@ -166,10 +168,10 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     await statusBarItem(page).click();
     await panel.locator('.daemon-state', { hasText: 'running' }).waitFor({ timeout: 15_000 });
 
-    // Remove the breakpoint, then start the configuration that asks for Lightning itself.
-    await runCommand(page, 'Debug: Remove All Breakpoints');
+    // The configuration that asks for Lightning itself; it stops at the same breakpoint.
     await runCommand(page, 'Debug: Select and Start Debugging');
     await pickQuickItem(page, 'Weather agent (recorded)');
+    await page.locator('.debug-toolbar .codicon-debug-continue').click({ timeout: 60_000 });
     const second = panel.locator('.rollout-row', { hasText: 'Weather agent (recorded)' }).first();
     await second.locator('.status[title="succeeded"]').waitFor({ timeout: 60_000 });
     assert.equal(await panel.locator('.rollout-row').count(), 2);
