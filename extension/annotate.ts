@@ -6,29 +6,14 @@
  */
 import os from 'node:os';
 import * as vscode from 'vscode';
-import type { Rollout } from '../trainer-daemon/protocol';
 import type { LiveRollouts } from './liveRollouts';
+import { describeRollout, parseRewardInput } from './rewardInput';
 
 export interface Annotation {
   readonly rolloutId: string;
   readonly spanId: string | null;
   readonly value: number;
   readonly comment: string | null;
-}
-
-/** What the annotate quick pick and the review queue accept: `1`, `0`, `+`/`-` or any finite number. */
-export function parseRewardInput(text: string): number | undefined {
-  const trimmed = text.trim();
-  if (trimmed === '+' || trimmed === '👍') return 1;
-  if (trimmed === '-' || trimmed === '👎') return 0;
-  if (!/^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(trimmed)) return undefined;
-  const value = Number(trimmed);
-  return Number.isFinite(value) ? value : undefined;
-}
-
-export function describeRollout(rollout: Rollout): string {
-  const reward = rollout.reward === null ? 'unrated' : `reward ${rollout.reward}`;
-  return `${rollout.label ?? rollout.task?.id ?? rollout.id} · ${rollout.status} · ${rollout.llmCalls} LLM calls · ${reward}`;
 }
 
 const FINISHED = ['succeeded', 'failed', 'cancelled', 'timeout'] as const;

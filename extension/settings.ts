@@ -3,8 +3,8 @@
  * upstream API key kept in SecretStorage: it reaches the daemon only through its environment
  * (LIGHTNING_UPSTREAM_API_KEY), never a file, a setting or a log line.
  */
-import path from 'node:path';
 import * as vscode from 'vscode';
+import { resolveStoreFile } from './storePath';
 
 export interface LightningSettings {
   readonly nodePath: string | undefined;
@@ -15,14 +15,6 @@ export interface LightningSettings {
 }
 
 const SECRET_KEY = 'lightning.upstreamApiKey';
-
-/** The store: the setting (relative to the first workspace folder), else `.lightning/store.db` there. */
-export function resolveStoreFile(setting: string | undefined, workspaceFolder: string | undefined, home: string): string {
-  const base = workspaceFolder ?? path.join(home, '.lightning-global');
-  if (!setting) return path.join(base, '.lightning', 'store.db');
-  const expanded = setting.replace(/^~(?=\/|$)/, home).replace(/\$\{workspaceFolder\}/g, base);
-  return path.resolve(base, expanded);
-}
 
 export function readSettings(): LightningSettings {
   const config = vscode.workspace.getConfiguration('lightning');

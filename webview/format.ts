@@ -4,6 +4,7 @@
  * attributes (OpenAI chat completions and Responses API shapes), else from `gen_ai.*` attributes.
  */
 import type { Json, Rollout, RolloutStatus, Span } from '../trainer-daemon/protocol/records';
+import type { RolloutFilter } from './protocol';
 
 type JsonObject = { [key: string]: Json };
 
@@ -34,6 +35,18 @@ export function rolloutTitle(rollout: Rollout): string {
 export function rolloutDuration(rollout: Rollout, now = Date.now()): number | null {
   if (rollout.startedAt === null) return null;
   return (rollout.endedAt ?? now) - rollout.startedAt;
+}
+
+/** The list's client-side filter, for rollouts that arrive live (the daemon filters the pages). */
+export function matchesFilter(rollout: Rollout, filter: RolloutFilter): boolean {
+  if (filter.status && rollout.status !== filter.status) return false;
+  if (filter.mode && rollout.mode !== filter.mode) return false;
+  if (filter.search) {
+    const needle = filter.search.toLowerCase();
+    const haystack = `${rollout.label ?? ''} ${rollout.task?.id ?? ''} ${JSON.stringify(rollout.task?.input ?? '')}`.toLowerCase();
+    if (!haystack.includes(needle)) return false;
+  }
+  return true;
 }
 
 export const STATUS_ICON: Record<RolloutStatus, string> = { queued: '◌', running: '●', succeeded: '✓', failed: '✗', cancelled: '⊘', timeout: '⏱' };

@@ -5,24 +5,13 @@
  * PageUp/PageDown, Home/End move the selection.
  */
 import type { Rollout } from '../trainer-daemon/protocol/records';
-import { formatDuration, formatTime, formatTokens, rewardText, rolloutDuration, rolloutTitle, STATUS_ICON } from './format';
+import { formatDuration, formatTime, formatTokens, matchesFilter, rewardText, rolloutDuration, rolloutTitle, STATUS_ICON } from './format';
 import type { RolloutFilter } from './protocol';
 
 export const ROW_HEIGHT = 40;
 const OVERSCAN = 8;
 /** Ask for the next page when this few loaded rows remain below the view. */
 const PREFETCH_ROWS = 100;
-
-export function matchesFilter(rollout: Rollout, filter: RolloutFilter): boolean {
-  if (filter.status && rollout.status !== filter.status) return false;
-  if (filter.mode && rollout.mode !== filter.mode) return false;
-  if (filter.search) {
-    const needle = filter.search.toLowerCase();
-    const haystack = `${rollout.label ?? ''} ${rollout.task?.id ?? ''} ${JSON.stringify(rollout.task?.input ?? '')}`.toLowerCase();
-    if (!haystack.includes(needle)) return false;
-  }
-  return true;
-}
 
 export class RolloutList {
   private rows: Rollout[] = [];
