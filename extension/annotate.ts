@@ -104,7 +104,7 @@ export class Annotator {
       const rollout = queue[index]!;
       pick.title = `Review ${index + 1}/${queue.length} (${rated} rated): ${describeRollout(rollout)}`;
       pick.value = '';
-      this.live.reveal(rollout.id);
+      this.live.reveal(rollout);
     };
     const move = (step: number): void => {
       index = Math.min(queue.length - 1, Math.max(0, index + step));

@@ -13,7 +13,7 @@ export class LiveRollouts implements vscode.Disposable {
   readonly onDidChangeRollouts = this._onDidChangeRollouts.event;
   private readonly _onDidAddSpans = new vscode.EventEmitter<NotificationParamsOf<'spansAdded'>['rollouts']>();
   readonly onDidAddSpans = this._onDidAddSpans.event;
-  private readonly _onDidRequestReveal = new vscode.EventEmitter<string>();
+  private readonly _onDidRequestReveal = new vscode.EventEmitter<Rollout>();
   /** Something outside the panel (the review queue) wants a rollout shown. */
   readonly onDidRequestReveal = this._onDidRequestReveal.event;
   private subscriptions: vscode.Disposable[] = [];
@@ -33,9 +33,9 @@ export class LiveRollouts implements vscode.Disposable {
     ];
   }
 
-  reveal(id: string): void {
-    this.selectedId = id;
-    this._onDidRequestReveal.fire(id);
+  reveal(rollout: Rollout): void {
+    this.selectedId = rollout.id;
+    this._onDidRequestReveal.fire(rollout);
   }
 
   dispose(): void {

@@ -12,6 +12,9 @@ import type { Annotator } from './annotate';
 
 export const PANEL_VIEW_ID = 'lightning.rollouts';
 const PAGE_SIZE = 200;
+/** Spans per message: a small first page renders at once while the rest is fetched in larger ones. */
+const FIRST_SPAN_PAGE = 50;
+const SPAN_PAGE = 500;
 
 export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposable {
   private view: vscode.WebviewView | undefined;
@@ -34,7 +37,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
       live.onDidAddSpans((ranges) => {
         for (const range of ranges) if (range.rolloutId === live.selectedId) this.post({ type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
       }),
-      live.onDidRequestReveal((id) => this.post({ type: 'reveal', id })),
+      live.onDidRequestReveal((rollout) => this.post({ type: 'reveal', rollout })),
     );
   }
 
@@ -82,18 +85,14 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
           this.post({ type: 'rolloutPage', requestId: message.requestId, items: page.items, nextCursor: page.nextCursor });
           return;
         }
-        case 'selectRollout': {
+        case 'selectRollout':
           this.live.selectedId = message.id;
-          const client = await this.live.supervisor.ensureRunning();
-          this.post({ type: 'rolloutDetail', detail: await client.request('getRollout', { id: message.id }) });
+          void this.sendRewards(message.id);
+          await this.streamSpans(message.id, 0);
           return;
-        }
-        case 'loadSpans': {
-          const client = await this.live.supervisor.ensureRunning();
-          const { items } = await client.request('listSpans', { rolloutId: message.rolloutId, afterSequence: message.afterSequence });
-          this.post({ type: 'spans', rolloutId: message.rolloutId, spans: items });
+        case 'loadSpans':
+          await this.streamSpans(message.rolloutId, message.afterSequence);
           return;
-        }
         case 'annotate':
           await this.annotator.add({ rolloutId: message.rolloutId, spanId: message.spanId, value: message.value, comment: message.comment });
           return;
@@ -106,6 +105,21 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
       const text = error instanceof Error ? error.message : String(error);
       this.log.error(`[panel] ${message.type} failed: ${text}`);
       this.post({ type: 'error', message: text });
+    }
+  }
+
+  /**
+   * Sends a rollout's spans after `afterSequence` page by page, so that a long trajectory shows its
+   * first steps at once; stops when the user selects another rollout.
+   */
+  private async streamSpans(rolloutId: string, afterSequence: number): Promise<void> {
+    const client = await this.live.supervisor.ensureRunning();
+    for (let after = afterSequence, limit = FIRST_SPAN_PAGE; this.live.selectedId === rolloutId; limit = SPAN_PAGE) {
+      const { items } = await client.request('listSpans', { rolloutId, afterSequence: after, limit });
+      const complete = items.length < limit;
+      this.post({ type: 'spans', rolloutId, spans: items, complete });
+      if (complete) return;
+      after = items.at(-1)!.sequence;
     }
   }
 

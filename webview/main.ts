@@ -9,7 +9,7 @@ import '@vscode-elements/elements/dist/vscode-single-select/index.js';
 import '@vscode-elements/elements/dist/vscode-option/index.js';
 import '@vscode-elements/elements/dist/vscode-badge/index.js';
 import './panel.css';
-import { RolloutMode, RolloutStatus } from '../trainer-daemon/protocol/records';
+import { RolloutMode, RolloutStatus, type Rollout } from '../trainer-daemon/protocol/records';
 import { ExtensionToWebview, RolloutFilter, type WebviewToExtension } from './protocol';
 import { RolloutList } from './rolloutList';
 import { TrajectoryView } from './trajectory';
@@ -63,17 +63,20 @@ let requestId = 0;
 const list = new RolloutList(
   app.querySelector('.list')!,
   (cursor) => post({ type: 'listRollouts', requestId, filter: state.filter, cursor }),
-  (rollout) => {
-    state.selectedId = rollout.id;
-    save();
-    post({ type: 'selectRollout', id: rollout.id });
-  },
+  (rollout) => openRollout(rollout),
 );
 const trajectory = new TrajectoryView(app.querySelector('.detail')!, {
   annotate: (spanId, value, comment) => trajectory.rolloutId && post({ type: 'annotate', rolloutId: trajectory.rolloutId, spanId, value, comment }),
   copy: (text) => post({ type: 'copy', text }),
 });
 trajectory.clear('Select a rollout to see its trajectory.');
+
+function openRollout(rollout: Rollout): void {
+  state.selectedId = rollout.id;
+  save();
+  trajectory.open(rollout);
+  post({ type: 'selectRollout', id: rollout.id });
+}
 
 function reload(): void {
   requestId += 1;
@@ -122,25 +125,21 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
       return;
     case 'rolloutsChanged':
       list.applyChanges(message.rollouts, state.filter);
+      for (const rollout of message.rollouts) trajectory.updateRollout(rollout);
       showCount();
-      return;
-    case 'rolloutDetail':
-      if (message.detail.rollout.id === state.selectedId) trajectory.show(message.detail);
       return;
     case 'spansAvailable':
       if (message.rolloutId === trajectory.rolloutId && message.toSequence > trajectory.lastSequence) post({ type: 'loadSpans', rolloutId: message.rolloutId, afterSequence: trajectory.lastSequence });
       return;
     case 'spans':
-      if (message.rolloutId === trajectory.rolloutId) trajectory.appendSpans(message.spans);
+      if (message.rolloutId === trajectory.rolloutId) trajectory.appendSpans(message.spans, message.complete);
       return;
     case 'rewards':
       if (message.rolloutId === trajectory.rolloutId) trajectory.setRewards(message.items);
       return;
     case 'reveal':
-      state.selectedId = message.id;
-      save();
-      if (list.get(message.id)) list.select(message.id);
-      else post({ type: 'selectRollout', id: message.id });
+      if (list.get(message.rollout.id)) list.select(message.rollout.id);
+      else openRollout(message.rollout);
       return;
     case 'error':
       banner.hidden = false;

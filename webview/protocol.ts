@@ -4,8 +4,7 @@
  * spans, rewards) reuse the daemon protocol's schemas: they are data shapes, not a channel.
  */
 import { z } from 'zod';
-import { Reward, Rollout, RolloutMode, RolloutStatus, Span } from '../trainer-daemon/protocol/records';
-import { RolloutDetail } from '../trainer-daemon/protocol/rpc';
+import { Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../trainer-daemon/protocol/records';
 
 export const DaemonStateKind = z.enum(['stopped', 'starting', 'running', 'failed']);
 export type DaemonStateKind = z.infer<typeof DaemonStateKind>;
@@ -19,6 +18,14 @@ export const RolloutFilter = z.object({
 export type RolloutFilter = z.infer<typeof RolloutFilter>;
 
 const SpanId = z.string().regex(/^[0-9a-f]{16}$/);
+
+/**
+ * A span as the panel receives it. The extension validated it deeply (the daemon protocol's Span)
+ * before posting, and postMessage can carry only cloneable data, so here the attribute values are
+ * taken as the JSON they are instead of being walked again: re-validating a 2,000-span trajectory's
+ * nested attributes cost more than drawing it.
+ */
+const PanelSpan = Span.extend({ attributes: z.record(z.string(), z.custom<Json>()) });
 
 export const WebviewToExtension = z.discriminatedUnion('type', [
   /** The webview is listening: the extension answers with the daemon state. */
@@ -43,14 +50,17 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
   z.object({ type: z.literal('rolloutPage'), requestId: z.number().int(), items: z.array(Rollout), nextCursor: z.string().nullable() }),
   /** Rollouts created or changed (live, from the daemon's notifications). */
   z.object({ type: z.literal('rolloutsChanged'), rollouts: z.array(Rollout) }),
-  z.object({ type: z.literal('rolloutDetail'), detail: RolloutDetail }),
-  z.object({ type: z.literal('spans'), rolloutId: z.string(), spans: z.array(Span) }),
+  /**
+   * A page of the selected rollout's spans, in sequence order: a trajectory opens with its first
+   * page and fills in as the rest arrive; `complete` once the last stored span was sent.
+   */
+  z.object({ type: z.literal('spans'), rolloutId: z.string(), spans: z.array(PanelSpan), complete: z.boolean() }),
   /** New spans of a rollout exist (its shown detail fetches them with loadSpans). */
   z.object({ type: z.literal('spansAvailable'), rolloutId: z.string(), toSequence: z.number().int() }),
   /** The rewards of a rollout, after one was added (here or in another window). */
   z.object({ type: z.literal('rewards'), rolloutId: z.string(), items: z.array(Reward) }),
   /** Select a rollout from outside the panel (the review queue). */
-  z.object({ type: z.literal('reveal'), id: z.string() }),
+  z.object({ type: z.literal('reveal'), rollout: Rollout }),
   z.object({ type: z.literal('error'), message: z.string() }),
 ]);
 export type ExtensionToWebview = z.infer<typeof ExtensionToWebview>;

@@ -2,11 +2,11 @@
  * The trajectory of one rollout: a header (status, reward, tokens, duration) with the rollout's
  * reward controls, its rewards, and its spans as a tree in time order — LLM calls (messages, tools,
  * tool calls, response, model, tokens, latency), tool spans, errors — each step collapsible, its
- * body built only when opened (a 2,000-span rollout opens fast), with the raw span JSON on demand
- * and copy buttons. Keyboard: ↑/↓ move between steps, Enter/Space open one.
+ * body built only when opened, with the raw span JSON on demand and copy buttons. Spans arrive in
+ * pages (a 2,000-span rollout shows its first steps at once) and live; steps are appended in place
+ * while they arrive in time order. Keyboard: ↑/↓ move between steps, Enter/Space open one.
  */
-import type { Reward, Span } from '../trainer-daemon/protocol/records';
-import type { RolloutDetail } from '../trainer-daemon/protocol/rpc';
+import type { Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
 import { formatDuration, formatTime, formatTokens, llmCallView, rewardText, rolloutDuration, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
 
 export interface TrajectoryActions {
@@ -36,8 +36,13 @@ function button(label: string, aria: string, onClick: () => void, className = ''
 }
 
 export class TrajectoryView {
-  private detail: RolloutDetail | undefined;
+  private rollout: Rollout | undefined;
+  private spans: Span[] = [];
+  private readonly depths = new Map<string, number>();
+  private complete = false;
+  private headerElement: HTMLElement = el('div');
   private readonly stepsElement = el('div', 'steps');
+  private readonly stepsStatus = el('div', 'muted');
   private readonly rewardsElement = el('div', 'rewards');
 
   constructor(
@@ -48,50 +53,86 @@ export class TrajectoryView {
   }
 
   get rolloutId(): string | undefined {
-    return this.detail?.rollout.id;
+    return this.rollout?.id;
   }
 
   get lastSequence(): number {
-    return this.detail?.spans.at(-1)?.sequence ?? 0;
+    return this.spans.reduce((last, span) => Math.max(last, span.sequence), 0);
   }
 
-  show(detail: RolloutDetail): void {
-    this.detail = { ...detail, spans: [...detail.spans].sort((a, b) => a.sequence - b.sequence) };
+  /** Shows a rollout at once (header, reward controls); its rewards and spans follow. */
+  open(rollout: Rollout): void {
+    this.rollout = rollout;
+    this.spans = [];
+    this.depths.clear();
+    this.complete = false;
     this.element.replaceChildren();
-    this.element.dataset.rolloutId = detail.rollout.id;
-    this.element.append(this.header(), this.rewardsElement, el('h3', undefined, 'Steps'), this.stepsElement);
-    this.renderRewards(detail.rewards);
-    this.renderSteps();
+    this.element.dataset.rolloutId = rollout.id;
+    this.headerElement = this.header();
+    this.stepsElement.replaceChildren();
+    this.stepsStatus.textContent = 'Loading steps…';
+    this.rewardsElement.replaceChildren();
+    this.element.append(this.headerElement, this.rewardsElement, el('h3', undefined, 'Steps'), this.stepsElement, this.stepsStatus);
+  }
+
+  /** The rollout changed (status, counters, reward): the header follows; what the user typed is kept. */
+  updateRollout(rollout: Rollout): void {
+    if (rollout.id !== this.rollout?.id) return;
+    this.rollout = rollout;
+    const header = this.header();
+    const controls = this.headerElement.querySelector('.reward-controls');
+    if (controls) header.querySelector('.reward-controls')!.replaceWith(controls);
+    this.headerElement.replaceWith(header);
+    this.headerElement = header;
   }
 
   clear(message: string): void {
-    this.detail = undefined;
+    this.rollout = undefined;
     delete this.element.dataset.rolloutId;
     this.element.replaceChildren(el('div', 'empty', message));
   }
 
-  /** Spans that arrived after the detail was fetched (live). */
-  appendSpans(spans: readonly Span[]): void {
-    if (!this.detail) return;
-    const known = new Set(this.detail.spans.map((span) => span.sequence));
-    const fresh = spans.filter((span) => !known.has(span.sequence));
+  /** A page of spans (or live ones). Appended in place while in time order, else the tree is redrawn. */
+  appendSpans(spans: readonly Span[], complete: boolean): void {
+    if (!this.rollout) return;
+    const known = new Set(this.spans.map((span) => span.sequence));
+    const fresh = spans.filter((span) => !known.has(span.sequence)).sort((a, b) => a.startMs - b.startMs || a.sequence - b.sequence);
+    this.complete ||= complete;
+    this.stepsStatus.textContent = this.complete ? (this.spans.length + fresh.length === 0 ? 'No spans yet.' : '') : `Loading steps… (${this.spans.length + fresh.length} so far)`;
     if (fresh.length === 0) return;
-    this.detail = { ...this.detail, spans: [...this.detail.spans, ...fresh].sort((a, b) => a.sequence - b.sequence) };
-    this.renderSteps();
+    const lastStart = this.spans.at(-1)?.startMs ?? -Infinity;
+    const ids = new Set(this.spans.map((span) => span.spanId));
+    // A span that starts earlier, or is the parent of one shown, changes the tree: redraw it.
+    const inOrder = fresh[0]!.startMs >= lastStart && !fresh.some((span) => this.spans.some((shown) => shown.parentSpanId === span.spanId));
+    this.spans = [...this.spans, ...fresh].sort((a, b) => a.startMs - b.startMs || a.sequence - b.sequence);
+    const fragment = document.createDocumentFragment();
+    if (inOrder) {
+      for (const span of fresh) {
+        const parent = span.parentSpanId !== null && ids.has(span.parentSpanId) ? this.depths.get(span.parentSpanId) : undefined;
+        this.depths.set(span.spanId, parent === undefined ? 0 : parent + 1);
+        ids.add(span.spanId);
+        fragment.append(this.step(span, this.depths.get(span.spanId)!));
+      }
+      this.stepsElement.append(fragment);
+      return;
+    }
+    this.depths.clear();
+    for (const [id, depth] of spanDepths(this.spans)) this.depths.set(id, depth);
+    for (const span of this.spans) fragment.append(this.step(span, this.depths.get(span.spanId) ?? 0));
+    this.stepsElement.replaceChildren(fragment);
   }
 
   setRewards(rewards: readonly Reward[]): void {
-    if (!this.detail) return;
-    this.detail = { ...this.detail, rewards: [...rewards] };
+    if (!this.rollout) return;
     this.renderRewards(rewards);
   }
 
   private header(): HTMLElement {
-    const { rollout } = this.detail!;
+    const rollout = this.rollout!;
     const header = el('div', 'detail-header');
     const title = el('h2', `status-${rollout.status}`);
     title.append(el('span', 'status', STATUS_ICON[rollout.status]), el('span', 'title', rolloutTitle(rollout)));
-    const facts = el('div', 'facts', `${rollout.status} · ${rollout.mode} · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)}`);
+    const facts = el('div', 'facts', `${rollout.status} · ${rollout.mode} · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)} · reward ${rewardText(rollout.reward)}`);
     const id = el('div', 'facts');
     id.append(el('code', undefined, rollout.id), button('Copy id', 'Copy the rollout id', () => this.actions.copy(rollout.id)));
     header.append(title, facts, id);
@@ -141,16 +182,6 @@ export class TrajectoryView {
     }
   }
 
-  private renderSteps(): void {
-    const spans = this.detail!.spans;
-    const depths = spanDepths(spans);
-    const ordered = [...spans].sort((a, b) => a.startMs - b.startMs || a.sequence - b.sequence);
-    const fragment = document.createDocumentFragment();
-    for (const span of ordered) fragment.append(this.step(span, depths.get(span.spanId) ?? 0));
-    this.stepsElement.replaceChildren(fragment);
-    if (spans.length === 0) this.stepsElement.append(el('div', 'muted', 'No spans yet.'));
-  }
-
   private step(span: Span, depth: number): HTMLElement {
     const details = el('details', `step kind-${span.category}${span.statusCode === 'error' ? ' has-error' : ''}`);
     details.dataset.spanId = span.spanId;
@@ -187,11 +218,9 @@ export class TrajectoryView {
     }
     const raw = el('pre', 'raw-json');
     raw.hidden = true;
-    body.append(
-      el('div', 'step-actions'),
-      raw,
-    );
-    body.querySelector('.step-actions')!.append(
+    const actions = el('div', 'step-actions');
+    body.append(actions, raw);
+    actions.append(
       button('Raw JSON', 'Show the raw span JSON', () => {
         if (!raw.textContent) raw.textContent = JSON.stringify(span, null, 2);
         raw.hidden = !raw.hidden;

@@ -17,7 +17,9 @@ import { e2eUnavailable, openWorkbench, panelFrame, pickQuickItem, runCommand, s
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { waitFor } from '../helpers/tmp';
 import type { Reward, RolloutDetail } from '../../trainer-daemon/protocol';
-import { isProcessAlive } from '../../trainer-daemon/protocol/discovery';
+import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/discovery';
+import { RpcClient } from '../../trainer-daemon/rpc/client';
+import type { SpanInput } from '../../trainer-daemon/protocol';
 
 const SHOTS = path.join(REPO_ROOT, 'test-results', 'e2e');
 const FIXTURE = path.join(REPO_ROOT, 'test', 'fixtures', 'e2e-workspace');
@@ -180,4 +182,94 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     assert.equal((await show(id)).rollout.llmCalls, 2);
     await shot('05-second-rollout-after-restart');
   });
+
+  it('measures (printed, not asserted): a new rollout in the panel after its first span; a 2,000-span rollout opening', async () => {
+    const daemon = findDaemon(storeFile())!;
+    const client = await RpcClient.connect(daemon.info.url, daemon.token);
+    try {
+      const frame = await waitFor(async () => {
+        for (const candidate of page.frames()) if ((await candidate.locator('.rollout-list').count().catch(() => 0)) > 0) return candidate;
+        return undefined;
+      }, 'the panel frame', 15_000);
+      const rowShows = (id: string, text: string): Promise<unknown> =>
+        frame.waitForFunction(([selector, expected]) => (globalThis as unknown as { document: WebviewDocument }).document.querySelector(selector!)?.textContent?.includes(expected!) === true, [`.rollout-row[data-rollout-id="${id}"]`, text], { polling: 'raf', timeout: 15_000 });
+
+      const started = performance.now();
+      const { rollout } = await client.request('startAgentRun', { label: 'latency probe' });
+      await client.request('addSpans', { rolloutId: rollout.id, spans: [llmSpan(0)] });
+      const stored = performance.now();
+      await rowShows(rollout.id, '1 LLM call');
+      const visible = performance.now();
+      console.log(`# target: new rollout visible in the panel ${(visible - stored).toFixed(0)} ms after its first span was stored (${(visible - started).toFixed(0)} ms after agentRuns/start was sent); target ≤ 300 ms`);
+
+      const big = (await client.request('startAgentRun', { label: 'big rollout' })).rollout;
+      await client.request('addSpans', { rolloutId: big.id, spans: Array.from({ length: 2_000 }, (_, i) => llmSpan(i)) });
+      await client.request('transitionRollout', { id: big.id, to: 'succeeded' });
+      await rowShows(big.id, '2000 LLM calls');
+      const clicked = performance.now();
+      await frame.click(`.rollout-row[data-rollout-id="${big.id}"]`);
+      const steps = `.detail[data-rollout-id="${big.id}"] details.step`;
+      const stepsShown = (count: number): Promise<unknown> =>
+        frame.waitForFunction(([selector, n]) => (globalThis as unknown as { document: WebviewDocument }).document.querySelectorAll(selector as string).length >= (n as number), [steps, count], { polling: 'raf', timeout: 30_000 });
+      await stepsShown(1);
+      const firstSteps = performance.now();
+      await stepsShown(2_000);
+      console.log(`# target: a 2,000-span rollout opened: first steps shown ${(firstSteps - clicked).toFixed(0)} ms after the click, all 2,000 in ${(performance.now() - clicked).toFixed(0)} ms; target ≤ 300 ms`);
+      await shot('06-big-rollout');
+    } finally {
+      client.dispose();
+    }
+  });
+
+  it('Review Unrated Rollouts: n skips, a typed 0 rates the rollout shown and advances', async () => {
+    await runCommand(page, 'Lightning: Review Unrated Rollouts');
+    const title = page.locator('.quick-input-widget .quick-input-title');
+    await title.filter({ hasText: 'Review 1/2' }).filter({ hasText: 'big rollout' }).waitFor({ timeout: 15_000 });
+    await page.keyboard.type('n');
+    await page.keyboard.press('Enter');
+    await title.filter({ hasText: 'Review 2/2' }).filter({ hasText: 'Weather agent (recorded)' }).waitFor({ timeout: 10_000 });
+    await panel.locator('.detail .detail-header', { hasText: 'Weather agent (recorded)' }).waitFor({ timeout: 10_000 });
+    const id = (await panel.locator('.detail').getAttribute('data-rollout-id'))!;
+    await page.keyboard.type('0');
+    await page.keyboard.press('Enter');
+    await page.locator('.notifications-toasts', { hasText: 'review done, 1 rollout(s) rated' }).waitFor({ timeout: 10_000 });
+    await shot('07-review-queue');
+    const detail = await show(id);
+    assert.equal(detail.rollout.label, 'Weather agent (recorded)');
+    assert.deepEqual(detail.rewards.map((reward) => [reward.value, reward.source]), [[0, 'human']]);
+  });
 });
+
+/**
+ * The webview's document as seen by functions playwright runs there: this file is compiled without
+ * the DOM library, and the webview's CSP forbids evaluating strings.
+ */
+interface WebviewDocument {
+  querySelector(selector: string): { textContent: string | null } | null;
+  querySelectorAll(selector: string): { length: number };
+}
+
+/** An LLM call span like the proxy records, with a short conversation. */
+function llmSpan(index: number): SpanInput {
+  const start = Date.now() - 60_000 + index * 10;
+  return {
+    traceId: 'e'.repeat(32),
+    spanId: index.toString(16).padStart(16, '0'),
+    parentSpanId: null,
+    name: 'chat test-model',
+    kind: 'client',
+    category: 'llm',
+    startMs: start,
+    endMs: start + 8,
+    statusCode: 'ok',
+    statusMessage: null,
+    attributes: {
+      'gen_ai.request.model': 'test-model',
+      'lightning.request': { model: 'test-model', messages: [{ role: 'user', content: `Question ${index}: what is ${index} + 1?` }] },
+      'lightning.response': { choices: [{ message: { role: 'assistant', content: String(index + 1) } }] },
+    },
+    events: [],
+    promptTokens: 12,
+    completionTokens: 2,
+  };
+}
