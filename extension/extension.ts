@@ -19,7 +19,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const supervisor = new DaemonSupervisor(context.asAbsolutePath('dist/cli.js'), log, upstreamKey);
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
-  const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'));
+  const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey);
   const panel = new RolloutsPanel(context.extensionUri, live, annotator, log);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;

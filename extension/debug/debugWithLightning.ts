@@ -11,7 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import * as vscode from 'vscode';
 import type { DaemonSupervisor } from '../supervisor';
-import { finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from './launchConfig';
+import { readSettings, type UpstreamKey } from '../settings';
+import { baseEnvironment, finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from './launchConfig';
 
 export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfigurationProvider {
   private readonly disposables: vscode.Disposable[] = [];
@@ -28,6 +29,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     private readonly log: vscode.LogOutputChannel,
     /** dist/exit-code.js, preloaded into Node debuggees. */
     private readonly exitCodeRecorder: string,
+    private readonly upstreamKey: UpstreamKey,
   ) {
     this.disposables.push(
       vscode.debug.registerDebugConfigurationProvider('*', this),
@@ -64,6 +66,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
         upstream: upstreamFor(launch, process.env),
       });
       this.log.info(`[debug] "${launch.name}" (${launch.type}) records rollout ${run.rollout.id}`);
+      void this.warnWithoutUpstream(launch);
       return instrumentConfig(launch, run, process.env, { recorder: this.exitCodeRecorder, file: exitCodeFile(run.rollout.id) }) as vscode.DebugConfiguration;
     } catch (error) {
       const message = error instanceof Error ? error.message : String(error);
@@ -72,6 +75,21 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
       if (choice === 'Show Logs') this.log.show();
       return choice === 'Debug without Lightning' ? { ...config, lightning: false } : undefined;
     }
+  }
+
+  /**
+   * An agent with no OPENAI_BASE_URL of its own, no upstream setting and no key anywhere would send
+   * its calls to the default upstream without credentials: say so before the first call fails.
+   */
+  private async warnWithoutUpstream(launch: LaunchConfig): Promise<void> {
+    if (upstreamFor(launch, process.env) !== null || readSettings().upstreamBaseUrl || baseEnvironment(launch, process.env).OPENAI_API_KEY || (await this.upstreamKey.get())) return;
+    const choice = await vscode.window.showWarningMessage(
+      'Lightning: no upstream LLM is configured, so this agent’s calls go to https://api.openai.com/v1 without an API key. Set "lightning.upstreamBaseUrl" (e.g. a local Ollama or vLLM) or an API key.',
+      'Set Upstream API Key',
+      'Open Settings',
+    );
+    if (choice === 'Set Upstream API Key') await this.upstreamKey.prompt();
+    if (choice === 'Open Settings') await vscode.commands.executeCommand('workbench.action.openSettings', 'lightning.upstreamBaseUrl');
   }
 
   private trackerFor(session: vscode.DebugSession): vscode.DebugAdapterTracker {
