@@ -8,7 +8,8 @@
 import WebSocket from 'ws';
 import { createMessageConnection, ResponseError, type MessageConnection } from 'vscode-jsonrpc/node';
 import * as vscode from 'vscode';
-import { describeIssues, Methods, Notifications, type MethodName, type NotificationName, type NotificationParamsOf, type ParamsOf, type ResultOf } from '../trainer-daemon/protocol';
+import { Methods, type MethodName, type NotificationName, type NotificationParamsOf, type ParamsOf, type ResultOf } from '../trainer-daemon/protocol';
+import { checkParams, checkResult, onCheckedNotification } from '../trainer-daemon/protocol/typedRpc';
 import { WebSocketMessageReader, WebSocketMessageWriter } from '../trainer-daemon/protocol/wsTransport';
 
 export class DaemonRequestError extends Error {
@@ -53,27 +54,22 @@ export class DaemonClient implements vscode.Disposable {
   }
 
   async request<M extends MethodName>(name: M, params: ParamsOf<M>): Promise<ResultOf<M>> {
-    const spec = Methods[name];
-    const checked = spec.params.safeParse(params);
-    if (!checked.success) throw new DaemonRequestError(describeIssues(checked.error, 'params'), -32602);
+    const checked = checkParams(name, params);
+    if (!checked.ok) throw new DaemonRequestError(checked.message, -32602);
     let raw: unknown;
     try {
-      raw = await this.connection.sendRequest(spec.method, params);
+      raw = await this.connection.sendRequest(Methods[name].method, params);
     } catch (error) {
       if (error instanceof ResponseError) throw new DaemonRequestError(error.message, error.code);
       throw error;
     }
-    const result = spec.result.safeParse(raw);
-    if (!result.success) throw new Error(`the daemon sent an invalid ${spec.method} result: ${describeIssues(result.error, 'result')}`);
-    return result.data as ResultOf<M>;
+    const result = checkResult(name, raw);
+    if (!result.ok) throw new Error(result.message);
+    return result.value;
   }
 
   onNotification<N extends NotificationName>(name: N, listener: (params: NotificationParamsOf<N>) => void): vscode.Disposable {
-    const spec = Notifications[name];
-    return this.connection.onNotification(spec.method, (raw: unknown) => {
-      const parsed = spec.params.safeParse(raw);
-      if (parsed.success) listener(parsed.data as NotificationParamsOf<N>);
-    });
+    return onCheckedNotification(this.connection, name, listener);
   }
 
   dispose(): void {
