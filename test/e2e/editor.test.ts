@@ -65,9 +65,9 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
   });
 
   after(async () => {
-    // The extension's log (its LogOutputChannel) is kept beside the screenshots.
+    // The extension's logs (its LogOutputChannel, one per window) are kept beside the screenshots.
     const logs = workbench ? fs.readdirSync(workbench.userDataDir, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('Lightning.log')) : [];
-    for (const file of logs) fs.copyFileSync(path.join(workbench.userDataDir, file), path.join(SHOTS, 'extension.log'));
+    logs.forEach((file, index) => fs.copyFileSync(path.join(workbench.userDataDir, file), path.join(SHOTS, `extension-${index + 1}.log`)));
     await workbench?.close();
     await upstream?.close();
     if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
@@ -237,6 +237,25 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     const detail = await show(id);
     assert.equal(detail.rollout.label, 'Weather agent (recorded)');
     assert.deepEqual(detail.rewards.map((reward) => [reward.value, reward.source]), [[0, 'human']]);
+  });
+
+  it('a second window reuses the daemon and sees an annotation made in the first one live', async () => {
+    const pid = daemonPid();
+    const second = await workbench.openWindow();
+    try {
+      await runCommand(second, 'Lightning: Show Panel');
+      const secondPanel = panelFrame(second);
+      const probe = secondPanel.locator('.rollout-row', { hasText: 'latency probe' });
+      await probe.filter({ hasText: 'unrated' }).waitFor({ timeout: 30_000 });
+      assert.equal(daemonPid(), pid, 'no second daemon was started');
+
+      await panel.locator('.rollout-row', { hasText: 'latency probe' }).click();
+      await panel.locator('.detail .detail-header', { hasText: 'latency probe' }).locator('.thumb-down').click();
+      await probe.filter({ hasText: '👎 0' }).waitFor({ timeout: 15_000 });
+      await second.screenshot({ path: path.join(SHOTS, '08-second-window.png') });
+    } finally {
+      await second.close();
+    }
   });
 });
 

@@ -28,6 +28,8 @@ export interface Workbench {
   readonly serverLog: () => string;
   /** The folder holding the server's logs (the extension's LogOutputChannel among them). */
   readonly userDataDir: string;
+  /** Opens the same workspace in another window (a browser tab: its own extension host). */
+  openWindow(): Promise<Page>;
   close(): Promise<void>;
 }
 
@@ -77,34 +79,42 @@ export async function openWorkbench(workspace: string, scratch: string): Promise
       viewport: { width: 1400, height: 900 },
       args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
-    const page = context.pages()[0] ?? (await context.newPage());
     const host = new URL(url).host;
     const payload = JSON.stringify([['extensionDevelopmentPath', `vscode-remote://${host}${REPO_ROOT}`]]);
-    await page.goto(`${url}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(payload)}`);
-    await page.locator('.monaco-workbench .statusbar').waitFor({ timeout: 60_000 });
-    return { page, serverLog: () => log, userDataDir, close };
+    const browser = context;
+    const openWindow = async (page?: Page): Promise<Page> => {
+      const window = page ?? (await browser.newPage());
+      await window.goto(`${url}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(payload)}`);
+      await window.locator('.monaco-workbench .statusbar').waitFor({ timeout: 60_000 });
+      return window;
+    };
+    const page = await openWindow(context.pages()[0]);
+    return { page, serverLog: () => log, userDataDir, openWindow: () => openWindow(), close };
   } catch (error) {
     await close();
     throw error;
   }
 }
 
-/** Runs a command from the command palette (F1), waiting for its row before pressing Enter. */
+/**
+ * Runs a command from the command palette (F1), waiting for its row before pressing Enter. F1 can be
+ * swallowed while the workbench restores, and a palette can close under a notification or a focus
+ * change: each step is retried, and F1 is pressed only while the palette is closed (it toggles).
+ */
 export async function runCommand(page: Page, title: string): Promise<void> {
   const input = page.locator('.quick-input-widget input');
   for (let attempt = 0; ; attempt += 1) {
-    // F1 can be swallowed while the workbench is still restoring.
-    await page.keyboard.press('F1');
     try {
+      if (!(await input.isVisible())) await page.keyboard.press('F1');
       await input.waitFor({ state: 'visible', timeout: 3_000 });
-      break;
+      await input.fill(`>${title}`, { timeout: 3_000 });
+      await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor({ timeout: 10_000 });
+      await page.keyboard.press('Enter');
+      return;
     } catch (error) {
       if (attempt === 5) throw error;
     }
   }
-  await input.fill(`>${title}`);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor({ timeout: 15_000 });
-  await page.keyboard.press('Enter');
 }
 
 /** Picks the quick pick row with this text (the quick input is already open). */
