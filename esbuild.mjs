@@ -1,13 +1,31 @@
 // Builds the three bundles: the extension (VS Code host, CommonJS), the daemon + CLI (Node,
 // CommonJS) and the side-panel webview (browser, ESM). `node esbuild.mjs --watch` rebuilds on change.
 import * as esbuild from 'esbuild';
+import path from 'node:path';
 
 const watch = process.argv.includes('--watch');
 
 /** Native or editor-provided modules stay outside the bundles. */
 const nodeExternals = ['vscode', 'better-sqlite3', 'onnxruntime-node'];
 
+/**
+ * zod 4 exports every locale's error messages through its `z.locales` namespace, which bundling
+ * cannot tree-shake: ~300 KB of translations in each bundle. Lightning's messages are English, so
+ * the namespace is reduced to English (zod's default) — the extension bundle's size target.
+ */
+const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(build) {
+    build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.c?js$/ }, (args) => ({
+      contents: args.path.endsWith('.cjs') ? 'exports.en = require("./en.cjs").default;' : 'export { default as en } from "./en.js";',
+      resolveDir: path.dirname(args.path),
+      loader: 'js',
+    }));
+  },
+};
+
 const common = {
+  plugins: [zodEnglishOnly],
   bundle: true,
   sourcemap: true,
   // Minified bundles parse faster (the daemon's start-up); names are kept for errors and stack traces.
@@ -21,7 +39,7 @@ const builds = [
   {
     // The extension host and the daemon + CLI are both Node (CommonJS) programs.
     ...common,
-    entryPoints: { extension: 'extension/extension.ts', cli: 'trainer-daemon/cli.ts', demo: 'trainer-daemon/demo/entry.ts', 'otlp-worker': 'trainer-daemon/otlp/worker.ts' },
+    entryPoints: { extension: 'extension/extension.ts', 'exit-code': 'extension/debug/exitCodeRecorder.ts', cli: 'trainer-daemon/cli.ts', demo: 'trainer-daemon/demo/entry.ts', 'otlp-worker': 'trainer-daemon/otlp/worker.ts' },
     outdir: 'dist',
     platform: 'node',
     format: 'cjs',

@@ -1,16 +1,62 @@
 /**
- * The extension's entry point. Activation is lazy (see package.json `activationEvents`): it wires
- * services and registers commands, and does no other work at start-up.
+ * The extension's entry point. Activation is lazy (package.json `activationEvents`: the commands,
+ * the panel, debug sessions): it wires services and registers commands, and does no other work —
+ * the daemon starts on first use (the panel opening, a command, a Debug with Lightning launch).
  */
 import * as vscode from 'vscode';
+import { Annotator } from './annotate';
+import { DebugWithLightning } from './debug/debugWithLightning';
+import { LiveRollouts } from './liveRollouts';
+import { PANEL_VIEW_ID, RolloutsPanel } from './panel';
+import { affectsDaemon, UpstreamKey } from './settings';
+import { LightningStatusBar } from './statusBar';
+import { DaemonSupervisor } from './supervisor';
 
 export function activate(context: vscode.ExtensionContext): void {
+  const started = performance.now();
   const log = vscode.window.createOutputChannel('Lightning', { log: true });
-  context.subscriptions.push(log);
-  context.subscriptions.push(vscode.commands.registerCommand('lightning.showLogs', () => log.show()));
-  log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated`);
+  const upstreamKey = new UpstreamKey(context.secrets);
+  const supervisor = new DaemonSupervisor(context.asAbsolutePath('dist/cli.js'), log, upstreamKey);
+  const live = new LiveRollouts(supervisor);
+  const annotator = new Annotator(live, log);
+  const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey);
+  const panel = new RolloutsPanel(context.extensionUri, live, annotator, log);
+  const restartOwnDaemon = (): void => {
+    if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;
+    if (supervisor.state.kind !== 'stopped') void supervisor.restart().catch(() => undefined);
+  };
+  const command = (id: string, run: () => unknown): vscode.Disposable =>
+    vscode.commands.registerCommand(id, async () => {
+      try {
+        await run();
+      } catch (error) {
+        const message = error instanceof Error ? error.message : String(error);
+        log.error(`[command] ${id}: ${message}`);
+        void vscode.window.showErrorMessage(`Lightning: ${message}`, 'Show Logs').then((choice) => choice && log.show());
+      }
+    });
+  context.subscriptions.push(
+    log,
+    supervisor,
+    live,
+    debug,
+    panel,
+    new LightningStatusBar(live),
+    vscode.window.registerWebviewViewProvider(PANEL_VIEW_ID, panel, { webviewOptions: { retainContextWhenHidden: true } }),
+    debug.onDidFinishRollout((id) => (annotator.lastFinishedId = id)),
+    command('lightning.showLogs', () => log.show()),
+    command('lightning.showPanel', () => vscode.commands.executeCommand(`${PANEL_VIEW_ID}.focus`)),
+    command('lightning.debugWithLightning', () => debug.run()),
+    command('lightning.annotateReward', () => annotator.annotateCommand()),
+    command('lightning.reviewUnrated', () => annotator.reviewUnrated()),
+    command('lightning.setUpstreamApiKey', () => upstreamKey.prompt()),
+    command('lightning.restartDaemon', () => supervisor.restart()),
+    upstreamKey.onDidChange(restartOwnDaemon),
+    vscode.workspace.onDidChangeConfiguration((event) => affectsDaemon(event) && restartOwnDaemon()),
+  );
+  log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`);
 }
 
 export function deactivate(): void {
-  // Everything is disposed through context.subscriptions.
+  // Everything is disposed through context.subscriptions; the daemon this window started is stopped.
 }

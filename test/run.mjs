@@ -1,6 +1,6 @@
 // Runs the test suites with node's test runner (TypeScript through tsx) and ends with the line
 // `N passed, N failed`. Node 20's runner takes no globs, so the files are listed here.
-// Usage: node test/run.mjs [unit|integration|e2e|FILE…]   (default: unit and integration)
+// Usage: node test/run.mjs [unit|integration|e2e|FILE…]   (default: all three)
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,7 +17,7 @@ function testFiles(dir) {
 }
 
 const args = process.argv.slice(2);
-const suites = args.length ? args : ['unit', 'integration'];
+const suites = args.length ? args : ['unit', 'integration', 'e2e'];
 const files = suites.flatMap((arg) => (fs.existsSync(path.join(root, arg)) && fs.statSync(path.join(root, arg)).isDirectory() ? testFiles(path.join(root, arg)) : [path.resolve(arg)]));
 if (files.length === 0) {
   console.error(`no test files in ${suites.join(', ')}`);

@@ -1,23 +1,151 @@
 /**
- * The side panel's browser code. It speaks only to the extension, through ./protocol.
+ * The side panel's browser code: filters, the live rollout list and the selected rollout's
+ * trajectory. It speaks only to the extension, through ./protocol (validated both ways); its
+ * filters and selection survive the view being hidden (getState/setState).
  */
+import '@vscode-elements/elements/dist/vscode-button/index.js';
+import '@vscode-elements/elements/dist/vscode-textfield/index.js';
+import '@vscode-elements/elements/dist/vscode-single-select/index.js';
+import '@vscode-elements/elements/dist/vscode-option/index.js';
 import '@vscode-elements/elements/dist/vscode-badge/index.js';
-import { ExtensionToWebview, type WebviewToExtension } from './protocol';
+import './panel.css';
+import { RolloutMode, RolloutStatus, type Rollout } from '../trainer-daemon/protocol/records';
+import { ExtensionToWebview, RolloutFilter, type WebviewToExtension } from './protocol';
+import { RolloutList } from './rolloutList';
+import { TrajectoryView } from './trajectory';
+
+interface PanelState {
+  filter: RolloutFilter;
+  selectedId?: string;
+}
 
 interface VsCodeApi {
   postMessage(message: WebviewToExtension): void;
+  getState(): unknown;
+  setState(state: PanelState): void;
 }
 declare function acquireVsCodeApi(): VsCodeApi;
 
 const vscode = acquireVsCodeApi();
-const state = document.createElement('vscode-badge');
-state.textContent = 'starting';
-document.body.append(state);
+const saved = RolloutFilter.safeParse((vscode.getState() as PanelState | undefined)?.filter ?? {});
+const state: PanelState = { filter: saved.success ? saved.data : {}, selectedId: (vscode.getState() as PanelState | undefined)?.selectedId };
+const post = (message: WebviewToExtension): void => vscode.postMessage(message);
+const save = (): void => vscode.setState(state);
 
+const app = document.getElementById('app')!;
+app.innerHTML = `<div class="toolbar"><vscode-badge class="daemon-state">starting</vscode-badge><span class="count"></span></div>
+<div class="filters"><vscode-textfield class="search" placeholder="Filter by label or task" aria-label="Filter by text"></vscode-textfield>
+<vscode-single-select class="status-filter" aria-label="Filter by status"></vscode-single-select>
+<vscode-single-select class="mode-filter" aria-label="Filter by mode"></vscode-single-select></div>
+<div class="banner" hidden></div><div class="list"></div><div class="detail" tabindex="-1"></div>`;
+
+function fillSelect(select: Element, label: string, values: readonly string[], current: string | undefined): void {
+  for (const value of ['', ...values]) {
+    const option = document.createElement('vscode-option');
+    option.setAttribute('value', value);
+    option.textContent = value || label;
+    if (value === (current ?? '')) option.setAttribute('selected', '');
+    select.append(option);
+  }
+}
+
+const search = app.querySelector<HTMLElement & { value: string }>('.search')!;
+const statusSelect = app.querySelector<HTMLElement & { value: string }>('.status-filter')!;
+const modeSelect = app.querySelector<HTMLElement & { value: string }>('.mode-filter')!;
+fillSelect(statusSelect, 'any status', RolloutStatus.options, state.filter.status);
+fillSelect(modeSelect, 'any mode', RolloutMode.options, state.filter.mode);
+search.value = state.filter.search ?? '';
+const badge = app.querySelector('.daemon-state')!;
+const banner = app.querySelector<HTMLElement>('.banner')!;
+const countLabel = app.querySelector('.count')!;
+
+let requestId = 0;
+const list = new RolloutList(
+  app.querySelector('.list')!,
+  (cursor) => post({ type: 'listRollouts', requestId, filter: state.filter, cursor }),
+  (rollout) => openRollout(rollout),
+);
+const trajectory = new TrajectoryView(app.querySelector('.detail')!, {
+  annotate: (spanId, value, comment) => trajectory.rolloutId && post({ type: 'annotate', rolloutId: trajectory.rolloutId, spanId, value, comment }),
+  copy: (text) => post({ type: 'copy', text }),
+});
+trajectory.clear('Select a rollout to see its trajectory.');
+
+function openRollout(rollout: Rollout): void {
+  state.selectedId = rollout.id;
+  save();
+  trajectory.open(rollout);
+  post({ type: 'selectRollout', id: rollout.id });
+}
+
+function reload(): void {
+  requestId += 1;
+  list.reset();
+  post({ type: 'listRollouts', requestId, filter: state.filter, cursor: null });
+}
+
+function onFilterChange(): void {
+  const parsed = RolloutFilter.safeParse({ status: statusSelect.value || undefined, mode: modeSelect.value || undefined, search: search.value.trim() || undefined });
+  if (!parsed.success) return;
+  state.filter = parsed.data;
+  save();
+  reload();
+}
+let searchTimer: ReturnType<typeof setTimeout> | undefined;
+search.addEventListener('input', () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(onFilterChange, 200);
+});
+statusSelect.addEventListener('change', onFilterChange);
+modeSelect.addEventListener('change', onFilterChange);
+
+function showCount(): void {
+  countLabel.textContent = `${list.count}${list.count >= 200 ? '+' : ''} shown`;
+}
+
+let running = false;
 window.addEventListener('message', (event: MessageEvent<unknown>) => {
-  const message = ExtensionToWebview.safeParse(event.data);
-  if (!message.success) return;
-  if (message.data.type === 'daemonState') state.textContent = message.data.state;
+  const parsed = ExtensionToWebview.safeParse(event.data);
+  if (!parsed.success) return;
+  const message = parsed.data;
+  switch (message.type) {
+    case 'daemonState':
+      badge.textContent = message.state;
+      banner.hidden = message.state !== 'failed';
+      banner.textContent = message.message ?? '';
+      // Each (re)connection starts the list afresh: changes made while disconnected are included.
+      if (message.state === 'running' && !running) reload();
+      running = message.state === 'running';
+      return;
+    case 'rolloutPage':
+      if (message.requestId !== requestId) return;
+      list.addPage(message.items, message.nextCursor);
+      showCount();
+      if (state.selectedId && !trajectory.rolloutId && list.get(state.selectedId)) list.select(state.selectedId);
+      return;
+    case 'rolloutsChanged':
+      list.applyChanges(message.rollouts, state.filter);
+      for (const rollout of message.rollouts) trajectory.updateRollout(rollout);
+      showCount();
+      return;
+    case 'spansAvailable':
+      if (message.rolloutId === trajectory.rolloutId && message.toSequence > trajectory.lastSequence) post({ type: 'loadSpans', rolloutId: message.rolloutId, afterSequence: trajectory.lastSequence });
+      return;
+    case 'spans':
+      if (message.rolloutId === trajectory.rolloutId) trajectory.appendSpans(message.spans, message.complete);
+      return;
+    case 'rewards':
+      if (message.rolloutId === trajectory.rolloutId) trajectory.setRewards(message.items);
+      return;
+    case 'reveal':
+      if (list.get(message.rollout.id)) list.select(message.rollout.id);
+      else openRollout(message.rollout);
+      return;
+    case 'error':
+      banner.hidden = false;
+      banner.textContent = message.message;
+      return;
+  }
 });
 
-vscode.postMessage({ type: 'ready' });
+post({ type: 'ready' });

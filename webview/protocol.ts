@@ -1,13 +1,66 @@
 /**
  * Messages between the side-panel webview and the extension (postMessage), as zod schemas. Both
- * ends import this module; each validates what it receives with `safeParse`.
+ * ends import this module; each validates what it receives with `safeParse`. Records (rollouts,
+ * spans, rewards) reuse the daemon protocol's schemas: they are data shapes, not a channel.
  */
 import { z } from 'zod';
+import { Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../trainer-daemon/protocol/records';
 
-export const WebviewToExtension = z.discriminatedUnion('type', [z.object({ type: z.literal('ready') })]);
+export const DaemonStateKind = z.enum(['stopped', 'starting', 'running', 'failed']);
+export type DaemonStateKind = z.infer<typeof DaemonStateKind>;
+
+/** The list's filters (all optional; empty means everything). */
+export const RolloutFilter = z.object({
+  status: RolloutStatus.optional(),
+  mode: RolloutMode.optional(),
+  search: z.string().max(200).optional(),
+});
+export type RolloutFilter = z.infer<typeof RolloutFilter>;
+
+const SpanId = z.string().regex(/^[0-9a-f]{16}$/);
+
+/**
+ * A span as the panel receives it. The extension validated it deeply (the daemon protocol's Span)
+ * before posting, and postMessage can carry only cloneable data, so here the attribute values are
+ * taken as the JSON they are instead of being walked again: re-validating a 2,000-span trajectory's
+ * nested attributes cost more than drawing it.
+ */
+const PanelSpan = Span.extend({ attributes: z.record(z.string(), z.custom<Json>()) });
+
+export const WebviewToExtension = z.discriminatedUnion('type', [
+  /** The webview is listening: the extension answers with the daemon state. */
+  z.object({ type: z.literal('ready') }),
+  /** A page of the rollout list; `requestId` ties the answer to the request (filters change under it). */
+  z.object({ type: z.literal('listRollouts'), requestId: z.number().int(), filter: RolloutFilter, cursor: z.string().nullable() }),
+  z.object({ type: z.literal('selectRollout'), id: z.string().min(1) }),
+  z.object({ type: z.literal('loadSpans'), rolloutId: z.string().min(1), afterSequence: z.number().int().nonnegative() }),
+  z.object({
+    type: z.literal('annotate'),
+    rolloutId: z.string().min(1),
+    spanId: SpanId.nullable(),
+    value: z.number().finite(),
+    comment: z.string().max(10_000).nullable(),
+  }),
+  z.object({ type: z.literal('copy'), text: z.string().max(50_000_000) }),
+]);
 export type WebviewToExtension = z.infer<typeof WebviewToExtension>;
 
 export const ExtensionToWebview = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('daemonState'), state: z.enum(['starting', 'running', 'stopped', 'failed']) }),
+  z.object({ type: z.literal('daemonState'), state: DaemonStateKind, message: z.string().nullable() }),
+  z.object({ type: z.literal('rolloutPage'), requestId: z.number().int(), items: z.array(Rollout), nextCursor: z.string().nullable() }),
+  /** Rollouts created or changed (live, from the daemon's notifications). */
+  z.object({ type: z.literal('rolloutsChanged'), rollouts: z.array(Rollout) }),
+  /**
+   * A page of the selected rollout's spans, in sequence order: a trajectory opens with its first
+   * page and fills in as the rest arrive; `complete` once the last stored span was sent.
+   */
+  z.object({ type: z.literal('spans'), rolloutId: z.string(), spans: z.array(PanelSpan), complete: z.boolean() }),
+  /** New spans of a rollout exist (its shown detail fetches them with loadSpans). */
+  z.object({ type: z.literal('spansAvailable'), rolloutId: z.string(), toSequence: z.number().int() }),
+  /** The rewards of a rollout, after one was added (here or in another window). */
+  z.object({ type: z.literal('rewards'), rolloutId: z.string(), items: z.array(Reward) }),
+  /** Select a rollout from outside the panel (the review queue). */
+  z.object({ type: z.literal('reveal'), rollout: Rollout }),
+  z.object({ type: z.literal('error'), message: z.string() }),
 ]);
 export type ExtensionToWebview = z.infer<typeof ExtensionToWebview>;

@@ -5,16 +5,8 @@
  */
 import { createMessageConnection, ResponseError, type MessageConnection } from 'vscode-jsonrpc/node';
 import WebSocket from 'ws';
-import {
-  Methods,
-  Notifications,
-  describeIssues,
-  type MethodName,
-  type NotificationName,
-  type NotificationParamsOf,
-  type ParamsOf,
-  type ResultOf,
-} from '../protocol';
+import { Methods, type MethodName, type NotificationName, type NotificationParamsOf, type ParamsOf, type ResultOf } from '../protocol';
+import { checkParams, checkResult, onCheckedNotification } from '../protocol/typedRpc';
 import { WebSocketMessageReader, WebSocketMessageWriter } from '../protocol/wsTransport';
 import { InvalidInputError, LightningError } from '../errors';
 import type { Disposable } from '../util/event';
@@ -61,12 +53,11 @@ export class RpcClient implements Disposable {
   }
 
   async request<M extends MethodName>(name: M, params: ParamsOf<M>): Promise<ResultOf<M>> {
-    const spec = Methods[name];
-    const checked = spec.params.safeParse(params);
-    if (!checked.success) throw new InvalidInputError(describeIssues(checked.error, 'params'));
+    const checked = checkParams(name, params);
+    if (!checked.ok) throw new InvalidInputError(checked.message);
     let raw: unknown;
     try {
-      raw = await this.connection.sendRequest(spec.method, params);
+      raw = await this.connection.sendRequest(Methods[name].method, params);
     } catch (error) {
       if (error instanceof ResponseError) {
         const kind = (error.data as { kind?: unknown } | undefined)?.kind;
@@ -74,9 +65,9 @@ export class RpcClient implements Disposable {
       }
       throw error;
     }
-    const result = spec.result.safeParse(raw);
-    if (!result.success) throw new LightningError(`the daemon sent an invalid ${spec.method} result: ${describeIssues(result.error, 'result')}`);
-    return result.data as ResultOf<M>;
+    const result = checkResult(name, raw);
+    if (!result.ok) throw new LightningError(result.message);
+    return result.value;
   }
 
   /** Sends a request without validating params: for tests of the server's own validation. */
@@ -85,11 +76,7 @@ export class RpcClient implements Disposable {
   }
 
   onNotification<N extends NotificationName>(name: N, listener: (params: NotificationParamsOf<N>) => void): Disposable {
-    const spec = Notifications[name];
-    return this.connection.onNotification(spec.method, (raw: unknown) => {
-      const parsed = spec.params.safeParse(raw);
-      if (parsed.success) listener(parsed.data as NotificationParamsOf<N>);
-    });
+    return onCheckedNotification(this.connection, name, listener);
   }
 
 

@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
 import { migrate } from './migrations';
+import { explainNativeLoadError } from './nativeModules';
 
 export interface OpenOptions {
   /** Open without migrating (to inspect an older store); writes then fail on missing tables. */
@@ -18,7 +19,12 @@ export interface OpenOptions {
 
 export function openDatabase(file: string, options: OpenOptions = {}): Database {
   if (file !== ':memory:' && !options.readonly) fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-  const db = new BetterSqlite3(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
+  let db: Database;
+  try {
+    db = new BetterSqlite3(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
+  } catch (error) {
+    explainNativeLoadError(error);
+  }
   try {
     db.pragma('busy_timeout = 5000');
     if (!options.readonly) {

@@ -1,0 +1,148 @@
+/**
+ * The **Lightning** side panel: a webview view in its own activity-bar container. The extension is
+ * the webview's only peer: it answers the webview's requests (webview/protocol.ts) from the daemon
+ * and forwards live changes. The page has a strict CSP with a nonce and may load only the bundle.
+ */
+import crypto from 'node:crypto';
+import * as vscode from 'vscode';
+import { ExtensionToWebview, WebviewToExtension, type RolloutFilter } from '../webview/protocol';
+import type { ListRolloutsParams } from '../trainer-daemon/protocol';
+import type { LiveRollouts } from './liveRollouts';
+import type { Annotator } from './annotate';
+
+export const PANEL_VIEW_ID = 'lightning.rollouts';
+const PAGE_SIZE = 200;
+/** Spans per message: a small first page renders at once while the rest is fetched in larger ones. */
+const FIRST_SPAN_PAGE = 50;
+const SPAN_PAGE = 500;
+
+export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposable {
+  private view: vscode.WebviewView | undefined;
+  private readonly disposables: vscode.Disposable[] = [];
+
+  constructor(
+    private readonly extensionUri: vscode.Uri,
+    private readonly live: LiveRollouts,
+    private readonly annotator: Annotator,
+    private readonly log: vscode.LogOutputChannel,
+  ) {
+    const supervisor = live.supervisor;
+    this.disposables.push(
+      supervisor.onDidChangeState((state) => this.post({ type: 'daemonState', state: state.kind, message: state.kind === 'failed' ? state.message : null })),
+      live.onDidChangeRollouts((rollouts) => {
+        this.post({ type: 'rolloutsChanged', rollouts: [...rollouts] });
+        const selected = live.selectedId;
+        if (selected && rollouts.some((rollout) => rollout.id === selected)) void this.sendRewards(selected);
+      }),
+      live.onDidAddSpans((ranges) => {
+        for (const range of ranges) if (range.rolloutId === live.selectedId) this.post({ type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
+      }),
+      live.onDidRequestReveal((rollout) => this.post({ type: 'reveal', rollout })),
+    );
+  }
+
+  resolveWebviewView(view: vscode.WebviewView): void {
+    this.view = view;
+    const dist = vscode.Uri.joinPath(this.extensionUri, 'dist');
+    view.webview.options = { enableScripts: true, localResourceRoots: [dist] };
+    view.webview.html = this.html(view.webview, dist);
+    view.onDidDispose(() => (this.view = undefined), undefined, this.disposables);
+    view.webview.onDidReceiveMessage((raw: unknown) => void this.receive(raw), undefined, this.disposables);
+  }
+
+  private html(webview: vscode.Webview, dist: vscode.Uri): string {
+    const nonce = crypto.randomBytes(16).toString('base64');
+    const script = webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.js'));
+    const style = webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.css'));
+    const csp = [`default-src 'none'`, `style-src ${webview.cspSource} 'unsafe-inline'`, `font-src ${webview.cspSource}`, `img-src ${webview.cspSource} data:`, `script-src 'nonce-${nonce}'`].join('; ');
+    return `<!DOCTYPE html><html lang="en"><head><meta charset="UTF-8"><meta http-equiv="Content-Security-Policy" content="${csp}">
+<meta name="viewport" content="width=device-width, initial-scale=1.0"><link rel="stylesheet" href="${style}"><title>Lightning</title></head>
+<body><div id="app"></div><script type="module" nonce="${nonce}" src="${script}"></script></body></html>`;
+  }
+
+  private post(message: ExtensionToWebview): void {
+    void this.view?.webview.postMessage(message);
+  }
+
+  private async receive(raw: unknown): Promise<void> {
+    const parsed = WebviewToExtension.safeParse(raw);
+    if (!parsed.success) {
+      this.log.warn(`[panel] ignored a malformed message from the webview: ${parsed.error.issues[0]?.message ?? ''}`);
+      return;
+    }
+    const message = parsed.data;
+    try {
+      switch (message.type) {
+        case 'ready': {
+          const state = this.live.supervisor.state;
+          this.post({ type: 'daemonState', state: state.kind, message: state.kind === 'failed' ? state.message : null });
+          await this.live.supervisor.ensureRunning();
+          return;
+        }
+        case 'listRollouts': {
+          const client = await this.live.supervisor.ensureRunning();
+          const page = await client.request('listRollouts', { ...listParams(message.filter), limit: PAGE_SIZE, ...(message.cursor ? { cursor: message.cursor } : {}) });
+          this.post({ type: 'rolloutPage', requestId: message.requestId, items: page.items, nextCursor: page.nextCursor });
+          return;
+        }
+        case 'selectRollout':
+          this.live.selectedId = message.id;
+          void this.sendRewards(message.id);
+          await this.streamSpans(message.id, 0);
+          return;
+        case 'loadSpans':
+          await this.streamSpans(message.rolloutId, message.afterSequence);
+          return;
+        case 'annotate':
+          await this.annotator.add({ rolloutId: message.rolloutId, spanId: message.spanId, value: message.value, comment: message.comment });
+          return;
+        case 'copy':
+          await vscode.env.clipboard.writeText(message.text);
+          void vscode.window.setStatusBarMessage('Lightning: copied', 2_000);
+          return;
+      }
+    } catch (error) {
+      const text = error instanceof Error ? error.message : String(error);
+      this.log.error(`[panel] ${message.type} failed: ${text}`);
+      this.post({ type: 'error', message: text });
+    }
+  }
+
+  /**
+   * Sends a rollout's spans after `afterSequence` page by page, so that a long trajectory shows its
+   * first steps at once; stops when the user selects another rollout.
+   */
+  private async streamSpans(rolloutId: string, afterSequence: number): Promise<void> {
+    const client = await this.live.supervisor.ensureRunning();
+    for (let after = afterSequence, limit = FIRST_SPAN_PAGE; this.live.selectedId === rolloutId; limit = SPAN_PAGE) {
+      const { items } = await client.request('listSpans', { rolloutId, afterSequence: after, limit });
+      const complete = items.length < limit;
+      this.post({ type: 'spans', rolloutId, spans: items, complete });
+      if (complete) return;
+      after = items.at(-1)!.sequence;
+    }
+  }
+
+  private async sendRewards(rolloutId: string): Promise<void> {
+    try {
+      const client = await this.live.supervisor.ensureRunning();
+      const { items } = await client.request('listRewards', { rolloutId });
+      this.post({ type: 'rewards', rolloutId, items });
+    } catch (error) {
+      this.log.warn(`[panel] cannot refresh rewards: ${error instanceof Error ? error.message : String(error)}`);
+    }
+  }
+
+  dispose(): void {
+    for (const disposable of this.disposables) disposable.dispose();
+  }
+}
+
+function listParams(filter: RolloutFilter): ListRolloutsParams {
+  return {
+    order: 'newest',
+    ...(filter.status ? { status: [filter.status] } : {}),
+    ...(filter.mode ? { mode: filter.mode } : {}),
+    ...(filter.search ? { search: filter.search } : {}),
+  };
+}

@@ -1,0 +1,212 @@
+/**
+ * Supervises the daemon with an explicit state (stopped / starting / running / failed): reuses the
+ * daemon that already owns the workspace store (its discovery file), else spawns the bundled one
+ * (`dist/cli.js serve`) on the runtime runtime.ts picks and reads its ready line. When the
+ * connection drops it restarts with backoff (restartPolicy.ts) and, after repeated crashes, gives
+ * up with a message and a "Show Logs" action. Errors a restart cannot fix (no runtime, a native
+ * module built for another ABI) fail at once.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import readline from 'node:readline';
+import * as vscode from 'vscode';
+import { ReadyMessage } from '../trainer-daemon/protocol';
+import { findDaemon } from '../trainer-daemon/protocol/discovery';
+import { DaemonClient } from './daemonClient';
+import { RestartPolicy } from './restartPolicy';
+import { probeVersion, resolveRuntime } from './runtime';
+import { readSettings, type UpstreamKey } from './settings';
+
+export type DaemonState =
+  | { readonly kind: 'stopped' }
+  | { readonly kind: 'starting' }
+  | { readonly kind: 'running'; readonly url: string; readonly pid: number; readonly owned: boolean }
+  | { readonly kind: 'failed'; readonly message: string };
+
+/** A start failure that another attempt will not fix. */
+class PermanentStartError extends Error {}
+
+const READY_TIMEOUT_MS = 30_000;
+
+export class DaemonSupervisor implements vscode.Disposable {
+  private _state: DaemonState = { kind: 'stopped' };
+  private readonly _onDidChangeState = new vscode.EventEmitter<DaemonState>();
+  readonly onDidChangeState = this._onDidChangeState.event;
+  private readonly _onDidConnect = new vscode.EventEmitter<DaemonClient>();
+  /** Fires with each new connection (first start and every restart): re-subscribe to notifications. */
+  readonly onDidConnect = this._onDidConnect.event;
+  private readonly policy = new RestartPolicy();
+  private client: DaemonClient | undefined;
+  private child: ChildProcess | undefined;
+  private starting: Promise<DaemonClient> | undefined;
+  private restartTimer: NodeJS.Timeout | undefined;
+  private disposed = false;
+
+  constructor(
+    private readonly cliPath: string,
+    private readonly log: vscode.LogOutputChannel,
+    private readonly upstreamKey: UpstreamKey,
+  ) {}
+
+  get state(): DaemonState {
+    return this._state;
+  }
+
+  /** The connected client, starting (or reusing) the daemon first when needed. */
+  ensureRunning(): Promise<DaemonClient> {
+    if (this.client) return Promise.resolve(this.client);
+    this.starting ??= this.start().finally(() => (this.starting = undefined));
+    return this.starting;
+  }
+
+  /** **Lightning: Restart Daemon** and setting changes: stop ours, forget past crashes, start again. */
+  async restart(): Promise<void> {
+    this.policy.reset();
+    this.stopOwned();
+    await this.ensureRunning();
+  }
+
+  private setState(state: DaemonState): void {
+    this._state = state;
+    this._onDidChangeState.fire(state);
+  }
+
+  private async start(): Promise<DaemonClient> {
+    clearTimeout(this.restartTimer);
+    this.setState({ kind: 'starting' });
+    try {
+      const { client, state } = await this.connectOrSpawn();
+      this.client = client;
+      client.onDidClose(() => this.onConnectionLost(client));
+      this.setState(state);
+      this._onDidConnect.fire(client);
+      return client;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      this.log.error(`[daemon] start failed: ${message}`);
+      this.fail(message);
+      throw error;
+    }
+  }
+
+  private async connectOrSpawn(): Promise<{ client: DaemonClient; state: DaemonState }> {
+    const settings = readSettings();
+    // A daemon racing us for the store (another window) wins the lock: use it once it announces itself.
+    for (let attempt = 0; ; attempt += 1) {
+      const running = findDaemon(settings.storeFile);
+      if (running) {
+        this.log.info(`[daemon] reusing the daemon (pid ${running.info.pid}) that owns ${running.info.store}`);
+        const client = await DaemonClient.connect(running.info.url, running.token);
+        return { client, state: { kind: 'running', url: running.info.url, pid: running.info.pid, owned: false } };
+      }
+      try {
+        const ready = await this.spawnDaemon(settings.storeFile, settings.nodePath, settings.upstreamBaseUrl);
+        const client = await DaemonClient.connect(ready.url, ready.token);
+        return { client, state: { kind: 'running', url: ready.url, pid: ready.pid, owned: true } };
+      } catch (error) {
+        if (!(error instanceof Error) || !/already owns/.test(error.message) || attempt >= 20) throw error;
+        await new Promise((resolve) => setTimeout(resolve, 250));
+      }
+    }
+  }
+
+  private async spawnDaemon(storeFile: string, nodePath: string | undefined, upstream: string | undefined): Promise<ReadyMessage> {
+    const resolution = await resolveRuntime({ nodePath, hostExecPath: process.execPath, probe: probeVersion });
+    if (!resolution.ok) throw new PermanentStartError(resolution.message);
+    const { runtime } = resolution;
+    const apiKey = await this.upstreamKey.get();
+    const args = [this.cliPath, 'serve', '--store', storeFile, ...(upstream ? ['--upstream', upstream] : [])];
+    this.log.info(`[daemon] starting on ${runtime.description}: serve --store ${storeFile}${upstream ? ` --upstream ${upstream}` : ''}`);
+    const env: NodeJS.ProcessEnv = { ...process.env, ...runtime.env, ...(apiKey ? { LIGHTNING_UPSTREAM_API_KEY: apiKey } : {}) };
+    const child = spawn(runtime.command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+    this.child = child;
+    const stderrTail: string[] = [];
+    readline.createInterface({ input: child.stderr! }).on('line', (line) => {
+      stderrTail.push(line);
+      if (stderrTail.length > 20) stderrTail.shift();
+      this.logDaemonLine(line);
+    });
+    return new Promise<ReadyMessage>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        reject(new Error(`the daemon gave no ready line within ${READY_TIMEOUT_MS / 1000} s`));
+      }, READY_TIMEOUT_MS);
+      const stdout = readline.createInterface({ input: child.stdout! });
+      stdout.once('line', (line) => {
+        clearTimeout(timer);
+        let parsed: ReturnType<typeof ReadyMessage.safeParse> | undefined;
+        try {
+          parsed = ReadyMessage.safeParse(JSON.parse(line));
+        } catch {
+          parsed = undefined;
+        }
+        if (parsed?.success) resolve(parsed.data);
+        else reject(new Error(`the daemon's first line was not its ready line: ${line.slice(0, 200)}`));
+      });
+      child.once('error', (error) => {
+        clearTimeout(timer);
+        reject(new PermanentStartError(`cannot run ${runtime.command}: ${error.message}. Set "lightning.nodePath" to a Node ≥ 20 binary.`));
+      });
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        const detail = stderrTail.filter((line) => !line.startsWith('{')).join('\n') || stderrTail.join('\n');
+        const message = `the daemon exited (${code ?? signal}) before it was ready: ${detail}`;
+        // A native module built for another ABI, or a bad setting: restarting cannot help.
+        reject(/cannot load in this runtime|--upstream|--store/.test(detail) ? new PermanentStartError(message) : new Error(message));
+      });
+    });
+  }
+
+  /** The daemon logs JSON lines on stderr: shown at their level under the `daemon` tag. */
+  private logDaemonLine(line: string): void {
+    let entry: { level?: unknown; msg?: unknown } | undefined;
+    try {
+      entry = JSON.parse(line) as { level?: unknown; msg?: unknown };
+    } catch {
+      entry = undefined;
+    }
+    if (!entry || typeof entry !== 'object') return this.log.warn(`[daemon] ${line}`);
+    const text = `[daemon] ${line}`;
+    if (entry.level === 'error') this.log.error(text);
+    else if (entry.level === 'warn') this.log.warn(text);
+    else if (entry.level === 'debug') this.log.debug(text);
+    else this.log.info(text);
+  }
+
+  private onConnectionLost(client: DaemonClient): void {
+    if (this.client !== client || this.disposed) return;
+    this.client = undefined;
+    this.child = undefined;
+    const decision = this.policy.onCrash(Date.now());
+    if (decision.action === 'giveUp') {
+      this.fail(`the daemon stopped ${decision.crashes} times within a few minutes; not restarting it again`);
+      return;
+    }
+    this.log.warn(`[daemon] connection lost; restarting in ${decision.delayMs} ms`);
+    this.setState({ kind: 'starting' });
+    this.restartTimer = setTimeout(() => void this.ensureRunning().catch(() => undefined), decision.delayMs);
+  }
+
+  private fail(message: string): void {
+    this.setState({ kind: 'failed', message });
+    void vscode.window.showErrorMessage(`Lightning: ${message}`, 'Show Logs', 'Restart Daemon').then((choice) => {
+      if (choice === 'Show Logs') this.log.show();
+      if (choice === 'Restart Daemon') void this.restart().catch(() => undefined);
+    });
+  }
+
+  private stopOwned(): void {
+    const client = this.client;
+    this.client = undefined;
+    client?.dispose();
+    this.child?.kill('SIGTERM');
+    this.child = undefined;
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    clearTimeout(this.restartTimer);
+    this.stopOwned();
+    this._onDidChangeState.dispose();
+    this._onDidConnect.dispose();
+  }
+}

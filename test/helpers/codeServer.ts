@@ -1,0 +1,134 @@
+/**
+ * A real VS Code in a real browser for end-to-end tests: code-server 4.100.3 (VS Code 1.100.3) on
+ * 127.0.0.1 port 0 with fresh user-data, extensions and config folders, the extension loaded from
+ * this repository (extensionDevelopmentPath), driven by playwright-core with Debian's chromium.
+ * See ../../../shared/recipes/vscode-e2e (findings on these machines).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { chromium, type BrowserContext, type FrameLocator, type Locator, type Page } from 'playwright-core';
+import { REPO_ROOT } from './daemon';
+import { waitFor } from './tmp';
+
+export const CHROMIUM = process.env.LIGHTNING_E2E_CHROMIUM ?? '/usr/bin/chromium';
+export const CODE_SERVER = path.join(REPO_ROOT, 'node_modules', '.bin', 'code-server');
+export const EXTENSION_ID = 'lightning-dev.lightning';
+
+/** Why the end-to-end suite cannot run here, or undefined when it can (always, under LIGHTNING_E2E_REQUIRED: CI must not skip it). */
+export function e2eUnavailable(): string | undefined {
+  if (process.env.LIGHTNING_E2E_REQUIRED) return undefined;
+  if (!fs.existsSync(CHROMIUM)) return `no chromium at ${CHROMIUM} (apt-get install chromium; .ci/run does)`;
+  if (!fs.existsSync(CODE_SERVER)) return 'code-server is not installed (npm ci with its install scripts; see .ci/run)';
+  return undefined;
+}
+
+export interface Workbench {
+  readonly page: Page;
+  readonly serverLog: () => string;
+  /** The folder holding the server's logs (the extension's LogOutputChannel among them). */
+  readonly userDataDir: string;
+  /** Opens the same workspace in another window (a browser tab: its own extension host). */
+  openWindow(): Promise<Page>;
+  close(): Promise<void>;
+}
+
+const USER_SETTINGS = {
+  'workbench.startupEditor': 'none',
+  'extensions.autoCheckUpdates': false,
+  'extensions.autoUpdate': false,
+  'telemetry.telemetryLevel': 'off',
+  'update.mode': 'none',
+  'workbench.tips.enabled': false,
+  'security.workspace.trust.enabled': false,
+  'workbench.enableExperiments': false,
+  'chat.disableAIFeatures': true,
+  'debug.openDebug': 'neverOpen',
+  'debug.internalConsoleOptions': 'neverOpen',
+};
+
+/** Starts code-server on `workspace` and opens it in chromium with the extension under development. */
+export async function openWorkbench(workspace: string, scratch: string): Promise<Workbench> {
+  const userDataDir = path.join(scratch, 'user-data');
+  const xdg = path.join(scratch, 'xdg');
+  fs.mkdirSync(path.join(userDataDir, 'User'), { recursive: true });
+  fs.mkdirSync(path.join(scratch, 'extensions'), { recursive: true });
+  fs.mkdirSync(xdg, { recursive: true });
+  fs.writeFileSync(path.join(userDataDir, 'User', 'settings.json'), JSON.stringify(USER_SETTINGS));
+  fs.writeFileSync(path.join(scratch, 'config.yaml'), 'auth: none\n');
+  const server: ChildProcess = spawn(
+    CODE_SERVER,
+    ['--config', path.join(scratch, 'config.yaml'), '--user-data-dir', userDataDir, '--extensions-dir', path.join(scratch, 'extensions'), '--auth', 'none', '--bind-addr', '127.0.0.1:0', '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override', workspace],
+    { env: { ...process.env, XDG_CONFIG_HOME: xdg, XDG_DATA_HOME: xdg }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
+  );
+  let log = '';
+  server.stdout!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
+  server.stderr!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
+  const url = await waitFor(() => /HTTP server listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(log)?.[1], `code-server to listen (log: ${log})`, 30_000);
+  let context: BrowserContext | undefined;
+  const close = async (): Promise<void> => {
+    await context?.close().catch(() => undefined);
+    // code-server runs the extension host (and the daemon it spawned) in its process group.
+    if (server.pid && server.exitCode === null) process.kill(-server.pid, 'SIGTERM');
+    await new Promise((resolve) => (server.exitCode === null ? server.once('exit', resolve) : resolve(undefined)));
+  };
+  try {
+    context = await chromium.launchPersistentContext(path.join(scratch, 'chromium'), {
+      executablePath: CHROMIUM,
+      headless: true,
+      viewport: { width: 1400, height: 900 },
+      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    });
+    const host = new URL(url).host;
+    const payload = JSON.stringify([['extensionDevelopmentPath', `vscode-remote://${host}${REPO_ROOT}`]]);
+    const browser = context;
+    const openWindow = async (page?: Page): Promise<Page> => {
+      const window = page ?? (await browser.newPage());
+      await window.goto(`${url}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(payload)}`);
+      await window.locator('.monaco-workbench .statusbar').waitFor({ timeout: 60_000 });
+      return window;
+    };
+    const page = await openWindow(context.pages()[0]);
+    return { page, serverLog: () => log, userDataDir, openWindow: () => openWindow(), close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}
+
+/**
+ * Runs a command from the command palette (F1), waiting for its row before pressing Enter. F1 can be
+ * swallowed while the workbench restores, and a palette can close under a notification or a focus
+ * change: each step is retried, and F1 is pressed only while the palette is closed (it toggles).
+ */
+export async function runCommand(page: Page, title: string): Promise<void> {
+  const input = page.locator('.quick-input-widget input');
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      if (!(await input.isVisible())) await page.keyboard.press('F1');
+      await input.waitFor({ state: 'visible', timeout: 3_000 });
+      await input.fill(`>${title}`, { timeout: 3_000 });
+      await page.locator('.quick-input-list .monaco-list-row', { hasText: title }).first().waitFor({ timeout: 10_000 });
+      await page.keyboard.press('Enter');
+      return;
+    } catch (error) {
+      if (attempt === 5) throw error;
+    }
+  }
+}
+
+/** Picks the quick pick row with this text (the quick input is already open). */
+export async function pickQuickItem(page: Page, text: string): Promise<void> {
+  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: text }).first();
+  await row.waitFor({ timeout: 15_000 });
+  await row.click();
+}
+
+/** The extension's side panel: two nested iframes (the webview host and its active frame). */
+export function panelFrame(page: Page): FrameLocator {
+  return page.frameLocator(`iframe.webview.ready[src*="extensionId=${EXTENSION_ID}"]`).frameLocator('#active-frame');
+}
+
+export function statusBarItem(page: Page): Locator {
+  return page.locator('.statusbar-item', { hasText: 'Lightning' }).first();
+}

@@ -1,0 +1,149 @@
+/**
+ * The extension's pure parts, in plain Node: daemon runtime resolution, restart backoff, launch
+ * configuration instrumentation, the store path, reward input, and the native-module message.
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { resolveRuntime, type VersionProbe } from '../../extension/runtime';
+import { RestartPolicy } from '../../extension/restartPolicy';
+import { exitCodeEnv, finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from '../../extension/debug/launchConfig';
+import { resolveStoreFile } from '../../extension/storePath';
+import { parseRewardInput } from '../../extension/rewardInput';
+import { explainNativeLoadError, NativeModuleError } from '../../trainer-daemon/store/nativeModules';
+import { PLACEHOLDER_API_KEY, type AgentRun } from '../../trainer-daemon/protocol';
+
+const probe =
+  (versions: Record<string, string>): VersionProbe =>
+  async (command) =>
+    versions[command];
+
+describe('daemon runtime', () => {
+  it('uses lightning.nodePath when it is a Node ≥ 20', async () => {
+    const result = await resolveRuntime({ nodePath: '/opt/node22/bin/node', hostExecPath: '/editor', probe: probe({ '/opt/node22/bin/node': 'v22.1.0\n', node: 'v20.0.0' }) });
+    assert.ok(result.ok);
+    assert.equal(result.runtime.command, '/opt/node22/bin/node');
+    assert.deepEqual(result.runtime.env, {});
+  });
+
+  it('refuses a nodePath that is not Node, or too old, naming the setting', async () => {
+    const broken = await resolveRuntime({ nodePath: '/bin/false', hostExecPath: '/editor', probe: probe({}) });
+    assert.equal(broken.ok, false);
+    assert.match(!broken.ok ? broken.message : '', /"lightning\.nodePath" is \/bin\/false.*Node ≥ 20/);
+    const old = await resolveRuntime({ nodePath: '/old/node', hostExecPath: '/editor', probe: probe({ '/old/node': 'v18.19.0' }) });
+    assert.match(!old.ok ? old.message : '', /Node v18\.19\.0; the daemon needs Node ≥ 20/);
+  });
+
+  it('takes node on PATH when it is recent enough, else the editor runtime with ELECTRON_RUN_AS_NODE', async () => {
+    const onPath = await resolveRuntime({ nodePath: undefined, hostExecPath: '/editor', probe: probe({ node: 'v20.11.1' }) });
+    assert.ok(onPath.ok);
+    assert.equal(onPath.runtime.command, 'node');
+    for (const versions of [{ node: 'v18.0.0' }, {}] as Array<Record<string, string>>) {
+      const fallback = await resolveRuntime({ nodePath: undefined, hostExecPath: '/editor', probe: probe(versions) });
+      assert.ok(fallback.ok);
+      assert.equal(fallback.runtime.command, '/editor');
+      assert.deepEqual(fallback.runtime.env, { ELECTRON_RUN_AS_NODE: '1' });
+      assert.match(fallback.runtime.description, /editor's own runtime/);
+    }
+  });
+
+  it('explains a native module built for another ABI: runtime, ABI and what to set', () => {
+    const mismatch = new Error("The module '/x/better_sqlite3.node' was compiled against a different Node.js version using NODE_MODULE_VERSION 115. This version of Node.js requires NODE_MODULE_VERSION 125.");
+    assert.throws(() => explainNativeLoadError(mismatch), (error: unknown) => {
+      assert.ok(error instanceof NativeModuleError);
+      assert.match(error.message, new RegExp(`ABI ${process.versions.modules}`));
+      assert.match(error.message, /lightning\.nodePath/);
+      assert.match(error.message, /NODE_MODULE_VERSION 115/);
+      return true;
+    });
+    const unrelated = new Error('SQLITE_CANTOPEN: unable to open database file');
+    assert.throws(() => explainNativeLoadError(unrelated), (error: unknown) => error === unrelated);
+  });
+});
+
+describe('restart policy', () => {
+  it('backs off exponentially up to a cap, then gives up after repeated crashes within the window', () => {
+    const policy = new RestartPolicy({ maxCrashes: 4, windowMs: 60_000, baseDelayMs: 100, maxDelayMs: 500 });
+    const delays = [0, 1, 2, 3].map((i) => policy.onCrash(1_000 + i));
+    assert.deepEqual(delays, [100, 200, 400, 500].map((delayMs) => ({ action: 'restart', delayMs })));
+    assert.deepEqual(policy.onCrash(1_010), { action: 'giveUp', crashes: 5 });
+  });
+
+  it('forgets crashes older than the window, and all of them on reset', () => {
+    const policy = new RestartPolicy({ maxCrashes: 2, windowMs: 1_000, baseDelayMs: 100, maxDelayMs: 10_000 });
+    policy.onCrash(0);
+    policy.onCrash(10);
+    assert.deepEqual(policy.onCrash(5_000), { action: 'restart', delayMs: 100 });
+    policy.onCrash(5_001);
+    policy.reset();
+    assert.deepEqual(policy.onCrash(5_002), { action: 'restart', delayMs: 100 });
+  });
+});
+
+describe('Debug with Lightning configuration', () => {
+  const run: AgentRun = {
+    url: 'http://127.0.0.1:4242/r/abcdefghijklmnopqrstuvwx',
+    rollout: { id: 'ro-1', task: null } as AgentRun['rollout'],
+  };
+  const node: LaunchConfig = { type: 'node', request: 'launch', name: 'agent', program: 'a.mjs', lightning: true, env: { MY_VAR: 'kept', OPENAI_API_KEY: 'sk-user' } };
+
+  it('offers launch configurations only, and records those that ask for it once', () => {
+    const attach: LaunchConfig = { type: 'node', request: 'attach', name: 'attach' };
+    assert.deepEqual(runnableConfigurations([node, attach]).map((c) => c.name), ['agent']);
+    assert.equal(wantsLightning(node), true);
+    assert.equal(wantsLightning({ ...node, lightning: undefined }), false);
+    assert.equal(wantsLightning({ ...node, lightningRolloutId: 'ro-1' }), false, 'a resolved configuration is not recorded twice');
+    assert.equal(wantsLightning({ ...node, __pendingTargetId: 'x' }), false, "js-debug's child session is not a second rollout");
+  });
+
+  it("adds the instrumentation environment and keeps the user's variables", () => {
+    const config = instrumentConfig(node, run, { PATH: '/usr/bin' }, { recorder: '/ext/dist/exit-code.js', file: '/tmp/exit' });
+    const env = config.env as Record<string, string>;
+    assert.equal(env.MY_VAR, 'kept');
+    assert.equal(env.OPENAI_API_KEY, 'sk-user', "the user's key is left for the daemon to forward");
+    assert.equal(env.OPENAI_BASE_URL, `${run.url}/v1`);
+    assert.equal(env.LIGHTNING_ROLLOUT_ID, 'ro-1');
+    assert.equal(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, `${run.url}/v1/traces`);
+    assert.equal(env.NODE_OPTIONS, '--require "/ext/dist/exit-code.js"');
+    assert.equal(env.LIGHTNING_EXIT_CODE_FILE, '/tmp/exit');
+    assert.equal(config.lightningRolloutId, 'ro-1');
+    assert.equal(config.program, 'a.mjs');
+  });
+
+  it('uses a placeholder key only when the user has none; their OPENAI_BASE_URL becomes the upstream', () => {
+    const bare: LaunchConfig = { type: 'debugpy', request: 'launch', name: 'py', lightning: true };
+    assert.equal((instrumentConfig(bare, run, {}).env as Record<string, string>).OPENAI_API_KEY, PLACEHOLDER_API_KEY);
+    assert.equal((instrumentConfig(bare, run, { OPENAI_API_KEY: 'sk-env' }).env as Record<string, string>).OPENAI_API_KEY, undefined);
+    assert.equal(upstreamFor({ ...bare, env: { OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1/' } }, {}), 'http://127.0.0.1:11434/v1');
+    assert.equal(upstreamFor(bare, { OPENAI_API_BASE: 'http://gateway/v1' }), 'http://gateway/v1');
+    assert.equal(upstreamFor(bare, {}), null);
+  });
+
+  it("preloads the exit-code recorder for Node only, after the user's own NODE_OPTIONS", () => {
+    const recording = { recorder: '/ext dir/exit-code.js', file: '/tmp/exit' };
+    assert.deepEqual(exitCodeEnv({ type: 'python', request: 'launch', name: 'py' }, recording, {}), {});
+    assert.equal(exitCodeEnv({ ...node, env: { NODE_OPTIONS: '--max-old-space-size=4096' } }, recording, {}).NODE_OPTIONS, '--max-old-space-size=4096 --require "/ext dir/exit-code.js"');
+    assert.equal(exitCodeEnv({ ...node, type: 'pwa-node', env: {} }, recording, { NODE_OPTIONS: '--enable-source-maps' }).NODE_OPTIONS, '--enable-source-maps --require "/ext dir/exit-code.js"');
+  });
+
+  it('maps the exit code to the final status', () => {
+    assert.deepEqual(finalStatus(0), { to: 'succeeded', error: null });
+    assert.deepEqual(finalStatus(3), { to: 'failed', error: 'exited with code 3' });
+    assert.equal(finalStatus(undefined).to, 'cancelled');
+  });
+});
+
+describe('settings and reward input', () => {
+  it('resolves the store file like `lightning serve` in the workspace', () => {
+    assert.equal(resolveStoreFile(undefined, '/ws', '/home/me'), path.join('/ws', '.lightning', 'store.db'));
+    assert.equal(resolveStoreFile('data/s.db', '/ws', '/home/me'), '/ws/data/s.db');
+    assert.equal(resolveStoreFile('~/stores/s.db', '/ws', '/home/me'), '/home/me/stores/s.db');
+    assert.equal(resolveStoreFile('${workspaceFolder}/x.db', '/ws', '/home/me'), '/ws/x.db');
+    assert.equal(resolveStoreFile(undefined, undefined, '/home/me'), '/home/me/.lightning-global/.lightning/store.db');
+  });
+
+  it('accepts 1, 0, 👍, 👎 and finite numbers; nothing else', () => {
+    assert.deepEqual(['1', '0', ' 0.25 ', '-2', '1e-3', '+', '👍', '👎'].map(parseRewardInput), [1, 0, 0.25, -2, 0.001, 1, 1, 0]);
+    for (const bad of ['', 'n', 'one', '1,5', 'Infinity', 'NaN', '1e999', '0x10']) assert.equal(parseRewardInput(bad), undefined, bad);
+  });
+});

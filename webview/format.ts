@@ -1,0 +1,172 @@
+/**
+ * Pure formatting for the panel: rollout summaries and the parts of an LLM call span (messages,
+ * tools, tool calls, response) read from the proxy's `lightning.request` / `lightning.response`
+ * attributes (OpenAI chat completions and Responses API shapes), else from `gen_ai.*` attributes.
+ */
+import type { Json, Rollout, RolloutStatus, Span } from '../trainer-daemon/protocol/records';
+import type { RolloutFilter } from './protocol';
+
+type JsonObject = { [key: string]: Json };
+
+export function formatDuration(ms: number | null): string {
+  if (ms === null || !Number.isFinite(ms)) return '—';
+  if (ms < 1_000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1_000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+  const minutes = Math.floor(ms / 60_000);
+  return `${minutes} min ${Math.round((ms % 60_000) / 1_000)} s`;
+}
+
+export function formatTokens(count: number): string {
+  return count < 1_000 ? String(count) : count < 1_000_000 ? `${(count / 1_000).toFixed(1)}k` : `${(count / 1_000_000).toFixed(1)}M`;
+}
+
+/** "12:03:04" today, else "2026-11-29 12:03". */
+export function formatTime(epochMs: number, now = Date.now()): string {
+  const date = new Date(epochMs);
+  const pad = (n: number): string => String(n).padStart(2, '0');
+  const time = `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
+  return new Date(now).toDateString() === date.toDateString() ? time : `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${time.slice(0, 5)}`;
+}
+
+export function rolloutTitle(rollout: Rollout): string {
+  return rollout.label ?? rollout.task?.id ?? (rollout.source.kind === 'command' ? rollout.source.argv.join(' ') : rollout.id);
+}
+
+export function rolloutDuration(rollout: Rollout, now = Date.now()): number | null {
+  if (rollout.startedAt === null) return null;
+  return (rollout.endedAt ?? now) - rollout.startedAt;
+}
+
+/** The list's client-side filter, for rollouts that arrive live (the daemon filters the pages). */
+export function matchesFilter(rollout: Rollout, filter: RolloutFilter): boolean {
+  if (filter.status && rollout.status !== filter.status) return false;
+  if (filter.mode && rollout.mode !== filter.mode) return false;
+  if (filter.search) {
+    const needle = filter.search.toLowerCase();
+    const haystack = `${rollout.label ?? ''} ${rollout.task?.id ?? ''} ${JSON.stringify(rollout.task?.input ?? '')}`.toLowerCase();
+    if (!haystack.includes(needle)) return false;
+  }
+  return true;
+}
+
+export const STATUS_ICON: Record<RolloutStatus, string> = { queued: '◌', running: '●', succeeded: '✓', failed: '✗', cancelled: '⊘', timeout: '⏱' };
+
+export function rewardText(value: number | null): string {
+  if (value === null) return 'unrated';
+  if (value === 1) return '👍 1';
+  if (value === 0) return '👎 0';
+  return String(Number(value.toFixed(4)));
+}
+
+export interface ToolCallView {
+  readonly name: string;
+  readonly arguments: string;
+}
+
+export interface MessageView {
+  readonly role: string;
+  readonly content: string;
+  readonly toolCalls: readonly ToolCallView[];
+}
+
+export interface LlmCallView {
+  readonly model: string;
+  readonly messages: readonly MessageView[];
+  readonly tools: readonly string[];
+  readonly response: MessageView | null;
+  readonly promptTokens: number | null;
+  readonly completionTokens: number | null;
+  readonly latencyMs: number | null;
+  readonly error: string | null;
+}
+
+const isObject = (value: Json | undefined): value is JsonObject => value !== null && typeof value === 'object' && !Array.isArray(value);
+const text = (value: Json | undefined): string => (typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value));
+
+/** Message content: a string, or an array of parts (`{type: 'text', text}`, `{type: 'input_text', text}`, …). */
+function contentText(content: Json | undefined): string {
+  if (Array.isArray(content)) return content.map((part) => (isObject(part) ? text(part.text ?? part.output ?? part) : text(part))).join('\n');
+  return text(content);
+}
+
+function chatToolCalls(calls: Json | undefined): ToolCallView[] {
+  if (!Array.isArray(calls)) return [];
+  return calls.filter(isObject).map((call) => {
+    const fn = isObject(call.function) ? call.function : call;
+    return { name: text(fn.name), arguments: text(fn.arguments) };
+  });
+}
+
+function chatMessage(message: JsonObject): MessageView {
+  return { role: text(message.role) || 'message', content: contentText(message.content), toolCalls: chatToolCalls(message.tool_calls) };
+}
+
+/** Responses API input/output items: messages, function calls and their outputs. */
+function responsesItem(item: JsonObject): MessageView {
+  if (item.type === 'function_call') return { role: 'assistant', content: '', toolCalls: [{ name: text(item.name), arguments: text(item.arguments) }] };
+  if (item.type === 'function_call_output') return { role: 'tool', content: text(item.output), toolCalls: [] };
+  return { role: text(item.role) || text(item.type), content: contentText(item.content), toolCalls: [] };
+}
+
+function requestMessages(request: JsonObject): MessageView[] {
+  if (Array.isArray(request.messages)) return request.messages.filter(isObject).map(chatMessage);
+  const input = request.input;
+  const items: MessageView[] = [];
+  if (typeof request.instructions === 'string') items.push({ role: 'system', content: request.instructions, toolCalls: [] });
+  if (typeof input === 'string') items.push({ role: 'user', content: input, toolCalls: [] });
+  else if (Array.isArray(input)) items.push(...input.filter(isObject).map(responsesItem));
+  if (typeof request.prompt === 'string') items.push({ role: 'prompt', content: request.prompt, toolCalls: [] });
+  return items;
+}
+
+function toolNames(request: JsonObject): string[] {
+  if (!Array.isArray(request.tools)) return [];
+  return request.tools.filter(isObject).map((tool) => text(isObject(tool.function) ? tool.function.name : (tool.name ?? tool.type)));
+}
+
+function responseMessage(response: JsonObject): MessageView | null {
+  const choices = response.choices;
+  if (Array.isArray(choices) && isObject(choices[0])) {
+    const choice = choices[0];
+    if (isObject(choice.message)) return chatMessage(choice.message);
+    if (typeof choice.text === 'string') return { role: 'assistant', content: choice.text, toolCalls: [] };
+  }
+  if (Array.isArray(response.output)) {
+    const items = response.output.filter(isObject).map(responsesItem);
+    return { role: 'assistant', content: items.map((item) => item.content).filter(Boolean).join('\n'), toolCalls: items.flatMap((item) => item.toolCalls) };
+  }
+  return null;
+}
+
+export function llmCallView(span: Span): LlmCallView {
+  const attributes = span.attributes;
+  const request = isObject(attributes['lightning.request']) ? attributes['lightning.request'] : {};
+  const response = isObject(attributes['lightning.response']) ? attributes['lightning.response'] : null;
+  const fallback = (key: string): string => text(attributes[key]);
+  return {
+    model: text(attributes['gen_ai.response.model'] ?? attributes['gen_ai.request.model'] ?? request.model) || 'unknown model',
+    messages: requestMessages(request),
+    tools: toolNames(request),
+    response: response ? responseMessage(response) : fallback('gen_ai.completion') ? { role: 'assistant', content: fallback('gen_ai.completion'), toolCalls: [] } : null,
+    promptTokens: span.promptTokens,
+    completionTokens: span.completionTokens,
+    latencyMs: span.endMs === null ? null : span.endMs - span.startMs,
+    error: span.statusCode === 'error' ? (span.statusMessage ?? 'error') : null,
+  };
+}
+
+/** Depth of each span in its rollout's span tree (parents outside the rollout count as roots). */
+export function spanDepths(spans: readonly Span[]): Map<string, number> {
+  const parents = new Map(spans.map((span) => [span.spanId, span.parentSpanId]));
+  const depths = new Map<string, number>();
+  const depthOf = (id: string, seen = 0): number => {
+    const known = depths.get(id);
+    if (known !== undefined) return known;
+    const parent = parents.get(id);
+    const depth = parent && parents.has(parent) && seen < 64 ? depthOf(parent, seen + 1) + 1 : 0;
+    depths.set(id, depth);
+    return depth;
+  };
+  for (const span of spans) depthOf(span.spanId);
+  return depths;
+}

@@ -1,0 +1,251 @@
+/**
+ * The trajectory of one rollout: a header (status, reward, tokens, duration) with the rollout's
+ * reward controls, its rewards, and its spans as a tree in time order — LLM calls (messages, tools,
+ * tool calls, response, model, tokens, latency), tool spans, errors — each step collapsible, its
+ * body built only when opened, with the raw span JSON on demand and copy buttons. Spans arrive in
+ * pages (a 2,000-span rollout shows its first steps at once) and live; steps are appended in place
+ * while they arrive in time order. Keyboard: ↑/↓ move between steps, Enter/Space open one.
+ */
+import type { Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
+import { formatDuration, formatTime, formatTokens, llmCallView, rewardText, rolloutDuration, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
+
+export interface TrajectoryActions {
+  annotate(spanId: string | null, value: number, comment: string | null): void;
+  copy(text: string): void;
+}
+
+function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
+  const element = document.createElement(tag);
+  if (className) element.className = className;
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+function button(label: string, aria: string, onClick: () => void, className = ''): HTMLElement {
+  const element = document.createElement('vscode-button');
+  element.setAttribute('secondary', '');
+  element.setAttribute('aria-label', aria);
+  element.title = aria;
+  element.className = className;
+  element.textContent = label;
+  element.addEventListener('click', (event) => {
+    event.stopPropagation();
+    onClick();
+  });
+  return element;
+}
+
+export class TrajectoryView {
+  private rollout: Rollout | undefined;
+  private spans: Span[] = [];
+  private readonly depths = new Map<string, number>();
+  private complete = false;
+  private headerElement: HTMLElement = el('div');
+  private readonly stepsElement = el('div', 'steps');
+  private readonly stepsStatus = el('div', 'muted');
+  private readonly rewardsElement = el('div', 'rewards');
+
+  constructor(
+    readonly element: HTMLElement,
+    private readonly actions: TrajectoryActions,
+  ) {
+    element.addEventListener('keydown', (event) => this.onKey(event));
+  }
+
+  get rolloutId(): string | undefined {
+    return this.rollout?.id;
+  }
+
+  get lastSequence(): number {
+    return this.spans.reduce((last, span) => Math.max(last, span.sequence), 0);
+  }
+
+  /** Shows a rollout at once (header, reward controls); its rewards and spans follow. */
+  open(rollout: Rollout): void {
+    this.rollout = rollout;
+    this.spans = [];
+    this.depths.clear();
+    this.complete = false;
+    this.element.replaceChildren();
+    this.element.dataset.rolloutId = rollout.id;
+    this.headerElement = this.header();
+    this.stepsElement.replaceChildren();
+    this.stepsStatus.textContent = 'Loading steps…';
+    this.rewardsElement.replaceChildren();
+    this.element.append(this.headerElement, this.rewardsElement, el('h3', undefined, 'Steps'), this.stepsElement, this.stepsStatus);
+  }
+
+  /** The rollout changed (status, counters, reward): the header follows; what the user typed is kept. */
+  updateRollout(rollout: Rollout): void {
+    if (rollout.id !== this.rollout?.id) return;
+    this.rollout = rollout;
+    const header = this.header();
+    const controls = this.headerElement.querySelector('.reward-controls');
+    if (controls) header.querySelector('.reward-controls')!.replaceWith(controls);
+    this.headerElement.replaceWith(header);
+    this.headerElement = header;
+  }
+
+  clear(message: string): void {
+    this.rollout = undefined;
+    delete this.element.dataset.rolloutId;
+    this.element.replaceChildren(el('div', 'empty', message));
+  }
+
+  /** A page of spans (or live ones). Appended in place while in time order, else the tree is redrawn. */
+  appendSpans(spans: readonly Span[], complete: boolean): void {
+    if (!this.rollout) return;
+    const known = new Set(this.spans.map((span) => span.sequence));
+    const fresh = spans.filter((span) => !known.has(span.sequence)).sort((a, b) => a.startMs - b.startMs || a.sequence - b.sequence);
+    this.complete ||= complete;
+    this.stepsStatus.textContent = this.complete ? (this.spans.length + fresh.length === 0 ? 'No spans yet.' : '') : `Loading steps… (${this.spans.length + fresh.length} so far)`;
+    if (fresh.length === 0) return;
+    const lastStart = this.spans.at(-1)?.startMs ?? -Infinity;
+    const ids = new Set(this.spans.map((span) => span.spanId));
+    // A span that starts earlier, or is the parent of one shown, changes the tree: redraw it.
+    const inOrder = fresh[0]!.startMs >= lastStart && !fresh.some((span) => this.spans.some((shown) => shown.parentSpanId === span.spanId));
+    this.spans = [...this.spans, ...fresh].sort((a, b) => a.startMs - b.startMs || a.sequence - b.sequence);
+    const fragment = document.createDocumentFragment();
+    if (inOrder) {
+      for (const span of fresh) {
+        const parent = span.parentSpanId !== null && ids.has(span.parentSpanId) ? this.depths.get(span.parentSpanId) : undefined;
+        this.depths.set(span.spanId, parent === undefined ? 0 : parent + 1);
+        ids.add(span.spanId);
+        fragment.append(this.step(span, this.depths.get(span.spanId)!));
+      }
+      this.stepsElement.append(fragment);
+      return;
+    }
+    this.depths.clear();
+    for (const [id, depth] of spanDepths(this.spans)) this.depths.set(id, depth);
+    for (const span of this.spans) fragment.append(this.step(span, this.depths.get(span.spanId) ?? 0));
+    this.stepsElement.replaceChildren(fragment);
+  }
+
+  setRewards(rewards: readonly Reward[]): void {
+    if (!this.rollout) return;
+    this.renderRewards(rewards);
+  }
+
+  private header(): HTMLElement {
+    const rollout = this.rollout!;
+    const header = el('div', 'detail-header');
+    const title = el('h2', `status-${rollout.status}`);
+    title.append(el('span', 'status', STATUS_ICON[rollout.status]), el('span', 'title', rolloutTitle(rollout)));
+    const facts = el('div', 'facts', `${rollout.status} · ${rollout.mode} · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)} · reward ${rewardText(rollout.reward)}`);
+    const id = el('div', 'facts');
+    id.append(el('code', undefined, rollout.id), button('Copy id', 'Copy the rollout id', () => this.actions.copy(rollout.id)));
+    header.append(title, facts, id);
+    if (rollout.error) header.append(el('div', 'error', rollout.error));
+    header.append(this.rewardControls(null));
+    return header;
+  }
+
+  /** 👍 / 👎 / number + optional comment, for the rollout (spanId null) or one step. */
+  private rewardControls(spanId: string | null): HTMLElement {
+    const box = el('div', spanId ? 'reward-controls step-reward' : 'reward-controls');
+    const comment = document.createElement('vscode-textfield') as HTMLElement & { value: string };
+    comment.setAttribute('placeholder', 'comment (optional)');
+    comment.setAttribute('aria-label', spanId ? 'Step reward comment' : 'Reward comment');
+    comment.className = 'comment';
+    const number = document.createElement('vscode-textfield') as HTMLElement & { value: string };
+    number.setAttribute('placeholder', 'value');
+    number.setAttribute('aria-label', spanId ? 'Step reward value' : 'Reward value');
+    number.className = 'number';
+    const send = (value: number): void => this.actions.annotate(spanId, value, comment.value.trim() || null);
+    const target = spanId ? 'this step' : 'the rollout';
+    box.append(
+      button('👍', `Reward ${target} 1 (good)`, () => send(1), 'thumb-up'),
+      button('👎', `Reward ${target} 0 (bad)`, () => send(0), 'thumb-down'),
+      number,
+      button('Set', `Reward ${target} with the number typed`, () => {
+        const value = Number(number.value);
+        if (number.value.trim() !== '' && Number.isFinite(value)) send(value);
+        else number.setAttribute('invalid', '');
+      }, 'set-number'),
+      comment,
+    );
+    number.addEventListener('keydown', (event) => event.key === 'Enter' && box.querySelector<HTMLElement>('.set-number')?.click());
+    return box;
+  }
+
+  private renderRewards(rewards: readonly Reward[]): void {
+    this.rewardsElement.replaceChildren();
+    if (rewards.length === 0) return void this.rewardsElement.append(el('div', 'muted', 'No rewards yet.'));
+    this.rewardsElement.append(el('h3', undefined, `Rewards (${rewards.length})`));
+    for (const reward of [...rewards].reverse()) {
+      const row = el('div', 'reward-row');
+      row.dataset.rewardId = String(reward.id);
+      row.append(el('strong', undefined, rewardText(reward.value)), el('span', 'muted', ` ${reward.name} · ${reward.source}${reward.author ? ` · ${reward.author}` : ''}${reward.spanId ? ` · step ${reward.spanId}` : ''} · ${formatTime(reward.createdAt)}`));
+      if (reward.comment) row.append(el('div', 'comment-text', reward.comment));
+      this.rewardsElement.append(row);
+    }
+  }
+
+  private step(span: Span, depth: number): HTMLElement {
+    const details = el('details', `step kind-${span.category}${span.statusCode === 'error' ? ' has-error' : ''}`);
+    details.dataset.spanId = span.spanId;
+    details.style.marginLeft = `${Math.min(depth, 8) * 12}px`;
+    const summary = el('summary');
+    const latency = span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs);
+    const tokens = span.promptTokens !== null || span.completionTokens !== null ? ` · ${span.promptTokens ?? 0}→${span.completionTokens ?? 0} tok` : '';
+    summary.append(el('span', 'step-kind', span.category), el('span', 'step-name', span.name), el('span', 'muted', ` ${latency}${tokens}`));
+    if (span.statusCode === 'error') summary.append(el('span', 'error', ` ${span.statusMessage ?? 'error'}`));
+    details.append(summary);
+    details.addEventListener('toggle', () => {
+      if (details.open && details.childElementCount === 1) details.append(this.stepBody(span));
+    });
+    return details;
+  }
+
+  private stepBody(span: Span): HTMLElement {
+    const body = el('div', 'step-body');
+    if (span.category === 'llm') {
+      const call = llmCallView(span);
+      body.append(el('div', 'facts', `${call.model} · ${call.promptTokens ?? '?'} prompt + ${call.completionTokens ?? '?'} completion tokens · ${formatDuration(call.latencyMs)}`));
+      if (call.error) body.append(el('div', 'error', call.error));
+      if (call.tools.length) body.append(el('div', 'tools', `Tools: ${call.tools.join(', ')}`));
+      body.append(el('h4', undefined, 'Messages'));
+      for (const message of call.messages) body.append(this.message(message));
+      body.append(el('h4', undefined, 'Response'));
+      body.append(call.response ? this.message(call.response, 'response') : el('div', 'muted', 'No response recorded.'));
+      body.append(this.rewardControls(span.spanId));
+    } else {
+      const attributes = Object.entries(span.attributes).slice(0, 50);
+      const table = el('div', 'attributes');
+      for (const [key, value] of attributes) table.append(el('div', 'attr-key', key), el('div', 'attr-value', typeof value === 'string' ? value : JSON.stringify(value)));
+      body.append(table);
+    }
+    const raw = el('pre', 'raw-json');
+    raw.hidden = true;
+    const actions = el('div', 'step-actions');
+    body.append(actions, raw);
+    actions.append(
+      button('Raw JSON', 'Show the raw span JSON', () => {
+        if (!raw.textContent) raw.textContent = JSON.stringify(span, null, 2);
+        raw.hidden = !raw.hidden;
+      }, 'show-raw'),
+      button('Copy JSON', 'Copy the raw span JSON', () => this.actions.copy(JSON.stringify(span, null, 2)), 'copy-raw'),
+    );
+    return body;
+  }
+
+  private message(message: MessageView, className = 'message'): HTMLElement {
+    const box = el('div', `${className} role-${message.role}`);
+    const head = el('div', 'message-head');
+    head.append(el('span', 'role', message.role), button('Copy', `Copy this ${message.role} message`, () => this.actions.copy(message.content || JSON.stringify(message.toolCalls))));
+    box.append(head);
+    if (message.content) box.append(el('div', 'content', message.content));
+    for (const call of message.toolCalls) box.append(el('div', 'tool-call', `→ ${call.name}(${call.arguments})`));
+    return box;
+  }
+
+  private onKey(event: KeyboardEvent): void {
+    if (event.key !== 'ArrowDown' && event.key !== 'ArrowUp') return;
+    const summaries = [...this.stepsElement.querySelectorAll<HTMLElement>(':scope > details > summary')];
+    const current = summaries.indexOf(document.activeElement as HTMLElement);
+    if (current === -1 && !(document.activeElement instanceof HTMLElement && this.stepsElement.contains(document.activeElement))) return;
+    event.preventDefault();
+    summaries[Math.min(summaries.length - 1, Math.max(0, current + (event.key === 'ArrowDown' ? 1 : -1)))]?.focus();
+  }
+}
