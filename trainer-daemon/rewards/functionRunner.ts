@@ -1,0 +1,150 @@
+/**
+ * The user's own reward function (`export default (trajectory, task) => number | {value, reason}`,
+ * sync or async), run in a worker thread with a heap cap (resourceLimits) and a per-call timeout.
+ * A module that throws, returns garbage, never answers or allocates without bound costs that one
+ * rollout an error; the worker is replaced and the daemon goes on. TypeScript modules are bundled
+ * with esbuild first (loaded only then: it is a build tool, not needed for JS modules).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
+import { z } from 'zod';
+import { describeIssues, type ScoringTask, type ScoringTrajectory } from '../protocol';
+import { InvalidInputError } from '../errors';
+import type { Disposable } from '../util/event';
+import type { Verdict } from './rules';
+
+/** The worker: imports the module once, then answers one call per message. */
+const WORKER_SOURCE = `
+const { parentPort, workerData } = require('node:worker_threads');
+const loaded = import(workerData.url).then((mod) => {
+  const fn = typeof mod.default === 'function' ? mod.default : typeof mod.default?.default === 'function' ? mod.default.default : undefined;
+  if (!fn) throw new Error('the module has no default export function; write export default (trajectory, task) => number');
+  return fn;
+});
+loaded.catch(() => {});
+parentPort.on('message', async ({ id, trajectory, task }) => {
+  try {
+    const fn = await loaded;
+    const value = await fn(trajectory, task);
+    parentPort.postMessage({ id, ok: true, value });
+  } catch (error) {
+    const message = error instanceof Error ? error.name + ': ' + error.message : 'threw ' + String(error);
+    parentPort.postMessage({ id, ok: false, error: message });
+  }
+});`;
+
+const FunctionResult = z.union([
+  z.number().finite(),
+  z.object({ value: z.number().finite(), reason: z.string().max(10_000).nullish() }),
+]);
+
+type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: string };
+
+/** A module URL the worker can import: the file itself, or a TS module bundled into a data: URL. */
+async function moduleUrl(file: string): Promise<string> {
+  if (!fs.existsSync(file)) throw new InvalidInputError(`reward function module ${file} does not exist`);
+  if (!/\.(c|m)?tsx?$/.test(file)) return pathToFileURL(file).href;
+  let esbuild: typeof import('esbuild');
+  try {
+    esbuild = require('esbuild') as typeof import('esbuild');
+  } catch {
+    throw new InvalidInputError(`reward function ${file} is TypeScript, which needs esbuild installed; install it (npm i -D esbuild) or give a .js/.mjs module`);
+  }
+  const built = await esbuild.build({ entryPoints: [file], bundle: true, platform: 'node', format: 'esm', target: 'node20', write: false, logLevel: 'silent' }).catch((error: Error) => {
+    throw new InvalidInputError(`reward function ${file} does not compile: ${error.message.split('\n').slice(0, 3).join(' ')}`);
+  });
+  return `data:text/javascript;base64,${Buffer.from(built.outputFiles[0]!.text).toString('base64')}`;
+}
+
+export class RewardFunctionRunner implements Disposable {
+  private worker: Worker | undefined;
+  private url: Promise<string> | undefined;
+  private next = 0;
+  /** Calls run one at a time: a timeout or a crash then blames exactly one rollout. */
+  private queue: Promise<unknown> = Promise.resolve();
+
+  constructor(
+    readonly file: string,
+    private readonly options: { readonly timeoutMs: number; readonly memoryMb: number },
+  ) {}
+
+  score(trajectory: ScoringTrajectory, task: ScoringTask): Promise<Verdict> {
+    const run = this.queue.then(() => this.call(trajectory, task));
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async call(trajectory: ScoringTrajectory, task: ScoringTask): Promise<Verdict> {
+    this.url ??= moduleUrl(this.file);
+    const worker = this.worker ?? this.spawn(await this.url);
+    const id = (this.next += 1);
+    const reply = await new Promise<Reply>((resolve, reject) => {
+      const fail = (message: string): void => {
+        cleanup();
+        this.kill(worker);
+        reject(new Error(message));
+      };
+      const timer = setTimeout(() => fail(`the reward function did not answer within ${this.options.timeoutMs} ms`), this.options.timeoutMs);
+      const onMessage = (message: Reply): void => {
+        if (message.id !== id) return;
+        cleanup();
+        resolve(message);
+      };
+      const onError = (error: Error): void =>
+        fail((error as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY' ? `the reward function ran out of memory (cap ${this.options.memoryMb} MB)` : `the reward function crashed: ${error.message}`);
+      const onExit = (code: number): void => fail(`the reward function's worker exited (code ${code})`);
+      const cleanup = (): void => {
+        clearTimeout(timer);
+        worker.off('message', onMessage).off('error', onError).off('exit', onExit);
+      };
+      worker.on('message', onMessage).on('error', onError).on('exit', onExit);
+      worker.postMessage({ id, trajectory, task });
+    });
+    if (!reply.ok) throw new Error(reply.error);
+    const parsed = FunctionResult.safeParse(reply.value);
+    if (!parsed.success) {
+      throw new Error(`the reward function returned ${describeValue(reply.value)}; return a finite number or {value: number, reason?: string} (${describeIssues(parsed.error, 'result')})`);
+    }
+    return typeof parsed.data === 'number' ? { kind: 'scored', value: parsed.data, reason: null } : { kind: 'scored', value: parsed.data.value, reason: parsed.data.reason ?? null };
+  }
+
+  private spawn(url: string): Worker {
+    const worker = new Worker(WORKER_SOURCE, {
+      eval: true,
+      workerData: { url },
+      resourceLimits: { maxOldGenerationSizeMb: this.options.memoryMb, maxYoungGenerationSizeMb: Math.min(32, Math.max(4, this.options.memoryMb / 4)) },
+      // The daemon's stdout carries its ready line: the module's console output goes nowhere.
+      stdout: true,
+      stderr: true,
+      env: {},
+    });
+    worker.stdout.resume();
+    worker.stderr.resume();
+    worker.unref();
+    // Errors are reported per call; an error while idle just retires the worker.
+    worker.on('error', () => this.kill(worker));
+    this.worker = worker;
+    return worker;
+  }
+
+  private kill(worker: Worker): void {
+    if (this.worker === worker) this.worker = undefined;
+    void worker.terminate();
+  }
+
+  dispose(): void {
+    if (this.worker) this.kill(this.worker);
+  }
+}
+
+function describeValue(value: unknown): string {
+  const text = JSON.stringify(value);
+  return text === undefined ? String(value) : text.length > 80 ? `${text.slice(0, 80)}…` : text;
+}
+
+/** Resolves a module path given in a config file against the file's folder. */
+export function resolveFrom(baseDir: string, file: string): string {
+  return path.resolve(baseDir, file);
+}
