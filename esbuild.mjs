@@ -4,8 +4,8 @@ import * as esbuild from 'esbuild';
 
 const watch = process.argv.includes('--watch');
 
-/** Native or editor-provided modules stay outside the bundles. */
-const nodeExternals = ['vscode', 'better-sqlite3', 'onnxruntime-node'];
+/** Native or editor-provided modules stay outside the bundles; esbuild itself is loaded only to compile TS reward functions. */
+const nodeExternals = ['vscode', 'better-sqlite3', 'onnxruntime-node', 'esbuild'];
 
 const common = {
   bundle: true,

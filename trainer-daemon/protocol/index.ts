@@ -5,3 +5,4 @@ export * from './daemon';
 export * from './agentEnv';
 export * from './lightningrl';
 export * from './validation';
+export * from './rewards';

@@ -69,7 +69,7 @@ export const RewardSourceConfig = z.discriminatedUnion('type', [
     rubric: z.string().min(1).max(20_000),
     /** `absolute`: each rollout scored on its own; `relative`: the rollouts of one task ranked together (RULER), for GRPO. */
     mode: JudgeMode.default('absolute'),
-    /** Scores are asked for in [0, 1]. */
+    /** How often a malformed reply is asked for again (scores are asked for in [0, 1]). */
     maxRetries: z.number().int().min(0).max(5).default(2),
     temperature: z.number().min(0).max(2).default(0),
   }),
@@ -168,6 +168,12 @@ export const ScoreRolloutsParams = z.strictObject({
   unrated: z.boolean().default(false),
   /** A client-chosen id for `rewards/progress` notifications and `rewards/cancel`. */
   jobId: z.string().min(1).max(100).optional(),
+  /**
+   * Judge API keys from the caller's environment, by variable name (the CLI sends the judge's
+   * `apiKeyEnv`); used for this call only, never stored or logged. The daemon's own environment
+   * is the fallback.
+   */
+  apiKeys: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/), z.string().max(10_000)).default({}),
 });
 export type ScoreRolloutsParams = z.input<typeof ScoreRolloutsParams>;
 

@@ -19,6 +19,7 @@ import {
   Stats,
   TaskRef,
 } from './records';
+import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
   readonly method: string;
@@ -206,6 +207,10 @@ export const Methods = {
   listDatasets: method('datasets/list', z.strictObject({}), z.object({ items: z.array(Dataset) })),
   /** A dataset's tasks (by id or name), optionally one split, in file order. */
   listTasks: method('datasets/tasks', z.strictObject({ dataset: z.string().min(1), split: z.enum(['train', 'val', 'test']).optional() }), z.object({ dataset: Dataset, items: z.array(Task) })),
+  /** Scores finished rollouts with automatic reward sources and appends their reward rows; `rewards/progress` reports as it goes. */
+  scoreRollouts: method('rewards/score', ScoreRolloutsParams, ScoreRolloutsResult),
+  /** Stops a `rewards/score` job after its current chunk; its answer then has `cancelled: true`. */
+  cancelScore: method('rewards/cancel', z.strictObject({ jobId: z.string().min(1).max(100) }), z.object({ cancelled: z.boolean() })),
 } as const;
 
 export type Methods = typeof Methods;
@@ -223,6 +228,8 @@ export const Notifications = {
    * so no window is sent the spans of rollouts it does not show.
    */
   spansAdded: notification('spans/added', z.object({ rollouts: z.array(SpanRange) })),
+  /** A `rewards/score` job's progress, after each chunk of rollouts. */
+  scoreProgress: notification('rewards/progress', ScoreProgress),
 } as const;
 
 export type Notifications = typeof Notifications;

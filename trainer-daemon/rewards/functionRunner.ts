@@ -6,7 +6,6 @@
  * with esbuild first (loaded only then: it is a build tool, not needed for JS modules).
  */
 import fs from 'node:fs';
-import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
@@ -70,6 +69,12 @@ export class RewardFunctionRunner implements Disposable {
     private readonly options: { readonly timeoutMs: number; readonly memoryMb: number },
   ) {}
 
+  /** Finds (and for TypeScript, compiles) the module: a missing or broken module fails here, before any scoring. */
+  async load(): Promise<void> {
+    this.url ??= moduleUrl(this.file);
+    await this.url;
+  }
+
   score(trajectory: ScoringTrajectory, task: ScoringTask): Promise<Verdict> {
     const run = this.queue.then(() => this.call(trajectory, task));
     this.queue = run.catch(() => undefined);
@@ -77,8 +82,8 @@ export class RewardFunctionRunner implements Disposable {
   }
 
   private async call(trajectory: ScoringTrajectory, task: ScoringTask): Promise<Verdict> {
-    this.url ??= moduleUrl(this.file);
-    const worker = this.worker ?? this.spawn(await this.url);
+    await this.load();
+    const worker = this.worker ?? this.spawn(await this.url!);
     const id = (this.next += 1);
     const reply = await new Promise<Reply>((resolve, reject) => {
       const fail = (message: string): void => {
@@ -142,9 +147,4 @@ export class RewardFunctionRunner implements Disposable {
 function describeValue(value: unknown): string {
   const text = JSON.stringify(value);
   return text === undefined ? String(value) : text.length > 80 ? `${text.slice(0, 80)}…` : text;
-}
-
-/** Resolves a module path given in a config file against the file's folder. */
-export function resolveFrom(baseDir: string, file: string): string {
-  return path.resolve(baseDir, file);
 }

@@ -143,6 +143,13 @@ export class Store {
     } while (cursor);
   }
 
+  /** The trajectories of the given rollouts (as `trajectories` yields them), in the order given. */
+  trajectoriesOf(ids: readonly string[]): Trajectory[] {
+    const spans = this.spans.listForTraining(ids);
+    const rewards = this.rewards.listMany(ids);
+    return ids.map((id) => ({ rollout: this.rollouts.get(id), spans: spans.get(id)!, rewards: rewards.get(id)! }));
+  }
+
   listSpans(rolloutId: string, afterSequence: number, limit: number): Span[] {
     this.rollouts.get(rolloutId);
     return this.spans.listAfter(rolloutId, afterSequence, limit);
