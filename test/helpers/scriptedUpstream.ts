@@ -5,7 +5,8 @@
  * Behaviour on demand through the model name: `fail-500`, `fail-malformed`, `hang`, `gated` (the
  * stream waits for `release()` between chunks), `parallel` (two tool calls at once), `drop` (the
  * stream breaks after its first chunk), `utf8` (an answer whose multi-byte characters are split
- * across network chunks).
+ * across network chunks), `scripted…` (chat completions answer the texts given to `script()`, in
+ * order, e.g. an LLM judge's replies; the last one repeats).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -22,6 +23,8 @@ export interface ScriptedUpstream {
   readonly requests: ReceivedRequest[];
   /** Lets a `gated` stream send its next chunk. */
   release(): void;
+  /** The assistant contents that `scripted…` models answer with, in order (the last one repeats). */
+  script(replies: readonly string[]): void;
   /** Resolves when the upstream saw a request's connection close before it finished responding. */
   readonly aborted: Promise<void>;
   close(): Promise<void>;
@@ -58,6 +61,7 @@ export async function startScriptedUpstream(): Promise<ScriptedUpstream> {
       } else gate.push(resolve);
     });
   let counter = 0;
+  let scripted: string[] = [];
 
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -93,6 +97,10 @@ export async function startScriptedUpstream(): Promise<ScriptedUpstream> {
       return void res.end('{"id": "broken", "choices": [');
     }
     if (model === 'hang') return;
+    if (model.startsWith('scripted') && path.endsWith('/chat/completions')) {
+      const content = scripted.length > 1 ? scripted.shift()! : (scripted[0] ?? '');
+      return json(200, { id, object: 'chat.completion', created: 1, model, choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }], usage: { prompt_tokens: 50, completion_tokens: 10, total_tokens: 60 } });
+    }
     if (model === 'drop') {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { role: 'assistant', content: 'Par' }, finish_reason: null }] })}\n\n`);
@@ -170,6 +178,9 @@ export async function startScriptedUpstream(): Promise<ScriptedUpstream> {
     url: `http://127.0.0.1:${port}/v1`,
     requests,
     aborted,
+    script: (replies) => {
+      scripted = [...replies];
+    },
     release: () => {
       const next = gate.shift();
       if (next) next();
