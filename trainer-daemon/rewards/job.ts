@@ -128,6 +128,7 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
   const result: ScoreRolloutsResult = { scored: 0, unscored: 0, errors: 0, cancelled: false, results: [] };
   let done = 0;
   const tally = (scores: readonly RolloutScore[]): void => {
+    if (scores.length === 0) return;
     for (const score of scores) {
       if (score.value === null) result.unscored += 1;
       else result.scored += 1;

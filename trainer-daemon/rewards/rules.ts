@@ -125,9 +125,11 @@ export function applyRule(rule: RuleConfig, trajectory: ScoringTrajectory, task:
     }
     default: {
       const expected = atPath(task.expected ?? undefined, rule.expectedPath);
-      if (expected === undefined || expected === null) return skipped(rule.expectedPath ? `the task has no expected ${rule.expectedPath}` : 'the task has no expected answer');
+      // A regex with its own pattern needs no expected answer.
+      const needsExpected = !(rule.rule === 'regex' && rule.pattern !== undefined);
+      if (needsExpected && (expected === undefined || expected === null)) return skipped(rule.expectedPath ? `the task has no expected ${rule.expectedPath}` : 'the task has no expected answer');
       if (trajectory.finalAnswer === null) return scored(0, 'no final answer');
-      return compareAnswer(rule, trajectory.finalAnswer, expected);
+      return compareAnswer(rule, trajectory.finalAnswer, expected ?? null);
     }
   }
 }
