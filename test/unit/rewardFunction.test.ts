@@ -1,9 +1,11 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import type { ScoringTask, ScoringTrajectory } from '../../trainer-daemon/protocol';
 import { RewardFunctionRunner } from '../../trainer-daemon/rewards/functionRunner';
 import type { Verdict } from '../../trainer-daemon/rewards/rules';
+import { tempDir } from '../helpers/tmp';
 
 const FUNCTIONS = path.join(__dirname, '..', 'fixtures', 'rewards', 'functions');
 
@@ -13,7 +15,7 @@ function trajectory(finalAnswer: string | null): ScoringTrajectory {
 const task: ScoringTask = { id: 't1', input: 'q', expected: 'Paris' };
 
 function runner(t: { after(fn: () => void): void }, file: string, options = { timeoutMs: 2_000, memoryMb: 32 }): RewardFunctionRunner {
-  const r = new RewardFunctionRunner(path.join(FUNCTIONS, file), options);
+  const r = new RewardFunctionRunner(path.resolve(FUNCTIONS, file), options);
   t.after(() => r.dispose());
   return r;
 }
@@ -69,6 +71,9 @@ describe('reward functions in a worker thread', () => {
   test('a missing module, one without a default export, and a TypeScript syntax error are clear errors', async (t) => {
     await assert.rejects(runner(t, 'nope.mjs').load(), /reward function module .*nope\.mjs does not exist/);
     await assert.rejects(runner(t, 'noexport.mjs').score(trajectory('x'), task), /no default export function/);
-    await assert.rejects(runner(t, 'broken.ts').load(), /broken\.ts does not compile/);
+    // Written here, not committed: the test project's type check would refuse it.
+    const broken = path.join(tempDir(t), 'broken.ts');
+    fs.writeFileSync(broken, 'export default (trajectory: { finalAnswer: string }) => trajectory.finalAnswer.length +;\n');
+    await assert.rejects(runner(t, broken).load(), /broken\.ts does not compile/);
   });
 });
