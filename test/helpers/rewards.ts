@@ -3,6 +3,7 @@
  * (request and response attributes), tool calls, a final answer, and a final status.
  */
 import type { Json, RolloutStatus, SpanInput } from '../../trainer-daemon/protocol';
+import type { RpcClient } from '../../trainer-daemon/rpc/client';
 import type { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from './spans';
 
@@ -32,19 +33,34 @@ function call(message: Json, tokens: { prompt: number; completion: number }): Sp
   });
 }
 
-/** Records one finished rollout; returns its id. */
-export function recordRollout(store: Store, rollout: RecordedRollout): string {
+/** The spans of a recorded rollout: one LLM call per tool, the answering call, then any extra spans. */
+function rolloutSpans(rollout: RecordedRollout): SpanInput[] {
   const tokens = rollout.tokens ?? { prompt: 20, completion: 5 };
-  const id = store.createRollout({ task: rollout.task ?? null, datasetId: rollout.datasetId ?? null }).id;
-  store.transitionRollout({ id, to: 'running' });
-  const spans = [
+  return [
     ...(rollout.tools ?? []).map((name, i) =>
       call({ role: 'assistant', content: null, tool_calls: [{ id: `call_${i}`, type: 'function', function: { name, arguments: '{"x":1}' } }] }, tokens),
     ),
     call({ role: 'assistant', content: rollout.answer }, tokens),
     ...(rollout.extraSpans ?? []),
   ];
-  store.addSpans({ rolloutId: id, spans });
-  store.transitionRollout({ id, to: rollout.status ?? 'succeeded', error: rollout.status === 'failed' ? 'exited with code 1' : null });
+}
+
+const finalTransition = (rollout: RecordedRollout) => ({ to: rollout.status ?? 'succeeded', error: rollout.status === 'failed' ? 'exited with code 1' : null });
+
+/** Records one finished rollout in a store this process owns; returns its id. */
+export function recordRollout(store: Store, rollout: RecordedRollout): string {
+  const id = store.createRollout({ task: rollout.task ?? null, datasetId: rollout.datasetId ?? null }).id;
+  store.transitionRollout({ id, to: 'running' });
+  store.addSpans({ rolloutId: id, spans: rolloutSpans(rollout) });
+  store.transitionRollout({ id, ...finalTransition(rollout) });
+  return id;
+}
+
+/** Records one finished rollout through a daemon's RPC; returns its id. */
+export async function recordRolloutRpc(client: RpcClient, rollout: RecordedRollout): Promise<string> {
+  const { id } = await client.request('createRollout', { task: rollout.task ?? null, datasetId: rollout.datasetId ?? null });
+  await client.request('transitionRollout', { id, to: 'running' });
+  await client.request('addSpans', { rolloutId: id, spans: rolloutSpans(rollout) });
+  await client.request('transitionRollout', { id, ...finalTransition(rollout) });
   return id;
 }

@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { describeIssues, type RewardSourceConfig, type ScoringTask, type ScoringTrajectory } from '../protocol';
+import { errorMessage } from '../errors';
 import { parseJsonAnswer } from './rules';
 
 export type JudgeConfig = Extract<RewardSourceConfig, { type: 'judge' }>;
@@ -16,8 +17,15 @@ export interface ChatMessage {
   readonly content: string;
 }
 
-/** Sends one chat completion on behalf of the judged rollouts; returns the assistant's content. */
-export type JudgeTransport = (request: { config: JudgeConfig; messages: ChatMessage[]; judged: readonly string[] }) => Promise<string>;
+/** One judging (its first ask and its retries): recorded as one rollout, finished once. */
+export interface JudgeSession {
+  /** Sends one chat completion; returns the assistant's content. */
+  complete(messages: readonly ChatMessage[]): Promise<string>;
+  finish(error: string | null): Promise<void>;
+}
+
+/** Opens a judging of the given rollouts. */
+export type JudgeTransport = (config: JudgeConfig, judged: readonly string[]) => Promise<JudgeSession>;
 
 const Score = z.number().min(0, 'score must be between 0 and 1').max(1, 'score must be between 0 and 1');
 const AbsoluteReply = z.object({ score: Score, reason: z.string().max(2_000).default('') });
@@ -96,15 +104,26 @@ async function askUntilValid<T>(
   parse: (content: string) => { ok: true; value: T } | { ok: false; problem: string },
 ): Promise<T> {
   const conversation = [...messages];
+  const session = await transport(config, judged);
   let problem = '';
-  for (let attempt = 0; attempt <= config.maxRetries; attempt += 1) {
-    const content = await transport({ config, messages: conversation, judged });
-    const result = parse(content);
-    if (result.ok) return result.value;
-    problem = result.problem;
-    conversation.push({ role: 'assistant', content }, { role: 'user', content: `That reply was not valid (${problem}). Reply again with only the JSON object described above.` });
+  try {
+    for (let attempt = 0; attempt <= config.maxRetries; attempt += 1) {
+      const content = await session.complete(conversation);
+      const result = parse(content);
+      if (result.ok) {
+        await session.finish(null);
+        return result.value;
+      }
+      problem = result.problem;
+      conversation.push({ role: 'assistant', content }, { role: 'user', content: `That reply was not valid (${problem}). Reply again with only the JSON object described above.` });
+    }
+  } catch (error) {
+    await session.finish(errorMessage(error));
+    throw error;
   }
-  throw new Error(`the judge's reply was malformed after ${config.maxRetries + 1} attempt(s): ${problem}`);
+  const message = `the judge's reply was malformed after ${config.maxRetries + 1} attempt(s): ${problem}`;
+  await session.finish(message);
+  throw new Error(message);
 }
 
 export function judgeAbsolute(transport: JudgeTransport, config: JudgeConfig, trajectory: ScoringTrajectory, task: ScoringTask): Promise<JudgeScore> {

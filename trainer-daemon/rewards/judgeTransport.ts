@@ -8,7 +8,6 @@
 import { z } from 'zod';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
-import { errorMessage } from '../errors';
 import { JUDGE_CLIENT } from './job';
 import type { JudgeTransport } from './judge';
 
@@ -28,7 +27,7 @@ export interface ProxyJudgeOptions {
 
 export function proxyJudgeTransport(options: ProxyJudgeOptions): JudgeTransport {
   const write = <T>(op: () => T): T | Promise<T> => (options.writes ? options.writes.submit(op) : op());
-  return async ({ config, messages, judged }) => {
+  return async (config, judged) => {
     const label = `judge of ${judged.length === 1 ? judged[0] : `${judged.length} rollouts of one task`}`;
     const { rollout, key } = await write(() =>
       options.store.startAgentRun(
@@ -36,32 +35,31 @@ export function proxyJudgeTransport(options: ProxyJudgeOptions): JudgeTransport 
         { upstream: config.baseUrl ?? null, tokenIds: false },
       ),
     );
-    const finish = (error: string | null): unknown =>
-      write(() => options.store.transitionRollout({ id: rollout.id, to: error === null ? 'succeeded' : 'failed', error }));
-    try {
-      const apiKey = options.apiKeys[config.apiKeyEnv] ?? options.env[config.apiKeyEnv];
-      const signals = [AbortSignal.timeout(options.timeoutMs ?? 120_000), ...(options.signal ? [options.signal] : [])];
-      const response = await fetch(`${options.agentBaseUrl}/r/${key}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
-        body: JSON.stringify({ model: config.model, messages, temperature: config.temperature }),
-        signal: AbortSignal.any(signals),
-      });
-      const text = await response.text();
-      if (!response.ok) throw new Error(`the judge model answered HTTP ${response.status}: ${text.slice(0, 300)}`);
-      let body: unknown;
-      try {
-        body = JSON.parse(text);
-      } catch {
-        throw new Error(`the judge model's response is not JSON: ${text.slice(0, 200)}`);
-      }
-      const reply = ChatReply.safeParse(body);
-      if (!reply.success) throw new Error('the judge model\'s response has no choices[0].message');
-      await finish(null);
-      return reply.data.choices[0]!.message.content ?? '';
-    } catch (error) {
-      await finish(errorMessage(error));
-      throw error;
-    }
+    const apiKey = options.apiKeys[config.apiKeyEnv] ?? options.env[config.apiKeyEnv];
+    return {
+      complete: async (messages) => {
+        const signals = [AbortSignal.timeout(options.timeoutMs ?? 120_000), ...(options.signal ? [options.signal] : [])];
+        const response = await fetch(`${options.agentBaseUrl}/r/${key}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+          body: JSON.stringify({ model: config.model, messages, temperature: config.temperature }),
+          signal: AbortSignal.any(signals),
+        });
+        const text = await response.text();
+        if (!response.ok) throw new Error(`the judge model answered HTTP ${response.status}: ${text.slice(0, 300)}`);
+        let body: unknown;
+        try {
+          body = JSON.parse(text);
+        } catch {
+          throw new Error(`the judge model's response is not JSON: ${text.slice(0, 200)}`);
+        }
+        const reply = ChatReply.safeParse(body);
+        if (!reply.success) throw new Error("the judge model's response has no choices[0].message");
+        return reply.data.choices[0]!.message.content ?? '';
+      },
+      finish: async (error) => {
+        await write(() => options.store.transitionRollout({ id: rollout.id, to: error === null ? 'succeeded' : 'failed', error }));
+      },
+    };
   };
 }
