@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { z } from 'zod';
 import type { Rollout, RolloutScore, ScoreRolloutsParams, ScoreRolloutsResult, ScoringTask, Task } from '../protocol';
 import { InvalidInputError } from '../errors';
-import type { Store } from '../store/store';
+import type { Store, Trajectory } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { DEFAULT_REWARDS_FILE, loadRewardsFile, parseSpec, type ResolvedSpec } from './config';
 import type { JudgeTransport } from './judge';
@@ -49,9 +49,11 @@ class TaskLookup {
  * Scores the given rollouts with a prepared scorer and writes their reward rows: what the dataset
  * runner, the training loop and APO call after each batch of rollouts.
  */
-export async function scoreAndRecord(deps: ScoringDeps, scorer: RewardScorer, rolloutIds: readonly string[], author = 'lightning'): Promise<RolloutScore[]> {
-  const lookup = new TaskLookup(deps.store);
-  const trajectories = deps.store.trajectoriesOf(rolloutIds);
+export function scoreAndRecord(deps: ScoringDeps, scorer: RewardScorer, rolloutIds: readonly string[], author = 'lightning'): Promise<RolloutScore[]> {
+  return scoreTrajectories(deps, scorer, deps.store.trajectoriesOf(rolloutIds), author);
+}
+
+async function scoreTrajectories(deps: ScoringDeps, scorer: RewardScorer, trajectories: readonly Trajectory[], author: string, lookup = new TaskLookup(deps.store)): Promise<RolloutScore[]> {
   const scores = await scorer.score(trajectories.map((t) => ({ trajectory: toScoringTrajectory(t), task: toScoringTask(t, lookup.task(t)) })));
   await record(deps, scorer, scores, author);
   return scores;
@@ -60,21 +62,17 @@ export async function scoreAndRecord(deps: ScoringDeps, scorer: RewardScorer, ro
 /** Appends one row per scored source and one for the combined value, all in one commit. */
 async function record(deps: ScoringDeps, scorer: RewardScorer, scores: readonly RolloutScore[], author: string): Promise<void> {
   const { spec } = scorer.resolved;
+  const base = { spanId: null, author, comment: null };
   const rows = scores.flatMap((score) => {
     const parts = score.sources.flatMap((outcome, i) =>
-      outcome.kind === 'scored' ? [{ rolloutId: score.rolloutId, name: outcome.name, value: outcome.value, source: ROW_SOURCE[spec.sources[i]!.type], reason: outcome.reason }] : [],
+      outcome.kind === 'scored' ? [{ ...base, rolloutId: score.rolloutId, name: outcome.name, value: outcome.value, source: ROW_SOURCE[spec.sources[i]!.type], reason: outcome.reason }] : [],
     );
     if (score.value === null) return parts;
-    return [...parts, { rolloutId: score.rolloutId, name: spec.name, value: score.value, ...scorer.describeCombined(score.sources) }];
+    return [...parts, { ...base, rolloutId: score.rolloutId, name: spec.name, value: score.value, ...scorer.describeCombined(score.sources) }];
   });
   if (rows.length === 0) return;
-  const write = (): void => {
-    for (const row of rows) deps.store.addReward({ ...row, author });
-  };
-  if (deps.writes) await deps.writes.submit(write, rows.length);
-  else deps.store.runGrouped([write]).forEach((outcome) => {
-    if (!outcome.ok) throw outcome.error;
-  });
+  if (deps.writes) await deps.writes.submit(() => deps.store.addRewards(rows), rows.length);
+  else deps.store.addRewards(rows);
 }
 
 /** The rollouts a request selects, finished ones only, judge calls excluded. */
@@ -127,6 +125,7 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
   const specs = [...new Set(planned.flatMap((p) => (p.choice.kind === 'spec' ? [p.choice.spec] : [])))];
   const result: ScoreRolloutsResult = { scored: 0, unscored: 0, errors: 0, cancelled: false, results: [] };
   let done = 0;
+  const lookup = new TaskLookup(deps.store);
   const tally = (scores: readonly RolloutScore[]): void => {
     if (scores.length === 0) return;
     for (const score of scores) {
@@ -143,7 +142,7 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
     const ids = planned
       .filter((p) => p.choice.kind === 'spec' && p.choice.spec === spec)
       .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
-      .map((p) => ({ id: p.rollout.id, key: p.key }));
+      .map((p) => ({ rollout: p.rollout, key: p.key }));
     const scorer = await RewardScorer.prepare(spec, deps.judge);
     try {
       for (const chunk of chunksByGroup(ids)) {
@@ -151,7 +150,7 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
           result.cancelled = true;
           break;
         }
-        tally(await scoreAndRecord(deps, scorer, chunk));
+        tally(await scoreTrajectories(deps, scorer, deps.store.trajectoriesFor(chunk), 'lightning', lookup));
       }
     } finally {
       await scorer.dispose();
@@ -161,12 +160,12 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
   return result;
 }
 
-/** Chunks of about CHUNK ids that never split a task's group (unless one group alone is larger). */
-function* chunksByGroup(ids: ReadonlyArray<{ id: string; key: string }>): Generator<string[]> {
-  let chunk: string[] = [];
-  for (let i = 0; i < ids.length; i += 1) {
-    chunk.push(ids[i]!.id);
-    if (chunk.length >= CHUNK && ids[i + 1]?.key !== ids[i]!.key) {
+/** Chunks of about CHUNK rollouts that never split a task's group (unless one group alone is larger). */
+function* chunksByGroup(planned: ReadonlyArray<{ rollout: Rollout; key: string }>): Generator<Rollout[]> {
+  let chunk: Rollout[] = [];
+  for (let i = 0; i < planned.length; i += 1) {
+    chunk.push(planned[i]!.rollout);
+    if (chunk.length >= CHUNK && planned[i + 1]?.key !== planned[i]!.key) {
       yield chunk;
       chunk = [];
     }

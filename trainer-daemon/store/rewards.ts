@@ -62,6 +62,17 @@ export class RewardRepository {
     return rowToReward(this.byId.get(info.lastInsertRowid)!);
   }
 
+  /**
+   * Appends many episode rewards (no span) without reading them back: automatic scoring's bulk
+   * path. The caller has checked the rollouts exist. Must run inside a transaction.
+   */
+  addMany(rows: ReadonlyArray<z.output<typeof AddRewardParams>>, now = Date.now()): void {
+    for (const row of rows) {
+      if (row.spanId !== null) throw new InvalidInputError('bulk rewards are episode rewards: spanId must be null');
+      this.insert.run({ ...row, now });
+    }
+  }
+
   list(rolloutId: string): Reward[] {
     return this.ofRollout.all(rolloutId).map(rowToReward);
   }
