@@ -126,7 +126,7 @@ export class Daemon {
       this.logger.info('daemon stopping');
       if (this.discovery) removeDiscovery(this.discovery);
       // Stop taking requests and let those in flight finish (their writes are still taken; score jobs stop after their chunk)…
-      this.scoreJobs.cancelAll();
+      this.scoreJobs.dispose();
       await this.http.drain(5_000);
       // …then commit what is queued, announce it, and give committed RPC replies a turn to go out.
       this.writes.shutdown();

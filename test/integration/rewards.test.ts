@@ -109,6 +109,18 @@ describe('automatic rewards through the daemon', () => {
     assert.deepEqual(await s.client.request('cancelScore', { jobId: 'job-1' }), { cancelled: false });
   });
 
+  test('scoring one rollout at a time (as a runner does after each rollout) reuses the daemon’s prepared scorer', async (t) => {
+    const s = await setup(t);
+    const spec = { sources: [{ type: 'function' as const, module: path.join(__dirname, '..', 'fixtures', 'rewards', 'functions', 'counter.mjs') }] };
+    const values = [];
+    for (let i = 0; i < 3; i += 1) {
+      const id = await recordRolloutRpc(s.client, { answer: `a${i}` });
+      values.push((await s.client.request('scoreRollouts', { spec, rollouts: [id] })).results[0]!.value);
+    }
+    // One worker scored all three: the module's counter kept counting.
+    assert.deepEqual(values, [1, 2, 3]);
+  });
+
   test('bad input: a bad config or an unknown rollout is a clear error and writes nothing', async (t) => {
     const s = await setup(t);
     await recordRolloutRpc(s.client, { answer: 'x' });

@@ -13,7 +13,8 @@ import type { Store, Trajectory } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { DEFAULT_REWARDS_FILE, loadRewardsFile, parseSpec, type ResolvedSpec } from './config';
 import type { JudgeTransport } from './judge';
-import { ROW_SOURCE, RewardScorer, taskKey } from './scorer';
+import { ROW_SOURCE, type RewardScorer, taskKey } from './scorer';
+import { ScorerCache } from './scorerCache';
 import { toScoringTask, toScoringTrajectory } from './trajectory';
 
 export interface ScoringDeps {
@@ -54,7 +55,7 @@ export function scoreAndRecord(deps: ScoringDeps, scorer: RewardScorer, rolloutI
 }
 
 async function scoreTrajectories(deps: ScoringDeps, scorer: RewardScorer, trajectories: readonly Trajectory[], author: string, lookup = new TaskLookup(deps.store)): Promise<RolloutScore[]> {
-  const scores = await scorer.score(trajectories.map((t) => ({ trajectory: toScoringTrajectory(t), task: toScoringTask(t, lookup.task(t)) })));
+  const scores = await scorer.score(trajectories.map((t) => ({ trajectory: toScoringTrajectory(t), task: toScoringTask(t, lookup.task(t)) })), deps.judge);
   await record(deps, scorer, scores, author);
   return scores;
 }
@@ -114,6 +115,8 @@ function specChooser(store: Store, params: z.output<typeof ScoreRolloutsParams>)
 export interface ScoreJobOptions {
   readonly onProgress?: (progress: { done: number; total: number; errors: number }) => void;
   readonly signal?: AbortSignal;
+  /** Prepared scorers kept between jobs (the daemon's); without one, each job prepares its own. */
+  readonly scorers?: ScorerCache;
 }
 
 /** `rewards/score` and `lightning score`: selects, scores in chunks, records, reports. */
@@ -143,8 +146,8 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
       .filter((p) => p.choice.kind === 'spec' && p.choice.spec === spec)
       .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
       .map((p) => ({ rollout: p.rollout, key: p.key }));
-    const scorer = await RewardScorer.prepare(spec, deps.judge);
-    try {
+    const scorers = options.scorers ?? new ScorerCache(0);
+    await scorers.use(spec, async (scorer) => {
       for (const chunk of chunksByGroup(ids)) {
         if (options.signal?.aborted) {
           result.cancelled = true;
@@ -152,9 +155,7 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
         }
         tally(await scoreTrajectories(deps, scorer, deps.store.trajectoriesFor(chunk), 'lightning', lookup));
       }
-    } finally {
-      await scorer.dispose();
-    }
+    });
     if (result.cancelled) break;
   }
   return result;
@@ -173,9 +174,14 @@ function* chunksByGroup(planned: ReadonlyArray<{ rollout: Rollout; key: string }
   if (chunk.length > 0) yield chunk;
 }
 
-/** Score jobs in flight, by job id, so that `rewards/cancel` (or the daemon stopping) can stop them between chunks. */
+/**
+ * Score jobs in flight, by job id, so that `rewards/cancel` (or the daemon stopping) can stop them
+ * between chunks; and the daemon's prepared scorers, so that scoring after each rollout (the dataset
+ * runner) does not restart workers or reload models every time.
+ */
 export class ScoreJobs {
   private readonly running = new Map<string, AbortController>();
+  readonly scorers = new ScorerCache();
 
   start(jobId: string): AbortSignal {
     if (this.running.has(jobId)) throw new InvalidInputError(`params.jobId: a score job ${jobId} is running already; choose another id`);
@@ -194,7 +200,9 @@ export class ScoreJobs {
     return this.running.has(jobId);
   }
 
-  cancelAll(): void {
+  /** Cancels every job and retires the scorers once their jobs have let go. */
+  dispose(): void {
     for (const controller of this.running.values()) controller.abort();
+    this.scorers.dispose();
   }
 }

@@ -38,11 +38,10 @@ export class RewardScorer {
   private constructor(
     readonly resolved: ResolvedSpec,
     private readonly sources: readonly Prepared[],
-    private readonly judge: JudgeTransport | undefined,
   ) {}
 
   /** Starts function workers lazily and loads reward models now (so a bad model fails before any scoring). */
-  static async prepare(resolved: ResolvedSpec, judge?: JudgeTransport): Promise<RewardScorer> {
+  static async prepare(resolved: ResolvedSpec): Promise<RewardScorer> {
     const sources: Prepared[] = [];
     try {
       for (const config of resolved.spec.sources) sources.push(await prepareSource(config, resolved.baseDir));
@@ -50,12 +49,15 @@ export class RewardScorer {
       await disposeAll(sources);
       throw error;
     }
-    return new RewardScorer(resolved, sources, judge);
+    return new RewardScorer(resolved, sources);
   }
 
-  /** Scores rollouts (all sources, combined); relative judges rank the rollouts of each task among these. */
-  async score(items: readonly ScoringItem[]): Promise<RolloutScore[]> {
-    const perSource = await Promise.all(this.sources.map((source, i) => this.scoreWith(source, this.resolved.names[i]!, items)));
+  /**
+   * Scores rollouts (all sources, combined); relative judges rank the rollouts of each task among
+   * these. `judge` makes (and records) the judge's calls; without one, judge sources report an error.
+   */
+  async score(items: readonly ScoringItem[], judge?: JudgeTransport): Promise<RolloutScore[]> {
+    const perSource = await Promise.all(this.sources.map((source, i) => this.scoreWith(source, this.resolved.names[i]!, items, judge)));
     return items.map((item, k) => {
       const outcomes = perSource.map((outcomes) => outcomes[k]!);
       return { rolloutId: item.trajectory.rolloutId, value: this.combine(outcomes), sources: outcomes };
@@ -84,7 +86,7 @@ export class RewardScorer {
     return { source: ROW_SOURCE[heaviest.config.type], reason };
   }
 
-  private async scoreWith(source: Prepared, name: string, items: readonly ScoringItem[]): Promise<SourceOutcome[]> {
+  private async scoreWith(source: Prepared, name: string, items: readonly ScoringItem[], judge: JudgeTransport | undefined): Promise<SourceOutcome[]> {
     const failed = (error: unknown): SourceOutcome => ({ kind: 'error', name, error: errorMessage(error) });
     const { config } = source;
     switch (config.type) {
@@ -101,7 +103,7 @@ export class RewardScorer {
         return Promise.all(items.map(({ trajectory, task }) => runner.score(trajectory, task).then((verdict) => ({ name, ...verdict }), failed)));
       }
       case 'judge': {
-        const transport = this.judge;
+        const transport = judge;
         if (!transport) return items.map(() => failed(new Error('the LLM judge needs a running daemon to record its calls; start one with `lightning serve`')));
         if (config.mode === 'absolute') {
           return Promise.all(items.map(({ trajectory, task }) => judgeAbsolute(transport, config, trajectory, task).then((s) => ({ kind: 'scored' as const, name, ...s }), failed)));

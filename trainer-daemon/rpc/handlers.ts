@@ -71,7 +71,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       try {
         const baseUrl = agentBaseUrl?.();
         const judge = baseUrl ? proxyJudgeTransport({ store, writes, agentBaseUrl: baseUrl, apiKeys, env: process.env, signal }) : undefined;
-        return await scoreRollouts({ store, writes, judge }, { ...params, apiKeys }, { signal, onProgress: (progress) => notify?.('scoreProgress', { jobId, ...progress }) });
+        return await scoreRollouts({ store, writes, judge }, { ...params, apiKeys }, { signal, scorers: scoreJobs.scorers, onProgress: (progress) => notify?.('scoreProgress', { jobId, ...progress }) });
       } finally {
         scoreJobs.end(jobId);
       }
