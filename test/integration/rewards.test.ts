@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ScoreRolloutsResult, type Rollout } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/rpc/client';
-import { runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
-import { recordRolloutRpc } from '../helpers/rewards';
+import { Store } from '../../trainer-daemon/store/store';
+import { CLI, runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
+import { recordRollout, recordRolloutRpc } from '../helpers/rewards';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { tempDir, waitFor } from '../helpers/tmp';
 
@@ -119,6 +121,32 @@ describe('automatic rewards through the daemon', () => {
     }
     // One worker scored all three: the module's counter kept counting.
     assert.deepEqual(values, [1, 2, 3]);
+  });
+
+  test('Ctrl-C stops lightning score after the current chunk (no daemon running: the command starts its own)', async (t) => {
+    const dir = tempDir(t);
+    const storeFile = path.join(dir, '.lightning', 'store.db');
+    fs.mkdirSync(path.dirname(storeFile), { recursive: true });
+    const store = Store.open(storeFile);
+    for (let i = 0; i < 600; i += 1) recordRollout(store, { answer: String(i) });
+    store.close();
+    fs.writeFileSync(path.join(dir, '.lightning', 'rewards.json'), JSON.stringify({ default: { sources: [{ type: 'function', module: path.join(__dirname, '..', 'fixtures', 'rewards', 'functions', 'slow.mjs') }] } }));
+    const child = spawn(process.execPath, [CLI, 'score', '--json'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
+    await waitFor(() => stderr.includes('scored 256/600'), 'the first chunk', 60_000);
+    child.kill('SIGINT');
+    assert.equal(await exited, 130, stderr);
+    assert.match(stderr, /cancelling after the current chunk/);
+    const result = ScoreRolloutsResult.parse(JSON.parse(stdout));
+    assert.equal(result.cancelled, true);
+    assert.ok(result.scored >= 256 && result.scored < 600, `scored ${result.scored}`);
+    const reopened = Store.open(storeFile);
+    t.after(() => reopened.close());
+    assert.equal(reopened.stats().rewards, result.scored * 2, 'what was scored is kept');
   });
 
   test('bad input: a bad config or an unknown rollout is a clear error and writes nothing', async (t) => {

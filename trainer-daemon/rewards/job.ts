@@ -7,13 +7,13 @@
  */
 import path from 'node:path';
 import type { z } from 'zod';
-import type { Rollout, RolloutScore, ScoreRolloutsParams, ScoreRolloutsResult, ScoringTask, Task } from '../protocol';
+import type { Rollout, RolloutScore, ScoreRolloutsParams, ScoreRolloutsResult, Task } from '../protocol';
 import { InvalidInputError } from '../errors';
 import type { Store, Trajectory } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { DEFAULT_REWARDS_FILE, loadRewardsFile, parseSpec, type ResolvedSpec } from './config';
 import type { JudgeTransport } from './judge';
-import { ROW_SOURCE, type RewardScorer, taskKey } from './scorer';
+import { ranksGroups, ROW_SOURCE, type RewardScorer, taskKey } from './scorer';
 import { ScorerCache } from './scorerCache';
 import { toScoringTask, toScoringTrajectory } from './trajectory';
 
@@ -124,7 +124,7 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
   const choose = specChooser(deps.store, params);
   const rollouts = select(deps.store, params);
   // Group by spec, then by task, so that a relative judge sees all of a task's rollouts in one chunk.
-  const planned = rollouts.map((rollout) => ({ rollout, choice: choose(rollout), key: taskKey({ id: rollout.task?.id ?? null, input: rollout.task?.input ?? null, expected: null } satisfies ScoringTask) }));
+  const planned = rollouts.map((rollout) => ({ rollout, choice: choose(rollout), key: taskKey(rollout.task && { id: rollout.task.id ?? null, input: rollout.task.input }, rollout.id) }));
   const specs = [...new Set(planned.flatMap((p) => (p.choice.kind === 'spec' ? [p.choice.spec] : [])))];
   const result: ScoreRolloutsResult = { scored: 0, unscored: 0, errors: 0, cancelled: false, results: [] };
   let done = 0;
@@ -148,7 +148,7 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
       .map((p) => ({ rollout: p.rollout, key: p.key }));
     const scorers = options.scorers ?? new ScorerCache(0);
     await scorers.use(spec, async (scorer) => {
-      for (const chunk of chunksByGroup(ids)) {
+      for (const chunk of chunksOf(ids, ranksGroups(spec.spec))) {
         if (options.signal?.aborted) {
           result.cancelled = true;
           break;
@@ -161,12 +161,12 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
   return result;
 }
 
-/** Chunks of about CHUNK rollouts that never split a task's group (unless one group alone is larger). */
-function* chunksByGroup(planned: ReadonlyArray<{ rollout: Rollout; key: string }>): Generator<Rollout[]> {
+/** Chunks of CHUNK rollouts; with `keepGroups`, a task's group is never split (unless it alone is larger). */
+function* chunksOf(planned: ReadonlyArray<{ rollout: Rollout; key: string }>, keepGroups: boolean): Generator<Rollout[]> {
   let chunk: Rollout[] = [];
   for (let i = 0; i < planned.length; i += 1) {
     chunk.push(planned[i]!.rollout);
-    if (chunk.length >= CHUNK && planned[i + 1]?.key !== planned[i]!.key) {
+    if (chunk.length >= CHUNK && !(keepGroups && planned[i + 1]?.key === planned[i]!.key)) {
       yield chunk;
       chunk = [];
     }

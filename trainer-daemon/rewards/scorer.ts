@@ -6,7 +6,7 @@
  * reported error, never the batch's.
  */
 import path from 'node:path';
-import type { RewardSourceConfig, RewardSource, RolloutScore, ScoringTask, ScoringTrajectory, SourceOutcome } from '../protocol';
+import type { RewardSourceConfig, RewardSource, RewardSpec, RolloutScore, ScoringTask, ScoringTrajectory, SourceOutcome } from '../protocol';
 import { errorMessage } from '../errors';
 import { assertNever } from '../util/assert';
 import type { ResolvedSpec } from './config';
@@ -23,9 +23,18 @@ export interface ScoringItem {
 /** Which `source` column a reward row of each source type gets (a user's function is code, like a rule). */
 export const ROW_SOURCE: Record<RewardSourceConfig['type'], RewardSource> = { rule: 'rule', function: 'rule', judge: 'judge', model: 'model' };
 
-/** The group a rollout is ranked in by a relative judge: rollouts of the same task. */
-export function taskKey(task: ScoringTask): string {
-  return task.id ?? JSON.stringify(task.input);
+/**
+ * The group a rollout is ranked in by a relative judge: rollouts of the same task (by id, else by
+ * input). A rollout with no task at all is a group of its own.
+ */
+export function taskKey(task: Pick<ScoringTask, 'id' | 'input'> | null, rolloutId: string): string {
+  if (task?.id) return `id:${task.id}`;
+  return task && task.input !== null ? `input:${JSON.stringify(task.input)}` : `rollout:${rolloutId}`;
+}
+
+/** Whether a spec ranks rollouts of a task together (then a task's rollouts must be scored in one call). */
+export function ranksGroups(spec: RewardSpec): boolean {
+  return spec.sources.some((source) => source.type === 'judge' && source.mode === 'relative');
 }
 
 type Prepared =
@@ -133,7 +142,10 @@ export class RewardScorer {
     failed: (error: unknown) => SourceOutcome,
   ): Promise<SourceOutcome[]> {
     const groups = new Map<string, number[]>();
-    items.forEach((item, k) => groups.set(taskKey(item.task), [...(groups.get(taskKey(item.task)) ?? []), k]));
+    items.forEach((item, k) => {
+      const key = taskKey(item.task, item.trajectory.rolloutId);
+      groups.set(key, [...(groups.get(key) ?? []), k]);
+    });
     const outcomes: SourceOutcome[] = new Array(items.length);
     await Promise.all(
       [...groups.values()].map(async (indexes) => {
