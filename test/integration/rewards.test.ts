@@ -164,5 +164,11 @@ describe('automatic rewards through the daemon', () => {
     assert.equal(missing.code, 3);
     assert.match(missing.stderr, /rollout ro-doesnotexist does not exist/);
     assert.equal((await s.client.request('getStats', {})).rewards, 0);
+    // A judge whose model fails: the error is that rollout's, and the judge's rollout is marked failed.
+    const failing = await s.client.request('scoreRollouts', { spec: { sources: [{ type: 'judge', model: 'fail-500', rubric: 'r', maxRetries: 0 }] } });
+    assert.deepEqual([failing.scored, failing.unscored, failing.errors], [0, 1, 1]);
+    assert.match(JSON.stringify(failing.results[0]!.sources[0]), /the judge model answered HTTP 500/);
+    assert.deepEqual((await judgeRollouts(s.client)).map((r) => r.status), ['failed']);
+    assert.equal((await s.client.request('getStats', {})).rewards, 0);
   });
 });

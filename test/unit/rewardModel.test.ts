@@ -27,6 +27,15 @@ describe('ONNX reward model (onnxruntime-node, CPU)', () => {
     }
   });
 
+  test('device auto runs on CUDA when onnxruntime-node’s CUDA binaries are installed, else on CPU; cuda without them is a clear error', async (t) => {
+    const files = [path.join(FIXTURE, 'model.onnx'), path.join(FIXTURE, 'tokenizer.json')] as const;
+    const auto = await RewardModel.load(...files, { device: 'auto' });
+    t.after(() => auto.dispose());
+    const [score] = await auto.score([EXPECTED[0]!.text], 1);
+    assert.ok(Math.abs(score! - EXPECTED[0]!.score) < 1e-5, `${auto.device}: ${score}`);
+    if (auto.device === 'cpu') await assert.rejects(RewardModel.load(...files, { device: 'cuda' }), /device "cuda": onnxruntime-node's CUDA binaries are not installed/);
+  });
+
   test('the char-level tokenizer: lower case, one id per character, [CLS] … [SEP], unknown characters, truncation', () => {
     const tokenizer = Tokenizer.load(path.join(FIXTURE, 'tokenizer.json'));
     const vocab = (JSON.parse(fs.readFileSync(path.join(FIXTURE, 'tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } }).model.vocab;

@@ -72,6 +72,8 @@ export const RewardSourceConfig = z.discriminatedUnion('type', [
     /** How often a malformed reply is asked for again (scores are asked for in [0, 1]). */
     maxRetries: z.number().int().min(0).max(5).default(2),
     temperature: z.number().min(0).max(2).default(0),
+    /** Judge calls in flight at once. */
+    concurrency: z.number().int().min(1).max(64).default(4),
   }),
   z.strictObject({
     type: z.literal('model'),

@@ -6,6 +6,7 @@
  * (installed with `--onnxruntime-node-install=cuda12`); `auto` tries CUDA, then CPU.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import type * as Ort from 'onnxruntime-node';
 import { InvalidInputError } from '../errors';
 import { Tokenizer } from './tokenizer';
@@ -13,6 +14,22 @@ import { Tokenizer } from './tokenizer';
 /** onnxruntime-node loaded on first use: its native library is large and most runs need no model. */
 function ort(): typeof Ort {
   return require('onnxruntime-node') as typeof Ort;
+}
+
+/**
+ * Whether onnxruntime-node's CUDA provider library is installed (its installer fetches it on request):
+ * checked first, because a failed attempt prints native errors on the daemon's stderr.
+ */
+function cudaInstalled(): boolean {
+  try {
+    const bin = path.join(path.dirname(require.resolve('onnxruntime-node/package.json')), 'bin');
+    return fs.readdirSync(bin).some((napi) => {
+      const dir = path.join(bin, napi, process.platform, process.arch);
+      return fs.existsSync(dir) && fs.readdirSync(dir).some((file) => file.includes('providers_cuda'));
+    });
+  } catch {
+    return false;
+  }
 }
 
 export interface RewardModelOptions {
@@ -33,13 +50,20 @@ export class RewardModel {
   static async load(modelFile: string, tokenizerFile: string, options: RewardModelOptions): Promise<RewardModel> {
     if (!fs.existsSync(modelFile)) throw new InvalidInputError(`reward model ${modelFile} does not exist`);
     const tokenizer = Tokenizer.load(tokenizerFile);
-    const create = (provider: 'cpu' | 'cuda'): Promise<Ort.InferenceSession> => ort().InferenceSession.create(modelFile, { executionProviders: [provider] });
+    // Native logs go straight to stderr (the daemon's JSON log stream): only fatal ones, failures come back as errors.
+    const create = (provider: 'cpu' | 'cuda'): Promise<Ort.InferenceSession> =>
+      ort().InferenceSession.create(modelFile, { executionProviders: [provider], logSeverityLevel: 4 });
     let session: Ort.InferenceSession;
-    let device: 'cpu' | 'cuda' = options.device === 'cpu' ? 'cpu' : 'cuda';
+    let device: 'cpu' | 'cuda' = options.device === 'cpu' || (options.device === 'auto' && !cudaInstalled()) ? 'cpu' : 'cuda';
+    if (options.device === 'cuda' && !cudaInstalled()) {
+      throw new InvalidInputError(`reward model device "cuda": onnxruntime-node's CUDA binaries are not installed (npm i onnxruntime-node --onnxruntime-node-install=cuda12); or use device "auto" or "cpu"`);
+    }
     try {
       session = await create(device);
     } catch (error) {
-      if (options.device !== 'auto') throw new InvalidInputError(`cannot load reward model ${modelFile} on ${device}: ${(error as Error).message}`);
+      if (device === 'cpu' || options.device !== 'auto') {
+        throw new InvalidInputError(`cannot load reward model ${modelFile} on ${device}: ${(error as Error).message.split('\n')[0]!.slice(0, 300)}`);
+      }
       device = 'cpu';
       session = await create(device).catch((cpuError: Error) => {
         throw new InvalidInputError(`cannot load reward model ${modelFile}: ${cpuError.message}`);

@@ -115,9 +115,9 @@ export class RewardScorer {
         const transport = judge;
         if (!transport) return items.map(() => failed(new Error('the LLM judge needs a running daemon to record its calls; start one with `lightning serve`')));
         if (config.mode === 'absolute') {
-          return Promise.all(items.map(({ trajectory, task }) => judgeAbsolute(transport, config, trajectory, task).then((s) => ({ kind: 'scored' as const, name, ...s }), failed)));
+          return mapLimit(items, config.concurrency, ({ trajectory, task }) => judgeAbsolute(transport, config, trajectory, task).then((s) => ({ kind: 'scored' as const, name, ...s }), failed));
         }
-        return this.judgeGroups(items, (group) => judgeRelative(transport, config, group.map((i) => i.trajectory), group[0]!.task), name, failed);
+        return this.judgeGroups(items, config.concurrency, (group) => judgeRelative(transport, config, group.map((i) => i.trajectory), group[0]!.task), name, failed);
       }
       case 'model': {
         const { model } = source as Extract<Prepared, { model: RewardModel }>;
@@ -137,6 +137,7 @@ export class RewardScorer {
   /** Ranks each task's rollouts together; a group of one cannot be ranked and is skipped. */
   private async judgeGroups(
     items: readonly ScoringItem[],
+    concurrency: number,
     rank: (group: ScoringItem[]) => Promise<Array<{ value: number; reason: string }>>,
     name: string,
     failed: (error: unknown) => SourceOutcome,
@@ -147,26 +148,35 @@ export class RewardScorer {
       groups.set(key, [...(groups.get(key) ?? []), k]);
     });
     const outcomes: SourceOutcome[] = new Array(items.length);
-    await Promise.all(
-      [...groups.values()].map(async (indexes) => {
-        if (indexes.length < 2) {
-          outcomes[indexes[0]!] = { kind: 'skipped', name, reason: 'relative judging needs at least 2 rollouts of the task' };
-          return;
-        }
-        try {
-          const scores = await rank(indexes.map((k) => items[k]!));
-          indexes.forEach((k, j) => (outcomes[k] = { kind: 'scored', name, ...scores[j]! }));
-        } catch (error) {
-          for (const k of indexes) outcomes[k] = failed(error);
-        }
-      }),
-    );
+    await mapLimit([...groups.values()], concurrency, async (indexes) => {
+      if (indexes.length < 2) {
+        outcomes[indexes[0]!] = { kind: 'skipped', name, reason: 'relative judging needs at least 2 rollouts of the task' };
+        return;
+      }
+      try {
+        const scores = await rank(indexes.map((k) => items[k]!));
+        indexes.forEach((k, j) => (outcomes[k] = { kind: 'scored', name, ...scores[j]! }));
+      } catch (error) {
+        for (const k of indexes) outcomes[k] = failed(error);
+      }
+    });
     return outcomes;
   }
 
   async dispose(): Promise<void> {
     await disposeAll(this.sources);
   }
+}
+
+/** `fn` over `items` with at most `limit` calls in flight; results in order. */
+async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    for (let i = next++; i < items.length; i = next++) results[i] = await fn(items[i]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
 }
 
 function format(n: number): string {
