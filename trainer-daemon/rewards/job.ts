@@ -79,6 +79,7 @@ async function record(deps: ScoringDeps, scorer: RewardScorer, scores: readonly 
 /** The rollouts a request selects, finished ones only, judge calls excluded. */
 function select(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rollout[] {
   if (params.rollouts) {
+    if (params.dataset !== undefined || params.unrated) throw new InvalidInputError('params.rollouts: give rollouts, or a dataset and/or unrated, not both');
     return params.rollouts.map((idOrPrefix) => {
       const rollout = store.getRollout(store.resolveRolloutId(idOrPrefix));
       if (!FINISHED.has(rollout.status)) throw new InvalidInputError(`params.rollouts: rollout ${rollout.id} is ${rollout.status}; score it once it has finished`);
@@ -87,11 +88,12 @@ function select(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rol
   }
   const datasetId = params.dataset === undefined ? undefined : store.listTasks(params.dataset).dataset.id;
   const selected: Rollout[] = [];
-  for (let cursor: string | undefined, page; (page = store.listRollouts({ datasetId, unrated: params.unrated || undefined, status: [...FINISHED], order: 'oldest', limit: 500, cursor })); ) {
+  let cursor: string | undefined;
+  do {
+    const page = store.listRollouts({ datasetId, unrated: params.unrated || undefined, status: [...FINISHED], order: 'oldest', limit: 500, cursor });
     selected.push(...page.items.filter((r) => !(r.source.kind === 'api' && r.source.client === JUDGE_CLIENT)));
-    if (!page.nextCursor) break;
-    cursor = page.nextCursor;
-  }
+    cursor = page.nextCursor ?? undefined;
+  } while (cursor);
   return selected;
 }
 

@@ -62,7 +62,6 @@ function normalizerOf(node: Node | null): Normalize {
       const lowercase = node.lowercase !== false;
       const strip = node.strip_accents === true || (node.strip_accents == null && lowercase);
       return (text) => {
-        // eslint-disable-next-line no-control-regex
         let out = text.replace(/[\u0000\ufffd\p{Cc}]/gu, (c) => (/\s/.test(c) ? ' ' : ''));
         if (node.handle_chinese_chars !== false) out = out.replace(/[\u4e00-\u9fff\u3400-\u4dbf]/g, (c) => ` ${c} `);
         if (lowercase) out = out.toLowerCase();
