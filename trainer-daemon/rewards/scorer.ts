@@ -1,9 +1,10 @@
 /**
  * The scoring pipeline, free of the store: a spec's sources prepared once (workers, models), then
- * any number of rollouts scored by every source and combined. The dataset runner, the training
- * loop and APO call it (through scoreAndRecord) after each batch of rollouts; `lightning score`
- * and `rewards/score` through scoreRollouts. One source failing on one rollout is that rollout's
- * reported error, never the batch's.
+ * any number of rollouts scored by every source and combined. Inside the daemon, code that has
+ * rollouts to score (the training loop, APO) uses it through job.ts's scoreAndRecord; RPC clients
+ * (the dataset runner, `lightning score`, the editor) through `rewards/score`, which keeps prepared
+ * scorers between calls. One source failing on one rollout is that rollout's reported error,
+ * never the batch's.
  */
 import path from 'node:path';
 import type { RewardSourceConfig, RewardSource, RewardSpec, RolloutScore, ScoringTask, ScoringTrajectory, SourceOutcome } from '../protocol';
@@ -49,7 +50,7 @@ export class RewardScorer {
     private readonly sources: readonly Prepared[],
   ) {}
 
-  /** Starts function workers lazily and loads reward models now (so a bad model fails before any scoring). */
+  /** Finds (compiles) reward function modules and loads reward models now, so a bad one fails before any scoring; workers start on first use. */
   static async prepare(resolved: ResolvedSpec): Promise<RewardScorer> {
     const sources: Prepared[] = [];
     try {
