@@ -29,14 +29,18 @@ function judgeKeys(file: string): Record<string, string> {
   return Object.fromEntries(names.flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])));
 }
 
+/** Rows shown in text mode; --json has them all. */
+const SHOWN = 50;
+
 function render(result: ScoreRolloutsResult): string {
-  const rows = result.results.map((score) => [
+  const rows = result.results.slice(0, SHOWN).map((score) => [
     score.rolloutId,
     num(score.value),
     truncate(score.sources.map((s) => (s.kind === 'scored' ? `${s.name}=${num(s.value)}` : s.kind === 'skipped' ? `${s.name}: skipped (${s.reason})` : `${s.name}: ERROR ${s.error}`)).join('; '), 160),
   ]);
   const summary = `Scored ${result.scored} rollout(s); ${result.unscored} without a value; ${result.errors} source error(s)${result.cancelled ? '; cancelled before the end' : ''}.`;
-  return `${rows.length ? `${table(['ROLLOUT', 'REWARD', 'SOURCES'], rows)}\n` : ''}${summary}\n`;
+  const more = result.results.length > SHOWN ? `… and ${result.results.length - SHOWN} more (--json prints them all)\n` : '';
+  return `${rows.length ? `${table(['ROLLOUT', 'REWARD', 'SOURCES'], rows)}\n${more}` : ''}${summary}\n`;
 }
 
 export function registerScore(program: Command): void {
