@@ -70,7 +70,10 @@ describe('reward functions in a worker thread', () => {
 
   test('a missing module, one without a default export, and a TypeScript syntax error are clear errors', async (t) => {
     await assert.rejects(runner(t, 'nope.mjs').load(), /reward function module .*nope\.mjs does not exist/);
-    await assert.rejects(runner(t, 'noexport.mjs').score(trajectory('x'), task), /no default export function/);
+    const noExport = runner(t, 'noexport.mjs');
+    await assert.rejects(noExport.score(trajectory('x'), task), /cannot load reward function .*noexport\.mjs: Error: the module has no default export function/);
+    // The same error for every rollout, without loading the module again.
+    await assert.rejects(noExport.score(trajectory('y'), task), /no default export function/);
     // Written here, not committed: the test project's type check would refuse it.
     const broken = path.join(tempDir(t), 'broken.ts');
     fs.writeFileSync(broken, 'export default (trajectory: { finalAnswer: string }) => trajectory.finalAnswer.length +;\n');

@@ -14,25 +14,30 @@ import { InvalidInputError } from '../errors';
 import type { Disposable } from '../util/event';
 import type { Verdict } from './rules';
 
-/** The worker: imports the module once, then answers one call per message. */
+/**
+ * The worker: imports the module, says whether that worked (reply 0), then answers one call per
+ * message. The per-call timeout starts once the module is loaded, so a slow start (a busy machine,
+ * a large module) is not blamed on a rollout.
+ */
 const WORKER_SOURCE = `
 const { parentPort, workerData } = require('node:worker_threads');
-const loaded = import(workerData.url).then((mod) => {
+const describe = (error) => (error instanceof Error ? error.name + ': ' + error.message : 'threw ' + String(error));
+import(workerData.url).then((mod) => {
   const fn = typeof mod.default === 'function' ? mod.default : typeof mod.default?.default === 'function' ? mod.default.default : undefined;
   if (!fn) throw new Error('the module has no default export function; write export default (trajectory, task) => number');
-  return fn;
-});
-loaded.catch(() => {});
-parentPort.on('message', async ({ id, trajectory, task }) => {
-  try {
-    const fn = await loaded;
-    const value = await fn(trajectory, task);
-    parentPort.postMessage({ id, ok: true, value });
-  } catch (error) {
-    const message = error instanceof Error ? error.name + ': ' + error.message : 'threw ' + String(error);
-    parentPort.postMessage({ id, ok: false, error: message });
-  }
-});`;
+  parentPort.on('message', async ({ id, trajectory, task }) => {
+    try {
+      const value = await fn(trajectory, task);
+      parentPort.postMessage({ id, ok: true, value });
+    } catch (error) {
+      parentPort.postMessage({ id, ok: false, error: describe(error) });
+    }
+  });
+  parentPort.postMessage({ id: 0, ok: true, value: 'loaded' });
+}).catch((error) => parentPort.postMessage({ id: 0, ok: false, error: describe(error) }));`;
+
+/** How long a module may take to load (its top-level code) before it is given up. */
+const LOAD_TIMEOUT_MS = 15_000;
 
 const FunctionResult = z.union([
   z.number().finite(),
@@ -58,8 +63,12 @@ async function moduleUrl(file: string): Promise<string> {
 }
 
 export class RewardFunctionRunner implements Disposable {
-  private worker: Worker | undefined;
+  /** The worker, loading or loaded; forgotten (synchronously, in kill) once it is killed. */
+  private worker: Promise<Worker> | undefined;
+  private spawned: Worker | undefined;
   private url: Promise<string> | undefined;
+  /** Loading the module failed: it would fail the same way for every rollout. */
+  private loadError: Error | undefined;
   private next = 0;
   /** Calls run one at a time: a timeout or a crash then blames exactly one rollout. */
   private queue: Promise<unknown> = Promise.resolve();
@@ -82,16 +91,30 @@ export class RewardFunctionRunner implements Disposable {
   }
 
   private async call(trajectory: ScoringTrajectory, task: ScoringTask): Promise<Verdict> {
+    if (this.loadError) throw this.loadError;
     await this.load();
-    const worker = this.worker ?? this.spawn(await this.url!);
+    this.worker ??= this.spawn(await this.url!);
+    const worker = await this.worker;
     const id = (this.next += 1);
-    const reply = await new Promise<Reply>((resolve, reject) => {
+    worker.postMessage({ id, trajectory, task });
+    const reply = await this.reply(worker, id, this.options.timeoutMs, `the reward function did not answer within ${this.options.timeoutMs} ms`);
+    if (!reply.ok) throw new Error(reply.error);
+    const parsed = FunctionResult.safeParse(reply.value);
+    if (!parsed.success) {
+      throw new Error(`the reward function returned ${describeValue(reply.value)}; return a finite number or {value: number, reason?: string} (${describeIssues(parsed.error, 'result')})`);
+    }
+    return typeof parsed.data === 'number' ? { kind: 'scored', value: parsed.data, reason: null } : { kind: 'scored', value: parsed.data.value, reason: parsed.data.reason ?? null };
+  }
+
+  /** Waits for the worker's reply `id`; a timeout, a crash or an exit kills the worker and fails the wait. */
+  private reply(worker: Worker, id: number, timeoutMs: number, timeoutMessage: string): Promise<Reply> {
+    return new Promise<Reply>((resolve, reject) => {
       const fail = (message: string): void => {
         cleanup();
         this.kill(worker);
         reject(new Error(message));
       };
-      const timer = setTimeout(() => fail(`the reward function did not answer within ${this.options.timeoutMs} ms`), this.options.timeoutMs);
+      const timer = setTimeout(() => fail(timeoutMessage), timeoutMs);
       const onMessage = (message: Reply): void => {
         if (message.id !== id) return;
         cleanup();
@@ -105,17 +128,10 @@ export class RewardFunctionRunner implements Disposable {
         worker.off('message', onMessage).off('error', onError).off('exit', onExit);
       };
       worker.on('message', onMessage).on('error', onError).on('exit', onExit);
-      worker.postMessage({ id, trajectory, task });
     });
-    if (!reply.ok) throw new Error(reply.error);
-    const parsed = FunctionResult.safeParse(reply.value);
-    if (!parsed.success) {
-      throw new Error(`the reward function returned ${describeValue(reply.value)}; return a finite number or {value: number, reason?: string} (${describeIssues(parsed.error, 'result')})`);
-    }
-    return typeof parsed.data === 'number' ? { kind: 'scored', value: parsed.data, reason: null } : { kind: 'scored', value: parsed.data.value, reason: parsed.data.reason ?? null };
   }
 
-  private spawn(url: string): Worker {
+  private async spawn(url: string): Promise<Worker> {
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: { url },
@@ -130,17 +146,26 @@ export class RewardFunctionRunner implements Disposable {
     worker.unref();
     // Errors are reported per call; an error while idle just retires the worker.
     worker.on('error', () => this.kill(worker));
-    this.worker = worker;
+    this.spawned = worker;
+    const loaded = await this.reply(worker, 0, LOAD_TIMEOUT_MS, `the reward function module did not load within ${LOAD_TIMEOUT_MS} ms`).catch((error: Error) => ({ ok: false as const, id: 0, error: error.message }));
+    if (!loaded.ok) {
+      this.kill(worker);
+      this.loadError = new Error(`cannot load reward function ${this.file}: ${loaded.error}`);
+      throw this.loadError;
+    }
     return worker;
   }
 
   private kill(worker: Worker): void {
-    if (this.worker === worker) this.worker = undefined;
+    if (this.spawned === worker) {
+      this.spawned = undefined;
+      this.worker = undefined;
+    }
     void worker.terminate();
   }
 
   dispose(): void {
-    if (this.worker) this.kill(this.worker);
+    if (this.spawned) this.kill(this.spawned);
   }
 }
 
