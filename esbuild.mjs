@@ -5,8 +5,8 @@ import path from 'node:path';
 
 const watch = process.argv.includes('--watch');
 
-/** Native or editor-provided modules stay outside the bundles. */
-const nodeExternals = ['vscode', 'better-sqlite3', 'onnxruntime-node'];
+/** Native or editor-provided modules stay outside the bundles; esbuild itself is loaded only to compile TS reward functions. */
+const nodeExternals = ['vscode', 'better-sqlite3', 'onnxruntime-node', 'esbuild'];
 
 /**
  * zod 4 exports every locale's error messages through its `z.locales` namespace, which bundling

@@ -8,7 +8,8 @@ import type { DaemonInfo, ReadyMessage } from './protocol';
 import { acquireStoreLock, removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
 import type { Logger } from './log';
 import { createHandlers } from './rpc/handlers';
-import { ChangeNotifier } from './rpc/notifier';
+import { ChangeNotifier, type Broadcast } from './rpc/notifier';
+import { ScoreJobs } from './rewards/job';
 import { RpcServer } from './rpc/server';
 import { DaemonHttpServer } from './server/http';
 import { WriteQueue } from './store/writeQueue';
@@ -54,6 +55,7 @@ export class Daemon {
     readonly url: string,
     private readonly logger: Logger,
     private readonly releaseLock: () => void,
+    private readonly scoreJobs: ScoreJobs,
   ) {}
 
   static async start(options: DaemonOptions): Promise<Daemon> {
@@ -79,8 +81,12 @@ export class Daemon {
       };
       const writes = new WriteQueue(store, logger.child('writes'));
       let baseUrl: string | undefined;
-      const handlers = createHandlers({ store, writes, info: () => info, agentBaseUrl: () => baseUrl });
+      const scoreJobs = new ScoreJobs();
+      // The RPC server that broadcasts is made from the handlers: they reach it through this binding.
+      let broadcast: Broadcast | undefined;
+      const handlers = createHandlers({ store, writes, info: () => info, agentBaseUrl: () => baseUrl, scoreJobs, notify: (name, params) => broadcast?.(name, params) });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
+      broadcast = rpc.broadcast;
       const notifier = new ChangeNotifier(store, rpc.broadcast);
       const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4);
       const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent') });
@@ -93,7 +99,7 @@ export class Daemon {
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       baseUrl = url;
-      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, token, info, url, logger, releaseLock);
+      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, token, info, url, logger, releaseLock, scoreJobs);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
       return daemon;
@@ -119,7 +125,8 @@ export class Daemon {
     this.stopping ??= (async () => {
       this.logger.info('daemon stopping');
       if (this.discovery) removeDiscovery(this.discovery);
-      // Stop taking requests and let those in flight finish (their writes are still taken)…
+      // Stop taking requests and let those in flight finish (their writes are still taken; score jobs stop after their chunk)…
+      this.scoreJobs.dispose();
       await this.http.drain(5_000);
       // …then commit what is queued, announce it, and give committed RPC replies a turn to go out.
       this.writes.shutdown();

@@ -18,6 +18,7 @@ import { lightningRlBenchmark } from './lightningrl';
 import { otlpBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
 import { runnerBenchmark } from './runner';
+import { rewardsBenchmark } from './rewards';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -256,6 +257,7 @@ async function main(): Promise<void> {
   await readyTime(large);
   lightningRlBenchmark(work);
   await runnerBenchmark(work);
+  await rewardsBenchmark(work);
   if (!process.argv.includes('--store-only')) {
     await otlpBenchmark(work);
     await proxyBenchmarks(work);

@@ -8,6 +8,8 @@
  * across network chunks). A test may also script chat completions itself (`options.chat`): a
  * function of the request body that returns the answer's text, a raw HTTP reply, or undefined for
  * the behaviour above.
+ * across network chunks), `scripted…` (chat completions answer the texts given to `script()`, in
+ * order, e.g. an LLM judge's replies; the last one repeats).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -24,6 +26,8 @@ export interface ScriptedUpstream {
   readonly requests: ReceivedRequest[];
   /** Lets a `gated` stream send its next chunk. */
   release(): void;
+  /** The assistant contents that `scripted…` models answer with, in order (the last one repeats). */
+  script(replies: readonly string[]): void;
   /** Resolves when the upstream saw a request's connection close before it finished responding. */
   readonly aborted: Promise<void>;
   close(): Promise<void>;
@@ -67,6 +71,7 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
       } else gate.push(resolve);
     });
   let counter = 0;
+  let scripted: string[] = [];
 
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -102,6 +107,10 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
       return void res.end('{"id": "broken", "choices": [');
     }
     if (model === 'hang') return;
+    if (model.startsWith('scripted') && path.endsWith('/chat/completions')) {
+      const content = scripted.length > 1 ? scripted.shift()! : (scripted[0] ?? '');
+      return json(200, { id, object: 'chat.completion', created: 1, model, choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }], usage: { prompt_tokens: 50, completion_tokens: 10, total_tokens: 60 } });
+    }
     if (model === 'drop') {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { role: 'assistant', content: 'Par' }, finish_reason: null }] })}\n\n`);
@@ -116,13 +125,13 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
       setTimeout(() => res.end(event.subarray(cut)), 20);
       return;
     }
-    const scripted = path.endsWith('/chat/completions') && !body.stream ? script.chat?.(body) : undefined;
-    if (typeof scripted === 'string') {
-      return json(200, { id, object: 'chat.completion', created: 1, model, choices: [{ index: 0, message: { role: 'assistant', content: scripted }, finish_reason: 'stop' }], usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } });
+    const fromScript = path.endsWith('/chat/completions') && !body.stream ? script.chat?.(body) : undefined;
+    if (typeof fromScript === 'string') {
+      return json(200, { id, object: 'chat.completion', created: 1, model, choices: [{ index: 0, message: { role: 'assistant', content: fromScript }, finish_reason: 'stop' }], usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } });
     }
-    if (scripted) {
-      res.writeHead(scripted.status, { 'content-type': 'application/json' });
-      return void res.end(scripted.body);
+    if (fromScript) {
+      res.writeHead(fromScript.status, { 'content-type': 'application/json' });
+      return void res.end(fromScript.body);
     }
     if (path.endsWith('/models')) return json(200, { object: 'list', data: [{ id: 'test-model', object: 'model', owned_by: 'tests' }] });
     if (path.endsWith('/embeddings')) return json(200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }], model, usage: { prompt_tokens: 3, total_tokens: 3 } });
@@ -187,6 +196,9 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
     url: `http://127.0.0.1:${port}/v1`,
     requests,
     aborted,
+    script: (replies) => {
+      scripted = [...replies];
+    },
     release: () => {
       const next = gate.shift();
       if (next) next();

@@ -7,6 +7,7 @@ import { registerExport } from './commands/export';
 import { registerReward } from './commands/reward';
 import { registerRollouts } from './commands/rollouts';
 import { registerRun } from './commands/run';
+import { registerScore } from './commands/score';
 import { registerServe } from './commands/serve';
 import { registerShow } from './commands/show';
 import { registerResource } from './commands/resource';
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   registerDataset(program);
   registerResource(program);
   registerTrain(program);
+  registerScore(program);
   program
     .command('demo')
     .description('record a sample agent offline in .lightning/store.db (what `npm run demo` runs): no API key, no GPU, no download')

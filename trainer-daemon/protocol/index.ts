@@ -7,3 +7,4 @@ export * from './lightningrl';
 export * from './validation';
 export * from './apo';
 export * from './promptEdit';
+export * from './rewards';

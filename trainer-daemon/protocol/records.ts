@@ -72,7 +72,7 @@ export const Rollout = z.object({
   llmCalls: z.number().int().nonnegative(),
   promptTokens: z.number().int().nonnegative(),
   completionTokens: z.number().int().nonnegative(),
-  /** The rollout's episode reward for display: the latest human annotation, else the latest of any source. */
+  /** The rollout's episode reward: the latest human annotation, else the latest the agent posted, else the latest automatic one (rule, judge, model). */
   reward: z.number().nullable(),
 });
 export type Rollout = z.infer<typeof Rollout>;

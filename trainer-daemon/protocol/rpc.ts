@@ -33,6 +33,7 @@ import {
   UpdateTrainingRunParams,
 } from './apo';
 import { Resource } from './records';
+import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
   readonly method: string;
@@ -244,6 +245,10 @@ export const Methods = {
   recordApoRound: method('apo/recordRound', RecordApoRoundParams, z.object({ run: TrainingRun })),
   /** APO's candidates, best validation score first. */
   apoLeaderboard: method('apo/leaderboard', z.strictObject({ runId: z.string().min(1) }), z.object({ items: z.array(ApoCandidate) })),
+  /** Scores finished rollouts with automatic reward sources and appends their reward rows; `rewards/progress` reports as it goes. */
+  scoreRollouts: method('rewards/score', ScoreRolloutsParams, ScoreRolloutsResult),
+  /** Stops a `rewards/score` job after its current chunk; its answer then has `cancelled: true`. */
+  cancelScore: method('rewards/cancel', z.strictObject({ jobId: z.string().min(1).max(100) }), z.object({ cancelled: z.boolean() })),
 } as const;
 
 export type Methods = typeof Methods;
@@ -263,6 +268,8 @@ export const Notifications = {
   spansAdded: notification('spans/added', z.object({ rollouts: z.array(SpanRange) })),
   /** A training run changed: status, a cancel request, or (APO) a round recorded; with its leaderboard. */
   trainingRunChanged: notification('trainingRuns/changed', z.object({ run: TrainingRun, round: z.number().int().nullable(), candidates: z.array(ApoCandidate) })),
+  /** A `rewards/score` job's progress, after each chunk of rollouts. */
+  scoreProgress: notification('rewards/progress', ScoreProgress),
 } as const;
 
 export type Notifications = typeof Notifications;

@@ -8,6 +8,9 @@ import { ConflictError, InvalidInputError } from '../errors';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { validateSpans, type StoredSpanResult } from '../store/spans';
+import { scoreRollouts, ScoreJobs } from '../rewards/job';
+import { proxyJudgeTransport } from '../rewards/judgeTransport';
+import type { Broadcast } from './notifier';
 
 export type Handlers = {
   [M in MethodName]: (params: ParsedParamsOf<M>) => ResultOf<M> | Promise<ResultOf<M>>;
@@ -20,9 +23,13 @@ export interface HandlerContext {
   readonly info: () => DaemonInfo;
   /** The daemon's base URL for agent capability URLs; absent when no daemon serves HTTP. */
   readonly agentBaseUrl?: () => string | undefined;
+  /** Sends a notification to every connected client (progress of long jobs); absent without a server. */
+  readonly notify?: Broadcast;
+  /** Score jobs in flight, for `rewards/cancel` and shutdown. */
+  readonly scoreJobs?: ScoreJobs;
 }
 
-export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerContext): Handlers {
+export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs() }: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
   return {
     daemonInfo: () => info(),
@@ -70,6 +77,17 @@ export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerCon
     cancelTrainingRun: ({ id }) => write(() => store.cancelTrainingRun(id)),
     recordApoRound: (params) => write(() => ({ run: store.recordApoRound(params) })),
     apoLeaderboard: ({ runId }) => ({ items: store.getTrainingRun(runId).candidates }),
+    scoreRollouts: async ({ jobId = `score-${Date.now()}`, apiKeys, ...params }) => {
+      const signal = scoreJobs.start(jobId);
+      try {
+        const baseUrl = agentBaseUrl?.();
+        const judge = baseUrl ? proxyJudgeTransport({ store, writes, agentBaseUrl: baseUrl, apiKeys, env: process.env, signal }) : undefined;
+        return await scoreRollouts({ store, writes, judge }, { ...params, apiKeys }, { signal, scorers: scoreJobs.scorers, onProgress: (progress) => notify?.('scoreProgress', { jobId, ...progress }) });
+      } finally {
+        scoreJobs.end(jobId);
+      }
+    },
+    cancelScore: ({ jobId }) => ({ cancelled: scoreJobs.cancel(jobId) }),
   };
 }
 

@@ -37,6 +37,7 @@ function rowToReward(row: RewardRow): Reward {
 
 export class RewardRepository {
   private readonly insert: Statement;
+  private readonly insertEpisode: Statement;
   private readonly byId: Statement<[number | bigint], RewardRow>;
   private readonly ofRollout: Statement<[string], RewardRow>;
   private readonly ofMany: Statement<[string], RewardRow>;
@@ -45,6 +46,8 @@ export class RewardRepository {
   constructor(db: Database) {
     this.insert = db.prepare(`INSERT INTO rewards (rollout_id, span_id, name, value, source, author, comment, reason, created_at)
       VALUES (@rolloutId, @spanId, @name, @value, @source, @author, @comment, @reason, @now)`);
+    this.insertEpisode = db.prepare(`INSERT INTO rewards (rollout_id, span_id, name, value, source, author, comment, reason, created_at)
+      VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?)`);
     this.byId = db.prepare('SELECT * FROM rewards WHERE id = ?');
     this.ofRollout = db.prepare('SELECT * FROM rewards WHERE rollout_id = ? ORDER BY id');
     this.ofMany = db.prepare('SELECT * FROM rewards WHERE rollout_id IN (SELECT value FROM json_each(?)) ORDER BY id');
@@ -60,6 +63,17 @@ export class RewardRepository {
     }
     const info = this.insert.run({ ...params, now });
     return rowToReward(this.byId.get(info.lastInsertRowid)!);
+  }
+
+  /**
+   * Appends many episode rewards (no span) without reading them back: automatic scoring's bulk
+   * path. The caller has checked the rollouts exist. Must run inside a transaction.
+   */
+  addMany(rows: ReadonlyArray<z.output<typeof AddRewardParams>>, now = Date.now()): void {
+    for (const row of rows) {
+      if (row.spanId !== null) throw new InvalidInputError('bulk rewards are episode rewards: spanId must be null');
+      this.insertEpisode.run(row.rolloutId, row.name, row.value, row.source, row.author, row.comment, row.reason, now);
+    }
   }
 
   list(rolloutId: string): Reward[] {

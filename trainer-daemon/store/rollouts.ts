@@ -55,10 +55,13 @@ export interface RolloutRow {
   reward: number | null;
 }
 
-/** The display reward: the latest human annotation of the episode, else the latest of any source. */
+/**
+ * The display reward, under the episode-reward policy training uses (lightningrl/credit.ts): the
+ * latest human annotation, else the latest the agent posted, else the latest automatic one.
+ */
 const REWARD_COLUMN = `(SELECT w.value FROM rewards w
   WHERE w.rollout_id = r.id AND w.name = 'reward' AND w.span_id IS NULL
-  ORDER BY (w.source = 'human') DESC, w.id DESC LIMIT 1) AS reward`;
+  ORDER BY CASE w.source WHEN 'human' THEN 2 WHEN 'agent' THEN 1 ELSE 0 END DESC, w.id DESC LIMIT 1) AS reward`;
 const SELECT_ROLLOUT = `SELECT r.*, ${REWARD_COLUMN} FROM rollouts r`;
 
 export function newRolloutId(): string {

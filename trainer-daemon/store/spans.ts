@@ -84,7 +84,7 @@ export function validateSpans(raw: readonly unknown[]): { valid: SpanInput[]; va
 }
 
 /** The part of a span LightningRL reads. */
-export type TrainingSpan = Pick<Span, 'spanId' | 'parentSpanId' | 'traceId' | 'sequence' | 'category' | 'startMs' | 'endMs' | 'attributes'>;
+export type TrainingSpan = Pick<Span, 'spanId' | 'parentSpanId' | 'traceId' | 'sequence' | 'category' | 'startMs' | 'endMs' | 'attributes' | 'name' | 'statusCode'>;
 
 interface TwinRow {
   response_id: string;
@@ -114,7 +114,7 @@ export class SpanRepository {
   private readonly bump: Statement;
   private readonly ofRollout: Statement<[string], SpanRow>;
   private readonly after: Statement<[string, number, number], SpanRow>;
-  private readonly forTraining: Statement<[string], Pick<SpanRow, 'rollout_id' | 'span_id' | 'parent_span_id' | 'trace_id' | 'sequence' | 'category' | 'start_ms' | 'end_ms' | 'attributes'>>;
+  private readonly forTraining: Statement<[string], Pick<SpanRow, 'rollout_id' | 'span_id' | 'parent_span_id' | 'trace_id' | 'sequence' | 'category' | 'start_ms' | 'end_ms' | 'attributes' | 'name' | 'status_code'>>;
   private readonly twinsOf: Statement<[string, string], TwinRow>;
   private readonly demote: Statement;
 
@@ -135,7 +135,7 @@ export class SpanRepository {
     this.ofRollout = db.prepare('SELECT * FROM spans WHERE rollout_id = ? ORDER BY sequence');
     this.after = db.prepare('SELECT * FROM spans WHERE rollout_id = ? AND sequence > ? ORDER BY sequence LIMIT ?');
     // Only the rollout's last attempt: the calls of a failed attempt are not the trajectory that earned the reward.
-    this.forTraining = db.prepare(`SELECT s.rollout_id, s.span_id, s.parent_span_id, s.trace_id, s.sequence, s.category, s.start_ms, s.end_ms, s.attributes
+    this.forTraining = db.prepare(`SELECT s.rollout_id, s.span_id, s.parent_span_id, s.trace_id, s.sequence, s.category, s.start_ms, s.end_ms, s.attributes, s.name, s.status_code
       FROM json_each(?) j CROSS JOIN spans s ON s.rollout_id = j.value
       WHERE s.attempt = (SELECT r.attempt_count FROM rollouts r WHERE r.id = j.value)`);
   }
@@ -219,6 +219,8 @@ export class SpanRepository {
         startMs: row.start_ms,
         endMs: row.end_ms,
         attributes: JSON.parse(row.attributes) as Record<string, Json>,
+        name: row.name,
+        statusCode: row.status_code,
       });
     }
     for (const spans of byRollout.values()) spans.sort((a, b) => a.sequence - b.sequence);

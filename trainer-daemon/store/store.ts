@@ -4,6 +4,7 @@
  * acknowledged, durable write. Change events fire after the commit.
  */
 import type { Database, Transaction } from 'better-sqlite3';
+import type { z } from 'zod';
 import {
   AddRewardParams,
   CreateRolloutParams,
@@ -173,6 +174,19 @@ export class Store {
     } while (cursor);
   }
 
+  /** The trajectories of the given rollouts (as `trajectories` yields them), in the order given. */
+  trajectoriesOf(ids: readonly string[]): Trajectory[] {
+    return this.trajectoriesFor(ids.map((id) => this.rollouts.get(id)));
+  }
+
+  /** The trajectories of rollouts already read (a page of `listRollouts`): their spans and rewards, in two queries. */
+  trajectoriesFor(rollouts: readonly Rollout[]): Trajectory[] {
+    const ids = rollouts.map((r) => r.id);
+    const spans = this.spans.listForTraining(ids);
+    const rewards = this.rewards.listMany(ids);
+    return rollouts.map((rollout) => ({ rollout, spans: spans.get(rollout.id)!, rewards: rewards.get(rollout.id)! }));
+  }
+
   listSpans(rolloutId: string, afterSequence: number, limit: number): Span[] {
     this.rollouts.get(rolloutId);
     return this.spans.listAfter(rolloutId, afterSequence, limit);
@@ -280,6 +294,15 @@ export class Store {
 
   listTrainingRuns(limit: number): TrainingRun[] {
     return this.trainingRuns.list(limit);
+  }
+
+  /**
+   * Appends many episode rewards in one transaction (automatic scoring); one bad row writes none.
+   * The rows' rollouts were just read; the foreign key refuses one deleted meanwhile.
+   */
+  addRewards(rows: ReadonlyArray<z.output<typeof AddRewardParams>>): void {
+    this.write(() => this.rewards.addMany(rows));
+    this.afterCommit([...new Set(rows.map((row) => row.rolloutId))]);
   }
 
   importDataset(params: ImportDatasetParams): Dataset {

@@ -1,0 +1,80 @@
+/**
+ * The rewards config file (`.lightning/rewards.json` beside the store, or any file given with
+ * `--config`): a `default` spec and specs per dataset. Read and checked where it enters the
+ * process; every error names the file and the field. Sources get default names here, and names
+ * must be unique, so every reward row says which source wrote it.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { describeIssues, RewardsFile, RewardSpec, type RewardSourceConfig, type RewardSpecInput } from '../protocol';
+import { InvalidInputError, NotFoundError } from '../errors';
+import { assertNever } from '../util/assert';
+
+/** A spec whose sources all have names, with the folder its relative paths start from. */
+export interface ResolvedSpec {
+  readonly spec: RewardSpec;
+  readonly names: readonly string[];
+  readonly baseDir: string;
+}
+
+export const DEFAULT_REWARDS_FILE = 'rewards.json';
+
+/** The default name of a source: what it is, e.g. `rule.exact`, `function.reward`, `judge`, `model`. */
+function defaultName(source: RewardSourceConfig): string {
+  switch (source.type) {
+    case 'rule':
+      return `rule.${source.rule.rule}`;
+    case 'function':
+      return `function.${path.basename(source.module).replace(/\.[^.]*$/, '')}`.replace(/[^A-Za-z0-9_.:-]/g, '_');
+    case 'judge':
+      return 'judge';
+    case 'model':
+      return 'model';
+    default:
+      return assertNever(source);
+  }
+}
+
+export function resolveSpec(spec: RewardSpec, baseDir: string, where: string): ResolvedSpec {
+  const names = spec.sources.map((source) => source.name ?? defaultName(source));
+  names.forEach((name, i) => {
+    if (name === spec.name) throw new InvalidInputError(`${where}.sources.${i}.name: ${name} is the combined reward's name; give the source another name`);
+    const first = names.indexOf(name);
+    if (first !== i) throw new InvalidInputError(`${where}.sources.${i}.name: sources ${first} and ${i} are both named ${name}; give each a distinct name`);
+  });
+  return { spec, names, baseDir };
+}
+
+/** Checks an inline spec (from the RPC or a run configuration). */
+export function parseSpec(raw: RewardSpecInput | unknown, baseDir: string, where = 'spec'): ResolvedSpec {
+  const parsed = RewardSpec.safeParse(raw);
+  if (!parsed.success) throw new InvalidInputError(describeIssues(parsed.error, where));
+  return resolveSpec(parsed.data, baseDir, where);
+}
+
+export interface LoadedRewardsFile {
+  readonly file: string;
+  readonly default: ResolvedSpec | undefined;
+  /** By dataset name or id, as written in the file. */
+  readonly datasets: ReadonlyMap<string, ResolvedSpec>;
+}
+
+export function loadRewardsFile(file: string): LoadedRewardsFile {
+  if (!fs.existsSync(file)) {
+    throw new NotFoundError(`no rewards config at ${file}: write one (see the README's "Automatic rewards" section) or pass --config FILE`);
+  }
+  let raw: unknown;
+  try {
+    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
+  } catch (error) {
+    throw new InvalidInputError(`${file}: not valid JSON (${(error as Error).message})`);
+  }
+  const parsed = RewardsFile.safeParse(raw);
+  if (!parsed.success) throw new InvalidInputError(`${file}: ${describeIssues(parsed.error, '')}`);
+  const baseDir = path.dirname(path.resolve(file));
+  return {
+    file,
+    default: parsed.data.default && resolveSpec(parsed.data.default, baseDir, `${file}: default`),
+    datasets: new Map(Object.entries(parsed.data.datasets).map(([name, spec]) => [name, resolveSpec(spec, baseDir, `${file}: datasets.${name}`)])),
+  };
+}

@@ -1,0 +1,79 @@
+/**
+ * What reward sources see of a rollout: its final answer, LLM calls, tool calls and counters,
+ * derived once from the recorded spans (the same call extraction LightningRL uses), so every rule,
+ * reward function, judge and reward model reads the same trajectory.
+ */
+import type { Json, ScoringTask, ScoringTrajectory, Task, ToolCall } from '../protocol';
+import { extractCalls, type LlmCall } from '../lightningrl/adapter';
+import type { Trajectory } from '../store/store';
+
+type JsonObject = { [key: string]: Json };
+
+function obj(value: Json | undefined): JsonObject | undefined {
+  return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : undefined;
+}
+
+/** Tool calls an LLM response asked for: chat `tool_calls`, or Responses API `function_call` items. */
+function toolCallsOf(call: LlmCall): ToolCall[] {
+  const chat = Array.isArray(call.message?.tool_calls) ? call.message!.tool_calls : [];
+  const fromChat = chat.flatMap((entry) => {
+    const fn = obj(obj(entry)?.function);
+    return typeof fn?.name === 'string' ? [{ name: fn.name, arguments: typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? null) }] : [];
+  });
+  const fromResponses = (call.output ?? []).flatMap((item) => {
+    const entry = obj(item);
+    return entry?.type === 'function_call' && typeof entry.name === 'string'
+      ? [{ name: entry.name, arguments: typeof entry.arguments === 'string' ? entry.arguments : '' }]
+      : [];
+  });
+  return [...fromChat, ...fromResponses];
+}
+
+/** Tools seen as spans (frameworks that trace tool execution): the GenAI tool name, else the span name. */
+function toolSpanCalls(trajectory: Trajectory): ToolCall[] {
+  return trajectory.spans
+    .filter((span) => span.category === 'tool')
+    .map((span) => {
+      const name = span.attributes['gen_ai.tool.name'] ?? span.attributes['tool.name'];
+      const args = span.attributes['gen_ai.tool.call.arguments'] ?? span.attributes['tool.arguments'];
+      return { name: typeof name === 'string' ? name : span.name, arguments: typeof args === 'string' ? args : '' };
+    });
+}
+
+/** The agent's own report of its answer: the latest span carrying `lightning.answer`. */
+function reportedAnswer(trajectory: Trajectory): string | null {
+  for (let i = trajectory.spans.length - 1; i >= 0; i -= 1) {
+    const value = trajectory.spans[i]!.attributes['lightning.answer'];
+    if (value !== undefined) return typeof value === 'string' ? value : JSON.stringify(value);
+  }
+  return null;
+}
+
+export function toScoringTrajectory(trajectory: Trajectory): ScoringTrajectory {
+  const { rollout } = trajectory;
+  const llmCalls = extractCalls(trajectory.spans, [], 'reward');
+  const calls = llmCalls.map((call) => ({ model: call.model, messages: call.messages, content: call.text, toolCalls: toolCallsOf(call) }));
+  const requested = calls.flatMap((call) => call.toolCalls);
+  return {
+    rolloutId: rollout.id,
+    status: rollout.status,
+    error: rollout.error,
+    finalAnswer: reportedAnswer(trajectory) ?? calls.at(-1)?.content ?? null,
+    calls,
+    toolCalls: requested.length > 0 ? requested : toolSpanCalls(trajectory),
+    steps: calls.length,
+    promptTokens: rollout.promptTokens,
+    completionTokens: rollout.completionTokens,
+    errorSpans: trajectory.spans.filter((span) => span.statusCode === 'error').length,
+  };
+}
+
+/**
+ * The rollout's task with its expected answer: from its dataset's task when it came from one, else
+ * the `expected` field of an object task input (`lightning run --task '{"q":…,"expected":…}'`).
+ */
+export function toScoringTask(trajectory: Trajectory, datasetTask: Task | undefined): ScoringTask {
+  const task = trajectory.rollout.task;
+  const expected = datasetTask?.expected ?? obj(task?.input ?? null)?.expected ?? null;
+  return { id: task?.id ?? null, input: task?.input ?? null, expected };
+}
