@@ -5,6 +5,8 @@
  */
 import * as vscode from 'vscode';
 import { Annotator } from './annotate';
+import { OptimizePrompt } from './apo/optimizePrompt';
+import { PromptResults } from './apo/promptResult';
 import { DebugWithLightning } from './debug/debugWithLightning';
 import { LiveRollouts } from './liveRollouts';
 import { PANEL_VIEW_ID, RolloutsPanel } from './panel';
@@ -54,6 +56,9 @@ export function activate(context: vscode.ExtensionContext): void {
     upstreamKey.onDidChange(restartOwnDaemon),
     vscode.workspace.onDidChangeConfiguration((event) => affectsDaemon(event) && restartOwnDaemon()),
   );
+  const promptResults = new PromptResults(supervisor, log);
+  const optimize = new OptimizePrompt(supervisor, log, upstreamKey, context.asAbsolutePath('dist/cli.js'), promptResults, context.workspaceState);
+  context.subscriptions.push(promptResults, command('lightning.optimizePrompt', () => optimize.run()));
   log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`);
 }
 
