@@ -12,6 +12,7 @@ import { LiveRollouts } from './liveRollouts';
 import { PANEL_VIEW_ID, RolloutsPanel } from './panel';
 import { affectsDaemon, UpstreamKey } from './settings';
 import { LightningStatusBar } from './statusBar';
+import { TrainingRuns } from './trainingRuns';
 import { DaemonSupervisor } from './supervisor';
 
 export function activate(context: vscode.ExtensionContext): void {
@@ -22,7 +23,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
   const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey);
-  const panel = new RolloutsPanel(context.extensionUri, live, annotator, log);
+  const trainingRuns = new TrainingRuns(supervisor);
+  const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;
     if (supervisor.state.kind !== 'stopped') void supervisor.restart().catch(() => undefined);
@@ -58,7 +60,7 @@ export function activate(context: vscode.ExtensionContext): void {
   );
   const promptResults = new PromptResults(supervisor, log);
   const optimize = new OptimizePrompt(supervisor, log, upstreamKey, context.asAbsolutePath('dist/cli.js'), promptResults, context.workspaceState);
-  context.subscriptions.push(promptResults, command('lightning.optimizePrompt', () => optimize.run()));
+  context.subscriptions.push(trainingRuns, promptResults, command('lightning.optimizePrompt', () => optimize.run()));
   log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`);
 }
 
