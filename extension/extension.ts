@@ -23,7 +23,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
   const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey);
-  const trainingRuns = new TrainingRuns(supervisor);
+  const promptResults = new PromptResults(supervisor, log);
+  const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
   const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;
@@ -58,7 +59,6 @@ export function activate(context: vscode.ExtensionContext): void {
     upstreamKey.onDidChange(restartOwnDaemon),
     vscode.workspace.onDidChangeConfiguration((event) => affectsDaemon(event) && restartOwnDaemon()),
   );
-  const promptResults = new PromptResults(supervisor, log);
   const optimize = new OptimizePrompt(supervisor, log, upstreamKey, context.asAbsolutePath('dist/cli.js'), promptResults, context.workspaceState);
   context.subscriptions.push(trainingRuns, promptResults, command('lightning.optimizePrompt', () => optimize.run()));
   log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`);

@@ -106,6 +106,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
         case 'listTrainingRuns':
         case 'openTrainingRun':
         case 'cancelTrainingRun':
+        case 'showTrainingRunResult':
           await this.trainingRuns.receive(message, (reply) => this.post(reply));
           return;
       }

@@ -11,7 +11,7 @@ import type { TrainingRunView } from '../webview/trainingRunProtocol';
 import type { DaemonClient } from './daemonClient';
 import type { DaemonSupervisor } from './supervisor';
 
-export type TrainingRunRequest = Extract<WebviewToExtension, { type: 'listTrainingRuns' | 'openTrainingRun' | 'cancelTrainingRun' }>;
+export type TrainingRunRequest = Extract<WebviewToExtension, { type: 'listTrainingRuns' | 'openTrainingRun' | 'cancelTrainingRun' | 'showTrainingRunResult' }>;
 
 export class TrainingRuns implements vscode.Disposable {
   private readonly _onDidChange = new vscode.EventEmitter<TrainingRun>();
@@ -19,7 +19,11 @@ export class TrainingRuns implements vscode.Disposable {
   private subscription: vscode.Disposable | undefined;
   private readonly connection: vscode.Disposable;
 
-  constructor(private readonly supervisor: DaemonSupervisor) {
+  constructor(
+    private readonly supervisor: DaemonSupervisor,
+    /** Shows a finished run's outcome in the editor (APO: promptResult.ts). */
+    private readonly showResult: (run: TrainingRun) => Promise<void>,
+  ) {
     this.connection = supervisor.onDidConnect((client) => {
       this.subscription?.dispose();
       this.subscription = client.onNotification('trainingRunChanged', ({ run }) => this._onDidChange.fire(run));
@@ -37,6 +41,9 @@ export class TrainingRuns implements vscode.Disposable {
         return;
       case 'cancelTrainingRun':
         post({ type: 'trainingRunChanged', run: await client.request('cancelTrainingRun', { id: message.id }) });
+        return;
+      case 'showTrainingRunResult':
+        await this.showResult((await client.request('getTrainingRun', { id: message.id })).run);
         return;
     }
   }

@@ -75,6 +75,7 @@ const trainingRuns = new TrainingRunsView({
   list: () => post({ type: 'listTrainingRuns' }),
   open: (id) => post({ type: 'openTrainingRun', id }),
   cancel: (id) => post({ type: 'cancelTrainingRun', id }),
+  showResult: (id) => post({ type: 'showTrainingRunResult', id }),
 });
 app.insertBefore(trainingRuns.element, app.querySelector('.list'));
 

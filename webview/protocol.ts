@@ -47,6 +47,8 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('listTrainingRuns') }),
   z.object({ type: z.literal('openTrainingRun'), id: z.string().min(1) }),
   z.object({ type: z.literal('cancelTrainingRun'), id: z.string().min(1) }),
+  /** A finished run's outcome in the editor (APO: the diff, with Apply when this window marked the prompt). */
+  z.object({ type: z.literal('showTrainingRunResult'), id: z.string().min(1) }),
 ]);
 export type WebviewToExtension = z.infer<typeof WebviewToExtension>;
 

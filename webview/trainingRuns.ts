@@ -16,6 +16,8 @@ export interface TrainingRunActions {
   list(): void;
   open(id: string): void;
   cancel(id: string): void;
+  /** The run's outcome in the editor (APO: the diff with Apply / Keep). */
+  showResult(id: string): void;
 }
 
 export class TrainingRunsView {
@@ -77,6 +79,7 @@ export class TrainingRunsView {
     const header = el('div', 'run-header');
     header.append(el('strong', '', `${run.algorithm} ${run.id}`), el('span', `status status-${run.status}`, `${RUN_STATUS_ICON[run.status]} ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`));
     if ((run.status === 'running' || run.status === 'queued') && !run.cancelRequested) header.append(button('Cancel', 'Cancel this training run', () => this.actions.cancel(run.id), 'cancel-run'));
+    if (run.result !== null) header.append(button('Show Diff', 'Show the result in the editor', () => this.actions.showResult(run.id), 'show-result'));
     const parts: HTMLElement[] = [header, el('div', 'facts', [runSubject(run), runOutcome(run)].filter(Boolean).join(' · '))];
     const chart = el('div', 'chart');
     chart.innerHTML = metricChartSvg(view.metrics, { names: chartedMetrics(run.algorithm) });

@@ -58,8 +58,8 @@ export class OptimizePrompt {
     await this.storePrompt(client, resource, target.prompt);
 
     const args = trainArgs({ storeFile: readSettings().storeFile, resource, dataset: dataset.name, valDataset, settings, promptFile: target.wholeFile && document.uri.scheme === 'file' ? document.uri.fsPath : null, agentArgv: agent.argv });
-    const result = await this.train(resource, args, agent);
-    if (result) await this.results.show(result, { uri: document.uri, location: target.location });
+    const result = await this.train(resource, args, agent, (runId) => this.results.remember(runId, { uri: document.uri, location: target.location }));
+    if (result) await this.results.show(result);
   }
 
   private async askName(client: DaemonClient, target: PromptTarget, document: vscode.TextDocument): Promise<string | undefined> {
@@ -155,7 +155,7 @@ export class OptimizePrompt {
     }
   }
 
-  private async train(resource: string, args: string[], agent: AgentCommand): Promise<ApoResult | undefined> {
+  private async train(resource: string, args: string[], agent: AgentCommand, started: (runId: string) => void): Promise<ApoResult | undefined> {
     const resolution = await resolveRuntime({ nodePath: readSettings().nodePath, hostExecPath: process.execPath, probe: probeVersion });
     if (!resolution.ok) throw new Error(resolution.message);
     const key = await this.upstreamKey.get();
@@ -176,6 +176,7 @@ export class OptimizePrompt {
         env,
         onStarted: (id) => {
           runId = id;
+          started(id);
           progress.report({ message: `run ${id} started: scoring the original prompt…` });
         },
         onProgress: (line) => {

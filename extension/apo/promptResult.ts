@@ -5,7 +5,7 @@
  * for its literal, undoable) or **Keep as Resource Version** (resources/setCurrent).
  */
 import * as vscode from 'vscode';
-import { promptEdit, type ApoResult, type PromptLocation } from '../../trainer-daemon/protocol';
+import { ApoResult, promptEdit, type PromptLocation, type TrainingRun } from '../../trainer-daemon/protocol';
 import type { DaemonSupervisor } from '../supervisor';
 
 export const PROMPT_SCHEME = 'lightning-prompt';
@@ -20,6 +20,8 @@ const score = (value: number): string => value.toFixed(2);
 
 export class PromptResults implements vscode.TextDocumentContentProvider, vscode.Disposable {
   private readonly texts = new Map<string, string>();
+  /** Where each run started in this window marked its prompt (what Apply edits). */
+  private readonly sources = new Map<string, PromptSource>();
   private readonly registration = vscode.workspace.registerTextDocumentContentProvider(PROMPT_SCHEME, this);
 
   constructor(
@@ -37,8 +39,20 @@ export class PromptResults implements vscode.TextDocumentContentProvider, vscode
     return uri;
   }
 
-  /** Shows the diff and offers Apply / Keep as Resource Version; resolves once the user chose (or dismissed). */
-  async show(result: ApoResult, source: PromptSource): Promise<void> {
+  remember(runId: string, source: PromptSource): void {
+    this.sources.set(runId, source);
+  }
+
+  /** The panel's Show Diff for a finished run: Apply is offered when this window marked its prompt. */
+  async showRun(run: TrainingRun): Promise<void> {
+    const parsed = ApoResult.safeParse(run.result);
+    if (!parsed.success) throw new Error(`training run ${run.id} has no prompt optimization result${run.status === 'running' ? ' yet' : ''}`);
+    await this.show(parsed.data);
+  }
+
+  /** Shows the diff and offers Apply (when the prompt's source is known) / Keep as Resource Version; resolves once the user chose (or dismissed). */
+  async show(result: ApoResult): Promise<void> {
+    const source = this.sources.get(result.runId);
     const { seed, best, resource } = result;
     if (best.candidateId === seed.candidateId) {
       void vscode.window.showInformationMessage(`Lightning: no candidate beat the original prompt of "${resource}" (validation score ${score(seed.valScore)}, ${result.roundsCompleted} round(s), ${result.stopReason}).`);
@@ -50,10 +64,10 @@ export class PromptResults implements vscode.TextDocumentContentProvider, vscode
     await vscode.commands.executeCommand('vscode.diff', original, optimized, title, { preview: false });
     const choice = await vscode.window.showInformationMessage(
       `Lightning: the optimized prompt scores ${score(best.valScore)} on validation, the original ${score(seed.valScore)} (run ${result.runId}).`,
-      'Apply',
+      ...(source ? ['Apply'] : []),
       'Keep as Resource Version',
     );
-    if (choice === 'Apply') await this.apply(source, best.prompt);
+    if (choice === 'Apply' && source) await this.apply(source, best.prompt);
     if (choice === 'Keep as Resource Version') await this.keep(resource, best.version);
   }
 

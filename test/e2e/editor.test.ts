@@ -316,8 +316,8 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     await page.locator('.tab', { hasText: 'original (val 0.50) ↔ optimized (val 1.00)' }).waitFor({ timeout: 30_000 });
     await shot('10-apo-diff');
     await page.locator('.notifications-toasts .monaco-button', { hasText: 'Apply' }).first().click();
-    const best = await bestPrompt();
-    const applied = original.replace(`'${SEED_PROMPT}'`, `'${encodeLiteral(best, "'")}'`);
+    const best = (await latestRun()).best;
+    const applied = original.replace(`'${SEED_PROMPT}'`, `'${encodeLiteral(best.prompt, "'")}'`);
     assert.notEqual(applied, original);
     await page.locator('.notifications-toasts', { hasText: 'applied the optimized prompt' }).waitFor({ timeout: 15_000 });
     await page.keyboard.press('Control+S');
@@ -327,15 +327,24 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     await page.keyboard.press('Control+Z');
     await page.keyboard.press('Control+S');
     await waitFor(() => fs.readFileSync(agentFile, 'utf8') === original, 'undo restored the original prompt on disk', 15_000);
+
+    // Later, from the panel: Show Diff offers the choice again; Keep makes the best the current version.
+    await runCommand(page, 'Lightning: Show Panel');
+    await panel.locator('.run-detail .show-result').click();
+    await page.locator('.notifications-toasts .monaco-button', { hasText: 'Keep as Resource Version' }).first().click();
+    await page.locator('.notifications-toasts', { hasText: `version ${best.version} is now the current version` }).waitFor({ timeout: 15_000 });
+    const kept = await runCli(['resource', 'get', 'system-prompt', '--json', '--store', storeFile()]);
+    assert.equal(kept.code, 0, kept.stderr);
+    assert.deepEqual(pick(JSON.parse(kept.stdout) as { resource: { version: number; current: boolean; value: string } }), { version: best.version, current: true, value: best.prompt });
   });
 
-  /** The best prompt of the latest training run, from the daemon. */
-  async function bestPrompt(): Promise<string> {
+  /** The result of the latest training run, from the daemon. */
+  async function latestRun(): Promise<{ best: { prompt: string; version: number } }> {
     const daemon = findDaemon(storeFile())!;
     const client = await RpcClient.connect(daemon.info.url, daemon.token);
     try {
       const [latest] = (await client.request('listTrainingRuns', { limit: 1 })).items;
-      return (latest!.result as { best: { prompt: string } }).best.prompt;
+      return latest!.result as { best: { prompt: string; version: number } };
     } finally {
       client.dispose();
     }
@@ -385,3 +394,5 @@ const sumsOrDefault: ChatScript = (body) => {
   const first = String((body.messages as Array<{ content?: unknown }> | undefined)?.[0]?.content ?? '');
   return first === CRITIQUE_SYSTEM || first === EDIT_SYSTEM || first.startsWith('Add the numbers') ? sums.chat(body) : undefined;
 };
+
+const pick = ({ resource }: { resource: { version: number; current: boolean; value: string } }): unknown => ({ version: resource.version, current: resource.current, value: resource.value });
