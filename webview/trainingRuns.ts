@@ -33,8 +33,15 @@ export class TrainingRunsView {
     this.render();
   }
 
+  /** The list from the daemon; a run in progress opens when no run is open yet. */
   setRuns(items: readonly TrainingRun[]): void {
     this.runs = [...items];
+    const running = this.runs.find((run) => run.status === 'running');
+    if (!this.openId && running) {
+      this.openId = running.id;
+      this.element.open = true;
+      this.actions.open(running.id);
+    }
     this.render();
   }
 
