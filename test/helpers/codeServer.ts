@@ -8,7 +8,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { chromium, type BrowserContext, type FrameLocator, type Locator, type Page } from 'playwright-core';
-import os from 'node:os';
 import { REPO_ROOT } from './daemon';
 import { waitFor } from './tmp';
 
@@ -128,27 +127,6 @@ export async function pickQuickItem(page: Page, text: string): Promise<void> {
 /** The extension's side panel: two nested iframes (the webview host and its active frame). */
 export function panelFrame(page: Page): FrameLocator {
   return page.frameLocator(`iframe.webview.ready[src*="extensionId=${EXTENSION_ID}"]`).frameLocator('#active-frame');
-}
-
-export const E2E_FIXTURE = path.join(REPO_ROOT, 'test', 'fixtures', 'e2e-workspace');
-
-/**
- * A scratch folder holding a copy of the e2e fixture workspace whose settings send LLM calls to
- * `upstreamUrl`; its agents import the real `openai` package from this repository's node_modules.
- */
-export function e2eWorkspace(upstreamUrl: string): { scratch: string; workspace: string } {
-  const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-e2e-'));
-  const workspace = path.join(scratch, 'workspace');
-  fs.cpSync(E2E_FIXTURE, workspace, { recursive: true });
-  fs.symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(workspace, 'node_modules'));
-  fs.writeFileSync(path.join(workspace, '.vscode', 'settings.json'), JSON.stringify({ 'lightning.upstreamBaseUrl': upstreamUrl }));
-  return { scratch, workspace };
-}
-
-/** Copies the extension's logs (its LogOutputChannel, one per window) into `dir` as `<prefix>-N.log`. */
-export function keepExtensionLogs(workbench: Workbench | undefined, dir: string, prefix: string): void {
-  const logs = workbench ? fs.readdirSync(workbench.userDataDir, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('Lightning.log')) : [];
-  logs.forEach((file, index) => fs.copyFileSync(path.join(workbench!.userDataDir, file), path.join(dir, `${prefix}-${index + 1}.log`)));
 }
 
 export function statusBarItem(page: Page): Locator {
