@@ -5,11 +5,14 @@
  */
 import * as vscode from 'vscode';
 import { Annotator } from './annotate';
+import { OptimizePrompt } from './apo/optimizePrompt';
+import { PromptResults } from './apo/promptResult';
 import { DebugWithLightning } from './debug/debugWithLightning';
 import { LiveRollouts } from './liveRollouts';
 import { PANEL_VIEW_ID, RolloutsPanel } from './panel';
 import { affectsDaemon, UpstreamKey } from './settings';
 import { LightningStatusBar } from './statusBar';
+import { TrainingRuns } from './trainingRuns';
 import { DaemonSupervisor } from './supervisor';
 
 export function activate(context: vscode.ExtensionContext): void {
@@ -20,7 +23,9 @@ export function activate(context: vscode.ExtensionContext): void {
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
   const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey);
-  const panel = new RolloutsPanel(context.extensionUri, live, annotator, log);
+  const promptResults = new PromptResults(supervisor, log);
+  const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
+  const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;
     if (supervisor.state.kind !== 'stopped') void supervisor.restart().catch(() => undefined);
@@ -54,6 +59,8 @@ export function activate(context: vscode.ExtensionContext): void {
     upstreamKey.onDidChange(restartOwnDaemon),
     vscode.workspace.onDidChangeConfiguration((event) => affectsDaemon(event) && restartOwnDaemon()),
   );
+  const optimize = new OptimizePrompt(supervisor, log, upstreamKey, context.asAbsolutePath('dist/cli.js'), promptResults, context.workspaceState);
+  context.subscriptions.push(trainingRuns, promptResults, command('lightning.optimizePrompt', () => optimize.run()));
   log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`);
 }
 

@@ -9,6 +9,7 @@ import { ExtensionToWebview, WebviewToExtension, type RolloutFilter } from '../w
 import type { ListRolloutsParams } from '../trainer-daemon/protocol';
 import type { LiveRollouts } from './liveRollouts';
 import type { Annotator } from './annotate';
+import type { TrainingRuns } from './trainingRuns';
 
 export const PANEL_VIEW_ID = 'lightning.rollouts';
 const PAGE_SIZE = 200;
@@ -25,6 +26,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
     private readonly live: LiveRollouts,
     private readonly annotator: Annotator,
     private readonly log: vscode.LogOutputChannel,
+    private readonly trainingRuns: TrainingRuns,
   ) {
     const supervisor = live.supervisor;
     this.disposables.push(
@@ -38,6 +40,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
         for (const range of ranges) if (range.rolloutId === live.selectedId) this.post({ type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
       }),
       live.onDidRequestReveal((rollout) => this.post({ type: 'reveal', rollout })),
+      trainingRuns.onDidChange((run) => this.post({ type: 'trainingRunChanged', run })),
     );
   }
 
@@ -99,6 +102,12 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
         case 'copy':
           await vscode.env.clipboard.writeText(message.text);
           void vscode.window.setStatusBarMessage('Lightning: copied', 2_000);
+          return;
+        case 'listTrainingRuns':
+        case 'openTrainingRun':
+        case 'cancelTrainingRun':
+        case 'showTrainingRunResult':
+          await this.trainingRuns.receive(message, (reply) => this.post(reply));
           return;
       }
     } catch (error) {

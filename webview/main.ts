@@ -13,6 +13,7 @@ import { RolloutMode, RolloutStatus, type Rollout } from '../trainer-daemon/prot
 import { ExtensionToWebview, RolloutFilter, type WebviewToExtension } from './protocol';
 import { RolloutList } from './rolloutList';
 import { TrajectoryView } from './trajectory';
+import { TrainingRunsView } from './trainingRuns';
 
 interface PanelState {
   filter: RolloutFilter;
@@ -70,6 +71,13 @@ const trajectory = new TrajectoryView(app.querySelector('.detail')!, {
   copy: (text) => post({ type: 'copy', text }),
 });
 trajectory.clear('Select a rollout to see its trajectory.');
+const trainingRuns = new TrainingRunsView({
+  list: () => post({ type: 'listTrainingRuns' }),
+  open: (id) => post({ type: 'openTrainingRun', id }),
+  cancel: (id) => post({ type: 'cancelTrainingRun', id }),
+  showResult: (id) => post({ type: 'showTrainingRunResult', id }),
+});
+app.insertBefore(trainingRuns.element, app.querySelector('.list'));
 
 function openRollout(rollout: Rollout): void {
   state.selectedId = rollout.id;
@@ -114,7 +122,10 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
       banner.hidden = message.state !== 'failed';
       banner.textContent = message.message ?? '';
       // Each (re)connection starts the list afresh: changes made while disconnected are included.
-      if (message.state === 'running' && !running) reload();
+      if (message.state === 'running' && !running) {
+        reload();
+        post({ type: 'listTrainingRuns' });
+      }
       running = message.state === 'running';
       return;
     case 'rolloutPage':
@@ -140,6 +151,15 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
     case 'reveal':
       if (list.get(message.rollout.id)) list.select(message.rollout.id);
       else openRollout(message.rollout);
+      return;
+    case 'trainingRuns':
+      trainingRuns.setRuns(message.items);
+      return;
+    case 'trainingRunChanged':
+      trainingRuns.update(message.run);
+      return;
+    case 'trainingRunDetail':
+      trainingRuns.showDetail(message.view);
       return;
     case 'error':
       banner.hidden = false;

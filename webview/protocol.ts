@@ -4,7 +4,8 @@
  * spans, rewards) reuse the daemon protocol's schemas: they are data shapes, not a channel.
  */
 import { z } from 'zod';
-import { Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../trainer-daemon/protocol/records';
+import { Reward, Rollout, RolloutMode, RolloutStatus, Span, TrainingRun, type Json } from '../trainer-daemon/protocol/records';
+import { TrainingRunView } from './trainingRunProtocol';
 
 export const DaemonStateKind = z.enum(['stopped', 'starting', 'running', 'failed']);
 export type DaemonStateKind = z.infer<typeof DaemonStateKind>;
@@ -42,6 +43,12 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
     comment: z.string().max(10_000).nullable(),
   }),
   z.object({ type: z.literal('copy'), text: z.string().max(50_000_000) }),
+  /** Training runs: the list, one run's detail (live while open), cancelling one. */
+  z.object({ type: z.literal('listTrainingRuns') }),
+  z.object({ type: z.literal('openTrainingRun'), id: z.string().min(1) }),
+  z.object({ type: z.literal('cancelTrainingRun'), id: z.string().min(1) }),
+  /** A finished run's outcome in the editor (APO: the diff, with Apply when this window marked the prompt). */
+  z.object({ type: z.literal('showTrainingRunResult'), id: z.string().min(1) }),
 ]);
 export type WebviewToExtension = z.infer<typeof WebviewToExtension>;
 
@@ -62,5 +69,9 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
   /** Select a rollout from outside the panel (the review queue). */
   z.object({ type: z.literal('reveal'), rollout: Rollout }),
   z.object({ type: z.literal('error'), message: z.string() }),
+  z.object({ type: z.literal('trainingRuns'), items: z.array(TrainingRun) }),
+  /** A training run changed (live: a round recorded, its status); an open detail refetches. */
+  z.object({ type: z.literal('trainingRunChanged'), run: TrainingRun }),
+  z.object({ type: z.literal('trainingRunDetail'), view: TrainingRunView }),
 ]);
 export type ExtensionToWebview = z.infer<typeof ExtensionToWebview>;

@@ -7,32 +7,12 @@
  * while they arrive in time order. Keyboard: ↑/↓ move between steps, Enter/Space open one.
  */
 import type { Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
+import { button, el } from './dom';
 import { formatDuration, formatTime, formatTokens, llmCallView, rewardText, rolloutDuration, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
 
 export interface TrajectoryActions {
   annotate(spanId: string | null, value: number, comment: string | null): void;
   copy(text: string): void;
-}
-
-function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
-  const element = document.createElement(tag);
-  if (className) element.className = className;
-  if (text !== undefined) element.textContent = text;
-  return element;
-}
-
-function button(label: string, aria: string, onClick: () => void, className = ''): HTMLElement {
-  const element = document.createElement('vscode-button');
-  element.setAttribute('secondary', '');
-  element.setAttribute('aria-label', aria);
-  element.title = aria;
-  element.className = className;
-  element.textContent = label;
-  element.addEventListener('click', (event) => {
-    event.stopPropagation();
-    onClick();
-  });
-  return element;
 }
 
 export class TrajectoryView {

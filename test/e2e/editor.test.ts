@@ -4,7 +4,9 @@
  * while it is instrumented; its rollout appears in the side panel live with its LLM calls and tool
  * call; rewards annotated from the panel and from the command palette land in the store (checked
  * with the CLI); the daemon is killed and restarted by the extension; a second rollout (a launch
- * configuration with `"lightning": true`) appears without reload. Screenshots go to test-results/e2e/.
+ * configuration with `"lightning": true`) appears without reload; Optimize This Prompt on a string
+ * literal runs APO, shows the leaderboard, and Apply edits the file (undoably). Screenshots go to
+ * test-results/e2e/.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -14,7 +16,10 @@ import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { e2eUnavailable, openWorkbench, panelFrame, pickQuickItem, runCommand, statusBarItem, type Workbench } from '../helpers/codeServer';
-import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
+import { startScriptedUpstream, type ChatScript, type ScriptedUpstream } from '../helpers/scriptedUpstream';
+import { script as apoScript, SEED_PROMPT } from '../helpers/apo';
+import { CRITIQUE_SYSTEM, EDIT_SYSTEM } from '../../trainer-daemon/apo/prompts';
+import { encodeLiteral } from '../../trainer-daemon/protocol';
 import { waitFor } from '../helpers/tmp';
 import type { Reward, RolloutDetail } from '../../trainer-daemon/protocol';
 import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/discovery';
@@ -57,7 +62,7 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     fs.cpSync(FIXTURE, workspace, { recursive: true });
     // The agent imports the real `openai` package from this repository's node_modules.
     fs.symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(workspace, 'node_modules'));
-    upstream = await startScriptedUpstream();
+    upstream = await startScriptedUpstream({ chat: sumsOrDefault });
     fs.writeFileSync(path.join(workspace, '.vscode', 'settings.json'), JSON.stringify({ 'lightning.upstreamBaseUrl': upstream.url }));
     workbench = await openWorkbench(workspace, scratch);
     page = workbench.page;
@@ -257,6 +262,93 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
       await second.close();
     }
   });
+
+  it('Optimize This Prompt on a string literal: APO runs, the leaderboard shows, Apply edits the file and undo restores it', async () => {
+    const imported = await runCli(['dataset', 'import', path.join(workspace, 'sums.jsonl'), '--name', 'sums', '--store', storeFile()]);
+    assert.equal(imported.code, 0, imported.stderr);
+    const agentFile = path.join(workspace, 'sum-agent.mjs');
+    const original = fs.readFileSync(agentFile, 'utf8');
+    const lines = original.split('\n');
+    const line = lines.findIndex((text) => text.includes(`'${SEED_PROMPT}'`));
+    await runCommand(page, 'Go to File');
+    await page.keyboard.type('sum-agent.mjs');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'sum-agent.mjs' }).first().waitFor({ timeout: 15_000 });
+    await page.keyboard.press('Enter');
+    await page.locator('.monaco-editor .view-lines', { hasText: 'SYSTEM_PROMPT' }).waitFor({ timeout: 15_000 });
+    // The cursor inside the literal (Go to Line accepts line:column): no selection needed.
+    await page.keyboard.press('Control+G');
+    await page.keyboard.type(`${line + 1}:${lines[line]!.indexOf('{a}') + 1}`);
+    await page.keyboard.press('Enter');
+
+    await runCommand(page, 'Lightning: Optimize This Prompt');
+    const title = page.locator('.quick-input-widget .quick-input-title');
+    const input = page.locator('.quick-input-widget input');
+    await title.filter({ hasText: 'resource name' }).waitFor({ timeout: 30_000 });
+    assert.equal(await input.inputValue(), 'system-prompt', 'the name suggested from the variable');
+    await page.keyboard.press('Enter');
+    await title.filter({ hasText: 'training tasks' }).waitFor({ timeout: 15_000 });
+    await pickQuickItem(page, 'sums');
+    await pickQuickItem(page, 'val split of sums');
+    await pickQuickItem(page, 'Sum agent');
+    // Advanced…: one round keeps the run short.
+    await pickQuickItem(page, 'Advanced');
+    await pickQuickItem(page, 'Rounds');
+    await input.fill('1');
+    await page.keyboard.press('Enter');
+    await title.filter({ hasText: 'settings' }).waitFor({ timeout: 10_000 });
+    await pickQuickItem(page, '1 rounds');
+    await page.locator('.notifications-toasts', { hasText: 'optimizing "system-prompt"' }).waitFor({ timeout: 30_000 });
+
+    // The panel follows the run live: its row, then the leaderboard with the critique behind the winner.
+    await runCommand(page, 'Lightning: Show Panel');
+    const run = panel.locator('.run-row', { hasText: 'system-prompt · sums' }).first();
+    await run.locator('.status[title="succeeded"]').waitFor({ timeout: 120_000 });
+    await run.filter({ hasText: 'val 0.50 → 1.00' }).waitFor({ timeout: 15_000 });
+    const winner = panel.locator('.leaderboard .candidate').first();
+    await winner.filter({ hasText: 'val 1.000' }).waitFor({ timeout: 15_000 });
+    assert.ok((await panel.locator('.leaderboard .candidate').count()) >= 2, 'the seed and at least one candidate');
+    await winner.locator('summary').click();
+    await winner.locator('.critique', { hasText: 'digits' }).waitFor({ timeout: 5_000 });
+    await panel.locator('.chart polyline.series').first().waitFor({ timeout: 5_000 });
+    await shot('09-apo-leaderboard');
+
+    // The diff with both scores, then Apply.
+    await page.locator('.tab', { hasText: 'original (val 0.50) ↔ optimized (val 1.00)' }).waitFor({ timeout: 30_000 });
+    await shot('10-apo-diff');
+    await page.locator('.notifications-toasts .monaco-button', { hasText: 'Apply' }).first().click();
+    const best = (await latestRun()).best;
+    const applied = original.replace(`'${SEED_PROMPT}'`, `'${encodeLiteral(best.prompt, "'")}'`);
+    assert.notEqual(applied, original);
+    await page.locator('.notifications-toasts', { hasText: 'applied the optimized prompt' }).waitFor({ timeout: 15_000 });
+    await page.keyboard.press('Control+S');
+    await waitFor(() => fs.readFileSync(agentFile, 'utf8') === applied, 'the optimized prompt saved in sum-agent.mjs', 15_000);
+    await shot('11-apo-applied');
+
+    await page.keyboard.press('Control+Z');
+    await page.keyboard.press('Control+S');
+    await waitFor(() => fs.readFileSync(agentFile, 'utf8') === original, 'undo restored the original prompt on disk', 15_000);
+
+    // Later, from the panel: Show Diff offers the choice again; Keep makes the best the current version.
+    await runCommand(page, 'Lightning: Show Panel');
+    await panel.locator('.run-detail .show-result').click();
+    await page.locator('.notifications-toasts .monaco-button', { hasText: 'Keep as Resource Version' }).first().click();
+    await page.locator('.notifications-toasts', { hasText: `version ${best.version} is now the current version` }).waitFor({ timeout: 15_000 });
+    const kept = await runCli(['resource', 'get', 'system-prompt', '--json', '--store', storeFile()]);
+    assert.equal(kept.code, 0, kept.stderr);
+    assert.deepEqual(pick(JSON.parse(kept.stdout) as { resource: { version: number; current: boolean; value: string } }), { version: best.version, current: true, value: best.prompt });
+  });
+
+  /** The result of the latest training run, from the daemon. */
+  async function latestRun(): Promise<{ best: { prompt: string; version: number } }> {
+    const daemon = findDaemon(storeFile())!;
+    const client = await RpcClient.connect(daemon.info.url, daemon.token);
+    try {
+      const [latest] = (await client.request('listTrainingRuns', { limit: 1 })).items;
+      return latest!.result as { best: { prompt: string; version: number } };
+    } finally {
+      client.dispose();
+    }
+  }
 });
 
 /**
@@ -292,3 +384,15 @@ function llmSpan(index: number): SpanInput {
     completionTokens: 2,
   };
 }
+
+/**
+ * The scripted upstream's answers: the sums world of the APO tests (an answer that depends on the
+ * prompt, critiques and edits) for the Sum agent and the optimizer; the default (weather) otherwise.
+ */
+const sums = apoScript();
+const sumsOrDefault: ChatScript = (body) => {
+  const first = String((body.messages as Array<{ content?: unknown }> | undefined)?.[0]?.content ?? '');
+  return first === CRITIQUE_SYSTEM || first === EDIT_SYSTEM || first.startsWith('Add the numbers') ? sums.chat(body) : undefined;
+};
+
+const pick = ({ resource }: { resource: { version: number; current: boolean; value: string } }): unknown => ({ version: resource.version, current: resource.current, value: resource.value });

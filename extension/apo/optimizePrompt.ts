@@ -1,0 +1,211 @@
+/**
+ * **Lightning: Optimize This Prompt**: the prompt under the cursor (a selection, a string literal,
+ * or a whole prompt file) becomes a versioned resource, then quick picks choose the dataset, the
+ * validation tasks, the agent (a launch configuration run as a command, without the debugger) and
+ * APO's settings (laptop defaults; Advanced… for each), and `lightning train --algorithm apo --json`
+ * runs under a cancellable progress notification. The result is shown as a diff (promptResult.ts).
+ */
+import os from 'node:os';
+import * as vscode from 'vscode';
+import { ResourceName, type ApoResult, type Dataset } from '../../trainer-daemon/protocol';
+import { runnableConfigurations, type LaunchConfig } from '../debug/launchConfig';
+import type { DaemonClient } from '../daemonClient';
+import { probeVersion, resolveRuntime } from '../runtime';
+import { readSettings, type UpstreamKey } from '../settings';
+import type { DaemonSupervisor } from '../supervisor';
+import { agentCommand, type AgentCommand } from './agentCommand';
+import type { PromptResults } from './promptResult';
+import { defaultResourceName, isPromptFile, promptTarget, type PromptTarget } from './promptTarget';
+import { startTrainProcess } from './trainProcess';
+import { describeSettings, LAPTOP_DEFAULTS, parseSetting, SETTING_INFO, trainArgs, type ApoSettings } from './trainArgs';
+
+const TITLE = 'Lightning: Optimize This Prompt';
+const SETTINGS_KEY = 'lightning.apo.settings';
+
+export class OptimizePrompt {
+  constructor(
+    private readonly supervisor: DaemonSupervisor,
+    private readonly log: vscode.LogOutputChannel,
+    private readonly upstreamKey: UpstreamKey,
+    private readonly cliPath: string,
+    private readonly results: PromptResults,
+    /** The workspace's last choices. */
+    private readonly memory: vscode.Memento,
+  ) {}
+
+  async run(): Promise<void> {
+    const editor = vscode.window.activeTextEditor;
+    if (!editor) throw new Error('open the file with the prompt first: select it, put the cursor in its string literal, or open a prompt file');
+    const document = editor.document;
+    const target = promptTarget(document.getText(), { start: document.offsetAt(editor.selection.start), end: document.offsetAt(editor.selection.end) }, isPromptFile(document.fileName, document.languageId));
+    if (!target) throw new Error('no prompt here: select the prompt text, put the cursor inside its string literal, or run this on a prompt file (.txt, .md, .prompt)');
+    // The agent may load a prompt file from disk, and APO seeds from what is on disk.
+    if (target.wholeFile && document.isDirty) await document.save();
+    const client = await this.supervisor.ensureRunning();
+
+    const resource = await this.askName(client, target, document);
+    if (!resource) return;
+    const dataset = await this.pickDataset(client);
+    if (!dataset) return;
+    const valDataset = await this.pickValidation(client, dataset);
+    if (valDataset === undefined) return;
+    const folder = vscode.workspace.getWorkspaceFolder(document.uri) ?? vscode.workspace.workspaceFolders?.[0];
+    const agent = await this.pickAgent(folder);
+    if (!agent) return;
+    const settings = await this.chooseSettings();
+    if (!settings) return;
+    await this.memory.update(SETTINGS_KEY, settings);
+    await this.storePrompt(client, resource, target.prompt);
+
+    const args = trainArgs({ storeFile: readSettings().storeFile, resource, dataset: dataset.name, valDataset, settings, promptFile: target.wholeFile && document.uri.scheme === 'file' ? document.uri.fsPath : null, agentArgv: agent.argv });
+    const result = await this.train(resource, args, agent, (runId) => this.results.remember(runId, { uri: document.uri, location: target.location }));
+    if (result) await this.results.show(result);
+  }
+
+  private async askName(client: DaemonClient, target: PromptTarget, document: vscode.TextDocument): Promise<string | undefined> {
+    const existing = (await client.request('listResources', {})).items.map((item) => item.name);
+    const suggested = defaultResourceName(document.getText(), target.location.start, document.fileName);
+    return vscode.window.showInputBox({
+      title: `${TITLE} (1/5): resource name`,
+      prompt: `The agent reads the prompt under this name (GET $LIGHTNING_URL/resources or LIGHTNING_RESOURCES).${existing.length ? ` Existing: ${existing.join(', ')}` : ''}`,
+      value: suggested,
+      ignoreFocusOut: true,
+      validateInput: (value) => {
+        const parsed = ResourceName.safeParse(value);
+        return parsed.success ? undefined : parsed.error.issues[0]?.message;
+      },
+    });
+  }
+
+  /** A new version of the resource unless its current version is this prompt already. */
+  private async storePrompt(client: DaemonClient, name: string, prompt: string): Promise<void> {
+    const exists = (await client.request('listResources', {})).items.some((item) => item.name === name);
+    if (exists && (await client.request('getResource', { name })).resource.value === prompt) return;
+    const version = await client.request('putResource', { name, kind: 'prompt_template', value: prompt });
+    this.log.info(`[apo] stored ${name} version ${version.version}`);
+  }
+
+  private async pickDataset(client: DaemonClient): Promise<Dataset | undefined> {
+    const { items } = await client.request('listDatasets', {});
+    if (items.length === 0) throw new Error('no dataset in the store: import the tasks to optimize on first (`npx lightning dataset import tasks.jsonl --name NAME`)');
+    const last = this.memory.get<string>('lightning.apo.dataset');
+    const picks = items.map((dataset) => ({ label: dataset.name, description: `${dataset.taskCount} tasks`, dataset })).sort((a, b) => Number(b.label === last) - Number(a.label === last));
+    const pick = await vscode.window.showQuickPick(picks, { title: `${TITLE} (2/5): training tasks`, placeHolder: 'Which dataset? (its train split, or all of it when it has none)', ignoreFocusOut: true });
+    if (pick) await this.memory.update('lightning.apo.dataset', pick.label);
+    return pick?.dataset;
+  }
+
+  /** null: the dataset's own val split; undefined: cancelled. */
+  private async pickValidation(client: DaemonClient, dataset: Dataset): Promise<string | null | undefined> {
+    const [own, { items }] = await Promise.all([client.request('listTasks', { dataset: dataset.name, split: 'val' }), client.request('listDatasets', {})]);
+    const picks = [
+      { label: `val split of ${dataset.name}`, description: `${own.items.length} tasks`, value: null as string | null },
+      ...items.filter((other) => other.id !== dataset.id).map((other) => ({ label: other.name, description: `its val split, or all ${other.taskCount} tasks`, value: other.name as string | null })),
+    ];
+    const pick = await vscode.window.showQuickPick(picks, { title: `${TITLE} (3/5): validation tasks`, placeHolder: 'Candidates are scored on these', ignoreFocusOut: true });
+    return pick?.value;
+  }
+
+  private async pickAgent(folder: vscode.WorkspaceFolder | undefined): Promise<AgentCommand | undefined> {
+    const configurations = runnableConfigurations(vscode.workspace.getConfiguration('launch', folder?.uri).get<LaunchConfig[]>('configurations') ?? []);
+    const context = { workspaceFolder: folder?.uri.fsPath ?? process.cwd(), env: process.env, userHome: os.homedir() };
+    const results = configurations.map((config) => ({ config, result: agentCommand(config, context) }));
+    const runnable = results.flatMap(({ config, result }) => (result.ok ? [{ label: config.name, description: result.command.argv.join(' '), command: result.command }] : []));
+    if (runnable.length === 0) {
+      const why = results.map(({ result }) => (result.ok ? '' : result.message)).filter(Boolean).join('; ');
+      throw new Error(`no launch configuration runs the agent as a command${why ? ` (${why})` : ''}: add a Node or Python launch configuration to .vscode/launch.json`);
+    }
+    const last = this.memory.get<string>('lightning.apo.agent');
+    runnable.sort((a, b) => Number(b.label === last) - Number(a.label === last));
+    const pick = await vscode.window.showQuickPick(runnable, { title: `${TITLE} (4/5): the agent`, placeHolder: 'Which launch configuration runs the agent? (run without the debugger, once per task)', ignoreFocusOut: true });
+    if (pick) await this.memory.update('lightning.apo.agent', pick.label);
+    return pick?.command;
+  }
+
+  /** "Start" with the current settings, or Advanced… to change one at a time. */
+  private async chooseSettings(): Promise<ApoSettings | undefined> {
+    let settings: ApoSettings = { ...LAPTOP_DEFAULTS, ...this.memory.get<Partial<ApoSettings>>(SETTINGS_KEY) };
+    for (;;) {
+      const pick = await vscode.window.showQuickPick(
+        [
+          { label: '$(play) Start optimizing', description: describeSettings(settings), advanced: false },
+          { label: '$(settings) Advanced…', description: 'beam, branch, rounds, batches, budgets, models', advanced: true },
+        ],
+        { title: `${TITLE} (5/5): settings`, ignoreFocusOut: true },
+      );
+      if (!pick) return undefined;
+      if (!pick.advanced) return settings;
+      const keys = Object.keys(SETTING_INFO) as (keyof ApoSettings)[];
+      const item = await vscode.window.showQuickPick(
+        keys.map((key) => ({ label: SETTING_INFO[key].label, description: String(settings[key]), detail: SETTING_INFO[key].detail, key })),
+        { title: `${TITLE}: advanced settings`, placeHolder: 'Change which setting?', ignoreFocusOut: true },
+      );
+      if (!item) continue;
+      const text = await vscode.window.showInputBox({
+        title: `${TITLE}: ${SETTING_INFO[item.key].label}`,
+        value: String(settings[item.key]),
+        ignoreFocusOut: true,
+        validateInput: (value) => {
+          const parsed = parseSetting(item.key, value);
+          return parsed.ok ? undefined : parsed.message;
+        },
+      });
+      const parsed = text === undefined ? undefined : parseSetting(item.key, text);
+      if (parsed?.ok) settings = { ...settings, [item.key]: parsed.value };
+    }
+  }
+
+  private async train(resource: string, args: string[], agent: AgentCommand, started: (runId: string) => void): Promise<ApoResult | undefined> {
+    const resolution = await resolveRuntime({ nodePath: readSettings().nodePath, hostExecPath: process.execPath, probe: probeVersion });
+    if (!resolution.ok) throw new Error(resolution.message);
+    const key = await this.upstreamKey.get();
+    const upstream = readSettings().upstreamBaseUrl;
+    const env: NodeJS.ProcessEnv = { ...process.env, ...(key ? { LIGHTNING_UPSTREAM_API_KEY: key } : {}), ...(upstream ? { LIGHTNING_UPSTREAM_URL: upstream } : {}) };
+    for (const [name, value] of Object.entries(agent.env)) {
+      if (value === undefined) delete env[name];
+      else env[name] = value;
+    }
+    this.log.info(`[apo] lightning ${args.join(' ')}`);
+    return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: optimizing "${resource}"`, cancellable: true }, async (progress, token) => {
+      let runId: string | undefined;
+      const run = startTrainProcess({
+        runtime: resolution.runtime,
+        cliPath: this.cliPath,
+        args,
+        cwd: agent.cwd,
+        env,
+        onStarted: (id) => {
+          runId = id;
+          started(id);
+          progress.report({ message: `run ${id} started: scoring the original prompt…` });
+        },
+        onProgress: (line) => {
+          if (line.startsWith('{')) return;
+          this.log.info(`[apo] ${line}`);
+          progress.report({ message: line });
+        },
+      });
+      const cancel = token.onCancellationRequested(() => {
+        progress.report({ message: 'cancelling…' });
+        if (!runId) return run.interrupt();
+        void this.supervisor
+          .ensureRunning()
+          .then((client) => client.request('cancelTrainingRun', { id: runId! }))
+          .catch(() => run.interrupt());
+      });
+      try {
+        const result = await run.result;
+        this.log.info(`[apo] run ${result.runId} ${result.stopReason}: ${result.seed.valScore} → ${result.best.valScore}`);
+        return result;
+      } catch (error) {
+        if (token.isCancellationRequested) {
+          void vscode.window.showInformationMessage(`Lightning: optimization of "${resource}" cancelled before the original prompt was scored.`);
+          return undefined;
+        }
+        throw error;
+      } finally {
+        cancel.dispose();
+      }
+    });
+  }
+}

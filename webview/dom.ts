@@ -1,0 +1,21 @@
+/** Small DOM helpers the panel's views share: an element with a class and text, a secondary button. */
+export function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
+  const element = document.createElement(tag);
+  if (className) element.className = className;
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+export function button(label: string, aria: string, onClick: () => void, className = ''): HTMLElement {
+  const element = document.createElement('vscode-button');
+  element.setAttribute('secondary', '');
+  element.setAttribute('aria-label', aria);
+  element.title = aria;
+  element.className = className;
+  element.textContent = label;
+  element.addEventListener('click', (event) => {
+    event.stopPropagation();
+    onClick();
+  });
+  return element;
+}

@@ -1,0 +1,63 @@
+/**
+ * A small inline SVG line chart of a training run's metrics by step (APO: scores by round). Pure:
+ * returns markup from the points, so it is unit-tested in Node; the panel inserts it as is. Colours
+ * are VS Code chart theme variables. Scores in [0, 1] share a 0–1 axis; other series are scaled to
+ * their own range (their values are in the legend), so counts and scores can sit in one chart.
+ */
+export interface MetricPointLike {
+  readonly step: number;
+  readonly name: string;
+  readonly value: number;
+}
+
+const COLOURS = ['--vscode-charts-blue', '--vscode-charts-green', '--vscode-charts-orange', '--vscode-charts-purple', '--vscode-charts-red', '--vscode-charts-yellow'];
+
+const escape = (text: string): string => text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+const round = (value: number): string => String(Math.round(value * 10) / 10);
+
+/** The series by name, each ordered by step (the last value of a step wins). */
+export function seriesOf(points: readonly MetricPointLike[], names?: readonly string[]): Map<string, { step: number; value: number }[]> {
+  const byName = new Map<string, Map<number, number>>();
+  for (const point of points) {
+    if (names && !names.includes(point.name)) continue;
+    if (!byName.has(point.name)) byName.set(point.name, new Map());
+    byName.get(point.name)!.set(point.step, point.value);
+  }
+  const ordered = [...byName.keys()].sort((a, b) => (names ? names.indexOf(a) - names.indexOf(b) : a.localeCompare(b)));
+  return new Map(ordered.map((name) => [name, [...byName.get(name)!.entries()].sort(([a], [b]) => a - b).map(([step, value]) => ({ step, value }))]));
+}
+
+/** The chart's SVG markup; an empty string when there are no points. */
+export function metricChartSvg(points: readonly MetricPointLike[], options: { names?: readonly string[]; width?: number; height?: number } = {}): string {
+  const series = seriesOf(points, options.names);
+  if (series.size === 0) return '';
+  const width = options.width ?? 280;
+  const height = options.height ?? 110;
+  const pad = { left: 26, right: 8, top: 8, bottom: 18 };
+  const all = [...series.values()].flat();
+  const minStep = Math.min(...all.map((p) => p.step));
+  const maxStep = Math.max(...all.map((p) => p.step));
+  const x = (step: number): number => pad.left + (maxStep === minStep ? 0.5 : (step - minStep) / (maxStep - minStep)) * (width - pad.left - pad.right);
+  const plotHeight = height - pad.top - pad.bottom;
+  const lines: string[] = [];
+  const legend: string[] = [];
+  [...series.entries()].forEach(([name, values], index) => {
+    const isScore = values.every((p) => p.value >= 0 && p.value <= 1);
+    const low = isScore ? 0 : Math.min(...values.map((p) => p.value));
+    const high = isScore ? 1 : Math.max(...values.map((p) => p.value));
+    const y = (value: number): number => pad.top + (high === low ? 0.5 : 1 - (value - low) / (high - low)) * plotHeight;
+    const colour = `var(${COLOURS[index % COLOURS.length]})`;
+    const coords = values.map((p) => `${round(x(p.step))},${round(y(p.value))}`);
+    lines.push(`<polyline class="series" data-name="${escape(name)}" fill="none" stroke="${colour}" stroke-width="1.5" points="${coords.join(' ')}"/>`);
+    for (const coord of coords) {
+      const [cx, cy] = coord.split(',');
+      lines.push(`<circle cx="${cx}" cy="${cy}" r="2" fill="${colour}"/>`);
+    }
+    const last = values.at(-1)!.value;
+    legend.push(`<span class="legend-item"><span class="swatch" style="background:${colour}"></span>${escape(name)} ${escape(Number.isInteger(last) ? String(last) : last.toFixed(3))}</span>`);
+  });
+  const axis = `<line x1="${pad.left}" y1="${pad.top + plotHeight}" x2="${width - pad.right}" y2="${pad.top + plotHeight}" stroke="var(--vscode-panel-border)"/>
+<text x="${pad.left - 4}" y="${pad.top + 4}" text-anchor="end">1</text><text x="${pad.left - 4}" y="${pad.top + plotHeight}" text-anchor="end">0</text>
+<text x="${pad.left}" y="${height - 4}">${minStep}</text><text x="${width - pad.right}" y="${height - 4}" text-anchor="end">${maxStep}</text>`;
+  return `<svg class="metric-chart" role="img" aria-label="metrics by step" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">${axis}${lines.join('')}</svg><div class="legend">${legend.join('')}</div>`;
+}
