@@ -11,6 +11,9 @@ import { PANEL_VIEW_ID, RolloutsPanel } from './panel';
 import { affectsDaemon, UpstreamKey } from './settings';
 import { LightningStatusBar } from './statusBar';
 import { DaemonSupervisor } from './supervisor';
+import { LightningCli } from './datasets/cliProcess';
+import { DatasetCommands } from './datasets/datasetCommands';
+import { ScoreCommand } from './rewards/scoreCommand';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -21,14 +24,16 @@ export function activate(context: vscode.ExtensionContext): void {
   const annotator = new Annotator(live, log);
   const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey);
   const panel = new RolloutsPanel(context.extensionUri, live, annotator, log);
+  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel);
+  const score = new ScoreCommand(live, log);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;
     if (supervisor.state.kind !== 'stopped') void supervisor.restart().catch(() => undefined);
   };
-  const command = (id: string, run: () => unknown): vscode.Disposable =>
-    vscode.commands.registerCommand(id, async () => {
+  const command = (id: string, run: (...args: unknown[]) => unknown): vscode.Disposable =>
+    vscode.commands.registerCommand(id, async (...args: unknown[]) => {
       try {
-        await run();
+        await run(...args);
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
         log.error(`[command] ${id}: ${message}`);
@@ -51,6 +56,9 @@ export function activate(context: vscode.ExtensionContext): void {
     command('lightning.reviewUnrated', () => annotator.reviewUnrated()),
     command('lightning.setUpstreamApiKey', () => upstreamKey.prompt()),
     command('lightning.restartDaemon', () => supervisor.restart()),
+    command('lightning.importDataset', (uri) => datasets.importDataset(uri instanceof vscode.Uri ? uri : undefined)),
+    command('lightning.runDataset', () => datasets.runDataset()),
+    command('lightning.scoreRollouts', () => score.run()),
     upstreamKey.onDidChange(restartOwnDaemon),
     vscode.workspace.onDidChangeConfiguration((event) => affectsDaemon(event) && restartOwnDaemon()),
   );

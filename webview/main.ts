@@ -13,6 +13,7 @@ import { RolloutMode, RolloutStatus, type Rollout } from '../trainer-daemon/prot
 import { ExtensionToWebview, RolloutFilter, type WebviewToExtension } from './protocol';
 import { RolloutList } from './rolloutList';
 import { TrajectoryView } from './trajectory';
+import { DatasetsSection } from './datasets';
 
 interface PanelState {
   filter: RolloutFilter;
@@ -65,9 +66,11 @@ const list = new RolloutList(
   (cursor) => post({ type: 'listRollouts', requestId, filter: state.filter, cursor }),
   (rollout) => openRollout(rollout),
 );
-const trajectory = new TrajectoryView(app.querySelector('.detail')!, {
+const trajectory: TrajectoryView = new TrajectoryView(app.querySelector('.detail')!, {
   annotate: (spanId, value, comment) => trajectory.rolloutId && post({ type: 'annotate', rolloutId: trajectory.rolloutId, spanId, value, comment }),
   copy: (text) => post({ type: 'copy', text }),
+  loadTransitions: () => trajectory.rolloutId && post({ type: 'loadTransitions', rolloutId: trajectory.rolloutId }),
+  reviewReward: (rewardId, action) => trajectory.rolloutId && post({ type: 'reviewReward', rolloutId: trajectory.rolloutId, rewardId, action }),
 });
 trajectory.clear('Select a rollout to see its trajectory.');
 
@@ -84,8 +87,20 @@ function reload(): void {
   post({ type: 'listRollouts', requestId, filter: state.filter, cursor: null });
 }
 
+const datasetsHost = document.createElement('div');
+app.querySelector('.filters')!.after(datasetsHost);
+const datasets = new DatasetsSection(datasetsHost, { scope: setScope });
+/** Narrows the list to a dataset's or a batch's rollouts, or (empty) shows every rollout again. */
+function setScope(scope: Pick<RolloutFilter, 'datasetId' | 'batchId'>): void {
+  state.filter = { ...state.filter, datasetId: scope.datasetId, batchId: scope.batchId };
+  save();
+  datasets.showScope(state.filter);
+  reload();
+}
+datasets.showScope(state.filter);
+
 function onFilterChange(): void {
-  const parsed = RolloutFilter.safeParse({ status: statusSelect.value || undefined, mode: modeSelect.value || undefined, search: search.value.trim() || undefined });
+  const parsed = RolloutFilter.safeParse({ datasetId: state.filter.datasetId, batchId: state.filter.batchId, status: statusSelect.value || undefined, mode: modeSelect.value || undefined, search: search.value.trim() || undefined });
   if (!parsed.success) return;
   state.filter = parsed.data;
   save();
@@ -114,7 +129,10 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
       banner.hidden = message.state !== 'failed';
       banner.textContent = message.message ?? '';
       // Each (re)connection starts the list afresh: changes made while disconnected are included.
-      if (message.state === 'running' && !running) reload();
+      if (message.state === 'running' && !running) {
+        reload();
+        post({ type: 'listDatasets' });
+      }
       running = message.state === 'running';
       return;
     case 'rolloutPage':
@@ -140,6 +158,16 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
     case 'reveal':
       if (list.get(message.rollout.id)) list.select(message.rollout.id);
       else openRollout(message.rollout);
+      return;
+    case 'datasets':
+      datasets.show(message.items);
+      datasets.showScope(state.filter);
+      return;
+    case 'showBatch':
+      if (state.filter.batchId !== message.batchId) setScope({ batchId: message.batchId });
+      return;
+    case 'transitions':
+      trajectory.setTransitions(message.view);
       return;
     case 'error':
       banner.hidden = false;

@@ -4,7 +4,8 @@
  * spans, rewards) reuse the daemon protocol's schemas: they are data shapes, not a channel.
  */
 import { z } from 'zod';
-import { Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../trainer-daemon/protocol/records';
+import { Dataset, Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../trainer-daemon/protocol/records';
+import { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 
 export const DaemonStateKind = z.enum(['stopped', 'starting', 'running', 'failed']);
 export type DaemonStateKind = z.infer<typeof DaemonStateKind>;
@@ -14,6 +15,9 @@ export const RolloutFilter = z.object({
   status: RolloutStatus.optional(),
   mode: RolloutMode.optional(),
   search: z.string().max(200).optional(),
+  /** One dataset's or one batch's rollouts (Datasets section, Run Dataset). */
+  datasetId: z.string().max(200).optional(),
+  batchId: z.string().max(200).optional(),
 });
 export type RolloutFilter = z.infer<typeof RolloutFilter>;
 
@@ -26,6 +30,9 @@ const SpanId = z.string().regex(/^[0-9a-f]{16}$/);
  * nested attributes cost more than drawing it.
  */
 const PanelSpan = Span.extend({ attributes: z.record(z.string(), z.custom<Json>()) });
+
+export const DatasetRow = z.object({ dataset: Dataset, splits: z.object({ train: z.number().int(), val: z.number().int(), test: z.number().int() }) });
+export type DatasetRow = z.infer<typeof DatasetRow>;
 
 export const WebviewToExtension = z.discriminatedUnion('type', [
   /** The webview is listening: the extension answers with the daemon state. */
@@ -42,6 +49,12 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
     comment: z.string().max(10_000).nullable(),
   }),
   z.object({ type: z.literal('copy'), text: z.string().max(50_000_000) }),
+  /** The Datasets section (re)loads. */
+  z.object({ type: z.literal('listDatasets') }),
+  /** The selected rollout's Training view. */
+  z.object({ type: z.literal('loadTransitions'), rolloutId: z.string().min(1) }),
+  /** Accept, correct or reject an automatic reward (by id): a human row on the same dimension (README). */
+  z.object({ type: z.literal('reviewReward'), rolloutId: z.string().min(1), rewardId: z.number().int().positive(), action: z.enum(['accept', 'correct', 'reject']) }),
 ]);
 export type WebviewToExtension = z.infer<typeof WebviewToExtension>;
 
@@ -62,5 +75,10 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
   /** Select a rollout from outside the panel (the review queue). */
   z.object({ type: z.literal('reveal'), rollout: Rollout }),
   z.object({ type: z.literal('error'), message: z.string() }),
+  /** Every dataset with its task counts per split. */
+  z.object({ type: z.literal('datasets'), items: z.array(DatasetRow) }),
+  /** Show one batch's rollouts (Run Dataset started or finished one). */
+  z.object({ type: z.literal('showBatch'), batchId: z.string() }),
+  z.object({ type: z.literal('transitions'), rolloutId: z.string(), view: RolloutTransitions }),
 ]);
 export type ExtensionToWebview = z.infer<typeof ExtensionToWebview>;

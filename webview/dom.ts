@@ -1,0 +1,23 @@
+/** Small DOM helpers shared by the panel's views. */
+
+export function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
+  const element = document.createElement(tag);
+  if (className) element.className = className;
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+/** A secondary vscode-button whose click does not reach the row or summary around it. */
+export function button(label: string, aria: string, onClick: () => void, className = ''): HTMLElement {
+  const element = document.createElement('vscode-button');
+  element.setAttribute('secondary', '');
+  element.setAttribute('aria-label', aria);
+  element.title = aria;
+  element.className = className;
+  element.textContent = label;
+  element.addEventListener('click', (event) => {
+    event.stopPropagation();
+    onClick();
+  });
+  return element;
+}
