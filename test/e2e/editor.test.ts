@@ -340,7 +340,34 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     assert.equal(await view.locator('.training-call.included').count(), 2);
     await view.locator('.facts', { hasText: /Group: batch batch-\w+, task \w+ · 2 rewarded/ }).waitFor({ timeout: 5_000 });
     await view.locator('.training-call', { hasText: 'advantage 0' }).first().waitFor({ timeout: 5_000 });
+    await view.scrollIntoViewIfNeeded();
     await shot('12-training-view');
+  });
+
+  it('Run Dataset is cancelled from its notification: the agents are stopped and the rollouts marked cancelled', async () => {
+    await runCommand(page, 'Lightning: Run Dataset');
+    await pickQuickItem(page, '2 tasks');
+    await pickQuickItem(page, 'Weather agent (hangs)');
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'rollouts per task' }).waitFor({ timeout: 15_000 });
+    await page.keyboard.press('Enter');
+    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'agents running at once' }).waitFor({ timeout: 15_000 });
+    await page.keyboard.press('Enter');
+    // Both agents are waiting on an upstream that never answers.
+    await waitFor(async () => (await panel.locator('.rollout-row .status[title="running"]').count()) === 2, 'two running rollouts of the new batch', 60_000);
+    const agents = (): number[] => fs.readdirSync('/proc').filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
+      try {
+        // `node …/agent.mjs` (the CLI's own command line names it too, after `--`).
+        return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[1] === path.join(workspace, 'agent.mjs');
+      } catch {
+        return false;
+      }
+    }).map(Number);
+    assert.equal(agents().length, 2);
+    await toast('running tasks with Weather agent (hangs)').locator('.monaco-button', { hasText: 'Cancel' }).click();
+    await toast(/batch batch-\w+ cancelled: 2 rollouts/).waitFor({ timeout: 30_000 });
+    await waitFor(async () => (await panel.locator('.rollout-row .status[title="cancelled"]').count()) === 2, 'the batch\'s rollouts cancelled', 15_000);
+    await waitFor(() => agents().length === 0, 'no agent left running', 15_000);
+    await shot('13-dataset-run-cancelled');
   });
 });
 
