@@ -10,7 +10,7 @@ import type { Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
 import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import { button, el } from './dom';
 import { formatDuration, formatTime, formatTokens, llmCallView, rewardText, rolloutDuration, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
-import { reviewVerdicts, type ReviewAction } from './rewardReview';
+import { isAutomatic, reviewVerdicts, type ReviewAction } from './rewardReview';
 import { renderTrainingView } from './trainingView';
 
 export interface TrajectoryActions {
@@ -176,7 +176,7 @@ export class TrajectoryView {
       row.append(el('strong', undefined, rewardText(reward.value)), el('span', 'muted', ` ${reward.name} · ${reward.source}${reward.author ? ` · ${reward.author}` : ''}${reward.spanId ? ` · step ${reward.spanId}` : ''} · ${formatTime(reward.createdAt)}`));
       if (reward.reason) row.append(el('div', 'reward-reason', reward.reason));
       if (reward.comment) row.append(el('div', 'comment-text', reward.comment));
-      if (reward.source === 'rule' || reward.source === 'judge' || reward.source === 'model') {
+      if (isAutomatic(reward)) {
         const verdict = verdicts.get(reward.id);
         const review = el('div', 'reward-review');
         if (verdict) review.append(el('span', `verdict verdict-${verdict.action}`, `${verdict.action === 'accept' ? 'accepted' : verdict.action === 'correct' ? `corrected to ${rewardText(verdict.by.value)}` : 'rejected'}${verdict.by.author ? ` by ${verdict.by.author}` : ''}`));

@@ -8,19 +8,16 @@
  * each automatic reward's outcome; reviewVerdict (webview/rewardReview.ts) reads it back.
  */
 import * as vscode from 'vscode';
-import type { Reward } from '../../trainer-daemon/protocol';
 import type { Annotator } from '../annotate';
 import { parseRewardInput } from '../rewardInput';
 import type { DaemonSupervisor } from '../supervisor';
-import { reviewReason, type ReviewAction } from '../../webview/rewardReview';
-
-const AUTOMATIC: ReadonlyArray<Reward['source']> = ['rule', 'judge', 'model'];
+import { isAutomatic, reviewReason, type ReviewAction } from '../../webview/rewardReview';
 
 export async function reviewReward(supervisor: DaemonSupervisor, annotator: Annotator, rolloutId: string, rewardId: number, action: ReviewAction): Promise<void> {
   const client = await supervisor.ensureRunning();
   const reward = (await client.request('listRewards', { rolloutId })).items.find((item) => item.id === rewardId);
   if (!reward) throw new Error(`reward #${rewardId} is not a reward of rollout ${rolloutId}`);
-  if (!AUTOMATIC.includes(reward.source)) throw new Error(`reward #${rewardId} is a ${reward.source} reward: only automatic rewards (rule, judge, model) are reviewed`);
+  if (!isAutomatic(reward)) throw new Error(`reward #${rewardId} is a ${reward.source} reward: only automatic rewards (rule, judge, model) are reviewed`);
   let value = action === 'accept' ? reward.value : 0;
   if (action === 'correct') {
     const typed = await vscode.window.showInputBox({

@@ -9,7 +9,9 @@ import path from 'node:path';
 import { describe, it } from 'node:test';
 import { commandEnvironment, launchToCommand, type CommandContext } from '../../extension/datasets/launchCommand';
 import { describeSummary, parseBatchFinished, parseProgressLine } from '../../extension/datasets/batchProgress';
-import { reviewReason, reviewVerdicts } from '../../webview/rewardReview';
+import { isAutomatic, reviewReason, reviewVerdicts } from '../../webview/rewardReview';
+import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
+import { matchesFilter } from '../../webview/format';
 import { summarize } from '../../trainer-daemon/cli/commands/datasetRun';
 import type { LaunchConfig } from '../../extension/debug/launchConfig';
 import type { Reward, Rollout } from '../../trainer-daemon/protocol';
@@ -95,5 +97,22 @@ describe('Reviews of automatic rewards', () => {
     assert.equal(reviewReason(rule, 'reject'), 'rejects rule reward #3 (was 1)');
     const verdicts = reviewVerdicts([rule, judge, reward(5, 'human', 1, reviewReason(rule, 'accept')), reward(6, 'human', 0.5, reviewReason(judge, 'correct')), reward(7, 'human', 0, reviewReason(rule, 'reject')), reward(8, 'agent', 1, 'rejects rule reward #4')]);
     assert.deepEqual([...verdicts].map(([id, v]) => [id, v.action, v.by.id]).sort(), [[3, 'reject', 7], [4, 'correct', 6]]);
+  });
+});
+
+describe('the panel\'s data messages', () => {
+  it('accepts what each end sends, rejects a bad review action, and filters live rollouts by dataset and batch', () => {
+    assert.ok(WebviewToExtension.safeParse({ type: 'listDatasets' }).success);
+    assert.ok(WebviewToExtension.safeParse({ type: 'loadTransitions', rolloutId: 'ro-1' }).success);
+    assert.ok(WebviewToExtension.safeParse({ type: 'reviewReward', rolloutId: 'ro-1', rewardId: 3, action: 'reject' }).success);
+    assert.ok(!WebviewToExtension.safeParse({ type: 'reviewReward', rolloutId: 'ro-1', rewardId: 3, action: 'delete' }).success);
+    assert.ok(!WebviewToExtension.safeParse({ type: 'reviewReward', rolloutId: 'ro-1', rewardId: 0, action: 'accept' }).success);
+    assert.ok(ExtensionToWebview.safeParse({ type: 'showBatch', batchId: 'batch-1' }).success);
+    assert.ok(ExtensionToWebview.safeParse({ type: 'datasets', items: [{ dataset: { id: 'ds-1', name: 'math', source: null, taskCount: 3, createdAt: 1 }, splits: { train: 2, val: 1, test: 0 } }] }).success);
+    const rollout = { status: 'succeeded', mode: 'train', label: null, task: null, datasetId: 'ds-1', batchId: 'batch-1' } as unknown as Rollout;
+    assert.equal(matchesFilter(rollout, { batchId: 'batch-1' }), true);
+    assert.equal(matchesFilter(rollout, { batchId: 'batch-2' }), false);
+    assert.equal(matchesFilter(rollout, { datasetId: 'ds-2' }), false);
+    assert.deepEqual((['human', 'agent', 'rule', 'judge', 'model'] as const).map((source) => isAutomatic({ source })), [false, false, true, true, true]);
   });
 });
