@@ -32,13 +32,15 @@ export class LightningCli {
     private readonly log: vscode.LogOutputChannel,
   ) {}
 
-  /** Runs `lightning ARGS --store STORE`. */
+  /** Runs `lightning ARGS` on the workspace's store. */
   async run(args: readonly string[], options: CliOptions = {}): Promise<CliRun> {
     const settings = readSettings();
     const resolution = await resolveRuntime({ nodePath: settings.nodePath, hostExecPath: process.execPath, probe: probeVersion });
     if (!resolution.ok) throw new Error(resolution.message);
     const { runtime } = resolution;
-    const argv = [this.cliPath, ...args, '--store', settings.storeFile];
+    // `--store` goes before a `--`: what follows it is the agent's command line.
+    const split = args.includes('--') ? args.indexOf('--') : args.length;
+    const argv = [this.cliPath, ...args.slice(0, split), '--store', settings.storeFile, ...args.slice(split)];
     this.log.info(`[cli] lightning ${args.join(' ')}`);
     const child = spawn(runtime.command, argv, { cwd: options.cwd, env: { ...(options.env ?? process.env), ...runtime.env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';

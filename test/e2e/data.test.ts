@@ -102,7 +102,7 @@ describe('datasets, batch runs, automatic rewards and the Training view in VS Co
     await detail.locator(`.reward-row[data-reward-id="${rewardId}"] .verdict-accept`).waitFor({ timeout: 5_000 });
     await shot('data-3-scored-and-accepted');
     const { rewards, rollout } = await session.show(id);
-    assert.equal(rollout.source.kind, 'command', 'run by the batch runner, not in a debug session');
+    assert.deepEqual(rollout.source.kind === 'command' ? rollout.source.argv : rollout.source, ['node', path.join(workspace, 'agent.mjs')], 'the launch configuration\'s command, run by the batch runner, not in a debug session');
     const automatic = rewards.find((reward) => reward.id === rewardId)!;
     const human = rewards.filter((reward) => reward.source === 'human');
     assert.deepEqual(human.map((reward) => [reward.name, reward.value, reward.reason]), [['reward', automatic.value, `accepts rule reward #${rewardId}`]]);
