@@ -14,6 +14,10 @@ export interface Annotation {
   readonly spanId: string | null;
   readonly value: number;
   readonly comment: string | null;
+  /** The reward dimension (default `reward`, the episode reward). */
+  readonly name?: string;
+  /** Why, for rows written on the person's behalf (a review of an automatic reward). */
+  readonly reason?: string | null;
 }
 
 const FINISHED = ['succeeded', 'failed', 'cancelled', 'timeout'] as const;

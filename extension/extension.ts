@@ -14,6 +14,9 @@ import { affectsDaemon, UpstreamKey } from './settings';
 import { LightningStatusBar } from './statusBar';
 import { TrainingRuns } from './trainingRuns';
 import { DaemonSupervisor } from './supervisor';
+import { LightningCli } from './datasets/cliProcess';
+import { DatasetCommands } from './datasets/datasetCommands';
+import { ScoreCommand } from './rewards/scoreCommand';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -26,14 +29,16 @@ export function activate(context: vscode.ExtensionContext): void {
   const promptResults = new PromptResults(supervisor, log);
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
   const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns);
+  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel);
+  const score = new ScoreCommand(live, log);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;
     if (supervisor.state.kind !== 'stopped') void supervisor.restart().catch(() => undefined);
   };
-  const command = (id: string, run: () => unknown): vscode.Disposable =>
-    vscode.commands.registerCommand(id, async () => {
+  const command = (id: string, run: (...args: unknown[]) => unknown): vscode.Disposable =>
+    vscode.commands.registerCommand(id, async (...args: unknown[]) => {
       try {
-        await run();
+        await run(...args);
       } catch (error) {
         const message = error instanceof Error ? error.message : String(error);
         log.error(`[command] ${id}: ${message}`);
@@ -56,6 +61,9 @@ export function activate(context: vscode.ExtensionContext): void {
     command('lightning.reviewUnrated', () => annotator.reviewUnrated()),
     command('lightning.setUpstreamApiKey', () => upstreamKey.prompt()),
     command('lightning.restartDaemon', () => supervisor.restart()),
+    command('lightning.importDataset', (uri) => datasets.importDataset(uri instanceof vscode.Uri ? uri : undefined)),
+    command('lightning.runDataset', () => datasets.runDataset()),
+    command('lightning.scoreRollouts', () => score.run()),
     upstreamKey.onDidChange(restartOwnDaemon),
     vscode.workspace.onDidChangeConfiguration((event) => affectsDaemon(event) && restartOwnDaemon()),
   );

@@ -10,6 +10,8 @@ import type { ListRolloutsParams } from '../trainer-daemon/protocol';
 import type { LiveRollouts } from './liveRollouts';
 import type { Annotator } from './annotate';
 import type { TrainingRuns } from './trainingRuns';
+import { datasetRows, rolloutTransitions } from './datasets/panelData';
+import { reviewReward } from './rewards/reviewReward';
 
 export const PANEL_VIEW_ID = 'lightning.rollouts';
 const PAGE_SIZE = 200;
@@ -109,6 +111,13 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
         case 'showTrainingRunResult':
           await this.trainingRuns.receive(message, (reply) => this.post(reply));
           return;
+        case 'listDatasets':
+          return this.datasetsChanged();
+        case 'loadTransitions':
+          this.post({ type: 'transitions', rolloutId: message.rolloutId, view: await rolloutTransitions(this.live.supervisor, message.rolloutId) });
+          return;
+        case 'reviewReward':
+          return reviewReward(this.live.supervisor, this.annotator, message.rolloutId, message.rewardId, message.action);
       }
     } catch (error) {
       const text = error instanceof Error ? error.message : String(error);
@@ -142,6 +151,16 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
     }
   }
 
+  /** A dataset was imported: the Datasets section refreshes. */
+  async datasetsChanged(): Promise<void> {
+    this.post({ type: 'datasets', items: await datasetRows(this.live.supervisor) });
+  }
+
+  /** Shows one batch's rollouts (Run Dataset). */
+  showBatch(batchId: string): void {
+    this.post({ type: 'showBatch', batchId });
+  }
+
   dispose(): void {
     for (const disposable of this.disposables) disposable.dispose();
   }
@@ -153,5 +172,7 @@ function listParams(filter: RolloutFilter): ListRolloutsParams {
     ...(filter.status ? { status: [filter.status] } : {}),
     ...(filter.mode ? { mode: filter.mode } : {}),
     ...(filter.search ? { search: filter.search } : {}),
+    ...(filter.datasetId ? { datasetId: filter.datasetId } : {}),
+    ...(filter.batchId ? { batchId: filter.batchId } : {}),
   };
 }

@@ -6,6 +6,7 @@ export function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: st
   return element;
 }
 
+/** A secondary vscode-button whose click does not reach the row or summary around it. */
 export function button(label: string, aria: string, onClick: () => void, className = ''): HTMLElement {
   const element = document.createElement('vscode-button');
   element.setAttribute('secondary', '');

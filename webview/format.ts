@@ -41,6 +41,8 @@ export function rolloutDuration(rollout: Rollout, now = Date.now()): number | nu
 export function matchesFilter(rollout: Rollout, filter: RolloutFilter): boolean {
   if (filter.status && rollout.status !== filter.status) return false;
   if (filter.mode && rollout.mode !== filter.mode) return false;
+  if (filter.datasetId && rollout.datasetId !== filter.datasetId) return false;
+  if (filter.batchId && rollout.batchId !== filter.batchId) return false;
   if (filter.search) {
     const needle = filter.search.toLowerCase();
     const haystack = `${rollout.label ?? ''} ${rollout.task?.id ?? ''} ${JSON.stringify(rollout.task?.input ?? '')}`.toLowerCase();

@@ -14,6 +14,7 @@ import { ExtensionToWebview, RolloutFilter, type WebviewToExtension } from './pr
 import { RolloutList } from './rolloutList';
 import { TrajectoryView } from './trajectory';
 import { TrainingRunsView } from './trainingRuns';
+import { DatasetsSection } from './datasets';
 
 interface PanelState {
   filter: RolloutFilter;
@@ -66,9 +67,11 @@ const list = new RolloutList(
   (cursor) => post({ type: 'listRollouts', requestId, filter: state.filter, cursor }),
   (rollout) => openRollout(rollout),
 );
-const trajectory = new TrajectoryView(app.querySelector('.detail')!, {
+const trajectory: TrajectoryView = new TrajectoryView(app.querySelector('.detail')!, {
   annotate: (spanId, value, comment) => trajectory.rolloutId && post({ type: 'annotate', rolloutId: trajectory.rolloutId, spanId, value, comment }),
   copy: (text) => post({ type: 'copy', text }),
+  loadTransitions: () => trajectory.rolloutId && post({ type: 'loadTransitions', rolloutId: trajectory.rolloutId }),
+  reviewReward: (rewardId, action) => trajectory.rolloutId && post({ type: 'reviewReward', rolloutId: trajectory.rolloutId, rewardId, action }),
 });
 trajectory.clear('Select a rollout to see its trajectory.');
 const trainingRuns = new TrainingRunsView({
@@ -92,8 +95,20 @@ function reload(): void {
   post({ type: 'listRollouts', requestId, filter: state.filter, cursor: null });
 }
 
+const datasetsHost = document.createElement('div');
+app.querySelector('.filters')!.after(datasetsHost);
+const datasets = new DatasetsSection(datasetsHost, { scope: setScope });
+/** Narrows the list to a dataset's or a batch's rollouts, or (empty) shows every rollout again. */
+function setScope(scope: Pick<RolloutFilter, 'datasetId' | 'batchId'>): void {
+  state.filter = { ...state.filter, datasetId: scope.datasetId, batchId: scope.batchId };
+  save();
+  datasets.showScope(state.filter);
+  reload();
+}
+datasets.showScope(state.filter);
+
 function onFilterChange(): void {
-  const parsed = RolloutFilter.safeParse({ status: statusSelect.value || undefined, mode: modeSelect.value || undefined, search: search.value.trim() || undefined });
+  const parsed = RolloutFilter.safeParse({ datasetId: state.filter.datasetId, batchId: state.filter.batchId, status: statusSelect.value || undefined, mode: modeSelect.value || undefined, search: search.value.trim() || undefined });
   if (!parsed.success) return;
   state.filter = parsed.data;
   save();
@@ -125,6 +140,7 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
       if (message.state === 'running' && !running) {
         reload();
         post({ type: 'listTrainingRuns' });
+        post({ type: 'listDatasets' });
       }
       running = message.state === 'running';
       return;
@@ -160,6 +176,16 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
       return;
     case 'trainingRunDetail':
       trainingRuns.showDetail(message.view);
+      return;
+    case 'datasets':
+      datasets.show(message.items);
+      datasets.showScope(state.filter);
+      return;
+    case 'showBatch':
+      if (state.filter.batchId !== message.batchId) setScope({ batchId: message.batchId });
+      return;
+    case 'transitions':
+      trajectory.setTransitions(message.view);
       return;
     case 'error':
       banner.hidden = false;

@@ -4,7 +4,8 @@
  * spans, rewards) reuse the daemon protocol's schemas: they are data shapes, not a channel.
  */
 import { z } from 'zod';
-import { Reward, Rollout, RolloutMode, RolloutStatus, Span, TrainingRun, type Json } from '../trainer-daemon/protocol/records';
+import { Dataset, Reward, Rollout, RolloutMode, RolloutStatus, Span, TrainingRun, type Json } from '../trainer-daemon/protocol/records';
+import { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import { TrainingRunView } from './trainingRunProtocol';
 
 export const DaemonStateKind = z.enum(['stopped', 'starting', 'running', 'failed']);
@@ -15,6 +16,9 @@ export const RolloutFilter = z.object({
   status: RolloutStatus.optional(),
   mode: RolloutMode.optional(),
   search: z.string().max(200).optional(),
+  /** One dataset's or one batch's rollouts (Datasets section, Run Dataset). */
+  datasetId: z.string().max(200).optional(),
+  batchId: z.string().max(200).optional(),
 });
 export type RolloutFilter = z.infer<typeof RolloutFilter>;
 
@@ -27,6 +31,9 @@ const SpanId = z.string().regex(/^[0-9a-f]{16}$/);
  * nested attributes cost more than drawing it.
  */
 const PanelSpan = Span.extend({ attributes: z.record(z.string(), z.custom<Json>()) });
+
+export const DatasetRow = z.object({ dataset: Dataset, splits: z.object({ train: z.number().int(), val: z.number().int(), test: z.number().int() }) });
+export type DatasetRow = z.infer<typeof DatasetRow>;
 
 export const WebviewToExtension = z.discriminatedUnion('type', [
   /** The webview is listening: the extension answers with the daemon state. */
@@ -49,6 +56,12 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('cancelTrainingRun'), id: z.string().min(1) }),
   /** A finished run's outcome in the editor (APO: the diff, with Apply when this window marked the prompt). */
   z.object({ type: z.literal('showTrainingRunResult'), id: z.string().min(1) }),
+  /** The Datasets section (re)loads. */
+  z.object({ type: z.literal('listDatasets') }),
+  /** The selected rollout's Training view. */
+  z.object({ type: z.literal('loadTransitions'), rolloutId: z.string().min(1) }),
+  /** Accept, correct or reject an automatic reward (by id): a human row on the same dimension (README). */
+  z.object({ type: z.literal('reviewReward'), rolloutId: z.string().min(1), rewardId: z.number().int().positive(), action: z.enum(['accept', 'correct', 'reject']) }),
 ]);
 export type WebviewToExtension = z.infer<typeof WebviewToExtension>;
 
@@ -73,5 +86,10 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
   /** A training run changed (live: a round recorded, its status); an open detail refetches. */
   z.object({ type: z.literal('trainingRunChanged'), run: TrainingRun }),
   z.object({ type: z.literal('trainingRunDetail'), view: TrainingRunView }),
+  /** Every dataset with its task counts per split. */
+  z.object({ type: z.literal('datasets'), items: z.array(DatasetRow) }),
+  /** Show one batch's rollouts (Run Dataset started or finished one). */
+  z.object({ type: z.literal('showBatch'), batchId: z.string() }),
+  z.object({ type: z.literal('transitions'), rolloutId: z.string(), view: RolloutTransitions }),
 ]);
 export type ExtensionToWebview = z.infer<typeof ExtensionToWebview>;

@@ -7,12 +7,18 @@
  * while they arrive in time order. Keyboard: ↑/↓ move between steps, Enter/Space open one.
  */
 import type { Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
+import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import { button, el } from './dom';
 import { formatDuration, formatTime, formatTokens, llmCallView, rewardText, rolloutDuration, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
+import { isAutomatic, reviewVerdicts, type ReviewAction } from './rewardReview';
+import { renderTrainingView } from './trainingView';
 
 export interface TrajectoryActions {
   annotate(spanId: string | null, value: number, comment: string | null): void;
   copy(text: string): void;
+  /** Asks for the rollout's Training view (transitions/forRollout). */
+  loadTransitions(): void;
+  reviewReward(rewardId: number, action: ReviewAction): void;
 }
 
 export class TrajectoryView {
@@ -24,6 +30,7 @@ export class TrajectoryView {
   private readonly stepsElement = el('div', 'steps');
   private readonly stepsStatus = el('div', 'muted');
   private readonly rewardsElement = el('div', 'rewards');
+  private readonly trainingElement = el('div', 'training');
 
   constructor(
     readonly element: HTMLElement,
@@ -52,7 +59,8 @@ export class TrajectoryView {
     this.stepsElement.replaceChildren();
     this.stepsStatus.textContent = 'Loading steps…';
     this.rewardsElement.replaceChildren();
-    this.element.append(this.headerElement, this.rewardsElement, el('h3', undefined, 'Steps'), this.stepsElement, this.stepsStatus);
+    this.trainingElement.replaceChildren();
+    this.element.append(this.headerElement, this.rewardsElement, this.trainingElement, el('h3', undefined, 'Steps'), this.stepsElement, this.stepsStatus);
   }
 
   /** The rollout changed (status, counters, reward): the header follows; what the user typed is kept. */
@@ -105,6 +113,13 @@ export class TrajectoryView {
   setRewards(rewards: readonly Reward[]): void {
     if (!this.rollout) return;
     this.renderRewards(rewards);
+    // Rewards changed: an open Training view is out of date.
+    if (this.trainingElement.childElementCount > 0) this.actions.loadTransitions();
+  }
+
+  setTransitions(view: RolloutTransitions): void {
+    if (view.rolloutId !== this.rollout?.id) return;
+    this.trainingElement.replaceChildren(el('h3', undefined, 'Training view'), renderTrainingView(view));
   }
 
   private header(): HTMLElement {
@@ -114,7 +129,7 @@ export class TrajectoryView {
     title.append(el('span', 'status', STATUS_ICON[rollout.status]), el('span', 'title', rolloutTitle(rollout)));
     const facts = el('div', 'facts', `${rollout.status} · ${rollout.mode} · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)} · reward ${rewardText(rollout.reward)}`);
     const id = el('div', 'facts');
-    id.append(el('code', undefined, rollout.id), button('Copy id', 'Copy the rollout id', () => this.actions.copy(rollout.id)));
+    id.append(el('code', undefined, rollout.id), button('Copy id', 'Copy the rollout id', () => this.actions.copy(rollout.id)), button('Training view', 'Show what training would make of this rollout', () => this.actions.loadTransitions(), 'show-training'));
     header.append(title, facts, id);
     if (rollout.error) header.append(el('div', 'error', rollout.error));
     header.append(this.rewardControls(null));
@@ -149,15 +164,29 @@ export class TrajectoryView {
     return box;
   }
 
+  /** Every reward with its source and reason; automatic ones can be accepted, corrected or rejected (webview/rewardReview.ts). */
   private renderRewards(rewards: readonly Reward[]): void {
     this.rewardsElement.replaceChildren();
     if (rewards.length === 0) return void this.rewardsElement.append(el('div', 'muted', 'No rewards yet.'));
     this.rewardsElement.append(el('h3', undefined, `Rewards (${rewards.length})`));
+    const verdicts = reviewVerdicts(rewards);
     for (const reward of [...rewards].reverse()) {
-      const row = el('div', 'reward-row');
+      const row = el('div', `reward-row source-${reward.source}`);
       row.dataset.rewardId = String(reward.id);
       row.append(el('strong', undefined, rewardText(reward.value)), el('span', 'muted', ` ${reward.name} · ${reward.source}${reward.author ? ` · ${reward.author}` : ''}${reward.spanId ? ` · step ${reward.spanId}` : ''} · ${formatTime(reward.createdAt)}`));
+      if (reward.reason) row.append(el('div', 'reward-reason', reward.reason));
       if (reward.comment) row.append(el('div', 'comment-text', reward.comment));
+      if (isAutomatic(reward)) {
+        const verdict = verdicts.get(reward.id);
+        const review = el('div', 'reward-review');
+        if (verdict) review.append(el('span', `verdict verdict-${verdict.action}`, `${verdict.action === 'accept' ? 'accepted' : verdict.action === 'correct' ? `corrected to ${rewardText(verdict.by.value)}` : 'rejected'}${verdict.by.author ? ` by ${verdict.by.author}` : ''}`));
+        review.append(
+          button('Accept', `Accept this ${reward.source} reward (a human ${reward.value})`, () => this.actions.reviewReward(reward.id, 'accept'), 'accept-reward'),
+          button('Correct…', `Correct this ${reward.source} reward with a value of yours`, () => this.actions.reviewReward(reward.id, 'correct'), 'correct-reward'),
+          button('Reject', `Reject this ${reward.source} reward (a human 0)`, () => this.actions.reviewReward(reward.id, 'reject'), 'reject-reward'),
+        );
+        row.append(review);
+      }
       this.rewardsElement.append(row);
     }
   }

@@ -10,13 +10,13 @@
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { REPO_ROOT, runCli } from '../helpers/daemon';
-import { e2eUnavailable, openWorkbench, panelFrame, pickQuickItem, runCommand, statusBarItem, type Workbench } from '../helpers/codeServer';
-import { startScriptedUpstream, type ChatScript, type ScriptedUpstream } from '../helpers/scriptedUpstream';
+import { e2eUnavailable, panelFrame, pickQuickItem, runCommand, statusBarItem, type Workbench } from '../helpers/codeServer';
+import { SHOTS, startE2eSession, type E2eSession } from '../helpers/e2eSession';
+import type { ChatScript, ScriptedUpstream } from '../helpers/scriptedUpstream';
+import { runCli } from '../helpers/daemon';
 import { script as apoScript, SEED_PROMPT } from '../helpers/apo';
 import { CRITIQUE_SYSTEM, EDIT_SYSTEM } from '../../trainer-daemon/apo/prompts';
 import { encodeLiteral } from '../../trainer-daemon/protocol';
@@ -26,27 +26,20 @@ import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/discov
 import { RpcClient } from '../../trainer-daemon/rpc/client';
 import type { SpanInput } from '../../trainer-daemon/protocol';
 
-const SHOTS = path.join(REPO_ROOT, 'test-results', 'e2e');
-const FIXTURE = path.join(REPO_ROOT, 'test', 'fixtures', 'e2e-workspace');
 const unavailable = e2eUnavailable();
 
 describe('the extension in VS Code (code-server + chromium)', { skip: unavailable, concurrency: false, timeout: 600_000 }, () => {
-  let scratch: string;
+  let session: E2eSession;
   let workspace: string;
   let upstream: ScriptedUpstream;
   let workbench: Workbench;
   let page: Page;
   let panel: FrameLocator;
   let firstRolloutId: string;
-  const started = Date.now();
 
-  const storeFile = (): string => path.join(workspace, '.lightning', 'store.db');
-  const shot = (name: string): Promise<Buffer> => page.screenshot({ path: path.join(SHOTS, `${name}.png`) });
-  const show = async (id: string): Promise<RolloutDetail> => {
-    const result = await runCli(['show', id, '--json', '--store', storeFile()]);
-    assert.equal(result.code, 0, result.stderr);
-    return JSON.parse(result.stdout) as RolloutDetail;
-  };
+  const storeFile = (): string => session.storeFile;
+  const shot = (name: string): Promise<Buffer> => session.shot(name);
+  const show = (id: string): Promise<RolloutDetail> => session.show(id);
   const daemonPid = (): number | undefined => {
     try {
       return (JSON.parse(fs.readFileSync(path.join(workspace, '.lightning', 'daemon.json'), 'utf8')) as { pid: number }).pid;
@@ -56,28 +49,11 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
   };
 
   before(async () => {
-    fs.mkdirSync(SHOTS, { recursive: true });
-    scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-e2e-'));
-    workspace = path.join(scratch, 'workspace');
-    fs.cpSync(FIXTURE, workspace, { recursive: true });
-    // The agent imports the real `openai` package from this repository's node_modules.
-    fs.symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(workspace, 'node_modules'));
-    upstream = await startScriptedUpstream({ chat: sumsOrDefault });
-    fs.writeFileSync(path.join(workspace, '.vscode', 'settings.json'), JSON.stringify({ 'lightning.upstreamBaseUrl': upstream.url }));
-    workbench = await openWorkbench(workspace, scratch);
-    page = workbench.page;
-    panel = panelFrame(page);
+    session = await startE2eSession({ chat: sumsOrDefault });
+    ({ workspace, upstream, workbench, page, panel } = session);
   });
 
-  after(async () => {
-    // The extension's logs (its LogOutputChannel, one per window) are kept beside the screenshots.
-    const logs = workbench ? fs.readdirSync(workbench.userDataDir, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('Lightning.log')) : [];
-    logs.forEach((file, index) => fs.copyFileSync(path.join(workbench.userDataDir, file), path.join(SHOTS, `extension-${index + 1}.log`)));
-    await workbench?.close();
-    await upstream?.close();
-    if (scratch) fs.rmSync(scratch, { recursive: true, force: true });
-    console.log(`# e2e wall time ${((Date.now() - started) / 1000).toFixed(1)} s; screenshots in ${path.relative(REPO_ROOT, SHOTS)}/`);
-  });
+  after(() => session?.close('extension'));
 
   it('opens the Lightning panel from the activity bar and starts the daemon', async () => {
     await page.locator('.activitybar [aria-label^="Lightning"]').first().click();

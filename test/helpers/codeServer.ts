@@ -100,6 +100,8 @@ export async function openWorkbench(workspace: string, scratch: string): Promise
  * Runs a command from the command palette (F1), waiting for its row before pressing Enter. F1 can be
  * swallowed while the workbench restores, and a palette can close under a notification or a focus
  * change: each step is retried, and F1 is pressed only while the palette is closed (it toggles).
+ * An open palette lists the commands known when it opened (a window whose extensions are still
+ * loading has none of ours yet), so a retry closes it and opens a fresh one.
  */
 export async function runCommand(page: Page, title: string): Promise<void> {
   const input = page.locator('.quick-input-widget input');
@@ -113,6 +115,7 @@ export async function runCommand(page: Page, title: string): Promise<void> {
       return;
     } catch (error) {
       if (attempt === 5) throw error;
+      if (await input.isVisible()) await page.keyboard.press('Escape');
     }
   }
 }

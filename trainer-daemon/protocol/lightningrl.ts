@@ -83,3 +83,64 @@ export const ExportReport = z.object({
   aggregated: z.object({ merged: z.number().int(), mismatches: z.number().int(), withoutTokenIds: z.number().int() }).nullable(),
 });
 export type ExportReport = z.infer<typeof ExportReport>;
+
+/** `transitions/forRollout`: the options training would use (the `lightning export` defaults when absent). */
+export const RolloutTransitionsParams = z.strictObject({
+  rolloutId: z.string().min(1).max(200),
+  reward: RewardPolicy.default({ name: 'reward', missing: 'exclude', fillValue: 0 }),
+  credit: CreditOptions.default({ kind: 'identical' }),
+  advantage: AdvantageOptions.default({ kind: 'grpo', normalizeStd: true, epsilon: 1e-6 }),
+  /** Train only the calls of agents whose name matches this regular expression. */
+  agent: z.string().max(1_000).optional(),
+});
+export type RolloutTransitionsParams = z.input<typeof RolloutTransitionsParams>;
+
+/** One LLM call of the rollout as training sees it. */
+export const CallTraining = z.object({
+  spanId: z.string(),
+  name: z.string(),
+  agentName: z.string().nullable(),
+  /** Whether this call is a training sample; `why` says why not. */
+  included: z.boolean(),
+  why: z.string().nullable(),
+  /** Its position among the samples, the reward credited to it, its advantage (null when excluded). */
+  step: z.number().int().nonnegative().nullable(),
+  reward: z.number().nullable(),
+  advantage: z.number().nullable(),
+  promptTokens: z.number().int().nullable(),
+  completionTokens: z.number().int().nullable(),
+  /** Exact token ids from the serving engine (prompt, response), when recorded. */
+  promptTokenIds: z.number().int().nullable(),
+  responseTokenIds: z.number().int().nullable(),
+  /** True when the trainer must re-tokenize the text (no engine token ids). */
+  retokenized: z.boolean(),
+});
+export type CallTraining = z.infer<typeof CallTraining>;
+
+/** The rollout's task group: the rollouts advantages are computed against. */
+export const TrainingGroup = z.object({
+  /** Which rollouts were considered, as `lightning export --batch/--dataset` would: the rollout's batch, else its dataset, else itself. */
+  scope: z.enum(['batch', 'dataset', 'rollout']),
+  scopeId: z.string().nullable(),
+  taskId: z.string().nullable(),
+  /** Rollouts of the group with an episode reward, their mean and (population) std. */
+  rewarded: z.number().int().nonnegative(),
+  mean: z.number().nullable(),
+  std: z.number().nullable(),
+  /** Why the group's advantages are 0 (a group of one, all rewards equal), or null. */
+  note: z.string().nullable(),
+});
+export type TrainingGroup = z.infer<typeof TrainingGroup>;
+
+export const RolloutTransitions = z.object({
+  rolloutId: z.string(),
+  /** Whether any of the rollout's calls is a training sample; `why` says why not. */
+  included: z.boolean(),
+  why: z.string().nullable(),
+  episodeReward: z.number().nullable(),
+  advantage: z.number().nullable(),
+  group: TrainingGroup,
+  options: z.object({ reward: RewardPolicy, credit: CreditOptions, advantage: AdvantageOptions, agent: z.string().nullable() }),
+  calls: z.array(CallTraining),
+});
+export type RolloutTransitions = z.infer<typeof RolloutTransitions>;

@@ -34,6 +34,7 @@ import {
 } from './apo';
 import { Resource } from './records';
 import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
+import { RolloutTransitions, RolloutTransitionsParams } from './lightningrl';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
   readonly method: string;
@@ -249,6 +250,8 @@ export const Methods = {
   scoreRollouts: method('rewards/score', ScoreRolloutsParams, ScoreRolloutsResult),
   /** Stops a `rewards/score` job after its current chunk; its answer then has `cancelled: true`. */
   cancelScore: method('rewards/cancel', z.strictObject({ jobId: z.string().min(1).max(100) }), z.object({ cancelled: z.boolean() })),
+  /** One rollout as training sees it: each LLM call included or not (and why), credited reward, advantage (against its batch's task group), tokens. */
+  rolloutTransitions: method('transitions/forRollout', RolloutTransitionsParams, RolloutTransitions),
 } as const;
 
 export type Methods = typeof Methods;

@@ -11,6 +11,7 @@ import { validateSpans, type StoredSpanResult } from '../store/spans';
 import { scoreRollouts, ScoreJobs } from '../rewards/job';
 import { proxyJudgeTransport } from '../rewards/judgeTransport';
 import type { Broadcast } from './notifier';
+import { rolloutTransitions } from '../lightningrl/rolloutView';
 
 export type Handlers = {
   [M in MethodName]: (params: ParsedParamsOf<M>) => ResultOf<M> | Promise<ResultOf<M>>;
@@ -88,6 +89,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       }
     },
     cancelScore: ({ jobId }) => ({ cancelled: scoreJobs.cancel(jobId) }),
+    rolloutTransitions: (params) => rolloutTransitions(store, params),
   };
 }
 

@@ -1,0 +1,89 @@
+/**
+ * `transitions/forRollout`: what training would make of one rollout — each LLM call included or not
+ * (and why), the reward credited to it, its advantage, its token counts and whether the trainer must
+ * re-tokenize it. The advantage needs the rollout's task group, so the rollouts considered are those
+ * `lightning export --batch B` (else `--dataset D`) would read with its default statuses, run
+ * through the same buildTransitions: the panel shows exactly what an export would write.
+ */
+import type { CallTraining, RolloutTransitions, TrainingGroup } from '../protocol';
+import type { ParsedParamsOf } from '../protocol';
+import { InvalidInputError } from '../errors';
+import type { Store, Trajectory } from '../store/store';
+import { episodeReward } from './credit';
+import { buildTransitions } from './transitions';
+
+/** The statuses `lightning export` reads by default: finished rollouts that ran to an outcome. */
+const TRAINED_STATUSES = ['succeeded', 'failed', 'timeout'] as const;
+
+export function rolloutTransitions(store: Store, params: ParsedParamsOf<'rolloutTransitions'>): RolloutTransitions {
+  const rollout = store.getRollout(store.resolveRolloutId(params.rolloutId));
+  let agentMatch: RegExp | undefined;
+  try {
+    agentMatch = params.agent === undefined ? undefined : new RegExp(params.agent);
+  } catch (error) {
+    throw new InvalidInputError(`params.agent: not a regular expression (${error instanceof Error ? error.message : String(error)})`);
+  }
+  const scope: TrainingGroup['scope'] = rollout.batchId ? 'batch' : rollout.datasetId ? 'dataset' : 'rollout';
+  const taskId = rollout.task?.id ?? null;
+  // GRPO compares a task's rollouts only: reading just the task's rollouts of the scope gives the same advantages.
+  const taskOnly = params.advantage.kind !== 'baseline' && taskId !== null ? { taskId } : {};
+  const trajectories: Trajectory[] =
+    scope === 'rollout'
+      ? store.trajectoriesOf([rollout.id])
+      : [...store.trajectories({ status: [...TRAINED_STATUSES], ...(scope === 'batch' ? { batchId: rollout.batchId! } : { datasetId: rollout.datasetId! }), ...taskOnly })];
+  const own = trajectories.find((t) => t.rollout.id === rollout.id) ?? store.trajectoriesOf([rollout.id])[0]!;
+  const considered = trajectories.filter((t) => (TRAINED_STATUSES as readonly string[]).includes(t.rollout.status));
+  const { transitions } = buildTransitions(considered, { reward: params.reward, credit: params.credit, advantage: params.advantage, agentMatch });
+  const samples = new Map(transitions.filter((t) => t.rolloutId === rollout.id).map((t) => [t.spanId, t]));
+  const reward = episodeReward(own.rewards, params.reward);
+  const why = !(TRAINED_STATUSES as readonly string[]).includes(rollout.status)
+    ? `the rollout is ${rollout.status}: training reads succeeded, failed and timed-out rollouts`
+    : reward === null
+      ? `no "${params.reward.name}" reward: rollouts without an episode reward are left out (or filled, by the reward policy)`
+      : samples.size === 0
+        ? agentMatch ? `no LLM call of an agent matching /${params.agent}/` : 'the rollout has no LLM calls'
+        : null;
+  const spans = store.listSpans(rollout.id, 0, 10_000).filter((span) => span.category === 'llm');
+  const calls: CallTraining[] = spans.map((span) => {
+    const sample = samples.get(span.spanId);
+    return {
+      spanId: span.spanId,
+      name: span.name,
+      agentName: sample?.agentName ?? null,
+      included: sample !== undefined,
+      why: sample ? null : (why ?? (agentMatch ? `its agent does not match /${params.agent}/` : 'not a training sample')),
+      step: sample?.step ?? null,
+      reward: sample?.reward ?? null,
+      advantage: sample?.advantage ?? null,
+      promptTokens: span.promptTokens,
+      completionTokens: span.completionTokens,
+      promptTokenIds: sample?.promptTokenIds?.length ?? null,
+      responseTokenIds: sample?.responseTokenIds?.length ?? null,
+      retokenized: sample ? sample.needsTokenization : false,
+    };
+  });
+  const first = [...samples.values()][0];
+  return {
+    rolloutId: rollout.id,
+    included: samples.size > 0,
+    why,
+    episodeReward: reward,
+    advantage: first ? (params.advantage.kind === 'none' ? null : first.advantage) : null,
+    group: groupOf(considered, rollout.id, taskId, scope, scope === 'batch' ? rollout.batchId : scope === 'dataset' ? rollout.datasetId : null, params.reward),
+    options: { reward: params.reward, credit: params.credit, advantage: params.advantage, agent: params.agent ?? null },
+    calls,
+  };
+}
+
+function groupOf(considered: readonly Trajectory[], rolloutId: string, taskId: string | null, scope: TrainingGroup['scope'], scopeId: string | null, policy: ParsedParamsOf<'rolloutTransitions'>['reward']): TrainingGroup {
+  const own = considered.find((t) => t.rollout.id === rolloutId)?.rollout;
+  const members = considered.filter((t) => (taskId === null ? t.rollout.id === rolloutId : t.rollout.task?.id === taskId && t.rollout.datasetId === (own?.datasetId ?? t.rollout.datasetId)));
+  const rewards = members.flatMap((t) => {
+    const value = episodeReward(t.rewards, policy);
+    return value === null ? [] : [value];
+  });
+  const mean = rewards.length ? rewards.reduce((a, b) => a + b, 0) / rewards.length : null;
+  const std = mean === null ? null : Math.sqrt(rewards.reduce((sum, r) => sum + (r - mean) ** 2, 0) / rewards.length);
+  const note = rewards.length === 1 ? 'a group of one rollout: nothing to compare, advantage 0' : std !== null && rewards.length > 1 && std <= 1e-12 * Math.max(1, Math.abs(mean!)) ? 'every rollout of the group has the same reward: advantage 0' : null;
+  return { scope, scopeId, taskId, rewarded: rewards.length, mean, std, note };
+}
