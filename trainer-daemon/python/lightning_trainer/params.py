@@ -135,6 +135,7 @@ class TrainParams:
     seed: int = 0
 
     def check(self, path: str) -> None:
+        require(len(self.transitions) > 0, f"{path}.transitions must not be empty")
         require(self.epochs > 0 and self.minibatch > 0 and self.micro_batch > 0,
                 f"{path}: epochs, minibatch and microBatch must be > 0")
         for i, t in enumerate(self.transitions):

@@ -14,6 +14,7 @@ import torch
 from torch import nn
 
 from . import model as tiny
+from .schema import BadParams
 from .tokenizer import ByteTokenizer, parse_tool_call, render_chat, render_completion
 
 
@@ -61,7 +62,8 @@ class Policy:
         """(token text, its UTF-8 bytes) for OpenAI-style logprobs entries."""
         raise NotImplementedError
 
-    def encode_text(self, text: str) -> list[int]:
+    def encode_prompt(self, text: str) -> list[int]:
+        """A raw-text prompt (/v1/completions) as token ids."""
         raise NotImplementedError
 
     # --- training support --------------------------------------------------------------------------------------
@@ -116,7 +118,7 @@ class TinyPolicy(Policy):
             targets = adapter.targets or tiny.TINY_LORA_TARGETS
             if tiny.apply_lora(self.model, adapter.rank, adapter.alpha, adapter.dropout, targets,
                                adapter.train_norms) == 0:
-                raise ValueError(f"adapter.targets {targets} matched no layer (tiny layers: {tiny.TINY_LORA_TARGETS})")
+                raise BadParams(f"params.adapter.targets {targets} matched no layer (tiny layers: {tiny.TINY_LORA_TARGETS})")
             self.model.to(device)
 
     def _forward(self, module, ids, attention_mask, position_ids, past, keep):
@@ -135,8 +137,8 @@ class TinyPolicy(Policy):
     def decode(self, ids):
         return self.tokenizer.decode(ids)
 
-    def encode_text(self, text):
-        return self.tokenizer.encode(text)
+    def encode_prompt(self, text):
+        return [self.tokenizer.bos_id] + self.tokenizer.encode(text)
 
     def token_info(self, token_id):
         return self.tokenizer.token_text(token_id), self.tokenizer.token_bytes(token_id)

@@ -102,8 +102,6 @@ class Session:
 
     def train(self, params: TrainParams) -> dict:
         policy = self._loaded()
-        if not params.transitions:
-            raise StateError("train needs at least one transition")
         with self.lock:
             result = policy_update(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
             self.step += 1
