@@ -14,6 +14,7 @@ import { DaemonHttpServer } from './server/http';
 import { WriteQueue } from './store/writeQueue';
 import { AgentRoutes, DEFAULT_MAX_BODY_BYTES } from './capture/agentRoutes';
 import { OtlpReceiver } from './otlp/receiver';
+import { WorkerBatches } from './runner/workerBatches';
 import type { UpstreamConfig } from './capture/proxy';
 import { Store } from './store/store';
 import { VERSION } from './version';
@@ -49,6 +50,7 @@ export class Daemon {
     private readonly rpc: RpcServer,
     private readonly http: DaemonHttpServer,
     private readonly otlp: OtlpReceiver,
+    private readonly workerBatches: WorkerBatches,
     readonly token: string,
     readonly info: DaemonInfo,
     readonly url: string,
@@ -79,11 +81,12 @@ export class Daemon {
       };
       const writes = new WriteQueue(store, logger.child('writes'));
       let baseUrl: string | undefined;
-      const handlers = createHandlers({ store, writes, info: () => info, agentBaseUrl: () => baseUrl });
+      const workerBatches = new WorkerBatches({ store, writes, logger: logger.child('runner'), baseUrl: () => baseUrl! });
+      const handlers = createHandlers({ store, writes, info: () => info, agentBaseUrl: () => baseUrl, workerBatches });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       const notifier = new ChangeNotifier(store, rpc.broadcast);
       const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4);
-      const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent') });
+      const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent'), workerBatches });
       http = new DaemonHttpServer({
         logger: logger.child('http'),
         routes: (request, response) => agents.handle(request, response),
@@ -93,7 +96,7 @@ export class Daemon {
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       baseUrl = url;
-      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, token, info, url, logger, releaseLock);
+      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, workerBatches, token, info, url, logger, releaseLock);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
       return daemon;
@@ -119,6 +122,8 @@ export class Daemon {
     this.stopping ??= (async () => {
       this.logger.info('daemon stopping');
       if (this.discovery) removeDiscovery(this.discovery);
+      // Workers waiting for a rollout get 204 instead of holding the drain up.
+      this.workerBatches.dispose();
       // Stop taking requests and let those in flight finish (their writes are still taken)…
       await this.http.drain(5_000);
       // …then commit what is queued, announce it, and give committed RPC replies a turn to go out.

@@ -19,6 +19,7 @@ import {
   Stats,
   TaskRef,
 } from './records';
+import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams } from './runner';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
   readonly method: string;
@@ -206,6 +207,11 @@ export const Methods = {
   listDatasets: method('datasets/list', z.strictObject({}), z.object({ items: z.array(Dataset) })),
   /** A dataset's tasks (by id or name), optionally one split, in file order. */
   listTasks: method('datasets/tasks', z.strictObject({ dataset: z.string().min(1), split: z.enum(['train', 'val', 'test']).optional() }), z.object({ dataset: Dataset, items: z.array(Task) })),
+  /** Worker-mode batches (protocol/runner.ts): open one for long-lived agent workers, follow it, report a dead worker, cancel. */
+  openWorkerBatch: method('workerBatches/open', OpenWorkerBatchParams, WorkerBatch),
+  workerBatchEvents: method('workerBatches/events', WorkerBatchEventsParams, WorkerBatchEvents),
+  workerExited: method('workerBatches/workerExited', WorkerExitedParams, WorkerExited),
+  cancelWorkerBatch: method('workerBatches/cancel', CancelWorkerBatchParams, z.object({ cancelled: z.number().int().nonnegative() })),
 } as const;
 
 export type Methods = typeof Methods;

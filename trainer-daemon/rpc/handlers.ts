@@ -8,6 +8,7 @@ import { ConflictError, InvalidInputError } from '../errors';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { validateSpans, type StoredSpanResult } from '../store/spans';
+import type { WorkerBatches } from '../runner/workerBatches';
 
 export type Handlers = {
   [M in MethodName]: (params: ParsedParamsOf<M>) => ResultOf<M> | Promise<ResultOf<M>>;
@@ -20,10 +21,16 @@ export interface HandlerContext {
   readonly info: () => DaemonInfo;
   /** The daemon's base URL for agent capability URLs; absent when no daemon serves HTTP. */
   readonly agentBaseUrl?: () => string | undefined;
+  /** Worker-mode batches; absent when no daemon serves HTTP. */
+  readonly workerBatches?: WorkerBatches;
 }
 
-export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerContext): Handlers {
+export function createHandlers({ store, writes, info, agentBaseUrl, workerBatches }: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
+  const servingBatches = (): WorkerBatches => {
+    if (!workerBatches) throw new ConflictError('worker batches need a running daemon to serve their workers; start one with `lightning serve`');
+    return workerBatches;
+  };
   return {
     daemonInfo: () => info(),
     listRollouts: (params) => store.listRollouts(params),
@@ -59,6 +66,10 @@ export function createHandlers({ store, writes, info, agentBaseUrl }: HandlerCon
     importDataset: (params) => write(() => store.importDataset(params)),
     listDatasets: () => ({ items: store.listDatasets() }),
     listTasks: ({ dataset, split }) => store.listTasks(dataset, split),
+    openWorkerBatch: (params) => servingBatches().open(params),
+    workerBatchEvents: ({ id, after, waitMs }) => servingBatches().events(id, after, waitMs),
+    workerExited: ({ id, worker, error }) => servingBatches().workerExited(id, worker, error),
+    cancelWorkerBatch: async ({ id }) => ({ cancelled: await servingBatches().cancel(id) }),
   };
 }
 

@@ -79,7 +79,12 @@ export class Store {
 
   transitionRollout(params: TransitionRolloutParams): Rollout {
     const parsed = TransitionRolloutParams.parse(params);
-    const rollout = this.write(() => this.rollouts.transition(parsed));
+    const rollout = this.write(() => {
+      const moved = this.rollouts.transition(parsed);
+      // An attempt that ended takes its capability URL with it; a retry gets a new one.
+      if (moved.status !== 'running' && moved.status !== 'queued') this.agentKeys.revoke(moved.id);
+      return moved;
+    });
     this.afterCommit([rollout.id]);
     return rollout;
   }

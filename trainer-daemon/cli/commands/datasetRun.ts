@@ -8,7 +8,7 @@ import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { RolloutMode, userUpstream, type Rollout } from '../../protocol';
 import { InvalidInputError, NotFoundError } from '../../errors';
-import { BatchRunner } from '../../runner/batch';
+import { BatchRunner, type BatchMode } from '../../runner/batch';
 import type { RpcClient } from '../../rpc/client';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { duration, num, rolloutDuration, table } from '../format';
@@ -26,6 +26,7 @@ interface DatasetRunOptions extends GlobalOptions {
   upstream?: string;
   tokenIds?: boolean;
   resume?: string;
+  workers?: string;
 }
 
 function positiveInt(value: string, flag: string, min = 1): number {
@@ -92,11 +93,16 @@ export function registerDatasetRun(dataset: Command): void {
     .option('--upstream <url>', "the agents' upstream when they have no OPENAI_BASE_URL of their own")
     .option('--token-ids', 'ask the serving engine for token ids and logprobs on every call')
     .option('--resume <batch>', 'finish an interrupted batch instead of starting one')
+    .option('--workers <n>', 'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see README, "Worker mode")')
     .action(async (name: string, argv: string[], options: DatasetRunOptions) => {
       const samples = positiveInt(options.samples, '--samples');
       const concurrency = positiveInt(options.concurrency, '--concurrency');
       const timeoutMs = positiveInt(options.timeout, '--timeout') * 1000;
       const retries = positiveInt(options.retries, '--retries', 0);
+      const workers = options.workers === undefined ? undefined : positiveInt(options.workers, '--workers');
+      const mode: BatchMode = workers === undefined
+        ? { kind: 'process', command: argv, concurrency }
+        : { kind: 'worker', command: argv, workers, concurrencyPerWorker: Math.ceil(concurrency / workers) };
       const own = userUpstream(process.env);
       const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
       const storeFile = resolveStore(options);
@@ -143,7 +149,8 @@ export function registerDatasetRun(dataset: Command): void {
             }
           }
         }
-        process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${concurrency} at a time\n`);
+        const how = mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`;
+        process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}\n`);
         if (cancelled) {
           for (const id of queued) await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
           queued = [];
@@ -151,7 +158,7 @@ export function registerDatasetRun(dataset: Command): void {
         const total = queued.length;
         let done = 0;
         runner = new BatchRunner({
-          client, argv, concurrency, timeoutMs, upstream, tokenIds: options.tokenIds ?? false,
+          client, mode, timeoutMs, upstream, tokenIds: options.tokenIds ?? false,
           logDir: path.join(path.dirname(storeFile), 'logs', batchId), env: process.env,
           onAttempt: ({ rollout, durationMs, retrying }) => {
             if (!retrying) done += 1;
