@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { DaemonInfo, ReadyMessage } from './protocol';
 import { acquireStoreLock, removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
 import type { Logger } from './log';
-import { createHandlers } from './rpc/handlers';
+import { createHandlers, invoke, type Handlers } from './rpc/handlers';
 import { ChangeNotifier } from './rpc/notifier';
 import { RpcServer } from './rpc/server';
 import { DaemonHttpServer } from './server/http';
@@ -17,6 +17,7 @@ import { OtlpReceiver } from './otlp/receiver';
 import { WorkerBatches } from './runner/workerBatches';
 import type { UpstreamConfig } from './capture/proxy';
 import { Store } from './store/store';
+import { TrainingManager } from './training/manager';
 import { VERSION } from './version';
 
 export interface DaemonOptions {
@@ -50,6 +51,7 @@ export class Daemon {
     private readonly rpc: RpcServer,
     private readonly http: DaemonHttpServer,
     private readonly otlp: OtlpReceiver,
+    private readonly training: TrainingManager,
     private readonly workerBatches: WorkerBatches,
     readonly token: string,
     readonly info: DaemonInfo,
@@ -82,7 +84,9 @@ export class Daemon {
       const writes = new WriteQueue(store, logger.child('writes'));
       let baseUrl: string | undefined;
       const workerBatches = new WorkerBatches({ store, writes, logger: logger.child('runner'), baseUrl: () => baseUrl! });
-      const handlers = createHandlers({ store, writes, info: () => info, agentBaseUrl: () => baseUrl, workerBatches });
+      // Training loops run their rollouts through the same handler table, in-process.
+      const training = new TrainingManager(store, { request: (name, params) => invoke(handlers, name, params) }, logger.child('training'));
+      const handlers: Handlers = createHandlers({ store, writes, info: () => info, agentBaseUrl: () => baseUrl, workerBatches, training });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       const notifier = new ChangeNotifier(store, rpc.broadcast);
       const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4);
@@ -96,7 +100,7 @@ export class Daemon {
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       baseUrl = url;
-      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, workerBatches, token, info, url, logger, releaseLock);
+      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, training, workerBatches, token, info, url, logger, releaseLock);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
       return daemon;
@@ -122,9 +126,11 @@ export class Daemon {
     this.stopping ??= (async () => {
       this.logger.info('daemon stopping');
       if (this.discovery) removeDiscovery(this.discovery);
+      // Training loops first: they stop their agents and workers and record the cancel…
+      await this.training.shutdown();
       // Workers waiting for a rollout get 204 instead of holding the drain up.
       this.workerBatches.dispose();
-      // Stop taking requests and let those in flight finish (their writes are still taken)…
+      // …then stop taking requests and let those in flight finish (their writes are still taken)…
       await this.http.drain(5_000);
       // …then commit what is queued, announce it, and give committed RPC replies a turn to go out.
       this.writes.shutdown();

@@ -10,6 +10,8 @@ import { registerRun } from './commands/run';
 import { registerServe } from './commands/serve';
 import { registerShow } from './commands/show';
 import { runDemo } from '../demo/main';
+import { registerDoctor } from './commands/doctor';
+import { registerTrain } from './commands/train';
 import { EXIT_CODES_HELP, ExitCode, exitCodeFor } from './exitCodes';
 
 export function buildProgram(): Command {
@@ -27,9 +29,11 @@ export function buildProgram(): Command {
   registerReward(program);
   registerExport(program);
   registerDataset(program);
+  registerTrain(program);
+  registerDoctor(program);
   program
     .command('demo')
-    .description('record a sample agent offline in .lightning/store.db (what `npm run demo` runs): no API key, no GPU, no download')
+    .description('train a sample tool-using agent with RL offline in .lightning/ (what `npm run demo` runs): no API key, no GPU, no download')
     .action(() => runDemo());
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
   for (const command of all(program).slice(1)) command.exitOverride().addHelpText('after', EXIT_CODES_HELP);

@@ -5,3 +5,5 @@ export * from './daemon';
 export * from './agentEnv';
 export * from './lightningrl';
 export * from './validation';
+export * from './trainer';
+export * from './training';

@@ -19,6 +19,8 @@ import {
   Stats,
   TaskRef,
 } from './records';
+import { Checkpoint, TrainingRun } from './records';
+import { GetTrainingParams, StartTrainingParams, TrainingRunDetail, TrainingRunSummary } from './training';
 import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams } from './runner';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
@@ -212,6 +214,13 @@ export const Methods = {
   workerBatchEvents: method('workerBatches/events', WorkerBatchEventsParams, WorkerBatchEvents),
   workerExited: method('workerBatches/workerExited', WorkerExitedParams, WorkerExited),
   cancelWorkerBatch: method('workerBatches/cancel', CancelWorkerBatchParams, z.object({ cancelled: z.number().int().nonnegative() })),
+  /** Starts a training run in the daemon (or resumes one from its last checkpoint); returns at once. */
+  startTraining: method('training/start', StartTrainingParams, TrainingRun),
+  listTraining: method('training/list', z.strictObject({}), z.object({ items: z.array(TrainingRunSummary) })),
+  getTraining: method('training/get', GetTrainingParams, TrainingRunDetail),
+  /** Stops a running run now (its agents and worker); its last checkpoint stays for `resume`. */
+  cancelTraining: method('training/cancel', z.strictObject({ id: z.string().min(1) }), TrainingRun),
+  listCheckpoints: method('checkpoints/list', z.strictObject({ runId: z.string().min(1).optional() }), z.object({ items: z.array(Checkpoint) })),
 } as const;
 
 export type Methods = typeof Methods;
@@ -229,6 +238,8 @@ export const Notifications = {
    * so no window is sent the spans of rollouts it does not show.
    */
   spansAdded: notification('spans/added', z.object({ rollouts: z.array(SpanRange) })),
+  /** Training runs whose status, metrics or checkpoints changed (at most every 100 ms, latest state): fetch series with training/get. */
+  trainingChanged: notification('training/changed', z.object({ runs: z.array(TrainingRunSummary) })),
 } as const;
 
 export type Notifications = typeof Notifications;

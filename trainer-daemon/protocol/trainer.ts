@@ -79,6 +79,8 @@ export const LoadParams = z.object({
   seed: z.number().int().optional(),
   /** A directory written by `save`: weights, optimizer and step are restored from it. */
   checkpoint: z.string().optional(),
+  /** torch threads (one is fastest on small CPUs). */
+  threads: z.number().int().positive().optional(),
 });
 export type LoadParams = z.infer<typeof LoadParams>;
 export const LoadResult = z.object({ parameters: z.number(), trainable: z.number(), device: z.string(), dtype: z.string(), step: z.number().int(), modelName: z.string() });
@@ -90,7 +92,8 @@ export const ServeResult = z.object({ url: z.string().url() });
 export const SftExample = z.object({
   messages: z.array(z.record(z.string(), z.unknown())),
   tools: z.array(z.unknown()).optional(),
-  completion: z.object({ content: z.string().optional(), tool_calls: z.array(z.unknown()).optional() }),
+  /** The assistant's reply: text, or OpenAI-shaped tool calls (`toolCalls`: the protocol's keys are camelCase). */
+  completion: z.object({ content: z.string().optional(), toolCalls: z.array(z.unknown()).optional() }),
 });
 export type SftExample = z.infer<typeof SftExample>;
 export const SftParams = z.object({
@@ -98,9 +101,12 @@ export const SftParams = z.object({
   steps: z.number().int().positive().optional(),
   batchSize: z.number().int().positive().optional(),
   lr: z.number().positive().optional(),
+  seed: z.number().int().optional(),
+  /** Stop early once this fraction of sampled completions (temperature 1) equals the demonstration exactly. */
+  untilSampledAccuracy: z.object({ threshold: z.number().min(0).max(1), every: z.number().int().positive().optional(), samples: z.number().int().positive().optional() }).optional(),
 });
 export type SftParams = z.infer<typeof SftParams>;
-export const SftResult = z.object({ loss: z.number(), steps: z.number().int(), seconds: z.number() });
+export const SftResult = z.object({ loss: z.number(), steps: z.number().int(), seconds: z.number(), sampledAccuracy: z.number().nullable().optional() });
 
 export const WorkerTransition = z.object({
   promptIds: z.array(z.number().int()),
@@ -115,6 +121,8 @@ export const TrainParams = z.object({
   transitions: z.array(WorkerTransition).min(1),
   epochs: z.number().int().positive().optional(),
   minibatch: z.number().int().positive().optional(),
+  microBatch: z.number().int().positive().optional(),
+  seed: z.number().int().optional(),
   clip: z.number().positive().optional(),
   klCoef: z.number().min(0).optional(),
   entropyCoef: z.number().min(0).optional(),

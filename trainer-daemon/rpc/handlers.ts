@@ -8,6 +8,7 @@ import { ConflictError, InvalidInputError } from '../errors';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { validateSpans, type StoredSpanResult } from '../store/spans';
+import type { TrainingManager } from '../training/manager';
 import type { WorkerBatches } from '../runner/workerBatches';
 
 export type Handlers = {
@@ -23,9 +24,11 @@ export interface HandlerContext {
   readonly agentBaseUrl?: () => string | undefined;
   /** Worker-mode batches; absent when no daemon serves HTTP. */
   readonly workerBatches?: WorkerBatches;
+  /** Runs training loops; absent when no daemon serves (the CLI's store-direct path). */
+  readonly training?: TrainingManager;
 }
 
-export function createHandlers({ store, writes, info, agentBaseUrl, workerBatches }: HandlerContext): Handlers {
+export function createHandlers({ store, writes, info, agentBaseUrl, workerBatches, training }: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
   const servingBatches = (): WorkerBatches => {
     if (!workerBatches) throw new ConflictError('worker batches need a running daemon to serve their workers; start one with `lightning serve`');
@@ -70,6 +73,22 @@ export function createHandlers({ store, writes, info, agentBaseUrl, workerBatche
     workerBatchEvents: ({ id, after, waitMs }) => servingBatches().events(id, after, waitMs),
     workerExited: ({ id, worker, error }) => servingBatches().workerExited(id, worker, error),
     cancelWorkerBatch: async ({ id }) => ({ cancelled: await servingBatches().cancel(id) }),
+    startTraining: (params) => {
+      if (!training) throw new ConflictError('training needs a running daemon; start one with `lightning serve` or use `lightning train`');
+      return training.start(params);
+    },
+    listTraining: () => ({ items: store.training.list().map((run) => store.training.summary(run)) }),
+    getTraining: ({ id, afterStep }) => store.training.detail(id, afterStep),
+    cancelTraining: ({ id }) => {
+      if (training) return training.cancel(id);
+      const run = store.training.get(id);
+      if (run.status !== 'running' && run.status !== 'queued') throw new ConflictError(`training run ${id} is ${run.status}, not running`);
+      return store.writeTraining(id, (t) => t.transition(id, 'cancelled', 'cancelled'));
+    },
+    listCheckpoints: ({ runId }) => {
+      if (runId !== undefined) store.training.get(runId);
+      return { items: store.training.checkpoints(runId) };
+    },
   };
 }
 

@@ -30,6 +30,7 @@ import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome, type TrainingSpan } from './spans';
 import { NotFoundError, InvalidInputError } from '../errors';
+import { TrainingRepository } from './training';
 
 export class Store {
   private readonly rollouts: RolloutRepository;
@@ -39,6 +40,9 @@ export class Store {
   private readonly datasets: DatasetRepository;
   private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
   private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
+  private readonly _onDidChangeTraining = new Emitter<string>();
+  /** Training runs, their metrics and checkpoints: read directly, written through `writeTraining`. */
+  readonly training: TrainingRepository;
   private closed = false;
   /** One transaction wrapper, made once: better-sqlite3's wrappers are costly to create per call. */
   private readonly transaction: Transaction<(fn: () => unknown) => unknown>;
@@ -49,6 +53,8 @@ export class Store {
   readonly onDidChangeRollouts: Event<readonly string[]> = this._onDidChangeRollouts.event;
   /** Spans stored by a committed write, in sequence order per rollout. */
   readonly onDidAddSpans: Event<readonly Span[]> = this._onDidAddSpans.event;
+  /** The id of a training run whose status, metrics or checkpoints changed (after the commit). */
+  readonly onDidChangeTraining: Event<string> = this._onDidChangeTraining.event;
 
   static open(file: string, options?: OpenOptions): Store {
     return new Store(openDatabase(file, options), file);
@@ -63,6 +69,7 @@ export class Store {
     this.rewards = new RewardRepository(db);
     this.agentKeys = new AgentKeyRepository(db);
     this.datasets = new DatasetRepository(db);
+    this.training = new TrainingRepository(db);
     this.transaction = db.transaction((fn: () => unknown) => fn());
   }
 
@@ -245,12 +252,20 @@ export class Store {
     };
   }
 
+  /** Changes training run `runId` in one transaction, and announces it after the commit. */
+  writeTraining<T>(runId: string | ((result: T) => string), fn: (training: TrainingRepository) => T): T {
+    const result = this.write(() => fn(this.training));
+    this._onDidChangeTraining.fire(typeof runId === 'string' ? runId : runId(result));
+    return result;
+  }
+
   /** Checkpoints the WAL into the main file and closes. Idempotent. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
     this._onDidChangeRollouts.dispose();
     this._onDidAddSpans.dispose();
+    this._onDidChangeTraining.dispose();
     if (this.db.open) {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
       this.db.close();

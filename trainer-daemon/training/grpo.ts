@@ -15,6 +15,7 @@ import type { Store } from '../store/store';
 import { findPython } from './python';
 import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
+import { shuffled } from '../util/random';
 
 export interface GrpoContext {
   readonly store: Store;
@@ -41,7 +42,7 @@ export function readDemonstrations(file: string): SftExample[] {
     const example = JSON.parse(line) as { messages?: Array<Record<string, unknown>>; tools?: unknown[] };
     const last = example.messages?.at(-1);
     if (!last || last.role !== 'assistant') throw new InvalidInputError(`warmStart.file ${file}:${index + 1}: the last message must be the assistant's`);
-    const completion = SftExample.shape.completion.parse({ ...(typeof last.content === 'string' ? { content: last.content } : {}), ...(Array.isArray(last.tool_calls) ? { tool_calls: last.tool_calls } : {}) });
+    const completion = SftExample.shape.completion.parse({ ...(typeof last.content === 'string' ? { content: last.content } : {}), ...(Array.isArray(last.tool_calls) ? { toolCalls: last.tool_calls } : {}) });
     return [{ messages: example.messages!.slice(0, -1), ...(example.tools ? { tools: example.tools } : {}), completion }];
   });
 }
@@ -60,24 +61,6 @@ function meanStd(values: readonly number[]): { mean: number; std: number } {
   if (values.length === 0) return { mean: Number.NaN, std: Number.NaN };
   const mean = values.reduce((a, b) => a + b, 0) / values.length;
   return { mean, std: Math.sqrt(values.reduce((a, b) => a + (b - mean) ** 2, 0) / values.length) };
-}
-
-/** A seeded shuffle (mulberry32), so a run's task subsets are reproducible. */
-function shuffled<T>(items: readonly T[], seed: number): T[] {
-  let state = seed >>> 0;
-  const random = (): number => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i -= 1) {
-    const j = Math.floor(random() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
 }
 
 class Iterations {
@@ -215,8 +198,12 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
     if (!last) {
       const start: Record<string, number> = { parameters: loaded.parameters, trainable: loaded.trainable };
       if (config.warmStart) {
-        const sft = await worker.request('sft', { examples: readDemonstrations(config.warmStart.file), steps: config.warmStart.steps });
-        Object.assign(start, { 'sft/loss': sft.loss, 'sft/steps': sft.steps, 'sft/seconds': sft.seconds });
+        const { file, steps, untilSampledAccuracy } = config.warmStart;
+        const sft = await worker.request('sft', {
+          examples: readDemonstrations(file), steps, seed: config.seed,
+          ...(untilSampledAccuracy === null ? {} : { untilSampledAccuracy: { threshold: untilSampledAccuracy } }),
+        });
+        Object.assign(start, { 'sft/loss': sft.loss, 'sft/steps': sft.steps, 'sft/seconds': sft.seconds, ...(typeof sft.sampledAccuracy === 'number' ? { 'sft/sampledAccuracy': sft.sampledAccuracy } : {}) });
         checkpoint = checkpointDir(ctx.store.file, runId, 0);
         await worker.request('save', { dir: checkpoint, metrics: start });
         const saved = checkpoint;
