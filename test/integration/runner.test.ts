@@ -138,3 +138,48 @@ test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; -
   assert.equal((JSON.parse(exported.stdout) as { exported: number }).exported, 0, 'the agents of this test make no LLM calls: nothing to train on');
   assert.match((JSON.parse(exported.stdout) as { excludedNoCalls: number }).excludedNoCalls.toString(), /^[1-9]/);
 });
+
+test('dataset run --resume: stops the agents a runner that died left running (their pids recorded), and nothing else', async (t) => {
+  const { cwd, env } = setUp(t, [{ id: 'a', hang: true }, { id: 'b', hang: true }]);
+  await importTasks(cwd);
+  const runner = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--timeout', '120', '--', process.execPath, 'agent.js'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  runner.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  const pidFiles = (): string[] => fs.readdirSync(cwd).filter((name) => name.startsWith('pids-'));
+  await waitFor(() => pidFiles().length === 2, 'both hanging agents to start', 10_000);
+  const batchId = /batch (batch-[0-9a-f]+)/.exec(stderr)![1]!;
+  // The runner dies without a chance to stop its agents: they keep running.
+  runner.kill('SIGKILL');
+  await new Promise((resolve) => runner.on('close', resolve));
+  const orphans = pidFiles().flatMap((name) => fs.readFileSync(path.join(cwd, name), 'utf8').split(' ').map(Number));
+  assert.ok(orphans.every((pid) => isProcessAlive(pid)), 'the orphaned agents still run');
+  // A process whose pid is in the record but which is not that agent (a recycled pid) is left alone.
+  const bystander = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { detached: true, stdio: 'ignore' });
+  t.after(() => bystander.kill('SIGKILL'));
+  fs.appendFileSync(path.join(cwd, '.lightning', 'logs', batchId, 'agents.jsonl'), `${JSON.stringify({ pid: bystander.pid, identity: 'another process' })}\n`);
+
+  const resumed = await runCli(['dataset', 'run', 'tasks', '--resume', batchId, '--', process.execPath, 'agent.js'], { cwd, env });
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.match(resumed.stderr, /stopped 2 agent processes left running/);
+  await waitFor(() => orphans.every((pid) => !isProcessAlive(pid)), 'the orphaned agents and their children to be gone', 5_000);
+  assert.ok(isProcessAlive(bystander.pid!), 'a pid that no longer names the agent is not signalled');
+  // No retries were allowed: the interrupted attempts are failed, not run again.
+  assert.deepEqual(batchOf(cwd).map((r) => [r.status, r.error]), [['failed', 'the runner stopped during this attempt'], ['failed', 'the runner stopped during this attempt']]);
+});
+
+test('dataset run: on a terminal, progress is one bar redrawn in place', { skip: !fs.existsSync('/usr/bin/script') && 'needs util-linux script for a pseudo-terminal' }, async (t) => {
+  const { cwd, env } = setUp(t, [{ id: 'a', ms: 10 }, { id: 'b', ms: 10 }]);
+  await importTasks(cwd);
+  // stdout goes to a file; stderr stays on the pseudo-terminal `script` provides.
+  const command = `${process.execPath} ${CLI} dataset run tasks --samples 2 --json -- ${process.execPath} agent.js > out.json`;
+  const run = await new Promise<{ code: number | null; output: string }>((resolve) => {
+    const child = spawn('/usr/bin/script', ['-qec', command, '/dev/null'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk));
+    child.on('close', (code) => resolve({ code, output }));
+  });
+  assert.equal(run.code, 0, run.output);
+  assert.match(run.output, /\r\x1b\[K\[#{24}\] 4\/4 · 4 ok/);
+  assert.doesNotMatch(run.output, /^\[\d\/4\] ro-/m, 'no per-attempt lines for attempts that succeeded');
+  assert.equal((JSON.parse(fs.readFileSync(path.join(cwd, 'out.json'), 'utf8')) as { tasks: Array<{ succeeded: number }> }).tasks.at(-1)!.succeeded, 4);
+});

@@ -166,12 +166,12 @@ test('dataset run --workers: Ctrl-C stops the workers and cancels the unfinished
   const child = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--workers', '2', '--', process.execPath, 'worker.js'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
-  await waitFor(() => events(cwd).filter((e) => e.what === 'start').length === 2, 'both workers to hold a rollout', 10_000);
+  await waitFor(() => events(cwd).filter((e) => e.what === 'start').length === 2, 'both workers to hold a rollout', 30_000);
   child.kill('SIGINT');
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   assert.equal(code, 130, stderr);
   const pids = workerPids(cwd);
-  await waitFor(() => pids.every((pid) => !isProcessAlive(pid)), 'no worker left', 5_000);
+  await waitFor(() => pids.every((pid) => !isProcessAlive(pid)), 'no worker left', 10_000);
   assert.deepEqual(batchOf(cwd).map((r) => r.status), ['cancelled', 'cancelled', 'cancelled']);
 });
 
