@@ -85,15 +85,16 @@ class ServeParams:
         require(self.max_batch > 0, f"{path}.maxBatch must be > 0")
 
 @dataclass
-class Completion:
-    content: Optional[str] = None
-    tool_calls: Optional[list[dict]] = None
-
-@dataclass
 class SftExample:
     messages: list[dict]
-    completion: Completion
+    completion: dict  # an assistant message's {content?, tool_calls?} (OpenAI wire names)
     tools: Optional[list[dict]] = None
+
+    def check(self, path: str) -> None:
+        keys = set(self.completion)
+        require(bool(keys) and keys <= {"content", "tool_calls"},
+                f"{path}.completion must have content and/or tool_calls (and nothing else)")
+
 
 @dataclass
 class UntilSampledAccuracy:

@@ -190,7 +190,7 @@ def sampled_accuracy(policy: Policy, examples: list, samples: int, generator: to
     """Fraction of examples whose completion, sampled at temperature 1, equals the demonstration exactly."""
     picks = torch.randint(len(examples), (samples,), generator=generator).tolist()
     prompts = [policy.render_prompt(examples[i].messages, examples[i].tools) for i in picks]
-    wanted = [policy.render_completion(examples[i].messages, examples[i].tools, vars(examples[i].completion))
+    wanted = [policy.render_completion(examples[i].messages, examples[i].tools, examples[i].completion)
               for i in picks]
     seeds = torch.randint(2**31, (samples,), generator=generator).tolist()
     outputs = generate(policy, prompts, [Sampling(max_tokens=len(w) + 1, seed=s) for w, s in zip(wanted, seeds)])
@@ -203,7 +203,7 @@ def supervised(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: floa
     started = time.perf_counter()
     examples = params.examples
     prompts = [policy.render_prompt(e.messages, e.tools) for e in examples]
-    targets = [policy.render_completion(e.messages, e.tools, vars(e.completion)) for e in examples]
+    targets = [policy.render_completion(e.messages, e.tools, e.completion) for e in examples]
     if params.lr is not None:
         for group in optimizer.param_groups:
             group["lr"] = params.lr
