@@ -159,6 +159,11 @@ test('dataset run --workers: a worker that keeps dying fails the batch with its 
   assert.match(run.stderr, /the agent worker exited with code 2; 3 restarts used up/);
   assert.equal(workerPids(cwd).length, 4, 'one start and 3 restarts');
   assert.ok(batchOf(cwd).every((r) => r.status === 'cancelled'));
+  // A command that cannot start at all is not restarted.
+  const missing = await runCli(['dataset', 'run', 'tasks', '--workers', '2', '--', path.join(cwd, 'no-such-agent')], { cwd, env });
+  assert.notEqual(missing.code, 0);
+  assert.match(missing.stderr, /the agent worker could not start \(.*no-such-agent: spawn .* ENOENT\)/);
+  assert.doesNotMatch(missing.stderr, /restarts used up/);
 });
 
 test('dataset run --workers: Ctrl-C stops the workers and cancels the unfinished rollouts', async (t) => {

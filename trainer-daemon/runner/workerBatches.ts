@@ -65,11 +65,12 @@ class WorkerBatchState {
   /** Resolves at the next change (a rollout queued, an attempt ended, the batch done) or after `ms`. */
   changed(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = setTimeout(wake, ms);
-      function wake(): void {
+      const wake = (): void => {
         clearTimeout(timer);
+        this.wakers = this.wakers.filter((w) => w !== wake);
         resolve();
-      }
+      };
+      const timer = setTimeout(wake, ms);
       this.wakers.push(wake);
     });
   }

@@ -76,24 +76,24 @@ export class WorkerPool implements BatchPool {
     fs.closeSync(log);
     this.workers.set(worker, child);
     if (child.pid !== undefined) this.options.onSpawn?.(child.pid);
-    let reason: string | undefined;
-    child.once('error', (error) => (reason = `could not start (${program}: ${errorMessage(error)})`));
+    let unstartable: string | undefined;
+    child.once('error', (error) => (unstartable = `could not start (${program}: ${errorMessage(error)})`));
     child.once('close', (code, signal) => {
       this.workers.delete(worker);
       killGroup(child, 'SIGKILL');
-      void this.workerEnded(url, worker, reason ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`));
+      void this.workerEnded(url, worker, unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`), unstartable !== undefined);
     });
   }
 
-  /** A worker ended: if the batch still runs, its rollouts fail and a replacement starts (bounded). */
-  private async workerEnded(url: string, worker: string, reason: string): Promise<void> {
+  /** A worker ended: if the batch still runs, its rollouts fail and a replacement starts (bounded; none for a command that cannot start). */
+  private async workerEnded(url: string, worker: string, reason: string, unstartable: boolean): Promise<void> {
     if (this.finished || this.cancelled || this.batchId === undefined) return;
     try {
       const { done } = await this.options.client.request('workerExited', { id: this.batchId, worker, error: reason });
       if (done || this.finished || this.cancelled) return;
-      if (this.restarts >= this.maxRestarts) {
+      if (unstartable || this.restarts >= this.maxRestarts) {
         const log = path.join(this.options.logDir, `worker-${worker}.log`);
-        this.failure ??= new LightningError(`the agent worker ${reason}; ${this.restarts} restarts used up, so the batch stops (see ${log})`);
+        this.failure ??= new LightningError(unstartable ? `the agent worker ${reason}` : `the agent worker ${reason}; ${this.restarts} restarts used up, so the batch stops (see ${log})`);
         await this.options.client.request('cancelWorkerBatch', { id: this.batchId });
         return;
       }
