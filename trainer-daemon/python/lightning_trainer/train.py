@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Protocol
 
 import torch
 
@@ -116,9 +116,20 @@ def _check_vocab(policy: Policy, transitions: list[Transition]) -> None:
             raise ValueError(f"transitions[{i}] is longer than the model's context ({policy.context} tokens)")
 
 
+class Reducer(Protocol):
+    """Sums across data-parallel ranks (distributed.py); None when training in one process."""
+
+    def total(self, value: float) -> float: ...
+
+    def gradients(self, parameters: list[torch.nn.Parameter]) -> None: ...
+
+
 def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: TrainParams,
-                  progress: Progress) -> dict:
-    """One training step on a batch of transitions: `epochs` passes over shuffled minibatches."""
+                  progress: Progress, reducer: Optional[Reducer] = None) -> dict:
+    """One training step on a batch of transitions: `epochs` passes over shuffled minibatches.
+
+    With a reducer, each rank holds its shard of every minibatch: the loss is normalized by the global token
+    (or sequence) count and gradients are summed across ranks, so the update equals the single-process one."""
     started = time.perf_counter()
     transitions = params.transitions
     _check_vocab(policy, transitions)
@@ -142,6 +153,9 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
         for minibatch in _chunks(order, params.minibatch):
             masks = {i: transitions[i].mask or [1] * len(transitions[i].response_ids) for i in minibatch}
             tokens = float(sum(sum(m) for m in masks.values()))
+            sequences = len(minibatch)
+            if reducer is not None:
+                tokens, sequences = reducer.total(tokens), int(reducer.total(sequences))
             optimizer.zero_grad(set_to_none=True)
             minibatch_loss = 0.0
             for micro in _chunks(minibatch, params.micro_batch):
@@ -160,7 +174,7 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
                     stats.add("kl", kl, mask)
                 if params.entropy_coef > 0:
                     per_token = per_token - params.entropy_coef * result.entropy
-                loss = aggregate(per_token, mask, params.loss_agg, tokens, len(minibatch))
+                loss = aggregate(per_token, mask, params.loss_agg, tokens, sequences)
                 loss.backward()
                 minibatch_loss += float(loss)
                 stats.add("pg", pg, mask)
@@ -170,6 +184,9 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
                 if batches == 0:
                     deviation = float(((ratio.detach() - 1).abs() * mask).max())
                     max_deviation = deviation if max_deviation is None else max(max_deviation, deviation)
+            if reducer is not None:
+                reducer.gradients(trainable)
+                minibatch_loss = reducer.total(minibatch_loss)
             if grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(trainable, grad_clip)
             optimizer.step()
