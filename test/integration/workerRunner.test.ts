@@ -234,4 +234,10 @@ test('worker batch HTTP: /next hands out started rollouts up to the per-worker l
   const last = await client.request('workerBatchEvents', { id: batch.id, after: events.next });
   assert.equal(last.done, true);
   assert.deepEqual(last.events.map((e) => [e.rollout.status, e.rollout.error, e.retrying]), [['failed', 'no answer', false]]);
+
+  // A batch is opened over queued rollouts only, each once.
+  await assert.rejects(client.request('openWorkerBatch', { rolloutIds: [ids[0]!], timeoutMs: 1_000 }), /params\.rolloutIds: rollout ro-[0-9a-f]+ is succeeded, not queued/);
+  const fresh = (await client.request('createRollout', { batchId: 'batch-x' })).id;
+  await assert.rejects(client.request('openWorkerBatch', { rolloutIds: [fresh, fresh], timeoutMs: 1_000 }), /listed twice/);
+  await assert.rejects(client.request('openWorkerBatch', { rolloutIds: ['ro-missing'], timeoutMs: 1_000 }), /does not exist/);
 });

@@ -13,7 +13,7 @@ import crypto from 'node:crypto';
 import type { z } from 'zod';
 import type { Rollout } from '../protocol';
 import type { AttemptEnded, OpenWorkerBatchParams, WorkerAssignment, WorkerBatchEvents } from '../protocol/runner';
-import { ConflictError, NotFoundError, errorMessage } from '../errors';
+import { ConflictError, InvalidInputError, NotFoundError, errorMessage } from '../errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
@@ -92,7 +92,15 @@ export class WorkerBatches {
     this.sweeper.unref();
   }
 
+  /** Opens a batch over queued rollouts; an unknown, repeated or not queued rollout refuses the whole batch. */
   open(params: OpenParams): { id: string; url: string } {
+    const seen = new Set<string>();
+    for (const rolloutId of params.rolloutIds) {
+      if (seen.has(rolloutId)) throw new InvalidInputError(`params.rolloutIds: rollout ${rolloutId} is listed twice`);
+      seen.add(rolloutId);
+      const { status } = this.options.store.getRollout(rolloutId);
+      if (status !== 'queued') throw new InvalidInputError(`params.rolloutIds: rollout ${rolloutId} is ${status}, not queued`);
+    }
     const id = `wb-${crypto.randomBytes(8).toString('hex')}`;
     const key = crypto.randomBytes(24).toString('base64url');
     const batch = new WorkerBatchState(id, key, params);
@@ -135,11 +143,13 @@ export class WorkerBatches {
         batch.queue.unshift(rolloutId);
         throw new ConflictError(`worker ${worker} already holds ${held} rollouts, its limit (LIGHTNING_RUNNER_CONCURRENCY); finish one first`);
       }
-      return this.start(batch, rolloutId, worker);
+      const assignment = await this.start(batch, rolloutId, worker);
+      if (assignment) return assignment;
     }
   }
 
-  private async start(batch: WorkerBatchState, rolloutId: string, worker: string): Promise<WorkerAssignment | null> {
+  /** Starts the rollout for the worker; undefined when it could not start or the batch was cancelled meanwhile. */
+  private async start(batch: WorkerBatchState, rolloutId: string, worker: string): Promise<WorkerAssignment | undefined> {
     const flight: Flight = { worker, startedAt: Date.now() };
     batch.inFlight.set(rolloutId, flight);
     this.byRollout.set(rolloutId, batch);
@@ -149,14 +159,14 @@ export class WorkerBatches {
         this.options.store.startAgentRun({}, { upstream: batch.params.upstream, tokenIds: batch.params.tokenIds }, rolloutId),
       );
     } catch (error) {
-      // Not startable (no longer queued): it is not this batch's to run any more.
+      // Not startable (moved on by someone else since): not this batch's to run any more.
       this.options.logger.warn('a worker batch rollout could not start', { rolloutId, error: errorMessage(error) });
       this.forget(batch, rolloutId);
       batch.wake();
-      throw error;
+      return undefined;
     }
     // Cancelled while starting: the cancel already ended it.
-    if (batch.inFlight.get(rolloutId) !== flight) return null;
+    if (batch.inFlight.get(rolloutId) !== flight) return undefined;
     flight.timer = setTimeout(() => {
       void this.end(rolloutId, 'timeout', `timed out after ${batch.params.timeoutMs / 1000} s`).catch(() => undefined);
     }, batch.params.timeoutMs);
