@@ -4,11 +4,10 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { isProcessAlive } from '../../trainer-daemon/discovery';
-import type { Rollout } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/rpc/client';
-import { Store } from '../../trainer-daemon/store/store';
 import { CLI, REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
+import { batchOf, peakOverlap } from '../helpers/batch';
 import { tempDir, waitFor } from '../helpers/tmp';
 
 /**
@@ -93,15 +92,6 @@ async function setUp(t: Parameters<typeof tempDir>[0], tasks: object[]): Promise
   return { cwd, env: { AGENT_DIR: cwd, OPENAI_BASE_URL: '', OPENAI_API_BASE: '' }, upstream };
 }
 
-function batchOf(cwd: string): Rollout[] {
-  const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
-  try {
-    return store.listRollouts({ order: 'oldest', limit: 500 }).items;
-  } finally {
-    store.close();
-  }
-}
-
 function events(cwd: string): Event[] {
   const file = path.join(cwd, 'events');
   return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Event) : [];
@@ -125,23 +115,18 @@ test('dataset run --workers: every task × samples through 2 long-lived workers,
   const log = events(cwd);
   assert.equal(new Set(workerPids(cwd)).size, 2);
   assert.equal(log.filter((e) => e.what === 'worker-exit').length, 2, 'both workers saw the batch end (204)');
-  let current = 0;
-  let peak = 0;
-  for (const event of log.filter((e) => e.what === 'start' || e.what === 'end').sort((a, b) => a.at - b.at || (a.what === 'end' ? -1 : 1))) {
-    current += event.what === 'start' ? 1 : -1;
-    peak = Math.max(peak, current);
-  }
+  const peak = peakOverlap(log);
   assert.ok(peak > 2 && peak <= 4, `rollouts in flight at once: ${peak} (2 workers × 2)`);
   assert.match(run.stderr, /2 workers × 2/);
 });
 
 test('dataset run --workers: a worker that dies mid-rollout fails that attempt (retried) and is restarted; a hung rollout times out and loses its URL', async (t) => {
   const { cwd, env, upstream } = await setUp(t, [{ id: 'crashes', crash: true }, { id: 'hangs', hang: true }, { id: 'fine' }]);
-  const run = await runCli(['dataset', 'run', 'tasks', '--workers', '1', '--concurrency', '2', '--retries', '1', '--timeout', '1', '--upstream', upstream.url, '--', process.execPath, 'worker.js'], { cwd, env });
+  const run = await runCli(['dataset', 'run', 'tasks', '--workers', '1', '--concurrency', '2', '--retries', '1', '--timeout', '3', '--upstream', upstream.url, '--', process.execPath, 'worker.js'], { cwd, env });
   assert.equal(run.code, 0, run.stderr);
   const [crashes, hangs, fine] = batchOf(cwd);
   assert.deepEqual([crashes!.status, crashes!.attemptCount], ['succeeded', 2]);
-  assert.deepEqual([hangs!.status, hangs!.attemptCount, hangs!.error], ['timeout', 2, 'timed out after 1 s']);
+  assert.deepEqual([hangs!.status, hangs!.attemptCount, hangs!.error], ['timeout', 2, 'timed out after 3 s']);
   assert.deepEqual([fine!.status, fine!.reward], ['succeeded', 1]);
   assert.ok(workerPids(cwd).length >= 2, 'the crashed worker was replaced');
   // (Its first attempt may have died with the crashing worker; its last one timed out.)
