@@ -49,6 +49,8 @@ export class WorkerPool implements BatchPool {
         const page = await client.request('workerBatchEvents', { id: batch.id, after, waitMs: 5_000 });
         for (const event of page.events) this.options.onAttempt(event);
         after = page.next;
+        // Cancelled by someone else (`workerBatches/cancel`): stop the workers at once, as for Ctrl-C.
+        if (page.cancelled && !this.cancelled) this.cancel();
         if (page.done) break;
       }
     } catch (error) {
