@@ -53,7 +53,7 @@ export function demoConfig(dir: string, python: string, iterations: number, seed
     evalEvery: Math.max(1, Math.min(10, Math.floor(iterations / 4))),
     seed,
     timeoutSeconds: 60,
-    warmStart: { file: path.join(dir, 'demonstrations.jsonl'), steps: 600, untilSampledAccuracy: 0.45 },
+    warmStart: { file: path.join(dir, 'demonstrations.jsonl'), steps: 800, lr: 1e-3, untilSampledAccuracy: 0.55 },
     device: 'cpu',
     python,
     command: { argv: [process.execPath, agent], cwd: process.cwd() },

@@ -92,8 +92,8 @@ export const ServeResult = z.object({ url: z.string().url() });
 export const SftExample = z.object({
   messages: z.array(z.record(z.string(), z.unknown())),
   tools: z.array(z.unknown()).optional(),
-  /** The assistant's reply: text, or OpenAI-shaped tool calls (`toolCalls`: the protocol's keys are camelCase). */
-  completion: z.object({ content: z.string().optional(), toolCalls: z.array(z.unknown()).optional() }),
+  /** The assistant's reply with OpenAI's wire names: text, or tool calls. */
+  completion: z.object({ content: z.string().optional(), tool_calls: z.array(z.unknown()).optional() }),
 });
 export type SftExample = z.infer<typeof SftExample>;
 export const SftParams = z.object({

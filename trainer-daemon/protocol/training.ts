@@ -44,7 +44,16 @@ export const GrpoConfig = z.strictObject({
   klCoef: z.number().min(0).default(0),
   entropyCoef: z.number().min(0).default(0),
   /** Supervised warm start before RL: a chat JSONL file (`lightning export --format chat`). */
-  warmStart: z.strictObject({ file: z.string().min(1), steps: z.number().int().min(1).default(200), untilSampledAccuracy: z.number().min(0).max(1).nullable().default(null) }).nullable().default(null),
+  warmStart: z
+    .strictObject({
+      file: z.string().min(1),
+      steps: z.number().int().min(1).default(200),
+      lr: z.number().positive().max(1).default(1e-3),
+      /** Stop early once this fraction of sampled completions equals the demonstrations. */
+      untilSampledAccuracy: z.number().min(0).max(1).nullable().default(null),
+    })
+    .nullable()
+    .default(null),
   device: z.enum(['auto', 'cpu', 'cuda']).default('auto'),
   /** The Python that runs the worker; null: found as `lightning doctor` does. */
   python: z.string().nullable().default(null),
@@ -52,11 +61,10 @@ export const GrpoConfig = z.strictObject({
 export type GrpoConfig = z.infer<typeof GrpoConfig>;
 export type GrpoConfigInput = z.input<typeof GrpoConfig>;
 
-export const StartTrainingParams = z.union([
-  z.strictObject({ config: GrpoConfig }),
-  /** Continue a cancelled or failed run from its last checkpoint. */
-  z.strictObject({ resume: z.string().min(1) }),
-]);
+/** Exactly one of: a new run's `config`, or `resume` (a cancelled or failed run's id, continued from its last checkpoint). */
+export const StartTrainingParams = z
+  .strictObject({ config: GrpoConfig.optional(), resume: z.string().min(1).optional() })
+  .refine((p) => (p.config === undefined) !== (p.resume === undefined), { message: 'give either config (a new run) or resume (a run id)' });
 export type StartTrainingParams = z.input<typeof StartTrainingParams>;
 
 /** A run with where it is: for lists and the notification. */

@@ -42,7 +42,7 @@ export function readDemonstrations(file: string): SftExample[] {
     const example = JSON.parse(line) as { messages?: Array<Record<string, unknown>>; tools?: unknown[] };
     const last = example.messages?.at(-1);
     if (!last || last.role !== 'assistant') throw new InvalidInputError(`warmStart.file ${file}:${index + 1}: the last message must be the assistant's`);
-    const completion = SftExample.shape.completion.parse({ ...(typeof last.content === 'string' ? { content: last.content } : {}), ...(Array.isArray(last.tool_calls) ? { toolCalls: last.tool_calls } : {}) });
+    const completion = SftExample.shape.completion.parse({ ...(typeof last.content === 'string' ? { content: last.content } : {}), ...(Array.isArray(last.tool_calls) ? { tool_calls: last.tool_calls } : {}) });
     return [{ messages: example.messages!.slice(0, -1), ...(example.tools ? { tools: example.tools } : {}), completion }];
   });
 }
@@ -71,7 +71,7 @@ class Iterations {
     private readonly config: GrpoConfig,
     private readonly ctx: GrpoContext,
     private readonly worker: TrainerWorker,
-    private readonly serveUrl: string,
+    private readonly upstreams: { readonly train: string; readonly val: string },
   ) {
     this.executor = new RolloutExecutor({
       call: ctx.call,
@@ -99,9 +99,13 @@ class Iterations {
         ids.push(rollout.id);
       }
     }
-    // Validation is greedy: the worker's /greedy prefix serves at temperature 0 whatever the agent asks.
-    await this.executor.run({ batchId, rolloutIds: ids, upstream: `${this.serveUrl}${mode === 'val' ? '/greedy' : ''}/v1` });
-    const rollouts = this.ctx.store.listRollouts({ batchId, limit: 500, order: 'oldest' }).items;
+    await this.executor.run({ batchId, rolloutIds: ids, upstream: this.upstreams[mode] });
+    let rollouts = this.ctx.store.listRollouts({ batchId, limit: 500, order: 'oldest' }).items;
+    // Cancelled before the runner took them: nothing will run these.
+    for (const left of rollouts.filter((r) => r.status === 'queued')) {
+      await this.ctx.call.request('transitionRollout', { id: left.id, to: 'cancelled', error: 'the training run was cancelled' });
+    }
+    if (rollouts.some((r) => r.status === 'queued')) rollouts = this.ctx.store.listRollouts({ batchId, limit: 500, order: 'oldest' }).items;
     return {
       batchId,
       rewards: ids.map((id) => rollouts.find((r) => r.id === id)?.reward ?? 0),
@@ -136,6 +140,8 @@ class Iterations {
       transitions: trainable.length,
       zeroVarianceGroups: report.zeroVarianceGroups,
     };
+    // Rollouts against a dead policy server fail for that reason: report the crash, not its symptoms.
+    if (this.worker.failed) throw this.worker.failed;
     if (transitions.length > 0 && transitions.every((t) => t.needsTokenization)) {
       throw new InvalidInputError('the rollouts recorded no token ids: the agent must send its LLM calls to OPENAI_BASE_URL (the policy being trained)');
     }
@@ -188,19 +194,24 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   try {
     const last = ctx.store.training.checkpoints(runId).at(-1);
     const adapter = config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
-    const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(last ? { checkpoint: last.path } : {}) });
+    const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(config.device === 'cuda' ? {} : { threads: 1 }), ...(last ? { checkpoint: last.path } : {}) });
     ctx.logger.info('policy loaded', { runId, ...loaded });
     const { url } = await worker.request('serve', {});
-    const iterations = new Iterations(runId, config, ctx, worker, url);
+    // Validation is greedy where the worker serves a /greedy prefix (temperature 0 whatever the agent asks).
+    const greedy = await fetch(`${url}/greedy/v1/models`).then((r) => r.ok, () => false);
+    if (!greedy) ctx.logger.warn('the trainer worker serves no /greedy prefix: validation rollouts are sampled');
+    const iterations = new Iterations(runId, config, ctx, worker, { train: `${url}/v1`, val: `${url}${greedy ? '/greedy' : ''}/v1` });
     ctx.signal.addEventListener('abort', stop, { once: true });
+    // A worker that dies takes the policy server with it: stop the agents now; the next request reports the crash.
+    worker.onDidExit(() => iterations.cancel());
     let checkpoint = last?.path ?? null;
     const first = (last?.step ?? 0) + 1;
     if (!last) {
       const start: Record<string, number> = { parameters: loaded.parameters, trainable: loaded.trainable };
       if (config.warmStart) {
-        const { file, steps, untilSampledAccuracy } = config.warmStart;
+        const { file, steps, lr, untilSampledAccuracy } = config.warmStart;
         const sft = await worker.request('sft', {
-          examples: readDemonstrations(file), steps, seed: config.seed,
+          examples: readDemonstrations(file), steps, lr, seed: config.seed,
           ...(untilSampledAccuracy === null ? {} : { untilSampledAccuracy: { threshold: untilSampledAccuracy } }),
         });
         Object.assign(start, { 'sft/loss': sft.loss, 'sft/steps': sft.steps, 'sft/seconds': sft.seconds, ...(typeof sft.sampledAccuracy === 'number' ? { 'sft/sampledAccuracy': sft.sampledAccuracy } : {}) });

@@ -4,8 +4,9 @@
  * left `running` by a daemon that died is marked failed when the next daemon starts, so it can be
  * resumed. One loop per run; a failure fails that run only.
  */
+import type { z } from 'zod';
 import { GrpoConfig, type StartTrainingParams, type TrainingRun } from '../protocol';
-import { ConflictError, errorMessage } from '../errors';
+import { ConflictError, InvalidInputError, errorMessage } from '../errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import type { Disposable } from '../util/event';
@@ -27,16 +28,21 @@ export class TrainingManager implements Disposable {
     }
   }
 
-  start(params: StartTrainingParams): TrainingRun {
+  start(params: z.output<typeof StartTrainingParams>): TrainingRun {
     let runId: string;
     let config: GrpoConfig;
-    if ('resume' in params) {
+    if (params.resume !== undefined) {
       const run = this.store.training.get(params.resume);
       if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
       config = GrpoConfig.parse(run.config);
       runId = run.id;
     } else {
-      config = GrpoConfig.parse(params.config);
+      config = GrpoConfig.parse(params.config!);
+      // Refuse what cannot run before recording a run: an unknown dataset, one without train tasks.
+      if (this.store.listTasks(config.dataset, 'train').items.length === 0) {
+        throw new InvalidInputError(`params.config.dataset: ${config.dataset} has no train tasks (import tasks with "split": "train")`);
+      }
+      if (config.valDataset !== null) this.store.listTasks(config.valDataset);
       runId = this.store.writeTraining((run: TrainingRun) => run.id, (t) => t.create(config.algorithm, config)).id;
     }
     const started = this.store.writeTraining(runId, (t) => t.transition(runId, 'running'));

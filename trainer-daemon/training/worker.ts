@@ -122,8 +122,9 @@ export class TrainerWorker implements Disposable {
     return worker;
   }
 
-  get pid(): number | undefined {
-    return this.child.pid;
+  /** Why the worker can no longer answer (it crashed or was stopped); undefined while it runs. */
+  get failed(): WorkerError | undefined {
+    return this.failure;
   }
 
   /** Sends one request; resolves with its schema-checked result or rejects with a WorkerError. */
