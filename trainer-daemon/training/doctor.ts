@@ -44,7 +44,8 @@ function workerReport(python: string): DoctorReport | { error: string } {
 }
 
 export function diagnose(storeFile: string, explicit?: string, options: { hf?: boolean } = {}): Diagnosis {
-  const candidates = pythonCandidates(storeFile, explicit).map(probePython);
+  // A Python the user named is the one to check, not replaced by another that works.
+  const candidates = (explicit ? [{ executable: explicit, origin: '--python' }] : pythonCandidates(storeFile, undefined)).map(probePython);
   const chosen = candidates.find((c) => c.problem === null) ?? null;
   const problems: Array<{ what: string; fix: string }> = [];
   let report: DoctorReport | null = null;

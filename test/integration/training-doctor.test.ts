@@ -1,0 +1,49 @@
+/** `lightning doctor`: the real Python found and reported; `--setup` makes the project's venv. */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { runCli } from '../helpers/daemon';
+import { tempDir } from '../helpers/tmp';
+
+interface DoctorJson {
+  chosen: { executable: string; origin: string; torch: string | null } | null;
+  candidates: Array<{ executable: string; problem: string | null }>;
+  problems: Array<{ what: string; fix: string }>;
+}
+
+test('lightning doctor finds the Python with torch, reports what it has, and names what is wrong with a given one', async (t) => {
+  const cwd = tempDir(t);
+  const found = await runCli(['doctor', '--json'], { cwd, env: { LIGHTNING_PYTHON: '' } });
+  assert.equal(found.code, 0, found.stderr);
+  const report = JSON.parse(found.stdout) as DoctorJson;
+  assert.equal(report.chosen?.executable, '/usr/bin/python3');
+  assert.match(report.chosen?.torch ?? '', /^\d+\.\d+/);
+  // The venv comes first, but there is none yet.
+  assert.deepEqual(report.candidates[0], { ...report.candidates[0], problem: 'not found' });
+
+  const text = await runCli(['doctor'], { cwd });
+  assert.match(text.stdout, /^Python\s+\/usr\/bin\/python3 \(system\) 3\./m);
+  assert.match(text.stdout, /^torch\s+\d/m);
+
+  const missing = await runCli(['doctor', '--python', path.join(cwd, 'no-python')], { cwd });
+  assert.equal(missing.code, 1);
+  assert.match(missing.stdout, /no-python \(--python\): not found/);
+  assert.match(missing.stdout, /To fix:[\s\S]*lightning doctor --setup[\s\S]*apt-get install -y python3-torch libopenblas0-pthread/);
+});
+
+test('lightning doctor --setup creates .lightning/venv with the system packages, which the trainer then uses', async (t) => {
+  const cwd = tempDir(t);
+  const setup = await runCli(['doctor', '--setup', '--json'], { cwd, env: { LIGHTNING_PYTHON: '' } });
+  assert.equal(setup.code, 0, setup.stderr);
+  assert.match(setup.stderr, /-m venv --system-site-packages/);
+  const venvPython = path.join(cwd, '.lightning', 'venv', 'bin', 'python');
+  assert.ok(fs.existsSync(venvPython));
+  const report = JSON.parse(setup.stdout) as DoctorJson;
+  assert.deepEqual([report.chosen?.executable, report.chosen?.origin], [venvPython, 'venv']);
+  assert.ok(report.chosen?.torch, 'torch comes from the system site packages, nothing downloaded');
+  // Run again: the venv is kept, nothing to install.
+  const again = await runCli(['doctor', '--setup'], { cwd, env: { LIGHTNING_PYTHON: '' } });
+  assert.equal(again.code, 0, again.stderr);
+  assert.doesNotMatch(again.stderr, /-m venv|pip install/);
+});
