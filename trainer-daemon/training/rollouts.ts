@@ -32,6 +32,9 @@ export class RolloutExecutor {
 
   async run(batch: RolloutBatch): Promise<void> {
     if (this.cancelled) return;
+    // The policy server is local and needs no key: the user's OpenAI key stays out of these rollouts.
+    const env = { ...process.env };
+    delete env.OPENAI_API_KEY;
     const runner = new BatchRunner({
       client: this.options.call,
       mode: this.options.mode,
@@ -39,7 +42,7 @@ export class RolloutExecutor {
       upstream: batch.upstream,
       tokenIds: true,
       logDir: path.join(this.options.logDir, batch.batchId),
-      env: process.env,
+      env,
       onAttempt: () => undefined,
     });
     this.current = runner;
