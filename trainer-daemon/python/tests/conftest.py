@@ -7,7 +7,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import torch
+
+# One BLAS thread: the tests share 2 cores with others; OpenBLAS's spinning helper threads only slow them down.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import torch  # noqa: E402
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PACKAGE_ROOT))
@@ -20,10 +23,11 @@ from lightning_trainer.session import Session  # noqa: E402
 TINY = {"kind": "tiny", "config": {"dModel": 64, "layers": 2, "heads": 4, "context": 64}}
 
 
-def make_session(adapter=None, **load) -> Session:
+def make_session(adapter=None, model_config=None, **load) -> Session:
     """A session with the tiny model loaded; with `checkpoint=` alone, model and adapter come from the checkpoint."""
     session = Session(lambda message: None)
-    defaults = {} if "checkpoint" in load and adapter is None else {"model": TINY, "adapter": adapter or {"kind": "full"}}
+    model = {"kind": "tiny", "config": model_config} if model_config else TINY
+    defaults = {} if "checkpoint" in load and adapter is None else {"model": model, "adapter": adapter or {"kind": "full"}}
     session.load(parse(LoadParams, {**defaults, **load}))
     return session
 
