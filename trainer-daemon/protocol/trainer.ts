@@ -169,15 +169,21 @@ export type WorkerMethodName = keyof typeof WorkerMethods;
 export type WorkerParamsOf<M extends WorkerMethodName> = z.input<(typeof WorkerMethods)[M]['params']>;
 export type WorkerResultOf<M extends WorkerMethodName> = z.infer<(typeof WorkerMethods)[M]['result']>;
 
-/** `python -m lightning_trainer.doctor --json`: what the environment has, and what to do about what it lacks. */
+/** `python -m lightning_trainer.doctor` (one JSON object): what this Python can do, and how to fix what is missing. */
 export const DoctorReport = z.object({
-  python: z.object({ executable: z.string(), version: z.string() }),
+  python: z.string(),
+  executable: z.string(),
   torch: z.string().nullable(),
-  device: z.enum(['cpu', 'cuda']).nullable().optional(),
-  cuda: CudaInfo.nullable().optional(),
-  transformers: z.string().nullable().optional(),
-  peft: z.string().nullable().optional(),
-  blas: z.string().nullable().optional(),
-  problems: z.array(z.object({ what: z.string(), fix: z.string() })).default([]),
+  device: z.enum(['cpu', 'cuda']),
+  cuda: CudaInfo.nullable(),
+  transformers: z.string().nullable(),
+  peft: z.string().nullable(),
+  /** Which BLAS torch's CPU matmuls use (`reference` is ~15× slower than `openblas`). */
+  blas: z.string().nullable(),
+  pipReachesIndex: z.boolean(),
+  /** `optional`: only some features need it (Hugging Face models, a GPU). */
+  problems: z.array(z.object({ problem: z.string(), fix: z.string(), optional: z.boolean().optional() })),
+  /** No required problem. */
+  ok: z.boolean(),
 });
 export type DoctorReport = z.infer<typeof DoctorReport>;

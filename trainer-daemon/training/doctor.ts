@@ -23,7 +23,14 @@ export interface Diagnosis {
   readonly chosen: PythonProbe | null;
   /** The worker package's own report on the chosen Python. */
   readonly report: DoctorReport | null;
-  readonly problems: Array<{ what: string; fix: string }>;
+  readonly problems: Problem[];
+}
+
+export interface Problem {
+  readonly problem: string;
+  readonly fix: string;
+  /** Only some features need it (Hugging Face models, a GPU). */
+  readonly optional?: boolean;
 }
 
 /** Runs `python -m lightning_trainer.doctor --json` under the chosen Python. */
@@ -47,22 +54,20 @@ export function diagnose(storeFile: string, explicit?: string, options: { hf?: b
   // A Python the user named is the one to check, not replaced by another that works.
   const candidates = (explicit ? [{ executable: explicit, origin: '--python' }] : pythonCandidates(storeFile, undefined)).map(probePython);
   const chosen = candidates.find((c) => c.problem === null) ?? null;
-  const problems: Array<{ what: string; fix: string }> = [];
+  const problems: Problem[] = [];
   let report: DoctorReport | null = null;
   if (!chosen) {
     problems.push({
-      what: 'no Python with PyTorch',
+      problem: 'no Python with PyTorch',
       fix: `run \`lightning doctor --setup\` (a venv at ${path.relative(process.cwd(), venvDir(storeFile)) || venvDir(storeFile)} with pip install torch); without a package index: ${APT_COMMAND} (Debian/Ubuntu, as root)`,
     });
   } else {
     const result = workerReport(chosen.executable);
-    if ('error' in result) problems.push({ what: result.error, fix: 'check the checkout: trainer-daemon/python must be beside the CLI' });
+    if ('error' in result) problems.push({ problem: result.error, fix: 'check the checkout: trainer-daemon/python must be beside the CLI' });
     else {
       report = result;
-      problems.push(...result.problems);
-      if (options.hf && (!result.transformers || !result.peft)) {
-        problems.push({ what: 'transformers and peft are missing (needed for Hugging Face models)', fix: 'run `lightning doctor --setup --hf` (pip install transformers peft)' });
-      }
+      // With --hf, Hugging Face models are what the user wants: their packages are not optional.
+      problems.push(...result.problems.map((p) => (options.hf && /transformers|peft/.test(p.problem) ? { ...p, optional: false, fix: `${p.fix} (or: lightning doctor --setup --hf)` } : p)));
     }
   }
   return { candidates, chosen, report, problems };

@@ -20,14 +20,19 @@ function render(d: Diagnosis): string {
   lines.push(`Python        ${d.chosen ? `${d.chosen.executable} (${d.chosen.origin}) ${d.chosen.version}` : 'none with PyTorch'}`);
   lines.push(`torch         ${r?.torch ?? d.chosen?.torch ?? 'missing'}${r?.blas ? ` (BLAS: ${r.blas})` : ''}`);
   lines.push(`device        ${r?.device ?? '-'}`);
-  lines.push(`GPU           ${r?.cuda ? `${r.cuda.name}, ${gib(r.cuda.memoryFreeBytes)} free of ${gib(r.cuda.memoryTotalBytes)}` : 'none (the tiny model trains on CPU)'}`);
-  lines.push(`transformers  ${r?.transformers ?? 'missing (only needed for Hugging Face models)'}`);
-  lines.push(`peft          ${r?.peft ?? 'missing (only needed for LoRA on Hugging Face models)'}`);
+  lines.push(`GPU           ${r?.cuda ? `${r.cuda.name}, ${gib(r.cuda.memoryFreeBytes)} free of ${gib(r.cuda.memoryTotalBytes)}` : 'none'}`);
+  lines.push(`transformers  ${r?.transformers ?? 'missing'}`);
+  lines.push(`peft          ${r?.peft ?? 'missing'}`);
+  if (r) lines.push(`pip index     ${r.pipReachesIndex ? 'reachable' : 'not reachable'}`);
   if (!d.chosen) for (const c of d.candidates) lines.push(`  tried ${c.executable} (${c.origin}): ${c.problem}`);
-  if (d.problems.length > 0) {
-    lines.push('', 'To fix:');
-    for (const p of d.problems) lines.push(`  ${p.what}\n    → ${p.fix}`);
-  } else lines.push('', 'The trainer is ready.');
+  const list = (title: string, problems: Diagnosis['problems']): void => {
+    if (problems.length === 0) return;
+    lines.push('', title);
+    for (const p of problems) lines.push(`  ${p.problem}\n    → ${p.fix}`);
+  };
+  list('To fix:', d.problems.filter((p) => !p.optional));
+  list('Optional (only some features need these):', d.problems.filter((p) => p.optional));
+  lines.push('', d.chosen && d.problems.every((p) => p.optional) ? 'The trainer is ready.' : 'The trainer is not ready.');
   return lines.join('\n');
 }
 
@@ -47,6 +52,6 @@ export function registerDoctor(program: Command): void {
       const result = options.setup ? await setUpTrainer(storeFile, { hf: options.hf ?? false, apt: options.apt ?? false, say }) : diagnose(storeFile, options.python, { hf: options.hf });
       if (options.json) process.stdout.write(`${JSON.stringify(result)}\n`);
       else process.stdout.write(`${render(result)}\n`);
-      if (!result.chosen) process.exitCode = 1;
+      if (!result.chosen || result.problems.some((p) => !p.optional)) process.exitCode = 1;
     });
 }
