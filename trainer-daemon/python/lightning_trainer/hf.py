@@ -2,8 +2,9 @@
 
 The chat template is the tokenizer's own (`apply_chat_template` with tools); tool calls in the output are read in
 the Qwen/Hermes style `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`. `fromConfig: true` builds the
-model from its config.json with random weights (nothing downloaded; the GPU check uses it). On CUDA the model runs
-in bfloat16 unless `dtype` says otherwise; LoRA adapter weights stay float32 (peft's default) under bf16 autocast.
+model from its config.json with random weights (nothing downloaded; the GPU check uses it). On CUDA, LoRA runs on a
+bfloat16 base (adapters and trained norms in float32, peft's default); full fine-tuning keeps float32 weights;
+both compute under bf16 autocast.
 """
 from __future__ import annotations
 
@@ -69,8 +70,10 @@ def parse_hermes_tool_calls(text: str, tools: Optional[list]) -> tuple[Optional[
 class HfPolicy(Policy):
     def __init__(self, spec: HfModel, adapter, device: torch.device):
         transformers = _import_transformers()
-        dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}.get(
-            spec.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
+        # bf16 weights for a frozen base under LoRA on CUDA; full fine-tuning keeps float32 master weights (bf16
+        # would round small updates away) and computes in bf16 through autocast.
+        default = "bfloat16" if device.type == "cuda" and adapter.kind == "lora" else "float32"
+        dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[spec.dtype or default]
         dtype_key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
         self.tokenizer = transformers.AutoTokenizer.from_pretrained(spec.name)
         if spec.from_config:
@@ -106,9 +109,10 @@ class HfPolicy(Policy):
         config = peft.LoraConfig(r=adapter.rank, lora_alpha=adapter.alpha, lora_dropout=adapter.dropout,
                                  target_modules=targets, task_type="CAUSAL_LM")
         model = peft.get_peft_model(model, config)
-        if adapter.train_norms:
+        if adapter.train_norms:  # trained in float32 (bf16 would round small updates away)
             for name, parameter in model.named_parameters():
                 if "norm" in name.lower():
+                    parameter.data = parameter.data.float()
                     parameter.requires_grad_(True)
         return model
 

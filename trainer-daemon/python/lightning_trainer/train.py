@@ -176,7 +176,7 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
                     per_token = per_token - params.entropy_coef * result.entropy
                 loss = aggregate(per_token, mask, params.loss_agg, tokens, sequences)
                 loss.backward()
-                minibatch_loss += float(loss)
+                minibatch_loss += float(loss.detach())
                 stats.add("pg", pg, mask)
                 stats.add("entropy", result.entropy, mask)
                 stats.add("clipped", clipped.float(), mask)
