@@ -18,6 +18,7 @@ import { lightningRlBenchmark } from './lightningrl';
 import { otlpBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
 import { runnerBenchmark } from './runner';
+import { trainerBenchmark } from './trainer';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -259,6 +260,7 @@ async function main(): Promise<void> {
   if (!process.argv.includes('--store-only')) {
     await otlpBenchmark(work);
     await proxyBenchmarks(work);
+    trainerBenchmark();
   }
   printTable();
 }
