@@ -238,7 +238,7 @@ def supervised(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: floa
         if grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(trainable, grad_clip)
         optimizer.step()
-        loss = float(nll)
+        loss = float(nll.detach())
         if until and steps % until.every == 0:
             policy.model.eval()
             accuracy = sampled_accuracy(policy, examples, until.samples, generator)
