@@ -19,7 +19,8 @@ from typing import Any, Optional
 
 from .generate import Generated, Sampling, generate
 
-DEFAULT_MAX_TOKENS = 1024
+GATHER_SECONDS = 0.005
+DEFAULT_MAX_TOKENS = 1024  # when a request names no max_tokens
 
 
 class RequestError(ValueError):
@@ -61,6 +62,10 @@ class Batcher:
         with self.ready:
             while not self.queue and not self.closed:
                 self.ready.wait()
+            # Requests sent together arrive a few ms apart: a short gather lets them share the batch.
+            deadline = time.monotonic() + GATHER_SECONDS
+            while sum(len(j.settings) for j in self.queue) < self.max_batch and time.monotonic() < deadline:
+                self.ready.wait(deadline - time.monotonic())
             batch, rows = [], 0
             while self.queue and (not batch or rows + len(self.queue[0].settings) <= self.max_batch):
                 job = self.queue.pop(0)
@@ -137,11 +142,11 @@ class Completions:
 
     def _sampling(self, body: dict, prompt: list[int]) -> list[Sampling]:
         context = self.policy.context
-        room = DEFAULT_MAX_TOKENS if context is None else context - len(prompt)
+        room = DEFAULT_MAX_TOKENS if context is None else min(DEFAULT_MAX_TOKENS, context - len(prompt))
         if room <= 0:
             raise RequestError(f"the prompt is {len(prompt)} tokens; this model's context is {context}", "messages")
         max_tokens = _integer(body, "max_completion_tokens", None, 1, 1 << 20)
-        max_tokens = _integer(body, "max_tokens", max_tokens, 1, 1 << 20) or room
+        max_tokens = _integer(body, "max_tokens", max_tokens, 1, 1 << 20) or room  # generate() stops at the context
         n = _integer(body, "n", 1, 1, self.batcher.max_batch)
         seed = _integer(body, "seed", None, -(1 << 63), (1 << 63) - 1)
         top = _integer(body, "top_logprobs", 0, 0, 20) if body.get("logprobs") else 0

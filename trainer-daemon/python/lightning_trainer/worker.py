@@ -30,7 +30,7 @@ class Output:
         self.lock = threading.Lock()
 
     def write(self, message: dict) -> None:
-        line = json.dumps(message, allow_nan=False, default=str)
+        line = json.dumps(_finite(message), allow_nan=False, default=str)
         with self.lock:
             self.stream.write(line + "\n")
             self.stream.flush()
@@ -78,7 +78,7 @@ def serve_stdio(stdin: TextIO, out: Output, make_session: Callable) -> None:
             message = json.loads(line)
             request_id = message.get("id") if isinstance(message, dict) else None
             result = handle(session, message)
-            out.write({"type": "response", "id": request_id, "result": _finite(result)})
+            out.write({"type": "response", "id": request_id, "result": result})
             if message.get("method") == "shutdown":
                 break
         except json.JSONDecodeError as error:
