@@ -6,7 +6,7 @@
  * trained; every iteration's rollouts, rewards, metrics and checkpoints land in `.lightning/`, where
  * the side panel shows them. It prints reward per iteration and writes a chart.
  *
- * LIGHTNING_DEMO_ITERATIONS (and LIGHTNING_DEMO_SEED) shorten or vary it, e.g. for tests.
+ * LIGHTNING_DEMO_ITERATIONS and LIGHTNING_DEMO_WARM_START_STEPS shorten it (tests), LIGHTNING_DEMO_SEED varies it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -38,7 +38,7 @@ function envInt(name: string, fallback: number, min = 1): number {
 }
 
 /** The demo's run: the recipe's settings (16 tasks × 8 samples per iteration, lr 3e-4, full fine-tuning). */
-export function demoConfig(dir: string, python: string, iterations: number, seed: number): GrpoConfig {
+export function demoConfig(dir: string, python: string, iterations: number, seed: number, warmStartSteps: number): GrpoConfig {
   const input: GrpoConfigInput = {
     model: { kind: 'tiny', config: { context: 64 } },
     adapter: { kind: 'full' },
@@ -53,7 +53,7 @@ export function demoConfig(dir: string, python: string, iterations: number, seed
     evalEvery: Math.max(1, Math.min(10, Math.floor(iterations / 4))),
     seed,
     timeoutSeconds: 60,
-    warmStart: { file: path.join(dir, 'demonstrations.jsonl'), steps: 800, lr: 1e-3, untilSampledAccuracy: 0.55 },
+    warmStart: { file: path.join(dir, 'demonstrations.jsonl'), steps: warmStartSteps, lr: 1e-3, untilSampledAccuracy: 0.55 },
     device: 'cpu',
     python,
     command: { argv: [process.execPath, agent], cwd: process.cwd() },
@@ -65,6 +65,8 @@ export async function runDemo(): Promise<void> {
   const started = performance.now();
   const iterations = envInt('LIGHTNING_DEMO_ITERATIONS', 60);
   const seed = envInt('LIGHTNING_DEMO_SEED', 0, 0);
+  // At most this many warm-start steps (it stops earlier once the demonstrations are copied well enough).
+  const warmStartSteps = envInt('LIGHTNING_DEMO_WARM_START_STEPS', 800);
   const store = path.resolve('.lightning', 'store.db');
   const dir = path.join(path.dirname(store), 'demo');
   fs.mkdirSync(dir, { recursive: true });
@@ -85,7 +87,7 @@ export async function runDemo(): Promise<void> {
     if (!items.some((d) => d.name === DATASET)) await client.request('importDataset', { name: DATASET, source: 'built-in demo task', tasks });
     say(`  plan      warm start on demonstrations that pick the tool at random, then ${iterations} GRPO iterations of 16 tasks × 8 samples`);
     say('');
-    const detail = await trainAndFollow(client, { config: demoConfig(dir, python.executable, iterations, seed) }, false);
+    const detail = await trainAndFollow(client, { config: demoConfig(dir, python.executable, iterations, seed, warmStartSteps) }, false);
     const chart = path.join(dir, `${detail.run.id}.html`);
     fs.writeFileSync(chart, renderChart(detail));
     const first = (name: string): number | undefined => detail.metrics[name]?.[0]?.value;
@@ -93,10 +95,10 @@ export async function runDemo(): Promise<void> {
     const pair = (name: string): string => `${first(name)?.toFixed(2) ?? '-'} → ${last(name)?.toFixed(2) ?? '-'}`;
     say('');
     say(`Run ${detail.run.id} ${detail.run.status}${detail.run.error && detail.run.status === 'failed' ? `: ${detail.run.error}` : ''} in ${((performance.now() - started) / 1000).toFixed(0)} s.`);
-    say(`  greedy validation reward  ${pair('val/reward')}   (before → after training)`);
-    say(`  sampled training reward   ${pair('reward/mean')}   (first → last iteration)`);
-    say(`  chart                     ${path.relative(process.cwd(), chart)}`);
-    say(`  checkpoints               ${detail.checkpoints.length} under ${path.relative(process.cwd(), path.join(path.dirname(store), 'checkpoints', detail.run.id))}`);
+    say(`  validation reward        ${pair('val/reward')}   (before → after training)`);
+    say(`  sampled training reward  ${pair('reward/mean')}   (first → last iteration)`);
+    say(`  chart                    ${path.relative(process.cwd(), chart)}`);
+    say(`  checkpoints              ${detail.checkpoints.length} under ${path.relative(process.cwd(), path.join(path.dirname(store), 'checkpoints', detail.run.id))}`);
     say('Look closer:  npx lightning train --list · npx lightning rollouts --mode val · the Lightning side panel');
     if (detail.run.status !== 'succeeded') process.exitCode = 1;
   } finally {

@@ -1,7 +1,7 @@
 /**
  * A training run's learning curves as one self-contained HTML file (inline SVG, no scripts, nothing
- * fetched): reward per iteration (sampled and greedy validation) and the update's loss and KL. The
- * demo writes it under `.lightning/`; the editor's panel draws the same series live.
+ * fetched): reward per iteration (sampled training rollouts and validation) and the update's loss and KL. The
+ * demo writes it under `.lightning/`; the editor's panel will draw the same series live.
  */
 import type { TrainingRunDetail } from '../protocol';
 
@@ -45,7 +45,7 @@ export function renderChart(detail: TrainingRunDetail): string {
   const { run } = detail;
   const rewards = panel('reward', [
     { label: 'sampled reward (train rollouts)', color: '#1f77b4', points: series('reward/mean') },
-    { label: 'greedy reward (validation)', color: '#d62728', points: series('val/reward') },
+    { label: 'validation reward', color: '#d62728', points: series('val/reward') },
   ], [0, 1]);
   const update = panel('policy update', [
     { label: 'loss', color: '#2ca02c', points: series('loss') },

@@ -1,6 +1,6 @@
 /**
  * Follows a training run from a client (`lightning train`, `npm run demo`): one table row per
- * iteration as its metrics land (sampled reward before the update, greedy validation reward,
+ * iteration as its metrics land (sampled reward before the update, validation reward,
  * loss, KL, entropy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
  */
 import type { TrainingRunDetail, MetricSeriesPoint } from '../protocol';
