@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { SftExample, type GrpoConfig, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
+import { SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
 import { InvalidInputError } from '../errors';
 import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
@@ -100,18 +100,30 @@ class Iterations {
       }
     }
     await this.executor.run({ batchId, rolloutIds: ids, upstream: this.upstreams[mode] });
-    let rollouts = this.ctx.store.listRollouts({ batchId, limit: 500, order: 'oldest' }).items;
     // Cancelled before the runner took them: nothing will run these.
-    for (const left of rollouts.filter((r) => r.status === 'queued')) {
+    for (const left of this.batch(batchId).filter((r) => r.status === 'queued')) {
       await this.ctx.call.request('transitionRollout', { id: left.id, to: 'cancelled', error: 'the training run was cancelled' });
     }
-    if (rollouts.some((r) => r.status === 'queued')) rollouts = this.ctx.store.listRollouts({ batchId, limit: 500, order: 'oldest' }).items;
+    const rollouts = this.batch(batchId);
+    const byId = new Map(rollouts.map((r) => [r.id, r]));
     return {
       batchId,
-      rewards: ids.map((id) => rollouts.find((r) => r.id === id)?.reward ?? 0),
+      rewards: ids.map((id) => byId.get(id)?.reward ?? 0),
       seconds: (performance.now() - started) / 1000,
       completionTokens: rollouts.reduce((sum, r) => sum + r.completionTokens, 0),
     };
+  }
+
+  /** Every rollout of a batch, page by page. */
+  private batch(batchId: string): Rollout[] {
+    const all: Rollout[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = this.ctx.store.listRollouts({ batchId, limit: 500, order: 'oldest', cursor });
+      all.push(...page.items);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    return all;
   }
 
   async evaluate(valTasks: readonly Task[], step: number, checkpoint: string | null): Promise<Record<string, number>> {
