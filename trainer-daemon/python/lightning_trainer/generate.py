@@ -71,7 +71,11 @@ def _sample(logits: torch.Tensor, settings: list[Sampling], generators: list[tor
 
 
 def _stop_text(policy: Policy, ids: list[int], stops: list[str]) -> Optional[str]:
+    """The text before the first stop string, once one has appeared (only the tail is decoded per step)."""
     if not stops:
+        return None
+    tail = policy.decode(ids[-4 * max(len(s) for s in stops) - 4:])
+    if not any(s and s in tail for s in stops):
         return None
     text = policy.decode(ids)
     cuts = [text.index(s) for s in stops if s and s in text]

@@ -9,13 +9,14 @@ the request's batch held.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from .generate import Generated, Sampling, generate
 
@@ -48,8 +49,21 @@ class Batcher:
         self.queue: list[Job] = []
         self.ready = threading.Condition()
         self.closed = False
+        self.in_flight = 0  # HTTP requests being handled (read, queued or generating)
+        self.last_rows = 0
         self.thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
         self.thread.start()
+
+    @contextlib.contextmanager
+    def request(self) -> Iterator[None]:
+        """Brackets an HTTP request, so the batcher knows more work is on its way."""
+        with self.ready:
+            self.in_flight += 1
+        try:
+            yield
+        finally:
+            with self.ready:
+                self.in_flight -= 1
 
     def run(self, job: Job) -> Job:
         with self.ready:
@@ -62,15 +76,20 @@ class Batcher:
         with self.ready:
             while not self.queue and not self.closed:
                 self.ready.wait()
-            # Requests sent together arrive a few ms apart: a short gather lets them share the batch.
+            # Requests sent together arrive a few ms apart: while some are still being read, or fewer rows wait
+            # than the last batch had, wait a moment for them so they share the batch (a lone client never waits).
             deadline = time.monotonic() + GATHER_SECONDS
-            while sum(len(j.settings) for j in self.queue) < self.max_batch and time.monotonic() < deadline:
+            while time.monotonic() < deadline:
+                waiting = sum(len(j.settings) for j in self.queue)
+                if waiting >= self.max_batch or (len(self.queue) >= self.in_flight and waiting >= self.last_rows):
+                    break
                 self.ready.wait(deadline - time.monotonic())
             batch, rows = [], 0
             while self.queue and (not batch or rows + len(self.queue[0].settings) <= self.max_batch):
                 job = self.queue.pop(0)
                 batch.append(job)
                 rows += len(job.settings)
+            self.last_rows = rows
             return batch
 
     def _loop(self) -> None:
@@ -288,6 +307,10 @@ class Handler(BaseHTTPRequestHandler):
             self._error(404, f"no route GET {self.path}")
 
     def do_POST(self) -> None:
+        with self.completions.batcher.request():
+            self._post()
+
+    def _post(self) -> None:
         routes = {"/v1/chat/completions": self.completions.chat, "/v1/completions": self.completions.text}
         route = routes.get(self.path.rstrip("/"))
         try:
