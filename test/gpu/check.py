@@ -202,7 +202,7 @@ def main() -> None:
 def table(s: dict) -> str:
     device = (s["ready"].get("cuda") or {}).get("name", "CPU")
     rows = [("device", device), ("torch / transformers / peft", f"{s['ready']['torch']} / {s['ready']['transformers']} / {s['ready']['peft']}"),
-            ("model", f"Qwen2 from config, {s['load']['parameters'] / 1e6:.0f}M params, {s['load']['dtype']}"),
+            ("model", f"Qwen2 from config, {s['load']['parameters'] / 1e6:.1f}M params, {s['load']['dtype']}"),
             ("LoRA trainable params", f"{s['load']['trainable'] / 1e6:.2f}M"),
             *[(f"serving, {c} concurrent (tokens/s)", f"{s[f'servingTokensPerSecond{c}']:.0f}") for c in CONCURRENCY],
             (f"update, {TRANSITIONS} × {PROMPT_TOKENS + RESPONSE_TOKENS} tokens, 2 epochs (s)",
