@@ -30,7 +30,8 @@ export const WorkerResponse = z.union([
   z.object({ type: z.literal('response'), id: z.number().int(), result: z.record(z.string(), z.unknown()) }),
   z.object({
     type: z.literal('response'),
-    id: z.number().int(),
+    /** null: the worker could not read the request line at all. */
+    id: z.number().int().nullable(),
     error: z.object({ kind: WorkerErrorKind, message: z.string(), traceback: z.string().optional() }),
   }),
 ]);
@@ -41,7 +42,7 @@ export type WorkerEvent = z.infer<typeof WorkerEvent>;
 
 /** Any line after the ready line. */
 export const WorkerMessage = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('response'), id: z.number().int(), result: z.record(z.string(), z.unknown()).optional(), error: z.unknown().optional() }),
+  z.object({ type: z.literal('response'), id: z.number().int().nullable(), result: z.record(z.string(), z.unknown()).optional(), error: z.unknown().optional() }),
   WorkerEvent,
 ]);
 

@@ -185,10 +185,10 @@ export class TrainerWorker implements Disposable {
     this.child.stdin!.on('error', () => undefined);
   }
 
-  private settle(message: { id: number }, line: string): void {
-    const pending = this.pending.get(message.id);
-    if (!pending) {
-      this.logger.warn('trainer worker answered an unknown request', { id: message.id });
+  private settle(message: { id: number | null }, line: string): void {
+    const pending = message.id === null ? undefined : this.pending.get(message.id);
+    if (message.id === null || !pending) {
+      this.logger.error(message.id === null ? 'trainer worker could not read a request line' : 'trainer worker answered an unknown request', { response: line.slice(0, 500) });
       return;
     }
     this.pending.delete(message.id);
