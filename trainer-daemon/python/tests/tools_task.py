@@ -1,11 +1,10 @@
 """The recipe's "tools" task, driven directly in Python: RL must learn which tool a question needs.
 
-`Q:23 minus 45` → call 1 picks ADD/SUB/MUL(a,b) → the tool's result comes back → call 2 answers the number.
+`Q:3 minus 7` (operands 0–9) → call 1 picks ADD/SUB/MUL(a,b) → the tool's result comes back → call 2 answers the number.
 Warm-start demonstrations pick the tool at random, so SFT teaches the format and copying but not the routing.
 Reward 1 when the final answer is right; both calls get the episode's GRPO advantage (identical credit).
 """
 import json
-import random
 from dataclasses import dataclass
 
 from lightning_trainer.generate import Sampling, generate
