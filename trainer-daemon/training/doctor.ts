@@ -51,8 +51,13 @@ function workerReport(python: string): DoctorReport | { error: string } {
 }
 
 export function diagnose(storeFile: string, explicit?: string, options: { hf?: boolean } = {}): Diagnosis {
-  // A Python the user named is the one to check, not replaced by another that works.
-  const candidates = (explicit ? [{ executable: explicit, origin: '--python' }] : pythonCandidates(storeFile, undefined)).map(probePython);
+  // A Python the user named is the one to check, not replaced by another that works. The others are
+  // tried in order up to the first that imports torch (each probe imports torch: seconds).
+  const candidates: PythonProbe[] = [];
+  for (const candidate of explicit ? [{ executable: explicit, origin: '--python' }] : pythonCandidates(storeFile, undefined)) {
+    candidates.push(probePython(candidate));
+    if (candidates.at(-1)!.problem === null) break;
+  }
   const chosen = candidates.find((c) => c.problem === null) ?? null;
   const problems: Problem[] = [];
   let report: DoctorReport | null = null;
@@ -124,7 +129,8 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
   const python = venvPython(storeFile);
   if (probePython({ executable: python, origin: 'venv' }).version === null) {
     fs.mkdirSync(path.dirname(venv), { recursive: true });
-    if ((await run(base.executable, ['-m', 'venv', '--system-site-packages', '--clear', venv], say)) !== 0) {
+    // Without pip at first: with the system's torch visible there is nothing to install (pip comes when needed).
+    if ((await run(base.executable, ['-m', 'venv', '--system-site-packages', '--without-pip', '--clear', venv], say)) !== 0) {
       say(`Could not create ${venv}. On Debian/Ubuntu: apt-get install -y python3-venv, then run this again.`);
       return diagnose(storeFile, undefined, options);
     }
@@ -132,6 +138,7 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
   const wanted = [...(probePython({ executable: python, origin: 'venv' }).torch ? [] : ['torch']), ...(options.hf ? ['transformers', 'peft'] : [])];
   if (wanted.length > 0) {
     say(`Installing ${wanted.join(', ')} into ${venv} with pip…`);
+    if (spawnSync(python, ['-m', 'pip', '--version']).status !== 0) await run(python, ['-m', 'ensurepip', '--upgrade'], say);
     const pip = await run(python, ['-m', 'pip', 'install', '--retries', '1', '--timeout', '15', '--progress-bar', 'on', ...wanted], say);
     if (pip !== 0 && wanted.includes('torch')) {
       if (options.apt && canUseApt()) {
