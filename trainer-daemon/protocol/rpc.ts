@@ -34,6 +34,9 @@ import {
 } from './apo';
 import { Resource } from './records';
 import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
+import { Checkpoint, TrainingRun } from './records';
+import { GetTrainingParams, StartTrainingParams, TrainingRunDetail, TrainingRunSummary } from './training';
+import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams } from './runner';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
   readonly method: string;
@@ -249,6 +252,18 @@ export const Methods = {
   scoreRollouts: method('rewards/score', ScoreRolloutsParams, ScoreRolloutsResult),
   /** Stops a `rewards/score` job after its current chunk; its answer then has `cancelled: true`. */
   cancelScore: method('rewards/cancel', z.strictObject({ jobId: z.string().min(1).max(100) }), z.object({ cancelled: z.boolean() })),
+  /** Worker-mode batches (protocol/runner.ts): open one for long-lived agent workers, follow it, report a dead worker, cancel. */
+  openWorkerBatch: method('workerBatches/open', OpenWorkerBatchParams, WorkerBatch),
+  workerBatchEvents: method('workerBatches/events', WorkerBatchEventsParams, WorkerBatchEvents),
+  workerExited: method('workerBatches/workerExited', WorkerExitedParams, WorkerExited),
+  cancelWorkerBatch: method('workerBatches/cancel', CancelWorkerBatchParams, z.object({ cancelled: z.number().int().nonnegative() })),
+  /** Starts a training run in the daemon (or resumes one from its last checkpoint); returns at once. */
+  startTraining: method('training/start', StartTrainingParams, TrainingRun),
+  listTraining: method('training/list', z.strictObject({}), z.object({ items: z.array(TrainingRunSummary) })),
+  getTraining: method('training/get', GetTrainingParams, TrainingRunDetail),
+  /** Stops a running run now (its agents and worker); its last checkpoint stays for `resume`. */
+  cancelTraining: method('training/cancel', z.strictObject({ id: z.string().min(1) }), TrainingRun),
+  listCheckpoints: method('checkpoints/list', z.strictObject({ runId: z.string().min(1).optional() }), z.object({ items: z.array(Checkpoint) })),
 } as const;
 
 export type Methods = typeof Methods;
@@ -270,6 +285,8 @@ export const Notifications = {
   trainingRunChanged: notification('trainingRuns/changed', z.object({ run: TrainingRun, round: z.number().int().nullable(), candidates: z.array(ApoCandidate) })),
   /** A `rewards/score` job's progress, after each chunk of rollouts. */
   scoreProgress: notification('rewards/progress', ScoreProgress),
+  /** Training runs whose status, metrics or checkpoints changed (at most every 100 ms, latest state): fetch series with training/get. */
+  trainingChanged: notification('training/changed', z.object({ runs: z.array(TrainingRunSummary) })),
 } as const;
 
 export type Notifications = typeof Notifications;

@@ -11,6 +11,8 @@ import { validateSpans, type StoredSpanResult } from '../store/spans';
 import { scoreRollouts, ScoreJobs } from '../rewards/job';
 import { proxyJudgeTransport } from '../rewards/judgeTransport';
 import type { Broadcast } from './notifier';
+import type { TrainingManager } from '../training/manager';
+import type { WorkerBatches } from '../runner/workerBatches';
 
 export type Handlers = {
   [M in MethodName]: (params: ParsedParamsOf<M>) => ResultOf<M> | Promise<ResultOf<M>>;
@@ -30,7 +32,18 @@ export interface HandlerContext {
 }
 
 export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs() }: HandlerContext): Handlers {
+  /** Worker-mode batches; absent when no daemon serves HTTP. */
+  readonly workerBatches?: WorkerBatches;
+  /** Runs training loops; absent when no daemon serves (the CLI's store-direct path). */
+  readonly training?: TrainingManager;
+}
+
+export function createHandlers({ store, writes, info, agentBaseUrl, workerBatches, training }: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
+  const servingBatches = (): WorkerBatches => {
+    if (!workerBatches) throw new ConflictError('worker batches need a running daemon to serve their workers; start one with `lightning serve`');
+    return workerBatches;
+  };
   return {
     daemonInfo: () => info(),
     listRollouts: (params) => store.listRollouts(params),
@@ -88,6 +101,26 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       }
     },
     cancelScore: ({ jobId }) => ({ cancelled: scoreJobs.cancel(jobId) }),
+    openWorkerBatch: (params) => servingBatches().open(params),
+    workerBatchEvents: ({ id, after, waitMs }) => servingBatches().events(id, after, waitMs),
+    workerExited: ({ id, worker, error }) => servingBatches().workerExited(id, worker, error),
+    cancelWorkerBatch: async ({ id }) => ({ cancelled: await servingBatches().cancel(id) }),
+    startTraining: (params) => {
+      if (!training) throw new ConflictError('training needs a running daemon; start one with `lightning serve` or use `lightning train`');
+      return training.start(params);
+    },
+    listTraining: () => ({ items: store.training.list().map((run) => store.training.summary(run)) }),
+    getTraining: ({ id, afterStep }) => store.training.detail(id, afterStep),
+    cancelTraining: ({ id }) => {
+      if (training) return training.cancel(id);
+      const run = store.training.get(id);
+      if (run.status !== 'running' && run.status !== 'queued') throw new ConflictError(`training run ${id} is ${run.status}, not running`);
+      return store.writeTraining(id, (t) => t.transition(id, 'cancelled', 'cancelled'));
+    },
+    listCheckpoints: ({ runId }) => {
+      if (runId !== undefined) store.training.get(runId);
+      return { items: store.training.checkpoints(runId) };
+    },
   };
 }
 

@@ -12,6 +12,7 @@ export type Broadcast = <N extends NotificationName>(name: N, params: Notificati
 export class ChangeNotifier implements Disposable {
   private readonly subscriptions = new DisposableStore();
   private changed = new Set<string>();
+  private trainingRuns = new Set<string>();
   /** New spans per rollout since the last flush, as a sequence range. */
   private spans = new Map<string, SpanRange>();
   private timer: NodeJS.Timeout | undefined;
@@ -29,6 +30,12 @@ export class ChangeNotifier implements Disposable {
       store.onDidChangeTrainingRun(({ id, round }) => {
         const { run, candidates } = store.getTrainingRun(id);
         broadcast('trainingRunChanged', { run, round, candidates });
+      }),
+    );
+    this.subscriptions.add(
+      store.onDidChangeTraining((id) => {
+        this.trainingRuns.add(id);
+        this.schedule();
       }),
     );
   }
@@ -62,9 +69,14 @@ export class ChangeNotifier implements Disposable {
     const ids = [...this.changed];
     this.spans = new Map();
     this.changed = new Set();
+    const runs = [...this.trainingRuns];
+    this.trainingRuns = new Set();
     if (ranges.length > 0) this.broadcast('spansAdded', { rollouts: ranges });
     if (ids.length > 0 && this.store.isOpen) {
       this.broadcast('rolloutsChanged', { rollouts: ids.map((id) => this.store.getRollout(id)) });
+    }
+    if (runs.length > 0 && this.store.isOpen) {
+      this.broadcast('trainingChanged', { runs: runs.map((id) => this.store.training.summary(this.store.training.get(id))) });
     }
   }
 

@@ -45,6 +45,7 @@ import {
   type TrainingRun,
   type TrainingRunDetail,
 } from '../protocol';
+import { TrainingRepository } from './training';
 
 export class Store {
   private readonly rollouts: RolloutRepository;
@@ -57,6 +58,9 @@ export class Store {
   private readonly _onDidChangeTrainingRun = new Emitter<{ id: string; round: number | null }>();
   private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
   private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
+  private readonly _onDidChangeTraining = new Emitter<string>();
+  /** Training runs, their metrics and checkpoints: read directly, written through `writeTraining`. */
+  readonly training: TrainingRepository;
   private closed = false;
   /** One transaction wrapper, made once: better-sqlite3's wrappers are costly to create per call. */
   private readonly transaction: Transaction<(fn: () => unknown) => unknown>;
@@ -69,6 +73,8 @@ export class Store {
   readonly onDidAddSpans: Event<readonly Span[]> = this._onDidAddSpans.event;
   /** A training run's status, cancel request or (APO) round changed, after the commit. */
   readonly onDidChangeTrainingRun: Event<{ id: string; round: number | null }> = this._onDidChangeTrainingRun.event;
+  /** The id of a training run whose status, metrics or checkpoints changed (after the commit). */
+  readonly onDidChangeTraining: Event<string> = this._onDidChangeTraining.event;
 
   static open(file: string, options?: OpenOptions): Store {
     return new Store(openDatabase(file, options), file);
@@ -85,6 +91,7 @@ export class Store {
     this.datasets = new DatasetRepository(db);
     this.resources = new ResourceRepository(db);
     this.trainingRuns = new TrainingRunRepository(db);
+    this.training = new TrainingRepository(db);
     this.transaction = db.transaction((fn: () => unknown) => fn());
   }
 
@@ -105,7 +112,12 @@ export class Store {
 
   transitionRollout(params: TransitionRolloutParams): Rollout {
     const parsed = TransitionRolloutParams.parse(params);
-    const rollout = this.write(() => this.rollouts.transition(parsed));
+    const rollout = this.write(() => {
+      const moved = this.rollouts.transition(parsed);
+      // An attempt that ended takes its capability URL with it; a retry gets a new one.
+      if (moved.status !== 'running' && moved.status !== 'queued') this.agentKeys.revoke(moved.id);
+      return moved;
+    });
     this.afterCommit([rollout.id]);
     return rollout;
   }
@@ -347,6 +359,13 @@ export class Store {
     };
   }
 
+  /** Changes training run `runId` in one transaction, and announces it after the commit. */
+  writeTraining<T>(runId: string | ((result: T) => string), fn: (training: TrainingRepository) => T): T {
+    const result = this.write(() => fn(this.training));
+    this._onDidChangeTraining.fire(typeof runId === 'string' ? runId : runId(result));
+    return result;
+  }
+
   /** Checkpoints the WAL into the main file and closes. Idempotent. */
   close(): void {
     if (this.closed) return;
@@ -354,6 +373,7 @@ export class Store {
     this._onDidChangeRollouts.dispose();
     this._onDidAddSpans.dispose();
     this._onDidChangeTrainingRun.dispose();
+    this._onDidChangeTraining.dispose();
     if (this.db.open) {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
       this.db.close();
