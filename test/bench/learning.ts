@@ -9,6 +9,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { metricPoints } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { REPO_ROOT } from '../helpers/daemon';
 import { fmt } from './table';
@@ -44,16 +45,16 @@ async function runSeed(seed: number, iterations: number, work: string): Promise<
   const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
   try {
     const run = store.training.list()[0]!;
-    const detail = store.training.detail(run.id, -1);
+    const detail = store.getTrainingRun(run.id);
     fs.copyFileSync(path.join(cwd, '.lightning', 'demo', `${run.id}.html`), path.join(work, `seed-${seed}.html`));
-    const val = detail.metrics['val/reward'] ?? [];
+    const val = metricPoints(detail.metrics, 'val/reward');
     return {
       seed,
       seconds,
       status: code === 0 ? run.status : `${run.status} (exit ${code})`,
       valBefore: val[0]?.value,
       valAfter: val.at(-1)?.value,
-      sampled: (detail.metrics['reward/mean'] ?? []).map((p) => p.value),
+      sampled: metricPoints(detail.metrics, 'reward/mean').map((p) => p.value),
     };
   } finally {
     store.close();

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { TrainingRunDetail } from '../../trainer-daemon/protocol';
+import { TrainingRunDetail, metricPoints } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { tempDir } from '../helpers/tmp';
@@ -31,21 +31,21 @@ test('npm run demo (shortened) trains the sample agent offline and leaves the ru
   t.after(() => store.close());
   const [run] = store.training.list();
   assert.ok(run);
-  const detail = TrainingRunDetail.parse(store.training.detail(run.id, -1));
+  const detail = TrainingRunDetail.parse(store.getTrainingRun(run.id));
   assert.equal(detail.run.status, 'succeeded');
-  const at = (name: string): number[] => (detail.metrics[name] ?? []).map((p) => p.step);
+  const at = (name: string): number[] => metricPoints(detail.metrics, name).map((p) => p.step);
   // A shortened warm start (the full demo stops it once the demonstrations are copied well enough);
   // from random weights the loss is ln(259) ≈ 5.6.
-  assert.ok(detail.metrics['sft/loss']![0]!.value < 2.5, 'the warm start learned from the demonstrations');
-  assert.equal(detail.metrics['sft/steps']![0]!.value, 60);
+  assert.ok(metricPoints(detail.metrics, 'sft/loss')[0]!.value < 2.5, 'the warm start learned from the demonstrations');
+  assert.equal(metricPoints(detail.metrics, 'sft/steps')[0]!.value, 60);
   assert.deepEqual(at('reward/mean'), [1]);
   assert.deepEqual(at('val/reward'), [0, 1]);
   // An update runs exactly when some task's rollouts disagree (GRPO compares rewards within a task);
   // that it learns is test/integration/training-learning.test.ts.
-  const transitions = detail.metrics.transitions![0]!.value;
-  assert.equal(detail.metrics.zeroVarianceGroups![0]!.value < 16, transitions > 0);
+  const transitions = metricPoints(detail.metrics, 'transitions')[0]!.value;
+  assert.equal(metricPoints(detail.metrics, 'zeroVarianceGroups')[0]!.value < 16, transitions > 0);
   assert.deepEqual(at('loss'), transitions > 0 ? [1] : []);
-  for (const point of detail.metrics['maxRatioDeviation'] ?? []) assert.ok(point.value < 1e-3, 'exact token ids: training logprobs equal the served ones');
+  for (const point of metricPoints(detail.metrics, 'maxRatioDeviation')) assert.ok(point.value < 1e-3, 'exact token ids: training logprobs equal the served ones');
   assert.deepEqual(detail.checkpoints.map((c) => c.step), [0, 1]);
   for (const checkpoint of detail.checkpoints) assert.ok(fs.readdirSync(checkpoint.path).length > 0, `${checkpoint.path} holds the checkpoint`);
 

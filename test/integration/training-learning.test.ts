@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { GrpoConfig } from '../../trainer-daemon/protocol';
+import { GrpoConfig, metricPoints } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/rpc/client';
 import { startDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
@@ -46,12 +46,12 @@ async function learn(t: Parameters<typeof tempDir>[0], seed: number): Promise<nu
     });
     const { id } = await client.request('startTraining', { config });
     const detail = await waitFor(async () => {
-      const d = await client.request('getTraining', { id });
+      const d = await client.request('getTrainingRun', { id });
       return d.run.status !== 'running' ? d : undefined;
     }, 'the run to end', 110_000);
     assert.equal(detail.run.status, 'succeeded', detail.run.error ?? '');
-    for (const point of detail.metrics['maxRatioDeviation'] ?? []) assert.ok(point.value < 1e-3, 'the update sees the served logprobs');
-    return detail.metrics['reward/mean']!.map((p) => p.value);
+    for (const point of metricPoints(detail.metrics, 'maxRatioDeviation')) assert.ok(point.value < 1e-3, 'the update sees the served logprobs');
+    return metricPoints(detail.metrics, 'reward/mean').map((p) => p.value);
   } finally {
     client.dispose();
     await daemon.stop();

@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { GrpoConfig, Methods, TrainingRunDetail, type GrpoConfigInput, type TrainingRun } from '../../trainer-daemon/protocol';
+import { GrpoConfig, Methods, TrainingRunDetail, metricPoints, type GrpoConfigInput, type TrainingRun } from '../../trainer-daemon/protocol';
 import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
 import { Store } from '../../trainer-daemon/store/store';
 import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';
@@ -57,7 +57,7 @@ async function setUp(t: Parameters<typeof tempDir>[0] & { after(fn: () => unknow
 
 async function untilFinal(client: RpcClient, id: string, timeoutMs = 120_000): Promise<TrainingRunDetail> {
   return waitFor(async () => {
-    const detail = await client.request('getTraining', { id });
+    const detail = await client.request('getTrainingRun', { id });
     return ['succeeded', 'failed', 'cancelled'].includes(detail.run.status) ? detail : undefined;
   }, `training run ${id} to end`, timeoutMs);
 }
@@ -79,7 +79,7 @@ test('bad training params are refused naming the field, and nothing is recorded'
   assert.match(model.message, /params\.config\.model\.kind/);
   const dataset = await refused({ config: config({ dataset: 'nope' }) });
   assert.match(dataset.message, /dataset nope does not exist/);
-  assert.equal((await client.request('listTraining', {})).items.length, 0);
+  assert.equal((await client.request('listTrainingRuns', {})).items.length, 0);
 
   const cli = await runCli(['train', '--model', 'tiny', '--dataset', 'tools', '--samples', '1', '--', 'node', AGENT], { cwd });
   assert.equal(cli.code, 2, cli.stderr);
@@ -89,20 +89,28 @@ test('bad training params are refused naming the field, and nothing is recorded'
   assert.match(notNumber.stderr, /--lr fast: not a number/);
   const noCommand = await runCli(['train', '--model', 'tiny', '--dataset', 'tools'], { cwd });
   assert.match(noCommand.stderr, /give the agent command after --/);
+  // One command for every algorithm: a flag of the other one is refused, named.
+  const apoFlag = await runCli(['train', '--model', 'tiny', '--dataset', 'tools', '--beam', '3', '--', 'node', AGENT], { cwd });
+  assert.equal(apoFlag.code, 2);
+  assert.match(apoFlag.stderr, /--beam: applies to --algorithm apo only/);
+  const grpoFlag = await runCli(['train', '--algorithm', 'apo', '--resource', 'prompt', '--dataset', 'tools', '--iterations', '3', '--', 'node', AGENT], { cwd });
+  assert.equal(grpoFlag.code, 2);
+  assert.match(grpoFlag.stderr, /--iterations: applies to --algorithm grpo only/);
 });
 
 test('a run records metrics and checkpoints as it goes; cancel keeps the last checkpoint and resume continues from it', async (t) => {
   const { client, config, storeFile } = await setUp(t);
   const changed: string[] = [];
-  client.onNotification('trainingChanged', ({ runs }) => changed.push(...runs.map((r) => r.status)));
+  client.onNotification('trainingRunChanged', ({ run }) => changed.push(run.status));
   const run = await client.request('startTraining', { config: GrpoConfig.parse(config({ iterations: 4 })) });
   assert.equal(run.status, 'running');
   await waitFor(async () => (await client.request('listCheckpoints', { runId: run.id })).items.length >= 1, 'the first checkpoint', 120_000);
-  const cancelled = await client.request('cancelTraining', { id: run.id });
-  assert.equal(cancelled.id, run.id);
+  // The daemon runs it: the answer comes once it has stopped.
+  const cancelled = await client.request('cancelTrainingRun', { id: run.id });
+  assert.deepEqual([cancelled.id, cancelled.status, cancelled.cancelRequested], [run.id, 'cancelled', true]);
   const stopped = await untilFinal(client, run.id);
   assert.equal(stopped.run.status, 'cancelled');
-  await waitFor(() => changed.includes('cancelled'), 'a training/changed notification of the cancel');
+  await waitFor(() => changed.includes('cancelled'), 'a trainingRuns/changed notification of the cancel');
   const kept = stopped.checkpoints;
   assert.ok(kept.length >= 1 && kept.length < 4, `checkpoints at cancel: ${kept.map((c) => c.step)}`);
   for (const checkpoint of kept) assert.ok(fs.existsSync(checkpoint.path), `${checkpoint.path} exists`);
@@ -113,9 +121,9 @@ test('a run records metrics and checkpoints as it goes; cancel keeps the last ch
   assert.equal(done.run.status, 'succeeded', done.run.error ?? '');
   TrainingRunDetail.parse(done);
   assert.deepEqual(done.checkpoints.map((c) => c.step), [...kept.map((c) => c.step), ...[1, 2, 3, 4].filter((s) => s > kept.at(-1)!.step)]);
-  for (const step of [1, 2, 3, 4]) assert.ok(done.metrics['reward/mean']!.some((p) => p.step === step), `reward at iteration ${step}`);
-  assert.deepEqual(done.metrics['val/reward']!.map((p) => p.step).filter((s) => s > 0), [2, 4]);
-  await waitFor(() => changed.includes('succeeded'), 'a training/changed notification of the end');
+  for (const step of [1, 2, 3, 4]) assert.ok(metricPoints(done.metrics, 'reward/mean').some((p) => p.step === step), `reward at iteration ${step}`);
+  assert.deepEqual(metricPoints(done.metrics, 'val/reward').map((p) => p.step).filter((s) => s > 0), [2, 4]);
+  await waitFor(() => changed.includes('succeeded'), 'a trainingRuns/changed notification of the end');
 
   // The rollouts after the resume were served by the checkpoint the cancel kept.
   const store = Store.open(storeFile, { readonly: true });
@@ -124,7 +132,7 @@ test('a run records metrics and checkpoints as it goes; cancel keeps the last ch
   const policy = store.db.prepare<[number], { value: string }>(`SELECT value FROM resources WHERE name = 'policy' AND version = ?`).get(next.resourcesVersion!)!;
   assert.equal(JSON.parse(policy.value).checkpoint, kept.at(-1)!.path);
 
-  const { items } = await client.request('listTraining', {});
+  const { items } = await client.request('listTrainingRuns', {});
   assert.deepEqual(items.map((r) => [r.id, r.status, r.step]), [[run.id, 'succeeded', 4]]);
   const cli = await runCli(['train', '--list', '--store', storeFile]);
   assert.match(cli.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+4`));

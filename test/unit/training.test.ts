@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { TrainingRunDetail, type Transition } from '../../trainer-daemon/protocol';
+import { TrainingRunDetail, metricPoints, type Transition } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { renderChart } from '../../trainer-daemon/training/chart';
 import { readDemonstrations, toWorkerTransitions } from '../../trainer-daemon/training/grpo';
@@ -14,10 +14,10 @@ test('training runs: status transitions, metric series, latest values, checkpoin
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   t.after(() => store.close());
   const changed: string[] = [];
-  store.onDidChangeTraining((id) => changed.push(id));
+  store.onDidChangeTrainingRun(({ id }) => changed.push(id));
   const run = store.writeTraining((r: { id: string }) => r.id, (tr) => tr.create('grpo', { lr: 0.001 }));
   assert.equal(run.status, 'queued');
-  assert.throws(() => store.training.transition(run.id, 'succeeded'), /is queued; it cannot become succeeded/);
+  assert.throws(() => store.training.transition(run.id, 'succeeded'), /is queued and cannot become succeeded/);
   store.writeTraining(run.id, (tr) => tr.transition(run.id, 'running'));
   store.writeTraining(run.id, (tr) => {
     tr.addMetrics(run.id, 1, { 'reward/mean': 0.25, loss: 0.5, skipped: Number.NaN });
@@ -26,15 +26,15 @@ test('training runs: status transitions, metric series, latest values, checkpoin
   });
   assert.equal(store.training.addPolicyVersion({ runId: run.id, step: 0, checkpoint: null }), 1);
   assert.equal(store.training.addPolicyVersion({ runId: run.id, step: 2, checkpoint: '/ckpt/2' }), 2);
-  assert.deepEqual(store.currentResources().resources.policy, { version: 2, kind: 'checkpoint', value: { runId: run.id, step: 2, checkpoint: '/ckpt/2' } });
+  assert.deepEqual(store.agentResources(null).resources.policy, { version: 2, kind: 'checkpoint', value: { runId: run.id, step: 2, checkpoint: '/ckpt/2' } });
 
-  const detail = TrainingRunDetail.parse(store.training.detail(run.id, -1));
-  assert.deepEqual(detail.metrics['reward/mean']!.map((p) => [p.step, p.value]), [[1, 0.25], [2, 0.5]]);
-  assert.equal(detail.metrics.skipped, undefined, 'non-finite values are not stored');
+  const detail = TrainingRunDetail.parse(store.getTrainingRun(run.id));
+  assert.deepEqual(metricPoints(detail.metrics, 'reward/mean').map((p) => [p.step, p.value]), [[1, 0.25], [2, 0.5]]);
+  assert.deepEqual(metricPoints(detail.metrics, 'skipped'), [], 'non-finite values are not stored');
   assert.deepEqual([detail.run.step, detail.run.latest], [2, { 'reward/mean': 0.5, loss: 0.5 }]);
-  assert.deepEqual(Object.keys(store.training.detail(run.id, 1).metrics), ['reward/mean']);
+  assert.deepEqual(store.getTrainingRun(run.id, 1).metrics.map((p) => [p.step, p.name]), [[2, 'reward/mean']]);
   assert.deepEqual(detail.checkpoints.map((c) => [c.step, c.path]), [[2, '/ckpt/2']]);
-  store.writeTraining(run.id, (tr) => tr.transition(run.id, 'cancelled', 'cancelled'));
+  store.writeTraining(run.id, (tr) => tr.transition(run.id, 'cancelled', { error: 'cancelled' }));
   // Resume: cancelled → running again.
   assert.equal(store.writeTraining(run.id, (tr) => tr.transition(run.id, 'running')).status, 'running');
   assert.ok(changed.length >= 5 && changed.every((id) => id === run.id));
@@ -82,9 +82,15 @@ test('demonstrations: chat examples become (prompt, completion) pairs; the demo 
 
 test('the chart is one self-contained HTML file with the reward curves', () => {
   const html = renderChart({
-    run: { id: 'train-1', algorithm: 'grpo', config: {}, status: 'succeeded', createdAt: 0, startedAt: 0, endedAt: 1, error: null, step: 2, latest: {} },
-    metrics: { 'reward/mean': [{ step: 1, value: 0.2, timeMs: 0 }, { step: 2, value: 0.6, timeMs: 0 }], 'val/reward': [{ step: 0, value: 0.1, timeMs: 0 }], loss: [{ step: 1, value: -0.1, timeMs: 0 }] },
+    run: { id: 'train-1', algorithm: 'grpo', config: {}, status: 'succeeded', createdAt: 0, startedAt: 0, endedAt: 1, error: null, cancelRequested: false, result: null, step: 2, latest: {} },
+    metrics: [
+      { step: 0, name: 'val/reward', value: 0.1, timeMs: 0 },
+      { step: 1, name: 'loss', value: -0.1, timeMs: 0 },
+      { step: 1, name: 'reward/mean', value: 0.2, timeMs: 0 },
+      { step: 2, name: 'reward/mean', value: 0.6, timeMs: 0 },
+    ],
     checkpoints: [],
+    candidates: [],
   });
   assert.match(html, /^<!doctype html>/);
   assert.doesNotMatch(html, /<script|https?:\/\//);

@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { GrpoConfigInput } from '../protocol';
-import { GrpoConfig } from '../protocol';
+import { GrpoConfig, metricPoints } from '../protocol';
 import { trainAndFollow } from '../cli/commands/trainGrpo';
 import { connectOrStartDaemon } from '../cli/daemonConnection';
 import { InvalidInputError } from '../errors';
@@ -94,8 +94,8 @@ export async function runDemo(): Promise<void> {
     const detail = await trainAndFollow(client, { config: demoConfig(dir, python.executable, iterations, seed, warmStartSteps) }, false);
     const chart = path.join(dir, `${detail.run.id}.html`);
     fs.writeFileSync(chart, renderChart(detail));
-    const first = (name: string): number | undefined => detail.metrics[name]?.[0]?.value;
-    const last = (name: string): number | undefined => detail.metrics[name]?.at(-1)?.value;
+    const first = (name: string): number | undefined => metricPoints(detail.metrics, name)[0]?.value;
+    const last = (name: string): number | undefined => metricPoints(detail.metrics, name).at(-1)?.value;
     const pair = (name: string): string => `${first(name)?.toFixed(2) ?? '-'} → ${last(name)?.toFixed(2) ?? '-'}`;
     say('');
     say(`Run ${detail.run.id} ${detail.run.status}${detail.run.error && detail.run.status === 'failed' ? `: ${detail.run.error}` : ''} in ${((performance.now() - started) / 1000).toFixed(0)} s.`);

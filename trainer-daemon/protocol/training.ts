@@ -1,10 +1,13 @@
 /**
- * Training runs over the editor-facing RPC: the GRPO configuration a run is started with, and what
- * the panel reads back (status, metric time series, checkpoints). The records themselves
- * (TrainingRun, MetricPoint, Checkpoint) are in records.ts.
+ * Training runs of every algorithm over the editor-facing RPC: how a run is created and moved along
+ * (APO's process creates and updates its run; the daemon runs GRPO itself from its configuration),
+ * and what the panel and the CLI read back: the run with its latest metrics, the metric time series,
+ * GRPO's checkpoints and APO's leaderboard. The records themselves (TrainingRun, MetricPoint,
+ * Checkpoint) are in records.ts; APO's configuration and candidates in apo.ts.
  */
 import { z } from 'zod';
-import { Checkpoint, TrainingRun } from './records';
+import { ApoCandidate, ApoConfig } from './apo';
+import { Checkpoint, Json, MetricPoint, TrainingRun } from './records';
 import { AdapterSpec, ModelSpec } from './trainer';
 
 /** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */
@@ -67,27 +70,51 @@ export const StartTrainingParams = z
   .refine((p) => (p.config === undefined) !== (p.resume === undefined), { message: 'give either config (a new run) or resume (a run id)' });
 export type StartTrainingParams = z.input<typeof StartTrainingParams>;
 
-/** A run with where it is: for lists and the notification. */
+/** A run recorded by the process that runs its algorithm (APO); a GRPO run is started with `training/start`. */
+export const CreateTrainingRunParams = z.strictObject({
+  algorithm: z.enum(['apo']),
+  config: ApoConfig,
+});
+export type CreateTrainingRunParams = z.input<typeof CreateTrainingRunParams>;
+
+/** A status change by the process running the algorithm: to running, or to a final status with its error or result. */
+export const UpdateTrainingRunParams = z.strictObject({
+  id: z.string().min(1),
+  status: z.enum(['running', 'succeeded', 'failed', 'cancelled']),
+  error: z.string().max(10_000).nullable().default(null),
+  result: Json.nullable().default(null),
+});
+export type UpdateTrainingRunParams = z.input<typeof UpdateTrainingRunParams>;
+
+/** A run with where it is: for lists and the `trainingRuns/changed` notification. */
 export const TrainingRunSummary = TrainingRun.extend({
-  /** The last iteration with metrics (0 before the first update). */
+  /** The last step (GRPO: iteration, APO: round) with metrics (0 before the first). */
   step: z.number().int().nonnegative(),
   /** The latest value of each metric. */
   latest: z.record(z.string(), z.number()),
 });
 export type TrainingRunSummary = z.infer<typeof TrainingRunSummary>;
 
-export const MetricSeriesPoint = z.object({ step: z.number().int().nonnegative(), value: z.number(), timeMs: z.number() });
-export type MetricSeriesPoint = z.infer<typeof MetricSeriesPoint>;
+/** Metric points in step order (GRPO: reward/mean, val/reward, loss, kl, …; APO: best_val_score, …). */
+export const MetricSeries = z.array(MetricPoint.omit({ runId: true }));
+export type MetricSeries = z.infer<typeof MetricSeries>;
+
+/** One metric's points out of a series, in step order. */
+export function metricPoints(metrics: MetricSeries, name: string): MetricSeries {
+  return metrics.filter((point) => point.name === name);
+}
 
 export const TrainingRunDetail = z.object({
   run: TrainingRunSummary,
-  /** Metric name → points in step order (reward/mean, val/reward, loss, kl, entropy, tokensPerSecond, …). */
-  metrics: z.record(z.string(), z.array(MetricSeriesPoint)),
+  metrics: MetricSeries,
+  /** GRPO: the saved policies, by step. */
   checkpoints: z.array(Checkpoint),
+  /** APO, the leaderboard: candidates scored on the full validation set first, best first; then the others by batch score. */
+  candidates: z.array(ApoCandidate),
 });
 export type TrainingRunDetail = z.infer<typeof TrainingRunDetail>;
 
-export const GetTrainingParams = z.strictObject({
+export const GetTrainingRunParams = z.strictObject({
   id: z.string().min(1),
   /** Only metric points after this step (what a live chart already has). */
   afterStep: z.number().int().min(-1).default(-1),

@@ -29,16 +29,13 @@ export interface HandlerContext {
   readonly notify?: Broadcast;
   /** Score jobs in flight, for `rewards/cancel` and shutdown. */
   readonly scoreJobs?: ScoreJobs;
-}
-
-export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs() }: HandlerContext): Handlers {
   /** Worker-mode batches; absent when no daemon serves HTTP. */
   readonly workerBatches?: WorkerBatches;
   /** Runs training loops; absent when no daemon serves (the CLI's store-direct path). */
   readonly training?: TrainingManager;
 }
 
-export function createHandlers({ store, writes, info, agentBaseUrl, workerBatches, training }: HandlerContext): Handlers {
+export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs(), workerBatches, training }: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
   const servingBatches = (): WorkerBatches => {
     if (!workerBatches) throw new ConflictError('worker batches need a running daemon to serve their workers; start one with `lightning serve`');
@@ -85,9 +82,13 @@ export function createHandlers({ store, writes, info, agentBaseUrl, workerBatche
     setCurrentResource: ({ name, version }) => write(() => store.setCurrentResource(name, version)),
     createTrainingRun: (params) => write(() => store.createTrainingRun(params)),
     listTrainingRuns: ({ limit }) => ({ items: store.listTrainingRuns(limit) }),
-    getTrainingRun: ({ id }) => store.getTrainingRun(id),
+    getTrainingRun: ({ id, afterStep }) => store.getTrainingRun(id, afterStep),
     updateTrainingRun: (params) => write(() => store.updateTrainingRun(params)),
-    cancelTrainingRun: ({ id }) => write(() => store.cancelTrainingRun(id)),
+    // The request is recorded for whoever runs it; a run this daemon drives stops now.
+    cancelTrainingRun: async ({ id }) => {
+      const requested = await write(() => store.cancelTrainingRun(id));
+      return training?.isRunning(id) ? training.cancel(id) : requested;
+    },
     recordApoRound: (params) => write(() => ({ run: store.recordApoRound(params) })),
     apoLeaderboard: ({ runId }) => ({ items: store.getTrainingRun(runId).candidates }),
     scoreRollouts: async ({ jobId = `score-${Date.now()}`, apiKeys, ...params }) => {
@@ -108,14 +109,6 @@ export function createHandlers({ store, writes, info, agentBaseUrl, workerBatche
     startTraining: (params) => {
       if (!training) throw new ConflictError('training needs a running daemon; start one with `lightning serve` or use `lightning train`');
       return training.start(params);
-    },
-    listTraining: () => ({ items: store.training.list().map((run) => store.training.summary(run)) }),
-    getTraining: ({ id, afterStep }) => store.training.detail(id, afterStep),
-    cancelTraining: ({ id }) => {
-      if (training) return training.cancel(id);
-      const run = store.training.get(id);
-      if (run.status !== 'running' && run.status !== 'queued') throw new ConflictError(`training run ${id} is ${run.status}, not running`);
-      return store.writeTraining(id, (t) => t.transition(id, 'cancelled', 'cancelled'));
     },
     listCheckpoints: ({ runId }) => {
       if (runId !== undefined) store.training.get(runId);

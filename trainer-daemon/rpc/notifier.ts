@@ -12,7 +12,6 @@ export type Broadcast = <N extends NotificationName>(name: N, params: Notificati
 export class ChangeNotifier implements Disposable {
   private readonly subscriptions = new DisposableStore();
   private changed = new Set<string>();
-  private trainingRuns = new Set<string>();
   /** New spans per rollout since the last flush, as a sequence range. */
   private spans = new Map<string, SpanRange>();
   private timer: NodeJS.Timeout | undefined;
@@ -25,17 +24,10 @@ export class ChangeNotifier implements Disposable {
   ) {
     this.subscriptions.add(store.onDidChangeRollouts((ids) => this.noteRollouts(ids)));
     this.subscriptions.add(store.onDidAddSpans((spans) => this.noteSpans(spans)));
-    // Rare (a few per APO round): announced at once, with the leaderboard.
+    // Rare (a few per APO round or GRPO iteration): announced at once, with the leaderboard.
     this.subscriptions.add(
       store.onDidChangeTrainingRun(({ id, round }) => {
-        const { run, candidates } = store.getTrainingRun(id);
-        broadcast('trainingRunChanged', { run, round, candidates });
-      }),
-    );
-    this.subscriptions.add(
-      store.onDidChangeTraining((id) => {
-        this.trainingRuns.add(id);
-        this.schedule();
+        broadcast('trainingRunChanged', { run: store.training.summary(store.training.get(id)), round, candidates: store.training.candidates(id) });
       }),
     );
   }
@@ -69,14 +61,9 @@ export class ChangeNotifier implements Disposable {
     const ids = [...this.changed];
     this.spans = new Map();
     this.changed = new Set();
-    const runs = [...this.trainingRuns];
-    this.trainingRuns = new Set();
     if (ranges.length > 0) this.broadcast('spansAdded', { rollouts: ranges });
     if (ids.length > 0 && this.store.isOpen) {
       this.broadcast('rolloutsChanged', { rollouts: ids.map((id) => this.store.getRollout(id)) });
-    }
-    if (runs.length > 0 && this.store.isOpen) {
-      this.broadcast('trainingChanged', { runs: runs.map((id) => this.store.training.summary(this.store.training.get(id))) });
     }
   }
 

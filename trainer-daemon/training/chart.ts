@@ -3,7 +3,7 @@
  * fetched): reward per iteration (sampled training rollouts and validation) and the update's loss and KL. The
  * demo writes it under `.lightning/`; the editor's panel will draw the same series live.
  */
-import type { TrainingRunDetail } from '../protocol';
+import { metricPoints, type TrainingRunDetail } from '../protocol';
 
 interface Series {
   readonly label: string;
@@ -41,7 +41,7 @@ function panel(title: string, series: readonly Series[], fixedRange?: [number, n
 }
 
 export function renderChart(detail: TrainingRunDetail): string {
-  const series = (name: string): Series['points'] => detail.metrics[name] ?? [];
+  const series = (name: string): Series['points'] => metricPoints(detail.metrics, name);
   const { run } = detail;
   const rewards = panel('reward', [
     { label: 'sampled reward (train rollouts)', color: '#1f77b4', points: series('reward/mean') },

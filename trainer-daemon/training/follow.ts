@@ -3,7 +3,7 @@
  * iteration as its metrics land (sampled reward before the update, validation reward,
  * loss, KL, entropy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
  */
-import type { TrainingRunDetail, MetricSeriesPoint } from '../protocol';
+import type { MetricSeries, TrainingRunDetail } from '../protocol';
 import type { RunnerClient } from '../runner/batch';
 
 const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
@@ -21,14 +21,12 @@ function fixed(value: number | undefined, digits = 3): string {
 }
 
 /** The metric series of a run keyed by step. */
-export function byStep(metrics: TrainingRunDetail['metrics']): Map<number, Record<string, number>> {
+export function byStep(metrics: MetricSeries): Map<number, Record<string, number>> {
   const steps = new Map<number, Record<string, number>>();
-  for (const [name, points] of Object.entries(metrics)) {
-    for (const point of points as MetricSeriesPoint[]) {
-      const row = steps.get(point.step) ?? {};
-      row[name] = point.value;
-      steps.set(point.step, row);
-    }
+  for (const point of metrics) {
+    const row = steps.get(point.step) ?? {};
+    row[point.name] = point.value;
+    steps.set(point.step, row);
   }
   return new Map([...steps].sort((a, b) => a[0] - b[0]));
 }
@@ -52,14 +50,14 @@ export async function followRun(client: RunnerClient, runId: string, options: Fo
     if (cancelling) return;
     cancelling = true;
     process.stderr.write(`lightning: cancelling training run ${runId}; its last checkpoint stays (resume with --resume ${runId})\n`);
-    void client.request('cancelTraining', { id: runId }).catch(() => undefined);
+    void client.request('cancelTrainingRun', { id: runId }).catch(() => undefined);
   };
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
   for (const signal of signals) process.on(signal, cancel);
   let printed = -1;
   try {
     for (;;) {
-      const detail = await client.request('getTraining', { id: runId });
+      const detail = await client.request('getTrainingRun', { id: runId });
       const done = FINAL.has(detail.run.status);
       const steps = byStep(detail.metrics);
       const last = Math.max(-1, ...steps.keys());

@@ -1,6 +1,6 @@
 /**
  * The daemon's training runs: `training/start` creates (or resumes) a run and drives its loop in the
- * background; `training/cancel` aborts it; the daemon's shutdown cancels what still runs. A run
+ * background; `trainingRuns/cancel` aborts it; the daemon's shutdown cancels what still runs. A run
  * left `running` by a daemon that died is marked failed when the next daemon starts, so it can be
  * resumed. One loop per run; a failure fails that run only.
  */
@@ -23,7 +23,7 @@ export class TrainingManager implements Disposable {
   ) {
     for (const run of store.training.list()) {
       if (run.status === 'running' || run.status === 'queued') {
-        store.writeTraining(run.id, (t) => t.transition(run.id, 'failed', 'the daemon stopped during this run; resume it with `lightning train --resume ' + run.id + '`'));
+        store.writeTraining(run.id, (t) => t.transition(run.id, 'failed', { error: 'the daemon stopped during this run; resume it with `lightning train --resume ' + run.id + '`' }));
       }
     }
   }
@@ -52,23 +52,18 @@ export class TrainingManager implements Disposable {
     return started;
   }
 
-  cancel(id: string): TrainingRun {
-    const run = this.store.training.get(id);
-    const active = this.active.get(id);
-    if (active) {
-      active.controller.abort();
-      return run;
-    }
-    if (run.status === 'running' || run.status === 'queued') {
-      // Nobody drives it (a CLI's in-process daemon that went away): record the cancel.
-      return this.store.writeTraining(id, (t) => t.transition(id, 'cancelled', 'cancelled'));
-    }
-    throw new ConflictError(`training run ${id} is ${run.status}, not running`);
+  /** Whether this daemon drives run `id` now. */
+  isRunning(id: string): boolean {
+    return this.active.has(id);
   }
 
-  /** Resolves when run `id` has stopped (immediately when it is not running here). */
-  async whenStopped(id: string): Promise<void> {
-    await this.active.get(id)?.done;
+  /** Stops run `id`, which this daemon drives: its loop stops its agents and worker and records the run cancelled. */
+  async cancel(id: string): Promise<TrainingRun> {
+    const active = this.active.get(id);
+    if (!active) throw new ConflictError(`training run ${id} is not running in this daemon`);
+    active.controller.abort();
+    await active.done;
+    return this.store.training.get(id);
   }
 
   private async drive(runId: string, config: GrpoConfig, signal: AbortSignal): Promise<void> {
@@ -76,10 +71,10 @@ export class TrainingManager implements Disposable {
     try {
       await runGrpo(runId, config, { store: this.store, call: this.call, logger, signal });
       if (!this.store.isOpen) return;
-      this.store.writeTraining(runId, (t) => t.transition(runId, signal.aborted ? 'cancelled' : 'succeeded', signal.aborted ? 'cancelled' : null));
+      this.store.writeTraining(runId, (t) => t.transition(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null }));
     } catch (error) {
       logger.error('training run failed', { error: errorMessage(error) });
-      if (this.store.isOpen) this.store.writeTraining(runId, (t) => t.transition(runId, 'failed', errorMessage(error)));
+      if (this.store.isOpen) this.store.writeTraining(runId, (t) => t.transition(runId, 'failed', { error: errorMessage(error) }));
     }
   }
 

@@ -47,7 +47,7 @@ function printRuns(runs: readonly TrainingRunSummary[]): void {
 async function listRuns(options: TrainFlags): Promise<void> {
   const { client, close } = await connectOrStartDaemon(resolveStore(options));
   try {
-    const { items } = await client.request('listTraining', {});
+    const { items } = await client.request('listTrainingRuns', { limit: 500 });
     if (options.json) process.stdout.write(`${JSON.stringify(items)}\n`);
     else printRuns(items);
   } finally {
