@@ -23,7 +23,9 @@ export class TrainingManager implements Disposable {
   ) {
     for (const run of store.training.list()) {
       if (run.status === 'running' || run.status === 'queued') {
-        store.writeTraining(run.id, (t) => t.transition(run.id, 'failed', { error: 'the daemon stopped during this run; resume it with `lightning train --resume ' + run.id + '`' }));
+        // Its driver (this daemon's loop, or an APO process talking through the daemon) is gone.
+        const error = `the daemon stopped during this run${run.algorithm === 'grpo' ? `; resume it with \`lightning train --resume ${run.id}\`` : ''}`;
+        store.writeTraining(run.id, (t) => t.transition(run.id, 'failed', { error }));
       }
     }
   }
