@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { DaemonInfo, ReadyMessage } from './protocol';
 import { acquireStoreLock, removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
 import type { Logger } from './log';
-import { createHandlers } from './rpc/handlers';
+import { createHandlers, invoke, type Handlers } from './rpc/handlers';
 import { ChangeNotifier, type Broadcast } from './rpc/notifier';
 import { ScoreJobs } from './rewards/job';
 import { RpcServer } from './rpc/server';
@@ -15,8 +15,10 @@ import { DaemonHttpServer } from './server/http';
 import { WriteQueue } from './store/writeQueue';
 import { AgentRoutes, DEFAULT_MAX_BODY_BYTES } from './capture/agentRoutes';
 import { OtlpReceiver } from './otlp/receiver';
+import { WorkerBatches } from './runner/workerBatches';
 import type { UpstreamConfig } from './capture/proxy';
 import { Store } from './store/store';
+import { TrainingManager } from './training/manager';
 import { VERSION } from './version';
 
 export interface DaemonOptions {
@@ -50,12 +52,14 @@ export class Daemon {
     private readonly rpc: RpcServer,
     private readonly http: DaemonHttpServer,
     private readonly otlp: OtlpReceiver,
+    private readonly training: TrainingManager,
+    private readonly workerBatches: WorkerBatches,
+    private readonly scoreJobs: ScoreJobs,
     readonly token: string,
     readonly info: DaemonInfo,
     readonly url: string,
     private readonly logger: Logger,
     private readonly releaseLock: () => void,
-    private readonly scoreJobs: ScoreJobs,
   ) {}
 
   static async start(options: DaemonOptions): Promise<Daemon> {
@@ -84,12 +88,17 @@ export class Daemon {
       const scoreJobs = new ScoreJobs();
       // The RPC server that broadcasts is made from the handlers: they reach it through this binding.
       let broadcast: Broadcast | undefined;
-      const handlers = createHandlers({ store, writes, info: () => info, agentBaseUrl: () => baseUrl, scoreJobs, notify: (name, params) => broadcast?.(name, params) });
+      const workerBatches = new WorkerBatches({ store, writes, logger: logger.child('runner'), baseUrl: () => baseUrl! });
+      // Training loops run their rollouts through the same handler table, in-process.
+      const training = new TrainingManager(store, { request: (name, params) => invoke(handlers, name, params) }, logger.child('training'));
+      const handlers: Handlers = createHandlers({
+        store, writes, info: () => info, agentBaseUrl: () => baseUrl, scoreJobs, notify: (name, params) => broadcast?.(name, params), workerBatches, training,
+      });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       broadcast = rpc.broadcast;
       const notifier = new ChangeNotifier(store, rpc.broadcast);
       const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4);
-      const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent') });
+      const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent'), workerBatches });
       http = new DaemonHttpServer({
         logger: logger.child('http'),
         routes: (request, response) => agents.handle(request, response),
@@ -99,7 +108,7 @@ export class Daemon {
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       baseUrl = url;
-      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, token, info, url, logger, releaseLock, scoreJobs);
+      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, training, workerBatches, scoreJobs, token, info, url, logger, releaseLock);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
       return daemon;
@@ -125,8 +134,12 @@ export class Daemon {
     this.stopping ??= (async () => {
       this.logger.info('daemon stopping');
       if (this.discovery) removeDiscovery(this.discovery);
-      // Stop taking requests and let those in flight finish (their writes are still taken; score jobs stop after their chunk)…
+      // Training loops first: they stop their agents and workers and record the cancel…
+      await this.training.shutdown();
+      // Workers waiting for a rollout get 204 instead of holding the drain up; score jobs stop after their chunk.
+      this.workerBatches.dispose();
       this.scoreJobs.dispose();
+      // …then stop taking requests and let those in flight finish (their writes are still taken)…
       await this.http.drain(5_000);
       // …then commit what is queued, announce it, and give committed RPC replies a turn to go out.
       this.writes.shutdown();

@@ -19,6 +19,7 @@ import { otlpBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
 import { runnerBenchmark } from './runner';
 import { rewardsBenchmark } from './rewards';
+import { trainerBenchmark } from './trainer';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -261,6 +262,7 @@ async function main(): Promise<void> {
   if (!process.argv.includes('--store-only')) {
     await otlpBenchmark(work);
     await proxyBenchmarks(work);
+    trainerBenchmark();
   }
   printTable();
 }

@@ -3,6 +3,8 @@
  * through `lightning dataset run` at concurrency 8, against spawning the same processes directly
  * with the same concurrency. Overhead per rollout = (batch − direct) / rollouts, the extra wall time
  * each rollout costs the batch (the whole command: daemon start, creating the rollouts, RPCs, logs).
+ * Then worker mode against process mode on the same trivial agent logic (take a rollout, end it
+ * successfully) at the same concurrency: the whole command's wall time per rollout.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -12,6 +14,49 @@ import { fmt, rows } from './table';
 
 const ROLLOUTS = 96;
 const CONCURRENCY = 8;
+const WORKER_ROLLOUTS = 400;
+
+/** The trivial agent as a worker: takes rollouts until the batch is done, ends each one successfully. */
+const TRIVIAL_WORKER = `
+const loop = async () => {
+  for (;;) {
+    const next = await fetch(process.env.LIGHTNING_RUNNER_URL + '/next', { method: 'POST' });
+    if (next.status === 204) return;
+    const { url } = await next.json();
+    await fetch(url + '/finish', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"status":"succeeded"}' });
+  }
+};
+Promise.all(Array.from({ length: Number(process.env.LIGHTNING_RUNNER_CONCURRENCY) }, loop));
+`;
+
+/** Wall time of `dataset run` over the dataset, checking every rollout succeeded. */
+async function timedRun(cwd: string, args: string[], rollouts: number): Promise<{ ms: number; ok: boolean }> {
+  const started = performance.now();
+  const result = await runCli(['dataset', 'run', 'tasks', '--concurrency', String(CONCURRENCY), '--json', ...args], { cwd });
+  const ms = performance.now() - started;
+  const ok = result.code === 0 && (JSON.parse(result.stdout) as { tasks: Array<{ succeeded: number }> }).tasks.at(-1)!.succeeded === rollouts;
+  return { ms, ok };
+}
+
+/** Worker mode (2 workers × 4) against process mode, the same trivial agent, at concurrency 8. */
+async function workerModeBenchmark(work: string): Promise<void> {
+  const cwd = path.join(work, 'runner-workers');
+  fs.mkdirSync(cwd, { recursive: true });
+  fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), Array.from({ length: WORKER_ROLLOUTS }, (_, i) => JSON.stringify({ id: `t${i}` })).join('\n'));
+  fs.writeFileSync(path.join(cwd, 'worker.js'), TRIVIAL_WORKER);
+  await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
+  const processMode = await timedRun(cwd, ['--', process.execPath, '-e', ''], WORKER_ROLLOUTS);
+  const workerMode = await timedRun(cwd, ['--workers', '2', '--', process.execPath, 'worker.js'], WORKER_ROLLOUTS);
+  const perRollout = workerMode.ms / WORKER_ROLLOUTS;
+  rows.push({
+    metric: `runner time per rollout in worker mode (2 workers × 4), ${WORKER_ROLLOUTS} trivial rollouts, concurrency ${CONCURRENCY} (whole command)`,
+    result: `${fmt(perRollout, 2)} ms/rollout (${fmt(workerMode.ms)} ms in all)`,
+    baseline: `${fmt(processMode.ms / WORKER_ROLLOUTS, 2)} ms/rollout in process mode, same agent logic (${fmt(processMode.ms)} ms)`,
+    ratio: `${fmt(workerMode.ms / processMode.ms, 2)}×`,
+    target: '≤ 20 ms/rollout',
+    met: processMode.ok && workerMode.ok && perRollout <= 20 ? 'yes' : 'NO',
+  });
+}
 
 async function direct(): Promise<number> {
   let next = 0;
@@ -44,4 +89,5 @@ export async function runnerBenchmark(work: string): Promise<void> {
     target: '≤ 20 ms/rollout',
     met: ok && overhead <= 20 ? 'yes' : 'NO',
   });
+  await workerModeBenchmark(work);
 }

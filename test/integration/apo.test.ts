@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ApoResult, placeholders } from '../../trainer-daemon/protocol';
+import { ApoResult, metricPoints, placeholders } from '../../trainer-daemon/protocol';
 import { allRollouts, finished, setUp, storeOf, train } from '../helpers/apo';
 
 const MAIN_FLAGS = ['--beam', '2', '--branch', '2', '--rounds', '2', '--gradient-batch', '3', '--val-batch', '2', '--seed', '7', '--critique-model', 'critic-flaky', '--edit-model', 'editor-sloppy', '--budget-calls', '40', '--budget-rollouts', '200'];
@@ -45,7 +45,7 @@ test('apo: finds a prompt that beats the seed on validation, keeps its placehold
   const detail = store.getTrainingRun(result.runId);
   assert.equal(detail.run.status, 'succeeded');
   assert.deepEqual(ApoResult.parse(detail.run.result), result);
-  assert.deepEqual(detail.metrics.filter((m) => m.name === 'best_val_score').map((m) => [m.step, m.value]), [[0, 0.5], [1, 1], [2, 1]]);
+  assert.deepEqual(metricPoints(detail.metrics, 'best_val_score').map((m) => [m.step, m.value]), [[0, 0.5], [1, 1], [2, 1]]);
   const best = detail.candidates[0]!;
   assert.equal(best.id, result.best.candidateId);
   assert.equal(best.valScore, 1);

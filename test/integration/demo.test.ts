@@ -3,16 +3,17 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { Transition } from '../../trainer-daemon/protocol';
+import { TrainingRunDetail, metricPoints } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { tempDir } from '../helpers/tmp';
 
-test('npm run demo records the sample agent offline: six rollouts, their LLM calls, agent and human rewards', async (t) => {
+test('npm run demo (shortened) trains the sample agent offline and leaves the run, its rollouts, metrics, checkpoints and a chart in .lightning', async (t) => {
   const cwd = tempDir(t);
   const child = spawn(process.execPath, [path.join(REPO_ROOT, 'dist', 'demo.js')], {
     cwd,
-    env: { ...process.env, OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', OPENAI_API_KEY: 'sk-should-not-be-used-0123456789' },
+    // The user's OpenAI settings must not be used: the demo's agent talks to the policy being trained.
+    env: { ...process.env, LIGHTNING_DEMO_ITERATIONS: '1', LIGHTNING_DEMO_WARM_START_STEPS: '60', OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', OPENAI_API_KEY: 'sk-should-not-be-used-0123456789' },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -20,38 +21,44 @@ test('npm run demo records the sample agent offline: six rollouts, their LLM cal
   child.stderr.on('data', (chunk: Buffer) => (out += chunk));
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   assert.equal(code, 0, out);
-  assert.match(out, /What is 23 minus 45\? → The answer is -22\. \(right\)/);
-  assert.match(out, /Recorded 6 rollouts \(12 LLM calls/);
+  assert.match(out, /^ITER\s+REWARD\s+VAL\s+LOSS/m);
+  assert.match(out, /^start\s+-\s+\d\.\d\d/m);
+  assert.match(out, /^1\s+\d\.\d\d ± \d\.\d\d/m);
+  assert.match(out, /Run train-\w+ succeeded in \d+ s\./);
+  assert.match(out, /validation reward\s+\d\.\d\d → \d\.\d\d/);
 
-  const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
+  const store = Store.open(path.join(cwd, '.lightning', 'store.db'), { readonly: true });
   t.after(() => store.close());
-  const rollouts = store.listRollouts({ order: 'oldest' }).items;
-  assert.deepEqual(rollouts.map((r) => [r.task?.id, r.status, r.llmCalls, r.reward]), [
-    ['add-1', 'succeeded', 2, 1], ['sub-1', 'succeeded', 2, 1], ['mul-1', 'succeeded', 2, 1],
-    ['add-2', 'succeeded', 2, 1], ['sub-2', 'succeeded', 2, 1], ['mul-2', 'succeeded', 2, 1],
-  ]);
-  const rewards = store.listRewards(rollouts[0]!.id);
-  assert.deepEqual(rewards.map((r) => r.source), ['agent', 'human']);
-  const spans = store.getRolloutDetail(rollouts[1]!.id).spans;
-  assert.equal(spans[0]!.attributes['gen_ai.response.model'], 'lightning-demo-rules-v1');
+  const [run] = store.training.list();
+  assert.ok(run);
+  const detail = TrainingRunDetail.parse(store.getTrainingRun(run.id));
+  assert.equal(detail.run.status, 'succeeded');
+  const at = (name: string): number[] => metricPoints(detail.metrics, name).map((p) => p.step);
+  // A shortened warm start (the full demo stops it once the demonstrations are copied well enough);
+  // from random weights the loss is ln(259) ≈ 5.6.
+  assert.ok(metricPoints(detail.metrics, 'sft/loss')[0]!.value < 2.5, 'the warm start learned from the demonstrations');
+  assert.equal(metricPoints(detail.metrics, 'sft/steps')[0]!.value, 60);
+  assert.deepEqual(at('reward/mean'), [1]);
+  assert.deepEqual(at('val/reward'), [0, 1]);
+  // An update runs exactly when some task's rollouts disagree (GRPO compares rewards within a task);
+  // that it learns is test/integration/training-learning.test.ts.
+  const transitions = metricPoints(detail.metrics, 'transitions')[0]!.value;
+  assert.equal(metricPoints(detail.metrics, 'zeroVarianceGroups')[0]!.value < 16, transitions > 0);
+  assert.deepEqual(at('loss'), transitions > 0 ? [1] : []);
+  for (const point of metricPoints(detail.metrics, 'maxRatioDeviation')) assert.ok(point.value < 1e-3, 'exact token ids: training logprobs equal the served ones');
+  assert.deepEqual(detail.checkpoints.map((c) => c.step), [0, 1]);
+  for (const checkpoint of detail.checkpoints) assert.ok(fs.readdirSync(checkpoint.path).length > 0, `${checkpoint.path} holds the checkpoint`);
 
-  // The recorded rollouts become training data.
-  const file = path.join(cwd, 'transitions.jsonl');
-  const exported = await runCli(['export', '--out', file], { cwd });
-  assert.equal(exported.code, 0, exported.stderr);
-  const summary = JSON.parse(exported.stdout) as { transitions: number; exported: number; singletonGroups: number };
-  assert.deepEqual([summary.exported, summary.transitions, summary.singletonGroups], [6, 12, 6]);
-  const lines = fs.readFileSync(file, 'utf8').trim().split('\n').map((line) => Transition.parse(JSON.parse(line)));
-  assert.deepEqual(lines.map((l) => l.step), [0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1]);
-  assert.ok(lines.every((l) => l.reward === 1 && l.advantage === 0), 'one rollout per task: GRPO has nothing to compare');
-  const chat = path.join(cwd, 'chat.jsonl');
-  assert.equal((await runCli(['export', '--format', 'chat', '--out', chat, '--min-reward', '1'], { cwd })).code, 0);
-  const example = JSON.parse(fs.readFileSync(chat, 'utf8').split('\n')[1]!) as { messages: Array<{ role: string; content: string | null }> };
-  assert.deepEqual(example.messages.map((m) => m.role), ['system', 'user', 'assistant', 'tool', 'assistant']);
-  assert.equal(example.messages.at(-1)!.content, 'The answer is 68.');
-  const bad = await runCli(['export', '--out', path.join(cwd, 'x.jsonl'), '--agent', '(unclosed'], { cwd });
-  assert.equal(bad.code, 2);
-  assert.match(bad.stderr, /--agent \(unclosed: not a regular expression/);
-  assert.ok(!fs.existsSync(path.join(cwd, 'x.jsonl')), 'a failed export writes nothing');
-  assert.deepEqual(fs.readdirSync(cwd).filter((name) => name.endsWith('.tmp')), []);
+  // Every rollout was the real agent through the proxy: LLM calls with exact token ids, the agent's reward.
+  const train = store.listRollouts({ batchId: `${run.id}-train-0`, limit: 500 }).items;
+  assert.equal(train.length, 16 * 8);
+  assert.ok(train.every((r) => r.status === 'succeeded' && r.reward !== null && r.llmCalls >= 1 && r.mode === 'train'));
+  const spans = store.getRolloutDetail(train[0]!.id).spans.filter((s) => s.category === 'llm');
+  assert.ok(Array.isArray(spans[0]!.attributes['lightning.response_token_ids']));
+  assert.equal(store.listRollouts({ mode: 'val', limit: 500 }).items.length, 2 * 32);
+
+  const chart = fs.readFileSync(path.join(cwd, '.lightning', 'demo', `${run.id}.html`), 'utf8');
+  assert.match(chart, /<svg[\s\S]*<polyline[\s\S]*validation reward/);
+  const listed = await runCli(['train', '--list'], { cwd });
+  assert.match(listed.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+1`));
 });

@@ -4,9 +4,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { isProcessAlive } from '../../trainer-daemon/discovery';
-import type { Rollout } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { CLI, runCli } from '../helpers/daemon';
+import { batchOf, peakOverlap } from '../helpers/batch';
 import { tempDir, waitFor } from '../helpers/tmp';
 
 /**
@@ -47,15 +47,6 @@ async function importTasks(cwd: string): Promise<void> {
   assert.equal(imported.code, 0, imported.stderr);
 }
 
-function batchOf(cwd: string): Rollout[] {
-  const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
-  try {
-    return store.listRollouts({ order: 'oldest', limit: 500 }).items;
-  } finally {
-    store.close();
-  }
-}
-
 function events(cwd: string): Array<{ id: string; at: number; what: string }> {
   return fs.readFileSync(path.join(cwd, 'events'), 'utf8').trim().split('\n').map((line) => JSON.parse(line));
 }
@@ -71,23 +62,19 @@ test('dataset run: every task × samples, at most --concurrency at once, rewards
   assert.equal(rollouts.length, 6);
   assert.ok(rollouts.every((r) => r.batchId === summary.batchId && r.mode === 'train' && r.datasetId !== null));
   // Overlap of agent lifetimes, from their own start/end records.
-  let current = 0;
-  let peak = 0;
-  for (const event of events(cwd).sort((a, b) => a.at - b.at || (a.what === 'end' ? -1 : 1))) {
-    current += event.what === 'start' ? 1 : -1;
-    peak = Math.max(peak, current);
-  }
+  const peak = peakOverlap(events(cwd));
   assert.equal(peak, 2, 'two agents ran at once, never more');
   assert.match(run.stderr, /\[6\/6\]/);
 });
 
+// The limit leaves the quick agents room on a loaded machine (a node start can take over a second).
 test('dataset run: a timeout stops the agent and its children; a failure is retried as a new attempt', async (t) => {
   const { cwd, env } = setUp(t, [{ id: 'hangs', hang: true }, { id: 'flaky', failFirst: true }]);
   await importTasks(cwd);
-  const run = await runCli(['dataset', 'run', 'tasks', '--timeout', '1', '--retries', '1', '--concurrency', '2', '--', process.execPath, 'agent.js'], { cwd, env });
+  const run = await runCli(['dataset', 'run', 'tasks', '--timeout', '3', '--retries', '1', '--concurrency', '2', '--', process.execPath, 'agent.js'], { cwd, env });
   assert.equal(run.code, 0, run.stderr);
   const [hangs, flaky] = batchOf(cwd);
-  assert.deepEqual([hangs!.status, hangs!.attemptCount, hangs!.error], ['timeout', 2, 'timed out after 1 s']);
+  assert.deepEqual([hangs!.status, hangs!.attemptCount, hangs!.error], ['timeout', 2, 'timed out after 3 s']);
   assert.deepEqual([flaky!.status, flaky!.attemptCount, flaky!.reward], ['succeeded', 2, 1]);
   const pids = fs.readFileSync(path.join(cwd, `pids-${hangs!.id}`), 'utf8').split(' ').map(Number);
   await waitFor(() => pids.every((pid) => !isProcessAlive(pid)), 'the agent and its child to be gone');
@@ -137,4 +124,49 @@ test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; -
   assert.equal(exported.code, 0, exported.stderr);
   assert.equal((JSON.parse(exported.stdout) as { exported: number }).exported, 0, 'the agents of this test make no LLM calls: nothing to train on');
   assert.match((JSON.parse(exported.stdout) as { excludedNoCalls: number }).excludedNoCalls.toString(), /^[1-9]/);
+});
+
+test('dataset run --resume: stops the agents a runner that died left running (their pids recorded), and nothing else', async (t) => {
+  const { cwd, env } = setUp(t, [{ id: 'a', hang: true }, { id: 'b', hang: true }]);
+  await importTasks(cwd);
+  const runner = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--timeout', '120', '--', process.execPath, 'agent.js'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  runner.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  const pidFiles = (): string[] => fs.readdirSync(cwd).filter((name) => name.startsWith('pids-'));
+  await waitFor(() => pidFiles().length === 2, 'both hanging agents to start', 10_000);
+  const batchId = /batch (batch-[0-9a-f]+)/.exec(stderr)![1]!;
+  // The runner dies without a chance to stop its agents: they keep running.
+  runner.kill('SIGKILL');
+  await new Promise((resolve) => runner.on('close', resolve));
+  const orphans = pidFiles().flatMap((name) => fs.readFileSync(path.join(cwd, name), 'utf8').split(' ').map(Number));
+  assert.ok(orphans.every((pid) => isProcessAlive(pid)), 'the orphaned agents still run');
+  // A process whose pid is in the record but which is not that agent (a recycled pid) is left alone.
+  const bystander = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { detached: true, stdio: 'ignore' });
+  t.after(() => bystander.kill('SIGKILL'));
+  fs.appendFileSync(path.join(cwd, '.lightning', 'logs', batchId, 'agents.jsonl'), `${JSON.stringify({ pid: bystander.pid, identity: 'another process' })}\n`);
+
+  const resumed = await runCli(['dataset', 'run', 'tasks', '--resume', batchId, '--', process.execPath, 'agent.js'], { cwd, env });
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.match(resumed.stderr, /stopped 2 agent processes left running/);
+  await waitFor(() => orphans.every((pid) => !isProcessAlive(pid)), 'the orphaned agents and their children to be gone', 5_000);
+  assert.ok(isProcessAlive(bystander.pid!), 'a pid that no longer names the agent is not signalled');
+  // No retries were allowed: the interrupted attempts are failed, not run again.
+  assert.deepEqual(batchOf(cwd).map((r) => [r.status, r.error]), [['failed', 'the runner stopped during this attempt'], ['failed', 'the runner stopped during this attempt']]);
+});
+
+test('dataset run: on a terminal, progress is one bar redrawn in place', { skip: !fs.existsSync('/usr/bin/script') && 'needs util-linux script for a pseudo-terminal' }, async (t) => {
+  const { cwd, env } = setUp(t, [{ id: 'a', ms: 10 }, { id: 'b', ms: 10 }]);
+  await importTasks(cwd);
+  // stdout goes to a file; stderr stays on the pseudo-terminal `script` provides.
+  const command = `${process.execPath} ${CLI} dataset run tasks --samples 2 --json -- ${process.execPath} agent.js > out.json`;
+  const run = await new Promise<{ code: number | null; output: string }>((resolve) => {
+    const child = spawn('/usr/bin/script', ['-qec', command, '/dev/null'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk));
+    child.on('close', (code) => resolve({ code, output }));
+  });
+  assert.equal(run.code, 0, run.output);
+  assert.match(run.output, /\r\x1b\[K\[#{24}\] 4\/4 · 4 ok/);
+  assert.doesNotMatch(run.output, /^\[\d\/4\] ro-/m, 'no per-attempt lines for attempts that succeeded');
+  assert.equal((JSON.parse(fs.readFileSync(path.join(cwd, 'out.json'), 'utf8')) as { tasks: Array<{ succeeded: number }> }).tasks.at(-1)!.succeeded, 4);
 });

@@ -82,7 +82,7 @@ export class Evaluator {
       env.LIGHTNING_PROMPT_FILE = copy;
     }
     this.runner = new BatchRunner({
-      client, argv: command, concurrency: config.concurrency, timeoutMs: config.timeoutMs, upstream: this.options.upstream, tokenIds: false,
+      client, mode: { kind: 'process', command, concurrency: config.concurrency }, timeoutMs: config.timeoutMs, upstream: this.options.upstream, tokenIds: false,
       logDir, env, onAttempt: () => {},
     });
     if (this.cancelled) this.runner.cancel();

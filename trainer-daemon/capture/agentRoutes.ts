@@ -1,7 +1,8 @@
 /**
  * The agent-facing HTTP surface under a rollout's capability URL `/r/<key>` (DESIGN.md,
  * "Agent-facing HTTP"): the OpenAI-compatible proxy, OTLP traces, rewards, the task and the
- * resources. An unknown key is a 404 and nothing is stored.
+ * resources; and for worker-mode batches ("Batch rollouts") `POST /b/<key>/<worker>/next` and a
+ * rollout's `POST /finish`. An unknown (or revoked) key is a 404 and nothing is stored.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
@@ -13,6 +14,8 @@ import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import type { OtlpReceiver } from '../otlp/receiver';
 import { RecordingProxy, type UpstreamConfig } from './proxy';
+import { FinishBody } from '../protocol/runner';
+import type { WorkerBatches } from '../runner/workerBatches';
 import type { Api } from './reassemble';
 
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
@@ -73,6 +76,8 @@ export interface AgentRoutesOptions {
   readonly logger: Logger;
   readonly maxBodyBytes?: number;
   readonly otlp: OtlpReceiver;
+  /** Worker-mode batches: `POST /b/<key>/<worker>/next` and `POST /r/<key>/finish`. */
+  readonly workerBatches?: WorkerBatches;
 }
 
 export class AgentRoutes {
@@ -100,7 +105,9 @@ export class AgentRoutes {
     if (!url) return false;
     const match = /^\/r\/([A-Za-z0-9_-]{16,64})(\/.*)?$/.exec(url.pathname);
     let work: Promise<void>;
+    const runner = /^\/b\/([A-Za-z0-9_-]{16,64})\/([A-Za-z0-9_-]{1,32})\/next$/.exec(url.pathname);
     if (match) work = this.dispatch(match[1]!, match[2] ?? '/', url.search, request, response);
+    else if (runner && request.method === 'POST') work = this.nextRollout(runner[1]!, runner[2]!, request, response);
     else if (request.method === 'POST' && /^\/v1\/(traces|metrics|logs)$/.test(url.pathname)) work = this.otlpRoute(null, url.pathname, request, response);
     else return false;
     work.catch((error: unknown) => {
@@ -130,7 +137,7 @@ export class AgentRoutes {
 
   private async dispatch(key: string, path: string, search: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
     const agent = this.options.store.findAgentKey(key);
-    if (!agent) throw new NotFoundError('unknown rollout key: this URL does not belong to any rollout of this daemon');
+    if (!agent) throw new NotFoundError('unknown rollout key: this URL belongs to no running rollout of this daemon (an attempt that ended has its URL revoked)');
     const route = `${request.method} ${path}`;
     if (path.startsWith('/v1/') && `${request.method} ${path.slice(3)}` in PROXIED) {
       const api = PROXIED[`${request.method} ${path.slice(3)}`]!;
@@ -160,6 +167,14 @@ export class AgentRoutes {
         sendJson(response, 200, reward);
         return;
       }
+      case 'POST /finish': {
+        const body = FinishBody.safeParse(parseJsonBody(request, await readBody(request, 64 * 1024)));
+        if (!body.success) throw new InvalidInputError(describeIssues(body.error, 'body'));
+        if (!this.options.workerBatches?.owns(agent.rolloutId)) throw new NotFoundError('this rollout was not handed out by a worker batch: only `/next` rollouts end with /finish');
+        const rollout = await this.options.workerBatches.end(agent.rolloutId, body.data.status, body.data.error ?? (body.data.status === 'failed' ? 'the agent worker reported a failure' : null));
+        sendJson(response, 200, { rolloutId: rollout.id, status: rollout.status });
+        return;
+      }
       case 'GET /task': {
         const task = this.options.store.getRollout(agent.rolloutId).task;
         if (task === null) throw new NotFoundError('this rollout has no task');
@@ -172,6 +187,18 @@ export class AgentRoutes {
       default:
         throw new NotFoundError(`no agent endpoint ${route}; see README "Agent-facing HTTP"`);
     }
+  }
+
+  /** `POST $LIGHTNING_RUNNER_URL/next`: the next rollout of the batch for this worker, or 204 when it is done. */
+  private async nextRollout(key: string, worker: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    request.resume();
+    if (!this.options.workerBatches) throw new NotFoundError('this daemon serves no worker batches');
+    const assignment = await this.options.workerBatches.next(key, worker, () => !response.destroyed);
+    if (assignment === null) {
+      response.writeHead(204).end();
+      return;
+    }
+    sendJson(response, 200, assignment);
   }
 
   private nextCallIndex(rolloutId: string): number {

@@ -13,6 +13,7 @@ import { registerShow } from './commands/show';
 import { registerResource } from './commands/resource';
 import { registerTrain } from './commands/train';
 import { runDemo } from '../demo/main';
+import { registerDoctor } from './commands/doctor';
 import { EXIT_CODES_HELP, ExitCode, exitCodeFor } from './exitCodes';
 
 export function buildProgram(): Command {
@@ -33,9 +34,10 @@ export function buildProgram(): Command {
   registerResource(program);
   registerTrain(program);
   registerScore(program);
+  registerDoctor(program);
   program
     .command('demo')
-    .description('record a sample agent offline in .lightning/store.db (what `npm run demo` runs): no API key, no GPU, no download')
+    .description('train a sample tool-using agent with RL offline in .lightning/ (what `npm run demo` runs): no API key, no GPU, no download')
     .action(() => runDemo());
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
   for (const command of all(program).slice(1)) command.exitOverride().addHelpText('after', EXIT_CODES_HELP);

@@ -1,94 +1,111 @@
 /**
- * `npm run demo`: the embedded default, offline — no API key, no GPU, nothing downloaded.
- * It starts the demo model server, runs the sample agent (the real `openai` SDK) once per built-in
- * task with `lightning run`, which records every LLM call through the daemon's proxy and the
- * agent's rewards into `.lightning/store.db`, then annotates one rollout as a human would and
- * prints what was recorded. Training on these rollouts is not part of Lightning yet.
+ * `npm run demo`: the embedded default, offline — no API key, no GPU, nothing downloaded. It finds a
+ * Python with PyTorch (installing Debian's as root if there is none), imports the built-in "tools"
+ * task, and trains the tiny built-in policy on it with GRPO: the sample agent (the real `openai` SDK,
+ * as long-lived agent workers) sends its LLM calls through the daemon's proxy to the policy being
+ * trained; every iteration's rollouts, rewards, metrics and checkpoints land in `.lightning/`, where
+ * the side panel shows them. It prints reward per iteration and writes a chart.
+ *
+ * LIGHTNING_DEMO_ITERATIONS and LIGHTNING_DEMO_WARM_START_STEPS shorten it (tests), LIGHTNING_DEMO_SEED varies it.
  */
-import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
-import { openBackend } from '../cli/backend';
-import { num, table } from '../cli/format';
-import { Daemon, upstreamFromEnv } from '../daemon';
-import { findDaemon } from '../discovery';
-import { createLogger } from '../log';
-import { DEMO_MODEL_ID, startDemoModel } from './model';
+import type { GrpoConfigInput } from '../protocol';
+import { GrpoConfig, metricPoints } from '../protocol';
+import { trainAndFollow } from '../cli/commands/trainGrpo';
+import { connectOrStartDaemon } from '../cli/daemonConnection';
+import { InvalidInputError } from '../errors';
+import { renderChart } from '../training/chart';
+import { ensureTrainerPython } from '../training/doctor';
+import { randomToolDemonstrations, toolsTasks } from './tasks';
 
-const TASKS = [
-  { id: 'add-1', question: 'What is 23 plus 45?', answer: 68 },
-  { id: 'sub-1', question: 'What is 23 minus 45?', answer: -22 },
-  { id: 'mul-1', question: 'What is 12 times 11?', answer: 132 },
-  { id: 'add-2', question: 'What is 706 plus 94?', answer: 800 },
-  { id: 'sub-2', question: 'What is 1000 minus 1?', answer: 999 },
-  { id: 'mul-2', question: 'What is 25 times 25?', answer: 625 },
-];
+const DATASET = 'demo-tools';
 
-/** The checkout (dist/ and trainer-daemon/ live under it): both bundles sit in dist/. */
-const root = path.resolve(__dirname, '..');
-const cli = path.join(root, 'dist', 'cli.js');
+/** The checkout: the bundle lives in dist/, the sample agent in trainer-daemon/demo/. */
+const root = path.resolve(__dirname, '..', path.basename(__dirname) === 'dist' ? '' : '..');
 const agent = path.join(root, 'trainer-daemon', 'demo', 'sample-agent.mjs');
-const store = path.resolve('.lightning', 'store.db');
 
 function say(text: string): void {
   process.stdout.write(`${text}\n`);
 }
 
-function run(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stderr: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(process.execPath, [cli, ...args], { env, stdio: ['ignore', 'inherit', 'pipe'] });
-    let stderr = '';
-    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
-    child.on('close', (code) => resolve({ code, stderr }));
-  });
+function envInt(name: string, fallback: number, min = 1): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min) throw new InvalidInputError(`${name}=${raw}: expected an integer ≥ ${min}`);
+  return n;
+}
+
+/** The demo's run: 16 tasks × 8 samples per iteration, full fine-tuning, 2 epochs of minibatches of 128 at lr 3e-4. */
+export function demoConfig(dir: string, python: string, iterations: number, seed: number, warmStartSteps: number): GrpoConfig {
+  const input: GrpoConfigInput = {
+    model: { kind: 'tiny', config: { context: 64 } },
+    adapter: { kind: 'full' },
+    dataset: DATASET,
+    iterations,
+    samples: 8,
+    tasksPerIteration: 16,
+    // The recipe's stable settings (shared/recipes): 4 epochs of minibatches of 32 at lr 5e-4 collapsed the
+    // warm-started format within 10 iterations.
+    lr: 3e-4,
+    epochs: 2,
+    minibatch: 128,
+    agentMode: 'worker',
+    workers: 1,
+    perWorker: 128,
+    evalEvery: Math.max(1, Math.min(10, Math.floor(iterations / 4))),
+    seed,
+    timeoutSeconds: 60,
+    warmStart: { file: path.join(dir, 'demonstrations.jsonl'), steps: warmStartSteps, lr: 1e-3, untilSampledAccuracy: 0.55 },
+    device: 'cpu',
+    python,
+    command: { argv: [process.execPath, agent], cwd: process.cwd() },
+  };
+  return GrpoConfig.parse(input);
 }
 
 export async function runDemo(): Promise<void> {
-  say('Lightning demo: record a tool-using agent, offline.');
-  say(`  store        ${store}`);
-  const model = await startDemoModel();
-  say(`  model        ${DEMO_MODEL_ID} at ${model.url} (a rule-based stand-in, no weights: no API key or download needed)`);
-  say(`  agent        node ${path.relative(process.cwd(), agent)} (the real openai SDK; unchanged code)`);
-  // One daemon for the whole demo: the one that owns the store, or one in this process.
-  const daemon = findDaemon(store)
-    ? undefined
-    : await Daemon.start({ storeFile: store, host: '127.0.0.1', port: 0, logger: createLogger('daemon', { level: 'warn' }), upstream: upstreamFromEnv({}, model.url) });
-  say(`  daemon       ${daemon ? `${daemon.url} (started for the demo; \`npx lightning serve\` runs one on its own)` : 'the running daemon that owns the store'}`);
-  say('');
-  // The agent must use the demo model, whatever the user's shell points OpenAI programs at.
-  const env = { ...process.env, OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '' };
-  const ids: string[] = [];
+  const started = performance.now();
+  const iterations = envInt('LIGHTNING_DEMO_ITERATIONS', 60);
+  const seed = envInt('LIGHTNING_DEMO_SEED', 0, 0);
+  // At most this many warm-start steps (it stops earlier once the demonstrations are copied well enough).
+  const warmStartSteps = envInt('LIGHTNING_DEMO_WARM_START_STEPS', 800);
+  const store = path.resolve('.lightning', 'store.db');
+  const dir = path.join(path.dirname(store), 'demo');
+  fs.mkdirSync(dir, { recursive: true });
+  say('Lightning demo: train a tool-using agent with reinforcement learning, offline (no API key, no GPU, no download).');
+  const python = await ensureTrainerPython(store, say);
+  say(`  trainer   ${python.executable} (Python ${python.version}, torch ${python.torch}): the tiny built-in policy, a byte-level GPT`);
+  say(`  agent     node ${path.relative(process.cwd(), agent)} — the real openai SDK, as long-lived agent workers; tools add/subtract/multiply`);
+  say(`  task      "23 minus 45": pick the right tool, answer with its result (reward 1 if right)`);
+  say(`  store     ${path.relative(process.cwd(), store)}`);
+
+  // The agent must talk to the policy, whatever the user's shell points OpenAI programs at.
+  for (const name of ['OPENAI_BASE_URL', 'OPENAI_API_BASE', 'OPENAI_API_KEY']) delete process.env[name];
+  const tasks = toolsTasks(64, 32);
+  fs.writeFileSync(path.join(dir, 'demonstrations.jsonl'), randomToolDemonstrations(tasks.filter((t) => t.split === 'train'), seed));
+  const { client, close } = await connectOrStartDaemon(store);
   try {
-    for (const task of TASKS) {
-      const result = await run(
-        ['run', '--store', store, '--label', 'demo', '--task-id', task.id, '--task', JSON.stringify(task), '--upstream', model.url, '--', process.execPath, agent],
-        env,
-      );
-      const finished = result.stderr.trim().split('\n').at(-1) ?? '';
-      if (result.code !== 0 || !finished.includes('rollout-finished')) throw new Error(`the sample agent failed on ${task.id}:\n${result.stderr}`);
-      ids.push((JSON.parse(finished) as { id: string }).id);
-    }
-    // Annotate as a reviewer in the panel would: a human reward with a comment on the first rollout.
-    await run(['reward', '--store', store, ids[0]!, '1', '--comment', 'checked by hand in the demo'], env);
-    const backend = await openBackend(store);
-    try {
-      const page = await backend.call('listRollouts', { limit: TASKS.length });
-      say('');
-      say(table(['ROLLOUT', 'TASK', 'STATUS', 'LLM CALLS', 'TOKENS', 'REWARD'], page.items.map((r) => [r.id, r.task?.id ?? '-', r.status, String(r.llmCalls), String(r.promptTokens + r.completionTokens), num(r.reward)])));
-      say('');
-      const calls = page.items.reduce((sum, r) => sum + r.llmCalls, 0);
-      say(`Recorded ${ids.length} rollouts (${calls} LLM calls with their tool calls, and the agent's rewards) in ${path.relative(process.cwd(), store)}.`);
-    } finally {
-      backend.close();
-    }
+    const { items } = await client.request('listDatasets', {});
+    if (!items.some((d) => d.name === DATASET)) await client.request('importDataset', { name: DATASET, source: 'built-in demo task', tasks });
+    say(`  plan      warm start on demonstrations that pick the tool at random, then ${iterations} GRPO iterations of 16 tasks × 8 samples`);
+    say('');
+    const detail = await trainAndFollow(client, { config: demoConfig(dir, python.executable, iterations, seed, warmStartSteps) }, false);
+    const chart = path.join(dir, `${detail.run.id}.html`);
+    fs.writeFileSync(chart, renderChart(detail));
+    const first = (name: string): number | undefined => metricPoints(detail.metrics, name)[0]?.value;
+    const last = (name: string): number | undefined => metricPoints(detail.metrics, name).at(-1)?.value;
+    const pair = (name: string): string => `${first(name)?.toFixed(2) ?? '-'} → ${last(name)?.toFixed(2) ?? '-'}`;
+    say('');
+    say(`Run ${detail.run.id} ${detail.run.status}${detail.run.error && detail.run.status === 'failed' ? `: ${detail.run.error}` : ''} in ${((performance.now() - started) / 1000).toFixed(0)} s.`);
+    say(`  validation reward        ${pair('val/reward')}   (before → after training)`);
+    say(`  sampled training reward  ${pair('reward/mean')}   (first → last iteration)`);
+    say(`  chart                    ${path.relative(process.cwd(), chart)}`);
+    say(`  checkpoints              ${detail.checkpoints.length} under ${path.relative(process.cwd(), path.join(path.dirname(store), 'checkpoints', detail.run.id))}`);
+    say('Look closer:  npx lightning train --list · npx lightning rollouts --mode val · the Lightning side panel');
+    if (detail.run.status !== 'succeeded') process.exitCode = 1;
   } finally {
-    await daemon?.stop();
-    await model.close();
+    await close();
   }
-  say('Look at them:');
-  say('  npx lightning rollouts');
-  say(`  npx lightning show ${ids[0]}`);
-  say('Annotate one:  npx lightning reward <id> 0 --comment "wrong tool"');
-  say('Training data:  npx lightning export --out transitions.jsonl   (LightningRL transitions with rewards and advantages)');
 }
-
-

@@ -4,7 +4,7 @@
  * the editor give it, and its leaderboard of candidates.
  */
 import { z } from 'zod';
-import { EpochMs, Json, Resource, TrainingRun } from './records';
+import { EpochMs, Json, Resource } from './records';
 
 export const ResourceName = z
   .string()
@@ -135,20 +135,6 @@ export const ApoCandidate = z.object({
 });
 export type ApoCandidate = z.infer<typeof ApoCandidate>;
 
-export const CreateTrainingRunParams = z.strictObject({
-  algorithm: z.enum(['apo']),
-  config: ApoConfig,
-});
-export type CreateTrainingRunParams = z.input<typeof CreateTrainingRunParams>;
-
-export const UpdateTrainingRunParams = z.strictObject({
-  id: z.string().min(1),
-  status: z.enum(['running', 'succeeded', 'failed', 'cancelled']),
-  error: z.string().max(10_000).nullable().default(null),
-  result: Json.nullable().default(null),
-});
-export type UpdateTrainingRunParams = z.input<typeof UpdateTrainingRunParams>;
-
 export const RecordApoRoundParams = z.strictObject({
   runId: z.string().min(1),
   round: z.number().int().nonnegative(),
@@ -164,16 +150,6 @@ export const RecordApoRoundParams = z.strictObject({
   metrics: z.record(z.string(), z.number().finite()).default({}),
 });
 export type RecordApoRoundParams = z.input<typeof RecordApoRoundParams>;
-
-export const MetricSeries = z.array(z.object({ step: z.number().int().nonnegative(), name: z.string(), value: z.number(), timeMs: EpochMs }));
-
-export const TrainingRunDetail = z.object({
-  run: TrainingRun,
-  metrics: MetricSeries,
-  /** The leaderboard: candidates scored on the full validation set first, best first; then the others by batch score. */
-  candidates: z.array(ApoCandidate),
-});
-export type TrainingRunDetail = z.infer<typeof TrainingRunDetail>;
 
 /** A branch that produced no candidate, and why (the run goes on without it). */
 export const ApoSkip = z.object({ round: z.number().int(), parentId: z.string(), stage: z.enum(['critique', 'edit']), error: z.string() });
@@ -194,5 +170,3 @@ export const ApoResult = z.object({
   skipped: z.array(ApoSkip),
 });
 export type ApoResult = z.infer<typeof ApoResult>;
-
-export { TrainingRun };

@@ -8,3 +8,5 @@ export * from './validation';
 export * from './apo';
 export * from './promptEdit';
 export * from './rewards';
+export * from './trainer';
+export * from './training';

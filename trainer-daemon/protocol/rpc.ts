@@ -19,22 +19,12 @@ import {
   Stats,
   TaskRef,
 } from './records';
-import {
-  ApoCandidate,
-  CreateTrainingRunParams,
-  GetResourceParams,
-  PutResourceParams,
-  RecordApoRoundParams,
-  ResourceName,
-  ResourceSummary,
-  ResourceVersions,
-  TrainingRun,
-  TrainingRunDetail,
-  UpdateTrainingRunParams,
-} from './apo';
-import { Resource } from './records';
+import { ApoCandidate, GetResourceParams, PutResourceParams, RecordApoRoundParams, ResourceName, ResourceSummary, ResourceVersions } from './apo';
+import { Checkpoint, Resource, TrainingRun } from './records';
 import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
 import { RolloutTransitions, RolloutTransitionsParams } from './lightningrl';
+import { CreateTrainingRunParams, GetTrainingRunParams, StartTrainingParams, TrainingRunDetail, TrainingRunSummary, UpdateTrainingRunParams } from './training';
+import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams } from './runner';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
   readonly method: string;
@@ -234,13 +224,19 @@ export const Methods = {
   putResource: method('resources/put', PutResourceParams, Resource),
   /** Makes an existing version the current one (e.g. keep APO's best prompt as the resource). */
   setCurrentResource: method('resources/setCurrent', z.strictObject({ name: ResourceName, version: z.number().int().positive() }), Resource),
+  /** Training runs of every algorithm (protocol/training.ts). A run recorded by the process that runs its algorithm (APO). */
   createTrainingRun: method('trainingRuns/create', CreateTrainingRunParams, TrainingRun),
-  listTrainingRuns: method('trainingRuns/list', z.strictObject({ limit: z.number().int().min(1).max(500).default(50) }), z.object({ items: z.array(TrainingRun) })),
-  /** A run with its metrics and, for APO, its leaderboard. */
-  getTrainingRun: method('trainingRuns/get', z.strictObject({ id: z.string().min(1) }), TrainingRunDetail),
+  /** The newest runs, each with its last step and latest metrics. */
+  listTrainingRuns: method('trainingRuns/list', z.strictObject({ limit: z.number().int().min(1).max(500).default(50) }), z.object({ items: z.array(TrainingRunSummary) })),
+  /** A run with its metrics (after `afterStep`), GRPO's checkpoints and APO's leaderboard. */
+  getTrainingRun: method('trainingRuns/get', GetTrainingRunParams, TrainingRunDetail),
   /** Status changes by the process running the algorithm. */
   updateTrainingRun: method('trainingRuns/update', UpdateTrainingRunParams, TrainingRun),
-  /** Asks a run to stop; the process running it stops at its next step and marks it cancelled. */
+  /**
+   * Asks a run to stop: a run the daemon runs (GRPO) stops now, its agents and worker with it, and is
+   * cancelled (its last checkpoint stays for `training/start` with `resume`); another process's run (APO)
+   * stops at its next step and marks itself cancelled.
+   */
   cancelTrainingRun: method('trainingRuns/cancel', z.strictObject({ id: z.string().min(1) }), TrainingRun),
   /** An APO round: new candidates, their scores and the round's metrics, in one write. */
   recordApoRound: method('apo/recordRound', RecordApoRoundParams, z.object({ run: TrainingRun })),
@@ -252,6 +248,14 @@ export const Methods = {
   cancelScore: method('rewards/cancel', z.strictObject({ jobId: z.string().min(1).max(100) }), z.object({ cancelled: z.boolean() })),
   /** One rollout as training sees it: each LLM call included or not (and why), credited reward, advantage (against its batch's task group), tokens. */
   rolloutTransitions: method('transitions/forRollout', RolloutTransitionsParams, RolloutTransitions),
+  /** Worker-mode batches (protocol/runner.ts): open one for long-lived agent workers, follow it, report a dead worker, cancel. */
+  openWorkerBatch: method('workerBatches/open', OpenWorkerBatchParams, WorkerBatch),
+  workerBatchEvents: method('workerBatches/events', WorkerBatchEventsParams, WorkerBatchEvents),
+  workerExited: method('workerBatches/workerExited', WorkerExitedParams, WorkerExited),
+  cancelWorkerBatch: method('workerBatches/cancel', CancelWorkerBatchParams, z.object({ cancelled: z.number().int().nonnegative() })),
+  /** Starts a training run in the daemon (or resumes one from its last checkpoint); returns at once. */
+  startTraining: method('training/start', StartTrainingParams, TrainingRun),
+  listCheckpoints: method('checkpoints/list', z.strictObject({ runId: z.string().min(1).optional() }), z.object({ items: z.array(Checkpoint) })),
 } as const;
 
 export type Methods = typeof Methods;
@@ -269,8 +273,11 @@ export const Notifications = {
    * so no window is sent the spans of rollouts it does not show.
    */
   spansAdded: notification('spans/added', z.object({ rollouts: z.array(SpanRange) })),
-  /** A training run changed: status, a cancel request, or (APO) a round recorded; with its leaderboard. */
-  trainingRunChanged: notification('trainingRuns/changed', z.object({ run: TrainingRun, round: z.number().int().nullable(), candidates: z.array(ApoCandidate) })),
+  /**
+   * A training run changed: status, a cancel request, metrics or checkpoints (GRPO), or a round recorded
+   * (APO, `round`); with its latest metrics and its leaderboard. Fetch the series with trainingRuns/get.
+   */
+  trainingRunChanged: notification('trainingRuns/changed', z.object({ run: TrainingRunSummary, round: z.number().int().nullable(), candidates: z.array(ApoCandidate) })),
   /** A `rewards/score` job's progress, after each chunk of rollouts. */
   scoreProgress: notification('rewards/progress', ScoreProgress),
 } as const;

@@ -12,6 +12,8 @@ import { scoreRollouts, ScoreJobs } from '../rewards/job';
 import { proxyJudgeTransport } from '../rewards/judgeTransport';
 import type { Broadcast } from './notifier';
 import { rolloutTransitions } from '../lightningrl/rolloutView';
+import type { TrainingManager } from '../training/manager';
+import type { WorkerBatches } from '../runner/workerBatches';
 
 export type Handlers = {
   [M in MethodName]: (params: ParsedParamsOf<M>) => ResultOf<M> | Promise<ResultOf<M>>;
@@ -28,10 +30,18 @@ export interface HandlerContext {
   readonly notify?: Broadcast;
   /** Score jobs in flight, for `rewards/cancel` and shutdown. */
   readonly scoreJobs?: ScoreJobs;
+  /** Worker-mode batches; absent when no daemon serves HTTP. */
+  readonly workerBatches?: WorkerBatches;
+  /** Runs training loops; absent when no daemon serves (the CLI's store-direct path). */
+  readonly training?: TrainingManager;
 }
 
-export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs() }: HandlerContext): Handlers {
+export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs(), workerBatches, training }: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
+  const servingBatches = (): WorkerBatches => {
+    if (!workerBatches) throw new ConflictError('worker batches need a running daemon to serve their workers; start one with `lightning serve`');
+    return workerBatches;
+  };
   return {
     daemonInfo: () => info(),
     listRollouts: (params) => store.listRollouts(params),
@@ -73,9 +83,13 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
     setCurrentResource: ({ name, version }) => write(() => store.setCurrentResource(name, version)),
     createTrainingRun: (params) => write(() => store.createTrainingRun(params)),
     listTrainingRuns: ({ limit }) => ({ items: store.listTrainingRuns(limit) }),
-    getTrainingRun: ({ id }) => store.getTrainingRun(id),
+    getTrainingRun: ({ id, afterStep }) => store.getTrainingRun(id, afterStep),
     updateTrainingRun: (params) => write(() => store.updateTrainingRun(params)),
-    cancelTrainingRun: ({ id }) => write(() => store.cancelTrainingRun(id)),
+    // The request is recorded for whoever runs it; a run this daemon drives stops now.
+    cancelTrainingRun: async ({ id }) => {
+      const requested = await write(() => store.cancelTrainingRun(id));
+      return training?.isRunning(id) ? training.cancel(id) : requested;
+    },
     recordApoRound: (params) => write(() => ({ run: store.recordApoRound(params) })),
     apoLeaderboard: ({ runId }) => ({ items: store.getTrainingRun(runId).candidates }),
     scoreRollouts: async ({ jobId = `score-${Date.now()}`, apiKeys, ...params }) => {
@@ -90,6 +104,18 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
     },
     cancelScore: ({ jobId }) => ({ cancelled: scoreJobs.cancel(jobId) }),
     rolloutTransitions: (params) => rolloutTransitions(store, params),
+    openWorkerBatch: (params) => servingBatches().open(params),
+    workerBatchEvents: ({ id, after, waitMs }) => servingBatches().events(id, after, waitMs),
+    workerExited: ({ id, worker, error }) => servingBatches().workerExited(id, worker, error),
+    cancelWorkerBatch: async ({ id }) => ({ cancelled: await servingBatches().cancel(id) }),
+    startTraining: (params) => {
+      if (!training) throw new ConflictError('training needs a running daemon; start one with `lightning serve` or use `lightning train`');
+      return training.start(params);
+    },
+    listCheckpoints: ({ runId }) => {
+      if (runId !== undefined) store.training.get(runId);
+      return { items: store.training.checkpoints(runId) };
+    },
   };
 }
 

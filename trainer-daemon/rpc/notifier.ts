@@ -24,11 +24,10 @@ export class ChangeNotifier implements Disposable {
   ) {
     this.subscriptions.add(store.onDidChangeRollouts((ids) => this.noteRollouts(ids)));
     this.subscriptions.add(store.onDidAddSpans((spans) => this.noteSpans(spans)));
-    // Rare (a few per APO round): announced at once, with the leaderboard.
+    // Rare (a few per APO round or GRPO iteration): announced at once, with the leaderboard.
     this.subscriptions.add(
       store.onDidChangeTrainingRun(({ id, round }) => {
-        const { run, candidates } = store.getTrainingRun(id);
-        broadcast('trainingRunChanged', { run, round, candidates });
+        broadcast('trainingRunChanged', { run: store.training.summary(store.training.get(id)), round, candidates: store.training.candidates(id) });
       }),
     );
   }

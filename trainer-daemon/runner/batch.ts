@@ -1,143 +1,103 @@
 /**
- * The batch runner: runs queued rollouts as agent processes through a bounded worker pool. Each
- * attempt gets the instrumentation environment, its own process group (so a timeout or a cancel
- * stops the agent's children too) and a log file; failed and timed-out attempts are retried while
- * the rollout has attempts left; a cancel stops the running agents and marks what is left.
+ * The batch runner: runs queued rollouts (of one batch) to a final status, in one of two modes
+ * (DESIGN.md, "Batch rollouts"):
+ * * `process` — the agent command once per attempt (any unchanged agent), through a bounded pool;
+ * * `worker` — N long-lived agent workers that pull rollouts from the daemon
+ *   (`LIGHTNING_RUNNER_URL`), for thousands of short rollouts where process start-up dominates.
+ * Both share the retry policy (failed and timed-out attempts run again while the rollout has
+ * attempts left), per-attempt timeouts, cancel, and the per-attempt progress callback.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import path from 'node:path';
-import { instrumentationEnv, type Rollout, type RolloutStatus } from '../protocol';
-import { errorMessage } from '../errors';
-import type { RpcClient } from '../rpc/client';
+import type { MethodName, ParamsOf, ResultOf } from '../protocol';
+import type { AttemptEnded } from '../protocol/runner';
+import { ProcessPool } from './processPool';
+import { WorkerPool } from './workerPool';
 
-export interface AttemptEvent {
-  readonly rollout: Rollout;
-  readonly durationMs: number;
-  /** The attempt will run again (failed or timed out with attempts left). */
-  readonly retrying: boolean;
+/** What the runner needs of the daemon: an `RpcClient`, or anything that answers its methods the same way. */
+export interface RunnerClient {
+  request<M extends MethodName>(name: M, params: ParamsOf<M>): Promise<ResultOf<M>>;
 }
 
+/** One attempt that ended: the rollout as it ended, how long the attempt took, whether it runs again. */
+export type AttemptEvent = AttemptEnded;
+
+export type BatchMode =
+  /** The command once per attempt, `concurrency` at once, with `LIGHTNING_TASK` and the capture environment. */
+  | { readonly kind: 'process'; readonly command: readonly string[]; readonly concurrency: number }
+  /**
+   * `workers` long-lived copies of the command, each with `LIGHTNING_RUNNER_URL` and
+   * `LIGHTNING_RUNNER_CONCURRENCY` (= `concurrencyPerWorker`, the rollouts it may hold at once). A
+   * worker that exits before the batch is done has its rollouts failed (retried per policy) and is
+   * restarted, at most `maxRestarts` times in all (default: 3 × workers); then the batch fails.
+   */
+  | { readonly kind: 'worker'; readonly command: readonly string[]; readonly workers: number; readonly concurrencyPerWorker: number; readonly maxRestarts?: number };
+
 export interface BatchRunnerOptions {
-  readonly client: RpcClient;
-  readonly argv: readonly string[];
-  readonly concurrency: number;
+  readonly client: RunnerClient;
+  readonly mode: BatchMode;
+  /** Per-attempt time limit: the attempt becomes `timeout` (its process group stopped / its URL revoked). */
   readonly timeoutMs: number;
+  /** Where the rollouts' LLM calls go (e.g. the policy server); null for the daemon's upstream. */
   readonly upstream: string | null;
+  /** Ask the serving engine for exact token ids and logprobs on every call (what training needs). */
   readonly tokenIds: boolean;
-  /** Each attempt's stdout and stderr go to `<logDir>/<rollout>.<attempt>.log`. */
+  /** Agent output goes to `<logDir>/<rollout>.<attempt>.log` (process) or `<logDir>/worker-<W>.log` (worker). */
   readonly logDir: string;
+  /** The agents' environment before Lightning's variables are added. */
   readonly env: NodeJS.ProcessEnv;
   readonly onAttempt: (event: AttemptEvent) => void;
+  /** Called with each agent process started (pid), e.g. to record it so a later `--resume` can stop it. */
+  readonly onSpawn?: (pid: number) => void;
   /** How long a stopped agent gets between SIGTERM and SIGKILL. */
   readonly killGraceMs?: number;
 }
 
-/** Signals a whole process group (the agent and whatever it started), even after the agent itself exited. */
-function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
-  if (child.pid === undefined) return;
-  try {
-    process.kill(-child.pid, signal);
-  } catch {
-    // The group is gone.
-  }
+/** How one mode runs a batch. */
+export interface BatchPool {
+  run(rolloutIds: readonly string[]): Promise<void>;
+  cancel(): void;
+  killAll(): void;
+  readonly wasCancelled: boolean;
 }
 
-export class BatchRunner {
-  private readonly queue: string[] = [];
-  private readonly running = new Map<string, ChildProcess>();
-  private cancelled = false;
-  /** Rollouts whose agent could not be started at all (no retry: it would fail the same way). */
-  private readonly unstartable = new Set<string>();
+/**
+ * Runs a batch's queued rollouts. Programmatic use (e.g. a training loop):
+ * ```ts
+ * const runner = new BatchRunner({
+ *   client,                      // RpcClient connected to the daemon
+ *   mode: { kind: 'worker', command: ['python', 'agent.py'], workers: 2, concurrencyPerWorker: 8 },
+ *   timeoutMs: 120_000, upstream: policyServerUrl, tokenIds: true,
+ *   logDir, env: process.env, onAttempt: (event) => …,
+ * });
+ * await runner.run(queuedRolloutIds);   // resolves when every rollout is final; throws if the daemon
+ *                                       // went away or the workers kept dying
+ * runner.cancel();                     // from elsewhere: stop the agents, cancel what is left
+ * ```
+ */
+export class BatchRunner implements BatchPool {
+  private readonly pool: BatchPool;
 
-  constructor(private readonly options: BatchRunnerOptions) {
+  constructor(options: BatchRunnerOptions) {
     fs.mkdirSync(options.logDir, { recursive: true });
+    this.pool = options.mode.kind === 'process' ? new ProcessPool(options, options.mode) : new WorkerPool(options, options.mode);
   }
 
   /** Runs the given queued rollouts to a final status; resolves when none is queued or running. */
-  async run(rolloutIds: readonly string[]): Promise<void> {
-    this.queue.push(...rolloutIds);
-    let failure: unknown;
-    const worker = async (): Promise<void> => {
-      while (!this.cancelled && this.queue.length > 0) {
-        try {
-          await this.attempt(this.queue.shift()!);
-        } catch (error) {
-          // The daemon refused or went away: stop every agent rather than leave them unsupervised.
-          failure ??= error;
-          this.cancel();
-        }
-      }
-    };
-    await Promise.all(Array.from({ length: Math.max(1, this.options.concurrency) }, worker));
-    if (failure) throw failure;
-    if (this.cancelled) {
-      for (const id of this.queue.splice(0)) {
-        await this.options.client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' }).catch(() => undefined);
-      }
-    }
-  }
-
-  /** Kills every running agent's process group at once (the runner is exiting). */
-  killAll(): void {
-    for (const child of this.running.values()) killGroup(child, 'SIGKILL');
+  run(rolloutIds: readonly string[]): Promise<void> {
+    return this.pool.run(rolloutIds);
   }
 
   /** Stops launching, stops the running agents (their rollouts become cancelled), cancels the rest. */
   cancel(): void {
-    this.cancelled = true;
-    for (const child of this.running.values()) {
-      killGroup(child, 'SIGTERM');
-      setTimeout(() => killGroup(child, 'SIGKILL'), this.options.killGraceMs ?? 2_000).unref();
-    }
+    this.pool.cancel();
+  }
+
+  /** Kills every running agent's process group at once (the runner is exiting). */
+  killAll(): void {
+    this.pool.killAll();
   }
 
   get wasCancelled(): boolean {
-    return this.cancelled;
-  }
-
-  private async attempt(rolloutId: string): Promise<void> {
-    const started = Date.now();
-    const { rollout, url } = await this.options.client.request('startAgentRun', { rolloutId, upstream: this.options.upstream, tokenIds: this.options.tokenIds });
-    if (this.cancelled) {
-      // Cancelled while the attempt was being set up: do not start an agent nobody will wait for.
-      await this.options.client.request('transitionRollout', { id: rolloutId, to: 'cancelled', error: 'the batch was cancelled' });
-      return;
-    }
-    const env = { ...this.options.env, ...instrumentationEnv({ url, rolloutId, task: rollout.task?.input ?? null, base: this.options.env }) };
-    const log = fs.openSync(path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`), 'a');
-    const outcome = await new Promise<{ to: RolloutStatus; error: string | null; exitCode: number | null }>((resolve) => {
-      const child = spawn(this.options.argv[0]!, this.options.argv.slice(1), { env, detached: true, stdio: ['ignore', log, log] });
-      this.running.set(rolloutId, child);
-      let timedOut = false;
-      const timer = setTimeout(() => {
-        timedOut = true;
-        killGroup(child, 'SIGTERM');
-        setTimeout(() => killGroup(child, 'SIGKILL'), this.options.killGraceMs ?? 2_000).unref();
-      }, this.options.timeoutMs);
-      child.once('error', (error) => {
-        clearTimeout(timer);
-        this.unstartable.add(rolloutId);
-        resolve({ to: 'failed', error: `cannot run ${this.options.argv[0]}: ${errorMessage(error)}`, exitCode: null });
-      });
-      child.once('exit', (code, signal) => {
-        clearTimeout(timer);
-        // The group may still hold the agent's own children: stop them with it.
-        killGroup(child, 'SIGKILL');
-        if (this.cancelled) resolve({ to: 'cancelled', error: 'the batch was cancelled', exitCode: code });
-        else if (timedOut) resolve({ to: 'timeout', error: `timed out after ${this.options.timeoutMs / 1000} s`, exitCode: code });
-        else if (code === 0) resolve({ to: 'succeeded', error: null, exitCode: 0 });
-        else resolve({ to: 'failed', error: signal ? `killed by ${signal}` : `exited with code ${code}`, exitCode: code });
-      });
-    });
-    this.running.delete(rolloutId);
-    fs.closeSync(log);
-    let finished = await this.options.client.request('transitionRollout', { id: rolloutId, ...outcome });
-    const retrying = !this.cancelled && !this.unstartable.has(rolloutId) && (finished.status === 'failed' || finished.status === 'timeout') && finished.attemptCount < finished.maxAttempts;
-    this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
-    if (retrying) {
-      finished = await this.options.client.request('transitionRollout', { id: rolloutId, to: 'queued' });
-      this.queue.push(rolloutId);
-    }
+    return this.pool.wasCancelled;
   }
 }

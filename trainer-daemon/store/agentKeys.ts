@@ -45,10 +45,12 @@ export class AgentKeyRepository {
   private readonly exactUpstreams = new Map<string, string>();
   private readonly insert: Statement;
   private readonly byHash: Statement<[string], { rollout_id: string; upstream: string | null; token_ids: number }>;
+  private readonly byRollout: Statement<[string]>;
 
   constructor(db: Database) {
     this.insert = db.prepare('INSERT INTO rollout_keys (key_hash, rollout_id, upstream, token_ids, created_at) VALUES (?, ?, ?, ?, ?)');
     this.byHash = db.prepare('SELECT rollout_id, upstream, token_ids FROM rollout_keys WHERE key_hash = ?');
+    this.byRollout = db.prepare('DELETE FROM rollout_keys WHERE rollout_id = ?');
   }
 
   /** Issues a key for the rollout; must run inside a transaction. Returns the key itself (never stored). */
@@ -61,6 +63,12 @@ export class AgentKeyRepository {
       if (this.exactUpstreams.size > 10_000) this.exactUpstreams.delete(this.exactUpstreams.keys().next().value!);
     }
     return key;
+  }
+
+  /** Revokes every key of the rollout (its attempt ended): a later request with one is a 404. */
+  revoke(rolloutId: string): void {
+    this.byRollout.run(rolloutId);
+    this.exactUpstreams.delete(rolloutId);
   }
 
   find(key: string): AgentKeyRecord | undefined {

@@ -44,6 +44,7 @@ import {
   type ResourceVersions,
   type TrainingRun,
   type TrainingRunDetail,
+  type TrainingRunSummary,
 } from '../protocol';
 
 export class Store {
@@ -53,10 +54,11 @@ export class Store {
   private readonly agentKeys: AgentKeyRepository;
   private readonly datasets: DatasetRepository;
   private readonly resources: ResourceRepository;
-  private readonly trainingRuns: TrainingRunRepository;
   private readonly _onDidChangeTrainingRun = new Emitter<{ id: string; round: number | null }>();
   private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
   private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
+  /** Training runs with their metrics, checkpoints and candidates: read directly, written through `writeTraining` (or the methods below). */
+  readonly training: TrainingRunRepository;
   private closed = false;
   /** One transaction wrapper, made once: better-sqlite3's wrappers are costly to create per call. */
   private readonly transaction: Transaction<(fn: () => unknown) => unknown>;
@@ -67,7 +69,7 @@ export class Store {
   readonly onDidChangeRollouts: Event<readonly string[]> = this._onDidChangeRollouts.event;
   /** Spans stored by a committed write, in sequence order per rollout. */
   readonly onDidAddSpans: Event<readonly Span[]> = this._onDidAddSpans.event;
-  /** A training run's status, cancel request or (APO) round changed, after the commit. */
+  /** A training run's status, cancel request, metrics, checkpoints or (APO) round changed, after the commit. */
   readonly onDidChangeTrainingRun: Event<{ id: string; round: number | null }> = this._onDidChangeTrainingRun.event;
 
   static open(file: string, options?: OpenOptions): Store {
@@ -84,7 +86,7 @@ export class Store {
     this.agentKeys = new AgentKeyRepository(db);
     this.datasets = new DatasetRepository(db);
     this.resources = new ResourceRepository(db);
-    this.trainingRuns = new TrainingRunRepository(db);
+    this.training = new TrainingRunRepository(db);
     this.transaction = db.transaction((fn: () => unknown) => fn());
   }
 
@@ -105,7 +107,12 @@ export class Store {
 
   transitionRollout(params: TransitionRolloutParams): Rollout {
     const parsed = TransitionRolloutParams.parse(params);
-    const rollout = this.write(() => this.rollouts.transition(parsed));
+    const rollout = this.write(() => {
+      const moved = this.rollouts.transition(parsed);
+      // An attempt that ended takes its capability URL with it; a retry gets a new one.
+      if (moved.status !== 'running' && moved.status !== 'queued') this.agentKeys.revoke(moved.id);
+      return moved;
+    });
     this.afterCommit([rollout.id]);
     return rollout;
   }
@@ -254,46 +261,49 @@ export class Store {
     return this.write(() => this.resources.setCurrent(name, version));
   }
 
+  /** A run recorded by the process that runs its algorithm (APO: its resource must exist). */
   createTrainingRun(params: CreateTrainingRunParams): TrainingRun {
     const parsed = CreateTrainingRunParams.parse(params);
-    const run = this.write(() => {
-      this.resources.get(parsed.config.resource);
-      return this.trainingRuns.create(parsed);
-    });
-    this.runChanged(run.id, null);
-    return run;
+    return this.writeTraining(
+      (run: TrainingRun) => run.id,
+      (training) => {
+        this.resources.get(parsed.config.resource);
+        return training.create(parsed.algorithm, parsed.config);
+      },
+    );
   }
 
   updateTrainingRun(params: UpdateTrainingRunParams): TrainingRun {
-    const parsed = UpdateTrainingRunParams.parse(params);
-    const run = this.write(() => this.trainingRuns.setStatus(parsed));
-    this.runChanged(run.id, null);
-    return run;
+    const { id, status, error, result } = UpdateTrainingRunParams.parse(params);
+    return this.writeTraining(id, (training) => training.transition(id, status, { error, result }));
   }
 
+  /** Records a cancel request; the process running the run stops it (the daemon's own runs at once, see TrainingManager). */
   cancelTrainingRun(id: string): TrainingRun {
-    const run = this.write(() => this.trainingRuns.requestCancel(id));
-    this.runChanged(run.id, null);
-    return run;
+    return this.writeTraining(id, (training) => training.requestCancel(id));
   }
 
   recordApoRound(params: RecordApoRoundParams): TrainingRun {
     const parsed = RecordApoRoundParams.parse(params);
-    const run = this.write(() => {
-      const config = this.trainingRuns.get(parsed.runId).config as ApoConfig;
-      this.trainingRuns.recordRound(parsed, config.resource);
-      return this.trainingRuns.get(parsed.runId);
-    });
-    this.runChanged(run.id, parsed.round);
-    return run;
+    return this.writeTraining(
+      parsed.runId,
+      (training) => {
+        const config = training.get(parsed.runId).config as ApoConfig;
+        training.recordRound(parsed, config.resource);
+        return training.get(parsed.runId);
+      },
+      parsed.round,
+    );
   }
 
-  getTrainingRun(id: string): TrainingRunDetail {
-    return this.transaction(() => this.trainingRuns.detail(id)) as TrainingRunDetail;
+  /** A run with its metric points after `afterStep`, checkpoints and candidates, read in one transaction. */
+  getTrainingRun(id: string, afterStep = -1): TrainingRunDetail {
+    return this.transaction(() => this.training.detail(id, afterStep)) as TrainingRunDetail;
   }
 
-  listTrainingRuns(limit: number): TrainingRun[] {
-    return this.trainingRuns.list(limit);
+  /** The newest runs, each with its latest metrics. */
+  listTrainingRuns(limit: number): TrainingRunSummary[] {
+    return this.transaction(() => this.training.list(limit).map((run) => this.training.summary(run))) as TrainingRunSummary[];
   }
 
   /**
@@ -345,6 +355,13 @@ export class Store {
       ),
       schemaVersion: this.schemaVersion,
     };
+  }
+
+  /** Changes training run `runId` (or the one `fn` returns) in one transaction, and announces it after the commit (with the APO round it recorded). */
+  writeTraining<T>(runId: string | ((result: T) => string), fn: (training: TrainingRunRepository) => T, round: number | null = null): T {
+    const result = this.write(() => fn(this.training));
+    this.runChanged(typeof runId === 'string' ? runId : runId(result), round);
+    return result;
   }
 
   /** Checkpoints the WAL into the main file and closes. Idempotent. */

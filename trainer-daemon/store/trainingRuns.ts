@@ -1,20 +1,23 @@
 /**
- * Training runs: their configuration and status, metric time series, a cancel request that the
- * process running the algorithm acts on, and (for APO) the leaderboard of candidate prompts.
+ * Training runs of every algorithm: configuration and status, a cancel request that the process
+ * running the algorithm acts on, metric time series, and each algorithm's own records: GRPO's
+ * checkpoints (with the `policy` resource whose versions say which checkpoint served which
+ * rollouts) and APO's leaderboard of candidate prompts.
  */
 import crypto from 'node:crypto';
 import type { Database, Statement } from 'better-sqlite3';
 import type { z } from 'zod';
 import {
   type ApoCandidate,
-  type CreateTrainingRunParams,
+  type Checkpoint,
   type CritiqueStyle,
   type Json,
+  type MetricSeries,
   type RecordApoRoundParams,
   type TrainingRun,
   type TrainingRunDetail,
   type TrainingRunStatus,
-  type UpdateTrainingRunParams,
+  type TrainingRunSummary,
 } from '../protocol';
 import { InvalidTransitionError, NotFoundError } from '../errors';
 
@@ -44,6 +47,15 @@ interface CandidateRow {
   batch_score: number | null;
   val_score: number | null;
   rollouts: number;
+  created_at: number;
+}
+
+interface CheckpointRow {
+  id: string;
+  run_id: string;
+  step: number;
+  path: string;
+  metrics: string;
   created_at: number;
 }
 
@@ -80,65 +92,104 @@ function rowToCandidate(row: CandidateRow): ApoCandidate {
   };
 }
 
+function rowToCheckpoint(row: CheckpointRow): Checkpoint {
+  return { id: row.id, runId: row.run_id, step: row.step, path: row.path, metrics: JSON.parse(row.metrics) as Record<string, number>, createdAt: row.created_at };
+}
+
+/** Which statuses a run may move to from each status (resume, GRPO: cancelled/failed → running). */
+const NEXT: Record<TrainingRunStatus, readonly TrainingRunStatus[]> = {
+  queued: ['running', 'failed', 'cancelled'],
+  running: ['succeeded', 'failed', 'cancelled'],
+  succeeded: [],
+  failed: ['running'],
+  cancelled: ['running'],
+};
+
 const FINAL: readonly TrainingRunStatus[] = ['succeeded', 'failed', 'cancelled'];
 
+/** What a status change records besides the status. */
+export interface TransitionDetails {
+  readonly error?: string | null;
+  readonly result?: Json | null;
+}
+
 export class TrainingRunRepository {
-  private readonly insert: Statement;
-  private readonly byId: Statement<[string], RunRow>;
-  private readonly all: Statement<[number], RunRow>;
-  private readonly update: Statement;
+  private readonly insertRun: Statement;
+  private readonly runById: Statement<[string], RunRow>;
+  private readonly allRuns: Statement<[number], RunRow>;
+  private readonly updateRun: Statement;
   private readonly cancel: Statement<[number, string]>;
   private readonly insertCandidate: Statement;
   private readonly score: Statement;
-  private readonly insertMetric: Statement<[string, number, string, number, number]>;
-  private readonly metricsOf: Statement<[string], { step: number; name: string; value: number; timeMs: number }>;
   private readonly candidatesOf: Statement<[string], CandidateRow>;
+  private readonly insertMetric: Statement<[string, number, string, number, number]>;
+  private readonly metricsAfter: Statement<[string, number], MetricSeries[number]>;
+  private readonly latestMetrics: Statement<[string], { step: number; name: string; value: number }>;
+  private readonly insertCheckpoint: Statement;
+  private readonly checkpointsOf: Statement<[string], CheckpointRow>;
+  private readonly allCheckpoints: Statement<[], CheckpointRow>;
+  private readonly nextPolicyVersion: Statement<[], { version: number }>;
+  private readonly insertResource: Statement;
+  private readonly policyHead: Statement<[number]>;
 
   constructor(db: Database) {
-    this.insert = db.prepare("INSERT INTO training_runs (id, algorithm, config, status, created_at) VALUES (?, ?, ?, 'queued', ?)");
-    this.byId = db.prepare('SELECT * FROM training_runs WHERE id = ?');
-    this.all = db.prepare('SELECT * FROM training_runs ORDER BY created_at DESC LIMIT ?');
-    this.update = db.prepare(`UPDATE training_runs SET status = @status, error = @error, result = @result,
-      started_at = coalesce(started_at, @now), ended_at = CASE WHEN @final THEN @now ELSE NULL END WHERE id = @id`);
+    this.insertRun = db.prepare("INSERT INTO training_runs (id, algorithm, config, status, created_at) VALUES (?, ?, ?, 'queued', ?)");
+    this.runById = db.prepare('SELECT * FROM training_runs WHERE id = ?');
+    this.allRuns = db.prepare('SELECT * FROM training_runs ORDER BY created_at DESC, id LIMIT ?');
+    // To running: (re)started now, not ended (a resumed run's old cancel request dropped); to a final status: ended now.
+    this.updateRun = db.prepare(`UPDATE training_runs SET status = @status, error = @error, result = @result,
+      started_at = CASE WHEN @running THEN @now ELSE started_at END, ended_at = CASE WHEN @running THEN NULL ELSE @now END,
+      cancel_requested_at = CASE WHEN @resumed THEN NULL ELSE cancel_requested_at END WHERE id = @id`);
     this.cancel = db.prepare('UPDATE training_runs SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE id = ?');
     this.insertCandidate = db.prepare(`INSERT INTO apo_candidates (run_id, id, round, parent_id, resource_name, version, critique, critique_style, created_at)
       VALUES (@runId, @id, @round, @parentId, @resourceName, @version, @critique, @critiqueStyle, @now)`);
     this.score = db.prepare(`UPDATE apo_candidates SET batch_score = coalesce(@batchScore, batch_score), val_score = coalesce(@valScore, val_score),
       rollouts = rollouts + @rollouts WHERE run_id = @runId AND id = @id`);
-    this.insertMetric = db.prepare('INSERT INTO metric_points (run_id, step, name, value, time_ms) VALUES (?, ?, ?, ?, ?)');
-    this.metricsOf = db.prepare('SELECT step, name, value, time_ms AS timeMs FROM metric_points WHERE run_id = ? ORDER BY step, name');
     // Best first: scored on the full validation set before scored on a batch only (a small batch's
     // score says less), each by score; ties by creation order.
     this.candidatesOf = db.prepare(`SELECT c.*, r.value AS prompt FROM apo_candidates c
       JOIN resources r ON r.name = c.resource_name AND r.version = c.version
       WHERE c.run_id = ? ORDER BY c.val_score DESC NULLS LAST, c.batch_score DESC NULLS LAST, c.round, c.created_at, c.id`);
+    this.insertMetric = db.prepare('INSERT INTO metric_points (run_id, step, name, value, time_ms) VALUES (?, ?, ?, ?, ?)');
+    this.metricsAfter = db.prepare('SELECT step, name, value, time_ms AS timeMs FROM metric_points WHERE run_id = ? AND step > ? ORDER BY step, name, rowid');
+    // The latest point of each metric (a resumed run may repeat a step: the newest row wins).
+    this.latestMetrics = db.prepare(`SELECT m.step, m.name, m.value FROM metric_points m
+      WHERE m.run_id = ? AND m.rowid = (SELECT max(rowid) FROM metric_points WHERE run_id = m.run_id AND name = m.name)`);
+    this.insertCheckpoint = db.prepare('INSERT INTO checkpoints (id, run_id, step, path, metrics, created_at) VALUES (?, ?, ?, ?, ?, ?)');
+    this.checkpointsOf = db.prepare('SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step, created_at');
+    this.allCheckpoints = db.prepare('SELECT * FROM checkpoints ORDER BY created_at DESC');
+    this.nextPolicyVersion = db.prepare(`SELECT coalesce(max(version), 0) + 1 AS version FROM resources WHERE name = 'policy'`);
+    this.insertResource = db.prepare(`INSERT INTO resources (name, version, kind, value, created_at, run_id) VALUES ('policy', ?, 'checkpoint', ?, ?, ?)`);
+    this.policyHead = db.prepare(`INSERT INTO resource_heads (name, version) VALUES ('policy', ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version`);
   }
 
-  create(params: z.output<typeof CreateTrainingRunParams>, now = Date.now()): TrainingRun {
-    const id = `run-${crypto.randomBytes(6).toString('hex')}`;
-    this.insert.run(id, params.algorithm, JSON.stringify(params.config), now);
+  create(algorithm: string, config: Json, now = Date.now()): TrainingRun {
+    const id = `train-${crypto.randomBytes(6).toString('hex')}`;
+    this.insertRun.run(id, algorithm, JSON.stringify(config), now);
     return this.get(id);
   }
 
   get(id: string): TrainingRun {
-    const row = this.byId.get(id);
-    if (!row) throw new NotFoundError(`training run ${id} does not exist (see trainingRuns/list)`);
+    const row = this.runById.get(id);
+    if (!row) throw new NotFoundError(`training run ${id} does not exist (list runs with \`lightning train --list\`)`);
     return rowToRun(row);
   }
 
-  list(limit: number): TrainingRun[] {
-    return this.all.all(limit).map(rowToRun);
+  /** Newest first; every run without a limit. */
+  list(limit = -1): TrainingRun[] {
+    return this.allRuns.all(limit).map(rowToRun);
   }
 
-  /** Moves a run to running or to a final status; a final run stays final. Must run inside a transaction. */
-  setStatus(params: z.output<typeof UpdateTrainingRunParams>, now = Date.now()): TrainingRun {
-    const current = this.get(params.id);
-    if (FINAL.includes(current.status)) throw new InvalidTransitionError(`training run ${params.id} is ${current.status} and cannot become ${params.status}`);
-    const final = FINAL.includes(params.status);
-    this.update.run({ id: params.id, status: params.status, error: params.error, result: params.result === null ? null : JSON.stringify(params.result), now, final: final ? 1 : 0 });
-    return this.get(params.id);
+  /** Moves a run along NEXT (a final run stays final unless resumed to running). Must run inside a transaction. */
+  transition(id: string, to: TrainingRunStatus, details: TransitionDetails = {}, now = Date.now()): TrainingRun {
+    const run = this.get(id);
+    if (!NEXT[run.status].includes(to)) throw new InvalidTransitionError(`training run ${id} is ${run.status} and cannot become ${to}`);
+    const result = details.result ?? null;
+    this.updateRun.run({ id, status: to, error: details.error ?? null, result: result === null ? null : JSON.stringify(result), now, running: to === 'running' ? 1 : 0, resumed: to === 'running' && FINAL.includes(run.status) ? 1 : 0 });
+    return this.get(id);
   }
 
+  /** Records a cancel request (the process running the run acts on it); a final run is left as it is. */
   requestCancel(id: string, now = Date.now()): TrainingRun {
     const run = this.get(id);
     if (FINAL.includes(run.status)) return run;
@@ -146,7 +197,14 @@ export class TrainingRunRepository {
     return this.get(id);
   }
 
-  /** A round's new candidates, scores and metrics; must run inside a transaction. */
+  /** Metric points at `step`; non-finite values are left out. */
+  addMetrics(runId: string, step: number, values: Readonly<Record<string, number>>, now = Date.now()): void {
+    for (const [name, value] of Object.entries(values)) {
+      if (Number.isFinite(value)) this.insertMetric.run(runId, step, name, value, now);
+    }
+  }
+
+  /** An APO round's new candidates, scores and metrics; must run inside a transaction. */
   recordRound(params: z.output<typeof RecordApoRoundParams>, resourceName: string, now = Date.now()): void {
     const run = this.get(params.runId);
     if (run.status !== 'running') throw new InvalidTransitionError(`training run ${run.id} is ${run.status}; only a running run records rounds`);
@@ -155,10 +213,45 @@ export class TrainingRunRepository {
       const info = this.score.run({ runId: params.runId, id: score.id, batchScore: score.batchScore ?? null, valScore: score.valScore ?? null, rollouts: score.rollouts });
       if (info.changes === 0) throw new NotFoundError(`params.scores: run ${params.runId} has no candidate ${score.id}`);
     }
-    for (const [name, value] of Object.entries(params.metrics)) this.insertMetric.run(params.runId, params.round, name, value, now);
+    this.addMetrics(params.runId, params.round, params.metrics, now);
   }
 
-  detail(id: string): TrainingRunDetail {
-    return { run: this.get(id), metrics: this.metricsOf.all(id), candidates: this.candidatesOf.all(id).map(rowToCandidate) };
+  /** APO's leaderboard, best first (empty for other algorithms). */
+  candidates(runId: string): ApoCandidate[] {
+    return this.candidatesOf.all(runId).map(rowToCandidate);
+  }
+
+  summary(run: TrainingRun): TrainingRunSummary {
+    const latest: Record<string, number> = {};
+    let step = 0;
+    for (const point of this.latestMetrics.all(run.id)) {
+      latest[point.name] = point.value;
+      step = Math.max(step, point.step);
+    }
+    return { ...run, step, latest };
+  }
+
+  /** The run with its metric points after `afterStep`, checkpoints and candidates. */
+  detail(id: string, afterStep = -1): TrainingRunDetail {
+    const run = this.get(id);
+    return { run: this.summary(run), metrics: this.metricsAfter.all(id, afterStep), checkpoints: this.checkpoints(id), candidates: this.candidates(id) };
+  }
+
+  addCheckpoint(runId: string, step: number, path: string, metrics: Readonly<Record<string, number>>, now = Date.now()): Checkpoint {
+    const id = `ckpt-${crypto.randomBytes(6).toString('hex')}`;
+    this.insertCheckpoint.run(id, runId, step, path, JSON.stringify(metrics), now);
+    return { id, runId, step, path, metrics: { ...metrics }, createdAt: now };
+  }
+
+  checkpoints(runId?: string): Checkpoint[] {
+    return (runId === undefined ? this.allCheckpoints.all() : this.checkpointsOf.all(runId)).map(rowToCheckpoint);
+  }
+
+  /** A new current version of the `policy` resource: rollouts created with it were served by this checkpoint. */
+  addPolicyVersion(value: { runId: string; step: number; checkpoint: string | null }, now = Date.now()): number {
+    const { version } = this.nextPolicyVersion.get()!;
+    this.insertResource.run(version, JSON.stringify(value), now, value.runId);
+    this.policyHead.run(version);
+    return version;
   }
 }

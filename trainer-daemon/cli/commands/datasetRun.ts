@@ -1,16 +1,20 @@
 /**
  * `lightning dataset run DATASET -- CMD`: every task × samples as rollouts of one batch, run by
- * the batch runner; progress on stderr, a summary per task and overall at the end. Ctrl-C stops
+ * the batch runner (one process per rollout, or `--workers` long-lived agent workers); progress on
+ * stderr (a bar on a terminal), a summary per task and overall at the end. Ctrl-C stops
  * the agents and marks what is left cancelled; `--resume BATCH` finishes an interrupted batch.
  */
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { RolloutMode, userUpstream, type Rollout } from '../../protocol';
 import { InvalidInputError, NotFoundError } from '../../errors';
-import { BatchRunner } from '../../runner/batch';
+import { AgentPidLog } from '../../runner/agentPids';
+import { BatchRunner, type BatchMode } from '../../runner/batch';
 import type { RpcClient } from '../../rpc/client';
 import { connectOrStartDaemon } from '../daemonConnection';
+import { Progress } from '../progress';
 import { duration, num, rolloutDuration, table } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { parseUpstream } from './serve';
@@ -26,6 +30,7 @@ interface DatasetRunOptions extends GlobalOptions {
   upstream?: string;
   tokenIds?: boolean;
   resume?: string;
+  workers?: string;
 }
 
 export function positiveInt(value: string, flag: string, min = 1): number {
@@ -92,14 +97,20 @@ export function registerDatasetRun(dataset: Command): void {
     .option('--upstream <url>', "the agents' upstream when they have no OPENAI_BASE_URL of their own")
     .option('--token-ids', 'ask the serving engine for token ids and logprobs on every call')
     .option('--resume <batch>', 'finish an interrupted batch instead of starting one')
+    .option('--workers <n>', 'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see README, "Worker mode")')
     .action(async (name: string, argv: string[], options: DatasetRunOptions) => {
       const samples = positiveInt(options.samples, '--samples');
       const concurrency = positiveInt(options.concurrency, '--concurrency');
       const timeoutMs = positiveInt(options.timeout, '--timeout') * 1000;
       const retries = positiveInt(options.retries, '--retries', 0);
+      const workers = options.workers === undefined ? undefined : positiveInt(options.workers, '--workers');
+      const mode: BatchMode = workers === undefined
+        ? { kind: 'process', command: argv, concurrency }
+        : { kind: 'worker', command: argv, workers, concurrencyPerWorker: Math.ceil(concurrency / workers) };
       const own = userUpstream(process.env);
       const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
       const storeFile = resolveStore(options);
+      const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
       const { client, close } = await connectOrStartDaemon(storeFile);
       let runner: BatchRunner | undefined;
       let cancelled = false;
@@ -120,6 +131,9 @@ export function registerDatasetRun(dataset: Command): void {
         if (batchId) {
           const existing = await batchRollouts(client, batchId);
           if (existing.length === 0) throw new NotFoundError(`batch ${batchId} has no rollouts in this store`);
+          // Agents a runner that died left running would race the retries: stop them first.
+          const stopped = await new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl')).stopSurvivors();
+          if (stopped > 0) process.stderr.write(`lightning: stopped ${stopped} agent process${stopped === 1 ? '' : 'es'} left running by the interrupted runner\n`);
           // Attempts left running by a runner that died are failed attempts; those and failed or
           // timed-out rollouts with attempts left are retried.
           for (const rollout of existing) {
@@ -143,23 +157,26 @@ export function registerDatasetRun(dataset: Command): void {
             }
           }
         }
-        process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${concurrency} at a time\n`);
+        const how = mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`;
+        process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}\n`);
         if (cancelled) {
           for (const id of queued) await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
           queued = [];
         }
-        const total = queued.length;
-        let done = 0;
+        fs.mkdirSync(logDirOf(batchId), { recursive: true });
+        const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
+        const progress = new Progress(process.stderr, queued.length);
         runner = new BatchRunner({
-          client, argv, concurrency, timeoutMs, upstream, tokenIds: options.tokenIds ?? false,
-          logDir: path.join(path.dirname(storeFile), 'logs', batchId), env: process.env,
-          onAttempt: ({ rollout, durationMs, retrying }) => {
-            if (!retrying) done += 1;
-            process.stderr.write(`[${done}/${total}] ${rollout.id} ${rollout.task?.id ?? ''} ${rollout.status}${retrying ? ' (retrying)' : ''} reward ${num(rollout.reward)} ${duration(durationMs)}\n`);
-          },
+          client, mode, timeoutMs, upstream, tokenIds: options.tokenIds ?? false,
+          logDir: logDirOf(batchId), env: process.env, onSpawn: (pid) => pids.record(pid),
+          onAttempt: (event) => progress.attempt(event),
         });
         if (cancelled) runner.cancel();
-        await runner.run(queued);
+        try {
+          await runner.run(queued);
+        } finally {
+          progress.finish();
+        }
         if (runner.wasCancelled) process.exitCode = 130;
         const summary = summarize(await batchRollouts(client, batchId));
         if (options.json) process.stdout.write(`${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary })}\n`);

@@ -20,21 +20,21 @@ export interface ApoFlags extends GlobalOptions {
   resource?: string;
   dataset?: string;
   val?: string;
-  beam: string;
-  branch: string;
-  rounds: string;
-  gradientBatch: string;
-  valBatch: string;
-  critiqueModel: string;
-  editModel: string;
-  temperature: string;
-  budgetCalls: string;
-  budgetRollouts: string;
-  seed: string;
-  callAttempts: string;
-  concurrency: string;
-  timeout: string;
-  match: ApoConfig['match'];
+  beam?: string;
+  branch?: string;
+  rounds?: string;
+  gradientBatch?: string;
+  valBatch?: string;
+  critiqueModel?: string;
+  editModel?: string;
+  temperature?: string;
+  budgetCalls?: string;
+  budgetRollouts?: string;
+  seed?: string;
+  callAttempts?: string;
+  concurrency?: string;
+  timeout?: string;
+  match?: ApoConfig['match'];
   upstream?: string;
   promptFile?: string;
 }
@@ -43,8 +43,8 @@ export interface ApoFlags extends GlobalOptions {
 const FLAG: Partial<Record<keyof ApoConfig, string>> = { valDataset: '--val', timeoutMs: '--timeout' };
 const flagOf = (field: string): string => FLAG[field as keyof ApoConfig] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
-/** A flag's number; text that is not one stays text, so the schema names the flag. */
-const number = (value: string): number | string => (value.trim() !== '' && Number.isFinite(Number(value)) ? Number(value) : value);
+/** A flag's number; text that is not one stays text, so the schema names the flag; absent: the schema's default. */
+const number = (value: string | undefined): number | string | undefined => (value === undefined || value.trim() === '' || !Number.isFinite(Number(value)) ? value : Number(value));
 
 export function apoConfigFromFlags(flags: ApoFlags): ApoConfig {
   if (!flags.resource) throw new InvalidInputError('--resource: required with --algorithm apo (the prompt template resource to optimize)');

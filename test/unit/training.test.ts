@@ -1,0 +1,99 @@
+/** Training records in the store, the transitions handed to the worker, demonstrations, the chart. */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { TrainingRunDetail, metricPoints, type Transition } from '../../trainer-daemon/protocol';
+import { Store } from '../../trainer-daemon/store/store';
+import { renderChart } from '../../trainer-daemon/training/chart';
+import { readDemonstrations, toWorkerTransitions } from '../../trainer-daemon/training/grpo';
+import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';
+import { tempDir } from '../helpers/tmp';
+
+test('training runs: status transitions, metric series, latest values, checkpoints, policy versions', (t) => {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
+  t.after(() => store.close());
+  const changed: string[] = [];
+  store.onDidChangeTrainingRun(({ id }) => changed.push(id));
+  const run = store.writeTraining((r: { id: string }) => r.id, (tr) => tr.create('grpo', { lr: 0.001 }));
+  assert.equal(run.status, 'queued');
+  assert.throws(() => store.training.transition(run.id, 'succeeded'), /is queued and cannot become succeeded/);
+  store.writeTraining(run.id, (tr) => tr.transition(run.id, 'running'));
+  store.writeTraining(run.id, (tr) => {
+    tr.addMetrics(run.id, 1, { 'reward/mean': 0.25, loss: 0.5, skipped: Number.NaN });
+    tr.addMetrics(run.id, 2, { 'reward/mean': 0.5 });
+    tr.addCheckpoint(run.id, 2, '/ckpt/2', { 'reward/mean': 0.5 });
+  });
+  assert.equal(store.training.addPolicyVersion({ runId: run.id, step: 0, checkpoint: null }), 1);
+  assert.equal(store.training.addPolicyVersion({ runId: run.id, step: 2, checkpoint: '/ckpt/2' }), 2);
+  assert.deepEqual(store.agentResources(null).resources.policy, { version: 2, kind: 'checkpoint', value: { runId: run.id, step: 2, checkpoint: '/ckpt/2' } });
+
+  const detail = TrainingRunDetail.parse(store.getTrainingRun(run.id));
+  assert.deepEqual(metricPoints(detail.metrics, 'reward/mean').map((p) => [p.step, p.value]), [[1, 0.25], [2, 0.5]]);
+  assert.deepEqual(metricPoints(detail.metrics, 'skipped'), [], 'non-finite values are not stored');
+  assert.deepEqual([detail.run.step, detail.run.latest], [2, { 'reward/mean': 0.5, loss: 0.5 }]);
+  assert.deepEqual(store.getTrainingRun(run.id, 1).metrics.map((p) => [p.step, p.name]), [[2, 'reward/mean']]);
+  assert.deepEqual(detail.checkpoints.map((c) => [c.step, c.path]), [[2, '/ckpt/2']]);
+  store.writeTraining(run.id, (tr) => tr.transition(run.id, 'cancelled', { error: 'cancelled' }));
+  // Resume: cancelled → running again.
+  assert.equal(store.writeTraining(run.id, (tr) => tr.transition(run.id, 'running')).status, 'running');
+  assert.ok(changed.length >= 5 && changed.every((id) => id === run.id));
+  assert.throws(() => store.training.get('train-nope'), /training run train-nope does not exist/);
+});
+
+function transition(overrides: Partial<Transition>): Transition {
+  return {
+    rolloutId: 'r', taskId: 't', step: 0, spanId: 's', spanIds: ['s'], agentName: null, model: null, api: 'chat.completions',
+    prompt: { messages: null, input: null, tools: null }, response: { message: null, output: null, text: null },
+    promptTokenIds: [1, 2], responseTokenIds: [3, 4], needsTokenization: false, logprobs: [-0.1, -0.2], lossMask: [1, 1],
+    episodeReward: 1, reward: 1, advantage: 0.5, ...overrides,
+  };
+}
+
+test('the worker gets transitions with exact token ids and a non-zero advantage only', () => {
+  const out = toWorkerTransitions([
+    transition({}),
+    transition({ advantage: 0 }),
+    transition({ promptTokenIds: null, needsTokenization: true }),
+    transition({ logprobs: [-0.1], lossMask: [0, 1] }),
+  ]);
+  assert.deepEqual(out, [
+    { promptIds: [1, 2], responseIds: [3, 4], logprobs: [-0.1, -0.2], advantage: 0.5, mask: [1, 1] },
+    // Logprobs that do not cover the response are recomputed by the worker (null).
+    { promptIds: [1, 2], responseIds: [3, 4], logprobs: null, advantage: 0.5, mask: [0, 1] },
+  ]);
+});
+
+test('demonstrations: chat examples become (prompt, completion) pairs; the demo picks tools at random', (t) => {
+  const tasks = toolsTasks(30, 6);
+  assert.deepEqual([tasks.filter((x) => x.split === 'train').length, tasks.filter((x) => x.split === 'val').length], [30, 6]);
+  const file = path.join(tempDir(t), 'demos.jsonl');
+  fs.writeFileSync(file, randomToolDemonstrations(tasks.slice(0, 30), 0));
+  const examples = readDemonstrations(file);
+  assert.equal(examples.length, 60);
+  const calls = examples.filter((e) => e.completion.tool_calls).map((e) => (e.completion.tool_calls![0] as { function: { name: string } }).function.name);
+  assert.deepEqual(new Set(calls), new Set(['add', 'subtract', 'multiply']), 'every tool appears, whatever the question says');
+  const answer = examples[1]!;
+  assert.deepEqual(answer.messages.map((m) => m.role), ['user', 'assistant', 'tool']);
+  assert.equal(answer.completion.content, answer.messages[2]!.content, 'the answer repeats the tool result');
+  fs.writeFileSync(file, '{"messages":[{"role":"user","content":"hi"}]}\n');
+  assert.throws(() => readDemonstrations(file), /demos\.jsonl:1: the last message must be the assistant's/);
+});
+
+test('the chart is one self-contained HTML file with the reward curves', () => {
+  const html = renderChart({
+    run: { id: 'train-1', algorithm: 'grpo', config: {}, status: 'succeeded', createdAt: 0, startedAt: 0, endedAt: 1, error: null, cancelRequested: false, result: null, step: 2, latest: {} },
+    metrics: [
+      { step: 0, name: 'val/reward', value: 0.1, timeMs: 0 },
+      { step: 1, name: 'loss', value: -0.1, timeMs: 0 },
+      { step: 1, name: 'reward/mean', value: 0.2, timeMs: 0 },
+      { step: 2, name: 'reward/mean', value: 0.6, timeMs: 0 },
+    ],
+    checkpoints: [],
+    candidates: [],
+  });
+  assert.match(html, /^<!doctype html>/);
+  assert.doesNotMatch(html, /<script|https?:\/\//);
+  assert.equal((html.match(/<polyline/g) ?? []).length, 3);
+  assert.match(html, /sampled reward @ 2: 0\.600|sampled reward \(train rollouts\) @ 2: 0\.600/);
+});

@@ -1,0 +1,124 @@
+/**
+ * `lightning train --algorithm grpo --model tiny|HF_NAME --dataset D [--val V] [--iterations K] … -- CMD`:
+ * flags → GRPO configuration (errors name the flag); starts a training run in the store's daemon (or
+ * one started here), prints a row per iteration and the checkpoints at the end; Ctrl-C cancels,
+ * `--resume RUN` continues from the last checkpoint. The loop itself is `runGrpo` (training/grpo.ts),
+ * run by the daemon.
+ */
+import path from 'node:path';
+import { GrpoConfig, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
+import { InvalidInputError } from '../../errors';
+import { followRun, iterationCells, iterationLine } from '../../training/follow';
+import type { RunnerClient } from '../../runner/batch';
+import { connectOrStartDaemon } from '../daemonConnection';
+import { resolveStore, type GlobalOptions } from '../options';
+
+export interface GrpoFlags extends GlobalOptions {
+  algorithm: 'grpo';
+  model?: string;
+  fromConfig?: boolean;
+  lora?: boolean;
+  dataset?: string;
+  val?: string;
+  iterations?: string;
+  samples?: string;
+  tasksPerIteration?: string;
+  lr?: string;
+  workers?: string;
+  agentMode?: 'process' | 'worker';
+  perWorker?: string;
+  evalEvery?: string;
+  seed?: string;
+  timeout?: string;
+  warmStart?: string;
+  warmStartSteps?: string;
+  warmStartUntil?: string;
+  klCoef?: string;
+  device?: 'auto' | 'cpu' | 'cuda';
+  python?: string;
+  resume?: string;
+}
+
+/** Config keys → the flag a user typed, so errors name what they can fix. */
+const FLAGS: Record<string, string> = {
+  model: '--model', dataset: '--dataset', valDataset: '--val', iterations: '--iterations', samples: '--samples', tasksPerIteration: '--tasks-per-iteration',
+  lr: '--lr', workers: '--workers', perWorker: '--per-worker', evalEvery: '--eval-every', seed: '--seed', timeoutSeconds: '--timeout',
+  warmStart: '--warm-start', klCoef: '--kl-coef', command: 'the agent command (after --)',
+};
+
+function numberFlag(value: string | undefined, flag: string): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (value.trim() === '' || !Number.isFinite(n)) throw new InvalidInputError(`${flag} ${value}: not a number`);
+  return n;
+}
+
+/** The run's config from the flags, checked by the protocol schema (errors name the flag). */
+export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: string): GrpoConfig {
+  if (!options.model) throw new InvalidInputError('--model is required: tiny (the built-in policy) or a Hugging Face model name or path');
+  if (!options.dataset) throw new InvalidInputError('--dataset is required (see `lightning dataset list`)');
+  const input: GrpoConfigInput = {
+    algorithm: 'grpo',
+    model: options.model === 'tiny' ? { kind: 'tiny' } : { kind: 'hf', name: options.model, ...(options.fromConfig ? { fromConfig: true } : {}) },
+    ...(options.lora ? { adapter: { kind: 'lora' as const } } : {}),
+    dataset: options.dataset,
+    valDataset: options.val ?? null,
+    iterations: numberFlag(options.iterations, '--iterations'),
+    samples: numberFlag(options.samples, '--samples'),
+    tasksPerIteration: numberFlag(options.tasksPerIteration, '--tasks-per-iteration') ?? null,
+    lr: numberFlag(options.lr, '--lr'),
+    workers: numberFlag(options.workers, '--workers'),
+    agentMode: options.agentMode,
+    perWorker: numberFlag(options.perWorker, '--per-worker'),
+    evalEvery: numberFlag(options.evalEvery, '--eval-every'),
+    seed: numberFlag(options.seed, '--seed'),
+    timeoutSeconds: numberFlag(options.timeout, '--timeout'),
+    klCoef: numberFlag(options.klCoef, '--kl-coef'),
+    warmStart: options.warmStart
+      ? { file: path.resolve(options.warmStart), steps: numberFlag(options.warmStartSteps, '--warm-start-steps'), untilSampledAccuracy: numberFlag(options.warmStartUntil, '--warm-start-until') ?? null }
+      : null,
+    device: options.device,
+    python: options.python ?? null,
+    command: { argv, cwd },
+  };
+  const parsed = GrpoConfig.safeParse(input);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const key = String(issue.path[0] ?? '');
+    throw new InvalidInputError(`${FLAGS[key] ?? key}: ${describeIssues(parsed.error, '').replace(/^[^:]*: /, '')}`);
+  }
+  return parsed.data;
+}
+
+/** Starts (or resumes) a run in the daemon and follows it to the end; prints the table as it goes. */
+export async function trainAndFollow(client: RunnerClient, start: { config: GrpoConfig } | { resume: string }, json: boolean): Promise<TrainingRunDetail> {
+  const run = await client.request('startTraining', start);
+  process.stderr.write(`lightning: training run ${run.id} (${run.algorithm}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`);
+  if (!json) process.stdout.write(`${iterationLine()}\n`);
+  return followRun(client, run.id, {
+    onIteration: (step, metrics) => {
+      if (!json) process.stdout.write(`${iterationLine(iterationCells(step, metrics))}\n`);
+    },
+  });
+}
+
+export async function runGrpoCommand(argv: string[], options: GrpoFlags): Promise<void> {
+  let start: { config: GrpoConfig } | { resume: string };
+  if (options.resume) start = { resume: options.resume };
+  else {
+    if (argv.length === 0) throw new InvalidInputError('give the agent command after --, e.g. lightning train --model tiny --dataset D -- node agent.js');
+    start = { config: grpoConfigFromFlags(options, argv, process.cwd()) };
+  }
+  const { client, close } = await connectOrStartDaemon(resolveStore(options));
+  try {
+    const { run, checkpoints } = await trainAndFollow(client, start, options.json ?? false);
+    if (options.json) process.stdout.write(`${JSON.stringify({ event: 'training-finished', run, checkpoints })}\n`);
+    else {
+      process.stdout.write(`Run ${run.id} ${run.status}${run.error && run.status !== 'cancelled' ? `: ${run.error}` : ''}. ${checkpoints.length} checkpoint(s)${checkpoints.length ? `, the last: ${checkpoints.at(-1)!.path}` : ''}.\n`);
+    }
+    if (run.status === 'cancelled') process.exitCode = 130;
+    else if (run.status === 'failed') process.exitCode = 1;
+  } finally {
+    await close();
+  }
+}

@@ -1,0 +1,63 @@
+/**
+ * Progress of `lightning dataset run` on stderr: on a terminal, one progress bar redrawn in place
+ * (attempts that did not succeed are printed above it as lines); otherwise, as in logs and CI, one
+ * line per attempt.
+ */
+import type { AttemptEvent } from '../runner/batch';
+import { duration, num } from './format';
+
+export interface ProgressCounts {
+  readonly done: number;
+  readonly total: number;
+  readonly succeeded: number;
+  readonly retried: number;
+  readonly elapsedMs: number;
+}
+
+/** `[########----------------] 12/40 · 11 ok · 1 not ok · 2 retried · 3.2 s`. */
+export function progressBar({ done, total, succeeded, retried, elapsedMs }: ProgressCounts, width = 24): string {
+  const filled = total === 0 ? width : Math.min(width, Math.round((width * done) / total));
+  const parts = [`[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${done}/${total}`, `${succeeded} ok`];
+  if (done > succeeded) parts.push(`${done - succeeded} not ok`);
+  if (retried > 0) parts.push(`${retried} retried`);
+  parts.push(duration(elapsedMs));
+  return parts.join(' · ');
+}
+
+export class Progress {
+  private done = 0;
+  private succeeded = 0;
+  private retried = 0;
+  private readonly started = Date.now();
+
+  constructor(
+    private readonly stream: NodeJS.WriteStream,
+    private readonly total: number,
+    private readonly tty = stream.isTTY === true,
+  ) {
+    if (this.tty) this.draw();
+  }
+
+  attempt({ rollout, durationMs, retrying }: AttemptEvent): void {
+    if (retrying) this.retried += 1;
+    else {
+      this.done += 1;
+      if (rollout.status === 'succeeded') this.succeeded += 1;
+    }
+    const line = `[${this.done}/${this.total}] ${rollout.id} ${rollout.task?.id ?? ''} ${rollout.status}${retrying ? ' (retrying)' : ''} reward ${num(rollout.reward)} ${duration(durationMs)}`;
+    if (!this.tty) this.stream.write(`${line}\n`);
+    else {
+      if (rollout.status !== 'succeeded') this.stream.write(`\r\x1b[K${line}${rollout.error ? `: ${rollout.error}` : ''}\n`);
+      this.draw();
+    }
+  }
+
+  /** Ends the bar's line (on a terminal). */
+  finish(): void {
+    if (this.tty) this.stream.write('\n');
+  }
+
+  private draw(): void {
+    this.stream.write(`\r\x1b[K${progressBar({ done: this.done, total: this.total, succeeded: this.succeeded, retried: this.retried, elapsedMs: Date.now() - this.started })}`);
+  }
+}

@@ -1,0 +1,53 @@
+/**
+ * The demo's built-in task, "tools": arithmetic in words ("23 minus 45") that the sample agent solves
+ * with one of three tools (add, subtract, multiply). The warm-start demonstrations pick the tool at
+ * random, so supervised learning teaches the format and copying the tool's result, but not which
+ * tool fits: that is left for RL to learn (shared/recipes, "Can a tiny policy visibly learn by RL").
+ */
+import type { ImportTask } from '../protocol';
+import { seededRandom } from '../util/random';
+
+const OPERATIONS = [
+  { word: 'plus', tool: 'add', apply: (a: number, b: number) => a + b },
+  { word: 'minus', tool: 'subtract', apply: (a: number, b: number) => a - b },
+  { word: 'times', tool: 'multiply', apply: (a: number, b: number) => a * b },
+] as const;
+
+export interface ToolsTask {
+  readonly question: string;
+  readonly a: number;
+  readonly b: number;
+  readonly answer: number;
+}
+
+/** `train` tasks then `val` tasks, the operations in turn, two-digit operands. */
+export function toolsTasks(train: number, val: number, seed = 7): ImportTask[] {
+  const random = seededRandom(seed);
+  return Array.from({ length: train + val }, (_, i) => {
+    const op = OPERATIONS[i % OPERATIONS.length]!;
+    const a = 10 + Math.floor(random() * 90);
+    const b = 10 + Math.floor(random() * 90);
+    const input: ToolsTask = { question: `${a} ${op.word} ${b}`, a, b, answer: op.apply(a, b) };
+    return { id: `${i < train ? 'train' : 'val'}-${i}`, split: i < train ? 'train' : 'val', input: { ...input }, expected: input.answer };
+  });
+}
+
+/**
+ * Warm-start demonstrations in the chat format (`lightning export --format chat`): per task, the
+ * tool call (a random tool) and the answer that repeats that tool's result.
+ */
+export function randomToolDemonstrations(tasks: readonly ImportTask[], seed: number): string {
+  const random = seededRandom(seed + 1);
+  const tools = OPERATIONS.map((op) => ({ type: 'function', function: { name: op.tool, parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } } } } }));
+  const lines: string[] = [];
+  tasks.forEach((task, i) => {
+    const { question, a, b } = task.input as unknown as ToolsTask;
+    const op = OPERATIONS[Math.floor(random() * OPERATIONS.length)]!;
+    const call = { id: `call_${i}`, type: 'function', function: { name: op.tool, arguments: JSON.stringify({ a, b }) } };
+    const user = { role: 'user', content: question };
+    const assistantCall = { role: 'assistant', content: null, tool_calls: [call] };
+    lines.push(JSON.stringify({ messages: [user, assistantCall], tools }));
+    lines.push(JSON.stringify({ messages: [user, assistantCall, { role: 'tool', tool_call_id: call.id, content: String(op.apply(a, b)) }, { role: 'assistant', content: String(op.apply(a, b)) }], tools }));
+  });
+  return `${lines.join('\n')}\n`;
+}

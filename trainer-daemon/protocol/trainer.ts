@@ -1,0 +1,190 @@
+/**
+ * The trainer worker protocol v1 (trainer-daemon/python/PROTOCOL.md): line-delimited JSON between the
+ * daemon and the Python worker over stdio. Every line the worker writes is checked against these
+ * schemas on receipt; every request the daemon sends is built from their input types.
+ */
+import { z } from 'zod';
+
+export const WORKER_PROTOCOL_VERSION = 1;
+
+export const CudaInfo = z.object({ name: z.string(), memoryFreeBytes: z.number(), memoryTotalBytes: z.number() });
+export type CudaInfo = z.infer<typeof CudaInfo>;
+
+/** The worker's first line: what it runs on. */
+export const WorkerReady = z.object({
+  type: z.literal('ready'),
+  protocol: z.number().int(),
+  python: z.string(),
+  torch: z.string(),
+  device: z.enum(['cpu', 'cuda']),
+  cuda: CudaInfo.nullable(),
+  transformers: z.string().nullable(),
+  peft: z.string().nullable(),
+});
+export type WorkerReady = z.infer<typeof WorkerReady>;
+
+export const WorkerErrorKind = z.enum(['bad_params', 'runtime', 'oom', 'state']);
+export type WorkerErrorKind = z.infer<typeof WorkerErrorKind>;
+
+export const WorkerResponse = z.union([
+  z.object({ type: z.literal('response'), id: z.number().int(), result: z.record(z.string(), z.unknown()) }),
+  z.object({
+    type: z.literal('response'),
+    /** null: the worker could not read the request line at all. */
+    id: z.number().int().nullable(),
+    error: z.object({ kind: WorkerErrorKind, message: z.string(), traceback: z.string().optional() }),
+  }),
+]);
+export type WorkerResponse = z.infer<typeof WorkerResponse>;
+
+export const WorkerEvent = z.object({ type: z.literal('event'), event: z.string(), data: z.record(z.string(), z.unknown()) });
+export type WorkerEvent = z.infer<typeof WorkerEvent>;
+
+/** Any line after the ready line. */
+export const WorkerMessage = z.discriminatedUnion('type', [
+  z.object({ type: z.literal('response'), id: z.number().int().nullable(), result: z.record(z.string(), z.unknown()).optional(), error: z.unknown().optional() }),
+  WorkerEvent,
+]);
+
+export const TinyModelSpec = z.strictObject({
+  kind: z.literal('tiny'),
+  config: z.strictObject({ dModel: z.number().int().positive().optional(), layers: z.number().int().positive().optional(), heads: z.number().int().positive().optional(), context: z.number().int().positive().optional() }).optional(),
+});
+export const HfModelSpec = z.strictObject({
+  kind: z.literal('hf'),
+  /** A local path or a Hugging Face hub id. */
+  name: z.string().min(1),
+  fromConfig: z.boolean().optional(),
+  dtype: z.enum(['bfloat16', 'float32']).optional(),
+});
+export const ModelSpec = z.discriminatedUnion('kind', [TinyModelSpec, HfModelSpec]);
+export type ModelSpec = z.infer<typeof ModelSpec>;
+
+export const AdapterSpec = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('full') }),
+  z.strictObject({
+    kind: z.literal('lora'),
+    rank: z.number().int().positive().optional(),
+    alpha: z.number().positive().optional(),
+    dropout: z.number().min(0).max(1).optional(),
+    targets: z.array(z.string()).optional(),
+  }),
+]);
+export type AdapterSpec = z.infer<typeof AdapterSpec>;
+
+export const LoadParams = z.object({
+  model: ModelSpec,
+  adapter: AdapterSpec,
+  optimizer: z.object({ lr: z.number().positive().optional(), weightDecay: z.number().min(0).optional(), gradClip: z.number().positive().optional() }).optional(),
+  device: z.enum(['auto', 'cpu', 'cuda']).optional(),
+  seed: z.number().int().optional(),
+  /** A directory written by `save`: weights, optimizer and step are restored from it. */
+  checkpoint: z.string().optional(),
+  /** torch threads (one is fastest on small CPUs). */
+  threads: z.number().int().positive().optional(),
+});
+export type LoadParams = z.infer<typeof LoadParams>;
+export const LoadResult = z.object({ parameters: z.number(), trainable: z.number(), device: z.string(), dtype: z.string(), step: z.number().int(), modelName: z.string() });
+export type LoadResult = z.infer<typeof LoadResult>;
+
+export const ServeParams = z.object({ host: z.string().optional(), port: z.number().int().optional(), maxBatch: z.number().int().positive().optional() });
+export const ServeResult = z.object({ url: z.string().url() });
+
+export const SftExample = z.object({
+  messages: z.array(z.record(z.string(), z.unknown())),
+  tools: z.array(z.unknown()).optional(),
+  /** The assistant's reply with OpenAI's wire names: text, or tool calls. */
+  completion: z.object({ content: z.string().optional(), tool_calls: z.array(z.unknown()).optional() }),
+});
+export type SftExample = z.infer<typeof SftExample>;
+export const SftParams = z.object({
+  examples: z.array(SftExample).min(1),
+  steps: z.number().int().positive().optional(),
+  batchSize: z.number().int().positive().optional(),
+  lr: z.number().positive().optional(),
+  seed: z.number().int().optional(),
+  /** Stop early once this fraction of sampled completions (temperature 1) equals the demonstration exactly. */
+  untilSampledAccuracy: z.object({ threshold: z.number().min(0).max(1), every: z.number().int().positive().optional(), samples: z.number().int().positive().optional() }).optional(),
+});
+export type SftParams = z.infer<typeof SftParams>;
+export const SftResult = z.object({ loss: z.number(), steps: z.number().int(), seconds: z.number(), sampledAccuracy: z.number().nullable().optional() });
+
+export const WorkerTransition = z.object({
+  promptIds: z.array(z.number().int()),
+  responseIds: z.array(z.number().int()),
+  logprobs: z.array(z.number()).nullable(),
+  advantage: z.number(),
+  /** Per response token; 0 = an environment token, left out of the loss. */
+  mask: z.array(z.union([z.literal(0), z.literal(1)])).optional(),
+});
+export type WorkerTransition = z.infer<typeof WorkerTransition>;
+export const TrainParams = z.object({
+  transitions: z.array(WorkerTransition).min(1),
+  epochs: z.number().int().positive().optional(),
+  minibatch: z.number().int().positive().optional(),
+  microBatch: z.number().int().positive().optional(),
+  seed: z.number().int().optional(),
+  clip: z.number().positive().optional(),
+  klCoef: z.number().min(0).optional(),
+  entropyCoef: z.number().min(0).optional(),
+  lossAgg: z.enum(['token-mean', 'seq-mean']).optional(),
+});
+export type TrainParams = z.infer<typeof TrainParams>;
+export const TrainResult = z.object({
+  step: z.number().int(),
+  loss: z.number(),
+  pgLoss: z.number(),
+  kl: z.number(),
+  entropy: z.number(),
+  clipFraction: z.number(),
+  maxRatioDeviation: z.number(),
+  tokens: z.number().int(),
+  seconds: z.number(),
+  gpuMemoryBytes: z.number().nullable().optional(),
+});
+export type TrainResult = z.infer<typeof TrainResult>;
+
+export const SaveParams = z.object({ dir: z.string().min(1), metrics: z.record(z.string(), z.number()).optional() });
+export const SaveResult = z.object({ path: z.string(), bytes: z.number() });
+
+export const TokenizeParams = z.object({ messages: z.array(z.record(z.string(), z.unknown())), tools: z.array(z.unknown()).optional() });
+export const TokenizeResult = z.object({ ids: z.array(z.number().int()), text: z.string() });
+
+interface WorkerMethodSpec<P extends z.ZodType, R extends z.ZodType> {
+  readonly params: P;
+  readonly result: R;
+}
+const workerMethod = <P extends z.ZodType, R extends z.ZodType>(params: P, result: R): WorkerMethodSpec<P, R> => ({ params, result });
+
+/** Every worker method, params → result. */
+export const WorkerMethods = {
+  load: workerMethod(LoadParams, LoadResult),
+  serve: workerMethod(ServeParams, ServeResult),
+  sft: workerMethod(SftParams, SftResult),
+  train: workerMethod(TrainParams, TrainResult),
+  save: workerMethod(SaveParams, SaveResult),
+  tokenize: workerMethod(TokenizeParams, TokenizeResult),
+  shutdown: workerMethod(z.object({}), z.object({})),
+} as const;
+export type WorkerMethodName = keyof typeof WorkerMethods;
+export type WorkerParamsOf<M extends WorkerMethodName> = z.input<(typeof WorkerMethods)[M]['params']>;
+export type WorkerResultOf<M extends WorkerMethodName> = z.infer<(typeof WorkerMethods)[M]['result']>;
+
+/** `python -m lightning_trainer.doctor` (one JSON object): what this Python can do, and how to fix what is missing. */
+export const DoctorReport = z.object({
+  python: z.string(),
+  executable: z.string(),
+  torch: z.string().nullable(),
+  device: z.enum(['cpu', 'cuda']),
+  cuda: CudaInfo.nullable(),
+  transformers: z.string().nullable(),
+  peft: z.string().nullable(),
+  /** Which BLAS torch's CPU matmuls use (`reference` is ~15× slower than `openblas`). */
+  blas: z.string().nullable(),
+  pipReachesIndex: z.boolean(),
+  /** `optional`: only some features need it (Hugging Face models, a GPU). */
+  problems: z.array(z.object({ problem: z.string(), fix: z.string(), optional: z.boolean().optional() })),
+  /** No required problem. */
+  ok: z.boolean(),
+});
+export type DoctorReport = z.infer<typeof DoctorReport>;

@@ -1,0 +1,121 @@
+/**
+ * Training runs of every algorithm over the editor-facing RPC: how a run is created and moved along
+ * (APO's process creates and updates its run; the daemon runs GRPO itself from its configuration),
+ * and what the panel and the CLI read back: the run with its latest metrics, the metric time series,
+ * GRPO's checkpoints and APO's leaderboard. The records themselves (TrainingRun, MetricPoint,
+ * Checkpoint) are in records.ts; APO's configuration and candidates in apo.ts.
+ */
+import { z } from 'zod';
+import { ApoCandidate, ApoConfig } from './apo';
+import { Checkpoint, Json, MetricPoint, TrainingRun } from './records';
+import { AdapterSpec, ModelSpec } from './trainer';
+
+/** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */
+export const GrpoConfig = z.strictObject({
+  algorithm: z.literal('grpo').default('grpo'),
+  model: ModelSpec,
+  /** Full fine-tuning for the tiny model, LoRA for Hugging Face models, unless given. */
+  adapter: AdapterSpec.optional(),
+  /** Dataset name or id; its `train` split is sampled every iteration. */
+  dataset: z.string().min(1),
+  /** Dataset for evaluation (its `val` split, else all its tasks); default: the training dataset's `val` split. */
+  valDataset: z.string().min(1).nullable().default(null),
+  iterations: z.number().int().min(1).max(100_000).default(10),
+  /** Rollouts per task (the GRPO group size); ≥ 2, or every advantage is 0. */
+  samples: z.number().int().min(2, 'samples must be at least 2: GRPO compares the rollouts of a task').max(256).default(8),
+  /** Train tasks per iteration (a random subset when the split is larger); null: all of them. */
+  tasksPerIteration: z.number().int().min(1).nullable().default(null),
+  lr: z.number().positive().max(1).default(3e-4),
+  /** Agent processes running at once (process mode), or long-lived agent workers (worker mode). */
+  workers: z.number().int().min(1).max(1024).default(8),
+  /**
+   * `process`: one agent process per rollout; `worker`: long-lived agent processes that take rollouts
+   * from LIGHTNING_RUNNER_URL (DESIGN.md, "Batch rollouts").
+   */
+  agentMode: z.enum(['process', 'worker']).default('process'),
+  /** Worker mode: rollouts one agent worker holds at once (LIGHTNING_RUNNER_CONCURRENCY). */
+  perWorker: z.number().int().min(1).max(10_000).default(16),
+  command: z.strictObject({ argv: z.array(z.string()).min(1, 'command.argv: give the agent command after --'), cwd: z.string() }),
+  /** Evaluate on the validation tasks every this many iterations (and before the first and after the last). */
+  evalEvery: z.number().int().min(1).default(5),
+  seed: z.number().int().default(0),
+  /** Per-rollout time limit. */
+  timeoutSeconds: z.number().int().min(1).default(120),
+  epochs: z.number().int().min(1).max(100).default(2),
+  minibatch: z.number().int().min(1).default(128),
+  clip: z.number().positive().max(10).default(0.2),
+  klCoef: z.number().min(0).default(0),
+  entropyCoef: z.number().min(0).default(0),
+  /** Supervised warm start before RL: a chat JSONL file (`lightning export --format chat`). */
+  warmStart: z
+    .strictObject({
+      file: z.string().min(1),
+      steps: z.number().int().min(1).default(200),
+      lr: z.number().positive().max(1).default(1e-3),
+      /** Stop early once this fraction of sampled completions equals the demonstrations. */
+      untilSampledAccuracy: z.number().min(0).max(1).nullable().default(null),
+    })
+    .nullable()
+    .default(null),
+  device: z.enum(['auto', 'cpu', 'cuda']).default('auto'),
+  /** The Python that runs the worker; null: found as `lightning doctor` does. */
+  python: z.string().nullable().default(null),
+});
+export type GrpoConfig = z.infer<typeof GrpoConfig>;
+export type GrpoConfigInput = z.input<typeof GrpoConfig>;
+
+/** Exactly one of: a new run's `config`, or `resume` (a cancelled or failed run's id, continued from its last checkpoint). */
+export const StartTrainingParams = z
+  .strictObject({ config: GrpoConfig.optional(), resume: z.string().min(1).optional() })
+  .refine((p) => (p.config === undefined) !== (p.resume === undefined), { message: 'give either config (a new run) or resume (a run id)' });
+export type StartTrainingParams = z.input<typeof StartTrainingParams>;
+
+/** A run recorded by the process that runs its algorithm (APO); a GRPO run is started with `training/start`. */
+export const CreateTrainingRunParams = z.strictObject({
+  algorithm: z.enum(['apo']),
+  config: ApoConfig,
+});
+export type CreateTrainingRunParams = z.input<typeof CreateTrainingRunParams>;
+
+/** A status change by the process running the algorithm: to running, or to a final status with its error or result. */
+export const UpdateTrainingRunParams = z.strictObject({
+  id: z.string().min(1),
+  status: z.enum(['running', 'succeeded', 'failed', 'cancelled']),
+  error: z.string().max(10_000).nullable().default(null),
+  result: Json.nullable().default(null),
+});
+export type UpdateTrainingRunParams = z.input<typeof UpdateTrainingRunParams>;
+
+/** A run with where it is: for lists and the `trainingRuns/changed` notification. */
+export const TrainingRunSummary = TrainingRun.extend({
+  /** The last step (GRPO: iteration, APO: round) with metrics (0 before the first). */
+  step: z.number().int().nonnegative(),
+  /** The latest value of each metric. */
+  latest: z.record(z.string(), z.number()),
+});
+export type TrainingRunSummary = z.infer<typeof TrainingRunSummary>;
+
+/** Metric points in step order (GRPO: reward/mean, val/reward, loss, kl, …; APO: best_val_score, …). */
+export const MetricSeries = z.array(MetricPoint.omit({ runId: true }));
+export type MetricSeries = z.infer<typeof MetricSeries>;
+
+/** One metric's points out of a series, in step order. */
+export function metricPoints(metrics: MetricSeries, name: string): MetricSeries {
+  return metrics.filter((point) => point.name === name);
+}
+
+export const TrainingRunDetail = z.object({
+  run: TrainingRunSummary,
+  metrics: MetricSeries,
+  /** GRPO: the saved policies, by step. */
+  checkpoints: z.array(Checkpoint),
+  /** APO, the leaderboard: candidates scored on the full validation set first, best first; then the others by batch score. */
+  candidates: z.array(ApoCandidate),
+});
+export type TrainingRunDetail = z.infer<typeof TrainingRunDetail>;
+
+export const GetTrainingRunParams = z.strictObject({
+  id: z.string().min(1),
+  /** Only metric points after this step (what a live chart already has). */
+  afterStep: z.number().int().min(-1).default(-1),
+});

@@ -1,0 +1,98 @@
+"""`python3 -m lightning_trainer.bench`: the worker's CPU speed on the tiny model, printed as one JSON object.
+
+* update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response), median of 3;
+* serving: completion tokens/s through the HTTP endpoint with 1 and 8 concurrent clients, next to the baseline of
+  calling the batched generate() directly (no HTTP, no JSON) with batch 1 and 8.
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import statistics
+import threading
+import time
+import urllib.request
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+from .generate import Sampling, generate  # noqa: E402
+from .params import LoadParams, ServeParams, TrainParams  # noqa: E402
+from .schema import parse  # noqa: E402
+from .session import Session  # noqa: E402
+
+MAX_TOKENS = 48
+
+
+def _prompt(i: int) -> list[dict]:
+    return [{"role": "user", "content": f"{i} plus {i * 7 % 100}"}]
+
+
+def update_seconds(session: Session) -> float:
+    transitions = [{"promptIds": [256] + [65 + (i + k) % 26 for k in range(31)],
+                    "responseIds": [97 + (i * k) % 26 for k in range(32)], "logprobs": None,
+                    "advantage": 1.0 if i % 2 else -1.0} for i in range(16)]
+    params = {"transitions": transitions, "epochs": 1, "minibatch": 16, "microBatch": 16}
+    session.train(parse(TrainParams, params))  # warm-up
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        session.train(parse(TrainParams, params))
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def direct_tokens_per_second(session: Session, batch: int, rounds: int) -> float:
+    tokens, started = 0, time.perf_counter()
+    for r in range(rounds):
+        prompts = [session.policy.render_prompt(_prompt(r * batch + i), None) for i in range(batch)]
+        outputs = generate(session.policy, prompts, [Sampling(max_tokens=MAX_TOKENS, seed=i) for i in range(batch)])
+        tokens += sum(len(o.ids) for o in outputs)
+    return tokens / (time.perf_counter() - started)
+
+
+def _clients(url: str, clients: int, requests_per_client: int, results: "multiprocessing.Queue") -> None:
+    counts = [0] * clients
+
+    def client(c: int) -> None:
+        for r in range(requests_per_client):
+            body = {"messages": _prompt(c * 1000 + r), "max_tokens": MAX_TOKENS, "seed": r}
+            request = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(body).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request) as response:
+                counts[c] += json.load(response)["usage"]["completion_tokens"]
+
+    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    results.put(sum(counts) / (time.perf_counter() - started))
+
+
+def http_tokens_per_second(url: str, clients: int, requests_per_client: int) -> float:
+    """The clients run in another process, as agents do (in this one they would compete for the GIL)."""
+    results = multiprocessing.get_context("fork").Queue()
+    process = multiprocessing.get_context("fork").Process(target=_clients,
+                                                          args=(url, clients, requests_per_client, results))
+    process.start()
+    rate = results.get(timeout=600)
+    process.join()
+    return rate
+
+
+def main() -> None:
+    session = Session(lambda _: None)
+    session.load(parse(LoadParams, {"model": {"kind": "tiny"}, "adapter": {"kind": "full"}, "device": "cpu"}))
+    result = {"model": session.policy.name, "updateSeconds16x64": update_seconds(session)}
+    url = session.serve(parse(ServeParams, {}))["url"]
+    for clients in (1, 8):
+        result[f"directTokensPerSecondBatch{clients}"] = direct_tokens_per_second(session, clients, 48 // clients)
+        result[f"httpTokensPerSecondConcurrency{clients}"] = http_tokens_per_second(url, clients, 48 // clients)
+    session.close()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Checkpoints: trainable weights (LoRA adapters + norms, or the whole model) + optimizer + step + config + metrics.
+
+Written to a temporary sibling folder and renamed into place, so a crash never leaves a half-written checkpoint
+under the final name. Layout: trainable.pt, optimizer.pt, config.json ({model, adapter, optimizer, step, ...}),
+metrics.json.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import torch
+
+from .policy import Policy
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def save(path: str, policy: Policy, optimizer: torch.optim.Optimizer, config: dict, metrics: dict) -> dict:
+    target = Path(path).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        torch.save({n: p.detach().cpu() for n, p in policy.trainable().items()}, tmp / "trainable.pt")
+        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        (tmp / "config.json").write_text(json.dumps(config, indent=2))
+        (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
+            os.rename(target, old)
+            os.rename(tmp, target)
+            shutil.rmtree(old)
+        else:
+            os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {"path": str(target), "bytes": _dir_bytes(target)}
+
+
+def read_config(path: str) -> dict:
+    file = Path(path) / "config.json"
+    if not file.is_file():
+        raise FileNotFoundError(f"{path} is not a checkpoint (no config.json)")
+    return json.loads(file.read_text())
+
+
+def restore(path: str, policy: Policy, optimizer: torch.optim.Optimizer) -> int:
+    """Load weights and optimizer state into an already built policy; returns the checkpoint's step."""
+    weights = torch.load(Path(path) / "trainable.pt", map_location=policy.device)
+    trainable = policy.trainable()
+    if set(weights) != set(trainable):
+        raise ValueError(f"checkpoint {path} was written for a different model or adapter "
+                         f"({len(weights)} tensors, this model trains {len(trainable)})")
+    with torch.no_grad():
+        for name, value in weights.items():
+            trainable[name].copy_(value)
+    optimizer.load_state_dict(torch.load(Path(path) / "optimizer.pt", map_location=policy.device))
+    return int(read_config(path).get("step", 0))

@@ -1,0 +1,174 @@
+"""Hugging Face causal LMs as policies, through transformers (+ peft for LoRA). Both are optional imports.
+
+The chat template is the tokenizer's own (`apply_chat_template` with tools); tool calls in the output are read in
+the Qwen/Hermes style `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`. `fromConfig: true` builds the
+model from its config.json with random weights (nothing downloaded; the GPU check uses it). On CUDA, LoRA runs on a
+bfloat16 base (adapters and trained norms in float32, peft's default); full fine-tuning keeps float32 weights;
+both compute under bf16 autocast.
+"""
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import re
+import uuid
+from typing import Optional
+
+import torch
+
+from .params import HfModel
+from .policy import Policy
+from .schema import BadParams
+
+DEFAULT_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+
+
+def _import_transformers():
+    try:
+        import transformers
+    except ImportError as error:
+        raise RuntimeError("model kind 'hf' needs the transformers package: pip install transformers peft "
+                           "(run `lightning doctor`)") from error
+    return transformers
+
+
+def _message_for_template(message: dict) -> dict:
+    """Chat templates expect tool-call arguments as objects, the OpenAI wire format sends JSON strings."""
+    calls = message.get("tool_calls")
+    if not calls:
+        return message
+    fixed = []
+    for call in calls:
+        function = dict(call.get("function", {}))
+        if isinstance(function.get("arguments"), str):
+            function["arguments"] = json.loads(function["arguments"] or "{}")
+        fixed.append({**call, "function": function})
+    return {**message, "tool_calls": fixed}
+
+
+def parse_hermes_tool_calls(text: str, tools: Optional[list]) -> tuple[Optional[str], list[dict]]:
+    if not tools:
+        return text, []
+    names = {t.get("function", t).get("name") for t in tools}
+    calls = []
+    for raw in _TOOL_CALL.findall(text):
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(parsed, dict) and parsed.get("name") in names:
+            calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
+                          "function": {"name": parsed["name"], "arguments": json.dumps(parsed.get("arguments") or {})}})
+    if not calls:
+        return text, []
+    content = _TOOL_CALL.sub("", text).strip()
+    return content or None, calls
+
+
+class HfPolicy(Policy):
+    def __init__(self, spec: HfModel, adapter, device: torch.device):
+        transformers = _import_transformers()
+        # bf16 weights for a frozen base under LoRA on CUDA; full fine-tuning keeps float32 master weights (bf16
+        # would round small updates away) and computes in bf16 through autocast.
+        default = "bfloat16" if device.type == "cuda" and adapter.kind == "lora" else "float32"
+        dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}[spec.dtype or default]
+        dtype_key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+        self.tokenizer = transformers.AutoTokenizer.from_pretrained(spec.name)
+        if spec.from_config:
+            config = transformers.AutoConfig.from_pretrained(spec.name)
+            model = transformers.AutoModelForCausalLM.from_config(config, **{dtype_key: dtype})
+        else:
+            model = transformers.AutoModelForCausalLM.from_pretrained(spec.name, **{dtype_key: dtype})
+        model.to(device)
+        self.lora = adapter.kind == "lora"
+        if self.lora:
+            model = self._with_lora(model, adapter)
+        self.model = model
+        self.device = device
+        self.name = spec.name.rstrip("/").split("/")[-1] if spec.from_config else spec.name
+        config = model.config
+        self.vocab_size = config.vocab_size
+        self.context = getattr(config, "max_position_embeddings", None)
+        self.stop_ids = frozenset(self._stop_ids(model))
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else min(self.stop_ids)
+        forward = inspect.signature(model.get_base_model().forward if self.lora else model.forward).parameters
+        self.keep_arg = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in forward), None)
+
+    @staticmethod
+    def _with_lora(model, adapter):
+        try:
+            import peft
+        except ImportError as error:
+            raise RuntimeError("LoRA on Hugging Face models needs the peft package: pip install peft") from error
+        targets = adapter.targets or [t for t in DEFAULT_LORA_TARGETS
+                                      if any(n.endswith("." + t) for n, _ in model.named_modules())]
+        if not targets:
+            raise BadParams("params.adapter.targets: none of the default LoRA targets exist in this model; name them")
+        config = peft.LoraConfig(r=adapter.rank, lora_alpha=adapter.alpha, lora_dropout=adapter.dropout,
+                                 target_modules=targets, task_type="CAUSAL_LM")
+        model = peft.get_peft_model(model, config)
+        if adapter.train_norms:  # trained in float32 (bf16 would round small updates away)
+            for name, parameter in model.named_parameters():
+                if "norm" in name.lower():
+                    parameter.data = parameter.data.float()
+                    parameter.requires_grad_(True)
+        return model
+
+    def _stop_ids(self, model) -> set[int]:
+        ids = {self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set()
+        generation = getattr(model, "generation_config", None)
+        configured = getattr(generation, "eos_token_id", None) if generation else None
+        ids.update(configured if isinstance(configured, list) else [configured] if configured is not None else [])
+        end_of_turn = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        if isinstance(end_of_turn, int) and end_of_turn != self.tokenizer.unk_token_id:
+            ids.add(end_of_turn)
+        if not ids:
+            raise RuntimeError("the tokenizer names no EOS token; generation could not stop")
+        return ids
+
+    def _forward(self, module, ids, attention_mask, position_ids, past, keep):
+        kwargs = {"input_ids": ids, "attention_mask": attention_mask, "position_ids": position_ids,
+                  "past_key_values": past, "use_cache": keep == 1}
+        if keep is not None and self.keep_arg:
+            kwargs[self.keep_arg] = keep
+        out = module(**kwargs)
+        logits = out.logits if keep is None or self.keep_arg else out.logits[:, -keep:]
+        return logits, out.past_key_values
+
+    def _template(self, messages: list[dict], tools: Optional[list], generation_prompt: bool) -> str:
+        return self.tokenizer.apply_chat_template([_message_for_template(m) for m in messages], tools=tools or None,
+                                                  add_generation_prompt=generation_prompt, tokenize=False)
+
+    def _ids(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def render_prompt(self, messages, tools):
+        return self._ids(self._template(messages, tools, True))
+
+    def render_completion(self, messages, tools, completion):
+        prompt = self._template(messages, tools, True)
+        full = self._template(messages + [{"role": "assistant", **completion}], tools, False)
+        if not full.startswith(prompt):
+            raise RuntimeError("this chat template renders the conversation differently once a reply is added; "
+                               "SFT cannot tell the completion tokens apart")
+        ids = self._ids(full[len(prompt):])
+        ends = [i for i, token in enumerate(ids) if token in self.stop_ids]
+        return ids[: ends[0] + 1] if ends else ids
+
+    def parse_output(self, text, tools):
+        return parse_hermes_tool_calls(text, tools)
+
+    def decode(self, ids):
+        return self.tokenizer.decode(ids)
+
+    def encode_prompt(self, text):
+        return self.tokenizer(text)["input_ids"]
+
+    def token_info(self, token_id):
+        text = self.tokenizer.decode([token_id])
+        return text, list(text.encode("utf-8"))
+
+    def adapters_disabled(self):
+        return self.model.disable_adapter() if self.lora else contextlib.nullcontext()

@@ -1,0 +1,162 @@
+"""Params of every worker method, as dataclasses checked by schema.parse (wire keys are camelCase).
+
+This is the Python half of PROTOCOL.md; keep the two in step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Optional, Union
+
+from .schema import require
+
+@dataclass
+class TinyModelConfig:
+    d_model: int = 96
+    layers: int = 3
+    heads: int = 4
+    context: int = 128
+
+    def check(self, path: str) -> None:
+        require(self.d_model > 0 and self.d_model % self.heads == 0,
+                f"{path}.dModel must be a positive multiple of heads")
+        require(self.layers > 0 and self.heads > 0 and self.context > 1, f"{path}: layers, heads, context must be > 0")
+
+@dataclass
+class TinyModel:
+    kind: Literal["tiny"]
+    config: TinyModelConfig = field(default_factory=TinyModelConfig)
+
+@dataclass
+class HfModel:
+    kind: Literal["hf"]
+    name: str
+    from_config: bool = False
+    dtype: Optional[Literal["bfloat16", "float32"]] = None
+
+@dataclass
+class FullAdapter:
+    kind: Literal["full"]
+
+@dataclass
+class LoraAdapter:
+    kind: Literal["lora"]
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.0
+    targets: Optional[list[str]] = None
+    train_norms: bool = True
+
+    def check(self, path: str) -> None:
+        require(self.rank > 0, f"{path}.rank must be > 0")
+        require(0 <= self.dropout < 1, f"{path}.dropout must be in [0, 1)")
+
+@dataclass
+class OptimizerParams:
+    lr: float = 3e-4
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+
+    def check(self, path: str) -> None:
+        require(self.lr > 0, f"{path}.lr must be > 0")
+
+@dataclass
+class LoadParams:
+    model: Optional[Union[TinyModel, HfModel]] = None
+    adapter: Optional[Union[FullAdapter, LoraAdapter]] = None
+    optimizer: OptimizerParams = field(default_factory=OptimizerParams)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = 0
+    checkpoint: Optional[str] = None
+    threads: Optional[int] = None
+
+    def check(self, path: str) -> None:
+        require(self.checkpoint is not None or (self.model is not None and self.adapter is not None),
+                f"{path}.model and {path}.adapter are required unless {path}.checkpoint is given")
+
+@dataclass
+class ServeParams:
+    host: str = "127.0.0.1"
+    port: int = 0
+    max_batch: int = 64
+
+    def check(self, path: str) -> None:
+        require(self.host in ("127.0.0.1", "localhost", "::1"), f"{path}.host must be a loopback address")
+        require(0 <= self.port < 65536, f"{path}.port must be in [0, 65535]")
+        require(self.max_batch > 0, f"{path}.maxBatch must be > 0")
+
+@dataclass
+class SftExample:
+    messages: list[dict]
+    completion: dict  # an assistant message's {content?, tool_calls?} (OpenAI wire names)
+    tools: Optional[list[dict]] = None
+
+    def check(self, path: str) -> None:
+        keys = set(self.completion)
+        require(bool(keys) and keys <= {"content", "tool_calls"},
+                f"{path}.completion must have content and/or tool_calls (and nothing else)")
+
+
+@dataclass
+class UntilSampledAccuracy:
+    threshold: float
+    every: int = 10
+    samples: int = 64
+
+@dataclass
+class SftParams:
+    examples: list[SftExample]
+    steps: int = 200
+    batch_size: int = 32
+    lr: Optional[float] = None
+    seed: int = 0
+    until_sampled_accuracy: Optional[UntilSampledAccuracy] = None
+
+    def check(self, path: str) -> None:
+        require(len(self.examples) > 0, f"{path}.examples must not be empty")
+        require(self.steps > 0 and self.batch_size > 0, f"{path}.steps and {path}.batchSize must be > 0")
+
+@dataclass
+class Transition:
+    prompt_ids: list[int]
+    response_ids: list[int]
+    advantage: float
+    logprobs: Optional[list[float]] = None
+    mask: Optional[list[int]] = None
+
+@dataclass
+class TrainParams:
+    transitions: list[Transition]
+    epochs: int = 2
+    minibatch: int = 128
+    micro_batch: int = 32
+    clip: float = 0.2
+    kl_coef: float = 0.0
+    entropy_coef: float = 0.0
+    loss_agg: Literal["token-mean", "seq-mean"] = "token-mean"
+    seed: int = 0
+
+    def check(self, path: str) -> None:
+        require(len(self.transitions) > 0, f"{path}.transitions must not be empty")
+        require(self.epochs > 0 and self.minibatch > 0 and self.micro_batch > 0,
+                f"{path}: epochs, minibatch and microBatch must be > 0")
+        for i, t in enumerate(self.transitions):
+            where = f"{path}.transitions[{i}]"
+            require(len(t.prompt_ids) > 0 and len(t.response_ids) > 0, f"{where}: promptIds and responseIds must not be empty")
+            require(t.logprobs is None or len(t.logprobs) == len(t.response_ids),
+                    f"{where}.logprobs must have one entry per response token")
+            require(t.mask is None or (len(t.mask) == len(t.response_ids) and set(t.mask) <= {0, 1}),
+                    f"{where}.mask must have one 0/1 entry per response token")
+
+@dataclass
+class SaveParams:
+    dir: str
+    metrics: dict = field(default_factory=dict)
+
+@dataclass
+class TokenizeParams:
+    messages: list[dict]
+    tools: Optional[list[dict]] = None
+
+@dataclass
+class Empty:
+    pass

@@ -1,0 +1,128 @@
+"""The worker's state and methods: one loaded policy, its optimizer and step, and the serving endpoint.
+
+Every method takes validated params (params.py) and returns the result object of PROTOCOL.md. A lock serializes
+weight updates with generation, so after `train` returns the next generated tokens use the new weights.
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Callable, Optional
+
+import torch
+
+from . import checkpoint
+from .model import TinyConfig
+from .params import (LoadParams, SaveParams, ServeParams, SftParams, TinyModel, TokenizeParams, TrainParams)
+from .policy import Policy, TinyPolicy
+from .schema import camel, parse
+from .train import policy_update, supervised
+
+
+class StateError(RuntimeError):
+    """A method was called in the wrong state (e.g. `train` before `load`)."""
+
+
+def _wire(obj) -> object:
+    """A params dataclass back to its camelCase JSON form (for config.json)."""
+    if dataclasses.is_dataclass(obj):
+        return {camel(f.name): _wire(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, list):
+        return [_wire(v) for v in obj]
+    return obj
+
+
+def pick_device(requested: str) -> torch.device:
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise StateError("device 'cuda' was requested but torch.cuda.is_available() is false")
+    if requested == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(requested)
+
+
+def build_policy(params: LoadParams, device: torch.device) -> Policy:
+    if isinstance(params.model, TinyModel):
+        c = params.model.config
+        return TinyPolicy(TinyConfig(c.d_model, c.layers, c.heads, c.context), params.adapter, device)
+    from .hf import HfPolicy  # transformers is optional
+    return HfPolicy(params.model, params.adapter, device)
+
+
+class Session:
+    def __init__(self, emit: Callable[[dict], None]):
+        self.emit = emit
+        self.lock = threading.RLock()
+        self.policy: Optional[Policy] = None
+        self.optimizer: Optional[torch.optim.Optimizer] = None
+        self.load_params: Optional[LoadParams] = None
+        self.step = 0
+        self.server = None
+
+    def _loaded(self) -> Policy:
+        if self.policy is None:
+            raise StateError("no model is loaded: call `load` first")
+        return self.policy
+
+    def load(self, params: LoadParams) -> dict:
+        if params.checkpoint and (params.model is None or params.adapter is None):
+            saved = parse(LoadParams, {k: v for k, v in checkpoint.read_config(params.checkpoint).items()
+                                       if k in ("model", "adapter", "optimizer")})
+            params = dataclasses.replace(params, model=params.model or saved.model,
+                                         adapter=params.adapter or saved.adapter)
+        device = pick_device(params.device)
+        if device.type == "cpu":
+            torch.set_num_threads(params.threads or 1)  # recipes: 1 thread (+ OpenBLAS's own 2) is fastest on CPU
+        torch.manual_seed(params.seed)
+        with self.lock:
+            policy = build_policy(params, device)
+            policy.prepare_reference()
+            o = params.optimizer
+            optimizer = torch.optim.AdamW(list(policy.trainable().values()), lr=o.lr, weight_decay=o.weight_decay)
+            step = checkpoint.restore(params.checkpoint, policy, optimizer) if params.checkpoint else 0
+            policy.model.eval()
+            self.policy, self.optimizer, self.load_params, self.step = policy, optimizer, params, step
+        total = sum(p.numel() for p in policy.model.parameters())
+        trainable = sum(p.numel() for p in policy.trainable().values())
+        dtype = next(policy.model.parameters()).dtype
+        return {"parameters": total, "trainable": trainable, "device": str(device),
+                "dtype": str(dtype).replace("torch.", ""), "step": step, "modelName": policy.name}
+
+    def serve(self, params: ServeParams) -> dict:
+        from .serve import PolicyServer
+        self._loaded()
+        if self.server is not None:
+            raise StateError(f"already serving at {self.server.url}")
+        self.server = PolicyServer(self, params.host, params.port, params.max_batch)
+        return {"url": self.server.url}
+
+    def sft(self, params: SftParams) -> dict:
+        policy = self._loaded()
+        with self.lock:
+            return supervised(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
+
+    def train(self, params: TrainParams) -> dict:
+        policy = self._loaded()
+        with self.lock:
+            result = policy_update(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
+            self.step += 1
+        return {"step": self.step, **result}
+
+    def save(self, params: SaveParams) -> dict:
+        policy = self._loaded()
+        config = {"protocol": 1, **_wire(self.load_params), "checkpoint": None, "step": self.step,
+                  "modelName": policy.name}
+        with self.lock:
+            return checkpoint.save(params.dir, policy, self.optimizer, config, params.metrics)
+
+    def tokenize(self, params: TokenizeParams) -> dict:
+        policy = self._loaded()
+        ids = policy.render_prompt(params.messages, params.tools)
+        return {"ids": ids, "text": policy.decode(ids)}
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+
+    def _progress(self, data: dict) -> None:
+        self.emit({"type": "event", "event": "progress", "data": data})

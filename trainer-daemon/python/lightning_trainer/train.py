@@ -1,0 +1,251 @@
+"""Policy updates: the clipped policy-gradient objective (PPO/GRPO style) and the supervised warm start.
+
+Per response token t of a transition with advantage A and behaviour logprob b_t:
+    ratio_t = exp(logp_t - b_t),  pg_t = -min(ratio_t·A, clip(ratio_t, 1-ε, 1+ε)·A)
+    kl_t    = exp(ref_t - logp_t) - (ref_t - logp_t) - 1        (k3 estimator, ≥ 0; reference = base policy)
+    loss    = agg(pg_t + klCoef·kl_t - entropyCoef·H_t)         over tokens with mask 1
+agg "token-mean" divides by the minibatch's token count (exact under gradient accumulation); "seq-mean" averages
+each sequence's token mean. Environment tokens (mask 0) carry no loss.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, Protocol
+
+import torch
+
+from .generate import Sampling, generate, left_pad
+from .params import SftParams, TrainParams, Transition
+from .policy import Policy
+
+Progress = Callable[[dict], None]
+
+
+@dataclass
+class TokenLogprobs:
+    logprobs: torch.Tensor  # (batch, longest response), responses right-aligned
+    entropy: Optional[torch.Tensor]
+    valid: torch.Tensor  # 1 where a response token sits
+
+
+def sequence_logprobs(policy: Policy, prompts: list[list[int]], responses: list[list[int]],
+                      module=None, entropy: bool = False) -> TokenLogprobs:
+    """logp of each response token given its prompt, in one left-padded forward pass."""
+    longest = max(len(r) for r in responses)
+    ids, mask, positions = left_pad([p + r for p, r in zip(prompts, responses)], policy.pad_id, policy.device)
+    logits, _ = policy.forward(ids, mask, positions, keep=longest + 1, module=module)
+    logits = logits[:, :-1].float()
+    targets = ids[:, -longest:]
+    normalizer = logits.logsumexp(dim=-1)
+    logprobs = logits.gather(-1, targets[..., None])[..., 0] - normalizer
+    valid = torch.zeros_like(targets, dtype=torch.float32)
+    for i, response in enumerate(responses):
+        valid[i, longest - len(response):] = 1.0
+    token_entropy = None
+    if entropy:
+        token_entropy = normalizer - (logits.softmax(dim=-1) * logits).sum(dim=-1)
+    return TokenLogprobs(logprobs, token_entropy, valid)
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, how: str, tokens: float, sequences: int) -> torch.Tensor:
+    """Sum of this micro-batch's share of the minibatch loss (tokens/sequences are the minibatch totals)."""
+    if how == "token-mean":
+        return (values * mask).sum() / max(tokens, 1.0)
+    per_sequence = (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+    return per_sequence.sum() / max(sequences, 1)
+
+
+def clipped_pg(logprobs: torch.Tensor, behaviour: torch.Tensor, advantages: torch.Tensor,
+               clip: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token loss, ratio and whether the clipped branch was taken."""
+    ratio = (logprobs - behaviour).exp()
+    unclipped = ratio * advantages[:, None]
+    clipped = ratio.clamp(1 - clip, 1 + clip) * advantages[:, None]
+    return -torch.minimum(unclipped, clipped), ratio, (clipped < unclipped)
+
+
+def k3_kl(logprobs: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    delta = reference - logprobs
+    return delta.exp() - delta - 1
+
+
+def _chunks(items: list, size: int) -> list[list]:
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _right_aligned(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, row in enumerate(rows):
+        out[i, width - len(row):] = torch.tensor(row, dtype=torch.float32)
+    return out.to(device)
+
+
+@torch.no_grad()
+def _fill_logprobs(policy: Policy, transitions: list[Transition], micro_batch: int, module=None) -> list[list[float]]:
+    out = []
+    for chunk in _chunks(transitions, micro_batch):
+        result = sequence_logprobs(policy, [t.prompt_ids for t in chunk], [t.response_ids for t in chunk], module)
+        for row, t in zip(result.logprobs, chunk):
+            out.append(row[len(row) - len(t.response_ids):].tolist())
+    return out
+
+
+class Stats:
+    """Token-weighted sums of the update's metrics."""
+
+    def __init__(self):
+        self.sums = {"pg": 0.0, "kl": 0.0, "entropy": 0.0, "clipped": 0.0}
+        self.tokens = 0.0
+        self.losses: list[float] = []
+
+    def add(self, name: str, values: torch.Tensor, mask: torch.Tensor) -> None:
+        self.sums[name] += float((values.detach().float() * mask).sum())
+
+    def mean(self, name: str) -> float:
+        return self.sums[name] / max(self.tokens, 1.0)
+
+
+def _check_vocab(policy: Policy, transitions: list[Transition]) -> None:
+    vocab = policy.vocab_size
+    for i, t in enumerate(transitions):
+        if any(not 0 <= x < vocab for x in t.prompt_ids + t.response_ids):
+            raise ValueError(f"transitions[{i}] has token ids outside the vocabulary [0, {vocab})")
+        if policy.context is not None and len(t.prompt_ids) + len(t.response_ids) > policy.context:
+            raise ValueError(f"transitions[{i}] is longer than the model's context ({policy.context} tokens)")
+
+
+class Reducer(Protocol):
+    """Sums across data-parallel ranks (distributed.py); None when training in one process."""
+
+    def total(self, value: float) -> float: ...
+
+    def gradients(self, parameters: list[torch.nn.Parameter]) -> None: ...
+
+
+def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: TrainParams,
+                  progress: Progress, reducer: Optional[Reducer] = None) -> dict:
+    """One training step on a batch of transitions: `epochs` passes over shuffled minibatches.
+
+    With a reducer, each rank holds its shard of every minibatch: the loss is normalized by the global token
+    (or sequence) count and gradients are summed across ranks, so the update equals the single-process one."""
+    started = time.perf_counter()
+    transitions = params.transitions
+    _check_vocab(policy, transitions)
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+    policy.model.eval()
+    missing = [t for t in transitions if t.logprobs is None]
+    for t, row in zip(missing, _fill_logprobs(policy, missing, params.micro_batch) if missing else []):
+        t.logprobs = row
+    references = None
+    if params.kl_coef > 0:
+        with policy.reference() as reference:
+            references = _fill_logprobs(policy, transitions, params.micro_batch, module=reference)
+    policy.model.train()
+    generator = torch.Generator().manual_seed(params.seed)
+    stats, max_deviation = Stats(), None
+    trainable = list(policy.trainable().values())
+    batches = 0
+    for epoch in range(params.epochs):
+        order = torch.randperm(len(transitions), generator=generator).tolist()
+        for minibatch in _chunks(order, params.minibatch):
+            masks = {i: transitions[i].mask or [1] * len(transitions[i].response_ids) for i in minibatch}
+            tokens = float(sum(sum(m) for m in masks.values()))
+            sequences = len(minibatch)
+            if reducer is not None:
+                tokens, sequences = reducer.total(tokens), int(reducer.total(sequences))
+            optimizer.zero_grad(set_to_none=True)
+            minibatch_loss = 0.0
+            for micro in _chunks(minibatch, params.micro_batch):
+                chunk = [transitions[i] for i in micro]
+                result = sequence_logprobs(policy, [t.prompt_ids for t in chunk], [t.response_ids for t in chunk],
+                                           entropy=True)
+                width = result.logprobs.shape[1]
+                mask = _right_aligned([masks[i] for i in micro], width, policy.device)
+                behaviour = _right_aligned([t.logprobs for t in chunk], width, policy.device)
+                advantages = torch.tensor([t.advantage for t in chunk], dtype=torch.float32, device=policy.device)
+                pg, ratio, clipped = clipped_pg(result.logprobs, behaviour, advantages, params.clip)
+                per_token = pg
+                if references is not None:
+                    kl = k3_kl(result.logprobs, _right_aligned([references[i] for i in micro], width, policy.device))
+                    per_token = per_token + params.kl_coef * kl
+                    stats.add("kl", kl, mask)
+                if params.entropy_coef > 0:
+                    per_token = per_token - params.entropy_coef * result.entropy
+                loss = aggregate(per_token, mask, params.loss_agg, tokens, sequences)
+                loss.backward()
+                minibatch_loss += float(loss.detach())
+                stats.add("pg", pg, mask)
+                stats.add("entropy", result.entropy, mask)
+                stats.add("clipped", clipped.float(), mask)
+                stats.tokens += float(mask.sum())
+                if batches == 0:
+                    deviation = float(((ratio.detach() - 1).abs() * mask).max())
+                    max_deviation = deviation if max_deviation is None else max(max_deviation, deviation)
+            if reducer is not None:
+                reducer.gradients(trainable)
+                minibatch_loss = reducer.total(minibatch_loss)
+            if grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(trainable, grad_clip)
+            optimizer.step()
+            stats.losses.append(minibatch_loss)
+            batches += 1
+            progress({"phase": "train", "epoch": epoch, "minibatch": batches, "loss": minibatch_loss})
+    policy.model.eval()
+    result = {"loss": sum(stats.losses) / len(stats.losses), "pgLoss": stats.mean("pg"), "kl": stats.mean("kl"),
+              "entropy": stats.mean("entropy"), "clipFraction": stats.mean("clipped"),
+              "maxRatioDeviation": max_deviation, "tokens": int(sum(len(t.response_ids) for t in transitions)),
+              "seconds": time.perf_counter() - started}
+    if torch.cuda.is_available():
+        result["gpuMemoryBytes"] = int(torch.cuda.max_memory_allocated())
+    return result
+
+
+def sampled_accuracy(policy: Policy, examples: list, samples: int, generator: torch.Generator) -> float:
+    """Fraction of examples whose completion, sampled at temperature 1, equals the demonstration exactly."""
+    picks = torch.randint(len(examples), (samples,), generator=generator).tolist()
+    prompts = [policy.render_prompt(examples[i].messages, examples[i].tools) for i in picks]
+    wanted = [policy.render_completion(examples[i].messages, examples[i].tools, examples[i].completion)
+              for i in picks]
+    seeds = torch.randint(2**31, (samples,), generator=generator).tolist()
+    outputs = generate(policy, prompts, [Sampling(max_tokens=len(w) + 1, seed=s) for w, s in zip(wanted, seeds)])
+    return sum(o.ids == w for o, w in zip(outputs, wanted)) / samples
+
+
+def supervised(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: SftParams,
+               progress: Progress) -> dict:
+    """Cross-entropy on the completion tokens; stops early once sampled accuracy reaches the threshold."""
+    started = time.perf_counter()
+    examples = params.examples
+    prompts = [policy.render_prompt(e.messages, e.tools) for e in examples]
+    targets = [policy.render_completion(e.messages, e.tools, e.completion) for e in examples]
+    if params.lr is not None:
+        for group in optimizer.param_groups:
+            group["lr"] = params.lr
+    generator = torch.Generator().manual_seed(params.seed)
+    trainable = list(policy.trainable().values())
+    until = params.until_sampled_accuracy
+    loss, accuracy, steps = math.nan, None, 0
+    for steps in range(1, params.steps + 1):
+        policy.model.train()
+        picks = torch.randint(len(examples), (min(params.batch_size, len(examples)),), generator=generator).tolist()
+        optimizer.zero_grad(set_to_none=True)
+        result = sequence_logprobs(policy, [prompts[i] for i in picks], [targets[i] for i in picks])
+        nll = -(result.logprobs * result.valid).sum() / result.valid.sum()
+        nll.backward()
+        if grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(trainable, grad_clip)
+        optimizer.step()
+        loss = float(nll.detach())
+        if until and steps % until.every == 0:
+            policy.model.eval()
+            accuracy = sampled_accuracy(policy, examples, until.samples, generator)
+            progress({"phase": "sft", "step": steps, "loss": loss, "sampledAccuracy": accuracy})
+            if accuracy >= until.threshold:
+                break
+        elif steps % 10 == 0:
+            progress({"phase": "sft", "step": steps, "loss": loss})
+    policy.model.eval()
+    return {"loss": loss, "steps": steps, "seconds": time.perf_counter() - started, "sampledAccuracy": accuracy}

@@ -1,0 +1,54 @@
+"""Shared helpers for the worker's tests: a loaded Session on the tiny model and an HTTP client for its endpoint."""
+import json
+import os
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+# One BLAS thread: the tests share 2 cores with others; OpenBLAS's spinning helper threads only slow them down.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import torch  # noqa: E402
+
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PACKAGE_ROOT))
+torch.set_num_threads(1)
+
+from lightning_trainer.params import LoadParams  # noqa: E402
+from lightning_trainer.schema import parse  # noqa: E402
+from lightning_trainer.session import Session  # noqa: E402
+
+TINY = {"kind": "tiny", "config": {"dModel": 64, "layers": 2, "heads": 4, "context": 64}}
+
+
+def make_session(adapter=None, model_config=None, **load) -> Session:
+    """A session with the tiny model loaded; with `checkpoint=` alone, model and adapter come from the checkpoint."""
+    session = Session(lambda message: None)
+    model = {"kind": "tiny", "config": model_config} if model_config else TINY
+    defaults = {} if "checkpoint" in load and adapter is None else {"model": model, "adapter": adapter or {"kind": "full"}}
+    session.load(parse(LoadParams, {**defaults, **load}))
+    return session
+
+
+@pytest.fixture
+def session():
+    s = make_session()
+    yield s
+    s.close()
+
+
+def http(url: str, path: str, body=None):
+    """(status, headers, raw body text) of a real HTTP request."""
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url + path, data=data, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return response.status, response.headers, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.headers, error.read().decode()
+
+
+def worker_env() -> dict:
+    return {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}

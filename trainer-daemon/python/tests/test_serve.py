@@ -1,0 +1,150 @@
+"""The OpenAI-compatible endpoint over real HTTP: exact token ids, logprobs, tool calls, streaming, batching."""
+import json
+import threading
+
+import pytest
+import torch
+
+from conftest import http, make_session
+from lightning_trainer.params import ServeParams, SftParams
+from lightning_trainer.schema import parse
+from lightning_trainer.train import sequence_logprobs
+
+TOOLS = [{"type": "function", "function": {"name": "ADD", "parameters": {
+    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
+QUESTION = [{"role": "user", "content": "2 plus 3"}]
+CALL = {"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ADD", "arguments": '{"a": 2, "b": 3}'}}]}
+AFTER_CALL = QUESTION + [{"role": "assistant", **CALL}, {"role": "tool", "tool_call_id": "c1", "content": "5"}]
+
+
+@pytest.fixture(scope="module")
+def served():
+    """A tiny policy taught (by SFT) to call ADD(2,3) and then answer 5, served on a real port."""
+    session = make_session(optimizer={"lr": 3e-3})
+    examples = [{"messages": QUESTION, "tools": TOOLS, "completion": CALL},
+                {"messages": AFTER_CALL, "tools": TOOLS, "completion": {"content": "5"}}]
+    result = session.sft(parse(SftParams, {"examples": examples, "steps": 400, "batchSize": 2,
+                                           "untilSampledAccuracy": {"threshold": 1.0, "every": 10, "samples": 16}}))
+    assert result["sampledAccuracy"] == 1.0, result
+    url = session.serve(parse(ServeParams, {"maxBatch": 16}))["url"]
+    yield session, url
+    session.close()
+
+
+def chat(url, **body):
+    status, headers, text = http(url, "/v1/chat/completions", {"messages": QUESTION, "tools": TOOLS, **body})
+    assert status == 200, text
+    return json.loads(text), headers
+
+
+def recomputed(session, prompt_ids, token_ids):
+    result = sequence_logprobs(session.policy, [prompt_ids], [token_ids])
+    return result.logprobs[0, -len(token_ids):].tolist()
+
+
+def test_tool_call_with_token_ids_and_logprobs(served):
+    session, url = served
+    response, _ = chat(url, temperature=0, logprobs=True, return_token_ids=True)
+    choice = response["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    call = choice["message"]["tool_calls"][0]
+    assert call["function"]["name"] == "ADD" and json.loads(call["function"]["arguments"]) == {"a": 2, "b": 3}
+    ids = choice["token_ids"]
+    assert session.policy.decode(ids) == "ADD(2,3)\n"  # the ids are exactly what the model generated, "\n" ends the turn
+    assert response["prompt_token_ids"] == session.policy.render_prompt(QUESTION, TOOLS)
+    logprobs = [entry["logprob"] for entry in choice["logprobs"]["content"]]
+    assert [entry["token"] for entry in choice["logprobs"]["content"]] == list("ADD(2,3)\n")
+    assert max(abs(a - b) for a, b in zip(logprobs, recomputed(session, response["prompt_token_ids"], ids))) < 1e-5
+    assert response["usage"] == {"prompt_tokens": len(response["prompt_token_ids"]), "completion_tokens": len(ids),
+                                 "total_tokens": len(response["prompt_token_ids"]) + len(ids)}
+
+
+def test_content_reply_re_decodes_and_the_next_prompt_extends_the_previous_call(served):
+    session, url = served
+    first, _ = chat(url, temperature=0, return_token_ids=True)
+    second, _ = chat(url, messages=AFTER_CALL, temperature=0, return_token_ids=True)
+    choice = second["choices"][0]
+    assert choice["message"] == {"role": "assistant", "content": "5"}
+    assert session.policy.decode(choice["token_ids"][:-1]) == choice["message"]["content"]
+    prefix = first["prompt_token_ids"] + first["choices"][0]["token_ids"]
+    assert second["prompt_token_ids"][: len(prefix)] == prefix  # LightningRL can join the two calls
+
+
+def test_sampled_choices_have_unique_ids_and_matching_logprobs(served):
+    session, url = served
+    response, _ = chat(url, temperature=1.0, n=4, seed=7, max_tokens=6, logprobs=True, return_token_ids=True)
+    again, _ = chat(url, temperature=1.0, n=4, seed=7, max_tokens=6, return_token_ids=True)
+    assert response["id"] != again["id"]
+    assert [c["token_ids"] for c in response["choices"]] == [c["token_ids"] for c in again["choices"]]  # seeded
+    for choice in response["choices"]:
+        ids = choice["token_ids"]
+        logprobs = [e["logprob"] for e in choice["logprobs"]["content"]]
+        assert len(ids) <= 6
+        assert max(abs(a - b) for a, b in zip(logprobs, recomputed(session, response["prompt_token_ids"], ids))) < 1e-5
+
+
+def test_streaming_sends_the_same_completion_as_chunks(served):
+    _, url = served
+    status, headers, text = http(url, "/v1/chat/completions", {
+        "messages": AFTER_CALL, "tools": TOOLS, "temperature": 0, "stream": True, "return_token_ids": True,
+        "stream_options": {"include_usage": True}})
+    assert status == 200 and headers["Content-Type"] == "text/event-stream"
+    events = [line[len("data: "):] for line in text.split("\n\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
+    assert content == "5"
+    assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
+    assert chunks[-1]["usage"]["completion_tokens"] == 2 and len({c["id"] for c in chunks}) == 1
+    _, _, text = http(url, "/v1/chat/completions", {"messages": QUESTION, "tools": TOOLS, "temperature": 0,
+                                                    "stream": True})
+    chunks = [json.loads(line[6:]) for line in text.split("\n\n") if line.startswith("data: {")]
+    calls = [c["choices"][0]["delta"]["tool_calls"] for c in chunks if "tool_calls" in c["choices"][0]["delta"]]
+    assert calls and calls[0][0]["function"]["name"] == "ADD" and calls[0][0]["index"] == 0
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_concurrent_requests_are_batched(served):
+    _, url = served
+    sizes, errors = [], []
+
+    def one():
+        try:
+            _, headers = chat(url, max_tokens=30, temperature=1.0)
+            sizes.append(int(headers["X-Lightning-Batch-Size"]))
+        except Exception as error:  # surfaced below
+            errors.append(error)
+
+    threads = [threading.Thread(target=one) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(sizes) == 8
+    assert max(sizes) > 1, f"every request ran alone: batch sizes {sizes}"
+
+
+def test_bad_requests_get_a_400_naming_the_parameter(served):
+    _, url = served
+    for body, param in [({"messages": []}, "messages"), ({"messages": QUESTION, "temperature": 5}, "temperature"),
+                        ({"messages": QUESTION, "max_tokens": 0}, "max_tokens"),
+                        ({"messages": QUESTION, "stop": 3}, "stop"),
+                        ({"messages": [{"role": "user", "content": "x" * 500}]}, "messages")]:
+        status, _, text = http(url, "/v1/chat/completions", body)
+        assert status == 400, body
+        assert json.loads(text)["error"]["param"] == param
+    status, _, text = http(url, "/v1/models")
+    assert status == 200 and json.loads(text)["data"][0]["id"].startswith("tiny")
+
+
+def test_generation_after_an_update_uses_the_new_weights(served):
+    session, url = served
+    before, _ = chat(url, temperature=0, logprobs=True, return_token_ids=True)
+    saved = {n: p.detach().clone() for n, p in session.policy.model.named_parameters()}
+    with torch.no_grad():
+        session.policy.model.ln_f.weight.mul_(0.5)
+    after, _ = chat(url, temperature=0, logprobs=True, return_token_ids=True)
+    with torch.no_grad():
+        for n, p in session.policy.model.named_parameters():
+            p.copy_(saved[n])
+    assert before["choices"][0]["logprobs"] != after["choices"][0]["logprobs"]

@@ -1,0 +1,139 @@
+"""Policy updates on the tiny model: direction of the update, LoRA, gradient accumulation, checkpoints."""
+import json
+
+import pytest
+import torch
+
+from conftest import make_session
+from lightning_trainer.generate import Sampling, generate
+from lightning_trainer.params import LoadParams, SaveParams, TrainParams
+from lightning_trainer.schema import BadParams, parse
+from lightning_trainer.train import sequence_logprobs
+
+
+def sampled_transitions(session, count=8, seed=0):
+    policy = session.policy
+    prompts = [policy.render_prompt([{"role": "user", "content": f"{i} plus {i + 1}"}], None) for i in range(count)]
+    outputs = generate(policy, prompts, [Sampling(max_tokens=12, seed=seed + i) for i in range(count)])
+    return [{"promptIds": p, "responseIds": o.ids, "logprobs": o.logprobs, "advantage": 1.0 if i % 2 == 0 else -1.0}
+            for i, (p, o) in enumerate(zip(prompts, outputs))]
+
+
+def total_logprobs(session, transitions):
+    result = sequence_logprobs(session.policy, [t["promptIds"] for t in transitions],
+                               [t["responseIds"] for t in transitions])
+    return (result.logprobs * result.valid).sum(dim=1).detach()
+
+
+def train(session, transitions, **options):
+    return session.train(parse(TrainParams, {"transitions": transitions, **options}))
+
+
+def test_update_raises_positive_and_lowers_negative_advantage_responses():
+    session = make_session(optimizer={"lr": 1e-3})
+    transitions = sampled_transitions(session)
+    before = total_logprobs(session, transitions)
+    result = train(session, transitions, epochs=1)
+    after = total_logprobs(session, transitions)
+    assert result["step"] == 1 and result["tokens"] == sum(len(t["responseIds"]) for t in transitions)
+    assert result["maxRatioDeviation"] < 1e-5  # behaviour logprobs came from the same weights
+    for i in range(len(transitions)):
+        if transitions[i]["advantage"] > 0:
+            assert after[i] > before[i], f"positive-advantage response {i} did not gain probability"
+        else:
+            assert after[i] < before[i], f"negative-advantage response {i} did not lose probability"
+
+
+def test_null_logprobs_are_recomputed_and_give_the_same_update():
+    a, b = make_session(), make_session()
+    with_logprobs = sampled_transitions(a)
+    without = [{**t, "logprobs": None} for t in with_logprobs]
+    train(a, with_logprobs)
+    result = train(b, without)
+    assert result["maxRatioDeviation"] < 1e-5
+    for pa, pb in zip(a.policy.model.parameters(), b.policy.model.parameters()):
+        assert torch.allclose(pa, pb, atol=1e-6)
+
+
+def test_gradient_accumulation_matches_one_big_micro_batch():
+    a, b = make_session(), make_session()
+    transitions = sampled_transitions(a)
+    train(a, transitions, microBatch=64, klCoef=0.1, entropyCoef=0.01)
+    train(b, transitions, microBatch=3, klCoef=0.1, entropyCoef=0.01)
+    for pa, pb in zip(a.policy.model.parameters(), b.policy.model.parameters()):
+        assert torch.allclose(pa, pb, atol=1e-5)
+
+
+def test_masked_tokens_carry_no_gradient():
+    session = make_session()
+    transitions = sampled_transitions(session, count=2)
+    for t in transitions:
+        t["mask"] = [0] * len(t["responseIds"])
+    before = [p.detach().clone() for p in session.policy.model.parameters()]
+    result = train(session, transitions)
+    assert result["pgLoss"] == 0.0
+    assert all(torch.equal(x, p) for x, p in zip(before, session.policy.model.parameters()))
+
+
+def test_lora_trains_adapters_and_leaves_base_weights_untouched():
+    session = make_session(adapter={"kind": "lora", "rank": 4, "alpha": 8, "trainNorms": False}, optimizer={"lr": 1e-2})
+    named = dict(session.policy.model.named_parameters())
+    base = {n: p.detach().clone() for n, p in named.items() if "lora_" not in n}
+    adapters = {n: p.detach().clone() for n, p in named.items() if "lora_" in n}
+    assert set(session.policy.trainable()) == set(adapters)
+    transitions = sampled_transitions(session)
+    before = total_logprobs(session, transitions)
+    train(session, transitions)
+    assert all(torch.equal(named[n], value) for n, value in base.items())
+    assert any(not torch.equal(named[n], value) for n, value in adapters.items())
+    assert not torch.allclose(total_logprobs(session, transitions), before)
+    with session.policy.adapters_disabled():  # the reference policy is exactly the base model
+        fresh = make_session(adapter={"kind": "lora", "rank": 4, "alpha": 8, "trainNorms": False})
+        assert torch.allclose(total_logprobs(session, transitions), total_logprobs(fresh, transitions), atol=1e-5)
+
+
+def test_kl_to_the_reference_is_zero_before_and_positive_after_updates():
+    session = make_session(adapter={"kind": "lora", "rank": 4}, optimizer={"lr": 3e-3})
+    transitions = sampled_transitions(session)
+    first = train(session, transitions, klCoef=0.5, epochs=1)
+    assert first["kl"] < 1e-8
+    second = train(session, transitions, klCoef=0.5, epochs=1)
+    assert second["kl"] > 1e-6
+
+
+def test_checkpoint_round_trip(tmp_path):
+    session = make_session(adapter={"kind": "lora", "rank": 4}, optimizer={"lr": 3e-3})
+    transitions = sampled_transitions(session)
+    train(session, transitions)
+    saved = session.save(parse(SaveParams, {"dir": str(tmp_path / "ckpt"), "metrics": {"reward": 0.5}}))
+    assert saved["bytes"] > 0
+    assert json.loads((tmp_path / "ckpt" / "metrics.json").read_text()) == {"reward": 0.5}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temporary folder left behind
+
+    resumed = make_session(checkpoint=str(tmp_path / "ckpt"))  # model + adapter come from config.json
+    assert resumed.step == 1
+    assert torch.allclose(total_logprobs(resumed, transitions), total_logprobs(session, transitions), atol=1e-6)
+    # the optimizer state came along: the next update is the same in both
+    train(session, transitions)
+    train(resumed, transitions)
+    assert torch.allclose(total_logprobs(resumed, transitions), total_logprobs(session, transitions), atol=1e-5)
+
+    session.save(parse(SaveParams, {"dir": str(tmp_path / "ckpt")}))  # overwriting replaces it whole
+    assert json.loads((tmp_path / "ckpt" / "metrics.json").read_text()) == {}
+
+
+def test_checkpoint_for_another_adapter_is_refused(tmp_path):
+    session = make_session(adapter={"kind": "lora", "rank": 4})
+    session.save(parse(SaveParams, {"dir": str(tmp_path / "ckpt")}))
+    with pytest.raises(ValueError, match="different model or adapter"):
+        make_session(adapter={"kind": "full"}, checkpoint=str(tmp_path / "ckpt"))
+
+
+def test_bad_params_name_the_field():
+    with pytest.raises(BadParams, match=r"params.transitions\[0\].logprobs"):
+        parse(TrainParams, {"transitions": [{"promptIds": [1], "responseIds": [2, 3], "logprobs": [0.1],
+                                             "advantage": 1}]})
+    with pytest.raises(BadParams, match=r"params.adapter.rank must be integer"):
+        parse(LoadParams, {"model": {"kind": "tiny"}, "adapter": {"kind": "lora", "rank": "8"}})
+    with pytest.raises(BadParams, match=r"params.optimizer.learningRate is not a known field"):
+        parse(LoadParams, {"model": {"kind": "tiny"}, "adapter": {"kind": "full"}, "optimizer": {"learningRate": 1}})

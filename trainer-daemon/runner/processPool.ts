@@ -1,0 +1,107 @@
+/**
+ * Process mode of the batch runner: each attempt runs the agent command once, with the
+ * instrumentation environment, in its own process group and with its own log file, through a
+ * bounded pool of `concurrency` slots.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { instrumentationEnv, type RolloutStatus } from '../protocol';
+import { errorMessage } from '../errors';
+import type { BatchMode, BatchPool, BatchRunnerOptions } from './batch';
+import { killGroup, stopGroup } from './processGroup';
+
+export class ProcessPool implements BatchPool {
+  private readonly queue: string[] = [];
+  private readonly running = new Map<string, ChildProcess>();
+  private cancelled = false;
+  /** Rollouts whose agent could not be started at all (no retry: it would fail the same way). */
+  private readonly unstartable = new Set<string>();
+
+  constructor(
+    private readonly options: BatchRunnerOptions,
+    private readonly mode: Extract<BatchMode, { kind: 'process' }>,
+  ) {}
+
+  async run(rolloutIds: readonly string[]): Promise<void> {
+    this.queue.push(...rolloutIds);
+    let failure: unknown;
+    const slot = async (): Promise<void> => {
+      while (!this.cancelled && this.queue.length > 0) {
+        try {
+          await this.attempt(this.queue.shift()!);
+        } catch (error) {
+          // The daemon refused or went away: stop every agent rather than leave them unsupervised.
+          failure ??= error;
+          this.cancel();
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.max(1, this.mode.concurrency) }, slot));
+    if (failure) throw failure;
+    if (this.cancelled) {
+      for (const id of this.queue.splice(0)) {
+        await this.options.client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' }).catch(() => undefined);
+      }
+    }
+  }
+
+  killAll(): void {
+    for (const child of this.running.values()) killGroup(child, 'SIGKILL');
+  }
+
+  cancel(): void {
+    this.cancelled = true;
+    for (const child of this.running.values()) stopGroup(child, this.options.killGraceMs);
+  }
+
+  get wasCancelled(): boolean {
+    return this.cancelled;
+  }
+
+  private async attempt(rolloutId: string): Promise<void> {
+    const started = Date.now();
+    const { rollout, url } = await this.options.client.request('startAgentRun', { rolloutId, upstream: this.options.upstream, tokenIds: this.options.tokenIds });
+    if (this.cancelled) {
+      // Cancelled while the attempt was being set up: do not start an agent nobody will wait for.
+      await this.options.client.request('transitionRollout', { id: rolloutId, to: 'cancelled', error: 'the batch was cancelled' });
+      return;
+    }
+    const [program, ...args] = this.mode.command;
+    const env = { ...this.options.env, ...instrumentationEnv({ url, rolloutId, task: rollout.task?.input ?? null, base: this.options.env }) };
+    const log = fs.openSync(path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`), 'a');
+    const outcome = await new Promise<{ to: RolloutStatus; error: string | null; exitCode: number | null }>((resolve) => {
+      const child = spawn(program!, args, { env, detached: true, stdio: ['ignore', log, log] });
+      this.running.set(rolloutId, child);
+      if (child.pid !== undefined) this.options.onSpawn?.(child.pid);
+      let timedOut = false;
+      const timer = setTimeout(() => {
+        timedOut = true;
+        stopGroup(child, this.options.killGraceMs);
+      }, this.options.timeoutMs);
+      child.once('error', (error) => {
+        clearTimeout(timer);
+        this.unstartable.add(rolloutId);
+        resolve({ to: 'failed', error: `cannot run ${program}: ${errorMessage(error)}`, exitCode: null });
+      });
+      child.once('exit', (code, signal) => {
+        clearTimeout(timer);
+        // The group may still hold the agent's own children: stop them with it.
+        killGroup(child, 'SIGKILL');
+        if (this.cancelled) resolve({ to: 'cancelled', error: 'the batch was cancelled', exitCode: code });
+        else if (timedOut) resolve({ to: 'timeout', error: `timed out after ${this.options.timeoutMs / 1000} s`, exitCode: code });
+        else if (code === 0) resolve({ to: 'succeeded', error: null, exitCode: 0 });
+        else resolve({ to: 'failed', error: signal ? `killed by ${signal}` : `exited with code ${code}`, exitCode: code });
+      });
+    });
+    this.running.delete(rolloutId);
+    fs.closeSync(log);
+    const finished = await this.options.client.request('transitionRollout', { id: rolloutId, ...outcome });
+    const retrying = !this.cancelled && !this.unstartable.has(rolloutId) && (finished.status === 'failed' || finished.status === 'timeout') && finished.attemptCount < finished.maxAttempts;
+    this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
+    if (retrying) {
+      await this.options.client.request('transitionRollout', { id: rolloutId, to: 'queued' });
+      this.queue.push(rolloutId);
+    }
+  }
+}

@@ -1,0 +1,266 @@
+/**
+ * Worker-mode batches, daemon side (DESIGN.md, "Batch rollouts"): the queue long-lived agent
+ * workers pull rollouts from. The queue lives in the daemon so that `POST …/next` and
+ * `POST {url}/finish` are one local write each, with no round trip to the runner: the runner only
+ * supervises the worker processes and follows the attempts through `workerBatches/events`.
+ *
+ * Per attempt: `next` starts the rollout (running, a fresh capability key) and arms its timeout;
+ * `finish`, the timeout or the death of its worker ends it (the key is revoked with it), and a
+ * failed or timed-out rollout with attempts left goes back to the queue. A batch whose runner stops
+ * polling for `LEASE_MS` is cancelled, so workers of a runner that died get 204 and stop.
+ */
+import crypto from 'node:crypto';
+import type { z } from 'zod';
+import type { Rollout } from '../protocol';
+import type { AttemptEnded, OpenWorkerBatchParams, WorkerAssignment, WorkerBatchEvents } from '../protocol/runner';
+import { ConflictError, InvalidInputError, NotFoundError, errorMessage } from '../errors';
+import type { Logger } from '../log';
+import type { Store } from '../store/store';
+import type { WriteQueue } from '../store/writeQueue';
+
+type OpenParams = z.output<typeof OpenWorkerBatchParams>;
+type Ending = 'succeeded' | 'failed' | 'timeout' | 'cancelled';
+
+const LEASE_MS = 60_000;
+
+interface Flight {
+  readonly worker: string;
+  readonly startedAt: number;
+  timer?: NodeJS.Timeout;
+}
+
+export interface WorkerBatchesOptions {
+  readonly store: Store;
+  readonly writes: WriteQueue;
+  readonly logger: Logger;
+  /** The daemon's base URL (known once it listens). */
+  readonly baseUrl: () => string;
+}
+
+/** One batch: its queue, the attempts in flight (by rollout) and the attempt events for the runner. */
+class WorkerBatchState {
+  readonly queue: string[];
+  readonly inFlight = new Map<string, Flight>();
+  /** Attempts between their end and their (re)queueing: the batch is not done while any is. */
+  settling = 0;
+  cancelled = false;
+  readonly events: AttemptEnded[] = [];
+  /** Index of `events[0]` in the whole sequence (delivered events are dropped). */
+  eventBase = 0;
+  lastPoll = Date.now();
+  private wakers: Array<() => void> = [];
+
+  constructor(
+    readonly id: string,
+    readonly key: string,
+    readonly params: OpenParams,
+  ) {
+    this.queue = [...params.rolloutIds];
+  }
+
+  get done(): boolean {
+    return this.cancelled || this.queue.length + this.inFlight.size + this.settling === 0;
+  }
+
+  /** Resolves at the next change (a rollout queued, an attempt ended, the batch done) or after `ms`. */
+  changed(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const wake = (): void => {
+        clearTimeout(timer);
+        this.wakers = this.wakers.filter((w) => w !== wake);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      this.wakers.push(wake);
+    });
+  }
+
+  wake(): void {
+    for (const wake of this.wakers.splice(0)) wake();
+  }
+}
+
+export class WorkerBatches {
+  private readonly batches = new Map<string, WorkerBatchState>();
+  private readonly byKey = new Map<string, WorkerBatchState>();
+  private readonly byRollout = new Map<string, WorkerBatchState>();
+  private readonly sweeper: NodeJS.Timeout;
+  private disposed = false;
+
+  constructor(private readonly options: WorkerBatchesOptions) {
+    this.sweeper = setInterval(() => this.sweep(), 5_000);
+    this.sweeper.unref();
+  }
+
+  /** Opens a batch over queued rollouts; an unknown, repeated or not queued rollout refuses the whole batch. */
+  open(params: OpenParams): { id: string; url: string } {
+    const seen = new Set<string>();
+    for (const rolloutId of params.rolloutIds) {
+      if (seen.has(rolloutId)) throw new InvalidInputError(`params.rolloutIds: rollout ${rolloutId} is listed twice`);
+      seen.add(rolloutId);
+      const { status } = this.options.store.getRollout(rolloutId);
+      if (status !== 'queued') throw new InvalidInputError(`params.rolloutIds: rollout ${rolloutId} is ${status}, not queued`);
+    }
+    const id = `wb-${crypto.randomBytes(8).toString('hex')}`;
+    const key = crypto.randomBytes(24).toString('base64url');
+    const batch = new WorkerBatchState(id, key, params);
+    this.batches.set(id, batch);
+    this.byKey.set(key, batch);
+    return { id, url: `${this.options.baseUrl()}/b/${key}` };
+  }
+
+  /** The attempts that ended after `after`, waiting up to `waitMs` for one. */
+  async events(id: string, after: number, waitMs: number): Promise<WorkerBatchEvents> {
+    const batch = this.get(id);
+    batch.lastPoll = Date.now();
+    if (batch.eventBase + batch.events.length <= after && !batch.done) await batch.changed(waitMs);
+    batch.lastPoll = Date.now();
+    // What the runner has seen is not needed again.
+    const seen = Math.min(Math.max(0, after - batch.eventBase), batch.events.length);
+    batch.events.splice(0, seen);
+    batch.eventBase += seen;
+    const events = batch.events.slice(Math.max(0, after - batch.eventBase));
+    return { events, next: batch.eventBase + batch.events.length, done: batch.done, cancelled: batch.cancelled };
+  }
+
+  /**
+   * `POST <runner url>/<worker>/next`: the next queued rollout, started; null (204) once the batch
+   * is done. With nothing queued but attempts still in flight (they may be retried), waits.
+   */
+  async next(key: string, worker: string, isOpen: () => boolean): Promise<WorkerAssignment | null> {
+    const batch = this.byKey.get(key);
+    if (!batch) throw new NotFoundError('unknown runner key: this URL belongs to no open batch of this daemon');
+    for (;;) {
+      if (this.disposed || batch.done || !isOpen()) return null;
+      const rolloutId = batch.queue.shift();
+      if (rolloutId === undefined) {
+        await batch.changed(30_000);
+        continue;
+      }
+      let held = 0;
+      for (const flight of batch.inFlight.values()) if (flight.worker === worker) held += 1;
+      if (held >= batch.params.concurrencyPerWorker) {
+        batch.queue.unshift(rolloutId);
+        throw new ConflictError(`worker ${worker} already holds ${held} rollouts, its limit (LIGHTNING_RUNNER_CONCURRENCY); finish one first`);
+      }
+      const assignment = await this.start(batch, rolloutId, worker);
+      if (assignment) return assignment;
+    }
+  }
+
+  /** Starts the rollout for the worker; undefined when it could not start or the batch was cancelled meanwhile. */
+  private async start(batch: WorkerBatchState, rolloutId: string, worker: string): Promise<WorkerAssignment | undefined> {
+    const flight: Flight = { worker, startedAt: Date.now() };
+    batch.inFlight.set(rolloutId, flight);
+    this.byRollout.set(rolloutId, batch);
+    let started: { rollout: Rollout; key: string };
+    try {
+      started = await this.options.writes.submit(() =>
+        this.options.store.startAgentRun({}, { upstream: batch.params.upstream, tokenIds: batch.params.tokenIds }, rolloutId),
+      );
+    } catch (error) {
+      // Not startable (moved on by someone else since): not this batch's to run any more.
+      this.options.logger.warn('a worker batch rollout could not start', { rolloutId, error: errorMessage(error) });
+      this.forget(batch, rolloutId);
+      batch.wake();
+      return undefined;
+    }
+    // Cancelled while starting: the cancel already ended it.
+    if (batch.inFlight.get(rolloutId) !== flight) return undefined;
+    flight.timer = setTimeout(() => {
+      void this.end(rolloutId, 'timeout', `timed out after ${batch.params.timeoutMs / 1000} s`).catch(() => undefined);
+    }, batch.params.timeoutMs);
+    flight.timer.unref();
+    return { rolloutId, url: `${this.options.baseUrl()}/r/${started.key}`, task: started.rollout.task?.input ?? null };
+  }
+
+  /** Whether the rollout is an attempt in flight in a worker batch (its `/finish` is served here). */
+  owns(rolloutId: string): boolean {
+    return this.byRollout.has(rolloutId);
+  }
+
+  /** Ends an attempt in flight: `POST {url}/finish`, its timeout, or its worker's death. */
+  async end(rolloutId: string, to: Ending, error: string | null): Promise<Rollout> {
+    const batch = this.byRollout.get(rolloutId);
+    const flight = batch?.inFlight.get(rolloutId);
+    if (!batch || !flight) throw new NotFoundError(`rollout ${rolloutId} has no attempt in flight in a worker batch`);
+    this.forget(batch, rolloutId);
+    batch.settling += 1;
+    try {
+      const { ended, retrying } = await this.options.writes.submit(() => {
+        const ended = this.options.store.transitionRollout({ id: rolloutId, to, error });
+        const retrying = !batch.cancelled && (ended.status === 'failed' || ended.status === 'timeout') && ended.attemptCount < ended.maxAttempts;
+        if (retrying) this.options.store.transitionRollout({ id: rolloutId, to: 'queued' });
+        return { ended, retrying };
+      });
+      if (retrying) batch.queue.push(rolloutId);
+      batch.events.push({ rollout: ended, durationMs: Date.now() - flight.startedAt, retrying });
+      return ended;
+    } finally {
+      batch.settling -= 1;
+      batch.wake();
+    }
+  }
+
+  /** The worker died: its attempts in flight fail (and are retried where attempts are left). */
+  async workerExited(id: string, worker: string, error: string): Promise<{ failed: number; done: boolean }> {
+    const batch = this.get(id);
+    const mine = [...batch.inFlight].filter(([, flight]) => flight.worker === worker).map(([rolloutId]) => rolloutId);
+    await Promise.all(mine.map((rolloutId) => this.end(rolloutId, 'failed', `the agent worker ${error}`)));
+    return { failed: mine.length, done: batch.done };
+  }
+
+  /** Cancels what is queued or in flight; idempotent. A done batch is closed (forgotten). */
+  async cancel(id: string): Promise<number> {
+    const batch = this.get(id);
+    if (batch.done) {
+      this.close(batch);
+      return 0;
+    }
+    batch.cancelled = true;
+    const ids = [...batch.queue.splice(0), ...batch.inFlight.keys()];
+    for (const rolloutId of batch.inFlight.keys()) this.forget(batch, rolloutId);
+    batch.wake();
+    await this.options.writes.submit(() => {
+      for (const rolloutId of ids) this.options.store.transitionRollout({ id: rolloutId, to: 'cancelled', error: 'the batch was cancelled' });
+    }, ids.length);
+    return ids.length;
+  }
+
+  private forget(batch: WorkerBatchState, rolloutId: string): void {
+    clearTimeout(batch.inFlight.get(rolloutId)?.timer);
+    batch.inFlight.delete(rolloutId);
+    this.byRollout.delete(rolloutId);
+  }
+
+  private close(batch: WorkerBatchState): void {
+    this.batches.delete(batch.id);
+    this.byKey.delete(batch.key);
+    batch.wake();
+  }
+
+  private get(id: string): WorkerBatchState {
+    const batch = this.batches.get(id);
+    if (!batch) throw new NotFoundError(`worker batch ${id} is not open in this daemon`);
+    return batch;
+  }
+
+  /** Batches whose runner stopped polling: cancelled (so their workers stop), then forgotten. */
+  private sweep(): void {
+    const now = Date.now();
+    for (const batch of this.batches.values()) {
+      if (now - batch.lastPoll < LEASE_MS) continue;
+      if (batch.done) this.close(batch);
+      else {
+        this.options.logger.warn('cancelling a worker batch whose runner stopped polling', { batch: batch.id });
+        void this.cancel(batch.id).catch((error: unknown) => this.options.logger.error('could not cancel a worker batch', { batch: batch.id, error: errorMessage(error) }));
+      }
+    }
+  }
+
+  dispose(): void {
+    this.disposed = true;
+    clearInterval(this.sweeper);
+    for (const batch of this.batches.values()) batch.wake();
+  }
+}

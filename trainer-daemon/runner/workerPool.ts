@@ -1,0 +1,134 @@
+/**
+ * Worker mode of the batch runner, runner side: opens the batch on the daemon (which holds its
+ * queue, see workerBatches.ts), starts `workers` long-lived agent processes with
+ * `LIGHTNING_RUNNER_URL`, follows the attempts through `workerBatches/events`, and supervises the
+ * workers: one that exits before the batch is done has its rollouts failed (retried per policy) and
+ * is replaced, up to a bound; past it the batch is cancelled and fails with the worker's error.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { PLACEHOLDER_API_KEY } from '../protocol';
+import { LightningError, errorMessage } from '../errors';
+import type { BatchMode, BatchPool, BatchRunnerOptions } from './batch';
+import { killGroup, stopGroup } from './processGroup';
+
+/** How long workers get to exit by themselves (on their 204) once the batch is done. */
+const EXIT_GRACE_MS = 5_000;
+
+export class WorkerPool implements BatchPool {
+  private readonly workers = new Map<string, ChildProcess>();
+  private batchId: string | undefined;
+  private cancelled = false;
+  private finished = false;
+  private failure: unknown;
+  private spawned = 0;
+  private restarts = 0;
+  private readonly maxRestarts: number;
+
+  constructor(
+    private readonly options: BatchRunnerOptions,
+    private readonly mode: Extract<BatchMode, { kind: 'worker' }>,
+  ) {
+    this.maxRestarts = mode.maxRestarts ?? 3 * mode.workers;
+  }
+
+  async run(rolloutIds: readonly string[]): Promise<void> {
+    if (rolloutIds.length === 0) return;
+    const { client } = this.options;
+    const batch = await client.request('openWorkerBatch', {
+      rolloutIds: [...rolloutIds], upstream: this.options.upstream, tokenIds: this.options.tokenIds,
+      timeoutMs: this.options.timeoutMs, concurrencyPerWorker: this.mode.concurrencyPerWorker,
+    });
+    this.batchId = batch.id;
+    try {
+      if (this.cancelled) await client.request('cancelWorkerBatch', { id: batch.id });
+      else for (let i = 0; i < this.mode.workers; i += 1) this.startWorker(batch.url);
+      let after = 0;
+      for (;;) {
+        const page = await client.request('workerBatchEvents', { id: batch.id, after, waitMs: 5_000 });
+        for (const event of page.events) this.options.onAttempt(event);
+        after = page.next;
+        // Cancelled by someone else (`workerBatches/cancel`): stop the workers at once, as for Ctrl-C.
+        if (page.cancelled && !this.cancelled) this.cancel();
+        if (page.done) break;
+      }
+    } catch (error) {
+      // The daemon went away or refused: stop every worker rather than leave them unsupervised.
+      this.failure ??= error;
+    } finally {
+      this.finished = true;
+      await this.stopWorkers();
+      await client.request('cancelWorkerBatch', { id: batch.id }).catch(() => undefined);
+    }
+    if (this.failure) throw this.failure;
+  }
+
+  private startWorker(url: string): void {
+    const worker = `w${this.spawned++}`;
+    const [program, ...args] = this.mode.command;
+    const env = {
+      ...this.options.env,
+      LIGHTNING_RUNNER_URL: `${url}/${worker}`,
+      LIGHTNING_RUNNER_CONCURRENCY: String(this.mode.concurrencyPerWorker),
+      ...(this.options.env.OPENAI_API_KEY ? {} : { OPENAI_API_KEY: PLACEHOLDER_API_KEY }),
+    };
+    const log = fs.openSync(path.join(this.options.logDir, `worker-${worker}.log`), 'a');
+    const child = spawn(program!, args, { env, detached: true, stdio: ['ignore', log, log] });
+    fs.closeSync(log);
+    this.workers.set(worker, child);
+    if (child.pid !== undefined) this.options.onSpawn?.(child.pid);
+    let unstartable: string | undefined;
+    child.once('error', (error) => (unstartable = `could not start (${program}: ${errorMessage(error)})`));
+    child.once('close', (code, signal) => {
+      this.workers.delete(worker);
+      killGroup(child, 'SIGKILL');
+      void this.workerEnded(url, worker, unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`), unstartable !== undefined);
+    });
+  }
+
+  /** A worker ended: if the batch still runs, its rollouts fail and a replacement starts (bounded; none for a command that cannot start). */
+  private async workerEnded(url: string, worker: string, reason: string, unstartable: boolean): Promise<void> {
+    if (this.finished || this.cancelled || this.batchId === undefined) return;
+    try {
+      const { done } = await this.options.client.request('workerExited', { id: this.batchId, worker, error: reason });
+      if (done || this.finished || this.cancelled) return;
+      if (unstartable || this.restarts >= this.maxRestarts) {
+        const log = path.join(this.options.logDir, `worker-${worker}.log`);
+        this.failure ??= new LightningError(unstartable ? `the agent worker ${reason}` : `the agent worker ${reason}; ${this.restarts} restarts used up, so the batch stops (see ${log})`);
+        await this.options.client.request('cancelWorkerBatch', { id: this.batchId });
+        return;
+      }
+      this.restarts += 1;
+      this.startWorker(url);
+    } catch (error) {
+      this.failure ??= error;
+      this.cancel();
+    }
+  }
+
+  /** Waits for the workers to exit on their own (they got 204), then stops what is left. */
+  private async stopWorkers(): Promise<void> {
+    const exited = [...this.workers.values()].map((child) => new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(null) : child.once('exit', resolve))));
+    const timer = setTimeout(() => {
+      for (const child of this.workers.values()) stopGroup(child, this.options.killGraceMs);
+    }, this.cancelled ? 0 : EXIT_GRACE_MS);
+    await Promise.all(exited);
+    clearTimeout(timer);
+  }
+
+  cancel(): void {
+    if (this.cancelled) return;
+    this.cancelled = true;
+    if (this.batchId !== undefined) void this.options.client.request('cancelWorkerBatch', { id: this.batchId }).catch(() => undefined);
+    for (const child of this.workers.values()) stopGroup(child, this.options.killGraceMs);
+  }
+
+  killAll(): void {
+    for (const child of this.workers.values()) killGroup(child, 'SIGKILL');
+  }
+
+  get wasCancelled(): boolean {
+    return this.cancelled;
+  }
+}

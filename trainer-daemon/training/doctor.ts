@@ -1,0 +1,171 @@
+/**
+ * `lightning doctor` (and the editor's Set Up Trainer): what the trainer's Python environment has —
+ * Python, torch, CUDA, the GPU and its free memory, transformers/peft — and what is missing, each with
+ * its fix; `--setup` creates or repairs the project's venv (`.lightning/venv`, with the system's site
+ * packages so a Debian python3-torch counts), installing with pip where an index is reachable and
+ * saying exactly what to install where it is not.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { DoctorReport } from '../protocol';
+import { PYTHON_PACKAGE_DIR } from './worker';
+import { NotFoundError } from '../errors';
+import { findPython, pythonCandidates, probePython, venvDir, venvPython, type PythonProbe } from './python';
+
+export const APT_PACKAGES = ['python3-torch', 'libopenblas0-pthread'];
+export const APT_COMMAND = `apt-get install -y ${APT_PACKAGES.join(' ')}`;
+
+export interface Diagnosis {
+  /** Every candidate, in the order they are tried. */
+  readonly candidates: PythonProbe[];
+  /** The Python the trainer would use, or null. */
+  readonly chosen: PythonProbe | null;
+  /** The worker package's own report on the chosen Python. */
+  readonly report: DoctorReport | null;
+  readonly problems: Problem[];
+}
+
+export interface Problem {
+  readonly problem: string;
+  readonly fix: string;
+  /** Only some features need it (Hugging Face models, a GPU). */
+  readonly optional?: boolean;
+}
+
+/** Runs `python -m lightning_trainer.doctor --json` under the chosen Python. */
+function workerReport(python: string): DoctorReport | { error: string } {
+  const run = spawnSync(python, ['-m', 'lightning_trainer.doctor', '--json'], {
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: { ...process.env, PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter) },
+  });
+  if (run.error) return { error: run.error.message };
+  try {
+    const parsed = DoctorReport.safeParse(JSON.parse(run.stdout.trim().split('\n').at(-1) ?? ''));
+    if (parsed.success) return parsed.data;
+    return { error: `lightning_trainer.doctor printed an unexpected report: ${parsed.error.issues[0]?.message}` };
+  } catch {
+    return { error: `lightning_trainer.doctor failed: ${(run.stderr || run.stdout).trim().split('\n').slice(-3).join(' ')}` };
+  }
+}
+
+export function diagnose(storeFile: string, explicit?: string, options: { hf?: boolean } = {}): Diagnosis {
+  // A Python the user named is the one to check, not replaced by another that works. The others are
+  // tried in order up to the first that imports torch (each probe imports torch: seconds).
+  const candidates: PythonProbe[] = [];
+  for (const candidate of explicit ? [{ executable: explicit, origin: '--python' }] : pythonCandidates(storeFile, undefined)) {
+    candidates.push(probePython(candidate));
+    if (candidates.at(-1)!.problem === null) break;
+  }
+  const chosen = candidates.find((c) => c.problem === null) ?? null;
+  const problems: Problem[] = [];
+  let report: DoctorReport | null = null;
+  if (!chosen) {
+    problems.push({
+      problem: 'no Python with PyTorch',
+      fix: `run \`lightning doctor --setup\` (a venv at ${path.relative(process.cwd(), venvDir(storeFile)) || venvDir(storeFile)} with pip install torch); without a package index: ${APT_COMMAND} (Debian/Ubuntu, as root)`,
+    });
+  } else {
+    const result = workerReport(chosen.executable);
+    if ('error' in result) problems.push({ problem: result.error, fix: 'check the checkout: trainer-daemon/python must be beside the CLI' });
+    else {
+      report = result;
+      // With --hf, Hugging Face models are what the user wants: their packages are not optional.
+      problems.push(...result.problems.map((p) => (options.hf && /transformers|peft/.test(p.problem) ? { ...p, optional: false, fix: `${p.fix} (or: lightning doctor --setup --hf)` } : p)));
+    }
+  }
+  return { candidates, chosen, report, problems };
+}
+
+export interface SetupOptions {
+  readonly hf: boolean;
+  /** Install Debian's packages with apt-get when pip cannot (root only). */
+  readonly apt: boolean;
+  readonly say: (line: string) => void;
+}
+
+function run(program: string, args: string[], say: (line: string) => void): Promise<number> {
+  say(`$ ${[program, ...args].join(' ')}`);
+  return new Promise((resolve) => {
+    // Output passes through: pip and apt-get print their own progress.
+    const child = spawn(program, args, { stdio: ['ignore', 'inherit', 'inherit'] });
+    child.once('error', () => resolve(127));
+    child.once('close', (code) => resolve(code ?? 1));
+  });
+}
+
+/** The Python a venv is made from: the system's, else the first that runs at all. */
+function basePython(storeFile: string): PythonProbe | undefined {
+  return pythonCandidates(storeFile, undefined)
+    .filter((c) => c.origin !== 'venv')
+    .map(probePython)
+    .find((p) => p.version !== null);
+}
+
+export function canUseApt(): boolean {
+  return process.getuid?.() === 0 && fs.existsSync('/usr/bin/apt-get');
+}
+
+/** Installs Debian's torch with apt-get (root only); resolves true when it worked. */
+export async function installWithApt(say: (line: string) => void): Promise<boolean> {
+  say(`Installing PyTorch from Debian (${APT_PACKAGES.join(', ')}; about 850 MB, a minute or so)…`);
+  if ((await run('apt-get', ['update'], say)) !== 0) say('apt-get update failed; trying the install anyway');
+  return (await run('apt-get', ['install', '-y', ...APT_PACKAGES], say)) === 0;
+}
+
+/**
+ * Creates (or repairs) `.lightning/venv` and installs what is missing. Returns the problems left
+ * (empty when the trainer is ready).
+ */
+export async function setUpTrainer(storeFile: string, options: SetupOptions): Promise<Diagnosis> {
+  const { say } = options;
+  const base = basePython(storeFile);
+  if (!base) {
+    say('No Python 3 found. Install one (Debian/Ubuntu: apt-get install -y python3 python3-venv), then run this again.');
+    return diagnose(storeFile, undefined, options);
+  }
+  const venv = venvDir(storeFile);
+  const python = venvPython(storeFile);
+  if (probePython({ executable: python, origin: 'venv' }).version === null) {
+    fs.mkdirSync(path.dirname(venv), { recursive: true });
+    // Without pip at first: with the system's torch visible there is nothing to install (pip comes when needed).
+    if ((await run(base.executable, ['-m', 'venv', '--system-site-packages', '--without-pip', '--clear', venv], say)) !== 0) {
+      say(`Could not create ${venv}. On Debian/Ubuntu: apt-get install -y python3-venv, then run this again.`);
+      return diagnose(storeFile, undefined, options);
+    }
+  }
+  const wanted = [...(probePython({ executable: python, origin: 'venv' }).torch ? [] : ['torch']), ...(options.hf ? ['transformers', 'peft'] : [])];
+  if (wanted.length > 0) {
+    say(`Installing ${wanted.join(', ')} into ${venv} with pip…`);
+    if (spawnSync(python, ['-m', 'pip', '--version']).status !== 0) await run(python, ['-m', 'ensurepip', '--upgrade'], say);
+    const pip = await run(python, ['-m', 'pip', 'install', '--retries', '1', '--timeout', '15', '--progress-bar', 'on', ...wanted], say);
+    if (pip !== 0 && wanted.includes('torch')) {
+      if (options.apt && canUseApt()) {
+        if (await installWithApt(say)) say('Installed; the venv sees the system packages.');
+      } else {
+        say(`pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:`);
+        say(`  Debian/Ubuntu (as root): ${APT_COMMAND}${canUseApt() ? '   (or: lightning doctor --setup --apt)' : ''}`);
+        say('  or, with an index or a wheel file: ' + `${python} -m pip install torch   (see https://pytorch.org/get-started/locally/)`);
+      }
+    } else if (pip !== 0) {
+      say(`pip could not install ${wanted.join(', ')}: Hugging Face models need them; the tiny built-in model does not.`);
+    }
+  }
+  return diagnose(storeFile, undefined, options);
+}
+
+/**
+ * A Python that can run the trainer, provisioned if need be: as root on Debian, Debian's PyTorch is
+ * installed with apt-get (said first); elsewhere the error says exactly what to install.
+ */
+export async function ensureTrainerPython(storeFile: string, say: (line: string) => void): Promise<PythonProbe> {
+  try {
+    return findPython(storeFile);
+  } catch (error) {
+    if (!canUseApt()) throw error;
+    say('No Python with PyTorch found; as root on Debian, the demo installs it.');
+    if (!(await installWithApt(say))) throw new NotFoundError(`${APT_COMMAND} failed (see above); install PyTorch, then run the demo again`);
+    return findPython(storeFile);
+  }
+}

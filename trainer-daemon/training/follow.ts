@@ -1,0 +1,77 @@
+/**
+ * Follows a training run from a client (`lightning train`, `npm run demo`): one table row per
+ * iteration as its metrics land (sampled reward before the update, validation reward,
+ * loss, KL, entropy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
+ */
+import type { MetricSeries, TrainingRunDetail } from '../protocol';
+import type { RunnerClient } from '../runner/batch';
+
+const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
+
+const HEADERS = ['ITER', 'REWARD', 'VAL', 'LOSS', 'KL', 'ENTROPY', 'CLIP', 'TOK/S', 'SECONDS'];
+const WIDTHS = [5, 11, 5, 7, 7, 7, 5, 7, 7];
+
+/** A fixed-width table line, so rows can be printed one at a time as iterations finish. */
+export function iterationLine(cells: readonly string[] = HEADERS): string {
+  return cells.map((cell, i) => cell.padEnd(WIDTHS[i]!)).join('  ').trimEnd();
+}
+
+function fixed(value: number | undefined, digits = 3): string {
+  return value === undefined || !Number.isFinite(value) ? '-' : value.toFixed(digits);
+}
+
+/** The metric series of a run keyed by step. */
+export function byStep(metrics: MetricSeries): Map<number, Record<string, number>> {
+  const steps = new Map<number, Record<string, number>>();
+  for (const point of metrics) {
+    const row = steps.get(point.step) ?? {};
+    row[point.name] = point.value;
+    steps.set(point.step, row);
+  }
+  return new Map([...steps].sort((a, b) => a[0] - b[0]));
+}
+
+/** One iteration as table cells (step 0 is the start: warm start and the validation before training). */
+export function iterationCells(step: number, m: Record<string, number>): string[] {
+  const reward = m['reward/mean'] === undefined ? '-' : `${fixed(m['reward/mean'], 2)} ± ${fixed(m['reward/std'], 2)}`;
+  const seconds = (m['rollout/seconds'] ?? 0) + (m['train/seconds'] ?? 0);
+  return [step === 0 ? 'start' : String(step), reward, fixed(m['val/reward'], 2), fixed(m.loss), fixed(m.kl, 4), fixed(m.entropy), fixed(m.clipFraction, 2), fixed(m.tokensPerSecond, 0), seconds ? seconds.toFixed(1) : '-'];
+}
+
+export interface FollowOptions {
+  /** Called with each iteration once complete (its validation included). */
+  readonly onIteration: (step: number, metrics: Record<string, number>) => void;
+  readonly pollMs?: number;
+}
+
+export async function followRun(client: RunnerClient, runId: string, options: FollowOptions): Promise<TrainingRunDetail> {
+  let cancelling = false;
+  const cancel = (): void => {
+    if (cancelling) return;
+    cancelling = true;
+    process.stderr.write(`lightning: cancelling training run ${runId}; its last checkpoint stays (resume with --resume ${runId})\n`);
+    void client.request('cancelTrainingRun', { id: runId }).catch(() => undefined);
+  };
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
+  for (const signal of signals) process.on(signal, cancel);
+  let printed = -1;
+  try {
+    for (;;) {
+      const detail = await client.request('getTrainingRun', { id: runId });
+      const done = FINAL.has(detail.run.status);
+      const steps = byStep(detail.metrics);
+      const last = Math.max(-1, ...steps.keys());
+      // A step is complete once a later one has begun (its validation lands after its update), or the run ended.
+      for (const [step, metrics] of steps) {
+        if (step > printed && (step < last || done)) {
+          options.onIteration(step, metrics);
+          printed = step;
+        }
+      }
+      if (done) return detail;
+      await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 500));
+    }
+  } finally {
+    for (const signal of signals) process.off(signal, cancel);
+  }
+}

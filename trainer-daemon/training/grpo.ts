@@ -1,0 +1,259 @@
+/**
+ * GRPO, the closed RL loop (DESIGN.md, "LightningRL" step 6): the trainer worker serves the policy;
+ * each iteration runs the dataset's train tasks × G samples as rollouts against it, LightningRL turns
+ * them into transitions (identical credit, GRPO advantages, exact token ids from the spans), the
+ * worker updates the weights and saves a checkpoint, and the next rollouts use the new weights.
+ * Validation rollouts (greedy) run every few iterations. Everything lands in the store as it happens.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
+import { InvalidInputError } from '../errors';
+import { buildTransitions } from '../lightningrl/transitions';
+import type { Logger } from '../log';
+import type { Store } from '../store/store';
+import { findPython } from './python';
+import { RolloutExecutor, type Caller } from './rollouts';
+import { TrainerWorker } from './worker';
+import { shuffled } from '../util/random';
+
+export interface GrpoContext {
+  readonly store: Store;
+  readonly call: Caller;
+  readonly logger: Logger;
+  readonly signal: AbortSignal;
+}
+
+/** Checkpoints live beside the store: `.lightning/checkpoints/<run>/<step>`. */
+export function checkpointDir(storeFile: string, runId: string, step: number): string {
+  return path.join(path.dirname(storeFile), 'checkpoints', runId, String(step));
+}
+
+/** Reads a chat JSONL file (`lightning export --format chat`): the last assistant message of each line is the completion. */
+export function readDemonstrations(file: string): SftExample[] {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new InvalidInputError(`warmStart.file ${file}: cannot be read (${(error as Error).message})`);
+  }
+  return text.split('\n').flatMap((line, index) => {
+    if (!line.trim()) return [];
+    const example = JSON.parse(line) as { messages?: Array<Record<string, unknown>>; tools?: unknown[] };
+    const last = example.messages?.at(-1);
+    if (!last || last.role !== 'assistant') throw new InvalidInputError(`warmStart.file ${file}:${index + 1}: the last message must be the assistant's`);
+    const completion = SftExample.shape.completion.parse({ ...(typeof last.content === 'string' ? { content: last.content } : {}), ...(Array.isArray(last.tool_calls) ? { tool_calls: last.tool_calls } : {}) });
+    return [{ messages: example.messages!.slice(0, -1), ...(example.tools ? { tools: example.tools } : {}), completion }];
+  });
+}
+
+/** Transitions the worker can train on: exact token ids, and an advantage that is not 0. */
+export function toWorkerTransitions(transitions: readonly Transition[]): WorkerTransition[] {
+  return transitions.flatMap((t) => {
+    if (t.promptTokenIds === null || t.responseTokenIds === null || t.responseTokenIds.length === 0 || t.advantage === 0) return [];
+    const logprobs = t.logprobs && t.logprobs.length === t.responseTokenIds.length ? t.logprobs : null;
+    const mask = t.lossMask?.length === t.responseTokenIds.length ? (t.lossMask as Array<0 | 1>) : undefined;
+    return [{ promptIds: t.promptTokenIds, responseIds: t.responseTokenIds, logprobs, advantage: t.advantage, ...(mask ? { mask } : {}) }];
+  });
+}
+
+function meanStd(values: readonly number[]): { mean: number; std: number } {
+  if (values.length === 0) return { mean: Number.NaN, std: Number.NaN };
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  return { mean, std: Math.sqrt(values.reduce((a, b) => a + (b - mean) ** 2, 0) / values.length) };
+}
+
+class Iterations {
+  private readonly executor: RolloutExecutor;
+
+  constructor(
+    private readonly runId: string,
+    private readonly config: GrpoConfig,
+    private readonly ctx: GrpoContext,
+    private readonly worker: TrainerWorker,
+    private readonly upstreams: { readonly train: string; readonly val: string },
+  ) {
+    this.executor = new RolloutExecutor({
+      call: ctx.call,
+      mode: config.agentMode === 'worker'
+        ? { kind: 'worker', command: config.command.argv, workers: config.workers, concurrencyPerWorker: config.perWorker }
+        : { kind: 'process', command: config.command.argv, concurrency: config.workers },
+      timeoutMs: config.timeoutSeconds * 1000,
+      logDir: path.join(path.dirname(ctx.store.file), 'logs', runId),
+    });
+    ctx.signal.addEventListener('abort', () => this.executor.cancel(), { once: true });
+  }
+
+  /** Creates and runs one batch of rollouts; returns them with their episode rewards (0 when none). */
+  async rollouts(tasks: readonly Task[], samples: number, mode: 'train' | 'val', step: number, checkpoint: string | null): Promise<{ batchId: string; rewards: number[]; seconds: number; completionTokens: number }> {
+    const started = performance.now();
+    const resourcesVersion = this.ctx.store.writeTraining(this.runId, (t) => t.addPolicyVersion({ runId: this.runId, step, checkpoint }));
+    const batchId = `${this.runId}-${mode}-${step}`;
+    const ids: string[] = [];
+    for (const task of tasks) {
+      for (let s = 0; s < samples; s += 1) {
+        const rollout = await this.ctx.call.request('createRollout', {
+          mode, label: this.runId, task: { id: task.id, input: task.input }, datasetId: task.datasetId, batchId, resourcesVersion,
+          source: { kind: 'command', argv: [...this.config.command.argv], cwd: this.config.command.cwd },
+        });
+        ids.push(rollout.id);
+      }
+    }
+    await this.executor.run({ batchId, rolloutIds: ids, upstream: this.upstreams[mode] });
+    // Cancelled before the runner took them: nothing will run these.
+    for (const left of this.batch(batchId).filter((r) => r.status === 'queued')) {
+      await this.ctx.call.request('transitionRollout', { id: left.id, to: 'cancelled', error: 'the training run was cancelled' });
+    }
+    const rollouts = this.batch(batchId);
+    const byId = new Map(rollouts.map((r) => [r.id, r]));
+    return {
+      batchId,
+      rewards: ids.map((id) => byId.get(id)?.reward ?? 0),
+      seconds: (performance.now() - started) / 1000,
+      completionTokens: rollouts.reduce((sum, r) => sum + r.completionTokens, 0),
+    };
+  }
+
+  /** Every rollout of a batch, page by page. */
+  private batch(batchId: string): Rollout[] {
+    const all: Rollout[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = this.ctx.store.listRollouts({ batchId, limit: 500, order: 'oldest', cursor });
+      all.push(...page.items);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    return all;
+  }
+
+  async evaluate(valTasks: readonly Task[], step: number, checkpoint: string | null): Promise<Record<string, number>> {
+    if (valTasks.length === 0) return {};
+    const { rewards } = await this.rollouts(valTasks, 1, 'val', step, checkpoint);
+    return { 'val/reward': meanStd(rewards).mean };
+  }
+
+  /** One GRPO iteration: rollouts, transitions, update, checkpoint. */
+  async step(trainTasks: readonly Task[], step: number, checkpoint: string | null): Promise<{ metrics: Record<string, number>; checkpoint: string } | undefined> {
+    const subset = this.config.tasksPerIteration === null ? trainTasks : shuffled(trainTasks, this.config.seed * 100_003 + step).slice(0, this.config.tasksPerIteration);
+    const batch = await this.rollouts(subset, this.config.samples, 'train', step - 1, checkpoint);
+    if (this.ctx.signal.aborted) return undefined;
+    const { transitions, report } = buildTransitions(this.ctx.store.trajectories({ batchId: batch.batchId }), {
+      reward: { name: 'reward', missing: 'fill', fillValue: 0 },
+      credit: { kind: 'identical' },
+      advantage: { kind: 'grpo', normalizeStd: true, epsilon: 1e-6 },
+    });
+    const trainable = toWorkerTransitions(transitions);
+    const rewards = meanStd(batch.rewards);
+    const metrics: Record<string, number> = {
+      'reward/mean': rewards.mean,
+      'reward/std': rewards.std,
+      'rollout/seconds': batch.seconds,
+      'rollout/tokensPerSecond': batch.completionTokens / Math.max(batch.seconds, 1e-9),
+      transitions: trainable.length,
+      zeroVarianceGroups: report.zeroVarianceGroups,
+    };
+    // Rollouts against a dead policy server fail for that reason: report the crash, not its symptoms.
+    if (this.worker.failed) throw this.worker.failed;
+    if (transitions.length > 0 && transitions.every((t) => t.needsTokenization)) {
+      throw new InvalidInputError('the rollouts recorded no token ids: the agent must send its LLM calls to OPENAI_BASE_URL (the policy being trained)');
+    }
+    let result: TrainResult | undefined;
+    if (trainable.length > 0) {
+      result = await this.worker.request('train', {
+        transitions: trainable, epochs: this.config.epochs, minibatch: this.config.minibatch, clip: this.config.clip,
+        klCoef: this.config.klCoef, entropyCoef: this.config.entropyCoef,
+      });
+      Object.assign(metrics, {
+        loss: result.loss, pgLoss: result.pgLoss, kl: result.kl, entropy: result.entropy, clipFraction: result.clipFraction,
+        maxRatioDeviation: result.maxRatioDeviation, 'train/seconds': result.seconds, tokensPerSecond: result.tokens / Math.max(result.seconds, 1e-9),
+        ...(result.gpuMemoryBytes ? { gpuMemoryBytes: result.gpuMemoryBytes } : {}),
+      });
+    }
+    const dir = checkpointDir(this.ctx.store.file, this.runId, step);
+    await this.worker.request('save', { dir, metrics });
+    this.ctx.store.writeTraining(this.runId, (t) => {
+      t.addMetrics(this.runId, step, metrics);
+      t.addCheckpoint(this.runId, step, dir, metrics);
+    });
+    return { metrics, checkpoint: dir };
+  }
+
+  cancel(): void {
+    this.executor.cancel();
+  }
+}
+
+async function tasksOf(call: Caller, dataset: string, split: 'train' | 'val' | undefined): Promise<Task[]> {
+  return (await call.request('listTasks', { dataset, split })).items;
+}
+
+/**
+ * Runs (or, with a checkpoint, continues) run `runId` to its last iteration or until `ctx.signal`
+ * aborts. The caller owns the run's status; this throws on failure (with the worker's traceback).
+ */
+export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContext): Promise<void> {
+  const trainTasks = await tasksOf(ctx.call, config.dataset, 'train');
+  if (trainTasks.length === 0) throw new InvalidInputError(`dataset ${config.dataset} has no train tasks (import tasks with "split": "train")`);
+  let valTasks: Task[];
+  if (config.valDataset) {
+    valTasks = await tasksOf(ctx.call, config.valDataset, 'val');
+    if (valTasks.length === 0) valTasks = await tasksOf(ctx.call, config.valDataset, undefined);
+  } else valTasks = await tasksOf(ctx.call, config.dataset, 'val');
+
+  const python = findPython(ctx.store.file, config.python ?? undefined);
+  const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker') });
+  const stop = (): void => worker.dispose();
+  try {
+    const last = ctx.store.training.checkpoints(runId).at(-1);
+    const adapter = config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
+    const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(config.device === 'cuda' ? {} : { threads: 1 }), ...(last ? { checkpoint: last.path } : {}) });
+    ctx.logger.info('policy loaded', { runId, ...loaded });
+    const { url } = await worker.request('serve', {});
+    // Validation is greedy where the worker serves a /greedy prefix (temperature 0 whatever the agent asks).
+    const greedy = await fetch(`${url}/greedy/v1/models`).then((r) => r.ok, () => false);
+    if (!greedy) ctx.logger.warn('the trainer worker serves no /greedy prefix: validation rollouts are sampled');
+    const iterations = new Iterations(runId, config, ctx, worker, { train: `${url}/v1`, val: `${url}${greedy ? '/greedy' : ''}/v1` });
+    ctx.signal.addEventListener('abort', stop, { once: true });
+    // A worker that dies takes the policy server with it: stop the agents now; the next request reports the crash.
+    worker.onDidExit(() => iterations.cancel());
+    let checkpoint = last?.path ?? null;
+    const first = (last?.step ?? 0) + 1;
+    if (!last) {
+      const start: Record<string, number> = { parameters: loaded.parameters, trainable: loaded.trainable };
+      if (config.warmStart) {
+        const { file, steps, lr, untilSampledAccuracy } = config.warmStart;
+        const examples = readDemonstrations(file);
+        const sft = await worker.request('sft', {
+          examples, steps, lr, seed: config.seed,
+          // Checking costs a batch of generations: every 20 steps is enough to stop near the cliff.
+          ...(untilSampledAccuracy === null ? {} : { untilSampledAccuracy: { threshold: untilSampledAccuracy, every: 20 } }),
+        });
+        // An sft `lr` stays the optimizer's lr from then on (PROTOCOL.md): one more step at the RL rate sets it back.
+        if (lr !== config.lr) await worker.request('sft', { examples, steps: 1, lr: config.lr, seed: config.seed });
+        Object.assign(start, { 'sft/loss': sft.loss, 'sft/steps': sft.steps, 'sft/seconds': sft.seconds, ...(typeof sft.sampledAccuracy === 'number' ? { 'sft/sampledAccuracy': sft.sampledAccuracy } : {}) });
+        checkpoint = checkpointDir(ctx.store.file, runId, 0);
+        await worker.request('save', { dir: checkpoint, metrics: start });
+        const saved = checkpoint;
+        ctx.store.writeTraining(runId, (t) => t.addCheckpoint(runId, 0, saved, start));
+      }
+      Object.assign(start, await iterations.evaluate(valTasks, 0, checkpoint));
+      ctx.store.writeTraining(runId, (t) => t.addMetrics(runId, 0, start));
+    }
+    for (let step = first; step <= config.iterations && !ctx.signal.aborted; step += 1) {
+      const done = await iterations.step(trainTasks, step, checkpoint);
+      if (!done) break;
+      checkpoint = done.checkpoint;
+      if (step % config.evalEvery === 0 || step === config.iterations) {
+        const val = await iterations.evaluate(valTasks, step, checkpoint);
+        if (ctx.signal.aborted) break;
+        ctx.store.writeTraining(runId, (t) => t.addMetrics(runId, step, val));
+      }
+    }
+  } catch (error) {
+    // A cancel stops the worker under a pending request: that is the cancel, not a failure.
+    if (!ctx.signal.aborted) throw error;
+  } finally {
+    ctx.signal.removeEventListener('abort', stop);
+    await worker.shutdown();
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * The daemon's training runs: `training/start` creates (or resumes) a run and drives its loop in the
+ * background; `trainingRuns/cancel` aborts it; the daemon's shutdown cancels what still runs. A run
+ * left `running` by a daemon that died is marked failed when the next daemon starts, so it can be
+ * resumed. One loop per run; a failure fails that run only.
+ */
+import type { z } from 'zod';
+import { GrpoConfig, type StartTrainingParams, type TrainingRun } from '../protocol';
+import { ConflictError, InvalidInputError, errorMessage } from '../errors';
+import type { Logger } from '../log';
+import type { Store } from '../store/store';
+import type { Disposable } from '../util/event';
+import { runGrpo } from './grpo';
+import type { Caller } from './rollouts';
+
+export class TrainingManager implements Disposable {
+  private readonly active = new Map<string, { controller: AbortController; done: Promise<void> }>();
+
+  constructor(
+    private readonly store: Store,
+    private readonly call: Caller,
+    private readonly logger: Logger,
+  ) {
+    for (const run of store.training.list()) {
+      if (run.status === 'running' || run.status === 'queued') {
+        // Its driver (this daemon's loop, or an APO process talking through the daemon) is gone.
+        const error = `the daemon stopped during this run${run.algorithm === 'grpo' ? `; resume it with \`lightning train --resume ${run.id}\`` : ''}`;
+        store.writeTraining(run.id, (t) => t.transition(run.id, 'failed', { error }));
+      }
+    }
+  }
+
+  start(params: z.output<typeof StartTrainingParams>): TrainingRun {
+    let runId: string;
+    let config: GrpoConfig;
+    if (params.resume !== undefined) {
+      const run = this.store.training.get(params.resume);
+      if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
+      config = GrpoConfig.parse(run.config);
+      runId = run.id;
+    } else {
+      config = GrpoConfig.parse(params.config!);
+      // Refuse what cannot run before recording a run: an unknown dataset, one without train tasks.
+      if (this.store.listTasks(config.dataset, 'train').items.length === 0) {
+        throw new InvalidInputError(`params.config.dataset: ${config.dataset} has no train tasks (import tasks with "split": "train")`);
+      }
+      if (config.valDataset !== null) this.store.listTasks(config.valDataset);
+      runId = this.store.writeTraining((run: TrainingRun) => run.id, (t) => t.create(config.algorithm, config)).id;
+    }
+    const started = this.store.writeTraining(runId, (t) => t.transition(runId, 'running'));
+    const controller = new AbortController();
+    const done = this.drive(runId, config, controller.signal).finally(() => this.active.delete(runId));
+    this.active.set(runId, { controller, done });
+    return started;
+  }
+
+  /** Whether this daemon drives run `id` now. */
+  isRunning(id: string): boolean {
+    return this.active.has(id);
+  }
+
+  /** Stops run `id`, which this daemon drives: its loop stops its agents and worker and records the run cancelled. */
+  async cancel(id: string): Promise<TrainingRun> {
+    const active = this.active.get(id);
+    if (!active) throw new ConflictError(`training run ${id} is not running in this daemon`);
+    active.controller.abort();
+    await active.done;
+    return this.store.training.get(id);
+  }
+
+  private async drive(runId: string, config: GrpoConfig, signal: AbortSignal): Promise<void> {
+    const logger = this.logger.child(runId);
+    try {
+      await runGrpo(runId, config, { store: this.store, call: this.call, logger, signal });
+      if (!this.store.isOpen) return;
+      this.store.writeTraining(runId, (t) => t.transition(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null }));
+    } catch (error) {
+      logger.error('training run failed', { error: errorMessage(error) });
+      if (this.store.isOpen) this.store.writeTraining(runId, (t) => t.transition(runId, 'failed', { error: errorMessage(error) }));
+    }
+  }
+
+  /** Cancels every run and waits for their loops (agents and workers stopped). */
+  async shutdown(): Promise<void> {
+    for (const { controller } of this.active.values()) controller.abort();
+    await Promise.all([...this.active.values()].map((a) => a.done));
+  }
+
+  dispose(): void {
+    for (const { controller } of this.active.values()) controller.abort();
+  }
+}

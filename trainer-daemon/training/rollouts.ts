@@ -1,0 +1,60 @@
+/**
+ * How a training iteration runs its rollouts: through the batch runner, with every LLM call sent to
+ * the policy being trained (the batch's upstream is the worker's serving URL) and exact token ids
+ * requested. The runner is given the daemon's own handlers, so no RPC hop is spent in-process.
+ */
+import path from 'node:path';
+import { BatchRunner, type BatchMode, type RunnerClient } from '../runner/batch';
+
+/** What the loop needs of the daemon: its RPC methods (the daemon passes its own handler table). */
+export type Caller = RunnerClient;
+
+export interface RolloutBatch {
+  readonly batchId: string;
+  readonly rolloutIds: readonly string[];
+  /** The OpenAI-compatible base URL (…/v1) that serves this batch's LLM calls. */
+  readonly upstream: string;
+}
+
+export interface RolloutExecutorOptions {
+  readonly call: Caller;
+  readonly mode: BatchMode;
+  readonly timeoutMs: number;
+  readonly logDir: string;
+}
+
+/** Runs one batch at a time; `cancel` stops the agents of the batch in flight. */
+export class RolloutExecutor {
+  private current: BatchRunner | undefined;
+  private cancelled = false;
+
+  constructor(private readonly options: RolloutExecutorOptions) {}
+
+  async run(batch: RolloutBatch): Promise<void> {
+    if (this.cancelled) return;
+    // The policy server is local and needs no key: the user's OpenAI key stays out of these rollouts.
+    const env = { ...process.env };
+    delete env.OPENAI_API_KEY;
+    const runner = new BatchRunner({
+      client: this.options.call,
+      mode: this.options.mode,
+      timeoutMs: this.options.timeoutMs,
+      upstream: batch.upstream,
+      tokenIds: true,
+      logDir: path.join(this.options.logDir, batch.batchId),
+      env,
+      onAttempt: () => undefined,
+    });
+    this.current = runner;
+    try {
+      await runner.run(batch.rolloutIds);
+    } finally {
+      this.current = undefined;
+    }
+  }
+
+  cancel(): void {
+    this.cancelled = true;
+    this.current?.cancel();
+  }
+}

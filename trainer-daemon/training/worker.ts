@@ -1,0 +1,230 @@
+/**
+ * Starts and supervises the Python trainer worker (protocol v1 over stdio, trainer-daemon/python/PROTOCOL.md):
+ * requests are correlated with their responses by id, every line is checked against the protocol's
+ * schemas, stderr goes to the daemon's log, and a crash (exit, a line that is not the protocol) fails
+ * the pending requests with the Python traceback — it never takes the daemon down.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import readline from 'node:readline';
+import {
+  WORKER_PROTOCOL_VERSION,
+  WorkerMessage,
+  WorkerMethods,
+  WorkerReady,
+  WorkerResponse,
+  describeIssues,
+  type WorkerErrorKind,
+  type WorkerEvent,
+  type WorkerMethodName,
+  type WorkerParamsOf,
+  type WorkerResultOf,
+} from '../protocol';
+import { InvalidInputError, LightningError } from '../errors';
+import type { Logger } from '../log';
+import { Emitter, type Disposable, type Event } from '../util/event';
+
+/** trainer-daemon/python, beside this module in the checkout (the bundles live in dist/). */
+export const PYTHON_PACKAGE_DIR = path.resolve(__dirname, '..', path.basename(__dirname) === 'dist' ? 'trainer-daemon' : '', 'python');
+
+/** The worker answered a request with an error, or died while it was pending. */
+export class WorkerError extends LightningError {
+  constructor(
+    message: string,
+    readonly kind: WorkerErrorKind | 'crashed',
+    readonly traceback?: string,
+  ) {
+    super(traceback ? `${message}\n${traceback.trimEnd()}` : message);
+  }
+}
+
+export interface WorkerOptions {
+  readonly python: string;
+  readonly logger: Logger;
+  readonly env?: NodeJS.ProcessEnv;
+  /** How long the worker may take to print its ready line (importing torch is slow on a cold disk). */
+  readonly readyTimeoutMs?: number;
+}
+
+interface Pending {
+  readonly method: WorkerMethodName;
+  resolve(value: unknown): void;
+  reject(error: Error): void;
+}
+
+/** How much of the worker's stderr is kept to explain a crash. */
+const STDERR_TAIL_CHARS = 8_000;
+
+export class TrainerWorker implements Disposable {
+  private nextId = 1;
+  private readonly pending = new Map<number, Pending>();
+  private stderrTail = '';
+  private failure: WorkerError | undefined;
+  private readonly _onDidEvent = new Emitter<WorkerEvent>();
+  private readonly _onDidExit = new Emitter<WorkerError>();
+  /** Progress and log events the worker sends while it works. */
+  readonly onDidEvent: Event<WorkerEvent> = this._onDidEvent.event;
+  /** The worker went away when nobody asked it to (after `dispose`, nothing fires). */
+  readonly onDidExit: Event<WorkerError> = this._onDidExit.event;
+  readonly exited: Promise<void>;
+  private disposed = false;
+
+  private constructor(
+    private readonly child: ChildProcess,
+    readonly ready: WorkerReady,
+    private readonly lines: readline.Interface,
+    private readonly logger: Logger,
+    exited: Promise<void>,
+  ) {
+    this.exited = exited;
+  }
+
+  /** Spawns the worker and waits for its ready line. */
+  static async start(options: WorkerOptions): Promise<TrainerWorker> {
+    const env = { ...process.env, ...options.env, PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter), PYTHONUNBUFFERED: '1' };
+    const child = spawn(options.python, ['-m', 'lightning_trainer.worker'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const logger = options.logger;
+    let stderr = '';
+    const stderrLines = readline.createInterface({ input: child.stderr! });
+    stderrLines.on('line', (line) => {
+      stderr = (stderr + line + '\n').slice(-STDERR_TAIL_CHARS);
+      logger.info('worker stderr', { line });
+    });
+    const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
+    const lines = readline.createInterface({ input: child.stdout! });
+    const ready = await new Promise<WorkerReady>((resolve, reject) => {
+      const fail = (why: string): void => {
+        clearTimeout(timer);
+        child.kill('SIGKILL');
+        // Let the last stderr lines (the traceback) arrive before reporting them.
+        void exited.then(() => reject(new WorkerError(`the trainer worker (${options.python}) ${why}`, 'crashed', stderr || undefined)));
+      };
+      const timer = setTimeout(() => fail(`printed no ready line in ${(options.readyTimeoutMs ?? 120_000) / 1000} s`), options.readyTimeoutMs ?? 120_000);
+      child.once('error', (error) => {
+        clearTimeout(timer);
+        reject(new WorkerError(`cannot start the trainer worker with ${options.python}: ${error.message} (run \`lightning doctor\`)`, 'crashed'));
+      });
+      child.once('exit', (code, signal) => fail(`exited before it was ready (${signal ?? `code ${code}`})`));
+      lines.once('line', (line) => {
+        clearTimeout(timer);
+        child.removeAllListeners('exit');
+        const parsed = parseLine(line, WorkerReady);
+        if (parsed instanceof Error) return fail(`sent a bad ready line: ${parsed.message}`);
+        if (parsed.protocol !== WORKER_PROTOCOL_VERSION) return fail(`speaks protocol ${parsed.protocol}, this daemon ${WORKER_PROTOCOL_VERSION}`);
+        resolve(parsed);
+      });
+    });
+    const worker = new TrainerWorker(child, ready, lines, logger, exited);
+    worker.stderrTail = stderr;
+    stderrLines.on('line', (line) => (worker.stderrTail = (worker.stderrTail + line + '\n').slice(-STDERR_TAIL_CHARS)));
+    worker.listen();
+    logger.info('trainer worker ready', { pid: child.pid, python: ready.python, torch: ready.torch, device: ready.device });
+    return worker;
+  }
+
+  /** Why the worker can no longer answer (it crashed or was stopped); undefined while it runs. */
+  get failed(): WorkerError | undefined {
+    return this.failure;
+  }
+
+  /** Sends one request; resolves with its schema-checked result or rejects with a WorkerError. */
+  request<M extends WorkerMethodName>(method: M, params: WorkerParamsOf<M>): Promise<WorkerResultOf<M>> {
+    if (this.failure) return Promise.reject(this.failure);
+    const checked = WorkerMethods[method].params.safeParse(params);
+    if (!checked.success) return Promise.reject(new InvalidInputError(describeIssues(checked.error, method)));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { method, resolve: resolve as (value: unknown) => void, reject });
+      this.child.stdin!.write(`${JSON.stringify({ type: 'request', id, method, params })}\n`);
+    });
+  }
+
+  /** Asks the worker to exit, then makes sure it has (SIGKILL after `graceMs`). */
+  async shutdown(graceMs = 5_000): Promise<void> {
+    if (!this.failure && !this.disposed) {
+      const asked = this.request('shutdown', {}).catch(() => undefined);
+      await Promise.race([asked, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+    }
+    this.dispose();
+    const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
+    timer.unref();
+    await this.exited;
+    clearTimeout(timer);
+  }
+
+  /** Stops the worker now (SIGTERM); pending requests fail. */
+  dispose(): void {
+    if (this.disposed) return;
+    this.disposed = true;
+    this.fail(new WorkerError('the trainer worker was stopped', 'crashed'));
+    this._onDidEvent.dispose();
+    this._onDidExit.dispose();
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill('SIGTERM');
+    this.child.stdin?.destroy();
+  }
+
+  private listen(): void {
+    this.lines.on('line', (line) => {
+      const parsed = parseLine(line, WorkerMessage);
+      if (parsed instanceof Error) {
+        this.crash(`wrote a line that is not the worker protocol (${parsed.message}): ${line.slice(0, 200)}`);
+        this.child.kill('SIGKILL');
+        return;
+      }
+      if (parsed.type === 'event') {
+        this._onDidEvent.fire(parsed);
+        return;
+      }
+      this.settle(parsed, line);
+    });
+    this.child.once('exit', (code, signal) => {
+      if (this.disposed) return;
+      // stderr may still hold the traceback: wait for the pipe to close before reporting.
+      void this.exited.then(() => this.crash(`exited unexpectedly (${signal ?? `code ${code}`})`));
+    });
+    this.child.stdin!.on('error', () => undefined);
+  }
+
+  private settle(message: { id: number | null }, line: string): void {
+    const pending = message.id === null ? undefined : this.pending.get(message.id);
+    if (message.id === null || !pending) {
+      this.logger.error(message.id === null ? 'trainer worker could not read a request line' : 'trainer worker answered an unknown request', { response: line.slice(0, 500) });
+      return;
+    }
+    this.pending.delete(message.id);
+    const response = parseLine(line, WorkerResponse);
+    if (response instanceof Error) return pending.reject(new WorkerError(`the trainer worker sent a bad ${pending.method} response: ${response.message}`, 'crashed'));
+    if ('error' in response) {
+      pending.reject(new WorkerError(`the trainer worker's ${pending.method} failed (${response.error.kind}): ${response.error.message}`, response.error.kind, response.error.traceback));
+      return;
+    }
+    const result = WorkerMethods[pending.method].result.safeParse(response.result);
+    if (!result.success) return pending.reject(new WorkerError(`the trainer worker sent an invalid ${pending.method} result: ${describeIssues(result.error, 'result')}`, 'crashed'));
+    pending.resolve(result.data);
+  }
+
+  private crash(why: string): void {
+    if (this.failure) return;
+    const error = new WorkerError(`the trainer worker ${why}`, 'crashed', this.stderrTail.trim() || undefined);
+    this.logger.error('trainer worker crashed', { why, pid: this.child.pid });
+    this.fail(error);
+    this._onDidExit.fire(error);
+  }
+
+  private fail(error: WorkerError): void {
+    this.failure ??= error;
+    for (const pending of this.pending.values()) pending.reject(error);
+    this.pending.clear();
+  }
+}
+
+function parseLine<T>(line: string, schema: { safeParse(value: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } }): T | Error {
+  let json: unknown;
+  try {
+    json = JSON.parse(line);
+  } catch {
+    return new Error('not JSON');
+  }
+  const parsed = schema.safeParse(json);
+  return parsed.success ? parsed.data : new Error(describeIssues(parsed.error, 'line'));
+}
