@@ -16,7 +16,7 @@ from .model import TinyConfig
 from .params import (LoadParams, SaveParams, ServeParams, SftParams, TinyModel, TokenizeParams, TrainParams)
 from .policy import Policy, TinyPolicy
 from .schema import camel, parse
-from .train import policy_update, supervised
+from .train import policy_update, supervised, unchanged_on_error
 
 
 class StateError(RuntimeError):
@@ -97,12 +97,12 @@ class Session:
 
     def sft(self, params: SftParams) -> dict:
         policy = self._loaded()
-        with self.lock:
+        with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
             return supervised(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
 
     def train(self, params: TrainParams) -> dict:
         policy = self._loaded()
-        with self.lock:
+        with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
             result = policy_update(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
             self.step += 1
         return {"step": self.step, **result}

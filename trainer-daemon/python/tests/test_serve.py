@@ -148,3 +148,19 @@ def test_generation_after_an_update_uses_the_new_weights(served):
         for n, p in session.policy.model.named_parameters():
             p.copy_(saved[n])
     assert before["choices"][0]["logprobs"] != after["choices"][0]["logprobs"]
+
+
+def test_non_finite_logits_answer_a_500_naming_the_cause_and_the_server_keeps_serving(served):
+    session, url = served
+    weight = session.policy.model.ln_f.weight
+    saved = weight.detach().clone()
+    with torch.no_grad():
+        weight.fill_(float("nan"))
+    try:
+        status, _, text = http(url, "/v1/chat/completions", {"messages": QUESTION, "max_tokens": 4})
+    finally:
+        with torch.no_grad():
+            weight.copy_(saved)
+    assert status == 500, text
+    assert "non-finite logits" in json.loads(text)["error"]["message"]
+    chat(url, max_tokens=4)
