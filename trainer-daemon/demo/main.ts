@@ -78,7 +78,7 @@ export async function runDemo(): Promise<void> {
   const python = await ensureTrainerPython(store, say);
   say(`  trainer   ${python.executable} (Python ${python.version}, torch ${python.torch}): the tiny built-in policy, a byte-level GPT`);
   say(`  agent     node ${path.relative(process.cwd(), agent)} — the real openai SDK, as long-lived agent workers; tools add/subtract/multiply`);
-  say(`  task      "23 minus 45": pick the right tool, answer with its result (reward 1 if right)`);
+  say(`  task      "3 minus 7": pick the right tool, answer with its result (reward 1 if right)`);
   say(`  store     ${path.relative(process.cwd(), store)}`);
 
   // The agent must talk to the policy, whatever the user's shell points OpenAI programs at.
