@@ -251,9 +251,25 @@ def supervised(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: floa
     examples = params.examples
     prompts = [policy.render_prompt(e.messages, e.tools) for e in examples]
     targets = [policy.render_completion(e.messages, e.tools, e.completion) for e in examples]
+    # An sft `lr` holds for this call only: the optimizer's own lr (the RL rate) comes back afterwards.
+    saved_lrs = [group["lr"] for group in optimizer.param_groups]
     if params.lr is not None:
-        for group in optimizer.param_groups:
-            group["lr"] = params.lr
+        set_lr(optimizer, params.lr)
+    try:
+        return _supervised_steps(policy, optimizer, grad_clip, params, progress, prompts, targets, started)
+    finally:
+        for group, lr in zip(optimizer.param_groups, saved_lrs):
+            group["lr"] = lr
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def _supervised_steps(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: SftParams,
+                      progress: Progress, prompts: list, targets: list, started: float) -> dict:
+    examples = params.examples
     generator = torch.Generator().manual_seed(params.seed)
     trainable = list(policy.trainable().values())
     until = params.until_sampled_accuracy

@@ -1,4 +1,5 @@
 """Policy updates on the tiny model: direction of the update, LoRA, gradient accumulation, checkpoints."""
+import dataclasses
 import json
 
 import pytest
@@ -6,7 +7,7 @@ import torch
 
 from conftest import make_session
 from lightning_trainer.generate import NonFiniteError, Sampling, generate
-from lightning_trainer.params import LoadParams, SaveParams, TrainParams
+from lightning_trainer.params import LoadParams, SaveParams, SftParams, TrainParams
 from lightning_trainer.schema import BadParams, parse
 from lightning_trainer.train import sequence_logprobs
 
@@ -156,3 +157,17 @@ def test_a_non_finite_update_is_refused_and_leaves_weights_and_optimizer_state_u
         assert torch.equal(v["exp_avg"], moments[k])
     assert session.step == 1
     assert train(session, good)["step"] == 2
+
+
+def test_an_sft_lr_holds_for_that_call_only_and_a_resumed_load_takes_the_lr_asked_for(tmp_path):
+    session = make_session(optimizer={"lr": 3e-4})
+    examples = [{"messages": [{"role": "user", "content": "1 plus 2"}], "completion": {"content": "3"}}]
+    session.sft(parse(SftParams, {"examples": examples, "steps": 2, "batchSize": 1, "lr": 1e-3}))
+    assert [group["lr"] for group in session.optimizer.param_groups] == [3e-4]
+    saved = session.save(parse(SaveParams, {"dir": str(tmp_path / "ckpt")}))
+    asked = dataclasses.replace(session.load_params, checkpoint=saved["path"],
+                                optimizer=dataclasses.replace(session.load_params.optimizer, lr=1e-4))
+    session.load(asked)
+    assert [group["lr"] for group in session.optimizer.param_groups] == [1e-4]
+    session.load(parse(LoadParams, {"checkpoint": saved["path"]}))
+    assert [group["lr"] for group in session.optimizer.param_groups] == [3e-4]
