@@ -63,7 +63,7 @@ async function runSeed(seed: number, iterations: number, work: string): Promise<
 
 async function main(): Promise<void> {
   const seeds = flag('--seeds', '0,1,2').split(',').map(Number);
-  const iterations = Number(flag('--iterations', '60'));
+  const iterations = Number(flag('--iterations', '40'));
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-learning-'));
   console.error(`bench:learning: ${os.cpus().length} CPU(s), seeds ${seeds.join(', ')}, ${iterations} iterations each, in ${work}`);
   const results: SeedResult[] = [];

@@ -4,8 +4,9 @@ Builds a Qwen2-architecture model from a config with random weights (default: Qw
 byte-level BPE tokenizer trained on the fly with a ChatML + tools chat template, then drives the real worker
 over its stdio protocol: load with LoRA (peft), serve chat completions (tokens/s at 1 and 16 concurrent
 clients, bf16), `train` on 64 transitions × 512 tokens (update time, peak GPU memory, ratio deviation against
-the served logprobs), save and resume from the checkpoint. Prints a JSON summary and a markdown table; any
-failure exits non-zero.
+the served logprobs), save and resume from the checkpoint. Each phase's result, the worker's progress events and
+its stderr are printed (to stdout, flushed) as they happen, so a failure can be read from the log alone; at the end a
+JSON summary and a markdown table. Any failure exits non-zero.
 
     test/gpu/check.sh                         # on a machine with a CUDA GPU, torch, transformers and peft
     LIGHTNING_GPU_CHECK_CPU=1 test/gpu/check.sh   # the same logic with a tiny config on the CPU
@@ -20,6 +21,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -57,9 +59,19 @@ Answer a call as <tool_call>{"name": ..., "arguments": ...}</tool_call><|im_end|
 {% endif %}"""
 
 
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
 def fail(message: str) -> None:
-    print(f"GPU CHECK FAILED: {message}", file=sys.stderr)
+    say(f"GPU CHECK FAILED: {message}")
     sys.exit(1)
+
+
+def phase(summary: dict, name: str, value) -> None:
+    """Record one phase's result and print it at once."""
+    summary[name] = value
+    say(f"[check] {name}: {json.dumps(value)}")
 
 
 def build_model_dir(target: Path) -> None:
@@ -88,9 +100,15 @@ class Worker:
     def __init__(self):
         env = {**os.environ, "PYTHONPATH": str(ROOT / "trainer-daemon" / "python")}
         self.process = subprocess.Popen([sys.executable, "-m", "lightning_trainer.worker"], env=env, text=True,
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=1)
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        bufsize=1)
+        threading.Thread(target=self._relay_stderr, daemon=True).start()
         self.ready = json.loads(self.process.stdout.readline() or fail("the worker printed no ready line"))
         self.next_id = 0
+
+    def _relay_stderr(self) -> None:
+        for line in self.process.stderr:
+            say(f"[worker] {line.rstrip()}")
 
     def call(self, method: str, params: dict) -> dict:
         self.next_id += 1
@@ -99,7 +117,9 @@ class Worker:
         while True:
             line = self.process.stdout.readline() or fail(f"the worker exited during {method}")
             message = json.loads(line)
-            if message["type"] == "response":
+            if message["type"] == "event":
+                say(f"[worker event] {json.dumps(message.get('data', message))}")
+            elif message["type"] == "response":
                 if "error" in message:
                     fail(f"{method}: {message['error']['kind']}: {message['error']['message']}\n"
                          f"{message['error'].get('traceback', '')}")
@@ -109,8 +129,11 @@ class Worker:
 def post(url: str, body: dict) -> dict:
     request = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=300) as response:
-        return json.load(response)
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as error:  # the body names the cause (e.g. non-finite logits)
+        raise RuntimeError(f"HTTP {error.code}: {error.read().decode(errors='replace')}") from None
 
 
 def serving_tokens_per_second(url: str, clients: int, per_client: int) -> float:
@@ -141,17 +164,18 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="lightning-gpu-check-"))
     started = time.perf_counter()
     build_model_dir(work / "model")
-    summary["buildSeconds"] = time.perf_counter() - started
+    phase(summary, "buildSeconds", time.perf_counter() - started)
     worker = Worker()
-    summary["ready"] = worker.ready
+    phase(summary, "ready", worker.ready)
     if not CPU and worker.ready["device"] != "cuda":
         fail("torch sees no CUDA GPU (set LIGHTNING_GPU_CHECK_CPU=1 to run the CPU variant)")
     load = {"model": {"kind": "hf", "name": str(work / "model"), "fromConfig": True},
             "adapter": {"kind": "lora", "rank": 16, "alpha": 32}, "optimizer": {"lr": 1e-4}, "seed": 0}
     started = time.perf_counter()
-    summary["load"] = worker.call("load", load)
-    summary["loadSeconds"] = time.perf_counter() - started
+    phase(summary, "load", worker.call("load", load))
+    phase(summary, "loadSeconds", time.perf_counter() - started)
     url = worker.call("serve", {"maxBatch": 64})["url"]
+    say(f"[check] serving at {url}")
 
     tools = [{"type": "function", "function": {"name": "add", "parameters": {
         "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
@@ -167,34 +191,42 @@ def main() -> None:
     for clients in CONCURRENCY:
         per_client = 4 if clients == 1 else 2
         serving_tokens_per_second(url, clients, 1)  # warm-up (kernels, allocator)
-        summary[f"servingTokensPerSecond{clients}"] = serving_tokens_per_second(url, clients, per_client)
+        phase(summary, f"servingTokensPerSecond{clients}", serving_tokens_per_second(url, clients, per_client))
 
     vocab = json.loads((work / "model" / "config.json").read_text())["vocab_size"]
     transitions = [{"promptIds": [(i * 31 + k * 7) % vocab for k in range(PROMPT_TOKENS)],
                     "responseIds": [(i * 17 + k * 13) % vocab for k in range(RESPONSE_TOKENS)],
                     "logprobs": None, "advantage": 1.0 if i % 2 else -1.0} for i in range(TRANSITIONS)]
     options = {"epochs": 2, "minibatch": TRANSITIONS, "microBatch": 8}
-    summary["trainFirst"] = worker.call("train", {"transitions": transitions, **options})
-    summary["trainSecond"] = worker.call("train", {"transitions": transitions, **options})
+    for name in ("trainFirst", "trainSecond"):
+        phase(summary, name, worker.call("train", {"transitions": transitions, **options}))
+        if summary[name]["loss"] is None:  # the worker writes NaN/inf as null
+            fail(f"{name}: the loss is not finite")
     # a completion served by the updated weights, trained on with its served logprobs: the ratio must start near 1
-    fresh = post(url, {"messages": [{"role": "user", "content": "add 2 and 3"}], "max_tokens": 16,
-                       "logprobs": True, "return_token_ids": True, "seed": 2})
+    try:
+        fresh = post(url, {"messages": [{"role": "user", "content": "add 2 and 3"}], "max_tokens": 16,
+                           "logprobs": True, "return_token_ids": True, "seed": 2})
+    except RuntimeError as error:
+        fail(f"a completion after the updates: {error}")
+    say(f"[check] completion after the updates: {fresh['choices'][0]['message']}")
     served = {"promptIds": fresh["prompt_token_ids"], "responseIds": fresh["choices"][0]["token_ids"],
               "logprobs": [e["logprob"] for e in fresh["choices"][0]["logprobs"]["content"]], "advantage": 0.0}
     consistency = worker.call("train", {"transitions": [served], "epochs": 1})
-    summary["servedVsTrainingMaxRatioDeviation"] = consistency["maxRatioDeviation"]
+    say(f"[check] consistency train: {json.dumps(consistency)}")
+    phase(summary, "servedVsTrainingMaxRatioDeviation", consistency["maxRatioDeviation"])
     if not consistency["maxRatioDeviation"] < 0.5:
         fail(f"served logprobs disagree with the trainer's: max |ratio - 1| = {consistency['maxRatioDeviation']}")
 
     saved = worker.call("save", {"dir": str(work / "checkpoint"), "metrics": {"check": True}})
-    summary["checkpointBytes"] = saved["bytes"]
+    phase(summary, "checkpointBytes", saved["bytes"])
     resumed = worker.call("load", {"checkpoint": saved["path"]})
     if resumed["step"] != consistency["step"] or resumed["trainable"] != summary["load"]["trainable"]:
         fail(f"resumed checkpoint differs: {resumed}")
+    say(f"[check] resumed: {json.dumps(resumed)}")
     worker.call("shutdown", {})
     if worker.process.wait(timeout=60) != 0:
         fail("the worker did not exit cleanly")
-    summary["totalSeconds"] = time.perf_counter() - started
+    phase(summary, "totalSeconds", time.perf_counter() - started)
     print(json.dumps(summary))
     print(table(summary))
 
@@ -207,6 +239,7 @@ def table(s: dict) -> str:
             *[(f"serving, {c} concurrent (tokens/s)", f"{s[f'servingTokensPerSecond{c}']:.0f}") for c in CONCURRENCY],
             (f"update, {TRANSITIONS} × {PROMPT_TOKENS + RESPONSE_TOKENS} tokens, 2 epochs (s)",
              f"{s['trainSecond']['seconds']:.2f} (first call {s['trainFirst']['seconds']:.2f})"),
+            ("largest gradient norm in update (before clipping)", f"{s['trainSecond']['gradNorm']:.3g}"),
             ("peak GPU memory in update", f"{(s['trainSecond'].get('gpuMemoryBytes') or 0) / 2**30:.1f} GiB"),
             ("max |ratio - 1|, first minibatch (same weights)", f"{s['trainFirst']['maxRatioDeviation']:.2e}"),
             ("max |ratio - 1|, served vs trainer logprobs", f"{s['servedVsTrainingMaxRatioDeviation']:.2e}"),

@@ -1,8 +1,10 @@
 /**
- * The demo's built-in task, "tools": arithmetic in words ("23 minus 45") that the sample agent solves
+ * The demo's built-in task, "tools": arithmetic in words ("3 minus 7") that the sample agent solves
  * with one of three tools (add, subtract, multiply). The warm-start demonstrations pick the tool at
  * random, so supervised learning teaches the format and copying the tool's result, but not which
  * tool fits: that is left for RL to learn (shared/recipes, "Can a tiny policy visibly learn by RL").
+ * Operands are one digit, so copying them and the tool's result is quickly learned and
+ * the reward measures the routing (two-digit operands make the copying as hard as the routing).
  */
 import type { ImportTask } from '../protocol';
 import { seededRandom } from '../util/random';
@@ -20,13 +22,14 @@ export interface ToolsTask {
   readonly answer: number;
 }
 
-/** `train` tasks then `val` tasks, the operations in turn, two-digit operands. */
+/** `train` tasks then `val` tasks, the operations in turn, operands 1…9. */
 export function toolsTasks(train: number, val: number, seed = 7): ImportTask[] {
   const random = seededRandom(seed);
+  const operand = (): number => 1 + Math.floor(random() * 9);
   return Array.from({ length: train + val }, (_, i) => {
     const op = OPERATIONS[i % OPERATIONS.length]!;
-    const a = 10 + Math.floor(random() * 90);
-    const b = 10 + Math.floor(random() * 90);
+    const a = operand();
+    const b = operand();
     const input: ToolsTask = { question: `${a} ${op.word} ${b}`, a, b, answer: op.apply(a, b) };
     return { id: `${i < train ? 'train' : 'val'}-${i}`, split: i < train ? 'train' : 'val', input: { ...input }, expected: input.answer };
   });

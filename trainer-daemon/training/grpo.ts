@@ -228,8 +228,6 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
           // Checking costs a batch of generations: every 20 steps is enough to stop near the cliff.
           ...(untilSampledAccuracy === null ? {} : { untilSampledAccuracy: { threshold: untilSampledAccuracy, every: 20 } }),
         });
-        // An sft `lr` stays the optimizer's lr from then on (PROTOCOL.md): one more step at the RL rate sets it back.
-        if (lr !== config.lr) await worker.request('sft', { examples, steps: 1, lr: config.lr, seed: config.seed });
         Object.assign(start, { 'sft/loss': sft.loss, 'sft/steps': sft.steps, 'sft/seconds': sft.seconds, ...(typeof sft.sampledAccuracy === 'number' ? { 'sft/sampledAccuracy': sft.sampledAccuracy } : {}) });
         checkpoint = checkpointDir(ctx.store.file, runId, 0);
         await worker.request('save', { dir: checkpoint, metrics: start });

@@ -33,6 +33,10 @@ class Generated:
     top: list[list[tuple[int, float]]] = field(default_factory=list)
 
 
+class NonFiniteError(RuntimeError):
+    """The model produced NaN/inf (logits while sampling, or gradients in an update)."""
+
+
 def left_pad(rows: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """ids, attention mask and position ids (cumsum(mask) - 1) for right-aligned rows."""
     width = max(len(r) for r in rows)
@@ -96,6 +100,9 @@ def generate(policy: Policy, prompts: list[list[int]], settings: list[Sampling])
     next_position = positions[:, -1]
     while not all(done):
         last = logits[:, -1].float()
+        if not bool(torch.isfinite(last).all()):  # before softmax/multinomial, which would hit a device-side assert
+            raise NonFiniteError("the model produced non-finite logits (NaN/inf) while sampling: its weights or "
+                                 "activations have diverged")
         logprobs = last.log_softmax(dim=-1)
         chosen = _sample(last, settings, generators)
         chosen_logprobs = logprobs.gather(1, chosen[:, None])[:, 0].tolist()

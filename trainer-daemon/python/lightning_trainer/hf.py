@@ -2,7 +2,8 @@
 
 The chat template is the tokenizer's own (`apply_chat_template` with tools); tool calls in the output are read in
 the Qwen/Hermes style `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`. `fromConfig: true` builds the
-model from its config.json with random weights (nothing downloaded; the GPU check uses it). On CUDA, LoRA runs on a
+model from its config.json with random weights (nothing downloaded; the GPU check uses it), the pad token's
+embedding row random too. On CUDA, LoRA runs on a
 bfloat16 base (adapters and trained norms in float32, peft's default); full fine-tuning keeps float32 weights;
 both compute under bf16 autocast.
 """
@@ -67,6 +68,17 @@ def parse_hermes_tool_calls(text: str, tools: Optional[list]) -> tuple[Optional[
     return content or None, calls
 
 
+def _random_pad_embedding(model, config) -> None:
+    """transformers initializes the pad token's embedding row to zeros, a state no trained model is in. A pad token
+    inside a sequence then carries an all-zero hidden state through every layer, and RMSNorm's backward scales its
+    gradient by 1/sqrt(eps) (~1000) per layer: at 24 layers the gradients overflow to inf/NaN (the GPU check's
+    failure). A random row like the others avoids it."""
+    pad = getattr(config, "pad_token_id", None)
+    if pad is not None:
+        with torch.no_grad():
+            model.get_input_embeddings().weight[pad].normal_(0.0, getattr(config, "initializer_range", 0.02))
+
+
 class HfPolicy(Policy):
     def __init__(self, spec: HfModel, adapter, device: torch.device):
         transformers = _import_transformers()
@@ -79,6 +91,7 @@ class HfPolicy(Policy):
         if spec.from_config:
             config = transformers.AutoConfig.from_pretrained(spec.name)
             model = transformers.AutoModelForCausalLM.from_config(config, **{dtype_key: dtype})
+            _random_pad_embedding(model, config)
         else:
             model = transformers.AutoModelForCausalLM.from_pretrained(spec.name, **{dtype_key: dtype})
         model.to(device)

@@ -22,6 +22,7 @@ from .generate import Generated, Sampling, generate
 
 GATHER_SECONDS = 0.005
 DEFAULT_MAX_TOKENS = 1024  # when a request names no max_tokens
+GREEDY_PREFIX = "/greedy"  # the same routes at temperature 0: validation rollouts with an unchanged agent
 
 
 class RequestError(ValueError):
@@ -299,8 +300,14 @@ class Handler(BaseHTTPRequestHandler):
         kind = "invalid_request_error" if status < 500 else "server_error"
         self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": None}})
 
+    def _route_path(self) -> tuple[str, bool]:
+        """The path without a `/greedy` prefix, and whether it had one (validation: temperature 0 whatever is asked)."""
+        path = self.path.rstrip("/")
+        greedy = path.startswith(GREEDY_PREFIX + "/")
+        return (path[len(GREEDY_PREFIX):] if greedy else path), greedy
+
     def do_GET(self) -> None:
-        if self.path.rstrip("/") == "/v1/models":
+        if self._route_path()[0] == "/v1/models":
             name = self.completions.policy.name
             self._send(200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "lightning"}]})
         else:
@@ -312,7 +319,8 @@ class Handler(BaseHTTPRequestHandler):
 
     def _post(self) -> None:
         routes = {"/v1/chat/completions": self.completions.chat, "/v1/completions": self.completions.text}
-        route = routes.get(self.path.rstrip("/"))
+        path, greedy = self._route_path()
+        route = routes.get(path)
         try:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
@@ -324,6 +332,8 @@ class Handler(BaseHTTPRequestHandler):
                 raise RequestError(f"the body is not JSON: {error}")
             if not isinstance(body, dict):
                 raise RequestError("the body must be a JSON object")
+            if greedy:
+                body = {**body, "temperature": 0.0}
             response, rows = route(body)
         except RequestError as error:
             return self._error(400, str(error), error.param)

@@ -16,7 +16,7 @@ from .model import TinyConfig
 from .params import (LoadParams, SaveParams, ServeParams, SftParams, TinyModel, TokenizeParams, TrainParams)
 from .policy import Policy, TinyPolicy
 from .schema import camel, parse
-from .train import policy_update, supervised
+from .train import policy_update, set_lr, supervised, unchanged_on_error
 
 
 class StateError(RuntimeError):
@@ -68,7 +68,7 @@ class Session:
             saved = parse(LoadParams, {k: v for k, v in checkpoint.read_config(params.checkpoint).items()
                                        if k in ("model", "adapter", "optimizer")})
             params = dataclasses.replace(params, model=params.model or saved.model,
-                                         adapter=params.adapter or saved.adapter)
+                                         adapter=params.adapter or saved.adapter, optimizer=saved.optimizer)
         device = pick_device(params.device)
         if device.type == "cpu":
             torch.set_num_threads(params.threads or 1)  # recipes: 1 thread (+ OpenBLAS's own 2) is fastest on CPU
@@ -79,6 +79,8 @@ class Session:
             o = params.optimizer
             optimizer = torch.optim.AdamW(list(policy.trainable().values()), lr=o.lr, weight_decay=o.weight_decay)
             step = checkpoint.restore(params.checkpoint, policy, optimizer) if params.checkpoint else 0
+            # The optimizer state restores the saved lr; the lr asked for now (e.g. a resumed run's) wins.
+            set_lr(optimizer, o.lr)
             policy.model.eval()
             self.policy, self.optimizer, self.load_params, self.step = policy, optimizer, params, step
         total = sum(p.numel() for p in policy.model.parameters())
@@ -97,12 +99,12 @@ class Session:
 
     def sft(self, params: SftParams) -> dict:
         policy = self._loaded()
-        with self.lock:
+        with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
             return supervised(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
 
     def train(self, params: TrainParams) -> dict:
         policy = self._loaded()
-        with self.lock:
+        with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
             result = policy_update(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
             self.step += 1
         return {"step": self.step, **result}

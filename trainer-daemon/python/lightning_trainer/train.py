@@ -9,6 +9,8 @@ each sequence's token mean. Environment tokens (mask 0) carry no loss.
 """
 from __future__ import annotations
 
+import contextlib
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from typing import Callable, Optional, Protocol
 
 import torch
 
-from .generate import Sampling, generate, left_pad
+from .generate import NonFiniteError, Sampling, generate, left_pad
 from .params import SftParams, TrainParams, Transition
 from .policy import Policy
 
@@ -99,6 +101,7 @@ class Stats:
         self.sums = {"pg": 0.0, "kl": 0.0, "entropy": 0.0, "clipped": 0.0}
         self.tokens = 0.0
         self.losses: list[float] = []
+        self.grad_norm = 0.0  # the largest (pre-clip) gradient norm of the call
 
     def add(self, name: str, values: torch.Tensor, mask: torch.Tensor) -> None:
         self.sums[name] += float((values.detach().float() * mask).sum())
@@ -122,6 +125,33 @@ class Reducer(Protocol):
     def total(self, value: float) -> float: ...
 
     def gradients(self, parameters: list[torch.nn.Parameter]) -> None: ...
+
+
+def checked_step(optimizer: torch.optim.Optimizer, trainable: list[torch.nn.Parameter], grad_clip: float, loss: float,
+                 where: str) -> float:
+    """Clip and apply one step; a NaN/inf loss or gradient norm raises NonFiniteError instead (nothing applied)."""
+    norm = float(torch.nn.utils.clip_grad_norm_(trainable, grad_clip if grad_clip > 0 else math.inf))
+    if not (math.isfinite(loss) and math.isfinite(norm)):
+        optimizer.zero_grad(set_to_none=True)
+        raise NonFiniteError(f"non-finite update at {where} (loss {loss}, gradient norm {norm}): not applied, the "
+                             "weights and optimizer state are as before this call")
+    optimizer.step()
+    return norm
+
+
+@contextlib.contextmanager
+def unchanged_on_error(trainable: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer):
+    """A call that fails part-way (a non-finite step, OOM) leaves the weights and optimizer state as they were."""
+    weights = [p.detach().clone() for p in trainable]
+    state = copy.deepcopy(optimizer.state_dict())
+    try:
+        yield
+    except BaseException:
+        with torch.no_grad():
+            for p, saved in zip(trainable, weights):
+                p.copy_(saved)
+        optimizer.load_state_dict(state)
+        raise
 
 
 def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: TrainParams,
@@ -187,16 +217,16 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
             if reducer is not None:
                 reducer.gradients(trainable)
                 minibatch_loss = reducer.total(minibatch_loss)
-            if grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(trainable, grad_clip)
-            optimizer.step()
+            norm = checked_step(optimizer, trainable, grad_clip, minibatch_loss,
+                                f"epoch {epoch}, minibatch {batches + 1}")
+            stats.grad_norm = max(stats.grad_norm, norm)
             stats.losses.append(minibatch_loss)
             batches += 1
             progress({"phase": "train", "epoch": epoch, "minibatch": batches, "loss": minibatch_loss})
     policy.model.eval()
     result = {"loss": sum(stats.losses) / len(stats.losses), "pgLoss": stats.mean("pg"), "kl": stats.mean("kl"),
               "entropy": stats.mean("entropy"), "clipFraction": stats.mean("clipped"),
-              "maxRatioDeviation": max_deviation, "tokens": int(sum(len(t.response_ids) for t in transitions)),
+              "maxRatioDeviation": max_deviation, "gradNorm": stats.grad_norm, "tokens": int(sum(len(t.response_ids) for t in transitions)),
               "seconds": time.perf_counter() - started}
     if torch.cuda.is_available():
         result["gpuMemoryBytes"] = int(torch.cuda.max_memory_allocated())
@@ -221,9 +251,25 @@ def supervised(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: floa
     examples = params.examples
     prompts = [policy.render_prompt(e.messages, e.tools) for e in examples]
     targets = [policy.render_completion(e.messages, e.tools, e.completion) for e in examples]
+    # An sft `lr` holds for this call only: the optimizer's own lr (the RL rate) comes back afterwards.
+    saved_lrs = [group["lr"] for group in optimizer.param_groups]
     if params.lr is not None:
-        for group in optimizer.param_groups:
-            group["lr"] = params.lr
+        set_lr(optimizer, params.lr)
+    try:
+        return _supervised_steps(policy, optimizer, grad_clip, params, progress, prompts, targets, started)
+    finally:
+        for group, lr in zip(optimizer.param_groups, saved_lrs):
+            group["lr"] = lr
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def _supervised_steps(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: SftParams,
+                      progress: Progress, prompts: list, targets: list, started: float) -> dict:
+    examples = params.examples
     generator = torch.Generator().manual_seed(params.seed)
     trainable = list(policy.trainable().values())
     until = params.until_sampled_accuracy
@@ -235,10 +281,8 @@ def supervised(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: floa
         result = sequence_logprobs(policy, [prompts[i] for i in picks], [targets[i] for i in picks])
         nll = -(result.logprobs * result.valid).sum() / result.valid.sum()
         nll.backward()
-        if grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(trainable, grad_clip)
-        optimizer.step()
         loss = float(nll.detach())
+        checked_step(optimizer, trainable, grad_clip, loss, f"sft step {steps}")
         if until and steps % until.every == 0:
             policy.model.eval()
             accuracy = sampled_accuracy(policy, examples, until.samples, generator)

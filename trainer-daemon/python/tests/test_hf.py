@@ -73,3 +73,26 @@ def test_lora_policy_serves_exact_tokens_and_trains_adapters_only(model_dir):
     named = dict(session.policy.model.named_parameters())
     assert all(torch.equal(named[n], value) for n, value in base.items())
     session.close()
+
+
+def test_a_deep_model_from_config_trains_with_pad_tokens_inside_a_sequence(model_dir, tmp_path):
+    """A zero pad-embedding row (transformers' init) overflowed the gradients to inf/NaN: Qwen2.5-0.5B's shape on the
+    GPU check (24 layers × 896); 48 layers × 64 shows it on the CPU (the growth per layer is smaller when narrow)."""
+    import shutil
+    deep = tmp_path / "deep"
+    shutil.copytree(model_dir, deep)
+    config = {k: v for k, v in json.loads((deep / "config.json").read_text()).items() if k != "layer_types"}
+    (deep / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 48, "hidden_size": 64,
+                                                  "intermediate_size": 128}))
+    session = Session(lambda _: None)
+    session.load(parse(LoadParams, {"model": {"kind": "hf", "name": str(deep), "fromConfig": True},
+                                    "adapter": {"kind": "lora", "rank": 4}}))
+    pad = session.policy.pad_id
+    words = [w for w in range(len(session.policy.tokenizer)) if w != pad]
+    transitions = [{"promptIds": [pad] + [words[(i + 3 * k) % len(words)] for k in range(31)],
+                    "responseIds": [words[(i + 5 * k) % len(words)] for k in range(32)],
+                    "advantage": 1.0 if i % 2 else -1.0} for i in range(4)]
+    result = session.train(parse(TrainParams, {"transitions": transitions}))
+    assert result["gradNorm"] < 1e3, result
+    assert all(torch.isfinite(p).all() for p in session.policy.model.parameters())
+    session.close()

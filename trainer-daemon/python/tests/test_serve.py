@@ -148,3 +148,38 @@ def test_generation_after_an_update_uses_the_new_weights(served):
         for n, p in session.policy.model.named_parameters():
             p.copy_(saved[n])
     assert before["choices"][0]["logprobs"] != after["choices"][0]["logprobs"]
+
+
+def test_non_finite_logits_answer_a_500_naming_the_cause_and_the_server_keeps_serving(served):
+    session, url = served
+    weight = session.policy.model.ln_f.weight
+    saved = weight.detach().clone()
+    with torch.no_grad():
+        weight.fill_(float("nan"))
+    try:
+        status, _, text = http(url, "/v1/chat/completions", {"messages": QUESTION, "max_tokens": 4})
+    finally:
+        with torch.no_grad():
+            weight.copy_(saved)
+    assert status == 500, text
+    assert "non-finite logits" in json.loads(text)["error"]["message"]
+    chat(url, max_tokens=4)
+
+
+def test_the_greedy_prefix_serves_the_same_routes_at_temperature_0_whatever_the_request_asks():
+    session = make_session()  # untrained: sampling at temperature 2 is close to uniform over the bytes
+    try:
+        url = session.serve(parse(ServeParams, {"maxBatch": 16}))["url"]
+        assert http(url, "/greedy/v1/models")[0] == 200
+        body = {"messages": QUESTION, "tools": TOOLS, "temperature": 2.0, "n": 4, "seed": 3, "max_tokens": 8, "return_token_ids": True}
+        texts = {}
+        for prefix in ("", "/greedy"):
+            status, _, text = http(url, prefix + "/v1/chat/completions", body)
+            assert status == 200, text
+            texts[prefix] = [c["token_ids"] for c in json.loads(text)["choices"]]
+        status, _, text = http(url, "/v1/chat/completions", {**body, "temperature": 0, "n": 1})
+        argmax = json.loads(text)["choices"][0]["token_ids"]
+        assert len({tuple(ids) for ids in texts[""]}) > 1, "sampled choices differ"
+        assert texts["/greedy"] == [argmax] * 4
+    finally:
+        session.close()

@@ -1,12 +1,13 @@
 """Policy updates on the tiny model: direction of the update, LoRA, gradient accumulation, checkpoints."""
+import dataclasses
 import json
 
 import pytest
 import torch
 
 from conftest import make_session
-from lightning_trainer.generate import Sampling, generate
-from lightning_trainer.params import LoadParams, SaveParams, TrainParams
+from lightning_trainer.generate import NonFiniteError, Sampling, generate
+from lightning_trainer.params import LoadParams, SaveParams, SftParams, TrainParams
 from lightning_trainer.schema import BadParams, parse
 from lightning_trainer.train import sequence_logprobs
 
@@ -137,3 +138,36 @@ def test_bad_params_name_the_field():
         parse(LoadParams, {"model": {"kind": "tiny"}, "adapter": {"kind": "lora", "rank": "8"}})
     with pytest.raises(BadParams, match=r"params.optimizer.learningRate is not a known field"):
         parse(LoadParams, {"model": {"kind": "tiny"}, "adapter": {"kind": "full"}, "optimizer": {"learningRate": 1}})
+
+
+def test_a_non_finite_update_is_refused_and_leaves_weights_and_optimizer_state_unchanged():
+    session = make_session(optimizer={"lr": 1e-3})
+    good = sampled_transitions(session, count=4)
+    train(session, good)  # optimizer state exists, so its restoration is checked too
+    # a behaviour logprob of -1e30 makes the ratio inf: with a negative advantage the loss is inf
+    bad = {**good[1], "logprobs": [-1e30] * len(good[1]["responseIds"]), "advantage": -1.0}
+    weights = {n: p.detach().clone() for n, p in session.policy.model.named_parameters()}
+    state = session.optimizer.state_dict()["state"]
+    moments = {k: v["exp_avg"].clone() for k, v in state.items()}
+    with pytest.raises(NonFiniteError, match="non-finite update"):  # minibatch 1: the good one may apply first
+        train(session, [good[0], bad], minibatch=1, epochs=2)
+    for n, p in session.policy.model.named_parameters():
+        assert torch.equal(p, weights[n]), f"{n} changed"
+    for k, v in session.optimizer.state_dict()["state"].items():
+        assert torch.equal(v["exp_avg"], moments[k])
+    assert session.step == 1
+    assert train(session, good)["step"] == 2
+
+
+def test_an_sft_lr_holds_for_that_call_only_and_a_resumed_load_takes_the_lr_asked_for(tmp_path):
+    session = make_session(optimizer={"lr": 3e-4})
+    examples = [{"messages": [{"role": "user", "content": "1 plus 2"}], "completion": {"content": "3"}}]
+    session.sft(parse(SftParams, {"examples": examples, "steps": 2, "batchSize": 1, "lr": 1e-3}))
+    assert [group["lr"] for group in session.optimizer.param_groups] == [3e-4]
+    saved = session.save(parse(SaveParams, {"dir": str(tmp_path / "ckpt")}))
+    asked = dataclasses.replace(session.load_params, checkpoint=saved["path"],
+                                optimizer=dataclasses.replace(session.load_params.optimizer, lr=1e-4))
+    session.load(asked)
+    assert [group["lr"] for group in session.optimizer.param_groups] == [1e-4]
+    session.load(parse(LoadParams, {"checkpoint": saved["path"]}))
+    assert [group["lr"] for group in session.optimizer.param_groups] == [3e-4]
