@@ -5,7 +5,8 @@
  * dedicated view gets `{ kind: 'none' }` and still shows its status and metrics.
  */
 import { z } from 'zod';
-import { ApoCandidate, MetricSeries } from '../trainer-daemon/protocol/apo';
+import { ApoCandidate } from '../trainer-daemon/protocol/apo';
+import { MetricSeries } from '../trainer-daemon/protocol/training';
 import { TrainingRun } from '../trainer-daemon/protocol/records';
 
 export const TrainingRunExtra = z.discriminatedUnion('kind', [
