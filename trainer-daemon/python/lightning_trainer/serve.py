@@ -224,12 +224,7 @@ class Completions:
             if body.get("return_token_ids"):
                 choice["token_ids"] = out.ids
             choices.append(choice)
-        response = {"id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
-                    "model": body.get("model") or self.policy.name, "choices": choices,
-                    "usage": self._usage(prompt, job.outputs)}
-        if body.get("return_token_ids"):
-            response["prompt_token_ids"] = prompt
-        return response, job.batch_rows
+        return self._envelope("chatcmpl", "chat.completion", body, prompt, job, choices)
 
     def text(self, body: dict) -> tuple[dict, int]:
         prompt_text = body.get("prompt")
@@ -246,7 +241,11 @@ class Completions:
             if body.get("return_token_ids"):
                 choice["token_ids"] = out.ids
             choices.append(choice)
-        response = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion", "created": int(time.time()),
+        return self._envelope("cmpl", "text_completion", body, prompt, job, choices)
+
+    def _envelope(self, prefix: str, kind: str, body: dict, prompt: list, job, choices: list) -> tuple[dict, int]:
+        """The response around the choices: a unique id, usage, and the prompt's token ids when asked for."""
+        response = {"id": f"{prefix}-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()),
                     "model": body.get("model") or self.policy.name, "choices": choices,
                     "usage": self._usage(prompt, job.outputs)}
         if body.get("return_token_ids"):
