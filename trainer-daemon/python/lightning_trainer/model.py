@@ -24,10 +24,11 @@ KVCache = list  # one (keys, values) pair per layer, each (batch, heads, time, h
 
 @dataclass
 class TinyConfig:
-    d_model: int = 96
-    layers: int = 3
-    heads: int = 4
-    context: int = 128
+    """The network's shape; the defaults a user gets live once, in params.TinyModelConfig."""
+    d_model: int
+    layers: int
+    heads: int
+    context: int
     vocab: int = VOCAB_SIZE
 
 
