@@ -17,6 +17,7 @@ import { DaemonSupervisor } from './supervisor';
 import { LightningCli } from './datasets/cliProcess';
 import { DatasetCommands } from './datasets/datasetCommands';
 import { ScoreCommand } from './rewards/scoreCommand';
+import { errorMessage } from '../trainer-daemon/errors';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -40,7 +41,7 @@ export function activate(context: vscode.ExtensionContext): void {
       try {
         await run(...args);
       } catch (error) {
-        const message = error instanceof Error ? error.message : String(error);
+        const message = errorMessage(error);
         log.error(`[command] ${id}: ${message}`);
         void vscode.window.showErrorMessage(`Lightning: ${message}`, 'Show Logs').then((choice) => choice && log.show());
       }

@@ -12,6 +12,7 @@ import type { Annotator } from './annotate';
 import type { TrainingRuns } from './trainingRuns';
 import { datasetRows, rolloutTransitions } from './datasets/panelData';
 import { reviewReward } from './rewards/reviewReward';
+import { errorMessage } from '../trainer-daemon/errors';
 
 export const PANEL_VIEW_ID = 'lightning.rollouts';
 const PAGE_SIZE = 200;
@@ -120,7 +121,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
           return reviewReward(this.live.supervisor, this.annotator, message.rolloutId, message.rewardId, message.action);
       }
     } catch (error) {
-      const text = error instanceof Error ? error.message : String(error);
+      const text = errorMessage(error);
       this.log.error(`[panel] ${message.type} failed: ${text}`);
       this.post({ type: 'error', message: text });
     }
@@ -147,7 +148,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
       const { items } = await client.request('listRewards', { rolloutId });
       this.post({ type: 'rewards', rolloutId, items });
     } catch (error) {
-      this.log.warn(`[panel] cannot refresh rewards: ${error instanceof Error ? error.message : String(error)}`);
+      this.log.warn(`[panel] cannot refresh rewards: ${errorMessage(error)}`);
     }
   }
 

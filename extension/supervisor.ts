@@ -15,6 +15,7 @@ import { DaemonClient } from './daemonClient';
 import { RestartPolicy } from './restartPolicy';
 import { probeVersion, resolveRuntime } from './runtime';
 import { readSettings, type UpstreamKey } from './settings';
+import { errorMessage } from '../trainer-daemon/errors';
 
 export type DaemonState =
   | { readonly kind: 'stopped' }
@@ -81,7 +82,7 @@ export class DaemonSupervisor implements vscode.Disposable {
       this._onDidConnect.fire(client);
       return client;
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
+      const message = errorMessage(error);
       this.log.error(`[daemon] start failed: ${message}`);
       this.fail(message);
       throw error;

@@ -5,7 +5,10 @@
  */
 import type { Json, TrainingRun, TrainingRunStatus } from '../trainer-daemon/protocol/records';
 
-export const RUN_STATUS_ICON: Record<TrainingRunStatus, string> = { queued: '◌', running: '●', succeeded: '✓', failed: '✗', cancelled: '⊘' };
+import { STATUS_ICON } from './format';
+
+/** A run's statuses are a subset of a rollout's, and show the same glyphs. */
+export const RUN_STATUS_ICON: Record<TrainingRunStatus, string> = STATUS_ICON;
 
 const field = (value: Json | null, key: string): Json | undefined => (value !== null && typeof value === 'object' && !Array.isArray(value) ? value[key] : undefined);
 const text = (value: Json | undefined): string | undefined => (typeof value === 'string' ? value : undefined);

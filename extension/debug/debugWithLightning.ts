@@ -13,6 +13,7 @@ import * as vscode from 'vscode';
 import type { DaemonSupervisor } from '../supervisor';
 import { readSettings, type UpstreamKey } from '../settings';
 import { baseEnvironment, finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from './launchConfig';
+import { errorMessage } from '../../trainer-daemon/errors';
 
 export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfigurationProvider {
   private readonly disposables: vscode.Disposable[] = [];
@@ -69,7 +70,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
       void this.warnWithoutUpstream(launch);
       return instrumentConfig(launch, run, process.env, { recorder: this.exitCodeRecorder, file: exitCodeFile(run.rollout.id) }) as vscode.DebugConfiguration;
     } catch (error) {
-      const message = error instanceof Error ? error.message : String(error);
+      const message = errorMessage(error);
       this.log.error(`[debug] cannot start a rollout for "${launch.name}": ${message}`);
       const choice = await vscode.window.showErrorMessage(`Lightning: cannot record "${launch.name}": ${message}`, 'Debug without Lightning', 'Show Logs');
       if (choice === 'Show Logs') this.log.show();
@@ -128,7 +129,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
       this.log.info(`[debug] rollout ${rolloutId} ${rollout.status}${exitCode === undefined ? '' : ` (exit code ${exitCode})`}`);
       this._onDidFinishRollout.fire(rolloutId);
     } catch (error) {
-      this.log.error(`[debug] cannot finalize rollout ${rolloutId}: ${error instanceof Error ? error.message : String(error)}`);
+      this.log.error(`[debug] cannot finalize rollout ${rolloutId}: ${errorMessage(error)}`);
     } finally {
       for (const [id, parent] of this.parents) {
         if (parent !== session.id) continue;

@@ -46,14 +46,6 @@ class TaskLookup {
   }
 }
 
-/**
- * Scores the given rollouts with a prepared scorer and writes their reward rows: what the dataset
- * runner, the training loop and APO call after each batch of rollouts.
- */
-export function scoreAndRecord(deps: ScoringDeps, scorer: RewardScorer, rolloutIds: readonly string[], author = 'lightning'): Promise<RolloutScore[]> {
-  return scoreTrajectories(deps, scorer, deps.store.trajectoriesOf(rolloutIds), author);
-}
-
 async function scoreTrajectories(deps: ScoringDeps, scorer: RewardScorer, trajectories: readonly Trajectory[], author: string, lookup = new TaskLookup(deps.store)): Promise<RolloutScore[]> {
   const scores = await scorer.score(trajectories.map((t) => ({ trajectory: toScoringTrajectory(t), task: toScoringTask(t, lookup.task(t)) })), deps.judge);
   await record(deps, scorer, scores, author);

@@ -1,9 +1,8 @@
 /**
  * The scoring pipeline, free of the store: a spec's sources prepared once (workers, models), then
- * any number of rollouts scored by every source and combined. Inside the daemon, code that has
- * rollouts to score (the training loop, APO) uses it through job.ts's scoreAndRecord; RPC clients
- * (the dataset runner, `lightning score`, the editor) through `rewards/score`, which keeps prepared
- * scorers between calls. One source failing on one rollout is that rollout's reported error,
+ * any number of rollouts scored by every source and combined. Callers (`lightning score`, the
+ * editor) reach it through `rewards/score` (job.ts's scoreRollouts), which keeps prepared scorers
+ * between calls. One source failing on one rollout is that rollout's reported error,
  * never the batch's.
  */
 import path from 'node:path';

@@ -173,10 +173,7 @@ export class Store {
     let cursor: string | undefined;
     do {
       const page = this.listRollouts({ ...filter, order: 'oldest', limit: 500, cursor });
-      const ids = page.items.map((r) => r.id);
-      const spans = this.spans.listForTraining(ids);
-      const rewards = this.rewards.listMany(ids);
-      for (const rollout of page.items) yield { rollout, spans: spans.get(rollout.id)!, rewards: rewards.get(rollout.id)! };
+      yield* this.trajectoriesFor(page.items);
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
   }

@@ -12,7 +12,11 @@ export function seededRandom(seed: number): () => number {
 
 /** A shuffled copy (Fisher–Yates) under `seed`. */
 export function shuffled<T>(items: readonly T[], seed: number): T[] {
-  const random = seededRandom(seed);
+  return shuffledWith(items, seededRandom(seed));
+}
+
+/** A shuffled copy (Fisher–Yates) drawing from `random` (a generator whose state carries across calls). */
+export function shuffledWith<T>(items: readonly T[], random: () => number): T[] {
   const out = [...items];
   for (let i = out.length - 1; i > 0; i -= 1) {
     const j = Math.floor(random() * (i + 1));

@@ -67,12 +67,7 @@ def shard(transitions: list[dict], rank: int, world: int, minibatch: int) -> tup
 def train_shard(session: Session, transitions: list[dict], options: dict, rank: int, world: int) -> dict:
     mine, minibatch = shard(transitions, rank, world, options.get("minibatch", 128))
     params = parse(TrainParams, {**options, "transitions": mine, "minibatch": minibatch})
-    from .train import policy_update, unchanged_on_error
-    with session.lock, unchanged_on_error(list(session.policy.trainable().values()), session.optimizer):
-        result = policy_update(session.policy, session.optimizer, session.load_params.optimizer.grad_clip, params,
-                               lambda _: None, AllReduce(session.policy.device))
-        session.step += 1
-    return {"step": session.step, **result}
+    return session.train(params, reducer=AllReduce(session.policy.device))
 
 
 def init_process_group() -> tuple[int, int]:

@@ -102,10 +102,12 @@ class Session:
         with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
             return supervised(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
 
-    def train(self, params: TrainParams) -> dict:
+    def train(self, params: TrainParams, reducer=None) -> dict:
+        """One update; `reducer` all-reduces gradients across data-parallel ranks (distributed.py)."""
         policy = self._loaded()
         with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
-            result = policy_update(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
+            result = policy_update(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress,
+                                   reducer)
             self.step += 1
         return {"step": self.step, **result}
 
