@@ -21,16 +21,20 @@ export interface RunnerClient {
 /** One attempt that ended: the rollout as it ended, how long the attempt took, whether it runs again. */
 export type AttemptEvent = AttemptEnded;
 
+/**
+ * How the agents run. `cwd`: the folder the command runs in (default: this process's), so a daemon
+ * started elsewhere runs `node agent.mjs` where the user meant it.
+ */
 export type BatchMode =
   /** The command once per attempt, `concurrency` at once, with `LIGHTNING_TASK` and the capture environment. */
-  | { readonly kind: 'process'; readonly command: readonly string[]; readonly concurrency: number }
+  | { readonly kind: 'process'; readonly command: readonly string[]; readonly cwd?: string; readonly concurrency: number }
   /**
    * `workers` long-lived copies of the command, each with `LIGHTNING_RUNNER_URL` and
    * `LIGHTNING_RUNNER_CONCURRENCY` (= `concurrencyPerWorker`, the rollouts it may hold at once). A
    * worker that exits before the batch is done has its rollouts failed (retried per policy) and is
    * restarted, at most `maxRestarts` times in all (default: 3 × workers); then the batch fails.
    */
-  | { readonly kind: 'worker'; readonly command: readonly string[]; readonly workers: number; readonly concurrencyPerWorker: number; readonly maxRestarts?: number };
+  | { readonly kind: 'worker'; readonly command: readonly string[]; readonly cwd?: string; readonly workers: number; readonly concurrencyPerWorker: number; readonly maxRestarts?: number };
 
 export interface BatchRunnerOptions {
   readonly client: RunnerClient;

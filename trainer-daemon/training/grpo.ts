@@ -76,8 +76,8 @@ class Iterations {
     this.executor = new RolloutExecutor({
       call: ctx.call,
       mode: config.agentMode === 'worker'
-        ? { kind: 'worker', command: config.command.argv, workers: config.workers, concurrencyPerWorker: config.perWorker }
-        : { kind: 'process', command: config.command.argv, concurrency: config.workers },
+        ? { kind: 'worker', command: config.command.argv, cwd: config.command.cwd, workers: config.workers, concurrencyPerWorker: config.perWorker }
+        : { kind: 'process', command: config.command.argv, cwd: config.command.cwd, concurrency: config.workers },
       timeoutMs: config.timeoutSeconds * 1000,
       logDir: path.join(path.dirname(ctx.store.file), 'logs', runId),
     });
