@@ -11,7 +11,7 @@ import type { Rollout, RolloutScore, ScoreRolloutsParams, ScoreRolloutsResult, T
 import { InvalidInputError } from '../errors';
 import type { Store, Trajectory } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
-import { DEFAULT_REWARDS_FILE, loadRewardsFile, parseSpec, type ResolvedSpec } from './config';
+import { defaultRewardsFile, loadRewardsFile, parseSpec, specForDataset, type ResolvedSpec } from './config';
 import type { JudgeTransport } from './judge';
 import { ranksGroups, ROW_SOURCE, type RewardScorer, taskKey } from './scorer';
 import { ScorerCache } from './scorerCache';
@@ -97,11 +97,10 @@ function specChooser(store: Store, params: z.output<typeof ScoreRolloutsParams>)
     const spec = parseSpec(params.spec, params.baseDir ?? path.dirname(store.file), 'params.spec');
     return () => ({ kind: 'spec', spec });
   }
-  const file = loadRewardsFile(params.rewardsFile ?? path.join(path.dirname(store.file), DEFAULT_REWARDS_FILE));
+  const file = loadRewardsFile(params.rewardsFile ?? defaultRewardsFile(store.file));
   const names = new Map(store.listDatasets().map((d) => [d.id, d.name]));
   return (rollout) => {
-    const byDataset = rollout.datasetId === null ? undefined : (file.datasets.get(rollout.datasetId) ?? file.datasets.get(names.get(rollout.datasetId) ?? ''));
-    const spec = byDataset ?? file.default;
+    const spec = specForDataset(file, rollout.datasetId === null ? undefined : { id: rollout.datasetId, name: names.get(rollout.datasetId) ?? '' });
     return spec ? { kind: 'spec', spec } : { kind: 'none', reason: `${file.file} has no spec for dataset ${names.get(rollout.datasetId ?? '') ?? rollout.datasetId ?? '(none)'} and no default` };
   };
 }
