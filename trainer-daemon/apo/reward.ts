@@ -5,17 +5,14 @@
  * LLM call's text) against the task's expected answer. The episode reward is then the shared policy's
  * (the latest human annotation, else the agent's own, else the automatic one).
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import type { ApoConfig } from '../protocol';
-import { defaultRewardsFile } from '../rewards/config';
-import { scoringFromFile, type RolloutScoring } from '../runner/scoring';
+import { scoringFor, type RolloutScoring } from '../runner/scoring';
 
 /** The scoring of APO's batches; undefined with `match: none` and no rewards file (only rewards given by people or the agent count). */
 export function apoScoring(config: ApoConfig, storeFile: string, env: NodeJS.ProcessEnv): RolloutScoring | undefined {
-  const file = config.rewardsFile ?? defaultRewardsFile(storeFile);
-  if (config.rewardsFile !== null || fs.existsSync(file)) return scoringFromFile(file, env);
-  if (config.match === 'none') return undefined;
+  const fromFile = scoringFor(config.rewardsFile, storeFile, env);
+  if (fromFile || config.match === 'none') return fromFile;
   const rule = { type: 'rule' as const, name: `match.${config.match}`, rule: { rule: 'normalized' as const, contains: config.match === 'contains' } };
   return { source: { spec: { sources: [rule] }, baseDir: path.dirname(storeFile) }, apiKeys: {}, atEnd: false };
 }

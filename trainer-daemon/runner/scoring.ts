@@ -8,9 +8,10 @@
  * one of its rollouts' error; cancel drops what waits and stops the calls in flight.
  */
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import type { RewardSpecInput, RolloutScore } from '../protocol';
 import { errorMessage } from '../errors';
-import { judgeKeys, loadRewardsFile } from '../rewards/config';
+import { defaultRewardsFile, judgeKeys, loadRewardsFile } from '../rewards/config';
 import { ranksGroups } from '../rewards/scorer';
 import type { RunnerClient } from './batch';
 
@@ -29,6 +30,13 @@ export function scoringFromFile(rewardsFile: string, env: NodeJS.ProcessEnv): Ro
   const loaded = loadRewardsFile(rewardsFile);
   const specs = [...(loaded.default ? [loaded.default] : []), ...loaded.datasets.values()];
   return { source: { rewardsFile }, apiKeys: judgeKeys(loaded, env), atEnd: specs.some((s) => ranksGroups(s.spec)) };
+}
+
+/** Scoring with the named rewards file, else with `.lightning/rewards.json` beside the store when it exists; undefined when neither. */
+export function scoringFor(rewardsFile: string | null, storeFile: string, env: NodeJS.ProcessEnv): RolloutScoring | undefined {
+  const file = rewardsFile ?? defaultRewardsFile(storeFile);
+  if (rewardsFile === null && !fs.existsSync(file)) return undefined;
+  return scoringFromFile(file, env);
 }
 
 /** Calls to `rewards/score` in flight at once, and rollouts per call. */

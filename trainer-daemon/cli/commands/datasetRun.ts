@@ -14,8 +14,8 @@ import { RolloutMode, userUpstream, type Rollout, type RolloutScore } from '../.
 import { InvalidInputError, NotFoundError } from '../../errors';
 import { AgentPidLog } from '../../runner/agentPids';
 import { BatchRunner, type BatchMode } from '../../runner/batch';
-import { scoreErrors, scoringFromFile, type RolloutScoring } from '../../runner/scoring';
-import { DEFAULT_REWARDS_FILE, defaultRewardsFile } from '../../rewards/config';
+import { scoreErrors, scoringFor } from '../../runner/scoring';
+import { DEFAULT_REWARDS_FILE } from '../../rewards/config';
 import type { RpcClient } from '../../rpc/client';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { Progress } from '../progress';
@@ -118,7 +118,8 @@ export function registerDatasetRun(dataset: Command): void {
       const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
       const storeFile = resolveStore(options);
       const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
-      const scoring = batchScoring(options.rewards, storeFile);
+      const scoring = scoringFor(options.rewards === undefined ? null : path.resolve(options.rewards), storeFile, process.env);
+      const rewardsFile = scoring && 'rewardsFile' in scoring.source ? scoring.source.rewardsFile : null;
       const { client, close } = await connectOrStartDaemon(storeFile);
       let runner: BatchRunner | undefined;
       let cancelled = false;
@@ -166,7 +167,7 @@ export function registerDatasetRun(dataset: Command): void {
           }
         }
         const how = mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`;
-        process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}${scoring ? `, scored with ${scoring.rewardsFile}` : ''}\n`);
+        process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}${rewardsFile ? `, scored with ${rewardsFile}` : ''}\n`);
         if (cancelled) {
           for (const id of queued) await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
           queued = [];
@@ -177,7 +178,7 @@ export function registerDatasetRun(dataset: Command): void {
         runner = new BatchRunner({
           client, mode, timeoutMs, upstream, tokenIds: options.tokenIds ?? false,
           logDir: logDirOf(batchId), env: process.env, onSpawn: (pid) => pids.record(pid),
-          onAttempt: (event) => progress.attempt(event), scoring: scoring?.scoring, onScored: (score) => progress.scored(score),
+          onAttempt: (event) => progress.attempt(event), scoring, onScored: (score) => progress.scored(score),
         });
         if (cancelled) runner.cancel();
         try {
@@ -190,7 +191,7 @@ export function registerDatasetRun(dataset: Command): void {
         const summary = summarize(rollouts, runner.scores);
         const scoringErrors = scoringErrorList(rollouts, runner.scores);
         if (options.json) {
-          const scored = scoring && { rewardsFile: scoring.rewardsFile, scored: [...runner.scores.values()].filter((s) => s.value !== null).length, errors: scoringErrors };
+          const scored = rewardsFile && { rewardsFile, scored: [...runner.scores.values()].filter((s) => s.value !== null).length, errors: scoringErrors };
           process.stdout.write(`${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary, ...(scored ? { scoring: scored } : {}) })}\n`);
         } else {
           const errorsColumn = scoring ? ['SCORE ERRORS'] : [];
@@ -204,13 +205,6 @@ export function registerDatasetRun(dataset: Command): void {
         await close();
       }
     });
-}
-
-/** The rewards file a batch is scored with: `--rewards` (which must exist), else the default file when there is one. */
-function batchScoring(flag: string | undefined, storeFile: string): { rewardsFile: string; scoring: RolloutScoring } | undefined {
-  const rewardsFile = path.resolve(flag ?? defaultRewardsFile(storeFile));
-  if (flag === undefined && !fs.existsSync(rewardsFile)) return undefined;
-  return { rewardsFile, scoring: scoringFromFile(rewardsFile, process.env) };
 }
 
 const scoringError = (score: RolloutScore | undefined): string | null => (score ? scoreErrors(score) : null);
