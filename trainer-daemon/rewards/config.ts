@@ -61,7 +61,7 @@ export interface LoadedRewardsFile {
 
 export function loadRewardsFile(file: string): LoadedRewardsFile {
   if (!fs.existsSync(file)) {
-    throw new NotFoundError(`no rewards config at ${file}: write one (see the README's "Automatic rewards" section) or pass --config FILE`);
+    throw new NotFoundError(`no rewards config at ${file}: write one (see the README's "Automatic rewards" section) or name another file (lightning score --config, --rewards elsewhere)`);
   }
   let raw: unknown;
   try {
@@ -90,9 +90,13 @@ export function specForDataset(file: LoadedRewardsFile, dataset: { readonly id: 
   return byDataset ?? file.default;
 }
 
+/** Every spec of a file: its default, then the datasets'. */
+export function allSpecs(file: LoadedRewardsFile): ResolvedSpec[] {
+  return [...(file.default ? [file.default] : []), ...file.datasets.values()];
+}
+
 /** The judge API keys a file's specs name, from `env` (the caller's: the daemon may not share it); never stored. */
 export function judgeKeys(file: LoadedRewardsFile, env: NodeJS.ProcessEnv): Record<string, string> {
-  const specs = [...(file.default ? [file.default] : []), ...file.datasets.values()];
-  const names = specs.flatMap((s) => s.spec.sources.flatMap((source) => (source.type === 'judge' ? [source.apiKeyEnv] : [])));
+  const names = allSpecs(file).flatMap((s) => s.spec.sources.flatMap((source) => (source.type === 'judge' ? [source.apiKeyEnv] : [])));
   return Object.fromEntries(names.flatMap((name) => (env[name] ? [[name, env[name]!]] : [])));
 }

@@ -26,7 +26,8 @@ export interface ScoringDeps {
 
 /** The rollouts the judge's own calls are recorded as: never scored themselves. */
 export const JUDGE_CLIENT = 'lightning-judge';
-const FINISHED = new Set<Rollout['status']>(['succeeded', 'failed', 'timeout']);
+/** The statuses of rollouts that can be scored: final, and run to the end or stopped by an error or a timeout. */
+export const FINISHED: ReadonlySet<Rollout['status']> = new Set<Rollout['status']>(['succeeded', 'failed', 'timeout']);
 const CHUNK = 256;
 
 /** Caches each dataset's tasks, for expected answers. */

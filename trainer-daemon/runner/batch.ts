@@ -9,7 +9,8 @@
  * scoring of each rollout once it is final (runner/scoring.ts).
  */
 import fs from 'node:fs';
-import type { MethodName, ParamsOf, ResultOf, RolloutScore, RolloutStatus } from '../protocol';
+import type { MethodName, ParamsOf, ResultOf, RolloutScore } from '../protocol';
+import { FINISHED } from '../rewards/job';
 import type { AttemptEnded } from '../protocol/runner';
 import { ProcessPool } from './processPool';
 import { ScoringQueue, type RolloutScoring } from './scoring';
@@ -80,8 +81,6 @@ export interface BatchPool {
  * runner.cancel();                     // from elsewhere: stop the agents, cancel what is left
  * ```
  */
-const SCORED = new Set<RolloutStatus>(['succeeded', 'failed', 'timeout']);
-
 export class BatchRunner implements BatchPool {
   private readonly pool: BatchPool;
   private readonly scoring: ScoringQueue | undefined;
@@ -91,7 +90,7 @@ export class BatchRunner implements BatchPool {
     const scoring = options.scoring && new ScoringQueue(options.client, options.scoring, options.onScored);
     const onAttempt = (event: AttemptEvent): void => {
       options.onAttempt(event);
-      if (!event.retrying && SCORED.has(event.rollout.status)) scoring?.add(event.rollout.id);
+      if (!event.retrying && FINISHED.has(event.rollout.status)) scoring?.add(event.rollout.id);
     };
     const poolOptions = { ...options, onAttempt };
     this.pool = options.mode.kind === 'process' ? new ProcessPool(poolOptions, options.mode) : new WorkerPool(poolOptions, options.mode);

@@ -11,7 +11,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { RewardSpecInput, RolloutScore } from '../protocol';
 import { errorMessage } from '../errors';
-import { defaultRewardsFile, judgeKeys, loadRewardsFile } from '../rewards/config';
+import { allSpecs, defaultRewardsFile, judgeKeys, loadRewardsFile } from '../rewards/config';
 import { ranksGroups } from '../rewards/scorer';
 import type { RunnerClient } from './batch';
 
@@ -28,8 +28,7 @@ export interface RolloutScoring {
 /** Scoring with a rewards file: checked now (a bad file fails before any agent runs), judge keys from `env`. */
 export function scoringFromFile(rewardsFile: string, env: NodeJS.ProcessEnv): RolloutScoring {
   const loaded = loadRewardsFile(rewardsFile);
-  const specs = [...(loaded.default ? [loaded.default] : []), ...loaded.datasets.values()];
-  return { source: { rewardsFile }, apiKeys: judgeKeys(loaded, env), atEnd: specs.some((s) => ranksGroups(s.spec)) };
+  return { source: { rewardsFile }, apiKeys: judgeKeys(loaded, env), atEnd: allSpecs(loaded).some((s) => ranksGroups(s.spec)) };
 }
 
 /** Scoring with the named rewards file, else with `.lightning/rewards.json` beside the store when it exists; undefined when neither. */
