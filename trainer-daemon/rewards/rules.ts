@@ -72,7 +72,8 @@ function compareAnswer(rule: AnswerRule, answer: string, expected: Json): Verdic
     }
     case 'normalized': {
       const [a, e] = [normalizeAnswer(answer), normalizeAnswer(asText(expected))];
-      return rule.contains ? match(e !== '' && a.includes(e), 'normalized answer (contains)') : match(a === e, 'normalized answer');
+      // Containment is of whole words: "15" does not contain the answer "5".
+      return rule.contains ? match(e !== '' && ` ${a} `.includes(` ${e} `), 'normalized answer (contains)') : match(a === e, 'normalized answer');
     }
     case 'numeric': {
       const want = typeof expected === 'number' ? expected : lastNumber(asText(expected));
