@@ -80,6 +80,7 @@ class Iterations {
         : { kind: 'process', command: config.command.argv, concurrency: config.workers },
       timeoutMs: config.timeoutSeconds * 1000,
       logDir: path.join(path.dirname(ctx.store.file), 'logs', runId),
+      env: config.command.env,
     });
     ctx.signal.addEventListener('abort', () => this.executor.cancel(), { once: true });
   }

@@ -21,6 +21,8 @@ export interface RolloutExecutorOptions {
   readonly mode: BatchMode;
   readonly timeoutMs: number;
   readonly logDir: string;
+  /** Added to the daemon's environment for the agents (the run's `command.env`). */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** Runs one batch at a time; `cancel` stops the agents of the batch in flight. */
@@ -33,7 +35,7 @@ export class RolloutExecutor {
   async run(batch: RolloutBatch): Promise<void> {
     if (this.cancelled) return;
     // The policy server is local and needs no key: the user's OpenAI key stays out of these rollouts.
-    const env = { ...process.env };
+    const env = { ...process.env, ...this.options.env };
     delete env.OPENAI_API_KEY;
     const runner = new BatchRunner({
       client: this.options.call,
