@@ -88,8 +88,8 @@ export interface BandChartOptions {
 /** One series with its band (low–high), min and max on the y axis, first and last step on the x axis; '' without points. */
 export function bandChartSvg(points: readonly ChartPoint[], options: BandChartOptions): string {
   if (points.length === 0) return '';
-  const width = options.width ?? 220;
-  const height = options.height ?? 90;
+  const width = options.width ?? 160;
+  const height = options.height ?? 80;
   const pad = { left: 34, right: 6, top: 6, bottom: 16 };
   const lows = points.map((p) => Math.min(p.value, p.low ?? p.value));
   const highs = points.map((p) => Math.max(p.value, p.high ?? p.value));

@@ -33,8 +33,11 @@ export interface E2eSession {
   close(logPrefix: string): Promise<void>;
 }
 
-/** `upstream`: the scripted upstream's options (e.g. a chat script for a file's own agent). */
-export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions = {}): Promise<E2eSession> {
+/**
+ * `upstream`: the scripted upstream's options (e.g. a chat script for a file's own agent); `prepare`:
+ * adds to the workspace (files, launch configurations, an imported dataset) before the editor opens it.
+ */
+export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions = {}, prepare?: (workspace: string, storeFile: string) => Promise<void>): Promise<E2eSession> {
   const started = Date.now();
   fs.mkdirSync(SHOTS, { recursive: true });
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-e2e-'));
@@ -43,8 +46,10 @@ export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions =
   fs.symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(workspace, 'node_modules'));
   const upstream = await startScriptedUpstream(upstreamOptions);
   fs.writeFileSync(path.join(workspace, '.vscode', 'settings.json'), JSON.stringify({ 'lightning.upstreamBaseUrl': upstream.url }));
+  const storeFile = path.join(workspace, '.lightning', 'store.db');
   let workbench: Workbench;
   try {
+    await prepare?.(workspace, storeFile);
     workbench = await openWorkbench(workspace, scratch);
   } catch (error) {
     await upstream.close();
@@ -52,7 +57,6 @@ export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions =
     throw error;
   }
   const page = workbench.page;
-  const storeFile = path.join(workspace, '.lightning', 'store.db');
   return {
     workspace,
     upstream,
