@@ -90,7 +90,8 @@ export function bandChartSvg(points: readonly ChartPoint[], options: BandChartOp
   if (points.length === 0) return '';
   const width = options.width ?? 160;
   const height = options.height ?? 80;
-  const pad = { left: 34, right: 6, top: 6, bottom: 16 };
+  // Room on the left for a six-character axis label (0.0539, 1.5k, 3.0 GiB) at the panel's 10 px.
+  const pad = { left: 42, right: 6, top: 6, bottom: 16 };
   const lows = points.map((p) => Math.min(p.value, p.low ?? p.value));
   const highs = points.map((p) => Math.max(p.value, p.high ?? p.value));
   const fits = options.range !== undefined && Math.min(...lows) >= options.range[0] && Math.max(...highs) <= options.range[1];

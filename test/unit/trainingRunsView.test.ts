@@ -86,10 +86,10 @@ describe('a GRPO run in the panel: small multiples', () => {
 
   it('draws the band under the line on a 0–1 axis for scores, with the summary as the accessible name', () => {
     const [reward] = grpoCharts(grpo);
-    const svg = bandChartSvg(reward!.points, { label: reward!.summary, format: (v) => formatValue(v, 'score'), range: [0, 1], width: 134, height: 122 });
-    // 134 − 34 left − 6 right = 94 px for steps 1..2; 122 − 6 top − 16 bottom = 100 px for 0..1.
-    assert.match(svg, /class="series"[^>]*points="34,56 128,31"/);
-    assert.match(svg, /<polygon class="band"[^>]*points="34,31 128,18.5 128,43.5 34,81"/);
+    const svg = bandChartSvg(reward!.points, { label: reward!.summary, format: (v) => formatValue(v, 'score'), range: [0, 1], width: 142, height: 122 });
+    // 142 − 42 left − 6 right = 94 px for steps 1..2; 122 − 6 top − 16 bottom = 100 px for 0..1.
+    assert.match(svg, /class="series"[^>]*points="42,56 136,31"/);
+    assert.match(svg, /<polygon class="band"[^>]*points="42,31 136,18.5 136,43.5 42,81"/);
     assert.match(svg, /role="img" aria-label="Reward \(sampled, ± std\): 0.5 → 0.75 \(iterations 1–2\)"/);
     assert.match(svg, />1<\/text><text[^>]*>0<\/text>/);
     // A series outside the range gets its own: the axis shows its min and max.

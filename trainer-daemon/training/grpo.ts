@@ -201,7 +201,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
     if (valTasks.length === 0) valTasks = await tasksOf(ctx.call, config.valDataset, undefined);
   } else valTasks = await tasksOf(ctx.call, config.dataset, 'val');
 
-  const python = findPython(ctx.store.file, config.python ?? undefined);
+  const python = await findPython(ctx.store.file, config.python ?? undefined);
   const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker') });
   const stop = (): void => worker.dispose();
   try {
