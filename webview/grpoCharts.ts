@@ -42,6 +42,7 @@ export function formatValue(value: number, unit: ChartUnit): string {
   if (unit === 'bytes') return value >= 2 ** 30 ? `${(value / 2 ** 30).toFixed(1)} GiB` : `${(value / 2 ** 20).toFixed(0)} MiB`;
   if (unit === 'rate') return value >= 1000 ? `${(value / 1000).toFixed(1)}k` : value.toFixed(0);
   if (Number.isInteger(value)) return String(value);
+  if (Math.abs(value) < 0.01) return value.toExponential(1);
   return Math.abs(value) >= 100 ? value.toFixed(0) : Number(value.toPrecision(3)).toString();
 }
 

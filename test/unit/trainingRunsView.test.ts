@@ -40,6 +40,8 @@ describe('training runs in the panel', () => {
     assert.equal(runSubject(run()), 'prompt · sums');
     assert.equal(runSubject(run({ algorithm: 'grpo', config: { model: 'qwen', dataset: 'math' } })), 'qwen · math');
     assert.equal(runSubject(run({ config: null })), 'run-1');
+    assert.equal(runSubject(run({ algorithm: 'grpo', config: { model: { kind: 'tiny' }, dataset: 'tools' } })), 'tiny · tools');
+    assert.equal(runSubject(run({ algorithm: 'grpo', config: { model: { kind: 'hf', name: 'Qwen/Qwen2.5-0.5B-Instruct' }, dataset: 'tools' } })), 'Qwen/Qwen2.5-0.5B-Instruct · tools');
     assert.equal(runOutcome(run({ result: { seed: { valScore: 0.5 }, best: { valScore: 1 } } })), 'val 0.50 → 1.00');
     assert.equal(runOutcome(run({ status: 'failed', error: 'no val split' })), 'no val split');
     assert.equal(scoreText(null), '–');
@@ -81,6 +83,7 @@ describe('a GRPO run in the panel: small multiples', () => {
     ]);
     const withGpu = grpoCharts([...grpo, { step: 1, name: 'gpuMemoryBytes', value: 3 * 2 ** 30 }]);
     assert.equal(withGpu.at(-1)!.summary, 'GPU memory: 3.0 GiB at iteration 1');
+    assert.deepEqual([formatValue(-0.000733, 'number'), formatValue(0.0826, 'number'), formatValue(5.5381, 'number'), formatValue(512 * 2 ** 20, 'bytes')], ['-7.3e-4', '0.0826', '5.54', '512 MiB']);
     assert.deepEqual(grpoCharts([]), []);
   });
 
