@@ -9,6 +9,7 @@
 import os from 'node:os';
 import * as vscode from 'vscode';
 import type { GrpoConfig, ModelSpec, TrainingRunSummary } from '../../trainer-daemon/protocol';
+import { errorMessage } from '../../trainer-daemon/errors';
 import { runnableConfigurations, type LaunchConfig } from '../debug/launchConfig';
 import type { DaemonClient } from '../daemonClient';
 import { datasetRows } from '../datasets/panelData';
@@ -47,8 +48,11 @@ export class TrainingCommands {
       ],
       `${TITLE} (1/5): algorithm`,
     );
-    if (algorithm === 'apo') return void (await vscode.commands.executeCommand('lightning.optimizePrompt'));
     if (!algorithm) return;
+    if (algorithm === 'apo') {
+      await vscode.commands.executeCommand('lightning.optimizePrompt');
+      return;
+    }
     const client = await this.supervisor.ensureRunning();
     const model = await this.pickModel();
     if (!model) return;
@@ -85,7 +89,7 @@ export class TrainingCommands {
     const run = await client.request('startTraining', start);
     this.log.info(`[training] run ${run.id} ${'resume' in start ? 'resumed' : 'started'}`);
     await this.ui.revealRun(run.id);
-    void this.follow(run.id);
+    void this.follow(run.id).catch((error: unknown) => this.log.error(`[training] following ${run.id}: ${errorMessage(error)}`));
   }
 
   /** A progress notification until the run ends (Cancel cancels it), then its outcome with a way on. */
@@ -107,20 +111,23 @@ export class TrainingCommands {
           }
         });
         // The run may have ended before the listener was attached (a fast failure).
-        void this.supervisor.ensureRunning().then(async (client) => {
-          const { run } = await client.request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER });
-          if (run.status !== 'running' && run.status !== 'queued') {
-            listener.dispose();
-            resolve(run);
-          } else report(run);
-        });
+        void this.supervisor
+          .ensureRunning()
+          .then(async (client) => {
+            const { run } = await client.request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER });
+            if (run.status !== 'running' && run.status !== 'queued') {
+              listener.dispose();
+              resolve(run);
+            } else report(run);
+          })
+          .catch((error: unknown) => this.log.warn(`[training] cannot read run ${runId}: ${errorMessage(error)}`));
       });
       const cancel = token.onCancellationRequested(() => {
         progress.report({ message: 'cancelling…' });
         void this.supervisor
           .ensureRunning()
           .then((client) => client.request('cancelTrainingRun', { id: runId }))
-          .catch((error: unknown) => this.log.error(`[training] cannot cancel ${runId}: ${String(error)}`));
+          .catch((error: unknown) => this.log.error(`[training] cannot cancel ${runId}: ${errorMessage(error)}`));
       });
       try {
         return await ended;
