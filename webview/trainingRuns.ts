@@ -101,6 +101,8 @@ export class TrainingRunsView {
   showDetail(view: TrainingRunView): void {
     if (view.run.id !== this.openId) return;
     const { run } = view;
+    // A partial view for a detail that has nothing to merge it into (reopened meanwhile): fetch it whole.
+    if (view.afterStep >= 0 && this.metrics.length === 0) return this.actions.open(run.id);
     this.metrics = view.afterStep < 0 ? view.metrics : mergeMetrics(this.metrics, view.metrics, view.afterStep);
     const header = el('div', 'run-header');
     header.append(el('strong', '', `${run.algorithm} ${run.id}`), el('span', `status status-${run.status}`, `${RUN_STATUS_ICON[run.status]} ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`));
