@@ -17,6 +17,8 @@ import { DaemonSupervisor } from './supervisor';
 import { LightningCli } from './datasets/cliProcess';
 import { DatasetCommands } from './datasets/datasetCommands';
 import { ScoreCommand } from './rewards/scoreCommand';
+import { TrainingCommands } from './training/startTraining';
+import { TrainerSetup } from './training/setUpTrainer';
 import { errorMessage } from '../trainer-daemon/errors';
 
 export function activate(context: vscode.ExtensionContext): void {
@@ -70,6 +72,15 @@ export function activate(context: vscode.ExtensionContext): void {
   );
   const optimize = new OptimizePrompt(supervisor, log, upstreamKey, context.asAbsolutePath('dist/cli.js'), promptResults, context.workspaceState);
   context.subscriptions.push(trainingRuns, promptResults, command('lightning.optimizePrompt', () => optimize.run()));
+  const training = new TrainingCommands(supervisor, trainingRuns, panel, log, context.workspaceState);
+  const trainerSetup = new TrainerSetup(new LightningCli(context.asAbsolutePath('dist/cli.js'), log), log);
+  const runId = (arg: unknown): string | undefined => (typeof arg === 'string' ? arg : undefined);
+  context.subscriptions.push(
+    command('lightning.startTraining', () => training.start()),
+    command('lightning.cancelTraining', (id) => training.cancel(runId(id))),
+    command('lightning.resumeTraining', (id) => training.resume(runId(id))),
+    command('lightning.setUpTrainer', () => trainerSetup.run()),
+  );
   log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`);
 }
 

@@ -110,6 +110,8 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
         case 'openTrainingRun':
         case 'cancelTrainingRun':
         case 'showTrainingRunResult':
+        case 'resumeTrainingRun':
+        case 'useCheckpoint':
           await this.trainingRuns.receive(message, (reply) => this.post(reply));
           return;
         case 'listDatasets':
@@ -155,6 +157,12 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
   /** A dataset was imported: the Datasets section refreshes. */
   async datasetsChanged(): Promise<void> {
     this.post({ type: 'datasets', items: await datasetRows(this.live.supervisor) });
+  }
+
+  /** Reveals the panel with this training run open (Start Training, Resume Training). */
+  async revealRun(runId: string): Promise<void> {
+    await vscode.commands.executeCommand(`${PANEL_VIEW_ID}.focus`);
+    this.post({ type: 'showTrainingRun', id: runId });
   }
 
   /** Shows one batch's rollouts (Run Dataset). */

@@ -1,20 +1,24 @@
 /**
  * Training runs for the panel: the daemon's `trainingRuns/changed` notifications, re-subscribed on
  * every connection and re-emitted as an event, and the panel's requests about runs (the list, one
- * run's view, cancel). A run's view is generic (webview/trainingRunProtocol.ts): its metrics, plus
- * the algorithm's own part — APO's leaderboard; an algorithm without one gets `none`.
+ * run's view — whole, or its metric points after a step for a live chart — cancel, resume, and Use
+ * on a checkpoint). A run's view is generic (webview/trainingRunProtocol.ts): its metrics, plus the
+ * algorithm's own part — APO's leaderboard, GRPO's checkpoints; any other gets `none`.
  */
 import * as vscode from 'vscode';
-import type { TrainingRun } from '../trainer-daemon/protocol';
+import type { TrainingRun, TrainingRunSummary } from '../trainer-daemon/protocol';
 import type { ExtensionToWebview, WebviewToExtension } from '../webview/protocol';
 import type { TrainingRunView } from '../webview/trainingRunProtocol';
 import type { DaemonClient } from './daemonClient';
 import type { DaemonSupervisor } from './supervisor';
 
-export type TrainingRunRequest = Extract<WebviewToExtension, { type: 'listTrainingRuns' | 'openTrainingRun' | 'cancelTrainingRun' | 'showTrainingRunResult' }>;
+export type TrainingRunRequest = Extract<WebviewToExtension, { type: 'listTrainingRuns' | 'openTrainingRun' | 'cancelTrainingRun' | 'showTrainingRunResult' | 'resumeTrainingRun' | 'useCheckpoint' }>;
+
+/** The command another part of Lightning registers; the panel's Use button runs it. */
+export const USE_CHECKPOINT_COMMAND = 'lightning.useCheckpoint';
 
 export class TrainingRuns implements vscode.Disposable {
-  private readonly _onDidChange = new vscode.EventEmitter<TrainingRun>();
+  private readonly _onDidChange = new vscode.EventEmitter<TrainingRunSummary>();
   readonly onDidChange = this._onDidChange.event;
   private subscription: vscode.Disposable | undefined;
   private readonly connection: vscode.Disposable;
@@ -37,13 +41,24 @@ export class TrainingRuns implements vscode.Disposable {
         post({ type: 'trainingRuns', items: (await client.request('listTrainingRuns', { limit: 50 })).items });
         return;
       case 'openTrainingRun':
-        post({ type: 'trainingRunDetail', view: await view(client, message.id) });
+        post({ type: 'trainingRunDetail', view: await view(client, message.id, message.afterStep ?? -1) });
         return;
       case 'cancelTrainingRun':
         post({ type: 'trainingRunChanged', run: await client.request('cancelTrainingRun', { id: message.id }) });
         return;
       case 'showTrainingRunResult':
         await this.showResult((await client.request('getTrainingRun', { id: message.id })).run);
+        return;
+      case 'resumeTrainingRun':
+        await vscode.commands.executeCommand('lightning.resumeTraining', message.id);
+        return;
+      case 'useCheckpoint':
+        if (!(await vscode.commands.getCommands(true)).includes(USE_CHECKPOINT_COMMAND)) {
+          const text = `cannot use checkpoint ${message.checkpointId}: Lightning: Use Checkpoint (${USE_CHECKPOINT_COMMAND}) is not available in this build of the extension`;
+          void vscode.window.showErrorMessage(`Lightning: ${text}`);
+          throw new Error(text);
+        }
+        await vscode.commands.executeCommand(USE_CHECKPOINT_COMMAND, { checkpointId: message.checkpointId });
         return;
     }
   }
@@ -55,7 +70,9 @@ export class TrainingRuns implements vscode.Disposable {
   }
 }
 
-async function view(client: DaemonClient, id: string): Promise<TrainingRunView> {
-  const detail = await client.request('getTrainingRun', { id });
-  return { run: detail.run, metrics: detail.metrics, extra: detail.run.algorithm === 'apo' ? { kind: 'apo', candidates: detail.candidates } : { kind: 'none' } };
+async function view(client: DaemonClient, id: string, afterStep: number): Promise<TrainingRunView> {
+  const detail = await client.request('getTrainingRun', { id, afterStep });
+  const extra: TrainingRunView['extra'] =
+    detail.run.algorithm === 'apo' ? { kind: 'apo', candidates: detail.candidates } : detail.run.algorithm === 'grpo' ? { kind: 'grpo', checkpoints: detail.checkpoints } : { kind: 'none' };
+  return { run: detail.run, metrics: detail.metrics, afterStep, extra };
 }

@@ -76,8 +76,10 @@ const trajectory: TrajectoryView = new TrajectoryView(app.querySelector('.detail
 trajectory.clear('Select a rollout to see its trajectory.');
 const trainingRuns = new TrainingRunsView({
   list: () => post({ type: 'listTrainingRuns' }),
-  open: (id) => post({ type: 'openTrainingRun', id }),
+  open: (id, afterStep) => post({ type: 'openTrainingRun', id, ...(afterStep === undefined ? {} : { afterStep }) }),
   cancel: (id) => post({ type: 'cancelTrainingRun', id }),
+  resume: (id) => post({ type: 'resumeTrainingRun', id }),
+  useCheckpoint: (checkpointId) => post({ type: 'useCheckpoint', checkpointId }),
   showResult: (id) => post({ type: 'showTrainingRunResult', id }),
 });
 app.insertBefore(trainingRuns.element, app.querySelector('.list'));
@@ -177,6 +179,9 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
       return;
     case 'trainingRunDetail':
       trainingRuns.showDetail(message.view);
+      return;
+    case 'showTrainingRun':
+      trainingRuns.showRun(message.id);
       return;
     case 'datasets':
       datasets.show(message.items);

@@ -1,8 +1,10 @@
 /**
- * A small inline SVG line chart of a training run's metrics by step (APO: scores by round). Pure:
- * returns markup from the points, so it is unit-tested in Node; the panel inserts it as is. Colours
- * are VS Code chart theme variables. Scores in [0, 1] share a 0–1 axis; other series are scaled to
- * their own range (their values are in the legend), so counts and scores can sit in one chart.
+ * Small inline SVG line charts of a training run's metrics by step. `metricChartSvg` puts several
+ * series in one chart (APO: scores by round): scores in [0, 1] share a 0–1 axis; other series are
+ * scaled to their own range (their values are in the legend). `bandChartSvg` draws one series with
+ * an optional band around it (GRPO's small multiples: reward mean ± std) and its own labelled axis.
+ * Pure: they return markup from the points, so they are unit-tested in Node; the panel inserts it as
+ * is. Colours are VS Code chart theme variables, so the charts follow the theme.
  */
 export interface MetricPointLike {
   readonly step: number;
@@ -10,7 +12,16 @@ export interface MetricPointLike {
   readonly value: number;
 }
 
-const COLOURS = ['--vscode-charts-blue', '--vscode-charts-green', '--vscode-charts-orange', '--vscode-charts-purple', '--vscode-charts-red', '--vscode-charts-yellow'];
+/** A point of a single-series chart, with the band around it when there is one. */
+export interface ChartPoint {
+  readonly step: number;
+  readonly value: number;
+  readonly low?: number;
+  readonly high?: number;
+}
+
+/** VS Code's chart colours (theme variables), used in turn. */
+export const CHART_COLOURS = ['--vscode-charts-blue', '--vscode-charts-green', '--vscode-charts-orange', '--vscode-charts-purple', '--vscode-charts-red', '--vscode-charts-yellow'];
 
 const escape = (text: string): string => text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 const round = (value: number): string => String(Math.round(value * 10) / 10);
@@ -46,7 +57,7 @@ export function metricChartSvg(points: readonly MetricPointLike[], options: { na
     const low = isScore ? 0 : Math.min(...values.map((p) => p.value));
     const high = isScore ? 1 : Math.max(...values.map((p) => p.value));
     const y = (value: number): number => pad.top + (high === low ? 0.5 : 1 - (value - low) / (high - low)) * plotHeight;
-    const colour = `var(${COLOURS[index % COLOURS.length]})`;
+    const colour = `var(${CHART_COLOURS[index % CHART_COLOURS.length]})`;
     const coords = values.map((p) => `${round(x(p.step))},${round(y(p.value))}`);
     lines.push(`<polyline class="series" data-name="${escape(name)}" fill="none" stroke="${colour}" stroke-width="1.5" points="${coords.join(' ')}"/>`);
     for (const coord of coords) {
@@ -60,4 +71,46 @@ export function metricChartSvg(points: readonly MetricPointLike[], options: { na
 <text x="${pad.left - 4}" y="${pad.top + 4}" text-anchor="end">1</text><text x="${pad.left - 4}" y="${pad.top + plotHeight}" text-anchor="end">0</text>
 <text x="${pad.left}" y="${height - 4}">${minStep}</text><text x="${width - pad.right}" y="${height - 4}" text-anchor="end">${maxStep}</text>`;
   return `<svg class="metric-chart" role="img" aria-label="metrics by step" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">${axis}${lines.join('')}</svg><div class="legend">${legend.join('')}</div>`;
+}
+
+export interface BandChartOptions {
+  /** The chart's accessible name (its text summary). */
+  readonly label: string;
+  readonly format: (value: number) => string;
+  /** A fixed value range (scores: 0–1) when every value and band lies in it; else the data's own range. */
+  readonly range?: readonly [number, number];
+  readonly width?: number;
+  readonly height?: number;
+  /** A theme chart colour variable. */
+  readonly colour?: string;
+}
+
+/** One series with its band (low–high), min and max on the y axis, first and last step on the x axis; '' without points. */
+export function bandChartSvg(points: readonly ChartPoint[], options: BandChartOptions): string {
+  if (points.length === 0) return '';
+  const width = options.width ?? 160;
+  const height = options.height ?? 80;
+  // Room on the left for a six-character axis label (0.0539, 1.5k, 3.0 GiB) at the panel's 10 px.
+  const pad = { left: 42, right: 6, top: 6, bottom: 16 };
+  const lows = points.map((p) => Math.min(p.value, p.low ?? p.value));
+  const highs = points.map((p) => Math.max(p.value, p.high ?? p.value));
+  const fits = options.range !== undefined && Math.min(...lows) >= options.range[0] && Math.max(...highs) <= options.range[1];
+  const [low, high] = fits ? options.range! : [Math.min(...lows), Math.max(...highs)];
+  const first = points[0]!.step;
+  const last = points.at(-1)!.step;
+  const plotWidth = width - pad.left - pad.right;
+  const plotHeight = height - pad.top - pad.bottom;
+  const x = (step: number): string => round(pad.left + (last === first ? 0.5 : (step - first) / (last - first)) * plotWidth);
+  const y = (value: number): string => round(pad.top + (high === low ? 0.5 : 1 - (value - low) / (high - low)) * plotHeight);
+  const colour = `var(${options.colour ?? CHART_COLOURS[0]})`;
+  const banded = points.filter((p) => p.low !== undefined && p.high !== undefined);
+  const band = banded.length
+    ? `<polygon class="band" fill="${colour}" fill-opacity="0.18" stroke="none" points="${[...banded.map((p) => `${x(p.step)},${y(p.high!)}`), ...[...banded].reverse().map((p) => `${x(p.step)},${y(p.low!)}`)].join(' ')}"/>`
+    : '';
+  const line = `<polyline class="series" fill="none" stroke="${colour}" stroke-width="1.5" points="${points.map((p) => `${x(p.step)},${y(p.value)}`).join(' ')}"/>`;
+  const dots = points.map((p) => `<circle cx="${x(p.step)}" cy="${y(p.value)}" r="2" fill="${colour}"/>`).join('');
+  const axis = `<line x1="${pad.left}" y1="${pad.top + plotHeight}" x2="${width - pad.right}" y2="${pad.top + plotHeight}" stroke="var(--vscode-panel-border)"/>
+<text x="${pad.left - 3}" y="${pad.top + 6}" text-anchor="end">${escape(options.format(high))}</text><text x="${pad.left - 3}" y="${pad.top + plotHeight}" text-anchor="end">${escape(options.format(low))}</text>
+<text x="${pad.left}" y="${height - 3}">${first}</text><text x="${width - pad.right}" y="${height - 3}" text-anchor="end">${last}</text>`;
+  return `<svg class="metric-chart band-chart" role="img" aria-label="${escape(options.label)}" viewBox="0 0 ${width} ${height}">${axis}${band}${line}${dots}</svg>`;
 }

@@ -52,7 +52,8 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('copy'), text: z.string().max(50_000_000) }),
   /** Training runs: the list, one run's detail (live while open), cancelling one. */
   z.object({ type: z.literal('listTrainingRuns') }),
-  z.object({ type: z.literal('openTrainingRun'), id: z.string().min(1) }),
+  /** `afterStep`: the panel has the points up to this step (a live refresh fetches only newer ones). */
+  z.object({ type: z.literal('openTrainingRun'), id: z.string().min(1), afterStep: z.number().int().min(-1).optional() }),
   z.object({ type: z.literal('cancelTrainingRun'), id: z.string().min(1) }),
   /** A finished run's outcome in the editor (APO: the diff, with Apply when this window marked the prompt). */
   z.object({ type: z.literal('showTrainingRunResult'), id: z.string().min(1) }),
@@ -62,6 +63,10 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('loadTransitions'), rolloutId: z.string().min(1) }),
   /** Accept, correct or reject an automatic reward (by id): a human row on the same dimension (README). */
   z.object({ type: z.literal('reviewReward'), rolloutId: z.string().min(1), rewardId: z.number().int().positive(), action: z.enum(['accept', 'correct', 'reject']) }),
+  /** A cancelled or failed GRPO run continues from its last checkpoint (Lightning: Resume Training). */
+  z.object({ type: z.literal('resumeTrainingRun'), id: z.string().min(1) }),
+  /** Point rollouts at a checkpoint (the command `lightning.useCheckpoint`). */
+  z.object({ type: z.literal('useCheckpoint'), checkpointId: z.string().min(1) }),
 ]);
 export type WebviewToExtension = z.infer<typeof WebviewToExtension>;
 
@@ -86,6 +91,8 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
   /** A training run changed (live: a round recorded, its status); an open detail refetches. */
   z.object({ type: z.literal('trainingRunChanged'), run: TrainingRun }),
   z.object({ type: z.literal('trainingRunDetail'), view: TrainingRunView }),
+  /** Open this run's detail (Start Training started it). */
+  z.object({ type: z.literal('showTrainingRun'), id: z.string() }),
   /** Every dataset with its task counts per split. */
   z.object({ type: z.literal('datasets'), items: z.array(DatasetRow) }),
   /** Show one batch's rollouts (Run Dataset started or finished one). */

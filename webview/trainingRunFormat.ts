@@ -16,7 +16,9 @@ const number = (value: Json | undefined): number | undefined => (typeof value ==
 
 /** "prompt · sums": the trained resource (or model) and the dataset. */
 export function runSubject(run: TrainingRun): string {
-  const target = text(field(run.config, 'resource')) ?? text(field(run.config, 'model'));
+  // GRPO's model is a spec: the tiny built-in one, or a Hugging Face name.
+  const model = field(run.config, 'model') ?? null;
+  const target = text(field(run.config, 'resource')) ?? text(model ?? undefined) ?? text(field(model, 'name')) ?? text(field(model, 'kind'));
   const dataset = text(field(run.config, 'dataset'));
   return [target, dataset].filter(Boolean).join(' · ') || run.id;
 }

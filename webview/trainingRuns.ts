@@ -1,21 +1,30 @@
 /**
  * The panel's **Training runs** section: the runs (live: a row changes as rounds are recorded)
- * and the open run's detail — status with Cancel, the configuration, the per-step metric chart,
- * and the algorithm's own part (APO: the leaderboard; each candidate expands to the critique that
- * produced it and its prompt). Generic over the algorithm: an unknown one shows status and metrics.
+ * and the open run's detail — status with Cancel (and Resume for a stopped GRPO run), the
+ * configuration, the metric charts, and the algorithm's own part (APO: the leaderboard; each
+ * candidate expands to the critique that produced it and its prompt; GRPO: small multiples per
+ * metric and the checkpoints, each with Use). Generic over the algorithm: an unknown one shows
+ * status and metrics. The open run's metrics are kept here; a live refresh fetches only newer points.
  */
 import type { TrainingRun } from '../trainer-daemon/protocol/records';
 import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
+import type { MetricSeries } from '../trainer-daemon/protocol/training';
 import { button, el } from './dom';
 import { formatTime } from './format';
-import { metricChartSvg } from './metricChart';
+import { GRPO_CHARTS, formatValue, grpoCharts, mergeMetrics } from './grpoCharts';
+import { bandChartSvg, CHART_COLOURS, metricChartSvg } from './metricChart';
 import { chartedMetrics, RUN_STATUS_ICON, runOutcome, runSubject, scoreText } from './trainingRunFormat';
 import type { TrainingRunView } from './trainingRunProtocol';
 
+type TrainingRunDetailCheckpoints = Extract<TrainingRunView['extra'], { kind: 'grpo' }>['checkpoints'];
+
 export interface TrainingRunActions {
   list(): void;
-  open(id: string): void;
+  /** The run's detail; `afterStep`: only metric points after it (the panel has the rest). */
+  open(id: string, afterStep?: number): void;
   cancel(id: string): void;
+  resume(id: string): void;
+  useCheckpoint(checkpointId: string): void;
   /** The run's outcome in the editor (APO: the diff with Apply / Keep). */
   showResult(id: string): void;
 }
@@ -27,6 +36,8 @@ export class TrainingRunsView {
   private readonly detailElement = el('div', 'run-detail');
   private runs: TrainingRun[] = [];
   private openId: string | undefined;
+  /** The open run's metric points so far. */
+  private metrics: MetricSeries = [];
 
   constructor(private readonly actions: TrainingRunActions) {
     this.element.append(this.summary, this.listElement, this.detailElement);
@@ -37,12 +48,17 @@ export class TrainingRunsView {
   setRuns(items: readonly TrainingRun[]): void {
     this.runs = [...items];
     const running = this.runs.find((run) => run.status === 'running');
-    if (!this.openId && running) {
-      this.openId = running.id;
-      this.element.open = true;
-      this.actions.open(running.id);
-    }
+    if (!this.openId && running) this.showRun(running.id);
+    else this.render();
+  }
+
+  /** Opens a run's detail (a row clicked, a run started from the command palette). */
+  showRun(id: string): void {
+    this.openId = id;
+    this.metrics = [];
+    this.element.open = true;
     this.render();
+    this.actions.open(id);
   }
 
   /** A run changed: its row is updated (or added, and the section opened), an open detail refetched. */
@@ -55,12 +71,18 @@ export class TrainingRunsView {
       this.openId ??= run.id;
     }
     this.render();
-    if (this.openId === run.id) this.actions.open(run.id);
+    if (this.openId === run.id) this.refresh(run.id);
+  }
+
+  /** Fetches the open run again, with the metric points of its last step onwards (late ones included). */
+  private refresh(id: string): void {
+    const last = this.metrics.reduce((max, point) => Math.max(max, point.step), -1);
+    this.actions.open(id, last < 0 ? undefined : last - 1);
   }
 
   private render(): void {
     this.summary.textContent = `Training runs (${this.runs.length})`;
-    this.listElement.replaceChildren(...(this.runs.length ? this.runs.map((run) => this.row(run)) : [el('div', 'empty', 'No training runs yet. Run “Lightning: Optimize This Prompt” on a prompt.')]));
+    this.listElement.replaceChildren(...(this.runs.length ? this.runs.map((run) => this.row(run)) : [el('div', 'empty', 'No training runs yet. Run “Lightning: Start Training” (or “Optimize This Prompt” on a prompt).')]));
   }
 
   private row(run: TrainingRun): HTMLElement {
@@ -70,11 +92,7 @@ export class TrainingRunsView {
     const status = el('span', 'status', RUN_STATUS_ICON[run.status]);
     status.title = run.status;
     row.append(status, el('span', 'algorithm', run.algorithm), el('span', 'title', runSubject(run)), el('span', 'outcome', runOutcome(run)), el('span', 'muted', formatTime(run.createdAt)));
-    const open = (): void => {
-      this.openId = run.id;
-      this.render();
-      this.actions.open(run.id);
-    };
+    const open = (): void => this.showRun(run.id);
     row.addEventListener('click', open);
     row.addEventListener('keydown', (event) => (event.key === 'Enter' || event.key === ' ') && open());
     return row;
@@ -83,24 +101,69 @@ export class TrainingRunsView {
   showDetail(view: TrainingRunView): void {
     if (view.run.id !== this.openId) return;
     const { run } = view;
+    // A partial view for a detail that has nothing to merge it into (reopened meanwhile): fetch it whole.
+    if (view.afterStep >= 0 && this.metrics.length === 0) return this.actions.open(run.id);
+    this.metrics = view.afterStep < 0 ? view.metrics : mergeMetrics(this.metrics, view.metrics, view.afterStep);
     const header = el('div', 'run-header');
     header.append(el('strong', '', `${run.algorithm} ${run.id}`), el('span', `status status-${run.status}`, `${RUN_STATUS_ICON[run.status]} ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`));
     if ((run.status === 'running' || run.status === 'queued') && !run.cancelRequested) header.append(button('Cancel', 'Cancel this training run', () => this.actions.cancel(run.id), 'cancel-run'));
+    if (view.extra.kind === 'grpo' && (run.status === 'cancelled' || run.status === 'failed')) header.append(button('Resume', 'Resume this run from its last checkpoint', () => this.actions.resume(run.id), 'resume-run'));
     if (run.result !== null) header.append(button('Show Diff', 'Show the result in the editor', () => this.actions.showResult(run.id), 'show-result'));
     const parts: HTMLElement[] = [header, el('div', 'facts', [runSubject(run), runOutcome(run)].filter(Boolean).join(' · '))];
-    const chart = el('div', 'chart');
-    chart.innerHTML = metricChartSvg(view.metrics, { names: chartedMetrics(run.algorithm) });
-    if (chart.innerHTML === '') chart.append(el('div', 'muted', 'No metrics yet.'));
-    parts.push(chart);
     switch (view.extra.kind) {
       case 'apo':
-        parts.push(this.leaderboard(view.extra.candidates));
+        parts.push(this.combinedChart(run.algorithm), this.leaderboard(view.extra.candidates));
+        break;
+      case 'grpo':
+        parts.push(this.smallMultiples(), this.checkpoints(view.extra.checkpoints));
         break;
       case 'none':
+        parts.push(this.combinedChart(run.algorithm));
         break;
     }
     this.detailElement.replaceChildren(...parts);
     this.detailElement.dataset.runId = run.id;
+  }
+
+  private combinedChart(algorithm: string): HTMLElement {
+    const chart = el('div', 'chart');
+    chart.innerHTML = metricChartSvg(this.metrics, { names: chartedMetrics(algorithm) });
+    if (chart.innerHTML === '') chart.append(el('div', 'muted', 'No metrics yet.'));
+    return chart;
+  }
+
+  /** One small chart per GRPO metric, each with its text summary (first → last). */
+  private smallMultiples(): HTMLElement {
+    const charts = grpoCharts(this.metrics);
+    const grid = el('div', 'charts');
+    if (charts.length === 0) grid.append(el('div', 'muted', 'No iterations yet: the first chart appears after the first update.'));
+    charts.forEach((chart, index) => {
+      const card = el('figure', 'chart-card');
+      card.dataset.metric = chart.metric;
+      const svg = el('div', 'chart-svg');
+      svg.innerHTML = bandChartSvg(chart.points, { label: chart.summary, format: (value) => formatValue(value, chart.unit), range: chart.unit === 'score' ? [0, 1] : undefined, colour: CHART_COLOURS[index % CHART_COLOURS.length] });
+      card.append(el('figcaption', 'chart-title', chart.title), svg, el('div', 'chart-summary', chart.summary));
+      grid.append(card);
+    });
+    return grid;
+  }
+
+  private checkpoints(checkpoints: TrainingRunDetailCheckpoints): HTMLElement {
+    const section = el('div', 'checkpoints');
+    section.append(el('h4', '', `Checkpoints (${checkpoints.length})`));
+    if (checkpoints.length === 0) section.append(el('div', 'muted', 'None yet: one is saved after each iteration.'));
+    for (const checkpoint of [...checkpoints].reverse()) {
+      const row = el('div', 'checkpoint-row');
+      row.dataset.checkpointId = checkpoint.id;
+      const facts = GRPO_CHARTS.filter((spec) => checkpoint.metrics[spec.metric] !== undefined)
+        .slice(0, 4)
+        .map((spec) => `${spec.title.replace(/ \(.*\)$/, '').toLowerCase()} ${formatValue(checkpoint.metrics[spec.metric]!, spec.unit)}`);
+      row.append(el('span', 'checkpoint-step', `iteration ${checkpoint.step}`), el('span', 'checkpoint-metrics muted', facts.join(' · ')));
+      row.append(button('Use', `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`, () => this.actions.useCheckpoint(checkpoint.id), 'use-checkpoint'));
+      row.title = checkpoint.path;
+      section.append(row);
+    }
+    return section;
   }
 
   private leaderboard(candidates: readonly ApoCandidate[]): HTMLElement {

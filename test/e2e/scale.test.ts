@@ -78,9 +78,9 @@ describe('the panel with 100,000 rollouts (code-server + chromium)', { skip: una
   let panel: FrameLocator;
 
   before(async () => {
-    session = await startE2eSession({}, (workspace) => {
-      fs.mkdirSync(path.join(workspace, '.lightning'), { recursive: true });
-      seedRollouts(path.join(workspace, '.lightning', 'store.db'), ROLLOUTS);
+    session = await startE2eSession({}, async (_workspace, storeFile) => {
+      fs.mkdirSync(path.dirname(storeFile), { recursive: true });
+      seedRollouts(storeFile, ROLLOUTS);
     });
     ({ page, panel } = session);
   });

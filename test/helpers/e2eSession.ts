@@ -34,21 +34,22 @@ export interface E2eSession {
 }
 
 /**
- * `upstream`: the scripted upstream's options (e.g. a chat script for a file's own agent); `prepare`
- * runs on the workspace copy before the editor opens it (e.g. to seed its store).
+ * `upstream`: the scripted upstream's options (e.g. a chat script for a file's own agent); `prepare`:
+ * adds to the workspace (files, launch configurations, an imported dataset) before the editor opens it.
  */
-export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions = {}, prepare?: (workspace: string) => void): Promise<E2eSession> {
+export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions = {}, prepare?: (workspace: string, storeFile: string) => Promise<void>): Promise<E2eSession> {
   const started = Date.now();
   fs.mkdirSync(SHOTS, { recursive: true });
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-e2e-'));
   const workspace = path.join(scratch, 'workspace');
   fs.cpSync(FIXTURE, workspace, { recursive: true });
   fs.symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(workspace, 'node_modules'));
-  prepare?.(workspace);
   const upstream = await startScriptedUpstream(upstreamOptions);
   fs.writeFileSync(path.join(workspace, '.vscode', 'settings.json'), JSON.stringify({ 'lightning.upstreamBaseUrl': upstream.url }));
+  const storeFile = path.join(workspace, '.lightning', 'store.db');
   let workbench: Workbench;
   try {
+    await prepare?.(workspace, storeFile);
     workbench = await openWorkbench(workspace, scratch);
   } catch (error) {
     await upstream.close();
@@ -56,7 +57,6 @@ export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions =
     throw error;
   }
   const page = workbench.page;
-  const storeFile = path.join(workspace, '.lightning', 'store.db');
   return {
     workspace,
     upstream,

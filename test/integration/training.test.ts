@@ -78,6 +78,10 @@ test('bad training params are refused naming the field, and nothing is recorded'
   assert.match(samples.message, /params\.config\.samples: samples must be at least 2/);
   const model = await refused({ config: { ...config(), model: { kind: 'gpt-9' } } });
   assert.match(model.message, /params\.config\.model\.kind/);
+  // A launch configuration's variables travel with the run, but not its secrets: the store keeps the config.
+  const secret = await refused({ config: config({ command: { argv: ['node', AGENT], cwd, env: { AGENT_MODEL: 'm', SEARCH_API_KEY: 'k-123' } } }) });
+  assert.equal(secret.code, -32602);
+  assert.match(secret.message, /params\.config\.command\.env: secrets are not stored with a run/);
   const dataset = await refused({ config: config({ dataset: 'nope' }) });
   assert.match(dataset.message, /dataset nope does not exist/);
   assert.equal((await client.request('listTrainingRuns', {})).items.length, 0);
@@ -103,7 +107,8 @@ test('a run records metrics and checkpoints as it goes; cancel keeps the last ch
   const { client, config, storeFile } = await setUp(t);
   const changed: string[] = [];
   client.onNotification('trainingRunChanged', ({ run }) => changed.push(run.status));
-  const run = await client.request('startTraining', { config: GrpoConfig.parse(config({ iterations: 4 })) });
+  const base = config();
+  const run = await client.request('startTraining', { config: GrpoConfig.parse(config({ iterations: 4, command: { ...base.command, env: { AGENT_MODEL: 'policy-from-env' } } })) });
   assert.equal(run.status, 'running');
   await waitFor(async () => (await client.request('listCheckpoints', { runId: run.id })).items.length >= 1, 'the first checkpoint', 120_000);
   // The daemon runs it: the answer comes once it has stopped.
@@ -132,6 +137,10 @@ test('a run records metrics and checkpoints as it goes; cancel keeps the last ch
   const next = store.listRollouts({ batchId: `${run.id}-train-${kept.at(-1)!.step}`, limit: 1 }).items[0]!;
   const policy = store.db.prepare<[number], { value: string }>(`SELECT value FROM resources WHERE name = 'policy' AND version = ?`).get(next.resourcesVersion!)!;
   assert.equal(JSON.parse(policy.value).checkpoint, kept.at(-1)!.path);
+
+  // The run's command.env reached the agents: they asked for the model it names.
+  const spans = (await client.request('listSpans', { rolloutId: next.id })).items;
+  assert.ok(spans.some((span) => span.attributes['gen_ai.request.model'] === 'policy-from-env'), JSON.stringify(spans.map((span) => span.attributes['gen_ai.request.model'])));
 
   const { items } = await client.request('listTrainingRuns', {});
   assert.deepEqual(items.map((r) => [r.id, r.status, r.step]), [[run.id, 'succeeded', 4]]);

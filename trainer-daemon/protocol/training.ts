@@ -10,6 +10,11 @@ import { ApoCandidate, ApoConfig } from './apo';
 import { Checkpoint, Json, MetricPoint, TrainingRun } from './records';
 import { AdapterSpec, ModelSpec } from './trainer';
 
+/** An environment variable whose value is probably a credential (kept out of the store). */
+export function looksSecret(name: string): boolean {
+  return /KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL/i.test(name);
+}
+
 /** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */
 export const GrpoConfig = z.strictObject({
   algorithm: z.literal('grpo').default('grpo'),
@@ -35,7 +40,18 @@ export const GrpoConfig = z.strictObject({
   agentMode: z.enum(['process', 'worker']).default('process'),
   /** Worker mode: rollouts one agent worker holds at once (LIGHTNING_RUNNER_CONCURRENCY). */
   perWorker: z.number().int().min(1).max(10_000).default(16),
-  command: z.strictObject({ argv: z.array(z.string()).min(1, 'command.argv: give the agent command after --'), cwd: z.string() }),
+  command: z.strictObject({
+    argv: z.array(z.string()).min(1, 'command.argv: give the agent command after --'),
+    cwd: z.string(),
+    /**
+     * Variables added to the agents' environment (a launch configuration's `env`). Stored with the run,
+     * so names that look like secrets are refused: those belong in the daemon's own environment.
+     */
+    env: z
+      .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not a variable name'), z.string())
+      .refine((env) => !Object.keys(env).some(looksSecret), { message: 'secrets are not stored with a run: set variables whose names contain KEY, TOKEN, SECRET or PASSWORD in the environment the daemon starts with' })
+      .optional(),
+  }),
   /** Evaluate on the validation tasks every this many iterations (and before the first and after the last). */
   evalEvery: z.number().int().min(1).default(5),
   seed: z.number().int().default(0),

@@ -50,12 +50,12 @@ function workerReport(python: string): DoctorReport | { error: string } {
   }
 }
 
-export function diagnose(storeFile: string, explicit?: string, options: { hf?: boolean } = {}): Diagnosis {
+export async function diagnose(storeFile: string, explicit?: string, options: { hf?: boolean } = {}): Promise<Diagnosis> {
   // A Python the user named is the one to check, not replaced by another that works. The others are
   // tried in order up to the first that imports torch (each probe imports torch: seconds).
   const candidates: PythonProbe[] = [];
   for (const candidate of explicit ? [{ executable: explicit, origin: '--python' }] : pythonCandidates(storeFile, undefined)) {
-    candidates.push(probePython(candidate));
+    candidates.push(await probePython(candidate));
     if (candidates.at(-1)!.problem === null) break;
   }
   const chosen = candidates.find((c) => c.problem === null) ?? null;
@@ -96,11 +96,12 @@ function run(program: string, args: string[], say: (line: string) => void): Prom
 }
 
 /** The Python a venv is made from: the system's, else the first that runs at all. */
-function basePython(storeFile: string): PythonProbe | undefined {
-  return pythonCandidates(storeFile, undefined)
-    .filter((c) => c.origin !== 'venv')
-    .map(probePython)
-    .find((p) => p.version !== null);
+async function basePython(storeFile: string): Promise<PythonProbe | undefined> {
+  for (const candidate of pythonCandidates(storeFile, undefined).filter((c) => c.origin !== 'venv')) {
+    const probe = await probePython(candidate);
+    if (probe.version !== null) return probe;
+  }
+  return undefined;
 }
 
 export function canUseApt(): boolean {
@@ -120,14 +121,14 @@ export async function installWithApt(say: (line: string) => void): Promise<boole
  */
 export async function setUpTrainer(storeFile: string, options: SetupOptions): Promise<Diagnosis> {
   const { say } = options;
-  const base = basePython(storeFile);
+  const base = await basePython(storeFile);
   if (!base) {
     say('No Python 3 found. Install one (Debian/Ubuntu: apt-get install -y python3 python3-venv), then run this again.');
     return diagnose(storeFile, undefined, options);
   }
   const venv = venvDir(storeFile);
   const python = venvPython(storeFile);
-  if (probePython({ executable: python, origin: 'venv' }).version === null) {
+  if ((await probePython({ executable: python, origin: 'venv' })).version === null) {
     fs.mkdirSync(path.dirname(venv), { recursive: true });
     // Without pip at first: with the system's torch visible there is nothing to install (pip comes when needed).
     if ((await run(base.executable, ['-m', 'venv', '--system-site-packages', '--without-pip', '--clear', venv], say)) !== 0) {
@@ -135,7 +136,7 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
       return diagnose(storeFile, undefined, options);
     }
   }
-  const wanted = [...(probePython({ executable: python, origin: 'venv' }).torch ? [] : ['torch']), ...(options.hf ? ['transformers', 'peft'] : [])];
+  const wanted = [...((await probePython({ executable: python, origin: 'venv' })).torch ? [] : ['torch']), ...(options.hf ? ['transformers', 'peft'] : [])];
   if (wanted.length > 0) {
     say(`Installing ${wanted.join(', ')} into ${venv} with pip…`);
     if (spawnSync(python, ['-m', 'pip', '--version']).status !== 0) await run(python, ['-m', 'ensurepip', '--upgrade'], say);
@@ -161,7 +162,7 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
  */
 export async function ensureTrainerPython(storeFile: string, say: (line: string) => void): Promise<PythonProbe> {
   try {
-    return findPython(storeFile);
+    return await findPython(storeFile);
   } catch (error) {
     if (!canUseApt()) throw error;
     say('No Python with PyTorch found; as root on Debian, the demo installs it.');

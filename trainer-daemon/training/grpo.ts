@@ -83,6 +83,7 @@ class Iterations {
       logDir: path.join(path.dirname(ctx.store.file), 'logs', runId),
       // Rollouts are scored before transitions are built: the reward policy picks human > agent > automatic.
       scoring: scoringFor(config.rewardsFile, ctx.store.file, process.env),
+      env: config.command.env,
     });
     ctx.signal.addEventListener('abort', () => this.executor.cancel(), { once: true });
   }
@@ -203,7 +204,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
     if (valTasks.length === 0) valTasks = await tasksOf(ctx.call, config.valDataset, undefined);
   } else valTasks = await tasksOf(ctx.call, config.dataset, 'val');
 
-  const python = findPython(ctx.store.file, config.python ?? undefined);
+  const python = await findPython(ctx.store.file, config.python ?? undefined);
   const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker') });
   const stop = (): void => worker.dispose();
   try {

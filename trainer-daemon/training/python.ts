@@ -3,7 +3,7 @@
  * `.lightning/venv`, `/usr/bin/python3`, then `python3` on PATH — the first that imports torch. A
  * pyenv shim often comes first on PATH without torch, which is why the system Python is tried first.
  */
-import { spawnSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { NotFoundError } from '../errors';
@@ -42,11 +42,20 @@ export function pythonCandidates(storeFile: string, explicit: string | undefined
 
 const PROBE = 'import sys\ntry:\n import torch; t = torch.__version__\nexcept Exception as e:\n t = None\nprint(sys.version.split()[0]); print(t)';
 
-export function probePython(candidate: PythonCandidate): PythonProbe {
+/**
+ * Runs the candidate (importing torch takes seconds): asynchronously, so a daemon that probes before
+ * a training run keeps answering its clients meanwhile.
+ */
+export async function probePython(candidate: PythonCandidate): Promise<PythonProbe> {
   if (candidate.executable.includes(path.sep) && !fs.existsSync(candidate.executable)) {
     return { ...candidate, version: null, torch: null, problem: 'not found' };
   }
-  const run = spawnSync(candidate.executable, ['-c', PROBE], { encoding: 'utf8', timeout: 60_000 });
+  const run = await new Promise<{ error: Error | null; status: number | null; stdout: string; stderr: string }>((resolve) => {
+    execFile(candidate.executable, ['-c', PROBE], { encoding: 'utf8', timeout: 60_000 }, (error, stdout, stderr) => {
+      const status = error === null ? 0 : typeof error.code === 'number' ? error.code : null;
+      resolve({ error: error !== null && status === null ? error : null, status, stdout, stderr });
+    });
+  });
   if (run.error || run.status !== 0) return { ...candidate, version: null, torch: null, problem: run.error ? run.error.message : `exited with ${run.status}: ${run.stderr.trim().split('\n').at(-1) ?? ''}` };
   const [version, torch] = run.stdout.trim().split('\n');
   const hasTorch = torch !== undefined && torch !== 'None';
@@ -57,10 +66,10 @@ export function probePython(candidate: PythonCandidate): PythonProbe {
  * The first candidate that imports torch. An explicit choice (`--python`, `LIGHTNING_PYTHON`) that
  * cannot is an error rather than silently replaced by another Python.
  */
-export function findPython(storeFile: string, explicit?: string, env: NodeJS.ProcessEnv = process.env): PythonProbe {
+export async function findPython(storeFile: string, explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<PythonProbe> {
   const probes: PythonProbe[] = [];
   for (const candidate of pythonCandidates(storeFile, explicit, env)) {
-    const probe = probePython(candidate);
+    const probe = await probePython(candidate);
     if (probe.problem === null) return probe;
     probes.push(probe);
     if (candidate.origin === '--python' || candidate.origin === 'LIGHTNING_PYTHON') {

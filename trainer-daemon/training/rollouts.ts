@@ -24,6 +24,8 @@ export interface RolloutExecutorOptions {
   readonly logDir: string;
   /** Automatic rewards for each rollout as it finishes; the batch ends once all are scored. */
   readonly scoring: RolloutScoring | undefined;
+  /** Added to the daemon's environment for the agents (the run's `command.env`). */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** Runs one batch at a time; `cancel` stops the agents of the batch in flight. */
@@ -36,7 +38,7 @@ export class RolloutExecutor {
   async run(batch: RolloutBatch): Promise<void> {
     if (this.cancelled) return;
     // The policy server is local and needs no key: the user's OpenAI key stays out of these rollouts.
-    const env = { ...process.env };
+    const env = { ...process.env, ...this.options.env };
     delete env.OPENAI_API_KEY;
     const runner = new BatchRunner({
       client: this.options.call,

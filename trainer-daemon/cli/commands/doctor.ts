@@ -49,7 +49,7 @@ export function registerDoctor(program: Command): void {
     .action(async (options: DoctorOptions) => {
       const storeFile = resolveStore(options);
       const say = (line: string): void => void process.stderr.write(`${line}\n`);
-      const result = options.setup ? await setUpTrainer(storeFile, { hf: options.hf ?? false, apt: options.apt ?? false, say }) : diagnose(storeFile, options.python, { hf: options.hf });
+      const result = options.setup ? await setUpTrainer(storeFile, { hf: options.hf ?? false, apt: options.apt ?? false, say }) : await diagnose(storeFile, options.python, { hf: options.hf });
       if (options.json) process.stdout.write(`${JSON.stringify(result)}\n`);
       else process.stdout.write(`${render(result)}\n`);
       if (!result.chosen || result.problems.some((p) => !p.optional)) process.exitCode = 1;

@@ -1,0 +1,49 @@
+/**
+ * What the editor says about a GRPO run while it is followed: the progress line (iteration k of N,
+ * the sampled and validation reward), the end message, and whether a failure means the trainer's
+ * Python is missing (then **Set Up Trainer** is offered). Pure: unit-tested.
+ */
+import type { Json, TrainingRunSummary } from '../../trainer-daemon/protocol';
+
+const number = (value: number | undefined): string => (value === undefined || !Number.isFinite(value) ? '–' : Number(value.toFixed(3)).toString());
+
+function configNumber(config: Json, key: string): number | undefined {
+  const value = config !== null && typeof config === 'object' && !Array.isArray(config) ? config[key] : undefined;
+  return typeof value === 'number' ? value : undefined;
+}
+
+/** "iteration 2/10 · reward 0.25 ± 0.1 · val 0.5" (before the first iteration: "starting the trainer…"). */
+export function progressText(run: TrainingRunSummary): string {
+  if (run.cancelRequested && run.status === 'running') return 'cancelling…';
+  const total = configNumber(run.config, 'iterations');
+  if (run.step === 0 || run.latest['reward/mean'] === undefined) return run.latest['val/reward'] === undefined ? 'starting the trainer and the first rollouts…' : `validation before training: ${number(run.latest['val/reward'])}`;
+  const parts = [`iteration ${run.step}${total ? `/${total}` : ''}`, `reward ${number(run.latest['reward/mean'])} ± ${number(run.latest['reward/std'])}`];
+  if (run.latest['val/reward'] !== undefined) parts.push(`val ${number(run.latest['val/reward'])}`);
+  return parts.join(' · ');
+}
+
+/** The fraction of the run done (0–1), from its step and configured iterations. */
+export function progressFraction(run: TrainingRunSummary): number {
+  const total = configNumber(run.config, 'iterations');
+  return total ? Math.min(1, run.step / total) : 0;
+}
+
+/** The failure is a trainer environment without PyTorch: Set Up Trainer fixes it. */
+export function needsTrainerSetup(error: string | null): boolean {
+  return error !== null && /no Python with PyTorch|cannot run the trainer|No module named '?torch/i.test(error);
+}
+
+/** One line for the notification at the end of a run. */
+export function endText(run: TrainingRunSummary): string {
+  switch (run.status) {
+    case 'succeeded':
+      return `training run ${run.id} finished after ${run.step} iteration(s): reward ${number(run.latest['reward/mean'])}${run.latest['val/reward'] !== undefined ? `, validation ${number(run.latest['val/reward'])}` : ''}.`;
+    case 'cancelled':
+      return `training run ${run.id} cancelled after ${run.step} iteration(s); its checkpoints are kept and it can be resumed.`;
+    case 'failed':
+      return `training run ${run.id} failed: ${run.error ?? 'no message'}`;
+    case 'queued':
+    case 'running':
+      return `training run ${run.id} is ${run.status}.`;
+  }
+}

@@ -1,0 +1,294 @@
+/**
+ * **Lightning: Start Training**, **Cancel Training** and **Resume Training**. Start asks, in quick
+ * picks, for the algorithm (APO hands off to Optimize This Prompt), the base model, the dataset, the
+ * agent (a launch configuration run as a command, without the debugger: datasets/launchCommand.ts)
+ * and the settings (start with the defaults, or change one at a time; remembered per workspace),
+ * then sends `training/start` to the daemon, which drives the run. A run is followed in a progress
+ * notification whose Cancel sends `trainingRuns/cancel`, and shown in the panel as it goes.
+ */
+import os from 'node:os';
+import * as vscode from 'vscode';
+import type { GrpoConfig, ModelSpec, TrainingRunSummary } from '../../trainer-daemon/protocol';
+import { errorMessage } from '../../trainer-daemon/errors';
+import { runnableConfigurations, type LaunchConfig } from '../debug/launchConfig';
+import type { DaemonClient } from '../daemonClient';
+import { datasetRows } from '../datasets/panelData';
+import { launchToCommand, type AgentCommand } from '../datasets/launchCommand';
+import { readSettings } from '../settings';
+import type { DaemonSupervisor } from '../supervisor';
+import type { TrainingRuns } from '../trainingRuns';
+import { DEFAULT_SETTINGS, describeSettings, grpoConfig, modelSpec, NUMERIC_SETTINGS, parseNumericSetting, storableEnv, type GrpoSettings, type NumericSetting } from './grpoSettings';
+import { endText, needsTrainerSetup, progressFraction, progressText } from './runText';
+
+const TITLE = 'Lightning: Start Training';
+const MEMORY = { settings: 'lightning.grpo.settings', model: 'lightning.grpo.model', dataset: 'lightning.grpo.dataset', agent: 'lightning.grpo.agent' } as const;
+
+export interface TrainingUi {
+  /** Opens the panel on this run. */
+  revealRun(runId: string): Promise<void>;
+}
+
+type PickItem<T> = vscode.QuickPickItem & { readonly value: T };
+
+export class TrainingCommands {
+  constructor(
+    private readonly supervisor: DaemonSupervisor,
+    private readonly runs: TrainingRuns,
+    private readonly ui: TrainingUi,
+    private readonly log: vscode.LogOutputChannel,
+    /** The workspace's last choices. */
+    private readonly memory: vscode.Memento,
+  ) {}
+
+  async start(): Promise<void> {
+    const algorithm = await pick<'grpo' | 'apo'>(
+      [
+        { label: 'GRPO', description: 'reinforcement learning of a local model (the policy serves the agent’s LLM calls)', value: 'grpo' },
+        { label: 'APO', description: 'prompt optimization against a hosted model: Optimize This Prompt', value: 'apo' },
+      ],
+      `${TITLE} (1/5): algorithm`,
+    );
+    if (!algorithm) return;
+    if (algorithm === 'apo') {
+      await vscode.commands.executeCommand('lightning.optimizePrompt');
+      return;
+    }
+    const client = await this.supervisor.ensureRunning();
+    const model = await this.pickModel();
+    if (!model) return;
+    const dataset = await this.pickDataset();
+    if (!dataset) return;
+    const agent = await this.pickAgent();
+    if (!agent) return;
+    const settings = await this.chooseSettings(client, dataset);
+    if (!settings) return;
+    const config = grpoConfig({ model, dataset, command: agent, settings });
+    if (!config.ok) throw new Error(`cannot start training: ${config.message}`);
+    const omitted = storableEnv(agent.env).omitted;
+    if (omitted.length) this.log.warn(`[training] left out of the run's environment (secrets are not stored): ${omitted.join(', ')}`);
+    await this.launch(client, { config: config.value });
+  }
+
+  /** **Resume Training**: a cancelled or failed GRPO run continues from its last checkpoint. */
+  async resume(runId?: string): Promise<void> {
+    const client = await this.supervisor.ensureRunning();
+    const id = runId ?? (await this.pickRun(client, (run) => run.algorithm === 'grpo' && (run.status === 'cancelled' || run.status === 'failed'), 'Resume Training: which run? (it continues from its last checkpoint)', 'No cancelled or failed GRPO run to resume.'));
+    if (id) await this.launch(client, { resume: id });
+  }
+
+  /** **Cancel Training**: a running run stops now (GRPO) or at its next step (APO). */
+  async cancel(runId?: string): Promise<void> {
+    const client = await this.supervisor.ensureRunning();
+    const id = runId ?? (await this.pickRun(client, (run) => run.status === 'running' || run.status === 'queued', 'Cancel Training: which run?', 'No training run is running.'));
+    if (!id) return;
+    const run = await client.request('cancelTrainingRun', { id });
+    void vscode.window.showInformationMessage(`Lightning: training run ${run.id} ${run.status === 'cancelled' ? 'cancelled' : 'will stop at its next step'}.`);
+  }
+
+  private async launch(client: DaemonClient, start: { config: GrpoConfig } | { resume: string }): Promise<void> {
+    const run = await client.request('startTraining', start);
+    this.log.info(`[training] run ${run.id} ${'resume' in start ? 'resumed' : 'started'}`);
+    await this.ui.revealRun(run.id);
+    void this.follow(run.id).catch((error: unknown) => this.log.error(`[training] following ${run.id}: ${errorMessage(error)}`));
+  }
+
+  /** A progress notification until the run ends (Cancel cancels it), then its outcome with a way on. */
+  private async follow(runId: string): Promise<void> {
+    const final = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: training ${runId}`, cancellable: true }, async (progress, token) => {
+      let done = 0;
+      const report = (run: TrainingRunSummary): void => {
+        const fraction = progressFraction(run);
+        progress.report({ message: progressText(run), increment: Math.max(0, 100 * (fraction - done)) });
+        done = Math.max(done, fraction);
+      };
+      const ended = new Promise<TrainingRunSummary>((resolve) => {
+        const listener = this.runs.onDidChange((run) => {
+          if (run.id !== runId) return;
+          report(run);
+          if (run.status !== 'running' && run.status !== 'queued') {
+            listener.dispose();
+            resolve(run);
+          }
+        });
+        // The run may have ended before the listener was attached (a fast failure).
+        void this.supervisor
+          .ensureRunning()
+          .then(async (client) => {
+            const { run } = await client.request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER });
+            if (run.status !== 'running' && run.status !== 'queued') {
+              listener.dispose();
+              resolve(run);
+            } else report(run);
+          })
+          .catch((error: unknown) => this.log.warn(`[training] cannot read run ${runId}: ${errorMessage(error)}`));
+      });
+      const cancel = token.onCancellationRequested(() => {
+        progress.report({ message: 'cancelling…' });
+        void this.supervisor
+          .ensureRunning()
+          .then((client) => client.request('cancelTrainingRun', { id: runId }))
+          .catch((error: unknown) => this.log.error(`[training] cannot cancel ${runId}: ${errorMessage(error)}`));
+      });
+      try {
+        return await ended;
+      } finally {
+        cancel.dispose();
+      }
+    });
+    await this.tellEnd(final);
+  }
+
+  private async tellEnd(run: TrainingRunSummary): Promise<void> {
+    const text = `Lightning: ${endText(run)}`;
+    this.log.info(`[training] ${endText(run)}`);
+    if (run.status === 'failed') {
+      const setup = needsTrainerSetup(run.error);
+      const choice = await vscode.window.showErrorMessage(text, ...(setup ? ['Set Up Trainer'] : ['Resume']), 'Show Logs');
+      if (choice === 'Set Up Trainer') await vscode.commands.executeCommand('lightning.setUpTrainer');
+      if (choice === 'Resume') await vscode.commands.executeCommand('lightning.resumeTraining', run.id);
+      if (choice === 'Show Logs') this.log.show();
+    } else if (run.status === 'cancelled') {
+      if ((await vscode.window.showWarningMessage(text, 'Resume')) === 'Resume') await vscode.commands.executeCommand('lightning.resumeTraining', run.id);
+    } else if ((await vscode.window.showInformationMessage(text, 'Show Run')) === 'Show Run') await this.ui.revealRun(run.id);
+  }
+
+  private async pickRun(client: DaemonClient, wanted: (run: TrainingRunSummary) => boolean, title: string, none: string): Promise<string | undefined> {
+    const runs = (await client.request('listTrainingRuns', { limit: 50 })).items.filter(wanted);
+    if (runs.length === 0) {
+      void vscode.window.showInformationMessage(`Lightning: ${none}`);
+      return undefined;
+    }
+    return pick(
+      runs.map((run) => ({ label: run.id, description: `${run.algorithm} · ${run.status} · iteration ${run.step}`, detail: run.error ?? undefined, value: run.id })),
+      title,
+    );
+  }
+
+  private async pickModel(): Promise<ModelSpec | undefined> {
+    const configured = readSettings().trainingModel;
+    const last = this.memory.get<string>(MEMORY.model);
+    const names = [...new Set([configured, last].filter((name): name is string => !!name && name !== 'tiny'))];
+    const choice = await pick<string | null>(
+      [
+        { label: 'tiny', description: 'the built-in small GPT (byte-level): no download, fine on a CPU', value: 'tiny' },
+        ...names.map((name) => ({ label: name, description: name === configured ? 'the lightning.trainingModel setting' : 'used last time', value: name })),
+        { label: '$(edit) Hugging Face model…', description: 'a hub name or a local folder (needs transformers + peft: Set Up Trainer)', value: null },
+      ],
+      `${TITLE} (2/5): base model`,
+    );
+    if (choice === undefined) return undefined;
+    const name =
+      choice ??
+      (await vscode.window.showInputBox({
+        title: `${TITLE}: Hugging Face model`,
+        prompt: 'A hub name (e.g. Qwen/Qwen2.5-0.5B-Instruct) or a local model folder; trained with LoRA',
+        value: last ?? 'Qwen/Qwen2.5-0.5B-Instruct',
+        ignoreFocusOut: true,
+        validateInput: (text) => {
+          const spec = modelSpec(text);
+          return spec.ok ? undefined : spec.message;
+        },
+      }));
+    if (name === undefined) return undefined;
+    const spec = modelSpec(name);
+    if (!spec.ok) throw new Error(spec.message);
+    await this.memory.update(MEMORY.model, name.trim());
+    return spec.value;
+  }
+
+  private async pickDataset(): Promise<string | undefined> {
+    const rows = await datasetRows(this.supervisor);
+    if (rows.length === 0) {
+      const choice = await vscode.window.showInformationMessage('Lightning: no dataset to train on yet. Import a tasks.jsonl file (tasks with "split": "train", and "val" ones to validate on).', 'Import Dataset');
+      if (choice) await vscode.commands.executeCommand('lightning.importDataset');
+      return undefined;
+    }
+    const last = this.memory.get<string>(MEMORY.dataset);
+    rows.sort((a, b) => Number(b.dataset.name === last) - Number(a.dataset.name === last));
+    const row = await pick(
+      rows.map((r) => ({ label: r.dataset.name, description: `${r.splits.train} train · ${r.splits.val} val tasks`, detail: r.splits.train === 0 ? '$(warning) no train tasks: training samples the train split' : undefined, value: r })),
+      `${TITLE} (3/5): dataset`,
+    );
+    if (!row) return undefined;
+    if (row.splits.train === 0) throw new Error(`dataset ${row.dataset.name} has no train tasks: import tasks with "split": "train" (its ${row.dataset.taskCount} tasks are ${row.splits.val} val, ${row.splits.test} test)`);
+    await this.memory.update(MEMORY.dataset, row.dataset.name);
+    return row.dataset.name;
+  }
+
+  private async pickAgent(): Promise<AgentCommand | undefined> {
+    const folder = vscode.workspace.workspaceFolders?.[0];
+    const configurations = runnableConfigurations(vscode.workspace.getConfiguration('launch', folder?.uri).get<LaunchConfig[]>('configurations') ?? []);
+    if (configurations.length === 0) throw new Error('no launch configuration runs the agent: add a Node or Python launch configuration to .vscode/launch.json');
+    const context = { workspaceFolder: folder?.uri.fsPath ?? process.cwd(), home: os.homedir(), processEnv: process.env };
+    const last = this.memory.get<string>(MEMORY.agent);
+    const items = configurations
+      .map((config) => ({ config, result: launchToCommand(config, context) }))
+      .sort((a, b) => Number(b.config.name === last) - Number(a.config.name === last))
+      .map(({ config, result }) => ({
+        label: result.ok ? config.name : `$(warning) ${config.name}`,
+        description: result.ok ? result.command.argv.join(' ') : 'cannot run without the debugger',
+        detail: result.ok ? undefined : result.message,
+        value: { name: config.name, result },
+      }));
+    for (;;) {
+      const chosen = await pick(items, `${TITLE} (4/5): the agent (a launch configuration, run without the debugger, once per rollout)`);
+      if (!chosen) return undefined;
+      if (chosen.result.ok) {
+        await this.memory.update(MEMORY.agent, chosen.name);
+        return chosen.result.command;
+      }
+      await vscode.window.showErrorMessage(`Lightning: ${chosen.result.message}`, { modal: true });
+    }
+  }
+
+  /** "Start" with the current settings, or change one at a time (the list comes back after each). */
+  private async chooseSettings(client: DaemonClient, dataset: string): Promise<GrpoSettings | undefined> {
+    let settings: GrpoSettings = { ...DEFAULT_SETTINGS, ...this.memory.get<Partial<GrpoSettings>>(MEMORY.settings) };
+    type Choice = 'start' | NumericSetting | 'valDataset' | 'device';
+    for (;;) {
+      const choice = await pick<Choice>(
+        [
+          { label: '$(play) Start training', description: describeSettings(settings), value: 'start' },
+          ...(Object.keys(NUMERIC_SETTINGS) as NumericSetting[]).map((key) => ({ label: NUMERIC_SETTINGS[key].label, description: String(settings[key]), detail: NUMERIC_SETTINGS[key].detail, value: key })),
+          { label: 'Validation', description: settings.valDataset ?? `the val split of ${dataset}`, detail: 'evaluated before the first iteration, every 5, and after the last', value: 'valDataset' },
+          { label: 'Device', description: settings.device, detail: 'auto: the GPU when CUDA is available, else the CPU', value: 'device' },
+        ],
+        `${TITLE} (5/5): settings — start, or change one`,
+      );
+      if (!choice) return undefined;
+      if (choice === 'start') {
+        await this.memory.update(MEMORY.settings, settings);
+        return settings;
+      }
+      if (choice === 'valDataset') {
+        const { items } = await client.request('listDatasets', {});
+        const value = await pick<string | null>(
+          [{ label: `val split of ${dataset}`, value: null }, ...items.filter((d) => d.name !== dataset).map((d) => ({ label: d.name, description: `its val split, or all ${d.taskCount} tasks`, value: d.name }))],
+          `${TITLE}: validation tasks`,
+        );
+        if (value !== undefined) settings = { ...settings, valDataset: value };
+      } else if (choice === 'device') {
+        const value = await pick<GrpoSettings['device']>((['auto', 'cpu', 'cuda'] as const).map((device) => ({ label: device, value: device })), `${TITLE}: device`);
+        if (value) settings = { ...settings, device: value };
+      } else {
+        const key = choice;
+        const text = await vscode.window.showInputBox({
+          title: `${TITLE}: ${NUMERIC_SETTINGS[key].label}`,
+          prompt: NUMERIC_SETTINGS[key].detail,
+          value: String(settings[key]),
+          ignoreFocusOut: true,
+          validateInput: (input) => {
+            const parsed = parseNumericSetting(key, input);
+            return parsed.ok ? undefined : parsed.message;
+          },
+        });
+        const parsed = text === undefined ? undefined : parseNumericSetting(key, text);
+        if (parsed?.ok) settings = { ...settings, [key]: parsed.value };
+      }
+    }
+  }
+}
+
+async function pick<T>(items: readonly PickItem<T>[], title: string): Promise<T | undefined> {
+  return (await vscode.window.showQuickPick(items, { title, ignoreFocusOut: true, matchOnDescription: true }))?.value;
+}

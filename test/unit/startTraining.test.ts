@@ -1,0 +1,112 @@
+/** Start Training's pure parts: the quick picks' answers → GrpoConfig, the progress and end lines, and Set Up Trainer's reading of `lightning doctor`. */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import { GrpoConfig, type TrainingRunSummary } from '../../trainer-daemon/protocol';
+import { DEFAULT_SETTINGS, describeSettings, grpoConfig, modelSpec, parseNumericSetting, storableEnv } from '../../extension/training/grpoSettings';
+import { endText, needsTrainerSetup, progressFraction, progressText } from '../../extension/training/runText';
+import { doctorSummary } from '../../extension/training/doctorReport';
+import type { AgentCommand } from '../../extension/datasets/launchCommand';
+
+const agent: AgentCommand = { argv: ['node', '/ws/agent.mjs'], cwd: '/ws', env: { AGENT_MODEL: 'policy', UNSET: undefined }, notes: [] };
+
+describe('Start Training: the answers become a GrpoConfig', () => {
+  it('starts with the daemon’s own defaults', () => {
+    const result = grpoConfig({ model: { kind: 'tiny' }, dataset: 'tools', command: agent, settings: DEFAULT_SETTINGS });
+    assert.ok(result.ok);
+    const defaults = GrpoConfig.parse({ model: { kind: 'tiny' }, dataset: 'tools', command: { argv: ['node'], cwd: '/' } });
+    assert.deepEqual([result.value.iterations, result.value.samples, result.value.lr, result.value.valDataset, result.value.device], [defaults.iterations, defaults.samples, defaults.lr, null, 'auto']);
+    assert.deepEqual(result.value.command, { argv: ['node', '/ws/agent.mjs'], cwd: '/ws', env: { AGENT_MODEL: 'policy' } });
+    assert.equal(describeSettings(DEFAULT_SETTINGS), `${defaults.iterations} iterations · ${defaults.samples} samples per task · lr ${defaults.lr} · validation: the val split · device auto`);
+  });
+
+  it('carries the chosen model, settings and validation dataset', () => {
+    const model = modelSpec(' Qwen/Qwen2.5-0.5B-Instruct ');
+    assert.ok(model.ok);
+    const result = grpoConfig({ model: model.value, dataset: 'tools', command: agent, settings: { iterations: 2, samples: 2, lr: 1e-4, valDataset: 'held-out', device: 'cpu' } });
+    assert.ok(result.ok);
+    assert.deepEqual(result.value.model, { kind: 'hf', name: 'Qwen/Qwen2.5-0.5B-Instruct' });
+    assert.deepEqual([result.value.iterations, result.value.samples, result.value.lr, result.value.valDataset, result.value.device], [2, 2, 1e-4, 'held-out', 'cpu']);
+    assert.deepEqual(modelSpec('tiny'), { ok: true, value: { kind: 'tiny' } });
+  });
+
+  it('keeps secrets out of the stored environment, and the protocol refuses them too', () => {
+    const withKey: AgentCommand = { ...agent, env: { AGENT_MODEL: 'x', SERP_API_KEY: 's3cret', GITHUB_TOKEN: 't' } };
+    assert.deepEqual(storableEnv(withKey.env), { env: { AGENT_MODEL: 'x' }, omitted: ['SERP_API_KEY', 'GITHUB_TOKEN'] });
+    const result = grpoConfig({ model: { kind: 'tiny' }, dataset: 'tools', command: withKey, settings: DEFAULT_SETTINGS });
+    assert.ok(result.ok);
+    assert.deepEqual(result.value.command.env, { AGENT_MODEL: 'x' });
+    const refused = GrpoConfig.safeParse({ model: { kind: 'tiny' }, dataset: 'tools', command: { argv: ['node'], cwd: '/', env: { OPENAI_API_KEY: 'sk-1' } } });
+    assert.ok(!refused.success);
+    assert.match(refused.error.issues[0]!.message, /secrets are not stored with a run/);
+  });
+
+  it('checks each typed setting with a message naming it', () => {
+    assert.deepEqual(parseNumericSetting('iterations', ' 3 '), { ok: true, value: 3 });
+    assert.deepEqual(parseNumericSetting('iterations', '2.5'), { ok: false, message: 'Iterations must be a whole number' });
+    assert.deepEqual(parseNumericSetting('iterations', '0'), { ok: false, message: 'Iterations must be from 1 to 100000' });
+    assert.match((parseNumericSetting('samples', '1') as { message: string }).message, /Samples per task must be at least 2/);
+    assert.deepEqual(parseNumericSetting('lr', '3e-4'), { ok: true, value: 3e-4 });
+    assert.deepEqual(parseNumericSetting('lr', 'fast'), { ok: false, message: 'Learning rate must be a number' });
+    assert.deepEqual(parseNumericSetting('lr', '0'), { ok: false, message: 'Learning rate must be above 0 and at most 1' });
+    assert.deepEqual(parseNumericSetting('lr', ''), { ok: false, message: 'Learning rate must be a number' });
+    assert.equal(modelSpec('  ').ok, false);
+    assert.deepEqual(modelSpec('my model'), { ok: false, message: '"my model" is not a model name (no spaces)' });
+  });
+
+  it('reports what the protocol refuses, naming the field', () => {
+    const result = grpoConfig({ model: { kind: 'tiny' }, dataset: '', command: { ...agent, argv: [] }, settings: { ...DEFAULT_SETTINGS, samples: 1 } });
+    assert.equal(result.ok, false);
+    const message = (result as { message: string }).message;
+    assert.match(message, /config\.dataset/);
+    assert.match(message, /config\.samples: samples must be at least 2/);
+    assert.match(message, /config\.command\.argv/);
+  });
+});
+
+const summary = (extra: Partial<TrainingRunSummary> = {}): TrainingRunSummary => ({
+  id: 'run-1', algorithm: 'grpo', config: { iterations: 4 }, status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, cancelRequested: false, result: null, step: 0, latest: {}, ...extra,
+});
+
+describe('Start Training: following a run', () => {
+  it('says where the run is and how far', () => {
+    assert.equal(progressText(summary()), 'starting the trainer and the first rollouts…');
+    assert.equal(progressText(summary({ latest: { 'val/reward': 0.25 } })), 'validation before training: 0.25');
+    const second = summary({ step: 2, latest: { 'reward/mean': 0.5, 'reward/std': 0.125, 'val/reward': 0.75 } });
+    assert.equal(progressText(second), 'iteration 2/4 · reward 0.5 ± 0.125 · val 0.75');
+    assert.equal(progressFraction(second), 0.5);
+    assert.equal(progressText(summary({ cancelRequested: true })), 'cancelling…');
+  });
+
+  it('ends with the outcome, and knows when the trainer needs setting up', () => {
+    assert.equal(endText(summary({ status: 'succeeded', step: 4, latest: { 'reward/mean': 0.75, 'val/reward': 1 } })), 'training run run-1 finished after 4 iteration(s): reward 0.75, validation 1.');
+    assert.match(endText(summary({ status: 'cancelled', step: 1 })), /cancelled after 1 iteration\(s\); its checkpoints are kept/);
+    assert.equal(endText(summary({ status: 'failed', error: 'boom' })), 'training run run-1 failed: boom');
+    assert.ok(needsTrainerSetup('no Python with PyTorch found (tried /usr/bin/python3: …). Run `lightning doctor --setup`'));
+    assert.ok(!needsTrainerSetup('the agent exited 1'));
+    assert.ok(!needsTrainerSetup(null));
+  });
+});
+
+const READY = `Python        /usr/bin/python3 (system) 3.11.2
+torch         1.13.0a0 (BLAS: openblas)
+device        cpu
+GPU           none
+transformers  missing
+peft          missing
+pip index     reachable
+
+The trainer is ready.`;
+
+describe('Set Up Trainer: the doctor’s report', () => {
+  it('reads a ready trainer, and that Hugging Face packages are missing', () => {
+    assert.deepEqual(doctorSummary(READY, 0), { ready: true, headline: 'torch 1.13.0a0 (BLAS: openblas) on cpu', problem: undefined, hfMissing: true, aptCommand: undefined });
+  });
+
+  it('reads the first problem to fix, and the apt-get line when pip reached no index', () => {
+    const missing = `Python        none with PyTorch\ntorch         missing\n\nTo fix:\n  no Python with PyTorch\n    → run \`lightning doctor --setup\`\n\nThe trainer is not ready.`;
+    const notReady = doctorSummary(missing, 1);
+    assert.deepEqual([notReady.ready, notReady.problem, notReady.aptCommand], [false, 'no Python with PyTorch', undefined]);
+    const offline = `pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:\n  Debian/Ubuntu (as root): apt-get install -y python3-torch libopenblas0-pthread   (or: lightning doctor --setup --apt)\n${missing}`;
+    assert.equal(doctorSummary(offline, 1).aptCommand, 'apt-get install -y python3-torch libopenblas0-pthread');
+  });
+});

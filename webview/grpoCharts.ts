@@ -1,0 +1,74 @@
+/**
+ * A GRPO run's charts as small multiples, one metric each: the sampled reward with its ± std band,
+ * the validation reward, loss, KL, entropy, update and rollout tokens/s, and GPU memory when it was
+ * recorded. This module shapes the metric points into those charts (a chart without points is left
+ * out) and writes each one's text summary (first → last value), which is also the chart's
+ * accessible name. Pure: unit-tested in Node.
+ */
+import { seriesOf, type ChartPoint, type MetricPointLike } from './metricChart';
+
+export type ChartUnit = 'score' | 'number' | 'rate' | 'bytes';
+
+export interface ChartData {
+  /** The metric's name in the store. */
+  readonly metric: string;
+  readonly title: string;
+  readonly unit: ChartUnit;
+  readonly points: readonly ChartPoint[];
+  readonly summary: string;
+}
+
+interface ChartSpec {
+  readonly metric: string;
+  readonly title: string;
+  readonly unit: ChartUnit;
+  /** A metric whose value at each step is the band's half-width (std). */
+  readonly band?: string;
+}
+
+export const GRPO_CHARTS: readonly ChartSpec[] = [
+  { metric: 'reward/mean', title: 'Reward (sampled, ± std)', unit: 'score', band: 'reward/std' },
+  { metric: 'val/reward', title: 'Validation reward', unit: 'score' },
+  { metric: 'loss', title: 'Loss', unit: 'number' },
+  { metric: 'kl', title: 'KL to the reference', unit: 'number' },
+  { metric: 'entropy', title: 'Entropy', unit: 'number' },
+  { metric: 'tokensPerSecond', title: 'Update tokens/s', unit: 'rate' },
+  { metric: 'rollout/tokensPerSecond', title: 'Rollout tokens/s', unit: 'rate' },
+  { metric: 'gpuMemoryBytes', title: 'GPU memory', unit: 'bytes' },
+];
+
+/** A value as the chart's axis and summary show it. */
+export function formatValue(value: number, unit: ChartUnit): string {
+  if (unit === 'bytes') return value >= 2 ** 30 ? `${(value / 2 ** 30).toFixed(1)} GiB` : `${(value / 2 ** 20).toFixed(0)} MiB`;
+  if (unit === 'rate') return value >= 1000 ? `${(value / 1000).toFixed(1)}k` : value.toFixed(0);
+  if (Number.isInteger(value)) return String(value);
+  if (Math.abs(value) < 0.01) return value.toExponential(1);
+  return Math.abs(value) >= 100 ? value.toFixed(0) : Number(value.toPrecision(3)).toString();
+}
+
+function summarize(title: string, unit: ChartUnit, points: readonly ChartPoint[]): string {
+  const first = points[0]!;
+  const last = points.at(-1)!;
+  if (points.length === 1) return `${title}: ${formatValue(first.value, unit)} at iteration ${first.step}`;
+  return `${title}: ${formatValue(first.value, unit)} → ${formatValue(last.value, unit)} (iterations ${first.step}–${last.step})`;
+}
+
+/** The charts a run's metric points fill, in GRPO_CHARTS order; non-finite values are dropped. */
+export function grpoCharts(metrics: readonly MetricPointLike[]): ChartData[] {
+  const series = seriesOf(metrics.filter((point) => Number.isFinite(point.value)));
+  return GRPO_CHARTS.flatMap((spec) => {
+    const values = series.get(spec.metric);
+    if (!values?.length) return [];
+    const band = spec.band ? new Map(series.get(spec.band)?.map((p) => [p.step, p.value])) : undefined;
+    const points = values.map((p): ChartPoint => {
+      const std = band?.get(p.step);
+      return std === undefined ? p : { ...p, low: p.value - std, high: p.value + std };
+    });
+    return [{ metric: spec.metric, title: spec.title, unit: spec.unit, points, summary: summarize(spec.title, spec.unit, points) }];
+  });
+}
+
+/** A live chart's points: those it has up to `afterStep`, then the newer ones fetched. */
+export function mergeMetrics<P extends MetricPointLike>(have: readonly P[], newer: readonly P[], afterStep: number): P[] {
+  return [...have.filter((point) => point.step <= afterStep), ...newer];
+}
