@@ -109,8 +109,11 @@ export function bandChartSvg(points: readonly ChartPoint[], options: BandChartOp
     : '';
   const line = `<polyline class="series" fill="none" stroke="${colour}" stroke-width="1.5" points="${points.map((p) => `${x(p.step)},${y(p.value)}`).join(' ')}"/>`;
   const dots = points.map((p) => `<circle cx="${x(p.step)}" cy="${y(p.value)}" r="2" fill="${colour}"/>`).join('');
+  // A range narrower than the format's precision (entropy 5.538 → 5.536) gets more digits, so its ends differ.
+  let [top, bottom] = [options.format(high), options.format(low)];
+  for (let digits = 4; top === bottom && high !== low && digits <= 8; digits += 1) [top, bottom] = [high, low].map((v) => String(Number(v.toPrecision(digits)))) as [string, string];
   const axis = `<line x1="${pad.left}" y1="${pad.top + plotHeight}" x2="${width - pad.right}" y2="${pad.top + plotHeight}" stroke="var(--vscode-panel-border)"/>
-<text x="${pad.left - 3}" y="${pad.top + 6}" text-anchor="end">${escape(options.format(high))}</text><text x="${pad.left - 3}" y="${pad.top + plotHeight}" text-anchor="end">${escape(options.format(low))}</text>
+<text x="${pad.left - 3}" y="${pad.top + 6}" text-anchor="end">${escape(top)}</text><text x="${pad.left - 3}" y="${pad.top + plotHeight}" text-anchor="end">${escape(bottom)}</text>
 <text x="${pad.left}" y="${height - 3}">${first}</text><text x="${width - pad.right}" y="${height - 3}" text-anchor="end">${last}</text>`;
   return `<svg class="metric-chart band-chart" role="img" aria-label="${escape(options.label)}" viewBox="0 0 ${width} ${height}">${axis}${band}${line}${dots}</svg>`;
 }

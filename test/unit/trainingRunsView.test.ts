@@ -98,6 +98,9 @@ describe('a GRPO run in the panel: small multiples', () => {
     // A series outside the range gets its own: the axis shows its min and max.
     const rate = bandChartSvg([{ step: 1, value: 1520 }, { step: 2, value: 1830 }], { label: 'rate', format: (v) => formatValue(v, 'rate'), range: [0, 1] });
     assert.match(rate, />1.8k<\/text><text[^>]*>1.5k<\/text>/);
+    // A range narrower than the format rounds to gets the digits that tell its ends apart.
+    const entropy = bandChartSvg([{ step: 1, value: 5.5381 }, { step: 2, value: 5.5362 }], { label: 'entropy', format: (v) => formatValue(v, 'number') });
+    assert.match(entropy, />5.538<\/text><text[^>]*>5.536<\/text>/);
     assert.equal(bandChartSvg([], { label: 'x', format: String }), '');
   });
 
