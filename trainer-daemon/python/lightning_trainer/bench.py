@@ -1,11 +1,14 @@
 """`python3 -m lightning_trainer.bench`: the worker's CPU speed on the tiny model, printed as one JSON object.
 
-* update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response), median of 3;
+* update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response), median of 3, next to the
+  floor of any update on that batch: one bare forward, policy-gradient loss, backward and AdamW step in plain torch
+  on a copy of the same model;
 * serving: completion tokens/s through the HTTP endpoint with 1 and 8 concurrent clients, next to the baseline of
   calling the batched generate() directly (no HTTP, no JSON) with batch 1 and 8.
 """
 from __future__ import annotations
 
+import copy
 import json
 import multiprocessing
 import os
@@ -15,6 +18,8 @@ import time
 import urllib.request
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import torch  # noqa: E402
 
 from .generate import Sampling, generate  # noqa: E402
 from .params import LoadParams, ServeParams, TrainParams  # noqa: E402
@@ -38,6 +43,32 @@ def update_seconds(session: Session) -> float:
     for _ in range(3):
         started = time.perf_counter()
         session.train(parse(TrainParams, params))
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def bare_step_seconds(session: Session) -> float:
+    """One forward + backward + optimizer step on the same 16 × 64 tokens, without the worker's machinery."""
+    model = copy.deepcopy(session.policy.model).train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    ids = torch.tensor([[256] + [65 + (i + k) % 26 for k in range(31)] + [97 + (i * k) % 26 for k in range(32)] for i in range(16)])
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    positions = torch.arange(ids.shape[1]).expand_as(ids)
+    advantages = torch.tensor([1.0 if i % 2 else -1.0 for i in range(16)])
+
+    def step() -> None:
+        logits, _ = model(ids, mask, positions)
+        logprobs = torch.log_softmax(logits[:, 31:-1].float(), dim=-1).gather(-1, ids[:, 32:, None]).squeeze(-1)
+        loss = -(logprobs.mean(dim=1) * advantages).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    step()  # warm-up
+    times = []
+    for _ in range(3):
+        started = time.perf_counter()
+        step()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
 
@@ -85,7 +116,8 @@ def http_tokens_per_second(url: str, clients: int, requests_per_client: int) -> 
 def main() -> None:
     session = Session(lambda _: None)
     session.load(parse(LoadParams, {"model": {"kind": "tiny"}, "adapter": {"kind": "full"}, "device": "cpu"}))
-    result = {"model": session.policy.name, "updateSeconds16x64": update_seconds(session)}
+    result = {"model": session.policy.name, "updateSeconds16x64": update_seconds(session),
+              "bareStepSeconds16x64": bare_step_seconds(session)}
     url = session.serve(parse(ServeParams, {}))["url"]
     for clients in (1, 8):
         result[f"directTokensPerSecondBatch{clients}"] = direct_tokens_per_second(session, clients, 48 // clients)
