@@ -17,6 +17,7 @@ import { DaemonSupervisor } from './supervisor';
 import { LightningCli } from './datasets/cliProcess';
 import { DatasetCommands } from './datasets/datasetCommands';
 import { ScoreCommand } from './rewards/scoreCommand';
+import { CheckpointInUse } from './checkpoints/useCheckpoint';
 import { errorMessage } from '../trainer-daemon/errors';
 
 export function activate(context: vscode.ExtensionContext): void {
@@ -26,11 +27,12 @@ export function activate(context: vscode.ExtensionContext): void {
   const supervisor = new DaemonSupervisor(context.asAbsolutePath('dist/cli.js'), log, upstreamKey);
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
-  const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey);
+  const checkpoint = new CheckpointInUse(supervisor, context.workspaceState, log, context.asAbsolutePath('dist/cli.js'));
+  const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey, checkpoint);
   const promptResults = new PromptResults(supervisor, log);
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
   const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns);
-  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel);
+  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel, checkpoint);
   const score = new ScoreCommand(live, log);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;
@@ -70,6 +72,7 @@ export function activate(context: vscode.ExtensionContext): void {
   );
   const optimize = new OptimizePrompt(supervisor, log, upstreamKey, context.asAbsolutePath('dist/cli.js'), promptResults, context.workspaceState);
   context.subscriptions.push(trainingRuns, promptResults, command('lightning.optimizePrompt', () => optimize.run()));
+  context.subscriptions.push(checkpoint, command('lightning.useCheckpoint', (argument) => checkpoint.use(argument)), command('lightning.stopUsingCheckpoint', () => checkpoint.stop()));
   log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`);
 }
 
