@@ -4,7 +4,7 @@
  * rollout gets, and what a dataset run is given.
  */
 import { z } from 'zod';
-import { checkpointRouting, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
+import { checkpointRouting, describeMetrics, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
 import { upstreamFor, type LaunchConfig } from '../debug/launchConfig';
 
 /** The checkpoint rollouts are pointed at (workspace state); what the status bar shows. */
@@ -35,23 +35,6 @@ export function debugRoute(launch: LaunchConfig, processEnv: Readonly<Record<str
 /** `lightning dataset run` options (placed before `--`): the checkpoint served for the batch, if any. */
 export function checkpointArgs(served: Pick<ServedPolicy, 'checkpointId'> | null): string[] {
   return served ? ['--checkpoint', served.checkpointId] : [];
-}
-
-/** The metrics a checkpoint is judged by, in this order, when it has them. */
-const KEY_METRICS: ReadonlyArray<readonly [string, string]> = [
-  ['val/reward', 'val'],
-  ['reward/mean', 'reward'],
-  ['loss', 'loss'],
-  ['kl', 'KL'],
-];
-
-function formatNumber(value: number): string {
-  return Math.abs(value) >= 100 || Number.isInteger(value) ? String(Math.round(value * 100) / 100) : value.toPrecision(3);
-}
-
-/** "val 0.81 · reward 0.62 · loss 0.12" — the key metrics a checkpoint was saved with. */
-export function describeMetrics(metrics: Readonly<Record<string, number>>): string {
-  return KEY_METRICS.flatMap(([name, label]) => (typeof metrics[name] === 'number' ? [`${label} ${formatNumber(metrics[name]!)}`] : [])).join(' · ');
 }
 
 export interface CheckpointItem {

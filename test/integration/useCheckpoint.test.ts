@@ -90,6 +90,9 @@ async function setUp(t: Parameters<typeof tempDir>[0] & { after(fn: () => unknow
 test('a checkpoint served by the daemon answers `lightning run --checkpoint` and `dataset run --checkpoint`; switching and stopping', async (t) => {
   const { cwd, storeFile, runId, ids: [a, b], client, daemon, changes } = await setUp(t);
   assert.deepEqual(await client.request('currentPolicy', {}), { served: null });
+  const listed = await runCli(['checkpoints', '--store', storeFile], { cwd });
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, new RegExp(`${b} +${runId} +2 +reward 0\\.500[^\n]*\n${a} +${runId} +1 +reward 0`));
 
   // `lightning run --checkpoint` against the daemon that owns the store: it serves A for the run.
   const run = await runCli(['run', '--store', storeFile, '--checkpoint', a, '--task', JSON.stringify({ question: '2 plus 3', answer: 5 }), '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
@@ -151,7 +154,7 @@ test('a checkpoint served by the daemon answers `lightning run --checkpoint` and
 });
 
 test('a crashed checkpoint worker is reported and clears the state; bad ids and missing files are named', async (t) => {
-  const { ids: [a], missing, client, daemon, changes } = await setUp(t);
+  const { storeFile, ids: [a], missing, client, daemon, changes } = await setUp(t);
   const unknown = await refused(client, Methods.servePolicy.method, { checkpointId: 'ckpt-nope' });
   assert.equal(unknown.code, -32004);
   assert.match(unknown.message, /checkpoint ckpt-nope does not exist/);
@@ -167,6 +170,12 @@ test('a crashed checkpoint worker is reported and clears the state; bad ids and 
   const noPython = await refused(client, Methods.servePolicy.method, { checkpointId: a, python: '/nonexistent/python3' });
   assert.match(noPython.message, /cannot run the trainer: not found\. Run `lightning doctor`/);
   assert.deepEqual(await client.request('currentPolicy', {}), { served: null });
+  const cliUnknown = await runCli(['run', '--store', storeFile, '--checkpoint', 'ckpt-nope', '--', process.execPath, AGENT], { env: AGENT_ENV });
+  assert.equal(cliUnknown.code, 3);
+  assert.match(cliUnknown.stderr, /lightning: checkpoint ckpt-nope does not exist/);
+  const both = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--checkpoint', a, '--upstream', 'http://127.0.0.1:9/v1', '--', process.execPath, AGENT], { env: AGENT_ENV });
+  assert.equal(both.code, 2);
+  assert.match(both.stderr, /--upstream: give either --upstream or --checkpoint/);
 
   const served = await client.request('servePolicy', { checkpointId: a });
   const [pid] = workerPids(daemon.process.pid!);

@@ -6,9 +6,9 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { checkpointArgs, checkpointItems, debugRoute, describeMetrics, needsTrainerSetup, UseCheckpointArgument } from '../../extension/checkpoints/routing';
+import { checkpointArgs, checkpointItems, debugRoute, needsTrainerSetup, UseCheckpointArgument } from '../../extension/checkpoints/routing';
 import type { LaunchConfig } from '../../extension/debug/launchConfig';
-import { LoadParams, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
+import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
 
