@@ -7,57 +7,17 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { GrpoConfig, Methods, type PolicyChanged, type Rollout } from '../../trainer-daemon/protocol';
-import { createLogger } from '../../trainer-daemon/log';
+import { Methods, type PolicyChanged, type Rollout } from '../../trainer-daemon/protocol';
 import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
-import { Store } from '../../trainer-daemon/store/store';
-import { TrainerWorker } from '../../trainer-daemon/training/worker';
-import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
+import { storeWithCheckpoints } from '../helpers/checkpoints';
 import { tempDir, waitFor } from '../helpers/tmp';
 
 const AGENT = path.join(REPO_ROOT, 'trainer-daemon', 'demo', 'sample-agent.mjs');
-const PYTHON = '/usr/bin/python3';
-const TINY = { kind: 'tiny' as const, config: { dModel: 32, layers: 1, heads: 2, context: 96 } };
 /** The agent's environment: no upstream or key of the user's own, so only the checkpoint can answer. */
 const AGENT_ENV = { OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '', LIGHTNING_UPSTREAM_URL: 'http://127.0.0.1:9/v1' };
-
-/**
- * A store with one GRPO run and its checkpoints, saved by the real worker (different seeds, so
- * different weights), plus one whose folder is gone.
- */
-async function storeWithCheckpoints(cwd: string): Promise<{ storeFile: string; runId: string; ids: [string, string]; missing: string }> {
-  const storeFile = path.join(cwd, '.lightning', 'store.db');
-  fs.mkdirSync(path.dirname(storeFile), { recursive: true });
-  const worker = await TrainerWorker.start({ python: PYTHON, logger: createLogger('test', { level: 'error' }) });
-  const dirs = [path.join(cwd, 'ckpt', '1'), path.join(cwd, 'ckpt', '2')];
-  try {
-    for (const [seed, dir] of dirs.entries()) {
-      await worker.request('load', { model: TINY, adapter: { kind: 'full' }, device: 'cpu', threads: 1, seed });
-      await worker.request('save', { dir, metrics: { 'reward/mean': seed / 2 } });
-    }
-  } finally {
-    await worker.shutdown();
-  }
-  const store = Store.open(storeFile);
-  try {
-    const config = GrpoConfig.parse({ model: TINY, dataset: 'tools', device: 'cpu', python: PYTHON, command: { argv: ['node', AGENT], cwd } });
-    const run = store.writeTraining((r: { id: string }) => r.id, (t) => t.create('grpo', config));
-    const [a, b, missing] = store.writeTraining(run.id, (t) => [
-      t.addCheckpoint(run.id, 1, dirs[0]!, { 'reward/mean': 0 }),
-      t.addCheckpoint(run.id, 2, dirs[1]!, { 'reward/mean': 0.5 }),
-      t.addCheckpoint(run.id, 3, path.join(cwd, 'ckpt', 'gone'), {}),
-    ]);
-    store.importDataset({ name: 'tools', tasks: toolsTasks(2, 0) });
-    return { storeFile, runId: run.id, ids: [a!.id, b!.id], missing: missing!.id };
-  } finally {
-    store.close();
-  }
-}
-
 async function refused(client: RpcClient, method: string, params: unknown): Promise<RpcError> {
   try {
     await client.requestRaw(method, params);
@@ -75,7 +35,7 @@ function workerPids(daemonPid: number): number[] {
 
 async function setUp(t: Parameters<typeof tempDir>[0] & { after(fn: () => unknown): void }) {
   const cwd = tempDir(t);
-  const made = await storeWithCheckpoints(cwd);
+  const made = await storeWithCheckpoints(cwd, [process.execPath, AGENT]);
   const daemon = await startDaemon(made.storeFile, [], AGENT_ENV);
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   const changes: PolicyChanged[] = [];
