@@ -160,7 +160,7 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
       this.item.hide();
       return;
     }
-    this.item.text = `$(beaker) step ${choice.step}`;
+    this.item.text = `$(beaker) checkpoint step ${choice.step}`;
     this.item.tooltip = `Lightning: rollouts use checkpoint ${choice.checkpointId} (run ${choice.runId}, step ${choice.step}). Click to choose another or stop using it.`;
     this.item.show();
   }

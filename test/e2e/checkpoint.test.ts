@@ -34,9 +34,10 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { skip: unavailab
     const { page, upstream } = session;
     const [, newest] = checkpoints.ids;
     await runCommand(page, 'Lightning: Use Checkpoint');
-    // Newest first: step 2, with its key metric.
-    const first = page.locator('.quick-input-widget .quick-input-list .monaco-list-row').first();
-    await first.filter({ hasText: 'step 2' }).filter({ hasText: 'reward 0.500' }).waitFor({ timeout: 60_000 });
+    // Newest first (step 3, whose folder is gone, then 2 and 1), each with its key metrics.
+    const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row');
+    await rows.filter({ hasText: 'step 2' }).filter({ hasText: 'reward 0.500' }).waitFor({ timeout: 60_000 });
+    assert.deepEqual((await rows.allInnerTexts()).map((text) => /step \d/.exec(text)?.[0]), ['step 3', 'step 2', 'step 1']);
     await pickQuickItem(page, 'step 2');
     const inUse = page.locator('.statusbar-item', { hasText: 'step 2' });
     await inUse.waitFor({ timeout: 120_000 });
