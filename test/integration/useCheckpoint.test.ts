@@ -149,3 +149,15 @@ test('a crashed checkpoint worker is reported and clears the state; bad ids and 
   // The daemon keeps working, and serves again on request.
   assert.equal((await client.request('servePolicy', { checkpointId: a })).checkpointId, a);
 });
+
+test('without a daemon, `lightning run --checkpoint` serves it in a daemon of its own, which stops the worker when the run ends', async (t) => {
+  const cwd = tempDir(t);
+  const { storeFile, ids: [a] } = await storeWithCheckpoints(cwd, [process.execPath, AGENT]);
+  const run = await runCli(['run', '--store', storeFile, '--checkpoint', a, '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  assert.equal(run.code, 0, run.stderr);
+  const url = /serves at (http:\/\/127\.0\.0\.1:\d+)/.exec(run.stderr)![1]!;
+  await assert.rejects(fetch(`${url}/v1/models`), 'the checkpoint worker stopped with the run');
+  const { id } = JSON.parse(run.stderr.trim().split('\n').at(-1)!) as { id: string };
+  const shown = await runCli(['show', id, '--json', '--store', storeFile], { cwd });
+  assert.equal((JSON.parse(shown.stdout) as { servedBy: { checkpointId: string } }).servedBy.checkpointId, a);
+});

@@ -23,6 +23,8 @@ interface Serving {
 
 export class PolicyServing implements Disposable {
   private serving: Serving | undefined;
+  /** The worker loading a checkpoint now: the daemon's shutdown stops it rather than wait for the load. */
+  private loading: TrainerWorker | undefined;
   /** serve/stop run one after another: a switch never leaves two checkpoint workers behind. */
   private queue: Promise<unknown> = Promise.resolve();
   private readonly _onDidChange = new Emitter<PolicyChanged>();
@@ -68,6 +70,7 @@ export class PolicyServing implements Disposable {
     const python = findPython(this.store.file, params.python ?? (run.success ? (run.data.python ?? undefined) : undefined));
     const logger = this.logger.child(checkpoint.id);
     const worker = await TrainerWorker.start({ python: python.executable, logger });
+    this.loading = worker;
     try {
       const loaded = await worker.request('load', { checkpoint: checkpoint.path, device, ...(device === 'cuda' ? {} : { threads: 1 }) });
       const { url } = await worker.request('serve', {});
@@ -75,12 +78,15 @@ export class PolicyServing implements Disposable {
       const served: ServedPolicy = { checkpointId: checkpoint.id, runId: checkpoint.runId, step: checkpoint.step, url, policyVersion, device: loaded.device, startedAt: Date.now() };
       this.serving = { served, worker };
       worker.onDidExit((error) => this.crashed(worker, error.message));
+      if (worker.failed) this.crashed(worker, worker.failed.message);
       logger.info('serving checkpoint', { checkpointId: checkpoint.id, url, device: loaded.device, modelName: loaded.modelName });
       this._onDidChange.fire({ served, error: null });
       return served;
     } catch (error) {
       await worker.shutdown();
       throw error;
+    } finally {
+      this.loading = undefined;
     }
   }
 
@@ -109,11 +115,13 @@ export class PolicyServing implements Disposable {
 
   /** Stops the worker and waits for it (the daemon's shutdown). */
   async shutdown(): Promise<void> {
+    this.loading?.dispose();
     await this.stop();
     this._onDidChange.dispose();
   }
 
   dispose(): void {
+    this.loading?.dispose();
     this.serving?.worker.dispose();
     this.serving = undefined;
     this._onDidChange.dispose();
