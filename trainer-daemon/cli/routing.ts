@@ -27,7 +27,7 @@ export interface Routing {
 /** Adds `--checkpoint` and `--device` to a command that runs agents. */
 export function addCheckpointOptions(command: Command): Command {
   return command
-    .option('--checkpoint <id>', 'send the LLM calls to this checkpoint (ckpt-…, see `lightning train --list --json` or checkpoints/list), served by the daemon with exact token ids; overrides OPENAI_BASE_URL')
+    .option('--checkpoint <id>', 'send the LLM calls to this checkpoint (ckpt-…, see `lightning checkpoints`), served by the daemon with exact token ids and recorded on each rollout (implies --token-ids); overrides OPENAI_BASE_URL')
     .addOption(new Option('--device <device>', 'with --checkpoint: where the policy runs (default: as its training run did)').choices(PolicyDevice.options));
 }
 
