@@ -16,8 +16,8 @@ import { errorMessage } from '../trainer-daemon/errors';
 
 export const PANEL_VIEW_ID = 'lightning.rollouts';
 const PAGE_SIZE = 200;
-/** Spans per message: a small first page renders at once while the rest is fetched in larger ones. */
-const FIRST_SPAN_PAGE = 50;
+/** Spans per message: a first page about a screenful renders at once while the rest is fetched in larger ones. */
+const FIRST_SPAN_PAGE = 30;
 const SPAN_PAGE = 500;
 
 export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposable {

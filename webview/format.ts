@@ -51,7 +51,7 @@ export function matchesFilter(rollout: Rollout, filter: RolloutFilter): boolean 
   return true;
 }
 
-export const STATUS_ICON: Record<RolloutStatus, string> = { queued: '◌', running: '●', succeeded: '✓', failed: '✗', cancelled: '⊘', timeout: '⏱' };
+export const STATUS_ICON: Record<RolloutStatus, string> = { queued: '◌', running: '●', succeeded: '✓', failed: '✗', cancelled: '⊘', timeout: '◷' };
 
 export function rewardText(value: number | null): string {
   if (value === null) return 'unrated';

@@ -83,10 +83,11 @@ const trainingRuns = new TrainingRunsView({
 app.insertBefore(trainingRuns.element, app.querySelector('.list'));
 
 function openRollout(rollout: Rollout): void {
+  // Ask first: the header renders while the extension fetches the first steps.
+  post({ type: 'selectRollout', id: rollout.id });
   state.selectedId = rollout.id;
   save();
   trajectory.open(rollout);
-  post({ type: 'selectRollout', id: rollout.id });
 }
 
 function reload(): void {

@@ -91,7 +91,8 @@ export class TrajectoryView {
     const lastStart = this.spans.at(-1)?.startMs ?? -Infinity;
     const ids = new Set(this.spans.map((span) => span.spanId));
     // A span that starts earlier, or is the parent of one shown, changes the tree: redraw it.
-    const inOrder = fresh[0]!.startMs >= lastStart && !fresh.some((span) => this.spans.some((shown) => shown.parentSpanId === span.spanId));
+    const shownParents = new Set(this.spans.map((shown) => shown.parentSpanId));
+    const inOrder = fresh[0]!.startMs >= lastStart && !fresh.some((span) => shownParents.has(span.spanId));
     this.spans = [...this.spans, ...fresh].sort((a, b) => a.startMs - b.startMs || a.sequence - b.sequence);
     const fragment = document.createDocumentFragment();
     if (inOrder) {

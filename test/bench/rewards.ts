@@ -3,14 +3,18 @@
  * final answers, three rules, combined, 400,000 reward rows written) against reading the same
  * rollouts' final answers without scoring; and ONNX reward-model throughput on CPU at batch 1 and
  * 32 (the committed fixture model: a tiny classifier, so this measures the daemon's overhead per
- * rollout — tokenization, tensors, onnxruntime calls — more than the model).
+ * rollout — tokenization, tensors, onnxruntime calls — more than the model). And scoring as rollouts
+ * finish (the dataset runner's, GRPO's and APO's path: a queue of small `rewards/score` calls) against
+ * one job over the same rollouts.
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { ScoreRolloutsParams } from '../../trainer-daemon/protocol';
+import { ScoreRolloutsParams, type MethodName, type ParamsOf } from '../../trainer-daemon/protocol';
 import { scoreRollouts } from '../../trainer-daemon/rewards/job';
 import { RewardModel } from '../../trainer-daemon/rewards/rewardModel';
 import { Tokenizer } from '../../trainer-daemon/rewards/tokenizer';
+import { createHandlers, invoke } from '../../trainer-daemon/rpc/handlers';
+import { ScoringQueue } from '../../trainer-daemon/runner/scoring';
 import { toScoringTrajectory } from '../../trainer-daemon/rewards/trajectory';
 import { Store } from '../../trainer-daemon/store/store';
 import { recordRollout } from '../helpers/rewards';
@@ -20,14 +24,14 @@ const ROLLOUTS = 100_000;
 const TASKS = 1_000;
 const MODEL = path.join(__dirname, '..', 'fixtures', 'reward-model');
 
-function seed(store: Store): void {
+function seed(store: Store, rollouts = ROLLOUTS): void {
   const datasetId = store.importDataset({
     name: 'arith',
     tasks: Array.from({ length: TASKS }, (_, i) => ({ id: `t${i}`, split: 'train' as const, input: `${i} + ${i}`, expected: 2 * i })),
   }).id;
   store.runGrouped([
     () => {
-      for (let r = 0; r < ROLLOUTS; r += 1) {
+      for (let r = 0; r < rollouts; r += 1) {
         const task = r % TASKS;
         const answer = r % 3 === 0 ? `The answer is ${2 * task + 1}.` : `The answer is ${2 * task}.`;
         recordRollout(store, { answer, tools: r % 2 ? ['calc'] : [], task: { id: `t${task}`, input: `${task} + ${task}` }, datasetId });
@@ -35,6 +39,14 @@ function seed(store: Store): void {
     },
   ]);
 }
+
+const SPEC = {
+  sources: [
+    { type: 'rule' as const, rule: { rule: 'numeric' as const } },
+    { type: 'rule' as const, weight: 0.1, rule: { rule: 'tool-called' as const, tool: 'calc' } },
+    { type: 'rule' as const, rule: { rule: 'steps-penalty' as const, max: 5 } },
+  ],
+};
 
 async function ruleScoring(work: string): Promise<void> {
   const store = Store.open(path.join(work, 'rewards', 'store.db'));
@@ -46,13 +58,7 @@ async function ruleScoring(work: string): Promise<void> {
       if (toScoringTrajectory(trajectory).finalAnswer !== null) answers += 1;
     }
     const baselineMs = performance.now() - started;
-    const spec = {
-      sources: [
-        { type: 'rule', rule: { rule: 'numeric' } },
-        { type: 'rule', weight: 0.1, rule: { rule: 'tool-called', tool: 'calc' } },
-        { type: 'rule', rule: { rule: 'steps-penalty', max: 5 } },
-      ],
-    };
+    const spec = SPEC;
     started = performance.now();
     const result = await scoreRollouts({ store }, ScoreRolloutsParams.parse({ spec }));
     const ms = performance.now() - started;
@@ -110,8 +116,48 @@ async function onnxThroughput(): Promise<void> {
   }
 }
 
+/** 10,000 rollouts queued as they would finish, scored 32 per call with 2 calls in flight, through the daemon's handlers; against one job. */
+async function queuedScoring(work: string): Promise<void> {
+  const count = 10_000;
+  const store = Store.open(path.join(work, 'rewards', 'queued.db'));
+  try {
+    seed(store, count);
+    const handlers = createHandlers({ store, info: () => ({ version: 'bench', pid: process.pid, store: store.file, schemaVersion: store.schemaVersion, startedAt: 0 }) });
+    const client = { request: <M extends MethodName>(name: M, params: ParamsOf<M>) => invoke(handlers, name, params) };
+    const ids: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = store.listRollouts({ order: 'oldest', limit: 500, cursor });
+      ids.push(...page.items.map((r) => r.id));
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    // Warm up (statements, the prepared scorer) so that neither side pays for it.
+    await client.request('scoreRollouts', { spec: SPEC, rollouts: ids.slice(0, 100) });
+    let started = performance.now();
+    const job = await client.request('scoreRollouts', { spec: SPEC, rollouts: ids });
+    const baselineMs = performance.now() - started;
+    started = performance.now();
+    const queue = new ScoringQueue(client, { source: { spec: SPEC, baseDir: work }, apiKeys: {}, atEnd: false });
+    for (const id of ids) queue.add(id);
+    await queue.drain();
+    const ms = performance.now() - started;
+    if (job.scored !== count || queue.results.size !== count) throw new Error(`queued scoring bench: job ${job.scored}, queue ${queue.results.size}`);
+    rows.push({
+      metric: `rule scoring as rollouts finish, ${fmt(count)} rollouts (32 per rewards/score call, 2 in flight)`,
+      result: `${fmt(ms)} ms (${fmt(count / (ms / 1000))} rollouts/s)`,
+      baseline: `${fmt(baselineMs)} ms (one job over the same rollouts)`,
+      ratio: `${fmt(ms / baselineMs, 2)}×`,
+      target: 'reported',
+      met: '-',
+    });
+  } finally {
+    store.close();
+  }
+}
+
 export async function rewardsBenchmark(work: string): Promise<void> {
   fs.mkdirSync(path.join(work, 'rewards'), { recursive: true });
   await ruleScoring(work);
+  await queuedScoring(work);
   await onnxThroughput();
 }

@@ -12,6 +12,7 @@ import { RpcClient } from '../../trainer-daemon/rpc/client';
 import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { Store } from '../../trainer-daemon/store/store';
 import { CLI, startDaemon } from '../helpers/daemon';
+import { seedRollouts } from '../helpers/largeStore';
 import { llmSpan } from '../helpers/spans';
 import { fmt, median, printTable, rows } from './table';
 import { lightningRlBenchmark } from './lightningrl';
@@ -154,23 +155,6 @@ async function lifecycle(): Promise<void> {
   });
 }
 
-/** 100,000 rollouts written straight into a store file, as months of use would leave it. */
-function seedLargeStore(file: string, count: number): void {
-  const store = Store.open(file);
-  const insert = store.db.prepare(`INSERT INTO rollouts (id, status, mode, label, task_id, task_input, source, created_at, updated_at,
-    llm_calls, span_count, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, '{"kind":"api"}', ?, ?, 3, 5, 300, 60)`);
-  const statuses = ['succeeded', 'succeeded', 'succeeded', 'failed', 'timeout', 'cancelled'];
-  const modes = ['train', 'train', 'val', 'debug'];
-  const start = Date.now() - count * 1000;
-  store.db.transaction(() => {
-    for (let i = 0; i < count; i += 1) {
-      insert.run(`ro-${i.toString(16).padStart(16, '0')}`, statuses[i % statuses.length], modes[i % modes.length],
-        `agent-${i % 7}`, `task-${i % 500}`, JSON.stringify({ question: `What is ${i} + ${i % 13}?` }), start + i * 1000, start + i * 1000);
-    }
-  })();
-  store.close();
-}
-
 async function listOverRpc(file: string): Promise<void> {
   const daemon = await startDaemon(file);
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
@@ -253,7 +237,7 @@ async function main(): Promise<void> {
   await spanIngest();
   await lifecycle();
   const large = path.join(work, 'large', 'store.db');
-  seedLargeStore(large, 100_000);
+  seedRollouts(large, 100_000);
   await listOverRpc(large);
   await readyTime(large);
   lightningRlBenchmark(work);

@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { e2eUnavailable, pickQuickItem, runCommand } from '../helpers/codeServer';
+import { e2eUnavailable, pickQuickItem, runCommand, runCommandAndPick } from '../helpers/codeServer';
 import { runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import type { ScriptedUpstream } from '../helpers/scriptedUpstream';
@@ -65,8 +65,7 @@ describe('datasets, batch runs, automatic rewards and the Training view in VS Co
 
   it('Run Dataset: a launch configuration without the debugger, 2 samples per task, progress then a summary; the batch shows in the panel', async () => {
     const calls = upstream.requests.length;
-    await runCommand(page, 'Lightning: Run Dataset');
-    await pickQuickItem(page, '2 tasks');
+    await runCommandAndPick(page, 'Lightning: Run Dataset', '2 tasks');
     await pickQuickItem(page, 'Weather agent');
     await page.locator('.quick-input-widget .quick-input-title', { hasText: 'rollouts per task' }).waitFor({ timeout: 15_000 });
     await page.keyboard.press('Control+A');
@@ -84,8 +83,7 @@ describe('datasets, batch runs, automatic rewards and the Training view in VS Co
   });
 
   it('Score Rollouts with a rules file: every reward shows its source and reason; accepting one adds a human row', async () => {
-    await runCommand(page, 'Lightning: Score Rollouts');
-    await pickQuickItem(page, 'rewards.json');
+    await runCommandAndPick(page, 'Lightning: Score Rollouts', 'rewards.json');
     await pickQuickItem(page, 'A dataset');
     await pickQuickItem(page, '2 tasks');
     await toast('scored: 4 rollout(s) scored, 0 without a score, 0 source error(s)').waitFor({ timeout: 60_000 });
@@ -122,8 +120,7 @@ describe('datasets, batch runs, automatic rewards and the Training view in VS Co
   });
 
   it('Run Dataset is cancelled from its notification: the agents are stopped and the rollouts marked cancelled', async () => {
-    await runCommand(page, 'Lightning: Run Dataset');
-    await pickQuickItem(page, '2 tasks');
+    await runCommandAndPick(page, 'Lightning: Run Dataset', '2 tasks');
     await pickQuickItem(page, 'Weather agent (hangs)');
     await page.locator('.quick-input-widget .quick-input-title', { hasText: 'rollouts per task' }).waitFor({ timeout: 15_000 });
     await page.keyboard.press('Enter');
@@ -139,7 +136,8 @@ describe('datasets, batch runs, automatic rewards and the Training view in VS Co
         return false;
       }
     }).map(Number);
-    assert.equal(agents().length, 2);
+    // A rollout is running from its spawn: its process may still be exec'ing the agent.
+    await waitFor(() => agents().length === 2, 'both agent processes', 15_000);
     await toast('running tasks with Weather agent (hangs)').locator('.monaco-button', { hasText: 'Cancel' }).click();
     await toast(/batch batch-\w+ cancelled: 2 rollouts/).waitFor({ timeout: 30_000 });
     await waitFor(async () => (await panel.locator('.rollout-row .status[title="cancelled"]').count()) === 2, 'the batch\'s rollouts cancelled', 15_000);

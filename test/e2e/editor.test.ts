@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { e2eUnavailable, panelFrame, pickQuickItem, runCommand, statusBarItem, type Workbench } from '../helpers/codeServer';
+import { e2eUnavailable, panelFrame, pickQuickItem, runCommand, runCommandAndPick, statusBarItem, type Workbench } from '../helpers/codeServer';
 import { SHOTS, startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import type { ChatScript, ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { runCli } from '../helpers/daemon';
@@ -78,8 +78,7 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     await page.keyboard.press('F9');
     await page.locator('.codicon-debug-breakpoint').first().waitFor({ timeout: 10_000 });
 
-    await runCommand(page, 'Lightning: Debug with Lightning');
-    await pickQuickItem(page, 'Weather agent');
+    await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Weather agent');
     await page.locator('.debug-toolbar').waitFor({ timeout: 60_000 });
     // Paused: the debug toolbar offers Continue.
     await page.locator('.debug-toolbar .codicon-debug-continue').waitFor({ timeout: 60_000 });
@@ -152,8 +151,7 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     await panel.locator('.daemon-state', { hasText: 'running' }).waitFor({ timeout: 15_000 });
 
     // The configuration that asks for Lightning itself; it stops at the same breakpoint.
-    await runCommand(page, 'Debug: Select and Start Debugging');
-    await pickQuickItem(page, 'Weather agent (recorded)');
+    await runCommandAndPick(page, 'Debug: Select and Start Debugging', 'Weather agent (recorded)');
     await page.locator('.debug-toolbar .codicon-debug-continue').click({ timeout: 60_000 });
     const second = panel.locator('.rollout-row', { hasText: 'Weather agent (recorded)' }).first();
     await second.locator('.status[title="succeeded"]').waitFor({ timeout: 60_000 });
@@ -162,6 +160,27 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
     const id = (await second.getAttribute('data-rollout-id'))!;
     assert.equal((await show(id)).rollout.llmCalls, 2);
     await shot('05-second-rollout-after-restart');
+  });
+
+  it('launch.json knows "lightning": true (the extension contributes it to the debug types): its hover describes it', async () => {
+    await runCommand(page, 'Go to File');
+    await page.keyboard.type('launch.json');
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'launch.json' }).first().waitFor({ timeout: 15_000 });
+    await page.keyboard.press('Enter');
+    const key = page.locator('.monaco-editor .view-line span', { hasText: /^"lightning"$/ }).first();
+    await key.waitFor({ timeout: 15_000 });
+    // The JSON language server validates launch.json against the debuggers' schemas: an unknown key has no description.
+    // The cursor on the key, then the hover from the keyboard (a mouse hover is at the mercy of the pointer's history).
+    const described = page.locator('.monaco-hover', { hasText: 'Record this launch as a Lightning rollout' }).first();
+    await waitFor(async () => {
+      await key.click();
+      await runCommand(page, 'Show or Focus Hover');
+      if (await described.waitFor({ timeout: 3_000 }).then(() => true, () => false)) return true;
+      await page.keyboard.press('Escape');
+      return undefined;
+    }, 'the hover with the "lightning" description', 30_000);
+    await shot('05b-launch-json-hover');
+    await page.keyboard.press('Escape');
   });
 
   it('measures (printed, not asserted): a new rollout in the panel after its first span; a 2,000-span rollout opening', async () => {
@@ -187,15 +206,20 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
       await client.request('addSpans', { rolloutId: big.id, spans: Array.from({ length: 2_000 }, (_, i) => llmSpan(i)) });
       await client.request('transitionRollout', { id: big.id, to: 'succeeded' });
       await rowShows(big.id, '2000 LLM calls');
+      const steps = `.detail[data-rollout-id="${big.id}"] details.step`;
+      // The user's wait, on the page's own clock: from the click event to the first frame painted with steps
+      // (playwright's click adds its own actionability checks and round trips before the event).
+      await frame.evaluate(watchOpening, steps);
       const clicked = performance.now();
       await frame.click(`.rollout-row[data-rollout-id="${big.id}"]`);
-      const steps = `.detail[data-rollout-id="${big.id}"] details.step`;
       const stepsShown = (count: number): Promise<unknown> =>
         frame.waitForFunction(([selector, n]) => (globalThis as unknown as { document: WebviewDocument }).document.querySelectorAll(selector as string).length >= (n as number), [steps, count], { polling: 'raf', timeout: 30_000 });
       await stepsShown(1);
       const firstSteps = performance.now();
       await stepsShown(2_000);
-      console.log(`# target: a 2,000-span rollout opened: first steps shown ${(firstSteps - clicked).toFixed(0)} ms after the click, all 2,000 in ${(performance.now() - clicked).toFixed(0)} ms; target ≤ 300 ms`);
+      const all = performance.now();
+      const opening = await frame.waitForFunction(() => (globalThis as unknown as { lightningOpening?: OpeningTimes }).lightningOpening?.painted !== undefined ? (globalThis as unknown as { lightningOpening: OpeningTimes }).lightningOpening : undefined, undefined, { timeout: 10_000 }).then((handle) => handle.jsonValue() as Promise<OpeningTimes>);
+      console.log(`# target: a 2,000-span rollout opened: first steps painted ${(opening.painted! - opening.click!).toFixed(0)} ms after the click event (in the page; playwright's click to first steps: ${(firstSteps - clicked).toFixed(0)} ms), all 2,000 in ${(all - clicked).toFixed(0)} ms; target ≤ 300 ms`);
       await shot('06-big-rollout');
     } finally {
       client.dispose();
@@ -334,6 +358,35 @@ describe('the extension in VS Code (code-server + chromium)', { skip: unavailabl
 interface WebviewDocument {
   querySelector(selector: string): { textContent: string | null } | null;
   querySelectorAll(selector: string): { length: number };
+}
+
+/** When the webview saw the click on a rollout row, and painted the first frame with its steps. */
+interface OpeningTimes {
+  click?: number;
+  painted?: number;
+}
+
+/**
+ * Runs in the webview: records (in `lightningOpening`) the click event's time and the time of the
+ * frame after the one that painted the first steps matching `selector` (an upper bound of the paint).
+ */
+function watchOpening(selector: string): void {
+  const page = globalThis as unknown as {
+    lightningOpening: OpeningTimes;
+    document: WebviewDocument & { body: unknown; addEventListener(type: string, listener: () => void, options: object): void };
+    performance: { now(): number };
+    requestAnimationFrame(callback: () => void): void;
+    MutationObserver: new (callback: (records: unknown, observer: { disconnect(): void }) => void) => { observe(target: unknown, options: object): void };
+  };
+  const times: OpeningTimes = {};
+  page.lightningOpening = times;
+  page.document.addEventListener('click', () => (times.click ??= page.performance.now()), { capture: true, once: true });
+  new page.MutationObserver((_records, observer) => {
+    if (times.click === undefined || page.document.querySelectorAll(selector).length === 0) return;
+    observer.disconnect();
+    // The frame with the steps is painted after the first callback: the second one runs in the next frame.
+    page.requestAnimationFrame(() => page.requestAnimationFrame(() => (times.painted = page.performance.now())));
+  }).observe(page.document.body, { childList: true, subtree: true });
 }
 
 /** An LLM call span like the proxy records, with a short conversation. */

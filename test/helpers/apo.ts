@@ -75,10 +75,10 @@ export async function setUp(t: Parameters<typeof tempDir>[0]): Promise<{ cwd: st
   return { cwd, upstream, calls };
 }
 
-export function train(cwd: string, upstream: ScriptedUpstream, flags: string[]): ReturnType<typeof runCli> {
+export function train(cwd: string, upstream: ScriptedUpstream, flags: string[], env: NodeJS.ProcessEnv = {}): ReturnType<typeof runCli> {
   return runCli(['train', '--algorithm', 'apo', '--resource', 'prompt', '--dataset', 'sums', '--json', '--concurrency', '4', ...flags, '--', process.execPath, AGENT], {
     cwd,
-    env: { LIGHTNING_UPSTREAM_URL: upstream.url, OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '' },
+    env: { LIGHTNING_UPSTREAM_URL: upstream.url, OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '', ...env },
   });
 }
 

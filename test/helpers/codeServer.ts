@@ -127,6 +127,26 @@ export async function pickQuickItem(page: Page, text: string): Promise<void> {
   await row.click();
 }
 
+/**
+ * Runs a command that opens a quick pick and picks `item` in it. A focus change right after the
+ * command (a view revealing itself, a notification) can close the quick pick before the click: then
+ * the command is run again, up to three times.
+ */
+export async function runCommandAndPick(page: Page, title: string, item: string): Promise<void> {
+  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: item }).first();
+  for (let attempt = 0; ; attempt += 1) {
+    await runCommand(page, title);
+    try {
+      await row.waitFor({ timeout: 15_000 });
+      await row.click({ timeout: 5_000 });
+      return;
+    } catch (error) {
+      if (attempt === 2) throw error;
+      if (await page.locator('.quick-input-widget input').isVisible()) await page.keyboard.press('Escape');
+    }
+  }
+}
+
 /** The extension's side panel: two nested iframes (the webview host and its active frame). */
 export function panelFrame(page: Page): FrameLocator {
   return page.frameLocator(`iframe.webview.ready[src*="extensionId=${EXTENSION_ID}"]`).frameLocator('#active-frame');

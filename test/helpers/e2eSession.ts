@@ -33,14 +33,18 @@ export interface E2eSession {
   close(logPrefix: string): Promise<void>;
 }
 
-/** `upstream`: the scripted upstream's options (e.g. a chat script for a file's own agent). */
-export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions = {}): Promise<E2eSession> {
+/**
+ * `upstream`: the scripted upstream's options (e.g. a chat script for a file's own agent); `prepare`
+ * runs on the workspace copy before the editor opens it (e.g. to seed its store).
+ */
+export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions = {}, prepare?: (workspace: string) => void): Promise<E2eSession> {
   const started = Date.now();
   fs.mkdirSync(SHOTS, { recursive: true });
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-e2e-'));
   const workspace = path.join(scratch, 'workspace');
   fs.cpSync(FIXTURE, workspace, { recursive: true });
   fs.symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(workspace, 'node_modules'));
+  prepare?.(workspace);
   const upstream = await startScriptedUpstream(upstreamOptions);
   fs.writeFileSync(path.join(workspace, '.vscode', 'settings.json'), JSON.stringify({ 'lightning.upstreamBaseUrl': upstream.url }));
   let workbench: Workbench;

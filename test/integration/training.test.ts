@@ -49,7 +49,8 @@ async function setUp(t: Parameters<typeof tempDir>[0] & { after(fn: () => unknow
     evalEvery: 2,
     device: 'cpu',
     python: '/usr/bin/python3',
-    command: { argv: [process.execPath, AGENT], cwd },
+    // Relative to its own folder, not the daemon's working directory (the repository root): the agents run in `cwd`.
+    command: { argv: [process.execPath, path.basename(AGENT)], cwd: path.dirname(AGENT) },
     ...overrides,
   });
   return { cwd, storeFile, daemon, client, config };

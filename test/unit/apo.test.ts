@@ -1,11 +1,14 @@
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { lineDiff } from '../../trainer-daemon/apo/diff';
 import { parseEdit } from '../../trainer-daemon/apo/prompts';
 import { SeededRandom } from '../../trainer-daemon/apo/random';
-import { matchReward, normalizeAnswer } from '../../trainer-daemon/apo/reward';
-import { applyTextEdit, decodeLiteral, literalKind, placeholders, promptEdit } from '../../trainer-daemon/protocol';
+import { apoScoring } from '../../trainer-daemon/apo/reward';
+import { ApoConfig, applyTextEdit, decodeLiteral, literalKind, placeholders, promptEdit, type Json } from '../../trainer-daemon/protocol';
+import { parseSpec } from '../../trainer-daemon/rewards/config';
+import { RewardScorer } from '../../trainer-daemon/rewards/scorer';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
 
@@ -66,15 +69,29 @@ describe('apo: pieces of the loop', () => {
     assert.throws(() => parseEdit('<prompt>\nHello {name}.\n</prompt>', 'Hello {name}.'), /unchanged/);
   });
 
-  test('the expected-answer reward: normalized equality or containment', () => {
-    assert.equal(normalizeAnswer('  The Answer: Café, -3.5! '), 'the answer cafe -3.5');
-    assert.equal(matchReward('Paris.', 'paris', 'normalized'), 1);
-    assert.equal(matchReward('It is Paris.', 'paris', 'normalized'), 0);
-    assert.equal(matchReward('It is Paris.', 'paris', 'contains'), 1);
-    assert.equal(matchReward('Parisian', 'paris', 'contains'), 0);
-    assert.equal(matchReward('-5', '5', 'normalized'), 0);
-    assert.equal(matchReward('42', 42, 'normalized'), 1);
-    assert.equal(matchReward('Oslo', { answer: 'oslo' }, 'normalized'), 1);
+  test('without a rewards file APO scores with a match rule of the final answer; with one (given, or beside the store) with that file', async (t) => {
+    const dir = tempDir(t);
+    const storeFile = path.join(dir, '.lightning', 'store.db');
+    fs.mkdirSync(path.dirname(storeFile));
+    const score = async (match: ApoConfig['match'], answer: string, expected: Json): Promise<number | null> => {
+      const scoring = apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', match }), storeFile, {})!;
+      assert.ok('spec' in scoring.source);
+      const scorer = await RewardScorer.prepare(parseSpec(scoring.source.spec, scoring.source.baseDir));
+      const trajectory = { rolloutId: 'r', status: 'succeeded' as const, error: null, finalAnswer: answer, calls: [], toolCalls: [], steps: 1, promptTokens: 0, completionTokens: 0, errorSpans: 0 };
+      return (await scorer.score([{ trajectory, task: { id: 't', input: null, expected } }]))[0]!.value;
+    };
+    assert.equal(await score('normalized', 'Paris.', 'paris'), 1);
+    assert.equal(await score('normalized', 'It is Paris.', 'paris'), 0);
+    assert.equal(await score('contains', 'It is Paris.', 'paris'), 1);
+    assert.equal(await score('contains', 'Parisian', 'paris'), 0);
+    assert.equal(await score('normalized', '42', 42), 1);
+    assert.equal(apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', match: 'none' }), storeFile, {}), undefined);
+
+    const rules = { default: { sources: [{ type: 'judge', model: 'm', rubric: 'r', apiKeyEnv: 'JUDGE', mode: 'relative' }] } };
+    fs.writeFileSync(path.join(dir, '.lightning', 'rewards.json'), JSON.stringify(rules));
+    const fromFile = apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', match: 'none' }), storeFile, { JUDGE: 'k' })!;
+    assert.deepEqual(fromFile, { source: { rewardsFile: path.join(dir, '.lightning', 'rewards.json') }, apiKeys: { JUDGE: 'k' }, atEnd: true });
+    assert.throws(() => apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', rewardsFile: path.join(dir, 'missing.json') }), storeFile, {}), /no rewards config at .*missing\.json/);
   });
 
   test('seeded sampling repeats for a seed and differs across seeds', () => {

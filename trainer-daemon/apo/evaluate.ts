@@ -2,7 +2,8 @@
  * Runs the agent over a batch of tasks with one candidate prompt and scores each rollout. The
  * rollouts are pinned to the candidate's resource version, so the agent reads it from
  * `GET $LIGHTNING_URL/resources` (and from `LIGHTNING_RESOURCES`, set to the same JSON), and the
- * store records which version each rollout ran with. Agents run through the dataset runner.
+ * store records which version each rollout ran with. Agents run through the dataset runner, which
+ * scores each rollout as it finishes (apo/reward.ts says with what).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -10,8 +11,9 @@ import { RewardPolicy, type AgentResources, type ApoConfig, type Json, type Roll
 import { LightningError } from '../errors';
 import { episodeReward } from '../lightningrl/credit';
 import type { RpcClient } from '../rpc/client';
+import { toScoringTrajectory } from '../rewards/trajectory';
 import { BatchRunner } from '../runner/batch';
-import { finalAnswer, matchReward } from './reward';
+import type { RolloutScoring } from '../runner/scoring';
 
 export interface EvalTask {
   readonly id: string;
@@ -39,6 +41,8 @@ export interface EvaluatorOptions {
   readonly upstream: string | null;
   readonly env: NodeJS.ProcessEnv;
   readonly logDir: string;
+  /** How each rollout is scored as it finishes (apo/reward.ts's apoScoring); undefined: not at all. */
+  readonly scoring: RolloutScoring | undefined;
 }
 
 const POLICY = RewardPolicy.parse({});
@@ -83,13 +87,13 @@ export class Evaluator {
     }
     this.runner = new BatchRunner({
       client, mode: { kind: 'process', command, concurrency: config.concurrency }, timeoutMs: config.timeoutMs, upstream: this.options.upstream, tokenIds: false,
-      logDir, env, onAttempt: () => {},
+      logDir, env, onAttempt: () => {}, scoring: this.options.scoring,
     });
     if (this.cancelled) this.runner.cancel();
     await this.runner.run(ids);
     if (this.runner.wasCancelled) throw new CancelledError('the run was cancelled');
     const scored: ScoredRollout[] = [];
-    for (const [index, rolloutId] of ids.entries()) scored.push(await this.score(rolloutId, tasks[index]!));
+    for (const [index, rolloutId] of ids.entries()) scored.push(await this.rewardOf(rolloutId, tasks[index]!));
     return scored;
   }
 
@@ -104,16 +108,9 @@ export class Evaluator {
     return { resources };
   }
 
-  /** The episode reward under the shared policy; else, with an expected answer, the built-in match, stored as a rule reward. */
-  private async score(rolloutId: string, task: EvalTask): Promise<ScoredRollout> {
-    const { client, config } = this.options;
-    const detail = await client.request('getRollout', { id: rolloutId });
-    const answer = finalAnswer(detail);
-    let reward = episodeReward(detail.rewards, POLICY);
-    if (reward === null && task.expected !== null && config.match !== 'none' && detail.rollout.status === 'succeeded') {
-      reward = matchReward(answer ?? '', task.expected, config.match);
-      await client.request('addReward', { rolloutId, value: reward, source: 'rule', author: 'lightning apo', reason: `${config.match} match of the final answer against the expected answer` });
-    }
-    return { rolloutId, task, reward: reward ?? 0, answer };
+  /** The episode reward under the shared policy (0 without one), and the final answer the critique sees. */
+  private async rewardOf(rolloutId: string, task: EvalTask): Promise<ScoredRollout> {
+    const detail = await this.options.client.request('getRollout', { id: rolloutId });
+    return { rolloutId, task, reward: episodeReward(detail.rewards, POLICY) ?? 0, answer: toScoringTrajectory(detail).finalAnswer };
   }
 }

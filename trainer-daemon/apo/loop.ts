@@ -14,6 +14,7 @@ import { ApoResult, CRITIQUE_STYLES, type ApoConfig, type ApoSkip, type Critique
 import { errorMessage, InvalidInputError, LightningError } from '../errors';
 import type { RpcClient } from '../rpc/client';
 import { lineDiff } from './diff';
+import type { RolloutScoring } from '../runner/scoring';
 import { CancelledError, Evaluator, type EvalTask, type ScoredRollout } from './evaluate';
 import { BudgetExhaustedError, OptimizerLlm } from './llm';
 import { critiqueMessages, editMessages, parseCritique, parseEdit, type Example } from './prompts';
@@ -29,6 +30,8 @@ export interface ApoRunOptions {
   readonly apiKey: string | undefined;
   readonly env: NodeJS.ProcessEnv;
   readonly logDir: string;
+  /** How each agent rollout is scored (apoScoring). */
+  readonly scoring: RolloutScoring | undefined;
   /** Aborting it cancels the run (Ctrl-C); so does `trainingRuns/cancel` from any client. */
   readonly signal?: AbortSignal;
 }
@@ -89,7 +92,7 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
   const run = await client.request('createTrainingRun', { algorithm: 'apo', config });
   await client.request('updateTrainingRun', { id: run.id, status: 'running' });
   io.started(run.id);
-  const evaluator = new Evaluator({ client, runId: run.id, config, argv: options.argv, upstream: options.upstream, env: options.env, logDir: options.logDir });
+  const evaluator = new Evaluator({ client, runId: run.id, config, argv: options.argv, upstream: options.upstream, env: options.env, logDir: options.logDir, scoring: options.scoring });
   const llm = new OptimizerLlm({ client, runId: run.id, upstream: options.upstream, apiKey: options.apiKey, temperature: config.temperature, seed: config.seed, budgetCalls: config.budgetCalls, attempts: config.callAttempts });
   let cancelled = false;
   const cancel = (): void => {

@@ -3,7 +3,9 @@
  * (attempts that did not succeed are printed above it as lines); otherwise, as in logs and CI, one
  * line per attempt.
  */
+import type { RolloutScore } from '../protocol';
 import type { AttemptEvent } from '../runner/batch';
+import { scoreErrors } from '../runner/scoring';
 import { duration, num } from './format';
 
 export interface ProgressCounts {
@@ -48,6 +50,17 @@ export class Progress {
     if (!this.tty) this.stream.write(`${line}\n`);
     else {
       if (rollout.status !== 'succeeded') this.stream.write(`\r\x1b[K${line}${rollout.error ? `: ${rollout.error}` : ''}\n`);
+      this.draw();
+    }
+  }
+
+  /** A rollout's automatic reward as it arrives (a line per rollout off a terminal; errors above the bar on one). */
+  scored(score: RolloutScore): void {
+    const errors = scoreErrors(score);
+    const line = `scored ${score.rolloutId}: reward ${num(score.value)}${errors ? ` (errors: ${errors})` : ''}`;
+    if (!this.tty) this.stream.write(`${line}\n`);
+    else if (errors) {
+      this.stream.write(`\r\x1b[K${line}\n`);
       this.draw();
     }
   }

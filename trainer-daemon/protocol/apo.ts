@@ -101,8 +101,10 @@ export const ApoConfig = z.strictObject({
    * `LIGHTNING_PROMPT_FILE`. The file itself is never written.
    */
   promptFile: z.string().min(1).nullable().default(null),
-  /** Reward from the task's expected answer when no person or agent gave one: normalized equality, containment, or none. */
+  /** Without a rewards file, the automatic reward: the final answer against the task's expected answer, normalized equality, containment, or none. */
   match: z.enum(['normalized', 'contains', 'none']).default('normalized'),
+  /** The rewards config each rollout is scored with (absolute path); null: `.lightning/rewards.json` beside the store when it exists, else `match`. */
+  rewardsFile: z.string().min(1).nullable().default(null),
 });
 export type ApoConfig = z.infer<typeof ApoConfig>;
 export type ApoConfigInput = z.input<typeof ApoConfig>;

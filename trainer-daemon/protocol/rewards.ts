@@ -20,7 +20,7 @@ const ExpectedPath = { expectedPath: JsonPath };
 export const RuleConfig = z.discriminatedUnion('rule', [
   /** 1 when the final answer equals the expected answer exactly (after trimming), else 0. */
   z.strictObject({ rule: z.literal('exact'), caseSensitive: z.boolean().default(true), ...ExpectedPath }),
-  /** SQuAD-style normalization (case, punctuation, articles, whitespace); `contains` accepts an answer that includes the expected one. */
+  /** SQuAD-style normalization (case, punctuation, articles, whitespace); `contains` accepts an answer that includes the expected one as whole words. */
   z.strictObject({ rule: z.literal('normalized'), contains: z.boolean().default(false), ...ExpectedPath }),
   /** The last number in the final answer against the expected number: |a − e| ≤ absTol + relTol·|e|. */
   z.strictObject({ rule: z.literal('numeric'), absTol: z.number().nonnegative().default(1e-6), relTol: z.number().nonnegative().default(0), ...ExpectedPath }),

@@ -60,6 +60,11 @@ export const GrpoConfig = z.strictObject({
   device: z.enum(['auto', 'cpu', 'cuda']).default('auto'),
   /** The Python that runs the worker; null: found as `lightning doctor` does. */
   python: z.string().nullable().default(null),
+  /**
+   * The rewards config every rollout is scored with before LightningRL builds transitions (absolute
+   * path); null: `.lightning/rewards.json` beside the store when it exists, else no automatic rewards.
+   */
+  rewardsFile: z.string().min(1).nullable().default(null),
 });
 export type GrpoConfig = z.infer<typeof GrpoConfig>;
 export type GrpoConfigInput = z.input<typeof GrpoConfig>;

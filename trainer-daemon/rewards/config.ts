@@ -61,7 +61,7 @@ export interface LoadedRewardsFile {
 
 export function loadRewardsFile(file: string): LoadedRewardsFile {
   if (!fs.existsSync(file)) {
-    throw new NotFoundError(`no rewards config at ${file}: write one (see the README's "Automatic rewards" section) or pass --config FILE`);
+    throw new NotFoundError(`no rewards config at ${file}: write one (see the README's "Automatic rewards" section) or name another file (lightning score --config, --rewards elsewhere)`);
   }
   let raw: unknown;
   try {
@@ -77,4 +77,26 @@ export function loadRewardsFile(file: string): LoadedRewardsFile {
     default: parsed.data.default && resolveSpec(parsed.data.default, baseDir, `${file}: default`),
     datasets: new Map(Object.entries(parsed.data.datasets).map(([name, spec]) => [name, resolveSpec(spec, baseDir, `${file}: datasets.${name}`)])),
   };
+}
+
+/** The rewards file used when none is named: `rewards.json` beside the store. */
+export function defaultRewardsFile(storeFile: string): string {
+  return path.join(path.dirname(storeFile), DEFAULT_REWARDS_FILE);
+}
+
+/** A dataset's spec in the file (by id, else by name), else the file's default. */
+export function specForDataset(file: LoadedRewardsFile, dataset: { readonly id: string; readonly name: string } | undefined): ResolvedSpec | undefined {
+  const byDataset = dataset && (file.datasets.get(dataset.id) ?? file.datasets.get(dataset.name));
+  return byDataset ?? file.default;
+}
+
+/** Every spec of a file: its default, then the datasets'. */
+export function allSpecs(file: LoadedRewardsFile): ResolvedSpec[] {
+  return [...(file.default ? [file.default] : []), ...file.datasets.values()];
+}
+
+/** The judge API keys a file's specs name, from `env` (the caller's: the daemon may not share it); never stored. */
+export function judgeKeys(file: LoadedRewardsFile, env: NodeJS.ProcessEnv): Record<string, string> {
+  const names = allSpecs(file).flatMap((s) => s.spec.sources.flatMap((source) => (source.type === 'judge' ? [source.apiKeyEnv] : [])));
+  return Object.fromEntries(names.flatMap((name) => (env[name] ? [[name, env[name]!]] : [])));
 }

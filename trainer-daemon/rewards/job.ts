@@ -11,7 +11,7 @@ import type { Rollout, RolloutScore, ScoreRolloutsParams, ScoreRolloutsResult, T
 import { InvalidInputError } from '../errors';
 import type { Store, Trajectory } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
-import { DEFAULT_REWARDS_FILE, loadRewardsFile, parseSpec, type ResolvedSpec } from './config';
+import { defaultRewardsFile, loadRewardsFile, parseSpec, specForDataset, type ResolvedSpec } from './config';
 import type { JudgeTransport } from './judge';
 import { ranksGroups, ROW_SOURCE, type RewardScorer, taskKey } from './scorer';
 import { ScorerCache } from './scorerCache';
@@ -26,7 +26,8 @@ export interface ScoringDeps {
 
 /** The rollouts the judge's own calls are recorded as: never scored themselves. */
 export const JUDGE_CLIENT = 'lightning-judge';
-const FINISHED = new Set<Rollout['status']>(['succeeded', 'failed', 'timeout']);
+/** The statuses of rollouts that can be scored: final, and run to the end or stopped by an error or a timeout. */
+export const FINISHED: ReadonlySet<Rollout['status']> = new Set<Rollout['status']>(['succeeded', 'failed', 'timeout']);
 const CHUNK = 256;
 
 /** Caches each dataset's tasks, for expected answers. */
@@ -97,11 +98,10 @@ function specChooser(store: Store, params: z.output<typeof ScoreRolloutsParams>)
     const spec = parseSpec(params.spec, params.baseDir ?? path.dirname(store.file), 'params.spec');
     return () => ({ kind: 'spec', spec });
   }
-  const file = loadRewardsFile(params.rewardsFile ?? path.join(path.dirname(store.file), DEFAULT_REWARDS_FILE));
+  const file = loadRewardsFile(params.rewardsFile ?? defaultRewardsFile(store.file));
   const names = new Map(store.listDatasets().map((d) => [d.id, d.name]));
   return (rollout) => {
-    const byDataset = rollout.datasetId === null ? undefined : (file.datasets.get(rollout.datasetId) ?? file.datasets.get(names.get(rollout.datasetId) ?? ''));
-    const spec = byDataset ?? file.default;
+    const spec = specForDataset(file, rollout.datasetId === null ? undefined : { id: rollout.datasetId, name: names.get(rollout.datasetId) ?? '' });
     return spec ? { kind: 'spec', spec } : { kind: 'none', reason: `${file.file} has no spec for dataset ${names.get(rollout.datasetId ?? '') ?? rollout.datasetId ?? '(none)'} and no default` };
   };
 }

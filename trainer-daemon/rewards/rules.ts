@@ -24,11 +24,14 @@ export function atPath(value: Json | undefined, path: string): Json | undefined 
   return current;
 }
 
-/** SQuAD's answer normalization: lower case, no punctuation, no articles, single spaces. */
+/**
+ * SQuAD's answer normalization: lower case, no punctuation, no articles, single spaces — except
+ * that a number's sign is kept ("-5" is not "5"; "well-known" is still "well known").
+ */
 export function normalizeAnswer(text: string): string {
   return text
     .toLowerCase()
-    .replace(/[\p{P}\p{S}]/gu, ' ')
+    .replace(/[\p{P}\p{S}]/gu, (mark, at: number, whole: string) => ((mark === '-' || mark === '+') && /\d/.test(whole[at + 1] ?? '') && !/[\p{L}\p{N}]/u.test(whole[at - 1] ?? '') ? mark : ' '))
     .replace(/\b(a|an|the)\b/g, ' ')
     .replace(/\s+/g, ' ')
     .trim();
@@ -72,7 +75,8 @@ function compareAnswer(rule: AnswerRule, answer: string, expected: Json): Verdic
     }
     case 'normalized': {
       const [a, e] = [normalizeAnswer(answer), normalizeAnswer(asText(expected))];
-      return rule.contains ? match(e !== '' && a.includes(e), 'normalized answer (contains)') : match(a === e, 'normalized answer');
+      // Containment is of whole words: "15" does not contain the answer "5".
+      return rule.contains ? match(e !== '' && ` ${a} `.includes(` ${e} `), 'normalized answer (contains)') : match(a === e, 'normalized answer');
     }
     case 'numeric': {
       const want = typeof expected === 'number' ? expected : lastNumber(asText(expected));

@@ -1,8 +1,8 @@
 /**
  * The scoring pipeline, free of the store: a spec's sources prepared once (workers, models), then
  * any number of rollouts scored by every source and combined. Callers (`lightning score`, the
- * editor) reach it through `rewards/score` (job.ts's scoreRollouts), which keeps prepared scorers
- * between calls. One source failing on one rollout is that rollout's reported error,
+ * editor, and through runner/scoring.ts the dataset runner, GRPO and APO) reach it through
+ * `rewards/score` (job.ts's scoreRollouts), which keeps prepared scorers between calls. One source failing on one rollout is that rollout's reported error,
  * never the batch's.
  */
 import path from 'node:path';

@@ -71,7 +71,7 @@ export class ProcessPool implements BatchPool {
     const env = { ...this.options.env, ...instrumentationEnv({ url, rolloutId, task: rollout.task?.input ?? null, base: this.options.env }) };
     const log = fs.openSync(path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`), 'a');
     const outcome = await new Promise<{ to: RolloutStatus; error: string | null; exitCode: number | null }>((resolve) => {
-      const child = spawn(program!, args, { env, detached: true, stdio: ['ignore', log, log] });
+      const child = spawn(program!, args, { env, cwd: this.mode.cwd, detached: true, stdio: ['ignore', log, log] });
       this.running.set(rolloutId, child);
       if (child.pid !== undefined) this.options.onSpawn?.(child.pid);
       let timedOut = false;

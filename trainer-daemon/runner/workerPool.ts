@@ -74,7 +74,7 @@ export class WorkerPool implements BatchPool {
       ...(this.options.env.OPENAI_API_KEY ? {} : { OPENAI_API_KEY: PLACEHOLDER_API_KEY }),
     };
     const log = fs.openSync(path.join(this.options.logDir, `worker-${worker}.log`), 'a');
-    const child = spawn(program!, args, { env, detached: true, stdio: ['ignore', log, log] });
+    const child = spawn(program!, args, { env, cwd: this.mode.cwd, detached: true, stdio: ['ignore', log, log] });
     fs.closeSync(log);
     this.workers.set(worker, child);
     if (child.pid !== undefined) this.options.onSpawn?.(child.pid);

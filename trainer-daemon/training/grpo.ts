@@ -13,6 +13,7 @@ import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import { findPython } from './python';
+import { scoringFor } from '../runner/scoring';
 import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';
@@ -76,10 +77,12 @@ class Iterations {
     this.executor = new RolloutExecutor({
       call: ctx.call,
       mode: config.agentMode === 'worker'
-        ? { kind: 'worker', command: config.command.argv, workers: config.workers, concurrencyPerWorker: config.perWorker }
-        : { kind: 'process', command: config.command.argv, concurrency: config.workers },
+        ? { kind: 'worker', command: config.command.argv, cwd: config.command.cwd, workers: config.workers, concurrencyPerWorker: config.perWorker }
+        : { kind: 'process', command: config.command.argv, cwd: config.command.cwd, concurrency: config.workers },
       timeoutMs: config.timeoutSeconds * 1000,
       logDir: path.join(path.dirname(ctx.store.file), 'logs', runId),
+      // Rollouts are scored before transitions are built: the reward policy picks human > agent > automatic.
+      scoring: scoringFor(config.rewardsFile, ctx.store.file, process.env),
     });
     ctx.signal.addEventListener('abort', () => this.executor.cancel(), { once: true });
   }

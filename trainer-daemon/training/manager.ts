@@ -10,6 +10,7 @@ import { ConflictError, InvalidInputError, errorMessage } from '../errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import type { Disposable } from '../util/event';
+import { loadRewardsFile } from '../rewards/config';
 import { runGrpo } from './grpo';
 import type { Caller } from './rollouts';
 
@@ -45,6 +46,7 @@ export class TrainingManager implements Disposable {
         throw new InvalidInputError(`params.config.dataset: ${config.dataset} has no train tasks (import tasks with "split": "train")`);
       }
       if (config.valDataset !== null) this.store.listTasks(config.valDataset);
+      if (config.rewardsFile !== null) checkRewardsFile(config.rewardsFile);
       runId = this.store.writeTraining((run: TrainingRun) => run.id, (t) => t.create(config.algorithm, config)).id;
     }
     const started = this.store.writeTraining(runId, (t) => t.transition(runId, 'running'));
@@ -88,5 +90,14 @@ export class TrainingManager implements Disposable {
 
   dispose(): void {
     for (const { controller } of this.active.values()) controller.abort();
+  }
+}
+
+/** A run's rewards file must exist and be valid before the run is recorded. */
+function checkRewardsFile(file: string): void {
+  try {
+    loadRewardsFile(file);
+  } catch (error) {
+    throw new InvalidInputError(`params.config.rewardsFile: ${errorMessage(error)}`);
   }
 }

@@ -5,6 +5,7 @@
  */
 import path from 'node:path';
 import { BatchRunner, type BatchMode, type RunnerClient } from '../runner/batch';
+import type { RolloutScoring } from '../runner/scoring';
 
 /** What the loop needs of the daemon: its RPC methods (the daemon passes its own handler table). */
 export type Caller = RunnerClient;
@@ -21,6 +22,8 @@ export interface RolloutExecutorOptions {
   readonly mode: BatchMode;
   readonly timeoutMs: number;
   readonly logDir: string;
+  /** Automatic rewards for each rollout as it finishes; the batch ends once all are scored. */
+  readonly scoring: RolloutScoring | undefined;
 }
 
 /** Runs one batch at a time; `cancel` stops the agents of the batch in flight. */
@@ -44,6 +47,7 @@ export class RolloutExecutor {
       logDir: path.join(this.options.logDir, batch.batchId),
       env,
       onAttempt: () => undefined,
+      scoring: this.options.scoring,
     });
     this.current = runner;
     try {

@@ -1,17 +1,21 @@
 /**
  * `lightning dataset run DATASET -- CMD`: every task × samples as rollouts of one batch, run by
  * the batch runner (one process per rollout, or `--workers` long-lived agent workers); progress on
- * stderr (a bar on a terminal), a summary per task and overall at the end. Ctrl-C stops
- * the agents and marks what is left cancelled; `--resume BATCH` finishes an interrupted batch.
+ * stderr (a bar on a terminal), a summary per task and overall at the end. With a rewards file
+ * (`--rewards`, default `.lightning/rewards.json` when it exists) each rollout is scored as it
+ * finishes. Ctrl-C stops the agents and marks what is left cancelled; `--resume BATCH` finishes an
+ * interrupted batch.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { RolloutMode, type Rollout } from '../../protocol';
+import { RolloutMode, type Rollout, type RolloutScore } from '../../protocol';
 import { InvalidInputError, NotFoundError } from '../../errors';
 import { AgentPidLog } from '../../runner/agentPids';
 import { BatchRunner, type BatchMode } from '../../runner/batch';
+import { scoreErrors, scoringFor } from '../../runner/scoring';
+import { DEFAULT_REWARDS_FILE } from '../../rewards/config';
 import type { RpcClient } from '../../rpc/client';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { Progress } from '../progress';
@@ -29,6 +33,7 @@ interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
   label?: string;
   resume?: string;
   workers?: string;
+  rewards?: string;
 }
 
 export function positiveInt(value: string, flag: string, min = 1): number {
@@ -54,8 +59,8 @@ function percentile(values: number[], p: number): number | null {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-/** Per task and overall: rollouts, success rate, mean reward, p50/p95 duration, mean tokens. */
-export function summarize(rollouts: readonly Rollout[]): Array<{ task: string; rollouts: number; succeeded: number; meanReward: number | null; p50Ms: number | null; p95Ms: number | null; meanTokens: number }> {
+/** Per task and overall: rollouts, success rate, mean reward, p50/p95 duration, mean tokens, rollouts whose automatic scoring reported errors. */
+export function summarize(rollouts: readonly Rollout[], scores: ReadonlyMap<string, RolloutScore> = new Map()): Array<{ task: string; rollouts: number; succeeded: number; meanReward: number | null; p50Ms: number | null; p95Ms: number | null; meanTokens: number; scoreErrors: number }> {
   const groups = new Map<string, Rollout[]>();
   for (const rollout of rollouts) {
     const key = rollout.task?.id ?? '-';
@@ -72,6 +77,7 @@ export function summarize(rollouts: readonly Rollout[]): Array<{ task: string; r
       p50Ms: percentile(durations, 50),
       p95Ms: percentile(durations, 95),
       meanTokens: list.reduce((sum, r) => sum + r.promptTokens + r.completionTokens, 0) / Math.max(1, list.length),
+      scoreErrors: list.filter((r) => scoringError(scores.get(r.id)) !== null).length,
     };
   };
   return [...[...groups].map(([task, list]) => line(task, list)), line('(all)', rollouts)];
@@ -95,6 +101,7 @@ export function registerDatasetRun(dataset: Command): void {
     .option('--upstream <url>', "the agents' upstream when they have no OPENAI_BASE_URL of their own")
     .option('--token-ids', 'ask the serving engine for token ids and logprobs on every call')
     .option('--resume <batch>', 'finish an interrupted batch instead of starting one')
+    .option('--rewards <file>', `score each rollout as it finishes with this rewards config (default: .lightning/${DEFAULT_REWARDS_FILE} beside the store, when it exists; see \`lightning score\`)`)
     .option('--workers <n>', 'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see README, "Worker mode")');
   addCheckpointOptions(command)
     .action(async (name: string, argv: string[], options: DatasetRunOptions) => {
@@ -108,6 +115,8 @@ export function registerDatasetRun(dataset: Command): void {
         : { kind: 'worker', command: argv, workers, concurrencyPerWorker: Math.ceil(concurrency / workers) };
       const storeFile = resolveStore(options);
       const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
+      const scoring = scoringFor(options.rewards === undefined ? null : path.resolve(options.rewards), storeFile, process.env);
+      const rewardsFile = scoring && 'rewardsFile' in scoring.source ? scoring.source.rewardsFile : null;
       const { client, close } = await connectOrStartDaemon(storeFile);
       let runner: BatchRunner | undefined;
       let cancelled = false;
@@ -156,7 +165,7 @@ export function registerDatasetRun(dataset: Command): void {
           }
         }
         const how = mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`;
-        process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}\n`);
+        process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}${rewardsFile ? `, scored with ${rewardsFile}` : ''}\n`);
         if (cancelled) {
           for (const id of queued) await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
           queued = [];
@@ -167,7 +176,7 @@ export function registerDatasetRun(dataset: Command): void {
         runner = new BatchRunner({
           client, mode, timeoutMs, upstream: routing.upstream, tokenIds: routing.tokenIds,
           logDir: logDirOf(batchId), env: process.env, onSpawn: (pid) => pids.record(pid),
-          onAttempt: (event) => progress.attempt(event),
+          onAttempt: (event) => progress.attempt(event), scoring, onScored: (score) => progress.scored(score),
         });
         if (cancelled) runner.cancel();
         try {
@@ -176,10 +185,16 @@ export function registerDatasetRun(dataset: Command): void {
           progress.finish();
         }
         if (runner.wasCancelled) process.exitCode = 130;
-        const summary = summarize(await batchRollouts(client, batchId));
-        if (options.json) process.stdout.write(`${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary })}\n`);
-        else {
-          process.stdout.write(`${table(['TASK', 'ROLLOUTS', 'SUCCEEDED', 'MEAN REWARD', 'P50', 'P95', 'TOKENS'], summary.map((s) => [s.task, String(s.rollouts), `${Math.round((100 * s.succeeded) / Math.max(1, s.rollouts))}%`, num(s.meanReward), duration(s.p50Ms), duration(s.p95Ms), String(Math.round(s.meanTokens))]))}\n`);
+        const rollouts = await batchRollouts(client, batchId);
+        const summary = summarize(rollouts, runner.scores);
+        const scoringErrors = scoringErrorList(rollouts, runner.scores);
+        if (options.json) {
+          const scored = rewardsFile && { rewardsFile, scored: [...runner.scores.values()].filter((s) => s.value !== null).length, errors: scoringErrors };
+          process.stdout.write(`${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary, ...(scored ? { scoring: scored } : {}) })}\n`);
+        } else {
+          const errorsColumn = scoring ? ['SCORE ERRORS'] : [];
+          process.stdout.write(`${table(['TASK', 'ROLLOUTS', 'SUCCEEDED', 'MEAN REWARD', 'P50', 'P95', 'TOKENS', ...errorsColumn], summary.map((s) => [s.task, String(s.rollouts), `${Math.round((100 * s.succeeded) / Math.max(1, s.rollouts))}%`, num(s.meanReward), duration(s.p50Ms), duration(s.p95Ms), String(Math.round(s.meanTokens)), ...(scoring ? [String(s.scoreErrors)] : [])]))}\n`);
+          for (const e of scoringErrors) process.stdout.write(`score error: ${e.rolloutId} (task ${e.task ?? '-'}): ${e.error}\n`);
           process.stdout.write(`Batch ${batchId}. Export it: npx lightning export --batch ${batchId} --out transitions.jsonl\n`);
         }
       } finally {
@@ -188,4 +203,14 @@ export function registerDatasetRun(dataset: Command): void {
         await close();
       }
     });
+}
+
+const scoringError = (score: RolloutScore | undefined): string | null => (score ? scoreErrors(score) : null);
+
+/** The rollouts whose scoring reported errors, with them. */
+function scoringErrorList(rollouts: readonly Rollout[], scores: ReadonlyMap<string, RolloutScore>): Array<{ rolloutId: string; task: string | null; error: string }> {
+  return rollouts.flatMap((r) => {
+    const error = scoringError(scores.get(r.id));
+    return error ? [{ rolloutId: r.id, task: r.task?.id ?? null, error }] : [];
+  });
 }

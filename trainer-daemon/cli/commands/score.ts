@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import type { ScoreRolloutsResult } from '../../protocol';
 import { NotFoundError } from '../../errors';
-import { DEFAULT_REWARDS_FILE, loadRewardsFile } from '../../rewards/config';
+import { DEFAULT_REWARDS_FILE, judgeKeys, loadRewardsFile } from '../../rewards/config';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { num, table, truncate } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
@@ -19,14 +19,6 @@ interface ScoreOptions extends GlobalOptions {
   dataset?: string;
   rollouts?: string[];
   unrated?: boolean;
-}
-
-/** The judge API keys the config names, from this process's environment (the daemon may not share it). */
-function judgeKeys(file: string): Record<string, string> {
-  const loaded = loadRewardsFile(file);
-  const specs = [...(loaded.default ? [loaded.default] : []), ...loaded.datasets.values()];
-  const names = specs.flatMap((s) => s.spec.sources.flatMap((source) => (source.type === 'judge' ? [source.apiKeyEnv] : [])));
-  return Object.fromEntries(names.flatMap((name) => (process.env[name] ? [[name, process.env[name]!]] : [])));
 }
 
 /** Rows shown in text mode; --json has them all. */
@@ -57,7 +49,7 @@ export function registerScore(program: Command): void {
       const storeFile = resolveStore(options);
       if (!fs.existsSync(storeFile)) throw new NotFoundError(`no store at ${storeFile}: start one with \`lightning serve\` or pass --store FILE`);
       const rewardsFile = path.resolve(options.config ?? path.join(path.dirname(storeFile), DEFAULT_REWARDS_FILE));
-      const apiKeys = judgeKeys(rewardsFile);
+      const apiKeys = judgeKeys(loadRewardsFile(rewardsFile), process.env);
       const connection = await connectOrStartDaemon(storeFile);
       const jobId = `cli-${process.pid}-${Date.now()}`;
       const progress = connection.client.onNotification('scoreProgress', (p) => {

@@ -10,6 +10,7 @@ import { errorMessage, InvalidInputError, NotFoundError } from '../../errors';
 import type { RpcClient } from '../../rpc/client';
 import { CancelledError } from '../../apo/evaluate';
 import { runApo } from '../../apo/loop';
+import { apoScoring } from '../../apo/reward';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { num } from '../format';
 import { resolveStore, type GlobalOptions } from '../options';
@@ -37,6 +38,7 @@ export interface ApoFlags extends GlobalOptions {
   match?: ApoConfig['match'];
   upstream?: string;
   promptFile?: string;
+  rewards?: string;
 }
 
 /** The flag a configuration field comes from, for error messages. */
@@ -59,6 +61,7 @@ export function apoConfigFromFlags(flags: ApoFlags): ApoConfig {
     callAttempts: number(flags.callAttempts), concurrency: number(flags.concurrency),
     timeoutMs: typeof timeout === 'number' ? Math.round(timeout * 1000) : timeout, match: flags.match,
     promptFile: flags.promptFile === undefined ? null : path.resolve(flags.promptFile),
+    rewardsFile: flags.rewards === undefined ? null : path.resolve(flags.rewards),
   };
   const parsed = ApoConfig.safeParse(input);
   if (!parsed.success) {
@@ -99,6 +102,7 @@ export async function runApoCommand(argv: string[], flags: ApoFlags): Promise<vo
   const own = userUpstream(process.env);
   const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : flags.upstream ? parseUpstream(flags.upstream) : null;
   const storeFile = resolveStore(flags);
+  const scoring = apoScoring(config, storeFile, process.env);
   const { client, close } = await connectOrStartDaemon(storeFile);
   const abort = new AbortController();
   const cancel = (): void => {
@@ -112,7 +116,7 @@ export async function runApoCommand(argv: string[], flags: ApoFlags): Promise<vo
     let result: ApoResult;
     try {
       result = await runApo(
-        { client, config, argv, upstream, apiKey: process.env.OPENAI_API_KEY || undefined, env: process.env, logDir: path.join(path.dirname(storeFile), 'logs'), signal: abort.signal },
+        { client, config, argv, upstream, apiKey: process.env.OPENAI_API_KEY || undefined, env: process.env, logDir: path.join(path.dirname(storeFile), 'logs'), scoring, signal: abort.signal },
         {
           started: (runId) => process.stdout.write(flags.json ? `${JSON.stringify({ event: 'training-started', algorithm: 'apo', runId })}\n` : `APO run ${runId}\n`),
           progress: (line) => process.stderr.write(`apo: ${line}\n`),

@@ -37,13 +37,14 @@ export interface GrpoFlags extends GlobalOptions {
   device?: 'auto' | 'cpu' | 'cuda';
   python?: string;
   resume?: string;
+  rewards?: string;
 }
 
 /** Config keys → the flag a user typed, so errors name what they can fix. */
 const FLAGS: Record<string, string> = {
   model: '--model', dataset: '--dataset', valDataset: '--val', iterations: '--iterations', samples: '--samples', tasksPerIteration: '--tasks-per-iteration',
   lr: '--lr', workers: '--workers', perWorker: '--per-worker', evalEvery: '--eval-every', seed: '--seed', timeoutSeconds: '--timeout',
-  warmStart: '--warm-start', klCoef: '--kl-coef', command: 'the agent command (after --)',
+  warmStart: '--warm-start', klCoef: '--kl-coef', command: 'the agent command (after --)', rewardsFile: '--rewards',
 };
 
 function numberFlag(value: string | undefined, flag: string): number | undefined {
@@ -79,6 +80,7 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
       : null,
     device: options.device,
     python: options.python ?? null,
+    rewardsFile: options.rewards === undefined ? null : path.resolve(options.rewards),
     command: { argv, cwd },
   };
   const parsed = GrpoConfig.safeParse(input);

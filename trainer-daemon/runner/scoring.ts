@@ -1,0 +1,119 @@
+/**
+ * Automatic scoring of a batch's rollouts as they finish: the one scoring pipeline (`rewards/score`,
+ * rewards/job.ts) called by the batch runner for `lightning dataset run`, GRPO's iterations and
+ * APO's evaluations alike. Finished rollouts wait in a queue and go to the daemon a few at a time,
+ * with at most CONCURRENCY calls in flight, so scoring never holds up the next agents; the batch
+ * ends once they are all scored. A relative judge ranks a task's rollouts together, so with one the
+ * rollouts are scored together when the batch's agents are done. A failed call is reported as every
+ * one of its rollouts' error; cancel drops what waits and stops the calls in flight.
+ */
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import type { RewardSpecInput, RolloutScore } from '../protocol';
+import { errorMessage } from '../errors';
+import { allSpecs, defaultRewardsFile, judgeKeys, loadRewardsFile } from '../rewards/config';
+import { ranksGroups } from '../rewards/scorer';
+import type { RunnerClient } from './batch';
+
+/** What a batch's rollouts are scored with. */
+export interface RolloutScoring {
+  /** A rewards file (each rollout gets its dataset's spec, else the default), or one inline spec. */
+  readonly source: { readonly rewardsFile: string } | { readonly spec: RewardSpecInput; readonly baseDir: string };
+  /** Judge API keys by variable name, from the caller's environment; sent per call, never stored. */
+  readonly apiKeys: Record<string, string>;
+  /** Score the whole batch at its end rather than each rollout as it finishes (a relative judge ranks groups). */
+  readonly atEnd: boolean;
+}
+
+/** Scoring with a rewards file: checked now (a bad file fails before any agent runs), judge keys from `env`. */
+export function scoringFromFile(rewardsFile: string, env: NodeJS.ProcessEnv): RolloutScoring {
+  const loaded = loadRewardsFile(rewardsFile);
+  return { source: { rewardsFile }, apiKeys: judgeKeys(loaded, env), atEnd: allSpecs(loaded).some((s) => ranksGroups(s.spec)) };
+}
+
+/** Scoring with the named rewards file, else with `.lightning/rewards.json` beside the store when it exists; undefined when neither. */
+export function scoringFor(rewardsFile: string | null, storeFile: string, env: NodeJS.ProcessEnv): RolloutScoring | undefined {
+  const file = rewardsFile ?? defaultRewardsFile(storeFile);
+  if (rewardsFile === null && !fs.existsSync(file)) return undefined;
+  return scoringFromFile(file, env);
+}
+
+/** Calls to `rewards/score` in flight at once, and rollouts per call. */
+const CONCURRENCY = 2;
+const PER_CALL = 32;
+
+export class ScoringQueue {
+  private readonly waiting: string[] = [];
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly jobs = new Set<string>();
+  private readonly prefix = `batch-score-${crypto.randomBytes(4).toString('hex')}`;
+  private calls = 0;
+  private cancelled = false;
+  private ending = false;
+  /** Each scored rollout's result, by rollout id. */
+  readonly results = new Map<string, RolloutScore>();
+
+  constructor(
+    private readonly client: RunnerClient,
+    private readonly scoring: RolloutScoring,
+    private readonly onScored: (score: RolloutScore) => void = () => undefined,
+  ) {}
+
+  /** Queues a rollout that reached its final status (succeeded, failed or timed out, no retry left). */
+  add(rolloutId: string): void {
+    if (this.cancelled) return;
+    this.waiting.push(rolloutId);
+    if (!this.scoring.atEnd) this.pump();
+  }
+
+  /** Scores what waits and resolves once every queued rollout is scored (or the queue was cancelled). */
+  async drain(): Promise<void> {
+    this.ending = true;
+    this.pump();
+    while (this.inFlight.size > 0) await Promise.all(this.inFlight);
+  }
+
+  /** Drops the waiting rollouts and asks the daemon to stop the jobs in flight. */
+  cancel(): void {
+    this.cancelled = true;
+    this.waiting.splice(0);
+    for (const jobId of this.jobs) void this.client.request('cancelScore', { jobId }).catch(() => undefined);
+  }
+
+  private pump(): void {
+    // At the end of an `atEnd` batch, one call: a relative judge sees every rollout of a task.
+    const perCall = this.scoring.atEnd ? Infinity : PER_CALL;
+    while (!this.cancelled && this.waiting.length > 0 && this.inFlight.size < CONCURRENCY) {
+      const call = this.score(this.waiting.splice(0, perCall)).finally(() => {
+        this.inFlight.delete(call);
+        if (!this.scoring.atEnd || this.ending) this.pump();
+      });
+      this.inFlight.add(call);
+    }
+  }
+
+  private async score(rolloutIds: string[]): Promise<void> {
+    const jobId = `${this.prefix}-${(this.calls += 1)}`;
+    this.jobs.add(jobId);
+    let scores: RolloutScore[];
+    try {
+      scores = (await this.client.request('scoreRollouts', { ...this.scoring.source, rollouts: rolloutIds, jobId, apiKeys: this.scoring.apiKeys })).results;
+    } catch (error) {
+      if (this.cancelled) return;
+      const reported = errorMessage(error);
+      scores = rolloutIds.map((rolloutId) => ({ rolloutId, value: null, sources: [{ kind: 'error', name: 'scoring', error: reported }] }));
+    } finally {
+      this.jobs.delete(jobId);
+    }
+    for (const score of scores) {
+      this.results.set(score.rolloutId, score);
+      this.onScored(score);
+    }
+  }
+}
+
+/** A score's source errors as text (`function.style: timed out after 2000 ms; …`), or null when there are none. */
+export function scoreErrors(score: RolloutScore): string | null {
+  const errors = score.sources.flatMap((s) => (s.kind === 'error' ? [`${s.name}: ${s.error}`] : []));
+  return errors.length > 0 ? errors.join('; ') : null;
+}
