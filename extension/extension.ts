@@ -19,6 +19,7 @@ import { DatasetCommands } from './datasets/datasetCommands';
 import { ScoreCommand } from './rewards/scoreCommand';
 import { TrainingCommands } from './training/startTraining';
 import { TrainerSetup } from './training/setUpTrainer';
+import { CheckpointInUse } from './checkpoints/useCheckpoint';
 import { errorMessage } from '../trainer-daemon/errors';
 
 export function activate(context: vscode.ExtensionContext): void {
@@ -28,11 +29,12 @@ export function activate(context: vscode.ExtensionContext): void {
   const supervisor = new DaemonSupervisor(context.asAbsolutePath('dist/cli.js'), log, upstreamKey);
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
-  const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey);
+  const checkpoint = new CheckpointInUse(supervisor, context.workspaceState, log, context.asAbsolutePath('dist/cli.js'));
+  const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey, checkpoint);
   const promptResults = new PromptResults(supervisor, log);
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
   const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns);
-  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel);
+  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel, checkpoint);
   const score = new ScoreCommand(live, log);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;
@@ -81,6 +83,7 @@ export function activate(context: vscode.ExtensionContext): void {
     command('lightning.resumeTraining', (id) => training.resume(runId(id))),
     command('lightning.setUpTrainer', () => trainerSetup.run()),
   );
+  context.subscriptions.push(checkpoint, command('lightning.useCheckpoint', (argument) => checkpoint.use(argument)), command('lightning.stopUsingCheckpoint', () => checkpoint.stop()));
   log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`);
 }
 

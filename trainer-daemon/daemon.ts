@@ -19,6 +19,7 @@ import { WorkerBatches } from './runner/workerBatches';
 import type { UpstreamConfig } from './capture/proxy';
 import { Store } from './store/store';
 import { TrainingManager } from './training/manager';
+import { PolicyServing } from './training/policyServing';
 import { VERSION } from './version';
 
 export interface DaemonOptions {
@@ -53,6 +54,7 @@ export class Daemon {
     private readonly http: DaemonHttpServer,
     private readonly otlp: OtlpReceiver,
     private readonly training: TrainingManager,
+    private readonly policy: PolicyServing,
     private readonly workerBatches: WorkerBatches,
     private readonly scoreJobs: ScoreJobs,
     readonly token: string,
@@ -91,11 +93,13 @@ export class Daemon {
       const workerBatches = new WorkerBatches({ store, writes, logger: logger.child('runner'), baseUrl: () => baseUrl! });
       // Training loops run their rollouts through the same handler table, in-process.
       const training = new TrainingManager(store, { request: (name, params) => invoke(handlers, name, params) }, logger.child('training'));
+      const policy = new PolicyServing(store, logger.child('policy'));
       const handlers: Handlers = createHandlers({
-        store, writes, info: () => info, agentBaseUrl: () => baseUrl, scoreJobs, notify: (name, params) => broadcast?.(name, params), workerBatches, training,
+        store, writes, info: () => info, agentBaseUrl: () => baseUrl, scoreJobs, notify: (name, params) => broadcast?.(name, params), workerBatches, training, policy,
       });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       broadcast = rpc.broadcast;
+      policy.onDidChange((change) => rpc.broadcast('policyChanged', change));
       const notifier = new ChangeNotifier(store, rpc.broadcast);
       const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4);
       const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent'), workerBatches });
@@ -108,7 +112,7 @@ export class Daemon {
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       baseUrl = url;
-      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, training, workerBatches, scoreJobs, token, info, url, logger, releaseLock);
+      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, training, policy, workerBatches, scoreJobs, token, info, url, logger, releaseLock);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
       return daemon;
@@ -136,6 +140,7 @@ export class Daemon {
       if (this.discovery) removeDiscovery(this.discovery);
       // Training loops first: they stop their agents and workers and record the cancel…
       await this.training.shutdown();
+      await this.policy.shutdown();
       // Workers waiting for a rollout get 204 instead of holding the drain up; score jobs stop after their chunk.
       this.workerBatches.dispose();
       this.scoreJobs.dispose();

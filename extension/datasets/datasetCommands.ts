@@ -8,12 +8,14 @@
 import os from 'node:os';
 import path from 'node:path';
 import * as vscode from 'vscode';
-import { Dataset } from '../../trainer-daemon/protocol';
+import { Dataset, type ServedPolicy } from '../../trainer-daemon/protocol';
 import { runnableConfigurations, type LaunchConfig } from '../debug/launchConfig';
 import type { DaemonSupervisor } from '../supervisor';
 import { describeSummary, parseBatchFinished, parseProgressLine } from './batchProgress';
 import { cliError, type LightningCli } from './cliProcess';
 import { commandEnvironment, launchToCommand } from './launchCommand';
+import { checkpointArgs } from '../checkpoints/routing';
+import { CheckpointUnavailableError, type CheckpointSource } from '../checkpoints/useCheckpoint';
 
 export interface DatasetEvents {
   /** A dataset was imported: the panel's Datasets section refreshes. */
@@ -30,6 +32,8 @@ export class DatasetCommands {
     private readonly supervisor: DaemonSupervisor,
     private readonly cli: LightningCli,
     private readonly events: DatasetEvents,
+    /** Use Checkpoint: a checkpoint in use answers the batch's LLM calls (`--checkpoint`). */
+    private readonly checkpoint: CheckpointSource,
   ) {}
 
   async importDataset(uri?: vscode.Uri): Promise<Dataset | undefined> {
@@ -88,8 +92,17 @@ export class DatasetCommands {
     const concurrency = await askCount('Run Dataset (4/4): agents running at once', '4');
     if (concurrency === undefined) return;
     const { command } = converted;
-    const args = ['dataset', 'run', dataset.id, '--samples', String(samples), '--concurrency', String(concurrency), '--label', `${dataset.name} · ${config.name}`, '--json', '--', ...command.argv];
-    await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: running ${dataset.name} with ${config.name}`, cancellable: true }, async (progress, token) => {
+    // Loaded here, with its own progress and ways out, so the CLI finds it served.
+    let served: ServedPolicy | null;
+    try {
+      served = await this.checkpoint.servedForRollout(client);
+    } catch (error) {
+      if (error instanceof CheckpointUnavailableError) return;
+      throw error;
+    }
+    const args = ['dataset', 'run', dataset.id, '--samples', String(samples), '--concurrency', String(concurrency), '--label', `${dataset.name} · ${config.name}`, '--json', ...checkpointArgs(served), '--', ...command.argv];
+    const title = `Lightning: running ${dataset.name} with ${config.name}${served ? ` (checkpoint step ${served.step})` : ''}`;
+    await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: true }, async (progress, token) => {
       let reported = 0;
       progress.report({ message: command.notes.length ? `starting (${command.notes.join('; ')})` : 'starting' });
       const run = await this.cli.run(args, {

@@ -13,6 +13,8 @@ import * as vscode from 'vscode';
 import type { DaemonSupervisor } from '../supervisor';
 import { readSettings, type UpstreamKey } from '../settings';
 import { baseEnvironment, finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from './launchConfig';
+import { debugRoute } from '../checkpoints/routing';
+import { CheckpointUnavailableError, type CheckpointSource } from '../checkpoints/useCheckpoint';
 import { errorMessage } from '../../trainer-daemon/errors';
 
 export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfigurationProvider {
@@ -31,6 +33,8 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     /** dist/exit-code.js, preloaded into Node debuggees. */
     private readonly exitCodeRecorder: string,
     private readonly upstreamKey: UpstreamKey,
+    /** Use Checkpoint: a checkpoint in use answers the session's LLM calls. */
+    private readonly checkpoint: CheckpointSource,
   ) {
     this.disposables.push(
       vscode.debug.registerDebugConfigurationProvider('*', this),
@@ -60,16 +64,19 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     if (!wantsLightning(launch)) return config;
     try {
       const client = await this.supervisor.ensureRunning();
+      const served = await this.checkpoint.servedForRollout(client);
       const run = await client.request('startAgentRun', {
         mode: 'debug',
         label: launch.name,
         source: { kind: 'launch', name: launch.name, ...(folder ? { workspaceFolder: folder.uri.fsPath } : {}) },
-        upstream: upstreamFor(launch, process.env),
+        ...debugRoute(launch, process.env, served),
       });
-      this.log.info(`[debug] "${launch.name}" (${launch.type}) records rollout ${run.rollout.id}`);
-      void this.warnWithoutUpstream(launch);
+      this.log.info(`[debug] "${launch.name}" (${launch.type}) records rollout ${run.rollout.id}${served ? ` answered by checkpoint ${served.checkpointId}` : ''}`);
+      if (!served) void this.warnWithoutUpstream(launch);
       return instrumentConfig(launch, run, process.env, { recorder: this.exitCodeRecorder, file: exitCodeFile(run.rollout.id) }) as vscode.DebugConfiguration;
     } catch (error) {
+      // Already explained, with Set Up Trainer / Stop Using Checkpoint: the launch does not start.
+      if (error instanceof CheckpointUnavailableError) return undefined;
       const message = errorMessage(error);
       this.log.error(`[debug] cannot start a rollout for "${launch.name}": ${message}`);
       const choice = await vscode.window.showErrorMessage(`Lightning: cannot record "${launch.name}": ${message}`, 'Debug without Lightning', 'Show Logs');

@@ -14,6 +14,7 @@ import { registerResource } from './commands/resource';
 import { registerTrain } from './commands/train';
 import { runDemo } from '../demo/main';
 import { registerDoctor } from './commands/doctor';
+import { registerCheckpoints } from './commands/checkpoints';
 import { EXIT_CODES_HELP, ExitCode, exitCodeFor } from './exitCodes';
 
 export function buildProgram(): Command {
@@ -35,6 +36,7 @@ export function buildProgram(): Command {
   registerTrain(program);
   registerScore(program);
   registerDoctor(program);
+  registerCheckpoints(program);
   program
     .command('demo')
     .description('train a sample tool-using agent with RL offline in .lightning/ (what `npm run demo` runs): no API key, no GPU, no download')

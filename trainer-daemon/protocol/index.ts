@@ -10,3 +10,4 @@ export * from './promptEdit';
 export * from './rewards';
 export * from './trainer';
 export * from './training';
+export * from './policy';

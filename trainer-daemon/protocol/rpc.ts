@@ -24,6 +24,7 @@ import { Checkpoint, Resource, TrainingRun } from './records';
 import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
 import { RolloutTransitions, RolloutTransitionsParams } from './lightningrl';
 import { CreateTrainingRunParams, GetTrainingRunParams, StartTrainingParams, TrainingRunDetail, TrainingRunSummary, UpdateTrainingRunParams } from './training';
+import { PolicyChanged, PolicyRef, ServedPolicy, ServePolicyParams } from './policy';
 import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams } from './runner';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
@@ -83,6 +84,8 @@ export const RolloutDetail = z.object({
   rewards: z.array(Reward),
   /** The resource versions the rollout ran with, by name (those current when it was created, unless given). */
   resources: z.record(z.string(), z.number().int().positive()),
+  /** The policy that served its LLM calls (its pinned `policy` resource): a training iteration or a checkpoint in use; null otherwise. */
+  servedBy: PolicyRef.nullable(),
 });
 export type RolloutDetail = z.infer<typeof RolloutDetail>;
 
@@ -256,6 +259,12 @@ export const Methods = {
   /** Starts a training run in the daemon (or resumes one from its last checkpoint); returns at once. */
   startTraining: method('training/start', StartTrainingParams, TrainingRun),
   listCheckpoints: method('checkpoints/list', z.strictObject({ runId: z.string().min(1).optional() }), z.object({ items: z.array(Checkpoint) })),
+  /** Serves a checkpoint in a trainer worker of its own (stopping the one served before); answers once it serves (protocol/policy.ts). */
+  servePolicy: method('policy/serve', ServePolicyParams, ServedPolicy),
+  /** The checkpoint served now, if any. */
+  currentPolicy: method('policy/current', z.strictObject({}), z.object({ served: ServedPolicy.nullable() })),
+  /** Stops serving; answers what was served. */
+  stopPolicy: method('policy/stop', z.strictObject({}), z.object({ stopped: ServedPolicy.nullable() })),
 } as const;
 
 export type Methods = typeof Methods;
@@ -280,6 +289,8 @@ export const Notifications = {
   trainingRunChanged: notification('trainingRuns/changed', z.object({ run: TrainingRunSummary, round: z.number().int().nullable(), candidates: z.array(ApoCandidate) })),
   /** A `rewards/score` job's progress, after each chunk of rollouts. */
   scoreProgress: notification('rewards/progress', ScoreProgress),
+  /** The served checkpoint changed: started, stopped, or its worker crashed (`error`, with the traceback). */
+  policyChanged: notification('policy/changed', PolicyChanged),
 } as const;
 
 export type Notifications = typeof Notifications;

@@ -73,8 +73,9 @@ export const AdapterSpec = z.discriminatedUnion('kind', [
 export type AdapterSpec = z.infer<typeof AdapterSpec>;
 
 export const LoadParams = z.object({
-  model: ModelSpec,
-  adapter: AdapterSpec,
+  /** Optional with `checkpoint`: then read from the checkpoint's config.json (PROTOCOL.md). */
+  model: ModelSpec.optional(),
+  adapter: AdapterSpec.optional(),
   optimizer: z.object({ lr: z.number().positive().optional(), weightDecay: z.number().min(0).optional(), gradClip: z.number().positive().optional() }).optional(),
   device: z.enum(['auto', 'cpu', 'cuda']).optional(),
   seed: z.number().int().optional(),
@@ -82,7 +83,7 @@ export const LoadParams = z.object({
   checkpoint: z.string().optional(),
   /** torch threads (one is fastest on small CPUs). */
   threads: z.number().int().positive().optional(),
-});
+}).refine((p) => p.checkpoint !== undefined || (p.model !== undefined && p.adapter !== undefined), { message: 'model and adapter are required without a checkpoint' });
 export type LoadParams = z.infer<typeof LoadParams>;
 export const LoadResult = z.object({ parameters: z.number(), trainable: z.number(), device: z.string(), dtype: z.string(), step: z.number().int(), modelName: z.string() });
 export type LoadResult = z.infer<typeof LoadResult>;

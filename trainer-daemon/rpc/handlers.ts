@@ -14,6 +14,7 @@ import type { Broadcast } from './notifier';
 import { rolloutTransitions } from '../lightningrl/rolloutView';
 import type { TrainingManager } from '../training/manager';
 import type { WorkerBatches } from '../runner/workerBatches';
+import type { PolicyServing } from '../training/policyServing';
 
 export type Handlers = {
   [M in MethodName]: (params: ParsedParamsOf<M>) => ResultOf<M> | Promise<ResultOf<M>>;
@@ -34,9 +35,11 @@ export interface HandlerContext {
   readonly workerBatches?: WorkerBatches;
   /** Runs training loops; absent when no daemon serves (the CLI's store-direct path). */
   readonly training?: TrainingManager;
+  /** Serves a checkpoint outside training; absent when no daemon serves (the CLI's store-direct path). */
+  readonly policy?: PolicyServing;
 }
 
-export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs(), workerBatches, training }: HandlerContext): Handlers {
+export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs(), workerBatches, training, policy }: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
   const servingBatches = (): WorkerBatches => {
     if (!workerBatches) throw new ConflictError('worker batches need a running daemon to serve their workers; start one with `lightning serve`');
@@ -116,6 +119,12 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       if (runId !== undefined) store.training.get(runId);
       return { items: store.training.checkpoints(runId) };
     },
+    servePolicy: (params) => {
+      if (!policy) throw new ConflictError('serving a checkpoint needs a running daemon; start one with `lightning serve`');
+      return policy.serve(params);
+    },
+    currentPolicy: () => ({ served: policy?.current ?? null }),
+    stopPolicy: async () => ({ stopped: policy ? await policy.stop() : null }),
   };
 }
 

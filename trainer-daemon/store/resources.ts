@@ -5,7 +5,7 @@
  */
 import type { Database, Statement } from 'better-sqlite3';
 import type { z } from 'zod';
-import { placeholders, type AgentResources, type Json, type PutResourceParams, type Resource, type ResourceSummary } from '../protocol';
+import { placeholders, PolicyRef, type AgentResources, type Json, type PutResourceParams, type Resource, type ResourceSummary } from '../protocol';
 import { InvalidInputError, NotFoundError } from '../errors';
 
 interface ResourceRow {
@@ -48,7 +48,8 @@ export class ResourceRepository {
         (SELECT kind FROM resources k WHERE k.name = r.name AND k.version = h.version) AS kind
       FROM resources r JOIN resource_heads h ON h.name = r.name GROUP BY r.name ORDER BY r.name`);
     this.pin = db.prepare('INSERT INTO rollout_resources (rollout_id, name, version) VALUES (?, ?, ?)');
-    this.pinCurrent = db.prepare('INSERT OR IGNORE INTO rollout_resources (rollout_id, name, version) SELECT ?, name, version FROM resource_heads');
+    // `policy` says which model served a rollout: pinned only when given (training, a checkpoint in use), never by default.
+    this.pinCurrent = db.prepare("INSERT OR IGNORE INTO rollout_resources (rollout_id, name, version) SELECT ?, name, version FROM resource_heads WHERE name <> 'policy'");
     this.pinned = db.prepare('SELECT name, version FROM rollout_resources WHERE rollout_id = ? ORDER BY name');
     // Per name: the rollout's pinned version when it has one, else the current one.
     this.forAgent = db.prepare(`SELECT r.*, 1 AS current FROM resources r
@@ -104,7 +105,7 @@ export class ResourceRepository {
 
   /**
    * Records the versions a new rollout runs with: those given (each must exist), and the current
-   * version of every other resource, so a rollout keeps reading — and records — what was current
+   * version of every other resource but `policy`, so a rollout keeps reading — and records — what was current
    * when it was created. Must run inside a transaction.
    */
   pinRollout(rolloutId: string, versions: Readonly<Record<string, number>>): void {
@@ -117,6 +118,14 @@ export class ResourceRepository {
 
   pinnedVersions(rolloutId: string): Record<string, number> {
     return Object.fromEntries(this.pinned.all(rolloutId).map((row) => [row.name, row.version]));
+  }
+
+  /** Which policy served the rollout: its pinned `policy` version's value (a training iteration's, or a checkpoint in use); null when none. */
+  servedBy(rolloutId: string): PolicyRef | null {
+    const version = this.pinnedVersions(rolloutId).policy;
+    if (version === undefined) return null;
+    const parsed = PolicyRef.safeParse(this.get('policy', version).value);
+    return parsed.success ? parsed.data : null;
   }
 
   /** What the rollout's agent reads: its pinned versions, else the current ones. */

@@ -162,6 +162,7 @@ export class Store {
       spans: this.spans.list(id),
       rewards: this.rewards.list(id),
       resources: this.resources.pinnedVersions(id),
+      servedBy: this.resources.servedBy(id),
     })) as RolloutDetail;
   }
 

@@ -131,6 +131,8 @@ export class TrainingRunRepository {
   private readonly nextPolicyVersion: Statement<[], { version: number }>;
   private readonly insertResource: Statement;
   private readonly policyHead: Statement<[number]>;
+  private readonly checkpointById: Statement<[string], CheckpointRow>;
+  private readonly policyOfCheckpoint: Statement<[string], { version: number }>;
 
   constructor(db: Database) {
     this.insertRun = db.prepare("INSERT INTO training_runs (id, algorithm, config, status, created_at) VALUES (?, ?, ?, 'queued', ?)");
@@ -161,6 +163,8 @@ export class TrainingRunRepository {
     this.nextPolicyVersion = db.prepare(`SELECT coalesce(max(version), 0) + 1 AS version FROM resources WHERE name = 'policy'`);
     this.insertResource = db.prepare(`INSERT INTO resources (name, version, kind, value, created_at, run_id) VALUES ('policy', ?, 'checkpoint', ?, ?, ?)`);
     this.policyHead = db.prepare(`INSERT INTO resource_heads (name, version) VALUES ('policy', ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version`);
+    this.checkpointById = db.prepare('SELECT * FROM checkpoints WHERE id = ?');
+    this.policyOfCheckpoint = db.prepare(`SELECT version FROM resources WHERE name = 'policy' AND json_extract(value, '$.checkpointId') = ? ORDER BY version LIMIT 1`);
   }
 
   create(algorithm: string, config: Json, now = Date.now()): TrainingRun {
@@ -252,6 +256,27 @@ export class TrainingRunRepository {
     const { version } = this.nextPolicyVersion.get()!;
     this.insertResource.run(version, JSON.stringify(value), now, value.runId);
     this.policyHead.run(version);
+    return version;
+  }
+
+  checkpoint(id: string): Checkpoint {
+    const row = this.checkpointById.get(id);
+    if (!row) throw new NotFoundError(`checkpoint ${id} does not exist (list checkpoints with \`lightning train --list\` or checkpoints/list)`);
+    return rowToCheckpoint(row);
+  }
+
+  /**
+   * The `policy` resource version naming a checkpoint served outside training (one per checkpoint,
+   * made on first use). It is not made current: only rollouts pinned to it were served by it.
+   */
+  policyVersionFor(checkpoint: Checkpoint, now = Date.now()): number {
+    const existing = this.policyOfCheckpoint.get(checkpoint.id);
+    if (existing) return existing.version;
+    const { version } = this.nextPolicyVersion.get()!;
+    const value = { runId: checkpoint.runId, step: checkpoint.step, checkpoint: checkpoint.path, checkpointId: checkpoint.id };
+    this.insertResource.run(version, JSON.stringify(value), now, checkpoint.runId);
+    // The first policy version of a store becomes current, as every resource's first version does.
+    if (version === 1) this.policyHead.run(version);
     return version;
   }
 }

@@ -97,7 +97,7 @@ class Iterations {
     for (const task of tasks) {
       for (let s = 0; s < samples; s += 1) {
         const rollout = await this.ctx.call.request('createRollout', {
-          mode, label: this.runId, task: { id: task.id, input: task.input }, datasetId: task.datasetId, batchId, resourcesVersion,
+          mode, label: this.runId, task: { id: task.id, input: task.input }, datasetId: task.datasetId, batchId, resourcesVersion, resources: { policy: resourcesVersion },
           source: { kind: 'command', argv: [...this.config.command.argv], cwd: this.config.command.cwd },
         });
         ids.push(rollout.id);

@@ -10,7 +10,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { RolloutMode, userUpstream, type Rollout, type RolloutScore } from '../../protocol';
+import { RolloutMode, type Rollout, type RolloutScore } from '../../protocol';
 import { InvalidInputError, NotFoundError } from '../../errors';
 import { AgentPidLog } from '../../runner/agentPids';
 import { BatchRunner, type BatchMode } from '../../runner/batch';
@@ -21,9 +21,9 @@ import { connectOrStartDaemon } from '../daemonConnection';
 import { Progress } from '../progress';
 import { duration, num, rolloutDuration, table } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
-import { parseUpstream } from './serve';
+import { addCheckpointOptions, resolveRouting, type RoutingOptions } from '../routing';
 
-interface DatasetRunOptions extends GlobalOptions {
+interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
   split?: 'train' | 'val' | 'test';
   samples: string;
   concurrency: string;
@@ -31,8 +31,6 @@ interface DatasetRunOptions extends GlobalOptions {
   retries: string;
   mode: RolloutMode;
   label?: string;
-  upstream?: string;
-  tokenIds?: boolean;
   resume?: string;
   workers?: string;
   rewards?: string;
@@ -86,7 +84,7 @@ export function summarize(rollouts: readonly Rollout[], scores: ReadonlyMap<stri
 }
 
 export function registerDatasetRun(dataset: Command): void {
-  dataset
+  const command = dataset
     .command('run')
     .description('run an agent over a dataset: each task --samples times, --concurrency at once, as one batch of rollouts')
     .argument('<dataset>', 'dataset name or id (see `lightning dataset list`)')
@@ -104,7 +102,8 @@ export function registerDatasetRun(dataset: Command): void {
     .option('--token-ids', 'ask the serving engine for token ids and logprobs on every call')
     .option('--resume <batch>', 'finish an interrupted batch instead of starting one')
     .option('--rewards <file>', `score each rollout as it finishes with this rewards config (default: .lightning/${DEFAULT_REWARDS_FILE} beside the store, when it exists; see \`lightning score\`)`)
-    .option('--workers <n>', 'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see README, "Worker mode")')
+    .option('--workers <n>', 'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see README, "Worker mode")');
+  addCheckpointOptions(command)
     .action(async (name: string, argv: string[], options: DatasetRunOptions) => {
       const samples = positiveInt(options.samples, '--samples');
       const concurrency = positiveInt(options.concurrency, '--concurrency');
@@ -114,8 +113,6 @@ export function registerDatasetRun(dataset: Command): void {
       const mode: BatchMode = workers === undefined
         ? { kind: 'process', command: argv, concurrency }
         : { kind: 'worker', command: argv, workers, concurrencyPerWorker: Math.ceil(concurrency / workers) };
-      const own = userUpstream(process.env);
-      const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
       const storeFile = resolveStore(options);
       const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
       const scoring = scoringFor(options.rewards === undefined ? null : path.resolve(options.rewards), storeFile, process.env);
@@ -135,6 +132,7 @@ export function registerDatasetRun(dataset: Command): void {
       process.on('exit', lastResort);
       try {
         const { dataset: found, items: tasks } = await client.request('listTasks', { dataset: name, split: options.split });
+        const routing = await resolveRouting(client, options, process.env);
         let batchId = options.resume;
         let queued: string[];
         if (batchId) {
@@ -160,7 +158,7 @@ export function registerDatasetRun(dataset: Command): void {
             for (let s = 0; s < samples && !cancelled; s += 1) {
               const rollout = await client.request('createRollout', {
                 mode: options.mode, label: options.label ?? found.name, task: { id: task.id, input: task.input },
-                datasetId: found.id, batchId, maxAttempts: retries + 1, source: { kind: 'command', argv, cwd: process.cwd() },
+                datasetId: found.id, batchId, maxAttempts: retries + 1, source: { kind: 'command', argv, cwd: process.cwd() }, resources: routing.resources,
               });
               queued.push(rollout.id);
             }
@@ -176,7 +174,7 @@ export function registerDatasetRun(dataset: Command): void {
         const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
         const progress = new Progress(process.stderr, queued.length);
         runner = new BatchRunner({
-          client, mode, timeoutMs, upstream, tokenIds: options.tokenIds ?? false,
+          client, mode, timeoutMs, upstream: routing.upstream, tokenIds: routing.tokenIds,
           logDir: logDirOf(batchId), env: process.env, onSpawn: (pid) => pids.record(pid),
           onAttempt: (event) => progress.attempt(event), scoring, onScored: (score) => progress.scored(score),
         });

@@ -7,19 +7,17 @@
 import { spawn } from 'node:child_process';
 import os from 'node:os';
 import { Option, type Command } from 'commander';
-import { instrumentationEnv, Json, RolloutMode, userUpstream, type Rollout, type RolloutStatus } from '../../protocol';
+import { instrumentationEnv, Json, RolloutMode, type Rollout, type RolloutStatus } from '../../protocol';
 import { errorMessage, InvalidInputError } from '../../errors';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { resolveStore, storeOption, type GlobalOptions } from '../options';
-import { parseUpstream } from './serve';
+import { addCheckpointOptions, resolveRouting, type RoutingOptions } from '../routing';
 
-interface RunOptions extends GlobalOptions {
+interface RunOptions extends GlobalOptions, RoutingOptions {
   label?: string;
   task?: string;
   taskId?: string;
   mode: RolloutMode;
-  upstream?: string;
-  tokenIds?: boolean;
 }
 
 function parseTask(options: RunOptions): { id?: string; input: Json } | null {
@@ -43,7 +41,7 @@ function finalStatus(code: number | null, signal: NodeJS.Signals | null, interru
 }
 
 export function registerRun(program: Command): void {
-  program
+  const command = program
     .command('run')
     .description('run an agent command as one rollout: its LLM calls, tool spans and rewards are recorded')
     .argument('<command...>', 'the agent command and its arguments (after --)')
@@ -53,22 +51,21 @@ export function registerRun(program: Command): void {
     .option('--task-id <id>', 'the task id')
     .addOption(new Option('--mode <mode>', 'rollout mode').choices(RolloutMode.options).default('debug'))
     .option('--upstream <url>', "this rollout's upstream when the agent has no OPENAI_BASE_URL of its own")
-    .option('--token-ids', 'ask the serving engine (e.g. vLLM) for exact token ids and logprobs on every call, for training')
+    .option('--token-ids', 'ask the serving engine (e.g. vLLM) for exact token ids and logprobs on every call, for training');
+  addCheckpointOptions(command)
     .passThroughOptions()
     .action(async (argv: string[], options: RunOptions) => {
       const task = parseTask(options);
-      const own = userUpstream(process.env);
-      const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
       const { client, close } = await connectOrStartDaemon(resolveStore(options));
       let report: (() => void) | undefined;
       try {
+        const routing = await resolveRouting(client, options, process.env);
         const { rollout, url } = await client.request('startAgentRun', {
           mode: options.mode,
           label: options.label ?? null,
           task,
           source: { kind: 'command', argv, cwd: process.cwd() },
-          upstream,
-          tokenIds: options.tokenIds ?? false,
+          ...routing,
         });
         const env = { ...process.env, ...instrumentationEnv({ url, rolloutId: rollout.id, task: task?.input ?? null, base: process.env }) };
         const outcome = await runChild(argv, env);

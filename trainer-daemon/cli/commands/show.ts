@@ -19,7 +19,7 @@ function spanRow(span: Span): string[] {
   ];
 }
 
-export function renderDetail({ rollout, attempts, spans, rewards }: RolloutDetail): string {
+export function renderDetail({ rollout, attempts, spans, rewards, servedBy }: RolloutDetail): string {
   const lines = [
     `Rollout ${rollout.id}`,
     `  status    ${rollout.status}${rollout.exitCode !== null ? ` (exit ${rollout.exitCode})` : ''}${rollout.error ? ` — ${rollout.error}` : ''}`,
@@ -31,6 +31,7 @@ export function renderDetail({ rollout, attempts, spans, rewards }: RolloutDetai
     `  created   ${time(rollout.createdAt)}   duration ${duration(rolloutDuration(rollout))}`,
     `  attempts  ${rollout.attemptCount}/${rollout.maxAttempts}   LLM calls ${rollout.llmCalls}   tokens ${rollout.promptTokens}+${rollout.completionTokens}`,
   ];
+  if (servedBy) lines.push(`  policy    ${servedBy.checkpointId ? `checkpoint ${servedBy.checkpointId}` : 'training policy'} (run ${servedBy.runId}, step ${servedBy.step})`);
   if (attempts.length > 1) {
     lines.push('', 'Attempts', table(['#', 'STATUS', 'STARTED', 'ERROR'], attempts.map((a) => [String(a.number), a.status, time(a.startedAt), a.error ?? ''])));
   }

@@ -1,0 +1,73 @@
+/**
+ * Use Checkpoint in a real VS Code (code-server + chromium): a checkpoint saved by the real trainer
+ * worker is chosen from the command palette, the status bar shows it, and a Debug with Lightning
+ * session of an unchanged `openai` SDK agent is answered by it — not by the scripted upstream the
+ * workspace is configured with — with token ids, its rollout naming the checkpoint; Stop Using
+ * Checkpoint goes back and the daemon stops serving it.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { Rollout } from '../../trainer-daemon/protocol';
+import { findDaemon } from '../../trainer-daemon/protocol/discovery';
+import { RpcClient } from '../../trainer-daemon/rpc/client';
+import { e2eUnavailable, pickQuickItem, runCommand } from '../helpers/codeServer';
+import { storeWithCheckpoints } from '../helpers/checkpoints';
+import { runCli } from '../helpers/daemon';
+import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
+import { waitFor } from '../helpers/tmp';
+
+const unavailable = e2eUnavailable();
+
+describe('Use Checkpoint in VS Code (code-server + chromium)', { skip: unavailable, concurrency: false, timeout: 600_000 }, () => {
+  let session: E2eSession;
+  let checkpoints: Awaited<ReturnType<typeof storeWithCheckpoints>>;
+
+  before(async () => {
+    session = await startE2eSession();
+    // The extension starts its daemon on first use: the store is made before that.
+    checkpoints = await storeWithCheckpoints(session.workspace, ['node', 'agent.mjs']);
+  });
+
+  after(() => session?.close('checkpoint'));
+
+  it('Use Checkpoint from the palette, then Debug with Lightning: the checkpoint answers the session', async () => {
+    const { page, upstream } = session;
+    const [, newest] = checkpoints.ids;
+    await runCommand(page, 'Lightning: Use Checkpoint');
+    // Newest first (step 3, whose folder is gone, then 2 and 1), each with its key metrics.
+    const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row');
+    await rows.filter({ hasText: 'step 2' }).filter({ hasText: 'reward 0.500' }).waitFor({ timeout: 60_000 });
+    assert.deepEqual((await rows.allInnerTexts()).map((text) => /step \d/.exec(text)?.[0]), ['step 3', 'step 2', 'step 1']);
+    await pickQuickItem(page, 'step 2');
+    const inUse = page.locator('.statusbar-item', { hasText: 'step 2' });
+    await inUse.waitFor({ timeout: 120_000 });
+    await session.shot('checkpoint-01-in-use');
+
+    await runCommand(page, 'Lightning: Debug with Lightning');
+    await pickQuickItem(page, 'Weather agent');
+    const rollout = await waitFor(async () => {
+      const listed = await runCli(['rollouts', '--json', '--store', session.storeFile]);
+      const items = listed.code === 0 ? (JSON.parse(listed.stdout) as { items: Rollout[] }).items : [];
+      return items.find((r) => r.source.kind === 'launch' && r.status !== 'running' && r.status !== 'queued');
+    }, 'the debug rollout to finish', 120_000);
+    const detail = await session.show(rollout.id);
+    assert.equal(detail.rollout.status, 'succeeded', detail.rollout.error ?? '');
+    assert.equal(detail.servedBy?.checkpointId, newest);
+    const calls = detail.spans.filter((span) => span.category === 'llm');
+    assert.ok(calls.length >= 1 && calls.every((span) => span.statusCode === 'ok'));
+    const response = calls[0]!.attributes['lightning.response'] as { prompt_token_ids?: number[] };
+    assert.ok(response.prompt_token_ids?.length, 'token ids recorded, as in training');
+    assert.equal(upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length, 0, 'the configured upstream was not asked');
+    await session.shot('checkpoint-02-debugged');
+
+    await runCommand(page, 'Lightning: Stop Using Checkpoint');
+    await inUse.waitFor({ state: 'hidden', timeout: 30_000 });
+    const daemon = findDaemon(session.storeFile)!;
+    const client = await RpcClient.connect(daemon.info.url, daemon.token);
+    try {
+      await waitFor(async () => ((await client.request('currentPolicy', {})).served === null ? true : undefined), 'the daemon to stop serving', 30_000);
+    } finally {
+      client.dispose();
+    }
+  });
+});

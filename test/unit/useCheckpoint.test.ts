@@ -1,0 +1,87 @@
+/**
+ * Use Checkpoint's pure parts: which upstream a debug session's rollout gets, what a dataset run is
+ * given, how checkpoints are offered, which errors point to the trainer setup; and the store's record
+ * of which policy served a rollout.
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { checkpointArgs, checkpointItems, debugRoute, needsTrainerSetup, UseCheckpointArgument } from '../../extension/checkpoints/routing';
+import type { LaunchConfig } from '../../extension/debug/launchConfig';
+import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
+import { Store } from '../../trainer-daemon/store/store';
+import { tempDir } from '../helpers/tmp';
+
+const served: ServedPolicy = { checkpointId: 'ckpt-a1', runId: 'train-1', step: 3, url: 'http://127.0.0.1:4567', policyVersion: 7, device: 'cpu', startedAt: 1 };
+const launch = (env?: Record<string, string>): LaunchConfig => ({ type: 'node', name: 'agent', request: 'launch', lightning: true, ...(env ? { env } : {}) });
+
+describe('Use Checkpoint: routing', () => {
+  it('without a checkpoint in use, a debug rollout keeps its own upstream (the configuration, else the editor environment, else the daemon)', () => {
+    assert.deepEqual(debugRoute(launch({ OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1/' }), {}, null), { upstream: 'http://127.0.0.1:11434/v1', tokenIds: false, resources: {} });
+    assert.deepEqual(debugRoute(launch(), { OPENAI_API_BASE: 'http://gw/v1' }, null), { upstream: 'http://gw/v1', tokenIds: false, resources: {} });
+    assert.deepEqual(debugRoute(launch(), {}, null), { upstream: null, tokenIds: false, resources: {} });
+  });
+
+  it('with a checkpoint in use, its server answers — over the agent’s own OPENAI_BASE_URL — with token ids, and the rollout records it', () => {
+    const route = debugRoute(launch({ OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1' }), { OPENAI_BASE_URL: 'https://api.openai.com/v1' }, served);
+    assert.deepEqual(route, { upstream: 'http://127.0.0.1:4567/v1', tokenIds: true, resources: { policy: 7 } });
+  });
+
+  it('a dataset run gets --checkpoint only when one is served', () => {
+    assert.deepEqual(checkpointArgs(served), ['--checkpoint', 'ckpt-a1']);
+    assert.deepEqual(checkpointArgs(null), []);
+  });
+
+  it('the command takes { checkpointId } from a panel button and nothing else', () => {
+    assert.ok(UseCheckpointArgument.safeParse({ checkpointId: 'ckpt-a1' }).success);
+    assert.ok(!UseCheckpointArgument.safeParse({ id: 'ckpt-a1' }).success);
+    assert.ok(!UseCheckpointArgument.safeParse('ckpt-a1').success);
+  });
+
+  it('offers checkpoints newest first with step, run and key metrics, marking the one in use', () => {
+    const checkpoint = (id: string, step: number, createdAt: number, metrics: Record<string, number>): Checkpoint => ({ id, runId: 'train-1', step, path: `/c/${step}`, metrics, createdAt });
+    const items = checkpointItems([checkpoint('ckpt-1', 1, 1000, { 'reward/mean': 0.25, loss: 0.5 }), checkpoint('ckpt-2', 2, 2000, { 'val/reward': 0.8125, 'reward/mean': 0.5, kl: 0.0123 })], 'ckpt-1');
+    assert.deepEqual(items.map((i) => [i.label, i.description]), [
+      ['step 2 · train-1', 'val 0.813 · reward 0.500 · KL 0.0123'],
+      ['$(check) step 1 · train-1', 'reward 0.250 · loss 0.500'],
+    ]);
+    assert.equal(describeMetrics({ parameters: 12345 }), '');
+  });
+
+  it('points errors about the trainer’s Python to the setup', () => {
+    assert.ok(needsTrainerSetup('no Python with PyTorch found (tried …). Run `lightning doctor --setup`'));
+    assert.ok(needsTrainerSetup("--python /x cannot run the trainer: not found. Run `lightning doctor`."));
+    assert.ok(!needsTrainerSetup('checkpoint ckpt-1 does not exist'));
+  });
+});
+
+describe('Use Checkpoint: the record', () => {
+  it('a rollout pinned to a checkpoint’s policy version names it; other rollouts name no policy', (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    t.after(() => store.close());
+    const run = store.writeTraining((r: { id: string }) => r.id, (tr) => tr.create('grpo', {}));
+    const checkpoint = store.writeTraining(run.id, (tr) => tr.addCheckpoint(run.id, 4, '/ckpt/4', { loss: 1 }));
+    const version = store.writeTraining(run.id, (tr) => tr.policyVersionFor(checkpoint));
+    assert.equal(store.writeTraining(run.id, (tr) => tr.policyVersionFor(checkpoint)), version, 'one policy version per checkpoint');
+    assert.equal(store.training.checkpoint(checkpoint.id).path, '/ckpt/4');
+    assert.throws(() => store.training.checkpoint('ckpt-nope'), /checkpoint ckpt-nope does not exist/);
+
+    const servedRollout = store.createRollout({ resources: { policy: version } });
+    const plain = store.createRollout({});
+    assert.deepEqual(store.getRolloutDetail(servedRollout.id).servedBy, { runId: run.id, step: 4, checkpoint: '/ckpt/4', checkpointId: checkpoint.id });
+    assert.equal(store.getRolloutDetail(plain.id).servedBy, null);
+    assert.deepEqual(store.getRolloutDetail(plain.id).resources, {}, 'the policy is never pinned by default');
+    // A training iteration's policy (the current version) is recorded only for the rollouts it served too.
+    const iteration = store.writeTraining(run.id, (tr) => tr.addPolicyVersion({ runId: run.id, step: 5, checkpoint: '/ckpt/5' }));
+    assert.equal(store.getRolloutDetail(store.createRollout({}).id).servedBy, null);
+    assert.deepEqual(store.getRolloutDetail(store.createRollout({ resources: { policy: iteration } }).id).servedBy, { runId: run.id, step: 5, checkpoint: '/ckpt/5', checkpointId: null });
+  });
+
+  it('the worker is loaded from a checkpoint alone, or from a model and an adapter', () => {
+    assert.ok(LoadParams.safeParse({ checkpoint: '/ckpt/4', device: 'cpu' }).success);
+    assert.ok(LoadParams.safeParse({ model: { kind: 'tiny' }, adapter: { kind: 'full' } }).success);
+    const neither = LoadParams.safeParse({ device: 'cpu' });
+    assert.ok(!neither.success);
+    assert.match(neither.error.issues[0]!.message, /model and adapter are required without a checkpoint/);
+  });
+});
