@@ -45,7 +45,7 @@ export class Annotator {
       void vscode.window.showInformationMessage('Lightning: no rollout to annotate yet. Run an agent with Debug with Lightning first.');
       return;
     }
-    const { rollout } = await client.request('getRollout', { id });
+    const { rollout } = await client.request('getRollout', { id, spans: false });
     const value = await this.pickValue(describeRollout(rollout));
     if (value === undefined) return;
     const comment = await vscode.window.showInputBox({ title: `Reward ${value}: comment (optional)`, prompt: 'Why this reward? Enter to skip.' });

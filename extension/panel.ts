@@ -94,6 +94,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
         case 'selectRollout':
           this.live.selectedId = message.id;
           void this.sendRewards(message.id);
+          void this.sendServedBy(message.id);
           await this.streamSpans(message.id, 0);
           return;
         case 'loadSpans':
@@ -151,6 +152,17 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
       this.post({ type: 'rewards', rolloutId, items });
     } catch (error) {
       this.log.warn(`[panel] cannot refresh rewards: ${errorMessage(error)}`);
+    }
+  }
+
+  /** Which policy (training iteration or checkpoint) answered the rollout's LLM calls, for its header. */
+  private async sendServedBy(rolloutId: string): Promise<void> {
+    try {
+      const client = await this.live.supervisor.ensureRunning();
+      const { servedBy } = await client.request('getRollout', { id: rolloutId, spans: false });
+      this.post({ type: 'servedBy', rolloutId, policy: servedBy });
+    } catch (error) {
+      this.log.warn(`[panel] cannot read which policy served ${rolloutId}: ${errorMessage(error)}`);
     }
   }
 

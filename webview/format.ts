@@ -4,6 +4,7 @@
  * attributes (OpenAI chat completions and Responses API shapes), else from `gen_ai.*` attributes.
  */
 import type { Json, Rollout, RolloutStatus, Span } from '../trainer-daemon/protocol/records';
+import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import type { RolloutFilter } from './protocol';
 
 type JsonObject = { [key: string]: Json };
@@ -171,4 +172,10 @@ export function spanDepths(spans: readonly Span[]): Map<string, number> {
   };
   for (const span of spans) depthOf(span.spanId);
   return depths;
+}
+
+/** "served by checkpoint ckpt-… (run train-…, step 3)", or a training iteration's policy. */
+export function servedByText(policy: PolicyRef): string {
+  if (policy.checkpointId) return `served by checkpoint ${policy.checkpointId} (run ${policy.runId}, step ${policy.step})`;
+  return `served by training run ${policy.runId}'s policy at step ${policy.step}${policy.checkpoint === null ? ' (the base model)' : ''}`;
 }

@@ -167,6 +167,9 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
     case 'rewards':
       if (message.rolloutId === trajectory.rolloutId) trajectory.setRewards(message.items);
       return;
+    case 'servedBy':
+      if (message.rolloutId === trajectory.rolloutId) trajectory.setServedBy(message.policy);
+      return;
     case 'reveal':
       if (list.get(message.rollout.id)) list.select(message.rollout.id);
       else openRollout(message.rollout);

@@ -6,6 +6,7 @@
 import { z } from 'zod';
 import { Dataset, Reward, Rollout, RolloutMode, RolloutStatus, Span, TrainingRun, type Json } from '../trainer-daemon/protocol/records';
 import { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
+import { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { TrainingRunView } from './trainingRunProtocol';
 
 export const DaemonStateKind = z.enum(['stopped', 'starting', 'running', 'failed']);
@@ -98,5 +99,7 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
   /** Show one batch's rollouts (Run Dataset started or finished one). */
   z.object({ type: z.literal('showBatch'), batchId: z.string() }),
   z.object({ type: z.literal('transitions'), rolloutId: z.string(), view: RolloutTransitions }),
+  /** The policy that served the selected rollout's LLM calls (a training iteration or a checkpoint in use), or null. */
+  z.object({ type: z.literal('servedBy'), rolloutId: z.string(), policy: PolicyRef.nullable() }),
 ]);
 export type ExtensionToWebview = z.infer<typeof ExtensionToWebview>;

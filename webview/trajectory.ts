@@ -8,8 +8,9 @@
  */
 import type { Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
 import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
+import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { button, el } from './dom';
-import { formatDuration, formatTime, formatTokens, llmCallView, rewardText, rolloutDuration, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
+import { formatDuration, formatTime, formatTokens, llmCallView, servedByText, rewardText, rolloutDuration, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
 import { isAutomatic, reviewVerdicts, type ReviewAction } from './rewardReview';
 import { renderTrainingView } from './trainingView';
 
@@ -23,6 +24,8 @@ export interface TrajectoryActions {
 
 export class TrajectoryView {
   private rollout: Rollout | undefined;
+  /** The policy that served the rollout's LLM calls (rollouts/get), once known. */
+  private servedBy: PolicyRef | null = null;
   private spans: Span[] = [];
   private readonly depths = new Map<string, number>();
   private complete = false;
@@ -50,6 +53,7 @@ export class TrajectoryView {
   /** Shows a rollout at once (header, reward controls); its rewards and spans follow. */
   open(rollout: Rollout): void {
     this.rollout = rollout;
+    this.servedBy = null;
     this.spans = [];
     this.depths.clear();
     this.complete = false;
@@ -111,6 +115,13 @@ export class TrajectoryView {
     this.stepsElement.replaceChildren(fragment);
   }
 
+  /** Which policy answered the rollout's LLM calls: shown in the header. */
+  setServedBy(policy: PolicyRef | null): void {
+    if (!this.rollout) return;
+    this.servedBy = policy;
+    this.updateRollout(this.rollout);
+  }
+
   setRewards(rewards: readonly Reward[]): void {
     if (!this.rollout) return;
     this.renderRewards(rewards);
@@ -132,6 +143,7 @@ export class TrajectoryView {
     const id = el('div', 'facts');
     id.append(el('code', undefined, rollout.id), button('Copy id', 'Copy the rollout id', () => this.actions.copy(rollout.id)), button('Training view', 'Show what training would make of this rollout', () => this.actions.loadTransitions(), 'show-training'));
     header.append(title, facts, id);
+    if (this.servedBy) header.append(el('div', 'facts served-by', servedByText(this.servedBy)));
     if (rollout.error) header.append(el('div', 'error', rollout.error));
     header.append(this.rewardControls(null));
     return header;

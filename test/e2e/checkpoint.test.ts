@@ -58,6 +58,10 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { skip: unavailab
     const response = calls[0]!.attributes['lightning.response'] as { prompt_token_ids?: number[] };
     assert.ok(response.prompt_token_ids?.length, 'token ids recorded, as in training');
     assert.equal(upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length, 0, 'the configured upstream was not asked');
+    // The panel's trajectory header says which checkpoint answered.
+    await runCommand(page, 'Lightning: Show Panel');
+    await session.panel.locator(`.rollout-row[data-rollout-id="${rollout.id}"]`).click({ timeout: 30_000 });
+    await session.panel.locator('.detail .served-by', { hasText: `served by checkpoint ${newest}` }).waitFor({ timeout: 15_000 });
     await session.shot('checkpoint-02-debugged');
 
     await runCommand(page, 'Lightning: Stop Using Checkpoint');

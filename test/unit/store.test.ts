@@ -116,6 +116,10 @@ describe('store: spans', () => {
     assert.equal(detail.rollout.llmCalls, 2);
     assert.equal(detail.rollout.promptTokens, 40);
     assert.equal(detail.rollout.completionTokens, 10);
+    // Without its spans (a header's read): the same record and counters, no span rows.
+    const light = store.getRolloutDetail(id, { spans: false });
+    assert.deepEqual(light.spans, []);
+    assert.deepEqual({ ...light, spans: detail.spans }, detail);
   });
 
   test('raw spans are validated one by one where they enter: bad ones get a result naming the field', () => {

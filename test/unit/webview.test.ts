@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
-import { formatDuration, llmCallView, matchesFilter, spanDepths } from '../../webview/format';
+import { formatDuration, llmCallView, matchesFilter, servedByText, spanDepths } from '../../webview/format';
 import type { Json, Rollout, Span } from '../../trainer-daemon/protocol';
 
 function span(attributes: Record<string, Json>, extra: Partial<Span> = {}): Span {
@@ -37,6 +37,15 @@ describe('webview protocol', () => {
 });
 
 describe('trajectory formatting', () => {
+  it('says which policy served a rollout: a checkpoint in use, or a training iteration', () => {
+    const served = ExtensionToWebview.parse({ type: 'servedBy', rolloutId: 'ro-1', policy: { runId: 'train-1', step: 3, checkpoint: '/s/ckpt/3', checkpointId: 'ckpt-9' } });
+    assert.ok(served.type === 'servedBy' && served.policy);
+    assert.equal(servedByText(served.policy), 'served by checkpoint ckpt-9 (run train-1, step 3)');
+    assert.equal(servedByText({ runId: 'train-1', step: 2, checkpoint: '/s/ckpt/2', checkpointId: null }), "served by training run train-1's policy at step 2");
+    assert.equal(servedByText({ runId: 'train-1', step: 0, checkpoint: null, checkpointId: null }), "served by training run train-1's policy at step 0 (the base model)");
+    assert.equal(ExtensionToWebview.safeParse({ type: 'servedBy', rolloutId: 'ro-1', policy: { runId: 'train-1' } }).success, false);
+  });
+
   it('reads a chat completion: messages, tools, tool calls, the response, tokens and latency', () => {
     const view = llmCallView(span({
       'gen_ai.request.model': 'gpt-x',

@@ -205,7 +205,8 @@ export type ListSpansParams = z.input<typeof ListSpansParams>;
 export const Methods = {
   daemonInfo: method('daemon/info', z.strictObject({}), DaemonInfo),
   listRollouts: method('rollouts/list', ListRolloutsParams, RolloutPage),
-  getRollout: method('rollouts/get', z.strictObject({ id: RolloutId }), RolloutDetail),
+  /** `spans: false` leaves the spans out (`spans: []`): what a header needs of a 2,000-span rollout. */
+  getRollout: method('rollouts/get', z.strictObject({ id: RolloutId, spans: z.boolean().default(true) }), RolloutDetail),
   createRollout: method('rollouts/create', CreateRolloutParams, Rollout),
   transitionRollout: method('rollouts/transition', TransitionRolloutParams, Rollout),
   /** Creates a running rollout for an agent process and returns its capability URL. */

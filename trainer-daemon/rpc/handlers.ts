@@ -48,7 +48,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
   return {
     daemonInfo: () => info(),
     listRollouts: (params) => store.listRollouts(params),
-    getRollout: ({ id }) => store.getRolloutDetail(store.resolveRolloutId(id)),
+    getRollout: ({ id, spans }) => store.getRolloutDetail(store.resolveRolloutId(id), { spans }),
     createRollout: (params) => write(() => store.createRollout(params)),
     transitionRollout: (params) => {
       const id = store.resolveRolloutId(params.id);

@@ -155,11 +155,11 @@ export class Store {
     return matches[0]!;
   }
 
-  getRolloutDetail(id: string): RolloutDetail {
+  getRolloutDetail(id: string, options: { spans?: boolean } = {}): RolloutDetail {
     return this.transaction(() => ({
       rollout: this.rollouts.get(id),
       attempts: this.rollouts.attempts(id),
-      spans: this.spans.list(id),
+      spans: options.spans === false ? [] : this.spans.list(id),
       rewards: this.rewards.list(id),
       resources: this.resources.pinnedVersions(id),
       servedBy: this.resources.servedBy(id),
