@@ -25,11 +25,13 @@ export function atPath(value: Json | undefined, path: string): Json | undefined 
 }
 
 /**
- * SQuAD's answer normalization: lower case, no punctuation, no articles, single spaces — except
- * that a number's sign is kept ("-5" is not "5"; "well-known" is still "well known").
+ * SQuAD's answer normalization: lower case, no accents, no punctuation, no articles, single spaces —
+ * except that a number's sign is kept ("-5" is not "5"; "well-known" is still "well known").
  */
 export function normalizeAnswer(text: string): string {
   return text
+    .normalize('NFKD')
+    .replace(/\p{M}/gu, '')
     .toLowerCase()
     .replace(/[\p{P}\p{S}]/gu, (mark, at: number, whole: string) => ((mark === '-' || mark === '+') && /\d/.test(whole[at + 1] ?? '') && !/[\p{L}\p{N}]/u.test(whole[at - 1] ?? '') ? mark : ' '))
     .replace(/\b(a|an|the)\b/g, ' ')
@@ -59,6 +61,16 @@ export function parseJsonAnswer(text: string): Json | undefined {
     }
   }
   return undefined;
+}
+
+/**
+ * The expected answer at `path`; with no path, an expected object with an `answer` field is compared
+ * by that field (`{"answer": "Oslo", "source": …}` → `Oslo`), as datasets often store it.
+ */
+function expectedAnswer(expected: Json | undefined, path: string): Json | undefined {
+  const value = atPath(expected, path);
+  if (path === '' && value !== null && typeof value === 'object' && !Array.isArray(value) && 'answer' in value) return value.answer;
+  return value;
 }
 
 function asText(value: Json): string {
@@ -128,7 +140,7 @@ export function applyRule(rule: RuleConfig, trajectory: ScoringTrajectory, task:
       return scored(tokens > rule.max ? rule.value : 0, `${tokens} tokens (max ${rule.max})`);
     }
     default: {
-      const expected = atPath(task.expected ?? undefined, rule.expectedPath);
+      const expected = expectedAnswer(task.expected ?? undefined, rule.expectedPath);
       // A regex with its own pattern needs no expected answer.
       const needsExpected = !(rule.rule === 'regex' && rule.pattern !== undefined);
       if (needsExpected && (expected === undefined || expected === null)) return skipped(rule.expectedPath ? `the task has no expected ${rule.expectedPath}` : 'the task has no expected answer');
