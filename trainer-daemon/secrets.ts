@@ -42,6 +42,19 @@ function classify(key: string): boolean {
   });
 }
 
+/** Words that make an environment variable's name a credential's (`GITHUB_TOKEN`, `DB_PWD`, `LLM_AUTH`, `SIGNING_KEY`). */
+const ENV_CREDENTIAL_WORDS = new Set(['key', 'token', 'auth', 'pass', 'pwd', 'passphrase']);
+
+/**
+ * Whether an environment variable holds a secret: by its name (a credential's, as above, or
+ * `…_KEY`, `…_TOKEN`, `…_AUTH`, `…_PWD`), or by its value (a key-shaped string, a URL with a password).
+ */
+export function isSecretVariable(name: string, value: string): boolean {
+  if (isCredentialKey(name) || name.toLowerCase().split(/[^a-z0-9]+/).some((word) => ENV_CREDENTIAL_WORDS.has(word))) return true;
+  if (scrubText(value) !== value) return true;
+  return /^[a-z][a-z0-9+.-]*:\/\/[^/@\s]*:[^/@\s]+@/i.test(value);
+}
+
 export function scrubText(text: string): string {
   if (!/sk-|Bearer|AIza|gh[pousr]_|xox|\/r\/|[?&]/.test(text)) return text;
   return text.replace(SECRET_VALUE, '[redacted]').replace(CAPABILITY_PATH, '/r/…').replace(QUERY_SECRET, '$1[redacted]');

@@ -6,7 +6,8 @@
  * typed answer is checked with a message naming it, and the whole is checked by the protocol's own
  * GrpoConfig schema, so what the editor sends is what the daemon accepts. Pure: unit-tested.
  */
-import { describeIssues, GrpoConfig, looksSecret, type GrpoConfigInput, type ModelSpec } from '../../trainer-daemon/protocol';
+import { describeIssues, GrpoConfig, type GrpoConfigInput, type ModelSpec } from '../../trainer-daemon/protocol';
+import { isSecretVariable } from '../../trainer-daemon/secrets';
 import type { AgentCommand } from '../datasets/launchCommand';
 
 /** The settings the quick picks show, as GrpoConfig names them. */
@@ -67,7 +68,7 @@ export function storableEnv(env: AgentCommand['env']): { env: Record<string, str
   const omitted: string[] = [];
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined) continue;
-    if (looksSecret(name)) omitted.push(name);
+    if (isSecretVariable(name, value)) omitted.push(name);
     else kept[name] = value;
   }
   return { env: kept, omitted };

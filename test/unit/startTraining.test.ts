@@ -30,14 +30,26 @@ describe('Start Training: the answers become a GrpoConfig', () => {
   });
 
   it('keeps secrets out of the stored environment, and the protocol refuses them too', () => {
-    const withKey: AgentCommand = { ...agent, env: { AGENT_MODEL: 'x', SERP_API_KEY: 's3cret', GITHUB_TOKEN: 't' } };
-    assert.deepEqual(storableEnv(withKey.env), { env: { AGENT_MODEL: 'x' }, omitted: ['SERP_API_KEY', 'GITHUB_TOKEN'] });
+    const withKey: AgentCommand = {
+      ...agent,
+      env: {
+        AGENT_MODEL: 'x', MAX_TOKENS: '64', TOKENIZERS_PARALLELISM: 'false', SERP_API_KEY: 's3cret', GITHUB_TOKEN: 't', LLM_AUTH: 'a', DB_PWD: 'p',
+        // Secrets under harmless names, known by their values: a key-shaped string, a URL with a password.
+        RENAMED: 'sk-abcdefghijklmnopqrstuvwx', DATABASE_URL: 'postgres://user:pw@db.example/app', PUBLIC_URL: 'https://example.com/app',
+      },
+    };
+    assert.deepEqual(storableEnv(withKey.env), {
+      env: { AGENT_MODEL: 'x', MAX_TOKENS: '64', TOKENIZERS_PARALLELISM: 'false', PUBLIC_URL: 'https://example.com/app' },
+      omitted: ['SERP_API_KEY', 'GITHUB_TOKEN', 'LLM_AUTH', 'DB_PWD', 'RENAMED', 'DATABASE_URL'],
+    });
     const result = grpoConfig({ model: { kind: 'tiny' }, dataset: 'tools', command: withKey, settings: DEFAULT_SETTINGS });
     assert.ok(result.ok);
-    assert.deepEqual(result.value.command.env, { AGENT_MODEL: 'x' });
+    assert.deepEqual(result.value.command.env, { AGENT_MODEL: 'x', MAX_TOKENS: '64', TOKENIZERS_PARALLELISM: 'false', PUBLIC_URL: 'https://example.com/app' });
     const refused = GrpoConfig.safeParse({ model: { kind: 'tiny' }, dataset: 'tools', command: { argv: ['node'], cwd: '/', env: { OPENAI_API_KEY: 'sk-1' } } });
     assert.ok(!refused.success);
-    assert.match(refused.error.issues[0]!.message, /secrets are not stored with a run/);
+    assert.match(refused.error.issues[0]!.message, /secrets are not stored with a run: set OPENAI_API_KEY in the environment/);
+    const byValue = GrpoConfig.safeParse({ model: { kind: 'tiny' }, dataset: 'tools', command: { argv: ['node'], cwd: '/', env: { DATABASE_URL: 'postgres://u:pw@db/app' } } });
+    assert.ok(!byValue.success && /set DATABASE_URL in/.test(byValue.error.issues[0]!.message));
   });
 
   it('checks each typed setting with a message naming it', () => {

@@ -9,11 +9,8 @@ import { z } from 'zod';
 import { ApoCandidate, ApoConfig } from './apo';
 import { Checkpoint, Json, MetricPoint, TrainingRun } from './records';
 import { AdapterSpec, ModelSpec } from './trainer';
+import { isSecretVariable } from '../secrets';
 
-/** An environment variable whose value is probably a credential (kept out of the store). */
-export function looksSecret(name: string): boolean {
-  return /KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL/i.test(name);
-}
 
 /** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */
 export const GrpoConfig = z.strictObject({
@@ -45,11 +42,14 @@ export const GrpoConfig = z.strictObject({
     cwd: z.string(),
     /**
      * Variables added to the agents' environment (a launch configuration's `env`). Stored with the run,
-     * so names that look like secrets are refused: those belong in the daemon's own environment.
+     * so secrets (by name or by value: secrets.ts) are refused: those belong in the daemon's own environment.
      */
     env: z
       .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not a variable name'), z.string())
-      .refine((env) => !Object.keys(env).some(looksSecret), { message: 'secrets are not stored with a run: set variables whose names contain KEY, TOKEN, SECRET or PASSWORD in the environment the daemon starts with' })
+      .superRefine((env, ctx) => {
+        const secret = Object.entries(env).filter(([name, value]) => isSecretVariable(name, value)).map(([name]) => name);
+        if (secret.length > 0) ctx.addIssue({ code: 'custom', message: `secrets are not stored with a run: set ${secret.join(', ')} in the environment the daemon starts with` });
+      })
       .optional(),
   }),
   /** Evaluate on the validation tasks every this many iterations (and before the first and after the last). */
