@@ -1,9 +1,12 @@
 // Builds the three bundles: the extension (VS Code host, CommonJS), the daemon + CLI (Node,
-// CommonJS) and the side-panel webview (browser, ESM). `node esbuild.mjs --watch` rebuilds on change.
+// CommonJS) and the side-panel webview (browser, ESM). `node esbuild.mjs --watch` rebuilds on change;
+// `--metafile=FILE` also writes what each output is made of (esbuild's metafile, merged) for the bench.
 import * as esbuild from 'esbuild';
+import fs from 'node:fs';
 import path from 'node:path';
 
 const watch = process.argv.includes('--watch');
+const metafile = process.argv.find((arg) => arg.startsWith('--metafile='))?.slice('--metafile='.length);
 
 /** Native or editor-provided modules stay outside the bundles; esbuild itself is loaded only to compile TS reward functions. */
 const nodeExternals = ['vscode', 'better-sqlite3', 'onnxruntime-node', 'esbuild'];
@@ -62,6 +65,7 @@ if (watch) {
   console.error('esbuild: watching for changes');
 } else {
   const started = Date.now();
-  await Promise.all(builds.map((options) => esbuild.build(options)));
+  const results = await Promise.all(builds.map((options) => esbuild.build({ ...options, metafile: metafile !== undefined })));
+  if (metafile) fs.writeFileSync(metafile, JSON.stringify({ outputs: Object.assign({}, ...results.map((result) => result.metafile.outputs)) }));
   console.error(`esbuild: built extension, cli and webview bundles in ${Date.now() - started} ms`);
 }

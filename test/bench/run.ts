@@ -21,6 +21,7 @@ import { proxyBenchmarks } from './proxy';
 import { runnerBenchmark } from './runner';
 import { rewardsBenchmark } from './rewards';
 import { trainerBenchmark } from './trainer';
+import { bundleBenchmark } from './bundle';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -234,6 +235,7 @@ async function readyTime(file: string): Promise<void> {
 
 async function main(): Promise<void> {
   console.error(`bench: ${os.cpus().length} CPU(s), node ${process.version}, working in ${work}`);
+  bundleBenchmark(work);
   await spanIngest();
   await lifecycle();
   const large = path.join(work, 'large', 'store.db');
