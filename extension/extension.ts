@@ -29,7 +29,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const supervisor = new DaemonSupervisor(context.asAbsolutePath('dist/cli.js'), log, upstreamKey);
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
-  const checkpoint = new CheckpointInUse(supervisor, context.workspaceState, log, context.asAbsolutePath('dist/cli.js'));
+  const checkpoint = new CheckpointInUse(supervisor, context.workspaceState, log);
   const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey, checkpoint);
   const promptResults = new PromptResults(supervisor, log);
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));

@@ -82,6 +82,9 @@ describe('Start Training: following a run', () => {
     assert.match(endText(summary({ status: 'cancelled', step: 1 })), /cancelled after 1 iteration\(s\); its checkpoints are kept/);
     assert.equal(endText(summary({ status: 'failed', error: 'boom' })), 'training run run-1 failed: boom');
     assert.ok(needsTrainerSetup('no Python with PyTorch found (tried /usr/bin/python3: …). Run `lightning doctor --setup`'));
+    // The worker's own spawn failure (worker.ts) points at `lightning doctor`: the same test Use Checkpoint makes.
+    assert.ok(needsTrainerSetup('cannot start the trainer worker with /opt/py/bin/python3: spawn /opt/py/bin/python3 ENOENT (run `lightning doctor`)'));
+    assert.ok(needsTrainerSetup('ModuleNotFoundError: No module named "torch"'));
     assert.ok(!needsTrainerSetup('the agent exited 1'));
     assert.ok(!needsTrainerSetup(null));
   });
