@@ -29,12 +29,12 @@ export function activate(context: vscode.ExtensionContext): void {
   const supervisor = new DaemonSupervisor(context.asAbsolutePath('dist/cli.js'), log, upstreamKey);
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
-  const checkpoint = new CheckpointInUse(supervisor, context.workspaceState, log, context.asAbsolutePath('dist/cli.js'));
+  const checkpoint = new CheckpointInUse(supervisor, context.workspaceState, log);
   const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey, checkpoint);
   const promptResults = new PromptResults(supervisor, log);
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
   const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns);
-  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel, checkpoint);
+  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel, checkpoint, log);
   const score = new ScoreCommand(live, log);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;

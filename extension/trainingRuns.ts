@@ -53,11 +53,6 @@ export class TrainingRuns implements vscode.Disposable {
         await vscode.commands.executeCommand('lightning.resumeTraining', message.id);
         return;
       case 'useCheckpoint':
-        if (!(await vscode.commands.getCommands(true)).includes(USE_CHECKPOINT_COMMAND)) {
-          const text = `cannot use checkpoint ${message.checkpointId}: Lightning: Use Checkpoint (${USE_CHECKPOINT_COMMAND}) is not available in this build of the extension`;
-          void vscode.window.showErrorMessage(`Lightning: ${text}`);
-          throw new Error(text);
-        }
         await vscode.commands.executeCommand(USE_CHECKPOINT_COMMAND, { checkpointId: message.checkpointId });
         return;
     }

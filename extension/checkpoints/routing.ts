@@ -56,7 +56,5 @@ export function checkpointItems(checkpoints: readonly Checkpoint[], inUse: strin
     }));
 }
 
-/** Problems a person fixes by setting up the trainer's Python (`lightning doctor --setup`). */
-export function needsTrainerSetup(message: string): boolean {
-  return /no Python with PyTorch|cannot run the trainer|lightning doctor|No module named ['"]?torch/i.test(message);
-}
+/** Problems a person fixes by setting up the trainer's Python: the same test as a failed training run's. */
+export { needsTrainerSetup } from '../training/runText';

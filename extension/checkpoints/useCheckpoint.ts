@@ -37,8 +37,6 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
     private readonly supervisor: DaemonSupervisor,
     private readonly state: vscode.Memento,
     private readonly log: vscode.LogOutputChannel,
-    /** dist/cli.js, for `lightning doctor --setup` when the trainer has no Python. */
-    private readonly cliPath: string,
   ) {
     this.item.name = 'Lightning checkpoint';
     this.item.command = 'lightning.useCheckpoint';
@@ -129,20 +127,9 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
     const setup = needsTrainerSetup(message);
     const actions = [...(setup ? ['Set Up Trainer'] : []), ...(this.choice ? ['Stop Using Checkpoint'] : []), 'Show Logs'];
     const choice = await vscode.window.showErrorMessage(`Lightning: ${message.split('\n')[0]}`, ...actions);
-    if (choice === 'Set Up Trainer') await this.setUpTrainer();
+    if (choice === 'Set Up Trainer') await vscode.commands.executeCommand('lightning.setUpTrainer');
     if (choice === 'Stop Using Checkpoint') await this.stop();
     if (choice === 'Show Logs') this.log.show();
-  }
-
-  /** Lightning: Set Up Trainer when the editor has it, else `lightning doctor --setup` in a terminal. */
-  private async setUpTrainer(): Promise<void> {
-    if ((await vscode.commands.getCommands(true)).includes('lightning.setUpTrainer')) {
-      await vscode.commands.executeCommand('lightning.setUpTrainer');
-      return;
-    }
-    const terminal = vscode.window.createTerminal({ name: 'Lightning: Set Up Trainer', cwd: vscode.workspace.workspaceFolders?.[0]?.uri });
-    terminal.show();
-    terminal.sendText(`node ${JSON.stringify(this.cliPath)} doctor --setup`);
   }
 
   /** A crash of the worker serving the checkpoint in use is reported; the next rollout loads it again. */

@@ -3,7 +3,8 @@
  * one given, the active editor's, or one picked) to `lightning dataset import`, so its errors name
  * the line and field exactly as the CLI's do. Run picks a dataset, a launch configuration (made into
  * a command by launchCommand.ts, without the debugger), samples and concurrency, and runs
- * `lightning dataset run --json` under a cancellable progress notification; the summary follows.
+ * `lightning dataset run --json` under a cancellable progress notification; the summary follows
+ * (scoring errors counted, their lines in the Lightning log).
  */
 import os from 'node:os';
 import path from 'node:path';
@@ -11,7 +12,7 @@ import * as vscode from 'vscode';
 import { Dataset, type ServedPolicy } from '../../trainer-daemon/protocol';
 import { runnableConfigurations, type LaunchConfig } from '../debug/launchConfig';
 import type { DaemonSupervisor } from '../supervisor';
-import { describeSummary, parseBatchFinished, parseProgressLine } from './batchProgress';
+import { BatchProgressText, describeSummary, parseBatchFinished, parseProgressLine, scoringErrorLines } from './batchProgress';
 import { cliError, type LightningCli } from './cliProcess';
 import { commandEnvironment, launchToCommand } from './launchCommand';
 import { checkpointArgs } from '../checkpoints/routing';
@@ -34,6 +35,8 @@ export class DatasetCommands {
     private readonly events: DatasetEvents,
     /** Use Checkpoint: a checkpoint in use answers the batch's LLM calls (`--checkpoint`). */
     private readonly checkpoint: CheckpointSource,
+    /** The Lightning log: a batch's scoring errors. */
+    private readonly log: vscode.LogOutputChannel,
   ) {}
 
   async importDataset(uri?: vscode.Uri): Promise<Dataset | undefined> {
@@ -103,7 +106,7 @@ export class DatasetCommands {
     const args = ['dataset', 'run', dataset.id, '--samples', String(samples), '--concurrency', String(concurrency), '--label', `${dataset.name} · ${config.name}`, '--json', ...checkpointArgs(served), '--', ...command.argv];
     const title = `Lightning: running ${dataset.name} with ${config.name}${served ? ` (checkpoint step ${served.step})` : ''}`;
     await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: true }, async (progress, token) => {
-      let reported = 0;
+      const text = new BatchProgressText();
       progress.report({ message: command.notes.length ? `starting (${command.notes.join('; ')})` : 'starting' });
       const run = await this.cli.run(args, {
         cwd: command.cwd,
@@ -111,19 +114,23 @@ export class DatasetCommands {
         token,
         onStderrLine: (line) => {
           const event = parseProgressLine(line);
-          if (event?.kind === 'batch') this.events.showBatch(event.batchId);
-          if (event?.kind !== 'rollout') return;
-          const increment = (100 * (event.done - reported)) / Math.max(1, event.total);
-          reported = event.done;
-          progress.report({ increment, message: `${event.done}/${event.total} · ${event.text}` });
+          if (!event) return;
+          if (event.kind === 'batch') this.events.showBatch(event.batchId);
+          const report = text.update(event);
+          if (report) progress.report(report);
         },
       });
       const summary = parseBatchFinished(run.stdout);
       if (!summary) throw new Error(`the dataset run failed: ${cliError(run)}`);
       const cancelled = run.code === CANCELLED_EXIT || token.isCancellationRequested;
       this.events.showBatch(summary.batchId);
-      const text = `Lightning: batch ${summary.batchId} ${describeSummary(summary, cancelled)}`;
-      void (cancelled ? vscode.window.showWarningMessage(text) : vscode.window.showInformationMessage(text));
+      const errors = scoringErrorLines(summary);
+      for (const line of errors) this.log.error(`[dataset] batch ${summary.batchId}: ${line}`);
+      const message = `Lightning: batch ${summary.batchId} ${describeSummary(summary, cancelled)}`;
+      const actions = errors.length > 0 ? ['Show Logs'] : [];
+      void (cancelled ? vscode.window.showWarningMessage(message, ...actions) : vscode.window.showInformationMessage(message, ...actions)).then((choice) => {
+        if (choice === 'Show Logs') this.log.show();
+      });
     });
   }
 }

@@ -28,9 +28,9 @@ export function progressFraction(run: TrainingRunSummary): number {
   return total ? Math.min(1, run.step / total) : 0;
 }
 
-/** The failure is a trainer environment without PyTorch: Set Up Trainer fixes it. */
+/** The error is a trainer environment without PyTorch, or one the daemon says `lightning doctor` explains: Set Up Trainer fixes it. */
 export function needsTrainerSetup(error: string | null): boolean {
-  return error !== null && /no Python with PyTorch|cannot run the trainer|No module named '?torch/i.test(error);
+  return error !== null && /no Python with PyTorch|cannot run the trainer|lightning doctor|No module named ['"]?torch/i.test(error);
 }
 
 /** One line for the notification at the end of a run. */

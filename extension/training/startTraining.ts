@@ -18,6 +18,7 @@ import { readSettings } from '../settings';
 import type { DaemonSupervisor } from '../supervisor';
 import type { TrainingRuns } from '../trainingRuns';
 import { DEFAULT_SETTINGS, describeSettings, grpoConfig, modelSpec, NUMERIC_SETTINGS, parseNumericSetting, storableEnv, type GrpoSettings, type NumericSetting } from './grpoSettings';
+import { followRun } from './followRun';
 import { endText, needsTrainerSetup, progressFraction, progressText } from './runText';
 
 const TITLE = 'Lightning: Start Training';
@@ -92,7 +93,7 @@ export class TrainingCommands {
     void this.follow(run.id).catch((error: unknown) => this.log.error(`[training] following ${run.id}: ${errorMessage(error)}`));
   }
 
-  /** A progress notification until the run ends (Cancel cancels it), then its outcome with a way on. */
+  /** A progress notification until the run ends (Cancel cancels it; followRun.ts), then its outcome with a way on. */
   private async follow(runId: string): Promise<void> {
     const final = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: training ${runId}`, cancellable: true }, async (progress, token) => {
       let done = 0;
@@ -101,26 +102,10 @@ export class TrainingCommands {
         progress.report({ message: progressText(run), increment: Math.max(0, 100 * (fraction - done)) });
         done = Math.max(done, fraction);
       };
-      const ended = new Promise<TrainingRunSummary>((resolve) => {
-        const listener = this.runs.onDidChange((run) => {
-          if (run.id !== runId) return;
-          report(run);
-          if (run.status !== 'running' && run.status !== 'queued') {
-            listener.dispose();
-            resolve(run);
-          }
-        });
-        // The run may have ended before the listener was attached (a fast failure).
-        void this.supervisor
-          .ensureRunning()
-          .then(async (client) => {
-            const { run } = await client.request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER });
-            if (run.status !== 'running' && run.status !== 'queued') {
-              listener.dispose();
-              resolve(run);
-            } else report(run);
-          })
-          .catch((error: unknown) => this.log.warn(`[training] cannot read run ${runId}: ${errorMessage(error)}`));
+      const ended = followRun(runId, { onDidChange: this.runs.onDidChange, onDidConnect: this.supervisor.onDidConnect }, {
+        read: async () => (await (await this.supervisor.ensureRunning()).request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER })).run,
+        progress: report,
+        warn: (error) => this.log.warn(`[training] cannot read run ${runId}: ${errorMessage(error)}`),
       });
       const cancel = token.onCancellationRequested(() => {
         progress.report({ message: 'cancelling…' });

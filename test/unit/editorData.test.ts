@@ -8,13 +8,14 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import { commandEnvironment, launchToCommand, type CommandContext } from '../../extension/datasets/launchCommand';
-import { describeSummary, parseBatchFinished, parseProgressLine } from '../../extension/datasets/batchProgress';
+import { BatchProgressText, describeSummary, parseBatchFinished, parseProgressLine, scoringErrorLines } from '../../extension/datasets/batchProgress';
 import { isAutomatic, reviewReason, reviewVerdicts } from '../../webview/rewardReview';
 import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
 import { matchesFilter } from '../../webview/format';
 import { summarize } from '../../trainer-daemon/cli/commands/datasetRun';
+import { Progress } from '../../trainer-daemon/cli/progress';
 import type { LaunchConfig } from '../../extension/debug/launchConfig';
-import type { Reward, Rollout } from '../../trainer-daemon/protocol';
+import type { Reward, Rollout, RolloutScore } from '../../trainer-daemon/protocol';
 
 const context: CommandContext = { workspaceFolder: '/ws/proj', home: '/home/me', processEnv: { PYBIN: '/opt/py/bin/python', PATH: '/usr/bin' } };
 const launch = (config: Partial<LaunchConfig>): LaunchConfig => ({ type: 'node', request: 'launch', name: 'Agent', ...config });
@@ -69,7 +70,8 @@ describe('Run Dataset: a launch configuration as an agent command', () => {
 
 describe('Run Dataset: the CLI lines read back', () => {
   it('reads the batch announcement and the progress lines the CLI writes', () => {
-    assert.deepEqual(parseProgressLine('lightning: batch batch-0a1b2c3d4e5f: 8 rollouts of math, 4 at a time'), { kind: 'batch', batchId: 'batch-0a1b2c3d4e5f', total: 8 });
+    assert.deepEqual(parseProgressLine('lightning: batch batch-0a1b2c3d4e5f: 8 rollouts of math, 4 at a time'), { kind: 'batch', batchId: 'batch-0a1b2c3d4e5f', total: 8, scored: false });
+    assert.deepEqual(parseProgressLine('lightning: batch batch-1: 2 rollouts of math, 4 at a time, scored with /w/.lightning/rewards.json'), { kind: 'batch', batchId: 'batch-1', total: 2, scored: true });
     assert.deepEqual(parseProgressLine('[3/8] ro-1 task-2 succeeded reward 1 1.2 s'), { kind: 'rollout', done: 3, total: 8, text: 'ro-1 task-2 succeeded reward 1 1.2 s' });
     assert.equal(parseProgressLine('lightning: cancelling the batch: stopping the running agents'), undefined);
   });
@@ -84,6 +86,44 @@ describe('Run Dataset: the CLI lines read back', () => {
     assert.equal(describeSummary(summary, false), 'finished: 4 rollouts over 2 tasks · 75% succeeded · mean reward 0.667 · p50 2.00 s · p95 4.00 s · 200 tokens per rollout');
     assert.match(describeSummary(summary, true), /^cancelled: /);
     assert.equal(parseBatchFinished('{"event":"other"}\n'), undefined);
+  });
+
+  it('reads the CLI\'s `scored` lines and says so while the batch is scored at its end', () => {
+    const lines: string[] = [];
+    const stderr = { write: (chunk: string) => lines.push(...chunk.split('\n').filter(Boolean)) } as unknown as NodeJS.WriteStream;
+    const cli = new Progress(stderr, 2, false);
+    const ran = (id: string): Rollout => ({ id, task: { id: 't1', input: null }, status: 'succeeded', reward: null, error: null }) as Rollout;
+    cli.attempt({ rollout: ran('ro-1'), durationMs: 1_000, retrying: false });
+    cli.scored({ rolloutId: 'ro-1', value: 1, sources: [] });
+    cli.attempt({ rollout: ran('ro-2'), durationMs: 1_000, retrying: false });
+    cli.scored({ rolloutId: 'ro-2', value: null, sources: [{ kind: 'error', name: 'judge', error: 'timed out after 2000 ms' }] });
+    assert.deepEqual(lines.map((line) => parseProgressLine(line)?.kind), ['rollout', 'scored', 'rollout', 'scored']);
+    assert.deepEqual(parseProgressLine(lines[3]!), { kind: 'scored', rolloutId: 'ro-2' });
+
+    const text = new BatchProgressText();
+    const reports = ['lightning: batch batch-1: 2 rollouts of math, 4 at a time, scored with /w/.lightning/rewards.json', ...lines].map((line) => text.update(parseProgressLine(line)!));
+    assert.deepEqual(reports.map((r) => r?.message), [undefined, lines[0]!.replace(/^\[1\/2\] /, '1/2 · '), undefined, '2/2 ran · scoring: 1/2 scored', '2/2 ran · scoring: 2/2 scored']);
+    assert.deepEqual(reports.map((r) => r?.increment), [undefined, 50, undefined, 50, 0]);
+    // Unscored, the last rollout's line is shown as it is.
+    const plain = new BatchProgressText();
+    plain.update(parseProgressLine('lightning: batch batch-2: 1 rollouts of math, 4 at a time')!);
+    assert.deepEqual(plain.update(parseProgressLine('[1/1] ro-3 t1 failed reward – 2.0 s')!), { message: '1/1 · ro-3 t1 failed reward – 2.0 s', increment: 100 });
+  });
+
+  it('the summary counts the scoring errors of `dataset run --json`; their lines go to the log', () => {
+    const rollout = (id: string): Rollout => ({ id, task: { id: 't1', input: null }, status: 'succeeded', reward: 1, startedAt: 0, endedAt: 1_000, promptTokens: 10, completionTokens: 0 }) as Rollout;
+    const scores = new Map<string, RolloutScore>([
+      ['ro-1', { rolloutId: 'ro-1', value: 1, sources: [] }],
+      ['ro-2', { rolloutId: 'ro-2', value: null, sources: [{ kind: 'error', name: 'judge', error: 'timed out after 2000 ms' }] }],
+    ]);
+    const tasks = summarize([rollout('ro-1'), rollout('ro-2')], scores);
+    const scoring = { rewardsFile: '/w/.lightning/rewards.json', scored: 1, errors: [{ rolloutId: 'ro-2', task: 't1', error: 'judge: timed out after 2000 ms' }] };
+    const summary = parseBatchFinished(`${JSON.stringify({ event: 'batch-finished', batchId: 'batch-1', tasks, scoring })}\n`)!;
+    assert.match(describeSummary(summary, false), / · 10 tokens per rollout · 1 scoring error \(Show Logs\)$/);
+    assert.deepEqual(scoringErrorLines(summary), ['score error: ro-2 (task t1): judge: timed out after 2000 ms']);
+    const clean = parseBatchFinished(`${JSON.stringify({ event: 'batch-finished', batchId: 'batch-1', tasks, scoring: { ...scoring, errors: [] } })}\n`)!;
+    assert.doesNotMatch(describeSummary(clean, false), /scoring error/);
+    assert.deepEqual(scoringErrorLines(clean), []);
   });
 });
 

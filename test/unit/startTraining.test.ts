@@ -1,10 +1,12 @@
-/** Start Training's pure parts: the quick picks' answers → GrpoConfig, the progress and end lines, and Set Up Trainer's reading of `lightning doctor`. */
+/** Start Training's pure parts: the quick picks' answers → GrpoConfig, following a run to its end, the progress and end lines, and Set Up Trainer's reading of `lightning doctor`. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GrpoConfig, type TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { DEFAULT_SETTINGS, describeSettings, grpoConfig, modelSpec, parseNumericSetting, storableEnv } from '../../extension/training/grpoSettings';
 import { endText, needsTrainerSetup, progressFraction, progressText } from '../../extension/training/runText';
 import { doctorSummary } from '../../extension/training/doctorReport';
+import { followRun } from '../../extension/training/followRun';
+import { Emitter } from '../../trainer-daemon/util/event';
 import type { AgentCommand } from '../../extension/datasets/launchCommand';
 
 const agent: AgentCommand = { argv: ['node', '/ws/agent.mjs'], cwd: '/ws', env: { AGENT_MODEL: 'policy', UNSET: undefined }, notes: [] };
@@ -94,6 +96,9 @@ describe('Start Training: following a run', () => {
     assert.match(endText(summary({ status: 'cancelled', step: 1 })), /cancelled after 1 iteration\(s\); its checkpoints are kept/);
     assert.equal(endText(summary({ status: 'failed', error: 'boom' })), 'training run run-1 failed: boom');
     assert.ok(needsTrainerSetup('no Python with PyTorch found (tried /usr/bin/python3: …). Run `lightning doctor --setup`'));
+    // The worker's own spawn failure (worker.ts) points at `lightning doctor`: the same test Use Checkpoint makes.
+    assert.ok(needsTrainerSetup('cannot start the trainer worker with /opt/py/bin/python3: spawn /opt/py/bin/python3 ENOENT (run `lightning doctor`)'));
+    assert.ok(needsTrainerSetup('ModuleNotFoundError: No module named "torch"'));
     assert.ok(!needsTrainerSetup('the agent exited 1'));
     assert.ok(!needsTrainerSetup(null));
   });
@@ -120,5 +125,53 @@ describe('Set Up Trainer: the doctor’s report', () => {
     assert.deepEqual([notReady.ready, notReady.problem, notReady.aptCommand], [false, 'no Python with PyTorch', undefined]);
     const offline = `pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:\n  Debian/Ubuntu (as root): apt-get install -y python3-torch libopenblas0-pthread   (or: lightning doctor --setup --apt)\n${missing}`;
     assert.equal(doctorSummary(offline, 1).aptCommand, 'apt-get install -y python3-torch libopenblas0-pthread');
+  });
+});
+
+describe('Start Training: following a run to its end', () => {
+  const run = (status: TrainingRunSummary['status'], id = 'run-1'): TrainingRunSummary => ({ ...summary({ status }), id });
+  const setUp = (reads: Array<TrainingRunSummary | Error>) => {
+    const changed = new Emitter<TrainingRunSummary>();
+    const connected = new Emitter<unknown>();
+    const seen: string[] = [];
+    let read = 0;
+    const ended = followRun('run-1', { onDidChange: changed.event, onDidConnect: connected.event }, {
+      read: async () => {
+        const next = reads[Math.min(read++, reads.length - 1)]!;
+        if (next instanceof Error) throw next;
+        return next;
+      },
+      progress: (r) => seen.push(`progress ${r.status}`),
+      warn: (error) => seen.push(`warn ${(error as Error).message}`),
+    });
+    return { changed, connected, seen, ended, reads: () => read };
+  };
+  const settle = () => new Promise((resolve) => setImmediate(resolve));
+
+  it('ends when a restarted daemon, which failed the run before anyone connected, is connected to; then it listens no more', async () => {
+    const { changed, connected, seen, ended, reads } = setUp([run('running'), run('failed')]);
+    await settle();
+    changed.fire(run('succeeded', 'run-2'));
+    changed.fire(run('running'));
+    // The daemon crashed and its supervisor started another: no trainingRuns/changed about run-1 comes.
+    connected.fire({});
+    assert.equal((await ended).status, 'failed');
+    assert.deepEqual(seen, ['progress running', 'progress running']);
+    changed.fire(run('running'));
+    connected.fire({});
+    await settle();
+    assert.deepEqual([seen.length, reads()], [2, 2], 'no listener is left after the end');
+  });
+
+  it('ends on the daemon’s notification, and reads again on the next connection after a failed read', async () => {
+    const first = setUp([new Error('connection closed'), run('running')]);
+    await settle();
+    first.connected.fire({});
+    await settle();
+    first.changed.fire(run('cancelled'));
+    assert.equal((await first.ended).status, 'cancelled');
+    assert.deepEqual(first.seen, ['warn connection closed', 'progress running']);
+    // A run that ended before the notification was listened to ends at the first read.
+    assert.equal((await setUp([run('succeeded')]).ended).status, 'succeeded');
   });
 });

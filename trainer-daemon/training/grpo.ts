@@ -13,7 +13,7 @@ import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import { findPython } from './python';
-import { scoringFor } from '../runner/scoring';
+import type { RolloutScoring } from '../runner/scoring';
 import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';
@@ -23,6 +23,8 @@ export interface GrpoContext {
   readonly call: Caller;
   readonly logger: Logger;
   readonly signal: AbortSignal;
+  /** How rollouts are scored (the run's rewards file, else the default one), built and checked when the run started. */
+  readonly scoring: RolloutScoring | undefined;
 }
 
 /** Checkpoints live beside the store: `.lightning/checkpoints/<run>/<step>`. */
@@ -82,7 +84,7 @@ class Iterations {
       timeoutMs: config.timeoutSeconds * 1000,
       logDir: path.join(path.dirname(ctx.store.file), 'logs', runId),
       // Rollouts are scored before transitions are built: the reward policy picks human > agent > automatic.
-      scoring: scoringFor(config.rewardsFile, ctx.store.file, process.env),
+      scoring: ctx.scoring,
       env: config.command.env,
     });
     ctx.signal.addEventListener('abort', () => this.executor.cancel(), { once: true });

@@ -10,7 +10,8 @@ import { ConflictError, InvalidInputError, errorMessage } from '../errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import type { Disposable } from '../util/event';
-import { loadRewardsFile } from '../rewards/config';
+import { defaultRewardsFile } from '../rewards/config';
+import { scoringFor, type RolloutScoring } from '../runner/scoring';
 import { runGrpo } from './grpo';
 import type { Caller } from './rollouts';
 
@@ -34,10 +35,13 @@ export class TrainingManager implements Disposable {
   start(params: z.output<typeof StartTrainingParams>): TrainingRun {
     let runId: string;
     let config: GrpoConfig;
+    let scoring: RolloutScoring | undefined;
     if (params.resume !== undefined) {
       const run = this.store.training.get(params.resume);
       if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
       config = GrpoConfig.parse(run.config);
+      // Its rewards file may have been deleted or broken since.
+      scoring = checkedScoring(config, this.store.file, `params.resume: run ${run.id}'s config.rewardsFile`);
       runId = run.id;
     } else {
       config = GrpoConfig.parse(params.config!);
@@ -46,12 +50,12 @@ export class TrainingManager implements Disposable {
         throw new InvalidInputError(`params.config.dataset: ${config.dataset} has no train tasks (import tasks with "split": "train")`);
       }
       if (config.valDataset !== null) this.store.listTasks(config.valDataset);
-      if (config.rewardsFile !== null) checkRewardsFile(config.rewardsFile);
+      scoring = checkedScoring(config, this.store.file, 'params.config.rewardsFile');
       runId = this.store.writeTraining((run: TrainingRun) => run.id, (t) => t.create(config.algorithm, config)).id;
     }
     const started = this.store.writeTraining(runId, (t) => t.transition(runId, 'running'));
     const controller = new AbortController();
-    const done = this.drive(runId, config, controller.signal).finally(() => this.active.delete(runId));
+    const done = this.drive(runId, config, scoring, controller.signal).finally(() => this.active.delete(runId));
     this.active.set(runId, { controller, done });
     return started;
   }
@@ -70,10 +74,10 @@ export class TrainingManager implements Disposable {
     return this.store.training.get(id);
   }
 
-  private async drive(runId: string, config: GrpoConfig, signal: AbortSignal): Promise<void> {
+  private async drive(runId: string, config: GrpoConfig, scoring: RolloutScoring | undefined, signal: AbortSignal): Promise<void> {
     const logger = this.logger.child(runId);
     try {
-      await runGrpo(runId, config, { store: this.store, call: this.call, logger, signal });
+      await runGrpo(runId, config, { store: this.store, call: this.call, logger, signal, scoring });
       if (!this.store.isOpen) return;
       this.store.writeTraining(runId, (t) => t.transition(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null }));
     } catch (error) {
@@ -93,11 +97,16 @@ export class TrainingManager implements Disposable {
   }
 }
 
-/** A run's rewards file must exist and be valid before the run is recorded. */
-function checkRewardsFile(file: string): void {
+/**
+ * The run's scoring — its rewards file, else the default `.lightning/rewards.json` when there is
+ * one — built when the run starts, so a missing or broken file is refused before the run is
+ * recorded or marked running, not after its worker has loaded the model.
+ */
+function checkedScoring(config: GrpoConfig, storeFile: string, field: string): RolloutScoring | undefined {
   try {
-    loadRewardsFile(file);
+    return scoringFor(config.rewardsFile, storeFile, process.env);
   } catch (error) {
-    throw new InvalidInputError(`params.config.rewardsFile: ${errorMessage(error)}`);
+    const which = config.rewardsFile === null ? ` (null: the default ${defaultRewardsFile(storeFile)})` : '';
+    throw new InvalidInputError(`${field}${which}: ${errorMessage(error)}`);
   }
 }
