@@ -163,8 +163,9 @@ export class TrajectoryView {
     const send = (value: number): void => this.actions.annotate(spanId, value, comment.value.trim() || null);
     const target = spanId ? 'this step' : 'the rollout';
     box.append(
-      button('👍', `Reward ${target} 1 (good)`, () => send(1), 'thumb-up'),
-      button('👎', `Reward ${target} 0 (bad)`, () => send(0), 'thumb-down'),
+      // With words too: an editor without an emoji font still says what each does.
+      button('👍 Good', `Reward ${target} 1 (good)`, () => send(1), 'thumb-up'),
+      button('👎 Bad', `Reward ${target} 0 (bad)`, () => send(0), 'thumb-down'),
       number,
       button('Set', `Reward ${target} with the number typed`, () => {
         const value = Number(number.value);
