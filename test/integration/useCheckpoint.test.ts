@@ -14,6 +14,9 @@ import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { storeWithCheckpoints } from '../helpers/checkpoints';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { createLogger } from '../../trainer-daemon/log';
+import { Store } from '../../trainer-daemon/store/store';
+import { PolicyServing } from '../../trainer-daemon/training/policyServing';
 
 const AGENT = path.join(REPO_ROOT, 'trainer-daemon', 'demo', 'sample-agent.mjs');
 /** The agent's environment: no upstream or key of the user's own, so only the checkpoint can answer. */
@@ -160,4 +163,46 @@ test('without a daemon, `lightning run --checkpoint` serves it in a daemon of it
   const { id } = JSON.parse(run.stderr.trim().split('\n').at(-1)!) as { id: string };
   const shown = await runCli(['show', id, '--json', '--store', storeFile], { cwd });
   assert.equal((JSON.parse(shown.stdout) as { servedBy: { checkpointId: string } }).servedBy.checkpointId, a);
+});
+
+test('a checkpoint that queued or running rollouts are pinned to is not replaced (ConflictError naming it) unless with force; an idle one is', async (t) => {
+  const { ids: [a, b], client } = await setUp(t);
+  const servedA = await client.request('servePolicy', { checkpointId: a });
+  const pinned = await client.request('createRollout', { label: 'uses A', resources: { policy: servedA.policyVersion } });
+  await client.request('transitionRollout', { id: pinned.id, to: 'running' });
+  await client.request('createRollout', { label: 'uses A too', resources: { policy: servedA.policyVersion } });
+  const conflict = await refused(client, Methods.servePolicy.method, { checkpointId: b });
+  assert.equal(conflict.code, -32009);
+  assert.match(conflict.message, new RegExp(`checkpoint ${a} \\(run [^)]+, step 1\\) is serving running rollouts \\(2 queued or running\\); wait for them to finish, or Stop Using Checkpoint .*force: true`));
+  // Another device for the one in use would restart it under them too.
+  assert.equal((await refused(client, Methods.servePolicy.method, { checkpointId: a, device: 'cuda' })).code, -32009);
+  assert.deepEqual((await client.request('currentPolicy', {})).served, servedA, 'A still serves');
+  assert.equal((await fetch(`${servedA.url}/v1/models`)).status, 200);
+
+  const forced = await client.request('servePolicy', { checkpointId: b, force: true });
+  assert.equal(forced.checkpointId, b);
+  await assert.rejects(fetch(`${servedA.url}/v1/models`), 'force replaced A');
+  // Nothing uses B: going back to A needs no force.
+  assert.equal((await client.request('servePolicy', { checkpointId: a })).checkpointId, a);
+});
+
+test("the daemon's shutdown stops a checkpoint being loaded, and serves none after it", async (t) => {
+  const cwd = tempDir(t);
+  const { storeFile, ids: [a] } = await storeWithCheckpoints(cwd, [process.execPath, AGENT]);
+  const store = Store.open(storeFile);
+  t.after(() => store.close());
+  const logger = createLogger('test', { level: 'error' });
+  for (const delayMs of [0, 50, 300]) {
+    // Shut down while the serve is queued, finding Python, starting the worker or loading: it fails, and leaves no worker.
+    const serving = new PolicyServing(store, logger);
+    t.after(() => serving.dispose());
+    const loading = serving.serve({ checkpointId: a });
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    await serving.shutdown();
+    await assert.rejects(loading, `a shutdown ${delayMs} ms into the serve stops it`);
+    assert.equal(serving.current, null);
+    await assert.rejects(serving.serve({ checkpointId: a }), /the daemon is shutting down/);
+    assert.equal(serving.current, null);
+    assert.deepEqual(workerPids(process.pid), [], 'no checkpoint worker left running');
+  }
 });
