@@ -206,3 +206,36 @@ test("the daemon's shutdown stops a checkpoint being loaded, and serves none aft
     assert.deepEqual(workerPids(process.pid), [], 'no checkpoint worker left running');
   }
 });
+
+test('`dataset run --resume` serves the checkpoint the batch was started with; another --checkpoint, or one for a batch without, is refused naming both', async (t) => {
+  const { cwd, storeFile, ids: [a, b], client } = await setUp(t);
+  const { dataset, items: tasks } = await client.request('listTasks', { dataset: 'tools' });
+  const { policyVersion } = await client.request('servePolicy', { checkpointId: a });
+  await client.request('stopPolicy', {});
+  // An interrupted batch pinned to A (as `dataset run --checkpoint A` creates it), and one without a checkpoint.
+  for (const task of tasks) {
+    await client.request('createRollout', { mode: 'train', label: 'tools', task: { id: task.id, input: task.input }, datasetId: dataset.id, batchId: 'batch-on-a', resources: { policy: policyVersion } });
+  }
+  await client.request('createRollout', { mode: 'train', label: 'tools', task: { id: tasks[0]!.id, input: tasks[0]!.input }, datasetId: dataset.id, batchId: 'batch-plain' });
+
+  const other = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--resume', 'batch-on-a', '--checkpoint', b, '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  assert.equal(other.code, 2, other.stderr);
+  assert.match(other.stderr, new RegExp(`--checkpoint ${b}: batch batch-on-a was started with checkpoint ${a}`));
+  const none = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--resume', 'batch-plain', '--checkpoint', a, '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  assert.equal(none.code, 2, none.stderr);
+  assert.match(none.stderr, new RegExp(`--checkpoint ${a}: batch batch-plain was started without a checkpoint`));
+  assert.deepEqual(await client.request('currentPolicy', {}), { served: null }, 'a refused resume serves nothing');
+  const untouched = (await client.request('listRollouts', { batchId: 'batch-on-a' })).items;
+  assert.deepEqual(untouched.map((r) => r.status), ['queued', 'queued'], 'a refused resume changes nothing');
+
+  const resumed = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--resume', 'batch-on-a', '--json', '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.match(resumed.stderr, new RegExp(`checkpoint ${a} \\(run [^)]+, step 1\\) serves at`));
+  for (const rollout of untouched) {
+    const one = await client.request('getRollout', { id: rollout.id });
+    assert.equal(one.rollout.status, 'succeeded', one.rollout.error ?? '');
+    assert.equal(one.servedBy?.checkpointId, a);
+    const calls = one.spans.filter((s) => s.category === 'llm');
+    assert.ok(calls.length >= 1 && calls.every((s) => s.statusCode === 'ok'), 'the checkpoint answered the resumed rollouts');
+  }
+});
