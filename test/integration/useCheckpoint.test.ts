@@ -14,6 +14,7 @@ import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { storeWithCheckpoints } from '../helpers/checkpoints';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { busyCheckpointMessage } from '../../extension/checkpoints/routing';
 import { createLogger } from '../../trainer-daemon/log';
 import { Store } from '../../trainer-daemon/store/store';
 import { PolicyServing } from '../../trainer-daemon/training/policyServing';
@@ -174,6 +175,8 @@ test('a checkpoint that queued or running rollouts are pinned to is not replaced
   const conflict = await refused(client, Methods.servePolicy.method, { checkpointId: b });
   assert.equal(conflict.code, -32009);
   assert.match(conflict.message, new RegExp(`checkpoint ${a} \\(run [^)]+, step 1\\) is serving running rollouts \\(2 queued or running\\); wait for them to finish, or Stop Using Checkpoint .*force: true`));
+  // The editor says so in its words (its Replace Anyway button serves with force).
+  assert.match(busyCheckpointMessage(b, conflict.message), new RegExp(`^cannot use checkpoint ${b} now: checkpoint ${a} \\(run [^)]+, step 1\\) is serving running rollouts \\(2 queued or running\\); wait for them to finish, or Stop Using Checkpoint where they were started \\(Replace Anyway stops them\\)$`));
   // Another device for the one in use would restart it under them too.
   assert.equal((await refused(client, Methods.servePolicy.method, { checkpointId: a, device: 'cuda' })).code, -32009);
   assert.deepEqual((await client.request('currentPolicy', {})).served, servedA, 'A still serves');
