@@ -1,7 +1,7 @@
 /**
  * Pure parts of **Lightning: Use Checkpoint**, kept free of `vscode` so they are unit-tested: the
  * choice kept in workspace state, how checkpoints are offered, which upstream a debug session's
- * rollout gets, and what a dataset run is given.
+ * rollout gets, what a dataset run is given, and how a checkpoint busy elsewhere is explained.
  */
 import { z } from 'zod';
 import { checkpointRouting, describeMetrics, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
@@ -58,3 +58,13 @@ export function checkpointItems(checkpoints: readonly Checkpoint[], inUse: strin
 
 /** Problems a person fixes by setting up the trainer's Python: the same test as a failed training run's. */
 export { needsTrainerSetup } from '../training/runText';
+
+/**
+ * policy/serve refused (-32009) to replace the checkpoint that queued or running rollouts — another
+ * window's batch or debug session, a `dataset run --checkpoint` — still use: said with the editor's
+ * way out. The daemon's message names that checkpoint and counts the rollouts; its API hint (after
+ * " — ") is replaced by the button.
+ */
+export function busyCheckpointMessage(chosen: string, daemonMessage: string): string {
+  return `cannot use checkpoint ${chosen} now: ${daemonMessage.split(' — ')[0]} (Replace Anyway stops them)`;
+}

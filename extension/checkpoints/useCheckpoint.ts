@@ -3,14 +3,16 @@
  * pick across runs, or a panel button's `{ checkpointId }`) is kept in workspace state and shown in
  * the status bar; while it is in use, Debug with Lightning and Run Dataset point their rollouts at
  * it. The daemon serves it (`policy/serve`, loading it in a trainer worker of its own, with progress);
- * a daemon restarted since, or a worker that crashed, is asked again before the next rollout.
+ * a daemon restarted since, or a worker that crashed, is asked again before the next rollout. Another
+ * checkpoint served for rollouts still queued or running (another window's batch, a CLI run) is not
+ * taken over silently: the person is told which and how many, and may Replace Anyway.
  */
 import * as vscode from 'vscode';
 import type { ServedPolicy } from '../../trainer-daemon/protocol';
-import { errorMessage } from '../../trainer-daemon/errors';
-import type { DaemonClient } from '../daemonClient';
+import { errorMessage, RpcCode } from '../../trainer-daemon/errors';
+import { DaemonRequestError, type DaemonClient } from '../daemonClient';
 import type { DaemonSupervisor } from '../supervisor';
-import { CheckpointChoice, checkpointItems, needsTrainerSetup, UseCheckpointArgument } from './routing';
+import { busyCheckpointMessage, CheckpointChoice, checkpointItems, needsTrainerSetup, UseCheckpointArgument } from './routing';
 
 const STATE_KEY = 'lightning.checkpointInUse';
 
@@ -99,8 +101,8 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
 
   /**
    * For a new rollout: the checkpoint in use, served (loaded again if the daemon restarted or the
-   * worker crashed); null when none is in use. CheckpointUnavailableError when it cannot be served
-   * (the person has been told why, with a way out).
+   * worker crashed); null when none is in use. CheckpointUnavailableError when it cannot be served,
+   * or another checkpoint that rollouts still use was kept (the person has been told why, with a way out).
    */
   async servedForRollout(client: DaemonClient): Promise<ServedPolicy | null> {
     const choice = this.choice;
@@ -112,14 +114,27 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
     return served;
   }
 
-  /** Serves with a progress notification; a failure is shown with its way out, and answers undefined. */
-  private async serve(client: DaemonClient, checkpointId: string): Promise<ServedPolicy | undefined> {
+  /**
+   * Serves with a progress notification; a failure is shown with its way out, and answers undefined.
+   * Another checkpoint still used by rollouts is replaced only when the person says so.
+   */
+  private async serve(client: DaemonClient, checkpointId: string, force = false): Promise<ServedPolicy | undefined> {
     try {
-      return await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: loading checkpoint ${checkpointId}…` }, () => client.request('servePolicy', { checkpointId }));
+      return await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: loading checkpoint ${checkpointId}…` }, () => client.request('servePolicy', { checkpointId, ...(force ? { force } : {}) }));
     } catch (error) {
+      if (!force && error instanceof DaemonRequestError && error.code === RpcCode.Conflict) return this.replaceBusy(client, checkpointId, error.message);
       void this.explain(`cannot serve checkpoint ${checkpointId}: ${errorMessage(error)}`);
       return undefined;
     }
+  }
+
+  /** The checkpoint served is busy with rollouts started elsewhere: told so; served instead only on Replace Anyway. */
+  private async replaceBusy(client: DaemonClient, checkpointId: string, daemonMessage: string): Promise<ServedPolicy | undefined> {
+    const message = busyCheckpointMessage(checkpointId, daemonMessage);
+    this.log.warn(`[checkpoint] ${message}`);
+    const choice = await vscode.window.showWarningMessage(`Lightning: ${message}`, 'Replace Anyway', 'Show Logs');
+    if (choice === 'Show Logs') this.log.show();
+    return choice === 'Replace Anyway' ? this.serve(client, checkpointId, true) : undefined;
   }
 
   private async explain(message: string): Promise<void> {

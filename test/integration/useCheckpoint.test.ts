@@ -14,6 +14,10 @@ import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { storeWithCheckpoints } from '../helpers/checkpoints';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { busyCheckpointMessage } from '../../extension/checkpoints/routing';
+import { createLogger } from '../../trainer-daemon/log';
+import { Store } from '../../trainer-daemon/store/store';
+import { PolicyServing } from '../../trainer-daemon/training/policyServing';
 
 const AGENT = path.join(REPO_ROOT, 'trainer-daemon', 'demo', 'sample-agent.mjs');
 /** The agent's environment: no upstream or key of the user's own, so only the checkpoint can answer. */
@@ -160,4 +164,81 @@ test('without a daemon, `lightning run --checkpoint` serves it in a daemon of it
   const { id } = JSON.parse(run.stderr.trim().split('\n').at(-1)!) as { id: string };
   const shown = await runCli(['show', id, '--json', '--store', storeFile], { cwd });
   assert.equal((JSON.parse(shown.stdout) as { servedBy: { checkpointId: string } }).servedBy.checkpointId, a);
+});
+
+test('a checkpoint that queued or running rollouts are pinned to is not replaced (ConflictError naming it) unless with force; an idle one is', async (t) => {
+  const { ids: [a, b], client } = await setUp(t);
+  const servedA = await client.request('servePolicy', { checkpointId: a });
+  const pinned = await client.request('createRollout', { label: 'uses A', resources: { policy: servedA.policyVersion } });
+  await client.request('transitionRollout', { id: pinned.id, to: 'running' });
+  await client.request('createRollout', { label: 'uses A too', resources: { policy: servedA.policyVersion } });
+  const conflict = await refused(client, Methods.servePolicy.method, { checkpointId: b });
+  assert.equal(conflict.code, -32009);
+  assert.match(conflict.message, new RegExp(`checkpoint ${a} \\(run [^)]+, step 1\\) is serving running rollouts \\(2 queued or running\\); wait for them to finish, or Stop Using Checkpoint .*force: true`));
+  // The editor says so in its words (its Replace Anyway button serves with force).
+  assert.match(busyCheckpointMessage(b, conflict.message), new RegExp(`^cannot use checkpoint ${b} now: checkpoint ${a} \\(run [^)]+, step 1\\) is serving running rollouts \\(2 queued or running\\); wait for them to finish, or Stop Using Checkpoint where they were started \\(Replace Anyway stops them\\)$`));
+  // Another device for the one in use would restart it under them too.
+  assert.equal((await refused(client, Methods.servePolicy.method, { checkpointId: a, device: 'cuda' })).code, -32009);
+  assert.deepEqual((await client.request('currentPolicy', {})).served, servedA, 'A still serves');
+  assert.equal((await fetch(`${servedA.url}/v1/models`)).status, 200);
+
+  const forced = await client.request('servePolicy', { checkpointId: b, force: true });
+  assert.equal(forced.checkpointId, b);
+  await assert.rejects(fetch(`${servedA.url}/v1/models`), 'force replaced A');
+  // Nothing uses B: going back to A needs no force.
+  assert.equal((await client.request('servePolicy', { checkpointId: a })).checkpointId, a);
+});
+
+test("the daemon's shutdown stops a checkpoint being loaded, and serves none after it", async (t) => {
+  const cwd = tempDir(t);
+  const { storeFile, ids: [a] } = await storeWithCheckpoints(cwd, [process.execPath, AGENT]);
+  const store = Store.open(storeFile);
+  t.after(() => store.close());
+  const logger = createLogger('test', { level: 'error' });
+  for (const delayMs of [0, 50, 300]) {
+    // Shut down while the serve is queued, finding Python, starting the worker or loading: it fails, and leaves no worker.
+    const serving = new PolicyServing(store, logger);
+    t.after(() => serving.dispose());
+    const loading = serving.serve({ checkpointId: a });
+    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    await serving.shutdown();
+    await assert.rejects(loading, `a shutdown ${delayMs} ms into the serve stops it`);
+    assert.equal(serving.current, null);
+    await assert.rejects(serving.serve({ checkpointId: a }), /the daemon is shutting down/);
+    assert.equal(serving.current, null);
+    assert.deepEqual(workerPids(process.pid), [], 'no checkpoint worker left running');
+  }
+});
+
+test('`dataset run --resume` serves the checkpoint the batch was started with; another --checkpoint, or one for a batch without, is refused naming both', async (t) => {
+  const { cwd, storeFile, ids: [a, b], client } = await setUp(t);
+  const { dataset, items: tasks } = await client.request('listTasks', { dataset: 'tools' });
+  const { policyVersion } = await client.request('servePolicy', { checkpointId: a });
+  await client.request('stopPolicy', {});
+  // An interrupted batch pinned to A (as `dataset run --checkpoint A` creates it), and one without a checkpoint.
+  for (const task of tasks) {
+    await client.request('createRollout', { mode: 'train', label: 'tools', task: { id: task.id, input: task.input }, datasetId: dataset.id, batchId: 'batch-on-a', resources: { policy: policyVersion } });
+  }
+  await client.request('createRollout', { mode: 'train', label: 'tools', task: { id: tasks[0]!.id, input: tasks[0]!.input }, datasetId: dataset.id, batchId: 'batch-plain' });
+
+  const other = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--resume', 'batch-on-a', '--checkpoint', b, '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  assert.equal(other.code, 2, other.stderr);
+  assert.match(other.stderr, new RegExp(`--checkpoint ${b}: batch batch-on-a was started with checkpoint ${a}`));
+  const none = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--resume', 'batch-plain', '--checkpoint', a, '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  assert.equal(none.code, 2, none.stderr);
+  assert.match(none.stderr, new RegExp(`--checkpoint ${a}: batch batch-plain was started without a checkpoint`));
+  assert.deepEqual(await client.request('currentPolicy', {}), { served: null }, 'a refused resume serves nothing');
+  const untouched = (await client.request('listRollouts', { batchId: 'batch-on-a' })).items;
+  assert.deepEqual(untouched.map((r) => r.status), ['queued', 'queued'], 'a refused resume changes nothing');
+
+  const resumed = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--resume', 'batch-on-a', '--json', '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.match(resumed.stderr, new RegExp(`checkpoint ${a} \\(run [^)]+, step 1\\) serves at`));
+  for (const rollout of untouched) {
+    const one = await client.request('getRollout', { id: rollout.id });
+    assert.equal(one.rollout.status, 'succeeded', one.rollout.error ?? '');
+    assert.equal(one.servedBy?.checkpointId, a);
+    const calls = one.spans.filter((s) => s.category === 'llm');
+    assert.ok(calls.length >= 1 && calls.every((s) => s.statusCode === 'ok'), 'the checkpoint answered the resumed rollouts');
+  }
 });

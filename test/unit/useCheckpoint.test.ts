@@ -11,6 +11,8 @@ import type { LaunchConfig } from '../../extension/debug/launchConfig';
 import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
+import { resumeRoutingOptions } from '../../trainer-daemon/cli/routing';
+import { InvalidInputError } from '../../trainer-daemon/errors';
 
 const served: ServedPolicy = { checkpointId: 'ckpt-a1', runId: 'train-1', step: 3, url: 'http://127.0.0.1:4567', policyVersion: 7, device: 'cpu', startedAt: 1 };
 const launch = (env?: Record<string, string>): LaunchConfig => ({ type: 'node', name: 'agent', request: 'launch', lightning: true, ...(env ? { env } : {}) });
@@ -83,5 +85,16 @@ describe('Use Checkpoint: the record', () => {
     const neither = LoadParams.safeParse({ device: 'cpu' });
     assert.ok(!neither.success);
     assert.match(neither.error.issues[0]!.message, /model and adapter are required without a checkpoint/);
+  });
+});
+
+describe('Use Checkpoint: resuming a batch', () => {
+  it('keeps the checkpoint the batch was started with; another one, one for a batch without, or --upstream over it is refused naming both', () => {
+    assert.deepEqual(resumeRoutingOptions({ tokenIds: true }, 'batch-1', 'ckpt-a'), { tokenIds: true, checkpoint: 'ckpt-a' });
+    assert.deepEqual(resumeRoutingOptions({ checkpoint: 'ckpt-a' }, 'batch-1', 'ckpt-a'), { checkpoint: 'ckpt-a' });
+    assert.deepEqual(resumeRoutingOptions({ upstream: 'http://gw/v1' }, 'batch-1', null), { upstream: 'http://gw/v1' });
+    assert.throws(() => resumeRoutingOptions({ checkpoint: 'ckpt-b' }, 'batch-1', 'ckpt-a'), (e: Error) => e instanceof InvalidInputError && /--checkpoint ckpt-b: batch batch-1 was started with checkpoint ckpt-a/.test(e.message));
+    assert.throws(() => resumeRoutingOptions({ checkpoint: 'ckpt-b' }, 'batch-1', null), /--checkpoint ckpt-b: batch batch-1 was started without a checkpoint/);
+    assert.throws(() => resumeRoutingOptions({ upstream: 'http://gw/v1' }, 'batch-1', 'ckpt-a'), /--upstream: batch batch-1 was started with checkpoint ckpt-a/);
   });
 });

@@ -2,7 +2,8 @@
  * Where the rollouts of `lightning run` and `lightning dataset run` send their LLM calls: with
  * `--checkpoint ID`, to that checkpoint, served by the daemon (`policy/serve`) with exact token ids,
  * each rollout recording it as its `policy` resource; otherwise to the agent's own OPENAI_BASE_URL,
- * else `--upstream`, else the daemon's upstream.
+ * else `--upstream`, else the daemon's upstream. A resumed batch keeps the checkpoint it was started
+ * with: its rollouts stay pinned to that checkpoint, so their calls go there too.
  */
 import { Option, type Command } from 'commander';
 import { checkpointRouting, PolicyDevice, userUpstream } from '../protocol';
@@ -44,4 +45,20 @@ export async function resolveRouting(client: RpcClient, options: RoutingOptions,
   const served = await client.request('servePolicy', { checkpointId: options.checkpoint, ...(options.device ? { device: options.device } : {}) });
   process.stderr.write(`lightning: checkpoint ${served.checkpointId} (run ${served.runId}, step ${served.step}) serves at ${served.url} on ${served.device}\n`);
   return checkpointRouting(served);
+}
+
+/**
+ * The routing options for resuming `batchId`, whose rollouts are pinned to checkpoint `pinned`
+ * (null: to none): the batch's checkpoint serves them again; another one (or one for a batch that
+ * had none) is refused, as it would answer calls recorded as the batch's checkpoint's.
+ */
+export function resumeRoutingOptions<T extends RoutingOptions>(options: T, batchId: string, pinned: string | null): T {
+  if (options.checkpoint !== undefined && options.checkpoint !== pinned) {
+    throw new InvalidInputError(pinned
+      ? `--checkpoint ${options.checkpoint}: batch ${batchId} was started with checkpoint ${pinned}, which its rollouts record; resume it without --checkpoint (it is served again) or run a new batch with ${options.checkpoint}`
+      : `--checkpoint ${options.checkpoint}: batch ${batchId} was started without a checkpoint; resume it without --checkpoint, or run a new batch with ${options.checkpoint}`);
+  }
+  if (pinned === null) return options;
+  if (options.upstream !== undefined) throw new InvalidInputError(`--upstream: batch ${batchId} was started with checkpoint ${pinned}, which answers its rollouts; resume it without --upstream`);
+  return { ...options, checkpoint: pinned };
 }

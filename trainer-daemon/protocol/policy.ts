@@ -29,6 +29,11 @@ export const ServePolicyParams = z.strictObject({
   device: PolicyDevice.optional(),
   /** The Python that runs the worker; default: the training run's, else found as `lightning doctor` does. */
   python: z.string().min(1).optional(),
+  /**
+   * Replace another checkpoint even while rollouts pinned to it are queued or running (their
+   * agents then lose their model); without it such a switch is refused (-32009).
+   */
+  force: z.boolean().optional(),
 });
 export type ServePolicyParams = z.input<typeof ServePolicyParams>;
 

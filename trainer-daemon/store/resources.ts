@@ -36,6 +36,7 @@ export class ResourceRepository {
   private readonly pinCurrent: Statement<[string]>;
   private readonly pinned: Statement<[string], { name: string; version: number }>;
   private readonly forAgent: Statement<[string], ResourceRow>;
+  private readonly activePinned: Statement<[string, number], { count: number }>;
 
   constructor(db: Database) {
     this.insert = db.prepare('INSERT INTO resources (name, version, kind, value, created_at, run_id) VALUES (?, ?, ?, ?, ?, ?)');
@@ -56,6 +57,8 @@ export class ResourceRepository {
       JOIN resource_heads h ON h.name = r.name
       LEFT JOIN rollout_resources p ON p.rollout_id = ? AND p.name = r.name
       WHERE r.version = coalesce(p.version, h.version) ORDER BY r.name`);
+    this.activePinned = db.prepare(`SELECT count(*) AS count FROM rollouts r JOIN rollout_resources p ON p.rollout_id = r.id
+      WHERE p.name = ? AND p.version = ? AND r.status IN ('queued', 'running')`);
   }
 
   /** Stores the next version of a resource; must run inside a transaction. */
@@ -126,6 +129,11 @@ export class ResourceRepository {
     if (version === undefined) return null;
     const parsed = PolicyRef.safeParse(this.get('policy', version).value);
     return parsed.success ? parsed.data : null;
+  }
+
+  /** How many queued or running rollouts are pinned to this version (a served checkpoint still in use). */
+  activeRolloutsPinnedTo(name: string, version: number): number {
+    return this.activePinned.get(name, version)!.count;
   }
 
   /** What the rollout's agent reads: its pinned versions, else the current ones. */

@@ -237,6 +237,11 @@ export class Store {
     return reward;
   }
 
+  /** How many queued or running rollouts are pinned to version `version` of resource `name`. */
+  activeRolloutsPinnedTo(name: string, version: number): number {
+    return this.resources.activeRolloutsPinnedTo(name, version);
+  }
+
   /** The resources a rollout's agent reads: the versions it was pinned to, else the current ones. */
   agentResources(rolloutId: string | null): AgentResources {
     return this.resources.forRollout(rolloutId);

@@ -2,14 +2,15 @@
  * Serving one saved checkpoint outside training (`policy/serve`, "Lightning: Use Checkpoint"): a
  * trainer worker of its own loads the checkpoint (its folder's config.json names the model and
  * adapter) and serves it with exact token ids. One checkpoint at a time — serving another stops
- * the old worker first; asking for the one already served answers at once. A worker that crashes
+ * the old worker first, but only when no queued or running rollout is pinned to the old one (else
+ * ConflictError, unless `force`); asking for the one already served answers at once. A worker that crashes
  * clears the state and is reported (`onDidChange` with the Python traceback); the daemon's
  * shutdown stops it. A training run's own worker is separate: both may run at once.
  */
 import fs from 'node:fs';
 import path from 'node:path';
 import { GrpoConfig, type Checkpoint, type PolicyChanged, type PolicyDevice, type ServedPolicy, type ServePolicyParams } from '../protocol';
-import { NotFoundError } from '../errors';
+import { ConflictError, NotFoundError } from '../errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import { Emitter, type Disposable, type Event } from '../util/event';
@@ -27,6 +28,8 @@ export class PolicyServing implements Disposable {
   private loading: TrainerWorker | undefined;
   /** serve/stop run one after another: a switch never leaves two checkpoint workers behind. */
   private queue: Promise<unknown> = Promise.resolve();
+  /** Set by the daemon's shutdown: no worker is started after it. */
+  private closed = false;
   private readonly _onDidChange = new Emitter<PolicyChanged>();
   /** Serving started, stopped, or the worker crashed (`error`). */
   readonly onDidChange: Event<PolicyChanged> = this._onDidChange.event;
@@ -40,12 +43,17 @@ export class PolicyServing implements Disposable {
     return this.serving?.served ?? null;
   }
 
-  /** Serves `checkpointId` (stopping what was served before); the checkpoint already served is answered as it is. */
+  /**
+   * Serves `checkpointId` (stopping what was served before, unless rollouts still use it and
+   * `force` is not set); the checkpoint already served is answered as it is.
+   */
   serve(params: ServePolicyParams): Promise<ServedPolicy> {
     return this.enqueue(async () => {
+      this.checkOpen();
       const checkpoint = this.checkpoint(params.checkpointId);
       const served = this.serving?.served;
       if (served?.checkpointId === checkpoint.id && (params.device === undefined || params.device === 'auto' || served.device.startsWith(params.device))) return served;
+      if (served && !params.force) this.checkIdle(served);
       await this.stopServing();
       return this.start(checkpoint, params);
     });
@@ -54,6 +62,20 @@ export class PolicyServing implements Disposable {
   /** Stops serving; answers what was served (null: nothing was). */
   stop(): Promise<ServedPolicy | null> {
     return this.enqueue(() => this.stopServing());
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new ConflictError('the daemon is shutting down: it serves no checkpoint now; start it again (`lightning serve`) and retry');
+  }
+
+  /** Refuses to unload a checkpoint that queued or running rollouts are pinned to: their agents would lose their model mid-run. */
+  private checkIdle(served: ServedPolicy): void {
+    const using = this.store.activeRolloutsPinnedTo('policy', served.policyVersion);
+    if (using === 0) return;
+    throw new ConflictError(
+      `checkpoint ${served.checkpointId} (run ${served.runId}, step ${served.step}) is serving running rollouts (${using} queued or running); ` +
+        'wait for them to finish, or Stop Using Checkpoint where they were started — or replace it anyway (policy/serve with force: true; their agents then lose their model)',
+    );
   }
 
   private checkpoint(id: string): Checkpoint {
@@ -72,6 +94,7 @@ export class PolicyServing implements Disposable {
     const worker = await TrainerWorker.start({ python: python.executable, logger });
     this.loading = worker;
     try {
+      this.checkOpen();
       const loaded = await worker.request('load', { checkpoint: checkpoint.path, device, ...(device === 'cuda' ? {} : { threads: 1 }) });
       const { url } = await worker.request('serve', {});
       const policyVersion = this.store.writeTraining(checkpoint.runId, (t) => t.policyVersionFor(checkpoint));
@@ -115,6 +138,7 @@ export class PolicyServing implements Disposable {
 
   /** Stops the worker and waits for it (the daemon's shutdown). */
   async shutdown(): Promise<void> {
+    this.closed = true;
     this.loading?.dispose();
     await this.stop();
     this._onDidChange.dispose();

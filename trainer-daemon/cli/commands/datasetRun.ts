@@ -4,7 +4,7 @@
  * stderr (a bar on a terminal), a summary per task and overall at the end. With a rewards file
  * (`--rewards`, default `.lightning/rewards.json` when it exists) each rollout is scored as it
  * finishes. Ctrl-C stops the agents and marks what is left cancelled; `--resume BATCH` finishes an
- * interrupted batch.
+ * interrupted batch (with the checkpoint it was started with, if any).
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -21,7 +21,7 @@ import { connectOrStartDaemon } from '../daemonConnection';
 import { Progress } from '../progress';
 import { duration, num, rolloutDuration, table } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
-import { addCheckpointOptions, resolveRouting, type RoutingOptions } from '../routing';
+import { addCheckpointOptions, resolveRouting, resumeRoutingOptions, type RoutingOptions } from '../routing';
 
 interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
   split?: 'train' | 'val' | 'test';
@@ -51,6 +51,11 @@ async function batchRollouts(client: RpcClient, batchId: string): Promise<Rollou
     cursor = page.nextCursor ?? undefined;
   } while (cursor);
   return all;
+}
+
+/** The checkpoint a batch's rollouts are pinned to (its first rollout's `policy`), null when none. */
+async function pinnedCheckpoint(client: RpcClient, rollout: Rollout): Promise<string | null> {
+  return (await client.request('getRollout', { id: rollout.id, spans: false })).servedBy?.checkpointId ?? null;
 }
 
 function percentile(values: number[], p: number): number | null {
@@ -132,12 +137,12 @@ export function registerDatasetRun(dataset: Command): void {
       process.on('exit', lastResort);
       try {
         const { dataset: found, items: tasks } = await client.request('listTasks', { dataset: name, split: options.split });
-        const routing = await resolveRouting(client, options, process.env);
         let batchId = options.resume;
+        const existing = batchId ? await batchRollouts(client, batchId) : [];
+        if (batchId && existing.length === 0) throw new NotFoundError(`batch ${batchId} has no rollouts in this store`);
+        const routing = await resolveRouting(client, batchId ? resumeRoutingOptions(options, batchId, await pinnedCheckpoint(client, existing[0]!)) : options, process.env);
         let queued: string[];
         if (batchId) {
-          const existing = await batchRollouts(client, batchId);
-          if (existing.length === 0) throw new NotFoundError(`batch ${batchId} has no rollouts in this store`);
           // Agents a runner that died left running would race the retries: stop them first.
           const stopped = await new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl')).stopSurvivors();
           if (stopped > 0) process.stderr.write(`lightning: stopped ${stopped} agent process${stopped === 1 ? '' : 'es'} left running by the interrupted runner\n`);
