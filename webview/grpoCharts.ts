@@ -26,7 +26,7 @@ interface ChartSpec {
   readonly band?: string;
 }
 
-export const GRPO_CHARTS: readonly ChartSpec[] = [
+const GRPO_CHARTS: readonly ChartSpec[] = [
   { metric: 'reward/mean', title: 'Reward (sampled, ± std)', unit: 'score', band: 'reward/std' },
   { metric: 'val/reward', title: 'Validation reward', unit: 'score' },
   { metric: 'loss', title: 'Loss', unit: 'number' },

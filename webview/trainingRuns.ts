@@ -9,9 +9,10 @@
 import type { TrainingRun } from '../trainer-daemon/protocol/records';
 import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
+import { describeMetrics } from '../trainer-daemon/protocol/policy';
 import { button, el } from './dom';
 import { formatTime } from './format';
-import { GRPO_CHARTS, formatValue, grpoCharts, mergeMetrics } from './grpoCharts';
+import { formatValue, grpoCharts, mergeMetrics } from './grpoCharts';
 import { bandChartSvg, CHART_COLOURS, metricChartSvg } from './metricChart';
 import { chartedMetrics, RUN_STATUS_ICON, runOutcome, runSubject, scoreText } from './trainingRunFormat';
 import type { TrainingRunView } from './trainingRunProtocol';
@@ -155,10 +156,8 @@ export class TrainingRunsView {
     for (const checkpoint of [...checkpoints].reverse()) {
       const row = el('div', 'checkpoint-row');
       row.dataset.checkpointId = checkpoint.id;
-      const facts = GRPO_CHARTS.filter((spec) => checkpoint.metrics[spec.metric] !== undefined)
-        .slice(0, 4)
-        .map((spec) => `${spec.title.replace(/ \(.*\)$/, '').toLowerCase()} ${formatValue(checkpoint.metrics[spec.metric]!, spec.unit)}`);
-      row.append(el('span', 'checkpoint-step', `iteration ${checkpoint.step}`), el('span', 'checkpoint-metrics muted', facts.join(' · ')));
+      // Summed up as everywhere a checkpoint is offered (Use Checkpoint's quick pick, `lightning checkpoints`).
+      row.append(el('span', 'checkpoint-step', `iteration ${checkpoint.step}`), el('span', 'checkpoint-metrics muted', describeMetrics(checkpoint.metrics)));
       row.append(button('Use', `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`, () => this.actions.useCheckpoint(checkpoint.id), 'use-checkpoint'));
       row.title = checkpoint.path;
       section.append(row);

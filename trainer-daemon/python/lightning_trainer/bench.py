@@ -33,44 +33,47 @@ def _prompt(i: int) -> list[dict]:
     return [{"role": "user", "content": f"{i} plus {i * 7 % 100}"}]
 
 
-def update_seconds(session: Session) -> float:
-    transitions = [{"promptIds": [256] + [65 + (i + k) % 26 for k in range(31)],
-                    "responseIds": [97 + (i * k) % 26 for k in range(32)], "logprobs": None,
-                    "advantage": 1.0 if i % 2 else -1.0} for i in range(16)]
-    params = {"transitions": transitions, "epochs": 1, "minibatch": 16, "microBatch": 16}
-    session.train(parse(TrainParams, params))  # warm-up
-    times = []
-    for _ in range(3):
-        started = time.perf_counter()
-        session.train(parse(TrainParams, params))
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+# The update's batch: 16 transitions of 32 prompt + 32 response tokens, advantages ±1.
+TRANSITIONS = [{"promptIds": [256] + [65 + (i + k) % 26 for k in range(31)],
+                "responseIds": [97 + (i * k) % 26 for k in range(32)], "logprobs": None,
+                "advantage": 1.0 if i % 2 else -1.0} for i in range(16)]
 
 
-def bare_step_seconds(session: Session) -> float:
-    """One forward + backward + optimizer step on the same 16 × 64 tokens, without the worker's machinery."""
-    model = copy.deepcopy(session.policy.model).train()
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
-    ids = torch.tensor([[256] + [65 + (i + k) % 26 for k in range(31)] + [97 + (i * k) % 26 for k in range(32)] for i in range(16)])
-    mask = torch.ones_like(ids, dtype=torch.bool)
-    positions = torch.arange(ids.shape[1]).expand_as(ids)
-    advantages = torch.tensor([1.0 if i % 2 else -1.0 for i in range(16)])
-
-    def step() -> None:
-        logits, _ = model(ids, mask, positions)
-        logprobs = torch.log_softmax(logits[:, 31:-1].float(), dim=-1).gather(-1, ids[:, 32:, None]).squeeze(-1)
-        loss = -(logprobs.mean(dim=1) * advantages).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-
-    step()  # warm-up
+def _median_seconds(step) -> float:
+    """Median of 3 timed calls of `step`, after one warm-up call."""
+    step()
     times = []
     for _ in range(3):
         started = time.perf_counter()
         step()
         times.append(time.perf_counter() - started)
     return statistics.median(times)
+
+
+def update_seconds(session: Session) -> float:
+    params = parse(TrainParams, {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16})
+    return _median_seconds(lambda: session.train(params))
+
+
+def bare_step_seconds(session: Session) -> float:
+    """One forward + backward + optimizer step on the same batch, without the worker's machinery."""
+    model = copy.deepcopy(session.policy.model).train()
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    prompt = len(TRANSITIONS[0]["promptIds"])
+    ids = torch.tensor([t["promptIds"] + t["responseIds"] for t in TRANSITIONS])
+    mask = torch.ones_like(ids, dtype=torch.bool)
+    positions = torch.arange(ids.shape[1]).expand_as(ids)
+    advantages = torch.tensor([t["advantage"] for t in TRANSITIONS])
+
+    def step() -> None:
+        logits, _ = model(ids, mask, positions)
+        logprobs = torch.log_softmax(logits[:, prompt - 1:-1].float(), dim=-1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
+        loss = -(logprobs.mean(dim=1) * advantages).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return _median_seconds(step)
 
 
 def direct_tokens_per_second(session: Session, batch: int, rounds: int) -> float:
