@@ -21,10 +21,15 @@ import { TrainingCommands } from './training/startTraining';
 import { TrainerSetup } from './training/setUpTrainer';
 import { CheckpointInUse } from './checkpoints/useCheckpoint';
 import { errorMessage } from '../trainer-daemon/errors';
+import { WINDOWS_MESSAGE, WSL_DOCS } from './runtime';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
   const log = vscode.window.createOutputChannel('Lightning', { log: true });
+  // Native Windows is not supported (process groups, signals, the trainer worker): say so once, up front. In WSL the extension runs on Linux.
+  if (process.platform === 'win32') {
+    void vscode.window.showErrorMessage(WINDOWS_MESSAGE, 'Open the WSL guide').then((choice) => choice && vscode.env.openExternal(vscode.Uri.parse(WSL_DOCS)));
+  }
   const upstreamKey = new UpstreamKey(context.secrets);
   const supervisor = new DaemonSupervisor(context.asAbsolutePath('dist/cli.js'), log, upstreamKey);
   const live = new LiveRollouts(supervisor);
