@@ -22,6 +22,7 @@ import { TrainerSetup } from './training/setUpTrainer';
 import { CheckpointInUse } from './checkpoints/useCheckpoint';
 import { errorMessage } from '../trainer-daemon/errors';
 import { WINDOWS_MESSAGE, WSL_DOCS } from './runtime';
+import { runDemo } from './demo';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -71,6 +72,7 @@ export function activate(context: vscode.ExtensionContext): void {
     command('lightning.reviewUnrated', () => annotator.reviewUnrated()),
     command('lightning.setUpstreamApiKey', () => upstreamKey.prompt()),
     command('lightning.restartDaemon', () => supervisor.restart()),
+    command('lightning.runDemo', () => runDemo(context.asAbsolutePath('dist/cli.js'))),
     command('lightning.importDataset', (uri) => datasets.importDataset(uri instanceof vscode.Uri ? uri : undefined)),
     command('lightning.runDataset', () => datasets.runDataset()),
     command('lightning.scoreRollouts', () => score.run()),
