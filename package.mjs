@@ -24,12 +24,14 @@ export const TARGETS = {
   'darwin-x64': { onnx: null, esbuild: '@esbuild/darwin-x64' },
 };
 
-const out = path.join(root, 'build', 'vsix');
-const cache = path.join(out, 'cache');
+/** Where the stages and VSIX files go (LIGHTNING_PACKAGE_OUT, e.g. a test's temporary folder); the npm pack cache stays in build/. */
+const out = process.env.LIGHTNING_PACKAGE_OUT ? path.resolve(process.env.LIGHTNING_PACKAGE_OUT) : path.join(root, 'build', 'vsix');
+const cache = path.join(root, 'build', 'vsix', 'cache');
 
+/** Copies a file or folder, leaving out Python caches and (in packages) type declarations and source maps. */
 function copy(from, to) {
   fs.mkdirSync(path.dirname(to), { recursive: true });
-  fs.cpSync(from, to, { recursive: true, filter: (src) => !src.includes('__pycache__') });
+  fs.cpSync(from, to, { recursive: true, filter: (src) => !src.includes('__pycache__') && !(src.includes('node_modules') && /\.(d\.ts|map)$/.test(src)) });
 }
 
 /** A package from node_modules, only the listed paths inside it. */
