@@ -154,6 +154,26 @@ describe('store: spans', () => {
     }
   });
 
+  test('two calls answered with the same response id stay two steps; each OTLP twin ties to its own call', (t) => {
+    const store = openStore(t);
+    for (const api of ['chat.completions', 'responses', 'anthropic.messages']) {
+      const proxied = () => llmSpan({ attributes: { 'gen_ai.response.id': 'constant', 'lightning.api': api }, promptTokens: 10, completionTokens: 2 });
+      const traced = () => llmSpan({ attributes: { 'gen_ai.response.id': 'constant', 'gen_ai.system': 'x' }, promptTokens: 9, completionTokens: 1 });
+      const { id } = store.createRollout({ label: api });
+      const [call1, call2] = [proxied(), proxied()];
+      store.addSpans({ rolloutId: id, spans: [call1] });
+      store.addSpans({ rolloutId: id, spans: [call2] });
+      store.addSpans({ rolloutId: id, spans: [traced(), traced()] });
+      const detail = store.getRolloutDetail(id);
+      assert.deepEqual(detail.spans.filter((s) => s.category === 'llm').map((s) => s.spanId), [call1.spanId, call2.spanId], `${api}: both calls are steps`);
+      assert.deepEqual(detail.spans.filter((s) => s.category === 'other').map((s) => s.attributes['lightning.same_call_as']), [call1.spanId, call2.spanId], `${api}: one twin per call`);
+      assert.equal(detail.rollout.llmCalls, 2, api);
+      // A third proxied call with that id, after the twins: still its own step.
+      store.addSpans({ rolloutId: id, spans: [proxied()] });
+      assert.equal(store.getRollout(id).llmCalls, 3, api);
+    }
+  });
+
   test('spans for an unknown rollout fail only that rollout’s batch', (t) => {
     const store = openStore(t);
     const { id } = store.createRollout({});
