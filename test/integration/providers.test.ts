@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { llmCallView } from '../../webview/format';
 import { runAgent } from '../helpers/runAgent';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
-import { AGENTS, ANTHROPIC_KEY, anthropicEnv, assertAnthropicTrajectory, assertGeminiTrajectory, assertNotStored, geminiEnv, llmOf, type Obj } from '../helpers/providerAgents';
+import { AGENTS, ANTHROPIC_KEY, GEMINI_KEY, anthropicEnv, assertAnthropicTrajectory, assertGeminiTrajectory, assertNotStored, geminiEnv, llmOf, type Obj } from '../helpers/providerAgents';
 
 let upstream: ScriptedUpstream;
 before(async () => {
@@ -87,6 +87,15 @@ describe('Gemini SDK agents, unchanged, through lightning run', () => {
       assertGeminiTrajectory(upstream, run, mode === 'stream');
     });
   }
+
+  test('a key in the query (`?key=`) is forwarded and never stored', async (t) => {
+    const script = `const r = await fetch(process.env.LIGHTNING_URL + '/v1beta/models/gemini-test:generateContent?key=${GEMINI_KEY}', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }) }); console.log('STATUS', r.status);`;
+    const run = await runAgent(t, upstream.url, ['node', '--input-type=module', '-e', script], { GOOGLE_GEMINI_BASE_URL: upstream.origin, GEMINI_API_KEY: '' });
+    assert.match(run.stdout, /STATUS 200/);
+    assert.equal(upstream.requests.at(-1)!.path, `/v1beta/models/gemini-test:generateContent?key=${GEMINI_KEY}`);
+    assert.equal(llmOf(run).length, 1);
+    assertNotStored(run, GEMINI_KEY);
+  });
 
   test('an upstream error in Google\'s shape reaches the SDK and the call is recorded as failed', async (t) => {
     const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'gemini-agent.mjs'), 'json'], { ...geminiEnv(upstream), AGENT_MODEL: 'fail-500' });
