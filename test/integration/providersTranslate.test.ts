@@ -46,6 +46,14 @@ describe('--token-ids: Anthropic and Gemini agents answered through chat complet
     });
   }
 
+  test('what the policy cannot answer (count_tokens) is refused in Anthropic\'s shape, and nothing goes to the provider', async (t) => {
+    const seen = upstream.requests.length;
+    const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), 'json', 'count'], { ANTHROPIC_BASE_URL: '', ANTHROPIC_API_KEY: '' }, ['--token-ids']);
+    assert.equal(run.code, 3);
+    assert.match(run.stdout, /ERROR: 404 NotFoundError .*\/v1\/messages\/count_tokens is not served while a chat-completions server/);
+    assert.equal(upstream.requests.length, seen);
+  });
+
   test('@google/genai (stream) against a chat-completions-only server', async (t) => {
     const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'gemini-agent.mjs'), 'stream'], { GOOGLE_GEMINI_BASE_URL: '', GEMINI_API_KEY: '' }, ['--token-ids']);
     assert.equal(run.code, 0, run.stdout + run.stderr);

@@ -210,6 +210,11 @@ export class AgentRoutes {
       await this.translating.forward({ ...call, upstream: agent.upstream, chatBase: agent.upstream ?? this.options.upstream.baseUrl, stream }, request, response);
       return;
     }
+    if (agent.tokenIds && !agent.providerUpstreams[route.provider]) {
+      // Only the policy answers this rollout, and it speaks chat completions only: nothing leaves for the provider.
+      request.resume();
+      throw new NotFoundError(`${route.path.split('?')[0]} is not served while a chat-completions server (a checkpoint, the trainer's policy, --token-ids) answers this rollout; only generation calls are translated`);
+    }
     const upstream = agent.providerUpstreams[route.provider] ?? this.options.upstream.providers?.[route.provider] ?? DEFAULT_PROVIDER_UPSTREAMS[route.provider];
     await this.proxy.forward({ ...call, upstream }, request, response);
   }
