@@ -186,6 +186,26 @@ describe('store: spans', () => {
   });
 });
 
+describe('store: rollout keys', () => {
+  test('a rollout key keeps its own Anthropic and Gemini upstreams across a reopen; credentials in them only in memory', (t) => {
+    const dir = tempDir(t);
+    const file = path.join(dir, 'store.db');
+    const store = Store.open(file);
+    const secret = 'https://user:pw@gw.example/anthropic?api_key=sk-ant-abcdefghijklmnop';
+    const { key } = store.startAgentRun({}, { upstream: null, tokenIds: false, providerUpstreams: { anthropic: secret, gemini: 'http://127.0.0.1:9000' } });
+    assert.deepEqual(store.findAgentKey(key)!.providerUpstreams, { anthropic: secret, gemini: 'http://127.0.0.1:9000' }, 'exact while the daemon runs');
+    store.close();
+    const reopened = Store.open(file);
+    t.after(() => reopened.close());
+    const found = reopened.findAgentKey(key)!;
+    assert.equal(found.providerUpstreams.gemini, 'http://127.0.0.1:9000');
+    assert.doesNotMatch(found.providerUpstreams.anthropic!, /pw|sk-ant-abcdefghijklmnop/, 'the store keeps no credential');
+    assert.match(found.providerUpstreams.anthropic!, /^https:\/\/gw\.example\/anthropic/);
+    const { key: plain } = reopened.startAgentRun({}, { upstream: null, tokenIds: false });
+    assert.deepEqual(reopened.findAgentKey(plain)!.providerUpstreams, {});
+  });
+});
+
 describe('store: rewards', () => {
   test('rewards are append-only: corrections are new rows, the store refuses updates', (t) => {
     const store = openStore(t);

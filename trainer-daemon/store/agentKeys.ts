@@ -63,7 +63,8 @@ export class AgentKeyRepository {
     const key = newAgentKey();
     const stored = options.upstream === null ? null : storableUpstream(options.upstream);
     const providers = options.providerUpstreams ?? {};
-    const storedProviders = Object.fromEntries(Object.entries(providers).map(([name, url]) => [name, storableUpstream(url)]));
+    // A bare origin gains a trailing slash from URL; the SDK-style base URL has none.
+    const storedProviders = Object.fromEntries(Object.entries(providers).map(([name, url]) => [name, storableUpstream(url).replace(/\/+$/, '')]));
     this.insert.run(hashAgentKey(key), rolloutId, stored, options.tokenIds ? 1 : 0, now, Object.keys(providers).length > 0 ? JSON.stringify(storedProviders) : null);
     if (options.upstream !== stored && options.upstream !== null) {
       this.exactUpstreams.set(rolloutId, options.upstream);
