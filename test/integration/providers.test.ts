@@ -97,6 +97,17 @@ describe('Gemini SDK agents, unchanged, through lightning run', () => {
     assertNotStored(run, GEMINI_KEY);
   });
 
+  test('streamGenerateContent without alt=sse (one JSON array) is recorded as the merged response', async (t) => {
+    const script = `const r = await fetch(process.env.LIGHTNING_URL + '/v1beta/models/gemini-test:streamGenerateContent', { method: 'POST', headers: { 'content-type': 'application/json', 'x-goog-api-key': 'k' }, body: JSON.stringify({ contents: 'hi' }) }); const chunks = await r.json(); console.log('CHUNKS', chunks.length);`;
+    const run = await runAgent(t, upstream.url, ['node', '--input-type=module', '-e', script], { GOOGLE_GEMINI_BASE_URL: upstream.origin });
+    assert.match(run.stdout, /CHUNKS 5/, 'the agent gets the array unchanged');
+    const [span] = llmOf(run);
+    assert.equal(span!.attributes['lightning.streamed'], true);
+    const candidate = ((span!.attributes['lightning.response'] as Obj).candidates as Obj[])[0]!;
+    assert.deepEqual((candidate.content as Obj).parts, [{ text: 'It is sunny in Paris.' }]);
+    assert.equal(span!.attributes['gen_ai.usage.output_tokens'], 7);
+  });
+
   test('an upstream error in Google\'s shape reaches the SDK and the call is recorded as failed', async (t) => {
     const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'gemini-agent.mjs'), 'json'], { ...geminiEnv(upstream), AGENT_MODEL: 'fail-500' });
     assert.equal(run.code, 3);
