@@ -33,12 +33,20 @@ export interface DaemonOptions {
 
 export const DEFAULT_UPSTREAM = 'https://api.openai.com/v1';
 
-/** The upstream from the environment: LIGHTNING_UPSTREAM_URL / LIGHTNING_UPSTREAM_API_KEY. */
+/**
+ * The upstream from the environment: LIGHTNING_UPSTREAM_URL / LIGHTNING_UPSTREAM_API_KEY; the
+ * Anthropic and Gemini calls of agents without their own base URL go to LIGHTNING_ANTHROPIC_UPSTREAM_URL
+ * / LIGHTNING_GEMINI_UPSTREAM_URL, else the providers' own APIs.
+ */
 export function upstreamFromEnv(env: NodeJS.ProcessEnv, baseUrl?: string): UpstreamConfig {
+  const providers: Partial<Record<'anthropic' | 'gemini', string>> = {};
+  if (env.LIGHTNING_ANTHROPIC_UPSTREAM_URL) providers.anthropic = env.LIGHTNING_ANTHROPIC_UPSTREAM_URL.replace(/\/+$/, '');
+  if (env.LIGHTNING_GEMINI_UPSTREAM_URL) providers.gemini = env.LIGHTNING_GEMINI_UPSTREAM_URL.replace(/\/+$/, '');
   return {
     baseUrl: baseUrl ?? env.LIGHTNING_UPSTREAM_URL ?? DEFAULT_UPSTREAM,
     apiKey: env.LIGHTNING_UPSTREAM_API_KEY || undefined,
     timeoutMs: Number(env.LIGHTNING_UPSTREAM_TIMEOUT_MS ?? 600_000),
+    providers,
   };
 }
 

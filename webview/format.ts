@@ -1,10 +1,12 @@
 /**
  * Pure formatting for the panel: rollout summaries and the parts of an LLM call span (messages,
  * tools, tool calls, response) read from the proxy's `lightning.request` / `lightning.response`
- * attributes (OpenAI chat completions and Responses API shapes), else from `gen_ai.*` attributes.
+ * attributes (OpenAI chat completions and Responses API shapes; Anthropic and Gemini calls through
+ * their chat view, protocol/llmApis.ts), else from `gen_ai.*` attributes.
  */
 import type { Json, Rollout, RolloutStatus, Span } from '../trainer-daemon/protocol/records';
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
+import { asChatCall } from '../trainer-daemon/protocol/llmApis';
 import type { RolloutFilter } from './protocol';
 
 type JsonObject = { [key: string]: Json };
@@ -70,6 +72,8 @@ export interface MessageView {
   readonly role: string;
   readonly content: string;
   readonly toolCalls: readonly ToolCallView[];
+  /** The model's reasoning (Anthropic thinking, Gemini thoughts, `reasoning_content`), shown collapsed. */
+  readonly thinking?: string;
 }
 
 export interface LlmCallView {
@@ -101,7 +105,9 @@ function chatToolCalls(calls: Json | undefined): ToolCallView[] {
 }
 
 function chatMessage(message: JsonObject): MessageView {
-  return { role: text(message.role) || 'message', content: contentText(message.content), toolCalls: chatToolCalls(message.tool_calls) };
+  const view = { role: text(message.role) || 'message', content: contentText(message.content), toolCalls: chatToolCalls(message.tool_calls) };
+  const thinking = text(message.reasoning_content ?? message.reasoning);
+  return thinking ? { ...view, thinking } : view;
 }
 
 /** Responses API input/output items: messages, function calls and their outputs. */
@@ -143,8 +149,10 @@ function responseMessage(response: JsonObject): MessageView | null {
 
 export function llmCallView(span: Span): LlmCallView {
   const attributes = span.attributes;
-  const request = isObject(attributes['lightning.request']) ? attributes['lightning.request'] : {};
-  const response = isObject(attributes['lightning.response']) ? attributes['lightning.response'] : null;
+  // Anthropic and Gemini calls are shown as chat completions are.
+  const chat = asChatCall(attributes);
+  const request = chat.request ?? {};
+  const response = chat.response;
   const fallback = (key: string): string => text(attributes[key]);
   return {
     model: text(attributes['gen_ai.response.model'] ?? attributes['gen_ai.request.model'] ?? request.model) || 'unknown model',

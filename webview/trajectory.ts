@@ -258,6 +258,12 @@ export class TrajectoryView {
     const head = el('div', 'message-head');
     head.append(el('span', 'role', message.role), button('Copy', `Copy this ${message.role} message`, () => this.actions.copy(message.content || JSON.stringify(message.toolCalls))));
     box.append(head);
+    if (message.thinking) {
+      // Thinking stays collapsed: it is long and not what the agent acted on.
+      const thinking = el('details', 'thinking');
+      thinking.append(el('summary', 'muted', 'thinking'), el('div', 'content', message.thinking));
+      box.append(thinking);
+    }
     if (message.content) box.append(el('div', 'content', message.content));
     for (const call of message.toolCalls) box.append(el('div', 'tool-call', `→ ${call.name}(${call.arguments})`));
     return box;

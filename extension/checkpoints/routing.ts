@@ -4,8 +4,8 @@
  * rollout gets, what a dataset run is given, and how a checkpoint busy elsewhere is explained.
  */
 import { z } from 'zod';
-import { checkpointRouting, describeMetrics, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
-import { upstreamFor, type LaunchConfig } from '../debug/launchConfig';
+import { checkpointRouting, describeMetrics, userProviderUpstreams, type Checkpoint, type ProviderUpstreams, type ServedPolicy } from '../../trainer-daemon/protocol';
+import { baseEnvironment, upstreamFor, type LaunchConfig } from '../debug/launchConfig';
 
 /** The checkpoint rollouts are pointed at (workspace state); what the status bar shows. */
 export const CheckpointChoice = z.object({ checkpointId: z.string().min(1), runId: z.string(), step: z.number().int().nonnegative() });
@@ -18,6 +18,7 @@ export const UseCheckpointArgument = z.object({ checkpointId: z.string().min(1) 
 export interface RolloutRoute {
   readonly upstream: string | null;
   readonly tokenIds: boolean;
+  readonly providerUpstreams?: ProviderUpstreams;
   readonly resources: Readonly<Record<string, number>>;
 }
 
@@ -29,7 +30,7 @@ export interface RolloutRoute {
  */
 export function debugRoute(launch: LaunchConfig, processEnv: Readonly<Record<string, string | undefined>>, served: ServedPolicy | null): RolloutRoute {
   if (served) return checkpointRouting(served);
-  return { upstream: upstreamFor(launch, processEnv), tokenIds: false, resources: {} };
+  return { upstream: upstreamFor(launch, processEnv), providerUpstreams: userProviderUpstreams(baseEnvironment(launch, processEnv)), tokenIds: false, resources: {} };
 }
 
 /** `lightning dataset run` options (placed before `--`): the checkpoint served for the batch, if any. */

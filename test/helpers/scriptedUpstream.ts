@@ -8,11 +8,12 @@
  * across network chunks). A test may also script chat completions itself (`options.chat`): a
  * function of the request body that returns the answer's text, a raw HTTP reply, or undefined for
  * the behaviour above.
- * across network chunks), `scripted…` (chat completions answer the texts given to `script()`, in
+ * across network chunks), `constant-id` (every answer has the same id, as some local servers do), `scripted…` (chat completions answer the texts given to `script()`, in
  * order, e.g. an LLM judge's replies; the last one repeats).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { respondAnthropic, respondGemini } from './scriptedProviders';
 
 export interface ReceivedRequest {
   readonly method: string;
@@ -22,7 +23,10 @@ export interface ReceivedRequest {
 }
 
 export interface ScriptedUpstream {
+  /** The OpenAI-compatible base URL (`…/v1`). */
   readonly url: string;
+  /** The server's root: the base URL of the Anthropic and Gemini SDKs (scriptedProviders.ts). */
+  readonly origin: string;
   readonly requests: ReceivedRequest[];
   /** Lets a `gated` stream send its next chunk. */
   release(): void;
@@ -88,6 +92,7 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
       res.on('close', () => {
         if (!res.writableFinished) onAbort();
       });
+      if (respondAnthropic(req.url ?? '', req.headers, body ?? {}, res) || respondGemini(req.url ?? '', body ?? {}, res)) return;
       void respond(req.url ?? '', body ?? {}, res);
     });
   });
@@ -100,7 +105,7 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
       res.end(text);
     };
     counter += 1;
-    const id = `chatcmpl-${counter}`;
+    const id = model.includes('constant-id') ? 'chatcmpl-constant' : `chatcmpl-${counter}`;
     if (model === 'fail-500') return json(500, { error: { message: 'the model is overloaded', type: 'server_error' } });
     if (model === 'fail-malformed') {
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -143,7 +148,7 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
       const output = calls.length
         ? calls.map((call, i) => ({ type: 'function_call', id: `fc_${i}`, call_id: call.id, name: call.name, arguments: call.arguments, status: 'completed' }))
         : [{ type: 'message', id: 'msg_1', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: ANSWER, annotations: [] }] }];
-      const response = { id: `resp_${counter}`, object: 'response', created_at: 1, status: 'completed', model, output, usage: { input_tokens: 12, output_tokens: 7, total_tokens: 19 } };
+      const response = { id: model.includes('constant-id') ? 'resp_constant' : `resp_${counter}`, object: 'response', created_at: 1, status: 'completed', model, output, usage: { input_tokens: 12, output_tokens: 7, total_tokens: 19 } };
       if (!body.stream) return json(200, response);
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       const send = (type: string, extra: object): void => void res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...extra })}\n\n`);
@@ -194,6 +199,7 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}/v1`,
+    origin: `http://127.0.0.1:${port}`,
     requests,
     aborted,
     script: (replies) => {

@@ -125,6 +125,8 @@ describe('Debug with Lightning configuration', () => {
     assert.equal(env.OPENAI_BASE_URL, `${run.url}/v1`);
     assert.equal(env.LIGHTNING_ROLLOUT_ID, 'ro-1');
     assert.equal(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, `${run.url}/v1/traces`);
+    assert.equal(env.ANTHROPIC_BASE_URL, run.url, 'the Anthropic SDKs append /v1/messages themselves');
+    assert.equal(env.GOOGLE_GEMINI_BASE_URL, run.url, 'the Gemini SDKs append /v1beta/… themselves');
     assert.equal(env.NODE_OPTIONS, '--require "/ext/dist/exit-code.js"');
     assert.equal(env.LIGHTNING_EXIT_CODE_FILE, '/tmp/exit');
     assert.equal(config.lightningRolloutId, 'ro-1');
@@ -135,6 +137,9 @@ describe('Debug with Lightning configuration', () => {
     const bare: LaunchConfig = { type: 'debugpy', request: 'launch', name: 'py', lightning: true };
     assert.equal((instrumentConfig(bare, run, {}).env as Record<string, string>).OPENAI_API_KEY, PLACEHOLDER_API_KEY);
     assert.equal((instrumentConfig(bare, run, { OPENAI_API_KEY: 'sk-env' }).env as Record<string, string>).OPENAI_API_KEY, undefined);
+    assert.equal((instrumentConfig(bare, run, {}).env as Record<string, string>).ANTHROPIC_API_KEY, PLACEHOLDER_API_KEY);
+    assert.equal((instrumentConfig(bare, run, { ANTHROPIC_API_KEY: 'sk-ant' }).env as Record<string, string>).ANTHROPIC_API_KEY, undefined);
+    assert.equal((instrumentConfig(bare, run, { GOOGLE_API_KEY: 'g' }).env as Record<string, string>).GEMINI_API_KEY, undefined);
     assert.equal(upstreamFor({ ...bare, env: { OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1/' } }, {}), 'http://127.0.0.1:11434/v1');
     assert.equal(upstreamFor(bare, { OPENAI_API_BASE: 'http://gateway/v1' }), 'http://gateway/v1');
     assert.equal(upstreamFor(bare, {}), null);

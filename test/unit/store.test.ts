@@ -154,6 +154,26 @@ describe('store: spans', () => {
     }
   });
 
+  test('two calls answered with the same response id stay two steps; each OTLP twin ties to its own call', (t) => {
+    const store = openStore(t);
+    for (const api of ['chat.completions', 'responses', 'anthropic.messages']) {
+      const proxied = () => llmSpan({ attributes: { 'gen_ai.response.id': 'constant', 'lightning.api': api }, promptTokens: 10, completionTokens: 2 });
+      const traced = () => llmSpan({ attributes: { 'gen_ai.response.id': 'constant', 'gen_ai.system': 'x' }, promptTokens: 9, completionTokens: 1 });
+      const { id } = store.createRollout({ label: api });
+      const [call1, call2] = [proxied(), proxied()];
+      store.addSpans({ rolloutId: id, spans: [call1] });
+      store.addSpans({ rolloutId: id, spans: [call2] });
+      store.addSpans({ rolloutId: id, spans: [traced(), traced()] });
+      const detail = store.getRolloutDetail(id);
+      assert.deepEqual(detail.spans.filter((s) => s.category === 'llm').map((s) => s.spanId), [call1.spanId, call2.spanId], `${api}: both calls are steps`);
+      assert.deepEqual(detail.spans.filter((s) => s.category === 'other').map((s) => s.attributes['lightning.same_call_as']), [call1.spanId, call2.spanId], `${api}: one twin per call`);
+      assert.equal(detail.rollout.llmCalls, 2, api);
+      // A third proxied call with that id, after the twins: still its own step.
+      store.addSpans({ rolloutId: id, spans: [proxied()] });
+      assert.equal(store.getRollout(id).llmCalls, 3, api);
+    }
+  });
+
   test('spans for an unknown rollout fail only that rollout’s batch', (t) => {
     const store = openStore(t);
     const { id } = store.createRollout({});
@@ -163,6 +183,26 @@ describe('store: spans', () => {
     ]);
     assert.ok(outcomes[0] instanceof NotFoundError);
     assert.equal(store.getRollout(id).spanCount, 1);
+  });
+});
+
+describe('store: rollout keys', () => {
+  test('a rollout key keeps its own Anthropic and Gemini upstreams across a reopen; credentials in them only in memory', (t) => {
+    const dir = tempDir(t);
+    const file = path.join(dir, 'store.db');
+    const store = Store.open(file);
+    const secret = 'https://user:pw@gw.example/anthropic?api_key=sk-ant-abcdefghijklmnop';
+    const { key } = store.startAgentRun({}, { upstream: null, tokenIds: false, providerUpstreams: { anthropic: secret, gemini: 'http://127.0.0.1:9000' } });
+    assert.deepEqual(store.findAgentKey(key)!.providerUpstreams, { anthropic: secret, gemini: 'http://127.0.0.1:9000' }, 'exact while the daemon runs');
+    store.close();
+    const reopened = Store.open(file);
+    t.after(() => reopened.close());
+    const found = reopened.findAgentKey(key)!;
+    assert.equal(found.providerUpstreams.gemini, 'http://127.0.0.1:9000');
+    assert.doesNotMatch(found.providerUpstreams.anthropic!, /pw|sk-ant-abcdefghijklmnop/, 'the store keeps no credential');
+    assert.match(found.providerUpstreams.anthropic!, /^https:\/\/gw\.example\/anthropic/);
+    const { key: plain } = reopened.startAgentRun({}, { upstream: null, tokenIds: false });
+    assert.deepEqual(reopened.findAgentKey(plain)!.providerUpstreams, {});
   });
 });
 

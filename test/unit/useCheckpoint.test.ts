@@ -19,9 +19,11 @@ const launch = (env?: Record<string, string>): LaunchConfig => ({ type: 'node', 
 
 describe('Use Checkpoint: routing', () => {
   it('without a checkpoint in use, a debug rollout keeps its own upstream (the configuration, else the editor environment, else the daemon)', () => {
-    assert.deepEqual(debugRoute(launch({ OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1/' }), {}, null), { upstream: 'http://127.0.0.1:11434/v1', tokenIds: false, resources: {} });
-    assert.deepEqual(debugRoute(launch(), { OPENAI_API_BASE: 'http://gw/v1' }, null), { upstream: 'http://gw/v1', tokenIds: false, resources: {} });
-    assert.deepEqual(debugRoute(launch(), {}, null), { upstream: null, tokenIds: false, resources: {} });
+    assert.deepEqual(debugRoute(launch({ OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1/' }), {}, null), { upstream: 'http://127.0.0.1:11434/v1', providerUpstreams: {}, tokenIds: false, resources: {} });
+    assert.deepEqual(debugRoute(launch(), { OPENAI_API_BASE: 'http://gw/v1' }, null), { upstream: 'http://gw/v1', providerUpstreams: {}, tokenIds: false, resources: {} });
+    assert.deepEqual(debugRoute(launch(), {}, null), { upstream: null, providerUpstreams: {}, tokenIds: false, resources: {} });
+    // Its Anthropic and Gemini base URLs, from the configuration over the editor's environment, are those calls' upstreams.
+    assert.deepEqual(debugRoute(launch({ ANTHROPIC_BASE_URL: 'http://127.0.0.1:8000/' }), { GOOGLE_GEMINI_BASE_URL: 'http://gem', ANTHROPIC_BASE_URL: 'http://other' }, null).providerUpstreams, { anthropic: 'http://127.0.0.1:8000', gemini: 'http://gem' });
   });
 
   it('with a checkpoint in use, its server answers — over the agent’s own OPENAI_BASE_URL — with token ids, and the rollout records it', () => {

@@ -17,6 +17,9 @@ import { RecordingProxy, type UpstreamConfig } from './proxy';
 import { FinishBody } from '../protocol/runner';
 import type { WorkerBatches } from '../runner/workerBatches';
 import type { Api } from './reassemble';
+import { DEFAULT_PROVIDER_UPSTREAMS, errorBodyFor, providerRoute, type ProviderRoute } from './providerRoutes';
+import { TranslatingProxy } from './translate';
+import type { AgentKeyRecord } from '../store/agentKeys';
 
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 
@@ -82,21 +85,20 @@ export interface AgentRoutesOptions {
 
 export class AgentRoutes {
   private readonly proxy: RecordingProxy;
+  private readonly translating: TranslatingProxy;
   /** Calls numbered in order of arrival within each rollout (continuing after a daemon restart). */
   private readonly callCounters = new Map<string, number>();
   private readonly maxBodyBytes: number;
 
   constructor(private readonly options: AgentRoutesOptions) {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-    this.proxy = new RecordingProxy(
-      options.upstream,
-      (span: SpanInput, rolloutId) => {
-        options.writes.submitSpans(rolloutId, [span]).catch((error: unknown) => {
-          options.logger.error('could not record an LLM call', { rolloutId, error: errorMessage(error) });
-        });
-      },
-      options.logger.child('proxy'),
-    );
+    const record = (span: SpanInput, rolloutId: string): void => {
+      options.writes.submitSpans(rolloutId, [span]).catch((error: unknown) => {
+        options.logger.error('could not record an LLM call', { rolloutId, error: errorMessage(error) });
+      });
+    };
+    this.proxy = new RecordingProxy(options.upstream, record, options.logger.child('proxy'));
+    this.translating = new TranslatingProxy(options.upstream, record, options.logger.child('proxy'));
   }
 
   /** Handles `/r/<key>/…` and the shared OTLP endpoints `/v1/{traces,metrics,logs}`; false for any other path. */
@@ -115,7 +117,9 @@ export class AgentRoutes {
       const status = httpStatus;
       if (status >= 500) this.options.logger.error('agent request failed', { path: url.pathname.replace(/^\/r\/[^/]+/, '/r/…'), error: errorMessage(error) });
       const headers = closeAfterResponse.has(request) ? { connection: 'close' } : status === 503 ? { 'retry-after': '1' } : {};
-      if (!response.headersSent) sendJson(response, status, { error: { message: errorMessage(error), type: kind } }, headers);
+      // An Anthropic or Gemini SDK reads errors in its provider's shape.
+      const shape = match ? errorBodyFor(match[2] ?? '/', request.headers) : null;
+      if (!response.headersSent) sendJson(response, status, shape ? shape(status, kind, errorMessage(error)) : { error: { message: errorMessage(error), type: kind } }, headers);
       else response.destroy();
     });
     return true;
@@ -139,6 +143,8 @@ export class AgentRoutes {
     const agent = this.options.store.findAgentKey(key);
     if (!agent) throw new NotFoundError('unknown rollout key: this URL belongs to no running rollout of this daemon (an attempt that ended has its URL revoked)');
     const route = `${request.method} ${path}`;
+    const provider = providerRoute(request.method, path, search, request.headers);
+    if (provider) return this.forwardToProvider(agent, provider, request, response);
     if (path.startsWith('/v1/') && `${request.method} ${path.slice(3)}` in PROXIED) {
       const api = PROXIED[`${request.method} ${path.slice(3)}`]!;
       const body = request.method === 'POST' ? await readBody(request, this.maxBodyBytes) : Buffer.alloc(0);
@@ -187,6 +193,30 @@ export class AgentRoutes {
       default:
         throw new NotFoundError(`no agent endpoint ${route}; see README "Agent-facing HTTP"`);
     }
+  }
+
+  /**
+   * An Anthropic or Gemini call: forwarded to the rollout's own upstream for that provider (else the
+   * provider's), or — when the rollout records exact token ids (a checkpoint, the trainer's policy,
+   * `--token-ids`) — translated to chat completions for the rollout's OpenAI-compatible upstream.
+   */
+  private async forwardToProvider(agent: AgentKeyRecord, route: ProviderRoute, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const body = request.method === 'POST' || request.method === 'PUT' ? await readBody(request, this.maxBodyBytes) : Buffer.alloc(0);
+    const json = route.api ? parseJsonBody(request, body) : null;
+    const callIndex = route.api ? this.nextCallIndex(agent.rolloutId) : 0;
+    const call = { rolloutId: agent.rolloutId, callIndex, api: route.api, path: route.path, body, json, tokenIdsRequested: false, model: route.model, errorBody: route.errorBody };
+    if (agent.tokenIds && route.api) {
+      const stream = route.api === 'anthropic.messages' ? json?.stream === true : route.stream;
+      await this.translating.forward({ ...call, upstream: agent.upstream, chatBase: agent.upstream ?? this.options.upstream.baseUrl, stream }, request, response);
+      return;
+    }
+    if (agent.tokenIds && !agent.providerUpstreams[route.provider]) {
+      // Only the policy answers this rollout, and it speaks chat completions only: nothing leaves for the provider.
+      request.resume();
+      throw new NotFoundError(`${route.path.split('?')[0]} is not served while a chat-completions server (a checkpoint, the trainer's policy, --token-ids) answers this rollout; only generation calls are translated`);
+    }
+    const upstream = agent.providerUpstreams[route.provider] ?? this.options.upstream.providers?.[route.provider] ?? DEFAULT_PROVIDER_UPSTREAMS[route.provider];
+    await this.proxy.forward({ ...call, upstream }, request, response);
   }
 
   /** `POST $LIGHTNING_RUNNER_URL/next`: the next rollout of the batch for this worker, or 204 when it is done. */

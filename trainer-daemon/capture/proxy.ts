@@ -9,12 +9,14 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
-import { PLACEHOLDER_API_KEY, type Json } from '../protocol';
+import { PLACEHOLDER_API_KEY, type Json, type ProviderName } from '../protocol';
 import { errorMessage } from '../errors';
 import { redactUrl } from '../secrets';
 import type { Logger } from '../log';
 import { callToSpan, type CallRecord } from './record';
-import { StreamReassembler, type Api } from './reassemble';
+import { StreamReassembler, type Api, type Reassembler } from './reassemble';
+import { AnthropicReassembler } from './anthropic';
+import { GeminiReassembler } from './gemini';
 
 type JsonObject = { [key: string]: Json };
 
@@ -25,6 +27,8 @@ export interface UpstreamConfig {
   readonly apiKey: string | undefined;
   /** Upstream response timeout (no bytes for this long). */
   readonly timeoutMs: number;
+  /** The Anthropic and Gemini upstreams for rollouts without their own (default: the providers'). */
+  readonly providers?: Partial<Record<ProviderName, string>>;
 }
 
 export interface ProxyCall {
@@ -40,6 +44,16 @@ export interface ProxyCall {
   /** The agent's own request, as recorded. */
   readonly json: JsonObject | null;
   readonly tokenIdsRequested: boolean;
+  /** The model, where the API names it outside the body (Gemini: in the URL). */
+  readonly model?: string;
+  /** The body of an error the daemon itself answers, in the API's own shape; default OpenAI's. */
+  readonly errorBody?: (status: number, type: string, message: string) => Json;
+}
+
+export function reassemblerFor(api: Api): Reassembler {
+  if (api === 'anthropic.messages') return new AnthropicReassembler();
+  if (api === 'gemini.generate_content') return new GeminiReassembler();
+  return new StreamReassembler(api);
 }
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding']);
@@ -56,7 +70,7 @@ function upstreamHeaders(request: IncomingMessage, config: UpstreamConfig, rollo
     if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
   }
   if (headers.authorization === `Bearer ${PLACEHOLDER_API_KEY}`) delete headers.authorization;
-  if (headers['api-key'] === PLACEHOLDER_API_KEY) delete headers['api-key'];
+  for (const name of ['api-key', 'x-api-key', 'x-goog-api-key']) if (headers[name] === PLACEHOLDER_API_KEY) delete headers[name];
   const agentHasKey = headers.authorization !== undefined || headers['api-key'] !== undefined;
   if (!agentHasKey && !rolloutUpstream && config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
   // Identity encoding, so the record can read the body; it is forwarded byte for byte.
@@ -65,12 +79,12 @@ function upstreamHeaders(request: IncomingMessage, config: UpstreamConfig, rollo
   return headers;
 }
 
-function sendError(response: ServerResponse, status: number, type: string, message: string): void {
+function sendError(response: ServerResponse, status: number, type: string, message: string, shape?: ProxyCall['errorBody']): void {
   if (response.headersSent) {
     response.destroy();
     return;
   }
-  const body = JSON.stringify({ error: { message, type, code: type } });
+  const body = JSON.stringify(shape ? shape(status, type, message) : { error: { message, type, code: type } });
   response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   response.end(body);
 }
@@ -88,7 +102,7 @@ export class RecordingProxy {
     const target = new URL(`${base}${call.path}`);
     const startMs = Date.now();
     let firstByteMs: number | null = null;
-    const reassembler = call.api ? new StreamReassembler(call.api) : undefined;
+    const reassembler = call.api ? reassemblerFor(call.api) : undefined;
     const chunks: Buffer[] = [];
     let streamed = false;
     let status: number | null = null;
@@ -101,7 +115,7 @@ export class RecordingProxy {
         if (call.api && call.json) {
           const record: CallRecord = {
             api: call.api, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(base),
-            request: call.json, response: responseJson, status, streamed, startMs, endMs: Date.now(), firstByteMs, error, tokenIdsRequested: call.tokenIdsRequested,
+            request: call.json, response: responseJson, status, streamed, startMs, endMs: Date.now(), firstByteMs, error, tokenIdsRequested: call.tokenIdsRequested, model: call.model,
             traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
           };
           this.record(callToSpan(record), call.rolloutId);
@@ -129,7 +143,7 @@ export class RecordingProxy {
         if (finished) return;
         const message = `Lightning could not get a response from the upstream ${redactUrl(base)}: ${errorMessage(error)}`;
         this.logger.warn('upstream request failed', { upstream: redactUrl(base), error: errorMessage(error) });
-        sendError(response, /within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message);
+        sendError(response, /within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message, call.errorBody);
         finish(message, reassembler && streamed ? reassembler.result() : null);
       });
 
@@ -198,11 +212,17 @@ export class RecordingProxy {
           }
           if (malformed) {
             const message = `the upstream ${redactUrl(base)} answered HTTP ${status} with a body that is not JSON`;
-            sendError(response, 502, 'upstream_malformed_response', message);
+            sendError(response, 502, 'upstream_malformed_response', message, call.errorBody);
             finish(message, null);
             return;
           }
-          const json = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
+          let json = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
+          // A streamed answer sent as one JSON array (Gemini's streamGenerateContent without alt=sse).
+          if (Array.isArray(parsed) && reassembler && status! < 400) {
+            for (const item of parsed) reassembler.add(item);
+            json = reassembler.result();
+            streamed = true;
+          }
           const error = status! >= 400 ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? body.toString('utf8').slice(0, 500)}` : null;
           response.writeHead(status!, { ...headers, 'content-length': body.length });
           response.end(body);
@@ -212,7 +232,7 @@ export class RecordingProxy {
         });
         const broke = (reason: string): void => {
           if (finished) return;
-          sendError(response, 502, 'upstream_unavailable', `the upstream connection broke: ${reason}`);
+          sendError(response, 502, 'upstream_unavailable', `the upstream connection broke: ${reason}`, call.errorBody);
           finish(`the upstream connection broke: ${reason}`, null);
         };
         upstreamResponse.on('error', (error) => broke(errorMessage(error)));

@@ -7,7 +7,15 @@
  */
 import type { Json } from '../protocol';
 
-export type Api = 'chat.completions' | 'completions' | 'responses' | 'embeddings';
+export type Api = 'chat.completions' | 'completions' | 'responses' | 'embeddings' | 'anthropic.messages' | 'gemini.generate_content';
+
+/** Rebuilds one response from a stream's `data:` payloads (each API has its own). */
+export interface Reassembler {
+  add(event: unknown): void;
+  result(): { [key: string]: Json };
+  /** Set when the stream carried an error. */
+  error: string | undefined;
+}
 
 type JsonObject = { [key: string]: Json };
 
@@ -35,7 +43,7 @@ function isObject(value: unknown): value is JsonObject {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-export class StreamReassembler {
+export class StreamReassembler implements Reassembler {
   private readonly head: JsonObject = {};
   private readonly choices = new Map<number, ChoiceDraft>();
   private usage: Json | undefined;

@@ -8,6 +8,8 @@ import crypto from 'node:crypto';
 import type { Json, SpanInput } from '../protocol';
 import { scrubSecrets } from '../secrets';
 import type { Api } from './reassemble';
+import { anthropicUsage } from './anthropic';
+import { geminiUsage } from './gemini';
 
 type JsonObject = { [key: string]: Json };
 
@@ -29,6 +31,13 @@ export interface CallRecord {
   readonly tokenIdsRequested: boolean;
   /** From a W3C `traceparent` request header, when the agent's HTTP client is instrumented. */
   readonly traceparent: string | undefined;
+  /** The model, where the API names it outside the body (Gemini: in the URL). */
+  readonly model?: string;
+  /**
+   * An Anthropic or Gemini call answered through chat completions (a checkpoint or the trainer's
+   * policy): that completion, whose token ids and logprobs the record keeps.
+   */
+  readonly translated?: JsonObject | null;
 }
 
 const OPERATION: Record<Api, string> = {
@@ -36,6 +45,18 @@ const OPERATION: Record<Api, string> = {
   completions: 'text_completion',
   responses: 'chat',
   embeddings: 'embeddings',
+  'anthropic.messages': 'chat',
+  'gemini.generate_content': 'generate_content',
+};
+
+/** `gen_ai.provider.name`, as the OpenTelemetry GenAI conventions name providers. */
+const PROVIDER: Record<Api, string> = {
+  'chat.completions': 'openai',
+  completions: 'openai',
+  responses: 'openai',
+  embeddings: 'openai',
+  'anthropic.messages': 'anthropic',
+  'gemini.generate_content': 'gcp.gemini',
 };
 
 function traceIds(record: CallRecord): { traceId: string; parentSpanId: string | null } {
@@ -45,7 +66,9 @@ function traceIds(record: CallRecord): { traceId: string; parentSpanId: string |
   return { traceId: crypto.createHash('sha256').update(record.rolloutId).digest('hex').slice(0, 32), parentSpanId: null };
 }
 
-function usageOf(api: Api, response: JsonObject | null): { input: number | null; output: number | null } {
+function usageOf(api: Api, response: JsonObject | null): { input: number | null; output: number | null; cacheRead?: number | null; cacheCreation?: number | null } {
+  if (api === 'anthropic.messages') return anthropicUsage(response);
+  if (api === 'gemini.generate_content') return geminiUsage(response);
   const usage = response?.usage;
   if (usage === null || typeof usage !== 'object' || Array.isArray(usage)) return { input: null, output: null };
   const pick = (...keys: string[]): number | null => {
@@ -58,6 +81,11 @@ function usageOf(api: Api, response: JsonObject | null): { input: number | null;
 function finishReasons(api: Api, response: JsonObject | null): string[] {
   if (!response) return [];
   if (api === 'responses') return typeof response.status === 'string' ? [response.status] : [];
+  if (api === 'anthropic.messages') return typeof response.stop_reason === 'string' ? [response.stop_reason] : [];
+  if (api === 'gemini.generate_content') {
+    const candidates = Array.isArray(response.candidates) ? response.candidates : [];
+    return candidates.flatMap((c) => (c && typeof c === 'object' && !Array.isArray(c) && typeof c.finishReason === 'string' ? [c.finishReason] : []));
+  }
   const choices = Array.isArray(response.choices) ? response.choices : [];
   return choices.flatMap((choice) => (choice && typeof choice === 'object' && !Array.isArray(choice) && typeof choice.finish_reason === 'string' ? [choice.finish_reason] : []));
 }
@@ -70,13 +98,30 @@ function tokenIds(response: JsonObject | null): { prompt: Json | undefined; comp
   return { prompt: response.prompt_token_ids ?? choice?.prompt_token_ids, completion: choice?.token_ids };
 }
 
+function responseIdOf(api: Api, response: JsonObject): Json | undefined {
+  return api === 'gemini.generate_content' ? response.responseId : response.id;
+}
+
+function responseModelOf(api: Api, response: JsonObject): Json | undefined {
+  return api === 'gemini.generate_content' ? response.modelVersion : response.model;
+}
+
+/** Logprobs of a chat completion's first choice (a translated call's), as numbers. */
+function logprobsOf(completion: JsonObject | null | undefined): number[] | undefined {
+  const choice = Array.isArray(completion?.choices) ? completion.choices[0] : undefined;
+  const logprobs = choice && typeof choice === 'object' && !Array.isArray(choice) ? choice.logprobs : undefined;
+  const content = logprobs && typeof logprobs === 'object' && !Array.isArray(logprobs) ? logprobs.content : undefined;
+  if (!Array.isArray(content)) return undefined;
+  return content.flatMap((entry) => (entry && typeof entry === 'object' && !Array.isArray(entry) && typeof entry.logprob === 'number' ? [entry.logprob] : []));
+}
+
 export function callToSpan(record: CallRecord): SpanInput {
-  const model = typeof record.request.model === 'string' ? record.request.model : 'unknown';
+  const model = record.model ?? (typeof record.request.model === 'string' ? record.request.model : 'unknown');
   const usage = usageOf(record.api, record.response);
-  const ids = tokenIds(record.response);
+  const ids = tokenIds(record.translated ?? record.response);
   const attributes: JsonObject = {
     'gen_ai.operation.name': OPERATION[record.api],
-    'gen_ai.provider.name': 'openai',
+    'gen_ai.provider.name': PROVIDER[record.api],
     'gen_ai.request.model': model,
     'lightning.api': record.api,
     'lightning.call_index': record.callIndex,
@@ -84,13 +129,24 @@ export function callToSpan(record: CallRecord): SpanInput {
     'lightning.upstream': record.upstream,
     'lightning.request': scrubSecrets(record.request),
   };
+  const generation = record.request.generationConfig;
+  const sampling = generation && typeof generation === 'object' && !Array.isArray(generation) ? { ...record.request, temperature: generation.temperature, top_p: generation.topP, max_output_tokens: generation.maxOutputTokens } : record.request;
   for (const [key, attribute] of [['temperature', 'temperature'], ['top_p', 'top_p'], ['max_tokens', 'max_tokens'], ['max_completion_tokens', 'max_tokens'], ['max_output_tokens', 'max_tokens']] as const) {
-    if (typeof record.request[key] === 'number') attributes[`gen_ai.request.${attribute}`] = record.request[key];
+    if (typeof sampling[key] === 'number') attributes[`gen_ai.request.${attribute}`] = sampling[key];
   }
   if (record.response) {
     attributes['lightning.response'] = scrubSecrets(record.response);
-    if (typeof record.response.id === 'string') attributes['gen_ai.response.id'] = record.response.id;
-    if (typeof record.response.model === 'string') attributes['gen_ai.response.model'] = record.response.model;
+    const id = responseIdOf(record.api, record.response);
+    const responseModel = responseModelOf(record.api, record.response);
+    if (typeof id === 'string') attributes['gen_ai.response.id'] = id;
+    if (typeof responseModel === 'string') attributes['gen_ai.response.model'] = responseModel;
+  }
+  if (typeof usage.cacheRead === 'number') attributes['gen_ai.usage.cache_read.input_tokens'] = usage.cacheRead;
+  if (typeof usage.cacheCreation === 'number') attributes['gen_ai.usage.cache_creation.input_tokens'] = usage.cacheCreation;
+  if (record.translated !== undefined) {
+    attributes['lightning.translated_to'] = 'chat.completions';
+    const logprobs = logprobsOf(record.translated);
+    if (logprobs && logprobs.length > 0) attributes['lightning.response_logprobs'] = logprobs;
   }
   const reasons = finishReasons(record.api, record.response);
   if (reasons.length > 0) attributes['gen_ai.response.finish_reasons'] = reasons;

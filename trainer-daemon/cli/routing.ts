@@ -6,7 +6,7 @@
  * with: its rollouts stay pinned to that checkpoint, so their calls go there too.
  */
 import { Option, type Command } from 'commander';
-import { checkpointRouting, PolicyDevice, userUpstream } from '../protocol';
+import { checkpointRouting, PolicyDevice, userProviderUpstreams, userUpstream, type ProviderUpstreams } from '../protocol';
 import { InvalidInputError } from '../errors';
 import type { RpcClient } from '../rpc/client';
 import { parseUpstream } from './commands/serve';
@@ -21,6 +21,8 @@ export interface RoutingOptions {
 export interface Routing {
   readonly upstream: string | null;
   readonly tokenIds: boolean;
+  /** The agent's own ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL (a checkpoint answers those calls itself). */
+  readonly providerUpstreams?: ProviderUpstreams;
   /** Resource versions the rollouts are pinned to (the checkpoint's `policy` version). */
   readonly resources: Readonly<Record<string, number>>;
 }
@@ -38,7 +40,8 @@ export async function resolveRouting(client: RpcClient, options: RoutingOptions,
     if (options.device !== undefined) throw new InvalidInputError('--device: applies with --checkpoint only');
     const own = userUpstream(env);
     const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
-    return { upstream, tokenIds: options.tokenIds ?? false, resources: {} };
+    const providerUpstreams = Object.fromEntries(Object.entries(userProviderUpstreams(env)).map(([name, url]) => [name, parseUpstream(url, name === 'anthropic' ? 'ANTHROPIC_BASE_URL' : 'GOOGLE_GEMINI_BASE_URL')]));
+    return { upstream, tokenIds: options.tokenIds ?? false, providerUpstreams, resources: {} };
   }
   if (options.upstream !== undefined) throw new InvalidInputError('--upstream: give either --upstream or --checkpoint (the checkpoint is the upstream)');
   process.stderr.write(`lightning: serving checkpoint ${options.checkpoint}…\n`);

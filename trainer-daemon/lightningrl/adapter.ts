@@ -4,7 +4,7 @@
  * (exact request and response) or from OTLP spans; the span tree gives the enclosing agent, with
  * missing parents repaired by time containment.
  */
-import type { Json, Reward } from '../protocol';
+import { asChatCall, type Json, type Reward } from '../protocol';
 import type { TrainingSpan as Span } from '../store/spans';
 
 type JsonObject = { [key: string]: Json };
@@ -35,6 +35,10 @@ function obj(value: Json | undefined): JsonObject | undefined {
 
 function ints(value: Json | undefined): number[] | null {
   return Array.isArray(value) && value.every((v) => typeof v === 'number' && Number.isInteger(v)) ? (value as number[]) : null;
+}
+
+function numbers(value: Json | undefined): number[] | null {
+  return Array.isArray(value) && value.every((v) => typeof v === 'number') ? (value as number[]) : null;
 }
 
 function agentNameOf(span: Span): string | null {
@@ -91,8 +95,10 @@ function flattenedMessages(attributes: JsonObject, prefix: 'gen_ai.prompt' | 'ge
 
 function callOf(span: Span, agentName: string | null): LlmCall {
   const attributes = span.attributes as JsonObject;
-  const request = obj(attributes['lightning.request']);
-  const response = obj(attributes['lightning.response']);
+  // Anthropic and Gemini calls are read as chat completions (protocol/llmApis.ts).
+  const chat = asChatCall(attributes);
+  const request = chat.request ?? undefined;
+  const response = chat.response ?? undefined;
   const choice = obj(Array.isArray(response?.choices) ? response!.choices[0] : undefined);
   const message = obj(choice?.message) ?? flattenedMessages(attributes, 'gen_ai.completion')?.[0] ?? null;
   const output = Array.isArray(response?.output) ? response!.output : null;
@@ -115,7 +121,9 @@ function callOf(span: Span, agentName: string | null): LlmCall {
     text: typeof content === 'string' ? content : typeof choice?.text === 'string' ? choice.text : outputText || null,
     promptTokenIds: ints(attributes['lightning.prompt_token_ids']),
     responseTokenIds: ints(attributes['lightning.response_token_ids']),
-    logprobs: Array.isArray(logprobContent) ? logprobContent.map((entry) => Number(obj(entry)?.logprob ?? Number.NaN)).filter(Number.isFinite) : null,
+    logprobs: Array.isArray(logprobContent)
+      ? logprobContent.map((entry) => Number(obj(entry)?.logprob ?? Number.NaN)).filter(Number.isFinite)
+      : numbers(attributes['lightning.response_logprobs']),
     stepReward: 0,
   };
 }

@@ -3,7 +3,20 @@
  * receives"). One pure function, used by `lightning run` and by the extension's Debug with
  * Lightning, so both inject exactly the same variables.
  */
+import { z } from 'zod';
 import type { Json } from './records';
+
+/** The providers whose own APIs the proxy captures besides OpenAI's (see llmApis.ts). */
+export const ProviderName = z.enum(['anthropic', 'gemini']);
+export type ProviderName = z.infer<typeof ProviderName>;
+
+const UpstreamUrl = z.string().regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:8000');
+/** A rollout's own upstream per provider API (the user's ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL); absent: the provider's. */
+export const ProviderUpstreams = z.strictObject({ anthropic: UpstreamUrl.optional(), gemini: UpstreamUrl.optional() });
+export type ProviderUpstreams = z.infer<typeof ProviderUpstreams>;
+
+/** The variable each provider's SDKs read for their base URL (Python and JS alike). */
+const BASE_URL_VARIABLE: Record<ProviderName, string> = { anthropic: 'ANTHROPIC_BASE_URL', gemini: 'GOOGLE_GEMINI_BASE_URL' };
 
 /** Sent as the API key only when the user has none: the daemon then forwards its own key upstream. */
 export const PLACEHOLDER_API_KEY = 'lightning-placeholder-key';
@@ -26,7 +39,11 @@ export function instrumentationEnv({ url, rolloutId, task, base }: AgentEnvInput
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${url}/v1/traces`,
     OTEL_RESOURCE_ATTRIBUTES: [base.OTEL_RESOURCE_ATTRIBUTES, `lightning.rollout_id=${rolloutId}`].filter(Boolean).join(','),
   };
+  for (const variable of Object.values(BASE_URL_VARIABLE)) env[variable] = url;
   if (!base.OPENAI_API_KEY) env.OPENAI_API_KEY = PLACEHOLDER_API_KEY;
+  // The SDKs refuse to start without a key; a placeholder lets a keyless local server or the policy answer.
+  if (!base.ANTHROPIC_API_KEY && !base.ANTHROPIC_AUTH_TOKEN) env.ANTHROPIC_API_KEY = PLACEHOLDER_API_KEY;
+  if (!base.GEMINI_API_KEY && !base.GOOGLE_API_KEY) env.GEMINI_API_KEY = PLACEHOLDER_API_KEY;
   if (task !== null) env.LIGHTNING_TASK = JSON.stringify(task);
   return env;
 }
@@ -38,4 +55,14 @@ export function instrumentationEnv({ url, rolloutId, task, base }: AgentEnvInput
 export function userUpstream(base: Readonly<Record<string, string | undefined>>): string | null {
   const configured = base.OPENAI_BASE_URL || base.OPENAI_API_BASE;
   return configured ? configured.replace(/\/+$/, '') : null;
+}
+
+/** The user's own ANTHROPIC_BASE_URL and GOOGLE_GEMINI_BASE_URL: where those calls go, as userUpstream is for OpenAI's. */
+export function userProviderUpstreams(base: Readonly<Record<string, string | undefined>>): ProviderUpstreams {
+  const upstreams: ProviderUpstreams = {};
+  for (const name of ProviderName.options) {
+    const configured = base[BASE_URL_VARIABLE[name]];
+    if (configured) upstreams[name] = configured.replace(/\/+$/, '');
+  }
+  return upstreams;
 }

@@ -26,6 +26,7 @@ import { RolloutTransitions, RolloutTransitionsParams } from './lightningrl';
 import { CreateTrainingRunParams, GetTrainingRunParams, StartTrainingParams, TrainingRunDetail, TrainingRunSummary, UpdateTrainingRunParams } from './training';
 import { PolicyChanged, PolicyRef, ServedPolicy, ServePolicyParams } from './policy';
 import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams } from './runner';
+import { ProviderUpstreams } from './agentEnv';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
   readonly method: string;
@@ -106,6 +107,8 @@ export type CreateRolloutParams = z.input<typeof CreateRolloutParams>;
 export const StartAgentRunParams = CreateRolloutParams.extend({
   /** Where this rollout's LLM calls go: the user's own OPENAI_BASE_URL, or null for the daemon's upstream. */
   upstream: z.string().regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:11434/v1').nullable().default(null),
+  /** Where its Anthropic and Gemini calls go: the user's own ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL; absent, the provider's. */
+  providerUpstreams: ProviderUpstreams.default({}),
   /**
    * Ask the serving engine for exact token ids and logprobs on every chat/completions call
    * (vLLM's `return_token_ids`, OpenAI's `logprobs`): what training a local model needs.

@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { Json, Rollout } from './records';
+import { ProviderUpstreams } from './agentEnv';
 
 const BatchHandle = z.string().min(1).max(200);
 
@@ -13,6 +14,8 @@ export const OpenWorkerBatchParams = z.strictObject({
   rolloutIds: z.array(z.string().min(1).max(200)).min(1).max(1_000_000),
   /** Where the rollouts' LLM calls go (e.g. the policy server); null for the daemon's upstream. */
   upstream: z.string().regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:11434/v1').nullable().default(null),
+  /** Where their Anthropic and Gemini calls go (the user's own base URLs); absent, the provider's. */
+  providerUpstreams: ProviderUpstreams.default({}),
   /** Ask the serving engine for exact token ids and logprobs on every call. */
   tokenIds: z.boolean().default(false),
   /** Per-attempt limit: an attempt not finished in time becomes `timeout` and its URL is revoked. */

@@ -54,11 +54,11 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       const id = store.resolveRolloutId(params.id);
       return write(() => store.transitionRollout({ ...params, id }));
     },
-    startAgentRun: ({ upstream, tokenIds, rolloutId, ...params }) => {
+    startAgentRun: ({ upstream, tokenIds, providerUpstreams, rolloutId, ...params }) => {
       const baseUrl = agentBaseUrl?.();
       if (!baseUrl) throw new ConflictError('agent runs need a running daemon to serve their LLM calls; start one with `lightning serve`');
       return write(() => {
-        const { rollout, key } = store.startAgentRun(params, { upstream, tokenIds }, rolloutId === undefined ? undefined : store.resolveRolloutId(rolloutId));
+        const { rollout, key } = store.startAgentRun(params, { upstream, tokenIds, providerUpstreams }, rolloutId === undefined ? undefined : store.resolveRolloutId(rolloutId));
         return { rollout, url: `${baseUrl}/r/${key}` };
       });
     },

@@ -9,7 +9,7 @@
  * scoring of each rollout once it is final (runner/scoring.ts).
  */
 import fs from 'node:fs';
-import type { MethodName, ParamsOf, ResultOf, RolloutScore } from '../protocol';
+import type { MethodName, ParamsOf, ProviderUpstreams, ResultOf, RolloutScore } from '../protocol';
 import { FINISHED } from '../rewards/job';
 import type { AttemptEnded } from '../protocol/runner';
 import { ProcessPool } from './processPool';
@@ -46,6 +46,8 @@ export interface BatchRunnerOptions {
   readonly timeoutMs: number;
   /** Where the rollouts' LLM calls go (e.g. the policy server); null for the daemon's upstream. */
   readonly upstream: string | null;
+  /** Where their Anthropic and Gemini calls go (the user's own base URLs); absent, the providers'. */
+  readonly providerUpstreams?: ProviderUpstreams;
   /** Ask the serving engine for exact token ids and logprobs on every call (what training needs). */
   readonly tokenIds: boolean;
   /** Agent output goes to `<logDir>/<rollout>.<attempt>.log` (process) or `<logDir>/worker-<W>.log` (worker). */

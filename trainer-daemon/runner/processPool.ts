@@ -61,7 +61,7 @@ export class ProcessPool implements BatchPool {
 
   private async attempt(rolloutId: string): Promise<void> {
     const started = Date.now();
-    const { rollout, url } = await this.options.client.request('startAgentRun', { rolloutId, upstream: this.options.upstream, tokenIds: this.options.tokenIds });
+    const { rollout, url } = await this.options.client.request('startAgentRun', { rolloutId, upstream: this.options.upstream, providerUpstreams: this.options.providerUpstreams, tokenIds: this.options.tokenIds });
     if (this.cancelled) {
       // Cancelled while the attempt was being set up: do not start an agent nobody will wait for.
       await this.options.client.request('transitionRollout', { id: rolloutId, to: 'cancelled', error: 'the batch was cancelled' });

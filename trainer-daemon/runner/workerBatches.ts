@@ -156,7 +156,7 @@ export class WorkerBatches {
     let started: { rollout: Rollout; key: string };
     try {
       started = await this.options.writes.submit(() =>
-        this.options.store.startAgentRun({}, { upstream: batch.params.upstream, tokenIds: batch.params.tokenIds }, rolloutId),
+        this.options.store.startAgentRun({}, { upstream: batch.params.upstream, tokenIds: batch.params.tokenIds, providerUpstreams: batch.params.providerUpstreams }, rolloutId),
       );
     } catch (error) {
       // Not startable (moved on by someone else since): not this batch's to run any more.

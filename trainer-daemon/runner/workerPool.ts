@@ -37,7 +37,7 @@ export class WorkerPool implements BatchPool {
     if (rolloutIds.length === 0) return;
     const { client } = this.options;
     const batch = await client.request('openWorkerBatch', {
-      rolloutIds: [...rolloutIds], upstream: this.options.upstream, tokenIds: this.options.tokenIds,
+      rolloutIds: [...rolloutIds], upstream: this.options.upstream, providerUpstreams: this.options.providerUpstreams, tokenIds: this.options.tokenIds,
       timeoutMs: this.options.timeoutMs, concurrencyPerWorker: this.mode.concurrencyPerWorker,
     });
     this.batchId = batch.id;

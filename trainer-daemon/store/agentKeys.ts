@@ -5,17 +5,21 @@
 import crypto from 'node:crypto';
 import type { Database, Statement } from './driver';
 import { scrubText } from '../secrets';
+import type { ProviderUpstreams } from '../protocol';
 
 export interface AgentKeyRecord {
   readonly rolloutId: string;
   readonly upstream: string | null;
   /** Whether the proxy asks the engine for token ids and logprobs on every call. */
   readonly tokenIds: boolean;
+  /** The rollout's own Anthropic and Gemini upstreams. */
+  readonly providerUpstreams: ProviderUpstreams;
 }
 
 export interface AgentKeyOptions {
   readonly upstream: string | null;
   readonly tokenIds: boolean;
+  readonly providerUpstreams?: ProviderUpstreams;
 }
 
 export function newAgentKey(): string {
@@ -43,13 +47,14 @@ function storableUpstream(url: string): string {
 
 export class AgentKeyRepository {
   private readonly exactUpstreams = new Map<string, string>();
+  private readonly exactProviderUpstreams = new Map<string, ProviderUpstreams>();
   private readonly insert: Statement;
-  private readonly byHash: Statement<[string], { rollout_id: string; upstream: string | null; token_ids: number }>;
+  private readonly byHash: Statement<[string], { rollout_id: string; upstream: string | null; token_ids: number; provider_upstreams: string | null }>;
   private readonly byRollout: Statement<[string]>;
 
   constructor(db: Database) {
-    this.insert = db.prepare('INSERT INTO rollout_keys (key_hash, rollout_id, upstream, token_ids, created_at) VALUES (?, ?, ?, ?, ?)');
-    this.byHash = db.prepare('SELECT rollout_id, upstream, token_ids FROM rollout_keys WHERE key_hash = ?');
+    this.insert = db.prepare('INSERT INTO rollout_keys (key_hash, rollout_id, upstream, token_ids, created_at, provider_upstreams) VALUES (?, ?, ?, ?, ?, ?)');
+    this.byHash = db.prepare('SELECT rollout_id, upstream, token_ids, provider_upstreams FROM rollout_keys WHERE key_hash = ?');
     this.byRollout = db.prepare('DELETE FROM rollout_keys WHERE rollout_id = ?');
   }
 
@@ -57,10 +62,17 @@ export class AgentKeyRepository {
   issue(rolloutId: string, options: AgentKeyOptions, now = Date.now()): string {
     const key = newAgentKey();
     const stored = options.upstream === null ? null : storableUpstream(options.upstream);
-    this.insert.run(hashAgentKey(key), rolloutId, stored, options.tokenIds ? 1 : 0, now);
+    const providers = options.providerUpstreams ?? {};
+    // A bare origin gains a trailing slash from URL; the SDK-style base URL has none.
+    const storedProviders = Object.fromEntries(Object.entries(providers).map(([name, url]) => [name, storableUpstream(url).replace(/\/+$/, '')]));
+    this.insert.run(hashAgentKey(key), rolloutId, stored, options.tokenIds ? 1 : 0, now, Object.keys(providers).length > 0 ? JSON.stringify(storedProviders) : null);
     if (options.upstream !== stored && options.upstream !== null) {
       this.exactUpstreams.set(rolloutId, options.upstream);
       if (this.exactUpstreams.size > 10_000) this.exactUpstreams.delete(this.exactUpstreams.keys().next().value!);
+    }
+    if (Object.entries(providers).some(([name, url]) => storedProviders[name] !== url)) {
+      this.exactProviderUpstreams.set(rolloutId, providers);
+      if (this.exactProviderUpstreams.size > 10_000) this.exactProviderUpstreams.delete(this.exactProviderUpstreams.keys().next().value!);
     }
     return key;
   }
@@ -69,10 +81,13 @@ export class AgentKeyRepository {
   revoke(rolloutId: string): void {
     this.byRollout.run(rolloutId);
     this.exactUpstreams.delete(rolloutId);
+    this.exactProviderUpstreams.delete(rolloutId);
   }
 
   find(key: string): AgentKeyRecord | undefined {
     const row = this.byHash.get(hashAgentKey(key));
-    return row ? { rolloutId: row.rollout_id, upstream: this.exactUpstreams.get(row.rollout_id) ?? row.upstream, tokenIds: row.token_ids === 1 } : undefined;
+    if (!row) return undefined;
+    const providerUpstreams = this.exactProviderUpstreams.get(row.rollout_id) ?? (row.provider_upstreams ? (JSON.parse(row.provider_upstreams) as ProviderUpstreams) : {});
+    return { rolloutId: row.rollout_id, upstream: this.exactUpstreams.get(row.rollout_id) ?? row.upstream, tokenIds: row.token_ids === 1, providerUpstreams };
   }
 }

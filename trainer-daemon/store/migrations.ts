@@ -294,7 +294,19 @@ const v6PromptOptimization: Migration = {
   },
 };
 
-export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization];
+/**
+ * Capture of every provider's API: a rollout's own Anthropic and Gemini upstreams (the user's
+ * ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL), as JSON `{"anthropic"?: url, "gemini"?: url}`.
+ */
+const v7ProviderUpstreams: Migration = {
+  version: 7,
+  name: 'provider upstreams',
+  up(db) {
+    db.exec(`ALTER TABLE rollout_keys ADD COLUMN provider_upstreams TEXT;`);
+  },
+};
+
+export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization, v7ProviderUpstreams];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Applies every migration above the store's version, each atomically. Returns the versions applied. */

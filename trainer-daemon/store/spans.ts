@@ -90,22 +90,33 @@ interface TwinRow {
   response_id: string;
   span_id: string;
   proxied: number;
+  /** For a proxy record: whether an OTLP span of the same call was already tied to it. */
+  paired: number;
   prompt_tokens: number | null;
   completion_tokens: number | null;
 }
+
+const isProxied = (span: SpanInput): boolean => 'lightning.api' in span.attributes;
 
 /**
  * One LLM call seen twice — by the proxy and in the agent's OTLP spans, recognised by the same
  * `gen_ai.response.id` — is one step. The proxy's record (exact request and response) stays the
  * `llm` step, whichever arrives first; the other becomes `other` with `lightning.same_call_as`.
+ * A proxy record's twin can only be an OTLP span, never another proxy record: servers that answer
+ * every call with the same id (local servers, test doubles) must not merge two calls into one. An
+ * OTLP span ties to the earliest proxy record of that id not tied yet.
  */
-function pairWithTwin(twins: ReadonlyMap<string, TwinRow>, span: SpanInput): { span: SpanInput; responseId: string | null; replaced?: TwinRow } {
+function pairWithTwin(twins: ReadonlyMap<string, TwinRow[]>, span: SpanInput): { span: SpanInput; responseId: string | null; replaced?: TwinRow; pairedWith?: TwinRow } {
   const responseId = span.attributes['gen_ai.response.id'];
   if (span.category !== 'llm' || typeof responseId !== 'string') return { span, responseId: null };
-  const twin = twins.get(responseId);
-  if (!twin || twin.span_id === span.spanId) return { span, responseId };
-  if ('lightning.api' in span.attributes && !twin.proxied) return { span, responseId, replaced: twin };
-  return { span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } }, responseId: null };
+  const candidates = (twins.get(responseId) ?? []).filter((row) => row.span_id !== span.spanId);
+  if (isProxied(span)) {
+    const otlp = candidates.find((row) => !row.proxied);
+    return otlp ? { span, responseId, replaced: otlp } : { span, responseId };
+  }
+  const twin = candidates.find((row) => row.proxied && !row.paired) ?? candidates.find((row) => !row.proxied);
+  if (!twin) return { span, responseId };
+  return { span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } }, responseId: null, pairedWith: twin };
 }
 
 export class SpanRepository {
@@ -120,8 +131,11 @@ export class SpanRepository {
 
   constructor(db: Database) {
     // One query per batch: the LLM spans of the rollout whose response ids the batch carries.
-    this.twinsOf = db.prepare(`SELECT response_id, span_id, json_extract(attributes, '$."lightning.api"') IS NOT NULL AS proxied,
-      prompt_tokens, completion_tokens FROM spans WHERE rollout_id = ? AND response_id IN (SELECT value FROM json_each(?))`);
+    this.twinsOf = db.prepare(`SELECT s.response_id, s.span_id, json_extract(s.attributes, '$."lightning.api"') IS NOT NULL AS proxied,
+      EXISTS (SELECT 1 FROM spans o WHERE o.rollout_id = s.rollout_id AND o.category = 'other'
+        AND json_extract(o.attributes, '$."lightning.same_call_as"') = s.span_id) AS paired,
+      s.prompt_tokens, s.completion_tokens FROM spans s
+      WHERE s.rollout_id = ? AND s.response_id IN (SELECT value FROM json_each(?)) ORDER BY s.sequence`);
     this.demote = db.prepare(`UPDATE spans SET category = 'other', response_id = NULL,
       attributes = json_set(attributes, '$."lightning.same_call_as"', ?) WHERE rollout_id = ? AND span_id = ?`);
     this.counters = db.prepare('SELECT span_count, attempt_count FROM rollouts WHERE id = ?');
@@ -152,7 +166,7 @@ export class SpanRepository {
     const stored: Span[] = [];
     const twins = this.twinsFor(batch);
     for (const input of batch.spans) {
-      const { span, responseId, replaced } = pairWithTwin(twins, input);
+      const { span, responseId, replaced, pairedWith } = pairWithTwin(twins, input);
       const info = this.insert.run(
         batch.rolloutId, counters.attempt_count, sequence + 1, span.traceId, span.spanId, span.parentSpanId,
         span.name, span.kind, span.category, span.startMs, span.endMs, span.statusCode, span.statusMessage,
@@ -162,15 +176,18 @@ export class SpanRepository {
         results.push({ kind: 'duplicate', spanId: span.spanId });
         continue;
       }
+      if (pairedWith) pairedWith.paired = 1;
       if (replaced) {
         // The twin stops being the step: its call and tokens are this span's now.
         this.demote.run(span.spanId, batch.rolloutId, replaced.span_id);
+        twins.set(replaced.response_id, twins.get(replaced.response_id)!.filter((row) => row !== replaced));
         llmCalls -= 1;
         promptTokens -= replaced.prompt_tokens ?? 0;
         completionTokens -= replaced.completion_tokens ?? 0;
       }
       if (responseId !== null) {
-        twins.set(responseId, { response_id: responseId, span_id: span.spanId, proxied: 'lightning.api' in span.attributes ? 1 : 0, prompt_tokens: span.promptTokens, completion_tokens: span.completionTokens });
+        const row = { response_id: responseId, span_id: span.spanId, proxied: isProxied(span) ? 1 : 0, paired: replaced ? 1 : 0, prompt_tokens: span.promptTokens, completion_tokens: span.completionTokens };
+        twins.set(responseId, [...(twins.get(responseId) ?? []), row]);
       }
       sequence += 1;
       if (span.category === 'llm') {
@@ -187,11 +204,13 @@ export class SpanRepository {
     return { results, stored };
   }
 
-  /** The stored LLM spans sharing a response id with the batch's, by response id. */
-  private twinsFor(batch: SpanBatch): Map<string, TwinRow> {
+  /** The stored LLM spans sharing a response id with the batch's, by response id, in order of arrival. */
+  private twinsFor(batch: SpanBatch): Map<string, TwinRow[]> {
     const ids = batch.spans.flatMap((span) => (span.category === 'llm' && typeof span.attributes['gen_ai.response.id'] === 'string' ? [span.attributes['gen_ai.response.id']] : []));
-    if (ids.length === 0) return new Map();
-    return new Map(this.twinsOf.all(batch.rolloutId, JSON.stringify(ids)).map((row) => [row.response_id, row]));
+    const twins = new Map<string, TwinRow[]>();
+    if (ids.length === 0) return twins;
+    for (const row of this.twinsOf.all(batch.rolloutId, JSON.stringify([...new Set(ids)]))) twins.set(row.response_id, [...(twins.get(row.response_id) ?? []), row]);
+    return twins;
   }
 
   list(rolloutId: string): Span[] {

@@ -161,7 +161,7 @@ class Iterations {
     // Rollouts against a dead policy server fail for that reason: report the crash, not its symptoms.
     if (this.worker.failed) throw this.worker.failed;
     if (transitions.length > 0 && transitions.every((t) => t.needsTokenization)) {
-      throw new InvalidInputError('the rollouts recorded no token ids: the agent must send its LLM calls to OPENAI_BASE_URL (the policy being trained)');
+      throw new InvalidInputError('the rollouts recorded no token ids: the agent must send its LLM calls to OPENAI_BASE_URL, ANTHROPIC_BASE_URL or GOOGLE_GEMINI_BASE_URL (the policy being trained answers them)');
     }
     let result: TrainResult | undefined;
     if (trainable.length > 0) {

@@ -179,7 +179,7 @@ export function registerDatasetRun(dataset: Command): void {
         const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
         const progress = new Progress(process.stderr, queued.length);
         runner = new BatchRunner({
-          client, mode, timeoutMs, upstream: routing.upstream, tokenIds: routing.tokenIds,
+          client, mode, timeoutMs, upstream: routing.upstream, providerUpstreams: routing.providerUpstreams, tokenIds: routing.tokenIds,
           logDir: logDirOf(batchId), env: process.env, onSpawn: (pid) => pids.record(pid),
           onAttempt: (event) => progress.attempt(event), scoring, onScored: (score) => progress.scored(score),
         });

@@ -1,0 +1,24 @@
+/**
+ * Agents on the Python SDK `google-genai` (LIGHTNING_TEST_PYTHON), unchanged,
+ * through `lightning run`: the same trajectories as the JS SDKs' (providers.test.ts).
+ */
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { runAgent } from '../helpers/runAgent';
+import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
+import { AGENTS, assertGeminiTrajectory, geminiEnv, python } from '../helpers/providerAgents';
+
+let upstream: ScriptedUpstream;
+before(async () => {
+  upstream = await startScriptedUpstream();
+});
+after(() => upstream.close());
+
+describe('Python google-genai SDK agents, unchanged, through lightning run', () => {
+  for (const mode of ['json', 'stream'] as const) {
+    test(`Python google-genai (${mode})`, async (t) => {
+      const run = await runAgent(t, upstream.url, [python(), path.join(AGENTS, 'provider_agents.py'), 'gemini', mode], geminiEnv(upstream));
+      assertGeminiTrajectory(upstream, run, mode === 'stream');
+    });
+  }
+});

@@ -1,0 +1,122 @@
+/**
+ * Anthropic and Gemini agents on an open model: when a rollout's calls are answered by a server that
+ * speaks chat completions only (a checkpoint, the trainer's policy, any `--token-ids` engine), the
+ * proxy translates the agent's Messages or generateContent request to chat completions — asking for
+ * exact token ids and logprobs — and the answer back into the agent's API, as JSON or as the server-
+ * sent events it asked for. The record keeps the agent's request, the answer it got, and the
+ * engine's token ids, so LightningRL trains on exactly what the policy produced.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import {
+  anthropicRequestToChat, anthropicResponseEvents, chatToAnthropicResponse, chatToGeminiResponse, geminiRequestToChat, type Json,
+} from '../protocol';
+import { errorMessage } from '../errors';
+import { redactUrl } from '../secrets';
+import type { Logger } from '../log';
+import { callToSpan } from './record';
+import type { ProxyCall, UpstreamConfig } from './proxy';
+
+type JsonObject = { [key: string]: Json };
+
+export interface TranslatedCall extends ProxyCall {
+  /** The chat completions base URL (`…/v1`) that answers. */
+  readonly chatBase: string;
+  /** Whether the agent asked for a stream (Messages `stream: true`, Gemini `streamGenerateContent`). */
+  readonly stream: boolean;
+}
+
+function chatRequestOf(call: TranslatedCall): JsonObject {
+  const json = call.json ?? {};
+  const chat = call.api === 'anthropic.messages' ? anthropicRequestToChat(json) : geminiRequestToChat(json, call.model ?? 'policy');
+  return { logprobs: true, ...chat, stream: false, return_token_ids: true };
+}
+
+function answerOf(call: TranslatedCall, completion: JsonObject): JsonObject {
+  const model = call.model ?? (typeof call.json?.model === 'string' ? call.json.model : 'policy');
+  return call.api === 'anthropic.messages' ? chatToAnthropicResponse(completion, model) : chatToGeminiResponse(completion, model);
+}
+
+function writeAnswer(call: TranslatedCall, response: ServerResponse, answer: JsonObject): void {
+  if (!call.stream) {
+    const body = JSON.stringify(answer);
+    response.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    response.end(body);
+    return;
+  }
+  response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  if (call.api === 'anthropic.messages') {
+    response.end(anthropicResponseEvents(answer).map(({ event, data }) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`).join(''));
+  } else {
+    response.end(`data: ${JSON.stringify(answer)}\r\n\r\n`);
+  }
+}
+
+export class TranslatingProxy {
+  constructor(
+    private readonly config: UpstreamConfig,
+    private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => void,
+    private readonly logger: Logger,
+  ) {}
+
+  async forward(call: TranslatedCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const startMs = Date.now();
+    const base = call.chatBase.replace(/\/+$/, '');
+    const aborted = new AbortController();
+    response.on('close', () => {
+      if (!response.writableFinished) aborted.abort(new Error('the client disconnected before the response ended'));
+    });
+    let status: number | null = null;
+    let completion: JsonObject | null = null;
+    let answer: JsonObject | null = null;
+    let error: string | null = null;
+    let firstByteMs: number | null = null;
+    try {
+      const upstream = await fetch(`${base}/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(this.config.apiKey && call.upstream === null ? { authorization: `Bearer ${this.config.apiKey}` } : {}) },
+        body: JSON.stringify(chatRequestOf(call)),
+        signal: AbortSignal.any([aborted.signal, AbortSignal.timeout(this.config.timeoutMs)]),
+      });
+      status = upstream.status;
+      const text = await upstream.text();
+      firstByteMs = Date.now();
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = null;
+      }
+      if (upstream.status >= 400 || parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
+        const detail = (parsed as { error?: { message?: unknown } } | null)?.error?.message;
+        error = `the policy server ${redactUrl(base)} answered HTTP ${upstream.status}${typeof detail === 'string' ? `: ${detail}` : upstream.status < 400 ? ' with a body that is not JSON' : ''}`;
+        const errorStatus = upstream.status >= 400 ? upstream.status : 502;
+        this.sendError(call, response, errorStatus, error);
+      } else {
+        completion = parsed as JsonObject;
+        answer = answerOf(call, completion);
+        writeAnswer(call, response, answer);
+      }
+    } catch (caught) {
+      error = aborted.signal.aborted ? 'cancelled: the client disconnected before the response ended' : `Lightning could not get a response from the policy server ${redactUrl(base)}: ${errorMessage(caught)}`;
+      if (!aborted.signal.aborted) this.logger.warn('policy request failed', { upstream: redactUrl(base), error: errorMessage(caught) });
+      this.sendError(call, response, /timeout|aborted due to timeout/i.test(errorMessage(caught)) ? 504 : 502, error);
+    }
+    if (call.json) {
+      this.record(callToSpan({
+        api: call.api!, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(base), request: call.json, response: answer, status, streamed: call.stream,
+        startMs, endMs: Date.now(), firstByteMs, error, tokenIdsRequested: true, model: call.model, translated: completion,
+        traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
+      }), call.rolloutId);
+    }
+  }
+
+  private sendError(call: TranslatedCall, response: ServerResponse, status: number, message: string): void {
+    if (response.headersSent || response.destroyed) {
+      response.destroy();
+      return;
+    }
+    const body = JSON.stringify(call.errorBody ? call.errorBody(status, 'upstream_error', message) : { error: { message } });
+    response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+    response.end(body);
+  }
+}

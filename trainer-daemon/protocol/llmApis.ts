@@ -1,0 +1,266 @@
+/**
+ * The LLM APIs the proxy captures besides OpenAI's — the Anthropic Messages API and the Gemini API —
+ * seen as OpenAI chat completions: one shape for everything that reads a call (the panel, LightningRL,
+ * `lightning export --format chat`), and the translation the proxy applies when a checkpoint or the
+ * trainer's policy (chat completions only) answers an Anthropic or Gemini agent. Pure functions of
+ * JSON; nothing here imports the rest of the daemon.
+ */
+import type { Json } from './records';
+
+type JsonObject = { [key: string]: Json };
+
+/** `lightning.api` of a call recorded on the Messages API / the Gemini API. */
+export const ANTHROPIC_MESSAGES = 'anthropic.messages';
+export const GEMINI_GENERATE = 'gemini.generate_content';
+
+const isObject = (value: Json | undefined): value is JsonObject => value !== null && typeof value === 'object' && !Array.isArray(value);
+const list = (value: Json | undefined): Json[] => (Array.isArray(value) ? value : []);
+const str = (value: Json | undefined): string => (typeof value === 'string' ? value : '');
+
+function parseArguments(text: string): JsonObject {
+  try {
+    const parsed = JSON.parse(text) as Json;
+    return isObject(parsed) ? parsed : {};
+  } catch {
+    return {};
+  }
+}
+
+/** A chat message's content: plain text when it is only text, else OpenAI content parts (images). */
+function chatContent(parts: JsonObject[]): Json {
+  return parts.every((part) => part.type === 'text') ? parts.map((part) => str(part.text)).join('\n') : parts;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Anthropic Messages API
+
+function anthropicText(content: Json | undefined): string {
+  if (typeof content === 'string') return content;
+  return list(content).filter(isObject).map((block) => (block.type === 'text' ? str(block.text) : JSON.stringify(block))).join('\n');
+}
+
+function anthropicImage(block: JsonObject): JsonObject {
+  const source = isObject(block.source) ? block.source : {};
+  const url = source.type === 'base64' ? `data:${str(source.media_type)};base64,${str(source.data)}` : str(source.url);
+  return { type: 'image_url', image_url: { url } };
+}
+
+function anthropicMessageToChat(message: JsonObject): JsonObject[] {
+  const role = message.role === 'assistant' ? 'assistant' : 'user';
+  if (typeof message.content === 'string') return [{ role, content: message.content }];
+  const blocks = list(message.content).filter(isObject);
+  if (role === 'assistant') {
+    const text = blocks.filter((b) => b.type === 'text').map((b) => str(b.text)).join('');
+    const thinking = blocks.filter((b) => b.type === 'thinking' || b.type === 'redacted_thinking').map((b) => (b.type === 'thinking' ? str(b.thinking) : '[redacted thinking]')).join('\n');
+    const calls = blocks.filter((b) => b.type === 'tool_use' || b.type === 'server_tool_use')
+      .map((b) => ({ id: str(b.id), type: 'function', function: { name: str(b.name), arguments: JSON.stringify(b.input ?? {}) } }));
+    const chat: JsonObject = { role, content: text.length > 0 || calls.length === 0 ? text : null };
+    if (thinking) chat.reasoning_content = thinking;
+    if (calls.length > 0) chat.tool_calls = calls;
+    return [chat];
+  }
+  // Tool results answer the previous assistant turn's calls: they come first, as `tool` messages.
+  const results = blocks.filter((b) => b.type === 'tool_result').map((b) => ({ role: 'tool', tool_call_id: str(b.tool_use_id), content: anthropicText(b.content) }));
+  const parts = blocks.flatMap((b): JsonObject[] => (b.type === 'text' ? [{ type: 'text', text: str(b.text) }] : b.type === 'image' ? [anthropicImage(b)] : b.type === 'tool_result' ? [] : [{ type: 'text', text: JSON.stringify(b) }]));
+  return parts.length > 0 ? [...results, { role, content: chatContent(parts) }] : results;
+}
+
+function anthropicToolChoice(choice: Json | undefined): Json | undefined {
+  if (!isObject(choice)) return undefined;
+  if (choice.type === 'any') return 'required';
+  if (choice.type === 'tool') return { type: 'function', function: { name: str(choice.name) } };
+  return choice.type === 'none' ? 'none' : 'auto';
+}
+
+/** A Messages API request as a chat completions request (system, tool use and results, images, sampling). */
+export function anthropicRequestToChat(request: JsonObject): JsonObject {
+  const messages: JsonObject[] = [];
+  const system = typeof request.system === 'string' ? request.system : anthropicText(request.system);
+  if (system) messages.push({ role: 'system', content: system });
+  for (const message of list(request.messages).filter(isObject)) messages.push(...anthropicMessageToChat(message));
+  const chat: JsonObject = { model: str(request.model), messages };
+  const tools = list(request.tools).filter((tool) => isObject(tool) && isObject(tool.input_schema)) as JsonObject[];
+  if (tools.length > 0) chat.tools = tools.map((tool) => ({ type: 'function', function: { name: str(tool.name), description: str(tool.description), parameters: tool.input_schema! } }));
+  const toolChoice = anthropicToolChoice(request.tool_choice);
+  if (toolChoice !== undefined && tools.length > 0) chat.tool_choice = toolChoice;
+  if (typeof request.max_tokens === 'number') chat.max_tokens = request.max_tokens;
+  for (const key of ['temperature', 'top_p'] as const) if (typeof request[key] === 'number') chat[key] = request[key];
+  if (Array.isArray(request.stop_sequences)) chat.stop = request.stop_sequences;
+  return chat;
+}
+
+const ANTHROPIC_STOP: Record<string, string> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls', pause_turn: 'stop', refusal: 'content_filter' };
+const CHAT_STOP_TO_ANTHROPIC: Record<string, string> = { stop: 'end_turn', length: 'max_tokens', tool_calls: 'tool_use', function_call: 'tool_use', content_filter: 'refusal' };
+
+/** A Messages API response as a chat completion (thinking as `reasoning_content`, tool_use as tool calls). */
+export function anthropicResponseToChat(response: JsonObject): JsonObject {
+  const [message] = anthropicMessageToChat({ role: 'assistant', content: response.content ?? [] });
+  const usage = isObject(response.usage) ? response.usage : {};
+  const input = ['input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'].reduce((sum, key) => sum + (typeof usage[key] === 'number' ? (usage[key] as number) : 0), 0);
+  const output = typeof usage.output_tokens === 'number' ? usage.output_tokens : 0;
+  return {
+    id: str(response.id), object: 'chat.completion', model: str(response.model),
+    choices: [{ index: 0, message: message!, finish_reason: ANTHROPIC_STOP[str(response.stop_reason)] ?? (response.stop_reason ?? null) }],
+    usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
+  };
+}
+
+/** A chat completion as the Messages API response the agent asked for. */
+export function chatToAnthropicResponse(chat: JsonObject, model: string): JsonObject {
+  const choice = isObject(list(chat.choices)[0]) ? (list(chat.choices)[0] as JsonObject) : {};
+  const message = isObject(choice.message) ? choice.message : {};
+  const content: JsonObject[] = [];
+  const reasoning = str(message.reasoning_content ?? message.reasoning);
+  if (reasoning) content.push({ type: 'thinking', thinking: reasoning, signature: '' });
+  if (str(message.content)) content.push({ type: 'text', text: str(message.content) });
+  for (const call of list(message.tool_calls).filter(isObject)) {
+    const fn = isObject(call.function) ? call.function : {};
+    content.push({ type: 'tool_use', id: str(call.id) || `toolu_${content.length}`, name: str(fn.name), input: parseArguments(str(fn.arguments)) });
+  }
+  const usage = isObject(chat.usage) ? chat.usage : {};
+  const stop = content.some((block) => block.type === 'tool_use') ? 'tool_use' : (CHAT_STOP_TO_ANTHROPIC[str(choice.finish_reason)] ?? 'end_turn');
+  return {
+    id: str(chat.id) ? `msg_${str(chat.id)}` : 'msg_lightning', type: 'message', role: 'assistant', model, content, stop_reason: stop, stop_sequence: null,
+    usage: { input_tokens: typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens : 0, output_tokens: typeof usage.completion_tokens === 'number' ? usage.completion_tokens : 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+  };
+}
+
+/** The server-sent events a streaming Messages API call gets for a whole response (each `event:` + `data:`). */
+export function anthropicResponseEvents(message: JsonObject): Array<{ event: string; data: JsonObject }> {
+  const usage = isObject(message.usage) ? message.usage : {};
+  const events: Array<{ event: string; data: JsonObject }> = [
+    { event: 'message_start', data: { type: 'message_start', message: { ...message, content: [], stop_reason: null, usage: { ...usage, output_tokens: 0 } } } },
+  ];
+  list(message.content).filter(isObject).forEach((block, index) => {
+    const start: JsonObject = block.type === 'text' ? { type: 'text', text: '' } : block.type === 'tool_use' ? { ...block, input: {} } : block.type === 'thinking' ? { type: 'thinking', thinking: '', signature: '' } : block;
+    events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: start } });
+    const delta = (value: JsonObject): void => void events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: value } });
+    if (block.type === 'text') delta({ type: 'text_delta', text: str(block.text) });
+    if (block.type === 'tool_use') delta({ type: 'input_json_delta', partial_json: JSON.stringify(block.input ?? {}) });
+    if (block.type === 'thinking') {
+      delta({ type: 'thinking_delta', thinking: str(block.thinking) });
+      delta({ type: 'signature_delta', signature: str(block.signature) });
+    }
+    events.push({ event: 'content_block_stop', data: { type: 'content_block_stop', index } });
+  });
+  events.push({ event: 'message_delta', data: { type: 'message_delta', delta: { stop_reason: message.stop_reason ?? null, stop_sequence: null }, usage: { output_tokens: usage.output_tokens ?? 0 } } });
+  events.push({ event: 'message_stop', data: { type: 'message_stop' } });
+  return events;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Gemini API
+
+/** The id a function call and its response share: Gemini's own `id` when it sent one, else the name. */
+const callId = (part: JsonObject): string => str(part.id) || str(part.name);
+
+function geminiParts(content: Json | undefined): JsonObject[] {
+  if (typeof content === 'string') return [{ text: content }];
+  return list(isObject(content) ? content.parts : undefined).filter(isObject);
+}
+
+function geminiContentToChat(content: JsonObject): JsonObject[] {
+  const parts = list(content.parts).filter(isObject);
+  if (content.role === 'model') {
+    const text = parts.filter((p) => typeof p.text === 'string' && p.thought !== true).map((p) => str(p.text)).join('');
+    const thinking = parts.filter((p) => p.thought === true).map((p) => str(p.text)).join('\n');
+    const calls = parts.filter((p) => isObject(p.functionCall)).map((p) => {
+      const fn = p.functionCall as JsonObject;
+      return { id: callId(fn), type: 'function', function: { name: str(fn.name), arguments: JSON.stringify(fn.args ?? {}) } };
+    });
+    const chat: JsonObject = { role: 'assistant', content: text.length > 0 || calls.length === 0 ? text : null };
+    if (thinking) chat.reasoning_content = thinking;
+    if (calls.length > 0) chat.tool_calls = calls;
+    return [chat];
+  }
+  const results = parts.filter((p) => isObject(p.functionResponse)).map((p) => {
+    const fn = p.functionResponse as JsonObject;
+    return { role: 'tool', tool_call_id: callId(fn), content: JSON.stringify(fn.response ?? {}) };
+  });
+  const chatParts = parts.flatMap((p): JsonObject[] => {
+    if (typeof p.text === 'string') return [{ type: 'text', text: p.text }];
+    if (isObject(p.inlineData)) return [{ type: 'image_url', image_url: { url: `data:${str(p.inlineData.mimeType)};base64,${str(p.inlineData.data)}` } }];
+    if (isObject(p.fileData)) return [{ type: 'image_url', image_url: { url: str(p.fileData.fileUri) } }];
+    return [];
+  });
+  return chatParts.length > 0 ? [...results, { role: 'user', content: chatContent(chatParts) }] : results;
+}
+
+/** A generateContent request (the model comes from the URL) as a chat completions request. */
+export function geminiRequestToChat(request: JsonObject, model: string): JsonObject {
+  const messages: JsonObject[] = [];
+  const system = geminiParts(request.systemInstruction).map((p) => str(p.text)).join('\n');
+  if (system) messages.push({ role: 'system', content: system });
+  const contents = typeof request.contents === 'string' ? [{ role: 'user', parts: [{ text: request.contents }] }] : list(request.contents).filter(isObject);
+  for (const content of contents) messages.push(...geminiContentToChat(content));
+  const chat: JsonObject = { model, messages };
+  const declarations = list(request.tools).filter(isObject).flatMap((tool) => list(tool.functionDeclarations).filter(isObject));
+  if (declarations.length > 0) {
+    chat.tools = declarations.map((fn) => ({ type: 'function', function: { name: str(fn.name), description: str(fn.description), parameters: fn.parametersJsonSchema ?? fn.parameters ?? { type: 'object', properties: {} } } }));
+  }
+  const config = isObject(request.generationConfig) ? request.generationConfig : {};
+  if (typeof config.maxOutputTokens === 'number') chat.max_tokens = config.maxOutputTokens;
+  if (typeof config.temperature === 'number') chat.temperature = config.temperature;
+  if (typeof config.topP === 'number') chat.top_p = config.topP;
+  if (Array.isArray(config.stopSequences)) chat.stop = config.stopSequences;
+  return chat;
+}
+
+const GEMINI_STOP: Record<string, string> = { STOP: 'stop', MAX_TOKENS: 'length', SAFETY: 'content_filter', RECITATION: 'content_filter' };
+
+/** A generateContent response as a chat completion. */
+export function geminiResponseToChat(response: JsonObject): JsonObject {
+  const candidate = isObject(list(response.candidates)[0]) ? (list(response.candidates)[0] as JsonObject) : {};
+  const [message] = geminiContentToChat({ role: 'model', parts: isObject(candidate.content) ? (candidate.content.parts ?? []) : [] });
+  const usage = isObject(response.usageMetadata) ? response.usageMetadata : {};
+  const input = typeof usage.promptTokenCount === 'number' ? usage.promptTokenCount : 0;
+  const output = (typeof usage.candidatesTokenCount === 'number' ? usage.candidatesTokenCount : 0) + (typeof usage.thoughtsTokenCount === 'number' ? usage.thoughtsTokenCount : 0);
+  const hasCalls = Array.isArray(message!.tool_calls);
+  return {
+    id: str(response.responseId), object: 'chat.completion', model: str(response.modelVersion),
+    choices: [{ index: 0, message: message!, finish_reason: hasCalls ? 'tool_calls' : (GEMINI_STOP[str(candidate.finishReason)] ?? (candidate.finishReason ?? null)) }],
+    usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
+  };
+}
+
+/** A chat completion as the generateContent response the agent asked for. */
+export function chatToGeminiResponse(chat: JsonObject, model: string): JsonObject {
+  const choice = isObject(list(chat.choices)[0]) ? (list(chat.choices)[0] as JsonObject) : {};
+  const message = isObject(choice.message) ? choice.message : {};
+  const parts: JsonObject[] = [];
+  const reasoning = str(message.reasoning_content ?? message.reasoning);
+  if (reasoning) parts.push({ text: reasoning, thought: true });
+  if (str(message.content)) parts.push({ text: str(message.content) });
+  for (const call of list(message.tool_calls).filter(isObject)) {
+    const fn = isObject(call.function) ? call.function : {};
+    parts.push({ functionCall: { ...(str(call.id) ? { id: str(call.id) } : {}), name: str(fn.name), args: parseArguments(str(fn.arguments)) } });
+  }
+  const usage = isObject(chat.usage) ? chat.usage : {};
+  const input = typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens : 0;
+  const output = typeof usage.completion_tokens === 'number' ? usage.completion_tokens : 0;
+  return {
+    candidates: [{ content: { role: 'model', parts }, finishReason: choice.finish_reason === 'length' ? 'MAX_TOKENS' : 'STOP', index: 0 }],
+    usageMetadata: { promptTokenCount: input, candidatesTokenCount: output, totalTokenCount: input + output },
+    modelVersion: model,
+    responseId: str(chat.id) || 'lightning',
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * A recorded call's request and response as chat completions, whichever API it was made on: what
+ * the panel, LightningRL and the chat export read. OpenAI calls are returned as they are.
+ */
+export function asChatCall(attributes: Readonly<Record<string, Json>>): { request: JsonObject | null; response: JsonObject | null } {
+  const request = isObject(attributes['lightning.request']) ? attributes['lightning.request'] : null;
+  const response = isObject(attributes['lightning.response']) ? attributes['lightning.response'] : null;
+  switch (attributes['lightning.api']) {
+    case ANTHROPIC_MESSAGES:
+      return { request: request && anthropicRequestToChat(request), response: response && anthropicResponseToChat(response) };
+    case GEMINI_GENERATE:
+      return { request: request && geminiRequestToChat(request, str(attributes['gen_ai.request.model'])), response: response && geminiResponseToChat(response) };
+    default:
+      return { request, response };
+  }
+}
