@@ -91,7 +91,7 @@ async function nodeTests(list, env, node = process.execPath) {
   if (list.length === 0) return NONE;
   // Each file is one test under --test-timeout, and node's runner has one timeout for all files: with the
   // end-to-end suites in the run (a real VS Code each, minutes each on a busy machine) it is ten minutes.
-  const timeout = list.some(inE2e) ? 600_000 : 120_000;
+  const timeout = list.some(inE2e) ? 600_000 : 300_000;
   const { code, output } = await run(node, ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-timeout=${timeout}`, `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...list], { env: { ...process.env, ...env }, cwd: REPO });
   const count = (name) => Number(output.match(new RegExp(`^ℹ ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
   const result = { ok: code === 0, passed: count('pass'), failed: count('fail') + count('cancelled') };
