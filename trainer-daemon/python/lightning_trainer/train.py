@@ -4,7 +4,7 @@ Per response token t of a transition with advantage A and behaviour logprob b_t:
     ratio_t = exp(logp_t - b_t),  pg_t = -min(ratio_t·A, clip(ratio_t, 1-ε_low, 1+ε_high)·A)
     kl_t    = exp(ref_t - logp_t) - (ref_t - logp_t) - 1        (k3 estimator, ≥ 0; reference = base policy)
               × ratio_t with klBiasCorrection (TRL's use_bias_correction_kl, on by default there)
-    loss    = agg(pg_t + klCoef·kl_t - entropyCoef·H_t)         over tokens with mask 1
+    loss    = agg(pg_t + klCoef·kl_t) - entropyCoef·mean(H)   over tokens with mask 1
 ε_low = clip, ε_high = clipHigh (default clip; DAPO's clip-higher raises it, e.g. 0.28). `lossType` names agg as
 TRL's GRPOTrainer does (tests/test_trl_parity.py checks loss and gradients against TRL's own code):
     grpo     each sequence's token mean, averaged over the sequences of a micro-batch
