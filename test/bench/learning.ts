@@ -2,6 +2,9 @@
  * `npm run bench:learning`: the demo's learning evidence. Runs `npm run demo` (dist/demo.js) once per
  * seed in a fresh folder and reads the run back from its store: reward per iteration, before → after,
  * as a table, and one chart with every seed. Too slow for `npm run bench` (minutes per seed on 2 cores).
+ * Wall time and CPU time (user + system of the demo and every process it started, from GNU time when
+ * /usr/bin/time exists: on a shared machine the CPU time is the steadier number), and the first iteration
+ * whose validation reward reached 0.8 and 0.9 (validation runs every few iterations, so this is an upper bound).
  *
  * Usage: node --import tsx test/bench/learning.ts [--seeds 0,1,2] [--iterations N]
  */
@@ -26,14 +29,21 @@ interface SeedResult {
   valBefore: number | undefined;
   valAfter: number | undefined;
   sampled: number[];
+  cpuSeconds: number | undefined;
+  firstAt: Record<'0.8' | '0.9', number | undefined>;
 }
+
+const GNU_TIME = '/usr/bin/time';
 
 async function runSeed(seed: number, iterations: number, work: string): Promise<SeedResult> {
   const cwd = path.join(work, `seed-${seed}`);
   fs.mkdirSync(cwd, { recursive: true });
   const started = performance.now();
+  const timing = path.join(cwd, 'cpu-seconds');
+  const demo = [process.execPath, path.join(REPO_ROOT, 'dist', 'demo.js')];
+  const argv = fs.existsSync(GNU_TIME) ? [GNU_TIME, '-f', '%U %S', '-o', timing, ...demo] : demo;
   const code = await new Promise<number | null>((resolve) => {
-    const child = spawn(process.execPath, [path.join(REPO_ROOT, 'dist', 'demo.js')], {
+    const child = spawn(argv[0]!, argv.slice(1), {
       cwd,
       env: { ...process.env, LIGHTNING_DEMO_SEED: String(seed), LIGHTNING_DEMO_ITERATIONS: String(iterations) },
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -48,7 +58,11 @@ async function runSeed(seed: number, iterations: number, work: string): Promise<
     const detail = store.getTrainingRun(run.id);
     fs.copyFileSync(path.join(cwd, '.lightning', 'demo', `${run.id}.html`), path.join(work, `seed-${seed}.html`));
     const val = metricPoints(detail.metrics, 'val/reward');
+    const cpu = fs.existsSync(timing) ? fs.readFileSync(timing, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number) : [];
+    const firstAt = (level: number): number | undefined => val.find((p) => p.value >= level)?.step;
     return {
+      cpuSeconds: cpu.length === 2 && cpu.every(Number.isFinite) ? cpu[0]! + cpu[1]! : undefined,
+      firstAt: { '0.8': firstAt(0.8), '0.9': firstAt(0.9) },
       seed,
       seconds,
       status: code === 0 ? run.status : `${run.status} (exit ${code})`,
@@ -70,11 +84,12 @@ async function main(): Promise<void> {
   for (const seed of seeds) results.push(await runSeed(seed, iterations, work));
   const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / Math.max(1, values.length);
   const v = (x: number | undefined): string => (x === undefined ? '-' : fmt(x, 2));
-  console.log(`| seed | greedy val reward before → after | sampled reward, first 5 → last 5 iterations | per iteration (every 5th) | status | wall s |`);
-  console.log(`|---|---|---|---|---|---|`);
+  const at = (x: number | undefined): string => (x === undefined ? 'not reached' : String(x));
+  console.log(`| seed | greedy val reward before → after | iterations to val 0.8 / 0.9 | sampled reward, first 5 → last 5 iterations | per iteration (every 5th) | status | wall s | CPU s |`);
+  console.log(`|---|---|---|---|---|---|---|---|`);
   for (const r of results) {
     const curve = r.sampled.filter((_, i) => i % 5 === 0).map((x) => fmt(x, 2)).join(' ');
-    console.log(`| ${r.seed} | ${v(r.valBefore)} → ${v(r.valAfter)} | ${v(mean(r.sampled.slice(0, 5)))} → ${v(mean(r.sampled.slice(-5)))} | ${curve} | ${r.status} | ${fmt(r.seconds)} |`);
+    console.log(`| ${r.seed} | ${v(r.valBefore)} → ${v(r.valAfter)} | ${at(r.firstAt['0.8'])} / ${at(r.firstAt['0.9'])} | ${v(mean(r.sampled.slice(0, 5)))} → ${v(mean(r.sampled.slice(-5)))} | ${curve} | ${r.status} | ${fmt(r.seconds)} | ${r.cpuSeconds === undefined ? '-' : fmt(r.cpuSeconds)} |`);
   }
   console.log(`charts: ${results.map((r) => path.join(work, `seed-${r.seed}.html`)).join(' ')}`);
 }

@@ -1,43 +1,54 @@
 /**
- * The Python trainer worker on the CPU (`python3 -m lightning_trainer.bench`, tiny model): one update on
- * 16 × 64 tokens against one bare torch step on the same batch, and serving throughput through its HTTP
- * endpoint at 1 and 8 concurrent requests against calling its batched generate() directly (no HTTP)
- * with batch 1 and 8.
+ * The Python trainer worker on the CPU (`python3 -m lightning_trainer.bench`): one update on 16 × 64 tokens
+ * for each loss type against one bare torch step on the same batch (same run), and serving throughput through
+ * its HTTP endpoint at 1 and 8 concurrent requests against calling its batched generate() directly (no HTTP)
+ * with batch 1 and 8 — for the built-in tiny policy and for a tiny Hugging Face model with LoRA.
  */
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { fmt, rows } from './table';
 
+const LOSS_TYPES = ['grpo', 'bnpo', 'dr_grpo', 'dapo'] as const;
+
 interface TrainerBench {
+  model: string;
+  parameters: number;
   updateSeconds16x64: number;
   bareStepSeconds16x64: number;
   directTokensPerSecondBatch1: number;
   directTokensPerSecondBatch8: number;
   httpTokensPerSecondConcurrency1: number;
   httpTokensPerSecondConcurrency8: number;
+  [key: `updateSeconds16x64_${string}`]: number;
 }
 
-export function trainerBenchmark(): void {
-  const python = process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3';
-  const run = spawnSync(python, ['-m', 'lightning_trainer.bench'], {
+function runBench(python: string, model: 'tiny' | 'hf'): TrainerBench {
+  const run = spawnSync(python, ['-m', 'lightning_trainer.bench', '--model', model], {
     env: { ...process.env, PYTHONPATH: path.resolve(__dirname, '../../trainer-daemon/python') },
     encoding: 'utf8',
   });
-  if (run.status !== 0) throw new Error(`trainer bench failed: ${run.stderr || run.error?.message}`);
-  const result = JSON.parse(run.stdout) as TrainerBench;
-  rows.push({
-    metric: 'trainer: one update, 16 × 64 tokens (tiny model, CPU)',
-    result: `${fmt(result.updateSeconds16x64 * 1000)} ms`,
-    baseline: `${fmt(result.bareStepSeconds16x64 * 1000)} ms (one bare forward, loss, backward, AdamW step in plain torch)`,
-    ratio: `${fmt(result.updateSeconds16x64 / result.bareStepSeconds16x64, 2)}×`,
-    target: 'reported',
-    met: '—',
-  });
+  if (run.status !== 0) throw new Error(`trainer bench (${model}) failed: ${run.stderr || run.error?.message}`);
+  return JSON.parse(run.stdout) as TrainerBench;
+}
+
+function benchRows(result: TrainerBench, label: string): void {
+  const bare = `${fmt(result.bareStepSeconds16x64 * 1000)} ms (one bare forward, loss, backward, AdamW step in plain torch)`;
+  for (const lossType of LOSS_TYPES) {
+    const seconds = result[`updateSeconds16x64_${lossType}`]!;
+    rows.push({
+      metric: `trainer: one update, 16 × 64 tokens, lossType ${lossType} (${label}, CPU)`,
+      result: `${fmt(seconds * 1000)} ms`,
+      baseline: bare,
+      ratio: `${fmt(seconds / result.bareStepSeconds16x64, 2)}×`,
+      target: 'reported',
+      met: '—',
+    });
+  }
   for (const n of [1, 8] as const) {
     const http = n === 1 ? result.httpTokensPerSecondConcurrency1 : result.httpTokensPerSecondConcurrency8;
     const direct = n === 1 ? result.directTokensPerSecondBatch1 : result.directTokensPerSecondBatch8;
     rows.push({
-      metric: `trainer: serving, ${n} concurrent HTTP request${n > 1 ? 's' : ''} (tiny model, CPU)`,
+      metric: `trainer: serving, ${n} concurrent HTTP request${n > 1 ? 's' : ''} (${label}, CPU)`,
       result: `${fmt(http)} tokens/s`,
       baseline: `${fmt(direct)} tokens/s (batched generate(), batch ${n}, no HTTP)`,
       ratio: `${fmt(http / direct, 2)}×`,
@@ -45,4 +56,19 @@ export function trainerBenchmark(): void {
       met: '—',
     });
   }
+}
+
+/**
+ * The built-in tiny policy on the trainer's Python (LIGHTNING_PYTHON, else Debian's), then a tiny Hugging Face
+ * Qwen2 (from a config, LoRA) on LIGHTNING_TEST_PYTHON (the venv with transformers + peft), next to it.
+ */
+export function trainerBenchmark(): void {
+  benchRows(runBench(process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3', 'tiny'), 'tiny model');
+  const hfPython = process.env.LIGHTNING_TEST_PYTHON;
+  if (!hfPython) {
+    rows.push({ metric: 'trainer: tiny Hugging Face Qwen2 + LoRA (CPU)', result: 'not run', baseline: '—', ratio: '—', target: 'set LIGHTNING_TEST_PYTHON to a Python with transformers + peft', met: '—' });
+    return;
+  }
+  const hf = runBench(hfPython, 'hf');
+  benchRows(hf, `HF Qwen2 ${fmt(hf.parameters / 1e3)}k params + LoRA`);
 }

@@ -4,7 +4,8 @@ Builds a Qwen2-architecture model from a config with random weights (default: Qw
 byte-level BPE tokenizer trained on the fly with a ChatML + tools chat template, then drives the real worker
 over its stdio protocol: load with LoRA (peft), serve chat completions (tokens/s at 1 and 16 concurrent
 clients, bf16), `train` on 64 transitions × 512 tokens (update time, peak GPU memory, ratio deviation against
-the served logprobs), save and resume from the checkpoint. Each phase's result, the worker's progress events and
+the served logprobs), one update per loss type (grpo, bnpo, dr_grpo, dapo with clip-higher, a KL term), save and
+resume from the checkpoint. Each phase's result, the worker's progress events and
 its stderr are printed (to stdout, flushed) as they happen, so a failure can be read from the log alone; at the end a
 JSON summary and a markdown table. Any failure exits non-zero.
 
@@ -35,6 +36,8 @@ SIZE = {  # Qwen2.5-0.5B's shape, or a toy one for the CPU run
 VOCAB = 1000 if CPU else 32000
 TRANSITIONS, PROMPT_TOKENS, RESPONSE_TOKENS = (8, 32, 32) if CPU else (64, 256, 256)
 CONCURRENCY = (1, 4) if CPU else (1, 16)
+VARIANTS = [("grpo", {}), ("bnpo", {}), ("dr_grpo", {}), ("dapo", {"clipHigh": 0.28}),
+            ("grpo", {"klCoef": 0.05, "klBiasCorrection": True})]
 MAX_TOKENS = 32 if CPU else 128
 
 CHAT_TEMPLATE = """{%- if tools %}<|im_start|>system
@@ -202,6 +205,14 @@ def main() -> None:
         phase(summary, name, worker.call("train", {"transitions": transitions, **options}))
         if summary[name]["loss"] is None:  # the worker writes NaN/inf as null
             fail(f"{name}: the loss is not finite")
+    # every loss type (TRL's names), DAPO's clip-higher and a KL term on the LoRA policy: finite, KL measured
+    for loss_type, extra in VARIANTS:
+        name = f"train_{loss_type}" + "".join(f"_{k}" for k in extra)
+        result = worker.call("train", {"transitions": transitions, **options, "epochs": 1, "lossType": loss_type,
+                                       **extra})
+        phase(summary, name, result)
+        if result["loss"] is None or result["kl"] is None or not result["kl"] > 0:
+            fail(f"{name}: loss {result['loss']}, KL to the reference {result['kl']} (finite and > 0 expected)")
     # a completion served by the updated weights, trained on with its served logprobs: the ratio must start near 1
     try:
         fresh = post(url, {"messages": [{"role": "user", "content": "add 2 and 3"}], "max_tokens": 16,
@@ -239,6 +250,8 @@ def table(s: dict) -> str:
             *[(f"serving, {c} concurrent (tokens/s)", f"{s[f'servingTokensPerSecond{c}']:.0f}") for c in CONCURRENCY],
             (f"update, {TRANSITIONS} × {PROMPT_TOKENS + RESPONSE_TOKENS} tokens, 2 epochs (s)",
              f"{s['trainSecond']['seconds']:.2f} (first call {s['trainFirst']['seconds']:.2f})"),
+            *[(f"update, lossType {t}{' ' + json.dumps(e) if e else ''}, 1 epoch (s)",
+               f"{s['train_' + t + ''.join('_' + k for k in e)]['seconds']:.2f}") for t, e in VARIANTS],
             ("largest gradient norm in update (before clipping)", f"{s['trainSecond']['gradNorm']:.3g}"),
             ("peak GPU memory in update", f"{(s['trainSecond'].get('gpuMemoryBytes') or 0) / 2**30:.1f} GiB"),
             ("max |ratio - 1|, first minibatch (same weights)", f"{s['trainFirst']['maxRatioDeviation']:.2e}"),

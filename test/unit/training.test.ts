@@ -9,6 +9,7 @@ import { renderChart } from '../../trainer-daemon/training/chart';
 import { readDemonstrations, toWorkerTransitions } from '../../trainer-daemon/training/grpo';
 import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { tempDir } from '../helpers/tmp';
+import { grpoConfigFromFlags } from '../../trainer-daemon/cli/commands/trainGrpo';
 
 test('training runs: status transitions, metric series, latest values, checkpoints, policy versions', (t) => {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
@@ -96,4 +97,21 @@ test('the chart is one self-contained HTML file with the reward curves', () => {
   assert.doesNotMatch(html, /<script|https?:\/\//);
   assert.equal((html.match(/<polyline/g) ?? []).length, 3);
   assert.match(html, /sampled reward @ 2: 0\.600|sampled reward \(train rollouts\) @ 2: 0\.600/);
+});
+
+test('GRPO flags: loss types, clip-higher and reward scaling reach the config, named as TRL names them; bad ones name the flag', () => {
+  const config = grpoConfigFromFlags(
+    { algorithm: 'grpo', model: 'tiny', dataset: 'd', lossType: 'dr_grpo', clip: '0.2', clipHigh: '0.28', scaleRewards: 'none', klCoef: '0.05' },
+    ['node', 'agent.js'],
+    '/tmp',
+  );
+  assert.equal(config.lossType, 'dr_grpo');
+  assert.equal(config.clip, 0.2);
+  assert.equal(config.clipHigh, 0.28);
+  assert.equal(config.scaleRewards, 'none');
+  assert.equal(config.klCoef, 0.05);
+  const defaults = grpoConfigFromFlags({ algorithm: 'grpo', model: 'tiny', dataset: 'd' }, ['node', 'agent.js'], '/tmp');
+  assert.deepEqual([defaults.lossType, defaults.clipHigh, defaults.scaleRewards, defaults.klBiasCorrection], ['dapo', null, 'group', false]);
+  assert.throws(() => grpoConfigFromFlags({ algorithm: 'grpo', model: 'tiny', dataset: 'd', clipHigh: '-1' }, ['x'], '/tmp'), /--clip-high/);
+  assert.throws(() => grpoConfigFromFlags({ algorithm: 'grpo', model: 'tiny', dataset: 'd', lossType: 'ppo' as never }, ['x'], '/tmp'), /--loss-type/);
 });

@@ -6,7 +6,8 @@
  * trained; every iteration's rollouts, rewards, metrics and checkpoints land in `.lightning/`, where
  * the side panel shows them. It prints reward per iteration and writes a chart.
  *
- * LIGHTNING_DEMO_ITERATIONS and LIGHTNING_DEMO_WARM_START_STEPS shorten it (tests), LIGHTNING_DEMO_SEED varies it.
+ * LIGHTNING_DEMO_ITERATIONS and LIGHTNING_DEMO_WARM_START_STEPS shorten it (tests), LIGHTNING_DEMO_SEED varies it;
+ * LIGHTNING_DEMO_LR, LIGHTNING_DEMO_EPOCHS, LIGHTNING_DEMO_CLIP_HIGH and LIGHTNING_DEMO_UNTIL try other settings.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -38,6 +39,15 @@ function envInt(name: string, fallback: number, min = 1): number {
   return n;
 }
 
+/** A positive number from the environment (a tuning knob of the demo), else the default. */
+function envNumber(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n <= 0) throw new InvalidInputError(`${name}=${raw}: expected a positive number`);
+  return n;
+}
+
 /** The demo's run: 16 tasks × 8 samples per iteration, full fine-tuning, 2 epochs of minibatches of 128 at lr 3e-4. */
 export function demoConfig(dir: string, python: string, iterations: number, seed: number, warmStartSteps: number): GrpoConfig {
   const input: GrpoConfigInput = {
@@ -49,16 +59,18 @@ export function demoConfig(dir: string, python: string, iterations: number, seed
     tasksPerIteration: 16,
     // The recipe's stable settings (shared/recipes): 4 epochs of minibatches of 32 at lr 5e-4 collapsed the
     // warm-started format within 10 iterations.
-    lr: 3e-4,
-    epochs: 2,
+    // LIGHTNING_DEMO_LR, _EPOCHS, _CLIP_HIGH and _UNTIL (the warm start's sampled accuracy) try other settings.
+    lr: envNumber('LIGHTNING_DEMO_LR', 3e-4),
+    epochs: envInt('LIGHTNING_DEMO_EPOCHS', 2),
     minibatch: 128,
+    clipHigh: process.env.LIGHTNING_DEMO_CLIP_HIGH ? envNumber('LIGHTNING_DEMO_CLIP_HIGH', 0.2) : null,
     agentMode: 'worker',
     workers: 1,
     perWorker: 128,
     evalEvery: Math.max(1, Math.min(10, Math.floor(iterations / 4))),
     seed,
     timeoutSeconds: 60,
-    warmStart: { file: path.join(dir, 'demonstrations.jsonl'), steps: warmStartSteps, lr: 1e-3, untilSampledAccuracy: 0.55 },
+    warmStart: { file: path.join(dir, 'demonstrations.jsonl'), steps: warmStartSteps, lr: 1e-3, untilSampledAccuracy: envNumber('LIGHTNING_DEMO_UNTIL', 0.55) },
     device: 'cpu',
     python,
     command: { argv: [process.execPath, agent], cwd: process.cwd() },

@@ -110,6 +110,10 @@ export const SftParams = z.object({
 export type SftParams = z.infer<typeof SftParams>;
 export const SftResult = z.object({ loss: z.number(), steps: z.number().int(), seconds: z.number(), sampledAccuracy: z.number().nullable().optional() });
 
+/** The policy-gradient loss's aggregation, as TRL's GRPOTrainer names it (python/lightning_trainer/train.py). */
+export const LossType = z.enum(['grpo', 'bnpo', 'dr_grpo', 'dapo']);
+export type LossType = z.infer<typeof LossType>;
+
 export const WorkerTransition = z.object({
   promptIds: z.array(z.number().int()),
   responseIds: z.array(z.number().int()),
@@ -126,9 +130,14 @@ export const TrainParams = z.object({
   microBatch: z.number().int().positive().optional(),
   seed: z.number().int().optional(),
   clip: z.number().positive().optional(),
+  clipHigh: z.number().positive().optional(),
   klCoef: z.number().min(0).optional(),
+  /** TRL's use_bias_correction_kl: the KL term weighted by the importance ratio. */
+  klBiasCorrection: z.boolean().optional(),
   entropyCoef: z.number().min(0).optional(),
-  lossAgg: z.enum(['token-mean', 'seq-mean']).optional(),
+  lossType: LossType.optional(),
+  /** dr_grpo's divisor per sequence; default: the longest response of the call. */
+  maxResponseLength: z.number().int().positive().optional(),
 });
 export type TrainParams = z.infer<typeof TrainParams>;
 export const TrainResult = z.object({

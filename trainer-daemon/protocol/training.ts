@@ -8,7 +8,7 @@
 import { z } from 'zod';
 import { ApoCandidate, ApoConfig } from './apo';
 import { Checkpoint, Json, MetricPoint, TrainingRun } from './records';
-import { AdapterSpec, ModelSpec } from './trainer';
+import { AdapterSpec, LossType, ModelSpec } from './trainer';
 import { isSecretVariable } from '../secrets';
 
 
@@ -59,8 +59,22 @@ export const GrpoConfig = z.strictObject({
   timeoutSeconds: z.number().int().min(1).default(120),
   epochs: z.number().int().min(1).max(100).default(2),
   minibatch: z.number().int().min(1).default(128),
+  /** PPO ratio clipping: the ratio is kept in [1 − clip, 1 + (clipHigh ?? clip)]. */
   clip: z.number().positive().max(10).default(0.2),
+  /** DAPO's clip-higher: a wider upper bound (e.g. 0.28); null: the same as clip. */
+  clipHigh: z.number().positive().max(10).nullable().default(null),
+  /**
+   * How per-token losses are averaged, named as TRL's GRPOTrainer names them: `grpo` (per-sequence mean, then
+   * mean over sequences), `bnpo` (token mean per micro-batch), `dr_grpo` (token sum / (sequences × the longest
+   * response)), `dapo` (token mean over the minibatch).
+   */
+  lossType: LossType.default('dapo'),
+  /** TRL's scale_rewards: `group` divides each group's advantages by its reward std (GRPO); `none` only subtracts the mean (Dr. GRPO). */
+  scaleRewards: z.enum(['group', 'none']).default('group'),
+  /** Weight of the k3 KL to the reference (base) policy; the KL is measured and shown also when 0. */
   klCoef: z.number().min(0).default(0),
+  /** TRL's use_bias_correction_kl: the KL term weighted by the importance ratio π/π_behaviour. */
+  klBiasCorrection: z.boolean().default(false),
   entropyCoef: z.number().min(0).default(0),
   /** Supervised warm start before RL: a chat JSONL file (`lightning export --format chat`). */
   warmStart: z

@@ -49,7 +49,7 @@ export function renderChart(detail: TrainingRunDetail): string {
   ], [0, 1]);
   const update = panel('policy update', [
     { label: 'loss', color: '#2ca02c', points: series('loss') },
-    { label: 'KL to behaviour policy', color: '#9467bd', points: series('kl') },
+    { label: 'KL to the reference policy', color: '#9467bd', points: series('kl') },
   ]);
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Lightning training run ${escape(run.id)}</title>

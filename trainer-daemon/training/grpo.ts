@@ -146,7 +146,7 @@ class Iterations {
     const { transitions, report } = buildTransitions(this.ctx.store.trajectories({ batchId: batch.batchId }), {
       reward: { name: 'reward', missing: 'fill', fillValue: 0 },
       credit: { kind: 'identical' },
-      advantage: { kind: 'grpo', normalizeStd: true, epsilon: 1e-6 },
+      advantage: { kind: 'grpo', normalizeStd: this.config.scaleRewards === 'group', epsilon: 1e-6 },
     });
     const trainable = toWorkerTransitions(transitions);
     const rewards = meanStd(batch.rewards);
@@ -167,7 +167,8 @@ class Iterations {
     if (trainable.length > 0) {
       result = await this.worker.request('train', {
         transitions: trainable, epochs: this.config.epochs, minibatch: this.config.minibatch, clip: this.config.clip,
-        klCoef: this.config.klCoef, entropyCoef: this.config.entropyCoef,
+        ...(this.config.clipHigh === null ? {} : { clipHigh: this.config.clipHigh }), lossType: this.config.lossType,
+        klCoef: this.config.klCoef, klBiasCorrection: this.config.klBiasCorrection, entropyCoef: this.config.entropyCoef,
       });
       Object.assign(metrics, {
         loss: result.loss, pgLoss: result.pgLoss, kl: result.kl, entropy: result.entropy, clipFraction: result.clipFraction,

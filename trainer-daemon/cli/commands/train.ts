@@ -20,7 +20,7 @@ const OWN: Record<Algorithm, Record<string, string>> = {
   grpo: {
     model: '--model', fromConfig: '--from-config', lora: '--lora', iterations: '--iterations', samples: '--samples', tasksPerIteration: '--tasks-per-iteration',
     lr: '--lr', workers: '--workers', agentMode: '--agent-mode', perWorker: '--per-worker', evalEvery: '--eval-every', warmStart: '--warm-start',
-    warmStartSteps: '--warm-start-steps', warmStartUntil: '--warm-start-until', klCoef: '--kl-coef', device: '--device', python: '--python', resume: '--resume',
+    warmStartSteps: '--warm-start-steps', warmStartUntil: '--warm-start-until', klCoef: '--kl-coef', lossType: '--loss-type', clip: '--clip', clipHigh: '--clip-high', scaleRewards: '--scale-rewards', device: '--device', python: '--python', resume: '--resume',
   },
   apo: {
     resource: '--resource', beam: '--beam', branch: '--branch', rounds: '--rounds', gradientBatch: '--gradient-batch', valBatch: '--val-batch',
@@ -83,7 +83,11 @@ export function registerTrain(program: Command): void {
     .option('--warm-start <file>', 'grpo: supervised warm start first, on a chat JSONL file (lightning export --format chat)')
     .option('--warm-start-steps <n>', 'grpo, warm start: at most this many steps (default 200)')
     .option('--warm-start-until <accuracy>', 'grpo, warm start: stop once this fraction of sampled completions matches the demonstrations')
-    .option('--kl-coef <c>', 'grpo: KL penalty to the reference policy (default 0)')
+    .option('--kl-coef <c>', 'grpo: weight of the k3 KL to the reference policy (default 0; the KL is shown either way)')
+    .addOption(new Option('--loss-type <type>', "grpo: how token losses are averaged, TRL's names (default dapo)").choices(['grpo', 'bnpo', 'dr_grpo', 'dapo']))
+    .option('--clip <eps>', 'grpo: PPO ratio clipping ε (default 0.2)')
+    .option('--clip-high <eps>', "grpo: the upper ratio bound's ε, DAPO's clip-higher (e.g. 0.28; default: --clip)")
+    .addOption(new Option('--scale-rewards <how>', "grpo: group: advantages divided by the group's reward std (default); none: only the mean subtracted (Dr. GRPO)").choices(['group', 'none']))
     .addOption(new Option('--device <device>', 'grpo: where the policy runs (default auto)').choices(['auto', 'cpu', 'cuda']))
     .option('--python <path>', 'grpo: the Python that runs the trainer (default: see `lightning doctor`)')
     .option('--resume <run>', 'grpo: continue a cancelled or failed run from its last checkpoint')

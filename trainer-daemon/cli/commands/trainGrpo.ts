@@ -34,6 +34,10 @@ export interface GrpoFlags extends GlobalOptions {
   warmStartSteps?: string;
   warmStartUntil?: string;
   klCoef?: string;
+  lossType?: 'grpo' | 'bnpo' | 'dr_grpo' | 'dapo';
+  clip?: string;
+  clipHigh?: string;
+  scaleRewards?: 'group' | 'none';
   device?: 'auto' | 'cpu' | 'cuda';
   python?: string;
   resume?: string;
@@ -44,7 +48,7 @@ export interface GrpoFlags extends GlobalOptions {
 const FLAGS: Record<string, string> = {
   model: '--model', dataset: '--dataset', valDataset: '--val', iterations: '--iterations', samples: '--samples', tasksPerIteration: '--tasks-per-iteration',
   lr: '--lr', workers: '--workers', perWorker: '--per-worker', evalEvery: '--eval-every', seed: '--seed', timeoutSeconds: '--timeout',
-  warmStart: '--warm-start', klCoef: '--kl-coef', command: 'the agent command (after --)', rewardsFile: '--rewards',
+  warmStart: '--warm-start', klCoef: '--kl-coef', lossType: '--loss-type', clip: '--clip', clipHigh: '--clip-high', scaleRewards: '--scale-rewards', command: 'the agent command (after --)', rewardsFile: '--rewards',
 };
 
 function numberFlag(value: string | undefined, flag: string): number | undefined {
@@ -75,6 +79,10 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     seed: numberFlag(options.seed, '--seed'),
     timeoutSeconds: numberFlag(options.timeout, '--timeout'),
     klCoef: numberFlag(options.klCoef, '--kl-coef'),
+    lossType: options.lossType,
+    clip: numberFlag(options.clip, '--clip'),
+    clipHigh: numberFlag(options.clipHigh, '--clip-high') ?? null,
+    scaleRewards: options.scaleRewards,
     warmStart: options.warmStart
       ? { file: path.resolve(options.warmStart), steps: numberFlag(options.warmStartSteps, '--warm-start-steps'), untilSampledAccuracy: numberFlag(options.warmStartUntil, '--warm-start-until') ?? null }
       : null,

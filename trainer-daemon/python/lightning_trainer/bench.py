@@ -1,21 +1,27 @@
-"""`python3 -m lightning_trainer.bench`: the worker's CPU speed on the tiny model, printed as one JSON object.
+"""`python3 -m lightning_trainer.bench [--model tiny|hf]`: the worker's CPU speed, printed as one JSON object.
 
-* update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response), median of 3, next to the
-  floor of any update on that batch: one bare forward, policy-gradient loss, backward and AdamW step in plain torch
-  on a copy of the same model;
+`tiny` is the built-in policy (full fine-tuning); `hf` a tiny Qwen2 built from a config (random weights, 2 layers ×
+64, a BPE tokenizer trained on the spot: `tiny_hf_model_dir`, which the tests use too) with LoRA — it needs
+transformers + peft.
+* update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response), median of 3, for each
+  lossType, next to the floor of any update on that batch: one bare forward, policy-gradient loss, backward and
+  AdamW step in plain torch on a copy of the same model;
 * serving: completion tokens/s through the HTTP endpoint with 1 and 8 concurrent clients, next to the baseline of
   calling the batched generate() directly (no HTTP, no JSON) with batch 1 and 8.
 """
 from __future__ import annotations
 
+import argparse
 import copy
 import json
 import multiprocessing
 import os
 import statistics
 import threading
+import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
@@ -33,10 +39,50 @@ def _prompt(i: int) -> list[dict]:
     return [{"role": "user", "content": f"{i} plus {i * 7 % 100}"}]
 
 
-# The update's batch: 16 transitions of 32 prompt + 32 response tokens, advantages ±1.
-TRANSITIONS = [{"promptIds": [256] + [65 + (i + k) % 26 for k in range(31)],
+# The update's batch: 16 transitions of 32 prompt + 32 response tokens (ids below 256: valid for both models).
+TRANSITIONS = [{"promptIds": [256 % 250] + [65 + (i + k) % 26 for k in range(31)],
                 "responseIds": [97 + (i * k) % 26 for k in range(32)], "logprobs": None,
                 "advantage": 1.0 if i % 2 else -1.0} for i in range(16)]
+LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
+
+# Qwen2.5's chat template in miniature: system/user/assistant/tool turns, the tools listed in the system turn,
+# assistant tool calls as Hermes <tool_call> JSON (what hf.parse_hermes_tool_calls reads back).
+CHAT_TEMPLATE = (
+    "{% if tools %}<|im_start|>system\n# Tools\n<tools>{% for t in tools %}\n{{ t | tojson }}{% endfor %}"
+    "\n</tools><|im_end|>\n{% endif %}"
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n"
+    "{% if m.content %}{{ m.content }}{% endif %}"
+    "{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>\n"
+    "{\"name\": \"{{ c.function.name }}\", \"arguments\": {{ c.function.arguments | tojson }}}\n</tool_call>"
+    "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+
+
+def tiny_hf_model_dir(path: Path, arch: str = "qwen2", layers: int = 2) -> str:
+    """A Hugging Face model folder made on the spot: a byte-level BPE tokenizer trained on a few lines (no
+    download), the chat template above, and a tiny Qwen2 or Llama config (the worker builds random weights)."""
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
+    corpus = ["user assistant system tool tools hi there what is 3 plus 4", '{"name": "add", "arguments": {"a": 1}}',
+              "# Tools <tools> </tools> function parameters type object integer"]
+    tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>",
+                                                pad_token="<|endoftext|>")
+    fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<tool_call>", "</tool_call>"]})
+    fast.chat_template = CHAT_TEMPLATE
+    path.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(path)
+    common = dict(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                  eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"), pad_token_id=fast.pad_token_id)
+    config = transformers.Qwen2Config(**common) if arch == "qwen2" else transformers.LlamaConfig(**common)
+    config.save_pretrained(path)
+    return str(path)
 
 
 def _median_seconds(step) -> float:
@@ -50,8 +96,9 @@ def _median_seconds(step) -> float:
     return statistics.median(times)
 
 
-def update_seconds(session: Session) -> float:
-    params = parse(TrainParams, {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16})
+def update_seconds(session: Session, loss_type: str = "dapo") -> float:
+    params = parse(TrainParams, {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16,
+                                 "lossType": loss_type})
     return _median_seconds(lambda: session.train(params))
 
 
@@ -64,9 +111,10 @@ def bare_step_seconds(session: Session) -> float:
     mask = torch.ones_like(ids, dtype=torch.bool)
     positions = torch.arange(ids.shape[1]).expand_as(ids)
     advantages = torch.tensor([t["advantage"] for t in TRANSITIONS])
+    tiny = session.policy.model.__class__.__name__ == "TinyGPT"
 
     def step() -> None:
-        logits, _ = model(ids, mask, positions)
+        logits = model(ids, mask, positions)[0] if tiny else model(input_ids=ids, attention_mask=mask.long()).logits
         logprobs = torch.log_softmax(logits[:, prompt - 1:-1].float(), dim=-1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
         loss = -(logprobs.mean(dim=1) * advantages).mean()
         optimizer.zero_grad()
@@ -117,10 +165,20 @@ def http_tokens_per_second(url: str, clients: int, requests_per_client: int) -> 
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", choices=["tiny", "hf"], default="tiny")
+    kind = parser.parse_args().model
     session = Session(lambda _: None)
-    session.load(parse(LoadParams, {"model": {"kind": "tiny"}, "adapter": {"kind": "full"}, "device": "cpu"}))
-    result = {"model": session.policy.name, "updateSeconds16x64": update_seconds(session),
-              "bareStepSeconds16x64": bare_step_seconds(session)}
+    if kind == "tiny":
+        load = {"model": {"kind": "tiny"}, "adapter": {"kind": "full"}}
+    else:
+        folder = tiny_hf_model_dir(Path(tempfile.mkdtemp(prefix="lightning-bench-")) / "qwen2")
+        load = {"model": {"kind": "hf", "name": folder, "fromConfig": True}, "adapter": {"kind": "lora", "rank": 8}}
+    session.load(parse(LoadParams, {**load, "device": "cpu", "threads": 1}))
+    result = {"model": session.policy.name, "kind": kind, "parameters": sum(p.numel() for p in session.policy.model.parameters()),
+              "bareStepSeconds16x64": bare_step_seconds(session),
+              **{f"updateSeconds16x64_{t}": update_seconds(session, t) for t in LOSS_TYPES}}
+    result["updateSeconds16x64"] = result["updateSeconds16x64_dapo"]
     url = session.serve(parse(ServeParams, {}))["url"]
     for clients in (1, 8):
         result[f"directTokensPerSecondBatch{clients}"] = direct_tokens_per_second(session, clients, 48 // clients)

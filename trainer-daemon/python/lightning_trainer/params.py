@@ -130,13 +130,24 @@ class TrainParams:
     minibatch: int = 128
     micro_batch: int = 32
     clip: float = 0.2
+    # DAPO's clip-higher: the upper ratio bound 1 + clipHigh (default: clip).
+    clip_high: Optional[float] = None
     kl_coef: float = 0.0
+    # TRL's use_bias_correction_kl: the KL term weighted by the importance ratio π/π_behaviour.
+    kl_bias_correction: bool = False
     entropy_coef: float = 0.0
-    loss_agg: Literal["token-mean", "seq-mean"] = "token-mean"
+    # How per-token losses are averaged, as TRL's GRPOTrainer names it (train.py's docstring).
+    loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"
+    # dr_grpo's constant divisor per sequence; default: the longest response of the call.
+    max_response_length: Optional[int] = None
     seed: int = 0
 
     def check(self, path: str) -> None:
         require(len(self.transitions) > 0, f"{path}.transitions must not be empty")
+        require(self.clip > 0 and (self.clip_high is None or self.clip_high > 0),
+                f"{path}.clip and {path}.clipHigh must be > 0")
+        require(self.max_response_length is None or self.max_response_length > 0,
+                f"{path}.maxResponseLength must be > 0")
         require(self.epochs > 0 and self.minibatch > 0 and self.micro_batch > 0,
                 f"{path}: epochs, minibatch and microBatch must be > 0")
         for i, t in enumerate(self.transitions):

@@ -79,6 +79,8 @@ class Session:
             o = params.optimizer
             optimizer = torch.optim.AdamW(list(policy.trainable().values()), lr=o.lr, weight_decay=o.weight_decay)
             step = checkpoint.restore(params.checkpoint, policy, optimizer) if params.checkpoint else 0
+            if params.checkpoint and not policy.lora:
+                policy.prepare_reference()  # full fine-tuning: the KL is to the policy this run resumed from
             # The optimizer state restores the saved lr; the lr asked for now (e.g. a resumed run's) wins.
             set_lr(optimizer, o.lr)
             policy.model.eval()
@@ -100,7 +102,12 @@ class Session:
     def sft(self, params: SftParams) -> dict:
         policy = self._loaded()
         with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
-            return supervised(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
+            result = supervised(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
+            if not policy.lora:
+                # Full fine-tuning from a warm start: RL's reference is the warm-started policy, not the random or
+                # pretrained weights before it (LoRA's stays the base model, adapters off, as in TRL).
+                policy.prepare_reference()
+            return result
 
     def train(self, params: TrainParams, reducer=None) -> dict:
         """One update; `reducer` all-reduces gradients across data-parallel ranks (distributed.py)."""

@@ -1,11 +1,20 @@
 """Policy updates: the clipped policy-gradient objective (PPO/GRPO style) and the supervised warm start.
 
 Per response token t of a transition with advantage A and behaviour logprob b_t:
-    ratio_t = exp(logp_t - b_t),  pg_t = -min(ratio_t·A, clip(ratio_t, 1-ε, 1+ε)·A)
+    ratio_t = exp(logp_t - b_t),  pg_t = -min(ratio_t·A, clip(ratio_t, 1-ε_low, 1+ε_high)·A)
     kl_t    = exp(ref_t - logp_t) - (ref_t - logp_t) - 1        (k3 estimator, ≥ 0; reference = base policy)
-    loss    = agg(pg_t + klCoef·kl_t - entropyCoef·H_t)         over tokens with mask 1
-agg "token-mean" divides by the minibatch's token count (exact under gradient accumulation); "seq-mean" averages
-each sequence's token mean. Environment tokens (mask 0) carry no loss.
+              × ratio_t with klBiasCorrection (TRL's use_bias_correction_kl, on by default there)
+    loss    = agg(pg_t + klCoef·kl_t) - entropyCoef·mean(H)   over tokens with mask 1
+ε_low = clip, ε_high = clipHigh (default clip; DAPO's clip-higher raises it, e.g. 0.28). `lossType` names agg as
+TRL's GRPOTrainer does (tests/test_trl_parity.py checks loss and gradients against TRL's own code):
+    grpo     each sequence's token mean, averaged over the sequences of a micro-batch
+    bnpo     the token mean of a micro-batch
+    dr_grpo  a micro-batch's token sum / (its sequences × maxResponseLength)   (Dr. GRPO: no length bias)
+    dapo     token sum / the minibatch's token count                          (exact under gradient accumulation)
+grpo, bnpo and dr_grpo then average over the minibatch's micro-batches (TRL: gradient accumulation steps, and
+ranks); with micro-batches of equal size grpo is the minibatch's sequence mean. The entropy bonus is, as TRL's,
+each micro-batch's token mean of H averaged the same way, whatever lossType. Environment tokens (mask 0) carry no
+loss. The KL to the reference is measured whatever klCoef (reported as `kl`).
 """
 from __future__ import annotations
 
@@ -51,20 +60,35 @@ def sequence_logprobs(policy: Policy, prompts: list[list[int]], responses: list[
     return TokenLogprobs(logprobs, token_entropy, valid)
 
 
-def aggregate(values: torch.Tensor, mask: torch.Tensor, how: str, tokens: float, sequences: int) -> torch.Tensor:
-    """Sum of this micro-batch's share of the minibatch loss (tokens/sequences are the minibatch totals)."""
-    if how == "token-mean":
-        return (values * mask).sum() / max(tokens, 1.0)
-    per_sequence = (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-    return per_sequence.sum() / max(sequences, 1)
+@dataclass
+class Totals:
+    """The minibatch's totals that each micro-batch's share of the loss is normalised by (summed over ranks)."""
+    tokens: float
+    micro_batches: int
+    max_length: int
+
+
+def aggregate(values: torch.Tensor, mask: torch.Tensor, loss_type: str, totals: Totals) -> torch.Tensor:
+    """This micro-batch's share of the minibatch loss: summed over micro-batches (and ranks) it is the loss."""
+    micro_batches = max(totals.micro_batches, 1)
+    if loss_type == "grpo":
+        per_sequence = (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
+        return per_sequence.mean() / micro_batches
+    if loss_type == "bnpo":
+        return (values * mask).sum() / mask.sum().clamp(min=1.0) / micro_batches
+    if loss_type == "dr_grpo":
+        return (values * mask).sum() / (values.shape[0] * totals.max_length) / micro_batches
+    if loss_type == "dapo":
+        return (values * mask).sum() / max(totals.tokens, 1.0)
+    raise ValueError(f"unknown lossType {loss_type!r} (grpo, bnpo, dr_grpo, dapo)")
 
 
 def clipped_pg(logprobs: torch.Tensor, behaviour: torch.Tensor, advantages: torch.Tensor,
-               clip: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-token loss, ratio and whether the clipped branch was taken."""
+               clip: float, clip_high: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per-token loss, ratio and whether the clipped branch was taken (ratio bounds 1 - clip, 1 + clip_high)."""
     ratio = (logprobs - behaviour).exp()
     unclipped = ratio * advantages[:, None]
-    clipped = ratio.clamp(1 - clip, 1 + clip) * advantages[:, None]
+    clipped = ratio.clamp(1 - clip, 1 + (clip if clip_high is None else clip_high)) * advantages[:, None]
     return -torch.minimum(unclipped, clipped), ratio, (clipped < unclipped)
 
 
@@ -169,10 +193,15 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
     missing = [t for t in transitions if t.logprobs is None]
     for t, row in zip(missing, _fill_logprobs(policy, missing, params.micro_batch) if missing else []):
         t.logprobs = row
-    references = None
-    if params.kl_coef > 0:
-        with policy.reference() as reference:
-            references = _fill_logprobs(policy, transitions, params.micro_batch, module=reference)
+    # The reference's logprobs, also when klCoef is 0: the KL is always measured and reported.
+    with policy.reference() as reference:
+        references = _fill_logprobs(policy, transitions, params.micro_batch, module=reference)
+    max_length = params.max_response_length
+    if max_length is None:
+        if params.loss_type == "dr_grpo" and reducer is not None:
+            raise ValueError("params.maxResponseLength is required for lossType dr_grpo across several ranks "
+                             "(each rank sees only its shard's longest response)")
+        max_length = max(len(t.response_ids) for t in transitions)
     policy.model.train()
     generator = torch.Generator().manual_seed(params.seed)
     stats, max_deviation = Stats(), None
@@ -183,9 +212,10 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
         for minibatch in _chunks(order, params.minibatch):
             masks = {i: transitions[i].mask or [1] * len(transitions[i].response_ids) for i in minibatch}
             tokens = float(sum(sum(m) for m in masks.values()))
-            sequences = len(minibatch)
+            micro_batches = len(_chunks(minibatch, params.micro_batch))
             if reducer is not None:
-                tokens, sequences = reducer.total(tokens), int(reducer.total(sequences))
+                tokens, micro_batches = reducer.total(tokens), int(reducer.total(micro_batches))
+            totals = Totals(tokens, micro_batches, max_length)
             optimizer.zero_grad(set_to_none=True)
             minibatch_loss = 0.0
             for micro in _chunks(minibatch, params.micro_batch):
@@ -196,15 +226,15 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
                 mask = _right_aligned([masks[i] for i in micro], width, policy.device)
                 behaviour = _right_aligned([t.logprobs for t in chunk], width, policy.device)
                 advantages = torch.tensor([t.advantage for t in chunk], dtype=torch.float32, device=policy.device)
-                pg, ratio, clipped = clipped_pg(result.logprobs, behaviour, advantages, params.clip)
+                pg, ratio, clipped = clipped_pg(result.logprobs, behaviour, advantages, params.clip, params.clip_high)
                 per_token = pg
-                if references is not None:
-                    kl = k3_kl(result.logprobs, _right_aligned([references[i] for i in micro], width, policy.device))
-                    per_token = per_token + params.kl_coef * kl
-                    stats.add("kl", kl, mask)
+                kl = k3_kl(result.logprobs, _right_aligned([references[i] for i in micro], width, policy.device))
+                stats.add("kl", kl, mask)
+                if params.kl_coef > 0:
+                    per_token = per_token + params.kl_coef * (kl * ratio if params.kl_bias_correction else kl)
+                loss = aggregate(per_token, mask, params.loss_type, totals)
                 if params.entropy_coef > 0:
-                    per_token = per_token - params.entropy_coef * result.entropy
-                loss = aggregate(per_token, mask, params.loss_agg, tokens, sequences)
+                    loss = loss - params.entropy_coef * aggregate(result.entropy, mask, "bnpo", totals)
                 loss.backward()
                 minibatch_loss += float(loss.detach())
                 stats.add("pg", pg, mask)

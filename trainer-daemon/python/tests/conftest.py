@@ -52,3 +52,6 @@ def http(url: str, path: str, body=None):
 
 def worker_env() -> dict:
     return {**os.environ, "PYTHONPATH": str(PACKAGE_ROOT)}
+
+
+from lightning_trainer.bench import tiny_hf_model_dir as hf_model_dir  # noqa: E402,F401  (tiny Qwen2/Llama folders)

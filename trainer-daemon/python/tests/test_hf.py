@@ -1,18 +1,18 @@
-"""Hugging Face policies (runs where transformers + peft are installed; skipped otherwise, e.g. Debian's torch 1.13).
+"""Hugging Face policies on PyTorch 2 + transformers + peft (requirements-test.txt; a missing package fails).
 
-A small Qwen2 model built from a config with random weights and a word-level tokenizer made on the spot: chat
-template with tools, Hermes tool-call parsing, served logprobs vs recomputation, LoRA leaves the base untouched."""
+Tiny Qwen2 and Llama models built from configs with random weights and tokenizers made on the spot (nothing
+downloaded): chat templates with tools, Hermes tool-call parsing, served logprobs vs recomputation, LoRA adapters
+trained, saved, reloaded and merged, the base untouched, checkpoint resume."""
 import json
 
 import pytest
 import torch
+import transformers
+import peft  # noqa: F401  (required: LoRA)
 
-transformers = pytest.importorskip("transformers")
-pytest.importorskip("peft")
-
-from conftest import http  # noqa: E402
+from conftest import hf_model_dir, http  # noqa: E402
 from lightning_trainer.hf import parse_hermes_tool_calls  # noqa: E402
-from lightning_trainer.params import LoadParams, ServeParams, TrainParams  # noqa: E402
+from lightning_trainer.params import LoadParams, SaveParams, ServeParams, TrainParams  # noqa: E402
 from lightning_trainer.schema import parse  # noqa: E402
 from lightning_trainer.session import Session  # noqa: E402
 from lightning_trainer.train import sequence_logprobs  # noqa: E402
@@ -95,4 +95,96 @@ def test_a_deep_model_from_config_trains_with_pad_tokens_inside_a_sequence(model
     result = session.train(parse(TrainParams, {"transitions": transitions}))
     assert result["gradNorm"] < 1e3, result
     assert all(torch.isfinite(p).all() for p in session.policy.model.parameters())
+    session.close()
+
+
+@pytest.fixture(scope="module", params=["qwen2", "llama"])
+def bpe_model_dir(request, tmp_path_factory):
+    return hf_model_dir(tmp_path_factory.mktemp(request.param) / "model", arch=request.param)
+
+
+TOOLS = [{"type": "function", "function": {"name": "add", "description": "a + b",
+                                            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}]
+
+
+def _load(model_dir, **load):
+    session = Session(lambda _: None)
+    session.load(parse(LoadParams, {"model": {"kind": "hf", "name": model_dir, "fromConfig": True},
+                                    "adapter": {"kind": "lora", "rank": 4}, "seed": 0, **load}))
+    return session
+
+
+def test_chat_template_renders_tools_and_tool_calls_round_trip(bpe_model_dir):
+    session = _load(bpe_model_dir)
+    policy = session.policy
+    messages = [{"role": "user", "content": "what is 3 plus 4"}]
+    prompt = policy.decode(policy.render_prompt(messages, TOOLS))
+    assert '"name": "add"' in prompt and prompt.rstrip().endswith("assistant"), prompt
+    call = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 3, "b": 4}'}}
+    completion = policy.render_completion(messages, TOOLS, {"tool_calls": [call]})
+    assert completion[-1] in policy.stop_ids
+    content, calls = policy.parse_output(policy.decode(completion[:-1]), TOOLS)
+    assert content is None and [c["function"]["name"] for c in calls] == ["add"]
+    assert json.loads(calls[0]["function"]["arguments"]) == {"a": 3, "b": 4}
+    # The tool's result and the next turn render after the call (a second LLM call of the same episode).
+    follow_up = messages + [{"role": "assistant", "content": None, "tool_calls": [call]},
+                            {"role": "tool", "tool_call_id": "call_1", "content": "7"}]
+    assert policy.decode(policy.render_prompt(follow_up, TOOLS)).count("<tool_call>") == 1
+    session.close()
+
+
+def _transitions(session, count=4, seed=0):
+    """Sampled responses of the policy itself to one prompt, with their served logprobs and ± advantages."""
+    from lightning_trainer.generate import Sampling, generate
+    prompt = session.policy.render_prompt([{"role": "user", "content": "hi there"}], TOOLS)
+    outputs = generate(session.policy, [prompt] * count, [Sampling(max_tokens=6, seed=seed + i) for i in range(count)])
+    return [{"promptIds": prompt, "responseIds": o.ids, "logprobs": o.logprobs, "advantage": 1.0 if i % 2 else -1.0}
+            for i, o in enumerate(outputs)]
+
+
+def _served_logprobs(session, transitions):
+    return sequence_logprobs(session.policy, [t["promptIds"] for t in transitions],
+                             [t["responseIds"] for t in transitions]).logprobs
+
+
+def test_lora_adapters_trained_saved_reloaded_and_merged(bpe_model_dir, tmp_path):
+    session = _load(bpe_model_dir)
+    batch = _transitions(session)
+    before = _served_logprobs(session, batch)
+    result = session.train(parse(TrainParams, {"transitions": batch}))
+    assert result["maxRatioDeviation"] < 1e-4  # served (generation) logprobs == training logprobs
+    trained = _served_logprobs(session, batch)
+    assert not torch.allclose(before, trained)
+    saved = session.save(parse(SaveParams, {"dir": str(tmp_path / "ckpt")}))
+    assert saved["bytes"] > 0
+
+    reloaded = Session(lambda _: None)
+    reloaded.load(parse(LoadParams, {"checkpoint": saved["path"]}))  # model + adapter from the checkpoint
+    assert torch.allclose(_served_logprobs(reloaded, batch), trained, atol=1e-6)
+
+    # The adapters are plain peft LoRA: merged into the base they give the same policy without peft.
+    merged = reloaded.policy.model.merge_and_unload()
+    assert not any("lora_" in n for n, _ in merged.named_parameters())
+    reloaded.policy.model, reloaded.policy.lora = merged, False
+    assert torch.allclose(_served_logprobs(reloaded, batch), trained, atol=1e-5)
+    reloaded.close()
+    session.close()
+
+
+def test_checkpoint_resume_continues_the_same_run(bpe_model_dir, tmp_path):
+    """Train, save, train again — and, from the saved checkpoint in a new worker, the same second update."""
+    session = _load(bpe_model_dir)
+    first, second = _transitions(session, seed=0), _transitions(session, seed=10)
+    session.train(parse(TrainParams, {"transitions": first}))
+    saved = session.save(parse(SaveParams, {"dir": str(tmp_path / "ckpt")}))
+    session.train(parse(TrainParams, {"transitions": second}))
+    straight = {n: p.detach().clone() for n, p in session.policy.trainable().items()}
+
+    resumed = Session(lambda _: None)
+    resumed.load(parse(LoadParams, {"checkpoint": saved["path"]}))
+    assert resumed.step == 1
+    resumed.train(parse(TrainParams, {"transitions": second}))
+    for name, value in resumed.policy.trainable().items():
+        assert torch.allclose(value, straight[name], atol=1e-6), name
+    resumed.close()
     session.close()

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from lightning_trainer.train import aggregate, clipped_pg, k3_kl
+from lightning_trainer.train import Totals, aggregate, clipped_pg, k3_kl
 
 
 def test_clipped_pg_matches_hand_computation():
@@ -20,11 +20,26 @@ def test_clipped_pg_matches_hand_computation():
     assert clipped.tolist() == [[False, True, False], [False, True, False]]
 
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
-    # token-mean over the 5 masked tokens: (-2.0 - 2.4 + 1.1 + 0.8 + 1.3) / 5 = -0.24
-    assert math.isclose(float(aggregate(loss, mask, "token-mean", tokens=5, sequences=2)), -0.24, abs_tol=1e-5)
-    # seq-mean: ((-2.0 - 2.4) / 2 + (1.1 + 0.8 + 1.3) / 3) / 2 = (-2.2 + 1.0666…) / 2
-    assert math.isclose(float(aggregate(loss, mask, "seq-mean", tokens=5, sequences=2)), (-2.2 + 3.2 / 3) / 2,
-                        abs_tol=1e-5)
+    totals = Totals(tokens=5, micro_batches=2, max_length=4)
+    # dapo: token sum over the minibatch's 5 masked tokens: (-2.0 - 2.4 + 1.1 + 0.8 + 1.3) / 5 = -0.24
+    assert math.isclose(float(aggregate(loss, mask, "dapo", totals)), -0.24, abs_tol=1e-5)
+    # grpo: ((-2.0 - 2.4) / 2 + (1.1 + 0.8 + 1.3) / 3) / 2 sequences, / 2 micro-batches
+    assert math.isclose(float(aggregate(loss, mask, "grpo", totals)), (-2.2 + 3.2 / 3) / 2 / 2, abs_tol=1e-5)
+    # dr_grpo: token sum / (2 sequences × 4), / 2 micro-batches
+    assert math.isclose(float(aggregate(loss, mask, "dr_grpo", totals)), -1.2 / 8 / 2, abs_tol=1e-6)
+    # bnpo: this micro-batch's token mean (5 tokens) / 2 micro-batches
+    assert math.isclose(float(aggregate(loss, mask, "bnpo", totals)), -0.24 / 2, abs_tol=1e-6)
+
+
+def test_clip_higher_widens_only_the_upper_bound():
+    behaviour = torch.zeros((1, 2))
+    current = torch.log(torch.tensor([[1.25, 0.75]]))
+    loss, _, clipped = clipped_pg(current, behaviour, torch.tensor([1.0]), clip=0.2, clip_high=0.28)
+    # ratio 1.25 < 1.28 is not clipped for A > 0; ratio 0.75 < 0.8: min(0.75, 0.8) = 0.75, the unclipped branch
+    assert torch.allclose(loss, torch.tensor([[-1.25, -0.75]]), atol=1e-6)
+    assert clipped.tolist() == [[False, False]]
+    loss, _, clipped = clipped_pg(current, behaviour, torch.tensor([1.0]), clip=0.2)
+    assert torch.allclose(loss, torch.tensor([[-1.2, -0.75]]), atol=1e-6) and clipped.tolist() == [[True, False]]
 
 
 def test_k3_kl_is_zero_at_the_reference_and_matches_formula():

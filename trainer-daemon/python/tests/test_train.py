@@ -57,10 +57,12 @@ def test_null_logprobs_are_recomputed_and_give_the_same_update():
 
 
 def test_gradient_accumulation_matches_one_big_micro_batch():
+    """lossType dapo (the default) is exact under accumulation. (The entropy bonus is not: as in TRL, it is each
+    micro-batch's mean entropy.)"""
     a, b = make_session(), make_session()
     transitions = sampled_transitions(a)
-    train(a, transitions, microBatch=64, klCoef=0.1, entropyCoef=0.01)
-    train(b, transitions, microBatch=3, klCoef=0.1, entropyCoef=0.01)
+    train(a, transitions, microBatch=64, klCoef=0.1)
+    train(b, transitions, microBatch=3, klCoef=0.1)
     for pa, pb in zip(a.policy.model.parameters(), b.policy.model.parameters()):
         assert torch.allclose(pa, pb, atol=1e-5)
 
@@ -171,3 +173,15 @@ def test_an_sft_lr_holds_for_that_call_only_and_a_resumed_load_takes_the_lr_aske
     assert [group["lr"] for group in session.optimizer.param_groups] == [1e-4]
     session.load(parse(LoadParams, {"checkpoint": saved["path"]}))
     assert [group["lr"] for group in session.optimizer.param_groups] == [3e-4]
+
+
+def test_kl_is_measured_also_when_its_coefficient_is_0_and_the_warm_start_is_the_reference():
+    session = make_session()
+    example = {"messages": [{"role": "user", "content": "hi"}], "completion": {"content": "ok"}}
+    session.sft(parse(SftParams, {"examples": [example], "steps": 5}))
+    transitions = sampled_transitions(session)
+    first = train(session, transitions, epochs=1)
+    assert first["kl"] < 1e-8  # the warm-started policy is RL's reference (not the random weights before it)
+    second = train(session, transitions, epochs=1)
+    assert second["kl"] > 1e-6
+    session.close()
