@@ -192,8 +192,16 @@ def nodes() -> list[dict]:
 async def serve(driver: Driver, stdin) -> None:
     loop = asyncio.get_running_loop()
     lines: asyncio.Queue = asyncio.Queue()
-    threading.Thread(target=lambda: [loop.call_soon_threadsafe(lines.put_nowait, line) for line in stdin]
-                     + [loop.call_soon_threadsafe(lines.put_nowait, None)], daemon=True).start()
+
+    def read() -> None:
+        try:
+            for line in stdin:
+                loop.call_soon_threadsafe(lines.put_nowait, line)
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+        except RuntimeError:  # the loop ended first (shutdown)
+            pass
+
+    threading.Thread(target=read, daemon=True).start()
     while (line := await lines.get()) is not None:
         if not line.strip():
             continue
