@@ -61,14 +61,28 @@ class DistributedSession(Session):
         tokens = sum(len(t.response_ids) for t in params.transitions)
         params.transitions = padded_shard(params.transitions, self.rank, self.world)
         params.minibatch = max(1, -(-params.minibatch // self.world))
+        reducer = AllReduce(self._loaded().device)
         try:
-            result = super().train(params, reducer=AllReduce(self._loaded().device))
+            result = self._global_stats(super().train(params, reducer=reducer), params.transitions, reducer)
         except Exception:
             # The other ranks wait in an all-reduce this rank will never join: end it, torchrun stops the rest.
             sys.stderr.write(f"rank {self.rank} on {socket.gethostname()} failed during train:\n{traceback.format_exc()}")
             sys.stderr.flush()
             os._exit(1)
         return {**result, "tokens": tokens, "worldSize": self.world}
+
+    def _global_stats(self, result: dict, shard: list, reducer: AllReduce) -> dict:
+        """The token means every rank measured on its shard, as means over the whole batch; the largest deviation."""
+        weight = float(sum(sum(t.mask) if t.mask else len(t.response_ids) for t in shard))
+        total = reducer.total(weight)
+        for key in ("pgLoss", "kl", "entropy", "clipFraction"):
+            mean = reducer.total((result.get(key) or 0.0) * weight) / total if total else 0.0
+            result[key] = None if result.get(key) is None else mean
+        deviation = torch.tensor([result.get("maxRatioDeviation") or 0.0], dtype=torch.float64)
+        dist.all_reduce(deviation, op=dist.ReduceOp.MAX)
+        if result.get("maxRatioDeviation") is not None:
+            result["maxRatioDeviation"] = float(deviation.item())
+        return result
 
     def serve(self, params):
         return super().serve(params) if self.rank == 0 else {}
@@ -117,7 +131,7 @@ def placement(rank: int, world: int) -> list[dict]:
     """Where every rank runs (for the ready line, the panel and `lightning train --list`)."""
     device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
     gathered: list = [None] * world
-    dist.all_gather_object(gathered, {"rank": rank, "localRank": int(os.environ.get("LOCAL_RANK", 0)),
+    dist.all_gather_object(gathered, {"rank": rank, "localRank": int(os.environ.get("LOCAL_RANK", 0)), "pid": os.getpid(),
                                       "host": socket.gethostname(), "device": device})
     return gathered
 
