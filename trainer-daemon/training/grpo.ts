@@ -86,6 +86,7 @@ class Iterations {
       // Rollouts are scored before transitions are built: the reward policy picks human > agent > automatic.
       scoring: ctx.scoring,
       env: config.command.env,
+      ray: config.ray ? { address: config.ray.address, python: config.ray.python ?? process.env.LIGHTNING_RAY_PYTHON ?? 'python3', ...(config.ray.workingDir ? { workingDir: config.ray.workingDir } : {}) } : undefined,
     });
     ctx.signal.addEventListener('abort', () => this.executor.cancel(), { once: true });
   }
@@ -207,7 +208,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   } else valTasks = await tasksOf(ctx.call, config.dataset, 'val');
 
   const python = await findPython(ctx.store.file, config.python ?? undefined);
-  const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker') });
+  const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker'), distributed: config.distributed });
   const stop = (): void => worker.dispose();
   try {
     const last = ctx.store.training.checkpoints(runId).at(-1);
