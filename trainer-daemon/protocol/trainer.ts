@@ -150,6 +150,8 @@ export const TrainResult = z.object({
   tokens: z.number().int(),
   seconds: z.number(),
   gpuMemoryBytes: z.number().nullable().optional(),
+  /** Under torchrun: the ranks that made the update (ddp_worker.py). */
+  worldSize: z.number().int().positive().optional(),
 });
 export type TrainResult = z.infer<typeof TrainResult>;
 

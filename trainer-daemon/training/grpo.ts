@@ -174,6 +174,7 @@ class Iterations {
         loss: result.loss, pgLoss: result.pgLoss, kl: result.kl, entropy: result.entropy, clipFraction: result.clipFraction,
         maxRatioDeviation: result.maxRatioDeviation, 'train/seconds': result.seconds, tokensPerSecond: result.tokens / Math.max(result.seconds, 1e-9),
         ...(result.gpuMemoryBytes ? { gpuMemoryBytes: result.gpuMemoryBytes } : {}),
+        ...(result.worldSize ? { worldSize: result.worldSize } : {}),
       });
     }
     const dir = checkpointDir(this.ctx.store.file, this.runId, step);
