@@ -1,8 +1,6 @@
 import assert from 'node:assert/strict';
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { isProcessAlive } from '../../trainer-daemon/discovery';
@@ -10,6 +8,7 @@ import { CLI, runCli } from '../helpers/daemon';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { batchOf } from '../helpers/batch';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { rayPython, startRayHead, type RayHead } from '../helpers/ray';
 
 /**
  * `lightning dataset run --ray`: the agents as Ray tasks on a real local Ray head (loopback, 2 CPUs,
@@ -59,49 +58,15 @@ while True:
 print('worker done', flush=True)
 `;
 
-let head: ChildProcess | undefined;
+let head: RayHead | undefined;
 let address = '';
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
-    server.once('error', reject);
-  });
-}
-
 before(async () => {
-  assert.ok(PYTHON, 'LIGHTNING_TEST_PYTHON is unset: point it at a Python with ray (trainer-daemon/python/requirements-test.txt)');
-  try {
-    execFileSync(PYTHON, ['-c', 'import ray'], { stdio: 'pipe' });
-  } catch {
-    assert.fail(`${PYTHON} has no ray: ${PYTHON} -m pip install -r trainer-daemon/python/requirements-test.txt`);
-  }
-  const port = await freePort();
-  address = `127.0.0.1:${port}`;
-  // Our own head in the foreground (--block), in its own group and temp dir, so stopping it stops only this cluster.
-  const temp = fs.mkdtempSync(path.join(os.tmpdir(), 'ray-'));
-  head = spawn(path.join(path.dirname(PYTHON), 'ray'), ['start', '--head', '--block', '--node-ip-address', '127.0.0.1', '--port', String(port), '--num-cpus', '2', '--include-dashboard=false', '--temp-dir', temp, '--disable-usage-stats'], { detached: true, stdio: 'ignore' });
-  await waitFor(() => {
-    try {
-      execFileSync(path.join(path.dirname(PYTHON), 'ray'), ['status', '--address', address], { stdio: 'pipe', timeout: 20_000 });
-      return true;
-    } catch {
-      return false;
-    }
-  }, 'the Ray head to come up', 120_000);
+  head = await startRayHead(rayPython());
+  address = head.address;
 });
 
-after(async () => {
-  if (!head?.pid) return;
-  const exited = new Promise((resolve) => head!.once('exit', resolve));
-  process.kill(-head.pid, 'SIGTERM');
-  const timer = setTimeout(() => process.kill(-head!.pid!, 'SIGKILL'), 20_000);
-  await exited;
-  clearTimeout(timer);
-});
+after(() => head?.stop());
 
 async function setUp(t: Parameters<typeof tempDir>[0], tasks: object[]): Promise<{ cwd: string; env: NodeJS.ProcessEnv; upstream: ScriptedUpstream }> {
   const cwd = tempDir(t);

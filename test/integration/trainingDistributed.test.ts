@@ -11,28 +11,10 @@ import { test } from 'node:test';
 import { GrpoConfig, TrainingRunDetail } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/rpc/client';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
-import { runCli, startDaemon } from '../helpers/daemon';
+import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
 
-/**
- * A worker-mode agent whose reward varies with what the (untrained) policy says, so that every iteration has
- * GRPO groups with a spread and an update runs: 1 when the reply has an even length.
- */
-const AGENT = `
-const post = (url, body) => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: 'Bearer ' + process.env.OPENAI_API_KEY }, body: JSON.stringify(body ?? {}) });
-async function loop() {
-  for (;;) {
-    const next = await post(process.env.LIGHTNING_RUNNER_URL + '/next');
-    if (next.status === 204) return;
-    const { url, task } = await next.json();
-    const reply = await (await post(url + '/v1/chat/completions', { model: 'policy', messages: [{ role: 'user', content: JSON.stringify(task).slice(0, 20) }], max_tokens: 6 })).json();
-    const text = reply.choices[0].message.content ?? '';
-    await post(url + '/reward', { value: text.length % 2 === 0 ? 1 : 0 });
-    await post(url + '/finish', { status: 'succeeded' });
-  }
-}
-Promise.all(Array.from({ length: Number(process.env.LIGHTNING_RUNNER_CONCURRENCY) }, loop)).catch((error) => { console.error(error); process.exit(1); });
-`;
+const AGENT = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'parity-worker.mjs');
 
 /** The pids of the ranks torchrun started (processes running the ddp worker), by LOCAL_RANK. */
 function ranks(): Map<number, number> {
@@ -55,7 +37,6 @@ test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails
   const cwd = tempDir(t);
   const storeFile = path.join(cwd, '.lightning', 'store.db');
   fs.mkdirSync(path.dirname(storeFile), { recursive: true });
-  fs.writeFileSync(path.join(cwd, 'agent.mjs'), AGENT);
   const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(async () => {
@@ -67,7 +48,7 @@ test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails
     model: { kind: 'tiny', config: { dModel: 48, layers: 2, heads: 4, context: 64 } },
     dataset: 'tools', iterations: 3, samples: 4, tasksPerIteration: 4, agentMode: 'worker', workers: 1, perWorker: 16, evalEvery: 10,
     device: 'cpu', python: '/usr/bin/python3', distributed: { nprocPerNode: 2 },
-    command: { argv: [process.execPath, 'agent.mjs'], cwd },
+    command: { argv: [process.execPath, AGENT], cwd },
   });
   const run = await client.request('startTraining', { config });
   await waitFor(async () => (await client.request('listCheckpoints', { runId: run.id })).items.length >= 1, 'the first checkpoint', 100_000);
