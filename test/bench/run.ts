@@ -22,6 +22,7 @@ import { runnerBenchmark } from './runner';
 import { rewardsBenchmark } from './rewards';
 import { trainerBenchmark } from './trainer';
 import { bundleBenchmark } from './bundle';
+import { scaleBenchmark } from './scale';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -235,6 +236,11 @@ async function readyTime(file: string): Promise<void> {
 
 async function main(): Promise<void> {
   console.error(`bench: ${os.cpus().length} CPU(s), node ${process.version}, working in ${work}`);
+  if (process.argv.includes('--scale-only')) {
+    await scaleBenchmark(work);
+    printTable();
+    return;
+  }
   bundleBenchmark(work);
   await spanIngest();
   await lifecycle();
@@ -249,6 +255,7 @@ async function main(): Promise<void> {
     await otlpBenchmark(work);
     await proxyBenchmarks(work);
     trainerBenchmark();
+    await scaleBenchmark(work);
   }
   printTable();
 }
