@@ -11,3 +11,4 @@ export * from './rewards';
 export * from './trainer';
 export * from './training';
 export * from './policy';
+export * from './placement';

@@ -109,22 +109,6 @@ export const GrpoConfig = z.strictObject({
 export type GrpoConfig = z.infer<typeof GrpoConfig>;
 export type GrpoConfigInput = z.input<typeof GrpoConfig>;
 
-/**
- * Where a run's updates and agents run, from its configuration, for `lightning train --list` and the panel:
- * `local`, `torchrun 2 ranks`, `torchrun 2×4 ranks via 10.0.0.5:29500`, `agents on Ray 10.0.0.5:6379`, joined by `, `.
- */
-export function runPlacement(config: unknown): string {
-  const parsed = GrpoConfig.safeParse(config);
-  if (!parsed.success) return 'local';
-  const { distributed, ray } = parsed.data;
-  const parts: string[] = [];
-  if (distributed) {
-    const ranks = distributed.nnodes > 1 ? `${distributed.nnodes}×${distributed.nprocPerNode}` : String(distributed.nprocPerNode);
-    parts.push(`torchrun ${ranks} ranks${distributed.rdzvEndpoint ? ` via ${distributed.rdzvEndpoint}` : ''}`);
-  }
-  if (ray) parts.push(`agents on Ray ${ray.address}`);
-  return parts.length ? parts.join(', ') : 'local';
-}
 
 /** Exactly one of: a new run's `config`, or `resume` (a cancelled or failed run's id, continued from its last checkpoint). */
 export const StartTrainingParams = z
