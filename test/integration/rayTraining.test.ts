@@ -36,6 +36,8 @@ test('train --ray: the agents run as Ray tasks, every iteration updates, train -
   assert.ok(finished.checkpoints.filter((c) => c.step > 0).every((c) => c.metrics.loss !== undefined && c.metrics.transitions > 0), JSON.stringify(finished.checkpoints));
   const list = await runCli(['train', '--list'], { cwd });
   assert.match(list.stdout, new RegExp(`${finished.run.id}\\s+grpo\\s+succeeded\\s+1\\s+\\S+\\s+\\S+\\s+agents on Ray 127\\.0\\.0\\.1:\\d+`));
-  const batch = path.join(cwd, '.lightning', 'logs', finished.run.id, `${finished.run.id}-train-1`);
-  assert.match(fs.readFileSync(path.join(batch, 'worker-w0.log'), 'utf8'), /^\[lightning\] running on Ray node \S+ \(.+\), node id [0-9a-f]+\n/);
+  const logs = path.join(cwd, '.lightning', 'logs', finished.run.id);
+  const workerLogs = fs.readdirSync(logs, { recursive: true, encoding: 'utf8' }).filter((file) => /worker-w\d+\.log$/.test(file));
+  assert.ok(workerLogs.some((file) => file.includes('-train-0')), workerLogs.join(', '));
+  for (const file of workerLogs) assert.match(fs.readFileSync(path.join(logs, file), 'utf8'), /^\[lightning\] running on Ray node \S+ \(.+\), node id [0-9a-f]+\n/, file);
 });
