@@ -58,7 +58,7 @@ test('dataset run --ray: a runner killed with -9 leaves no agent running on the 
   const batchId = batchOf(cwd)[0]!.batchId!;
   assert.deepEqual(batchOf(cwd).map((r) => r.status), ['running', 'running']);
 
-  const resumed = await runCli([...args.filter((a) => a !== '--retries' && a !== '1'), '--resume', batchId, '--', python, 'agent.py'], { cwd, env });
+  const resumed = await runCli([...args, '--resume', batchId, '--', python, 'agent.py'], { cwd, env });
   assert.equal(resumed.code, 0, resumed.stderr);
   const rollouts = batchOf(cwd);
   assert.deepEqual(rollouts.map((r) => [r.status, r.attemptCount, r.llmCalls]), [['succeeded', 2, 1], ['succeeded', 2, 1]]);
