@@ -26,6 +26,11 @@ export interface DaemonOptions {
   readonly storeFile: string;
   readonly host: string;
   readonly port: number;
+  /**
+   * Also serve the agent-facing routes on this address (one that other machines reach, e.g. Ray
+   * nodes): the rollout and batch URLs agents get name it; the RPC stays on `host` (loopback).
+   */
+  readonly agentHost?: string;
   readonly logger: Logger;
   /** Where LLM calls go when the agent had no OPENAI_BASE_URL of its own. */
   readonly upstream: UpstreamConfig;
@@ -119,10 +124,10 @@ export class Daemon {
       const address = await http.listen(options.host, options.port);
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
-      baseUrl = url;
+      baseUrl = options.agentHost ? await http.listenForAgents(options.agentHost) : url;
       const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, training, policy, workerBatches, scoreJobs, token, info, url, logger, releaseLock);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
-      logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion, sqlite: store.driver, node: process.version });
+      logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion, sqlite: store.driver, node: process.version, ...(baseUrl !== url ? { agentUrl: baseUrl } : {}) });
       return daemon;
     } catch (error) {
       http?.close();

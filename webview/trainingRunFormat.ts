@@ -5,6 +5,7 @@
  */
 import type { Json, TrainingRun, TrainingRunStatus } from '../trainer-daemon/protocol/records';
 
+import { runPlacement } from '../trainer-daemon/protocol/placement';
 import { STATUS_ICON } from './format';
 
 /** A run's statuses are a subset of a rollout's, and show the same glyphs. */
@@ -20,7 +21,8 @@ export function runSubject(run: TrainingRun): string {
   const model = field(run.config, 'model') ?? null;
   const target = text(field(run.config, 'resource')) ?? text(model ?? undefined) ?? text(field(model, 'name')) ?? text(field(model, 'kind'));
   const dataset = text(field(run.config, 'dataset'));
-  return [target, dataset].filter(Boolean).join(' · ') || run.id;
+  const where = runPlacement(run.config);
+  return [target, dataset, where === 'local' ? undefined : where].filter(Boolean).join(' · ') || run.id;
 }
 
 /** "val 0.50 → 1.00" once an APO run has a result; otherwise the error of a failed run, or ''. */

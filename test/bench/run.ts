@@ -23,6 +23,7 @@ import { rewardsBenchmark } from './rewards';
 import { trainerBenchmark } from './trainer';
 import { bundleBenchmark } from './bundle';
 import { packagingBenchmark } from './packaging';
+import { scaleBenchmark } from './scale';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -241,6 +242,11 @@ async function main(): Promise<void> {
     printTable();
     return;
   }
+  if (process.argv.includes('--scale-only')) {
+    await scaleBenchmark(work);
+    printTable();
+    return;
+  }
   bundleBenchmark(work);
   await spanIngest();
   await lifecycle();
@@ -256,6 +262,7 @@ async function main(): Promise<void> {
     await proxyBenchmarks(work);
     trainerBenchmark();
     await packagingBenchmark(work);
+    await scaleBenchmark(work);
   }
   printTable();
 }

@@ -159,8 +159,6 @@ describe('lightning CLI without a store', () => {
     }
     const badHost = await runCli(['serve', '--host', '0.0.0.0', '--store', path.join(cwd, 's.db')], { cwd });
     assert.equal(badHost.code, 2);
-    assert.match(badHost.stderr, /binds loopback only/);
-    const otherLoopback = await runCli(['serve', '--host', '127.0.0.2', '--store', path.join(cwd, 's.db')], { cwd });
-    assert.equal(otherLoopback.code, 2, 'only addresses the Host check accepts can be bound');
+    assert.match(badHost.stderr, /name one address .* not every interface/);
   });
 });

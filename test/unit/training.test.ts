@@ -101,7 +101,7 @@ test('the chart is one self-contained HTML file with the reward curves', () => {
 
 test('GRPO flags: loss types, clip-higher and reward scaling reach the config, named as TRL names them; bad ones name the flag', () => {
   const config = grpoConfigFromFlags(
-    { algorithm: 'grpo', model: 'tiny', dataset: 'd', lossType: 'dr_grpo', clip: '0.2', clipHigh: '0.28', scaleRewards: 'none', klCoef: '0.05' },
+    { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', lossType: 'dr_grpo', clip: '0.2', clipHigh: '0.28', scaleRewards: 'none', klCoef: '0.05' },
     ['node', 'agent.js'],
     '/tmp',
   );
@@ -110,8 +110,8 @@ test('GRPO flags: loss types, clip-higher and reward scaling reach the config, n
   assert.equal(config.clipHigh, 0.28);
   assert.equal(config.scaleRewards, 'none');
   assert.equal(config.klCoef, 0.05);
-  const defaults = grpoConfigFromFlags({ algorithm: 'grpo', model: 'tiny', dataset: 'd' }, ['node', 'agent.js'], '/tmp');
+  const defaults = grpoConfigFromFlags({ store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd' }, ['node', 'agent.js'], '/tmp');
   assert.deepEqual([defaults.lossType, defaults.clipHigh, defaults.scaleRewards, defaults.klBiasCorrection], ['dapo', null, 'group', false]);
-  assert.throws(() => grpoConfigFromFlags({ algorithm: 'grpo', model: 'tiny', dataset: 'd', clipHigh: '-1' }, ['x'], '/tmp'), /--clip-high/);
-  assert.throws(() => grpoConfigFromFlags({ algorithm: 'grpo', model: 'tiny', dataset: 'd', lossType: 'ppo' as never }, ['x'], '/tmp'), /--loss-type/);
+  assert.throws(() => grpoConfigFromFlags({ store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', clipHigh: '-1' }, ['x'], '/tmp'), /--clip-high/);
+  assert.throws(() => grpoConfigFromFlags({ store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', lossType: 'ppo' as never }, ['x'], '/tmp'), /--loss-type/);
 });

@@ -12,3 +12,4 @@ export * from './trainer';
 export * from './training';
 export * from './policy';
 export * from './llmApis';
+export * from './placement';

@@ -20,6 +20,14 @@ export const WorkerReady = z.object({
   cuda: CudaInfo.nullable(),
   transformers: z.string().nullable(),
   peft: z.string().nullable(),
+  /** Under torchrun (python/lightning_trainer/ddp_worker.py): the world and where each rank runs. */
+  distributed: z
+    .object({
+      worldSize: z.number().int().positive(),
+      backend: z.string(),
+      ranks: z.array(z.object({ rank: z.number().int(), localRank: z.number().int(), pid: z.number().int(), host: z.string(), device: z.string() })),
+    })
+    .optional(),
 });
 export type WorkerReady = z.infer<typeof WorkerReady>;
 
@@ -151,6 +159,8 @@ export const TrainResult = z.object({
   tokens: z.number().int(),
   seconds: z.number(),
   gpuMemoryBytes: z.number().nullable().optional(),
+  /** Under torchrun: the ranks that made the update (ddp_worker.py). */
+  worldSize: z.number().int().positive().optional(),
 });
 export type TrainResult = z.infer<typeof TrainResult>;
 

@@ -95,9 +95,34 @@ export const GrpoConfig = z.strictObject({
    * path); null: `.lightning/rewards.json` beside the store when it exists, else no automatic rewards.
    */
   rewardsFile: z.string().min(1).nullable().default(null),
+  /**
+   * Data-parallel updates under torchrun (README, "Scale out"): `nprocPerNode` ranks here, and with
+   * `rdzvEndpoint` (HOST:PORT of this machine, reachable from the others) `nnodes` machines in all;
+   * null: one trainer process.
+   */
+  distributed: z
+    .strictObject({
+      nprocPerNode: z.number().int().min(1).max(64),
+      nnodes: z.number().int().min(1).max(1024).default(1),
+      rdzvEndpoint: z.string().regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'rdzvEndpoint must be HOST:PORT, e.g. 10.0.0.5:29500').nullable().default(null),
+    })
+    .refine((d) => d.nnodes === 1 || d.rdzvEndpoint !== null, { message: 'nnodes > 1 needs rdzvEndpoint (HOST:PORT of this machine, where the other nodes connect)' })
+    .nullable()
+    .default(null),
+  /** The agents as Ray tasks on this existing cluster (runner/rayPool.ts); null: on the daemon's machine. */
+  ray: z
+    .strictObject({
+      address: z.string().min(1),
+      /** A Python with ray; null: LIGHTNING_RAY_PYTHON, else python3. */
+      python: z.string().min(1).nullable().default(null),
+      workingDir: z.string().min(1).nullable().default(null),
+    })
+    .nullable()
+    .default(null),
 });
 export type GrpoConfig = z.infer<typeof GrpoConfig>;
 export type GrpoConfigInput = z.input<typeof GrpoConfig>;
+
 
 /** Exactly one of: a new run's `config`, or `resume` (a cancelled or failed run's id, continued from its last checkpoint). */
 export const StartTrainingParams = z

@@ -15,6 +15,8 @@ import type { AttemptEnded } from '../protocol/runner';
 import { ProcessPool } from './processPool';
 import { ScoringQueue, type RolloutScoring } from './scoring';
 import { WorkerPool } from './workerPool';
+import { RayPool } from './rayPool';
+import type { RayOptions } from './rayDriver';
 
 /** What the runner needs of the daemon: an `RpcClient`, or anything that answers its methods the same way. */
 export interface RunnerClient {
@@ -63,6 +65,8 @@ export interface BatchRunnerOptions {
   readonly scoring?: RolloutScoring;
   /** Called with each rollout's scoring result (its reward, or why there is none). */
   readonly onScored?: (score: RolloutScore) => void;
+  /** Run the agents (either mode) as Ray tasks on this cluster instead of on this machine (runner/rayPool.ts). */
+  readonly ray?: RayOptions;
 }
 
 /** How one mode runs a batch. */
@@ -99,7 +103,9 @@ export class BatchRunner implements BatchPool {
       if (!event.retrying && FINISHED.has(event.rollout.status)) scoring?.add(event.rollout.id);
     };
     const poolOptions = { ...options, onAttempt };
-    this.pool = options.mode.kind === 'process' ? new ProcessPool(poolOptions, options.mode) : new WorkerPool(poolOptions, options.mode);
+    this.pool = options.ray
+      ? new RayPool(poolOptions, options.mode, options.ray)
+      : options.mode.kind === 'process' ? new ProcessPool(poolOptions, options.mode) : new WorkerPool(poolOptions, options.mode);
     this.scoring = scoring;
   }
 

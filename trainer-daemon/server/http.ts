@@ -11,12 +11,21 @@ import type { Logger } from '../log';
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
-export function isLoopbackHost(hostHeader: string | undefined, port: number): boolean {
+/**
+ * Whether a Host header names this daemon: a loopback name with its port, or, when it also listens
+ * for agents on another machine's reach (`lightning serve --host 10.0.0.5`), that address and port.
+ */
+export function isLoopbackHost(hostHeader: string | undefined, port: number, agents?: { readonly host: string; readonly port: number }): boolean {
   if (!hostHeader) return false;
   const match = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(hostHeader.toLowerCase());
   if (!match) return false;
-  return LOOPBACK_HOSTS.has(match[1]!) && Number(match[2] ?? 80) === port;
+  const name = match[1]!;
+  const at = Number(match[2] ?? 80);
+  if (LOOPBACK_HOSTS.has(name) && at === port) return true;
+  return agents !== undefined && name === bracketed(agents.host).toLowerCase() && at === agents.port;
 }
+
+const bracketed = (host: string): string => (host.includes(':') && !host.startsWith('[') ? `[${host}]` : host);
 
 /**
  * The path of an origin-form request target (`/a/b?c`), without WHATWG URL parsing: a target
@@ -46,6 +55,9 @@ export interface HttpServerOptions {
 export class DaemonHttpServer {
   private readonly server: http.Server;
   private boundPort = 0;
+  /** The agents' listener (`listenForAgents`): the agent-facing routes only, never the RPC. */
+  private agentServer: http.Server | undefined;
+  private agentAddress: { host: string; port: number } | undefined;
   private stopping = false;
   private inFlight = 0;
   private idleWaiters: Array<() => void> = [];
@@ -68,6 +80,28 @@ export class DaemonHttpServer {
     });
   }
 
+  /**
+   * Also listens on `host` (an address other machines reach) for the agent-facing routes only: the
+   * WebSocket RPC stays on loopback. The port is the loopback one when it is free there, else any.
+   * Returns the base URL agents get (`http://HOST:PORT`).
+   */
+  async listenForAgents(host: string): Promise<string> {
+    const server = http.createServer((request, response) => this.guard(request, () => this.onRequest(request, response), () => response.destroy()));
+    server.on('clientError', (_error, socket) => socket.destroy());
+    // No 'upgrade' listener: an RPC upgrade on this address is dropped.
+    const listen = (port: number): Promise<AddressInfo> => new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        resolve(server.address() as AddressInfo);
+      });
+    });
+    const address = await listen(this.boundPort).catch(() => listen(0));
+    this.agentServer = server;
+    this.agentAddress = { host: address.address, port: address.port };
+    return `http://${bracketed(address.address)}:${address.port}`;
+  }
+
   /** A handler that throws must never take the daemon down: log, and drop that one connection. */
   private guard(request: IncomingMessage, handle: () => void, drop: () => void): void {
     try {
@@ -86,8 +120,8 @@ export class DaemonHttpServer {
     });
     // While stopping, answer what is still arriving on open keep-alive sockets, then close them.
     if (this.stopping) response.setHeader('connection', 'close');
-    if (!isLoopbackHost(request.headers.host, this.boundPort)) {
-      sendJson(response, 403, { error: `Host ${request.headers.host ?? '(none)'} is not this daemon's loopback address` });
+    if (!isLoopbackHost(request.headers.host, this.boundPort, this.agentAddress)) {
+      sendJson(response, 403, { error: `Host ${request.headers.host ?? '(none)'} is not this daemon's address` });
       return;
     }
     const target = requestPath(request.url);
@@ -118,6 +152,8 @@ export class DaemonHttpServer {
     this.stopping = true;
     this.server.close();
     this.server.closeIdleConnections();
+    this.agentServer?.close();
+    this.agentServer?.closeIdleConnections();
     if (this.inFlight === 0) return;
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, timeoutMs);
@@ -134,5 +170,7 @@ export class DaemonHttpServer {
     this.stopping = true;
     this.server.close();
     this.server.closeAllConnections();
+    this.agentServer?.close();
+    this.agentServer?.closeAllConnections();
   }
 }

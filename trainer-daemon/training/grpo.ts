@@ -86,6 +86,7 @@ class Iterations {
       // Rollouts are scored before transitions are built: the reward policy picks human > agent > automatic.
       scoring: ctx.scoring,
       env: config.command.env,
+      ray: config.ray ? { address: config.ray.address, python: config.ray.python ?? process.env.LIGHTNING_RAY_PYTHON ?? 'python3', ...(config.ray.workingDir ? { workingDir: config.ray.workingDir } : {}) } : undefined,
     });
     ctx.signal.addEventListener('abort', () => this.executor.cancel(), { once: true });
   }
@@ -174,6 +175,7 @@ class Iterations {
         loss: result.loss, pgLoss: result.pgLoss, kl: result.kl, entropy: result.entropy, clipFraction: result.clipFraction,
         maxRatioDeviation: result.maxRatioDeviation, 'train/seconds': result.seconds, tokensPerSecond: result.tokens / Math.max(result.seconds, 1e-9),
         ...(result.gpuMemoryBytes ? { gpuMemoryBytes: result.gpuMemoryBytes } : {}),
+        ...(result.worldSize ? { worldSize: result.worldSize } : {}),
       });
     }
     const dir = checkpointDir(this.ctx.store.file, this.runId, step);
@@ -208,7 +210,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   } else valTasks = await tasksOf(ctx.call, config.dataset, 'val');
 
   const python = await findPython(ctx.store.file, config.python ?? undefined);
-  const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker') });
+  const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker'), distributed: config.distributed });
   const stop = (): void => worker.dispose();
   try {
     const last = ctx.store.training.checkpoints(runId).at(-1);

@@ -6,6 +6,7 @@
 import path from 'node:path';
 import { BatchRunner, type BatchMode, type RunnerClient } from '../runner/batch';
 import type { RolloutScoring } from '../runner/scoring';
+import type { RayOptions } from '../runner/rayDriver';
 
 /** What the loop needs of the daemon: its RPC methods (the daemon passes its own handler table). */
 export type Caller = RunnerClient;
@@ -26,6 +27,8 @@ export interface RolloutExecutorOptions {
   readonly scoring: RolloutScoring | undefined;
   /** Added to the daemon's environment for the agents (the run's `command.env`). */
   readonly env?: Readonly<Record<string, string>>;
+  /** Run the agents as Ray tasks on this cluster (`--ray`). */
+  readonly ray?: RayOptions;
 }
 
 /** Runs one batch at a time; `cancel` stops the agents of the batch in flight. */
@@ -50,6 +53,7 @@ export class RolloutExecutor {
       env,
       onAttempt: () => undefined,
       scoring: this.options.scoring,
+      ray: this.options.ray,
     });
     this.current = runner;
     try {

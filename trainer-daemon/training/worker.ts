@@ -23,6 +23,7 @@ import {
 import { InvalidInputError, LightningError } from '../errors';
 import type { Logger } from '../log';
 import { Emitter, type Disposable, type Event } from '../util/event';
+import { torchrunArgs, torchrunFailures, type DistributedSpec } from './torchrun';
 
 /** trainer-daemon/python, beside this module in the checkout (the bundles live in dist/). */
 export const PYTHON_PACKAGE_DIR = path.resolve(__dirname, '..', path.basename(__dirname) === 'dist' ? 'trainer-daemon' : '', 'python');
@@ -44,6 +45,8 @@ export interface WorkerOptions {
   readonly env?: NodeJS.ProcessEnv;
   /** How long the worker may take to print its ready line (importing torch is slow on a cold disk). */
   readonly readyTimeoutMs?: number;
+  /** Run it under torchrun (training/torchrun.ts): rank 0 speaks the protocol, every rank trains. */
+  readonly distributed?: DistributedSpec | null;
 }
 
 interface Pending {
@@ -82,7 +85,8 @@ export class TrainerWorker implements Disposable {
   /** Spawns the worker and waits for its ready line. */
   static async start(options: WorkerOptions): Promise<TrainerWorker> {
     const env = { ...process.env, ...options.env, PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter), PYTHONUNBUFFERED: '1' };
-    const child = spawn(options.python, ['-m', 'lightning_trainer.worker'], { env, stdio: ['pipe', 'pipe', 'pipe'] });
+    const args = options.distributed ? torchrunArgs(options.distributed) : ['-m', 'lightning_trainer.worker'];
+    const child = spawn(options.python, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     const logger = options.logger;
     let stderr = '';
     const stderrLines = readline.createInterface({ input: child.stderr! });
@@ -118,7 +122,7 @@ export class TrainerWorker implements Disposable {
     worker.stderrTail = stderr;
     stderrLines.on('line', (line) => (worker.stderrTail = (worker.stderrTail + line + '\n').slice(-STDERR_TAIL_CHARS)));
     worker.listen();
-    logger.info('trainer worker ready', { pid: child.pid, python: ready.python, torch: ready.torch, device: ready.device });
+    logger.info('trainer worker ready', { pid: child.pid, python: ready.python, torch: ready.torch, device: ready.device, ...(ready.distributed ? { ranks: ready.distributed.ranks } : {}) });
     return worker;
   }
 
@@ -205,7 +209,8 @@ export class TrainerWorker implements Disposable {
 
   private crash(why: string): void {
     if (this.failure) return;
-    const error = new WorkerError(`the trainer worker ${why}`, 'crashed', this.stderrTail.trim() || undefined);
+    const ranks = this.ready.distributed ? torchrunFailures(this.stderrTail) : null;
+    const error = new WorkerError(`the trainer worker ${why}${ranks ? `: ${ranks}` : ''}`, 'crashed', this.stderrTail.trim() || undefined);
     this.logger.error('trainer worker crashed', { why, pid: this.child.pid });
     this.fail(error);
     this._onDidExit.fire(error);

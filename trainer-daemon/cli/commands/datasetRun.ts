@@ -21,6 +21,7 @@ import { connectOrStartDaemon } from '../daemonConnection';
 import { Progress } from '../progress';
 import { duration, num, rolloutDuration, table } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
+import { addRayOptions, rayOptionsFrom } from '../rayOptions';
 import { addCheckpointOptions, resolveRouting, resumeRoutingOptions, type RoutingOptions } from '../routing';
 
 interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
@@ -34,6 +35,9 @@ interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
   resume?: string;
   workers?: string;
   rewards?: string;
+  ray?: string;
+  rayPython?: string;
+  rayWorkingDir?: string;
 }
 
 export function positiveInt(value: string, flag: string, min = 1): number {
@@ -108,6 +112,7 @@ export function registerDatasetRun(dataset: Command): void {
     .option('--resume <batch>', 'finish an interrupted batch instead of starting one')
     .option('--rewards <file>', `score each rollout as it finishes with this rewards config (default: .lightning/${DEFAULT_REWARDS_FILE} beside the store, when it exists; see \`lightning score\`)`)
     .option('--workers <n>', 'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see README, "Worker mode")');
+  addRayOptions(command);
   addCheckpointOptions(command)
     .action(async (name: string, argv: string[], options: DatasetRunOptions) => {
       const samples = positiveInt(options.samples, '--samples');
@@ -122,6 +127,7 @@ export function registerDatasetRun(dataset: Command): void {
       const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
       const scoring = scoringFor(options.rewards === undefined ? null : path.resolve(options.rewards), storeFile, process.env);
       const rewardsFile = scoring && 'rewardsFile' in scoring.source ? scoring.source.rewardsFile : null;
+      const ray = rayOptionsFrom(options, process.env);
       const { client, close } = await connectOrStartDaemon(storeFile);
       let runner: BatchRunner | undefined;
       let cancelled = false;
@@ -169,7 +175,7 @@ export function registerDatasetRun(dataset: Command): void {
             }
           }
         }
-        const how = mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`;
+        const how = `${mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`}${ray ? ` on the Ray cluster ${ray.address}` : ''}`;
         process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}${rewardsFile ? `, scored with ${rewardsFile}` : ''}\n`);
         if (cancelled) {
           for (const id of queued) await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
@@ -181,7 +187,7 @@ export function registerDatasetRun(dataset: Command): void {
         runner = new BatchRunner({
           client, mode, timeoutMs, upstream: routing.upstream, providerUpstreams: routing.providerUpstreams, tokenIds: routing.tokenIds,
           logDir: logDirOf(batchId), env: process.env, onSpawn: (pid) => pids.record(pid),
-          onAttempt: (event) => progress.attempt(event), scoring, onScored: (score) => progress.scored(score),
+          onAttempt: (event) => progress.attempt(event), scoring, onScored: (score) => progress.scored(score), ray,
         });
         if (cancelled) runner.cancel();
         try {

@@ -6,10 +6,11 @@
  */
 import { Option, type Command } from 'commander';
 import { InvalidInputError } from '../../errors';
-import type { TrainingRunSummary } from '../../protocol';
+import { runPlacement, type TrainingRunSummary } from '../../protocol';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { table, time } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
+import { addRayOptions } from '../rayOptions';
 import { runApoCommand, type ApoFlags } from './trainApo';
 import { runGrpoCommand, type GrpoFlags } from './trainGrpo';
 
@@ -21,6 +22,7 @@ const OWN: Record<Algorithm, Record<string, string>> = {
     model: '--model', fromConfig: '--from-config', lora: '--lora', iterations: '--iterations', samples: '--samples', tasksPerIteration: '--tasks-per-iteration',
     lr: '--lr', workers: '--workers', agentMode: '--agent-mode', perWorker: '--per-worker', evalEvery: '--eval-every', warmStart: '--warm-start',
     warmStartSteps: '--warm-start-steps', warmStartUntil: '--warm-start-until', klCoef: '--kl-coef', lossType: '--loss-type', clip: '--clip', clipHigh: '--clip-high', scaleRewards: '--scale-rewards', device: '--device', python: '--python', resume: '--resume',
+    nprocPerNode: '--nproc-per-node', nnodes: '--nnodes', rdzvEndpoint: '--rdzv-endpoint', ray: '--ray', rayPython: '--ray-python', rayWorkingDir: '--ray-working-dir',
   },
   apo: {
     resource: '--resource', beam: '--beam', branch: '--branch', rounds: '--rounds', gradientBatch: '--gradient-batch', valBatch: '--val-batch',
@@ -41,7 +43,7 @@ function checkFlags(options: TrainFlags): void {
 }
 
 function printRuns(runs: readonly TrainingRunSummary[]): void {
-  process.stdout.write(`${table(['RUN', 'ALGORITHM', 'STATUS', 'STEP', 'REWARD', 'VAL', 'CREATED'], runs.map((r) => [r.id, r.algorithm, r.status, String(r.step), r.latest['reward/mean']?.toFixed(2) ?? '-', r.latest['val/reward']?.toFixed(2) ?? '-', time(r.createdAt)]))}\n`);
+  process.stdout.write(`${table(['RUN', 'ALGORITHM', 'STATUS', 'STEP', 'REWARD', 'VAL', 'WHERE', 'CREATED'], runs.map((r) => [r.id, r.algorithm, r.status, String(r.step), r.latest['reward/mean']?.toFixed(2) ?? '-', r.latest['val/reward']?.toFixed(2) ?? '-', runPlacement(r.config), time(r.createdAt)]))}\n`);
 }
 
 async function listRuns(options: TrainFlags): Promise<void> {
@@ -56,7 +58,7 @@ async function listRuns(options: TrainFlags): Promise<void> {
 }
 
 export function registerTrain(program: Command): void {
-  program
+  const command = program
     .command('train')
     .description('train an agent on a dataset: grpo (default) trains its model with reinforcement learning; apo optimizes a prompt template resource')
     .argument('[command...]', 'the agent command (after --); it reads its task from LIGHTNING_TASK (grpo worker mode: takes rollouts from LIGHTNING_RUNNER_URL), its prompt from GET $LIGHTNING_URL/resources or LIGHTNING_RESOURCES')
@@ -90,6 +92,9 @@ export function registerTrain(program: Command): void {
     .addOption(new Option('--scale-rewards <how>', "grpo: group: advantages divided by the group's reward std (default); none: only the mean subtracted (Dr. GRPO)").choices(['group', 'none']))
     .addOption(new Option('--device <device>', 'grpo: where the policy runs (default auto)').choices(['auto', 'cpu', 'cuda']))
     .option('--python <path>', 'grpo: the Python that runs the trainer (default: see `lightning doctor`)')
+    .option('--nproc-per-node <n>', 'grpo: data-parallel updates on n processes of this machine (one per GPU) under torchrun; rank 0 serves and saves (README, "Scale out")')
+    .option('--nnodes <m>', 'grpo, with --nproc-per-node: m machines in all; start the others with the command this prints (needs --rdzv-endpoint)')
+    .option('--rdzv-endpoint <host:port>', "grpo, with --nnodes: this machine's address and a free port, where the other nodes' ranks connect")
     .option('--resume <run>', 'grpo: continue a cancelled or failed run from its last checkpoint')
     .option('--resource <name>', 'apo: the prompt template resource to optimize (see `lightning resource put`)')
     .option('--beam <n>', 'apo: prompts kept after each round (default 2)')
@@ -107,7 +112,8 @@ export function registerTrain(program: Command): void {
     .addOption(new Option('--match <mode>', 'apo, without a rewards file: reward the final answer against the expected answer (default normalized)').choices(['normalized', 'contains', 'none']))
     .option('--prompt-file <file>', 'apo: the agent loads its prompt from this file: it seeds the resource, and each candidate runs in a temporary copy passed in place of this path (arguments, LIGHTNING_PROMPT_FILE)')
     .option('--upstream <url>', 'apo: the upstream when the agents have no OPENAI_BASE_URL of their own')
-    .passThroughOptions()
+    .passThroughOptions();
+  addRayOptions(command)
     .action(async (argv: string[], options: TrainFlags) => {
       if (options.list) return listRuns(options);
       checkFlags(options);

@@ -6,7 +6,8 @@
  * run by the daemon.
  */
 import path from 'node:path';
-import { GrpoConfig, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
+import { otherNodeCommand } from '../../training/torchrun';
+import { GrpoConfig, runPlacement, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
 import { InvalidInputError } from '../../errors';
 import { followRun, iterationCells, iterationLine } from '../../training/follow';
 import type { RunnerClient } from '../../runner/batch';
@@ -42,6 +43,12 @@ export interface GrpoFlags extends GlobalOptions {
   python?: string;
   resume?: string;
   rewards?: string;
+  nprocPerNode?: string;
+  nnodes?: string;
+  rdzvEndpoint?: string;
+  ray?: string;
+  rayPython?: string;
+  rayWorkingDir?: string;
 }
 
 /** Config keys → the flag a user typed, so errors name what they can fix. */
@@ -49,6 +56,7 @@ const FLAGS: Record<string, string> = {
   model: '--model', dataset: '--dataset', valDataset: '--val', iterations: '--iterations', samples: '--samples', tasksPerIteration: '--tasks-per-iteration',
   lr: '--lr', workers: '--workers', perWorker: '--per-worker', evalEvery: '--eval-every', seed: '--seed', timeoutSeconds: '--timeout',
   warmStart: '--warm-start', klCoef: '--kl-coef', lossType: '--loss-type', clip: '--clip', clipHigh: '--clip-high', scaleRewards: '--scale-rewards', command: 'the agent command (after --)', rewardsFile: '--rewards',
+  distributed: '--nproc-per-node / --nnodes / --rdzv-endpoint', ray: '--ray',
 };
 
 function numberFlag(value: string | undefined, flag: string): number | undefined {
@@ -56,6 +64,15 @@ function numberFlag(value: string | undefined, flag: string): number | undefined
   const n = Number(value);
   if (value.trim() === '' || !Number.isFinite(n)) throw new InvalidInputError(`${flag} ${value}: not a number`);
   return n;
+}
+
+/** `--nproc-per-node N [--nnodes M --rdzv-endpoint HOST:PORT]`, null without them. */
+function distributedFromFlags(options: GrpoFlags): GrpoConfigInput['distributed'] {
+  if (options.nprocPerNode === undefined) {
+    if (options.nnodes !== undefined || options.rdzvEndpoint !== undefined) throw new InvalidInputError('--nnodes and --rdzv-endpoint go with --nproc-per-node (ranks per machine)');
+    return null;
+  }
+  return { nprocPerNode: numberFlag(options.nprocPerNode, '--nproc-per-node')!, nnodes: numberFlag(options.nnodes, '--nnodes'), rdzvEndpoint: options.rdzvEndpoint ?? null };
 }
 
 /** The run's config from the flags, checked by the protocol schema (errors name the flag). */
@@ -89,6 +106,8 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     device: options.device,
     python: options.python ?? null,
     rewardsFile: options.rewards === undefined ? null : path.resolve(options.rewards),
+    distributed: distributedFromFlags(options),
+    ray: options.ray === undefined ? null : { address: options.ray, python: options.rayPython ?? null, workingDir: options.rayWorkingDir === undefined ? null : path.resolve(options.rayWorkingDir) },
     command: { argv, cwd },
   };
   const parsed = GrpoConfig.safeParse(input);
@@ -103,7 +122,10 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
 /** Starts (or resumes) a run in the daemon and follows it to the end; prints the table as it goes. */
 export async function trainAndFollow(client: RunnerClient, start: { config: GrpoConfig } | { resume: string }, json: boolean): Promise<TrainingRunDetail> {
   const run = await client.request('startTraining', start);
-  process.stderr.write(`lightning: training run ${run.id} (${run.algorithm}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`);
+  process.stderr.write(`lightning: training run ${run.id} (${run.algorithm}, ${runPlacement(run.config)}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`);
+  const distributed = 'config' in start ? start.config.distributed : null;
+  const others = distributed ? otherNodeCommand(distributed) : null;
+  if (others) process.stderr.write(`lightning: on each other machine (node rank I = 1…${distributed!.nnodes - 1}), run: ${others}\n`);
   if (!json) process.stdout.write(`${iterationLine()}\n`);
   return followRun(client, run.id, {
     onIteration: (step, metrics) => {

@@ -1,0 +1,106 @@
+/**
+ * Scale-out (README, "Scale out"), each beside its same-run baseline:
+ * * 400 trivial rollouts in worker mode (2 workers × 4) with the workers as Ray tasks on a local Ray head
+ *   (`--ray`, 2 CPUs) against the same run with local workers. Needs a Python with ray: LIGHTNING_TEST_PYTHON.
+ * * One policy update of the same batch (tiny model, CPU) on 2 gloo ranks under torchrun against 1 process,
+ *   both through the trainer worker protocol (`lightning train --nproc-per-node 2` vs the default).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { silentLogger } from '../../trainer-daemon/log';
+import { TrainerWorker } from '../../trainer-daemon/training/worker';
+import { runCli } from '../helpers/daemon';
+import { rayPython, startRayHead } from '../helpers/ray';
+import { fmt, rows } from './table';
+
+const ROLLOUTS = 400;
+
+const TRIVIAL_WORKER = `
+const loop = async () => {
+  for (;;) {
+    const next = await fetch(process.env.LIGHTNING_RUNNER_URL + '/next', { method: 'POST' });
+    if (next.status === 204) return;
+    const { url } = await next.json();
+    await fetch(url + '/finish', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"status":"succeeded"}' });
+  }
+};
+Promise.all(Array.from({ length: Number(process.env.LIGHTNING_RUNNER_CONCURRENCY) }, loop));
+`;
+
+async function timedRun(cwd: string, args: string[]): Promise<{ seconds: number; ok: boolean; stderr: string }> {
+  const started = performance.now();
+  const result = await runCli(['dataset', 'run', 'tasks', '--concurrency', '8', '--workers', '2', '--json', ...args, '--', process.execPath, path.join(cwd, 'worker.js')], { cwd });
+  const seconds = (performance.now() - started) / 1000;
+  const ok = result.code === 0 && (JSON.parse(result.stdout) as { tasks: Array<{ succeeded: number }> }).tasks.at(-1)!.succeeded === ROLLOUTS;
+  return { seconds, ok, stderr: result.stderr };
+}
+
+async function rayRollouts(work: string): Promise<void> {
+  const python = rayPython();
+  const cwd = path.join(work, 'scale-ray');
+  fs.mkdirSync(cwd, { recursive: true });
+  fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), Array.from({ length: ROLLOUTS }, (_, i) => JSON.stringify({ id: `t${i}` })).join('\n'));
+  fs.writeFileSync(path.join(cwd, 'worker.js'), TRIVIAL_WORKER);
+  await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
+  const head = await startRayHead(python);
+  try {
+    const local = await timedRun(cwd, []);
+    const ray = await timedRun(cwd, ['--ray', head.address, '--ray-python', python]);
+    if (!ray.ok) throw new Error(`the Ray run failed: ${ray.stderr}`);
+    rows.push({
+      metric: `scale: ${ROLLOUTS} trivial rollouts, worker mode 2 × 4, workers as Ray tasks on a local head (whole command, incl. connecting to Ray)`,
+      result: `${fmt(ROLLOUTS / ray.seconds)} rollouts/s (${fmt(ray.seconds, 1)} s)`,
+      baseline: `${fmt(ROLLOUTS / local.seconds)} rollouts/s, local workers (${fmt(local.seconds, 1)} s)`,
+      ratio: `${fmt(local.seconds / ray.seconds, 2)}×`,
+      target: 'reported',
+      met: local.ok && ray.ok ? '—' : 'NO',
+    });
+  } finally {
+    await head.stop();
+  }
+}
+
+/** 128 transitions of 32 prompt + 32 response tokens inside the tiny model's vocabulary, fixed. */
+function batch(): Array<{ promptIds: number[]; responseIds: number[]; logprobs: null; advantage: number }> {
+  let seed = 7;
+  const next = (): number => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) % 256;
+  return Array.from({ length: 128 }, (_, i) => ({
+    promptIds: [256, ...Array.from({ length: 31 }, next)],
+    responseIds: Array.from({ length: 32 }, next),
+    logprobs: null,
+    advantage: i % 2 === 0 ? 1 : -1,
+  }));
+}
+
+async function updateSeconds(python: string, ranks: number): Promise<number> {
+  const worker = await TrainerWorker.start({ python, logger: silentLogger, ...(ranks > 1 ? { distributed: { nprocPerNode: ranks, nnodes: 1, rdzvEndpoint: null } } : {}) });
+  try {
+    await worker.request('load', { model: { kind: 'tiny' }, adapter: { kind: 'full' }, device: 'cpu', seed: 0, threads: 1 });
+    const transitions = batch();
+    await worker.request('train', { transitions, epochs: 1, minibatch: 128 }); // warm-up
+    const samples: number[] = [];
+    for (let i = 0; i < 3; i += 1) samples.push((await worker.request('train', { transitions, epochs: 1, minibatch: 128 })).seconds);
+    return samples.sort((a, b) => a - b)[1]!;
+  } finally {
+    await worker.shutdown();
+  }
+}
+
+async function gloo(): Promise<void> {
+  const python = process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3';
+  const one = await updateSeconds(python, 1);
+  const two = await updateSeconds(python, 2);
+  rows.push({
+    metric: 'scale: one update, 128 × (32 + 32) tokens (tiny model, CPU), 2 gloo ranks under torchrun (median of 3)',
+    result: `${fmt(two * 1000)} ms`,
+    baseline: `${fmt(one * 1000)} ms, one process`,
+    ratio: `${fmt(one / two, 2)}× speed-up`,
+    target: 'reported (2 ranks share 2 cores with the machine)',
+    met: '—',
+  });
+}
+
+export async function scaleBenchmark(work: string): Promise<void> {
+  await gloo();
+  await rayRollouts(work);
+}

@@ -1,0 +1,68 @@
+/**
+ * A real local Ray head for tests and benches: `ray start --head --block` on 127.0.0.1 with 2 CPUs (2 Ray worker
+ * processes), in its own process group and temp dir, so that stopping it stops only this cluster.
+ */
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { waitFor } from './tmp';
+
+export interface RayHead {
+  readonly address: string;
+  stop(): Promise<void>;
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo;
+      server.close(() => resolve(port));
+    });
+    server.once('error', reject);
+  });
+}
+
+/** The Python with ray from LIGHTNING_TEST_PYTHON; throws a clear error when it is unset or lacks ray. */
+export function rayPython(): string {
+  const python = process.env.LIGHTNING_TEST_PYTHON;
+  if (!python) throw new Error('LIGHTNING_TEST_PYTHON is unset: point it at a Python with ray (trainer-daemon/python/requirements-test.txt)');
+  try {
+    execFileSync(python, ['-c', 'import ray'], { stdio: 'pipe' });
+  } catch {
+    throw new Error(`${python} has no ray: ${python} -m pip install -r trainer-daemon/python/requirements-test.txt`);
+  }
+  return python;
+}
+
+export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
+  const port = await freePort();
+  const address = `127.0.0.1:${port}`;
+  const ray = path.join(path.dirname(python), 'ray');
+  const temp = fs.mkdtempSync(path.join(os.tmpdir(), 'ray-'));
+  const head: ChildProcess = spawn(ray, ['start', '--head', '--block', '--node-ip-address', '127.0.0.1', '--port', String(port), '--num-cpus', String(cpus), '--include-dashboard=false', '--temp-dir', temp, '--disable-usage-stats'], { detached: true, stdio: 'ignore' });
+  const exited = new Promise((resolve) => head.once('exit', resolve));
+  const stop = async (): Promise<void> => {
+    if (head.exitCode !== null || head.signalCode !== null) return;
+    process.kill(-head.pid!, 'SIGTERM');
+    const timer = setTimeout(() => process.kill(-head.pid!, 'SIGKILL'), 20_000);
+    await exited;
+    clearTimeout(timer);
+    fs.rmSync(temp, { recursive: true, force: true });
+  };
+  try {
+    await waitFor(() => {
+      try {
+        execFileSync(ray, ['status', '--address', address], { stdio: 'pipe', timeout: 20_000 });
+        return true;
+      } catch {
+        return false;
+      }
+    }, 'the Ray head to come up', 120_000);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { address, stop };
+}

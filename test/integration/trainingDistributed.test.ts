@@ -1,0 +1,82 @@
+/**
+ * `lightning train --nproc-per-node 2`: a GRPO run whose trainer worker runs under torchrun (2 gloo ranks on
+ * the CPU, Debian's torch 1.13), with the real daemon, the tiny policy and the sample agent as a worker. A rank
+ * killed mid-run fails the run with an error naming the rank and its host; resume continues from the checkpoint.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { GrpoConfig, TrainingRunDetail } from '../../trainer-daemon/protocol';
+import { RpcClient } from '../../trainer-daemon/rpc/client';
+import { toolsTasks } from '../../trainer-daemon/demo/tasks';
+import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
+import { tempDir, waitFor } from '../helpers/tmp';
+
+const AGENT = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'parity-worker.mjs');
+
+/** The pids of the ranks torchrun started (processes running the ddp worker), by LOCAL_RANK. */
+function ranks(): Map<number, number> {
+  const found = new Map<number, number>();
+  for (const line of execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' }).split('\n')) {
+    if (!line.includes('lightning_trainer.ddp_worker') || line.includes('lightning_trainer.torchrun')) continue;
+    const pid = Number(line.trim().split(/\s+/)[0]);
+    try {
+      const env = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      const local = env.find((v) => v.startsWith('LOCAL_RANK='));
+      if (local) found.set(Number(local.split('=')[1]), pid);
+    } catch {
+      // It ended meanwhile.
+    }
+  }
+  return found;
+}
+
+test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails the run naming it and its host; resume finishes it', async (t) => {
+  const cwd = tempDir(t);
+  const storeFile = path.join(cwd, '.lightning', 'store.db');
+  fs.mkdirSync(path.dirname(storeFile), { recursive: true });
+  const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(async () => {
+    client.dispose();
+    await daemon.stop();
+  });
+  await client.request('importDataset', { name: 'tools', tasks: toolsTasks(8, 4) });
+  const config = GrpoConfig.parse({
+    model: { kind: 'tiny', config: { dModel: 48, layers: 2, heads: 4, context: 64 } },
+    dataset: 'tools', iterations: 3, samples: 4, tasksPerIteration: 4, agentMode: 'worker', workers: 1, perWorker: 16, evalEvery: 10,
+    device: 'cpu', python: '/usr/bin/python3', distributed: { nprocPerNode: 2 },
+    command: { argv: [process.execPath, AGENT], cwd },
+  });
+  const run = await client.request('startTraining', { config });
+  await waitFor(async () => (await client.request('listCheckpoints', { runId: run.id })).items.length >= 1, 'the first checkpoint', 100_000);
+  const pids = ranks();
+  assert.deepEqual([...pids.keys()].sort(), [0, 1], 'torchrun runs two ranks');
+  process.kill(pids.get(1)!, 'SIGKILL');
+  const failed = await waitFor(async () => {
+    const detail = await client.request('getTrainingRun', { id: run.id });
+    return detail.run.status === 'running' ? undefined : detail;
+  }, 'the run to fail', 60_000);
+  assert.equal(failed.run.status, 'failed');
+  assert.match(failed.run.error ?? '', /the trainer worker exited unexpectedly \(code 1\): rank 1 \(local rank 1\) on host \S+ was killed by signal 9/);
+  const kept = failed.checkpoints.at(-1)!;
+
+  await client.request('startTraining', { resume: run.id });
+  const done = await waitFor(async () => {
+    const detail = await client.request('getTrainingRun', { id: run.id });
+    return detail.run.status === 'running' ? undefined : detail;
+  }, 'the resumed run to end', 100_000);
+  assert.equal(done.run.status, 'succeeded', done.run.error ?? '');
+  TrainingRunDetail.parse(done);
+  assert.deepEqual(done.checkpoints.map((c) => c.step).filter((s) => s > kept.step), [1, 2, 3].filter((s) => s > kept.step));
+  const latest = done.checkpoints.at(-1)!;
+  // One checkpoint per step, written by rank 0 only.
+  assert.deepEqual(fs.readdirSync(latest.path).sort(), ['config.json', 'metrics.json', 'optimizer.pt', 'trainable.pt']);
+  const updated = done.checkpoints.filter((c) => c.step > 0 && c.metrics.loss !== undefined);
+  assert.ok(updated.length > 0 && updated.every((c) => c.metrics.worldSize === 2), JSON.stringify(done.checkpoints.map((c) => c.metrics)));
+
+  const list = await runCli(['train', '--list', '--store', storeFile]);
+  assert.match(list.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+3\\s+\\S+\\s+\\S+\\s+torchrun 2 ranks`));
+});

@@ -1,0 +1,160 @@
+"""The trainer worker (PROTOCOL.md) as a torchrun job: data-parallel updates on several processes, GPUs or machines.
+
+    python3 -m torch.distributed.run --standalone --nproc_per_node 2 -m lightning_trainer.ddp_worker
+    # several machines: --nnodes M --node_rank I --master_addr HOST --master_port PORT on each (I = 0 where the
+    # daemon runs: rank 0 speaks the protocol)
+
+Rank 0 speaks the worker protocol on stdin/stdout exactly as `lightning_trainer.worker` does, and forwards every
+request line to the other ranks (torch.distributed's broadcast_object_list), so that every rank holds the same
+policy. `train` runs on every rank over its shard of the transitions, gradients summed by all-reduce
+(distributed.AllReduce), so the update equals the one-process one on the whole batch (exactly when the minibatch
+holds the batch; otherwise minibatches are drawn per rank). `serve`, `save` and `tokenize` run on rank 0 only:
+serving needs one copy (the weights are the same everywhere after each update) and a checkpoint is written once.
+`load` and `sft` run on every rank with the same seed and data (deterministic, so the replicas stay equal).
+
+A failure inside a collective step on any rank ends that rank (exit 1), and torchrun then stops the others: the
+daemon sees the worker crash, with torchrun's summary naming the rank and the host that failed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import sys
+import traceback
+from typing import Iterator, TextIO
+
+import torch
+import torch.distributed as dist
+
+from . import PROTOCOL_VERSION
+from .distributed import AllReduce, init_process_group
+from .environment import describe
+from .params import TrainParams
+from .session import Session
+from .worker import Output, serve_stdio
+
+
+def padded_shard(transitions: list, rank: int, world: int) -> list:
+    """This rank's transitions (every world-th), padded to the same count on every rank with copies whose mask is
+    all zeros: they carry no loss and no gradient, and every rank takes the same number of optimizer steps."""
+    mine = transitions[rank::world]
+    size = -(-len(transitions) // world)
+    while len(mine) < size:
+        template = transitions[0]
+        mine.append(dataclasses.replace(template, mask=[0] * len(template.response_ids), advantage=0.0))
+    return mine
+
+
+class DistributedSession(Session):
+    """A Session whose `train` is data-parallel and whose serving and saving happen on rank 0 only."""
+
+    def __init__(self, emit, rank: int, world: int):
+        super().__init__(emit)
+        self.rank, self.world = rank, world
+
+    def train(self, params: TrainParams, reducer=None) -> dict:
+        if params.loss_agg != "token-mean" and len(params.transitions) % self.world:
+            raise ValueError(f"lossAgg {params.loss_agg} on {self.world} ranks needs a transition count that is a "
+                             f"multiple of {self.world} (got {len(params.transitions)}); use token-mean")
+        tokens = sum(len(t.response_ids) for t in params.transitions)
+        params.transitions = padded_shard(params.transitions, self.rank, self.world)
+        params.minibatch = max(1, -(-params.minibatch // self.world))
+        reducer = AllReduce(self._loaded().device)
+        try:
+            result = self._global_stats(super().train(params, reducer=reducer), params.transitions, reducer)
+        except Exception:
+            # The other ranks wait in an all-reduce this rank will never join: end it, torchrun stops the rest.
+            sys.stderr.write(f"rank {self.rank} on {socket.gethostname()} failed during train:\n{traceback.format_exc()}")
+            sys.stderr.flush()
+            os._exit(1)
+        return {**result, "tokens": tokens, "worldSize": self.world}
+
+    def _global_stats(self, result: dict, shard: list, reducer: AllReduce) -> dict:
+        """The token means every rank measured on its shard, as means over the whole batch; the largest deviation."""
+        weight = float(sum(sum(t.mask) if t.mask else len(t.response_ids) for t in shard))
+        total = reducer.total(weight)
+        for key in ("pgLoss", "kl", "entropy", "clipFraction"):
+            mean = reducer.total((result.get(key) or 0.0) * weight) / total if total else 0.0
+            result[key] = None if result.get(key) is None else mean
+        deviation = torch.tensor([result.get("maxRatioDeviation") or 0.0], dtype=torch.float64)
+        dist.all_reduce(deviation, op=dist.ReduceOp.MAX)
+        if result.get("maxRatioDeviation") is not None:
+            result["maxRatioDeviation"] = float(deviation.item())
+        return result
+
+    def serve(self, params):
+        return super().serve(params) if self.rank == 0 else {}
+
+    def save(self, params):
+        return super().save(params) if self.rank == 0 else {}
+
+    def tokenize(self, params):
+        return super().tokenize(params) if self.rank == 0 else {}
+
+
+def _broadcast(line: str | None) -> str | None:
+    box = [line]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def _is_shutdown(line: str) -> bool:
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(message, dict) and message.get("method") == "shutdown"
+
+
+def forwarded(stdin: TextIO) -> Iterator[str]:
+    """Rank 0: each request line, sent to every rank before it is handled here; then None (stdin ended, or
+    `shutdown`, which rank 0 alone answers), which ends the other ranks' loops."""
+    try:
+        for line in stdin:
+            if line.strip():
+                if not _is_shutdown(line):
+                    _broadcast(line)
+                yield line
+    finally:
+        _broadcast(None)
+
+
+def received() -> Iterator[str]:
+    """Other ranks: the lines rank 0 forwards, until it stops."""
+    while (line := _broadcast(None)) is not None:
+        yield line
+
+
+def placement(rank: int, world: int) -> list[dict]:
+    """Where every rank runs (for the ready line, the panel and `lightning train --list`)."""
+    device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
+    gathered: list = [None] * world
+    dist.all_gather_object(gathered, {"rank": rank, "localRank": int(os.environ.get("LOCAL_RANK", 0)), "pid": os.getpid(),
+                                      "host": socket.gethostname(), "device": device})
+    return gathered
+
+
+def main() -> None:
+    rank, world = init_process_group()
+    if rank == 0:
+        protocol_out = Output(os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8"))
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    sys.stdout = sys.stderr
+    try:
+        ranks = placement(rank, world)
+        if rank == 0:
+            protocol_out.write({"type": "ready", "protocol": PROTOCOL_VERSION, **describe(),
+                                "distributed": {"worldSize": world, "backend": dist.get_backend(), "ranks": ranks}})
+            lines = forwarded(sys.stdin)
+            serve_stdio(lines, protocol_out, lambda emit: DistributedSession(emit, rank, world))
+            lines.close()
+        else:
+            serve_stdio(received(), Output(open(os.devnull, "w")), lambda emit: DistributedSession(emit, rank, world))
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
