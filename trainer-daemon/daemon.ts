@@ -17,6 +17,7 @@ import { AgentRoutes, DEFAULT_MAX_BODY_BYTES } from './capture/agentRoutes';
 import { OtlpReceiver } from './otlp/receiver';
 import { WorkerBatches } from './runner/workerBatches';
 import type { UpstreamConfig } from './capture/proxy';
+import { registerSecretValue } from './secrets';
 import { Store } from './store/store';
 import { TrainingManager } from './training/manager';
 import { PolicyServing } from './training/policyServing';
@@ -35,6 +36,8 @@ export const DEFAULT_UPSTREAM = 'https://api.openai.com/v1';
 
 /** The upstream from the environment: LIGHTNING_UPSTREAM_URL / LIGHTNING_UPSTREAM_API_KEY. */
 export function upstreamFromEnv(env: NodeJS.ProcessEnv, baseUrl?: string): UpstreamConfig {
+  // Whatever shape the key has, an upstream echoing it (in an error) must not get it stored or logged.
+  registerSecretValue(env.LIGHTNING_UPSTREAM_API_KEY);
   return {
     baseUrl: baseUrl ?? env.LIGHTNING_UPSTREAM_URL ?? DEFAULT_UPSTREAM,
     apiKey: env.LIGHTNING_UPSTREAM_API_KEY || undefined,

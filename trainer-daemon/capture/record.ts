@@ -2,11 +2,10 @@
  * Turns one proxied LLM call into a span, named and attributed by the OpenTelemetry GenAI
  * conventions (`gen_ai.*`), with the full request and (reassembled) response kept under
  * `lightning.request` / `lightning.response` for the trajectory view and for training. Secrets are
- * scrubbed (secrets.ts) before anything is stored.
+ * scrubbed, and deep or huge bodies cut, where the store takes the span (secrets.ts#scrubSpan).
  */
 import crypto from 'node:crypto';
 import type { Json, SpanInput } from '../protocol';
-import { scrubSecrets } from '../secrets';
 import type { Api } from './reassemble';
 
 type JsonObject = { [key: string]: Json };
@@ -82,13 +81,13 @@ export function callToSpan(record: CallRecord): SpanInput {
     'lightning.call_index': record.callIndex,
     'lightning.streamed': record.streamed,
     'lightning.upstream': record.upstream,
-    'lightning.request': scrubSecrets(record.request),
+    'lightning.request': record.request,
   };
   for (const [key, attribute] of [['temperature', 'temperature'], ['top_p', 'top_p'], ['max_tokens', 'max_tokens'], ['max_completion_tokens', 'max_tokens'], ['max_output_tokens', 'max_tokens']] as const) {
     if (typeof record.request[key] === 'number') attributes[`gen_ai.request.${attribute}`] = record.request[key];
   }
   if (record.response) {
-    attributes['lightning.response'] = scrubSecrets(record.response);
+    attributes['lightning.response'] = record.response;
     if (typeof record.response.id === 'string') attributes['gen_ai.response.id'] = record.response.id;
     if (typeof record.response.model === 'string') attributes['gen_ai.response.model'] = record.response.model;
   }
