@@ -90,11 +90,8 @@ export class AgentRoutes {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.proxy = new RecordingProxy(
       options.upstream,
-      (span: SpanInput, rolloutId) => {
-        options.writes.submitSpans(rolloutId, [span]).catch((error: unknown) => {
-          options.logger.error('could not record an LLM call', { rolloutId, error: errorMessage(error) });
-        });
-      },
+      // Committed at the next turn, not after the span window: the agent's answer waits on it.
+      (span: SpanInput, rolloutId) => options.writes.submitSpans(rolloutId, [span], { urgent: true }),
       options.logger.child('proxy'),
     );
   }

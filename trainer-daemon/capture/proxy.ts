@@ -78,14 +78,21 @@ function sendError(response: ServerResponse, status: number, type: string, messa
 export class RecordingProxy {
   constructor(
     private readonly config: UpstreamConfig,
-    private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => void,
+    /** Stores the call's span; resolves once it is committed. */
+    private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => Promise<unknown>,
     private readonly logger: Logger,
   ) {}
 
-  /** Forwards one call; resolves when the agent's response has ended (and the call was recorded). */
+  /**
+   * Forwards one call; resolves when the agent's response has ended. The response ends only once
+   * the call's record is committed (DESIGN.md: every acknowledged write durable): a non-streamed
+   * answer is sent after the commit, a stream's last byte is followed by the commit and only then
+   * by its end. When the record cannot be committed the agent gets a retryable 503 (or, mid-stream,
+   * a broken stream), never an answer whose record is lost.
+   */
   forward(call: ProxyCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
     const base = (call.upstream ?? this.config.baseUrl).replace(/\/+$/, '');
-    const target = new URL(`${base}${call.path}`);
+    const target = upstreamTarget(base, call.path);
     const startMs = Date.now();
     let firstByteMs: number | null = null;
     const reassembler = call.api ? new StreamReassembler(call.api) : undefined;
@@ -94,19 +101,15 @@ export class RecordingProxy {
     let status: number | null = null;
 
     return new Promise<void>((resolve) => {
-      let finished = false;
-      const finish = (error: string | null, responseJson: JsonObject | null): void => {
-        if (finished) return;
-        finished = true;
-        if (call.api && call.json) {
-          const record: CallRecord = {
-            api: call.api, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(base),
-            request: call.json, response: responseJson, status, streamed, startMs, endMs: Date.now(), firstByteMs, error, tokenIdsRequested: call.tokenIdsRequested,
-            traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
-          };
-          this.record(callToSpan(record), call.rolloutId);
-        }
-        resolve();
+      let finished: Promise<boolean> | undefined;
+      /** Records the call once; resolves true when the record is committed (or there is none to make). */
+      const finish = (error: string | null, responseJson: JsonObject | null): Promise<boolean> => {
+        finished ??= this.commit(call, request, { base, status, streamed, startMs, firstByteMs, error, responseJson }).finally(resolve);
+        return finished;
+      };
+      /** Answers with an error once the call is recorded (the error is what the record says too). */
+      const fail = (httpStatus: number, type: string, message: string): void => {
+        void finish(message, reassembler && streamed ? reassembler.result() : null).then(() => sendError(response, httpStatus, type, message));
       };
 
       const transport = target.protocol === 'https:' ? https : http;
@@ -121,7 +124,7 @@ export class RecordingProxy {
       response.on('close', () => {
         if (!response.writableFinished) {
           upstream.destroy();
-          finish('cancelled: the client disconnected before the response ended', reassembler && streamed ? reassembler.result() : null);
+          void finish('cancelled: the client disconnected before the response ended', reassembler && streamed ? reassembler.result() : null);
         }
       });
       upstream.on('timeout', () => upstream.destroy(new Error(`no response from the upstream within ${this.config.timeoutMs} ms`)));
@@ -129,12 +132,23 @@ export class RecordingProxy {
         if (finished) return;
         const message = `Lightning could not get a response from the upstream ${redactUrl(base)}: ${errorMessage(error)}`;
         this.logger.warn('upstream request failed', { upstream: redactUrl(base), error: errorMessage(error) });
-        sendError(response, /within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message);
-        finish(message, reassembler && streamed ? reassembler.result() : null);
+        fail(/within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message);
+      });
+      // An LLM API never switches protocols; without this listener Node would leave the call hanging.
+      upstream.on('upgrade', (upgraded: IncomingMessage, socket) => {
+        socket.destroy();
+        status = upgraded.statusCode ?? null;
+        fail(502, 'upstream_malformed_response', `the upstream ${redactUrl(base)} answered HTTP ${upgraded.statusCode} (switching protocols), which an LLM API never does`);
       });
 
       upstream.on('response', (upstreamResponse) => {
         status = upstreamResponse.statusCode ?? 502;
+        if (status < 200 || status > 599) {
+          // Node refuses to send such a status on (writeHead throws): the agent gets a 502 that says why.
+          upstreamResponse.destroy();
+          fail(502, 'upstream_malformed_response', `the upstream ${redactUrl(base)} answered with HTTP status ${status}, which is not a final HTTP status (200–599)`);
+          return;
+        }
         streamed = String(upstreamResponse.headers['content-type'] ?? '').includes('text/event-stream');
         const headers: http.OutgoingHttpHeaders = {};
         for (const [name, value] of Object.entries(upstreamResponse.headers)) {
@@ -170,14 +184,13 @@ export class RecordingProxy {
             parser.feed(utf8.end());
             const result = reassembler?.result() ?? null;
             const error = status! >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? null);
-            finish(error, result);
-            response.end();
+            // The stream's end is the agent's acknowledgement: it comes after the commit.
+            void finish(error, result).then((committed) => (committed ? response.end() : response.destroy()));
           });
           // The upstream dropped the stream: the agent must not wait forever, and the call is recorded.
           upstreamResponse.on('close', () => {
             if (ended || finished) return;
-            finish('the upstream stream broke before it ended', reassembler?.result() ?? null);
-            response.destroy();
+            void finish('the upstream stream broke before it ended', reassembler?.result() ?? null).then(() => response.destroy());
           });
           return;
         }
@@ -197,23 +210,24 @@ export class RecordingProxy {
             }
           }
           if (malformed) {
-            const message = `the upstream ${redactUrl(base)} answered HTTP ${status} with a body that is not JSON`;
-            sendError(response, 502, 'upstream_malformed_response', message);
-            finish(message, null);
+            fail(502, 'upstream_malformed_response', `the upstream ${redactUrl(base)} answered HTTP ${status} with a body that is not JSON`);
             return;
           }
           const json = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
           const error = status! >= 400 ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? body.toString('utf8').slice(0, 500)}` : null;
-          response.writeHead(status!, { ...headers, 'content-length': body.length });
-          response.end(body);
-          // In the same turn of the event loop as the response: the record is queued before the
-          // agent's next request (or `lightning run` finishing the rollout) can be handled.
-          finish(error, json);
+          // The answer goes out once its record is committed: the agent's 200 means "recorded".
+          void finish(error, json).then((committed) => {
+            if (!committed) {
+              sendError(response, 503, 'storage_unavailable', 'Lightning could not record this call (the store refused the write); retry shortly');
+              return;
+            }
+            response.writeHead(status!, { ...headers, 'content-length': body.length });
+            response.end(body);
+          });
         });
         const broke = (reason: string): void => {
           if (finished) return;
-          sendError(response, 502, 'upstream_unavailable', `the upstream connection broke: ${reason}`);
-          finish(`the upstream connection broke: ${reason}`, null);
+          fail(502, 'upstream_unavailable', `the upstream connection broke: ${reason}`);
         };
         upstreamResponse.on('error', (error) => broke(errorMessage(error)));
         upstreamResponse.on('close', () => {
@@ -224,6 +238,36 @@ export class RecordingProxy {
       upstream.end(call.body);
     });
   }
+
+  /** Builds the call's span and waits for its commit; false when it could not be recorded. Never throws. */
+  private async commit(call: ProxyCall, request: IncomingMessage, outcome: { base: string; status: number | null; streamed: boolean; startMs: number; firstByteMs: number | null; error: string | null; responseJson: JsonObject | null }): Promise<boolean> {
+    if (!call.api || !call.json) return true;
+    try {
+      const record: CallRecord = {
+        api: call.api, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(outcome.base),
+        request: call.json, response: outcome.responseJson, status: outcome.status, streamed: outcome.streamed, startMs: outcome.startMs, endMs: Date.now(),
+        firstByteMs: outcome.firstByteMs, error: outcome.error, tokenIdsRequested: call.tokenIdsRequested,
+        traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
+      };
+      await this.record(callToSpan(record), call.rolloutId);
+      return true;
+    } catch (error) {
+      this.logger.error('could not record an LLM call', { rolloutId: call.rolloutId, error: errorMessage(error) });
+      return false;
+    }
+  }
+}
+
+/** The upstream URL for a call: the base's path joined with the call's path, the call's query kept intact. */
+export function upstreamTarget(base: string, pathAndQuery: string): URL {
+  const target = new URL(base);
+  const query = pathAndQuery.indexOf('?');
+  const callPath = query === -1 ? pathAndQuery : pathAndQuery.slice(0, query);
+  target.pathname = `${target.pathname.replace(/\/+$/, '')}${callPath}`;
+  const params = new URLSearchParams(target.search);
+  if (query !== -1) for (const [name, value] of new URLSearchParams(pathAndQuery.slice(query + 1))) params.append(name, value);
+  target.search = params.toString();
+  return target;
 }
 
 function upstreamErrorMessage(json: JsonObject | null): string | undefined {

@@ -82,14 +82,15 @@ export class WriteQueue {
    * Stores spans in the next group commit. Concurrent writes for one rollout are merged into a
    * single batch (one counter update per rollout per commit); each caller gets its own results.
    */
-  submitSpans(rolloutId: string, spans: readonly SpanInput[]): Promise<StoredSpanResult[]> {
+  submitSpans(rolloutId: string, spans: readonly SpanInput[], options: { urgent?: boolean } = {}): Promise<StoredSpanResult[]> {
     const refusal = this.refusal(spans.length);
     if (refusal) return Promise.reject(refusal);
     return new Promise((resolve, reject) => {
       const waiting = this.spans.get(rolloutId);
       if (waiting) waiting.push({ spans, resolve, reject });
       else this.spans.set(rolloutId, [{ spans, resolve, reject }]);
-      this.enqueued(spans.length, true);
+      // Urgent spans (a proxied call whose answer waits on its commit) skip the span window.
+      this.enqueued(spans.length, options.urgent !== true);
     });
   }
 
