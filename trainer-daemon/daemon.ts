@@ -105,7 +105,7 @@ export class Daemon {
       policy.onDidChange((change) => rpc.broadcast('policyChanged', change));
       const notifier = new ChangeNotifier(store, rpc.broadcast);
       const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4);
-      const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent'), workerBatches });
+      const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent'), workerBatches, token });
       http = new DaemonHttpServer({
         logger: logger.child('http'),
         routes: (request, response) => agents.handle(request, response),

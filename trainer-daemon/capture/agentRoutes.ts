@@ -7,7 +7,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { describeIssues, type Json, type SpanInput } from '../protocol';
-import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError } from '../errors';
+import crypto from 'node:crypto';
+import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError, UnauthorizedError } from '../errors';
 import type { Logger } from '../log';
 import { requestPath, sendJson } from '../server/http';
 import type { Store } from '../store/store';
@@ -78,7 +79,12 @@ export interface AgentRoutesOptions {
   readonly otlp: OtlpReceiver;
   /** Worker-mode batches: `POST /b/<key>/<worker>/next` and `POST /r/<key>/finish`. */
   readonly workerBatches?: WorkerBatches;
+  /** The daemon's RPC token: one of the credentials the shared `POST /v1/traces` accepts. */
+  readonly token: string;
 }
+
+/** The header that carries a rollout key to the shared OTLP endpoint (e.g. through OTEL_EXPORTER_OTLP_HEADERS). */
+export const ROLLOUT_KEY_HEADER = 'x-lightning-rollout-key';
 
 export class AgentRoutes {
   private readonly proxy: RecordingProxy;
@@ -105,7 +111,7 @@ export class AgentRoutes {
     const runner = /^\/b\/([A-Za-z0-9_-]{16,64})\/([A-Za-z0-9_-]{1,32})\/next$/.exec(url.pathname);
     if (match) work = this.dispatch(match[1]!, match[2] ?? '/', url.search, request, response);
     else if (runner && request.method === 'POST') work = this.nextRollout(runner[1]!, runner[2]!, request, response);
-    else if (request.method === 'POST' && /^\/v1\/(traces|metrics|logs)$/.test(url.pathname)) work = this.otlpRoute(null, url.pathname, request, response);
+    else if (request.method === 'POST' && /^\/v1\/(traces|metrics|logs)$/.test(url.pathname)) work = this.sharedOtlpRoute(url.pathname, request, response);
     else return false;
     work.catch((error: unknown) => {
       const { httpStatus, kind } = mapError(error);
@@ -118,6 +124,27 @@ export class AgentRoutes {
     return true;
   }
 
+  /**
+   * The shared `POST /v1/traces` (no capability URL): it writes only with a credential, never into
+   * a finished rollout. A rollout key in the `x-lightning-rollout-key` header makes it that rollout's
+   * endpoint; the daemon's RPC token lets spans go to the unfinished rollouts their resources name.
+   */
+  private async sharedOtlpRoute(path: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    if (path !== '/v1/traces') return this.otlpRoute(null, path, request, response);
+    const key = request.headers[ROLLOUT_KEY_HEADER];
+    if (typeof key === 'string') {
+      const agent = /^[A-Za-z0-9_-]{16,64}$/.test(key) ? this.options.store.findAgentKey(key) : undefined;
+      if (!agent) throw new UnauthorizedError(`the ${ROLLOUT_KEY_HEADER} header names no running rollout of this daemon (an attempt that ended has its key revoked)`);
+      return this.otlpRoute(agent.rolloutId, path, request, response);
+    }
+    if (!bearerMatches(request.headers.authorization, this.options.token)) {
+      throw new UnauthorizedError(
+        `POST /v1/traces needs a credential: export to the rollout's own $LIGHTNING_URL/v1/traces (what lightning run sets), send its key in the ${ROLLOUT_KEY_HEADER} header, or the daemon's token as Authorization: Bearer`,
+      );
+    }
+    return this.otlpRoute(null, path, request, response);
+  }
+
   /** OTLP/HTTP: traces are stored (partial success reported); metrics and logs are accepted unstored. */
   private async otlpRoute(rolloutId: string | null, path: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
     if (path !== '/v1/traces') {
@@ -127,7 +154,7 @@ export class AgentRoutes {
       return;
     }
     const body = await readBody(request, this.maxBodyBytes);
-    const result = await this.options.otlp.ingest(rolloutId, body, request.headers['content-type'], request.headers['content-encoding']);
+    const result = await this.options.otlp.ingest(rolloutId, body, request.headers['content-type'], request.headers['content-encoding'], (id) => this.refusesSpans(id));
     response.writeHead(200, { 'content-type': result.contentType, 'content-length': result.body.length });
     response.end(result.body);
   }
@@ -198,6 +225,18 @@ export class AgentRoutes {
     sendJson(response, 200, assignment);
   }
 
+  /** Why a rollout takes no more spans over OTLP (it has finished), or undefined when it does. */
+  private refusesSpans(rolloutId: string): string | undefined {
+    let rollout;
+    try {
+      rollout = this.options.store.getRollout(rolloutId);
+    } catch {
+      return undefined; // Unknown: the write itself reports that it does not exist.
+    }
+    if (FINISHED_STATUSES.has(rollout.status)) return `rollout ${rolloutId} has finished (${rollout.status}); a finished rollout takes no more spans`;
+    return undefined;
+  }
+
   private nextCallIndex(rolloutId: string): number {
     const next = (this.callCounters.get(rolloutId) ?? this.options.store.getRollout(rolloutId).llmCalls) + 1;
     this.callCounters.delete(rolloutId);
@@ -217,6 +256,14 @@ function withEngineTokenIds(api: Api | null, json: { [key: string]: Json }): Buf
   if (api === 'chat.completions') return Buffer.from(JSON.stringify({ logprobs: true, ...json, return_token_ids: true }));
   if (api === 'completions') return Buffer.from(JSON.stringify({ logprobs: 1, ...json, return_token_ids: true }));
   return undefined;
+}
+
+const FINISHED_STATUSES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled', 'timeout']);
+
+function bearerMatches(header: string | undefined, token: string): boolean {
+  const given = Buffer.from(/^Bearer (.+)$/.exec(header ?? '')?.[1] ?? '');
+  const expected = Buffer.from(token);
+  return given.length === expected.length && crypto.timingSafeEqual(given, expected);
 }
 
 function parseJsonBody(request: IncomingMessage, body: Buffer): { [key: string]: Json } {

@@ -47,9 +47,10 @@ export class OtlpReceiver {
   /**
    * Stores a trace export. `urlRolloutId` comes from the capability URL (`/r/<key>/v1/traces`) and
    * wins over span attributes; without one, each span's rollout is its `lightning.rollout_id`.
-   * Throws InvalidInputError (or UnsupportedMediaTypeError) for a body that cannot be decoded.
+   * `refuses` says why a rollout takes no spans (it has finished). Throws InvalidInputError (or
+   * UnsupportedMediaTypeError) for a body that cannot be decoded.
    */
-  async ingest(urlRolloutId: string | null, body: Buffer, contentType: string | undefined, contentEncoding: string | undefined): Promise<OtlpResponse> {
+  async ingest(urlRolloutId: string | null, body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, refuses: (rolloutId: string) => string | undefined = () => undefined): Promise<OtlpResponse> {
     const { spans, rejected } = await this.pool.decode(body, contentType, contentEncoding, this.maxBytes);
     const problems = rejected.map((r) => `${r.spanId ?? 'span'}: ${r.error}`);
     const byRollout = new Map<string, SpanInput[]>();
@@ -67,6 +68,11 @@ export class OtlpReceiver {
     let overloaded: unknown;
     await Promise.all(
       [...byRollout].map(async ([rolloutId, list]) => {
+        const refusal = refuses(rolloutId);
+        if (refusal) {
+          problems.push(`${list.length} span(s): ${refusal}`);
+          return;
+        }
         try {
           stored += (await this.writes.submitSpans(rolloutId, list)).length;
         } catch (error) {
