@@ -5,9 +5,8 @@
  * setting in WAL mode; after an operating-system crash or power loss the last transactions before
  * the most recent checkpoint may be lost, never corrupted.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import BetterSqlite3, { type Database } from 'better-sqlite3';
+import { preparePrivateStoreFile } from '../util/privateFiles';
 import { migrate } from './migrations';
 import { explainNativeLoadError } from './nativeModules';
 
@@ -18,7 +17,8 @@ export interface OpenOptions {
 }
 
 export function openDatabase(file: string, options: OpenOptions = {}): Database {
-  if (file !== ':memory:' && !options.readonly) fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  // Prompts, answers and rollout keys: the store, its WAL and its folder are the owner's alone.
+  if (file !== ':memory:' && !options.readonly) preparePrivateStoreFile(file);
   let db: Database;
   try {
     db = new BetterSqlite3(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
