@@ -5,7 +5,7 @@
  */
 import protobuf from 'protobufjs/minimal';
 import type { SpanInput } from '../protocol';
-import { errorMessage, OverloadedError } from '../errors';
+import { errorMessage, OverloadedError, PayloadTooLargeError } from '../errors';
 import type { WriteQueue } from '../store/writeQueue';
 import { DecodePool } from './decodePool';
 
@@ -77,11 +77,14 @@ export class OtlpReceiver {
           stored += (await this.writes.submitSpans(rolloutId, list)).length;
         } catch (error) {
           if (error instanceof OverloadedError) overloaded = error;
+          // A batch that can never fit is the exporter's to split: 413, not a partial success.
+          if (error instanceof PayloadTooLargeError) throw error;
           problems.push(`${list.length} span(s) for rollout ${rolloutId}: ${errorMessage(error)}`);
         }
       }),
     );
-    // Nothing stored because the daemon is busy: a 503 makes the exporter retry the batch later.
+    // Nothing stored because the daemon is busy or the store cannot write (a full disk): a 503 with
+    // Retry-After makes the exporter retry the batch later; a partial success it would not retry.
     if (stored === 0 && overloaded) throw overloaded;
     const rejectedCount = spans.length + rejected.length - stored;
     const binary = !(contentType ?? '').toLowerCase().includes('json');
