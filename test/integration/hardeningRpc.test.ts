@@ -1,0 +1,35 @@
+/**
+ * The RPC server against clients that misbehave: one that stops reading is dropped once a bound of
+ * unsent bytes is passed (its buffers freed) while other clients are served on.
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { test } from 'node:test';
+import WebSocket from 'ws';
+import { RpcClient } from '../../trainer-daemon/rpc/client';
+import { startDaemon } from '../helpers/daemon';
+import { tempDir, waitFor } from '../helpers/tmp';
+
+test('an RPC client that stops reading is disconnected past the buffered-bytes bound; others are served on', async (t) => {
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), [], { LIGHTNING_RPC_MAX_BUFFERED_BYTES: String(4 * 1024 * 1024) });
+  t.after(() => daemon.stop());
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(() => client.dispose());
+  const { rollout } = await client.request('startAgentRun', {});
+  await client.request('addSpans', { rolloutId: rollout.id, spans: [{ traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'abcdefabcdefabcd', name: 'big', category: 'other', startMs: 1, endMs: 2, attributes: { blob: 'x'.repeat(512 * 1024) } }] });
+
+  const slow = new WebSocket(`${daemon.ready.url.replace(/^http/, 'ws')}/rpc`, { headers: { authorization: `Bearer ${daemon.ready.token}` } });
+  await new Promise((resolve, reject) => slow.once('open', resolve).once('error', reject));
+  const closed = new Promise<void>((resolve) => slow.once('close', () => resolve()));
+  // Stop reading: the daemon's answers pile up on its side once the socket buffers are full.
+  (slow as unknown as { _socket: { pause(): void } })._socket.pause();
+  for (let id = 1; id <= 200; id += 1) slow.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'lightning/rollouts/get', params: { id: rollout.id } }));
+  // Served on meanwhile, and the slow client gets dropped (resume so the close frame / FIN is seen).
+  const served = await client.request('getStats', {});
+  assert.ok(served.schemaVersion > 0);
+  await waitFor(() => daemon.stderr().includes('dropped an RPC client'), 'the slow client to be dropped', 20_000);
+  assert.match(daemon.stderr(), /dropped an RPC client.*not reading/);
+  (slow as unknown as { _socket: { resume(): void } })._socket.resume();
+  await closed;
+  assert.equal((await client.request('getRollout', { id: rollout.id, spans: false })).rollout.id, rollout.id, 'still serving');
+});
