@@ -3,6 +3,7 @@
  * unsent bytes is passed (its buffers freed) while other clients are served on.
  */
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 import WebSocket from 'ws';
@@ -32,4 +33,31 @@ test('an RPC client that stops reading is disconnected past the buffered-bytes b
   (slow as unknown as { _socket: { resume(): void } })._socket.resume();
   await closed;
   assert.equal((await client.request('getRollout', { id: rollout.id, spans: false })).rollout.id, rollout.id, 'still serving');
+});
+
+test('slow connections (a byte a second) are capped and timed out: they never starve other clients', async (t) => {
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), [], { LIGHTNING_MAX_CONNECTIONS: '24', LIGHTNING_HEADERS_TIMEOUT_MS: '1000' });
+  t.after(() => daemon.stop());
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(() => client.dispose());
+  const port = Number(new URL(daemon.ready.url).port);
+  const slow: net.Socket[] = [];
+  const closedBy = { server: 0 };
+  for (let i = 0; i < 40; i += 1) {
+    const socket = net.connect(port, '127.0.0.1');
+    socket.on('error', () => {});
+    socket.on('close', () => (closedBy.server += 1));
+    socket.write('GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n');
+    slow.push(socket);
+  }
+  const drip = setInterval(() => slow.forEach((socket) => socket.writable && socket.write('X')), 200);
+  t.after(() => {
+    clearInterval(drip);
+    slow.forEach((socket) => socket.destroy());
+  });
+  // The connected RPC client is served throughout; the slow ones are refused past the cap or timed out.
+  assert.ok((await client.request('getStats', {})).schemaVersion > 0);
+  await waitFor(() => closedBy.server === slow.length, 'every slow connection to be closed by the daemon', 15_000);
+  const health = await fetch(`${daemon.ready.url}/health`);
+  assert.equal(health.status, 200);
 });
