@@ -197,3 +197,42 @@ test('kill -9 right after the agent got its answers: every answered call is in t
     for (const id of answered) assert.ok(stored.includes(id), `round ${round}: answered call ${id} is missing after kill -9 (stored: ${stored.join(', ')})`);
   }
 });
+
+test('past the in-flight byte budget a call gets a retryable 503; an oversized non-streamed answer a 502', async (t) => {
+  // An upstream that takes requests and answers only when told (or with 3 MiB for model "huge").
+  const held: http.ServerResponse[] = [];
+  let received = 0;
+  const server = http.createServer((request, response) => {
+    let raw = '';
+    request.setEncoding('utf8').on('data', (chunk: string) => (raw += chunk));
+    request.on('end', () => {
+      received += 1;
+      if (raw.includes('"huge"')) {
+        response.writeHead(200, { 'content-type': 'application/json' });
+        response.end(JSON.stringify({ id: 'x', pad: 'y'.repeat(3 * 1024 * 1024) }));
+      } else held.push(response);
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const upstreamUrl = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`;
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), ['--upstream', upstreamUrl], { LIGHTNING_MAX_BUFFERED_BYTES: String(4 * 1024 * 1024), LIGHTNING_MAX_UPSTREAM_BODY_BYTES: String(2 * 1024 * 1024) });
+  t.after(() => daemon.stop('SIGKILL'));
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(() => client.dispose());
+  const { url } = await client.request('startAgentRun', {});
+  const big = JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'z'.repeat(3 * 1024 * 1024) }] });
+  const first = post(`${url}/v1/chat/completions`, big);
+  await waitFor(() => received === 1, 'the first call to reach the upstream');
+  const second = await post(`${url}/v1/chat/completions`, big);
+  assert.equal(second.status, 503, second.body.slice(0, 200));
+  assert.match(second.body, /bytes of requests in flight/);
+  for (const response of held) response.end(chatAnswer('chatcmpl-held'));
+  assert.equal((await first).status, 200);
+  const huge = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'huge', messages: [] }));
+  assert.equal(huge.status, 502);
+  assert.match(huge.body, /over the 2097152-byte limit/);
+});

@@ -14,6 +14,7 @@ import { requestPath, sendJson } from '../server/http';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import type { OtlpReceiver } from '../otlp/receiver';
+import { budgetFromEnv, type ByteBudget } from './byteBudget';
 import { RecordingProxy, type UpstreamConfig } from './proxy';
 import { FinishBody } from '../protocol/runner';
 import type { WorkerBatches } from '../runner/workerBatches';
@@ -39,8 +40,16 @@ const RewardBody = z.strictObject({
 /** Requests whose unread remainder must not be drained: their connection closes after the answer. */
 const closeAfterResponse = new WeakSet<IncomingMessage>();
 
-/** Reads a request body up to `limit` bytes; past it, rejects with PayloadTooLargeError (413). */
+/** The in-flight byte budget of the daemon's agent routes, by request (set in AgentRoutes.handle). */
+const budgets = new WeakMap<IncomingMessage, { budget: ByteBudget; response: ServerResponse }>();
+
+/**
+ * Reads a request body up to `limit` bytes; past it, rejects with PayloadTooLargeError (413). The
+ * bytes count against the daemon's in-flight budget until the response closes; past the budget,
+ * rejects with OverloadedError (503, retryable).
+ */
 export function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
+  const accounting = budgets.get(request);
   return new Promise((resolve, reject) => {
     const declared = Number(request.headers['content-length'] ?? 0);
     if (declared > limit) {
@@ -54,6 +63,15 @@ export function readBody(request: IncomingMessage, limit: number): Promise<Buffe
     let size = 0;
     request.on('data', (chunk: Buffer) => {
       size += chunk.length;
+      try {
+        accounting?.budget.take(chunk.length, accounting.response);
+      } catch (error) {
+        request.pause();
+        request.removeAllListeners('data');
+        closeAfterResponse.add(request);
+        reject(error);
+        return;
+      }
       if (size > limit) {
         // A chunked body may never end: stop reading; the 413 goes out with Connection: close.
         request.pause();
@@ -91,14 +109,17 @@ export class AgentRoutes {
   /** Calls numbered in order of arrival within each rollout (continuing after a daemon restart). */
   private readonly callCounters = new Map<string, number>();
   private readonly maxBodyBytes: number;
+  private readonly budget: ByteBudget;
 
   constructor(private readonly options: AgentRoutesOptions) {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+    this.budget = budgetFromEnv();
     this.proxy = new RecordingProxy(
       options.upstream,
       // Committed at the next turn, not after the span window: the agent's answer waits on it.
       (span: SpanInput, rolloutId) => options.writes.submitSpans(rolloutId, [span], { urgent: true }),
       options.logger.child('proxy'),
+      this.budget,
     );
   }
 
@@ -106,6 +127,7 @@ export class AgentRoutes {
   handle(request: IncomingMessage, response: ServerResponse): boolean {
     const url = requestPath(request.url);
     if (!url) return false;
+    budgets.set(request, { budget: this.budget, response });
     const match = /^\/r\/([A-Za-z0-9_-]{16,64})(\/.*)?$/.exec(url.pathname);
     let work: Promise<void>;
     const runner = /^\/b\/([A-Za-z0-9_-]{16,64})\/([A-Za-z0-9_-]{1,32})\/next$/.exec(url.pathname);
@@ -117,7 +139,7 @@ export class AgentRoutes {
       const { httpStatus, kind } = mapError(error);
       const status = httpStatus;
       if (status >= 500) this.options.logger.error('agent request failed', { path: url.pathname.replace(/^\/r\/[^/]+/, '/r/…'), error: errorMessage(error) });
-      const headers = closeAfterResponse.has(request) ? { connection: 'close' } : status === 503 ? { 'retry-after': '1' } : {};
+      const headers = { ...(closeAfterResponse.has(request) ? { connection: 'close' } : {}), ...(status === 503 ? { 'retry-after': '1' } : {}) };
       if (!response.headersSent) sendJson(response, status, { error: { message: errorMessage(error), type: kind } }, headers);
       else response.destroy();
     });

@@ -11,8 +11,9 @@ import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
 import { PLACEHOLDER_API_KEY, type Json } from '../protocol';
 import { errorMessage } from '../errors';
-import { redactUrl } from '../secrets';
+import { RECORD_LIMITS, redactUrl } from '../secrets';
 import type { Logger } from '../log';
+import type { ByteBudget } from './byteBudget';
 import { callToSpan, type CallRecord } from './record';
 import { StreamReassembler, type Api } from './reassemble';
 
@@ -41,6 +42,9 @@ export interface ProxyCall {
   readonly json: JsonObject | null;
   readonly tokenIdsRequested: boolean;
 }
+
+/** A non-streamed LLM answer is JSON of at most a few MB; past this it is refused (502), not buffered. */
+const MAX_UPSTREAM_BODY_BYTES = Number(process.env.LIGHTNING_MAX_UPSTREAM_BODY_BYTES) || 64 * 1024 * 1024;
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding']);
 const keepAlive = { http: new http.Agent({ keepAlive: true, maxSockets: 512 }), https: new https.Agent({ keepAlive: true, maxSockets: 512 }) };
@@ -81,6 +85,8 @@ export class RecordingProxy {
     /** Stores the call's span; resolves once it is committed. */
     private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => Promise<unknown>,
     private readonly logger: Logger,
+    /** In-flight bytes: a non-streamed answer is held until it is recorded and sent. */
+    private readonly budget?: ByteBudget,
   ) {}
 
   /**
@@ -157,9 +163,16 @@ export class RecordingProxy {
         if (streamed) {
           response.writeHead(status, headers);
           response.flushHeaders();
+          let reassembled = 0;
           const parser = createParser({
             onEvent: (event) => {
               if (event.data === '[DONE]' || !reassembler) return;
+              // The record of a huge stream stops growing at the record limit; the agent still gets all of it.
+              reassembled += event.data.length;
+              if (reassembled > RECORD_LIMITS.maxRecordChars) {
+                reassembler.truncated = true;
+                return;
+              }
               try {
                 reassembler.add(JSON.parse(event.data));
               } catch {
@@ -194,8 +207,18 @@ export class RecordingProxy {
           });
           return;
         }
+        let held = 0;
         upstreamResponse.on('data', (chunk: Buffer) => {
           firstByteMs ??= Date.now();
+          held += chunk.length;
+          try {
+            if (held > MAX_UPSTREAM_BODY_BYTES) throw new Error(`the answer is over the ${MAX_UPSTREAM_BODY_BYTES}-byte limit for a non-streamed answer`);
+            this.budget?.take(chunk.length, response);
+          } catch (error) {
+            upstreamResponse.destroy();
+            fail(502, 'upstream_response_too_large', `Lightning did not take the upstream ${redactUrl(base)}'s answer: ${errorMessage(error)}`);
+            return;
+          }
           chunks.push(chunk);
         });
         upstreamResponse.on('end', () => {
