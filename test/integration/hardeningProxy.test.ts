@@ -19,9 +19,9 @@ function nested(depth: number): string {
   return `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
 }
 
-function post(url: string, body: string): Promise<{ status: number; body: string }> {
+function post(url: string, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: 'POST', headers: { 'content-type': 'application/json' } }, (response) => {
+    const request = http.request(url, { method: 'POST', headers }, (response) => {
       let text = '';
       response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
       response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text }));
@@ -35,11 +35,13 @@ function post(url: string, body: string): Promise<{ status: number; body: string
 const chatAnswer = (id: string): string => JSON.stringify({ id, object: 'chat.completion', model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] });
 
 /** An upstream whose answer is chosen by the request's model name. */
-function hostileUpstream(): Promise<{ url: string; targets: string[]; close(): Promise<void> }> {
+function hostileUpstream(): Promise<{ url: string; targets: string[]; auths: Array<string | undefined>; close(): Promise<void> }> {
   let counter = 0;
   const targets: string[] = [];
+  const auths: Array<string | undefined> = [];
   const server = http.createServer((request, response) => {
     targets.push(request.url ?? '');
+    auths.push(request.headers.authorization);
     let raw = '';
     request.setEncoding('utf8').on('data', (chunk: string) => (raw += chunk));
     request.on('end', () => {
@@ -62,7 +64,7 @@ function hostileUpstream(): Promise<{ url: string; targets: string[]; close(): P
   });
   return new Promise((resolve) =>
     server.listen(0, '127.0.0.1', () =>
-      resolve({ url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`, targets, close: () => new Promise((done) => server.close(() => done())) }),
+      resolve({ url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`, targets, auths, close: () => new Promise((done) => server.close(() => done())) }),
     ),
   );
 }
@@ -157,6 +159,18 @@ describe('the proxy survives hostile input', () => {
     const [span] = await spansOf(rollout.id, 1);
     assert.ok(!JSON.stringify(span).includes(DAEMON_KEY), JSON.stringify(span));
     assert.match(span!.statusMessage!, /Incorrect API key provided: \[redacted\]/);
+  });
+
+  test('a web page’s text/plain;charset=json cannot drive the proxy or /reward (415); an agent’s x-api-key keeps the daemon key out', async () => {
+    const { rollout, url } = await client.request('startAgentRun', {});
+    for (const endpoint of ['/v1/chat/completions', '/reward']) {
+      const simple = await post(`${url}${endpoint}`, JSON.stringify({ model: 'm', messages: [], value: 1 }), { 'content-type': 'text/plain;charset=json' });
+      assert.equal(simple.status, 415, `${endpoint}: ${simple.body}`);
+    }
+    assert.equal((await client.request('getRollout', { id: rollout.id })).spans.length, 0);
+    const own = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [] }), { 'content-type': 'application/json', 'x-api-key': 'agent-own-anthropic-key' });
+    assert.equal(own.status, 200);
+    assert.equal(upstream.auths.at(-1), undefined, 'the daemon key was not added next to the agent’s own');
   });
 
   test('an upstream URL with a query string keeps its path and query', async () => {

@@ -8,7 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { describeIssues, type Json, type SpanInput } from '../protocol';
 import crypto from 'node:crypto';
-import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError, UnauthorizedError } from '../errors';
+import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError } from '../errors';
 import type { Logger } from '../log';
 import { requestPath, sendJson } from '../server/http';
 import type { Store } from '../store/store';
@@ -290,7 +290,12 @@ function bearerMatches(header: string | undefined, token: string): boolean {
 
 function parseJsonBody(request: IncomingMessage, body: Buffer): { [key: string]: Json } {
   const type = String(request.headers['content-type'] ?? '');
-  if (!type.includes('json')) throw new InvalidInputError(`expected a JSON body (content-type application/json), got ${type || 'no content-type'}`);
+  // Exactly a JSON media type: `text/plain;charset=json` is what a web page can send without a CORS
+  // preflight, and it must not drive the proxy or /reward with a rollout key it learned.
+  const media = type.split(';')[0]!.trim().toLowerCase();
+  if (media !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(media)) {
+    throw new UnsupportedMediaTypeError(`expected a JSON body (content-type application/json), got ${type ? JSON.stringify(type.slice(0, 100)) : 'no content-type'}`);
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));

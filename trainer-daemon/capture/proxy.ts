@@ -61,7 +61,8 @@ function upstreamHeaders(request: IncomingMessage, config: UpstreamConfig, rollo
   }
   if (headers.authorization === `Bearer ${PLACEHOLDER_API_KEY}`) delete headers.authorization;
   if (headers['api-key'] === PLACEHOLDER_API_KEY) delete headers['api-key'];
-  const agentHasKey = headers.authorization !== undefined || headers['api-key'] !== undefined;
+  // Any key of the agent's own (OpenAI/Azure, Anthropic, Gemini headers): the daemon's is then not added.
+  const agentHasKey = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key'].some((name) => headers[name] !== undefined);
   if (!agentHasKey && !rolloutUpstream && config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
   // Identity encoding, so the record can read the body; it is forwarded byte for byte.
   headers['accept-encoding'] = 'identity';
