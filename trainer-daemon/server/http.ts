@@ -89,7 +89,11 @@ export class DaemonHttpServer {
       this.options.logger.warn('refused connections: the connection cap is reached', { maxConnections: this.server.maxConnections });
     });
     this.server.on('upgrade', (request, socket, head) => this.guard(request, () => this.onUpgrade(request, socket, head), () => socket.destroy()));
-    this.server.on('clientError', (_error, socket) => socket.destroy());
+    // Malformed HTTP: a 400 the client can read, then close (Node's recommended handling).
+    this.server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+      if (socket.writable && error.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      else socket.destroy();
+    });
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {
