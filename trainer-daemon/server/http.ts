@@ -91,8 +91,12 @@ export class DaemonHttpServer {
     this.server.on('upgrade', (request, socket, head) => this.guard(request, () => this.onUpgrade(request, socket, head), () => socket.destroy()));
     // Malformed HTTP: a 400 the client can read, then close (Node's recommended handling).
     this.server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
-      if (socket.writable && error.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-      else socket.destroy();
+      if (!socket.writable || error.code === 'ECONNRESET') {
+        socket.destroy();
+        return;
+      }
+      const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
+      socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`, () => socket.destroy());
     });
   }
 
