@@ -61,3 +61,22 @@ test('slow connections (a byte a second) are capped and timed out: they never st
   const health = await fetch(`${daemon.ready.url}/health`);
   assert.equal(health.status, 200);
 });
+
+test('RPC: duplicate task ids and params nested 10,000 deep are -32602 naming the problem, not -32603', async (t) => {
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'));
+  t.after(() => daemon.stop());
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(() => client.dispose());
+  const task = { id: 't1', split: 'train', input: 1, expected: null };
+  await assert.rejects(client.requestRaw('lightning/datasets/import', { name: 'd', tasks: [task, { ...task }] }), (error: { code: number; message: string }) => error.code === -32602 && /tasks\.1\.id.*repeats task 0/.test(error.message));
+  // Sent as text: JSON.stringify of such a value would overflow this process's stack first.
+  const raw = new WebSocket(`${daemon.ready.url.replace(/^http/, 'ws')}/rpc`, { headers: { authorization: `Bearer ${daemon.ready.token}` } });
+  await new Promise((resolve, reject) => raw.once('open', resolve).once('error', reject));
+  t.after(() => raw.close());
+  const answer = new Promise<{ error: { code: number; message: string } }>((resolve) => raw.once('message', (data) => resolve(JSON.parse(data.toString()))));
+  raw.send(`{"jsonrpc":"2.0","id":7,"method":"lightning/spans/add","params":{"rolloutId":"ro-x","spans":[${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}]}}`);
+  const { error } = await answer;
+  assert.equal(error.code, -32602, error.message);
+  assert.match(error.message, /nested deeper than 64/);
+  assert.ok((await client.request('getStats', {})).schemaVersion > 0);
+});
