@@ -250,3 +250,44 @@ test('past the in-flight byte budget a call gets a retryable 503; an oversized n
   assert.equal(huge.status, 502);
   assert.match(huge.body, /over the 2097152-byte limit/);
 });
+
+test('one rollout’s hanging calls cannot starve another’s: past its share a rollout gets 429 + Retry-After', async (t) => {
+  const held: http.ServerResponse[] = [];
+  const server = http.createServer((request, response) => {
+    let raw = '';
+    request.setEncoding('utf8').on('data', (chunk: string) => (raw += chunk));
+    request.on('end', () => {
+      if (raw.includes('"hang"')) held.push(response);
+      else response.writeHead(200, { 'content-type': 'application/json' }).end(chatAnswer('chatcmpl-other'));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), ['--upstream', `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`], { LIGHTNING_MAX_CALLS_PER_ROLLOUT: '3' });
+  t.after(() => daemon.stop('SIGKILL'));
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(() => client.dispose());
+  const greedy = await client.request('startAgentRun', {});
+  const other = await client.request('startAgentRun', {});
+  const hanging = Array.from({ length: 3 }, () => post(`${greedy.url}/v1/chat/completions`, JSON.stringify({ model: 'hang', messages: [] })).catch(() => undefined));
+  await waitFor(() => held.length === 3, 'three held calls');
+  const refused = await new Promise<{ status: number; retryAfter: string | undefined; body: string }>((resolve, reject) => {
+    const request = http.request(`${greedy.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (response) => {
+      let body = '';
+      response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, retryAfter: response.headers['retry-after'], body }));
+    });
+    request.on('error', reject);
+    request.end(JSON.stringify({ model: 'hang', messages: [] }));
+  });
+  assert.equal(refused.status, 429, refused.body);
+  assert.equal(refused.retryAfter, '1');
+  assert.match(refused.body, /3 LLM calls in flight/);
+  const answered = await post(`${other.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [] }));
+  assert.equal(answered.status, 200, 'the other rollout is served');
+  for (const response of held) response.end(chatAnswer('chatcmpl-late'));
+  await Promise.all(hanging);
+});

@@ -47,7 +47,12 @@ export interface ProxyCall {
 const MAX_UPSTREAM_BODY_BYTES = Number(process.env.LIGHTNING_MAX_UPSTREAM_BODY_BYTES) || 64 * 1024 * 1024;
 
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding']);
-const keepAlive = { http: new http.Agent({ keepAlive: true, maxSockets: 512 }), https: new https.Agent({ keepAlive: true, maxSockets: 512 }) };
+const UPSTREAM_SOCKETS = 512;
+const keepAlive = { http: new http.Agent({ keepAlive: true, maxSockets: UPSTREAM_SOCKETS }), https: new https.Agent({ keepAlive: true, maxSockets: UPSTREAM_SOCKETS }) };
+const MAX_CALLS_PER_ROLLOUT = Number(process.env.LIGHTNING_MAX_CALLS_PER_ROLLOUT) || UPSTREAM_SOCKETS / 4;
+const UPSTREAM_QUEUE_TIMEOUT_MS = Number(process.env.LIGHTNING_UPSTREAM_QUEUE_TIMEOUT_MS) || 30_000;
+
+class QueueTimeoutError extends Error {}
 
 /**
  * The agent's headers for the upstream. The placeholder key never leaves the daemon. The daemon's
@@ -76,11 +81,14 @@ function sendError(response: ServerResponse, status: number, type: string, messa
     return;
   }
   const body = JSON.stringify({ error: { message, type, code: type } });
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  const retry = status === 429 || status === 503 ? { 'retry-after': '1' } : {};
+  response.writeHead(status, { ...retry, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   response.end(body);
 }
 
 export class RecordingProxy {
+  private readonly inFlight = new Map<string, number>();
+
   constructor(
     private readonly config: UpstreamConfig,
     /** Stores the call's span; resolves once it is committed. */
@@ -98,6 +106,22 @@ export class RecordingProxy {
    * a broken stream), never an answer whose record is lost.
    */
   forward(call: ProxyCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    // Fairness: one rollout holds at most a quarter of the upstream sockets; past that its calls get
+    // a 429 (SDKs retry it) instead of starving every other rollout's calls.
+    const inFlight = this.inFlight.get(call.rolloutId) ?? 0;
+    if (inFlight >= MAX_CALLS_PER_ROLLOUT) {
+      sendError(response, 429, 'rate_limit_exceeded', `this rollout has ${inFlight} LLM calls in flight through Lightning (limit ${MAX_CALLS_PER_ROLLOUT}); retry when one finishes`);
+      return Promise.resolve();
+    }
+    this.inFlight.set(call.rolloutId, inFlight + 1);
+    return this.forwardCall(call, request, response).finally(() => {
+      const left = (this.inFlight.get(call.rolloutId) ?? 1) - 1;
+      if (left === 0) this.inFlight.delete(call.rolloutId);
+      else this.inFlight.set(call.rolloutId, left);
+    });
+  }
+
+  private forwardCall(call: ProxyCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
     const base = (call.upstream ?? this.config.baseUrl).replace(/\/+$/, '');
     const target = upstreamTarget(base, call.path);
     const startMs = Date.now();
@@ -127,6 +151,12 @@ export class RecordingProxy {
         timeout: this.config.timeoutMs,
       });
 
+      // A call waiting for a free upstream socket waits at most this long (the socket timeout starts only once it has one).
+      const queued = setTimeout(() => upstream.destroy(new QueueTimeoutError(`no upstream connection was free within ${UPSTREAM_QUEUE_TIMEOUT_MS} ms (the daemon is at its ${UPSTREAM_SOCKETS} upstream sockets); retry shortly`)), UPSTREAM_QUEUE_TIMEOUT_MS);
+      queued.unref();
+      upstream.once('socket', () => clearTimeout(queued));
+      upstream.once('close', () => clearTimeout(queued));
+
       // The agent went away before the response ended: stop the upstream work too.
       response.on('close', () => {
         if (!response.writableFinished) {
@@ -139,7 +169,7 @@ export class RecordingProxy {
         if (finished) return;
         const message = `Lightning could not get a response from the upstream ${redactUrl(base)}: ${errorMessage(error)}`;
         this.logger.warn('upstream request failed', { upstream: redactUrl(base), error: errorMessage(error) });
-        fail(/within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message);
+        fail(error instanceof QueueTimeoutError ? 503 : /within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message);
       });
       // An LLM API never switches protocols; without this listener Node would leave the call hanging.
       upstream.on('upgrade', (upgraded: IncomingMessage, socket) => {
