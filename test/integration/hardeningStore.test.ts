@@ -39,7 +39,7 @@ function otlpJson(rolloutId: string, span: { name?: string; attributes?: Record<
       resource: { attributes: attrs({ 'lightning.rollout_id': rolloutId }) },
       scopeSpans: [{
         spans: [{
-          traceId: '0af7651916cd43dd8448eb211c80319c', spanId: counter.toString(16).padStart(16, 'a'),
+          traceId: '0af7651916cd43dd8448eb211c80319c', spanId: `a${counter.toString(16).padStart(15, '0')}`,
           name: span.name ?? 'chat m', kind: 3, startTimeUnixNano: '1700000000000000000', endTimeUnixNano: '1700000000100000000',
           attributes: attrs({ 'gen_ai.operation.name': 'chat', ...span.attributes }),
           events: span.event ? [{ name: span.event, timeUnixNano: '1700000000050000000', attributes: [] }] : [],
