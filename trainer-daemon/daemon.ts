@@ -3,7 +3,11 @@
  * notifier, the RPC server and the HTTP server (in that order), announces itself (ready line,
  * discovery files), and shuts down in reverse order, the store last.
  */
+import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import { errorMessage } from './errors';
+import { discoveryPaths } from './protocol/discovery';
 import type { DaemonInfo, ReadyMessage } from './protocol';
 import { acquireStoreLock, removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
 import type { Logger } from './log';
@@ -17,6 +21,7 @@ import { AgentRoutes, DEFAULT_MAX_BODY_BYTES } from './capture/agentRoutes';
 import { OtlpReceiver } from './otlp/receiver';
 import { WorkerBatches } from './runner/workerBatches';
 import type { UpstreamConfig } from './capture/proxy';
+import { registerSecretValue } from './secrets';
 import { Store } from './store/store';
 import { TrainingManager } from './training/manager';
 import { PolicyServing } from './training/policyServing';
@@ -32,6 +37,8 @@ export interface DaemonOptions {
    */
   readonly agentHost?: string;
   readonly logger: Logger;
+  /** How long runners of rollouts a dead daemon left running get to come back (default 60 s, LIGHTNING_ORPHAN_GRACE_MS). */
+  readonly orphanGraceMs?: number;
   /** Where LLM calls go when the agent had no OPENAI_BASE_URL of its own. */
   readonly upstream: UpstreamConfig;
 }
@@ -47,12 +54,41 @@ export function upstreamFromEnv(env: NodeJS.ProcessEnv, baseUrl?: string): Upstr
   const providers: Partial<Record<'anthropic' | 'gemini', string>> = {};
   if (env.LIGHTNING_ANTHROPIC_UPSTREAM_URL) providers.anthropic = env.LIGHTNING_ANTHROPIC_UPSTREAM_URL.replace(/\/+$/, '');
   if (env.LIGHTNING_GEMINI_UPSTREAM_URL) providers.gemini = env.LIGHTNING_GEMINI_UPSTREAM_URL.replace(/\/+$/, '');
+  // Whatever shape the key has, an upstream echoing it (in an error) must not get it stored or logged.
+  registerSecretValue(env.LIGHTNING_UPSTREAM_API_KEY);
   return {
     baseUrl: baseUrl ?? env.LIGHTNING_UPSTREAM_URL ?? DEFAULT_UPSTREAM,
     apiKey: env.LIGHTNING_UPSTREAM_API_KEY || undefined,
     timeoutMs: Number(env.LIGHTNING_UPSTREAM_TIMEOUT_MS ?? 600_000),
     providers,
   };
+}
+
+/** What an orphaned rollout's error says (README "Guarantees"). */
+export const ORPHANED_ERROR = 'orphaned: the daemon stopped (crash or kill) while this rollout was running, and its runner did not come back to finish it; its calls up to then are kept';
+
+/**
+ * Listens on the port a previous daemon of this store used when it died (its discovery file is
+ * still there), so agents that outlived it keep their URL; else on `port` as asked.
+ */
+async function listenOnPreviousPort(http: DaemonHttpServer, host: string, port: number, storeFile: string, logger: Logger): Promise<AddressInfo> {
+  if (port === 0) {
+    let previous: number | undefined;
+    try {
+      const info = JSON.parse(fs.readFileSync(discoveryPaths(storeFile).info, 'utf8')) as { url?: unknown };
+      previous = typeof info.url === 'string' ? Number(new URL(info.url).port) || undefined : undefined;
+    } catch {
+      previous = undefined;
+    }
+    if (previous) {
+      try {
+        return await http.listen(host, previous);
+      } catch (error) {
+        logger.info('the previous daemon port is taken; listening on a new one', { port: previous, error: errorMessage(error) });
+      }
+    }
+  }
+  return http.listen(host, port);
 }
 
 export class Daemon {
@@ -115,19 +151,20 @@ export class Daemon {
       policy.onDidChange((change) => rpc.broadcast('policyChanged', change));
       const notifier = new ChangeNotifier(store, rpc.broadcast);
       const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4);
-      const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent'), workerBatches });
+      const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent'), workerBatches, token });
       http = new DaemonHttpServer({
         logger: logger.child('http'),
         routes: (request, response) => agents.handle(request, response),
         upgrades: { '/rpc': (request, socket, head) => rpc.handleUpgrade(request, socket, head) },
       });
-      const address = await http.listen(options.host, options.port);
+      const address = await listenOnPreviousPort(http, options.host, options.port, storeFile, logger);
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       baseUrl = options.agentHost ? await http.listenForAgents(options.agentHost) : url;
       const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, training, policy, workerBatches, scoreJobs, token, info, url, logger, releaseLock);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
       logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion, sqlite: store.driver, node: process.version, ...(baseUrl !== url ? { agentUrl: baseUrl } : {}) });
+      daemon.scheduleOrphanRecovery(options.orphanGraceMs ?? Number(process.env.LIGHTNING_ORPHAN_GRACE_MS ?? 60_000));
       return daemon;
     } catch (error) {
       http?.close();
@@ -135,6 +172,44 @@ export class Daemon {
       releaseLock();
       throw error;
     }
+  }
+
+  private orphanTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * Rollouts left `running` by a daemon that died (kill -9, a crash, a power cut) would stay running
+   * forever with a live key. Their runners get `graceMs` to come back (a `lightning run` whose agent
+   * is still working reconnects and finishes its rollout; an agent still calling keeps its rollout
+   * fresh); after that, each running rollout with no activity since this daemon started fails with a
+   * message that says what happened. Its calls up to then are kept.
+   */
+  private scheduleOrphanRecovery(graceMs: number): void {
+    const since = this.info.startedAt;
+    this.orphanTimer = setTimeout(() => {
+      void this.recoverOrphans(since).catch((error: unknown) => this.logger.error('could not recover orphaned rollouts', { error: errorMessage(error) }));
+    }, graceMs);
+    this.orphanTimer.unref();
+  }
+
+  private async recoverOrphans(since: number): Promise<void> {
+    const orphans: string[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = this.store.listRollouts({ status: ['running'], order: 'oldest', limit: 500, ...(cursor ? { cursor } : {}) });
+      orphans.push(...page.items.filter((rollout) => rollout.updatedAt < since).map((rollout) => rollout.id));
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    for (const id of orphans) {
+      await this.writes
+        .submit(() => {
+          // Re-read inside the write: a runner may have finished it meanwhile.
+          const now = this.store.getRollout(id);
+          if (now.status !== 'running' || now.updatedAt >= since) return;
+          this.store.transitionRollout({ id, to: 'failed', error: ORPHANED_ERROR });
+        })
+        .catch((error: unknown) => this.logger.warn('could not fail an orphaned rollout', { rolloutId: id, error: errorMessage(error) }));
+    }
+    if (orphans.length > 0) this.logger.warn('failed rollouts orphaned by an earlier daemon', { count: orphans.length });
   }
 
   /** Editor/CLI clients connected over the RPC right now. */
@@ -150,6 +225,7 @@ export class Daemon {
   stop(): Promise<void> {
     this.stopping ??= (async () => {
       this.logger.info('daemon stopping');
+      clearTimeout(this.orphanTimer);
       if (this.discovery) removeDiscovery(this.discovery);
       // Training loops first: they stop their agents and workers and record the cancel…
       await this.training.shutdown();

@@ -5,6 +5,7 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
+import { ensurePrivateDir } from './util/privateFiles';
 import path from 'node:path';
 import { discoveryPaths, findDaemon, isProcessAlive, type DiscoveryPaths } from './protocol/discovery';
 import type { DiscoveryFile } from './protocol';
@@ -23,7 +24,7 @@ export function newToken(): string {
  */
 export function acquireStoreLock(storeFile: string): () => void {
   const lock = path.join(path.dirname(path.resolve(storeFile)), 'daemon.lock');
-  fs.mkdirSync(path.dirname(lock), { recursive: true });
+  ensurePrivateDir(path.dirname(lock));
   for (let attempt = 0; attempt < 3; attempt += 1) {
     try {
       fs.writeFileSync(lock, String(process.pid), { flag: 'wx', mode: 0o600 });
@@ -46,7 +47,7 @@ export function acquireStoreLock(storeFile: string): () => void {
 /** Writes both files atomically (temp file + rename); the caller holds the store lock (acquireStoreLock). */
 export function writeDiscovery(storeFile: string, info: Omit<DiscoveryFile, 'tokenFile'>, token: string): DiscoveryPaths {
   const paths = discoveryPaths(storeFile);
-  fs.mkdirSync(path.dirname(paths.info), { recursive: true });
+  ensurePrivateDir(path.dirname(paths.info));
   writeAtomic(paths.token, `${token}\n`, 0o600);
   writeAtomic(paths.info, `${JSON.stringify({ ...info, tokenFile: paths.token }, null, 2)}\n`, 0o644);
   return paths;

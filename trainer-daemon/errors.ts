@@ -17,6 +17,11 @@ export class PayloadTooLargeError extends InvalidInputError {}
 export class UnsupportedMediaTypeError extends InvalidInputError {}
 /** The daemon cannot take more work right now; retry shortly (HTTP 503). */
 export class OverloadedError extends LightningError {}
+/**
+ * The store cannot take the write now — the disk is full, the file is locked by another process,
+ * an I/O error — and nothing was written; retry later (HTTP 503 with Retry-After, never a 200).
+ */
+export class StorageUnavailableError extends OverloadedError {}
 /** A rollout, span or other record that does not exist. */
 export class NotFoundError extends LightningError {}
 /** A rollout asked to move to a status its current status cannot reach. */

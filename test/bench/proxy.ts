@@ -171,4 +171,58 @@ export async function proxyBenchmarks(work: string): Promise<void> {
     await daemon.stop();
     await upstream.close();
   }
+  await bigBodiesRss(work);
+}
+
+/**
+ * Daemon memory under 100 concurrent 30 MiB calls (an upstream that discards bodies): the
+ * in-flight byte budget (512 MiB) admits what fits and answers the rest 503 + Retry-After, so RSS
+ * stays bounded (it was 7 GB). Baseline: the daemon's RSS at rest in the same run.
+ */
+async function bigBodiesRss(work: string): Promise<void> {
+  const sink = http.createServer((request, response) => {
+    request.resume();
+    request.on('end', () => {
+      const body = JSON.stringify({ id: `chatcmpl-${Math.random()}`, object: 'chat.completion', model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] });
+      response.writeHead(200, { 'content-type': 'application/json' }).end(body);
+    });
+  });
+  await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
+  const daemon = await startDaemon(path.join(work, 'proxy-big', 'store.db'), ['--upstream', `http://127.0.0.1:${(sink.address() as import('node:net').AddressInfo).port}/v1`], { LIGHTNING_LOG_LEVEL: 'error' });
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  try {
+    const { url } = await client.request('startAgentRun', { label: 'bench-big' });
+    const rest = rssMb(daemon.process.pid!);
+    const body = Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(30 * 1024 * 1024) }] }));
+    let peak = rest;
+    const sampler = setInterval(() => (peak = Math.max(peak, rssMb(daemon.process.pid!))), 25);
+    const started = performance.now();
+    const statuses = await Promise.all(
+      Array.from({ length: 100 }, () =>
+        new Promise<number>((resolve) => {
+          const request = http.request(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': body.length } }, (response) => {
+            response.resume();
+            response.on('end', () => resolve(response.statusCode ?? 0));
+          });
+          request.on('error', () => resolve(-1));
+          request.end(body);
+        }),
+      ),
+    );
+    clearInterval(sampler);
+    const seconds = (performance.now() - started) / 1000;
+    const count = (status: number): number => statuses.filter((s) => s === status).length;
+    rows.push({
+      metric: 'daemon peak RSS, 100 concurrent 30 MiB calls',
+      result: `${fmt(peak, 0)} MB peak; ${count(200)} answered, ${count(503)} × 503 (retry), ${statuses.length - count(200) - count(503)} other, ${fmt(seconds, 1)} s`,
+      baseline: `${fmt(rest, 0)} MB at rest (was 7 GB without a budget)`,
+      ratio: `${fmt(peak / rest, 1)}×`,
+      target: '≤ 1.5 GB',
+      met: peak <= 1536 ? 'yes' : 'NO',
+    });
+  } finally {
+    client.dispose();
+    await daemon.stop();
+    sink.close();
+  }
 }

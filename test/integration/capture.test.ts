@@ -181,7 +181,7 @@ describe('proxy behaviour', () => {
     assert.equal(invalid.status, 400);
     assert.match(JSON.parse(invalid.body).error.message, /not valid JSON/);
     const wrongType = await post(`${run.url}/v1/chat/completions`, chat('test-model'), { 'content-type': 'text/plain' });
-    assert.equal(wrongType.status, 400);
+    assert.equal(wrongType.status, 415);
     assert.match(JSON.parse(wrongType.body).error.message, /expected a JSON body/);
     const huge = await post(`${run.url}/v1/chat/completions`, JSON.stringify({ model: 'x', messages: [{ role: 'user', content: 'x'.repeat(33 * 1024 * 1024) }] }));
     assert.equal(huge.status, 413);

@@ -68,13 +68,13 @@ describe('OTLP/HTTP trace receiver', () => {
     assert.deepEqual([detail.rollout.llmCalls, detail.rollout.promptTokens, detail.rollout.completionTokens], [1, 30, 6]);
   });
 
-  test('gzip JSON to the shared /v1/traces: spans go to the rollout named in the resource; unknown rollouts are a partial success', async () => {
+  test('gzip JSON to the shared /v1/traces (with the daemon token): spans go to the rollout named in the resource; unknown rollouts are a partial success', async () => {
     const { rollout } = await client.request('startAgentRun', {});
     const mine = oneSpan('chat m', { 'gen_ai.operation.name': 'chat' }, SpanKind.CLIENT, resourceFromAttributes({ 'lightning.rollout_id': rollout.id }));
     const stray = oneSpan('chat m', { 'gen_ai.operation.name': 'chat' }, SpanKind.CLIENT, resourceFromAttributes({ 'lightning.rollout_id': 'ro-0000000000000000' }));
     const orphan = oneSpan('chat m', {}, SpanKind.CLIENT);
     const body = zlib.gzipSync(encode([...mine, ...stray, ...orphan], 'json'));
-    const response = await post(`${daemon.ready.url}/v1/traces`, body, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+    const response = await post(`${daemon.ready.url}/v1/traces`, body, { 'content-type': 'application/json', 'content-encoding': 'gzip', authorization: `Bearer ${daemon.ready.token}` });
     assert.equal(response.status, 200);
     const partial = JSON.parse(response.body.toString('utf8')) as { partialSuccess: { rejectedSpans: string; errorMessage: string } };
     assert.equal(partial.partialSuccess.rejectedSpans, '2');
@@ -82,7 +82,7 @@ describe('OTLP/HTTP trace receiver', () => {
     assert.match(partial.partialSuccess.errorMessage, /no lightning\.rollout_id/);
     assert.equal((await spansOf(rollout.id, 1)).length, 1);
     // The same answer in protobuf, for a protobuf export.
-    const binary = await post(`${daemon.ready.url}/v1/traces`, encode(stray, 'protobuf'), { 'content-type': 'application/x-protobuf' });
+    const binary = await post(`${daemon.ready.url}/v1/traces`, encode(stray, 'protobuf'), { 'content-type': 'application/x-protobuf', authorization: `Bearer ${daemon.ready.token}` });
     assert.equal(binary.type, 'application/x-protobuf');
     const decoded = ResponseType.decode(binary.body).partialSuccess!;
     assert.equal(Number(decoded.rejectedSpans), 1);

@@ -201,7 +201,7 @@ test('worker batch HTTP: /next hands out started rollouts up to the per-worker l
     assert.equal(bad.status, 400, body);
     assert.match(((await bad.json()) as { error: { message: string } }).error.message, field);
   }
-  assert.equal((await post(`${job.url}/finish`, 'status=succeeded', 'text/plain')).status, 400);
+  assert.equal((await post(`${job.url}/finish`, 'status=succeeded', 'text/plain')).status, 415);
   assert.equal((await client.request('getRollout', { id: job.rolloutId })).rollout.status, 'running', 'bad bodies change nothing');
 
   const done = await post(`${job.url}/finish`, '{"status":"succeeded"}');

@@ -10,6 +10,7 @@ import { InvalidInputError } from '../../trainer-daemon/errors';
 import { UnsupportedMediaTypeError, decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
 import { isCredentialKey, nanosToMs, normalizeTraceRequest, type NormalizedTraceRequest } from '../../trainer-daemon/otlp/normalize';
 import { SpanInput } from '../../trainer-daemon/protocol/records';
+import { scrubSpan } from '../../trainer-daemon/secrets';
 import { encode, oneSpan, recordSpans, type Encoding } from '../helpers/otlp';
 
 const PROTOBUF = 'application/x-protobuf';
@@ -17,10 +18,11 @@ const JSON_TYPE = 'application/json';
 const MAX = 4 * 1024 * 1024;
 
 /** Decodes and normalizes, checking the contract every produced span must meet. */
+/** What the store keeps of an export: decoded, normalized, and scrubbed where the store takes each span. */
 function ingest(body: Buffer, encoding: Encoding, contentEncoding?: string): NormalizedTraceRequest {
   const result = normalizeTraceRequest(decodeTraceRequest(body, encoding === 'protobuf' ? PROTOBUF : JSON_TYPE, contentEncoding, MAX));
   for (const { span } of result.spans) assert.deepEqual(SpanInput.parse(span), span);
-  return result;
+  return { ...result, spans: result.spans.map((normalized) => ({ ...normalized, span: scrubSpan(normalized.span) })) };
 }
 
 // The protobufjs message types, to edit a real encoded request where the SDK cannot produce a case.
@@ -217,6 +219,7 @@ describe('OTLP traces: decode and normalize', () => {
       span.addEvent('request', { 'http.request.header.set-cookie': 'sk-9', size: 10 });
       span.end();
     });
+    // Dropped where the store takes a span, whoever made it (ingest applies it).
     const { span } = ingest(encode(spans, 'protobuf'), 'protobuf').spans[0]!;
     assert.deepEqual(span.attributes, { 'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': 5, 'gen_ai.request.max_tokens': 64, 'llm.token_count.prompt': 5, 'ai.usage.promptTokens': 5 });
     assert.deepEqual(span.events[0]!.attributes, { size: 10 });

@@ -4,7 +4,8 @@ import { describe, test } from 'node:test';
 import { silentLogger } from '../../trainer-daemon/log';
 import type { NotificationName } from '../../trainer-daemon/protocol';
 import { ChangeNotifier } from '../../trainer-daemon/rpc/notifier';
-import { OverloadedError, WriteQueue } from '../../trainer-daemon/store/writeQueue';
+import { PayloadTooLargeError, StorageUnavailableError } from '../../trainer-daemon/errors';
+import { asStorageError, OverloadedError, WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from '../helpers/spans';
 import { tempDir, waitFor } from '../helpers/tmp';
@@ -106,5 +107,24 @@ describe('group commit (WriteQueue)', () => {
     const last = sent.at(-1)! as [string, { rollouts: Array<{ reward: number | null; spanCount: number }> }];
     assert.equal(last[0], 'rolloutsChanged');
     assert.deepEqual(last[1].rollouts.map((r) => [r.reward, r.spanCount]), [[1, 20]]);
+  });
+
+  test('a write larger than the queue can ever hold is a 413 at once, not a 503 the caller would retry forever', async (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    t.after(() => store.close());
+    const writes = new WriteQueue(store, silentLogger, { maxQueued: 10 });
+    const id = store.createRollout({}).id;
+    await assert.rejects(writes.submitSpans(id, Array.from({ length: 11 }, () => llmSpan())), (error: Error) => error instanceof PayloadTooLargeError && /smaller batches/.test(error.message));
+    assert.equal((await writes.submitSpans(id, [llmSpan()])).length, 1);
+  });
+
+  test('a storage failure (full disk, locked file) becomes a retryable StorageUnavailableError that says what to do', () => {
+    const full = Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' });
+    const mapped = asStorageError(full);
+    assert.ok(mapped instanceof StorageUnavailableError && mapped instanceof OverloadedError);
+    assert.match((mapped as Error).message, /the disk is full .*retry/);
+    assert.match((asStorageError(new Error('database is locked')) as Error).message, /write lock/);
+    const other = new Error('no such table');
+    assert.equal(asStorageError(other), other);
   });
 });

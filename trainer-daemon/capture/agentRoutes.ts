@@ -7,12 +7,14 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { describeIssues, type Json, type SpanInput } from '../protocol';
-import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError } from '../errors';
+import crypto from 'node:crypto';
+import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError } from '../errors';
 import type { Logger } from '../log';
 import { requestPath, sendJson } from '../server/http';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import type { OtlpReceiver } from '../otlp/receiver';
+import { budgetFromEnv, type ByteBudget } from './byteBudget';
 import { RecordingProxy, type UpstreamConfig } from './proxy';
 import { FinishBody } from '../protocol/runner';
 import type { WorkerBatches } from '../runner/workerBatches';
@@ -41,8 +43,16 @@ const RewardBody = z.strictObject({
 /** Requests whose unread remainder must not be drained: their connection closes after the answer. */
 const closeAfterResponse = new WeakSet<IncomingMessage>();
 
-/** Reads a request body up to `limit` bytes; past it, rejects with PayloadTooLargeError (413). */
+/** The in-flight byte budget of the daemon's agent routes, by request (set in AgentRoutes.handle). */
+const budgets = new WeakMap<IncomingMessage, { budget: ByteBudget; response: ServerResponse }>();
+
+/**
+ * Reads a request body up to `limit` bytes; past it, rejects with PayloadTooLargeError (413). The
+ * bytes count against the daemon's in-flight budget until the response closes; past the budget,
+ * rejects with OverloadedError (503, retryable).
+ */
 export function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
+  const accounting = budgets.get(request);
   return new Promise((resolve, reject) => {
     const declared = Number(request.headers['content-length'] ?? 0);
     if (declared > limit) {
@@ -56,6 +66,15 @@ export function readBody(request: IncomingMessage, limit: number): Promise<Buffe
     let size = 0;
     request.on('data', (chunk: Buffer) => {
       size += chunk.length;
+      try {
+        accounting?.budget.take(chunk.length, accounting.response);
+      } catch (error) {
+        request.pause();
+        request.removeAllListeners('data');
+        closeAfterResponse.add(request);
+        reject(error);
+        return;
+      }
       if (size > limit) {
         // A chunked body may never end: stop reading; the 413 goes out with Connection: close.
         request.pause();
@@ -81,7 +100,12 @@ export interface AgentRoutesOptions {
   readonly otlp: OtlpReceiver;
   /** Worker-mode batches: `POST /b/<key>/<worker>/next` and `POST /r/<key>/finish`. */
   readonly workerBatches?: WorkerBatches;
+  /** The daemon's RPC token: one of the credentials the shared `POST /v1/traces` accepts. */
+  readonly token: string;
 }
+
+/** The header that carries a rollout key to the shared OTLP endpoint (e.g. through OTEL_EXPORTER_OTLP_HEADERS). */
+export const ROLLOUT_KEY_HEADER = 'x-lightning-rollout-key';
 
 export class AgentRoutes {
   private readonly proxy: RecordingProxy;
@@ -89,15 +113,14 @@ export class AgentRoutes {
   /** Calls numbered in order of arrival within each rollout (continuing after a daemon restart). */
   private readonly callCounters = new Map<string, number>();
   private readonly maxBodyBytes: number;
+  private readonly budget: ByteBudget;
 
   constructor(private readonly options: AgentRoutesOptions) {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-    const record = (span: SpanInput, rolloutId: string): void => {
-      options.writes.submitSpans(rolloutId, [span]).catch((error: unknown) => {
-        options.logger.error('could not record an LLM call', { rolloutId, error: errorMessage(error) });
-      });
-    };
-    this.proxy = new RecordingProxy(options.upstream, record, options.logger.child('proxy'));
+    this.budget = budgetFromEnv();
+    // Committed at the next turn, not after the span window: the agent's answer waits on it.
+    const record = (span: SpanInput, rolloutId: string): Promise<unknown> => options.writes.submitSpans(rolloutId, [span], { urgent: true });
+    this.proxy = new RecordingProxy(options.upstream, record, options.logger.child('proxy'), this.budget);
     this.translating = new TranslatingProxy(options.upstream, record, options.logger.child('proxy'));
   }
 
@@ -105,24 +128,46 @@ export class AgentRoutes {
   handle(request: IncomingMessage, response: ServerResponse): boolean {
     const url = requestPath(request.url);
     if (!url) return false;
+    budgets.set(request, { budget: this.budget, response });
     const match = /^\/r\/([A-Za-z0-9_-]{16,64})(\/.*)?$/.exec(url.pathname);
     let work: Promise<void>;
     const runner = /^\/b\/([A-Za-z0-9_-]{16,64})\/([A-Za-z0-9_-]{1,32})\/next$/.exec(url.pathname);
     if (match) work = this.dispatch(match[1]!, match[2] ?? '/', url.search, request, response);
     else if (runner && request.method === 'POST') work = this.nextRollout(runner[1]!, runner[2]!, request, response);
-    else if (request.method === 'POST' && /^\/v1\/(traces|metrics|logs)$/.test(url.pathname)) work = this.otlpRoute(null, url.pathname, request, response);
+    else if (request.method === 'POST' && /^\/v1\/(traces|metrics|logs)$/.test(url.pathname)) work = this.sharedOtlpRoute(url.pathname, request, response);
     else return false;
     work.catch((error: unknown) => {
       const { httpStatus, kind } = mapError(error);
       const status = httpStatus;
       if (status >= 500) this.options.logger.error('agent request failed', { path: url.pathname.replace(/^\/r\/[^/]+/, '/r/…'), error: errorMessage(error) });
-      const headers = closeAfterResponse.has(request) ? { connection: 'close' } : status === 503 ? { 'retry-after': '1' } : {};
+      const headers = { ...(closeAfterResponse.has(request) ? { connection: 'close' } : {}), ...(status === 503 ? { 'retry-after': '1' } : {}) };
       // An Anthropic or Gemini SDK reads errors in its provider's shape.
       const shape = match ? errorBodyFor(match[2] ?? '/', request.headers) : null;
       if (!response.headersSent) sendJson(response, status, shape ? shape(status, kind, errorMessage(error)) : { error: { message: errorMessage(error), type: kind } }, headers);
       else response.destroy();
     });
     return true;
+  }
+
+  /**
+   * The shared `POST /v1/traces` (no capability URL): it writes only with a credential, never into
+   * a finished rollout. A rollout key in the `x-lightning-rollout-key` header makes it that rollout's
+   * endpoint; the daemon's RPC token lets spans go to the unfinished rollouts their resources name.
+   */
+  private async sharedOtlpRoute(path: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    if (path !== '/v1/traces') return this.otlpRoute(null, path, request, response);
+    const key = request.headers[ROLLOUT_KEY_HEADER];
+    if (typeof key === 'string') {
+      const agent = /^[A-Za-z0-9_-]{16,64}$/.test(key) ? this.options.store.findAgentKey(key) : undefined;
+      if (!agent) throw new UnauthorizedError(`the ${ROLLOUT_KEY_HEADER} header names no running rollout of this daemon (an attempt that ended has its key revoked)`);
+      return this.otlpRoute(agent.rolloutId, path, request, response);
+    }
+    if (!bearerMatches(request.headers.authorization, this.options.token)) {
+      throw new UnauthorizedError(
+        `POST /v1/traces needs a credential: export to the rollout's own $LIGHTNING_URL/v1/traces (what lightning run sets), send its key in the ${ROLLOUT_KEY_HEADER} header, or the daemon's token as Authorization: Bearer`,
+      );
+    }
+    return this.otlpRoute(null, path, request, response);
   }
 
   /** OTLP/HTTP: traces are stored (partial success reported); metrics and logs are accepted unstored. */
@@ -134,7 +179,7 @@ export class AgentRoutes {
       return;
     }
     const body = await readBody(request, this.maxBodyBytes);
-    const result = await this.options.otlp.ingest(rolloutId, body, request.headers['content-type'], request.headers['content-encoding']);
+    const result = await this.options.otlp.ingest(rolloutId, body, request.headers['content-type'], request.headers['content-encoding'], (id) => this.refusesSpans(id));
     response.writeHead(200, { 'content-type': result.contentType, 'content-length': result.body.length });
     response.end(result.body);
   }
@@ -231,6 +276,18 @@ export class AgentRoutes {
     sendJson(response, 200, assignment);
   }
 
+  /** Why a rollout takes no more spans over OTLP (it has finished), or undefined when it does. */
+  private refusesSpans(rolloutId: string): string | undefined {
+    let rollout;
+    try {
+      rollout = this.options.store.getRollout(rolloutId);
+    } catch {
+      return undefined; // Unknown: the write itself reports that it does not exist.
+    }
+    if (FINISHED_STATUSES.has(rollout.status)) return `rollout ${rolloutId} has finished (${rollout.status}); a finished rollout takes no more spans`;
+    return undefined;
+  }
+
   private nextCallIndex(rolloutId: string): number {
     const next = (this.callCounters.get(rolloutId) ?? this.options.store.getRollout(rolloutId).llmCalls) + 1;
     this.callCounters.delete(rolloutId);
@@ -252,9 +309,22 @@ function withEngineTokenIds(api: Api | null, json: { [key: string]: Json }): Buf
   return undefined;
 }
 
+const FINISHED_STATUSES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled', 'timeout']);
+
+function bearerMatches(header: string | undefined, token: string): boolean {
+  const given = Buffer.from(/^Bearer (.+)$/.exec(header ?? '')?.[1] ?? '');
+  const expected = Buffer.from(token);
+  return given.length === expected.length && crypto.timingSafeEqual(given, expected);
+}
+
 function parseJsonBody(request: IncomingMessage, body: Buffer): { [key: string]: Json } {
   const type = String(request.headers['content-type'] ?? '');
-  if (!type.includes('json')) throw new InvalidInputError(`expected a JSON body (content-type application/json), got ${type || 'no content-type'}`);
+  // Exactly a JSON media type: `text/plain;charset=json` is what a web page can send without a CORS
+  // preflight, and it must not drive the proxy or /reward with a rollout key it learned.
+  const media = type.split(';')[0]!.trim().toLowerCase();
+  if (media !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(media)) {
+    throw new UnsupportedMediaTypeError(`expected a JSON body (content-type application/json), got ${type ? JSON.stringify(type.slice(0, 100)) : 'no content-type'}`);
+  }
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));

@@ -5,7 +5,7 @@
  * (an unreachable upstream, a revoked rollout URL) as it reports the API's.
  */
 import type { Json } from '../protocol';
-import type { Reassembler } from './reassemble';
+import { TRUNCATED_MARKER, type Reassembler } from './reassemble';
 
 type JsonObject = { [key: string]: Json };
 
@@ -22,6 +22,7 @@ export class AnthropicReassembler implements Reassembler {
   private readonly blocks = new Map<number, BlockDraft>();
   private usage: JsonObject = {};
   error: string | undefined;
+  truncated = false;
 
   add(event: unknown): void {
     if (!isObject(event)) return;
@@ -92,7 +93,7 @@ export class AnthropicReassembler implements Reassembler {
   result(): JsonObject {
     for (const index of this.blocks.keys()) this.stopBlock(index);
     const content = [...this.blocks.entries()].sort(([a], [b]) => a - b).map(([, draft]) => draft.block);
-    return { ...this.message, content, usage: this.usage };
+    return { ...this.message, content, usage: this.usage, ...(this.truncated ? TRUNCATED_MARKER : {}) };
   }
 }
 

@@ -5,7 +5,7 @@
  * Google's shape. The API key (`x-goog-api-key` or `key=`) is forwarded and never recorded.
  */
 import type { Json } from '../protocol';
-import type { Reassembler } from './reassemble';
+import { TRUNCATED_MARKER, type Reassembler } from './reassemble';
 
 type JsonObject = { [key: string]: Json };
 
@@ -21,6 +21,7 @@ export class GeminiReassembler implements Reassembler {
   private readonly head: JsonObject = {};
   private readonly candidates = new Map<number, { parts: JsonObject[]; rest: JsonObject }>();
   error: string | undefined;
+  truncated = false;
 
   add(event: unknown): void {
     if (!isObject(event)) return;
@@ -51,7 +52,7 @@ export class GeminiReassembler implements Reassembler {
 
   result(): JsonObject {
     const candidates = [...this.candidates.entries()].sort(([a], [b]) => a - b).map(([index, draft]) => ({ ...draft.rest, index, content: { role: 'model', parts: draft.parts } }));
-    return { candidates, ...this.head };
+    return { candidates, ...this.head, ...(this.truncated ? TRUNCATED_MARKER : {}) };
   }
 }
 

@@ -11,8 +11,9 @@ import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
 import { PLACEHOLDER_API_KEY, type Json, type ProviderName } from '../protocol';
 import { errorMessage } from '../errors';
-import { redactUrl } from '../secrets';
+import { RECORD_LIMITS, redactUrl } from '../secrets';
 import type { Logger } from '../log';
+import type { ByteBudget } from './byteBudget';
 import { callToSpan, type CallRecord } from './record';
 import { StreamReassembler, type Api, type Reassembler } from './reassemble';
 import { AnthropicReassembler } from './anthropic';
@@ -56,8 +57,16 @@ export function reassemblerFor(api: Api): Reassembler {
   return new StreamReassembler(api);
 }
 
+/** A non-streamed LLM answer is JSON of at most a few MB; past this it is refused (502), not buffered. */
+const MAX_UPSTREAM_BODY_BYTES = Number(process.env.LIGHTNING_MAX_UPSTREAM_BODY_BYTES) || 64 * 1024 * 1024;
+
 const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding']);
-const keepAlive = { http: new http.Agent({ keepAlive: true, maxSockets: 512 }), https: new https.Agent({ keepAlive: true, maxSockets: 512 }) };
+const UPSTREAM_SOCKETS = 512;
+const keepAlive = { http: new http.Agent({ keepAlive: true, maxSockets: UPSTREAM_SOCKETS }), https: new https.Agent({ keepAlive: true, maxSockets: UPSTREAM_SOCKETS }) };
+const MAX_CALLS_PER_ROLLOUT = Number(process.env.LIGHTNING_MAX_CALLS_PER_ROLLOUT) || UPSTREAM_SOCKETS / 4;
+const UPSTREAM_QUEUE_TIMEOUT_MS = Number(process.env.LIGHTNING_UPSTREAM_QUEUE_TIMEOUT_MS) || 30_000;
+
+class QueueTimeoutError extends Error {}
 
 /**
  * The agent's headers for the upstream. The placeholder key never leaves the daemon. The daemon's
@@ -71,7 +80,8 @@ function upstreamHeaders(request: IncomingMessage, config: UpstreamConfig, rollo
   }
   if (headers.authorization === `Bearer ${PLACEHOLDER_API_KEY}`) delete headers.authorization;
   for (const name of ['api-key', 'x-api-key', 'x-goog-api-key']) if (headers[name] === PLACEHOLDER_API_KEY) delete headers[name];
-  const agentHasKey = headers.authorization !== undefined || headers['api-key'] !== undefined;
+  // Any key of the agent's own (OpenAI/Azure, Anthropic, Gemini headers): the daemon's is then not added.
+  const agentHasKey = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key'].some((name) => headers[name] !== undefined);
   if (!agentHasKey && !rolloutUpstream && config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
   // Identity encoding, so the record can read the body; it is forwarded byte for byte.
   headers['accept-encoding'] = 'identity';
@@ -85,21 +95,49 @@ function sendError(response: ServerResponse, status: number, type: string, messa
     return;
   }
   const body = JSON.stringify(shape ? shape(status, type, message) : { error: { message, type, code: type } });
-  response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  const retry = status === 429 || status === 503 ? { 'retry-after': '1' } : {};
+  response.writeHead(status, { ...retry, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   response.end(body);
 }
 
 export class RecordingProxy {
+  private readonly inFlight = new Map<string, number>();
+
   constructor(
     private readonly config: UpstreamConfig,
-    private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => void,
+    /** Stores the call's span; resolves once it is committed. */
+    private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => Promise<unknown>,
     private readonly logger: Logger,
+    /** In-flight bytes: a non-streamed answer is held until it is recorded and sent. */
+    private readonly budget?: ByteBudget,
   ) {}
 
-  /** Forwards one call; resolves when the agent's response has ended (and the call was recorded). */
+  /**
+   * Forwards one call; resolves when the agent's response has ended. The response ends only once
+   * the call's record is committed (DESIGN.md: every acknowledged write durable): a non-streamed
+   * answer is sent after the commit, a stream's last byte is followed by the commit and only then
+   * by its end. When the record cannot be committed the agent gets a retryable 503 (or, mid-stream,
+   * a broken stream), never an answer whose record is lost.
+   */
   forward(call: ProxyCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    // Fairness: one rollout holds at most a quarter of the upstream sockets; past that its calls get
+    // a 429 (SDKs retry it) instead of starving every other rollout's calls.
+    const inFlight = this.inFlight.get(call.rolloutId) ?? 0;
+    if (inFlight >= MAX_CALLS_PER_ROLLOUT) {
+      sendError(response, 429, 'rate_limit_exceeded', `this rollout has ${inFlight} LLM calls in flight through Lightning (limit ${MAX_CALLS_PER_ROLLOUT}); retry when one finishes`);
+      return Promise.resolve();
+    }
+    this.inFlight.set(call.rolloutId, inFlight + 1);
+    return this.forwardCall(call, request, response).finally(() => {
+      const left = (this.inFlight.get(call.rolloutId) ?? 1) - 1;
+      if (left === 0) this.inFlight.delete(call.rolloutId);
+      else this.inFlight.set(call.rolloutId, left);
+    });
+  }
+
+  private forwardCall(call: ProxyCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
     const base = (call.upstream ?? this.config.baseUrl).replace(/\/+$/, '');
-    const target = new URL(`${base}${call.path}`);
+    const target = upstreamTarget(base, call.path);
     const startMs = Date.now();
     let firstByteMs: number | null = null;
     const reassembler = call.api ? reassemblerFor(call.api) : undefined;
@@ -108,19 +146,15 @@ export class RecordingProxy {
     let status: number | null = null;
 
     return new Promise<void>((resolve) => {
-      let finished = false;
-      const finish = (error: string | null, responseJson: JsonObject | null): void => {
-        if (finished) return;
-        finished = true;
-        if (call.api && call.json) {
-          const record: CallRecord = {
-            api: call.api, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(base),
-            request: call.json, response: responseJson, status, streamed, startMs, endMs: Date.now(), firstByteMs, error, tokenIdsRequested: call.tokenIdsRequested, model: call.model,
-            traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
-          };
-          this.record(callToSpan(record), call.rolloutId);
-        }
-        resolve();
+      let finished: Promise<boolean> | undefined;
+      /** Records the call once; resolves true when the record is committed (or there is none to make). */
+      const finish = (error: string | null, responseJson: JsonObject | null): Promise<boolean> => {
+        finished ??= this.commit(call, request, { base, status, streamed, startMs, firstByteMs, error, responseJson }).finally(resolve);
+        return finished;
+      };
+      /** Answers with an error once the call is recorded (the error is what the record says too). */
+      const fail = (httpStatus: number, type: string, message: string): void => {
+        void finish(message, reassembler && streamed ? reassembler.result() : null).then(() => sendError(response, httpStatus, type, message, call.errorBody));
       };
 
       const transport = target.protocol === 'https:' ? https : http;
@@ -131,11 +165,17 @@ export class RecordingProxy {
         timeout: this.config.timeoutMs,
       });
 
+      // A call waiting for a free upstream socket waits at most this long (the socket timeout starts only once it has one).
+      const queued = setTimeout(() => upstream.destroy(new QueueTimeoutError(`no upstream connection was free within ${UPSTREAM_QUEUE_TIMEOUT_MS} ms (the daemon is at its ${UPSTREAM_SOCKETS} upstream sockets); retry shortly`)), UPSTREAM_QUEUE_TIMEOUT_MS);
+      queued.unref();
+      upstream.once('socket', () => clearTimeout(queued));
+      upstream.once('close', () => clearTimeout(queued));
+
       // The agent went away before the response ended: stop the upstream work too.
       response.on('close', () => {
         if (!response.writableFinished) {
           upstream.destroy();
-          finish('cancelled: the client disconnected before the response ended', reassembler && streamed ? reassembler.result() : null);
+          void finish('cancelled: the client disconnected before the response ended', reassembler && streamed ? reassembler.result() : null);
         }
       });
       upstream.on('timeout', () => upstream.destroy(new Error(`no response from the upstream within ${this.config.timeoutMs} ms`)));
@@ -143,12 +183,23 @@ export class RecordingProxy {
         if (finished) return;
         const message = `Lightning could not get a response from the upstream ${redactUrl(base)}: ${errorMessage(error)}`;
         this.logger.warn('upstream request failed', { upstream: redactUrl(base), error: errorMessage(error) });
-        sendError(response, /within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message, call.errorBody);
-        finish(message, reassembler && streamed ? reassembler.result() : null);
+        fail(error instanceof QueueTimeoutError ? 503 : /within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message);
+      });
+      // An LLM API never switches protocols; without this listener Node would leave the call hanging.
+      upstream.on('upgrade', (upgraded: IncomingMessage, socket) => {
+        socket.destroy();
+        status = upgraded.statusCode ?? null;
+        fail(502, 'upstream_malformed_response', `the upstream ${redactUrl(base)} answered HTTP ${upgraded.statusCode} (switching protocols), which an LLM API never does`);
       });
 
       upstream.on('response', (upstreamResponse) => {
         status = upstreamResponse.statusCode ?? 502;
+        if (status < 200 || status > 599) {
+          // Node refuses to send such a status on (writeHead throws): the agent gets a 502 that says why.
+          upstreamResponse.destroy();
+          fail(502, 'upstream_malformed_response', `the upstream ${redactUrl(base)} answered with HTTP status ${status}, which is not a final HTTP status (200–599)`);
+          return;
+        }
         streamed = String(upstreamResponse.headers['content-type'] ?? '').includes('text/event-stream');
         const headers: http.OutgoingHttpHeaders = {};
         for (const [name, value] of Object.entries(upstreamResponse.headers)) {
@@ -157,9 +208,16 @@ export class RecordingProxy {
         if (streamed) {
           response.writeHead(status, headers);
           response.flushHeaders();
+          let reassembled = 0;
           const parser = createParser({
             onEvent: (event) => {
               if (event.data === '[DONE]' || !reassembler) return;
+              // The record of a huge stream stops growing at the record limit; the agent still gets all of it.
+              reassembled += event.data.length;
+              if (reassembled > RECORD_LIMITS.maxRecordChars) {
+                reassembler.truncated = true;
+                return;
+              }
               try {
                 reassembler.add(JSON.parse(event.data));
               } catch {
@@ -184,19 +242,28 @@ export class RecordingProxy {
             parser.feed(utf8.end());
             const result = reassembler?.result() ?? null;
             const error = status! >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? null);
-            finish(error, result);
-            response.end();
+            // The stream's end is the agent's acknowledgement: it comes after the commit.
+            void finish(error, result).then((committed) => (committed ? response.end() : response.destroy()));
           });
           // The upstream dropped the stream: the agent must not wait forever, and the call is recorded.
           upstreamResponse.on('close', () => {
             if (ended || finished) return;
-            finish('the upstream stream broke before it ended', reassembler?.result() ?? null);
-            response.destroy();
+            void finish('the upstream stream broke before it ended', reassembler?.result() ?? null).then(() => response.destroy());
           });
           return;
         }
+        let held = 0;
         upstreamResponse.on('data', (chunk: Buffer) => {
           firstByteMs ??= Date.now();
+          held += chunk.length;
+          try {
+            if (held > MAX_UPSTREAM_BODY_BYTES) throw new Error(`the answer is over the ${MAX_UPSTREAM_BODY_BYTES}-byte limit for a non-streamed answer`);
+            this.budget?.take(chunk.length, response);
+          } catch (error) {
+            upstreamResponse.destroy();
+            fail(502, 'upstream_response_too_large', `Lightning did not take the upstream ${redactUrl(base)}'s answer: ${errorMessage(error)}`);
+            return;
+          }
           chunks.push(chunk);
         });
         upstreamResponse.on('end', () => {
@@ -211,9 +278,7 @@ export class RecordingProxy {
             }
           }
           if (malformed) {
-            const message = `the upstream ${redactUrl(base)} answered HTTP ${status} with a body that is not JSON`;
-            sendError(response, 502, 'upstream_malformed_response', message, call.errorBody);
-            finish(message, null);
+            fail(502, 'upstream_malformed_response', `the upstream ${redactUrl(base)} answered HTTP ${status} with a body that is not JSON`);
             return;
           }
           let json = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
@@ -224,16 +289,19 @@ export class RecordingProxy {
             streamed = true;
           }
           const error = status! >= 400 ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? body.toString('utf8').slice(0, 500)}` : null;
-          response.writeHead(status!, { ...headers, 'content-length': body.length });
-          response.end(body);
-          // In the same turn of the event loop as the response: the record is queued before the
-          // agent's next request (or `lightning run` finishing the rollout) can be handled.
-          finish(error, json);
+          // The answer goes out once its record is committed: the agent's 200 means "recorded".
+          void finish(error, json).then((committed) => {
+            if (!committed) {
+              sendError(response, 503, 'storage_unavailable', 'Lightning could not record this call (the store refused the write); retry shortly');
+              return;
+            }
+            response.writeHead(status!, { ...headers, 'content-length': body.length });
+            response.end(body);
+          });
         });
         const broke = (reason: string): void => {
           if (finished) return;
-          sendError(response, 502, 'upstream_unavailable', `the upstream connection broke: ${reason}`, call.errorBody);
-          finish(`the upstream connection broke: ${reason}`, null);
+          fail(502, 'upstream_unavailable', `the upstream connection broke: ${reason}`);
         };
         upstreamResponse.on('error', (error) => broke(errorMessage(error)));
         upstreamResponse.on('close', () => {
@@ -244,6 +312,36 @@ export class RecordingProxy {
       upstream.end(call.body);
     });
   }
+
+  /** Builds the call's span and waits for its commit; false when it could not be recorded. Never throws. */
+  private async commit(call: ProxyCall, request: IncomingMessage, outcome: { base: string; status: number | null; streamed: boolean; startMs: number; firstByteMs: number | null; error: string | null; responseJson: JsonObject | null }): Promise<boolean> {
+    if (!call.api || !call.json) return true;
+    try {
+      const record: CallRecord = {
+        api: call.api, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(outcome.base),
+        request: call.json, response: outcome.responseJson, status: outcome.status, streamed: outcome.streamed, startMs: outcome.startMs, endMs: Date.now(),
+        firstByteMs: outcome.firstByteMs, error: outcome.error, tokenIdsRequested: call.tokenIdsRequested, model: call.model,
+        traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
+      };
+      await this.record(callToSpan(record), call.rolloutId);
+      return true;
+    } catch (error) {
+      this.logger.error('could not record an LLM call', { rolloutId: call.rolloutId, error: errorMessage(error) });
+      return false;
+    }
+  }
+}
+
+/** The upstream URL for a call: the base's path joined with the call's path, the call's query kept intact. */
+export function upstreamTarget(base: string, pathAndQuery: string): URL {
+  const target = new URL(base);
+  const query = pathAndQuery.indexOf('?');
+  const callPath = query === -1 ? pathAndQuery : pathAndQuery.slice(0, query);
+  target.pathname = `${target.pathname.replace(/\/+$/, '')}${callPath}`;
+  const params = new URLSearchParams(target.search);
+  if (query !== -1) for (const [name, value] of new URLSearchParams(pathAndQuery.slice(query + 1))) params.append(name, value);
+  target.search = params.toString();
+  return target;
 }
 
 function upstreamErrorMessage(json: JsonObject | null): string | undefined {

@@ -15,7 +15,12 @@ export interface Reassembler {
   result(): { [key: string]: Json };
   /** Set when the stream carried an error. */
   error: string | undefined;
+  /** Set when the stream passed the record size limit: the result says so, and holds what came before. */
+  truncated: boolean;
 }
+
+/** What a truncated stream's record carries. */
+export const TRUNCATED_MARKER = { lightning_truncated: 'the stream passed the record size limit; the rest was passed to the agent but not recorded' } as const;
 
 type JsonObject = { [key: string]: Json };
 
@@ -50,6 +55,8 @@ export class StreamReassembler implements Reassembler {
   private finalResponse: JsonObject | undefined;
   private readonly responseEvents: string[] = [];
   private eventCount = 0;
+  /** Set when the stream went past the record limit and the rest was not reassembled. */
+  truncated = false;
   /** Set when the stream carried an `error` payload. */
   error: string | undefined;
 
@@ -119,13 +126,14 @@ export class StreamReassembler implements Reassembler {
 
   /** The response as the non-streaming endpoint would have returned it. */
   result(): JsonObject {
+    const marker: JsonObject = this.truncated ? { ...TRUNCATED_MARKER } : {};
     if (this.api === 'responses') {
-      return { ...(this.finalResponse ?? { object: 'response', status: 'incomplete' }), lightning_stream_events: this.eventCount };
+      return { ...(this.finalResponse ?? { object: 'response', status: 'incomplete' }), lightning_stream_events: this.eventCount, ...marker };
     }
     const choices = [...this.choices.values()].sort((a, b) => a.index - b.index).map((draft) => this.choiceResult(draft));
     const result: JsonObject = { ...this.head, object: this.api === 'completions' ? 'text_completion' : 'chat.completion', choices };
     if (this.usage !== undefined) result.usage = this.usage;
-    return result;
+    return { ...result, ...marker };
   }
 
   private choiceResult(draft: ChoiceDraft): JsonObject {

@@ -2,11 +2,10 @@
  * Turns one proxied LLM call into a span, named and attributed by the OpenTelemetry GenAI
  * conventions (`gen_ai.*`), with the full request and (reassembled) response kept under
  * `lightning.request` / `lightning.response` for the trajectory view and for training. Secrets are
- * scrubbed (secrets.ts) before anything is stored.
+ * scrubbed, and deep or huge bodies cut, where the store takes the span (secrets.ts#scrubSpan).
  */
 import crypto from 'node:crypto';
 import type { Json, SpanInput } from '../protocol';
-import { scrubSecrets } from '../secrets';
 import type { Api } from './reassemble';
 import { anthropicUsage } from './anthropic';
 import { geminiUsage } from './gemini';
@@ -127,7 +126,7 @@ export function callToSpan(record: CallRecord): SpanInput {
     'lightning.call_index': record.callIndex,
     'lightning.streamed': record.streamed,
     'lightning.upstream': record.upstream,
-    'lightning.request': scrubSecrets(record.request),
+    'lightning.request': record.request,
   };
   const generation = record.request.generationConfig;
   const sampling = generation && typeof generation === 'object' && !Array.isArray(generation) ? { ...record.request, temperature: generation.temperature, top_p: generation.topP, max_output_tokens: generation.maxOutputTokens } : record.request;
@@ -135,7 +134,7 @@ export function callToSpan(record: CallRecord): SpanInput {
     if (typeof sampling[key] === 'number') attributes[`gen_ai.request.${attribute}`] = sampling[key];
   }
   if (record.response) {
-    attributes['lightning.response'] = scrubSecrets(record.response);
+    attributes['lightning.response'] = record.response;
     const id = responseIdOf(record.api, record.response);
     const responseModel = responseModelOf(record.api, record.response);
     if (typeof id === 'string') attributes['gen_ai.response.id'] = id;

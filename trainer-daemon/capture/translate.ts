@@ -54,7 +54,8 @@ function writeAnswer(call: TranslatedCall, response: ServerResponse, answer: Jso
 export class TranslatingProxy {
   constructor(
     private readonly config: UpstreamConfig,
-    private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => void,
+    /** Stores the call's span; resolves once it is committed (the agent's answer waits on it). */
+    private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => Promise<unknown>,
     private readonly logger: Logger,
   ) {}
 
@@ -70,6 +71,8 @@ export class TranslatingProxy {
     let answer: JsonObject | null = null;
     let error: string | null = null;
     let firstByteMs: number | null = null;
+    // The answer (or error) is sent only once the call's record is committed, as the recording proxy does.
+    let reply: () => void = () => undefined;
     try {
       const upstream = await fetch(`${base}/chat/completions`, {
         method: 'POST',
@@ -90,24 +93,36 @@ export class TranslatingProxy {
         const detail = (parsed as { error?: { message?: unknown } } | null)?.error?.message;
         error = `the policy server ${redactUrl(base)} answered HTTP ${upstream.status}${typeof detail === 'string' ? `: ${detail}` : upstream.status < 400 ? ' with a body that is not JSON' : ''}`;
         const errorStatus = upstream.status >= 400 ? upstream.status : 502;
-        this.sendError(call, response, errorStatus, error);
+        const message = error;
+        reply = () => this.sendError(call, response, errorStatus, message);
       } else {
         completion = parsed as JsonObject;
-        answer = answerOf(call, completion);
-        writeAnswer(call, response, answer);
+        const translated = answerOf(call, completion);
+        answer = translated;
+        reply = () => writeAnswer(call, response, translated);
       }
     } catch (caught) {
       error = aborted.signal.aborted ? 'cancelled: the client disconnected before the response ended' : `Lightning could not get a response from the policy server ${redactUrl(base)}: ${errorMessage(caught)}`;
       if (!aborted.signal.aborted) this.logger.warn('policy request failed', { upstream: redactUrl(base), error: errorMessage(caught) });
-      this.sendError(call, response, /timeout|aborted due to timeout/i.test(errorMessage(caught)) ? 504 : 502, error);
+      const message = error;
+      reply = () => this.sendError(call, response, /timeout|aborted due to timeout/i.test(errorMessage(caught)) ? 504 : 502, message);
     }
-    if (call.json) {
-      this.record(callToSpan({
+    if (!call.json) {
+      reply();
+      return;
+    }
+    try {
+      await this.record(callToSpan({
         api: call.api!, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(base), request: call.json, response: answer, status, streamed: call.stream,
         startMs, endMs: Date.now(), firstByteMs, error, tokenIdsRequested: true, model: call.model, translated: completion,
         traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
       }), call.rolloutId);
+    } catch (caught) {
+      this.logger.error('could not record an LLM call', { rolloutId: call.rolloutId, error: errorMessage(caught) });
+      this.sendError(call, response, 503, 'Lightning could not record this call (the store refused it); retry');
+      return;
     }
+    reply();
   }
 
   private sendError(call: TranslatedCall, response: ServerResponse, status: number, message: string): void {

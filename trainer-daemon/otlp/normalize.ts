@@ -1,13 +1,13 @@
 /**
  * Turns a decoded OTLP trace export into the daemon's spans (`SpanInput`): hex ids checked, times in
  * epoch milliseconds, a category (llm | tool | agent | reward | other) and token usage read from
- * whichever instrumentation convention the agent's framework follows, credentials dropped.
+ * whichever instrumentation convention the agent's framework follows (credentials are dropped where the
+ * store takes the span: secrets.ts#scrubSpan).
  *
  * A span that cannot be stored is reported in `rejected` and the rest of the batch goes on, as OTLP's
  * partial success allows.
  */
 import type { Json, SpanCategory, SpanInput } from '../protocol/records';
-import { scrubSecrets } from '../secrets';
 import type { ExportTraceRequest, OtlpSpan } from './decode';
 
 type Attributes = Record<string, Json>;
@@ -65,7 +65,8 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
   if (otlp.startTimeUnixNano === '0') return 'startTimeUnixNano is missing';
 
   const startMs = nanosToMs(otlp.startTimeUnixNano);
-  const attributes = scrubSecrets(otlp.attributes) as Attributes;
+  // Scrubbed and cut to size where every span enters the store (secrets.ts#scrubSpan).
+  const attributes = otlp.attributes as Attributes;
   const category = categorize(otlp.name, attributes);
   const usage = category === 'llm' ? tokenUsage(attributes) : { promptTokens: null, completionTokens: null };
   // Built field by field from checked parts, so it is a SpanInput without a second, deep parse
@@ -85,7 +86,7 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
     events: otlp.events.map((event) => ({
       name: event.name,
       timeMs: event.timeUnixNano === '0' ? startMs : nanosToMs(event.timeUnixNano),
-      attributes: scrubSecrets(event.attributes) as Attributes,
+      attributes: event.attributes as Attributes,
     })),
     ...usage,
   };

@@ -5,7 +5,7 @@
  */
 import protobuf from 'protobufjs/minimal';
 import type { SpanInput } from '../protocol';
-import { errorMessage, OverloadedError } from '../errors';
+import { errorMessage, OverloadedError, PayloadTooLargeError } from '../errors';
 import type { WriteQueue } from '../store/writeQueue';
 import { DecodePool } from './decodePool';
 
@@ -47,9 +47,10 @@ export class OtlpReceiver {
   /**
    * Stores a trace export. `urlRolloutId` comes from the capability URL (`/r/<key>/v1/traces`) and
    * wins over span attributes; without one, each span's rollout is its `lightning.rollout_id`.
-   * Throws InvalidInputError (or UnsupportedMediaTypeError) for a body that cannot be decoded.
+   * `refuses` says why a rollout takes no spans (it has finished). Throws InvalidInputError (or
+   * UnsupportedMediaTypeError) for a body that cannot be decoded.
    */
-  async ingest(urlRolloutId: string | null, body: Buffer, contentType: string | undefined, contentEncoding: string | undefined): Promise<OtlpResponse> {
+  async ingest(urlRolloutId: string | null, body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, refuses: (rolloutId: string) => string | undefined = () => undefined): Promise<OtlpResponse> {
     const { spans, rejected } = await this.pool.decode(body, contentType, contentEncoding, this.maxBytes);
     const problems = rejected.map((r) => `${r.spanId ?? 'span'}: ${r.error}`);
     const byRollout = new Map<string, SpanInput[]>();
@@ -67,15 +68,23 @@ export class OtlpReceiver {
     let overloaded: unknown;
     await Promise.all(
       [...byRollout].map(async ([rolloutId, list]) => {
+        const refusal = refuses(rolloutId);
+        if (refusal) {
+          problems.push(`${list.length} span(s): ${refusal}`);
+          return;
+        }
         try {
           stored += (await this.writes.submitSpans(rolloutId, list)).length;
         } catch (error) {
           if (error instanceof OverloadedError) overloaded = error;
+          // A batch that can never fit is the exporter's to split: 413, not a partial success.
+          if (error instanceof PayloadTooLargeError) throw error;
           problems.push(`${list.length} span(s) for rollout ${rolloutId}: ${errorMessage(error)}`);
         }
       }),
     );
-    // Nothing stored because the daemon is busy: a 503 makes the exporter retry the batch later.
+    // Nothing stored because the daemon is busy or the store cannot write (a full disk): a 503 with
+    // Retry-After makes the exporter retry the batch later; a partial success it would not retry.
     if (stored === 0 && overloaded) throw overloaded;
     const rejectedCount = spans.length + rejected.length - stored;
     const binary = !(contentType ?? '').toLowerCase().includes('json');

@@ -49,7 +49,15 @@ export class WebSocketMessageReader extends AbstractMessageReader implements Mes
 export class WebSocketMessageWriter extends AbstractMessageWriter implements MessageWriter {
   private errorCount = 0;
 
-  constructor(private readonly socket: WebSocket) {
+  /**
+   * `maxBufferedBytes`: a peer that stops reading makes sent frames pile up in this process; past
+   * this many unsent bytes the socket is dropped (and its buffers freed) instead of memory growing
+   * without bound. The peer sees the connection close and may reconnect.
+   */
+  constructor(
+    private readonly socket: WebSocket,
+    private readonly maxBufferedBytes = Infinity,
+  ) {
     super();
   }
 
@@ -57,6 +65,14 @@ export class WebSocketMessageWriter extends AbstractMessageWriter implements Mes
     return new Promise((resolve, reject) => {
       if (this.socket.readyState !== this.socket.OPEN) {
         reject(new Error('the WebSocket is closed'));
+        return;
+      }
+      if (this.socket.bufferedAmount > this.maxBufferedBytes) {
+        this.socket.terminate();
+        const error = new Error(`the peer is not reading: over ${this.maxBufferedBytes} bytes were waiting to be sent, so the connection was dropped`);
+        this.errorCount += 1;
+        this.fireError(error, message, this.errorCount);
+        reject(error);
         return;
       }
       this.socket.send(JSON.stringify(message), (error) => {

@@ -9,6 +9,10 @@ import path from 'node:path';
 import { describeIssues, RewardsFile, RewardSpec, type RewardSourceConfig, type RewardSpecInput } from '../protocol';
 import { InvalidInputError, NotFoundError } from '../errors';
 import { assertNever } from '../util/assert';
+import { parseJsonText, readFileBounded } from '../util/readFileBounded';
+
+/** A rewards file is a few specs: anything larger is not one. */
+const MAX_REWARDS_FILE_BYTES = 1024 * 1024;
 
 /** A spec whose sources all have names, with the folder its relative paths start from. */
 export interface ResolvedSpec {
@@ -63,12 +67,7 @@ export function loadRewardsFile(file: string): LoadedRewardsFile {
   if (!fs.existsSync(file)) {
     throw new NotFoundError(`no rewards config at ${file}: write one (see the README's "Automatic rewards" section) or name another file (lightning score --config, --rewards elsewhere)`);
   }
-  let raw: unknown;
-  try {
-    raw = JSON.parse(fs.readFileSync(file, 'utf8'));
-  } catch (error) {
-    throw new InvalidInputError(`${file}: not valid JSON (${(error as Error).message})`);
-  }
+  const raw = parseJsonText(readFileBounded(file, MAX_REWARDS_FILE_BYTES, 'rewards file'), file);
   const parsed = RewardsFile.safeParse(raw);
   if (!parsed.success) throw new InvalidInputError(`${file}: ${describeIssues(parsed.error, '')}`);
   const baseDir = path.dirname(path.resolve(file));

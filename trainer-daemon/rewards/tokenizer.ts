@@ -7,7 +7,7 @@
  * truncation and padding settings. BPE and Unigram models (GPT-2, Llama, DeBERTa tokenizers) are
  * refused with an error naming the type.
  */
-import fs from 'node:fs';
+import { parseJsonText, readFileBounded } from '../util/readFileBounded';
 import { z } from 'zod';
 import { describeIssues } from '../protocol';
 import { InvalidInputError } from '../errors';
@@ -133,12 +133,8 @@ export class Tokenizer {
   ) {}
 
   static load(file: string): Tokenizer {
-    let raw: unknown;
-    try {
-      raw = JSON.parse(fs.readFileSync(file, 'utf8'));
-    } catch (error) {
-      throw new InvalidInputError(`cannot read tokenizer ${file}: ${(error as Error).message}`);
-    }
+    // Hugging Face tokenizer.json files run to a few tens of MB.
+    const raw = parseJsonText(readFileBounded(file, 256 * 1024 * 1024, 'tokenizer'), `tokenizer ${file}`);
     const parsed = TokenizerFile.safeParse(raw);
     if (!parsed.success) throw new InvalidInputError(`tokenizer ${file}: ${describeIssues(parsed.error, '')}`);
     const config = parsed.data;

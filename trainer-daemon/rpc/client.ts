@@ -79,6 +79,10 @@ export class RpcClient implements Disposable {
     return onCheckedNotification(this.connection, name, listener);
   }
 
+  /** Whether the connection is gone (the daemon stopped or died): requests on it can only fail. */
+  get closed(): boolean {
+    return this.socket.readyState !== WebSocket.OPEN;
+  }
 
   dispose(): void {
     this.connection.dispose();

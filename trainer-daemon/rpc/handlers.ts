@@ -129,10 +129,26 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
 }
 
 /** Validates raw params against the method's schema; the error names the bad field. */
+/** Deeper than this, params are refused before validation: a schema walk of 10,000 levels overflows the stack. */
+const MAX_PARAMS_DEPTH = 64;
+
 export function parseParams<M extends MethodName>(name: M, raw: unknown): ParsedParamsOf<M> {
+  if (nestedDeeperThan(raw, MAX_PARAMS_DEPTH)) throw new InvalidInputError(`params: nested deeper than ${MAX_PARAMS_DEPTH} levels; no method takes that`);
   const parsed = Methods[name].params.safeParse(raw ?? {});
   if (!parsed.success) throw new InvalidInputError(describeIssues(parsed.error, 'params'));
   return parsed.data as ParsedParamsOf<M>;
+}
+
+/** Whether a JSON value nests deeper than `limit`, checked without recursion. */
+function nestedDeeperThan(value: unknown, limit: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!;
+    if (current === null || typeof current !== 'object') continue;
+    if (depth >= limit) return true;
+    for (const inner of Object.values(current)) if (inner !== null && typeof inner === 'object') stack.push([inner, depth + 1]);
+  }
+  return false;
 }
 
 /** Calls a handler with validated params: what the server does per request, and the CLI's local path. */

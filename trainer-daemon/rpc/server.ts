@@ -19,12 +19,16 @@ import { invoke, type Handlers } from './handlers';
 import type { Broadcast } from './notifier';
 
 export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
+/** Unsent bytes one RPC client may leave waiting before it is disconnected (a client that stopped reading). */
+export const DEFAULT_MAX_BUFFERED_BYTES = 64 * 1024 * 1024;
 
 export interface RpcServerOptions {
   readonly token: string;
   readonly handlers: Handlers;
   readonly logger: Logger;
   readonly maxMessageBytes?: number;
+  /** Default DEFAULT_MAX_BUFFERED_BYTES, or LIGHTNING_RPC_MAX_BUFFERED_BYTES. */
+  readonly maxBufferedBytes?: number;
 }
 
 function tokenMatches(header: string | undefined, token: string): boolean {
@@ -75,7 +79,10 @@ export class RpcServer implements Disposable {
     const reader = new WebSocketMessageReader(ws, (_raw, reason) => {
       ws.send(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: RpcCode.ParseError, message: reason } }));
     });
-    const connection = createMessageConnection(reader, new WebSocketMessageWriter(ws));
+    const maxBuffered = this.options.maxBufferedBytes ?? (Number(process.env.LIGHTNING_RPC_MAX_BUFFERED_BYTES) || DEFAULT_MAX_BUFFERED_BYTES);
+    const writer = new WebSocketMessageWriter(ws, maxBuffered);
+    writer.onError(([error]) => this.options.logger.warn('dropped an RPC client', { error: errorMessage(error) }));
+    const connection = createMessageConnection(reader, writer);
     for (const name of Object.keys(Methods) as MethodName[]) {
       connection.onRequest(Methods[name].method, (raw: unknown) => this.serve(name, raw));
     }

@@ -1,11 +1,13 @@
 /**
- * The agents a batch started, recorded as they start (`<logDir>/agents.jsonl`: pid and the
- * process's identity), so that `--resume` can stop agents a runner that died left running. A pid is
+ * The agents a batch started, recorded as they start (`<logDir>/agents.jsonl`, 0600: pid and a digest
+ * of the process's identity), so that `--resume` can stop agents a runner that died left running. A pid is
  * only signalled while it still names the same process — same start time and command line — so a
  * recycled pid never gets killed.
  */
 import { execFileSync } from 'node:child_process';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
+import { PRIVATE_FILE_MODE } from '../util/privateFiles';
 import { isProcessAlive } from '../discovery';
 
 interface AgentRecord {
@@ -13,16 +15,22 @@ interface AgentRecord {
   readonly identity: string;
 }
 
-/** What tells this process apart from a later one with the same pid; null when it is gone. */
+/** A command line may carry `--api-key=…`: the log keeps only a digest of the identity, which is all a comparison needs. */
+function digest(identity: string): string {
+  return crypto.createHash('sha256').update(identity).digest('hex');
+}
+
+/** What tells this process apart from a later one with the same pid (a digest); null when it is gone. */
 export function processIdentity(pid: number): string | null {
   try {
     if (fs.existsSync('/proc/self/stat')) {
       // Field 22 (start time, in clock ticks since boot) follows the parenthesized command name.
       const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
       const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
-      return `${startTime} ${fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim()}`;
+      return digest(`${startTime} ${fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim()}`);
     }
-    return execFileSync('ps', ['-o', 'lstart=,command=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim() || null;
+    const listed = execFileSync('ps', ['-o', 'lstart=,command=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    return listed ? digest(listed) : null;
   } catch {
     return null;
   }
@@ -35,7 +43,7 @@ export class AgentPidLog {
   record(pid: number): void {
     const identity = processIdentity(pid);
     // An agent already gone needs no stopping later.
-    if (identity !== null) fs.appendFileSync(this.file, `${JSON.stringify({ pid, identity } satisfies AgentRecord)}\n`);
+    if (identity !== null) fs.appendFileSync(this.file, `${JSON.stringify({ pid, identity } satisfies AgentRecord)}\n`, { mode: PRIVATE_FILE_MODE });
   }
 
   /**

@@ -8,7 +8,7 @@
  * attempts left), per-attempt timeouts, cancel, the per-attempt progress callback, and automatic
  * scoring of each rollout once it is final (runner/scoring.ts).
  */
-import fs from 'node:fs';
+import { ensurePrivateDir } from '../util/privateFiles';
 import type { MethodName, ParamsOf, ProviderUpstreams, ResultOf, RolloutScore } from '../protocol';
 import { FINISHED } from '../rewards/job';
 import type { AttemptEnded } from '../protocol/runner';
@@ -96,7 +96,7 @@ export class BatchRunner implements BatchPool {
   private readonly scoring: ScoringQueue | undefined;
 
   constructor(options: BatchRunnerOptions) {
-    fs.mkdirSync(options.logDir, { recursive: true });
+    ensurePrivateDir(options.logDir);
     const scoring = options.scoring && new ScoringQueue(options.client, options.scoring, options.onScored);
     const onAttempt = (event: AttemptEvent): void => {
       options.onAttempt(event);

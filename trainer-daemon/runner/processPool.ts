@@ -5,6 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import { PRIVATE_FILE_MODE } from '../util/privateFiles';
 import path from 'node:path';
 import { instrumentationEnv, type RolloutStatus } from '../protocol';
 import { errorMessage } from '../errors';
@@ -69,7 +70,7 @@ export class ProcessPool implements BatchPool {
     }
     const [program, ...args] = this.mode.command;
     const env = { ...this.options.env, ...instrumentationEnv({ url, rolloutId, task: rollout.task?.input ?? null, base: this.options.env }) };
-    const log = fs.openSync(path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`), 'a');
+    const log = fs.openSync(path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`), 'a', PRIVATE_FILE_MODE);
     const outcome = await new Promise<{ to: RolloutStatus; error: string | null; exitCode: number | null }>((resolve) => {
       const child = spawn(program!, args, { env, cwd: this.mode.cwd, detached: true, stdio: ['ignore', log, log] });
       this.running.set(rolloutId, child);

@@ -7,6 +7,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import { PRIVATE_FILE_MODE } from '../util/privateFiles';
 import path from 'node:path';
 import { PLACEHOLDER_API_KEY } from '../protocol';
 import { LightningError, errorMessage } from '../errors';
@@ -73,7 +74,7 @@ export class WorkerPool implements BatchPool {
       LIGHTNING_RUNNER_CONCURRENCY: String(this.mode.concurrencyPerWorker),
       ...(this.options.env.OPENAI_API_KEY ? {} : { OPENAI_API_KEY: PLACEHOLDER_API_KEY }),
     };
-    const log = fs.openSync(path.join(this.options.logDir, `worker-${worker}.log`), 'a');
+    const log = fs.openSync(path.join(this.options.logDir, `worker-${worker}.log`), 'a', PRIVATE_FILE_MODE);
     const child = spawn(program!, args, { env, cwd: this.mode.cwd, detached: true, stdio: ['ignore', log, log] });
     fs.closeSync(log);
     this.workers.set(worker, child);

@@ -3,6 +3,7 @@
  * `GET /health`, and the agent-facing routes. Every request must name a loopback Host
  * (DNS-rebinding defence): a page on another origin that resolves to 127.0.0.1 is refused.
  */
+import fs from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -46,6 +47,29 @@ export function sendJson(response: ServerResponse, status: number, body: unknown
   response.end(text);
 }
 
+/** The process's soft limit on open files (Linux /proc), or undefined where it cannot be read. */
+function openFileLimit(): number | undefined {
+  try {
+    const line = /^Max open files\s+(\d+)/m.exec(fs.readFileSync('/proc/self/limits', 'utf8'));
+    return line ? Number(line[1]) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * How many client connections the daemon holds at once (README "Guarantees"). Each proxied call
+ * also holds an upstream socket, and the store, logs and workers need descriptors too: half of what
+ * is left of the fd limit after a reserve, so slow or idle clients can never exhaust descriptors
+ * and make every other request fail. LIGHTNING_MAX_CONNECTIONS overrides it.
+ */
+export function connectionCap(env: NodeJS.ProcessEnv = process.env): number {
+  const configured = Number(env.LIGHTNING_MAX_CONNECTIONS);
+  if (Number.isInteger(configured) && configured > 0) return configured;
+  const limit = openFileLimit();
+  return limit === undefined ? 4_096 : Math.max(32, Math.floor((limit - 128) / 2));
+}
+
 export interface HttpServerOptions {
   readonly logger: Logger;
   readonly routes: (request: IncomingMessage, response: ServerResponse) => boolean;
@@ -63,9 +87,29 @@ export class DaemonHttpServer {
   private idleWaiters: Array<() => void> = [];
 
   constructor(private readonly options: HttpServerOptions) {
-    this.server = http.createServer((request, response) => this.guard(request, () => this.onRequest(request, response), () => response.destroy()));
+    // A client must send its headers within headersTimeout (a byte a second never completes them);
+    // an idle keep-alive socket closes after 5 s; the check runs every second.
+    const headersTimeout = Number(process.env.LIGHTNING_HEADERS_TIMEOUT_MS) || 10_000;
+    this.server = http.createServer({ headersTimeout, requestTimeout: 300_000, keepAliveTimeout: 5_000, connectionsCheckingInterval: Math.min(1_000, headersTimeout) }, (request, response) =>
+      this.guard(request, () => this.onRequest(request, response), () => response.destroy()),
+    );
+    this.server.maxConnections = connectionCap();
+    let lastDropLog = 0;
+    this.server.on('drop', () => {
+      if (Date.now() - lastDropLog < 10_000) return;
+      lastDropLog = Date.now();
+      this.options.logger.warn('refused connections: the connection cap is reached', { maxConnections: this.server.maxConnections });
+    });
     this.server.on('upgrade', (request, socket, head) => this.guard(request, () => this.onUpgrade(request, socket, head), () => socket.destroy()));
-    this.server.on('clientError', (_error, socket) => socket.destroy());
+    // Malformed HTTP: a 400 the client can read, then close (Node's recommended handling).
+    this.server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
+      if (!socket.writable || error.code === 'ECONNRESET') {
+        socket.destroy();
+        return;
+      }
+      const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
+      socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`, () => socket.destroy());
+    });
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {

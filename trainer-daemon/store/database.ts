@@ -5,9 +5,8 @@
  * setting in WAL mode; after an operating-system crash or power loss the last transactions before
  * the most recent checkpoint may be lost, never corrupted.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import { openConnection, type Connection, type DriverName } from './driver';
+import { preparePrivateStoreFile } from '../util/privateFiles';
 import { migrate } from './migrations';
 
 export interface OpenOptions {
@@ -20,7 +19,8 @@ export interface OpenOptions {
 
 /** Opens `file` on either driver with the same pragmas and migrations: one schema, one durability promise. */
 export function openDatabase(file: string, options: OpenOptions = {}): Connection {
-  if (file !== ':memory:' && !options.readonly) fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
+  // Prompts, answers and rollout keys: the store, its WAL and its folder are the owner's alone.
+  if (file !== ':memory:' && !options.readonly) preparePrivateStoreFile(file);
   const connection = openConnection(file, { readonly: options.readonly ?? false, driver: options.driver });
   const { db } = connection;
   try {

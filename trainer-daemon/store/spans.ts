@@ -6,6 +6,7 @@
 import type { Database, Statement } from './driver';
 import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
 import { NotFoundError } from '../errors';
+import { scrubSpan } from '../secrets';
 
 interface SpanRow {
   rollout_id: string;
@@ -166,7 +167,8 @@ export class SpanRepository {
     const stored: Span[] = [];
     const twins = this.twinsFor(batch);
     for (const input of batch.spans) {
-      const { span, responseId, replaced, pairedWith } = pairWithTwin(twins, input);
+      // The one door into the table: whatever made the span, secrets and oversize parts stop here.
+      const { span, responseId, replaced, pairedWith } = pairWithTwin(twins, scrubSpan(input));
       const info = this.insert.run(
         batch.rolloutId, counters.attempt_count, sequence + 1, span.traceId, span.spanId, span.parentSpanId,
         span.name, span.kind, span.category, span.startMs, span.endMs, span.statusCode, span.statusMessage,

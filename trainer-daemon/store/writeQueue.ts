@@ -10,12 +10,28 @@
  * daemon's memory growing without limit.
  */
 import type { SpanInput } from '../protocol';
-import { OverloadedError } from '../errors';
+import { errorMessage, OverloadedError, PayloadTooLargeError, StorageUnavailableError } from '../errors';
 import type { Logger } from '../log';
 import type { SpanBatchOutcome, StoredSpanResult } from './spans';
 import type { Store } from './store';
 
 export { OverloadedError };
+
+/** SQLite's result codes (either driver's code or message) for "the store cannot write now". */
+const STORAGE_FAILURE = /SQLITE_(FULL|IOERR|BUSY|LOCKED|CANTOPEN|READONLY)|database or disk is full|disk I\/O error|database is locked|attempt to write a readonly database/i;
+
+/**
+ * A storage-level failure as a StorageUnavailableError (retryable: 503, -32003), with what to do;
+ * any other error unchanged.
+ */
+export function asStorageError(error: unknown): unknown {
+  if (error instanceof StorageUnavailableError) return error;
+  const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : '';
+  const text = `${code} ${errorMessage(error)}`;
+  if (!STORAGE_FAILURE.test(text)) return error;
+  const why = /FULL|full/.test(text) ? 'the disk is full' : /BUSY|LOCKED|locked/.test(text) ? 'another process holds the store’s write lock' : 'the store could not be written';
+  return new StorageUnavailableError(`the write was not made: ${why} (${errorMessage(error)}); free space or release the store, then retry`, { cause: error });
+}
 
 /** Past this many queued spans a commit is worth making at once: the span window is for small writes. */
 const SPAN_WINDOW_UNITS = 256;
@@ -82,19 +98,22 @@ export class WriteQueue {
    * Stores spans in the next group commit. Concurrent writes for one rollout are merged into a
    * single batch (one counter update per rollout per commit); each caller gets its own results.
    */
-  submitSpans(rolloutId: string, spans: readonly SpanInput[]): Promise<StoredSpanResult[]> {
+  submitSpans(rolloutId: string, spans: readonly SpanInput[], options: { urgent?: boolean } = {}): Promise<StoredSpanResult[]> {
     const refusal = this.refusal(spans.length);
     if (refusal) return Promise.reject(refusal);
     return new Promise((resolve, reject) => {
       const waiting = this.spans.get(rolloutId);
       if (waiting) waiting.push({ spans, resolve, reject });
       else this.spans.set(rolloutId, [{ spans, resolve, reject }]);
-      this.enqueued(spans.length, true);
+      // Urgent spans (a proxied call whose answer waits on its commit) skip the span window.
+      this.enqueued(spans.length, options.urgent !== true);
     });
   }
 
   private refusal(units: number): Error | undefined {
     if (this.stopped) return new OverloadedError('the daemon is shutting down; the write was not made');
+    // More than the queue can ever hold: retrying cannot help (413, not 503).
+    if (units > this.maxQueued) return new PayloadTooLargeError(`${units} spans in one write is over the ${this.maxQueued} limit; send them in smaller batches`);
     if (this.queuedUnits + units > this.maxQueued) {
       return new OverloadedError(`the write queue is full (${this.queuedUnits} waiting); retry shortly`);
     }
@@ -151,13 +170,13 @@ export class WriteQueue {
       outcomes = this.store.runGrouped(batch.map((pending) => pending.op));
     } catch (error) {
       this.logger.error('group commit failed; none of its writes were made', { error, operations: batch.length });
-      for (const pending of batch) pending.reject(error);
+      for (const pending of batch) pending.reject(asStorageError(error));
       return;
     }
     outcomes.forEach((outcome, index) => {
       const pending = batch[index]!;
       if (outcome.ok) pending.resolve(outcome.value);
-      else pending.reject(outcome.error);
+      else pending.reject(asStorageError(outcome.error));
     });
   }
 

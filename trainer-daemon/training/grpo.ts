@@ -5,7 +5,7 @@
  * worker updates the weights and saves a checkpoint, and the next rollouts use the new weights.
  * Validation rollouts (greedy) run every few iterations. Everything lands in the store as it happens.
  */
-import fs from 'node:fs';
+import { readFileBounded } from '../util/readFileBounded';
 import path from 'node:path';
 import { SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
 import { InvalidInputError } from '../errors';
@@ -34,12 +34,7 @@ export function checkpointDir(storeFile: string, runId: string, step: number): s
 
 /** Reads a chat JSONL file (`lightning export --format chat`): the last assistant message of each line is the completion. */
 export function readDemonstrations(file: string): SftExample[] {
-  let text: string;
-  try {
-    text = fs.readFileSync(file, 'utf8');
-  } catch (error) {
-    throw new InvalidInputError(`warmStart.file ${file}: cannot be read (${(error as Error).message})`);
-  }
+  const text = readFileBounded(file, 1024 * 1024 * 1024, 'warmStart.file');
   return text.split('\n').flatMap((line, index) => {
     if (!line.trim()) return [];
     const example = JSON.parse(line) as { messages?: Array<Record<string, unknown>>; tools?: unknown[] };

@@ -7,7 +7,7 @@
  * interrupted batch (with the checkpoint it was started with, if any).
  */
 import crypto from 'node:crypto';
-import fs from 'node:fs';
+import { ensurePrivateDir } from '../../util/privateFiles';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { RolloutMode, type Rollout, type RolloutScore } from '../../protocol';
@@ -181,7 +181,7 @@ export function registerDatasetRun(dataset: Command): void {
           for (const id of queued) await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
           queued = [];
         }
-        fs.mkdirSync(logDirOf(batchId), { recursive: true });
+        ensurePrivateDir(logDirOf(batchId));
         const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
         const progress = new Progress(process.stderr, queued.length);
         runner = new BatchRunner({

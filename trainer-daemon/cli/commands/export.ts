@@ -10,6 +10,7 @@ import { Option, type Command } from 'commander';
 import { AdvantageOptions, CreditOptions, ExportReport, RewardPolicy, RolloutMode, RolloutStatus, Transition, describeIssues } from '../../protocol';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../errors';
 import { buildTransitions, toChatExample } from '../../lightningrl/transitions';
+import { writeFileAtomically } from '../../util/privateFiles';
 import { Store } from '../../store/store';
 import { resolveStore, storeOption, type GlobalOptions } from '../options';
 
@@ -109,9 +110,7 @@ export function registerExport(program: Command): void {
         else skipped += 1;
       }
       const out = path.resolve(options.out);
-      const temp = `${out}.${process.pid}.tmp`;
-      fs.writeFileSync(temp, lines.length ? `${lines.join('\n')}\n` : '');
-      fs.renameSync(temp, out);
+      writeFileAtomically(out, lines.length ? `${lines.join('\n')}\n` : '');
       const report = ExportReport.parse(result.report);
       process.stdout.write(`${JSON.stringify({ event: 'export-finished', out, format: options.format, lines: lines.length, skippedNotChat: skipped, ...report })}\n`);
     });

@@ -9,7 +9,7 @@ import os from 'node:os';
 import { Option, type Command } from 'commander';
 import { instrumentationEnv, Json, RolloutMode, type Rollout, type RolloutStatus } from '../../protocol';
 import { errorMessage, InvalidInputError } from '../../errors';
-import { connectOrStartDaemon } from '../daemonConnection';
+import { connectOrStartDaemon, type DaemonConnection } from '../daemonConnection';
 import { resolveStore, storeOption, type GlobalOptions } from '../options';
 import { addCheckpointOptions, resolveRouting, type RoutingOptions } from '../routing';
 
@@ -56,7 +56,9 @@ export function registerRun(program: Command): void {
     .passThroughOptions()
     .action(async (argv: string[], options: RunOptions) => {
       const task = parseTask(options);
-      const { client, close } = await connectOrStartDaemon(resolveStore(options));
+      const storeFile = resolveStore(options);
+      let connection = await connectOrStartDaemon(storeFile);
+      const { client } = connection;
       let report: (() => void) | undefined;
       try {
         const routing = await resolveRouting(client, options, process.env);
@@ -70,15 +72,35 @@ export function registerRun(program: Command): void {
         const env = { ...process.env, ...instrumentationEnv({ url, rolloutId: rollout.id, task: task?.input ?? null, base: process.env }) };
         const outcome = await runChild(argv, env);
         const final = outcome.spawnError ? { to: 'failed' as const, error: outcome.spawnError } : finalStatus(outcome.code, outcome.signal, outcome.interrupted);
-        const finished = await client.request('transitionRollout', { id: rollout.id, ...final, exitCode: outcome.code });
+        // The daemon may have died and come back while the agent ran: finish through whichever serves the store now.
+        if (connection.client.closed) connection = await reconnect(storeFile, connection);
+        const finished = await connection.client.request('transitionRollout', { id: rollout.id, ...final, exitCode: outcome.code });
         report = () => reportFinished(finished, outcome.spawnError);
         process.exitCode = outcome.code ?? 128 + (outcome.signal ? (os.constants.signals[outcome.signal] ?? 0) : 1);
       } finally {
-        await close();
+        await connection.close();
       }
       // Last, so that the JSON line is the last line on stderr.
       report?.();
     });
+}
+
+/**
+ * A new connection to the store's daemon after the old one was lost: a restarted daemon (the
+ * editor's supervisor, another command), else one started here. Retries for ~10 s while a
+ * restarting daemon comes up.
+ */
+async function reconnect(storeFile: string, lost: DaemonConnection): Promise<DaemonConnection> {
+  await lost.close().catch(() => undefined);
+  process.stderr.write('lightning: the daemon went away while the agent ran; reconnecting to finish the rollout\n');
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await connectOrStartDaemon(storeFile);
+    } catch (error) {
+      if (attempt >= 20) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
 }
 
 interface ChildOutcome {
