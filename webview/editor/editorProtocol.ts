@@ -7,6 +7,7 @@
 import { z } from 'zod';
 import { Reward, Rollout, Span, TrainingRun, type Json } from '../../trainer-daemon/protocol/records';
 import { TrainingRunView } from '../trainingRunProtocol';
+import { rolloutTitle } from '../format';
 
 /** The one webview panel type of every Lightning editor tab; the kind of tab is in its state. */
 export const EDITOR_VIEW_TYPE = 'lightning.editor';
@@ -90,3 +91,20 @@ export const ExtensionToEditor = z.discriminatedUnion('type', [
   z.object({ type: z.literal('error'), message: z.string() }),
 ]);
 export type ExtensionToEditor = z.infer<typeof ExtensionToEditor>;
+
+/** A tab's title: the rollout's (a preview says so), the pair, the run. */
+export function tabTitle(state: EditorState, rollout?: Rollout): string {
+  const target = state.target;
+  const short = (id: string): string => (id.length > 14 ? `${id.slice(0, 12)}…` : id);
+  switch (target.kind) {
+    case 'rollout': {
+      const title = rollout ? rolloutTitle(rollout) : `Rollout ${short(target.rolloutId)}`;
+      const clipped = title.length > 40 ? `${title.slice(0, 39)}…` : title;
+      return state.preview ? `${clipped} (preview)` : clipped;
+    }
+    case 'compare':
+      return `Compare ${short(target.left)} ↔ ${short(target.right)}`;
+    case 'run':
+      return `Run ${short(target.runId)}`;
+  }
+}
