@@ -156,12 +156,13 @@ export function wordDiff(before: string, after: string): DiffPart[] {
         push('same', midA[i]!);
         i += 1;
         j += 1;
-      } else if (j < midB.length && (i === midA.length || lcs[i * width + j + 1]! >= lcs[(i + 1) * width + j]!)) {
-        push('added', midB[j]!);
-        j += 1;
-      } else {
+      } else if (i < midA.length && (j === midB.length || lcs[(i + 1) * width + j]! >= lcs[i * width + j + 1]!)) {
+        // Removed before added where both keep the common subsequence as long: a change reads old → new.
         push('removed', midA[i]!);
         i += 1;
+      } else {
+        push('added', midB[j]!);
+        j += 1;
       }
     }
   }

@@ -140,7 +140,8 @@ export function timeTicks(view: Viewport, plotWidth: number, minSpacing = 90): n
   const power = 10 ** Math.floor(Math.log10(rough));
   const step = [1, 2, 5, 10].map((m) => m * power).find((candidate) => candidate >= rough) ?? 10 * power;
   const ticks: number[] = [];
-  for (let t = Math.ceil(view.from / step) * step; t <= view.to && ticks.length < 200; t += step) ticks.push(Number(t.toPrecision(12)));
+  // Multiples of the step (not a running sum, which drifts: 3.1 + 0.1 + … misses 3.5).
+  for (let k = Math.ceil(view.from / step - 1e-9); k * step <= view.to + step * 1e-9 && ticks.length < 200; k += 1) ticks.push(Number((k * step).toPrecision(12)));
   return ticks;
 }
 
