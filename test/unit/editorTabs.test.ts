@@ -10,7 +10,7 @@ import { barPixels, clampViewport, layoutTimeline, MAX_DEPTH, nextStep, panViewp
 import { alignSteps, compareSteps, compareTotals, wordDiff } from '../../webview/editor/compareLogic';
 import { conversationOf, turnText } from '../../webview/editor/conversation';
 import { EditorToExtension, ExtensionToEditor, editorKey, restoreEditorState, tabTitle } from '../../webview/editor/editorProtocol';
-import { runCharts } from '../../webview/editor/runTab';
+import { runCharts } from '../../webview/editor/runCharts';
 import { bandChartSvg, stepAt } from '../../webview/metricChart';
 import { WebviewToExtension } from '../../webview/protocol';
 import { grpoBatchId, grpoIterationBatchId, type Json, type Rollout } from '../../trainer-daemon/protocol';

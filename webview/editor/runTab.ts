@@ -9,8 +9,9 @@ import type { Checkpoint, TrainingRun } from '../../trainer-daemon/protocol/reco
 import type { MetricSeries } from '../../trainer-daemon/protocol/training';
 import { button, el } from '../dom';
 import { formatTime } from '../format';
-import { formatValue, grpoCharts, mergeMetrics, type ChartData } from '../grpoCharts';
-import { bandChartSvg, CHART_COLOURS, seriesOf, stepAt } from '../metricChart';
+import { formatValue, mergeMetrics, type ChartData } from '../grpoCharts';
+import { bandChartSvg, CHART_COLOURS, stepAt } from '../metricChart';
+import { runCharts } from './runCharts';
 import { RUN_STATUS_ICON, runOutcome, runSubject } from '../trainingRunFormat';
 import type { TrainingRunView } from '../trainingRunProtocol';
 
@@ -25,12 +26,6 @@ export interface RunTabActions {
 const CHART_WIDTH = 560;
 const CHART_HEIGHT = 220;
 const OVERLAY_COLOUR = '--vscode-charts-red';
-
-/** The charts of any run: GRPO's named ones, else one per recorded metric. */
-export function runCharts(algorithm: string, metrics: MetricSeries): ChartData[] {
-  if (algorithm === 'grpo') return grpoCharts(metrics);
-  return [...seriesOf(metrics.filter((point) => Number.isFinite(point.value)))].map(([metric, points]) => ({ metric, title: metric, unit: 'number' as const, points, summary: `${metric}: ${formatValue(points[0]!.value, 'number')} → ${formatValue(points.at(-1)!.value, 'number')}` }));
-}
 
 export class RunTab {
   readonly element = el('div', 'run-tab');
