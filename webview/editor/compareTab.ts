@@ -146,7 +146,9 @@ export class CompareTab {
     const summary = el('summary', 'compare-grid');
     const side = (step: CompareStep | undefined, which: Side): HTMLElement => {
       if (!step) return el('div', 'compare-cell muted', '— no matching step —');
-      return el('div', `compare-cell${step.span.statusCode === 'error' ? ' error' : ''}`, `${step.span.name} · ${formatTokens(step.tokens)} tok · ${formatDuration(step.latencyMs)}${this.stepReward(which, step.span.spanId)}`);
+      const cell = el('div', `compare-cell${step.span.statusCode === 'error' ? ' error' : ''}`, `${step.span.name} · ${formatTokens(step.tokens)} tok · ${formatDuration(step.latencyMs)}${this.stepReward(which, step.span.spanId)}`);
+      cell.append(el('div', 'compare-snippet muted', step.prompt.length > 120 ? `${step.prompt.slice(0, 119)}…` : step.prompt));
+      return cell;
     };
     const a = pair.left === null ? undefined : leftSteps[pair.left];
     const b = pair.right === null ? undefined : rightSteps[pair.right];

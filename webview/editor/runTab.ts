@@ -25,7 +25,6 @@ export interface RunTabActions {
 
 const CHART_WIDTH = 560;
 const CHART_HEIGHT = 220;
-const OVERLAY_COLOUR = '--vscode-charts-red';
 
 export class RunTab {
   readonly element = el('div', 'run-tab');
@@ -124,7 +123,8 @@ export class RunTab {
     svgBox.innerHTML = bandChartSvg(chart.points, {
       label: chart.summary, format, range: chart.unit === 'score' ? [0, 1] : undefined, colour: CHART_COLOURS[index % CHART_COLOURS.length],
       width: CHART_WIDTH, height: CHART_HEIGHT, yTicks: 3,
-      ...(overlay ? { overlay: { points: overlay.points, colour: OVERLAY_COLOUR, label: this.overlayId ?? '' } } : {}),
+      // The other run in the same colour, dashed: each chart's two lines read as one metric, two runs.
+      ...(overlay ? { overlay: { points: overlay.points, colour: CHART_COLOURS[index % CHART_COLOURS.length]!, label: this.overlayId ?? '' } } : {}),
     });
     const readout = el('div', 'chart-readout muted', overlay ? `— ${this.runId}   - - ${this.overlayId}` : 'Hover the chart for values.');
     readout.setAttribute('aria-live', 'polite');

@@ -48,7 +48,8 @@ export function layoutTimeline(spans: readonly Span[], nowMs: number = Date.now(
   }
   const originMs = byStart[0]?.startMs ?? 0;
   const latest = byStart.reduce((max, span) => Math.max(max, span.endMs ?? span.startMs), originMs);
-  const runningEnd = Math.max(latest, Math.min(nowMs, latest + 60_000));
+  // Running spans reach "now" (at most a minute past the latest time seen, for a clock that is off).
+  const runningEnd = byStart.some((span) => span.endMs === null) ? Math.max(latest, Math.min(nowMs, latest + 60_000)) : latest;
   const rows: TimelineRow[] = [];
   const indexOf = new Map<string, number>();
   // Iterative depth-first walk: a 2,000-deep chain must not overflow the stack.
