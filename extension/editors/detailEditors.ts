@@ -17,6 +17,7 @@ import type { LiveRollouts } from '../liveRollouts';
 import type { TrainingRuns } from '../trainingRuns';
 import { webviewHtml } from '../webviewHtml';
 import { pickRollout, pickTrainingRun } from './pickers';
+import { slimSpan } from '../../webview/editor/slimSpan';
 
 /** Spans per message: the first page paints at once, the rest follow in larger ones. */
 const FIRST_SPAN_PAGE = 200;
@@ -215,6 +216,12 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
           return;
         case 'loadSpans':
           return this.streamSpans(tab, message.rolloutId, message.afterSequence);
+        case 'loadSpan': {
+          const client = await this.live.supervisor.ensureRunning();
+          const [span] = (await client.request('listSpans', { rolloutId: message.rolloutId, afterSequence: message.sequence - 1, limit: 1 })).items;
+          if (span) this.post(tab, { type: 'span', span });
+          return;
+        }
         case 'annotate':
           await this.annotator.add({ rolloutId: message.rolloutId, spanId: message.spanId, value: message.value, comment: message.comment });
           for (const shown of this.showing(message.rolloutId)) void this.sendRewards(shown, message.rolloutId);
@@ -309,7 +316,8 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
       const { items } = await client.request('listSpans', { rolloutId, afterSequence: after, limit });
       if (!current()) return;
       const complete = items.length < limit;
-      this.post(tab, { type: 'spans', rolloutId, spans: items, complete });
+      // Slimmed: the timeline and the comparison need the spans' shape, a conversation asks for its whole span.
+      this.post(tab, { type: 'spans', rolloutId, spans: items.map(slimSpan), complete });
       if (complete) return;
       after = items.at(-1)!.sequence;
     }

@@ -11,6 +11,7 @@ import { alignSteps, compareSteps, compareTotals, wordDiff } from '../../webview
 import { conversationOf, turnText } from '../../webview/editor/conversation';
 import { EditorToExtension, ExtensionToEditor, editorKey, restoreEditorState, tabTitle } from '../../webview/editor/editorProtocol';
 import { runCharts } from '../../webview/editor/runCharts';
+import { isSlim, slimSpan } from '../../webview/editor/slimSpan';
 import { bandChartSvg, stepAt } from '../../webview/metricChart';
 import { WebviewToExtension } from '../../webview/protocol';
 import { grpoBatchId, grpoIterationBatchId, type Json, type Rollout } from '../../trainer-daemon/protocol';
@@ -34,6 +35,8 @@ describe('timeline layout', () => {
     assert.equal(layout.rows[2]!.end, 300);
     assert.equal(layout.durationMs, 300);
     assert.equal(layout.indexOf.get(spanId(4)), 2);
+    // A finished rollout's timeline ends at its last span, whatever the clock says now.
+    assert.equal(layoutTimeline(spans.filter((s) => s.endMs !== null), 99_999_999).durationMs, 210);
   });
 
   it('keeps every span of bad data: a parent cycle, a 2,000-deep chain (no stack overflow, depth capped)', () => {
@@ -156,6 +159,23 @@ describe('an LLM call as a conversation', () => {
     const otel = conversationOf(span({ sequence: 1, category: 'llm', attributes: { 'gen_ai.input.messages': JSON.stringify([{ role: 'user', parts: [{ type: 'text', content: 'q' }] }]), 'gen_ai.completion': 'a' } }));
     assert.deepEqual(otel.turns, [{ role: 'user', blocks: [{ kind: 'text', text: 'q' }] }]);
     assert.deepEqual(otel.response, [{ role: 'assistant', blocks: [{ kind: 'text', text: 'a' }] }]);
+  });
+});
+
+describe('spans slimmed for a tab', () => {
+  it('cuts a long conversation to its system prompt and last turns, long strings too; the step still compares', () => {
+    const spans = agentRollout(40);
+    const last = spans.at(-2)!;
+    const slim = slimSpan(last);
+    assert.ok(isSlim(slim));
+    const request = slim.attributes['lightning.request'] as { messages: Array<{ role: string; content: string }> };
+    assert.deepEqual(request.messages.map((m) => m.role), ['system', 'user', 'assistant', 'user']);
+    const [slimStep, wholeStep] = [compareSteps([slim])[0]!, compareSteps([last])[0]!];
+    assert.deepEqual([slimStep.prompt, slimStep.answer], [wholeStep.prompt, wholeStep.answer]);
+    assert.equal(slimSpan(spans[1]!), spans[1], 'a short span is passed on as it is');
+    const long = slimSpan(span({ sequence: 9, attributes: { output: 'x'.repeat(10_000) } }));
+    assert.equal((long.attributes.output as string).length, 4_001);
+    assert.ok(isSlim(long));
   });
 });
 

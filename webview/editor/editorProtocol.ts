@@ -61,6 +61,8 @@ export const EditorToExtension = z.discriminatedUnion('type', [
   /** The tab is listening; it says what it shows (its saved state, if any). */
   z.object({ type: z.literal('ready') }),
   z.object({ type: z.literal('loadSpans'), rolloutId: Id, afterSequence: z.number().int().nonnegative() }),
+  /** One whole span (the tab has it slimmed: webview/editor/slimSpan.ts), for its conversation. */
+  z.object({ type: z.literal('loadSpan'), rolloutId: Id, sequence: z.number().int().positive() }),
   z.object({ type: z.literal('annotate'), rolloutId: Id, spanId: SpanId.nullable(), value: z.number().finite(), comment: z.string().max(10_000).nullable() }),
   z.object({ type: z.literal('copy'), text: z.string().max(50_000_000) }),
   /** The tab's own state changed (selection, overlay): kept for the serializer. */
@@ -83,6 +85,8 @@ export const ExtensionToEditor = z.discriminatedUnion('type', [
   z.object({ type: z.literal('show'), state: EditorState }),
   z.object({ type: z.literal('rollout'), rollout: Rollout }),
   z.object({ type: z.literal('spans'), rolloutId: z.string(), spans: z.array(TabSpan), complete: z.boolean() }),
+  /** One whole span, as asked with loadSpan. */
+  z.object({ type: z.literal('span'), span: TabSpan }),
   z.object({ type: z.literal('spansAvailable'), rolloutId: z.string(), toSequence: z.number().int() }),
   z.object({ type: z.literal('rewards'), rolloutId: z.string(), items: z.array(Reward) }),
   z.object({ type: z.literal('runView'), view: TrainingRunView }),

@@ -47,6 +47,7 @@ function show(next: EditorState): void {
     case 'rollout':
       view = new RolloutTab(target.rolloutId, next.selectedSpanId, {
         loadSpans: (rolloutId, afterSequence) => post({ type: 'loadSpans', rolloutId, afterSequence }),
+        loadSpan: (rolloutId, sequence) => post({ type: 'loadSpan', rolloutId, sequence }),
         annotate: (rolloutId, spanId, value, comment) => {
           post({ type: 'annotate', rolloutId, spanId, value, comment });
           // Annotating keeps a preview tab, as editing does in VS Code.
@@ -109,6 +110,7 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
   if (view instanceof RolloutTab) {
     if (message.type === 'rollout') view.setRollout(message.rollout);
     else if (message.type === 'spans' && message.rolloutId === view.rolloutId) view.addSpans(message.spans, message.complete);
+    else if (message.type === 'span') view.addWholeSpan(message.span);
     else if (message.type === 'spansAvailable' && message.rolloutId === view.rolloutId) view.spansAvailable(message.toSequence);
     else if (message.type === 'rewards' && message.rolloutId === view.rolloutId) view.setRewards(message.items);
   } else if (view instanceof CompareTab) {

@@ -10,12 +10,15 @@ import type { Reward, Rollout, Span } from '../../trainer-daemon/protocol/record
 import { button, el } from '../dom';
 import { formatDuration, formatTime, formatTokens, rewardText, rolloutDuration, rolloutTitle, STATUS_ICON } from '../format';
 import { conversationOf } from './conversation';
+import { isSlim } from './slimSpan';
 import { conversationElement } from './conversationView';
 import { layoutTimeline, nextStep, type TimelineLayout } from './timelineLayout';
 import { describeRow, TimelineView } from './timelineView';
 
 export interface RolloutTabActions {
   loadSpans(rolloutId: string, afterSequence: number): void;
+  /** The whole span (the tab has it slimmed). */
+  loadSpan(rolloutId: string, sequence: number): void;
   annotate(rolloutId: string, spanId: string | null, value: number, comment: string | null): void;
   copy(text: string): void;
   compareWith(rolloutId: string): void;
@@ -80,6 +83,17 @@ export class RolloutTab {
     if (!this.layoutFrame) this.layoutFrame = requestAnimationFrame(() => this.relayout());
   }
 
+  /** A whole span arrived: it replaces the slimmed one, and its conversation is shown if it is selected. */
+  addWholeSpan(span: Span): void {
+    if (span.rolloutId !== this.rolloutId) return;
+    this.spans.set(span.sequence, span);
+    const index = this.layout.indexOf.get(span.spanId);
+    if (index !== undefined) {
+      this.layout = { ...this.layout, rows: this.layout.rows.map((row, i) => (i === index ? { ...row, span } : row)) };
+      if (index === this.selected) this.renderDetail(span);
+    }
+  }
+
   spansAvailable(toSequence: number): void {
     if (toSequence > this.lastSequence) this.actions.loadSpans(this.rolloutId, this.lastSequence);
   }
@@ -88,7 +102,7 @@ export class RolloutTab {
     this.layoutFrame = 0;
     const selectedId = this.layout.rows[this.selected]?.span.spanId ?? this.pendingSelection;
     this.layout = layoutTimeline([...this.spans.values()]);
-    this.timeline.setLayout(this.layout);
+    this.timeline.setLayout(this.layout, this.complete);
     this.element.dataset.spans = String(this.layout.rows.length);
     const index = selectedId ? this.layout.indexOf.get(selectedId) : undefined;
     if (index !== undefined) {
@@ -150,7 +164,10 @@ export class RolloutTab {
     if (span.statusCode === 'error') head.append(el('span', 'error', ` ${span.statusMessage ?? 'error'}`));
     this.detail.append(head, this.annotationForm(span), el('div', 'step-rewards'));
     this.renderStepRewards(span.spanId);
-    if (span.category === 'llm') this.detail.append(conversationElement(conversationOf(span), this.actions.copy));
+    if (span.category === 'llm' && isSlim(span)) {
+      this.detail.append(el('div', 'muted loading-conversation', 'Loading the conversation…'));
+      this.actions.loadSpan(this.rolloutId, span.sequence);
+    } else if (span.category === 'llm') this.detail.append(conversationElement(conversationOf(span), this.actions.copy));
     else {
       const table = el('div', 'attributes');
       for (const [key, value] of Object.entries(span.attributes).slice(0, 200)) table.append(el('div', 'attr-key', key), el('div', 'attr-value', typeof value === 'string' ? value : JSON.stringify(value)));

@@ -46,6 +46,7 @@ export class TimelineView {
   readonly drawTimes: number[] = [];
   /** Step rewards by span id, drawn at the end of their rows. */
   private stepRewards = new Map<string, number>();
+  private complete = false;
 
   constructor(private readonly events: TimelineEvents) {
     this.scroller.tabIndex = 0;
@@ -71,8 +72,10 @@ export class TimelineView {
     }).observe(document.body, { attributes: true, attributeFilter: ['class'] });
   }
 
-  setLayout(layout: TimelineLayout): void {
+  /** `complete`: every stored span is in the layout (the first frame drawn with them is marked for the e2e). */
+  setLayout(layout: TimelineLayout, complete = false): void {
     this.layout = layout;
+    this.complete = complete;
     this.view = this.fitted ? fullViewport(layout) : { from: this.view.from, to: Math.min(this.view.to, layout.durationMs) };
     this.spacer.style.height = `${layout.rows.length * ROW_HEIGHT}px`;
     this.schedule();
@@ -257,9 +260,15 @@ export class TimelineView {
     axis.textBaseline = 'middle';
     axis.fillText(`${this.layout.rows.length} spans`, 6, AXIS_HEIGHT / 2);
     for (const tick of ticks) axis.fillText(formatDuration(tick), NAME_WIDTH + (tick - this.view.from) * scale + 2, AXIS_HEIGHT / 2);
-    this.drawTimes.push(performance.now() - started);
+    const drawMs = performance.now() - started;
+    this.drawTimes.push(drawMs);
     if (this.drawTimes.length > 240) this.drawTimes.splice(0, this.drawTimes.length - 240);
-    this.element.dataset.drawn = String(this.layout.rows.length);
+    // Read by the e2e on the page's own clock: when the first rows and all of them were painted, each frame's cost.
+    const marks = this.element.dataset;
+    marks.drawn = String(this.layout.rows.length);
+    marks.lastDrawMs = drawMs.toFixed(3);
+    if (this.layout.rows.length > 0 && !marks.firstPaintAt) marks.firstPaintAt = String(Date.now());
+    if (this.complete && !marks.completePaintAt) marks.completePaintAt = String(Date.now());
   }
 }
 
