@@ -24,6 +24,10 @@ export interface AgentRolloutOptions {
   readonly answer?: (step: number) => string;
   /** Every how many steps a tool fails. */
   readonly errorEvery?: number;
+  /** Each call resends the conversation so far (default), or only the system prompt and its question. */
+  readonly history?: boolean;
+  /** Span ids start after this number (distinct rollouts in one store get distinct ids). */
+  readonly idBase?: number;
 }
 
 /** An agent rollout with `steps` LLM calls and tool calls under one agent span: 2 × steps + 1 spans. */
@@ -33,16 +37,18 @@ export function agentRollout(steps: number, options: AgentRolloutOptions = {}): 
   const question = options.question ?? ((i: number) => `What is ${i} plus ${i}?`);
   const answer = options.answer ?? ((i: number) => `The answer is ${2 * i}.`);
   const base = 1_700_000_000_000;
-  const spans: Span[] = [span({ sequence: 1, rolloutId, name: 'agent run', category: 'agent', startMs: base, endMs: base + steps * 30 + 5 })];
+  const idBase = options.idBase ?? 0;
+  const id = (sequence: number): string => spanId(idBase + sequence);
+  const spans: Span[] = [span({ sequence: 1, spanId: id(1), rolloutId, name: 'agent run', category: 'agent', startMs: base, endMs: base + steps * 30 + 5 })];
   const messages: Json[] = [{ role: 'system', content: 'You add numbers with the add tool.' }];
   for (let i = 0; i < steps; i += 1) {
     const start = base + i * 30;
     messages.push({ role: 'user', content: question(i) });
-    const request: Json = { model: 'test-model', messages: [...messages], tools: [{ type: 'function', function: { name: 'add', description: 'adds two numbers' } }] };
+    const request: Json = { model: 'test-model', messages: options.history === false ? [messages[0]!, messages.at(-1)!] : [...messages], tools: [{ type: 'function', function: { name: 'add', description: 'adds two numbers' } }] };
     const response: Json = { id: `c${i}`, model: 'test-model', choices: [{ index: 0, message: { role: 'assistant', content: answer(i), tool_calls: [{ id: `call_${i}`, type: 'function', function: { name: 'add', arguments: `{"a":${i},"b":${i}}` } }] } }], usage: { prompt_tokens: 12 + i, completion_tokens: 7 } };
-    spans.push(span({ sequence: 2 + 2 * i, rolloutId, parentSpanId: spanId(1), name: 'chat test-model', category: 'llm', kind: 'client', startMs: start, endMs: start + 20, promptTokens: 12 + i, completionTokens: 7, attributes: { 'lightning.request': request, 'lightning.response': response } }));
+    spans.push(span({ sequence: 2 + 2 * i, spanId: id(2 + 2 * i), rolloutId, parentSpanId: id(1), name: 'chat test-model', category: 'llm', kind: 'client', startMs: start, endMs: start + 20, promptTokens: 12 + i, completionTokens: 7, attributes: { 'lightning.request': request, 'lightning.response': response } }));
     const failed = options.errorEvery !== undefined && i % options.errorEvery === options.errorEvery - 1;
-    spans.push(span({ sequence: 3 + 2 * i, rolloutId, parentSpanId: spanId(1), name: 'tool add', category: 'tool', startMs: start + 20, endMs: start + 28, statusCode: failed ? 'error' : 'ok', statusMessage: failed ? 'add failed' : null }));
+    spans.push(span({ sequence: 3 + 2 * i, spanId: id(3 + 2 * i), rolloutId, parentSpanId: id(1), name: 'tool add', category: 'tool', startMs: start + 20, endMs: start + 28, statusCode: failed ? 'error' : 'ok', statusMessage: failed ? 'add failed' : null }));
     messages.push({ role: 'assistant', content: answer(i) });
   }
   return spans;

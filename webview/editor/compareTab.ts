@@ -103,6 +103,8 @@ export class CompareTab {
     pairs.forEach((pair, index) => fragment.append(this.pairElement(pair, index, leftSteps, rightSteps)));
     this.steps.replaceChildren(fragment);
     this.element.dataset.pairs = String(pairs.length);
+    // When both rollouts were first shown aligned, on the page's clock (read by the e2e).
+    this.element.dataset.paintedAt ??= String(Date.now());
   }
 
   private renderSummary(leftSteps: readonly CompareStep[], rightSteps: readonly CompareStep[]): void {
