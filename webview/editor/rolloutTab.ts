@@ -51,6 +51,8 @@ export class RolloutTab {
   private readonly live = el('div', 'visually-hidden');
   private pendingSelection: string | null;
   private layoutFrame = 0;
+  /** Ratings sent from this tab, by step: what a comment alone keeps until the store's rows arrive. */
+  private readonly rated = new Map<string, { value: number; at: number }>();
 
   constructor(readonly rolloutId: string, selectedSpanId: string | null, private readonly actions: RolloutTabActions) {
     this.pendingSelection = selectedSpanId;
@@ -212,7 +214,10 @@ export class RolloutTab {
   }
 
   private latestStepValue(spanId: string): number | undefined {
-    return this.rewards.filter((reward) => reward.spanId === spanId && reward.name === 'reward').sort((a, b) => a.createdAt - b.createdAt || a.id - b.id).at(-1)?.value;
+    const stored = this.rewards.filter((reward) => reward.spanId === spanId && reward.name === 'reward').sort((a, b) => a.createdAt - b.createdAt || a.id - b.id).at(-1);
+    // A rating given here a moment ago counts before its row comes back from the store.
+    const rated = this.rated.get(spanId);
+    return rated !== undefined && (stored === undefined || rated.at > stored.createdAt) ? rated.value : stored?.value;
   }
 
   private renderStepRewards(spanId: string): void {
@@ -228,6 +233,7 @@ export class RolloutTab {
   }
 
   private rate(spanId: string | null, value: number, comment: string | null = null): void {
+    if (spanId) this.rated.set(spanId, { value, at: Date.now() });
     this.actions.annotate(this.rolloutId, spanId, value, comment);
     this.live.textContent = `Rated ${spanId ? 'the step' : 'the rollout'} ${value}${comment ? ' with a comment' : ''}.`;
   }
