@@ -1,12 +1,17 @@
-// Runs the test suites with node's test runner (TypeScript through tsx) and ends with the line
-// `N passed, N failed`. Node 20's runner takes no globs, so the files are listed here.
-// Usage: node test/run.mjs [unit|integration|e2e|python|FILE…]   (default: all four)
-// `python` runs the trainer worker's pytest suite with /usr/bin/python3 (or $LIGHTNING_PYTHON); its counts join the total.
+// `npm test`: provisions what the suites need (test/provision/: Debian packages as root, the trainer worker's test
+// venv, the e2e suite's VS Code and browser driver, Node 24), then runs them with node's test runner (TypeScript
+// through tsx) and pytest, and ends with the line `N passed, N failed`. A suite that cannot run is a failure.
+// Usage: node test/run.mjs [unit|integration|e2e|python|node24|FILE…]   (default: all of them)
+//   node24   the store's tests again under Node 24 (the node:sqlite driver; Node 20 runs better-sqlite3)
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { ensureApt, ensureBrowserDriver, ensureEditor, ensureNode, ensurePythonVenv, EDITORS, ProvisionError, REPO } from './provision/index.mjs';
 
-const root = path.dirname(new URL(import.meta.url).pathname);
+const root = path.join(REPO, 'test');
+const SUITES = ['unit', 'integration', 'e2e', 'python', 'node24'];
+/** The test files that run a second time under Node 24, where the store opens with node:sqlite. */
+const NODE24_FILES = ['test/unit/store.test.ts', 'test/unit/migrations.test.ts', 'test/unit/writeQueue.test.ts'];
 
 function testFiles(dir) {
   if (!fs.existsSync(dir)) return [];
@@ -18,12 +23,46 @@ function testFiles(dir) {
 }
 
 const args = process.argv.slice(2);
-const suites = args.length ? args : ['unit', 'integration', 'e2e', 'python'];
+const suites = args.length ? args : SUITES;
+const files = suites
+  .filter((arg) => arg !== 'python' && arg !== 'node24')
+  .flatMap((arg) => {
+    const dir = path.join(root, arg);
+    if (fs.existsSync(dir) && fs.statSync(dir).isDirectory()) return testFiles(dir);
+    const file = path.resolve(arg);
+    if (!fs.existsSync(file)) {
+      console.error(`no suite or test file "${arg}" (suites: ${SUITES.join(', ')})`);
+      process.exit(1);
+    }
+    return [file];
+  });
 const withPython = suites.includes('python');
-const files = suites.filter((arg) => arg !== 'python').flatMap((arg) => (fs.existsSync(path.join(root, arg)) && fs.statSync(path.join(root, arg)).isDirectory() ? testFiles(path.join(root, arg)) : [path.resolve(arg)]));
-if (files.length === 0 && !withPython) {
-  console.error(`no test files in ${suites.join(', ')}`);
-  process.exit(1);
+const withNode24 = suites.includes('node24');
+const inE2e = (file) => file.includes(`${path.sep}e2e${path.sep}`);
+
+/** Everything the chosen suites need, installed or found before any test starts; the env the tests get. */
+function provision() {
+  const env = {};
+  if (files.length > 0 || withPython) {
+    // The trainer worker in the daemon's tests and the demo runs on Debian's PyTorch (fast on few cores);
+    // the Python sample agents in the capture tests on python3.
+    ensureApt([
+      { name: 'python3-torch', why: "the trainer worker's PyTorch in the training tests" },
+      { name: 'libopenblas0-pthread', why: 'a fast BLAS for that PyTorch (the reference BLAS is ~15x slower)' },
+    ]);
+    // PyTorch 2 + transformers + peft + trl and the agent SDKs: pytest and the SDK tests run on it.
+    env.LIGHTNING_TEST_PYTHON = ensurePythonVenv();
+  }
+  if (files.some(inE2e)) {
+    env.LIGHTNING_E2E_DRIVER = ensureBrowserDriver();
+    for (const which of Object.keys(EDITORS)) {
+      const editor = ensureEditor(which);
+      env[`LIGHTNING_E2E_CODE_SERVER_${which.toUpperCase()}`] = editor.codeServer;
+      env[`LIGHTNING_E2E_PATH_${which.toUpperCase()}`] = editor.env.PATH;
+    }
+  }
+  if (withNode24) env.LIGHTNING_NODE24 = ensureNode(24).node;
+  return env;
 }
 
 /** Runs a test command, echoing its stdout; resolves with its exit code and output. */
@@ -40,28 +79,50 @@ function run(command, commandArgs, options = {}) {
   });
 }
 
-// Each file is one test under --test-timeout, and node's runner has one timeout for all files: with the
-// end-to-end suites in the run (a real VS Code each, over two minutes each on a busy machine) it is ten minutes.
-const timeout = files.some((file) => file.includes(`${path.sep}e2e${path.sep}`)) ? 600_000 : 120_000;
+const NONE = { ok: true, passed: 0, failed: 0 };
 
-async function nodeTests() {
-  if (files.length === 0) return { ok: true, passed: 0, failed: 0 };
-  const { code, output } = await run(process.execPath, ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-timeout=${timeout}`, `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...files]);
+/** node's test runner over `list` with `node`; counts from its spec reporter's summary. */
+async function nodeTests(list, env, node = process.execPath) {
+  if (list.length === 0) return NONE;
+  // Each file is one test under --test-timeout, and node's runner has one timeout for all files: with the
+  // end-to-end suites in the run (a real VS Code each, minutes each on a busy machine) it is ten minutes.
+  const timeout = list.some(inE2e) ? 600_000 : 120_000;
+  const { code, output } = await run(node, ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-timeout=${timeout}`, `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...list], { env: { ...process.env, ...env }, cwd: REPO });
   const count = (name) => Number(output.match(new RegExp(`^ℹ ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
-  return { ok: code === 0, passed: count('pass'), failed: count('fail') + count('cancelled') };
+  const result = { ok: code === 0, passed: count('pass'), failed: count('fail') + count('cancelled') };
+  // A file that cannot even load counts once; skipped tests count as failures (no suite may skip silently).
+  result.failed += count('skipped') + count('todo');
+  if (code !== 0 && result.failed === 0) result.failed = 1;
+  return result;
 }
 
 /** The trainer worker's pytest suite; pytest's last line gives the counts ("3 passed, 1 failed, 2 errors in 9s"). */
-async function pythonTests() {
-  const python = process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3';
-  const { code, output } = await run(python, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'trainer-daemon/python/tests'], { cwd: path.dirname(root) });
+async function pythonTests(python) {
+  const { code, output } = await run(python, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'trainer-daemon/python/tests'], { cwd: REPO });
   const summary = output.trim().split('\n').pop() ?? '';
   const count = (name) => Number(summary.match(new RegExp(`(\\d+) ${name}`))?.[1] ?? 0);
   if (code !== 0 && count('failed') + count('errors?') === 0) console.error(`python tests did not run (${python} exited ${code})`);
-  return { ok: code === 0, passed: count('passed'), failed: Math.max(count('failed') + count('errors?'), code === 0 ? 0 : 1) };
+  // A skipped Python test is a failure too: the suite's environment is provisioned, nothing may be missing.
+  const failed = count('failed') + count('errors?') + count('skipped');
+  return { ok: code === 0 && failed === 0, passed: count('passed'), failed: Math.max(failed, code === 0 ? 0 : 1) };
 }
 
-const results = [await nodeTests(), withPython ? await pythonTests() : { ok: true, passed: 0, failed: 0 }];
+let env;
+try {
+  env = provision();
+} catch (error) {
+  if (!(error instanceof ProvisionError)) throw error;
+  console.error(`npm test: cannot run the suites here: ${error.message}`);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+}
+
+const results = [await nodeTests(files, env)];
+if (withPython) results.push(await pythonTests(env.LIGHTNING_TEST_PYTHON));
+if (withNode24) {
+  console.log(`npm test: the store's tests under Node 24 (${env.LIGHTNING_NODE24})`);
+  results.push(await nodeTests(NODE24_FILES.map((file) => path.join(REPO, file)), env, env.LIGHTNING_NODE24));
+}
 const passed = results.reduce((sum, r) => sum + r.passed, 0);
 const failed = results.reduce((sum, r) => sum + r.failed, 0);
 console.log(`${passed} passed, ${failed} failed`);

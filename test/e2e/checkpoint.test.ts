@@ -10,15 +10,14 @@ import { after, before, describe, it } from 'node:test';
 import type { Rollout } from '../../trainer-daemon/protocol';
 import { findDaemon } from '../../trainer-daemon/protocol/discovery';
 import { RpcClient } from '../../trainer-daemon/rpc/client';
-import { e2eUnavailable, pickQuickItem, runCommand } from '../helpers/codeServer';
+import { pickQuickItem, runCommand } from '../helpers/codeServer';
 import { storeWithCheckpoints } from '../helpers/checkpoints';
 import { runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
 
-const unavailable = e2eUnavailable();
 
-describe('Use Checkpoint in VS Code (code-server + chromium)', { skip: unavailable, concurrency: false, timeout: 600_000 }, () => {
+describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
   let checkpoints: Awaited<ReturnType<typeof storeWithCheckpoints>>;
 

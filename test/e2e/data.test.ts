@@ -13,13 +13,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { e2eUnavailable, pickQuickItem, runCommand, runCommandAndPick } from '../helpers/codeServer';
+import { pickQuickItem, runCommand, runCommandAndPick } from '../helpers/codeServer';
 import { runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import type { ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { waitFor } from '../helpers/tmp';
 
-describe('datasets, batch runs, automatic rewards and the Training view in VS Code (code-server + chromium)', { skip: e2eUnavailable(), concurrency: false, timeout: 600_000 }, () => {
+describe('datasets, batch runs, automatic rewards and the Training view in VS Code (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
   let workspace: string;
   let upstream: ScriptedUpstream;

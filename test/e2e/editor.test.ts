@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { e2eUnavailable, panelFrame, pickQuickItem, runCommand, runCommandAndPick, statusBarItem, type Workbench } from '../helpers/codeServer';
+import { panelFrame, pickQuickItem, runCommand, runCommandAndPick, statusBarItem, type Workbench } from '../helpers/codeServer';
 import { SHOTS, startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import type { ChatScript, ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { runCli } from '../helpers/daemon';
@@ -26,9 +26,8 @@ import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/discov
 import { RpcClient } from '../../trainer-daemon/rpc/client';
 import type { SpanInput } from '../../trainer-daemon/protocol';
 
-const unavailable = e2eUnavailable();
 
-describe('the extension in VS Code (code-server + chromium)', { skip: unavailable, concurrency: false, timeout: 600_000 }, () => {
+describe('the extension in VS Code (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
   let workspace: string;
   let upstream: ScriptedUpstream;

@@ -10,7 +10,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Frame, FrameLocator, Page } from 'playwright-core';
-import { e2eUnavailable } from '../helpers/codeServer';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { seedRollouts } from '../helpers/largeStore';
 import { waitFor } from '../helpers/tmp';
@@ -19,7 +18,6 @@ const ROLLOUTS = 100_000;
 /** How far the measurement scrolls: 50 pages of the panel's cursor. */
 const TARGET_ROWS = 10_000;
 
-const unavailable = e2eUnavailable();
 
 /** Frame intervals (ms) recorded by `recordFrames` in the webview. */
 interface FrameLog {
@@ -72,7 +70,7 @@ const percentile = (values: number[], p: number): number => {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? NaN;
 };
 
-describe('the panel with 100,000 rollouts (code-server + chromium)', { skip: unavailable, concurrency: false, timeout: 600_000 }, () => {
+describe('the panel with 100,000 rollouts (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
   let page: Page;
   let panel: FrameLocator;

@@ -15,7 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
-import { e2eUnavailable, pickQuickItem, runCommand } from '../helpers/codeServer';
+import { pickQuickItem, runCommand } from '../helpers/codeServer';
 import { runCli } from '../helpers/daemon';
 import { startE2eSession, SHOTS, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
@@ -35,7 +35,7 @@ async function prepare(workspace: string, storeFile: string): Promise<void> {
   assert.equal(imported.code, 0, imported.stderr);
 }
 
-describe('Start Training in VS Code (code-server + chromium): GRPO on the tiny model, live charts, checkpoints', { skip: e2eUnavailable(), concurrency: false, timeout: 600_000 }, () => {
+describe('Start Training in VS Code (code-server + chromium): GRPO on the tiny model, live charts, checkpoints', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
   let page: Page;
   let panel: FrameLocator;

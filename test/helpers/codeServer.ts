@@ -1,26 +1,53 @@
 /**
- * A real VS Code in a real browser for end-to-end tests: code-server 4.100.3 (VS Code 1.100.3) on
- * 127.0.0.1 port 0 with fresh user-data, extensions and config folders, the extension loaded from
- * this repository (extensionDevelopmentPath), driven by playwright-core with Debian's chromium.
+ * A real VS Code in a real browser for end-to-end tests: code-server on 127.0.0.1 port 0 with fresh user-data,
+ * extensions and config folders, driven by playwright-core with Debian's chromium. Two editors
+ * (test/provision/index.mjs, installed on demand by `npm test`): the oldest VS Code `engines.vscode` claims and
+ * the current stable (on its own Node 24). The extension is loaded from this repository
+ * (extensionDevelopmentPath), or installed from a built .vsix as a user would.
  * See ../../../shared/recipes/vscode-e2e (findings on these machines).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
-import { chromium, type BrowserContext, type FrameLocator, type Locator, type Page } from 'playwright-core';
+import type { BrowserContext, FrameLocator, Locator, Page } from 'playwright-core';
+import { ensureBrowserDriver, ensureEditor } from '../provision/index.mjs';
 import { REPO_ROOT } from './daemon';
 import { waitFor } from './tmp';
 
 export const CHROMIUM = process.env.LIGHTNING_E2E_CHROMIUM ?? '/usr/bin/chromium';
-export const CODE_SERVER = path.join(REPO_ROOT, 'node_modules', '.bin', 'code-server');
 export const EXTENSION_ID = 'lightning-dev.lightning';
 
-/** Why the end-to-end suite cannot run here, or undefined when it can (always, under LIGHTNING_E2E_REQUIRED: CI must not skip it). */
-export function e2eUnavailable(): string | undefined {
-  if (process.env.LIGHTNING_E2E_REQUIRED) return undefined;
-  if (!fs.existsSync(CHROMIUM)) return `no chromium at ${CHROMIUM} (apt-get install chromium; .ci/run does)`;
-  if (!fs.existsSync(CODE_SERVER)) return 'code-server is not installed (npm ci with its install scripts; see .ci/run)';
-  return undefined;
+export type EditorName = 'oldest' | 'current';
+
+/** playwright-core from the provisioned driver folder (not a dependency of the project: npm ci installs no browser driver). */
+function playwright(): typeof import('playwright-core') {
+  const dir = process.env.LIGHTNING_E2E_DRIVER ?? ensureBrowserDriver();
+  return createRequire(path.join(dir, 'package.json'))(dir) as typeof import('playwright-core');
+}
+
+/** The provisioned code-server of this editor and the PATH it runs with (its own Node first). */
+function editorInstall(which: EditorName): { codeServer: string; path: string } {
+  const key = which.toUpperCase();
+  const codeServer = process.env[`LIGHTNING_E2E_CODE_SERVER_${key}`];
+  const searchPath = process.env[`LIGHTNING_E2E_PATH_${key}`];
+  if (codeServer && searchPath) return { codeServer, path: searchPath };
+  const editor = ensureEditor(which);
+  return { codeServer: editor.codeServer, path: editor.env.PATH };
+}
+
+export interface WorkbenchOptions {
+  /** Which VS Code (default: the oldest claimed, which runs on this machine's Node). */
+  readonly editor?: EditorName;
+  /** Install this .vsix into the fresh extensions folder instead of loading the checkout. */
+  readonly vsix?: string;
+  /**
+   * Wraps the server's command line, e.g. to run it in a mount namespace that hides /usr/bin/node: gets the
+   * command and its arguments, returns the ones to spawn.
+   */
+  readonly wrap?: (command: string, args: string[]) => [string, string[]];
+  /** Replaces PATH for the editor (and so for the extension host and its daemon). */
+  readonly searchPath?: string;
 }
 
 export interface Workbench {
@@ -47,24 +74,27 @@ const USER_SETTINGS = {
   'debug.internalConsoleOptions': 'neverOpen',
 };
 
-/** Starts code-server on `workspace` and opens it in chromium with the extension under development. */
-export async function openWorkbench(workspace: string, scratch: string): Promise<Workbench> {
+/** Starts code-server on `workspace` and opens it in chromium with the extension (the checkout, or `options.vsix`). */
+export async function openWorkbench(workspace: string, scratch: string, options: WorkbenchOptions = {}): Promise<Workbench> {
+  const install = editorInstall(options.editor ?? 'oldest');
   const userDataDir = path.join(scratch, 'user-data');
+  const extensionsDir = path.join(scratch, 'extensions');
   const xdg = path.join(scratch, 'xdg');
   fs.mkdirSync(path.join(userDataDir, 'User'), { recursive: true });
-  fs.mkdirSync(path.join(scratch, 'extensions'), { recursive: true });
+  fs.mkdirSync(extensionsDir, { recursive: true });
   fs.mkdirSync(xdg, { recursive: true });
   fs.writeFileSync(path.join(userDataDir, 'User', 'settings.json'), JSON.stringify(USER_SETTINGS));
   fs.writeFileSync(path.join(scratch, 'config.yaml'), 'auth: none\n');
-  const server: ChildProcess = spawn(
-    CODE_SERVER,
-    ['--config', path.join(scratch, 'config.yaml'), '--user-data-dir', userDataDir, '--extensions-dir', path.join(scratch, 'extensions'), '--auth', 'none', '--bind-addr', '127.0.0.1:0', '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override', workspace],
-    { env: { ...process.env, XDG_CONFIG_HOME: xdg, XDG_DATA_HOME: xdg }, stdio: ['ignore', 'pipe', 'pipe'], detached: true },
-  );
+  const env = { ...process.env, XDG_CONFIG_HOME: xdg, XDG_DATA_HOME: xdg, PATH: options.searchPath ?? install.path };
+  const common = ['--config', path.join(scratch, 'config.yaml'), '--user-data-dir', userDataDir, '--extensions-dir', extensionsDir];
+  const wrap = options.wrap ?? ((command: string, args: string[]): [string, string[]] => [command, args]);
+  if (options.vsix) await installVsix(wrap, install.codeServer, common, options.vsix, env);
+  const [command, args] = wrap(install.codeServer, [...common, '--auth', 'none', '--bind-addr', '127.0.0.1:0', '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override', workspace]);
+  const server: ChildProcess = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let log = '';
   server.stdout!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
   server.stderr!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
-  const url = await waitFor(() => /HTTP server listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(log)?.[1], `code-server to listen (log: ${log})`, 30_000);
+  const url = await waitFor(() => /HTTP server listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(log)?.[1], `code-server to listen (log: ${log})`, 60_000);
   let context: BrowserContext | undefined;
   const close = async (): Promise<void> => {
     await context?.close().catch(() => undefined);
@@ -73,18 +103,18 @@ export async function openWorkbench(workspace: string, scratch: string): Promise
     await new Promise((resolve) => (server.exitCode === null ? server.once('exit', resolve) : resolve(undefined)));
   };
   try {
-    context = await chromium.launchPersistentContext(path.join(scratch, 'chromium'), {
+    context = await playwright().chromium.launchPersistentContext(path.join(scratch, 'chromium'), {
       executablePath: CHROMIUM,
       headless: true,
       viewport: { width: 1400, height: 900 },
       args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
     const host = new URL(url).host;
-    const payload = JSON.stringify([['extensionDevelopmentPath', `vscode-remote://${host}${REPO_ROOT}`]]);
+    const query = options.vsix ? '' : `&payload=${encodeURIComponent(JSON.stringify([['extensionDevelopmentPath', `vscode-remote://${host}${REPO_ROOT}`]]))}`;
     const browser = context;
     const openWindow = async (page?: Page): Promise<Page> => {
       const window = page ?? (await browser.newPage());
-      await window.goto(`${url}/?folder=${encodeURIComponent(workspace)}&payload=${encodeURIComponent(payload)}`);
+      await window.goto(`${url}/?folder=${encodeURIComponent(workspace)}${query}`);
       await window.locator('.monaco-workbench .statusbar').waitFor({ timeout: 60_000 });
       return window;
     };
@@ -94,6 +124,17 @@ export async function openWorkbench(workspace: string, scratch: string): Promise
     await close();
     throw error;
   }
+}
+
+/** `code-server --install-extension FILE.vsix` into the fresh extensions folder, as a user installs one. */
+async function installVsix(wrap: NonNullable<WorkbenchOptions['wrap']>, codeServer: string, common: string[], vsix: string, env: NodeJS.ProcessEnv): Promise<void> {
+  const [command, args] = wrap(codeServer, [...common, '--install-extension', vsix]);
+  const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  if (code !== 0 || !/successfully installed/i.test(output)) throw new Error(`installing ${vsix} failed (exit ${code}): ${output}`);
 }
 
 /**

