@@ -125,10 +125,11 @@ export function bandChartSvg(points: readonly ChartPoint[], options: BandChartOp
   // A range narrower than the format's precision (entropy 5.538 → 5.536) gets more digits, so its ends differ.
   let [top, bottom] = [options.format(high), options.format(low)];
   for (let digits = 4; top === bottom && high !== low && digits <= 8; digits += 1) [top, bottom] = [high, low].map((v) => String(Number(v.toPrecision(digits)))) as [string, string];
-  const grid = Array.from({ length: high === low ? 0 : (options.yTicks ?? 0) }, (_, i) => {
-    const value = low + ((high - low) * (i + 1)) / ((options.yTicks ?? 0) + 1);
-    return `<line class="grid" x1="${pad.left}" y1="${y(value)}" x2="${width - pad.right}" y2="${y(value)}" stroke="var(--vscode-panel-border)" stroke-opacity="0.5"/><text x="${pad.left - 3}" y="${Number(y(value)) + 3}" text-anchor="end">${escape(options.format(value))}</text>`;
-  }).join('');
+  const tickValues = Array.from({ length: high === low ? 0 : (options.yTicks ?? 0) }, (_, i) => low + ((high - low) * (i + 1)) / ((options.yTicks ?? 0) + 1));
+  // Grid labels that the format rounds alike (1.1k, 1.1k) get the digits that tell them apart.
+  let tickLabels = tickValues.map(options.format);
+  for (let digits = 3; new Set([top, ...tickLabels, bottom]).size < tickLabels.length + 2 && digits <= 8; digits += 1) tickLabels = tickValues.map((v) => String(Number(v.toPrecision(digits))));
+  const grid = tickValues.map((value, i) => `<line class="grid" x1="${pad.left}" y1="${y(value)}" x2="${width - pad.right}" y2="${y(value)}" stroke="var(--vscode-panel-border)" stroke-opacity="0.5"/><text x="${pad.left - 3}" y="${Number(y(value)) + 3}" text-anchor="end">${escape(tickLabels[i]!)}</text>`).join('');
   const axis = `<line x1="${pad.left}" y1="${pad.top + plotHeight}" x2="${width - pad.right}" y2="${pad.top + plotHeight}" stroke="var(--vscode-panel-border)"/>
 <text x="${pad.left - 3}" y="${pad.top + 6}" text-anchor="end">${escape(top)}</text><text x="${pad.left - 3}" y="${pad.top + plotHeight}" text-anchor="end">${escape(bottom)}</text>
 <text x="${pad.left}" y="${height - 3}">${first}</text><text x="${width - pad.right}" y="${height - 3}" text-anchor="end">${last}</text>`;

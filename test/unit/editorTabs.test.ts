@@ -226,6 +226,9 @@ describe('full-size charts (the one chart module)', () => {
     // The x axis spans both runs' iterations: 1 to 4.
     assert.match(svg, /data-first="1" data-last="4" data-left="42" data-plot-width="512"/);
     assert.equal(stepAt(42 + 512 * 0.6, { first: 1, last: 4, left: 42, plotWidth: 512 }, [1, 2, 3, 4]), 3);
+    // Grid labels the format would round alike get more digits.
+    const rate = bandChartSvg([{ step: 1, value: 1_000 }, { step: 2, value: 1_100 }], { label: 'rate', format: (v) => `${(v / 1000).toFixed(1)}k`, yTicks: 3 });
+    assert.deepEqual([...rate.matchAll(/class="grid"[^>]*\/><text[^>]*>([^<]*)</g)].map((m) => m[1]), ['1030', '1050', '1080']);
     assert.equal(stepAt(0, { first: 1, last: 4, left: 42, plotWidth: 512 }, [1, 2, 3]), 1);
   });
 

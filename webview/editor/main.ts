@@ -26,6 +26,8 @@ const vscode = acquireVsCodeApi();
 const post = (message: EditorToExtension): void => vscode.postMessage(message);
 const root = document.getElementById('app')!;
 root.classList.add('editor-app');
+// The e2e reads these on the page's own clock: when the tab's script started, when its first spans came.
+root.dataset.startedAt = String(Date.now());
 const restored = restoreEditorState(vscode.getState());
 let state: EditorState | undefined = restored.ok ? restored.state : undefined;
 let view: RolloutTab | CompareTab | RunTab | undefined;
@@ -107,6 +109,7 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
     setTimeout(() => banner.remove(), 10_000);
     return;
   }
+  if (message.type === 'spans') root.dataset.firstSpansAt ??= String(Date.now());
   if (view instanceof RolloutTab) {
     if (message.type === 'rollout') view.setRollout(message.rollout);
     else if (message.type === 'spans' && message.rolloutId === view.rolloutId) view.addSpans(message.spans, message.complete);

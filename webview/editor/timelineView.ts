@@ -50,7 +50,8 @@ export class TimelineView {
 
   constructor(private readonly events: TimelineEvents) {
     this.scroller.tabIndex = 0;
-    this.scroller.setAttribute('role', 'listbox');
+    this.scroller.setAttribute('role', 'group');
+    this.scroller.setAttribute('aria-roledescription', 'timeline');
     this.scroller.setAttribute('aria-label', 'Timeline of the rollout’s spans. j / k: next or previous LLM call; ↑ / ↓: any span; + / −: zoom; ← / →: pan; f: fit; 1, 0 or a number: rate the selected step; Shift+number: rate the rollout; c: comment.');
     this.axis.className = 'timeline-axis';
     this.canvas.className = 'timeline-canvas';
