@@ -28,6 +28,12 @@ interface Tab {
   state: EditorState;
   /** Bumped when the tab shows another target: a stream for the old one stops. */
   generation: number;
+  /**
+   * Whether the tab's script listens (it said `ready`). Until then messages wait here: a new tab's data is
+   * fetched while its page loads, not after.
+   */
+  ready: boolean;
+  readonly pending: ExtensionToEditor[];
   readonly disposables: vscode.Disposable[];
 }
 
@@ -161,8 +167,9 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     panel.webview.html = webviewHtml(panel.webview, this.dist, 'editor', tabTitle(state));
     panel.title = tabTitle(state);
     panel.iconPath = vscode.Uri.joinPath(this.dist, '..', 'media', 'lightning.svg');
-    const tab: Tab = { panel, state, generation: 0, disposables: [] };
+    const tab: Tab = { panel, state, generation: 0, ready: false, pending: [], disposables: [] };
     this.tabs.add(tab);
+    this.load(tab);
     tab.disposables.push(
       panel.webview.onDidReceiveMessage((message: unknown) => void this.receive(tab, message)),
       panel.onDidDispose(() => {
@@ -189,7 +196,8 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
   }
 
   private post(tab: Tab, message: ExtensionToEditor): void {
-    void tab.panel.webview.postMessage(message);
+    if (tab.ready) void tab.panel.webview.postMessage(message);
+    else if (message.type !== 'show') tab.pending.push(message);
   }
 
   /** What a tab needs at start (its rollouts with their rewards and spans; a run tab asks for its run). */
@@ -210,10 +218,15 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     const message = parsed.data;
     try {
       switch (message.type) {
-        case 'ready':
+        case 'ready': {
+          // A page that was ready before has reloaded: it gets everything again.
+          const reloaded = tab.ready;
+          tab.ready = true;
           this.post(tab, { type: 'show', state: tab.state });
-          this.load(tab);
+          for (const pending of tab.pending.splice(0)) this.post(tab, pending);
+          if (reloaded) this.load(tab);
           return;
+        }
         case 'loadSpans':
           return this.streamSpans(tab, message.rolloutId, message.afterSequence);
         case 'loadSpan': {
