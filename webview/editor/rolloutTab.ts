@@ -51,6 +51,7 @@ export class RolloutTab {
   private readonly live = el('div', 'visually-hidden');
   private pendingSelection: string | null;
   private layoutFrame = 0;
+  private clock: ReturnType<typeof setInterval> | undefined;
   /** Ratings sent from this tab, by step: what a comment alone keeps until the store's rows arrive. */
   private readonly rated = new Map<string, { value: number; at: number }>();
 
@@ -69,6 +70,13 @@ export class RolloutTab {
     if (rollout.id !== this.rolloutId) return;
     this.rollout = rollout;
     this.renderHeader();
+    // While it runs, its open spans grow with the clock: laid out again every second.
+    const running = rollout.status === 'running' || rollout.status === 'queued';
+    if (running && this.clock === undefined) this.clock = setInterval(() => !this.layoutFrame && (this.layoutFrame = requestAnimationFrame(() => this.relayout())), 1_000);
+    if (!running && this.clock !== undefined) {
+      clearInterval(this.clock);
+      this.clock = undefined;
+    }
   }
 
   get lastSequence(): number {
