@@ -50,6 +50,16 @@ const builds = [
     external: nodeExternals,
   },
   {
+    // The demo's sample agent with its openai SDK, so `lightning demo` runs from an installed .vsix (no node_modules there).
+    ...common,
+    entryPoints: { 'demo-agent': 'trainer-daemon/demo/sample-agent.mjs' },
+    outdir: 'dist',
+    outExtension: { '.js': '.mjs' },
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+  },
+  {
     ...common,
     // The side panel and the editor tabs: two entries of one build, their shared code (the elements,
     // zod, the formatting and chart modules) in common chunks loaded by both.

@@ -21,11 +21,17 @@ import { TrainingCommands } from './training/startTraining';
 import { TrainerSetup } from './training/setUpTrainer';
 import { CheckpointInUse } from './checkpoints/useCheckpoint';
 import { errorMessage } from '../trainer-daemon/errors';
+import { WINDOWS_MESSAGE, WSL_DOCS } from './runtime';
+import { runDemo } from './demo';
 import { DetailEditors } from './editors/detailEditors';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
   const log = vscode.window.createOutputChannel('Lightning', { log: true });
+  // Native Windows is not supported (process groups, signals, the trainer worker): say so once, up front. In WSL the extension runs on Linux.
+  if (process.platform === 'win32') {
+    void vscode.window.showErrorMessage(WINDOWS_MESSAGE, 'Open the WSL guide').then((choice) => choice && vscode.env.openExternal(vscode.Uri.parse(WSL_DOCS)));
+  }
   const upstreamKey = new UpstreamKey(context.secrets);
   const supervisor = new DaemonSupervisor(context.asAbsolutePath('dist/cli.js'), log, upstreamKey);
   const live = new LiveRollouts(supervisor);
@@ -68,6 +74,7 @@ export function activate(context: vscode.ExtensionContext): void {
     command('lightning.reviewUnrated', () => annotator.reviewUnrated()),
     command('lightning.setUpstreamApiKey', () => upstreamKey.prompt()),
     command('lightning.restartDaemon', () => supervisor.restart()),
+    command('lightning.runDemo', () => runDemo(context.asAbsolutePath('dist/cli.js'))),
     command('lightning.importDataset', (uri) => datasets.importDataset(uri instanceof vscode.Uri ? uri : undefined)),
     command('lightning.runDataset', () => datasets.runDataset()),
     command('lightning.scoreRollouts', () => score.run()),

@@ -13,7 +13,7 @@ import { ReadyMessage } from '../trainer-daemon/protocol';
 import { findDaemon } from '../trainer-daemon/protocol/discovery';
 import { DaemonClient } from './daemonClient';
 import { RestartPolicy } from './restartPolicy';
-import { probeVersion, resolveRuntime } from './runtime';
+import { NODE_SQLITE_SINCE, resolveRuntimeFor } from './runtime';
 import { readSettings, type UpstreamKey } from './settings';
 import { errorMessage } from '../trainer-daemon/errors';
 
@@ -111,7 +111,7 @@ export class DaemonSupervisor implements vscode.Disposable {
   }
 
   private async spawnDaemon(storeFile: string, nodePath: string | undefined, upstream: string | undefined): Promise<ReadyMessage> {
-    const resolution = await resolveRuntime({ nodePath, hostExecPath: process.execPath, probe: probeVersion });
+    const resolution = await resolveRuntimeFor(this.cliPath, nodePath);
     if (!resolution.ok) throw new PermanentStartError(resolution.message);
     const { runtime } = resolution;
     const apiKey = await this.upstreamKey.get();
@@ -145,14 +145,14 @@ export class DaemonSupervisor implements vscode.Disposable {
       });
       child.once('error', (error) => {
         clearTimeout(timer);
-        reject(new PermanentStartError(`cannot run ${runtime.command}: ${error.message}. Set "lightning.nodePath" to a Node ≥ 20 binary.`));
+        reject(new PermanentStartError(`cannot run ${runtime.command}: ${error.message}. Clear "lightning.nodePath" to use the editor's own runtime, or point it at a Node ≥ ${NODE_SQLITE_SINCE}.`));
       });
       child.once('exit', (code, signal) => {
         clearTimeout(timer);
         const detail = stderrTail.filter((line) => !line.startsWith('{')).join('\n') || stderrTail.join('\n');
         const message = `the daemon exited (${code ?? signal}) before it was ready: ${detail}`;
         // A native module built for another ABI, or a bad setting: restarting cannot help.
-        reject(/cannot load in this runtime|--upstream|--store/.test(detail) ? new PermanentStartError(message) : new Error(message));
+        reject(/cannot load in this runtime|has no node:sqlite|--upstream|--store/.test(detail) ? new PermanentStartError(message) : new Error(message));
       });
     });
   }

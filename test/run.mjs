@@ -11,7 +11,7 @@ import { ensureApt, ensureBrowserDriver, ensureEditor, ensureNode, ensurePythonV
 const root = path.join(REPO, 'test');
 const SUITES = ['unit', 'integration', 'e2e', 'python', 'node24'];
 /** The test files that run a second time under Node 24, where the store opens with node:sqlite. */
-const NODE24_FILES = ['test/unit/store.test.ts', 'test/unit/migrations.test.ts', 'test/unit/writeQueue.test.ts'];
+const NODE24_FILES = ['storeDriver', 'migrations', 'store', 'writeQueue', 'rolloutTransitions', 'datasets', 'training', 'useCheckpoint', 'rewardRules', 'lightningrl', 'apo', 'rewardPipeline'].map((name) => `test/unit/${name}.test.ts`);
 
 function testFiles(dir) {
   if (!fs.existsSync(dir)) return [];
@@ -52,6 +52,11 @@ function provision() {
     ]);
     // PyTorch 2 + transformers + peft + trl and the agent SDKs: pytest and the SDK tests run on it.
     env.LIGHTNING_TEST_PYTHON = ensurePythonVenv();
+  }
+  if (files.some((file) => file.includes(`${path.sep}integration${path.sep}`))) {
+    // The package test unpacks each VSIX and runs the linux-x64 one on Node 24 (node:sqlite, as in VS Code).
+    ensureApt([{ name: 'unzip', why: "the package test reads each VSIX's files" }]);
+    env.LIGHTNING_NODE24 = ensureNode(24).node;
   }
   if (files.some(inE2e)) {
     env.LIGHTNING_E2E_DRIVER = ensureBrowserDriver();

@@ -114,7 +114,7 @@ export class Daemon {
       baseUrl = url;
       const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, training, policy, workerBatches, scoreJobs, token, info, url, logger, releaseLock);
       daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
-      logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion });
+      logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion, sqlite: store.driver, node: process.version });
       return daemon;
     } catch (error) {
       http?.close();

@@ -10,7 +10,7 @@ import * as vscode from 'vscode';
 import { ResourceName, type ApoResult, type Dataset } from '../../trainer-daemon/protocol';
 import { runnableConfigurations, type LaunchConfig } from '../debug/launchConfig';
 import type { DaemonClient } from '../daemonClient';
-import { probeVersion, resolveRuntime } from '../runtime';
+import { resolveRuntimeFor } from '../runtime';
 import { readSettings, type UpstreamKey } from '../settings';
 import type { DaemonSupervisor } from '../supervisor';
 import { agentCommand, type AgentCommand } from './agentCommand';
@@ -156,7 +156,7 @@ export class OptimizePrompt {
   }
 
   private async train(resource: string, args: string[], agent: AgentCommand, started: (runId: string) => void): Promise<ApoResult | undefined> {
-    const resolution = await resolveRuntime({ nodePath: readSettings().nodePath, hostExecPath: process.execPath, probe: probeVersion });
+    const resolution = await resolveRuntimeFor(this.cliPath, readSettings().nodePath);
     if (!resolution.ok) throw new Error(resolution.message);
     const key = await this.upstreamKey.get();
     const upstream = readSettings().upstreamBaseUrl;

@@ -7,7 +7,7 @@
 import { spawn } from 'node:child_process';
 import readline from 'node:readline';
 import * as vscode from 'vscode';
-import { probeVersion, resolveRuntime } from '../runtime';
+import { resolveRuntimeFor } from '../runtime';
 import { readSettings } from '../settings';
 
 export interface CliRun {
@@ -35,7 +35,7 @@ export class LightningCli {
   /** Runs `lightning ARGS` on the workspace's store. */
   async run(args: readonly string[], options: CliOptions = {}): Promise<CliRun> {
     const settings = readSettings();
-    const resolution = await resolveRuntime({ nodePath: settings.nodePath, hostExecPath: process.execPath, probe: probeVersion });
+    const resolution = await resolveRuntimeFor(this.cliPath, settings.nodePath);
     if (!resolution.ok) throw new Error(resolution.message);
     const { runtime } = resolution;
     // `--store` goes before a `--`: what follows it is the agent's command line.

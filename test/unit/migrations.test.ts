@@ -1,12 +1,17 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import BetterSqlite3 from 'better-sqlite3';
+import { openConnection, type Database } from '../../trainer-daemon/store/driver';
 import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../trainer-daemon/store/migrations';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
 
-function tables(db: BetterSqlite3.Database): string[] {
+/** A raw connection on this runtime's driver (LIGHTNING_SQLITE_DRIVER, else node:sqlite where it loads): no pragmas, no migrations. */
+function rawDatabase(file: string): Database {
+  return openConnection(file, { readonly: false }).db;
+}
+
+function tables(db: Database): string[] {
   return db
     .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type IN ('table','index','trigger') AND name NOT LIKE 'sqlite_%' ORDER BY name")
     .all()
@@ -32,7 +37,7 @@ describe('store: migrations', () => {
   for (const from of MIGRATIONS.map((m) => m.version).filter((v) => v < LATEST_SCHEMA_VERSION)) {
     test(`a store at version ${from} with data migrates to ${LATEST_SCHEMA_VERSION} keeping its data`, (t) => {
       const file = path.join(tempDir(t), 'store.db');
-      const old = new BetterSqlite3(file);
+      const old = rawDatabase(file);
       migrate(old, from);
       assert.equal(old.pragma('user_version', { simple: true }), from);
       old.prepare(`INSERT INTO rollouts (id, status, mode, label, task_id, task_input, source, created_at, updated_at)
@@ -54,11 +59,11 @@ describe('store: migrations', () => {
 
   test('a store from a newer Lightning is refused without being touched', (t) => {
     const file = path.join(tempDir(t), 'store.db');
-    const db = new BetterSqlite3(file);
+    const db = rawDatabase(file);
     db.pragma(`user_version = ${LATEST_SCHEMA_VERSION + 1}`);
     db.close();
     assert.throws(() => Store.open(file), /newer than this Lightning understands/);
-    const after = new BetterSqlite3(file);
+    const after = rawDatabase(file);
     assert.equal(after.pragma('user_version', { simple: true }), LATEST_SCHEMA_VERSION + 1);
     assert.deepEqual(tables(after), []);
     after.close();
@@ -67,7 +72,7 @@ describe('store: migrations', () => {
   test('opening twice applies nothing the second time', (t) => {
     const file = path.join(tempDir(t), 'store.db');
     Store.open(file).close();
-    const db = new BetterSqlite3(file);
+    const db = rawDatabase(file);
     t.after(() => db.close());
     assert.deepEqual(migrate(db), []);
   });

@@ -21,9 +21,10 @@ import { randomToolDemonstrations, toolsTasks } from './tasks';
 
 const DATASET = 'demo-tools';
 
-/** The checkout: the bundle lives in dist/, the sample agent in trainer-daemon/demo/. */
+/** The sample agent: bundled with its SDK beside the bundle (dist/demo-agent.mjs, what a .vsix carries), else the checkout's source. */
 const root = path.resolve(__dirname, '..', path.basename(__dirname) === 'dist' ? '' : '..');
-const agent = path.join(root, 'trainer-daemon', 'demo', 'sample-agent.mjs');
+const bundledAgent = path.join(__dirname, 'demo-agent.mjs');
+const agent = fs.existsSync(bundledAgent) ? bundledAgent : path.join(root, 'trainer-daemon', 'demo', 'sample-agent.mjs');
 
 function say(text: string): void {
   process.stdout.write(`${text}\n`);

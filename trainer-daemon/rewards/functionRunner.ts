@@ -54,7 +54,7 @@ async function moduleUrl(file: string): Promise<string> {
   try {
     esbuild = require('esbuild') as typeof import('esbuild');
   } catch {
-    throw new InvalidInputError(`reward function ${file} is TypeScript, which needs esbuild installed; install it (npm i -D esbuild) or give a .js/.mjs module`);
+    throw new InvalidInputError(`reward function ${file} is TypeScript, which needs esbuild: the installed extension carries it for its platform; from a checkout run \`npm ci\` (or \`npm i -D esbuild\`), or give a .js/.mjs module`);
   }
   const built = await esbuild.build({ entryPoints: [file], bundle: true, platform: 'node', format: 'esm', target: 'node20', write: false, logLevel: 'silent' }).catch((error: Error) => {
     throw new InvalidInputError(`reward function ${file} does not compile: ${error.message.split('\n').slice(0, 3).join(' ')}`);

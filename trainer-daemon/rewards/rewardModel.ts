@@ -11,8 +11,19 @@ import type * as Ort from 'onnxruntime-node';
 import { InvalidInputError } from '../errors';
 import { Tokenizer } from './tokenizer';
 
-/** onnxruntime-node loaded on first use: its native library is large and most runs need no model. */
+/**
+ * onnxruntime-node loaded on first use: its native library is large and most runs need no model.
+ * It ships N-API binaries for linux x64/arm64, darwin arm64 and win32 only (not darwin x64): where
+ * there is none, say so instead of failing inside its loader.
+ */
 function ort(): typeof Ort {
+  const binding = path.join(path.dirname(require.resolve('onnxruntime-node/package.json')), 'bin', 'napi-v6', process.platform, process.arch, 'onnxruntime_binding.node');
+  if (!fs.existsSync(binding)) {
+    throw new InvalidInputError(
+      `ONNX reward models need onnxruntime-node, which ships no binary for ${process.platform}-${process.arch}: ` +
+        'score with rules, a reward function or an LLM judge here, or run Lightning on Linux or an Apple Silicon Mac (e.g. over Remote - SSH).',
+    );
+  }
   return require('onnxruntime-node') as typeof Ort;
 }
 

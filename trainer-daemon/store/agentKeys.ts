@@ -3,7 +3,7 @@
  * store keeps only the SHA-256, with the upstream the agent's own configuration named.
  */
 import crypto from 'node:crypto';
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement } from './driver';
 import { scrubText } from '../secrets';
 
 export interface AgentKeyRecord {

@@ -7,24 +7,22 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import BetterSqlite3, { type Database } from 'better-sqlite3';
+import { openConnection, type Connection, type DriverName } from './driver';
 import { migrate } from './migrations';
-import { explainNativeLoadError } from './nativeModules';
 
 export interface OpenOptions {
   /** Open without migrating (to inspect an older store); writes then fail on missing tables. */
   readonly migrate?: boolean;
   readonly readonly?: boolean;
+  /** Default: chooseDriver() (node:sqlite where the runtime has it, else better-sqlite3). */
+  readonly driver?: DriverName;
 }
 
-export function openDatabase(file: string, options: OpenOptions = {}): Database {
+/** Opens `file` on either driver with the same pragmas and migrations: one schema, one durability promise. */
+export function openDatabase(file: string, options: OpenOptions = {}): Connection {
   if (file !== ':memory:' && !options.readonly) fs.mkdirSync(path.dirname(path.resolve(file)), { recursive: true });
-  let db: Database;
-  try {
-    db = new BetterSqlite3(file, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
-  } catch (error) {
-    explainNativeLoadError(error);
-  }
+  const connection = openConnection(file, { readonly: options.readonly ?? false, driver: options.driver });
+  const { db } = connection;
   try {
     db.pragma('busy_timeout = 5000');
     if (!options.readonly) {
@@ -38,7 +36,7 @@ export function openDatabase(file: string, options: OpenOptions = {}): Database 
     db.pragma('cache_size = -65536');
     db.pragma('foreign_keys = ON');
     if (options.migrate ?? true) migrate(db);
-    return db;
+    return connection;
   } catch (error) {
     db.close();
     throw error;

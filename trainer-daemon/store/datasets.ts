@@ -1,6 +1,6 @@
 /** Datasets and their tasks: imported in one transaction, never half a dataset. */
 import crypto from 'node:crypto';
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement } from './driver';
 import type { z } from 'zod';
 import type { Dataset, ImportDatasetParams, Json, Task } from '../protocol';
 import { ConflictError, NotFoundError } from '../errors';

@@ -1,6 +1,6 @@
 /**
- * better-sqlite3 links one V8 ABI: a binary built for Node will not load in another runtime (e.g.
- * VS Code's Electron run as Node). Loading it fails deep inside `bindings` with an error that names
+ * better-sqlite3 links one V8 ABI: a binary built for one Node will not load in another. The store
+ * uses it only where the runtime has no node:sqlite (Node < 22.13), see driver.ts. Loading it fails deep inside `bindings` with an error that names
  * neither the runtime nor the fix; this turns that failure into a message that does.
  */
 import { LightningError } from '../errors';
@@ -18,8 +18,8 @@ export function explainNativeLoadError(error: unknown, module = 'better-sqlite3'
   const electron = process.versions.electron ? `, Electron ${process.versions.electron}` : '';
   throw new NativeModuleError(
     `the native module ${module} cannot load in this runtime (${process.execPath}, Node ${process.version}${electron}, ABI ${process.versions.modules}): ` +
-      `${original.message.split('\n')[0]}. Run the daemon with the Node it was built for: set the "lightning.nodePath" setting to a Node ≥ 20 binary ` +
-      `(or put one on PATH), or rebuild it for this runtime with \`npm rebuild ${module}\`.`,
+      `${original.message.split('\n')[0]}. Run the daemon on Node ≥ 22.13, whose built-in node:sqlite needs no native module (in VS Code: clear the "lightning.nodePath" setting; the editor's own runtime has it), ` +
+      `or rebuild the module for this Node with \`npm rebuild ${module}\`.`,
     { cause: original },
   );
 }

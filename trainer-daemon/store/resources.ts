@@ -3,7 +3,7 @@
  * per name is current, which is what agents read. A rollout can be pinned to versions (an APO
  * candidate's batch): it then reads those, and the pin records what it ran with.
  */
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement } from './driver';
 import type { z } from 'zod';
 import { placeholders, PolicyRef, type AgentResources, type Json, type PutResourceParams, type Resource, type ResourceSummary } from '../protocol';
 import { InvalidInputError, NotFoundError } from '../errors';

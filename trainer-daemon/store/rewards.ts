@@ -2,7 +2,7 @@
  * Rewards are append-only (a trigger refuses updates): an annotation is never overwritten, a
  * correction is a new row, and the history of who said what stays in the store.
  */
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement } from './driver';
 import type { z } from 'zod';
 import type { AddRewardParams, Reward } from '../protocol';
 import { InvalidInputError } from '../errors';

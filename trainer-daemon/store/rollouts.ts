@@ -2,7 +2,7 @@
  * Rollouts and their attempts: creation, the status lifecycle, lookup and the panel's list query.
  */
 import crypto from 'node:crypto';
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement } from './driver';
 import { z } from 'zod';
 import {
   Attempt,

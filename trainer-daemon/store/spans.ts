@@ -3,7 +3,7 @@
  * retries a batch does not create copies), with the rollout's counters updated in the same
  * transaction so the panel's list never disagrees with the trajectory.
  */
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement } from './driver';
 import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
 import { NotFoundError } from '../errors';
 

@@ -3,7 +3,7 @@
  * transaction and returns only after it committed, so a caller that got an answer holds an
  * acknowledged, durable write. Change events fire after the commit.
  */
-import type { Database, Transaction } from 'better-sqlite3';
+import type { Database, DriverName, Transaction } from './driver';
 import type { z } from 'zod';
 import {
   AddRewardParams,
@@ -73,12 +73,15 @@ export class Store {
   readonly onDidChangeTrainingRun: Event<{ id: string; round: number | null }> = this._onDidChangeTrainingRun.event;
 
   static open(file: string, options?: OpenOptions): Store {
-    return new Store(openDatabase(file, options), file);
+    const { db, driver } = openDatabase(file, options);
+    return new Store(db, file, driver);
   }
 
   private constructor(
     readonly db: Database,
     readonly file: string,
+    /** Which SQLite driver this runtime opened the file with (see driver.ts). */
+    readonly driver: DriverName,
   ) {
     this.rollouts = new RolloutRepository(db);
     this.spans = new SpanRepository(db);

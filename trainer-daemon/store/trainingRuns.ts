@@ -5,7 +5,7 @@
  * rollouts) and APO's leaderboard of candidate prompts.
  */
 import crypto from 'node:crypto';
-import type { Database, Statement } from 'better-sqlite3';
+import type { Database, Statement } from './driver';
 import type { z } from 'zod';
 import {
   type ApoCandidate,
