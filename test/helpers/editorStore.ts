@@ -13,6 +13,8 @@ import { agentRollout, type AgentRolloutOptions } from './editorFixtures';
 export interface EditorStore {
   readonly storeFile: string;
   readonly big: string;
+  /** Another 2,000-span rollout: opened into the preview tab the first one made. */
+  readonly big2: string;
   readonly before: string;
   readonly after: string;
   readonly runId: string;
@@ -42,6 +44,7 @@ export async function editorStore(workspace: string): Promise<EditorStore> {
       return created.id;
     };
     const big = rollout('big-2000', 1_000, { history: false, errorEvery: 50 });
+    const big2 = rollout('big-2000-b', 1_000, { history: false, errorEvery: 40 });
     const before = rollout('cmp-before', 200, {});
     const after = rollout('cmp-after', 200, { question: (i) => (i % 9 === 4 ? `Compute ${i} + ${i} with the tool, please` : `What is ${i} plus ${i}?`), answer: (i) => `The answer is ${i % 10 === 0 ? 2 * i + 1 : 2 * i}.` });
     const batchId = grpoIterationBatchId(runId, 1);
@@ -51,7 +54,7 @@ export async function editorStore(workspace: string): Promise<EditorStore> {
     store.writeTraining(runId, (t) => {
       for (const step of [1, 2]) t.addMetrics(runId, step, { 'reward/mean': 0.3 * step, 'reward/std': 0.1, loss: 1 / step, kl: 0.01 * step, entropy: 5 - step * 0.1, tokensPerSecond: 900 + step * 100 });
     });
-    return { storeFile, big, before, after, runId, checkpointIds: ids, best, worst };
+    return { storeFile, big, big2, before, after, runId, checkpointIds: ids, best, worst };
   } finally {
     store.close();
   }

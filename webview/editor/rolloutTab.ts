@@ -57,6 +57,7 @@ export class RolloutTab {
 
   constructor(readonly rolloutId: string, selectedSpanId: string | null, private readonly actions: RolloutTabActions) {
     this.pendingSelection = selectedSpanId;
+    this.element.dataset.rolloutId = rolloutId;
     this.live.setAttribute('aria-live', 'polite');
     const top = el('div', 'rollout-top');
     top.append(this.header, this.rewardsElement, this.status, this.timeline.element);
