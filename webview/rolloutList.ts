@@ -187,8 +187,9 @@ export class RolloutList {
     row.addEventListener('click', (event) => {
       this.element.focus();
       if (event.ctrlKey || event.metaKey) return this.toggleMark(rollout.id);
-      this.select(rollout.id);
+      // The tab first: a new webview takes the editor longest to make; the panel's own detail follows.
       this.events?.open(rollout, 'preview');
+      this.select(rollout.id);
     });
     row.addEventListener('dblclick', () => this.events?.open(rollout, 'pinned'));
     return row;
