@@ -61,8 +61,12 @@ const builds = [
   },
   {
     ...common,
-    entryPoints: { webview: 'webview/main.ts' },
+    // The side panel and the editor tabs: two entries of one build, their shared code (the elements,
+    // zod, the formatting and chart modules) in common chunks loaded by both.
+    entryPoints: { webview: 'webview/main.ts', editor: 'webview/editor/main.ts' },
     outdir: 'dist',
+    splitting: true,
+    chunkNames: 'chunks/[name]-[hash]',
     platform: 'browser',
     format: 'esm',
     target: 'es2022',

@@ -23,6 +23,7 @@ import { CheckpointInUse } from './checkpoints/useCheckpoint';
 import { errorMessage } from '../trainer-daemon/errors';
 import { WINDOWS_MESSAGE, WSL_DOCS } from './runtime';
 import { runDemo } from './demo';
+import { DetailEditors } from './editors/detailEditors';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
@@ -39,7 +40,8 @@ export function activate(context: vscode.ExtensionContext): void {
   const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey, checkpoint);
   const promptResults = new PromptResults(supervisor, log);
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
-  const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns);
+  const editors = new DetailEditors(context.extensionUri, live, annotator, trainingRuns, log);
+  const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns, editors);
   const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel, checkpoint, log);
   const score = new ScoreCommand(live, log);
   const restartOwnDaemon = (): void => {
@@ -89,6 +91,12 @@ export function activate(context: vscode.ExtensionContext): void {
     command('lightning.cancelTraining', (id) => training.cancel(runId(id))),
     command('lightning.resumeTraining', (id) => training.resume(runId(id))),
     command('lightning.setUpTrainer', () => trainerSetup.run()),
+  );
+  context.subscriptions.push(
+    editors,
+    command('lightning.openRollout', (id) => editors.openRolloutCommand(id)),
+    command('lightning.compareRollouts', (ids) => editors.compareCommand(ids)),
+    command('lightning.openTrainingRun', (id) => editors.openRunCommand(id)),
   );
   context.subscriptions.push(checkpoint, command('lightning.useCheckpoint', (argument) => checkpoint.use(argument)), command('lightning.stopUsingCheckpoint', () => checkpoint.stop()));
   log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`);

@@ -3,7 +3,6 @@
  * the webview's only peer: it answers the webview's requests (webview/protocol.ts) from the daemon
  * and forwards live changes. The page has a strict CSP with a nonce and may load only the bundle.
  */
-import crypto from 'node:crypto';
 import * as vscode from 'vscode';
 import { ExtensionToWebview, WebviewToExtension, type RolloutFilter } from '../webview/protocol';
 import type { ListRolloutsParams } from '../trainer-daemon/protocol';
@@ -13,6 +12,8 @@ import type { TrainingRuns } from './trainingRuns';
 import { datasetRows, rolloutTransitions } from './datasets/panelData';
 import { reviewReward } from './rewards/reviewReward';
 import { errorMessage } from '../trainer-daemon/errors';
+import { webviewHtml } from './webviewHtml';
+import type { DetailEditors } from './editors/detailEditors';
 
 export const PANEL_VIEW_ID = 'lightning.rollouts';
 const PAGE_SIZE = 200;
@@ -30,6 +31,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
     private readonly annotator: Annotator,
     private readonly log: vscode.LogOutputChannel,
     private readonly trainingRuns: TrainingRuns,
+    private readonly editors: DetailEditors,
   ) {
     const supervisor = live.supervisor;
     this.disposables.push(
@@ -51,19 +53,9 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
     this.view = view;
     const dist = vscode.Uri.joinPath(this.extensionUri, 'dist');
     view.webview.options = { enableScripts: true, localResourceRoots: [dist] };
-    view.webview.html = this.html(view.webview, dist);
+    view.webview.html = webviewHtml(view.webview, dist, 'webview', 'Lightning');
     view.onDidDispose(() => (this.view = undefined), undefined, this.disposables);
     view.webview.onDidReceiveMessage((raw: unknown) => void this.receive(raw), undefined, this.disposables);
-  }
-
-  private html(webview: vscode.Webview, dist: vscode.Uri): string {
-    const nonce = crypto.randomBytes(16).toString('base64');
-    const script = webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.js'));
-    const style = webview.asWebviewUri(vscode.Uri.joinPath(dist, 'webview.css'));
-    const csp = [`default-src 'none'`, `style-src ${webview.cspSource} 'unsafe-inline'`, `font-src ${webview.cspSource}`, `img-src ${webview.cspSource} data:`, `script-src 'nonce-${nonce}'`].join('; ');
-    return `<!DOCTYPE html><html lang="en"><head><meta charset="UTF-8"><meta http-equiv="Content-Security-Policy" content="${csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1.0"><link rel="stylesheet" href="${style}"><title>Lightning</title></head>
-<body><div id="app"></div><script type="module" nonce="${nonce}" src="${script}"></script></body></html>`;
   }
 
   private post(message: ExtensionToWebview): void {
@@ -122,6 +114,12 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
           return;
         case 'reviewReward':
           return reviewReward(this.live.supervisor, this.annotator, message.rolloutId, message.rewardId, message.action);
+        case 'openRolloutTab':
+          return this.editors.openRollout(message.id, { preview: message.mode === 'preview', beside: message.mode === 'beside' });
+        case 'compareRollouts':
+          return this.editors.compare(message.left, message.right);
+        case 'openRunTab':
+          return this.editors.openRun(message.id);
       }
     } catch (error) {
       const text = errorMessage(error);

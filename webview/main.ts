@@ -35,7 +35,7 @@ const post = (message: WebviewToExtension): void => vscode.postMessage(message);
 const save = (): void => vscode.setState(state);
 
 const app = document.getElementById('app')!;
-app.innerHTML = `<div class="toolbar"><vscode-badge class="daemon-state">starting</vscode-badge><span class="count"></span></div>
+app.innerHTML = `<div class="toolbar"><vscode-badge class="daemon-state">starting</vscode-badge><span class="count"></span><vscode-button class="compare" secondary hidden aria-label="Compare the two marked rollouts (Space or Ctrl+click marks one)">Compare</vscode-button></div>
 <div class="filters"><vscode-textfield class="search" placeholder="Filter by label or task" aria-label="Filter by text"></vscode-textfield>
 <vscode-single-select class="status-filter" aria-label="Filter by status"></vscode-single-select>
 <vscode-single-select class="mode-filter" aria-label="Filter by mode"></vscode-single-select></div>
@@ -66,12 +66,25 @@ const list = new RolloutList(
   app.querySelector('.list')!,
   (cursor) => post({ type: 'listRollouts', requestId, filter: state.filter, cursor }),
   (rollout) => openRollout(rollout),
+  {
+    open: (rollout, mode) => post({ type: 'openRolloutTab', id: rollout.id, mode }),
+    marked: (ids) => {
+      compareButton.hidden = ids.length !== 2;
+      compareButton.textContent = ids.length === 2 ? 'Compare 2' : 'Compare';
+    },
+  },
 );
+const compareButton = app.querySelector<HTMLElement>('.toolbar .compare')!;
+compareButton.addEventListener('click', () => {
+  const [left, right] = list.markedIds;
+  if (left && right) post({ type: 'compareRollouts', left, right });
+});
 const trajectory: TrajectoryView = new TrajectoryView(app.querySelector('.detail')!, {
   annotate: (spanId, value, comment) => trajectory.rolloutId && post({ type: 'annotate', rolloutId: trajectory.rolloutId, spanId, value, comment }),
   copy: (text) => post({ type: 'copy', text }),
   loadTransitions: () => trajectory.rolloutId && post({ type: 'loadTransitions', rolloutId: trajectory.rolloutId }),
   reviewReward: (rewardId, action) => trajectory.rolloutId && post({ type: 'reviewReward', rolloutId: trajectory.rolloutId, rewardId, action }),
+  openTab: (beside) => trajectory.rolloutId && post({ type: 'openRolloutTab', id: trajectory.rolloutId, mode: beside ? 'beside' : 'pinned' }),
 });
 trajectory.clear('Select a rollout to see its trajectory.');
 const trainingRuns = new TrainingRunsView({
@@ -81,6 +94,7 @@ const trainingRuns = new TrainingRunsView({
   resume: (id) => post({ type: 'resumeTrainingRun', id }),
   useCheckpoint: (checkpointId) => post({ type: 'useCheckpoint', checkpointId }),
   showResult: (id) => post({ type: 'showTrainingRunResult', id }),
+  openTab: (id) => post({ type: 'openRunTab', id }),
 });
 app.insertBefore(trainingRuns.element, app.querySelector('.list'));
 

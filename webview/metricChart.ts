@@ -83,21 +83,31 @@ export interface BandChartOptions {
   readonly height?: number;
   /** A theme chart colour variable. */
   readonly colour?: string;
+  /** A second series drawn dashed over the first on the same axes (another run, to compare). */
+  readonly overlay?: { readonly points: readonly ChartPoint[]; readonly colour: string; readonly label: string };
+  /** Labelled grid lines on the y axis between min and max (full-size charts); 0: only min and max. */
+  readonly yTicks?: number;
 }
 
-/** One series with its band (low–high), min and max on the y axis, first and last step on the x axis; '' without points. */
+/**
+ * One series with its band (low–high), min and max on the y axis, first and last step on the x axis
+ * (and, for full-size charts, grid lines and a dashed overlay series); '' without points. The svg
+ * carries its x scale (`data-first`, `data-last`, `data-left`, `data-plot-width`) for hover read-outs.
+ */
 export function bandChartSvg(points: readonly ChartPoint[], options: BandChartOptions): string {
   if (points.length === 0) return '';
   const width = options.width ?? 160;
   const height = options.height ?? 80;
   // Room on the left for a six-character axis label (0.0539, 1.5k, 3.0 GiB) at the panel's 10 px.
   const pad = { left: 42, right: 6, top: 6, bottom: 16 };
-  const lows = points.map((p) => Math.min(p.value, p.low ?? p.value));
-  const highs = points.map((p) => Math.max(p.value, p.high ?? p.value));
+  const overlay = options.overlay?.points ?? [];
+  const all = [...points, ...overlay];
+  const lows = all.map((p) => Math.min(p.value, p.low ?? p.value));
+  const highs = all.map((p) => Math.max(p.value, p.high ?? p.value));
   const fits = options.range !== undefined && Math.min(...lows) >= options.range[0] && Math.max(...highs) <= options.range[1];
   const [low, high] = fits ? options.range! : [Math.min(...lows), Math.max(...highs)];
-  const first = points[0]!.step;
-  const last = points.at(-1)!.step;
+  const first = overlay.length ? Math.min(points[0]!.step, overlay[0]!.step) : points[0]!.step;
+  const last = overlay.length ? Math.max(points.at(-1)!.step, overlay.at(-1)!.step) : points.at(-1)!.step;
   const plotWidth = width - pad.left - pad.right;
   const plotHeight = height - pad.top - pad.bottom;
   const x = (step: number): string => round(pad.left + (last === first ? 0.5 : (step - first) / (last - first)) * plotWidth);
@@ -109,11 +119,28 @@ export function bandChartSvg(points: readonly ChartPoint[], options: BandChartOp
     : '';
   const line = `<polyline class="series" fill="none" stroke="${colour}" stroke-width="1.5" points="${points.map((p) => `${x(p.step)},${y(p.value)}`).join(' ')}"/>`;
   const dots = points.map((p) => `<circle cx="${x(p.step)}" cy="${y(p.value)}" r="2" fill="${colour}"/>`).join('');
+  const overlayLine = options.overlay && overlay.length
+    ? `<polyline class="series overlay" data-name="${escape(options.overlay.label)}" fill="none" stroke="var(${options.overlay.colour})" stroke-width="1.5" stroke-dasharray="4 3" points="${overlay.map((p) => `${x(p.step)},${y(p.value)}`).join(' ')}"/>`
+    : '';
   // A range narrower than the format's precision (entropy 5.538 → 5.536) gets more digits, so its ends differ.
   let [top, bottom] = [options.format(high), options.format(low)];
   for (let digits = 4; top === bottom && high !== low && digits <= 8; digits += 1) [top, bottom] = [high, low].map((v) => String(Number(v.toPrecision(digits)))) as [string, string];
+  const tickValues = Array.from({ length: high === low ? 0 : (options.yTicks ?? 0) }, (_, i) => low + ((high - low) * (i + 1)) / ((options.yTicks ?? 0) + 1));
+  // Grid labels that the format rounds alike (1.1k, 1.1k) get the digits that tell them apart.
+  let tickLabels = tickValues.map(options.format);
+  for (let digits = 3; new Set([top, ...tickLabels, bottom]).size < tickLabels.length + 2 && digits <= 8; digits += 1) tickLabels = tickValues.map((v) => String(Number(v.toPrecision(digits))));
+  const grid = tickValues.map((value, i) => `<line class="grid" x1="${pad.left}" y1="${y(value)}" x2="${width - pad.right}" y2="${y(value)}" stroke="var(--vscode-panel-border)" stroke-opacity="0.5"/><text x="${pad.left - 3}" y="${Number(y(value)) + 3}" text-anchor="end">${escape(tickLabels[i]!)}</text>`).join('');
   const axis = `<line x1="${pad.left}" y1="${pad.top + plotHeight}" x2="${width - pad.right}" y2="${pad.top + plotHeight}" stroke="var(--vscode-panel-border)"/>
 <text x="${pad.left - 3}" y="${pad.top + 6}" text-anchor="end">${escape(top)}</text><text x="${pad.left - 3}" y="${pad.top + plotHeight}" text-anchor="end">${escape(bottom)}</text>
 <text x="${pad.left}" y="${height - 3}">${first}</text><text x="${width - pad.right}" y="${height - 3}" text-anchor="end">${last}</text>`;
-  return `<svg class="metric-chart band-chart" role="img" aria-label="${escape(options.label)}" viewBox="0 0 ${width} ${height}">${axis}${band}${line}${dots}</svg>`;
+  const scale = `data-first="${first}" data-last="${last}" data-left="${pad.left}" data-plot-width="${plotWidth}" data-width="${width}"`;
+  return `<svg class="metric-chart band-chart" role="img" aria-label="${escape(options.label)}" viewBox="0 0 ${width} ${height}" ${scale}>${axis}${grid}${band}${line}${overlayLine}${dots}</svg>`;
+}
+
+/** The step nearest to a pointer's x (in the svg's own units) on a chart drawn by bandChartSvg. */
+export function stepAt(xInChart: number, scale: { first: number; last: number; left: number; plotWidth: number }, steps: readonly number[]): number | undefined {
+  if (steps.length === 0) return undefined;
+  const fraction = scale.plotWidth > 0 ? (xInChart - scale.left) / scale.plotWidth : 0;
+  const target = scale.first + Math.min(1, Math.max(0, fraction)) * (scale.last - scale.first);
+  return steps.reduce((best, step) => (Math.abs(step - target) < Math.abs(best - target) ? step : best), steps[0]!);
 }

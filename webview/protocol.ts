@@ -68,6 +68,12 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('resumeTrainingRun'), id: z.string().min(1) }),
   /** Point rollouts at a checkpoint (the command `lightning.useCheckpoint`). */
   z.object({ type: z.literal('useCheckpoint'), checkpointId: z.string().min(1) }),
+  /** A rollout in the editor area: a preview tab (a click), pinned (a double-click, Enter), or to the side. */
+  z.object({ type: z.literal('openRolloutTab'), id: z.string().min(1), mode: z.enum(['preview', 'pinned', 'beside']) }),
+  /** Two rollouts side by side in a Compare tab. */
+  z.object({ type: z.literal('compareRollouts'), left: z.string().min(1), right: z.string().min(1) }),
+  /** A training run in the editor area (full-size charts, iterations, checkpoints). */
+  z.object({ type: z.literal('openRunTab'), id: z.string().min(1) }),
 ]);
 export type WebviewToExtension = z.infer<typeof WebviewToExtension>;
 

@@ -2,7 +2,8 @@
  * The rollout list: newest first, virtualized (only the rows in view exist in the DOM, so 100,000
  * rollouts scroll like 100) and paged lazily through the daemon's cursor as the user scrolls.
  * Live changes update rows in place or insert new ones that match the filter. Keyboard: ↑/↓,
- * PageUp/PageDown, Home/End move the selection.
+ * PageUp/PageDown, Home/End move the selection; Enter opens the rollout in an editor tab; Space
+ * (or Ctrl/⌘+click) marks it for Compare. A click opens a preview tab, a double-click pins it.
  */
 import type { Rollout } from '../trainer-daemon/protocol/records';
 import { formatDuration, formatTime, formatTokens, matchesFilter, rewardText, rolloutDuration, rolloutTitle, STATUS_ICON } from './format';
@@ -13,6 +14,13 @@ const OVERSCAN = 8;
 /** Ask for the next page when this few loaded rows remain below the view. */
 const PREFETCH_ROWS = 100;
 
+export interface RolloutListEvents {
+  /** A rollout to show in the editor area: a preview (a click) or pinned (a double-click, Enter). */
+  open(rollout: Rollout, mode: 'preview' | 'pinned'): void;
+  /** The rollouts marked for Compare changed (at most two; the oldest mark goes first). */
+  marked(ids: readonly string[]): void;
+}
+
 export class RolloutList {
   private rows: Rollout[] = [];
   private readonly positions = new Map<string, number>();
@@ -22,11 +30,13 @@ export class RolloutList {
   private readonly empty = document.createElement('div');
   private rendered = new Map<number, HTMLElement>();
   selectedId: string | undefined;
+  private marks: string[] = [];
 
   constructor(
     readonly element: HTMLElement,
     private readonly requestPage: (cursor: string | null) => void,
     private readonly onSelect: (rollout: Rollout) => void,
+    private readonly events?: RolloutListEvents,
   ) {
     element.classList.add('rollout-list');
     element.tabIndex = 0;
@@ -110,10 +120,28 @@ export class RolloutList {
     const current = this.selectedId === undefined ? -1 : (this.positions.get(this.selectedId) ?? -1);
     const page = Math.max(1, Math.floor(this.element.clientHeight / ROW_HEIGHT) - 1);
     const moves: Record<string, number> = { ArrowDown: current + 1, ArrowUp: current - 1, PageDown: current + page, PageUp: current - page, Home: 0, End: this.rows.length - 1 };
+    const selected = this.selectedId ? this.get(this.selectedId) : undefined;
+    if (selected && event.key === 'Enter') return void this.events?.open(selected, 'pinned');
+    if (selected && event.key === ' ') {
+      event.preventDefault();
+      return this.toggleMark(selected.id);
+    }
     const target = moves[event.key];
     if (target === undefined || this.rows.length === 0) return;
     event.preventDefault();
     this.select(this.rows[Math.min(this.rows.length - 1, Math.max(0, target))]!.id);
+  }
+
+  /** Marks a rollout for Compare (or unmarks it); a third mark drops the oldest. */
+  toggleMark(id: string): void {
+    this.marks = this.marks.includes(id) ? this.marks.filter((mark) => mark !== id) : [...this.marks, id].slice(-2);
+    this.clearRendered();
+    this.render();
+    this.events?.marked(this.marks);
+  }
+
+  get markedIds(): readonly string[] {
+    return this.marks;
   }
 
   private clearRendered(): void {
@@ -146,7 +174,7 @@ export class RolloutList {
 
   private renderRow(rollout: Rollout, index: number): HTMLElement {
     const row = document.createElement('div');
-    row.className = `rollout-row status-${rollout.status}${rollout.id === this.selectedId ? ' selected' : ''}`;
+    row.className = `rollout-row status-${rollout.status}${rollout.id === this.selectedId ? ' selected' : ''}${this.marks.includes(rollout.id) ? ' marked' : ''}`;
     row.dataset.rolloutId = rollout.id;
     row.setAttribute('role', 'option');
     row.setAttribute('aria-selected', String(rollout.id === this.selectedId));
@@ -156,10 +184,14 @@ export class RolloutList {
 <div class="line2"><span>${rollout.mode}</span><span class="llm-calls">${rollout.llmCalls} LLM call${rollout.llmCalls === 1 ? '' : 's'}</span><span>${formatTokens(tokens)} tok</span><span>${formatDuration(rolloutDuration(rollout))}</span><span class="time">${formatTime(rollout.createdAt)}</span></div>`;
     row.querySelector('.title')!.textContent = rolloutTitle(rollout);
     row.querySelector('.reward')!.textContent = rewardText(rollout.reward);
-    row.addEventListener('click', () => {
+    row.addEventListener('click', (event) => {
       this.element.focus();
+      if (event.ctrlKey || event.metaKey) return this.toggleMark(rollout.id);
+      // The tab first: a new webview takes the editor longest to make; the panel's own detail follows.
+      this.events?.open(rollout, 'preview');
       this.select(rollout.id);
     });
+    row.addEventListener('dblclick', () => this.events?.open(rollout, 'pinned'));
     return row;
   }
 }

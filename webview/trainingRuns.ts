@@ -28,6 +28,8 @@ export interface TrainingRunActions {
   useCheckpoint(checkpointId: string): void;
   /** The run's outcome in the editor (APO: the diff with Apply / Keep). */
   showResult(id: string): void;
+  /** The run in an editor tab: full-size charts, iterations, checkpoints. */
+  openTab(id: string): void;
 }
 
 export class TrainingRunsView {
@@ -109,6 +111,7 @@ export class TrainingRunsView {
     header.append(el('strong', '', `${run.algorithm} ${run.id}`), el('span', `status status-${run.status}`, `${RUN_STATUS_ICON[run.status]} ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`));
     if ((run.status === 'running' || run.status === 'queued') && !run.cancelRequested) header.append(button('Cancel', 'Cancel this training run', () => this.actions.cancel(run.id), 'cancel-run'));
     if (view.extra.kind === 'grpo' && (run.status === 'cancelled' || run.status === 'failed')) header.append(button('Resume', 'Resume this run from its last checkpoint', () => this.actions.resume(run.id), 'resume-run'));
+    header.append(button('Open in Editor', 'Open this run in an editor tab (full-size charts, iterations)', () => this.actions.openTab(run.id), 'open-run-tab'));
     if (run.result !== null) header.append(button('Show Diff', 'Show the result in the editor', () => this.actions.showResult(run.id), 'show-result'));
     const parts: HTMLElement[] = [header, el('div', 'facts', [runSubject(run), runOutcome(run)].filter(Boolean).join(' · '))];
     switch (view.extra.kind) {

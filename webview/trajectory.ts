@@ -20,6 +20,8 @@ export interface TrajectoryActions {
   /** Asks for the rollout's Training view (transitions/forRollout). */
   loadTransitions(): void;
   reviewReward(rewardId: number, action: ReviewAction): void;
+  /** The rollout in an editor tab (pinned), or beside the active editor. */
+  openTab(beside: boolean): void;
 }
 
 export class TrajectoryView {
@@ -142,6 +144,7 @@ export class TrajectoryView {
     const facts = el('div', 'facts', `${rollout.status} · ${rollout.mode} · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)} · reward ${rewardText(rollout.reward)}`);
     const id = el('div', 'facts');
     id.append(el('code', undefined, rollout.id), button('Copy id', 'Copy the rollout id', () => this.actions.copy(rollout.id)), button('Training view', 'Show what training would make of this rollout', () => this.actions.loadTransitions(), 'show-training'));
+    id.append(button('Open in Editor', 'Open this rollout in an editor tab (timeline, conversation)', () => this.actions.openTab(false), 'open-tab'), button('Open to the Side', 'Open this rollout in an editor tab beside the active one', () => this.actions.openTab(true), 'open-beside'));
     header.append(title, facts, id);
     if (this.servedBy) header.append(el('div', 'facts served-by', servedByText(this.servedBy)));
     if (rollout.error) header.append(el('div', 'error', rollout.error));

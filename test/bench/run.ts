@@ -22,6 +22,7 @@ import { runnerBenchmark } from './runner';
 import { rewardsBenchmark } from './rewards';
 import { trainerBenchmark } from './trainer';
 import { bundleBenchmark } from './bundle';
+import { editorBenchmark } from './editor';
 import { packagingBenchmark } from './packaging';
 import { scaleBenchmark } from './scale';
 
@@ -255,6 +256,7 @@ async function main(): Promise<void> {
   await listOverRpc(large);
   await readyTime(large);
   lightningRlBenchmark(work);
+  editorBenchmark();
   await runnerBenchmark(work);
   await rewardsBenchmark(work);
   if (!process.argv.includes('--store-only')) {

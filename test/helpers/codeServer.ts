@@ -188,9 +188,12 @@ export async function runCommandAndPick(page: Page, title: string, item: string)
   }
 }
 
-/** The extension's side panel: two nested iframes (the webview host and its active frame). */
+/**
+ * The extension's side panel: two nested iframes (the webview host and its active frame). Its editor tabs are
+ * webviews of the same extension: VS Code marks a view's iframe with `purpose=webviewView`.
+ */
 export function panelFrame(page: Page): FrameLocator {
-  return page.frameLocator(`iframe.webview.ready[src*="extensionId=${EXTENSION_ID}"]`).frameLocator('#active-frame');
+  return page.frameLocator(`iframe.webview.ready[src*="extensionId=${EXTENSION_ID}"][src*="purpose=webviewView"]`).frameLocator('#active-frame');
 }
 
 export function statusBarItem(page: Page): Locator {

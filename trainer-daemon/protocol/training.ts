@@ -179,3 +179,16 @@ export const GetTrainingRunParams = z.strictObject({
   /** Only metric points after this step (what a live chart already has). */
   afterStep: z.number().int().min(-1).default(-1),
 });
+
+/**
+ * A GRPO run's batch of rollouts: `mode` rollouts made with the policy of `policyStep` (0: the
+ * starting model). Iteration s trains on the batch of policy step s − 1 and is validated on that of s.
+ */
+export function grpoBatchId(runId: string, mode: 'train' | 'val', policyStep: number): string {
+  return `${runId}-${mode}-${policyStep}`;
+}
+
+/** The batch iteration `iteration` of a GRPO run trained on (its sampled reward's rollouts). */
+export function grpoIterationBatchId(runId: string, iteration: number): string {
+  return grpoBatchId(runId, 'train', iteration - 1);
+}

@@ -7,7 +7,7 @@
  */
 import { readFileBounded } from '../util/readFileBounded';
 import path from 'node:path';
-import { SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
+import { grpoBatchId, SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
 import { InvalidInputError } from '../errors';
 import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
@@ -90,7 +90,7 @@ class Iterations {
   async rollouts(tasks: readonly Task[], samples: number, mode: 'train' | 'val', step: number, checkpoint: string | null): Promise<{ batchId: string; rewards: number[]; seconds: number; completionTokens: number }> {
     const started = performance.now();
     const resourcesVersion = this.ctx.store.writeTraining(this.runId, (t) => t.addPolicyVersion({ runId: this.runId, step, checkpoint }));
-    const batchId = `${this.runId}-${mode}-${step}`;
+    const batchId = grpoBatchId(this.runId, mode, step);
     const ids: string[] = [];
     for (const task of tasks) {
       for (let s = 0; s < samples; s += 1) {

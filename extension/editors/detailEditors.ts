@@ -1,0 +1,354 @@
+/**
+ * Rollouts, comparisons and training runs in the editor area: webview panels of one type
+ * (`lightning.editor`), one per target (a rollout, a pair, a run), found again by key. A click in
+ * the side bar's list opens a preview tab, which the next click reuses; a double-click, "Open to
+ * the Side", or annotating in it pins it. Each panel is fed from the daemon (the rollout, its
+ * spans in pages, its rewards; the run's view) and live (rollouts, spans and runs changing). Tabs
+ * survive a window reload: their state (webview `setState`) comes back to `deserializeWebviewPanel`.
+ */
+import * as vscode from 'vscode';
+import type { Rollout } from '../../trainer-daemon/protocol';
+import { grpoIterationBatchId } from '../../trainer-daemon/protocol/training';
+import { errorMessage } from '../../trainer-daemon/errors';
+import { EDITOR_VIEW_TYPE, EditorToExtension, editorKey, restoreEditorState, tabTitle, type EditorState, type EditorTarget, type ExtensionToEditor } from '../../webview/editor/editorProtocol';
+import { rolloutTitle } from '../../webview/format';
+import type { Annotator } from '../annotate';
+import type { LiveRollouts } from '../liveRollouts';
+import type { TrainingRuns } from '../trainingRuns';
+import { webviewHtml } from '../webviewHtml';
+import { pickRollout, pickTrainingRun } from './pickers';
+import { slimSpan } from '../../webview/editor/slimSpan';
+
+/** Spans per message: the first page (a few screenfuls of the timeline) paints at once, the rest follow in larger ones; each page is validated by the daemon client (~0.3 ms a span here). */
+const FIRST_SPAN_PAGE = 60;
+const SPAN_PAGE = 1_000;
+
+interface Tab {
+  readonly panel: vscode.WebviewPanel;
+  state: EditorState;
+  /** Bumped when the tab shows another target: a stream for the old one stops. */
+  generation: number;
+  /**
+   * Whether the tab's script listens (it said `ready`). Until then messages wait here: a new tab's data is
+   * fetched while its page loads, not after.
+   */
+  ready: boolean;
+  readonly pending: ExtensionToEditor[];
+  readonly disposables: vscode.Disposable[];
+}
+
+export interface OpenOptions {
+  /** A preview tab: reused by the next preview. */
+  readonly preview?: boolean;
+  readonly beside?: boolean;
+}
+
+export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disposable {
+  private readonly tabs = new Set<Tab>();
+  private readonly disposables: vscode.Disposable[] = [];
+  private readonly dist: vscode.Uri;
+
+  constructor(
+    extensionUri: vscode.Uri,
+    private readonly live: LiveRollouts,
+    private readonly annotator: Annotator,
+    private readonly trainingRuns: TrainingRuns,
+    private readonly log: vscode.LogOutputChannel,
+  ) {
+    this.dist = vscode.Uri.joinPath(extensionUri, 'dist');
+    this.disposables.push(
+      vscode.window.registerWebviewPanelSerializer(EDITOR_VIEW_TYPE, this),
+      live.onDidChangeRollouts((rollouts) => {
+        for (const rollout of rollouts) {
+          for (const tab of this.showing(rollout.id)) {
+            this.post(tab, { type: 'rollout', rollout });
+            void this.sendRewards(tab, rollout.id);
+            if (tab.state.target.kind === 'rollout') tab.panel.title = tabTitle(tab.state, rollout);
+          }
+        }
+      }),
+      live.onDidAddSpans((ranges) => {
+        for (const range of ranges) for (const tab of this.showing(range.rolloutId)) this.post(tab, { type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
+      }),
+      trainingRuns.onDidChange((run) => {
+        for (const tab of this.tabs) if (tab.state.target.kind === 'run') this.post(tab, { type: 'runChanged', run });
+      }),
+    );
+  }
+
+  /** Opens (or reveals) a rollout's tab; a preview reuses the preview tab there is. */
+  openRollout(rolloutId: string, options: OpenOptions = {}): void {
+    const target: EditorTarget = { kind: 'rollout', rolloutId };
+    const open = this.find(target);
+    if (open) {
+      if (!options.preview) this.pin(open);
+      open.panel.reveal(options.beside ? vscode.ViewColumn.Beside : open.panel.viewColumn, options.preview);
+      return;
+    }
+    const preview = options.preview ? [...this.tabs].find((tab) => tab.state.preview && tab.state.target.kind === 'rollout') : undefined;
+    const state: EditorState = { target, preview: options.preview ?? false, selectedSpanId: null, overlayRunId: null };
+    if (preview) {
+      this.retarget(preview, state);
+      preview.panel.reveal(preview.panel.viewColumn, true);
+      return;
+    }
+    this.create(state, options);
+  }
+
+  compare(left: string, right: string): void {
+    if (left === right) throw new Error('pick two different rollouts to compare');
+    const target: EditorTarget = { kind: 'compare', left, right };
+    const open = this.find(target);
+    if (open) return open.panel.reveal(open.panel.viewColumn);
+    this.create({ target, preview: false, selectedSpanId: null, overlayRunId: null }, {});
+  }
+
+  openRun(runId: string, options: OpenOptions = {}): void {
+    const target: EditorTarget = { kind: 'run', runId };
+    const open = this.find(target);
+    if (open) return open.panel.reveal(options.beside ? vscode.ViewColumn.Beside : open.panel.viewColumn);
+    this.create({ target, preview: false, selectedSpanId: null, overlayRunId: null }, options);
+  }
+
+  /** **Lightning: Open Rollout in Editor** (an id from a caller, else a quick pick). */
+  async openRolloutCommand(argument: unknown): Promise<void> {
+    const id = typeof argument === 'string' ? argument : (await pickRollout(await this.live.supervisor.ensureRunning(), 'Open which rollout?'))?.id;
+    if (id) this.openRollout(id);
+  }
+
+  /** **Lightning: Compare Rollouts** (two ids from a caller, else two quick picks). */
+  async compareCommand(argument: unknown): Promise<void> {
+    if (Array.isArray(argument) && argument.length === 2 && argument.every((id) => typeof id === 'string')) return this.compare(argument[0] as string, argument[1] as string);
+    const client = await this.live.supervisor.ensureRunning();
+    const first = await pickRollout(client, 'Compare: the first rollout');
+    if (!first) return;
+    const second = await pickRollout(client, `Compare ${rolloutTitle(first)} with…`, first);
+    if (second) this.compare(first.id, second.id);
+  }
+
+  /** **Lightning: Open Training Run** (an id, else a quick pick). */
+  async openRunCommand(argument: unknown): Promise<void> {
+    const id = typeof argument === 'string' ? argument : (await pickTrainingRun(await this.live.supervisor.ensureRunning()))?.id;
+    if (id) this.openRun(id);
+  }
+
+  async deserializeWebviewPanel(panel: vscode.WebviewPanel, raw: unknown): Promise<void> {
+    const restored = restoreEditorState(raw);
+    if (!restored.ok) {
+      this.log.warn(`[editors] a Lightning tab could not be restored: ${restored.error}`);
+      panel.dispose();
+      return;
+    }
+    this.attach(panel, restored.state);
+  }
+
+  private find(target: EditorTarget): Tab | undefined {
+    const key = editorKey(target);
+    return [...this.tabs].find((tab) => editorKey(tab.state.target) === key);
+  }
+
+  /** The tabs that show a rollout (its own tab, or a comparison with it). */
+  private showing(rolloutId: string): Tab[] {
+    return [...this.tabs].filter((tab) => rolloutIds(tab.state.target).includes(rolloutId));
+  }
+
+  private create(state: EditorState, options: OpenOptions): void {
+    const panel = vscode.window.createWebviewPanel(
+      EDITOR_VIEW_TYPE,
+      tabTitle(state),
+      { viewColumn: options.beside ? vscode.ViewColumn.Beside : vscode.ViewColumn.Active, preserveFocus: options.preview ?? false },
+      { enableScripts: true, retainContextWhenHidden: true, enableFindWidget: true, localResourceRoots: [this.dist] },
+    );
+    this.attach(panel, state);
+  }
+
+  private attach(panel: vscode.WebviewPanel, state: EditorState): void {
+    panel.webview.options = { enableScripts: true, localResourceRoots: [this.dist] };
+    panel.webview.html = webviewHtml(panel.webview, this.dist, 'editor', tabTitle(state));
+    panel.title = tabTitle(state);
+    panel.iconPath = vscode.Uri.joinPath(this.dist, '..', 'media', 'lightning.svg');
+    const tab: Tab = { panel, state, generation: 0, ready: false, pending: [], disposables: [] };
+    this.tabs.add(tab);
+    this.load(tab);
+    tab.disposables.push(
+      panel.webview.onDidReceiveMessage((message: unknown) => void this.receive(tab, message)),
+      panel.onDidDispose(() => {
+        this.tabs.delete(tab);
+        for (const disposable of tab.disposables) disposable.dispose();
+      }),
+    );
+  }
+
+  private pin(tab: Tab): void {
+    if (!tab.state.preview) return;
+    tab.state = { ...tab.state, preview: false };
+    tab.panel.title = tabTitle(tab.state);
+    this.post(tab, { type: 'show', state: tab.state });
+  }
+
+  /** A preview tab shows another rollout. */
+  private retarget(tab: Tab, state: EditorState): void {
+    tab.state = state;
+    tab.generation += 1;
+    tab.panel.title = tabTitle(state);
+    this.post(tab, { type: 'show', state });
+    this.load(tab);
+  }
+
+  private post(tab: Tab, message: ExtensionToEditor): void {
+    if (tab.ready) void tab.panel.webview.postMessage(message);
+    else if (message.type !== 'show') tab.pending.push(message);
+  }
+
+  /** What a tab needs at start (its rollouts with their rewards and spans; a run tab asks for its run). */
+  private load(tab: Tab): void {
+    for (const id of rolloutIds(tab.state.target)) {
+      void this.sendRollout(tab, id);
+      void this.sendRewards(tab, id);
+      void this.streamSpans(tab, id, 0).catch((error) => this.fail(tab, 'loading spans', error));
+    }
+  }
+
+  private async receive(tab: Tab, raw: unknown): Promise<void> {
+    const parsed = EditorToExtension.safeParse(raw);
+    if (!parsed.success) {
+      this.log.warn(`[editors] ignored a malformed message from a tab: ${parsed.error.issues[0]?.message ?? ''}`);
+      return;
+    }
+    const message = parsed.data;
+    try {
+      switch (message.type) {
+        case 'ready': {
+          // A page that was ready before has reloaded: it gets everything again.
+          const reloaded = tab.ready;
+          tab.ready = true;
+          this.post(tab, { type: 'show', state: tab.state });
+          for (const pending of tab.pending.splice(0)) this.post(tab, pending);
+          if (reloaded) this.load(tab);
+          return;
+        }
+        case 'loadSpans':
+          return this.streamSpans(tab, message.rolloutId, message.afterSequence);
+        case 'loadSpan': {
+          const client = await this.live.supervisor.ensureRunning();
+          const [span] = (await client.request('listSpans', { rolloutId: message.rolloutId, afterSequence: message.sequence - 1, limit: 1 })).items;
+          if (span) this.post(tab, { type: 'span', span });
+          return;
+        }
+        case 'annotate':
+          await this.annotator.add({ rolloutId: message.rolloutId, spanId: message.spanId, value: message.value, comment: message.comment });
+          for (const shown of this.showing(message.rolloutId)) void this.sendRewards(shown, message.rolloutId);
+          return;
+        case 'copy':
+          await vscode.env.clipboard.writeText(message.text);
+          void vscode.window.setStatusBarMessage('Lightning: copied', 2_000);
+          return;
+        case 'state':
+          // The tab's own state, except its target and preview, which the extension decides.
+          tab.state = { ...message.state, target: tab.state.target, preview: tab.state.preview };
+          return;
+        case 'pin':
+          return this.pin(tab);
+        case 'openRollout':
+          return this.openRollout(message.rolloutId, { beside: message.beside });
+        case 'compareWith': {
+          const client = await this.live.supervisor.ensureRunning();
+          const { rollout } = await client.request('getRollout', { id: message.rolloutId, spans: false });
+          const other = await pickRollout(client, `Compare ${rolloutTitle(rollout)} with…`, rollout);
+          if (other) this.compare(rollout.id, other.id);
+          return;
+        }
+        case 'loadRun':
+          return this.trainingRuns.receive({ type: 'openTrainingRun', id: message.runId, ...(message.afterStep === undefined ? {} : { afterStep: message.afterStep }) }, (reply) => reply.type === 'trainingRunDetail' && this.post(tab, { type: 'runView', view: reply.view }));
+        case 'listRuns':
+          return this.trainingRuns.receive({ type: 'listTrainingRuns' }, (reply) => reply.type === 'trainingRuns' && this.post(tab, { type: 'runs', items: reply.items }));
+        case 'useCheckpoint':
+          return this.trainingRuns.receive({ type: 'useCheckpoint', checkpointId: message.checkpointId }, () => undefined);
+        case 'openIterationRollout':
+          return this.openIterationRollout(message.runId, message.step, message.which);
+      }
+    } catch (error) {
+      this.fail(tab, message.type, error);
+    }
+  }
+
+  private fail(tab: Tab, what: string, error: unknown): void {
+    const text = errorMessage(error);
+    this.log.error(`[editors] ${what} failed: ${text}`);
+    this.post(tab, { type: 'error', message: text });
+  }
+
+  /** The best or worst rollout (by reward) of a GRPO iteration's training batch, in its own tab beside. */
+  private async openIterationRollout(runId: string, step: number, which: 'best' | 'worst'): Promise<void> {
+    const client = await this.live.supervisor.ensureRunning();
+    const batchId = grpoIterationBatchId(runId, step);
+    const rated: Rollout[] = [];
+    let cursor: string | undefined;
+    // Bounded: a batch is tasks × samples; 20 pages of 500 is far more than any run here makes.
+    for (let page = 0; page < 20; page += 1) {
+      const result = await client.request('listRollouts', { batchId, limit: 500, order: 'oldest', ...(cursor ? { cursor } : {}) });
+      rated.push(...result.items.filter((rollout) => rollout.reward !== null));
+      if (!result.nextCursor) break;
+      cursor = result.nextCursor;
+    }
+    if (rated.length === 0) {
+      void vscode.window.showInformationMessage(`Lightning: iteration ${step} of ${runId} has no rated rollouts (batch ${batchId}).`);
+      return;
+    }
+    const sorted = rated.sort((a, b) => b.reward! - a.reward! || a.createdAt - b.createdAt);
+    this.openRollout((which === 'best' ? sorted[0] : sorted.at(-1))!.id, { beside: true });
+  }
+
+  private async sendRollout(tab: Tab, rolloutId: string): Promise<void> {
+    try {
+      const client = await this.live.supervisor.ensureRunning();
+      const { rollout } = await client.request('getRollout', { id: rolloutId, spans: false });
+      this.post(tab, { type: 'rollout', rollout });
+      if (tab.state.target.kind === 'rollout') tab.panel.title = tabTitle(tab.state, rollout);
+    } catch (error) {
+      this.fail(tab, `reading rollout ${rolloutId}`, error);
+    }
+  }
+
+  private async sendRewards(tab: Tab, rolloutId: string): Promise<void> {
+    try {
+      const client = await this.live.supervisor.ensureRunning();
+      const { items } = await client.request('listRewards', { rolloutId });
+      this.post(tab, { type: 'rewards', rolloutId, items });
+    } catch (error) {
+      this.log.warn(`[editors] cannot refresh rewards of ${rolloutId}: ${errorMessage(error)}`);
+    }
+  }
+
+  /** A rollout's spans after `afterSequence`, page by page; stops when the tab closes or shows something else. */
+  private async streamSpans(tab: Tab, rolloutId: string, afterSequence: number): Promise<void> {
+    const client = await this.live.supervisor.ensureRunning();
+    const generation = tab.generation;
+    const current = (): boolean => this.tabs.has(tab) && tab.generation === generation && rolloutIds(tab.state.target).includes(rolloutId);
+    for (let after = afterSequence, limit = afterSequence === 0 ? FIRST_SPAN_PAGE : SPAN_PAGE; current(); limit = SPAN_PAGE) {
+      const { items } = await client.request('listSpans', { rolloutId, afterSequence: after, limit });
+      if (!current()) return;
+      const complete = items.length < limit;
+      // Slimmed: the timeline and the comparison need the spans' shape, a conversation asks for its whole span.
+      this.post(tab, { type: 'spans', rolloutId, spans: items.map(slimSpan), complete });
+      if (complete) return;
+      after = items.at(-1)!.sequence;
+    }
+  }
+
+  dispose(): void {
+    for (const disposable of this.disposables) disposable.dispose();
+    for (const tab of [...this.tabs]) tab.panel.dispose();
+  }
+}
+
+function rolloutIds(target: EditorTarget): string[] {
+  switch (target.kind) {
+    case 'rollout':
+      return [target.rolloutId];
+    case 'compare':
+      return [target.left, target.right];
+    case 'run':
+      return [];
+  }
+}

@@ -1,0 +1,205 @@
+/**
+ * An LLM call span as a conversation, pure: the turns of its recorded request (system, user,
+ * assistant, tool) and of its response, each made of blocks — text, thinking, a tool call with its
+ * arguments, a tool result, an image — read generically from the shapes the proxy records in
+ * `lightning.request` / `lightning.response`: OpenAI chat completions, completions and Responses,
+ * Anthropic Messages (`system`, content blocks, `tool_use` / `tool_result` / `thinking`), Gemini
+ * (`contents` / `candidates` with `parts`, `systemInstruction`); else OpenTelemetry's `gen_ai.*`
+ * message attributes. Unknown parts are kept as JSON rather than dropped.
+ */
+import type { Json, Span } from '../../trainer-daemon/protocol/records';
+
+type JsonObject = { [key: string]: Json };
+
+export type Block =
+  | { readonly kind: 'text'; readonly text: string }
+  | { readonly kind: 'thinking'; readonly text: string }
+  | { readonly kind: 'toolCall'; readonly name: string; readonly arguments: string; readonly id: string | null }
+  | { readonly kind: 'toolResult'; readonly text: string; readonly id: string | null }
+  | { readonly kind: 'image'; readonly text: string };
+
+export interface Turn {
+  /** system | user | assistant | tool (Gemini's `model` is assistant), or the role as recorded. */
+  readonly role: string;
+  readonly blocks: readonly Block[];
+}
+
+export interface Conversation {
+  readonly model: string;
+  readonly turns: readonly Turn[];
+  readonly response: readonly Turn[];
+  readonly tools: readonly { readonly name: string; readonly description: string }[];
+  readonly promptTokens: number | null;
+  readonly completionTokens: number | null;
+  /** Reasoning tokens when the response's usage says (OpenAI `reasoning_tokens`, Gemini `thoughtsTokenCount`). */
+  readonly reasoningTokens: number | null;
+  readonly latencyMs: number | null;
+  readonly error: string | null;
+  readonly request: Json | null;
+  readonly rawResponse: Json | null;
+}
+
+const isObject = (value: Json | undefined): value is JsonObject => value !== null && typeof value === 'object' && !Array.isArray(value);
+const text = (value: Json | undefined): string => (typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value));
+const parseJson = (value: Json | undefined): Json | undefined => {
+  if (typeof value !== 'string') return value;
+  try {
+    return JSON.parse(value) as Json;
+  } catch {
+    return undefined;
+  }
+};
+
+function role(value: Json | undefined): string {
+  const name = text(value);
+  return name === 'model' ? 'assistant' : name === 'function' ? 'tool' : name || 'message';
+}
+
+/** One content part, in any of the shapes above. */
+function partBlocks(part: Json): Block[] {
+  if (typeof part === 'string') return [{ kind: 'text', text: part }];
+  if (!isObject(part)) return [{ kind: 'text', text: text(part) }];
+  const type = text(part.type);
+  if (type === 'thinking' || type === 'reasoning' || part.thought === true) return [{ kind: 'thinking', text: text(part.thinking ?? part.text ?? part.summary) }];
+  if (type === 'redacted_thinking') return [{ kind: 'thinking', text: '(redacted thinking)' }];
+  if (type === 'tool_use' || type === 'function_call') return [{ kind: 'toolCall', name: text(part.name), arguments: text(part.input ?? part.arguments), id: text(part.id ?? part.call_id) || null }];
+  if (type === 'tool_result' || type === 'function_call_output') {
+    const content = Array.isArray(part.content) ? part.content.flatMap(partBlocks).map(blockText).join('\n') : text(part.content ?? part.output);
+    return [{ kind: 'toolResult', text: content, id: text(part.tool_use_id ?? part.call_id) || null }];
+  }
+  if (isObject(part.functionCall)) return [{ kind: 'toolCall', name: text(part.functionCall.name), arguments: text(part.functionCall.args), id: text(part.functionCall.id) || null }];
+  if (isObject(part.functionResponse)) return [{ kind: 'toolResult', text: text(part.functionResponse.response), id: text(part.functionResponse.name) || null }];
+  if (type === 'image_url' || type === 'image' || type === 'input_image' || part.inlineData !== undefined) return [{ kind: 'image', text: `[image${isObject(part.image_url) ? ` ${text(part.image_url.url).slice(0, 80)}` : ''}]` }];
+  if (typeof part.text === 'string') return [{ kind: 'text', text: part.text }];
+  if (typeof part.content === 'string') return [{ kind: 'text', text: part.content }];
+  return [{ kind: 'text', text: JSON.stringify(part) }];
+}
+
+function contentBlocks(content: Json | undefined): Block[] {
+  if (content === undefined || content === null || content === '') return [];
+  if (Array.isArray(content)) return content.flatMap(partBlocks);
+  return partBlocks(content);
+}
+
+/** A message of chat completions, Anthropic Messages, Gemini contents, or a Responses input item. */
+function turnOf(message: JsonObject): Turn {
+  const type = text(message.type);
+  if (type === 'function_call') return { role: 'assistant', blocks: partBlocks(message) };
+  if (type === 'function_call_output') return { role: 'tool', blocks: partBlocks(message) };
+  if (type === 'reasoning') return { role: 'assistant', blocks: [{ kind: 'thinking', text: Array.isArray(message.summary) ? message.summary.map((s) => (isObject(s) ? text(s.text) : text(s))).join('\n') : text(message.summary) }] };
+  const blocks: Block[] = [];
+  const reasoning = message.reasoning_content ?? message.reasoning;
+  if (typeof reasoning === 'string' && reasoning) blocks.push({ kind: 'thinking', text: reasoning });
+  const who = role(message.role ?? (type === 'message' ? undefined : type));
+  const content = contentBlocks(message.content ?? message.parts);
+  // A chat `tool` message's content is the tool's result.
+  if (who === 'tool') blocks.push(...content.map((block): Block => (block.kind === 'text' ? { kind: 'toolResult', text: block.text, id: text(message.tool_call_id) || null } : block)));
+  else blocks.push(...content);
+  // Anthropic and Gemini send tool results in a user turn: shown as the tool's turn.
+  if (who === 'user' && blocks.length > 0 && blocks.every((block) => block.kind === 'toolResult')) return { role: 'tool', blocks };
+  if (Array.isArray(message.tool_calls)) {
+    for (const call of message.tool_calls.filter(isObject)) {
+      const fn = isObject(call.function) ? call.function : call;
+      blocks.push({ kind: 'toolCall', name: text(fn.name), arguments: text(fn.arguments), id: text(call.id) || null });
+    }
+  }
+  return { role: who, blocks };
+}
+
+function systemTurn(system: Json | undefined): Turn[] {
+  if (system === undefined || system === null) return [];
+  const blocks = isObject(system) && Array.isArray(system.parts) ? contentBlocks(system.parts) : contentBlocks(system);
+  return blocks.length ? [{ role: 'system', blocks }] : [];
+}
+
+function requestTurns(request: JsonObject): Turn[] {
+  const turns: Turn[] = [...systemTurn(request.system), ...systemTurn(request.systemInstruction ?? request.system_instruction)];
+  if (typeof request.instructions === 'string') turns.push({ role: 'system', blocks: [{ kind: 'text', text: request.instructions }] });
+  for (const list of [request.messages, request.contents, request.input]) {
+    if (typeof list === 'string') turns.push({ role: 'user', blocks: [{ kind: 'text', text: list }] });
+    else if (Array.isArray(list)) turns.push(...list.filter(isObject).map(turnOf));
+  }
+  if (typeof request.prompt === 'string') turns.push({ role: 'user', blocks: [{ kind: 'text', text: request.prompt }] });
+  return turns;
+}
+
+function responseTurns(response: JsonObject): Turn[] {
+  if (Array.isArray(response.choices)) {
+    const choice = response.choices.find(isObject);
+    if (choice && isObject(choice.message)) return [turnOf({ role: 'assistant', ...choice.message })];
+    if (choice && typeof choice.text === 'string') return [{ role: 'assistant', blocks: [{ kind: 'text', text: choice.text }] }];
+  }
+  if (Array.isArray(response.candidates)) {
+    const candidate = response.candidates.find(isObject);
+    if (candidate && isObject(candidate.content)) return [turnOf({ role: 'assistant', ...candidate.content })];
+  }
+  if (Array.isArray(response.output)) {
+    const blocks = response.output.filter(isObject).flatMap((item) => turnOf(item).blocks);
+    return [{ role: 'assistant', blocks }];
+  }
+  if (Array.isArray(response.content)) return [{ role: 'assistant', blocks: contentBlocks(response.content) }];
+  return [];
+}
+
+function toolList(request: JsonObject): Conversation['tools'] {
+  if (!Array.isArray(request.tools)) return [];
+  return request.tools.filter(isObject).flatMap((tool) => {
+    if (Array.isArray(tool.functionDeclarations)) return tool.functionDeclarations.filter(isObject).map((fn) => ({ name: text(fn.name), description: text(fn.description) }));
+    const fn = isObject(tool.function) ? tool.function : tool;
+    return [{ name: text(fn.name ?? tool.type), description: text(fn.description) }];
+  });
+}
+
+function reasoningTokens(response: JsonObject | null): number | null {
+  if (!response) return null;
+  const usage = isObject(response.usage) ? response.usage : isObject(response.usageMetadata) ? response.usageMetadata : null;
+  if (!usage) return null;
+  const details = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : isObject(usage.output_tokens_details) ? usage.output_tokens_details : {};
+  const value = details.reasoning_tokens ?? usage.thoughtsTokenCount;
+  return typeof value === 'number' ? value : null;
+}
+
+/** OpenTelemetry GenAI messages (`gen_ai.input.messages` / `gen_ai.output.messages`, JSON) or the older prompt/completion attributes. */
+function otelTurns(attributes: Span['attributes'], key: string, fallback: string, defaultRole: string): Turn[] {
+  const messages = parseJson(attributes[key]);
+  if (Array.isArray(messages)) return messages.filter(isObject).map(turnOf);
+  const plain = attributes[fallback];
+  return typeof plain === 'string' && plain ? [{ role: defaultRole, blocks: [{ kind: 'text', text: plain }] }] : [];
+}
+
+export function conversationOf(span: Span): Conversation {
+  const attributes = span.attributes;
+  const recorded = attributes['lightning.request'];
+  const request = isObject(recorded) ? recorded : null;
+  const rawResponse = attributes['lightning.response'];
+  const response = isObject(rawResponse) ? rawResponse : null;
+  const turns = request ? requestTurns(request) : otelTurns(attributes, 'gen_ai.input.messages', 'gen_ai.prompt', 'user');
+  const answer = response ? responseTurns(response) : otelTurns(attributes, 'gen_ai.output.messages', 'gen_ai.completion', 'assistant');
+  return {
+    model: text(attributes['gen_ai.response.model'] ?? attributes['gen_ai.request.model'] ?? request?.model ?? response?.model ?? response?.modelVersion) || 'unknown model',
+    turns,
+    response: answer,
+    tools: request ? toolList(request) : [],
+    promptTokens: span.promptTokens,
+    completionTokens: span.completionTokens,
+    reasoningTokens: reasoningTokens(response),
+    latencyMs: span.endMs === null ? null : span.endMs - span.startMs,
+    error: span.statusCode === 'error' ? (span.statusMessage ?? 'error') : null,
+    request: recorded ?? null,
+    rawResponse: rawResponse ?? null,
+  };
+}
+
+export function blockText(block: Block): string {
+  switch (block.kind) {
+    case 'toolCall':
+      return `${block.name}(${block.arguments})`;
+    default:
+      return block.text;
+  }
+}
+
+/** A turn as plain text (copy, compare): thinking left out. */
+export function turnText(turn: Turn): string {
+  return turn.blocks.filter((block) => block.kind !== 'thinking').map(blockText).join('\n');
+}

@@ -1,0 +1,303 @@
+/**
+ * A rollout in an editor tab: its header (status, tokens, duration, reward) with the rollout's
+ * reward controls, the waterfall timeline of its spans, and the selected span below — an LLM call
+ * as a conversation, any other span as its attributes — with that step's rewards and an inline
+ * annotation form. Live: spans and rewards arrive while the rollout runs. Keys (anywhere but a
+ * text field): j / k next / previous LLM call, ↑ / ↓ any span, 1 / 0 or a digit rate the selected
+ * step (Shift: the rollout), c comment on the step, + / − zoom, ← / → pan, f fit.
+ */
+import type { Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
+import { button, el } from '../dom';
+import { formatDuration, formatTime, formatTokens, rewardText, rolloutDuration, rolloutTitle, STATUS_ICON } from '../format';
+import { conversationOf } from './conversation';
+import { isSlim } from './slimSpan';
+import { conversationElement } from './conversationView';
+import { layoutTimeline, nextStep, type TimelineLayout } from './timelineLayout';
+import { describeRow, TimelineView } from './timelineView';
+
+export interface RolloutTabActions {
+  loadSpans(rolloutId: string, afterSequence: number): void;
+  /** The whole span (the tab has it slimmed). */
+  loadSpan(rolloutId: string, sequence: number): void;
+  annotate(rolloutId: string, spanId: string | null, value: number, comment: string | null): void;
+  copy(text: string): void;
+  compareWith(rolloutId: string): void;
+  selectionChanged(spanId: string | null): void;
+}
+
+type TextField = HTMLElement & { value: string };
+
+function textField(className: string, placeholder: string, label: string): TextField {
+  const field = document.createElement('vscode-textfield') as TextField;
+  field.className = className;
+  field.setAttribute('placeholder', placeholder);
+  field.setAttribute('aria-label', label);
+  return field;
+}
+
+export class RolloutTab {
+  readonly element = el('div', 'rollout-tab');
+  private rollout: Rollout | undefined;
+  private spans = new Map<number, Span>();
+  private complete = false;
+  private rewards: Reward[] = [];
+  private layout: TimelineLayout = layoutTimeline([]);
+  private selected = -1;
+  private readonly header = el('div', 'tab-header');
+  private readonly rewardsElement = el('div', 'tab-rewards');
+  private readonly status = el('div', 'muted timeline-status');
+  private readonly timeline = new TimelineView({ select: (index) => this.select(index) });
+  private readonly detail = el('div', 'span-detail');
+  private readonly live = el('div', 'visually-hidden');
+  private pendingSelection: string | null;
+  private layoutFrame = 0;
+  private clock: ReturnType<typeof setInterval> | undefined;
+  /** Ratings sent from this tab, by step: what a comment alone keeps until the store's rows arrive. */
+  private readonly rated = new Map<string, { value: number; at: number }>();
+
+  constructor(readonly rolloutId: string, selectedSpanId: string | null, private readonly actions: RolloutTabActions) {
+    this.pendingSelection = selectedSpanId;
+    this.element.dataset.rolloutId = rolloutId;
+    this.live.setAttribute('aria-live', 'polite');
+    const top = el('div', 'rollout-top');
+    top.append(this.header, this.rewardsElement, this.status, this.timeline.element);
+    this.element.append(top, this.detail, this.live);
+    this.header.append(el('h2', undefined, `Rollout ${rolloutId}`));
+    this.status.textContent = 'Loading spans…';
+    this.detail.append(el('div', 'empty', 'Select a span in the timeline (j / k move between LLM calls).'));
+  }
+
+  setRollout(rollout: Rollout): void {
+    if (rollout.id !== this.rolloutId) return;
+    this.rollout = rollout;
+    this.renderHeader();
+    // While it runs, its open spans grow with the clock: laid out again every second.
+    const running = rollout.status === 'running' || rollout.status === 'queued';
+    if (running && this.clock === undefined) this.clock = setInterval(() => !this.layoutFrame && (this.layoutFrame = requestAnimationFrame(() => this.relayout())), 1_000);
+    if (!running && this.clock !== undefined) {
+      clearInterval(this.clock);
+      this.clock = undefined;
+    }
+  }
+
+  get lastSequence(): number {
+    let last = 0;
+    for (const sequence of this.spans.keys()) last = Math.max(last, sequence);
+    return last;
+  }
+
+  addSpans(spans: readonly Span[], complete: boolean): void {
+    for (const span of spans) this.spans.set(span.sequence, span);
+    this.complete ||= complete;
+    this.status.textContent = this.complete ? (this.spans.size === 0 ? 'No spans yet.' : '') : `Loading spans… (${this.spans.size} so far)`;
+    // Pages arrive back to back: lay out once per frame.
+    if (!this.layoutFrame) this.layoutFrame = requestAnimationFrame(() => this.relayout());
+  }
+
+  /** A whole span arrived: it replaces the slimmed one, and its conversation is shown if it is selected. */
+  addWholeSpan(span: Span): void {
+    if (span.rolloutId !== this.rolloutId) return;
+    this.spans.set(span.sequence, span);
+    const index = this.layout.indexOf.get(span.spanId);
+    if (index !== undefined) {
+      this.layout = { ...this.layout, rows: this.layout.rows.map((row, i) => (i === index ? { ...row, span } : row)) };
+      if (index === this.selected) this.renderDetail(span);
+    }
+  }
+
+  spansAvailable(toSequence: number): void {
+    if (toSequence > this.lastSequence) this.actions.loadSpans(this.rolloutId, this.lastSequence);
+  }
+
+  private relayout(): void {
+    this.layoutFrame = 0;
+    const selectedId = this.layout.rows[this.selected]?.span.spanId ?? this.pendingSelection;
+    this.layout = layoutTimeline([...this.spans.values()]);
+    this.timeline.setLayout(this.layout, this.complete);
+    this.element.dataset.spans = String(this.layout.rows.length);
+    const index = selectedId ? this.layout.indexOf.get(selectedId) : undefined;
+    if (index !== undefined) {
+      this.pendingSelection = null;
+      if (index !== this.selected || this.detail.dataset.spanId !== selectedId) this.select(index);
+      else this.selected = index;
+    } else if (this.selected === -1 && this.layout.rows.length > 0 && !this.pendingSelection) this.select(nextStep(this.layout, -1, 1) === -1 ? 0 : nextStep(this.layout, -1, 1));
+  }
+
+  setRewards(rewards: readonly Reward[]): void {
+    this.rewards = [...rewards];
+    const latest = new Map<string, number>();
+    for (const reward of [...rewards].sort((a, b) => a.createdAt - b.createdAt || a.id - b.id)) if (reward.spanId && reward.name === 'reward') latest.set(reward.spanId, reward.value);
+    this.timeline.setStepRewards(latest);
+    this.renderRewards();
+    const spanId = this.detail.dataset.spanId;
+    if (spanId) this.renderStepRewards(spanId);
+  }
+
+  private renderHeader(): void {
+    const rollout = this.rollout!;
+    const title = el('h2', `status-${rollout.status}`);
+    title.append(el('span', 'status', STATUS_ICON[rollout.status]), el('span', 'title', rolloutTitle(rollout)));
+    const facts = el('div', 'facts', `${rollout.status} · ${rollout.mode} · ${rollout.spanCount} spans · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)}`);
+    const actions = el('div', 'facts');
+    actions.append(
+      el('strong', 'rollout-reward', `reward ${rewardText(rollout.reward)}`),
+      button('👍 Good', 'Reward the rollout 1 (good) — Shift+1', () => this.rate(null, 1), 'rollout-good'),
+      button('👎 Bad', 'Reward the rollout 0 (bad) — Shift+0', () => this.rate(null, 0), 'rollout-bad'),
+      button('Compare with…', 'Compare this rollout with another one', () => this.actions.compareWith(rollout.id), 'compare-with'),
+      button('Copy id', 'Copy the rollout id', () => this.actions.copy(rollout.id)),
+      el('code', 'muted', rollout.id),
+    );
+    this.header.replaceChildren(title, facts, actions);
+    if (rollout.error) this.header.append(el('div', 'error', rollout.error));
+  }
+
+  private renderRewards(): void {
+    const rollout = this.rewards.filter((reward) => reward.spanId === null);
+    const steps = this.rewards.length - rollout.length;
+    this.rewardsElement.textContent = this.rewards.length === 0 ? 'No rewards yet.' : `${rollout.length} rollout reward${rollout.length === 1 ? '' : 's'}, ${steps} step reward${steps === 1 ? '' : 's'}${rollout.length ? ` · latest: ${rewardText(rollout.at(-1)!.value)} (${rollout.at(-1)!.source})` : ''}`;
+  }
+
+  private select(index: number): void {
+    const row = this.layout.rows[index];
+    if (!row) return;
+    this.selected = index;
+    this.timeline.select(index);
+    this.live.textContent = `${index + 1} of ${this.layout.rows.length}: ${describeRow(row)}`;
+    this.actions.selectionChanged(row.span.spanId);
+    this.renderDetail(row.span);
+  }
+
+  private renderDetail(span: Span): void {
+    this.detail.replaceChildren();
+    this.detail.dataset.spanId = span.spanId;
+    const head = el('div', 'detail-head');
+    head.append(el('span', `step-kind kind-${span.category}`, span.category), el('strong', 'step-name', span.name), el('span', 'muted', ` ${span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs)} · #${span.sequence}`));
+    if (span.statusCode === 'error') head.append(el('span', 'error', ` ${span.statusMessage ?? 'error'}`));
+    this.detail.append(head, this.annotationForm(span), el('div', 'step-rewards'));
+    this.renderStepRewards(span.spanId);
+    if (span.category === 'llm' && isSlim(span)) {
+      this.detail.append(el('div', 'muted loading-conversation', 'Loading the conversation…'));
+      this.actions.loadSpan(this.rolloutId, span.sequence);
+    } else if (span.category === 'llm') this.detail.append(conversationElement(conversationOf(span), this.actions.copy));
+    else {
+      const table = el('div', 'attributes');
+      for (const [key, value] of Object.entries(span.attributes).slice(0, 200)) table.append(el('div', 'attr-key', key), el('div', 'attr-value', typeof value === 'string' ? value : JSON.stringify(value)));
+      const raw = el('pre', 'raw-json');
+      raw.hidden = true;
+      const actions = el('div', 'step-actions');
+      actions.append(
+        button('Raw JSON', 'Show the raw span JSON', () => {
+          if (!raw.textContent) raw.textContent = JSON.stringify(span, null, 2);
+          raw.hidden = !raw.hidden;
+        }, 'show-raw'),
+        button('Copy JSON', 'Copy the raw span JSON', () => this.actions.copy(JSON.stringify(span, null, 2)), 'copy-raw'),
+      );
+      this.detail.append(table, actions, raw);
+    }
+  }
+
+  private annotationForm(span: Span): HTMLElement {
+    const form = el('div', 'reward-controls step-annotation');
+    const value = textField('number', 'value', 'Step reward value');
+    const comment = textField('comment', 'comment (c)', 'Step reward comment');
+    const send = (): void => {
+      // A comment alone keeps the step's latest value (a reward row always has one).
+      const typed = value.value.trim() || String(this.latestStepValue(span.spanId) ?? '');
+      const number = Number(typed);
+      if (typed === '' || !Number.isFinite(number)) return void value.setAttribute('invalid', '');
+      this.rate(span.spanId, number, comment.value.trim() || null);
+      comment.value = '';
+    };
+    form.append(
+      button('👍 1', 'Reward this step 1 (key 1)', () => this.rate(span.spanId, 1, comment.value.trim() || null), 'step-good'),
+      button('👎 0', 'Reward this step 0 (key 0)', () => this.rate(span.spanId, 0, comment.value.trim() || null), 'step-bad'),
+      value,
+      comment,
+      button('Save', 'Save the step reward with the value and comment typed', send, 'save-step'),
+    );
+    for (const field of [value, comment]) field.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter') send();
+      if (event.key === 'Escape') this.timeline.focus();
+    });
+    return form;
+  }
+
+  private latestStepValue(spanId: string): number | undefined {
+    const stored = this.rewards.filter((reward) => reward.spanId === spanId && reward.name === 'reward').sort((a, b) => a.createdAt - b.createdAt || a.id - b.id).at(-1);
+    // A rating given here a moment ago counts before its row comes back from the store.
+    const rated = this.rated.get(spanId);
+    return rated !== undefined && (stored === undefined || rated.at > stored.createdAt) ? rated.value : stored?.value;
+  }
+
+  private renderStepRewards(spanId: string): void {
+    const box = this.detail.querySelector('.step-rewards');
+    if (!box) return;
+    const rewards = this.rewards.filter((reward) => reward.spanId === spanId);
+    box.replaceChildren(...rewards.reverse().map((reward) => {
+      const row = el('div', `reward-row source-${reward.source}`);
+      row.append(el('strong', undefined, rewardText(reward.value)), el('span', 'muted', ` ${reward.name} · ${reward.source}${reward.author ? ` · ${reward.author}` : ''} · ${formatTime(reward.createdAt)}`));
+      if (reward.comment) row.append(el('div', 'comment-text', reward.comment));
+      return row;
+    }));
+  }
+
+  private rate(spanId: string | null, value: number, comment: string | null = null): void {
+    if (spanId) this.rated.set(spanId, { value, at: Date.now() });
+    this.actions.annotate(this.rolloutId, spanId, value, comment);
+    this.live.textContent = `Rated ${spanId ? 'the step' : 'the rollout'} ${value}${comment ? ' with a comment' : ''}.`;
+  }
+
+  /** The tab's keys; false when the key is not one of them (typing in a field never is). */
+  onKey(event: KeyboardEvent): boolean {
+    const target = event.target as HTMLElement | null;
+    if (target && (target.tagName === 'VSCODE-TEXTFIELD' || target.tagName === 'INPUT' || target.tagName === 'TEXTAREA' || target.isContentEditable)) return false;
+    if (event.ctrlKey || event.metaKey || event.altKey) return false;
+    const digit = /^(?:Digit|Numpad)(\d)$/.exec(event.code)?.[1];
+    const span = this.layout.rows[this.selected]?.span;
+    if (digit !== undefined) {
+      if (event.shiftKey) this.rate(null, Number(digit));
+      else if (span) this.rate(span.spanId, Number(digit));
+      return true;
+    }
+    switch (event.key) {
+      case 'j':
+        this.select(nextStep(this.layout, this.selected, 1));
+        return true;
+      case 'k':
+        this.select(nextStep(this.layout, Math.max(0, this.selected === -1 ? 0 : this.selected), -1));
+        return true;
+      case 'ArrowDown':
+        this.select(Math.min(this.layout.rows.length - 1, this.selected + 1));
+        return true;
+      case 'ArrowUp':
+        this.select(Math.max(0, this.selected - 1));
+        return true;
+      case 'c':
+        this.detail.querySelector<HTMLElement>('.step-annotation .comment')?.focus();
+        return true;
+      case '+':
+      case '=':
+        this.timeline.zoom(0.5);
+        return true;
+      case '-':
+        this.timeline.zoom(2);
+        return true;
+      case 'ArrowLeft':
+        this.timeline.pan(-0.25);
+        return true;
+      case 'ArrowRight':
+        this.timeline.pan(0.25);
+        return true;
+      case 'f':
+        this.timeline.fit();
+        return true;
+      default:
+        return false;
+    }
+  }
+
+  /** The e2e's read-out of the timeline's draw times. */
+  get timelineView(): TimelineView {
+    return this.timeline;
+  }
+}

@@ -1,0 +1,183 @@
+/**
+ * A training run in an editor tab: full-size charts of its metrics (GRPO: sampled reward ± std,
+ * validation, loss, KL, entropy, tokens/s, GPU memory; any other algorithm: each metric it
+ * records) with the value under the pointer, another run drawn over them to compare, a table with
+ * one row per iteration (its metrics, its checkpoint with Use, its best and worst rollouts one click
+ * away). Charts come from the panel's one chart module (metricChart.ts); live while the run runs.
+ */
+import type { Checkpoint, TrainingRun } from '../../trainer-daemon/protocol/records';
+import type { MetricSeries } from '../../trainer-daemon/protocol/training';
+import { button, el } from '../dom';
+import { formatTime } from '../format';
+import { formatValue, mergeMetrics, type ChartData } from '../grpoCharts';
+import { bandChartSvg, CHART_COLOURS, stepAt } from '../metricChart';
+import { runCharts } from './runCharts';
+import { RUN_STATUS_ICON, runOutcome, runSubject } from '../trainingRunFormat';
+import type { TrainingRunView } from '../trainingRunProtocol';
+
+export interface RunTabActions {
+  loadRun(runId: string, afterStep?: number): void;
+  listRuns(): void;
+  useCheckpoint(checkpointId: string): void;
+  openIterationRollout(runId: string, step: number, which: 'best' | 'worst'): void;
+  overlayChanged(runId: string | null): void;
+}
+
+const CHART_WIDTH = 560;
+const CHART_HEIGHT = 220;
+
+export class RunTab {
+  readonly element = el('div', 'run-tab');
+  private readonly header = el('div', 'tab-header');
+  private readonly charts = el('div', 'run-charts');
+  private readonly table = el('div', 'run-table-box');
+  private readonly overlaySelect = document.createElement('vscode-single-select') as HTMLElement & { value: string };
+  private run: TrainingRun | undefined;
+  private metrics: MetricSeries = [];
+  private checkpoints: Checkpoint[] = [];
+  private overlay: { run: TrainingRun; metrics: MetricSeries } | undefined;
+  private runs: TrainingRun[] = [];
+
+  constructor(readonly runId: string, private overlayId: string | null, private readonly actions: RunTabActions) {
+    this.overlaySelect.setAttribute('aria-label', 'Draw another run over this one');
+    this.overlaySelect.className = 'overlay-select';
+    this.overlaySelect.addEventListener('change', () => {
+      this.overlayId = this.overlaySelect.value || null;
+      this.overlay = undefined;
+      this.actions.overlayChanged(this.overlayId);
+      if (this.overlayId) this.actions.loadRun(this.overlayId);
+      else this.renderCharts();
+    });
+    this.element.append(this.header, this.charts, this.table);
+    this.header.append(el('h2', undefined, `Training run ${runId}`));
+    this.charts.append(el('div', 'muted', 'Loading…'));
+    actions.loadRun(runId);
+    if (overlayId) actions.loadRun(overlayId);
+    actions.listRuns();
+  }
+
+  setRuns(runs: readonly TrainingRun[]): void {
+    this.runs = runs.filter((run) => run.id !== this.runId);
+    this.fillOverlaySelect();
+  }
+
+  private fillOverlaySelect(): void {
+    this.overlaySelect.replaceChildren();
+    for (const run of [null, ...this.runs]) {
+      const option = document.createElement('vscode-option');
+      option.setAttribute('value', run?.id ?? '');
+      option.textContent = run ? `${run.algorithm} ${run.id} · ${runSubject(run)}` : 'compare with another run…';
+      if ((run?.id ?? null) === this.overlayId) option.setAttribute('selected', '');
+      this.overlaySelect.append(option);
+    }
+  }
+
+  showView(view: TrainingRunView): void {
+    if (view.run.id === this.overlayId) {
+      this.overlay = { run: view.run, metrics: view.afterStep < 0 || !this.overlay ? view.metrics : mergeMetrics(this.overlay.metrics, view.metrics, view.afterStep) };
+      this.renderCharts();
+      return;
+    }
+    if (view.run.id !== this.runId) return;
+    if (view.afterStep >= 0 && this.metrics.length === 0) return this.actions.loadRun(this.runId);
+    this.run = view.run;
+    this.metrics = view.afterStep < 0 ? view.metrics : mergeMetrics(this.metrics, view.metrics, view.afterStep);
+    this.checkpoints = view.extra.kind === 'grpo' ? view.extra.checkpoints : [];
+    this.renderHeader();
+    this.renderCharts();
+    this.renderTable();
+  }
+
+  /** The run changed (live): its newer points are fetched. */
+  runChanged(run: TrainingRun): void {
+    if (run.id !== this.runId && run.id !== this.overlayId) return;
+    if (run.id === this.overlayId) return this.actions.loadRun(run.id);
+    const last = this.metrics.reduce((max, point) => Math.max(max, point.step), -1);
+    this.actions.loadRun(run.id, last < 0 ? undefined : last - 1);
+  }
+
+  private renderHeader(): void {
+    const run = this.run!;
+    const title = el('h2', `status-${run.status}`);
+    title.append(el('span', 'status', RUN_STATUS_ICON[run.status]), el('span', undefined, `${run.algorithm} ${run.id}`));
+    const facts = el('div', 'facts', [run.status, runSubject(run), runOutcome(run), `started ${formatTime(run.startedAt ?? run.createdAt)}`].filter(Boolean).join(' · '));
+    const tools = el('div', 'facts');
+    tools.append(el('span', undefined, 'Overlay:'), this.overlaySelect);
+    this.header.replaceChildren(title, facts, tools);
+    if (run.error) this.header.append(el('div', 'error', run.error));
+  }
+
+  private renderCharts(): void {
+    if (!this.run) return;
+    const charts = runCharts(this.run.algorithm, this.metrics);
+    const overlay = this.overlay ? new Map(runCharts(this.overlay.run.algorithm, this.overlay.metrics).map((chart) => [chart.metric, chart])) : undefined;
+    if (charts.length === 0) return void this.charts.replaceChildren(el('div', 'muted', 'No iterations yet: the charts appear after the first update.'));
+    this.charts.replaceChildren(...charts.map((chart, index) => this.chartCard(chart, index, overlay?.get(chart.metric))));
+  }
+
+  private chartCard(chart: ChartData, index: number, overlay: ChartData | undefined): HTMLElement {
+    const card = el('figure', 'chart-card large');
+    card.dataset.metric = chart.metric;
+    const format = (value: number): string => formatValue(value, chart.unit);
+    const svgBox = el('div', 'chart-svg');
+    svgBox.innerHTML = bandChartSvg(chart.points, {
+      label: chart.summary, format, range: chart.unit === 'score' ? [0, 1] : undefined, colour: CHART_COLOURS[index % CHART_COLOURS.length],
+      width: CHART_WIDTH, height: CHART_HEIGHT, yTicks: 3,
+      // The other run in the same colour, dashed: each chart's two lines read as one metric, two runs.
+      ...(overlay ? { overlay: { points: overlay.points, colour: CHART_COLOURS[index % CHART_COLOURS.length]!, label: this.overlayId ?? '' } } : {}),
+    });
+    const readout = el('div', 'chart-readout muted', overlay ? `— ${this.runId}   - - ${this.overlayId}` : 'Hover the chart for values.');
+    readout.setAttribute('aria-live', 'polite');
+    const svg = svgBox.querySelector('svg');
+    if (svg) {
+      const scale = { first: Number(svg.dataset.first), last: Number(svg.dataset.last), left: Number(svg.dataset.left), plotWidth: Number(svg.dataset.plotWidth) };
+      const mine = new Map(chart.points.map((point) => [point.step, point]));
+      const theirs = new Map(overlay?.points.map((point) => [point.step, point]) ?? []);
+      const steps = [...new Set([...mine.keys(), ...theirs.keys()])].sort((a, b) => a - b);
+      svg.addEventListener('mousemove', (event) => {
+        const rect = svg.getBoundingClientRect();
+        const step = stepAt(((event.clientX - rect.left) / rect.width) * CHART_WIDTH, scale, steps);
+        if (step === undefined) return;
+        const point = mine.get(step);
+        const other = theirs.get(step);
+        const band = point?.low !== undefined && point.high !== undefined ? ` ± ${format((point.high - point.low) / 2)}` : '';
+        readout.textContent = `iteration ${step}: ${point ? `${format(point.value)}${band}` : '—'}${overlay ? ` · ${this.overlayId}: ${other ? format(other.value) : '—'}` : ''}`;
+      });
+    }
+    card.append(el('figcaption', 'chart-title', chart.title), svgBox, el('div', 'chart-summary', chart.summary), readout);
+    return card;
+  }
+
+  private renderTable(): void {
+    const run = this.run!;
+    const charts = runCharts(run.algorithm, this.metrics);
+    const steps = [...new Set(this.metrics.map((point) => point.step))].sort((a, b) => b - a);
+    const checkpoints = new Map(this.checkpoints.map((checkpoint) => [checkpoint.step, checkpoint]));
+    const table = el('table', 'run-table');
+    table.setAttribute('aria-label', 'Iterations');
+    const head = el('tr');
+    for (const title of ['iteration', ...charts.map((chart) => chart.title), 'checkpoint', 'rollouts']) head.append(el('th', undefined, title));
+    table.append(head);
+    for (const step of steps) {
+      const row = el('tr');
+      row.dataset.step = String(step);
+      row.append(el('td', undefined, String(step)));
+      for (const chart of charts) {
+        const point = chart.points.find((p) => p.step === step);
+        const band = point?.low !== undefined && point.high !== undefined ? ` ± ${formatValue((point.high - point.low) / 2, chart.unit)}` : '';
+        row.append(el('td', undefined, point ? `${formatValue(point.value, chart.unit)}${band}` : ''));
+      }
+      const checkpointCell = el('td');
+      const checkpoint = checkpoints.get(step);
+      if (checkpoint) checkpointCell.append(button('Use', `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`, () => this.actions.useCheckpoint(checkpoint.id), 'use-checkpoint'));
+      const rollouts = el('td');
+      if (run.algorithm === 'grpo') rollouts.append(
+        button('Best', `Open the best rollout of iteration ${step}`, () => this.actions.openIterationRollout(run.id, step, 'best'), 'best-rollout'),
+        button('Worst', `Open the worst rollout of iteration ${step}`, () => this.actions.openIterationRollout(run.id, step, 'worst'), 'worst-rollout'),
+      );
+      row.append(checkpointCell, rollouts);
+      table.append(row);
+    }
+    this.table.replaceChildren(el('h3', undefined, `Iterations (${steps.length})`), table);
+  }
+}

@@ -1,0 +1,282 @@
+/**
+ * The waterfall timeline, drawn on a canvas: only the rows in view are painted (a 2,000-span
+ * rollout scrolls and zooms like a 20-span one), a name column (indented by depth) beside bars at
+ * their start and duration, errors in the theme's error colour with a mark, a time axis with round
+ * ticks. Hover shows the span's latency and tokens; click selects; Ctrl/⌘+wheel or +/- zoom around
+ * the pointer, drag / Shift+wheel / ←/→ pan, 0-width fit with `f`. Layout maths: timelineLayout.ts.
+ */
+import type { SpanCategory } from '../../trainer-daemon/protocol/records';
+import { el } from '../dom';
+import { formatDuration } from '../format';
+import { barPixels, fullViewport, panViewport, rowAt, timeTicks, visibleRows, zoomViewport, type TimelineLayout, type TimelineRow, type Viewport } from './timelineLayout';
+
+export const ROW_HEIGHT = 22;
+const AXIS_HEIGHT = 20;
+const NAME_WIDTH = 280;
+const INDENT = 12;
+
+const CATEGORY_COLOUR: Record<SpanCategory, string> = {
+  llm: '--vscode-charts-blue',
+  tool: '--vscode-charts-orange',
+  agent: '--vscode-charts-purple',
+  reward: '--vscode-charts-green',
+  other: '--vscode-descriptionForeground',
+};
+
+export interface TimelineEvents {
+  select(index: number): void;
+}
+
+export class TimelineView {
+  readonly element = el('div', 'timeline');
+  private readonly axis = document.createElement('canvas');
+  private readonly scroller = el('div', 'timeline-scroller');
+  private readonly spacer = el('div', 'timeline-spacer');
+  private readonly canvas = document.createElement('canvas');
+  private readonly tooltip = el('div', 'timeline-tooltip');
+  private layout: TimelineLayout = { rows: [], originMs: 0, durationMs: 1, indexOf: new Map() };
+  private view: Viewport = { from: 0, to: 1 };
+  private fitted = true;
+  private selected = -1;
+  private hovered = -1;
+  private frame = 0;
+  private colours = new Map<string, string>();
+  private drag: { x: number; view: Viewport } | undefined;
+  /** Draw times (ms) of the last frames, for the e2e's frame-time read-out. */
+  readonly drawTimes: number[] = [];
+  /** Step rewards by span id, drawn at the end of their rows. */
+  private stepRewards = new Map<string, number>();
+  private complete = false;
+
+  constructor(private readonly events: TimelineEvents) {
+    this.scroller.tabIndex = 0;
+    this.scroller.setAttribute('role', 'group');
+    this.scroller.setAttribute('aria-roledescription', 'timeline');
+    this.scroller.setAttribute('aria-label', 'Timeline of the rollout’s spans. j / k: next or previous LLM call; ↑ / ↓: any span; + / −: zoom; ← / →: pan; f: fit; 1, 0 or a number: rate the selected step; Shift+number: rate the rollout; c: comment.');
+    this.axis.className = 'timeline-axis';
+    this.canvas.className = 'timeline-canvas';
+    this.tooltip.hidden = true;
+    this.tooltip.setAttribute('role', 'tooltip');
+    this.scroller.append(this.spacer, this.canvas);
+    this.element.append(this.axis, this.scroller, this.tooltip);
+    this.scroller.addEventListener('scroll', () => this.schedule());
+    new ResizeObserver(() => this.schedule()).observe(this.scroller);
+    this.scroller.addEventListener('wheel', (event) => this.onWheel(event), { passive: false });
+    this.scroller.addEventListener('mousemove', (event) => this.onMove(event));
+    this.scroller.addEventListener('mouseleave', () => this.hover(-1));
+    this.scroller.addEventListener('mousedown', (event) => this.onDown(event));
+    window.addEventListener('mouseup', () => (this.drag = undefined));
+    // Theme changes swap the body's classes: colours are read again.
+    new MutationObserver(() => {
+      this.colours.clear();
+      this.schedule();
+    }).observe(document.body, { attributes: true, attributeFilter: ['class'] });
+  }
+
+  /** `complete`: every stored span is in the layout (the first frame drawn with them is marked for the e2e). */
+  setLayout(layout: TimelineLayout, complete = false): void {
+    this.layout = layout;
+    this.complete = complete;
+    this.view = this.fitted ? fullViewport(layout) : { from: this.view.from, to: Math.min(this.view.to, layout.durationMs) };
+    this.spacer.style.height = `${layout.rows.length * ROW_HEIGHT}px`;
+    this.schedule();
+  }
+
+  setStepRewards(rewards: Map<string, number>): void {
+    this.stepRewards = rewards;
+    this.schedule();
+  }
+
+  get viewport(): Viewport {
+    return this.view;
+  }
+
+  select(index: number): void {
+    this.selected = index;
+    const top = index * ROW_HEIGHT;
+    if (top < this.scroller.scrollTop) this.scroller.scrollTop = top;
+    else if (top + ROW_HEIGHT > this.scroller.scrollTop + this.scroller.clientHeight) this.scroller.scrollTop = top + ROW_HEIGHT - this.scroller.clientHeight;
+    this.schedule();
+  }
+
+  focus(): void {
+    this.scroller.focus();
+  }
+
+  zoom(factor: number, anchor = 0.5): void {
+    this.view = zoomViewport(this.view, factor, anchor, this.layout.durationMs);
+    this.fitted = this.view.from === 0 && this.view.to >= this.layout.durationMs;
+    this.schedule();
+  }
+
+  pan(fraction: number): void {
+    this.view = panViewport(this.view, fraction, this.layout.durationMs);
+    this.schedule();
+  }
+
+  fit(): void {
+    this.fitted = true;
+    this.view = fullViewport(this.layout);
+    this.schedule();
+  }
+
+  private plotWidth(): number {
+    return Math.max(40, this.scroller.clientWidth - NAME_WIDTH - 8);
+  }
+
+  private onWheel(event: WheelEvent): void {
+    const rect = this.scroller.getBoundingClientRect();
+    const anchor = Math.min(1, Math.max(0, (event.clientX - rect.left - NAME_WIDTH) / this.plotWidth()));
+    if (event.ctrlKey || event.metaKey) {
+      event.preventDefault();
+      this.zoom(Math.exp(event.deltaY * 0.002), anchor);
+    } else if (event.shiftKey || Math.abs(event.deltaX) > Math.abs(event.deltaY)) {
+      event.preventDefault();
+      this.pan(((event.shiftKey ? event.deltaY : 0) + event.deltaX) / this.plotWidth());
+    }
+  }
+
+  private onDown(event: MouseEvent): void {
+    const rect = this.scroller.getBoundingClientRect();
+    const index = rowAt(event.clientY - rect.top, this.scroller.scrollTop, ROW_HEIGHT, this.layout.rows.length);
+    if (index >= 0) this.events.select(index);
+    if (event.clientX - rect.left > NAME_WIDTH) this.drag = { x: event.clientX, view: this.view };
+  }
+
+  private onMove(event: MouseEvent): void {
+    const rect = this.scroller.getBoundingClientRect();
+    if (this.drag) {
+      const shift = ((this.drag.x - event.clientX) / this.plotWidth());
+      this.view = panViewport(this.drag.view, shift, this.layout.durationMs);
+      this.schedule();
+    }
+    const index = rowAt(event.clientY - rect.top, this.scroller.scrollTop, ROW_HEIGHT, this.layout.rows.length);
+    this.hover(index, event.clientX - rect.left, event.clientY - rect.top);
+  }
+
+  private hover(index: number, x = 0, y = 0): void {
+    if (index !== this.hovered) {
+      this.hovered = index;
+      this.schedule();
+    }
+    const row = this.layout.rows[index];
+    if (!row) return void (this.tooltip.hidden = true);
+    this.tooltip.hidden = false;
+    this.tooltip.textContent = describeRow(row);
+    this.tooltip.style.left = `${Math.min(x + 12, this.element.clientWidth - 260)}px`;
+    this.tooltip.style.top = `${y + AXIS_HEIGHT + 14}px`;
+  }
+
+  private schedule(): void {
+    if (this.frame) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.draw();
+    });
+  }
+
+  private colour(variable: string): string {
+    let value = this.colours.get(variable);
+    if (value === undefined) {
+      value = getComputedStyle(document.body).getPropertyValue(variable).trim() || '#888';
+      this.colours.set(variable, value);
+    }
+    return value;
+  }
+
+  private draw(): void {
+    const started = performance.now();
+    const ratio = window.devicePixelRatio || 1;
+    const width = this.scroller.clientWidth;
+    const height = this.scroller.clientHeight;
+    for (const [canvas, h] of [[this.canvas, height], [this.axis, AXIS_HEIGHT]] as const) {
+      if (canvas.width !== Math.round(width * ratio) || canvas.height !== Math.round(h * ratio)) {
+        canvas.width = Math.round(width * ratio);
+        canvas.height = Math.round(h * ratio);
+        canvas.style.width = `${width}px`;
+        canvas.style.height = `${h}px`;
+      }
+    }
+    const plotWidth = this.plotWidth();
+    const font = `${getComputedStyle(document.body).getPropertyValue('--vscode-editor-font-size').trim() || '12'}px ${getComputedStyle(document.body).getPropertyValue('--vscode-font-family').trim() || 'sans-serif'}`;
+    const context = this.canvas.getContext('2d')!;
+    context.setTransform(ratio, 0, 0, ratio, 0, 0);
+    context.clearRect(0, 0, width, height);
+    context.font = font;
+    context.textBaseline = 'middle';
+    const scrollTop = this.scroller.scrollTop;
+    // The canvas stays over the scroller's visible part; the spacer gives the scroll height.
+    this.canvas.style.transform = `translateY(${scrollTop}px)`;
+    const { first, last } = visibleRows(scrollTop, height, ROW_HEIGHT, this.layout.rows.length, 0);
+    const foreground = this.colour('--vscode-foreground');
+    const error = this.colour('--vscode-errorForeground');
+    const grid = this.colour('--vscode-panel-border');
+    const ticks = timeTicks(this.view, plotWidth);
+    const scale = plotWidth / (this.view.to - this.view.from);
+    context.strokeStyle = grid;
+    context.globalAlpha = 0.4;
+    for (const tick of ticks) {
+      const x = NAME_WIDTH + (tick - this.view.from) * scale + 0.5;
+      context.beginPath();
+      context.moveTo(x, 0);
+      context.lineTo(x, height);
+      context.stroke();
+    }
+    context.globalAlpha = 1;
+    for (let index = first; index <= last; index += 1) {
+      const row = this.layout.rows[index]!;
+      const y = index * ROW_HEIGHT - scrollTop;
+      if (index === this.selected || index === this.hovered) {
+        context.fillStyle = this.colour(index === this.selected ? '--vscode-list-activeSelectionBackground' : '--vscode-list-hoverBackground');
+        context.fillRect(0, y, width, ROW_HEIGHT);
+      }
+      context.fillStyle = index === this.selected ? this.colour('--vscode-list-activeSelectionForeground') || foreground : row.error ? error : foreground;
+      const indent = 6 + Math.min(row.depth, 16) * INDENT;
+      const label = `${row.error ? '⚠ ' : ''}${row.span.name}`;
+      context.save();
+      context.beginPath();
+      context.rect(0, y, NAME_WIDTH - 4, ROW_HEIGHT);
+      context.clip();
+      context.fillText(label, indent, y + ROW_HEIGHT / 2);
+      context.restore();
+      const bar = barPixels(row, this.view, plotWidth);
+      if (bar) {
+        context.fillStyle = row.error ? error : this.colour(CATEGORY_COLOUR[row.category]);
+        context.globalAlpha = row.running ? 0.5 : 0.9;
+        context.fillRect(NAME_WIDTH + bar.x, y + 5, bar.width, ROW_HEIGHT - 10);
+        context.globalAlpha = 1;
+        const reward = this.stepRewards.get(row.span.spanId);
+        const duration = formatDuration(row.end - row.start);
+        const after = `${row.running ? 'running' : duration}${reward === undefined ? '' : ` · reward ${Number(reward.toFixed(3))}`}`;
+        const textX = NAME_WIDTH + bar.x + bar.width + 4;
+        context.fillStyle = foreground;
+        if (textX + 60 < NAME_WIDTH + plotWidth) context.fillText(after, textX, y + ROW_HEIGHT / 2);
+      }
+    }
+    const axis = this.axis.getContext('2d')!;
+    axis.setTransform(ratio, 0, 0, ratio, 0, 0);
+    axis.clearRect(0, 0, width, AXIS_HEIGHT);
+    axis.font = font;
+    axis.fillStyle = this.colour('--vscode-descriptionForeground');
+    axis.textBaseline = 'middle';
+    axis.fillText(`${this.layout.rows.length} spans`, 6, AXIS_HEIGHT / 2);
+    for (const tick of ticks) axis.fillText(formatDuration(tick), NAME_WIDTH + (tick - this.view.from) * scale + 2, AXIS_HEIGHT / 2);
+    const drawMs = performance.now() - started;
+    this.drawTimes.push(drawMs);
+    if (this.drawTimes.length > 240) this.drawTimes.splice(0, this.drawTimes.length - 240);
+    // Read by the e2e on the page's own clock: when the first rows and all of them were painted, each frame's cost.
+    const marks = this.element.dataset;
+    marks.drawn = String(this.layout.rows.length);
+    marks.lastDrawMs = drawMs.toFixed(3);
+    if (this.layout.rows.length > 0 && !marks.firstPaintAt) marks.firstPaintAt = String(Date.now());
+    if (this.complete && !marks.completePaintAt) marks.completePaintAt = String(Date.now());
+  }
+}
+
+/** A row as the tooltip and the screen reader say it: name, kind, latency, tokens, start, error. */
+export function describeRow(row: TimelineRow): string {
+  const span = row.span;
+  const tokens = span.promptTokens !== null || span.completionTokens !== null ? ` · ${span.promptTokens ?? 0} → ${span.completionTokens ?? 0} tokens` : '';
+  const latency = row.running ? 'running' : formatDuration(row.end - row.start);
+  return `${span.category} ${span.name} · ${latency}${tokens} · at +${formatDuration(row.start)}${row.error ? ` · error: ${span.statusMessage ?? 'error'}` : ''}`;
+}
