@@ -5,7 +5,8 @@
  * PageUp/PageDown, Home/End move the selection.
  */
 import type { Rollout } from '../trainer-daemon/protocol/records';
-import { formatDuration, formatTime, formatTokens, matchesFilter, rewardText, rolloutDuration, rolloutTitle, STATUS_ICON } from './format';
+import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
+import { formatTime, formatTokens, matchesFilter, rewardText, rolloutTitle, STATUS_ICON } from './format';
 import type { RolloutFilter } from './protocol';
 
 export const ROW_HEIGHT = 40;

@@ -6,6 +6,8 @@
  */
 import { z } from 'zod';
 
+import { formatDuration } from '../../trainer-daemon/protocol/format';
+
 export type ProgressEvent =
   | { readonly kind: 'batch'; readonly batchId: string; readonly total: number; readonly scored: boolean }
   | { readonly kind: 'rollout'; readonly done: number; readonly total: number; readonly text: string }
@@ -95,17 +97,13 @@ export function parseBatchFinished(stdout: string): BatchFinished | undefined {
   return undefined;
 }
 
-function seconds(ms: number | null): string {
-  return ms === null ? '–' : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
-}
-
 /** One line for a notification: the batch overall (the CLI's `(all)` row). */
 export function describeSummary(summary: BatchFinished, cancelled: boolean): string {
   const all = summary.tasks.at(-1)!;
   const success = all.rollouts === 0 ? 0 : Math.round((100 * all.succeeded) / all.rollouts);
   const reward = all.meanReward === null ? 'no rewards yet' : `mean reward ${Number(all.meanReward.toFixed(3))}`;
   const errors = scoringErrorLines(summary).length;
-  return `${cancelled ? 'cancelled' : 'finished'}: ${all.rollouts} rollouts over ${summary.tasks.length - 1} tasks · ${success}% succeeded · ${reward} · p50 ${seconds(all.p50Ms)} · p95 ${seconds(all.p95Ms)} · ${Math.round(all.meanTokens)} tokens per rollout${errors > 0 ? ` · ${errors} scoring error${errors === 1 ? '' : 's'} (Show Logs)` : ''}`;
+  return `${cancelled ? 'cancelled' : 'finished'}: ${all.rollouts} rollouts over ${summary.tasks.length - 1} tasks · ${success}% succeeded · ${reward} · p50 ${formatDuration(all.p50Ms, '–')} · p95 ${formatDuration(all.p95Ms, '–')} · ${Math.round(all.meanTokens)} tokens per rollout${errors > 0 ? ` · ${errors} scoring error${errors === 1 ? '' : 's'} (Show Logs)` : ''}`;
 }
 
 /** The batch's scoring errors, one line each for the Lightning log (as the CLI prints them without --json). */

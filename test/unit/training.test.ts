@@ -95,5 +95,7 @@ test('the chart is one self-contained HTML file with the reward curves', () => {
   assert.match(html, /^<!doctype html>/);
   assert.doesNotMatch(html, /<script|https?:\/\//);
   assert.equal((html.match(/<polyline/g) ?? []).length, 3);
-  assert.match(html, /sampled reward @ 2: 0\.600|sampled reward \(train rollouts\) @ 2: 0\.600/);
+  // The panel's small multiples: each chart's summary is its accessible name and its caption.
+  assert.match(html, /aria-label="Reward \(sampled, ± std\): 0\.2 → 0\.6 \(iterations 1–2\)"/);
+  assert.match(html, /<p>Validation reward: 0\.1 at iteration 0<\/p>/);
 });

@@ -19,7 +19,8 @@ import { DEFAULT_REWARDS_FILE } from '../../rewards/config';
 import type { RpcClient } from '../../rpc/client';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { Progress } from '../progress';
-import { duration, num, rolloutDuration, table } from '../format';
+import { duration, num, table } from '../format';
+import { rolloutDuration } from '../../protocol/format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { addCheckpointOptions, resolveRouting, resumeRoutingOptions, type RoutingOptions } from '../routing';
 
