@@ -20,7 +20,7 @@ import { ScoreCommand } from './rewards/scoreCommand';
 import { TrainingCommands } from './training/startTraining';
 import { TrainerSetup } from './training/setUpTrainer';
 import { CheckpointInUse } from './checkpoints/useCheckpoint';
-import { errorMessage } from '../trainer-daemon/errors';
+import { errorMessage } from '../trainer-daemon/protocol/errors';
 
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();

@@ -12,7 +12,7 @@ import type { Annotator } from './annotate';
 import type { TrainingRuns } from './trainingRuns';
 import { datasetRows, rolloutTransitions } from './datasets/panelData';
 import { reviewReward } from './rewards/reviewReward';
-import { errorMessage } from '../trainer-daemon/errors';
+import { errorMessage } from '../trainer-daemon/protocol/errors';
 
 export const PANEL_VIEW_ID = 'lightning.rollouts';
 const PAGE_SIZE = 200;

@@ -1,11 +1,10 @@
 /**
- * What **Run Dataset** reads from `lightning dataset run --json`: the batch announcement, the
- * per-rollout progress lines and the automatic scoring's `scored …` lines on stderr, and the summary
- * line on stdout (with the scoring errors); what the progress notification says as they arrive; and
- * how the summary is told to the user. Pure, so it is unit-tested against the CLI's own output format.
+ * What **Run Dataset** reads from `lightning dataset run --json`: the CLI's JSON lines
+ * (`protocol/cliLines.ts`: `batch-started`, `rollout-finished` and `rollout-scored` on stderr,
+ * `batch-finished` on stdout, with the scoring errors); what the progress notification says as they
+ * arrive; and how the summary is told to the user. Pure, so it is unit-tested against the CLI's own output.
  */
-import { z } from 'zod';
-
+import { describeAttempt, parseCliLine, type BatchFinished } from '../../trainer-daemon/protocol/cliLines';
 import { formatDuration } from '../../trainer-daemon/protocol/format';
 
 export type ProgressEvent =
@@ -13,18 +12,19 @@ export type ProgressEvent =
   | { readonly kind: 'rollout'; readonly done: number; readonly total: number; readonly text: string }
   | { readonly kind: 'scored'; readonly rolloutId: string };
 
-/**
- * `lightning: batch batch-1a2b: 8 rollouts of math, 4 at a time[, scored with FILE]` /
- * `[3/8] ro-… task-2 succeeded reward 1 1.2 s` / `scored ro-…: reward 1[ (errors: …)]` (cli/progress.ts; the errors come again in the summary).
- */
+/** One of the CLI's progress lines as the notification uses it, or undefined for any other line. */
 export function parseProgressLine(line: string): ProgressEvent | undefined {
-  const batch = /^lightning: batch (\S+): (\d+) rollouts.*?(, scored with .*)?$/.exec(line);
-  if (batch) return { kind: 'batch', batchId: batch[1]!, total: Number(batch[2]), scored: batch[3] !== undefined };
-  const rollout = /^\[(\d+)\/(\d+)\] (.*)$/.exec(line);
-  if (rollout) return { kind: 'rollout', done: Number(rollout[1]), total: Number(rollout[2]), text: rollout[3]! };
-  const scored = /^scored (\S+): reward /.exec(line);
-  if (scored) return { kind: 'scored', rolloutId: scored[1]! };
-  return undefined;
+  const parsed = parseCliLine(line);
+  switch (parsed?.event) {
+    case 'batch-started':
+      return { kind: 'batch', batchId: parsed.batchId, total: parsed.total, scored: parsed.scored };
+    case 'rollout-finished':
+      return { kind: 'rollout', done: parsed.done, total: parsed.total, text: describeAttempt(parsed) };
+    case 'rollout-scored':
+      return { kind: 'scored', rolloutId: parsed.rolloutId };
+    default:
+      return undefined;
+  }
 }
 
 /**
@@ -65,34 +65,11 @@ export class BatchProgressText {
   }
 }
 
-const TaskSummary = z.object({
-  task: z.string(),
-  rollouts: z.number(),
-  succeeded: z.number(),
-  meanReward: z.number().nullable(),
-  p50Ms: z.number().nullable(),
-  p95Ms: z.number().nullable(),
-  meanTokens: z.number(),
-  scoreErrors: z.number(),
-});
-const ScoringSummary = z.object({
-  rewardsFile: z.string(),
-  scored: z.number(),
-  errors: z.array(z.object({ rolloutId: z.string(), task: z.string().nullable(), error: z.string() })),
-});
-export const BatchFinished = z.object({ event: z.literal('batch-finished'), batchId: z.string(), tasks: z.array(TaskSummary).min(1), scoring: ScoringSummary.optional() });
-export type BatchFinished = z.infer<typeof BatchFinished>;
-
-/** The summary line among the CLI's stdout lines, or undefined when there is none. */
+/** The summary line of `dataset run --json` on stdout (the last one that parses). */
 export function parseBatchFinished(stdout: string): BatchFinished | undefined {
   for (const line of stdout.split('\n').reverse()) {
-    if (!line.startsWith('{')) continue;
-    try {
-      const parsed = BatchFinished.safeParse(JSON.parse(line));
-      if (parsed.success) return parsed.data;
-    } catch {
-      // Not JSON: keep looking.
-    }
+    const parsed = parseCliLine(line);
+    if (parsed?.event === 'batch-finished') return parsed;
   }
   return undefined;
 }

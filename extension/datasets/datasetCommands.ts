@@ -103,7 +103,7 @@ export class DatasetCommands {
       if (error instanceof CheckpointUnavailableError) return;
       throw error;
     }
-    const args = ['dataset', 'run', dataset.id, '--samples', String(samples), '--concurrency', String(concurrency), '--label', `${dataset.name} · ${config.name}`, '--json', ...checkpointArgs(served), '--', ...command.argv];
+    const args = ['dataset', 'run', dataset.id, '--samples', String(samples), '--concurrency', String(concurrency), '--label', `${dataset.name} · ${config.name}`, '--json', '--progress', 'json', ...checkpointArgs(served), '--', ...command.argv];
     const title = `Lightning: running ${dataset.name} with ${config.name}${served ? ` (checkpoint step ${served.step})` : ''}`;
     await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: true }, async (progress, token) => {
       const text = new BatchProgressText();

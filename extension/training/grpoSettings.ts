@@ -7,7 +7,7 @@
  * GrpoConfig schema, so what the editor sends is what the daemon accepts. Pure: unit-tested.
  */
 import { describeIssues, GrpoConfig, type GrpoConfigInput, type ModelSpec } from '../../trainer-daemon/protocol';
-import { isSecretVariable } from '../../trainer-daemon/secrets';
+import { isSecretVariable } from '../../trainer-daemon/protocol/secrets';
 import type { AgentCommand } from '../datasets/launchCommand';
 
 /** The settings the quick picks show, as GrpoConfig names them. */

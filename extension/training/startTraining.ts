@@ -9,7 +9,7 @@
 import os from 'node:os';
 import * as vscode from 'vscode';
 import type { GrpoConfig, ModelSpec, TrainingRunSummary } from '../../trainer-daemon/protocol';
-import { errorMessage } from '../../trainer-daemon/errors';
+import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import { runnableConfigurations, type LaunchConfig } from '../debug/launchConfig';
 import type { DaemonClient } from '../daemonClient';
 import { datasetRows } from '../datasets/panelData';

@@ -10,7 +10,8 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Methods, type PolicyChanged, type Rollout } from '../../trainer-daemon/protocol';
-import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { storeWithCheckpoints } from '../helpers/checkpoints';
 import { tempDir, waitFor } from '../helpers/tmp';
@@ -22,11 +23,11 @@ import { PolicyServing } from '../../trainer-daemon/training/policyServing';
 const AGENT = path.join(REPO_ROOT, 'trainer-daemon', 'demo', 'sample-agent.mjs');
 /** The agent's environment: no upstream or key of the user's own, so only the checkpoint can answer. */
 const AGENT_ENV = { OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '', LIGHTNING_UPSTREAM_URL: 'http://127.0.0.1:9/v1' };
-async function refused(client: RpcClient, method: string, params: unknown): Promise<RpcError> {
+async function refused(client: RpcClient, method: string, params: unknown): Promise<DaemonError> {
   try {
     await client.requestRaw(method, params);
   } catch (error) {
-    return error as RpcError;
+    return error as DaemonError;
   }
   assert.fail(`${method} accepted ${JSON.stringify(params)}`);
 }

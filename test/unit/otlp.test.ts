@@ -6,7 +6,7 @@ import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import { detectResources, envDetector } from '@opentelemetry/resources';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import Long from 'long';
-import { InvalidInputError } from '../../trainer-daemon/errors';
+import { InvalidInputError } from '../../trainer-daemon/protocol/errors';
 import { UnsupportedMediaTypeError, decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
 import { isCredentialKey, nanosToMs, normalizeTraceRequest, type NormalizedTraceRequest } from '../../trainer-daemon/otlp/normalize';
 import { SpanInput } from '../../trainer-daemon/protocol/records';

@@ -12,7 +12,7 @@ import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from 
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
 import { resumeRoutingOptions } from '../../trainer-daemon/cli/routing';
-import { InvalidInputError } from '../../trainer-daemon/errors';
+import { InvalidInputError } from '../../trainer-daemon/protocol/errors';
 
 const served: ServedPolicy = { checkpointId: 'ckpt-a1', runId: 'train-1', step: 3, url: 'http://127.0.0.1:4567', policyVersion: 7, device: 'cpu', startedAt: 1 };
 const launch = (env?: Record<string, string>): LaunchConfig => ({ type: 'node', name: 'agent', request: 'launch', lightning: true, ...(env ? { env } : {}) });

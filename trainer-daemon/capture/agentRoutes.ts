@@ -7,7 +7,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { describeIssues, type Json, type SpanInput } from '../protocol';
-import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError } from '../errors';
+import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError } from '../protocol/errors';
 import type { Logger } from '../log';
 import { requestPath, sendJson } from '../server/http';
 import type { Store } from '../store/store';

@@ -10,13 +10,16 @@ import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
 import { PLACEHOLDER_API_KEY, type Json } from '../protocol';
-import { errorMessage } from '../errors';
-import { redactUrl } from '../secrets';
+import { errorMessage } from '../protocol/errors';
+import { redactUrl } from '../protocol/secrets';
 import type { Logger } from '../log';
 import { callToSpan, type CallRecord } from './record';
 import { StreamReassembler, type Api } from './reassemble';
 
 type JsonObject = { [key: string]: Json };
+
+/** The upstream sent nothing within the timeout (HTTP 504, where other failures are 502). */
+class UpstreamTimeoutError extends Error {}
 
 export interface UpstreamConfig {
   /** Base URL of the default upstream, e.g. `https://api.openai.com/v1`. */
@@ -124,12 +127,12 @@ export class RecordingProxy {
           finish('cancelled: the client disconnected before the response ended', reassembler && streamed ? reassembler.result() : null);
         }
       });
-      upstream.on('timeout', () => upstream.destroy(new Error(`no response from the upstream within ${this.config.timeoutMs} ms`)));
+      upstream.on('timeout', () => upstream.destroy(new UpstreamTimeoutError(`no response from the upstream within ${this.config.timeoutMs} ms`)));
       upstream.on('error', (error) => {
         if (finished) return;
         const message = `Lightning could not get a response from the upstream ${redactUrl(base)}: ${errorMessage(error)}`;
         this.logger.warn('upstream request failed', { upstream: redactUrl(base), error: errorMessage(error) });
-        sendError(response, /within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message);
+        sendError(response, error instanceof UpstreamTimeoutError ? 504 : 502, 'upstream_unavailable', message);
         finish(message, reassembler && streamed ? reassembler.result() : null);
       });
 

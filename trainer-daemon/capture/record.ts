@@ -6,7 +6,7 @@
  */
 import crypto from 'node:crypto';
 import type { Json, SpanInput } from '../protocol';
-import { scrubSecrets } from '../secrets';
+import { scrubSecrets } from '../protocol/secrets';
 import type { Api } from './reassemble';
 
 type JsonObject = { [key: string]: Json };

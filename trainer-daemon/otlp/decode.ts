@@ -19,7 +19,7 @@ import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import Long from 'long';
 import protobuf from 'protobufjs/minimal';
 import { z } from 'zod';
-import { InvalidInputError, UnsupportedMediaTypeError } from '../errors';
+import { InvalidInputError, UnsupportedMediaTypeError } from '../protocol/errors';
 import type { Json } from '../protocol/records';
 import { describeIssues } from '../protocol/validation';
 import { fromProtobuf, type PbRequest } from './fromProtobuf';

@@ -7,7 +7,7 @@
  * partial success allows.
  */
 import type { Json, SpanCategory, SpanInput } from '../protocol/records';
-import { scrubSecrets } from '../secrets';
+import { scrubSecrets } from '../protocol/secrets';
 import type { ExportTraceRequest, OtlpSpan } from './decode';
 
 type Attributes = Record<string, Json>;
@@ -201,4 +201,4 @@ function firstCount(attributes: Attributes, keys: readonly string[]): number | n
   return null;
 }
 
-export { isCredentialKey } from '../secrets';
+export { isCredentialKey } from '../protocol/secrets';

@@ -7,8 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describeIssues, RewardsFile, RewardSpec, type RewardSourceConfig, type RewardSpecInput } from '../protocol';
-import { InvalidInputError, NotFoundError } from '../errors';
-import { assertNever } from '../util/assert';
+import { InvalidInputError, NotFoundError } from '../protocol/errors';
+import { assertNever } from '../protocol/assert';
 
 /** A spec whose sources all have names, with the folder its relative paths start from. */
 export interface ResolvedSpec {

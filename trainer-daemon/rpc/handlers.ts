@@ -4,7 +4,7 @@
  * the same.
  */
 import { Methods, describeIssues, type MethodName, type ParsedParamsOf, type ResultOf, type DaemonInfo } from '../protocol';
-import { ConflictError, InvalidInputError } from '../errors';
+import { ConflictError, InvalidInputError } from '../protocol/errors';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { validateSpans, type StoredSpanResult } from '../store/spans';

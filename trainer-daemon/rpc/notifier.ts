@@ -5,7 +5,7 @@
  */
 import type { NotificationName, NotificationParamsOf, Span, SpanRange } from '../protocol';
 import type { Store } from '../store/store';
-import { DisposableStore, type Disposable } from '../util/event';
+import { DisposableStore, type Disposable } from '../protocol/event';
 
 export type Broadcast = <N extends NotificationName>(name: N, params: NotificationParamsOf<N>) => void;
 

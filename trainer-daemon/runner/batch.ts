@@ -10,7 +10,7 @@
  */
 import fs from 'node:fs';
 import type { MethodName, ParamsOf, ResultOf, RolloutScore } from '../protocol';
-import { FINISHED } from '../rewards/job';
+import { hasOutcome } from '../protocol/status';
 import type { AttemptEnded } from '../protocol/runner';
 import { ProcessPool } from './processPool';
 import { ScoringQueue, type RolloutScoring } from './scoring';
@@ -94,7 +94,7 @@ export class BatchRunner implements BatchPool {
     const scoring = options.scoring && new ScoringQueue(options.client, options.scoring, options.onScored);
     const onAttempt = (event: AttemptEvent): void => {
       options.onAttempt(event);
-      if (!event.retrying && FINISHED.has(event.rollout.status)) scoring?.add(event.rollout.id);
+      if (!event.retrying && hasOutcome(event.rollout.status)) scoring?.add(event.rollout.id);
     };
     const poolOptions = { ...options, onAttempt };
     this.pool = options.mode.kind === 'process' ? new ProcessPool(poolOptions, options.mode) : new WorkerPool(poolOptions, options.mode);

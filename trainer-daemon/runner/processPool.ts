@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { instrumentationEnv, type RolloutStatus } from '../protocol';
-import { errorMessage } from '../errors';
+import { errorMessage } from '../protocol/errors';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './batch';
 import { killGroup, stopGroup } from './processGroup';
 

@@ -10,7 +10,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import type { RewardSpecInput, RolloutScore } from '../protocol';
-import { errorMessage } from '../errors';
+import { errorMessage } from '../protocol/errors';
 import { allSpecs, defaultRewardsFile, judgeKeys, loadRewardsFile } from '../rewards/config';
 import { ranksGroups } from '../rewards/scorer';
 import type { RunnerClient } from './batch';

@@ -9,7 +9,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { PLACEHOLDER_API_KEY } from '../protocol';
-import { LightningError, errorMessage } from '../errors';
+import { LightningError, errorMessage } from '../protocol/errors';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './batch';
 import { killGroup, stopGroup } from './processGroup';
 

@@ -4,7 +4,7 @@
  */
 import crypto from 'node:crypto';
 import type { Database, Statement } from 'better-sqlite3';
-import { scrubText } from '../secrets';
+import { scrubText } from '../protocol/secrets';
 
 export interface AgentKeyRecord {
   readonly rolloutId: string;

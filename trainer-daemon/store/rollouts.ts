@@ -15,8 +15,8 @@ import {
   TransitionRolloutParams,
   type Json,
 } from '../protocol';
-import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../errors';
-import { scrubArgv } from '../secrets';
+import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../protocol/errors';
+import { scrubArgv } from '../protocol/secrets';
 
 /** Which statuses each status may move to. failed/timeout → queued is a retry (attempts permitting). */
 export const TRANSITIONS: Readonly<Record<RolloutStatus, readonly RolloutStatus[]>> = {

@@ -5,7 +5,7 @@
  */
 import type { Database, Statement } from 'better-sqlite3';
 import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
-import { NotFoundError } from '../errors';
+import { NotFoundError } from '../protocol/errors';
 
 interface SpanRow {
   rollout_id: string;

@@ -21,7 +21,7 @@ import {
   type Dataset,
   type Task,
 } from '../protocol';
-import { Emitter, type Event } from '../util/event';
+import { Emitter, type Event } from '../protocol/event';
 import { openDatabase, type OpenOptions } from './database';
 import { LATEST_SCHEMA_VERSION } from './migrations';
 import { AgentKeyRepository, type AgentKeyOptions, type AgentKeyRecord } from './agentKeys';
@@ -29,9 +29,10 @@ import { DatasetRepository } from './datasets';
 import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome, type TrainingSpan } from './spans';
-import { NotFoundError, InvalidInputError } from '../errors';
+import { NotFoundError, InvalidInputError } from '../protocol/errors';
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
+import { OUTCOME_STATUSES } from '../protocol/status';
 import {
   CreateTrainingRunParams,
   PutResourceParams,
@@ -353,7 +354,7 @@ export class Store {
       spans: count('SELECT coalesce(sum(span_count), 0) AS n FROM rollouts'),
       rewards: count('SELECT count(*) AS n FROM rewards'),
       unrated: count(
-        `SELECT count(*) AS n FROM rollouts r WHERE r.status IN ('succeeded','failed','timeout')
+        `SELECT count(*) AS n FROM rollouts r WHERE r.status IN (${OUTCOME_STATUSES.map((s) => `'${s}'`).join(',')})
          AND NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id)`,
       ),
       schemaVersion: this.schemaVersion,

@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
-import { InvalidInputError } from '../errors';
+import { InvalidInputError } from '../protocol/errors';
 import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';

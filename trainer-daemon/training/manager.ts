@@ -6,10 +6,10 @@
  */
 import type { z } from 'zod';
 import { GrpoConfig, type StartTrainingParams, type TrainingRun } from '../protocol';
-import { ConflictError, InvalidInputError, errorMessage } from '../errors';
+import { ConflictError, InvalidInputError, errorMessage } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
-import type { Disposable } from '../util/event';
+import type { Disposable } from '../protocol/event';
 import { defaultRewardsFile } from '../rewards/config';
 import { scoringFor, type RolloutScoring } from '../runner/scoring';
 import { runGrpo } from './grpo';

@@ -10,10 +10,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { GrpoConfig, type Checkpoint, type PolicyChanged, type PolicyDevice, type ServedPolicy, type ServePolicyParams } from '../protocol';
-import { ConflictError, NotFoundError } from '../errors';
+import { ConflictError, NotFoundError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
-import { Emitter, type Disposable, type Event } from '../util/event';
+import { Emitter, type Disposable, type Event } from '../protocol/event';
 import { findPython } from './python';
 import { TrainerWorker } from './worker';
 

@@ -1,7 +1,7 @@
 /** `lightning rollouts`: the rollout list, newest first, with the panel's filters. */
 import { Option, type Command } from 'commander';
 import { RolloutMode, RolloutStatus, type ListRolloutsParams } from '../../protocol';
-import { InvalidInputError } from '../../errors';
+import { InvalidInputError } from '../../protocol/errors';
 import { openBackend } from '../backend';
 import { duration, num, table, time, truncate } from '../format';
 import { rolloutDuration } from '../../protocol/format';

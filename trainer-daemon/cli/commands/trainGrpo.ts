@@ -5,9 +5,10 @@
  * `--resume RUN` continues from the last checkpoint. The loop itself is `runGrpo` (training/grpo.ts),
  * run by the daemon.
  */
+import type { TrainingFinished } from '../../protocol/cliLines';
 import path from 'node:path';
 import { GrpoConfig, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
-import { InvalidInputError } from '../../errors';
+import { InvalidInputError } from '../../protocol/errors';
 import { followRun, iterationCells, iterationLine } from '../../training/follow';
 import type { RunnerClient } from '../../runner/batch';
 import { connectOrStartDaemon } from '../daemonConnection';
@@ -114,7 +115,7 @@ export async function runGrpoCommand(argv: string[], options: GrpoFlags): Promis
   const { client, close } = await connectOrStartDaemon(resolveStore(options));
   try {
     const { run, checkpoints } = await trainAndFollow(client, start, options.json ?? false);
-    if (options.json) process.stdout.write(`${JSON.stringify({ event: 'training-finished', run, checkpoints })}\n`);
+    if (options.json) process.stdout.write(`${JSON.stringify({ event: 'training-finished', run, checkpoints } satisfies TrainingFinished)}\n`);
     else {
       process.stdout.write(`Run ${run.id} ${run.status}${run.error && run.status !== 'cancelled' ? `: ${run.error}` : ''}. ${checkpoints.length} checkpoint(s)${checkpoints.length ? `, the last: ${checkpoints.at(-1)!.path}` : ''}.\n`);
     }

@@ -1,0 +1,125 @@
+/**
+ * The one error contract, used on both sides of every boundary. The daemon throws a `DaemonError`
+ * (one subclass per kind); `mapError` gives its JSON-RPC code and HTTP status; the RPC server sends
+ * the kind as `error.data.kind`; the clients (the CLI's, the extension's) rebuild a `DaemonError`
+ * with the same kind. Callers switch on `kind`, never on a number or on message text. Messages name
+ * what was wrong and what to do.
+ */
+import { z } from 'zod';
+
+/** The stable, machine-readable kinds of error. */
+export const ErrorKind = z.enum(['invalid_input', 'payload_too_large', 'unsupported_media_type', 'overloaded', 'not_found', 'invalid_transition', 'conflict', 'internal']);
+export type ErrorKind = z.infer<typeof ErrorKind>;
+
+/** JSON-RPC 2.0 codes: the reserved ones, and application codes in the -32000..-32099 server range. */
+export const RpcCode = {
+  ParseError: -32700,
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  InvalidParams: -32602,
+  InternalError: -32603,
+  NotFound: -32004,
+  Conflict: -32009,
+  InvalidTransition: -32010,
+  Overloaded: -32003,
+} as const;
+
+/** Each kind's JSON-RPC code and HTTP status. */
+const KINDS: Record<ErrorKind, { readonly rpcCode: number; readonly httpStatus: number }> = {
+  invalid_input: { rpcCode: RpcCode.InvalidParams, httpStatus: 400 },
+  payload_too_large: { rpcCode: RpcCode.InvalidParams, httpStatus: 413 },
+  unsupported_media_type: { rpcCode: RpcCode.InvalidParams, httpStatus: 415 },
+  overloaded: { rpcCode: RpcCode.Overloaded, httpStatus: 503 },
+  not_found: { rpcCode: RpcCode.NotFound, httpStatus: 404 },
+  invalid_transition: { rpcCode: RpcCode.InvalidTransition, httpStatus: 409 },
+  conflict: { rpcCode: RpcCode.Conflict, httpStatus: 409 },
+  internal: { rpcCode: RpcCode.InternalError, httpStatus: 500 },
+};
+
+/** The one error base class: its name is the subclass's. */
+export class LightningError extends Error {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+/** An error of a known kind: thrown by the daemon, and rebuilt by the clients from `error.data.kind`. */
+export class DaemonError extends LightningError {
+  /** The JSON-RPC code it travels with (the other side switches on `kind`, not on this). */
+  readonly code: number;
+
+  constructor(
+    readonly kind: ErrorKind,
+    message: string,
+    options?: ErrorOptions & { readonly code?: number },
+  ) {
+    super(message, options);
+    this.code = options?.code ?? KINDS[kind].rpcCode;
+  }
+}
+
+/** The caller sent something malformed: a bad field, a bad argument. */
+export class InvalidInputError extends DaemonError {
+  constructor(message: string, options?: ErrorOptions, kind: 'invalid_input' | 'payload_too_large' | 'unsupported_media_type' = 'invalid_input') {
+    super(kind, message, options);
+  }
+}
+/** A body over the size limit (HTTP 413). */
+export class PayloadTooLargeError extends InvalidInputError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options, 'payload_too_large');
+  }
+}
+/** A body in a media type or encoding the endpoint does not take (HTTP 415). */
+export class UnsupportedMediaTypeError extends InvalidInputError {
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options, 'unsupported_media_type');
+  }
+}
+/** The daemon cannot take more work right now; retry shortly (HTTP 503). */
+export class OverloadedError extends DaemonError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('overloaded', message, options);
+  }
+}
+/** A rollout, span or other record that does not exist. */
+export class NotFoundError extends DaemonError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('not_found', message, options);
+  }
+}
+/** A rollout asked to move to a status its current status cannot reach. */
+export class InvalidTransitionError extends DaemonError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('invalid_transition', message, options);
+  }
+}
+/** The state of things forbids the request (e.g. a second daemon on the same store). */
+export class ConflictError extends DaemonError {
+  constructor(message: string, options?: ErrorOptions) {
+    super('conflict', message, options);
+  }
+}
+
+export interface ErrorMapping {
+  readonly rpcCode: number;
+  readonly httpStatus: number;
+  readonly kind: ErrorKind;
+}
+
+/** How an error travels: its kind, JSON-RPC code and HTTP status; anything not a `DaemonError` is internal. */
+export function mapError(error: unknown): ErrorMapping {
+  const kind = error instanceof DaemonError ? error.kind : 'internal';
+  return { kind, ...KINDS[kind] };
+}
+
+/** The `DaemonError` a JSON-RPC error response stands for: its `data.kind`, else internal. */
+export function fromResponseError(message: string, code: number, data: unknown): DaemonError {
+  const parsed = ErrorKind.safeParse((data as { kind?: unknown } | null | undefined)?.kind);
+  return new DaemonError(parsed.success ? parsed.data : 'internal', message, { code });
+}
+
+export function errorMessage(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
