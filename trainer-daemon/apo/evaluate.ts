@@ -13,7 +13,7 @@ import { episodeReward } from '../lightningrl/credit';
 import type { RpcClient } from '../protocol/connection';
 import { toScoringTrajectory } from '../rewards/trajectory';
 import { BatchRunner } from '../runner/batch';
-import type { RolloutScoring } from '../runner/scoring';
+import type { RolloutScoring } from '../runner/pool';
 
 export interface EvalTask {
   readonly id: string;

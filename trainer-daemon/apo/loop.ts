@@ -14,7 +14,7 @@ import { ApoResult, CRITIQUE_STYLES, type ApoConfig, type ApoSkip, type Critique
 import { errorMessage, InvalidInputError, LightningError } from '../protocol/errors';
 import type { RpcClient } from '../protocol/connection';
 import { lineDiff } from './diff';
-import type { RolloutScoring } from '../runner/scoring';
+import type { RolloutScoring } from '../runner/pool';
 import { CancelledError, Evaluator, type EvalTask, type ScoredRollout } from './evaluate';
 import { BudgetExhaustedError, OptimizerLlm } from './llm';
 import { critiqueMessages, editMessages, parseCritique, parseEdit, type Example } from './prompts';

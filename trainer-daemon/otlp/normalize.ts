@@ -8,7 +8,7 @@
  */
 import type { Json, SpanCategory, SpanInput } from '../protocol/records';
 import { scrubSecrets } from '../protocol/secrets';
-import type { ExportTraceRequest, OtlpSpan } from './decode';
+import type { ExportTraceRequest, OtlpSpan } from './schema';
 
 type Attributes = Record<string, Json>;
 

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { instrumentationEnv, type RolloutStatus } from '../protocol';
 import { errorMessage } from '../protocol/errors';
-import type { BatchMode, BatchPool, BatchRunnerOptions } from './batch';
+import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
 import { killGroup, stopGroup } from './processGroup';
 
 export class ProcessPool implements BatchPool {

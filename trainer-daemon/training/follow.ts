@@ -4,7 +4,7 @@
  * loss, KL, entropy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
  */
 import type { MetricSeries, TrainingRunDetail } from '../protocol';
-import type { RunnerClient } from '../runner/batch';
+import type { RunnerClient } from '../runner/pool';
 import { isFinal } from '../protocol/status';
 
 

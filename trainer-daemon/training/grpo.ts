@@ -13,7 +13,7 @@ import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import { findPython } from './python';
-import type { RolloutScoring } from '../runner/scoring';
+import type { RolloutScoring } from '../runner/pool';
 import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';

@@ -11,7 +11,8 @@ import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import type { Disposable } from '../protocol/event';
 import { defaultRewardsFile } from '../rewards/config';
-import { scoringFor, type RolloutScoring } from '../runner/scoring';
+import { scoringFor } from '../runner/scoring';
+import type { RolloutScoring } from '../runner/pool';
 import { runGrpo } from './grpo';
 import type { Caller } from './rollouts';
 

@@ -10,7 +10,7 @@ import path from 'node:path';
 import { GrpoConfig, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
 import { InvalidInputError } from '../../protocol/errors';
 import { followRun, iterationCells, iterationLine } from '../../training/follow';
-import type { RunnerClient } from '../../runner/batch';
+import type { RunnerClient } from '../../runner/pool';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { resolveStore, type GlobalOptions } from '../options';
 
