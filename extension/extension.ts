@@ -34,7 +34,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const promptResults = new PromptResults(supervisor, log);
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
   const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns);
-  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel, checkpoint, log);
+  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel, checkpoint, log, context.workspaceState);
   const score = new ScoreCommand(live, log);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;

@@ -8,7 +8,7 @@
  */
 import { describeIssues, GrpoConfig, type GrpoConfigInput, type ModelSpec } from '../../trainer-daemon/protocol';
 import { isSecretVariable } from '../../trainer-daemon/protocol/secrets';
-import type { AgentCommand } from '../datasets/launchCommand';
+import type { AgentCommand } from '../debug/launchCommand';
 
 /** The settings the quick picks show, as GrpoConfig names them. */
 export interface GrpoSettings {

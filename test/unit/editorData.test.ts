@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { commandEnvironment, launchToCommand, type CommandContext } from '../../extension/datasets/launchCommand';
+import { commandEnvironment, launchToCommand, type CommandContext } from '../../extension/debug/launchCommand';
 import type { BatchStarted, RolloutFinished } from '../../trainer-daemon/protocol/cliLines';
 import { BatchProgressText, describeSummary, parseBatchFinished, parseProgressLine, scoringErrorLines } from '../../extension/datasets/batchProgress';
 import { isAutomatic, reviewReason, reviewVerdicts } from '../../webview/rewardReview';
@@ -53,10 +53,10 @@ describe('Run Dataset: a launch configuration as an agent command', () => {
   it('says clearly why a configuration cannot become a command', () => {
     const refusals: Array<[Partial<LaunchConfig>, RegExp]> = [
       [{ request: 'attach' }, /"Agent" is an attach configuration: only a launch/],
-      [{ type: 'go', program: 'main.go' }, /debug type "go": Run Dataset understands node and python/],
+      [{ type: 'go', program: 'main.go' }, /debug type "go": Lightning runs node and python launch configurations/],
       [{ program: '${file}' }, /program uses \$\{file\}, which has a value only inside a debug session/],
       [{ program: 'a.js', args: ['${input:question}'] }, /args uses \$\{input:question\}/],
-      [{ program: 'a.js', envFile: '.env' }, /envFile is not read outside the debugger/],
+      [{ program: 'a.js', envFile: '/nowhere/.env' }, /envFile \/nowhere\/\.env cannot be read \(ENOENT\); fix the path or remove "envFile"/],
       [{}, /cannot be run without the debugger: it has no "program"/],
       [{ type: 'python' }, /neither "program" nor "module"/],
       [{ program: 'a.js', args: [1, 2] as unknown as string[] }, /args must be a string or a list of strings/],
