@@ -8,12 +8,22 @@
 import type { CallTraining, RolloutTransitions, TrainingGroup } from '../protocol';
 import type { ParsedParamsOf } from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
-import type { Store, Trajectory } from '../store/store';
+import type { ListRolloutsParams, Rollout, Span } from '../protocol';
+import type { Trajectory } from '../protocol/lightningrl';
 import { episodeReward } from './credit';
 import { buildTransitions } from './transitions';
 import { hasOutcome, OUTCOME_STATUSES } from '../protocol/status';
 
-export function rolloutTransitions(store: Store, params: ParsedParamsOf<'rolloutTransitions'>): RolloutTransitions {
+/** What the view reads: the store's trajectory queries (lightningrl imports no store). */
+export interface TrajectoryReader {
+  getRollout(id: string): Rollout;
+  resolveRolloutId(idOrPrefix: string): string;
+  trajectories(filter: Omit<ListRolloutsParams, 'cursor' | 'limit' | 'order'>): Iterable<Trajectory>;
+  trajectoriesOf(ids: readonly string[]): Trajectory[];
+  listSpans(rolloutId: string, afterSequence: number, limit: number): Span[];
+}
+
+export function rolloutTransitions(store: TrajectoryReader, params: ParsedParamsOf<'rolloutTransitions'>): RolloutTransitions {
   const rollout = store.getRollout(store.resolveRolloutId(params.rolloutId));
   let agentMatch: RegExp | undefined;
   try {

@@ -56,7 +56,7 @@ export interface RolloutRow {
 }
 
 /**
- * The display reward, under the episode-reward policy training uses (lightningrl/credit.ts): the
+ * The display reward, under the episode-reward policy training uses (lightningrl/credit.ts; test/unit/episodeReward.test.ts holds them equal): the
  * latest human annotation, else the latest the agent posted, else the latest automatic one.
  */
 const REWARD_COLUMN = `(SELECT w.value FROM rewards w

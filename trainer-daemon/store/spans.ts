@@ -3,6 +3,7 @@
  * retries a batch does not create copies), with the rollout's counters updated in the same
  * transaction so the panel's list never disagrees with the trajectory.
  */
+import type { TrainingSpan } from '../protocol/lightningrl';
 import type { Database, Statement } from 'better-sqlite3';
 import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
 import { NotFoundError } from '../protocol/errors';
@@ -84,7 +85,6 @@ export function validateSpans(raw: readonly unknown[]): { valid: SpanInput[]; va
 }
 
 /** The part of a span LightningRL reads. */
-export type TrainingSpan = Pick<Span, 'spanId' | 'parentSpanId' | 'traceId' | 'sequence' | 'category' | 'startMs' | 'endMs' | 'attributes' | 'name' | 'statusCode'>;
 
 interface TwinRow {
   response_id: string;

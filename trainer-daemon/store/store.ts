@@ -28,7 +28,8 @@ import { AgentKeyRepository, type AgentKeyOptions, type AgentKeyRecord } from '.
 import { DatasetRepository } from './datasets';
 import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
-import { SpanRepository, type SpanBatch, type SpanBatchOutcome, type TrainingSpan } from './spans';
+import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
+import type { Trajectory } from '../protocol/lightningrl';
 import { NotFoundError, InvalidInputError } from '../protocol/errors';
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
@@ -452,10 +453,5 @@ export class Store {
   }
 }
 
-export interface Trajectory {
-  readonly rollout: Rollout;
-  readonly spans: TrainingSpan[];
-  readonly rewards: Reward[];
-}
 
 export { LATEST_SCHEMA_VERSION };
