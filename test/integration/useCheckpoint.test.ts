@@ -196,14 +196,15 @@ test("the daemon's shutdown stops a checkpoint being loaded, and serves none aft
   const store = Store.open(storeFile);
   t.after(() => store.close());
   const logger = createLogger('test', { level: 'error' });
-  for (const delayMs of [0, 50, 300]) {
-    // Shut down while the serve is queued, finding Python, starting the worker or loading: it fails, and leaves no worker.
+  // Shut down while the serve is only asked for (finding Python, before any worker), or once its worker runs
+  // (loading the checkpoint): either way it fails, and leaves no worker. Each moment is waited for, not slept to.
+  for (const moment of ['before the worker starts', 'while the worker loads'] as const) {
     const serving = new PolicyServing(store, logger);
     t.after(() => serving.dispose());
     const loading = serving.serve({ checkpointId: a });
-    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    if (moment === 'while the worker loads') await waitFor(() => workerPids(process.pid).length > 0, 'the checkpoint worker to start', 60_000);
     await serving.shutdown();
-    await assert.rejects(loading, `a shutdown ${delayMs} ms into the serve stops it`);
+    await assert.rejects(loading, `a shutdown ${moment} stops the serve`);
     assert.equal(serving.current, null);
     await assert.rejects(serving.serve({ checkpointId: a }), /the daemon is shutting down/);
     assert.equal(serving.current, null);

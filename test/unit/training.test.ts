@@ -78,6 +78,8 @@ test('demonstrations: chat examples become (prompt, completion) pairs; the demo 
   assert.equal(answer.completion.content, answer.messages[2]!.content, 'the answer repeats the tool result');
   fs.writeFileSync(file, '{"messages":[{"role":"user","content":"hi"}]}\n');
   assert.throws(() => readDemonstrations(file), /demos\.jsonl:1: the last message must be the assistant's/);
+  fs.writeFileSync(file, '{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}\n{"messages": [\n');
+  assert.throws(() => readDemonstrations(file), /demos\.jsonl:2: not a JSON object/, 'a bad line is named');
 });
 
 test('the chart is one self-contained HTML file with the reward curves', () => {

@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
+import { describeIssues, SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
 import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
@@ -42,11 +42,18 @@ export function readDemonstrations(file: string): SftExample[] {
   }
   return text.split('\n').flatMap((line, index) => {
     if (!line.trim()) return [];
-    const example = JSON.parse(line) as { messages?: Array<Record<string, unknown>>; tools?: unknown[] };
+    const where = `warmStart.file ${file}:${index + 1}`;
+    let example: { messages?: Array<Record<string, unknown>>; tools?: unknown[] };
+    try {
+      example = JSON.parse(line) as typeof example;
+    } catch {
+      throw new InvalidInputError(`${where}: not a JSON object (one chat example per line, as \`lightning export --format chat\` writes)`);
+    }
     const last = example.messages?.at(-1);
-    if (!last || last.role !== 'assistant') throw new InvalidInputError(`warmStart.file ${file}:${index + 1}: the last message must be the assistant's`);
-    const completion = SftExample.shape.completion.parse({ ...(typeof last.content === 'string' ? { content: last.content } : {}), ...(Array.isArray(last.tool_calls) ? { tool_calls: last.tool_calls } : {}) });
-    return [{ messages: example.messages!.slice(0, -1), ...(example.tools ? { tools: example.tools } : {}), completion }];
+    if (!last || last.role !== 'assistant') throw new InvalidInputError(`${where}: the last message must be the assistant's`);
+    const completion = SftExample.shape.completion.safeParse({ ...(typeof last.content === 'string' ? { content: last.content } : {}), ...(Array.isArray(last.tool_calls) ? { tool_calls: last.tool_calls } : {}) });
+    if (!completion.success) throw new InvalidInputError(`${where}: the assistant's message: ${describeIssues(completion.error, 'completion')}`);
+    return [{ messages: example.messages!.slice(0, -1), ...(example.tools ? { tools: example.tools } : {}), completion: completion.data }];
   });
 }
 
