@@ -77,30 +77,23 @@ export class UnsupportedMediaTypeError extends InvalidInputError {
     super(message, options, 'unsupported_media_type');
   }
 }
+/** A `DaemonError` subclass whose kind is fixed: `class NotFoundError extends ofKind('not_found') {}`. */
+function ofKind(kind: ErrorKind): new (message: string, options?: ErrorOptions) => DaemonError {
+  return class extends DaemonError {
+    constructor(message: string, options?: ErrorOptions) {
+      super(kind, message, options);
+    }
+  };
+}
+
 /** The daemon cannot take more work right now; retry shortly (HTTP 503). */
-export class OverloadedError extends DaemonError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('overloaded', message, options);
-  }
-}
+export class OverloadedError extends ofKind('overloaded') {}
 /** A rollout, span or other record that does not exist. */
-export class NotFoundError extends DaemonError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('not_found', message, options);
-  }
-}
+export class NotFoundError extends ofKind('not_found') {}
 /** A rollout asked to move to a status its current status cannot reach. */
-export class InvalidTransitionError extends DaemonError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('invalid_transition', message, options);
-  }
-}
+export class InvalidTransitionError extends ofKind('invalid_transition') {}
 /** The state of things forbids the request (e.g. a second daemon on the same store). */
-export class ConflictError extends DaemonError {
-  constructor(message: string, options?: ErrorOptions) {
-    super('conflict', message, options);
-  }
-}
+export class ConflictError extends ofKind('conflict') {}
 
 export interface ErrorMapping {
   readonly rpcCode: number;
