@@ -15,17 +15,14 @@ test('training runs: status transitions, metric series, latest values, checkpoin
   t.after(() => store.close());
   const changed: string[] = [];
   store.onDidChangeTrainingRun(({ id }) => changed.push(id));
-  const run = store.writeTraining((r: { id: string }) => r.id, (tr) => tr.create('grpo', { lr: 0.001 }));
+  const run = store.recordTrainingRun('grpo', { lr: 0.001 });
   assert.equal(run.status, 'queued');
-  assert.throws(() => store.training.transition(run.id, 'succeeded'), /is queued and cannot become succeeded/);
-  store.writeTraining(run.id, (tr) => tr.transition(run.id, 'running'));
-  store.writeTraining(run.id, (tr) => {
-    tr.addMetrics(run.id, 1, { 'reward/mean': 0.25, loss: 0.5, skipped: Number.NaN });
-    tr.addMetrics(run.id, 2, { 'reward/mean': 0.5 });
-    tr.addCheckpoint(run.id, 2, '/ckpt/2', { 'reward/mean': 0.5 });
-  });
-  assert.equal(store.training.addPolicyVersion({ runId: run.id, step: 0, checkpoint: null }), 1);
-  assert.equal(store.training.addPolicyVersion({ runId: run.id, step: 2, checkpoint: '/ckpt/2' }), 2);
+  assert.throws(() => store.setTrainingRunStatus(run.id, 'succeeded'), /is queued and cannot become succeeded/);
+  store.setTrainingRunStatus(run.id, 'running');
+  store.recordTrainingStep(run.id, 1, { 'reward/mean': 0.25, loss: 0.5, skipped: Number.NaN });
+  store.recordTrainingStep(run.id, 2, { 'reward/mean': 0.5 }, { dir: '/ckpt/2', metrics: { 'reward/mean': 0.5 } });
+  assert.equal(store.addPolicyVersion({ runId: run.id, step: 0, checkpoint: null }), 1);
+  assert.equal(store.addPolicyVersion({ runId: run.id, step: 2, checkpoint: '/ckpt/2' }), 2);
   assert.deepEqual(store.agentResources(null).resources.policy, { version: 2, kind: 'checkpoint', value: { runId: run.id, step: 2, checkpoint: '/ckpt/2' } });
 
   const detail = TrainingRunDetail.parse(store.getTrainingRun(run.id));
@@ -34,11 +31,11 @@ test('training runs: status transitions, metric series, latest values, checkpoin
   assert.deepEqual([detail.run.step, detail.run.latest], [2, { 'reward/mean': 0.5, loss: 0.5 }]);
   assert.deepEqual(store.getTrainingRun(run.id, 1).metrics.map((p) => [p.step, p.name]), [[2, 'reward/mean']]);
   assert.deepEqual(detail.checkpoints.map((c) => [c.step, c.path]), [[2, '/ckpt/2']]);
-  store.writeTraining(run.id, (tr) => tr.transition(run.id, 'cancelled', { error: 'cancelled' }));
+  store.setTrainingRunStatus(run.id, 'cancelled', { error: 'cancelled' });
   // Resume: cancelled → running again.
-  assert.equal(store.writeTraining(run.id, (tr) => tr.transition(run.id, 'running')).status, 'running');
+  assert.equal(store.setTrainingRunStatus(run.id, 'running').status, 'running');
   assert.ok(changed.length >= 5 && changed.every((id) => id === run.id));
-  assert.throws(() => store.training.get('train-nope'), /training run train-nope does not exist/);
+  assert.throws(() => store.trainingRun('train-nope'), /training run train-nope does not exist/);
 });
 
 function transition(overrides: Partial<Transition>): Transition {

@@ -27,7 +27,7 @@ export class ChangeNotifier implements Disposable {
     // Rare (a few per APO round or GRPO iteration): announced at once, with the leaderboard.
     this.subscriptions.add(
       store.onDidChangeTrainingRun(({ id, round }) => {
-        broadcast('trainingRunChanged', { run: store.training.summary(store.training.get(id)), round, candidates: store.training.candidates(id) });
+        broadcast('trainingRunChanged', { ...store.trainingRunChange(id), round });
       }),
     );
   }

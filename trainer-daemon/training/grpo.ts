@@ -100,7 +100,7 @@ class Iterations {
   /** Creates and runs one batch of rollouts; returns them with their episode rewards (0 when none). */
   async rollouts(tasks: readonly Task[], samples: number, mode: 'train' | 'val', step: number, checkpoint: string | null): Promise<{ batchId: string; rewards: number[]; seconds: number; completionTokens: number }> {
     const started = performance.now();
-    const resourcesVersion = this.ctx.store.writeTraining(this.runId, (t) => t.addPolicyVersion({ runId: this.runId, step, checkpoint }));
+    const resourcesVersion = this.ctx.store.addPolicyVersion({ runId: this.runId, step, checkpoint });
     const batchId = `${this.runId}-${mode}-${step}`;
     const ids: string[] = [];
     for (const task of tasks) {
@@ -184,10 +184,7 @@ class Iterations {
     }
     const dir = checkpointDir(this.ctx.store.file, this.runId, step);
     await this.worker.request('save', { dir, metrics });
-    this.ctx.store.writeTraining(this.runId, (t) => {
-      t.addMetrics(this.runId, step, metrics);
-      t.addCheckpoint(this.runId, step, dir, metrics);
-    });
+    this.ctx.store.recordTrainingStep(this.runId, step, metrics, { dir, metrics });
     return { metrics, checkpoint: dir };
   }
 
@@ -217,7 +214,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker') });
   const stop = (): void => worker.dispose();
   try {
-    const last = ctx.store.training.checkpoints(runId).at(-1);
+    const last = ctx.store.checkpoints(runId).at(-1);
     const adapter = config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
     const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(config.device === 'cuda' ? {} : { threads: 1 }), ...(last ? { checkpoint: last.path } : {}) });
     ctx.logger.info('policy loaded', { runId, ...loaded });
@@ -245,10 +242,10 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
         checkpoint = checkpointDir(ctx.store.file, runId, 0);
         await worker.request('save', { dir: checkpoint, metrics: start });
         const saved = checkpoint;
-        ctx.store.writeTraining(runId, (t) => t.addCheckpoint(runId, 0, saved, start));
+        ctx.store.recordTrainingStep(runId, 0, {}, { dir: saved, metrics: start });
       }
       Object.assign(start, await iterations.evaluate(valTasks, 0, checkpoint));
-      ctx.store.writeTraining(runId, (t) => t.addMetrics(runId, 0, start));
+      ctx.store.recordTrainingStep(runId, 0, start);
     }
     for (let step = first; step <= config.iterations && !ctx.signal.aborted; step += 1) {
       const done = await iterations.step(trainTasks, step, checkpoint);
@@ -257,7 +254,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
       if (step % config.evalEvery === 0 || step === config.iterations) {
         const val = await iterations.evaluate(valTasks, step, checkpoint);
         if (ctx.signal.aborted) break;
-        ctx.store.writeTraining(runId, (t) => t.addMetrics(runId, step, val));
+        ctx.store.recordTrainingStep(runId, step, val);
       }
     }
   } catch (error) {
