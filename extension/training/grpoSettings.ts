@@ -1,7 +1,7 @@
 /**
  * What **Lightning: Start Training** asks for, and the GRPO configuration the answers become: the
  * base model (`tiny`, a Hugging Face name or path), the dataset, the agent command (a launch
- * configuration made into a command by datasets/launchCommand.ts), and the settings — iterations,
+ * configuration made into a command by debug/launchCommand.ts), and the settings — iterations,
  * samples per task, learning rate, validation dataset, device — with the protocol's defaults. Each
  * typed answer is checked with a message naming it, and the whole is checked by the protocol's own
  * GrpoConfig schema, so what the editor sends is what the daemon accepts. Pure: unit-tested.

@@ -1,7 +1,7 @@
 /**
  * **Lightning: Start Training**, **Cancel Training** and **Resume Training**. Start asks, in quick
  * picks, for the algorithm (APO hands off to Optimize This Prompt), the base model, the dataset, the
- * agent (a launch configuration run as a command, without the debugger: datasets/launchCommand.ts)
+ * agent (a launch configuration run as a command, without the debugger: debug/launchCommand.ts, picked with pickers.ts)
  * and the settings (start with the defaults, or change one at a time; remembered per workspace),
  * then sends `training/start` to the daemon, which drives the run. A run is followed in a progress
  * notification whose Cancel sends `trainingRuns/cancel`, and shown in the panel as it goes.
