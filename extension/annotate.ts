@@ -8,6 +8,7 @@ import os from 'node:os';
 import * as vscode from 'vscode';
 import type { LiveRollouts } from './liveRollouts';
 import { describeRollout, parseRewardInput } from './rewardInput';
+import { ENDED_STATUSES } from '../trainer-daemon/protocol/status';
 
 export interface Annotation {
   readonly rolloutId: string;
@@ -19,8 +20,6 @@ export interface Annotation {
   /** Why, for rows written on the person's behalf (a review of an automatic reward). */
   readonly reason?: string | null;
 }
-
-const FINISHED = ['succeeded', 'failed', 'cancelled', 'timeout'] as const;
 
 export class Annotator {
   /** The last rollout a debug session finished here. */
@@ -40,7 +39,7 @@ export class Annotator {
   /** **Lightning: Annotate Reward** on the selected rollout, else the last finished one. */
   async annotateCommand(): Promise<void> {
     const client = await this.live.supervisor.ensureRunning();
-    const id = this.live.selectedId ?? this.lastFinishedId ?? (await client.request('listRollouts', { status: [...FINISHED], limit: 1 })).items[0]?.id;
+    const id = this.live.selectedId ?? this.lastFinishedId ?? (await client.request('listRollouts', { status: [...ENDED_STATUSES], limit: 1 })).items[0]?.id;
     if (!id) {
       void vscode.window.showInformationMessage('Lightning: no rollout to annotate yet. Run an agent with Debug with Lightning first.');
       return;
@@ -88,7 +87,7 @@ export class Annotator {
    */
   async reviewUnrated(): Promise<void> {
     const client = await this.live.supervisor.ensureRunning();
-    const queue = (await client.request('listRollouts', { status: [...FINISHED], unrated: true, limit: 500 })).items;
+    const queue = (await client.request('listRollouts', { status: [...ENDED_STATUSES], unrated: true, limit: 500 })).items;
     if (queue.length === 0) {
       void vscode.window.showInformationMessage('Lightning: every finished rollout has a reward.');
       return;

@@ -1,80 +1,25 @@
 /**
- * The extension's JSON-RPC connection to the daemon: vscode-jsonrpc (the message layer under
- * vscode-languageclient) over the protocol module's WebSocket framing. The LanguageClient class
- * itself is not used because it runs the LSP lifecycle (`initialize`/`shutdown`), which the daemon,
- * not being a language server, does not speak; its supervision idiom lives in supervisor.ts.
- * Params are validated before sending and results after receiving, with the protocol's schemas.
+ * The extension's connection to the daemon: the protocol's one client connection
+ * (`trainer-daemon/protocol/connection.ts`, the same the CLI uses), traced in the output channel when
+ * `lightning.trace.server` is `messages`: each request, response and notification by method, id and
+ * duration, never params or results (they carry prompts). The supervision (restart with backoff, give up
+ * after repeated crashes) is supervisor.ts. vscode-languageclient is not used: see README, "Why not a LanguageClient".
  */
-import WebSocket from 'ws';
-import { createMessageConnection, ResponseError, type MessageConnection } from 'vscode-jsonrpc/node';
 import * as vscode from 'vscode';
-import { Methods, type MethodName, type NotificationName, type NotificationParamsOf, type ParamsOf, type ResultOf } from '../trainer-daemon/protocol';
-import { checkParams, checkResult, onCheckedNotification } from '../trainer-daemon/protocol/typedRpc';
-import { WebSocketMessageReader, WebSocketMessageWriter } from '../trainer-daemon/protocol/wsTransport';
+import { Trace } from 'vscode-jsonrpc/node';
+import { RpcClient } from '../trainer-daemon/protocol/connection';
 
-export class DaemonRequestError extends Error {
-  constructor(
-    message: string,
-    readonly code: number,
-  ) {
-    super(message);
-    this.name = new.target.name;
-  }
+export type DaemonClient = RpcClient;
+
+export type TraceSetting = 'off' | 'messages';
+
+export function readTraceSetting(): TraceSetting {
+  return vscode.workspace.getConfiguration('lightning').get<string>('trace.server') === 'messages' ? 'messages' : 'off';
 }
 
-export class DaemonClient implements vscode.Disposable {
-  private readonly _onDidClose = new vscode.EventEmitter<void>();
-  /** Fires once when the connection is gone (the daemon stopped or crashed). */
-  readonly onDidClose = this._onDidClose.event;
-
-  private constructor(
-    private readonly socket: WebSocket,
-    private readonly connection: MessageConnection,
-  ) {
-    socket.once('close', () => {
-      connection.dispose();
-      this._onDidClose.fire();
-    });
-  }
-
-  static connect(url: string, token: string): Promise<DaemonClient> {
-    return new Promise((resolve, reject) => {
-      const socket = new WebSocket(`${url.replace(/^http/, 'ws')}/rpc`, { headers: { authorization: `Bearer ${token}` }, handshakeTimeout: 5_000, maxPayload: 256 * 1024 * 1024 });
-      socket.once('unexpected-response', (_request, response) => {
-        socket.terminate();
-        reject(new Error(`the daemon at ${url} refused the connection (HTTP ${response.statusCode})`));
-      });
-      socket.once('error', (error) => reject(new Error(`cannot reach the daemon at ${url}: ${error.message}`)));
-      socket.once('open', () => {
-        const connection = createMessageConnection(new WebSocketMessageReader(socket), new WebSocketMessageWriter(socket));
-        connection.listen();
-        resolve(new DaemonClient(socket, connection));
-      });
-    });
-  }
-
-  async request<M extends MethodName>(name: M, params: ParamsOf<M>): Promise<ResultOf<M>> {
-    const checked = checkParams(name, params);
-    if (!checked.ok) throw new DaemonRequestError(checked.message, -32602);
-    let raw: unknown;
-    try {
-      raw = await this.connection.sendRequest(Methods[name].method, params);
-    } catch (error) {
-      if (error instanceof ResponseError) throw new DaemonRequestError(error.message, error.code);
-      throw error;
-    }
-    const result = checkResult(name, raw);
-    if (!result.ok) throw new Error(result.message);
-    return result.value;
-  }
-
-  onNotification<N extends NotificationName>(name: N, listener: (params: NotificationParamsOf<N>) => void): vscode.Disposable {
-    return onCheckedNotification(this.connection, name, listener);
-  }
-
-  dispose(): void {
-    this.connection.dispose();
-    this.socket.close();
-    this._onDidClose.dispose();
-  }
+/** Connects to the daemon at `url` with its token; with tracing on, every RPC is logged under `[rpc]`. */
+export async function connectDaemon(url: string, token: string, log: vscode.LogOutputChannel, trace: TraceSetting = readTraceSetting()): Promise<DaemonClient> {
+  const client = await RpcClient.connect(url, token);
+  if (trace === 'messages') await client.connection.trace(Trace.Messages, { log: (message: unknown) => log.info(`[rpc] ${typeof message === 'string' ? message : JSON.stringify(message)}`) });
+  return client;
 }

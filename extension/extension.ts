@@ -20,7 +20,7 @@ import { ScoreCommand } from './rewards/scoreCommand';
 import { TrainingCommands } from './training/startTraining';
 import { TrainerSetup } from './training/setUpTrainer';
 import { CheckpointInUse } from './checkpoints/useCheckpoint';
-import { errorMessage } from '../trainer-daemon/errors';
+import { errorMessage } from '../trainer-daemon/protocol/errors';
 import { WINDOWS_MESSAGE, WSL_DOCS } from './runtime';
 import { runDemo } from './demo';
 import { DetailEditors } from './editors/detailEditors';
@@ -42,7 +42,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
   const editors = new DetailEditors(context.extensionUri, live, annotator, trainingRuns, log);
   const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns, editors);
-  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel, checkpoint, log);
+  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel, checkpoint, log, context.workspaceState);
   const score = new ScoreCommand(live, log);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;

@@ -11,7 +11,7 @@ import type { Annotator } from './annotate';
 import type { TrainingRuns } from './trainingRuns';
 import { datasetRows, rolloutTransitions } from './datasets/panelData';
 import { reviewReward } from './rewards/reviewReward';
-import { errorMessage } from '../trainer-daemon/errors';
+import { errorMessage } from '../trainer-daemon/protocol/errors';
 import { webviewHtml } from './webviewHtml';
 import type { DetailEditors } from './editors/detailEditors';
 

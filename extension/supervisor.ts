@@ -3,19 +3,20 @@
  * daemon that already owns the workspace store (its discovery file), else spawns the bundled one
  * (`dist/cli.js serve`) on the runtime runtime.ts picks and reads its ready line. When the
  * connection drops it restarts with backoff (restartPolicy.ts) and, after repeated crashes, gives
- * up with a message and a "Show Logs" action. Errors a restart cannot fix (no runtime, a native
- * module built for another ABI) fail at once.
+ * up with a message and a "Show Logs" action. A start that fails is told at once (the daemon's
+ * `startup-failed` line says why); one that lost the store to another window's daemon uses that one.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import readline from 'node:readline';
 import * as vscode from 'vscode';
-import { ReadyMessage } from '../trainer-daemon/protocol';
+import type { ReadyMessage } from '../trainer-daemon/protocol';
+import { parseCliLine, type StartupFailed } from '../trainer-daemon/protocol/cliLines';
 import { findDaemon } from '../trainer-daemon/protocol/discovery';
-import { DaemonClient } from './daemonClient';
+import { connectDaemon, type DaemonClient } from './daemonClient';
 import { RestartPolicy } from './restartPolicy';
 import { NODE_SQLITE_SINCE, resolveRuntimeFor } from './runtime';
 import { readSettings, type UpstreamKey } from './settings';
-import { errorMessage } from '../trainer-daemon/errors';
+import { errorMessage } from '../trainer-daemon/protocol/errors';
 
 export type DaemonState =
   | { readonly kind: 'stopped' }
@@ -23,8 +24,15 @@ export type DaemonState =
   | { readonly kind: 'running'; readonly url: string; readonly pid: number; readonly owned: boolean }
   | { readonly kind: 'failed'; readonly message: string };
 
-/** A start failure that another attempt will not fix. */
-class PermanentStartError extends Error {}
+/** Why a start failed: the daemon's `startup-failed` line (`protocol/cliLines.ts`), or the supervisor's own finding. */
+class DaemonStartError extends Error {
+  constructor(
+    message: string,
+    readonly reason: StartupFailed['reason'] | 'no_runtime' | 'no_ready_line',
+  ) {
+    super(message);
+  }
+}
 
 const READY_TIMEOUT_MS = 30_000;
 
@@ -96,15 +104,15 @@ export class DaemonSupervisor implements vscode.Disposable {
       const running = findDaemon(settings.storeFile);
       if (running) {
         this.log.info(`[daemon] reusing the daemon (pid ${running.info.pid}) that owns ${running.info.store}`);
-        const client = await DaemonClient.connect(running.info.url, running.token);
+        const client = await connectDaemon(running.info.url, running.token, this.log);
         return { client, state: { kind: 'running', url: running.info.url, pid: running.info.pid, owned: false } };
       }
       try {
         const ready = await this.spawnDaemon(settings.storeFile, settings.nodePath, settings.upstreamBaseUrl);
-        const client = await DaemonClient.connect(ready.url, ready.token);
+        const client = await connectDaemon(ready.url, ready.token, this.log);
         return { client, state: { kind: 'running', url: ready.url, pid: ready.pid, owned: true } };
       } catch (error) {
-        if (!(error instanceof Error) || !/already owns/.test(error.message) || attempt >= 20) throw error;
+        if (!(error instanceof DaemonStartError) || error.reason !== 'store_owned' || attempt >= 20) throw error;
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     }
@@ -112,7 +120,7 @@ export class DaemonSupervisor implements vscode.Disposable {
 
   private async spawnDaemon(storeFile: string, nodePath: string | undefined, upstream: string | undefined): Promise<ReadyMessage> {
     const resolution = await resolveRuntimeFor(this.cliPath, nodePath);
-    if (!resolution.ok) throw new PermanentStartError(resolution.message);
+    if (!resolution.ok) throw new DaemonStartError(resolution.message, 'no_runtime');
     const { runtime } = resolution;
     const apiKey = await this.upstreamKey.get();
     const args = [this.cliPath, 'serve', '--store', storeFile, ...(upstream ? ['--upstream', upstream] : [])];
@@ -129,30 +137,25 @@ export class DaemonSupervisor implements vscode.Disposable {
     return new Promise<ReadyMessage>((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
-        reject(new Error(`the daemon gave no ready line within ${READY_TIMEOUT_MS / 1000} s`));
+        reject(new DaemonStartError(`the daemon gave no ready line within ${READY_TIMEOUT_MS / 1000} s`, 'no_ready_line'));
       }, READY_TIMEOUT_MS);
       const stdout = readline.createInterface({ input: child.stdout! });
       stdout.once('line', (line) => {
         clearTimeout(timer);
-        let parsed: ReturnType<typeof ReadyMessage.safeParse> | undefined;
-        try {
-          parsed = ReadyMessage.safeParse(JSON.parse(line));
-        } catch {
-          parsed = undefined;
-        }
-        if (parsed?.success) resolve(parsed.data);
-        else reject(new Error(`the daemon's first line was not its ready line: ${line.slice(0, 200)}`));
+        const first = parseCliLine(line);
+        if (first?.event === 'ready') resolve(first);
+        else if (first?.event === 'startup-failed') reject(new DaemonStartError(first.message, first.reason));
+        else reject(new DaemonStartError(`the daemon's first line was not its ready line: ${line.slice(0, 200)}`, 'no_ready_line'));
       });
       child.once('error', (error) => {
         clearTimeout(timer);
-        reject(new PermanentStartError(`cannot run ${runtime.command}: ${error.message}. Clear "lightning.nodePath" to use the editor's own runtime, or point it at a Node ≥ ${NODE_SQLITE_SINCE}.`));
+        reject(new DaemonStartError(`cannot run ${runtime.command}: ${error.message}. Clear "lightning.nodePath" to use the editor's own runtime, or point it at a Node ≥ ${NODE_SQLITE_SINCE}.`, 'no_runtime'));
       });
-      child.once('exit', (code, signal) => {
+      // After stdio closes, so a startup-failed line is read first (and wins: a settled promise ignores this).
+      child.once('close', (code, signal) => {
         clearTimeout(timer);
         const detail = stderrTail.filter((line) => !line.startsWith('{')).join('\n') || stderrTail.join('\n');
-        const message = `the daemon exited (${code ?? signal}) before it was ready: ${detail}`;
-        // A native module built for another ABI, or a bad setting: restarting cannot help.
-        reject(/cannot load in this runtime|has no node:sqlite|--upstream|--store/.test(detail) ? new PermanentStartError(message) : new Error(message));
+        reject(new DaemonStartError(`the daemon exited (${code ?? signal}) before it was ready: ${detail}`, 'no_ready_line'));
       });
     });
   }

@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { errorMessage } from './errors';
+import { errorMessage } from './protocol/errors';
 import { discoveryPaths } from './protocol/discovery';
 import type { DaemonInfo, ReadyMessage } from './protocol';
 import { acquireStoreLock, removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
@@ -21,7 +21,7 @@ import { AgentRoutes, DEFAULT_MAX_BODY_BYTES } from './capture/agentRoutes';
 import { OtlpReceiver } from './otlp/receiver';
 import { WorkerBatches } from './runner/workerBatches';
 import type { UpstreamConfig } from './capture/proxy';
-import { registerSecretValue } from './secrets';
+import { registerSecretValue } from './protocol/secrets';
 import { Store } from './store/store';
 import { TrainingManager } from './training/manager';
 import { PolicyServing } from './training/policyServing';

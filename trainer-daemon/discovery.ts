@@ -9,7 +9,7 @@ import { ensurePrivateDir } from './util/privateFiles';
 import path from 'node:path';
 import { discoveryPaths, findDaemon, isProcessAlive, type DiscoveryPaths } from './protocol/discovery';
 import type { DiscoveryFile } from './protocol';
-import { ConflictError } from './errors';
+import { ConflictError } from './protocol/errors';
 
 export { discoveryPaths, findDaemon, isProcessAlive, type DiscoveryPaths, type LiveDaemon } from './protocol/discovery';
 
@@ -22,6 +22,9 @@ export function newToken(): string {
  * daemons starting at once, exactly one gets it. A lock left by a dead process is taken over.
  * Returns the function that releases it.
  */
+/** Another daemon holds (or is taking) the store's lock: find it through its discovery file and use it. */
+export class StoreOwnedError extends ConflictError {}
+
 export function acquireStoreLock(storeFile: string): () => void {
   const lock = path.join(path.dirname(path.resolve(storeFile)), 'daemon.lock');
   ensurePrivateDir(path.dirname(lock));
@@ -36,12 +39,12 @@ export function acquireStoreLock(storeFile: string): () => void {
       const holder = Number(fs.readFileSync(lock, 'utf8'));
       if (Number.isInteger(holder) && holder > 0 && isProcessAlive(holder)) {
         const owner = findDaemon(storeFile);
-        throw new ConflictError(`another Lightning daemon (pid ${holder}${owner ? `, ${owner.info.url}` : ''}) already owns ${storeFile}; stop it or use --store`);
+        throw new StoreOwnedError(`another Lightning daemon (pid ${holder}${owner ? `, ${owner.info.url}` : ''}) already owns ${storeFile}; stop it or use --store`);
       }
       fs.rmSync(lock, { force: true });
     }
   }
-  throw new ConflictError(`could not take the lock on ${storeFile}; is another daemon starting?`);
+  throw new StoreOwnedError(`could not take the lock on ${storeFile}; is another daemon starting?`);
 }
 
 /** Writes both files atomically (temp file + rename); the caller holds the store lock (acquireStoreLock). */

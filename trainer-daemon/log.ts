@@ -2,7 +2,7 @@
  * The daemon's logger: JSON lines on stderr (stdout carries only the ready line). Values under keys
  * that look like credentials are replaced before they are written; prompt bodies are never logged.
  */
-import { isCredentialKey, scrubText } from './secrets';
+import { isCredentialKey, scrubText } from './protocol/secrets';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 

@@ -11,14 +11,6 @@ import type { RolloutFilter } from './protocol';
 
 type JsonObject = { [key: string]: Json };
 
-export function formatDuration(ms: number | null): string {
-  if (ms === null || !Number.isFinite(ms)) return '—';
-  if (ms < 1_000) return `${Math.round(ms)} ms`;
-  if (ms < 60_000) return `${(ms / 1_000).toFixed(ms < 10_000 ? 2 : 1)} s`;
-  const minutes = Math.floor(ms / 60_000);
-  return `${minutes} min ${Math.round((ms % 60_000) / 1_000)} s`;
-}
-
 export function formatTokens(count: number): string {
   return count < 1_000 ? String(count) : count < 1_000_000 ? `${(count / 1_000).toFixed(1)}k` : `${(count / 1_000_000).toFixed(1)}M`;
 }
@@ -33,11 +25,6 @@ export function formatTime(epochMs: number, now = Date.now()): string {
 
 export function rolloutTitle(rollout: Rollout): string {
   return rollout.label ?? rollout.task?.id ?? (rollout.source.kind === 'command' ? rollout.source.argv.join(' ') : rollout.id);
-}
-
-export function rolloutDuration(rollout: Rollout, now = Date.now()): number | null {
-  if (rollout.startedAt === null) return null;
-  return (rollout.endedAt ?? now) - rollout.startedAt;
 }
 
 /** The list's client-side filter, for rollouts that arrive live (the daemon filters the pages). */

@@ -6,7 +6,8 @@
  * (or Ctrl/⌘+click) marks it for Compare. A click opens a preview tab, a double-click pins it.
  */
 import type { Rollout } from '../trainer-daemon/protocol/records';
-import { formatDuration, formatTime, formatTokens, matchesFilter, rewardText, rolloutDuration, rolloutTitle, STATUS_ICON } from './format';
+import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
+import { formatTime, formatTokens, matchesFilter, rewardText, rolloutTitle, STATUS_ICON } from './format';
 import type { RolloutFilter } from './protocol';
 
 export const ROW_HEIGHT = 40;

@@ -12,8 +12,8 @@ import type { MetricSeries } from '../trainer-daemon/protocol/training';
 import { describeMetrics } from '../trainer-daemon/protocol/policy';
 import { button, el } from './dom';
 import { formatTime } from './format';
-import { formatValue, grpoCharts, mergeMetrics } from './grpoCharts';
-import { bandChartSvg, CHART_COLOURS, metricChartSvg } from './metricChart';
+import { formatValue, grpoCharts, mergeMetrics } from '../trainer-daemon/protocol/grpoCharts';
+import { bandChartSvg, CHART_COLOURS, metricChartSvg } from '../trainer-daemon/protocol/chart';
 import { chartedMetrics, RUN_STATUS_ICON, runOutcome, runSubject, scoreText } from './trainingRunFormat';
 import type { TrainingRunView } from './trainingRunProtocol';
 

@@ -10,7 +10,8 @@ import type { Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
 import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { button, el } from './dom';
-import { formatDuration, formatTime, formatTokens, llmCallView, servedByText, rewardText, rolloutDuration, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
+import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
+import { formatTime, formatTokens, llmCallView, servedByText, rewardText, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
 import { isAutomatic, reviewVerdicts, type ReviewAction } from './rewardReview';
 import { renderTrainingView } from './trainingView';
 

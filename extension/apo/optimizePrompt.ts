@@ -5,15 +5,14 @@
  * APO's settings (laptop defaults; Advanced… for each), and `lightning train --algorithm apo --json`
  * runs under a cancellable progress notification. The result is shown as a diff (promptResult.ts).
  */
-import os from 'node:os';
 import * as vscode from 'vscode';
 import { ResourceName, type ApoResult, type Dataset } from '../../trainer-daemon/protocol';
-import { runnableConfigurations, type LaunchConfig } from '../debug/launchConfig';
 import type { DaemonClient } from '../daemonClient';
 import { resolveRuntimeFor } from '../runtime';
 import { readSettings, type UpstreamKey } from '../settings';
 import type { DaemonSupervisor } from '../supervisor';
-import { agentCommand, type AgentCommand } from './agentCommand';
+import type { AgentCommand } from '../debug/launchCommand';
+import { launchAgentChoices, pickAgent, pickNamed } from '../pickers';
 import type { PromptResults } from './promptResult';
 import { defaultResourceName, isPromptFile, promptTarget, type PromptTarget } from './promptTarget';
 import { startTrainProcess } from './trainProcess';
@@ -88,11 +87,9 @@ export class OptimizePrompt {
   private async pickDataset(client: DaemonClient): Promise<Dataset | undefined> {
     const { items } = await client.request('listDatasets', {});
     if (items.length === 0) throw new Error('no dataset in the store: import the tasks to optimize on first (`npx lightning dataset import tasks.jsonl --name NAME`)');
-    const last = this.memory.get<string>('lightning.apo.dataset');
-    const picks = items.map((dataset) => ({ label: dataset.name, description: `${dataset.taskCount} tasks`, dataset })).sort((a, b) => Number(b.label === last) - Number(a.label === last));
-    const pick = await vscode.window.showQuickPick(picks, { title: `${TITLE} (2/5): training tasks`, placeHolder: 'Which dataset? (its train split, or all of it when it has none)', ignoreFocusOut: true });
-    if (pick) await this.memory.update('lightning.apo.dataset', pick.label);
-    return pick?.dataset;
+    return pickNamed(items, (dataset) => dataset.name, (dataset) => ({ description: `${dataset.taskCount} tasks` }), {
+      title: `${TITLE} (2/5): training tasks`, placeHolder: 'Which dataset? (its train split, or all of it when it has none)', memory: this.memory, memoryKey: 'lightning.apo.dataset',
+    });
   }
 
   /** null: the dataset's own val split; undefined: cancelled. */
@@ -107,19 +104,12 @@ export class OptimizePrompt {
   }
 
   private async pickAgent(folder: vscode.WorkspaceFolder | undefined): Promise<AgentCommand | undefined> {
-    const configurations = runnableConfigurations(vscode.workspace.getConfiguration('launch', folder?.uri).get<LaunchConfig[]>('configurations') ?? []);
-    const context = { workspaceFolder: folder?.uri.fsPath ?? process.cwd(), env: process.env, userHome: os.homedir() };
-    const results = configurations.map((config) => ({ config, result: agentCommand(config, context) }));
-    const runnable = results.flatMap(({ config, result }) => (result.ok ? [{ label: config.name, description: result.command.argv.join(' '), command: result.command }] : []));
-    if (runnable.length === 0) {
-      const why = results.map(({ result }) => (result.ok ? '' : result.message)).filter(Boolean).join('; ');
+    const choices = launchAgentChoices(folder);
+    if (!choices.some(({ result }) => result.ok)) {
+      const why = choices.map(({ result }) => (result.ok ? '' : result.message)).filter(Boolean).join('; ');
       throw new Error(`no launch configuration runs the agent as a command${why ? ` (${why})` : ''}: add a Node or Python launch configuration to .vscode/launch.json`);
     }
-    const last = this.memory.get<string>('lightning.apo.agent');
-    runnable.sort((a, b) => Number(b.label === last) - Number(a.label === last));
-    const pick = await vscode.window.showQuickPick(runnable, { title: `${TITLE} (4/5): the agent`, placeHolder: 'Which launch configuration runs the agent? (run without the debugger, once per task)', ignoreFocusOut: true });
-    if (pick) await this.memory.update('lightning.apo.agent', pick.label);
-    return pick?.command;
+    return (await pickAgent(choices, { title: `${TITLE} (4/5): the agent`, placeHolder: 'Which launch configuration runs the agent? (run without the debugger, once per task)', memory: this.memory, memoryKey: 'lightning.apo.agent' }))?.command;
   }
 
   /** "Start" with the current settings, or Advanced… to change one at a time. */

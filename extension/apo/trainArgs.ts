@@ -4,8 +4,8 @@
  * that command's JSON lines (`training-started`, then `training-finished` with the result).
  * Pure, so it is unit-tested; the API key is never part of it (it goes through the environment).
  */
-import { z } from 'zod';
 import { ApoResult, type ApoConfig } from '../../trainer-daemon/protocol';
+import { parseCliLine } from '../../trainer-daemon/protocol/cliLines';
 
 /** The tunable part of APO's configuration, as the quick picks show it. */
 export type ApoSettings = Pick<ApoConfig, 'beam' | 'branch' | 'rounds' | 'gradientBatch' | 'valBatch' | 'budgetCalls' | 'budgetRollouts' | 'critiqueModel' | 'editModel' | 'temperature' | 'concurrency'>;
@@ -80,24 +80,13 @@ export function parseSetting<K extends keyof ApoSettings>(key: K, text: string):
   return Number.isInteger(value) && value >= 1 ? { ok: true, value: value as ApoSettings[K] } : { ok: false, message: `${SETTING_INFO[key].label} must be a whole number ≥ 1` };
 }
 
-const TrainLine = z.discriminatedUnion('event', [
-  z.object({ event: z.literal('training-started'), runId: z.string() }),
-  z.object({ event: z.literal('training-finished') }).passthrough(),
-]);
-
 export type TrainEvent = { readonly event: 'training-started'; readonly runId: string } | { readonly event: 'training-finished'; readonly result: ApoResult };
 
-/** One stdout line of `lightning train --json`, or undefined when it is not one of its events. */
+/** One stdout line of `lightning train --json` (`protocol/cliLines.ts`), or undefined when it is not one of its events. */
 export function parseTrainLine(line: string): TrainEvent | undefined {
-  let json: unknown;
-  try {
-    json = JSON.parse(line);
-  } catch {
-    return undefined;
-  }
-  const parsed = TrainLine.safeParse(json);
-  if (!parsed.success) return undefined;
-  if (parsed.data.event === 'training-started') return { event: 'training-started', runId: parsed.data.runId };
-  const result = ApoResult.safeParse(parsed.data);
+  const parsed = parseCliLine(line);
+  if (parsed?.event === 'training-started') return { event: 'training-started', runId: parsed.runId };
+  if (parsed?.event !== 'training-finished') return undefined;
+  const result = ApoResult.safeParse(parsed);
   return result.success ? { event: 'training-finished', result: result.data } : undefined;
 }

@@ -61,7 +61,7 @@ export function checkpointItems(checkpoints: readonly Checkpoint[], inUse: strin
 export { needsTrainerSetup } from '../training/runText';
 
 /**
- * policy/serve refused (-32009) to replace the checkpoint that queued or running rollouts — another
+ * policy/serve refused (kind `conflict`) to replace the checkpoint that queued or running rollouts — another
  * window's batch or debug session, a `dataset run --checkpoint` — still use: said with the editor's
  * way out. The daemon's message names that checkpoint and counts the rollouts; its API hint (after
  * " — ") is replaced by the button.

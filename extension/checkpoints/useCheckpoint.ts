@@ -9,8 +9,8 @@
  */
 import * as vscode from 'vscode';
 import type { ServedPolicy } from '../../trainer-daemon/protocol';
-import { errorMessage, RpcCode } from '../../trainer-daemon/errors';
-import { DaemonRequestError, type DaemonClient } from '../daemonClient';
+import { DaemonError, errorMessage } from '../../trainer-daemon/protocol/errors';
+import type { DaemonClient } from '../daemonClient';
 import type { DaemonSupervisor } from '../supervisor';
 import { busyCheckpointMessage, CheckpointChoice, checkpointItems, needsTrainerSetup, UseCheckpointArgument } from './routing';
 
@@ -122,7 +122,7 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
     try {
       return await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: loading checkpoint ${checkpointId}…` }, () => client.request('servePolicy', { checkpointId, ...(force ? { force } : {}) }));
     } catch (error) {
-      if (!force && error instanceof DaemonRequestError && error.code === RpcCode.Conflict) return this.replaceBusy(client, checkpointId, error.message);
+      if (!force && error instanceof DaemonError && error.kind === 'conflict') return this.replaceBusy(client, checkpointId, error.message);
       void this.explain(`cannot serve checkpoint ${checkpointId}: ${errorMessage(error)}`);
       return undefined;
     }

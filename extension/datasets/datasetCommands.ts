@@ -6,15 +6,14 @@
  * `lightning dataset run --json` under a cancellable progress notification; the summary follows
  * (scoring errors counted, their lines in the Lightning log).
  */
-import os from 'node:os';
 import path from 'node:path';
 import * as vscode from 'vscode';
 import { Dataset, type ServedPolicy } from '../../trainer-daemon/protocol';
-import { runnableConfigurations, type LaunchConfig } from '../debug/launchConfig';
 import type { DaemonSupervisor } from '../supervisor';
 import { BatchProgressText, describeSummary, parseBatchFinished, parseProgressLine, scoringErrorLines } from './batchProgress';
 import { cliError, type LightningCli } from './cliProcess';
-import { commandEnvironment, launchToCommand } from './launchCommand';
+import { commandEnvironment } from '../debug/launchCommand';
+import { launchAgentChoices, pickAgent, pickNamed } from '../pickers';
 import { checkpointArgs } from '../checkpoints/routing';
 import { CheckpointUnavailableError, type CheckpointSource } from '../checkpoints/useCheckpoint';
 
@@ -37,6 +36,8 @@ export class DatasetCommands {
     private readonly checkpoint: CheckpointSource,
     /** The Lightning log: a batch's scoring errors. */
     private readonly log: vscode.LogOutputChannel,
+    /** The last dataset and agent chosen, offered first. */
+    private readonly memory: vscode.Memento,
   ) {}
 
   async importDataset(uri?: vscode.Uri): Promise<Dataset | undefined> {
@@ -75,26 +76,20 @@ export class DatasetCommands {
       void vscode.window.showInformationMessage('Lightning: no datasets yet. Import a tasks.jsonl file with Lightning: Import Dataset.');
       return;
     }
-    const dataset = (await vscode.window.showQuickPick(items.map((d) => ({ label: d.name, description: `${d.taskCount} tasks`, detail: d.source ?? undefined, dataset: d })), { title: 'Run Dataset (1/4): which dataset?' }))?.dataset;
+    const dataset = await pickNamed(items, (d) => d.name, (d) => ({ description: `${d.taskCount} tasks`, detail: d.source ?? undefined }), { title: 'Run Dataset (1/4): which dataset?', memory: this.memory, memoryKey: 'lightning.runDataset.dataset' });
     if (!dataset) return;
-    const folder = vscode.workspace.workspaceFolders?.[0];
-    const configurations = runnableConfigurations(vscode.workspace.getConfiguration('launch', folder?.uri).get<LaunchConfig[]>('configurations') ?? []);
-    if (configurations.length === 0) {
+    const choices = launchAgentChoices();
+    if (choices.length === 0) {
       void vscode.window.showWarningMessage('Lightning: no launch configuration to run the agent with. Add one to .vscode/launch.json.');
       return;
     }
-    const config = (await vscode.window.showQuickPick(configurations.map((c) => ({ label: c.name, description: c.type, config: c })), { title: 'Run Dataset (2/4): which agent (launch configuration, run without the debugger)?' }))?.config;
-    if (!config) return;
-    const converted = launchToCommand(config, { workspaceFolder: folder?.uri.fsPath ?? process.cwd(), home: os.homedir(), processEnv: process.env });
-    if (!converted.ok) {
-      void vscode.window.showErrorMessage(`Lightning: ${converted.message}`);
-      return;
-    }
+    const agent = await pickAgent(choices, { title: 'Run Dataset (2/4): which agent (launch configuration, run without the debugger)?', memory: this.memory, memoryKey: 'lightning.runDataset.agent' });
+    if (!agent) return;
+    const { name: configName, command } = agent;
     const samples = await askCount('Run Dataset (3/4): rollouts per task', '1');
     if (samples === undefined) return;
     const concurrency = await askCount('Run Dataset (4/4): agents running at once', '4');
     if (concurrency === undefined) return;
-    const { command } = converted;
     // Loaded here, with its own progress and ways out, so the CLI finds it served.
     let served: ServedPolicy | null;
     try {
@@ -103,8 +98,8 @@ export class DatasetCommands {
       if (error instanceof CheckpointUnavailableError) return;
       throw error;
     }
-    const args = ['dataset', 'run', dataset.id, '--samples', String(samples), '--concurrency', String(concurrency), '--label', `${dataset.name} · ${config.name}`, '--json', ...checkpointArgs(served), '--', ...command.argv];
-    const title = `Lightning: running ${dataset.name} with ${config.name}${served ? ` (checkpoint step ${served.step})` : ''}`;
+    const args = ['dataset', 'run', dataset.id, '--samples', String(samples), '--concurrency', String(concurrency), '--label', `${dataset.name} · ${configName}`, '--json', '--progress', 'json', ...checkpointArgs(served), '--', ...command.argv];
+    const title = `Lightning: running ${dataset.name} with ${configName}${served ? ` (checkpoint step ${served.step})` : ''}`;
     await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: true }, async (progress, token) => {
       const text = new BatchProgressText();
       progress.report({ message: command.notes.length ? `starting (${command.notes.join('; ')})` : 'starting' });

@@ -15,7 +15,7 @@ import { readSettings, type UpstreamKey } from '../settings';
 import { baseEnvironment, finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from './launchConfig';
 import { debugRoute } from '../checkpoints/routing';
 import { CheckpointUnavailableError, type CheckpointSource } from '../checkpoints/useCheckpoint';
-import { errorMessage } from '../../trainer-daemon/errors';
+import { errorMessage } from '../../trainer-daemon/protocol/errors';
 
 export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfigurationProvider {
   private readonly disposables: vscode.Disposable[] = [];

@@ -9,7 +9,7 @@
 import * as vscode from 'vscode';
 import type { Rollout } from '../../trainer-daemon/protocol';
 import { grpoIterationBatchId } from '../../trainer-daemon/protocol/training';
-import { errorMessage } from '../../trainer-daemon/errors';
+import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import { EDITOR_VIEW_TYPE, EditorToExtension, editorKey, restoreEditorState, tabTitle, type EditorState, type EditorTarget, type ExtensionToEditor } from '../../webview/editor/editorProtocol';
 import { rolloutTitle } from '../../webview/format';
 import type { Annotator } from '../annotate';

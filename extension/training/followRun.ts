@@ -5,7 +5,7 @@
  * any client connects, so no notification tells of that end. Free of `vscode`, so it is unit-tested.
  */
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
-import type { Disposable, Event } from '../../trainer-daemon/util/event';
+import type { Disposable, Event } from '../../trainer-daemon/protocol/event';
 
 export interface RunEvents {
   /** Every run the daemon says changed. */

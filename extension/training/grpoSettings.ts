@@ -1,14 +1,14 @@
 /**
  * What **Lightning: Start Training** asks for, and the GRPO configuration the answers become: the
  * base model (`tiny`, a Hugging Face name or path), the dataset, the agent command (a launch
- * configuration made into a command by datasets/launchCommand.ts), and the settings — iterations,
+ * configuration made into a command by debug/launchCommand.ts), and the settings — iterations,
  * samples per task, learning rate, validation dataset, device — with the protocol's defaults. Each
  * typed answer is checked with a message naming it, and the whole is checked by the protocol's own
  * GrpoConfig schema, so what the editor sends is what the daemon accepts. Pure: unit-tested.
  */
 import { describeIssues, GrpoConfig, type GrpoConfigInput, type ModelSpec } from '../../trainer-daemon/protocol';
-import { isSecretVariable } from '../../trainer-daemon/secrets';
-import type { AgentCommand } from '../datasets/launchCommand';
+import { isSecretVariable } from '../../trainer-daemon/protocol/secrets';
+import type { AgentCommand } from '../debug/launchCommand';
 
 /** The settings the quick picks show, as GrpoConfig names them. */
 export interface GrpoSettings {

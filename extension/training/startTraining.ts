@@ -1,19 +1,18 @@
 /**
  * **Lightning: Start Training**, **Cancel Training** and **Resume Training**. Start asks, in quick
  * picks, for the algorithm (APO hands off to Optimize This Prompt), the base model, the dataset, the
- * agent (a launch configuration run as a command, without the debugger: datasets/launchCommand.ts)
+ * agent (a launch configuration run as a command, without the debugger: debug/launchCommand.ts, picked with pickers.ts)
  * and the settings (start with the defaults, or change one at a time; remembered per workspace),
  * then sends `training/start` to the daemon, which drives the run. A run is followed in a progress
  * notification whose Cancel sends `trainingRuns/cancel`, and shown in the panel as it goes.
  */
-import os from 'node:os';
 import * as vscode from 'vscode';
 import type { GrpoConfig, ModelSpec, TrainingRunSummary } from '../../trainer-daemon/protocol';
-import { errorMessage } from '../../trainer-daemon/errors';
-import { runnableConfigurations, type LaunchConfig } from '../debug/launchConfig';
+import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import type { DaemonClient } from '../daemonClient';
 import { datasetRows } from '../datasets/panelData';
-import { launchToCommand, type AgentCommand } from '../datasets/launchCommand';
+import type { AgentCommand } from '../debug/launchCommand';
+import { launchAgentChoices, pickAgent, pickNamed } from '../pickers';
 import { readSettings } from '../settings';
 import type { DaemonSupervisor } from '../supervisor';
 import type { TrainingRuns } from '../trainingRuns';
@@ -188,42 +187,21 @@ export class TrainingCommands {
       if (choice) await vscode.commands.executeCommand('lightning.importDataset');
       return undefined;
     }
-    const last = this.memory.get<string>(MEMORY.dataset);
-    rows.sort((a, b) => Number(b.dataset.name === last) - Number(a.dataset.name === last));
-    const row = await pick(
-      rows.map((r) => ({ label: r.dataset.name, description: `${r.splits.train} train · ${r.splits.val} val tasks`, detail: r.splits.train === 0 ? '$(warning) no train tasks: training samples the train split' : undefined, value: r })),
-      `${TITLE} (3/5): dataset`,
+    const row = await pickNamed(
+      rows,
+      (r) => r.dataset.name,
+      (r) => ({ description: `${r.splits.train} train · ${r.splits.val} val tasks`, detail: r.splits.train === 0 ? '$(warning) no train tasks: training samples the train split' : undefined }),
+      { title: `${TITLE} (3/5): dataset`, memory: this.memory, memoryKey: MEMORY.dataset },
     );
     if (!row) return undefined;
     if (row.splits.train === 0) throw new Error(`dataset ${row.dataset.name} has no train tasks: import tasks with "split": "train" (its ${row.dataset.taskCount} tasks are ${row.splits.val} val, ${row.splits.test} test)`);
-    await this.memory.update(MEMORY.dataset, row.dataset.name);
     return row.dataset.name;
   }
 
   private async pickAgent(): Promise<AgentCommand | undefined> {
-    const folder = vscode.workspace.workspaceFolders?.[0];
-    const configurations = runnableConfigurations(vscode.workspace.getConfiguration('launch', folder?.uri).get<LaunchConfig[]>('configurations') ?? []);
-    if (configurations.length === 0) throw new Error('no launch configuration runs the agent: add a Node or Python launch configuration to .vscode/launch.json');
-    const context = { workspaceFolder: folder?.uri.fsPath ?? process.cwd(), home: os.homedir(), processEnv: process.env };
-    const last = this.memory.get<string>(MEMORY.agent);
-    const items = configurations
-      .map((config) => ({ config, result: launchToCommand(config, context) }))
-      .sort((a, b) => Number(b.config.name === last) - Number(a.config.name === last))
-      .map(({ config, result }) => ({
-        label: result.ok ? config.name : `$(warning) ${config.name}`,
-        description: result.ok ? result.command.argv.join(' ') : 'cannot run without the debugger',
-        detail: result.ok ? undefined : result.message,
-        value: { name: config.name, result },
-      }));
-    for (;;) {
-      const chosen = await pick(items, `${TITLE} (4/5): the agent (a launch configuration, run without the debugger, once per rollout)`);
-      if (!chosen) return undefined;
-      if (chosen.result.ok) {
-        await this.memory.update(MEMORY.agent, chosen.name);
-        return chosen.result.command;
-      }
-      await vscode.window.showErrorMessage(`Lightning: ${chosen.result.message}`, { modal: true });
-    }
+    const choices = launchAgentChoices();
+    if (choices.length === 0) throw new Error('no launch configuration runs the agent: add a Node or Python launch configuration to .vscode/launch.json');
+    return (await pickAgent(choices, { title: `${TITLE} (4/5): the agent (a launch configuration, run without the debugger, once per rollout)`, memory: this.memory, memoryKey: MEMORY.agent }))?.command;
   }
 
   /** "Start" with the current settings, or change one at a time (the list comes back after each). */

@@ -9,8 +9,8 @@
 import { alignSteps, compareSteps, wordDiff } from '../../webview/editor/compareLogic';
 import { barPixels, fullViewport, layoutTimeline, visibleRows, zoomViewport } from '../../webview/editor/timelineLayout';
 import { runCharts } from '../../webview/editor/runCharts';
-import { formatValue } from '../../webview/grpoCharts';
-import { bandChartSvg } from '../../webview/metricChart';
+import { formatValue } from '../../trainer-daemon/protocol/grpoCharts';
+import { bandChartSvg } from '../../trainer-daemon/protocol/chart';
 import { agentRollout } from '../helpers/editorFixtures';
 import { fmt, median, printTable, rows } from './table';
 

@@ -54,7 +54,7 @@ async function runSeed(seed: number, iterations: number, work: string): Promise<
   const seconds = (performance.now() - started) / 1000;
   const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
   try {
-    const run = store.training.list()[0]!;
+    const run = store.trainingRunRecords()[0]!;
     const detail = store.getTrainingRun(run.id);
     fs.copyFileSync(path.join(cwd, '.lightning', 'demo', `${run.id}.html`), path.join(work, `seed-${seed}.html`));
     const val = metricPoints(detail.metrics, 'val/reward');

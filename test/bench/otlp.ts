@@ -6,7 +6,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { SpanKind } from '@opentelemetry/api';
-import { RpcClient } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { startDaemon } from '../helpers/daemon';
 import { encode, recordSpans } from '../helpers/otlp';
 import { fmt, rows } from './table';

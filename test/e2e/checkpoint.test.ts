@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Rollout } from '../../trainer-daemon/protocol';
 import { findDaemon } from '../../trainer-daemon/protocol/discovery';
-import { RpcClient } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { pickQuickItem, runCommand } from '../helpers/codeServer';
 import { storeWithCheckpoints } from '../helpers/checkpoints';
 import { runCli } from '../helpers/daemon';

@@ -23,7 +23,7 @@ import { encodeLiteral } from '../../trainer-daemon/protocol';
 import { waitFor } from '../helpers/tmp';
 import type { Reward, RolloutDetail } from '../../trainer-daemon/protocol';
 import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/discovery';
-import { RpcClient } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import type { SpanInput } from '../../trainer-daemon/protocol';
 
 

@@ -33,12 +33,12 @@ export async function storeWithCheckpoints(cwd: string, agent: readonly string[]
   const store = Store.open(storeFile);
   try {
     const config = GrpoConfig.parse({ model: TINY, dataset: 'tools', device: 'cpu', python: PYTHON, command: { argv: [...agent], cwd } });
-    const run = store.writeTraining((r: { id: string }) => r.id, (t) => t.create('grpo', config));
-    const [a, b, missing] = store.writeTraining(run.id, (t) => [
-      t.addCheckpoint(run.id, 1, dirs[0]!, { 'reward/mean': 0 }),
-      t.addCheckpoint(run.id, 2, dirs[1]!, { 'reward/mean': 0.5 }),
-      t.addCheckpoint(run.id, 3, path.join(cwd, 'ckpt', 'gone'), {}),
-    ]);
+    const run = store.recordTrainingRun('grpo', config);
+    const [a, b, missing] = [
+      store.recordTrainingStep(run.id, 1, {}, { dir: dirs[0]!, metrics: { 'reward/mean': 0 } }),
+      store.recordTrainingStep(run.id, 2, {}, { dir: dirs[1]!, metrics: { 'reward/mean': 0.5 } }),
+      store.recordTrainingStep(run.id, 3, {}, { dir: path.join(cwd, 'ckpt', 'gone'), metrics: {} }),
+    ];
     store.importDataset({ name: 'tools', tasks: toolsTasks(2, 0) });
     return { storeFile, runId: run.id, ids: [a!.id, b!.id], missing: missing!.id };
   } finally {

@@ -5,7 +5,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import readline from 'node:readline';
-import { ReadyMessage } from '../../trainer-daemon/protocol';
+import type { ReadyMessage } from '../../trainer-daemon/protocol';
+import { parseCliLine } from '../../trainer-daemon/protocol/cliLines';
 
 export const REPO_ROOT = path.resolve(__dirname, '..', '..');
 export const CLI = path.join(REPO_ROOT, 'dist', 'cli.js');
@@ -33,13 +34,16 @@ export async function startDaemon(storeFile: string, extraArgs: string[] = [], e
     const timer = setTimeout(() => reject(new Error(`daemon gave no ready line in 10 s; stderr:\n${stderr}`)), 10_000);
     lines.once('line', (line) => {
       clearTimeout(timer);
-      const parsed = ReadyMessage.safeParse(JSON.parse(line));
-      if (parsed.success) resolve(parsed.data);
+      const parsed = parseCliLine(line);
+      if (parsed?.event === 'ready') resolve(parsed);
+      // The daemon says why it could not start, then exits: report both.
+      else if (parsed?.event === 'startup-failed') void exited.then((code) => reject(new Error(`daemon exited (${code}) before it was ready: ${parsed.reason}: ${parsed.message}; stderr:\n${stderr}`)));
       else reject(new Error(`bad ready line: ${line}`));
     });
     void exited.then((code) => {
       clearTimeout(timer);
-      reject(new Error(`daemon exited (${code}) before it was ready; stderr:\n${stderr}`));
+      // After a startup-failed line, that line's rejection (also on exit) says more.
+      setImmediate(() => reject(new Error(`daemon exited (${code}) before it was ready; stderr:\n${stderr}`)));
     });
   });
   return {

@@ -51,9 +51,7 @@ export async function editorStore(workspace: string): Promise<EditorStore> {
     const best = rollout('iteration-1-best', 2, {}, { batchId, reward: 0.9 });
     const worst = rollout('iteration-1-worst', 2, {}, { batchId, reward: 0.1 });
     rollout('iteration-1-middle', 2, {}, { batchId, reward: 0.5 });
-    store.writeTraining(runId, (t) => {
-      for (const step of [1, 2]) t.addMetrics(runId, step, { 'reward/mean': 0.3 * step, 'reward/std': 0.1, loss: 1 / step, kl: 0.01 * step, entropy: 5 - step * 0.1, tokensPerSecond: 900 + step * 100 });
-    });
+    for (const step of [1, 2]) store.recordTrainingStep(runId, step, { 'reward/mean': 0.3 * step, 'reward/std': 0.1, loss: 1 / step, kl: 0.01 * step, entropy: 5 - step * 0.1, tokensPerSecond: 900 + step * 100 });
     return { storeFile, big, big2, before, after, runId, checkpointIds: ids, best, worst };
   } finally {
     store.close();

@@ -14,7 +14,7 @@ import { startTrainProcess } from '../../extension/apo/trainProcess';
 import { LAPTOP_DEFAULTS, trainArgs } from '../../extension/apo/trainArgs';
 import { applyTextEdit, promptEdit } from '../../trainer-daemon/protocol';
 import { findDaemon } from '../../trainer-daemon/protocol/discovery';
-import { RpcClient } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { AGENT, SEED_PROMPT, setUp } from '../helpers/apo';
 import { CLI } from '../helpers/daemon';
 import type { ScriptedUpstream } from '../helpers/scriptedUpstream';

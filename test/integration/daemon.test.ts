@@ -6,7 +6,8 @@ import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import WebSocket from 'ws';
 import { DiscoveryFile, type Rollout, type SpanRange } from '../../trainer-daemon/protocol';
-import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { LATEST_SCHEMA_VERSION } from '../../trainer-daemon/store/migrations';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
@@ -99,7 +100,7 @@ describe('daemon process', () => {
       return true;
     });
     await assert.rejects(client.requestRaw('lightning/nope', {}), (error: { code: number }) => error.code === -32601);
-    await assert.rejects(client.request('getRollout', { id: 'ro-0000000000000000' }), (error: unknown) => error instanceof RpcError && error.kind === 'not_found');
+    await assert.rejects(client.request('getRollout', { id: 'ro-0000000000000000' }), (error: unknown) => error instanceof DaemonError && error.kind === 'not_found');
     assert.equal(countRows(store, 'rewards'), 0);
     assert.equal(countRows(store, 'rollouts'), 1);
     assert.equal((await client.request('getRollout', { id: rollout.id })).rollout.status, 'queued');
@@ -201,6 +202,6 @@ describe('daemon: spans/add over the RPC', () => {
     assert.match((results[1] as { error: string }).error, /^spans\.1\.startMs: /);
     const detail = await client.request('getRollout', { id: rollout.id });
     assert.deepEqual(detail.spans.map((s) => s.spanId), [good[0]!.spanId, good[1]!.spanId]);
-    await assert.rejects(client.request('addSpans', { rolloutId: 'ro-missing', spans: [{}] }), (error: unknown) => error instanceof RpcError && error.kind === 'not_found');
+    await assert.rejects(client.request('addSpans', { rolloutId: 'ro-missing', spans: [{}] }), (error: unknown) => error instanceof DaemonError && error.kind === 'not_found');
   });
 });

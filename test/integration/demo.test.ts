@@ -29,7 +29,7 @@ test('npm run demo (shortened) trains the sample agent offline and leaves the ru
 
   const store = Store.open(path.join(cwd, '.lightning', 'store.db'), { readonly: true });
   t.after(() => store.close());
-  const [run] = store.training.list();
+  const [run] = store.trainingRunRecords();
   assert.ok(run);
   const detail = TrainingRunDetail.parse(store.getTrainingRun(run.id));
   assert.equal(detail.run.status, 'succeeded');

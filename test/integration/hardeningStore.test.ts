@@ -11,7 +11,8 @@ import http from 'node:http';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
-import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import type { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { AgentPidLog } from '../../trainer-daemon/runner/agentPids';
 import { Store } from '../../trainer-daemon/store/store';
 import { runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
@@ -125,10 +126,10 @@ describe('the store takes only credentialed, bounded, scrubbed writes', () => {
 
   test('rewards/score with /dev/zero or a non-JSON file answers at once with an error that quotes nothing', async () => {
     const started = Date.now();
-    await assert.rejects(client.request('scoreRollouts', { rewardsFile: '/dev/zero', rollouts: ['ro-x'] }), (error: RpcError) => /not a regular file/.test(error.message) && error.code === -32602);
+    await assert.rejects(client.request('scoreRollouts', { rewardsFile: '/dev/zero', rollouts: ['ro-x'] }), (error: DaemonError) => /not a regular file/.test(error.message) && error.code === -32602);
     const secretFile = path.join(dir, 'passwd');
     fs.writeFileSync(secretFile, 'root:x:0:0:hunter2:/root:/bin/bash\n');
-    await assert.rejects(client.request('scoreRollouts', { rewardsFile: secretFile, rollouts: ['ro-x'] }), (error: RpcError) => {
+    await assert.rejects(client.request('scoreRollouts', { rewardsFile: secretFile, rollouts: ['ro-x'] }), (error: DaemonError) => {
       assert.match(error.message, /not valid JSON/);
       assert.doesNotMatch(error.message, /root|hunter2/);
       return true;

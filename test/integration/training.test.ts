@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { GrpoConfig, Methods, TrainingRunDetail, metricPoints, type GrpoConfigInput, type TrainingRun } from '../../trainer-daemon/protocol';
-import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { Store } from '../../trainer-daemon/store/store';
 import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { REPO_ROOT, runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
@@ -65,11 +66,11 @@ async function untilFinal(client: RpcClient, id: string, timeoutMs = 120_000): P
 
 test('bad training params are refused naming the field, and nothing is recorded', async (t) => {
   const { client, cwd, config } = await setUp(t);
-  const refused = async (params: unknown): Promise<RpcError> => {
+  const refused = async (params: unknown): Promise<DaemonError> => {
     try {
       await client.requestRaw(Methods.startTraining.method, params);
     } catch (error) {
-      return error as RpcError;
+      return error as DaemonError;
     }
     assert.fail(`training/start accepted ${JSON.stringify(params)}`);
   };

@@ -8,7 +8,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { GrpoConfig, type TrainingRunDetail } from '../../trainer-daemon/protocol';
-import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { startDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
@@ -45,7 +46,7 @@ test('a resume whose rewards file was deleted, and a new run with a broken defau
 
   fs.rmSync(rules);
   const resumed = await refusal(client.request('startTraining', { resume: started.id }));
-  assert.ok(resumed instanceof RpcError && resumed.code === -32602, String(resumed));
+  assert.ok(resumed instanceof DaemonError && resumed.code === -32602, String(resumed));
   assert.match(resumed.message, new RegExp(`params\\.resume: run ${started.id}'s config\\.rewardsFile: no rewards config at .*rules\\.json`));
   assert.deepEqual((await client.request('getTrainingRun', { id: started.id })).run, failed, 'the run stays as it was');
   assert.ok(!fs.existsSync(marker), 'no trainer process was started');
@@ -53,7 +54,7 @@ test('a resume whose rewards file was deleted, and a new run with a broken defau
   const defaultFile = path.join(cwd, '.lightning', 'rewards.json');
   fs.writeFileSync(defaultFile, '{ not json');
   const fresh = await refusal(client.request('startTraining', { config: config(null) }));
-  assert.ok(fresh instanceof RpcError && fresh.code === -32602, String(fresh));
+  assert.ok(fresh instanceof DaemonError && fresh.code === -32602, String(fresh));
   assert.match(fresh.message, /^params\.config\.rewardsFile \(null: the default .*rewards\.json\): .*rewards\.json: not valid JSON/);
   assert.deepEqual((await client.request('listTrainingRuns', {})).items.map((run) => run.id), [started.id], 'no run was recorded');
   assert.ok(!fs.existsSync(marker), 'no trainer process was started');

@@ -7,7 +7,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { GrpoConfig, metricPoints, type TrainingRunDetail } from '../../trainer-daemon/protocol';
-import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { Store } from '../../trainer-daemon/store/store';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { startDaemon } from '../helpers/daemon';
@@ -47,7 +48,7 @@ test('grpo trains on the rewards file’s rule rewards (validation too); a bad r
   });
 
   const bad = await client.request('startTraining', { config: config(path.join(cwd, 'missing.json')) }).catch((error: unknown) => error);
-  assert.ok(bad instanceof RpcError && bad.code === -32602, String(bad));
+  assert.ok(bad instanceof DaemonError && bad.code === -32602, String(bad));
   assert.match(bad.message, /params\.config\.rewardsFile: no rewards config at .*missing\.json/);
   assert.equal((await client.request('listTrainingRuns', {})).items.length, 0);
 

@@ -10,7 +10,8 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Methods, type PolicyChanged, type Rollout } from '../../trainer-daemon/protocol';
-import { RpcClient, RpcError } from '../../trainer-daemon/rpc/client';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { storeWithCheckpoints } from '../helpers/checkpoints';
 import { tempDir, waitFor } from '../helpers/tmp';
@@ -22,11 +23,11 @@ import { PolicyServing } from '../../trainer-daemon/training/policyServing';
 const AGENT = path.join(REPO_ROOT, 'trainer-daemon', 'demo', 'sample-agent.mjs');
 /** The agent's environment: no upstream or key of the user's own, so only the checkpoint can answer. */
 const AGENT_ENV = { OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '', LIGHTNING_UPSTREAM_URL: 'http://127.0.0.1:9/v1' };
-async function refused(client: RpcClient, method: string, params: unknown): Promise<RpcError> {
+async function refused(client: RpcClient, method: string, params: unknown): Promise<DaemonError> {
   try {
     await client.requestRaw(method, params);
   } catch (error) {
-    return error as RpcError;
+    return error as DaemonError;
   }
   assert.fail(`${method} accepted ${JSON.stringify(params)}`);
 }
@@ -195,14 +196,15 @@ test("the daemon's shutdown stops a checkpoint being loaded, and serves none aft
   const store = Store.open(storeFile);
   t.after(() => store.close());
   const logger = createLogger('test', { level: 'error' });
-  for (const delayMs of [0, 50, 300]) {
-    // Shut down while the serve is queued, finding Python, starting the worker or loading: it fails, and leaves no worker.
+  // Shut down while the serve is only asked for (finding Python, before any worker), or once its worker runs
+  // (loading the checkpoint): either way it fails, and leaves no worker. Each moment is waited for, not slept to.
+  for (const moment of ['before the worker starts', 'while the worker loads'] as const) {
     const serving = new PolicyServing(store, logger);
     t.after(() => serving.dispose());
     const loading = serving.serve({ checkpointId: a });
-    await new Promise((resolve) => setTimeout(resolve, delayMs));
+    if (moment === 'while the worker loads') await waitFor(() => workerPids(process.pid).length > 0, 'the checkpoint worker to start', 60_000);
     await serving.shutdown();
-    await assert.rejects(loading, `a shutdown ${delayMs} ms into the serve stops it`);
+    await assert.rejects(loading, `a shutdown ${moment} stops the serve`);
     assert.equal(serving.current, null);
     await assert.rejects(serving.serve({ checkpointId: a }), /the daemon is shutting down/);
     assert.equal(serving.current, null);

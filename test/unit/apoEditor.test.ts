@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { agentCommand } from '../../extension/apo/agentCommand';
+import { launchToCommand } from '../../extension/debug/launchCommand';
 import { defaultResourceName, isPromptFile, literalAround, promptTarget } from '../../extension/apo/promptTarget';
 import { LAPTOP_DEFAULTS, parseSetting, parseTrainLine, trainArgs } from '../../extension/apo/trainArgs';
 import { applyTextEdit, promptEdit } from '../../trainer-daemon/protocol';
@@ -61,23 +61,23 @@ describe('Optimize This Prompt: the prompt', () => {
   });
 });
 
-describe('Optimize This Prompt: the agent command', () => {
-  const context = { workspaceFolder: '/w/project', env: { HOME: '/home/u', MODEL: 'm1' }, userHome: '/home/u' };
+describe('Optimize This Prompt: the agent command (the one converter Run Dataset and Start Training use too)', () => {
+  const context = { workspaceFolder: '/w/project', processEnv: { HOME: '/home/u', MODEL: 'm1' }, home: '/home/u' };
 
   it('turns a Node launch configuration into a command, substituting variables', () => {
-    const result = agentCommand({ type: 'node', request: 'launch', name: 'Agent', program: '${workspaceFolder}/agent.mjs', args: ['--model', '${env:MODEL}'], runtimeArgs: ['--enable-source-maps'], env: { A: '1', B: null }, cwd: '${workspaceFolder}/sub' }, context);
-    assert.deepEqual(result, { ok: true, command: { argv: ['node', '--enable-source-maps', '/w/project/agent.mjs', '--model', 'm1'], cwd: '/w/project/sub', env: { A: '1', B: undefined } } });
+    const result = launchToCommand({ type: 'node', request: 'launch', name: 'Agent', program: '${workspaceFolder}/agent.mjs', args: ['--model', '${env:MODEL}'], runtimeArgs: ['--enable-source-maps'], env: { A: '1', B: null }, cwd: '${workspaceFolder}/sub' }, context);
+    assert.deepEqual(result, { ok: true, command: { argv: ['node', '--enable-source-maps', '/w/project/agent.mjs', '--model', 'm1'], cwd: '/w/project/sub', env: { A: '1', B: undefined }, notes: [] } });
   });
 
   it('turns Python launches (program or module) into commands', () => {
-    assert.deepEqual(agentCommand({ type: 'debugpy', request: 'launch', name: 'Py', module: 'agent.main', args: '--fast --n 3' }, context), { ok: true, command: { argv: ['python3', '-m', 'agent.main', '--fast', '--n', '3'], cwd: '/w/project', env: {} } });
-    assert.deepEqual(agentCommand({ type: 'python', request: 'launch', name: 'Py', program: 'run.py', python: '/venv/bin/python' }, context).ok && true, true);
+    assert.deepEqual(launchToCommand({ type: 'debugpy', request: 'launch', name: 'Py', module: 'agent.main', args: '--fast --n 3' }, context), { ok: true, command: { argv: ['python3', '-m', 'agent.main', '--fast', '--n', '3'], cwd: '/w/project', env: {}, notes: [] } });
+    assert.deepEqual(launchToCommand({ type: 'python', request: 'launch', name: 'Py', program: 'run.py', python: '/venv/bin/python' }, context).ok && true, true);
   });
 
   it('refuses what it cannot run, naming the configuration and the reason', () => {
-    assert.deepEqual(agentCommand({ type: 'node', request: 'launch', name: 'Current file', program: '${file}' }, context), { ok: false, message: 'launch configuration "Current file": ${file} cannot be resolved outside a debug session' });
-    assert.deepEqual(agentCommand({ type: 'chrome', request: 'launch', name: 'Web' }, context), { ok: false, message: 'launch configuration "Web": debug type "chrome" is not one Lightning can run as a command (node, python)' });
-    assert.deepEqual(agentCommand({ type: 'node', request: 'launch', name: 'No program' }, context), { ok: false, message: 'launch configuration "No program": it has no "program" to run' });
+    assert.deepEqual(launchToCommand({ type: 'node', request: 'launch', name: 'Current file', program: '${file}' }, context), { ok: false, message: '"Current file" cannot be run without the debugger: program uses ${file}, which has a value only inside a debug session; replace it with a path or ${workspaceFolder}' });
+    assert.match((launchToCommand({ type: 'chrome', request: 'launch', name: 'Web' }, context) as { message: string }).message, /^"Web" has debug type "chrome": Lightning runs node and python launch configurations/);
+    assert.deepEqual(launchToCommand({ type: 'node', request: 'launch', name: 'No program' }, context), { ok: false, message: '"No program" cannot be run without the debugger: it has no "program" (or "runtimeArgs") to run' });
   });
 });
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { ConflictError, InvalidInputError } from '../../trainer-daemon/errors';
+import { ConflictError, InvalidInputError } from '../../trainer-daemon/protocol/errors';
 import { parseTasksJsonl } from '../../trainer-daemon/datasets/parse';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';

@@ -7,7 +7,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { commandEnvironment, launchToCommand, type CommandContext } from '../../extension/datasets/launchCommand';
+import { commandEnvironment, launchToCommand, type CommandContext } from '../../extension/debug/launchCommand';
+import type { BatchStarted, RolloutFinished } from '../../trainer-daemon/protocol/cliLines';
 import { BatchProgressText, describeSummary, parseBatchFinished, parseProgressLine, scoringErrorLines } from '../../extension/datasets/batchProgress';
 import { isAutomatic, reviewReason, reviewVerdicts } from '../../webview/rewardReview';
 import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
@@ -52,10 +53,10 @@ describe('Run Dataset: a launch configuration as an agent command', () => {
   it('says clearly why a configuration cannot become a command', () => {
     const refusals: Array<[Partial<LaunchConfig>, RegExp]> = [
       [{ request: 'attach' }, /"Agent" is an attach configuration: only a launch/],
-      [{ type: 'go', program: 'main.go' }, /debug type "go": Run Dataset understands node and python/],
+      [{ type: 'go', program: 'main.go' }, /debug type "go": Lightning runs node and python launch configurations/],
       [{ program: '${file}' }, /program uses \$\{file\}, which has a value only inside a debug session/],
       [{ program: 'a.js', args: ['${input:question}'] }, /args uses \$\{input:question\}/],
-      [{ program: 'a.js', envFile: '.env' }, /envFile is not read outside the debugger/],
+      [{ program: 'a.js', envFile: '/nowhere/.env' }, /envFile \/nowhere\/\.env cannot be read \(ENOENT\); fix the path or remove "envFile"/],
       [{}, /cannot be run without the debugger: it has no "program"/],
       [{ type: 'python' }, /neither "program" nor "module"/],
       [{ program: 'a.js', args: [1, 2] as unknown as string[] }, /args must be a string or a list of strings/],
@@ -69,11 +70,17 @@ describe('Run Dataset: a launch configuration as an agent command', () => {
 });
 
 describe('Run Dataset: the CLI lines read back', () => {
-  it('reads the batch announcement and the progress lines the CLI writes', () => {
-    assert.deepEqual(parseProgressLine('lightning: batch batch-0a1b2c3d4e5f: 8 rollouts of math, 4 at a time'), { kind: 'batch', batchId: 'batch-0a1b2c3d4e5f', total: 8, scored: false });
-    assert.deepEqual(parseProgressLine('lightning: batch batch-1: 2 rollouts of math, 4 at a time, scored with /w/.lightning/rewards.json'), { kind: 'batch', batchId: 'batch-1', total: 2, scored: true });
-    assert.deepEqual(parseProgressLine('[3/8] ro-1 task-2 succeeded reward 1 1.2 s'), { kind: 'rollout', done: 3, total: 8, text: 'ro-1 task-2 succeeded reward 1 1.2 s' });
+  it('reads the batch announcement and the progress lines the CLI writes with --json, and no human line', () => {
+    const started: BatchStarted = { event: 'batch-started', batchId: 'batch-0a1b2c3d4e5f', total: 8, scored: false };
+    assert.deepEqual(parseProgressLine(JSON.stringify(started)), { kind: 'batch', batchId: 'batch-0a1b2c3d4e5f', total: 8, scored: false });
+    assert.deepEqual(parseProgressLine(JSON.stringify({ ...started, scored: true })), { kind: 'batch', batchId: 'batch-0a1b2c3d4e5f', total: 8, scored: true });
+    const lines: string[] = [];
+    const stderr = { write: (chunk: string) => lines.push(...chunk.split('\n').filter(Boolean)) } as unknown as NodeJS.WriteStream;
+    new Progress(stderr, 8, false, true).attempt({ rollout: { id: 'ro-1', task: { id: 'task-2', input: null }, status: 'succeeded', reward: 1, error: null } as Rollout, durationMs: 1_200, retrying: false });
+    assert.deepEqual(parseProgressLine(lines[0]!), { kind: 'rollout', done: 1, total: 8, text: 'ro-1 task-2 succeeded reward 1 1.20 s' });
+    assert.equal(parseProgressLine('[3/8] ro-1 task-2 succeeded reward 1 1.2 s'), undefined, 'human lines are not read');
     assert.equal(parseProgressLine('lightning: cancelling the batch: stopping the running agents'), undefined);
+    assert.equal(parseProgressLine('{"event":"rollout-finished","done":1}'), undefined, 'a line that does not match its schema');
   });
 
   it('the summary of `dataset run --json`, from the CLI\'s own summarize, told in one line', () => {
@@ -91,7 +98,7 @@ describe('Run Dataset: the CLI lines read back', () => {
   it('reads the CLI\'s `scored` lines and says so while the batch is scored at its end', () => {
     const lines: string[] = [];
     const stderr = { write: (chunk: string) => lines.push(...chunk.split('\n').filter(Boolean)) } as unknown as NodeJS.WriteStream;
-    const cli = new Progress(stderr, 2, false);
+    const cli = new Progress(stderr, 2, false, true);
     const ran = (id: string): Rollout => ({ id, task: { id: 't1', input: null }, status: 'succeeded', reward: null, error: null }) as Rollout;
     cli.attempt({ rollout: ran('ro-1'), durationMs: 1_000, retrying: false });
     cli.scored({ rolloutId: 'ro-1', value: 1, sources: [] });
@@ -101,13 +108,14 @@ describe('Run Dataset: the CLI lines read back', () => {
     assert.deepEqual(parseProgressLine(lines[3]!), { kind: 'scored', rolloutId: 'ro-2' });
 
     const text = new BatchProgressText();
-    const reports = ['lightning: batch batch-1: 2 rollouts of math, 4 at a time, scored with /w/.lightning/rewards.json', ...lines].map((line) => text.update(parseProgressLine(line)!));
-    assert.deepEqual(reports.map((r) => r?.message), [undefined, lines[0]!.replace(/^\[1\/2\] /, '1/2 · '), undefined, '2/2 ran · scoring: 1/2 scored', '2/2 ran · scoring: 2/2 scored']);
+    const reports = [JSON.stringify({ event: 'batch-started', batchId: 'batch-1', total: 2, scored: true }), ...lines].map((line) => text.update(parseProgressLine(line)!));
+    assert.deepEqual(reports.map((r) => r?.message), [undefined, '1/2 · ro-1 t1 succeeded reward - 1.00 s', undefined, '2/2 ran · scoring: 1/2 scored', '2/2 ran · scoring: 2/2 scored']);
     assert.deepEqual(reports.map((r) => r?.increment), [undefined, 50, undefined, 50, 0]);
     // Unscored, the last rollout's line is shown as it is.
     const plain = new BatchProgressText();
-    plain.update(parseProgressLine('lightning: batch batch-2: 1 rollouts of math, 4 at a time')!);
-    assert.deepEqual(plain.update(parseProgressLine('[1/1] ro-3 t1 failed reward – 2.0 s')!), { message: '1/1 · ro-3 t1 failed reward – 2.0 s', increment: 100 });
+    plain.update(parseProgressLine(JSON.stringify({ event: 'batch-started', batchId: 'batch-2', total: 1, scored: false }))!);
+    const failed: RolloutFinished = { event: 'rollout-finished', done: 1, total: 1, rolloutId: 'ro-3', taskId: 't1', status: 'failed', retrying: false, reward: null, durationMs: 2_000, error: 'exit 1' };
+    assert.deepEqual(plain.update(parseProgressLine(JSON.stringify(failed))!), { message: '1/1 · ro-3 t1 failed reward - 2.00 s', increment: 100 });
   });
 
   it('the summary counts the scoring errors of `dataset run --json`; their lines go to the log', () => {

@@ -12,7 +12,7 @@ import { conversationOf, turnText } from '../../webview/editor/conversation';
 import { EditorToExtension, ExtensionToEditor, editorKey, restoreEditorState, tabTitle } from '../../webview/editor/editorProtocol';
 import { runCharts } from '../../webview/editor/runCharts';
 import { isSlim, slimSpan } from '../../webview/editor/slimSpan';
-import { bandChartSvg, stepAt } from '../../webview/metricChart';
+import { bandChartSvg, stepAt } from '../../trainer-daemon/protocol/chart';
 import { WebviewToExtension } from '../../webview/protocol';
 import { grpoBatchId, grpoIterationBatchId, type Json, type Rollout } from '../../trainer-daemon/protocol';
 import { agentRollout, span, spanId } from '../helpers/editorFixtures';

@@ -6,11 +6,11 @@ import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import { detectResources, envDetector } from '@opentelemetry/resources';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import Long from 'long';
-import { InvalidInputError } from '../../trainer-daemon/errors';
+import { InvalidInputError } from '../../trainer-daemon/protocol/errors';
 import { UnsupportedMediaTypeError, decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
 import { isCredentialKey, nanosToMs, normalizeTraceRequest, type NormalizedTraceRequest } from '../../trainer-daemon/otlp/normalize';
 import { SpanInput } from '../../trainer-daemon/protocol/records';
-import { scrubSpan } from '../../trainer-daemon/secrets';
+import { scrubSpan } from '../../trainer-daemon/protocol/secrets';
 import { encode, oneSpan, recordSpans, type Encoding } from '../helpers/otlp';
 
 const PROTOBUF = 'application/x-protobuf';

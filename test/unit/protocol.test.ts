@@ -46,7 +46,9 @@ describe('protocol', () => {
   test('the ready line schema matches the contract in DESIGN.md', () => {
     assert.ok(ReadyMessage.safeParse({ event: 'ready', url: 'http://127.0.0.1:4000', token: 'x'.repeat(43), store: '/s.db', pid: 42 }).success);
     assert.ok(!ReadyMessage.safeParse({ event: 'ready', url: 'http://127.0.0.1:4000', store: '/s.db', pid: 42 }).success);
-    assert.ok(Rollout.shape.reward);
+    assert.deepEqual(Object.keys(ReadyMessage.shape).sort(), ['event', 'pid', 'store', 'token', 'url'], 'exactly the fields DESIGN.md names');
+    assert.ok(!ReadyMessage.safeParse({ event: 'startup-failed', reason: 'store_owned', kind: 'conflict', message: 'x' }).success, 'a startup-failed line is not a ready line');
+    assert.ok(Rollout.shape.reward.safeParse(null).success && Rollout.shape.reward.safeParse(0.5).success && !Rollout.shape.reward.safeParse('1').success, 'a rollout\'s reward: a number, or null when unrated');
   });
 
   test('the daemon logger writes JSON lines and never writes credentials', () => {

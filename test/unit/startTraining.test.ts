@@ -6,8 +6,8 @@ import { DEFAULT_SETTINGS, describeSettings, grpoConfig, modelSpec, parseNumeric
 import { endText, needsTrainerSetup, progressFraction, progressText } from '../../extension/training/runText';
 import { doctorSummary } from '../../extension/training/doctorReport';
 import { followRun } from '../../extension/training/followRun';
-import { Emitter } from '../../trainer-daemon/util/event';
-import type { AgentCommand } from '../../extension/datasets/launchCommand';
+import { Emitter } from '../../trainer-daemon/protocol/event';
+import type { AgentCommand } from '../../extension/debug/launchCommand';
 
 const agent: AgentCommand = { argv: ['node', '/ws/agent.mjs'], cwd: '/ws', env: { AGENT_MODEL: 'policy', UNSET: undefined }, notes: [] };
 

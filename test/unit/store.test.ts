@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../../trainer-daemon/errors';
+import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../../trainer-daemon/protocol/errors';
 import type { RolloutStatus } from '../../trainer-daemon/protocol';
 import { TRANSITIONS } from '../../trainer-daemon/store/rollouts';
 import { validateSpans } from '../../trainer-daemon/store/spans';

@@ -16,17 +16,14 @@ test('training runs: status transitions, metric series, latest values, checkpoin
   t.after(() => store.close());
   const changed: string[] = [];
   store.onDidChangeTrainingRun(({ id }) => changed.push(id));
-  const run = store.writeTraining((r: { id: string }) => r.id, (tr) => tr.create('grpo', { lr: 0.001 }));
+  const run = store.recordTrainingRun('grpo', { lr: 0.001 });
   assert.equal(run.status, 'queued');
-  assert.throws(() => store.training.transition(run.id, 'succeeded'), /is queued and cannot become succeeded/);
-  store.writeTraining(run.id, (tr) => tr.transition(run.id, 'running'));
-  store.writeTraining(run.id, (tr) => {
-    tr.addMetrics(run.id, 1, { 'reward/mean': 0.25, loss: 0.5, skipped: Number.NaN });
-    tr.addMetrics(run.id, 2, { 'reward/mean': 0.5 });
-    tr.addCheckpoint(run.id, 2, '/ckpt/2', { 'reward/mean': 0.5 });
-  });
-  assert.equal(store.training.addPolicyVersion({ runId: run.id, step: 0, checkpoint: null }), 1);
-  assert.equal(store.training.addPolicyVersion({ runId: run.id, step: 2, checkpoint: '/ckpt/2' }), 2);
+  assert.throws(() => store.setTrainingRunStatus(run.id, 'succeeded'), /is queued and cannot become succeeded/);
+  store.setTrainingRunStatus(run.id, 'running');
+  store.recordTrainingStep(run.id, 1, { 'reward/mean': 0.25, loss: 0.5, skipped: Number.NaN });
+  store.recordTrainingStep(run.id, 2, { 'reward/mean': 0.5 }, { dir: '/ckpt/2', metrics: { 'reward/mean': 0.5 } });
+  assert.equal(store.addPolicyVersion({ runId: run.id, step: 0, checkpoint: null }), 1);
+  assert.equal(store.addPolicyVersion({ runId: run.id, step: 2, checkpoint: '/ckpt/2' }), 2);
   assert.deepEqual(store.agentResources(null).resources.policy, { version: 2, kind: 'checkpoint', value: { runId: run.id, step: 2, checkpoint: '/ckpt/2' } });
 
   const detail = TrainingRunDetail.parse(store.getTrainingRun(run.id));
@@ -35,11 +32,11 @@ test('training runs: status transitions, metric series, latest values, checkpoin
   assert.deepEqual([detail.run.step, detail.run.latest], [2, { 'reward/mean': 0.5, loss: 0.5 }]);
   assert.deepEqual(store.getTrainingRun(run.id, 1).metrics.map((p) => [p.step, p.name]), [[2, 'reward/mean']]);
   assert.deepEqual(detail.checkpoints.map((c) => [c.step, c.path]), [[2, '/ckpt/2']]);
-  store.writeTraining(run.id, (tr) => tr.transition(run.id, 'cancelled', { error: 'cancelled' }));
+  store.setTrainingRunStatus(run.id, 'cancelled', { error: 'cancelled' });
   // Resume: cancelled → running again.
-  assert.equal(store.writeTraining(run.id, (tr) => tr.transition(run.id, 'running')).status, 'running');
+  assert.equal(store.setTrainingRunStatus(run.id, 'running').status, 'running');
   assert.ok(changed.length >= 5 && changed.every((id) => id === run.id));
-  assert.throws(() => store.training.get('train-nope'), /training run train-nope does not exist/);
+  assert.throws(() => store.trainingRun('train-nope'), /training run train-nope does not exist/);
 });
 
 function transition(overrides: Partial<Transition>): Transition {
@@ -79,6 +76,8 @@ test('demonstrations: chat examples become (prompt, completion) pairs; the demo 
   assert.equal(answer.completion.content, answer.messages[2]!.content, 'the answer repeats the tool result');
   fs.writeFileSync(file, '{"messages":[{"role":"user","content":"hi"}]}\n');
   assert.throws(() => readDemonstrations(file), /demos\.jsonl:1: the last message must be the assistant's/);
+  fs.writeFileSync(file, '{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}\n{"messages": [\n');
+  assert.throws(() => readDemonstrations(file), /demos\.jsonl:2: not a JSON object/, 'a bad line is named');
 });
 
 test('the chart is one self-contained HTML file with the reward curves', () => {
@@ -96,7 +95,9 @@ test('the chart is one self-contained HTML file with the reward curves', () => {
   assert.match(html, /^<!doctype html>/);
   assert.doesNotMatch(html, /<script|https?:\/\//);
   assert.equal((html.match(/<polyline/g) ?? []).length, 3);
-  assert.match(html, /sampled reward @ 2: 0\.600|sampled reward \(train rollouts\) @ 2: 0\.600/);
+  // The panel's small multiples: each chart's summary is its accessible name and its caption.
+  assert.match(html, /aria-label="Reward \(sampled, ± std\): 0\.2 → 0\.6 \(iterations 1–2\)"/);
+  assert.match(html, /<p>Validation reward: 0\.1 at iteration 0<\/p>/);
 });
 
 test('GRPO flags: loss types, clip-higher and reward scaling reach the config, named as TRL names them; bad ones name the flag', () => {

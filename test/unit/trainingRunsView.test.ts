@@ -1,8 +1,8 @@
 /** The panel's Training runs section, its pure parts: the metric chart's SVG, run summaries, and its messages. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { bandChartSvg, metricChartSvg, seriesOf } from '../../webview/metricChart';
-import { formatValue, grpoCharts, mergeMetrics } from '../../webview/grpoCharts';
+import { bandChartSvg, metricChartSvg, seriesOf } from '../../trainer-daemon/protocol/chart';
+import { formatValue, grpoCharts, mergeMetrics } from '../../trainer-daemon/protocol/grpoCharts';
 import { chartedMetrics, runOutcome, runSubject, scoreText } from '../../webview/trainingRunFormat';
 import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
 import type { TrainingRun } from '../../trainer-daemon/protocol';

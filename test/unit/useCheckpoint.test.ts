@@ -12,7 +12,7 @@ import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from 
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
 import { resumeRoutingOptions } from '../../trainer-daemon/cli/routing';
-import { InvalidInputError } from '../../trainer-daemon/errors';
+import { InvalidInputError } from '../../trainer-daemon/protocol/errors';
 
 const served: ServedPolicy = { checkpointId: 'ckpt-a1', runId: 'train-1', step: 3, url: 'http://127.0.0.1:4567', policyVersion: 7, device: 'cpu', startedAt: 1 };
 const launch = (env?: Record<string, string>): LaunchConfig => ({ type: 'node', name: 'agent', request: 'launch', lightning: true, ...(env ? { env } : {}) });
@@ -63,12 +63,12 @@ describe('Use Checkpoint: the record', () => {
   it('a rollout pinned to a checkpoint’s policy version names it; other rollouts name no policy', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
-    const run = store.writeTraining((r: { id: string }) => r.id, (tr) => tr.create('grpo', {}));
-    const checkpoint = store.writeTraining(run.id, (tr) => tr.addCheckpoint(run.id, 4, '/ckpt/4', { loss: 1 }));
-    const version = store.writeTraining(run.id, (tr) => tr.policyVersionFor(checkpoint));
-    assert.equal(store.writeTraining(run.id, (tr) => tr.policyVersionFor(checkpoint)), version, 'one policy version per checkpoint');
-    assert.equal(store.training.checkpoint(checkpoint.id).path, '/ckpt/4');
-    assert.throws(() => store.training.checkpoint('ckpt-nope'), /checkpoint ckpt-nope does not exist/);
+    const run = store.recordTrainingRun('grpo', {});
+    const checkpoint = store.recordTrainingStep(run.id, 4, {}, { dir: '/ckpt/4', metrics: { loss: 1 } })!;
+    const version = store.policyVersionFor(checkpoint);
+    assert.equal(store.policyVersionFor(checkpoint), version, 'one policy version per checkpoint');
+    assert.equal(store.checkpoint(checkpoint.id).path, '/ckpt/4');
+    assert.throws(() => store.checkpoint('ckpt-nope'), /checkpoint ckpt-nope does not exist/);
 
     const servedRollout = store.createRollout({ resources: { policy: version } });
     const plain = store.createRollout({});
@@ -76,7 +76,7 @@ describe('Use Checkpoint: the record', () => {
     assert.equal(store.getRolloutDetail(plain.id).servedBy, null);
     assert.deepEqual(store.getRolloutDetail(plain.id).resources, {}, 'the policy is never pinned by default');
     // A training iteration's policy (the current version) is recorded only for the rollouts it served too.
-    const iteration = store.writeTraining(run.id, (tr) => tr.addPolicyVersion({ runId: run.id, step: 5, checkpoint: '/ckpt/5' }));
+    const iteration = store.addPolicyVersion({ runId: run.id, step: 5, checkpoint: '/ckpt/5' });
     assert.equal(store.getRolloutDetail(store.createRollout({}).id).servedBy, null);
     assert.deepEqual(store.getRolloutDetail(store.createRollout({ resources: { policy: iteration } }).id).servedBy, { runId: run.id, step: 5, checkpoint: '/ckpt/5', checkpointId: null });
   });

@@ -2,7 +2,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
-import { formatDuration, llmCallView, matchesFilter, servedByText, spanDepths } from '../../webview/format';
+import { llmCallView, matchesFilter, servedByText, spanDepths } from '../../webview/format';
+import { formatDuration } from '../../trainer-daemon/protocol/format';
 import type { Json, Rollout, Span } from '../../trainer-daemon/protocol';
 
 function span(attributes: Record<string, Json>, extra: Partial<Span> = {}): Span {
@@ -81,7 +82,7 @@ describe('trajectory formatting', () => {
   });
 
   it('formats durations and filters rollouts by status, mode and text', () => {
-    assert.deepEqual([12, 1_234, 45_600, 125_000, null].map(formatDuration), ['12 ms', '1.23 s', '45.6 s', '2 min 5 s', '—']);
+    assert.deepEqual([12, 1_234, 45_600, 125_000, null].map((ms) => formatDuration(ms)), ['12 ms', '1.23 s', '45.6 s', '2 min 5 s', '—']);
     const rollout = { status: 'failed', mode: 'debug', label: 'Weather agent', task: { id: 't-7', input: { city: 'Oslo' } } } as unknown as Rollout;
     assert.ok(matchesFilter(rollout, {}));
     assert.ok(matchesFilter(rollout, { status: 'failed', mode: 'debug', search: 'weather' }));

@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import { silentLogger } from '../../trainer-daemon/log';
 import type { NotificationName } from '../../trainer-daemon/protocol';
 import { ChangeNotifier } from '../../trainer-daemon/rpc/notifier';
-import { PayloadTooLargeError, StorageUnavailableError } from '../../trainer-daemon/errors';
+import { PayloadTooLargeError, StorageUnavailableError } from '../../trainer-daemon/protocol/errors';
 import { asStorageError, OverloadedError, WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from '../helpers/spans';

@@ -8,12 +8,12 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { RewardPolicy, type AgentResources, type ApoConfig, type Json, type RolloutMode } from '../protocol';
-import { LightningError } from '../errors';
+import { LightningError } from '../protocol/errors';
 import { episodeReward } from '../lightningrl/credit';
-import type { RpcClient } from '../rpc/client';
+import type { RpcClient } from '../protocol/connection';
 import { toScoringTrajectory } from '../rewards/trajectory';
 import { BatchRunner } from '../runner/batch';
-import type { RolloutScoring } from '../runner/scoring';
+import type { RolloutScoring } from '../runner/pool';
 
 export interface EvalTask {
   readonly id: string;

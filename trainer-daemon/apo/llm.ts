@@ -4,8 +4,8 @@
  * be inspected next to the agent rollouts it was about. Calls are counted against the run's
  * budget; a failed or unusable answer is retried, then reported to the caller.
  */
-import { errorMessage, LightningError } from '../errors';
-import type { RpcClient } from '../rpc/client';
+import { errorMessage, LightningError } from '../protocol/errors';
+import type { RpcClient } from '../protocol/connection';
 
 export interface ChatMessage {
   readonly role: 'system' | 'user';

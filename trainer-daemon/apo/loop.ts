@@ -11,10 +11,10 @@
  * notification per round, and can cancel it.
  */
 import { ApoResult, CRITIQUE_STYLES, type ApoConfig, type ApoSkip, type CritiqueStyle, type RolloutMode, type Task } from '../protocol';
-import { errorMessage, InvalidInputError, LightningError } from '../errors';
-import type { RpcClient } from '../rpc/client';
+import { errorMessage, InvalidInputError, LightningError } from '../protocol/errors';
+import type { RpcClient } from '../protocol/connection';
 import { lineDiff } from './diff';
-import type { RolloutScoring } from '../runner/scoring';
+import type { RolloutScoring } from '../runner/pool';
 import { CancelledError, Evaluator, type EvalTask, type ScoredRollout } from './evaluate';
 import { BudgetExhaustedError, OptimizerLlm } from './llm';
 import { critiqueMessages, editMessages, parseCritique, parseEdit, type Example } from './prompts';

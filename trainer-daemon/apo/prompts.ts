@@ -4,8 +4,8 @@
  * edit applies it and returns the whole new prompt between <prompt> tags, placeholders intact.
  */
 import { placeholders, type CritiqueStyle, type Json } from '../protocol';
-import { LightningError } from '../errors';
-import { assertNever } from '../util/assert';
+import { LightningError } from '../protocol/errors';
+import { assertNever } from '../protocol/assert';
 import type { ChatMessage } from './llm';
 
 /** One rollout shown to the critique model. */

@@ -7,7 +7,8 @@
  */
 import path from 'node:path';
 import type { ApoConfig } from '../protocol';
-import { scoringFor, type RolloutScoring } from '../runner/scoring';
+import { scoringFor } from '../runner/scoring';
+import type { RolloutScoring } from '../runner/pool';
 
 /** The scoring of APO's batches; undefined with `match: none` and no rewards file (only rewards given by people or the agent count). */
 export function apoScoring(config: ApoConfig, storeFile: string, env: NodeJS.ProcessEnv): RolloutScoring | undefined {

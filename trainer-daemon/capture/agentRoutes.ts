@@ -6,9 +6,9 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { describeIssues, type Json, type SpanInput } from '../protocol';
+import { describeIssues, type Json, type Rollout, type SpanInput } from '../protocol';
 import crypto from 'node:crypto';
-import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError } from '../errors';
+import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError } from '../protocol/errors';
 import type { Logger } from '../log';
 import { requestPath, sendJson } from '../server/http';
 import type { Store } from '../store/store';
@@ -17,11 +17,20 @@ import type { OtlpReceiver } from '../otlp/receiver';
 import { budgetFromEnv, type ByteBudget } from './byteBudget';
 import { RecordingProxy, type UpstreamConfig } from './proxy';
 import { FinishBody } from '../protocol/runner';
-import type { WorkerBatches } from '../runner/workerBatches';
+import type { WorkerAssignment } from '../protocol/runner';
 import type { Api } from './reassemble';
 import { DEFAULT_PROVIDER_UPSTREAMS, errorBodyFor, providerRoute, type ProviderRoute } from './providerRoutes';
 import { TranslatingProxy } from './translate';
 import type { AgentKeyRecord } from '../store/agentKeys';
+
+/** What the worker-batch routes need of the daemon's queue (runner/workerBatches.ts), so capture imports no runner. */
+export interface WorkerQueue {
+  /** The next rollout for `worker` of the batch with `key`, long-polled while `isOpen`; null when the batch has no more. */
+  next(key: string, worker: string, isOpen: () => boolean): Promise<WorkerAssignment | null>;
+  /** Whether the rollout was handed out by a worker batch (only those end with `/finish`). */
+  owns(rolloutId: string): boolean;
+  end(rolloutId: string, to: z.infer<typeof FinishBody>['status'], error: string | null): Promise<Rollout>;
+}
 
 export const DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024;
 
@@ -99,7 +108,7 @@ export interface AgentRoutesOptions {
   readonly maxBodyBytes?: number;
   readonly otlp: OtlpReceiver;
   /** Worker-mode batches: `POST /b/<key>/<worker>/next` and `POST /r/<key>/finish`. */
-  readonly workerBatches?: WorkerBatches;
+  readonly workerBatches?: WorkerQueue;
   /** The daemon's RPC token: one of the credentials the shared `POST /v1/traces` accepts. */
   readonly token: string;
 }

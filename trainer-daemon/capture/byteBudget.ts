@@ -5,7 +5,7 @@
  * 30 MiB each once took 7 GB). Streams pass through without being held, so they do not count.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { OverloadedError } from '../errors';
+import { OverloadedError } from '../protocol/errors';
 
 export const DEFAULT_MAX_BUFFERED_BYTES = 512 * 1024 * 1024;
 

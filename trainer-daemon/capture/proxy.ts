@@ -10,8 +10,8 @@ import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
 import { PLACEHOLDER_API_KEY, type Json, type ProviderName } from '../protocol';
-import { errorMessage } from '../errors';
-import { RECORD_LIMITS, redactUrl } from '../secrets';
+import { errorMessage } from '../protocol/errors';
+import { RECORD_LIMITS, redactUrl } from '../protocol/secrets';
 import type { Logger } from '../log';
 import type { ByteBudget } from './byteBudget';
 import { callToSpan, type CallRecord } from './record';
@@ -20,6 +20,9 @@ import { AnthropicReassembler } from './anthropic';
 import { GeminiReassembler } from './gemini';
 
 type JsonObject = { [key: string]: Json };
+
+/** The upstream sent nothing within the timeout (HTTP 504, where other failures are 502). */
+class UpstreamTimeoutError extends Error {}
 
 export interface UpstreamConfig {
   /** Base URL of the default upstream, e.g. `https://api.openai.com/v1`. */
@@ -178,12 +181,12 @@ export class RecordingProxy {
           void finish('cancelled: the client disconnected before the response ended', reassembler && streamed ? reassembler.result() : null);
         }
       });
-      upstream.on('timeout', () => upstream.destroy(new Error(`no response from the upstream within ${this.config.timeoutMs} ms`)));
+      upstream.on('timeout', () => upstream.destroy(new UpstreamTimeoutError(`no response from the upstream within ${this.config.timeoutMs} ms`)));
       upstream.on('error', (error) => {
         if (finished) return;
         const message = `Lightning could not get a response from the upstream ${redactUrl(base)}: ${errorMessage(error)}`;
         this.logger.warn('upstream request failed', { upstream: redactUrl(base), error: errorMessage(error) });
-        fail(error instanceof QueueTimeoutError ? 503 : /within \d+ ms/.test(errorMessage(error)) ? 504 : 502, 'upstream_unavailable', message);
+        fail(error instanceof QueueTimeoutError ? 503 : error instanceof UpstreamTimeoutError ? 504 : 502, 'upstream_unavailable', message);
       });
       // An LLM API never switches protocols; without this listener Node would leave the call hanging.
       upstream.on('upgrade', (upgraded: IncomingMessage, socket) => {

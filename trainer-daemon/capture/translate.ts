@@ -10,8 +10,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
   anthropicRequestToChat, anthropicResponseEvents, chatToAnthropicResponse, chatToGeminiResponse, geminiRequestToChat, type Json,
 } from '../protocol';
-import { errorMessage } from '../errors';
-import { redactUrl } from '../secrets';
+import { errorMessage } from '../protocol/errors';
+import { redactUrl } from '../protocol/secrets';
 import type { Logger } from '../log';
 import { callToSpan } from './record';
 import type { ProxyCall, UpstreamConfig } from './proxy';

@@ -6,9 +6,9 @@
 import fs from 'node:fs';
 import { Methods, type MethodName, type ParamsOf, type ResultOf } from '../protocol';
 import { findDaemon } from '../discovery';
-import { NotFoundError } from '../errors';
+import { NotFoundError } from '../protocol/errors';
 import { createHandlers, invoke } from '../rpc/handlers';
-import { RpcClient } from '../rpc/client';
+import { RpcClient } from '../protocol/connection';
 import { Store } from '../store/store';
 import { VERSION } from '../version';
 

@@ -4,9 +4,9 @@
  */
 import { Daemon, upstreamFromEnv } from '../daemon';
 import { findDaemon } from '../discovery';
-import { ConflictError } from '../errors';
+import { ConflictError } from '../protocol/errors';
 import { createLogger } from '../log';
-import { RpcClient } from '../rpc/client';
+import { RpcClient } from '../protocol/connection';
 
 export interface DaemonConnection {
   readonly client: RpcClient;

@@ -1,6 +1,5 @@
 /** Exit codes of the `lightning` command, documented in `lightning --help`. */
-import { mapError } from '../errors';
-import { RpcError } from '../rpc/client';
+import { mapError } from '../protocol/errors';
 
 export const ExitCode = {
   Ok: 0,
@@ -19,7 +18,7 @@ Exit codes:
   4  conflict (a rollout cannot make that transition; the store is owned by another daemon)`;
 
 export function exitCodeFor(error: unknown): number {
-  const kind = error instanceof RpcError ? error.kind : mapError(error).kind;
+  const { kind } = mapError(error);
   switch (kind) {
     case 'invalid_input':
       return ExitCode.Usage;

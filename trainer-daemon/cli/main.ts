@@ -1,6 +1,6 @@
 /** The `lightning` command line: a commander program with one module per command. */
 import { Command, CommanderError } from 'commander';
-import { errorMessage } from '../errors';
+import { errorMessage } from '../protocol/errors';
 import { VERSION } from '../version';
 import { registerDataset } from './commands/dataset';
 import { registerExport } from './commands/export';

@@ -1,12 +1,13 @@
 /**
  * Progress of `lightning dataset run` on stderr: on a terminal, one progress bar redrawn in place
  * (attempts that did not succeed are printed above it as lines); otherwise, as in logs and CI, one
- * line per attempt.
+ * line per attempt; with `--json`, one `protocol/cliLines.ts` line per attempt and per score.
  */
 import type { RolloutScore } from '../protocol';
-import type { AttemptEvent } from '../runner/batch';
+import { describeAttempt, describeScore, type RolloutFinished, type RolloutScored } from '../protocol/cliLines';
+import type { AttemptEvent } from '../runner/pool';
 import { scoreErrors } from '../runner/scoring';
-import { duration, num } from './format';
+import { duration } from './format';
 
 export interface ProgressCounts {
   readonly done: number;
@@ -35,8 +36,10 @@ export class Progress {
   constructor(
     private readonly stream: NodeJS.WriteStream,
     private readonly total: number,
-    private readonly tty = stream.isTTY === true,
+    private tty = stream.isTTY === true,
+    private readonly json = false,
   ) {
+    if (json) this.tty = false;
     if (this.tty) this.draw();
   }
 
@@ -46,7 +49,12 @@ export class Progress {
       this.done += 1;
       if (rollout.status === 'succeeded') this.succeeded += 1;
     }
-    const line = `[${this.done}/${this.total}] ${rollout.id} ${rollout.task?.id ?? ''} ${rollout.status}${retrying ? ' (retrying)' : ''} reward ${num(rollout.reward)} ${duration(durationMs)}`;
+    const event: RolloutFinished = {
+      event: 'rollout-finished', done: this.done, total: this.total, rolloutId: rollout.id, taskId: rollout.task?.id ?? null,
+      status: rollout.status, retrying, reward: rollout.reward, durationMs, error: rollout.error,
+    };
+    if (this.json) return this.write(event);
+    const line = `[${this.done}/${this.total}] ${describeAttempt(event)}`;
     if (!this.tty) this.stream.write(`${line}\n`);
     else {
       if (rollout.status !== 'succeeded') this.stream.write(`\r\x1b[K${line}${rollout.error ? `: ${rollout.error}` : ''}\n`);
@@ -57,7 +65,9 @@ export class Progress {
   /** A rollout's automatic reward as it arrives (a line per rollout off a terminal; errors above the bar on one). */
   scored(score: RolloutScore): void {
     const errors = scoreErrors(score);
-    const line = `scored ${score.rolloutId}: reward ${num(score.value)}${errors ? ` (errors: ${errors})` : ''}`;
+    const event: RolloutScored = { event: 'rollout-scored', rolloutId: score.rolloutId, reward: score.value, errors };
+    if (this.json) return this.write(event);
+    const line = describeScore(event);
     if (!this.tty) this.stream.write(`${line}\n`);
     else if (errors) {
       this.stream.write(`\r\x1b[K${line}\n`);
@@ -68,6 +78,10 @@ export class Progress {
   /** Ends the bar's line (on a terminal). */
   finish(): void {
     if (this.tty) this.stream.write('\n');
+  }
+
+  private write(line: RolloutFinished | RolloutScored): void {
+    this.stream.write(`${JSON.stringify(line)}\n`);
   }
 
   private draw(): void {

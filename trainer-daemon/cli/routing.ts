@@ -7,8 +7,8 @@
  */
 import { Option, type Command } from 'commander';
 import { checkpointRouting, PolicyDevice, userProviderUpstreams, userUpstream, type ProviderUpstreams } from '../protocol';
-import { InvalidInputError } from '../errors';
-import type { RpcClient } from '../rpc/client';
+import { InvalidInputError } from '../protocol/errors';
+import type { RpcClient } from '../protocol/connection';
 import { parseUpstream } from './commands/serve';
 
 export interface RoutingOptions {

@@ -4,7 +4,7 @@
  * checked before anything is stored; an error names the line.
  */
 import crypto from 'node:crypto';
-import { InvalidInputError } from '../errors';
+import { InvalidInputError } from '../protocol/errors';
 import type { ImportTask, Json } from '../protocol';
 
 export interface ParseOptions {

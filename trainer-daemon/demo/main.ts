@@ -15,7 +15,7 @@ import type { GrpoConfigInput } from '../protocol';
 import { GrpoConfig, metricPoints } from '../protocol';
 import { trainAndFollow } from '../cli/commands/trainGrpo';
 import { connectOrStartDaemon } from '../cli/daemonConnection';
-import { InvalidInputError } from '../errors';
+import { InvalidInputError } from '../protocol/errors';
 import { renderChart } from '../training/chart';
 import { ensureTrainerPython } from '../training/doctor';
 import { randomToolDemonstrations, toolsTasks } from './tasks';

@@ -5,7 +5,7 @@
  * missing parents repaired by time containment.
  */
 import { asChatCall, type Json, type Reward } from '../protocol';
-import type { TrainingSpan as Span } from '../store/spans';
+import type { TrainingSpan as Span } from '../protocol/lightningrl';
 
 type JsonObject = { [key: string]: Json };
 

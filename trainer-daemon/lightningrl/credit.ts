@@ -4,7 +4,7 @@
  * not weigh more than a short one in its group.
  */
 import type { AdvantageOptions, CreditOptions, Reward, RewardPolicy } from '../protocol';
-import { assertNever } from '../util/assert';
+import { assertNever } from '../protocol/assert';
 
 const AUTOMATIC_SOURCES: ReadonlyArray<Reward['source']> = ['rule', 'judge', 'model'];
 

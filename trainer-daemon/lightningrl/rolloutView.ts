@@ -7,15 +7,23 @@
  */
 import type { CallTraining, RolloutTransitions, TrainingGroup } from '../protocol';
 import type { ParsedParamsOf } from '../protocol';
-import { InvalidInputError } from '../errors';
-import type { Store, Trajectory } from '../store/store';
+import { InvalidInputError } from '../protocol/errors';
+import type { ListRolloutsParams, Rollout, Span } from '../protocol';
+import type { Trajectory } from '../protocol/lightningrl';
 import { episodeReward } from './credit';
 import { buildTransitions } from './transitions';
+import { hasOutcome, OUTCOME_STATUSES } from '../protocol/status';
 
-/** The statuses `lightning export` reads by default: finished rollouts that ran to an outcome. */
-const TRAINED_STATUSES = ['succeeded', 'failed', 'timeout'] as const;
+/** What the view reads: the store's trajectory queries (lightningrl imports no store). */
+export interface TrajectoryReader {
+  getRollout(id: string): Rollout;
+  resolveRolloutId(idOrPrefix: string): string;
+  trajectories(filter: Omit<ListRolloutsParams, 'cursor' | 'limit' | 'order'>): Iterable<Trajectory>;
+  trajectoriesOf(ids: readonly string[]): Trajectory[];
+  listSpans(rolloutId: string, afterSequence: number, limit: number): Span[];
+}
 
-export function rolloutTransitions(store: Store, params: ParsedParamsOf<'rolloutTransitions'>): RolloutTransitions {
+export function rolloutTransitions(store: TrajectoryReader, params: ParsedParamsOf<'rolloutTransitions'>): RolloutTransitions {
   const rollout = store.getRollout(store.resolveRolloutId(params.rolloutId));
   let agentMatch: RegExp | undefined;
   try {
@@ -30,13 +38,13 @@ export function rolloutTransitions(store: Store, params: ParsedParamsOf<'rollout
   const trajectories: Trajectory[] =
     scope === 'rollout'
       ? store.trajectoriesOf([rollout.id])
-      : [...store.trajectories({ status: [...TRAINED_STATUSES], ...(scope === 'batch' ? { batchId: rollout.batchId! } : { datasetId: rollout.datasetId! }), ...taskOnly })];
+      : [...store.trajectories({ status: [...OUTCOME_STATUSES], ...(scope === 'batch' ? { batchId: rollout.batchId! } : { datasetId: rollout.datasetId! }), ...taskOnly })];
   const own = trajectories.find((t) => t.rollout.id === rollout.id) ?? store.trajectoriesOf([rollout.id])[0]!;
-  const considered = trajectories.filter((t) => (TRAINED_STATUSES as readonly string[]).includes(t.rollout.status));
+  const considered = trajectories.filter((t) => hasOutcome(t.rollout.status));
   const { transitions } = buildTransitions(considered, { reward: params.reward, credit: params.credit, advantage: params.advantage, agentMatch });
   const samples = new Map(transitions.filter((t) => t.rolloutId === rollout.id).map((t) => [t.spanId, t]));
   const reward = episodeReward(own.rewards, params.reward);
-  const why = !(TRAINED_STATUSES as readonly string[]).includes(rollout.status)
+  const why = !hasOutcome(rollout.status)
     ? `the rollout is ${rollout.status}: training reads succeeded, failed and timed-out rollouts`
     : reward === null
       ? `no "${params.reward.name}" reward: rollouts without an episode reward are left out (or filled, by the reward policy)`

@@ -4,7 +4,7 @@
  * chat format for supervised training on the best rollouts.
  */
 import type { AdvantageOptions, CreditOptions, ExportReport, Json, RewardPolicy, Transition } from '../protocol';
-import type { Trajectory } from '../store/store';
+import type { Trajectory } from '../protocol/lightningrl';
 import { extractCalls, type LlmCall } from './adapter';
 import { aggregateRollout, type AggregationStats } from './aggregate';
 import { creditRewards, episodeReward, rolloutAdvantages } from './credit';

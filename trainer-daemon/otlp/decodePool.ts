@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../errors';
+import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../protocol/errors';
 import type { NormalizedTraceRequest } from './normalize';
 import type { DecodeJob } from './worker';
 

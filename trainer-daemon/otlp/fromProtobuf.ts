@@ -5,7 +5,7 @@
  * output, measured ~5× cheaper per span; the unit tests run both encodings through the same checks.
  */
 import type { Json } from '../protocol/records';
-import type { ExportTraceRequest, OtlpSpan } from './decode';
+import type { ExportTraceRequest, OtlpSpan } from './schema';
 
 /** protobufjs `Long` (the decoder is configured with `long`), or a number for small values. */
 type LongLike = number | { low: number; high: number } | null | undefined;

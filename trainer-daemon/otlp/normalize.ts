@@ -8,7 +8,7 @@
  * partial success allows.
  */
 import type { Json, SpanCategory, SpanInput } from '../protocol/records';
-import type { ExportTraceRequest, OtlpSpan } from './decode';
+import type { ExportTraceRequest, OtlpSpan } from './schema';
 
 type Attributes = Record<string, Json>;
 
@@ -202,4 +202,4 @@ function firstCount(attributes: Attributes, keys: readonly string[]): number | n
   return null;
 }
 
-export { isCredentialKey } from '../secrets';
+export { isCredentialKey } from '../protocol/secrets';

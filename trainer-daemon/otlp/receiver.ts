@@ -5,7 +5,7 @@
  */
 import protobuf from 'protobufjs/minimal';
 import type { SpanInput } from '../protocol';
-import { errorMessage, OverloadedError, PayloadTooLargeError } from '../errors';
+import { errorMessage, OverloadedError, PayloadTooLargeError } from '../protocol/errors';
 import type { WriteQueue } from '../store/writeQueue';
 import { DecodePool } from './decodePool';
 

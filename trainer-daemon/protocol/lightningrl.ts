@@ -4,7 +4,7 @@
  * one per line; the trainer worker reads them.
  */
 import { z } from 'zod';
-import { Json } from './records';
+import { Json, type Reward, type Rollout, type Span } from './records';
 
 /** Which reward is a rollout's episode reward. */
 export const RewardPolicy = z.object({
@@ -144,3 +144,13 @@ export const RolloutTransitions = z.object({
   calls: z.array(CallTraining),
 });
 export type RolloutTransitions = z.infer<typeof RolloutTransitions>;
+
+/** What LightningRL reads of a span. */
+export type TrainingSpan = Pick<Span, 'spanId' | 'parentSpanId' | 'traceId' | 'sequence' | 'category' | 'startMs' | 'endMs' | 'attributes' | 'name' | 'statusCode'>;
+
+/** A rollout with its spans and rewards: what LightningRL (and the reward scorers) read of a recorded run. */
+export interface Trajectory {
+  readonly rollout: Rollout;
+  readonly spans: TrainingSpan[];
+  readonly rewards: Reward[];
+}

@@ -9,7 +9,7 @@ import { z } from 'zod';
 import { ApoCandidate, ApoConfig } from './apo';
 import { Checkpoint, Json, MetricPoint, TrainingRun } from './records';
 import { AdapterSpec, LossType, ModelSpec } from './trainer';
-import { isSecretVariable } from '../secrets';
+import { isSecretVariable } from './secrets';
 
 
 /** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */

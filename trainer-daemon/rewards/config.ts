@@ -7,8 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describeIssues, RewardsFile, RewardSpec, type RewardSourceConfig, type RewardSpecInput } from '../protocol';
-import { InvalidInputError, NotFoundError } from '../errors';
-import { assertNever } from '../util/assert';
+import { InvalidInputError, NotFoundError } from '../protocol/errors';
+import { assertNever } from '../protocol/assert';
 import { parseJsonText, readFileBounded } from '../util/readFileBounded';
 
 /** A rewards file is a few specs: anything larger is not one. */

@@ -10,8 +10,8 @@ import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { z } from 'zod';
 import { describeIssues, type ScoringTask, type ScoringTrajectory } from '../protocol';
-import { InvalidInputError } from '../errors';
-import type { Disposable } from '../util/event';
+import { InvalidInputError } from '../protocol/errors';
+import type { Disposable } from '../protocol/event';
 import type { Verdict } from './rules';
 
 /**

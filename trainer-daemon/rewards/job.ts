@@ -8,14 +8,16 @@
 import path from 'node:path';
 import type { z } from 'zod';
 import type { Rollout, RolloutScore, ScoreRolloutsParams, ScoreRolloutsResult, Task } from '../protocol';
-import { InvalidInputError } from '../errors';
-import type { Store, Trajectory } from '../store/store';
+import { InvalidInputError } from '../protocol/errors';
+import type { Store } from '../store/store';
+import type { Trajectory } from '../protocol/lightningrl';
 import type { WriteQueue } from '../store/writeQueue';
 import { defaultRewardsFile, loadRewardsFile, parseSpec, specForDataset, type ResolvedSpec } from './config';
 import type { JudgeTransport } from './judge';
 import { ranksGroups, ROW_SOURCE, type RewardScorer, taskKey } from './scorer';
 import { ScorerCache } from './scorerCache';
 import { toScoringTask, toScoringTrajectory } from './trajectory';
+import { hasOutcome, OUTCOME_STATUSES } from '../protocol/status';
 
 export interface ScoringDeps {
   readonly store: Store;
@@ -26,8 +28,6 @@ export interface ScoringDeps {
 
 /** The rollouts the judge's own calls are recorded as: never scored themselves. */
 export const JUDGE_CLIENT = 'lightning-judge';
-/** The statuses of rollouts that can be scored: final, and run to the end or stopped by an error or a timeout. */
-export const FINISHED: ReadonlySet<Rollout['status']> = new Set<Rollout['status']>(['succeeded', 'failed', 'timeout']);
 const CHUNK = 256;
 
 /** Caches each dataset's tasks, for expected answers. */
@@ -75,7 +75,7 @@ function select(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rol
     if (params.dataset !== undefined || params.unrated) throw new InvalidInputError('params.rollouts: give rollouts, or a dataset and/or unrated, not both');
     return params.rollouts.map((idOrPrefix) => {
       const rollout = store.getRollout(store.resolveRolloutId(idOrPrefix));
-      if (!FINISHED.has(rollout.status)) throw new InvalidInputError(`params.rollouts: rollout ${rollout.id} is ${rollout.status}; score it once it has finished`);
+      if (!hasOutcome(rollout.status)) throw new InvalidInputError(`params.rollouts: rollout ${rollout.id} is ${rollout.status}; score it once it has finished`);
       return rollout;
     });
   }
@@ -83,7 +83,7 @@ function select(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rol
   const selected: Rollout[] = [];
   let cursor: string | undefined;
   do {
-    const page = store.listRollouts({ datasetId, unrated: params.unrated || undefined, status: [...FINISHED], order: 'oldest', limit: 500, cursor });
+    const page = store.listRollouts({ datasetId, unrated: params.unrated || undefined, status: [...OUTCOME_STATUSES], order: 'oldest', limit: 500, cursor });
     selected.push(...page.items.filter((r) => !(r.source.kind === 'api' && r.source.client === JUDGE_CLIENT)));
     cursor = page.nextCursor ?? undefined;
   } while (cursor);

@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { describeIssues, type RewardSourceConfig, type ScoringTask, type ScoringTrajectory } from '../protocol';
-import { errorMessage } from '../errors';
+import { errorMessage } from '../protocol/errors';
 import { parseJsonAnswer } from './rules';
 
 export type JudgeConfig = Extract<RewardSourceConfig, { type: 'judge' }>;

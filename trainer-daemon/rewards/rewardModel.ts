@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type * as Ort from 'onnxruntime-node';
-import { InvalidInputError } from '../errors';
+import { InvalidInputError } from '../protocol/errors';
 import { Tokenizer } from './tokenizer';
 
 /**

@@ -5,7 +5,7 @@
  */
 import { isDeepStrictEqual } from 'node:util';
 import type { Json, RuleConfig, ScoringTask, ScoringTrajectory } from '../protocol';
-import { assertNever } from '../util/assert';
+import { assertNever } from '../protocol/assert';
 
 export type Verdict = { kind: 'scored'; value: number; reason: string | null } | { kind: 'skipped'; reason: string };
 

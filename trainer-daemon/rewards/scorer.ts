@@ -7,8 +7,8 @@
  */
 import path from 'node:path';
 import type { RewardSourceConfig, RewardSource, RewardSpec, RolloutScore, ScoringTask, ScoringTrajectory, SourceOutcome } from '../protocol';
-import { errorMessage } from '../errors';
-import { assertNever } from '../util/assert';
+import { errorMessage } from '../protocol/errors';
+import { assertNever } from '../protocol/assert';
 import type { ResolvedSpec } from './config';
 import { RewardFunctionRunner } from './functionRunner';
 import { judgeAbsolute, judgeRelative, type JudgeTransport } from './judge';

@@ -3,7 +3,7 @@
  * while after, so that many small scoring calls — one per finished rollout from the dataset runner —
  * share them. A spec is known by its content and folder: an edited rewards file gets a new scorer.
  */
-import type { Disposable } from '../util/event';
+import type { Disposable } from '../protocol/event';
 import type { ResolvedSpec } from './config';
 import { RewardScorer } from './scorer';
 

@@ -10,7 +10,7 @@
 import { parseJsonText, readFileBounded } from '../util/readFileBounded';
 import { z } from 'zod';
 import { describeIssues } from '../protocol';
-import { InvalidInputError } from '../errors';
+import { InvalidInputError } from '../protocol/errors';
 
 const Node = z.looseObject({ type: z.string() });
 type Node = z.infer<typeof Node>;

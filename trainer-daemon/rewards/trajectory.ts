@@ -5,7 +5,7 @@
  */
 import type { Json, ScoringTask, ScoringTrajectory, Task, ToolCall } from '../protocol';
 import { extractCalls, type LlmCall } from '../lightningrl/adapter';
-import type { Trajectory } from '../store/store';
+import type { Trajectory } from '../protocol/lightningrl';
 
 type JsonObject = { [key: string]: Json };
 

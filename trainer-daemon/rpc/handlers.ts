@@ -4,7 +4,7 @@
  * the same.
  */
 import { Methods, describeIssues, type MethodName, type ParsedParamsOf, type ResultOf, type DaemonInfo } from '../protocol';
-import { ConflictError, InvalidInputError } from '../errors';
+import { ConflictError, InvalidInputError } from '../protocol/errors';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { validateSpans, type StoredSpanResult } from '../store/spans';
@@ -115,10 +115,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       if (!training) throw new ConflictError('training needs a running daemon; start one with `lightning serve` or use `lightning train`');
       return training.start(params);
     },
-    listCheckpoints: ({ runId }) => {
-      if (runId !== undefined) store.training.get(runId);
-      return { items: store.training.checkpoints(runId) };
-    },
+    listCheckpoints: ({ runId }) => ({ items: store.checkpoints(runId) }),
     servePolicy: (params) => {
       if (!policy) throw new ConflictError('serving a checkpoint needs a running daemon; start one with `lightning serve`');
       return policy.serve(params);

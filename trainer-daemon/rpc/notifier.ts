@@ -5,7 +5,7 @@
  */
 import type { NotificationName, NotificationParamsOf, Span, SpanRange } from '../protocol';
 import type { Store } from '../store/store';
-import { DisposableStore, type Disposable } from '../util/event';
+import { DisposableStore, type Disposable } from '../protocol/event';
 
 export type Broadcast = <N extends NotificationName>(name: N, params: NotificationParamsOf<N>) => void;
 
@@ -27,7 +27,7 @@ export class ChangeNotifier implements Disposable {
     // Rare (a few per APO round or GRPO iteration): announced at once, with the leaderboard.
     this.subscriptions.add(
       store.onDidChangeTrainingRun(({ id, round }) => {
-        broadcast('trainingRunChanged', { run: store.training.summary(store.training.get(id)), round, candidates: store.training.candidates(id) });
+        broadcast('trainingRunChanged', { ...store.trainingRunChange(id), round });
       }),
     );
   }

@@ -1,7 +1,7 @@
 /**
  * The editor-facing JSON-RPC server: WebSocket on `/rpc` of the daemon's HTTP server, one
- * vscode-jsonrpc message connection per socket (the same framing vscode-languageclient uses from the
- * extension). The upgrade needs the bearer token; browsers (any request with an Origin) are
+ * vscode-jsonrpc message connection per socket (the same framing the clients use,
+ * `protocol/connection.ts`). The upgrade needs the bearer token; browsers (any request with an Origin) are
  * refused; frames are capped in size. Every request is validated against its schema before any
  * handler runs, so a bad request changes nothing.
  */
@@ -12,9 +12,9 @@ import { createMessageConnection, ResponseError, type MessageConnection } from '
 import { WebSocketServer, type WebSocket } from 'ws';
 import { Methods, Notifications, type MethodName } from '../protocol';
 import { WebSocketMessageReader, WebSocketMessageWriter } from '../protocol/wsTransport';
-import { errorMessage, mapError, RpcCode } from '../errors';
+import { errorMessage, mapError, RpcCode } from '../protocol/errors';
 import type { Logger } from '../log';
-import type { Disposable } from '../util/event';
+import type { Disposable } from '../protocol/event';
 import { invoke, type Handlers } from './handlers';
 import type { Broadcast } from './notifier';
 

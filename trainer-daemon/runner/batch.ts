@@ -9,73 +9,13 @@
  * scoring of each rollout once it is final (runner/scoring.ts).
  */
 import { ensurePrivateDir } from '../util/privateFiles';
-import type { MethodName, ParamsOf, ProviderUpstreams, ResultOf, RolloutScore } from '../protocol';
-import { FINISHED } from '../rewards/job';
-import type { AttemptEnded } from '../protocol/runner';
+import type { RolloutScore } from '../protocol';
+import { hasOutcome } from '../protocol/status';
+import type { AttemptEvent, BatchPool, BatchRunnerOptions } from './pool';
 import { ProcessPool } from './processPool';
-import { ScoringQueue, type RolloutScoring } from './scoring';
+import { ScoringQueue } from './scoring';
 import { WorkerPool } from './workerPool';
 import { RayPool } from './rayPool';
-import type { RayOptions } from './rayDriver';
-
-/** What the runner needs of the daemon: an `RpcClient`, or anything that answers its methods the same way. */
-export interface RunnerClient {
-  request<M extends MethodName>(name: M, params: ParamsOf<M>): Promise<ResultOf<M>>;
-}
-
-/** One attempt that ended: the rollout as it ended, how long the attempt took, whether it runs again. */
-export type AttemptEvent = AttemptEnded;
-
-/**
- * How the agents run. `cwd`: the folder the command runs in (default: this process's), so a daemon
- * started elsewhere runs `node agent.mjs` where the user meant it.
- */
-export type BatchMode =
-  /** The command once per attempt, `concurrency` at once, with `LIGHTNING_TASK` and the capture environment. */
-  | { readonly kind: 'process'; readonly command: readonly string[]; readonly cwd?: string; readonly concurrency: number }
-  /**
-   * `workers` long-lived copies of the command, each with `LIGHTNING_RUNNER_URL` and
-   * `LIGHTNING_RUNNER_CONCURRENCY` (= `concurrencyPerWorker`, the rollouts it may hold at once). A
-   * worker that exits before the batch is done has its rollouts failed (retried per policy) and is
-   * restarted, at most `maxRestarts` times in all (default: 3 × workers); then the batch fails.
-   */
-  | { readonly kind: 'worker'; readonly command: readonly string[]; readonly cwd?: string; readonly workers: number; readonly concurrencyPerWorker: number; readonly maxRestarts?: number };
-
-export interface BatchRunnerOptions {
-  readonly client: RunnerClient;
-  readonly mode: BatchMode;
-  /** Per-attempt time limit: the attempt becomes `timeout` (its process group stopped / its URL revoked). */
-  readonly timeoutMs: number;
-  /** Where the rollouts' LLM calls go (e.g. the policy server); null for the daemon's upstream. */
-  readonly upstream: string | null;
-  /** Where their Anthropic and Gemini calls go (the user's own base URLs); absent, the providers'. */
-  readonly providerUpstreams?: ProviderUpstreams;
-  /** Ask the serving engine for exact token ids and logprobs on every call (what training needs). */
-  readonly tokenIds: boolean;
-  /** Agent output goes to `<logDir>/<rollout>.<attempt>.log` (process) or `<logDir>/worker-<W>.log` (worker). */
-  readonly logDir: string;
-  /** The agents' environment before Lightning's variables are added. */
-  readonly env: NodeJS.ProcessEnv;
-  readonly onAttempt: (event: AttemptEvent) => void;
-  /** Called with each agent process started (pid), e.g. to record it so a later `--resume` can stop it. */
-  readonly onSpawn?: (pid: number) => void;
-  /** How long a stopped agent gets between SIGTERM and SIGKILL. */
-  readonly killGraceMs?: number;
-  /** Automatic rewards for each rollout once it is final; without it, nothing is scored. */
-  readonly scoring?: RolloutScoring;
-  /** Called with each rollout's scoring result (its reward, or why there is none). */
-  readonly onScored?: (score: RolloutScore) => void;
-  /** Run the agents (either mode) as Ray tasks on this cluster instead of on this machine (runner/rayPool.ts). */
-  readonly ray?: RayOptions;
-}
-
-/** How one mode runs a batch. */
-export interface BatchPool {
-  run(rolloutIds: readonly string[]): Promise<void>;
-  cancel(): void;
-  killAll(): void;
-  readonly wasCancelled: boolean;
-}
 
 /**
  * Runs a batch's queued rollouts. Programmatic use (e.g. a training loop):
@@ -100,7 +40,7 @@ export class BatchRunner implements BatchPool {
     const scoring = options.scoring && new ScoringQueue(options.client, options.scoring, options.onScored);
     const onAttempt = (event: AttemptEvent): void => {
       options.onAttempt(event);
-      if (!event.retrying && FINISHED.has(event.rollout.status)) scoring?.add(event.rollout.id);
+      if (!event.retrying && hasOutcome(event.rollout.status)) scoring?.add(event.rollout.id);
     };
     const poolOptions = { ...options, onAttempt };
     this.pool = options.ray

@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import { PRIVATE_FILE_MODE } from '../util/privateFiles';
 import path from 'node:path';
 import { instrumentationEnv, type RolloutStatus } from '../protocol';
-import { errorMessage } from '../errors';
-import type { BatchMode, BatchPool, BatchRunnerOptions } from './batch';
+import { errorMessage } from '../protocol/errors';
+import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
 import { killGroup, stopGroup } from './processGroup';
 
 export class ProcessPool implements BatchPool {

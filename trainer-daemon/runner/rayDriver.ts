@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import readline from 'node:readline';
 import { RayRunnerMessage, type RayExit, type RayPlacement, type RayReady, type RayStart } from '../protocol/rayRunner';
-import { LightningError } from '../errors';
+import { LightningError } from '../protocol/errors';
 import { PYTHON_PACKAGE_DIR } from '../training/worker';
 import { killGroup } from './processGroup';
 

@@ -12,8 +12,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PLACEHOLDER_API_KEY, instrumentationEnv, type RolloutStatus } from '../protocol';
 import { describePlacement, type RayExit } from '../protocol/rayRunner';
-import { LightningError } from '../errors';
-import type { BatchMode, BatchPool, BatchRunnerOptions } from './batch';
+import { LightningError } from '../protocol/errors';
+import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
 import { RayDriver, type RayAgent, type RayOptions } from './rayDriver';
 
 /** How long workers get to exit by themselves (on their 204) once the batch is done. */

@@ -9,21 +9,12 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import type { RewardSpecInput, RolloutScore } from '../protocol';
-import { errorMessage } from '../errors';
+import type { RolloutScore } from '../protocol';
+import { errorMessage } from '../protocol/errors';
 import { allSpecs, defaultRewardsFile, judgeKeys, loadRewardsFile } from '../rewards/config';
 import { ranksGroups } from '../rewards/scorer';
-import type { RunnerClient } from './batch';
+import type { RolloutScoring, RunnerClient } from './pool';
 
-/** What a batch's rollouts are scored with. */
-export interface RolloutScoring {
-  /** A rewards file (each rollout gets its dataset's spec, else the default), or one inline spec. */
-  readonly source: { readonly rewardsFile: string } | { readonly spec: RewardSpecInput; readonly baseDir: string };
-  /** Judge API keys by variable name, from the caller's environment; sent per call, never stored. */
-  readonly apiKeys: Record<string, string>;
-  /** Score the whole batch at its end rather than each rollout as it finishes (a relative judge ranks groups). */
-  readonly atEnd: boolean;
-}
 
 /** Scoring with a rewards file: checked now (a bad file fails before any agent runs), judge keys from `env`. */
 export function scoringFromFile(rewardsFile: string, env: NodeJS.ProcessEnv): RolloutScoring {

@@ -13,7 +13,7 @@ import crypto from 'node:crypto';
 import type { z } from 'zod';
 import type { Rollout } from '../protocol';
 import type { AttemptEnded, OpenWorkerBatchParams, WorkerAssignment, WorkerBatchEvents } from '../protocol/runner';
-import { ConflictError, InvalidInputError, NotFoundError, errorMessage } from '../errors';
+import { ConflictError, InvalidInputError, NotFoundError, errorMessage } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';

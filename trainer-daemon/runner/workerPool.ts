@@ -10,8 +10,8 @@ import fs from 'node:fs';
 import { PRIVATE_FILE_MODE } from '../util/privateFiles';
 import path from 'node:path';
 import { PLACEHOLDER_API_KEY } from '../protocol';
-import { LightningError, errorMessage } from '../errors';
-import type { BatchMode, BatchPool, BatchRunnerOptions } from './batch';
+import { LightningError, errorMessage } from '../protocol/errors';
+import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
 import { killGroup, stopGroup } from './processGroup';
 
 /** How long workers get to exit by themselves (on their 204) once the batch is done. */

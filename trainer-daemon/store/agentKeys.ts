@@ -4,7 +4,7 @@
  */
 import crypto from 'node:crypto';
 import type { Database, Statement } from './driver';
-import { scrubText } from '../secrets';
+import { scrubText } from '../protocol/secrets';
 import type { ProviderUpstreams } from '../protocol';
 
 export interface AgentKeyRecord {

@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import type { Database, Statement } from './driver';
 import type { z } from 'zod';
 import type { Dataset, ImportDatasetParams, Json, Task } from '../protocol';
-import { ConflictError, NotFoundError } from '../errors';
+import { ConflictError, NotFoundError } from '../protocol/errors';
 
 interface DatasetRow {
   id: string;

@@ -11,7 +11,7 @@
  * it is (no wrapper on the hot path) and `node:sqlite` gets a thin adapter with the same semantics:
  * plain-object rows, nested transactions as savepoints, `pragma(…, { simple })`.
  */
-import { LightningError } from '../errors';
+import { LightningError } from '../protocol/errors';
 import { explainNativeLoadError } from './nativeModules';
 
 export const DRIVERS = ['node:sqlite', 'better-sqlite3'] as const;

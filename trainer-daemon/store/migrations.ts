@@ -306,6 +306,11 @@ const v7ProviderUpstreams: Migration = {
   },
 };
 
+/*
+ * There is no migration 5: the number was skipped when prompt optimization's migration was written
+ * (no release ever wrote `user_version` 5), and numbers are never reused. `migrate` applies each
+ * migration above the store's version in order, so a version-4 store goes straight to 6.
+ */
 export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization, v7ProviderUpstreams];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 

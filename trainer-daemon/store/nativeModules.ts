@@ -3,7 +3,7 @@
  * uses it only where the runtime has no node:sqlite (Node < 22.13), see driver.ts. Loading it fails deep inside `bindings` with an error that names
  * neither the runtime nor the fix; this turns that failure into a message that does.
  */
-import { LightningError } from '../errors';
+import { LightningError } from '../protocol/errors';
 
 /** Load errors that mean "this native binary is not for this runtime" (or is missing). */
 const ABI_MISMATCH = /NODE_MODULE_VERSION|ERR_DLOPEN_FAILED|was compiled against a different|invalid ELF|wrong ELF class|Could not locate the bindings file|Module did not self-register/i;

@@ -6,7 +6,7 @@
 import type { Database, Statement } from './driver';
 import type { z } from 'zod';
 import { placeholders, PolicyRef, type AgentResources, type Json, type PutResourceParams, type Resource, type ResourceSummary } from '../protocol';
-import { InvalidInputError, NotFoundError } from '../errors';
+import { InvalidInputError, NotFoundError } from '../protocol/errors';
 
 interface ResourceRow {
   name: string;

@@ -5,7 +5,7 @@
 import type { Database, Statement } from './driver';
 import type { z } from 'zod';
 import type { AddRewardParams, Reward } from '../protocol';
-import { InvalidInputError } from '../errors';
+import { InvalidInputError } from '../protocol/errors';
 
 interface RewardRow {
   id: number;

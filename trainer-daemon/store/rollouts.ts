@@ -15,8 +15,8 @@ import {
   TransitionRolloutParams,
   type Json,
 } from '../protocol';
-import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../errors';
-import { scrubArgv } from '../secrets';
+import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../protocol/errors';
+import { scrubArgv } from '../protocol/secrets';
 
 /** Which statuses each status may move to. failed/timeout → queued is a retry (attempts permitting). */
 export const TRANSITIONS: Readonly<Record<RolloutStatus, readonly RolloutStatus[]>> = {
@@ -56,7 +56,7 @@ export interface RolloutRow {
 }
 
 /**
- * The display reward, under the episode-reward policy training uses (lightningrl/credit.ts): the
+ * The display reward, under the episode-reward policy training uses (lightningrl/credit.ts; test/unit/episodeReward.test.ts holds them equal): the
  * latest human annotation, else the latest the agent posted, else the latest automatic one.
  */
 const REWARD_COLUMN = `(SELECT w.value FROM rewards w

@@ -3,10 +3,11 @@
  * retries a batch does not create copies), with the rollout's counters updated in the same
  * transaction so the panel's list never disagrees with the trajectory.
  */
+import type { TrainingSpan } from '../protocol/lightningrl';
 import type { Database, Statement } from './driver';
 import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
-import { NotFoundError } from '../errors';
-import { scrubSpan } from '../secrets';
+import { NotFoundError } from '../protocol/errors';
+import { scrubSpan } from '../protocol/secrets';
 
 interface SpanRow {
   rollout_id: string;
@@ -85,7 +86,6 @@ export function validateSpans(raw: readonly unknown[]): { valid: SpanInput[]; va
 }
 
 /** The part of a span LightningRL reads. */
-export type TrainingSpan = Pick<Span, 'spanId' | 'parentSpanId' | 'traceId' | 'sequence' | 'category' | 'startMs' | 'endMs' | 'attributes' | 'name' | 'statusCode'>;
 
 interface TwinRow {
   response_id: string;

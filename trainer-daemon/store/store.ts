@@ -21,29 +21,35 @@ import {
   type Dataset,
   type Task,
 } from '../protocol';
-import { Emitter, type Event } from '../util/event';
+import { Emitter, type Event } from '../protocol/event';
 import { openDatabase, type OpenOptions } from './database';
 import { LATEST_SCHEMA_VERSION } from './migrations';
 import { AgentKeyRepository, type AgentKeyOptions, type AgentKeyRecord } from './agentKeys';
 import { DatasetRepository } from './datasets';
 import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
-import { SpanRepository, type SpanBatch, type SpanBatchOutcome, type TrainingSpan } from './spans';
-import { NotFoundError, InvalidInputError } from '../errors';
+import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
+import type { Trajectory } from '../protocol/lightningrl';
+import { NotFoundError, InvalidInputError } from '../protocol/errors';
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
+import { OUTCOME_STATUSES } from '../protocol/status';
 import {
   CreateTrainingRunParams,
   PutResourceParams,
   RecordApoRoundParams,
   UpdateTrainingRunParams,
   type AgentResources,
+  type ApoCandidate,
   type ApoConfig,
+  type Checkpoint,
+  type Json,
   type Resource,
   type ResourceSummary,
   type ResourceVersions,
   type TrainingRun,
   type TrainingRunDetail,
+  type TrainingRunStatus,
   type TrainingRunSummary,
 } from '../protocol';
 
@@ -57,8 +63,8 @@ export class Store {
   private readonly _onDidChangeTrainingRun = new Emitter<{ id: string; round: number | null }>();
   private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
   private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
-  /** Training runs with their metrics, checkpoints and candidates: read directly, written through `writeTraining` (or the methods below). */
-  readonly training: TrainingRunRepository;
+  /** Training runs with their metrics, checkpoints and candidates: reached only through the methods below. */
+  private readonly training: TrainingRunRepository;
   private closed = false;
   /** One transaction wrapper, made once: better-sqlite3's wrappers are costly to create per call. */
   private readonly transaction: Transaction<(fn: () => unknown) => unknown>;
@@ -356,15 +362,67 @@ export class Store {
       spans: count('SELECT coalesce(sum(span_count), 0) AS n FROM rollouts'),
       rewards: count('SELECT count(*) AS n FROM rewards'),
       unrated: count(
-        `SELECT count(*) AS n FROM rollouts r WHERE r.status IN ('succeeded','failed','timeout')
+        `SELECT count(*) AS n FROM rollouts r WHERE r.status IN (${OUTCOME_STATUSES.map((s) => `'${s}'`).join(',')})
          AND NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id)`,
       ),
       schemaVersion: this.schemaVersion,
     };
   }
 
+  // ---- Training runs as the daemon's own algorithms drive them (training/manager.ts, grpo.ts, policyServing.ts) ----
+
+  trainingRun(id: string): TrainingRun {
+    return this.training.get(id);
+  }
+
+  /** Every run, newest first, as records (not summaries). */
+  trainingRunRecords(): TrainingRun[] {
+    return this.training.list();
+  }
+
+  /** What `trainingRuns/changed` says about a run: its summary and its candidates (APO). */
+  trainingRunChange(id: string): { run: TrainingRunSummary; candidates: ApoCandidate[] } {
+    return this.transaction(() => ({ run: this.training.summary(this.training.get(id)), candidates: this.training.candidates(id) })) as { run: TrainingRunSummary; candidates: ApoCandidate[] };
+  }
+
+  /** A run the daemon drives (GRPO), recorded before it starts: its config already parsed. */
+  recordTrainingRun(algorithm: string, config: Json): TrainingRun {
+    return this.writeTraining((run: TrainingRun) => run.id, (training) => training.create(algorithm, config));
+  }
+
+  setTrainingRunStatus(id: string, to: TrainingRunStatus, details: { readonly error?: string | null } = {}): TrainingRun {
+    return this.writeTraining(id, (training) => training.transition(id, to, details));
+  }
+
+  /** A step's metrics and, when it saved one, its checkpoint (returned): one commit. */
+  recordTrainingStep(runId: string, step: number, metrics: Readonly<Record<string, number>>, checkpoint?: { readonly dir: string; readonly metrics: Readonly<Record<string, number>> }): Checkpoint | undefined {
+    return this.writeTraining(runId, (training) => {
+      if (Object.keys(metrics).length > 0) training.addMetrics(runId, step, metrics);
+      return checkpoint && training.addCheckpoint(runId, step, checkpoint.dir, checkpoint.metrics);
+    });
+  }
+
+  checkpoint(id: string): Checkpoint {
+    return this.training.checkpoint(id);
+  }
+
+  /** A run's checkpoints (every run's without `runId`), oldest first. */
+  checkpoints(runId?: string): Checkpoint[] {
+    if (runId !== undefined) this.training.get(runId);
+    return this.training.checkpoints(runId);
+  }
+
+  /** The policy version rollouts served by this checkpoint record (`resources.policy`). */
+  policyVersionFor(checkpoint: Checkpoint): number {
+    return this.writeTraining(checkpoint.runId, (training) => training.policyVersionFor(checkpoint));
+  }
+
+  addPolicyVersion(value: { runId: string; step: number; checkpoint: string | null }): number {
+    return this.writeTraining(value.runId, (training) => training.addPolicyVersion(value));
+  }
+
   /** Changes training run `runId` (or the one `fn` returns) in one transaction, and announces it after the commit (with the APO round it recorded). */
-  writeTraining<T>(runId: string | ((result: T) => string), fn: (training: TrainingRunRepository) => T, round: number | null = null): T {
+  private writeTraining<T>(runId: string | ((result: T) => string), fn: (training: TrainingRunRepository) => T, round: number | null = null): T {
     const result = this.write(() => fn(this.training));
     this.runChanged(typeof runId === 'string' ? runId : runId(result), round);
     return result;
@@ -454,10 +512,5 @@ export class Store {
   }
 }
 
-export interface Trajectory {
-  readonly rollout: Rollout;
-  readonly spans: TrainingSpan[];
-  readonly rewards: Reward[];
-}
 
 export { LATEST_SCHEMA_VERSION };

@@ -19,7 +19,8 @@ import {
   type TrainingRunStatus,
   type TrainingRunSummary,
 } from '../protocol';
-import { InvalidTransitionError, NotFoundError } from '../errors';
+import { InvalidTransitionError, NotFoundError } from '../protocol/errors';
+import { isFinal } from '../protocol/status';
 
 interface RunRow {
   id: string;
@@ -105,7 +106,6 @@ const NEXT: Record<TrainingRunStatus, readonly TrainingRunStatus[]> = {
   cancelled: ['running'],
 };
 
-const FINAL: readonly TrainingRunStatus[] = ['succeeded', 'failed', 'cancelled'];
 
 /** What a status change records besides the status. */
 export interface TransitionDetails {
@@ -189,14 +189,14 @@ export class TrainingRunRepository {
     const run = this.get(id);
     if (!NEXT[run.status].includes(to)) throw new InvalidTransitionError(`training run ${id} is ${run.status} and cannot become ${to}`);
     const result = details.result ?? null;
-    this.updateRun.run({ id, status: to, error: details.error ?? null, result: result === null ? null : JSON.stringify(result), now, running: to === 'running' ? 1 : 0, resumed: to === 'running' && FINAL.includes(run.status) ? 1 : 0 });
+    this.updateRun.run({ id, status: to, error: details.error ?? null, result: result === null ? null : JSON.stringify(result), now, running: to === 'running' ? 1 : 0, resumed: to === 'running' && isFinal(run.status) ? 1 : 0 });
     return this.get(id);
   }
 
   /** Records a cancel request (the process running the run acts on it); a final run is left as it is. */
   requestCancel(id: string, now = Date.now()): TrainingRun {
     const run = this.get(id);
-    if (FINAL.includes(run.status)) return run;
+    if (isFinal(run.status)) return run;
     this.cancel.run(now, id);
     return this.get(id);
   }

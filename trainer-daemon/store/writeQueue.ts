@@ -10,7 +10,7 @@
  * daemon's memory growing without limit.
  */
 import type { SpanInput } from '../protocol';
-import { errorMessage, OverloadedError, PayloadTooLargeError, StorageUnavailableError } from '../errors';
+import { errorMessage, OverloadedError, PayloadTooLargeError, StorageUnavailableError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { SpanBatchOutcome, StoredSpanResult } from './spans';
 import type { Store } from './store';

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { DoctorReport } from '../protocol';
 import { PYTHON_PACKAGE_DIR } from './worker';
-import { NotFoundError } from '../errors';
+import { NotFoundError } from '../protocol/errors';
 import { findPython, pythonCandidates, probePython, venvDir, venvPython, type PythonProbe } from './python';
 
 export const APT_PACKAGES = ['python3-torch', 'libopenblas0-pthread'];

@@ -4,9 +4,9 @@
  * loss, KL, entropy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
  */
 import type { MetricSeries, TrainingRunDetail } from '../protocol';
-import type { RunnerClient } from '../runner/batch';
+import type { RunnerClient } from '../runner/pool';
+import { isFinal } from '../protocol/status';
 
-const FINAL = new Set(['succeeded', 'failed', 'cancelled']);
 
 const HEADERS = ['ITER', 'REWARD', 'VAL', 'LOSS', 'KL', 'ENTROPY', 'CLIP', 'TOK/S', 'SECONDS'];
 const WIDTHS = [5, 11, 5, 7, 7, 7, 5, 7, 7];
@@ -58,7 +58,7 @@ export async function followRun(client: RunnerClient, runId: string, options: Fo
   try {
     for (;;) {
       const detail = await client.request('getTrainingRun', { id: runId });
-      const done = FINAL.has(detail.run.status);
+      const done = isFinal(detail.run.status);
       const steps = byStep(detail.metrics);
       const last = Math.max(-1, ...steps.keys());
       // A step is complete once a later one has begun (its validation lands after its update), or the run ended.

@@ -7,13 +7,13 @@
  */
 import { readFileBounded } from '../util/readFileBounded';
 import path from 'node:path';
-import { grpoBatchId, SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
-import { InvalidInputError } from '../errors';
+import { describeIssues, grpoBatchId, SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
+import { InvalidInputError } from '../protocol/errors';
 import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import { findPython } from './python';
-import type { RolloutScoring } from '../runner/scoring';
+import type { RolloutScoring } from '../runner/pool';
 import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';
@@ -37,11 +37,18 @@ export function readDemonstrations(file: string): SftExample[] {
   const text = readFileBounded(file, 1024 * 1024 * 1024, 'warmStart.file');
   return text.split('\n').flatMap((line, index) => {
     if (!line.trim()) return [];
-    const example = JSON.parse(line) as { messages?: Array<Record<string, unknown>>; tools?: unknown[] };
+    const where = `warmStart.file ${file}:${index + 1}`;
+    let example: { messages?: Array<Record<string, unknown>>; tools?: unknown[] };
+    try {
+      example = JSON.parse(line) as typeof example;
+    } catch {
+      throw new InvalidInputError(`${where}: not a JSON object (one chat example per line, as \`lightning export --format chat\` writes)`);
+    }
     const last = example.messages?.at(-1);
-    if (!last || last.role !== 'assistant') throw new InvalidInputError(`warmStart.file ${file}:${index + 1}: the last message must be the assistant's`);
-    const completion = SftExample.shape.completion.parse({ ...(typeof last.content === 'string' ? { content: last.content } : {}), ...(Array.isArray(last.tool_calls) ? { tool_calls: last.tool_calls } : {}) });
-    return [{ messages: example.messages!.slice(0, -1), ...(example.tools ? { tools: example.tools } : {}), completion }];
+    if (!last || last.role !== 'assistant') throw new InvalidInputError(`${where}: the last message must be the assistant's`);
+    const completion = SftExample.shape.completion.safeParse({ ...(typeof last.content === 'string' ? { content: last.content } : {}), ...(Array.isArray(last.tool_calls) ? { tool_calls: last.tool_calls } : {}) });
+    if (!completion.success) throw new InvalidInputError(`${where}: the assistant's message: ${describeIssues(completion.error, 'completion')}`);
+    return [{ messages: example.messages!.slice(0, -1), ...(example.tools ? { tools: example.tools } : {}), completion: completion.data }];
   });
 }
 
@@ -89,7 +96,7 @@ class Iterations {
   /** Creates and runs one batch of rollouts; returns them with their episode rewards (0 when none). */
   async rollouts(tasks: readonly Task[], samples: number, mode: 'train' | 'val', step: number, checkpoint: string | null): Promise<{ batchId: string; rewards: number[]; seconds: number; completionTokens: number }> {
     const started = performance.now();
-    const resourcesVersion = this.ctx.store.writeTraining(this.runId, (t) => t.addPolicyVersion({ runId: this.runId, step, checkpoint }));
+    const resourcesVersion = this.ctx.store.addPolicyVersion({ runId: this.runId, step, checkpoint });
     const batchId = grpoBatchId(this.runId, mode, step);
     const ids: string[] = [];
     for (const task of tasks) {
@@ -175,10 +182,7 @@ class Iterations {
     }
     const dir = checkpointDir(this.ctx.store.file, this.runId, step);
     await this.worker.request('save', { dir, metrics });
-    this.ctx.store.writeTraining(this.runId, (t) => {
-      t.addMetrics(this.runId, step, metrics);
-      t.addCheckpoint(this.runId, step, dir, metrics);
-    });
+    this.ctx.store.recordTrainingStep(this.runId, step, metrics, { dir, metrics });
     return { metrics, checkpoint: dir };
   }
 
@@ -208,7 +212,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker'), distributed: config.distributed });
   const stop = (): void => worker.dispose();
   try {
-    const last = ctx.store.training.checkpoints(runId).at(-1);
+    const last = ctx.store.checkpoints(runId).at(-1);
     const adapter = config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
     const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(config.device === 'cuda' ? {} : { threads: 1 }), ...(last ? { checkpoint: last.path } : {}) });
     ctx.logger.info('policy loaded', { runId, ...loaded });
@@ -236,10 +240,10 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
         checkpoint = checkpointDir(ctx.store.file, runId, 0);
         await worker.request('save', { dir: checkpoint, metrics: start });
         const saved = checkpoint;
-        ctx.store.writeTraining(runId, (t) => t.addCheckpoint(runId, 0, saved, start));
+        ctx.store.recordTrainingStep(runId, 0, {}, { dir: saved, metrics: start });
       }
       Object.assign(start, await iterations.evaluate(valTasks, 0, checkpoint));
-      ctx.store.writeTraining(runId, (t) => t.addMetrics(runId, 0, start));
+      ctx.store.recordTrainingStep(runId, 0, start);
     }
     for (let step = first; step <= config.iterations && !ctx.signal.aborted; step += 1) {
       const done = await iterations.step(trainTasks, step, checkpoint);
@@ -248,7 +252,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
       if (step % config.evalEvery === 0 || step === config.iterations) {
         const val = await iterations.evaluate(valTasks, step, checkpoint);
         if (ctx.signal.aborted) break;
-        ctx.store.writeTraining(runId, (t) => t.addMetrics(runId, step, val));
+        ctx.store.recordTrainingStep(runId, step, val);
       }
     }
   } catch (error) {

@@ -6,12 +6,13 @@
  */
 import type { z } from 'zod';
 import { GrpoConfig, type StartTrainingParams, type TrainingRun } from '../protocol';
-import { ConflictError, InvalidInputError, errorMessage } from '../errors';
+import { ConflictError, InvalidInputError, errorMessage } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
-import type { Disposable } from '../util/event';
+import type { Disposable } from '../protocol/event';
 import { defaultRewardsFile } from '../rewards/config';
-import { scoringFor, type RolloutScoring } from '../runner/scoring';
+import { scoringFor } from '../runner/scoring';
+import type { RolloutScoring } from '../runner/pool';
 import { runGrpo } from './grpo';
 import type { Caller } from './rollouts';
 
@@ -23,11 +24,11 @@ export class TrainingManager implements Disposable {
     private readonly call: Caller,
     private readonly logger: Logger,
   ) {
-    for (const run of store.training.list()) {
+    for (const run of store.trainingRunRecords()) {
       if (run.status === 'running' || run.status === 'queued') {
         // Its driver (this daemon's loop, or an APO process talking through the daemon) is gone.
         const error = `the daemon stopped during this run${run.algorithm === 'grpo' ? `; resume it with \`lightning train --resume ${run.id}\`` : ''}`;
-        store.writeTraining(run.id, (t) => t.transition(run.id, 'failed', { error }));
+        store.setTrainingRunStatus(run.id, 'failed', { error });
       }
     }
   }
@@ -37,7 +38,7 @@ export class TrainingManager implements Disposable {
     let config: GrpoConfig;
     let scoring: RolloutScoring | undefined;
     if (params.resume !== undefined) {
-      const run = this.store.training.get(params.resume);
+      const run = this.store.trainingRun(params.resume);
       if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
       config = GrpoConfig.parse(run.config);
       // Its rewards file may have been deleted or broken since.
@@ -51,9 +52,9 @@ export class TrainingManager implements Disposable {
       }
       if (config.valDataset !== null) this.store.listTasks(config.valDataset);
       scoring = checkedScoring(config, this.store.file, 'params.config.rewardsFile');
-      runId = this.store.writeTraining((run: TrainingRun) => run.id, (t) => t.create(config.algorithm, config)).id;
+      runId = this.store.recordTrainingRun(config.algorithm, config).id;
     }
-    const started = this.store.writeTraining(runId, (t) => t.transition(runId, 'running'));
+    const started = this.store.setTrainingRunStatus(runId, 'running');
     const controller = new AbortController();
     const done = this.drive(runId, config, scoring, controller.signal).finally(() => this.active.delete(runId));
     this.active.set(runId, { controller, done });
@@ -71,7 +72,7 @@ export class TrainingManager implements Disposable {
     if (!active) throw new ConflictError(`training run ${id} is not running in this daemon`);
     active.controller.abort();
     await active.done;
-    return this.store.training.get(id);
+    return this.store.trainingRun(id);
   }
 
   private async drive(runId: string, config: GrpoConfig, scoring: RolloutScoring | undefined, signal: AbortSignal): Promise<void> {
@@ -79,10 +80,10 @@ export class TrainingManager implements Disposable {
     try {
       await runGrpo(runId, config, { store: this.store, call: this.call, logger, signal, scoring });
       if (!this.store.isOpen) return;
-      this.store.writeTraining(runId, (t) => t.transition(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null }));
+      this.store.setTrainingRunStatus(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null });
     } catch (error) {
       logger.error('training run failed', { error: errorMessage(error) });
-      if (this.store.isOpen) this.store.writeTraining(runId, (t) => t.transition(runId, 'failed', { error: errorMessage(error) }));
+      if (this.store.isOpen) this.store.setTrainingRunStatus(runId, 'failed', { error: errorMessage(error) });
     }
   }
 

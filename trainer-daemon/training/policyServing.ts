@@ -10,10 +10,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { GrpoConfig, type Checkpoint, type PolicyChanged, type PolicyDevice, type ServedPolicy, type ServePolicyParams } from '../protocol';
-import { ConflictError, NotFoundError } from '../errors';
+import { ConflictError, NotFoundError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
-import { Emitter, type Disposable, type Event } from '../util/event';
+import { Emitter, type Disposable, type Event } from '../protocol/event';
 import { findPython } from './python';
 import { TrainerWorker } from './worker';
 
@@ -79,7 +79,7 @@ export class PolicyServing implements Disposable {
   }
 
   private checkpoint(id: string): Checkpoint {
-    const checkpoint = this.store.training.checkpoint(id);
+    const checkpoint = this.store.checkpoint(id);
     if (!fs.existsSync(path.join(checkpoint.path, 'config.json'))) {
       throw new NotFoundError(`checkpoint ${id}'s files are missing: ${checkpoint.path} has no config.json (was the checkpoints folder moved or deleted?)`);
     }
@@ -87,7 +87,7 @@ export class PolicyServing implements Disposable {
   }
 
   private async start(checkpoint: Checkpoint, params: ServePolicyParams): Promise<ServedPolicy> {
-    const run = GrpoConfig.safeParse(this.store.training.get(checkpoint.runId).config);
+    const run = GrpoConfig.safeParse(this.store.trainingRun(checkpoint.runId).config);
     const device: PolicyDevice = params.device ?? (run.success ? run.data.device : 'auto');
     const python = await findPython(this.store.file, params.python ?? (run.success ? (run.data.python ?? undefined) : undefined));
     const logger = this.logger.child(checkpoint.id);
@@ -97,7 +97,7 @@ export class PolicyServing implements Disposable {
       this.checkOpen();
       const loaded = await worker.request('load', { checkpoint: checkpoint.path, device, ...(device === 'cuda' ? {} : { threads: 1 }) });
       const { url } = await worker.request('serve', {});
-      const policyVersion = this.store.writeTraining(checkpoint.runId, (t) => t.policyVersionFor(checkpoint));
+      const policyVersion = this.store.policyVersionFor(checkpoint);
       const served: ServedPolicy = { checkpointId: checkpoint.id, runId: checkpoint.runId, step: checkpoint.step, url, policyVersion, device: loaded.device, startedAt: Date.now() };
       this.serving = { served, worker };
       worker.onDidExit((error) => this.crashed(worker, error.message));

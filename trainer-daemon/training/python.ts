@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { NotFoundError } from '../errors';
+import { NotFoundError } from '../protocol/errors';
 
 export interface PythonCandidate {
   readonly executable: string;

@@ -4,8 +4,8 @@
  * requested. The runner is given the daemon's own handlers, so no RPC hop is spent in-process.
  */
 import path from 'node:path';
-import { BatchRunner, type BatchMode, type RunnerClient } from '../runner/batch';
-import type { RolloutScoring } from '../runner/scoring';
+import { BatchRunner } from '../runner/batch';
+import type { BatchMode, RolloutScoring, RunnerClient } from '../runner/pool';
 import type { RayOptions } from '../runner/rayDriver';
 
 /** What the loop needs of the daemon: its RPC methods (the daemon passes its own handler table). */

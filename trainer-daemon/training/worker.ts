@@ -20,9 +20,9 @@ import {
   type WorkerParamsOf,
   type WorkerResultOf,
 } from '../protocol';
-import { InvalidInputError, LightningError } from '../errors';
+import { InvalidInputError, LightningError } from '../protocol/errors';
 import type { Logger } from '../log';
-import { Emitter, type Disposable, type Event } from '../util/event';
+import { Emitter, type Disposable, type Event } from '../protocol/event';
 import { torchrunArgs, torchrunFailures, type DistributedSpec } from './torchrun';
 
 /** trainer-daemon/python, beside this module in the checkout (the bundles live in dist/). */

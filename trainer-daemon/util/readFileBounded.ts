@@ -5,7 +5,7 @@
  * quotes the file's content (`/etc/passwd` named as a rewards file must not leak its first line).
  */
 import fs from 'node:fs';
-import { InvalidInputError, PayloadTooLargeError } from '../errors';
+import { InvalidInputError, PayloadTooLargeError } from '../protocol/errors';
 
 export function readFileBounded(file: string, maxBytes: number, what: string): string {
   let fd: number;

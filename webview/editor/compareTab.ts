@@ -6,7 +6,8 @@
  */
 import type { Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
 import { button, el } from '../dom';
-import { formatDuration, formatTokens, rewardText, rolloutDuration, rolloutTitle, STATUS_ICON } from '../format';
+import { formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
+import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import { alignSteps, compareSteps, compareTotals, wordDiff, type AlignedPair, type CompareStep, type DiffPart } from './compareLogic';
 
 export interface CompareTabActions {

@@ -5,7 +5,7 @@
  * request and response one click away; a copy button on every turn and on the raw JSON.
  */
 import { button, el } from '../dom';
-import { formatDuration } from '../format';
+import { formatDuration } from '../../trainer-daemon/protocol/format';
 import { blockText, turnText, type Block, type Conversation, type Turn } from './conversation';
 
 function pretty(json: string): string {

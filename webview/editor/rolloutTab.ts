@@ -8,7 +8,8 @@
  */
 import type { Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
 import { button, el } from '../dom';
-import { formatDuration, formatTime, formatTokens, rewardText, rolloutDuration, rolloutTitle, STATUS_ICON } from '../format';
+import { formatTime, formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
+import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import { conversationOf } from './conversation';
 import { isSlim } from './slimSpan';
 import { conversationElement } from './conversationView';

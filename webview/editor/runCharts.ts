@@ -1,7 +1,7 @@
 /** A run tab's charts, pure: GRPO's named charts (grpoCharts.ts), else one chart per metric the algorithm records. */
 import type { MetricSeries } from '../../trainer-daemon/protocol/training';
-import { formatValue, grpoCharts, type ChartData } from '../grpoCharts';
-import { seriesOf } from '../metricChart';
+import { formatValue, grpoCharts, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
+import { seriesOf } from '../../trainer-daemon/protocol/chart';
 
 export function runCharts(algorithm: string, metrics: MetricSeries): ChartData[] {
   if (algorithm === 'grpo') return grpoCharts(metrics);

@@ -9,8 +9,8 @@ import type { Checkpoint, TrainingRun } from '../../trainer-daemon/protocol/reco
 import type { MetricSeries } from '../../trainer-daemon/protocol/training';
 import { button, el } from '../dom';
 import { formatTime } from '../format';
-import { formatValue, mergeMetrics, type ChartData } from '../grpoCharts';
-import { bandChartSvg, CHART_COLOURS, stepAt } from '../metricChart';
+import { formatValue, mergeMetrics, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
+import { bandChartSvg, CHART_COLOURS, stepAt } from '../../trainer-daemon/protocol/chart';
 import { runCharts } from './runCharts';
 import { RUN_STATUS_ICON, runOutcome, runSubject } from '../trainingRunFormat';
 import type { TrainingRunView } from '../trainingRunProtocol';

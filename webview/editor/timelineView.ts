@@ -7,7 +7,7 @@
  */
 import type { SpanCategory } from '../../trainer-daemon/protocol/records';
 import { el } from '../dom';
-import { formatDuration } from '../format';
+import { formatDuration } from '../../trainer-daemon/protocol/format';
 import { barPixels, fullViewport, panViewport, rowAt, timeTicks, visibleRows, zoomViewport, type TimelineLayout, type TimelineRow, type Viewport } from './timelineLayout';
 
 export const ROW_HEIGHT = 22;

@@ -2,7 +2,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
-import { errorMessage, InvalidInputError, NotFoundError } from '../../errors';
+import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { parseTasksJsonl } from '../../datasets/parse';
 import { openBackend } from '../backend';
 import { registerDatasetRun } from './datasetRun';

@@ -11,20 +11,24 @@ import { ensurePrivateDir } from '../../util/privateFiles';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { RolloutMode, type Rollout, type RolloutScore } from '../../protocol';
-import { InvalidInputError, NotFoundError } from '../../errors';
+import { InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { AgentPidLog } from '../../runner/agentPids';
-import { BatchRunner, type BatchMode } from '../../runner/batch';
+import { BatchRunner } from '../../runner/batch';
+import type { BatchMode } from '../../runner/pool';
 import { scoreErrors, scoringFor } from '../../runner/scoring';
 import { DEFAULT_REWARDS_FILE } from '../../rewards/config';
-import type { RpcClient } from '../../rpc/client';
+import type { RpcClient } from '../../protocol/connection';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { Progress } from '../progress';
-import { duration, num, rolloutDuration, table } from '../format';
+import { duration, num, table } from '../format';
+import { rolloutDuration } from '../../protocol/format';
+import type { BatchFinished, BatchStarted } from '../../protocol/cliLines';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { addRayOptions, rayOptionsFrom } from '../rayOptions';
 import { addCheckpointOptions, resolveRouting, resumeRoutingOptions, type RoutingOptions } from '../routing';
 
 interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
+  progress: 'human' | 'json';
   split?: 'train' | 'val' | 'test';
   samples: string;
   concurrency: string;
@@ -100,6 +104,7 @@ export function registerDatasetRun(dataset: Command): void {
     .argument('<command...>', 'the agent command (after --); it reads its task from LIGHTNING_TASK')
     .addOption(storeOption())
     .addOption(jsonOption())
+    .addOption(new Option('--progress <format>', 'progress on stderr: human lines (a bar on a terminal), or json lines (protocol/cliLines.ts) for programs').choices(['human', 'json']).default('human'))
     .addOption(new Option('--split <split>', 'only this split').choices(['train', 'val', 'test']))
     .option('--samples <n>', 'rollouts per task', '1')
     .option('--concurrency <n>', 'agents running at once', '4')
@@ -176,14 +181,15 @@ export function registerDatasetRun(dataset: Command): void {
           }
         }
         const how = `${mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`}${ray ? ` on the Ray cluster ${ray.address}` : ''}`;
-        process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}${rewardsFile ? `, scored with ${rewardsFile}` : ''}\n`);
+        if (options.progress === 'json') process.stderr.write(`${JSON.stringify({ event: 'batch-started', batchId, total: queued.length, scored: Boolean(rewardsFile) } satisfies BatchStarted)}\n`);
+        else process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}${rewardsFile ? `, scored with ${rewardsFile}` : ''}\n`);
         if (cancelled) {
           for (const id of queued) await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
           queued = [];
         }
         ensurePrivateDir(logDirOf(batchId));
         const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
-        const progress = new Progress(process.stderr, queued.length);
+        const progress = new Progress(process.stderr, queued.length, process.stderr.isTTY === true, options.progress === 'json');
         runner = new BatchRunner({
           client, mode, timeoutMs, upstream: routing.upstream, providerUpstreams: routing.providerUpstreams, tokenIds: routing.tokenIds,
           logDir: logDirOf(batchId), env: process.env, onSpawn: (pid) => pids.record(pid),
@@ -201,7 +207,7 @@ export function registerDatasetRun(dataset: Command): void {
         const scoringErrors = scoringErrorList(rollouts, runner.scores);
         if (options.json) {
           const scored = rewardsFile && { rewardsFile, scored: [...runner.scores.values()].filter((s) => s.value !== null).length, errors: scoringErrors };
-          process.stdout.write(`${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary, ...(scored ? { scoring: scored } : {}) })}\n`);
+          process.stdout.write(`${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary, ...(scored ? { scoring: scored } : {}) } satisfies BatchFinished)}\n`);
         } else {
           const errorsColumn = scoring ? ['SCORE ERRORS'] : [];
           process.stdout.write(`${table(['TASK', 'ROLLOUTS', 'SUCCEEDED', 'MEAN REWARD', 'P50', 'P95', 'TOKENS', ...errorsColumn], summary.map((s) => [s.task, String(s.rollouts), `${Math.round((100 * s.succeeded) / Math.max(1, s.rollouts))}%`, num(s.meanReward), duration(s.p50Ms), duration(s.p95Ms), String(Math.round(s.meanTokens)), ...(scoring ? [String(s.scoreErrors)] : [])]))}\n`);

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { AdvantageOptions, CreditOptions, ExportReport, RewardPolicy, RolloutMode, RolloutStatus, Transition, describeIssues } from '../../protocol';
-import { errorMessage, InvalidInputError, NotFoundError } from '../../errors';
+import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { buildTransitions, toChatExample } from '../../lightningrl/transitions';
 import { writeFileAtomically } from '../../util/privateFiles';
 import { Store } from '../../store/store';

@@ -1,7 +1,7 @@
 /** `lightning resource put|list|get|set-current`: versioned resources (prompt templates agents read at run time). */
 import fs from 'node:fs';
 import type { Command } from 'commander';
-import { errorMessage, InvalidInputError, NotFoundError } from '../../errors';
+import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { Json, placeholders } from '../../protocol';
 import { openBackend } from '../backend';
 import { positiveInt } from './datasetRun';

@@ -1,6 +1,6 @@
 /** `lightning reward ID VALUE`: append a human reward (annotations are never overwritten). */
 import type { Command } from 'commander';
-import { InvalidInputError } from '../../errors';
+import { InvalidInputError } from '../../protocol/errors';
 import { openBackend } from '../backend';
 import { num } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';

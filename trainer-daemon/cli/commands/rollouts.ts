@@ -1,9 +1,10 @@
 /** `lightning rollouts`: the rollout list, newest first, with the panel's filters. */
 import { Option, type Command } from 'commander';
 import { RolloutMode, RolloutStatus, type ListRolloutsParams } from '../../protocol';
-import { InvalidInputError } from '../../errors';
+import { InvalidInputError } from '../../protocol/errors';
 import { openBackend } from '../backend';
-import { duration, num, rolloutDuration, table, time, truncate } from '../format';
+import { duration, num, table, time, truncate } from '../format';
+import { rolloutDuration } from '../../protocol/format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 
 interface RolloutsOptions extends GlobalOptions {

@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import os from 'node:os';
 import { Option, type Command } from 'commander';
 import { instrumentationEnv, Json, RolloutMode, type Rollout, type RolloutStatus } from '../../protocol';
-import { errorMessage, InvalidInputError } from '../../errors';
+import { errorMessage, InvalidInputError } from '../../protocol/errors';
 import { connectOrStartDaemon, type DaemonConnection } from '../daemonConnection';
 import { resolveStore, storeOption, type GlobalOptions } from '../options';
 import { addCheckpointOptions, resolveRouting, type RoutingOptions } from '../routing';

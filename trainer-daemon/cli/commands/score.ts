@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import type { ScoreRolloutsResult } from '../../protocol';
-import { NotFoundError } from '../../errors';
+import { NotFoundError } from '../../protocol/errors';
 import { DEFAULT_REWARDS_FILE, judgeKeys, loadRewardsFile } from '../../rewards/config';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { num, table, truncate } from '../format';

@@ -1,9 +1,13 @@
 /** `lightning serve`: the daemon in the foreground; ready line on stdout, JSON logs on stderr. */
 import type { Command } from 'commander';
 import { Daemon, DEFAULT_UPSTREAM, upstreamFromEnv } from '../../daemon';
-import { InvalidInputError } from '../../errors';
-import { redactUrl } from '../../secrets';
-import { createLogger } from '../../log';
+import type { StartupFailed } from '../../protocol/cliLines';
+import { errorMessage, InvalidInputError, mapError } from '../../protocol/errors';
+import { StoreOwnedError } from '../../discovery';
+import { NativeModuleError } from '../../store/nativeModules';
+import { SqliteDriverError } from '../../store/driver';
+import { redactUrl } from '../../protocol/secrets';
+import { createLogger, type Logger } from '../../log';
 import { storeOption, type GlobalOptions } from '../options';
 
 /** The loopback names the daemon also accepts as Host (server/http.ts); any other --host is for agents only. */
@@ -20,6 +24,26 @@ export function parseUpstream(value: string, what = '--upstream'): string {
   return value.replace(/\/+$/, '');
 }
 
+async function start(options: GlobalOptions & { host: string; port: string; upstream?: string }, logger: Logger): Promise<Daemon> {
+  if (/^(0\.0\.0\.0|::|\[::\]|0+)$/.test(options.host)) {
+    throw new InvalidInputError(`--host ${options.host}: name one address of this machine on the network the agents share (e.g. 10.0.0.5), not every interface`);
+  }
+  const loopback = LOOPBACK.test(options.host);
+  const port = Number(options.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new InvalidInputError(`--port ${options.port}: expected a port number 0..65535`);
+  const upstream = upstreamFromEnv(process.env, options.upstream === undefined ? undefined : parseUpstream(options.upstream));
+  const daemon = await Daemon.start({ storeFile: options.store, host: loopback ? options.host : '127.0.0.1', port, logger, upstream, ...(loopback ? {} : { agentHost: options.host.replace(/^\[(.*)\]$/, '$1') }) });
+  if (!loopback) logger.warn('agents reach this daemon beyond loopback: only the agent routes listen there (capability URLs); open that port to the agents\' machines only', { agents: options.host });
+  return daemon;
+}
+
+/** What a start failure means to the starter: another daemon owns the store, the runtime, a setting, or else. */
+export function startupFailed(error: unknown): StartupFailed {
+  const { kind } = mapError(error);
+  const reason = error instanceof StoreOwnedError ? 'store_owned' : error instanceof NativeModuleError || error instanceof SqliteDriverError ? 'runtime' : error instanceof InvalidInputError ? 'configuration' : 'other';
+  return { event: 'startup-failed', reason, kind, message: errorMessage(error) };
+}
+
 export function registerServe(program: Command): void {
   program
     .command('serve')
@@ -29,16 +53,12 @@ export function registerServe(program: Command): void {
     .option('--port <number>', 'port to listen on (0: any free port)', '0')
     .option('--upstream <url>', `OpenAI-compatible base URL for agents without their own OPENAI_BASE_URL (env LIGHTNING_UPSTREAM_URL; default ${DEFAULT_UPSTREAM}); the key comes from LIGHTNING_UPSTREAM_API_KEY`)
     .action(async (options: GlobalOptions & { host: string; port: string; upstream?: string }) => {
-      if (/^(0\.0\.0\.0|::|\[::\]|0+)$/.test(options.host)) {
-        throw new InvalidInputError(`--host ${options.host}: name one address of this machine on the network the agents share (e.g. 10.0.0.5), not every interface`);
-      }
-      const loopback = LOOPBACK.test(options.host);
-      const port = Number(options.port);
-      if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new InvalidInputError(`--port ${options.port}: expected a port number 0..65535`);
       const logger = createLogger('daemon');
-      const upstream = upstreamFromEnv(process.env, options.upstream === undefined ? undefined : parseUpstream(options.upstream));
-      const daemon = await Daemon.start({ storeFile: options.store, host: loopback ? options.host : '127.0.0.1', port, logger, upstream, ...(loopback ? {} : { agentHost: options.host.replace(/^\[(.*)\]$/, '$1') }) });
-      if (!loopback) logger.warn('agents reach this daemon beyond loopback: only the agent routes listen there (capability URLs); open that port to the agents\' machines only', { agents: options.host });
+      const daemon = await start(options, logger).catch((error: unknown) => {
+        // The first stdout line says why, for whoever started the daemon (the extension's supervisor).
+        process.stdout.write(`${JSON.stringify(startupFailed(error))}\n`);
+        throw error;
+      });
       process.stdout.write(`${JSON.stringify(daemon.readyMessage())}\n`);
       await new Promise<void>((resolve) => {
         const stop = (signal: NodeJS.Signals): void => {

@@ -2,7 +2,8 @@
 import type { Command } from 'commander';
 import type { RolloutDetail, Span } from '../../protocol';
 import { openBackend } from '../backend';
-import { duration, num, rolloutDuration, table, time, truncate } from '../format';
+import { duration, num, table, time, truncate } from '../format';
+import { rolloutDuration } from '../../protocol/format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { summarizeLlmCall } from '../summarize';
 

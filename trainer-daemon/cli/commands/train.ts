@@ -5,7 +5,7 @@
  * (trainGrpo.ts, trainApo.ts). Defaults are the configuration schemas' (protocol/training.ts, apo.ts).
  */
 import { Option, type Command } from 'commander';
-import { InvalidInputError } from '../../errors';
+import { InvalidInputError } from '../../protocol/errors';
 import { runPlacement, type TrainingRunSummary } from '../../protocol';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { table, time } from '../format';

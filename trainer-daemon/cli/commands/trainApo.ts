@@ -3,11 +3,12 @@
  * with progress lines on stderr and Ctrl-C as a cancel, then a summary (best prompt, its
  * validation score against the seed's, the diff) or, with --json, the run's result.
  */
+import type { TrainingFinished, TrainingStarted } from '../../protocol/cliLines';
 import fs from 'node:fs';
 import path from 'node:path';
 import { ApoConfig, describeIssues, userUpstream, type ApoConfigInput, type ApoResult } from '../../protocol';
-import { errorMessage, InvalidInputError, NotFoundError } from '../../errors';
-import type { RpcClient } from '../../rpc/client';
+import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
+import type { RpcClient } from '../../protocol/connection';
 import { CancelledError } from '../../apo/evaluate';
 import { runApo } from '../../apo/loop';
 import { apoScoring } from '../../apo/reward';
@@ -118,7 +119,7 @@ export async function runApoCommand(argv: string[], flags: ApoFlags): Promise<vo
       result = await runApo(
         { client, config, argv, upstream, apiKey: process.env.OPENAI_API_KEY || undefined, env: process.env, logDir: path.join(path.dirname(storeFile), 'logs'), scoring, signal: abort.signal },
         {
-          started: (runId) => process.stdout.write(flags.json ? `${JSON.stringify({ event: 'training-started', algorithm: 'apo', runId })}\n` : `APO run ${runId}\n`),
+          started: (runId) => process.stdout.write(flags.json ? `${JSON.stringify({ event: 'training-started', algorithm: 'apo', runId } satisfies TrainingStarted)}\n` : `APO run ${runId}\n`),
           progress: (line) => process.stderr.write(`apo: ${line}\n`),
         },
       );
@@ -130,7 +131,7 @@ export async function runApoCommand(argv: string[], flags: ApoFlags): Promise<vo
       return;
     }
     if (result.stopReason === 'cancelled') process.exitCode = 130;
-    process.stdout.write(flags.json ? `${JSON.stringify({ event: 'training-finished', algorithm: 'apo', ...result })}\n` : `${summary(result)}\n`);
+    process.stdout.write(flags.json ? `${JSON.stringify({ event: 'training-finished', algorithm: 'apo', ...result } satisfies TrainingFinished)}\n` : `${summary(result)}\n`);
   } finally {
     for (const signal of signals) process.off(signal, cancel);
     await close();

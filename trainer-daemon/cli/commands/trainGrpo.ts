@@ -5,12 +5,13 @@
  * `--resume RUN` continues from the last checkpoint. The loop itself is `runGrpo` (training/grpo.ts),
  * run by the daemon.
  */
+import type { TrainingFinished } from '../../protocol/cliLines';
 import path from 'node:path';
 import { otherNodeCommand } from '../../training/torchrun';
 import { GrpoConfig, runPlacement, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
-import { InvalidInputError } from '../../errors';
+import { InvalidInputError } from '../../protocol/errors';
 import { followRun, iterationCells, iterationLine } from '../../training/follow';
-import type { RunnerClient } from '../../runner/batch';
+import type { RunnerClient } from '../../runner/pool';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { resolveStore, type GlobalOptions } from '../options';
 
@@ -144,7 +145,7 @@ export async function runGrpoCommand(argv: string[], options: GrpoFlags): Promis
   const { client, close } = await connectOrStartDaemon(resolveStore(options));
   try {
     const { run, checkpoints } = await trainAndFollow(client, start, options.json ?? false);
-    if (options.json) process.stdout.write(`${JSON.stringify({ event: 'training-finished', run, checkpoints })}\n`);
+    if (options.json) process.stdout.write(`${JSON.stringify({ event: 'training-finished', run, checkpoints } satisfies TrainingFinished)}\n`);
     else {
       process.stdout.write(`Run ${run.id} ${run.status}${run.error && run.status !== 'cancelled' ? `: ${run.error}` : ''}. ${checkpoints.length} checkpoint(s)${checkpoints.length ? `, the last: ${checkpoints.at(-1)!.path}` : ''}.\n`);
     }

@@ -3,7 +3,7 @@
  * records, OTLP spans, command lines, upstream URLs, log fields — goes through here: credential-
  * named fields are dropped, key-shaped strings and per-rollout capability URLs are redacted.
  */
-import type { Json, SpanInput } from './protocol/records';
+import type { Json, SpanInput } from './records';
 
 const CREDENTIAL_WORDS = new Set(['authorization', 'password', 'passwd', 'secret', 'secrets', 'cookie', 'cookies', 'apikey', 'credential', 'credentials']);
 /** `token` is a credential (`access_token`, `x-auth-token`) except where it counts or lists tokens. */

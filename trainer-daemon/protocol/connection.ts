@@ -1,35 +1,43 @@
 /**
- * A typed JSON-RPC client for the daemon over WebSocket, for Node programs (the CLI, tests,
- * benchmarks). Params are checked before sending and results after receiving, with the same
- * schemas the server uses. The extension speaks the same protocol through vscode-languageclient.
+ * The one client connection to the daemon: JSON-RPC (vscode-jsonrpc) over the WebSocket framing of
+ * `wsTransport.ts`, with the bearer token. Every client wraps it: the CLI, tests and benchmarks use it
+ * as is; the extension's `DaemonClient` adds its output channel. Params are checked before sending
+ * and results after receiving, with the same schemas the server uses; an error the daemon answers
+ * with comes back as a `DaemonError` of the same kind.
  */
 import { createMessageConnection, ResponseError, type MessageConnection } from 'vscode-jsonrpc/node';
 import WebSocket from 'ws';
-import { Methods, type MethodName, type NotificationName, type NotificationParamsOf, type ParamsOf, type ResultOf } from '../protocol';
-import { checkParams, checkResult, onCheckedNotification } from '../protocol/typedRpc';
-import { WebSocketMessageReader, WebSocketMessageWriter } from '../protocol/wsTransport';
-import { InvalidInputError, LightningError } from '../errors';
-import type { Disposable } from '../util/event';
+import { Methods, type MethodName, type NotificationName, type NotificationParamsOf, type ParamsOf, type ResultOf } from './rpc';
+import { checkParams, checkResult, onCheckedNotification } from './typedRpc';
+import { WebSocketMessageReader, WebSocketMessageWriter } from './wsTransport';
+import { fromResponseError, InvalidInputError, LightningError } from './errors';
+import { Emitter, type Disposable } from './event';
 
-/** An error the daemon answered with; `kind` is the stable name from the error mapping. */
-export class RpcError extends LightningError {
-  constructor(
-    message: string,
-    readonly code: number,
-    readonly kind: string,
-  ) {
-    super(message);
-  }
+export interface ConnectOptions {
+  /** How long the WebSocket handshake may take (default 5 s). */
+  readonly timeoutMs?: number;
 }
 
 export class RpcClient implements Disposable {
+  private readonly _onDidClose = new Emitter<void>();
+  /** Fires once when the connection is gone (the daemon stopped or crashed); pending requests fail. */
+  readonly onDidClose = this._onDidClose.event;
+
   private constructor(
     private readonly socket: WebSocket,
-    private readonly connection: MessageConnection,
-  ) {}
+    /** The message connection, for what the typed surface does not cover (tracing). */
+    readonly connection: MessageConnection,
+  ) {
+    socket.once('close', () => {
+      // When the daemon goes away, fail every pending request instead of leaving it unanswered.
+      connection.dispose();
+      this._onDidClose.fire();
+      this._onDidClose.dispose();
+    });
+  }
 
   /** Connects to `ws://…/rpc` of the daemon at `url` (its http URL) with the bearer token. */
-  static connect(url: string, token: string, options: { timeoutMs?: number } = {}): Promise<RpcClient> {
+  static connect(url: string, token: string, options: ConnectOptions = {}): Promise<RpcClient> {
     const wsUrl = `${url.replace(/^http/, 'ws')}/rpc`;
     return new Promise((resolve, reject) => {
       const socket = new WebSocket(wsUrl, {
@@ -44,8 +52,6 @@ export class RpcClient implements Disposable {
       socket.once('error', (error) => reject(new LightningError(`cannot reach the daemon at ${url}: ${error.message}`)));
       socket.once('open', () => {
         const connection = createMessageConnection(new WebSocketMessageReader(socket), new WebSocketMessageWriter(socket));
-        // When the daemon goes away, fail every pending request instead of leaving it unanswered.
-        socket.once('close', () => connection.dispose());
         connection.listen();
         resolve(new RpcClient(socket, connection));
       });
@@ -59,10 +65,7 @@ export class RpcClient implements Disposable {
     try {
       raw = await this.connection.sendRequest(Methods[name].method, params);
     } catch (error) {
-      if (error instanceof ResponseError) {
-        const kind = (error.data as { kind?: unknown } | undefined)?.kind;
-        throw new RpcError(error.message, error.code, typeof kind === 'string' ? kind : 'internal');
-      }
+      if (error instanceof ResponseError) throw fromResponseError(error.message, error.code, error.data);
       throw error;
     }
     const result = checkResult(name, raw);

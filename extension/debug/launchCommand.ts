@@ -1,13 +1,16 @@
 /**
- * **Run Dataset** reuses a launch configuration without the debugger: its program, arguments,
- * working folder and environment become the agent command of `lightning dataset run`. Node
- * (`node`, `pwa-node`) and Python (`python`, `debugpy`) launches are understood; anything else — an
- * attach, another debugger, a variable that has a value only inside a debug session (`${file}`,
- * `${input:…}`, `${command:…}`), an `envFile` — is refused with a message naming why, rather than
- * guessed. Pure (no `vscode`), so it is unit-tested.
+ * The one converter from a launch configuration to a plain command line, used by **Run Dataset**,
+ * **Start Training** and **Optimize This Prompt** (through `extension/pickers.ts`): its program,
+ * arguments, working folder (relative to the workspace folder), `envFile` and `env` become the agent
+ * command, run without the debugger. Node (`node`, `pwa-node`: `runtimeExecutable`, `runtimeArgs`,
+ * `program`) and Python (`python`, `debugpy`: `python` or `pythonPath`, `program` or `module`)
+ * launches are understood; anything else — an attach, another debugger, a variable that has a value
+ * only inside a debug session (`${file}`, `${input:…}`, `${command:…}`) — is refused with a message
+ * naming why, rather than guessed. No `vscode`, so it is unit-tested.
  */
+import fs from 'node:fs';
 import path from 'node:path';
-import { configEnv, type LaunchConfig } from '../debug/launchConfig';
+import { configEnv, runnableConfigurations, type LaunchConfig } from './launchConfig';
 
 export interface AgentCommand {
   readonly argv: readonly string[];
@@ -24,6 +27,8 @@ export interface CommandContext {
   readonly workspaceFolder: string;
   readonly home: string;
   readonly processEnv: Readonly<Record<string, string | undefined>>;
+  /** Reads an `envFile` (default: from disk). */
+  readonly readFile?: (file: string) => string;
 }
 
 const NODE_TYPES = new Set(['node', 'pwa-node']);
@@ -31,10 +36,13 @@ const PYTHON_TYPES = new Set(['python', 'debugpy']);
 
 class NotConvertible extends Error {}
 
-/** `${workspaceFolder}`, `${workspaceFolderBasename}`, `${userHome}`, `${env:NAME}`, `${pathSeparator}`; any other variable is refused. */
+/**
+ * `${workspaceFolder}` (and `${cwd}`, which is it for a command started from the editor),
+ * `${workspaceFolderBasename}`, `${userHome}`, `${env:NAME}`, `${pathSeparator}`; any other variable is refused.
+ */
 export function substitute(text: string, context: CommandContext, field: string): string {
   return text.replace(/\$\{([^}]*)\}/g, (whole, name: string) => {
-    if (name === 'workspaceFolder' || name === 'workspaceRoot') return context.workspaceFolder;
+    if (name === 'workspaceFolder' || name === 'workspaceRoot' || name === 'cwd') return context.workspaceFolder;
     if (name === 'workspaceFolderBasename') return path.basename(context.workspaceFolder);
     if (name === 'userHome') return context.home;
     if (name === 'pathSeparator' || name === '/') return path.sep;
@@ -62,12 +70,16 @@ export function launchToCommand(config: LaunchConfig, context: CommandContext): 
   const name = `"${config.name}"`;
   if (config.request !== 'launch') return { ok: false, message: `${name} is an ${config.request} configuration: only a launch of a program can be run over a dataset` };
   if (!NODE_TYPES.has(config.type) && !PYTHON_TYPES.has(config.type)) {
-    return { ok: false, message: `${name} has debug type "${config.type}": Run Dataset understands node and python launch configurations (or run \`lightning dataset run DATASET -- COMMAND\` in a terminal)` };
+    return { ok: false, message: `${name} has debug type "${config.type}": Lightning runs node and python launch configurations as commands (or run \`lightning dataset run DATASET -- COMMAND\` in a terminal)` };
   }
   try {
-    if (config.envFile !== undefined) throw new NotConvertible('envFile is not read outside the debugger; put the variables in "env"');
     const cwd = path.resolve(context.workspaceFolder, text(config.cwd, 'cwd', context) ?? context.workspaceFolder);
-    const env = Object.fromEntries(Object.entries(configEnv(config)).map(([key, value]) => [key, value === undefined ? undefined : substitute(value, context, `env.${key}`)]));
+    // As the debuggers do: the envFile's variables, then `env` over them.
+    const envFile = text(config.envFile, 'envFile', context);
+    const env = {
+      ...(envFile ? readEnvFile(path.resolve(context.workspaceFolder, envFile), context) : {}),
+      ...Object.fromEntries(Object.entries(configEnv(config)).map(([key, value]) => [key, value === undefined ? undefined : substitute(value, context, `env.${key}`)])),
+    };
     const args = strings(config.args, 'args', context);
     const program = text(config.program, 'program', context);
     let argv: string[];
@@ -87,6 +99,30 @@ export function launchToCommand(config: LaunchConfig, context: CommandContext): 
     if (error instanceof NotConvertible) return { ok: false, message: `${name} cannot be run without the debugger: ${error.message}` };
     throw error;
   }
+}
+
+/** `KEY=VALUE` lines (`export ` and quotes allowed, `#` comments), as the Node and Python debuggers read them. */
+function readEnvFile(file: string, context: CommandContext): Record<string, string> {
+  let body: string;
+  try {
+    body = (context.readFile ?? ((name) => fs.readFileSync(name, 'utf8')))(file);
+  } catch (error) {
+    throw new NotConvertible(`envFile ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)}); fix the path or remove "envFile"`);
+  }
+  const env: Record<string, string> = {};
+  for (const line of body.split(/\r?\n/)) {
+    const match = /^\s*(?:export\s+)?([\w.-]+)\s*=\s*(.*?)\s*$/.exec(line);
+    if (!match || line.trim().startsWith('#')) continue;
+    const raw = match[2]!;
+    const quoted = /^(['"])(.*)\1$/.exec(raw);
+    env[match[1]!] = quoted ? (quoted[1] === '"' ? quoted[2]!.replace(/\\n/g, '\n') : quoted[2]!) : raw.replace(/\s+#.*$/, '');
+  }
+  return env;
+}
+
+/** Each runnable configuration of a launch.json with its command, or why it has none: what the agent pickers offer. */
+export function agentChoices(configurations: readonly LaunchConfig[], context: CommandContext): { readonly config: LaunchConfig; readonly result: CommandResult }[] {
+  return runnableConfigurations(configurations).map((config) => ({ config, result: launchToCommand(config, context) }));
 }
 
 /** The editor's environment with the configuration's `env` laid over it (undefined unsets). */

@@ -5,7 +5,7 @@
  * out) and writes each one's text summary (first → last value), which is also the chart's
  * accessible name. Pure: unit-tested in Node.
  */
-import { seriesOf, type ChartPoint, type MetricPointLike } from './metricChart';
+import { seriesOf, type ChartPoint, type MetricPointLike } from './chart';
 
 export type ChartUnit = 'score' | 'number' | 'rate' | 'bytes';
 

@@ -1,0 +1,96 @@
+/**
+ * The source tree's import graph, read with the TypeScript compiler's own pre-processor (every
+ * `import`, `import type`, `export … from`, `import()` and `require`), resolved to files, and the
+ * layering rules it must keep: the editor (extension/, webview/) reaches the daemon only through
+ * trainer-daemon/protocol/; the protocol imports nothing else of ours; and no file imports itself back
+ * through a circle of imports.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import ts from 'typescript';
+
+const SOURCE_FOLDERS = ['extension', 'webview', 'trainer-daemon'];
+
+export type Violation =
+  | { readonly rule: 'editor-reaches-past-protocol' | 'protocol-imports-out'; readonly from: string; readonly to: string }
+  | { readonly rule: 'circle'; readonly files: readonly string[] };
+
+function sourceFiles(root: string): string[] {
+  return SOURCE_FOLDERS.flatMap((folder) => {
+    const dir = path.join(root, folder);
+    if (!fs.existsSync(dir)) return [];
+    return fs
+      .readdirSync(dir, { recursive: true, encoding: 'utf8' })
+      .filter((file) => file.endsWith('.ts') && !file.endsWith('.d.ts') && !file.split(path.sep).includes('node_modules'))
+      .map((file) => path.join(folder, file).split(path.sep).join('/'));
+  });
+}
+
+/** A relative specifier as the file it names (`x.ts` or `x/index.ts`); undefined for packages and non-TS files. */
+function resolve(root: string, from: string, specifier: string): string | undefined {
+  if (!specifier.startsWith('.')) return undefined;
+  const base = path.posix.normalize(path.posix.join(path.posix.dirname(from), specifier)).replace(/\.(js|ts)$/, '');
+  for (const candidate of [`${base}.ts`, `${base}/index.ts`]) if (fs.existsSync(path.join(root, candidate))) return candidate;
+  return undefined;
+}
+
+/** Each source file (root-relative, `/`-separated) with the source files it imports. */
+export function importGraph(root: string): Map<string, string[]> {
+  const graph = new Map<string, string[]>();
+  for (const file of sourceFiles(root)) {
+    const info = ts.preProcessFile(fs.readFileSync(path.join(root, file), 'utf8'), true, true);
+    const targets = info.importedFiles.map((ref) => resolve(root, file, ref.fileName)).filter((target): target is string => target !== undefined);
+    graph.set(file, [...new Set(targets)]);
+  }
+  return graph;
+}
+
+const isEditor = (file: string): boolean => file.startsWith('extension/') || file.startsWith('webview/');
+const isProtocol = (file: string): boolean => file.startsWith('trainer-daemon/protocol/');
+
+/** The strongly connected components of more than one file (or a file importing itself): Tarjan's algorithm. */
+function circles(graph: Map<string, string[]>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const onStack = new Set<string>();
+  const stack: string[] = [];
+  const found: string[][] = [];
+  let counter = 0;
+  const visit = (file: string): void => {
+    index.set(file, counter);
+    low.set(file, counter);
+    counter += 1;
+    stack.push(file);
+    onStack.add(file);
+    for (const next of graph.get(file) ?? []) {
+      if (!index.has(next)) {
+        visit(next);
+        low.set(file, Math.min(low.get(file)!, low.get(next)!));
+      } else if (onStack.has(next)) low.set(file, Math.min(low.get(file)!, index.get(next)!));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const component: string[] = [];
+    for (;;) {
+      const member = stack.pop()!;
+      onStack.delete(member);
+      component.push(member);
+      if (member === file) break;
+    }
+    if (component.length > 1 || graph.get(file)?.includes(file)) found.push(component.sort());
+  };
+  for (const file of [...graph.keys()].sort()) if (!index.has(file)) visit(file);
+  return found;
+}
+
+export function layeringViolations(root: string): Violation[] {
+  const graph = importGraph(root);
+  const violations: Violation[] = [];
+  for (const [from, targets] of graph) {
+    for (const to of targets) {
+      if (isEditor(from) && to.startsWith('trainer-daemon/') && !isProtocol(to)) violations.push({ rule: 'editor-reaches-past-protocol', from, to });
+      if (isProtocol(from) && !isProtocol(to)) violations.push({ rule: 'protocol-imports-out', from, to });
+    }
+  }
+  for (const files of circles(graph)) violations.push({ rule: 'circle', files });
+  return violations;
+}

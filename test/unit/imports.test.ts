@@ -1,0 +1,39 @@
+/**
+ * The layering holds: the editor (extension/, webview/) reaches the daemon only through
+ * trainer-daemon/protocol/; the protocol imports nothing else of ours; no import circles (type
+ * imports count: they are the circles that grow into runtime ones). The same check is run on a
+ * seeded tree to show that it fails on each kind of violation.
+ */
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { layeringViolations } from '../helpers/importGraph';
+import { tempDir } from '../helpers/tmp';
+
+const root = path.resolve(__dirname, '../..');
+
+test('the source tree keeps its layers: editor → protocol only, the protocol self-contained, no circles', () => {
+  assert.deepEqual(layeringViolations(root), []);
+});
+
+test('the check fails on each kind of violation, in a seeded tree', (t) => {
+  const dir = tempDir(t);
+  const write = (file: string, text: string): void => {
+    fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+    fs.writeFileSync(path.join(dir, file), text);
+  };
+  write('trainer-daemon/protocol/index.ts', "export * from './records';\n");
+  write('trainer-daemon/protocol/records.ts', "import type { Store } from '../store/store';\nexport type R = Store;\n");
+  write('trainer-daemon/store/store.ts', "export class Store {}\n");
+  write('extension/panel.ts', "import { Store } from '../trainer-daemon/store/store';\nimport type { R } from '../trainer-daemon/protocol';\nexport const x: R | Store = new Store();\n");
+  write('webview/main.ts', "const lazy = import('../trainer-daemon/store/store');\nexport { lazy };\n");
+  write('trainer-daemon/otlp/a.ts', "import type { B } from './b';\nexport type A = B;\n");
+  write('trainer-daemon/otlp/b.ts', "export type { A as B } from './a';\n");
+  assert.deepEqual(layeringViolations(dir), [
+    { rule: 'editor-reaches-past-protocol', from: 'extension/panel.ts', to: 'trainer-daemon/store/store.ts' },
+    { rule: 'editor-reaches-past-protocol', from: 'webview/main.ts', to: 'trainer-daemon/store/store.ts' },
+    { rule: 'protocol-imports-out', from: 'trainer-daemon/protocol/records.ts', to: 'trainer-daemon/store/store.ts' },
+    { rule: 'circle', files: ['trainer-daemon/otlp/a.ts', 'trainer-daemon/otlp/b.ts'] },
+  ]);
+});
