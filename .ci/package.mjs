@@ -56,7 +56,7 @@ function stageTarget(target) {
   fs.rmSync(stage, { recursive: true, force: true });
   fs.mkdirSync(stage, { recursive: true });
   // The manifest without what only a checkout uses: vsce packs the stage as it is (--no-dependencies).
-  const { dependencies: _d, devDependencies: _dd, scripts: _s, allowScripts: _a, ...shipped } = manifest;
+  const { dependencies: _d, optionalDependencies: _od, devDependencies: _dd, scripts: _s, allowScripts: _a, ...shipped } = manifest;
   fs.writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(shipped, null, 2)}\n`);
   for (const file of ['README.md', 'LICENSE', 'CHANGELOG.md', '.vscodeignore', 'media', 'bin', 'trainer-daemon/python/lightning_trainer']) copy(path.join(root, file), path.join(stage, file));
   for (const file of fs.readdirSync(path.join(root, 'dist'))) {

@@ -15,7 +15,7 @@ import type { FrameLocator, Page } from 'playwright-core';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { ensureEditor } from '../provision/index.mjs';
-import { pickQuickItem, runCommand, runCommandAndPick, statusBarItem, type WorkbenchOptions } from '../helpers/codeServer';
+import { pickQuickItem, runCommand, runCommandAndPick, type WorkbenchOptions } from '../helpers/codeServer';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
@@ -130,7 +130,7 @@ describe('the installed .vsix in the current VS Code on Node 24, no Node 20 in s
 
     await runCommand(page, 'Lightning: Use Checkpoint');
     await page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'step 2' }).first().click({ timeout: 30_000 });
-    await statusBarItem(page).filter({ hasText: 'checkpoint step 2' }).waitFor({ timeout: 120_000 });
+    await page.locator('.statusbar-item', { hasText: 'step 2' }).waitFor({ timeout: 180_000 });
     const calls = session.upstream.requests.length;
     await runCommandAndPick(page, 'Lightning: Debug with Lightning', AGENT_NAME);
     const served = await waitFor(async () => {

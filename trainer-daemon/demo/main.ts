@@ -18,6 +18,7 @@ import { connectOrStartDaemon } from '../cli/daemonConnection';
 import { InvalidInputError } from '../protocol/errors';
 import { renderChart } from '../training/chart';
 import { ensureTrainerPython } from '../training/doctor';
+import { ensureSqliteDriver } from './sqliteDriver';
 import { randomToolDemonstrations, toolsTasks } from './tasks';
 
 const DATASET = 'demo-tools';
@@ -89,6 +90,7 @@ export async function runDemo(): Promise<void> {
   const dir = path.join(path.dirname(store), 'demo');
   fs.mkdirSync(dir, { recursive: true });
   say('Lightning demo: train a tool-using agent with reinforcement learning, offline (no API key, no GPU, no download).');
+  ensureSqliteDriver(root, say);
   const python = await ensureTrainerPython(store, say);
   say(`  trainer   ${python.executable} (Python ${python.version}, torch ${python.torch}): the tiny built-in policy, a byte-level GPT`);
   say(`  agent     node ${path.relative(process.cwd(), agent)} — the real openai SDK, as long-lived agent workers; tools add/subtract/multiply`);

@@ -125,7 +125,7 @@ function openBetterSqlite3(file: string, readonly: boolean): Database {
       throw new SqliteDriverError(
         `this runtime (${process.execPath}, Node ${process.version}) has no node:sqlite and better-sqlite3 is not installed beside Lightning. ` +
           'Run the daemon on Node ≥ 22.13 (in VS Code: clear the "lightning.nodePath" setting, the editor\'s own runtime has node:sqlite), ' +
-          'or install better-sqlite3 for this Node (`npm install better-sqlite3`).',
+          'or build better-sqlite3 for this Node (`npm install --no-save better-sqlite3 --nodedir=<prefix with include/node>`; `npm run demo` does it where the headers sit beside Node).',
         { cause: error },
       );
     }
