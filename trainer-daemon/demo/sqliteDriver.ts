@@ -21,13 +21,12 @@ export function localNodeHeaders(execPath = process.execPath, version = process.
   return `${part('NODE_MAJOR_VERSION')}.${part('NODE_MINOR_VERSION')}.${part('NODE_PATCH_VERSION')}` === version ? prefix : undefined;
 }
 
+/**
+ * Whether the checkout has a built better-sqlite3. Read from the file system, not require.resolve: Node caches a
+ * package.json it did not find, so a resolution tried before the build would keep failing after it.
+ */
 function betterSqlite3Installed(root: string): boolean {
-  try {
-    require.resolve('better-sqlite3', { paths: [root] });
-    return true;
-  } catch {
-    return false;
-  }
+  return fs.existsSync(path.join(root, 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node'));
 }
 
 /** Makes sure the store can open here: builds better-sqlite3 in the checkout `root` when npm ci could not. */
