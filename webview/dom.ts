@@ -20,3 +20,18 @@ export function button(label: string, aria: string, onClick: () => void, classNa
   });
   return element;
 }
+
+/** A span's raw JSON, hidden until its Raw JSON button is pressed, and a Copy JSON button: [actions, raw]. */
+export function rawJsonControls(value: unknown, copy: (text: string) => void): [HTMLElement, HTMLElement] {
+  const raw = el('pre', 'raw-json');
+  raw.hidden = true;
+  const actions = el('div', 'step-actions');
+  actions.append(
+    button('Raw JSON', 'Show the raw span JSON', () => {
+      if (!raw.textContent) raw.textContent = JSON.stringify(value, null, 2);
+      raw.hidden = !raw.hidden;
+    }, 'show-raw'),
+    button('Copy JSON', 'Copy the raw span JSON', () => copy(JSON.stringify(value, null, 2)), 'copy-raw'),
+  );
+  return [actions, raw];
+}

@@ -9,7 +9,7 @@
 import type { Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
 import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
-import { button, el } from './dom';
+import { button, el, rawJsonControls } from './dom';
 import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
 import { formatTime, formatTokens, llmCallView, servedByText, rewardText, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
 import { isAutomatic, reviewVerdicts, type ReviewAction } from './rewardReview';
@@ -243,17 +243,7 @@ export class TrajectoryView {
       for (const [key, value] of attributes) table.append(el('div', 'attr-key', key), el('div', 'attr-value', typeof value === 'string' ? value : JSON.stringify(value)));
       body.append(table);
     }
-    const raw = el('pre', 'raw-json');
-    raw.hidden = true;
-    const actions = el('div', 'step-actions');
-    body.append(actions, raw);
-    actions.append(
-      button('Raw JSON', 'Show the raw span JSON', () => {
-        if (!raw.textContent) raw.textContent = JSON.stringify(span, null, 2);
-        raw.hidden = !raw.hidden;
-      }, 'show-raw'),
-      button('Copy JSON', 'Copy the raw span JSON', () => this.actions.copy(JSON.stringify(span, null, 2)), 'copy-raw'),
-    );
+    body.append(...rawJsonControls(span, (text) => this.actions.copy(text)));
     return body;
   }
 

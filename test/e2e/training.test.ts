@@ -9,31 +9,17 @@
  * the CLI) holds the configuration the picks made. Screenshots go to test-results/e2e/training-*.png.
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
-import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { pickQuickItem, runCommand } from '../helpers/codeServer';
 import { runCli } from '../helpers/daemon';
 import { startE2eSession, SHOTS, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
+import { prepareTrainingWorkspace, TRAINING_AGENT } from '../helpers/trainingWorkspace';
 
-const AGENT_NAME = 'Digits agent';
-
-/** A launch configuration for the agent and a 3 train + 2 val task dataset, imported before the editor opens. */
-async function prepare(workspace: string, storeFile: string): Promise<void> {
-  const launchFile = path.join(workspace, '.vscode', 'launch.json');
-  const launch = JSON.parse(fs.readFileSync(launchFile, 'utf8')) as { configurations: unknown[] };
-  launch.configurations.push({ type: 'node', request: 'launch', name: AGENT_NAME, program: '${workspaceFolder}/digits-agent.mjs', env: { AGENT_MODEL: 'tools-policy' } });
-  fs.writeFileSync(launchFile, JSON.stringify(launch, null, 2));
-  const tasksFile = path.join(workspace, 'tools.jsonl');
-  fs.writeFileSync(tasksFile, toolsTasks(3, 2).map((task) => JSON.stringify(task)).join('\n'));
-  fs.mkdirSync(path.dirname(storeFile), { recursive: true });
-  const imported = await runCli(['dataset', 'import', tasksFile, '--name', 'tools', '--store', storeFile]);
-  assert.equal(imported.code, 0, imported.stderr);
-}
+const AGENT_NAME = TRAINING_AGENT;
 
 describe('Start Training in VS Code (code-server + chromium): GRPO on the tiny model, live charts, checkpoints', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
@@ -42,7 +28,7 @@ describe('Start Training in VS Code (code-server + chromium): GRPO on the tiny m
   let runId: string;
 
   before(async () => {
-    session = await startE2eSession({}, prepare);
+    session = await startE2eSession({}, prepareTrainingWorkspace);
     ({ page, panel } = session);
   });
 

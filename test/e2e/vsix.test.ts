@@ -12,7 +12,6 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { ensureEditor } from '../provision/index.mjs';
 import { pickQuickItem, runCommand, runCommandAndPick, type WorkbenchOptions } from '../helpers/codeServer';
@@ -20,8 +19,9 @@ import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
 import { buildVsix } from '../helpers/vsix';
+import { prepareTrainingWorkspace, TRAINING_AGENT } from '../helpers/trainingWorkspace';
 
-const AGENT_NAME = 'Digits agent';
+const AGENT_NAME = TRAINING_AGENT;
 
 /** The current editor in a mount namespace whose /usr/bin/node is the editor's own Node 24. */
 function withoutNode20(): WorkbenchOptions {
@@ -41,15 +41,7 @@ async function prepare(workspace: string, storeFile: string): Promise<void> {
     { type: 'function', name: 'matches', module: 'fns/matches.ts' },
   ] };
   fs.writeFileSync(path.join(workspace, 'user-rewards.json'), JSON.stringify({ default: spec }, null, 2));
-  const launchFile = path.join(workspace, '.vscode', 'launch.json');
-  const launch = JSON.parse(fs.readFileSync(launchFile, 'utf8')) as { configurations: unknown[] };
-  launch.configurations.push({ type: 'node', request: 'launch', name: AGENT_NAME, program: '${workspaceFolder}/digits-agent.mjs', env: { AGENT_MODEL: 'tools-policy' } });
-  fs.writeFileSync(launchFile, JSON.stringify(launch, null, 2));
-  const tasksFile = path.join(workspace, 'tools.jsonl');
-  fs.writeFileSync(tasksFile, toolsTasks(3, 2).map((task) => JSON.stringify(task)).join('\n'));
-  fs.mkdirSync(path.dirname(storeFile), { recursive: true });
-  const imported = await runCli(['dataset', 'import', tasksFile, '--name', 'tools', '--store', storeFile]);
-  assert.equal(imported.code, 0, imported.stderr);
+  await prepareTrainingWorkspace(workspace, storeFile);
 }
 
 describe('the installed .vsix in the current VS Code on Node 24, no Node 20 in sight', { concurrency: false, timeout: 600_000 }, () => {

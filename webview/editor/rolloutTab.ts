@@ -7,7 +7,7 @@
  * step (Shift: the rollout), c comment on the step, + / − zoom, ← / → pan, f fit.
  */
 import type { Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
-import { button, el } from '../dom';
+import { button, el, rawJsonControls } from '../dom';
 import { formatTime, formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import { conversationOf } from './conversation';
@@ -183,17 +183,7 @@ export class RolloutTab {
     else {
       const table = el('div', 'attributes');
       for (const [key, value] of Object.entries(span.attributes).slice(0, 200)) table.append(el('div', 'attr-key', key), el('div', 'attr-value', typeof value === 'string' ? value : JSON.stringify(value)));
-      const raw = el('pre', 'raw-json');
-      raw.hidden = true;
-      const actions = el('div', 'step-actions');
-      actions.append(
-        button('Raw JSON', 'Show the raw span JSON', () => {
-          if (!raw.textContent) raw.textContent = JSON.stringify(span, null, 2);
-          raw.hidden = !raw.hidden;
-        }, 'show-raw'),
-        button('Copy JSON', 'Copy the raw span JSON', () => this.actions.copy(JSON.stringify(span, null, 2)), 'copy-raw'),
-      );
-      this.detail.append(table, actions, raw);
+      this.detail.append(table, ...rawJsonControls(span, (text) => this.actions.copy(text)));
     }
   }
 
