@@ -127,7 +127,10 @@ describe('datasets, batch runs, automatic rewards and the Training view in VS Co
     await page.locator('.quick-input-widget .quick-input-title', { hasText: 'agents running at once' }).waitFor({ timeout: 15_000 });
     await page.keyboard.press('Enter');
     // Both agents are waiting on an upstream that never answers.
-    await waitFor(async () => (await panel.locator('.rollout-row .status[title="running"]').count()) === 2, 'two running rollouts of the new batch', 60_000);
+    await waitFor(async () => (await panel.locator('.rollout-row .status[title="running"]').count()) === 2, 'two running rollouts of the new batch', 60_000).catch(async (error: unknown) => {
+      await shot('data-5-not-running');
+      throw error;
+    });
     const agents = (): number[] => fs.readdirSync('/proc').filter((pid) => /^\d+$/.test(pid)).filter((pid) => {
       try {
         // `node …/agent.mjs` (the CLI's own command line names it too, after `--`).

@@ -165,6 +165,8 @@ export async function runCommand(page: Page, title: string): Promise<void> {
 export async function pickQuickItem(page: Page, text: string): Promise<void> {
   const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: text }).first();
   await row.waitFor({ timeout: 15_000 });
+  // A hover left over a row (its description's tooltip) can cover the next row: move the mouse away first.
+  await page.mouse.move(0, 0);
   await row.click();
 }
 

@@ -58,7 +58,7 @@ test('npm run demo (shortened) trains the sample agent offline and leaves the ru
   assert.equal(store.listRollouts({ mode: 'val', limit: 500 }).items.length, 2 * 32);
 
   const chart = fs.readFileSync(path.join(cwd, '.lightning', 'demo', `${run.id}.html`), 'utf8');
-  assert.match(chart, /<svg[\s\S]*<polyline[\s\S]*validation reward/);
+  assert.match(chart, /<svg[\s\S]*<polyline[\s\S]*Validation reward/);
   const listed = await runCli(['train', '--list'], { cwd });
   assert.match(listed.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+1`));
 });

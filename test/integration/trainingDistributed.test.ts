@@ -51,7 +51,7 @@ test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails
     command: { argv: [process.execPath, AGENT], cwd },
   });
   const run = await client.request('startTraining', { config });
-  await waitFor(async () => (await client.request('listCheckpoints', { runId: run.id })).items.length >= 1, 'the first checkpoint', 100_000);
+  await waitFor(async () => (await client.request('listCheckpoints', { runId: run.id })).items.length >= 1, 'the first checkpoint', 200_000);
   const pids = ranks();
   assert.deepEqual([...pids.keys()].sort(), [0, 1], 'torchrun runs two ranks');
   process.kill(pids.get(1)!, 'SIGKILL');
