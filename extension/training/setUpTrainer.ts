@@ -16,12 +16,12 @@ export class TrainerSetup {
   ) {}
 
   async run(): Promise<void> {
-    const check = await this.withProgress('Lightning: checking the trainer (Python, PyTorch, GPU)…', false, (report, token) => this.cli.run(['doctor'], { token, onStderrLine: report }));
+    const check = await this.withProgress('Lightning: checking the trainer (Python, PyTorch, GPU)…', false, (report, token) => this.cli.run(['doctor'], { token, onStderrLine: (line) => line.startsWith('{') || report(line) }));
     await this.tell(doctorSummary(check.stdout, check.code));
   }
 
   private async setUp(hf: boolean): Promise<void> {
-    const run = await this.withProgress(`Lightning: setting up the trainer in .lightning/venv${hf ? ' (with transformers and peft)' : ''}…`, true, (report, token) => this.cli.run(['doctor', '--setup', ...(hf ? ['--hf'] : [])], { token, onStderrLine: report }));
+    const run = await this.withProgress(`Lightning: setting up the trainer in .lightning/venv${hf ? ' (with transformers and peft)' : ''}…`, true, (report, token) => this.cli.run(['doctor', '--setup', ...(hf ? ['--hf'] : [])], { token, onStderrLine: (line) => line.startsWith('{') || report(line) }));
     await this.tell(doctorSummary(`${run.stdout}\n${run.stderr}`, run.code));
   }
 

@@ -132,6 +132,10 @@ export function ensurePythonVenv() {
     throw error;
   }
   fs.writeFileSync(path.join(dir, '.complete'), new Date().toISOString());
+  // Venvs of earlier requirements files are not used again: each is hundreds of MB.
+  for (const old of fs.readdirSync(path.dirname(dir))) {
+    if (old.startsWith('venv-') && path.join(path.dirname(dir), old) !== dir) fs.rmSync(path.join(path.dirname(dir), old), { recursive: true, force: true });
+  }
   return python;
 }
 

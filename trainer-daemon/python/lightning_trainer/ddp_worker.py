@@ -55,9 +55,10 @@ class DistributedSession(Session):
         self.rank, self.world = rank, world
 
     def train(self, params: TrainParams, reducer=None) -> dict:
-        if params.loss_agg != "token-mean" and len(params.transitions) % self.world:
-            raise ValueError(f"lossAgg {params.loss_agg} on {self.world} ranks needs a transition count that is a "
-                             f"multiple of {self.world} (got {len(params.transitions)}); use token-mean")
+        # Only dapo (token-mean over the whole batch) is blind to the zero-mask padding that evens out the shards.
+        if params.loss_type != "dapo" and len(params.transitions) % self.world:
+            raise ValueError(f"lossType {params.loss_type} on {self.world} ranks needs a transition count that is a "
+                             f"multiple of {self.world} (got {len(params.transitions)}); use dapo")
         tokens = sum(len(t.response_ids) for t in params.transitions)
         params.transitions = padded_shard(params.transitions, self.rank, self.world)
         params.minibatch = max(1, -(-params.minibatch // self.world))
