@@ -162,7 +162,10 @@ function ensureNpmInstall(name, { why, env = {} } = {}) {
   return buildOnce(dir, stamp, (tmp) => {
     fs.copyFileSync(path.join(manifest, 'package.json'), path.join(tmp, 'package.json'));
     fs.copyFileSync(lock, path.join(tmp, 'package-lock.json'));
-    run('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: tmp, env: { ...process.env, ...env } });
+    // Under `npm test` the outer npm's settings sit in the environment (npm_config_user_agent names its Node, which
+    // code-server's postinstall checks): the inner install gets none of them, only what is set here.
+    const clean = Object.fromEntries(Object.entries(process.env).filter(([key]) => !/^npm_/i.test(key)));
+    run('npm', ['ci', '--no-audit', '--no-fund', '--loglevel=error'], { cwd: tmp, env: { ...clean, ...env } });
   });
 }
 
