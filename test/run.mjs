@@ -41,8 +41,15 @@ const withNode24 = suites.includes('node24');
 const inE2e = (file) => file.includes(`${path.sep}e2e${path.sep}`);
 
 /** Everything the chosen suites need, installed or found before any test starts; the env the tests get. */
+/** Test files that need root: a mount namespace (the VSIX e2e hides Node 20) and a small tmpfs (a full disk). */
+const NEEDS_ROOT = ['e2e/vsix.test.ts', 'integration/hardeningDisk.test.ts'];
+
 function provision() {
   const env = {};
+  const rootOnly = files.filter((file) => NEEDS_ROOT.some((name) => file.endsWith(name)));
+  if (rootOnly.length > 0 && process.getuid?.() !== 0) {
+    throw new ProvisionError(`${rootOnly.map((file) => path.relative(REPO, file)).join(' and ')} need root (a mount namespace, a tmpfs). Run:\n  sudo npm test\nor run the other suites: npm test -- unit python node24`);
+  }
   if (files.length > 0 || withPython) {
     // The trainer worker in the daemon's tests and the demo runs on Debian's PyTorch (fast on few cores);
     // the Python sample agents in the capture tests on python3.
