@@ -14,6 +14,7 @@ import { CLI, runCli, startDaemon, type RunningDaemon } from '../helpers/daemon'
 import { encode, oneSpan } from '../helpers/otlp';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { post } from '../helpers/http';
 
 const DAEMON_KEY = 'sk-daemon-9876543210zyxwvutsrqponm';
 
@@ -26,19 +27,6 @@ function raw(port: number, request: string): Promise<string> {
     socket.on('close', () => resolve(text));
     socket.on('error', () => resolve(text));
     setTimeout(() => socket.destroy(), 1_000).unref();
-  });
-}
-
-function post(url: string, body: string | Buffer, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: 'POST', headers }, (response) => {
-      let text = '';
-      response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text }));
-      response.on('error', () => resolve({ status: response.statusCode ?? 0, body: text }));
-    });
-    request.on('error', reject);
-    request.end(body);
   });
 }
 

@@ -6,24 +6,12 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { startDaemon } from '../helpers/daemon';
 import { tempDir } from '../helpers/tmp';
-
-function post(url: string, body: string, headers: Record<string, string>): Promise<{ status: number; body: string; retryAfter: string | undefined }> {
-  return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: 'POST', headers }, (response) => {
-      let text = '';
-      response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text, retryAfter: response.headers['retry-after'] }));
-    });
-    request.on('error', reject);
-    request.end(body);
-  });
-}
+import { post } from '../helpers/http';
 
 function spans(rolloutId: string, first: number, count: number): string {
   const list = Array.from({ length: count }, (_, i) => ({

@@ -12,24 +12,12 @@ import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { post } from '../helpers/http';
 
 const DAEMON_KEY = 'daemon-upstream-key-not-key-shaped-42';
 
 function nested(depth: number): string {
   return `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
-}
-
-function post(url: string, body: string, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: 'POST', headers }, (response) => {
-      let text = '';
-      response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text }));
-      response.on('error', () => resolve({ status: response.statusCode ?? 0, body: text }));
-    });
-    request.on('error', reject);
-    request.end(body);
-  });
 }
 
 const chatAnswer = (id: string): string => JSON.stringify({ id, object: 'chat.completion', model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] });

@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
-import http from 'node:http';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
@@ -17,18 +16,7 @@ import { AgentPidLog } from '../../trainer-daemon/runner/agentPids';
 import { Store } from '../../trainer-daemon/store/store';
 import { runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { tempDir } from '../helpers/tmp';
-
-function post(url: string, body: string | Buffer, headers: Record<string, string>): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const request = http.request(url, { method: 'POST', headers }, (response) => {
-      let text = '';
-      response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, body: text }));
-    });
-    request.on('error', reject);
-    request.end(body);
-  });
-}
+import { post } from '../helpers/http';
 
 let counter = 0;
 /** One OTLP/JSON span; `rolloutId` goes in the resource, as OTEL_RESOURCE_ATTRIBUTES puts it. */

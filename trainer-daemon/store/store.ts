@@ -9,7 +9,6 @@ import {
   AddRewardParams,
   CreateRolloutParams,
   ListRolloutsParams,
-  RolloutStatus,
   TransitionRolloutParams,
   type Reward,
   type Rollout,
@@ -33,7 +32,7 @@ import type { Trajectory } from '../protocol/lightningrl';
 import { NotFoundError, InvalidInputError } from '../protocol/errors';
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
-import { OUTCOME_STATUSES } from '../protocol/status';
+import { readStats } from './stats';
 import {
   CreateTrainingRunParams,
   PutResourceParams,
@@ -346,27 +345,7 @@ export class Store {
   }
 
   stats(): Stats {
-    const byStatus = Object.fromEntries(RolloutStatus.options.map((status) => [status, 0])) as Stats['byStatus'];
-    const rows = this.db
-      .prepare<[], { status: RolloutStatus; n: number }>('SELECT status, count(*) AS n FROM rollouts GROUP BY status')
-      .all();
-    let rollouts = 0;
-    for (const row of rows) {
-      byStatus[row.status] = row.n;
-      rollouts += row.n;
-    }
-    const count = (sql: string): number => (this.db.prepare<[], { n: number }>(sql).get()?.n ?? 0);
-    return {
-      rollouts,
-      byStatus,
-      spans: count('SELECT coalesce(sum(span_count), 0) AS n FROM rollouts'),
-      rewards: count('SELECT count(*) AS n FROM rewards'),
-      unrated: count(
-        `SELECT count(*) AS n FROM rollouts r WHERE r.status IN (${OUTCOME_STATUSES.map((s) => `'${s}'`).join(',')})
-         AND NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id)`,
-      ),
-      schemaVersion: this.schemaVersion,
-    };
+    return readStats(this.db, this.schemaVersion);
   }
 
   // ---- Training runs as the daemon's own algorithms drive them (training/manager.ts, grpo.ts, policyServing.ts) ----
