@@ -40,10 +40,10 @@ const withPython = suites.includes('python');
 const withNode24 = suites.includes('node24');
 const inE2e = (file) => file.includes(`${path.sep}e2e${path.sep}`);
 
-/** Everything the chosen suites need, installed or found before any test starts; the env the tests get. */
 /** Test files that need root: a mount namespace (the VSIX e2e hides Node 20) and a small tmpfs (a full disk). */
 const NEEDS_ROOT = ['e2e/vsix.test.ts', 'integration/hardeningDisk.test.ts'];
 
+/** Everything the chosen suites need, installed or found before any test starts; the env the tests get. */
 function provision() {
   const env = {};
   const rootOnly = files.filter((file) => NEEDS_ROOT.some((name) => file.endsWith(name)));

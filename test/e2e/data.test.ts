@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { pickQuickItem, runCommand, runCommandAndPick } from '../helpers/codeServer';
+import { answerInputBox, pickQuickItem, runCommand, runCommandAndPick } from '../helpers/codeServer';
 import { runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import type { ScriptedUpstream } from '../helpers/scriptedUpstream';
@@ -46,14 +46,12 @@ describe('datasets, batch runs, automatic rewards and the Training view in VS Co
   it('Import Dataset: the active tasks.jsonl becomes a dataset shown in the panel; a bad file names its line', async () => {
     await openFile('bad-tasks.jsonl');
     await runCommand(page, 'Lightning: Import Dataset');
-    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Import bad-tasks.jsonl as a dataset' }).waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Enter');
+    await answerInputBox(page, 'Import bad-tasks.jsonl as a dataset');
     await toast('line 2: not valid JSON').waitFor({ timeout: 30_000 });
 
     await openFile('tasks.jsonl');
     await runCommand(page, 'Lightning: Import Dataset');
-    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Import tasks.jsonl as a dataset' }).waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Enter');
+    await answerInputBox(page, 'Import tasks.jsonl as a dataset');
     await toast('imported 2 tasks as dataset tasks').waitFor({ timeout: 30_000 });
     await runCommand(page, 'Lightning: Show Panel');
     await panel.locator('.datasets summary', { hasText: 'Datasets (1)' }).click({ timeout: 15_000 });
@@ -67,12 +65,8 @@ describe('datasets, batch runs, automatic rewards and the Training view in VS Co
     const calls = upstream.requests.length;
     await runCommandAndPick(page, 'Lightning: Run Dataset', '2 tasks');
     await pickQuickItem(page, 'Weather agent');
-    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'rollouts per task' }).waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Control+A');
-    await page.keyboard.type('2');
-    await page.keyboard.press('Enter');
-    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'agents running at once' }).waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Enter');
+    await answerInputBox(page, 'rollouts per task', '2');
+    await answerInputBox(page, 'agents running at once');
     await toast(/finished: 4 rollouts over 2 tasks · 100% succeeded/).waitFor({ timeout: 120_000 });
     await shot('data-2-dataset-run');
     await panel.locator('.scope', { hasText: 'Showing batch' }).waitFor({ timeout: 15_000 });
@@ -122,10 +116,8 @@ describe('datasets, batch runs, automatic rewards and the Training view in VS Co
   it('Run Dataset is cancelled from its notification: the agents are stopped and the rollouts marked cancelled', async () => {
     await runCommandAndPick(page, 'Lightning: Run Dataset', '2 tasks');
     await pickQuickItem(page, 'Weather agent (hangs)');
-    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'rollouts per task' }).waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Enter');
-    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'agents running at once' }).waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Enter');
+    await answerInputBox(page, 'rollouts per task');
+    await answerInputBox(page, 'agents running at once');
     // Both agents are waiting on an upstream that never answers.
     await waitFor(async () => (await panel.locator('.rollout-row .status[title="running"]').count()) === 2, 'two running rollouts of the new batch', 60_000).catch(async (error: unknown) => {
       await shot('data-5-not-running');

@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { panelFrame, pickQuickItem, runCommand, runCommandAndPick, statusBarItem, type Workbench } from '../helpers/codeServer';
+import { answerInputBox, panelFrame, pickQuickItem, runCommand, runCommandAndPick, statusBarItem, type Workbench } from '../helpers/codeServer';
 import { SHOTS, startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import type { ChatScript, ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { runCli } from '../helpers/daemon';
@@ -126,9 +126,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await page.keyboard.type('0.5');
     await page.locator('.quick-input-list .monaco-list-row', { hasText: '0.5' }).first().waitFor({ timeout: 5_000 });
     await page.keyboard.press('Enter');
-    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'comment' }).waitFor({ timeout: 10_000 });
-    await page.keyboard.type('right tool, terse answer');
-    await page.keyboard.press('Enter');
+    await answerInputBox(page, 'comment', 'right tool, terse answer');
     await panel.locator('.reward-row', { hasText: 'right tool, terse answer' }).waitFor({ timeout: 15_000 });
     await shot('04-annotated');
 

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
-import { pickQuickItem, runCommand } from '../helpers/codeServer';
+import { answerInputBox, pickQuickItem, pickQuickLabel, runCommand } from '../helpers/codeServer';
 import { runCli } from '../helpers/daemon';
 import { startE2eSession, SHOTS, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
@@ -35,18 +35,10 @@ describe('Start Training in VS Code (code-server + chromium): GRPO on the tiny m
   after(() => session?.close('extension-training'));
 
   const toast = (text: string | RegExp) => page.locator('.notifications-toasts .notification-toast', { hasText: text }).first();
-  /** The quick pick row whose label is exactly this (descriptions mention other settings' names). */
-  const pickLabel = async (label: string): Promise<void> => {
-    const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^\\s*${label}\\s*$`) }) }).first();
-    await row.waitFor({ timeout: 15_000 });
-    await row.click();
-  };
+  const pickLabel = (label: string) => pickQuickLabel(page, label);
   const typeSetting = async (label: string, value: string): Promise<void> => {
     await pickLabel(label);
-    await page.locator('.quick-input-widget .quick-input-title', { hasText: `Start Training: ${label}` }).waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Control+A');
-    await page.keyboard.type(value);
-    await page.keyboard.press('Enter');
+    await answerInputBox(page, `Start Training: ${label}`, value);
   };
   const runs = async (): Promise<TrainingRunSummary[]> => {
     const listed = await runCli(['train', '--list', '--json', '--store', session.storeFile]);

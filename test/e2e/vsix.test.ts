@@ -14,7 +14,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { ensureEditor } from '../provision/index.mjs';
-import { pickQuickItem, runCommand, runCommandAndPick, type WorkbenchOptions } from '../helpers/codeServer';
+import { answerInputBox, pickQuickItem, pickQuickLabel, runCommand, runCommandAndPick, type WorkbenchOptions } from '../helpers/codeServer';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
@@ -60,11 +60,7 @@ describe('the installed .vsix in the current VS Code on Node 24, no Node 20 in s
   after(() => session?.close('vsix'));
 
   const toast = (text: string | RegExp) => page.locator('.notifications-toasts .notification-toast', { hasText: text }).first();
-  const pickLabel = async (label: string): Promise<void> => {
-    const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row').filter({ has: page.locator('.label-name', { hasText: new RegExp(`^\\s*${label}\\s*$`) }) }).first();
-    await row.waitFor({ timeout: 15_000 });
-    await row.click();
-  };
+  const pickLabel = (label: string) => pickQuickLabel(page, label);
 
   it('the daemon starts on the editor\'s own Node 24 and opens the store with node:sqlite', async () => {
     await page.locator('.activitybar [aria-label^="Lightning"]').first().click();
@@ -109,10 +105,7 @@ describe('the installed .vsix in the current VS Code on Node 24, no Node 20 in s
     await pickLabel(AGENT_NAME);
     for (const [label, value] of [['Iterations', '2'], ['Samples per task', '2']] as const) {
       await pickLabel(label);
-      await page.locator('.quick-input-widget .quick-input-title', { hasText: `Start Training: ${label}` }).waitFor({ timeout: 15_000 });
-      await page.keyboard.press('Control+A');
-      await page.keyboard.type(value);
-      await page.keyboard.press('Enter');
+      await answerInputBox(page, `Start Training: ${label}`, value);
     }
     await pickLabel('Start training');
     await toast(/training run train-\S+ finished after 2 iteration/).waitFor({ timeout: 400_000 });

@@ -41,6 +41,8 @@ export interface WorkbenchOptions {
   readonly editor?: EditorName;
   /** Install this .vsix into the fresh extensions folder instead of loading the checkout. */
   readonly vsix?: string;
+  /** More .vsix files installed beside it (test-only extensions, e.g. the `debugpy` debug type). */
+  readonly extensions?: readonly string[];
   /**
    * Wraps the server's command line, e.g. to run it in a mount namespace that hides /usr/bin/node: gets the
    * command and its arguments, returns the ones to spawn.
@@ -88,7 +90,7 @@ export async function openWorkbench(workspace: string, scratch: string, options:
   const env = { ...process.env, XDG_CONFIG_HOME: xdg, XDG_DATA_HOME: xdg, PATH: options.searchPath ?? install.path };
   const common = ['--config', path.join(scratch, 'config.yaml'), '--user-data-dir', userDataDir, '--extensions-dir', extensionsDir];
   const wrap = options.wrap ?? ((command: string, args: string[]): [string, string[]] => [command, args]);
-  if (options.vsix) await installVsix(wrap, install.codeServer, common, options.vsix, env);
+  for (const vsix of [...(options.vsix ? [options.vsix] : []), ...(options.extensions ?? [])]) await installVsix(wrap, install.codeServer, common, vsix, env);
   const [command, args] = wrap(install.codeServer, [...common, '--auth', 'none', '--bind-addr', '127.0.0.1:0', '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override', workspace]);
   const server: ChildProcess = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let log = '';
@@ -168,6 +170,43 @@ export async function pickQuickItem(page: Page, text: string): Promise<void> {
   // A hover left over a row (its description's tooltip) can cover the next row: move the mouse away first.
   await page.mouse.move(0, 0);
   await row.click();
+}
+
+/**
+ * Picks the quick pick row whose label is exactly `label` (a row's description can name another row's label;
+ * a leading codicon renders no text).
+ */
+export async function pickQuickLabel(page: Page, label: string): Promise<void> {
+  const escaped = label.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row')
+    .filter({ has: page.locator('.label-name', { hasText: new RegExp(`^\\s*${escaped}\\s*$`) }) }).first();
+  await row.waitFor({ timeout: 15_000 });
+  await page.mouse.move(0, 0);
+  await row.click();
+}
+
+/**
+ * Answers the input box titled `title` with `value` (none: the value it shows) and accepts it. The value is filled into the box itself
+ * (keys typed before the box has focus would go elsewhere); Enter is pressed again while the box stays open
+ * without a validation message (a keypress lost while the workbench is busy), and a validation message fails
+ * the test with its text.
+ */
+export async function answerInputBox(page: Page, title: string, value?: string): Promise<void> {
+  const box = page.locator('.quick-input-widget', { has: page.locator('.quick-input-title', { hasText: title }) });
+  await box.waitFor({ timeout: 15_000 });
+  const input = box.locator('.quick-input-box input');
+  if (value !== undefined) await input.fill(value, { timeout: 5_000 });
+  for (let attempt = 0; ; attempt += 1) {
+    await input.press('Enter', { timeout: 5_000 }).catch(() => undefined);
+    try {
+      await box.waitFor({ state: 'hidden', timeout: 3_000 });
+      return;
+    } catch (error) {
+      const message = await box.locator('.quick-input-message').textContent().catch(() => '');
+      if (message && message.trim() && (await box.locator('.inputBox.error, .monaco-inputbox.error').count()) > 0) throw new Error(`the input box "${title}" refused ${JSON.stringify(value ?? await input.inputValue())}: ${message.trim()}`);
+      if (attempt === 4) throw error;
+    }
+  }
 }
 
 /**
