@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { answerInputBox, panelFrame, pickQuickItem, runCommand, runCommandAndPick, statusBarItem, type Workbench } from '../helpers/codeServer';
+import { answerInputBox, panelFrame, setBreakpoint, pickQuickItem, runCommand, runCommandAndPick, statusBarItem, type Workbench } from '../helpers/codeServer';
 import { SHOTS, startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import type { ChatScript, ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { runCli } from '../helpers/daemon';
@@ -65,17 +65,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
 
   it('Debug with Lightning: a breakpoint hits while the agent is instrumented, and the rollout shows live', async () => {
     // A breakpoint on the line after the first LLM call (F9 in the editor).
-    await runCommand(page, 'Go to File');
-    await page.keyboard.type('agent.mjs');
-    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'agent.mjs' }).first().waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Enter');
-    await page.locator('.monaco-editor .view-lines', { hasText: 'BREAKPOINT' }).waitFor({ timeout: 15_000 });
-    const line = fs.readFileSync(path.join(workspace, 'agent.mjs'), 'utf8').split('\n').findIndex((text) => text.includes('BREAKPOINT')) + 1;
-    await page.keyboard.press('Control+G');
-    await page.keyboard.type(String(line));
-    await page.keyboard.press('Enter');
-    await page.keyboard.press('F9');
-    await page.locator('.codicon-debug-breakpoint').first().waitFor({ timeout: 10_000 });
+    await setBreakpoint(page, workspace, 'agent.mjs', 'BREAKPOINT');
 
     await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Weather agent');
     await page.locator('.debug-toolbar').waitFor({ timeout: 60_000 });

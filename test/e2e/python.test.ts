@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { runCommand, runCommandAndPick } from '../helpers/codeServer';
+import { runCommand, runCommandAndPick, setBreakpoint } from '../helpers/codeServer';
 import { REPO_ROOT } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
@@ -61,18 +61,7 @@ describe('Debug with Lightning on Python agents, under the real debugpy adapter'
   const rolloutsNamed = (name: string) => panel.locator('.rollout-row', { hasText: name });
 
   it('a breakpoint hits with the first LLM call recorded; after Continue the rollout has both calls, the reward and exit code 0', async () => {
-    await runCommand(page, 'Go to File');
-    await page.keyboard.type('weather_agent.py');
-    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'weather_agent.py' }).first().waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Enter');
-    await page.locator('.monaco-editor .view-lines', { hasText: 'urllib.request' }).waitFor({ timeout: 15_000 });
-    const line = fs.readFileSync(AGENT, 'utf8').split('\n').findIndex((text) => text.includes(BREAKPOINT_TEXT)) + 1;
-    assert.ok(line > 0, 'the breakpoint line is in the agent');
-    await page.keyboard.press('Control+G');
-    await page.keyboard.type(String(line));
-    await page.keyboard.press('Enter');
-    await page.keyboard.press('F9');
-    await page.locator('.codicon-debug-breakpoint').first().waitFor({ timeout: 10_000 });
+    await setBreakpoint(page, session.workspace, 'weather_agent.py', BREAKPOINT_TEXT);
 
     await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Python weather agent');
     await page.locator('.debug-toolbar .codicon-debug-continue').waitFor({ timeout: 90_000 });

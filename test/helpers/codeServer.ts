@@ -173,6 +173,27 @@ export async function pickQuickItem(page: Page, text: string): Promise<void> {
 }
 
 /**
+ * Opens `file` of the workspace (Go to File) and sets a breakpoint (F9) on the first line containing `text`;
+ * resolves with that line (1-based) once the editor shows the breakpoint.
+ */
+export async function setBreakpoint(page: Page, workspace: string, file: string, text: string): Promise<number> {
+  const line = fs.readFileSync(path.join(workspace, file), 'utf8').split('\n').findIndex((candidate) => candidate.includes(text)) + 1;
+  if (line === 0) throw new Error(`no line of ${file} contains ${JSON.stringify(text)}`);
+  await runCommand(page, 'Go to File');
+  await page.keyboard.type(file);
+  await page.locator('.quick-input-list .monaco-list-row', { hasText: file }).first().waitFor({ timeout: 15_000 });
+  await page.keyboard.press('Enter');
+  await page.locator('.tab.active', { hasText: file }).waitFor({ timeout: 15_000 });
+  await page.locator('.monaco-editor .view-lines', { hasText: text }).waitFor({ timeout: 15_000 });
+  await page.keyboard.press('Control+G');
+  await page.keyboard.type(String(line));
+  await page.keyboard.press('Enter');
+  await page.keyboard.press('F9');
+  await page.locator('.codicon-debug-breakpoint').first().waitFor({ timeout: 10_000 });
+  return line;
+}
+
+/**
  * Picks the quick pick row whose label is exactly `label` (a row's description can name another row's label;
  * a leading codicon renders no text).
  */
