@@ -11,7 +11,7 @@ import { alignSteps, compareSteps, compareTotals, wordDiff } from '../../webview
 import { conversationOf, turnText } from '../../webview/editor/conversation';
 import { EditorToExtension, ExtensionToEditor, editorKey, restoreEditorState, tabTitle } from '../../webview/editor/editorProtocol';
 import { runCharts } from '../../webview/editor/runCharts';
-import { isSlim, slimSpan } from '../../webview/editor/slimSpan';
+import { isSlim, slimSpan } from '../../trainer-daemon/protocol/slimSpan';
 import { bandChartSvg, stepAt } from '../../trainer-daemon/protocol/chart';
 import { WebviewToExtension } from '../../webview/protocol';
 import { grpoBatchId, grpoIterationBatchId, type Json, type Rollout } from '../../trainer-daemon/protocol';

@@ -60,8 +60,10 @@ const TabSpan = Span.extend({ attributes: z.record(z.string(), z.custom<Json>())
 export const EditorToExtension = z.discriminatedUnion('type', [
   /** The tab is listening; it says what it shows (its saved state, if any). */
   z.object({ type: z.literal('ready') }),
+  /** The tab painted what it shows for the first time (a rollout's first rows, a comparison's pairs): work the extension held back for it may go on. */
+  z.object({ type: z.literal('painted') }),
   z.object({ type: z.literal('loadSpans'), rolloutId: Id, afterSequence: z.number().int().nonnegative() }),
-  /** One whole span (the tab has it slimmed: webview/editor/slimSpan.ts), for its conversation. */
+  /** One whole span (the tab has it slimmed: trainer-daemon/protocol/slimSpan.ts), for its conversation. */
   z.object({ type: z.literal('loadSpan'), rolloutId: Id, sequence: z.number().int().positive() }),
   z.object({ type: z.literal('annotate'), rolloutId: Id, spanId: SpanId.nullable(), value: z.number().finite(), comment: z.string().max(10_000).nullable() }),
   z.object({ type: z.literal('copy'), text: z.string().max(50_000_000) }),

@@ -40,6 +40,7 @@ function save(change: Partial<EditorState>): void {
 }
 
 function show(next: EditorState): void {
+  root.dataset.showAt ??= String(Date.now());
   const same = state && view && editorKey(state.target) === editorKey(next.target);
   state = next;
   vscode.setState(next);
@@ -61,12 +62,14 @@ function show(next: EditorState): void {
         copy: (text) => post({ type: 'copy', text }),
         compareWith: (rolloutId) => post({ type: 'compareWith', rolloutId }),
         selectionChanged: (spanId) => state?.selectedSpanId !== spanId && save({ selectedSpanId: spanId }),
+        painted: () => post({ type: 'painted' }),
       });
       break;
     case 'compare':
       view = new CompareTab(target.left, target.right, {
         loadSpans: (rolloutId, afterSequence) => post({ type: 'loadSpans', rolloutId, afterSequence }),
         openRollout: (rolloutId) => post({ type: 'openRollout', rolloutId, beside: false }),
+        painted: () => post({ type: 'painted' }),
       });
       break;
     case 'run':
@@ -95,8 +98,10 @@ window.addEventListener('dblclick', () => {
   }
 });
 
-window.addEventListener('message', (event: MessageEvent<unknown>) => {
-  const parsed = ExtensionToEditor.safeParse(event.data);
+window.addEventListener('message', (event: MessageEvent<unknown>) => receive(event.data));
+
+function receive(data: unknown): void {
+  const parsed = ExtensionToEditor.safeParse(data);
   if (!parsed.success) return;
   const message = parsed.data;
   if (message.type === 'show') return show(message.state);
@@ -126,6 +131,19 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
     else if (message.type === 'runChanged') view.runChanged(message.run);
     else if (message.type === 'runs') view.setRuns(message.items);
   }
-});
+}
 
+/** The first screen's messages, written into the page by the extension (extension/webviewHtml.ts): shown before any round trip. */
+function initialMessages(): unknown[] {
+  const text = document.getElementById('initial-messages')?.textContent;
+  if (!text) return [];
+  try {
+    const messages: unknown = JSON.parse(text);
+    return Array.isArray(messages) ? messages : [];
+  } catch {
+    return [];
+  }
+}
+
+for (const message of initialMessages()) receive(message);
 post({ type: 'ready' });
