@@ -18,15 +18,19 @@ import type { TrainingRuns } from '../trainingRuns';
 import { webviewHtml } from '../webviewHtml';
 import { pickRollout, pickTrainingRun } from './pickers';
 
-/** Spans per message: the first page (a few screenfuls of the timeline) paints at once, the rest follow in larger ones; each page is validated by the daemon client (~0.3 ms a span here). */
-const FIRST_SPAN_PAGE = 60;
+/**
+ * Spans per message: the first page (a screenful and more of the timeline, slimmed by the daemon) is quick to
+ * fetch, so it is usually inside the page itself (FIRST_PAYLOAD_WAIT_MS); the rest follow in larger ones.
+ */
+const FIRST_SPAN_PAGE = 40;
 const SPAN_PAGE = 1_000;
 /**
  * How long a new tab's page waits for its first data (the rollout, its rewards, its first spans) to be written
- * into the page itself: VS Code takes longer than this to make the webview's frame that needs the page, and a
- * page that carries its first screen paints it as soon as its script runs, without a round trip.
+ * into the page itself: VS Code took 180–390 ms (e2e, this machine) from being given the page to starting the
+ * frame that loads it, and a page that carries its first screen paints it as soon as its script runs, without
+ * a round trip (which cost 0.1–0.5 s on a loaded machine).
  */
-const FIRST_PAYLOAD_WAIT_MS = 150;
+const FIRST_PAYLOAD_WAIT_MS = 200;
 
 interface Tab {
   readonly panel: vscode.WebviewPanel;

@@ -56,7 +56,8 @@ async function startUp(tab: Frame, clickedAt: number, paintedAt: number): Promis
     const { performance } = globalThis as unknown as PerformanceGlobals;
     const navigation = performance.getEntriesByType('navigation')[0];
     const resources = performance.getEntriesByType('resource').filter((entry) => /\.(js|css)(\?|$)/.test(entry.name));
-    const app = (globalThis as unknown as PageGlobals).document.querySelector('#app')!.dataset;
+    const document = (globalThis as unknown as PageGlobals).document;
+    const app = { ...document.querySelector('#app')!.dataset, ...document.querySelector('#app > *')!.dataset };
     return {
       origin: performance.timeOrigin,
       html: performance.timeOrigin + (navigation?.responseEnd ?? NaN),
@@ -129,8 +130,8 @@ describe('editor tabs: a rollout, a comparison, a training run (code-server + ch
     await page.locator('.tabs-container .tab', { hasText: 'big-2000-b (preview)' }).waitFor({ timeout: 30_000 });
     assert.equal(await page.locator('.tabs-container .tab', { hasText: '(preview)' }).count(), 1, 'one preview tab, reused');
     const tab = await frameWith(page, `.rollout-tab[data-rollout-id="${seeded.big2}"] .timeline[data-complete-paint-at]`, 120_000);
-    const reused = await tab.evaluate(() => ({ ...(globalThis as unknown as PageGlobals).document.querySelector('.timeline')!.dataset }));
-    console.log(`# measured: 2,000-span rollout into the open preview tab after the click: first rows painted ${Number(reused.firstPaintAt) - reusedAt} ms, all spans painted ${Number(reused.completePaintAt) - reusedAt} ms (target ≤ 300 ms)`);
+    const reused = await tab.evaluate(() => ({ ...(globalThis as unknown as PageGlobals).document.querySelector('.rollout-tab')!.dataset, ...(globalThis as unknown as PageGlobals).document.querySelector('.timeline')!.dataset }));
+    console.log(`# measured: 2,000-span rollout into the open preview tab after the click: first rows painted ${Number(reused.firstPaintAt) - reusedAt} ms, all spans painted ${Number(reused.completePaintAt) - reusedAt} ms (target ≤ 300 ms); the page was told to show it +${Number(reused.showAt) - reusedAt} ms, its first spans came +${Number(reused.firstSpansAt) - reusedAt} ms`);
 
     // The first LLM call is selected; j j goes to the third, k back to the second.
     const selected = (): Promise<string | undefined> => tab.evaluate(() => (globalThis as unknown as PageGlobals).document.querySelector('.span-detail')!.dataset.spanId);

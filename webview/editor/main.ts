@@ -40,7 +40,7 @@ function save(change: Partial<EditorState>): void {
 }
 
 function show(next: EditorState): void {
-  root.dataset.showAt ??= String(Date.now());
+  const shownAt = String(Date.now());
   const same = state && view && editorKey(state.target) === editorKey(next.target);
   state = next;
   vscode.setState(next);
@@ -84,6 +84,8 @@ function show(next: EditorState): void {
   }
   root.replaceChildren(view.element);
   root.dataset.kind = target.kind;
+  // The e2e reads, per view, when the page was told to show it and when its first spans came.
+  view.element.dataset.showAt = shownAt;
   // The e2e reads when the first paint happened on the page's own clock.
   requestAnimationFrame(() => (root.dataset.shownAt = String(performance.now())));
 }
@@ -114,7 +116,7 @@ function receive(data: unknown): void {
     setTimeout(() => banner.remove(), 10_000);
     return;
   }
-  if (message.type === 'spans') root.dataset.firstSpansAt ??= String(Date.now());
+  if (message.type === 'spans' && view) view.element.dataset.firstSpansAt ??= String(Date.now());
   if (view instanceof RolloutTab) {
     if (message.type === 'rollout') view.setRollout(message.rollout);
     else if (message.type === 'spans' && message.rolloutId === view.rolloutId) view.addSpans(message.spans, message.complete);
