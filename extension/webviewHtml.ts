@@ -6,6 +6,7 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import * as vscode from 'vscode';
+import { initialMessagesText, type ExtensionToEditor } from '../webview/editor/editorProtocol';
 
 /** The shared chunks each entry imports (dist/chunks/preload.json, written by esbuild.mjs), read once; none if it is missing. */
 let preload: Record<string, string[]> | undefined;
@@ -28,7 +29,7 @@ function chunksOf(dist: vscode.Uri, entry: string): string[] {
  * `marks`: the extension's timestamps (epoch ms) for this page, as `data-*` attributes of `#app`
  * (e.g. `{ openedAt }` → `data-opened-at`): the page and the e2e line them up with the page's own clock.
  */
-export function webviewHtml(webview: vscode.Webview, dist: vscode.Uri, entry: 'webview' | 'editor', title: string, marks: Record<string, number> = {}, initial: readonly unknown[] = []): string {
+export function webviewHtml(webview: vscode.Webview, dist: vscode.Uri, entry: 'webview' | 'editor', title: string, marks: Record<string, number> = {}, initial: readonly ExtensionToEditor[] = []): string {
   const nonce = crypto.randomBytes(16).toString('base64');
   const script = webview.asWebviewUri(vscode.Uri.joinPath(dist, `${entry}.js`));
   const style = webview.asWebviewUri(vscode.Uri.joinPath(dist, `${entry}.css`));
@@ -42,8 +43,6 @@ export function webviewHtml(webview: vscode.Webview, dist: vscode.Uri, entry: 'w
 <body><div id="app"${data}></div>${initialMessages(initial)}<script type="module" nonce="${nonce}" src="${script}"></script></body></html>`;
 }
 
-/** JSON inside a script element: `<` escaped, so no string in it can end the element. */
-function initialMessages(messages: readonly unknown[]): string {
-  if (messages.length === 0) return '';
-  return `<script type="application/json" id="initial-messages">${JSON.stringify(messages).replace(/</g, '\\u003c')}</script>`;
+function initialMessages(messages: readonly ExtensionToEditor[]): string {
+  return messages.length === 0 ? '' : `<script type="application/json" id="initial-messages">${initialMessagesText(messages)}</script>`;
 }

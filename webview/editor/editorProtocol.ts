@@ -98,6 +98,25 @@ export const ExtensionToEditor = z.discriminatedUnion('type', [
 ]);
 export type ExtensionToEditor = z.infer<typeof ExtensionToEditor>;
 
+/**
+ * The first messages a new tab's page carries (extension/webviewHtml.ts writes them into an inert
+ * `<script type="application/json">`): JSON with every `<` escaped, so no string in a span can end that element.
+ */
+export function initialMessagesText(messages: readonly ExtensionToEditor[]): string {
+  return JSON.stringify(messages).replace(/</g, '\\u003c');
+}
+
+/** The page's side: the messages read back (each still validated as a posted one is), none when the text is not a list. */
+export function readInitialMessages(text: string | null | undefined): unknown[] {
+  if (!text) return [];
+  try {
+    const messages: unknown = JSON.parse(text);
+    return Array.isArray(messages) ? messages : [];
+  } catch {
+    return [];
+  }
+}
+
 /** A tab's title: the rollout's (a preview says so), the pair, the run. */
 export function tabTitle(state: EditorState, rollout?: Rollout): string {
   const target = state.target;

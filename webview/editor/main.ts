@@ -10,7 +10,7 @@ import '@vscode-elements/elements/dist/vscode-single-select/index.js';
 import '@vscode-elements/elements/dist/vscode-option/index.js';
 import '../panel.css';
 import './editor.css';
-import { ExtensionToEditor, editorKey, restoreEditorState, type EditorState, type EditorToExtension } from './editorProtocol';
+import { ExtensionToEditor, editorKey, readInitialMessages, restoreEditorState, type EditorState, type EditorToExtension } from './editorProtocol';
 import { RolloutTab } from './rolloutTab';
 import { CompareTab } from './compareTab';
 import { RunTab } from './runTab';
@@ -135,17 +135,6 @@ function receive(data: unknown): void {
   }
 }
 
-/** The first screen's messages, written into the page by the extension (extension/webviewHtml.ts): shown before any round trip. */
-function initialMessages(): unknown[] {
-  const text = document.getElementById('initial-messages')?.textContent;
-  if (!text) return [];
-  try {
-    const messages: unknown = JSON.parse(text);
-    return Array.isArray(messages) ? messages : [];
-  } catch {
-    return [];
-  }
-}
-
-for (const message of initialMessages()) receive(message);
+// The first screen's messages, written into the page by the extension (extension/webviewHtml.ts): shown before any round trip.
+for (const message of readInitialMessages(document.getElementById('initial-messages')?.textContent)) receive(message);
 post({ type: 'ready' });
