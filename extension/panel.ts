@@ -87,7 +87,9 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
           this.live.selectedId = message.id;
           void this.sendRewards(message.id);
           void this.sendServedBy(message.id);
-          await this.streamSpans(message.id, 0);
+          // The tab this click opened paints first; the panel's steps follow (the header is there already).
+          await this.editors.whenPainted(message.id);
+          if (this.live.selectedId === message.id) await this.streamSpans(message.id, 0);
           return;
         case 'loadSpans':
           await this.streamSpans(message.rolloutId, message.afterSequence);

@@ -17,11 +17,20 @@ import type { LiveRollouts } from '../liveRollouts';
 import type { TrainingRuns } from '../trainingRuns';
 import { webviewHtml } from '../webviewHtml';
 import { pickRollout, pickTrainingRun } from './pickers';
-import { slimSpan } from '../../webview/editor/slimSpan';
 
-/** Spans per message: the first page (a few screenfuls of the timeline) paints at once, the rest follow in larger ones; each page is validated by the daemon client (~0.3 ms a span here). */
-const FIRST_SPAN_PAGE = 60;
+/**
+ * Spans per message: the first page (a screenful and more of the timeline, slimmed by the daemon) is quick to
+ * fetch, so it is usually inside the page itself (FIRST_PAYLOAD_WAIT_MS); the rest follow in larger ones.
+ */
+const FIRST_SPAN_PAGE = 40;
 const SPAN_PAGE = 1_000;
+/**
+ * How long a new tab's page waits for its first data (the rollout, its rewards, its first spans) to be written
+ * into the page itself: VS Code took 180–390 ms (e2e, this machine) from being given the page to starting the
+ * frame that loads it, and a page that carries its first screen paints it as soon as its script runs, without
+ * a round trip (which cost 0.1–0.5 s on a loaded machine).
+ */
+const FIRST_PAYLOAD_WAIT_MS = 200;
 
 interface Tab {
   readonly panel: vscode.WebviewPanel;
@@ -35,6 +44,11 @@ interface Tab {
   ready: boolean;
   readonly pending: ExtensionToEditor[];
   readonly disposables: vscode.Disposable[];
+  /** When the extension was asked to show this target (epoch ms): the tab's timings in the log count from here. */
+  openedAt: number;
+  /** Whether the page painted what it shows now (its `painted`); until then `whenPainted` callers wait in `waiters`. */
+  painted: boolean;
+  readonly waiters: Array<() => void>;
 }
 
 export interface OpenOptions {
@@ -78,6 +92,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
 
   /** Opens (or reveals) a rollout's tab; a preview reuses the preview tab there is. */
   openRollout(rolloutId: string, options: OpenOptions = {}): void {
+    const openedAt = Date.now();
     const target: EditorTarget = { kind: 'rollout', rolloutId };
     const open = this.find(target);
     if (open) {
@@ -88,11 +103,12 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     const preview = options.preview ? [...this.tabs].find((tab) => tab.state.preview && tab.state.target.kind === 'rollout') : undefined;
     const state: EditorState = { target, preview: options.preview ?? false, selectedSpanId: null, overlayRunId: null };
     if (preview) {
+      preview.openedAt = openedAt;
       this.retarget(preview, state);
       preview.panel.reveal(preview.panel.viewColumn, true);
       return;
     }
-    this.create(state, options);
+    this.create(state, options, openedAt);
   }
 
   compare(left: string, right: string): void {
@@ -100,14 +116,14 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     const target: EditorTarget = { kind: 'compare', left, right };
     const open = this.find(target);
     if (open) return open.panel.reveal(open.panel.viewColumn);
-    this.create({ target, preview: false, selectedSpanId: null, overlayRunId: null }, {});
+    this.create({ target, preview: false, selectedSpanId: null, overlayRunId: null }, {}, Date.now());
   }
 
   openRun(runId: string, options: OpenOptions = {}): void {
     const target: EditorTarget = { kind: 'run', runId };
     const open = this.find(target);
     if (open) return open.panel.reveal(options.beside ? vscode.ViewColumn.Beside : open.panel.viewColumn);
-    this.create({ target, preview: false, selectedSpanId: null, overlayRunId: null }, options);
+    this.create({ target, preview: false, selectedSpanId: null, overlayRunId: null }, options, Date.now());
   }
 
   /** **Lightning: Open Rollout in Editor** (an id from a caller, else a quick pick). */
@@ -139,7 +155,24 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
       panel.dispose();
       return;
     }
-    this.attach(panel, restored.state);
+    this.attach(panel, restored.state, Date.now());
+  }
+
+  /**
+   * Resolves once every tab that shows this rollout has painted it (or after `capMs`). The side panel's own
+   * detail of a rollout just clicked waits for the tab the click opened: both would otherwise share the
+   * editor's one renderer thread while the tab starts (measured in the e2e: it held the tab's first rows
+   * back by more than a second).
+   */
+  async whenPainted(rolloutId: string, capMs = 3_000): Promise<void> {
+    const starting = this.showing(rolloutId).filter((tab) => !tab.painted);
+    if (starting.length === 0) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([
+      Promise.all(starting.map((tab) => new Promise<void>((resolve) => tab.waiters.push(resolve)))),
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, capMs))),
+    ]);
+    clearTimeout(timer);
   }
 
   private find(target: EditorTarget): Tab | undefined {
@@ -152,31 +185,42 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     return [...this.tabs].filter((tab) => rolloutIds(tab.state.target).includes(rolloutId));
   }
 
-  private create(state: EditorState, options: OpenOptions): void {
+  private create(state: EditorState, options: OpenOptions, openedAt: number): void {
     const panel = vscode.window.createWebviewPanel(
       EDITOR_VIEW_TYPE,
       tabTitle(state),
       { viewColumn: options.beside ? vscode.ViewColumn.Beside : vscode.ViewColumn.Active, preserveFocus: options.preview ?? false },
       { enableScripts: true, retainContextWhenHidden: true, enableFindWidget: true, localResourceRoots: [this.dist] },
     );
-    this.attach(panel, state);
+    this.attach(panel, state, openedAt, Date.now());
   }
 
-  private attach(panel: vscode.WebviewPanel, state: EditorState): void {
+  private attach(panel: vscode.WebviewPanel, state: EditorState, openedAt: number, panelAt = openedAt): void {
     panel.webview.options = { enableScripts: true, localResourceRoots: [this.dist] };
-    panel.webview.html = webviewHtml(panel.webview, this.dist, 'editor', tabTitle(state));
     panel.title = tabTitle(state);
     panel.iconPath = vscode.Uri.joinPath(this.dist, '..', 'media', 'lightning.svg');
-    const tab: Tab = { panel, state, generation: 0, ready: false, pending: [], disposables: [] };
+    const tab: Tab = { panel, state, generation: 0, ready: false, pending: [], disposables: [], openedAt, painted: false, waiters: [] };
     this.tabs.add(tab);
-    this.load(tab);
+    void this.setPage(tab, this.load(tab), panelAt);
     tab.disposables.push(
       panel.webview.onDidReceiveMessage((message: unknown) => void this.receive(tab, message)),
       panel.onDidDispose(() => {
         this.tabs.delete(tab);
+        markPainted(tab);
         for (const disposable of tab.disposables) disposable.dispose();
       }),
     );
+  }
+
+  /** The tab's page, carrying its first messages (what came within FIRST_PAYLOAD_WAIT_MS); the rest wait for its `ready`. */
+  private async setPage(tab: Tab, firstPayload: Promise<void>, panelAt: number): Promise<void> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([firstPayload, new Promise<void>((resolve) => (timer = setTimeout(resolve, FIRST_PAYLOAD_WAIT_MS)))]);
+    clearTimeout(timer);
+    if (!this.tabs.has(tab)) return;
+    const initial: ExtensionToEditor[] = [{ type: 'show', state: tab.state }, ...tab.pending.splice(0)];
+    // The extension's side of the tab's start (read by the page and the e2e): asked, panel made, page given.
+    tab.panel.webview.html = webviewHtml(tab.panel.webview, this.dist, 'editor', tabTitle(tab.state), { openedAt: tab.openedAt, panelAt, htmlAt: Date.now() }, initial);
   }
 
   private pin(tab: Tab): void {
@@ -189,10 +233,11 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
   /** A preview tab shows another rollout. */
   private retarget(tab: Tab, state: EditorState): void {
     tab.state = state;
+    tab.painted = false;
     tab.generation += 1;
     tab.panel.title = tabTitle(state);
     this.post(tab, { type: 'show', state });
-    this.load(tab);
+    void this.load(tab);
   }
 
   private post(tab: Tab, message: ExtensionToEditor): void {
@@ -200,13 +245,18 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     else if (message.type !== 'show') tab.pending.push(message);
   }
 
-  /** What a tab needs at start (its rollouts with their rewards and spans; a run tab asks for its run). */
-  private load(tab: Tab): void {
+  /**
+   * What a tab needs at start (its rollouts with their rewards and spans; a run tab asks for its run), posted as it
+   * comes; resolves when the first screen's share is posted (each rollout, its rewards, its first page of spans).
+   */
+  private load(tab: Tab): Promise<void> {
+    const firsts: Array<Promise<void>> = [];
     for (const id of rolloutIds(tab.state.target)) {
-      void this.sendRollout(tab, id);
-      void this.sendRewards(tab, id);
-      void this.streamSpans(tab, id, 0).catch((error) => this.fail(tab, 'loading spans', error));
+      let firstPage = (): void => undefined;
+      firsts.push(this.sendRollout(tab, id), this.sendRewards(tab, id), new Promise<void>((resolve) => (firstPage = resolve)));
+      void this.streamSpans(tab, id, 0, firstPage).catch((error) => this.fail(tab, 'loading spans', error)).finally(firstPage);
     }
+    return Promise.all(firsts).then(() => undefined);
   }
 
   private async receive(tab: Tab, raw: unknown): Promise<void> {
@@ -222,11 +272,14 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
           // A page that was ready before has reloaded: it gets everything again.
           const reloaded = tab.ready;
           tab.ready = true;
+          if (!reloaded) this.log.info(`[editors] ${editorKey(tab.state.target)}: its page listens ${Date.now() - tab.openedAt} ms after the open (${tab.pending.length} messages waited for it)`);
           this.post(tab, { type: 'show', state: tab.state });
           for (const pending of tab.pending.splice(0)) this.post(tab, pending);
-          if (reloaded) this.load(tab);
+          if (reloaded) void this.load(tab);
           return;
         }
+        case 'painted':
+          return markPainted(tab);
         case 'loadSpans':
           return this.streamSpans(tab, message.rolloutId, message.afterSequence);
         case 'loadSpan': {
@@ -321,16 +374,21 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
   }
 
   /** A rollout's spans after `afterSequence`, page by page; stops when the tab closes or shows something else. */
-  private async streamSpans(tab: Tab, rolloutId: string, afterSequence: number): Promise<void> {
+  private async streamSpans(tab: Tab, rolloutId: string, afterSequence: number, firstPage?: () => void): Promise<void> {
     const client = await this.live.supervisor.ensureRunning();
     const generation = tab.generation;
+    const started = Date.now();
+    let fetched = 0;
     const current = (): boolean => this.tabs.has(tab) && tab.generation === generation && rolloutIds(tab.state.target).includes(rolloutId);
     for (let after = afterSequence, limit = afterSequence === 0 ? FIRST_SPAN_PAGE : SPAN_PAGE; current(); limit = SPAN_PAGE) {
-      const { items } = await client.request('listSpans', { rolloutId, afterSequence: after, limit });
+      // Slimmed by the daemon: the timeline and the comparison need the spans' shape, a conversation asks for its whole span.
+      const { items } = await client.request('listSpans', { rolloutId, afterSequence: after, limit, slim: true });
       if (!current()) return;
       const complete = items.length < limit;
-      // Slimmed: the timeline and the comparison need the spans' shape, a conversation asks for its whole span.
-      this.post(tab, { type: 'spans', rolloutId, spans: items.map(slimSpan), complete });
+      fetched += items.length;
+      if (complete && afterSequence === 0) this.log.info(`[editors] ${rolloutId}: ${fetched} spans fetched and posted ${Date.now() - started} ms after the stream started (${started - tab.openedAt} ms after the open)`);
+      this.post(tab, { type: 'spans', rolloutId, spans: items, complete });
+      firstPage?.();
       if (complete) return;
       after = items.at(-1)!.sequence;
     }
@@ -340,6 +398,11 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     for (const disposable of this.disposables) disposable.dispose();
     for (const tab of [...this.tabs]) tab.panel.dispose();
   }
+}
+
+function markPainted(tab: Tab): void {
+  tab.painted = true;
+  for (const resolve of tab.waiters.splice(0)) resolve();
 }
 
 function rolloutIds(target: EditorTarget): string[] {

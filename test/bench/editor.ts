@@ -12,6 +12,8 @@ import { runCharts } from '../../webview/editor/runCharts';
 import { formatValue } from '../../trainer-daemon/protocol/grpoCharts';
 import { bandChartSvg } from '../../trainer-daemon/protocol/chart';
 import { agentRollout } from '../helpers/editorFixtures';
+import { slimSpan } from '../../trainer-daemon/protocol/slimSpan';
+import { Span } from '../../trainer-daemon/protocol/records';
 import { fmt, median, printTable, rows } from './table';
 
 function time(fn: () => void, runs: number): number {
@@ -70,6 +72,31 @@ function compareBenchmark(): void {
   });
 }
 
+/** What `spans/list` with `slim: true` saves a comparison tab: the daemon slims, the extension reads and validates less. */
+function slimBenchmark(): void {
+  const spans = agentRollout(200);
+  const items = Span.array();
+  let bytes = { slim: 0, whole: 0 };
+  const slimMs = time(() => {
+    const text = JSON.stringify(spans.map(slimSpan));
+    bytes = { ...bytes, slim: text.length };
+    items.parse(JSON.parse(text));
+  }, 10);
+  const wholeMs = time(() => {
+    const text = JSON.stringify(spans);
+    bytes = { ...bytes, whole: text.length };
+    items.parse(JSON.parse(text));
+  }, 10);
+  rows.push({
+    metric: `a 200-step rollout's ${spans.length} spans for a comparison tab, slimmed by the daemon (${fmt(bytes.slim / 1024)} KB on the wire): slimmed, serialized, read and validated (median of 10)`,
+    result: `${fmt(slimMs, 1)} ms`,
+    baseline: `${fmt(wholeMs, 1)} ms (the whole spans, ${fmt(bytes.whole / 1024)} KB, serialized, read and validated)`,
+    ratio: `${fmt(slimMs / wholeMs, 2)}×`,
+    target: '< 1× (less than the whole spans)',
+    met: slimMs < wholeMs ? 'yes' : 'NO',
+  });
+}
+
 function chartBenchmark(): void {
   const names = ['reward/mean', 'reward/std', 'val/reward', 'loss', 'kl', 'entropy', 'tokensPerSecond', 'gpuMemoryBytes'];
   const metrics = Array.from({ length: 200 }, (_, step) => names.map((name, i) => ({ step: step + 1, name, value: Math.sin(step / 10 + i) + i, timeMs: 0 }))).flat();
@@ -92,6 +119,7 @@ function chartBenchmark(): void {
 export function editorBenchmark(): void {
   timelineBenchmark();
   compareBenchmark();
+  slimBenchmark();
   chartBenchmark();
 }
 

@@ -36,6 +36,58 @@ async function frameWith(page: Page, selector: string, timeout = 60_000): Promis
   }, `a frame with ${selector}`, timeout);
 }
 
+interface PerformanceGlobals {
+  performance: {
+    timeOrigin: number;
+    getEntriesByType(type: string): Array<{ name: string; startTime: number; responseEnd: number; domInteractive?: number; decodedBodySize?: number }>;
+  };
+}
+
+/**
+ * Where a new tab's time went after the click, on one clock (epoch ms: the pages' `performance.timeOrigin`
+ * and the extension's `Date.now()`, one machine): the extension's marks (#app's data-opened-at, -panel-at,
+ * -html-at), VS Code's two frames (the webview host and its content frame, by their navigation starts),
+ * our page's HTML, scripts and styles (resource timing), its script's start, the first spans, the first paint.
+ */
+async function startUp(tab: Frame, clickedAt: number, paintedAt: number): Promise<string> {
+  const host = tab.parentFrame();
+  const hostOrigin = host ? await host.evaluate(() => (globalThis as unknown as PerformanceGlobals).performance.timeOrigin) : NaN;
+  const page = await tab.evaluate(() => {
+    const { performance } = globalThis as unknown as PerformanceGlobals;
+    const navigation = performance.getEntriesByType('navigation')[0];
+    const resources = performance.getEntriesByType('resource').filter((entry) => /\.(js|css)(\?|$)/.test(entry.name));
+    const document = (globalThis as unknown as PageGlobals).document;
+    const app = { ...document.querySelector('#app')!.dataset, ...document.querySelector('#app > *')!.dataset };
+    return {
+      origin: performance.timeOrigin,
+      html: performance.timeOrigin + (navigation?.responseEnd ?? NaN),
+      scripts: performance.timeOrigin + Math.max(...resources.map((entry) => entry.responseEnd)),
+      files: resources.length,
+      bytes: resources.reduce((sum, entry) => sum + (entry.decodedBodySize ?? 0), 0),
+      each: resources.map((entry) => ({ name: entry.name.replace(/\?.*$/, '').split('/').pop(), from: performance.timeOrigin + entry.startTime, to: performance.timeOrigin + entry.responseEnd, bytes: entry.decodedBodySize ?? 0 })),
+      marks: { ...app },
+    };
+  });
+  const mark = (name: string): number => Number(page.marks[name]);
+  const steps: Array<[string, number]> = [
+    ['the extension was asked', mark('openedAt')],
+    ['made the panel', mark('panelAt')],
+    ['gave it the page', mark('htmlAt')],
+    ['VS Code made the webview frame', hostOrigin],
+    ['its content frame', page.origin],
+    ['our HTML arrived', page.html],
+    [`our ${page.files} scripts/styles loaded (${Math.round(page.bytes / 1024)} KB)`, page.scripts],
+    ['our script ran', mark('startedAt')],
+    ['it read what to show', mark('showAt')],
+    ['first spans', mark('firstSpansAt')],
+    ['first painted', paintedAt],
+  ];
+  const vscodeShare = (page.origin - mark('htmlAt')) + (mark('openedAt') - clickedAt);
+  const ours = paintedAt - clickedAt - vscodeShare;
+  const files = page.each.map((file) => `${file.name} ${Math.round(file.bytes / 1024)} KB +${Math.round(file.from - clickedAt)}→+${Math.round(file.to - clickedAt)}`).join(', ');
+  return `${steps.map(([label, at]) => `${label} +${Math.round(at - clickedAt)}`).join(', ')} ms after the click (${files}); VS Code's own start-up (the click reaching the extension, the panel's two frames) ${Math.round(vscodeShare)} ms, ours (the panel, our page's load, script, data and paint) ${Math.round(ours)} ms`;
+}
+
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
 describe('editor tabs: a rollout, a comparison, a training run (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
@@ -63,7 +115,8 @@ describe('editor tabs: a rollout, a comparison, a training run (code-server + ch
     }, seeded.big);
     const cold = await frameWith(page, '.rollout-tab .timeline[data-complete-paint-at]', 120_000);
     const marks = await cold.evaluate(() => ({ ...(globalThis as unknown as PageGlobals).document.querySelector('.timeline')!.dataset, ...(globalThis as unknown as PageGlobals).document.querySelector('#app')!.dataset }));
-    console.log(`# measured: 2,000-span rollout in a new tab after the click: first rows painted ${Number(marks.firstPaintAt) - clickedAt} ms, all ${marks.drawn} spans painted ${Number(marks.completePaintAt) - clickedAt} ms (target ≤ 300 ms); of which the editor started the new tab's page script at ${Number(marks.startedAt) - clickedAt} ms, its first spans came at ${Number(marks.firstSpansAt) - clickedAt} ms`);
+    console.log(`# measured: 2,000-span rollout in a new tab after the click: first rows painted ${Number(marks.firstPaintAt) - clickedAt} ms, all ${marks.drawn} spans painted ${Number(marks.completePaintAt) - clickedAt} ms (target ≤ 300 ms)`);
+    console.log(`# measured: the new rollout tab's start-up: ${await startUp(cold, clickedAt, Number(marks.firstPaintAt))}`);
     assert.equal(marks.drawn, '2001');
     await page.locator('.tabs-container .tab', { hasText: 'big-2000 (preview)' }).waitFor({ timeout: 15_000 });
     await session.shot('tabs-01-rollout-preview');
@@ -77,8 +130,8 @@ describe('editor tabs: a rollout, a comparison, a training run (code-server + ch
     await page.locator('.tabs-container .tab', { hasText: 'big-2000-b (preview)' }).waitFor({ timeout: 30_000 });
     assert.equal(await page.locator('.tabs-container .tab', { hasText: '(preview)' }).count(), 1, 'one preview tab, reused');
     const tab = await frameWith(page, `.rollout-tab[data-rollout-id="${seeded.big2}"] .timeline[data-complete-paint-at]`, 120_000);
-    const reused = await tab.evaluate(() => ({ ...(globalThis as unknown as PageGlobals).document.querySelector('.timeline')!.dataset }));
-    console.log(`# measured: 2,000-span rollout into the open preview tab after the click: first rows painted ${Number(reused.firstPaintAt) - reusedAt} ms, all spans painted ${Number(reused.completePaintAt) - reusedAt} ms (target ≤ 300 ms)`);
+    const reused = await tab.evaluate(() => ({ ...(globalThis as unknown as PageGlobals).document.querySelector('.rollout-tab')!.dataset, ...(globalThis as unknown as PageGlobals).document.querySelector('.timeline')!.dataset }));
+    console.log(`# measured: 2,000-span rollout into the open preview tab after the click: first rows painted ${Number(reused.firstPaintAt) - reusedAt} ms, all spans painted ${Number(reused.completePaintAt) - reusedAt} ms (target ≤ 300 ms); the page was told to show it +${Number(reused.showAt) - reusedAt} ms, its first spans came +${Number(reused.firstSpansAt) - reusedAt} ms`);
 
     // The first LLM call is selected; j j goes to the third, k back to the second.
     const selected = (): Promise<string | undefined> => tab.evaluate(() => (globalThis as unknown as PageGlobals).document.querySelector('.span-detail')!.dataset.spanId);
@@ -136,9 +189,10 @@ describe('editor tabs: a rollout, a comparison, a training run (code-server + ch
       (globalThis as unknown as PageGlobals).document.querySelector('.toolbar .compare')!.click();
       return at;
     });
-    const compare = await frameWith(page, '.compare-tab[data-painted-at]', 120_000);
+    const compare = await frameWith(page, '.compare-tab[data-complete-at]', 120_000);
     const marks = await compare.evaluate(() => ({ ...(globalThis as unknown as PageGlobals).document.querySelector('.compare-tab')!.dataset }));
-    console.log(`# measured: compare view of two 200-step rollouts painted ${Number(marks.paintedAt) - clickedAt} ms after the click, ${marks.pairs} aligned pairs (target ≤ 300 ms)`);
+    console.log(`# measured: compare view of two 200-step rollouts after the click: first aligned pairs painted ${Number(marks.paintedAt) - clickedAt} ms, all ${marks.pairs} pairs aligned ${Number(marks.completeAt) - clickedAt} ms (target ≤ 300 ms)`);
+    console.log(`# measured: the compare tab's start-up: ${await startUp(compare, clickedAt, Number(marks.paintedAt))}`);
     assert.equal(marks.pairs, '200');
     // The first pair that differs is open, with its words diffed.
     await compare.locator('.compare-pair[open] .diff-added').first().waitFor({ timeout: 10_000 });

@@ -11,6 +11,8 @@ import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { LATEST_SCHEMA_VERSION } from '../../trainer-daemon/store/migrations';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
+import { agentRollout } from '../helpers/editorFixtures';
+import { isSlim } from '../../trainer-daemon/protocol/slimSpan';
 import { tempDir, waitFor } from '../helpers/tmp';
 
 async function withDaemon(t: Parameters<typeof tempDir>[0]): Promise<{ daemon: RunningDaemon; store: string; client: RpcClient }> {
@@ -160,6 +162,22 @@ describe('daemon process', () => {
     assert.equal(latest.status, 'running');
     assert.equal(latest.spanCount, 30);
     assert.equal(latest.llmCalls, 30);
+  });
+
+  test('spans/list with slim: true cuts each resent conversation to its first and last turns (the editor tabs\' spans), whole ones stay in the store', async (t) => {
+    const { client } = await withDaemon(t);
+    const rollout = await client.request('createRollout', { label: 'conversation' });
+    const spans = agentRollout(12).map(({ rolloutId: _r, attempt: _a, sequence: _s, ...input }) => input);
+    await client.request('addSpans', { rolloutId: rollout.id, spans });
+    const messages = (span: { attributes: Record<string, unknown> }): unknown[] => (span.attributes['lightning.request'] as { messages: unknown[] }).messages;
+    const slim = (await client.request('listSpans', { rolloutId: rollout.id, slim: true })).items;
+    const whole = (await client.request('listSpans', { rolloutId: rollout.id })).items;
+    assert.equal(slim.length, whole.length);
+    const [lastSlim, lastWhole] = [slim.filter((s) => s.category === 'llm').at(-1)!, whole.filter((s) => s.category === 'llm').at(-1)!];
+    assert.ok(isSlim(lastSlim) && !isSlim(lastWhole));
+    assert.equal(messages(lastWhole).length, 24);
+    assert.deepEqual(messages(lastSlim), [messages(lastWhole)[0], ...messages(lastWhole).slice(-3)]);
+    assert.deepEqual(slim.map((s) => [s.spanId, s.startMs, s.endMs, s.promptTokens]), whole.map((s) => [s.spanId, s.startMs, s.endMs, s.promptTokens]));
   });
 
   for (const signal of ['SIGTERM', 'SIGINT'] as const) test(`${signal}: exit 0, discovery files removed, the store consistent with every acknowledged write`, async (t) => {

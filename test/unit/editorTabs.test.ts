@@ -9,9 +9,9 @@ import { describe, it } from 'node:test';
 import { barPixels, clampViewport, layoutTimeline, MAX_DEPTH, nextStep, panViewport, rowAt, timeTicks, visibleRows, zoomViewport } from '../../webview/editor/timelineLayout';
 import { alignSteps, compareSteps, compareTotals, wordDiff } from '../../webview/editor/compareLogic';
 import { conversationOf, turnText } from '../../webview/editor/conversation';
-import { EditorToExtension, ExtensionToEditor, editorKey, restoreEditorState, tabTitle } from '../../webview/editor/editorProtocol';
+import { EditorToExtension, ExtensionToEditor, editorKey, initialMessagesText, readInitialMessages, restoreEditorState, tabTitle } from '../../webview/editor/editorProtocol';
 import { runCharts } from '../../webview/editor/runCharts';
-import { isSlim, slimSpan } from '../../webview/editor/slimSpan';
+import { isSlim, slimSpan } from '../../trainer-daemon/protocol/slimSpan';
 import { bandChartSvg, stepAt } from '../../trainer-daemon/protocol/chart';
 import { WebviewToExtension } from '../../webview/protocol';
 import { grpoBatchId, grpoIterationBatchId, type Json, type Rollout } from '../../trainer-daemon/protocol';
@@ -209,6 +209,19 @@ describe('editor tabs: saved state and messages', () => {
     assert.ok(WebviewToExtension.safeParse({ type: 'openRolloutTab', id: 'ro-1', mode: 'beside' }).success);
     assert.equal(WebviewToExtension.safeParse({ type: 'openRolloutTab', id: 'ro-1', mode: 'floating' }).error?.issues[0]?.path[0], 'mode');
     assert.ok(WebviewToExtension.safeParse({ type: 'compareRollouts', left: 'a', right: 'b' }).success);
+  });
+
+  it('writes a new tab’s first messages into its page so that no span can end the script element they sit in', () => {
+    const hostile = span({ sequence: 2, name: '</script><script>alert(1)</script>', attributes: { 'lightning.response': '<!-- </SCRIPT> -->' } });
+    const messages = [{ type: 'show' as const, state: { target: { kind: 'rollout' as const, rolloutId: 'ro-1' }, preview: true, selectedSpanId: null, overlayRunId: null } }, { type: 'spans' as const, rolloutId: 'ro-1', spans: [hostile], complete: true }];
+    const text = initialMessagesText(messages);
+    assert.ok(!text.includes('<'), 'no < in what the page carries');
+    const read = readInitialMessages(text);
+    assert.deepEqual(read, messages);
+    assert.ok(read.every((message) => ExtensionToEditor.safeParse(message).success));
+    assert.deepEqual(readInitialMessages('{"type":"show"}'), []);
+    assert.deepEqual(readInitialMessages('not json'), []);
+    assert.deepEqual(readInitialMessages(undefined), []);
   });
 
   it('finds a GRPO iteration’s training batch as the run names it', () => {

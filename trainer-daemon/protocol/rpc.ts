@@ -214,6 +214,8 @@ export const ListSpansParams = z.strictObject({
   /** Only spans after this sequence number (what a live view already has). */
   afterSequence: z.number().int().nonnegative().default(0),
   limit: z.number().int().min(1).max(10_000).default(1_000),
+  /** Each span slimmed (./slimSpan.ts: long message lists and strings cut, marked `lightning.slim`): what a timeline or a comparison needs. */
+  slim: z.boolean().default(false),
 });
 export type ListSpansParams = z.input<typeof ListSpansParams>;
 

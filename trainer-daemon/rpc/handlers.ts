@@ -8,6 +8,7 @@ import { ConflictError, InvalidInputError } from '../protocol/errors';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { validateSpans, type StoredSpanResult } from '../store/spans';
+import { slimSpan } from '../protocol/slimSpan';
 import { scoreRollouts, ScoreJobs } from '../rewards/job';
 import { proxyJudgeTransport } from '../rewards/judgeTransport';
 import type { Broadcast } from './notifier';
@@ -70,7 +71,10 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       written.forEach((result, k) => (results[validIndexes[k]!] = result));
       return { results };
     },
-    listSpans: ({ rolloutId, afterSequence, limit }) => ({ items: store.listSpans(store.resolveRolloutId(rolloutId), afterSequence, limit) }),
+    listSpans: ({ rolloutId, afterSequence, limit, slim }) => {
+      const items = store.listSpans(store.resolveRolloutId(rolloutId), afterSequence, limit);
+      return { items: slim ? items.map(slimSpan) : items };
+    },
     addReward: (params) => {
       const rolloutId = store.resolveRolloutId(params.rolloutId);
       return write(() => store.addReward({ ...params, rolloutId }));

@@ -3,6 +3,8 @@
  * columns, then their steps aligned (compareLogic.ts: alike steps paired, a gap where one has a
  * step the other has not), each pair with both steps' tokens, latency and step rewards; opening a
  * pair shows its prompts and answers diffed word by word (removed on the left, added on the right).
+ * The first screen comes first: the steps that have arrived are aligned and shown while the rest load
+ * (aligned again when both rollouts are complete), and the pairs past a screenful are built in later frames.
  */
 import type { Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
 import { button, el } from '../dom';
@@ -10,9 +12,15 @@ import { formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import { alignSteps, compareSteps, compareTotals, wordDiff, type AlignedPair, type CompareStep, type DiffPart } from './compareLogic';
 
+/** Pairs built at once (a screenful and more); the rest follow, this many per frame. */
+const FIRST_PAIRS = 40;
+const PAIRS_PER_FRAME = 80;
+
 export interface CompareTabActions {
   loadSpans(rolloutId: string, afterSequence: number): void;
   openRollout(rolloutId: string): void;
+  /** Both rollouts' steps are painted aligned. */
+  painted(): void;
 }
 
 interface Side {
@@ -27,15 +35,18 @@ export class CompareTab {
   readonly element = el('div', 'compare-tab');
   private readonly sides: [Side, Side];
   private readonly summary = el('div', 'compare-summary');
+  private readonly progress = el('div', 'muted compare-progress');
   private readonly steps = el('div', 'compare-steps');
   private frame = 0;
+  /** Bumped by each render: the frames still building an older render's pairs stop. */
+  private renders = 0;
   private readonly open = new Set<number>();
 
   constructor(left: string, right: string, private readonly actions: CompareTabActions) {
     const side = (id: string): Side => ({ id, spans: new Map(), complete: false, rewards: [] });
     this.sides = [side(left), side(right)];
-    this.element.append(el('h2', undefined, 'Compare rollouts'), this.summary, this.steps);
-    this.steps.append(el('div', 'muted', 'Loading both rollouts…'));
+    this.element.append(el('h2', undefined, 'Compare rollouts'), this.summary, this.progress, this.steps);
+    this.progress.textContent = 'Loading both rollouts…';
   }
 
   get rolloutIds(): string[] {
@@ -90,22 +101,38 @@ export class CompareTab {
     const leftSteps = compareSteps([...left.spans.values()]);
     const rightSteps = compareSteps([...right.spans.values()]);
     this.renderSummary(leftSteps, rightSteps);
-    if (!left.complete || !right.complete) {
-      this.steps.replaceChildren(el('div', 'muted', `Loading steps… (${left.spans.size} and ${right.spans.size} spans so far)`));
-      return;
-    }
+    const complete = left.complete && right.complete;
+    this.progress.textContent = complete ? '' : `Loading steps… (${left.spans.size} and ${right.spans.size} spans so far)`;
+    if (!complete && (leftSteps.length === 0 || rightSteps.length === 0)) return;
     const pairs = alignSteps(leftSteps, rightSteps);
-    // The first pair that differs opens by itself: where the two rollouts part ways.
-    if (this.open.size === 0) {
+    // The first pair that differs opens by itself (once both are whole): where the two rollouts part ways.
+    if (complete && this.open.size === 0) {
       const firstDifferent = pairs.findIndex((pair) => pair.left === null || pair.right === null || leftSteps[pair.left]!.answer !== rightSteps[pair.right]!.answer || leftSteps[pair.left]!.prompt !== rightSteps[pair.right]!.prompt);
       if (firstDifferent >= 0) this.open.add(firstDifferent);
     }
-    const fragment = document.createDocumentFragment();
-    pairs.forEach((pair, index) => fragment.append(this.pairElement(pair, index, leftSteps, rightSteps)));
-    this.steps.replaceChildren(fragment);
-    this.element.dataset.pairs = String(pairs.length);
-    // When both rollouts were first shown aligned, on the page's clock (read by the e2e).
-    this.element.dataset.paintedAt ??= String(Date.now());
+    const render = ++this.renders;
+    const build = (from: number, to: number): DocumentFragment => {
+      const fragment = document.createDocumentFragment();
+      for (let index = from; index < Math.min(to, pairs.length); index += 1) fragment.append(this.pairElement(pairs[index]!, index, leftSteps, rightSteps));
+      return fragment;
+    };
+    this.steps.replaceChildren(build(0, FIRST_PAIRS));
+    const more = (from: number): void => {
+      if (render !== this.renders || from >= pairs.length) return;
+      this.steps.append(build(from, from + PAIRS_PER_FRAME));
+      requestAnimationFrame(() => more(from + PAIRS_PER_FRAME));
+    };
+    requestAnimationFrame(() => more(FIRST_PAIRS));
+    // On the page's clock (read by the e2e): the first aligned pairs shown, and all of them once both rollouts are whole.
+    const marks = this.element.dataset;
+    if (!marks.paintedAt) {
+      marks.paintedAt = String(Date.now());
+      this.actions.painted();
+    }
+    if (complete) {
+      marks.pairs = String(pairs.length);
+      marks.completeAt ??= String(Date.now());
+    }
   }
 
   private renderSummary(leftSteps: readonly CompareStep[], rightSteps: readonly CompareStep[]): void {

@@ -60,8 +60,10 @@ const TabSpan = Span.extend({ attributes: z.record(z.string(), z.custom<Json>())
 export const EditorToExtension = z.discriminatedUnion('type', [
   /** The tab is listening; it says what it shows (its saved state, if any). */
   z.object({ type: z.literal('ready') }),
+  /** The tab painted what it shows for the first time (a rollout's first rows, a comparison's pairs): work the extension held back for it may go on. */
+  z.object({ type: z.literal('painted') }),
   z.object({ type: z.literal('loadSpans'), rolloutId: Id, afterSequence: z.number().int().nonnegative() }),
-  /** One whole span (the tab has it slimmed: webview/editor/slimSpan.ts), for its conversation. */
+  /** One whole span (the tab has it slimmed: trainer-daemon/protocol/slimSpan.ts), for its conversation. */
   z.object({ type: z.literal('loadSpan'), rolloutId: Id, sequence: z.number().int().positive() }),
   z.object({ type: z.literal('annotate'), rolloutId: Id, spanId: SpanId.nullable(), value: z.number().finite(), comment: z.string().max(10_000).nullable() }),
   z.object({ type: z.literal('copy'), text: z.string().max(50_000_000) }),
@@ -95,6 +97,25 @@ export const ExtensionToEditor = z.discriminatedUnion('type', [
   z.object({ type: z.literal('error'), message: z.string() }),
 ]);
 export type ExtensionToEditor = z.infer<typeof ExtensionToEditor>;
+
+/**
+ * The first messages a new tab's page carries (extension/webviewHtml.ts writes them into an inert
+ * `<script type="application/json">`): JSON with every `<` escaped, so no string in a span can end that element.
+ */
+export function initialMessagesText(messages: readonly ExtensionToEditor[]): string {
+  return JSON.stringify(messages).replace(/</g, '\\u003c');
+}
+
+/** The page's side: the messages read back (each still validated as a posted one is), none when the text is not a list. */
+export function readInitialMessages(text: string | null | undefined): unknown[] {
+  if (!text) return [];
+  try {
+    const messages: unknown = JSON.parse(text);
+    return Array.isArray(messages) ? messages : [];
+  } catch {
+    return [];
+  }
+}
 
 /** A tab's title: the rollout's (a preview says so), the pair, the run. */
 export function tabTitle(state: EditorState, rollout?: Rollout): string {

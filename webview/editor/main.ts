@@ -10,7 +10,7 @@ import '@vscode-elements/elements/dist/vscode-single-select/index.js';
 import '@vscode-elements/elements/dist/vscode-option/index.js';
 import '../panel.css';
 import './editor.css';
-import { ExtensionToEditor, editorKey, restoreEditorState, type EditorState, type EditorToExtension } from './editorProtocol';
+import { ExtensionToEditor, editorKey, readInitialMessages, restoreEditorState, type EditorState, type EditorToExtension } from './editorProtocol';
 import { RolloutTab } from './rolloutTab';
 import { CompareTab } from './compareTab';
 import { RunTab } from './runTab';
@@ -40,6 +40,7 @@ function save(change: Partial<EditorState>): void {
 }
 
 function show(next: EditorState): void {
+  const shownAt = String(Date.now());
   const same = state && view && editorKey(state.target) === editorKey(next.target);
   state = next;
   vscode.setState(next);
@@ -61,12 +62,14 @@ function show(next: EditorState): void {
         copy: (text) => post({ type: 'copy', text }),
         compareWith: (rolloutId) => post({ type: 'compareWith', rolloutId }),
         selectionChanged: (spanId) => state?.selectedSpanId !== spanId && save({ selectedSpanId: spanId }),
+        painted: () => post({ type: 'painted' }),
       });
       break;
     case 'compare':
       view = new CompareTab(target.left, target.right, {
         loadSpans: (rolloutId, afterSequence) => post({ type: 'loadSpans', rolloutId, afterSequence }),
         openRollout: (rolloutId) => post({ type: 'openRollout', rolloutId, beside: false }),
+        painted: () => post({ type: 'painted' }),
       });
       break;
     case 'run':
@@ -81,6 +84,8 @@ function show(next: EditorState): void {
   }
   root.replaceChildren(view.element);
   root.dataset.kind = target.kind;
+  // The e2e reads, per view, when the page was told to show it and when its first spans came.
+  view.element.dataset.showAt = shownAt;
   // The e2e reads when the first paint happened on the page's own clock.
   requestAnimationFrame(() => (root.dataset.shownAt = String(performance.now())));
 }
@@ -95,8 +100,10 @@ window.addEventListener('dblclick', () => {
   }
 });
 
-window.addEventListener('message', (event: MessageEvent<unknown>) => {
-  const parsed = ExtensionToEditor.safeParse(event.data);
+window.addEventListener('message', (event: MessageEvent<unknown>) => receive(event.data));
+
+function receive(data: unknown): void {
+  const parsed = ExtensionToEditor.safeParse(data);
   if (!parsed.success) return;
   const message = parsed.data;
   if (message.type === 'show') return show(message.state);
@@ -109,7 +116,7 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
     setTimeout(() => banner.remove(), 10_000);
     return;
   }
-  if (message.type === 'spans') root.dataset.firstSpansAt ??= String(Date.now());
+  if (message.type === 'spans' && view) view.element.dataset.firstSpansAt ??= String(Date.now());
   if (view instanceof RolloutTab) {
     if (message.type === 'rollout') view.setRollout(message.rollout);
     else if (message.type === 'spans' && message.rolloutId === view.rolloutId) view.addSpans(message.spans, message.complete);
@@ -126,6 +133,8 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
     else if (message.type === 'runChanged') view.runChanged(message.run);
     else if (message.type === 'runs') view.setRuns(message.items);
   }
-});
+}
 
+// The first screen's messages, written into the page by the extension (extension/webviewHtml.ts): shown before any round trip.
+for (const message of readInitialMessages(document.getElementById('initial-messages')?.textContent)) receive(message);
 post({ type: 'ready' });

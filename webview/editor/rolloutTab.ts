@@ -11,7 +11,7 @@ import { button, el, rawJsonControls } from '../dom';
 import { formatTime, formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import { conversationOf } from './conversation';
-import { isSlim } from './slimSpan';
+import { isSlim } from '../../trainer-daemon/protocol/slimSpan';
 import { conversationElement } from './conversationView';
 import { layoutTimeline, nextStep, type TimelineLayout } from './timelineLayout';
 import { describeRow, TimelineView } from './timelineView';
@@ -24,6 +24,8 @@ export interface RolloutTabActions {
   copy(text: string): void;
   compareWith(rolloutId: string): void;
   selectionChanged(spanId: string | null): void;
+  /** The timeline's first rows are painted. */
+  painted(): void;
 }
 
 type TextField = HTMLElement & { value: string };
@@ -47,7 +49,7 @@ export class RolloutTab {
   private readonly header = el('div', 'tab-header');
   private readonly rewardsElement = el('div', 'tab-rewards');
   private readonly status = el('div', 'muted timeline-status');
-  private readonly timeline = new TimelineView({ select: (index) => this.select(index) });
+  private readonly timeline = new TimelineView({ select: (index) => this.select(index), painted: () => this.actions.painted() });
   private readonly detail = el('div', 'span-detail');
   private readonly live = el('div', 'visually-hidden');
   private pendingSelection: string | null;

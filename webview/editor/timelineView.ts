@@ -25,6 +25,8 @@ const CATEGORY_COLOUR: Record<SpanCategory, string> = {
 
 export interface TimelineEvents {
   select(index: number): void;
+  /** The first frame with rows (or with a complete, empty rollout) is drawn. */
+  painted(): void;
 }
 
 export class TimelineView {
@@ -79,7 +81,10 @@ export class TimelineView {
     this.complete = complete;
     this.view = this.fitted ? fullViewport(layout) : { from: this.view.from, to: Math.min(this.view.to, layout.durationMs) };
     this.spacer.style.height = `${layout.rows.length * ROW_HEIGHT}px`;
-    this.schedule();
+    // Called in a frame (the tab lays out once per frame): drawn in it, not one frame later.
+    if (this.frame) cancelAnimationFrame(this.frame);
+    this.frame = 0;
+    this.draw();
   }
 
   setStepRewards(rewards: Map<string, number>): void {
@@ -268,7 +273,10 @@ export class TimelineView {
     const marks = this.element.dataset;
     marks.drawn = String(this.layout.rows.length);
     marks.lastDrawMs = drawMs.toFixed(3);
-    if (this.layout.rows.length > 0 && !marks.firstPaintAt) marks.firstPaintAt = String(Date.now());
+    if ((this.layout.rows.length > 0 || this.complete) && !marks.firstPaintAt) {
+      marks.firstPaintAt = String(Date.now());
+      this.events.painted();
+    }
     if (this.complete && !marks.completePaintAt) marks.completePaintAt = String(Date.now());
   }
 }

@@ -4,9 +4,10 @@
  * resent with every call makes a 2,000-call rollout's recorded requests grow with the square of its
  * length (hundreds of MB), and copying that into a webview costs seconds. So the extension posts
  * spans slimmed: message lists cut to the system prompt and the last turns, long strings cut,
- * marked `lightning.slim`; the tab asks for the whole span when it shows its conversation.
+ * marked `lightning.slim`; the tab asks for the whole span when it shows its conversation. The daemon
+ * slims them (`spans/list` with `slim: true`), so the long ones never cross the WebSocket either.
  */
-import type { Json, Span } from '../../trainer-daemon/protocol/records';
+import type { Json, Span } from './records';
 
 export const SLIM_ATTRIBUTE = 'lightning.slim';
 /** Message lists keep their first (system) turn and this many last ones. */
