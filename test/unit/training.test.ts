@@ -62,15 +62,20 @@ test('the worker gets transitions with exact token ids and a non-zero advantage 
   ]);
 });
 
-test('demonstrations: chat examples become (prompt, completion) pairs; the demo picks tools at random', (t) => {
+test('demonstrations: chat examples become (prompt, completion) pairs; the demo shows every tool for every question', (t) => {
   const tasks = toolsTasks(30, 6);
   assert.deepEqual([tasks.filter((x) => x.split === 'train').length, tasks.filter((x) => x.split === 'val').length], [30, 6]);
   const file = path.join(tempDir(t), 'demos.jsonl');
   fs.writeFileSync(file, randomToolDemonstrations(tasks.slice(0, 30), 0));
   const examples = readDemonstrations(file);
-  assert.equal(examples.length, 60);
-  const calls = examples.filter((e) => e.completion.tool_calls).map((e) => (e.completion.tool_calls![0] as { function: { name: string } }).function.name);
-  assert.deepEqual(new Set(calls), new Set(['add', 'subtract', 'multiply']), 'every tool appears, whatever the question says');
+  assert.equal(examples.length, 30 * 3 * 2, 'per task: a call and an answer for each of the three tools');
+  const toolName = (example: (typeof examples)[number]): string => (example.completion.tool_calls![0] as { function: { name: string } }).function.name;
+  const perTask = tasks.slice(0, 30).map((task, i) => ({ task, calls: examples.slice(i * 6, i * 6 + 6).filter((e) => e.completion.tool_calls) }));
+  for (const { task, calls } of perTask) {
+    assert.ok(calls.every((call) => call.messages[0]!.content === (task.input as { question: string }).question), 'a task\'s examples are its question');
+    assert.deepEqual(calls.map(toolName).sort(), ['add', 'multiply', 'subtract'], `every tool once for task ${task.id}: the demonstrations say nothing about which fits`);
+  }
+  assert.equal(new Set(perTask.map(({ calls }) => toolName(calls[0]!))).size, 3, 'the order of the tools varies by task');
   const answer = examples[1]!;
   assert.deepEqual(answer.messages.map((m) => m.role), ['user', 'assistant', 'tool']);
   assert.equal(answer.completion.content, answer.messages[2]!.content, 'the answer repeats the tool result');

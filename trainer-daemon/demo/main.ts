@@ -105,7 +105,7 @@ export async function runDemo(): Promise<void> {
   try {
     const { items } = await client.request('listDatasets', {});
     if (!items.some((d) => d.name === DATASET)) await client.request('importDataset', { name: DATASET, source: 'built-in demo task', tasks });
-    say(`  plan      warm start on demonstrations that pick the tool at random, then ${iterations} GRPO iterations of 16 tasks × 8 samples`);
+    say(`  plan      warm start on demonstrations that show every tool for every question, then ${iterations} GRPO iterations of 16 tasks × 8 samples`);
     say('');
     const detail = await trainAndFollow(client, { config: demoConfig(dir, python.executable, iterations, seed, warmStartSteps) }, false);
     const chart = path.join(dir, `${detail.run.id}.html`);
