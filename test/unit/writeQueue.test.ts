@@ -109,6 +109,18 @@ describe('group commit (WriteQueue)', () => {
     assert.deepEqual(last[1].rollouts.map((r) => [r.reward, r.spanCount]), [[1, 20]]);
   });
 
+  test('a write of 150,000 spans (under the limit) commits whole: the commit announces them without spreading them into one call', async (t) => {
+    const store = openStore(t);
+    const writes = new WriteQueue(store, silentLogger);
+    const rollout = store.createRollout({}).id;
+    let announced = 0;
+    store.onDidAddSpans((spans) => (announced += spans.length));
+    const results = await writes.submitSpans(rollout, Array.from({ length: 150_000 }, () => llmSpan()));
+    assert.equal(results.filter((r) => r.kind === 'stored').length, 150_000);
+    assert.equal(store.getRollout(rollout).spanCount, 150_000);
+    assert.equal(announced, 150_000);
+  });
+
   test('a write larger than the queue can ever hold is a 413 at once, not a 503 the caller would retry forever', async (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
