@@ -150,7 +150,7 @@ export class Daemon {
       broadcast = rpc.broadcast;
       policy.onDidChange((change) => rpc.broadcast('policyChanged', change));
       const notifier = new ChangeNotifier(store, rpc.broadcast);
-      const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4);
+      const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4, logger.child('otlp'));
       const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent'), workerBatches, token });
       http = new DaemonHttpServer({
         logger: logger.child('http'),

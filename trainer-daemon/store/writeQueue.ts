@@ -84,6 +84,11 @@ export class WriteQueue {
     this.spanDelayMs = options.spanDelayMs ?? 10;
   }
 
+  /** The most spans one write may carry: more is a 413, since the queue could never hold them. */
+  get maxSpansPerWrite(): number {
+    return this.maxQueued;
+  }
+
   /** Runs `op` (a synchronous Store call) in the next group commit; resolves with its result after the commit. */
   submit<T>(op: () => T, units = 1): Promise<T> {
     const refusal = this.refusal(units);
