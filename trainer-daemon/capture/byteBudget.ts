@@ -7,7 +7,12 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { OverloadedError } from '../protocol/errors';
 
-export const DEFAULT_MAX_BUFFERED_BYTES = 512 * 1024 * 1024;
+/**
+ * 256 MiB: under 100 concurrent 30 MiB calls the daemon peaked at ~1.0 GB with it, ~1.9 GB with
+ * 512 MiB (a held body costs ~3.5× its size: chunks, the joined buffer, the parsed JSON, the record),
+ * and answered no fewer of them (npm run bench measures both).
+ */
+export const DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024;
 
 export class ByteBudget {
   private held = 0;
