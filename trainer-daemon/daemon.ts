@@ -65,6 +65,12 @@ export function upstreamFromEnv(env: NodeJS.ProcessEnv, baseUrl?: string): Upstr
 }
 
 /** What an orphaned rollout's error says (README "Guarantees"). */
+/**
+ * How long one write of the daemon blocks its event loop waiting for another process's write lock;
+ * the write queue retries a locked-out group commit with backoff, serving other requests meanwhile.
+ */
+const DAEMON_BUSY_TIMEOUT_MS = 50;
+
 export const ORPHANED_ERROR = 'orphaned: the daemon stopped (crash or kill) while this rollout was running, and its runner did not come back to finish it; its calls up to then are kept';
 
 /**
@@ -119,7 +125,7 @@ export class Daemon {
     const releaseLock = acquireStoreLock(storeFile);
     let store: Store;
     try {
-      store = Store.open(storeFile);
+      store = Store.open(storeFile, { busyTimeoutMs: DAEMON_BUSY_TIMEOUT_MS });
     } catch (error) {
       releaseLock();
       throw error;
@@ -150,7 +156,7 @@ export class Daemon {
       broadcast = rpc.broadcast;
       policy.onDidChange((change) => rpc.broadcast('policyChanged', change));
       const notifier = new ChangeNotifier(store, rpc.broadcast);
-      const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4);
+      const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4, logger.child('otlp'));
       const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent'), workerBatches, token });
       http = new DaemonHttpServer({
         logger: logger.child('http'),

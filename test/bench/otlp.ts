@@ -1,15 +1,18 @@
 /**
  * OTLP ingest: protobuf trace exports posted over HTTP until their spans are committed, against
- * the transport alone (the same bodies posted to a server that only reads them) in the same run.
+ * the transport alone (the same bodies posted to a server that only reads them) in the same run;
+ * and with the caps and fairness of issue 20 (D8): one large export's rate and how long a small
+ * export of another rollout takes while it is ingested, against that small export alone.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
+import zlib from 'node:zlib';
 import { SpanKind } from '@opentelemetry/api';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { startDaemon } from '../helpers/daemon';
 import { encode, recordSpans } from '../helpers/otlp';
-import { fmt, rows } from './table';
+import { fmt, median, percentile, rows } from './table';
 
 const SPANS_PER_EXPORT = 512;
 const EXPORTS = 120;
@@ -88,6 +91,76 @@ export async function otlpBenchmark(work: string): Promise<void> {
       ratio: `${fmt(rate / sinkRate, 2)}×`,
       target: '≥ 30,000 spans/s',
       met: rate >= 30_000 && stored === total ? 'yes' : 'NO',
+    });
+  } finally {
+    client.dispose();
+    await daemon.stop();
+  }
+}
+
+const HEAVY_SPANS = 60_000;
+
+/** An OTLP/JSON export of LLM spans with a 600-character prompt each (~40 MiB decompressed, under 1 MiB gzip). */
+function heavyBody(count: number, first: number): Buffer {
+  const prompt = 'p'.repeat(600);
+  const spans = Array.from({ length: count }, (_, i) => ({
+    traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: (first + i).toString(16).padStart(16, '0'), name: 'chat m', kind: 3,
+    startTimeUnixNano: '1700000000000000000', endTimeUnixNano: '1700000000100000000',
+    attributes: [{ key: 'gen_ai.operation.name', value: { stringValue: 'chat' } }, { key: 'gen_ai.prompt', value: { stringValue: prompt } }],
+  }));
+  return zlib.gzipSync(JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ spans }] }] }));
+}
+
+function postOnce(url: string, body: Buffer, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const request = http.request(url, { method: 'POST', headers: { ...headers, 'content-length': String(body.length) } }, (response) => {
+      response.resume();
+      response.on('end', () => (response.statusCode === 200 ? resolve(performance.now() - started) : reject(new Error(`HTTP ${response.statusCode}`))));
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
+}
+
+/** A large export's ingest rate, and a small export of another rollout while it runs against that small export alone. */
+export async function otlpFairnessBenchmark(work: string): Promise<void> {
+  const daemon = await startDaemon(path.join(work, 'otlp-heavy', 'store.db'), [], { LIGHTNING_LOG_LEVEL: 'warn' });
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  try {
+    const heavy = await client.request('startAgentRun', { label: 'heavy' });
+    const small = await client.request('startAgentRun', { label: 'small' });
+    const smallBody = encode(recordSpans((tracer) => tracer.startSpan('chat m', { attributes: { 'gen_ai.operation.name': 'chat' } }).end()), 'protobuf');
+    const smallHeaders = { 'content-type': 'application/x-protobuf' };
+    const alone: number[] = [];
+    // The same body each time, alone and during: after the first, its span is a duplicate (decoded, not stored again).
+    for (let i = 0; i < 50; i += 1) alone.push(await postOnce(`${small.url}/v1/traces`, smallBody, smallHeaders));
+
+    const body = heavyBody(HEAVY_SPANS, 1);
+    const started = performance.now();
+    let heavyMs = 0;
+    const heavyDone = postOnce(`${heavy.url}/v1/traces`, body, { 'content-type': 'application/json', 'content-encoding': 'gzip' }).then((ms) => (heavyMs = ms));
+    const during: number[] = [];
+    while (heavyMs === 0) during.push(await postOnce(`${small.url}/v1/traces`, smallBody, smallHeaders).catch(() => Number.NaN));
+    await heavyDone;
+    const stored = (await client.request('getRollout', { id: heavy.rollout.id, spans: false })).rollout.spanCount;
+    const rate = stored / ((performance.now() - started) / 1000);
+    rows.push({
+      metric: `OTLP one large export (${fmt(HEAVY_SPANS)} spans, ${fmt(body.length / 1024)} KiB gzip JSON), committed in parts`,
+      result: `${fmt(rate)} spans/s (${fmt(stored)} stored, ${fmt(heavyMs / 1000, 1)} s)`,
+      baseline: '-',
+      ratio: '-',
+      target: '(report)',
+      met: stored === HEAVY_SPANS ? '-' : 'NO',
+    });
+    const answered = during.filter((ms) => Number.isFinite(ms));
+    rows.push({
+      metric: `OTLP small export of another rollout during that large one (${answered.length} exports)`,
+      result: `p50 ${fmt(median(answered), 1)} ms, max ${fmt(Math.max(...answered), 0)} ms${answered.length < during.length ? `, ${during.length - answered.length} failed` : ''}`,
+      baseline: `alone: p50 ${fmt(median(alone), 1)} ms, p99 ${fmt(percentile(alone, 99), 1)} ms`,
+      ratio: `${fmt(median(answered) / median(alone), 1)}×`,
+      target: 'answered throughout (not after the large one)',
+      met: answered.length > 1 && answered.length === during.length ? 'yes' : 'NO',
     });
   } finally {
     client.dispose();

@@ -16,7 +16,7 @@ import { seedRollouts } from '../helpers/largeStore';
 import { llmSpan } from '../helpers/spans';
 import { fmt, median, printTable, rows } from './table';
 import { lightningRlBenchmark } from './lightningrl';
-import { otlpBenchmark } from './otlp';
+import { otlpBenchmark, otlpFairnessBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
 import { runnerBenchmark } from './runner';
 import { rewardsBenchmark } from './rewards';
@@ -261,6 +261,7 @@ async function main(): Promise<void> {
   await rewardsBenchmark(work);
   if (!process.argv.includes('--store-only')) {
     await otlpBenchmark(work);
+    await otlpFairnessBenchmark(work);
     await proxyBenchmarks(work);
     trainerBenchmark();
     await packagingBenchmark(work);

@@ -80,3 +80,44 @@ test('RPC: duplicate task ids and params nested 10,000 deep are -32602 naming th
   assert.match(error.message, /nested deeper than 64/);
   assert.ok((await client.request('getStats', {})).schemaVersion > 0);
 });
+
+test('RPC: a request reusing the id of one not yet answered gets -32600 naming the id; the first is answered, nothing is dropped', async (t) => {
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'));
+  t.after(() => daemon.stop());
+  const raw = new WebSocket(`${daemon.ready.url.replace(/^http/, 'ws')}/rpc`, { headers: { authorization: `Bearer ${daemon.ready.token}` } });
+  await new Promise((resolve, reject) => raw.once('open', resolve).once('error', reject));
+  t.after(() => raw.close());
+  const answers: Array<{ id?: unknown; result?: { id?: string; rollouts?: number }; error?: { code: number; message: string } }> = [];
+  raw.on('message', (data) => {
+    const message = JSON.parse(data.toString()) as (typeof answers)[number] & { method?: string };
+    if (message.method === undefined) answers.push(message);
+  });
+  // Sent in one write (the socket corked), so the daemon reads the second of each pair while the first is pending.
+  const socket = (raw as unknown as { _socket: net.Socket })._socket;
+  socket.cork();
+  raw.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'lightning/rollouts/create', params: { label: 'first' } }));
+  raw.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'lightning/rollouts/create', params: { label: 'second' } }));
+  raw.send(JSON.stringify({ jsonrpc: '2.0', id: 'x', method: 'lightning/stats/get', params: {} }));
+  raw.send(JSON.stringify({ jsonrpc: '2.0', id: 'x', method: 'lightning/rollouts/list', params: {} }));
+  // vscode-jsonrpc keys its queue by the id's text: while 1 is pending, "1" is refused too.
+  raw.send(JSON.stringify({ jsonrpc: '2.0', id: '1', method: 'lightning/stats/get', params: {} }));
+  socket.uncork();
+  await waitFor(() => answers.length >= 5, 'an answer to each of the five requests');
+
+  const of = (id: unknown) => answers.filter((answer) => answer.id === id);
+  assert.equal(of(1).length, 2, JSON.stringify(of(1)));
+  assert.ok(of(1).some((answer) => typeof answer.result?.id === 'string'), 'the first create is answered with its rollout');
+  const refused = of(1).find((answer) => answer.error)!;
+  assert.equal(refused.error!.code, -32600);
+  assert.match(refused.error!.message, /request id 1 is already in use by a request not yet answered/);
+  assert.equal(of('x').length, 2);
+  assert.match(of('x').find((answer) => answer.error)!.error!.message, /request id "x" is already in use/);
+  assert.equal(of('1').length, 1);
+  assert.match(of('1')[0]!.error!.message, /request id "1" is already in use/);
+
+  // Nothing half-done: exactly the one create that was answered ran; an id is free again once answered.
+  raw.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'lightning/stats/get', params: {} }));
+  await waitFor(() => answers.length >= 6, 'the answer to a reused, already answered id');
+  assert.equal(answers[5]!.id, 1);
+  assert.equal(answers[5]!.result?.rollouts, 1);
+});

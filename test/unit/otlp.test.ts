@@ -6,8 +6,9 @@ import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import { detectResources, envDetector } from '@opentelemetry/resources';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import Long from 'long';
-import { InvalidInputError } from '../../trainer-daemon/protocol/errors';
+import { InvalidInputError, PayloadTooLargeError } from '../../trainer-daemon/protocol/errors';
 import { UnsupportedMediaTypeError, decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
+import { PART_MAX_CHARS, PART_MAX_SPANS, splitIntoParts } from '../../trainer-daemon/otlp/parts';
 import { isCredentialKey, nanosToMs, normalizeTraceRequest, type NormalizedTraceRequest } from '../../trainer-daemon/otlp/normalize';
 import { SpanInput } from '../../trainer-daemon/protocol/records';
 import { scrubSpan } from '../../trainer-daemon/protocol/secrets';
@@ -228,6 +229,10 @@ describe('OTLP traces: decode and normalize', () => {
     for (const key of ['prompt_token_ids', 'tokenizer', 'gen_ai.usage.output_tokens', 'llm.token_count.total']) assert.ok(!isCredentialKey(key), key);
   });
 
+  test('an export with exactly the span limit is decoded', () => {
+    assert.equal(decodeTraceRequest(encode(tree, 'protobuf'), PROTOBUF, undefined, MAX, 2).resourceSpans[0]!.scopeSpans[0]!.spans.length, 2);
+  });
+
   test('content types with parameters are accepted', () => {
     const request = decodeTraceRequest(encode(tree, 'json'), 'Application/JSON; charset=utf-8', undefined, MAX);
     assert.equal(request.resourceSpans[0]!.scopeSpans[0]!.spans.length, 2);
@@ -243,8 +248,10 @@ describe('OTLP traces: decode and normalize', () => {
     ['missing content type', () => decodeTraceRequest(encode(tree, 'json'), undefined, undefined, MAX), UnsupportedMediaTypeError, /^Content-Type is missing/],
     ['unsupported content encoding', () => decodeTraceRequest(encode(tree, 'json'), JSON_TYPE, 'br', MAX), UnsupportedMediaTypeError, /^Content-Encoding "br" is not supported/],
     ['bad gzip', () => decodeTraceRequest(encode(tree, 'protobuf'), PROTOBUF, 'gzip', MAX), InvalidInputError, /^OTLP body is not valid gzip \(incorrect header check\)$/],
-    ['oversized after gunzip', () => decodeTraceRequest(zlib.gzipSync(Buffer.alloc(1024 * 1024, 0x20)), JSON_TYPE, 'gzip', 65_536), InvalidInputError, /^OTLP body is over the 65536-byte limit once decompressed/],
-    ['oversized without compression', () => decodeTraceRequest(Buffer.alloc(100, 0x20), JSON_TYPE, undefined, 99), InvalidInputError, /^OTLP body is 100 bytes, over the 99-byte limit/],
+    ['oversized after gunzip', () => decodeTraceRequest(zlib.gzipSync(Buffer.alloc(1024 * 1024, 0x20)), JSON_TYPE, 'gzip', 65_536), PayloadTooLargeError, /^OTLP body is over the 65536-byte limit once decompressed/],
+    ['oversized without compression', () => decodeTraceRequest(Buffer.alloc(100, 0x20), JSON_TYPE, undefined, 99), PayloadTooLargeError, /^OTLP body is 100 bytes, over the 99-byte limit/],
+    ['more protobuf spans than the limit', () => decodeTraceRequest(encode(tree, 'protobuf'), PROTOBUF, undefined, MAX, 1), PayloadTooLargeError, /^2 spans in one OTLP export is over the 1-span limit; export smaller batches/],
+    ['more JSON spans than the limit', () => decodeTraceRequest(encode(tree, 'json'), JSON_TYPE, undefined, MAX, 1), PayloadTooLargeError, /^2 spans in one OTLP export is over the 1-span limit; export smaller batches/],
   ];
   for (const [what, call, kind, message] of failures) {
     test(`rejects ${what} with ${kind.name}`, () => {
@@ -257,4 +264,28 @@ describe('OTLP traces: decode and normalize', () => {
       });
     });
   }
+});
+
+describe('an export is cut into parts of bounded size (committed one at a time)', () => {
+  const spansOf = (count: number, chars: number) =>
+    normalizeTraceRequest(decodeTraceRequest(encode(recordSpans((tracer) => {
+      for (let i = 0; i < count; i += 1) tracer.startSpan(`s${i}`, { attributes: { 'gen_ai.prompt': 'x'.repeat(chars) } }).end();
+    }), 'protobuf'), PROTOBUF, undefined, 1024 * 1024 * 1024)).spans;
+
+  test('many small spans: parts of at most PART_MAX_SPANS, every span once, in order', () => {
+    const spans = spansOf(PART_MAX_SPANS * 2 + 3, 10);
+    const parts = splitIntoParts(spans);
+    assert.deepEqual(parts.map((part) => part.length), [PART_MAX_SPANS, PART_MAX_SPANS, 3]);
+    assert.deepEqual(parts.flat(), spans);
+  });
+
+  test('large spans: a part holds about PART_MAX_CHARS; a span larger than that is a part alone', () => {
+    const spans = spansOf(10, PART_MAX_CHARS / 4);
+    const parts = splitIntoParts(spans);
+    assert.ok(parts.every((part) => part.length <= 4), String(parts.map((part) => part.length)));
+    assert.deepEqual(parts.flat(), spans);
+    const huge = spansOf(2, PART_MAX_CHARS * 2);
+    assert.deepEqual(splitIntoParts(huge).map((part) => part.length), [1, 1]);
+    assert.deepEqual(splitIntoParts([]), []);
+  });
 });

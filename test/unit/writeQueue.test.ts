@@ -7,6 +7,7 @@ import { ChangeNotifier } from '../../trainer-daemon/rpc/notifier';
 import { PayloadTooLargeError, StorageUnavailableError } from '../../trainer-daemon/protocol/errors';
 import { asStorageError, OverloadedError, WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { Store } from '../../trainer-daemon/store/store';
+import { openConnection } from '../../trainer-daemon/store/driver';
 import { llmSpan } from '../helpers/spans';
 import { tempDir, waitFor } from '../helpers/tmp';
 
@@ -107,6 +108,41 @@ describe('group commit (WriteQueue)', () => {
     const last = sent.at(-1)! as [string, { rollouts: Array<{ reward: number | null; spanCount: number }> }];
     assert.equal(last[0], 'rolloutsChanged');
     assert.deepEqual(last[1].rollouts.map((r) => [r.reward, r.spanCount]), [[1, 20]]);
+  });
+
+  test('a write of 150,000 spans (under the limit) commits whole: the commit announces them without spreading them into one call', async (t) => {
+    const store = openStore(t);
+    const writes = new WriteQueue(store, silentLogger);
+    const rollout = store.createRollout({}).id;
+    let announced = 0;
+    store.onDidAddSpans((spans) => (announced += spans.length));
+    const results = await writes.submitSpans(rollout, Array.from({ length: 150_000 }, () => llmSpan()));
+    assert.equal(results.filter((r) => r.kind === 'stored').length, 150_000);
+    assert.equal(store.getRollout(rollout).spanCount, 150_000);
+    assert.equal(announced, 150_000);
+  });
+
+  test("another connection's write lock: the group commit is retried off the event loop and made once released; held past lockWaitMs it fails retryably", async (t) => {
+    const dir = tempDir(t);
+    const store = Store.open(path.join(dir, 'store.db'), { busyTimeoutMs: 5 });
+    t.after(() => store.close());
+    const outside = openConnection(path.join(dir, 'store.db'), { readonly: false }).db;
+    t.after(() => outside.close());
+    const writes = new WriteQueue(store, silentLogger, { lockWaitMs: 60_000 });
+    outside.exec('BEGIN IMMEDIATE');
+    let made = false;
+    const pending = writes.submit(() => store.createRollout({ label: 'waits' })).then((rollout) => ((made = true), rollout));
+    // The event loop turns while the write waits; the write is not made yet.
+    for (let turn = 0; turn < 5; turn += 1) await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(made, false);
+    outside.exec('COMMIT');
+    assert.equal(store.getRollout((await pending).id).label, 'waits');
+
+    const impatient = new WriteQueue(store, silentLogger, { lockWaitMs: 100 });
+    outside.exec('BEGIN IMMEDIATE');
+    await assert.rejects(impatient.submit(() => store.createRollout({ label: 'never' })), (error: unknown) => error instanceof StorageUnavailableError && /another process holds the store’s write lock/.test(error.message));
+    outside.exec('COMMIT');
+    assert.equal(store.listRollouts({}).items.filter((rollout) => rollout.label === 'never').length, 0, 'nothing half-written');
   });
 
   test('a write larger than the queue can ever hold is a 413 at once, not a 503 the caller would retry forever', async (t) => {

@@ -7,7 +7,13 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { OverloadedError } from '../protocol/errors';
 
-export const DEFAULT_MAX_BUFFERED_BYTES = 512 * 1024 * 1024;
+/**
+ * 256 MiB: under 100 concurrent 30 MiB calls the daemon peaked at ~1.0 GB with it, ~1.9 GB with
+ * 512 MiB (a held body costs ~3.5× its size: chunks, the joined buffer, the parsed JSON, the record),
+ * with fewer of such a burst answered at once (the rest 503 + Retry-After, which SDKs retry; npm run
+ * bench measures both).
+ */
+export const DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024;
 
 export class ByteBudget {
   private held = 0;

@@ -17,7 +17,7 @@ import zlib from 'node:zlib';
 import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import Long from 'long';
 import protobuf from 'protobufjs/minimal';
-import { InvalidInputError, UnsupportedMediaTypeError } from '../protocol/errors';
+import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../protocol/errors';
 import { describeIssues } from '../protocol/validation';
 import { fromProtobuf, type PbRequest } from './fromProtobuf';
 import { ExportTraceRequest } from './schema';
@@ -43,10 +43,12 @@ const ExportTraceServiceRequestType = (
 
 /**
  * Decodes an OTLP/HTTP traces body. `maxBytes` caps the body after decompression (a gzip bomb stops
- * at the cap). Throws UnsupportedMediaTypeError for a content type or encoding OTLP/HTTP does not
- * define, and InvalidInputError for anything unreadable.
+ * at the cap), `maxSpans` the spans in it: counted before they are checked and converted, the costly
+ * part, so an export too large to store is refused (PayloadTooLargeError, 413) without that work.
+ * Throws UnsupportedMediaTypeError for a content type or encoding OTLP/HTTP does not define, and
+ * InvalidInputError for anything unreadable.
  */
-export function decodeTraceRequest(body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, maxBytes: number): ExportTraceRequest {
+export function decodeTraceRequest(body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, maxBytes: number, maxSpans = Infinity): ExportTraceRequest {
   const mediaType = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
   if (mediaType !== 'application/x-protobuf' && mediaType !== 'application/json') {
     throw new UnsupportedMediaTypeError(
@@ -54,17 +56,36 @@ export function decodeTraceRequest(body: Buffer, contentType: string | undefined
     );
   }
   const bytes = decompress(body, contentEncoding, maxBytes);
-  if (mediaType === 'application/x-protobuf') return fromProtobuf(parseProtobuf(bytes) as PbRequest);
+  if (mediaType === 'application/x-protobuf') {
+    const message = parseProtobuf(bytes) as PbRequest;
+    refuseOverSpanLimit(message, maxSpans);
+    return fromProtobuf(message);
+  }
   const raw = parseJson(bytes);
+  refuseOverSpanLimit(raw, maxSpans);
   const parsed = ExportTraceRequest.safeParse(raw);
   if (!parsed.success) throw new InvalidInputError(`OTLP JSON body is not an ExportTraceServiceRequest: ${describeIssues(parsed.error, 'request')}`);
   return parsed.data;
 }
 
+/** Counts spans in a parsed body whatever its shape (unchecked yet), and refuses more than `maxSpans`. */
+function refuseOverSpanLimit(request: unknown, maxSpans: number): void {
+  let count = 0;
+  for (const resourceSpans of arrayAt(request, 'resourceSpans')) {
+    for (const scopeSpans of arrayAt(resourceSpans, 'scopeSpans')) count += arrayAt(scopeSpans, 'spans').length;
+  }
+  if (count > maxSpans) throw new PayloadTooLargeError(`${count} spans in one OTLP export is over the ${maxSpans}-span limit; export smaller batches (the OpenTelemetry SDKs' batch processors send 512)`);
+}
+
+function arrayAt(value: unknown, key: string): readonly unknown[] {
+  const field = typeof value === 'object' && value !== null && Object.hasOwn(value, key) ? (value as Record<string, unknown>)[key] : undefined;
+  return Array.isArray(field) ? field : [];
+}
+
 function decompress(body: Buffer, contentEncoding: string | undefined, maxBytes: number): Buffer {
   const encoding = (contentEncoding ?? '').trim().toLowerCase();
   if (encoding === '' || encoding === 'identity') {
-    if (body.length > maxBytes) throw new InvalidInputError(`OTLP body is ${body.length} bytes, over the ${maxBytes}-byte limit; export smaller batches`);
+    if (body.length > maxBytes) throw new PayloadTooLargeError(`OTLP body is ${body.length} bytes, over the ${maxBytes}-byte limit; export smaller batches`);
     return body;
   }
   if (encoding !== 'gzip') {
@@ -74,7 +95,7 @@ function decompress(body: Buffer, contentEncoding: string | undefined, maxBytes:
     return zlib.gunzipSync(body, { maxOutputLength: maxBytes });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-      throw new InvalidInputError(`OTLP body is over the ${maxBytes}-byte limit once decompressed; export smaller batches`);
+      throw new PayloadTooLargeError(`OTLP body is over the ${maxBytes}-byte limit once decompressed; export smaller batches`);
     }
     throw new InvalidInputError(`OTLP body is not valid gzip (${(error as Error).message})`);
   }

@@ -1,16 +1,24 @@
 /**
- * Runs OTLP decoding in a worker thread when the bundled worker is there (the daemon), inline
+ * Runs OTLP decoding in worker threads when the bundled worker is there (the daemon), inline
  * otherwise (tests importing the sources). Errors keep their kind across the thread boundary, so
  * HTTP statuses stay the same either way.
+ *
+ * Fairness: exports wait in one queue per source (a rollout, or the shared endpoint), and a free
+ * worker takes the next export of the source that has waited longest, never a second one of a source
+ * it is already decoding while others wait. One rollout's heavy export (a 128 MiB body decodes for
+ * seconds) thus holds at most one worker, and the other rollouts' exports go on in the others.
+ * A decoded export comes back part by part (parts.ts), each asked for once the one before is done.
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { assertNever } from '../protocol/assert';
 import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../protocol/errors';
-import type { NormalizedTraceRequest } from './normalize';
-import type { DecodeJob } from './worker';
-
-type Reply = { id: number; ok: true; result: NormalizedTraceRequest } | { id: number; ok: false; error: { name: string; message: string } };
+import type { Logger } from '../log';
+import type { NormalizedSpan, RejectedSpan } from './normalize';
+import { splitIntoParts } from './parts';
+import type { DecodeLimits, DecodeReply, DecodeRequest } from './worker';
 
 const ERRORS: Record<string, new (message: string) => Error> = {
   InvalidInputError,
@@ -18,49 +26,203 @@ const ERRORS: Record<string, new (message: string) => Error> = {
   PayloadTooLargeError,
 };
 
-export class DecodePool {
-  private worker: Worker | undefined;
-  private next = 0;
-  private readonly pending = new Map<number, { resolve(value: NormalizedTraceRequest): void; reject(error: Error): void }>();
+/** At least two, so one busy source always leaves a worker for the rest; at most four (each holds OTLP's decoder). */
+export const DEFAULT_DECODE_WORKERS = Math.min(4, Math.max(2, os.availableParallelism() - 1));
 
-  constructor(workerFile = path.join(__dirname, 'otlp-worker.js')) {
-    if (!fs.existsSync(workerFile)) return;
-    this.worker = new Worker(workerFile);
-    this.worker.unref();
-    this.worker.on('message', (reply: Reply) => {
-      const waiting = this.pending.get(reply.id);
-      if (!waiting) return;
-      this.pending.delete(reply.id);
-      if (reply.ok) waiting.resolve(reply.result);
-      else waiting.reject(new (ERRORS[reply.error.name] ?? Error)(reply.error.message));
-    });
-    this.worker.on('error', (error) => {
-      // A crashed worker: fail what waits on it and decode inline from now on.
-      for (const waiting of this.pending.values()) waiting.reject(error);
-      this.pending.clear();
-      this.worker = undefined;
-    });
+/** One decoded export, read part by part; `close` (always call it) gives its worker back. */
+export interface DecodedExport {
+  /** The next part's spans, or null once all were read; rejects if the export cannot be decoded. */
+  next(): Promise<NormalizedSpan[] | null>;
+  /** The spans that could not be read; complete once `next` returned null. */
+  readonly rejected: RejectedSpan[];
+  close(): void;
+}
+
+interface Job {
+  readonly request: Extract<DecodeRequest, { kind: 'decode' }>;
+  readonly source: string;
+  readonly rejected: RejectedSpan[];
+  /** Replies not yet read, and the read waiting for one. */
+  readonly replies: DecodeReply[];
+  reader: ((reply: DecodeReply) => void) | undefined;
+  slot: Slot | undefined;
+  finished: boolean;
+}
+
+interface Slot {
+  readonly worker: Worker;
+  /** The export it decodes or hands out now; undefined while idle. */
+  job: Job | undefined;
+}
+
+export class DecodePool {
+  private readonly slots: Slot[] = [];
+  private nextId = 0;
+  /** Exports not yet handed to a worker, by source; a Map keeps the sources in the order they are served. */
+  private readonly queues = new Map<string, Job[]>();
+  private closed = false;
+
+  constructor(
+    private readonly logger: Logger,
+    private readonly workerFile = path.join(__dirname, 'otlp-worker.js'),
+    private readonly size = DEFAULT_DECODE_WORKERS,
+  ) {}
+
+  /**
+   * Decodes one export of `source` (the rollout it was sent for, or a name for the shared endpoint);
+   * exports of one source decode in the order they came.
+   */
+  decode(source: string, body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, limits: DecodeLimits): DecodedExport {
+    if (this.closed) throw new Error('the OTLP decoder has shut down');
+    if (!fs.existsSync(this.workerFile)) return decodeInline(body, contentType, contentEncoding, limits);
+    const job: Job = {
+      request: { kind: 'decode', id: (this.nextId += 1), body, contentType, contentEncoding, limits },
+      source,
+      rejected: [],
+      replies: [],
+      reader: undefined,
+      slot: undefined,
+      finished: false,
+    };
+    const queue = this.queues.get(source);
+    if (queue) queue.push(job);
+    else this.queues.set(source, [job]);
+    this.dispatch();
+    return {
+      next: () => this.read(job),
+      rejected: job.rejected,
+      close: () => this.release(job),
+    };
   }
 
-  decode(body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, maxBytes: number): Promise<NormalizedTraceRequest> {
-    if (!this.worker) {
-      // Loaded on first use only: the decoder's generated module is large and the daemon has the worker.
-      return Promise.resolve().then(() => {
-        const { decodeTraceRequest } = require('./decode') as typeof import('./decode');
-        const { normalizeTraceRequest } = require('./normalize') as typeof import('./normalize');
-        return normalizeTraceRequest(decodeTraceRequest(body, contentType, contentEncoding, maxBytes));
-      });
+  /** The next reply of a job as a part (null when done), asking its worker for the part after it. */
+  private async read(job: Job): Promise<NormalizedSpan[] | null> {
+    if (job.finished) return null;
+    const reply = job.replies.shift() ?? (await new Promise<DecodeReply>((resolve) => (job.reader = resolve)));
+    switch (reply.kind) {
+      case 'part':
+        job.slot?.worker.postMessage({ kind: 'next', id: job.request.id } satisfies DecodeRequest);
+        return reply.spans;
+      case 'done':
+        for (const rejected of reply.rejected) job.rejected.push(rejected);
+        this.finish(job);
+        return null;
+      case 'failed':
+        this.finish(job);
+        throw new (ERRORS[reply.error.name] ?? Error)(reply.error.message);
+      default:
+        return assertNever(reply);
     }
-    const id = (this.next += 1);
-    const job: DecodeJob = { id, body, contentType, contentEncoding, maxBytes };
-    return new Promise((resolve, reject) => {
-      this.pending.set(id, { resolve, reject });
-      this.worker!.postMessage(job);
+  }
+
+  private deliver(job: Job, reply: DecodeReply): void {
+    const reader = job.reader;
+    job.reader = undefined;
+    if (reader) reader(reply);
+    else job.replies.push(reply);
+  }
+
+  /** The job's worker is free again (or the job never got one): the next export may have it. */
+  private finish(job: Job): void {
+    if (job.finished) return;
+    job.finished = true;
+    const slot = job.slot;
+    job.slot = undefined;
+    if (slot?.job === job) slot.job = undefined;
+    const queue = this.queues.get(job.source);
+    if (queue?.includes(job)) {
+      queue.splice(queue.indexOf(job), 1);
+      if (queue.length === 0) this.queues.delete(job.source);
+    }
+    if (!this.closed) this.dispatch();
+  }
+
+  /** The caller is done with the export: the rest of it is dropped and its worker freed once it says so. */
+  private release(job: Job): void {
+    if (job.finished) return;
+    if (!job.slot) return this.finish(job);
+    job.slot.worker.postMessage({ kind: 'drop', id: job.request.id } satisfies DecodeRequest);
+    // The worker's answers to the drop (a last part it had sent, then `done`) end the job.
+    const drain = (): void => void this.read(job).then((part) => part && drain(), () => undefined);
+    drain();
+  }
+
+  /** Hands waiting exports to idle workers, starting workers up to the pool's size as they are needed. */
+  private dispatch(): void {
+    for (;;) {
+      const source = this.nextSource();
+      if (source === undefined) return;
+      const slot = this.slots.find((s) => s.job === undefined) ?? (this.slots.length < this.size ? this.startWorker() : undefined);
+      if (!slot) {
+        this.logger.debug('an OTLP export waits for a decode worker', { source, workers: this.slots.length });
+        return;
+      }
+      const queue = this.queues.get(source)!;
+      const job = queue.shift()!;
+      // Served: the source goes to the back of the line with whatever it still has waiting.
+      this.queues.delete(source);
+      if (queue.length > 0) this.queues.set(source, queue);
+      slot.job = job;
+      job.slot = slot;
+      this.logger.debug('decoding an OTLP export', { source, bytes: job.request.body.length });
+      slot.worker.postMessage(job.request);
+    }
+  }
+
+  /** The longest-waiting source that no worker is decoding for now. */
+  private nextSource(): string | undefined {
+    for (const source of this.queues.keys()) {
+      if (!this.slots.some((slot) => slot.job?.source === source)) return source;
+    }
+    return undefined;
+  }
+
+  private startWorker(): Slot {
+    const slot: Slot = { worker: new Worker(this.workerFile), job: undefined };
+    slot.worker.unref();
+    slot.worker.on('message', (reply: DecodeReply) => {
+      if (slot.job?.request.id === reply.id) this.deliver(slot.job, reply);
     });
+    slot.worker.on('error', (error) => {
+      // A crashed worker (out of memory on a hostile export): that export fails, a new worker takes its place.
+      this.logger.warn('an OTLP decode worker failed; its export is refused', { error });
+      this.slots.splice(this.slots.indexOf(slot), 1);
+      const job = slot.job;
+      slot.job = undefined;
+      if (job) this.deliver(job, { kind: 'failed', id: job.request.id, error: { name: 'Error', message: `the OTLP decoder failed on this export (${error.message})` } });
+    });
+    this.slots.push(slot);
+    return slot;
   }
 
   async close(): Promise<void> {
-    await this.worker?.terminate();
-    this.worker = undefined;
+    this.closed = true;
+    for (const job of [...this.queues.values()].flat()) this.deliver(job, { kind: 'failed', id: job.request.id, error: { name: 'Error', message: 'the OTLP decoder has shut down' } });
+    this.queues.clear();
+    await Promise.all(this.slots.map((slot) => slot.worker.terminate()));
+    this.slots.length = 0;
   }
+}
+
+/** Decoding on the calling thread (the sources without the bundled worker): the same parts and errors. */
+function decodeInline(body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, limits: DecodeLimits): DecodedExport {
+  // Loaded on first use only: the decoder's generated module is large and the daemon has the worker.
+  const { decodeTraceRequest } = require('./decode') as typeof import('./decode');
+  const { normalizeTraceRequest } = require('./normalize') as typeof import('./normalize');
+  let decoded: { parts: NormalizedSpan[][]; rejected: RejectedSpan[] } | undefined;
+  const rejected: RejectedSpan[] = [];
+  return {
+    next: async () => {
+      if (!decoded) {
+        const { spans, rejected: unread } = normalizeTraceRequest(decodeTraceRequest(body, contentType, contentEncoding, limits.maxBytes, limits.maxSpans));
+        decoded = { parts: splitIntoParts(spans), rejected: unread };
+      }
+      const part = decoded.parts.shift();
+      if (part) return part;
+      for (const unread of decoded.rejected) rejected.push(unread);
+      return null;
+    },
+    rejected,
+    close: () => undefined,
+  };
 }

@@ -6,8 +6,10 @@
 import protobuf from 'protobufjs/minimal';
 import type { SpanInput } from '../protocol';
 import { errorMessage, OverloadedError, PayloadTooLargeError } from '../protocol/errors';
+import type { Logger } from '../log';
 import type { WriteQueue } from '../store/writeQueue';
 import { DecodePool } from './decodePool';
+import type { NormalizedSpan } from './normalize';
 
 /**
  * ExportTraceServiceResponse { ExportTracePartialSuccess partial_success = 1 } with
@@ -32,13 +34,19 @@ function encodeResponse(binary: boolean, rejected: number, message: string): { c
   return { contentType: 'application/json', body: Buffer.from(JSON.stringify(rejected > 0 ? { partialSuccess: { rejectedSpans: String(rejected), errorMessage: message } } : {})) };
 }
 
+/** The decode queue's name for exports to the shared `/v1/traces` (no rollout in the URL). */
+const SHARED_SOURCE = 'shared endpoint';
+
 export class OtlpReceiver {
-  private readonly pool = new DecodePool();
+  private readonly pool: DecodePool;
 
   constructor(
     private readonly writes: WriteQueue,
     private readonly maxBytes: number,
-  ) {}
+    logger: Logger,
+  ) {
+    this.pool = new DecodePool(logger);
+  }
 
   close(): Promise<void> {
     return this.pool.close();
@@ -48,13 +56,36 @@ export class OtlpReceiver {
    * Stores a trace export. `urlRolloutId` comes from the capability URL (`/r/<key>/v1/traces`) and
    * wins over span attributes; without one, each span's rollout is its `lightning.rollout_id`.
    * `refuses` says why a rollout takes no spans (it has finished). Throws InvalidInputError (or
-   * UnsupportedMediaTypeError) for a body that cannot be decoded.
+   * UnsupportedMediaTypeError) for a body that cannot be decoded, PayloadTooLargeError past the limits.
+   *
+   * The spans are committed part by part as the decoder hands them out, so other requests are served
+   * between the parts of a large export. If a part cannot be written now (busy, a full disk), the
+   * export is answered 503 to be retried whole: the spans already stored are not stored twice.
    */
   async ingest(urlRolloutId: string | null, body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, refuses: (rolloutId: string) => string | undefined = () => undefined): Promise<OtlpResponse> {
-    const { spans, rejected } = await this.pool.decode(body, contentType, contentEncoding, this.maxBytes);
-    const problems = rejected.map((r) => `${r.spanId ?? 'span'}: ${r.error}`);
+    const limits = { maxBytes: this.maxBytes, maxSpans: this.writes.maxSpansPerWrite };
+    const decoded = this.pool.decode(urlRolloutId ?? SHARED_SOURCE, body, contentType, contentEncoding, limits);
+    const problems: string[] = [];
+    let read = 0;
+    let stored = 0;
+    try {
+      for (let part = await decoded.next(); part !== null; part = await decoded.next()) {
+        read += part.length;
+        stored += await this.storePart(urlRolloutId, part, refuses, problems);
+      }
+    } finally {
+      decoded.close();
+    }
+    for (const { spanId, error } of decoded.rejected.slice(0, 5)) problems.push(`${spanId ?? 'span'}: ${error}`);
+    const rejectedCount = read + decoded.rejected.length - stored;
+    const binary = !(contentType ?? '').toLowerCase().includes('json');
+    return { ...encodeResponse(binary, rejectedCount, problems.slice(0, 5).join('; ')), stored, rejected: rejectedCount };
+  }
+
+  /** Stores one part's spans, by rollout; returns how many were stored and adds why others were not to `problems`. */
+  private async storePart(urlRolloutId: string | null, part: readonly NormalizedSpan[], refuses: (rolloutId: string) => string | undefined, problems: string[]): Promise<number> {
     const byRollout = new Map<string, SpanInput[]>();
-    for (const { rolloutId, span } of spans) {
+    for (const { rolloutId, span } of part) {
       const target = urlRolloutId ?? rolloutId;
       if (target === null) {
         problems.push(`${span.spanId}: no lightning.rollout_id resource attribute (send to $LIGHTNING_URL/v1/traces, or set OTEL_RESOURCE_ATTRIBUTES)`);
@@ -76,6 +107,8 @@ export class OtlpReceiver {
         try {
           stored += (await this.writes.submitSpans(rolloutId, list)).length;
         } catch (error) {
+          // The daemon is busy or the store cannot write (a full disk): a 503 with Retry-After makes the
+          // exporter retry the batch later; a partial success it would not retry.
           if (error instanceof OverloadedError) overloaded = error;
           // A batch that can never fit is the exporter's to split: 413, not a partial success.
           if (error instanceof PayloadTooLargeError) throw error;
@@ -83,11 +116,7 @@ export class OtlpReceiver {
         }
       }),
     );
-    // Nothing stored because the daemon is busy or the store cannot write (a full disk): a 503 with
-    // Retry-After makes the exporter retry the batch later; a partial success it would not retry.
-    if (stored === 0 && overloaded) throw overloaded;
-    const rejectedCount = spans.length + rejected.length - stored;
-    const binary = !(contentType ?? '').toLowerCase().includes('json');
-    return { ...encodeResponse(binary, rejectedCount, problems.slice(0, 5).join('; ')), stored, rejected: rejectedCount };
+    if (overloaded) throw overloaded;
+    return stored;
   }
 }

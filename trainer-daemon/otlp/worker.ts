@@ -1,26 +1,69 @@
 /**
  * OTLP decoding off the daemon's main thread (bundled to dist/otlp-worker.js): the main thread
- * keeps serving requests and committing spans while a worker turns the next export into spans.
+ * keeps serving requests and committing spans while workers turn exports into spans.
+ *
+ * A decoded export goes back one part at a time (parts.ts), each when the main thread asks for it
+ * (`next`), after it committed the one before: the main thread's work for one export, however
+ * large, then comes in slices with its other requests in between, and the export waits here.
  */
 import { parentPort } from 'node:worker_threads';
+import { assertNever } from '../protocol/assert';
 import { decodeTraceRequest } from './decode';
-import { normalizeTraceRequest } from './normalize';
+import { normalizeTraceRequest, type NormalizedSpan, type RejectedSpan } from './normalize';
+import { splitIntoParts } from './parts';
 
-export interface DecodeJob {
-  readonly id: number;
-  readonly body: Uint8Array;
-  readonly contentType: string | undefined;
-  readonly contentEncoding: string | undefined;
+/** What one export may hold: bytes once decompressed, and spans. */
+export interface DecodeLimits {
   readonly maxBytes: number;
+  readonly maxSpans: number;
 }
 
-parentPort?.on('message', (job: DecodeJob) => {
-  try {
-    const body = Buffer.from(job.body.buffer, job.body.byteOffset, job.body.byteLength);
-    const result = normalizeTraceRequest(decodeTraceRequest(body, job.contentType, job.contentEncoding, job.maxBytes));
-    parentPort!.postMessage({ id: job.id, ok: true, result });
-  } catch (error) {
-    const { name, message } = error instanceof Error ? error : { name: 'Error', message: String(error) };
-    parentPort!.postMessage({ id: job.id, ok: false, error: { name, message } });
+export type DecodeRequest =
+  | { readonly kind: 'decode'; readonly id: number; readonly body: Uint8Array; readonly contentType: string | undefined; readonly contentEncoding: string | undefined; readonly limits: DecodeLimits }
+  /** The next part of export `id`; `drop` discards the rest. */
+  | { readonly kind: 'next' | 'drop'; readonly id: number };
+
+export type DecodeReply =
+  | { readonly kind: 'part'; readonly id: number; readonly spans: NormalizedSpan[] }
+  | { readonly kind: 'done'; readonly id: number; readonly rejected: RejectedSpan[] }
+  | { readonly kind: 'failed'; readonly id: number; readonly error: { name: string; message: string } };
+
+/** The export being handed out: its parts not yet asked for. One at a time: the pool gives a worker one export. */
+let current: { id: number; parts: NormalizedSpan[][]; rejected: RejectedSpan[] } | undefined;
+
+function reply(message: DecodeReply): void {
+  parentPort!.postMessage(message);
+}
+
+function sendNext(id: number): void {
+  if (current?.id !== id) return;
+  const part = current.parts.shift();
+  if (part) return reply({ kind: 'part', id, spans: part });
+  reply({ kind: 'done', id, rejected: current.rejected });
+  current = undefined;
+}
+
+parentPort?.on('message', (request: DecodeRequest) => {
+  switch (request.kind) {
+    case 'decode':
+      try {
+        const body = Buffer.from(request.body.buffer, request.body.byteOffset, request.body.byteLength);
+        const { spans, rejected } = normalizeTraceRequest(decodeTraceRequest(body, request.contentType, request.contentEncoding, request.limits.maxBytes, request.limits.maxSpans));
+        current = { id: request.id, parts: splitIntoParts(spans), rejected };
+        sendNext(request.id);
+      } catch (error) {
+        const { name, message } = error instanceof Error ? error : { name: 'Error', message: String(error) };
+        reply({ kind: 'failed', id: request.id, error: { name, message } });
+      }
+      return;
+    case 'next':
+      sendNext(request.id);
+      return;
+    case 'drop':
+      if (current?.id === request.id) current.parts = [];
+      sendNext(request.id);
+      return;
+    default:
+      assertNever(request);
   }
 });

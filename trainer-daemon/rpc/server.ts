@@ -3,7 +3,7 @@
  * vscode-jsonrpc message connection per socket (the same framing the clients use,
  * `protocol/connection.ts`). The upgrade needs the bearer token; browsers (any request with an Origin) are
  * refused; frames are capped in size. Every request is validated against its schema before any
- * handler runs, so a bad request changes nothing.
+ * handler runs, so a bad request changes nothing; a request reusing a pending one's id is refused (requestIds.ts).
  */
 import crypto from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -11,11 +11,11 @@ import type { Duplex } from 'node:stream';
 import { createMessageConnection, ResponseError, type MessageConnection } from 'vscode-jsonrpc/node';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { Methods, Notifications, type MethodName } from '../protocol';
-import { WebSocketMessageReader, WebSocketMessageWriter } from '../protocol/wsTransport';
 import { errorMessage, mapError, RpcCode } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Disposable } from '../protocol/event';
 import { invoke, type Handlers } from './handlers';
+import { PendingRequestIds, UniqueIdReader, UniqueIdWriter } from './requestIds';
 import type { Broadcast } from './notifier';
 
 export const DEFAULT_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
@@ -76,11 +76,12 @@ export class RpcServer implements Disposable {
   }
 
   private accept(ws: WebSocket): void {
-    const reader = new WebSocketMessageReader(ws, (_raw, reason) => {
+    const ids = new PendingRequestIds();
+    const reader = new UniqueIdReader(ws, ids, (_raw, reason) => {
       ws.send(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: RpcCode.ParseError, message: reason } }));
     });
     const maxBuffered = this.options.maxBufferedBytes ?? (Number(process.env.LIGHTNING_RPC_MAX_BUFFERED_BYTES) || DEFAULT_MAX_BUFFERED_BYTES);
-    const writer = new WebSocketMessageWriter(ws, maxBuffered);
+    const writer = new UniqueIdWriter(ws, ids, maxBuffered);
     writer.onError(([error]) => this.options.logger.warn('dropped an RPC client', { error: errorMessage(error) }));
     const connection = createMessageConnection(reader, writer);
     for (const name of Object.keys(Methods) as MethodName[]) {

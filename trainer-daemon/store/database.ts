@@ -15,6 +15,12 @@ export interface OpenOptions {
   readonly readonly?: boolean;
   /** Default: chooseDriver() (node:sqlite where the runtime has it, else better-sqlite3). */
   readonly driver?: DriverName;
+  /**
+   * How long a write waits for another connection's write lock once the store is open, blocking this
+   * thread (default 5 s). The daemon waits briefly here and retries its group commits off the event
+   * loop (writeQueue.ts).
+   */
+  readonly busyTimeoutMs?: number;
 }
 
 /** Opens `file` on either driver with the same pragmas and migrations: one schema, one durability promise. */
@@ -36,6 +42,8 @@ export function openDatabase(file: string, options: OpenOptions = {}): Connectio
     db.pragma('cache_size = -65536');
     db.pragma('foreign_keys = ON');
     if (options.migrate ?? true) migrate(db);
+    // After the migrations, which may wait the full 5 s for a lock at start-up.
+    if (options.busyTimeoutMs !== undefined) db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs))}`);
     return connection;
   } catch (error) {
     db.close();

@@ -448,8 +448,9 @@ export class Store {
   private afterCommit(rolloutIds: readonly string[], spans: readonly Span[] = []): void {
     if (this.db.inTransaction) {
       this.pending ??= { rollouts: [], spans: [] };
-      this.pending.rollouts.push(...rolloutIds);
-      this.pending.spans.push(...spans);
+      // One by one: spreading a batch of 200,000 spans into push() overflows the call stack.
+      for (const id of rolloutIds) this.pending.rollouts.push(id);
+      for (const span of spans) this.pending.spans.push(span);
       return;
     }
     if (spans.length > 0) this._onDidAddSpans.fire(spans);

@@ -60,7 +60,19 @@ export interface WriteQueueOptions {
    * the spans with it at once. Spans are still acknowledged only once committed.
    */
   readonly spanDelayMs?: number;
+  /**
+   * How long a group commit that another process's write lock keeps out is retried (default 5 s),
+   * with backoff and the event loop free in between; then its writes fail with a retryable
+   * StorageUnavailableError (503, -32003).
+   */
+  readonly lockWaitMs?: number;
 }
+
+/** SQLITE_BUSY: another connection holds the write lock (not SQLITE_LOCKED, a conflict within one connection). */
+const LOCKED_OUT = /SQLITE_BUSY\b|database is locked/i;
+/** The first retry of a locked-out group commit, doubled each time up to the last. */
+const LOCK_RETRY_FIRST_MS = 25;
+const LOCK_RETRY_MAX_MS = 500;
 
 export class WriteQueue {
   private queue: Pending[] = [];
@@ -73,6 +85,9 @@ export class WriteQueue {
   private readonly maxBatchUnits: number;
   private readonly maxQueued: number;
   private readonly spanDelayMs: number;
+  private readonly lockWaitMs: number;
+  /** Since when group commits are locked out by another process, and how many retries were made. */
+  private lockedOut: { since: number; retries: number } | undefined;
 
   constructor(
     private readonly store: Store,
@@ -82,6 +97,12 @@ export class WriteQueue {
     this.maxBatchUnits = options.maxBatchUnits ?? 20_000;
     this.maxQueued = options.maxQueued ?? 200_000;
     this.spanDelayMs = options.spanDelayMs ?? 10;
+    this.lockWaitMs = options.lockWaitMs ?? 5_000;
+  }
+
+  /** The most spans one write may carry: more is a 413, since the queue could never hold them. */
+  get maxSpansPerWrite(): number {
+    return this.maxQueued;
   }
 
   /** Runs `op` (a synchronous Store call) in the next group commit; resolves with its result after the commit. */
@@ -123,6 +144,8 @@ export class WriteQueue {
   /** Schedules the commit: on the next turn, or for span-only queues after the span window. */
   private enqueued(units: number, lazy = false): void {
     this.queuedUnits += units;
+    // Locked out: the retry already scheduled commits this too.
+    if (this.lockedOut) return;
     if (this.queuedUnits >= this.maxBatchUnits) this.flush();
     else if (!lazy || this.queue.length > 0 || this.queuedUnits >= SPAN_WINDOW_UNITS) this.scheduled ??= setImmediate(() => this.flush());
     else if (!this.scheduled && !this.timer) this.timer = setTimeout(() => this.flush(), this.spanDelayMs);
@@ -163,21 +186,47 @@ export class WriteQueue {
     const spanWrites = this.takeSpanWrites();
     const batch = spanWrites ? [...this.queue, spanWrites] : this.queue;
     if (batch.length === 0) return;
+    const units = this.queuedUnits;
     this.queue = [];
     this.queuedUnits = 0;
     let outcomes;
     try {
       outcomes = this.store.runGrouped(batch.map((pending) => pending.op));
     } catch (error) {
+      if (this.retryWhenLockedOut(batch, units, error)) return;
       this.logger.error('group commit failed; none of its writes were made', { error, operations: batch.length });
       for (const pending of batch) pending.reject(asStorageError(error));
       return;
     }
+    this.lockedOut = undefined;
     outcomes.forEach((outcome, index) => {
       const pending = batch[index]!;
       if (outcome.ok) pending.resolve(outcome.value);
       else pending.reject(asStorageError(outcome.error));
     });
+  }
+
+  /**
+   * A group commit kept out by another process's write lock (SQLITE_BUSY after the store's short
+   * busy timeout) goes back to the head of the queue and is retried with backoff, the event loop
+   * serving other requests in between; false once it has waited `lockWaitMs` (or the queue stops).
+   */
+  private retryWhenLockedOut(batch: Pending[], units: number, error: unknown): boolean {
+    const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : '';
+    if (this.stopped || !LOCKED_OUT.test(`${code} ${errorMessage(error)}`)) return false;
+    const now = Date.now();
+    this.lockedOut ??= { since: now, retries: 0 };
+    if (now - this.lockedOut.since >= this.lockWaitMs) {
+      this.lockedOut = undefined;
+      return false;
+    }
+    if (this.lockedOut.retries === 0) this.logger.warn('another process holds the store’s write lock; writes wait for it', { operations: batch.length });
+    this.queue = [...batch, ...this.queue];
+    this.queuedUnits += units;
+    const delay = Math.min(LOCK_RETRY_MAX_MS, LOCK_RETRY_FIRST_MS * 2 ** this.lockedOut.retries);
+    this.lockedOut.retries += 1;
+    this.timer = setTimeout(() => this.flush(), delay);
+    return true;
   }
 
   /** Stops taking work and commits what is queued. */
