@@ -6,7 +6,8 @@
  * metric and the checkpoints, each with Use). Generic over the algorithm: an unknown one shows
  * status and metrics. The open run's metrics are kept here; a live refresh fetches only newer points.
  */
-import type { TrainingRun } from '../trainer-daemon/protocol/records';
+import type { TrainingAlgorithm, TrainingRun } from '../trainer-daemon/protocol/training';
+import { assertNever } from '../trainer-daemon/protocol/assert';
 import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
 import { describeMetrics } from '../trainer-daemon/protocol/policy';
@@ -121,15 +122,14 @@ export class TrainingRunsView {
       case 'grpo':
         parts.push(this.smallMultiples(), this.checkpoints(view.extra.checkpoints));
         break;
-      case 'none':
-        parts.push(this.combinedChart(run.algorithm));
-        break;
+      default:
+        assertNever(view.extra);
     }
     this.detailElement.replaceChildren(...parts);
     this.detailElement.dataset.runId = run.id;
   }
 
-  private combinedChart(algorithm: string): HTMLElement {
+  private combinedChart(algorithm: TrainingAlgorithm): HTMLElement {
     const chart = el('div', 'chart');
     chart.innerHTML = metricChartSvg(this.metrics, { names: chartedMetrics(algorithm) });
     if (chart.innerHTML === '') chart.append(el('div', 'muted', 'No metrics yet.'));

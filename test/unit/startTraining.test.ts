@@ -8,6 +8,7 @@ import { doctorSummary } from '../../extension/training/doctorReport';
 import { followRun } from '../../extension/training/followRun';
 import { Emitter } from '../../trainer-daemon/protocol/event';
 import type { AgentCommand } from '../../extension/debug/launchCommand';
+import { testGrpoConfig } from '../helpers/trainingConfigs';
 
 const agent: AgentCommand = { argv: ['node', '/ws/agent.mjs'], cwd: '/ws', env: { AGENT_MODEL: 'policy', UNSET: undefined }, notes: [] };
 
@@ -77,8 +78,8 @@ describe('Start Training: the answers become a GrpoConfig', () => {
   });
 });
 
-const summary = (extra: Partial<TrainingRunSummary> = {}): TrainingRunSummary => ({
-  id: 'run-1', algorithm: 'grpo', config: { iterations: 4 }, status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, cancelRequested: false, result: null, step: 0, latest: {}, ...extra,
+const summary = (extra: Partial<Extract<TrainingRunSummary, { algorithm: 'grpo' }>> = {}): TrainingRunSummary => ({
+  id: 'run-1', algorithm: 'grpo', config: testGrpoConfig({ iterations: 4 }), status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, cancelRequested: false, result: null, step: 0, latest: {}, ...extra,
 });
 
 describe('Start Training: following a run', () => {

@@ -11,6 +11,7 @@ import type { LaunchConfig } from '../../extension/debug/launchConfig';
 import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
+import { testGrpoConfig } from '../helpers/trainingConfigs';
 import { resumeRoutingOptions } from '../../trainer-daemon/cli/routing';
 import { InvalidInputError } from '../../trainer-daemon/protocol/errors';
 
@@ -63,7 +64,7 @@ describe('Use Checkpoint: the record', () => {
   it('a rollout pinned to a checkpoint’s policy version names it; other rollouts name no policy', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
-    const run = store.recordTrainingRun('grpo', {});
+    const run = store.recordTrainingRun({ algorithm: 'grpo', config: testGrpoConfig() });
     const checkpoint = store.recordTrainingStep(run.id, 4, {}, { dir: '/ckpt/4', metrics: { loss: 1 } })!;
     const version = store.policyVersionFor(checkpoint);
     assert.equal(store.policyVersionFor(checkpoint), version, 'one policy version per checkpoint');

@@ -173,10 +173,12 @@ export type Task = z.infer<typeof Task>;
 
 export const TrainingRunStatus = z.enum(['queued', 'running', 'succeeded', 'failed', 'cancelled']);
 export type TrainingRunStatus = z.infer<typeof TrainingRunStatus>;
-export const TrainingRun = z.object({
+/**
+ * What every training run records whatever its algorithm; the run itself (`TrainingRun`, a union on
+ * `algorithm` with each algorithm's typed configuration) is in training.ts, beside the configurations.
+ */
+export const TrainingRunRecord = z.object({
   id: z.string(),
-  algorithm: z.string(),
-  config: Json,
   status: TrainingRunStatus,
   createdAt: EpochMs,
   startedAt: EpochMs.nullable(),
@@ -187,7 +189,6 @@ export const TrainingRun = z.object({
   /** What the run produced (for APO: the best prompt and its scores), once it ended. */
   result: Json.nullable(),
 });
-export type TrainingRun = z.infer<typeof TrainingRun>;
 
 export const MetricPoint = z.object({
   runId: z.string(),

@@ -11,15 +11,17 @@ import {
   type ApoCandidate,
   type Checkpoint,
   type CritiqueStyle,
+  describeIssues,
   type Json,
   type MetricSeries,
   type RecordApoRoundParams,
-  type TrainingRun,
+  type NewTrainingRun,
+  TrainingRun,
   type TrainingRunDetail,
   type TrainingRunStatus,
   type TrainingRunSummary,
 } from '../protocol';
-import { InvalidTransitionError, NotFoundError } from '../protocol/errors';
+import { InvalidTransitionError, LightningError, NotFoundError } from '../protocol/errors';
 import { isFinal } from '../protocol/status';
 
 interface RunRow {
@@ -60,8 +62,9 @@ interface CheckpointRow {
   created_at: number;
 }
 
+/** A row as its algorithm's run: the stored configuration parsed with that algorithm's schema (the store is a file: data entering the process). */
 function rowToRun(row: RunRow): TrainingRun {
-  return {
+  const run = TrainingRun.safeParse({
     id: row.id,
     algorithm: row.algorithm,
     config: JSON.parse(row.config) as Json,
@@ -72,7 +75,9 @@ function rowToRun(row: RunRow): TrainingRun {
     error: row.error,
     cancelRequested: row.cancel_requested_at !== null,
     result: row.result === null ? null : (JSON.parse(row.result) as Json),
-  };
+  });
+  if (!run.success) throw new LightningError(`training run ${row.id} in the store is not a ${row.algorithm} run this version reads: ${describeIssues(run.error, 'run')}`);
+  return run.data;
 }
 
 function rowToCandidate(row: CandidateRow): ApoCandidate {
@@ -167,7 +172,7 @@ export class TrainingRunRepository {
     this.policyOfCheckpoint = db.prepare(`SELECT version FROM resources WHERE name = 'policy' AND json_extract(value, '$.checkpointId') = ? ORDER BY version LIMIT 1`);
   }
 
-  create(algorithm: string, config: Json, now = Date.now()): TrainingRun {
+  create({ algorithm, config }: NewTrainingRun, now = Date.now()): TrainingRun {
     const id = `train-${crypto.randomBytes(6).toString('hex')}`;
     this.insertRun.run(id, algorithm, JSON.stringify(config), now);
     return this.get(id);

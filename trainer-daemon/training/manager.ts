@@ -40,7 +40,8 @@ export class TrainingManager implements Disposable {
     if (params.resume !== undefined) {
       const run = this.store.trainingRun(params.resume);
       if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
-      config = GrpoConfig.parse(run.config);
+      if (run.algorithm !== 'grpo') throw new InvalidInputError(`params.resume: training run ${run.id} is an ${run.algorithm} run; the daemon resumes GRPO runs (run APO again with \`lightning train --algorithm apo\`)`);
+      config = run.config;
       // Its rewards file may have been deleted or broken since.
       scoring = checkedScoring(config, this.store.file, `params.resume: run ${run.id}'s config.rewardsFile`);
       runId = run.id;
@@ -52,7 +53,7 @@ export class TrainingManager implements Disposable {
       }
       if (config.valDataset !== null) this.store.listTasks(config.valDataset);
       scoring = checkedScoring(config, this.store.file, 'params.config.rewardsFile');
-      runId = this.store.recordTrainingRun(config.algorithm, config).id;
+      runId = this.store.recordTrainingRun({ algorithm: 'grpo', config }).id;
     }
     const started = this.store.setTrainingRunStatus(runId, 'running');
     const controller = new AbortController();
