@@ -14,6 +14,7 @@ import { PLACEHOLDER_API_KEY, instrumentationEnv, type RolloutStatus } from '../
 import { describePlacement, type RayExit } from '../protocol/rayRunner';
 import { LightningError } from '../protocol/errors';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
+import { followOverRpc } from './followBatch';
 import { RayDriver, type RayAgent, type RayOptions } from './rayDriver';
 
 /** How long workers get to exit by themselves (on their 204) once the batch is done. */
@@ -170,14 +171,7 @@ export class RayPool implements BatchPool {
     try {
       if (this.cancelled) await client.request('cancelWorkerBatch', { id: batch.id });
       else for (let i = 0; i < mode.workers; i += 1) startWorker();
-      let after = 0;
-      for (;;) {
-        const page = await client.request('workerBatchEvents', { id: batch.id, after, waitMs: 5_000 });
-        for (const event of page.events) this.options.onAttempt(event);
-        after = page.next;
-        if (page.cancelled && !this.cancelled) this.cancel();
-        if (page.done) break;
-      }
+      await (this.options.follower ?? followOverRpc(client)).follow(batch.id, { onAttempt: this.options.onAttempt, onCancelled: () => this.cancel() });
     } catch (error) {
       failure ??= error;
     } finally {

@@ -12,7 +12,7 @@ import type { Store } from '../store/store';
 import type { Disposable } from '../protocol/event';
 import { defaultRewardsFile } from '../rewards/config';
 import { scoringFor } from '../runner/scoring';
-import type { RolloutScoring } from '../runner/pool';
+import type { BatchFollower, RolloutScoring } from '../runner/pool';
 import { runGrpo } from './grpo';
 import type { Caller } from './rollouts';
 
@@ -22,6 +22,8 @@ export class TrainingManager implements Disposable {
   constructor(
     private readonly store: Store,
     private readonly call: Caller,
+    /** The daemon's worker-batch queue (runner/workerBatches.ts), which the loops follow in process. */
+    private readonly batches: BatchFollower,
     private readonly logger: Logger,
   ) {
     for (const run of store.trainingRunRecords()) {
@@ -79,7 +81,7 @@ export class TrainingManager implements Disposable {
   private async drive(runId: string, config: GrpoConfig, scoring: RolloutScoring | undefined, signal: AbortSignal): Promise<void> {
     const logger = this.logger.child(runId);
     try {
-      await runGrpo(runId, config, { store: this.store, call: this.call, logger, signal, scoring });
+      await runGrpo(runId, config, { store: this.store, call: this.call, batches: this.batches, logger, signal, scoring });
       if (!this.store.isOpen) return;
       this.store.setTrainingRunStatus(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null });
     } catch (error) {
