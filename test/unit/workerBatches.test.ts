@@ -21,7 +21,7 @@ function setUp(t: { after(fn: () => void): void }, rollouts: number, maxAttempts
     store.close();
   });
   const ids = Array.from({ length: rollouts }, () => store.createRollout({ mode: 'train', maxAttempts }).id);
-  const batch = batches.open({ rolloutIds: ids, upstream: null, tokenIds: false, timeoutMs: 60_000, concurrencyPerWorker: 8 });
+  const batch = batches.open({ rolloutIds: ids, upstream: null, providerUpstreams: {}, tokenIds: false, timeoutMs: 60_000, concurrencyPerWorker: 8 });
   return { store, batches, ids, batch };
 }
 
