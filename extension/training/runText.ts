@@ -4,6 +4,7 @@
  * Python is missing (then **Set Up Trainer** is offered). Pure: unit-tested.
  */
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
+import type { ErrorKind } from '../../trainer-daemon/protocol/errors';
 import { assertNever } from '../../trainer-daemon/protocol/assert';
 
 const number = (value: number | undefined): string => (value === undefined || !Number.isFinite(value) ? '–' : Number(value.toFixed(3)).toString());
@@ -36,9 +37,9 @@ export function progressFraction(run: TrainingRunSummary): number {
   return total ? Math.min(1, run.step / total) : 0;
 }
 
-/** The error is a trainer environment without PyTorch, or one the daemon says `lightning doctor` explains: Set Up Trainer fixes it. */
-export function needsTrainerSetup(error: string | null): boolean {
-  return error !== null && /no Python with PyTorch|cannot run the trainer|lightning doctor|No module named ['"]?torch/i.test(error);
+/** The daemon's error kind says no Python here can run the trainer (none with PyTorch, or it cannot start): Set Up Trainer fixes it. */
+export function needsTrainerSetup(kind: ErrorKind | null): boolean {
+  return kind === 'trainer_unavailable';
 }
 
 /** One line for the notification at the end of a run. */

@@ -126,7 +126,7 @@ export class TrainingCommands {
     const text = `Lightning: ${endText(run)}`;
     this.log.info(`[training] ${endText(run)}`);
     if (run.status === 'failed') {
-      const setup = needsTrainerSetup(run.error);
+      const setup = needsTrainerSetup(run.errorKind);
       const choice = await vscode.window.showErrorMessage(text, ...(setup ? ['Set Up Trainer'] : ['Resume']), 'Show Logs');
       if (choice === 'Set Up Trainer') await vscode.commands.executeCommand('lightning.setUpTrainer');
       if (choice === 'Resume') await vscode.commands.executeCommand('lightning.resumeTraining', run.id);

@@ -84,7 +84,7 @@ test('demonstrations: chat examples become (prompt, completion) pairs; the demo 
 
 test('the chart is one self-contained HTML file with the reward curves', () => {
   const html = renderChart({
-    run: { id: 'train-1', algorithm: 'grpo', config: testGrpoConfig(), status: 'succeeded', createdAt: 0, startedAt: 0, endedAt: 1, error: null, cancelRequested: false, result: null, step: 2, latest: {} },
+    run: { id: 'train-1', algorithm: 'grpo', config: testGrpoConfig(), status: 'succeeded', createdAt: 0, startedAt: 0, endedAt: 1, error: null, errorKind: null, cancelRequested: false, result: null, step: 2, latest: {} },
     metrics: [
       { step: 0, name: 'val/reward', value: 0.1, timeMs: 0 },
       { step: 1, name: 'loss', value: -0.1, timeMs: 0 },

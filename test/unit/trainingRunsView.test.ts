@@ -8,7 +8,7 @@ import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
 import type { ApoTrainingRun, GrpoTrainingRun, TrainingRun } from '../../trainer-daemon/protocol';
 import { testApoConfig, testGrpoConfig } from '../helpers/trainingConfigs';
 
-const record = { id: 'run-1', status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, cancelRequested: false, result: null } as const;
+const record = { id: 'run-1', status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, errorKind: null, cancelRequested: false, result: null } as const;
 const run = (extra: Partial<ApoTrainingRun> = {}): TrainingRun => ({ ...record, algorithm: 'apo', config: testApoConfig({ beam: 2 }), ...extra });
 const grpoRun = (extra: Partial<GrpoTrainingRun> = {}): TrainingRun => ({ ...record, algorithm: 'grpo', config: testGrpoConfig(), ...extra });
 const points = [

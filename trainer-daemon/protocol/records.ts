@@ -6,6 +6,7 @@
  * a name; never hand-write an interface that repeats one.
  */
 import { z } from 'zod';
+import { ErrorKind } from './errors';
 
 /** Milliseconds since the Unix epoch (fractional for sub-millisecond span times). */
 export const EpochMs = z.number().finite().nonnegative();
@@ -184,6 +185,8 @@ export const TrainingRunRecord = z.object({
   startedAt: EpochMs.nullable(),
   endedAt: EpochMs.nullable(),
   error: z.string().nullable(),
+  /** What kind of error ended it (`trainer_unavailable`: Set Up Trainer fixes it); null without one, or when the process running it did not say. */
+  errorKind: ErrorKind.nullable(),
   /** Someone asked the run to stop (`trainingRuns/cancel`); the algorithm stops at its next step. */
   cancelRequested: z.boolean(),
   /** What the run produced (for APO: the best prompt and its scores), once it ended. */

@@ -29,7 +29,7 @@ import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
 import type { Trajectory } from '../protocol/lightningrl';
-import { NotFoundError, InvalidInputError } from '../protocol/errors';
+import { NotFoundError, InvalidInputError, type ErrorKind } from '../protocol/errors';
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
 import { readStats } from './stats';
@@ -369,7 +369,7 @@ export class Store {
     return this.writeTraining((created: TrainingRun) => created.id, (training) => training.create(run));
   }
 
-  setTrainingRunStatus(id: string, to: TrainingRunStatus, details: { readonly error?: string | null } = {}): TrainingRun {
+  setTrainingRunStatus(id: string, to: TrainingRunStatus, details: { readonly error?: string | null; readonly errorKind?: ErrorKind | null } = {}): TrainingRun {
     return this.writeTraining(id, (training) => training.transition(id, to, details));
   }
 

@@ -6,7 +6,7 @@
  */
 import type { z } from 'zod';
 import { GrpoConfig, type StartTrainingParams, type TrainingRun } from '../protocol';
-import { ConflictError, InvalidInputError, errorMessage } from '../protocol/errors';
+import { ConflictError, InvalidInputError, errorMessage, mapError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import type { Disposable } from '../protocol/event';
@@ -86,7 +86,7 @@ export class TrainingManager implements Disposable {
       this.store.setTrainingRunStatus(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null });
     } catch (error) {
       logger.error('training run failed', { error: errorMessage(error) });
-      if (this.store.isOpen) this.store.setTrainingRunStatus(runId, 'failed', { error: errorMessage(error) });
+      if (this.store.isOpen) this.store.setTrainingRunStatus(runId, 'failed', { error: errorMessage(error), errorKind: mapError(error).kind });
     }
   }
 
