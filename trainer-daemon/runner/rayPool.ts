@@ -13,6 +13,7 @@ import path from 'node:path';
 import { PLACEHOLDER_API_KEY, instrumentationEnv, type RolloutStatus } from '../protocol';
 import { describePlacement, type RayExit } from '../protocol/rayRunner';
 import { LightningError } from '../protocol/errors';
+import { canRetry } from '../protocol/status';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
 import { followOverRpc } from './followBatch';
 import { RayDriver, type RayAgent, type RayOptions } from './rayDriver';
@@ -115,7 +116,7 @@ export class RayPool implements BatchPool {
     const exit = await this.launch(mode.command, env, this.options.timeoutMs, logFile).exited;
     const outcome = this.outcome(exit, mode.command[0]!);
     const finished = await client.request('transitionRollout', { id: rolloutId, ...outcome });
-    const retrying = !this.cancelled && !exit.unstartable && (finished.status === 'failed' || finished.status === 'timeout') && finished.attemptCount < finished.maxAttempts;
+    const retrying = !this.cancelled && !exit.unstartable && canRetry(finished);
     this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
     if (!retrying) return undefined;
     await client.request('transitionRollout', { id: rolloutId, to: 'queued' });

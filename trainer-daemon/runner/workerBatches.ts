@@ -14,6 +14,7 @@
 import crypto from 'node:crypto';
 import type { z } from 'zod';
 import type { Rollout } from '../protocol';
+import { canRetry } from '../protocol/status';
 import type { AttemptEnded, OpenWorkerBatchParams, WorkerAssignment, WorkerBatchEvents } from '../protocol/runner';
 import { ConflictError, InvalidInputError, NotFoundError, errorMessage } from '../protocol/errors';
 import type { Logger } from '../log';
@@ -256,7 +257,7 @@ export class WorkerBatches implements BatchFollower {
     try {
       const { ended, retrying } = await this.options.writes.submit(() => {
         const ended = this.options.store.transitionRollout({ id: rolloutId, to, error });
-        const retrying = !batch.cancelled && (ended.status === 'failed' || ended.status === 'timeout') && ended.attemptCount < ended.maxAttempts;
+        const retrying = !batch.cancelled && canRetry(ended);
         if (retrying) this.options.store.transitionRollout({ id: rolloutId, to: 'queued' });
         return { ended, retrying };
       });
