@@ -3,10 +3,11 @@
  * every connection and re-emitted as an event, and the panel's requests about runs (the list, one
  * run's view — whole, or its metric points after a step for a live chart — cancel, resume, and Use
  * on a checkpoint). A run's view is generic (webview/trainingRunProtocol.ts): its metrics, plus the
- * algorithm's own part — APO's leaderboard, GRPO's checkpoints; any other gets `none`.
+ * algorithm's own part — APO's leaderboard, GRPO's checkpoints (a switch on the run's algorithm).
  */
 import * as vscode from 'vscode';
-import type { TrainingRun, TrainingRunSummary } from '../trainer-daemon/protocol';
+import type { TrainingRun, TrainingRunDetail, TrainingRunSummary } from '../trainer-daemon/protocol';
+import { assertNever } from '../trainer-daemon/protocol/assert';
 import type { ExtensionToWebview, WebviewToExtension } from '../webview/protocol';
 import type { TrainingRunView } from '../webview/trainingRunProtocol';
 import type { DaemonClient } from './daemonClient';
@@ -67,7 +68,17 @@ export class TrainingRuns implements vscode.Disposable {
 
 async function view(client: DaemonClient, id: string, afterStep: number): Promise<TrainingRunView> {
   const detail = await client.request('getTrainingRun', { id, afterStep });
-  const extra: TrainingRunView['extra'] =
-    detail.run.algorithm === 'apo' ? { kind: 'apo', candidates: detail.candidates } : detail.run.algorithm === 'grpo' ? { kind: 'grpo', checkpoints: detail.checkpoints } : { kind: 'none' };
-  return { run: detail.run, metrics: detail.metrics, afterStep, extra };
+  return { run: detail.run, metrics: detail.metrics, afterStep, extra: extraOf(detail) };
+}
+
+/** The algorithm's own part of the view: APO's leaderboard, GRPO's checkpoints. */
+function extraOf(detail: TrainingRunDetail): TrainingRunView['extra'] {
+  switch (detail.run.algorithm) {
+    case 'apo':
+      return { kind: 'apo', candidates: detail.candidates };
+    case 'grpo':
+      return { kind: 'grpo', checkpoints: detail.checkpoints };
+    default:
+      return assertNever(detail.run);
+  }
 }

@@ -146,8 +146,8 @@ export class Daemon {
       // The RPC server that broadcasts is made from the handlers: they reach it through this binding.
       let broadcast: Broadcast | undefined;
       const workerBatches = new WorkerBatches({ store, writes, logger: logger.child('runner'), baseUrl: () => baseUrl! });
-      // Training loops run their rollouts through the same handler table, in-process.
-      const training = new TrainingManager(store, { request: (name, params) => invoke(handlers, name, params) }, logger.child('training'));
+      // Training loops run their rollouts through the same handler table, in-process, and follow worker batches on the queue itself.
+      const training = new TrainingManager(store, { request: (name, params) => invoke(handlers, name, params) }, workerBatches, logger.child('training'));
       const policy = new PolicyServing(store, logger.child('policy'));
       const handlers: Handlers = createHandlers({
         store, writes, info: () => info, agentBaseUrl: () => baseUrl, scoreJobs, notify: (name, params) => broadcast?.(name, params), workerBatches, training, policy,

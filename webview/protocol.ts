@@ -4,7 +4,8 @@
  * spans, rewards) reuse the daemon protocol's schemas: they are data shapes, not a channel.
  */
 import { z } from 'zod';
-import { Dataset, Reward, Rollout, RolloutMode, RolloutStatus, Span, TrainingRun, type Json } from '../trainer-daemon/protocol/records';
+import { Dataset, Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../trainer-daemon/protocol/records';
+import { TrainingRun } from '../trainer-daemon/protocol/training';
 import { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { TrainingRunView } from './trainingRunProtocol';

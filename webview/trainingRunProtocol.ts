@@ -1,20 +1,20 @@
 /**
  * How the panel shows one training run, whatever its algorithm: the run, its metric series (one
  * point per step: APO's rounds, an RL algorithm's updates) and an algorithm-specific part, a
- * discriminated union on `kind` (APO: the leaderboard of candidates). An algorithm without a
- * dedicated view gets `{ kind: 'none' }` and still shows its status and metrics. An open run's view
+ * discriminated union on `kind`, one per algorithm (APO: the leaderboard of candidates; GRPO: its
+ * checkpoints). An open run's view
  * is fetched again as it changes, with only the metric points after the ones the panel has.
  */
 import { z } from 'zod';
 import { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import { MetricSeries } from '../trainer-daemon/protocol/training';
-import { Checkpoint, TrainingRun } from '../trainer-daemon/protocol/records';
+import { Checkpoint } from '../trainer-daemon/protocol/records';
+import { TrainingRun } from '../trainer-daemon/protocol/training';
 
 export const TrainingRunExtra = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('apo'), candidates: z.array(ApoCandidate) }),
   /** GRPO: the saved policies by step, each with its metrics (the panel's Use button points rollouts at one). */
   z.object({ kind: z.literal('grpo'), checkpoints: z.array(Checkpoint) }),
-  z.object({ kind: z.literal('none') }),
 ]);
 export type TrainingRunExtra = z.infer<typeof TrainingRunExtra>;
 

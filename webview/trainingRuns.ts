@@ -6,7 +6,9 @@
  * metric and the checkpoints, each with Use). Generic over the algorithm: an unknown one shows
  * status and metrics. The open run's metrics are kept here; a live refresh fetches only newer points.
  */
-import type { TrainingRun } from '../trainer-daemon/protocol/records';
+import type { TrainingAlgorithm, TrainingRun } from '../trainer-daemon/protocol/training';
+import { assertNever } from '../trainer-daemon/protocol/assert';
+import { isResumable } from '../trainer-daemon/protocol/status';
 import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
 import { describeMetrics } from '../trainer-daemon/protocol/policy';
@@ -110,7 +112,7 @@ export class TrainingRunsView {
     const header = el('div', 'run-header');
     header.append(el('strong', '', `${run.algorithm} ${run.id}`), el('span', `status status-${run.status}`, `${RUN_STATUS_ICON[run.status]} ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`));
     if ((run.status === 'running' || run.status === 'queued') && !run.cancelRequested) header.append(button('Cancel', 'Cancel this training run', () => this.actions.cancel(run.id), 'cancel-run'));
-    if (view.extra.kind === 'grpo' && (run.status === 'cancelled' || run.status === 'failed')) header.append(button('Resume', 'Resume this run from its last checkpoint', () => this.actions.resume(run.id), 'resume-run'));
+    if (isResumable(run)) header.append(button('Resume', 'Resume this run from its last checkpoint', () => this.actions.resume(run.id), 'resume-run'));
     header.append(button('Open in Editor', 'Open this run in an editor tab (full-size charts, iterations)', () => this.actions.openTab(run.id), 'open-run-tab'));
     if (run.result !== null) header.append(button('Show Diff', 'Show the result in the editor', () => this.actions.showResult(run.id), 'show-result'));
     const parts: HTMLElement[] = [header, el('div', 'facts', [runSubject(run), runOutcome(run)].filter(Boolean).join(' · '))];
@@ -121,15 +123,14 @@ export class TrainingRunsView {
       case 'grpo':
         parts.push(this.smallMultiples(), this.checkpoints(view.extra.checkpoints));
         break;
-      case 'none':
-        parts.push(this.combinedChart(run.algorithm));
-        break;
+      default:
+        assertNever(view.extra);
     }
     this.detailElement.replaceChildren(...parts);
     this.detailElement.dataset.runId = run.id;
   }
 
-  private combinedChart(algorithm: string): HTMLElement {
+  private combinedChart(algorithm: TrainingAlgorithm): HTMLElement {
     const chart = el('div', 'chart');
     chart.innerHTML = metricChartSvg(this.metrics, { names: chartedMetrics(algorithm) });
     if (chart.innerHTML === '') chart.append(el('div', 'muted', 'No metrics yet.'));

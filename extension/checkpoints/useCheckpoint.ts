@@ -9,7 +9,7 @@
  */
 import * as vscode from 'vscode';
 import type { ServedPolicy } from '../../trainer-daemon/protocol';
-import { DaemonError, errorMessage } from '../../trainer-daemon/protocol/errors';
+import { DaemonError, errorMessage, type ErrorKind } from '../../trainer-daemon/protocol/errors';
 import type { DaemonClient } from '../daemonClient';
 import type { DaemonSupervisor } from '../supervisor';
 import { busyCheckpointMessage, CheckpointChoice, checkpointItems, needsTrainerSetup, UseCheckpointArgument } from './routing';
@@ -123,7 +123,7 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
       return await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: loading checkpoint ${checkpointId}…` }, () => client.request('servePolicy', { checkpointId, ...(force ? { force } : {}) }));
     } catch (error) {
       if (!force && error instanceof DaemonError && error.kind === 'conflict') return this.replaceBusy(client, checkpointId, error.message);
-      void this.explain(`cannot serve checkpoint ${checkpointId}: ${errorMessage(error)}`);
+      void this.explain(`cannot serve checkpoint ${checkpointId}: ${errorMessage(error)}`, error instanceof DaemonError ? error.kind : null);
       return undefined;
     }
   }
@@ -137,9 +137,9 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
     return choice === 'Replace Anyway' ? this.serve(client, checkpointId, true) : undefined;
   }
 
-  private async explain(message: string): Promise<void> {
+  private async explain(message: string, kind: ErrorKind | null = null): Promise<void> {
     this.log.error(`[checkpoint] ${message}`);
-    const setup = needsTrainerSetup(message);
+    const setup = needsTrainerSetup(kind);
     const actions = [...(setup ? ['Set Up Trainer'] : []), ...(this.choice ? ['Stop Using Checkpoint'] : []), 'Show Logs'];
     const choice = await vscode.window.showErrorMessage(`Lightning: ${message.split('\n')[0]}`, ...actions);
     if (choice === 'Set Up Trainer') await vscode.commands.executeCommand('lightning.setUpTrainer');

@@ -3,19 +3,28 @@
  * the sampled and validation reward), the end message, and whether a failure means the trainer's
  * Python is missing (then **Set Up Trainer** is offered). Pure: unit-tested.
  */
-import type { Json, TrainingRunSummary } from '../../trainer-daemon/protocol';
+import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
+import type { ErrorKind } from '../../trainer-daemon/protocol/errors';
+import { assertNever } from '../../trainer-daemon/protocol/assert';
 
 const number = (value: number | undefined): string => (value === undefined || !Number.isFinite(value) ? '–' : Number(value.toFixed(3)).toString());
 
-function configNumber(config: Json, key: string): number | undefined {
-  const value = config !== null && typeof config === 'object' && !Array.isArray(config) ? config[key] : undefined;
-  return typeof value === 'number' ? value : undefined;
+/** The iterations a run is configured for: GRPO's; an APO run counts rounds, which these lines do not follow. */
+function configuredIterations(run: TrainingRunSummary): number | undefined {
+  switch (run.algorithm) {
+    case 'grpo':
+      return run.config.iterations;
+    case 'apo':
+      return undefined;
+    default:
+      return assertNever(run);
+  }
 }
 
 /** "iteration 2/10 · reward 0.25 ± 0.1 · val 0.5" (before the first iteration: "starting the trainer…"). */
 export function progressText(run: TrainingRunSummary): string {
   if (run.cancelRequested && run.status === 'running') return 'cancelling…';
-  const total = configNumber(run.config, 'iterations');
+  const total = configuredIterations(run);
   if (run.step === 0 || run.latest['reward/mean'] === undefined) return run.latest['val/reward'] === undefined ? 'starting the trainer and the first rollouts…' : `validation before training: ${number(run.latest['val/reward'])}`;
   const parts = [`iteration ${run.step}${total ? `/${total}` : ''}`, `reward ${number(run.latest['reward/mean'])} ± ${number(run.latest['reward/std'])}`];
   if (run.latest['val/reward'] !== undefined) parts.push(`val ${number(run.latest['val/reward'])}`);
@@ -24,13 +33,13 @@ export function progressText(run: TrainingRunSummary): string {
 
 /** The fraction of the run done (0–1), from its step and configured iterations. */
 export function progressFraction(run: TrainingRunSummary): number {
-  const total = configNumber(run.config, 'iterations');
+  const total = configuredIterations(run);
   return total ? Math.min(1, run.step / total) : 0;
 }
 
-/** The error is a trainer environment without PyTorch, or one the daemon says `lightning doctor` explains: Set Up Trainer fixes it. */
-export function needsTrainerSetup(error: string | null): boolean {
-  return error !== null && /no Python with PyTorch|cannot run the trainer|lightning doctor|No module named ['"]?torch/i.test(error);
+/** The daemon's error kind says no Python here can run the trainer (none with PyTorch, or it cannot start): Set Up Trainer fixes it. */
+export function needsTrainerSetup(kind: ErrorKind | null): boolean {
+  return kind === 'trainer_unavailable';
 }
 
 /** One line for the notification at the end of a run. */

@@ -9,6 +9,7 @@
 import * as vscode from 'vscode';
 import type { GrpoConfig, ModelSpec, TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
+import { isResumable } from '../../trainer-daemon/protocol/status';
 import type { DaemonClient } from '../daemonClient';
 import { datasetRows } from '../datasets/panelData';
 import type { AgentCommand } from '../debug/launchCommand';
@@ -72,7 +73,7 @@ export class TrainingCommands {
   /** **Resume Training**: a cancelled or failed GRPO run continues from its last checkpoint. */
   async resume(runId?: string): Promise<void> {
     const client = await this.supervisor.ensureRunning();
-    const id = runId ?? (await this.pickRun(client, (run) => run.algorithm === 'grpo' && (run.status === 'cancelled' || run.status === 'failed'), 'Resume Training: which run? (it continues from its last checkpoint)', 'No cancelled or failed GRPO run to resume.'));
+    const id = runId ?? (await this.pickRun(client, isResumable, 'Resume Training: which run? (it continues from its last checkpoint)', 'No cancelled or failed GRPO run to resume.'));
     if (id) await this.launch(client, { resume: id });
   }
 
@@ -126,7 +127,7 @@ export class TrainingCommands {
     const text = `Lightning: ${endText(run)}`;
     this.log.info(`[training] ${endText(run)}`);
     if (run.status === 'failed') {
-      const setup = needsTrainerSetup(run.error);
+      const setup = needsTrainerSetup(run.errorKind);
       const choice = await vscode.window.showErrorMessage(text, ...(setup ? ['Set Up Trainer'] : ['Resume']), 'Show Logs');
       if (choice === 'Set Up Trainer') await vscode.commands.executeCommand('lightning.setUpTrainer');
       if (choice === 'Resume') await vscode.commands.executeCommand('lightning.resumeTraining', run.id);

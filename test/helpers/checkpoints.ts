@@ -33,7 +33,7 @@ export async function storeWithCheckpoints(cwd: string, agent: readonly string[]
   const store = Store.open(storeFile);
   try {
     const config = GrpoConfig.parse({ model: TINY, dataset: 'tools', device: 'cpu', python: PYTHON, command: { argv: [...agent], cwd } });
-    const run = store.recordTrainingRun('grpo', config);
+    const run = store.recordTrainingRun({ algorithm: 'grpo', config });
     const [a, b, missing] = [
       store.recordTrainingStep(run.id, 1, {}, { dir: dirs[0]!, metrics: { 'reward/mean': 0 } }),
       store.recordTrainingStep(run.id, 2, {}, { dir: dirs[1]!, metrics: { 'reward/mean': 0.5 } }),

@@ -134,6 +134,7 @@ test('a crashed checkpoint worker is reported and clears the state; bad ids and 
   assert.match(gone.message, new RegExp(`checkpoint ${missing}'s files are missing`));
   const noPython = await refused(client, Methods.servePolicy.method, { checkpointId: a, python: '/nonexistent/python3' });
   assert.match(noPython.message, /cannot run the trainer: not found\. Run `lightning doctor`/);
+  assert.equal((noPython as { data?: { kind?: string } }).data?.kind, 'trainer_unavailable', 'Set Up Trainer is offered on the kind');
   assert.deepEqual(await client.request('currentPolicy', {}), { served: null });
   const cliUnknown = await runCli(['run', '--store', storeFile, '--checkpoint', 'ckpt-nope', '--', process.execPath, AGENT], { env: AGENT_ENV });
   assert.equal(cliUnknown.code, 3);

@@ -3,6 +3,7 @@ import { describe, test } from 'node:test';
 import { z } from 'zod';
 import { Methods, Notifications, ReadyMessage, Rollout, SpanInput, describeIssues } from '../../trainer-daemon/protocol';
 import { createLogger } from '../../trainer-daemon/log';
+import { canRetry, hasEnded, hasOutcome, isFinal, isResumable } from '../../trainer-daemon/protocol/status';
 import { llmSpan } from '../helpers/spans';
 
 describe('protocol', () => {
@@ -61,5 +62,15 @@ describe('protocol', () => {
     assert.equal(record.authorization, '[redacted]');
     assert.equal(record.apiKey, '[redacted]');
     assert.ok(!lines[0]!.includes('sk-'));
+  });
+
+  test('what "finished" means, in one place: ended, ran to an outcome, retried, final, resumable', () => {
+    assert.deepEqual(Rollout.shape.status.options.filter(hasEnded), ['succeeded', 'failed', 'cancelled', 'timeout']);
+    assert.deepEqual(Rollout.shape.status.options.filter(hasOutcome), ['succeeded', 'failed', 'timeout'], 'a cancelled rollout is not scored or trained on');
+    assert.deepEqual(Rollout.shape.status.options.filter((status) => canRetry({ status, attemptCount: 1, maxAttempts: 2 })), ['failed', 'timeout']);
+    assert.ok(!canRetry({ status: 'failed', attemptCount: 2, maxAttempts: 2 }), 'no attempts left');
+    assert.deepEqual((['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const).filter(isFinal), ['succeeded', 'failed', 'cancelled']);
+    assert.deepEqual((['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const).filter((status) => isResumable({ algorithm: 'grpo', status })), ['failed', 'cancelled']);
+    assert.ok(!isResumable({ algorithm: 'apo', status: 'failed' }), 'APO runs are run again, not resumed');
   });
 });

@@ -14,7 +14,7 @@ describe('scale-out', () => {
     assert.equal(runPlacement(GrpoConfig.parse({ ...base, distributed: { nprocPerNode: 2 } })), 'torchrun 2 ranks');
     const both = GrpoConfig.parse({ ...base, distributed: { nprocPerNode: 4, nnodes: 2, rdzvEndpoint: '10.0.0.5:29500' }, ray: { address: '10.0.0.7:6379' } });
     assert.equal(runPlacement(both), 'torchrun 2×4 ranks via 10.0.0.5:29500, agents on Ray 10.0.0.7:6379');
-    const run = { id: 'r', algorithm: 'grpo', config: both, status: 'running' as const, createdAt: 1, startedAt: 1, endedAt: null, error: null, cancelRequested: false, result: null };
+    const run = { id: 'r', algorithm: 'grpo' as const, config: both, status: 'running' as const, createdAt: 1, startedAt: 1, endedAt: null, error: null, errorKind: null, cancelRequested: false, result: null };
     assert.equal(runSubject(run), 'tiny · d · torchrun 2×4 ranks via 10.0.0.5:29500, agents on Ray 10.0.0.7:6379');
   });
 

@@ -8,6 +8,7 @@ import { doctorSummary } from '../../extension/training/doctorReport';
 import { followRun } from '../../extension/training/followRun';
 import { Emitter } from '../../trainer-daemon/protocol/event';
 import type { AgentCommand } from '../../extension/debug/launchCommand';
+import { testGrpoConfig } from '../helpers/trainingConfigs';
 
 const agent: AgentCommand = { argv: ['node', '/ws/agent.mjs'], cwd: '/ws', env: { AGENT_MODEL: 'policy', UNSET: undefined }, notes: [] };
 
@@ -77,8 +78,8 @@ describe('Start Training: the answers become a GrpoConfig', () => {
   });
 });
 
-const summary = (extra: Partial<TrainingRunSummary> = {}): TrainingRunSummary => ({
-  id: 'run-1', algorithm: 'grpo', config: { iterations: 4 }, status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, cancelRequested: false, result: null, step: 0, latest: {}, ...extra,
+const summary = (extra: Partial<Extract<TrainingRunSummary, { algorithm: 'grpo' }>> = {}): TrainingRunSummary => ({
+  id: 'run-1', algorithm: 'grpo', config: testGrpoConfig({ iterations: 4 }), status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, errorKind: null, cancelRequested: false, result: null, step: 0, latest: {}, ...extra,
 });
 
 describe('Start Training: following a run', () => {
@@ -95,11 +96,11 @@ describe('Start Training: following a run', () => {
     assert.equal(endText(summary({ status: 'succeeded', step: 4, latest: { 'reward/mean': 0.75, 'val/reward': 1 } })), 'training run run-1 finished after 4 iteration(s): reward 0.75, validation 1.');
     assert.match(endText(summary({ status: 'cancelled', step: 1 })), /cancelled after 1 iteration\(s\); its checkpoints are kept/);
     assert.equal(endText(summary({ status: 'failed', error: 'boom' })), 'training run run-1 failed: boom');
-    assert.ok(needsTrainerSetup('no Python with PyTorch found (tried /usr/bin/python3: …). Run `lightning doctor --setup`'));
-    // The worker's own spawn failure (worker.ts) points at `lightning doctor`: the same test Use Checkpoint makes.
-    assert.ok(needsTrainerSetup('cannot start the trainer worker with /opt/py/bin/python3: spawn /opt/py/bin/python3 ENOENT (run `lightning doctor`)'));
-    assert.ok(needsTrainerSetup('ModuleNotFoundError: No module named "torch"'));
-    assert.ok(!needsTrainerSetup('the agent exited 1'));
+    // The daemon says so with the run's error kind (no Python with PyTorch, a worker that cannot start or lacks torch:
+    // test/unit/trainerUnavailable.test.ts); the editor reads no words: the same test Use Checkpoint makes.
+    const noTorch = summary({ status: 'failed', error: 'no Python with PyTorch found (tried /usr/bin/python3: …). Run `lightning doctor --setup`', errorKind: 'trainer_unavailable' });
+    assert.ok(needsTrainerSetup(noTorch.errorKind));
+    assert.ok(!needsTrainerSetup(summary({ status: 'failed', error: 'the agent exited 1 (run `lightning doctor`)', errorKind: 'internal' }).errorKind), 'words are not read');
     assert.ok(!needsTrainerSetup(null));
   });
 });

@@ -9,6 +9,7 @@ import { renderChart } from '../../trainer-daemon/training/chart';
 import { readDemonstrations, toWorkerTransitions } from '../../trainer-daemon/training/grpo';
 import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { tempDir } from '../helpers/tmp';
+import { testGrpoConfig } from '../helpers/trainingConfigs';
 import { grpoConfigFromFlags } from '../../trainer-daemon/cli/commands/trainGrpo';
 
 test('training runs: status transitions, metric series, latest values, checkpoints, policy versions', (t) => {
@@ -16,7 +17,8 @@ test('training runs: status transitions, metric series, latest values, checkpoin
   t.after(() => store.close());
   const changed: string[] = [];
   store.onDidChangeTrainingRun(({ id }) => changed.push(id));
-  const run = store.recordTrainingRun('grpo', { lr: 0.001 });
+  const run = store.recordTrainingRun({ algorithm: 'grpo', config: testGrpoConfig({ lr: 0.001 }) });
+  assert.equal(run.algorithm === 'grpo' && run.config.lr, 0.001, 'the config reads back typed');
   assert.equal(run.status, 'queued');
   assert.throws(() => store.setTrainingRunStatus(run.id, 'succeeded'), /is queued and cannot become succeeded/);
   store.setTrainingRunStatus(run.id, 'running');
@@ -87,7 +89,7 @@ test('demonstrations: chat examples become (prompt, completion) pairs; the demo 
 
 test('the chart is one self-contained HTML file with the reward curves', () => {
   const html = renderChart({
-    run: { id: 'train-1', algorithm: 'grpo', config: {}, status: 'succeeded', createdAt: 0, startedAt: 0, endedAt: 1, error: null, cancelRequested: false, result: null, step: 2, latest: {} },
+    run: { id: 'train-1', algorithm: 'grpo', config: testGrpoConfig(), status: 'succeeded', createdAt: 0, startedAt: 0, endedAt: 1, error: null, errorKind: null, cancelRequested: false, result: null, step: 2, latest: {} },
     metrics: [
       { step: 0, name: 'val/reward', value: 0.1, timeMs: 0 },
       { step: 1, name: 'loss', value: -0.1, timeMs: 0 },

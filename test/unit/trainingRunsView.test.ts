@@ -5,11 +5,12 @@ import { bandChartSvg, metricChartSvg, seriesOf } from '../../trainer-daemon/pro
 import { formatValue, grpoCharts, mergeMetrics } from '../../trainer-daemon/protocol/grpoCharts';
 import { chartedMetrics, runOutcome, runSubject, scoreText } from '../../webview/trainingRunFormat';
 import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
-import type { TrainingRun } from '../../trainer-daemon/protocol';
+import type { ApoTrainingRun, GrpoTrainingRun, TrainingRun } from '../../trainer-daemon/protocol';
+import { testApoConfig, testGrpoConfig } from '../helpers/trainingConfigs';
 
-const run = (extra: Partial<TrainingRun> = {}): TrainingRun => ({
-  id: 'run-1', algorithm: 'apo', config: { resource: 'prompt', dataset: 'sums', beam: 2 }, status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, cancelRequested: false, result: null, ...extra,
-});
+const record = { id: 'run-1', status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, errorKind: null, cancelRequested: false, result: null } as const;
+const run = (extra: Partial<ApoTrainingRun> = {}): TrainingRun => ({ ...record, algorithm: 'apo', config: testApoConfig({ beam: 2 }), ...extra });
+const grpoRun = (extra: Partial<GrpoTrainingRun> = {}): TrainingRun => ({ ...record, algorithm: 'grpo', config: testGrpoConfig(), ...extra });
 const points = [
   { step: 0, name: 'best_val_score', value: 0.5 },
   { step: 1, name: 'best_val_score', value: 0.75 },
@@ -38,10 +39,8 @@ describe('training runs in the panel', () => {
 
   it('summarizes a run generically: subject from its configuration, outcome from its result', () => {
     assert.equal(runSubject(run()), 'prompt · sums');
-    assert.equal(runSubject(run({ algorithm: 'grpo', config: { model: 'qwen', dataset: 'math' } })), 'qwen · math');
-    assert.equal(runSubject(run({ config: null })), 'run-1');
-    assert.equal(runSubject(run({ algorithm: 'grpo', config: { model: { kind: 'tiny' }, dataset: 'tools' } })), 'tiny · tools');
-    assert.equal(runSubject(run({ algorithm: 'grpo', config: { model: { kind: 'hf', name: 'Qwen/Qwen2.5-0.5B-Instruct' }, dataset: 'tools' } })), 'Qwen/Qwen2.5-0.5B-Instruct · tools');
+    assert.equal(runSubject(grpoRun({ config: testGrpoConfig({ dataset: 'tools' }) })), 'tiny · tools');
+    assert.equal(runSubject(grpoRun({ config: testGrpoConfig({ model: { kind: 'hf', name: 'Qwen/Qwen2.5-0.5B-Instruct' }, dataset: 'tools' }) })), 'Qwen/Qwen2.5-0.5B-Instruct · tools');
     assert.equal(runOutcome(run({ result: { seed: { valScore: 0.5 }, best: { valScore: 1 } } })), 'val 0.50 → 1.00');
     assert.equal(runOutcome(run({ status: 'failed', error: 'no val split' })), 'no val split');
     assert.equal(scoreText(null), '–');
@@ -50,7 +49,8 @@ describe('training runs in the panel', () => {
   it('validates the training-run messages both ways', () => {
     assert.ok(WebviewToExtension.safeParse({ type: 'openTrainingRun', id: 'run-1' }).success);
     assert.ok(!WebviewToExtension.safeParse({ type: 'cancelTrainingRun', id: '' }).success);
-    assert.ok(ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view: { run: run(), metrics: [], extra: { kind: 'none' } } }).success);
+    assert.ok(ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view: { run: grpoRun(), metrics: [], extra: { kind: 'grpo', checkpoints: [] } } }).success);
+    assert.ok(!ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view: { run: { ...grpoRun(), algorithm: 'ppo' }, metrics: [], extra: { kind: 'grpo', checkpoints: [] } } }).success, 'a run is one of the algorithms');
     assert.ok(!ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view: { run: run(), metrics: [], extra: { kind: 'apo' } } }).success, 'APO views carry the leaderboard');
   });
 });
@@ -112,7 +112,7 @@ describe('a GRPO run in the panel: small multiples', () => {
 
   it('validates the GRPO view and the new messages', () => {
     const checkpoint = { id: 'ck-1', runId: 'run-1', step: 1, path: '/x', metrics: { 'reward/mean': 0.5 }, createdAt: 1 };
-    const parsed = ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view: { run: run({ algorithm: 'grpo' }), metrics: [], extra: { kind: 'grpo', checkpoints: [checkpoint] } } });
+    const parsed = ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view: { run: grpoRun(), metrics: [], extra: { kind: 'grpo', checkpoints: [checkpoint] } } });
     assert.ok(parsed.success);
     assert.equal(parsed.data.type === 'trainingRunDetail' && parsed.data.view.afterStep, -1, 'a whole series unless said otherwise');
     assert.ok(ExtensionToWebview.safeParse({ type: 'showTrainingRun', id: 'run-1' }).success);

@@ -11,8 +11,9 @@ import type { LaunchConfig } from '../../extension/debug/launchConfig';
 import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
+import { testGrpoConfig } from '../helpers/trainingConfigs';
 import { resumeRoutingOptions } from '../../trainer-daemon/cli/routing';
-import { InvalidInputError } from '../../trainer-daemon/protocol/errors';
+import { InvalidInputError, NotFoundError, TrainerUnavailableError } from '../../trainer-daemon/protocol/errors';
 
 const served: ServedPolicy = { checkpointId: 'ckpt-a1', runId: 'train-1', step: 3, url: 'http://127.0.0.1:4567', policyVersion: 7, device: 'cpu', startedAt: 1 };
 const launch = (env?: Record<string, string>): LaunchConfig => ({ type: 'node', name: 'agent', request: 'launch', lightning: true, ...(env ? { env } : {}) });
@@ -53,9 +54,10 @@ describe('Use Checkpoint: routing', () => {
   });
 
   it('points errors about the trainer’s Python to the setup', () => {
-    assert.ok(needsTrainerSetup('no Python with PyTorch found (tried …). Run `lightning doctor --setup`'));
-    assert.ok(needsTrainerSetup("--python /x cannot run the trainer: not found. Run `lightning doctor`."));
-    assert.ok(!needsTrainerSetup('checkpoint ckpt-1 does not exist'));
+    // By the daemon's error kind (servePolicy's error, test/integration/useCheckpoint.test.ts), never its message.
+    assert.ok(needsTrainerSetup(new TrainerUnavailableError("--python /x cannot run the trainer: not found. Run `lightning doctor`.").kind));
+    assert.ok(!needsTrainerSetup(new NotFoundError('checkpoint ckpt-1 does not exist').kind));
+    assert.ok(!needsTrainerSetup(null));
   });
 });
 
@@ -63,7 +65,7 @@ describe('Use Checkpoint: the record', () => {
   it('a rollout pinned to a checkpoint’s policy version names it; other rollouts name no policy', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
-    const run = store.recordTrainingRun('grpo', {});
+    const run = store.recordTrainingRun({ algorithm: 'grpo', config: testGrpoConfig() });
     const checkpoint = store.recordTrainingStep(run.id, 4, {}, { dir: '/ckpt/4', metrics: { loss: 1 } })!;
     const version = store.policyVersionFor(checkpoint);
     assert.equal(store.policyVersionFor(checkpoint), version, 'one policy version per checkpoint');

@@ -8,6 +8,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
 import { describeIssues, type Json, type Rollout, type SpanInput } from '../protocol';
 import crypto from 'node:crypto';
+import { hasEnded } from '../protocol/status';
 import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError } from '../protocol/errors';
 import type { Logger } from '../log';
 import { requestPath, sendJson } from '../server/http';
@@ -293,7 +294,7 @@ export class AgentRoutes {
     } catch {
       return undefined; // Unknown: the write itself reports that it does not exist.
     }
-    if (FINISHED_STATUSES.has(rollout.status)) return `rollout ${rolloutId} has finished (${rollout.status}); a finished rollout takes no more spans`;
+    if (hasEnded(rollout.status)) return `rollout ${rolloutId} has finished (${rollout.status}); a finished rollout takes no more spans`;
     return undefined;
   }
 
@@ -317,8 +318,6 @@ function withEngineTokenIds(api: Api | null, json: { [key: string]: Json }): Buf
   if (api === 'completions') return Buffer.from(JSON.stringify({ logprobs: 1, ...json, return_token_ids: true }));
   return undefined;
 }
-
-const FINISHED_STATUSES: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled', 'timeout']);
 
 function bearerMatches(header: string | undefined, token: string): boolean {
   const given = Buffer.from(/^Bearer (.+)$/.exec(header ?? '')?.[1] ?? '');

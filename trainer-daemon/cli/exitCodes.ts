@@ -14,7 +14,7 @@ Exit codes:
   0  success
   1  unexpected failure (see the message)
   2  bad arguments or invalid input
-  3  not found (no such rollout, no store)
+  3  not found (no such rollout, no store, no Python that runs the trainer)
   4  conflict (a rollout cannot make that transition; the store is owned by another daemon)`;
 
 export function exitCodeFor(error: unknown): number {
@@ -23,6 +23,7 @@ export function exitCodeFor(error: unknown): number {
     case 'invalid_input':
       return ExitCode.Usage;
     case 'not_found':
+    case 'trainer_unavailable':
       return ExitCode.NotFound;
     case 'conflict':
     case 'invalid_transition':

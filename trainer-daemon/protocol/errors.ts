@@ -8,7 +8,7 @@
 import { z } from 'zod';
 
 /** The stable, machine-readable kinds of error. */
-export const ErrorKind = z.enum(['invalid_input', 'payload_too_large', 'unsupported_media_type', 'unauthorized', 'overloaded', 'not_found', 'invalid_transition', 'conflict', 'internal']);
+export const ErrorKind = z.enum(['invalid_input', 'payload_too_large', 'unsupported_media_type', 'unauthorized', 'overloaded', 'not_found', 'invalid_transition', 'conflict', 'trainer_unavailable', 'internal']);
 export type ErrorKind = z.infer<typeof ErrorKind>;
 
 /** JSON-RPC 2.0 codes: the reserved ones, and application codes in the -32000..-32099 server range. */
@@ -23,6 +23,7 @@ export const RpcCode = {
   InvalidTransition: -32010,
   Overloaded: -32003,
   Unauthorized: -32001,
+  TrainerUnavailable: -32011,
 } as const;
 
 /** Each kind's JSON-RPC code and HTTP status. */
@@ -35,6 +36,7 @@ const KINDS: Record<ErrorKind, { readonly rpcCode: number; readonly httpStatus: 
   not_found: { rpcCode: RpcCode.NotFound, httpStatus: 404 },
   invalid_transition: { rpcCode: RpcCode.InvalidTransition, httpStatus: 409 },
   conflict: { rpcCode: RpcCode.Conflict, httpStatus: 409 },
+  trainer_unavailable: { rpcCode: RpcCode.TrainerUnavailable, httpStatus: 503 },
   internal: { rpcCode: RpcCode.InternalError, httpStatus: 500 },
 };
 
@@ -103,6 +105,11 @@ export class NotFoundError extends ofKind('not_found') {}
 export class InvalidTransitionError extends ofKind('invalid_transition') {}
 /** The state of things forbids the request (e.g. a second daemon on the same store). */
 export class ConflictError extends ofKind('conflict') {}
+/**
+ * No Python here can run the trainer worker (none with PyTorch, or the chosen one cannot start):
+ * `lightning doctor --setup` (the editor's Set Up Trainer) fixes it.
+ */
+export class TrainerUnavailableError extends ofKind('trainer_unavailable') {}
 
 export interface ErrorMapping {
   readonly rpcCode: number;

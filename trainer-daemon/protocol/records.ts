@@ -6,6 +6,7 @@
  * a name; never hand-write an interface that repeats one.
  */
 import { z } from 'zod';
+import { ErrorKind } from './errors';
 
 /** Milliseconds since the Unix epoch (fractional for sub-millisecond span times). */
 export const EpochMs = z.number().finite().nonnegative();
@@ -173,21 +174,24 @@ export type Task = z.infer<typeof Task>;
 
 export const TrainingRunStatus = z.enum(['queued', 'running', 'succeeded', 'failed', 'cancelled']);
 export type TrainingRunStatus = z.infer<typeof TrainingRunStatus>;
-export const TrainingRun = z.object({
+/**
+ * What every training run records whatever its algorithm; the run itself (`TrainingRun`, a union on
+ * `algorithm` with each algorithm's typed configuration) is in training.ts, beside the configurations.
+ */
+export const TrainingRunRecord = z.object({
   id: z.string(),
-  algorithm: z.string(),
-  config: Json,
   status: TrainingRunStatus,
   createdAt: EpochMs,
   startedAt: EpochMs.nullable(),
   endedAt: EpochMs.nullable(),
   error: z.string().nullable(),
+  /** What kind of error ended it (`trainer_unavailable`: Set Up Trainer fixes it); null without one, or when the process running it did not say. */
+  errorKind: ErrorKind.nullable(),
   /** Someone asked the run to stop (`trainingRuns/cancel`); the algorithm stops at its next step. */
   cancelRequested: z.boolean(),
   /** What the run produced (for APO: the best prompt and its scores), once it ended. */
   result: Json.nullable(),
 });
-export type TrainingRun = z.infer<typeof TrainingRun>;
 
 export const MetricPoint = z.object({
   runId: z.string(),

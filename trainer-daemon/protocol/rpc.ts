@@ -20,10 +20,10 @@ import {
   TaskRef,
 } from './records';
 import { ApoCandidate, GetResourceParams, PutResourceParams, RecordApoRoundParams, ResourceName, ResourceSummary, ResourceVersions } from './apo';
-import { Checkpoint, Resource, TrainingRun } from './records';
+import { Checkpoint, Resource } from './records';
 import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
 import { RolloutTransitions, RolloutTransitionsParams } from './lightningrl';
-import { CreateTrainingRunParams, GetTrainingRunParams, StartTrainingParams, TrainingRunDetail, TrainingRunSummary, UpdateTrainingRunParams } from './training';
+import { CreateTrainingRunParams, GetTrainingRunParams, StartTrainingParams, TrainingRun, TrainingRunDetail, TrainingRunSummary, UpdateTrainingRunParams } from './training';
 import { PolicyChanged, PolicyRef, ServedPolicy, ServePolicyParams } from './policy';
 import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams } from './runner';
 import { ProviderUpstreams } from './agentEnv';

@@ -2,9 +2,11 @@
  * What "finished" means, in one place. A rollout has *ended* when it no longer runs (a failed or
  * timed-out one may still be queued again for a retry); it *ran to an outcome* when it ended other than
  * cancelled: what rewards score, training learns from, export reads and the unrated count counts. A
- * training run is final once it succeeded, failed or was cancelled (a resume starts it again).
+ * training run is final once it succeeded, failed or was cancelled (a resume starts it again). A failed or
+ * timed-out rollout with attempts left runs again; a failed or cancelled GRPO run can be resumed.
  */
-import type { RolloutStatus, TrainingRunStatus } from './records';
+import type { Rollout, RolloutStatus, TrainingRunStatus } from './records';
+import type { TrainingRun } from './training';
 
 /** The statuses of an ended rollout. */
 export const ENDED_STATUSES = ['succeeded', 'failed', 'cancelled', 'timeout'] as const satisfies readonly RolloutStatus[];
@@ -23,4 +25,14 @@ export function hasOutcome(status: RolloutStatus): boolean {
 
 export function isFinal(status: TrainingRunStatus): boolean {
   return (FINAL_RUN_STATUSES as readonly TrainingRunStatus[]).includes(status);
+}
+
+/** An attempt that failed or timed out, of a rollout with attempts left: the retry policy queues it again. */
+export function canRetry(rollout: Pick<Rollout, 'status' | 'attemptCount' | 'maxAttempts'>): boolean {
+  return (rollout.status === 'failed' || rollout.status === 'timeout') && rollout.attemptCount < rollout.maxAttempts;
+}
+
+/** A GRPO run that stopped early (failed or cancelled): it continues from its last checkpoint (`training/start {resume}`). */
+export function isResumable(run: Pick<TrainingRun, 'algorithm' | 'status'>): boolean {
+  return run.algorithm === 'grpo' && (run.status === 'failed' || run.status === 'cancelled');
 }

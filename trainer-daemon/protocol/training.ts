@@ -7,7 +7,7 @@
  */
 import { z } from 'zod';
 import { ApoCandidate, ApoConfig } from './apo';
-import { Checkpoint, Json, MetricPoint, TrainingRun } from './records';
+import { Checkpoint, Json, MetricPoint, TrainingRunRecord } from './records';
 import { AdapterSpec, LossType, ModelSpec } from './trainer';
 import { isSecretVariable } from './secrets';
 
@@ -123,6 +123,21 @@ export const GrpoConfig = z.strictObject({
 export type GrpoConfig = z.infer<typeof GrpoConfig>;
 export type GrpoConfigInput = z.input<typeof GrpoConfig>;
 
+/**
+ * A run of each algorithm with its own configuration: callers switch on `algorithm` (ending in
+ * `assertNever`). A stored configuration is read back leniently at its top level: a field a later
+ * version dropped is ignored and one it added gets its default, so old runs still list.
+ */
+export const GrpoTrainingRun = TrainingRunRecord.extend({ algorithm: z.literal('grpo'), config: z.object(GrpoConfig.shape) });
+export type GrpoTrainingRun = z.infer<typeof GrpoTrainingRun>;
+export const ApoTrainingRun = TrainingRunRecord.extend({ algorithm: z.literal('apo'), config: z.object(ApoConfig.shape) });
+export type ApoTrainingRun = z.infer<typeof ApoTrainingRun>;
+export const TrainingRun = z.discriminatedUnion('algorithm', [GrpoTrainingRun, ApoTrainingRun]);
+export type TrainingRun = z.infer<typeof TrainingRun>;
+export type TrainingAlgorithm = TrainingRun['algorithm'];
+/** What a new run is recorded with: an algorithm and its parsed configuration. */
+export type NewTrainingRun = Pick<GrpoTrainingRun, 'algorithm' | 'config'> | Pick<ApoTrainingRun, 'algorithm' | 'config'>;
+
 
 /** Exactly one of: a new run's `config`, or `resume` (a cancelled or failed run's id, continued from its last checkpoint). */
 export const StartTrainingParams = z
@@ -147,12 +162,13 @@ export const UpdateTrainingRunParams = z.strictObject({
 export type UpdateTrainingRunParams = z.input<typeof UpdateTrainingRunParams>;
 
 /** A run with where it is: for lists and the `trainingRuns/changed` notification. */
-export const TrainingRunSummary = TrainingRun.extend({
+const Progress = {
   /** The last step (GRPO: iteration, APO: round) with metrics (0 before the first). */
   step: z.number().int().nonnegative(),
   /** The latest value of each metric. */
   latest: z.record(z.string(), z.number()),
-});
+};
+export const TrainingRunSummary = z.discriminatedUnion('algorithm', [GrpoTrainingRun.extend(Progress), ApoTrainingRun.extend(Progress)]);
 export type TrainingRunSummary = z.infer<typeof TrainingRunSummary>;
 
 /** Metric points in step order (GRPO: reward/mean, val/reward, loss, kl, …; APO: best_val_score, …). */

@@ -14,6 +14,23 @@ export interface RunnerClient {
 /** One attempt that ended: the rollout as it ended, how long the attempt took, whether it runs again. */
 export type AttemptEvent = AttemptEnded;
 
+/** What a worker-mode batch tells the runner following it. */
+export interface BatchListener {
+  /** An attempt ended (in the order they ended). */
+  onAttempt(event: AttemptEvent): void;
+  /** Someone else cancelled the batch (`workerBatches/cancel`); called once. */
+  onCancelled(): void;
+}
+
+/**
+ * How a worker-mode pool follows its batch's attempts: the daemon's queue itself when the runner runs in
+ * the daemon (its training loops subscribe, runner/workerBatches.ts), else `workerBatches/events` over
+ * RPC (runner/followBatch.ts). Resolves once every rollout is final or the batch was cancelled.
+ */
+export interface BatchFollower {
+  follow(batchId: string, listener: BatchListener): Promise<void>;
+}
+
 /**
  * How the agents run. `cwd`: the folder the command runs in (default: this process's), so a daemon
  * started elsewhere runs `node agent.mjs` where the user meant it.
@@ -55,6 +72,8 @@ export interface BatchRunnerOptions {
   readonly onScored?: (score: RolloutScore) => void;
   /** Run the agents (either mode) as Ray tasks on this cluster instead of on this machine (runner/rayPool.ts). */
   readonly ray?: RayOptions;
+  /** Worker mode: how the batch's attempts are followed; default: `workerBatches/events` through `client`. */
+  readonly follower?: BatchFollower;
 }
 
 /** How one mode runs a batch. */

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import { PRIVATE_FILE_MODE } from '../util/privateFiles';
 import path from 'node:path';
 import { instrumentationEnv, type RolloutStatus } from '../protocol';
+import { canRetry } from '../protocol/status';
 import { errorMessage } from '../protocol/errors';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
 import { killGroup, stopGroup } from './processGroup';
@@ -98,7 +99,7 @@ export class ProcessPool implements BatchPool {
     this.running.delete(rolloutId);
     fs.closeSync(log);
     const finished = await this.options.client.request('transitionRollout', { id: rolloutId, ...outcome });
-    const retrying = !this.cancelled && !this.unstartable.has(rolloutId) && (finished.status === 'failed' || finished.status === 'timeout') && finished.attemptCount < finished.maxAttempts;
+    const retrying = !this.cancelled && !this.unstartable.has(rolloutId) && canRetry(finished);
     this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
     if (retrying) {
       await this.options.client.request('transitionRollout', { id: rolloutId, to: 'queued' });

@@ -13,7 +13,9 @@ import path from 'node:path';
 import { PLACEHOLDER_API_KEY, instrumentationEnv, type RolloutStatus } from '../protocol';
 import { describePlacement, type RayExit } from '../protocol/rayRunner';
 import { LightningError } from '../protocol/errors';
+import { canRetry } from '../protocol/status';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
+import { followOverRpc } from './followBatch';
 import { RayDriver, type RayAgent, type RayOptions } from './rayDriver';
 
 /** How long workers get to exit by themselves (on their 204) once the batch is done. */
@@ -114,7 +116,7 @@ export class RayPool implements BatchPool {
     const exit = await this.launch(mode.command, env, this.options.timeoutMs, logFile).exited;
     const outcome = this.outcome(exit, mode.command[0]!);
     const finished = await client.request('transitionRollout', { id: rolloutId, ...outcome });
-    const retrying = !this.cancelled && !exit.unstartable && (finished.status === 'failed' || finished.status === 'timeout') && finished.attemptCount < finished.maxAttempts;
+    const retrying = !this.cancelled && !exit.unstartable && canRetry(finished);
     this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
     if (!retrying) return undefined;
     await client.request('transitionRollout', { id: rolloutId, to: 'queued' });
@@ -170,14 +172,7 @@ export class RayPool implements BatchPool {
     try {
       if (this.cancelled) await client.request('cancelWorkerBatch', { id: batch.id });
       else for (let i = 0; i < mode.workers; i += 1) startWorker();
-      let after = 0;
-      for (;;) {
-        const page = await client.request('workerBatchEvents', { id: batch.id, after, waitMs: 5_000 });
-        for (const event of page.events) this.options.onAttempt(event);
-        after = page.next;
-        if (page.cancelled && !this.cancelled) this.cancel();
-        if (page.done) break;
-      }
+      await (this.options.follower ?? followOverRpc(client)).follow(batch.id, { onAttempt: this.options.onAttempt, onCancelled: () => this.cancel() });
     } catch (error) {
       failure ??= error;
     } finally {

@@ -6,22 +6,34 @@
  *
  * Per attempt: `next` starts the rollout (running, a fresh capability key) and arms its timeout;
  * `finish`, the timeout or the death of its worker ends it (the key is revoked with it), and a
- * failed or timed-out rollout with attempts left goes back to the queue. A batch whose runner stops
+ * failed or timed-out rollout with attempts left goes back to the queue. A runner in another process
+ * follows the attempts through `workerBatches/events` (a long poll); one inside the daemon (its training
+ * loops) subscribes with `follow` and never polls its own daemon. A batch whose remote runner stops
  * polling for `LEASE_MS` is cancelled, so workers of a runner that died get 204 and stop.
  */
 import crypto from 'node:crypto';
 import type { z } from 'zod';
 import type { Rollout } from '../protocol';
+import { canRetry } from '../protocol/status';
 import type { AttemptEnded, OpenWorkerBatchParams, WorkerAssignment, WorkerBatchEvents } from '../protocol/runner';
 import { ConflictError, InvalidInputError, NotFoundError, errorMessage } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
+import type { BatchFollower, BatchListener } from './pool';
 
 type OpenParams = z.output<typeof OpenWorkerBatchParams>;
 type Ending = 'succeeded' | 'failed' | 'timeout' | 'cancelled';
 
 const LEASE_MS = 60_000;
+
+/** An in-process runner following a batch (`WorkerBatches.follow`). */
+interface Follower {
+  readonly listener: BatchListener;
+  /** Called at every change of the batch (after `wake`). */
+  readonly changed: () => void;
+  readonly fail: (error: unknown) => void;
+}
 
 interface Flight {
   readonly worker: string;
@@ -48,6 +60,8 @@ class WorkerBatchState {
   /** Index of `events[0]` in the whole sequence (delivered events are dropped). */
   eventBase = 0;
   lastPoll = Date.now();
+  /** In-process runners (`follow`): told of each attempt as it ends, instead of its being buffered in `events`. */
+  readonly followers = new Set<Follower>();
   private wakers: Array<() => void> = [];
 
   constructor(
@@ -77,10 +91,24 @@ class WorkerBatchState {
 
   wake(): void {
     for (const wake of this.wakers.splice(0)) wake();
+    for (const follower of [...this.followers]) follower.changed();
+  }
+
+  /** An attempt ended: to the in-process followers, else buffered for `workerBatches/events`. */
+  ended(event: AttemptEnded): void {
+    if (this.followers.size === 0) this.events.push(event);
+    for (const follower of this.followers) {
+      // A listener that throws ends its own follow (as a failed poll would), not the attempt's commit.
+      try {
+        follower.listener.onAttempt(event);
+      } catch (error) {
+        follower.fail(error);
+      }
+    }
   }
 }
 
-export class WorkerBatches {
+export class WorkerBatches implements BatchFollower {
   private readonly batches = new Map<string, WorkerBatchState>();
   private readonly byKey = new Map<string, WorkerBatchState>();
   private readonly byRollout = new Map<string, WorkerBatchState>();
@@ -121,6 +149,46 @@ export class WorkerBatches {
     batch.eventBase += seen;
     const events = batch.events.slice(Math.max(0, after - batch.eventBase));
     return { events, next: batch.eventBase + batch.events.length, done: batch.done, cancelled: batch.cancelled };
+  }
+
+  /**
+   * Follows a batch in process (the daemon's own training loops): each attempt as it ends and a cancel
+   * by someone else, pushed, with no polling; resolves once the batch is done, rejects if the daemon stops
+   * first. While followed, a batch is not swept: its runner lives in this process.
+   */
+  follow(id: string, listener: BatchListener): Promise<void> {
+    const batch = this.get(id);
+    return new Promise((resolve, reject) => {
+      let toldCancelled = false;
+      const follower: Follower = {
+        listener,
+        changed: () => {
+          try {
+            if (batch.cancelled && !toldCancelled) {
+              toldCancelled = true;
+              listener.onCancelled();
+            }
+          } catch (error) {
+            follower.fail(error);
+            return;
+          }
+          if (batch.done) {
+            batch.followers.delete(follower);
+            resolve();
+          } else if (this.disposed) follower.fail(new ConflictError('the daemon is stopping: its worker batches end'));
+        },
+        fail: (error) => {
+          batch.followers.delete(follower);
+          reject(error);
+        },
+      };
+      // Ended before the runner subscribed (none when it follows right after opening): delivered first.
+      const pending = batch.events.splice(0);
+      batch.eventBase += pending.length;
+      for (const event of pending) listener.onAttempt(event);
+      batch.followers.add(follower);
+      follower.changed();
+    });
   }
 
   /**
@@ -189,12 +257,12 @@ export class WorkerBatches {
     try {
       const { ended, retrying } = await this.options.writes.submit(() => {
         const ended = this.options.store.transitionRollout({ id: rolloutId, to, error });
-        const retrying = !batch.cancelled && (ended.status === 'failed' || ended.status === 'timeout') && ended.attemptCount < ended.maxAttempts;
+        const retrying = !batch.cancelled && canRetry(ended);
         if (retrying) this.options.store.transitionRollout({ id: rolloutId, to: 'queued' });
         return { ended, retrying };
       });
       if (retrying) batch.queue.push(rolloutId);
-      batch.events.push({ rollout: ended, durationMs: Date.now() - flight.startedAt, retrying });
+      batch.ended({ rollout: ended, durationMs: Date.now() - flight.startedAt, retrying });
       return ended;
     } finally {
       batch.settling -= 1;
@@ -249,7 +317,7 @@ export class WorkerBatches {
   private sweep(): void {
     const now = Date.now();
     for (const batch of this.batches.values()) {
-      if (now - batch.lastPoll < LEASE_MS) continue;
+      if (batch.followers.size > 0 || now - batch.lastPoll < LEASE_MS) continue;
       if (batch.done) this.close(batch);
       else {
         this.options.logger.warn('cancelling a worker batch whose runner stopped polling', { batch: batch.id });

@@ -1,7 +1,8 @@
 /**
  * Worker mode of the batch runner, runner side: opens the batch on the daemon (which holds its
  * queue, see workerBatches.ts), starts `workers` long-lived agent processes with
- * `LIGHTNING_RUNNER_URL`, follows the attempts through `workerBatches/events`, and supervises the
+ * `LIGHTNING_RUNNER_URL`, follows the attempts (BatchFollower: the queue itself in the daemon, else
+ * `workerBatches/events`), and supervises the
  * workers: one that exits before the batch is done has its rollouts failed (retried per policy) and
  * is replaced, up to a bound; past it the batch is cancelled and fails with the worker's error.
  */
@@ -12,6 +13,7 @@ import path from 'node:path';
 import { PLACEHOLDER_API_KEY } from '../protocol';
 import { LightningError, errorMessage } from '../protocol/errors';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
+import { followOverRpc } from './followBatch';
 import { killGroup, stopGroup } from './processGroup';
 
 /** How long workers get to exit by themselves (on their 204) once the batch is done. */
@@ -45,15 +47,11 @@ export class WorkerPool implements BatchPool {
     try {
       if (this.cancelled) await client.request('cancelWorkerBatch', { id: batch.id });
       else for (let i = 0; i < this.mode.workers; i += 1) this.startWorker(batch.url);
-      let after = 0;
-      for (;;) {
-        const page = await client.request('workerBatchEvents', { id: batch.id, after, waitMs: 5_000 });
-        for (const event of page.events) this.options.onAttempt(event);
-        after = page.next;
+      await (this.options.follower ?? followOverRpc(client)).follow(batch.id, {
+        onAttempt: this.options.onAttempt,
         // Cancelled by someone else (`workerBatches/cancel`): stop the workers at once, as for Ctrl-C.
-        if (page.cancelled && !this.cancelled) this.cancel();
-        if (page.done) break;
-      }
+        onCancelled: () => this.cancel(),
+      });
     } catch (error) {
       // The daemon went away or refused: stop every worker rather than leave them unsupervised.
       this.failure ??= error;

@@ -306,12 +306,21 @@ const v7ProviderUpstreams: Migration = {
   },
 };
 
+/** A training run's error kind (protocol/errors.ts), so clients switch on it rather than on its message. */
+const v8RunErrorKind: Migration = {
+  version: 8,
+  name: 'training run error kind',
+  up(db) {
+    db.exec(`ALTER TABLE training_runs ADD COLUMN error_kind TEXT;`);
+  },
+};
+
 /*
  * There is no migration 5: the number was skipped when prompt optimization's migration was written
  * (no release ever wrote `user_version` 5), and numbers are never reused. `migrate` applies each
  * migration above the store's version in order, so a version-4 store goes straight to 6.
  */
-export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization, v7ProviderUpstreams];
+export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization, v7ProviderUpstreams, v8RunErrorKind];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Applies every migration above the store's version, each atomically. Returns the versions applied. */

@@ -29,7 +29,7 @@ import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
 import type { Trajectory } from '../protocol/lightningrl';
-import { NotFoundError, InvalidInputError } from '../protocol/errors';
+import { NotFoundError, InvalidInputError, type ErrorKind } from '../protocol/errors';
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
 import { readStats } from './stats';
@@ -40,9 +40,8 @@ import {
   UpdateTrainingRunParams,
   type AgentResources,
   type ApoCandidate,
-  type ApoConfig,
+  type NewTrainingRun,
   type Checkpoint,
-  type Json,
   type Resource,
   type ResourceSummary,
   type ResourceVersions,
@@ -279,7 +278,7 @@ export class Store {
       (run: TrainingRun) => run.id,
       (training) => {
         this.resources.get(parsed.config.resource);
-        return training.create(parsed.algorithm, parsed.config);
+        return training.create(parsed);
       },
     );
   }
@@ -299,8 +298,9 @@ export class Store {
     return this.writeTraining(
       parsed.runId,
       (training) => {
-        const config = training.get(parsed.runId).config as ApoConfig;
-        training.recordRound(parsed, config.resource);
+        const run = training.get(parsed.runId);
+        if (run.algorithm !== 'apo') throw new InvalidInputError(`params.runId: training run ${run.id} is a ${run.algorithm} run; only APO runs record rounds`);
+        training.recordRound(parsed, run.config.resource);
         return training.get(parsed.runId);
       },
       parsed.round,
@@ -365,11 +365,11 @@ export class Store {
   }
 
   /** A run the daemon drives (GRPO), recorded before it starts: its config already parsed. */
-  recordTrainingRun(algorithm: string, config: Json): TrainingRun {
-    return this.writeTraining((run: TrainingRun) => run.id, (training) => training.create(algorithm, config));
+  recordTrainingRun(run: NewTrainingRun): TrainingRun {
+    return this.writeTraining((created: TrainingRun) => created.id, (training) => training.create(run));
   }
 
-  setTrainingRunStatus(id: string, to: TrainingRunStatus, details: { readonly error?: string | null } = {}): TrainingRun {
+  setTrainingRunStatus(id: string, to: TrainingRunStatus, details: { readonly error?: string | null; readonly errorKind?: ErrorKind | null } = {}): TrainingRun {
     return this.writeTraining(id, (training) => training.transition(id, to, details));
   }
 

@@ -11,15 +11,17 @@ import {
   type ApoCandidate,
   type Checkpoint,
   type CritiqueStyle,
+  describeIssues,
   type Json,
   type MetricSeries,
   type RecordApoRoundParams,
-  type TrainingRun,
+  type NewTrainingRun,
+  TrainingRun,
   type TrainingRunDetail,
   type TrainingRunStatus,
   type TrainingRunSummary,
 } from '../protocol';
-import { InvalidTransitionError, NotFoundError } from '../protocol/errors';
+import { InvalidTransitionError, LightningError, NotFoundError, type ErrorKind } from '../protocol/errors';
 import { isFinal } from '../protocol/status';
 
 interface RunRow {
@@ -31,6 +33,7 @@ interface RunRow {
   started_at: number | null;
   ended_at: number | null;
   error: string | null;
+  error_kind: ErrorKind | null;
   cancel_requested_at: number | null;
   result: string | null;
 }
@@ -60,8 +63,9 @@ interface CheckpointRow {
   created_at: number;
 }
 
+/** A row as its algorithm's run: the stored configuration parsed with that algorithm's schema (the store is a file: data entering the process). */
 function rowToRun(row: RunRow): TrainingRun {
-  return {
+  const run = TrainingRun.safeParse({
     id: row.id,
     algorithm: row.algorithm,
     config: JSON.parse(row.config) as Json,
@@ -70,9 +74,12 @@ function rowToRun(row: RunRow): TrainingRun {
     startedAt: row.started_at,
     endedAt: row.ended_at,
     error: row.error,
+    errorKind: row.error_kind,
     cancelRequested: row.cancel_requested_at !== null,
     result: row.result === null ? null : (JSON.parse(row.result) as Json),
-  };
+  });
+  if (!run.success) throw new LightningError(`training run ${row.id} in the store is not a ${row.algorithm} run this version reads: ${describeIssues(run.error, 'run')}`);
+  return run.data;
 }
 
 function rowToCandidate(row: CandidateRow): ApoCandidate {
@@ -110,6 +117,8 @@ const NEXT: Record<TrainingRunStatus, readonly TrainingRunStatus[]> = {
 /** What a status change records besides the status. */
 export interface TransitionDetails {
   readonly error?: string | null;
+  /** The error's kind, when the one recording it knows (the daemon's own loops do). */
+  readonly errorKind?: ErrorKind | null;
   readonly result?: Json | null;
 }
 
@@ -139,7 +148,7 @@ export class TrainingRunRepository {
     this.runById = db.prepare('SELECT * FROM training_runs WHERE id = ?');
     this.allRuns = db.prepare('SELECT * FROM training_runs ORDER BY created_at DESC, id LIMIT ?');
     // To running: (re)started now, not ended (a resumed run's old cancel request dropped); to a final status: ended now.
-    this.updateRun = db.prepare(`UPDATE training_runs SET status = @status, error = @error, result = @result,
+    this.updateRun = db.prepare(`UPDATE training_runs SET status = @status, error = @error, error_kind = @errorKind, result = @result,
       started_at = CASE WHEN @running THEN @now ELSE started_at END, ended_at = CASE WHEN @running THEN NULL ELSE @now END,
       cancel_requested_at = CASE WHEN @resumed THEN NULL ELSE cancel_requested_at END WHERE id = @id`);
     this.cancel = db.prepare('UPDATE training_runs SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE id = ?');
@@ -167,7 +176,7 @@ export class TrainingRunRepository {
     this.policyOfCheckpoint = db.prepare(`SELECT version FROM resources WHERE name = 'policy' AND json_extract(value, '$.checkpointId') = ? ORDER BY version LIMIT 1`);
   }
 
-  create(algorithm: string, config: Json, now = Date.now()): TrainingRun {
+  create({ algorithm, config }: NewTrainingRun, now = Date.now()): TrainingRun {
     const id = `train-${crypto.randomBytes(6).toString('hex')}`;
     this.insertRun.run(id, algorithm, JSON.stringify(config), now);
     return this.get(id);
@@ -189,7 +198,7 @@ export class TrainingRunRepository {
     const run = this.get(id);
     if (!NEXT[run.status].includes(to)) throw new InvalidTransitionError(`training run ${id} is ${run.status} and cannot become ${to}`);
     const result = details.result ?? null;
-    this.updateRun.run({ id, status: to, error: details.error ?? null, result: result === null ? null : JSON.stringify(result), now, running: to === 'running' ? 1 : 0, resumed: to === 'running' && isFinal(run.status) ? 1 : 0 });
+    this.updateRun.run({ id, status: to, error: details.error ?? null, errorKind: details.errorKind ?? null, result: result === null ? null : JSON.stringify(result), now, running: to === 'running' ? 1 : 0, resumed: to === 'running' && isFinal(run.status) ? 1 : 0 });
     return this.get(id);
   }
 

@@ -13,7 +13,7 @@ import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import { findPython } from './python';
-import type { RolloutScoring } from '../runner/pool';
+import type { BatchFollower, RolloutScoring } from '../runner/pool';
 import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';
@@ -21,6 +21,8 @@ import { shuffled } from '../util/random';
 export interface GrpoContext {
   readonly store: Store;
   readonly call: Caller;
+  /** The daemon's worker-batch queue: worker-mode rollouts are followed on it in process. */
+  readonly batches: BatchFollower;
   readonly logger: Logger;
   readonly signal: AbortSignal;
   /** How rollouts are scored (the run's rewards file, else the default one), built and checked when the run started. */
@@ -80,6 +82,7 @@ class Iterations {
   ) {
     this.executor = new RolloutExecutor({
       call: ctx.call,
+      batches: ctx.batches,
       mode: config.agentMode === 'worker'
         ? { kind: 'worker', command: config.command.argv, cwd: config.command.cwd, workers: config.workers, concurrencyPerWorker: config.perWorker }
         : { kind: 'process', command: config.command.argv, cwd: config.command.cwd, concurrency: config.workers },

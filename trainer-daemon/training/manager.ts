@@ -6,13 +6,13 @@
  */
 import type { z } from 'zod';
 import { GrpoConfig, type StartTrainingParams, type TrainingRun } from '../protocol';
-import { ConflictError, InvalidInputError, errorMessage } from '../protocol/errors';
+import { ConflictError, InvalidInputError, errorMessage, mapError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
 import type { Disposable } from '../protocol/event';
 import { defaultRewardsFile } from '../rewards/config';
 import { scoringFor } from '../runner/scoring';
-import type { RolloutScoring } from '../runner/pool';
+import type { BatchFollower, RolloutScoring } from '../runner/pool';
 import { runGrpo } from './grpo';
 import type { Caller } from './rollouts';
 
@@ -22,6 +22,8 @@ export class TrainingManager implements Disposable {
   constructor(
     private readonly store: Store,
     private readonly call: Caller,
+    /** The daemon's worker-batch queue (runner/workerBatches.ts), which the loops follow in process. */
+    private readonly batches: BatchFollower,
     private readonly logger: Logger,
   ) {
     for (const run of store.trainingRunRecords()) {
@@ -40,7 +42,8 @@ export class TrainingManager implements Disposable {
     if (params.resume !== undefined) {
       const run = this.store.trainingRun(params.resume);
       if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
-      config = GrpoConfig.parse(run.config);
+      if (run.algorithm !== 'grpo') throw new InvalidInputError(`params.resume: training run ${run.id} is an ${run.algorithm} run; the daemon resumes GRPO runs (run APO again with \`lightning train --algorithm apo\`)`);
+      config = run.config;
       // Its rewards file may have been deleted or broken since.
       scoring = checkedScoring(config, this.store.file, `params.resume: run ${run.id}'s config.rewardsFile`);
       runId = run.id;
@@ -52,7 +55,7 @@ export class TrainingManager implements Disposable {
       }
       if (config.valDataset !== null) this.store.listTasks(config.valDataset);
       scoring = checkedScoring(config, this.store.file, 'params.config.rewardsFile');
-      runId = this.store.recordTrainingRun(config.algorithm, config).id;
+      runId = this.store.recordTrainingRun({ algorithm: 'grpo', config }).id;
     }
     const started = this.store.setTrainingRunStatus(runId, 'running');
     const controller = new AbortController();
@@ -78,12 +81,12 @@ export class TrainingManager implements Disposable {
   private async drive(runId: string, config: GrpoConfig, scoring: RolloutScoring | undefined, signal: AbortSignal): Promise<void> {
     const logger = this.logger.child(runId);
     try {
-      await runGrpo(runId, config, { store: this.store, call: this.call, logger, signal, scoring });
+      await runGrpo(runId, config, { store: this.store, call: this.call, batches: this.batches, logger, signal, scoring });
       if (!this.store.isOpen) return;
       this.store.setTrainingRunStatus(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null });
     } catch (error) {
       logger.error('training run failed', { error: errorMessage(error) });
-      if (this.store.isOpen) this.store.setTrainingRunStatus(runId, 'failed', { error: errorMessage(error) });
+      if (this.store.isOpen) this.store.setTrainingRunStatus(runId, 'failed', { error: errorMessage(error), errorKind: mapError(error).kind });
     }
   }
 

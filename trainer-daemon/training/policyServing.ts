@@ -9,7 +9,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { GrpoConfig, type Checkpoint, type PolicyChanged, type PolicyDevice, type ServedPolicy, type ServePolicyParams } from '../protocol';
+import { type Checkpoint, type PolicyChanged, type PolicyDevice, type ServedPolicy, type ServePolicyParams } from '../protocol';
 import { ConflictError, NotFoundError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
@@ -87,9 +87,11 @@ export class PolicyServing implements Disposable {
   }
 
   private async start(checkpoint: Checkpoint, params: ServePolicyParams): Promise<ServedPolicy> {
-    const run = GrpoConfig.safeParse(this.store.trainingRun(checkpoint.runId).config);
-    const device: PolicyDevice = params.device ?? (run.success ? run.data.device : 'auto');
-    const python = await findPython(this.store.file, params.python ?? (run.success ? (run.data.python ?? undefined) : undefined));
+    const run = this.store.trainingRun(checkpoint.runId);
+    // Checkpoints are GRPO's: its run says which device and Python trained them.
+    const trained = run.algorithm === 'grpo' ? run.config : undefined;
+    const device: PolicyDevice = params.device ?? trained?.device ?? 'auto';
+    const python = await findPython(this.store.file, params.python ?? trained?.python ?? undefined);
     const logger = this.logger.child(checkpoint.id);
     const worker = await TrainerWorker.start({ python: python.executable, logger });
     this.loading = worker;

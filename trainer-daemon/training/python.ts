@@ -6,7 +6,7 @@
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { NotFoundError } from '../protocol/errors';
+import { TrainerUnavailableError } from '../protocol/errors';
 
 export interface PythonCandidate {
   readonly executable: string;
@@ -73,10 +73,10 @@ export async function findPython(storeFile: string, explicit?: string, env: Node
     if (probe.problem === null) return probe;
     probes.push(probe);
     if (candidate.origin === '--python' || candidate.origin === 'LIGHTNING_PYTHON') {
-      throw new NotFoundError(`${candidate.origin} ${candidate.executable} cannot run the trainer: ${probe.problem}. Run \`lightning doctor\`.`);
+      throw new TrainerUnavailableError(`${candidate.origin} ${candidate.executable} cannot run the trainer: ${probe.problem}. Run \`lightning doctor\`.`);
     }
   }
-  throw new NotFoundError(
+  throw new TrainerUnavailableError(
     `no Python with PyTorch found (tried ${probes.map((p) => `${p.executable}: ${p.problem}`).join('; ')}). ` +
       'Run `lightning doctor --setup`, or install it: apt-get install -y python3-torch libopenblas0-pthread (Debian/Ubuntu) or pip install torch.',
   );

@@ -1,11 +1,12 @@
 /**
  * How a training iteration runs its rollouts: through the batch runner, with every LLM call sent to
  * the policy being trained (the batch's upstream is the worker's serving URL) and exact token ids
- * requested. The runner is given the daemon's own handlers, so no RPC hop is spent in-process.
+ * requested. The runner is given the daemon's own handlers, so no RPC hop is spent in-process, and
+ * the daemon's worker-batch queue, which it subscribes to for the attempts (it never polls its own daemon).
  */
 import path from 'node:path';
 import { BatchRunner } from '../runner/batch';
-import type { BatchMode, RolloutScoring, RunnerClient } from '../runner/pool';
+import type { BatchFollower, BatchMode, RolloutScoring, RunnerClient } from '../runner/pool';
 import type { RayOptions } from '../runner/rayDriver';
 
 /** What the loop needs of the daemon: its RPC methods (the daemon passes its own handler table). */
@@ -20,6 +21,8 @@ export interface RolloutBatch {
 
 export interface RolloutExecutorOptions {
   readonly call: Caller;
+  /** Worker mode: the daemon's batch queue, followed in process. */
+  readonly batches: BatchFollower;
   readonly mode: BatchMode;
   readonly timeoutMs: number;
   readonly logDir: string;
@@ -45,6 +48,7 @@ export class RolloutExecutor {
     delete env.OPENAI_API_KEY;
     const runner = new BatchRunner({
       client: this.options.call,
+      follower: this.options.batches,
       mode: this.options.mode,
       timeoutMs: this.options.timeoutMs,
       upstream: batch.upstream,

@@ -20,7 +20,7 @@ import {
   type WorkerParamsOf,
   type WorkerResultOf,
 } from '../protocol';
-import { InvalidInputError, LightningError } from '../protocol/errors';
+import { InvalidInputError, LightningError, TrainerUnavailableError } from '../protocol/errors';
 import type { Logger } from '../log';
 import { Emitter, type Disposable, type Event } from '../protocol/event';
 import { torchrunArgs, torchrunFailures, type DistributedSpec } from './torchrun';
@@ -54,6 +54,9 @@ interface Pending {
   resolve(value: unknown): void;
   reject(error: Error): void;
 }
+
+/** A traceback of a worker whose Python cannot import torch. */
+const MISSING_TORCH = /No module named ['"]?torch['"]?(\s|$)/;
 
 /** How much of the worker's stderr is kept to explain a crash. */
 const STDERR_TAIL_CHARS = 8_000;
@@ -101,12 +104,16 @@ export class TrainerWorker implements Disposable {
         clearTimeout(timer);
         child.kill('SIGKILL');
         // Let the last stderr lines (the traceback) arrive before reporting them.
-        void exited.then(() => reject(new WorkerError(`the trainer worker (${options.python}) ${why}`, 'crashed', stderr || undefined)));
+        void exited.then(() => {
+          const message = `the trainer worker (${options.python}) ${why}`;
+          // Python's own words for a missing PyTorch, read here where the worker's output arrives: the error's kind says it to every client.
+          reject(MISSING_TORCH.test(stderr) ? new TrainerUnavailableError(`${message}: its Python has no PyTorch (run \`lightning doctor --setup\`)\n${stderr.trimEnd()}`) : new WorkerError(message, 'crashed', stderr || undefined));
+        });
       };
       const timer = setTimeout(() => fail(`printed no ready line in ${(options.readyTimeoutMs ?? 120_000) / 1000} s`), options.readyTimeoutMs ?? 120_000);
       child.once('error', (error) => {
         clearTimeout(timer);
-        reject(new WorkerError(`cannot start the trainer worker with ${options.python}: ${error.message} (run \`lightning doctor\`)`, 'crashed'));
+        reject(new TrainerUnavailableError(`cannot start the trainer worker with ${options.python}: ${error.message} (run \`lightning doctor\`)`));
       });
       child.once('exit', (code, signal) => fail(`exited before it was ready (${signal ?? `code ${code}`})`));
       lines.once('line', (line) => {

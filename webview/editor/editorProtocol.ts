@@ -5,7 +5,8 @@
  * after a window reload: `restoreEditorState` reads it back or says why it cannot.
  */
 import { z } from 'zod';
-import { Reward, Rollout, Span, TrainingRun, type Json } from '../../trainer-daemon/protocol/records';
+import { Reward, Rollout, Span, type Json } from '../../trainer-daemon/protocol/records';
+import { TrainingRun } from '../../trainer-daemon/protocol/training';
 import { TrainingRunView } from '../trainingRunProtocol';
 import { rolloutTitle } from '../format';
 

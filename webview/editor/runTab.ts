@@ -5,7 +5,8 @@
  * one row per iteration (its metrics, its checkpoint with Use, its best and worst rollouts one click
  * away). Charts come from the panel's one chart module (metricChart.ts); live while the run runs.
  */
-import type { Checkpoint, TrainingRun } from '../../trainer-daemon/protocol/records';
+import type { Checkpoint } from '../../trainer-daemon/protocol/records';
+import type { TrainingRun } from '../../trainer-daemon/protocol/training';
 import type { MetricSeries } from '../../trainer-daemon/protocol/training';
 import { button, el } from '../dom';
 import { formatTime } from '../format';

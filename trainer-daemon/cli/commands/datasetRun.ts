@@ -11,6 +11,7 @@ import { ensurePrivateDir } from '../../util/privateFiles';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { RolloutMode, type Rollout, type RolloutScore } from '../../protocol';
+import { canRetry } from '../../protocol/status';
 import { InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { AgentPidLog } from '../../runner/agentPids';
 import { BatchRunner } from '../../runner/batch';
@@ -162,7 +163,7 @@ export function registerDatasetRun(dataset: Command): void {
           for (const rollout of existing) {
             let current = rollout;
             if (current.status === 'running') current = await client.request('transitionRollout', { id: current.id, to: 'failed', error: 'the runner stopped during this attempt' });
-            if ((current.status === 'failed' || current.status === 'timeout') && current.attemptCount < current.maxAttempts) {
+            if (canRetry(current)) {
               await client.request('transitionRollout', { id: current.id, to: 'queued' });
             }
           }

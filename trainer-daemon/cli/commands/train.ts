@@ -6,7 +6,7 @@
  */
 import { Option, type Command } from 'commander';
 import { InvalidInputError } from '../../protocol/errors';
-import { runPlacement, type TrainingRunSummary } from '../../protocol';
+import { placementOf, type TrainingRunSummary } from '../../protocol';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { table, time } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
@@ -43,7 +43,7 @@ function checkFlags(options: TrainFlags): void {
 }
 
 function printRuns(runs: readonly TrainingRunSummary[]): void {
-  process.stdout.write(`${table(['RUN', 'ALGORITHM', 'STATUS', 'STEP', 'REWARD', 'VAL', 'WHERE', 'CREATED'], runs.map((r) => [r.id, r.algorithm, r.status, String(r.step), r.latest['reward/mean']?.toFixed(2) ?? '-', r.latest['val/reward']?.toFixed(2) ?? '-', runPlacement(r.config), time(r.createdAt)]))}\n`);
+  process.stdout.write(`${table(['RUN', 'ALGORITHM', 'STATUS', 'STEP', 'REWARD', 'VAL', 'WHERE', 'CREATED'], runs.map((r) => [r.id, r.algorithm, r.status, String(r.step), r.latest['reward/mean']?.toFixed(2) ?? '-', r.latest['val/reward']?.toFixed(2) ?? '-', placementOf(r), time(r.createdAt)]))}\n`);
 }
 
 async function listRuns(options: TrainFlags): Promise<void> {

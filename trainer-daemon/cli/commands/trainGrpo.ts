@@ -8,7 +8,7 @@
 import type { TrainingFinished } from '../../protocol/cliLines';
 import path from 'node:path';
 import { otherNodeCommand } from '../../training/torchrun';
-import { GrpoConfig, runPlacement, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
+import { GrpoConfig, placementOf, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
 import { InvalidInputError } from '../../protocol/errors';
 import { followRun, iterationCells, iterationLine } from '../../training/follow';
 import type { RunnerClient } from '../../runner/pool';
@@ -123,7 +123,7 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
 /** Starts (or resumes) a run in the daemon and follows it to the end; prints the table as it goes. */
 export async function trainAndFollow(client: RunnerClient, start: { config: GrpoConfig } | { resume: string }, json: boolean): Promise<TrainingRunDetail> {
   const run = await client.request('startTraining', start);
-  process.stderr.write(`lightning: training run ${run.id} (${run.algorithm}, ${runPlacement(run.config)}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`);
+  process.stderr.write(`lightning: training run ${run.id} (${run.algorithm}, ${placementOf(run)}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`);
   const distributed = 'config' in start ? start.config.distributed : null;
   const others = distributed ? otherNodeCommand(distributed) : null;
   if (others) process.stderr.write(`lightning: on each other machine (node rank I = 1…${distributed!.nnodes - 1}), run: ${others}\n`);

@@ -1,0 +1,68 @@
+/**
+ * The daemon's worker-batch queue followed in process, as the daemon's own training loops follow it: each attempt
+ * pushed as it ends, a cancel told once, the follow ending with the batch, and no `workerBatches/events` poll.
+ */
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { describe, it } from 'node:test';
+import { silentLogger } from '../../trainer-daemon/log';
+import type { AttemptEvent } from '../../trainer-daemon/runner/pool';
+import { WorkerBatches } from '../../trainer-daemon/runner/workerBatches';
+import { Store } from '../../trainer-daemon/store/store';
+import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
+import { tempDir } from '../helpers/tmp';
+
+function setUp(t: { after(fn: () => void): void }, rollouts: number, maxAttempts = 1) {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
+  const writes = new WriteQueue(store, silentLogger);
+  const batches = new WorkerBatches({ store, writes, logger: silentLogger, baseUrl: () => 'http://127.0.0.1:9' });
+  t.after(() => {
+    batches.dispose();
+    store.close();
+  });
+  const ids = Array.from({ length: rollouts }, () => store.createRollout({ mode: 'train', maxAttempts }).id);
+  const batch = batches.open({ rolloutIds: ids, upstream: null, providerUpstreams: {}, tokenIds: false, timeoutMs: 60_000, concurrencyPerWorker: 8 });
+  return { store, batches, ids, batch };
+}
+
+describe('worker batches followed in process', () => {
+  it('pushes each attempt as it ends, retries included, and ends with the batch; nothing is left for a poll', async (t) => {
+    const { batches, ids, batch } = setUp(t, 2, 2);
+    const seen: AttemptEvent[] = [];
+    let cancelled = 0;
+    const followed = batches.follow(batch.id, { onAttempt: (event) => seen.push(event), onCancelled: () => (cancelled += 1) });
+    const key = new URL(batch.url).pathname.split('/').at(-1)!;
+    const first = await batches.next(key, 'w0', () => true);
+    const second = await batches.next(key, 'w0', () => true);
+    assert.deepEqual([first?.rolloutId, second?.rolloutId], ids);
+    await batches.end(ids[0]!, 'succeeded', null);
+    assert.deepEqual(seen.map((e) => [e.rollout.id, e.rollout.status, e.retrying]), [[ids[0], 'succeeded', false]], 'pushed at once');
+    await batches.end(ids[1]!, 'failed', 'boom');
+    assert.deepEqual(seen.at(-1) && [seen.at(-1)!.rollout.status, seen.at(-1)!.retrying], ['failed', true], 'a failure with attempts left is retried');
+    const retry = await batches.next(key, 'w0', () => true);
+    assert.equal(retry?.rolloutId, ids[1]);
+    await batches.end(ids[1]!, 'succeeded', null);
+    await followed;
+    assert.equal(seen.length, 3);
+    assert.equal(cancelled, 0);
+    const page = await batches.events(batch.id, 0, 0);
+    assert.deepEqual([page.events, page.done], [[], true], 'delivered to the follower, not buffered');
+  });
+
+  it('tells the follower once when someone else cancels, then ends', async (t) => {
+    const { batches, store, ids, batch } = setUp(t, 3);
+    let cancelled = 0;
+    const followed = batches.follow(batch.id, { onAttempt: () => undefined, onCancelled: () => (cancelled += 1) });
+    assert.equal(await batches.cancel(batch.id), 3);
+    await followed;
+    assert.equal(cancelled, 1);
+    assert.deepEqual(ids.map((id) => store.getRollout(id).status), ['cancelled', 'cancelled', 'cancelled']);
+  });
+
+  it('fails the follow when the daemon stops before the batch is done', async (t) => {
+    const { batches, batch } = setUp(t, 1);
+    const followed = batches.follow(batch.id, { onAttempt: () => undefined, onCancelled: () => undefined });
+    batches.dispose();
+    await assert.rejects(followed, /the daemon is stopping/);
+  });
+});
