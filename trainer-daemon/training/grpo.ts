@@ -18,6 +18,9 @@ import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';
 
+/** How long a step waits for a dying trainer worker to report its exit before blaming the rollouts (torchrun takes ~1–5 s to stop its other ranks). */
+const WORKER_DEATH_GRACE_MS = 10_000;
+
 export interface GrpoContext {
   readonly store: Store;
   readonly call: Caller;
@@ -167,6 +170,9 @@ class Iterations {
     // Rollouts against a dead policy server fail for that reason: report the crash, not its symptoms.
     if (this.worker.failed) throw this.worker.failed;
     if (transitions.length > 0 && transitions.every((t) => t.needsTokenization)) {
+      // No call reached the policy: a worker that is going down is the likelier cause than the agent.
+      const failure = await this.worker.failureWithin(WORKER_DEATH_GRACE_MS);
+      if (failure) throw failure;
       throw new InvalidInputError('the rollouts recorded no token ids: the agent must send its LLM calls to OPENAI_BASE_URL, ANTHROPIC_BASE_URL or GOOGLE_GEMINI_BASE_URL (the policy being trained answers them)');
     }
     let result: TrainResult | undefined;

@@ -138,6 +138,16 @@ export class TrainerWorker implements Disposable {
     return this.failure;
   }
 
+  /**
+   * The worker's failure, waiting up to `graceMs` for it to be noticed: a worker that is dying (e.g. torchrun
+   * tearing its ranks down after one was killed) breaks its policy server before its process has exited, so
+   * callers seeing only the symptoms (rollouts with no answer) ask here before blaming anything else.
+   */
+  async failureWithin(graceMs: number): Promise<WorkerError | undefined> {
+    if (!this.failure) await Promise.race([this.exited, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+    return this.failure;
+  }
+
   /** Sends one request; resolves with its schema-checked result or rejects with a WorkerError. */
   request<M extends WorkerMethodName>(method: M, params: WorkerParamsOf<M>): Promise<WorkerResultOf<M>> {
     if (this.failure) return Promise.reject(this.failure);
