@@ -94,7 +94,8 @@ async function setUp(t: Parameters<typeof tempDir>[0], tasks: object[]): Promise
 
 function events(cwd: string): Event[] {
   const file = path.join(cwd, 'events');
-  return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Event) : [];
+  // A worker may have created the file and not yet written its line: only whole lines count.
+  return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').filter((line) => line.endsWith('}')).map((line) => JSON.parse(line) as Event) : [];
 }
 
 function workerPids(cwd: string): number[] {
