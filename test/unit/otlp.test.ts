@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { describe, test } from 'node:test';
 import zlib from 'node:zlib';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes } from '@opentelemetry/api';
@@ -12,7 +13,12 @@ import { PART_MAX_CHARS, PART_MAX_SPANS, splitIntoParts } from '../../trainer-da
 import { isCredentialKey, nanosToMs, normalizeTraceRequest, type NormalizedTraceRequest } from '../../trainer-daemon/otlp/normalize';
 import { SpanInput } from '../../trainer-daemon/protocol/records';
 import { scrubSpan } from '../../trainer-daemon/protocol/secrets';
+import { silentLogger } from '../../trainer-daemon/log';
+import { OtlpReceiver } from '../../trainer-daemon/otlp/receiver';
+import { Store } from '../../trainer-daemon/store/store';
+import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { encode, oneSpan, recordSpans, type Encoding } from '../helpers/otlp';
+import { tempDir } from '../helpers/tmp';
 
 const PROTOBUF = 'application/x-protobuf';
 const JSON_TYPE = 'application/json';
@@ -277,6 +283,27 @@ describe('an export is cut into parts of bounded size (committed one at a time)'
     const parts = splitIntoParts(spans);
     assert.deepEqual(parts.map((part) => part.length), [PART_MAX_SPANS, PART_MAX_SPANS, 3]);
     assert.deepEqual(parts.flat(), spans);
+  });
+
+  // The deadline is the test's failure: without the fix the last part waited out a 10-minute window.
+  test('a later part is committed at once, not held in the span window where small writes wait for company', { timeout: 30_000 }, async (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    const writes = new WriteQueue(store, silentLogger, { spanDelayMs: 10 * 60_000 });
+    const receiver = new OtlpReceiver(writes, 64 * 1024 * 1024, silentLogger);
+    t.after(async () => {
+      writes.shutdown();
+      await receiver.close();
+      store.close();
+    });
+    const { id } = store.createRollout({ label: 'parts' });
+    store.transitionRollout({ id, to: 'running' });
+    // PART_MAX_SPANS and then 7: a first part the queue commits at once (it is large), then a short one.
+    const body = encode(recordSpans((tracer) => {
+      for (let i = 0; i < PART_MAX_SPANS + 7; i += 1) tracer.startSpan(`s${i}`).end();
+    }), 'protobuf');
+    const answer = await receiver.ingest(id, body, PROTOBUF, undefined);
+    assert.deepEqual([answer.stored, answer.rejected], [PART_MAX_SPANS + 7, 0]);
+    assert.equal(store.getRollout(id).spanCount, PART_MAX_SPANS + 7);
   });
 
   test('large spans: a part holds about PART_MAX_CHARS; a span larger than that is a part alone', () => {

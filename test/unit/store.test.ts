@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../../trainer-daemon/protocol/errors';
 import type { RolloutStatus } from '../../trainer-daemon/protocol';
 import { TRANSITIONS } from '../../trainer-daemon/store/rollouts';
-import { validateSpans } from '../../trainer-daemon/store/spans';
+import { TWINS_QUERY, validateSpans } from '../../trainer-daemon/store/spans';
 import { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
@@ -172,6 +172,15 @@ describe('store: spans', () => {
       store.addSpans({ rolloutId: id, spans: [proxied()] });
       assert.equal(store.getRollout(id).llmCalls, 3, api);
     }
+  });
+
+  test('the twin lookup of every LLM batch goes by index, never through the rollout’s spans (ingest stays linear)', (t) => {
+    const store = openStore(t);
+    const plan = store.db.prepare<[string, string], { detail: string }>(`EXPLAIN QUERY PLAN ${TWINS_QUERY}`).all('ro-x', '[]').map((row) => row.detail);
+    // Before: the rollout walked in sequence order, and a scan of its `other` spans per matching row.
+    assert.ok(plan.includes('SEARCH s USING INDEX spans_by_response_id (rollout_id=? AND response_id=?)'), plan.join('\n'));
+    assert.ok(plan.includes('SEARCH o USING INDEX spans_by_same_call (rollout_id=? AND <expr>=?)'), plan.join('\n'));
+    assert.ok(!plan.some((line) => /\bSCAN (s|o|spans)\b/.test(line)), plan.join('\n'));
   });
 
   test('spans for an unknown rollout fail only that rollout’s batch', (t) => {

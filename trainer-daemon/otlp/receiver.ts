@@ -69,9 +69,12 @@ export class OtlpReceiver {
     let read = 0;
     let stored = 0;
     try {
-      for (let part = await decoded.next(); part !== null; part = await decoded.next()) {
+      for (let part = await decoded.next(), index = 0; part !== null; part = await decoded.next(), index += 1) {
         read += part.length;
-        stored += await this.storePart(urlRolloutId, part, refuses, problems);
+        // A later part of an export is committed at once: the span window, where small writes wait for
+        // company (writeQueue.ts), would hold each large export's short last part 10 ms — and, since a
+        // rollout's exports decode one at a time, that rollout's next export with it.
+        stored += await this.storePart(urlRolloutId, part, refuses, problems, index > 0);
       }
     } finally {
       decoded.close();
@@ -83,7 +86,7 @@ export class OtlpReceiver {
   }
 
   /** Stores one part's spans, by rollout; returns how many were stored and adds why others were not to `problems`. */
-  private async storePart(urlRolloutId: string | null, part: readonly NormalizedSpan[], refuses: (rolloutId: string) => string | undefined, problems: string[]): Promise<number> {
+  private async storePart(urlRolloutId: string | null, part: readonly NormalizedSpan[], refuses: (rolloutId: string) => string | undefined, problems: string[], urgent: boolean): Promise<number> {
     const byRollout = new Map<string, SpanInput[]>();
     for (const { rolloutId, span } of part) {
       const target = urlRolloutId ?? rolloutId;
@@ -105,7 +108,7 @@ export class OtlpReceiver {
           return;
         }
         try {
-          stored += (await this.writes.submitSpans(rolloutId, list)).length;
+          stored += (await this.writes.submitSpans(rolloutId, list, { urgent })).length;
         } catch (error) {
           // The daemon is busy or the store cannot write (a full disk): a 503 with Retry-After makes the
           // exporter retry the batch later; a partial success it would not retry.

@@ -315,12 +315,29 @@ const v8RunErrorKind: Migration = {
   },
 };
 
+/**
+ * Which proxy records an OTLP span is already tied to (spans.ts, the twin lookup run for every batch
+ * of LLM spans) by an index instead of a scan of the rollout's `other` spans: that scan, one per
+ * matching record, made a long rollout's OTLP ingest quadratic (the bench's 61,440 spans spent 57%
+ * of the daemon's time in it). Only the spans tied to another call are in the index.
+ */
+const v9SameCallIndex: Migration = {
+  version: 9,
+  name: 'index of spans tied to another call',
+  up(db) {
+    db.exec(`
+      CREATE INDEX spans_by_same_call ON spans (rollout_id, json_extract(attributes, '$."lightning.same_call_as"'))
+        WHERE category = 'other' AND json_extract(attributes, '$."lightning.same_call_as"') IS NOT NULL;
+    `);
+  },
+};
+
 /*
  * There is no migration 5: the number was skipped when prompt optimization's migration was written
  * (no release ever wrote `user_version` 5), and numbers are never reused. `migrate` applies each
  * migration above the store's version in order, so a version-4 store goes straight to 6.
  */
-export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization, v7ProviderUpstreams, v8RunErrorKind];
+export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization, v7ProviderUpstreams, v8RunErrorKind, v9SameCallIndex];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Applies every migration above the store's version, each atomically. Returns the versions applied. */

@@ -120,6 +120,20 @@ function pairWithTwin(twins: ReadonlyMap<string, TwinRow[]>, span: SpanInput): {
   return { span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } }, responseId: null, pairedWith: twin };
 }
 
+/**
+ * The twin lookup, one query per batch: the LLM spans of the rollout whose response ids the batch
+ * carries. Both halves go by index, never by walking the rollout's spans, which made a long rollout's
+ * ingest quadratic: the response ids through spans_by_response_id (`+s.sequence` keeps the planner
+ * from walking the rollout in sequence order to skip a sort), `paired` through spans_by_same_call
+ * (migration 9; `+s.span_id` drops the column's TEXT affinity, without which SQLite cannot compare
+ * through that expression index). Exported for the test that holds its query plan.
+ */
+export const TWINS_QUERY = `SELECT s.response_id, s.span_id, json_extract(s.attributes, '$."lightning.api"') IS NOT NULL AS proxied,
+  EXISTS (SELECT 1 FROM spans o WHERE o.rollout_id = s.rollout_id AND o.category = 'other'
+    AND json_extract(o.attributes, '$."lightning.same_call_as"') = +s.span_id) AS paired,
+  s.prompt_tokens, s.completion_tokens FROM spans s
+  WHERE s.rollout_id = ? AND s.response_id IN (SELECT value FROM json_each(?)) ORDER BY +s.sequence`;
+
 export class SpanRepository {
   private readonly counters: Statement<[string], { span_count: number; attempt_count: number }>;
   private readonly insert: Statement;
@@ -131,12 +145,7 @@ export class SpanRepository {
   private readonly demote: Statement;
 
   constructor(db: Database) {
-    // One query per batch: the LLM spans of the rollout whose response ids the batch carries.
-    this.twinsOf = db.prepare(`SELECT s.response_id, s.span_id, json_extract(s.attributes, '$."lightning.api"') IS NOT NULL AS proxied,
-      EXISTS (SELECT 1 FROM spans o WHERE o.rollout_id = s.rollout_id AND o.category = 'other'
-        AND json_extract(o.attributes, '$."lightning.same_call_as"') = s.span_id) AS paired,
-      s.prompt_tokens, s.completion_tokens FROM spans s
-      WHERE s.rollout_id = ? AND s.response_id IN (SELECT value FROM json_each(?)) ORDER BY s.sequence`);
+    this.twinsOf = db.prepare(TWINS_QUERY);
     this.demote = db.prepare(`UPDATE spans SET category = 'other', response_id = NULL,
       attributes = json_set(attributes, '$."lightning.same_call_as"', ?) WHERE rollout_id = ? AND span_id = ?`);
     this.counters = db.prepare('SELECT span_count, attempt_count FROM rollouts WHERE id = ?');
