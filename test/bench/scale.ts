@@ -3,7 +3,8 @@
  * * 400 trivial rollouts in worker mode (2 workers × 4) with the workers as Ray tasks on a local Ray head
  *   (`--ray`, 2 CPUs) against the same run with local workers. Needs a Python with ray: LIGHTNING_TEST_PYTHON.
  * * One policy update of the same batch (tiny model, CPU) on 2 gloo ranks under torchrun against 1 process,
- *   both through the trainer worker protocol (`lightning train --nproc-per-node 2` vs the default).
+ *   both through the trainer worker protocol (`lightning train --nproc-per-node 2` vs the default); and on 2 FSDP
+ *   ranks (`--fsdp`, torch 2: LIGHTNING_TEST_PYTHON) against 1 process and 2 replicas of the same Python.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -72,10 +73,10 @@ function batch(): Array<{ promptIds: number[]; responseIds: number[]; logprobs: 
   }));
 }
 
-async function updateSeconds(python: string, ranks: number): Promise<number> {
+async function updateSeconds(python: string, ranks: number, fsdp = false): Promise<number> {
   const worker = await TrainerWorker.start({ python, logger: silentLogger, ...(ranks > 1 ? { distributed: { nprocPerNode: ranks, nnodes: 1, rdzvEndpoint: null } } : {}) });
   try {
-    await worker.request('load', { model: { kind: 'tiny' }, adapter: { kind: 'full' }, device: 'cpu', seed: 0, threads: 1 });
+    await worker.request('load', { model: { kind: 'tiny' }, adapter: { kind: 'full' }, device: 'cpu', seed: 0, threads: 1, ...(fsdp ? { fsdp: true } : {}) });
     const transitions = batch();
     await worker.request('train', { transitions, epochs: 1, minibatch: 128 }); // warm-up
     const samples: number[] = [];
@@ -96,6 +97,17 @@ async function gloo(): Promise<void> {
     baseline: `${fmt(one * 1000)} ms, one process`,
     ratio: `${fmt(one / two, 2)}× speed-up`,
     target: 'reported (2 ranks share 2 cores with the machine)',
+    met: '—',
+  });
+  const torch2 = process.env.LIGHTNING_TEST_PYTHON;
+  if (!torch2) throw new Error('LIGHTNING_TEST_PYTHON is unset: the FSDP row needs a Python with torch 2 (trainer-daemon/python/requirements-test.txt)');
+  const [single, replicas, sharded] = [await updateSeconds(torch2, 1), await updateSeconds(torch2, 2), await updateSeconds(torch2, 2, true)];
+  rows.push({
+    metric: 'scale: the same update on 2 FSDP ranks (--fsdp, torch 2, gloo; median of 3)',
+    result: `${fmt(sharded * 1000)} ms`,
+    baseline: `${fmt(single * 1000)} ms one process, ${fmt(replicas * 1000)} ms 2 replicas`,
+    ratio: `${fmt(single / sharded, 2)}× vs 1, ${fmt(replicas / sharded, 2)}× vs replicas`,
+    target: 'reported (FSDP trades all-gathers for memory; on CPU it is not faster)',
     met: '—',
   });
 }

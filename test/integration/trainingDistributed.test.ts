@@ -80,3 +80,42 @@ test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails
   const list = await runCli(['train', '--list', '--store', storeFile]);
   assert.match(list.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+3\\s+\\S+\\s+\\S+\\s+torchrun 2 ranks`));
 });
+
+test('train --nproc-per-node 2 --fsdp: a GRPO run on 2 sharded ranks (torch 2); refused on torch 1.13 naming the version needed', async (t) => {
+  const python = process.env.LIGHTNING_TEST_PYTHON;
+  assert.ok(python, 'LIGHTNING_TEST_PYTHON is unset: point it at a Python with trainer-daemon/python/requirements-test.txt installed (torch 2)');
+  const cwd = tempDir(t);
+  const storeFile = path.join(cwd, '.lightning', 'store.db');
+  fs.mkdirSync(path.dirname(storeFile), { recursive: true });
+  const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(async () => {
+    client.dispose();
+    await daemon.stop();
+  });
+  await client.request('importDataset', { name: 'tools', tasks: toolsTasks(8, 4) });
+  const configOf = (interpreter: string) => GrpoConfig.parse({
+    model: { kind: 'tiny', config: { dModel: 48, layers: 2, heads: 4, context: 64 } },
+    dataset: 'tools', iterations: 2, samples: 4, tasksPerIteration: 4, agentMode: 'worker', workers: 1, perWorker: 16, evalEvery: 10,
+    device: 'cpu', python: interpreter, distributed: { nprocPerNode: 2, fsdp: true },
+    command: { argv: [process.execPath, AGENT], cwd },
+  });
+  const ended = (id: string) => waitFor(async () => {
+    const detail = await client.request('getTrainingRun', { id });
+    return detail.run.status === 'running' ? undefined : detail;
+  }, 'the run to end', 200_000);
+
+  const old = await client.request('startTraining', { config: configOf('/usr/bin/python3') });
+  const refused = await ended(old.id);
+  assert.equal(refused.run.status, 'failed');
+  assert.match(refused.run.error ?? '', /FSDP \(--fsdp\) needs torch 2\.6 or later .*this worker's torch is 1\.13/);
+
+  const run = await client.request('startTraining', { config: configOf(python) });
+  const done = await ended(run.id);
+  assert.equal(done.run.status, 'succeeded', done.run.error ?? '');
+  assert.deepEqual(done.checkpoints.map((c) => c.step), [1, 2]);
+  assert.ok(done.checkpoints.every((c) => c.metrics.worldSize === 2), JSON.stringify(done.checkpoints.map((c) => c.metrics)));
+  assert.deepEqual(fs.readdirSync(done.checkpoints.at(-1)!.path).sort(), ['config.json', 'metrics.json', 'optimizer.pt', 'trainable.pt']);
+  const list = await runCli(['train', '--list', '--store', storeFile]);
+  assert.match(list.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+2\\s+\\S+\\s+\\S+\\s+torchrun 2 ranks \\(FSDP\\)`));
+});

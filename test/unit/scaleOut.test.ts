@@ -4,6 +4,7 @@ import { describe, it } from 'node:test';
 import { GrpoConfig, runPlacement } from '../../trainer-daemon/protocol';
 import { isLoopbackHost } from '../../trainer-daemon/server/http';
 import { otherNodeCommand, torchrunArgs, torchrunFailures } from '../../trainer-daemon/training/torchrun';
+import { grpoConfigFromFlags } from '../../trainer-daemon/cli/commands/trainGrpo';
 import { runSubject } from '../../webview/trainingRunFormat';
 
 const base = { model: { kind: 'tiny' }, dataset: 'd', command: { argv: ['node', 'a.js'], cwd: '/w' } } as const;
@@ -16,6 +17,15 @@ describe('scale-out', () => {
     assert.equal(runPlacement(both), 'torchrun 2×4 ranks via 10.0.0.5:29500, agents on Ray 10.0.0.7:6379');
     const run = { id: 'r', algorithm: 'grpo' as const, config: both, status: 'running' as const, createdAt: 1, startedAt: 1, endedAt: null, error: null, errorKind: null, cancelRequested: false, result: null };
     assert.equal(runSubject(run), 'tiny · d · torchrun 2×4 ranks via 10.0.0.5:29500, agents on Ray 10.0.0.7:6379');
+  });
+
+  it('shards with --fsdp under --nproc-per-node only, and says so where the run is listed', () => {
+    const flags = { algorithm: 'grpo' as const, model: 'tiny', dataset: 'd', store: '/w/.lightning/store.db' };
+    assert.throws(() => grpoConfigFromFlags({ ...flags, fsdp: true }, ['node', 'a.js'], '/w'), /--fsdp shards the policy across torchrun ranks: it goes with --nproc-per-node N/);
+    const sharded = grpoConfigFromFlags({ ...flags, fsdp: true, nprocPerNode: '2' }, ['node', 'a.js'], '/w');
+    assert.deepEqual(sharded.distributed, { nprocPerNode: 2, nnodes: 1, rdzvEndpoint: null, fsdp: true });
+    assert.equal(runPlacement(sharded), 'torchrun 2 ranks (FSDP)');
+    assert.equal(grpoConfigFromFlags({ ...flags, nprocPerNode: '2' }, ['node', 'a.js'], '/w').distributed?.fsdp, false);
   });
 
   it('refuses several machines without an endpoint, and a malformed endpoint, naming the field', () => {

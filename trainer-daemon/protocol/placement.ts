@@ -6,13 +6,13 @@
 import { assertNever } from './assert';
 import type { GrpoConfig, TrainingRun } from './training';
 
-/** `local`, `torchrun 2 ranks`, `torchrun 2×4 ranks via 10.0.0.5:29500`, `agents on Ray 10.0.0.5:6379`, joined by `, `. */
+/** `local`, `torchrun 2 ranks`, `torchrun 2 ranks (FSDP)`, `torchrun 2×4 ranks via 10.0.0.5:29500`, `agents on Ray 10.0.0.5:6379`, joined by `, `. */
 export function runPlacement(config: Pick<GrpoConfig, 'distributed' | 'ray'>): string {
   const parts: string[] = [];
   const { distributed, ray } = config;
   if (distributed) {
-    const { nprocPerNode, nnodes, rdzvEndpoint } = distributed;
-    parts.push(`torchrun ${nnodes > 1 ? `${nnodes}×${nprocPerNode}` : nprocPerNode} ranks${rdzvEndpoint !== null ? ` via ${rdzvEndpoint}` : ''}`);
+    const { nprocPerNode, nnodes, rdzvEndpoint, fsdp } = distributed;
+    parts.push(`torchrun ${nnodes > 1 ? `${nnodes}×${nprocPerNode}` : nprocPerNode} ranks${fsdp ? ' (FSDP)' : ''}${rdzvEndpoint !== null ? ` via ${rdzvEndpoint}` : ''}`);
   }
   if (ray) parts.push(`agents on Ray ${ray.address}`);
   return parts.length ? parts.join(', ') : 'local';

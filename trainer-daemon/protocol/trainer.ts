@@ -91,6 +91,8 @@ export const LoadParams = z.object({
   checkpoint: z.string().optional(),
   /** torch threads (one is fastest on small CPUs). */
   threads: z.number().int().positive().optional(),
+  /** Under torchrun only: shard the policy across the ranks (FSDP2) instead of replicating it (PROTOCOL.md). */
+  fsdp: z.boolean().optional(),
 }).refine((p) => p.checkpoint !== undefined || (p.model !== undefined && p.adapter !== undefined), { message: 'model and adapter are required without a checkpoint' });
 export type LoadParams = z.infer<typeof LoadParams>;
 export const LoadResult = z.object({ parameters: z.number(), trainable: z.number(), device: z.string(), dtype: z.string(), step: z.number().int(), modelName: z.string() });

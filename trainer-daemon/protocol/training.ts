@@ -103,6 +103,11 @@ export const GrpoConfig = z.strictObject({
   distributed: z
     .strictObject({
       nprocPerNode: z.number().int().min(1).max(64),
+      /**
+       * Shard the policy's parameters, gradients and optimizer state across the ranks (FSDP2, torch ≥ 2.6;
+       * python/lightning_trainer/fsdp.py) instead of a full replica per rank; rank 0 serves a gathered copy.
+       */
+      fsdp: z.boolean().default(false),
       nnodes: z.number().int().min(1).max(1024).default(1),
       rdzvEndpoint: z.string().regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'rdzvEndpoint must be HOST:PORT, e.g. 10.0.0.5:29500').nullable().default(null),
     })

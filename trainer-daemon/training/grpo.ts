@@ -223,7 +223,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   try {
     const last = ctx.store.checkpoints(runId).at(-1);
     const adapter = config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
-    const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(config.device === 'cuda' ? {} : { threads: 1 }), ...(last ? { checkpoint: last.path } : {}) });
+    const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(config.device === 'cuda' ? {} : { threads: 1 }), ...(last ? { checkpoint: last.path } : {}), ...(config.distributed?.fsdp ? { fsdp: true } : {}) });
     ctx.logger.info('policy loaded', { runId, ...loaded });
     const { url } = await worker.request('serve', {});
     // Validation is greedy where the worker serves a /greedy prefix (temperature 0 whatever the agent asks).

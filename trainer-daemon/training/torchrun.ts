@@ -5,7 +5,8 @@
  */
 import type { GrpoConfig } from '../protocol';
 
-export type DistributedSpec = NonNullable<GrpoConfig['distributed']>;
+/** What starts the ranks (FSDP is the `load` request's, not torchrun's). */
+export type DistributedSpec = Pick<NonNullable<GrpoConfig['distributed']>, 'nprocPerNode' | 'nnodes' | 'rdzvEndpoint'>;
 
 /** Arguments after the Python executable: `-m lightning_trainer.torchrun …torchrun flags… -m lightning_trainer.ddp_worker`. */
 export function torchrunArgs(spec: DistributedSpec): string[] {

@@ -22,7 +22,7 @@ const OWN: Record<Algorithm, Record<string, string>> = {
     model: '--model', fromConfig: '--from-config', lora: '--lora', iterations: '--iterations', samples: '--samples', tasksPerIteration: '--tasks-per-iteration',
     lr: '--lr', workers: '--workers', agentMode: '--agent-mode', perWorker: '--per-worker', evalEvery: '--eval-every', warmStart: '--warm-start',
     warmStartSteps: '--warm-start-steps', warmStartUntil: '--warm-start-until', klCoef: '--kl-coef', lossType: '--loss-type', clip: '--clip', clipHigh: '--clip-high', scaleRewards: '--scale-rewards', device: '--device', python: '--python', resume: '--resume',
-    nprocPerNode: '--nproc-per-node', nnodes: '--nnodes', rdzvEndpoint: '--rdzv-endpoint', ray: '--ray', rayPython: '--ray-python', rayWorkingDir: '--ray-working-dir',
+    nprocPerNode: '--nproc-per-node', fsdp: '--fsdp', nnodes: '--nnodes', rdzvEndpoint: '--rdzv-endpoint', ray: '--ray', rayPython: '--ray-python', rayWorkingDir: '--ray-working-dir',
   },
   apo: {
     resource: '--resource', beam: '--beam', branch: '--branch', rounds: '--rounds', gradientBatch: '--gradient-batch', valBatch: '--val-batch',
@@ -93,6 +93,7 @@ export function registerTrain(program: Command): void {
     .addOption(new Option('--device <device>', 'grpo: where the policy runs (default auto)').choices(['auto', 'cpu', 'cuda']))
     .option('--python <path>', 'grpo: the Python that runs the trainer (default: see `lightning doctor`)')
     .option('--nproc-per-node <n>', 'grpo: data-parallel updates on n processes of this machine (one per GPU) under torchrun; rank 0 serves and saves (README, "Scale out")')
+    .option('--fsdp', 'grpo, with --nproc-per-node: shard parameters, gradients and optimizer state across the ranks (FSDP2, torch ≥ 2.6) instead of a full replica per rank, for a model too large to train on one device; rank 0 serves a gathered copy')
     .option('--nnodes <m>', 'grpo, with --nproc-per-node: m machines in all; start the others with the command this prints (needs --rdzv-endpoint)')
     .option('--rdzv-endpoint <host:port>', "grpo, with --nnodes: this machine's address and a free port, where the other nodes' ranks connect")
     .option('--resume <run>', 'grpo: continue a cancelled or failed run from its last checkpoint')

@@ -45,6 +45,7 @@ export interface GrpoFlags extends GlobalOptions {
   resume?: string;
   rewards?: string;
   nprocPerNode?: string;
+  fsdp?: boolean;
   nnodes?: string;
   rdzvEndpoint?: string;
   ray?: string;
@@ -57,7 +58,7 @@ const FLAGS: Record<string, string> = {
   model: '--model', dataset: '--dataset', valDataset: '--val', iterations: '--iterations', samples: '--samples', tasksPerIteration: '--tasks-per-iteration',
   lr: '--lr', workers: '--workers', perWorker: '--per-worker', evalEvery: '--eval-every', seed: '--seed', timeoutSeconds: '--timeout',
   warmStart: '--warm-start', klCoef: '--kl-coef', lossType: '--loss-type', clip: '--clip', clipHigh: '--clip-high', scaleRewards: '--scale-rewards', command: 'the agent command (after --)', rewardsFile: '--rewards',
-  distributed: '--nproc-per-node / --nnodes / --rdzv-endpoint', ray: '--ray',
+  distributed: '--nproc-per-node / --nnodes / --rdzv-endpoint / --fsdp', ray: '--ray',
 };
 
 function numberFlag(value: string | undefined, flag: string): number | undefined {
@@ -67,13 +68,14 @@ function numberFlag(value: string | undefined, flag: string): number | undefined
   return n;
 }
 
-/** `--nproc-per-node N [--nnodes M --rdzv-endpoint HOST:PORT]`, null without them. */
+/** `--nproc-per-node N [--nnodes M --rdzv-endpoint HOST:PORT] [--fsdp]`, null without them. */
 function distributedFromFlags(options: GrpoFlags): GrpoConfigInput['distributed'] {
   if (options.nprocPerNode === undefined) {
+    if (options.fsdp) throw new InvalidInputError('--fsdp shards the policy across torchrun ranks: it goes with --nproc-per-node N (N ≥ 2)');
     if (options.nnodes !== undefined || options.rdzvEndpoint !== undefined) throw new InvalidInputError('--nnodes and --rdzv-endpoint go with --nproc-per-node (ranks per machine)');
     return null;
   }
-  return { nprocPerNode: numberFlag(options.nprocPerNode, '--nproc-per-node')!, nnodes: numberFlag(options.nnodes, '--nnodes'), rdzvEndpoint: options.rdzvEndpoint ?? null };
+  return { nprocPerNode: numberFlag(options.nprocPerNode, '--nproc-per-node')!, nnodes: numberFlag(options.nnodes, '--nnodes'), rdzvEndpoint: options.rdzvEndpoint ?? null, fsdp: options.fsdp === true };
 }
 
 /** The run's config from the flags, checked by the protocol schema (errors name the flag). */

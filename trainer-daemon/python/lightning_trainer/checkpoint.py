@@ -22,13 +22,19 @@ def _dir_bytes(path: Path) -> int:
 
 
 def save(path: str, policy: Policy, optimizer: torch.optim.Optimizer, config: dict, metrics: dict) -> dict:
+    weights = {n: p.detach().cpu() for n, p in policy.trainable().items()}
+    return write(path, weights, optimizer.state_dict(), config, metrics)
+
+
+def write(path: str, weights: dict, optimizer_state: dict, config: dict, metrics: dict) -> dict:
+    """The checkpoint folder from its parts (FSDP gathers them from the ranks first: fsdp.py)."""
     target = Path(path).resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
-        torch.save({n: p.detach().cpu() for n, p in policy.trainable().items()}, tmp / "trainable.pt")
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+        torch.save(weights, tmp / "trainable.pt")
+        torch.save(optimizer_state, tmp / "optimizer.pt")
         (tmp / "config.json").write_text(json.dumps(config, indent=2))
         (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2))
         if target.exists():
@@ -53,6 +59,17 @@ def read_config(path: str) -> dict:
 
 def restore(path: str, policy: Policy, optimizer: torch.optim.Optimizer) -> int:
     """Load weights and optimizer state into an already built policy; returns the checkpoint's step."""
+    step = restore_weights(path, policy)
+    optimizer.load_state_dict(read_optimizer(path, policy.device))
+    return step
+
+
+def read_optimizer(path: str, device: torch.device) -> dict:
+    return torch.load(Path(path) / "optimizer.pt", map_location=device)
+
+
+def restore_weights(path: str, policy: Policy) -> int:
+    """The checkpoint's trainable weights into a built (unsharded) policy; returns the checkpoint's step."""
     weights = torch.load(Path(path) / "trainable.pt", map_location=policy.device)
     trainable = policy.trainable()
     if set(weights) != set(trainable):
@@ -61,5 +78,4 @@ def restore(path: str, policy: Policy, optimizer: torch.optim.Optimizer) -> int:
     with torch.no_grad():
         for name, value in weights.items():
             trainable[name].copy_(value)
-    optimizer.load_state_dict(torch.load(Path(path) / "optimizer.pt", map_location=policy.device))
     return int(read_config(path).get("step", 0))

@@ -11,6 +11,8 @@ policy. `train` runs on every rank over its shard of the transitions, gradients 
 holds the batch; otherwise minibatches are drawn per rank). `serve`, `save` and `tokenize` run on rank 0 only:
 serving needs one copy (the weights are the same everywhere after each update) and a checkpoint is written once.
 `load` and `sft` run on every rank with the same seed and data (deterministic, so the replicas stay equal).
+With `load {fsdp: true}` the policy is sharded across the ranks instead of replicated (fsdp.py): every forward is
+then collective, rank 0 serves from a full copy gathered after each update, and `save` gathers before rank 0 writes.
 
 A failure inside a collective step on any rank ends that rank (exit 1), and torchrun then stops the others: the
 daemon sees the worker crash, with torchrun's summary naming the rank and the host that failed.
@@ -28,11 +30,12 @@ from typing import Iterator, TextIO
 import torch
 import torch.distributed as dist
 
-from . import PROTOCOL_VERSION
+from . import PROTOCOL_VERSION, checkpoint, fsdp
 from .distributed import AllReduce, init_process_group
 from .environment import describe
-from .params import TrainParams
-from .session import Session
+from .params import LoadParams, SaveParams, SftParams, TrainParams
+from .session import Session, StateError, pick_device, with_checkpoint_config
+from .train import supervised, unchanged_on_error
 from .worker import Output, serve_stdio
 
 
@@ -53,6 +56,41 @@ class DistributedSession(Session):
     def __init__(self, emit, rank: int, world: int):
         super().__init__(emit)
         self.rank, self.world = rank, world
+        self.sharded = False
+        self.serving = None  # under FSDP: rank 0's full copy of the sharded policy
+
+    @property
+    def serving_policy(self):
+        return self.serving if self.sharded else self.policy
+
+    def load(self, params: LoadParams) -> dict:
+        if not params.fsdp:
+            self.sharded, self.serving = False, None
+            return super().load(params)
+        reason = fsdp.unsupported()
+        if reason:
+            raise StateError(reason)
+        params = with_checkpoint_config(params)
+        device = pick_device(params.device)
+        if device.type == "cpu":
+            torch.set_num_threads(params.threads or 1)
+        with self.lock:
+            loaded = fsdp.load(params, device, self.rank, self.world)
+            self.policy, self.optimizer, self.serving = loaded.policy, loaded.optimizer, loaded.serving
+            self.load_params, self.step, self.sharded = params, loaded.step, True
+        return loaded.result
+
+    def sft(self, params: SftParams) -> dict:
+        if not self.sharded:
+            return super().sft(params)
+        fsdp.check_sft(params)
+        policy = self._loaded()
+        with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
+            result = supervised(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
+            if not policy.lora:
+                fsdp.refresh_reference(policy)
+            fsdp.sync_serving(policy, self.serving)
+        return result
 
     def train(self, params: TrainParams, reducer=None) -> dict:
         # Only dapo (token-mean over the whole batch) is blind to the zero-mask padding that evens out the shards.
@@ -60,11 +98,17 @@ class DistributedSession(Session):
             raise ValueError(f"lossType {params.loss_type} on {self.world} ranks needs a transition count that is a "
                              f"multiple of {self.world} (got {len(params.transitions)}); use dapo")
         tokens = sum(len(t.response_ids) for t in params.transitions)
-        params.transitions = padded_shard(params.transitions, self.rank, self.world)
-        params.minibatch = max(1, -(-params.minibatch // self.world))
-        reducer = AllReduce(self._loaded().device)
+        device = self._loaded().device
+        reducer = fsdp.ShardedReduce(device, self.world) if self.sharded else AllReduce(device)
         try:
+            if self.sharded:
+                fsdp.fill_behaviour_logprobs(self.policy, params.transitions, params.micro_batch, self.rank, self.world)
+            params.transitions = padded_shard(params.transitions, self.rank, self.world)
+            params.minibatch = max(1, -(-params.minibatch // self.world))
             result = self._global_stats(super().train(params, reducer=reducer), params.transitions, reducer)
+            if self.sharded:
+                with self.lock:
+                    fsdp.sync_serving(self.policy, self.serving)
         except Exception:
             # The other ranks wait in an all-reduce this rank will never join: end it, torchrun stops the rest.
             sys.stderr.write(f"rank {self.rank} on {socket.gethostname()} failed during train:\n{traceback.format_exc()}")
@@ -88,8 +132,14 @@ class DistributedSession(Session):
     def serve(self, params):
         return super().serve(params) if self.rank == 0 else {}
 
-    def save(self, params):
-        return super().save(params) if self.rank == 0 else {}
+    def save(self, params: SaveParams) -> dict:
+        if not self.sharded:
+            return super().save(params) if self.rank == 0 else {}
+        with self.lock:
+            weights, state = fsdp.gather_checkpoint(self._loaded(), self.optimizer)
+            if self.rank != 0:
+                return {}
+            return checkpoint.write(params.dir, weights, state, self._checkpoint_config(), params.metrics)
 
     def tokenize(self, params):
         return super().tokenize(params) if self.rank == 0 else {}

@@ -68,6 +68,8 @@ class LoadParams:
     seed: int = 0
     checkpoint: Optional[str] = None
     threads: Optional[int] = None
+    # Under torchrun only: shard parameters, gradients and optimizer state across the ranks (FSDP2, fsdp.py).
+    fsdp: bool = False
 
     def check(self, path: str) -> None:
         require(self.checkpoint is not None or (self.model is not None and self.adapter is not None),

@@ -102,7 +102,7 @@ class Batcher:
             settings = [s for job in batch for s in job.settings]
             try:
                 with self.session.lock:
-                    outputs = generate(self.session.policy, prompts, settings)
+                    outputs = generate(self.session.serving_policy, prompts, settings)
             except BaseException as error:  # reported to every request of the batch as HTTP 500
                 for job in batch:
                     job.error = error
@@ -158,7 +158,7 @@ class Completions:
 
     @property
     def policy(self):
-        return self.session.policy
+        return self.session.serving_policy
 
     def _sampling(self, body: dict, prompt: list[int]) -> list[Sampling]:
         context = self.policy.context

@@ -48,6 +48,16 @@ def build_policy(params: LoadParams, device: torch.device) -> Policy:
     return HfPolicy(params.model, params.adapter, device)
 
 
+def with_checkpoint_config(params: LoadParams) -> LoadParams:
+    """`load {checkpoint}` without model or adapter: both (and the optimizer) from the checkpoint's config.json."""
+    if params.checkpoint and (params.model is None or params.adapter is None):
+        saved = parse(LoadParams, {k: v for k, v in checkpoint.read_config(params.checkpoint).items()
+                                   if k in ("model", "adapter", "optimizer")})
+        params = dataclasses.replace(params, model=params.model or saved.model,
+                                     adapter=params.adapter or saved.adapter, optimizer=saved.optimizer)
+    return params
+
+
 class Session:
     def __init__(self, emit: Callable[[dict], None]):
         self.emit = emit
@@ -63,12 +73,16 @@ class Session:
             raise StateError("no model is loaded: call `load` first")
         return self.policy
 
+    @property
+    def serving_policy(self) -> Policy:
+        """The copy the HTTP endpoint generates with (under FSDP, rank 0's full copy of the sharded policy)."""
+        return self.policy
+
     def load(self, params: LoadParams) -> dict:
-        if params.checkpoint and (params.model is None or params.adapter is None):
-            saved = parse(LoadParams, {k: v for k, v in checkpoint.read_config(params.checkpoint).items()
-                                       if k in ("model", "adapter", "optimizer")})
-            params = dataclasses.replace(params, model=params.model or saved.model,
-                                         adapter=params.adapter or saved.adapter, optimizer=saved.optimizer)
+        if params.fsdp:
+            raise StateError("params.fsdp shards the policy across torchrun ranks: it needs the torchrun worker "
+                             "(lightning train --nproc-per-node N --fsdp), not the one-process worker")
+        params = with_checkpoint_config(params)
         device = pick_device(params.device)
         if device.type == "cpu":
             torch.set_num_threads(params.threads or 1)  # recipes: 1 thread (+ OpenBLAS's own 2) is fastest on CPU
@@ -120,10 +134,12 @@ class Session:
 
     def save(self, params: SaveParams) -> dict:
         policy = self._loaded()
-        config = {"protocol": 1, **_wire(self.load_params), "checkpoint": None, "step": self.step,
-                  "modelName": policy.name}
         with self.lock:
-            return checkpoint.save(params.dir, policy, self.optimizer, config, params.metrics)
+            return checkpoint.save(params.dir, policy, self.optimizer, self._checkpoint_config(), params.metrics)
+
+    def _checkpoint_config(self) -> dict:
+        return {"protocol": 1, **_wire(self.load_params), "checkpoint": None, "step": self.step,
+                "modelName": self._loaded().name}
 
     def tokenize(self, params: TokenizeParams) -> dict:
         policy = self._loaded()

@@ -154,7 +154,9 @@ class Reducer(Protocol):
 def checked_step(optimizer: torch.optim.Optimizer, trainable: list[torch.nn.Parameter], grad_clip: float, loss: float,
                  where: str) -> float:
     """Clip and apply one step; a NaN/inf loss or gradient norm raises NonFiniteError instead (nothing applied)."""
-    norm = float(torch.nn.utils.clip_grad_norm_(trainable, grad_clip if grad_clip > 0 else math.inf))
+    total = torch.nn.utils.clip_grad_norm_(trainable, grad_clip if grad_clip > 0 else math.inf)
+    # Sharded gradients (FSDP): the norm is a DTensor, reduced over the ranks only when asked for the whole of it.
+    norm = float(total.full_tensor() if hasattr(total, "full_tensor") else total)
     if not (math.isfinite(loss) and math.isfinite(norm)):
         optimizer.zero_grad(set_to_none=True)
         raise NonFiniteError(f"non-finite update at {where} (loss {loss}, gradient norm {norm}): not applied, the "

@@ -19,10 +19,10 @@ from test_train import sampled_transitions
 class DdpWorker:
     """`python -m lightning_trainer.torchrun --standalone --nproc_per_node 2 -m lightning_trainer.ddp_worker`."""
 
-    def __init__(self, log_path, nproc=2):
+    def __init__(self, log_path, nproc=2, python=sys.executable):
         self.log_path = log_path
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "lightning_trainer.torchrun", "--standalone", "--nproc_per_node", str(nproc),
+            [python, "-m", "lightning_trainer.torchrun", "--standalone", "--nproc_per_node", str(nproc),
              "-m", "lightning_trainer.ddp_worker"],
             env={**worker_env(), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True, bufsize=1)
@@ -42,15 +42,24 @@ class DdpWorker:
                                              "params": params or {}}) + "\n")
         return self.next_id
 
-    def call(self, method: str, params=None) -> dict:
+    def response(self, method: str, params=None) -> dict:
         request = self.send(method, params)
         while True:
             message = self.line()
             assert message is not None, f"worker exited: {self.stderr()[-3000:]}"
             if message["type"] == "response":
                 assert message["id"] == request
-                assert "error" not in message, message["error"]
-                return message["result"]
+                return message
+
+    def call(self, method: str, params=None) -> dict:
+        message = self.response(method, params)
+        assert "error" not in message, message["error"]
+        return message["result"]
+
+    def call_error(self, method: str, params=None) -> dict:
+        message = self.response(method, params)
+        assert "error" in message, message
+        return message["error"]
 
     def close(self):
         if self.process.poll() is None:
