@@ -94,7 +94,8 @@ async function setUp(t: Parameters<typeof tempDir>[0], tasks: object[]): Promise
 
 function events(cwd: string): Event[] {
   const file = path.join(cwd, 'events');
-  return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line) as Event) : [];
+  // Only whole lines: a worker may have created the file, or begun its line, but not written it yet.
+  return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').slice(0, -1).map((line) => JSON.parse(line) as Event) : [];
 }
 
 function workerPids(cwd: string): number[] {
