@@ -211,7 +211,7 @@ export class Daemon {
           // Re-read inside the write: a runner may have finished it meanwhile.
           const now = this.store.getRollout(id);
           if (now.status !== 'running' || now.updatedAt >= since) return;
-          this.store.transitionRollout({ id, to: 'failed', error: ORPHANED_ERROR });
+          this.store.transitionRollout({ id, to: 'failed', error: ORPHANED_ERROR, exitCode: null });
         })
         .catch((error: unknown) => this.logger.warn('could not fail an orphaned rollout', { rolloutId: id, error: errorMessage(error) }));
     }

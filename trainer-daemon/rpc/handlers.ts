@@ -59,7 +59,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       const baseUrl = agentBaseUrl?.();
       if (!baseUrl) throw new ConflictError('agent runs need a running daemon to serve their LLM calls; start one with `lightning serve`');
       return write(() => {
-        const { rollout, key } = store.startAgentRun(params, { upstream, tokenIds, providerUpstreams }, rolloutId === undefined ? undefined : store.resolveRolloutId(rolloutId));
+        const { rollout, key } = store.startAgentRun(rolloutId === undefined ? params : store.resolveRolloutId(rolloutId), { upstream, tokenIds, providerUpstreams });
         return { rollout, url: `${baseUrl}/r/${key}` };
       });
     },
