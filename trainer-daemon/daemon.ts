@@ -24,6 +24,7 @@ import type { UpstreamConfig } from './capture/proxy';
 import { registerSecretValue } from './protocol/secrets';
 import { Store } from './store/store';
 import { TrainingManager } from './training/manager';
+import { TrainingService } from './training/service';
 import { PolicyServing } from './training/policyServing';
 import { VERSION } from './version';
 
@@ -146,11 +147,12 @@ export class Daemon {
       // The RPC server that broadcasts is made from the handlers: they reach it through this binding.
       let broadcast: Broadcast | undefined;
       const workerBatches = new WorkerBatches({ store, writes, logger: logger.child('runner'), baseUrl: () => baseUrl! });
-      // Training loops run their rollouts through the same handler table, in-process, and follow worker batches on the queue itself.
-      const training = new TrainingManager(store, { request: (name, params) => invoke(handlers, name, params) }, workerBatches, logger.child('training'));
+      // Training loops read and write through one service (the handlers serve tasks and checkpoints through it too); their agents run through the same handler table, in-process, and follow worker batches on the queue itself.
+      const trainingService = new TrainingService(store, writes);
+      const training = new TrainingManager(trainingService, { request: (name, params) => invoke(handlers, name, params) }, workerBatches, logger.child('training'));
       const policy = new PolicyServing(store, logger.child('policy'));
       const handlers: Handlers = createHandlers({
-        store, writes, info: () => info, agentBaseUrl: () => baseUrl, scoreJobs, notify: (name, params) => broadcast?.(name, params), workerBatches, training, policy,
+        store, writes, info: () => info, agentBaseUrl: () => baseUrl, scoreJobs, notify: (name, params) => broadcast?.(name, params), workerBatches, training, trainingService, policy,
       });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       broadcast = rpc.broadcast;
@@ -211,7 +213,7 @@ export class Daemon {
           // Re-read inside the write: a runner may have finished it meanwhile.
           const now = this.store.getRollout(id);
           if (now.status !== 'running' || now.updatedAt >= since) return;
-          this.store.transitionRollout({ id, to: 'failed', error: ORPHANED_ERROR });
+          this.store.transitionRollout({ id, to: 'failed', error: ORPHANED_ERROR, exitCode: null });
         })
         .catch((error: unknown) => this.logger.warn('could not fail an orphaned rollout', { rolloutId: id, error: errorMessage(error) }));
     }

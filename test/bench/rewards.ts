@@ -19,16 +19,17 @@ import { toScoringTrajectory } from '../../trainer-daemon/rewards/trajectory';
 import { Store } from '../../trainer-daemon/store/store';
 import { recordRollout } from '../helpers/rewards';
 import { fmt, rows } from './table';
+import { parsed } from '../helpers/params';
 
 const ROLLOUTS = 100_000;
 const TASKS = 1_000;
 const MODEL = path.join(__dirname, '..', 'fixtures', 'reward-model');
 
 function seed(store: Store, rollouts = ROLLOUTS): void {
-  const datasetId = store.importDataset({
+  const datasetId = store.importDataset(parsed('importDataset', {
     name: 'arith',
     tasks: Array.from({ length: TASKS }, (_, i) => ({ id: `t${i}`, split: 'train' as const, input: `${i} + ${i}`, expected: 2 * i })),
-  }).id;
+  })).id;
   store.runGrouped([
     () => {
       for (let r = 0; r < rollouts; r += 1) {

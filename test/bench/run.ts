@@ -25,6 +25,7 @@ import { bundleBenchmark } from './bundle';
 import { editorBenchmark } from './editor';
 import { packagingBenchmark } from './packaging';
 import { scaleBenchmark } from './scale';
+import { parsed } from '../helpers/params';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -41,7 +42,7 @@ async function spanIngest(): Promise<void> {
   const samples = Array.from({ length: total }, () => llmSpan());
 
   const baseline = freshStore('ingest-baseline');
-  const baseRollout = baseline.createRollout({}).id;
+  const baseRollout = baseline.createRollout(parsed('createRollout', {})).id;
   const insert = baseline.db.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind,
     category, start_ms, end_ms, status_code, status_message, attributes, events, prompt_tokens, completion_tokens)
     VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
@@ -57,7 +58,7 @@ async function spanIngest(): Promise<void> {
 
   const store = freshStore('ingest');
   const writes = new WriteQueue(store, silentLogger);
-  const ids = Array.from({ length: rollouts }, () => store.createRollout({}).id);
+  const ids = Array.from({ length: rollouts }, () => store.createRollout(parsed('createRollout', {})).id);
   started = performance.now();
   const pending: Array<Promise<unknown>> = [];
   for (let w = 0; w < writesPerRollout; w += 1) {
@@ -115,11 +116,11 @@ async function lifecycle(): Promise<void> {
   const store = freshStore('lifecycle');
   started = performance.now();
   for (let i = 0; i < count; i += 1) {
-    const { id } = store.createRollout({ label: 'bench' });
-    store.transitionRollout({ id, to: 'running' });
+    const { id } = store.createRollout(parsed('createRollout', { label: 'bench' }));
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
     store.addSpans({ rolloutId: id, spans: spans[i]! });
-    store.addReward({ rolloutId: id, value: 1, source: 'agent' });
-    store.transitionRollout({ id, to: 'succeeded' });
+    store.addReward(parsed('addReward', { rolloutId: id, value: 1, source: 'agent' }));
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }));
   }
   const rate = count / ((performance.now() - started) / 1000);
   store.close();
@@ -138,11 +139,11 @@ async function lifecycle(): Promise<void> {
   const worker = async (): Promise<void> => {
     while (next < count) {
       const i = next++;
-      const { id } = await writes.submit(() => grouped.createRollout({ label: 'bench' }));
-      await writes.submit(() => grouped.transitionRollout({ id, to: 'running' }));
+      const { id } = await writes.submit(() => grouped.createRollout(parsed('createRollout', { label: 'bench' })));
+      await writes.submit(() => grouped.transitionRollout(parsed('transitionRollout', { id, to: 'running' })));
       await writes.submitSpans(id, spans[i]!);
-      await writes.submit(() => grouped.addReward({ rolloutId: id, value: 1, source: 'agent' }));
-      await writes.submit(() => grouped.transitionRollout({ id, to: 'succeeded' }));
+      await writes.submit(() => grouped.addReward(parsed('addReward', { rolloutId: id, value: 1, source: 'agent' })));
+      await writes.submit(() => grouped.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' })));
     }
   };
   started = performance.now();

@@ -8,6 +8,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { REPO_ROOT, runCli } from './daemon';
 import { startScriptedUpstream, type ChatScript, type ScriptedUpstream } from './scriptedUpstream';
 import { tempDir } from './tmp';
+import { parsed } from './params';
 
 /**
  * The task: add two numbers. The scripted model answers sums under ten in words ("five", which the
@@ -87,7 +88,7 @@ export function storeOf(cwd: string): Store {
 }
 
 export function allRollouts(store: Store, mode: 'train' | 'val' | 'optimizer') {
-  return store.listRollouts({ mode, limit: 500 }).items;
+  return store.listRollouts(parsed('listRollouts', { mode, limit: 500 })).items;
 }
 
 

@@ -9,6 +9,7 @@ import { createLogger } from '../../trainer-daemon/log';
 import { Store } from '../../trainer-daemon/store/store';
 import { TrainerWorker } from '../../trainer-daemon/training/worker';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
+import { parsed } from './params';
 
 const PYTHON = '/usr/bin/python3';
 const TINY = { kind: 'tiny' as const, config: { dModel: 32, layers: 1, heads: 2, context: 96 } };
@@ -39,7 +40,7 @@ export async function storeWithCheckpoints(cwd: string, agent: readonly string[]
       store.recordTrainingStep(run.id, 2, {}, { dir: dirs[1]!, metrics: { 'reward/mean': 0.5 } }),
       store.recordTrainingStep(run.id, 3, {}, { dir: path.join(cwd, 'ckpt', 'gone'), metrics: {} }),
     ];
-    store.importDataset({ name: 'tools', tasks: toolsTasks(2, 0) });
+    store.importDataset(parsed('importDataset', { name: 'tools', tasks: toolsTasks(2, 0) }));
     return { storeFile, runId: run.id, ids: [a!.id, b!.id], missing: missing!.id };
   } finally {
     store.close();

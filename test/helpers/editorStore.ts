@@ -9,6 +9,7 @@ import { grpoIterationBatchId } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { storeWithCheckpoints } from './checkpoints';
 import { agentRollout, type AgentRolloutOptions } from './editorFixtures';
+import { parsed } from './params';
 
 export interface EditorStore {
   readonly storeFile: string;
@@ -34,13 +35,13 @@ export async function editorStore(workspace: string): Promise<EditorStore> {
   try {
     let idBase = 0;
     const rollout = (label: string, steps: number, options: AgentRolloutOptions, extra: { batchId?: string; reward?: number } = {}): string => {
-      const created = store.createRollout({ label, task: { id: label.startsWith('cmp') ? 'task-cmp' : label, input: { question: label } }, ...(extra.batchId ? { batchId: extra.batchId, mode: 'train' } : {}) });
-      store.transitionRollout({ id: created.id, to: 'running' });
+      const created = store.createRollout(parsed('createRollout', { label, task: { id: label.startsWith('cmp') ? 'task-cmp' : label, input: { question: label } }, ...(extra.batchId ? { batchId: extra.batchId, mode: 'train' } : {}) }));
+      store.transitionRollout(parsed('transitionRollout', { id: created.id, to: 'running' }));
       idBase += 10_000;
       const spans = agentRollout(steps, { ...options, idBase, rolloutId: created.id }).map(input);
       for (let i = 0; i < spans.length; i += 500) store.addSpans({ rolloutId: created.id, spans: spans.slice(i, i + 500) });
-      if (extra.reward !== undefined) store.addReward({ rolloutId: created.id, value: extra.reward, source: 'rule' });
-      store.transitionRollout({ id: created.id, to: 'succeeded' });
+      if (extra.reward !== undefined) store.addReward(parsed('addReward', { rolloutId: created.id, value: extra.reward, source: 'rule' }));
+      store.transitionRollout(parsed('transitionRollout', { id: created.id, to: 'succeeded' }));
       return created.id;
     };
     const big = rollout('big-2000', 1_000, { history: false, errorEvery: 50 });

@@ -6,6 +6,7 @@ import type { Json, RolloutStatus, SpanInput } from '../../trainer-daemon/protoc
 import type { RpcClient } from '../../trainer-daemon/protocol/connection';
 import type { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from './spans';
+import { parsed } from './params';
 
 export interface RecordedRollout {
   /** The last LLM call's assistant content (null: the last call only asked for tools). */
@@ -49,10 +50,10 @@ const finalTransition = (rollout: RecordedRollout) => ({ to: rollout.status ?? '
 
 /** Records one finished rollout in a store this process owns; returns its id. */
 export function recordRollout(store: Store, rollout: RecordedRollout): string {
-  const id = store.createRollout({ task: rollout.task ?? null, datasetId: rollout.datasetId ?? null }).id;
-  store.transitionRollout({ id, to: 'running' });
+  const id = store.createRollout(parsed('createRollout', { task: rollout.task ?? null, datasetId: rollout.datasetId ?? null })).id;
+  store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
   store.addSpans({ rolloutId: id, spans: rolloutSpans(rollout) });
-  store.transitionRollout({ id, ...finalTransition(rollout) });
+  store.transitionRollout(parsed('transitionRollout', { id, ...finalTransition(rollout) }));
   return id;
 }
 

@@ -8,6 +8,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { runCli, startDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 type Seed = (label: string) => Promise<string>;
 
@@ -42,10 +43,10 @@ const backends: Array<[string, (t: Parameters<typeof tempDir>[0]) => Promise<{ c
         seed: async (label) => {
           const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
           try {
-            const rollout = store.createRollout({ label, task: { id: `task-${label}`, input: { q: label } } });
-            store.transitionRollout({ id: rollout.id, to: 'running' });
+            const rollout = store.createRollout(parsed('createRollout', { label, task: { id: `task-${label}`, input: { q: label } } }));
+            store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'running' }));
             store.addSpans({ rolloutId: rollout.id, spans: [llmSpan({ name: `chat ${label}` })] });
-            store.transitionRollout({ id: rollout.id, to: 'succeeded', exitCode: 0 });
+            store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'succeeded', exitCode: 0 }));
             return rollout.id;
           } finally {
             store.close();

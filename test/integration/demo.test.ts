@@ -7,6 +7,7 @@ import { TrainingRunDetail, metricPoints } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 test('npm run demo (shortened) trains the sample agent offline and leaves the run, its rollouts, metrics, checkpoints and a chart in .lightning', async (t) => {
   const cwd = tempDir(t);
@@ -50,12 +51,12 @@ test('npm run demo (shortened) trains the sample agent offline and leaves the ru
   for (const checkpoint of detail.checkpoints) assert.ok(fs.readdirSync(checkpoint.path).length > 0, `${checkpoint.path} holds the checkpoint`);
 
   // Every rollout was the real agent through the proxy: LLM calls with exact token ids, the agent's reward.
-  const train = store.listRollouts({ batchId: `${run.id}-train-0`, limit: 500 }).items;
+  const train = store.listRollouts(parsed('listRollouts', { batchId: `${run.id}-train-0`, limit: 500 })).items;
   assert.equal(train.length, 16 * 8);
   assert.ok(train.every((r) => r.status === 'succeeded' && r.reward !== null && r.llmCalls >= 1 && r.mode === 'train'));
   const spans = store.getRolloutDetail(train[0]!.id).spans.filter((s) => s.category === 'llm');
   assert.ok(Array.isArray(spans[0]!.attributes['lightning.response_token_ids']));
-  assert.equal(store.listRollouts({ mode: 'val', limit: 500 }).items.length, 2 * 32);
+  assert.equal(store.listRollouts(parsed('listRollouts', { mode: 'val', limit: 500 })).items.length, 2 * 32);
 
   const chart = fs.readFileSync(path.join(cwd, '.lightning', 'demo', `${run.id}.html`), 'utf8');
   assert.match(chart, /<svg[\s\S]*<polyline[\s\S]*Validation reward/);

@@ -8,6 +8,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { CLI, runCli } from '../helpers/daemon';
 import { batchOf, peakOverlap } from '../helpers/batch';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 /**
  * A test agent: records when it starts and stops, can fail its first attempt, can start a child
@@ -102,16 +103,16 @@ test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; -
   // attempt with one left, and one out of attempts. --resume runs exactly the first three.
   const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
   const batchId = after[0]!.batchId!;
-  const make = (id: string, maxAttempts: number): string => store.createRollout({ mode: 'train', task: { id, input: {} }, batchId, datasetId: after[0]!.datasetId, maxAttempts, source: { kind: 'api' } }).id;
+  const make = (id: string, maxAttempts: number): string => store.createRollout(parsed('createRollout', { mode: 'train', task: { id, input: {} }, batchId, datasetId: after[0]!.datasetId, maxAttempts, source: { kind: 'api' } })).id;
   const queued = make('e', 1);
   const orphan = make('f', 2);
-  store.transitionRollout({ id: orphan, to: 'running' });
+  store.transitionRollout(parsed('transitionRollout', { id: orphan, to: 'running' }));
   const failedOnce = make('g', 2);
-  store.transitionRollout({ id: failedOnce, to: 'running' });
-  store.transitionRollout({ id: failedOnce, to: 'failed', error: 'boom' });
+  store.transitionRollout(parsed('transitionRollout', { id: failedOnce, to: 'running' }));
+  store.transitionRollout(parsed('transitionRollout', { id: failedOnce, to: 'failed', error: 'boom' }));
   const spent = make('h', 1);
-  store.transitionRollout({ id: spent, to: 'running' });
-  store.transitionRollout({ id: spent, to: 'failed', error: 'boom' });
+  store.transitionRollout(parsed('transitionRollout', { id: spent, to: 'running' }));
+  store.transitionRollout(parsed('transitionRollout', { id: spent, to: 'failed', error: 'boom' }));
   store.close();
   const resumed = await runCli(['dataset', 'run', 'tasks', '--resume', batchId, '--json', '--', process.execPath, 'agent.js'], { cwd, env });
   assert.equal(resumed.code, 0, resumed.stderr);

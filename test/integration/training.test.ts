@@ -14,6 +14,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { REPO_ROOT, runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 const AGENT = path.join(REPO_ROOT, 'trainer-daemon', 'demo', 'sample-agent.mjs');
 
@@ -135,7 +136,7 @@ test('a run records metrics and checkpoints as it goes; cancel keeps the last ch
   // The rollouts after the resume were served by the checkpoint the cancel kept.
   const store = Store.open(storeFile, { readonly: true });
   t.after(() => store.close());
-  const next = store.listRollouts({ batchId: `${run.id}-train-${kept.at(-1)!.step}`, limit: 1 }).items[0]!;
+  const next = store.listRollouts(parsed('listRollouts', { batchId: `${run.id}-train-${kept.at(-1)!.step}`, limit: 1 })).items[0]!;
   const policy = store.db.prepare<[number], { value: string }>(`SELECT value FROM resources WHERE name = 'policy' AND version = ?`).get(next.resourcesVersion!)!;
   assert.equal(JSON.parse(policy.value).checkpoint, kept.at(-1)!.path);
 

@@ -13,6 +13,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { startDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 /** Asks the policy once and prints what it answered; posts no reward. */
 const AGENT = `
@@ -63,7 +64,7 @@ test('grpo trains on the rewards file’s rule rewards (validation too); a bad r
   t.after(() => store.close());
   const logs = path.join(cwd, '.lightning', 'logs', run.id);
   /** Each rollout of a batch: the reward the store chose, and the one the rule gives what its agent printed. */
-  const batch = (name: string) => store.listRollouts({ batchId: `${run.id}-${name}`, limit: 100 }).items.map((r) => {
+  const batch = (name: string) => store.listRollouts(parsed('listRollouts', { batchId: `${run.id}-${name}`, limit: 100 })).items.map((r) => {
     const log = fs.readFileSync(path.join(logs, `${run.id}-${name}`, `${r.id}.1.log`), 'utf8');
     assert.equal(r.status, 'succeeded', log);
     const printed = JSON.parse(log.trim()) as { answer: string };

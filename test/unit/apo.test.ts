@@ -11,6 +11,7 @@ import { parseSpec } from '../../trainer-daemon/rewards/config';
 import { RewardScorer } from '../../trainer-daemon/rewards/scorer';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 /** Marks `prompt` (as written in `file`) the way the editor does: offsets and the source text there. */
 function mark(file: string, sourceText: string): { start: number; end: number; sourceText: string } {
@@ -111,24 +112,24 @@ describe('apo: resources in the store', () => {
   test('versions, the current one, rollouts pinned to a version, and optimizer rollouts', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
-    assert.equal(store.putResource({ name: 'prompt', kind: 'prompt_template', value: 'v1 {a}' }).version, 1);
+    assert.equal(store.putResource(parsed('putResource', { name: 'prompt', kind: 'prompt_template', value: 'v1 {a}' })).version, 1);
     const candidate = store.putResource({ name: 'prompt', kind: 'prompt_template', value: 'v2 {a}', current: false, runId: 'run-1' });
     assert.deepEqual([candidate.version, candidate.current, candidate.runId], [2, false, 'run-1']);
     assert.equal(store.agentResources(null).resources.prompt!.value, 'v1 {a}');
-    const pinned = store.createRollout({ mode: 'val', resources: { prompt: 2 } });
-    const plain = store.createRollout({ mode: 'optimizer' });
+    const pinned = store.createRollout(parsed('createRollout', { mode: 'val', resources: { prompt: 2 } }));
+    const plain = store.createRollout(parsed('createRollout', { mode: 'optimizer' }));
     assert.equal(store.agentResources(pinned.id).resources.prompt!.value, 'v2 {a}');
     assert.equal(store.agentResources(plain.id).resources.prompt!.version, 1);
     assert.deepEqual(store.getRolloutDetail(pinned.id).resources, { prompt: 2 });
     // A rollout records (and keeps reading) what was current when it was created, even after a change.
-    store.putResource({ name: 'prompt', kind: 'prompt_template', value: 'v3 {a}' });
-    store.putResource({ name: 'other', kind: 'json', value: { k: 1 } });
+    store.putResource(parsed('putResource', { name: 'prompt', kind: 'prompt_template', value: 'v3 {a}' }));
+    store.putResource(parsed('putResource', { name: 'other', kind: 'json', value: { k: 1 } }));
     assert.deepEqual(store.getRolloutDetail(plain.id).resources, { prompt: 1 });
     assert.deepEqual(Object.keys(store.agentResources(plain.id).resources), ['other', 'prompt']);
     assert.equal(store.agentResources(plain.id).resources.prompt!.version, 1);
     assert.equal(store.agentResources(null).resources.prompt!.version, 3);
-    assert.throws(() => store.createRollout({ resources: { prompt: 9 } }), /params\.resources\.prompt: resource prompt has no version 9/);
-    assert.equal(store.listRollouts({}).items.length, 2, 'a refused pin leaves no rollout behind');
+    assert.throws(() => store.createRollout(parsed('createRollout', { resources: { prompt: 9 } })), /params\.resources\.prompt: resource prompt has no version 9/);
+    assert.equal(store.listRollouts(parsed('listRollouts', {})).items.length, 2, 'a refused pin leaves no rollout behind');
     assert.equal(store.setCurrentResource('prompt', 2).current, true);
     assert.deepEqual(store.listResources(), [
       { name: 'other', kind: 'json', currentVersion: 1, latestVersion: 1, versions: 1 },

@@ -5,6 +5,7 @@ import { ConflictError, InvalidInputError } from '../../trainer-daemon/protocol/
 import { parseTasksJsonl } from '../../trainer-daemon/datasets/parse';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 const options = { expectedField: 'expected', valFraction: 0 };
 
@@ -46,8 +47,8 @@ describe('datasets', () => {
     t.after(() => store.close());
     const created = store.importDataset({ name: 'math', source: '/tmp/math.jsonl', tasks: parseTasksJsonl('{"q":1}\n{"q":2}', options) });
     assert.equal(created.taskCount, 2);
-    assert.throws(() => store.importDataset({ name: 'math', tasks: [{ id: 'x', split: 'train', input: null, expected: null }] }), ConflictError);
-    assert.throws(() => store.importDataset({ name: 'dup', tasks: [{ id: 'x', split: 'train', input: 1, expected: null }, { id: 'x', split: 'train', input: 2, expected: null }] }));
+    assert.throws(() => store.importDataset(parsed('importDataset', { name: 'math', tasks: [{ id: 'x', split: 'train', input: null, expected: null }] })), ConflictError);
+    assert.throws(() => store.importDataset(parsed('importDataset', { name: 'dup', tasks: [{ id: 'x', split: 'train', input: 1, expected: null }, { id: 'x', split: 'train', input: 2, expected: null }] })));
     assert.deepEqual(store.listDatasets().map((d) => [d.name, d.taskCount]), [['math', 2]], 'the failed imports left nothing');
   });
 });

@@ -11,6 +11,7 @@ import { RewardPolicy, RewardSource } from '../../trainer-daemon/protocol';
 import { episodeReward } from '../../trainer-daemon/lightningrl/credit';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 test('the rollout list\'s reward (SQL) is the episode reward training uses (TypeScript), whatever the history', (t) => {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
@@ -21,12 +22,12 @@ test('the rollout list\'s reward (SQL) is the episode reward training uses (Type
   const policy = RewardPolicy.parse({});
   let compared = 0;
   for (let i = 0; i < 200; i += 1) {
-    const { id } = store.createRollout({ label: `r${i}` });
+    const { id } = store.createRollout(parsed('createRollout', { label: `r${i}` }));
     const count = Math.floor(random() * 6);
     for (let j = 0; j < count; j += 1) {
       const source = sources[Math.floor(random() * sources.length)]!;
       const name = random() < 0.2 ? 'quality' : 'reward';
-      store.addReward({ rolloutId: id, name, value: Math.round(random() * 100) / 100, source });
+      store.addReward(parsed('addReward', { rolloutId: id, name, value: Math.round(random() * 100) / 100, source }));
     }
     const expected = episodeReward(store.listRewards(id), policy);
     assert.equal(store.getRollout(id).reward, expected, `rollout ${i}: ${JSON.stringify(store.listRewards(id).map((r) => [r.source, r.name, r.value]))}`);

@@ -9,6 +9,7 @@ import { buildTransitions, toChatExample } from '../../trainer-daemon/lightningr
 import { Store } from '../../trainer-daemon/store/store';
 import { hex, llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 const policy = RewardPolicy.parse({});
 let nextRewardId = 1;
@@ -134,14 +135,14 @@ describe('LightningRL: transitions from a store', () => {
     const request = (content: string) => ({ model: 'm', messages: [{ role: 'user', content }], tools: [{ type: 'function', function: { name: 'calc' } }] });
     const response = (content: string | null, tools = false) => ({ id: hex(4), choices: [{ index: 0, finish_reason: tools ? 'tool_calls' : 'stop', message: { role: 'assistant', content, ...(tools ? { tool_calls: [{ id: 'c1', type: 'function', function: { name: 'calc', arguments: '{}' } }] } : {}) } }] });
     for (const [value, answer] of [[1, '4'], [0, '5']] as const) {
-      const { id } = store.createRollout({ task: { id: 'two-plus-two', input: { q: '2+2' } } });
+      const { id } = store.createRollout(parsed('createRollout', { task: { id: 'two-plus-two', input: { q: '2+2' } } }));
       store.addSpans({ rolloutId: id, spans: [
         llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.request': request('2+2?'), 'lightning.response': response(null, true), 'lightning.prompt_token_ids': [1, 2], 'lightning.response_token_ids': [3, 4, 5] } }),
         llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.request': request('tool said 4'), 'lightning.response': response(answer) } }),
       ] });
-      store.addReward({ rolloutId: id, value, source: 'agent' });
+      store.addReward(parsed('addReward', { rolloutId: id, value, source: 'agent' }));
     }
-    const unrewarded = store.createRollout({ task: { id: 'other', input: null } }).id;
+    const unrewarded = store.createRollout(parsed('createRollout', { task: { id: 'other', input: null } })).id;
     store.addSpans({ rolloutId: unrewarded, spans: [llmSpan()] });
 
     const { transitions, report } = buildTransitions(store.trajectories({}), { reward: policy, credit: { kind: 'identical' }, advantage: AdvantageOptions.parse({}) });
@@ -166,19 +167,19 @@ describe('LightningRL: transitions from a store', () => {
   test('a retried rollout trains on its last attempt only; tasks group within their dataset', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
-    const retried = store.createRollout({ maxAttempts: 2, task: { id: 'task-1', input: null }, datasetId: 'ds-a' }).id;
-    store.transitionRollout({ id: retried, to: 'running' });
+    const retried = store.createRollout(parsed('createRollout', { maxAttempts: 2, task: { id: 'task-1', input: null }, datasetId: 'ds-a' })).id;
+    store.transitionRollout(parsed('transitionRollout', { id: retried, to: 'running' }));
     store.addSpans({ rolloutId: retried, spans: [llmSpan(), llmSpan()] });
-    store.transitionRollout({ id: retried, to: 'failed' });
-    store.transitionRollout({ id: retried, to: 'queued' });
-    store.transitionRollout({ id: retried, to: 'running' });
+    store.transitionRollout(parsed('transitionRollout', { id: retried, to: 'failed' }));
+    store.transitionRollout(parsed('transitionRollout', { id: retried, to: 'queued' }));
+    store.transitionRollout(parsed('transitionRollout', { id: retried, to: 'running' }));
     const last = llmSpan();
     store.addSpans({ rolloutId: retried, spans: [last] });
-    store.transitionRollout({ id: retried, to: 'succeeded' });
-    store.addReward({ rolloutId: retried, value: 1, source: 'agent' });
-    const other = store.createRollout({ task: { id: 'task-1', input: null }, datasetId: 'ds-b' }).id;
+    store.transitionRollout(parsed('transitionRollout', { id: retried, to: 'succeeded' }));
+    store.addReward(parsed('addReward', { rolloutId: retried, value: 1, source: 'agent' }));
+    const other = store.createRollout(parsed('createRollout', { task: { id: 'task-1', input: null }, datasetId: 'ds-b' })).id;
     store.addSpans({ rolloutId: other, spans: [llmSpan()] });
-    store.addReward({ rolloutId: other, value: 0, source: 'agent' });
+    store.addReward(parsed('addReward', { rolloutId: other, value: 0, source: 'agent' }));
     const { transitions, report } = buildTransitions(store.trajectories({}), { reward: policy, credit: { kind: 'identical' }, advantage: AdvantageOptions.parse({}) });
     assert.deepEqual(transitions.filter((tr) => tr.rolloutId === retried).map((tr) => tr.spanId), [last.spanId]);
     assert.equal(report.singletonGroups, 2, 'task-1 of dataset a and task-1 of dataset b are different tasks');

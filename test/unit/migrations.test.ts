@@ -5,6 +5,7 @@ import { openConnection, type Database } from '../../trainer-daemon/store/driver
 import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../trainer-daemon/store/migrations';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 /** A raw connection on this runtime's driver (LIGHTNING_SQLITE_DRIVER, else node:sqlite where it loads): no pragmas, no migrations. */
 function rawDatabase(file: string): Database {
@@ -52,8 +53,8 @@ describe('store: migrations', () => {
       assert.equal(rollout.reward, 0.75);
       assert.deepEqual(rollout.task, { id: 'w1', input: { city: 'Oslo' } });
       // Text search covers rollouts written before the search index existed.
-      assert.deepEqual(store.listRollouts({ search: 'oslo' }).items.map((r) => r.id), ['ro-old']);
-      assert.deepEqual(store.listRollouts({ search: 'legacy weather' }).items.map((r) => r.id), ['ro-old']);
+      assert.deepEqual(store.listRollouts(parsed('listRollouts', { search: 'oslo' })).items.map((r) => r.id), ['ro-old']);
+      assert.deepEqual(store.listRollouts(parsed('listRollouts', { search: 'legacy weather' })).items.map((r) => r.id), ['ro-old']);
     });
   }
 

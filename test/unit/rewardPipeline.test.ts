@@ -9,6 +9,7 @@ import { scoreRollouts } from '../../trainer-daemon/rewards/job';
 import { Store } from '../../trainer-daemon/store/store';
 import { recordRollout } from '../helpers/rewards';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 const MODEL_FIXTURE = path.join(__dirname, '..', 'fixtures', 'reward-model');
 
@@ -23,13 +24,13 @@ const score = (store: Store, params: Params, signal?: AbortSignal, onProgress?: 
   scoreRollouts({ store }, ScoreRolloutsParams.parse(params), { signal, onProgress });
 
 function mathDataset(store: Store): string {
-  return store.importDataset({
+  return store.importDataset(parsed('importDataset', {
     name: 'math',
     tasks: [
       { id: 'a', split: 'train', input: '23+45', expected: 68 },
       { id: 'b', split: 'train', input: '2*21', expected: 42 },
     ],
-  }).id;
+  })).id;
 }
 
 describe('scoring pipeline', () => {
@@ -69,9 +70,9 @@ describe('scoring pipeline', () => {
     const { store } = setup(t);
     const spec = { sources: [{ type: 'rule' as const, rule: { rule: 'exact' as const } }] };
     const annotated = recordRollout(store, { answer: 'Paris', task: { input: { expected: 'Paris' } } });
-    const human = store.addReward({ rolloutId: annotated, value: 0.2, source: 'human', author: 'ana', comment: 'too terse' });
+    const human = store.addReward(parsed('addReward', { rolloutId: annotated, value: 0.2, source: 'human', author: 'ana', comment: 'too terse' }));
     const agentRated = recordRollout(store, { answer: 'Paris', task: { input: { expected: 'Paris' } } });
-    store.addReward({ rolloutId: agentRated, value: 0.7, source: 'agent' });
+    store.addReward(parsed('addReward', { rolloutId: agentRated, value: 0.7, source: 'agent' }));
     await score(store, { spec });
     const rewards = store.listRewards(annotated);
     assert.deepEqual(rewards[0], human, 'the human row is untouched');
@@ -84,7 +85,7 @@ describe('scoring pipeline', () => {
     // Scoring again appends; the human annotation still wins, and so does a later correction.
     await score(store, { spec });
     assert.equal(store.getRollout(annotated).reward, 0.2);
-    store.addReward({ rolloutId: annotated, value: 0.9, source: 'human', author: 'ana' });
+    store.addReward(parsed('addReward', { rolloutId: annotated, value: 0.9, source: 'human', author: 'ana' }));
     await score(store, { spec });
     assert.equal(store.getRollout(annotated).reward, 0.9);
     assert.equal(store.listRewards(annotated).filter((r) => r.source === 'human').length, 2);
@@ -118,7 +119,7 @@ describe('scoring pipeline', () => {
   test('--unrated selects rollouts without rewards; a reward function error is reported per rollout and writes no row', async (t) => {
     const { store } = setup(t);
     const rated = recordRollout(store, { answer: 'fine' });
-    store.addReward({ rolloutId: rated, value: 1 });
+    store.addReward(parsed('addReward', { rolloutId: rated, value: 1 }));
     const ok = recordRollout(store, { answer: 'fine' });
     const bad = recordRollout(store, { answer: 'bad' });
     const result = await score(store, {

@@ -6,6 +6,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { RolloutTransitions } from '../../trainer-daemon/protocol';
 import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 /** transitions/forRollout through the handler table on a real store: what an export of the batch would say about one rollout. */
 test('transitions/forRollout: calls included with credited reward and the batch group advantage; exclusions say why', async (t) => {
@@ -14,16 +15,16 @@ test('transitions/forRollout: calls included with credited reward and the batch 
   const handlers = createHandlers({ store, info: () => ({ version: 'test', pid: process.pid, store: 'x', schemaVersion: store.schemaVersion, startedAt: 0 }) });
   const ids: string[] = [];
   for (const [value, calls] of [[1, 2], [0, 1], [0, 1], [1, 1]] as const) {
-    const { id } = store.createRollout({ mode: 'train', task: { id: 'task-1', input: null }, datasetId: 'ds', batchId: 'batch-a' });
-    store.transitionRollout({ id, to: 'running' });
+    const { id } = store.createRollout(parsed('createRollout', { mode: 'train', task: { id: 'task-1', input: null }, datasetId: 'ds', batchId: 'batch-a' }));
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
     store.addSpans({ rolloutId: id, spans: Array.from({ length: calls }, () => llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.prompt_token_ids': [1, 2, 3], 'lightning.response_token_ids': [4] } })) });
-    store.transitionRollout({ id, to: 'succeeded' });
-    store.addReward({ rolloutId: id, value, source: 'rule', reason: 'exact match' });
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }));
+    store.addReward(parsed('addReward', { rolloutId: id, value, source: 'rule', reason: 'exact match' }));
     ids.push(id);
   }
   // Another batch's rollout of the same task is not in the group.
-  const elsewhere = store.createRollout({ task: { id: 'task-1', input: null }, datasetId: 'ds', batchId: 'batch-b' }).id;
-  store.addReward({ rolloutId: elsewhere, value: 5, source: 'agent' });
+  const elsewhere = store.createRollout(parsed('createRollout', { task: { id: 'task-1', input: null }, datasetId: 'ds', batchId: 'batch-b' })).id;
+  store.addReward(parsed('addReward', { rolloutId: elsewhere, value: 5, source: 'agent' }));
 
   const view = RolloutTransitions.parse(await invoke(handlers, 'rolloutTransitions', { rolloutId: ids[0] }));
   assert.equal(view.included, true);
@@ -39,21 +40,21 @@ test('transitions/forRollout: calls included with credited reward and the batch 
   assert.deepEqual(discounted.calls.map((c) => c.reward), [0.5, 1]);
 
   // The human says 0: the episode reward follows the policy (latest human), and the group changes.
-  store.addReward({ rolloutId: ids[3]!, value: 0, source: 'human' });
+  store.addReward(parsed('addReward', { rolloutId: ids[3]!, value: 0, source: 'human' }));
   const after = await invoke(handlers, 'rolloutTransitions', { rolloutId: ids[1] });
   assert.equal(after.group.mean, 0.25);
 
-  const unrated = store.createRollout({ mode: 'train', task: { id: 'task-2', input: null }, datasetId: 'ds', batchId: 'batch-a' }).id;
-  store.transitionRollout({ id: unrated, to: 'running' });
+  const unrated = store.createRollout(parsed('createRollout', { mode: 'train', task: { id: 'task-2', input: null }, datasetId: 'ds', batchId: 'batch-a' })).id;
+  store.transitionRollout(parsed('transitionRollout', { id: unrated, to: 'running' }));
   store.addSpans({ rolloutId: unrated, spans: [llmSpan()] });
-  store.transitionRollout({ id: unrated, to: 'succeeded' });
+  store.transitionRollout(parsed('transitionRollout', { id: unrated, to: 'succeeded' }));
   const excluded = await invoke(handlers, 'rolloutTransitions', { rolloutId: unrated });
   assert.equal(excluded.included, false);
   assert.match(excluded.why!, /no "reward" reward/);
   assert.deepEqual(excluded.calls.map((c) => [c.included, c.advantage]), [[false, null]]);
   assert.match(excluded.calls[0]!.why!, /no "reward" reward/);
 
-  store.addReward({ rolloutId: unrated, value: 1, source: 'human' });
+  store.addReward(parsed('addReward', { rolloutId: unrated, value: 1, source: 'human' }));
   const single = await invoke(handlers, 'rolloutTransitions', { rolloutId: unrated });
   assert.equal(single.included, true);
   assert.match(single.group.note!, /group of one/);

@@ -2,12 +2,13 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../../trainer-daemon/protocol/errors';
-import type { RolloutStatus } from '../../trainer-daemon/protocol';
+import type { ParamsOf, RolloutStatus } from '../../trainer-daemon/protocol';
 import { TRANSITIONS } from '../../trainer-daemon/store/rollouts';
 import { TWINS_QUERY, validateSpans } from '../../trainer-daemon/store/spans';
 import { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 function openStore(t: Parameters<typeof tempDir>[0]): Store {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
@@ -18,14 +19,14 @@ function openStore(t: Parameters<typeof tempDir>[0]): Store {
 describe('store: rollout lifecycle', () => {
   test('a rollout goes queued → running → succeeded with one attempt recorded', (t) => {
     const store = openStore(t);
-    const created = store.createRollout({ label: 'demo', task: { id: 't1', input: { question: '2+2' } } });
+    const created = store.createRollout(parsed('createRollout', { label: 'demo', task: { id: 't1', input: { question: '2+2' } } }));
     assert.equal(created.status, 'queued');
     assert.equal(created.attemptCount, 0);
     assert.deepEqual(created.task, { id: 't1', input: { question: '2+2' } });
-    const running = store.transitionRollout({ id: created.id, to: 'running' });
+    const running = store.transitionRollout(parsed('transitionRollout', { id: created.id, to: 'running' }));
     assert.equal(running.attemptCount, 1);
     assert.ok(running.startedAt !== null);
-    const done = store.transitionRollout({ id: created.id, to: 'succeeded', exitCode: 0 });
+    const done = store.transitionRollout(parsed('transitionRollout', { id: created.id, to: 'succeeded', exitCode: 0 }));
     assert.equal(done.status, 'succeeded');
     assert.equal(done.exitCode, 0);
     assert.ok(done.endedAt !== null && done.endedAt >= running.startedAt!);
@@ -37,24 +38,24 @@ describe('store: rollout lifecycle', () => {
     const store = openStore(t);
     const reach: Record<RolloutStatus, (id: string) => void> = {
       queued: () => {},
-      running: (id) => store.transitionRollout({ id, to: 'running' }),
-      succeeded: (id) => (store.transitionRollout({ id, to: 'running' }), store.transitionRollout({ id, to: 'succeeded' })),
-      failed: (id) => (store.transitionRollout({ id, to: 'running' }), store.transitionRollout({ id, to: 'failed' })),
-      timeout: (id) => (store.transitionRollout({ id, to: 'running' }), store.transitionRollout({ id, to: 'timeout' })),
-      cancelled: (id) => store.transitionRollout({ id, to: 'cancelled' }),
+      running: (id) => store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })),
+      succeeded: (id) => (store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })), store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }))),
+      failed: (id) => (store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })), store.transitionRollout(parsed('transitionRollout', { id, to: 'failed' }))),
+      timeout: (id) => (store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })), store.transitionRollout(parsed('transitionRollout', { id, to: 'timeout' }))),
+      cancelled: (id) => store.transitionRollout(parsed('transitionRollout', { id, to: 'cancelled' })),
     };
     const statuses = Object.keys(TRANSITIONS) as RolloutStatus[];
     let checked = 0;
     for (const from of statuses) {
       for (const to of statuses) {
-        const rollout = store.createRollout({ maxAttempts: 3 });
+        const rollout = store.createRollout(parsed('createRollout', { maxAttempts: 3 }));
         reach[from](rollout.id);
         const before = store.getRolloutDetail(rollout.id);
         if (TRANSITIONS[from].includes(to)) {
-          assert.equal(store.transitionRollout({ id: rollout.id, to }).status, to, `${from} → ${to}`);
+          assert.equal(store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to })).status, to, `${from} → ${to}`);
         } else {
           assert.throws(
-            () => store.transitionRollout({ id: rollout.id, to }),
+            () => store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to })),
             (error: unknown) => error instanceof InvalidTransitionError && error.message.includes(`is ${from} and cannot become ${to}`),
             `${from} → ${to} must be refused`,
           );
@@ -68,15 +69,15 @@ describe('store: rollout lifecycle', () => {
 
   test('a failed rollout is retried as a new attempt until its attempts are used up', (t) => {
     const store = openStore(t);
-    const { id } = store.createRollout({ maxAttempts: 2 });
-    store.transitionRollout({ id, to: 'running' });
+    const { id } = store.createRollout(parsed('createRollout', { maxAttempts: 2 }));
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
     store.transitionRollout({ id, to: 'failed', error: 'upstream 500', exitCode: 1 });
-    store.transitionRollout({ id, to: 'queued' });
-    const second = store.transitionRollout({ id, to: 'running' });
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'queued' }));
+    const second = store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
     assert.equal(second.attemptCount, 2);
     assert.equal(second.error, null);
-    store.transitionRollout({ id, to: 'timeout', error: 'timed out after 120 s' });
-    assert.throws(() => store.transitionRollout({ id, to: 'queued' }), /used all 2 attempt/);
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'timeout', error: 'timed out after 120 s' }));
+    assert.throws(() => store.transitionRollout(parsed('transitionRollout', { id, to: 'queued' })), /used all 2 attempt/);
     const { attempts, rollout } = store.getRolloutDetail(id);
     assert.equal(rollout.status, 'timeout');
     assert.deepEqual(attempts.map((a) => [a.number, a.status, a.error]), [
@@ -87,8 +88,8 @@ describe('store: rollout lifecycle', () => {
 
   test('unknown rollouts are reported as not found; a unique id prefix resolves', (t) => {
     const store = openStore(t);
-    assert.throws(() => store.transitionRollout({ id: 'ro-nope', to: 'running' }), NotFoundError);
-    const { id } = store.createRollout({});
+    assert.throws(() => store.transitionRollout(parsed('transitionRollout', { id: 'ro-nope', to: 'running' })), NotFoundError);
+    const { id } = store.createRollout(parsed('createRollout', {}));
     assert.equal(store.resolveRolloutId(id.slice(0, 10)), id);
     assert.throws(() => store.resolveRolloutId('ro-'), NotFoundError);
   });
@@ -97,8 +98,8 @@ describe('store: rollout lifecycle', () => {
 describe('store: spans', () => {
   test('spans are numbered in arrival order, duplicates ignored, counters kept', (t) => {
     const store = openStore(t);
-    const { id } = store.createRollout({});
-    store.transitionRollout({ id, to: 'running' });
+    const { id } = store.createRollout(parsed('createRollout', {}));
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
     const a = llmSpan();
     const b = llmSpan({ category: 'tool', name: 'tool get_weather', promptTokens: null, completionTokens: null });
     const outcome = store.addSpans({ rolloutId: id, spans: [a, b, a] });
@@ -138,7 +139,7 @@ describe('store: spans', () => {
     const proxied = (id: string) => llmSpan({ attributes: { 'gen_ai.response.id': id, 'lightning.api': 'chat.completions' }, promptTokens: 20, completionTokens: 5 });
     const traced = (id: string) => llmSpan({ attributes: { 'gen_ai.response.id': id, 'gen_ai.system': 'openai' }, promptTokens: 19, completionTokens: 4 });
     for (const order of ['proxy first', 'otlp first'] as const) {
-      const { id } = store.createRollout({ label: order });
+      const { id } = store.createRollout(parsed('createRollout', { label: order }));
       const [first, second] = order === 'proxy first' ? [proxied('resp-1'), traced('resp-1')] : [traced('resp-1'), proxied('resp-1')];
       store.addSpans({ rolloutId: id, spans: [first] });
       store.addSpans({ rolloutId: id, spans: [second, traced('resp-2')] });
@@ -159,7 +160,7 @@ describe('store: spans', () => {
     for (const api of ['chat.completions', 'responses', 'anthropic.messages']) {
       const proxied = () => llmSpan({ attributes: { 'gen_ai.response.id': 'constant', 'lightning.api': api }, promptTokens: 10, completionTokens: 2 });
       const traced = () => llmSpan({ attributes: { 'gen_ai.response.id': 'constant', 'gen_ai.system': 'x' }, promptTokens: 9, completionTokens: 1 });
-      const { id } = store.createRollout({ label: api });
+      const { id } = store.createRollout(parsed('createRollout', { label: api }));
       const [call1, call2] = [proxied(), proxied()];
       store.addSpans({ rolloutId: id, spans: [call1] });
       store.addSpans({ rolloutId: id, spans: [call2] });
@@ -185,7 +186,7 @@ describe('store: spans', () => {
 
   test('spans for an unknown rollout fail only that rollout’s batch', (t) => {
     const store = openStore(t);
-    const { id } = store.createRollout({});
+    const { id } = store.createRollout(parsed('createRollout', {}));
     const outcomes = store.addSpanBatches([
       { rolloutId: 'ro-missing', spans: [llmSpan()] },
       { rolloutId: id, spans: [llmSpan()] },
@@ -201,7 +202,7 @@ describe('store: rollout keys', () => {
     const file = path.join(dir, 'store.db');
     const store = Store.open(file);
     const secret = 'https://user:pw@gw.example/anthropic?api_key=sk-ant-abcdefghijklmnop';
-    const { key } = store.startAgentRun({}, { upstream: null, tokenIds: false, providerUpstreams: { anthropic: secret, gemini: 'http://127.0.0.1:9000' } });
+    const { key } = store.startAgentRun(parsed('createRollout', {}), { upstream: null, tokenIds: false, providerUpstreams: { anthropic: secret, gemini: 'http://127.0.0.1:9000' } });
     assert.deepEqual(store.findAgentKey(key)!.providerUpstreams, { anthropic: secret, gemini: 'http://127.0.0.1:9000' }, 'exact while the daemon runs');
     store.close();
     const reopened = Store.open(file);
@@ -210,7 +211,7 @@ describe('store: rollout keys', () => {
     assert.equal(found.providerUpstreams.gemini, 'http://127.0.0.1:9000');
     assert.doesNotMatch(found.providerUpstreams.anthropic!, /pw|sk-ant-abcdefghijklmnop/, 'the store keeps no credential');
     assert.match(found.providerUpstreams.anthropic!, /^https:\/\/gw\.example\/anthropic/);
-    const { key: plain } = reopened.startAgentRun({}, { upstream: null, tokenIds: false });
+    const { key: plain } = reopened.startAgentRun(parsed('createRollout', {}), { upstream: null, tokenIds: false });
     assert.deepEqual(reopened.findAgentKey(plain)!.providerUpstreams, {});
   });
 });
@@ -218,14 +219,14 @@ describe('store: rollout keys', () => {
 describe('store: rewards', () => {
   test('rewards are append-only: corrections are new rows, the store refuses updates', (t) => {
     const store = openStore(t);
-    const { id } = store.createRollout({});
-    store.addReward({ rolloutId: id, value: 0.2, source: 'agent' });
+    const { id } = store.createRollout(parsed('createRollout', {}));
+    store.addReward(parsed('addReward', { rolloutId: id, value: 0.2, source: 'agent' }));
     assert.equal(store.getRollout(id).reward, 0.2);
-    const human = store.addReward({ rolloutId: id, value: 1, comment: 'correct answer', author: 'ana' });
-    store.addReward({ rolloutId: id, value: 0.5, source: 'agent' });
+    const human = store.addReward(parsed('addReward', { rolloutId: id, value: 1, comment: 'correct answer', author: 'ana' }));
+    store.addReward(parsed('addReward', { rolloutId: id, value: 0.5, source: 'agent' }));
     // The human annotation wins over a later automatic reward.
     assert.equal(store.getRollout(id).reward, 1);
-    const correction = store.addReward({ rolloutId: id, value: 0, comment: 'actually wrong' });
+    const correction = store.addReward(parsed('addReward', { rolloutId: id, value: 0, comment: 'actually wrong' }));
     assert.equal(store.getRollout(id).reward, 0);
     assert.deepEqual(store.listRewards(id).map((r) => [r.value, r.source]), [[0.2, 'agent'], [1, 'human'], [0.5, 'agent'], [0, 'human']]);
     assert.ok(correction.id > human.id);
@@ -235,14 +236,14 @@ describe('store: rewards', () => {
 
   test('a step reward must name a span of the rollout', (t) => {
     const store = openStore(t);
-    const { id } = store.createRollout({});
+    const { id } = store.createRollout(parsed('createRollout', {}));
     const span = llmSpan();
     store.addSpans({ rolloutId: id, spans: [span] });
-    const step = store.addReward({ rolloutId: id, spanId: span.spanId, value: 1 });
+    const step = store.addReward(parsed('addReward', { rolloutId: id, spanId: span.spanId, value: 1 }));
     assert.equal(step.spanId, span.spanId);
     // A step reward is not the episode reward.
     assert.equal(store.getRollout(id).reward, null);
-    assert.throws(() => store.addReward({ rolloutId: id, spanId: 'ffffffffffffffff', value: 1 }), InvalidInputError);
+    assert.throws(() => store.addReward(parsed('addReward', { rolloutId: id, spanId: 'ffffffffffffffff', value: 1 })), InvalidInputError);
     assert.equal(store.listRewards(id).length, 1);
   });
 });
@@ -252,11 +253,11 @@ describe('store: list and pagination', () => {
     const ids: string[] = [];
     store.db.transaction(() => {
       for (let i = 0; i < count; i += 1) {
-        const rollout = store.createRollout({
+        const rollout = store.createRollout(parsed('createRollout', {
           label: i % 3 === 0 ? 'weather-agent' : 'calc-agent',
           mode: i % 2 === 0 ? 'train' : 'debug',
           task: { id: `task-${i % 5}`, input: { city: i % 4 === 0 ? 'Zürich' : 'Paris' } },
-        });
+        }));
         ids.push(rollout.id);
       }
     })();
@@ -269,7 +270,7 @@ describe('store: list and pagination', () => {
     const seen: string[] = [];
     let cursor: string | undefined;
     do {
-      const page = store.listRollouts({ limit: 10, cursor });
+      const page = store.listRollouts(parsed('listRollouts', { limit: 10, cursor }));
       seen.push(...page.items.map((r) => r.id));
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
@@ -281,15 +282,15 @@ describe('store: list and pagination', () => {
   test('filters combine: status, mode, label, task, text search (short and long), unrated', (t) => {
     const store = openStore(t);
     const ids = seed(store, 60);
-    store.transitionRollout({ id: ids[0]!, to: 'running' });
-    store.addReward({ rolloutId: ids[3]!, value: 1 });
-    const all = store.listRollouts({ limit: 500 }).items;
+    store.transitionRollout(parsed('transitionRollout', { id: ids[0]!, to: 'running' }));
+    store.addReward(parsed('addReward', { rolloutId: ids[3]!, value: 1 }));
+    const all = store.listRollouts(parsed('listRollouts', { limit: 500 })).items;
     const expect = (predicate: (r: (typeof all)[number]) => boolean): string[] => {
       const matching = all.filter(predicate).map((r) => r.id);
       assert.ok(matching.length > 0 && matching.length < all.length, 'the fixture must make each filter select some rollouts, not all');
       return matching;
     };
-    const ids_ = (params: Parameters<Store['listRollouts']>[0]): string[] => store.listRollouts({ limit: 500, ...params }).items.map((r) => r.id);
+    const ids_ = (params: ParamsOf<'listRollouts'>): string[] => store.listRollouts(parsed('listRollouts', { limit: 500, ...params })).items.map((r) => r.id);
 
     assert.deepEqual(ids_({ status: ['running'] }), [ids[0]]);
     assert.deepEqual(ids_({ mode: 'train', label: 'weather-agent' }), expect((r) => r.mode === 'train' && r.label === 'weather-agent'));
@@ -305,18 +306,18 @@ describe('store: list and pagination', () => {
 
   test('a forged cursor is rejected with a message saying what to do', (t) => {
     const store = openStore(t);
-    assert.throws(() => store.listRollouts({ cursor: 'garbage' }), /params\.cursor: not a cursor/);
+    assert.throws(() => store.listRollouts(parsed('listRollouts', { cursor: 'garbage' })), /params\.cursor: not a cursor/);
   });
 
   test('stats count rollouts by status, spans, rewards and unrated finished rollouts', (t) => {
     const store = openStore(t);
     const ids = seed(store, 4);
     for (const id of ids.slice(0, 2)) {
-      store.transitionRollout({ id, to: 'running' });
-      store.transitionRollout({ id, to: 'succeeded' });
+      store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
+      store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }));
     }
     store.addSpans({ rolloutId: ids[0]!, spans: [llmSpan(), llmSpan()] });
-    store.addReward({ rolloutId: ids[0]!, value: 1 });
+    store.addReward(parsed('addReward', { rolloutId: ids[0]!, value: 1 }));
     const stats = store.stats();
     assert.equal(stats.rollouts, 4);
     assert.equal(stats.byStatus.succeeded, 2);

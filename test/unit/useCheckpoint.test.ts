@@ -14,6 +14,7 @@ import { tempDir } from '../helpers/tmp';
 import { testGrpoConfig } from '../helpers/trainingConfigs';
 import { resumeRoutingOptions } from '../../trainer-daemon/cli/routing';
 import { InvalidInputError, NotFoundError, TrainerUnavailableError } from '../../trainer-daemon/protocol/errors';
+import { parsed } from '../helpers/params';
 
 const served: ServedPolicy = { checkpointId: 'ckpt-a1', runId: 'train-1', step: 3, url: 'http://127.0.0.1:4567', policyVersion: 7, device: 'cpu', startedAt: 1 };
 const launch = (env?: Record<string, string>): LaunchConfig => ({ type: 'node', name: 'agent', request: 'launch', lightning: true, ...(env ? { env } : {}) });
@@ -72,15 +73,15 @@ describe('Use Checkpoint: the record', () => {
     assert.equal(store.checkpoint(checkpoint.id).path, '/ckpt/4');
     assert.throws(() => store.checkpoint('ckpt-nope'), /checkpoint ckpt-nope does not exist/);
 
-    const servedRollout = store.createRollout({ resources: { policy: version } });
-    const plain = store.createRollout({});
+    const servedRollout = store.createRollout(parsed('createRollout', { resources: { policy: version } }));
+    const plain = store.createRollout(parsed('createRollout', {}));
     assert.deepEqual(store.getRolloutDetail(servedRollout.id).servedBy, { runId: run.id, step: 4, checkpoint: '/ckpt/4', checkpointId: checkpoint.id });
     assert.equal(store.getRolloutDetail(plain.id).servedBy, null);
     assert.deepEqual(store.getRolloutDetail(plain.id).resources, {}, 'the policy is never pinned by default');
     // A training iteration's policy (the current version) is recorded only for the rollouts it served too.
     const iteration = store.addPolicyVersion({ runId: run.id, step: 5, checkpoint: '/ckpt/5' });
-    assert.equal(store.getRolloutDetail(store.createRollout({}).id).servedBy, null);
-    assert.deepEqual(store.getRolloutDetail(store.createRollout({ resources: { policy: iteration } }).id).servedBy, { runId: run.id, step: 5, checkpoint: '/ckpt/5', checkpointId: null });
+    assert.equal(store.getRolloutDetail(store.createRollout(parsed('createRollout', {})).id).servedBy, null);
+    assert.deepEqual(store.getRolloutDetail(store.createRollout(parsed('createRollout', { resources: { policy: iteration } })).id).servedBy, { runId: run.id, step: 5, checkpoint: '/ckpt/5', checkpointId: null });
   });
 
   it('the worker is loaded from a checkpoint alone, or from a model and an adapter', () => {

@@ -11,6 +11,7 @@ import { WorkerBatches } from '../../trainer-daemon/runner/workerBatches';
 import { Store } from '../../trainer-daemon/store/store';
 import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { tempDir } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 function setUp(t: { after(fn: () => void): void }, rollouts: number, maxAttempts = 1) {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
@@ -20,7 +21,7 @@ function setUp(t: { after(fn: () => void): void }, rollouts: number, maxAttempts
     batches.dispose();
     store.close();
   });
-  const ids = Array.from({ length: rollouts }, () => store.createRollout({ mode: 'train', maxAttempts }).id);
+  const ids = Array.from({ length: rollouts }, () => store.createRollout(parsed('createRollout', { mode: 'train', maxAttempts })).id);
   const batch = batches.open({ rolloutIds: ids, upstream: null, providerUpstreams: {}, tokenIds: false, timeoutMs: 60_000, concurrencyPerWorker: 8 });
   return { store, batches, ids, batch };
 }

@@ -10,6 +10,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { openConnection } from '../../trainer-daemon/store/driver';
 import { llmSpan } from '../helpers/spans';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { parsed } from '../helpers/params';
 
 function openStore(t: Parameters<typeof tempDir>[0]): Store {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
@@ -21,7 +22,7 @@ describe('group commit (WriteQueue)', () => {
   test('writes submitted in one turn of the event loop commit in one transaction, and resolve after the commit', async (t) => {
     const store = openStore(t);
     const writes = new WriteQueue(store, silentLogger);
-    const rollouts = [store.createRollout({}).id, store.createRollout({}).id];
+    const rollouts = [store.createRollout(parsed('createRollout', {})).id, store.createRollout(parsed('createRollout', {})).id];
     let commits = 0;
     store.onDidAddSpans(() => (commits += 1));
     const pending = Array.from({ length: 50 }, (_, i) => writes.submit(() => store.addSpans({ rolloutId: rollouts[i % 2]!, spans: [llmSpan()] }), 1));
@@ -35,8 +36,8 @@ describe('group commit (WriteQueue)', () => {
   test('span writes for one rollout merge into one batch; each caller gets its own results', async (t) => {
     const store = openStore(t);
     const writes = new WriteQueue(store, silentLogger);
-    const a = store.createRollout({}).id;
-    const b = store.createRollout({}).id;
+    const a = store.createRollout(parsed('createRollout', {})).id;
+    const b = store.createRollout(parsed('createRollout', {})).id;
     let commits = 0;
     store.onDidAddSpans(() => (commits += 1));
     const first = [llmSpan(), llmSpan()];
@@ -60,16 +61,16 @@ describe('group commit (WriteQueue)', () => {
     const writes = new WriteQueue(store, silentLogger);
     const changed: string[][] = [];
     store.onDidChangeRollouts((ids) => changed.push([...ids]));
-    const created = writes.submit(() => store.createRollout({ label: 'kept' }));
+    const created = writes.submit(() => store.createRollout(parsed('createRollout', { label: 'kept' })));
     const failing = writes.submit(() => {
-      store.createRollout({ label: 'rolled back' });
-      return store.transitionRollout({ id: 'ro-missing', to: 'running' });
+      store.createRollout(parsed('createRollout', { label: 'rolled back' }));
+      return store.transitionRollout(parsed('transitionRollout', { id: 'ro-missing', to: 'running' }));
     });
-    const reward = created.then((r) => writes.submit(() => store.addReward({ rolloutId: r.id, value: 1 })));
+    const reward = created.then((r) => writes.submit(() => store.addReward(parsed('addReward', { rolloutId: r.id, value: 1 }))));
     await assert.rejects(failing, /ro-missing does not exist/);
     const rollout = await created;
     await reward;
-    const labels = store.listRollouts({}).items.map((r) => r.label);
+    const labels = store.listRollouts(parsed('listRollouts', {})).items.map((r) => r.label);
     assert.deepEqual(labels, ['kept'], 'the failed write left nothing behind');
     assert.equal(store.getRollout(rollout.id).reward, 1);
     assert.deepEqual(changed.flat().sort(), [rollout.id, rollout.id], 'only committed changes are announced');
@@ -78,13 +79,13 @@ describe('group commit (WriteQueue)', () => {
   test('the queue is bounded, and closed after shutdown', async (t) => {
     const store = openStore(t);
     const writes = new WriteQueue(store, silentLogger, { maxQueued: 10, maxBatchUnits: 100 });
-    const { id } = store.createRollout({});
+    const { id } = store.createRollout(parsed('createRollout', {}));
     const good = writes.submit(() => store.addSpans({ rolloutId: id, spans: [llmSpan()] }), 1);
     const tooMany = writes.submit(() => store.addSpans({ rolloutId: id, spans: [] }), 10);
     await assert.rejects(tooMany, OverloadedError);
     assert.equal((await good).results[0]!.kind, 'stored');
     writes.shutdown();
-    await assert.rejects(writes.submit(() => store.createRollout({})), /shutting down/);
+    await assert.rejects(writes.submit(() => store.createRollout(parsed('createRollout', {}))), /shutting down/);
   });
 
   test('notifications are coalesced to at most one of each kind per interval', async (t) => {
@@ -93,13 +94,13 @@ describe('group commit (WriteQueue)', () => {
     const sentAt: number[] = [];
     const notifier = new ChangeNotifier(store, (name, params) => (sent.push([name, params]), sentAt.push(performance.now())), 100);
     t.after(() => notifier.dispose());
-    const { id } = store.createRollout({ label: 'a' });
+    const { id } = store.createRollout(parsed('createRollout', { label: 'a' }));
     for (let i = 0; i < 20; i += 1) store.addSpans({ rolloutId: id, spans: [llmSpan()] });
     await waitFor(() => sent.some(([name]) => name === 'spansAdded'), 'the spans flush');
     assert.equal(sent.filter(([name]) => name === 'spansAdded').length, 1, '20 span writes, one spans/added');
     assert.deepEqual(sent.find(([name]) => name === 'spansAdded')![1], { rollouts: [{ rolloutId: id, fromSequence: 1, toSequence: 20 }] });
     const before = sent.length;
-    store.addReward({ rolloutId: id, value: 1 });
+    store.addReward(parsed('addReward', { rolloutId: id, value: 1 }));
     await waitFor(() => sent.length > before, 'the flush after the reward');
     // Notifications sent together form one flush; flushes are at least the interval apart.
     const flushes = sentAt.filter((time, i) => i === 0 || time - sentAt[i - 1]! > 5);
@@ -113,7 +114,7 @@ describe('group commit (WriteQueue)', () => {
   test('a write of 150,000 spans (under the limit) commits whole: the commit announces them without spreading them into one call', async (t) => {
     const store = openStore(t);
     const writes = new WriteQueue(store, silentLogger);
-    const rollout = store.createRollout({}).id;
+    const rollout = store.createRollout(parsed('createRollout', {})).id;
     let announced = 0;
     store.onDidAddSpans((spans) => (announced += spans.length));
     const results = await writes.submitSpans(rollout, Array.from({ length: 150_000 }, () => llmSpan()));
@@ -131,7 +132,7 @@ describe('group commit (WriteQueue)', () => {
     const writes = new WriteQueue(store, silentLogger, { lockWaitMs: 60_000 });
     outside.exec('BEGIN IMMEDIATE');
     let made = false;
-    const pending = writes.submit(() => store.createRollout({ label: 'waits' })).then((rollout) => ((made = true), rollout));
+    const pending = writes.submit(() => store.createRollout(parsed('createRollout', { label: 'waits' }))).then((rollout) => ((made = true), rollout));
     // The event loop turns while the write waits; the write is not made yet.
     for (let turn = 0; turn < 5; turn += 1) await new Promise((resolve) => setImmediate(resolve));
     assert.equal(made, false);
@@ -140,16 +141,16 @@ describe('group commit (WriteQueue)', () => {
 
     const impatient = new WriteQueue(store, silentLogger, { lockWaitMs: 100 });
     outside.exec('BEGIN IMMEDIATE');
-    await assert.rejects(impatient.submit(() => store.createRollout({ label: 'never' })), (error: unknown) => error instanceof StorageUnavailableError && /another process holds the store’s write lock/.test(error.message));
+    await assert.rejects(impatient.submit(() => store.createRollout(parsed('createRollout', { label: 'never' }))), (error: unknown) => error instanceof StorageUnavailableError && /another process holds the store’s write lock/.test(error.message));
     outside.exec('COMMIT');
-    assert.equal(store.listRollouts({}).items.filter((rollout) => rollout.label === 'never').length, 0, 'nothing half-written');
+    assert.equal(store.listRollouts(parsed('listRollouts', {})).items.filter((rollout) => rollout.label === 'never').length, 0, 'nothing half-written');
   });
 
   test('a write larger than the queue can ever hold is a 413 at once, not a 503 the caller would retry forever', async (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
     const writes = new WriteQueue(store, silentLogger, { maxQueued: 10 });
-    const id = store.createRollout({}).id;
+    const id = store.createRollout(parsed('createRollout', {})).id;
     await assert.rejects(writes.submitSpans(id, Array.from({ length: 11 }, () => llmSpan())), (error: Error) => error instanceof PayloadTooLargeError && /smaller batches/.test(error.message));
     assert.equal((await writes.submitSpans(id, [llmSpan()])).length, 1);
   });

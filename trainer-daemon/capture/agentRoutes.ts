@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { describeIssues, type Json, type Rollout, type SpanInput } from '../protocol';
+import { AddRewardParams, describeIssues, type Json, type Rollout, type SpanInput } from '../protocol';
 import crypto from 'node:crypto';
 import { hasEnded } from '../protocol/status';
 import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError } from '../protocol/errors';
@@ -43,12 +43,8 @@ const PROXIED: Record<string, Api | null> = {
   'GET /models': null,
 };
 
-const RewardBody = z.strictObject({
-  value: z.number().finite(),
-  name: z.string().min(1).max(100).optional(),
-  spanId: z.string().regex(/^[0-9a-f]{16}$/, 'spanId must be 16 lowercase hex characters').optional(),
-  comment: z.string().max(10_000).optional(),
-});
+/** `POST /reward`: the fields of `rewards/add` an agent gives (with their defaults); the rollout is the URL's, the source `agent`. */
+const RewardBody = AddRewardParams.pick({ value: true, name: true, spanId: true, comment: true });
 
 /** Requests whose unread remainder must not be drained: their connection closes after the answer. */
 const closeAfterResponse = new WeakSet<IncomingMessage>();
@@ -223,7 +219,7 @@ export class AgentRoutes {
         const body = RewardBody.safeParse(parseJsonBody(request, await readBody(request, 1024 * 1024)));
         if (!body.success) throw new InvalidInputError(describeIssues(body.error, 'body'));
         const reward = await this.options.writes.submit(() =>
-          this.options.store.addReward({ rolloutId: agent.rolloutId, value: body.data.value, name: body.data.name, spanId: body.data.spanId ?? null, comment: body.data.comment ?? null, source: 'agent' }),
+          this.options.store.addReward({ ...body.data, rolloutId: agent.rolloutId, source: 'agent', author: null, reason: null }),
         );
         sendJson(response, 200, reward);
         return;

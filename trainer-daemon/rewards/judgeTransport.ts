@@ -31,7 +31,17 @@ export function proxyJudgeTransport(options: ProxyJudgeOptions): JudgeTransport 
     const label = `judge of ${judged.length === 1 ? judged[0] : `${judged.length} rollouts of one task`}`;
     const { rollout, key } = await write(() =>
       options.store.startAgentRun(
-        { mode: 'debug', label, task: { input: { judged: [...judged], model: config.model } }, source: { kind: 'api', client: JUDGE_CLIENT } },
+        {
+          mode: 'debug',
+          label,
+          task: { input: { judged: [...judged], model: config.model } },
+          source: { kind: 'api', client: JUDGE_CLIENT },
+          maxAttempts: 1,
+          datasetId: null,
+          batchId: null,
+          resourcesVersion: null,
+          resources: {},
+        },
         { upstream: config.baseUrl ?? null, tokenIds: false },
       ),
     );
@@ -58,7 +68,7 @@ export function proxyJudgeTransport(options: ProxyJudgeOptions): JudgeTransport 
         return reply.data.choices[0]!.message.content ?? '';
       },
       finish: async (error) => {
-        await write(() => options.store.transitionRollout({ id: rollout.id, to: error === null ? 'succeeded' : 'failed', error }));
+        await write(() => options.store.transitionRollout({ id: rollout.id, to: error === null ? 'succeeded' : 'failed', error, exitCode: null }));
       },
     };
   };

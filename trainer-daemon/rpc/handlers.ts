@@ -14,6 +14,7 @@ import { proxyJudgeTransport } from '../rewards/judgeTransport';
 import type { Broadcast } from './notifier';
 import { rolloutTransitions } from '../lightningrl/rolloutView';
 import type { TrainingManager } from '../training/manager';
+import { TrainingService } from '../training/service';
 import type { WorkerBatches } from '../runner/workerBatches';
 import type { PolicyServing } from '../training/policyServing';
 
@@ -36,11 +37,13 @@ export interface HandlerContext {
   readonly workerBatches?: WorkerBatches;
   /** Runs training loops; absent when no daemon serves (the CLI's store-direct path). */
   readonly training?: TrainingManager;
+  /** What training reads and writes (the loops' service); default: one over `store` and `writes`. */
+  readonly trainingService?: TrainingService;
   /** Serves a checkpoint outside training; absent when no daemon serves (the CLI's store-direct path). */
   readonly policy?: PolicyServing;
 }
 
-export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs(), workerBatches, training, policy }: HandlerContext): Handlers {
+export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs(), workerBatches, training, trainingService = new TrainingService(store, writes), policy }: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
   const servingBatches = (): WorkerBatches => {
     if (!workerBatches) throw new ConflictError('worker batches need a running daemon to serve their workers; start one with `lightning serve`');
@@ -59,7 +62,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       const baseUrl = agentBaseUrl?.();
       if (!baseUrl) throw new ConflictError('agent runs need a running daemon to serve their LLM calls; start one with `lightning serve`');
       return write(() => {
-        const { rollout, key } = store.startAgentRun(params, { upstream, tokenIds, providerUpstreams }, rolloutId === undefined ? undefined : store.resolveRolloutId(rolloutId));
+        const { rollout, key } = store.startAgentRun(rolloutId === undefined ? params : store.resolveRolloutId(rolloutId), { upstream, tokenIds, providerUpstreams });
         return { rollout, url: `${baseUrl}/r/${key}` };
       });
     },
@@ -83,7 +86,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
     getStats: () => store.stats(),
     importDataset: (params) => write(() => store.importDataset(params)),
     listDatasets: () => ({ items: store.listDatasets() }),
-    listTasks: ({ dataset, split }) => store.listTasks(dataset, split),
+    listTasks: ({ dataset, split }) => trainingService.tasks(dataset, split),
     listResources: () => ({ items: store.listResources() }),
     getResource: ({ name, version }) => store.getResource(name, version),
     putResource: (params) => write(() => store.putResource(params)),
@@ -119,7 +122,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       if (!training) throw new ConflictError('training needs a running daemon; start one with `lightning serve` or use `lightning train`');
       return training.start(params);
     },
-    listCheckpoints: ({ runId }) => ({ items: store.checkpoints(runId) }),
+    listCheckpoints: ({ runId }) => ({ items: trainingService.checkpoints(runId) }),
     servePolicy: (params) => {
       if (!policy) throw new ConflictError('serving a checkpoint needs a running daemon; start one with `lightning serve`');
       return policy.serve(params);

@@ -12,11 +12,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { PLACEHOLDER_API_KEY, instrumentationEnv, type RolloutStatus } from '../protocol';
 import { describePlacement, type RayExit } from '../protocol/rayRunner';
-import { LightningError } from '../protocol/errors';
 import { canRetry } from '../protocol/status';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
 import { followOverRpc } from './followBatch';
 import { RayDriver, type RayAgent, type RayOptions } from './rayDriver';
+import { WorkerRestarts } from './workerRestarts';
 
 /** How long workers get to exit by themselves (on their 204) once the batch is done. */
 const EXIT_GRACE_MS = 5_000;
@@ -141,34 +141,23 @@ export class RayPool implements BatchPool {
     let finished = false;
     let failure: unknown;
     let spawned = 0;
-    let restarts = 0;
-    const maxRestarts = mode.maxRestarts ?? 3 * mode.workers;
     this.onCancel = () => void client.request('cancelWorkerBatch', { id: batch.id }).catch(() => undefined);
     const startWorker = (): void => {
       const worker = `w${spawned++}`;
       const logFile = path.join(this.options.logDir, `worker-${worker}.log`);
       const env = { LIGHTNING_RUNNER_URL: `${batch.url}/${worker}`, LIGHTNING_RUNNER_CONCURRENCY: String(mode.concurrencyPerWorker), ...(this.options.env.OPENAI_API_KEY ? {} : { OPENAI_API_KEY: PLACEHOLDER_API_KEY }) };
       const agent = this.launch(mode.command, env, null, logFile);
-      void agent.exited.then(async (exit) => {
-        if (finished || this.cancelled) return;
+      void agent.exited.then((exit) => {
         const on = describePlacement(exit.where);
         const reason = exit.error ?? (exit.signal ? `was killed by ${exit.signal} on Ray ${on}` : `exited with code ${exit.code} on Ray ${on}`);
-        try {
-          const { done } = await client.request('workerExited', { id: batch.id, worker, error: reason });
-          if (done || finished || this.cancelled) return;
-          if (exit.unstartable || restarts >= maxRestarts) {
-            failure ??= new LightningError(`the agent worker ${reason}${exit.unstartable ? '' : `; ${restarts} restarts used up, so the batch stops (see ${logFile})`}`);
-            await client.request('cancelWorkerBatch', { id: batch.id });
-            return;
-          }
-          restarts += 1;
-          startWorker();
-        } catch (error) {
-          failure ??= error;
-          this.cancel();
-        }
+        return restarts.workerEnded(worker, reason, exit.unstartable === true, logFile);
       });
     };
+    const restarts = new WorkerRestarts({
+      client, batchId: batch.id, maxRestarts: mode.maxRestarts ?? 3 * mode.workers,
+      stopped: () => finished || this.cancelled, restart: startWorker,
+      fail: (error) => (failure ??= error), cancel: () => this.cancel(),
+    });
     try {
       if (this.cancelled) await client.request('cancelWorkerBatch', { id: batch.id });
       else for (let i = 0; i < mode.workers; i += 1) startWorker();

@@ -224,7 +224,7 @@ export class WorkerBatches implements BatchFollower {
     let started: { rollout: Rollout; key: string };
     try {
       started = await this.options.writes.submit(() =>
-        this.options.store.startAgentRun({}, { upstream: batch.params.upstream, tokenIds: batch.params.tokenIds, providerUpstreams: batch.params.providerUpstreams }, rolloutId),
+        this.options.store.startAgentRun(rolloutId, { upstream: batch.params.upstream, tokenIds: batch.params.tokenIds, providerUpstreams: batch.params.providerUpstreams }),
       );
     } catch (error) {
       // Not startable (moved on by someone else since): not this batch's to run any more.
@@ -256,9 +256,9 @@ export class WorkerBatches implements BatchFollower {
     batch.settling += 1;
     try {
       const { ended, retrying } = await this.options.writes.submit(() => {
-        const ended = this.options.store.transitionRollout({ id: rolloutId, to, error });
+        const ended = this.options.store.transitionRollout({ id: rolloutId, to, error, exitCode: null });
         const retrying = !batch.cancelled && canRetry(ended);
-        if (retrying) this.options.store.transitionRollout({ id: rolloutId, to: 'queued' });
+        if (retrying) this.options.store.transitionRollout({ id: rolloutId, to: 'queued', error: null, exitCode: null });
         return { ended, retrying };
       });
       if (retrying) batch.queue.push(rolloutId);
@@ -290,7 +290,7 @@ export class WorkerBatches implements BatchFollower {
     for (const rolloutId of batch.inFlight.keys()) this.forget(batch, rolloutId);
     batch.wake();
     await this.options.writes.submit(() => {
-      for (const rolloutId of ids) this.options.store.transitionRollout({ id: rolloutId, to: 'cancelled', error: 'the batch was cancelled' });
+      for (const rolloutId of ids) this.options.store.transitionRollout({ id: rolloutId, to: 'cancelled', error: 'the batch was cancelled', exitCode: null });
     }, ids.length);
     return ids.length;
   }

@@ -11,10 +11,11 @@ import fs from 'node:fs';
 import { PRIVATE_FILE_MODE } from '../util/privateFiles';
 import path from 'node:path';
 import { PLACEHOLDER_API_KEY } from '../protocol';
-import { LightningError, errorMessage } from '../protocol/errors';
+import { errorMessage } from '../protocol/errors';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
 import { followOverRpc } from './followBatch';
 import { killGroup, stopGroup } from './processGroup';
+import { WorkerRestarts } from './workerRestarts';
 
 /** How long workers get to exit by themselves (on their 204) once the batch is done. */
 const EXIT_GRACE_MS = 5_000;
@@ -26,15 +27,12 @@ export class WorkerPool implements BatchPool {
   private finished = false;
   private failure: unknown;
   private spawned = 0;
-  private restarts = 0;
-  private readonly maxRestarts: number;
+  private restarts: WorkerRestarts | undefined;
 
   constructor(
     private readonly options: BatchRunnerOptions,
     private readonly mode: Extract<BatchMode, { kind: 'worker' }>,
-  ) {
-    this.maxRestarts = mode.maxRestarts ?? 3 * mode.workers;
-  }
+  ) {}
 
   async run(rolloutIds: readonly string[]): Promise<void> {
     if (rolloutIds.length === 0) return;
@@ -44,6 +42,11 @@ export class WorkerPool implements BatchPool {
       timeoutMs: this.options.timeoutMs, concurrencyPerWorker: this.mode.concurrencyPerWorker,
     });
     this.batchId = batch.id;
+    this.restarts = new WorkerRestarts({
+      client, batchId: batch.id, maxRestarts: this.mode.maxRestarts ?? 3 * this.mode.workers,
+      stopped: () => this.finished || this.cancelled, restart: () => this.startWorker(batch.url),
+      fail: (error) => (this.failure ??= error), cancel: () => this.cancel(),
+    });
     try {
       if (this.cancelled) await client.request('cancelWorkerBatch', { id: batch.id });
       else for (let i = 0; i < this.mode.workers; i += 1) this.startWorker(batch.url);
@@ -72,7 +75,8 @@ export class WorkerPool implements BatchPool {
       LIGHTNING_RUNNER_CONCURRENCY: String(this.mode.concurrencyPerWorker),
       ...(this.options.env.OPENAI_API_KEY ? {} : { OPENAI_API_KEY: PLACEHOLDER_API_KEY }),
     };
-    const log = fs.openSync(path.join(this.options.logDir, `worker-${worker}.log`), 'a', PRIVATE_FILE_MODE);
+    const logFile = path.join(this.options.logDir, `worker-${worker}.log`);
+    const log = fs.openSync(logFile, 'a', PRIVATE_FILE_MODE);
     const child = spawn(program!, args, { env, cwd: this.mode.cwd, detached: true, stdio: ['ignore', log, log] });
     fs.closeSync(log);
     this.workers.set(worker, child);
@@ -82,28 +86,8 @@ export class WorkerPool implements BatchPool {
     child.once('close', (code, signal) => {
       this.workers.delete(worker);
       killGroup(child, 'SIGKILL');
-      void this.workerEnded(url, worker, unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`), unstartable !== undefined);
+      void this.restarts?.workerEnded(worker, unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`), unstartable !== undefined, logFile);
     });
-  }
-
-  /** A worker ended: if the batch still runs, its rollouts fail and a replacement starts (bounded; none for a command that cannot start). */
-  private async workerEnded(url: string, worker: string, reason: string, unstartable: boolean): Promise<void> {
-    if (this.finished || this.cancelled || this.batchId === undefined) return;
-    try {
-      const { done } = await this.options.client.request('workerExited', { id: this.batchId, worker, error: reason });
-      if (done || this.finished || this.cancelled) return;
-      if (unstartable || this.restarts >= this.maxRestarts) {
-        const log = path.join(this.options.logDir, `worker-${worker}.log`);
-        this.failure ??= new LightningError(unstartable ? `the agent worker ${reason}` : `the agent worker ${reason}; ${this.restarts} restarts used up, so the batch stops (see ${log})`);
-        await this.options.client.request('cancelWorkerBatch', { id: this.batchId });
-        return;
-      }
-      this.restarts += 1;
-      this.startWorker(url);
-    } catch (error) {
-      this.failure ??= error;
-      this.cancel();
-    }
   }
 
   /** Waits for the workers to exit on their own (they got 204), then stops what is left. */

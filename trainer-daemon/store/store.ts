@@ -2,23 +2,41 @@
  * The store: one SQLite file owned by one daemon. Every method that writes runs in one
  * transaction and returns only after it committed, so a caller that got an answer holds an
  * acknowledged, durable write. Change events fire after the commit.
+ *
+ * Its use-case methods take params as the protocol's schemas parse them (`z.output`): they are
+ * parsed once, where they enter the process (RPC handlers, HTTP routes, the CLI), not again here.
  */
 import type { Database, DriverName, Transaction } from './driver';
 import type { z } from 'zod';
-import {
+import type {
   AddRewardParams,
+  AgentResources,
+  ApoCandidate,
+  Checkpoint,
   CreateRolloutParams,
-  ListRolloutsParams,
-  TransitionRolloutParams,
-  type Reward,
-  type Rollout,
-  type RolloutDetail,
-  type RolloutPage,
-  type Span,
-  type Stats,
+  CreateTrainingRunParams,
+  Dataset,
   ImportDatasetParams,
-  type Dataset,
-  type Task,
+  ListRolloutsParams,
+  NewTrainingRun,
+  PutResourceParams,
+  RecordApoRoundParams,
+  Resource,
+  ResourceSummary,
+  ResourceVersions,
+  Reward,
+  Rollout,
+  RolloutDetail,
+  RolloutPage,
+  Span,
+  Stats,
+  Task,
+  TrainingRun,
+  TrainingRunDetail,
+  TrainingRunStatus,
+  TrainingRunSummary,
+  TransitionRolloutParams,
+  UpdateTrainingRunParams,
 } from '../protocol';
 import { Emitter, type Event } from '../protocol/event';
 import { openDatabase, type OpenOptions } from './database';
@@ -33,23 +51,6 @@ import { NotFoundError, InvalidInputError, type ErrorKind } from '../protocol/er
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
 import { readStats } from './stats';
-import {
-  CreateTrainingRunParams,
-  PutResourceParams,
-  RecordApoRoundParams,
-  UpdateTrainingRunParams,
-  type AgentResources,
-  type ApoCandidate,
-  type NewTrainingRun,
-  type Checkpoint,
-  type Resource,
-  type ResourceSummary,
-  type ResourceVersions,
-  type TrainingRun,
-  type TrainingRunDetail,
-  type TrainingRunStatus,
-  type TrainingRunSummary,
-} from '../protocol';
 
 export class Store {
   private readonly rollouts: RolloutRepository;
@@ -101,21 +102,19 @@ export class Store {
     return this.db.pragma('user_version', { simple: true }) as number;
   }
 
-  createRollout(params: CreateRolloutParams): Rollout {
-    const parsed = CreateRolloutParams.parse(params);
+  createRollout(params: z.output<typeof CreateRolloutParams>): Rollout {
     const rollout = this.write(() => {
-      const created = this.rollouts.create(parsed);
-      this.resources.pinRollout(created.id, parsed.resources);
+      const created = this.rollouts.create(params);
+      this.resources.pinRollout(created.id, params.resources);
       return created;
     });
     this.afterCommit([rollout.id]);
     return rollout;
   }
 
-  transitionRollout(params: TransitionRolloutParams): Rollout {
-    const parsed = TransitionRolloutParams.parse(params);
+  transitionRollout(params: z.output<typeof TransitionRolloutParams>): Rollout {
     const rollout = this.write(() => {
-      const moved = this.rollouts.transition(parsed);
+      const moved = this.rollouts.transition(params);
       // An attempt that ended takes its capability URL with it; a retry gets a new one.
       if (moved.status !== 'running' && moved.status !== 'queued') this.agentKeys.revoke(moved.id);
       return moved;
@@ -125,19 +124,19 @@ export class Store {
   }
 
   /**
-   * Starts a rollout for an agent process: created, running (attempt 1) and given its capability
-   * key, in one transaction. The key is returned once and only its hash is kept.
+   * Starts a rollout for an agent process: created (or, given its id, a queued one), running and
+   * given its capability key, in one transaction. The key is returned once and only its hash is kept.
    */
-  startAgentRun(params: CreateRolloutParams, options: AgentKeyOptions, existing?: string): { rollout: Rollout; key: string } {
-    const parsed = CreateRolloutParams.parse(params);
+  startAgentRun(rollout: z.output<typeof CreateRolloutParams> | string, options: AgentKeyOptions): { rollout: Rollout; key: string } {
     const started = this.write(() => {
-      let id = existing;
-      if (id === undefined) {
-        id = this.rollouts.create(parsed).id;
-        this.resources.pinRollout(id, parsed.resources);
+      let id: string;
+      if (typeof rollout === 'string') id = rollout;
+      else {
+        id = this.rollouts.create(rollout).id;
+        this.resources.pinRollout(id, rollout.resources);
       }
-      const rollout = this.rollouts.transition({ id, to: 'running', error: null, exitCode: null });
-      return { rollout, key: this.agentKeys.issue(rollout.id, options) };
+      const running = this.rollouts.transition({ id, to: 'running', error: null, exitCode: null });
+      return { rollout: running, key: this.agentKeys.issue(running.id, options) };
     });
     this.afterCommit([started.rollout.id]);
     return started;
@@ -177,7 +176,7 @@ export class Store {
    * Every rollout matching `filter`, oldest first, with what LightningRL reads of its spans and its
    * rewards — a page at a time, each page in three queries.
    */
-  *trajectories(filter: Omit<ListRolloutsParams, 'cursor' | 'limit' | 'order'>): Generator<Trajectory> {
+  *trajectories(filter: Omit<z.output<typeof ListRolloutsParams>, 'cursor' | 'limit' | 'order'>): Generator<Trajectory> {
     let cursor: string | undefined;
     do {
       const page = this.listRollouts({ ...filter, order: 'oldest', limit: 500, cursor });
@@ -204,8 +203,8 @@ export class Store {
     return this.spans.listAfter(rolloutId, afterSequence, limit);
   }
 
-  listRollouts(params: ListRolloutsParams): RolloutPage {
-    return this.rollouts.list(ListRolloutsParams.parse(params));
+  listRollouts(params: z.output<typeof ListRolloutsParams>): RolloutPage {
+    return this.rollouts.list(params);
   }
 
   /** Stores several rollouts' spans in one transaction: the unit of batched ingest. */
@@ -234,11 +233,10 @@ export class Store {
     return outcome!;
   }
 
-  addReward(params: AddRewardParams): Reward {
-    const parsed = AddRewardParams.parse(params);
+  addReward(params: z.output<typeof AddRewardParams>): Reward {
     const reward = this.write(() => {
-      this.rollouts.get(parsed.rolloutId);
-      return this.rewards.add(parsed);
+      this.rollouts.get(params.rolloutId);
+      return this.rewards.add(params);
     });
     this.afterCommit([reward.rolloutId]);
     return reward;
@@ -254,9 +252,8 @@ export class Store {
     return this.resources.forRollout(rolloutId);
   }
 
-  putResource(params: PutResourceParams): Resource {
-    const parsed = PutResourceParams.parse(params);
-    return this.write(() => this.resources.put(parsed));
+  putResource(params: z.output<typeof PutResourceParams>): Resource {
+    return this.write(() => this.resources.put(params));
   }
 
   getResource(name: string, version?: number): ResourceVersions {
@@ -272,19 +269,17 @@ export class Store {
   }
 
   /** A run recorded by the process that runs its algorithm (APO: its resource must exist). */
-  createTrainingRun(params: CreateTrainingRunParams): TrainingRun {
-    const parsed = CreateTrainingRunParams.parse(params);
+  createTrainingRun(params: z.output<typeof CreateTrainingRunParams>): TrainingRun {
     return this.writeTraining(
       (run: TrainingRun) => run.id,
       (training) => {
-        this.resources.get(parsed.config.resource);
-        return training.create(parsed);
+        this.resources.get(params.config.resource);
+        return training.create(params);
       },
     );
   }
 
-  updateTrainingRun(params: UpdateTrainingRunParams): TrainingRun {
-    const { id, status, error, result } = UpdateTrainingRunParams.parse(params);
+  updateTrainingRun({ id, status, error, result }: z.output<typeof UpdateTrainingRunParams>): TrainingRun {
     return this.writeTraining(id, (training) => training.transition(id, status, { error, result }));
   }
 
@@ -293,17 +288,16 @@ export class Store {
     return this.writeTraining(id, (training) => training.requestCancel(id));
   }
 
-  recordApoRound(params: RecordApoRoundParams): TrainingRun {
-    const parsed = RecordApoRoundParams.parse(params);
+  recordApoRound(params: z.output<typeof RecordApoRoundParams>): TrainingRun {
     return this.writeTraining(
-      parsed.runId,
+      params.runId,
       (training) => {
-        const run = training.get(parsed.runId);
+        const run = training.get(params.runId);
         if (run.algorithm !== 'apo') throw new InvalidInputError(`params.runId: training run ${run.id} is a ${run.algorithm} run; only APO runs record rounds`);
-        training.recordRound(parsed, run.config.resource);
-        return training.get(parsed.runId);
+        training.recordRound(params, run.config.resource);
+        return training.get(params.runId);
       },
-      parsed.round,
+      params.round,
     );
   }
 
@@ -326,9 +320,8 @@ export class Store {
     this.afterCommit([...new Set(rows.map((row) => row.rolloutId))]);
   }
 
-  importDataset(params: ImportDatasetParams): Dataset {
-    const parsed = ImportDatasetParams.parse(params);
-    return this.write(() => this.datasets.create(parsed));
+  importDataset(params: z.output<typeof ImportDatasetParams>): Dataset {
+    return this.write(() => this.datasets.create(params));
   }
 
   listDatasets(): Dataset[] {

@@ -6,12 +6,11 @@
  * Validation rollouts (greedy) run every few iterations. Everything lands in the store as it happens.
  */
 import { readFileBounded } from '../util/readFileBounded';
-import path from 'node:path';
-import { describeIssues, grpoBatchId, SftExample, type GrpoConfig, type Rollout, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
+import { describeIssues, SftExample, type GrpoConfig, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
 import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
-import type { Store } from '../store/store';
+import type { TrainingService } from './service';
 import { findPython } from './python';
 import type { BatchFollower, RolloutScoring } from '../runner/pool';
 import { RolloutExecutor, type Caller } from './rollouts';
@@ -22,7 +21,9 @@ import { shuffled } from '../util/random';
 const WORKER_DEATH_GRACE_MS = 10_000;
 
 export interface GrpoContext {
-  readonly store: Store;
+  /** Everything the loop reads and writes: tasks, batches, steps, checkpoints. */
+  readonly training: TrainingService;
+  /** The daemon's RPC methods, for the batch runner that runs the agents. */
   readonly call: Caller;
   /** The daemon's worker-batch queue: worker-mode rollouts are followed on it in process. */
   readonly batches: BatchFollower;
@@ -30,11 +31,6 @@ export interface GrpoContext {
   readonly signal: AbortSignal;
   /** How rollouts are scored (the run's rewards file, else the default one), built and checked when the run started. */
   readonly scoring: RolloutScoring | undefined;
-}
-
-/** Checkpoints live beside the store: `.lightning/checkpoints/<run>/<step>`. */
-export function checkpointDir(storeFile: string, runId: string, step: number): string {
-  return path.join(path.dirname(storeFile), 'checkpoints', runId, String(step));
 }
 
 /** Reads a chat JSONL file (`lightning export --format chat`): the last assistant message of each line is the completion. */
@@ -90,7 +86,7 @@ class Iterations {
         ? { kind: 'worker', command: config.command.argv, cwd: config.command.cwd, workers: config.workers, concurrencyPerWorker: config.perWorker }
         : { kind: 'process', command: config.command.argv, cwd: config.command.cwd, concurrency: config.workers },
       timeoutMs: config.timeoutSeconds * 1000,
-      logDir: path.join(path.dirname(ctx.store.file), 'logs', runId),
+      logDir: ctx.training.logDir(runId),
       // Rollouts are scored before transitions are built: the reward policy picks human > agent > automatic.
       scoring: ctx.scoring,
       env: config.command.env,
@@ -102,24 +98,11 @@ class Iterations {
   /** Creates and runs one batch of rollouts; returns them with their episode rewards (0 when none). */
   async rollouts(tasks: readonly Task[], samples: number, mode: 'train' | 'val', step: number, checkpoint: string | null): Promise<{ batchId: string; rewards: number[]; seconds: number; completionTokens: number }> {
     const started = performance.now();
-    const resourcesVersion = this.ctx.store.addPolicyVersion({ runId: this.runId, step, checkpoint });
-    const batchId = grpoBatchId(this.runId, mode, step);
-    const ids: string[] = [];
-    for (const task of tasks) {
-      for (let s = 0; s < samples; s += 1) {
-        const rollout = await this.ctx.call.request('createRollout', {
-          mode, label: this.runId, task: { id: task.id, input: task.input }, datasetId: task.datasetId, batchId, resourcesVersion, resources: { policy: resourcesVersion },
-          source: { kind: 'command', argv: [...this.config.command.argv], cwd: this.config.command.cwd },
-        });
-        ids.push(rollout.id);
-      }
-    }
+    const source = { kind: 'command' as const, argv: [...this.config.command.argv], cwd: this.config.command.cwd };
+    const { batchId, rolloutIds: ids } = await this.ctx.training.openBatch({ runId: this.runId, mode, step, checkpoint, tasks, samples, source });
     await this.executor.run({ batchId, rolloutIds: ids, upstream: this.upstreams[mode] });
-    // Cancelled before the runner took them: nothing will run these.
-    for (const left of this.batch(batchId).filter((r) => r.status === 'queued')) {
-      await this.ctx.call.request('transitionRollout', { id: left.id, to: 'cancelled', error: 'the training run was cancelled' });
-    }
-    const rollouts = this.batch(batchId);
+    // Cancelled before the runner took them: nothing will run those still queued.
+    const rollouts = await this.ctx.training.settleBatch(batchId, 'the training run was cancelled');
     const byId = new Map(rollouts.map((r) => [r.id, r]));
     return {
       batchId,
@@ -127,18 +110,6 @@ class Iterations {
       seconds: (performance.now() - started) / 1000,
       completionTokens: rollouts.reduce((sum, r) => sum + r.completionTokens, 0),
     };
-  }
-
-  /** Every rollout of a batch, page by page. */
-  private batch(batchId: string): Rollout[] {
-    const all: Rollout[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = this.ctx.store.listRollouts({ batchId, limit: 500, order: 'oldest', cursor });
-      all.push(...page.items);
-      cursor = page.nextCursor ?? undefined;
-    } while (cursor);
-    return all;
   }
 
   async evaluate(valTasks: readonly Task[], step: number, checkpoint: string | null): Promise<Record<string, number>> {
@@ -152,7 +123,7 @@ class Iterations {
     const subset = this.config.tasksPerIteration === null ? trainTasks : shuffled(trainTasks, this.config.seed * 100_003 + step).slice(0, this.config.tasksPerIteration);
     const batch = await this.rollouts(subset, this.config.samples, 'train', step - 1, checkpoint);
     if (this.ctx.signal.aborted) return undefined;
-    const { transitions, report } = buildTransitions(this.ctx.store.trajectories({ batchId: batch.batchId }), {
+    const { transitions, report } = buildTransitions(this.ctx.training.trajectories(batch.batchId), {
       reward: { name: 'reward', missing: 'fill', fillValue: 0 },
       credit: { kind: 'identical' },
       advantage: { kind: 'grpo', normalizeStd: this.config.scaleRewards === 'group', epsilon: 1e-6 },
@@ -189,9 +160,9 @@ class Iterations {
         ...(result.worldSize ? { worldSize: result.worldSize } : {}),
       });
     }
-    const dir = checkpointDir(this.ctx.store.file, this.runId, step);
+    const dir = this.ctx.training.checkpointDir(this.runId, step);
     await this.worker.request('save', { dir, metrics });
-    this.ctx.store.recordTrainingStep(this.runId, step, metrics, { dir, metrics });
+    await this.ctx.training.recordStep(this.runId, step, metrics, { dir, metrics });
     return { metrics, checkpoint: dir };
   }
 
@@ -200,8 +171,8 @@ class Iterations {
   }
 }
 
-async function tasksOf(call: Caller, dataset: string, split: 'train' | 'val' | undefined): Promise<Task[]> {
-  return (await call.request('listTasks', { dataset, split })).items;
+function tasksOf(training: TrainingService, dataset: string, split: 'train' | 'val' | undefined): Task[] {
+  return training.tasks(dataset, split).items;
 }
 
 /**
@@ -209,19 +180,19 @@ async function tasksOf(call: Caller, dataset: string, split: 'train' | 'val' | u
  * aborts. The caller owns the run's status; this throws on failure (with the worker's traceback).
  */
 export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContext): Promise<void> {
-  const trainTasks = await tasksOf(ctx.call, config.dataset, 'train');
+  const trainTasks = tasksOf(ctx.training, config.dataset, 'train');
   if (trainTasks.length === 0) throw new InvalidInputError(`dataset ${config.dataset} has no train tasks (import tasks with "split": "train")`);
   let valTasks: Task[];
   if (config.valDataset) {
-    valTasks = await tasksOf(ctx.call, config.valDataset, 'val');
-    if (valTasks.length === 0) valTasks = await tasksOf(ctx.call, config.valDataset, undefined);
-  } else valTasks = await tasksOf(ctx.call, config.dataset, 'val');
+    valTasks = tasksOf(ctx.training, config.valDataset, 'val');
+    if (valTasks.length === 0) valTasks = tasksOf(ctx.training, config.valDataset, undefined);
+  } else valTasks = tasksOf(ctx.training, config.dataset, 'val');
 
-  const python = await findPython(ctx.store.file, config.python ?? undefined);
+  const python = await findPython(ctx.training.storeFile, config.python ?? undefined);
   const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker'), distributed: config.distributed });
   const stop = (): void => worker.dispose();
   try {
-    const last = ctx.store.checkpoints(runId).at(-1);
+    const last = ctx.training.checkpoints(runId).at(-1);
     const adapter = config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
     const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(config.device === 'cuda' ? {} : { threads: 1 }), ...(last ? { checkpoint: last.path } : {}), ...(config.distributed?.fsdp ? { fsdp: true } : {}) });
     ctx.logger.info('policy loaded', { runId, ...loaded });
@@ -246,13 +217,12 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
           ...(untilSampledAccuracy === null ? {} : { untilSampledAccuracy: { threshold: untilSampledAccuracy, every: 20 } }),
         });
         Object.assign(start, { 'sft/loss': sft.loss, 'sft/steps': sft.steps, 'sft/seconds': sft.seconds, ...(typeof sft.sampledAccuracy === 'number' ? { 'sft/sampledAccuracy': sft.sampledAccuracy } : {}) });
-        checkpoint = checkpointDir(ctx.store.file, runId, 0);
+        checkpoint = ctx.training.checkpointDir(runId, 0);
         await worker.request('save', { dir: checkpoint, metrics: start });
-        const saved = checkpoint;
-        ctx.store.recordTrainingStep(runId, 0, {}, { dir: saved, metrics: start });
+        await ctx.training.recordStep(runId, 0, {}, { dir: checkpoint, metrics: start });
       }
       Object.assign(start, await iterations.evaluate(valTasks, 0, checkpoint));
-      ctx.store.recordTrainingStep(runId, 0, start);
+      await ctx.training.recordStep(runId, 0, start);
     }
     for (let step = first; step <= config.iterations && !ctx.signal.aborted; step += 1) {
       const done = await iterations.step(trainTasks, step, checkpoint);
@@ -261,7 +231,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
       if (step % config.evalEvery === 0 || step === config.iterations) {
         const val = await iterations.evaluate(valTasks, step, checkpoint);
         if (ctx.signal.aborted) break;
-        ctx.store.recordTrainingStep(runId, step, val);
+        await ctx.training.recordStep(runId, step, val);
       }
     }
   } catch (error) {

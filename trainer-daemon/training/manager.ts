@@ -8,29 +8,30 @@ import type { z } from 'zod';
 import { GrpoConfig, type StartTrainingParams, type TrainingRun } from '../protocol';
 import { ConflictError, InvalidInputError, errorMessage, mapError } from '../protocol/errors';
 import type { Logger } from '../log';
-import type { Store } from '../store/store';
 import type { Disposable } from '../protocol/event';
 import { defaultRewardsFile } from '../rewards/config';
 import { scoringFor } from '../runner/scoring';
 import type { BatchFollower, RolloutScoring } from '../runner/pool';
 import { runGrpo } from './grpo';
 import type { Caller } from './rollouts';
+import type { TrainingService } from './service';
 
 export class TrainingManager implements Disposable {
   private readonly active = new Map<string, { controller: AbortController; done: Promise<void> }>();
 
   constructor(
-    private readonly store: Store,
+    private readonly training: TrainingService,
+    /** The daemon's RPC methods, for the runs' batch runners. */
     private readonly call: Caller,
     /** The daemon's worker-batch queue (runner/workerBatches.ts), which the loops follow in process. */
     private readonly batches: BatchFollower,
     private readonly logger: Logger,
   ) {
-    for (const run of store.trainingRunRecords()) {
+    for (const run of training.runs()) {
       if (run.status === 'running' || run.status === 'queued') {
         // Its driver (this daemon's loop, or an APO process talking through the daemon) is gone.
         const error = `the daemon stopped during this run${run.algorithm === 'grpo' ? `; resume it with \`lightning train --resume ${run.id}\`` : ''}`;
-        store.setTrainingRunStatus(run.id, 'failed', { error });
+        training.setRunStatus(run.id, 'failed', { error });
       }
     }
   }
@@ -40,24 +41,24 @@ export class TrainingManager implements Disposable {
     let config: GrpoConfig;
     let scoring: RolloutScoring | undefined;
     if (params.resume !== undefined) {
-      const run = this.store.trainingRun(params.resume);
+      const run = this.training.run(params.resume);
       if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
       if (run.algorithm !== 'grpo') throw new InvalidInputError(`params.resume: training run ${run.id} is an ${run.algorithm} run; the daemon resumes GRPO runs (run APO again with \`lightning train --algorithm apo\`)`);
       config = run.config;
       // Its rewards file may have been deleted or broken since.
-      scoring = checkedScoring(config, this.store.file, `params.resume: run ${run.id}'s config.rewardsFile`);
+      scoring = checkedScoring(config, this.training.storeFile, `params.resume: run ${run.id}'s config.rewardsFile`);
       runId = run.id;
     } else {
       config = GrpoConfig.parse(params.config!);
       // Refuse what cannot run before recording a run: an unknown dataset, one without train tasks.
-      if (this.store.listTasks(config.dataset, 'train').items.length === 0) {
+      if (this.training.tasks(config.dataset, 'train').items.length === 0) {
         throw new InvalidInputError(`params.config.dataset: ${config.dataset} has no train tasks (import tasks with "split": "train")`);
       }
-      if (config.valDataset !== null) this.store.listTasks(config.valDataset);
-      scoring = checkedScoring(config, this.store.file, 'params.config.rewardsFile');
-      runId = this.store.recordTrainingRun({ algorithm: 'grpo', config }).id;
+      if (config.valDataset !== null) this.training.tasks(config.valDataset);
+      scoring = checkedScoring(config, this.training.storeFile, 'params.config.rewardsFile');
+      runId = this.training.recordRun({ algorithm: 'grpo', config }).id;
     }
-    const started = this.store.setTrainingRunStatus(runId, 'running');
+    const started = this.training.setRunStatus(runId, 'running');
     const controller = new AbortController();
     const done = this.drive(runId, config, scoring, controller.signal).finally(() => this.active.delete(runId));
     this.active.set(runId, { controller, done });
@@ -75,18 +76,18 @@ export class TrainingManager implements Disposable {
     if (!active) throw new ConflictError(`training run ${id} is not running in this daemon`);
     active.controller.abort();
     await active.done;
-    return this.store.trainingRun(id);
+    return this.training.run(id);
   }
 
   private async drive(runId: string, config: GrpoConfig, scoring: RolloutScoring | undefined, signal: AbortSignal): Promise<void> {
     const logger = this.logger.child(runId);
     try {
-      await runGrpo(runId, config, { store: this.store, call: this.call, batches: this.batches, logger, signal, scoring });
-      if (!this.store.isOpen) return;
-      this.store.setTrainingRunStatus(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null });
+      await runGrpo(runId, config, { training: this.training, call: this.call, batches: this.batches, logger, signal, scoring });
+      if (!this.training.isOpen) return;
+      this.training.setRunStatus(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null });
     } catch (error) {
       logger.error('training run failed', { error: errorMessage(error) });
-      if (this.store.isOpen) this.store.setTrainingRunStatus(runId, 'failed', { error: errorMessage(error), errorKind: mapError(error).kind });
+      if (this.training.isOpen) this.training.setRunStatus(runId, 'failed', { error: errorMessage(error), errorKind: mapError(error).kind });
     }
   }
 

@@ -1,0 +1,144 @@
+/**
+ * Training's one surface on the store (STYLE.md, "Store access"): what the daemon's training loops
+ * (GRPO, training/grpo.ts; runs' lifecycle, training/manager.ts) do with the store, as use cases.
+ * The RPC handlers serve `datasets/tasks` and `checkpoints/list` through it too, so an algorithm
+ * and the editor read the same things the same way. Writes go through the write queue (group
+ * commit, lock retries) when the daemon has one. APO runs in its own process and speaks RPC.
+ */
+import path from 'node:path';
+import { grpoBatchId, type Checkpoint, type Dataset, type NewTrainingRun, type Rollout, type RolloutMode, type RolloutSource, type Task, type TrainingRun, type TrainingRunStatus } from '../protocol';
+import type { ErrorKind } from '../protocol/errors';
+import type { Trajectory } from '../protocol/lightningrl';
+import type { Store } from '../store/store';
+import type { WriteQueue } from '../store/writeQueue';
+
+/** One iteration's rollouts: each task `samples` times, served by the policy at `step` (its checkpoint, or the base model when null). */
+export interface BatchSpec {
+  readonly runId: string;
+  readonly mode: Extract<RolloutMode, 'train' | 'val'>;
+  readonly step: number;
+  readonly checkpoint: string | null;
+  readonly tasks: readonly Task[];
+  readonly samples: number;
+  readonly source: RolloutSource;
+}
+
+export class TrainingService {
+  constructor(
+    private readonly store: Store,
+    private readonly writes?: WriteQueue,
+  ) {}
+
+  /** The store file: its folder holds the runs' checkpoints and logs, and the trainer's Python environment. */
+  get storeFile(): string {
+    return this.store.file;
+  }
+
+  /** Whether the store is still open (a loop that outlives the daemon's shutdown records nothing). */
+  get isOpen(): boolean {
+    return this.store.isOpen;
+  }
+
+  /** Checkpoints live beside the store: `.lightning/checkpoints/<run>/<step>`. */
+  checkpointDir(runId: string, step: number): string {
+    return path.join(path.dirname(this.store.file), 'checkpoints', runId, String(step));
+  }
+
+  /** The agents' output of a run's batches: `.lightning/logs/<run>`. */
+  logDir(runId: string): string {
+    return path.join(path.dirname(this.store.file), 'logs', runId);
+  }
+
+  // ---- Datasets and checkpoints (also `datasets/tasks` and `checkpoints/list`) ----
+
+  /** A dataset's tasks (by id or name), of one split or all, in file order. */
+  tasks(dataset: string, split?: Task['split']): { dataset: Dataset; items: Task[] } {
+    return this.store.listTasks(dataset, split);
+  }
+
+  /** A run's checkpoints (every run's without `runId`), oldest first: a run resumes from the last. */
+  checkpoints(runId?: string): Checkpoint[] {
+    return this.store.checkpoints(runId);
+  }
+
+  // ---- Runs: written at once, not group-committed, so `training/start` answers with the run as recorded ----
+
+  run(id: string): TrainingRun {
+    return this.store.trainingRun(id);
+  }
+
+  /** Every run, newest first. */
+  runs(): TrainingRun[] {
+    return this.store.trainingRunRecords();
+  }
+
+  /** A run the daemon drives, recorded before it starts. */
+  recordRun(run: NewTrainingRun): TrainingRun {
+    return this.store.recordTrainingRun(run);
+  }
+
+  setRunStatus(id: string, to: TrainingRunStatus, details: { readonly error?: string | null; readonly errorKind?: ErrorKind | null } = {}): TrainingRun {
+    return this.store.setTrainingRunStatus(id, to, details);
+  }
+
+  /** A step's metrics and, when it saved one, its checkpoint: one commit. */
+  async recordStep(runId: string, step: number, metrics: Readonly<Record<string, number>>, checkpoint?: { readonly dir: string; readonly metrics: Readonly<Record<string, number>> }): Promise<void> {
+    await this.write(() => this.store.recordTrainingStep(runId, step, metrics, checkpoint));
+  }
+
+  // ---- An iteration's batch of rollouts ----
+
+  /**
+   * Queues a batch: a policy version for the checkpoint that serves it (pinned as each rollout's
+   * `policy` resource) and one rollout per task and sample, in one commit. Returns the rollout ids
+   * in task order, each task's samples together.
+   */
+  async openBatch(spec: BatchSpec): Promise<{ batchId: string; rolloutIds: string[] }> {
+    const batchId = grpoBatchId(spec.runId, spec.mode, spec.step);
+    const rolloutIds = await this.write(() => {
+      const version = this.store.addPolicyVersion({ runId: spec.runId, step: spec.step, checkpoint: spec.checkpoint });
+      return spec.tasks.flatMap((task) =>
+        Array.from({ length: spec.samples }, () =>
+          this.store.createRollout({
+            mode: spec.mode, label: spec.runId, task: { id: task.id, input: task.input }, source: spec.source, maxAttempts: 1,
+            datasetId: task.datasetId, batchId, resourcesVersion: version, resources: { policy: version },
+          }).id,
+        ),
+      );
+    }, spec.tasks.length * spec.samples);
+    return { batchId, rolloutIds };
+  }
+
+  /** After its runner: the batch's rollouts nobody started are cancelled with `reason`; returns every rollout of the batch, oldest first. */
+  async settleBatch(batchId: string, reason: string): Promise<Rollout[]> {
+    const queued = this.batchRollouts(batchId).filter((rollout) => rollout.status === 'queued');
+    if (queued.length > 0) {
+      await this.write(() => {
+        for (const { id } of queued) {
+          if (this.store.getRollout(id).status === 'queued') this.store.transitionRollout({ id, to: 'cancelled', error: reason, exitCode: null });
+        }
+      }, queued.length);
+    }
+    return this.batchRollouts(batchId);
+  }
+
+  /** What LightningRL reads of a batch's rollouts (spans and rewards), oldest first. */
+  trajectories(batchId: string): Iterable<Trajectory> {
+    return this.store.trajectories({ batchId });
+  }
+
+  private batchRollouts(batchId: string): Rollout[] {
+    const all: Rollout[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = this.store.listRollouts({ batchId, limit: 500, order: 'oldest', cursor });
+      all.push(...page.items);
+      cursor = page.nextCursor ?? undefined;
+    } while (cursor);
+    return all;
+  }
+
+  private async write<T>(op: () => T, units = 1): Promise<T> {
+    return this.writes ? this.writes.submit(op, units) : op();
+  }
+}
