@@ -18,6 +18,7 @@ import { OtlpReceiver } from '../../trainer-daemon/otlp/receiver';
 import { Store } from '../../trainer-daemon/store/store';
 import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { encode, oneSpan, recordSpans, type Encoding } from '../helpers/otlp';
+import { parsed } from '../helpers/params';
 import { tempDir } from '../helpers/tmp';
 
 const PROTOBUF = 'application/x-protobuf';
@@ -295,8 +296,8 @@ describe('an export is cut into parts of bounded size (committed one at a time)'
       await receiver.close();
       store.close();
     });
-    const { id } = store.createRollout({ label: 'parts' });
-    store.transitionRollout({ id, to: 'running' });
+    const { id } = store.createRollout(parsed('createRollout', { label: 'parts' }));
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
     // PART_MAX_SPANS and then 7: a first part the queue commits at once (it is large), then a short one.
     const body = encode(recordSpans((tracer) => {
       for (let i = 0; i < PART_MAX_SPANS + 7; i += 1) tracer.startSpan(`s${i}`).end();
