@@ -67,7 +67,7 @@ describe('the installed .vsix in the current VS Code on Node 24, no Node 20 in s
     await panel.locator('.daemon-state', { hasText: 'running' }).waitFor({ timeout: 90_000 });
     const announced = JSON.parse(fs.readFileSync(path.join(session.workspace, '.lightning', 'daemon.json'), 'utf8')) as { pid: number };
     const exe = fs.readlinkSync(`/proc/${announced.pid}/exe`);
-    assert.equal(exe, ensureEditor('current').node, 'the daemon runs on the editor\'s runtime');
+    assert.equal(exe, fs.realpathSync(ensureEditor('current').node), 'the daemon runs on the editor\'s runtime');
     assert.ok(!fs.readlinkSync(`/proc/${announced.pid}/exe`).startsWith('/usr/bin/'), 'not on the machine\'s Node 20');
     const installed = fs.readdirSync(path.join(path.dirname(session.workbench.userDataDir), 'extensions'));
     assert.ok(installed.some((name) => name.startsWith('lightning-dev.lightning-')), `installed from the .vsix (${installed.join(', ')})`);
