@@ -122,6 +122,33 @@ test('dataset run --ray --workers 2: long-lived workers as Ray tasks pull every 
   }
 });
 
+/** A long-lived worker whose agent speaks the Anthropic Messages API (its calls go under the rollout URL, as the SDK's ANTHROPIC_BASE_URL). */
+const MESSAGES_WORKER = `
+import json, os, urllib.request
+def post(url, body=None, headers=None):
+    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else b'', method='POST', headers={'content-type': 'application/json', **(headers or {})})
+    with urllib.request.urlopen(req, timeout=30) as res:
+        return res.status, json.loads(res.read() or b'null')
+while True:
+    status, job = post(os.environ['LIGHTNING_RUNNER_URL'] + '/next')
+    if status == 204:
+        break
+    post(job['url'] + '/v1/messages', {'model': 'claude-test', 'max_tokens': 64, 'messages': [{'role': 'user', 'content': job['task']['name']}]}, {'x-api-key': 'sk-ant-test', 'anthropic-version': '2023-06-01'})
+    post(job['url'] + '/finish', {'status': 'succeeded'})
+`;
+
+test('dataset run --ray --workers: an Anthropic agent\'s calls go to the runner\'s own ANTHROPIC_BASE_URL, as locally', async (t) => {
+  const { cwd, env, upstream } = await setUp(t, [{ id: 'a' }, { id: 'b' }]);
+  const anthropic = await startScriptedUpstream();
+  t.after(() => anthropic.close());
+  fs.writeFileSync(path.join(cwd, 'messages-worker.py'), MESSAGES_WORKER);
+  const run = await runCli(['dataset', 'run', 'tasks', '--workers', '1', '--upstream', upstream.url, '--ray', address, '--json', '--', PYTHON!, 'messages-worker.py'], { cwd, env: { ...env, ANTHROPIC_BASE_URL: anthropic.origin } });
+  assert.equal(run.code, 0, run.stderr);
+  assert.ok(batchOf(cwd).every((r) => r.status === 'succeeded' && r.llmCalls === 1), JSON.stringify(batchOf(cwd)));
+  assert.equal(anthropic.requests.filter((r) => r.path.endsWith('/v1/messages')).length, 2, 'the Messages calls reached ANTHROPIC_BASE_URL');
+  assert.equal(upstream.requests.length, 0, 'none went to the OpenAI upstream');
+});
+
 test('dataset run --ray: Ctrl-C cancels the Ray tasks, the agents on the node stop, the rollouts become cancelled', async (t) => {
   const { cwd, env, upstream } = await setUp(t, [{ id: 'a', hang: true }, { id: 'b', hang: true }]);
   const child = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--upstream', upstream.url, '--ray', address, '--json', '--', PYTHON!, 'agent.py'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });

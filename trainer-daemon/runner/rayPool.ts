@@ -106,7 +106,7 @@ export class RayPool implements BatchPool {
   private async attempt(rolloutId: string, mode: Extract<BatchMode, { kind: 'process' }>): Promise<string | undefined> {
     const { client } = this.options;
     const started = Date.now();
-    const { rollout, url } = await client.request('startAgentRun', { rolloutId, upstream: this.options.upstream, tokenIds: this.options.tokenIds });
+    const { rollout, url } = await client.request('startAgentRun', { rolloutId, upstream: this.options.upstream, providerUpstreams: this.options.providerUpstreams, tokenIds: this.options.tokenIds });
     if (this.cancelled) {
       await client.request('transitionRollout', { id: rolloutId, to: 'cancelled', error: 'the batch was cancelled' });
       return undefined;
@@ -135,7 +135,7 @@ export class RayPool implements BatchPool {
   private async runWorkers(rolloutIds: readonly string[], mode: Extract<BatchMode, { kind: 'worker' }>): Promise<void> {
     const { client } = this.options;
     const batch = await client.request('openWorkerBatch', {
-      rolloutIds: [...rolloutIds], upstream: this.options.upstream, tokenIds: this.options.tokenIds,
+      rolloutIds: [...rolloutIds], upstream: this.options.upstream, providerUpstreams: this.options.providerUpstreams, tokenIds: this.options.tokenIds,
       timeoutMs: this.options.timeoutMs, concurrencyPerWorker: mode.concurrencyPerWorker,
     });
     let finished = false;
