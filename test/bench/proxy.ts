@@ -58,6 +58,53 @@ function rssMb(pid: number): number {
   return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0) / 1024;
 }
 
+/** One API called directly and through the proxy: the two bases, its path, and a non-streaming and a streaming body. */
+interface Api {
+  direct: string;
+  proxied: string;
+  path: string;
+  body: string;
+  streamBody: string;
+}
+
+/** A row per concurrency: the p50 and p99 latency the proxy adds to non-streaming calls (the target is at 64 concurrent). */
+async function addedLatencyRows(api: Api, what: string, concurrencies: number[]): Promise<void> {
+  for (const concurrency of concurrencies) {
+    const count = Math.max(400, concurrency * 8);
+    const plain = await load(api.direct, api.path, api.body, concurrency, count);
+    const through = await load(api.proxied, api.path, api.body, concurrency, count);
+    const p = (t: Timing[], q: number): number => percentile(t.map((x) => x.total), q);
+    const added50 = p(through.timings, 50) - p(plain.timings, 50);
+    const added99 = p(through.timings, 99) - p(plain.timings, 99);
+    rows.push({
+      metric: `proxy added latency, ${what}, ${concurrency} concurrent (${count} calls)`,
+      result: `p50 +${fmt(added50, 2)} ms, p99 +${fmt(added99, 2)} ms (p50 ${fmt(p(through.timings, 50), 2)} ms)`,
+      baseline: `direct p50 ${fmt(p(plain.timings, 50), 2)} ms, p99 ${fmt(p(plain.timings, 99), 2)} ms`,
+      ratio: `${fmt(p(through.timings, 50) / p(plain.timings, 50), 2)}×`,
+      target: concurrency === 64 ? 'p50 ≤ 1 ms, p99 ≤ 5 ms added' : '(report)',
+      met: concurrency === 64 ? (added50 <= 1 && added99 <= 5 ? 'yes' : 'NO') : '-',
+    });
+  }
+}
+
+/** A row per concurrency: the p50 time to first byte the proxy adds to 400 streams. */
+async function addedFirstByteRows(api: Api, what: string, concurrencies: number[]): Promise<void> {
+  for (const concurrency of concurrencies) {
+    const plainStreams = await load(api.direct, api.path, api.streamBody, concurrency, 400);
+    const proxiedStreams = await load(api.proxied, api.path, api.streamBody, concurrency, 400);
+    const ttfb = (t: Timing[]): number => percentile(t.map((x) => x.firstByte), 50);
+    const addedTtfb = ttfb(proxiedStreams.timings) - ttfb(plainStreams.timings);
+    rows.push({
+      metric: `proxy added time to first byte, ${what}, ${concurrency} concurrent (400 streams)`,
+      result: `p50 +${fmt(addedTtfb, 2)} ms (p50 ${fmt(ttfb(proxiedStreams.timings), 2)} ms)`,
+      baseline: `direct p50 ${fmt(ttfb(plainStreams.timings), 2)} ms`,
+      ratio: `${fmt(ttfb(proxiedStreams.timings) / ttfb(plainStreams.timings), 2)}×`,
+      target: 'p50 ≤ 1 ms added',
+      met: addedTtfb <= 1 ? 'yes' : 'NO',
+    });
+  }
+}
+
 export async function proxyBenchmarks(work: string): Promise<void> {
   const upstream = await startScriptedUpstream();
   const daemon = await startDaemon(path.join(work, 'proxy', 'store.db'), ['--upstream', upstream.url], { LIGHTNING_LOG_LEVEL: 'warn' });
@@ -72,71 +119,16 @@ export async function proxyBenchmarks(work: string): Promise<void> {
       await load(proxied, '/chat/completions', BODY, concurrency, 1000);
     }
 
-    for (const concurrency of [1, 16, 64, 256]) {
-      const count = Math.max(400, concurrency * 8);
-      const plain = await load(direct, '/chat/completions', BODY, concurrency, count);
-      const through = await load(proxied, '/chat/completions', BODY, concurrency, count);
-      const p = (t: Timing[], q: number): number => percentile(t.map((x) => x.total), q);
-      const added50 = p(through.timings, 50) - p(plain.timings, 50);
-      const added99 = p(through.timings, 99) - p(plain.timings, 99);
-      rows.push({
-        metric: `proxy added latency, non-streaming, ${concurrency} concurrent (${count} calls)`,
-        result: `p50 +${fmt(added50, 2)} ms, p99 +${fmt(added99, 2)} ms (p50 ${fmt(p(through.timings, 50), 2)} ms)`,
-        baseline: `direct p50 ${fmt(p(plain.timings, 50), 2)} ms, p99 ${fmt(p(plain.timings, 99), 2)} ms`,
-        ratio: `${fmt(p(through.timings, 50) / p(plain.timings, 50), 2)}×`,
-        target: concurrency === 64 ? 'p50 ≤ 1 ms, p99 ≤ 5 ms added' : '(report)',
-        met: concurrency === 64 ? (added50 <= 1 && added99 <= 5 ? 'yes' : 'NO') : '-',
-      });
-    }
-
-    for (const concurrency of [1, 8]) {
-      const plainStreams = await load(direct, '/chat/completions', STREAM_BODY, concurrency, 400);
-      const proxiedStreams = await load(proxied, '/chat/completions', STREAM_BODY, concurrency, 400);
-      const ttfb = (t: Timing[]): number => percentile(t.map((x) => x.firstByte), 50);
-      const addedTtfb = ttfb(proxiedStreams.timings) - ttfb(plainStreams.timings);
-      rows.push({
-        metric: `proxy added time to first byte, streaming, ${concurrency} concurrent (400 streams)`,
-        result: `p50 +${fmt(addedTtfb, 2)} ms (p50 ${fmt(ttfb(proxiedStreams.timings), 2)} ms)`,
-        baseline: `direct p50 ${fmt(ttfb(plainStreams.timings), 2)} ms`,
-        ratio: `${fmt(ttfb(proxiedStreams.timings) / ttfb(plainStreams.timings), 2)}×`,
-        target: 'p50 ≤ 1 ms added',
-        met: addedTtfb <= 1 ? 'yes' : 'NO',
-      });
-    }
+    const chat: Api = { direct, proxied, path: '/chat/completions', body: BODY, streamBody: STREAM_BODY };
+    await addedLatencyRows(chat, 'non-streaming', [1, 16, 64, 256]);
+    await addedFirstByteRows(chat, 'streaming', [1, 8]);
 
     // The Anthropic Messages API, in the same run: its parser and record are its own.
     await load(upstream.origin, '/v1/messages', MESSAGES_BODY, 8, 1000);
     await load(url, '/v1/messages', MESSAGES_BODY, 8, 1000);
-    for (const concurrency of [1, 64]) {
-      const count = Math.max(400, concurrency * 8);
-      const plain = await load(upstream.origin, '/v1/messages', MESSAGES_BODY, concurrency, count);
-      const through = await load(url, '/v1/messages', MESSAGES_BODY, concurrency, count);
-      const p = (t: Timing[], q: number): number => percentile(t.map((x) => x.total), q);
-      const added50 = p(through.timings, 50) - p(plain.timings, 50);
-      const added99 = p(through.timings, 99) - p(plain.timings, 99);
-      rows.push({
-        metric: `proxy added latency, /v1/messages non-streaming, ${concurrency} concurrent (${count} calls)`,
-        result: `p50 +${fmt(added50, 2)} ms, p99 +${fmt(added99, 2)} ms (p50 ${fmt(p(through.timings, 50), 2)} ms)`,
-        baseline: `direct p50 ${fmt(p(plain.timings, 50), 2)} ms, p99 ${fmt(p(plain.timings, 99), 2)} ms`,
-        ratio: `${fmt(p(through.timings, 50) / p(plain.timings, 50), 2)}×`,
-        target: concurrency === 64 ? 'p50 ≤ 1 ms, p99 ≤ 5 ms added' : '(report)',
-        met: concurrency === 64 ? (added50 <= 1 && added99 <= 5 ? 'yes' : 'NO') : '-',
-      });
-    }
-    for (const concurrency of [1, 8]) {
-      const plainStreams = await load(upstream.origin, '/v1/messages', MESSAGES_STREAM_BODY, concurrency, 400);
-      const proxiedStreams = await load(url, '/v1/messages', MESSAGES_STREAM_BODY, concurrency, 400);
-      const ttfb = (t: Timing[]): number => percentile(t.map((x) => x.firstByte), 50);
-      const addedTtfb = ttfb(proxiedStreams.timings) - ttfb(plainStreams.timings);
-      rows.push({
-        metric: `proxy added time to first byte, /v1/messages streaming, ${concurrency} concurrent (400 streams)`,
-        result: `p50 +${fmt(addedTtfb, 2)} ms (p50 ${fmt(ttfb(proxiedStreams.timings), 2)} ms)`,
-        baseline: `direct p50 ${fmt(ttfb(plainStreams.timings), 2)} ms`,
-        ratio: `${fmt(ttfb(proxiedStreams.timings) / ttfb(plainStreams.timings), 2)}×`,
-        target: 'p50 ≤ 1 ms added',
-        met: addedTtfb <= 1 ? 'yes' : 'NO',
-      });
-    }
+    const messages: Api = { direct: upstream.origin, proxied: url, path: '/v1/messages', body: MESSAGES_BODY, streamBody: MESSAGES_STREAM_BODY };
+    await addedLatencyRows(messages, '/v1/messages non-streaming', [1, 64]);
+    await addedFirstByteRows(messages, '/v1/messages streaming', [1, 8]);
 
     const burstDirect = await load(direct, '/chat/completions', STREAM_BODY, 500, 500);
     // Over four rollouts: one rollout may have 128 calls in flight (a 129th is a 429 its SDK retries).

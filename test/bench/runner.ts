@@ -7,27 +7,14 @@
  * successfully) at the same concurrency: the whole command's wall time per rollout.
  */
 import { spawn } from 'node:child_process';
-import fs from 'node:fs';
 import path from 'node:path';
 import { runCli } from '../helpers/daemon';
 import { fmt, rows } from './table';
+import { importTrivialDataset } from './trivialDataset';
 
 const ROLLOUTS = 96;
 const CONCURRENCY = 8;
 const WORKER_ROLLOUTS = 400;
-
-/** The trivial agent as a worker: takes rollouts until the batch is done, ends each one successfully. */
-const TRIVIAL_WORKER = `
-const loop = async () => {
-  for (;;) {
-    const next = await fetch(process.env.LIGHTNING_RUNNER_URL + '/next', { method: 'POST' });
-    if (next.status === 204) return;
-    const { url } = await next.json();
-    await fetch(url + '/finish', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"status":"succeeded"}' });
-  }
-};
-Promise.all(Array.from({ length: Number(process.env.LIGHTNING_RUNNER_CONCURRENCY) }, loop));
-`;
 
 /** Wall time of `dataset run` over the dataset, checking every rollout succeeded. */
 async function timedRun(cwd: string, args: string[], rollouts: number): Promise<{ ms: number; ok: boolean }> {
@@ -41,10 +28,7 @@ async function timedRun(cwd: string, args: string[], rollouts: number): Promise<
 /** Worker mode (2 workers × 4) against process mode, the same trivial agent, at concurrency 8. */
 async function workerModeBenchmark(work: string): Promise<void> {
   const cwd = path.join(work, 'runner-workers');
-  fs.mkdirSync(cwd, { recursive: true });
-  fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), Array.from({ length: WORKER_ROLLOUTS }, (_, i) => JSON.stringify({ id: `t${i}` })).join('\n'));
-  fs.writeFileSync(path.join(cwd, 'worker.js'), TRIVIAL_WORKER);
-  await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
+  await importTrivialDataset(cwd, WORKER_ROLLOUTS, { worker: true });
   const processMode = await timedRun(cwd, ['--', process.execPath, '-e', ''], WORKER_ROLLOUTS);
   const workerMode = await timedRun(cwd, ['--workers', '2', '--', process.execPath, 'worker.js'], WORKER_ROLLOUTS);
   const perRollout = workerMode.ms / WORKER_ROLLOUTS;
@@ -72,9 +56,7 @@ async function direct(): Promise<number> {
 
 export async function runnerBenchmark(work: string): Promise<void> {
   const cwd = path.join(work, 'runner');
-  fs.mkdirSync(cwd, { recursive: true });
-  fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), Array.from({ length: ROLLOUTS }, (_, i) => JSON.stringify({ id: `t${i}` })).join('\n'));
-  await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
+  await importTrivialDataset(cwd, ROLLOUTS);
   const baseline = await direct();
   const started = performance.now();
   const result = await runCli(['dataset', 'run', 'tasks', '--concurrency', String(CONCURRENCY), '--json', '--', process.execPath, '-e', ''], { cwd });

@@ -6,27 +6,15 @@
  *   both through the trainer worker protocol (`lightning train --nproc-per-node 2` vs the default); and on 2 FSDP
  *   ranks (`--fsdp`, torch 2: LIGHTNING_TEST_PYTHON) against 1 process and 2 replicas of the same Python.
  */
-import fs from 'node:fs';
 import path from 'node:path';
 import { silentLogger } from '../../trainer-daemon/log';
 import { TrainerWorker } from '../../trainer-daemon/training/worker';
 import { runCli } from '../helpers/daemon';
 import { rayPython, startRayHead } from '../helpers/ray';
 import { fmt, rows } from './table';
+import { importTrivialDataset } from './trivialDataset';
 
 const ROLLOUTS = 400;
-
-const TRIVIAL_WORKER = `
-const loop = async () => {
-  for (;;) {
-    const next = await fetch(process.env.LIGHTNING_RUNNER_URL + '/next', { method: 'POST' });
-    if (next.status === 204) return;
-    const { url } = await next.json();
-    await fetch(url + '/finish', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"status":"succeeded"}' });
-  }
-};
-Promise.all(Array.from({ length: Number(process.env.LIGHTNING_RUNNER_CONCURRENCY) }, loop));
-`;
 
 async function timedRun(cwd: string, args: string[]): Promise<{ seconds: number; ok: boolean; stderr: string }> {
   const started = performance.now();
@@ -39,10 +27,7 @@ async function timedRun(cwd: string, args: string[]): Promise<{ seconds: number;
 async function rayRollouts(work: string): Promise<void> {
   const python = rayPython();
   const cwd = path.join(work, 'scale-ray');
-  fs.mkdirSync(cwd, { recursive: true });
-  fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), Array.from({ length: ROLLOUTS }, (_, i) => JSON.stringify({ id: `t${i}` })).join('\n'));
-  fs.writeFileSync(path.join(cwd, 'worker.js'), TRIVIAL_WORKER);
-  await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
+  await importTrivialDataset(cwd, ROLLOUTS, { worker: true });
   const head = await startRayHead(python);
   try {
     const local = await timedRun(cwd, []);

@@ -66,3 +66,37 @@ export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
   }
   return { address, stop };
 }
+
+/**
+ * One Ray head for a test file's tests: the file calls `start` in `before` and `stop` in `after`; its tests read
+ * `python` (from rayPython()) and `head`, which throw when read before `start` has finished.
+ */
+export interface RayFixture {
+  readonly python: string;
+  readonly head: RayHead;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export function rayFixture(): RayFixture {
+  let python: string | undefined;
+  let head: RayHead | undefined;
+  const notStarted = (): never => {
+    throw new Error('the Ray head is not started: call start() in before() and read the fixture inside a test');
+  };
+  return {
+    get python() {
+      return python ?? notStarted();
+    },
+    get head() {
+      return head ?? notStarted();
+    },
+    async start() {
+      python = rayPython();
+      head = await startRayHead(python);
+    },
+    async stop() {
+      await head?.stop();
+    },
+  };
+}

@@ -8,7 +8,7 @@ import { CLI, runCli } from '../helpers/daemon';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { batchOf } from '../helpers/batch';
 import { tempDir, waitFor } from '../helpers/tmp';
-import { rayPython, startRayHead, type RayHead } from '../helpers/ray';
+import { rayFixture } from '../helpers/ray';
 
 /**
  * `lightning dataset run --ray`: the agents as Ray tasks on a real local Ray head (loopback, 2 CPUs,
@@ -58,15 +58,10 @@ while True:
 print('worker done', flush=True)
 `;
 
-let head: RayHead | undefined;
-let address = '';
+const ray = rayFixture();
 
-before(async () => {
-  head = await startRayHead(rayPython());
-  address = head.address;
-});
-
-after(() => head?.stop());
+before(() => ray.start());
+after(() => ray.stop());
 
 async function setUp(t: Parameters<typeof tempDir>[0], tasks: object[]): Promise<{ cwd: string; env: NodeJS.ProcessEnv; upstream: ScriptedUpstream }> {
   const cwd = tempDir(t);
@@ -84,7 +79,7 @@ async function setUp(t: Parameters<typeof tempDir>[0], tasks: object[]): Promise
 
 test('dataset run --ray (process mode): each attempt a Ray task; calls and rewards recorded, a failed attempt retried with the node named, a hang timed out, logs brought back', async (t) => {
   const { cwd, env, upstream } = await setUp(t, [{ id: 'good', value: 1 }, { id: 'half', value: 0.5 }, { id: 'flaky', fail: true }, { id: 'stuck', hang: true }]);
-  const run = await runCli(['dataset', 'run', 'tasks', '--samples', '1', '--concurrency', '2', '--retries', '1', '--timeout', '3', '--upstream', upstream.url, '--ray', address, '--json', '--', PYTHON!, 'agent.py'], { cwd, env });
+  const run = await runCli(['dataset', 'run', 'tasks', '--samples', '1', '--concurrency', '2', '--retries', '1', '--timeout', '3', '--upstream', upstream.url, '--ray', ray.head.address, '--json', '--', PYTHON!, 'agent.py'], { cwd, env });
   assert.equal(run.code, 0, run.stderr);
   assert.match(run.stderr, /on the Ray cluster 127\.0\.0\.1:\d+/);
   const summary = JSON.parse(run.stdout) as { batchId: string; tasks: Array<{ task: string; rollouts: number; succeeded: number; meanReward: number | null }> };
@@ -109,7 +104,7 @@ test('dataset run --ray (process mode): each attempt a Ray task; calls and rewar
 test('dataset run --ray --workers 2: long-lived workers as Ray tasks pull every rollout and stop on their 204', async (t) => {
   const tasks = Array.from({ length: 6 }, (_, i) => ({ id: `t${i}`, value: i % 2 }));
   const { cwd, env, upstream } = await setUp(t, tasks);
-  const run = await runCli(['dataset', 'run', 'tasks', '--samples', '2', '--workers', '2', '--concurrency', '2', '--upstream', upstream.url, '--ray', address, '--json', '--', PYTHON!, 'worker.py'], { cwd, env });
+  const run = await runCli(['dataset', 'run', 'tasks', '--samples', '2', '--workers', '2', '--concurrency', '2', '--upstream', upstream.url, '--ray', ray.head.address, '--json', '--', PYTHON!, 'worker.py'], { cwd, env });
   assert.equal(run.code, 0, run.stderr);
   const summary = JSON.parse(run.stdout) as { batchId: string; tasks: Array<{ task: string; rollouts: number; succeeded: number; meanReward: number | null }> };
   assert.deepEqual(summary.tasks.at(-1), { ...summary.tasks.at(-1)!, task: '(all)', rollouts: 12, succeeded: 12, meanReward: 0.5 });
@@ -151,7 +146,7 @@ test('dataset run --ray --workers: an Anthropic agent\'s calls go to the runner\
 
 test('dataset run --ray: Ctrl-C cancels the Ray tasks, the agents on the node stop, the rollouts become cancelled', async (t) => {
   const { cwd, env, upstream } = await setUp(t, [{ id: 'a', hang: true }, { id: 'b', hang: true }]);
-  const child = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--upstream', upstream.url, '--ray', address, '--json', '--', PYTHON!, 'agent.py'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--upstream', upstream.url, '--ray', ray.head.address, '--json', '--', PYTHON!, 'agent.py'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const pidFile = path.join(cwd, 'pids');

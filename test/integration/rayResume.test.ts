@@ -11,7 +11,7 @@ import { after, before, test } from 'node:test';
 import { isProcessAlive } from '../../trainer-daemon/discovery';
 import { CLI, runCli } from '../helpers/daemon';
 import { batchOf } from '../helpers/batch';
-import { rayPython, startRayHead, type RayHead } from '../helpers/ray';
+import { rayFixture } from '../helpers/ray';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';
 import { tempDir, waitFor } from '../helpers/tmp';
 
@@ -27,17 +27,13 @@ req = urllib.request.Request(os.environ['OPENAI_BASE_URL'] + '/chat/completions'
 urllib.request.urlopen(req, timeout=30).read()
 `;
 
-let head: RayHead | undefined;
-let python = '';
+const ray = rayFixture();
 
-before(async () => {
-  python = rayPython();
-  head = await startRayHead(python);
-});
-
-after(() => head?.stop());
+before(() => ray.start());
+after(() => ray.stop());
 
 test('dataset run --ray: a runner killed with -9 leaves no agent running on the node; --resume --ray finishes the batch', async (t) => {
+  const { python, head } = ray;
   const cwd = tempDir(t);
   fs.writeFileSync(path.join(cwd, 'agent.py'), AGENT);
   fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), ['a', 'b'].map((id) => JSON.stringify({ id, name: id })).join('\n'));
@@ -45,7 +41,7 @@ test('dataset run --ray: a runner killed with -9 leaves no agent running on the 
   t.after(() => upstream.close());
   assert.equal((await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd })).code, 0);
   const env = { OPENAI_BASE_URL: '', OPENAI_API_BASE: '', LIGHTNING_RAY_PYTHON: python };
-  const args = ['dataset', 'run', 'tasks', '--concurrency', '2', '--retries', '1', '--upstream', upstream.url, '--ray', head!.address, '--json'];
+  const args = ['dataset', 'run', 'tasks', '--concurrency', '2', '--retries', '1', '--upstream', upstream.url, '--ray', head.address, '--json'];
   const runner = spawn(process.execPath, [CLI, ...args, '--', python, 'agent.py'], { cwd, env: { ...process.env, ...env }, stdio: 'ignore' });
   const pids = await waitFor(() => {
     const found = ['a', 'b'].map((id) => path.join(cwd, `hung-${id}`)).filter((file) => fs.existsSync(file) && fs.readFileSync(file, 'utf8') !== '');

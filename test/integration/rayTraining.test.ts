@@ -8,29 +8,25 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
-import { rayPython, startRayHead, type RayHead } from '../helpers/ray';
+import { rayFixture } from '../helpers/ray';
 import { tempDir } from '../helpers/tmp';
 
 const AGENT = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'parity-worker.mjs');
-let head: RayHead | undefined;
-let python = '';
+const ray = rayFixture();
 
-before(async () => {
-  python = rayPython();
-  head = await startRayHead(python);
-});
-
-after(() => head?.stop());
+before(() => ray.start());
+after(() => ray.stop());
 
 test('train --ray: the agents run as Ray tasks, every iteration updates, train --list says where, the logs name the node', async (t) => {
+  const { python, head } = ray;
   const cwd = tempDir(t);
   fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), toolsTasks(8, 4).map((task) => JSON.stringify(task)).join('\n'));
   const imported = await runCli(['dataset', 'import', 'tasks.jsonl', '--name', 'tools'], { cwd });
   assert.equal(imported.code, 0, imported.stderr);
   const run = await runCli(['train', '--model', 'tiny', '--dataset', 'tools', '--iterations', '1', '--samples', '4', '--tasks-per-iteration', '4', '--eval-every', '10',
-    '--agent-mode', 'worker', '--workers', '2', '--per-worker', '8', '--device', 'cpu', '--python', '/usr/bin/python3', '--ray', head!.address, '--ray-python', python, '--json', '--', process.execPath, AGENT], { cwd, env: { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' } });
+    '--agent-mode', 'worker', '--workers', '2', '--per-worker', '8', '--device', 'cpu', '--python', '/usr/bin/python3', '--ray', head.address, '--ray-python', python, '--json', '--', process.execPath, AGENT], { cwd, env: { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' } });
   assert.equal(run.code, 0, run.stderr);
-  assert.match(run.stderr, new RegExp(`agents on Ray ${head!.address.replace(/\./g, '\\.')}`));
+  assert.match(run.stderr, new RegExp(`agents on Ray ${head.address.replace(/\./g, '\\.')}`));
   const finished = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as { run: { id: string; status: string }; checkpoints: Array<{ step: number; metrics: Record<string, number> }> };
   assert.equal(finished.run.status, 'succeeded');
   assert.ok(finished.checkpoints.filter((c) => c.step > 0).every((c) => c.metrics.loss !== undefined && c.metrics.transitions > 0), JSON.stringify(finished.checkpoints));

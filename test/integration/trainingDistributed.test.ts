@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { test } from 'node:test';
-import { GrpoConfig, TrainingRunDetail } from '../../trainer-daemon/protocol';
+import { test, type TestContext } from 'node:test';
+import { GrpoConfig, TrainingRunDetail, type GrpoConfigInput } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
@@ -33,7 +33,8 @@ function ranks(): Map<number, number> {
   return found;
 }
 
-test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails the run naming it and its host; resume finishes it', async (t) => {
+/** A daemon on a fresh store in a temp folder with the `tools` dataset (8 train + 4 val tasks); stopped when the test ends. */
+async function daemonWithTools(t: TestContext): Promise<{ cwd: string; storeFile: string; client: RpcClient }> {
   const cwd = tempDir(t);
   const storeFile = path.join(cwd, '.lightning', 'store.db');
   fs.mkdirSync(path.dirname(storeFile), { recursive: true });
@@ -44,30 +45,42 @@ test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails
     await daemon.stop();
   });
   await client.request('importDataset', { name: 'tools', tasks: toolsTasks(8, 4) });
-  const config = GrpoConfig.parse({
+  return { cwd, storeFile, client };
+}
+
+/** GRPO on a small tiny policy over `tools` (4 samples of 4 tasks an iteration), the parity worker as the agent, on the CPU. */
+function distributedConfig(cwd: string, run: { iterations: number; python: string; distributed: GrpoConfigInput['distributed'] }): GrpoConfig {
+  return GrpoConfig.parse({
     model: { kind: 'tiny', config: { dModel: 48, layers: 2, heads: 4, context: 64 } },
-    dataset: 'tools', iterations: 3, samples: 4, tasksPerIteration: 4, agentMode: 'worker', workers: 1, perWorker: 16, evalEvery: 10,
-    device: 'cpu', python: '/usr/bin/python3', distributed: { nprocPerNode: 2 },
+    dataset: 'tools', iterations: run.iterations, samples: 4, tasksPerIteration: 4, agentMode: 'worker', workers: 1, perWorker: 16, evalEvery: 10,
+    device: 'cpu', python: run.python, distributed: run.distributed,
     command: { argv: [process.execPath, AGENT], cwd },
   });
+}
+
+/** The run's detail once it is no longer running. */
+function runEnded(client: RpcClient, id: string, what: string, timeoutMs: number): Promise<TrainingRunDetail> {
+  return waitFor(async () => {
+    const detail = await client.request('getTrainingRun', { id });
+    return detail.run.status === 'running' ? undefined : detail;
+  }, what, timeoutMs);
+}
+
+test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails the run naming it and its host; resume finishes it', async (t) => {
+  const { cwd, storeFile, client } = await daemonWithTools(t);
+  const config = distributedConfig(cwd, { iterations: 3, python: '/usr/bin/python3', distributed: { nprocPerNode: 2 } });
   const run = await client.request('startTraining', { config });
   await waitFor(async () => (await client.request('listCheckpoints', { runId: run.id })).items.length >= 1, 'the first checkpoint', 200_000);
   const pids = ranks();
   assert.deepEqual([...pids.keys()].sort(), [0, 1], 'torchrun runs two ranks');
   process.kill(pids.get(1)!, 'SIGKILL');
-  const failed = await waitFor(async () => {
-    const detail = await client.request('getTrainingRun', { id: run.id });
-    return detail.run.status === 'running' ? undefined : detail;
-  }, 'the run to fail', 60_000);
+  const failed = await runEnded(client, run.id, 'the run to fail', 60_000);
   assert.equal(failed.run.status, 'failed');
   assert.match(failed.run.error ?? '', /the trainer worker exited unexpectedly \(code 1\): rank 1 \(local rank 1\) on host \S+ was killed by signal 9/);
   const kept = failed.checkpoints.at(-1)!;
 
   await client.request('startTraining', { resume: run.id });
-  const done = await waitFor(async () => {
-    const detail = await client.request('getTrainingRun', { id: run.id });
-    return detail.run.status === 'running' ? undefined : detail;
-  }, 'the resumed run to end', 100_000);
+  const done = await runEnded(client, run.id, 'the resumed run to end', 100_000);
   assert.equal(done.run.status, 'succeeded', done.run.error ?? '');
   TrainingRunDetail.parse(done);
   assert.deepEqual(done.checkpoints.map((c) => c.step).filter((s) => s > kept.step), [1, 2, 3].filter((s) => s > kept.step));
@@ -84,26 +97,9 @@ test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails
 test('train --nproc-per-node 2 --fsdp: a GRPO run on 2 sharded ranks (torch 2); refused on torch 1.13 naming the version needed', async (t) => {
   const python = process.env.LIGHTNING_TEST_PYTHON;
   assert.ok(python, 'LIGHTNING_TEST_PYTHON is unset: point it at a Python with trainer-daemon/python/requirements-test.txt installed (torch 2)');
-  const cwd = tempDir(t);
-  const storeFile = path.join(cwd, '.lightning', 'store.db');
-  fs.mkdirSync(path.dirname(storeFile), { recursive: true });
-  const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
-  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
-  t.after(async () => {
-    client.dispose();
-    await daemon.stop();
-  });
-  await client.request('importDataset', { name: 'tools', tasks: toolsTasks(8, 4) });
-  const configOf = (interpreter: string) => GrpoConfig.parse({
-    model: { kind: 'tiny', config: { dModel: 48, layers: 2, heads: 4, context: 64 } },
-    dataset: 'tools', iterations: 2, samples: 4, tasksPerIteration: 4, agentMode: 'worker', workers: 1, perWorker: 16, evalEvery: 10,
-    device: 'cpu', python: interpreter, distributed: { nprocPerNode: 2, fsdp: true },
-    command: { argv: [process.execPath, AGENT], cwd },
-  });
-  const ended = (id: string) => waitFor(async () => {
-    const detail = await client.request('getTrainingRun', { id });
-    return detail.run.status === 'running' ? undefined : detail;
-  }, 'the run to end', 200_000);
+  const { cwd, storeFile, client } = await daemonWithTools(t);
+  const configOf = (interpreter: string) => distributedConfig(cwd, { iterations: 2, python: interpreter, distributed: { nprocPerNode: 2, fsdp: true } });
+  const ended = (id: string) => runEnded(client, id, 'the run to end', 200_000);
 
   const old = await client.request('startTraining', { config: configOf('/usr/bin/python3') });
   const refused = await ended(old.id);
