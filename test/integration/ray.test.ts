@@ -137,7 +137,7 @@ test('dataset run --ray --workers: an Anthropic agent\'s calls go to the runner\
   const anthropic = await startScriptedUpstream();
   t.after(() => anthropic.close());
   fs.writeFileSync(path.join(cwd, 'messages-worker.py'), MESSAGES_WORKER);
-  const run = await runCli(['dataset', 'run', 'tasks', '--workers', '1', '--upstream', upstream.url, '--ray', address, '--json', '--', PYTHON!, 'messages-worker.py'], { cwd, env: { ...env, ANTHROPIC_BASE_URL: anthropic.origin } });
+  const run = await runCli(['dataset', 'run', 'tasks', '--workers', '1', '--upstream', upstream.url, '--ray', ray.head.address, '--json', '--', PYTHON!, 'messages-worker.py'], { cwd, env: { ...env, ANTHROPIC_BASE_URL: anthropic.origin } });
   assert.equal(run.code, 0, run.stderr);
   assert.ok(batchOf(cwd).every((r) => r.status === 'succeeded' && r.llmCalls === 1), JSON.stringify(batchOf(cwd)));
   assert.equal(anthropic.requests.filter((r) => r.path.endsWith('/v1/messages')).length, 2, 'the Messages calls reached ANTHROPIC_BASE_URL');
