@@ -93,13 +93,31 @@ function run(command, commandArgs, options = {}) {
 
 const NONE = { ok: true, passed: 0, failed: 0 };
 
-/** node's test runner over `list` with `node`; counts from its spec reporter's summary. */
+/**
+ * Test files that start a local Ray head (they use test/helpers/ray.ts) run one at a time, after the others: two
+ * heads on one machine share Ray's fixed default ports (client server 10001, worker ports from 10002), and a head's
+ * worker processes beside another file's load starved a test's agents on the 2-core CI machine.
+ */
+const startsRay = (file) => /from '\.\.\/helpers\/ray'/.test(fs.readFileSync(file, 'utf8'));
+
+function sum(results) {
+  return results.reduce((a, b) => ({ ok: a.ok && b.ok, passed: a.passed + b.passed, failed: a.failed + b.failed }), NONE);
+}
+
+/** node's test runner over `list` with `node`: the Ray files alone after the rest (startsRay). */
 async function nodeTests(list, env, node = process.execPath) {
+  const alone = list.filter(startsRay);
+  const rest = list.filter((file) => !startsRay(file));
+  return sum([await nodeTestRun(rest, env, node, process.env.TEST_CONCURRENCY ?? 2), await nodeTestRun(alone, env, node, 1)]);
+}
+
+/** One run of node's test runner; counts from its spec reporter's summary. */
+async function nodeTestRun(list, env, node, concurrency) {
   if (list.length === 0) return NONE;
   // Each file is one test under --test-timeout, and node's runner has one timeout for all files: with the
   // end-to-end suites in the run (a real VS Code each, minutes each on a busy machine) it is ten minutes.
   const timeout = list.some(inE2e) ? 600_000 : 300_000;
-  const { code, output } = await run(node, ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-timeout=${timeout}`, `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...list], { env: { ...process.env, ...env }, cwd: REPO });
+  const { code, output } = await run(node, ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-timeout=${timeout}`, `--test-concurrency=${concurrency}`, ...list], { env: { ...process.env, ...env }, cwd: REPO });
   const count = (name) => Number(output.match(new RegExp(`^ℹ ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
   const result = { ok: code === 0, passed: count('pass'), failed: count('fail') + count('cancelled') };
   // A file that cannot even load counts once; skipped tests count as failures (no suite may skip silently).
