@@ -40,12 +40,14 @@ export class RayPool implements BatchPool {
 
   async run(rolloutIds: readonly string[]): Promise<void> {
     if (rolloutIds.length === 0) return;
-    this.driver = await RayDriver.start(this.ray, path.join(this.options.logDir, 'ray-driver.log'));
+    const shared = this.options.rayDriver;
+    this.driver = shared ? await shared.acquire() : await RayDriver.start(this.ray, path.join(this.options.logDir, 'ray-driver.log'));
     try {
       if (this.mode.kind === 'process') await this.runProcesses(rolloutIds, this.mode);
       else await this.runWorkers(rolloutIds, this.mode);
     } finally {
-      await this.driver.close();
+      // A shared driver stays connected for the next batch (its owner closes it); this batch's tasks have all ended.
+      if (!shared) await this.driver.close();
     }
   }
 

@@ -169,6 +169,11 @@ class Iterations {
   cancel(): void {
     this.executor.cancel();
   }
+
+  /** After the last batch: ends what the rollouts kept across batches (the Ray driver). */
+  close(): Promise<void> {
+    return this.executor.close();
+  }
 }
 
 function tasksOf(training: TrainingService, dataset: string, split: 'train' | 'val' | undefined): Task[] {
@@ -191,6 +196,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   const python = await findPython(ctx.training.storeFile, config.python ?? undefined);
   const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker'), distributed: config.distributed });
   const stop = (): void => worker.dispose();
+  let opened: Iterations | undefined;
   try {
     const last = ctx.training.checkpoints(runId).at(-1);
     const adapter = config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
@@ -201,6 +207,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
     const greedy = await fetch(`${url}/greedy/v1/models`).then((r) => r.ok, () => false);
     if (!greedy) ctx.logger.warn('the trainer worker serves no /greedy prefix: validation rollouts are sampled');
     const iterations = new Iterations(runId, config, ctx, worker, { train: `${url}/v1`, val: `${url}${greedy ? '/greedy' : ''}/v1` });
+    opened = iterations;
     ctx.signal.addEventListener('abort', stop, { once: true });
     // A worker that dies takes the policy server with it: stop the agents now; the next request reports the crash.
     worker.onDidExit(() => iterations.cancel());
@@ -239,6 +246,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
     if (!ctx.signal.aborted) throw error;
   } finally {
     ctx.signal.removeEventListener('abort', stop);
+    await opened?.close();
     await worker.shutdown();
   }
 }
