@@ -7,7 +7,7 @@
  */
 import { readFileBounded } from '../util/readFileBounded';
 import { describeIssues, SftExample, type GrpoConfig, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
-import { InvalidInputError } from '../protocol/errors';
+import { InvalidInputError, errorMessage } from '../protocol/errors';
 import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
 import type { TrainingService } from './service';
@@ -100,7 +100,14 @@ class Iterations {
     const started = performance.now();
     const source = { kind: 'command' as const, argv: [...this.config.command.argv], cwd: this.config.command.cwd };
     const { batchId, rolloutIds: ids } = await this.ctx.training.openBatch({ runId: this.runId, mode, step, checkpoint, tasks, samples, source });
-    await this.executor.run({ batchId, rolloutIds: ids, upstream: this.upstreams[mode] });
+    try {
+      await this.executor.run({ batchId, rolloutIds: ids, upstream: this.upstreams[mode] });
+    } finally {
+      // Where the agents ran, also when the batch failed: a failure's nodes are the ones to look at.
+      if (this.config.ray && this.ctx.training.isOpen) {
+        await this.ctx.training.recordRayNodes(this.runId).catch((error: unknown) => this.ctx.logger.warn('could not record where the rollouts ran', { runId: this.runId, error: errorMessage(error) }));
+      }
+    }
     // Cancelled before the runner took them: nothing will run those still queued.
     const rollouts = await this.ctx.training.settleBatch(batchId, 'the training run was cancelled');
     const byId = new Map(rollouts.map((r) => [r.id, r]));
@@ -198,6 +205,8 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   const stop = (): void => worker.dispose();
   let opened: Iterations | undefined;
   try {
+    const ranks = worker.ready.distributed?.ranks;
+    if (ranks) await ctx.training.recordRanks(runId, ranks.map(({ rank, localRank, host }) => ({ rank, localRank, host })));
     const last = ctx.training.checkpoints(runId).at(-1);
     const adapter = config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
     const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(config.device === 'cuda' ? {} : { threads: 1 }), ...(last ? { checkpoint: last.path } : {}), ...(config.distributed?.fsdp ? { fsdp: true } : {}) });
