@@ -7,9 +7,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
-import { REPO_ROOT, runCli } from '../helpers/daemon';
+import { spawn } from 'node:child_process';
+import { isProcessAlive } from '../../trainer-daemon/discovery';
+import { CLI, REPO_ROOT, runCli } from '../helpers/daemon';
 import { rayFixture } from '../helpers/ray';
-import { tempDir } from '../helpers/tmp';
+import { tempDir, waitFor } from '../helpers/tmp';
 
 const AGENT = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'parity-worker.mjs');
 const ray = rayFixture();
@@ -56,4 +58,33 @@ test('train --ray: a worker that keeps dying on its node fails the run with an e
     '--agent-mode', 'worker', '--workers', '1', '--device', 'cpu', '--python', '/usr/bin/python3', '--ray', head.address, '--ray-python', python, '--', process.execPath, '-e', 'process.exit(3)'], { cwd, env: { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' } });
   assert.equal(run.code, 1, run.stderr);
   assert.match(run.stdout, /failed: the agent worker exited with code 3 on Ray node \S+ \(.+\); 3 restarts used up/);
+});
+
+/** A worker that records its pid and never asks for a rollout. */
+const HANGING_WORKER = "require('node:fs').appendFileSync('pids', process.pid + '\\n'); setInterval(() => undefined, 1000);";
+
+test('train --ray: Ctrl-C cancels the run, its agents on the node stop, and the run\'s Ray driver ends', async (t) => {
+  const { python, head } = ray;
+  const cwd = tempDir(t);
+  fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), toolsTasks(2, 0).map((task) => JSON.stringify(task)).join('\n'));
+  assert.equal((await runCli(['dataset', 'import', 'tasks.jsonl', '--name', 'tools'], { cwd })).code, 0);
+  const child = spawn(process.execPath, [CLI, 'train', '--model', 'tiny', '--dataset', 'tools', '--iterations', '1', '--samples', '2', '--eval-every', '10', '--agent-mode', 'worker', '--workers', '2',
+    '--device', 'cpu', '--python', '/usr/bin/python3', '--ray', head.address, '--ray-python', python, '--', process.execPath, '-e', HANGING_WORKER], { cwd, env: { ...process.env, OPENAI_BASE_URL: '', OPENAI_API_KEY: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  const code = new Promise<number | null>((resolve) => child.once('close', resolve));
+  const pidFile = path.join(cwd, 'pids');
+  const pids = await waitFor(() => {
+    const list = fs.existsSync(pidFile) ? fs.readFileSync(pidFile, 'utf8').trim().split('\n').filter(Boolean).map(Number) : [];
+    return list.length === 2 ? list : null;
+  }, 'both workers to start on the Ray node', 120_000);
+  const runId = /training run (train-[0-9a-f]+)/.exec(stderr)![1]!;
+  const driverLog = path.join(cwd, '.lightning', 'logs', runId, 'ray-driver.log');
+  const driver = Number(/lightning ray runner (\d+): connected/.exec(fs.readFileSync(driverLog, 'utf8'))![1]);
+  child.kill('SIGINT');
+  assert.equal(await code, 130, stderr);
+  await waitFor(() => pids.every((pid) => !isProcessAlive(pid)), 'the workers on the node to be stopped', 30_000);
+  await waitFor(() => !isProcessAlive(driver), 'the run\'s Ray driver to exit', 30_000);
+  const [listed] = JSON.parse((await runCli(['train', '--list', '--json'], { cwd })).stdout) as Array<{ status: string }>;
+  assert.equal(listed!.status, 'cancelled');
 });
