@@ -2,16 +2,19 @@
  * `lightning train --nproc-per-node 2`: a GRPO run whose trainer worker runs under torchrun (2 gloo ranks on
  * the CPU, Debian's torch 1.13), with the real daemon, the tiny policy and the sample agent as a worker. A rank
  * killed mid-run fails the run with an error naming the rank and its host; resume continues from the checkpoint.
+ * Two machines are two torchrun launchers on this one, meeting at a static rendezvous on loopback.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { GrpoConfig, TrainingRunDetail, type GrpoConfigInput } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
+import { otherNodeCommand } from '../../trainer-daemon/training/torchrun';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
 
@@ -118,4 +121,42 @@ test('train --nproc-per-node 2 --fsdp: a GRPO run on 2 sharded ranks (torch 2); 
   assert.deepEqual(fs.readdirSync(done.checkpoints.at(-1)!.path).sort(), ['config.json', 'metrics.json', 'optimizer.pt', 'trainable.pt']);
   const list = await runCli(['train', '--list', '--store', storeFile]);
   assert.match(list.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+2\\s+\\S+\\s+\\S+\\s+torchrun 2 ranks \\(FSDP\\)`));
+});
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = (server.address() as net.AddressInfo);
+      server.close(() => resolve(port));
+    });
+    server.once('error', reject);
+  });
+}
+
+test('train --nnodes 2 --rdzv-endpoint: the second machine joins with the command Lightning prints; updates on ranks of both nodes', async (t) => {
+  const { cwd, storeFile, client } = await daemonWithTools(t);
+  const distributed = { nprocPerNode: 1, nnodes: 2, rdzvEndpoint: `127.0.0.1:${await freePort()}` };
+  const run = await client.request('startTraining', { config: distributedConfig(cwd, { iterations: 2, python: '/usr/bin/python3', distributed }) });
+  // What the CLI prints for the other machines, as a user pastes it there: this checkout, node rank 1.
+  const printed = otherNodeCommand(distributed, '/usr/bin/python3')!;
+  const command = printed.replace('<checkout>', REPO_ROOT).replace('--node_rank I', '--node_rank 1');
+  let output = '';
+  const second = spawn('sh', ['-c', `exec env ${command}`], { cwd: os.tmpdir(), stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  second.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  second.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  const secondExited = new Promise<number | null>((resolve) => second.once('exit', (code) => resolve(code)));
+  t.after(() => {
+    if (second.exitCode === null && second.signalCode === null) process.kill(-second.pid!, 'SIGKILL');
+  });
+
+  const done = await runEnded(client, run.id, 'the two-node run to end', 250_000);
+  assert.equal(done.run.status, 'succeeded', `${done.run.error ?? ''}\nsecond node: ${output}`);
+  assert.deepEqual(done.checkpoints.map((c) => c.step), [1, 2]);
+  assert.ok(done.checkpoints.every((c) => c.metrics.worldSize === 2), JSON.stringify(done.checkpoints.map((c) => c.metrics)));
+  // Global rank 1 is the other node's only rank (local rank 0), as it reported when it came up.
+  const host = os.hostname();
+  assert.deepEqual(done.run.placement?.ranks, [{ rank: 0, localRank: 0, host }, { rank: 1, localRank: 0, host }]);
+  assert.equal(await secondExited, 0, `the second node's torchrun ends with the run: ${output}`);
+  const list = await runCli(['train', '--list', '--store', storeFile]);
+  assert.match(list.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+2\\s+.*torchrun 2 ranks`));
 });

@@ -74,6 +74,8 @@ export class TrainerWorker implements Disposable {
   readonly onDidExit: Event<WorkerError> = this._onDidExit.event;
   readonly exited: Promise<void>;
   private disposed = false;
+  /** `shutdown` was asked: the worker's own exit is no crash. */
+  private stopping = false;
 
   private constructor(
     private readonly child: ChildProcess,
@@ -163,8 +165,13 @@ export class TrainerWorker implements Disposable {
   /** Asks the worker to exit, then makes sure it has (SIGKILL after `graceMs`). */
   async shutdown(graceMs = 5_000): Promise<void> {
     if (!this.failure && !this.disposed) {
+      this.stopping = true;
+      const grace = (): Promise<unknown> => new Promise((resolve) => setTimeout(resolve, graceMs).unref());
       const asked = this.request('shutdown', {}).catch(() => undefined);
-      await Promise.race([asked, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+      await Promise.race([asked, grace()]);
+      // Having answered, it exits by itself: under torchrun once rank 0 has told the other ranks to stop, which a
+      // SIGTERM now would cut short (another machine's ranks would then fail with "connection closed by peer").
+      await Promise.race([this.exited, grace()]);
     }
     this.dispose();
     const timer = setTimeout(() => this.child.kill('SIGKILL'), graceMs);
@@ -199,7 +206,7 @@ export class TrainerWorker implements Disposable {
       this.settle(parsed, line);
     });
     this.child.once('exit', (code, signal) => {
-      if (this.disposed) return;
+      if (this.disposed || this.stopping) return;
       // stderr may still hold the traceback: wait for the pipe to close before reporting.
       void this.exited.then(() => this.crash(`exited unexpectedly (${signal ?? `code ${code}`})`));
     });
