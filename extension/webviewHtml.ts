@@ -6,7 +6,8 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import * as vscode from 'vscode';
-import { initialMessagesText, type ExtensionToEditor } from '../webview/editor/editorProtocol';
+import type { ExtensionToEditor } from '../webview/editor/editorProtocol';
+import { initialMessagesText } from '../webview/editor/editorTarget';
 
 /** The shared chunks each entry imports (dist/chunks/preload.json, written by esbuild.mjs), read once; none if it is missing. */
 let preload: Record<string, string[]> | undefined;
