@@ -45,6 +45,7 @@ export class CompareTab {
   constructor(left: string, right: string, private readonly actions: CompareTabActions) {
     const side = (id: string): Side => ({ id, spans: new Map(), complete: false, rewards: [] });
     this.sides = [side(left), side(right)];
+    Object.assign(this.element.dataset, { left, right });
     this.element.append(el('h2', undefined, 'Compare rollouts'), this.summary, this.progress, this.steps);
     this.progress.textContent = 'Loading both rollouts…';
   }

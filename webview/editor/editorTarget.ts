@@ -41,7 +41,7 @@ export function readInitialMessages(text: string | null | undefined): unknown[] 
   }
 }
 
-/** A tab's title: the rollout's (a preview says so), the pair, the run. */
+/** A tab's title: the rollout's, the pair, the run; a preview says so. */
 export function tabTitle(state: EditorState, rollout?: Rollout): string {
   const target = state.target;
   const short = (id: string): string => (id.length > 14 ? `${id.slice(0, 12)}…` : id);
@@ -52,7 +52,7 @@ export function tabTitle(state: EditorState, rollout?: Rollout): string {
       return state.preview ? `${clipped} (preview)` : clipped;
     }
     case 'compare':
-      return `Compare ${short(target.left)} ↔ ${short(target.right)}`;
+      return `Compare ${short(target.left)} ↔ ${short(target.right)}${state.preview ? ' (preview)' : ''}`;
     case 'run':
       return `Run ${short(target.runId)}`;
   }
