@@ -47,7 +47,7 @@ interface PerformanceGlobals {
  * Where a new tab's time went after the click, on one clock (epoch ms: the pages' `performance.timeOrigin`
  * and the extension's `Date.now()`, one machine): the extension's marks (#app's data-opened-at, -panel-at,
  * -html-at), VS Code's two frames (the webview host and its content frame, by their navigation starts),
- * our page's HTML, scripts and styles (resource timing), its script's start, the first spans, the first paint.
+ * our page's HTML, any scripts and styles it loads (resource timing), its script's start, the first spans, the first paint.
  */
 async function startUp(tab: Frame, clickedAt: number, paintedAt: number): Promise<string> {
   const host = tab.parentFrame();
@@ -76,7 +76,8 @@ async function startUp(tab: Frame, clickedAt: number, paintedAt: number): Promis
     ['VS Code made the webview frame', hostOrigin],
     ['its content frame', page.origin],
     ['our HTML arrived', page.html],
-    [`our ${page.files} scripts/styles loaded (${Math.round(page.bytes / 1024)} KB)`, page.scripts],
+    // The page carries its script and style inline (extension/webviewHtml.ts): files only if it loads some.
+    ...(page.files > 0 ? [[`our ${page.files} scripts/styles loaded (${Math.round(page.bytes / 1024)} KB)`, page.scripts] as [string, number]] : []),
     ['our script ran', mark('startedAt')],
     ['it read what to show', mark('showAt')],
     ['first spans', mark('firstSpansAt')],
@@ -85,7 +86,7 @@ async function startUp(tab: Frame, clickedAt: number, paintedAt: number): Promis
   const vscodeShare = (page.origin - mark('htmlAt')) + (mark('openedAt') - clickedAt);
   const ours = paintedAt - clickedAt - vscodeShare;
   const files = page.each.map((file) => `${file.name} ${Math.round(file.bytes / 1024)} KB +${Math.round(file.from - clickedAt)}→+${Math.round(file.to - clickedAt)}`).join(', ');
-  return `${steps.map(([label, at]) => `${label} +${Math.round(at - clickedAt)}`).join(', ')} ms after the click (${files}); VS Code's own start-up (the click reaching the extension, the panel's two frames) ${Math.round(vscodeShare)} ms, ours (the panel, our page's load, script, data and paint) ${Math.round(ours)} ms`;
+  return `${steps.map(([label, at]) => `${label} +${Math.round(at - clickedAt)}`).join(', ')} ms after the click (${files || 'no script or style files: inline in the page'}); VS Code's own start-up (the click reaching the extension, the panel's two frames) ${Math.round(vscodeShare)} ms, ours (the panel, our page's load, script, data and paint) ${Math.round(ours)} ms`;
 }
 
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
@@ -246,10 +247,17 @@ describe('editor tabs: a rollout, a comparison, a training run (code-server + ch
     const beforeReload = await titles();
     await page.reload();
     await page.locator('.monaco-workbench .statusbar').waitFor({ timeout: 60_000 });
+    let seen: string[] = [];
     const back = await waitFor(async () => {
       const now = await titles();
+      seen = now;
       return beforeReload.every((title) => now.includes(title)) ? now : undefined;
-    }, `the tabs ${beforeReload.join(', ')} after the reload`, 60_000);
+    }, `the tabs ${beforeReload.join(', ')} after the reload`, 60_000).catch(async (error: unknown) => {
+      // What came back instead, for the failure's report.
+      console.log(`# the tabs after the reload: ${JSON.stringify(seen)}`);
+      await session.shot('tabs-07-after-reload-failed');
+      throw error;
+    });
     assert.ok(back.some((title) => title.startsWith('Compare')));
     await page.locator('.tabs-container .tab', { hasText: 'big-2000-b' }).first().click();
     await frameWith(page, '.rollout-tab .timeline[data-complete-paint-at]', 120_000);
