@@ -56,6 +56,8 @@ export interface OpenOptions {
   /** A preview tab: reused by the next preview. */
   readonly preview?: boolean;
   readonly beside?: boolean;
+  /** Whether the tab takes the focus; by default a preview does not (the list keeps it, clicked through). */
+  readonly focus?: boolean;
 }
 
 export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disposable {
@@ -100,7 +102,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
    * Two rollouts side by side, in a preview tab by default (as VS Code opens a diff): the next comparison
    * reuses the preview Compare tab there is, which skips a new webview's start-up (VS Code's own ~0.2–0.4 s).
    */
-  compare(left: string, right: string, options: OpenOptions = { preview: true }): void {
+  compare(left: string, right: string, options: OpenOptions = { preview: true, focus: true }): void {
     if (left === right) throw new Error('pick two different rollouts to compare');
     this.open({ kind: 'compare', left, right }, options);
   }
@@ -115,10 +117,11 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
    */
   private open(target: EditorTarget, options: OpenOptions): void {
     const openedAt = Date.now();
+    const keepFocus = !(options.focus ?? !options.preview);
     const open = this.find(target);
     if (open) {
       if (!options.preview) this.pin(open);
-      open.panel.reveal(options.beside ? vscode.ViewColumn.Beside : open.panel.viewColumn, options.preview);
+      open.panel.reveal(options.beside ? vscode.ViewColumn.Beside : open.panel.viewColumn, keepFocus);
       return;
     }
     const state: EditorState = { target, preview: options.preview ?? false, selectedSpanId: null, overlayRunId: null };
@@ -126,10 +129,10 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     if (preview) {
       preview.openedAt = openedAt;
       this.retarget(preview, state);
-      preview.panel.reveal(preview.panel.viewColumn, true);
+      preview.panel.reveal(preview.panel.viewColumn, keepFocus);
       return;
     }
-    this.create(state, options, openedAt);
+    this.create(state, { ...options, focus: !keepFocus }, openedAt);
   }
 
   /** **Lightning: Open Rollout in Editor** (an id from a caller, else a quick pick). */
@@ -195,7 +198,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     const panel = vscode.window.createWebviewPanel(
       EDITOR_VIEW_TYPE,
       tabTitle(state),
-      { viewColumn: options.beside ? vscode.ViewColumn.Beside : vscode.ViewColumn.Active, preserveFocus: options.preview ?? false },
+      { viewColumn: options.beside ? vscode.ViewColumn.Beside : vscode.ViewColumn.Active, preserveFocus: !(options.focus ?? true) },
       { enableScripts: true, retainContextWhenHidden: true, enableFindWidget: true, localResourceRoots: [this.dist] },
     );
     this.attach(panel, state, openedAt, Date.now());
