@@ -155,12 +155,13 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
     }
   }
 
-  /** Which policy (training iteration or checkpoint) answered the rollout's LLM calls, for its header. */
+  /** Which policy (training iteration or checkpoint) answered the rollout's LLM calls, and where it ran, for its header. */
   private async sendServedBy(rolloutId: string): Promise<void> {
     try {
       const client = await this.live.supervisor.ensureRunning();
-      const { servedBy } = await client.request('getRollout', { id: rolloutId, spans: false });
-      this.post({ type: 'servedBy', rolloutId, policy: servedBy });
+      const { servedBy, attempts } = await client.request('getRollout', { id: rolloutId, spans: false });
+      const node = attempts.at(-1)?.node;
+      this.post({ type: 'servedBy', rolloutId, policy: servedBy, ...(node ? { node } : {}) });
     } catch (error) {
       this.log.warn(`[panel] cannot read which policy served ${rolloutId}: ${errorMessage(error)}`);
     }

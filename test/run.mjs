@@ -94,9 +94,9 @@ function run(command, commandArgs, options = {}) {
 const NONE = { ok: true, passed: 0, failed: 0 };
 
 /**
- * Test files that start a local Ray head (they use test/helpers/ray.ts) run one at a time, after the others: two
- * heads on one machine share Ray's fixed default ports (client server 10001, worker ports from 10002), and a head's
- * worker processes beside another file's load starved a test's agents on the 2-core CI machine.
+ * Test files that start a local Ray head (they use test/helpers/ray.ts) run one at a time, after the others: a
+ * head's worker processes beside another file's load starved a test's agents on the 2-core CI machine (each head
+ * also has ports of its own, see startRayHead).
  */
 const startsRay = (file) => /from '\.\.\/helpers\/ray'/.test(fs.readFileSync(file, 'utf8'));
 

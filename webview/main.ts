@@ -184,7 +184,7 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
       if (message.rolloutId === trajectory.rolloutId) trajectory.setRewards(message.items);
       return;
     case 'servedBy':
-      if (message.rolloutId === trajectory.rolloutId) trajectory.setServedBy(message.policy);
+      if (message.rolloutId === trajectory.rolloutId) trajectory.setServedBy(message.policy, message.node);
       return;
     case 'reveal':
       if (list.get(message.rollout.id)) list.select(message.rollout.id);

@@ -6,7 +6,7 @@
  * reuse the daemon protocol's schemas: they are data shapes, not a channel.
  */
 import { z } from 'zod';
-import { Dataset, Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../trainer-daemon/protocol/records';
+import { Dataset, RayNode, Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../trainer-daemon/protocol/records';
 import { TrainingRun } from '../trainer-daemon/protocol/training';
 import { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import { PolicyRef } from '../trainer-daemon/protocol/policy';
@@ -109,7 +109,7 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
   /** Show one batch's rollouts (Run Dataset started or finished one). */
   z.object({ type: z.literal('showBatch'), batchId: z.string() }),
   z.object({ type: z.literal('transitions'), rolloutId: z.string(), view: RolloutTransitions }),
-  /** The policy that served the selected rollout's LLM calls (a training iteration or a checkpoint in use), or null. */
-  z.object({ type: z.literal('servedBy'), rolloutId: z.string(), policy: PolicyRef.nullable() }),
+  /** The policy that served the selected rollout's LLM calls (a training iteration or a checkpoint in use), or null; and the Ray node its last attempt ran on, if it ran on one. */
+  z.object({ type: z.literal('servedBy'), rolloutId: z.string(), policy: PolicyRef.nullable(), node: RayNode.optional() }),
 ]);
 export type ExtensionToWebview = z.infer<typeof ExtensionToWebview>;

@@ -12,6 +12,7 @@ import { isResumable } from '../trainer-daemon/protocol/status';
 import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
 import { describeMetrics } from '../trainer-daemon/protocol/format';
+import { placementDetail } from '../trainer-daemon/protocol/placement';
 import { button, el } from './dom';
 import { formatTime } from './format';
 import { formatValue, grpoCharts, mergeMetrics } from '../trainer-daemon/protocol/grpoCharts';
@@ -115,7 +116,7 @@ export class TrainingRunsView {
     if (isResumable(run)) header.append(button('Resume', 'Resume this run from its last checkpoint', () => this.actions.resume(run.id), 'resume-run'));
     header.append(button('Open in Editor', 'Open this run in an editor tab (full-size charts, iterations)', () => this.actions.openTab(run.id), 'open-run-tab'));
     if (run.result !== null) header.append(button('Show Diff', 'Show the result in the editor', () => this.actions.showResult(run.id), 'show-result'));
-    const parts: HTMLElement[] = [header, el('div', 'facts', [runSubject(run), runOutcome(run)].filter(Boolean).join(' · '))];
+    const parts: HTMLElement[] = [header, el('div', 'facts', [runSubject(run), runOutcome(run)].filter(Boolean).join(' · ')), ...placementDetail(run).map((line) => el('div', 'facts placement', line))];
     switch (view.extra.kind) {
       case 'apo':
         parts.push(this.combinedChart(run.algorithm), this.leaderboard(view.extra.candidates));

@@ -6,7 +6,7 @@
  * pages (a 2,000-span rollout shows its first steps at once) and live; steps are appended in place
  * while they arrive in time order. Keyboard: ↑/↓ move between steps, Enter/Space open one.
  */
-import type { Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
+import type { RayNode, Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
 import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { button, el, rawJsonControls } from './dom';
@@ -29,6 +29,7 @@ export class TrajectoryView {
   private rollout: Rollout | undefined;
   /** The policy that served the rollout's LLM calls (rollouts/get), once known. */
   private servedBy: PolicyRef | null = null;
+  private node: RayNode | undefined;
   private spans: Span[] = [];
   private readonly depths = new Map<string, number>();
   private complete = false;
@@ -57,6 +58,7 @@ export class TrajectoryView {
   open(rollout: Rollout): void {
     this.rollout = rollout;
     this.servedBy = null;
+    this.node = undefined;
     this.spans = [];
     this.depths.clear();
     this.complete = false;
@@ -118,10 +120,11 @@ export class TrajectoryView {
     this.stepsElement.replaceChildren(fragment);
   }
 
-  /** Which policy answered the rollout's LLM calls: shown in the header. */
-  setServedBy(policy: PolicyRef | null): void {
+  /** Which policy answered the rollout's LLM calls, and the Ray node it ran on: shown in the header. */
+  setServedBy(policy: PolicyRef | null, node?: RayNode): void {
     if (!this.rollout) return;
     this.servedBy = policy;
+    this.node = node;
     this.updateRollout(this.rollout);
   }
 
@@ -148,6 +151,7 @@ export class TrajectoryView {
     id.append(button('Open in Editor', 'Open this rollout in an editor tab (timeline, conversation)', () => this.actions.openTab(false), 'open-tab'), button('Open to the Side', 'Open this rollout in an editor tab beside the active one', () => this.actions.openTab(true), 'open-beside'));
     header.append(title, facts, id);
     if (this.servedBy) header.append(el('div', 'facts served-by', servedByText(this.servedBy)));
+    if (this.node) header.append(el('div', 'facts ran-on', `ran on Ray node ${this.node.ip} (${this.node.host})`));
     if (rollout.error) header.append(el('div', 'error', rollout.error));
     header.append(this.rewardControls(null));
     return header;

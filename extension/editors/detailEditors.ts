@@ -364,8 +364,9 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
   private async sendRollout(tab: Tab, rolloutId: string): Promise<void> {
     try {
       const client = await this.live.supervisor.ensureRunning();
-      const { rollout } = await client.request('getRollout', { id: rolloutId, spans: false });
-      this.post(tab, { type: 'rollout', rollout });
+      const { rollout, attempts } = await client.request('getRollout', { id: rolloutId, spans: false });
+      const node = attempts.at(-1)?.node;
+      this.post(tab, { type: 'rollout', rollout, ...(node ? { node } : {}) });
       if (tab.state.target.kind === 'rollout') tab.panel.title = tabTitle(tab.state, rollout);
     } catch (error) {
       this.fail(tab, `reading rollout ${rolloutId}`, error);

@@ -4,9 +4,10 @@
  * as a table, and one chart with every seed. Too slow for `npm run bench` (minutes per seed on 2 cores).
  * Wall time and CPU time (user + system of the demo and every process it started, from GNU time when
  * /usr/bin/time exists: on a shared machine the CPU time is the steadier number), and the first iteration
- * whose validation reward reached 0.8 and 0.9 (validation runs every few iterations, so this is an upper bound).
+ * whose validation reward reached 0.8 and 0.9 (validation runs every few iterations, so this is an upper bound),
+ * and the seconds from the demo's start to that 0.9 validation.
  *
- * Usage: node --import tsx test/bench/learning.ts [--seeds 0,1,2] [--iterations N]
+ * Usage: node --import tsx test/bench/learning.ts [--seeds 0,1,2] [--iterations N] [--chart FILE.svg]
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -14,6 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { metricPoints } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
+import { renderCurvesSvg } from '../../trainer-daemon/training/chart';
 import { REPO_ROOT } from '../helpers/daemon';
 import { fmt } from './table';
 
@@ -29,8 +31,12 @@ interface SeedResult {
   valBefore: number | undefined;
   valAfter: number | undefined;
   sampled: number[];
+  /** The run's validation and sampled reward by iteration, for the chart of every seed. */
+  curves: { step: number; name: string; value: number }[];
   cpuSeconds: number | undefined;
   firstAt: Record<'0.8' | '0.9', number | undefined>;
+  /** Seconds from the demo's start to the validation that first reached 0.9 (from the metric's time). */
+  secondsTo09: number | undefined;
 }
 
 const GNU_TIME = '/usr/bin/time';
@@ -39,6 +45,7 @@ async function runSeed(seed: number, iterations: number, work: string): Promise<
   const cwd = path.join(work, `seed-${seed}`);
   fs.mkdirSync(cwd, { recursive: true });
   const started = performance.now();
+  const startedMs = Date.now();
   const timing = path.join(cwd, 'cpu-seconds');
   const demo = [process.execPath, path.join(REPO_ROOT, 'dist', 'demo.js')];
   const argv = fs.existsSync(GNU_TIME) ? [GNU_TIME, '-f', '%U %S', '-o', timing, ...demo] : demo;
@@ -60,7 +67,9 @@ async function runSeed(seed: number, iterations: number, work: string): Promise<
     const val = metricPoints(detail.metrics, 'val/reward');
     const cpu = fs.existsSync(timing) ? fs.readFileSync(timing, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number) : [];
     const firstAt = (level: number): number | undefined => val.find((p) => p.value >= level)?.step;
+    const reached = val.find((p) => p.value >= 0.9);
     return {
+      secondsTo09: reached === undefined ? undefined : (reached.timeMs - startedMs) / 1000,
       cpuSeconds: cpu.length === 2 && cpu.every(Number.isFinite) ? cpu[0]! + cpu[1]! : undefined,
       firstAt: { '0.8': firstAt(0.8), '0.9': firstAt(0.9) },
       seed,
@@ -69,6 +78,10 @@ async function runSeed(seed: number, iterations: number, work: string): Promise<
       valBefore: val[0]?.value,
       valAfter: val.at(-1)?.value,
       sampled: metricPoints(detail.metrics, 'reward/mean').map((p) => p.value),
+      curves: [
+        ...val.map((p) => ({ step: p.step, name: `seed ${seed}: validation (greedy)`, value: p.value })),
+        ...metricPoints(detail.metrics, 'reward/mean').map((p) => ({ step: p.step, name: `seed ${seed}: sampled`, value: p.value })),
+      ],
     };
   } finally {
     store.close();
@@ -85,13 +98,15 @@ async function main(): Promise<void> {
   const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / Math.max(1, values.length);
   const v = (x: number | undefined): string => (x === undefined ? '-' : fmt(x, 2));
   const at = (x: number | undefined): string => (x === undefined ? 'not reached' : String(x));
-  console.log(`| seed | greedy val reward before → after | iterations to val 0.8 / 0.9 | sampled reward, first 5 → last 5 iterations | per iteration (every 5th) | status | wall s | CPU s |`);
-  console.log(`|---|---|---|---|---|---|---|---|`);
+  console.log(`| seed | greedy val reward before → after | iterations to val 0.8 / 0.9 | s to val 0.9 | sampled reward, first 5 → last 5 iterations | per iteration (every 5th) | status | wall s | CPU s |`);
+  console.log(`|---|---|---|---|---|---|---|---|---|`);
   for (const r of results) {
     const curve = r.sampled.filter((_, i) => i % 5 === 0).map((x) => fmt(x, 2)).join(' ');
-    console.log(`| ${r.seed} | ${v(r.valBefore)} → ${v(r.valAfter)} | ${at(r.firstAt['0.8'])} / ${at(r.firstAt['0.9'])} | ${v(mean(r.sampled.slice(0, 5)))} → ${v(mean(r.sampled.slice(-5)))} | ${curve} | ${r.status} | ${fmt(r.seconds)} | ${r.cpuSeconds === undefined ? '-' : fmt(r.cpuSeconds)} |`);
+    console.log(`| ${r.seed} | ${v(r.valBefore)} → ${v(r.valAfter)} | ${at(r.firstAt['0.8'])} / ${at(r.firstAt['0.9'])} | ${r.secondsTo09 === undefined ? '-' : fmt(r.secondsTo09)} | ${v(mean(r.sampled.slice(0, 5)))} → ${v(mean(r.sampled.slice(-5)))} | ${curve} | ${r.status} | ${fmt(r.seconds)} | ${r.cpuSeconds === undefined ? '-' : fmt(r.cpuSeconds)} |`);
   }
-  console.log(`charts: ${results.map((r) => path.join(work, `seed-${r.seed}.html`)).join(' ')}`);
+  const chart = flag('--chart', path.join(work, 'learning.svg'));
+  fs.writeFileSync(chart, renderCurvesSvg(results.flatMap((r) => r.curves), `npm run demo: reward by GRPO iteration, seeds ${seeds.join(', ')}`));
+  console.log(`chart of every seed: ${chart}; each run's charts: ${results.map((r) => path.join(work, `seed-${r.seed}.html`)).join(' ')}`);
 }
 
 main().catch((error: unknown) => {

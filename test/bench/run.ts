@@ -249,6 +249,11 @@ async function main(): Promise<void> {
     printTable();
     return;
   }
+  if (process.argv.includes('--trainer-only')) {
+    trainerBenchmark();
+    printTable();
+    return;
+  }
   if (process.argv.includes('--scale-only')) {
     await scaleBenchmark(work);
     printTable();

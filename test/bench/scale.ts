@@ -2,6 +2,8 @@
  * Scale-out (README, "Scale out"), each beside its same-run baseline:
  * * 400 trivial rollouts in worker mode (2 workers × 4) with the workers as Ray tasks on a local Ray head
  *   (`--ray`, 2 CPUs) against the same run with local workers. Needs a Python with ray: LIGHTNING_TEST_PYTHON.
+ * * A GRPO run's rollout time per iteration (tiny model, 16 rollouts, worker mode 2 × 8) with the workers as Ray
+ *   tasks against the same run with local workers: the run's one Ray driver serves every batch.
  * * One policy update of the same batch (tiny model, CPU) on 2 gloo ranks under torchrun against 1 process,
  *   both through the trainer worker protocol (`lightning train --nproc-per-node 2` vs the default); and on 2 FSDP
  *   ranks (`--fsdp`, torch 2: LIGHTNING_TEST_PYTHON) against 1 process and 2 replicas of the same Python.
@@ -9,9 +11,11 @@
 import path from 'node:path';
 import { silentLogger } from '../../trainer-daemon/log';
 import { TrainerWorker } from '../../trainer-daemon/training/worker';
-import { runCli } from '../helpers/daemon';
+import fs from 'node:fs';
+import { toolsTasks } from '../../trainer-daemon/demo/tasks';
+import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { rayPython, startRayHead } from '../helpers/ray';
-import { fmt, rows } from './table';
+import { fmt, median, rows } from './table';
 import { importTrivialDataset } from './trivialDataset';
 
 const ROLLOUTS = 400;
@@ -22,6 +26,33 @@ async function timedRun(cwd: string, args: string[]): Promise<{ seconds: number;
   const seconds = (performance.now() - started) / 1000;
   const ok = result.code === 0 && (JSON.parse(result.stdout) as { tasks: Array<{ succeeded: number }> }).tasks.at(-1)!.succeeded === ROLLOUTS;
   return { seconds, ok, stderr: result.stderr };
+}
+
+/** The median `rollout/seconds` of a 4-iteration GRPO run's iterations (worker mode 2 × 8, 16 rollouts each). */
+async function grpoRolloutSeconds(cwd: string, args: string[]): Promise<number> {
+  const agent = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'parity-worker.mjs');
+  const run = await runCli(['train', '--model', 'tiny', '--dataset', 'tools', '--iterations', '4', '--samples', '4', '--tasks-per-iteration', '4', '--eval-every', '100',
+    '--agent-mode', 'worker', '--workers', '2', '--per-worker', '8', '--device', 'cpu', '--python', process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3', '--json', ...args, '--', process.execPath, agent], { cwd, env: { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' } });
+  if (run.code !== 0) throw new Error(`the GRPO run failed: ${run.stderr}`);
+  const { checkpoints } = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as { checkpoints: Array<{ step: number; metrics: Record<string, number> }> };
+  return median(checkpoints.filter((c) => c.step > 0).map((c) => c.metrics['rollout/seconds']!));
+}
+
+async function rayTraining(work: string, python: string, address: string): Promise<void> {
+  const cwd = path.join(work, 'scale-ray-grpo');
+  fs.mkdirSync(cwd, { recursive: true });
+  fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), toolsTasks(8, 4).map((task) => JSON.stringify(task)).join('\n'));
+  await runCli(['dataset', 'import', 'tasks.jsonl', '--name', 'tools'], { cwd });
+  const local = await grpoRolloutSeconds(cwd, []);
+  const ray = await grpoRolloutSeconds(cwd, ['--ray', address, '--ray-python', python]);
+  rows.push({
+    metric: 'scale: a GRPO iteration\'s rollouts (tiny model, 16 rollouts, worker mode 2 × 8), workers as Ray tasks on a local head (median of 4 iterations)',
+    result: `${fmt(ray, 2)} s per iteration`,
+    baseline: `${fmt(local, 2)} s, local workers`,
+    ratio: `${fmt(ray / local, 2)}× the local time`,
+    target: 'reported (one Ray driver per run: no reconnect per batch)',
+    met: '—',
+  });
 }
 
 async function rayRollouts(work: string): Promise<void> {
@@ -41,6 +72,7 @@ async function rayRollouts(work: string): Promise<void> {
       target: 'reported',
       met: local.ok && ray.ok ? '—' : 'NO',
     });
+    await rayTraining(work, python, head.address);
   } finally {
     await head.stop();
   }

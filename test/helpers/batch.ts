@@ -1,6 +1,6 @@
 /** What batch-runner tests check: the rollouts a run left in the store, and how many agents overlapped. */
 import path from 'node:path';
-import type { Rollout } from '../../trainer-daemon/protocol';
+import type { Attempt, Rollout } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 
 /** Every rollout in the store under `cwd/.lightning`, oldest first. */
@@ -8,6 +8,16 @@ export function batchOf(cwd: string): Rollout[] {
   const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
   try {
     return store.listRollouts({ order: 'oldest', limit: 500 }).items;
+  } finally {
+    store.close();
+  }
+}
+
+/** Each rollout's attempts in the store under `cwd/.lightning`, by rollout id. */
+export function attemptsOf(cwd: string): Map<string, Attempt[]> {
+  const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
+  try {
+    return new Map(store.listRollouts({ order: 'oldest', limit: 500 }).items.map((r) => [r.id, store.getRolloutDetail(r.id).attempts]));
   } finally {
     store.close();
   }

@@ -36,12 +36,27 @@ export function rayPython(): string {
   return python;
 }
 
+/**
+ * The head's ports besides the GCS port: each a free one, and the worker ports a range of 200 picked at random below
+ * the ephemeral range, so that a second head on the machine (another test file, a user's own cluster) shares none of
+ * Ray's fixed defaults (worker ports from 10002, the node agents' ports). The Ray client server (10001) is not started
+ * by the minimal `ray` package (and `--ray-client-server-port` would require `ray[client]`).
+ */
+async function headPortFlags(): Promise<string[]> {
+  const flags = ['--node-manager-port', '--object-manager-port', '--dashboard-agent-listen-port', '--dashboard-agent-grpc-port', '--runtime-env-agent-port', '--metrics-export-port'];
+  const ports: string[] = [];
+  for (const flag of flags) ports.push(flag, String(await freePort()));
+  const first = 20_000 + 200 * Math.floor(Math.random() * 60);
+  return [...ports, '--min-worker-port', String(first), '--max-worker-port', String(first + 199)];
+}
+
 export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
   const ray = path.join(path.dirname(python), 'ray');
   const temp = fs.mkdtempSync(path.join(os.tmpdir(), 'ray-'));
-  const head: ChildProcess = spawn(ray, ['start', '--head', '--block', '--node-ip-address', '127.0.0.1', '--port', String(port), '--num-cpus', String(cpus), '--include-dashboard=false', '--temp-dir', temp, '--disable-usage-stats'], { detached: true, stdio: 'ignore' });
+  const argv = ['start', '--head', '--block', '--node-ip-address', '127.0.0.1', '--port', String(port), ...(await headPortFlags()), '--num-cpus', String(cpus), '--include-dashboard=false', '--temp-dir', temp, '--disable-usage-stats'];
+  const head: ChildProcess = spawn(ray, argv, { detached: true, stdio: 'ignore' });
   const exited = new Promise((resolve) => head.once('exit', resolve));
   const stop = async (): Promise<void> => {
     if (head.exitCode !== null || head.signalCode !== null) return;

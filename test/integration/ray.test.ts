@@ -6,7 +6,7 @@ import { after, before, test } from 'node:test';
 import { isProcessAlive } from '../../trainer-daemon/discovery';
 import { CLI, runCli } from '../helpers/daemon';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
-import { batchOf } from '../helpers/batch';
+import { attemptsOf, batchOf } from '../helpers/batch';
 import { tempDir, waitFor } from '../helpers/tmp';
 import { rayFixture } from '../helpers/ray';
 
@@ -99,6 +99,15 @@ test('dataset run --ray (process mode): each attempt a Ray task; calls and rewar
   assert.match(first, /^\[lightning\] running on Ray node \S+ \(.+\), node id [0-9a-f]+\n/);
   assert.match(first, /agent on task flaky False\nfailing the first attempt/, 'the runner\'s own environment stays on this machine');
   assert.match(fs.readFileSync(path.join(logs, `${flaky.id}.2.log`), 'utf8'), /answer /);
+  // Each attempt (the retried failure and timeout: 2 each) records the node it ran on, the one its log names; `lightning show` names it.
+  const attempts = [...attemptsOf(cwd).values()].flat();
+  assert.equal(attempts.length, 6);
+  const [, ip, host, nodeId] = /^\[lightning\] running on Ray node (\S+) \((.+)\), node id ([0-9a-f]+)\n/.exec(first)!;
+  assert.ok(attempts.every((a) => a.node && a.node.ip === ip && a.node.host === host && a.node.nodeId === nodeId), JSON.stringify(attempts));
+  const shown = await runCli(['show', flaky.id], { cwd });
+  assert.equal(shown.code, 0, shown.stderr);
+  assert.ok(shown.stdout.includes(`\n  node      Ray node ${ip} (${host}), node id ${nodeId}\n`), shown.stdout);
+  assert.match(shown.stdout, new RegExp(`#\\s+STATUS\\s+STARTED\\s+NODE\\s+ERROR\\n1\\s+failed\\s+.+\\s+${ip.replace(/\./g, '\\.')} \\(.+\\)\\s+\\S+ exited with code 4 on Ray node ${ip.replace(/\./g, '\\.')} `));
 });
 
 test('dataset run --ray --workers 2: long-lived workers as Ray tasks pull every rollout and stop on their 204', async (t) => {
@@ -115,6 +124,11 @@ test('dataset run --ray --workers 2: long-lived workers as Ray tasks pull every 
     const log = fs.readFileSync(path.join(logs, `worker-${worker}.log`), 'utf8');
     assert.match(log, /^\[lightning\] running on Ray node .*\nworker up\n(.|\n)*worker done\n$/);
   }
+  // Each rollout's attempt records the node of the worker that ran it.
+  const attempts = [...attemptsOf(cwd).values()].flat();
+  assert.equal(attempts.length, 12);
+  const ip = /^\[lightning\] running on Ray node (\S+) /.exec(fs.readFileSync(path.join(logs, 'worker-w0.log'), 'utf8'))![1];
+  assert.ok(attempts.every((a) => a.node?.ip === ip), JSON.stringify(attempts));
 });
 
 /** A long-lived worker whose agent speaks the Anthropic Messages API (its calls go under the rollout URL, as the SDK's ANTHROPIC_BASE_URL). */

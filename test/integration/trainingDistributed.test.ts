@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { GrpoConfig, TrainingRunDetail, type GrpoConfigInput } from '../../trainer-daemon/protocol';
@@ -90,8 +91,11 @@ test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails
   const updated = done.checkpoints.filter((c) => c.step > 0 && c.metrics.loss !== undefined);
   assert.ok(updated.length > 0 && updated.every((c) => c.metrics.worldSize === 2), JSON.stringify(done.checkpoints.map((c) => c.metrics)));
 
+  // Where the ranks ran, as they reported when they came up (the resumed worker's ranks).
+  const host = os.hostname();
+  assert.deepEqual(done.run.placement, { rayNodes: [], ranks: [{ rank: 0, localRank: 0, host }, { rank: 1, localRank: 1, host }] });
   const list = await runCli(['train', '--list', '--store', storeFile]);
-  assert.match(list.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+3\\s+\\S+\\s+\\S+\\s+torchrun 2 ranks`));
+  assert.match(list.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+3\\s+\\S+\\s+\\S+\\s+torchrun 2 ranks on ${host.replace(/\./g, '\\.')}\\s`));
 });
 
 test('train --nproc-per-node 2 --fsdp: a GRPO run on 2 sharded ranks (torch 2); refused on torch 1.13 naming the version needed', async (t) => {

@@ -14,7 +14,7 @@ import { editorKey, initialMessagesText, readInitialMessages, tabTitle } from '.
 import { runCharts } from '../../webview/editor/runCharts';
 import { isSlim, slimSpan } from '../../trainer-daemon/protocol/slimSpan';
 import { bandChartSvg, stepAt } from '../../trainer-daemon/protocol/chart';
-import { WebviewToExtension } from '../../webview/protocol';
+import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
 import { grpoBatchId, grpoIterationBatchId, type Json, type Rollout } from '../../trainer-daemon/protocol';
 import { agentRollout, span, spanId } from '../helpers/editorFixtures';
 
@@ -213,6 +213,11 @@ describe('editor tabs: saved state and messages', () => {
     assert.ok(WebviewToExtension.safeParse({ type: 'openRolloutTab', id: 'ro-1', mode: 'beside' }).success);
     assert.equal(WebviewToExtension.safeParse({ type: 'openRolloutTab', id: 'ro-1', mode: 'floating' }).error?.issues[0]?.path[0], 'mode');
     assert.ok(WebviewToExtension.safeParse({ type: 'compareRollouts', left: 'a', right: 'b' }).success);
+    // The trajectory header's Ray node: optional, and a node when given.
+    const node = { nodeId: 'ab12', ip: '10.0.0.5', host: 'gpu-1' };
+    assert.deepEqual(ExtensionToWebview.safeParse({ type: 'servedBy', rolloutId: 'ro-1', policy: null, node }).data, { type: 'servedBy', rolloutId: 'ro-1', policy: null, node });
+    assert.ok(ExtensionToWebview.safeParse({ type: 'servedBy', rolloutId: 'ro-1', policy: null }).success);
+    assert.deepEqual(ExtensionToWebview.safeParse({ type: 'servedBy', rolloutId: 'ro-1', policy: null, node: { ip: '10.0.0.5' } }).error?.issues[0]?.path, ['node', 'nodeId']);
   });
 
   it('writes a new tab’s first messages into its page so that no span can end the script element they sit in', () => {

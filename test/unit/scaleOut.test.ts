@@ -1,7 +1,7 @@
 /** Scale-out's pure parts: where a run runs (CLI and panel), torchrun's command line and failure summary, the named Host. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { GrpoConfig, runPlacement } from '../../trainer-daemon/protocol';
+import { GrpoConfig, placementDetail, runPlacement, type RunPlacement } from '../../trainer-daemon/protocol';
 import { isLoopbackHost } from '../../trainer-daemon/server/http';
 import { otherNodeCommand, torchrunArgs, torchrunFailures } from '../../trainer-daemon/training/torchrun';
 import { grpoConfigFromFlags } from '../../trainer-daemon/cli/commands/trainGrpo';
@@ -17,6 +17,21 @@ describe('scale-out', () => {
     assert.equal(runPlacement(both), 'torchrun 2×4 ranks via 10.0.0.5:29500, agents on Ray 10.0.0.7:6379');
     const run = { id: 'r', algorithm: 'grpo' as const, config: both, status: 'running' as const, createdAt: 1, startedAt: 1, endedAt: null, error: null, errorKind: null, cancelRequested: false, result: null };
     assert.equal(runSubject(run), 'tiny · d · torchrun 2×4 ranks via 10.0.0.5:29500, agents on Ray 10.0.0.7:6379');
+  });
+
+  it('says where a run\'s agents and ranks really ran once it recorded them: the Ray nodes and the ranks\' hosts', () => {
+    const both = GrpoConfig.parse({ ...base, distributed: { nprocPerNode: 2 }, ray: { address: '10.0.0.7:6379' } });
+    const node = (ip: string, host: string, attempts: number): RunPlacement['rayNodes'][number] => ({ nodeId: `id-${ip}`, ip, host, attempts });
+    const placement: RunPlacement = { rayNodes: [node('10.0.0.5', 'gpu-1', 12), node('10.0.0.6', 'gpu-2', 1)], ranks: [{ rank: 0, localRank: 0, host: 'host-a' }, { rank: 1, localRank: 1, host: 'host-a' }] };
+    assert.equal(runPlacement(both, placement), 'torchrun 2 ranks on host-a, agents on 2 Ray nodes (10.0.0.5, 10.0.0.6)');
+    // Nothing recorded yet (a run that has not started its agents): the configuration, as before.
+    assert.equal(runPlacement(both, { rayNodes: [], ranks: [] }), 'torchrun 2 ranks, agents on Ray 10.0.0.7:6379');
+    const many = { rayNodes: ['10.0.0.1', '10.0.0.2', '10.0.0.3', '10.0.0.4'].map((ip) => node(ip, 'h', 1)), ranks: [{ rank: 0, localRank: 0, host: 'a' }, { rank: 1, localRank: 0, host: 'b' }] };
+    assert.equal(runPlacement(both, many), 'torchrun 2 ranks on a, b, agents on 4 Ray nodes (10.0.0.1, 10.0.0.2, 10.0.0.3, …)');
+    const run = { id: 'r', algorithm: 'grpo' as const, config: both, status: 'running' as const, createdAt: 1, startedAt: 1, endedAt: null, error: null, errorKind: null, cancelRequested: false, result: null, placement };
+    assert.equal(runSubject(run), 'tiny · d · torchrun 2 ranks on host-a, agents on 2 Ray nodes (10.0.0.5, 10.0.0.6)');
+    assert.deepEqual(placementDetail(run), ['Ray nodes: 10.0.0.5 (gpu-1) 12 attempts · 10.0.0.6 (gpu-2) 1 attempt', 'Ranks: 0 on host-a (local 0) · 1 on host-a (local 1)']);
+    assert.deepEqual(placementDetail({ ...run, placement: undefined }), []);
   });
 
   it('shards with --fsdp under --nproc-per-node only, and says so where the run is listed', () => {

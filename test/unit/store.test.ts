@@ -327,3 +327,32 @@ describe('store: list and pagination', () => {
     assert.equal(stats.unrated, 1);
   });
 });
+
+describe('store: where a training run ran', () => {
+  test('an attempt keeps its Ray node; a run counts the nodes of its attempts and keeps the ranks it started with', (t) => {
+    const store = openStore(t);
+    const run = store.recordTrainingRun({ algorithm: 'grpo', config: parsed('startTraining', { config: { model: { kind: 'tiny' }, dataset: 'd', command: { argv: ['node', 'a.js'], cwd: '/w' }, ray: { address: '10.0.0.7:6379' } } }).config! });
+    assert.equal(run.placement, undefined, 'nothing recorded yet');
+    const nodeA = { nodeId: 'aa', ip: '10.0.0.5', host: 'gpu-1' };
+    const nodeB = { nodeId: 'bb', ip: '10.0.0.10', host: 'gpu-2' };
+    const attempt = (batchId: string, node: typeof nodeA | undefined, to: 'succeeded' | 'failed' = 'succeeded'): string => {
+      const { id } = store.createRollout(parsed('createRollout', { mode: 'train', batchId }));
+      store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
+      store.transitionRollout(parsed('transitionRollout', { id, to, ...(node ? { node } : {}) }));
+      return id;
+    };
+    const failed = attempt(`${run.id}-train-0`, nodeB, 'failed');
+    attempt(`${run.id}-train-0`, nodeA);
+    attempt(`${run.id}-val-0`, nodeA);
+    attempt(`${run.id}-val-0`, undefined);
+    attempt('another-run-train-0', nodeB);
+    assert.deepEqual(store.getRolloutDetail(failed).attempts.map((a) => a.node), [nodeB]);
+    store.recordRunRanks(run.id, [{ rank: 1, localRank: 1, host: 'host-a' }, { rank: 0, localRank: 0, host: 'host-a' }]);
+    const placed = store.recordRunRayNodes(run.id);
+    assert.deepEqual(placed.placement, {
+      rayNodes: [{ ...nodeA, attempts: 2 }, { ...nodeB, attempts: 1 }],
+      ranks: [{ rank: 0, localRank: 0, host: 'host-a' }, { rank: 1, localRank: 1, host: 'host-a' }],
+    });
+    assert.deepEqual(store.listTrainingRuns(10)[0]!.placement, placed.placement, 'the list carries it too');
+  });
+});

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { TrainingRunDetail, metricPoints, type Transition } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
-import { renderChart } from '../../trainer-daemon/training/chart';
+import { renderChart, renderCurvesSvg } from '../../trainer-daemon/training/chart';
 import { readDemonstrations, toWorkerTransitions } from '../../trainer-daemon/training/grpo';
 import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { tempDir } from '../helpers/tmp';
@@ -105,6 +105,25 @@ test('the chart is one self-contained HTML file with the reward curves', () => {
   // The panel's small multiples: each chart's summary is its accessible name and its caption.
   assert.match(html, /aria-label="Reward \(sampled, ± std\): 0\.2 → 0\.6 \(iterations 1–2\)"/);
   assert.match(html, /<p>Validation reward: 0\.1 at iteration 0<\/p>/);
+});
+
+test('the learning bench chart is one standalone SVG with a curve and a legend entry per series, colours fixed', () => {
+  const svg = renderCurvesSvg(
+    [
+      { step: 0, name: 'seed 0: validation (greedy)', value: 0.3 },
+      { step: 10, name: 'seed 0: validation (greedy)', value: 0.9 },
+      { step: 1, name: 'seed 0: sampled', value: 0.2 },
+      { step: 10, name: 'seed 0: sampled', value: 0.7 },
+    ],
+    'reward <by> iteration',
+  );
+  assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+  assert.doesNotMatch(svg, /<div|<script/, 'no HTML inside: it is shown as an image');
+  assert.equal((svg.match(/<polyline/g) ?? []).length, 2);
+  assert.match(svg, /<text[^>]*>seed 0: validation \(greedy\)<\/text>/);
+  assert.match(svg, /<text[^>]*>seed 0: sampled<\/text>/);
+  assert.match(svg, /reward &lt;by&gt; iteration/, 'the title is escaped');
+  assert.match(svg, /--vscode-charts-blue:#1f77b4/, 'the theme variables have fixed values outside the editor');
 });
 
 test('GRPO flags: loss types, clip-higher and reward scaling reach the config, named as TRL names them; bad ones name the flag', () => {

@@ -66,4 +66,21 @@ describe('worker batches followed in process', () => {
     batches.dispose();
     await assert.rejects(followed, /the daemon is stopping/);
   });
+
+  it('records the Ray node a worker runs on with each attempt it ends, those it ended before it was placed too', async (t) => {
+    const { batches, store, ids, batch } = setUp(t, 3);
+    const key = new URL(batch.url).pathname.split('/').at(-1)!;
+    const nodeA = { nodeId: 'aa', ip: '10.0.0.5', host: 'gpu-1' };
+    const nodeB = { nodeId: 'bb', ip: '10.0.0.6', host: 'gpu-2' };
+    const early = await batches.next(key, 'w0', () => true);
+    await batches.end(early!.rolloutId, 'succeeded', null);
+    assert.equal(store.getRolloutDetail(ids[0]!).attempts[0]!.node, undefined, 'not known yet');
+    assert.deepEqual(await batches.workerPlaced(batch.id, 'w0', nodeA), { placed: true });
+    await batches.workerPlaced(batch.id, 'w1', nodeB);
+    const second = await batches.next(key, 'w1', () => true);
+    await batches.end(second!.rolloutId, 'failed', 'boom');
+    const third = await batches.next(key, 'w0', () => true);
+    await batches.end(third!.rolloutId, 'succeeded', null);
+    assert.deepEqual(ids.map((id) => store.getRolloutDetail(id).attempts.map((a) => a.node)), [[nodeA], [nodeB], [nodeA]]);
+  });
 });

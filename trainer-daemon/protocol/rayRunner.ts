@@ -4,10 +4,11 @@
  * side (runner/rayPool.ts) writes `start` / `stop` / `shutdown` lines to its stdin.
  */
 import { z } from 'zod';
+import { RayNode } from './records';
 
-/** Where a Ray task runs: the Ray node id, its IP address and host name. */
-export const RayPlacement = z.object({ nodeId: z.string(), ip: z.string(), host: z.string() });
-export type RayPlacement = z.infer<typeof RayPlacement>;
+/** Where a Ray task runs: the Ray node (records.ts), as attempts record it. */
+export const RayPlacement = RayNode;
+export type RayPlacement = RayNode;
 
 export const RayRunnerMessage = z.discriminatedUnion('type', [
   z.object({

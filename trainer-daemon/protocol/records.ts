@@ -40,6 +40,10 @@ export const TaskRef = z.object({
 });
 export type TaskRef = z.infer<typeof TaskRef>;
 
+/** A Ray node that ran agents (`--ray`): its Ray node id, IP address and host name. */
+export const RayNode = z.object({ nodeId: z.string().min(1).max(200), ip: z.string().min(1).max(200), host: z.string().max(300) });
+export type RayNode = z.infer<typeof RayNode>;
+
 export const Attempt = z.object({
   /** 1-based attempt number within the rollout. */
   number: z.number().int().positive(),
@@ -48,6 +52,8 @@ export const Attempt = z.object({
   endedAt: EpochMs.nullable(),
   error: z.string().nullable(),
   exitCode: z.number().int().nullable(),
+  /** The Ray node it ran on (`--ray`); absent when it ran on the runner's own machine, or before it ended. */
+  node: RayNode.optional(),
 });
 export type Attempt = z.infer<typeof Attempt>;
 
@@ -176,6 +182,18 @@ export type Task = z.infer<typeof Task>;
 export const TrainingRunStatus = z.enum(['queued', 'running', 'succeeded', 'failed', 'cancelled']);
 export type TrainingRunStatus = z.infer<typeof TrainingRunStatus>;
 /**
+ * Where a training run really ran, as it ran (not its configuration): the Ray nodes its agents ran
+ * on, and the torchrun ranks that joined its trainer worker. Recorded as the run goes.
+ */
+export const RunPlacement = z.object({
+  /** Each Ray node that ran attempts of its rollouts, with how many; in the order of the nodes' IPs. */
+  rayNodes: z.array(RayNode.extend({ attempts: z.number().int().nonnegative() })),
+  /** The ranks of its trainer worker's last start under torchrun, by rank, as each reported itself. */
+  ranks: z.array(z.object({ rank: z.number().int().nonnegative(), localRank: z.number().int().nonnegative(), host: z.string() })),
+});
+export type RunPlacement = z.infer<typeof RunPlacement>;
+
+/**
  * What every training run records whatever its algorithm; the run itself (`TrainingRun`, a union on
  * `algorithm` with each algorithm's typed configuration) is in training.ts, beside the configurations.
  */
@@ -192,6 +210,8 @@ export const TrainingRunRecord = z.object({
   cancelRequested: z.boolean(),
   /** What the run produced (for APO: the best prompt and its scores), once it ended. */
   result: Json.nullable(),
+  /** Where its agents and ranks ran (GRPO with `--ray` or torchrun); absent until something was recorded. */
+  placement: RunPlacement.optional(),
 });
 
 export const MetricPoint = z.object({

@@ -20,12 +20,12 @@ import {
   TaskRef,
 } from './records';
 import { ApoCandidate, GetResourceParams, PutResourceParams, RecordApoRoundParams, ResourceName, ResourceSummary, ResourceVersions } from './apo';
-import { Checkpoint, Resource } from './records';
+import { Checkpoint, RayNode, Resource } from './records';
 import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
 import { RolloutTransitions, RolloutTransitionsParams } from './lightningrl';
 import { CreateTrainingRunParams, GetTrainingRunParams, StartTrainingParams, TrainingRun, TrainingRunDetail, TrainingRunSummary, UpdateTrainingRunParams } from './training';
 import { PolicyChanged, PolicyRef, ServedPolicy, ServePolicyParams } from './policy';
-import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams } from './runner';
+import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams, WorkerPlacedParams } from './runner';
 import { ProviderUpstreams } from './agentEnv';
 import { FILTER_TEXT_MAX } from './rolloutValues';
 
@@ -132,6 +132,8 @@ export const TransitionRolloutParams = z.strictObject({
   to: RolloutStatus,
   error: z.string().max(10_000).nullable().default(null),
   exitCode: z.number().int().nullable().default(null),
+  /** Where the attempt that ends ran (a Ray node, `--ray`): recorded with the attempt. */
+  node: RayNode.optional(),
 });
 export type TransitionRolloutParams = z.input<typeof TransitionRolloutParams>;
 
@@ -274,6 +276,8 @@ export const Methods = {
   openWorkerBatch: method('workerBatches/open', OpenWorkerBatchParams, WorkerBatch),
   workerBatchEvents: method('workerBatches/events', WorkerBatchEventsParams, WorkerBatchEvents),
   workerExited: method('workerBatches/workerExited', WorkerExitedParams, WorkerExited),
+  /** Where a worker runs (a Ray node, `--ray`): the attempts it ends record it. */
+  workerPlaced: method('workerBatches/workerPlaced', WorkerPlacedParams, z.object({ placed: z.boolean() })),
   cancelWorkerBatch: method('workerBatches/cancel', CancelWorkerBatchParams, z.object({ cancelled: z.number().int().nonnegative() })),
   /** Starts a training run in the daemon (or resumes one from its last checkpoint); returns at once. */
   startTraining: method('training/start', StartTrainingParams, TrainingRun),

@@ -4,7 +4,7 @@
  * cancels it; and the HTTP bodies long-lived agent workers exchange under `LIGHTNING_RUNNER_URL`.
  */
 import { z } from 'zod';
-import { Json, Rollout } from './records';
+import { Json, RayNode, Rollout } from './records';
 import { ProviderUpstreams } from './agentEnv';
 
 const BatchHandle = z.string().min(1).max(200);
@@ -71,6 +71,14 @@ export const WorkerExitedParams = z.strictObject({
   error: z.string().min(1).max(10_000),
 });
 export type WorkerExitedParams = z.input<typeof WorkerExitedParams>;
+
+export const WorkerPlacedParams = z.strictObject({
+  id: BatchHandle,
+  worker: WorkerExitedParams.shape.worker,
+  /** The Ray node the worker's task runs on. */
+  node: RayNode,
+});
+export type WorkerPlacedParams = z.input<typeof WorkerPlacedParams>;
 
 export const WorkerExited = z.object({
   /** The worker's rollouts that were failed (and retried where attempts were left). */

@@ -117,6 +117,7 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
     openWorkerBatch: (params) => servingBatches().open(params),
     workerBatchEvents: ({ id, after, waitMs }) => servingBatches().events(id, after, waitMs),
     workerExited: ({ id, worker, error }) => servingBatches().workerExited(id, worker, error),
+    workerPlaced: ({ id, worker, node }) => servingBatches().workerPlaced(id, worker, node),
     cancelWorkerBatch: async ({ id }) => ({ cancelled: await servingBatches().cancel(id) }),
     startTraining: (params) => {
       if (!training) throw new ConflictError('training needs a running daemon; start one with `lightning serve` or use `lightning train`');

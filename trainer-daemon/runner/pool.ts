@@ -3,7 +3,7 @@
  * `workerPool.ts`) and its scoring queue (`scoring.ts`), so none of them imports another back.
  */
 import type { MethodName, ParamsOf, ProviderUpstreams, ResultOf, RewardSpecInput, RolloutScore } from '../protocol';
-import type { RayOptions } from './rayDriver';
+import type { RayOptions, SharedRayDriver } from './rayDriver';
 import type { AttemptEnded } from '../protocol/runner';
 
 /** What the runner needs of the daemon: an `RpcClient`, or anything that answers its methods the same way. */
@@ -72,6 +72,8 @@ export interface BatchRunnerOptions {
   readonly onScored?: (score: RolloutScore) => void;
   /** Run the agents (either mode) as Ray tasks on this cluster instead of on this machine (runner/rayPool.ts). */
   readonly ray?: RayOptions;
+  /** With `ray`: a driver kept across batches (a training run's), instead of one started and ended for this batch. */
+  readonly rayDriver?: SharedRayDriver;
   /** Worker mode: how the batch's attempts are followed; default: `workerBatches/events` through `client`. */
   readonly follower?: BatchFollower;
 }

@@ -1,8 +1,11 @@
 /**
  * The Ray driver process (`python -m lightning_trainer.ray_runner`, trainer-daemon/python/PROTOCOL.md,
- * "Ray runner"): started once per batch, it runs agent commands as Ray tasks on an existing cluster.
- * This side writes `start` / `stop` lines and routes the driver's lines to each agent by id. If the
- * driver dies, every agent still running ends with an error that says so (with its last stderr).
+ * "Ray runner"): it runs agent commands as Ray tasks on an existing cluster. Connecting to the cluster
+ * (`ray.init`) takes seconds, so a training run keeps one driver across its batches (SharedRayDriver);
+ * a one-off batch (`lightning dataset run --ray`) starts its own. This side writes `start` / `stop`
+ * lines and routes the driver's lines to each agent by id. If the driver dies, every agent still
+ * running ends with an error that says so (with its last stderr), and a shared driver is started
+ * again for the next batch.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
@@ -95,6 +98,11 @@ export class RayDriver {
     return driver;
   }
 
+  /** Whether the process is still there to run tasks. */
+  get alive(): boolean {
+    return this.gone === undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
   /** Runs one command as a Ray task; `onLog` gets its output as it comes, `onStarted` where it runs. */
   launch(spec: Omit<RayStart, 'type' | 'id'>, onLog: (data: string) => void, onStarted: (where: RayPlacement) => void = () => undefined): RayAgent {
     const id = `a${this.nextId++}`;
@@ -169,5 +177,42 @@ function parse(line: string): RayRunnerMessage | undefined {
     return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * One driver for many batches (a training run's): started on first use, started again when the one
+ * before died (its batch's agents ended with that error), ended by `close`. Each batch still stops
+ * only its own tasks on cancel (`stop` lines); the driver stays connected for the next.
+ */
+export class SharedRayDriver {
+  private current: Promise<RayDriver> | undefined;
+  private started: RayDriver | undefined;
+  private closed = false;
+
+  constructor(
+    private readonly options: RayOptions,
+    private readonly logFile: string,
+  ) {}
+
+  /** The live driver, started (or started again) when there is none; calls are served in order. */
+  acquire(): Promise<RayDriver> {
+    if (this.closed) return Promise.reject(new LightningError('the Ray driver of this run was closed'));
+    const start = async (): Promise<RayDriver> => (this.started = await RayDriver.start(this.options, this.logFile));
+    const previous = this.current ?? Promise.reject(new Error('none yet'));
+    this.current = previous.then((driver) => (driver.alive ? driver : start()), start);
+    return this.current;
+  }
+
+  /** Ends the driver (its tasks cancelled); later `acquire` calls fail. */
+  async close(timeoutMs?: number): Promise<void> {
+    this.closed = true;
+    const driver = await this.current?.catch(() => undefined);
+    await driver?.close(timeoutMs);
+  }
+
+  /** The process is exiting at once: the driver's death makes Ray stop its tasks. */
+  kill(): void {
+    this.started?.kill();
   }
 }

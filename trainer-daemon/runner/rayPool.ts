@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { PLACEHOLDER_API_KEY, instrumentationEnv, type RolloutStatus } from '../protocol';
-import { describePlacement, type RayExit } from '../protocol/rayRunner';
+import { describePlacement, type RayExit, type RayPlacement } from '../protocol/rayRunner';
 import { canRetry } from '../protocol/status';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
 import { followOverRpc } from './followBatch';
@@ -40,12 +40,14 @@ export class RayPool implements BatchPool {
 
   async run(rolloutIds: readonly string[]): Promise<void> {
     if (rolloutIds.length === 0) return;
-    this.driver = await RayDriver.start(this.ray, path.join(this.options.logDir, 'ray-driver.log'));
+    const shared = this.options.rayDriver;
+    this.driver = shared ? await shared.acquire() : await RayDriver.start(this.ray, path.join(this.options.logDir, 'ray-driver.log'));
     try {
       if (this.mode.kind === 'process') await this.runProcesses(rolloutIds, this.mode);
       else await this.runWorkers(rolloutIds, this.mode);
     } finally {
-      await this.driver.close();
+      // A shared driver stays connected for the next batch (its owner closes it); this batch's tasks have all ended.
+      if (!shared) await this.driver.close();
     }
   }
 
@@ -67,11 +69,14 @@ export class RayPool implements BatchPool {
   private onCancel: (() => void) | undefined;
 
   /** Starts one command on the cluster, its output appended to `logFile` after a line naming the node. */
-  private launch(command: readonly string[], env: Record<string, string>, timeoutMs: number | null, logFile: string): RayAgent {
+  private launch(command: readonly string[], env: Record<string, string>, timeoutMs: number | null, logFile: string, onStarted?: (where: RayPlacement) => void): RayAgent {
     const agent = this.driver!.launch(
       { command, cwd: this.ray.workingDir ? null : (this.mode.cwd ?? process.cwd()), ...lightningEnv(env), timeoutMs, graceMs: this.options.killGraceMs ?? 2_000 },
       (data) => fs.appendFileSync(logFile, data),
-      (where) => fs.appendFileSync(logFile, `[lightning] running on Ray ${describePlacement(where)}, node id ${where.nodeId}\n`),
+      (where) => {
+        fs.appendFileSync(logFile, `[lightning] running on Ray ${describePlacement(where)}, node id ${where.nodeId}\n`);
+        onStarted?.(where);
+      },
     );
     this.agents.add(agent);
     void agent.exited.then(() => this.agents.delete(agent));
@@ -115,7 +120,7 @@ export class RayPool implements BatchPool {
     const logFile = path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`);
     const exit = await this.launch(mode.command, env, this.options.timeoutMs, logFile).exited;
     const outcome = this.outcome(exit, mode.command[0]!);
-    const finished = await client.request('transitionRollout', { id: rolloutId, ...outcome });
+    const finished = await client.request('transitionRollout', { id: rolloutId, ...outcome, ...(exit.where ? { node: exit.where } : {}) });
     const retrying = !this.cancelled && !exit.unstartable && canRetry(finished);
     this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
     if (!retrying) return undefined;
@@ -146,7 +151,9 @@ export class RayPool implements BatchPool {
       const worker = `w${spawned++}`;
       const logFile = path.join(this.options.logDir, `worker-${worker}.log`);
       const env = { LIGHTNING_RUNNER_URL: `${batch.url}/${worker}`, LIGHTNING_RUNNER_CONCURRENCY: String(mode.concurrencyPerWorker), ...(this.options.env.OPENAI_API_KEY ? {} : { OPENAI_API_KEY: PLACEHOLDER_API_KEY }) };
-      const agent = this.launch(mode.command, env, null, logFile);
+      // The daemon records the node with each attempt this worker ends.
+      const placed = (node: RayPlacement): void => void client.request('workerPlaced', { id: batch.id, worker, node }).catch(() => undefined);
+      const agent = this.launch(mode.command, env, null, logFile, placed);
       void agent.exited.then((exit) => {
         const on = describePlacement(exit.where);
         const reason = exit.error ?? (exit.signal ? `was killed by ${exit.signal} on Ray ${on}` : `exited with code ${exit.code} on Ray ${on}`);

@@ -13,7 +13,7 @@
  */
 import crypto from 'node:crypto';
 import type { z } from 'zod';
-import type { Rollout } from '../protocol';
+import type { RayNode, Rollout } from '../protocol';
 import { canRetry } from '../protocol/status';
 import type { AttemptEnded, OpenWorkerBatchParams, WorkerAssignment, WorkerBatchEvents } from '../protocol/runner';
 import { ConflictError, InvalidInputError, NotFoundError, errorMessage } from '../protocol/errors';
@@ -26,6 +26,8 @@ type OpenParams = z.output<typeof OpenWorkerBatchParams>;
 type Ending = 'succeeded' | 'failed' | 'timeout' | 'cancelled';
 
 const LEASE_MS = 60_000;
+/** Attempts per worker remembered until its runner says where it runs (a worker that ends rollouts first is fast; local ones are never placed). */
+const MAX_UNPLACED = 64;
 
 /** An in-process runner following a batch (`WorkerBatches.follow`). */
 interface Follower {
@@ -62,6 +64,10 @@ class WorkerBatchState {
   lastPoll = Date.now();
   /** In-process runners (`follow`): told of each attempt as it ends, instead of its being buffered in `events`. */
   readonly followers = new Set<Follower>();
+  /** Where each worker runs, when its runner said (`workerPlaced`: a Ray node); the attempts it ends record it. */
+  readonly nodes = new Map<string, RayNode>();
+  /** Attempts a worker ended before its runner said where it runs (its first few, by rollout and attempt number). */
+  readonly endedUnplaced = new Map<string, Array<[string, number]>>();
   private wakers: Array<() => void> = [];
 
   constructor(
@@ -256,12 +262,16 @@ export class WorkerBatches implements BatchFollower {
     batch.settling += 1;
     try {
       const { ended, retrying } = await this.options.writes.submit(() => {
-        const ended = this.options.store.transitionRollout({ id: rolloutId, to, error, exitCode: null });
+        const ended = this.options.store.transitionRollout({ id: rolloutId, to, error, exitCode: null, node: batch.nodes.get(flight.worker) });
         const retrying = !batch.cancelled && canRetry(ended);
         if (retrying) this.options.store.transitionRollout({ id: rolloutId, to: 'queued', error: null, exitCode: null });
         return { ended, retrying };
       });
       if (retrying) batch.queue.push(rolloutId);
+      if (!batch.nodes.has(flight.worker)) {
+        const unplaced = batch.endedUnplaced.get(flight.worker) ?? [];
+        if (unplaced.length < MAX_UNPLACED) batch.endedUnplaced.set(flight.worker, [...unplaced, [rolloutId, ended.attemptCount]]);
+      }
       batch.ended({ rollout: ended, durationMs: Date.now() - flight.startedAt, retrying });
       return ended;
     } finally {
@@ -278,6 +288,16 @@ export class WorkerBatches implements BatchFollower {
     return { failed: mine.length, done: batch.done };
   }
 
+  /** Worker `worker` of batch `id` runs on `node` (a Ray node): the attempts it ends from now on record it. */
+  async workerPlaced(id: string, worker: string, node: RayNode): Promise<{ placed: boolean }> {
+    const batch = this.get(id);
+    batch.nodes.set(worker, node);
+    const unplaced = batch.endedUnplaced.get(worker) ?? [];
+    batch.endedUnplaced.delete(worker);
+    if (unplaced.length > 0) await this.options.writes.submit(() => unplaced.forEach(([rolloutId, attempt]) => this.options.store.setAttemptNode(rolloutId, attempt, node)), unplaced.length);
+    return { placed: true };
+  }
+
   /** Cancels what is queued or in flight; idempotent. A done batch is closed (forgotten). */
   async cancel(id: string): Promise<number> {
     const batch = this.get(id);
@@ -287,10 +307,11 @@ export class WorkerBatches implements BatchFollower {
     }
     batch.cancelled = true;
     const ids = [...batch.queue.splice(0), ...batch.inFlight.keys()];
+    const nodes = new Map([...batch.inFlight].map(([rolloutId, flight]) => [rolloutId, batch.nodes.get(flight.worker)]));
     for (const rolloutId of batch.inFlight.keys()) this.forget(batch, rolloutId);
     batch.wake();
     await this.options.writes.submit(() => {
-      for (const rolloutId of ids) this.options.store.transitionRollout({ id: rolloutId, to: 'cancelled', error: 'the batch was cancelled', exitCode: null });
+      for (const rolloutId of ids) this.options.store.transitionRollout({ id: rolloutId, to: 'cancelled', error: 'the batch was cancelled', exitCode: null, node: nodes.get(rolloutId) });
     }, ids.length);
     return ids.length;
   }

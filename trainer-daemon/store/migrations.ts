@@ -332,12 +332,27 @@ const v9SameCallIndex: Migration = {
   },
 };
 
+/**
+ * Where agents and ranks really ran (issue 19): an attempt's Ray node as JSON `{"nodeId","ip","host"}`, and a
+ * training run's placement (protocol RunPlacement: its Ray nodes with their attempt counts, its torchrun ranks).
+ */
+const v10Placement: Migration = {
+  version: 10,
+  name: 'attempt nodes and run placement',
+  up(db) {
+    db.exec(`
+      ALTER TABLE attempts ADD COLUMN node TEXT;
+      ALTER TABLE training_runs ADD COLUMN placement TEXT;
+    `);
+  },
+};
+
 /*
  * There is no migration 5: the number was skipped when prompt optimization's migration was written
  * (no release ever wrote `user_version` 5), and numbers are never reused. `migrate` applies each
  * migration above the store's version in order, so a version-4 store goes straight to 6.
  */
-export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization, v7ProviderUpstreams, v8RunErrorKind, v9SameCallIndex];
+export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization, v7ProviderUpstreams, v8RunErrorKind, v9SameCallIndex, v10Placement];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Applies every migration above the store's version, each atomically. Returns the versions applied. */

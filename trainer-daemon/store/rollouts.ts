@@ -14,6 +14,7 @@ import {
   RolloutStatus,
   TransitionRolloutParams,
   type Json,
+  type RayNode,
 } from '../protocol';
 import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../protocol/errors';
 import { scrubArgv } from '../protocol/secrets';
@@ -182,8 +183,14 @@ export class RolloutRepository {
         endedAt: row.ended_at,
         error: row.error,
         exitCode: row.exit_code,
+        ...(typeof row.node === 'string' ? { node: JSON.parse(row.node) as Json } : {}),
       }),
     );
+  }
+
+  /** Where an attempt ran (a Ray node), learnt after it ended; a node already recorded stays. */
+  setAttemptNode(rolloutId: string, attempt: number, node: RayNode): void {
+    this.statement('UPDATE attempts SET node = coalesce(node, ?) WHERE rollout_id = ? AND number = ?').run(JSON.stringify(node), rolloutId, attempt);
   }
 
   /** Moves a rollout along its lifecycle; must run inside a transaction. */
@@ -208,8 +215,8 @@ export class RolloutRepository {
       this.statement("UPDATE rollouts SET status = 'queued', ended_at = NULL, updated_at = ? WHERE id = ?").run(now, current.id);
     } else {
       if (current.status === 'running') {
-        this.statement('UPDATE attempts SET status = ?, ended_at = ?, error = ?, exit_code = ? WHERE rollout_id = ? AND number = ?')
-          .run(params.to, now, params.error, params.exitCode, current.id, current.attemptCount);
+        this.statement('UPDATE attempts SET status = ?, ended_at = ?, error = ?, exit_code = ?, node = coalesce(?, node) WHERE rollout_id = ? AND number = ?')
+          .run(params.to, now, params.error, params.exitCode, params.node ? JSON.stringify(params.node) : null, current.id, current.attemptCount);
       }
       this.statement('UPDATE rollouts SET status = ?, ended_at = ?, error = ?, exit_code = ?, updated_at = ? WHERE id = ?')
         .run(params.to, now, params.error, params.exitCode, now, current.id);

@@ -34,6 +34,8 @@ import type {
   TrainingRun,
   TrainingRunDetail,
   TrainingRunStatus,
+  RunPlacement,
+  RayNode,
   TrainingRunSummary,
   TransitionRolloutParams,
   UpdateTrainingRunParams,
@@ -121,6 +123,11 @@ export class Store {
     });
     this.afterCommit([rollout.id]);
     return rollout;
+  }
+
+  /** Where an attempt that already ended ran (a worker's Ray node, learnt after it ended rollouts). */
+  setAttemptNode(rolloutId: string, attempt: number, node: RayNode): void {
+    this.write(() => this.rollouts.setAttemptNode(rolloutId, attempt, node));
   }
 
   /**
@@ -372,6 +379,16 @@ export class Store {
       if (Object.keys(metrics).length > 0) training.addMetrics(runId, step, metrics);
       return checkpoint && training.addCheckpoint(runId, step, checkpoint.dir, checkpoint.metrics);
     });
+  }
+
+  /** Counts again the Ray nodes that ran the run's attempts, into its placement. */
+  recordRunRayNodes(runId: string): TrainingRun {
+    return this.writeTraining(runId, (training) => training.recordRayNodes(runId));
+  }
+
+  /** The torchrun ranks the run's trainer worker started with, into its placement. */
+  recordRunRanks(runId: string, ranks: RunPlacement['ranks']): TrainingRun {
+    return this.writeTraining(runId, (training) => training.recordRanks(runId, ranks));
   }
 
   checkpoint(id: string): Checkpoint {

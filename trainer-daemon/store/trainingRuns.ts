@@ -16,6 +16,7 @@ import {
   type MetricSeries,
   type RecordApoRoundParams,
   type NewTrainingRun,
+  type RunPlacement,
   TrainingRun,
   type TrainingRunDetail,
   type TrainingRunStatus,
@@ -36,6 +37,7 @@ interface RunRow {
   error_kind: ErrorKind | null;
   cancel_requested_at: number | null;
   result: string | null;
+  placement: string | null;
 }
 
 interface CandidateRow {
@@ -77,6 +79,7 @@ function rowToRun(row: RunRow): TrainingRun {
     errorKind: row.error_kind,
     cancelRequested: row.cancel_requested_at !== null,
     result: row.result === null ? null : (JSON.parse(row.result) as Json),
+    ...(row.placement === null ? {} : { placement: JSON.parse(row.placement) as Json }),
   });
   if (!run.success) throw new LightningError(`training run ${row.id} in the store is not a ${row.algorithm} run this version reads: ${describeIssues(run.error, 'run')}`);
   return run.data;
@@ -142,6 +145,8 @@ export class TrainingRunRepository {
   private readonly policyHead: Statement<[number]>;
   private readonly checkpointById: Statement<[string], CheckpointRow>;
   private readonly policyOfCheckpoint: Statement<[string], { version: number }>;
+  private readonly rayNodesOf: Statement<[string, string], { node: string; attempts: number }>;
+  private readonly setPlacement: Statement<[string, string]>;
 
   constructor(db: Database) {
     this.insertRun = db.prepare("INSERT INTO training_runs (id, algorithm, config, status, created_at) VALUES (?, ?, ?, 'queued', ?)");
@@ -174,6 +179,10 @@ export class TrainingRunRepository {
     this.policyHead = db.prepare(`INSERT INTO resource_heads (name, version) VALUES ('policy', ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version`);
     this.checkpointById = db.prepare('SELECT * FROM checkpoints WHERE id = ?');
     this.policyOfCheckpoint = db.prepare(`SELECT version FROM resources WHERE name = 'policy' AND json_extract(value, '$.checkpointId') = ? ORDER BY version LIMIT 1`);
+    // A run's rollouts are its batches' (grpoBatchId: `<run>-<mode>-<step>`): a range of the batch index.
+    this.rayNodesOf = db.prepare(`SELECT max(a.node) AS node, count(*) AS attempts FROM rollouts r JOIN attempts a ON a.rollout_id = r.id
+      WHERE r.batch_id >= ? AND r.batch_id < ? AND a.node IS NOT NULL GROUP BY json_extract(a.node, '$.nodeId')`);
+    this.setPlacement = db.prepare('UPDATE training_runs SET placement = ? WHERE id = ?');
   }
 
   create({ algorithm, config }: NewTrainingRun, now = Date.now()): TrainingRun {
@@ -199,6 +208,25 @@ export class TrainingRunRepository {
     if (!NEXT[run.status].includes(to)) throw new InvalidTransitionError(`training run ${id} is ${run.status} and cannot become ${to}`);
     const result = details.result ?? null;
     this.updateRun.run({ id, status: to, error: details.error ?? null, errorKind: details.errorKind ?? null, result: result === null ? null : JSON.stringify(result), now, running: to === 'running' ? 1 : 0, resumed: to === 'running' && isFinal(run.status) ? 1 : 0 });
+    return this.get(id);
+  }
+
+  /** Counts again which Ray nodes ran the attempts of the run's rollouts (after each batch). Must run inside a transaction. */
+  recordRayNodes(id: string): TrainingRun {
+    const rayNodes = this.rayNodesOf.all(`${id}-`, `${id}-\uffff`)
+      .map(({ node, attempts }) => ({ ...(JSON.parse(node) as RunPlacement['rayNodes'][number]), attempts }))
+      .sort((a, b) => a.ip.localeCompare(b.ip, 'en', { numeric: true }) || a.host.localeCompare(b.host) || a.nodeId.localeCompare(b.nodeId));
+    return this.place(id, (placement) => ({ ...placement, rayNodes }));
+  }
+
+  /** The ranks its trainer worker started with under torchrun (each start replaces the last's). Must run inside a transaction. */
+  recordRanks(id: string, ranks: RunPlacement['ranks']): TrainingRun {
+    return this.place(id, (placement) => ({ ...placement, ranks: [...ranks].sort((a, b) => a.rank - b.rank) }));
+  }
+
+  private place(id: string, change: (placement: RunPlacement) => RunPlacement): TrainingRun {
+    const run = this.get(id);
+    this.setPlacement.run(JSON.stringify(change(run.placement ?? { rayNodes: [], ranks: [] })), id);
     return this.get(id);
   }
 

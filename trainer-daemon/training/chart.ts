@@ -5,7 +5,7 @@
  * demo writes it under `.lightning/`.
  */
 import type { TrainingRunDetail } from '../protocol';
-import { bandChartSvg, CHART_COLOURS } from '../protocol/chart';
+import { bandChartSvg, CHART_COLOURS, metricChartSvg, type MetricPointLike } from '../protocol/chart';
 import { formatValue, grpoCharts } from '../protocol/grpoCharts';
 
 /** Fixed values for the theme variables the charts use, outside the editor. */
@@ -38,5 +38,28 @@ figure{margin:0}figcaption{font-weight:600}svg{display:block;background:#fafafa;
 <p>${escape(run.algorithm.toUpperCase())} · ${escape(run.status)} · ${run.step} iterations · ${detail.checkpoints.length} checkpoints</p>
 <div class="charts">${charts.join('')}</div>
 </body></html>
+`;
+}
+
+/**
+ * Several score curves (0–1) on one axis as a standalone SVG file (the learning bench's chart of every seed, shown in
+ * the README): the chart module's multi-series chart with the theme colours fixed, a title and a legend.
+ */
+export function renderCurvesSvg(points: readonly MetricPointLike[], title: string): string {
+  const width = 640;
+  const height = 260;
+  const names = [...new Set(points.map((p) => p.name))];
+  const chart = metricChartSvg(points, { names, width, height }).split('<div class="legend">')[0]!;
+  const legend = names.map((name, index) => {
+    const y = 40 + index * 16;
+    const colour = `var(${CHART_COLOURS[index % CHART_COLOURS.length]})`;
+    return `<rect x="${width + 12}" y="${y - 9}" width="10" height="10" fill="${colour}"/><text x="${width + 28}" y="${y}">${escape(name)}</text>`;
+  });
+  const variables = Object.entries(COLOURS).map(([name, value]) => `${name}:${value}`).join(';');
+  return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width + 200} ${height + 24}" width="${width + 200}" height="${height + 24}">
+<style>svg{${variables}}text{font:11px system-ui,sans-serif;fill:#333}</style>
+<rect width="100%" height="100%" fill="#fff"/><text x="8" y="16" style="font-weight:600">${escape(title)}</text>
+<g transform="translate(0,24)">${chart}</g>${legend.join('')}
+</svg>
 `;
 }

@@ -7,7 +7,7 @@
  */
 import { readFileBounded } from '../util/readFileBounded';
 import { describeIssues, SftExample, type GrpoConfig, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
-import { InvalidInputError } from '../protocol/errors';
+import { InvalidInputError, errorMessage } from '../protocol/errors';
 import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
 import type { TrainingService } from './service';
@@ -100,7 +100,14 @@ class Iterations {
     const started = performance.now();
     const source = { kind: 'command' as const, argv: [...this.config.command.argv], cwd: this.config.command.cwd };
     const { batchId, rolloutIds: ids } = await this.ctx.training.openBatch({ runId: this.runId, mode, step, checkpoint, tasks, samples, source });
-    await this.executor.run({ batchId, rolloutIds: ids, upstream: this.upstreams[mode] });
+    try {
+      await this.executor.run({ batchId, rolloutIds: ids, upstream: this.upstreams[mode] });
+    } finally {
+      // Where the agents ran, also when the batch failed: a failure's nodes are the ones to look at.
+      if (this.config.ray && this.ctx.training.isOpen) {
+        await this.ctx.training.recordRayNodes(this.runId).catch((error: unknown) => this.ctx.logger.warn('could not record where the rollouts ran', { runId: this.runId, error: errorMessage(error) }));
+      }
+    }
     // Cancelled before the runner took them: nothing will run those still queued.
     const rollouts = await this.ctx.training.settleBatch(batchId, 'the training run was cancelled');
     const byId = new Map(rollouts.map((r) => [r.id, r]));
@@ -169,6 +176,11 @@ class Iterations {
   cancel(): void {
     this.executor.cancel();
   }
+
+  /** After the last batch: ends what the rollouts kept across batches (the Ray driver). */
+  close(): Promise<void> {
+    return this.executor.close();
+  }
 }
 
 function tasksOf(training: TrainingService, dataset: string, split: 'train' | 'val' | undefined): Task[] {
@@ -191,7 +203,10 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   const python = await findPython(ctx.training.storeFile, config.python ?? undefined);
   const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker'), distributed: config.distributed });
   const stop = (): void => worker.dispose();
+  let opened: Iterations | undefined;
   try {
+    const ranks = worker.ready.distributed?.ranks;
+    if (ranks) await ctx.training.recordRanks(runId, ranks.map(({ rank, localRank, host }) => ({ rank, localRank, host })));
     const last = ctx.training.checkpoints(runId).at(-1);
     const adapter = config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
     const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(config.device === 'cuda' ? {} : { threads: 1 }), ...(last ? { checkpoint: last.path } : {}), ...(config.distributed?.fsdp ? { fsdp: true } : {}) });
@@ -201,6 +216,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
     const greedy = await fetch(`${url}/greedy/v1/models`).then((r) => r.ok, () => false);
     if (!greedy) ctx.logger.warn('the trainer worker serves no /greedy prefix: validation rollouts are sampled');
     const iterations = new Iterations(runId, config, ctx, worker, { train: `${url}/v1`, val: `${url}${greedy ? '/greedy' : ''}/v1` });
+    opened = iterations;
     ctx.signal.addEventListener('abort', stop, { once: true });
     // A worker that dies takes the policy server with it: stop the agents now; the next request reports the crash.
     worker.onDidExit(() => iterations.cancel());
@@ -239,6 +255,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
     if (!ctx.signal.aborted) throw error;
   } finally {
     ctx.signal.removeEventListener('abort', stop);
+    await opened?.close();
     await worker.shutdown();
   }
 }

@@ -7,7 +7,7 @@
 import path from 'node:path';
 import { BatchRunner } from '../runner/batch';
 import type { BatchFollower, BatchMode, RolloutScoring, RunnerClient } from '../runner/pool';
-import type { RayOptions } from '../runner/rayDriver';
+import { SharedRayDriver, type RayOptions } from '../runner/rayDriver';
 
 /** What the loop needs of the daemon: its RPC methods (the daemon passes its own handler table). */
 export type Caller = RunnerClient;
@@ -34,12 +34,18 @@ export interface RolloutExecutorOptions {
   readonly ray?: RayOptions;
 }
 
-/** Runs one batch at a time; `cancel` stops the agents of the batch in flight. */
+/**
+ * Runs one batch at a time; `cancel` stops the agents of the batch in flight. With `ray`, one Ray
+ * driver serves every batch (connecting to the cluster costs seconds); `close` ends it.
+ */
 export class RolloutExecutor {
   private current: BatchRunner | undefined;
   private cancelled = false;
+  private readonly rayDriver: SharedRayDriver | undefined;
 
-  constructor(private readonly options: RolloutExecutorOptions) {}
+  constructor(private readonly options: RolloutExecutorOptions) {
+    this.rayDriver = options.ray && new SharedRayDriver(options.ray, path.join(options.logDir, 'ray-driver.log'));
+  }
 
   async run(batch: RolloutBatch): Promise<void> {
     if (this.cancelled) return;
@@ -58,6 +64,7 @@ export class RolloutExecutor {
       onAttempt: () => undefined,
       scoring: this.options.scoring,
       ray: this.options.ray,
+      rayDriver: this.rayDriver,
     });
     this.current = runner;
     try {
@@ -70,5 +77,10 @@ export class RolloutExecutor {
   cancel(): void {
     this.cancelled = true;
     this.current?.cancel();
+  }
+
+  /** Ends the Ray driver, if any (after the last batch). */
+  async close(): Promise<void> {
+    await this.rayDriver?.close();
   }
 }

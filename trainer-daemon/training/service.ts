@@ -6,7 +6,7 @@
  * commit, lock retries) when the daemon has one. APO runs in its own process and speaks RPC.
  */
 import path from 'node:path';
-import { grpoBatchId, type Checkpoint, type Dataset, type NewTrainingRun, type Rollout, type RolloutMode, type RolloutSource, type Task, type TrainingRun, type TrainingRunStatus } from '../protocol';
+import { grpoBatchId, type Checkpoint, type Dataset, type NewTrainingRun, type Rollout, type RolloutMode, type RunPlacement, type RolloutSource, type Task, type TrainingRun, type TrainingRunStatus } from '../protocol';
 import type { ErrorKind } from '../protocol/errors';
 import type { Trajectory } from '../protocol/lightningrl';
 import type { Store } from '../store/store';
@@ -79,6 +79,16 @@ export class TrainingService {
 
   setRunStatus(id: string, to: TrainingRunStatus, details: { readonly error?: string | null; readonly errorKind?: ErrorKind | null } = {}): TrainingRun {
     return this.store.setTrainingRunStatus(id, to, details);
+  }
+
+  /** Where the run's rollouts ran: the Ray nodes of its attempts, counted again (after each batch). */
+  async recordRayNodes(runId: string): Promise<void> {
+    await this.write(() => this.store.recordRunRayNodes(runId));
+  }
+
+  /** The torchrun ranks its trainer worker started with (rank, local rank, host, as each reported). */
+  async recordRanks(runId: string, ranks: RunPlacement['ranks']): Promise<void> {
+    await this.write(() => this.store.recordRunRanks(runId, ranks));
   }
 
   /** A step's metrics and, when it saved one, its checkpoint: one commit. */

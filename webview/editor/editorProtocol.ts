@@ -7,7 +7,7 @@
  * cannot. What both ends compute from a target (its key, its title) is in ./editorTarget.
  */
 import { z } from 'zod';
-import { Reward, Rollout, Span, type Json } from '../../trainer-daemon/protocol/records';
+import { RayNode, Reward, Rollout, Span, type Json } from '../../trainer-daemon/protocol/records';
 import { TrainingRun } from '../../trainer-daemon/protocol/training';
 import { TrainingRunView } from '../trainingRunProtocol';
 
@@ -72,7 +72,8 @@ export type EditorToExtension = z.infer<typeof EditorToExtension>;
 export const ExtensionToEditor = z.discriminatedUnion('type', [
   /** What the tab shows (at start, and when a preview tab is reused for another rollout). */
   z.object({ type: z.literal('show'), state: EditorState }),
-  z.object({ type: z.literal('rollout'), rollout: Rollout }),
+  /** `node`: the Ray node its last attempt ran on, when the extension read its attempts (absent on live updates). */
+  z.object({ type: z.literal('rollout'), rollout: Rollout, node: RayNode.optional() }),
   z.object({ type: z.literal('spans'), rolloutId: z.string(), spans: z.array(TabSpan), complete: z.boolean() }),
   /** One whole span, as asked with loadSpan. */
   z.object({ type: z.literal('span'), span: TabSpan }),

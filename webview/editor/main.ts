@@ -121,7 +121,7 @@ function receive(data: unknown): void {
   }
   if (message.type === 'spans' && view) view.element.dataset.firstSpansAt ??= String(Date.now());
   if (view instanceof RolloutTab) {
-    if (message.type === 'rollout') view.setRollout(message.rollout);
+    if (message.type === 'rollout') view.setRollout(message.rollout, message.node);
     else if (message.type === 'spans' && message.rolloutId === view.rolloutId) view.addSpans(message.spans, message.complete);
     else if (message.type === 'span') view.addWholeSpan(message.span);
     else if (message.type === 'spansAvailable' && message.rolloutId === view.rolloutId) view.spansAvailable(message.toSequence);

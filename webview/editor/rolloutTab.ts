@@ -6,7 +6,7 @@
  * text field): j / k next / previous LLM call, ↑ / ↓ any span, 1 / 0 or a digit rate the selected
  * step (Shift: the rollout), c comment on the step, + / − zoom, ← / → pan, f fit.
  */
-import type { Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
+import type { RayNode, Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
 import { button, el, rawJsonControls } from '../dom';
 import { formatTime, formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
@@ -41,6 +41,7 @@ function textField(className: string, placeholder: string, label: string): TextF
 export class RolloutTab {
   readonly element = el('div', 'rollout-tab');
   private rollout: Rollout | undefined;
+  private node: RayNode | undefined;
   private spans = new Map<number, Span>();
   private complete = false;
   private rewards: Reward[] = [];
@@ -70,9 +71,11 @@ export class RolloutTab {
     this.detail.append(el('div', 'empty', 'Select a span in the timeline (j / k move between LLM calls).'));
   }
 
-  setRollout(rollout: Rollout): void {
+  /** The rollout changed; `node`, when known, is the Ray node its last attempt ran on (kept across live updates, which lack it). */
+  setRollout(rollout: Rollout, node?: RayNode): void {
     if (rollout.id !== this.rolloutId) return;
     this.rollout = rollout;
+    if (node) this.node = node;
     this.renderHeader();
     // While it runs, its open spans grow with the clock: laid out again every second.
     const running = rollout.status === 'running' || rollout.status === 'queued';
@@ -140,7 +143,7 @@ export class RolloutTab {
     const rollout = this.rollout!;
     const title = el('h2', `status-${rollout.status}`);
     title.append(el('span', 'status', STATUS_ICON[rollout.status]), el('span', 'title', rolloutTitle(rollout)));
-    const facts = el('div', 'facts', `${rollout.status} · ${rollout.mode} · ${rollout.spanCount} spans · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)}`);
+    const facts = el('div', 'facts', `${rollout.status} · ${rollout.mode} · ${rollout.spanCount} spans · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)}${this.node ? ` · on Ray node ${this.node.ip} (${this.node.host})` : ''}`);
     const actions = el('div', 'facts');
     actions.append(
       el('strong', 'rollout-reward', `reward ${rewardText(rollout.reward)}`),

@@ -12,6 +12,7 @@ import { button, el } from '../dom';
 import { formatTime } from '../format';
 import { formatValue, mergeMetrics, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
 import { bandChartSvg, CHART_COLOURS, stepAt } from '../../trainer-daemon/protocol/chart';
+import { placementDetail } from '../../trainer-daemon/protocol/placement';
 import { runCharts } from './runCharts';
 import { RUN_STATUS_ICON, runOutcome, runSubject } from '../trainingRunFormat';
 import type { TrainingRunView } from '../trainingRunProtocol';
@@ -104,7 +105,7 @@ export class RunTab {
     const facts = el('div', 'facts', [run.status, runSubject(run), runOutcome(run), `started ${formatTime(run.startedAt ?? run.createdAt)}`].filter(Boolean).join(' · '));
     const tools = el('div', 'facts');
     tools.append(el('span', undefined, 'Overlay:'), this.overlaySelect);
-    this.header.replaceChildren(title, facts, tools);
+    this.header.replaceChildren(title, facts, ...placementDetail(run).map((line) => el('div', 'facts placement', line)), tools);
     if (run.error) this.header.append(el('div', 'error', run.error));
   }
 

@@ -4,6 +4,7 @@ import type { RolloutDetail, Span } from '../../protocol';
 import { openBackend } from '../backend';
 import { duration, num, table, time, truncate } from '../format';
 import { rolloutDuration } from '../../protocol/format';
+import { describePlacement } from '../../protocol/rayRunner';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { summarizeLlmCall } from '../summarize';
 
@@ -33,8 +34,12 @@ export function renderDetail({ rollout, attempts, spans, rewards, servedBy }: Ro
     `  attempts  ${rollout.attemptCount}/${rollout.maxAttempts}   LLM calls ${rollout.llmCalls}   tokens ${rollout.promptTokens}+${rollout.completionTokens}`,
   ];
   if (servedBy) lines.push(`  policy    ${servedBy.checkpointId ? `checkpoint ${servedBy.checkpointId}` : 'training policy'} (run ${servedBy.runId}, step ${servedBy.step})`);
+  const node = attempts.at(-1)?.node;
+  if (node) lines.push(`  node      Ray ${describePlacement(node)}, node id ${node.nodeId}`);
   if (attempts.length > 1) {
-    lines.push('', 'Attempts', table(['#', 'STATUS', 'STARTED', 'ERROR'], attempts.map((a) => [String(a.number), a.status, time(a.startedAt), a.error ?? ''])));
+    const nodes = attempts.some((a) => a.node);
+    const header = ['#', 'STATUS', 'STARTED', ...(nodes ? ['NODE'] : []), 'ERROR'];
+    lines.push('', 'Attempts', table(header, attempts.map((a) => [String(a.number), a.status, time(a.startedAt), ...(nodes ? [a.node ? `${a.node.ip} (${a.node.host})` : '-'] : []), a.error ?? ''])));
   }
   if (spans.length === 0) lines.push('', 'No spans.');
   else {

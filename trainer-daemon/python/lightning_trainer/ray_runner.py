@@ -241,7 +241,12 @@ def main(argv: list[str] | None = None) -> None:
         out.flush()
         sys.exit(1)
     driver = Driver(out, args.num_cpus)
-    driver.write({"type": "ready", "ray": ray.__version__, "address": args.address, "nodes": nodes()})
+    ready = {"type": "ready", "ray": ray.__version__, "address": args.address, "nodes": nodes()}
+    # One line per connection in the log: a run's log shows how often its driver (re)connected.
+    sys.stderr.write(f"lightning ray runner {os.getpid()}: connected to {args.address} (ray {ray.__version__}, "
+                     f"{sum(n['alive'] for n in ready['nodes'])} nodes alive)\n")
+    sys.stderr.flush()
+    driver.write(ready)
     try:
         asyncio.run(serve(driver, sys.stdin))
     finally:
