@@ -1,9 +1,9 @@
 /**
  * The bundles' sizes, from esbuild's metafile of a fresh build. The extension (issue: ≤ 500 KB without
  * native modules): the whole `dist/extension.js` against the bytes its dependencies alone put in it. The
- * webview's two pages (the side panel, the editor tabs): each entry with the shared chunks it imports (what
- * a new page loads), against its dependencies alone; the pages ship no zod (they import only the protocol's
- * types; the extension validates what crosses into it).
+ * webview's two pages (the side panel, the editor tabs): each one's script and stylesheet, which the page
+ * carries inline (extension/webviewHtml.ts), against its dependencies alone; the pages ship no zod (they
+ * import only the protocol's types; the extension validates what crosses into it).
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -13,7 +13,6 @@ import { fmt, rows } from './table';
 interface Output {
   bytes: number;
   inputs: Record<string, { bytesInOutput: number }>;
-  imports?: Array<{ path: string; kind: string }>;
 }
 interface Metafile {
   outputs: Record<string, Output>;
@@ -56,16 +55,17 @@ export function bundleBenchmark(work: string): void {
     met: output.bytes <= TARGET_BYTES ? 'yes' : 'NO',
   });
   for (const [entry, page] of [['webview', 'side panel'], ['editor', 'editor tab']] as const) {
-    const main = outputs[`dist/${entry}.js`];
-    if (!main) throw new Error(`the build wrote no dist/${entry}.js`);
-    const chunks = (main.imports ?? []).filter((item) => item.kind === 'import-statement').map((item) => outputs[item.path]).filter((chunk): chunk is Output => chunk !== undefined);
-    const loaded = [main, ...chunks];
+    const loaded = [`dist/${entry}.js`, `dist/${entry}.css`].map((name) => {
+      const built = outputs[name];
+      if (!built) throw new Error(`the build wrote no ${name}`);
+      return built;
+    });
     const bytes = loaded.reduce((sum, item) => sum + item.bytes, 0);
     const pagePackages = byPackage(loaded);
     const pageDependencies = [...pagePackages].filter(([name]) => name !== '(ours)').reduce((sum, [, size]) => sum + size, 0);
     const zod = pagePackages.get('zod') ?? 0;
     rows.push({
-      metric: `${page} page's scripts, dist/${entry}.js + ${chunks.length} shared chunk(s) (minified)`,
+      metric: `${page} page's script and style, dist/${entry}.js + .css (minified, inline in the page)`,
       result: `${fmt(bytes / 1024)} KB (zod ${fmt(zod / 1024)} KB)`,
       baseline: `${fmt(pageDependencies / 1024)} KB: its dependencies alone (${largest(pagePackages)})`,
       ratio: `${fmt(bytes / pageDependencies, 2)}×`,
