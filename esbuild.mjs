@@ -27,26 +27,6 @@ const zodEnglishOnly = {
   },
 };
 
-/**
- * Writes `dist/chunks/preload.json`: for each webview entry, the shared chunks it imports. The page names them
- * as `<link rel="modulepreload">` (extension/webviewHtml.ts), so they load beside the entry instead of after it.
- */
-const chunkManifest = {
-  name: 'chunk-manifest',
-  setup(build) {
-    build.onEnd((result) => {
-      if (!result.metafile) return;
-      const manifest = {};
-      for (const [output, meta] of Object.entries(result.metafile.outputs)) {
-        const entry = /^dist\/([^/]+)\.js$/.exec(output)?.[1];
-        if (entry) manifest[entry] = meta.imports.filter((item) => item.kind === 'import-statement' && item.path.startsWith('dist/chunks/')).map((item) => path.basename(item.path));
-      }
-      fs.mkdirSync('dist/chunks', { recursive: true });
-      fs.writeFileSync('dist/chunks/preload.json', JSON.stringify(manifest));
-    });
-  },
-};
-
 const common = {
   plugins: [zodEnglishOnly],
   bundle: true,
@@ -81,14 +61,10 @@ const builds = [
   },
   {
     ...common,
-    // The side panel and the editor tabs: two entries of one build, their shared code (the elements,
-    // zod, the formatting and chart modules) in common chunks loaded by both.
+    // The side panel and the editor tabs: one self-contained script (and stylesheet) each, which the page
+    // carries inline (extension/webviewHtml.ts): nothing for the webview to load after the page.
     entryPoints: { webview: 'webview/main.ts', editor: 'webview/editor/main.ts' },
     outdir: 'dist',
-    plugins: [zodEnglishOnly, chunkManifest],
-    metafile: true,
-    splitting: true,
-    chunkNames: 'chunks/[name]-[hash]',
     platform: 'browser',
     format: 'esm',
     target: 'es2022',
@@ -101,7 +77,7 @@ if (watch) {
   console.error('esbuild: watching for changes');
 } else {
   const started = Date.now();
-  const results = await Promise.all(builds.map((options) => esbuild.build({ ...options, metafile: metafile !== undefined || options.metafile === true })));
+  const results = await Promise.all(builds.map((options) => esbuild.build({ ...options, metafile: metafile !== undefined })));
   if (metafile) fs.writeFileSync(metafile, JSON.stringify({ outputs: Object.assign({}, ...results.map((result) => result.metafile.outputs)) }));
   console.error(`esbuild: built extension, cli and webview bundles in ${Date.now() - started} ms`);
 }

@@ -62,8 +62,6 @@ function stageTarget(target) {
   for (const file of fs.readdirSync(path.join(root, 'dist'))) {
     if (/\.(m?js|css)$/.test(file)) copy(path.join(root, 'dist', file), path.join(stage, 'dist', file));
   }
-  // The webview bundles' shared chunks (the side panel and the editor tabs import them).
-  if (fs.existsSync(path.join(root, 'dist', 'chunks'))) copy(path.join(root, 'dist', 'chunks'), path.join(stage, 'dist', 'chunks'));
   copyPackage('onnxruntime-common', stage, ['package.json', 'dist/cjs']);
   copyPackage('onnxruntime-node', stage, ['package.json', 'dist', ...(onnx ? [`bin/napi-v6/${onnx}`] : [])]);
   copyPackage('esbuild', stage, ['package.json', 'lib']);

@@ -1,26 +1,31 @@
 /**
  * The page of every Lightning webview (the side panel, the editor tabs): a strict CSP with a
- * nonce for the one bundle entry it runs, its stylesheet; scripts only from `dist/` (the webview's
- * only resource root), where the entry imports the build's shared chunks from.
+ * nonce for the one script it runs. The page carries its bundle's script and stylesheet inline
+ * (dist/<entry>.js and .css, each one self-contained file): a webview loads each file of its own
+ * through VS Code's resource loader, which took 0.1–0.2 s of a new tab's start (e2e), after the page
+ * itself had come.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import * as vscode from 'vscode';
-import { initialMessagesText, type ExtensionToEditor } from '../webview/editor/editorProtocol';
+import type { ExtensionToEditor } from '../webview/editor/editorProtocol';
+import { initialMessagesText } from '../webview/editor/editorTarget';
+import { inlineText } from './inlineText';
 
-/** The shared chunks each entry imports (dist/chunks/preload.json, written by esbuild.mjs), read once; none if it is missing. */
-let preload: Record<string, string[]> | undefined;
-function chunksOf(dist: vscode.Uri, entry: string): string[] {
-  if (!preload) {
-    try {
-      const parsed: unknown = JSON.parse(fs.readFileSync(vscode.Uri.joinPath(dist, 'chunks', 'preload.json').fsPath, 'utf8'));
-      preload = typeof parsed === 'object' && parsed !== null ? (parsed as Record<string, string[]>) : {};
-    } catch {
-      preload = {};
-    }
+/**
+ * A built file's text for an inline element (./inlineText), read when a page is made (~150 KB: well under a
+ * millisecond; read each time, so `esbuild --watch` output shows in the next page); its source map comment
+ * names the map by its webview URI (the inline text has no file of its own).
+ */
+function builtText(webview: vscode.Webview, dist: vscode.Uri, file: string): string {
+  const path = vscode.Uri.joinPath(dist, file);
+  let text: string;
+  try {
+    text = fs.readFileSync(path.fsPath, 'utf8');
+  } catch {
+    throw new Error(`${path.fsPath} is missing: build the extension first (npm run build)`);
   }
-  const chunks = preload[entry];
-  return Array.isArray(chunks) ? chunks.filter((name) => typeof name === 'string' && /^[\w.-]+\.js$/.test(name)) : [];
+  return inlineText(text, file.endsWith('.css') ? 'css' : 'js').replace(/(?<=[/*]# )sourceMappingURL=([\w.-]+\.map)/, (_, map: string) => `sourceMappingURL=${webview.asWebviewUri(vscode.Uri.joinPath(dist, map))}`);
 }
 
 /**
@@ -31,16 +36,12 @@ function chunksOf(dist: vscode.Uri, entry: string): string[] {
  */
 export function webviewHtml(webview: vscode.Webview, dist: vscode.Uri, entry: 'webview' | 'editor', title: string, marks: Record<string, number> = {}, initial: readonly ExtensionToEditor[] = []): string {
   const nonce = crypto.randomBytes(16).toString('base64');
-  const script = webview.asWebviewUri(vscode.Uri.joinPath(dist, `${entry}.js`));
-  const style = webview.asWebviewUri(vscode.Uri.joinPath(dist, `${entry}.css`));
-  const csp = [`default-src 'none'`, `style-src ${webview.cspSource} 'unsafe-inline'`, `font-src ${webview.cspSource}`, `img-src ${webview.cspSource} data:`, `script-src 'nonce-${nonce}' ${webview.cspSource}`].join('; ');
-  // The entry's chunks load beside it, not after it has loaded and named them (measured: ~40% of a new tab's script load).
-  const preloads = chunksOf(dist, entry).map((name) => `<link rel="modulepreload" href="${webview.asWebviewUri(vscode.Uri.joinPath(dist, 'chunks', name))}">`).join('');
+  const csp = [`default-src 'none'`, `style-src ${webview.cspSource} 'unsafe-inline'`, `font-src ${webview.cspSource}`, `img-src ${webview.cspSource} data:`, `script-src 'nonce-${nonce}'`].join('; ');
   const escaped = title.replace(/[&<>"]/g, (ch) => `&#${ch.charCodeAt(0)};`);
   const data = Object.entries(marks).map(([name, value]) => ` data-${name.replace(/[A-Z]/g, (ch) => `-${ch.toLowerCase()}`)}="${Math.round(value)}"`).join('');
   return `<!DOCTYPE html><html lang="en"><head><meta charset="UTF-8"><meta http-equiv="Content-Security-Policy" content="${csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1.0"><link rel="stylesheet" href="${style}">${preloads}<title>${escaped}</title></head>
-<body><div id="app"${data}></div>${initialMessages(initial)}<script type="module" nonce="${nonce}" src="${script}"></script></body></html>`;
+<meta name="viewport" content="width=device-width, initial-scale=1.0"><style>${builtText(webview, dist, `${entry}.css`)}</style><title>${escaped}</title></head>
+<body><div id="app"${data}></div>${initialMessages(initial)}<script type="module" nonce="${nonce}">${builtText(webview, dist, `${entry}.js`)}</script></body></html>`;
 }
 
 function initialMessages(messages: readonly ExtensionToEditor[]): string {

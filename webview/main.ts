@@ -1,7 +1,8 @@
 /**
  * The side panel's browser code: filters, the live rollout list and the selected rollout's
- * trajectory. It speaks only to the extension, through ./protocol (validated both ways); its
- * filters and selection survive the view being hidden (getState/setState).
+ * trajectory. It speaks only to the extension, through ./protocol's messages (the extension validates what
+ * the page sends; the page reads what it gets with ./pageInput, without zod); its filters and selection
+ * survive the view being hidden (getState/setState).
  */
 import '@vscode-elements/elements/dist/vscode-button/index.js';
 import '@vscode-elements/elements/dist/vscode-textfield/index.js';
@@ -9,8 +10,10 @@ import '@vscode-elements/elements/dist/vscode-single-select/index.js';
 import '@vscode-elements/elements/dist/vscode-option/index.js';
 import '@vscode-elements/elements/dist/vscode-badge/index.js';
 import './panel.css';
-import { RolloutMode, RolloutStatus, type Rollout } from '../trainer-daemon/protocol/records';
-import { ExtensionToWebview, RolloutFilter, type WebviewToExtension } from './protocol';
+import type { Rollout } from '../trainer-daemon/protocol/records';
+import { ROLLOUT_MODES, ROLLOUT_STATUSES } from '../trainer-daemon/protocol/rolloutValues';
+import type { ExtensionToWebview, RolloutFilter, WebviewToExtension } from './protocol';
+import { extensionMessage, rolloutFilter } from './pageInput';
 import { RolloutList } from './rolloutList';
 import { TrajectoryView } from './trajectory';
 import { TrainingRunsView } from './trainingRuns';
@@ -29,8 +32,8 @@ interface VsCodeApi {
 declare function acquireVsCodeApi(): VsCodeApi;
 
 const vscode = acquireVsCodeApi();
-const saved = RolloutFilter.safeParse((vscode.getState() as PanelState | undefined)?.filter ?? {});
-const state: PanelState = { filter: saved.success ? saved.data : {}, selectedId: (vscode.getState() as PanelState | undefined)?.selectedId };
+const saved = vscode.getState() as Partial<PanelState> | undefined;
+const state: PanelState = { filter: rolloutFilter(saved?.filter ?? {}) ?? {}, selectedId: saved?.selectedId };
 const post = (message: WebviewToExtension): void => vscode.postMessage(message);
 const save = (): void => vscode.setState(state);
 
@@ -54,8 +57,8 @@ function fillSelect(select: Element, label: string, values: readonly string[], c
 const search = app.querySelector<HTMLElement & { value: string }>('.search')!;
 const statusSelect = app.querySelector<HTMLElement & { value: string }>('.status-filter')!;
 const modeSelect = app.querySelector<HTMLElement & { value: string }>('.mode-filter')!;
-fillSelect(statusSelect, 'any status', RolloutStatus.options, state.filter.status);
-fillSelect(modeSelect, 'any mode', RolloutMode.options, state.filter.mode);
+fillSelect(statusSelect, 'any status', ROLLOUT_STATUSES, state.filter.status);
+fillSelect(modeSelect, 'any mode', ROLLOUT_MODES, state.filter.mode);
 search.value = state.filter.search ?? '';
 const badge = app.querySelector('.daemon-state')!;
 const banner = app.querySelector<HTMLElement>('.banner')!;
@@ -125,9 +128,9 @@ function setScope(scope: Pick<RolloutFilter, 'datasetId' | 'batchId'>): void {
 datasets.showScope(state.filter);
 
 function onFilterChange(): void {
-  const parsed = RolloutFilter.safeParse({ datasetId: state.filter.datasetId, batchId: state.filter.batchId, status: statusSelect.value || undefined, mode: modeSelect.value || undefined, search: search.value.trim() || undefined });
-  if (!parsed.success) return;
-  state.filter = parsed.data;
+  const filter = rolloutFilter({ datasetId: state.filter.datasetId, batchId: state.filter.batchId, status: statusSelect.value || undefined, mode: modeSelect.value || undefined, search: search.value.trim() || undefined });
+  if (!filter) return;
+  state.filter = filter;
   save();
   reload();
 }
@@ -145,9 +148,8 @@ function showCount(): void {
 
 let running = false;
 window.addEventListener('message', (event: MessageEvent<unknown>) => {
-  const parsed = ExtensionToWebview.safeParse(event.data);
-  if (!parsed.success) return;
-  const message = parsed.data;
+  const message = extensionMessage<ExtensionToWebview>(event.data);
+  if (!message) return;
   switch (message.type) {
     case 'daemonState':
       badge.textContent = message.state;

@@ -1,7 +1,9 @@
 /**
- * Messages between the side-panel webview and the extension (postMessage), as zod schemas. Both
- * ends import this module; each validates what it receives with `safeParse`. Records (rollouts,
- * spans, rewards) reuse the daemon protocol's schemas: they are data shapes, not a channel.
+ * Messages between the side-panel webview and the extension (postMessage), as zod schemas. The
+ * extension validates what the page sends with `safeParse`; the page imports only the types and reads
+ * what the extension posts with ./pageInput (zod stays out of the webview bundle: the extension read every
+ * record through the daemon protocol's schemas before posting it). Records (rollouts, spans, rewards)
+ * reuse the daemon protocol's schemas: they are data shapes, not a channel.
  */
 import { z } from 'zod';
 import { Dataset, RayNode, Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../trainer-daemon/protocol/records';
@@ -9,6 +11,7 @@ import { TrainingRun } from '../trainer-daemon/protocol/training';
 import { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { TrainingRunView } from './trainingRunProtocol';
+import { FILTER_TEXT_MAX } from '../trainer-daemon/protocol/rolloutValues';
 
 export const DaemonStateKind = z.enum(['stopped', 'starting', 'running', 'failed']);
 export type DaemonStateKind = z.infer<typeof DaemonStateKind>;
@@ -17,10 +20,10 @@ export type DaemonStateKind = z.infer<typeof DaemonStateKind>;
 export const RolloutFilter = z.object({
   status: RolloutStatus.optional(),
   mode: RolloutMode.optional(),
-  search: z.string().max(200).optional(),
+  search: z.string().max(FILTER_TEXT_MAX).optional(),
   /** One dataset's or one batch's rollouts (Datasets section, Run Dataset). */
-  datasetId: z.string().max(200).optional(),
-  batchId: z.string().max(200).optional(),
+  datasetId: z.string().max(FILTER_TEXT_MAX).optional(),
+  batchId: z.string().max(FILTER_TEXT_MAX).optional(),
 });
 export type RolloutFilter = z.infer<typeof RolloutFilter>;
 

@@ -11,7 +11,7 @@ import { assertNever } from '../trainer-daemon/protocol/assert';
 import { isResumable } from '../trainer-daemon/protocol/status';
 import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
-import { describeMetrics } from '../trainer-daemon/protocol/policy';
+import { describeMetrics } from '../trainer-daemon/protocol/format';
 import { placementDetail } from '../trainer-daemon/protocol/placement';
 import { button, el } from './dom';
 import { formatTime } from './format';

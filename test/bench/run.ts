@@ -244,6 +244,11 @@ async function main(): Promise<void> {
     printTable();
     return;
   }
+  if (process.argv.includes('--bundle-only')) {
+    bundleBenchmark(work);
+    printTable();
+    return;
+  }
   if (process.argv.includes('--trainer-only')) {
     trainerBenchmark();
     printTable();

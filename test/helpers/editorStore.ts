@@ -1,6 +1,6 @@
 /**
  * A store for the editor tabs' end-to-end test, written before the daemon starts: a 2,000-span
- * rollout, two 200-step rollouts of one task (the second differs in some questions and answers),
+ * rollout, three 200-step rollouts of one task (the second and third differ in some questions and answers),
  * and a GRPO run (with real checkpoints, test/helpers/checkpoints.ts) whose iterations have metrics
  * and whose first iteration's training batch has a best and a worst rollout.
  */
@@ -18,6 +18,8 @@ export interface EditorStore {
   readonly big2: string;
   readonly before: string;
   readonly after: string;
+  /** A third 200-step rollout of the task: compared into the Compare tab the first pair opened. */
+  readonly after2: string;
   readonly runId: string;
   readonly checkpointIds: [string, string];
   readonly best: string;
@@ -48,12 +50,13 @@ export async function editorStore(workspace: string): Promise<EditorStore> {
     const big2 = rollout('big-2000-b', 1_000, { history: false, errorEvery: 40 });
     const before = rollout('cmp-before', 200, {});
     const after = rollout('cmp-after', 200, { question: (i) => (i % 9 === 4 ? `Compute ${i} + ${i} with the tool, please` : `What is ${i} plus ${i}?`), answer: (i) => `The answer is ${i % 10 === 0 ? 2 * i + 1 : 2 * i}.` });
+    const after2 = rollout('cmp-after-b', 200, { question: (i) => (i % 7 === 3 ? `Add ${i} and ${i} with the tool` : `What is ${i} plus ${i}?`), answer: (i) => `The answer is ${i % 8 === 0 ? 2 * i - 1 : 2 * i}.` });
     const batchId = grpoIterationBatchId(runId, 1);
     const best = rollout('iteration-1-best', 2, {}, { batchId, reward: 0.9 });
     const worst = rollout('iteration-1-worst', 2, {}, { batchId, reward: 0.1 });
     rollout('iteration-1-middle', 2, {}, { batchId, reward: 0.5 });
     for (const step of [1, 2]) store.recordTrainingStep(runId, step, { 'reward/mean': 0.3 * step, 'reward/std': 0.1, loss: 1 / step, kl: 0.01 * step, entropy: 5 - step * 0.1, tokensPerSecond: 900 + step * 100 });
-    return { storeFile, big, big2, before, after, runId, checkpointIds: ids, best, worst };
+    return { storeFile, big, big2, before, after, after2, runId, checkpointIds: ids, best, worst };
   } finally {
     store.close();
   }

@@ -9,7 +9,8 @@ import { describe, it } from 'node:test';
 import { barPixels, clampViewport, layoutTimeline, MAX_DEPTH, nextStep, panViewport, rowAt, timeTicks, visibleRows, zoomViewport } from '../../webview/editor/timelineLayout';
 import { alignSteps, compareSteps, compareTotals, wordDiff } from '../../webview/editor/compareLogic';
 import { conversationOf, turnText } from '../../webview/editor/conversation';
-import { EditorToExtension, ExtensionToEditor, editorKey, initialMessagesText, readInitialMessages, restoreEditorState, tabTitle } from '../../webview/editor/editorProtocol';
+import { EditorToExtension, ExtensionToEditor, restoreEditorState } from '../../webview/editor/editorProtocol';
+import { editorKey, initialMessagesText, readInitialMessages, tabTitle } from '../../webview/editor/editorTarget';
 import { runCharts } from '../../webview/editor/runCharts';
 import { isSlim, slimSpan } from '../../trainer-daemon/protocol/slimSpan';
 import { bandChartSvg, stepAt } from '../../trainer-daemon/protocol/chart';
@@ -199,6 +200,9 @@ describe('editor tabs: saved state and messages', () => {
     const state = { target: { kind: 'rollout' as const, rolloutId: 'ro-123456789012345' }, preview: true, selectedSpanId: null, overlayRunId: null };
     assert.equal(tabTitle(state), 'Rollout ro-123456789… (preview)');
     assert.equal(tabTitle({ ...state, preview: false }, { label: 'sums task 3' } as Rollout), 'sums task 3');
+    const pair = { ...state, target: { kind: 'compare' as const, left: 'ro-a', right: 'ro-b' } };
+    assert.equal(tabTitle(pair), 'Compare ro-a ↔ ro-b (preview)');
+    assert.equal(tabTitle({ ...pair, preview: false }), 'Compare ro-a ↔ ro-b');
   });
 
   it('validates the tabs’ and the side bar’s new messages', () => {

@@ -1,6 +1,7 @@
 /**
  * The extension's pure parts, in plain Node: daemon runtime resolution, restart backoff, launch
- * configuration instrumentation, the store path, reward input, and the native-module message.
+ * configuration instrumentation, the store path, reward input, the native-module message, and a built
+ * script's text made safe to carry inline in its page.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -10,6 +11,7 @@ import { RestartPolicy } from '../../extension/restartPolicy';
 import { exitCodeEnv, finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from '../../extension/debug/launchConfig';
 import { resolveStoreFile } from '../../extension/storePath';
 import { parseRewardInput } from '../../extension/rewardInput';
+import { inlineText } from '../../extension/inlineText';
 import { explainNativeLoadError, NativeModuleError } from '../../trainer-daemon/store/nativeModules';
 import { PLACEHOLDER_API_KEY, type AgentRun } from '../../trainer-daemon/protocol';
 
@@ -171,5 +173,16 @@ describe('settings and reward input', () => {
   it('accepts 1, 0, 👍, 👎 and finite numbers; nothing else', () => {
     assert.deepEqual(['1', '0', ' 0.25 ', '-2', '1e-3', '+', '👍', '👎'].map(parseRewardInput), [1, 0, 0.25, -2, 0.001, 1, 1, 0]);
     for (const bad of ['', 'n', 'one', '1,5', 'Infinity', 'NaN', '1e999', '0x10']) assert.equal(parseRewardInput(bad), undefined, bad);
+  });
+});
+
+describe('a built script carried inline in its page', () => {
+  it('cannot end its element or open a comment in it, and means the same to JavaScript and CSS', () => {
+    const code = "return ['</script><script>alert(1)</SCRIPT>', `<!-- ${'</style>'} -->`, /<\\/script>|<!--/.test('<!--'), /<!--/u.test('a<!--'), '</Style>'].join('|'); // </script>";
+    const safe = inlineText(code, 'js');
+    assert.doesNotMatch(safe, /<\/(script|style)|<!--/i);
+    assert.equal(new Function(safe)(), new Function(code)());
+    assert.equal(new Function(safe)(), '</script><script>alert(1)</SCRIPT>|<!-- </style> -->|true|true|</Style>');
+    assert.equal(inlineText('.a::after { content: "</style>"; }', 'css'), '.a::after { content: "\\3C /style>"; }');
   });
 });

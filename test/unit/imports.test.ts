@@ -2,12 +2,14 @@
  * The layering holds: the editor (extension/, webview/) reaches the daemon only through
  * trainer-daemon/protocol/; the protocol imports nothing else of ours; no import circles (type
  * imports count: they are the circles that grow into runtime ones). The same check is run on a
- * seeded tree to show that it fails on each kind of violation.
+ * seeded tree to show that it fails on each kind of violation. The webview's pages bundle no zod: they
+ * import the protocol's types only (the extension validates what crosses into it).
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
+import * as esbuild from 'esbuild';
 import { layeringViolations } from '../helpers/importGraph';
 import { tempDir } from '../helpers/tmp';
 
@@ -36,4 +38,25 @@ test('the check fails on each kind of violation, in a seeded tree', (t) => {
     { rule: 'protocol-imports-out', from: 'trainer-daemon/protocol/records.ts', to: 'trainer-daemon/store/store.ts' },
     { rule: 'circle', files: ['trainer-daemon/otlp/a.ts', 'trainer-daemon/otlp/b.ts'] },
   ]);
+});
+
+test('the webview bundles ship no zod: no module of the side panel or the editor tabs imports it at run time', async (t) => {
+  // The webview build's two entries (esbuild.mjs), bundled as there.
+  const result = await esbuild.build({
+    entryPoints: { webview: path.join(root, 'webview/main.ts'), editor: path.join(root, 'webview/editor/main.ts') },
+    absWorkingDir: root,
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'browser',
+    write: false,
+    metafile: true,
+    outdir: tempDir(t),
+    logLevel: 'silent',
+  });
+  const importers = Object.entries(result.metafile.inputs)
+    .filter(([file, input]) => !file.includes('node_modules/') && input.imports.some((imported) => /(^|\/)node_modules\/zod\//.test(imported.path)))
+    .map(([file]) => file);
+  assert.deepEqual(importers, []);
+  assert.ok(Object.keys(result.metafile.inputs).includes('webview/editor/compareTab.ts'), 'the build read the editor tabs');
 });

@@ -1,7 +1,8 @@
 /** The side panel's message protocol and its pure formatting: LLM call views, span trees, filters. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
+import { ExtensionToWebview, RolloutFilter, WebviewToExtension } from '../../webview/protocol';
+import { extensionMessage, rolloutFilter } from '../../webview/pageInput';
 import { llmCallView, matchesFilter, servedByText, spanDepths } from '../../webview/format';
 import { formatDuration } from '../../trainer-daemon/protocol/format';
 import type { Json, Rollout, Span } from '../../trainer-daemon/protocol';
@@ -33,6 +34,30 @@ describe('webview protocol', () => {
       const result = WebviewToExtension.safeParse(message);
       assert.equal(result.success, false);
       assert.equal(result.error?.issues[0]?.path[0], field);
+    }
+  });
+});
+
+describe('what a page reads without zod', () => {
+  it('takes an object with a type as a message, nothing else', () => {
+    assert.deepEqual(extensionMessage({ type: 'spansAvailable', rolloutId: 'ro-1', toSequence: 9 }), { type: 'spansAvailable', rolloutId: 'ro-1', toSequence: 9 });
+    for (const data of [null, undefined, 'spans', 3, [], { type: 7 }, { kind: 'spans' }]) assert.equal(extensionMessage(data), undefined);
+  });
+
+  it('keeps a filter to the schema the extension checks it with (RolloutFilter)', () => {
+    const cases: unknown[] = [
+      {},
+      { status: 'failed', mode: 'train', search: 'paris' },
+      { datasetId: 'ds-1', batchId: 'b-1' },
+      { status: 'exploded' },
+      { mode: 'prod' },
+      { search: 'x'.repeat(200) },
+      { search: 'x'.repeat(201) },
+      { batchId: 42 },
+    ];
+    for (const fields of cases) {
+      const schema = RolloutFilter.safeParse(fields);
+      assert.deepEqual(rolloutFilter(fields as Record<string, unknown>), schema.success ? schema.data : undefined, JSON.stringify(fields));
     }
   });
 });

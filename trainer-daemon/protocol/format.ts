@@ -1,6 +1,7 @@
 /**
- * How every client writes a duration: the CLI's tables and progress lines, the panel, the editor's
- * notifications. One formatter, so the same rollout reads the same everywhere.
+ * How every client writes a duration (the CLI's tables and progress lines, the panel, the editor's
+ * notifications) and sums up a checkpoint's metrics. One formatter, so the same rollout reads the same
+ * everywhere; no zod here (the webview bundle imports it).
  */
 
 /** "12 ms", "1.23 s", "45.6 s", "2 min 5 s"; `none` for a duration not known (not started, no value). */
@@ -16,4 +17,21 @@ export function formatDuration(ms: number | null, none = '—'): string {
 export function rolloutDuration(rollout: { readonly startedAt: number | null; readonly endedAt: number | null }, now = Date.now()): number | null {
   if (rollout.startedAt === null) return null;
   return (rollout.endedAt ?? now) - rollout.startedAt;
+}
+
+/** The metrics a checkpoint is judged by, in this order, when it has them. */
+const KEY_METRICS: ReadonlyArray<readonly [string, string]> = [
+  ['val/reward', 'val'],
+  ['reward/mean', 'reward'],
+  ['loss', 'loss'],
+  ['kl', 'KL'],
+];
+
+function formatNumber(value: number): string {
+  return Math.abs(value) >= 100 || Number.isInteger(value) ? String(Math.round(value * 100) / 100) : value.toPrecision(3);
+}
+
+/** "val 0.81 · reward 0.62 · loss 0.12" — the key metrics a checkpoint was saved with. */
+export function describeMetrics(metrics: Readonly<Record<string, number>>): string {
+  return KEY_METRICS.flatMap(([name, label]) => (typeof metrics[name] === 'number' ? [`${label} ${formatNumber(metrics[name]!)}`] : [])).join(' · ');
 }

@@ -4,9 +4,11 @@
  * rollouts that choose it send their LLM calls there, with exact token ids, and record the
  * checkpoint as their `policy` resource. `checkpointRouting` is that choice, made once for every
  * client (the editor's debug sessions and batches, `lightning run` and `lightning dataset run`);
- * `describeMetrics` is how a checkpoint is summed up wherever one is offered.
+ * `describeMetrics` (format.ts, zod-free for the webview) is how a checkpoint is summed up wherever one is offered.
  */
 import { z } from 'zod';
+
+export { describeMetrics } from './format';
 
 /** The `policy` resource's value: which policy served a rollout — a training iteration's, or a checkpoint in use. */
 export const PolicyRef = z.object({
@@ -72,21 +74,4 @@ export interface CheckpointRouting {
 
 export function checkpointRouting(served: ServedPolicy): CheckpointRouting {
   return { upstream: `${served.url}/v1`, tokenIds: true, resources: { policy: served.policyVersion } };
-}
-
-/** The metrics a checkpoint is judged by, in this order, when it has them. */
-const KEY_METRICS: ReadonlyArray<readonly [string, string]> = [
-  ['val/reward', 'val'],
-  ['reward/mean', 'reward'],
-  ['loss', 'loss'],
-  ['kl', 'KL'],
-];
-
-function formatNumber(value: number): string {
-  return Math.abs(value) >= 100 || Number.isInteger(value) ? String(Math.round(value * 100) / 100) : value.toPrecision(3);
-}
-
-/** "val 0.81 · reward 0.62 · loss 0.12" — the key metrics a checkpoint was saved with. */
-export function describeMetrics(metrics: Readonly<Record<string, number>>): string {
-  return KEY_METRICS.flatMap(([name, label]) => (typeof metrics[name] === 'number' ? [`${label} ${formatNumber(metrics[name]!)}`] : [])).join(' · ');
 }

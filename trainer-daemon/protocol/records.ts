@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { ErrorKind } from './errors';
+import { ROLLOUT_MODES, ROLLOUT_STATUSES } from './rolloutValues';
 
 /** Milliseconds since the Unix epoch (fractional for sub-millisecond span times). */
 export const EpochMs = z.number().finite().nonnegative();
@@ -17,11 +18,11 @@ export const Json: z.ZodType<Json> = z.lazy(() =>
   z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(Json), z.record(z.string(), Json)]),
 );
 
-export const RolloutStatus = z.enum(['queued', 'running', 'succeeded', 'failed', 'cancelled', 'timeout']);
+export const RolloutStatus = z.enum(ROLLOUT_STATUSES);
 export type RolloutStatus = z.infer<typeof RolloutStatus>;
 
 /** `optimizer`: the LLM calls a training algorithm (APO) made itself, recorded so they can be inspected. */
-export const RolloutMode = z.enum(['debug', 'train', 'val', 'optimizer']);
+export const RolloutMode = z.enum(ROLLOUT_MODES);
 export type RolloutMode = z.infer<typeof RolloutMode>;
 
 /** Where a rollout came from: a debug launch configuration, a command line, or an API client. */

@@ -27,6 +27,7 @@ import { CreateTrainingRunParams, GetTrainingRunParams, StartTrainingParams, Tra
 import { PolicyChanged, PolicyRef, ServedPolicy, ServePolicyParams } from './policy';
 import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams, WorkerPlacedParams } from './runner';
 import { ProviderUpstreams } from './agentEnv';
+import { FILTER_TEXT_MAX } from './rolloutValues';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
   readonly method: string;
@@ -61,7 +62,7 @@ export const ListRolloutsParams = z.strictObject({
   datasetId: z.string().optional(),
   batchId: z.string().optional(),
   /** Case-insensitive text search in the label and the task (id and input). */
-  search: z.string().min(1).max(200).optional(),
+  search: z.string().min(1).max(FILTER_TEXT_MAX).optional(),
   /** Only rollouts with no reward of any source. */
   unrated: z.boolean().optional(),
   order: RolloutOrder.default('newest'),

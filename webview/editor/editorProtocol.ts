@@ -1,17 +1,15 @@
 /**
  * Messages between an editor tab (a rollout, a comparison of two rollouts, a training run) and
- * the extension, as zod schemas; each end validates what it receives. A tab's target is also its
- * saved state (`setState`), which VS Code hands back to the extension's WebviewPanelSerializer
- * after a window reload: `restoreEditorState` reads it back or says why it cannot.
+ * the extension, as zod schemas. The extension validates what a tab sends; the tab imports only the
+ * types (its bundle ships without zod) and reads what the extension posts with ../pageInput. A tab's
+ * target is also its saved state (`setState`), which VS Code hands back to the extension's
+ * WebviewPanelSerializer after a window reload: `restoreEditorState` reads it back or says why it
+ * cannot. What both ends compute from a target (its key, its title) is in ./editorTarget.
  */
 import { z } from 'zod';
 import { RayNode, Reward, Rollout, Span, type Json } from '../../trainer-daemon/protocol/records';
 import { TrainingRun } from '../../trainer-daemon/protocol/training';
 import { TrainingRunView } from '../trainingRunProtocol';
-import { rolloutTitle } from '../format';
-
-/** The one webview panel type of every Lightning editor tab; the kind of tab is in its state. */
-export const EDITOR_VIEW_TYPE = 'lightning.editor';
 
 const Id = z.string().min(1).max(200);
 const SpanId = z.string().regex(/^[0-9a-f]{16}$/);
@@ -41,18 +39,6 @@ export function restoreEditorState(raw: unknown): { ok: true; state: EditorState
   if (parsed.success) return { ok: true, state: parsed.data };
   const issue = parsed.error.issues[0];
   return { ok: false, error: `the tab's saved state is not valid (${issue?.path.join('.') || 'state'}: ${issue?.message ?? 'invalid'})` };
-}
-
-/** One tab per target: the key the extension finds an open tab by (a comparison of a and b is the one of b and a). */
-export function editorKey(target: EditorTarget): string {
-  switch (target.kind) {
-    case 'rollout':
-      return `rollout:${target.rolloutId}`;
-    case 'compare':
-      return `compare:${[target.left, target.right].sort().join(':')}`;
-    case 'run':
-      return `run:${target.runId}`;
-  }
 }
 
 /** A span as a tab receives it: validated by the extension, attribute values taken as the JSON they are (webview/protocol.ts). */
@@ -99,39 +85,3 @@ export const ExtensionToEditor = z.discriminatedUnion('type', [
   z.object({ type: z.literal('error'), message: z.string() }),
 ]);
 export type ExtensionToEditor = z.infer<typeof ExtensionToEditor>;
-
-/**
- * The first messages a new tab's page carries (extension/webviewHtml.ts writes them into an inert
- * `<script type="application/json">`): JSON with every `<` escaped, so no string in a span can end that element.
- */
-export function initialMessagesText(messages: readonly ExtensionToEditor[]): string {
-  return JSON.stringify(messages).replace(/</g, '\\u003c');
-}
-
-/** The page's side: the messages read back (each still validated as a posted one is), none when the text is not a list. */
-export function readInitialMessages(text: string | null | undefined): unknown[] {
-  if (!text) return [];
-  try {
-    const messages: unknown = JSON.parse(text);
-    return Array.isArray(messages) ? messages : [];
-  } catch {
-    return [];
-  }
-}
-
-/** A tab's title: the rollout's (a preview says so), the pair, the run. */
-export function tabTitle(state: EditorState, rollout?: Rollout): string {
-  const target = state.target;
-  const short = (id: string): string => (id.length > 14 ? `${id.slice(0, 12)}…` : id);
-  switch (target.kind) {
-    case 'rollout': {
-      const title = rollout ? rolloutTitle(rollout) : `Rollout ${short(target.rolloutId)}`;
-      const clipped = title.length > 40 ? `${title.slice(0, 39)}…` : title;
-      return state.preview ? `${clipped} (preview)` : clipped;
-    }
-    case 'compare':
-      return `Compare ${short(target.left)} ↔ ${short(target.right)}`;
-    case 'run':
-      return `Run ${short(target.runId)}`;
-  }
-}

@@ -1,8 +1,9 @@
 /**
  * The editor tabs' browser code (one entry of the webview build, beside the side panel's): a
  * rollout, a comparison of two rollouts, or a training run, as the extension says (`show`). It
- * speaks only to the extension, through ./editorProtocol (validated both ways), and keeps what it
- * shows in `setState`, which the extension's WebviewPanelSerializer reads back after a reload.
+ * speaks only to the extension, through ./editorProtocol's messages (the extension validates what the
+ * tab sends; the tab reads what it gets with ../pageInput, without zod), and keeps what it shows in
+ * `setState`, which the extension's WebviewPanelSerializer reads back after a reload.
  */
 import '@vscode-elements/elements/dist/vscode-button/index.js';
 import '@vscode-elements/elements/dist/vscode-textfield/index.js';
@@ -10,7 +11,9 @@ import '@vscode-elements/elements/dist/vscode-single-select/index.js';
 import '@vscode-elements/elements/dist/vscode-option/index.js';
 import '../panel.css';
 import './editor.css';
-import { ExtensionToEditor, editorKey, readInitialMessages, restoreEditorState, type EditorState, type EditorToExtension } from './editorProtocol';
+import type { EditorState, EditorToExtension, ExtensionToEditor } from './editorProtocol';
+import { editorKey, readInitialMessages } from './editorTarget';
+import { extensionMessage } from '../pageInput';
 import { RolloutTab } from './rolloutTab';
 import { CompareTab } from './compareTab';
 import { RunTab } from './runTab';
@@ -28,8 +31,9 @@ const root = document.getElementById('app')!;
 root.classList.add('editor-app');
 // The e2e reads these on the page's own clock: when the tab's script started, when its first spans came.
 root.dataset.startedAt = String(Date.now());
-const restored = restoreEditorState(vscode.getState());
-let state: EditorState | undefined = restored.ok ? restored.state : undefined;
+// What the tab shows comes from the extension (`show`, first of its initial messages), also after a reload:
+// the extension's serializer reads the saved state back (restoreEditorState) and says what to show.
+let state: EditorState | undefined;
 let view: RolloutTab | CompareTab | RunTab | undefined;
 
 function save(change: Partial<EditorState>): void {
@@ -103,9 +107,8 @@ window.addEventListener('dblclick', () => {
 window.addEventListener('message', (event: MessageEvent<unknown>) => receive(event.data));
 
 function receive(data: unknown): void {
-  const parsed = ExtensionToEditor.safeParse(data);
-  if (!parsed.success) return;
-  const message = parsed.data;
+  const message = extensionMessage<ExtensionToEditor>(data);
+  if (!message) return;
   if (message.type === 'show') return show(message.state);
   if (message.type === 'error') {
     const banner = document.createElement('div');
@@ -138,3 +141,4 @@ function receive(data: unknown): void {
 // The first screen's messages, written into the page by the extension (extension/webviewHtml.ts): shown before any round trip.
 for (const message of readInitialMessages(document.getElementById('initial-messages')?.textContent)) receive(message);
 post({ type: 'ready' });
+if (view instanceof CompareTab) view.flush();
