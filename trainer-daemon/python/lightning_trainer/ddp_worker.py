@@ -205,6 +205,11 @@ def main() -> None:
             serve_stdio(received(), Output(open(os.devnull, "w")), lambda emit: DistributedSession(emit, rank, world))
     finally:
         dist.destroy_process_group()
+    # Gloo's worker threads can still hold work objects of FSDP's collectives whose tensors would be freed during the
+    # interpreter's finalization, which then aborts a rank that ended cleanly (SIGABRT, "terminate called without an
+    # active exception", seen in a CI run). Everything is answered and flushed and the group destroyed: leave now.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
