@@ -270,7 +270,8 @@ export class WorkerBatches implements BatchFollower {
       if (retrying) batch.queue.push(rolloutId);
       if (!batch.nodes.has(flight.worker)) {
         const unplaced = batch.endedUnplaced.get(flight.worker) ?? [];
-        if (unplaced.length < MAX_UNPLACED) batch.endedUnplaced.set(flight.worker, [...unplaced, [rolloutId, ended.attemptCount]]);
+        if (unplaced.length < MAX_UNPLACED) unplaced.push([rolloutId, ended.attemptCount]);
+        batch.endedUnplaced.set(flight.worker, unplaced);
       }
       batch.ended({ rollout: ended, durationMs: Date.now() - flight.startedAt, retrying });
       return ended;

@@ -40,7 +40,8 @@ import type {
   TransitionRolloutParams,
   UpdateTrainingRunParams,
 } from '../protocol';
-import { Emitter, type Event } from '../protocol/event';
+import type { Event } from '../protocol/event';
+import { StoreChanges } from './changes';
 import { openDatabase, type OpenOptions } from './database';
 import { LATEST_SCHEMA_VERSION } from './migrations';
 import { AgentKeyRepository, type AgentKeyOptions, type AgentKeyRecord } from './agentKeys';
@@ -61,23 +62,18 @@ export class Store {
   private readonly agentKeys: AgentKeyRepository;
   private readonly datasets: DatasetRepository;
   private readonly resources: ResourceRepository;
-  private readonly _onDidChangeTrainingRun = new Emitter<{ id: string; round: number | null }>();
-  private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
-  private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
+  private readonly changes = new StoreChanges();
   /** Training runs with their metrics, checkpoints and candidates: reached only through the methods below. */
   private readonly training: TrainingRunRepository;
   private closed = false;
   /** One transaction wrapper, made once: better-sqlite3's wrappers are costly to create per call. */
   private readonly transaction: Transaction<(fn: () => unknown) => unknown>;
-  /** Changes made inside an enclosing (group) transaction, announced once it commits. */
-  private pending: { rollouts: string[]; spans: Span[]; runs?: Array<{ id: string; round: number | null }> } | undefined;
-
   /** Ids of rollouts created or changed by a committed write. */
-  readonly onDidChangeRollouts: Event<readonly string[]> = this._onDidChangeRollouts.event;
+  readonly onDidChangeRollouts: Event<readonly string[]> = this.changes.onDidChangeRollouts;
   /** Spans stored by a committed write, in sequence order per rollout. */
-  readonly onDidAddSpans: Event<readonly Span[]> = this._onDidAddSpans.event;
+  readonly onDidAddSpans: Event<readonly Span[]> = this.changes.onDidAddSpans;
   /** A training run's status, cancel request, metrics, checkpoints or (APO) round changed, after the commit. */
-  readonly onDidChangeTrainingRun: Event<{ id: string; round: number | null }> = this._onDidChangeTrainingRun.event;
+  readonly onDidChangeTrainingRun: Event<{ id: string; round: number | null }> = this.changes.onDidChangeTrainingRun;
 
   static open(file: string, options?: OpenOptions): Store {
     const { db, driver } = openDatabase(file, options);
@@ -421,9 +417,7 @@ export class Store {
   close(): void {
     if (this.closed) return;
     this.closed = true;
-    this._onDidChangeRollouts.dispose();
-    this._onDidAddSpans.dispose();
-    this._onDidChangeTrainingRun.dispose();
+    this.changes.dispose();
     if (this.db.open) {
       this.db.pragma('wal_checkpoint(TRUNCATE)');
       this.db.close();
@@ -446,25 +440,12 @@ export class Store {
 
   /** Announces a training run's change now, or once the enclosing (group) transaction commits. */
   private runChanged(id: string, round: number | null): void {
-    if (this.db.inTransaction) {
-      this.pending ??= { rollouts: [], spans: [] };
-      (this.pending.runs ??= []).push({ id, round });
-      return;
-    }
-    this._onDidChangeTrainingRun.fire({ id, round });
+    this.changes.run(id, round, this.db.inTransaction);
   }
 
   /** Announces a committed change now, or, inside an enclosing transaction, once that commits. */
   private afterCommit(rolloutIds: readonly string[], spans: readonly Span[] = []): void {
-    if (this.db.inTransaction) {
-      this.pending ??= { rollouts: [], spans: [] };
-      // One by one: spreading a batch of 200,000 spans into push() overflows the call stack.
-      for (const id of rolloutIds) this.pending.rollouts.push(id);
-      for (const span of spans) this.pending.spans.push(span);
-      return;
-    }
-    if (spans.length > 0) this._onDidAddSpans.fire(spans);
-    this._onDidChangeRollouts.fire(rolloutIds);
+    this.changes.rollouts(rolloutIds, spans, this.db.inTransaction);
   }
 
   /**
@@ -477,30 +458,24 @@ export class Store {
     try {
       outcomes = this.write(() =>
         ops.map((op) => {
-          const mark = { rollouts: this.pending?.rollouts.length ?? 0, spans: this.pending?.spans.length ?? 0, runs: this.pending?.runs?.length ?? 0 };
+          const mark = this.changes.mark();
           try {
             // A nested transaction is a savepoint: a failing op takes back all of its own changes…
             return { ok: true as const, value: this.transaction(op) };
           } catch (error) {
             // …and its announcements.
-            this.pending?.rollouts.splice(mark.rollouts);
-            this.pending?.spans.splice(mark.spans);
-            this.pending?.runs?.splice(mark.runs);
+            this.changes.rollback(mark);
             return { ok: false as const, error };
           }
         }),
       );
     } catch (error) {
-      this.pending = undefined;
+      this.changes.discard();
       throw error;
     }
-    const pending = this.pending;
-    this.pending = undefined;
-    if (pending && pending.rollouts.length > 0) this.afterCommit([...new Set(pending.rollouts)], pending.spans);
-    for (const run of pending?.runs ?? []) this.runChanged(run.id, run.round);
+    this.changes.flush();
     return outcomes;
   }
 }
-
 
 export { LATEST_SCHEMA_VERSION };
