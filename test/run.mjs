@@ -1,15 +1,21 @@
 // `npm test`: provisions what the suites need (test/provision/: Debian packages as root, the trainer worker's test
 // venv, the e2e suite's VS Code and browser driver, Node 24), then runs them with node's test runner (TypeScript
 // through tsx) and pytest, and ends with the line `N passed, N failed`. A suite that cannot run is a failure.
-// Usage: node test/run.mjs [unit|integration|e2e|python|node24|FILE…]   (default: all of them)
+// Usage: node test/run.mjs [fast|unit|integration|e2e|python|node24|FILE…]   (default: all but fast)
+//   fast     unit + the integration files that declare no needs (test/provision/needs.mjs): nothing provisioned,
+//            PyTorch hidden
 //   node24   the store's tests again under Node 24 (the node:sqlite driver; Node 20 runs better-sqlite3)
+// Each chosen file's `// needs:` line says what to provision for it; only that is provisioned.
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { ensureApt, ensureBrowserDriver, ensureEditor, ensureNode, ensurePythonVenv, EDITORS, ProvisionError, REPO } from './provision/index.mjs';
+import { needsOf, torchShim } from './provision/needs.mjs';
 
 const root = path.join(REPO, 'test');
 const SUITES = ['unit', 'integration', 'e2e', 'python', 'node24'];
+const TIERS = ['fast', ...SUITES];
 /** The test files that run a second time under Node 24, where the store opens with node:sqlite. */
 const NODE24_FILES = ['storeDriver', 'migrations', 'store', 'writeQueue', 'rolloutTransitions', 'datasets', 'training', 'useCheckpoint', 'rewardRules', 'lightningrl', 'apo', 'rewardPipeline'].map((name) => `test/unit/${name}.test.ts`);
 
@@ -24,14 +30,16 @@ function testFiles(dir) {
 
 const args = process.argv.slice(2);
 const suites = args.length ? args : SUITES;
+const fast = suites.includes('fast');
 const files = suites
   .filter((arg) => arg !== 'python' && arg !== 'node24')
   .flatMap((arg) => {
+    if (arg === 'fast') return [...testFiles(path.join(root, 'unit')), ...testFiles(path.join(root, 'integration'))].filter((file) => needsOf(file).size === 0);
     const dir = path.join(root, arg);
     if (fs.existsSync(dir) && fs.statSync(dir).isDirectory()) return testFiles(dir);
     const file = path.resolve(arg);
     if (!fs.existsSync(file)) {
-      console.error(`no suite or test file "${arg}" (suites: ${SUITES.join(', ')})`);
+      console.error(`no suite or test file "${arg}" (suites: ${TIERS.join(', ')})`);
       process.exit(1);
     }
     return [file];
@@ -40,32 +48,28 @@ const withPython = suites.includes('python');
 const withNode24 = suites.includes('node24');
 const inE2e = (file) => file.includes(`${path.sep}e2e${path.sep}`);
 
-/** Test files that need root: a mount namespace (the VSIX e2e hides Node 20) and a small tmpfs (a full disk). */
-const NEEDS_ROOT = ['e2e/vsix.test.ts', 'integration/hardeningDisk.test.ts'];
-
-/** Everything the chosen suites need, installed or found before any test starts; the env the tests get. */
+/** Everything the chosen files (and suites) need, installed or found before any test starts; the env the tests get. */
 function provision() {
   const env = {};
-  const rootOnly = files.filter((file) => NEEDS_ROOT.some((name) => file.endsWith(name)));
+  const needs = new Set(files.flatMap((file) => [...needsOf(file)]));
+  if (withPython) needs.add('venv');
+  if (withNode24) needs.add('node24');
+  const rootOnly = files.filter((file) => needsOf(file).has('root'));
   if (rootOnly.length > 0 && process.getuid?.() !== 0) {
-    throw new ProvisionError(`${rootOnly.map((file) => path.relative(REPO, file)).join(' and ')} need root (a mount namespace, a tmpfs). Run:\n  sudo npm test\nor run the other suites: npm test -- unit python node24`);
+    throw new ProvisionError(`${rootOnly.map((file) => path.relative(REPO, file)).join(' and ')} need root (a mount namespace, a tmpfs). Run:\n  sudo npm test\nor run the other suites: npm test -- fast unit python node24`);
   }
-  if (files.length > 0 || withPython) {
-    // The trainer worker in the daemon's tests and the demo runs on Debian's PyTorch (fast on few cores);
-    // the Python sample agents in the capture tests on python3.
-    ensureApt([
-      { name: 'python3-torch', why: "the trainer worker's PyTorch in the training tests" },
-      { name: 'libopenblas0-pthread', why: 'a fast BLAS for that PyTorch (the reference BLAS is ~15x slower)' },
-    ]);
-    // PyTorch 2 + transformers + peft + trl and the agent SDKs: pytest and the SDK tests run on it.
-    env.LIGHTNING_TEST_PYTHON = ensurePythonVenv();
+  const apt = [];
+  // The trainer worker in the daemon's tests and the demo runs on Debian's PyTorch (fast on few cores).
+  if (needs.has('torch')) {
+    apt.push({ name: 'python3-torch', why: "the trainer worker's PyTorch in the training tests" });
+    apt.push({ name: 'libopenblas0-pthread', why: 'a fast BLAS for that PyTorch (the reference BLAS is ~15x slower)' });
   }
-  if (files.some((file) => file.includes(`${path.sep}integration${path.sep}`))) {
-    // The package test unpacks each VSIX and runs the linux-x64 one on Node 24 (node:sqlite, as in VS Code).
-    ensureApt([{ name: 'unzip', why: "the package test reads each VSIX's files" }]);
-    env.LIGHTNING_NODE24 = ensureNode(24).node;
-  }
-  if (files.some(inE2e)) {
+  if (needs.has('unzip')) apt.push({ name: 'unzip', why: "the package test reads each VSIX's files" });
+  if (apt.length > 0) ensureApt(apt);
+  // PyTorch 2 + transformers + peft + trl, Ray and the agent SDKs: pytest, the Ray and the Python SDK tests run on it.
+  if (needs.has('venv')) env.LIGHTNING_TEST_PYTHON = ensurePythonVenv();
+  if (needs.has('node24')) env.LIGHTNING_NODE24 = ensureNode(24).node;
+  if (needs.has('editor')) {
     env.LIGHTNING_E2E_DRIVER = ensureBrowserDriver();
     for (const which of Object.keys(EDITORS)) {
       const editor = ensureEditor(which);
@@ -73,7 +77,12 @@ function provision() {
       env[`LIGHTNING_E2E_PATH_${which.toUpperCase()}`] = editor.env.PATH;
     }
   }
-  if (withNode24) env.LIGHTNING_NODE24 = ensureNode(24).node;
+  if (fast) {
+    // PyTorch hidden, so a file in the fast tier that quietly needs it fails instead of passing where it is installed.
+    const shim = torchShim(fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-fast-')));
+    env.PYTHONPATH = [shim, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
+    for (const name of ['LIGHTNING_TEST_PYTHON', 'LIGHTNING_NODE24']) env[name] = '';
+  }
   return env;
 }
 
@@ -94,11 +103,11 @@ function run(command, commandArgs, options = {}) {
 const NONE = { ok: true, passed: 0, failed: 0 };
 
 /**
- * Test files that start a local Ray head (they use test/helpers/ray.ts) run one at a time, after the others: a
- * head's worker processes beside another file's load starved a test's agents on the 2-core CI machine (each head
- * also has ports of its own, see startRayHead).
+ * Test files that start a local Ray head (`// needs: ray`) run one at a time, after the others: a head's worker
+ * processes beside another file's load starved a test's agents on the 2-core CI machine (each head also has ports
+ * of its own, see test/helpers/ray.ts#startRayHead).
  */
-const startsRay = (file) => /from '\.\.\/helpers\/ray'/.test(fs.readFileSync(file, 'utf8'));
+const startsRay = (file) => needsOf(file).has('ray');
 
 function sum(results) {
   return results.reduce((a, b) => ({ ok: a.ok && b.ok, passed: a.passed + b.passed, failed: a.failed + b.failed }), NONE);

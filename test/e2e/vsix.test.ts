@@ -1,3 +1,4 @@
+// needs: root
 /**
  * The extension as a user meets it: the built linux-x64 .vsix installed (`--install-extension`) into the current
  * VS Code (code-server on its own Node 24), in a mount namespace where /usr/bin/node is that Node 24 too — no

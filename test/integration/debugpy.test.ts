@@ -1,3 +1,4 @@
+// needs: venv
 /**
  * Debug with Lightning on a Python agent, with the real debugpy adapter (`python -m debugpy.adapter`,
  * what test/fixtures/debugpy-extension launches for the `debugpy` debug type): the launch

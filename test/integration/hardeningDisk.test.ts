@@ -1,3 +1,4 @@
+// needs: root
 /**
  * A full disk (a 3 MiB tmpfs under the store, filled up): writes are refused with a retryable 503
  * and Retry-After — never a 200 whose spans were all dropped — and go through again once there is

@@ -1,3 +1,4 @@
+// needs: node24, unzip
 // `npm run package` (package.mjs): one .vsix per target, each holding exactly its platform's native
 // binaries (checked by name and by the binaries' own headers: ELF machine, Mach-O CPU type) and no
 // file of another platform; and the linux-x64 one, unpacked outside the checkout, scores rollouts

@@ -1,3 +1,4 @@
+// needs: venv
 /**
  * Agents on the Python SDK `anthropic` (LIGHTNING_TEST_PYTHON), unchanged,
  * through `lightning run`: the same trajectories as the JS SDKs' (providers.test.ts).

@@ -1,3 +1,4 @@
+// needs: ray
 /**
  * `dataset run --ray` when the runner itself dies (kill -9): the Ray driver sees its stdin close and cancels the
  * tasks, so the agents on the node stop; `--resume BATCH --ray` then retries the interrupted attempts on the

@@ -1,3 +1,4 @@
+// needs: torch, ray
 /**
  * `lightning train --ray ADDRESS`: a GRPO run whose agents (worker mode) run as Ray tasks on a real local Ray head,
  * their calls served by the trainer worker's policy through the daemon. Needs LIGHTNING_TEST_PYTHON with ray.

@@ -1,3 +1,4 @@
+// needs: torch
 /** `lightning doctor`: the real Python found and reported, with what is missing and the fixes. */
 import assert from 'node:assert/strict';
 import path from 'node:path';

@@ -1,3 +1,4 @@
+// needs: torch
 /**
  * The closed loop learns: a dense-reward task the tiny policy starts out bad at (reply with digits;
  * reward = the fraction of digits in the reply), trained from random weights through the whole stack —

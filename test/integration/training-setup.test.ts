@@ -1,3 +1,4 @@
+// needs: torch
 /** `lightning doctor --setup` (Set Up Trainer): the project's venv, made from the system Python. */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';

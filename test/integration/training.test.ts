@@ -1,3 +1,4 @@
+// needs: torch
 /**
  * RL training end to end, with real parts: the daemon (`lightning serve`), the Python trainer worker
  * with the tiny built-in policy, and the sample agent (the `openai` SDK) as long-lived agent workers.

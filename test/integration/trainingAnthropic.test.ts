@@ -1,3 +1,4 @@
+// needs: torch
 /**
  * `lightning train` on an agent written on the Anthropic SDK: its Messages API calls are answered by
  * the tiny policy through chat completions (the proxy translates both ways), recorded with the

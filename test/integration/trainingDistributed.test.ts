@@ -1,3 +1,4 @@
+// needs: torch, venv
 /**
  * `lightning train --nproc-per-node 2`: a GRPO run whose trainer worker runs under torchrun (2 gloo ranks on
  * the CPU, Debian's torch 1.13), with the real daemon, the tiny policy and the sample agent as a worker. A rank

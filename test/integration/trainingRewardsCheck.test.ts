@@ -1,3 +1,4 @@
+// needs: torch
 /**
  * A GRPO run's rewards file is checked when the run starts — for a resume too, and the default
  * `.lightning/rewards.json` as well — so a missing or broken one is refused before any trainer

@@ -1,3 +1,4 @@
+// needs: torch
 /**
  * GRPO on automatic rewards: the agent reports no reward; the rules of the run's rewards file score
  * every rollout before LightningRL builds transitions, so the advantages come from them.

@@ -1,3 +1,4 @@
+// needs: torch
 /**
  * Use Checkpoint end to end, with real parts: checkpoints saved by the real Python trainer worker
  * (the tiny built-in policy), the daemon (`lightning serve`) serving one with `policy/serve`, and the
