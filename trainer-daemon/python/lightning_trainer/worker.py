@@ -36,11 +36,23 @@ class Output:
             self.stream.flush()
 
 
+def _out_of_memory_types() -> tuple[type, ...]:
+    """The exception types an allocator raises when memory runs out: the host's, CUDA's (torch >= 1.13) and, on
+    torch >= 2.5, the one every accelerator's allocator raises. By type, never by message text."""
+    import torch
+    found = [MemoryError]
+    for owner in (torch, torch.cuda):
+        kind = getattr(owner, "OutOfMemoryError", None)
+        if isinstance(kind, type) and issubclass(kind, BaseException):
+            found.append(kind)
+    return tuple(found)
+
+
 def error_kind(error: BaseException) -> str:
     from .session import StateError
     if isinstance(error, StateError):
         return "state"
-    if isinstance(error, MemoryError) or "out of memory" in str(error).lower():
+    if isinstance(error, _out_of_memory_types()):
         return "oom"
     return "runtime"
 

@@ -104,3 +104,15 @@ def test_malformed_lines_are_answered_and_closing_stdin_ends_the_worker(worker):
     assert worker.line()["error"]["kind"] == "bad_params"
     worker.process.stdin.close()
     assert worker.process.wait(timeout=30) == 0
+
+
+def test_out_of_memory_is_told_by_the_exception_type_not_its_message():
+    import torch
+
+    from lightning_trainer.worker import error_kind
+
+    assert error_kind(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")) == "oom"
+    assert error_kind(MemoryError()) == "oom"
+    # A message that merely mentions memory is a runtime error: only the allocators' types say "oom".
+    assert error_kind(RuntimeError("the tokenizer ran out of memory-mapped vocabulary")) == "runtime"
+    assert error_kind(ValueError("out of memory")) == "runtime"
