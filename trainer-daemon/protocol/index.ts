@@ -13,3 +13,4 @@ export * from './training';
 export * from './policy';
 export * from './llmApis';
 export * from './placement';
+export * from './outcome';

@@ -1,0 +1,169 @@
+/**
+ * How an LLM call ended, for the record and for training (README "Training data you can trust"):
+ * a whole answer (`ok`), an upstream error (with the HTTP status the agent saw), a call the client
+ * cancelled mid-call or mid-stream, or one whose record was cut at a size limit. Only `ok` calls are
+ * trained on by default. The proxy writes it as span attributes (`lightning.outcome`, plus
+ * `lightning.truncated_by`), so no store migration is needed and OTLP spans read the same way:
+ * `spanOutcome` derives it for spans that carry none (an exporter's error status is an error).
+ */
+import { z } from 'zod';
+import { assertNever } from './assert';
+import type { Json } from './records';
+
+/** The size limits a record can be cut at (README "Size limits"). */
+export const TRUNCATION_LIMITS = ['stream_content', 'record_chars', 'string_chars', 'depth', 'response_body'] as const;
+export const TruncationLimit = z.enum(TRUNCATION_LIMITS);
+export type TruncationLimit = z.infer<typeof TruncationLimit>;
+
+export const CallOutcome = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('ok') }),
+  /** `status`: the HTTP status the agent got (null: the connection broke with no status). */
+  z.object({ kind: z.literal('upstream_error'), status: z.number().int().nullable() }),
+  z.object({ kind: z.literal('cancelled') }),
+  z.object({ kind: z.literal('truncated'), limit: TruncationLimit }),
+]);
+export type CallOutcome = z.infer<typeof CallOutcome>;
+export type OutcomeKind = CallOutcome['kind'];
+
+export const OUTCOME_ATTRIBUTE = 'lightning.outcome';
+export const TRUNCATED_BY_ATTRIBUTE = 'lightning.truncated_by';
+/** The span id of the failed attempt this call repeats (same rollout, same request body). */
+export const RETRY_OF_ATTRIBUTE = 'lightning.retry_of';
+
+type Attributes = Readonly<Record<string, Json>>;
+
+/** The attributes that record `outcome` (the HTTP status is `http.response.status_code`'s, or ours). */
+export function outcomeAttributes(outcome: CallOutcome): Record<string, Json> {
+  switch (outcome.kind) {
+    case 'ok':
+    case 'cancelled':
+      return { [OUTCOME_ATTRIBUTE]: outcome.kind };
+    case 'upstream_error':
+      return { [OUTCOME_ATTRIBUTE]: outcome.kind, 'lightning.outcome_status': outcome.status };
+    case 'truncated':
+      return { [OUTCOME_ATTRIBUTE]: outcome.kind, [TRUNCATED_BY_ATTRIBUTE]: outcome.limit };
+    default:
+      return assertNever(outcome);
+  }
+}
+
+/**
+ * The attributes of a span whose record was cut at `limit` where the store took it: an ok call
+ * becomes truncated; an error or a cancelled call stays what it was (that is why it is not whole).
+ */
+export function markTruncated(attributes: Record<string, Json>, limit: TruncationLimit): Record<string, Json> {
+  const current = attributes[OUTCOME_ATTRIBUTE];
+  if (current !== undefined && current !== 'ok') return attributes;
+  return { ...attributes, ...outcomeAttributes({ kind: 'truncated', limit }) };
+}
+
+interface OutcomeSource {
+  readonly statusCode: 'unset' | 'ok' | 'error';
+  readonly statusMessage?: string | null;
+  readonly attributes: Attributes;
+}
+
+function statusOf(attributes: Attributes): number | null {
+  for (const key of ['lightning.outcome_status', 'http.response.status_code', 'http.status_code']) {
+    const value = attributes[key];
+    if (typeof value === 'number' && Number.isInteger(value)) return value;
+  }
+  return null;
+}
+
+/** A span's outcome: as recorded, else derived (OTLP spans, records made before outcomes were). */
+export function spanOutcome(span: OutcomeSource): CallOutcome {
+  const recorded = span.attributes[OUTCOME_ATTRIBUTE];
+  switch (recorded) {
+    case 'ok':
+    case 'cancelled':
+      return { kind: recorded };
+    case 'upstream_error':
+      return { kind: 'upstream_error', status: statusOf(span.attributes) };
+    case 'truncated': {
+      const limit = TruncationLimit.safeParse(span.attributes[TRUNCATED_BY_ATTRIBUTE]);
+      return { kind: 'truncated', limit: limit.success ? limit.data : 'record_chars' };
+    }
+    default:
+      break;
+  }
+  if (span.statusCode === 'error') {
+    return /^cancelled\b/i.test(span.statusMessage ?? '') ? { kind: 'cancelled' } : { kind: 'upstream_error', status: statusOf(span.attributes) };
+  }
+  const response = span.attributes['lightning.response'];
+  if (response !== null && typeof response === 'object' && !Array.isArray(response) && 'lightning_truncated' in response) return { kind: 'truncated', limit: 'stream_content' };
+  return { kind: 'ok' };
+}
+
+/** The span id of the attempt a call repeats, when it is a retry. */
+export function retryOf(span: { readonly attributes: Attributes }): string | null {
+  const value = span.attributes[RETRY_OF_ATTRIBUTE];
+  return typeof value === 'string' ? value : null;
+}
+
+const LIMIT_WORDS: Record<TruncationLimit, string> = {
+  stream_content: 'stream content limit',
+  record_chars: 'record size limit',
+  string_chars: 'string size limit',
+  depth: 'nesting limit',
+  response_body: 'response body limit',
+};
+
+/** A short word for a badge or a table cell: `ok`, `HTTP 429`, `cancelled`, `truncated (record size limit)`. */
+export function outcomeWord(outcome: CallOutcome): string {
+  switch (outcome.kind) {
+    case 'ok':
+      return 'ok';
+    case 'upstream_error':
+      return outcome.status === null ? 'upstream error' : `HTTP ${outcome.status}`;
+    case 'cancelled':
+      return 'cancelled';
+    case 'truncated':
+      return `truncated (${LIMIT_WORDS[outcome.limit]})`;
+    default:
+      return assertNever(outcome);
+  }
+}
+
+/** Calls left out of training because they were not whole answers, by why. */
+export const SkippedCalls = z.object({
+  upstreamError: z.number().int().nonnegative(),
+  cancelled: z.number().int().nonnegative(),
+  truncated: z.number().int().nonnegative(),
+});
+export type SkippedCalls = z.infer<typeof SkippedCalls>;
+
+export function noSkippedCalls(): SkippedCalls {
+  return { upstreamError: 0, cancelled: 0, truncated: 0 };
+}
+
+export function countSkipped(skipped: SkippedCalls, outcome: CallOutcome): void {
+  switch (outcome.kind) {
+    case 'ok':
+      return;
+    case 'upstream_error':
+      skipped.upstreamError += 1;
+      return;
+    case 'cancelled':
+      skipped.cancelled += 1;
+      return;
+    case 'truncated':
+      skipped.truncated += 1;
+      return;
+    default:
+      assertNever(outcome);
+  }
+}
+
+export function skippedTotal(skipped: SkippedCalls): number {
+  return skipped.upstreamError + skipped.cancelled + skipped.truncated;
+}
+
+/** `skipped: 2 upstream errors, 1 cancelled, 1 truncated`; null when nothing was left out. */
+export function describeSkipped(skipped: SkippedCalls): string | null {
+  const parts: string[] = [];
+  if (skipped.upstreamError) parts.push(`${skipped.upstreamError} upstream error${skipped.upstreamError === 1 ? '' : 's'}`);
+  if (skipped.cancelled) parts.push(`${skipped.cancelled} cancelled`);
+  if (skipped.truncated) parts.push(`${skipped.truncated} truncated`);
+  return parts.length ? `skipped: ${parts.join(', ')}` : null;
+}
