@@ -167,3 +167,17 @@ export function describeSkipped(skipped: SkippedCalls): string | null {
   if (skipped.truncated) parts.push(`${skipped.truncated} truncated`);
   return parts.length ? `skipped: ${parts.join(', ')}` : null;
 }
+
+/**
+ * What the panel, the rollout tab and `lightning show` print beside an LLM call: its outcome when
+ * it was not a whole answer, and `retry of #N` (N: the sequence of the attempt it repeats); null
+ * for a whole answer that repeats nothing.
+ */
+export function callBadge(span: OutcomeSource & { readonly category: string }, sequenceOf: (spanId: string) => number | undefined): string | null {
+  if (span.category !== 'llm') return null;
+  const outcome = spanOutcome(span);
+  const repeated = retryOf(span);
+  const sequence = repeated === null ? undefined : sequenceOf(repeated);
+  const parts = [...(outcome.kind === 'ok' ? [] : [outcomeWord(outcome)]), ...(repeated === null ? [] : [sequence === undefined ? 'retry' : `retry of #${sequence}`])];
+  return parts.length ? parts.join(' · ') : null;
+}
