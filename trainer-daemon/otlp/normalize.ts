@@ -72,8 +72,9 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
   const usage = category === 'llm' ? tokenUsage(attributes) : { promptTokens: null, completionTokens: null };
   const statusCode = STATUS_CODES[otlp.status.code] ?? 'unset';
   const statusMessage = otlp.status.message === '' ? null : otlp.status.message;
-  // An LLM span the exporter marked as an error is an upstream error: not a whole answer to train on.
-  const outcome = category === 'llm' && !(OUTCOME_ATTRIBUTE in attributes) ? outcomeAttributes(spanOutcome({ statusCode, statusMessage, attributes })) : null;
+  // An LLM span the exporter marked as an error is an upstream error: not a whole answer to train on (an ok one reads as ok unmarked).
+  const derived = category === 'llm' && statusCode === 'error' && !(OUTCOME_ATTRIBUTE in attributes) ? spanOutcome({ statusCode, statusMessage, attributes }) : null;
+  const outcome = derived ? outcomeAttributes(derived) : null;
   // Built field by field from checked parts, so it is a SpanInput without a second, deep parse
   // (the unit tests hold every produced span to SpanInput.parse).
   return {
