@@ -1,6 +1,6 @@
 /**
  * A scripted upstream that fails on demand, in front of the scripted one (scriptedUpstream.ts):
- * by the request's model name, `flaky-429` / `flaky-500` fail the first call of each API with that
+ * by the request's model name, `flaky-429…` / `flaky-500…` fail the first call of each model and API with that
  * status (in the API's own error shape, with a short `retry-after-ms`, so SDKs retry at once), then
  * pass; `cancel-stream` starts a stream and holds it open until the client goes away; `long-stream`
  * streams `LONG_STREAM_CHARS` characters of content, past the record's limit. Everything else, and
@@ -50,7 +50,7 @@ export async function startFaultyUpstream(scripted: ScriptedUpstream): Promise<F
         model = '';
       }
       const path = req.url ?? '/';
-      const flaky = /^flaky-(429|500)$/.exec(model);
+      const flaky = /^flaky-(429|500)\b/.exec(model);
       const key = `${model} ${path.split('?')[0]}`;
       if (flaky && !failed.has(key)) {
         failed.add(key);
