@@ -115,7 +115,8 @@ export function outcomeWord(outcome: CallOutcome): string {
     case 'ok':
       return 'ok';
     case 'upstream_error':
-      return outcome.status === null ? 'upstream error' : `HTTP ${outcome.status}`;
+      // An error event inside a 200 stream, or a connection that broke, has no error status to name.
+      return outcome.status === null || outcome.status < 400 ? 'upstream error' : `HTTP ${outcome.status}`;
     case 'cancelled':
       return 'cancelled';
     case 'truncated':
