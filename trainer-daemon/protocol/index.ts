@@ -14,3 +14,4 @@ export * from './policy';
 export * from './llmApis';
 export * from './placement';
 export * from './outcome';
+export * from './outcomeSchema';

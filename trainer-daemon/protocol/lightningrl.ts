@@ -5,7 +5,7 @@
  */
 import { z } from 'zod';
 import { Json, type Reward, type Rollout, type Span } from './records';
-import { CallOutcome, SkippedCalls } from './outcome';
+import { CallOutcome, SkippedCalls } from './outcomeSchema';
 
 /** Which reward is a rollout's episode reward. */
 export const RewardPolicy = z.object({

@@ -6,24 +6,18 @@
  * `lightning.truncated_by`), so no store migration is needed and OTLP spans read the same way:
  * `spanOutcome` derives it for spans that carry none (an exporter's error status is an error).
  */
-import { z } from 'zod';
 import { assertNever } from './assert';
 import type { Json } from './records';
+import type { CallOutcome, SkippedCalls, TruncationLimit } from './outcomeSchema';
+import { TRUNCATION_LIMITS } from './outcomeValues';
 
-/** The size limits a record can be cut at (README "Size limits"). */
-export const TRUNCATION_LIMITS = ['stream_content', 'record_chars', 'string_chars', 'depth', 'response_body'] as const;
-export const TruncationLimit = z.enum(TRUNCATION_LIMITS);
-export type TruncationLimit = z.infer<typeof TruncationLimit>;
+// No zod at run time here: the webview bundles import these functions (test/unit/imports.test.ts); the
+// schemas are in outcomeSchema.ts.
 
-export const CallOutcome = z.discriminatedUnion('kind', [
-  z.object({ kind: z.literal('ok') }),
-  /** `status`: the HTTP status the agent got (null: the connection broke with no status). */
-  z.object({ kind: z.literal('upstream_error'), status: z.number().int().nullable() }),
-  z.object({ kind: z.literal('cancelled') }),
-  z.object({ kind: z.literal('truncated'), limit: TruncationLimit }),
-]);
-export type CallOutcome = z.infer<typeof CallOutcome>;
-export type OutcomeKind = CallOutcome['kind'];
+
+function isTruncationLimit(value: Json | undefined): value is TruncationLimit {
+  return typeof value === 'string' && (TRUNCATION_LIMITS as readonly string[]).includes(value);
+}
 
 export const OUTCOME_ATTRIBUTE = 'lightning.outcome';
 export const TRUNCATED_BY_ATTRIBUTE = 'lightning.truncated_by';
@@ -81,8 +75,8 @@ export function spanOutcome(span: OutcomeSource): CallOutcome {
     case 'upstream_error':
       return { kind: 'upstream_error', status: statusOf(span.attributes) };
     case 'truncated': {
-      const limit = TruncationLimit.safeParse(span.attributes[TRUNCATED_BY_ATTRIBUTE]);
-      return { kind: 'truncated', limit: limit.success ? limit.data : 'record_chars' };
+      const limit = span.attributes[TRUNCATED_BY_ATTRIBUTE];
+      return { kind: 'truncated', limit: isTruncationLimit(limit) ? limit : 'record_chars' };
     }
     default:
       break;
@@ -125,14 +119,6 @@ export function outcomeWord(outcome: CallOutcome): string {
       return assertNever(outcome);
   }
 }
-
-/** Calls left out of training because they were not whole answers, by why. */
-export const SkippedCalls = z.object({
-  upstreamError: z.number().int().nonnegative(),
-  cancelled: z.number().int().nonnegative(),
-  truncated: z.number().int().nonnegative(),
-});
-export type SkippedCalls = z.infer<typeof SkippedCalls>;
 
 export function noSkippedCalls(): SkippedCalls {
   return { upstreamError: 0, cancelled: 0, truncated: 0 };

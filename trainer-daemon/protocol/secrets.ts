@@ -4,7 +4,8 @@
  * named fields are dropped, key-shaped strings and per-rollout capability URLs are redacted.
  */
 import type { Json, SpanInput } from './records';
-import { markTruncated, type TruncationLimit } from './outcome';
+import { markTruncated } from './outcome';
+import type { TruncationLimit } from './outcomeSchema';
 
 const CREDENTIAL_WORDS = new Set(['authorization', 'password', 'passwd', 'secret', 'secrets', 'cookie', 'cookies', 'apikey', 'credential', 'credentials']);
 /** `token` is a credential (`access_token`, `x-auth-token`) except where it counts or lists tokens. */
