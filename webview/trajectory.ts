@@ -11,6 +11,7 @@ import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl'
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { button, el, rawJsonControls } from './dom';
 import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
+import { callBadge } from '../trainer-daemon/protocol/outcome';
 import { formatTime, formatTokens, llmCallView, servedByText, rewardText, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
 import { isAutomatic, reviewVerdicts, type ReviewAction } from './rewardReview';
 import { renderTrainingView } from './trainingView';
@@ -222,6 +223,9 @@ export class TrajectoryView {
     const tokens = span.promptTokens !== null || span.completionTokens !== null ? ` · ${span.promptTokens ?? 0}→${span.completionTokens ?? 0} tok` : '';
     summary.append(el('span', 'step-kind', span.category), el('span', 'step-name', span.name), el('span', 'muted', ` ${latency}${tokens}`));
     if (span.statusCode === 'error') summary.append(el('span', 'error', ` ${span.statusMessage ?? 'error'}`));
+    // Not a whole answer (so not trained on), and/or a retry: a short badge.
+    const badge = callBadge(span, (id) => this.spans.find((other) => other.spanId === id)?.sequence);
+    if (badge) summary.append(el('span', 'outcome-badge', ` ${badge}`));
     details.append(summary);
     details.addEventListener('toggle', () => {
       if (details.open && details.childElementCount === 1) details.append(this.stepBody(span));

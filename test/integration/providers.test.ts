@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { asChatCall } from '../../trainer-daemon/protocol';
 import { llmCallView } from '../../webview/format';
 import { runAgent } from '../helpers/runAgent';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
@@ -71,6 +72,10 @@ describe('Anthropic SDK agents, unchanged, through lightning run', () => {
     const streamed = llmOf(midStream).at(-1)!;
     assert.equal(streamed.statusCode, 'error');
     assert.match(streamed.statusMessage!, /overloaded_error: Overloaded/);
+    // The error event stays in the record as it came, and the call is not a whole answer: no chat row is made of it.
+    assert.equal(streamed.attributes['lightning.outcome'], 'upstream_error');
+    assert.deepEqual((streamed.attributes['lightning.response'] as Obj).error, { type: 'overloaded_error', message: 'Overloaded' });
+    assert.equal(asChatCall(streamed.attributes).response, null);
 
     const unreachable = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), 'json'], { ANTHROPIC_BASE_URL: 'http://127.0.0.1:1', ANTHROPIC_API_KEY: ANTHROPIC_KEY });
     assert.equal(unreachable.code, 3);

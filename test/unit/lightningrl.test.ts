@@ -185,6 +185,26 @@ describe('LightningRL: transitions from a store', () => {
     assert.equal(report.singletonGroups, 2, 'task-1 of dataset a and task-1 of dataset b are different tasks');
     assert.ok(transitions.every((tr) => tr.advantage === 0));
   });
+
+  test('only whole answers become transitions (what GRPO batches and exports read); --include-failed keeps the rest, flagged', (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    t.after(() => store.close());
+    const { id } = store.createRollout(parsed('createRollout', { task: { id: 'task-1', input: null } }));
+    const failed = llmSpan({ statusCode: 'error', attributes: { 'lightning.outcome': 'upstream_error', 'http.response.status_code': 500 } });
+    const cancelled = llmSpan({ statusCode: 'error', attributes: { 'lightning.outcome': 'cancelled' } });
+    const truncated = llmSpan({ attributes: { 'lightning.outcome': 'truncated', 'lightning.truncated_by': 'stream_content' } });
+    const whole = llmSpan({ attributes: { 'lightning.outcome': 'ok', 'lightning.retry_of': failed.spanId } });
+    store.addSpans({ rolloutId: id, spans: [failed, whole, cancelled, truncated] });
+    store.addReward(parsed('addReward', { rolloutId: id, value: 1, source: 'agent' }));
+    const options = { reward: RewardPolicy.parse({ missing: 'fill' }), credit: { kind: 'identical' } as const, advantage: AdvantageOptions.parse({ kind: 'grpo' }) };
+    const { transitions, report } = buildTransitions(store.trajectories({}), options);
+    assert.deepEqual(transitions.map((tr) => [tr.spanId, tr.step, tr.outcome]), [[whole.spanId, 0, undefined]]);
+    assert.deepEqual(report.skipped, { upstreamError: 1, cancelled: 1, truncated: 1 });
+    const all = buildTransitions(store.trajectories({}), { ...options, includeFailed: true });
+    assert.deepEqual(all.transitions.map((tr) => tr.outcome?.kind ?? 'ok'), ['upstream_error', 'ok', 'cancelled', 'truncated']);
+    for (const tr of all.transitions) assert.deepEqual(Transition.parse(tr), tr);
+    assert.deepEqual(all.report.skipped, { upstreamError: 0, cancelled: 0, truncated: 0 });
+  });
 });
 
 describe('LightningRL: trajectory aggregation', () => {

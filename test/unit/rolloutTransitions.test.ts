@@ -66,3 +66,19 @@ test('transitions/forRollout: calls included with credited reward and the batch 
   await assert.rejects(invoke(handlers, 'rolloutTransitions', { rolloutId: unrated, agent: '(' }), /params\.agent: not a regular expression/);
   await assert.rejects(invoke(handlers, 'rolloutTransitions', { rolloutId: 'ro-nope' }), /rollout ro-nope does not exist/);
 });
+
+test('transitions/forRollout: a call that was not a whole answer is left out and says so; its retry is the sample', async (t) => {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
+  t.after(() => store.close());
+  const handlers = createHandlers({ store, info: () => ({ version: 'test', pid: process.pid, store: 'x', schemaVersion: store.schemaVersion, startedAt: 0 }) });
+  const { id } = store.createRollout(parsed('createRollout', { mode: 'train', task: { id: 'task-1', input: null } }));
+  store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
+  const failed = llmSpan({ statusCode: 'error', statusMessage: 'upstream HTTP 429', attributes: { 'lightning.api': 'chat.completions', 'lightning.outcome': 'upstream_error', 'http.response.status_code': 429 } });
+  const retry = llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.outcome': 'ok', 'lightning.retry_of': failed.spanId } });
+  store.addSpans({ rolloutId: id, spans: [failed, retry] });
+  store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }));
+  store.addReward(parsed('addReward', { rolloutId: id, value: 1, source: 'human' }));
+  const view = await invoke(handlers, 'rolloutTransitions', { rolloutId: id });
+  assert.deepEqual(view.calls.map((c) => [c.spanId, c.included, c.step]), [[failed.spanId, false, null], [retry.spanId, true, 0]]);
+  assert.equal(view.calls[0]!.why, 'not a whole answer (HTTP 429): left out of training');
+});

@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { RewardPolicy, type AgentResources, type ApoConfig, type Json, type RolloutMode } from '../protocol';
+import { noSkippedCalls, RewardPolicy, type AgentResources, type ApoConfig, type Json, type RolloutMode } from '../protocol';
 import { LightningError } from '../protocol/errors';
 import { episodeReward } from '../lightningrl/credit';
 import type { RpcClient } from '../protocol/connection';
@@ -51,6 +51,8 @@ export class Evaluator {
   private batches = 0;
   private runner: BatchRunner | undefined;
   private cancelled = false;
+  /** LLM calls left out of the answers the critique reads (not whole answers), over every batch so far. */
+  readonly skippedCalls = noSkippedCalls();
 
   constructor(private readonly options: EvaluatorOptions) {}
 
@@ -111,6 +113,6 @@ export class Evaluator {
   /** The episode reward under the shared policy (0 without one), and the final answer the critique sees. */
   private async rewardOf(rolloutId: string, task: EvalTask): Promise<ScoredRollout> {
     const detail = await this.options.client.request('getRollout', { id: rolloutId });
-    return { rolloutId, task, reward: episodeReward(detail.rewards, POLICY) ?? 0, answer: toScoringTrajectory(detail).finalAnswer };
+    return { rolloutId, task, reward: episodeReward(detail.rewards, POLICY) ?? 0, answer: toScoringTrajectory(detail, this.skippedCalls).finalAnswer };
   }
 }

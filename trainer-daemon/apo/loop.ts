@@ -10,7 +10,7 @@
  * Everything goes through the daemon's RPC, so the editor sees the run, its leaderboard and a
  * notification per round, and can cancel it.
  */
-import { ApoResult, CRITIQUE_STYLES, type ApoConfig, type ApoSkip, type CritiqueStyle, type RolloutMode, type Task } from '../protocol';
+import { ApoResult, CRITIQUE_STYLES, describeSkipped, type ApoConfig, type ApoSkip, type CritiqueStyle, type RolloutMode, type Task } from '../protocol';
 import { errorMessage, InvalidInputError, LightningError } from '../protocol/errors';
 import type { RpcClient } from '../protocol/connection';
 import { lineDiff } from './diff';
@@ -162,9 +162,14 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
         roundsCompleted = round;
         await client.request('recordApoRound', {
           runId: run.id, round,
-          metrics: { best_val_score: best.valScore!, leader_val_score: leader.valScore!, mean_batch_score: mean(pool.map((c) => c.batchScore!)), candidates: children.length, skipped: recorded.length, rollouts, llm_calls: llm.callsUsed },
+          metrics: {
+            best_val_score: best.valScore!, leader_val_score: leader.valScore!, mean_batch_score: mean(pool.map((c) => c.batchScore!)), candidates: children.length, skipped: recorded.length, rollouts, llm_calls: llm.callsUsed,
+            // Agent calls that were not whole answers, so no critique read them (so far in the run).
+            'skipped_calls/upstream_errors': evaluator.skippedCalls.upstreamError, 'skipped_calls/cancelled': evaluator.skippedCalls.cancelled, 'skipped_calls/truncated': evaluator.skippedCalls.truncated,
+          },
         });
-        io.progress(`round ${round}: ${children.length} new candidate(s)${recorded.length ? `, ${recorded.length} branch(es) skipped` : ''}; leader ${leader.id} ${leader.valScore!.toFixed(3)}, best ${best.id} ${best.valScore!.toFixed(3)} (seed ${seed.valScore!.toFixed(3)}); ${llm.callsUsed} LLM calls, ${rollouts} rollouts`);
+        const leftOut = describeSkipped(evaluator.skippedCalls);
+        io.progress(`round ${round}: ${children.length} new candidate(s)${recorded.length ? `, ${recorded.length} branch(es) skipped` : ''}; leader ${leader.id} ${leader.valScore!.toFixed(3)}, best ${best.id} ${best.valScore!.toFixed(3)} (seed ${seed.valScore!.toFixed(3)}); ${llm.callsUsed} LLM calls, ${rollouts} rollouts${leftOut ? `; agent calls ${leftOut} (not whole answers)` : ''}`);
       }
     } catch (error) {
       if (error instanceof BudgetExhaustedError) stopReason = 'budget-calls';

@@ -22,6 +22,8 @@ export class AnthropicReassembler implements Reassembler {
   private readonly blocks = new Map<number, BlockDraft>();
   private usage: JsonObject = {};
   error: string | undefined;
+  /** The stream's `error` event as it came: the record keeps it, so it is never read as an answer. */
+  private errorEvent: JsonObject | undefined;
   truncated = false;
 
   add(event: unknown): void {
@@ -48,6 +50,7 @@ export class AnthropicReassembler implements Reassembler {
         return;
       case 'error':
         this.error = isObject(event.error) ? `${String(event.error.type ?? 'error')}: ${String(event.error.message ?? '')}` : 'the stream reported an error';
+        this.errorEvent = isObject(event.error) ? event.error : { type: 'api_error', message: this.error };
         return;
       default:
         // ping, message_stop and event types added later carry nothing the record needs.
@@ -93,7 +96,9 @@ export class AnthropicReassembler implements Reassembler {
   result(): JsonObject {
     for (const index of this.blocks.keys()) this.stopBlock(index);
     const content = [...this.blocks.entries()].sort(([a], [b]) => a - b).map(([, draft]) => draft.block);
-    return { ...this.message, content, usage: this.usage, ...(this.truncated ? TRUNCATED_MARKER : {}) };
+    // A stream that failed before any content is the error body the non-streaming endpoint would have sent.
+    if (this.errorEvent && content.length === 0) return { type: 'error', error: this.errorEvent };
+    return { ...this.message, content, usage: this.usage, ...(this.errorEvent ? { error: this.errorEvent } : {}), ...(this.truncated ? TRUNCATED_MARKER : {}) };
   }
 }
 

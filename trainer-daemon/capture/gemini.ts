@@ -21,11 +21,16 @@ export class GeminiReassembler implements Reassembler {
   private readonly head: JsonObject = {};
   private readonly candidates = new Map<number, { parts: JsonObject[]; rest: JsonObject }>();
   error: string | undefined;
+  /** The stream's `error` object as it came: the record keeps it, so it is never read as an answer. */
+  private errorObject: JsonObject | undefined;
   truncated = false;
 
   add(event: unknown): void {
     if (!isObject(event)) return;
-    if (isObject(event.error)) this.error = String(event.error.message ?? JSON.stringify(event.error));
+    if (isObject(event.error)) {
+      this.error = String(event.error.message ?? JSON.stringify(event.error));
+      this.errorObject = event.error;
+    }
     for (const key of ['usageMetadata', 'modelVersion', 'responseId', 'promptFeedback', 'createTime'] as const) if (event[key] !== undefined) this.head[key] = event[key];
     for (const raw of Array.isArray(event.candidates) ? event.candidates : []) {
       if (!isObject(raw)) continue;
@@ -52,7 +57,7 @@ export class GeminiReassembler implements Reassembler {
 
   result(): JsonObject {
     const candidates = [...this.candidates.entries()].sort(([a], [b]) => a - b).map(([index, draft]) => ({ ...draft.rest, index, content: { role: 'model', parts: draft.parts } }));
-    return { candidates, ...this.head, ...(this.truncated ? TRUNCATED_MARKER : {}) };
+    return { candidates, ...this.head, ...(this.errorObject ? { error: this.errorObject } : {}), ...(this.truncated ? TRUNCATED_MARKER : {}) };
   }
 }
 

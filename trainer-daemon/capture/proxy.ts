@@ -9,7 +9,7 @@ import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
 import { StringDecoder } from 'node:string_decoder';
 import { createParser } from 'eventsource-parser';
-import { PLACEHOLDER_API_KEY, type Json, type ProviderName } from '../protocol';
+import { PLACEHOLDER_API_KEY, type CallOutcome, type Json, type ProviderName } from '../protocol';
 import { errorMessage } from '../protocol/errors';
 import { RECORD_LIMITS, redactUrl } from '../protocol/secrets';
 import type { Logger } from '../log';
@@ -18,6 +18,8 @@ import { callToSpan, type CallRecord } from './record';
 import { StreamReassembler, type Api, type Reassembler } from './reassemble';
 import { AnthropicReassembler } from './anthropic';
 import { GeminiReassembler } from './gemini';
+import { RetryLinker, sdkRetryCount } from './retries';
+import { streamContentChars } from './streamContent';
 
 type JsonObject = { [key: string]: Json };
 
@@ -105,6 +107,7 @@ function sendError(response: ServerResponse, status: number, type: string, messa
 
 export class RecordingProxy {
   private readonly inFlight = new Map<string, number>();
+  private readonly retries = new RetryLinker();
 
   constructor(
     private readonly config: UpstreamConfig,
@@ -147,17 +150,18 @@ export class RecordingProxy {
     const chunks: Buffer[] = [];
     let streamed = false;
     let status: number | null = null;
+    const retryOf = call.api && call.json ? this.retries.retryOf(call.rolloutId, call.body) : null;
 
     return new Promise<void>((resolve) => {
       let finished: Promise<boolean> | undefined;
       /** Records the call once; resolves true when the record is committed (or there is none to make). */
-      const finish = (error: string | null, responseJson: JsonObject | null): Promise<boolean> => {
-        finished ??= this.commit(call, request, { base, status, streamed, startMs, firstByteMs, error, responseJson }).finally(resolve);
+      const finish = (error: string | null, responseJson: JsonObject | null, outcome: CallOutcome): Promise<boolean> => {
+        finished ??= this.commit(call, request, { base, status, streamed, startMs, firstByteMs, error, responseJson, outcome, retryOf }).finally(resolve);
         return finished;
       };
       /** Answers with an error once the call is recorded (the error is what the record says too). */
-      const fail = (httpStatus: number, type: string, message: string): void => {
-        void finish(message, reassembler && streamed ? reassembler.result() : null).then(() => sendError(response, httpStatus, type, message, call.errorBody));
+      const fail = (httpStatus: number, type: string, message: string, outcome: CallOutcome = { kind: 'upstream_error', status: httpStatus }): void => {
+        void finish(message, reassembler && streamed ? reassembler.result() : null, outcome).then(() => sendError(response, httpStatus, type, message, call.errorBody));
       };
 
       const transport = target.protocol === 'https:' ? https : http;
@@ -178,7 +182,7 @@ export class RecordingProxy {
       response.on('close', () => {
         if (!response.writableFinished) {
           upstream.destroy();
-          void finish('cancelled: the client disconnected before the response ended', reassembler && streamed ? reassembler.result() : null);
+          void finish('cancelled: the client disconnected before the response ended', reassembler && streamed ? reassembler.result() : null, { kind: 'cancelled' });
         }
       });
       upstream.on('timeout', () => upstream.destroy(new UpstreamTimeoutError(`no response from the upstream within ${this.config.timeoutMs} ms`)));
@@ -215,17 +219,21 @@ export class RecordingProxy {
           const parser = createParser({
             onEvent: (event) => {
               if (event.data === '[DONE]' || !reassembler) return;
-              // The record of a huge stream stops growing at the record limit; the agent still gets all of it.
-              reassembled += event.data.length;
+              if (reassembler.truncated) return;
+              let parsed: unknown;
+              try {
+                parsed = JSON.parse(event.data);
+              } catch {
+                reassembler.error ??= 'the upstream sent an event that is not JSON';
+                return;
+              }
+              // The record of a huge stream stops growing at the record limit (its content, not the SSE framing); the agent still gets all of it.
+              reassembled += streamContentChars(call.api!, parsed);
               if (reassembled > RECORD_LIMITS.maxRecordChars) {
                 reassembler.truncated = true;
                 return;
               }
-              try {
-                reassembler.add(JSON.parse(event.data));
-              } catch {
-                reassembler.error ??= 'the upstream sent an event that is not JSON';
-              }
+              reassembler.add(parsed);
             },
           });
           // A character split across two network chunks must not be split in the record.
@@ -245,13 +253,15 @@ export class RecordingProxy {
             parser.feed(utf8.end());
             const result = reassembler?.result() ?? null;
             const error = status! >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? null);
+            // An error event inside a 200 stream is an upstream error too: the answer is not whole.
+            const outcome: CallOutcome = error !== null ? { kind: 'upstream_error', status } : reassembler?.truncated ? { kind: 'truncated', limit: 'stream_content' } : { kind: 'ok' };
             // The stream's end is the agent's acknowledgement: it comes after the commit.
-            void finish(error, result).then((committed) => (committed ? response.end() : response.destroy()));
+            void finish(error, result, outcome).then((committed) => (committed ? response.end() : response.destroy()));
           });
           // The upstream dropped the stream: the agent must not wait forever, and the call is recorded.
           upstreamResponse.on('close', () => {
             if (ended || finished) return;
-            void finish('the upstream stream broke before it ended', reassembler?.result() ?? null).then(() => response.destroy());
+            void finish('the upstream stream broke before it ended', reassembler?.result() ?? null, { kind: 'upstream_error', status }).then(() => response.destroy());
           });
           return;
         }
@@ -264,7 +274,7 @@ export class RecordingProxy {
             this.budget?.take(chunk.length, response);
           } catch (error) {
             upstreamResponse.destroy();
-            fail(502, 'upstream_response_too_large', `Lightning did not take the upstream ${redactUrl(base)}'s answer: ${errorMessage(error)}`);
+            fail(502, 'upstream_response_too_large', `Lightning did not take the upstream ${redactUrl(base)}'s answer: ${errorMessage(error)}`, { kind: 'truncated', limit: 'response_body' });
             return;
           }
           chunks.push(chunk);
@@ -293,7 +303,7 @@ export class RecordingProxy {
           }
           const error = status! >= 400 ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? body.toString('utf8').slice(0, 500)}` : null;
           // The answer goes out once its record is committed: the agent's 200 means "recorded".
-          void finish(error, json).then((committed) => {
+          void finish(error, json, status! >= 400 ? { kind: 'upstream_error', status } : { kind: 'ok' }).then((committed) => {
             if (!committed) {
               sendError(response, 503, 'storage_unavailable', 'Lightning could not record this call (the store refused the write); retry shortly');
               return;
@@ -317,7 +327,7 @@ export class RecordingProxy {
   }
 
   /** Builds the call's span and waits for its commit; false when it could not be recorded. Never throws. */
-  private async commit(call: ProxyCall, request: IncomingMessage, outcome: { base: string; status: number | null; streamed: boolean; startMs: number; firstByteMs: number | null; error: string | null; responseJson: JsonObject | null }): Promise<boolean> {
+  private async commit(call: ProxyCall, request: IncomingMessage, outcome: { base: string; status: number | null; streamed: boolean; startMs: number; firstByteMs: number | null; error: string | null; responseJson: JsonObject | null; outcome: CallOutcome; retryOf: string | null }): Promise<boolean> {
     if (!call.api || !call.json) return true;
     try {
       const record: CallRecord = {
@@ -325,8 +335,11 @@ export class RecordingProxy {
         request: call.json, response: outcome.responseJson, status: outcome.status, streamed: outcome.streamed, startMs: outcome.startMs, endMs: Date.now(),
         firstByteMs: outcome.firstByteMs, error: outcome.error, tokenIdsRequested: call.tokenIdsRequested, model: call.model,
         traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
+        outcome: outcome.outcome, retryOf: outcome.retryOf, sdkRetryCount: sdkRetryCount(request.headers),
       };
-      await this.record(callToSpan(record), call.rolloutId);
+      const span = callToSpan(record);
+      await this.record(span, call.rolloutId);
+      if (outcome.outcome.kind !== 'ok') this.retries.failedCall(call.rolloutId, call.body, span.spanId);
       return true;
     } catch (error) {
       this.logger.error('could not record an LLM call', { rolloutId: call.rolloutId, error: errorMessage(error) });

@@ -5,7 +5,7 @@
  * scrubbed, and deep or huge bodies cut, where the store takes the span (secrets.ts#scrubSpan).
  */
 import crypto from 'node:crypto';
-import type { Json, SpanInput } from '../protocol';
+import { outcomeAttributes, RETRY_OF_ATTRIBUTE, type CallOutcome, type Json, type SpanInput } from '../protocol';
 import type { Api } from './reassemble';
 import { anthropicUsage } from './anthropic';
 import { geminiUsage } from './gemini';
@@ -26,6 +26,12 @@ export interface CallRecord {
   readonly firstByteMs: number | null;
   /** Why the call failed (upstream error, cancelled, unreachable); null on success. */
   readonly error: string | null;
+  /** How the call ended: training takes only `ok` calls by default. */
+  readonly outcome: CallOutcome;
+  /** The span id of the failed attempt this call repeats (capture/retries.ts). */
+  readonly retryOf?: string | null;
+  /** The SDK's `x-stainless-retry-count`, when it sent one. */
+  readonly sdkRetryCount?: number | null;
   /** Whether the proxy asked the engine for token ids and logprobs the agent did not ask for. */
   readonly tokenIdsRequested: boolean;
   /** From a W3C `traceparent` request header, when the agent's HTTP client is instrumented. */
@@ -127,7 +133,10 @@ export function callToSpan(record: CallRecord): SpanInput {
     'lightning.streamed': record.streamed,
     'lightning.upstream': record.upstream,
     'lightning.request': record.request,
+    ...outcomeAttributes(record.outcome),
   };
+  if (record.retryOf) attributes[RETRY_OF_ATTRIBUTE] = record.retryOf;
+  if (typeof record.sdkRetryCount === 'number') attributes['lightning.sdk_retry_count'] = record.sdkRetryCount;
   const generation = record.request.generationConfig;
   const sampling = generation && typeof generation === 'object' && !Array.isArray(generation) ? { ...record.request, temperature: generation.temperature, top_p: generation.topP, max_output_tokens: generation.maxOutputTokens } : record.request;
   for (const [key, attribute] of [['temperature', 'temperature'], ['top_p', 'top_p'], ['max_tokens', 'max_tokens'], ['max_completion_tokens', 'max_tokens'], ['max_output_tokens', 'max_tokens']] as const) {
@@ -167,7 +176,7 @@ export function callToSpan(record: CallRecord): SpanInput {
     category: record.api === 'embeddings' ? 'other' : 'llm',
     startMs: record.startMs,
     endMs: record.endMs,
-    statusCode: record.error === null ? 'ok' : 'error',
+    statusCode: record.error === null && record.outcome.kind !== 'upstream_error' && record.outcome.kind !== 'cancelled' ? 'ok' : 'error',
     statusMessage: record.error,
     attributes,
     events: [],

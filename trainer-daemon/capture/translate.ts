@@ -8,12 +8,13 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
-  anthropicRequestToChat, anthropicResponseEvents, chatToAnthropicResponse, chatToGeminiResponse, geminiRequestToChat, type Json,
+  anthropicRequestToChat, anthropicResponseEvents, chatToAnthropicResponse, chatToGeminiResponse, geminiRequestToChat, type CallOutcome, type Json,
 } from '../protocol';
 import { errorMessage } from '../protocol/errors';
 import { redactUrl } from '../protocol/secrets';
 import type { Logger } from '../log';
 import { callToSpan } from './record';
+import { RetryLinker, sdkRetryCount } from './retries';
 import type { ProxyCall, UpstreamConfig } from './proxy';
 
 type JsonObject = { [key: string]: Json };
@@ -52,6 +53,8 @@ function writeAnswer(call: TranslatedCall, response: ServerResponse, answer: Jso
 }
 
 export class TranslatingProxy {
+  private readonly retries = new RetryLinker();
+
   constructor(
     private readonly config: UpstreamConfig,
     /** Stores the call's span; resolves once it is committed (the agent's answer waits on it). */
@@ -70,7 +73,9 @@ export class TranslatingProxy {
     let completion: JsonObject | null = null;
     let answer: JsonObject | null = null;
     let error: string | null = null;
+    let outcome: CallOutcome = { kind: 'ok' };
     let firstByteMs: number | null = null;
+    const retryOf = call.json ? this.retries.retryOf(call.rolloutId, call.body) : null;
     // The answer (or error) is sent only once the call's record is committed, as the recording proxy does.
     let reply: () => void = () => undefined;
     try {
@@ -93,6 +98,7 @@ export class TranslatingProxy {
         const detail = (parsed as { error?: { message?: unknown } } | null)?.error?.message;
         error = `the policy server ${redactUrl(base)} answered HTTP ${upstream.status}${typeof detail === 'string' ? `: ${detail}` : upstream.status < 400 ? ' with a body that is not JSON' : ''}`;
         const errorStatus = upstream.status >= 400 ? upstream.status : 502;
+        outcome = { kind: 'upstream_error', status: errorStatus };
         const message = error;
         reply = () => this.sendError(call, response, errorStatus, message);
       } else {
@@ -105,18 +111,23 @@ export class TranslatingProxy {
       error = aborted.signal.aborted ? 'cancelled: the client disconnected before the response ended' : `Lightning could not get a response from the policy server ${redactUrl(base)}: ${errorMessage(caught)}`;
       if (!aborted.signal.aborted) this.logger.warn('policy request failed', { upstream: redactUrl(base), error: errorMessage(caught) });
       const message = error;
-      reply = () => this.sendError(call, response, /timeout|aborted due to timeout/i.test(errorMessage(caught)) ? 504 : 502, message);
+      const errorStatus = /timeout|aborted due to timeout/i.test(errorMessage(caught)) ? 504 : 502;
+      outcome = aborted.signal.aborted ? { kind: 'cancelled' } : { kind: 'upstream_error', status: errorStatus };
+      reply = () => this.sendError(call, response, errorStatus, message);
     }
     if (!call.json) {
       reply();
       return;
     }
     try {
-      await this.record(callToSpan({
+      const span = callToSpan({
         api: call.api!, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(base), request: call.json, response: answer, status, streamed: call.stream,
         startMs, endMs: Date.now(), firstByteMs, error, tokenIdsRequested: true, model: call.model, translated: completion,
         traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
-      }), call.rolloutId);
+        outcome, retryOf, sdkRetryCount: sdkRetryCount(request.headers),
+      });
+      await this.record(span, call.rolloutId);
+      if (outcome.kind !== 'ok') this.retries.failedCall(call.rolloutId, call.body, span.spanId);
     } catch (caught) {
       this.logger.error('could not record an LLM call', { rolloutId: call.rolloutId, error: errorMessage(caught) });
       this.sendError(call, response, 503, 'Lightning could not record this call (the store refused it); retry');

@@ -12,6 +12,7 @@ import type { ListRolloutsParams, Rollout, Span } from '../protocol';
 import type { Trajectory } from '../protocol/lightningrl';
 import { episodeReward } from './credit';
 import { buildTransitions } from './transitions';
+import { outcomeWord, spanOutcome } from '../protocol/outcome';
 import { hasOutcome, OUTCOME_STATUSES } from '../protocol/status';
 
 /** What the view reads: the store's trajectory queries (lightningrl imports no store). */
@@ -44,22 +45,23 @@ export function rolloutTransitions(store: TrajectoryReader, params: ParsedParams
   const { transitions } = buildTransitions(considered, { reward: params.reward, credit: params.credit, advantage: params.advantage, agentMatch });
   const samples = new Map(transitions.filter((t) => t.rolloutId === rollout.id).map((t) => [t.spanId, t]));
   const reward = episodeReward(own.rewards, params.reward);
+  const spans = store.listSpans(rollout.id, 0, 10_000).filter((span) => span.category === 'llm');
   const why = !hasOutcome(rollout.status)
     ? `the rollout is ${rollout.status}: training reads succeeded, failed and timed-out rollouts`
     : reward === null
       ? `no "${params.reward.name}" reward: rollouts without an episode reward are left out (or filled, by the reward policy)`
       : samples.size === 0
-        ? agentMatch ? `no LLM call of an agent matching /${params.agent}/` : 'the rollout has no LLM calls'
+        ? agentMatch ? `no LLM call of an agent matching /${params.agent}/` : spans.length ? 'none of its LLM calls ended with a whole answer' : 'the rollout has no LLM calls'
         : null;
-  const spans = store.listSpans(rollout.id, 0, 10_000).filter((span) => span.category === 'llm');
   const calls: CallTraining[] = spans.map((span) => {
     const sample = samples.get(span.spanId);
+    const outcome = spanOutcome(span);
     return {
       spanId: span.spanId,
       name: span.name,
       agentName: sample?.agentName ?? null,
       included: sample !== undefined,
-      why: sample ? null : (why ?? (agentMatch ? `its agent does not match /${params.agent}/` : 'not a training sample')),
+      why: sample ? null : outcome.kind !== 'ok' ? `not a whole answer (${outcomeWord(outcome)}): left out of training` : (why ?? (agentMatch ? `its agent does not match /${params.agent}/` : 'not a training sample')),
       step: sample?.step ?? null,
       reward: sample?.reward ?? null,
       advantage: sample?.advantage ?? null,

@@ -3,11 +3,12 @@
  * advantages → single-call transitions (DESIGN.md, "LightningRL"), and the OpenAI fine-tuning
  * chat format for supervised training on the best rollouts.
  */
-import type { AdvantageOptions, CreditOptions, ExportReport, Json, RewardPolicy, Transition } from '../protocol';
+import { noSkippedCalls, type AdvantageOptions, type CallOutcome, type CreditOptions, type ExportReport, type Json, type RewardPolicy, type Transition } from '../protocol';
 import type { Trajectory } from '../protocol/lightningrl';
 import { extractCalls, type LlmCall } from './adapter';
 import { aggregateRollout, type AggregationStats } from './aggregate';
 import { creditRewards, episodeReward, rolloutAdvantages } from './credit';
+import { wholeAnswers, type KeptCall } from './wholeAnswers';
 
 export interface LightningRlOptions {
   readonly reward: RewardPolicy;
@@ -19,16 +20,18 @@ export interface LightningRlOptions {
   readonly minReward?: number;
   /** Join consecutive calls whose prompt extends the previous sequence (needs engine token ids). */
   readonly aggregate?: boolean;
+  /** Keep calls that were not whole answers (upstream errors, cancelled, truncated), each flagged with its outcome. */
+  readonly includeFailed?: boolean;
 }
 
 interface Selected {
   readonly trajectory: Trajectory;
   readonly reward: number;
-  readonly calls: LlmCall[];
+  readonly calls: KeptCall[];
 }
 
 export function buildTransitions(trajectories: Iterable<Trajectory>, options: LightningRlOptions): { transitions: Transition[]; report: ExportReport } {
-  const report: ExportReport = { rollouts: 0, exported: 0, transitions: 0, excludedNoReward: 0, excludedBelowMinReward: 0, excludedNoCalls: 0, singletonGroups: 0, zeroVarianceGroups: 0, aggregated: null };
+  const report: ExportReport = { rollouts: 0, exported: 0, transitions: 0, excludedNoReward: 0, excludedBelowMinReward: 0, excludedNoCalls: 0, skipped: noSkippedCalls(), singletonGroups: 0, zeroVarianceGroups: 0, aggregated: null };
   const aggregation: AggregationStats = { merged: 0, mismatches: 0, withoutTokenIds: 0 };
   const selected: Selected[] = [];
   for (const trajectory of trajectories) {
@@ -38,7 +41,7 @@ export function buildTransitions(trajectories: Iterable<Trajectory>, options: Li
       report.excludedNoReward += 1;
       continue;
     }
-    const calls = extractCalls(trajectory.spans, trajectory.rewards, options.reward.name, options.agentMatch);
+    const calls = wholeAnswers(extractCalls(trajectory.spans, trajectory.rewards, options.reward.name, options.agentMatch), options.includeFailed ?? false, report.skipped);
     if (calls.length === 0) {
       report.excludedNoCalls += 1;
       continue;
@@ -61,9 +64,9 @@ export function buildTransitions(trajectories: Iterable<Trajectory>, options: Li
       report.excludedBelowMinReward += 1;
       continue;
     }
-    const credited = creditRewards(reward, calls.map((c) => c.stepReward), options.credit);
+    const credited = creditRewards(reward, calls.map((c) => c.call.stepReward), options.credit);
     const rolloutAdvantage = advantages?.get(trajectory.rollout.id);
-    const samples = calls.map((call, step) => transition(trajectory, call, step, reward, credited[step]!, rolloutAdvantage ?? credited[step]!));
+    const samples = calls.map(({ call, outcome }, step) => transition(trajectory, call, outcome, step, reward, credited[step]!, rolloutAdvantage ?? credited[step]!));
     transitions.push(...(options.aggregate ? aggregateRollout(samples, aggregation) : samples));
     report.exported += 1;
   }
@@ -76,7 +79,7 @@ function groupOf({ rollout }: Trajectory): string | null {
   return rollout.task?.id === undefined ? null : `${rollout.datasetId ?? ''}\u0000${rollout.task.id}`;
 }
 
-function transition(trajectory: Trajectory, call: LlmCall, step: number, episodeReward: number, reward: number, advantage: number): Transition {
+function transition(trajectory: Trajectory, call: LlmCall, outcome: CallOutcome, step: number, episodeReward: number, reward: number, advantage: number): Transition {
   const tokenIds = call.responseTokenIds;
   return {
     rolloutId: trajectory.rollout.id,
@@ -98,6 +101,8 @@ function transition(trajectory: Trajectory, call: LlmCall, step: number, episode
     episodeReward,
     reward,
     advantage,
+    // Only a call kept by --include-failed carries it: every other row is a whole answer.
+    ...(outcome.kind === 'ok' ? {} : { outcome }),
   };
 }
 

@@ -9,6 +9,7 @@
  */
 import type { Json, SpanCategory, SpanInput } from '../protocol/records';
 import type { ExportTraceRequest, OtlpSpan } from './schema';
+import { OUTCOME_ATTRIBUTE, outcomeAttributes, spanOutcome } from '../protocol/outcome';
 
 type Attributes = Record<string, Json>;
 
@@ -69,6 +70,11 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
   const attributes = otlp.attributes as Attributes;
   const category = categorize(otlp.name, attributes);
   const usage = category === 'llm' ? tokenUsage(attributes) : { promptTokens: null, completionTokens: null };
+  const statusCode = STATUS_CODES[otlp.status.code] ?? 'unset';
+  const statusMessage = otlp.status.message === '' ? null : otlp.status.message;
+  // An LLM span the exporter marked as an error is an upstream error: not a whole answer to train on (an ok one reads as ok unmarked).
+  const derived = category === 'llm' && statusCode === 'error' && !(OUTCOME_ATTRIBUTE in attributes) ? spanOutcome({ statusCode, statusMessage, attributes }) : null;
+  const outcome = derived ? outcomeAttributes(derived) : null;
   // Built field by field from checked parts, so it is a SpanInput without a second, deep parse
   // (the unit tests hold every produced span to SpanInput.parse).
   return {
@@ -80,9 +86,9 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
     category,
     startMs,
     endMs: otlp.endTimeUnixNano === '0' ? null : nanosToMs(otlp.endTimeUnixNano),
-    statusCode: STATUS_CODES[otlp.status.code] ?? 'unset',
-    statusMessage: otlp.status.message === '' ? null : otlp.status.message,
-    attributes,
+    statusCode,
+    statusMessage,
+    attributes: outcome ? { ...attributes, ...outcome } : attributes,
     events: otlp.events.map((event) => ({
       name: event.name,
       timeMs: event.timeUnixNano === '0' ? startMs : nanosToMs(event.timeUnixNano),

@@ -13,3 +13,5 @@ export * from './training';
 export * from './policy';
 export * from './llmApis';
 export * from './placement';
+export * from './outcome';
+export * from './outcomeSchema';

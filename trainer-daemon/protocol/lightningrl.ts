@@ -5,6 +5,7 @@
  */
 import { z } from 'zod';
 import { Json, type Reward, type Rollout, type Span } from './records';
+import { CallOutcome, SkippedCalls } from './outcomeSchema';
 
 /** Which reward is a rollout's episode reward. */
 export const RewardPolicy = z.object({
@@ -65,6 +66,8 @@ export const Transition = z.object({
   episodeReward: z.number(),
   reward: z.number(),
   advantage: z.number(),
+  /** Only with `--include-failed`, on a call that was not a whole answer: how it ended. */
+  outcome: CallOutcome.optional(),
 });
 export type Transition = z.infer<typeof Transition>;
 
@@ -76,6 +79,8 @@ export const ExportReport = z.object({
   excludedNoReward: z.number().int().nonnegative(),
   excludedBelowMinReward: z.number().int().nonnegative(),
   excludedNoCalls: z.number().int().nonnegative(),
+  /** LLM calls left out because they were not whole answers (upstream errors, cancelled, truncated). */
+  skipped: SkippedCalls,
   /** Task groups with one rollout, or all rewards equal: their GRPO advantages are 0, said so here. */
   singletonGroups: z.number().int().nonnegative(),
   zeroVarianceGroups: z.number().int().nonnegative(),

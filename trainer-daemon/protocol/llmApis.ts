@@ -254,7 +254,9 @@ export function chatToGeminiResponse(chat: JsonObject, model: string): JsonObjec
  */
 export function asChatCall(attributes: Readonly<Record<string, Json>>): { request: JsonObject | null; response: JsonObject | null } {
   const request = isObject(attributes['lightning.request']) ? attributes['lightning.request'] : null;
-  const response = isObject(attributes['lightning.response']) ? attributes['lightning.response'] : null;
+  const recorded = isObject(attributes['lightning.response']) ? attributes['lightning.response'] : null;
+  // An error body (Anthropic `{type:"error"}`, Gemini `{error:{…}}`) stays an error: translated, it became an empty assistant reply.
+  const response = recorded && (recorded.type === 'error' || isObject(recorded.error)) ? null : recorded;
   switch (attributes['lightning.api']) {
     case ANTHROPIC_MESSAGES:
       return { request: request && anthropicRequestToChat(request), response: response && anthropicResponseToChat(response) };

@@ -4,6 +4,8 @@
  * named fields are dropped, key-shaped strings and per-rollout capability URLs are redacted.
  */
 import type { Json, SpanInput } from './records';
+import { markTruncated } from './outcome';
+import type { TruncationLimit } from './outcomeSchema';
 
 const CREDENTIAL_WORDS = new Set(['authorization', 'password', 'passwd', 'secret', 'secrets', 'cookie', 'cookies', 'apikey', 'credential', 'credentials']);
 /** `token` is a credential (`access_token`, `x-auth-token`) except where it counts or lists tokens. */
@@ -100,6 +102,8 @@ const OMITTED_MARKER = '[lightning: record size limit reached; the rest is left 
 /** What a record walk may still spend, in characters (shared by one span's attributes and events). */
 export interface RecordBudget {
   left: number;
+  /** The first limit the walk cut at, if any: an LLM call cut there is `truncated` (protocol/outcome.ts). */
+  cut?: TruncationLimit;
 }
 
 export function recordBudget(): RecordBudget {
@@ -109,6 +113,7 @@ export function recordBudget(): RecordBudget {
 function capString(text: string, budget: RecordBudget): string {
   const limit = Math.max(0, Math.min(RECORD_LIMITS.maxStringChars, budget.left));
   const kept = text.length > limit ? `${text.slice(0, limit)}…[lightning: truncated ${text.length - limit} characters]` : text;
+  if (text.length > limit) budget.cut ??= limit === RECORD_LIMITS.maxStringChars ? 'string_chars' : 'record_chars';
   budget.left -= Math.min(text.length, limit);
   // Scrubbed after the cut: a regex over a 100 MB string is the cost being avoided.
   return scrubText(kept);
@@ -124,11 +129,15 @@ export function scrubSecrets(value: Json, budget: RecordBudget = { left: Infinit
     budget.left -= 8;
     return value;
   }
-  if (depth >= RECORD_LIMITS.maxDepth) return DEPTH_MARKER;
+  if (depth >= RECORD_LIMITS.maxDepth) {
+    budget.cut ??= 'depth';
+    return DEPTH_MARKER;
+  }
   if (Array.isArray(value)) {
     const out: Json[] = [];
     for (const item of value) {
       if (budget.left <= 0) {
+        budget.cut ??= 'record_chars';
         out.push(OMITTED_MARKER);
         break;
       }
@@ -140,6 +149,7 @@ export function scrubSecrets(value: Json, budget: RecordBudget = { left: Infinit
   for (const [key, inner] of Object.entries(value)) {
     if (isCredentialKey(key)) continue;
     if (budget.left <= 0) {
+      budget.cut ??= 'record_chars';
       Object.defineProperty(out, 'lightning.omitted', { value: OMITTED_MARKER, enumerable: true, writable: true, configurable: true });
       break;
     }
@@ -191,11 +201,14 @@ function capText(text: string, max: number): string {
  */
 export function scrubSpan(span: SpanInput): SpanInput {
   const budget = recordBudget();
+  const attributes = scrubSecrets(span.attributes, budget) as SpanInput['attributes'];
+  const events = span.events.map((event) => ({ ...event, name: capText(event.name, MAX_NAME_CHARS), attributes: scrubSecrets(event.attributes, budget) as SpanInput['attributes'] }));
   return {
     ...span,
     name: capText(span.name, MAX_NAME_CHARS),
     statusMessage: span.statusMessage === null ? null : capText(span.statusMessage, MAX_MESSAGE_CHARS),
-    attributes: scrubSecrets(span.attributes, budget) as SpanInput['attributes'],
-    events: span.events.map((event) => ({ ...event, name: capText(event.name, MAX_NAME_CHARS), attributes: scrubSecrets(event.attributes, budget) as SpanInput['attributes'] })),
+    // A call whose record was cut is not the whole exchange: training leaves it out (protocol/outcome.ts).
+    attributes: budget.cut && span.category === 'llm' ? markTruncated(attributes, budget.cut) : attributes,
+    events,
   };
 }

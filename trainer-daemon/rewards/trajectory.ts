@@ -3,8 +3,9 @@
  * derived once from the recorded spans (the same call extraction LightningRL uses), so every rule,
  * reward function, judge and reward model reads the same trajectory.
  */
-import type { Json, ScoringTask, ScoringTrajectory, Task, ToolCall } from '../protocol';
+import { noSkippedCalls, type Json, type ScoringTask, type ScoringTrajectory, type SkippedCalls, type Task, type ToolCall } from '../protocol';
 import { extractCalls, type LlmCall } from '../lightningrl/adapter';
+import { wholeAnswers } from '../lightningrl/wholeAnswers';
 import type { Trajectory } from '../protocol/lightningrl';
 
 type JsonObject = { [key: string]: Json };
@@ -49,9 +50,14 @@ function reportedAnswer(trajectory: Trajectory): string | null {
   return null;
 }
 
-export function toScoringTrajectory(trajectory: Trajectory): ScoringTrajectory {
+/**
+ * The trajectory a reward source (and APO's critique) reads: its whole answers only — a failed
+ * attempt, a cancelled stream or a truncated record is neither a step nor the final answer. The
+ * calls left out are counted into `skipped`.
+ */
+export function toScoringTrajectory(trajectory: Trajectory, skipped: SkippedCalls = noSkippedCalls()): ScoringTrajectory {
   const { rollout } = trajectory;
-  const llmCalls = extractCalls(trajectory.spans, [], 'reward');
+  const llmCalls = wholeAnswers(extractCalls(trajectory.spans, [], 'reward'), false, skipped).map((kept) => kept.call);
   const calls = llmCalls.map((call) => ({ model: call.model, messages: call.messages, content: call.text, toolCalls: toolCallsOf(call) }));
   const requested = calls.flatMap((call) => call.toolCalls);
   return {

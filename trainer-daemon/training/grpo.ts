@@ -6,7 +6,7 @@
  * Validation rollouts (greedy) run every few iterations. Everything lands in the store as it happens.
  */
 import { readFileBounded } from '../util/readFileBounded';
-import { describeIssues, SftExample, type GrpoConfig, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
+import { describeIssues, describeSkipped, SftExample, type GrpoConfig, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
 import { InvalidInputError, errorMessage } from '../protocol/errors';
 import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
@@ -144,7 +144,13 @@ class Iterations {
       'rollout/tokensPerSecond': batch.completionTokens / Math.max(batch.seconds, 1e-9),
       transitions: trainable.length,
       zeroVarianceGroups: report.zeroVarianceGroups,
+      // Calls left out of the batch because they were not whole answers (lightningrl/wholeAnswers.ts).
+      'skipped/upstreamErrors': report.skipped.upstreamError,
+      'skipped/cancelled': report.skipped.cancelled,
+      'skipped/truncated': report.skipped.truncated,
     };
+    const left = describeSkipped(report.skipped);
+    if (left) this.ctx.logger.info(`GRPO step ${step}: ${left} (not whole answers: left out of the batch)`, { runId: this.runId });
     // Rollouts against a dead policy server fail for that reason: report the crash, not its symptoms.
     if (this.worker.failed) throw this.worker.failed;
     if (transitions.length > 0 && transitions.every((t) => t.needsTokenization)) {

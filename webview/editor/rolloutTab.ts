@@ -12,6 +12,7 @@ import { formatTime, formatTokens, rewardText, rolloutTitle, STATUS_ICON } from 
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import { conversationOf } from './conversation';
 import { isSlim } from '../../trainer-daemon/protocol/slimSpan';
+import { callBadge } from '../../trainer-daemon/protocol/outcome';
 import { conversationElement } from './conversationView';
 import { layoutTimeline, nextStep, type TimelineLayout } from './timelineLayout';
 import { describeRow, TimelineView } from './timelineView';
@@ -179,6 +180,9 @@ export class RolloutTab {
     const head = el('div', 'detail-head');
     head.append(el('span', `step-kind kind-${span.category}`, span.category), el('strong', 'step-name', span.name), el('span', 'muted', ` ${span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs)} · #${span.sequence}`));
     if (span.statusCode === 'error') head.append(el('span', 'error', ` ${span.statusMessage ?? 'error'}`));
+    // Not a whole answer (so not trained on), and/or a retry: a short badge.
+    const badge = callBadge(span, (id) => [...this.spans.values()].find((other) => other.spanId === id)?.sequence);
+    if (badge) head.append(el('span', 'outcome-badge', ` ${badge}`));
     this.detail.append(head, this.annotationForm(span), el('div', 'step-rewards'));
     this.renderStepRewards(span.spanId);
     if (span.category === 'llm' && isSlim(span)) {

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { AdvantageOptions, CreditOptions, ExportReport, RewardPolicy, RolloutMode, RolloutStatus, Transition, describeIssues } from '../../protocol';
+import { AdvantageOptions, CreditOptions, ExportReport, RewardPolicy, RolloutMode, RolloutStatus, Transition, describeIssues, describeSkipped } from '../../protocol';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { buildTransitions, toChatExample } from '../../lightningrl/transitions';
 import { writeFileAtomically } from '../../util/privateFiles';
@@ -32,6 +32,7 @@ interface ExportOptions extends GlobalOptions {
   advantage: 'grpo' | 'baseline' | 'none';
   stdNormalize: boolean;
   aggregate?: boolean;
+  includeFailed?: boolean;
 }
 
 function number(value: string, flag: string): number {
@@ -68,6 +69,7 @@ export function registerExport(program: Command): void {
     .addOption(new Option('--advantage <kind>', 'grpo (per task group), baseline (minus the mean), none').choices(['grpo', 'baseline', 'none']).default('grpo'))
     .option('--no-std-normalize', 'GRPO advantages as R − mean, without dividing by the std')
     .option('--aggregate', 'join consecutive calls whose prompt extends the previous prompt + response into one sample (environment tokens masked; needs engine token ids, see run --token-ids)')
+    .option('--include-failed', 'also export calls that were not whole answers (upstream errors, cancelled, truncated), each row flagged with its "outcome"')
     .action(async (options: ExportOptions) => {
       const statuses = options.status.split(',').map((s) => parsed(RolloutStatus, s.trim(), '--status'));
       let agentMatch: RegExp | undefined;
@@ -83,6 +85,7 @@ export function registerExport(program: Command): void {
         agentMatch,
         minReward: options.minReward === undefined ? undefined : number(options.minReward, '--min-reward'),
         aggregate: options.aggregate ?? false,
+        includeFailed: options.includeFailed ?? false,
       };
       const storeFile = resolveStore(options);
       if (!fs.existsSync(storeFile)) throw new NotFoundError(`no store at ${storeFile}: record rollouts first (lightning run, npm run demo)`);
@@ -106,12 +109,16 @@ export function registerExport(program: Command): void {
           continue;
         }
         const example = toChatExample(transition);
-        if (example) lines.push(JSON.stringify(example));
+        // A call kept by --include-failed says so in its row, so a fine-tuning job can still tell.
+        if (example) lines.push(JSON.stringify(transition.outcome ? { ...example, outcome: transition.outcome } : example));
         else skipped += 1;
       }
       const out = path.resolve(options.out);
       writeFileAtomically(out, lines.length ? `${lines.join('\n')}\n` : '');
       const report = ExportReport.parse(result.report);
+      // What was left out of training, and why, where a person reads it (stdout is the JSON summary).
+      const left = describeSkipped(report.skipped);
+      if (left) process.stderr.write(`lightning export: ${left} (not whole answers; --include-failed keeps them, flagged)\n`);
       process.stdout.write(`${JSON.stringify({ event: 'export-finished', out, format: options.format, lines: lines.length, skippedNotChat: skipped, ...report })}\n`);
     });
 }

@@ -1,6 +1,6 @@
 /** `lightning show ID`: one rollout's trajectory: attempts, spans in order, rewards. */
 import type { Command } from 'commander';
-import type { RolloutDetail, Span } from '../../protocol';
+import { callBadge, type RolloutDetail, type Span } from '../../protocol';
 import { openBackend } from '../backend';
 import { duration, num, table, time, truncate } from '../format';
 import { rolloutDuration } from '../../protocol/format';
@@ -8,7 +8,7 @@ import { describePlacement } from '../../protocol/rayRunner';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { summarizeLlmCall } from '../summarize';
 
-function spanRow(span: Span): string[] {
+function spanRow(span: Span, sequenceOf: (spanId: string) => number | undefined): string[] {
   const tokens = span.promptTokens !== null || span.completionTokens !== null ? `${span.promptTokens ?? 0}+${span.completionTokens ?? 0}` : '';
   return [
     String(span.sequence),
@@ -18,6 +18,8 @@ function spanRow(span: Span): string[] {
     duration(span.endMs === null ? null : span.endMs - span.startMs),
     tokens,
     span.statusCode === 'error' ? `error: ${truncate(span.statusMessage ?? '', 40)}` : span.statusCode,
+    // How an LLM call ended when it was not a whole answer (left out of training), and what it retries.
+    callBadge(span, sequenceOf) ?? '',
   ];
 }
 
@@ -44,7 +46,8 @@ export function renderDetail({ rollout, attempts, spans, rewards, servedBy }: Ro
   if (spans.length === 0) lines.push('', 'No spans.');
   else {
     // Each span's row, with what went in and came out of each LLM call beneath it.
-    const rows = table(['SEQ', 'KIND', 'NAME', 'SPAN', 'DURATION', 'TOKENS', 'STATUS'], spans.map(spanRow)).split('\n');
+    const sequences = new Map(spans.map((span) => [span.spanId, span.sequence]));
+    const rows = table(['SEQ', 'KIND', 'NAME', 'SPAN', 'DURATION', 'TOKENS', 'STATUS', 'OUTCOME'], spans.map((span) => spanRow(span, (id) => sequences.get(id)))).split('\n');
     lines.push('', rows[0]!);
     spans.forEach((span, i) => {
       lines.push(rows[i + 1]!);
