@@ -1,3 +1,4 @@
+// needs: venv
 /**
  * Training data you can trust (README): real SDKs against an upstream that answers 429 then 200,
  * 500 then 200, a stream the client cancels, a stream past the size limit. Each call's record says

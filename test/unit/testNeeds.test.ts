@@ -23,6 +23,7 @@ function testFiles(dir: string): string[] {
 /** What a file's text shows it uses → the need it must declare. */
 const USES: ReadonlyArray<{ need: string; pattern: RegExp; what: string }> = [
   { need: 'venv', pattern: /LIGHTNING_TEST_PYTHON/, what: 'reads LIGHTNING_TEST_PYTHON' },
+  { need: 'venv', pattern: /import \{[^}]*\bpython\b[^}]*\} from '\.\.\/helpers\/providerAgents'/, what: "runs Python agents (helpers/providerAgents' python)" },
   { need: 'ray', pattern: /from '\.\.\/helpers\/ray'/, what: 'starts a Ray head (helpers/ray)' },
   { need: 'node24', pattern: /LIGHTNING_NODE24/, what: 'reads LIGHTNING_NODE24' },
   { need: 'root', pattern: /getuid\?\.\(\) === 0|\bunshare\b|mount -t tmpfs/, what: 'needs root' },
