@@ -101,6 +101,8 @@ function run(command, commandArgs, options = {}) {
 }
 
 const NONE = { ok: true, passed: 0, failed: 0 };
+/** The spec reporter's "failing tests" sections, repeated before the last line (a log's tail then shows why). */
+const FAILURES = [];
 
 /**
  * Test files that start a local Ray head (`// needs: ray`) run one at a time, after the others: a head's worker
@@ -128,6 +130,8 @@ async function nodeTestRun(list, env, node, concurrency) {
   const timeout = list.some(inE2e) ? 600_000 : 300_000;
   const { code, output } = await run(node, ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-timeout=${timeout}`, `--test-concurrency=${concurrency}`, ...list], { env: { ...process.env, ...env }, cwd: REPO });
   const count = (name) => Number(output.match(new RegExp(`^ℹ ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
+  const failures = output.match(/^✖ failing tests:\n[\s\S]*/m)?.[0];
+  if (failures) FAILURES.push(failures.trimEnd().slice(0, 20_000));
   const result = { ok: code === 0, passed: count('pass'), failed: count('fail') + count('cancelled') };
   // A file that cannot even load counts once; skipped tests count as failures (no suite may skip silently).
   result.failed += count('skipped') + count('todo');
@@ -162,6 +166,7 @@ if (withNode24) {
   console.log(`npm test: the store's tests under Node 24 (${env.LIGHTNING_NODE24})`);
   results.push(await nodeTests(NODE24_FILES.map((file) => path.join(REPO, file)), env, env.LIGHTNING_NODE24));
 }
+if (FAILURES.length > 0) console.log(`\nnpm test: the failures again (from above):\n${FAILURES.join('\n')}\n`);
 const passed = results.reduce((sum, r) => sum + r.passed, 0);
 const failed = results.reduce((sum, r) => sum + r.failed, 0);
 console.log(`${passed} passed, ${failed} failed`);

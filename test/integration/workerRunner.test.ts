@@ -157,7 +157,8 @@ test('dataset run --workers: Ctrl-C stops the workers and cancels the unfinished
   const child = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--workers', '2', '--', process.execPath, 'worker.js'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
-  await waitFor(() => events(cwd).filter((e) => e.what === 'start').length === 2, 'both workers to hold a rollout', 30_000);
+  // Two workers × two loops take all three rollouts, so the count of starts may pass 2 between polls: wait on the workers.
+  await waitFor(() => new Set(events(cwd).filter((e) => e.what === 'start').map((e) => e.pid)).size === 2, 'both workers to hold a rollout', 30_000);
   child.kill('SIGINT');
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   assert.equal(code, 130, stderr);
