@@ -26,6 +26,7 @@ import { editorBenchmark } from './editor';
 import { packagingBenchmark } from './packaging';
 import { scaleBenchmark } from './scale';
 import { parsed } from '../helpers/params';
+import { ensureApt, ensureNode, ensurePythonVenv, ProvisionError } from '../provision/index.mjs';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -237,48 +238,84 @@ async function readyTime(file: string): Promise<void> {
   });
 }
 
+/**
+ * What the rows need, provisioned the way `npm test` does it (test/provision/, saying what and why): Debian's PyTorch
+ * for the trainer rows, the test venv (torch 2, transformers + peft, Ray) for the HF, FSDP and Ray rows, Node 24 for
+ * the node:sqlite row. A part that cannot be provisioned here is said once; the rows that need it then print why.
+ */
+function provision(parts: { torch: boolean; venv: boolean; node24: boolean }): void {
+  const step = (what: string, install: () => void): void => {
+    try {
+      install();
+    } catch (error) {
+      if (!(error instanceof ProvisionError)) throw error;
+      console.error(`bench: ${what} could not be provisioned here (${error.message}); the rows that need it say so`);
+    }
+  };
+  if (parts.torch) {
+    step("Debian's PyTorch", () => ensureApt([
+      { name: 'python3-torch', why: "the trainer worker's PyTorch for the trainer rows" },
+      { name: 'libopenblas0-pthread', why: 'a fast BLAS for that PyTorch' },
+    ]));
+  }
+  if (parts.venv && !process.env.LIGHTNING_TEST_PYTHON) step('the test venv', () => (process.env.LIGHTNING_TEST_PYTHON = ensurePythonVenv()));
+  if (parts.node24 && !process.env.LIGHTNING_NODE24) step('Node 24', () => (process.env.LIGHTNING_NODE24 = ensureNode(24).node));
+}
+
+/** Runs one benchmark; one that throws becomes a row saying so, and the others' rows are kept. */
+async function section(name: string, run: () => unknown): Promise<void> {
+  const before = rows.length;
+  try {
+    await run();
+  } catch (error) {
+    const message = (error instanceof Error ? error.message : String(error)).split('\n')[0]!.slice(0, 200);
+    console.error(`bench: ${name} failed:`, error);
+    rows.push({ metric: `${name} (${rows.length - before} row(s) before it stopped)`, result: `FAILED: ${message}`, baseline: '—', ratio: '—', target: '—', met: 'NO' });
+  }
+}
+
+const only = (flag: string): boolean => process.argv.includes(flag);
+
 async function main(): Promise<void> {
   console.error(`bench: ${os.cpus().length} CPU(s), node ${process.version}, working in ${work}`);
-  if (process.argv.includes('--packaging-only')) {
-    await packagingBenchmark(work);
-    printTable();
-    return;
-  }
-  if (process.argv.includes('--bundle-only')) {
-    bundleBenchmark(work);
-    printTable();
-    return;
-  }
-  if (process.argv.includes('--trainer-only')) {
-    trainerBenchmark();
-    printTable();
-    return;
-  }
-  if (process.argv.includes('--scale-only')) {
-    await scaleBenchmark(work);
-    printTable();
-    return;
-  }
-  bundleBenchmark(work);
-  await spanIngest();
-  await lifecycle();
-  const large = path.join(work, 'large', 'store.db');
-  seedRollouts(large, 100_000);
-  await listOverRpc(large);
-  await readyTime(large);
-  lightningRlBenchmark(work);
-  editorBenchmark();
-  await runnerBenchmark(work);
-  await rewardsBenchmark(work);
-  if (!process.argv.includes('--store-only')) {
-    await otlpBenchmark(work);
-    await otlpFairnessBenchmark(work);
-    await proxyBenchmarks(work);
-    trainerBenchmark();
-    await packagingBenchmark(work);
-    await scaleBenchmark(work);
+  const storeOnly = only('--store-only');
+  if (only('--packaging-only')) {
+    provision({ torch: false, venv: false, node24: true });
+    await section('packaging', () => packagingBenchmark(work));
+  } else if (only('--bundle-only')) {
+    await section('bundle', () => bundleBenchmark(work));
+  } else if (only('--trainer-only')) {
+    provision({ torch: true, venv: true, node24: false });
+    await section('trainer', () => trainerBenchmark());
+  } else if (only('--scale-only')) {
+    provision({ torch: true, venv: true, node24: false });
+    await section('scale', () => scaleBenchmark(work));
+  } else {
+    if (!storeOnly) provision({ torch: true, venv: true, node24: true });
+    await section('bundle', () => bundleBenchmark(work));
+    await section('span ingest', () => spanIngest());
+    await section('rollout lifecycle', () => lifecycle());
+    await section('100k-rollout store', async () => {
+      const large = path.join(work, 'large', 'store.db');
+      seedRollouts(large, 100_000);
+      await listOverRpc(large);
+      await readyTime(large);
+    });
+    await section('LightningRL', () => lightningRlBenchmark(work));
+    await section('editor', () => editorBenchmark());
+    await section('runner', () => runnerBenchmark(work));
+    await section('rewards', () => rewardsBenchmark(work));
+    if (!storeOnly) {
+      await section('OTLP ingest', () => otlpBenchmark(work));
+      await section('OTLP fairness', () => otlpFairnessBenchmark(work));
+      await section('proxy', () => proxyBenchmarks(work));
+      await section('trainer', () => trainerBenchmark());
+      await section('packaging', () => packagingBenchmark(work));
+      await section('scale', () => scaleBenchmark(work));
+    }
   }
   printTable();
+  if (rows.some((row) => row.result.startsWith('FAILED'))) process.exitCode = 1;
 }
 
 main()
