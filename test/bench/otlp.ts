@@ -10,6 +10,8 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { SpanKind } from '@opentelemetry/api';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { Store } from '../../trainer-daemon/store/store';
+import { parsed } from '../helpers/params';
 import { startDaemon } from '../helpers/daemon';
 import { encode, recordSpans } from '../helpers/otlp';
 import { fmt, median, percentile, rows } from './table';
@@ -74,7 +76,8 @@ export async function otlpBenchmark(work: string): Promise<void> {
   const sinkMs = await postAll(`http://127.0.0.1:${(sink.address() as AddressInfo).port}/v1/traces`, bodies, 4);
   sink.close();
 
-  const daemon = await startDaemon(path.join(work, 'otlp', 'store.db'), [], { LIGHTNING_LOG_LEVEL: 'warn' });
+  const storeFile = path.join(work, 'otlp', 'store.db');
+  const daemon = await startDaemon(storeFile, [], { LIGHTNING_LOG_LEVEL: 'warn' });
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   try {
     const { rollout, url } = await client.request('startAgentRun', { label: 'otlp-bench' });
@@ -84,6 +87,15 @@ export async function otlpBenchmark(work: string): Promise<void> {
     const stored = (await client.request('getRollout', { id: rollout.id })).rollout.spanCount;
     const rate = stored / (ms / 1000);
     const sinkRate = total / (sinkMs / 1000);
+    const bareRate = bareInsertRate(storeFile, path.join(work, 'otlp-bare.db'));
+    rows.push({
+      metric: `OTLP protobuf ingest vs a bare INSERT loop of the same rows (${fmt(stored)} spans, one transaction, same schema)`,
+      result: `${fmt(rate)} spans/s`,
+      baseline: `${fmt(bareRate)} rows/s (bare INSERT loop)`,
+      ratio: `${fmt(rate / bareRate, 2)}×`,
+      target: '≥ 0.5×',
+      met: rate >= 0.5 * bareRate ? 'yes' : 'NO',
+    });
     rows.push({
       metric: `OTLP protobuf ingest, HTTP to committed rows (${EXPORTS} exports × ${SPANS_PER_EXPORT} spans, 4 concurrent)`,
       result: `${fmt(rate)} spans/s (${fmt(stored)} stored)`,
@@ -95,6 +107,27 @@ export async function otlpBenchmark(work: string): Promise<void> {
   } finally {
     client.dispose();
     await daemon.stop();
+  }
+}
+
+/** The rows the daemon stored, inserted again into a fresh store of the same schema in one transaction: rows/s. */
+function bareInsertRate(from: string, to: string): number {
+  const source = Store.open(from);
+  const spans = source.db.prepare('SELECT * FROM spans ORDER BY sequence').all() as Array<Record<string, unknown>>;
+  source.close();
+  const target = Store.open(to);
+  try {
+    const rolloutId = target.createRollout(parsed('createRollout', {})).id;
+    const columns = ['attempt', 'sequence', 'trace_id', 'span_id', 'parent_span_id', 'name', 'kind', 'category', 'start_ms', 'end_ms',
+      'status_code', 'status_message', 'attributes', 'events', 'prompt_tokens', 'completion_tokens', 'response_id'];
+    const insert = target.db.prepare(`INSERT INTO spans (rollout_id, ${columns.join(', ')}) VALUES (?, ${columns.map(() => '?').join(', ')})`);
+    const started = performance.now();
+    target.db.transaction(() => {
+      for (const span of spans) insert.run(rolloutId, ...columns.map((column) => span[column]));
+    })();
+    return spans.length / ((performance.now() - started) / 1000);
+  } finally {
+    target.close();
   }
 }
 

@@ -287,6 +287,9 @@ async function main(): Promise<void> {
   } else if (only('--trainer-only')) {
     provision({ torch: true, venv: true, node24: false });
     await section('trainer', () => trainerBenchmark());
+  } else if (only('--otlp-only')) {
+    await section('OTLP ingest', () => otlpBenchmark(work));
+    await section('OTLP fairness', () => otlpFairnessBenchmark(work));
   } else if (only('--scale-only')) {
     provision({ torch: true, venv: true, node24: false });
     await section('scale', () => scaleBenchmark(work));
