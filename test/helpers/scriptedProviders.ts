@@ -4,7 +4,8 @@
  * result came back yet the model asks for `get_weather({"city":"Paris"})`, else it answers ANSWER.
  * Behaviour on demand through the model name: `fail-500` (an API error in the provider's shape),
  * `stream-error` (Anthropic: an `error` event mid-stream), `constant-id` (every answer has the
- * same id), `thinking` (Anthropic: a thinking and a redacted_thinking block before the answer).
+ * same id), `thinking` (Anthropic: a thinking and a redacted_thinking block before the answer),
+ * `credential-fields` (Anthropic: a tool_use whose input keys are `password` and `token`).
  */
 import type http from 'node:http';
 
@@ -36,7 +37,9 @@ function anthropicMessage(body: Body): Record<string, unknown> {
     content.push({ type: 'thinking', thinking: 'The user wants the weather; I should use the tool.', signature: 'sig-abc' });
     content.push({ type: 'redacted_thinking', data: 'cmVkYWN0ZWQ=' });
   }
-  if (anthropicWantsTool(body)) content.push({ type: 'tool_use', id: `toolu_paris_${counter}`, name: 'get_weather', input: { city: 'Paris' } });
+  // `credential-fields`: a tool input whose keys are named like credentials (they are content, and must stay).
+  if (anthropicWantsTool(body) && model.includes('credential-fields')) content.push({ type: 'tool_use', id: `toolu_login_${counter}`, name: 'login', input: { password: 'correct horse battery staple', token: 'the token the user typed' } });
+  else if (anthropicWantsTool(body)) content.push({ type: 'tool_use', id: `toolu_paris_${counter}`, name: 'get_weather', input: { city: 'Paris' } });
   else content.push({ type: 'text', text: PROVIDER_ANSWER });
   return {
     id: model.includes('constant-id') ? 'msg_constant' : `msg_${counter}`, type: 'message', role: 'assistant', model,
