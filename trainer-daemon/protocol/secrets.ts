@@ -23,7 +23,7 @@ const TOKEN_ACCOUNTING_WORDS = new Set(['count', 'counts', 'ids', 'id', 'logprob
 /**
  * Shapes of provider API keys and bearer tokens. Each is specific enough that ordinary text (model
  * answers, code, logprobs' token strings) does not match: a prefix that words do not start with,
- * and a random-looking body (the `sk-` and `Bearer` bodies must hold a digit, or be very long).
+ * and a random-looking body (a bare `sk-` or `Bearer` body must hold a digit, or be very long).
  */
 const SECRET_SHAPES: readonly RegExp[] = [
   /\bBearer\s+[A-Za-z0-9._~+/-]{16,}=*/g,
@@ -41,11 +41,12 @@ const SECRET_SHAPES: readonly RegExp[] = [
   /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----/g,
 ];
 /** Cheap test before the shapes run: most strings hold none of these. */
-const SHAPE_HINT = /sk-|Bearer|AIza|gh[pousr]_|github_pat_|glpat-|xox|hf_|gsk_|AKIA|ASIA|k_live_|k_test_|eyJ|PRIVATE KEY|\/[rb]\//;
+const SHAPE_HINT = /sk-|Bearer|AIza|gh[pousr]_|github_pat_|glpat-|xox|hf_|gsk_|AKIA|ASIA|k_live_|k_test_|eyJ|PRIVATE KEY/;
 
-/** Whether a matched `sk-…` / `Bearer …` looks random (a digit in it, or long), not a hyphenated word. */
+/** Whether a matched `sk-…` / `Bearer …` is a key, not a hyphenated word: a provider's key prefix (`sk-proj-`, `sk-ant-` …), or a random-looking body (a digit in it, or long). */
 function looksRandom(match: string): boolean {
-  const body = match.replace(/^(?:sk-(?:ant-|proj-|svcacct-|admin-)?|Bearer\s+)/, '');
+  if (/^sk-(?:ant|proj|svcacct|admin)-/.test(match)) return true;
+  const body = match.replace(/^(?:sk-|Bearer\s+)/, '');
   return /\d/.test(body) || body.length >= 40;
 }
 
@@ -215,6 +216,8 @@ const REDACTED = '[redacted]';
  * well-known key shapes, and capability URL paths. Nothing else changes, so model text stays as it was.
  */
 export function scrubText(text: string, secrets: readonly string[] = secretsOf()): string {
+  // A capability path first, so that its key (a remembered secret too) reads `/r/…` in a URL.
+  if (text.includes('/r/') || text.includes('/b/')) text = text.replace(CAPABILITY_PATH, '/$1/…');
   for (const secret of secrets) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
   if (!SHAPE_HINT.test(text)) return text;
   for (const shape of SECRET_SHAPES) {
@@ -224,7 +227,7 @@ export function scrubText(text: string, secrets: readonly string[] = secretsOf()
       text = text.replace(shape, (match) => (match.startsWith('sk-') || match.startsWith('Bearer') ? (looksRandom(match) ? REDACTED : match) : REDACTED));
     }
   }
-  return text.replace(CAPABILITY_PATH, '/$1/…');
+  return text;
 }
 
 /** A URL's credentials (the query's `key=`/`token=`… values, a password) redacted, then its secret values as in scrubText. */
