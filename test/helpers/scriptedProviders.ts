@@ -5,7 +5,8 @@
  * Behaviour on demand through the model name: `fail-500` (an API error in the provider's shape),
  * `stream-error` (Anthropic: an `error` event mid-stream), `constant-id` (every answer has the
  * same id), `thinking` (Anthropic: a thinking and a redacted_thinking block before the answer),
- * `credential-fields` (Anthropic: a tool_use whose input keys are `password` and `token`).
+ * `credential-fields` (Anthropic: a tool_use whose input keys are `password` and `token`), `parallel`
+ * (Gemini: `get_weather` called twice in one turn, for Paris and Oslo).
  */
 import type http from 'node:http';
 
@@ -136,7 +137,9 @@ export function respondGemini(path: string, body: Body, res: http.ServerResponse
   }
   const usageMetadata = { promptTokenCount: 12, candidatesTokenCount: 7, totalTokenCount: 19 };
   const responseId = model.includes('constant-id') ? 'gemini-constant' : `gemini-${counter}`;
-  const parts = geminiWantsTool(body) ? [{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }] : [{ text: PROVIDER_ANSWER }];
+  // `parallel`: the same function called twice in one turn (Gemini sends no call ids).
+  const calls = model.includes('parallel') ? ['Paris', 'Oslo'] : ['Paris'];
+  const parts = geminiWantsTool(body) ? calls.map((city) => ({ functionCall: { name: 'get_weather', args: { city } } })) : [{ text: PROVIDER_ANSWER }];
   const whole = { candidates: [{ content: { role: 'model', parts }, finishReason: 'STOP', index: 0 }], usageMetadata, modelVersion: model, responseId };
   if (match[2] === 'generateContent') {
     json(res, 200, whole);
