@@ -3,11 +3,16 @@
  * model content — fields named `token` or `password`, tool schemas, logprobs — is never edited by name.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { describe, test } from 'node:test';
 import { PLACEHOLDER_API_KEY, type Json, type SpanInput } from '../../trainer-daemon/protocol';
 import {
   RECORD_LIMITS, registerSecretValue, rememberRolloutSecrets, requestSecretValues, scrubJsonValues, scrubMessage, scrubSpan, scrubText, secretsOf, urlSecretValues,
 } from '../../trainer-daemon/protocol/secrets';
+import { Store } from '../../trainer-daemon/store/store';
+import { parsed } from '../helpers/params';
+import { tempDir } from '../helpers/tmp';
 
 function llmSpan(attributes: Record<string, Json>): SpanInput {
   return {
@@ -96,5 +101,25 @@ describe('secrets by value', () => {
     assert.match(content, /truncated \d+ characters/);
     assert.equal(span.attributes['lightning.outcome'], 'truncated');
     assert.equal(span.attributes['lightning.truncated_by'], 'string_chars');
+  });
+
+  test('the store: a rollout’s spans, rewards and error are scrubbed with its own remembered secrets; the file never holds them', (t) => {
+    const file = path.join(tempDir(t), 'store.db');
+    const store = Store.open(file);
+    t.after(() => store.close());
+    const rollout = store.createRollout(parsed('createRollout', { label: 'secrets' }));
+    store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'running' }));
+    const secret = 'opaque-store-credential-31337';
+    rememberRolloutSecrets(rollout.id, requestSecretValues({ 'x-api-key': secret }));
+    store.addSpans({ rolloutId: rollout.id, spans: [llmSpan({ 'lightning.request': { tools: [{ name: 'f', input_schema: { properties: { token: {} } } }], messages: [{ role: 'user', content: `key ${secret}` }] } })] });
+    const reward = store.addReward(parsed('addReward', { rolloutId: rollout.id, value: 1, comment: `thanks, ${secret}`, reason: `judge saw ${secret}` }));
+    assert.deepEqual([reward.comment, reward.reason], ['thanks, [redacted]', 'judge saw [redacted]']);
+    store.addRewards([parsed('addReward', { rolloutId: rollout.id, value: 0.5, name: 'auto', comment: secret })]);
+    const ended = store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'failed', error: `agent crashed: bad key ${secret}` }));
+    assert.equal(ended.error, 'agent crashed: bad key [redacted]');
+    const [span] = store.getRolloutDetail(rollout.id).spans;
+    assert.deepEqual(span!.attributes['lightning.request'], { tools: [{ name: 'f', input_schema: { properties: { token: {} } } }], messages: [{ role: 'user', content: 'key [redacted]' }] });
+    store.close();
+    for (const name of fs.readdirSync(path.dirname(file))) assert.ok(!fs.readFileSync(path.join(path.dirname(file), name)).includes(secret), name);
   });
 });
