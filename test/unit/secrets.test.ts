@@ -65,6 +65,7 @@ describe('secrets by value', () => {
     assert.ok(basic.includes('basic-password-9'));
     assert.ok(requestSecretValues({ cookie: 'a=1; session=session-value-77' }).includes('session-value-77'));
     assert.deepEqual(urlSecretValues('https://user:url-password-55@gw.example.com/v1?api_key=url-query-key-66'), ['url-password-55', 'url-query-key-66']);
+    assert.deepEqual(urlSecretValues('https://gateway-key-1234@gw.example.com/v1'), ['gateway-key-1234'], 'a key given as the user name');
 
     rememberRolloutSecrets('ro_one', values);
     const echo = llmSpan({ 'lightning.response': { error: { message: `Incorrect API key provided: ${agentKey}` } }, 'gen_ai.prompt': `{"key":"${googleKey}"}` });

@@ -194,11 +194,14 @@ export function requestSecretValues(headers: Readonly<Record<string, string | st
   return values.filter((value) => value.length >= MIN_SECRET_CHARS && !NOT_SECRETS.has(value));
 }
 
-/** The secret parts of a URL (its password, its query's credential parameters), e.g. of a rollout's upstream. */
+/**
+ * The secret parts of a URL, e.g. of a rollout's upstream: its password (or, without one, its user
+ * name, where gateways take a key: `https://KEY@host`) and its query's credential parameters.
+ */
 export function urlSecretValues(url: string): string[] {
   try {
     const parsed = new URL(url);
-    const values = [decodeURIComponent(parsed.password), decodeURIComponent(parsed.username)];
+    const values = [decodeURIComponent(parsed.password || parsed.username)];
     for (const [name, value] of parsed.searchParams) if (QUERY_SECRET_NAME.test(name)) values.push(value);
     return values.filter((value) => value.length >= MIN_SECRET_CHARS);
   } catch {
