@@ -93,7 +93,8 @@ const ENV_CREDENTIAL_WORDS = new Set(['key', 'token', 'auth', 'pass', 'pwd', 'pa
  */
 export function isSecretVariable(name: string, value: string): boolean {
   if (isCredentialKey(name) || name.toLowerCase().split(/[^a-z0-9]+/).some((word) => ENV_CREDENTIAL_WORDS.has(word))) return true;
-  if (scrubText(value) !== value || scrubUrlCredentials(value) !== value) return true;
+  // A variable's value is no model text: any `sk-…`/`Bearer …` word counts, random-looking or not.
+  if (scrubText(value) !== value || scrubUrlCredentials(value) !== value || /\b(?:sk-[A-Za-z0-9_-]{16,}|Bearer\s+\S{16,})/.test(value)) return true;
   return /^[a-z][a-z0-9+.-]*:\/\/[^/@\s]*:[^/@\s]+@/i.test(value);
 }
 
