@@ -134,6 +134,8 @@ export class Daemon {
     let http: DaemonHttpServer | undefined;
     try {
       const token = newToken();
+      // The RPC token writes into any rollout: wherever it turns up (an agent that logs its env), it is redacted.
+      registerSecretValue(token);
       const info: DaemonInfo = {
         version: VERSION,
         pid: process.pid,

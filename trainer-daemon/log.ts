@@ -1,8 +1,9 @@
 /**
- * The daemon's logger: JSON lines on stderr (stdout carries only the ready line). Values under keys
- * that look like credentials are replaced before they are written; prompt bodies are never logged.
+ * The daemon's logger: JSON lines on stderr (stdout carries only the ready line). Values of our own
+ * log fields named like credentials are replaced, and every string field is scrubbed of secret
+ * values (protocol/secrets.ts) before it is written; prompt bodies are never logged.
  */
-import { isCredentialKey, scrubText } from './protocol/secrets';
+import { isCredentialKey, scrubMessage } from './protocol/secrets';
 
 export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
 
@@ -20,8 +21,8 @@ export function redact(fields: Record<string, unknown>): Record<string, unknown>
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(fields)) {
     if (isCredentialKey(key)) out[key] = '[redacted]';
-    else if (value instanceof Error) out[key] = { name: value.name, message: scrubText(value.message) };
-    else if (typeof value === 'string') out[key] = scrubText(value);
+    else if (value instanceof Error) out[key] = { name: value.name, message: scrubMessage(value.message) };
+    else if (typeof value === 'string') out[key] = scrubMessage(value);
     else out[key] = value;
   }
   return out;

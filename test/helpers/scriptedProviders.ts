@@ -4,7 +4,9 @@
  * result came back yet the model asks for `get_weather({"city":"Paris"})`, else it answers ANSWER.
  * Behaviour on demand through the model name: `fail-500` (an API error in the provider's shape),
  * `stream-error` (Anthropic: an `error` event mid-stream), `constant-id` (every answer has the
- * same id), `thinking` (Anthropic: a thinking and a redacted_thinking block before the answer).
+ * same id), `thinking` (Anthropic: a thinking and a redacted_thinking block before the answer),
+ * `credential-fields` (Anthropic: a tool_use whose input keys are `password` and `token`), `parallel`
+ * (Gemini: `get_weather` called twice in one turn, for Paris and Oslo).
  */
 import type http from 'node:http';
 
@@ -36,7 +38,9 @@ function anthropicMessage(body: Body): Record<string, unknown> {
     content.push({ type: 'thinking', thinking: 'The user wants the weather; I should use the tool.', signature: 'sig-abc' });
     content.push({ type: 'redacted_thinking', data: 'cmVkYWN0ZWQ=' });
   }
-  if (anthropicWantsTool(body)) content.push({ type: 'tool_use', id: `toolu_paris_${counter}`, name: 'get_weather', input: { city: 'Paris' } });
+  // `credential-fields`: a tool input whose keys are named like credentials (they are content, and must stay).
+  if (anthropicWantsTool(body) && model.includes('credential-fields')) content.push({ type: 'tool_use', id: `toolu_login_${counter}`, name: 'login', input: { password: 'correct horse battery staple', token: 'the token the user typed' } });
+  else if (anthropicWantsTool(body)) content.push({ type: 'tool_use', id: `toolu_paris_${counter}`, name: 'get_weather', input: { city: 'Paris' } });
   else content.push({ type: 'text', text: PROVIDER_ANSWER });
   return {
     id: model.includes('constant-id') ? 'msg_constant' : `msg_${counter}`, type: 'message', role: 'assistant', model,
@@ -133,7 +137,9 @@ export function respondGemini(path: string, body: Body, res: http.ServerResponse
   }
   const usageMetadata = { promptTokenCount: 12, candidatesTokenCount: 7, totalTokenCount: 19 };
   const responseId = model.includes('constant-id') ? 'gemini-constant' : `gemini-${counter}`;
-  const parts = geminiWantsTool(body) ? [{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }] : [{ text: PROVIDER_ANSWER }];
+  // `parallel`: the same function called twice in one turn (Gemini sends no call ids).
+  const calls = model.includes('parallel') ? ['Paris', 'Oslo'] : ['Paris'];
+  const parts = geminiWantsTool(body) ? calls.map((city) => ({ functionCall: { name: 'get_weather', args: { city } } })) : [{ text: PROVIDER_ANSWER }];
   const whole = { candidates: [{ content: { role: 'model', parts }, finishReason: 'STOP', index: 0 }], usageMetadata, modelVersion: model, responseId };
   if (match[2] === 'generateContent') {
     json(res, 200, whole);

@@ -83,8 +83,8 @@ describe('the Gemini API as chat completions', () => {
     assert.deepEqual(chat.messages, [
       { role: 'system', content: 'Be terse.' },
       { role: 'user', content: 'Paris?' },
-      { role: 'assistant', content: null, tool_calls: [{ id: 'get_weather', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
-      { role: 'tool', tool_call_id: 'get_weather', content: '{"result":"sunny"}' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1_0', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1_0', content: '{"result":"sunny"}' },
     ]);
     assert.deepEqual([chat.model, chat.max_tokens, chat.temperature], ['gemini-x', 50, 0]);
     const back = chatToGeminiResponse({ id: 'c', choices: [{ message: { content: null, tool_calls: [{ id: 'k', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }] } }], usage: { prompt_tokens: 5, completion_tokens: 2 } }, 'gemini-x');
@@ -92,6 +92,37 @@ describe('the Gemini API as chat completions', () => {
     assert.equal(((again.choices as Obj[])[0]!.message as Obj).tool_calls !== undefined, true);
     assert.equal((again.choices as Obj[])[0]!.finish_reason, 'tool_calls');
     assert.deepEqual(again.usage, { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 });
+  });
+
+  it('two calls of one function in a turn: unique ids by position, the same in the response and in every later history; responses paired by order and name', () => {
+    const twoCalls: Obj[] = [{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }, { functionCall: { name: 'get_weather', args: { city: 'Oslo' } } }, { functionCall: { name: 'get_time', args: {} } }];
+    const first: { contents: Obj[]; tools: Json } = { contents: [{ role: 'user', parts: [{ text: 'Paris and Oslo?' }] }], tools: [{ functionDeclarations: [{ name: 'get_weather' }, { name: 'get_time' }] }] };
+    const answer = { candidates: [{ content: { role: 'model', parts: twoCalls } as Obj, finishReason: 'STOP' }], responseId: 'r1' };
+    const recorded = asChatCall({ 'lightning.api': 'gemini.generate_content', 'gen_ai.request.model': 'g', 'lightning.request': first, 'lightning.response': answer });
+    const ids = (((recorded.response!.choices as Obj[])[0]!.message as Obj).tool_calls as Obj[]).map((call) => call.id);
+    assert.deepEqual(ids, ['call_1_0', 'call_1_1', 'call_1_2']);
+    // The agent answers out of order for the two names, in order within one name (as the SDKs' loops do).
+    const results: Obj[] = [
+      { functionResponse: { name: 'get_time', response: { now: 'noon' } } },
+      { functionResponse: { name: 'get_weather', response: { result: 'Paris: sunny' } } },
+      { functionResponse: { name: 'get_weather', response: { result: 'Oslo: snow' } } },
+    ];
+    const second: Obj = { ...first, contents: [...first.contents, answer.candidates[0]!.content, { role: 'user', parts: results }] };
+    const chat = geminiRequestToChat(second, 'g');
+    const messages = chat.messages as Obj[];
+    assert.deepEqual(((messages[1]!.tool_calls as Obj[]).map((call) => call.id)), ids, 'the history reads the ids the response had');
+    assert.deepEqual(messages.slice(2).map((m) => [m.tool_call_id, m.content]), [['call_1_2', '{"now":"noon"}'], ['call_1_0', '{"result":"Paris: sunny"}'], ['call_1_1', '{"result":"Oslo: snow"}']]);
+    // Ids the API (or a translated policy) gave are kept, and a response naming one is paired by it.
+    const withIds: Obj = { contents: [
+      { role: 'user', parts: [{ text: 'x' }] },
+      { role: 'model', parts: [{ functionCall: { id: 'k1', name: 'f', args: {} } }, { functionCall: { id: 'k2', name: 'f', args: {} } }] },
+      { role: 'user', parts: [{ functionResponse: { id: 'k2', name: 'f', response: { n: 2 } } }, { functionResponse: { name: 'f', response: { n: 1 } } }] },
+    ] };
+    assert.deepEqual((geminiRequestToChat(withIds, 'g').messages as Obj[]).slice(2).map((m) => [m.tool_call_id, m.content]), [['k2', '{"n":2}'], ['k1', '{"n":1}']]);
+    // Through the translation and back, a policy's ids reach the agent and pair its answers.
+    const back = chatToGeminiResponse({ id: 'c', choices: [{ message: { content: null, tool_calls: [{ id: 'call_a', function: { name: 'f', arguments: '{}' } }, { id: 'call_b', function: { name: 'f', arguments: '{}' } }] } }] }, 'g');
+    const replay = { contents: [{ role: 'user', parts: [{ text: 'x' }] }, (back.candidates as Obj[])[0]!.content!, { role: 'user', parts: [{ functionResponse: { name: 'f', response: {} } }, { functionResponse: { name: 'f', response: {} } }] }] } as Obj;
+    assert.deepEqual((geminiRequestToChat(replay, 'g').messages as Obj[]).slice(2).map((m) => m.tool_call_id), ['call_a', 'call_b']);
   });
 
   it('stream chunks merge: texts join by kind, function calls stay whole, the last usage wins', () => {

@@ -102,7 +102,7 @@ describe('OTLP traces: decode and normalize', () => {
     const bodies = editedBodies(oneSpan('values', {}), (request, encoding) => {
       const proto = encoding === 'protobuf';
       request.resourceSpans[0]!.scopeSpans[0]!.spans[0]!.attributes.push(
-        { key: 'settings', value: { kvlistValue: { values: [{ key: 'model', value: { stringValue: 'gpt' } }, { key: 'headers', value: { kvlistValue: { values: [{ key: 'Authorization', value: { stringValue: 'Bearer sk-nested' } }] } } }] } } },
+        { key: 'settings', value: { kvlistValue: { values: [{ key: 'model', value: { stringValue: 'gpt' } }, { key: 'headers', value: { kvlistValue: { values: [{ key: 'Authorization', value: { stringValue: 'Bearer sk-nested-0123456789abcdef' } }] } } }] } } },
         { key: 'blob', value: { bytesValue: proto ? Uint8Array.from([0xde, 0xad, 0xbe, 0xef]) : '3q2+7w==' } },
         { key: 'big', value: { intValue: proto ? Long.fromString('9007199254740993') : '9007199254740993' } },
         { key: 'negative', value: { intValue: proto ? Long.fromNumber(-5) : -5 } },
@@ -112,7 +112,7 @@ describe('OTLP traces: decode and normalize', () => {
         { key: 'empty', value: { stringValue: '' } },
       );
     });
-    const expected = { settings: { model: 'gpt', headers: {} }, blob: '3q2+7w==', big: '9007199254740993', negative: -5, nothing: null, nan: 'NaN', mixed: ['x', true, [0.5]], empty: '' };
+    const expected = { settings: { model: 'gpt', headers: { Authorization: '[redacted]' } }, blob: '3q2+7w==', big: '9007199254740993', negative: -5, nothing: null, nan: 'NaN', mixed: ['x', true, [0.5]], empty: '' };
     assert.deepEqual(ingest(bodies.protobuf, 'protobuf').spans[0]!.span.attributes, expected);
     assert.deepEqual(ingest(bodies.json, 'json').spans[0]!.span.attributes, expected);
   });
@@ -188,7 +188,7 @@ describe('OTLP traces: decode and normalize', () => {
 
   test('partial success: malformed spans are rejected by id and reason, the rest of the batch goes through', () => {
     const spans = recordSpans((tracer) => {
-      for (const name of ['good', 'bad id', 'no start', 'wrong type']) tracer.startSpan(name, { attributes: { api_key: 'sk-leak' } }).end();
+      for (const name of ['good', 'bad id', 'no start', 'wrong type']) tracer.startSpan(name, { attributes: { api_key: 'sk-leak-0123456789abcdefghij' } }).end();
     });
     const ids = spans.map((s) => s.spanContext().spanId);
     const bodies = editedBodies(spans, (request, encoding) => {
@@ -216,21 +216,32 @@ describe('OTLP traces: decode and normalize', () => {
     ]);
   });
 
-  test('credential-named attributes are dropped from spans and events; token counts stay', () => {
+  test('secrets are redacted by value: header attributes whole, their values and key shapes anywhere; fields named token or password are content', () => {
+    const agentKey = 'plain-agent-credential-4711';
+    const schema = JSON.stringify({ type: 'object', properties: { token: { type: 'string' }, password: { type: 'string' }, api_key: { type: 'string' } } });
     const spans = recordSpans((tracer) => {
       const span = tracer.startSpan('chat', {
         attributes: {
           'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': 5, 'gen_ai.request.max_tokens': 64, 'llm.token_count.prompt': 5, 'ai.usage.promptTokens': 5,
-          'http.request.header.authorization': 'Bearer sk-1', 'x-api-key': 'sk-2', apiKey: 'sk-3', OPENAI_API_KEY: 'sk-4', auth_token: 'sk-5', 'db.password': 'sk-6', client_secret: 'sk-7', Cookie: 'sk-8',
+          'http.request.header.authorization': `Bearer ${agentKey}`, 'x-api-key': 'sk-2', Cookie: 'session=abc',
+          apiKey: 'sk-proj-AbCdEf0123456789ghijkl', 'url.full': 'https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key=opaque-google-key-1&alt=sse',
+          'llm.tools.0.tool.json_schema': schema, token: 'Paris', password: 'the word the user chose',
+          'llm.input_messages.0.message.content': `my key is ${agentKey}, and the other one opaque-google-key-1`,
         },
       });
-      span.addEvent('request', { 'http.request.header.set-cookie': 'sk-9', size: 10 });
+      span.addEvent('request', { 'http.request.header.set-cookie': 'sid=sess-value-0123', size: 10, echo: 'cookie sess-value-0123' });
       span.end();
     });
-    // Dropped where the store takes a span, whoever made it (ingest applies it).
+    // Redacted where the store takes a span, whoever made it (ingest applies it).
     const { span } = ingest(encode(spans, 'protobuf'), 'protobuf').spans[0]!;
-    assert.deepEqual(span.attributes, { 'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': 5, 'gen_ai.request.max_tokens': 64, 'llm.token_count.prompt': 5, 'ai.usage.promptTokens': 5 });
-    assert.deepEqual(span.events[0]!.attributes, { size: 10 });
+    assert.deepEqual(span.attributes, {
+      'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': 5, 'gen_ai.request.max_tokens': 64, 'llm.token_count.prompt': 5, 'ai.usage.promptTokens': 5,
+      'http.request.header.authorization': '[redacted]', 'x-api-key': '[redacted]', Cookie: '[redacted]',
+      apiKey: '[redacted]', 'url.full': 'https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key=[redacted]&alt=sse',
+      'llm.tools.0.tool.json_schema': schema, token: 'Paris', password: 'the word the user chose',
+      'llm.input_messages.0.message.content': 'my key is [redacted], and the other one [redacted]',
+    });
+    assert.deepEqual(span.events[0]!.attributes, { 'http.request.header.set-cookie': '[redacted]', size: 10, echo: 'cookie [redacted]' });
     assert.equal(span.promptTokens, 5);
     for (const key of ['token', 'access_token', 'x-auth-token', 'sessionToken', 'private_key', 'Proxy-Authorization']) assert.ok(isCredentialKey(key), key);
     for (const key of ['prompt_token_ids', 'tokenizer', 'gen_ai.usage.output_tokens', 'llm.token_count.total']) assert.ok(!isCredentialKey(key), key);

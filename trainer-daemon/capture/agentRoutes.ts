@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { AddRewardParams, describeIssues, type Json, type Rollout, type SpanInput } from '../protocol';
 import crypto from 'node:crypto';
 import { hasEnded } from '../protocol/status';
+import { rememberRolloutSecrets, requestSecretValues } from '../protocol/secrets';
 import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError } from '../protocol/errors';
 import type { Logger } from '../log';
 import { requestPath, sendJson } from '../server/http';
@@ -166,6 +167,7 @@ export class AgentRoutes {
     if (typeof key === 'string') {
       const agent = /^[A-Za-z0-9_-]{16,64}$/.test(key) ? this.options.store.findAgentKey(key) : undefined;
       if (!agent) throw new UnauthorizedError(`the ${ROLLOUT_KEY_HEADER} header names no running rollout of this daemon (an attempt that ended has its key revoked)`);
+      rememberRolloutSecrets(agent.rolloutId, requestSecretValues(request.headers));
       return this.otlpRoute(agent.rolloutId, path, request, response);
     }
     if (!bearerMatches(request.headers.authorization, this.options.token)) {
@@ -193,6 +195,9 @@ export class AgentRoutes {
   private async dispatch(key: string, path: string, search: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
     const agent = this.options.store.findAgentKey(key);
     if (!agent) throw new NotFoundError('unknown rollout key: this URL belongs to no running rollout of this daemon (an attempt that ended has its URL revoked)');
+    // The agent's own credentials (Authorization, x-api-key, x-goog-api-key, ?key=, …) and its key are this
+    // rollout's secrets: an upstream echo, a reward comment or an OTLP attribute holding one is redacted.
+    rememberRolloutSecrets(agent.rolloutId, [key, ...requestSecretValues(request.headers, search)]);
     const route = `${request.method} ${path}`;
     const provider = providerRoute(request.method, path, search, request.headers);
     if (provider) return this.forwardToProvider(agent, provider, request, response);

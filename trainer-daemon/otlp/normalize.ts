@@ -1,8 +1,8 @@
 /**
  * Turns a decoded OTLP trace export into the daemon's spans (`SpanInput`): hex ids checked, times in
  * epoch milliseconds, a category (llm | tool | agent | reward | other) and token usage read from
- * whichever instrumentation convention the agent's framework follows (credentials are dropped where the
- * store takes the span: secrets.ts#scrubSpan).
+ * whichever instrumentation convention the agent's framework follows (secret values are redacted where
+ * the store takes the span: secrets.ts#scrubSpan).
  *
  * A span that cannot be stored is reported in `rejected` and the rest of the batch goes on, as OTLP's
  * partial success allows.

@@ -151,31 +151,56 @@ export function anthropicResponseEvents(message: JsonObject): Array<{ event: str
 // ---------------------------------------------------------------------------------------------
 // Gemini API
 
-/** The id a function call and its response share: Gemini's own `id` when it sent one, else the name. */
-const callId = (part: JsonObject): string => str(part.id) || str(part.name);
+/**
+ * The id of a model turn's `index`-th function call, the turn being the `turn`-th content of the
+ * conversation: Gemini's own `id` when it sent one (Vertex, the Live API, a translated policy's
+ * answer), else one derived from that position. Gemini sends no ids as a rule, and names repeat (two
+ * `get_weather` calls in one turn): a position is unique in the conversation, and the same wherever
+ * the turn is read — in the response that made it (turn = the request's content count) and in the
+ * history of every later request.
+ */
+export function geminiCallId(call: JsonObject, turn: number, index: number): string {
+  return str(call.id) || `call_${turn}_${index}`;
+}
+
+/** The function calls of the latest model turn, each answered at most once. */
+interface PendingCall {
+  readonly id: string;
+  readonly name: string;
+  answered: boolean;
+}
 
 function geminiParts(content: Json | undefined): JsonObject[] {
   if (typeof content === 'string') return [{ text: content }];
   return list(isObject(content) ? content.parts : undefined).filter(isObject);
 }
 
-function geminiContentToChat(content: JsonObject): JsonObject[] {
+/**
+ * One content of a conversation as chat messages. A model turn's calls get their ids (geminiCallId)
+ * and become the pending calls; a user (or `function`) turn's FunctionResponse parts answer them in
+ * order — by id when the response has one that matches, else the first unanswered call of that name.
+ */
+function geminiContentToChat(content: JsonObject, turn: number, pending: PendingCall[]): JsonObject[] {
   const parts = list(content.parts).filter(isObject);
   if (content.role === 'model') {
     const text = parts.filter((p) => typeof p.text === 'string' && p.thought !== true).map((p) => str(p.text)).join('');
     const thinking = parts.filter((p) => p.thought === true).map((p) => str(p.text)).join('\n');
-    const calls = parts.filter((p) => isObject(p.functionCall)).map((p) => {
+    const calls = parts.filter((p) => isObject(p.functionCall)).map((p, index) => {
       const fn = p.functionCall as JsonObject;
-      return { id: callId(fn), type: 'function', function: { name: str(fn.name), arguments: JSON.stringify(fn.args ?? {}) } };
+      return { id: geminiCallId(fn, turn, index), type: 'function', function: { name: str(fn.name), arguments: JSON.stringify(fn.args ?? {}) } };
     });
+    pending.splice(0, pending.length, ...calls.map((call) => ({ id: call.id, name: call.function.name, answered: false })));
     const chat: JsonObject = { role: 'assistant', content: text.length > 0 || calls.length === 0 ? text : null };
     if (thinking) chat.reasoning_content = thinking;
     if (calls.length > 0) chat.tool_calls = calls;
     return [chat];
   }
-  const results = parts.filter((p) => isObject(p.functionResponse)).map((p) => {
+  const results = parts.filter((p) => isObject(p.functionResponse)).map((p, index) => {
     const fn = p.functionResponse as JsonObject;
-    return { role: 'tool', tool_call_id: callId(fn), content: JSON.stringify(fn.response ?? {}) };
+    const call = pending.find((c) => !c.answered && str(fn.id) !== '' && c.id === str(fn.id)) ?? pending.find((c) => !c.answered && c.name === str(fn.name));
+    if (call) call.answered = true;
+    // A response to no call of the previous turn keeps its own id, else one of its position.
+    return { role: 'tool', tool_call_id: call?.id ?? (str(fn.id) || `call_${turn}_${index}`), content: JSON.stringify(fn.response ?? {}) };
   });
   const chatParts = parts.flatMap((p): JsonObject[] => {
     if (typeof p.text === 'string') return [{ type: 'text', text: p.text }];
@@ -186,13 +211,18 @@ function geminiContentToChat(content: JsonObject): JsonObject[] {
   return chatParts.length > 0 ? [...results, { role: 'user', content: chatContent(chatParts) }] : results;
 }
 
+/** A request's contents as Gemini reads them (a bare string is one user turn). */
+function geminiContents(request: JsonObject): JsonObject[] {
+  return typeof request.contents === 'string' ? [{ role: 'user', parts: [{ text: request.contents }] }] : list(request.contents).filter(isObject);
+}
+
 /** A generateContent request (the model comes from the URL) as a chat completions request. */
 export function geminiRequestToChat(request: JsonObject, model: string): JsonObject {
   const messages: JsonObject[] = [];
   const system = geminiParts(request.systemInstruction).map((p) => str(p.text)).join('\n');
   if (system) messages.push({ role: 'system', content: system });
-  const contents = typeof request.contents === 'string' ? [{ role: 'user', parts: [{ text: request.contents }] }] : list(request.contents).filter(isObject);
-  for (const content of contents) messages.push(...geminiContentToChat(content));
+  const pending: PendingCall[] = [];
+  geminiContents(request).forEach((content, turn) => messages.push(...geminiContentToChat(content, turn, pending)));
   const chat: JsonObject = { model, messages };
   const declarations = list(request.tools).filter(isObject).flatMap((tool) => list(tool.functionDeclarations).filter(isObject));
   if (declarations.length > 0) {
@@ -208,10 +238,13 @@ export function geminiRequestToChat(request: JsonObject, model: string): JsonObj
 
 const GEMINI_STOP: Record<string, string> = { STOP: 'stop', MAX_TOKENS: 'length', SAFETY: 'content_filter', RECITATION: 'content_filter' };
 
-/** A generateContent response as a chat completion. */
-export function geminiResponseToChat(response: JsonObject): JsonObject {
+/**
+ * A generateContent response as a chat completion. `turn` is where the answer's turn stands in the
+ * conversation (the request's content count), from which its function calls' ids are derived.
+ */
+export function geminiResponseToChat(response: JsonObject, turn = 0): JsonObject {
   const candidate = isObject(list(response.candidates)[0]) ? (list(response.candidates)[0] as JsonObject) : {};
-  const [message] = geminiContentToChat({ role: 'model', parts: isObject(candidate.content) ? (candidate.content.parts ?? []) : [] });
+  const [message] = geminiContentToChat({ role: 'model', parts: isObject(candidate.content) ? (candidate.content.parts ?? []) : [] }, turn, []);
   const usage = isObject(response.usageMetadata) ? response.usageMetadata : {};
   const input = typeof usage.promptTokenCount === 'number' ? usage.promptTokenCount : 0;
   const output = (typeof usage.candidatesTokenCount === 'number' ? usage.candidatesTokenCount : 0) + (typeof usage.thoughtsTokenCount === 'number' ? usage.thoughtsTokenCount : 0);
@@ -261,7 +294,8 @@ export function asChatCall(attributes: Readonly<Record<string, Json>>): { reques
     case ANTHROPIC_MESSAGES:
       return { request: request && anthropicRequestToChat(request), response: response && anthropicResponseToChat(response) };
     case GEMINI_GENERATE:
-      return { request: request && geminiRequestToChat(request, str(attributes['gen_ai.request.model'])), response: response && geminiResponseToChat(response) };
+      // The answer is the turn after the request's contents: its calls' ids are those its history will read.
+      return { request: request && geminiRequestToChat(request, str(attributes['gen_ai.request.model'])), response: response && geminiResponseToChat(response, request ? geminiContents(request).length : 0) };
     default:
       return { request, response };
   }

@@ -1,29 +1,69 @@
 /**
- * The one place that decides what a secret looks like. Everything stored or logged — proxy
- * records, OTLP spans, command lines, upstream URLs, log fields — goes through here: credential-
- * named fields are dropped, key-shaped strings and per-rollout capability URLs are redacted.
+ * The one place that decides what a secret is. Everything stored or logged — proxy records, OTLP
+ * spans, rewards and their comments, command lines, upstream URLs, log fields, exports — goes
+ * through here. Secrets are found by VALUE, never by the name of the field that holds them: the
+ * exact keys the daemon knows (its own token, the upstream keys it was given, and each rollout's —
+ * the values of the credential headers and `?key=` its agent sent, its upstreams' credentials, its
+ * capability key) and the shapes of well-known keys (`sk-…`, `AIza…`, `ghp_…`, JWTs …) are
+ * redacted wherever they appear. Model content — messages, tool schemas, tool arguments, logprobs —
+ * is therefore kept byte for byte unless it holds such a value. Names decide only where the field IS
+ * a credential by definition: an HTTP header (`authorization`, `x-api-key`, recorded as
+ * `http.request.header.*` span attributes), a URL's query credential (`?key=`), a command-line flag
+ * (`--api-key`), an environment variable, a log field.
  */
 import type { Json, SpanInput } from './records';
 import { markTruncated } from './outcome';
 import type { TruncationLimit } from './outcomeSchema';
+import { PLACEHOLDER_API_KEY } from './agentEnv';
 
 const CREDENTIAL_WORDS = new Set(['authorization', 'password', 'passwd', 'secret', 'secrets', 'cookie', 'cookies', 'apikey', 'credential', 'credentials']);
 /** `token` is a credential (`access_token`, `x-auth-token`) except where it counts or lists tokens. */
 const TOKEN_ACCOUNTING_WORDS = new Set(['count', 'counts', 'ids', 'id', 'logprobs', 'usage', 'type', 'limit']);
 
-/** Shapes of provider API keys and bearer tokens, wherever they hide. */
-const SECRET_VALUE = /\b(sk-[A-Za-z0-9_-]{16,}|sk-ant-[A-Za-z0-9_-]{16,}|Bearer\s+[A-Za-z0-9._~+/-]{16,}=*|AIza[0-9A-Za-z_-]{30,}|gh[pousr]_[A-Za-z0-9]{30,}|xox[abpors]-[A-Za-z0-9-]{10,}|hf_[A-Za-z0-9]{30,}|gsk_[A-Za-z0-9]{20,})/g;
-/** A rollout's capability URL path: whoever reads it could write into that rollout. */
-const CAPABILITY_PATH = /\/r\/[A-Za-z0-9_-]{16,64}(?=\/|\b|$)/g;
+/**
+ * Shapes of provider API keys and bearer tokens. Each is specific enough that ordinary text (model
+ * answers, code, logprobs' token strings) does not match: a prefix that words do not start with,
+ * and a random-looking body (a bare `sk-` or `Bearer` body must hold a digit, or be very long).
+ */
+const SECRET_SHAPES: readonly RegExp[] = [
+  /\bBearer\s+[A-Za-z0-9._~+/-]{16,}=*/g,
+  /\bsk-(?:ant-|proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}/g,
+  /\bAIza[0-9A-Za-z_-]{30,}/g,
+  /\bgh[pousr]_[A-Za-z0-9]{30,}/g,
+  /\bgithub_pat_[A-Za-z0-9_]{30,}/g,
+  /\bglpat-[A-Za-z0-9_-]{20,}/g,
+  /\bxox[abposr]-[A-Za-z0-9-]{10,}/g,
+  /\bhf_[A-Za-z0-9]{30,}/g,
+  /\bgsk_[A-Za-z0-9]{20,}/g,
+  /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g,
+  /\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}/g,
+  /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g,
+  /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----/g,
+];
+/** Cheap test before the shapes run: most strings hold none of these. */
+const SHAPE_HINT = /sk-|Bearer|AIza|gh[pousr]_|github_pat_|glpat-|xox|hf_|gsk_|AKIA|ASIA|k_live_|k_test_|eyJ|PRIVATE KEY/;
+
+/** Whether a matched `sk-…` / `Bearer …` is a key, not a hyphenated word: a provider's key prefix (`sk-proj-`, `sk-ant-` …), or a random-looking body (a digit in it, or long). */
+function looksRandom(match: string): boolean {
+  if (/^sk-(?:ant|proj|svcacct|admin)-/.test(match)) return true;
+  const body = match.replace(/^(?:sk-|Bearer\s+)/, '');
+  return /\d/.test(body) || body.length >= 40;
+}
+
+/** A rollout's capability URL path (`/r/<key>`, a worker batch's `/b/<key>`): whoever reads it could write into that rollout. */
+const CAPABILITY_PATH = /\/([rb])\/[A-Za-z0-9_-]{32}(?![A-Za-z0-9_-])/g;
 /** Credentials in a URL query (`?key=AIza…`, `&api_key=…`). */
-const QUERY_SECRET = /([?&](?:key|api[-_]?key|access[-_]?token|token|sig|signature)=)[^&#\s]+/gi;
+const QUERY_SECRET = /([?&](?:key|api[-_]?key|access[-_]?token|token|sig|signature|auth|password)=)[^&#\s"']+/gi;
+const QUERY_SECRET_NAME = /^(?:key|api[-_]?key|access[-_]?token|token|sig|signature|auth|password)$/i;
 
 const known = new Map<string, boolean>();
 
 /**
- * Whether a field name names a credential. Names are split into words (separators and camelCase)
- * so that `gen_ai.usage.input_tokens` or `llm.token_count.prompt` stay while `x-api-key`, `apiKey`,
- * `http.request.header.authorization` and `auth_token` go. Results are remembered (names repeat).
+ * Whether a field name names a credential — used only where the field is one by definition (an HTTP
+ * header's name, a command-line flag, an environment variable, a log field), never inside recorded
+ * bodies or attributes. Names are split into words (separators and camelCase) so that
+ * `llm.token_count.prompt` stays while `x-api-key`, `apiKey`, `authorization` and `auth_token` go.
+ * Results are remembered (names repeat).
  */
 export function isCredentialKey(key: string): boolean {
   let answer = known.get(key);
@@ -53,39 +93,194 @@ const ENV_CREDENTIAL_WORDS = new Set(['key', 'token', 'auth', 'pass', 'pwd', 'pa
  */
 export function isSecretVariable(name: string, value: string): boolean {
   if (isCredentialKey(name) || name.toLowerCase().split(/[^a-z0-9]+/).some((word) => ENV_CREDENTIAL_WORDS.has(word))) return true;
-  if (scrubText(value) !== value) return true;
+  // A variable's value is no model text: any `sk-…`/`Bearer …` word counts, random-looking or not.
+  if (scrubText(value) !== value || scrubUrlCredentials(value) !== value || /\b(?:sk-[A-Za-z0-9_-]{16,}|Bearer\s+\S{16,})/.test(value)) return true;
   return /^[a-z][a-z0-9+.-]*:\/\/[^/@\s]*:[^/@\s]+@/i.test(value);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The exact values known to be secrets
+
+/** Shorter values are too common to redact verbatim wherever they appear. */
+const MIN_SECRET_CHARS = 8;
+/** Values that go where credentials go but are none: the placeholder key agents are given. */
+const NOT_SECRETS: ReadonlySet<string> = new Set([PLACEHOLDER_API_KEY, `Bearer ${PLACEHOLDER_API_KEY}`]);
+
 /**
- * Exact secret values this process knows (the daemon's own upstream key): redacted wherever they
- * appear, whatever their shape — an upstream that echoes the key in an error must not get it stored.
+ * Exact secret values this process knows (the daemon's upstream key and RPC token, a judge's key):
+ * redacted wherever they appear, whatever their shape — an upstream that echoes the key in an
+ * error must not get it stored.
  */
 const knownSecrets = new Set<string>();
 
-/** Registers a secret value to redact verbatim (values under 8 characters are too common to match). */
+/** Registers a secret value to redact verbatim in every record of this process. */
 export function registerSecretValue(value: string | undefined): void {
-  if (value && value.length >= 8) knownSecrets.add(value);
+  if (value && value.length >= MIN_SECRET_CHARS && !NOT_SECRETS.has(value) && !knownSecrets.has(value)) {
+    knownSecrets.add(value);
+    processSecrets = undefined;
+  }
 }
 
-export function scrubText(text: string): string {
-  for (const secret of knownSecrets) if (text.includes(secret)) text = text.split(secret).join('[redacted]');
-  if (!/sk-|Bearer|AIza|gh[pousr]_|xox|hf_|gsk_|\/r\/|[?&]/.test(text)) return text;
-  return text.replace(SECRET_VALUE, '[redacted]').replace(CAPABILITY_PATH, '/r/…').replace(QUERY_SECRET, '$1[redacted]');
+/** knownSecrets as scrubText takes them (longest first), rebuilt when one is registered. */
+let processSecrets: readonly string[] | undefined;
+
+/** Each rollout's own secret values, newest rollouts last; bounded in rollouts and in values per rollout. */
+const rolloutSecrets = new Map<string, Set<string>>();
+const MAX_ROLLOUTS_REMEMBERED = 10_000;
+const MAX_SECRETS_PER_ROLLOUT = 32;
+
+/**
+ * Remembers values as secrets of one rollout (its agent's credential headers and `?key=`, its
+ * upstreams' credentials, its capability key): whatever of that rollout is stored later — a body
+ * that echoes them, a reward comment, an OTLP attribute — has them redacted.
+ */
+export function rememberRolloutSecrets(rolloutId: string, values: Iterable<string | undefined>): void {
+  let set = rolloutSecrets.get(rolloutId);
+  for (const value of values) {
+    if (!value || value.length < MIN_SECRET_CHARS || NOT_SECRETS.has(value) || knownSecrets.has(value)) continue;
+    if (!set) {
+      set = new Set();
+      rolloutSecrets.set(rolloutId, set);
+      if (rolloutSecrets.size > MAX_ROLLOUTS_REMEMBERED) rolloutSecrets.delete(rolloutSecrets.keys().next().value!);
+    }
+    if (set.size < MAX_SECRETS_PER_ROLLOUT) set.add(value);
+  }
+}
+
+/** The exact values to redact in a record: the process's and (with a rollout) that rollout's, longest first. */
+export function secretsOf(rolloutId?: string | null): readonly string[] {
+  processSecrets ??= [...knownSecrets].sort((a, b) => b.length - a.length);
+  const own = rolloutId ? rolloutSecrets.get(rolloutId) : undefined;
+  return own ? [...processSecrets, ...own].sort((a, b) => b.length - a.length) : processSecrets;
+}
+
+/** The names of the headers that carry credentials, whatever the rest of the name (`x-api-key`, `authorization`, `cookie` …). */
+export function isCredentialHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return lower === 'set-cookie' || lower === 'x-goog-api-key' || lower === 'api-key' || lower === 'x-lightning-rollout-key' || isCredentialKey(lower);
+}
+
+/** The secret values in one credential header's value: the whole value, the token after `Bearer`/`Basic`, a Basic password, each cookie's value. */
+function headerSecretValues(name: string, value: string): string[] {
+  const values = [value.trim()];
+  const scheme = /^\s*(Bearer|Basic|Token|Key)\s+(\S+)\s*$/i.exec(value);
+  if (scheme) {
+    values.push(scheme[2]!);
+    if (scheme[1]!.toLowerCase() === 'basic') {
+      let decoded = '';
+      try {
+        decoded = atob(scheme[2]!);
+      } catch {
+        // Not base64: the whole token is remembered already.
+      }
+      const colon = decoded.indexOf(':');
+      if (colon > 0) values.push(decoded.slice(colon + 1));
+    }
+  }
+  if (/cookie/i.test(name)) for (const pair of value.split(/;\s*/)) values.push(pair.slice(pair.indexOf('=') + 1).split(';')[0]!.trim());
+  return values;
+}
+
+/**
+ * The secret values an HTTP request carries in its credential headers and its query's credential
+ * parameters (`?key=`): what the daemon remembers for the rollout that request belongs to.
+ */
+export function requestSecretValues(headers: Readonly<Record<string, string | string[] | undefined>>, search = ''): string[] {
+  const values: string[] = [];
+  for (const [name, value] of Object.entries(headers)) {
+    if (value === undefined || !isCredentialHeader(name)) continue;
+    for (const one of Array.isArray(value) ? value : [value]) values.push(...headerSecretValues(name, one));
+  }
+  if (search) for (const [name, value] of new URLSearchParams(search)) if (QUERY_SECRET_NAME.test(name)) values.push(value);
+  return values.filter((value) => value.length >= MIN_SECRET_CHARS && !NOT_SECRETS.has(value));
+}
+
+/**
+ * The secret parts of a URL, e.g. of a rollout's upstream: its password (or, without one, its user
+ * name, where gateways take a key: `https://KEY@host`) and its query's credential parameters.
+ */
+export function urlSecretValues(url: string): string[] {
+  try {
+    const parsed = new URL(url);
+    const values = [decodeURIComponent(parsed.password || parsed.username)];
+    for (const [name, value] of parsed.searchParams) if (QUERY_SECRET_NAME.test(name)) values.push(value);
+    return values.filter((value) => value.length >= MIN_SECRET_CHARS);
+  } catch {
+    return [];
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Redacting
+
+const REDACTED = '[redacted]';
+
+/**
+ * Text with every secret value redacted: the exact values given (default: the process's), the
+ * well-known key shapes, and capability URL paths. Nothing else changes, so model text stays as it was.
+ */
+export function scrubText(text: string, secrets: readonly string[] = secretsOf()): string {
+  // A capability path first, so that its key (a remembered secret too) reads `/r/…` in a URL.
+  if (text.includes('/r/') || text.includes('/b/')) text = text.replace(CAPABILITY_PATH, '/$1/…');
+  for (const secret of secrets) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
+  if (!SHAPE_HINT.test(text)) return text;
+  for (const shape of SECRET_SHAPES) {
+    shape.lastIndex = 0;
+    if (shape.test(text)) {
+      shape.lastIndex = 0;
+      text = text.replace(shape, (match) => (match.startsWith('sk-') || match.startsWith('Bearer') ? (looksRandom(match) ? REDACTED : match) : REDACTED));
+    }
+  }
+  return text;
+}
+
+/** A URL's credentials (the query's `key=`/`token=`… values, a password) redacted, then its secret values as in scrubText. */
+export function scrubUrlCredentials(text: string, secrets: readonly string[] = secretsOf()): string {
+  return scrubText(text.replace(QUERY_SECRET, `$1${REDACTED}`).replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/@\s:]*:)[^/@\s]+@/gi, `$1${REDACTED}@`), secrets);
 }
 
 /** `name: VALUE` / `name=VALUE` where the name is a credential's (`x-api-key: …`, `password=…`). */
 const NAMED_VALUE = /([A-Za-z][A-Za-z0-9_.-]*)(\s*[:=]\s*)("[^"]*"|'[^']*'|[^\s,;&"']+)/g;
 
 /**
- * Free text that may quote headers or assignments (error messages, status messages, argv words):
- * key shapes redacted as in `scrubText`, and the value after any credential-named `name:`/`name=`.
+ * Free text of our own or an error's (error messages, status messages, span and event names, argv
+ * words, log lines), which may quote headers or URLs: secret values as in `scrubText`, URL query
+ * credentials, and the value after any credential-named `name:`/`name=`. Never used on model content.
  */
-export function scrubMessage(text: string): string {
-  const scrubbed = scrubText(text);
+export function scrubMessage(text: string, secrets: readonly string[] = secretsOf()): string {
+  const scrubbed = scrubUrlCredentials(text, secrets);
   if (!/key|token|pass|secret|auth|cookie|credential/i.test(scrubbed)) return scrubbed;
-  return scrubbed.replace(NAMED_VALUE, (whole, name: string, separator: string) => (isCredentialKey(name) ? `${name}${separator}[redacted]` : whole));
+  return scrubbed.replace(NAMED_VALUE, (whole, name: string, separator: string) => (isCredentialKey(name) ? `${name}${separator}${REDACTED}` : whole));
 }
+
+/**
+ * A JSON value with every string scrubbed by value (scrubText), nothing else changed: keys, numbers
+ * and structure stay. Returns the same object when nothing was redacted. For records read back out
+ * (exports) and rewards; the store's spans go through scrubSpan.
+ */
+export function scrubJsonValues<T extends Json>(value: T, secrets: readonly string[] = secretsOf(), depth = 0): T {
+  if (typeof value === 'string') return scrubText(value, secrets) as T;
+  if (value === null || typeof value !== 'object' || depth > RECORD_LIMITS.maxDepth) return value;
+  let changed = false;
+  if (Array.isArray(value)) {
+    const out = value.map((item) => {
+      const scrubbed = scrubJsonValues(item, secrets, depth + 1);
+      if (scrubbed !== item) changed = true;
+      return scrubbed;
+    });
+    return (changed ? out : value) as T;
+  }
+  const out: { [key: string]: Json } = {};
+  for (const [key, inner] of Object.entries(value)) {
+    const scrubbed = scrubJsonValues(inner, secrets, depth + 1);
+    if (scrubbed !== inner) changed = true;
+    Object.defineProperty(out, key, { value: scrubbed, enumerable: true, writable: true, configurable: true });
+  }
+  return (changed ? out : value) as T;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Records
 
 /**
  * What a record may hold (README "Guarantees"): JSON nested deeper than `maxDepth` is cut at that
@@ -104,10 +299,12 @@ export interface RecordBudget {
   left: number;
   /** The first limit the walk cut at, if any: an LLM call cut there is `truncated` (protocol/outcome.ts). */
   cut?: TruncationLimit;
+  /** The exact secret values to redact (secretsOf); default the process's. */
+  secrets?: readonly string[];
 }
 
-export function recordBudget(): RecordBudget {
-  return { left: RECORD_LIMITS.maxRecordChars };
+export function recordBudget(secrets?: readonly string[]): RecordBudget {
+  return { left: RECORD_LIMITS.maxRecordChars, secrets };
 }
 
 function capString(text: string, budget: RecordBudget): string {
@@ -116,12 +313,13 @@ function capString(text: string, budget: RecordBudget): string {
   if (text.length > limit) budget.cut ??= limit === RECORD_LIMITS.maxStringChars ? 'string_chars' : 'record_chars';
   budget.left -= Math.min(text.length, limit);
   // Scrubbed after the cut: a regex over a 100 MB string is the cost being avoided.
-  return scrubText(kept);
+  return scrubText(kept, budget.secrets);
 }
 
 /**
- * A JSON value with credential-named fields dropped (at any depth), secret-looking strings redacted,
- * and cut to RECORD_LIMITS. Recursion is bounded by `maxDepth`, so no input overflows the stack.
+ * A JSON value with secret values redacted in every string (keys and structure untouched: a field
+ * named `token` or `password` is content like any other), cut to RECORD_LIMITS. Recursion is
+ * bounded by `maxDepth`, so no input overflows the stack.
  */
 export function scrubSecrets(value: Json, budget: RecordBudget = { left: Infinity }, depth = 0): Json {
   if (typeof value === 'string') return capString(value, budget);
@@ -147,7 +345,6 @@ export function scrubSecrets(value: Json, budget: RecordBudget = { left: Infinit
   }
   const out: { [key: string]: Json } = {};
   for (const [key, inner] of Object.entries(value)) {
-    if (isCredentialKey(key)) continue;
     if (budget.left <= 0) {
       budget.cut ??= 'record_chars';
       Object.defineProperty(out, 'lightning.omitted', { value: OMITTED_MARKER, enumerable: true, writable: true, configurable: true });
@@ -190,23 +387,74 @@ export function scrubArgv(argv: readonly string[]): string[] {
 const MAX_NAME_CHARS = 1024;
 const MAX_MESSAGE_CHARS = 64 * 1024;
 
-function capText(text: string, max: number): string {
-  return scrubMessage(text.length > max ? `${text.slice(0, max)}…[lightning: truncated ${text.length - max} characters]` : text);
+function capText(text: string, max: number, secrets: readonly string[]): string {
+  return scrubMessage(text.length > max ? `${text.slice(0, max)}…[lightning: truncated ${text.length - max} characters]` : text, secrets);
+}
+
+/** A span attribute that records an HTTP header (`http.request.header.authorization`, OTel's convention), by the header's name. */
+const HEADER_ATTRIBUTE = /^(?:http\.(?:request|response)\.header\.)(.+)$/i;
+
+/** Whether a span attribute IS a credential header (its whole value is a credential), not content that may mention one. */
+function isCredentialHeaderAttribute(key: string): boolean {
+  const header = HEADER_ATTRIBUTE.exec(key)?.[1];
+  return header !== undefined ? isCredentialHeader(header) : /^(?:authorization|proxy-authorization|x-api-key|api-key|x-goog-api-key|cookie|set-cookie)$/i.test(key);
+}
+
+/** Whether a span attribute is a URL or a URL's query (`url.full`, `http.url`, `url.query`), whose query credentials are redacted. */
+function isUrlAttribute(key: string, value: Json): value is string {
+  return typeof value === 'string' && (key === 'url.query' || /^[a-z][a-z0-9+.-]*:\/\/\S+$/i.test(value));
+}
+
+/** The credential values a span's own header and URL attributes carry (what scrubSpan redacts there, and then everywhere in the span). */
+function spanHeaderSecrets(span: SpanInput): string[] {
+  const values: string[] = [];
+  const collect = (attributes: SpanInput['attributes']): void => {
+    for (const [key, value] of Object.entries(attributes)) {
+      if (isCredentialHeaderAttribute(key)) {
+        const name = HEADER_ATTRIBUTE.exec(key)?.[1] ?? key;
+        for (const one of Array.isArray(value) ? value : [value]) if (typeof one === 'string') values.push(...headerSecretValues(name, one));
+      } else if (isUrlAttribute(key, value)) {
+        const query = key === 'url.query' ? value : value.includes('?') ? value.slice(value.indexOf('?') + 1) : '';
+        values.push(...requestSecretValues({}, query.split('#')[0]), ...(key === 'url.query' ? [] : urlSecretValues(value)));
+      }
+    }
+  };
+  collect(span.attributes);
+  for (const event of span.events) collect(event.attributes);
+  return values.filter((value) => value.length >= MIN_SECRET_CHARS && !NOT_SECRETS.has(value));
+}
+
+/** A span's (or event's) attributes: credential headers redacted whole, URLs' query credentials, and every value scrubbed. */
+function scrubAttributes(attributes: SpanInput['attributes'], budget: RecordBudget): SpanInput['attributes'] {
+  const out: { [key: string]: Json } = {};
+  const secrets = budget.secrets ?? secretsOf();
+  for (const [key, value] of Object.entries(attributes)) {
+    let kept: Json = value;
+    if (isCredentialHeaderAttribute(key)) kept = Array.isArray(value) ? value.map(() => REDACTED) : REDACTED;
+    else if (isUrlAttribute(key, value)) kept = key === 'url.query' ? scrubUrlCredentials(`?${value}`, secrets).slice(1) : scrubUrlCredentials(value, secrets);
+    Object.defineProperty(out, key, { value: kept, enumerable: true, writable: true, configurable: true });
+  }
+  return scrubSecrets(out, budget) as SpanInput['attributes'];
 }
 
 /**
- * A span fit for the store, whoever made it (proxy, OTLP, RPC `spans/add`): every free-text field
- * scrubbed (name, status message, event names, attributes at any depth), and the whole span cut to
- * RECORD_LIMITS with one budget for its attributes and events.
+ * A span fit for the store, whoever made it (proxy, OTLP, RPC `spans/add`): every secret value
+ * redacted — the process's, the rollout's (`rolloutId`: what its agent's requests carried), and
+ * the credentials of this span's own header attributes, which are remembered for the rollout — in
+ * the name, status message, event names and attributes at any depth (JSON strings included); and
+ * the whole span cut to RECORD_LIMITS with one budget for its attributes and events.
  */
-export function scrubSpan(span: SpanInput): SpanInput {
-  const budget = recordBudget();
-  const attributes = scrubSecrets(span.attributes, budget) as SpanInput['attributes'];
-  const events = span.events.map((event) => ({ ...event, name: capText(event.name, MAX_NAME_CHARS), attributes: scrubSecrets(event.attributes, budget) as SpanInput['attributes'] }));
+export function scrubSpan(span: SpanInput, rolloutId?: string | null): SpanInput {
+  const found = spanHeaderSecrets(span);
+  if (rolloutId && found.length > 0) rememberRolloutSecrets(rolloutId, found);
+  const secrets = found.length > 0 ? [...new Set([...secretsOf(rolloutId), ...found])].sort((a, b) => b.length - a.length) : secretsOf(rolloutId);
+  const budget = recordBudget(secrets);
+  const attributes = scrubAttributes(span.attributes, budget);
+  const events = span.events.map((event) => ({ ...event, name: capText(event.name, MAX_NAME_CHARS, secrets), attributes: scrubAttributes(event.attributes, budget) }));
   return {
     ...span,
-    name: capText(span.name, MAX_NAME_CHARS),
-    statusMessage: span.statusMessage === null ? null : capText(span.statusMessage, MAX_MESSAGE_CHARS),
+    name: capText(span.name, MAX_NAME_CHARS, secrets),
+    statusMessage: span.statusMessage === null ? null : capText(span.statusMessage, MAX_MESSAGE_CHARS, secrets),
     // A call whose record was cut is not the whole exchange: training leaves it out (protocol/outcome.ts).
     attributes: budget.cut && span.category === 'llm' ? markTruncated(attributes, budget.cut) : attributes,
     events,

@@ -5,6 +5,7 @@
  */
 import { Methods, describeIssues, type MethodName, type ParsedParamsOf, type ResultOf, type DaemonInfo } from '../protocol';
 import { ConflictError, InvalidInputError } from '../protocol/errors';
+import { registerSecretValue } from '../protocol/secrets';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import { validateSpans, type StoredSpanResult } from '../store/spans';
@@ -104,6 +105,8 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
     apoLeaderboard: ({ runId }) => ({ items: store.getTrainingRun(runId).candidates }),
     scoreRollouts: async ({ jobId = `score-${Date.now()}`, apiKeys, ...params }) => {
       const signal = scoreJobs.start(jobId);
+      // A judge's keys are the daemon's to redact wherever they turn up (its answers, the records of its calls).
+      for (const key of Object.values(apiKeys)) registerSecretValue(key);
       try {
         const baseUrl = agentBaseUrl?.();
         const judge = baseUrl ? proxyJudgeTransport({ store, writes, agentBaseUrl: baseUrl, apiKeys, env: process.env, signal }) : undefined;

@@ -4,7 +4,7 @@
  */
 import crypto from 'node:crypto';
 import type { Database, Statement } from './driver';
-import { scrubText } from '../protocol/secrets';
+import { rememberRolloutSecrets, scrubUrlCredentials, urlSecretValues } from '../protocol/secrets';
 import type { ProviderUpstreams } from '../protocol';
 
 export interface AgentKeyRecord {
@@ -39,7 +39,7 @@ function storableUpstream(url: string): string {
     const parsed = new URL(url);
     parsed.username = '';
     parsed.password = '';
-    return scrubText(parsed.toString());
+    return scrubUrlCredentials(parsed.toString());
   } catch {
     return url;
   }
@@ -66,6 +66,8 @@ export class AgentKeyRepository {
     // A bare origin gains a trailing slash from URL; the SDK-style base URL has none.
     const storedProviders = Object.fromEntries(Object.entries(providers).map(([name, url]) => [name, storableUpstream(url).replace(/\/+$/, '')]));
     this.insert.run(hashAgentKey(key), rolloutId, stored, options.tokenIds ? 1 : 0, now, Object.keys(providers).length > 0 ? JSON.stringify(storedProviders) : null);
+    // The key and the upstreams' own credentials (a password, `?key=`) are this rollout's secrets wherever they turn up.
+    rememberRolloutSecrets(rolloutId, [key, ...[options.upstream, ...Object.values(providers)].flatMap((url) => (url ? urlSecretValues(url) : []))]);
     if (options.upstream !== stored && options.upstream !== null) {
       this.exactUpstreams.set(rolloutId, options.upstream);
       if (this.exactUpstreams.size > 10_000) this.exactUpstreams.delete(this.exactUpstreams.keys().next().value!);

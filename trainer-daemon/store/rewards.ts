@@ -6,6 +6,14 @@ import type { Database, Statement } from './driver';
 import type { z } from 'zod';
 import type { AddRewardParams, Reward } from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
+import { scrubText, secretsOf } from '../protocol/secrets';
+
+/** A reward's free text (comment, reason, author) with secret values redacted: the rollout's, the daemon's, key shapes. */
+function scrubbed<T extends { rolloutId: string; author: string | null; comment: string | null; reason: string | null }>(params: T): T {
+  const secrets = secretsOf(params.rolloutId);
+  const text = (value: string | null): string | null => (value === null ? null : scrubText(value, secrets));
+  return { ...params, author: text(params.author), comment: text(params.comment), reason: text(params.reason) };
+}
 
 interface RewardRow {
   id: number;
@@ -54,8 +62,9 @@ export class RewardRepository {
     this.spanExists = db.prepare('SELECT 1 AS one FROM spans WHERE rollout_id = ? AND span_id = ?');
   }
 
-  /** Appends a reward; the caller has checked that the rollout exists. Must run inside a transaction. */
-  add(params: z.output<typeof AddRewardParams>, now = Date.now()): Reward {
+  /** Appends a reward (its text scrubbed of secrets); the caller has checked that the rollout exists. Must run inside a transaction. */
+  add(given: z.output<typeof AddRewardParams>, now = Date.now()): Reward {
+    const params = scrubbed(given);
     if (params.spanId !== null && !this.spanExists.get(params.rolloutId, params.spanId)) {
       throw new InvalidInputError(
         `params.spanId: rollout ${params.rolloutId} has no span ${params.spanId}; annotate one of its LLM calls or omit spanId`,
@@ -70,8 +79,9 @@ export class RewardRepository {
    * path. The caller has checked the rollouts exist. Must run inside a transaction.
    */
   addMany(rows: ReadonlyArray<z.output<typeof AddRewardParams>>, now = Date.now()): void {
-    for (const row of rows) {
-      if (row.spanId !== null) throw new InvalidInputError('bulk rewards are episode rewards: spanId must be null');
+    for (const given of rows) {
+      if (given.spanId !== null) throw new InvalidInputError('bulk rewards are episode rewards: spanId must be null');
+      const row = scrubbed(given);
       this.insertEpisode.run(row.rolloutId, row.name, row.value, row.source, row.author, row.comment, row.reason, now);
     }
   }

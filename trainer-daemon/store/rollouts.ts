@@ -17,7 +17,7 @@ import {
   type RayNode,
 } from '../protocol';
 import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../protocol/errors';
-import { scrubArgv } from '../protocol/secrets';
+import { scrubArgv, scrubMessage, secretsOf } from '../protocol/secrets';
 
 /** Which statuses each status may move to. failed/timeout → queued is a retry (attempts permitting). */
 export const TRANSITIONS: Readonly<Record<RolloutStatus, readonly RolloutStatus[]>> = {
@@ -214,12 +214,14 @@ export class RolloutRepository {
     } else if (params.to === 'queued') {
       this.statement("UPDATE rollouts SET status = 'queued', ended_at = NULL, updated_at = ? WHERE id = ?").run(now, current.id);
     } else {
+      // An agent's (or worker's) error text may quote what it was given: its keys are redacted by value.
+      const error = params.error === null ? null : scrubMessage(params.error, secretsOf(current.id));
       if (current.status === 'running') {
         this.statement('UPDATE attempts SET status = ?, ended_at = ?, error = ?, exit_code = ?, node = coalesce(?, node) WHERE rollout_id = ? AND number = ?')
-          .run(params.to, now, params.error, params.exitCode, params.node ? JSON.stringify(params.node) : null, current.id, current.attemptCount);
+          .run(params.to, now, error, params.exitCode, params.node ? JSON.stringify(params.node) : null, current.id, current.attemptCount);
       }
       this.statement('UPDATE rollouts SET status = ?, ended_at = ?, error = ?, exit_code = ?, updated_at = ? WHERE id = ?')
-        .run(params.to, now, params.error, params.exitCode, now, current.id);
+        .run(params.to, now, error, params.exitCode, now, current.id);
     }
     return this.get(current.id);
   }

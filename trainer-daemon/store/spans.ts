@@ -177,7 +177,7 @@ export class SpanRepository {
     const twins = this.twinsFor(batch);
     for (const input of batch.spans) {
       // The one door into the table: whatever made the span, secrets and oversize parts stop here.
-      const { span, responseId, replaced, pairedWith } = pairWithTwin(twins, scrubSpan(input));
+      const { span, responseId, replaced, pairedWith } = pairWithTwin(twins, scrubSpan(input, batch.rolloutId));
       const info = this.insert.run(
         batch.rolloutId, counters.attempt_count, sequence + 1, span.traceId, span.spanId, span.parentSpanId,
         span.name, span.kind, span.category, span.startMs, span.endMs, span.statusCode, span.statusMessage,

@@ -7,8 +7,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { AdvantageOptions, CreditOptions, ExportReport, RewardPolicy, RolloutMode, RolloutStatus, Transition, describeIssues, describeSkipped } from '../../protocol';
+import { AdvantageOptions, CreditOptions, ExportReport, RewardPolicy, RolloutMode, RolloutStatus, Transition, describeIssues, describeSkipped, type Json } from '../../protocol';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
+import { registerSecretValue, scrubJsonValues } from '../../protocol/secrets';
 import { buildTransitions, toChatExample } from '../../lightningrl/transitions';
 import { writeFileAtomically } from '../../util/privateFiles';
 import { Store } from '../../store/store';
@@ -103,14 +104,18 @@ export function registerExport(program: Command): void {
       }
       const lines: string[] = [];
       let skipped = 0;
+      // The store holds no secret it knew of; a row is scrubbed again by value (key shapes, this
+      // environment's upstream key), for records made before a secret was known. Nothing else changes.
+      registerSecretValue(process.env.LIGHTNING_UPSTREAM_API_KEY);
+      const row = (value: Json): string => JSON.stringify(scrubJsonValues(value));
       for (const transition of result.transitions) {
         if (options.format === 'transitions') {
-          lines.push(JSON.stringify(Transition.parse(transition)));
+          lines.push(row(Transition.parse(transition) as unknown as Json));
           continue;
         }
         const example = toChatExample(transition);
         // A call kept by --include-failed says so in its row, so a fine-tuning job can still tell.
-        if (example) lines.push(JSON.stringify(transition.outcome ? { ...example, outcome: transition.outcome } : example));
+        if (example) lines.push(row(transition.outcome ? { ...example, outcome: transition.outcome } : example));
         else skipped += 1;
       }
       const out = path.resolve(options.out);
