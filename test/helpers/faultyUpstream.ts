@@ -1,6 +1,6 @@
 /**
  * A scripted upstream that fails on demand, in front of the scripted one (scriptedUpstream.ts):
- * by the request's model name, `flaky-429…` / `flaky-500…` fail the first call of each model and API with that
+ * by the request's model name (the body's `model`, or Gemini's `/models/{model}:…` path), `flaky-429…` / `flaky-500…` fail the first call of each model and API with that
  * status (in the API's own error shape, with a short `retry-after-ms`, so SDKs retry at once), then
  * pass; `cancel-stream` starts a stream and holds it open until the client goes away; `long-stream`
  * streams `LONG_STREAM_CHARS` characters of content, past the record's limit. Everything else, and
@@ -28,7 +28,13 @@ function errorBody(path: string, status: number): string {
   return JSON.stringify({ error: { message, type: status === 429 ? 'rate_limit_exceeded' : 'server_error' } });
 }
 
-function chunk(model: string, content: string, finish: string | null = null): string {
+const GEMINI_PATH = /\/models\/([^:/?]+):(?:generateContent|streamGenerateContent)/;
+
+/** One SSE event of content in the API's own stream shape (Gemini's or chat completions'). */
+function chunk(path: string, model: string, content: string, finish: string | null = null): string {
+  if (GEMINI_PATH.test(path)) {
+    return `data: ${JSON.stringify({ responseId: 'gemini-long', modelVersion: model, candidates: [{ index: 0, content: { role: 'model', parts: content ? [{ text: content }] : [] }, ...(finish ? { finishReason: 'STOP' } : {}) }] })}\r\n\r\n`;
+  }
   return `data: ${JSON.stringify({ id: 'chatcmpl-long', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content }, finish_reason: finish }] })}\n\n`;
 }
 
@@ -50,6 +56,7 @@ export async function startFaultyUpstream(scripted: ScriptedUpstream): Promise<F
         model = '';
       }
       const path = req.url ?? '/';
+      model ||= decodeURIComponent(GEMINI_PATH.exec(path)?.[1] ?? '');
       const flaky = /^flaky-(429|500)\b/.exec(model);
       const key = `${model} ${path.split('?')[0]}`;
       if (flaky && !failed.has(key)) {
@@ -61,16 +68,16 @@ export async function startFaultyUpstream(scripted: ScriptedUpstream): Promise<F
       }
       if (model === 'cancel-stream') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write(chunk(model, 'It is'));
+        res.write(chunk(path, model, 'It is'));
         res.on('close', () => onCancel());
         return;
       }
       if (model === 'long-stream') {
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         const piece = 'a'.repeat(1_000_000);
-        for (let sent = 0; sent < LONG_STREAM_CHARS; sent += piece.length) res.write(chunk(model, piece));
-        res.write(chunk(model, '', 'stop'));
-        res.end('data: [DONE]\n\n');
+        for (let sent = 0; sent < LONG_STREAM_CHARS; sent += piece.length) res.write(chunk(path, model, piece));
+        res.write(chunk(path, model, '', 'stop'));
+        res.end(GEMINI_PATH.test(path) ? '' : 'data: [DONE]\n\n');
         return;
       }
       const forwarded = http.request({ host: target.hostname, port: target.port, path, method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {

@@ -39,9 +39,9 @@ export function python(): string {
   const interpreter = process.env.LIGHTNING_TEST_PYTHON;
   assert.ok(interpreter, 'LIGHTNING_TEST_PYTHON is unset: point it at a Python with trainer-daemon/python/requirements-test.txt installed (npm test provisions .cache/venv)');
   try {
-    execFileSync(interpreter, ['-c', 'import anthropic, google.genai'], { stdio: 'pipe' });
+    execFileSync(interpreter, ['-c', 'import anthropic, google.genai, openai'], { stdio: 'pipe' });
   } catch {
-    assert.fail(`${interpreter} lacks the anthropic / google-genai packages: pip install -r trainer-daemon/python/requirements-test.txt`);
+    assert.fail(`${interpreter} lacks the anthropic / google-genai / openai packages: pip install -r trainer-daemon/python/requirements-test.txt`);
   }
   return interpreter;
 }
