@@ -103,7 +103,7 @@ test('dataset run --ray (process mode): each attempt a Ray task; calls and rewar
   // Each attempt (the retried failure and timeout: 2 each) records the node it ran on, the one its log names; `lightning show` names it.
   const attempts = [...attemptsOf(cwd).values()].flat();
   assert.equal(attempts.length, 6);
-  const [, ip, host, nodeId] = /^\[lightning\] running on Ray node (\S+) \((.+)\), node id ([0-9a-f]+)\n/.exec(first)!;
+  const [, ip = '', host, nodeId] = /^\[lightning\] running on Ray node (\S+) \((.+)\), node id ([0-9a-f]+)\n/.exec(first)!;
   assert.ok(attempts.every((a) => a.node && a.node.ip === ip && a.node.host === host && a.node.nodeId === nodeId), JSON.stringify(attempts));
   const shown = await runCli(['show', flaky.id], { cwd });
   assert.equal(shown.code, 0, shown.stderr);

@@ -32,7 +32,7 @@ test('train --ray: the agents run as Ray tasks on one driver, every iteration up
   assert.match(run.stderr, new RegExp(`agents on Ray ${head.address.replace(/\./g, '\\.')}`));
   const finished = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as { run: { id: string; status: string }; checkpoints: Array<{ step: number; metrics: Record<string, number> }> };
   assert.equal(finished.run.status, 'succeeded');
-  assert.ok(finished.checkpoints.filter((c) => c.step > 0).every((c) => c.metrics.loss !== undefined && c.metrics.transitions > 0), JSON.stringify(finished.checkpoints));
+  assert.ok(finished.checkpoints.filter((c) => c.step > 0).every((c) => c.metrics.loss !== undefined && (c.metrics.transitions ?? 0) > 0), JSON.stringify(finished.checkpoints));
   const logs = path.join(cwd, '.lightning', 'logs', finished.run.id);
   const workerLogs = fs.readdirSync(logs, { recursive: true, encoding: 'utf8' }).filter((file) => /worker-w\d+\.log$/.test(file));
   assert.ok(workerLogs.some((file) => file.includes('-train-0')), workerLogs.join(', '));

@@ -138,9 +138,10 @@ export function callToSpan(record: CallRecord): SpanInput {
   if (record.retryOf) attributes[RETRY_OF_ATTRIBUTE] = record.retryOf;
   if (typeof record.sdkRetryCount === 'number') attributes['lightning.sdk_retry_count'] = record.sdkRetryCount;
   const generation = record.request.generationConfig;
-  const sampling = generation && typeof generation === 'object' && !Array.isArray(generation) ? { ...record.request, temperature: generation.temperature, top_p: generation.topP, max_output_tokens: generation.maxOutputTokens } : record.request;
+  const sampling: { [key: string]: Json | undefined } = generation && typeof generation === 'object' && !Array.isArray(generation) ? { ...record.request, temperature: generation.temperature, top_p: generation.topP, max_output_tokens: generation.maxOutputTokens } : record.request;
   for (const [key, attribute] of [['temperature', 'temperature'], ['top_p', 'top_p'], ['max_tokens', 'max_tokens'], ['max_completion_tokens', 'max_tokens'], ['max_output_tokens', 'max_tokens']] as const) {
-    if (typeof sampling[key] === 'number') attributes[`gen_ai.request.${attribute}`] = sampling[key];
+    const value = sampling[key];
+    if (typeof value === 'number') attributes[`gen_ai.request.${attribute}`] = value;
   }
   if (record.response) {
     attributes['lightning.response'] = record.response;
