@@ -20,7 +20,9 @@ const zodEnglishOnly = {
   name: 'zod-english-only',
   setup(build) {
     build.onLoad({ filter: /[\\/]zod[\\/]v4[\\/]locales[\\/]index\.c?js$/ }, (args) => ({
-      contents: args.path.endsWith('.cjs') ? 'exports.en = require("./en.cjs").default;' : 'export { default as en } from "./en.js";',
+      contents: args.path.endsWith('.cjs')
+        ? 'exports.en = require("./en.cjs").default;'
+        : 'export { default as en } from "./en.js";',
       resolveDir: path.dirname(args.path),
       loader: 'js',
     }));
@@ -42,7 +44,13 @@ const builds = [
   {
     // The extension host and the daemon + CLI are both Node (CommonJS) programs.
     ...common,
-    entryPoints: { extension: 'extension/extension.ts', 'exit-code': 'extension/debug/exitCodeRecorder.ts', cli: 'trainer-daemon/cli.ts', demo: 'trainer-daemon/demo/entry.ts', 'otlp-worker': 'trainer-daemon/otlp/worker.ts' },
+    entryPoints: {
+      extension: 'extension/extension.ts',
+      'exit-code': 'extension/debug/exitCodeRecorder.ts',
+      cli: 'trainer-daemon/cli.ts',
+      demo: 'trainer-daemon/demo/entry.ts',
+      'otlp-worker': 'trainer-daemon/otlp/worker.ts',
+    },
     outdir: 'dist',
     platform: 'node',
     format: 'cjs',
@@ -77,7 +85,13 @@ if (watch) {
   console.error('esbuild: watching for changes');
 } else {
   const started = Date.now();
-  const results = await Promise.all(builds.map((options) => esbuild.build({ ...options, metafile: metafile !== undefined })));
-  if (metafile) fs.writeFileSync(metafile, JSON.stringify({ outputs: Object.assign({}, ...results.map((result) => result.metafile.outputs)) }));
+  const results = await Promise.all(
+    builds.map((options) => esbuild.build({ ...options, metafile: metafile !== undefined })),
+  );
+  if (metafile)
+    fs.writeFileSync(
+      metafile,
+      JSON.stringify({ outputs: Object.assign({}, ...results.map((result) => result.metafile.outputs)) }),
+    );
   console.error(`esbuild: built extension, cli and webview bundles in ${Date.now() - started} ms`);
 }

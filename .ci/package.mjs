@@ -25,13 +25,18 @@ export const TARGETS = {
 };
 
 /** Where the stages and VSIX files go (LIGHTNING_PACKAGE_OUT, e.g. a test's temporary folder); the npm pack cache stays in build/. */
-const out = process.env.LIGHTNING_PACKAGE_OUT ? path.resolve(process.env.LIGHTNING_PACKAGE_OUT) : path.join(root, 'dist', 'vsix');
+const out = process.env.LIGHTNING_PACKAGE_OUT
+  ? path.resolve(process.env.LIGHTNING_PACKAGE_OUT)
+  : path.join(root, 'dist', 'vsix');
 const cache = path.join(root, 'dist', 'vsix', 'cache');
 
 /** Copies a file or folder, leaving out Python caches and (in packages) type declarations and source maps. */
 function copy(from, to) {
   fs.mkdirSync(path.dirname(to), { recursive: true });
-  fs.cpSync(from, to, { recursive: true, filter: (src) => !src.includes('__pycache__') && !(src.includes('node_modules') && /\.(d\.ts|map)$/.test(src)) });
+  fs.cpSync(from, to, {
+    recursive: true,
+    filter: (src) => !src.includes('__pycache__') && !(src.includes('node_modules') && /\.(d\.ts|map)$/.test(src)),
+  });
 }
 
 /** A package from node_modules, only the listed paths inside it. */
@@ -45,7 +50,12 @@ function fetchPackage(name, version) {
   const dir = path.join(cache, `${name.replace('/', '+')}@${version}`);
   if (fs.existsSync(path.join(dir, 'package', 'package.json'))) return path.join(dir, 'package');
   fs.mkdirSync(dir, { recursive: true });
-  const tarball = execFileSync('npm', ['pack', `${name}@${version}`, '--silent', '--pack-destination', dir], { encoding: 'utf8' }).trim().split('\n').pop();
+  const tarball = execFileSync('npm', ['pack', `${name}@${version}`, '--silent', '--pack-destination', dir], {
+    encoding: 'utf8',
+  })
+    .trim()
+    .split('\n')
+    .pop();
   execFileSync('tar', ['xzf', path.join(dir, tarball), '-C', dir]);
   return path.join(dir, 'package');
 }
@@ -56,18 +66,37 @@ function stageTarget(target) {
   fs.rmSync(stage, { recursive: true, force: true });
   fs.mkdirSync(stage, { recursive: true });
   // The manifest without what only a checkout uses: vsce packs the stage as it is (--no-dependencies).
-  const { dependencies: _d, optionalDependencies: _od, devDependencies: _dd, scripts: _s, allowScripts: _a, ...shipped } = manifest;
+  const {
+    dependencies: _d,
+    optionalDependencies: _od,
+    devDependencies: _dd,
+    scripts: _s,
+    allowScripts: _a,
+    ...shipped
+  } = manifest;
   fs.writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(shipped, null, 2)}\n`);
-  for (const file of ['README.md', 'LICENSE', 'CHANGELOG.md', '.vscodeignore', 'media', 'bin', 'trainer-daemon/python/lightning_trainer']) copy(path.join(root, file), path.join(stage, file));
+  for (const file of [
+    'README.md',
+    'LICENSE',
+    'CHANGELOG.md',
+    '.vscodeignore',
+    'media',
+    'bin',
+    'trainer-daemon/python/lightning_trainer',
+  ])
+    copy(path.join(root, file), path.join(stage, file));
   for (const file of fs.readdirSync(path.join(root, 'dist'))) {
     if (/\.(m?js|css)$/.test(file)) copy(path.join(root, 'dist', file), path.join(stage, 'dist', file));
   }
   copyPackage('onnxruntime-common', stage, ['package.json', 'dist/cjs']);
   copyPackage('onnxruntime-node', stage, ['package.json', 'dist', ...(onnx ? [`bin/napi-v6/${onnx}`] : [])]);
   copyPackage('esbuild', stage, ['package.json', 'lib']);
-  const esbuildVersion = JSON.parse(fs.readFileSync(path.join(root, 'node_modules', 'esbuild', 'package.json'), 'utf8')).version;
+  const esbuildVersion = JSON.parse(
+    fs.readFileSync(path.join(root, 'node_modules', 'esbuild', 'package.json'), 'utf8'),
+  ).version;
   const platformPackage = fetchPackage(esbuild, esbuildVersion);
-  for (const entry of ['package.json', 'bin']) copy(path.join(platformPackage, entry), path.join(stage, 'dist', 'node_modules', esbuild, entry));
+  for (const entry of ['package.json', 'bin'])
+    copy(path.join(platformPackage, entry), path.join(stage, 'dist', 'node_modules', esbuild, entry));
   return stage;
 }
 
@@ -76,7 +105,10 @@ function packageTarget(target) {
   const vsix = path.join(out, `${manifest.name}-${target}-${manifest.version}.vsix`);
   fs.rmSync(vsix, { force: true });
   const vsce = path.join(root, 'node_modules', '@vscode', 'vsce', 'vsce');
-  execFileSync(process.execPath, [vsce, 'package', '--target', target, '--no-dependencies', '--out', vsix], { cwd: stage, stdio: ['ignore', 'ignore', 'inherit'] });
+  execFileSync(process.execPath, [vsce, 'package', '--target', target, '--no-dependencies', '--out', vsix], {
+    cwd: stage,
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
   return vsix;
 }
 

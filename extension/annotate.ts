@@ -32,22 +32,36 @@ export class Annotator {
 
   async add(annotation: Annotation): Promise<void> {
     const client = await this.live.supervisor.ensureRunning();
-    const reward = await client.request('addReward', { ...annotation, source: 'human', author: os.userInfo().username });
-    this.log.info(`[annotate] reward ${reward.value} on rollout ${reward.rolloutId}${reward.spanId ? ` step ${reward.spanId}` : ''}`);
+    const reward = await client.request('addReward', {
+      ...annotation,
+      source: 'human',
+      author: os.userInfo().username,
+    });
+    this.log.info(
+      `[annotate] reward ${reward.value} on rollout ${reward.rolloutId}${reward.spanId ? ` step ${reward.spanId}` : ''}`,
+    );
   }
 
   /** **Lightning: Annotate Reward** on the selected rollout, else the last finished one. */
   async annotateCommand(): Promise<void> {
     const client = await this.live.supervisor.ensureRunning();
-    const id = this.live.selectedId ?? this.lastFinishedId ?? (await client.request('listRollouts', { status: [...ENDED_STATUSES], limit: 1 })).items[0]?.id;
+    const id =
+      this.live.selectedId ??
+      this.lastFinishedId ??
+      (await client.request('listRollouts', { status: [...ENDED_STATUSES], limit: 1 })).items[0]?.id;
     if (!id) {
-      void vscode.window.showInformationMessage('Lightning: no rollout to annotate yet. Run an agent with Debug with Lightning first.');
+      void vscode.window.showInformationMessage(
+        'Lightning: no rollout to annotate yet. Run an agent with Debug with Lightning first.',
+      );
       return;
     }
     const { rollout } = await client.request('getRollout', { id, spans: false });
     const value = await this.pickValue(describeRollout(rollout));
     if (value === undefined) return;
-    const comment = await vscode.window.showInputBox({ title: `Reward ${value}: comment (optional)`, prompt: 'Why this reward? Enter to skip.' });
+    const comment = await vscode.window.showInputBox({
+      title: `Reward ${value}: comment (optional)`,
+      prompt: 'Why this reward? Enter to skip.',
+    });
     if (comment === undefined) return;
     await this.add({ rolloutId: id, spanId: null, value, comment: comment.trim() || null });
     void vscode.window.setStatusBarMessage(`Lightning: reward ${value} saved`, 3_000);
@@ -72,7 +86,10 @@ export class Annotator {
       };
       pick.onDidChangeValue((text) => {
         const typed = parseRewardInput(text);
-        pick.items = typed === undefined ? base : [{ label: `$(edit) ${typed}`, description: 'the number typed', value: typed, alwaysShow: true }, ...base];
+        pick.items =
+          typed === undefined
+            ? base
+            : [{ label: `$(edit) ${typed}`, description: 'the number typed', value: typed, alwaysShow: true }, ...base];
       });
       pick.onDidAccept(() => finish(pick.selectedItems[0]?.value ?? parseRewardInput(pick.value)));
       pick.onDidHide(() => finish(undefined));
@@ -87,7 +104,8 @@ export class Annotator {
    */
   async reviewUnrated(): Promise<void> {
     const client = await this.live.supervisor.ensureRunning();
-    const queue = (await client.request('listRollouts', { status: [...ENDED_STATUSES], unrated: true, limit: 500 })).items;
+    const queue = (await client.request('listRollouts', { status: [...ENDED_STATUSES], unrated: true, limit: 500 }))
+      .items;
     if (queue.length === 0) {
       void vscode.window.showInformationMessage('Lightning: every finished rollout has a reward.');
       return;
@@ -115,7 +133,14 @@ export class Annotator {
     };
     pick.onDidAccept(async () => {
       const typed = pick.value.trim().toLowerCase();
-      const action = typed === 'n' ? 'next' : typed === 'p' ? 'previous' : typed !== '' ? parseRewardInput(typed) : pick.activeItems[0]?.action;
+      const action =
+        typed === 'n'
+          ? 'next'
+          : typed === 'p'
+            ? 'previous'
+            : typed !== ''
+              ? parseRewardInput(typed)
+              : pick.activeItems[0]?.action;
       if (action === 'next' || action === 'previous') return move(action === 'next' ? 1 : -1);
       if (action === undefined) {
         pick.title = `Review ${index + 1}/${queue.length}: "${pick.value}" is not a number — type 1, 0, a number, n or p`;

@@ -18,8 +18,16 @@ export function readTraceSetting(): TraceSetting {
 }
 
 /** Connects to the daemon at `url` with its token; with tracing on, every RPC is logged under `[rpc]`. */
-export async function connectDaemon(url: string, token: string, log: vscode.LogOutputChannel, trace: TraceSetting = readTraceSetting()): Promise<DaemonClient> {
+export async function connectDaemon(
+  url: string,
+  token: string,
+  log: vscode.LogOutputChannel,
+  trace: TraceSetting = readTraceSetting(),
+): Promise<DaemonClient> {
   const client = await RpcClient.connect(url, token);
-  if (trace === 'messages') await client.connection.trace(Trace.Messages, { log: (message: unknown) => log.info(`[rpc] ${typeof message === 'string' ? message : JSON.stringify(message)}`) });
+  if (trace === 'messages')
+    await client.connection.trace(Trace.Messages, {
+      log: (message: unknown) => log.info(`[rpc] ${typeof message === 'string' ? message : JSON.stringify(message)}`),
+    });
   return client;
 }

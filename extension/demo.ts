@@ -10,7 +10,9 @@ import { readSettings } from './settings';
 export async function runDemo(cliPath: string): Promise<void> {
   const folder = vscode.workspace.workspaceFolders?.[0];
   if (!folder) {
-    void vscode.window.showErrorMessage('Lightning: the demo writes its store into a workspace folder; open a folder first (File > Open Folder…).');
+    void vscode.window.showErrorMessage(
+      'Lightning: the demo writes its store into a workspace folder; open a folder first (File > Open Folder…).',
+    );
     return;
   }
   const resolution = await resolveRuntimeFor(cliPath, readSettings().nodePath);
@@ -19,6 +21,12 @@ export async function runDemo(cliPath: string): Promise<void> {
     return;
   }
   const { runtime } = resolution;
-  const terminal = vscode.window.createTerminal({ name: 'Lightning demo', cwd: folder.uri, shellPath: runtime.command, shellArgs: [cliPath, 'demo'], env: { ...runtime.env } });
+  const terminal = vscode.window.createTerminal({
+    name: 'Lightning demo',
+    cwd: folder.uri,
+    shellPath: runtime.command,
+    shellArgs: [cliPath, 'demo'],
+    env: { ...runtime.env },
+  });
   terminal.show();
 }

@@ -30,19 +30,34 @@ export function activate(context: vscode.ExtensionContext): void {
   const log = vscode.window.createOutputChannel('Lightning', { log: true });
   // Native Windows is not supported (process groups, signals, the trainer worker): say so once, up front. In WSL the extension runs on Linux.
   if (process.platform === 'win32') {
-    void vscode.window.showErrorMessage(WINDOWS_MESSAGE, 'Open the WSL guide').then((choice) => choice && vscode.env.openExternal(vscode.Uri.parse(WSL_DOCS)));
+    void vscode.window
+      .showErrorMessage(WINDOWS_MESSAGE, 'Open the WSL guide')
+      .then((choice) => choice && vscode.env.openExternal(vscode.Uri.parse(WSL_DOCS)));
   }
   const upstreamKey = new UpstreamKey(context.secrets);
   const supervisor = new DaemonSupervisor(context.asAbsolutePath('dist/cli.js'), log, upstreamKey);
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
   const checkpoint = new CheckpointInUse(supervisor, context.workspaceState, log);
-  const debug = new DebugWithLightning(supervisor, log, context.asAbsolutePath('dist/exit-code.js'), upstreamKey, checkpoint);
+  const debug = new DebugWithLightning(
+    supervisor,
+    log,
+    context.asAbsolutePath('dist/exit-code.js'),
+    upstreamKey,
+    checkpoint,
+  );
   const promptResults = new PromptResults(supervisor, log);
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
   const editors = new DetailEditors(context.extensionUri, live, annotator, trainingRuns, log);
   const panel = new RolloutsPanel(context.extensionUri, live, annotator, log, trainingRuns, editors);
-  const datasets = new DatasetCommands(supervisor, new LightningCli(context.asAbsolutePath('dist/cli.js'), log), panel, checkpoint, log, context.workspaceState);
+  const datasets = new DatasetCommands(
+    supervisor,
+    new LightningCli(context.asAbsolutePath('dist/cli.js'), log),
+    panel,
+    checkpoint,
+    log,
+    context.workspaceState,
+  );
   const score = new ScoreCommand(live, log);
   const restartOwnDaemon = (): void => {
     if (supervisor.state.kind === 'running' && !supervisor.state.owned) return;
@@ -55,7 +70,9 @@ export function activate(context: vscode.ExtensionContext): void {
       } catch (error) {
         const message = errorMessage(error);
         log.error(`[command] ${id}: ${message}`);
-        void vscode.window.showErrorMessage(`Lightning: ${message}`, 'Show Logs').then((choice) => choice && log.show());
+        void vscode.window
+          .showErrorMessage(`Lightning: ${message}`, 'Show Logs')
+          .then((choice) => choice && log.show());
       }
     });
   context.subscriptions.push(
@@ -65,7 +82,9 @@ export function activate(context: vscode.ExtensionContext): void {
     debug,
     panel,
     new LightningStatusBar(live),
-    vscode.window.registerWebviewViewProvider(PANEL_VIEW_ID, panel, { webviewOptions: { retainContextWhenHidden: true } }),
+    vscode.window.registerWebviewViewProvider(PANEL_VIEW_ID, panel, {
+      webviewOptions: { retainContextWhenHidden: true },
+    }),
     debug.onDidFinishRollout((id) => (annotator.lastFinishedId = id)),
     command('lightning.showLogs', () => log.show()),
     command('lightning.showPanel', () => vscode.commands.executeCommand(`${PANEL_VIEW_ID}.focus`)),
@@ -81,8 +100,19 @@ export function activate(context: vscode.ExtensionContext): void {
     upstreamKey.onDidChange(restartOwnDaemon),
     vscode.workspace.onDidChangeConfiguration((event) => affectsDaemon(event) && restartOwnDaemon()),
   );
-  const optimize = new OptimizePrompt(supervisor, log, upstreamKey, context.asAbsolutePath('dist/cli.js'), promptResults, context.workspaceState);
-  context.subscriptions.push(trainingRuns, promptResults, command('lightning.optimizePrompt', () => optimize.run()));
+  const optimize = new OptimizePrompt(
+    supervisor,
+    log,
+    upstreamKey,
+    context.asAbsolutePath('dist/cli.js'),
+    promptResults,
+    context.workspaceState,
+  );
+  context.subscriptions.push(
+    trainingRuns,
+    promptResults,
+    command('lightning.optimizePrompt', () => optimize.run()),
+  );
   const training = new TrainingCommands(supervisor, trainingRuns, panel, log, context.workspaceState);
   const trainerSetup = new TrainerSetup(new LightningCli(context.asAbsolutePath('dist/cli.js'), log), log);
   const runId = (arg: unknown): string | undefined => (typeof arg === 'string' ? arg : undefined);
@@ -98,8 +128,14 @@ export function activate(context: vscode.ExtensionContext): void {
     command('lightning.compareRollouts', (ids) => editors.compareCommand(ids)),
     command('lightning.openTrainingRun', (id) => editors.openRunCommand(id)),
   );
-  context.subscriptions.push(checkpoint, command('lightning.useCheckpoint', (argument) => checkpoint.use(argument)), command('lightning.stopUsingCheckpoint', () => checkpoint.stop()));
-  log.info(`[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`);
+  context.subscriptions.push(
+    checkpoint,
+    command('lightning.useCheckpoint', (argument) => checkpoint.use(argument)),
+    command('lightning.stopUsingCheckpoint', () => checkpoint.stop()),
+  );
+  log.info(
+    `[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`,
+  );
 }
 
 export function deactivate(): void {

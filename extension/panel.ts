@@ -35,14 +35,18 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
   ) {
     const supervisor = live.supervisor;
     this.disposables.push(
-      supervisor.onDidChangeState((state) => this.post({ type: 'daemonState', state: state.kind, message: state.kind === 'failed' ? state.message : null })),
+      supervisor.onDidChangeState((state) =>
+        this.post({ type: 'daemonState', state: state.kind, message: state.kind === 'failed' ? state.message : null }),
+      ),
       live.onDidChangeRollouts((rollouts) => {
         this.post({ type: 'rolloutsChanged', rollouts: [...rollouts] });
         const selected = live.selectedId;
         if (selected && rollouts.some((rollout) => rollout.id === selected)) void this.sendRewards(selected);
       }),
       live.onDidAddSpans((ranges) => {
-        for (const range of ranges) if (range.rolloutId === live.selectedId) this.post({ type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
+        for (const range of ranges)
+          if (range.rolloutId === live.selectedId)
+            this.post({ type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
       }),
       live.onDidRequestReveal((rollout) => this.post({ type: 'reveal', rollout })),
       trainingRuns.onDidChange((run) => this.post({ type: 'trainingRunChanged', run })),
@@ -73,14 +77,27 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
       switch (message.type) {
         case 'ready': {
           const state = this.live.supervisor.state;
-          this.post({ type: 'daemonState', state: state.kind, message: state.kind === 'failed' ? state.message : null });
+          this.post({
+            type: 'daemonState',
+            state: state.kind,
+            message: state.kind === 'failed' ? state.message : null,
+          });
           await this.live.supervisor.ensureRunning();
           return;
         }
         case 'listRollouts': {
           const client = await this.live.supervisor.ensureRunning();
-          const page = await client.request('listRollouts', { ...listParams(message.filter), limit: PAGE_SIZE, ...(message.cursor ? { cursor: message.cursor } : {}) });
-          this.post({ type: 'rolloutPage', requestId: message.requestId, items: page.items, nextCursor: page.nextCursor });
+          const page = await client.request('listRollouts', {
+            ...listParams(message.filter),
+            limit: PAGE_SIZE,
+            ...(message.cursor ? { cursor: message.cursor } : {}),
+          });
+          this.post({
+            type: 'rolloutPage',
+            requestId: message.requestId,
+            items: page.items,
+            nextCursor: page.nextCursor,
+          });
           return;
         }
         case 'selectRollout':
@@ -95,7 +112,12 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
           await this.streamSpans(message.rolloutId, message.afterSequence);
           return;
         case 'annotate':
-          await this.annotator.add({ rolloutId: message.rolloutId, spanId: message.spanId, value: message.value, comment: message.comment });
+          await this.annotator.add({
+            rolloutId: message.rolloutId,
+            spanId: message.spanId,
+            value: message.value,
+            comment: message.comment,
+          });
           return;
         case 'copy':
           await vscode.env.clipboard.writeText(message.text);
@@ -112,12 +134,25 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
         case 'listDatasets':
           return this.datasetsChanged();
         case 'loadTransitions':
-          this.post({ type: 'transitions', rolloutId: message.rolloutId, view: await rolloutTransitions(this.live.supervisor, message.rolloutId) });
+          this.post({
+            type: 'transitions',
+            rolloutId: message.rolloutId,
+            view: await rolloutTransitions(this.live.supervisor, message.rolloutId),
+          });
           return;
         case 'reviewReward':
-          return reviewReward(this.live.supervisor, this.annotator, message.rolloutId, message.rewardId, message.action);
+          return reviewReward(
+            this.live.supervisor,
+            this.annotator,
+            message.rolloutId,
+            message.rewardId,
+            message.action,
+          );
         case 'openRolloutTab':
-          return this.editors.openRollout(message.id, { preview: message.mode === 'preview', beside: message.mode === 'beside' });
+          return this.editors.openRollout(message.id, {
+            preview: message.mode === 'preview',
+            beside: message.mode === 'beside',
+          });
         case 'compareRollouts':
           return this.editors.compare(message.left, message.right);
         case 'openRunTab':

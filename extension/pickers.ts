@@ -26,7 +26,10 @@ export function commandContext(folder = vscode.workspace.workspaceFolders?.[0]):
 
 /** The workspace's launch configurations, each with its command or why it has none. */
 export function launchAgentChoices(folder = vscode.workspace.workspaceFolders?.[0]): AgentChoice[] {
-  return agentChoices(vscode.workspace.getConfiguration('launch', folder?.uri).get<LaunchConfig[]>('configurations') ?? [], commandContext(folder));
+  return agentChoices(
+    vscode.workspace.getConfiguration('launch', folder?.uri).get<LaunchConfig[]>('configurations') ?? [],
+    commandContext(folder),
+  );
 }
 
 function lastFirst<T>(items: readonly T[], name: (item: T) => string, last: string | undefined): T[] {
@@ -34,15 +37,27 @@ function lastFirst<T>(items: readonly T[], name: (item: T) => string, last: stri
 }
 
 /** The agent: the launch configuration's name and its command; undefined when the person cancels. */
-export async function pickAgent(choices: readonly AgentChoice[], options: PickOptions): Promise<{ readonly name: string; readonly command: AgentCommand } | undefined> {
-  const items = lastFirst(choices, (c) => c.config.name, options.memory.get<string>(options.memoryKey)).map(({ config, result }) => ({
-    label: result.ok ? config.name : `$(warning) ${config.name}`,
-    description: result.ok ? result.command.argv.join(' ') : 'cannot run without the debugger',
-    detail: result.ok ? undefined : result.message,
-    value: { name: config.name, result },
-  }));
+export async function pickAgent(
+  choices: readonly AgentChoice[],
+  options: PickOptions,
+): Promise<{ readonly name: string; readonly command: AgentCommand } | undefined> {
+  const items = lastFirst(choices, (c) => c.config.name, options.memory.get<string>(options.memoryKey)).map(
+    ({ config, result }) => ({
+      label: result.ok ? config.name : `$(warning) ${config.name}`,
+      description: result.ok ? result.command.argv.join(' ') : 'cannot run without the debugger',
+      detail: result.ok ? undefined : result.message,
+      value: { name: config.name, result },
+    }),
+  );
   for (;;) {
-    const chosen = (await vscode.window.showQuickPick(items, { title: options.title, placeHolder: options.placeHolder, ignoreFocusOut: true, matchOnDescription: true }))?.value;
+    const chosen = (
+      await vscode.window.showQuickPick(items, {
+        title: options.title,
+        placeHolder: options.placeHolder,
+        ignoreFocusOut: true,
+        matchOnDescription: true,
+      })
+    )?.value;
     if (!chosen) return undefined;
     if (chosen.result.ok) {
       await options.memory.update(options.memoryKey, chosen.name);
@@ -53,9 +68,23 @@ export async function pickAgent(choices: readonly AgentChoice[], options: PickOp
 }
 
 /** One of `items` (datasets, dataset rows) by name; undefined when the person cancels. */
-export async function pickNamed<T>(items: readonly T[], name: (item: T) => string, describe: (item: T) => { readonly description?: string; readonly detail?: string }, options: PickOptions): Promise<T | undefined> {
-  const picks = lastFirst(items, name, options.memory.get<string>(options.memoryKey)).map((item) => ({ label: name(item), ...describe(item), item }));
-  const chosen = await vscode.window.showQuickPick(picks, { title: options.title, placeHolder: options.placeHolder, ignoreFocusOut: true, matchOnDescription: true });
+export async function pickNamed<T>(
+  items: readonly T[],
+  name: (item: T) => string,
+  describe: (item: T) => { readonly description?: string; readonly detail?: string },
+  options: PickOptions,
+): Promise<T | undefined> {
+  const picks = lastFirst(items, name, options.memory.get<string>(options.memoryKey)).map((item) => ({
+    label: name(item),
+    ...describe(item),
+    item,
+  }));
+  const chosen = await vscode.window.showQuickPick(picks, {
+    title: options.title,
+    placeHolder: options.placeHolder,
+    ignoreFocusOut: true,
+    matchOnDescription: true,
+  });
   if (chosen) await options.memory.update(options.memoryKey, chosen.label);
   return chosen?.item;
 }

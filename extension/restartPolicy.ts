@@ -10,9 +10,15 @@ export interface RestartPolicyOptions {
   readonly maxDelayMs: number;
 }
 
-export const DEFAULT_RESTART_POLICY: RestartPolicyOptions = { maxCrashes: 5, windowMs: 3 * 60_000, baseDelayMs: 250, maxDelayMs: 8_000 };
+export const DEFAULT_RESTART_POLICY: RestartPolicyOptions = {
+  maxCrashes: 5,
+  windowMs: 3 * 60_000,
+  baseDelayMs: 250,
+  maxDelayMs: 8_000,
+};
 
-export type RestartDecision = { readonly action: 'restart'; readonly delayMs: number } | { readonly action: 'giveUp'; readonly crashes: number };
+export type RestartDecision =
+  { readonly action: 'restart'; readonly delayMs: number } | { readonly action: 'giveUp'; readonly crashes: number };
 
 export class RestartPolicy {
   private crashes: number[] = [];

@@ -25,7 +25,8 @@ export interface DaemonRuntime {
   readonly description: string;
 }
 
-export type RuntimeResolution = { readonly ok: true; readonly runtime: DaemonRuntime } | { readonly ok: false; readonly message: string };
+export type RuntimeResolution =
+  { readonly ok: true; readonly runtime: DaemonRuntime } | { readonly ok: false; readonly message: string };
 
 /** Runs `command --version`; resolves with its output (`v20.11.1`), or undefined when it cannot run. */
 export type VersionProbe = (command: string) => Promise<string | undefined>;
@@ -66,31 +67,52 @@ export async function resolveRuntime(options: {
   if (nodePath) {
     const version = (await probe(nodePath))?.trim();
     if (nodeMajor(version) === undefined) {
-      return { ok: false, message: `"lightning.nodePath" is ${nodePath}, which does not run as Node (\`${nodePath} --version\` failed). Clear the setting to use the editor's own runtime, or point it at Node ≥ ${NODE_SQLITE_SINCE}.` };
+      return {
+        ok: false,
+        message: `"lightning.nodePath" is ${nodePath}, which does not run as Node (\`${nodePath} --version\` failed). Clear the setting to use the editor's own runtime, or point it at Node ≥ ${NODE_SQLITE_SINCE}.`,
+      };
     }
     if (!hasNodeSqlite(version) && !options.betterSqlite3) {
-      return { ok: false, message: `"lightning.nodePath" is ${nodePath}, Node ${version}, which has no built-in SQLite (node:sqlite needs Node ≥ ${NODE_SQLITE_SINCE}). Clear the setting to use the editor's own runtime, or point it at Node ≥ ${NODE_SQLITE_SINCE}.` };
+      return {
+        ok: false,
+        message: `"lightning.nodePath" is ${nodePath}, Node ${version}, which has no built-in SQLite (node:sqlite needs Node ≥ ${NODE_SQLITE_SINCE}). Clear the setting to use the editor's own runtime, or point it at Node ≥ ${NODE_SQLITE_SINCE}.`,
+      };
     }
-    return { ok: true, runtime: { command: nodePath, env: {}, description: `Node ${version} from lightning.nodePath (${nodePath})` } };
+    return {
+      ok: true,
+      runtime: { command: nodePath, env: {}, description: `Node ${version} from lightning.nodePath (${nodePath})` },
+    };
   }
   const electron = host.versions.electron;
-  const what = electron ? `the editor's own runtime (${host.execPath}, Electron ${electron}, Node ${host.versions.node})` : `the editor's own runtime (${host.execPath}, Node ${host.versions.node})`;
+  const what = electron
+    ? `the editor's own runtime (${host.execPath}, Electron ${electron}, Node ${host.versions.node})`
+    : `the editor's own runtime (${host.execPath}, Node ${host.versions.node})`;
   if (!hasNodeSqlite(host.versions.node) && !options.betterSqlite3) {
     return {
       ok: false,
       message: `${what} has no built-in SQLite (node:sqlite needs Node ≥ ${NODE_SQLITE_SINCE}): update VS Code to 1.103 or later (code-server 4.103 or later), or set "lightning.nodePath" to a Node ≥ ${NODE_SQLITE_SINCE}.`,
     };
   }
-  return { ok: true, runtime: { command: host.execPath, env: electron ? { ELECTRON_RUN_AS_NODE: '1' } : {}, description: what } };
+  return {
+    ok: true,
+    runtime: { command: host.execPath, env: electron ? { ELECTRON_RUN_AS_NODE: '1' } : {}, description: what },
+  };
 }
 
 export const probeVersion: VersionProbe = (command) =>
   new Promise((resolve) => {
-    execFile(command, ['--version'], { timeout: 5_000, env: { ...process.env, ELECTRON_RUN_AS_NODE: '1' } }, (error, stdout) => resolve(error ? undefined : stdout));
+    execFile(
+      command,
+      ['--version'],
+      { timeout: 5_000, env: { ...process.env, ELECTRON_RUN_AS_NODE: '1' } },
+      (error, stdout) => resolve(error ? undefined : stdout),
+    );
   });
 
 /** The runtime for `cliPath` (dist/cli.js) in this editor: resolveRuntime over this process and what sits beside the bundle. */
 export function resolveRuntimeFor(cliPath: string, nodePath: string | undefined): Promise<RuntimeResolution> {
-  const betterSqlite3 = fs.existsSync(path.join(path.dirname(cliPath), '..', 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node'));
+  const betterSqlite3 = fs.existsSync(
+    path.join(path.dirname(cliPath), '..', 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node'),
+  );
   return resolveRuntime({ nodePath, hostExecPath: process.execPath, probe: probeVersion, betterSqlite3 });
 }

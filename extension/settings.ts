@@ -21,7 +21,11 @@ export function readSettings(): LightningSettings {
   const text = (key: string): string | undefined => config.get<string>(key)?.trim() || undefined;
   return {
     nodePath: text('nodePath'),
-    storeFile: resolveStoreFile(text('storePath'), vscode.workspace.workspaceFolders?.[0]?.uri.fsPath, process.env.HOME ?? '/'),
+    storeFile: resolveStoreFile(
+      text('storePath'),
+      vscode.workspace.workspaceFolders?.[0]?.uri.fsPath,
+      process.env.HOME ?? '/',
+    ),
     upstreamBaseUrl: text('upstreamBaseUrl'),
     trainingModel: text('trainingModel'),
   };
@@ -35,7 +39,8 @@ export function affectsDaemon(event: vscode.ConfigurationChangeEvent): boolean {
 export class UpstreamKey {
   constructor(private readonly secrets: vscode.SecretStorage) {}
 
-  readonly onDidChange = (listener: () => void): vscode.Disposable => this.secrets.onDidChange((event) => event.key === SECRET_KEY && listener());
+  readonly onDidChange = (listener: () => void): vscode.Disposable =>
+    this.secrets.onDidChange((event) => event.key === SECRET_KEY && listener());
 
   get(): Thenable<string | undefined> {
     return this.secrets.get(SECRET_KEY);
@@ -45,7 +50,8 @@ export class UpstreamKey {
   async prompt(): Promise<void> {
     const value = await vscode.window.showInputBox({
       title: 'Lightning: Upstream API Key',
-      prompt: 'The key the daemon sends to the upstream LLM API (stored in the editor’s secret storage; empty to remove it)',
+      prompt:
+        'The key the daemon sends to the upstream LLM API (stored in the editor’s secret storage; empty to remove it)',
       password: true,
       ignoreFocusOut: true,
     });

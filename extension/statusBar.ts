@@ -17,7 +17,9 @@ export function statusText(state: DaemonState, rollouts: number | undefined, unr
     case 'failed':
       return '$(error) Lightning: daemon failed';
     case 'running':
-      return rollouts === undefined ? '$(zap) Lightning' : `$(zap) Lightning: ${rollouts} rollout${rollouts === 1 ? '' : 's'}${unrated ? ` (${unrated} unrated)` : ''}`;
+      return rollouts === undefined
+        ? '$(zap) Lightning'
+        : `$(zap) Lightning: ${rollouts} rollout${rollouts === 1 ? '' : 's'}${unrated ? ` (${unrated} unrated)` : ''}`;
   }
 }
 
@@ -64,8 +66,14 @@ export class LightningStatusBar implements vscode.Disposable {
   private render(): void {
     const state = this.live.supervisor.state;
     this.item.text = statusText(state, this.counts?.rollouts, this.counts?.unrated);
-    this.item.tooltip = state.kind === 'running' ? `Lightning daemon ${state.url} (pid ${state.pid}${state.owned ? '' : ', shared'}) — click to open the panel` : state.kind === 'failed' ? state.message : 'Lightning — click to open the panel';
-    this.item.backgroundColor = state.kind === 'failed' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
+    this.item.tooltip =
+      state.kind === 'running'
+        ? `Lightning daemon ${state.url} (pid ${state.pid}${state.owned ? '' : ', shared'}) — click to open the panel`
+        : state.kind === 'failed'
+          ? state.message
+          : 'Lightning — click to open the panel';
+    this.item.backgroundColor =
+      state.kind === 'failed' ? new vscode.ThemeColor('statusBarItem.errorBackground') : undefined;
   }
 
   dispose(): void {

@@ -6,7 +6,11 @@
 import path from 'node:path';
 
 /** The store: the setting (relative to the first workspace folder), else `.lightning/store.db` there. */
-export function resolveStoreFile(setting: string | undefined, workspaceFolder: string | undefined, home: string): string {
+export function resolveStoreFile(
+  setting: string | undefined,
+  workspaceFolder: string | undefined,
+  home: string,
+): string {
   const base = workspaceFolder ?? path.join(home, '.lightning-global');
   if (!setting) return path.join(base, '.lightning', 'store.db');
   const expanded = setting.replace(/^~(?=\/|$)/, home).replace(/\$\{workspaceFolder\}/g, base);

@@ -118,14 +118,24 @@ export class DaemonSupervisor implements vscode.Disposable {
     }
   }
 
-  private async spawnDaemon(storeFile: string, nodePath: string | undefined, upstream: string | undefined): Promise<ReadyMessage> {
+  private async spawnDaemon(
+    storeFile: string,
+    nodePath: string | undefined,
+    upstream: string | undefined,
+  ): Promise<ReadyMessage> {
     const resolution = await resolveRuntimeFor(this.cliPath, nodePath);
     if (!resolution.ok) throw new DaemonStartError(resolution.message, 'no_runtime');
     const { runtime } = resolution;
     const apiKey = await this.upstreamKey.get();
     const args = [this.cliPath, 'serve', '--store', storeFile, ...(upstream ? ['--upstream', upstream] : [])];
-    this.log.info(`[daemon] starting on ${runtime.description}: serve --store ${storeFile}${upstream ? ` --upstream ${upstream}` : ''}`);
-    const env: NodeJS.ProcessEnv = { ...process.env, ...runtime.env, ...(apiKey ? { LIGHTNING_UPSTREAM_API_KEY: apiKey } : {}) };
+    this.log.info(
+      `[daemon] starting on ${runtime.description}: serve --store ${storeFile}${upstream ? ` --upstream ${upstream}` : ''}`,
+    );
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...runtime.env,
+      ...(apiKey ? { LIGHTNING_UPSTREAM_API_KEY: apiKey } : {}),
+    };
     const child = spawn(runtime.command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     this.child = child;
     const stderrTail: string[] = [];
@@ -137,7 +147,9 @@ export class DaemonSupervisor implements vscode.Disposable {
     return new Promise<ReadyMessage>((resolve, reject) => {
       const timer = setTimeout(() => {
         child.kill('SIGKILL');
-        reject(new DaemonStartError(`the daemon gave no ready line within ${READY_TIMEOUT_MS / 1000} s`, 'no_ready_line'));
+        reject(
+          new DaemonStartError(`the daemon gave no ready line within ${READY_TIMEOUT_MS / 1000} s`, 'no_ready_line'),
+        );
       }, READY_TIMEOUT_MS);
       const stdout = readline.createInterface({ input: child.stdout! });
       stdout.once('line', (line) => {
@@ -145,17 +157,30 @@ export class DaemonSupervisor implements vscode.Disposable {
         const first = parseCliLine(line);
         if (first?.event === 'ready') resolve(first);
         else if (first?.event === 'startup-failed') reject(new DaemonStartError(first.message, first.reason));
-        else reject(new DaemonStartError(`the daemon's first line was not its ready line: ${line.slice(0, 200)}`, 'no_ready_line'));
+        else
+          reject(
+            new DaemonStartError(
+              `the daemon's first line was not its ready line: ${line.slice(0, 200)}`,
+              'no_ready_line',
+            ),
+          );
       });
       child.once('error', (error) => {
         clearTimeout(timer);
-        reject(new DaemonStartError(`cannot run ${runtime.command}: ${error.message}. Clear "lightning.nodePath" to use the editor's own runtime, or point it at a Node ≥ ${NODE_SQLITE_SINCE}.`, 'no_runtime'));
+        reject(
+          new DaemonStartError(
+            `cannot run ${runtime.command}: ${error.message}. Clear "lightning.nodePath" to use the editor's own runtime, or point it at a Node ≥ ${NODE_SQLITE_SINCE}.`,
+            'no_runtime',
+          ),
+        );
       });
       // After stdio closes, so a startup-failed line is read first (and wins: a settled promise ignores this).
       child.once('close', (code, signal) => {
         clearTimeout(timer);
         const detail = stderrTail.filter((line) => !line.startsWith('{')).join('\n') || stderrTail.join('\n');
-        reject(new DaemonStartError(`the daemon exited (${code ?? signal}) before it was ready: ${detail}`, 'no_ready_line'));
+        reject(
+          new DaemonStartError(`the daemon exited (${code ?? signal}) before it was ready: ${detail}`, 'no_ready_line'),
+        );
       });
     });
   }

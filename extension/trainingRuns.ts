@@ -13,7 +13,18 @@ import type { TrainingRunView } from '../webview/trainingRunProtocol';
 import type { DaemonClient } from './daemonClient';
 import type { DaemonSupervisor } from './supervisor';
 
-export type TrainingRunRequest = Extract<WebviewToExtension, { type: 'listTrainingRuns' | 'openTrainingRun' | 'cancelTrainingRun' | 'showTrainingRunResult' | 'resumeTrainingRun' | 'useCheckpoint' }>;
+export type TrainingRunRequest = Extract<
+  WebviewToExtension,
+  {
+    type:
+      | 'listTrainingRuns'
+      | 'openTrainingRun'
+      | 'cancelTrainingRun'
+      | 'showTrainingRunResult'
+      | 'resumeTrainingRun'
+      | 'useCheckpoint';
+  }
+>;
 
 /** The command another part of Lightning registers; the panel's Use button runs it. */
 export const USE_CHECKPOINT_COMMAND = 'lightning.useCheckpoint';

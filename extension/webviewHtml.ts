@@ -25,7 +25,10 @@ function builtText(webview: vscode.Webview, dist: vscode.Uri, file: string): str
   } catch {
     throw new Error(`${path.fsPath} is missing: build the extension first (npm run build)`);
   }
-  return inlineText(text, file.endsWith('.css') ? 'css' : 'js').replace(/(?<=[/*]# )sourceMappingURL=([\w.-]+\.map)/, (_, map: string) => `sourceMappingURL=${webview.asWebviewUri(vscode.Uri.joinPath(dist, map))}`);
+  return inlineText(text, file.endsWith('.css') ? 'css' : 'js').replace(
+    /(?<=[/*]# )sourceMappingURL=([\w.-]+\.map)/,
+    (_, map: string) => `sourceMappingURL=${webview.asWebviewUri(vscode.Uri.joinPath(dist, map))}`,
+  );
 }
 
 /**
@@ -34,16 +37,33 @@ function builtText(webview: vscode.Webview, dist: vscode.Uri, file: string): str
  * `marks`: the extension's timestamps (epoch ms) for this page, as `data-*` attributes of `#app`
  * (e.g. `{ openedAt }` → `data-opened-at`): the page and the e2e line them up with the page's own clock.
  */
-export function webviewHtml(webview: vscode.Webview, dist: vscode.Uri, entry: 'webview' | 'editor', title: string, marks: Record<string, number> = {}, initial: readonly ExtensionToEditor[] = []): string {
+export function webviewHtml(
+  webview: vscode.Webview,
+  dist: vscode.Uri,
+  entry: 'webview' | 'editor',
+  title: string,
+  marks: Record<string, number> = {},
+  initial: readonly ExtensionToEditor[] = [],
+): string {
   const nonce = crypto.randomBytes(16).toString('base64');
-  const csp = [`default-src 'none'`, `style-src ${webview.cspSource} 'unsafe-inline'`, `font-src ${webview.cspSource}`, `img-src ${webview.cspSource} data:`, `script-src 'nonce-${nonce}'`].join('; ');
+  const csp = [
+    `default-src 'none'`,
+    `style-src ${webview.cspSource} 'unsafe-inline'`,
+    `font-src ${webview.cspSource}`,
+    `img-src ${webview.cspSource} data:`,
+    `script-src 'nonce-${nonce}'`,
+  ].join('; ');
   const escaped = title.replace(/[&<>"]/g, (ch) => `&#${ch.charCodeAt(0)};`);
-  const data = Object.entries(marks).map(([name, value]) => ` data-${name.replace(/[A-Z]/g, (ch) => `-${ch.toLowerCase()}`)}="${Math.round(value)}"`).join('');
+  const data = Object.entries(marks)
+    .map(([name, value]) => ` data-${name.replace(/[A-Z]/g, (ch) => `-${ch.toLowerCase()}`)}="${Math.round(value)}"`)
+    .join('');
   return `<!DOCTYPE html><html lang="en"><head><meta charset="UTF-8"><meta http-equiv="Content-Security-Policy" content="${csp}">
 <meta name="viewport" content="width=device-width, initial-scale=1.0"><style>${builtText(webview, dist, `${entry}.css`)}</style><title>${escaped}</title></head>
 <body><div id="app"${data}></div>${initialMessages(initial)}<script type="module" nonce="${nonce}">${builtText(webview, dist, `${entry}.js`)}</script></body></html>`;
 }
 
 function initialMessages(messages: readonly ExtensionToEditor[]): string {
-  return messages.length === 0 ? '' : `<script type="application/json" id="initial-messages">${initialMessagesText(messages)}</script>`;
+  return messages.length === 0
+    ? ''
+    : `<script type="application/json" id="initial-messages">${initialMessagesText(messages)}</script>`;
 }

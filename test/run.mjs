@@ -10,14 +10,36 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ensureApt, ensureBrowserDriver, ensureEditor, ensureNode, ensurePythonVenv, EDITORS, ProvisionError, REPO } from './provision/index.mjs';
+import {
+  ensureApt,
+  ensureBrowserDriver,
+  ensureEditor,
+  ensureNode,
+  ensurePythonVenv,
+  EDITORS,
+  ProvisionError,
+  REPO,
+} from './provision/index.mjs';
 import { needsOf, torchShim } from './provision/needs.mjs';
 
 const root = path.join(REPO, 'test');
 const SUITES = ['unit', 'integration', 'e2e', 'python', 'node24'];
 const TIERS = ['fast', ...SUITES];
 /** The test files that run a second time under Node 24, where the store opens with node:sqlite. */
-const NODE24_FILES = ['storeDriver', 'migrations', 'store', 'writeQueue', 'rolloutTransitions', 'datasets', 'training', 'useCheckpoint', 'rewardRules', 'lightningrl', 'apo', 'rewardPipeline'].map((name) => `test/unit/${name}.test.ts`);
+const NODE24_FILES = [
+  'storeDriver',
+  'migrations',
+  'store',
+  'writeQueue',
+  'rolloutTransitions',
+  'datasets',
+  'training',
+  'useCheckpoint',
+  'rewardRules',
+  'lightningrl',
+  'apo',
+  'rewardPipeline',
+].map((name) => `test/unit/${name}.test.ts`);
 
 function testFiles(dir) {
   if (!fs.existsSync(dir)) return [];
@@ -34,7 +56,10 @@ const fast = suites.includes('fast');
 const files = suites
   .filter((arg) => arg !== 'python' && arg !== 'node24')
   .flatMap((arg) => {
-    if (arg === 'fast') return [...testFiles(path.join(root, 'unit')), ...testFiles(path.join(root, 'integration'))].filter((file) => needsOf(file).size === 0);
+    if (arg === 'fast')
+      return [...testFiles(path.join(root, 'unit')), ...testFiles(path.join(root, 'integration'))].filter(
+        (file) => needsOf(file).size === 0,
+      );
     const dir = path.join(root, arg);
     if (fs.existsSync(dir) && fs.statSync(dir).isDirectory()) return testFiles(dir);
     const file = path.resolve(arg);
@@ -56,7 +81,9 @@ function provision() {
   if (withNode24) needs.add('node24');
   const rootOnly = files.filter((file) => needsOf(file).has('root'));
   if (rootOnly.length > 0 && process.getuid?.() !== 0) {
-    throw new ProvisionError(`${rootOnly.map((file) => path.relative(REPO, file)).join(' and ')} need root (a mount namespace, a tmpfs). Run:\n  sudo npm test\nor run the other suites: npm test -- fast unit python node24`);
+    throw new ProvisionError(
+      `${rootOnly.map((file) => path.relative(REPO, file)).join(' and ')} need root (a mount namespace, a tmpfs). Run:\n  sudo npm test\nor run the other suites: npm test -- fast unit python node24`,
+    );
   }
   const apt = [];
   // The trainer worker in the daemon's tests and the demo runs on Debian's PyTorch (fast on few cores).
@@ -112,14 +139,20 @@ const FAILURES = [];
 const startsRay = (file) => needsOf(file).has('ray');
 
 function sum(results) {
-  return results.reduce((a, b) => ({ ok: a.ok && b.ok, passed: a.passed + b.passed, failed: a.failed + b.failed }), NONE);
+  return results.reduce(
+    (a, b) => ({ ok: a.ok && b.ok, passed: a.passed + b.passed, failed: a.failed + b.failed }),
+    NONE,
+  );
 }
 
 /** node's test runner over `list` with `node`: the Ray files alone after the rest (startsRay). */
 async function nodeTests(list, env, node = process.execPath) {
   const alone = list.filter(startsRay);
   const rest = list.filter((file) => !startsRay(file));
-  return sum([await nodeTestRun(rest, env, node, process.env.TEST_CONCURRENCY ?? 2), await nodeTestRun(alone, env, node, 1)]);
+  return sum([
+    await nodeTestRun(rest, env, node, process.env.TEST_CONCURRENCY ?? 2),
+    await nodeTestRun(alone, env, node, 1),
+  ]);
 }
 
 /** One run of node's test runner; counts from its spec reporter's summary. */
@@ -128,7 +161,19 @@ async function nodeTestRun(list, env, node, concurrency) {
   // Each file is one test under --test-timeout, and node's runner has one timeout for all files: with the
   // end-to-end suites in the run (a real VS Code each, minutes each on a busy machine) it is ten minutes.
   const timeout = list.some(inE2e) ? 600_000 : 300_000;
-  const { code, output } = await run(node, ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-timeout=${timeout}`, `--test-concurrency=${concurrency}`, ...list], { env: { ...process.env, ...env }, cwd: REPO });
+  const { code, output } = await run(
+    node,
+    [
+      '--import',
+      'tsx',
+      '--test',
+      '--test-reporter=spec',
+      `--test-timeout=${timeout}`,
+      `--test-concurrency=${concurrency}`,
+      ...list,
+    ],
+    { env: { ...process.env, ...env }, cwd: REPO },
+  );
   const count = (name) => Number(output.match(new RegExp(`^ℹ ${name} (\\d+)$`, 'm'))?.[1] ?? 0);
   const failures = output.match(/^✖ failing tests:\n[\s\S]*/m)?.[0];
   if (failures) FAILURES.push(failures.trimEnd().slice(0, 20_000));
@@ -141,10 +186,15 @@ async function nodeTestRun(list, env, node, concurrency) {
 
 /** The trainer worker's pytest suite; pytest's last line gives the counts ("3 passed, 1 failed, 2 errors in 9s"). */
 async function pythonTests(python) {
-  const { code, output } = await run(python, ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'trainer-daemon/python/tests'], { cwd: REPO });
+  const { code, output } = await run(
+    python,
+    ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'trainer-daemon/python/tests'],
+    { cwd: REPO },
+  );
   const summary = output.trim().split('\n').pop() ?? '';
   const count = (name) => Number(summary.match(new RegExp(`(\\d+) ${name}`))?.[1] ?? 0);
-  if (code !== 0 && count('failed') + count('errors?') === 0) console.error(`python tests did not run (${python} exited ${code})`);
+  if (code !== 0 && count('failed') + count('errors?') === 0)
+    console.error(`python tests did not run (${python} exited ${code})`);
   // A skipped Python test is a failure too: the suite's environment is provisioned, nothing may be missing.
   const failed = count('failed') + count('errors?') + count('skipped');
   return { ok: code === 0 && failed === 0, passed: count('passed'), failed: Math.max(failed, code === 0 ? 0 : 1) };
@@ -164,7 +214,13 @@ const results = [await nodeTests(files, env)];
 if (withPython) results.push(await pythonTests(env.LIGHTNING_TEST_PYTHON));
 if (withNode24) {
   console.log(`npm test: the store's tests under Node 24 (${env.LIGHTNING_NODE24})`);
-  results.push(await nodeTests(NODE24_FILES.map((file) => path.join(REPO, file)), env, env.LIGHTNING_NODE24));
+  results.push(
+    await nodeTests(
+      NODE24_FILES.map((file) => path.join(REPO, file)),
+      env,
+      env.LIGHTNING_NODE24,
+    ),
+  );
 }
 if (FAILURES.length > 0) console.log(`\nnpm test: the failures again (from above):\n${FAILURES.join('\n')}\n`);
 const passed = results.reduce((sum, r) => sum + r.passed, 0);

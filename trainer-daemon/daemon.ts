@@ -53,7 +53,8 @@ export const DEFAULT_UPSTREAM = 'https://api.openai.com/v1';
  */
 export function upstreamFromEnv(env: NodeJS.ProcessEnv, baseUrl?: string): UpstreamConfig {
   const providers: Partial<Record<'anthropic' | 'gemini', string>> = {};
-  if (env.LIGHTNING_ANTHROPIC_UPSTREAM_URL) providers.anthropic = env.LIGHTNING_ANTHROPIC_UPSTREAM_URL.replace(/\/+$/, '');
+  if (env.LIGHTNING_ANTHROPIC_UPSTREAM_URL)
+    providers.anthropic = env.LIGHTNING_ANTHROPIC_UPSTREAM_URL.replace(/\/+$/, '');
   if (env.LIGHTNING_GEMINI_UPSTREAM_URL) providers.gemini = env.LIGHTNING_GEMINI_UPSTREAM_URL.replace(/\/+$/, '');
   // Whatever shape the key has, an upstream echoing it (in an error) must not get it stored or logged.
   registerSecretValue(env.LIGHTNING_UPSTREAM_API_KEY);
@@ -72,13 +73,20 @@ export function upstreamFromEnv(env: NodeJS.ProcessEnv, baseUrl?: string): Upstr
  */
 const DAEMON_BUSY_TIMEOUT_MS = 50;
 
-export const ORPHANED_ERROR = 'orphaned: the daemon stopped (crash or kill) while this rollout was running, and its runner did not come back to finish it; its calls up to then are kept';
+export const ORPHANED_ERROR =
+  'orphaned: the daemon stopped (crash or kill) while this rollout was running, and its runner did not come back to finish it; its calls up to then are kept';
 
 /**
  * Listens on the port a previous daemon of this store used when it died (its discovery file is
  * still there), so agents that outlived it keep their URL; else on `port` as asked.
  */
-async function listenOnPreviousPort(http: DaemonHttpServer, host: string, port: number, storeFile: string, logger: Logger): Promise<AddressInfo> {
+async function listenOnPreviousPort(
+  http: DaemonHttpServer,
+  host: string,
+  port: number,
+  storeFile: string,
+  logger: Logger,
+): Promise<AddressInfo> {
   if (port === 0) {
     let previous: number | undefined;
     try {
@@ -91,7 +99,10 @@ async function listenOnPreviousPort(http: DaemonHttpServer, host: string, port: 
       try {
         return await http.listen(host, previous);
       } catch (error) {
-        logger.info('the previous daemon port is taken; listening on a new one', { port: previous, error: errorMessage(error) });
+        logger.info('the previous daemon port is taken; listening on a new one', {
+          port: previous,
+          error: errorMessage(error),
+        });
       }
     }
   }
@@ -148,20 +159,47 @@ export class Daemon {
       const scoreJobs = new ScoreJobs();
       // The RPC server that broadcasts is made from the handlers: they reach it through this binding.
       let broadcast: Broadcast | undefined;
-      const workerBatches = new WorkerBatches({ store, writes, logger: logger.child('runner'), baseUrl: () => baseUrl! });
+      const workerBatches = new WorkerBatches({
+        store,
+        writes,
+        logger: logger.child('runner'),
+        baseUrl: () => baseUrl!,
+      });
       // Training loops read and write through one service (the handlers serve tasks and checkpoints through it too); their agents run through the same handler table, in-process, and follow worker batches on the queue itself.
       const trainingService = new TrainingService(store, writes);
-      const training = new TrainingManager(trainingService, { request: (name, params) => invoke(handlers, name, params) }, workerBatches, logger.child('training'));
+      const training = new TrainingManager(
+        trainingService,
+        { request: (name, params) => invoke(handlers, name, params) },
+        workerBatches,
+        logger.child('training'),
+      );
       const policy = new PolicyServing(store, logger.child('policy'));
       const handlers: Handlers = createHandlers({
-        store, writes, info: () => info, agentBaseUrl: () => baseUrl, scoreJobs, notify: (name, params) => broadcast?.(name, params), workerBatches, training, trainingService, policy,
+        store,
+        writes,
+        info: () => info,
+        agentBaseUrl: () => baseUrl,
+        scoreJobs,
+        notify: (name, params) => broadcast?.(name, params),
+        workerBatches,
+        training,
+        trainingService,
+        policy,
       });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       broadcast = rpc.broadcast;
       policy.onDidChange((change) => rpc.broadcast('policyChanged', change));
       const notifier = new ChangeNotifier(store, rpc.broadcast);
       const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4, logger.child('otlp'));
-      const agents = new AgentRoutes({ store, writes, otlp, upstream: options.upstream, logger: logger.child('agent'), workerBatches, token });
+      const agents = new AgentRoutes({
+        store,
+        writes,
+        otlp,
+        upstream: options.upstream,
+        logger: logger.child('agent'),
+        workerBatches,
+        token,
+      });
       http = new DaemonHttpServer({
         logger: logger.child('http'),
         routes: (request, response) => agents.handle(request, response),
@@ -171,9 +209,36 @@ export class Daemon {
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       baseUrl = options.agentHost ? await http.listenForAgents(options.agentHost) : url;
-      const daemon = new Daemon(store, writes, notifier, rpc, http, otlp, training, policy, workerBatches, scoreJobs, token, info, url, logger, releaseLock);
-      daemon.discovery = writeDiscovery(storeFile, { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt }, token);
-      logger.info('daemon ready', { url, store: storeFile, schemaVersion: info.schemaVersion, sqlite: store.driver, node: process.version, ...(baseUrl !== url ? { agentUrl: baseUrl } : {}) });
+      const daemon = new Daemon(
+        store,
+        writes,
+        notifier,
+        rpc,
+        http,
+        otlp,
+        training,
+        policy,
+        workerBatches,
+        scoreJobs,
+        token,
+        info,
+        url,
+        logger,
+        releaseLock,
+      );
+      daemon.discovery = writeDiscovery(
+        storeFile,
+        { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt },
+        token,
+      );
+      logger.info('daemon ready', {
+        url,
+        store: storeFile,
+        schemaVersion: info.schemaVersion,
+        sqlite: store.driver,
+        node: process.version,
+        ...(baseUrl !== url ? { agentUrl: baseUrl } : {}),
+      });
       daemon.scheduleOrphanRecovery(options.orphanGraceMs ?? Number(process.env.LIGHTNING_ORPHAN_GRACE_MS ?? 60_000));
       return daemon;
     } catch (error) {
@@ -196,7 +261,9 @@ export class Daemon {
   private scheduleOrphanRecovery(graceMs: number): void {
     const since = this.info.startedAt;
     this.orphanTimer = setTimeout(() => {
-      void this.recoverOrphans(since).catch((error: unknown) => this.logger.error('could not recover orphaned rollouts', { error: errorMessage(error) }));
+      void this.recoverOrphans(since).catch((error: unknown) =>
+        this.logger.error('could not recover orphaned rollouts', { error: errorMessage(error) }),
+      );
     }, graceMs);
     this.orphanTimer.unref();
   }
@@ -205,7 +272,12 @@ export class Daemon {
     const orphans: string[] = [];
     let cursor: string | undefined;
     do {
-      const page = this.store.listRollouts({ status: ['running'], order: 'oldest', limit: 500, ...(cursor ? { cursor } : {}) });
+      const page = this.store.listRollouts({
+        status: ['running'],
+        order: 'oldest',
+        limit: 500,
+        ...(cursor ? { cursor } : {}),
+      });
       orphans.push(...page.items.filter((rollout) => rollout.updatedAt < since).map((rollout) => rollout.id));
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
@@ -217,9 +289,12 @@ export class Daemon {
           if (now.status !== 'running' || now.updatedAt >= since) return;
           this.store.transitionRollout({ id, to: 'failed', error: ORPHANED_ERROR, exitCode: null });
         })
-        .catch((error: unknown) => this.logger.warn('could not fail an orphaned rollout', { rolloutId: id, error: errorMessage(error) }));
+        .catch((error: unknown) =>
+          this.logger.warn('could not fail an orphaned rollout', { rolloutId: id, error: errorMessage(error) }),
+        );
     }
-    if (orphans.length > 0) this.logger.warn('failed rollouts orphaned by an earlier daemon', { count: orphans.length });
+    if (orphans.length > 0)
+      this.logger.warn('failed rollouts orphaned by an earlier daemon', { count: orphans.length });
   }
 
   /** Editor/CLI clients connected over the RPC right now. */

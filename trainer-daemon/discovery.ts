@@ -39,7 +39,9 @@ export function acquireStoreLock(storeFile: string): () => void {
       const holder = Number(fs.readFileSync(lock, 'utf8'));
       if (Number.isInteger(holder) && holder > 0 && isProcessAlive(holder)) {
         const owner = findDaemon(storeFile);
-        throw new StoreOwnedError(`another Lightning daemon (pid ${holder}${owner ? `, ${owner.info.url}` : ''}) already owns ${storeFile}; stop it or use --store`);
+        throw new StoreOwnedError(
+          `another Lightning daemon (pid ${holder}${owner ? `, ${owner.info.url}` : ''}) already owns ${storeFile}; stop it or use --store`,
+        );
       }
       fs.rmSync(lock, { force: true });
     }
@@ -48,7 +50,11 @@ export function acquireStoreLock(storeFile: string): () => void {
 }
 
 /** Writes both files atomically (temp file + rename); the caller holds the store lock (acquireStoreLock). */
-export function writeDiscovery(storeFile: string, info: Omit<DiscoveryFile, 'tokenFile'>, token: string): DiscoveryPaths {
+export function writeDiscovery(
+  storeFile: string,
+  info: Omit<DiscoveryFile, 'tokenFile'>,
+  token: string,
+): DiscoveryPaths {
   const paths = discoveryPaths(storeFile);
   ensurePrivateDir(path.dirname(paths.info));
   writeAtomic(paths.token, `${token}\n`, 0o600);

@@ -32,7 +32,8 @@ export function createLogger(
   component: string,
   options: { level?: LogLevel; write?: (line: string) => void } = {},
 ): Logger {
-  const min = LEVELS[options.level ?? ((process.env.LIGHTNING_LOG_LEVEL as LogLevel | undefined) ?? 'info')] ?? LEVELS.info;
+  const min =
+    LEVELS[options.level ?? (process.env.LIGHTNING_LOG_LEVEL as LogLevel | undefined) ?? 'info'] ?? LEVELS.info;
   const write = options.write ?? ((line: string) => process.stderr.write(line));
   const emit = (level: LogLevel, msg: string, fields?: Record<string, unknown>): void => {
     if (LEVELS[level] < min) return;

@@ -32,12 +32,27 @@ export class DatasetsSection {
     this.names = new Map(rows.map((row) => [row.dataset.id, row.dataset.name]));
     this.summary.textContent = `Datasets (${rows.length})`;
     this.body.replaceChildren();
-    if (rows.length === 0) return void this.body.append(el('div', 'muted', 'No datasets. Import a tasks.jsonl with Lightning: Import Dataset.'));
+    if (rows.length === 0)
+      return void this.body.append(
+        el('div', 'muted', 'No datasets. Import a tasks.jsonl with Lightning: Import Dataset.'),
+      );
     for (const { dataset, splits } of rows) {
       const row = el('div', 'dataset-row');
       row.dataset.datasetId = dataset.id;
-      const counts = (['train', 'val', 'test'] as const).filter((split) => splits[split] > 0).map((split) => `${splits[split]} ${split}`).join(' · ');
-      row.append(el('span', 'dataset-name', dataset.name), el('span', 'muted', ` ${dataset.taskCount} tasks (${counts})`), button('Rollouts', `Show the rollouts of ${dataset.name}`, () => this.actions.scope({ datasetId: dataset.id }), 'dataset-rollouts'));
+      const counts = (['train', 'val', 'test'] as const)
+        .filter((split) => splits[split] > 0)
+        .map((split) => `${splits[split]} ${split}`)
+        .join(' · ');
+      row.append(
+        el('span', 'dataset-name', dataset.name),
+        el('span', 'muted', ` ${dataset.taskCount} tasks (${counts})`),
+        button(
+          'Rollouts',
+          `Show the rollouts of ${dataset.name}`,
+          () => this.actions.scope({ datasetId: dataset.id }),
+          'dataset-rollouts',
+        ),
+      );
       row.title = dataset.source ?? dataset.id;
       this.body.append(row);
     }
@@ -45,9 +60,16 @@ export class DatasetsSection {
 
   /** Says what the list is narrowed to. */
   showScope(filter: RolloutFilter): void {
-    const what = filter.batchId ? `batch ${filter.batchId}` : filter.datasetId ? `dataset ${this.names.get(filter.datasetId) ?? filter.datasetId}` : undefined;
+    const what = filter.batchId
+      ? `batch ${filter.batchId}`
+      : filter.datasetId
+        ? `dataset ${this.names.get(filter.datasetId) ?? filter.datasetId}`
+        : undefined;
     this.scopeLine.hidden = what === undefined;
     if (what === undefined) return;
-    this.scopeLine.replaceChildren(el('span', undefined, `Showing ${what}`), button('✕', 'Show every rollout', () => this.actions.scope({}), 'clear-scope'));
+    this.scopeLine.replaceChildren(
+      el('span', undefined, `Showing ${what}`),
+      button('✕', 'Show every rollout', () => this.actions.scope({}), 'clear-scope'),
+    );
   }
 }

@@ -1,5 +1,9 @@
 /** Small DOM helpers the panel's views share: an element with a class and text, a secondary button. */
-export function el<K extends keyof HTMLElementTagNameMap>(tag: K, className?: string, text?: string): HTMLElementTagNameMap[K] {
+export function el<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  className?: string,
+  text?: string,
+): HTMLElementTagNameMap[K] {
   const element = document.createElement(tag);
   if (className) element.className = className;
   if (text !== undefined) element.textContent = text;
@@ -27,10 +31,15 @@ export function rawJsonControls(value: unknown, copy: (text: string) => void): [
   raw.hidden = true;
   const actions = el('div', 'step-actions');
   actions.append(
-    button('Raw JSON', 'Show the raw span JSON', () => {
-      if (!raw.textContent) raw.textContent = JSON.stringify(value, null, 2);
-      raw.hidden = !raw.hidden;
-    }, 'show-raw'),
+    button(
+      'Raw JSON',
+      'Show the raw span JSON',
+      () => {
+        if (!raw.textContent) raw.textContent = JSON.stringify(value, null, 2);
+        raw.hidden = !raw.hidden;
+      },
+      'show-raw',
+    ),
     button('Copy JSON', 'Copy the raw span JSON', () => copy(JSON.stringify(value, null, 2)), 'copy-raw'),
   );
   return [actions, raw];

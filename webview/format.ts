@@ -12,7 +12,11 @@ import type { RolloutFilter } from './protocol';
 type JsonObject = { [key: string]: Json };
 
 export function formatTokens(count: number): string {
-  return count < 1_000 ? String(count) : count < 1_000_000 ? `${(count / 1_000).toFixed(1)}k` : `${(count / 1_000_000).toFixed(1)}M`;
+  return count < 1_000
+    ? String(count)
+    : count < 1_000_000
+      ? `${(count / 1_000).toFixed(1)}k`
+      : `${(count / 1_000_000).toFixed(1)}M`;
 }
 
 /** "12:03:04" today, else "2026-11-29 12:03". */
@@ -20,11 +24,17 @@ export function formatTime(epochMs: number, now = Date.now()): string {
   const date = new Date(epochMs);
   const pad = (n: number): string => String(n).padStart(2, '0');
   const time = `${pad(date.getHours())}:${pad(date.getMinutes())}:${pad(date.getSeconds())}`;
-  return new Date(now).toDateString() === date.toDateString() ? time : `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${time.slice(0, 5)}`;
+  return new Date(now).toDateString() === date.toDateString()
+    ? time
+    : `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${time.slice(0, 5)}`;
 }
 
 export function rolloutTitle(rollout: Rollout): string {
-  return rollout.label ?? rollout.task?.id ?? (rollout.source.kind === 'command' ? rollout.source.argv.join(' ') : rollout.id);
+  return (
+    rollout.label ??
+    rollout.task?.id ??
+    (rollout.source.kind === 'command' ? rollout.source.argv.join(' ') : rollout.id)
+  );
 }
 
 /** The list's client-side filter, for rollouts that arrive live (the daemon filters the pages). */
@@ -35,13 +45,21 @@ export function matchesFilter(rollout: Rollout, filter: RolloutFilter): boolean 
   if (filter.batchId && rollout.batchId !== filter.batchId) return false;
   if (filter.search) {
     const needle = filter.search.toLowerCase();
-    const haystack = `${rollout.label ?? ''} ${rollout.task?.id ?? ''} ${JSON.stringify(rollout.task?.input ?? '')}`.toLowerCase();
+    const haystack =
+      `${rollout.label ?? ''} ${rollout.task?.id ?? ''} ${JSON.stringify(rollout.task?.input ?? '')}`.toLowerCase();
     if (!haystack.includes(needle)) return false;
   }
   return true;
 }
 
-export const STATUS_ICON: Record<RolloutStatus, string> = { queued: '◌', running: '●', succeeded: '✓', failed: '✗', cancelled: '⊘', timeout: '◷' };
+export const STATUS_ICON: Record<RolloutStatus, string> = {
+  queued: '◌',
+  running: '●',
+  succeeded: '✓',
+  failed: '✗',
+  cancelled: '⊘',
+  timeout: '◷',
+};
 
 export function rewardText(value: number | null): string {
   if (value === null) return 'unrated';
@@ -74,12 +92,15 @@ export interface LlmCallView {
   readonly error: string | null;
 }
 
-const isObject = (value: Json | undefined): value is JsonObject => value !== null && typeof value === 'object' && !Array.isArray(value);
-const text = (value: Json | undefined): string => (typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value));
+const isObject = (value: Json | undefined): value is JsonObject =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+const text = (value: Json | undefined): string =>
+  typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value);
 
 /** Message content: a string, or an array of parts (`{type: 'text', text}`, `{type: 'input_text', text}`, …). */
 function contentText(content: Json | undefined): string {
-  if (Array.isArray(content)) return content.map((part) => (isObject(part) ? text(part.text ?? part.output ?? part) : text(part))).join('\n');
+  if (Array.isArray(content))
+    return content.map((part) => (isObject(part) ? text(part.text ?? part.output ?? part) : text(part))).join('\n');
   return text(content);
 }
 
@@ -92,14 +113,19 @@ function chatToolCalls(calls: Json | undefined): ToolCallView[] {
 }
 
 function chatMessage(message: JsonObject): MessageView {
-  const view = { role: text(message.role) || 'message', content: contentText(message.content), toolCalls: chatToolCalls(message.tool_calls) };
+  const view = {
+    role: text(message.role) || 'message',
+    content: contentText(message.content),
+    toolCalls: chatToolCalls(message.tool_calls),
+  };
   const thinking = text(message.reasoning_content ?? message.reasoning);
   return thinking ? { ...view, thinking } : view;
 }
 
 /** Responses API input/output items: messages, function calls and their outputs. */
 function responsesItem(item: JsonObject): MessageView {
-  if (item.type === 'function_call') return { role: 'assistant', content: '', toolCalls: [{ name: text(item.name), arguments: text(item.arguments) }] };
+  if (item.type === 'function_call')
+    return { role: 'assistant', content: '', toolCalls: [{ name: text(item.name), arguments: text(item.arguments) }] };
   if (item.type === 'function_call_output') return { role: 'tool', content: text(item.output), toolCalls: [] };
   return { role: text(item.role) || text(item.type), content: contentText(item.content), toolCalls: [] };
 }
@@ -108,7 +134,8 @@ function requestMessages(request: JsonObject): MessageView[] {
   if (Array.isArray(request.messages)) return request.messages.filter(isObject).map(chatMessage);
   const input = request.input;
   const items: MessageView[] = [];
-  if (typeof request.instructions === 'string') items.push({ role: 'system', content: request.instructions, toolCalls: [] });
+  if (typeof request.instructions === 'string')
+    items.push({ role: 'system', content: request.instructions, toolCalls: [] });
   if (typeof input === 'string') items.push({ role: 'user', content: input, toolCalls: [] });
   else if (Array.isArray(input)) items.push(...input.filter(isObject).map(responsesItem));
   if (typeof request.prompt === 'string') items.push({ role: 'prompt', content: request.prompt, toolCalls: [] });
@@ -117,7 +144,9 @@ function requestMessages(request: JsonObject): MessageView[] {
 
 function toolNames(request: JsonObject): string[] {
   if (!Array.isArray(request.tools)) return [];
-  return request.tools.filter(isObject).map((tool) => text(isObject(tool.function) ? tool.function.name : (tool.name ?? tool.type)));
+  return request.tools
+    .filter(isObject)
+    .map((tool) => text(isObject(tool.function) ? tool.function.name : (tool.name ?? tool.type)));
 }
 
 function responseMessage(response: JsonObject): MessageView | null {
@@ -129,7 +158,14 @@ function responseMessage(response: JsonObject): MessageView | null {
   }
   if (Array.isArray(response.output)) {
     const items = response.output.filter(isObject).map(responsesItem);
-    return { role: 'assistant', content: items.map((item) => item.content).filter(Boolean).join('\n'), toolCalls: items.flatMap((item) => item.toolCalls) };
+    return {
+      role: 'assistant',
+      content: items
+        .map((item) => item.content)
+        .filter(Boolean)
+        .join('\n'),
+      toolCalls: items.flatMap((item) => item.toolCalls),
+    };
   }
   return null;
 }
@@ -142,10 +178,16 @@ export function llmCallView(span: Span): LlmCallView {
   const response = chat.response;
   const fallback = (key: string): string => text(attributes[key]);
   return {
-    model: text(attributes['gen_ai.response.model'] ?? attributes['gen_ai.request.model'] ?? request.model) || 'unknown model',
+    model:
+      text(attributes['gen_ai.response.model'] ?? attributes['gen_ai.request.model'] ?? request.model) ||
+      'unknown model',
     messages: requestMessages(request),
     tools: toolNames(request),
-    response: response ? responseMessage(response) : fallback('gen_ai.completion') ? { role: 'assistant', content: fallback('gen_ai.completion'), toolCalls: [] } : null,
+    response: response
+      ? responseMessage(response)
+      : fallback('gen_ai.completion')
+        ? { role: 'assistant', content: fallback('gen_ai.completion'), toolCalls: [] }
+        : null,
     promptTokens: span.promptTokens,
     completionTokens: span.completionTokens,
     latencyMs: span.endMs === null ? null : span.endMs - span.startMs,
@@ -171,6 +213,7 @@ export function spanDepths(spans: readonly Span[]): Map<string, number> {
 
 /** "served by checkpoint ckpt-… (run train-…, step 3)", or a training iteration's policy. */
 export function servedByText(policy: PolicyRef): string {
-  if (policy.checkpointId) return `served by checkpoint ${policy.checkpointId} (run ${policy.runId}, step ${policy.step})`;
+  if (policy.checkpointId)
+    return `served by checkpoint ${policy.checkpointId} (run ${policy.runId}, step ${policy.step})`;
   return `served by training run ${policy.runId}'s policy at step ${policy.step}${policy.checkpoint === null ? ' (the base model)' : ''}`;
 }

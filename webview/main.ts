@@ -83,11 +83,15 @@ compareButton.addEventListener('click', () => {
   if (left && right) post({ type: 'compareRollouts', left, right });
 });
 const trajectory: TrajectoryView = new TrajectoryView(app.querySelector('.detail')!, {
-  annotate: (spanId, value, comment) => trajectory.rolloutId && post({ type: 'annotate', rolloutId: trajectory.rolloutId, spanId, value, comment }),
+  annotate: (spanId, value, comment) =>
+    trajectory.rolloutId && post({ type: 'annotate', rolloutId: trajectory.rolloutId, spanId, value, comment }),
   copy: (text) => post({ type: 'copy', text }),
   loadTransitions: () => trajectory.rolloutId && post({ type: 'loadTransitions', rolloutId: trajectory.rolloutId }),
-  reviewReward: (rewardId, action) => trajectory.rolloutId && post({ type: 'reviewReward', rolloutId: trajectory.rolloutId, rewardId, action }),
-  openTab: (beside) => trajectory.rolloutId && post({ type: 'openRolloutTab', id: trajectory.rolloutId, mode: beside ? 'beside' : 'pinned' }),
+  reviewReward: (rewardId, action) =>
+    trajectory.rolloutId && post({ type: 'reviewReward', rolloutId: trajectory.rolloutId, rewardId, action }),
+  openTab: (beside) =>
+    trajectory.rolloutId &&
+    post({ type: 'openRolloutTab', id: trajectory.rolloutId, mode: beside ? 'beside' : 'pinned' }),
 });
 trajectory.clear('Select a rollout to see its trajectory.');
 const trainingRuns = new TrainingRunsView({
@@ -128,7 +132,13 @@ function setScope(scope: Pick<RolloutFilter, 'datasetId' | 'batchId'>): void {
 datasets.showScope(state.filter);
 
 function onFilterChange(): void {
-  const filter = rolloutFilter({ datasetId: state.filter.datasetId, batchId: state.filter.batchId, status: statusSelect.value || undefined, mode: modeSelect.value || undefined, search: search.value.trim() || undefined });
+  const filter = rolloutFilter({
+    datasetId: state.filter.datasetId,
+    batchId: state.filter.batchId,
+    status: statusSelect.value || undefined,
+    mode: modeSelect.value || undefined,
+    search: search.value.trim() || undefined,
+  });
   if (!filter) return;
   state.filter = filter;
   save();
@@ -175,7 +185,8 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
       showCount();
       return;
     case 'spansAvailable':
-      if (message.rolloutId === trajectory.rolloutId && message.toSequence > trajectory.lastSequence) post({ type: 'loadSpans', rolloutId: message.rolloutId, afterSequence: trajectory.lastSequence });
+      if (message.rolloutId === trajectory.rolloutId && message.toSequence > trajectory.lastSequence)
+        post({ type: 'loadSpans', rolloutId: message.rolloutId, afterSequence: trajectory.lastSequence });
       return;
     case 'spans':
       if (message.rolloutId === trajectory.rolloutId) trajectory.appendSpans(message.spans, message.complete);

@@ -12,18 +12,26 @@ import type { RolloutFilter } from './protocol';
 
 /** A message posted to the page: an object with a `type` (a page ignores the types it does not know). */
 export function extensionMessage<T extends { readonly type: string }>(data: unknown): T | undefined {
-  return typeof data === 'object' && data !== null && typeof (data as { type?: unknown }).type === 'string' ? (data as T) : undefined;
+  return typeof data === 'object' && data !== null && typeof (data as { type?: unknown }).type === 'string'
+    ? (data as T)
+    : undefined;
 }
 
 /** The filter of these fields (empty ones left out), or undefined when one is not a filter's (an unknown status, too long a text). */
-export function rolloutFilter(fields: Readonly<Partial<Record<keyof RolloutFilter, unknown>>>): RolloutFilter | undefined {
+export function rolloutFilter(
+  fields: Readonly<Partial<Record<keyof RolloutFilter, unknown>>>,
+): RolloutFilter | undefined {
   const filter: RolloutFilter = {};
   const { status, mode, search, datasetId, batchId } = fields;
   if (status !== undefined && !(ROLLOUT_STATUSES as readonly unknown[]).includes(status)) return undefined;
   if (mode !== undefined && !(ROLLOUT_MODES as readonly unknown[]).includes(mode)) return undefined;
   if (status !== undefined) filter.status = status as RolloutStatus;
   if (mode !== undefined) filter.mode = mode as RolloutMode;
-  for (const [name, value] of [['search', search], ['datasetId', datasetId], ['batchId', batchId]] as const) {
+  for (const [name, value] of [
+    ['search', search],
+    ['datasetId', datasetId],
+    ['batchId', batchId],
+  ] as const) {
     if (value === undefined) continue;
     if (typeof value !== 'string' || value.length > FILTER_TEXT_MAX) return undefined;
     filter[name] = value;

@@ -6,7 +6,16 @@
  * reuse the daemon protocol's schemas: they are data shapes, not a channel.
  */
 import { z } from 'zod';
-import { Dataset, RayNode, Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../trainer-daemon/protocol/records';
+import {
+  Dataset,
+  RayNode,
+  Reward,
+  Rollout,
+  RolloutMode,
+  RolloutStatus,
+  Span,
+  type Json,
+} from '../trainer-daemon/protocol/records';
 import { TrainingRun } from '../trainer-daemon/protocol/training';
 import { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import { PolicyRef } from '../trainer-daemon/protocol/policy';
@@ -37,16 +46,28 @@ const SpanId = z.string().regex(/^[0-9a-f]{16}$/);
  */
 const PanelSpan = Span.extend({ attributes: z.record(z.string(), z.custom<Json>()) });
 
-export const DatasetRow = z.object({ dataset: Dataset, splits: z.object({ train: z.number().int(), val: z.number().int(), test: z.number().int() }) });
+export const DatasetRow = z.object({
+  dataset: Dataset,
+  splits: z.object({ train: z.number().int(), val: z.number().int(), test: z.number().int() }),
+});
 export type DatasetRow = z.infer<typeof DatasetRow>;
 
 export const WebviewToExtension = z.discriminatedUnion('type', [
   /** The webview is listening: the extension answers with the daemon state. */
   z.object({ type: z.literal('ready') }),
   /** A page of the rollout list; `requestId` ties the answer to the request (filters change under it). */
-  z.object({ type: z.literal('listRollouts'), requestId: z.number().int(), filter: RolloutFilter, cursor: z.string().nullable() }),
+  z.object({
+    type: z.literal('listRollouts'),
+    requestId: z.number().int(),
+    filter: RolloutFilter,
+    cursor: z.string().nullable(),
+  }),
   z.object({ type: z.literal('selectRollout'), id: z.string().min(1) }),
-  z.object({ type: z.literal('loadSpans'), rolloutId: z.string().min(1), afterSequence: z.number().int().nonnegative() }),
+  z.object({
+    type: z.literal('loadSpans'),
+    rolloutId: z.string().min(1),
+    afterSequence: z.number().int().nonnegative(),
+  }),
   z.object({
     type: z.literal('annotate'),
     rolloutId: z.string().min(1),
@@ -58,7 +79,11 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
   /** Training runs: the list, one run's detail (live while open), cancelling one. */
   z.object({ type: z.literal('listTrainingRuns') }),
   /** `afterStep`: the panel has the points up to this step (a live refresh fetches only newer ones). */
-  z.object({ type: z.literal('openTrainingRun'), id: z.string().min(1), afterStep: z.number().int().min(-1).optional() }),
+  z.object({
+    type: z.literal('openTrainingRun'),
+    id: z.string().min(1),
+    afterStep: z.number().int().min(-1).optional(),
+  }),
   z.object({ type: z.literal('cancelTrainingRun'), id: z.string().min(1) }),
   /** A finished run's outcome in the editor (APO: the diff, with Apply when this window marked the prompt). */
   z.object({ type: z.literal('showTrainingRunResult'), id: z.string().min(1) }),
@@ -67,7 +92,12 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
   /** The selected rollout's Training view. */
   z.object({ type: z.literal('loadTransitions'), rolloutId: z.string().min(1) }),
   /** Accept, correct or reject an automatic reward (by id): a human row on the same dimension (README). */
-  z.object({ type: z.literal('reviewReward'), rolloutId: z.string().min(1), rewardId: z.number().int().positive(), action: z.enum(['accept', 'correct', 'reject']) }),
+  z.object({
+    type: z.literal('reviewReward'),
+    rolloutId: z.string().min(1),
+    rewardId: z.number().int().positive(),
+    action: z.enum(['accept', 'correct', 'reject']),
+  }),
   /** A cancelled or failed GRPO run continues from its last checkpoint (Lightning: Resume Training). */
   z.object({ type: z.literal('resumeTrainingRun'), id: z.string().min(1) }),
   /** Point rollouts at a checkpoint (the command `lightning.useCheckpoint`). */
@@ -83,7 +113,12 @@ export type WebviewToExtension = z.infer<typeof WebviewToExtension>;
 
 export const ExtensionToWebview = z.discriminatedUnion('type', [
   z.object({ type: z.literal('daemonState'), state: DaemonStateKind, message: z.string().nullable() }),
-  z.object({ type: z.literal('rolloutPage'), requestId: z.number().int(), items: z.array(Rollout), nextCursor: z.string().nullable() }),
+  z.object({
+    type: z.literal('rolloutPage'),
+    requestId: z.number().int(),
+    items: z.array(Rollout),
+    nextCursor: z.string().nullable(),
+  }),
   /** Rollouts created or changed (live, from the daemon's notifications). */
   z.object({ type: z.literal('rolloutsChanged'), rollouts: z.array(Rollout) }),
   /**
@@ -110,6 +145,11 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
   z.object({ type: z.literal('showBatch'), batchId: z.string() }),
   z.object({ type: z.literal('transitions'), rolloutId: z.string(), view: RolloutTransitions }),
   /** The policy that served the selected rollout's LLM calls (a training iteration or a checkpoint in use), or null; and the Ray node its last attempt ran on, if it ran on one. */
-  z.object({ type: z.literal('servedBy'), rolloutId: z.string(), policy: PolicyRef.nullable(), node: RayNode.optional() }),
+  z.object({
+    type: z.literal('servedBy'),
+    rolloutId: z.string(),
+    policy: PolicyRef.nullable(),
+    node: RayNode.optional(),
+  }),
 ]);
 export type ExtensionToWebview = z.infer<typeof ExtensionToWebview>;

@@ -114,13 +114,21 @@ export class RolloutList {
   private scrollIntoView(position: number): void {
     const top = position * ROW_HEIGHT;
     if (top < this.element.scrollTop) this.element.scrollTop = top;
-    else if (top + ROW_HEIGHT > this.element.scrollTop + this.element.clientHeight) this.element.scrollTop = top + ROW_HEIGHT - this.element.clientHeight;
+    else if (top + ROW_HEIGHT > this.element.scrollTop + this.element.clientHeight)
+      this.element.scrollTop = top + ROW_HEIGHT - this.element.clientHeight;
   }
 
   private onKey(event: KeyboardEvent): void {
     const current = this.selectedId === undefined ? -1 : (this.positions.get(this.selectedId) ?? -1);
     const page = Math.max(1, Math.floor(this.element.clientHeight / ROW_HEIGHT) - 1);
-    const moves: Record<string, number> = { ArrowDown: current + 1, ArrowUp: current - 1, PageDown: current + page, PageUp: current - page, Home: 0, End: this.rows.length - 1 };
+    const moves: Record<string, number> = {
+      ArrowDown: current + 1,
+      ArrowUp: current - 1,
+      PageDown: current + page,
+      PageUp: current - page,
+      Home: 0,
+      End: this.rows.length - 1,
+    };
     const selected = this.selectedId ? this.get(this.selectedId) : undefined;
     if (selected && event.key === 'Enter') return void this.events?.open(selected, 'pinned');
     if (selected && event.key === ' ') {
@@ -152,9 +160,17 @@ export class RolloutList {
 
   private render(): void {
     this.spacer.style.height = `${this.rows.length * ROW_HEIGHT}px`;
-    this.empty.textContent = this.rows.length === 0 ? (this.loading ? 'Loading…' : 'No rollouts yet. Run an agent with “Lightning: Debug with Lightning”.') : '';
+    this.empty.textContent =
+      this.rows.length === 0
+        ? this.loading
+          ? 'Loading…'
+          : 'No rollouts yet. Run an agent with “Lightning: Debug with Lightning”.'
+        : '';
     const first = Math.max(0, Math.floor(this.element.scrollTop / ROW_HEIGHT) - OVERSCAN);
-    const last = Math.min(this.rows.length - 1, Math.ceil((this.element.scrollTop + this.element.clientHeight) / ROW_HEIGHT) + OVERSCAN);
+    const last = Math.min(
+      this.rows.length - 1,
+      Math.ceil((this.element.scrollTop + this.element.clientHeight) / ROW_HEIGHT) + OVERSCAN,
+    );
     for (const [index, row] of this.rendered) {
       if (index < first || index > last) {
         row.remove();

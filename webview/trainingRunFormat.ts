@@ -13,13 +13,17 @@ import { STATUS_ICON } from './format';
 /** A run's statuses are a subset of a rollout's, and show the same glyphs. */
 export const RUN_STATUS_ICON: Record<TrainingRunStatus, string> = STATUS_ICON;
 
-const field = (value: Json | null, key: string): Json | undefined => (value !== null && typeof value === 'object' && !Array.isArray(value) ? value[key] : undefined);
+const field = (value: Json | null, key: string): Json | undefined =>
+  value !== null && typeof value === 'object' && !Array.isArray(value) ? value[key] : undefined;
 const number = (value: Json | undefined): number | undefined => (typeof value === 'number' ? value : undefined);
 
 /** "prompt · sums": the trained resource (or model) and the dataset, and where it runs unless here. */
 export function runSubject(run: TrainingRun): string {
   const where = placementOf(run);
-  return [trainedTarget(run), run.config.dataset, where === 'local' ? undefined : where].filter(Boolean).join(' · ') || run.id;
+  return (
+    [trainedTarget(run), run.config.dataset, where === 'local' ? undefined : where].filter(Boolean).join(' · ') ||
+    run.id
+  );
 }
 
 /** APO trains a prompt resource; GRPO a model: the tiny built-in one, or a Hugging Face name. */

@@ -88,7 +88,17 @@ export class TrainingRunsView {
 
   private render(): void {
     this.summary.textContent = `Training runs (${this.runs.length})`;
-    this.listElement.replaceChildren(...(this.runs.length ? this.runs.map((run) => this.row(run)) : [el('div', 'empty', 'No training runs yet. Run “Lightning: Start Training” (or “Optimize This Prompt” on a prompt).')]));
+    this.listElement.replaceChildren(
+      ...(this.runs.length
+        ? this.runs.map((run) => this.row(run))
+        : [
+            el(
+              'div',
+              'empty',
+              'No training runs yet. Run “Lightning: Start Training” (or “Optimize This Prompt” on a prompt).',
+            ),
+          ]),
+    );
   }
 
   private row(run: TrainingRun): HTMLElement {
@@ -97,7 +107,13 @@ export class TrainingRunsView {
     row.tabIndex = 0;
     const status = el('span', 'status', RUN_STATUS_ICON[run.status]);
     status.title = run.status;
-    row.append(status, el('span', 'algorithm', run.algorithm), el('span', 'title', runSubject(run)), el('span', 'outcome', runOutcome(run)), el('span', 'muted', formatTime(run.createdAt)));
+    row.append(
+      status,
+      el('span', 'algorithm', run.algorithm),
+      el('span', 'title', runSubject(run)),
+      el('span', 'outcome', runOutcome(run)),
+      el('span', 'muted', formatTime(run.createdAt)),
+    );
     const open = (): void => this.showRun(run.id);
     row.addEventListener('click', open);
     row.addEventListener('keydown', (event) => (event.key === 'Enter' || event.key === ' ') && open());
@@ -111,12 +127,37 @@ export class TrainingRunsView {
     if (view.afterStep >= 0 && this.metrics.length === 0) return this.actions.open(run.id);
     this.metrics = view.afterStep < 0 ? view.metrics : mergeMetrics(this.metrics, view.metrics, view.afterStep);
     const header = el('div', 'run-header');
-    header.append(el('strong', '', `${run.algorithm} ${run.id}`), el('span', `status status-${run.status}`, `${RUN_STATUS_ICON[run.status]} ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`));
-    if ((run.status === 'running' || run.status === 'queued') && !run.cancelRequested) header.append(button('Cancel', 'Cancel this training run', () => this.actions.cancel(run.id), 'cancel-run'));
-    if (isResumable(run)) header.append(button('Resume', 'Resume this run from its last checkpoint', () => this.actions.resume(run.id), 'resume-run'));
-    header.append(button('Open in Editor', 'Open this run in an editor tab (full-size charts, iterations)', () => this.actions.openTab(run.id), 'open-run-tab'));
-    if (run.result !== null) header.append(button('Show Diff', 'Show the result in the editor', () => this.actions.showResult(run.id), 'show-result'));
-    const parts: HTMLElement[] = [header, el('div', 'facts', [runSubject(run), runOutcome(run)].filter(Boolean).join(' · ')), ...placementDetail(run).map((line) => el('div', 'facts placement', line))];
+    header.append(
+      el('strong', '', `${run.algorithm} ${run.id}`),
+      el(
+        'span',
+        `status status-${run.status}`,
+        `${RUN_STATUS_ICON[run.status]} ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`,
+      ),
+    );
+    if ((run.status === 'running' || run.status === 'queued') && !run.cancelRequested)
+      header.append(button('Cancel', 'Cancel this training run', () => this.actions.cancel(run.id), 'cancel-run'));
+    if (isResumable(run))
+      header.append(
+        button('Resume', 'Resume this run from its last checkpoint', () => this.actions.resume(run.id), 'resume-run'),
+      );
+    header.append(
+      button(
+        'Open in Editor',
+        'Open this run in an editor tab (full-size charts, iterations)',
+        () => this.actions.openTab(run.id),
+        'open-run-tab',
+      ),
+    );
+    if (run.result !== null)
+      header.append(
+        button('Show Diff', 'Show the result in the editor', () => this.actions.showResult(run.id), 'show-result'),
+      );
+    const parts: HTMLElement[] = [
+      header,
+      el('div', 'facts', [runSubject(run), runOutcome(run)].filter(Boolean).join(' · ')),
+      ...placementDetail(run).map((line) => el('div', 'facts placement', line)),
+    ];
     switch (view.extra.kind) {
       case 'apo':
         parts.push(this.combinedChart(run.algorithm), this.leaderboard(view.extra.candidates));
@@ -142,12 +183,18 @@ export class TrainingRunsView {
   private smallMultiples(): HTMLElement {
     const charts = grpoCharts(this.metrics);
     const grid = el('div', 'charts');
-    if (charts.length === 0) grid.append(el('div', 'muted', 'No iterations yet: the first chart appears after the first update.'));
+    if (charts.length === 0)
+      grid.append(el('div', 'muted', 'No iterations yet: the first chart appears after the first update.'));
     charts.forEach((chart, index) => {
       const card = el('figure', 'chart-card');
       card.dataset.metric = chart.metric;
       const svg = el('div', 'chart-svg');
-      svg.innerHTML = bandChartSvg(chart.points, { label: chart.summary, format: (value) => formatValue(value, chart.unit), range: chart.unit === 'score' ? [0, 1] : undefined, colour: CHART_COLOURS[index % CHART_COLOURS.length] });
+      svg.innerHTML = bandChartSvg(chart.points, {
+        label: chart.summary,
+        format: (value) => formatValue(value, chart.unit),
+        range: chart.unit === 'score' ? [0, 1] : undefined,
+        colour: CHART_COLOURS[index % CHART_COLOURS.length],
+      });
       card.append(el('figcaption', 'chart-title', chart.title), svg, el('div', 'chart-summary', chart.summary));
       grid.append(card);
     });
@@ -162,8 +209,18 @@ export class TrainingRunsView {
       const row = el('div', 'checkpoint-row');
       row.dataset.checkpointId = checkpoint.id;
       // Summed up as everywhere a checkpoint is offered (Use Checkpoint's quick pick, `lightning checkpoints`).
-      row.append(el('span', 'checkpoint-step', `iteration ${checkpoint.step}`), el('span', 'checkpoint-metrics muted', describeMetrics(checkpoint.metrics)));
-      row.append(button('Use', `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`, () => this.actions.useCheckpoint(checkpoint.id), 'use-checkpoint'));
+      row.append(
+        el('span', 'checkpoint-step', `iteration ${checkpoint.step}`),
+        el('span', 'checkpoint-metrics muted', describeMetrics(checkpoint.metrics)),
+      );
+      row.append(
+        button(
+          'Use',
+          `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`,
+          () => this.actions.useCheckpoint(checkpoint.id),
+          'use-checkpoint',
+        ),
+      );
       row.title = checkpoint.path;
       section.append(row);
     }
@@ -177,9 +234,22 @@ export class TrainingRunsView {
       const item = el('details', 'candidate');
       item.dataset.candidateId = candidate.id;
       const origin = candidate.parentId ? `round ${candidate.round}, from ${candidate.parentId}` : 'original prompt';
-      item.append(el('summary', '', `#${rank + 1} ${candidate.id} · val ${scoreText(candidate.valScore)} · batch ${scoreText(candidate.batchScore)} · ${origin}`));
-      if (candidate.critique) item.append(el('div', 'label', `Critique (${candidate.critiqueStyle ?? 'critique'})`), el('div', 'critique content', candidate.critique));
-      item.append(el('div', 'label', `Prompt (version ${candidate.version}, ${candidate.rollouts} rollouts)`), el('div', 'prompt content', candidate.prompt));
+      item.append(
+        el(
+          'summary',
+          '',
+          `#${rank + 1} ${candidate.id} · val ${scoreText(candidate.valScore)} · batch ${scoreText(candidate.batchScore)} · ${origin}`,
+        ),
+      );
+      if (candidate.critique)
+        item.append(
+          el('div', 'label', `Critique (${candidate.critiqueStyle ?? 'critique'})`),
+          el('div', 'critique content', candidate.critique),
+        );
+      item.append(
+        el('div', 'label', `Prompt (version ${candidate.version}, ${candidate.rollouts} rollouts)`),
+        el('div', 'prompt content', candidate.prompt),
+      );
       board.append(item);
     });
     return board;

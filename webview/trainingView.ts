@@ -15,22 +15,49 @@ export function renderTrainingView(view: RolloutTransitions): HTMLElement {
   box.dataset.rolloutId = view.rolloutId;
   const { group, options } = view;
   const credit = options.credit.kind === 'discounted' ? `discounted (γ ${options.credit.gamma})` : options.credit.kind;
-  const advantage = options.advantage.kind === 'grpo' ? `GRPO${options.advantage.normalizeStd ? ', std-normalized' : ''}` : options.advantage.kind;
+  const advantage =
+    options.advantage.kind === 'grpo'
+      ? `GRPO${options.advantage.normalizeStd ? ', std-normalized' : ''}`
+      : options.advantage.kind;
   box.append(
-    el('div', view.included ? 'training-status included' : 'training-status excluded', view.included ? `In training: episode reward ${num(view.episodeReward)}, advantage ${num(view.advantage)}` : `Not in training: ${view.why ?? 'no call is a sample'}`),
-    el('div', 'facts', `Group: ${group.scope === 'rollout' ? 'this rollout alone' : `${group.scope} ${group.scopeId}`}${group.taskId ? `, task ${group.taskId}` : ''} · ${group.rewarded} rewarded · mean ${num(group.mean)} · std ${num(group.std)}${group.note ? ` · ${group.note}` : ''}`),
-    el('div', 'facts', `Credit ${credit} · advantage ${advantage} · episode reward "${options.reward.name}" (latest human, else agent, else automatic)${options.agent ? ` · agents /${options.agent}/` : ''}`),
+    el(
+      'div',
+      view.included ? 'training-status included' : 'training-status excluded',
+      view.included
+        ? `In training: episode reward ${num(view.episodeReward)}, advantage ${num(view.advantage)}`
+        : `Not in training: ${view.why ?? 'no call is a sample'}`,
+    ),
+    el(
+      'div',
+      'facts',
+      `Group: ${group.scope === 'rollout' ? 'this rollout alone' : `${group.scope} ${group.scopeId}`}${group.taskId ? `, task ${group.taskId}` : ''} · ${group.rewarded} rewarded · mean ${num(group.mean)} · std ${num(group.std)}${group.note ? ` · ${group.note}` : ''}`,
+    ),
+    el(
+      'div',
+      'facts',
+      `Credit ${credit} · advantage ${advantage} · episode reward "${options.reward.name}" (latest human, else agent, else automatic)${options.agent ? ` · agents /${options.agent}/` : ''}`,
+    ),
   );
   if (view.calls.length === 0) box.append(el('div', 'muted', 'No LLM calls.'));
   for (const call of view.calls) {
     const row = el('div', `training-call ${call.included ? 'included' : 'excluded'}`);
     row.dataset.spanId = call.spanId;
     const tokens = `${call.promptTokens ?? '?'}→${call.completionTokens ?? '?'} tok`;
-    const ids = call.included ? (call.retokenized ? 're-tokenized' : `token ids ${call.promptTokenIds}+${call.responseTokenIds}`) : '';
+    const ids = call.included
+      ? call.retokenized
+        ? 're-tokenized'
+        : `token ids ${call.promptTokenIds}+${call.responseTokenIds}`
+      : '';
     row.append(
       el('span', 'call-mark', call.included ? `✓ #${call.step}` : '✗'),
       el('span', 'step-name', call.name),
-      el('span', 'muted', call.included ? ` reward ${num(call.reward)} · advantage ${num(call.advantage)} · ${tokens} · ${ids}` : ` ${call.why ?? ''} · ${tokens}`),
+      el(
+        'span',
+        'muted',
+        call.included
+          ? ` reward ${num(call.reward)} · advantage ${num(call.advantage)} · ${tokens} · ${ids}`
+          : ` ${call.why ?? ''} · ${tokens}`,
+      ),
     );
     box.append(row);
   }

@@ -12,7 +12,17 @@ import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { button, el, rawJsonControls } from './dom';
 import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
 import { callBadge } from '../trainer-daemon/protocol/outcome';
-import { formatTime, formatTokens, llmCallView, servedByText, rewardText, rolloutTitle, spanDepths, STATUS_ICON, type MessageView } from './format';
+import {
+  formatTime,
+  formatTokens,
+  llmCallView,
+  servedByText,
+  rewardText,
+  rolloutTitle,
+  spanDepths,
+  STATUS_ICON,
+  type MessageView,
+} from './format';
 import { isAutomatic, reviewVerdicts, type ReviewAction } from './rewardReview';
 import { renderTrainingView } from './trainingView';
 
@@ -70,7 +80,14 @@ export class TrajectoryView {
     this.stepsStatus.textContent = 'Loading steps…';
     this.rewardsElement.replaceChildren();
     this.trainingElement.replaceChildren();
-    this.element.append(this.headerElement, this.rewardsElement, this.trainingElement, el('h3', undefined, 'Steps'), this.stepsElement, this.stepsStatus);
+    this.element.append(
+      this.headerElement,
+      this.rewardsElement,
+      this.trainingElement,
+      el('h3', undefined, 'Steps'),
+      this.stepsElement,
+      this.stepsStatus,
+    );
   }
 
   /** The rollout changed (status, counters, reward): the header follows; what the user typed is kept. */
@@ -94,9 +111,15 @@ export class TrajectoryView {
   appendSpans(spans: readonly Span[], complete: boolean): void {
     if (!this.rollout) return;
     const known = new Set(this.spans.map((span) => span.sequence));
-    const fresh = spans.filter((span) => !known.has(span.sequence)).sort((a, b) => a.startMs - b.startMs || a.sequence - b.sequence);
+    const fresh = spans
+      .filter((span) => !known.has(span.sequence))
+      .sort((a, b) => a.startMs - b.startMs || a.sequence - b.sequence);
     this.complete ||= complete;
-    this.stepsStatus.textContent = this.complete ? (this.spans.length + fresh.length === 0 ? 'No spans yet.' : '') : `Loading steps… (${this.spans.length + fresh.length} so far)`;
+    this.stepsStatus.textContent = this.complete
+      ? this.spans.length + fresh.length === 0
+        ? 'No spans yet.'
+        : ''
+      : `Loading steps… (${this.spans.length + fresh.length} so far)`;
     if (fresh.length === 0) return;
     const lastStart = this.spans.at(-1)?.startMs ?? -Infinity;
     const ids = new Set(this.spans.map((span) => span.spanId));
@@ -107,7 +130,8 @@ export class TrajectoryView {
     const fragment = document.createDocumentFragment();
     if (inOrder) {
       for (const span of fresh) {
-        const parent = span.parentSpanId !== null && ids.has(span.parentSpanId) ? this.depths.get(span.parentSpanId) : undefined;
+        const parent =
+          span.parentSpanId !== null && ids.has(span.parentSpanId) ? this.depths.get(span.parentSpanId) : undefined;
         this.depths.set(span.spanId, parent === undefined ? 0 : parent + 1);
         ids.add(span.spanId);
         fragment.append(this.step(span, this.depths.get(span.spanId)!));
@@ -146,10 +170,36 @@ export class TrajectoryView {
     const header = el('div', 'detail-header');
     const title = el('h2', `status-${rollout.status}`);
     title.append(el('span', 'status', STATUS_ICON[rollout.status]), el('span', 'title', rolloutTitle(rollout)));
-    const facts = el('div', 'facts', `${rollout.status} · ${rollout.mode} · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)} · reward ${rewardText(rollout.reward)}`);
+    const facts = el(
+      'div',
+      'facts',
+      `${rollout.status} · ${rollout.mode} · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)} · reward ${rewardText(rollout.reward)}`,
+    );
     const id = el('div', 'facts');
-    id.append(el('code', undefined, rollout.id), button('Copy id', 'Copy the rollout id', () => this.actions.copy(rollout.id)), button('Training view', 'Show what training would make of this rollout', () => this.actions.loadTransitions(), 'show-training'));
-    id.append(button('Open in Editor', 'Open this rollout in an editor tab (timeline, conversation)', () => this.actions.openTab(false), 'open-tab'), button('Open to the Side', 'Open this rollout in an editor tab beside the active one', () => this.actions.openTab(true), 'open-beside'));
+    id.append(
+      el('code', undefined, rollout.id),
+      button('Copy id', 'Copy the rollout id', () => this.actions.copy(rollout.id)),
+      button(
+        'Training view',
+        'Show what training would make of this rollout',
+        () => this.actions.loadTransitions(),
+        'show-training',
+      ),
+    );
+    id.append(
+      button(
+        'Open in Editor',
+        'Open this rollout in an editor tab (timeline, conversation)',
+        () => this.actions.openTab(false),
+        'open-tab',
+      ),
+      button(
+        'Open to the Side',
+        'Open this rollout in an editor tab beside the active one',
+        () => this.actions.openTab(true),
+        'open-beside',
+      ),
+    );
     header.append(title, facts, id);
     if (this.servedBy) header.append(el('div', 'facts served-by', servedByText(this.servedBy)));
     if (this.node) header.append(el('div', 'facts ran-on', `ran on Ray node ${this.node.ip} (${this.node.host})`));
@@ -176,14 +226,22 @@ export class TrajectoryView {
       button('👍 Good', `Reward ${target} 1 (good)`, () => send(1), 'thumb-up'),
       button('👎 Bad', `Reward ${target} 0 (bad)`, () => send(0), 'thumb-down'),
       number,
-      button('Set', `Reward ${target} with the number typed`, () => {
-        const value = Number(number.value);
-        if (number.value.trim() !== '' && Number.isFinite(value)) send(value);
-        else number.setAttribute('invalid', '');
-      }, 'set-number'),
+      button(
+        'Set',
+        `Reward ${target} with the number typed`,
+        () => {
+          const value = Number(number.value);
+          if (number.value.trim() !== '' && Number.isFinite(value)) send(value);
+          else number.setAttribute('invalid', '');
+        },
+        'set-number',
+      ),
       comment,
     );
-    number.addEventListener('keydown', (event) => event.key === 'Enter' && box.querySelector<HTMLElement>('.set-number')?.click());
+    number.addEventListener(
+      'keydown',
+      (event) => event.key === 'Enter' && box.querySelector<HTMLElement>('.set-number')?.click(),
+    );
     return box;
   }
 
@@ -196,17 +254,46 @@ export class TrajectoryView {
     for (const reward of [...rewards].reverse()) {
       const row = el('div', `reward-row source-${reward.source}`);
       row.dataset.rewardId = String(reward.id);
-      row.append(el('strong', undefined, rewardText(reward.value)), el('span', 'muted', ` ${reward.name} · ${reward.source}${reward.author ? ` · ${reward.author}` : ''}${reward.spanId ? ` · step ${reward.spanId}` : ''} · ${formatTime(reward.createdAt)}`));
+      row.append(
+        el('strong', undefined, rewardText(reward.value)),
+        el(
+          'span',
+          'muted',
+          ` ${reward.name} · ${reward.source}${reward.author ? ` · ${reward.author}` : ''}${reward.spanId ? ` · step ${reward.spanId}` : ''} · ${formatTime(reward.createdAt)}`,
+        ),
+      );
       if (reward.reason) row.append(el('div', 'reward-reason', reward.reason));
       if (reward.comment) row.append(el('div', 'comment-text', reward.comment));
       if (isAutomatic(reward)) {
         const verdict = verdicts.get(reward.id);
         const review = el('div', 'reward-review');
-        if (verdict) review.append(el('span', `verdict verdict-${verdict.action}`, `${verdict.action === 'accept' ? 'accepted' : verdict.action === 'correct' ? `corrected to ${rewardText(verdict.by.value)}` : 'rejected'}${verdict.by.author ? ` by ${verdict.by.author}` : ''}`));
+        if (verdict)
+          review.append(
+            el(
+              'span',
+              `verdict verdict-${verdict.action}`,
+              `${verdict.action === 'accept' ? 'accepted' : verdict.action === 'correct' ? `corrected to ${rewardText(verdict.by.value)}` : 'rejected'}${verdict.by.author ? ` by ${verdict.by.author}` : ''}`,
+            ),
+          );
         review.append(
-          button('Accept', `Accept this ${reward.source} reward (a human ${reward.value})`, () => this.actions.reviewReward(reward.id, 'accept'), 'accept-reward'),
-          button('Correct…', `Correct this ${reward.source} reward with a value of yours`, () => this.actions.reviewReward(reward.id, 'correct'), 'correct-reward'),
-          button('Reject', `Reject this ${reward.source} reward (a human 0)`, () => this.actions.reviewReward(reward.id, 'reject'), 'reject-reward'),
+          button(
+            'Accept',
+            `Accept this ${reward.source} reward (a human ${reward.value})`,
+            () => this.actions.reviewReward(reward.id, 'accept'),
+            'accept-reward',
+          ),
+          button(
+            'Correct…',
+            `Correct this ${reward.source} reward with a value of yours`,
+            () => this.actions.reviewReward(reward.id, 'correct'),
+            'correct-reward',
+          ),
+          button(
+            'Reject',
+            `Reject this ${reward.source} reward (a human 0)`,
+            () => this.actions.reviewReward(reward.id, 'reject'),
+            'reject-reward',
+          ),
         );
         row.append(review);
       }
@@ -220,8 +307,15 @@ export class TrajectoryView {
     details.style.marginLeft = `${Math.min(depth, 8) * 12}px`;
     const summary = el('summary');
     const latency = span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs);
-    const tokens = span.promptTokens !== null || span.completionTokens !== null ? ` · ${span.promptTokens ?? 0}→${span.completionTokens ?? 0} tok` : '';
-    summary.append(el('span', 'step-kind', span.category), el('span', 'step-name', span.name), el('span', 'muted', ` ${latency}${tokens}`));
+    const tokens =
+      span.promptTokens !== null || span.completionTokens !== null
+        ? ` · ${span.promptTokens ?? 0}→${span.completionTokens ?? 0} tok`
+        : '';
+    summary.append(
+      el('span', 'step-kind', span.category),
+      el('span', 'step-name', span.name),
+      el('span', 'muted', ` ${latency}${tokens}`),
+    );
     if (span.statusCode === 'error') summary.append(el('span', 'error', ` ${span.statusMessage ?? 'error'}`));
     // Not a whole answer (so not trained on), and/or a retry: a short badge.
     const badge = callBadge(span, (id) => this.spans.find((other) => other.spanId === id)?.sequence);
@@ -237,18 +331,30 @@ export class TrajectoryView {
     const body = el('div', 'step-body');
     if (span.category === 'llm') {
       const call = llmCallView(span);
-      body.append(el('div', 'facts', `${call.model} · ${call.promptTokens ?? '?'} prompt + ${call.completionTokens ?? '?'} completion tokens · ${formatDuration(call.latencyMs)}`));
+      body.append(
+        el(
+          'div',
+          'facts',
+          `${call.model} · ${call.promptTokens ?? '?'} prompt + ${call.completionTokens ?? '?'} completion tokens · ${formatDuration(call.latencyMs)}`,
+        ),
+      );
       if (call.error) body.append(el('div', 'error', call.error));
       if (call.tools.length) body.append(el('div', 'tools', `Tools: ${call.tools.join(', ')}`));
       body.append(el('h4', undefined, 'Messages'));
       for (const message of call.messages) body.append(this.message(message));
       body.append(el('h4', undefined, 'Response'));
-      body.append(call.response ? this.message(call.response, 'response') : el('div', 'muted', 'No response recorded.'));
+      body.append(
+        call.response ? this.message(call.response, 'response') : el('div', 'muted', 'No response recorded.'),
+      );
       body.append(this.rewardControls(span.spanId));
     } else {
       const attributes = Object.entries(span.attributes).slice(0, 50);
       const table = el('div', 'attributes');
-      for (const [key, value] of attributes) table.append(el('div', 'attr-key', key), el('div', 'attr-value', typeof value === 'string' ? value : JSON.stringify(value)));
+      for (const [key, value] of attributes)
+        table.append(
+          el('div', 'attr-key', key),
+          el('div', 'attr-value', typeof value === 'string' ? value : JSON.stringify(value)),
+        );
       body.append(table);
     }
     body.append(...rawJsonControls(span, (text) => this.actions.copy(text)));
@@ -258,7 +364,12 @@ export class TrajectoryView {
   private message(message: MessageView, className = 'message'): HTMLElement {
     const box = el('div', `${className} role-${message.role}`);
     const head = el('div', 'message-head');
-    head.append(el('span', 'role', message.role), button('Copy', `Copy this ${message.role} message`, () => this.actions.copy(message.content || JSON.stringify(message.toolCalls))));
+    head.append(
+      el('span', 'role', message.role),
+      button('Copy', `Copy this ${message.role} message`, () =>
+        this.actions.copy(message.content || JSON.stringify(message.toolCalls)),
+      ),
+    );
     box.append(head);
     if (message.thinking) {
       // Thinking stays collapsed: it is long and not what the agent acted on.
@@ -275,7 +386,11 @@ export class TrajectoryView {
     if (event.key !== 'ArrowDown' && event.key !== 'ArrowUp') return;
     const summaries = [...this.stepsElement.querySelectorAll<HTMLElement>(':scope > details > summary')];
     const current = summaries.indexOf(document.activeElement as HTMLElement);
-    if (current === -1 && !(document.activeElement instanceof HTMLElement && this.stepsElement.contains(document.activeElement))) return;
+    if (
+      current === -1 &&
+      !(document.activeElement instanceof HTMLElement && this.stepsElement.contains(document.activeElement))
+    )
+      return;
     event.preventDefault();
     summaries[Math.min(summaries.length - 1, Math.max(0, current + (event.key === 'ArrowDown' ? 1 : -1)))]?.focus();
   }

@@ -16,7 +16,14 @@ import { launchAgentChoices, pickAgent, pickNamed } from '../pickers';
 import type { PromptResults } from './promptResult';
 import { defaultResourceName, isPromptFile, promptTarget, type PromptTarget } from './promptTarget';
 import { startTrainProcess } from './trainProcess';
-import { describeSettings, LAPTOP_DEFAULTS, parseSetting, SETTING_INFO, trainArgs, type ApoSettings } from './trainArgs';
+import {
+  describeSettings,
+  LAPTOP_DEFAULTS,
+  parseSetting,
+  SETTING_INFO,
+  trainArgs,
+  type ApoSettings,
+} from './trainArgs';
 
 const TITLE = 'Lightning: Optimize This Prompt';
 const SETTINGS_KEY = 'lightning.apo.settings';
@@ -34,10 +41,20 @@ export class OptimizePrompt {
 
   async run(): Promise<void> {
     const editor = vscode.window.activeTextEditor;
-    if (!editor) throw new Error('open the file with the prompt first: select it, put the cursor in its string literal, or open a prompt file');
+    if (!editor)
+      throw new Error(
+        'open the file with the prompt first: select it, put the cursor in its string literal, or open a prompt file',
+      );
     const document = editor.document;
-    const target = promptTarget(document.getText(), { start: document.offsetAt(editor.selection.start), end: document.offsetAt(editor.selection.end) }, isPromptFile(document.fileName, document.languageId));
-    if (!target) throw new Error('no prompt here: select the prompt text, put the cursor inside its string literal, or run this on a prompt file (.txt, .md, .prompt)');
+    const target = promptTarget(
+      document.getText(),
+      { start: document.offsetAt(editor.selection.start), end: document.offsetAt(editor.selection.end) },
+      isPromptFile(document.fileName, document.languageId),
+    );
+    if (!target)
+      throw new Error(
+        'no prompt here: select the prompt text, put the cursor inside its string literal, or run this on a prompt file (.txt, .md, .prompt)',
+      );
     // The agent may load a prompt file from disk, and APO seeds from what is on disk.
     if (target.wholeFile && document.isDirty) await document.save();
     const client = await this.supervisor.ensureRunning();
@@ -56,12 +73,26 @@ export class OptimizePrompt {
     await this.memory.update(SETTINGS_KEY, settings);
     await this.storePrompt(client, resource, target.prompt);
 
-    const args = trainArgs({ storeFile: readSettings().storeFile, resource, dataset: dataset.name, valDataset, settings, promptFile: target.wholeFile && document.uri.scheme === 'file' ? document.uri.fsPath : null, agentArgv: agent.argv });
-    const result = await this.train(resource, args, agent, (runId) => this.results.remember(runId, { uri: document.uri, location: target.location }));
+    const args = trainArgs({
+      storeFile: readSettings().storeFile,
+      resource,
+      dataset: dataset.name,
+      valDataset,
+      settings,
+      promptFile: target.wholeFile && document.uri.scheme === 'file' ? document.uri.fsPath : null,
+      agentArgv: agent.argv,
+    });
+    const result = await this.train(resource, args, agent, (runId) =>
+      this.results.remember(runId, { uri: document.uri, location: target.location }),
+    );
     if (result) await this.results.show(result);
   }
 
-  private async askName(client: DaemonClient, target: PromptTarget, document: vscode.TextDocument): Promise<string | undefined> {
+  private async askName(
+    client: DaemonClient,
+    target: PromptTarget,
+    document: vscode.TextDocument,
+  ): Promise<string | undefined> {
     const existing = (await client.request('listResources', {})).items.map((item) => item.name);
     const suggested = defaultResourceName(document.getText(), target.location.start, document.fileName);
     return vscode.window.showInputBox({
@@ -86,30 +117,66 @@ export class OptimizePrompt {
 
   private async pickDataset(client: DaemonClient): Promise<Dataset | undefined> {
     const { items } = await client.request('listDatasets', {});
-    if (items.length === 0) throw new Error('no dataset in the store: import the tasks to optimize on first (`npx lightning dataset import tasks.jsonl --name NAME`)');
-    return pickNamed(items, (dataset) => dataset.name, (dataset) => ({ description: `${dataset.taskCount} tasks` }), {
-      title: `${TITLE} (2/5): training tasks`, placeHolder: 'Which dataset? (its train split, or all of it when it has none)', memory: this.memory, memoryKey: 'lightning.apo.dataset',
-    });
+    if (items.length === 0)
+      throw new Error(
+        'no dataset in the store: import the tasks to optimize on first (`npx lightning dataset import tasks.jsonl --name NAME`)',
+      );
+    return pickNamed(
+      items,
+      (dataset) => dataset.name,
+      (dataset) => ({ description: `${dataset.taskCount} tasks` }),
+      {
+        title: `${TITLE} (2/5): training tasks`,
+        placeHolder: 'Which dataset? (its train split, or all of it when it has none)',
+        memory: this.memory,
+        memoryKey: 'lightning.apo.dataset',
+      },
+    );
   }
 
   /** null: the dataset's own val split; undefined: cancelled. */
   private async pickValidation(client: DaemonClient, dataset: Dataset): Promise<string | null | undefined> {
-    const [own, { items }] = await Promise.all([client.request('listTasks', { dataset: dataset.name, split: 'val' }), client.request('listDatasets', {})]);
+    const [own, { items }] = await Promise.all([
+      client.request('listTasks', { dataset: dataset.name, split: 'val' }),
+      client.request('listDatasets', {}),
+    ]);
     const picks = [
       { label: `val split of ${dataset.name}`, description: `${own.items.length} tasks`, value: null as string | null },
-      ...items.filter((other) => other.id !== dataset.id).map((other) => ({ label: other.name, description: `its val split, or all ${other.taskCount} tasks`, value: other.name as string | null })),
+      ...items
+        .filter((other) => other.id !== dataset.id)
+        .map((other) => ({
+          label: other.name,
+          description: `its val split, or all ${other.taskCount} tasks`,
+          value: other.name as string | null,
+        })),
     ];
-    const pick = await vscode.window.showQuickPick(picks, { title: `${TITLE} (3/5): validation tasks`, placeHolder: 'Candidates are scored on these', ignoreFocusOut: true });
+    const pick = await vscode.window.showQuickPick(picks, {
+      title: `${TITLE} (3/5): validation tasks`,
+      placeHolder: 'Candidates are scored on these',
+      ignoreFocusOut: true,
+    });
     return pick?.value;
   }
 
   private async pickAgent(folder: vscode.WorkspaceFolder | undefined): Promise<AgentCommand | undefined> {
     const choices = launchAgentChoices(folder);
     if (!choices.some(({ result }) => result.ok)) {
-      const why = choices.map(({ result }) => (result.ok ? '' : result.message)).filter(Boolean).join('; ');
-      throw new Error(`no launch configuration runs the agent as a command${why ? ` (${why})` : ''}: add a Node or Python launch configuration to .vscode/launch.json`);
+      const why = choices
+        .map(({ result }) => (result.ok ? '' : result.message))
+        .filter(Boolean)
+        .join('; ');
+      throw new Error(
+        `no launch configuration runs the agent as a command${why ? ` (${why})` : ''}: add a Node or Python launch configuration to .vscode/launch.json`,
+      );
     }
-    return (await pickAgent(choices, { title: `${TITLE} (4/5): the agent`, placeHolder: 'Which launch configuration runs the agent? (run without the debugger, once per task)', memory: this.memory, memoryKey: 'lightning.apo.agent' }))?.command;
+    return (
+      await pickAgent(choices, {
+        title: `${TITLE} (4/5): the agent`,
+        placeHolder: 'Which launch configuration runs the agent? (run without the debugger, once per task)',
+        memory: this.memory,
+        memoryKey: 'lightning.apo.agent',
+      })
+    )?.command;
   }
 
   /** "Start" with the current settings, or Advanced… to change one at a time. */
@@ -119,7 +186,11 @@ export class OptimizePrompt {
       const pick = await vscode.window.showQuickPick(
         [
           { label: '$(play) Start optimizing', description: describeSettings(settings), advanced: false },
-          { label: '$(settings) Advanced…', description: 'beam, branch, rounds, batches, budgets, models', advanced: true },
+          {
+            label: '$(settings) Advanced…',
+            description: 'beam, branch, rounds, batches, budgets, models',
+            advanced: true,
+          },
         ],
         { title: `${TITLE} (5/5): settings`, ignoreFocusOut: true },
       );
@@ -127,7 +198,12 @@ export class OptimizePrompt {
       if (!pick.advanced) return settings;
       const keys = Object.keys(SETTING_INFO) as (keyof ApoSettings)[];
       const item = await vscode.window.showQuickPick(
-        keys.map((key) => ({ label: SETTING_INFO[key].label, description: String(settings[key]), detail: SETTING_INFO[key].detail, key })),
+        keys.map((key) => ({
+          label: SETTING_INFO[key].label,
+          description: String(settings[key]),
+          detail: SETTING_INFO[key].detail,
+          key,
+        })),
         { title: `${TITLE}: advanced settings`, placeHolder: 'Change which setting?', ignoreFocusOut: true },
       );
       if (!item) continue;
@@ -145,57 +221,77 @@ export class OptimizePrompt {
     }
   }
 
-  private async train(resource: string, args: string[], agent: AgentCommand, started: (runId: string) => void): Promise<ApoResult | undefined> {
+  private async train(
+    resource: string,
+    args: string[],
+    agent: AgentCommand,
+    started: (runId: string) => void,
+  ): Promise<ApoResult | undefined> {
     const resolution = await resolveRuntimeFor(this.cliPath, readSettings().nodePath);
     if (!resolution.ok) throw new Error(resolution.message);
     const key = await this.upstreamKey.get();
     const upstream = readSettings().upstreamBaseUrl;
-    const env: NodeJS.ProcessEnv = { ...process.env, ...(key ? { LIGHTNING_UPSTREAM_API_KEY: key } : {}), ...(upstream ? { LIGHTNING_UPSTREAM_URL: upstream } : {}) };
+    const env: NodeJS.ProcessEnv = {
+      ...process.env,
+      ...(key ? { LIGHTNING_UPSTREAM_API_KEY: key } : {}),
+      ...(upstream ? { LIGHTNING_UPSTREAM_URL: upstream } : {}),
+    };
     for (const [name, value] of Object.entries(agent.env)) {
       if (value === undefined) delete env[name];
       else env[name] = value;
     }
     this.log.info(`[apo] lightning ${args.join(' ')}`);
-    return vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: optimizing "${resource}"`, cancellable: true }, async (progress, token) => {
-      let runId: string | undefined;
-      const run = startTrainProcess({
-        runtime: resolution.runtime,
-        cliPath: this.cliPath,
-        args,
-        cwd: agent.cwd,
-        env,
-        onStarted: (id) => {
-          runId = id;
-          started(id);
-          progress.report({ message: `run ${id} started: scoring the original prompt…` });
-        },
-        onProgress: (line) => {
-          if (line.startsWith('{')) return;
-          this.log.info(`[apo] ${line}`);
-          progress.report({ message: line });
-        },
-      });
-      const cancel = token.onCancellationRequested(() => {
-        progress.report({ message: 'cancelling…' });
-        if (!runId) return run.interrupt();
-        void this.supervisor
-          .ensureRunning()
-          .then((client) => client.request('cancelTrainingRun', { id: runId! }))
-          .catch(() => run.interrupt());
-      });
-      try {
-        const result = await run.result;
-        this.log.info(`[apo] run ${result.runId} ${result.stopReason}: ${result.seed.valScore} → ${result.best.valScore}`);
-        return result;
-      } catch (error) {
-        if (token.isCancellationRequested) {
-          void vscode.window.showInformationMessage(`Lightning: optimization of "${resource}" cancelled before the original prompt was scored.`);
-          return undefined;
+    return vscode.window.withProgress(
+      {
+        location: vscode.ProgressLocation.Notification,
+        title: `Lightning: optimizing "${resource}"`,
+        cancellable: true,
+      },
+      async (progress, token) => {
+        let runId: string | undefined;
+        const run = startTrainProcess({
+          runtime: resolution.runtime,
+          cliPath: this.cliPath,
+          args,
+          cwd: agent.cwd,
+          env,
+          onStarted: (id) => {
+            runId = id;
+            started(id);
+            progress.report({ message: `run ${id} started: scoring the original prompt…` });
+          },
+          onProgress: (line) => {
+            if (line.startsWith('{')) return;
+            this.log.info(`[apo] ${line}`);
+            progress.report({ message: line });
+          },
+        });
+        const cancel = token.onCancellationRequested(() => {
+          progress.report({ message: 'cancelling…' });
+          if (!runId) return run.interrupt();
+          void this.supervisor
+            .ensureRunning()
+            .then((client) => client.request('cancelTrainingRun', { id: runId! }))
+            .catch(() => run.interrupt());
+        });
+        try {
+          const result = await run.result;
+          this.log.info(
+            `[apo] run ${result.runId} ${result.stopReason}: ${result.seed.valScore} → ${result.best.valScore}`,
+          );
+          return result;
+        } catch (error) {
+          if (token.isCancellationRequested) {
+            void vscode.window.showInformationMessage(
+              `Lightning: optimization of "${resource}" cancelled before the original prompt was scored.`,
+            );
+            return undefined;
+          }
+          throw error;
+        } finally {
+          cancel.dispose();
         }
-        throw error;
-      } finally {
-        cancel.dispose();
-      }
-    });
+      },
+    );
   }
 }

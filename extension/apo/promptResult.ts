@@ -46,7 +46,10 @@ export class PromptResults implements vscode.TextDocumentContentProvider, vscode
   /** The panel's Show Diff for a finished run: Apply is offered when this window marked its prompt. */
   async showRun(run: TrainingRun): Promise<void> {
     const parsed = ApoResult.safeParse(run.result);
-    if (!parsed.success) throw new Error(`training run ${run.id} has no prompt optimization result${run.status === 'running' ? ' yet' : ''}`);
+    if (!parsed.success)
+      throw new Error(
+        `training run ${run.id} has no prompt optimization result${run.status === 'running' ? ' yet' : ''}`,
+      );
     await this.show(parsed.data);
   }
 
@@ -55,7 +58,9 @@ export class PromptResults implements vscode.TextDocumentContentProvider, vscode
     const source = this.sources.get(result.runId);
     const { seed, best, resource } = result;
     if (best.candidateId === seed.candidateId) {
-      void vscode.window.showInformationMessage(`Lightning: no candidate beat the original prompt of "${resource}" (validation score ${score(seed.valScore)}, ${result.roundsCompleted} round(s), ${result.stopReason}).`);
+      void vscode.window.showInformationMessage(
+        `Lightning: no candidate beat the original prompt of "${resource}" (validation score ${score(seed.valScore)}, ${result.roundsCompleted} round(s), ${result.stopReason}).`,
+      );
       return;
     }
     const original = this.document(result.runId, 'original', resource, seed.prompt);
@@ -78,18 +83,26 @@ export class PromptResults implements vscode.TextDocumentContentProvider, vscode
     const range = new vscode.Range(document.positionAt(edit.start), document.positionAt(edit.end));
     const workspaceEdit = new vscode.WorkspaceEdit();
     workspaceEdit.replace(source.uri, range, edit.newText);
-    if (!(await vscode.workspace.applyEdit(workspaceEdit))) throw new Error(`the editor refused the edit to ${vscode.workspace.asRelativePath(source.uri)}`);
+    if (!(await vscode.workspace.applyEdit(workspaceEdit)))
+      throw new Error(`the editor refused the edit to ${vscode.workspace.asRelativePath(source.uri)}`);
     const editor = await vscode.window.showTextDocument(document, { preview: false });
-    editor.selection = new vscode.Selection(document.positionAt(edit.start), document.positionAt(edit.start + edit.newText.length));
+    editor.selection = new vscode.Selection(
+      document.positionAt(edit.start),
+      document.positionAt(edit.start + edit.newText.length),
+    );
     editor.revealRange(editor.selection);
     this.log.info(`[apo] applied the optimized prompt to ${source.uri.fsPath}`);
-    void vscode.window.showInformationMessage(`Lightning: applied the optimized prompt to ${vscode.workspace.asRelativePath(source.uri)} (undo with Ctrl+Z; save to keep).`);
+    void vscode.window.showInformationMessage(
+      `Lightning: applied the optimized prompt to ${vscode.workspace.asRelativePath(source.uri)} (undo with Ctrl+Z; save to keep).`,
+    );
   }
 
   async keep(resource: string, version: number): Promise<void> {
     const client = await this.supervisor.ensureRunning();
     await client.request('setCurrentResource', { name: resource, version });
-    void vscode.window.showInformationMessage(`Lightning: "${resource}" version ${version} is now the current version agents get.`);
+    void vscode.window.showInformationMessage(
+      `Lightning: "${resource}" version ${version} is now the current version agents get.`,
+    );
   }
 
   dispose(): void {

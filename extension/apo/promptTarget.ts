@@ -4,7 +4,12 @@
  * text and offsets (UTF-16, as VS Code's `offsetAt`), so it is unit-tested without an editor; the
  * location it returns is what promptEdit later needs to write the optimized prompt back.
  */
-import { decodeLiteral, literalKind, type LiteralKind, type PromptLocation } from '../../trainer-daemon/protocol/promptEdit';
+import {
+  decodeLiteral,
+  literalKind,
+  type LiteralKind,
+  type PromptLocation,
+} from '../../trainer-daemon/protocol/promptEdit';
 
 export interface PromptTarget {
   readonly location: PromptLocation;
@@ -30,7 +35,13 @@ function hasUnescaped(inner: string, quote: string): boolean {
 function withoutQuotes(text: string, start: number, end: number): [number, number] {
   for (const quote of QUOTES) {
     const inner = text.slice(start + quote.length, end - quote.length);
-    if (end - start >= 2 * quote.length && text.startsWith(quote, start) && text.startsWith(quote, end - quote.length) && !hasUnescaped(inner, quote)) return [start + quote.length, end - quote.length];
+    if (
+      end - start >= 2 * quote.length &&
+      text.startsWith(quote, start) &&
+      text.startsWith(quote, end - quote.length) &&
+      !hasUnescaped(inner, quote)
+    )
+      return [start + quote.length, end - quote.length];
   }
   return [start, end];
 }
@@ -64,7 +75,11 @@ export function isPromptFile(fileName: string, languageId: string): boolean {
  * The prompt to optimize: the selection when there is one, else the string literal around the
  * cursor, else the whole file when it is a prompt file; undefined when there is nothing to take.
  */
-export function promptTarget(text: string, selection: { start: number; end: number }, promptFile: boolean): PromptTarget | undefined {
+export function promptTarget(
+  text: string,
+  selection: { start: number; end: number },
+  promptFile: boolean,
+): PromptTarget | undefined {
   let range: [number, number] | undefined;
   if (selection.end > selection.start) range = withoutQuotes(text, selection.start, selection.end);
   else range = literalAround(text, selection.start);
@@ -72,7 +87,12 @@ export function promptTarget(text: string, selection: { start: number; end: numb
     const [start, end] = range;
     const wholeFile = start === 0 && end === text.length;
     const kind = literalKind(text, start, end);
-    return { location: { start, end, sourceText: text.slice(start, end) }, kind, prompt: decodeLiteral(text.slice(start, end), kind), wholeFile };
+    return {
+      location: { start, end, sourceText: text.slice(start, end) },
+      kind,
+      prompt: decodeLiteral(text.slice(start, end), kind),
+      wholeFile,
+    };
   }
   if (!promptFile || text.trim() === '') return undefined;
   return { location: { start: 0, end: text.length, sourceText: text }, kind: 'plain', prompt: text, wholeFile: true };
@@ -85,7 +105,10 @@ export function promptTarget(text: string, selection: { start: number; end: numb
 export function defaultResourceName(text: string, start: number, fileName: string): string {
   const before = text.slice(text.lastIndexOf('\n', start - 1) + 1, start);
   const assigned = /([A-Za-z_$][\w$]*)\s*[:=]\s*(?:f|r|[A-Za-z_$][\w$.]*\()?\s*("""|'''|["'`])?$/.exec(before)?.[1];
-  const base = fileName.split(/[\\/]/).pop()!.replace(/\.[^.]*$/, '');
+  const base = fileName
+    .split(/[\\/]/)
+    .pop()!
+    .replace(/\.[^.]*$/, '');
   const raw = assigned ?? base;
   const kebab = raw
     .replace(/([a-z0-9])([A-Z])/g, '$1-$2')

@@ -27,7 +27,11 @@ export interface TrainProcess {
 }
 
 export function startTrainProcess(options: TrainProcessOptions): TrainProcess {
-  const child = spawn(options.runtime.command, [options.cliPath, ...options.args], { cwd: options.cwd, env: { ...options.env, ...options.runtime.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(options.runtime.command, [options.cliPath, ...options.args], {
+    cwd: options.cwd,
+    env: { ...options.env, ...options.runtime.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const stderrTail: string[] = [];
   readline.createInterface({ input: child.stderr! }).on('line', (line) => {
     stderrTail.push(line);
@@ -44,7 +48,17 @@ export function startTrainProcess(options: TrainProcessOptions): TrainProcess {
     child.once('error', (error) => reject(new Error(`cannot run ${options.runtime.command}: ${error.message}`)));
     child.once('close', (code, signal) => {
       if (result) resolve(result);
-      else reject(new Error(`the training run stopped (${code ?? signal}) without a result: ${stderrTail.filter((line) => !line.startsWith('{')).join(' ').slice(-600) || 'no message'}`));
+      else
+        reject(
+          new Error(
+            `the training run stopped (${code ?? signal}) without a result: ${
+              stderrTail
+                .filter((line) => !line.startsWith('{'))
+                .join(' ')
+                .slice(-600) || 'no message'
+            }`,
+          ),
+        );
     });
   });
   return { result: finished, interrupt: () => child.exitCode === null && child.kill('SIGINT') };

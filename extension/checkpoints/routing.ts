@@ -4,11 +4,22 @@
  * rollout gets, what a dataset run is given, and how a checkpoint busy elsewhere is explained.
  */
 import { z } from 'zod';
-import { checkpointRouting, describeMetrics, userProviderUpstreams, type Checkpoint, type ProviderUpstreams, type ServedPolicy } from '../../trainer-daemon/protocol';
+import {
+  checkpointRouting,
+  describeMetrics,
+  userProviderUpstreams,
+  type Checkpoint,
+  type ProviderUpstreams,
+  type ServedPolicy,
+} from '../../trainer-daemon/protocol';
 import { baseEnvironment, upstreamFor, type LaunchConfig } from '../debug/launchConfig';
 
 /** The checkpoint rollouts are pointed at (workspace state); what the status bar shows. */
-export const CheckpointChoice = z.object({ checkpointId: z.string().min(1), runId: z.string(), step: z.number().int().nonnegative() });
+export const CheckpointChoice = z.object({
+  checkpointId: z.string().min(1),
+  runId: z.string(),
+  step: z.number().int().nonnegative(),
+});
 export type CheckpointChoice = z.infer<typeof CheckpointChoice>;
 
 /** The command's argument from a panel button: `{ checkpointId }`. */
@@ -28,9 +39,18 @@ export interface RolloutRoute {
  * ids, and the rollout records it. Without one, the configuration's OPENAI_BASE_URL stays the
  * upstream (capture never changes which model answers), else the daemon's.
  */
-export function debugRoute(launch: LaunchConfig, processEnv: Readonly<Record<string, string | undefined>>, served: ServedPolicy | null): RolloutRoute {
+export function debugRoute(
+  launch: LaunchConfig,
+  processEnv: Readonly<Record<string, string | undefined>>,
+  served: ServedPolicy | null,
+): RolloutRoute {
   if (served) return checkpointRouting(served);
-  return { upstream: upstreamFor(launch, processEnv), providerUpstreams: userProviderUpstreams(baseEnvironment(launch, processEnv)), tokenIds: false, resources: {} };
+  return {
+    upstream: upstreamFor(launch, processEnv),
+    providerUpstreams: userProviderUpstreams(baseEnvironment(launch, processEnv)),
+    tokenIds: false,
+    resources: {},
+  };
 }
 
 /** `lightning dataset run` options (placed before `--`): the checkpoint served for the batch, if any. */

@@ -12,7 +12,13 @@ import type { ServedPolicy } from '../../trainer-daemon/protocol';
 import { DaemonError, errorMessage, type ErrorKind } from '../../trainer-daemon/protocol/errors';
 import type { DaemonClient } from '../daemonClient';
 import type { DaemonSupervisor } from '../supervisor';
-import { busyCheckpointMessage, CheckpointChoice, checkpointItems, needsTrainerSetup, UseCheckpointArgument } from './routing';
+import {
+  busyCheckpointMessage,
+  CheckpointChoice,
+  checkpointItems,
+  needsTrainerSetup,
+  UseCheckpointArgument,
+} from './routing';
 
 const STATE_KEY = 'lightning.checkpointInUse';
 
@@ -63,16 +69,29 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
       checkpointId = parsed.data.checkpointId;
     } else {
       if (items.length === 0) {
-        void vscode.window.showInformationMessage('Lightning: no checkpoints yet. Training (lightning train --algorithm grpo) saves one per iteration.');
+        void vscode.window.showInformationMessage(
+          'Lightning: no checkpoints yet. Training (lightning train --algorithm grpo) saves one per iteration.',
+        );
         return;
       }
-      const stop = this.choice ? [{ label: '$(circle-slash) Stop Using Checkpoint', description: this.choice.checkpointId, stop: true as const }] : [];
-      const picked = await vscode.window.showQuickPick([...stop, ...checkpointItems(items, this.choice?.checkpointId)], {
-        title: 'Use Checkpoint: debug and batch rollouts are answered by it',
-        placeHolder: 'Which checkpoint? (newest first)',
-        matchOnDescription: true,
-        matchOnDetail: true,
-      });
+      const stop = this.choice
+        ? [
+            {
+              label: '$(circle-slash) Stop Using Checkpoint',
+              description: this.choice.checkpointId,
+              stop: true as const,
+            },
+          ]
+        : [];
+      const picked = await vscode.window.showQuickPick(
+        [...stop, ...checkpointItems(items, this.choice?.checkpointId)],
+        {
+          title: 'Use Checkpoint: debug and batch rollouts are answered by it',
+          placeHolder: 'Which checkpoint? (newest first)',
+          matchOnDescription: true,
+          matchOnDetail: true,
+        },
+      );
       if (!picked) return;
       if ('stop' in picked) return this.stop();
       checkpointId = picked.checkpoint.id;
@@ -81,10 +100,18 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
     if (!checkpoint) throw new Error(`checkpoint ${checkpointId} does not exist in this store`);
     const served = await this.serve(client, checkpoint.id);
     if (!served) return;
-    await this.state.update(STATE_KEY, { checkpointId: served.checkpointId, runId: served.runId, step: served.step } satisfies CheckpointChoice);
+    await this.state.update(STATE_KEY, {
+      checkpointId: served.checkpointId,
+      runId: served.runId,
+      step: served.step,
+    } satisfies CheckpointChoice);
     this.render();
-    this.log.info(`[checkpoint] using ${served.checkpointId} (run ${served.runId}, step ${served.step}) served at ${served.url} on ${served.device}`);
-    void vscode.window.showInformationMessage(`Lightning: checkpoint step ${served.step} of ${served.runId} now answers Debug with Lightning and Run Dataset.`);
+    this.log.info(
+      `[checkpoint] using ${served.checkpointId} (run ${served.runId}, step ${served.step}) served at ${served.url} on ${served.device}`,
+    );
+    void vscode.window.showInformationMessage(
+      `Lightning: checkpoint step ${served.step} of ${served.runId} now answers Debug with Lightning and Run Dataset.`,
+    );
   }
 
   /** The command: rollouts go back to their own upstream; the daemon stops serving the checkpoint. */
@@ -120,16 +147,27 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
    */
   private async serve(client: DaemonClient, checkpointId: string, force = false): Promise<ServedPolicy | undefined> {
     try {
-      return await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: loading checkpoint ${checkpointId}…` }, () => client.request('servePolicy', { checkpointId, ...(force ? { force } : {}) }));
+      return await vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: `Lightning: loading checkpoint ${checkpointId}…` },
+        () => client.request('servePolicy', { checkpointId, ...(force ? { force } : {}) }),
+      );
     } catch (error) {
-      if (!force && error instanceof DaemonError && error.kind === 'conflict') return this.replaceBusy(client, checkpointId, error.message);
-      void this.explain(`cannot serve checkpoint ${checkpointId}: ${errorMessage(error)}`, error instanceof DaemonError ? error.kind : null);
+      if (!force && error instanceof DaemonError && error.kind === 'conflict')
+        return this.replaceBusy(client, checkpointId, error.message);
+      void this.explain(
+        `cannot serve checkpoint ${checkpointId}: ${errorMessage(error)}`,
+        error instanceof DaemonError ? error.kind : null,
+      );
       return undefined;
     }
   }
 
   /** The checkpoint served is busy with rollouts started elsewhere: told so; served instead only on Replace Anyway. */
-  private async replaceBusy(client: DaemonClient, checkpointId: string, daemonMessage: string): Promise<ServedPolicy | undefined> {
+  private async replaceBusy(
+    client: DaemonClient,
+    checkpointId: string,
+    daemonMessage: string,
+  ): Promise<ServedPolicy | undefined> {
     const message = busyCheckpointMessage(checkpointId, daemonMessage);
     this.log.warn(`[checkpoint] ${message}`);
     const choice = await vscode.window.showWarningMessage(`Lightning: ${message}`, 'Replace Anyway', 'Show Logs');
@@ -140,7 +178,11 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
   private async explain(message: string, kind: ErrorKind | null = null): Promise<void> {
     this.log.error(`[checkpoint] ${message}`);
     const setup = needsTrainerSetup(kind);
-    const actions = [...(setup ? ['Set Up Trainer'] : []), ...(this.choice ? ['Stop Using Checkpoint'] : []), 'Show Logs'];
+    const actions = [
+      ...(setup ? ['Set Up Trainer'] : []),
+      ...(this.choice ? ['Stop Using Checkpoint'] : []),
+      'Show Logs',
+    ];
     const choice = await vscode.window.showErrorMessage(`Lightning: ${message.split('\n')[0]}`, ...actions);
     if (choice === 'Set Up Trainer') await vscode.commands.executeCommand('lightning.setUpTrainer');
     if (choice === 'Stop Using Checkpoint') await this.stop();
@@ -152,7 +194,8 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
     this.notifications?.dispose();
     this.notifications = client.onNotification('policyChanged', ({ error }) => {
       const choice = this.choice;
-      if (error && choice && error.startsWith(`checkpoint ${choice.checkpointId}:`)) void this.explain(`${error} — it is loaded again for the next rollout`);
+      if (error && choice && error.startsWith(`checkpoint ${choice.checkpointId}:`))
+        void this.explain(`${error} — it is loaded again for the next rollout`);
     });
   }
 

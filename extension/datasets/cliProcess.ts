@@ -42,7 +42,11 @@ export class LightningCli {
     const split = args.includes('--') ? args.indexOf('--') : args.length;
     const argv = [this.cliPath, ...args.slice(0, split), '--store', settings.storeFile, ...args.slice(split)];
     this.log.info(`[cli] lightning ${args.join(' ')}`);
-    const child = spawn(runtime.command, argv, { cwd: options.cwd, env: { ...(options.env ?? process.env), ...runtime.env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(runtime.command, argv, {
+      cwd: options.cwd,
+      env: { ...(options.env ?? process.env), ...runtime.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let stdout = '';
     const stderr: string[] = [];
     child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
@@ -73,6 +77,11 @@ export class LightningCli {
 
 /** The CLI's error line (`lightning: …`) without its prefix, else the last lines of stderr. */
 export function cliError(run: CliRun): string {
-  const line = run.stderr.split('\n').reverse().find((text) => text.startsWith('lightning: '));
-  return line ? line.slice('lightning: '.length) : run.stderr.split('\n').slice(-5).join(' ').trim() || `exit code ${run.code}`;
+  const line = run.stderr
+    .split('\n')
+    .reverse()
+    .find((text) => text.startsWith('lightning: '));
+  return line
+    ? line.slice('lightning: '.length)
+    : run.stderr.split('\n').slice(-5).join(' ').trim() || `exit code ${run.code}`;
 }

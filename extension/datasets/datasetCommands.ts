@@ -10,7 +10,13 @@ import path from 'node:path';
 import * as vscode from 'vscode';
 import { Dataset, type ServedPolicy } from '../../trainer-daemon/protocol';
 import type { DaemonSupervisor } from '../supervisor';
-import { BatchProgressText, describeSummary, parseBatchFinished, parseProgressLine, scoringErrorLines } from './batchProgress';
+import {
+  BatchProgressText,
+  describeSummary,
+  parseBatchFinished,
+  parseProgressLine,
+  scoringErrorLines,
+} from './batchProgress';
 import { cliError, type LightningCli } from './cliProcess';
 import { commandEnvironment } from '../debug/launchCommand';
 import { launchAgentChoices, pickAgent, pickNamed } from '../pickers';
@@ -47,7 +53,8 @@ export class DatasetCommands {
       title: `Import ${path.basename(file.fsPath)} as a dataset`,
       prompt: 'Dataset name',
       value: path.basename(file.fsPath).replace(/\.[^.]+$/, ''),
-      validateInput: (text) => (text.trim() === '' ? 'The dataset needs a name' : text.length > 200 ? 'At most 200 characters' : undefined),
+      validateInput: (text) =>
+        text.trim() === '' ? 'The dataset needs a name' : text.length > 200 ? 'At most 200 characters' : undefined,
     });
     if (name === undefined) return undefined;
     await this.supervisor.ensureRunning();
@@ -55,17 +62,25 @@ export class DatasetCommands {
     if (run.code !== 0) throw new Error(`cannot import ${cliError(run)}`);
     const dataset = parseDataset(run.stdout);
     await this.events.datasetsChanged();
-    void vscode.window.showInformationMessage(`Lightning: imported ${dataset.taskCount} tasks as dataset ${dataset.name}.`);
+    void vscode.window.showInformationMessage(
+      `Lightning: imported ${dataset.taskCount} tasks as dataset ${dataset.name}.`,
+    );
     return dataset;
   }
 
   private activeJsonl(): vscode.Uri | undefined {
     const document = vscode.window.activeTextEditor?.document;
-    return document && document.uri.scheme === 'file' && /\.jsonl?$/i.test(document.fileName) ? document.uri : undefined;
+    return document && document.uri.scheme === 'file' && /\.jsonl?$/i.test(document.fileName)
+      ? document.uri
+      : undefined;
   }
 
   private async pickFile(): Promise<vscode.Uri | undefined> {
-    const picked = await vscode.window.showOpenDialog({ title: 'Import a dataset (tasks.jsonl: one JSON object per line)', canSelectMany: false, filters: { 'JSON lines': ['jsonl', 'json'] } });
+    const picked = await vscode.window.showOpenDialog({
+      title: 'Import a dataset (tasks.jsonl: one JSON object per line)',
+      canSelectMany: false,
+      filters: { 'JSON lines': ['jsonl', 'json'] },
+    });
     return picked?.[0];
   }
 
@@ -73,17 +88,30 @@ export class DatasetCommands {
     const client = await this.supervisor.ensureRunning();
     const { items } = await client.request('listDatasets', {});
     if (items.length === 0) {
-      void vscode.window.showInformationMessage('Lightning: no datasets yet. Import a tasks.jsonl file with Lightning: Import Dataset.');
+      void vscode.window.showInformationMessage(
+        'Lightning: no datasets yet. Import a tasks.jsonl file with Lightning: Import Dataset.',
+      );
       return;
     }
-    const dataset = await pickNamed(items, (d) => d.name, (d) => ({ description: `${d.taskCount} tasks`, detail: d.source ?? undefined }), { title: 'Run Dataset (1/4): which dataset?', memory: this.memory, memoryKey: 'lightning.runDataset.dataset' });
+    const dataset = await pickNamed(
+      items,
+      (d) => d.name,
+      (d) => ({ description: `${d.taskCount} tasks`, detail: d.source ?? undefined }),
+      { title: 'Run Dataset (1/4): which dataset?', memory: this.memory, memoryKey: 'lightning.runDataset.dataset' },
+    );
     if (!dataset) return;
     const choices = launchAgentChoices();
     if (choices.length === 0) {
-      void vscode.window.showWarningMessage('Lightning: no launch configuration to run the agent with. Add one to .vscode/launch.json.');
+      void vscode.window.showWarningMessage(
+        'Lightning: no launch configuration to run the agent with. Add one to .vscode/launch.json.',
+      );
       return;
     }
-    const agent = await pickAgent(choices, { title: 'Run Dataset (2/4): which agent (launch configuration, run without the debugger)?', memory: this.memory, memoryKey: 'lightning.runDataset.agent' });
+    const agent = await pickAgent(choices, {
+      title: 'Run Dataset (2/4): which agent (launch configuration, run without the debugger)?',
+      memory: this.memory,
+      memoryKey: 'lightning.runDataset.agent',
+    });
     if (!agent) return;
     const { name: configName, command } = agent;
     const samples = await askCount('Run Dataset (3/4): rollouts per task', '1');
@@ -98,35 +126,58 @@ export class DatasetCommands {
       if (error instanceof CheckpointUnavailableError) return;
       throw error;
     }
-    const args = ['dataset', 'run', dataset.id, '--samples', String(samples), '--concurrency', String(concurrency), '--label', `${dataset.name} · ${configName}`, '--json', '--progress', 'json', ...checkpointArgs(served), '--', ...command.argv];
+    const args = [
+      'dataset',
+      'run',
+      dataset.id,
+      '--samples',
+      String(samples),
+      '--concurrency',
+      String(concurrency),
+      '--label',
+      `${dataset.name} · ${configName}`,
+      '--json',
+      '--progress',
+      'json',
+      ...checkpointArgs(served),
+      '--',
+      ...command.argv,
+    ];
     const title = `Lightning: running ${dataset.name} with ${configName}${served ? ` (checkpoint step ${served.step})` : ''}`;
-    await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable: true }, async (progress, token) => {
-      const text = new BatchProgressText();
-      progress.report({ message: command.notes.length ? `starting (${command.notes.join('; ')})` : 'starting' });
-      const run = await this.cli.run(args, {
-        cwd: command.cwd,
-        env: commandEnvironment(command, process.env),
-        token,
-        onStderrLine: (line) => {
-          const event = parseProgressLine(line);
-          if (!event) return;
-          if (event.kind === 'batch') this.events.showBatch(event.batchId);
-          const report = text.update(event);
-          if (report) progress.report(report);
-        },
-      });
-      const summary = parseBatchFinished(run.stdout);
-      if (!summary) throw new Error(`the dataset run failed: ${cliError(run)}`);
-      const cancelled = run.code === CANCELLED_EXIT || token.isCancellationRequested;
-      this.events.showBatch(summary.batchId);
-      const errors = scoringErrorLines(summary);
-      for (const line of errors) this.log.error(`[dataset] batch ${summary.batchId}: ${line}`);
-      const message = `Lightning: batch ${summary.batchId} ${describeSummary(summary, cancelled)}`;
-      const actions = errors.length > 0 ? ['Show Logs'] : [];
-      void (cancelled ? vscode.window.showWarningMessage(message, ...actions) : vscode.window.showInformationMessage(message, ...actions)).then((choice) => {
-        if (choice === 'Show Logs') this.log.show();
-      });
-    });
+    await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title, cancellable: true },
+      async (progress, token) => {
+        const text = new BatchProgressText();
+        progress.report({ message: command.notes.length ? `starting (${command.notes.join('; ')})` : 'starting' });
+        const run = await this.cli.run(args, {
+          cwd: command.cwd,
+          env: commandEnvironment(command, process.env),
+          token,
+          onStderrLine: (line) => {
+            const event = parseProgressLine(line);
+            if (!event) return;
+            if (event.kind === 'batch') this.events.showBatch(event.batchId);
+            const report = text.update(event);
+            if (report) progress.report(report);
+          },
+        });
+        const summary = parseBatchFinished(run.stdout);
+        if (!summary) throw new Error(`the dataset run failed: ${cliError(run)}`);
+        const cancelled = run.code === CANCELLED_EXIT || token.isCancellationRequested;
+        this.events.showBatch(summary.batchId);
+        const errors = scoringErrorLines(summary);
+        for (const line of errors) this.log.error(`[dataset] batch ${summary.batchId}: ${line}`);
+        const message = `Lightning: batch ${summary.batchId} ${describeSummary(summary, cancelled)}`;
+        const actions = errors.length > 0 ? ['Show Logs'] : [];
+        void (
+          cancelled
+            ? vscode.window.showWarningMessage(message, ...actions)
+            : vscode.window.showInformationMessage(message, ...actions)
+        ).then((choice) => {
+          if (choice === 'Show Logs') this.log.show();
+        });
+      },
+    );
   }
 }
 

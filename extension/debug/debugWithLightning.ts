@@ -12,7 +12,15 @@ import path from 'node:path';
 import * as vscode from 'vscode';
 import type { DaemonSupervisor } from '../supervisor';
 import { readSettings, type UpstreamKey } from '../settings';
-import { baseEnvironment, finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from './launchConfig';
+import {
+  baseEnvironment,
+  finalStatus,
+  instrumentConfig,
+  runnableConfigurations,
+  upstreamFor,
+  wantsLightning,
+  type LaunchConfig,
+} from './launchConfig';
 import { debugRoute } from '../checkpoints/routing';
 import { CheckpointUnavailableError, type CheckpointSource } from '../checkpoints/useCheckpoint';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
@@ -38,8 +46,12 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   ) {
     this.disposables.push(
       vscode.debug.registerDebugConfigurationProvider('*', this),
-      vscode.debug.registerDebugAdapterTrackerFactory('*', { createDebugAdapterTracker: (session) => this.trackerFor(session) }),
-      vscode.debug.onDidStartDebugSession((session) => session.parentSession && this.parents.set(session.id, session.parentSession.id)),
+      vscode.debug.registerDebugAdapterTrackerFactory('*', {
+        createDebugAdapterTracker: (session) => this.trackerFor(session),
+      }),
+      vscode.debug.onDidStartDebugSession(
+        (session) => session.parentSession && this.parents.set(session.id, session.parentSession.id),
+      ),
       vscode.debug.onDidTerminateDebugSession((session) => void this.finish(session)),
       this._onDidFinishRollout,
     );
@@ -48,18 +60,34 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   /** The command: choose a launch configuration (quick pick when there are several) and start it. */
   async run(folder?: vscode.WorkspaceFolder): Promise<void> {
     const workspaceFolder = folder ?? vscode.workspace.workspaceFolders?.[0];
-    const configurations = runnableConfigurations(vscode.workspace.getConfiguration('launch', workspaceFolder?.uri).get<LaunchConfig[]>('configurations') ?? []);
+    const configurations = runnableConfigurations(
+      vscode.workspace.getConfiguration('launch', workspaceFolder?.uri).get<LaunchConfig[]>('configurations') ?? [],
+    );
     if (configurations.length === 0) {
-      const choice = await vscode.window.showWarningMessage('Lightning: no launch configuration to run. Add one to .vscode/launch.json (Run and Debug → create a launch.json file).', 'Open Run and Debug');
+      const choice = await vscode.window.showWarningMessage(
+        'Lightning: no launch configuration to run. Add one to .vscode/launch.json (Run and Debug → create a launch.json file).',
+        'Open Run and Debug',
+      );
       if (choice) await vscode.commands.executeCommand('workbench.view.debug');
       return;
     }
-    const config = configurations.length === 1 ? configurations[0] : (await vscode.window.showQuickPick(configurations.map((c) => ({ label: c.name, description: c.type, config: c })), { title: 'Debug with Lightning', placeHolder: 'Which launch configuration?' }))?.config;
+    const config =
+      configurations.length === 1
+        ? configurations[0]
+        : (
+            await vscode.window.showQuickPick(
+              configurations.map((c) => ({ label: c.name, description: c.type, config: c })),
+              { title: 'Debug with Lightning', placeHolder: 'Which launch configuration?' },
+            )
+          )?.config;
     if (!config) return;
     await vscode.debug.startDebugging(workspaceFolder, { ...config, lightning: true });
   }
 
-  async resolveDebugConfigurationWithSubstitutedVariables(folder: vscode.WorkspaceFolder | undefined, config: vscode.DebugConfiguration): Promise<vscode.DebugConfiguration | undefined> {
+  async resolveDebugConfigurationWithSubstitutedVariables(
+    folder: vscode.WorkspaceFolder | undefined,
+    config: vscode.DebugConfiguration,
+  ): Promise<vscode.DebugConfiguration | undefined> {
     const launch = config as LaunchConfig;
     if (!wantsLightning(launch)) return config;
     try {
@@ -71,15 +99,24 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
         source: { kind: 'launch', name: launch.name, ...(folder ? { workspaceFolder: folder.uri.fsPath } : {}) },
         ...debugRoute(launch, process.env, served),
       });
-      this.log.info(`[debug] "${launch.name}" (${launch.type}) records rollout ${run.rollout.id}${served ? ` answered by checkpoint ${served.checkpointId}` : ''}`);
+      this.log.info(
+        `[debug] "${launch.name}" (${launch.type}) records rollout ${run.rollout.id}${served ? ` answered by checkpoint ${served.checkpointId}` : ''}`,
+      );
       if (!served) void this.warnWithoutUpstream(launch);
-      return instrumentConfig(launch, run, process.env, { recorder: this.exitCodeRecorder, file: exitCodeFile(run.rollout.id) }) as vscode.DebugConfiguration;
+      return instrumentConfig(launch, run, process.env, {
+        recorder: this.exitCodeRecorder,
+        file: exitCodeFile(run.rollout.id),
+      }) as vscode.DebugConfiguration;
     } catch (error) {
       // Already explained, with Set Up Trainer / Stop Using Checkpoint: the launch does not start.
       if (error instanceof CheckpointUnavailableError) return undefined;
       const message = errorMessage(error);
       this.log.error(`[debug] cannot start a rollout for "${launch.name}": ${message}`);
-      const choice = await vscode.window.showErrorMessage(`Lightning: cannot record "${launch.name}": ${message}`, 'Debug without Lightning', 'Show Logs');
+      const choice = await vscode.window.showErrorMessage(
+        `Lightning: cannot record "${launch.name}": ${message}`,
+        'Debug without Lightning',
+        'Show Logs',
+      );
       if (choice === 'Show Logs') this.log.show();
       return choice === 'Debug without Lightning' ? { ...config, lightning: false } : undefined;
     }
@@ -90,20 +127,28 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
    * its calls to the default upstream without credentials: say so before the first call fails.
    */
   private async warnWithoutUpstream(launch: LaunchConfig): Promise<void> {
-    if (upstreamFor(launch, process.env) !== null || readSettings().upstreamBaseUrl || baseEnvironment(launch, process.env).OPENAI_API_KEY || (await this.upstreamKey.get())) return;
+    if (
+      upstreamFor(launch, process.env) !== null ||
+      readSettings().upstreamBaseUrl ||
+      baseEnvironment(launch, process.env).OPENAI_API_KEY ||
+      (await this.upstreamKey.get())
+    )
+      return;
     const choice = await vscode.window.showWarningMessage(
       'Lightning: no upstream LLM is configured, so this agent’s calls go to https://api.openai.com/v1 without an API key. Set "lightning.upstreamBaseUrl" (e.g. a local Ollama or vLLM) or an API key.',
       'Set Upstream API Key',
       'Open Settings',
     );
     if (choice === 'Set Upstream API Key') await this.upstreamKey.prompt();
-    if (choice === 'Open Settings') await vscode.commands.executeCommand('workbench.action.openSettings', 'lightning.upstreamBaseUrl');
+    if (choice === 'Open Settings')
+      await vscode.commands.executeCommand('workbench.action.openSettings', 'lightning.upstreamBaseUrl');
   }
 
   private trackerFor(session: vscode.DebugSession): vscode.DebugAdapterTracker {
     return {
       onDidSendMessage: (message: { type?: string; event?: string; body?: { exitCode?: unknown } }) => {
-        if (message.type === 'event' && message.event === 'exited' && typeof message.body?.exitCode === 'number') this.exitCodes.set(session.id, message.body.exitCode);
+        if (message.type === 'event' && message.event === 'exited' && typeof message.body?.exitCode === 'number')
+          this.exitCodes.set(session.id, message.body.exitCode);
       },
     };
   }
@@ -113,7 +158,9 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
    * of the session or a child session, else the file a Node debuggee wrote (js-debug sends none).
    */
   private exitCodeOf(session: vscode.DebugSession, rolloutId: string): number | undefined {
-    const reported = this.exitCodes.get(session.id) ?? [...this.exitCodes.entries()].find(([id]) => this.parents.get(id) === session.id)?.[1];
+    const reported =
+      this.exitCodes.get(session.id) ??
+      [...this.exitCodes.entries()].find(([id]) => this.parents.get(id) === session.id)?.[1];
     const file = exitCodeFile(rolloutId);
     let recorded: number | undefined;
     try {
@@ -132,8 +179,14 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     const final = finalStatus(exitCode);
     try {
       const client = await this.supervisor.ensureRunning();
-      const rollout = await client.request('transitionRollout', { id: rolloutId, ...final, exitCode: exitCode ?? null });
-      this.log.info(`[debug] rollout ${rolloutId} ${rollout.status}${exitCode === undefined ? '' : ` (exit code ${exitCode})`}`);
+      const rollout = await client.request('transitionRollout', {
+        id: rolloutId,
+        ...final,
+        exitCode: exitCode ?? null,
+      });
+      this.log.info(
+        `[debug] rollout ${rolloutId} ${rollout.status}${exitCode === undefined ? '' : ` (exit code ${exitCode})`}`,
+      );
       this._onDidFinishRollout.fire(rolloutId);
     } catch (error) {
       this.log.error(`[debug] cannot finalize rollout ${rolloutId}: ${errorMessage(error)}`);

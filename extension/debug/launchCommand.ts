@@ -21,7 +21,8 @@ export interface AgentCommand {
   readonly notes: readonly string[];
 }
 
-export type CommandResult = { readonly ok: true; readonly command: AgentCommand } | { readonly ok: false; readonly message: string };
+export type CommandResult =
+  { readonly ok: true; readonly command: AgentCommand } | { readonly ok: false; readonly message: string };
 
 export interface CommandContext {
   readonly workspaceFolder: string;
@@ -47,15 +48,24 @@ export function substitute(text: string, context: CommandContext, field: string)
     if (name === 'userHome') return context.home;
     if (name === 'pathSeparator' || name === '/') return path.sep;
     if (name.startsWith('env:')) return context.processEnv[name.slice(4)] ?? '';
-    throw new NotConvertible(`${field} uses ${whole}, which has a value only inside a debug session; replace it with a path or \${workspaceFolder}`);
+    throw new NotConvertible(
+      `${field} uses ${whole}, which has a value only inside a debug session; replace it with a path or \${workspaceFolder}`,
+    );
   });
 }
 
 function strings(value: unknown, field: string, context: CommandContext): string[] {
   if (value === undefined || value === null) return [];
   // A string `args` is a command line VS Code hands to a shell: split on spaces (quotes are not parsed).
-  if (typeof value === 'string') return value.trim() === '' ? [] : value.trim().split(/\s+/).map((part) => substitute(part, context, field));
-  if (Array.isArray(value) && value.every((item) => typeof item === 'string')) return value.map((item) => substitute(item, context, field));
+  if (typeof value === 'string')
+    return value.trim() === ''
+      ? []
+      : value
+          .trim()
+          .split(/\s+/)
+          .map((part) => substitute(part, context, field));
+  if (Array.isArray(value) && value.every((item) => typeof item === 'string'))
+    return value.map((item) => substitute(item, context, field));
   throw new NotConvertible(`${field} must be a string or a list of strings`);
 }
 
@@ -68,9 +78,16 @@ function text(value: unknown, field: string, context: CommandContext): string | 
 /** The agent command a launch configuration stands for, or why it cannot be made into one. */
 export function launchToCommand(config: LaunchConfig, context: CommandContext): CommandResult {
   const name = `"${config.name}"`;
-  if (config.request !== 'launch') return { ok: false, message: `${name} is an ${config.request} configuration: only a launch of a program can be run over a dataset` };
+  if (config.request !== 'launch')
+    return {
+      ok: false,
+      message: `${name} is an ${config.request} configuration: only a launch of a program can be run over a dataset`,
+    };
   if (!NODE_TYPES.has(config.type) && !PYTHON_TYPES.has(config.type)) {
-    return { ok: false, message: `${name} has debug type "${config.type}": Lightning runs node and python launch configurations as commands (or run \`lightning dataset run DATASET -- COMMAND\` in a terminal)` };
+    return {
+      ok: false,
+      message: `${name} has debug type "${config.type}": Lightning runs node and python launch configurations as commands (or run \`lightning dataset run DATASET -- COMMAND\` in a terminal)`,
+    };
   }
   try {
     const cwd = path.resolve(context.workspaceFolder, text(config.cwd, 'cwd', context) ?? context.workspaceFolder);
@@ -78,25 +95,39 @@ export function launchToCommand(config: LaunchConfig, context: CommandContext): 
     const envFile = text(config.envFile, 'envFile', context);
     const env = {
       ...(envFile ? readEnvFile(path.resolve(context.workspaceFolder, envFile), context) : {}),
-      ...Object.fromEntries(Object.entries(configEnv(config)).map(([key, value]) => [key, value === undefined ? undefined : substitute(value, context, `env.${key}`)])),
+      ...Object.fromEntries(
+        Object.entries(configEnv(config)).map(([key, value]) => [
+          key,
+          value === undefined ? undefined : substitute(value, context, `env.${key}`),
+        ]),
+      ),
     };
     const args = strings(config.args, 'args', context);
     const program = text(config.program, 'program', context);
     let argv: string[];
     if (NODE_TYPES.has(config.type)) {
       const runtimeArgs = strings(config.runtimeArgs, 'runtimeArgs', context);
-      if (!program && runtimeArgs.length === 0) throw new NotConvertible('it has no "program" (or "runtimeArgs") to run');
-      argv = [text(config.runtimeExecutable, 'runtimeExecutable', context) ?? 'node', ...runtimeArgs, ...(program ? [program] : []), ...args];
+      if (!program && runtimeArgs.length === 0)
+        throw new NotConvertible('it has no "program" (or "runtimeArgs") to run');
+      argv = [
+        text(config.runtimeExecutable, 'runtimeExecutable', context) ?? 'node',
+        ...runtimeArgs,
+        ...(program ? [program] : []),
+        ...args,
+      ];
     } else {
       const module = text(config.module, 'module', context);
       if (!program && !module) throw new NotConvertible('it has neither "program" nor "module" to run');
-      const python = text(config.python, 'python', context) ?? text(config.pythonPath, 'pythonPath', context) ?? 'python3';
+      const python =
+        text(config.python, 'python', context) ?? text(config.pythonPath, 'pythonPath', context) ?? 'python3';
       argv = [python, ...(module ? ['-m', module] : [program!]), ...args];
     }
-    const notes = typeof config.preLaunchTask === 'string' ? [`its preLaunchTask "${config.preLaunchTask}" is not run`] : [];
+    const notes =
+      typeof config.preLaunchTask === 'string' ? [`its preLaunchTask "${config.preLaunchTask}" is not run`] : [];
     return { ok: true, command: { argv, cwd, env, notes } };
   } catch (error) {
-    if (error instanceof NotConvertible) return { ok: false, message: `${name} cannot be run without the debugger: ${error.message}` };
+    if (error instanceof NotConvertible)
+      return { ok: false, message: `${name} cannot be run without the debugger: ${error.message}` };
     throw error;
   }
 }
@@ -107,7 +138,9 @@ function readEnvFile(file: string, context: CommandContext): Record<string, stri
   try {
     body = (context.readFile ?? ((name) => fs.readFileSync(name, 'utf8')))(file);
   } catch (error) {
-    throw new NotConvertible(`envFile ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)}); fix the path or remove "envFile"`);
+    throw new NotConvertible(
+      `envFile ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)}); fix the path or remove "envFile"`,
+    );
   }
   const env: Record<string, string> = {};
   for (const line of body.split(/\r?\n/)) {
@@ -115,18 +148,30 @@ function readEnvFile(file: string, context: CommandContext): Record<string, stri
     if (!match || line.trim().startsWith('#')) continue;
     const raw = match[2]!;
     const quoted = /^(['"])(.*)\1$/.exec(raw);
-    env[match[1]!] = quoted ? (quoted[1] === '"' ? quoted[2]!.replace(/\\n/g, '\n') : quoted[2]!) : raw.replace(/\s+#.*$/, '');
+    env[match[1]!] = quoted
+      ? quoted[1] === '"'
+        ? quoted[2]!.replace(/\\n/g, '\n')
+        : quoted[2]!
+      : raw.replace(/\s+#.*$/, '');
   }
   return env;
 }
 
 /** Each runnable configuration of a launch.json with its command, or why it has none: what the agent pickers offer. */
-export function agentChoices(configurations: readonly LaunchConfig[], context: CommandContext): { readonly config: LaunchConfig; readonly result: CommandResult }[] {
+export function agentChoices(
+  configurations: readonly LaunchConfig[],
+  context: CommandContext,
+): { readonly config: LaunchConfig; readonly result: CommandResult }[] {
   return runnableConfigurations(configurations).map((config) => ({ config, result: launchToCommand(config, context) }));
 }
 
 /** The editor's environment with the configuration's `env` laid over it (undefined unsets). */
-export function commandEnvironment(command: AgentCommand, processEnv: Readonly<Record<string, string | undefined>>): Record<string, string> {
+export function commandEnvironment(
+  command: AgentCommand,
+  processEnv: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
   const merged: Record<string, string | undefined> = { ...processEnv, ...command.env };
-  return Object.fromEntries(Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== undefined));
+  return Object.fromEntries(
+    Object.entries(merged).filter((entry): entry is [string, string] => entry[1] !== undefined),
+  );
 }

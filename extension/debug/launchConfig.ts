@@ -19,29 +19,41 @@ export interface LaunchConfig {
 
 /** Configurations Debug with Lightning offers: launches of a program (attach has no process to give an env to). */
 export function runnableConfigurations(configurations: readonly LaunchConfig[]): LaunchConfig[] {
-  return configurations.filter((config) => typeof config.name === 'string' && typeof config.type === 'string' && config.request === 'launch');
+  return configurations.filter(
+    (config) => typeof config.name === 'string' && typeof config.type === 'string' && config.request === 'launch',
+  );
 }
 
 export function wantsLightning(config: LaunchConfig): boolean {
-  return config.lightning === true && typeof config.lightningRolloutId !== 'string' && config.__pendingTargetId === undefined;
+  return (
+    config.lightning === true && typeof config.lightningRolloutId !== 'string' && config.__pendingTargetId === undefined
+  );
 }
 
 /** The configuration's own `env` (string values only; null unsets a variable in VS Code's launch.json). */
 export function configEnv(config: LaunchConfig): Record<string, string | undefined> {
   const env = config.env;
   if (env === null || typeof env !== 'object' || Array.isArray(env)) return {};
-  return Object.fromEntries(Object.entries(env).map(([key, value]) => [key, typeof value === 'string' ? value : undefined]));
+  return Object.fromEntries(
+    Object.entries(env).map(([key, value]) => [key, typeof value === 'string' ? value : undefined]),
+  );
 }
 
 /**
  * What the agent would have seen without Lightning: the editor's environment overlaid by the
  * configuration's `env`. Its OPENAI_BASE_URL becomes the rollout's upstream (userUpstream).
  */
-export function baseEnvironment(config: LaunchConfig, processEnv: Readonly<Record<string, string | undefined>>): Record<string, string | undefined> {
+export function baseEnvironment(
+  config: LaunchConfig,
+  processEnv: Readonly<Record<string, string | undefined>>,
+): Record<string, string | undefined> {
   return { ...processEnv, ...configEnv(config) };
 }
 
-export function upstreamFor(config: LaunchConfig, processEnv: Readonly<Record<string, string | undefined>>): string | null {
+export function upstreamFor(
+  config: LaunchConfig,
+  processEnv: Readonly<Record<string, string | undefined>>,
+): string | null {
   return userUpstream(baseEnvironment(config, processEnv));
 }
 
@@ -55,25 +67,52 @@ export interface ExitCodeRecording {
 }
 
 /** NODE_OPTIONS gains `--require <recorder>` (after the user's own options) for Node debug types. */
-export function exitCodeEnv(config: LaunchConfig, recording: ExitCodeRecording, processEnv: Readonly<Record<string, string | undefined>>): Record<string, string> {
+export function exitCodeEnv(
+  config: LaunchConfig,
+  recording: ExitCodeRecording,
+  processEnv: Readonly<Record<string, string | undefined>>,
+): Record<string, string> {
   if (!NODE_TYPES.has(config.type)) return {};
   const options = baseEnvironment(config, processEnv).NODE_OPTIONS;
-  return { NODE_OPTIONS: [options, `--require ${JSON.stringify(recording.recorder)}`].filter(Boolean).join(' '), LIGHTNING_EXIT_CODE_FILE: recording.file };
+  return {
+    NODE_OPTIONS: [options, `--require ${JSON.stringify(recording.recorder)}`].filter(Boolean).join(' '),
+    LIGHTNING_EXIT_CODE_FILE: recording.file,
+  };
 }
 
 /** The configuration with the instrumentation variables added to its `env`; the user's other variables are kept. */
-export function instrumentConfig(config: LaunchConfig, run: AgentRun, processEnv: Readonly<Record<string, string | undefined>>, recording?: ExitCodeRecording): LaunchConfig {
+export function instrumentConfig(
+  config: LaunchConfig,
+  run: AgentRun,
+  processEnv: Readonly<Record<string, string | undefined>>,
+  recording?: ExitCodeRecording,
+): LaunchConfig {
   const added = {
-    ...instrumentationEnv({ url: run.url, rolloutId: run.rollout.id, task: run.rollout.task?.input ?? null, base: baseEnvironment(config, processEnv) }),
+    ...instrumentationEnv({
+      url: run.url,
+      rolloutId: run.rollout.id,
+      task: run.rollout.task?.input ?? null,
+      base: baseEnvironment(config, processEnv),
+    }),
     ...(recording ? exitCodeEnv(config, recording, processEnv) : {}),
   };
-  const env = { ...(config.env !== null && typeof config.env === 'object' ? (config.env as Record<string, unknown>) : {}), ...added };
+  const env = {
+    ...(config.env !== null && typeof config.env === 'object' ? (config.env as Record<string, unknown>) : {}),
+    ...added,
+  };
   return { ...config, env, lightningRolloutId: run.rollout.id };
 }
 
 /** A finished session's rollout status: the exit code when the debuggee reported one. */
-export function finalStatus(exitCode: number | undefined): { to: 'succeeded' | 'failed' | 'cancelled'; error: string | null } {
-  if (exitCode === undefined) return { to: 'cancelled', error: 'the debug session ended before the program reported an exit code (stopped by the user?)' };
+export function finalStatus(exitCode: number | undefined): {
+  to: 'succeeded' | 'failed' | 'cancelled';
+  error: string | null;
+} {
+  if (exitCode === undefined)
+    return {
+      to: 'cancelled',
+      error: 'the debug session ended before the program reported an exit code (stopped by the user?)',
+    };
   if (exitCode === 0) return { to: 'succeeded', error: null };
   return { to: 'failed', error: `exited with code ${exitCode}` };
 }

@@ -10,7 +10,13 @@ import * as vscode from 'vscode';
 import type { Rollout } from '../../trainer-daemon/protocol';
 import { grpoIterationBatchId } from '../../trainer-daemon/protocol/training';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
-import { EditorToExtension, restoreEditorState, type EditorState, type EditorTarget, type ExtensionToEditor } from '../../webview/editor/editorProtocol';
+import {
+  EditorToExtension,
+  restoreEditorState,
+  type EditorState,
+  type EditorTarget,
+  type ExtensionToEditor,
+} from '../../webview/editor/editorProtocol';
 import { EDITOR_VIEW_TYPE, editorKey, tabTitle } from '../../webview/editor/editorTarget';
 import { rolloutTitle } from '../../webview/format';
 import type { Annotator } from '../annotate';
@@ -85,7 +91,9 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
         }
       }),
       live.onDidAddSpans((ranges) => {
-        for (const range of ranges) for (const tab of this.showing(range.rolloutId)) this.post(tab, { type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
+        for (const range of ranges)
+          for (const tab of this.showing(range.rolloutId))
+            this.post(tab, { type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
       }),
       trainingRuns.onDidChange((run) => {
         for (const tab of this.tabs) if (tab.state.target.kind === 'run') this.post(tab, { type: 'runChanged', run });
@@ -125,7 +133,9 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
       return;
     }
     const state: EditorState = { target, preview: options.preview ?? false, selectedSpanId: null, overlayRunId: null };
-    const preview = options.preview ? [...this.tabs].find((tab) => tab.state.preview && tab.state.target.kind === target.kind) : undefined;
+    const preview = options.preview
+      ? [...this.tabs].find((tab) => tab.state.preview && tab.state.target.kind === target.kind)
+      : undefined;
     if (preview) {
       preview.openedAt = openedAt;
       this.retarget(preview, state);
@@ -137,13 +147,17 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
 
   /** **Lightning: Open Rollout in Editor** (an id from a caller, else a quick pick). */
   async openRolloutCommand(argument: unknown): Promise<void> {
-    const id = typeof argument === 'string' ? argument : (await pickRollout(await this.live.supervisor.ensureRunning(), 'Open which rollout?'))?.id;
+    const id =
+      typeof argument === 'string'
+        ? argument
+        : (await pickRollout(await this.live.supervisor.ensureRunning(), 'Open which rollout?'))?.id;
     if (id) this.openRollout(id);
   }
 
   /** **Lightning: Compare Rollouts** (two ids from a caller, else two quick picks). */
   async compareCommand(argument: unknown): Promise<void> {
-    if (Array.isArray(argument) && argument.length === 2 && argument.every((id) => typeof id === 'string')) return this.compare(argument[0] as string, argument[1] as string);
+    if (Array.isArray(argument) && argument.length === 2 && argument.every((id) => typeof id === 'string'))
+      return this.compare(argument[0] as string, argument[1] as string);
     const client = await this.live.supervisor.ensureRunning();
     const first = await pickRollout(client, 'Compare: the first rollout');
     if (!first) return;
@@ -153,7 +167,8 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
 
   /** **Lightning: Open Training Run** (an id, else a quick pick). */
   async openRunCommand(argument: unknown): Promise<void> {
-    const id = typeof argument === 'string' ? argument : (await pickTrainingRun(await this.live.supervisor.ensureRunning()))?.id;
+    const id =
+      typeof argument === 'string' ? argument : (await pickTrainingRun(await this.live.supervisor.ensureRunning()))?.id;
     if (id) this.openRun(id);
   }
 
@@ -198,7 +213,10 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     const panel = vscode.window.createWebviewPanel(
       EDITOR_VIEW_TYPE,
       tabTitle(state),
-      { viewColumn: options.beside ? vscode.ViewColumn.Beside : vscode.ViewColumn.Active, preserveFocus: !(options.focus ?? true) },
+      {
+        viewColumn: options.beside ? vscode.ViewColumn.Beside : vscode.ViewColumn.Active,
+        preserveFocus: !(options.focus ?? true),
+      },
       { enableScripts: true, retainContextWhenHidden: true, enableFindWidget: true, localResourceRoots: [this.dist] },
     );
     this.attach(panel, state, openedAt, Date.now());
@@ -208,7 +226,17 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     panel.webview.options = { enableScripts: true, localResourceRoots: [this.dist] };
     panel.title = tabTitle(state);
     panel.iconPath = vscode.Uri.joinPath(this.dist, '..', 'media', 'lightning.svg');
-    const tab: Tab = { panel, state, generation: 0, ready: false, pending: [], disposables: [], openedAt, painted: false, waiters: [] };
+    const tab: Tab = {
+      panel,
+      state,
+      generation: 0,
+      ready: false,
+      pending: [],
+      disposables: [],
+      openedAt,
+      painted: false,
+      waiters: [],
+    };
     this.tabs.add(tab);
     void this.setPage(tab, this.load(tab), panelAt);
     tab.disposables.push(
@@ -224,12 +252,22 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
   /** The tab's page, carrying its first messages (what came within FIRST_PAYLOAD_WAIT_MS); the rest wait for its `ready`. */
   private async setPage(tab: Tab, firstPayload: Promise<void>, panelAt: number): Promise<void> {
     let timer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([firstPayload, new Promise<void>((resolve) => (timer = setTimeout(resolve, FIRST_PAYLOAD_WAIT_MS)))]);
+    await Promise.race([
+      firstPayload,
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, FIRST_PAYLOAD_WAIT_MS))),
+    ]);
     clearTimeout(timer);
     if (!this.tabs.has(tab)) return;
     const initial: ExtensionToEditor[] = [{ type: 'show', state: tab.state }, ...tab.pending.splice(0)];
     // The extension's side of the tab's start (read by the page and the e2e): asked, panel made, page given.
-    tab.panel.webview.html = webviewHtml(tab.panel.webview, this.dist, 'editor', tabTitle(tab.state), { openedAt: tab.openedAt, panelAt, htmlAt: Date.now() }, initial);
+    tab.panel.webview.html = webviewHtml(
+      tab.panel.webview,
+      this.dist,
+      'editor',
+      tabTitle(tab.state),
+      { openedAt: tab.openedAt, panelAt, htmlAt: Date.now() },
+      initial,
+    );
   }
 
   private pin(tab: Tab): void {
@@ -262,8 +300,14 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     const firsts: Array<Promise<void>> = [];
     for (const id of rolloutIds(tab.state.target)) {
       let firstPage = (): void => undefined;
-      firsts.push(this.sendRollout(tab, id), this.sendRewards(tab, id), new Promise<void>((resolve) => (firstPage = resolve)));
-      void this.streamSpans(tab, id, 0, firstPage).catch((error) => this.fail(tab, 'loading spans', error)).finally(firstPage);
+      firsts.push(
+        this.sendRollout(tab, id),
+        this.sendRewards(tab, id),
+        new Promise<void>((resolve) => (firstPage = resolve)),
+      );
+      void this.streamSpans(tab, id, 0, firstPage)
+        .catch((error) => this.fail(tab, 'loading spans', error))
+        .finally(firstPage);
     }
     return Promise.all(firsts).then(() => undefined);
   }
@@ -281,7 +325,10 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
           // A page that was ready before has reloaded: it gets everything again.
           const reloaded = tab.ready;
           tab.ready = true;
-          if (!reloaded) this.log.info(`[editors] ${editorKey(tab.state.target)}: its page listens ${Date.now() - tab.openedAt} ms after the open (${tab.pending.length} messages waited for it)`);
+          if (!reloaded)
+            this.log.info(
+              `[editors] ${editorKey(tab.state.target)}: its page listens ${Date.now() - tab.openedAt} ms after the open (${tab.pending.length} messages waited for it)`,
+            );
           this.post(tab, { type: 'show', state: tab.state });
           for (const pending of tab.pending.splice(0)) this.post(tab, pending);
           if (reloaded) void this.load(tab);
@@ -293,12 +340,23 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
           return this.streamSpans(tab, message.rolloutId, message.afterSequence);
         case 'loadSpan': {
           const client = await this.live.supervisor.ensureRunning();
-          const [span] = (await client.request('listSpans', { rolloutId: message.rolloutId, afterSequence: message.sequence - 1, limit: 1 })).items;
+          const [span] = (
+            await client.request('listSpans', {
+              rolloutId: message.rolloutId,
+              afterSequence: message.sequence - 1,
+              limit: 1,
+            })
+          ).items;
           if (span) this.post(tab, { type: 'span', span });
           return;
         }
         case 'annotate':
-          await this.annotator.add({ rolloutId: message.rolloutId, spanId: message.spanId, value: message.value, comment: message.comment });
+          await this.annotator.add({
+            rolloutId: message.rolloutId,
+            spanId: message.spanId,
+            value: message.value,
+            comment: message.comment,
+          });
           for (const shown of this.showing(message.rolloutId)) void this.sendRewards(shown, message.rolloutId);
           return;
         case 'copy':
@@ -321,11 +379,24 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
           return;
         }
         case 'loadRun':
-          return this.trainingRuns.receive({ type: 'openTrainingRun', id: message.runId, ...(message.afterStep === undefined ? {} : { afterStep: message.afterStep }) }, (reply) => reply.type === 'trainingRunDetail' && this.post(tab, { type: 'runView', view: reply.view }));
+          return this.trainingRuns.receive(
+            {
+              type: 'openTrainingRun',
+              id: message.runId,
+              ...(message.afterStep === undefined ? {} : { afterStep: message.afterStep }),
+            },
+            (reply) => reply.type === 'trainingRunDetail' && this.post(tab, { type: 'runView', view: reply.view }),
+          );
         case 'listRuns':
-          return this.trainingRuns.receive({ type: 'listTrainingRuns' }, (reply) => reply.type === 'trainingRuns' && this.post(tab, { type: 'runs', items: reply.items }));
+          return this.trainingRuns.receive(
+            { type: 'listTrainingRuns' },
+            (reply) => reply.type === 'trainingRuns' && this.post(tab, { type: 'runs', items: reply.items }),
+          );
         case 'useCheckpoint':
-          return this.trainingRuns.receive({ type: 'useCheckpoint', checkpointId: message.checkpointId }, () => undefined);
+          return this.trainingRuns.receive(
+            { type: 'useCheckpoint', checkpointId: message.checkpointId },
+            () => undefined,
+          );
         case 'openIterationRollout':
           return this.openIterationRollout(message.runId, message.step, message.which);
       }
@@ -348,13 +419,20 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     let cursor: string | undefined;
     // Bounded: a batch is tasks × samples; 20 pages of 500 is far more than any run here makes.
     for (let page = 0; page < 20; page += 1) {
-      const result = await client.request('listRollouts', { batchId, limit: 500, order: 'oldest', ...(cursor ? { cursor } : {}) });
+      const result = await client.request('listRollouts', {
+        batchId,
+        limit: 500,
+        order: 'oldest',
+        ...(cursor ? { cursor } : {}),
+      });
       rated.push(...result.items.filter((rollout) => rollout.reward !== null));
       if (!result.nextCursor) break;
       cursor = result.nextCursor;
     }
     if (rated.length === 0) {
-      void vscode.window.showInformationMessage(`Lightning: iteration ${step} of ${runId} has no rated rollouts (batch ${batchId}).`);
+      void vscode.window.showInformationMessage(
+        `Lightning: iteration ${step} of ${runId} has no rated rollouts (batch ${batchId}).`,
+      );
       return;
     }
     const sorted = rated.sort((a, b) => b.reward! - a.reward! || a.createdAt - b.createdAt);
@@ -389,14 +467,22 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     const generation = tab.generation;
     const started = Date.now();
     let fetched = 0;
-    const current = (): boolean => this.tabs.has(tab) && tab.generation === generation && rolloutIds(tab.state.target).includes(rolloutId);
-    for (let after = afterSequence, limit = afterSequence === 0 ? FIRST_SPAN_PAGE : SPAN_PAGE; current(); limit = SPAN_PAGE) {
+    const current = (): boolean =>
+      this.tabs.has(tab) && tab.generation === generation && rolloutIds(tab.state.target).includes(rolloutId);
+    for (
+      let after = afterSequence, limit = afterSequence === 0 ? FIRST_SPAN_PAGE : SPAN_PAGE;
+      current();
+      limit = SPAN_PAGE
+    ) {
       // Slimmed by the daemon: the timeline and the comparison need the spans' shape, a conversation asks for its whole span.
       const { items } = await client.request('listSpans', { rolloutId, afterSequence: after, limit, slim: true });
       if (!current()) return;
       const complete = items.length < limit;
       fetched += items.length;
-      if (complete && afterSequence === 0) this.log.info(`[editors] ${rolloutId}: ${fetched} spans fetched and posted ${Date.now() - started} ms after the stream started (${started - tab.openedAt} ms after the open)`);
+      if (complete && afterSequence === 0)
+        this.log.info(
+          `[editors] ${rolloutId}: ${fetched} spans fetched and posted ${Date.now() - started} ms after the stream started (${started - tab.openedAt} ms after the open)`,
+        );
       this.post(tab, { type: 'spans', rolloutId, spans: items, complete });
       firstPage?.();
       if (complete) return;

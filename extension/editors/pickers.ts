@@ -8,13 +8,25 @@ type RolloutItem = vscode.QuickPickItem & { rollout?: Rollout };
 
 export async function pickRollout(client: DaemonClient, title: string, other?: Rollout): Promise<Rollout | undefined> {
   const recent = (await client.request('listRollouts', { limit: 100, order: 'newest' })).items;
-  const sameTask = other?.task ? (await client.request('listRollouts', { taskId: other.task.id, limit: 100, order: 'newest' })).items : [];
-  const item = (rollout: Rollout): RolloutItem => ({ label: rolloutTitle(rollout), description: `${rollout.status} · reward ${rewardText(rollout.reward)} · ${rollout.llmCalls} LLM calls · ${formatTime(rollout.createdAt)}`, detail: rollout.id, rollout });
+  const sameTask = other?.task
+    ? (await client.request('listRollouts', { taskId: other.task.id, limit: 100, order: 'newest' })).items
+    : [];
+  const item = (rollout: Rollout): RolloutItem => ({
+    label: rolloutTitle(rollout),
+    description: `${rollout.status} · reward ${rewardText(rollout.reward)} · ${rollout.llmCalls} LLM calls · ${formatTime(rollout.createdAt)}`,
+    detail: rollout.id,
+    rollout,
+  });
   const seen = new Set([other?.id]);
-  const fresh = (rollouts: readonly Rollout[]): Rollout[] => rollouts.filter((rollout) => !seen.has(rollout.id) && seen.add(rollout.id));
+  const fresh = (rollouts: readonly Rollout[]): Rollout[] =>
+    rollouts.filter((rollout) => !seen.has(rollout.id) && seen.add(rollout.id));
   const items: RolloutItem[] = [];
   const same = fresh(sameTask);
-  if (same.length) items.push({ label: `Same task (${other!.task!.id})`, kind: vscode.QuickPickItemKind.Separator }, ...same.map(item));
+  if (same.length)
+    items.push(
+      { label: `Same task (${other!.task!.id})`, kind: vscode.QuickPickItemKind.Separator },
+      ...same.map(item),
+    );
   const rest = fresh(recent);
   if (rest.length) items.push({ label: 'Recent', kind: vscode.QuickPickItemKind.Separator }, ...rest.map(item));
   if (items.length === 0) {
@@ -30,6 +42,13 @@ export async function pickTrainingRun(client: DaemonClient): Promise<TrainingRun
     void vscode.window.showInformationMessage('Lightning: no training runs yet (Lightning: Start Training).');
     return undefined;
   }
-  const picked = await vscode.window.showQuickPick(runs.map((run) => ({ label: `${run.algorithm} ${run.id}`, description: `${run.status} · ${formatTime(run.createdAt)}`, run })), { title: 'Open which training run?' });
+  const picked = await vscode.window.showQuickPick(
+    runs.map((run) => ({
+      label: `${run.algorithm} ${run.id}`,
+      description: `${run.status} · ${formatTime(run.createdAt)}`,
+      run,
+    })),
+    { title: 'Open which training run?' },
+  );
   return picked?.run;
 }

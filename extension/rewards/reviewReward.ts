@@ -13,11 +13,20 @@ import { parseRewardInput } from '../rewardInput';
 import type { DaemonSupervisor } from '../supervisor';
 import { isAutomatic, reviewReason, type ReviewAction } from '../../webview/rewardReview';
 
-export async function reviewReward(supervisor: DaemonSupervisor, annotator: Annotator, rolloutId: string, rewardId: number, action: ReviewAction): Promise<void> {
+export async function reviewReward(
+  supervisor: DaemonSupervisor,
+  annotator: Annotator,
+  rolloutId: string,
+  rewardId: number,
+  action: ReviewAction,
+): Promise<void> {
   const client = await supervisor.ensureRunning();
   const reward = (await client.request('listRewards', { rolloutId })).items.find((item) => item.id === rewardId);
   if (!reward) throw new Error(`reward #${rewardId} is not a reward of rollout ${rolloutId}`);
-  if (!isAutomatic(reward)) throw new Error(`reward #${rewardId} is a ${reward.source} reward: only automatic rewards (rule, judge, model) are reviewed`);
+  if (!isAutomatic(reward))
+    throw new Error(
+      `reward #${rewardId} is a ${reward.source} reward: only automatic rewards (rule, judge, model) are reviewed`,
+    );
   let value = action === 'accept' ? reward.value : 0;
   if (action === 'correct') {
     const typed = await vscode.window.showInputBox({
@@ -28,5 +37,12 @@ export async function reviewReward(supervisor: DaemonSupervisor, annotator: Anno
     if (typed === undefined) return;
     value = parseRewardInput(typed)!;
   }
-  await annotator.add({ rolloutId, spanId: reward.spanId, name: reward.name, value, comment: null, reason: reviewReason(reward, action) });
+  await annotator.add({
+    rolloutId,
+    spanId: reward.spanId,
+    name: reward.name,
+    value,
+    comment: null,
+    reason: reviewReason(reward, action),
+  });
 }

@@ -15,7 +15,8 @@ export interface DoctorSummary {
   readonly hfMissing: boolean;
 }
 
-const field = (report: string, name: string): string | undefined => new RegExp(`^${name}\\s+(.+)$`, 'm').exec(report)?.[1]?.trim();
+const field = (report: string, name: string): string | undefined =>
+  new RegExp(`^${name}\\s+(.+)$`, 'm').exec(report)?.[1]?.trim();
 
 export function doctorSummary(report: string, exitCode: number | null): DoctorSummary {
   const lines = report.split('\n');

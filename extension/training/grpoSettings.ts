@@ -23,16 +23,40 @@ export interface GrpoSettings {
 /** The daemon's own defaults (GrpoConfig), so "Start with defaults" starts what `lightning train` would. */
 export const DEFAULT_SETTINGS: GrpoSettings = (() => {
   const parsed = GrpoConfig.parse({ model: { kind: 'tiny' }, dataset: 'd', command: { argv: ['agent'], cwd: '/' } });
-  return { iterations: parsed.iterations, samples: parsed.samples, lr: parsed.lr, valDataset: parsed.valDataset, device: parsed.device };
+  return {
+    iterations: parsed.iterations,
+    samples: parsed.samples,
+    lr: parsed.lr,
+    valDataset: parsed.valDataset,
+    device: parsed.device,
+  };
 })();
 
 export type Parsed<T> = { readonly ok: true; readonly value: T } | { readonly ok: false; readonly message: string };
 
 /** The numeric settings a user types: each one's label, check and help. */
 export const NUMERIC_SETTINGS = {
-  iterations: { label: 'Iterations', detail: 'rollouts → update → checkpoint, this many times', integer: true, min: 1, max: 100_000 },
-  samples: { label: 'Samples per task', detail: 'rollouts of each task per iteration (the GRPO group: at least 2)', integer: true, min: 2, max: 256 },
-  lr: { label: 'Learning rate', detail: 'of the optimizer (e.g. 3e-4; LoRA on a Hugging Face model: 1e-5 … 1e-4)', integer: false, min: Number.MIN_VALUE, max: 1 },
+  iterations: {
+    label: 'Iterations',
+    detail: 'rollouts → update → checkpoint, this many times',
+    integer: true,
+    min: 1,
+    max: 100_000,
+  },
+  samples: {
+    label: 'Samples per task',
+    detail: 'rollouts of each task per iteration (the GRPO group: at least 2)',
+    integer: true,
+    min: 2,
+    max: 256,
+  },
+  lr: {
+    label: 'Learning rate',
+    detail: 'of the optimizer (e.g. 3e-4; LoRA on a Hugging Face model: 1e-5 … 1e-4)',
+    integer: false,
+    min: Number.MIN_VALUE,
+    max: 1,
+  },
 } as const;
 export type NumericSetting = keyof typeof NUMERIC_SETTINGS;
 
@@ -43,8 +67,18 @@ export function parseNumericSetting(key: NumericSetting, text: string): Parsed<n
   if (text.trim() === '' || !Number.isFinite(value)) return { ok: false, message: `${info.label} must be a number` };
   if (info.integer && !Number.isInteger(value)) return { ok: false, message: `${info.label} must be a whole number` };
   if (value < info.min || value > info.max) {
-    if (key === 'samples') return { ok: false, message: 'Samples per task must be at least 2 (GRPO compares the rollouts of a task) and at most 256' };
-    return { ok: false, message: key === 'lr' ? 'Learning rate must be above 0 and at most 1' : `${info.label} must be from ${info.min} to ${info.max}` };
+    if (key === 'samples')
+      return {
+        ok: false,
+        message: 'Samples per task must be at least 2 (GRPO compares the rollouts of a task) and at most 256',
+      };
+    return {
+      ok: false,
+      message:
+        key === 'lr'
+          ? 'Learning rate must be above 0 and at most 1'
+          : `${info.label} must be from ${info.min} to ${info.max}`,
+    };
   }
   return { ok: true, value };
 }
@@ -52,7 +86,11 @@ export function parseNumericSetting(key: NumericSetting, text: string): Parsed<n
 /** `tiny` is the built-in policy; anything else is a Hugging Face hub id or a local model folder. */
 export function modelSpec(name: string): Parsed<ModelSpec> {
   const trimmed = name.trim();
-  if (trimmed === '') return { ok: false, message: 'Give a model: tiny, a Hugging Face name (Qwen/Qwen2.5-0.5B-Instruct) or a local folder' };
+  if (trimmed === '')
+    return {
+      ok: false,
+      message: 'Give a model: tiny, a Hugging Face name (Qwen/Qwen2.5-0.5B-Instruct) or a local folder',
+    };
   if (/\s/.test(trimmed)) return { ok: false, message: `"${trimmed}" is not a model name (no spaces)` };
   return { ok: true, value: trimmed === 'tiny' ? { kind: 'tiny' } : { kind: 'hf', name: trimmed } };
 }
@@ -93,5 +131,7 @@ export function grpoConfig(choices: TrainingChoices): Parsed<GrpoConfig> {
     command: { argv: [...choices.command.argv], cwd: choices.command.cwd, ...(Object.keys(env).length ? { env } : {}) },
   };
   const parsed = GrpoConfig.safeParse(input);
-  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, message: describeIssues(parsed.error, 'config') };
+  return parsed.success
+    ? { ok: true, value: parsed.data }
+    : { ok: false, message: describeIssues(parsed.error, 'config') };
 }

@@ -7,7 +7,8 @@ import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
 import type { ErrorKind } from '../../trainer-daemon/protocol/errors';
 import { assertNever } from '../../trainer-daemon/protocol/assert';
 
-const number = (value: number | undefined): string => (value === undefined || !Number.isFinite(value) ? '–' : Number(value.toFixed(3)).toString());
+const number = (value: number | undefined): string =>
+  value === undefined || !Number.isFinite(value) ? '–' : Number(value.toFixed(3)).toString();
 
 /** The iterations a run is configured for: GRPO's; an APO run counts rounds, which these lines do not follow. */
 function configuredIterations(run: TrainingRunSummary): number | undefined {
@@ -25,8 +26,14 @@ function configuredIterations(run: TrainingRunSummary): number | undefined {
 export function progressText(run: TrainingRunSummary): string {
   if (run.cancelRequested && run.status === 'running') return 'cancelling…';
   const total = configuredIterations(run);
-  if (run.step === 0 || run.latest['reward/mean'] === undefined) return run.latest['val/reward'] === undefined ? 'starting the trainer and the first rollouts…' : `validation before training: ${number(run.latest['val/reward'])}`;
-  const parts = [`iteration ${run.step}${total ? `/${total}` : ''}`, `reward ${number(run.latest['reward/mean'])} ± ${number(run.latest['reward/std'])}`];
+  if (run.step === 0 || run.latest['reward/mean'] === undefined)
+    return run.latest['val/reward'] === undefined
+      ? 'starting the trainer and the first rollouts…'
+      : `validation before training: ${number(run.latest['val/reward'])}`;
+  const parts = [
+    `iteration ${run.step}${total ? `/${total}` : ''}`,
+    `reward ${number(run.latest['reward/mean'])} ± ${number(run.latest['reward/std'])}`,
+  ];
   if (run.latest['val/reward'] !== undefined) parts.push(`val ${number(run.latest['val/reward'])}`);
   return parts.join(' · ');
 }

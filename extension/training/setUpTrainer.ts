@@ -16,21 +16,40 @@ export class TrainerSetup {
   ) {}
 
   async run(): Promise<void> {
-    const check = await this.withProgress('Lightning: checking the trainer (Python, PyTorch, GPU)…', false, (report, token) => this.cli.run(['doctor'], { token, onStderrLine: (line) => line.startsWith('{') || report(line) }));
+    const check = await this.withProgress(
+      'Lightning: checking the trainer (Python, PyTorch, GPU)…',
+      false,
+      (report, token) =>
+        this.cli.run(['doctor'], { token, onStderrLine: (line) => line.startsWith('{') || report(line) }),
+    );
     await this.tell(doctorSummary(check.stdout, check.code));
   }
 
   private async setUp(hf: boolean): Promise<void> {
-    const run = await this.withProgress(`Lightning: setting up the trainer in .lightning/venv${hf ? ' (with transformers and peft)' : ''}…`, true, (report, token) => this.cli.run(['doctor', '--setup', ...(hf ? ['--hf'] : [])], { token, onStderrLine: (line) => line.startsWith('{') || report(line) }));
+    const run = await this.withProgress(
+      `Lightning: setting up the trainer in .lightning/venv${hf ? ' (with transformers and peft)' : ''}…`,
+      true,
+      (report, token) =>
+        this.cli.run(['doctor', '--setup', ...(hf ? ['--hf'] : [])], {
+          token,
+          onStderrLine: (line) => line.startsWith('{') || report(line),
+        }),
+    );
     await this.tell(doctorSummary(`${run.stdout}\n${run.stderr}`, run.code));
   }
 
-  private async withProgress(title: string, cancellable: boolean, task: (report: (line: string) => void, token: vscode.CancellationToken) => Promise<CliRun>): Promise<CliRun> {
-    const run = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title, cancellable }, (progress, token) =>
-      task((line) => {
-        this.log.info(`[trainer] ${line}`);
-        progress.report({ message: line.slice(0, 200) });
-      }, token),
+  private async withProgress(
+    title: string,
+    cancellable: boolean,
+    task: (report: (line: string) => void, token: vscode.CancellationToken) => Promise<CliRun>,
+  ): Promise<CliRun> {
+    const run = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title, cancellable },
+      (progress, token) =>
+        task((line) => {
+          this.log.info(`[trainer] ${line}`);
+          progress.report({ message: line.slice(0, 200) });
+        }, token),
     );
     for (const line of run.stdout.trimEnd().split('\n')) this.log.info(`[trainer] ${line}`);
     return run;
@@ -39,18 +58,31 @@ export class TrainerSetup {
   private async tell(summary: DoctorSummary): Promise<void> {
     if (summary.ready) {
       const hf = summary.hfMissing ? ' Hugging Face models also need transformers and peft.' : '';
-      const choice = await vscode.window.showInformationMessage(`Lightning: the trainer is ready: ${summary.headline}.${hf}`, ...(hf ? ['Add Hugging Face Packages'] : []), 'Show Report');
+      const choice = await vscode.window.showInformationMessage(
+        `Lightning: the trainer is ready: ${summary.headline}.${hf}`,
+        ...(hf ? ['Add Hugging Face Packages'] : []),
+        'Show Report',
+      );
       if (choice === 'Add Hugging Face Packages') await this.setUp(true);
       if (choice === 'Show Report') this.log.show();
       return;
     }
     if (summary.aptCommand) {
-      const choice = await vscode.window.showWarningMessage(`Lightning: pip could not install PyTorch (no package index reachable?). On Debian/Ubuntu, as root: ${summary.aptCommand}`, 'Copy Command', 'Show Report');
+      const choice = await vscode.window.showWarningMessage(
+        `Lightning: pip could not install PyTorch (no package index reachable?). On Debian/Ubuntu, as root: ${summary.aptCommand}`,
+        'Copy Command',
+        'Show Report',
+      );
       if (choice === 'Copy Command') await vscode.env.clipboard.writeText(summary.aptCommand);
       if (choice === 'Show Report') this.log.show();
       return;
     }
-    const choice = await vscode.window.showWarningMessage(`Lightning: the trainer is not ready: ${summary.problem ?? 'see the report'}.`, 'Create Environment', 'Create with Hugging Face', 'Show Report');
+    const choice = await vscode.window.showWarningMessage(
+      `Lightning: the trainer is not ready: ${summary.problem ?? 'see the report'}.`,
+      'Create Environment',
+      'Create with Hugging Face',
+      'Show Report',
+    );
     if (choice === 'Create Environment') await this.setUp(false);
     if (choice === 'Create with Hugging Face') await this.setUp(true);
     if (choice === 'Show Report') this.log.show();

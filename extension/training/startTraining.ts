@@ -17,12 +17,27 @@ import { launchAgentChoices, pickAgent, pickNamed } from '../pickers';
 import { readSettings } from '../settings';
 import type { DaemonSupervisor } from '../supervisor';
 import type { TrainingRuns } from '../trainingRuns';
-import { DEFAULT_SETTINGS, describeSettings, grpoConfig, modelSpec, NUMERIC_SETTINGS, parseNumericSetting, storableEnv, type GrpoSettings, type NumericSetting } from './grpoSettings';
+import {
+  DEFAULT_SETTINGS,
+  describeSettings,
+  grpoConfig,
+  modelSpec,
+  NUMERIC_SETTINGS,
+  parseNumericSetting,
+  storableEnv,
+  type GrpoSettings,
+  type NumericSetting,
+} from './grpoSettings';
 import { followRun } from './followRun';
 import { endText, needsTrainerSetup, progressFraction, progressText } from './runText';
 
 const TITLE = 'Lightning: Start Training';
-const MEMORY = { settings: 'lightning.grpo.settings', model: 'lightning.grpo.model', dataset: 'lightning.grpo.dataset', agent: 'lightning.grpo.agent' } as const;
+const MEMORY = {
+  settings: 'lightning.grpo.settings',
+  model: 'lightning.grpo.model',
+  dataset: 'lightning.grpo.dataset',
+  agent: 'lightning.grpo.agent',
+} as const;
 
 export interface TrainingUi {
   /** Opens the panel on this run. */
@@ -44,7 +59,11 @@ export class TrainingCommands {
   async start(): Promise<void> {
     const algorithm = await pick<'grpo' | 'apo'>(
       [
-        { label: 'GRPO', description: 'reinforcement learning of a local model (the policy serves the agent’s LLM calls)', value: 'grpo' },
+        {
+          label: 'GRPO',
+          description: 'reinforcement learning of a local model (the policy serves the agent’s LLM calls)',
+          value: 'grpo',
+        },
         { label: 'APO', description: 'prompt optimization against a hosted model: Optimize This Prompt', value: 'apo' },
       ],
       `${TITLE} (1/5): algorithm`,
@@ -66,60 +85,91 @@ export class TrainingCommands {
     const config = grpoConfig({ model, dataset, command: agent, settings });
     if (!config.ok) throw new Error(`cannot start training: ${config.message}`);
     const omitted = storableEnv(agent.env).omitted;
-    if (omitted.length) this.log.warn(`[training] left out of the run's environment (secrets are not stored): ${omitted.join(', ')}`);
+    if (omitted.length)
+      this.log.warn(`[training] left out of the run's environment (secrets are not stored): ${omitted.join(', ')}`);
     await this.launch(client, { config: config.value });
   }
 
   /** **Resume Training**: a cancelled or failed GRPO run continues from its last checkpoint. */
   async resume(runId?: string): Promise<void> {
     const client = await this.supervisor.ensureRunning();
-    const id = runId ?? (await this.pickRun(client, isResumable, 'Resume Training: which run? (it continues from its last checkpoint)', 'No cancelled or failed GRPO run to resume.'));
+    const id =
+      runId ??
+      (await this.pickRun(
+        client,
+        isResumable,
+        'Resume Training: which run? (it continues from its last checkpoint)',
+        'No cancelled or failed GRPO run to resume.',
+      ));
     if (id) await this.launch(client, { resume: id });
   }
 
   /** **Cancel Training**: a running run stops now (GRPO) or at its next step (APO). */
   async cancel(runId?: string): Promise<void> {
     const client = await this.supervisor.ensureRunning();
-    const id = runId ?? (await this.pickRun(client, (run) => run.status === 'running' || run.status === 'queued', 'Cancel Training: which run?', 'No training run is running.'));
+    const id =
+      runId ??
+      (await this.pickRun(
+        client,
+        (run) => run.status === 'running' || run.status === 'queued',
+        'Cancel Training: which run?',
+        'No training run is running.',
+      ));
     if (!id) return;
     const run = await client.request('cancelTrainingRun', { id });
-    void vscode.window.showInformationMessage(`Lightning: training run ${run.id} ${run.status === 'cancelled' ? 'cancelled' : 'will stop at its next step'}.`);
+    void vscode.window.showInformationMessage(
+      `Lightning: training run ${run.id} ${run.status === 'cancelled' ? 'cancelled' : 'will stop at its next step'}.`,
+    );
   }
 
   private async launch(client: DaemonClient, start: { config: GrpoConfig } | { resume: string }): Promise<void> {
     const run = await client.request('startTraining', start);
     this.log.info(`[training] run ${run.id} ${'resume' in start ? 'resumed' : 'started'}`);
     await this.ui.revealRun(run.id);
-    void this.follow(run.id).catch((error: unknown) => this.log.error(`[training] following ${run.id}: ${errorMessage(error)}`));
+    void this.follow(run.id).catch((error: unknown) =>
+      this.log.error(`[training] following ${run.id}: ${errorMessage(error)}`),
+    );
   }
 
   /** A progress notification until the run ends (Cancel cancels it; followRun.ts), then its outcome with a way on. */
   private async follow(runId: string): Promise<void> {
-    const final = await vscode.window.withProgress({ location: vscode.ProgressLocation.Notification, title: `Lightning: training ${runId}`, cancellable: true }, async (progress, token) => {
-      let done = 0;
-      const report = (run: TrainingRunSummary): void => {
-        const fraction = progressFraction(run);
-        progress.report({ message: progressText(run), increment: Math.max(0, 100 * (fraction - done)) });
-        done = Math.max(done, fraction);
-      };
-      const ended = followRun(runId, { onDidChange: this.runs.onDidChange, onDidConnect: this.supervisor.onDidConnect }, {
-        read: async () => (await (await this.supervisor.ensureRunning()).request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER })).run,
-        progress: report,
-        warn: (error) => this.log.warn(`[training] cannot read run ${runId}: ${errorMessage(error)}`),
-      });
-      const cancel = token.onCancellationRequested(() => {
-        progress.report({ message: 'cancelling…' });
-        void this.supervisor
-          .ensureRunning()
-          .then((client) => client.request('cancelTrainingRun', { id: runId }))
-          .catch((error: unknown) => this.log.error(`[training] cannot cancel ${runId}: ${errorMessage(error)}`));
-      });
-      try {
-        return await ended;
-      } finally {
-        cancel.dispose();
-      }
-    });
+    const final = await vscode.window.withProgress(
+      { location: vscode.ProgressLocation.Notification, title: `Lightning: training ${runId}`, cancellable: true },
+      async (progress, token) => {
+        let done = 0;
+        const report = (run: TrainingRunSummary): void => {
+          const fraction = progressFraction(run);
+          progress.report({ message: progressText(run), increment: Math.max(0, 100 * (fraction - done)) });
+          done = Math.max(done, fraction);
+        };
+        const ended = followRun(
+          runId,
+          { onDidChange: this.runs.onDidChange, onDidConnect: this.supervisor.onDidConnect },
+          {
+            read: async () =>
+              (
+                await (
+                  await this.supervisor.ensureRunning()
+                ).request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER })
+              ).run,
+            progress: report,
+            warn: (error) => this.log.warn(`[training] cannot read run ${runId}: ${errorMessage(error)}`),
+          },
+        );
+        const cancel = token.onCancellationRequested(() => {
+          progress.report({ message: 'cancelling…' });
+          void this.supervisor
+            .ensureRunning()
+            .then((client) => client.request('cancelTrainingRun', { id: runId }))
+            .catch((error: unknown) => this.log.error(`[training] cannot cancel ${runId}: ${errorMessage(error)}`));
+        });
+        try {
+          return await ended;
+        } finally {
+          cancel.dispose();
+        }
+      },
+    );
     await this.tellEnd(final);
   }
 
@@ -128,23 +178,39 @@ export class TrainingCommands {
     this.log.info(`[training] ${endText(run)}`);
     if (run.status === 'failed') {
       const setup = needsTrainerSetup(run.errorKind);
-      const choice = await vscode.window.showErrorMessage(text, ...(setup ? ['Set Up Trainer'] : ['Resume']), 'Show Logs');
+      const choice = await vscode.window.showErrorMessage(
+        text,
+        ...(setup ? ['Set Up Trainer'] : ['Resume']),
+        'Show Logs',
+      );
       if (choice === 'Set Up Trainer') await vscode.commands.executeCommand('lightning.setUpTrainer');
       if (choice === 'Resume') await vscode.commands.executeCommand('lightning.resumeTraining', run.id);
       if (choice === 'Show Logs') this.log.show();
     } else if (run.status === 'cancelled') {
-      if ((await vscode.window.showWarningMessage(text, 'Resume')) === 'Resume') await vscode.commands.executeCommand('lightning.resumeTraining', run.id);
-    } else if ((await vscode.window.showInformationMessage(text, 'Show Run')) === 'Show Run') await this.ui.revealRun(run.id);
+      if ((await vscode.window.showWarningMessage(text, 'Resume')) === 'Resume')
+        await vscode.commands.executeCommand('lightning.resumeTraining', run.id);
+    } else if ((await vscode.window.showInformationMessage(text, 'Show Run')) === 'Show Run')
+      await this.ui.revealRun(run.id);
   }
 
-  private async pickRun(client: DaemonClient, wanted: (run: TrainingRunSummary) => boolean, title: string, none: string): Promise<string | undefined> {
+  private async pickRun(
+    client: DaemonClient,
+    wanted: (run: TrainingRunSummary) => boolean,
+    title: string,
+    none: string,
+  ): Promise<string | undefined> {
     const runs = (await client.request('listTrainingRuns', { limit: 50 })).items.filter(wanted);
     if (runs.length === 0) {
       void vscode.window.showInformationMessage(`Lightning: ${none}`);
       return undefined;
     }
     return pick(
-      runs.map((run) => ({ label: run.id, description: `${run.algorithm} · ${run.status} · iteration ${run.step}`, detail: run.error ?? undefined, value: run.id })),
+      runs.map((run) => ({
+        label: run.id,
+        description: `${run.algorithm} · ${run.status} · iteration ${run.step}`,
+        detail: run.error ?? undefined,
+        value: run.id,
+      })),
       title,
     );
   }
@@ -155,9 +221,21 @@ export class TrainingCommands {
     const names = [...new Set([configured, last].filter((name): name is string => !!name && name !== 'tiny'))];
     const choice = await pick<string | null>(
       [
-        { label: 'tiny', description: 'the built-in small GPT (byte-level): no download, fine on a CPU', value: 'tiny' },
-        ...names.map((name) => ({ label: name, description: name === configured ? 'the lightning.trainingModel setting' : 'used last time', value: name })),
-        { label: '$(edit) Hugging Face model…', description: 'a hub name or a local folder (needs transformers + peft: Set Up Trainer)', value: null },
+        {
+          label: 'tiny',
+          description: 'the built-in small GPT (byte-level): no download, fine on a CPU',
+          value: 'tiny',
+        },
+        ...names.map((name) => ({
+          label: name,
+          description: name === configured ? 'the lightning.trainingModel setting' : 'used last time',
+          value: name,
+        })),
+        {
+          label: '$(edit) Hugging Face model…',
+          description: 'a hub name or a local folder (needs transformers + peft: Set Up Trainer)',
+          value: null,
+        },
       ],
       `${TITLE} (2/5): base model`,
     );
@@ -184,25 +262,43 @@ export class TrainingCommands {
   private async pickDataset(): Promise<string | undefined> {
     const rows = await datasetRows(this.supervisor);
     if (rows.length === 0) {
-      const choice = await vscode.window.showInformationMessage('Lightning: no dataset to train on yet. Import a tasks.jsonl file (tasks with "split": "train", and "val" ones to validate on).', 'Import Dataset');
+      const choice = await vscode.window.showInformationMessage(
+        'Lightning: no dataset to train on yet. Import a tasks.jsonl file (tasks with "split": "train", and "val" ones to validate on).',
+        'Import Dataset',
+      );
       if (choice) await vscode.commands.executeCommand('lightning.importDataset');
       return undefined;
     }
     const row = await pickNamed(
       rows,
       (r) => r.dataset.name,
-      (r) => ({ description: `${r.splits.train} train · ${r.splits.val} val tasks`, detail: r.splits.train === 0 ? '$(warning) no train tasks: training samples the train split' : undefined }),
+      (r) => ({
+        description: `${r.splits.train} train · ${r.splits.val} val tasks`,
+        detail: r.splits.train === 0 ? '$(warning) no train tasks: training samples the train split' : undefined,
+      }),
       { title: `${TITLE} (3/5): dataset`, memory: this.memory, memoryKey: MEMORY.dataset },
     );
     if (!row) return undefined;
-    if (row.splits.train === 0) throw new Error(`dataset ${row.dataset.name} has no train tasks: import tasks with "split": "train" (its ${row.dataset.taskCount} tasks are ${row.splits.val} val, ${row.splits.test} test)`);
+    if (row.splits.train === 0)
+      throw new Error(
+        `dataset ${row.dataset.name} has no train tasks: import tasks with "split": "train" (its ${row.dataset.taskCount} tasks are ${row.splits.val} val, ${row.splits.test} test)`,
+      );
     return row.dataset.name;
   }
 
   private async pickAgent(): Promise<AgentCommand | undefined> {
     const choices = launchAgentChoices();
-    if (choices.length === 0) throw new Error('no launch configuration runs the agent: add a Node or Python launch configuration to .vscode/launch.json');
-    return (await pickAgent(choices, { title: `${TITLE} (4/5): the agent (a launch configuration, run without the debugger, once per rollout)`, memory: this.memory, memoryKey: MEMORY.agent }))?.command;
+    if (choices.length === 0)
+      throw new Error(
+        'no launch configuration runs the agent: add a Node or Python launch configuration to .vscode/launch.json',
+      );
+    return (
+      await pickAgent(choices, {
+        title: `${TITLE} (4/5): the agent (a launch configuration, run without the debugger, once per rollout)`,
+        memory: this.memory,
+        memoryKey: MEMORY.agent,
+      })
+    )?.command;
   }
 
   /** "Start" with the current settings, or change one at a time (the list comes back after each). */
@@ -213,9 +309,24 @@ export class TrainingCommands {
       const choice = await pick<Choice>(
         [
           { label: '$(play) Start training', description: describeSettings(settings), value: 'start' },
-          ...(Object.keys(NUMERIC_SETTINGS) as NumericSetting[]).map((key) => ({ label: NUMERIC_SETTINGS[key].label, description: String(settings[key]), detail: NUMERIC_SETTINGS[key].detail, value: key })),
-          { label: 'Validation', description: settings.valDataset ?? `the val split of ${dataset}`, detail: 'evaluated before the first iteration, every 5, and after the last', value: 'valDataset' },
-          { label: 'Device', description: settings.device, detail: 'auto: the GPU when CUDA is available, else the CPU', value: 'device' },
+          ...(Object.keys(NUMERIC_SETTINGS) as NumericSetting[]).map((key) => ({
+            label: NUMERIC_SETTINGS[key].label,
+            description: String(settings[key]),
+            detail: NUMERIC_SETTINGS[key].detail,
+            value: key,
+          })),
+          {
+            label: 'Validation',
+            description: settings.valDataset ?? `the val split of ${dataset}`,
+            detail: 'evaluated before the first iteration, every 5, and after the last',
+            value: 'valDataset',
+          },
+          {
+            label: 'Device',
+            description: settings.device,
+            detail: 'auto: the GPU when CUDA is available, else the CPU',
+            value: 'device',
+          },
         ],
         `${TITLE} (5/5): settings — start, or change one`,
       );
@@ -227,12 +338,24 @@ export class TrainingCommands {
       if (choice === 'valDataset') {
         const { items } = await client.request('listDatasets', {});
         const value = await pick<string | null>(
-          [{ label: `val split of ${dataset}`, value: null }, ...items.filter((d) => d.name !== dataset).map((d) => ({ label: d.name, description: `its val split, or all ${d.taskCount} tasks`, value: d.name }))],
+          [
+            { label: `val split of ${dataset}`, value: null },
+            ...items
+              .filter((d) => d.name !== dataset)
+              .map((d) => ({
+                label: d.name,
+                description: `its val split, or all ${d.taskCount} tasks`,
+                value: d.name,
+              })),
+          ],
           `${TITLE}: validation tasks`,
         );
         if (value !== undefined) settings = { ...settings, valDataset: value };
       } else if (choice === 'device') {
-        const value = await pick<GrpoSettings['device']>((['auto', 'cpu', 'cuda'] as const).map((device) => ({ label: device, value: device })), `${TITLE}: device`);
+        const value = await pick<GrpoSettings['device']>(
+          (['auto', 'cpu', 'cuda'] as const).map((device) => ({ label: device, value: device })),
+          `${TITLE}: device`,
+        );
         if (value) settings = { ...settings, device: value };
       } else {
         const key = choice;

@@ -34,7 +34,12 @@ function byPackage(outputs: readonly Output[]): Map<string, number> {
 }
 
 function largest(packages: Map<string, number>): string {
-  return [...packages].filter(([name]) => name !== '(ours)').sort((a, b) => b[1] - a[1]).slice(0, 3).map(([name, bytes]) => `${name} ${fmt(bytes / 1024)}`).join(', ');
+  return [...packages]
+    .filter(([name]) => name !== '(ours)')
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 3)
+    .map(([name, bytes]) => `${name} ${fmt(bytes / 1024)}`)
+    .join(', ');
 }
 
 export function bundleBenchmark(work: string): void {
@@ -54,7 +59,10 @@ export function bundleBenchmark(work: string): void {
     target: '≤ 500 KB',
     met: output.bytes <= TARGET_BYTES ? 'yes' : 'NO',
   });
-  for (const [entry, page] of [['webview', 'side panel'], ['editor', 'editor tab']] as const) {
+  for (const [entry, page] of [
+    ['webview', 'side panel'],
+    ['editor', 'editor tab'],
+  ] as const) {
     const loaded = [`dist/${entry}.js`, `dist/${entry}.css`].map((name) => {
       const built = outputs[name];
       if (!built) throw new Error(`the build wrote no ${name}`);
@@ -62,7 +70,9 @@ export function bundleBenchmark(work: string): void {
     });
     const bytes = loaded.reduce((sum, item) => sum + item.bytes, 0);
     const pagePackages = byPackage(loaded);
-    const pageDependencies = [...pagePackages].filter(([name]) => name !== '(ours)').reduce((sum, [, size]) => sum + size, 0);
+    const pageDependencies = [...pagePackages]
+      .filter(([name]) => name !== '(ours)')
+      .reduce((sum, [, size]) => sum + size, 0);
     const zod = pagePackages.get('zod') ?? 0;
     rows.push({
       metric: `${page} page's script and style, dist/${entry}.js + .css (minified, inline in the page)`,

@@ -16,8 +16,12 @@ let started = performance.now();
 const store = Store.open(path.join(dir, 'store.db'));
 const openMs = performance.now() - started;
 const rollout = store.createRollout(parsed('createRollout', {})).id;
-const attributes = JSON.stringify({ 'gen_ai.request.model': 'm', 'lightning.request': { messages: [{ role: 'user', content: 'x'.repeat(600) }] } });
-const insert = store.db.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind,
+const attributes = JSON.stringify({
+  'gen_ai.request.model': 'm',
+  'lightning.request': { messages: [{ role: 'user', content: 'x'.repeat(600) }] },
+});
+const insert = store.db
+  .prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind,
   category, start_ms, end_ms, status_code, status_message, attributes, events, prompt_tokens, completion_tokens)
   VALUES (?, 0, ?, 't', ?, NULL, 'chat', 'client', 'llm', ?, ?, 'ok', NULL, ?, '[]', 10, 5)`);
 const batch = store.db.transaction((from: number) => {

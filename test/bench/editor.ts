@@ -7,7 +7,13 @@
  * charts of a 200-iteration run are timed too. Run alone: `node --import tsx test/bench/editor.ts`.
  */
 import { alignSteps, compareSteps, wordDiff } from '../../webview/editor/compareLogic';
-import { barPixels, fullViewport, layoutTimeline, visibleRows, zoomViewport } from '../../webview/editor/timelineLayout';
+import {
+  barPixels,
+  fullViewport,
+  layoutTimeline,
+  visibleRows,
+  zoomViewport,
+} from '../../webview/editor/timelineLayout';
 import { runCharts } from '../../webview/editor/runCharts';
 import { formatValue } from '../../trainer-daemon/protocol/grpoCharts';
 import { bandChartSvg } from '../../trainer-daemon/protocol/chart';
@@ -43,21 +49,26 @@ function timelineBenchmark(): void {
     result: `${fmt(layoutMs, 1)} ms`,
     baseline: `${fmt(cloneMs, 1)} ms (structuredClone of the same spans, as postMessage copies them)`,
     ratio: `${fmt(layoutMs / cloneMs, 2)}×`,
-    target: '≤ 30 ms (of the tab\'s 300 ms first paint)',
+    target: "≤ 30 ms (of the tab's 300 ms first paint)",
     met: layoutMs <= 30 && drawn > 0 ? 'yes' : 'NO',
   });
 }
 
 function compareBenchmark(): void {
   const left = agentRollout(200);
-  const right = agentRollout(200, { question: (i) => (i % 7 === 3 ? `Please compute ${i} + ${i} again, carefully` : `What is ${i} plus ${i}?`), answer: (i) => `The answer is ${i % 5 === 0 ? 2 * i + 1 : 2 * i}.` });
+  const right = agentRollout(200, {
+    question: (i) => (i % 7 === 3 ? `Please compute ${i} + ${i} again, carefully` : `What is ${i} plus ${i}?`),
+    answer: (i) => `The answer is ${i % 5 === 0 ? 2 * i + 1 : 2 * i}.`,
+  });
   let pairs = 0;
   const compareMs = time(() => {
     const a = compareSteps(left);
     const b = compareSteps(right);
     const aligned = alignSteps(a, b);
     pairs = aligned.length;
-    const first = aligned.find((pair) => pair.left !== null && pair.right !== null && a[pair.left]!.prompt !== b[pair.right]!.prompt)!;
+    const first = aligned.find(
+      (pair) => pair.left !== null && pair.right !== null && a[pair.left]!.prompt !== b[pair.right]!.prompt,
+    )!;
     wordDiff(a[first.left!]!.prompt, b[first.right!]!.prompt);
     wordDiff(a[first.left!]!.answer, b[first.right!]!.answer);
   }, 20);
@@ -67,7 +78,7 @@ function compareBenchmark(): void {
     result: `${fmt(compareMs, 1)} ms`,
     baseline: `${fmt(cloneMs, 1)} ms (structuredClone of both rollouts' spans)`,
     ratio: `${fmt(compareMs / cloneMs, 2)}×`,
-    target: '≤ 100 ms (of the view\'s 300 ms)',
+    target: "≤ 100 ms (of the view's 300 ms)",
     met: compareMs <= 100 && pairs >= 200 ? 'yes' : 'NO',
   });
 }
@@ -98,12 +109,31 @@ function slimBenchmark(): void {
 }
 
 function chartBenchmark(): void {
-  const names = ['reward/mean', 'reward/std', 'val/reward', 'loss', 'kl', 'entropy', 'tokensPerSecond', 'gpuMemoryBytes'];
-  const metrics = Array.from({ length: 200 }, (_, step) => names.map((name, i) => ({ step: step + 1, name, value: Math.sin(step / 10 + i) + i, timeMs: 0 }))).flat();
+  const names = [
+    'reward/mean',
+    'reward/std',
+    'val/reward',
+    'loss',
+    'kl',
+    'entropy',
+    'tokensPerSecond',
+    'gpuMemoryBytes',
+  ];
+  const metrics = Array.from({ length: 200 }, (_, step) =>
+    names.map((name, i) => ({ step: step + 1, name, value: Math.sin(step / 10 + i) + i, timeMs: 0 })),
+  ).flat();
   let bytes = 0;
   const chartsMs = time(() => {
     bytes = 0;
-    for (const chart of runCharts('grpo', metrics)) bytes += bandChartSvg(chart.points, { label: chart.summary, format: (v) => formatValue(v, chart.unit), width: 560, height: 220, yTicks: 3, overlay: { points: chart.points, colour: '--vscode-charts-red', label: 'other' } }).length;
+    for (const chart of runCharts('grpo', metrics))
+      bytes += bandChartSvg(chart.points, {
+        label: chart.summary,
+        format: (v) => formatValue(v, chart.unit),
+        width: 560,
+        height: 220,
+        yTicks: 3,
+        overlay: { points: chart.points, colour: '--vscode-charts-red', label: 'other' },
+      }).length;
   }, 20);
   const cloneMs = time(() => void structuredClone(metrics), 20);
   rows.push({

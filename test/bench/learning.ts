@@ -65,7 +65,9 @@ async function runSeed(seed: number, iterations: number, work: string): Promise<
     const detail = store.getTrainingRun(run.id);
     fs.copyFileSync(path.join(cwd, '.lightning', 'demo', `${run.id}.html`), path.join(work, `seed-${seed}.html`));
     const val = metricPoints(detail.metrics, 'val/reward');
-    const cpu = fs.existsSync(timing) ? fs.readFileSync(timing, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number) : [];
+    const cpu = fs.existsSync(timing)
+      ? fs.readFileSync(timing, 'utf8').trim().split('\n').at(-1)!.split(' ').map(Number)
+      : [];
     const firstAt = (level: number): number | undefined => val.find((p) => p.value >= level)?.step;
     const reached = val.find((p) => p.value >= 0.9);
     return {
@@ -80,7 +82,11 @@ async function runSeed(seed: number, iterations: number, work: string): Promise<
       sampled: metricPoints(detail.metrics, 'reward/mean').map((p) => p.value),
       curves: [
         ...val.map((p) => ({ step: p.step, name: `seed ${seed}: validation (greedy)`, value: p.value })),
-        ...metricPoints(detail.metrics, 'reward/mean').map((p) => ({ step: p.step, name: `seed ${seed}: sampled`, value: p.value })),
+        ...metricPoints(detail.metrics, 'reward/mean').map((p) => ({
+          step: p.step,
+          name: `seed ${seed}: sampled`,
+          value: p.value,
+        })),
       ],
     };
   } finally {
@@ -92,21 +98,38 @@ async function main(): Promise<void> {
   const seeds = flag('--seeds', '0,1,2').split(',').map(Number);
   const iterations = Number(flag('--iterations', '40'));
   const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-learning-'));
-  console.error(`bench:learning: ${os.cpus().length} CPU(s), seeds ${seeds.join(', ')}, ${iterations} iterations each, in ${work}`);
+  console.error(
+    `bench:learning: ${os.cpus().length} CPU(s), seeds ${seeds.join(', ')}, ${iterations} iterations each, in ${work}`,
+  );
   const results: SeedResult[] = [];
   for (const seed of seeds) results.push(await runSeed(seed, iterations, work));
   const mean = (values: number[]): number => values.reduce((a, b) => a + b, 0) / Math.max(1, values.length);
   const v = (x: number | undefined): string => (x === undefined ? '-' : fmt(x, 2));
   const at = (x: number | undefined): string => (x === undefined ? 'not reached' : String(x));
-  console.log(`| seed | greedy val reward before → after | iterations to val 0.8 / 0.9 | s to val 0.9 | sampled reward, first 5 → last 5 iterations | per iteration (every 5th) | status | wall s | CPU s |`);
+  console.log(
+    `| seed | greedy val reward before → after | iterations to val 0.8 / 0.9 | s to val 0.9 | sampled reward, first 5 → last 5 iterations | per iteration (every 5th) | status | wall s | CPU s |`,
+  );
   console.log(`|---|---|---|---|---|---|---|---|---|`);
   for (const r of results) {
-    const curve = r.sampled.filter((_, i) => i % 5 === 0).map((x) => fmt(x, 2)).join(' ');
-    console.log(`| ${r.seed} | ${v(r.valBefore)} → ${v(r.valAfter)} | ${at(r.firstAt['0.8'])} / ${at(r.firstAt['0.9'])} | ${r.secondsTo09 === undefined ? '-' : fmt(r.secondsTo09)} | ${v(mean(r.sampled.slice(0, 5)))} → ${v(mean(r.sampled.slice(-5)))} | ${curve} | ${r.status} | ${fmt(r.seconds)} | ${r.cpuSeconds === undefined ? '-' : fmt(r.cpuSeconds)} |`);
+    const curve = r.sampled
+      .filter((_, i) => i % 5 === 0)
+      .map((x) => fmt(x, 2))
+      .join(' ');
+    console.log(
+      `| ${r.seed} | ${v(r.valBefore)} → ${v(r.valAfter)} | ${at(r.firstAt['0.8'])} / ${at(r.firstAt['0.9'])} | ${r.secondsTo09 === undefined ? '-' : fmt(r.secondsTo09)} | ${v(mean(r.sampled.slice(0, 5)))} → ${v(mean(r.sampled.slice(-5)))} | ${curve} | ${r.status} | ${fmt(r.seconds)} | ${r.cpuSeconds === undefined ? '-' : fmt(r.cpuSeconds)} |`,
+    );
   }
   const chart = flag('--chart', path.join(work, 'learning.svg'));
-  fs.writeFileSync(chart, renderCurvesSvg(results.flatMap((r) => r.curves), `npm run demo: reward by GRPO iteration, seeds ${seeds.join(', ')}`));
-  console.log(`chart of every seed: ${chart}; each run's charts: ${results.map((r) => path.join(work, `seed-${r.seed}.html`)).join(' ')}`);
+  fs.writeFileSync(
+    chart,
+    renderCurvesSvg(
+      results.flatMap((r) => r.curves),
+      `npm run demo: reward by GRPO iteration, seeds ${seeds.join(', ')}`,
+    ),
+  );
+  console.log(
+    `chart of every seed: ${chart}; each run's charts: ${results.map((r) => path.join(work, `seed-${r.seed}.html`)).join(' ')}`,
+  );
 }
 
 main().catch((error: unknown) => {

@@ -28,14 +28,29 @@ function exportBody(): Buffer {
         kind === 0
           ? { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'weather' }
           : kind === 3
-            ? { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'get_weather', 'gen_ai.tool.call.id': `call_${i}` }
+            ? {
+                'gen_ai.operation.name': 'execute_tool',
+                'gen_ai.tool.name': 'get_weather',
+                'gen_ai.tool.call.id': `call_${i}`,
+              }
             : {
-                'gen_ai.operation.name': 'chat', 'gen_ai.provider.name': 'openai', 'gen_ai.request.model': 'gpt-4o-mini',
-                'gen_ai.response.model': 'gpt-4o-mini-2024-07-18', 'gen_ai.response.id': `chatcmpl-${i}`,
-                'gen_ai.usage.input_tokens': 812, 'gen_ai.usage.output_tokens': 64, 'gen_ai.response.finish_reasons': ['stop'],
-                'server.address': 'api.openai.com', 'server.port': 443,
+                'gen_ai.operation.name': 'chat',
+                'gen_ai.provider.name': 'openai',
+                'gen_ai.request.model': 'gpt-4o-mini',
+                'gen_ai.response.model': 'gpt-4o-mini-2024-07-18',
+                'gen_ai.response.id': `chatcmpl-${i}`,
+                'gen_ai.usage.input_tokens': 812,
+                'gen_ai.usage.output_tokens': 64,
+                'gen_ai.response.finish_reasons': ['stop'],
+                'server.address': 'api.openai.com',
+                'server.port': 443,
               };
-      tracer.startSpan(kind === 0 ? 'invoke_agent weather' : kind === 3 ? 'execute_tool get_weather' : 'chat gpt-4o-mini', { kind: kind === 3 ? SpanKind.INTERNAL : SpanKind.CLIENT, attributes }).end();
+      tracer
+        .startSpan(kind === 0 ? 'invoke_agent weather' : kind === 3 ? 'execute_tool get_weather' : 'chat gpt-4o-mini', {
+          kind: kind === 3 ? SpanKind.INTERNAL : SpanKind.CLIENT,
+          attributes,
+        })
+        .end();
     }
   });
   return encode(spans, 'protobuf');
@@ -47,10 +62,16 @@ function postAll(url: string, bodies: Buffer[], concurrency: number): Promise<nu
   const started = performance.now();
   const one = (body: Buffer): Promise<void> =>
     new Promise((resolve, reject) => {
-      const request = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/x-protobuf', 'content-length': body.length } }, (response) => {
-        response.resume();
-        response.on('end', () => (response.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${response.statusCode}`))));
-      });
+      const request = http.request(
+        url,
+        { method: 'POST', agent, headers: { 'content-type': 'application/x-protobuf', 'content-length': body.length } },
+        (response) => {
+          response.resume();
+          response.on('end', () =>
+            response.statusCode === 200 ? resolve() : reject(new Error(`HTTP ${response.statusCode}`)),
+          );
+        },
+      );
       request.on('error', reject);
       request.end(body);
     });
@@ -118,9 +139,28 @@ function bareInsertRate(from: string, to: string): number {
   const target = Store.open(to);
   try {
     const rolloutId = target.createRollout(parsed('createRollout', {})).id;
-    const columns = ['attempt', 'sequence', 'trace_id', 'span_id', 'parent_span_id', 'name', 'kind', 'category', 'start_ms', 'end_ms',
-      'status_code', 'status_message', 'attributes', 'events', 'prompt_tokens', 'completion_tokens', 'response_id'];
-    const insert = target.db.prepare(`INSERT INTO spans (rollout_id, ${columns.join(', ')}) VALUES (?, ${columns.map(() => '?').join(', ')})`);
+    const columns = [
+      'attempt',
+      'sequence',
+      'trace_id',
+      'span_id',
+      'parent_span_id',
+      'name',
+      'kind',
+      'category',
+      'start_ms',
+      'end_ms',
+      'status_code',
+      'status_message',
+      'attributes',
+      'events',
+      'prompt_tokens',
+      'completion_tokens',
+      'response_id',
+    ];
+    const insert = target.db.prepare(
+      `INSERT INTO spans (rollout_id, ${columns.join(', ')}) VALUES (?, ${columns.map(() => '?').join(', ')})`,
+    );
     const started = performance.now();
     target.db.transaction(() => {
       for (const span of spans) insert.run(rolloutId, ...columns.map((column) => span[column]));
@@ -137,9 +177,16 @@ const HEAVY_SPANS = 60_000;
 function heavyBody(count: number, first: number): Buffer {
   const prompt = 'p'.repeat(600);
   const spans = Array.from({ length: count }, (_, i) => ({
-    traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: (first + i).toString(16).padStart(16, '0'), name: 'chat m', kind: 3,
-    startTimeUnixNano: '1700000000000000000', endTimeUnixNano: '1700000000100000000',
-    attributes: [{ key: 'gen_ai.operation.name', value: { stringValue: 'chat' } }, { key: 'gen_ai.prompt', value: { stringValue: prompt } }],
+    traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+    spanId: (first + i).toString(16).padStart(16, '0'),
+    name: 'chat m',
+    kind: 3,
+    startTimeUnixNano: '1700000000000000000',
+    endTimeUnixNano: '1700000000100000000',
+    attributes: [
+      { key: 'gen_ai.operation.name', value: { stringValue: 'chat' } },
+      { key: 'gen_ai.prompt', value: { stringValue: prompt } },
+    ],
   }));
   return zlib.gzipSync(JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ spans }] }] }));
 }
@@ -147,10 +194,18 @@ function heavyBody(count: number, first: number): Buffer {
 function postOnce(url: string, body: Buffer, headers: Record<string, string>): Promise<number> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const request = http.request(url, { method: 'POST', headers: { ...headers, 'content-length': String(body.length) } }, (response) => {
-      response.resume();
-      response.on('end', () => (response.statusCode === 200 ? resolve(performance.now() - started) : reject(new Error(`HTTP ${response.statusCode}`))));
-    });
+    const request = http.request(
+      url,
+      { method: 'POST', headers: { ...headers, 'content-length': String(body.length) } },
+      (response) => {
+        response.resume();
+        response.on('end', () =>
+          response.statusCode === 200
+            ? resolve(performance.now() - started)
+            : reject(new Error(`HTTP ${response.statusCode}`)),
+        );
+      },
+    );
     request.on('error', reject);
     request.end(body);
   });
@@ -163,7 +218,10 @@ export async function otlpFairnessBenchmark(work: string): Promise<void> {
   try {
     const heavy = await client.request('startAgentRun', { label: 'heavy' });
     const small = await client.request('startAgentRun', { label: 'small' });
-    const smallBody = encode(recordSpans((tracer) => tracer.startSpan('chat m', { attributes: { 'gen_ai.operation.name': 'chat' } }).end()), 'protobuf');
+    const smallBody = encode(
+      recordSpans((tracer) => tracer.startSpan('chat m', { attributes: { 'gen_ai.operation.name': 'chat' } }).end()),
+      'protobuf',
+    );
     const smallHeaders = { 'content-type': 'application/x-protobuf' };
     const alone: number[] = [];
     // The same body each time, alone and during: after the first, its span is a duplicate (decoded, not stored again).
@@ -172,9 +230,13 @@ export async function otlpFairnessBenchmark(work: string): Promise<void> {
     const body = heavyBody(HEAVY_SPANS, 1);
     const started = performance.now();
     let heavyMs = 0;
-    const heavyDone = postOnce(`${heavy.url}/v1/traces`, body, { 'content-type': 'application/json', 'content-encoding': 'gzip' }).then((ms) => (heavyMs = ms));
+    const heavyDone = postOnce(`${heavy.url}/v1/traces`, body, {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+    }).then((ms) => (heavyMs = ms));
     const during: number[] = [];
-    while (heavyMs === 0) during.push(await postOnce(`${small.url}/v1/traces`, smallBody, smallHeaders).catch(() => Number.NaN));
+    while (heavyMs === 0)
+      during.push(await postOnce(`${small.url}/v1/traces`, smallBody, smallHeaders).catch(() => Number.NaN));
     await heavyDone;
     const stored = (await client.request('getRollout', { id: heavy.rollout.id, spans: false })).rollout.spanCount;
     const rate = stored / ((performance.now() - started) / 1000);

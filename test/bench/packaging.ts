@@ -23,7 +23,10 @@ interface DriverRun {
 
 function driverRun(node: string, dir: string): DriverRun {
   fs.mkdirSync(dir, { recursive: true });
-  const run = spawnSync(node, ['--import', 'tsx', path.join(__dirname, 'driverChild.ts'), dir], { cwd: ROOT, encoding: 'utf8' });
+  const run = spawnSync(node, ['--import', 'tsx', path.join(__dirname, 'driverChild.ts'), dir], {
+    cwd: ROOT,
+    encoding: 'utf8',
+  });
   if (run.status !== 0) throw new Error(`${node} driverChild.ts failed: ${run.stderr}`);
   return JSON.parse(run.stdout.trim().split('\n').pop()!) as DriverRun;
 }
@@ -33,7 +36,9 @@ async function daemonStartMs(node: string, dir: string, n = 5): Promise<number> 
   const times: number[] = [];
   for (let i = 0; i < n; i += 1) {
     const started = performance.now();
-    const child = spawn(node, [CLI, 'serve', '--store', path.join(dir, `start-${i}.db`)], { stdio: ['ignore', 'pipe', 'ignore'] });
+    const child = spawn(node, [CLI, 'serve', '--store', path.join(dir, `start-${i}.db`)], {
+      stdio: ['ignore', 'pipe', 'ignore'],
+    });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`${node}: no ready line in 20 s`)), 20_000);
       readline.createInterface({ input: child.stdout! }).once('line', () => {
@@ -81,11 +86,22 @@ export async function packagingBenchmark(work: string): Promise<void> {
       met: otherStart <= 1000 ? 'yes' : 'NO',
     });
   } else {
-    rows.push({ metric: 'store insert / daemon start on node:sqlite', result: 'not measured: set LIGHTNING_NODE24 to a Node ≥ 22.13', baseline: `${fmt(base.rowsPerSecond)} rows/s, start ${fmt(baseStart)} ms (${label(base)})`, ratio: '-', target: '-', met: '-' });
+    rows.push({
+      metric: 'store insert / daemon start on node:sqlite',
+      result: 'not measured: set LIGHTNING_NODE24 to a Node ≥ 22.13',
+      baseline: `${fmt(base.rowsPerSecond)} rows/s, start ${fmt(baseStart)} ms (${label(base)})`,
+      ratio: '-',
+      target: '-',
+      met: '-',
+    });
   }
 
   const out = path.join(work, 'vsix');
-  const pack = spawnSync(process.execPath, [path.join(ROOT, '.ci', 'package.mjs')], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, LIGHTNING_PACKAGE_OUT: out } });
+  const pack = spawnSync(process.execPath, [path.join(ROOT, '.ci', 'package.mjs')], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, LIGHTNING_PACKAGE_OUT: out },
+  });
   if (pack.status !== 0) throw new Error(`package.mjs failed: ${pack.stderr}`);
   const vsixes = fs.readdirSync(out).filter((file) => file.endsWith('.vsix'));
   const linux = vsixes.find((file) => file.includes('linux-x64'))!;

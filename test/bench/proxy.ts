@@ -10,10 +10,30 @@ import { startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';
 import { fmt, percentile, rows } from './table';
 
-const BODY = JSON.stringify({ model: 'test-model', messages: [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'What is the weather in Paris?' }] });
-const STREAM_BODY = JSON.stringify({ model: 'test-model', stream: true, messages: [{ role: 'user', content: 'What is the weather in Paris?' }] });
-const MESSAGES_BODY = JSON.stringify({ model: 'claude-test', max_tokens: 256, system: 'You are terse.', messages: [{ role: 'user', content: 'What is the weather in Paris?' }] });
-const MESSAGES_STREAM_BODY = JSON.stringify({ model: 'claude-test', max_tokens: 256, stream: true, messages: [{ role: 'user', content: 'What is the weather in Paris?' }] });
+const BODY = JSON.stringify({
+  model: 'test-model',
+  messages: [
+    { role: 'system', content: 'You are terse.' },
+    { role: 'user', content: 'What is the weather in Paris?' },
+  ],
+});
+const STREAM_BODY = JSON.stringify({
+  model: 'test-model',
+  stream: true,
+  messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+});
+const MESSAGES_BODY = JSON.stringify({
+  model: 'claude-test',
+  max_tokens: 256,
+  system: 'You are terse.',
+  messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+});
+const MESSAGES_STREAM_BODY = JSON.stringify({
+  model: 'claude-test',
+  max_tokens: 256,
+  stream: true,
+  messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+});
 
 interface Timing {
   total: number;
@@ -24,16 +44,34 @@ function call(agent: http.Agent, url: string, body: string): Promise<Timing> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     let firstByte = 0;
-    const request = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (response) => {
-      response.on('data', () => (firstByte ||= performance.now() - started));
-      response.on('end', () => (response.statusCode === 200 ? resolve({ total: performance.now() - started, firstByte }) : reject(new Error(`HTTP ${response.statusCode}`))));
-    });
+    const request = http.request(
+      url,
+      {
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (response) => {
+        response.on('data', () => (firstByte ||= performance.now() - started));
+        response.on('end', () =>
+          response.statusCode === 200
+            ? resolve({ total: performance.now() - started, firstByte })
+            : reject(new Error(`HTTP ${response.statusCode}`)),
+        );
+      },
+    );
     request.on('error', reject);
     request.end(body);
   });
 }
 
-async function load(base: string, path_: string, body: string, concurrency: number, count: number): Promise<{ timings: Timing[]; errors: number }> {
+async function load(
+  base: string,
+  path_: string,
+  body: string,
+  concurrency: number,
+  count: number,
+): Promise<{ timings: Timing[]; errors: number }> {
   const agent = new http.Agent({ keepAlive: true, maxSockets: concurrency });
   const timings: Timing[] = [];
   let errors = 0;
@@ -73,7 +111,11 @@ async function addedLatencyRows(api: Api, what: string, concurrencies: number[])
     const count = Math.max(400, concurrency * 8);
     const plain = await load(api.direct, api.path, api.body, concurrency, count);
     const through = await load(api.proxied, api.path, api.body, concurrency, count);
-    const p = (t: Timing[], q: number): number => percentile(t.map((x) => x.total), q);
+    const p = (t: Timing[], q: number): number =>
+      percentile(
+        t.map((x) => x.total),
+        q,
+      );
     const added50 = p(through.timings, 50) - p(plain.timings, 50);
     const added99 = p(through.timings, 99) - p(plain.timings, 99);
     rows.push({
@@ -92,7 +134,11 @@ async function addedFirstByteRows(api: Api, what: string, concurrencies: number[
   for (const concurrency of concurrencies) {
     const plainStreams = await load(api.direct, api.path, api.streamBody, concurrency, 400);
     const proxiedStreams = await load(api.proxied, api.path, api.streamBody, concurrency, 400);
-    const ttfb = (t: Timing[]): number => percentile(t.map((x) => x.firstByte), 50);
+    const ttfb = (t: Timing[]): number =>
+      percentile(
+        t.map((x) => x.firstByte),
+        50,
+      );
     const addedTtfb = ttfb(proxiedStreams.timings) - ttfb(plainStreams.timings);
     rows.push({
       metric: `proxy added time to first byte, ${what}, ${concurrency} concurrent (400 streams)`,
@@ -107,10 +153,15 @@ async function addedFirstByteRows(api: Api, what: string, concurrencies: number[
 
 export async function proxyBenchmarks(work: string): Promise<void> {
   const upstream = await startScriptedUpstream();
-  const daemon = await startDaemon(path.join(work, 'proxy', 'store.db'), ['--upstream', upstream.url], { LIGHTNING_LOG_LEVEL: 'warn' });
+  const daemon = await startDaemon(path.join(work, 'proxy', 'store.db'), ['--upstream', upstream.url], {
+    LIGHTNING_LOG_LEVEL: 'warn',
+  });
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   try {
-    const { url } = await client.request('startAgentRun', { label: 'bench', providerUpstreams: { anthropic: upstream.origin } });
+    const { url } = await client.request('startAgentRun', {
+      label: 'bench',
+      providerUpstreams: { anthropic: upstream.origin },
+    });
     const direct = upstream.url;
     const proxied = `${url}/v1`;
     // Warm both paths up (JIT, keep-alive sockets) before measuring.
@@ -126,15 +177,28 @@ export async function proxyBenchmarks(work: string): Promise<void> {
     // The Anthropic Messages API, in the same run: its parser and record are its own.
     await load(upstream.origin, '/v1/messages', MESSAGES_BODY, 8, 1000);
     await load(url, '/v1/messages', MESSAGES_BODY, 8, 1000);
-    const messages: Api = { direct: upstream.origin, proxied: url, path: '/v1/messages', body: MESSAGES_BODY, streamBody: MESSAGES_STREAM_BODY };
+    const messages: Api = {
+      direct: upstream.origin,
+      proxied: url,
+      path: '/v1/messages',
+      body: MESSAGES_BODY,
+      streamBody: MESSAGES_STREAM_BODY,
+    };
     await addedLatencyRows(messages, '/v1/messages non-streaming', [1, 64]);
     await addedFirstByteRows(messages, '/v1/messages streaming', [1, 8]);
 
     const burstDirect = await load(direct, '/chat/completions', STREAM_BODY, 500, 500);
     // Over four rollouts: one rollout may have 128 calls in flight (a 129th is a 429 its SDK retries).
-    const burstRollouts = await Promise.all(Array.from({ length: 4 }, (_, i) => client.request('startAgentRun', { label: `bench-burst-${i}` })));
-    const burstParts = await Promise.all(burstRollouts.map((run) => load(`${run.url}/v1`, '/chat/completions', STREAM_BODY, 125, 125)));
-    const burst = { timings: burstParts.flatMap((part) => part.timings), errors: burstParts.reduce((sum, part) => sum + part.errors, 0) };
+    const burstRollouts = await Promise.all(
+      Array.from({ length: 4 }, (_, i) => client.request('startAgentRun', { label: `bench-burst-${i}` })),
+    );
+    const burstParts = await Promise.all(
+      burstRollouts.map((run) => load(`${run.url}/v1`, '/chat/completions', STREAM_BODY, 125, 125)),
+    );
+    const burst = {
+      timings: burstParts.flatMap((part) => part.timings),
+      errors: burstParts.reduce((sum, part) => sum + part.errors, 0),
+    };
     rows.push({
       metric: '500 concurrent streams through the proxy (4 rollouts × 125)',
       result: `${burst.timings.length} complete, ${burst.errors} errors`,
@@ -181,31 +245,48 @@ export async function bigBodiesRss(work: string, budgetMiB?: number): Promise<vo
   const sink = http.createServer((request, response) => {
     request.resume();
     request.on('end', () => {
-      const body = JSON.stringify({ id: `chatcmpl-${Math.random()}`, object: 'chat.completion', model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] });
+      const body = JSON.stringify({
+        id: `chatcmpl-${Math.random()}`,
+        object: 'chat.completion',
+        model: 'm',
+        choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+      });
       response.writeHead(200, { 'content-type': 'application/json' }).end(body);
     });
   });
   await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
   const budget = budgetMiB === undefined ? {} : { LIGHTNING_MAX_BUFFERED_BYTES: String(budgetMiB * 1024 * 1024) };
-  const daemon = await startDaemon(path.join(work, `proxy-big-${budgetMiB ?? 'default'}`, 'store.db'), ['--upstream', `http://127.0.0.1:${(sink.address() as import('node:net').AddressInfo).port}/v1`], { LIGHTNING_LOG_LEVEL: 'error', ...budget });
+  const daemon = await startDaemon(
+    path.join(work, `proxy-big-${budgetMiB ?? 'default'}`, 'store.db'),
+    ['--upstream', `http://127.0.0.1:${(sink.address() as import('node:net').AddressInfo).port}/v1`],
+    { LIGHTNING_LOG_LEVEL: 'error', ...budget },
+  );
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   try {
     const { url } = await client.request('startAgentRun', { label: 'bench-big' });
     const rest = rssMb(daemon.process.pid!);
-    const body = Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(30 * 1024 * 1024) }] }));
+    const body = Buffer.from(
+      JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'x'.repeat(30 * 1024 * 1024) }] }),
+    );
     let peak = rest;
     const sampler = setInterval(() => (peak = Math.max(peak, rssMb(daemon.process.pid!))), 25);
     const started = performance.now();
     const statuses = await Promise.all(
-      Array.from({ length: 100 }, () =>
-        new Promise<number>((resolve) => {
-          const request = http.request(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': body.length } }, (response) => {
-            response.resume();
-            response.on('end', () => resolve(response.statusCode ?? 0));
-          });
-          request.on('error', () => resolve(-1));
-          request.end(body);
-        }),
+      Array.from(
+        { length: 100 },
+        () =>
+          new Promise<number>((resolve) => {
+            const request = http.request(
+              `${url}/v1/chat/completions`,
+              { method: 'POST', headers: { 'content-type': 'application/json', 'content-length': body.length } },
+              (response) => {
+                response.resume();
+                response.on('end', () => resolve(response.statusCode ?? 0));
+              },
+            );
+            request.on('error', () => resolve(-1));
+            request.end(body);
+          }),
       ),
     );
     clearInterval(sampler);

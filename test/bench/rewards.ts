@@ -26,16 +26,28 @@ const TASKS = 1_000;
 const MODEL = path.join(__dirname, '..', 'fixtures', 'reward-model');
 
 function seed(store: Store, rollouts = ROLLOUTS): void {
-  const datasetId = store.importDataset(parsed('importDataset', {
-    name: 'arith',
-    tasks: Array.from({ length: TASKS }, (_, i) => ({ id: `t${i}`, split: 'train' as const, input: `${i} + ${i}`, expected: 2 * i })),
-  })).id;
+  const datasetId = store.importDataset(
+    parsed('importDataset', {
+      name: 'arith',
+      tasks: Array.from({ length: TASKS }, (_, i) => ({
+        id: `t${i}`,
+        split: 'train' as const,
+        input: `${i} + ${i}`,
+        expected: 2 * i,
+      })),
+    }),
+  ).id;
   store.runGrouped([
     () => {
       for (let r = 0; r < rollouts; r += 1) {
         const task = r % TASKS;
         const answer = r % 3 === 0 ? `The answer is ${2 * task + 1}.` : `The answer is ${2 * task}.`;
-        recordRollout(store, { answer, tools: r % 2 ? ['calc'] : [], task: { id: `t${task}`, input: `${task} + ${task}` }, datasetId });
+        recordRollout(store, {
+          answer,
+          tools: r % 2 ? ['calc'] : [],
+          task: { id: `t${task}`, input: `${task} + ${task}` },
+          datasetId,
+        });
       }
     },
   ]);
@@ -63,7 +75,8 @@ async function ruleScoring(work: string): Promise<void> {
     started = performance.now();
     const result = await scoreRollouts({ store }, ScoreRolloutsParams.parse({ spec }));
     const ms = performance.now() - started;
-    if (result.scored !== ROLLOUTS || answers !== ROLLOUTS) throw new Error(`rule bench: scored ${result.scored}, answers ${answers}`);
+    if (result.scored !== ROLLOUTS || answers !== ROLLOUTS)
+      throw new Error(`rule bench: scored ${result.scored}, answers ${answers}`);
     const rate = ROLLOUTS / (ms / 1000);
     rows.push({
       metric: `rule scoring, ${fmt(ROLLOUTS)} rollouts × 3 rules + combined (${fmt(store.stats().rewards)} reward rows written)`,
@@ -80,10 +93,15 @@ async function ruleScoring(work: string): Promise<void> {
 }
 
 async function onnxThroughput(): Promise<void> {
-  const model = await RewardModel.load(path.join(MODEL, 'model.onnx'), path.join(MODEL, 'tokenizer.json'), { device: 'cpu' });
+  const model = await RewardModel.load(path.join(MODEL, 'model.onnx'), path.join(MODEL, 'tokenizer.json'), {
+    device: 'cpu',
+  });
   const tokenizer = Tokenizer.load(path.join(MODEL, 'tokenizer.json'));
   // Task + answer texts of 40–60 characters, as the default template makes them.
-  const texts = Array.from({ length: 2_048 }, (_, i) => `q: what is ${i} + ${i}?\nthe answer is ${2 * i}${'.'.repeat(i % 20)}`);
+  const texts = Array.from(
+    { length: 2_048 },
+    (_, i) => `q: what is ${i} + ${i}?\nthe answer is ${2 * i}${'.'.repeat(i % 20)}`,
+  );
   try {
     let started = performance.now();
     let tokens = 0;
@@ -123,7 +141,16 @@ async function queuedScoring(work: string): Promise<void> {
   const store = Store.open(path.join(work, 'rewards', 'queued.db'));
   try {
     seed(store, count);
-    const handlers = createHandlers({ store, info: () => ({ version: 'bench', pid: process.pid, store: store.file, schemaVersion: store.schemaVersion, startedAt: 0 }) });
+    const handlers = createHandlers({
+      store,
+      info: () => ({
+        version: 'bench',
+        pid: process.pid,
+        store: store.file,
+        schemaVersion: store.schemaVersion,
+        startedAt: 0,
+      }),
+    });
     const client = { request: <M extends MethodName>(name: M, params: ParamsOf<M>) => invoke(handlers, name, params) };
     const ids: string[] = [];
     let cursor: string | undefined;
@@ -142,7 +169,8 @@ async function queuedScoring(work: string): Promise<void> {
     for (const id of ids) queue.add(id);
     await queue.drain();
     const ms = performance.now() - started;
-    if (job.scored !== count || queue.results.size !== count) throw new Error(`queued scoring bench: job ${job.scored}, queue ${queue.results.size}`);
+    if (job.scored !== count || queue.results.size !== count)
+      throw new Error(`queued scoring bench: job ${job.scored}, queue ${queue.results.size}`);
     rows.push({
       metric: `rule scoring as rollouts finish, ${fmt(count)} rollouts (32 per rewards/score call, 2 in flight)`,
       result: `${fmt(ms)} ms (${fmt(count / (ms / 1000))} rollouts/s)`,

@@ -44,14 +44,31 @@ async function spanIngest(): Promise<void> {
 
   const baseline = freshStore('ingest-baseline');
   const baseRollout = baseline.createRollout(parsed('createRollout', {})).id;
-  const insert = baseline.db.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind,
+  const insert = baseline.db
+    .prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind,
     category, start_ms, end_ms, status_code, status_message, attributes, events, prompt_tokens, completion_tokens)
     VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   let started = performance.now();
   baseline.db.transaction(() => {
     samples.forEach((s, i) =>
-      insert.run(baseRollout, i + 1, s.traceId, s.spanId, s.parentSpanId, s.name, s.kind, s.category, s.startMs, s.endMs,
-        s.statusCode, s.statusMessage, JSON.stringify(s.attributes), JSON.stringify(s.events), s.promptTokens, s.completionTokens),
+      insert.run(
+        baseRollout,
+        i + 1,
+        s.traceId,
+        s.spanId,
+        s.parentSpanId,
+        s.name,
+        s.kind,
+        s.category,
+        s.startMs,
+        s.endMs,
+        s.statusCode,
+        s.statusMessage,
+        JSON.stringify(s.attributes),
+        JSON.stringify(s.events),
+        s.promptTokens,
+        s.completionTokens,
+      ),
     );
   })();
   const baselineRate = total / ((performance.now() - started) / 1000);
@@ -95,11 +112,16 @@ async function lifecycle(): Promise<void> {
 
   const baseline = freshStore('lifecycle-baseline');
   const db = baseline.db;
-  const ins = db.prepare(`INSERT INTO rollouts (id, status, mode, source, created_at, updated_at) VALUES (?, 'queued', 'debug', '{"kind":"api"}', ?, ?)`);
+  const ins = db.prepare(
+    `INSERT INTO rollouts (id, status, mode, source, created_at, updated_at) VALUES (?, 'queued', 'debug', '{"kind":"api"}', ?, ?)`,
+  );
   const run = db.prepare(`UPDATE rollouts SET status = 'running', attempt_count = 1 WHERE id = ?`);
-  const span = db.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, name, kind, category, start_ms, status_code, attributes, events)
+  const span =
+    db.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, name, kind, category, start_ms, status_code, attributes, events)
     VALUES (?, 1, ?, ?, ?, ?, 'client', 'llm', ?, 'ok', ?, '[]')`);
-  const rew = db.prepare(`INSERT INTO rewards (rollout_id, name, value, source, created_at) VALUES (?, 'reward', 1, 'agent', ?)`);
+  const rew = db.prepare(
+    `INSERT INTO rewards (rollout_id, name, value, source, created_at) VALUES (?, 'reward', 1, 'agent', ?)`,
+  );
   const fin = db.prepare(`UPDATE rollouts SET status = 'succeeded' WHERE id = ?`);
   let started = performance.now();
   for (let i = 0; i < count; i += 1) {
@@ -107,7 +129,11 @@ async function lifecycle(): Promise<void> {
     const now = Date.now();
     db.transaction(() => ins.run(id, now, now))();
     db.transaction(() => run.run(id))();
-    db.transaction(() => spans[i]!.forEach((s, k) => span.run(id, k + 1, s.traceId, s.spanId, s.name, s.startMs, JSON.stringify(s.attributes))))();
+    db.transaction(() =>
+      spans[i]!.forEach((s, k) =>
+        span.run(id, k + 1, s.traceId, s.spanId, s.name, s.startMs, JSON.stringify(s.attributes)),
+      ),
+    )();
     db.transaction(() => rew.run(id, now))();
     db.transaction(() => fin.run(id))();
   }
@@ -186,7 +212,10 @@ async function listOverRpc(file: string): Promise<void> {
       let call: () => Promise<unknown> = () => client.request('listRollouts', params as never);
       if (name.includes('cursor')) {
         const first = await client.request('listRollouts', params as never);
-        const second = await client.request('listRollouts', { ...(params as object), cursor: first.nextCursor! } as never);
+        const second = await client.request('listRollouts', {
+          ...(params as object),
+          cursor: first.nextCursor!,
+        } as never);
         call = () => client.request('listRollouts', { ...(params as object), cursor: second.nextCursor! } as never);
       }
       const ms = await time(call, 100);
@@ -253,13 +282,17 @@ function provision(parts: { torch: boolean; venv: boolean; node24: boolean }): v
     }
   };
   if (parts.torch) {
-    step("Debian's PyTorch", () => ensureApt([
-      { name: 'python3-torch', why: "the trainer worker's PyTorch for the trainer rows" },
-      { name: 'libopenblas0-pthread', why: 'a fast BLAS for that PyTorch' },
-    ]));
+    step("Debian's PyTorch", () =>
+      ensureApt([
+        { name: 'python3-torch', why: "the trainer worker's PyTorch for the trainer rows" },
+        { name: 'libopenblas0-pthread', why: 'a fast BLAS for that PyTorch' },
+      ]),
+    );
   }
-  if (parts.venv && !process.env.LIGHTNING_TEST_PYTHON) step('the test venv', () => (process.env.LIGHTNING_TEST_PYTHON = ensurePythonVenv()));
-  if (parts.node24 && !process.env.LIGHTNING_NODE24) step('Node 24', () => (process.env.LIGHTNING_NODE24 = ensureNode(24).node));
+  if (parts.venv && !process.env.LIGHTNING_TEST_PYTHON)
+    step('the test venv', () => (process.env.LIGHTNING_TEST_PYTHON = ensurePythonVenv()));
+  if (parts.node24 && !process.env.LIGHTNING_NODE24)
+    step('Node 24', () => (process.env.LIGHTNING_NODE24 = ensureNode(24).node));
 }
 
 /** Runs one benchmark; one that throws becomes a row saying so, and the others' rows are kept. */
@@ -270,7 +303,14 @@ async function section(name: string, run: () => unknown): Promise<void> {
   } catch (error) {
     const message = (error instanceof Error ? error.message : String(error)).split('\n')[0]!.slice(0, 200);
     console.error(`bench: ${name} failed:`, error);
-    rows.push({ metric: `${name} (${rows.length - before} row(s) before it stopped)`, result: `FAILED: ${message}`, baseline: '—', ratio: '—', target: '—', met: 'NO' });
+    rows.push({
+      metric: `${name} (${rows.length - before} row(s) before it stopped)`,
+      result: `FAILED: ${message}`,
+      baseline: '—',
+      ratio: '—',
+      target: '—',
+      met: 'NO',
+    });
   }
 }
 

@@ -19,9 +19,13 @@ const WORKER_ROLLOUTS = 400;
 /** Wall time of `dataset run` over the dataset, checking every rollout succeeded. */
 async function timedRun(cwd: string, args: string[], rollouts: number): Promise<{ ms: number; ok: boolean }> {
   const started = performance.now();
-  const result = await runCli(['dataset', 'run', 'tasks', '--concurrency', String(CONCURRENCY), '--json', ...args], { cwd });
+  const result = await runCli(['dataset', 'run', 'tasks', '--concurrency', String(CONCURRENCY), '--json', ...args], {
+    cwd,
+  });
   const ms = performance.now() - started;
-  const ok = result.code === 0 && (JSON.parse(result.stdout) as { tasks: Array<{ succeeded: number }> }).tasks.at(-1)!.succeeded === rollouts;
+  const ok =
+    result.code === 0 &&
+    (JSON.parse(result.stdout) as { tasks: Array<{ succeeded: number }> }).tasks.at(-1)!.succeeded === rollouts;
   return { ms, ok };
 }
 
@@ -59,9 +63,15 @@ export async function runnerBenchmark(work: string): Promise<void> {
   await importTrivialDataset(cwd, ROLLOUTS);
   const baseline = await direct();
   const started = performance.now();
-  const result = await runCli(['dataset', 'run', 'tasks', '--concurrency', String(CONCURRENCY), '--json', '--', process.execPath, '-e', ''], { cwd });
+  const result = await runCli(
+    ['dataset', 'run', 'tasks', '--concurrency', String(CONCURRENCY), '--json', '--', process.execPath, '-e', ''],
+    { cwd },
+  );
   const batch = performance.now() - started;
-  const ok = result.code === 0 && (JSON.parse(result.stdout) as { tasks: Array<{ task: string; succeeded: number }> }).tasks.at(-1)!.succeeded === ROLLOUTS;
+  const ok =
+    result.code === 0 &&
+    (JSON.parse(result.stdout) as { tasks: Array<{ task: string; succeeded: number }> }).tasks.at(-1)!.succeeded ===
+      ROLLOUTS;
   const overhead = (batch - baseline) / ROLLOUTS;
   rows.push({
     metric: `batch runner overhead per rollout, ${ROLLOUTS} trivial agents, concurrency ${CONCURRENCY} (whole command, daemon start included)`,

@@ -22,31 +22,88 @@ const ROLLOUTS = 400;
 
 async function timedRun(cwd: string, args: string[]): Promise<{ seconds: number; ok: boolean; stderr: string }> {
   const started = performance.now();
-  const result = await runCli(['dataset', 'run', 'tasks', '--concurrency', '8', '--workers', '2', '--json', ...args, '--', process.execPath, path.join(cwd, 'worker.js')], { cwd });
+  const result = await runCli(
+    [
+      'dataset',
+      'run',
+      'tasks',
+      '--concurrency',
+      '8',
+      '--workers',
+      '2',
+      '--json',
+      ...args,
+      '--',
+      process.execPath,
+      path.join(cwd, 'worker.js'),
+    ],
+    { cwd },
+  );
   const seconds = (performance.now() - started) / 1000;
-  const ok = result.code === 0 && (JSON.parse(result.stdout) as { tasks: Array<{ succeeded: number }> }).tasks.at(-1)!.succeeded === ROLLOUTS;
+  const ok =
+    result.code === 0 &&
+    (JSON.parse(result.stdout) as { tasks: Array<{ succeeded: number }> }).tasks.at(-1)!.succeeded === ROLLOUTS;
   return { seconds, ok, stderr: result.stderr };
 }
 
 /** The median `rollout/seconds` of a 4-iteration GRPO run's iterations (worker mode 2 × 8, 16 rollouts each). */
 async function grpoRolloutSeconds(cwd: string, args: string[]): Promise<number> {
   const agent = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'parity-worker.mjs');
-  const run = await runCli(['train', '--model', 'tiny', '--dataset', 'tools', '--iterations', '4', '--samples', '4', '--tasks-per-iteration', '4', '--eval-every', '100',
-    '--agent-mode', 'worker', '--workers', '2', '--per-worker', '8', '--device', 'cpu', '--python', process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3', '--json', ...args, '--', process.execPath, agent], { cwd, env: { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' } });
+  const run = await runCli(
+    [
+      'train',
+      '--model',
+      'tiny',
+      '--dataset',
+      'tools',
+      '--iterations',
+      '4',
+      '--samples',
+      '4',
+      '--tasks-per-iteration',
+      '4',
+      '--eval-every',
+      '100',
+      '--agent-mode',
+      'worker',
+      '--workers',
+      '2',
+      '--per-worker',
+      '8',
+      '--device',
+      'cpu',
+      '--python',
+      process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3',
+      '--json',
+      ...args,
+      '--',
+      process.execPath,
+      agent,
+    ],
+    { cwd, env: { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' } },
+  );
   if (run.code !== 0) throw new Error(`the GRPO run failed: ${run.stderr}`);
-  const { checkpoints } = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as { checkpoints: Array<{ step: number; metrics: Record<string, number> }> };
+  const { checkpoints } = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as {
+    checkpoints: Array<{ step: number; metrics: Record<string, number> }>;
+  };
   return median(checkpoints.filter((c) => c.step > 0).map((c) => c.metrics['rollout/seconds']!));
 }
 
 async function rayTraining(work: string, python: string, address: string): Promise<void> {
   const cwd = path.join(work, 'scale-ray-grpo');
   fs.mkdirSync(cwd, { recursive: true });
-  fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), toolsTasks(8, 4).map((task) => JSON.stringify(task)).join('\n'));
+  fs.writeFileSync(
+    path.join(cwd, 'tasks.jsonl'),
+    toolsTasks(8, 4)
+      .map((task) => JSON.stringify(task))
+      .join('\n'),
+  );
   await runCli(['dataset', 'import', 'tasks.jsonl', '--name', 'tools'], { cwd });
   const local = await grpoRolloutSeconds(cwd, []);
   const ray = await grpoRolloutSeconds(cwd, ['--ray', address, '--ray-python', python]);
   rows.push({
-    metric: 'scale: a GRPO iteration\'s rollouts (tiny model, 16 rollouts, worker mode 2 × 8), workers as Ray tasks on a local head (median of 4 iterations)',
+    metric:
+      "scale: a GRPO iteration's rollouts (tiny model, 16 rollouts, worker mode 2 × 8), workers as Ray tasks on a local head (median of 4 iterations)",
     result: `${fmt(ray, 2)} s per iteration`,
     baseline: `${fmt(local, 2)} s, local workers`,
     ratio: `${fmt(ray / local, 2)}× the local time`,
@@ -91,13 +148,25 @@ function batch(): Array<{ promptIds: number[]; responseIds: number[]; logprobs: 
 }
 
 async function updateSeconds(python: string, ranks: number, fsdp = false): Promise<number> {
-  const worker = await TrainerWorker.start({ python, logger: silentLogger, ...(ranks > 1 ? { distributed: { nprocPerNode: ranks, nnodes: 1, rdzvEndpoint: null } } : {}) });
+  const worker = await TrainerWorker.start({
+    python,
+    logger: silentLogger,
+    ...(ranks > 1 ? { distributed: { nprocPerNode: ranks, nnodes: 1, rdzvEndpoint: null } } : {}),
+  });
   try {
-    await worker.request('load', { model: { kind: 'tiny' }, adapter: { kind: 'full' }, device: 'cpu', seed: 0, threads: 1, ...(fsdp ? { fsdp: true } : {}) });
+    await worker.request('load', {
+      model: { kind: 'tiny' },
+      adapter: { kind: 'full' },
+      device: 'cpu',
+      seed: 0,
+      threads: 1,
+      ...(fsdp ? { fsdp: true } : {}),
+    });
     const transitions = batch();
     await worker.request('train', { transitions, epochs: 1, minibatch: 128 }); // warm-up
     const samples: number[] = [];
-    for (let i = 0; i < 3; i += 1) samples.push((await worker.request('train', { transitions, epochs: 1, minibatch: 128 })).seconds);
+    for (let i = 0; i < 3; i += 1)
+      samples.push((await worker.request('train', { transitions, epochs: 1, minibatch: 128 })).seconds);
     return samples.sort((a, b) => a - b)[1]!;
   } finally {
     await worker.shutdown();
@@ -117,8 +186,15 @@ async function gloo(): Promise<void> {
     met: '—',
   });
   const torch2 = process.env.LIGHTNING_TEST_PYTHON;
-  if (!torch2) throw new Error('LIGHTNING_TEST_PYTHON is unset: the FSDP row needs a Python with torch 2 (trainer-daemon/python/requirements-test.txt)');
-  const [single, replicas, sharded] = [await updateSeconds(torch2, 1), await updateSeconds(torch2, 2), await updateSeconds(torch2, 2, true)];
+  if (!torch2)
+    throw new Error(
+      'LIGHTNING_TEST_PYTHON is unset: the FSDP row needs a Python with torch 2 (trainer-daemon/python/requirements-test.txt)',
+    );
+  const [single, replicas, sharded] = [
+    await updateSeconds(torch2, 1),
+    await updateSeconds(torch2, 2),
+    await updateSeconds(torch2, 2, true),
+  ];
   rows.push({
     metric: 'scale: the same update on 2 FSDP ranks (--fsdp, torch 2, gloo; median of 3)',
     result: `${fmt(sharded * 1000)} ms`,

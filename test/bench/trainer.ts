@@ -66,7 +66,14 @@ export function trainerBenchmark(): void {
   benchRows(runBench(process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3', 'tiny'), 'tiny model');
   const hfPython = process.env.LIGHTNING_TEST_PYTHON;
   if (!hfPython) {
-    rows.push({ metric: 'trainer: tiny Hugging Face Qwen2 + LoRA (CPU)', result: 'not run', baseline: '—', ratio: '—', target: 'set LIGHTNING_TEST_PYTHON to a Python with transformers + peft', met: '—' });
+    rows.push({
+      metric: 'trainer: tiny Hugging Face Qwen2 + LoRA (CPU)',
+      result: 'not run',
+      baseline: '—',
+      ratio: '—',
+      target: 'set LIGHTNING_TEST_PYTHON to a Python with transformers + peft',
+      met: '—',
+    });
     return;
   }
   const hf = runBench(hfPython, 'hf');

@@ -20,9 +20,16 @@ Promise.all(Array.from({ length: Number(process.env.LIGHTNING_RUNNER_CONCURRENCY
  * Makes `cwd` and imports `rollouts` empty tasks into its dataset `tasks`; with `worker`, also writes the
  * trivial agent worker to `cwd/worker.js`.
  */
-export async function importTrivialDataset(cwd: string, rollouts: number, options: { worker?: boolean } = {}): Promise<void> {
+export async function importTrivialDataset(
+  cwd: string,
+  rollouts: number,
+  options: { worker?: boolean } = {},
+): Promise<void> {
   fs.mkdirSync(cwd, { recursive: true });
-  fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), Array.from({ length: rollouts }, (_, i) => JSON.stringify({ id: `t${i}` })).join('\n'));
+  fs.writeFileSync(
+    path.join(cwd, 'tasks.jsonl'),
+    Array.from({ length: rollouts }, (_, i) => JSON.stringify({ id: `t${i}` })).join('\n'),
+  );
   if (options.worker) fs.writeFileSync(path.join(cwd, 'worker.js'), TRIVIAL_WORKER);
   await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
 }

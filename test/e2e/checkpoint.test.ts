@@ -16,7 +16,6 @@ import { runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
 
-
 describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
   let checkpoints: Awaited<ReturnType<typeof storeWithCheckpoints>>;
@@ -36,7 +35,10 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: fa
     // Newest first (step 3, whose folder is gone, then 2 and 1), each with its key metrics.
     const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row');
     await rows.filter({ hasText: 'step 2' }).filter({ hasText: 'reward 0.500' }).waitFor({ timeout: 60_000 });
-    assert.deepEqual((await rows.allInnerTexts()).map((text) => /step \d/.exec(text)?.[0]), ['step 3', 'step 2', 'step 1']);
+    assert.deepEqual(
+      (await rows.allInnerTexts()).map((text) => /step \d/.exec(text)?.[0]),
+      ['step 3', 'step 2', 'step 1'],
+    );
     await pickQuickItem(page, 'step 2');
     const inUse = page.locator('.statusbar-item', { hasText: 'step 2' });
     await inUse.waitFor({ timeout: 120_000 });
@@ -44,11 +46,15 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: fa
 
     await runCommand(page, 'Lightning: Debug with Lightning');
     await pickQuickItem(page, 'Weather agent');
-    const rollout = await waitFor(async () => {
-      const listed = await runCli(['rollouts', '--json', '--store', session.storeFile]);
-      const items = listed.code === 0 ? (JSON.parse(listed.stdout) as { items: Rollout[] }).items : [];
-      return items.find((r) => r.source.kind === 'launch' && r.status !== 'running' && r.status !== 'queued');
-    }, 'the debug rollout to finish', 120_000);
+    const rollout = await waitFor(
+      async () => {
+        const listed = await runCli(['rollouts', '--json', '--store', session.storeFile]);
+        const items = listed.code === 0 ? (JSON.parse(listed.stdout) as { items: Rollout[] }).items : [];
+        return items.find((r) => r.source.kind === 'launch' && r.status !== 'running' && r.status !== 'queued');
+      },
+      'the debug rollout to finish',
+      120_000,
+    );
     const detail = await session.show(rollout.id);
     assert.equal(detail.rollout.status, 'succeeded', detail.rollout.error ?? '');
     assert.equal(detail.servedBy?.checkpointId, newest);
@@ -56,11 +62,17 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: fa
     assert.ok(calls.length >= 1 && calls.every((span) => span.statusCode === 'ok'));
     const response = calls[0]!.attributes['lightning.response'] as { prompt_token_ids?: number[] };
     assert.ok(response.prompt_token_ids?.length, 'token ids recorded, as in training');
-    assert.equal(upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length, 0, 'the configured upstream was not asked');
+    assert.equal(
+      upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length,
+      0,
+      'the configured upstream was not asked',
+    );
     // The panel's trajectory header says which checkpoint answered.
     await runCommand(page, 'Lightning: Show Panel');
     await session.panel.locator(`.rollout-row[data-rollout-id="${rollout.id}"]`).click({ timeout: 30_000 });
-    await session.panel.locator('.detail .served-by', { hasText: `served by checkpoint ${newest}` }).waitFor({ timeout: 15_000 });
+    await session.panel
+      .locator('.detail .served-by', { hasText: `served by checkpoint ${newest}` })
+      .waitFor({ timeout: 15_000 });
     await session.shot('checkpoint-02-debugged');
 
     await runCommand(page, 'Lightning: Stop Using Checkpoint');
@@ -68,7 +80,11 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: fa
     const daemon = findDaemon(session.storeFile)!;
     const client = await RpcClient.connect(daemon.info.url, daemon.token);
     try {
-      await waitFor(async () => ((await client.request('currentPolicy', {})).served === null ? true : undefined), 'the daemon to stop serving', 30_000);
+      await waitFor(
+        async () => ((await client.request('currentPolicy', {})).served === null ? true : undefined),
+        'the daemon to stop serving',
+        30_000,
+      );
     } finally {
       client.dispose();
     }

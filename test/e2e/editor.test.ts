@@ -13,7 +13,16 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { answerInputBox, panelFrame, setBreakpoint, pickQuickItem, runCommand, runCommandAndPick, statusBarItem, type Workbench } from '../helpers/codeServer';
+import {
+  answerInputBox,
+  panelFrame,
+  setBreakpoint,
+  pickQuickItem,
+  runCommand,
+  runCommandAndPick,
+  statusBarItem,
+  type Workbench,
+} from '../helpers/codeServer';
 import { SHOTS, startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import type { ChatScript, ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { runCli } from '../helpers/daemon';
@@ -25,7 +34,6 @@ import type { Reward, RolloutDetail } from '../../trainer-daemon/protocol';
 import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import type { SpanInput } from '../../trainer-daemon/protocol';
-
 
 describe('the extension in VS Code (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
@@ -41,7 +49,8 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
   const show = (id: string): Promise<RolloutDetail> => session.show(id);
   const daemonPid = (): number | undefined => {
     try {
-      return (JSON.parse(fs.readFileSync(path.join(workspace, '.lightning', 'daemon.json'), 'utf8')) as { pid: number }).pid;
+      return (JSON.parse(fs.readFileSync(path.join(workspace, '.lightning', 'daemon.json'), 'utf8')) as { pid: number })
+        .pid;
     } catch {
       return undefined;
     }
@@ -71,7 +80,11 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await page.locator('.debug-toolbar').waitFor({ timeout: 60_000 });
     // Paused: the debug toolbar offers Continue.
     await page.locator('.debug-toolbar .codicon-debug-continue').waitFor({ timeout: 60_000 });
-    assert.equal(upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length, 1, 'paused after the first LLM call');
+    assert.equal(
+      upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length,
+      1,
+      'paused after the first LLM call',
+    );
 
     // While paused, the running rollout is already in the panel with its first LLM call.
     await runCommand(page, 'Lightning: Show Panel');
@@ -112,7 +125,9 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await panel.locator('.reward-row', { hasText: '👍 1' }).waitFor({ timeout: 15_000 });
 
     await runCommand(page, 'Lightning: Annotate Reward');
-    await page.locator('.quick-input-widget .quick-input-title', { hasText: 'Weather agent' }).waitFor({ timeout: 15_000 });
+    await page
+      .locator('.quick-input-widget .quick-input-title', { hasText: 'Weather agent' })
+      .waitFor({ timeout: 15_000 });
     await page.keyboard.type('0.5');
     await page.locator('.quick-input-list .monaco-list-row', { hasText: '0.5' }).first().waitFor({ timeout: 5_000 });
     await page.keyboard.press('Enter');
@@ -121,17 +136,27 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await shot('04-annotated');
 
     const rewards: Reward[] = (await show(firstRolloutId)).rewards.filter((reward) => reward.source === 'human');
-    assert.deepEqual(rewards.map((reward) => [reward.value, reward.comment]), [[1, null], [0.5, 'right tool, terse answer']]);
+    assert.deepEqual(
+      rewards.map((reward) => [reward.value, reward.comment]),
+      [
+        [1, null],
+        [0.5, 'right tool, terse answer'],
+      ],
+    );
     assert.equal((await show(firstRolloutId)).rollout.reward, 0.5, 'the latest human annotation is the rollout reward');
   });
 
   it('restarts the daemon after it crashes; a second rollout ("lightning": true in launch.json) appears live', async () => {
     const before = daemonPid()!;
     process.kill(before, 'SIGKILL');
-    const after = await waitFor(() => {
-      const pid = daemonPid();
-      return pid !== undefined && pid !== before && isProcessAlive(pid) ? pid : undefined;
-    }, 'a new daemon', 30_000);
+    const after = await waitFor(
+      () => {
+        const pid = daemonPid();
+        return pid !== undefined && pid !== before && isProcessAlive(pid) ? pid : undefined;
+      },
+      'a new daemon',
+      30_000,
+    );
     assert.notEqual(after, before);
     await statusBarItem(page).filter({ hasText: '1 rollout' }).waitFor({ timeout: 30_000 });
     await statusBarItem(page).click();
@@ -152,20 +177,33 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
   it('launch.json knows "lightning": true (the extension contributes it to the debug types): its hover describes it', async () => {
     await runCommand(page, 'Go to File');
     await page.keyboard.type('launch.json');
-    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'launch.json' }).first().waitFor({ timeout: 15_000 });
+    await page
+      .locator('.quick-input-list .monaco-list-row', { hasText: 'launch.json' })
+      .first()
+      .waitFor({ timeout: 15_000 });
     await page.keyboard.press('Enter');
     const key = page.locator('.monaco-editor .view-line span', { hasText: /^"lightning"$/ }).first();
     await key.waitFor({ timeout: 15_000 });
     // The JSON language server validates launch.json against the debuggers' schemas: an unknown key has no description.
     // The cursor on the key, then the hover from the keyboard (a mouse hover is at the mercy of the pointer's history).
     const described = page.locator('.monaco-hover', { hasText: 'Record this launch as a Lightning rollout' }).first();
-    await waitFor(async () => {
-      await key.click();
-      await runCommand(page, 'Show or Focus Hover');
-      if (await described.waitFor({ timeout: 3_000 }).then(() => true, () => false)) return true;
-      await page.keyboard.press('Escape');
-      return undefined;
-    }, 'the hover with the "lightning" description', 30_000);
+    await waitFor(
+      async () => {
+        await key.click();
+        await runCommand(page, 'Show or Focus Hover');
+        if (
+          await described.waitFor({ timeout: 3_000 }).then(
+            () => true,
+            () => false,
+          )
+        )
+          return true;
+        await page.keyboard.press('Escape');
+        return undefined;
+      },
+      'the hover with the "lightning" description',
+      30_000,
+    );
     await shot('05b-launch-json-hover');
     await page.keyboard.press('Escape');
   });
@@ -174,12 +212,30 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     const daemon = findDaemon(storeFile())!;
     const client = await RpcClient.connect(daemon.info.url, daemon.token);
     try {
-      const frame = await waitFor(async () => {
-        for (const candidate of page.frames()) if ((await candidate.locator('.rollout-list').count().catch(() => 0)) > 0) return candidate;
-        return undefined;
-      }, 'the panel frame', 15_000);
+      const frame = await waitFor(
+        async () => {
+          for (const candidate of page.frames())
+            if (
+              (await candidate
+                .locator('.rollout-list')
+                .count()
+                .catch(() => 0)) > 0
+            )
+              return candidate;
+          return undefined;
+        },
+        'the panel frame',
+        15_000,
+      );
       const rowShows = (id: string, text: string): Promise<unknown> =>
-        frame.waitForFunction(([selector, expected]) => (globalThis as unknown as { document: WebviewDocument }).document.querySelector(selector!)?.textContent?.includes(expected!) === true, [`.rollout-row[data-rollout-id="${id}"]`, text], { polling: 'raf', timeout: 15_000 });
+        frame.waitForFunction(
+          ([selector, expected]) =>
+            (globalThis as unknown as { document: WebviewDocument }).document
+              .querySelector(selector!)
+              ?.textContent?.includes(expected!) === true,
+          [`.rollout-row[data-rollout-id="${id}"]`, text],
+          { polling: 'raf', timeout: 15_000 },
+        );
 
       const started = performance.now();
       const { rollout } = await client.request('startAgentRun', { label: 'latency probe' });
@@ -187,10 +243,15 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
       const stored = performance.now();
       await rowShows(rollout.id, '1 LLM call');
       const visible = performance.now();
-      console.log(`# target: new rollout visible in the panel ${(visible - stored).toFixed(0)} ms after its first span was stored (${(visible - started).toFixed(0)} ms after agentRuns/start was sent); target ≤ 300 ms`);
+      console.log(
+        `# target: new rollout visible in the panel ${(visible - stored).toFixed(0)} ms after its first span was stored (${(visible - started).toFixed(0)} ms after agentRuns/start was sent); target ≤ 300 ms`,
+      );
 
       const big = (await client.request('startAgentRun', { label: 'big rollout' })).rollout;
-      await client.request('addSpans', { rolloutId: big.id, spans: Array.from({ length: 2_000 }, (_, i) => llmSpan(i)) });
+      await client.request('addSpans', {
+        rolloutId: big.id,
+        spans: Array.from({ length: 2_000 }, (_, i) => llmSpan(i)),
+      });
       await client.request('transitionRollout', { id: big.id, to: 'succeeded' });
       await rowShows(big.id, '2000 LLM calls');
       const steps = `.detail[data-rollout-id="${big.id}"] details.step`;
@@ -200,13 +261,30 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
       const clicked = performance.now();
       await frame.click(`.rollout-row[data-rollout-id="${big.id}"]`);
       const stepsShown = (count: number): Promise<unknown> =>
-        frame.waitForFunction(([selector, n]) => (globalThis as unknown as { document: WebviewDocument }).document.querySelectorAll(selector as string).length >= (n as number), [steps, count], { polling: 'raf', timeout: 30_000 });
+        frame.waitForFunction(
+          ([selector, n]) =>
+            (globalThis as unknown as { document: WebviewDocument }).document.querySelectorAll(selector as string)
+              .length >= (n as number),
+          [steps, count],
+          { polling: 'raf', timeout: 30_000 },
+        );
       await stepsShown(1);
       const firstSteps = performance.now();
       await stepsShown(2_000);
       const all = performance.now();
-      const opening = await frame.waitForFunction(() => (globalThis as unknown as { lightningOpening?: OpeningTimes }).lightningOpening?.painted !== undefined ? (globalThis as unknown as { lightningOpening: OpeningTimes }).lightningOpening : undefined, undefined, { timeout: 10_000 }).then((handle) => handle.jsonValue() as Promise<OpeningTimes>);
-      console.log(`# target: a 2,000-span rollout opened: first steps painted ${(opening.painted! - opening.click!).toFixed(0)} ms after the click event (in the page; playwright's click to first steps: ${(firstSteps - clicked).toFixed(0)} ms), all 2,000 in ${(all - clicked).toFixed(0)} ms; target ≤ 300 ms`);
+      const opening = await frame
+        .waitForFunction(
+          () =>
+            (globalThis as unknown as { lightningOpening?: OpeningTimes }).lightningOpening?.painted !== undefined
+              ? (globalThis as unknown as { lightningOpening: OpeningTimes }).lightningOpening
+              : undefined,
+          undefined,
+          { timeout: 10_000 },
+        )
+        .then((handle) => handle.jsonValue() as Promise<OpeningTimes>);
+      console.log(
+        `# target: a 2,000-span rollout opened: first steps painted ${(opening.painted! - opening.click!).toFixed(0)} ms after the click event (in the page; playwright's click to first steps: ${(firstSteps - clicked).toFixed(0)} ms), all 2,000 in ${(all - clicked).toFixed(0)} ms; target ≤ 300 ms`,
+      );
       await shot('06-big-rollout');
     } finally {
       client.dispose();
@@ -219,16 +297,24 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await title.filter({ hasText: 'Review 1/2' }).filter({ hasText: 'big rollout' }).waitFor({ timeout: 15_000 });
     await page.keyboard.type('n');
     await page.keyboard.press('Enter');
-    await title.filter({ hasText: 'Review 2/2' }).filter({ hasText: 'Weather agent (recorded)' }).waitFor({ timeout: 10_000 });
+    await title
+      .filter({ hasText: 'Review 2/2' })
+      .filter({ hasText: 'Weather agent (recorded)' })
+      .waitFor({ timeout: 10_000 });
     await panel.locator('.detail .detail-header', { hasText: 'Weather agent (recorded)' }).waitFor({ timeout: 10_000 });
     const id = (await panel.locator('.detail').getAttribute('data-rollout-id'))!;
     await page.keyboard.type('0');
     await page.keyboard.press('Enter');
-    await page.locator('.notifications-toasts', { hasText: 'review done, 1 rollout(s) rated' }).waitFor({ timeout: 10_000 });
+    await page
+      .locator('.notifications-toasts', { hasText: 'review done, 1 rollout(s) rated' })
+      .waitFor({ timeout: 10_000 });
     await shot('07-review-queue');
     const detail = await show(id);
     assert.equal(detail.rollout.label, 'Weather agent (recorded)');
-    assert.deepEqual(detail.rewards.map((reward) => [reward.value, reward.source]), [[0, 'human']]);
+    assert.deepEqual(
+      detail.rewards.map((reward) => [reward.value, reward.source]),
+      [[0, 'human']],
+    );
   });
 
   it('a second window reuses the daemon and sees an annotation made in the first one live', async () => {
@@ -251,7 +337,15 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
   });
 
   it('Optimize This Prompt on a string literal: APO runs, the leaderboard shows, Apply edits the file and undo restores it', async () => {
-    const imported = await runCli(['dataset', 'import', path.join(workspace, 'sums.jsonl'), '--name', 'sums', '--store', storeFile()]);
+    const imported = await runCli([
+      'dataset',
+      'import',
+      path.join(workspace, 'sums.jsonl'),
+      '--name',
+      'sums',
+      '--store',
+      storeFile(),
+    ]);
     assert.equal(imported.code, 0, imported.stderr);
     const agentFile = path.join(workspace, 'sum-agent.mjs');
     const original = fs.readFileSync(agentFile, 'utf8');
@@ -259,7 +353,10 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     const line = lines.findIndex((text) => text.includes(`'${SEED_PROMPT}'`));
     await runCommand(page, 'Go to File');
     await page.keyboard.type('sum-agent.mjs');
-    await page.locator('.quick-input-list .monaco-list-row', { hasText: 'sum-agent.mjs' }).first().waitFor({ timeout: 15_000 });
+    await page
+      .locator('.quick-input-list .monaco-list-row', { hasText: 'sum-agent.mjs' })
+      .first()
+      .waitFor({ timeout: 15_000 });
     await page.keyboard.press('Enter');
     await page.locator('.monaco-editor .view-lines', { hasText: 'SYSTEM_PROMPT' }).waitFor({ timeout: 15_000 });
     // The cursor inside the literal (Go to Line accepts line:column): no selection needed.
@@ -306,23 +403,38 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     const best = (await latestRun()).best;
     const applied = original.replace(`'${SEED_PROMPT}'`, `'${encodeLiteral(best.prompt, "'")}'`);
     assert.notEqual(applied, original);
-    await page.locator('.notifications-toasts', { hasText: 'applied the optimized prompt' }).waitFor({ timeout: 15_000 });
+    await page
+      .locator('.notifications-toasts', { hasText: 'applied the optimized prompt' })
+      .waitFor({ timeout: 15_000 });
     await page.keyboard.press('Control+S');
-    await waitFor(() => fs.readFileSync(agentFile, 'utf8') === applied, 'the optimized prompt saved in sum-agent.mjs', 15_000);
+    await waitFor(
+      () => fs.readFileSync(agentFile, 'utf8') === applied,
+      'the optimized prompt saved in sum-agent.mjs',
+      15_000,
+    );
     await shot('11-apo-applied');
 
     await page.keyboard.press('Control+Z');
     await page.keyboard.press('Control+S');
-    await waitFor(() => fs.readFileSync(agentFile, 'utf8') === original, 'undo restored the original prompt on disk', 15_000);
+    await waitFor(
+      () => fs.readFileSync(agentFile, 'utf8') === original,
+      'undo restored the original prompt on disk',
+      15_000,
+    );
 
     // Later, from the panel: Show Diff offers the choice again; Keep makes the best the current version.
     await runCommand(page, 'Lightning: Show Panel');
     await panel.locator('.run-detail .show-result').click();
     await page.locator('.notifications-toasts .monaco-button', { hasText: 'Keep as Resource Version' }).first().click();
-    await page.locator('.notifications-toasts', { hasText: `version ${best.version} is now the current version` }).waitFor({ timeout: 15_000 });
+    await page
+      .locator('.notifications-toasts', { hasText: `version ${best.version} is now the current version` })
+      .waitFor({ timeout: 15_000 });
     const kept = await runCli(['resource', 'get', 'system-prompt', '--json', '--store', storeFile()]);
     assert.equal(kept.code, 0, kept.stderr);
-    assert.deepEqual(pick(JSON.parse(kept.stdout) as { resource: { version: number; current: boolean; value: string } }), { version: best.version, current: true, value: best.prompt });
+    assert.deepEqual(
+      pick(JSON.parse(kept.stdout) as { resource: { version: number; current: boolean; value: string } }),
+      { version: best.version, current: true, value: best.prompt },
+    );
   });
 
   /** The result of the latest training run, from the daemon. */
@@ -360,14 +472,22 @@ interface OpeningTimes {
 function watchOpening(selector: string): void {
   const page = globalThis as unknown as {
     lightningOpening: OpeningTimes;
-    document: WebviewDocument & { body: unknown; addEventListener(type: string, listener: () => void, options: object): void };
+    document: WebviewDocument & {
+      body: unknown;
+      addEventListener(type: string, listener: () => void, options: object): void;
+    };
     performance: { now(): number };
     requestAnimationFrame(callback: () => void): void;
-    MutationObserver: new (callback: (records: unknown, observer: { disconnect(): void }) => void) => { observe(target: unknown, options: object): void };
+    MutationObserver: new (callback: (records: unknown, observer: { disconnect(): void }) => void) => {
+      observe(target: unknown, options: object): void;
+    };
   };
   const times: OpeningTimes = {};
   page.lightningOpening = times;
-  page.document.addEventListener('click', () => (times.click ??= page.performance.now()), { capture: true, once: true });
+  page.document.addEventListener('click', () => (times.click ??= page.performance.now()), {
+    capture: true,
+    once: true,
+  });
   new page.MutationObserver((_records, observer) => {
     if (times.click === undefined || page.document.querySelectorAll(selector).length === 0) return;
     observer.disconnect();
@@ -392,7 +512,10 @@ function llmSpan(index: number): SpanInput {
     statusMessage: null,
     attributes: {
       'gen_ai.request.model': 'test-model',
-      'lightning.request': { model: 'test-model', messages: [{ role: 'user', content: `Question ${index}: what is ${index} + 1?` }] },
+      'lightning.request': {
+        model: 'test-model',
+        messages: [{ role: 'user', content: `Question ${index}: what is ${index} + 1?` }],
+      },
       'lightning.response': { choices: [{ message: { role: 'assistant', content: String(index + 1) } }] },
     },
     events: [],
@@ -408,7 +531,13 @@ function llmSpan(index: number): SpanInput {
 const sums = apoScript();
 const sumsOrDefault: ChatScript = (body) => {
   const first = String((body.messages as Array<{ content?: unknown }> | undefined)?.[0]?.content ?? '');
-  return first === CRITIQUE_SYSTEM || first === EDIT_SYSTEM || first.startsWith('Add the numbers') ? sums.chat(body) : undefined;
+  return first === CRITIQUE_SYSTEM || first === EDIT_SYSTEM || first.startsWith('Add the numbers')
+    ? sums.chat(body)
+    : undefined;
 };
 
-const pick = ({ resource }: { resource: { version: number; current: boolean; value: string } }): unknown => ({ version: resource.version, current: resource.current, value: resource.value });
+const pick = ({ resource }: { resource: { version: number; current: boolean; value: string } }): unknown => ({
+  version: resource.version,
+  current: resource.current,
+  value: resource.value,
+});

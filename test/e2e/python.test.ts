@@ -38,71 +38,98 @@ async function prepare(workspace: string): Promise<void> {
   const launchFile = path.join(workspace, '.vscode', 'launch.json');
   const launch = JSON.parse(fs.readFileSync(launchFile, 'utf8')) as { configurations: unknown[] };
   launch.configurations.push(
-    { type: 'debugpy', request: 'launch', name: 'Python weather agent', program: '${workspaceFolder}/weather_agent.py', console: 'internalConsole' },
-    { type: 'debugpy', request: 'launch', name: 'Python failing agent', program: '${workspaceFolder}/failing_agent.py', console: 'internalConsole' },
+    {
+      type: 'debugpy',
+      request: 'launch',
+      name: 'Python weather agent',
+      program: '${workspaceFolder}/weather_agent.py',
+      console: 'internalConsole',
+    },
+    {
+      type: 'debugpy',
+      request: 'launch',
+      name: 'Python failing agent',
+      program: '${workspaceFolder}/failing_agent.py',
+      console: 'internalConsole',
+    },
   );
   fs.writeFileSync(launchFile, JSON.stringify(launch, null, 2));
 }
 
-describe('Debug with Lightning on Python agents, under the real debugpy adapter', { concurrency: false, timeout: 600_000 }, () => {
-  let session: E2eSession;
-  let page: Page;
-  let panel: FrameLocator;
+describe(
+  'Debug with Lightning on Python agents, under the real debugpy adapter',
+  { concurrency: false, timeout: 600_000 },
+  () => {
+    let session: E2eSession;
+    let page: Page;
+    let panel: FrameLocator;
 
-  before(async () => {
-    assert.ok(process.env.LIGHTNING_TEST_PYTHON, 'LIGHTNING_TEST_PYTHON (the test venv with debugpy) is set by npm test');
-    const debugpy = await buildFixtureVsix('debugpy-extension');
-    session = await startE2eSession({}, prepare, { extensions: [debugpy] });
-    ({ page, panel } = session);
-  });
+    before(async () => {
+      assert.ok(
+        process.env.LIGHTNING_TEST_PYTHON,
+        'LIGHTNING_TEST_PYTHON (the test venv with debugpy) is set by npm test',
+      );
+      const debugpy = await buildFixtureVsix('debugpy-extension');
+      session = await startE2eSession({}, prepare, { extensions: [debugpy] });
+      ({ page, panel } = session);
+    });
 
-  after(() => session?.close('extension-python'));
+    after(() => session?.close('extension-python'));
 
-  const rolloutsNamed = (name: string) => panel.locator('.rollout-row', { hasText: name });
+    const rolloutsNamed = (name: string) => panel.locator('.rollout-row', { hasText: name });
 
-  it('a breakpoint hits with the first LLM call recorded; after Continue the rollout has both calls, the reward and exit code 0', async () => {
-    await setBreakpoint(page, session.workspace, 'weather_agent.py', BREAKPOINT_TEXT);
+    it('a breakpoint hits with the first LLM call recorded; after Continue the rollout has both calls, the reward and exit code 0', async () => {
+      await setBreakpoint(page, session.workspace, 'weather_agent.py', BREAKPOINT_TEXT);
 
-    await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Python weather agent');
-    await page.locator('.debug-toolbar .codicon-debug-continue').waitFor({ timeout: 90_000 });
-    // debugpy stopped on the breakpoint line: the editor marks it as the top stack frame.
-    await page.locator('.codicon-debug-stackframe').first().waitFor({ timeout: 15_000 });
-    assert.equal(session.upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length, 1, 'paused after the first LLM call');
+      await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Python weather agent');
+      await page.locator('.debug-toolbar .codicon-debug-continue').waitFor({ timeout: 90_000 });
+      // debugpy stopped on the breakpoint line: the editor marks it as the top stack frame.
+      await page.locator('.codicon-debug-stackframe').first().waitFor({ timeout: 15_000 });
+      assert.equal(
+        session.upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length,
+        1,
+        'paused after the first LLM call',
+      );
 
-    await runCommand(page, 'Lightning: Show Panel');
-    const row = rolloutsNamed('Python weather agent').first();
-    await row.filter({ hasText: '1 LLM call' }).waitFor({ timeout: 30_000 });
-    const id = (await row.getAttribute('data-rollout-id'))!;
-    await session.shot('python-1-paused-at-breakpoint');
+      await runCommand(page, 'Lightning: Show Panel');
+      const row = rolloutsNamed('Python weather agent').first();
+      await row.filter({ hasText: '1 LLM call' }).waitFor({ timeout: 30_000 });
+      const id = (await row.getAttribute('data-rollout-id'))!;
+      await session.shot('python-1-paused-at-breakpoint');
 
-    // The breakpoint is in the agent's loop: Continue stops on it again after the second call, then runs to the end.
-    await page.locator('.debug-toolbar .codicon-debug-continue').click();
-    await row.filter({ hasText: '2 LLM calls' }).locator('.status[title="running"]').waitFor({ timeout: 60_000 });
-    await waitFor(() => session.upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length === 2, 'the second LLM call', 30_000);
-    await page.locator('.debug-toolbar .codicon-debug-continue').click({ timeout: 30_000 });
-    await row.filter({ hasText: '2 LLM calls' }).locator('.status[title="succeeded"]').waitFor({ timeout: 60_000 });
-    const detail = await session.show(id);
-    assert.equal(detail.rollout.status, 'succeeded');
-    assert.equal(detail.rollout.exitCode, 0, 'the exit code of the adapter\'s exited event');
-    assert.equal(detail.rollout.source.kind, 'launch');
-    assert.equal(detail.rollout.llmCalls, 2);
-    assert.equal(detail.rollout.reward, 1, 'the agent posted its reward to LIGHTNING_URL');
-    await session.shot('python-2-recorded');
-  });
+      // The breakpoint is in the agent's loop: Continue stops on it again after the second call, then runs to the end.
+      await page.locator('.debug-toolbar .codicon-debug-continue').click();
+      await row.filter({ hasText: '2 LLM calls' }).locator('.status[title="running"]').waitFor({ timeout: 60_000 });
+      await waitFor(
+        () => session.upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length === 2,
+        'the second LLM call',
+        30_000,
+      );
+      await page.locator('.debug-toolbar .codicon-debug-continue').click({ timeout: 30_000 });
+      await row.filter({ hasText: '2 LLM calls' }).locator('.status[title="succeeded"]').waitFor({ timeout: 60_000 });
+      const detail = await session.show(id);
+      assert.equal(detail.rollout.status, 'succeeded');
+      assert.equal(detail.rollout.exitCode, 0, "the exit code of the adapter's exited event");
+      assert.equal(detail.rollout.source.kind, 'launch');
+      assert.equal(detail.rollout.llmCalls, 2);
+      assert.equal(detail.rollout.reward, 1, 'the agent posted its reward to LIGHTNING_URL');
+      await session.shot('python-2-recorded');
+    });
 
-  it('a Python agent that exits with 3 is a failed rollout with exit code 3 and its one LLM call', async () => {
-    await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Python failing agent');
-    const row = rolloutsNamed('Python failing agent').first();
-    // debugpy stops on an uncaught SystemExit with a non-zero code (its default exception filter), as it does
-    // for a user; Continue lets the agent exit.
-    await row.filter({ hasText: '1 LLM call' }).locator('.status[title="running"]').waitFor({ timeout: 90_000 });
-    await page.locator('.debug-toolbar .codicon-debug-continue').click({ timeout: 60_000 });
-    await row.locator('.status[title="failed"]').waitFor({ timeout: 60_000 });
-    const id = (await row.getAttribute('data-rollout-id'))!;
-    const detail = await session.show(id);
-    assert.equal(detail.rollout.status, 'failed');
-    assert.equal(detail.rollout.exitCode, 3);
-    assert.equal(detail.rollout.llmCalls, 1);
-    await session.shot('python-3-failed');
-  });
-});
+    it('a Python agent that exits with 3 is a failed rollout with exit code 3 and its one LLM call', async () => {
+      await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Python failing agent');
+      const row = rolloutsNamed('Python failing agent').first();
+      // debugpy stops on an uncaught SystemExit with a non-zero code (its default exception filter), as it does
+      // for a user; Continue lets the agent exit.
+      await row.filter({ hasText: '1 LLM call' }).locator('.status[title="running"]').waitFor({ timeout: 90_000 });
+      await page.locator('.debug-toolbar .codicon-debug-continue').click({ timeout: 60_000 });
+      await row.locator('.status[title="failed"]').waitFor({ timeout: 60_000 });
+      const id = (await row.getAttribute('data-rollout-id'))!;
+      const detail = await session.show(id);
+      assert.equal(detail.rollout.status, 'failed');
+      assert.equal(detail.rollout.exitCode, 3);
+      assert.equal(detail.rollout.llmCalls, 1);
+      await session.shot('python-3-failed');
+    });
+  },
+);

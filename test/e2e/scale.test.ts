@@ -18,7 +18,6 @@ const ROLLOUTS = 100_000;
 /** How far the measurement scrolls: 50 pages of the panel's cursor. */
 const TARGET_ROWS = 10_000;
 
-
 /** Frame intervals (ms) recorded by `recordFrames` in the webview. */
 interface FrameLog {
   intervals: number[];
@@ -33,7 +32,9 @@ interface WebviewGlobals {
   performance: { now(): number };
   requestAnimationFrame(callback: (time: number) => void): void;
   document: {
-    querySelector(selector: string): { scrollTop: number; scrollHeight: number; clientHeight: number; textContent: string | null } | null;
+    querySelector(
+      selector: string,
+    ): { scrollTop: number; scrollHeight: number; clientHeight: number; textContent: string | null } | null;
     querySelectorAll(selector: string): { length: number };
   };
 }
@@ -62,7 +63,11 @@ function stopFrames(): number[] {
 function listState(rowHeight: number): { topRow: number; loadedRows: number; rowsInDocument: number } {
   const page = globalThis as unknown as WebviewGlobals;
   const list = page.document.querySelector('.rollout-list')!;
-  return { topRow: Math.floor(list.scrollTop / rowHeight), loadedRows: Math.floor(page.document.querySelector('.rollout-list .spacer')!.scrollHeight / rowHeight), rowsInDocument: page.document.querySelectorAll('.rollout-row').length };
+  return {
+    topRow: Math.floor(list.scrollTop / rowHeight),
+    loadedRows: Math.floor(page.document.querySelector('.rollout-list .spacer')!.scrollHeight / rowHeight),
+    rowsInDocument: page.document.querySelectorAll('.rollout-row').length,
+  };
 }
 
 const percentile = (values: number[], p: number): number => {
@@ -89,12 +94,28 @@ describe('the panel with 100,000 rollouts (code-server + chromium)', { concurren
     await page.locator('.activitybar [aria-label^="Lightning"]').first().click();
     const newest = `ro-${(ROLLOUTS - 1).toString(16).padStart(16, '0')}`;
     await panel.locator(`.rollout-row[data-rollout-id="${newest}"]`).waitFor({ timeout: 60_000 });
-    const frame: Frame = await waitFor(async () => {
-      for (const candidate of page.frames()) if ((await candidate.locator('.rollout-list').count().catch(() => 0)) > 0) return candidate;
-      return undefined;
-    }, 'the panel frame', 15_000);
+    const frame: Frame = await waitFor(
+      async () => {
+        for (const candidate of page.frames())
+          if (
+            (await candidate
+              .locator('.rollout-list')
+              .count()
+              .catch(() => 0)) > 0
+          )
+            return candidate;
+        return undefined;
+      },
+      'the panel frame',
+      15_000,
+    );
     // The list's row height (webview/rolloutList.ts), read off a rendered row.
-    const rowHeight = await frame.evaluate(() => (globalThis as unknown as { document: { querySelector(s: string): { offsetHeight: number } | null } }).document.querySelector('.rollout-row')!.offsetHeight);
+    const rowHeight = await frame.evaluate(
+      () =>
+        (
+          globalThis as unknown as { document: { querySelector(s: string): { offsetHeight: number } | null } }
+        ).document.querySelector('.rollout-row')!.offsetHeight,
+    );
     assert.ok(rowHeight > 0);
 
     // The baseline: frame intervals of the same page while nothing happens.
@@ -118,14 +139,20 @@ describe('the panel with 100,000 rollouts (code-server + chromium)', { concurren
     const scrolling = await frame.evaluate(stopFrames);
     await session.shot('20-scrolled-deep');
 
-    console.log(`# measured: scrolled to row ${state.topRow.toLocaleString('en-US')} of ${ROLLOUTS.toLocaleString('en-US')} in ${seconds.toFixed(1)} s (${state.loadedRows.toLocaleString('en-US')} rows paged in); at most ${maxInDocument} rows in the document`);
-    console.log(`# measured: frame interval while scrolling p50 ${percentile(scrolling, 50).toFixed(1)} / p95 ${percentile(scrolling, 95).toFixed(1)} / max ${Math.max(...scrolling).toFixed(1)} ms (${scrolling.length} frames); idle baseline p50 ${percentile(idle, 50).toFixed(1)} / p95 ${percentile(idle, 95).toFixed(1)} ms; p95 ratio ${(percentile(scrolling, 95) / percentile(idle, 95)).toFixed(2)}×`);
+    console.log(
+      `# measured: scrolled to row ${state.topRow.toLocaleString('en-US')} of ${ROLLOUTS.toLocaleString('en-US')} in ${seconds.toFixed(1)} s (${state.loadedRows.toLocaleString('en-US')} rows paged in); at most ${maxInDocument} rows in the document`,
+    );
+    console.log(
+      `# measured: frame interval while scrolling p50 ${percentile(scrolling, 50).toFixed(1)} / p95 ${percentile(scrolling, 95).toFixed(1)} / max ${Math.max(...scrolling).toFixed(1)} ms (${scrolling.length} frames); idle baseline p50 ${percentile(idle, 50).toFixed(1)} / p95 ${percentile(idle, 95).toFixed(1)} ms; p95 ratio ${(percentile(scrolling, 95) / percentile(idle, 95)).toFixed(2)}×`,
+    );
 
     assert.ok(state.topRow >= TARGET_ROWS, `the list scrolled to row ${state.topRow}, not ${TARGET_ROWS}`);
     // Virtualized: the rows in view plus the overscan, never the thousands paged in.
     assert.ok(maxInDocument < 100, `${maxInDocument} rows were in the document at once`);
     assert.ok(state.loadedRows > TARGET_ROWS && state.loadedRows < ROLLOUTS, `${state.loadedRows} rows were paged in`);
-    const shown = await frame.evaluate(() => (globalThis as unknown as WebviewGlobals).document.querySelector('.count')?.textContent ?? '');
+    const shown = await frame.evaluate(
+      () => (globalThis as unknown as WebviewGlobals).document.querySelector('.count')?.textContent ?? '',
+    );
     assert.match(shown, /\+ shown/);
   });
 });

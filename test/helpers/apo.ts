@@ -20,7 +20,18 @@ import { parsed } from './params';
 export const WORDS = ['zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine'];
 export const SEED_PROMPT = 'Add the numbers {a} and {b}.';
 export const AGENT = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'prompted-agent.mjs');
-export const PAIRS = [[2, 3], [7, 8], [1, 4], [9, 9], [3, 3], [6, 5], [2, 2], [8, 4], [4, 1], [5, 7]] as const;
+export const PAIRS = [
+  [2, 3],
+  [7, 8],
+  [1, 4],
+  [9, 9],
+  [3, 3],
+  [6, 5],
+  [2, 2],
+  [8, 4],
+  [4, 1],
+  [5, 7],
+] as const;
 
 export interface Script {
   readonly chat: ChatScript;
@@ -39,10 +50,15 @@ export function script(): Script {
     const model = String(body.model);
     if (system === CRITIQUE_SYSTEM) {
       calls.critique += 1;
-      if (model === 'critic-flaky' && calls.critique % 3 === 1) return { status: 500, body: '{"error":{"message":"overloaded"}}' };
+      if (model === 'critic-flaky' && calls.critique % 3 === 1)
+        return { status: 500, body: '{"error":{"message":"overloaded"}}' };
       const user = messages[1]!.content;
       const style = /Critique style: (\w+)/.exec(user)![1];
-      const instruction = between(user, 'prompt').includes('digits') ? 'Be brief.' : style === 'contrast' ? 'Be polite.' : 'Answer with digits only.';
+      const instruction = between(user, 'prompt').includes('digits')
+        ? 'Be brief.'
+        : style === 'contrast'
+          ? 'Be polite.'
+          : 'Answer with digits only.';
       return `The low-reward answers spell numbers out. Add the instruction: ${instruction}`;
     }
     if (system === EDIT_SYSTEM) {
@@ -50,7 +66,8 @@ export function script(): Script {
       const user = messages[1]!.content;
       const instruction = /Add the instruction: (.*)/.exec(between(user, 'critique'))![1]!;
       if (model === 'editor-broken') return 'Sure! Here is a better prompt, I hope you like it.';
-      if (model === 'editor-sloppy' && calls.edit % 2 === 1) return `<prompt>\nAdd the numbers.\n${instruction}\n</prompt>`;
+      if (model === 'editor-sloppy' && calls.edit % 2 === 1)
+        return `<prompt>\nAdd the numbers.\n${instruction}\n</prompt>`;
       return `<prompt>\n${between(user, 'prompt')}\n${instruction}\n</prompt>`;
     }
     calls.agent.push(system);
@@ -61,9 +78,13 @@ export function script(): Script {
   return { chat, calls };
 }
 
-export async function setUp(t: Parameters<typeof tempDir>[0]): Promise<{ cwd: string; upstream: ScriptedUpstream; calls: Script['calls'] }> {
+export async function setUp(
+  t: Parameters<typeof tempDir>[0],
+): Promise<{ cwd: string; upstream: ScriptedUpstream; calls: Script['calls'] }> {
   const cwd = tempDir(t);
-  const lines = PAIRS.map(([a, b], i) => JSON.stringify({ id: `sum-${i}`, split: i < 6 ? 'train' : 'val', a, b, expected: String(a + b) }));
+  const lines = PAIRS.map(([a, b], i) =>
+    JSON.stringify({ id: `sum-${i}`, split: i < 6 ? 'train' : 'val', a, b, expected: String(a + b) }),
+  );
   fs.writeFileSync(path.join(cwd, 'tasks.jsonl'), lines.join('\n'));
   fs.writeFileSync(path.join(cwd, 'prompt.txt'), SEED_PROMPT);
   assert.equal((await runCli(['dataset', 'import', 'tasks.jsonl', '--name', 'sums'], { cwd })).code, 0);
@@ -76,11 +97,40 @@ export async function setUp(t: Parameters<typeof tempDir>[0]): Promise<{ cwd: st
   return { cwd, upstream, calls };
 }
 
-export function train(cwd: string, upstream: ScriptedUpstream, flags: string[], env: NodeJS.ProcessEnv = {}): ReturnType<typeof runCli> {
-  return runCli(['train', '--algorithm', 'apo', '--resource', 'prompt', '--dataset', 'sums', '--json', '--concurrency', '4', ...flags, '--', process.execPath, AGENT], {
-    cwd,
-    env: { LIGHTNING_UPSTREAM_URL: upstream.url, OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '', ...env },
-  });
+export function train(
+  cwd: string,
+  upstream: ScriptedUpstream,
+  flags: string[],
+  env: NodeJS.ProcessEnv = {},
+): ReturnType<typeof runCli> {
+  return runCli(
+    [
+      'train',
+      '--algorithm',
+      'apo',
+      '--resource',
+      'prompt',
+      '--dataset',
+      'sums',
+      '--json',
+      '--concurrency',
+      '4',
+      ...flags,
+      '--',
+      process.execPath,
+      AGENT,
+    ],
+    {
+      cwd,
+      env: {
+        LIGHTNING_UPSTREAM_URL: upstream.url,
+        OPENAI_BASE_URL: '',
+        OPENAI_API_BASE: '',
+        OPENAI_API_KEY: '',
+        ...env,
+      },
+    },
+  );
 }
 
 export function storeOf(cwd: string): Store {
@@ -91,10 +141,12 @@ export function allRollouts(store: Store, mode: 'train' | 'val' | 'optimizer') {
   return store.listRollouts(parsed('listRollouts', { mode, limit: 500 })).items;
 }
 
-
 /** `train --json` output: a `training-started` line with the run id, then the run's result. */
 export function finished(stdout: string): ApoResult {
-  const [started, result, ...rest] = stdout.trim().split('\n').map((line) => JSON.parse(line) as { event: string; runId: string });
+  const [started, result, ...rest] = stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { event: string; runId: string });
   assert.deepEqual([started!.event, result!.event, rest.length], ['training-started', 'training-finished', 0]);
   assert.equal(started!.runId, result!.runId);
   return ApoResult.parse(result);

@@ -17,7 +17,11 @@ export function batchOf(cwd: string): Rollout[] {
 export function attemptsOf(cwd: string): Map<string, Attempt[]> {
   const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
   try {
-    return new Map(store.listRollouts({ order: 'oldest', limit: 500 }).items.map((r) => [r.id, store.getRolloutDetail(r.id).attempts]));
+    return new Map(
+      store
+        .listRollouts({ order: 'oldest', limit: 500 })
+        .items.map((r) => [r.id, store.getRolloutDetail(r.id).attempts]),
+    );
   } finally {
     store.close();
   }
@@ -27,7 +31,9 @@ export function attemptsOf(cwd: string): Map<string, Attempt[]> {
 export function peakOverlap(events: ReadonlyArray<{ at: number; what: string }>): number {
   let current = 0;
   let peak = 0;
-  for (const event of events.filter((e) => e.what === 'start' || e.what === 'end').sort((a, b) => a.at - b.at || (a.what === 'end' ? -1 : 1))) {
+  for (const event of events
+    .filter((e) => e.what === 'start' || e.what === 'end')
+    .sort((a, b) => a.at - b.at || (a.what === 'end' ? -1 : 1))) {
     current += event.what === 'start' ? 1 : -1;
     peak = Math.max(peak, current);
   }

@@ -18,7 +18,10 @@ const TINY = { kind: 'tiny' as const, config: { dModel: 32, layers: 1, heads: 2,
  * A store with one GRPO run and its checkpoints, saved by the real worker (different seeds, so
  * different weights), plus one whose folder is gone.
  */
-export async function storeWithCheckpoints(cwd: string, agent: readonly string[]): Promise<{ storeFile: string; runId: string; ids: [string, string]; missing: string }> {
+export async function storeWithCheckpoints(
+  cwd: string,
+  agent: readonly string[],
+): Promise<{ storeFile: string; runId: string; ids: [string, string]; missing: string }> {
   const storeFile = path.join(cwd, '.lightning', 'store.db');
   fs.mkdirSync(path.dirname(storeFile), { recursive: true });
   const worker = await TrainerWorker.start({ python: PYTHON, logger: createLogger('test', { level: 'error' }) });
@@ -33,7 +36,13 @@ export async function storeWithCheckpoints(cwd: string, agent: readonly string[]
   }
   const store = Store.open(storeFile);
   try {
-    const config = GrpoConfig.parse({ model: TINY, dataset: 'tools', device: 'cpu', python: PYTHON, command: { argv: [...agent], cwd } });
+    const config = GrpoConfig.parse({
+      model: TINY,
+      dataset: 'tools',
+      device: 'cpu',
+      python: PYTHON,
+      command: { argv: [...agent], cwd },
+    });
     const run = store.recordTrainingRun({ algorithm: 'grpo', config });
     const [a, b, missing] = [
       store.recordTrainingStep(run.id, 1, {}, { dir: dirs[0]!, metrics: { 'reward/mean': 0 } }),

@@ -77,7 +77,11 @@ const USER_SETTINGS = {
 };
 
 /** Starts code-server on `workspace` and opens it in chromium with the extension (the checkout, or `options.vsix`). */
-export async function openWorkbench(workspace: string, scratch: string, options: WorkbenchOptions = {}): Promise<Workbench> {
+export async function openWorkbench(
+  workspace: string,
+  scratch: string,
+  options: WorkbenchOptions = {},
+): Promise<Workbench> {
   const install = editorInstall(options.editor ?? 'oldest');
   const userDataDir = path.join(scratch, 'user-data');
   const extensionsDir = path.join(scratch, 'extensions');
@@ -88,15 +92,38 @@ export async function openWorkbench(workspace: string, scratch: string, options:
   fs.writeFileSync(path.join(userDataDir, 'User', 'settings.json'), JSON.stringify(USER_SETTINGS));
   fs.writeFileSync(path.join(scratch, 'config.yaml'), 'auth: none\n');
   const env = { ...process.env, XDG_CONFIG_HOME: xdg, XDG_DATA_HOME: xdg, PATH: options.searchPath ?? install.path };
-  const common = ['--config', path.join(scratch, 'config.yaml'), '--user-data-dir', userDataDir, '--extensions-dir', extensionsDir];
+  const common = [
+    '--config',
+    path.join(scratch, 'config.yaml'),
+    '--user-data-dir',
+    userDataDir,
+    '--extensions-dir',
+    extensionsDir,
+  ];
   const wrap = options.wrap ?? ((command: string, args: string[]): [string, string[]] => [command, args]);
-  for (const vsix of [...(options.vsix ? [options.vsix] : []), ...(options.extensions ?? [])]) await installVsix(wrap, install.codeServer, common, vsix, env);
-  const [command, args] = wrap(install.codeServer, [...common, '--auth', 'none', '--bind-addr', '127.0.0.1:0', '--disable-telemetry', '--disable-update-check', '--disable-workspace-trust', '--disable-getting-started-override', workspace]);
+  for (const vsix of [...(options.vsix ? [options.vsix] : []), ...(options.extensions ?? [])])
+    await installVsix(wrap, install.codeServer, common, vsix, env);
+  const [command, args] = wrap(install.codeServer, [
+    ...common,
+    '--auth',
+    'none',
+    '--bind-addr',
+    '127.0.0.1:0',
+    '--disable-telemetry',
+    '--disable-update-check',
+    '--disable-workspace-trust',
+    '--disable-getting-started-override',
+    workspace,
+  ]);
   const server: ChildProcess = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   let log = '';
   server.stdout!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
   server.stderr!.setEncoding('utf8').on('data', (chunk: string) => (log += chunk));
-  const url = await waitFor(() => /HTTP server listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(log)?.[1], `code-server to listen (log: ${log})`, 60_000);
+  const url = await waitFor(
+    () => /HTTP server listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(log)?.[1],
+    `code-server to listen (log: ${log})`,
+    60_000,
+  );
   let context: BrowserContext | undefined;
   const close = async (): Promise<void> => {
     await context?.close().catch(() => undefined);
@@ -109,10 +136,20 @@ export async function openWorkbench(workspace: string, scratch: string, options:
       executablePath: CHROMIUM,
       headless: true,
       viewport: { width: 1400, height: 900 },
-      args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     const host = new URL(url).host;
-    const query = options.vsix ? '' : `&payload=${encodeURIComponent(JSON.stringify([['extensionDevelopmentPath', `vscode-remote://${host}${REPO_ROOT}`]]))}`;
+    const query = options.vsix
+      ? ''
+      : `&payload=${encodeURIComponent(JSON.stringify([['extensionDevelopmentPath', `vscode-remote://${host}${REPO_ROOT}`]]))}`;
     const browser = context;
     const openWindow = async (page?: Page): Promise<Page> => {
       const window = page ?? (await browser.newPage());
@@ -129,14 +166,21 @@ export async function openWorkbench(workspace: string, scratch: string, options:
 }
 
 /** `code-server --install-extension FILE.vsix` into the fresh extensions folder, as a user installs one. */
-async function installVsix(wrap: NonNullable<WorkbenchOptions['wrap']>, codeServer: string, common: string[], vsix: string, env: NodeJS.ProcessEnv): Promise<void> {
+async function installVsix(
+  wrap: NonNullable<WorkbenchOptions['wrap']>,
+  codeServer: string,
+  common: string[],
+  vsix: string,
+  env: NodeJS.ProcessEnv,
+): Promise<void> {
   const [command, args] = wrap(codeServer, [...common, '--install-extension', vsix]);
   const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
-  if (code !== 0 || !/successfully installed/i.test(output)) throw new Error(`installing ${vsix} failed (exit ${code}): ${output}`);
+  if (code !== 0 || !/successfully installed/i.test(output))
+    throw new Error(`installing ${vsix} failed (exit ${code}): ${output}`);
 }
 
 /**
@@ -177,7 +221,11 @@ export async function pickQuickItem(page: Page, text: string): Promise<void> {
  * resolves with that line (1-based) once the editor shows the breakpoint.
  */
 export async function setBreakpoint(page: Page, workspace: string, file: string, text: string): Promise<number> {
-  const line = fs.readFileSync(path.join(workspace, file), 'utf8').split('\n').findIndex((candidate) => candidate.includes(text)) + 1;
+  const line =
+    fs
+      .readFileSync(path.join(workspace, file), 'utf8')
+      .split('\n')
+      .findIndex((candidate) => candidate.includes(text)) + 1;
   if (line === 0) throw new Error(`no line of ${file} contains ${JSON.stringify(text)}`);
   await runCommand(page, 'Go to File');
   await page.keyboard.type(file);
@@ -199,8 +247,10 @@ export async function setBreakpoint(page: Page, workspace: string, file: string,
  */
 export async function pickQuickLabel(page: Page, label: string): Promise<void> {
   const escaped = label.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  const row = page.locator('.quick-input-widget .quick-input-list .monaco-list-row')
-    .filter({ has: page.locator('.label-name', { hasText: new RegExp(`^\\s*${escaped}\\s*$`) }) }).first();
+  const row = page
+    .locator('.quick-input-widget .quick-input-list .monaco-list-row')
+    .filter({ has: page.locator('.label-name', { hasText: new RegExp(`^\\s*${escaped}\\s*$`) }) })
+    .first();
   await row.waitFor({ timeout: 15_000 });
   await page.mouse.move(0, 0);
   await row.click();
@@ -223,8 +273,14 @@ export async function answerInputBox(page: Page, title: string, value?: string):
       await box.waitFor({ state: 'hidden', timeout: 3_000 });
       return;
     } catch (error) {
-      const message = await box.locator('.quick-input-message').textContent().catch(() => '');
-      if (message && message.trim() && (await box.locator('.inputBox.error, .monaco-inputbox.error').count()) > 0) throw new Error(`the input box "${title}" refused ${JSON.stringify(value ?? await input.inputValue())}: ${message.trim()}`);
+      const message = await box
+        .locator('.quick-input-message')
+        .textContent()
+        .catch(() => '');
+      if (message && message.trim() && (await box.locator('.inputBox.error, .monaco-inputbox.error').count()) > 0)
+        throw new Error(
+          `the input box "${title}" refused ${JSON.stringify(value ?? (await input.inputValue()))}: ${message.trim()}`,
+        );
       if (attempt === 4) throw error;
     }
   }
@@ -255,7 +311,9 @@ export async function runCommandAndPick(page: Page, title: string, item: string)
  * webviews of the same extension: VS Code marks a view's iframe with `purpose=webviewView`.
  */
 export function panelFrame(page: Page): FrameLocator {
-  return page.frameLocator(`iframe.webview.ready[src*="extensionId=${EXTENSION_ID}"][src*="purpose=webviewView"]`).frameLocator('#active-frame');
+  return page
+    .frameLocator(`iframe.webview.ready[src*="extensionId=${EXTENSION_ID}"][src*="purpose=webviewView"]`)
+    .frameLocator('#active-frame');
 }
 
 export function statusBarItem(page: Page): Locator {

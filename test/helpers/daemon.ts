@@ -21,14 +21,20 @@ export interface RunningDaemon {
   stop(signal?: NodeJS.Signals): Promise<number | string>;
 }
 
-export async function startDaemon(storeFile: string, extraArgs: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<RunningDaemon> {
+export async function startDaemon(
+  storeFile: string,
+  extraArgs: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+): Promise<RunningDaemon> {
   const child = spawn(process.execPath, [CLI, 'serve', '--store', storeFile, ...extraArgs], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
   });
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
-  const exited = new Promise<number | string>((resolve) => child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)));
+  const exited = new Promise<number | string>((resolve) =>
+    child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)),
+  );
   const lines = readline.createInterface({ input: child.stdout! });
   const ready = await new Promise<ReadyMessage>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`daemon gave no ready line in 10 s; stderr:\n${stderr}`)), 10_000);
@@ -37,7 +43,14 @@ export async function startDaemon(storeFile: string, extraArgs: string[] = [], e
       const parsed = parseCliLine(line);
       if (parsed?.event === 'ready') resolve(parsed);
       // The daemon says why it could not start, then exits: report both.
-      else if (parsed?.event === 'startup-failed') void exited.then((code) => reject(new Error(`daemon exited (${code}) before it was ready: ${parsed.reason}: ${parsed.message}; stderr:\n${stderr}`)));
+      else if (parsed?.event === 'startup-failed')
+        void exited.then((code) =>
+          reject(
+            new Error(
+              `daemon exited (${code}) before it was ready: ${parsed.reason}: ${parsed.message}; stderr:\n${stderr}`,
+            ),
+          ),
+        );
       else reject(new Error(`bad ready line: ${line}`));
     });
     void exited.then((code) => {

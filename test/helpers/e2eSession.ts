@@ -38,7 +38,11 @@ export interface E2eSession {
  * adds to the workspace (files, launch configurations, an imported dataset) before the editor opens it;
  * `workbenchOptions`: which editor, and the extension from a .vsix instead of the checkout.
  */
-export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions = {}, prepare?: (workspace: string, storeFile: string) => Promise<void>, workbenchOptions: WorkbenchOptions = {}): Promise<E2eSession> {
+export async function startE2eSession(
+  upstreamOptions: ScriptedUpstreamOptions = {},
+  prepare?: (workspace: string, storeFile: string) => Promise<void>,
+  workbenchOptions: WorkbenchOptions = {},
+): Promise<E2eSession> {
   const started = Date.now();
   fs.mkdirSync(SHOTS, { recursive: true });
   const scratch = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-e2e-'));
@@ -46,7 +50,10 @@ export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions =
   fs.cpSync(FIXTURE, workspace, { recursive: true });
   fs.symlinkSync(path.join(REPO_ROOT, 'node_modules'), path.join(workspace, 'node_modules'));
   const upstream = await startScriptedUpstream(upstreamOptions);
-  fs.writeFileSync(path.join(workspace, '.vscode', 'settings.json'), JSON.stringify({ 'lightning.upstreamBaseUrl': upstream.url }));
+  fs.writeFileSync(
+    path.join(workspace, '.vscode', 'settings.json'),
+    JSON.stringify({ 'lightning.upstreamBaseUrl': upstream.url }),
+  );
   const storeFile = path.join(workspace, '.lightning', 'store.db');
   let workbench: Workbench;
   try {
@@ -73,12 +80,18 @@ export async function startE2eSession(upstreamOptions: ScriptedUpstreamOptions =
     },
     close: async (logPrefix) => {
       // The extension's logs (its LogOutputChannel, one per window) are kept beside the screenshots.
-      const logs = fs.readdirSync(workbench.userDataDir, { recursive: true, encoding: 'utf8' }).filter((file) => file.endsWith('Lightning.log'));
-      logs.forEach((file, index) => fs.copyFileSync(path.join(workbench.userDataDir, file), path.join(SHOTS, `${logPrefix}-${index + 1}.log`)));
+      const logs = fs
+        .readdirSync(workbench.userDataDir, { recursive: true, encoding: 'utf8' })
+        .filter((file) => file.endsWith('Lightning.log'));
+      logs.forEach((file, index) =>
+        fs.copyFileSync(path.join(workbench.userDataDir, file), path.join(SHOTS, `${logPrefix}-${index + 1}.log`)),
+      );
       await workbench.close();
       await upstream.close();
       fs.rmSync(scratch, { recursive: true, force: true });
-      console.log(`# e2e wall time ${((Date.now() - started) / 1000).toFixed(1)} s; screenshots in ${path.relative(REPO_ROOT, SHOTS)}/`);
+      console.log(
+        `# e2e wall time ${((Date.now() - started) / 1000).toFixed(1)} s; screenshots in ${path.relative(REPO_ROOT, SHOTS)}/`,
+      );
     },
   };
 }

@@ -11,9 +11,23 @@ export const spanId = (n: number): string => n.toString(16).padStart(16, '0');
 
 export function span(extra: Partial<Span> & { sequence: number }): Span {
   return {
-    traceId: '0'.repeat(31) + '1', spanId: spanId(extra.sequence), parentSpanId: null, name: `span ${extra.sequence}`, kind: 'internal', category: 'other',
-    startMs: 1_000, endMs: 1_010, statusCode: 'ok', statusMessage: null, attributes: {}, events: [], promptTokens: null, completionTokens: null,
-    rolloutId: 'ro-1', attempt: 1, ...extra,
+    traceId: '0'.repeat(31) + '1',
+    spanId: spanId(extra.sequence),
+    parentSpanId: null,
+    name: `span ${extra.sequence}`,
+    kind: 'internal',
+    category: 'other',
+    startMs: 1_000,
+    endMs: 1_010,
+    statusCode: 'ok',
+    statusMessage: null,
+    attributes: {},
+    events: [],
+    promptTokens: null,
+    completionTokens: null,
+    rolloutId: 'ro-1',
+    attempt: 1,
+    ...extra,
   };
 }
 
@@ -39,16 +53,74 @@ export function agentRollout(steps: number, options: AgentRolloutOptions = {}): 
   const base = 1_700_000_000_000;
   const idBase = options.idBase ?? 0;
   const id = (sequence: number): string => spanId(idBase + sequence);
-  const spans: Span[] = [span({ sequence: 1, spanId: id(1), rolloutId, name: 'agent run', category: 'agent', startMs: base, endMs: base + steps * 30 + 5 })];
+  const spans: Span[] = [
+    span({
+      sequence: 1,
+      spanId: id(1),
+      rolloutId,
+      name: 'agent run',
+      category: 'agent',
+      startMs: base,
+      endMs: base + steps * 30 + 5,
+    }),
+  ];
   const messages: Json[] = [{ role: 'system', content: 'You add numbers with the add tool.' }];
   for (let i = 0; i < steps; i += 1) {
     const start = base + i * 30;
     messages.push({ role: 'user', content: question(i) });
-    const request: Json = { model: 'test-model', messages: options.history === false ? [messages[0]!, messages.at(-1)!] : [...messages], tools: [{ type: 'function', function: { name: 'add', description: 'adds two numbers' } }] };
-    const response: Json = { id: `c${i}`, model: 'test-model', choices: [{ index: 0, message: { role: 'assistant', content: answer(i), tool_calls: [{ id: `call_${i}`, type: 'function', function: { name: 'add', arguments: `{"a":${i},"b":${i}}` } }] } }], usage: { prompt_tokens: 12 + i, completion_tokens: 7 } };
-    spans.push(span({ sequence: 2 + 2 * i, spanId: id(2 + 2 * i), rolloutId, parentSpanId: id(1), name: 'chat test-model', category: 'llm', kind: 'client', startMs: start, endMs: start + 20, promptTokens: 12 + i, completionTokens: 7, attributes: { 'lightning.request': request, 'lightning.response': response } }));
+    const request: Json = {
+      model: 'test-model',
+      messages: options.history === false ? [messages[0]!, messages.at(-1)!] : [...messages],
+      tools: [{ type: 'function', function: { name: 'add', description: 'adds two numbers' } }],
+    };
+    const response: Json = {
+      id: `c${i}`,
+      model: 'test-model',
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: 'assistant',
+            content: answer(i),
+            tool_calls: [
+              { id: `call_${i}`, type: 'function', function: { name: 'add', arguments: `{"a":${i},"b":${i}}` } },
+            ],
+          },
+        },
+      ],
+      usage: { prompt_tokens: 12 + i, completion_tokens: 7 },
+    };
+    spans.push(
+      span({
+        sequence: 2 + 2 * i,
+        spanId: id(2 + 2 * i),
+        rolloutId,
+        parentSpanId: id(1),
+        name: 'chat test-model',
+        category: 'llm',
+        kind: 'client',
+        startMs: start,
+        endMs: start + 20,
+        promptTokens: 12 + i,
+        completionTokens: 7,
+        attributes: { 'lightning.request': request, 'lightning.response': response },
+      }),
+    );
     const failed = options.errorEvery !== undefined && i % options.errorEvery === options.errorEvery - 1;
-    spans.push(span({ sequence: 3 + 2 * i, spanId: id(3 + 2 * i), rolloutId, parentSpanId: id(1), name: 'tool add', category: 'tool', startMs: start + 20, endMs: start + 28, statusCode: failed ? 'error' : 'ok', statusMessage: failed ? 'add failed' : null }));
+    spans.push(
+      span({
+        sequence: 3 + 2 * i,
+        spanId: id(3 + 2 * i),
+        rolloutId,
+        parentSpanId: id(1),
+        name: 'tool add',
+        category: 'tool',
+        startMs: start + 20,
+        endMs: start + 28,
+        statusCode: failed ? 'error' : 'ok',
+        statusMessage: failed ? 'add failed' : null,
+      }),
+    );
     messages.push({ role: 'assistant', content: answer(i) });
   }
   return spans;

@@ -23,8 +23,15 @@ export interface FaultyUpstream {
 
 function errorBody(path: string, status: number): string {
   const message = status === 429 ? 'rate limited, retry shortly' : 'the model is overloaded';
-  if (path.startsWith('/v1/messages')) return JSON.stringify({ type: 'error', error: { type: status === 429 ? 'rate_limit_error' : 'api_error', message } });
-  if (path.includes(':generateContent') || path.includes(':streamGenerateContent')) return JSON.stringify({ error: { code: status, message, status: status === 429 ? 'RESOURCE_EXHAUSTED' : 'INTERNAL' } });
+  if (path.startsWith('/v1/messages'))
+    return JSON.stringify({
+      type: 'error',
+      error: { type: status === 429 ? 'rate_limit_error' : 'api_error', message },
+    });
+  if (path.includes(':generateContent') || path.includes(':streamGenerateContent'))
+    return JSON.stringify({
+      error: { code: status, message, status: status === 429 ? 'RESOURCE_EXHAUSTED' : 'INTERNAL' },
+    });
   return JSON.stringify({ error: { message, type: status === 429 ? 'rate_limit_exceeded' : 'server_error' } });
 }
 
@@ -62,7 +69,11 @@ export async function startFaultyUpstream(scripted: ScriptedUpstream): Promise<F
       if (flaky && !failed.has(key)) {
         failed.add(key);
         const body = errorBody(path, Number(flaky[1]));
-        res.writeHead(Number(flaky[1]), { 'content-type': 'application/json', 'retry-after-ms': '10', 'content-length': Buffer.byteLength(body) });
+        res.writeHead(Number(flaky[1]), {
+          'content-type': 'application/json',
+          'retry-after-ms': '10',
+          'content-length': Buffer.byteLength(body),
+        });
         res.end(body);
         return;
       }
@@ -80,10 +91,19 @@ export async function startFaultyUpstream(scripted: ScriptedUpstream): Promise<F
         res.end(GEMINI_PATH.test(path) ? '' : 'data: [DONE]\n\n');
         return;
       }
-      const forwarded = http.request({ host: target.hostname, port: target.port, path, method: req.method, headers: { ...req.headers, host: target.host } }, (answer) => {
-        res.writeHead(answer.statusCode ?? 502, answer.headers);
-        answer.pipe(res);
-      });
+      const forwarded = http.request(
+        {
+          host: target.hostname,
+          port: target.port,
+          path,
+          method: req.method,
+          headers: { ...req.headers, host: target.host },
+        },
+        (answer) => {
+          res.writeHead(answer.statusCode ?? 502, answer.headers);
+          answer.pipe(res);
+        },
+      );
       forwarded.on('error', () => res.destroy());
       forwarded.end(raw);
     });

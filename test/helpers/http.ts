@@ -7,11 +7,19 @@ export interface PostResult {
   readonly retryAfter: string | undefined;
 }
 
-export function post(url: string, body: string | Buffer, headers: Record<string, string> = { 'content-type': 'application/json' }): Promise<PostResult> {
+export function post(
+  url: string,
+  body: string | Buffer,
+  headers: Record<string, string> = { 'content-type': 'application/json' },
+): Promise<PostResult> {
   return new Promise((resolve, reject) => {
     const request = http.request(url, { method: 'POST', headers }, (response) => {
       let text = '';
-      const result = (): PostResult => ({ status: response.statusCode ?? 0, body: text, retryAfter: response.headers['retry-after'] as string | undefined });
+      const result = (): PostResult => ({
+        status: response.statusCode ?? 0,
+        body: text,
+        retryAfter: response.headers['retry-after'] as string | undefined,
+      });
       response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
       response.on('end', () => resolve(result()));
       response.on('error', () => resolve(result()));

@@ -12,7 +12,11 @@ import ts from 'typescript';
 const SOURCE_FOLDERS = ['extension', 'webview', 'trainer-daemon'];
 
 export type Violation =
-  | { readonly rule: 'editor-reaches-past-protocol' | 'protocol-imports-out'; readonly from: string; readonly to: string }
+  | {
+      readonly rule: 'editor-reaches-past-protocol' | 'protocol-imports-out';
+      readonly from: string;
+      readonly to: string;
+    }
   | { readonly rule: 'circle'; readonly files: readonly string[] };
 
 function sourceFiles(root: string): string[] {
@@ -21,7 +25,9 @@ function sourceFiles(root: string): string[] {
     if (!fs.existsSync(dir)) return [];
     return fs
       .readdirSync(dir, { recursive: true, encoding: 'utf8' })
-      .filter((file) => file.endsWith('.ts') && !file.endsWith('.d.ts') && !file.split(path.sep).includes('node_modules'))
+      .filter(
+        (file) => file.endsWith('.ts') && !file.endsWith('.d.ts') && !file.split(path.sep).includes('node_modules'),
+      )
       .map((file) => path.join(folder, file).split(path.sep).join('/'));
   });
 }
@@ -30,7 +36,8 @@ function sourceFiles(root: string): string[] {
 function resolve(root: string, from: string, specifier: string): string | undefined {
   if (!specifier.startsWith('.')) return undefined;
   const base = path.posix.normalize(path.posix.join(path.posix.dirname(from), specifier)).replace(/\.(js|ts)$/, '');
-  for (const candidate of [`${base}.ts`, `${base}/index.ts`]) if (fs.existsSync(path.join(root, candidate))) return candidate;
+  for (const candidate of [`${base}.ts`, `${base}/index.ts`])
+    if (fs.existsSync(path.join(root, candidate))) return candidate;
   return undefined;
 }
 
@@ -39,7 +46,9 @@ export function importGraph(root: string): Map<string, string[]> {
   const graph = new Map<string, string[]>();
   for (const file of sourceFiles(root)) {
     const info = ts.preProcessFile(fs.readFileSync(path.join(root, file), 'utf8'), true, true);
-    const targets = info.importedFiles.map((ref) => resolve(root, file, ref.fileName)).filter((target): target is string => target !== undefined);
+    const targets = info.importedFiles
+      .map((ref) => resolve(root, file, ref.fileName))
+      .filter((target): target is string => target !== undefined);
     graph.set(file, [...new Set(targets)]);
   }
   return graph;
@@ -87,7 +96,8 @@ export function layeringViolations(root: string): Violation[] {
   const violations: Violation[] = [];
   for (const [from, targets] of graph) {
     for (const to of targets) {
-      if (isEditor(from) && to.startsWith('trainer-daemon/') && !isProtocol(to)) violations.push({ rule: 'editor-reaches-past-protocol', from, to });
+      if (isEditor(from) && to.startsWith('trainer-daemon/') && !isProtocol(to))
+        violations.push({ rule: 'editor-reaches-past-protocol', from, to });
       if (isProtocol(from) && !isProtocol(to)) violations.push({ rule: 'protocol-imports-out', from, to });
     }
   }

@@ -8,15 +8,24 @@ import { Store } from '../../trainer-daemon/store/store';
 export function seedRollouts(file: string, count: number): void {
   const store = Store.open(file);
   try {
-    const insert = store.db.prepare(`INSERT INTO rollouts (id, status, mode, label, task_id, task_input, source, created_at, updated_at,
+    const insert = store.db
+      .prepare(`INSERT INTO rollouts (id, status, mode, label, task_id, task_input, source, created_at, updated_at,
       llm_calls, span_count, prompt_tokens, completion_tokens) VALUES (?, ?, ?, ?, ?, ?, '{"kind":"api"}', ?, ?, 3, 5, 300, 60)`);
     const statuses = ['succeeded', 'succeeded', 'succeeded', 'failed', 'timeout', 'cancelled'];
     const modes = ['train', 'train', 'val', 'debug'];
     const start = Date.now() - count * 1000;
     store.db.transaction(() => {
       for (let i = 0; i < count; i += 1) {
-        insert.run(`ro-${i.toString(16).padStart(16, '0')}`, statuses[i % statuses.length], modes[i % modes.length],
-          `agent-${i % 7}`, `task-${i % 500}`, JSON.stringify({ question: `What is ${i} + ${i % 13}?` }), start + i * 1000, start + i * 1000);
+        insert.run(
+          `ro-${i.toString(16).padStart(16, '0')}`,
+          statuses[i % statuses.length],
+          modes[i % modes.length],
+          `agent-${i % 7}`,
+          `task-${i % 500}`,
+          JSON.stringify({ question: `What is ${i} + ${i % 13}?` }),
+          start + i * 1000,
+          start + i * 1000,
+        );
       }
     })();
   } finally {

@@ -12,9 +12,11 @@ import { runCli } from './daemon';
 import { LONG_STREAM_CHARS } from './faultyUpstream';
 import type { AgentRun } from './runAgent';
 
-export const llmOf = (run: AgentRun): Span[] => run.detail.spans.filter((s) => s.category === 'llm').sort((a, b) => a.sequence - b.sequence);
+export const llmOf = (run: AgentRun): Span[] =>
+  run.detail.spans.filter((s) => s.category === 'llm').sort((a, b) => a.sequence - b.sequence);
 /** The model a call asked for: the body's `model`, or Gemini's path (the record's gen_ai.request.model). */
-export const modelOf = (span: Span): unknown => (span.attributes['lightning.request'] as { model?: unknown }).model ?? span.attributes['gen_ai.request.model'];
+export const modelOf = (span: Span): unknown =>
+  (span.attributes['lightning.request'] as { model?: unknown }).model ?? span.attributes['gen_ai.request.model'];
 
 export interface Exported {
   readonly rows: Array<Record<string, unknown>>;
@@ -22,12 +24,25 @@ export interface Exported {
   readonly stderr: string;
 }
 
-export async function exportRows(run: AgentRun, format: 'transitions' | 'chat', extra: string[] = []): Promise<Exported> {
+export async function exportRows(
+  run: AgentRun,
+  format: 'transitions' | 'chat',
+  extra: string[] = [],
+): Promise<Exported> {
   const out = path.join(run.cwd, `${format}${extra.length ? '-all' : ''}.jsonl`);
-  const result = await runCli(['export', '--format', format, '--missing-reward', 'fill', '--out', out, ...extra], { cwd: run.cwd });
+  const result = await runCli(['export', '--format', format, '--missing-reward', 'fill', '--out', out, ...extra], {
+    cwd: run.cwd,
+  });
   assert.equal(result.code, 0, result.stderr);
   const text = fs.readFileSync(out, 'utf8');
-  return { rows: text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as Record<string, unknown>), summary: JSON.parse(result.stdout) as Record<string, unknown>, stderr: result.stderr };
+  return {
+    rows: text
+      .split('\n')
+      .filter(Boolean)
+      .map((line) => JSON.parse(line) as Record<string, unknown>),
+    summary: JSON.parse(result.stdout) as Record<string, unknown>,
+    stderr: result.stderr,
+  };
 }
 
 export interface FaultyRunExpectations {
@@ -43,15 +58,26 @@ export interface FaultyRunExpectations {
 export async function assertFaultyRun(run: AgentRun, expected: FaultyRunExpectations): Promise<void> {
   const { answer } = expected;
   assert.equal(run.code, 0, run.stdout + run.stderr);
-  assert.ok(run.stdout.includes(`ANSWERS: ${answer} | ${answer} | ${answer} | long ${LONG_STREAM_CHARS}`), `the agent got every byte, the long stream whole: ${run.stdout}`);
+  assert.ok(
+    run.stdout.includes(`ANSWERS: ${answer} | ${answer} | ${answer} | long ${LONG_STREAM_CHARS}`),
+    `the agent got every byte, the long stream whole: ${run.stdout}`,
+  );
   const llm = llmOf(run);
   const byModel = (model: string): Span[] => llm.filter((s) => modelOf(s) === model);
-  assert.equal(llm.length, 7, `two attempts each for the 429 and the 500, then three calls: ${llm.map(modelOf).join(', ')}`);
+  assert.equal(
+    llm.length,
+    7,
+    `two attempts each for the 429 and the 500, then three calls: ${llm.map(modelOf).join(', ')}`,
+  );
 
   const [rateLimited, afterRateLimit] = byModel('flaky-429');
   assert.deepEqual(spanOutcome(rateLimited!), { kind: 'upstream_error', status: 429 });
   assert.deepEqual(spanOutcome(afterRateLimit!), { kind: 'ok' });
-  assert.equal(afterRateLimit!.attributes['lightning.retry_of'], rateLimited!.spanId, 'the retry names the attempt it repeats');
+  assert.equal(
+    afterRateLimit!.attributes['lightning.retry_of'],
+    rateLimited!.spanId,
+    'the retry names the attempt it repeats',
+  );
   if (expected.countsRetries) assert.equal(afterRateLimit!.attributes['lightning.sdk_retry_count'], 1);
   assert.equal(rateLimited!.attributes['lightning.retry_of'], undefined);
 
@@ -91,11 +117,20 @@ export async function assertFaultyRun(run: AgentRun, expected: FaultyRunExpectat
 
   const everything = await exportRows(run, 'transitions', ['--include-failed']);
   assert.equal(everything.rows.length, 7);
-  const flagged = everything.rows.filter((row) => row.outcome !== undefined).map((row) => (row.outcome as { kind: string }).kind).sort();
+  const flagged = everything.rows
+    .filter((row) => row.outcome !== undefined)
+    .map((row) => (row.outcome as { kind: string }).kind)
+    .sort();
   assert.deepEqual(flagged, ['cancelled', 'truncated', 'upstream_error', 'upstream_error']);
   assert.doesNotMatch(everything.stderr, /skipped:/);
   const everyChat = await exportRows(run, 'chat', ['--include-failed']);
   // The error attempts have no reply to make a chat row of (an error body is never read as an answer).
-  assert.deepEqual(everyChat.rows.filter((row) => row.outcome !== undefined).map((row) => (row.outcome as { kind: string }).kind).sort(), ['cancelled', 'truncated']);
+  assert.deepEqual(
+    everyChat.rows
+      .filter((row) => row.outcome !== undefined)
+      .map((row) => (row.outcome as { kind: string }).kind)
+      .sort(),
+    ['cancelled', 'truncated'],
+  );
   assert.equal(everyChat.summary.skippedNotChat, 2);
 }

@@ -37,17 +37,29 @@ export function assertNotStored(run: AgentRun, secret: string): void {
 
 export function python(): string {
   const interpreter = process.env.LIGHTNING_TEST_PYTHON;
-  assert.ok(interpreter, 'LIGHTNING_TEST_PYTHON is unset: point it at a Python with trainer-daemon/python/requirements-test.txt installed (npm test provisions .cache/venv)');
+  assert.ok(
+    interpreter,
+    'LIGHTNING_TEST_PYTHON is unset: point it at a Python with trainer-daemon/python/requirements-test.txt installed (npm test provisions .cache/venv)',
+  );
   try {
     execFileSync(interpreter, ['-c', 'import anthropic, google.genai, openai'], { stdio: 'pipe' });
   } catch {
-    assert.fail(`${interpreter} lacks the anthropic / google-genai / openai packages: pip install -r trainer-daemon/python/requirements-test.txt`);
+    assert.fail(
+      `${interpreter} lacks the anthropic / google-genai / openai packages: pip install -r trainer-daemon/python/requirements-test.txt`,
+    );
   }
   return interpreter;
 }
 
-export const anthropicEnv = (upstream: ScriptedUpstream): NodeJS.ProcessEnv => ({ ANTHROPIC_BASE_URL: upstream.origin, ANTHROPIC_API_KEY: ANTHROPIC_KEY });
-export const geminiEnv = (upstream: ScriptedUpstream): NodeJS.ProcessEnv => ({ GOOGLE_GEMINI_BASE_URL: upstream.origin, GEMINI_API_KEY: GEMINI_KEY, GOOGLE_API_KEY: '' });
+export const anthropicEnv = (upstream: ScriptedUpstream): NodeJS.ProcessEnv => ({
+  ANTHROPIC_BASE_URL: upstream.origin,
+  ANTHROPIC_API_KEY: ANTHROPIC_KEY,
+});
+export const geminiEnv = (upstream: ScriptedUpstream): NodeJS.ProcessEnv => ({
+  GOOGLE_GEMINI_BASE_URL: upstream.origin,
+  GEMINI_API_KEY: GEMINI_KEY,
+  GOOGLE_API_KEY: '',
+});
 
 export function assertAnthropicTrajectory(run: AgentRun, streamed: boolean): void {
   assert.equal(run.code, 0, run.stdout + run.stderr);
@@ -65,10 +77,16 @@ export function assertAnthropicTrajectory(run: AgentRun, streamed: boolean): voi
     assert.equal(span.attributes['gen_ai.usage.cache_creation.input_tokens'], 3);
     assert.equal(span.attributes['gen_ai.usage.output_tokens'], 7);
   }
-  assert.deepEqual(llm.map((s) => s.attributes['gen_ai.response.finish_reasons']), [['tool_use'], ['end_turn']]);
+  assert.deepEqual(
+    llm.map((s) => s.attributes['gen_ai.response.finish_reasons']),
+    [['tool_use'], ['end_turn']],
+  );
   assert.equal(toolCallOf(llm[0]!), 'get_weather({"city":"Paris"})');
   const second = asChatCall(llm[1]!.attributes).request!;
-  assert.deepEqual((second.messages as Obj[]).map((m) => m.role), ['system', 'user', 'assistant', 'tool']);
+  assert.deepEqual(
+    (second.messages as Obj[]).map((m) => m.role),
+    ['system', 'user', 'assistant', 'tool'],
+  );
   assert.equal(run.detail.rollout.llmCalls, 2);
 }
 
@@ -87,12 +105,17 @@ export function assertGeminiTrajectory(upstream: ScriptedUpstream, run: AgentRun
     assert.equal(span.attributes['gen_ai.usage.output_tokens'], 7);
   }
   assert.equal(toolCallOf(llm[0]!), 'get_weather({"city":"Paris"})');
-  const texts = ((((llm[1]!.attributes['lightning.response'] as Obj).candidates as Obj[])[0]!.content as Obj).parts as Obj[]);
+  const texts = (((llm[1]!.attributes['lightning.response'] as Obj).candidates as Obj[])[0]!.content as Obj)
+    .parts as Obj[];
   assert.deepEqual(texts, [{ text: PROVIDER_ANSWER }], 'streamed text chunks joined');
   const second = asChatCall(llm[1]!.attributes).request!;
-  assert.deepEqual((second.messages as Obj[]).map((m) => m.role), ['system', 'user', 'assistant', 'tool']);
-  const calls = upstream.requests.filter((r) => r.path.includes(':generateContent') || r.path.includes(':streamGenerateContent')).slice(-2);
+  assert.deepEqual(
+    (second.messages as Obj[]).map((m) => m.role),
+    ['system', 'user', 'assistant', 'tool'],
+  );
+  const calls = upstream.requests
+    .filter((r) => r.path.includes(':generateContent') || r.path.includes(':streamGenerateContent'))
+    .slice(-2);
   for (const call of calls) assert.equal(call.headers['x-goog-api-key'], GEMINI_KEY);
   assertNotStored(run, GEMINI_KEY);
 }
-

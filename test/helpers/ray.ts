@@ -27,7 +27,10 @@ function freePort(): Promise<number> {
 /** The Python with ray from LIGHTNING_TEST_PYTHON; throws a clear error when it is unset or lacks ray. */
 export function rayPython(): string {
   const python = process.env.LIGHTNING_TEST_PYTHON;
-  if (!python) throw new Error('LIGHTNING_TEST_PYTHON is unset: point it at a Python with ray (trainer-daemon/python/requirements-test.txt)');
+  if (!python)
+    throw new Error(
+      'LIGHTNING_TEST_PYTHON is unset: point it at a Python with ray (trainer-daemon/python/requirements-test.txt)',
+    );
   try {
     execFileSync(python, ['-c', 'import ray'], { stdio: 'pipe' });
   } catch {
@@ -43,7 +46,14 @@ export function rayPython(): string {
  * by the minimal `ray` package (and `--ray-client-server-port` would require `ray[client]`).
  */
 async function headPortFlags(): Promise<string[]> {
-  const flags = ['--node-manager-port', '--object-manager-port', '--dashboard-agent-listen-port', '--dashboard-agent-grpc-port', '--runtime-env-agent-port', '--metrics-export-port'];
+  const flags = [
+    '--node-manager-port',
+    '--object-manager-port',
+    '--dashboard-agent-listen-port',
+    '--dashboard-agent-grpc-port',
+    '--runtime-env-agent-port',
+    '--metrics-export-port',
+  ];
   const ports: string[] = [];
   for (const flag of flags) ports.push(flag, String(await freePort()));
   const first = 20_000 + 200 * Math.floor(Math.random() * 60);
@@ -55,7 +65,22 @@ export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
   const address = `127.0.0.1:${port}`;
   const ray = path.join(path.dirname(python), 'ray');
   const temp = fs.mkdtempSync(path.join(os.tmpdir(), 'ray-'));
-  const argv = ['start', '--head', '--block', '--node-ip-address', '127.0.0.1', '--port', String(port), ...(await headPortFlags()), '--num-cpus', String(cpus), '--include-dashboard=false', '--temp-dir', temp, '--disable-usage-stats'];
+  const argv = [
+    'start',
+    '--head',
+    '--block',
+    '--node-ip-address',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    ...(await headPortFlags()),
+    '--num-cpus',
+    String(cpus),
+    '--include-dashboard=false',
+    '--temp-dir',
+    temp,
+    '--disable-usage-stats',
+  ];
   const head: ChildProcess = spawn(ray, argv, { detached: true, stdio: 'ignore' });
   const exited = new Promise((resolve) => head.once('exit', resolve));
   const stop = async (): Promise<void> => {
@@ -67,14 +92,18 @@ export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
     fs.rmSync(temp, { recursive: true, force: true });
   };
   try {
-    await waitFor(() => {
-      try {
-        execFileSync(ray, ['status', '--address', address], { stdio: 'pipe', timeout: 20_000 });
-        return true;
-      } catch {
-        return false;
-      }
-    }, 'the Ray head to come up', 120_000);
+    await waitFor(
+      () => {
+        try {
+          execFileSync(ray, ['status', '--address', address], { stdio: 'pipe', timeout: 20_000 });
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      'the Ray head to come up',
+      120_000,
+    );
   } catch (error) {
     await stop();
     throw error;

@@ -39,18 +39,30 @@ function rolloutSpans(rollout: RecordedRollout): SpanInput[] {
   const tokens = rollout.tokens ?? { prompt: 20, completion: 5 };
   return [
     ...(rollout.tools ?? []).map((name, i) =>
-      call({ role: 'assistant', content: null, tool_calls: [{ id: `call_${i}`, type: 'function', function: { name, arguments: '{"x":1}' } }] }, tokens),
+      call(
+        {
+          role: 'assistant',
+          content: null,
+          tool_calls: [{ id: `call_${i}`, type: 'function', function: { name, arguments: '{"x":1}' } }],
+        },
+        tokens,
+      ),
     ),
     call({ role: 'assistant', content: rollout.answer }, tokens),
     ...(rollout.extraSpans ?? []),
   ];
 }
 
-const finalTransition = (rollout: RecordedRollout) => ({ to: rollout.status ?? 'succeeded', error: rollout.status === 'failed' ? 'exited with code 1' : null });
+const finalTransition = (rollout: RecordedRollout) => ({
+  to: rollout.status ?? 'succeeded',
+  error: rollout.status === 'failed' ? 'exited with code 1' : null,
+});
 
 /** Records one finished rollout in a store this process owns; returns its id. */
 export function recordRollout(store: Store, rollout: RecordedRollout): string {
-  const id = store.createRollout(parsed('createRollout', { task: rollout.task ?? null, datasetId: rollout.datasetId ?? null })).id;
+  const id = store.createRollout(
+    parsed('createRollout', { task: rollout.task ?? null, datasetId: rollout.datasetId ?? null }),
+  ).id;
   store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
   store.addSpans({ rolloutId: id, spans: rolloutSpans(rollout) });
   store.transitionRollout(parsed('transitionRollout', { id, ...finalTransition(rollout) }));
@@ -59,7 +71,10 @@ export function recordRollout(store: Store, rollout: RecordedRollout): string {
 
 /** Records one finished rollout through a daemon's RPC; returns its id. */
 export async function recordRolloutRpc(client: RpcClient, rollout: RecordedRollout): Promise<string> {
-  const { id } = await client.request('createRollout', { task: rollout.task ?? null, datasetId: rollout.datasetId ?? null });
+  const { id } = await client.request('createRollout', {
+    task: rollout.task ?? null,
+    datasetId: rollout.datasetId ?? null,
+  });
   await client.request('transitionRollout', { id, to: 'running' });
   await client.request('addSpans', { rolloutId: id, spans: rolloutSpans(rollout) });
   await client.request('transitionRollout', { id, ...finalTransition(rollout) });

@@ -15,11 +15,23 @@ export interface AgentRun {
 }
 
 /** Runs `lightning run --label capture-test … -- CMD` in a fresh folder against `upstreamUrl`, and reads back the rollout. */
-export async function runAgent(t: Parameters<typeof tempDir>[0], upstreamUrl: string, command: string[], env: NodeJS.ProcessEnv = {}, extra: string[] = []): Promise<AgentRun> {
+export async function runAgent(
+  t: Parameters<typeof tempDir>[0],
+  upstreamUrl: string,
+  command: string[],
+  env: NodeJS.ProcessEnv = {},
+  extra: string[] = [],
+): Promise<AgentRun> {
   const cwd = tempDir(t);
   const result = await runCli(['run', '--label', 'capture-test', ...extra, '--', ...command], {
     cwd,
-    env: { LIGHTNING_UPSTREAM_URL: upstreamUrl, OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_AGENTS_DISABLE_TRACING: '1', ...env },
+    env: {
+      LIGHTNING_UPSTREAM_URL: upstreamUrl,
+      OPENAI_BASE_URL: '',
+      OPENAI_API_BASE: '',
+      OPENAI_AGENTS_DISABLE_TRACING: '1',
+      ...env,
+    },
   });
   const last = JSON.parse(result.stderr.trim().split('\n').at(-1)!) as AgentRun['last'];
   const shown = await runCli(['show', last.id, '--json'], { cwd });

@@ -27,7 +27,9 @@ function json(res: http.ServerResponse, status: number, value: unknown): void {
 function anthropicWantsTool(body: Body): boolean {
   const messages = (body.messages ?? []) as Array<{ role: string; content: unknown }>;
   const last = messages.at(-1);
-  const hasResult = Array.isArray(last?.content) && (last!.content as Array<{ type?: string }>).some((block) => block.type === 'tool_result');
+  const hasResult =
+    Array.isArray(last?.content) &&
+    (last!.content as Array<{ type?: string }>).some((block) => block.type === 'tool_result');
   return Array.isArray(body.tools) && body.tools.length > 0 && !hasResult;
 }
 
@@ -35,25 +37,44 @@ function anthropicMessage(body: Body): Record<string, unknown> {
   const model = String(body.model);
   const content: Array<Record<string, unknown>> = [];
   if (model.includes('thinking')) {
-    content.push({ type: 'thinking', thinking: 'The user wants the weather; I should use the tool.', signature: 'sig-abc' });
+    content.push({
+      type: 'thinking',
+      thinking: 'The user wants the weather; I should use the tool.',
+      signature: 'sig-abc',
+    });
     content.push({ type: 'redacted_thinking', data: 'cmVkYWN0ZWQ=' });
   }
   // `credential-fields`: a tool input whose keys are named like credentials (they are content, and must stay).
-  if (anthropicWantsTool(body) && model.includes('credential-fields')) content.push({ type: 'tool_use', id: `toolu_login_${counter}`, name: 'login', input: { password: 'correct horse battery staple', token: 'the token the user typed' } });
-  else if (anthropicWantsTool(body)) content.push({ type: 'tool_use', id: `toolu_paris_${counter}`, name: 'get_weather', input: { city: 'Paris' } });
+  if (anthropicWantsTool(body) && model.includes('credential-fields'))
+    content.push({
+      type: 'tool_use',
+      id: `toolu_login_${counter}`,
+      name: 'login',
+      input: { password: 'correct horse battery staple', token: 'the token the user typed' },
+    });
+  else if (anthropicWantsTool(body))
+    content.push({ type: 'tool_use', id: `toolu_paris_${counter}`, name: 'get_weather', input: { city: 'Paris' } });
   else content.push({ type: 'text', text: PROVIDER_ANSWER });
   return {
-    id: model.includes('constant-id') ? 'msg_constant' : `msg_${counter}`, type: 'message', role: 'assistant', model,
-    content, stop_reason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn', stop_sequence: null,
+    id: model.includes('constant-id') ? 'msg_constant' : `msg_${counter}`,
+    type: 'message',
+    role: 'assistant',
+    model,
+    content,
+    stop_reason: content.some((b) => b.type === 'tool_use') ? 'tool_use' : 'end_turn',
+    stop_sequence: null,
     usage: { input_tokens: 12, cache_creation_input_tokens: 3, cache_read_input_tokens: 5, output_tokens: 7 },
   };
 }
 
 function anthropicStream(res: http.ServerResponse, message: Record<string, unknown>, failMidway: boolean): void {
   res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-  const send = (type: string, data: object): void => void res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+  const send = (type: string, data: object): void =>
+    void res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
   const usage = message.usage as Record<string, number>;
-  send('message_start', { message: { ...message, content: [], stop_reason: null, usage: { ...usage, output_tokens: 1 } } });
+  send('message_start', {
+    message: { ...message, content: [], stop_reason: null, usage: { ...usage, output_tokens: 1 } },
+  });
   send('ping', {});
   (message.content as Array<Record<string, unknown>>).forEach((block, index) => {
     if (block.type === 'text') {
@@ -83,16 +104,29 @@ function anthropicStream(res: http.ServerResponse, message: Record<string, unkno
     send('content_block_stop', { index });
   });
   if (res.writableEnded) return;
-  send('message_delta', { delta: { stop_reason: message.stop_reason, stop_sequence: null }, usage: { output_tokens: usage.output_tokens } });
+  send('message_delta', {
+    delta: { stop_reason: message.stop_reason, stop_sequence: null },
+    usage: { output_tokens: usage.output_tokens },
+  });
   send('message_stop', {});
   res.end();
 }
 
 /** Answers `/v1/messages`, `/v1/messages/count_tokens` and `/v1/models` (true), or leaves the request (false). */
-export function respondAnthropic(path: string, headers: http.IncomingHttpHeaders, body: Body, res: http.ServerResponse): boolean {
+export function respondAnthropic(
+  path: string,
+  headers: http.IncomingHttpHeaders,
+  body: Body,
+  res: http.ServerResponse,
+): boolean {
   const route = path.split('?')[0]!;
   if (route === '/v1/models' && headers['anthropic-version']) {
-    json(res, 200, { data: [{ id: 'claude-test', type: 'model', display_name: 'Claude Test', created_at: '2025-01-01T00:00:00Z' }], has_more: false, first_id: 'claude-test', last_id: 'claude-test' });
+    json(res, 200, {
+      data: [{ id: 'claude-test', type: 'model', display_name: 'Claude Test', created_at: '2025-01-01T00:00:00Z' }],
+      has_more: false,
+      first_id: 'claude-test',
+      last_id: 'claude-test',
+    });
     return true;
   }
   if (route === '/v1/messages/count_tokens') {
@@ -139,16 +173,32 @@ export function respondGemini(path: string, body: Body, res: http.ServerResponse
   const responseId = model.includes('constant-id') ? 'gemini-constant' : `gemini-${counter}`;
   // `parallel`: the same function called twice in one turn (Gemini sends no call ids).
   const calls = model.includes('parallel') ? ['Paris', 'Oslo'] : ['Paris'];
-  const parts = geminiWantsTool(body) ? calls.map((city) => ({ functionCall: { name: 'get_weather', args: { city } } })) : [{ text: PROVIDER_ANSWER }];
-  const whole = { candidates: [{ content: { role: 'model', parts }, finishReason: 'STOP', index: 0 }], usageMetadata, modelVersion: model, responseId };
+  const parts = geminiWantsTool(body)
+    ? calls.map((city) => ({ functionCall: { name: 'get_weather', args: { city } } }))
+    : [{ text: PROVIDER_ANSWER }];
+  const whole = {
+    candidates: [{ content: { role: 'model', parts }, finishReason: 'STOP', index: 0 }],
+    usageMetadata,
+    modelVersion: model,
+    responseId,
+  };
   if (match[2] === 'generateContent') {
     json(res, 200, whole);
     return true;
   }
-  const chunks = 'text' in parts[0]! ? PROVIDER_ANSWER.split(' ').map((word, i) => [{ text: (i ? ' ' : '') + word }]) : [parts];
+  const chunks =
+    'text' in parts[0]! ? PROVIDER_ANSWER.split(' ').map((word, i) => [{ text: (i ? ' ' : '') + word }]) : [parts];
   const events = chunks.map((chunkParts, i) => ({
-    candidates: [{ content: { role: 'model', parts: chunkParts }, index: 0, ...(i === chunks.length - 1 ? { finishReason: 'STOP' } : {}) }],
-    ...(i === chunks.length - 1 ? { usageMetadata } : {}), modelVersion: model, responseId,
+    candidates: [
+      {
+        content: { role: 'model', parts: chunkParts },
+        index: 0,
+        ...(i === chunks.length - 1 ? { finishReason: 'STOP' } : {}),
+      },
+    ],
+    ...(i === chunks.length - 1 ? { usageMetadata } : {}),
+    modelVersion: model,
+    responseId,
   }));
   if (!(match[3] ?? '').includes('alt=sse')) {
     json(res, 200, events);

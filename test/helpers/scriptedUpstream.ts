@@ -92,7 +92,11 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
       res.on('close', () => {
         if (!res.writableFinished) onAbort();
       });
-      if (respondAnthropic(req.url ?? '', req.headers, body ?? {}, res) || respondGemini(req.url ?? '', body ?? {}, res)) return;
+      if (
+        respondAnthropic(req.url ?? '', req.headers, body ?? {}, res) ||
+        respondGemini(req.url ?? '', body ?? {}, res)
+      )
+        return;
       void respond(req.url ?? '', body ?? {}, res);
     });
   });
@@ -114,17 +118,28 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
     if (model === 'hang') return;
     if (model.startsWith('scripted') && path.endsWith('/chat/completions')) {
       const content = scripted.length > 1 ? scripted.shift()! : (scripted[0] ?? '');
-      return json(200, { id, object: 'chat.completion', created: 1, model, choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }], usage: { prompt_tokens: 50, completion_tokens: 10, total_tokens: 60 } });
+      return json(200, {
+        id,
+        object: 'chat.completion',
+        created: 1,
+        model,
+        choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 50, completion_tokens: 10, total_tokens: 60 },
+      });
     }
     if (model === 'drop') {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { role: 'assistant', content: 'Par' }, finish_reason: null }] })}\n\n`);
+      res.write(
+        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { role: 'assistant', content: 'Par' }, finish_reason: null }] })}\n\n`,
+      );
       setTimeout(() => res.socket?.destroy(), 20);
       return;
     }
     if (model === 'utf8') {
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      const event = Buffer.from(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { role: 'assistant', content: 'Zürich ☀️ 24°C' }, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`);
+      const event = Buffer.from(
+        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { role: 'assistant', content: 'Zürich ☀️ 24°C' }, finish_reason: 'stop' }] })}\n\ndata: [DONE]\n\n`,
+      );
       const cut = event.indexOf(Buffer.from('☀')) + 1;
       res.write(event.subarray(0, cut));
       setTimeout(() => res.end(event.subarray(cut)), 20);
@@ -132,52 +147,124 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
     }
     const fromScript = path.endsWith('/chat/completions') && !body.stream ? script.chat?.(body) : undefined;
     if (typeof fromScript === 'string') {
-      return json(200, { id, object: 'chat.completion', created: 1, model, choices: [{ index: 0, message: { role: 'assistant', content: fromScript }, finish_reason: 'stop' }], usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 } });
+      return json(200, {
+        id,
+        object: 'chat.completion',
+        created: 1,
+        model,
+        choices: [{ index: 0, message: { role: 'assistant', content: fromScript }, finish_reason: 'stop' }],
+        usage: { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 },
+      });
     }
     if (fromScript) {
       res.writeHead(fromScript.status, { 'content-type': 'application/json' });
       return void res.end(fromScript.body);
     }
-    if (path.endsWith('/models')) return json(200, { object: 'list', data: [{ id: 'test-model', object: 'model', owned_by: 'tests' }] });
-    if (path.endsWith('/embeddings')) return json(200, { object: 'list', data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }], model, usage: { prompt_tokens: 3, total_tokens: 3 } });
+    if (path.endsWith('/models'))
+      return json(200, { object: 'list', data: [{ id: 'test-model', object: 'model', owned_by: 'tests' }] });
+    if (path.endsWith('/embeddings'))
+      return json(200, {
+        object: 'list',
+        data: [{ object: 'embedding', index: 0, embedding: [0.1, 0.2, 0.3] }],
+        model,
+        usage: { prompt_tokens: 3, total_tokens: 3 },
+      });
     const usage = { prompt_tokens: 12, completion_tokens: 7, total_tokens: 19 };
     const calls = wantsTool(body) ? toolCalls(model.includes('parallel')) : [];
     const tokenIds = body.return_token_ids === true ? { prompt_token_ids: [1, 2, 3], token_ids: [4, 5] } : undefined;
 
     if (path.endsWith('/responses')) {
       const output = calls.length
-        ? calls.map((call, i) => ({ type: 'function_call', id: `fc_${i}`, call_id: call.id, name: call.name, arguments: call.arguments, status: 'completed' }))
-        : [{ type: 'message', id: 'msg_1', role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: ANSWER, annotations: [] }] }];
-      const response = { id: model.includes('constant-id') ? 'resp_constant' : `resp_${counter}`, object: 'response', created_at: 1, status: 'completed', model, output, usage: { input_tokens: 12, output_tokens: 7, total_tokens: 19 } };
+        ? calls.map((call, i) => ({
+            type: 'function_call',
+            id: `fc_${i}`,
+            call_id: call.id,
+            name: call.name,
+            arguments: call.arguments,
+            status: 'completed',
+          }))
+        : [
+            {
+              type: 'message',
+              id: 'msg_1',
+              role: 'assistant',
+              status: 'completed',
+              content: [{ type: 'output_text', text: ANSWER, annotations: [] }],
+            },
+          ];
+      const response = {
+        id: model.includes('constant-id') ? 'resp_constant' : `resp_${counter}`,
+        object: 'response',
+        created_at: 1,
+        status: 'completed',
+        model,
+        output,
+        usage: { input_tokens: 12, output_tokens: 7, total_tokens: 19 },
+      };
       if (!body.stream) return json(200, response);
       res.writeHead(200, { 'content-type': 'text/event-stream' });
-      const send = (type: string, extra: object): void => void res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...extra })}\n\n`);
+      const send = (type: string, extra: object): void =>
+        void res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...extra })}\n\n`);
       send('response.created', { response: { ...response, status: 'in_progress', output: [] } });
-      if (!calls.length) for (const word of ANSWER.split(' ')) send('response.output_text.delta', { item_id: 'msg_1', output_index: 0, content_index: 0, delta: `${word} ` });
+      if (!calls.length)
+        for (const word of ANSWER.split(' '))
+          send('response.output_text.delta', {
+            item_id: 'msg_1',
+            output_index: 0,
+            content_index: 0,
+            delta: `${word} `,
+          });
       send('response.completed', { response });
       return void res.end();
     }
 
     if (path.endsWith('/completions') && !path.endsWith('/chat/completions')) {
-      return json(200, { id: `cmpl-${counter}`, object: 'text_completion', model, choices: [{ index: 0, text: ' 4', finish_reason: 'stop' }], usage });
+      return json(200, {
+        id: `cmpl-${counter}`,
+        object: 'text_completion',
+        model,
+        choices: [{ index: 0, text: ' 4', finish_reason: 'stop' }],
+        usage,
+      });
     }
 
     const message = calls.length
-      ? { role: 'assistant', content: null, tool_calls: calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } })) }
+      ? {
+          role: 'assistant',
+          content: null,
+          tool_calls: calls.map((c) => ({
+            id: c.id,
+            type: 'function',
+            function: { name: c.name, arguments: c.arguments },
+          })),
+        }
       : { role: 'assistant', content: ANSWER };
     const finish = calls.length ? 'tool_calls' : 'stop';
     if (!body.stream) {
-      return json(200, { id, object: 'chat.completion', created: 1, model, ...(tokenIds ? { prompt_token_ids: tokenIds.prompt_token_ids } : {}), choices: [{ index: 0, message, finish_reason: finish, ...(tokenIds ? { token_ids: tokenIds.token_ids } : {}) }], usage });
+      return json(200, {
+        id,
+        object: 'chat.completion',
+        created: 1,
+        model,
+        ...(tokenIds ? { prompt_token_ids: tokenIds.prompt_token_ids } : {}),
+        choices: [{ index: 0, message, finish_reason: finish, ...(tokenIds ? { token_ids: tokenIds.token_ids } : {}) }],
+        usage,
+      });
     }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
     const chunk = async (delta: object, finishReason: string | null = null, extra: object = {}): Promise<void> => {
-      res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, finish_reason: finishReason }], ...extra })}\n\n`);
+      res.write(
+        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, finish_reason: finishReason }], ...extra })}\n\n`,
+      );
       if (model === 'gated') await waitGate();
     };
     await chunk({ role: 'assistant', content: calls.length ? null : '' });
     if (calls.length) {
       // Arguments arrive in pieces, and parallel calls interleave: the proxy must merge by index.
-      for (const [index, call] of calls.entries()) await chunk({ tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] });
+      for (const [index, call] of calls.entries())
+        await chunk({
+          tool_calls: [{ index, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }],
+        });
       for (const [index, call] of calls.entries()) {
         const half = Math.floor(call.arguments.length / 2);
         await chunk({ tool_calls: [{ index, function: { arguments: call.arguments.slice(0, half) } }] });
@@ -191,7 +278,10 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
     }
     await chunk({}, finish);
     const options = body.stream_options as { include_usage?: boolean } | undefined;
-    if (options?.include_usage) res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [], usage })}\n\n`);
+    if (options?.include_usage)
+      res.write(
+        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [], usage })}\n\n`,
+      );
     res.end('data: [DONE]\n\n');
   }
 

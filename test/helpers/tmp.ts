@@ -10,7 +10,11 @@ export function tempDir(t: { after(fn: () => void): void }, prefix = 'lightning-
 }
 
 /** Polls `check` until it returns a truthy value or the deadline passes (no bare sleeps in tests). */
-export async function waitFor<T>(check: () => T | Promise<T>, what: string, timeoutMs = 5_000): Promise<NonNullable<T>> {
+export async function waitFor<T>(
+  check: () => T | Promise<T>,
+  what: string,
+  timeoutMs = 5_000,
+): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await check();

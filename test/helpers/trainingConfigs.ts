@@ -3,7 +3,12 @@ import { ApoConfig, GrpoConfig, type GrpoConfigInput } from '../../trainer-daemo
 
 /** A GRPO configuration on the tiny model, with `extra` over the defaults. */
 export function testGrpoConfig(extra: Partial<GrpoConfigInput> = {}): GrpoConfig {
-  return GrpoConfig.parse({ model: { kind: 'tiny' }, dataset: 'd', command: { argv: ['node', 'agent.js'], cwd: '/w' }, ...extra });
+  return GrpoConfig.parse({
+    model: { kind: 'tiny' },
+    dataset: 'd',
+    command: { argv: ['node', 'agent.js'], cwd: '/w' },
+    ...extra,
+  });
 }
 
 /** An APO configuration optimizing `prompt` on `sums`, with `extra` over the defaults. */

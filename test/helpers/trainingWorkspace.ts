@@ -14,10 +14,21 @@ export const TRAINING_AGENT = 'Digits agent';
 export async function prepareTrainingWorkspace(workspace: string, storeFile: string): Promise<void> {
   const launchFile = path.join(workspace, '.vscode', 'launch.json');
   const launch = JSON.parse(fs.readFileSync(launchFile, 'utf8')) as { configurations: unknown[] };
-  launch.configurations.push({ type: 'node', request: 'launch', name: TRAINING_AGENT, program: '${workspaceFolder}/digits-agent.mjs', env: { AGENT_MODEL: 'tools-policy' } });
+  launch.configurations.push({
+    type: 'node',
+    request: 'launch',
+    name: TRAINING_AGENT,
+    program: '${workspaceFolder}/digits-agent.mjs',
+    env: { AGENT_MODEL: 'tools-policy' },
+  });
   fs.writeFileSync(launchFile, JSON.stringify(launch, null, 2));
   const tasksFile = path.join(workspace, 'tools.jsonl');
-  fs.writeFileSync(tasksFile, toolsTasks(3, 2).map((task) => JSON.stringify(task)).join('\n'));
+  fs.writeFileSync(
+    tasksFile,
+    toolsTasks(3, 2)
+      .map((task) => JSON.stringify(task))
+      .join('\n'),
+  );
   fs.mkdirSync(path.dirname(storeFile), { recursive: true });
   const imported = await runCli(['dataset', 'import', tasksFile, '--name', 'tools', '--store', storeFile]);
   assert.equal(imported.code, 0, imported.stderr);

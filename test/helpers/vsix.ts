@@ -26,8 +26,14 @@ export async function buildFixtureVsix(name: string): Promise<string> {
   fs.mkdirSync(OUT, { recursive: true });
   const out = path.join(OUT, `fixture-${name}.vsix`);
   const vsce = path.join(REPO_ROOT, 'node_modules', '.bin', 'vsce');
-  const result = await collect(spawn(vsce, ['package', '--no-dependencies', '--allow-missing-repository', '--skip-license', '--out', out], { cwd: path.join(REPO_ROOT, 'test', 'fixtures', name), stdio: ['ignore', 'pipe', 'pipe'] }));
-  if (result.code !== 0 || !fs.existsSync(out)) throw new Error(`vsce package of test/fixtures/${name} failed (exit ${result.code}): ${result.output}`);
+  const result = await collect(
+    spawn(vsce, ['package', '--no-dependencies', '--allow-missing-repository', '--skip-license', '--out', out], {
+      cwd: path.join(REPO_ROOT, 'test', 'fixtures', name),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
+  if (result.code !== 0 || !fs.existsSync(out))
+    throw new Error(`vsce package of test/fixtures/${name} failed (exit ${result.code}): ${result.output}`);
   return out;
 }
 
@@ -40,8 +46,18 @@ function collect(child: ChildProcess): Promise<{ code: number | null; output: st
 
 async function pack(target: string): Promise<string> {
   fs.mkdirSync(OUT, { recursive: true });
-  const { code, output } = await collect(spawn('npm', ['run', '--silent', 'package', '--', target], { cwd: REPO_ROOT, env: { ...process.env, LIGHTNING_PACKAGE_OUT: OUT }, stdio: ['ignore', 'pipe', 'pipe'] }));
-  const vsix = fs.readdirSync(OUT).filter((name) => name.endsWith(`-${target}.vsix`) || name.includes(`-${target}-`)).map((name) => path.join(OUT, name));
-  if (code !== 0 || vsix.length !== 1) throw new Error(`npm run package -- ${target} failed (exit ${code}, ${vsix.length} files): ${output}`);
+  const { code, output } = await collect(
+    spawn('npm', ['run', '--silent', 'package', '--', target], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, LIGHTNING_PACKAGE_OUT: OUT },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    }),
+  );
+  const vsix = fs
+    .readdirSync(OUT)
+    .filter((name) => name.endsWith(`-${target}.vsix`) || name.includes(`-${target}-`))
+    .map((name) => path.join(OUT, name));
+  if (code !== 0 || vsix.length !== 1)
+    throw new Error(`npm run package -- ${target} failed (exit ${code}, ${vsix.length} files): ${output}`);
   return vsix[0]!;
 }

@@ -3,7 +3,28 @@ import { test } from 'node:test';
 import { ApoResult, metricPoints, placeholders } from '../../trainer-daemon/protocol';
 import { allRollouts, finished, setUp, storeOf, train } from '../helpers/apo';
 
-const MAIN_FLAGS = ['--beam', '2', '--branch', '2', '--rounds', '2', '--gradient-batch', '3', '--val-batch', '2', '--seed', '7', '--critique-model', 'critic-flaky', '--edit-model', 'editor-sloppy', '--budget-calls', '40', '--budget-rollouts', '200'];
+const MAIN_FLAGS = [
+  '--beam',
+  '2',
+  '--branch',
+  '2',
+  '--rounds',
+  '2',
+  '--gradient-batch',
+  '3',
+  '--val-batch',
+  '2',
+  '--seed',
+  '7',
+  '--critique-model',
+  'critic-flaky',
+  '--edit-model',
+  'editor-sloppy',
+  '--budget-calls',
+  '40',
+  '--budget-rollouts',
+  '200',
+];
 
 test('apo: finds a prompt that beats the seed on validation, keeps its placeholders, stays in budget, records everything', async (t) => {
   const { cwd, upstream, calls } = await setUp(t);
@@ -26,8 +47,16 @@ test('apo: finds a prompt that beats the seed on validation, keeps its placehold
   const optimizer = allRollouts(store, 'optimizer');
   assert.equal(optimizer.length, result.llmCalls);
   assert.equal(optimizer.length, calls.critique + calls.edit);
-  assert.ok(optimizer.some((r) => r.status === 'failed' && /HTTP 500/.test(r.error ?? '')), 'a failing critique call was retried');
-  assert.ok(optimizer.some((r) => r.status === 'failed' && /dropped \{a\}, \{b\}; placeholders must be kept/.test(r.error ?? '')), 'an edit that dropped placeholders was asked again');
+  assert.ok(
+    optimizer.some((r) => r.status === 'failed' && /HTTP 500/.test(r.error ?? '')),
+    'a failing critique call was retried',
+  );
+  assert.ok(
+    optimizer.some(
+      (r) => r.status === 'failed' && /dropped \{a\}, \{b\}; placeholders must be kept/.test(r.error ?? ''),
+    ),
+    'an edit that dropped placeholders was asked again',
+  );
   assert.ok(optimizer.every((r) => r.llmCalls === 1));
   // Agent rollouts: as many as the result says, each pinned to the version it ran with, which is what its agent sent.
   const agentRollouts = [...allRollouts(store, 'train'), ...allRollouts(store, 'val')];
@@ -45,7 +74,14 @@ test('apo: finds a prompt that beats the seed on validation, keeps its placehold
   const detail = store.getTrainingRun(result.runId);
   assert.equal(detail.run.status, 'succeeded');
   assert.deepEqual(ApoResult.parse(detail.run.result), result);
-  assert.deepEqual(metricPoints(detail.metrics, 'best_val_score').map((m) => [m.step, m.value]), [[0, 0.5], [1, 1], [2, 1]]);
+  assert.deepEqual(
+    metricPoints(detail.metrics, 'best_val_score').map((m) => [m.step, m.value]),
+    [
+      [0, 0.5],
+      [1, 1],
+      [2, 1],
+    ],
+  );
   const best = detail.candidates[0]!;
   assert.equal(best.id, result.best.candidateId);
   assert.equal(best.valScore, 1);
@@ -55,5 +91,4 @@ test('apo: finds a prompt that beats the seed on validation, keeps its placehold
   assert.equal(store.getResource('prompt').resource.version, 1);
   const versions = store.getResource('prompt').versions;
   assert.ok(versions.slice(1).every((v) => v.runId === result.runId && !v.current));
-
 });

@@ -4,11 +4,28 @@ import { allRollouts, finished, setUp, storeOf, train } from '../helpers/apo';
 
 test('apo: a branch whose edits keep failing is skipped and reported; budgets stop the run cleanly', async (t) => {
   const { cwd, upstream } = await setUp(t);
-  const broken = await train(cwd, upstream, ['--rounds', '1', '--beam', '1', '--branch', '2', '--edit-model', 'editor-broken', '--critique-model', 'critic']);
+  const broken = await train(cwd, upstream, [
+    '--rounds',
+    '1',
+    '--beam',
+    '1',
+    '--branch',
+    '2',
+    '--edit-model',
+    'editor-broken',
+    '--critique-model',
+    'critic',
+  ]);
   assert.equal(broken.code, 0, broken.stderr);
   const result = finished(broken.stdout);
   assert.equal(result.stopReason, 'completed');
-  assert.deepEqual(result.skipped.map((s) => [s.round, s.parentId, s.stage]), [[1, 'seed', 'edit'], [1, 'seed', 'edit']]);
+  assert.deepEqual(
+    result.skipped.map((s) => [s.round, s.parentId, s.stage]),
+    [
+      [1, 'seed', 'edit'],
+      [1, 'seed', 'edit'],
+    ],
+  );
   assert.match(result.skipped[0]!.error, /<prompt>/);
   // Two branches: a critique and three edit attempts each.
   assert.equal(result.llmCalls, 8);
@@ -16,7 +33,14 @@ test('apo: a branch whose edits keep failing is skipped and reported; budgets st
   assert.equal(result.diff, '');
   assert.match(broken.stderr, /skipped a branch of seed: edit failed/);
 
-  const calls = await train(cwd, upstream, ['--budget-calls', '3', '--critique-model', 'critic', '--edit-model', 'editor']);
+  const calls = await train(cwd, upstream, [
+    '--budget-calls',
+    '3',
+    '--critique-model',
+    'critic',
+    '--edit-model',
+    'editor',
+  ]);
   assert.equal(calls.code, 0, calls.stderr);
   const byCalls = finished(calls.stdout);
   assert.equal(byCalls.stopReason, 'budget-calls');
@@ -29,7 +53,9 @@ test('apo: a branch whose edits keep failing is skipped and reported; budgets st
   assert.equal(byRollouts.rollouts, 8);
   const store = storeOf(cwd);
   t.after(() => store.close());
-  const mine = [...allRollouts(store, 'train'), ...allRollouts(store, 'val')].filter((r) => r.label?.includes(byRollouts.runId));
+  const mine = [...allRollouts(store, 'train'), ...allRollouts(store, 'val')].filter((r) =>
+    r.label?.includes(byRollouts.runId),
+  );
   assert.equal(mine.length, 8);
   assert.equal(store.getTrainingRun(byRollouts.runId).run.status, 'succeeded');
 });

@@ -3,18 +3,42 @@ import { test } from 'node:test';
 import { allRollouts, board, finished, setUp, storeOf, train } from '../helpers/apo';
 
 test('apo: the same seed gives the same run (sampling, tie-breaks, retries), a different seed samples differently', async (t) => {
-  const flags = ['--beam', '1', '--branch', '3', '--rounds', '1', '--gradient-batch', '3', '--val-batch', '1', '--critique-model', 'critic-flaky', '--edit-model', 'editor-sloppy'];
+  const flags = [
+    '--beam',
+    '1',
+    '--branch',
+    '3',
+    '--rounds',
+    '1',
+    '--gradient-batch',
+    '3',
+    '--val-batch',
+    '1',
+    '--critique-model',
+    'critic-flaky',
+    '--edit-model',
+    'editor-sloppy',
+  ];
   const runs = [];
   // The third run only needs its first training batch: the rollout budget stops it there.
-  for (const [seed, budget] of [['3', '1000'], ['3', '1000'], ['4', '7']]) {
+  for (const [seed, budget] of [
+    ['3', '1000'],
+    ['3', '1000'],
+    ['4', '7'],
+  ]) {
     const { cwd, upstream } = await setUp(t);
     const run = await train(cwd, upstream, [...flags, '--seed', seed!, '--budget-rollouts', budget!]);
     assert.equal(run.code, 0, run.stderr);
     const result = finished(run.stdout);
     const store = storeOf(cwd);
     const candidates = board(store.getTrainingRun(result.runId).candidates);
-    const batches = [...allRollouts(store, 'train'), ...allRollouts(store, 'val')].reverse().map((r) => `${r.label!.replace(result.runId, '')} ${r.task!.id}`);
-    const firstTrainingBatch = allRollouts(store, 'train').reverse().slice(0, 3).map((r) => r.task!.id);
+    const batches = [...allRollouts(store, 'train'), ...allRollouts(store, 'val')]
+      .reverse()
+      .map((r) => `${r.label!.replace(result.runId, '')} ${r.task!.id}`);
+    const firstTrainingBatch = allRollouts(store, 'train')
+      .reverse()
+      .slice(0, 3)
+      .map((r) => r.task!.id);
     store.close();
     runs.push({ result: { ...result, runId: '' }, candidates, batches, firstTrainingBatch });
   }

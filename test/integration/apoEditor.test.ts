@@ -21,15 +21,36 @@ import type { ScriptedUpstream } from '../helpers/scriptedUpstream';
 
 const SOURCE = `const PROMPT = '${SEED_PROMPT}';\nconsole.log(PROMPT);\n`;
 
-function start(cwd: string, upstream: ScriptedUpstream, onStarted: (runId: string) => void, agentEnv: NodeJS.ProcessEnv = {}) {
+function start(
+  cwd: string,
+  upstream: ScriptedUpstream,
+  onStarted: (runId: string) => void,
+  agentEnv: NodeJS.ProcessEnv = {},
+) {
   const progress: string[] = [];
-  const args = trainArgs({ storeFile: path.join(cwd, '.lightning', 'store.db'), resource: 'prompt', dataset: 'sums', valDataset: null, settings: { ...LAPTOP_DEFAULTS, critiqueModel: 'critic', editModel: 'editor' }, promptFile: null, agentArgv: [process.execPath, AGENT] });
+  const args = trainArgs({
+    storeFile: path.join(cwd, '.lightning', 'store.db'),
+    resource: 'prompt',
+    dataset: 'sums',
+    valDataset: null,
+    settings: { ...LAPTOP_DEFAULTS, critiqueModel: 'critic', editModel: 'editor' },
+    promptFile: null,
+    agentArgv: [process.execPath, AGENT],
+  });
   const run = startTrainProcess({
     runtime: { command: process.execPath, env: {}, description: 'test' },
     cliPath: CLI,
     args,
     cwd,
-    env: { ...process.env, LIGHTNING_UPSTREAM_URL: upstream.url, LIGHTNING_UPSTREAM_API_KEY: 'sk-editor-secret', OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '', ...agentEnv },
+    env: {
+      ...process.env,
+      LIGHTNING_UPSTREAM_URL: upstream.url,
+      LIGHTNING_UPSTREAM_API_KEY: 'sk-editor-secret',
+      OPENAI_BASE_URL: '',
+      OPENAI_API_BASE: '',
+      OPENAI_API_KEY: '',
+      ...agentEnv,
+    },
     onStarted,
     onProgress: (line) => progress.push(line),
   });
@@ -49,13 +70,22 @@ describe('Optimize This Prompt: the training process and Apply', () => {
     const { run, progress } = start(cwd, upstream, (id) => (runId = id));
     const result = await run.result;
     assert.equal(result.runId, runId, 'the first line named the run the result is for');
-    assert.ok(progress.some((line) => /round 1/i.test(line)), `progress lines: ${progress.join(' | ')}`);
+    assert.ok(
+      progress.some((line) => /round 1/i.test(line)),
+      `progress lines: ${progress.join(' | ')}`,
+    );
     assert.equal(result.seed.valScore, 0.5);
     assert.equal(result.best.valScore, 1);
     assert.match(result.best.prompt, /digits/);
     assert.ok(result.rollouts <= LAPTOP_DEFAULTS.budgetRollouts && result.llmCalls <= LAPTOP_DEFAULTS.budgetCalls);
-    assert.ok(upstream.requests.some((request) => request.headers.authorization === 'Bearer sk-editor-secret'), 'the key from the environment reached the upstream');
-    assert.ok(!fs.readFileSync(path.join(cwd, '.lightning', 'store.db')).includes('sk-editor-secret'), 'the key is not in the store');
+    assert.ok(
+      upstream.requests.some((request) => request.headers.authorization === 'Bearer sk-editor-secret'),
+      'the key from the environment reached the upstream',
+    );
+    assert.ok(
+      !fs.readFileSync(path.join(cwd, '.lightning', 'store.db')).includes('sk-editor-secret'),
+      'the key is not in the store',
+    );
 
     const applied = applyTextEdit(SOURCE, promptEdit(SOURCE, target.location, result.best.prompt));
     const literal = result.best.prompt.replaceAll('\n', '\\n');

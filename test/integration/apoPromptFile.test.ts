@@ -9,14 +9,48 @@ test('apo: an agent that loads its prompt from a file is optimized through tempo
   const { cwd, upstream, calls } = await setUp(t);
   fs.writeFileSync(path.join(cwd, 'prompt.txt'), 'Add the numbers {a} and {b}, please.');
   const run = await runCli(
-    ['train', '--algorithm', 'apo', '--resource', 'file-prompt', '--prompt-file', 'prompt.txt', '--dataset', 'sums', '--json', '--concurrency', '4', '--rounds', '1', '--beam', '1', '--branch', '1', '--gradient-batch', '3', '--val-batch', '2', '--', process.execPath, AGENT, '--prompt-file', 'prompt.txt'],
-    { cwd, env: { LIGHTNING_UPSTREAM_URL: upstream.url, OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '' } },
+    [
+      'train',
+      '--algorithm',
+      'apo',
+      '--resource',
+      'file-prompt',
+      '--prompt-file',
+      'prompt.txt',
+      '--dataset',
+      'sums',
+      '--json',
+      '--concurrency',
+      '4',
+      '--rounds',
+      '1',
+      '--beam',
+      '1',
+      '--branch',
+      '1',
+      '--gradient-batch',
+      '3',
+      '--val-batch',
+      '2',
+      '--',
+      process.execPath,
+      AGENT,
+      '--prompt-file',
+      'prompt.txt',
+    ],
+    {
+      cwd,
+      env: { LIGHTNING_UPSTREAM_URL: upstream.url, OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '' },
+    },
   );
   assert.equal(run.code, 0, run.stderr);
   const result = finished(run.stdout);
   assert.equal(result.seed.prompt, 'Add the numbers {a} and {b}, please.');
   assert.deepEqual([result.seed.valScore, result.best.valScore], [0.5, 1]);
-  assert.ok(calls.agent.some((prompt) => /please\.\nAnswer with digits only\.$/.test(prompt)), 'agents ran with the candidate from the copy');
+  assert.ok(
+    calls.agent.some((prompt) => /please\.\nAnswer with digits only\.$/.test(prompt)),
+    'agents ran with the candidate from the copy',
+  );
   assert.equal(fs.readFileSync(path.join(cwd, 'prompt.txt'), 'utf8'), 'Add the numbers {a} and {b}, please.');
   const store = storeOf(cwd);
   t.after(() => store.close());

@@ -90,9 +90,16 @@ test('dataset run with the default rewards file: each rollout is scored as it fi
   fs.writeFileSync(path.join(cwd, '.lightning', 'rewards.json'), JSON.stringify(RULES));
   fs.writeFileSync(path.join(cwd, '.lightning', 'picky.mjs'), PICKY);
 
-  const running = runCli(['dataset', 'run', 'tasks', '--concurrency', '4', '--json', '--', process.execPath, 'agent.js'], { cwd });
+  const running = runCli(
+    ['dataset', 'run', 'tasks', '--concurrency', '4', '--json', '--', process.execPath, 'agent.js'],
+    { cwd },
+  );
   // While the slow agent still runs, a person annotates it: scoring must not displace that.
-  const slow = await waitFor(() => storeState(cwd).rollouts.find((r) => r.task?.id === 'slow' && r.status === 'running'), 'the slow rollout to run', 15_000);
+  const slow = await waitFor(
+    () => storeState(cwd).rollouts.find((r) => r.task?.id === 'slow' && r.status === 'running'),
+    'the slow rollout to run',
+    15_000,
+  );
   const annotated = await runCli(['reward', slow.id, '0.25'], { cwd });
   assert.equal(annotated.code, 0, annotated.stderr);
   const run = await running;
@@ -102,23 +109,54 @@ test('dataset run with the default rewards file: each rollout is scored as it fi
   const { rollouts, rewards } = storeState(cwd);
   const byTask = new Map(rollouts.map((r) => [r.task!.id!, r]));
   // Combined: 1×correct + 0.5×short; the function failed on "boom", so that rollout has only the rule's part.
-  assert.deepEqual(summary.tasks.map((s) => [s.task, s.meanReward, s.scoreErrors]), [['right', 1.5, 0], ['wrong', 0.5, 0], ['boom', 0, 1], ['slow', 0.25, 0], ['(all)', 0.5625, 1]]);
-  assert.deepEqual(summary.scoring.errors.map((e) => [e.rolloutId, e.task]), [[byTask.get('boom')!.id, 'boom']]);
+  assert.deepEqual(
+    summary.tasks.map((s) => [s.task, s.meanReward, s.scoreErrors]),
+    [
+      ['right', 1.5, 0],
+      ['wrong', 0.5, 0],
+      ['boom', 0, 1],
+      ['slow', 0.25, 0],
+      ['(all)', 0.5625, 1],
+    ],
+  );
+  assert.deepEqual(
+    summary.scoring.errors.map((e) => [e.rolloutId, e.task]),
+    [[byTask.get('boom')!.id, 'boom']],
+  );
   assert.match(summary.scoring.errors[0]!.error, /^short: .*cannot score an explosion/);
   assert.equal(summary.scoring.scored, 4);
   assert.equal(summary.scoring.rewardsFile, path.join(fs.realpathSync(cwd), '.lightning', 'rewards.json'));
 
   // Rows carry their source and reason, as `lightning score` writes them.
   const rows = (task: string) => rewards.get(task)!.map((r) => [r.name, r.value, r.source, r.reason]);
-  assert.deepEqual(rows('right'), [['correct', 1, 'rule', 'answer matches'], ['short', 1, 'rule', null], ['reward', 1.5, 'rule', '1×correct(1) + 0.5×short(1)']]);
-  assert.deepEqual(rows('boom'), [['correct', 0, 'rule', 'answer does not match'], ['reward', 0, 'rule', '1×correct(0)']]);
+  assert.deepEqual(rows('right'), [
+    ['correct', 1, 'rule', 'answer matches'],
+    ['short', 1, 'rule', null],
+    ['reward', 1.5, 'rule', '1×correct(1) + 0.5×short(1)'],
+  ]);
+  assert.deepEqual(rows('boom'), [
+    ['correct', 0, 'rule', 'answer does not match'],
+    ['reward', 0, 'rule', '1×correct(0)'],
+  ]);
   // The person's annotation came first and is still there, unchanged, and still the episode reward.
-  assert.deepEqual(rewards.get('slow')!.map((r) => [r.name, r.value, r.source]), [['reward', 0.25, 'human'], ['correct', 1, 'rule'], ['short', 1, 'rule'], ['reward', 1.5, 'rule']]);
+  assert.deepEqual(
+    rewards.get('slow')!.map((r) => [r.name, r.value, r.source]),
+    [
+      ['reward', 0.25, 'human'],
+      ['correct', 1, 'rule'],
+      ['short', 1, 'rule'],
+      ['reward', 1.5, 'rule'],
+    ],
+  );
   assert.equal(byTask.get('slow')!.reward, 0.25);
 
   // As it finishes: the quick rollouts were scored while the slow agent was still running.
   const slowEnded = byTask.get('slow')!.endedAt!;
-  for (const task of ['right', 'wrong', 'boom']) assert.ok(rewards.get(task)!.every((r) => r.createdAt < slowEnded), `${task} scored before the slow agent ended`);
+  for (const task of ['right', 'wrong', 'boom'])
+    assert.ok(
+      rewards.get(task)!.every((r) => r.createdAt < slowEnded),
+      `${task} scored before the slow agent ended`,
+    );
   assert.match(run.stderr, /scored with .*rewards\.json/);
   assert.match(run.stderr, /scored ro-\S+: reward 1\.5/);
 });
@@ -127,18 +165,59 @@ test('dataset run --rewards FILE in worker mode scores every rollout; a bad rewa
   const cwd = setUp(t);
   const imported = await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
   assert.equal(imported.code, 0, imported.stderr);
-  fs.writeFileSync(path.join(cwd, 'bad.json'), JSON.stringify({ default: { sources: [{ type: 'rule', rule: { rule: 'exactly' } }] } }));
-  const refused = await runCli(['dataset', 'run', 'tasks', '--rewards', 'bad.json', '--', process.execPath, 'agent.js'], { cwd });
+  fs.writeFileSync(
+    path.join(cwd, 'bad.json'),
+    JSON.stringify({ default: { sources: [{ type: 'rule', rule: { rule: 'exactly' } }] } }),
+  );
+  const refused = await runCli(
+    ['dataset', 'run', 'tasks', '--rewards', 'bad.json', '--', process.execPath, 'agent.js'],
+    { cwd },
+  );
   assert.equal(refused.code, 2, refused.stderr);
   assert.match(refused.stderr, /bad\.json: default\.sources\.0\.rule/);
   assert.equal(storeState(cwd).rollouts.length, 0, 'nothing ran');
 
-  fs.writeFileSync(path.join(cwd, 'rules.json'), JSON.stringify({ default: { sources: [{ type: 'rule', rule: { rule: 'exact' } }] } }));
-  const run = await runCli(['dataset', 'run', 'tasks', '--rewards', 'rules.json', '--workers', '2', '--concurrency', '4', '--json', '--', process.execPath, 'agent.js'], { cwd });
+  fs.writeFileSync(
+    path.join(cwd, 'rules.json'),
+    JSON.stringify({ default: { sources: [{ type: 'rule', rule: { rule: 'exact' } }] } }),
+  );
+  const run = await runCli(
+    [
+      'dataset',
+      'run',
+      'tasks',
+      '--rewards',
+      'rules.json',
+      '--workers',
+      '2',
+      '--concurrency',
+      '4',
+      '--json',
+      '--',
+      process.execPath,
+      'agent.js',
+    ],
+    { cwd },
+  );
   assert.equal(run.code, 0, run.stderr);
   const summary = JSON.parse(run.stdout.trim().split('\n').at(-1)!) as BatchSummary;
-  assert.deepEqual(summary.tasks.map((s) => [s.task, s.meanReward]), [['right', 1], ['wrong', 0], ['boom', 0], ['slow', 1], ['(all)', 0.5]]);
+  assert.deepEqual(
+    summary.tasks.map((s) => [s.task, s.meanReward]),
+    [
+      ['right', 1],
+      ['wrong', 0],
+      ['boom', 0],
+      ['slow', 1],
+      ['(all)', 0.5],
+    ],
+  );
   assert.deepEqual([summary.scoring.scored, summary.scoring.errors], [4, []]);
   const { rewards } = storeState(cwd);
-  assert.deepEqual(rewards.get('right')!.map((r) => [r.name, r.value, r.source, r.author]), [['rule.exact', 1, 'rule', 'lightning'], ['reward', 1, 'rule', 'lightning']]);
+  assert.deepEqual(
+    rewards.get('right')!.map((r) => [r.name, r.value, r.source, r.author]),
+    [
+      ['rule.exact', 1, 'rule', 'lightning'],
+      ['reward', 1, 'rule', 'lightning'],
+    ],
+  );
 });

@@ -25,7 +25,10 @@ const backends: Array<[string, (t: Parameters<typeof tempDir>[0]) => Promise<{ c
       return {
         cwd,
         seed: async (label) => {
-          const rollout = await client.request('createRollout', { label, task: { id: `task-${label}`, input: { q: label } } });
+          const rollout = await client.request('createRollout', {
+            label,
+            task: { id: `task-${label}`, input: { q: label } },
+          });
           await client.request('transitionRollout', { id: rollout.id, to: 'running' });
           await client.request('addSpans', { rolloutId: rollout.id, spans: [llmSpan({ name: `chat ${label}` })] });
           await client.request('transitionRollout', { id: rollout.id, to: 'succeeded', exitCode: 0 });
@@ -43,7 +46,9 @@ const backends: Array<[string, (t: Parameters<typeof tempDir>[0]) => Promise<{ c
         seed: async (label) => {
           const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
           try {
-            const rollout = store.createRollout(parsed('createRollout', { label, task: { id: `task-${label}`, input: { q: label } } }));
+            const rollout = store.createRollout(
+              parsed('createRollout', { label, task: { id: `task-${label}`, input: { q: label } } }),
+            );
             store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'running' }));
             store.addSpans({ rolloutId: rollout.id, spans: [llmSpan({ name: `chat ${label}` })] });
             store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'succeeded', exitCode: 0 }));
@@ -73,12 +78,27 @@ for (const [name, setUp] of backends) {
       const json = await runCli(['rollouts', '--json', '--search', 'alph'], { cwd });
       assert.equal(json.code, 0, json.stderr);
       const page = RolloutPage.parse(JSON.parse(json.stdout));
-      assert.deepEqual(page.items.map((r) => r.id), [first]);
+      assert.deepEqual(
+        page.items.map((r) => r.id),
+        [first],
+      );
 
-      const paged = RolloutPage.parse(JSON.parse((await runCli(['rollouts', '--json', '--limit', '1'], { cwd })).stdout));
-      assert.deepEqual(paged.items.map((r) => r.id), [second]);
-      const next = RolloutPage.parse(JSON.parse((await runCli(['rollouts', '--json', '--limit', '1', '--cursor', paged.nextCursor!], { cwd })).stdout));
-      assert.deepEqual(next.items.map((r) => r.id), [first]);
+      const paged = RolloutPage.parse(
+        JSON.parse((await runCli(['rollouts', '--json', '--limit', '1'], { cwd })).stdout),
+      );
+      assert.deepEqual(
+        paged.items.map((r) => r.id),
+        [second],
+      );
+      const next = RolloutPage.parse(
+        JSON.parse(
+          (await runCli(['rollouts', '--json', '--limit', '1', '--cursor', paged.nextCursor!], { cwd })).stdout,
+        ),
+      );
+      assert.deepEqual(
+        next.items.map((r) => r.id),
+        [first],
+      );
       assert.equal(next.nextCursor, null);
 
       const none = await runCli(['rollouts', '--status', 'failed,timeout'], { cwd });
@@ -88,7 +108,9 @@ for (const [name, setUp] of backends) {
     test('reward appends an annotation that show then displays; a correction is a new row', async (t) => {
       const { cwd, seed } = await setUp(t);
       const id = await seed('gamma');
-      const first = await runCli(['reward', id.slice(0, 8), '1', '--comment', 'right answer', '--author', 'ana'], { cwd });
+      const first = await runCli(['reward', id.slice(0, 8), '1', '--comment', 'right answer', '--author', 'ana'], {
+        cwd,
+      });
       assert.equal(first.code, 0, first.stderr);
       assert.match(first.stdout, new RegExp(`Recorded reward = 1 on ${id}`));
       const fix = await runCli(['reward', id, '0.25', '--name', 'reward', '--json'], { cwd });
@@ -101,14 +123,23 @@ for (const [name, setUp] of backends) {
       assert.match(show.stdout, /1\s+llm\s+chat gamma/);
       assert.match(show.stdout, /right answer/);
       const detail = RolloutDetail.parse(JSON.parse((await runCli(['show', id, '--json'], { cwd })).stdout));
-      assert.deepEqual(detail.rewards.map((r) => [r.value, r.source, r.author]), [[1, 'human', 'ana'], [0.25, 'human', process.env.USER ?? null]]);
+      assert.deepEqual(
+        detail.rewards.map((r) => [r.value, r.source, r.author]),
+        [
+          [1, 'human', 'ana'],
+          [0.25, 'human', process.env.USER ?? null],
+        ],
+      );
       assert.equal(detail.spans.length, 1);
     });
 
     test('dataset import then list; a bad file names its line and imports nothing', async (t) => {
       const { cwd, seed } = await setUp(t);
       await seed('zeta');
-      fs.writeFileSync(path.join(cwd, 'math.jsonl'), '{"id":"a","q":"2+2","expected":4}\n{"id":"b","q":"3+3","expected":6,"split":"val"}\n');
+      fs.writeFileSync(
+        path.join(cwd, 'math.jsonl'),
+        '{"id":"a","q":"2+2","expected":4}\n{"id":"b","q":"3+3","expected":6,"split":"val"}\n',
+      );
       const imported = await runCli(['dataset', 'import', 'math.jsonl'], { cwd });
       assert.equal(imported.code, 0, imported.stderr);
       assert.match(imported.stdout, /Imported 2 tasks as dataset math \(ds-[0-9a-f]+\): 1 train, 1 val\./);
@@ -116,8 +147,13 @@ for (const [name, setUp] of backends) {
       const broken = await runCli(['dataset', 'import', 'broken.jsonl'], { cwd });
       assert.equal(broken.code, 2);
       assert.match(broken.stderr, /broken\.jsonl: line 2: not valid JSON/);
-      const listed = JSON.parse((await runCli(['dataset', 'list', '--json'], { cwd })).stdout) as { items: Array<{ name: string; taskCount: number }> };
-      assert.deepEqual(listed.items.map((d) => [d.name, d.taskCount]), [['math', 2]]);
+      const listed = JSON.parse((await runCli(['dataset', 'list', '--json'], { cwd })).stdout) as {
+        items: Array<{ name: string; taskCount: number }>;
+      };
+      assert.deepEqual(
+        listed.items.map((d) => [d.name, d.taskCount]),
+        [['math', 2]],
+      );
     });
 
     test('exit codes mean something: 3 not found, 2 bad input', async (t) => {

@@ -22,7 +22,9 @@ test('kill -9 during a burst of writes loses no acknowledged write', async (t) =
   for (let i = 0; i < 3_000; i += 1) {
     const write =
       i % 2 === 0
-        ? client.request('addReward', { rolloutId: rollout.id, value: i, source: 'agent' }).then((reward) => void ackedRewards.push(reward.id))
+        ? client
+            .request('addReward', { rolloutId: rollout.id, value: i, source: 'agent' })
+            .then((reward) => void ackedRewards.push(reward.id))
         : client.request('addSpans', { rolloutId: rollout.id, spans: [llmSpan(), llmSpan()] }).then(({ results }) => {
             for (const result of results) if (result.kind === 'stored') ackedSpans.push(result.spanId);
           });
@@ -38,10 +40,21 @@ test('kill -9 during a burst of writes loses no acknowledged write', async (t) =
   assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
   const rewardIds = new Set(db.prepare('SELECT id FROM rewards').pluck().all() as number[]);
   const spanIds = new Set(db.prepare('SELECT span_id FROM spans').pluck().all() as string[]);
-  assert.deepEqual(ackedRewards.filter((id) => !rewardIds.has(id)), [], 'acknowledged rewards missing after the crash');
-  assert.deepEqual(ackedSpans.filter((id) => !spanIds.has(id)), [], 'acknowledged spans missing after the crash');
+  assert.deepEqual(
+    ackedRewards.filter((id) => !rewardIds.has(id)),
+    [],
+    'acknowledged rewards missing after the crash',
+  );
+  assert.deepEqual(
+    ackedSpans.filter((id) => !spanIds.has(id)),
+    [],
+    'acknowledged spans missing after the crash',
+  );
   // The rollout's counters were committed with the spans, in the same transactions.
-  const counters = db.prepare('SELECT span_count, llm_calls FROM rollouts WHERE id = ?').get(rollout.id) as { span_count: number; llm_calls: number };
+  const counters = db.prepare('SELECT span_count, llm_calls FROM rollouts WHERE id = ?').get(rollout.id) as {
+    span_count: number;
+    llm_calls: number;
+  };
   assert.equal(counters.span_count, spanIds.size);
   assert.equal(counters.llm_calls, spanIds.size);
 });

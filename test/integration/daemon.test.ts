@@ -15,7 +15,9 @@ import { agentRollout } from '../helpers/editorFixtures';
 import { isSlim } from '../../trainer-daemon/protocol/slimSpan';
 import { tempDir, waitFor } from '../helpers/tmp';
 
-async function withDaemon(t: Parameters<typeof tempDir>[0]): Promise<{ daemon: RunningDaemon; store: string; client: RpcClient }> {
+async function withDaemon(
+  t: Parameters<typeof tempDir>[0],
+): Promise<{ daemon: RunningDaemon; store: string; client: RpcClient }> {
   const store = path.join(tempDir(t), '.lightning', 'store.db');
   const daemon = await startDaemon(store);
   t.after(() => daemon.stop('SIGKILL'));
@@ -55,13 +57,16 @@ describe('daemon process', () => {
     assert.match(daemon.ready.url, /^http:\/\/127\.0\.0\.1:\d+$/);
     assert.equal(daemon.ready.store, store);
     assert.equal(daemon.ready.pid, daemon.process.pid);
-    const info = DiscoveryFile.parse(JSON.parse(fs.readFileSync(path.join(path.dirname(store), 'daemon.json'), 'utf8')));
+    const info = DiscoveryFile.parse(
+      JSON.parse(fs.readFileSync(path.join(path.dirname(store), 'daemon.json'), 'utf8')),
+    );
     assert.equal(info.url, daemon.ready.url);
     assert.equal(info.pid, daemon.process.pid);
     assert.equal(fs.readFileSync(info.tokenFile, 'utf8').trim(), daemon.ready.token);
     assert.equal(fs.statSync(info.tokenFile).mode & 0o777, 0o600);
     assert.ok(!daemon.stderr().includes(daemon.ready.token), 'the token must never be logged');
-    for (const line of daemon.stderr().trim().split('\n')) assert.doesNotThrow(() => JSON.parse(line), `log line is not JSON: ${line}`);
+    for (const line of daemon.stderr().trim().split('\n'))
+      assert.doesNotThrow(() => JSON.parse(line), `log line is not JSON: ${line}`);
   });
 
   test('RPC needs the bearer token, refuses browser origins and foreign Host headers', async (t) => {
@@ -73,7 +78,9 @@ describe('daemon process', () => {
     assert.equal(await upgradeStatus(url, { authorization: `Bearer ${token}`, host: 'evil.example' }), 404);
     assert.equal(await upgradeStatus(url, { authorization: `Bearer ${token}` }), 101);
     const rebinding = await new Promise<number>((resolve) => {
-      http.get(`${url}/health`, { headers: { host: `attacker.example:${new URL(url).port}` } }, (res) => resolve(res.statusCode ?? 0));
+      http.get(`${url}/health`, { headers: { host: `attacker.example:${new URL(url).port}` } }, (res) =>
+        resolve(res.statusCode ?? 0),
+      );
     });
     assert.equal(rebinding, 403);
   });
@@ -96,13 +103,19 @@ describe('daemon process', () => {
         return true;
       });
     }
-    await assert.rejects(client.requestRaw('lightning/rollouts/transition', { id: rollout.id, to: 'succeeded' }), (error: { code: number; message: string }) => {
-      assert.equal(error.code, -32010);
-      assert.match(error.message, /is queued and cannot become succeeded/);
-      return true;
-    });
+    await assert.rejects(
+      client.requestRaw('lightning/rollouts/transition', { id: rollout.id, to: 'succeeded' }),
+      (error: { code: number; message: string }) => {
+        assert.equal(error.code, -32010);
+        assert.match(error.message, /is queued and cannot become succeeded/);
+        return true;
+      },
+    );
     await assert.rejects(client.requestRaw('lightning/nope', {}), (error: { code: number }) => error.code === -32601);
-    await assert.rejects(client.request('getRollout', { id: 'ro-0000000000000000' }), (error: unknown) => error instanceof DaemonError && error.kind === 'not_found');
+    await assert.rejects(
+      client.request('getRollout', { id: 'ro-0000000000000000' }),
+      (error: unknown) => error instanceof DaemonError && error.kind === 'not_found',
+    );
     assert.equal(countRows(store, 'rewards'), 0);
     assert.equal(countRows(store, 'rollouts'), 1);
     assert.equal((await client.request('getRollout', { id: rollout.id })).rollout.status, 'queued');
@@ -110,7 +123,9 @@ describe('daemon process', () => {
 
   test('a frame that is not JSON gets a parse error and the connection keeps working', async (t) => {
     const { daemon } = await withDaemon(t);
-    const socket = new WebSocket(`${daemon.ready.url.replace('http', 'ws')}/rpc`, { headers: { authorization: `Bearer ${daemon.ready.token}` } });
+    const socket = new WebSocket(`${daemon.ready.url.replace('http', 'ws')}/rpc`, {
+      headers: { authorization: `Bearer ${daemon.ready.token}` },
+    });
     t.after(() => socket.close());
     await new Promise((resolve) => socket.once('open', resolve));
     const replies: Array<{ id: unknown; error?: { code: number; message: string }; result?: unknown }> = [];
@@ -119,7 +134,10 @@ describe('daemon process', () => {
     socket.send(JSON.stringify([{ jsonrpc: '2.0', id: 1, method: 'lightning/stats/get' }]));
     socket.send(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'lightning/stats/get', params: {} }));
     await waitFor(() => replies.length === 3, 'three replies');
-    assert.deepEqual(replies.slice(0, 2).map((r) => r.error?.code), [-32700, -32700]);
+    assert.deepEqual(
+      replies.slice(0, 2).map((r) => r.error?.code),
+      [-32700, -32700],
+    );
     assert.match(replies[1]!.error!.message, /batch requests are not supported/);
     assert.equal(replies[2]!.id, 2);
     assert.equal((replies[2]!.result as { rollouts: number }).rollouts, 0);
@@ -127,11 +145,20 @@ describe('daemon process', () => {
 
   test('a message over the size limit closes that connection; the daemon keeps serving', async (t) => {
     const { daemon, client } = await withDaemon(t);
-    const socket = new WebSocket(`${daemon.ready.url.replace('http', 'ws')}/rpc`, { headers: { authorization: `Bearer ${daemon.ready.token}` } });
+    const socket = new WebSocket(`${daemon.ready.url.replace('http', 'ws')}/rpc`, {
+      headers: { authorization: `Bearer ${daemon.ready.token}` },
+    });
     await new Promise((resolve) => socket.once('open', resolve));
     const closed = new Promise<number>((resolve) => socket.once('close', (code) => resolve(code)));
     socket.on('error', () => {});
-    socket.send(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'lightning/rollouts/create', params: { label: 'x'.repeat(17 * 1024 * 1024) } }));
+    socket.send(
+      JSON.stringify({
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'lightning/rollouts/create',
+        params: { label: 'x'.repeat(17 * 1024 * 1024) },
+      }),
+    );
     assert.equal(await closed, 1009);
     assert.equal((await client.request('getStats', {})).rollouts, 0);
   });
@@ -148,59 +175,90 @@ describe('daemon process', () => {
     const spans = Array.from({ length: 30 }, () => llmSpan());
     await Promise.all(spans.map((span) => client.request('addSpans', { rolloutId: rollout.id, spans: [span] })));
     await client.request('addReward', { rolloutId: rollout.id, value: 1 });
-    const received = (): number => added.flat().reduce((sum, range) => sum + range.toSequence - range.fromSequence + 1, 0);
+    const received = (): number =>
+      added.flat().reduce((sum, range) => sum + range.toSequence - range.fromSequence + 1, 0);
     await waitFor(() => received() === 30 && changed.flat().some((r) => r.reward === 1), 'notifications');
     assert.ok(added.length < 30, `30 span writes must be batched into fewer notifications (got ${added.length})`);
     assert.ok(added.flat().every((range) => range.rolloutId === rollout.id));
     // A live view fetches what a notification announced, from what it already has.
     const first = added[0]![0]!;
     const page = await client.request('listSpans', { rolloutId: rollout.id, afterSequence: first.fromSequence - 1 });
-    assert.deepEqual(page.items.map((s) => s.sequence), Array.from({ length: 30 - first.fromSequence + 1 }, (_, i) => first.fromSequence + i));
+    assert.deepEqual(
+      page.items.map((s) => s.sequence),
+      Array.from({ length: 30 - first.fromSequence + 1 }, (_, i) => first.fromSequence + i),
+    );
     const tail = await client.request('listSpans', { rolloutId: rollout.id, afterSequence: 28, limit: 1 });
-    assert.deepEqual(tail.items.map((s) => s.sequence), [29]);
-    const latest = changed.flat().filter((r) => r.id === rollout.id).at(-1)!;
+    assert.deepEqual(
+      tail.items.map((s) => s.sequence),
+      [29],
+    );
+    const latest = changed
+      .flat()
+      .filter((r) => r.id === rollout.id)
+      .at(-1)!;
     assert.equal(latest.status, 'running');
     assert.equal(latest.spanCount, 30);
     assert.equal(latest.llmCalls, 30);
   });
 
-  test('spans/list with slim: true cuts each resent conversation to its first and last turns (the editor tabs\' spans), whole ones stay in the store', async (t) => {
+  test("spans/list with slim: true cuts each resent conversation to its first and last turns (the editor tabs' spans), whole ones stay in the store", async (t) => {
     const { client } = await withDaemon(t);
     const rollout = await client.request('createRollout', { label: 'conversation' });
     const spans = agentRollout(12).map(({ rolloutId: _r, attempt: _a, sequence: _s, ...input }) => input);
     await client.request('addSpans', { rolloutId: rollout.id, spans });
-    const messages = (span: { attributes: Record<string, unknown> }): unknown[] => (span.attributes['lightning.request'] as { messages: unknown[] }).messages;
+    const messages = (span: { attributes: Record<string, unknown> }): unknown[] =>
+      (span.attributes['lightning.request'] as { messages: unknown[] }).messages;
     const slim = (await client.request('listSpans', { rolloutId: rollout.id, slim: true })).items;
     const whole = (await client.request('listSpans', { rolloutId: rollout.id })).items;
     assert.equal(slim.length, whole.length);
-    const [lastSlim, lastWhole] = [slim.filter((s) => s.category === 'llm').at(-1)!, whole.filter((s) => s.category === 'llm').at(-1)!];
+    const [lastSlim, lastWhole] = [
+      slim.filter((s) => s.category === 'llm').at(-1)!,
+      whole.filter((s) => s.category === 'llm').at(-1)!,
+    ];
     assert.ok(isSlim(lastSlim) && !isSlim(lastWhole));
     assert.equal(messages(lastWhole).length, 24);
     assert.deepEqual(messages(lastSlim), [messages(lastWhole)[0], ...messages(lastWhole).slice(-3)]);
-    assert.deepEqual(slim.map((s) => [s.spanId, s.startMs, s.endMs, s.promptTokens]), whole.map((s) => [s.spanId, s.startMs, s.endMs, s.promptTokens]));
+    assert.deepEqual(
+      slim.map((s) => [s.spanId, s.startMs, s.endMs, s.promptTokens]),
+      whole.map((s) => [s.spanId, s.startMs, s.endMs, s.promptTokens]),
+    );
   });
 
-  for (const signal of ['SIGTERM', 'SIGINT'] as const) test(`${signal}: exit 0, discovery files removed, the store consistent with every acknowledged write`, async (t) => {
-    const { daemon, client, store } = await withDaemon(t);
-    const rollout = await client.request('createRollout', {});
-    const results = await client.request('addSpans', { rolloutId: rollout.id, spans: Array.from({ length: 100 }, () => llmSpan()) });
-    assert.equal(results.results.filter((r) => r.kind === 'stored').length, 100);
-    assert.equal(await daemon.stop(signal), 0);
-    assert.ok(!fs.existsSync(path.join(path.dirname(store), 'daemon.json')));
-    assert.ok(!fs.existsSync(path.join(path.dirname(store), 'daemon.token')));
-    assert.ok(!fs.existsSync(`${store}-wal`) || fs.statSync(`${store}-wal`).size === 0, 'the WAL is checkpointed on close');
-    const db = new BetterSqlite3(store, { readonly: true });
-    t.after(() => db.close());
-    assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
-    assert.equal((db.prepare('SELECT span_count FROM rollouts WHERE id = ?').get(rollout.id) as { span_count: number }).span_count, 100);
-    assert.match(daemon.stderr(), /daemon stopped/);
-  });
+  for (const signal of ['SIGTERM', 'SIGINT'] as const)
+    test(`${signal}: exit 0, discovery files removed, the store consistent with every acknowledged write`, async (t) => {
+      const { daemon, client, store } = await withDaemon(t);
+      const rollout = await client.request('createRollout', {});
+      const results = await client.request('addSpans', {
+        rolloutId: rollout.id,
+        spans: Array.from({ length: 100 }, () => llmSpan()),
+      });
+      assert.equal(results.results.filter((r) => r.kind === 'stored').length, 100);
+      assert.equal(await daemon.stop(signal), 0);
+      assert.ok(!fs.existsSync(path.join(path.dirname(store), 'daemon.json')));
+      assert.ok(!fs.existsSync(path.join(path.dirname(store), 'daemon.token')));
+      assert.ok(
+        !fs.existsSync(`${store}-wal`) || fs.statSync(`${store}-wal`).size === 0,
+        'the WAL is checkpointed on close',
+      );
+      const db = new BetterSqlite3(store, { readonly: true });
+      t.after(() => db.close());
+      assert.equal(db.pragma('integrity_check', { simple: true }), 'ok');
+      assert.equal(
+        (db.prepare('SELECT span_count FROM rollouts WHERE id = ?').get(rollout.id) as { span_count: number })
+          .span_count,
+        100,
+      );
+      assert.match(daemon.stderr(), /daemon stopped/);
+    });
 
   test('a second daemon on the same store is refused with exit code 4; after a crash the store is reclaimed', async (t) => {
     const { daemon, store } = await withDaemon(t);
     await assert.rejects(startDaemon(store), /exited \(4\).*already owns/s);
     await daemon.stop('SIGKILL');
-    assert.ok(fs.existsSync(path.join(path.dirname(store), 'daemon.json')), 'a killed daemon leaves its discovery file');
+    assert.ok(
+      fs.existsSync(path.join(path.dirname(store), 'daemon.json')),
+      'a killed daemon leaves its discovery file',
+    );
     const next = await startDaemon(store);
     t.after(() => next.stop('SIGKILL'));
     assert.notEqual(next.ready.pid, daemon.ready.pid);
@@ -216,10 +274,19 @@ describe('daemon: spans/add over the RPC', () => {
       rolloutId: rollout.id,
       spans: [good[0], { ...good[1], startMs: 'yesterday' }, good[1], good[0]],
     });
-    assert.deepEqual(results.map((r) => r.kind), ['stored', 'invalid', 'stored', 'duplicate']);
+    assert.deepEqual(
+      results.map((r) => r.kind),
+      ['stored', 'invalid', 'stored', 'duplicate'],
+    );
     assert.match((results[1] as { error: string }).error, /^spans\.1\.startMs: /);
     const detail = await client.request('getRollout', { id: rollout.id });
-    assert.deepEqual(detail.spans.map((s) => s.spanId), [good[0]!.spanId, good[1]!.spanId]);
-    await assert.rejects(client.request('addSpans', { rolloutId: 'ro-missing', spans: [{}] }), (error: unknown) => error instanceof DaemonError && error.kind === 'not_found');
+    assert.deepEqual(
+      detail.spans.map((s) => s.spanId),
+      [good[0]!.spanId, good[1]!.spanId],
+    );
+    await assert.rejects(
+      client.request('addSpans', { rolloutId: 'ro-missing', spans: [{}] }),
+      (error: unknown) => error instanceof DaemonError && error.kind === 'not_found',
+    );
   });
 });

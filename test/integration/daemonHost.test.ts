@@ -38,11 +38,21 @@ test('serve --host 127.0.0.2: agents get URLs on that address and reach the daem
   assert.equal(await get('127.0.0.2', port, '/health', agent.host), 200);
   assert.equal(await get('127.0.0.2', port, `${agent.pathname}/resources`, `evil.example:${port}`), 403);
   assert.equal(await get('127.0.0.2', port, '/health', `evil.example:${port}`), 403, 'a rebinding name is refused');
-  await assert.rejects(RpcClient.connect(`http://127.0.0.2:${port}`, daemon.ready.token), 'no RPC on the agents\' address');
+  await assert.rejects(
+    RpcClient.connect(`http://127.0.0.2:${port}`, daemon.ready.token),
+    "no RPC on the agents' address",
+  );
   // A reward the agent posts through that URL is recorded.
-  const reward = await fetch(`${url}/reward`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ value: 0.5 }) });
+  const reward = await fetch(`${url}/reward`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ value: 0.5 }),
+  });
   assert.equal(reward.status, 200, await reward.text());
-  assert.deepEqual((await client.request('listRewards', { rolloutId: rollout.id })).items.map((r) => r.value), [0.5]);
+  assert.deepEqual(
+    (await client.request('listRewards', { rolloutId: rollout.id })).items.map((r) => r.value),
+    [0.5],
+  );
   assert.match(daemon.stderr(), /agents reach this daemon beyond loopback/);
   const wildcard = await runCli(['serve', '--host', '0.0.0.0', '--store', path.join(cwd, 'other.db')], { cwd });
   assert.equal(wildcard.code, 2);

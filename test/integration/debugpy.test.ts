@@ -22,7 +22,10 @@ const AGENT = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'stdlib_agent.p
 
 function pythonWithDebugpy(): string {
   const interpreter = process.env.LIGHTNING_TEST_PYTHON;
-  assert.ok(interpreter, 'LIGHTNING_TEST_PYTHON is unset: point it at a Python with trainer-daemon/python/requirements-test.txt installed (npm test provisions .cache/venv)');
+  assert.ok(
+    interpreter,
+    'LIGHTNING_TEST_PYTHON is unset: point it at a Python with trainer-daemon/python/requirements-test.txt installed (npm test provisions .cache/venv)',
+  );
   try {
     execFileSync(interpreter, ['-c', 'import debugpy'], { stdio: 'pipe' });
   } catch {
@@ -31,7 +34,16 @@ function pythonWithDebugpy(): string {
   return interpreter;
 }
 
-type Message = { seq: number; type: 'request' | 'response' | 'event'; command?: string; event?: string; request_seq?: number; success?: boolean; message?: string; body?: Record<string, unknown> };
+type Message = {
+  seq: number;
+  type: 'request' | 'response' | 'event';
+  command?: string;
+  event?: string;
+  request_seq?: number;
+  success?: boolean;
+  message?: string;
+  body?: Record<string, unknown>;
+};
 
 /** A minimal DAP client over an adapter's stdio (Content-Length framing), recording every message. */
 class DapClient {
@@ -77,7 +89,15 @@ class DapClient {
     const seen = this.messages.find(match);
     if (seen) return Promise.resolve(seen);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no ${what} within ${timeoutMs} ms; got ${this.messages.map((m) => m.event ?? m.command).join(', ')}`)), timeoutMs);
+      const timer = setTimeout(
+        () =>
+          reject(
+            new Error(
+              `no ${what} within ${timeoutMs} ms; got ${this.messages.map((m) => m.event ?? m.command).join(', ')}`,
+            ),
+          ),
+        timeoutMs,
+      );
       timer.unref();
       this.waiters.push({ match, resolve: (m) => (clearTimeout(timer), resolve(m)) });
     });
@@ -92,7 +112,10 @@ test('Debug with Lightning on a Python agent under debugpy: breakpoint hit, roll
   const python = pythonWithDebugpy();
   const upstream = await startScriptedUpstream();
   const cwd = tempDir(t);
-  const daemon = await startDaemon(path.join(cwd, '.lightning', 'store.db'), ['--upstream', upstream.url], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
+  const daemon = await startDaemon(path.join(cwd, '.lightning', 'store.db'), ['--upstream', upstream.url], {
+    OPENAI_BASE_URL: '',
+    OPENAI_API_KEY: '',
+  });
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(async () => {
     client.dispose();
@@ -101,17 +124,40 @@ test('Debug with Lightning on a Python agent under debugpy: breakpoint hit, roll
   });
 
   // What the extension does in resolveDebugConfigurationWithSubstitutedVariables.
-  const launch: LaunchConfig = { type: 'debugpy', request: 'launch', name: 'Python agent', program: AGENT, console: 'internalConsole', python, lightning: true };
-  const run = await client.request('startAgentRun', { mode: 'debug', label: launch.name, source: { kind: 'launch', name: launch.name }, ...debugRoute(launch, {}, null) });
+  const launch: LaunchConfig = {
+    type: 'debugpy',
+    request: 'launch',
+    name: 'Python agent',
+    program: AGENT,
+    console: 'internalConsole',
+    python,
+    lightning: true,
+  };
+  const run = await client.request('startAgentRun', {
+    mode: 'debug',
+    label: launch.name,
+    source: { kind: 'launch', name: launch.name },
+    ...debugRoute(launch, {}, null),
+  });
   const config = instrumentConfig(launch, run, { PATH: process.env.PATH });
 
   const adapter = spawn(python, ['-m', 'debugpy.adapter'], { stdio: 'pipe' });
   t.after(() => adapter.kill());
   const dap = new DapClient(adapter);
-  await dap.request('initialize', { clientID: 'lightning-test', adapterID: 'debugpy', linesStartAt1: true, columnsStartAt1: true, pathFormat: 'path' });
+  await dap.request('initialize', {
+    clientID: 'lightning-test',
+    adapterID: 'debugpy',
+    linesStartAt1: true,
+    columnsStartAt1: true,
+    pathFormat: 'path',
+  });
   const launched = dap.request('launch', { ...config, justMyCode: true });
   await dap.event('initialized');
-  const line = fs.readFileSync(AGENT, 'utf8').split('\n').findIndex((text) => text.includes('message = reply["choices"][0]["message"]')) + 1;
+  const line =
+    fs
+      .readFileSync(AGENT, 'utf8')
+      .split('\n')
+      .findIndex((text) => text.includes('message = reply["choices"][0]["message"]')) + 1;
   const set = await dap.request('setBreakpoints', { source: { path: AGENT }, breakpoints: [{ line }] });
   assert.equal((set.body!.breakpoints as Array<{ verified: boolean }>)[0]!.verified, true);
   await dap.request('configurationDone');
@@ -122,18 +168,29 @@ test('Debug with Lightning on a Python agent under debugpy: breakpoint hit, roll
   const frames = await dap.request('stackTrace', { threadId: stopped.body!.threadId });
   assert.equal((frames.body!.stackFrames as Array<{ line: number }>)[0]!.line, line, 'stopped on the breakpoint');
   // Paused at the first reply: the first call is already recorded, while the agent is stopped.
-  await waitFor(async () => (await client.request('listSpans', { rolloutId: run.rollout.id })).items.some((s) => s.category === 'llm'), 'the first LLM call recorded');
+  await waitFor(
+    async () =>
+      (await client.request('listSpans', { rolloutId: run.rollout.id })).items.some((s) => s.category === 'llm'),
+    'the first LLM call recorded',
+  );
   await dap.request('setBreakpoints', { source: { path: AGENT }, breakpoints: [] });
   await dap.request('continue', { threadId: stopped.body!.threadId });
 
   const exited = await dap.event('exited');
   assert.equal(exited.body!.exitCode, 0);
   await dap.event('terminated');
-  const output = dap.messages.filter((m) => m.event === 'output').map((m) => String(m.body!.output)).join('');
+  const output = dap.messages
+    .filter((m) => m.event === 'output')
+    .map((m) => String(m.body!.output))
+    .join('');
   assert.match(output, /ANSWER: It is sunny in Paris\./);
 
   // What the extension does when the session ends: the exit code decides the status.
-  const finished = await client.request('transitionRollout', { id: run.rollout.id, ...finalStatus(exited.body!.exitCode as number), exitCode: exited.body!.exitCode as number });
+  const finished = await client.request('transitionRollout', {
+    id: run.rollout.id,
+    ...finalStatus(exited.body!.exitCode as number),
+    exitCode: exited.body!.exitCode as number,
+  });
   assert.equal(finished.status, 'succeeded');
   const detail = await client.request('getRollout', { id: run.rollout.id });
   assert.equal(detail.spans.filter((s) => s.category === 'llm').length, 2);

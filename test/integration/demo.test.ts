@@ -15,7 +15,13 @@ test('npm run demo (shortened) trains the sample agent offline and leaves the ru
   const child = spawn(process.execPath, [path.join(REPO_ROOT, 'dist', 'demo.js')], {
     cwd,
     // The user's OpenAI settings must not be used: the demo's agent talks to the policy being trained.
-    env: { ...process.env, LIGHTNING_DEMO_ITERATIONS: '1', LIGHTNING_DEMO_WARM_START_STEPS: '60', OPENAI_BASE_URL: 'http://127.0.0.1:9/v1', OPENAI_API_KEY: 'sk-should-not-be-used-0123456789' },
+    env: {
+      ...process.env,
+      LIGHTNING_DEMO_ITERATIONS: '1',
+      LIGHTNING_DEMO_WARM_START_STEPS: '60',
+      OPENAI_BASE_URL: 'http://127.0.0.1:9/v1',
+      OPENAI_API_KEY: 'sk-should-not-be-used-0123456789',
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
@@ -47,9 +53,14 @@ test('npm run demo (shortened) trains the sample agent offline and leaves the ru
   const transitions = metricPoints(detail.metrics, 'transitions')[0]!.value;
   assert.equal(metricPoints(detail.metrics, 'zeroVarianceGroups')[0]!.value < 16, transitions > 0);
   assert.deepEqual(at('loss'), transitions > 0 ? [1] : []);
-  for (const point of metricPoints(detail.metrics, 'maxRatioDeviation')) assert.ok(point.value < 1e-3, 'exact token ids: training logprobs equal the served ones');
-  assert.deepEqual(detail.checkpoints.map((c) => c.step), [0, 1]);
-  for (const checkpoint of detail.checkpoints) assert.ok(fs.readdirSync(checkpoint.path).length > 0, `${checkpoint.path} holds the checkpoint`);
+  for (const point of metricPoints(detail.metrics, 'maxRatioDeviation'))
+    assert.ok(point.value < 1e-3, 'exact token ids: training logprobs equal the served ones');
+  assert.deepEqual(
+    detail.checkpoints.map((c) => c.step),
+    [0, 1],
+  );
+  for (const checkpoint of detail.checkpoints)
+    assert.ok(fs.readdirSync(checkpoint.path).length > 0, `${checkpoint.path} holds the checkpoint`);
 
   // Every rollout was the real agent through the proxy: LLM calls with exact token ids, the agent's reward.
   const train = store.listRollouts(parsed('listRollouts', { batchId: `${run.id}-train-0`, limit: 500 })).items;

@@ -26,13 +26,20 @@ const AGENT = path.join(AGENTS, 'gemini-agent.mjs');
 
 async function exportRows(run: AgentRun, format: 'transitions' | 'chat'): Promise<Obj[]> {
   const out = path.join(run.cwd, `${format}.jsonl`);
-  const result = await runCli(['export', '--format', format, '--missing-reward', 'fill', '--out', out], { cwd: run.cwd });
+  const result = await runCli(['export', '--format', format, '--missing-reward', 'fill', '--out', out], {
+    cwd: run.cwd,
+  });
   assert.equal(result.code, 0, result.stderr);
-  return fs.readFileSync(out, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line) as Obj);
+  return fs
+    .readFileSync(out, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((line) => JSON.parse(line) as Obj);
 }
 
 const callIds = (message: Obj): unknown[] => ((message.tool_calls ?? []) as Obj[]).map((call) => call.id);
-const toolAnswers = (messages: Obj[]): unknown[][] => messages.filter((m) => m.role === 'tool').map((m) => [m.tool_call_id, m.content]);
+const toolAnswers = (messages: Obj[]): unknown[][] =>
+  messages.filter((m) => m.role === 'tool').map((m) => [m.tool_call_id, m.content]);
 const PARIS = '{"result":"Paris: sunny, 24°C"}';
 const OSLO = '{"result":"Oslo: sunny, 24°C"}';
 
@@ -44,29 +51,60 @@ async function assertPaired(run: AgentRun, ids: [string, string]): Promise<void>
   const answer = asChatCall(first!.attributes).response!;
   const message = (answer.choices as Obj[])[0]!.message as Obj;
   assert.deepEqual(callIds(message), ids, 'two calls of one function: two ids');
-  assert.deepEqual(((message.tool_calls as Obj[]).map((call) => (call.function as Obj).arguments)), ['{"city":"Paris"}', '{"city":"Oslo"}']);
+  assert.deepEqual(
+    (message.tool_calls as Obj[]).map((call) => (call.function as Obj).arguments),
+    ['{"city":"Paris"}', '{"city":"Oslo"}'],
+  );
   const history = asChatCall(second!.attributes).request!.messages as Obj[];
-  assert.deepEqual(callIds(history.find((m) => m.role === 'assistant')!), ids, 'the history reads the ids the answer had');
-  assert.deepEqual(toolAnswers(history), [[ids[0], PARIS], [ids[1], OSLO]]);
+  assert.deepEqual(
+    callIds(history.find((m) => m.role === 'assistant')!),
+    ids,
+    'the history reads the ids the answer had',
+  );
+  assert.deepEqual(toolAnswers(history), [
+    [ids[0], PARIS],
+    [ids[1], OSLO],
+  ]);
 
   const chat = await exportRows(run, 'chat');
   assert.equal(chat.length, 2);
   const [firstRow, secondRow] = chat.map((row) => row.messages as Obj[]);
   assert.deepEqual(callIds(firstRow!.at(-1)!), ids, 'chat export: the reply’s calls');
-  assert.deepEqual(callIds(secondRow!.find((m) => m.role === 'assistant' && m.tool_calls)!), ids, 'chat export: the history’s calls');
-  assert.deepEqual(toolAnswers(secondRow!), [[ids[0], PARIS], [ids[1], OSLO]]);
+  assert.deepEqual(
+    callIds(secondRow!.find((m) => m.role === 'assistant' && m.tool_calls)!),
+    ids,
+    'chat export: the history’s calls',
+  );
+  assert.deepEqual(toolAnswers(secondRow!), [
+    [ids[0], PARIS],
+    [ids[1], OSLO],
+  ]);
   const transitions = await exportRows(run, 'transitions');
   assert.deepEqual(callIds((transitions[0]!.response as Obj).message as Obj), ids, 'transitions: the reply’s calls');
-  assert.deepEqual(toolAnswers((transitions[1]!.prompt as Obj).messages as Obj[]), [[ids[0], PARIS], [ids[1], OSLO]]);
+  assert.deepEqual(toolAnswers((transitions[1]!.prompt as Obj).messages as Obj[]), [
+    [ids[0], PARIS],
+    [ids[1], OSLO],
+  ]);
 }
 
 describe('Gemini: one function called twice in a turn', () => {
   for (const mode of ['json', 'stream'] as const) {
     test(`@google/genai (${mode}) against the Gemini API: ids by position, responses paired by order and name`, async (t) => {
-      const run = await runAgent(t, upstream.url, ['node', AGENT, mode], { ...geminiEnv(upstream), AGENT_MODEL: 'gemini-parallel' });
+      const run = await runAgent(t, upstream.url, ['node', AGENT, mode], {
+        ...geminiEnv(upstream),
+        AGENT_MODEL: 'gemini-parallel',
+      });
       const [first] = llmOf(run).sort((a, b) => a.sequence - b.sequence);
-      const parts = (((first!.attributes['lightning.response'] as Obj).candidates as Obj[])[0]!.content as Obj).parts as Obj[];
-      assert.deepEqual(parts, [{ functionCall: { name: 'get_weather', args: { city: 'Paris' } } }, { functionCall: { name: 'get_weather', args: { city: 'Oslo' } } }], 'the record is the answer as sent: no ids added');
+      const parts = (((first!.attributes['lightning.response'] as Obj).candidates as Obj[])[0]!.content as Obj)
+        .parts as Obj[];
+      assert.deepEqual(
+        parts,
+        [
+          { functionCall: { name: 'get_weather', args: { city: 'Paris' } } },
+          { functionCall: { name: 'get_weather', args: { city: 'Oslo' } } },
+        ],
+        'the record is the answer as sent: no ids added',
+      );
       // The answer is the conversation's second turn (index 1): its calls are call_1_0 and call_1_1.
       await assertPaired(run, ['call_1_0', 'call_1_1']);
     });
@@ -74,12 +112,25 @@ describe('Gemini: one function called twice in a turn', () => {
 
   test('@google/genai under --token-ids: the policy’s ids reach the agent, and its tool results are paired with them', async (t) => {
     const seen = upstream.requests.length;
-    const run = await runAgent(t, upstream.url, ['node', AGENT, 'json'], { GOOGLE_GEMINI_BASE_URL: '', GEMINI_API_KEY: '', AGENT_MODEL: 'gemini-parallel' }, ['--token-ids']);
+    const run = await runAgent(
+      t,
+      upstream.url,
+      ['node', AGENT, 'json'],
+      { GOOGLE_GEMINI_BASE_URL: '', GEMINI_API_KEY: '', AGENT_MODEL: 'gemini-parallel' },
+      ['--token-ids'],
+    );
     await assertPaired(run, ['call_paris', 'call_oslo']);
     const sent = upstream.requests.slice(seen).filter((r) => r.path === '/v1/chat/completions');
     assert.equal(sent.length, 2);
     const messages = sent[1]!.body!.messages as Obj[];
     assert.deepEqual(callIds(messages.find((m) => m.role === 'assistant')!), ['call_paris', 'call_oslo']);
-    assert.deepEqual(toolAnswers(messages), [['call_paris', PARIS], ['call_oslo', OSLO]], 'what the policy is sent (and trained on) pairs each result with its own call');
+    assert.deepEqual(
+      toolAnswers(messages),
+      [
+        ['call_paris', PARIS],
+        ['call_oslo', OSLO],
+      ],
+      'what the policy is sent (and trained on) pairs each result with its own call',
+    );
   });
 });

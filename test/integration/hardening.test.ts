@@ -60,7 +60,13 @@ describe('daemon hardening', () => {
     const port = Number(new URL(daemon.ready.url).port);
     const host = `Host: 127.0.0.1:${port}`;
     assert.match(await raw(port, `GET //[::1/ HTTP/1.1\r\n${host}\r\n\r\n`), /^HTTP\/1\.1 400/);
-    assert.match(await raw(port, `GET //[::1/ HTTP/1.1\r\nHost: evil.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`), /^HTTP\/1\.1 404/);
+    assert.match(
+      await raw(
+        port,
+        `GET //[::1/ HTTP/1.1\r\nHost: evil.example\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n`,
+      ),
+      /^HTTP\/1\.1 404/,
+    );
     assert.match(await raw(port, `GET http://127.0.0.1/health HTTP/1.1\r\n${host}\r\n\r\n`), /^HTTP\/1\.1 400/);
     assert.equal((await client.request('getStats', {})).schemaVersion > 0, true, 'still serving');
   });
@@ -70,37 +76,59 @@ describe('daemon hardening', () => {
     await post(`${own.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [] }));
     assert.equal(upstream.requests.at(-1)!.headers.authorization, undefined);
     const azure = await client.request('startAgentRun', {});
-    await post(`${azure.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [] }), { 'content-type': 'application/json', 'api-key': 'azure-key-1' });
-    assert.equal(upstream.requests.at(-1)!.headers.authorization, undefined, 'an api-key header is the agent’s own key');
+    await post(`${azure.url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [] }), {
+      'content-type': 'application/json',
+      'api-key': 'azure-key-1',
+    });
+    assert.equal(
+      upstream.requests.at(-1)!.headers.authorization,
+      undefined,
+      'an api-key header is the agent’s own key',
+    );
     assert.equal(upstream.requests.at(-1)!.headers['api-key'], 'azure-key-1');
   });
 
   test('an upstream that drops a stream: the agent is not left waiting and the call is recorded', async () => {
     const { rollout, url } = await client.request('startAgentRun', {});
-    const outcome = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'drop', stream: true, messages: [] })).catch((error: Error) => ({ status: -1, body: error.message }));
+    const outcome = await post(
+      `${url}/v1/chat/completions`,
+      JSON.stringify({ model: 'drop', stream: true, messages: [] }),
+    ).catch((error: Error) => ({ status: -1, body: error.message }));
     assert.ok(outcome.status === 200 || outcome.status === -1, 'the agent sees the stream end');
     const [span] = (await recorded(rollout.id, 1)).spans;
     assert.equal(span!.statusCode, 'error');
     assert.match(span!.statusMessage!, /broke/);
-    const partial = (span!.attributes['lightning.response'] as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content;
+    const partial = (span!.attributes['lightning.response'] as { choices: Array<{ message: { content: string } }> })
+      .choices[0]!.message.content;
     assert.equal(partial, 'Par', 'what arrived is kept');
   });
 
   test('multi-byte characters split across network chunks are recorded intact', async () => {
     const { rollout, url } = await client.request('startAgentRun', {});
-    const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'utf8', stream: true, messages: [] }));
+    const response = await post(
+      `${url}/v1/chat/completions`,
+      JSON.stringify({ model: 'utf8', stream: true, messages: [] }),
+    );
     assert.match(response.body, /Zürich ☀️ 24°C/);
     const [span] = (await recorded(rollout.id, 1)).spans;
-    assert.equal((span!.attributes['lightning.response'] as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content, 'Zürich ☀️ 24°C');
+    assert.equal(
+      (span!.attributes['lightning.response'] as { choices: Array<{ message: { content: string } }> }).choices[0]!
+        .message.content,
+      'Zürich ☀️ 24°C',
+    );
   });
 
   test('a chunked body over the limit gets a 413, not a reset', async () => {
     const { url } = await client.request('startAgentRun', {});
     const status = await new Promise<number>((resolve, reject) => {
-      const request = http.request(`${url}/reward`, { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (response) => {
-        response.resume();
-        resolve(response.statusCode ?? 0);
-      });
+      const request = http.request(
+        `${url}/reward`,
+        { method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } },
+        (response) => {
+          response.resume();
+          resolve(response.statusCode ?? 0);
+        },
+      );
       request.on('error', reject);
       const piece = Buffer.alloc(256 * 1024, 0x20);
       for (let i = 0; i < 6; i += 1) request.write(piece);
@@ -110,17 +138,48 @@ describe('daemon hardening', () => {
   });
 
   test('secrets in request bodies, OTLP attributes and command lines are not stored', async () => {
-    const { rollout, url } = await client.request('startAgentRun', { source: { kind: 'command', argv: ['python', 'agent.py', '--api-key', 'hunter2-secret', '--token=abc123', 'sk-proj-abcdefghijklmnopqrstu'] } });
-    await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'my key is sk-live-0123456789abcdefghijkl ok' }] }));
-    const traced = oneSpan('http GET', { 'url.full': `${url}/v1/chat/completions`, 'http.request.header.authorization': 'Bearer xyz', 'gen_ai.system': 'openai' }, SpanKind.CLIENT);
+    const { rollout, url } = await client.request('startAgentRun', {
+      source: {
+        kind: 'command',
+        argv: ['python', 'agent.py', '--api-key', 'hunter2-secret', '--token=abc123', 'sk-proj-abcdefghijklmnopqrstu'],
+      },
+    });
+    await post(
+      `${url}/v1/chat/completions`,
+      JSON.stringify({
+        model: 'm',
+        messages: [{ role: 'user', content: 'my key is sk-live-0123456789abcdefghijkl ok' }],
+      }),
+    );
+    const traced = oneSpan(
+      'http GET',
+      {
+        'url.full': `${url}/v1/chat/completions`,
+        'http.request.header.authorization': 'Bearer xyz',
+        'gen_ai.system': 'openai',
+      },
+      SpanKind.CLIENT,
+    );
     await post(`${url}/v1/traces`, encode(traced, 'protobuf'), { 'content-type': 'application/x-protobuf' });
     await recorded(rollout.id, 2);
-    const bytes = fs.readFileSync(store).toString('latin1') + (fs.existsSync(`${store}-wal`) ? fs.readFileSync(`${store}-wal`).toString('latin1') : '');
-    for (const secret of ['sk-live-0123456789abcdefghijkl', 'hunter2-secret', 'abc123', 'sk-proj-abcdefghijklmnopqrstu', 'Bearer xyz', url.split('/r/')[1]!]) {
+    const bytes =
+      fs.readFileSync(store).toString('latin1') +
+      (fs.existsSync(`${store}-wal`) ? fs.readFileSync(`${store}-wal`).toString('latin1') : '');
+    for (const secret of [
+      'sk-live-0123456789abcdefghijkl',
+      'hunter2-secret',
+      'abc123',
+      'sk-proj-abcdefghijklmnopqrstu',
+      'Bearer xyz',
+      url.split('/r/')[1]!,
+    ]) {
       assert.ok(!bytes.includes(secret), `${secret} reached the store`);
     }
     const detail = await client.request('getRollout', { id: rollout.id });
-    assert.deepEqual(detail.rollout.source, { kind: 'command', argv: ['python', 'agent.py', '--api-key', '[redacted]', '--token=[redacted]', '[redacted]'] });
+    assert.deepEqual(detail.rollout.source, {
+      kind: 'command',
+      argv: ['python', 'agent.py', '--api-key', '[redacted]', '--token=[redacted]', '[redacted]'],
+    });
     const otlpSpan = detail.spans.find((s) => s.name === 'http GET')!;
     assert.match(String(otlpSpan.attributes['url.full']), /\/r\/…\/v1\/chat\/completions$/);
   });
@@ -140,7 +199,14 @@ describe('daemon hardening', () => {
     sink.on('seen', (value) => (seen = value));
     await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
     t.after(() => sink.close());
-    const forged = { url: `http://example.com:${(sink.address() as net.AddressInfo).port}`, pid: process.pid, store: storeFile, tokenFile: path.join(cwd, 'secret.txt'), version: '0.1.0', startedAt: 1 };
+    const forged = {
+      url: `http://example.com:${(sink.address() as net.AddressInfo).port}`,
+      pid: process.pid,
+      store: storeFile,
+      tokenFile: path.join(cwd, 'secret.txt'),
+      version: '0.1.0',
+      startedAt: 1,
+    };
     fs.writeFileSync(path.join(dir, 'daemon.json'), JSON.stringify(forged));
     fs.writeFileSync(path.join(dir, 'daemon.token'), 'x', { mode: 0o600 });
     const result = await runCli(['rollouts'], { cwd });
@@ -152,21 +218,31 @@ describe('daemon hardening', () => {
 
 test('parallel lightning runs in a fresh folder share the first one’s daemon and all finish', async (t) => {
   const cwd = tempDir(t);
-  const runs = Array.from({ length: 3 }, () =>
-    new Promise<{ code: number | null; stderr: string }>((resolve) => {
-      const child = spawn(process.execPath, [CLI, 'run', '--', process.execPath, '-e', 'setTimeout(() => {}, 600)'], { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
-      let stderr = '';
-      child.stderr.on('data', (c: Buffer) => (stderr += c));
-      child.on('close', (code) => resolve({ code, stderr }));
-    }),
+  const runs = Array.from(
+    { length: 3 },
+    () =>
+      new Promise<{ code: number | null; stderr: string }>((resolve) => {
+        const child = spawn(process.execPath, [CLI, 'run', '--', process.execPath, '-e', 'setTimeout(() => {}, 600)'], {
+          cwd,
+          stdio: ['ignore', 'ignore', 'pipe'],
+        });
+        let stderr = '';
+        child.stderr.on('data', (c: Buffer) => (stderr += c));
+        child.on('close', (code) => resolve({ code, stderr }));
+      }),
   );
   const results = await Promise.all(runs);
   for (const result of results) {
     assert.equal(result.code, 0, result.stderr);
     assert.equal((JSON.parse(result.stderr.trim().split('\n').at(-1)!) as { status: string }).status, 'succeeded');
   }
-  const list = JSON.parse((await runCli(['rollouts', '--json'], { cwd })).stdout) as { items: Array<{ status: string }> };
-  assert.deepEqual(list.items.map((r) => r.status), ['succeeded', 'succeeded', 'succeeded']);
+  const list = JSON.parse((await runCli(['rollouts', '--json'], { cwd })).stdout) as {
+    items: Array<{ status: string }>;
+  };
+  assert.deepEqual(
+    list.items.map((r) => r.status),
+    ['succeeded', 'succeeded', 'succeeded'],
+  );
 });
 
 test('SIGTERM while an LLM call streams: the call completes for the agent, is recorded, and the daemon exits 0', async (t) => {
@@ -180,17 +256,21 @@ test('SIGTERM while an LLM call streams: the call completes for the agent, is re
   client.dispose();
   let received = '';
   const finished = new Promise<void>((resolve, reject) => {
-    const request = http.request(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (response) => {
-      response.setEncoding('utf8').on('data', (chunk: string) => {
-        received += chunk;
-        if (received.includes('"role"') && !received.includes('sent-signal')) {
-          received += 'sent-signal';
-          daemon.process.kill('SIGTERM');
-        }
-        upstream.release();
-      });
-      response.on('end', resolve);
-    });
+    const request = http.request(
+      `${url}/v1/chat/completions`,
+      { method: 'POST', headers: { 'content-type': 'application/json' } },
+      (response) => {
+        response.setEncoding('utf8').on('data', (chunk: string) => {
+          received += chunk;
+          if (received.includes('"role"') && !received.includes('sent-signal')) {
+            received += 'sent-signal';
+            daemon.process.kill('SIGTERM');
+          }
+          upstream.release();
+        });
+        response.on('end', resolve);
+      },
+    );
     request.on('error', reject);
     request.end(JSON.stringify({ model: 'gated', stream: true, messages: [] }));
   });

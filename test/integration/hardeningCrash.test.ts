@@ -30,12 +30,19 @@ test('kill -9 the daemon mid-rollout: same port again, lightning run finishes it
   const client = await RpcClient.connect(first.ready.url, first.ready.token);
   const orphan = await client.request('startAgentRun', { label: 'orphan' });
   const go = path.join(dir, 'go');
-  const run = spawn(process.execPath, [CLI, 'run', '--store', store, '--label', 'survivor', '--', process.execPath, '-e', AGENT, go], { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
+  const run = spawn(
+    process.execPath,
+    [CLI, 'run', '--store', store, '--label', 'survivor', '--', process.execPath, '-e', AGENT, go],
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } },
+  );
   let stderr = '';
   run.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
   const runExit = new Promise<number | null>((resolve) => run.once('close', resolve));
   t.after(() => run.kill('SIGKILL'));
-  await waitFor(async () => (await client.request('listRollouts', { label: 'survivor' })).items.length === 1, 'the run’s rollout');
+  await waitFor(
+    async () => (await client.request('listRollouts', { label: 'survivor' })).items.length === 1,
+    'the run’s rollout',
+  );
   client.dispose();
 
   first.process.kill('SIGKILL');
@@ -47,13 +54,21 @@ test('kill -9 the daemon mid-rollout: same port again, lightning run finishes it
   fs.writeFileSync(go, '');
   assert.equal(await runExit, 0, stderr);
   const finished = JSON.parse(stderr.trim().split('\n').at(-1)!) as { status: string; reward: number | null };
-  assert.deepEqual([finished.status, finished.reward], ['succeeded', 1], 'the agent reached the daemon through its old URL and the run finished its rollout');
+  assert.deepEqual(
+    [finished.status, finished.reward],
+    ['succeeded', 1],
+    'the agent reached the daemon through its old URL and the run finished its rollout',
+  );
 
   const again = await RpcClient.connect(second.ready.url, second.ready.token);
   t.after(() => again.dispose());
-  const failed = await waitFor(async () => {
-    const { rollout } = await again.request('getRollout', { id: orphan.rollout.id, spans: false });
-    return rollout.status === 'failed' ? rollout : undefined;
-  }, 'the orphan to be failed', 10_000);
+  const failed = await waitFor(
+    async () => {
+      const { rollout } = await again.request('getRollout', { id: orphan.rollout.id, spans: false });
+      return rollout.status === 'failed' ? rollout : undefined;
+    },
+    'the orphan to be failed',
+    10_000,
+  );
   assert.match(failed.error ?? '', /^orphaned: the daemon stopped/);
 });

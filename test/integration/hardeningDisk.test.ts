@@ -16,10 +16,22 @@ import { post } from '../helpers/http';
 
 function spans(rolloutId: string, first: number, count: number): string {
   const list = Array.from({ length: count }, (_, i) => ({
-    traceId: '0af7651916cd43dd8448eb211c80319c', spanId: `c${(first + i).toString(16).padStart(15, '0')}`, name: 'step', kind: 1,
-    startTimeUnixNano: '1700000000000000000', endTimeUnixNano: '1700000000100000000', attributes: [{ key: 'pad', value: { stringValue: 'x'.repeat(2_000) } }],
+    traceId: '0af7651916cd43dd8448eb211c80319c',
+    spanId: `c${(first + i).toString(16).padStart(15, '0')}`,
+    name: 'step',
+    kind: 1,
+    startTimeUnixNano: '1700000000000000000',
+    endTimeUnixNano: '1700000000100000000',
+    attributes: [{ key: 'pad', value: { stringValue: 'x'.repeat(2_000) } }],
   }));
-  return JSON.stringify({ resourceSpans: [{ resource: { attributes: [{ key: 'lightning.rollout_id', value: { stringValue: rolloutId } }] }, scopeSpans: [{ spans: list }] }] });
+  return JSON.stringify({
+    resourceSpans: [
+      {
+        resource: { attributes: [{ key: 'lightning.rollout_id', value: { stringValue: rolloutId } }] },
+        scopeSpans: [{ spans: list }],
+      },
+    ],
+  });
 }
 
 /** Writes zeros until the filesystem is full. */

@@ -45,7 +45,11 @@ test('while another connection holds the write lock, reads are answered, writes 
   outside.exec('COMMIT');
   const created = await write;
   assert.deepEqual(events, ['read answered', 'health answered', 'write answered']);
-  assert.equal((await client.request('getRollout', { id: created.id, spans: false })).rollout.label, 'made after the lock', 'the write was made, not lost');
+  assert.equal(
+    (await client.request('getRollout', { id: created.id, spans: false })).rollout.label,
+    'made after the lock',
+    'the write was made, not lost',
+  );
 
   // Held past the write's wait: a 503 the agent retries, and nothing half-written.
   outside.exec('BEGIN IMMEDIATE');

@@ -15,9 +15,16 @@ import { tempDir, waitFor } from '../helpers/tmp';
 function exportOf(count: number, chars: number, first = 1): string {
   const prompt = 'p'.repeat(chars);
   const spans = Array.from({ length: count }, (_, i) => ({
-    traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: (first + i).toString(16).padStart(16, '0'),
-    name: 'chat m', kind: 3, startTimeUnixNano: '1700000000000000000', endTimeUnixNano: '1700000000100000000',
-    attributes: [{ key: 'gen_ai.operation.name', value: { stringValue: 'chat' } }, { key: 'gen_ai.prompt', value: { stringValue: prompt } }],
+    traceId: '4bf92f3577b34da6a3ce929d0e0e4736',
+    spanId: (first + i).toString(16).padStart(16, '0'),
+    name: 'chat m',
+    kind: 3,
+    startTimeUnixNano: '1700000000000000000',
+    endTimeUnixNano: '1700000000100000000',
+    attributes: [
+      { key: 'gen_ai.operation.name', value: { stringValue: 'chat' } },
+      { key: 'gen_ai.prompt', value: { stringValue: prompt } },
+    ],
   }));
   return JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ spans }] }] });
 }
@@ -45,11 +52,18 @@ describe('OTLP decoding is fair between rollouts', () => {
     // ~40 MiB once decompressed, under 1 MiB on the wire: seconds of decoding for one export.
     const heavy = zlib.gzipSync(exportOf(heavySpans, 600));
     const order: string[] = [];
-    const heavyAnswer = post(`${a.url}/v1/traces`, heavy, { 'content-type': 'application/json', 'content-encoding': 'gzip' }).then((result) => {
+    const heavyAnswer = post(`${a.url}/v1/traces`, heavy, {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+    }).then((result) => {
       order.push('A');
       return result;
     });
-    await waitFor(() => daemon.stderr().includes(`"msg":"decoding an OTLP export","source":"${a.rollout.id}"`), "the daemon decoding rollout A's export", 30_000);
+    await waitFor(
+      () => daemon.stderr().includes(`"msg":"decoding an OTLP export","source":"${a.rollout.id}"`),
+      "the daemon decoding rollout A's export",
+      30_000,
+    );
 
     const small = await post(`${b.url}/v1/traces`, exportOf(1, 10, 1_000_000), { 'content-type': 'application/json' });
     order.push('B');
@@ -61,6 +75,9 @@ describe('OTLP decoding is fair between rollouts', () => {
     assert.deepEqual(order, ['B', 'A'], "B's export is answered before A's heavy one");
     assert.equal(heavyResult.status, 200, heavyResult.body.slice(0, 500));
     assert.deepEqual(JSON.parse(heavyResult.body), {}, 'A: every span stored');
-    assert.equal((await client.request('getRollout', { id: a.rollout.id, spans: false })).rollout.spanCount, heavySpans);
+    assert.equal(
+      (await client.request('getRollout', { id: a.rollout.id, spans: false })).rollout.spanCount,
+      heavySpans,
+    );
   });
 });

@@ -20,10 +20,21 @@ function nested(depth: number): string {
   return `${'{"a":'.repeat(depth)}1${'}'.repeat(depth)}`;
 }
 
-const chatAnswer = (id: string): string => JSON.stringify({ id, object: 'chat.completion', model: 'm', choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }] });
+const chatAnswer = (id: string): string =>
+  JSON.stringify({
+    id,
+    object: 'chat.completion',
+    model: 'm',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+  });
 
 /** An upstream whose answer is chosen by the request's model name. */
-function hostileUpstream(): Promise<{ url: string; targets: string[]; auths: Array<string | undefined>; close(): Promise<void> }> {
+function hostileUpstream(): Promise<{
+  url: string;
+  targets: string[];
+  auths: Array<string | undefined>;
+  close(): Promise<void>;
+}> {
   let counter = 0;
   const targets: string[] = [];
   const auths: Array<string | undefined> = [];
@@ -40,10 +51,16 @@ function hostileUpstream(): Promise<{ url: string; targets: string[]; auths: Arr
         response.end(`{"id":"deep","choices":[{"index":0,"message":{"role":"assistant","content":${nested(5_000)}}}]}`);
       } else if (model === 'deep-sse') {
         response.writeHead(200, { 'content-type': 'text/event-stream' });
-        response.end(`data: {"id":"deep","choices":[{"index":0,"delta":{"content":"x"}}],"x":${nested(5_000)}}\n\ndata: [DONE]\n\n`);
+        response.end(
+          `data: {"id":"deep","choices":[{"index":0,"delta":{"content":"x"}}],"x":${nested(5_000)}}\n\ndata: [DONE]\n\n`,
+        );
       } else if (model === 'echo-key') {
         response.writeHead(401, { 'content-type': 'application/json' });
-        response.end(JSON.stringify({ error: { message: `Incorrect API key provided: ${String(request.headers.authorization).slice(7)}` } }));
+        response.end(
+          JSON.stringify({
+            error: { message: `Incorrect API key provided: ${String(request.headers.authorization).slice(7)}` },
+          }),
+        );
       } else {
         response.writeHead(200, { 'content-type': 'application/json' });
         response.end(chatAnswer(`chatcmpl-${counter}`));
@@ -52,7 +69,12 @@ function hostileUpstream(): Promise<{ url: string; targets: string[]; auths: Arr
   });
   return new Promise((resolve) =>
     server.listen(0, '127.0.0.1', () =>
-      resolve({ url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`, targets, auths, close: () => new Promise((done) => server.close(() => done())) }),
+      resolve({
+        url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`,
+        targets,
+        auths,
+        close: () => new Promise((done) => server.close(() => done())),
+      }),
     ),
   );
 }
@@ -62,7 +84,11 @@ function rawStatusUpstream(statusLine: string): Promise<{ url: string; close(): 
   const sockets = new Set<net.Socket>();
   const server = net.createServer((socket) => {
     sockets.add(socket);
-    socket.once('data', () => socket.write(`${statusLine}\r\nContent-Type: application/json\r\nConnection: upgrade\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\n{}`));
+    socket.once('data', () =>
+      socket.write(
+        `${statusLine}\r\nContent-Type: application/json\r\nConnection: upgrade\r\nUpgrade: websocket\r\nContent-Length: 2\r\n\r\n{}`,
+      ),
+    );
     socket.on('error', () => {});
   });
   return new Promise((resolve) =>
@@ -86,7 +112,10 @@ describe('the proxy survives hostile input', () => {
   before(async () => {
     upstream = await hostileUpstream();
     const dir = tempDir({ after: (fn) => cleanups.push(fn) });
-    daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url], { LIGHTNING_UPSTREAM_API_KEY: DAEMON_KEY, LIGHTNING_UPSTREAM_TIMEOUT_MS: '20000' });
+    daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url], {
+      LIGHTNING_UPSTREAM_API_KEY: DAEMON_KEY,
+      LIGHTNING_UPSTREAM_TIMEOUT_MS: '20000',
+    });
     client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   });
   after(async () => {
@@ -97,14 +126,19 @@ describe('the proxy survives hostile input', () => {
   });
 
   const spansOf = async (id: string, count: number) =>
-    (await waitFor(async () => {
-      const detail = await client.request('getRollout', { id });
-      return detail.spans.length >= count ? detail : undefined;
-    }, `${count} span(s)`)).spans;
+    (
+      await waitFor(async () => {
+        const detail = await client.request('getRollout', { id });
+        return detail.spans.length >= count ? detail : undefined;
+      }, `${count} span(s)`)
+    ).spans;
 
   test('an agent request nested 2,500 levels deep is forwarded and recorded, cut at the depth limit', async () => {
     const { rollout, url } = await client.request('startAgentRun', {});
-    const response = await post(`${url}/v1/chat/completions`, `{"model":"m","messages":[],"metadata":${nested(2_500)}}`);
+    const response = await post(
+      `${url}/v1/chat/completions`,
+      `{"model":"m","messages":[],"metadata":${nested(2_500)}}`,
+    );
     assert.equal(response.status, 200, response.body);
     const [span] = await spansOf(rollout.id, 1);
     assert.match(JSON.stringify(span!.attributes['lightning.request']), /nested deeper than 64 levels/);
@@ -114,7 +148,10 @@ describe('the proxy survives hostile input', () => {
   for (const model of ['deep-json', 'deep-sse']) {
     test(`an upstream answer nested 5,000 levels deep (${model}) reaches the agent and is recorded`, async () => {
       const { rollout, url } = await client.request('startAgentRun', {});
-      const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model, stream: model === 'deep-sse', messages: [] }));
+      const response = await post(
+        `${url}/v1/chat/completions`,
+        JSON.stringify({ model, stream: model === 'deep-sse', messages: [] }),
+      );
       assert.equal(response.status, 200, response.body);
       assert.ok(response.body.length > 5_000 * 5, 'the whole answer came through');
       const [span] = await spansOf(rollout.id, 1);
@@ -123,7 +160,10 @@ describe('the proxy survives hostile input', () => {
     });
   }
 
-  for (const [line, why] of [['HTTP/1.1 099 Weird', /HTTP status 99/], ['HTTP/1.1 101 Switching Protocols', /switching protocols/]] as const) {
+  for (const [line, why] of [
+    ['HTTP/1.1 099 Weird', /HTTP status 99/],
+    ['HTTP/1.1 101 Switching Protocols', /switching protocols/],
+  ] as const) {
     test(`an upstream answering "${line}" gets the agent a 502 that says why, at once`, async () => {
       const bad = await rawStatusUpstream(line);
       try {
@@ -152,17 +192,24 @@ describe('the proxy survives hostile input', () => {
   test('a web page’s text/plain;charset=json cannot drive the proxy or /reward (415); an agent’s x-api-key keeps the daemon key out', async () => {
     const { rollout, url } = await client.request('startAgentRun', {});
     for (const endpoint of ['/v1/chat/completions', '/reward']) {
-      const simple = await post(`${url}${endpoint}`, JSON.stringify({ model: 'm', messages: [], value: 1 }), { 'content-type': 'text/plain;charset=json' });
+      const simple = await post(`${url}${endpoint}`, JSON.stringify({ model: 'm', messages: [], value: 1 }), {
+        'content-type': 'text/plain;charset=json',
+      });
       assert.equal(simple.status, 415, `${endpoint}: ${simple.body}`);
     }
     assert.equal((await client.request('getRollout', { id: rollout.id })).spans.length, 0);
-    const own = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [] }), { 'content-type': 'application/json', 'x-api-key': 'agent-own-anthropic-key' });
+    const own = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [] }), {
+      'content-type': 'application/json',
+      'x-api-key': 'agent-own-anthropic-key',
+    });
     assert.equal(own.status, 200);
     assert.equal(upstream.auths.at(-1), undefined, 'the daemon key was not added next to the agent’s own');
   });
 
   test('an upstream URL with a query string keeps its path and query', async () => {
-    const { rollout, url } = await client.request('startAgentRun', { upstream: `${upstream.url}?api-version=2024-10-21` });
+    const { rollout, url } = await client.request('startAgentRun', {
+      upstream: `${upstream.url}?api-version=2024-10-21`,
+    });
     const response = await post(`${url}/v1/chat/completions?extra=1`, JSON.stringify({ model: 'm', messages: [] }));
     assert.equal(response.status, 200, response.body);
     assert.equal(upstream.targets.at(-1), '/v1/chat/completions?api-version=2024-10-21&extra=1');
@@ -196,7 +243,11 @@ test('kill -9 right after the agent got its answers: every answered call is in t
     const reopened = Store.open(store);
     const stored = reopened.getRolloutDetail(rollout.id).spans.map((span) => span.attributes['gen_ai.response.id']);
     reopened.close();
-    for (const id of answered) assert.ok(stored.includes(id), `round ${round}: answered call ${id} is missing after kill -9 (stored: ${stored.join(', ')})`);
+    for (const id of answered)
+      assert.ok(
+        stored.includes(id),
+        `round ${round}: answered call ${id} is missing after kill -9 (stored: ${stored.join(', ')})`,
+      );
   }
 });
 
@@ -221,7 +272,10 @@ test('past the in-flight byte budget a call gets a retryable 503; an oversized n
     server.close();
   });
   const upstreamUrl = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`;
-  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), ['--upstream', upstreamUrl], { LIGHTNING_MAX_BUFFERED_BYTES: String(4 * 1024 * 1024), LIGHTNING_MAX_UPSTREAM_BODY_BYTES: String(2 * 1024 * 1024) });
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), ['--upstream', upstreamUrl], {
+    LIGHTNING_MAX_BUFFERED_BYTES: String(4 * 1024 * 1024),
+    LIGHTNING_MAX_UPSTREAM_BODY_BYTES: String(2 * 1024 * 1024),
+  });
   t.after(() => daemon.stop('SIGKILL'));
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(() => client.dispose());
@@ -254,23 +308,37 @@ test('one rollout’s hanging calls cannot starve another’s: past its share a 
     server.closeAllConnections();
     server.close();
   });
-  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), ['--upstream', `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`], { LIGHTNING_MAX_CALLS_PER_ROLLOUT: '3' });
+  const daemon = await startDaemon(
+    path.join(tempDir(t), 'store.db'),
+    ['--upstream', `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`],
+    { LIGHTNING_MAX_CALLS_PER_ROLLOUT: '3' },
+  );
   t.after(() => daemon.stop('SIGKILL'));
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(() => client.dispose());
   const greedy = await client.request('startAgentRun', {});
   const other = await client.request('startAgentRun', {});
-  const hanging = Array.from({ length: 3 }, () => post(`${greedy.url}/v1/chat/completions`, JSON.stringify({ model: 'hang', messages: [] })).catch(() => undefined));
+  const hanging = Array.from({ length: 3 }, () =>
+    post(`${greedy.url}/v1/chat/completions`, JSON.stringify({ model: 'hang', messages: [] })).catch(() => undefined),
+  );
   await waitFor(() => held.length === 3, 'three held calls');
-  const refused = await new Promise<{ status: number; retryAfter: string | undefined; body: string }>((resolve, reject) => {
-    const request = http.request(`${greedy.url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' } }, (response) => {
-      let body = '';
-      response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, retryAfter: response.headers['retry-after'], body }));
-    });
-    request.on('error', reject);
-    request.end(JSON.stringify({ model: 'hang', messages: [] }));
-  });
+  const refused = await new Promise<{ status: number; retryAfter: string | undefined; body: string }>(
+    (resolve, reject) => {
+      const request = http.request(
+        `${greedy.url}/v1/chat/completions`,
+        { method: 'POST', headers: { 'content-type': 'application/json' } },
+        (response) => {
+          let body = '';
+          response.setEncoding('utf8').on('data', (chunk: string) => (body += chunk));
+          response.on('end', () =>
+            resolve({ status: response.statusCode ?? 0, retryAfter: response.headers['retry-after'], body }),
+          );
+        },
+      );
+      request.on('error', reject);
+      request.end(JSON.stringify({ model: 'hang', messages: [] }));
+    },
+  );
   assert.equal(refused.status, 429, refused.body);
   assert.equal(refused.retryAfter, '1');
   assert.match(refused.body, /3 LLM calls in flight/);

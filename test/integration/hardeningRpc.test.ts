@@ -12,19 +12,37 @@ import { startDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
 
 test('an RPC client that stops reading is disconnected past the buffered-bytes bound; others are served on', async (t) => {
-  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), [], { LIGHTNING_RPC_MAX_BUFFERED_BYTES: String(4 * 1024 * 1024) });
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), [], {
+    LIGHTNING_RPC_MAX_BUFFERED_BYTES: String(4 * 1024 * 1024),
+  });
   t.after(() => daemon.stop());
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(() => client.dispose());
   const { rollout } = await client.request('startAgentRun', {});
-  await client.request('addSpans', { rolloutId: rollout.id, spans: [{ traceId: '0af7651916cd43dd8448eb211c80319c', spanId: 'abcdefabcdefabcd', name: 'big', category: 'other', startMs: 1, endMs: 2, attributes: { blob: 'x'.repeat(512 * 1024) } }] });
+  await client.request('addSpans', {
+    rolloutId: rollout.id,
+    spans: [
+      {
+        traceId: '0af7651916cd43dd8448eb211c80319c',
+        spanId: 'abcdefabcdefabcd',
+        name: 'big',
+        category: 'other',
+        startMs: 1,
+        endMs: 2,
+        attributes: { blob: 'x'.repeat(512 * 1024) },
+      },
+    ],
+  });
 
-  const slow = new WebSocket(`${daemon.ready.url.replace(/^http/, 'ws')}/rpc`, { headers: { authorization: `Bearer ${daemon.ready.token}` } });
+  const slow = new WebSocket(`${daemon.ready.url.replace(/^http/, 'ws')}/rpc`, {
+    headers: { authorization: `Bearer ${daemon.ready.token}` },
+  });
   await new Promise((resolve, reject) => slow.once('open', resolve).once('error', reject));
   const closed = new Promise<void>((resolve) => slow.once('close', () => resolve()));
   // Stop reading: the daemon's answers pile up on its side once the socket buffers are full.
   (slow as unknown as { _socket: { pause(): void } })._socket.pause();
-  for (let id = 1; id <= 200; id += 1) slow.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'lightning/rollouts/get', params: { id: rollout.id } }));
+  for (let id = 1; id <= 200; id += 1)
+    slow.send(JSON.stringify({ jsonrpc: '2.0', id, method: 'lightning/rollouts/get', params: { id: rollout.id } }));
   // Served on meanwhile, and the slow client gets dropped (resume so the close frame / FIN is seen).
   const served = await client.request('getStats', {});
   assert.ok(served.schemaVersion > 0);
@@ -32,11 +50,18 @@ test('an RPC client that stops reading is disconnected past the buffered-bytes b
   assert.match(daemon.stderr(), /dropped an RPC client.*not reading/);
   (slow as unknown as { _socket: { resume(): void } })._socket.resume();
   await closed;
-  assert.equal((await client.request('getRollout', { id: rollout.id, spans: false })).rollout.id, rollout.id, 'still serving');
+  assert.equal(
+    (await client.request('getRollout', { id: rollout.id, spans: false })).rollout.id,
+    rollout.id,
+    'still serving',
+  );
 });
 
 test('slow connections (a byte a second) are capped and timed out: they never starve other clients', async (t) => {
-  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), [], { LIGHTNING_MAX_CONNECTIONS: '24', LIGHTNING_HEADERS_TIMEOUT_MS: '1000' });
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), [], {
+    LIGHTNING_MAX_CONNECTIONS: '24',
+    LIGHTNING_HEADERS_TIMEOUT_MS: '1000',
+  });
   t.after(() => daemon.stop());
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(() => client.dispose());
@@ -68,13 +93,23 @@ test('RPC: duplicate task ids and params nested 10,000 deep are -32602 naming th
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(() => client.dispose());
   const task = { id: 't1', split: 'train', input: 1, expected: null };
-  await assert.rejects(client.requestRaw('lightning/datasets/import', { name: 'd', tasks: [task, { ...task }] }), (error: { code: number; message: string }) => error.code === -32602 && /tasks\.1\.id.*repeats task 0/.test(error.message));
+  await assert.rejects(
+    client.requestRaw('lightning/datasets/import', { name: 'd', tasks: [task, { ...task }] }),
+    (error: { code: number; message: string }) =>
+      error.code === -32602 && /tasks\.1\.id.*repeats task 0/.test(error.message),
+  );
   // Sent as text: JSON.stringify of such a value would overflow this process's stack first.
-  const raw = new WebSocket(`${daemon.ready.url.replace(/^http/, 'ws')}/rpc`, { headers: { authorization: `Bearer ${daemon.ready.token}` } });
+  const raw = new WebSocket(`${daemon.ready.url.replace(/^http/, 'ws')}/rpc`, {
+    headers: { authorization: `Bearer ${daemon.ready.token}` },
+  });
   await new Promise((resolve, reject) => raw.once('open', resolve).once('error', reject));
   t.after(() => raw.close());
-  const answer = new Promise<{ error: { code: number; message: string } }>((resolve) => raw.once('message', (data) => resolve(JSON.parse(data.toString()))));
-  raw.send(`{"jsonrpc":"2.0","id":7,"method":"lightning/spans/add","params":{"rolloutId":"ro-x","spans":[${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}]}}`);
+  const answer = new Promise<{ error: { code: number; message: string } }>((resolve) =>
+    raw.once('message', (data) => resolve(JSON.parse(data.toString()))),
+  );
+  raw.send(
+    `{"jsonrpc":"2.0","id":7,"method":"lightning/spans/add","params":{"rolloutId":"ro-x","spans":[${'{"a":'.repeat(10_000)}1${'}'.repeat(10_000)}]}}`,
+  );
   const { error } = await answer;
   assert.equal(error.code, -32602, error.message);
   assert.match(error.message, /nested deeper than 64/);
@@ -84,10 +119,16 @@ test('RPC: duplicate task ids and params nested 10,000 deep are -32602 naming th
 test('RPC: a request reusing the id of one not yet answered gets -32600 naming the id; the first is answered, nothing is dropped', async (t) => {
   const daemon = await startDaemon(path.join(tempDir(t), 'store.db'));
   t.after(() => daemon.stop());
-  const raw = new WebSocket(`${daemon.ready.url.replace(/^http/, 'ws')}/rpc`, { headers: { authorization: `Bearer ${daemon.ready.token}` } });
+  const raw = new WebSocket(`${daemon.ready.url.replace(/^http/, 'ws')}/rpc`, {
+    headers: { authorization: `Bearer ${daemon.ready.token}` },
+  });
   await new Promise((resolve, reject) => raw.once('open', resolve).once('error', reject));
   t.after(() => raw.close());
-  const answers: Array<{ id?: unknown; result?: { id?: string; rollouts?: number }; error?: { code: number; message: string } }> = [];
+  const answers: Array<{
+    id?: unknown;
+    result?: { id?: string; rollouts?: number };
+    error?: { code: number; message: string };
+  }> = [];
   raw.on('message', (data) => {
     const message = JSON.parse(data.toString()) as (typeof answers)[number] & { method?: string };
     if (message.method === undefined) answers.push(message);
@@ -106,7 +147,10 @@ test('RPC: a request reusing the id of one not yet answered gets -32600 naming t
 
   const of = (id: unknown) => answers.filter((answer) => answer.id === id);
   assert.equal(of(1).length, 2, JSON.stringify(of(1)));
-  assert.ok(of(1).some((answer) => typeof answer.result?.id === 'string'), 'the first create is answered with its rollout');
+  assert.ok(
+    of(1).some((answer) => typeof answer.result?.id === 'string'),
+    'the first create is answered with its rollout',
+  );
   const refused = of(1).find((answer) => answer.error)!;
   assert.equal(refused.error!.code, -32600);
   assert.match(refused.error!.message, /request id 1 is already in use by a request not yet answered/);

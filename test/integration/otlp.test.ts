@@ -11,15 +11,40 @@ import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { encode, oneSpan, recordSpans } from '../helpers/otlp';
 import { tempDir, waitFor } from '../helpers/tmp';
 
-const ResponseType = (otlpRoot as unknown as { opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceResponse: { decode(b: Uint8Array): { partialSuccess?: { rejectedSpans?: unknown; errorMessage?: string } } } } } } } } })
-  .opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
+const ResponseType = (
+  otlpRoot as unknown as {
+    opentelemetry: {
+      proto: {
+        collector: {
+          trace: {
+            v1: {
+              ExportTraceServiceResponse: {
+                decode(b: Uint8Array): { partialSuccess?: { rejectedSpans?: unknown; errorMessage?: string } };
+              };
+            };
+          };
+        };
+      };
+    };
+  }
+).opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
 
-function post(url: string, body: Buffer, headers: Record<string, string>): Promise<{ status: number; type: string; body: Buffer }> {
+function post(
+  url: string,
+  body: Buffer,
+  headers: Record<string, string>,
+): Promise<{ status: number; type: string; body: Buffer }> {
   return new Promise((resolve, reject) => {
     const request = http.request(url, { method: 'POST', headers }, (response) => {
       const chunks: Buffer[] = [];
       response.on('data', (chunk: Buffer) => chunks.push(chunk));
-      response.on('end', () => resolve({ status: response.statusCode ?? 0, type: String(response.headers['content-type']), body: Buffer.concat(chunks) }));
+      response.on('end', () =>
+        resolve({
+          status: response.statusCode ?? 0,
+          type: String(response.headers['content-type']),
+          body: Buffer.concat(chunks),
+        }),
+      );
     });
     request.on('error', reject);
     request.end(body);
@@ -47,42 +72,92 @@ describe('OTLP/HTTP trace receiver', () => {
   test('protobuf to the rollout URL: a tool-using trace is stored with categories, parents and tokens; the answer is protobuf', async () => {
     const { rollout, url } = await client.request('startAgentRun', { label: 'otlp' });
     const spans = recordSpans((tracer) => {
-      const agent = tracer.startSpan('invoke_agent weather', { attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'weather' } });
+      const agent = tracer.startSpan('invoke_agent weather', {
+        attributes: { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.agent.name': 'weather' },
+      });
       const inAgent = trace.setSpan(ROOT_CONTEXT, agent);
-      const withParent = (name: string, attributes: Record<string, string | number>, kind = SpanKind.INTERNAL): void => {
+      const withParent = (
+        name: string,
+        attributes: Record<string, string | number>,
+        kind = SpanKind.INTERNAL,
+      ): void => {
         tracer.startSpan(name, { kind, attributes }, inAgent).end();
       };
-      withParent('chat gpt-4o', { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 30, 'gen_ai.usage.output_tokens': 6 }, SpanKind.CLIENT);
-      withParent('execute_tool get_weather', { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': 'get_weather' });
+      withParent(
+        'chat gpt-4o',
+        {
+          'gen_ai.operation.name': 'chat',
+          'gen_ai.request.model': 'gpt-4o',
+          'gen_ai.usage.input_tokens': 30,
+          'gen_ai.usage.output_tokens': 6,
+        },
+        SpanKind.CLIENT,
+      );
+      withParent('execute_tool get_weather', {
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': 'get_weather',
+      });
       agent.end();
     });
-    const response = await post(`${url}/v1/traces`, encode(spans, 'protobuf'), { 'content-type': 'application/x-protobuf' });
+    const response = await post(`${url}/v1/traces`, encode(spans, 'protobuf'), {
+      'content-type': 'application/x-protobuf',
+    });
     assert.equal(response.status, 200);
     assert.equal(response.type, 'application/x-protobuf');
     assert.ok(!ResponseType.decode(response.body).partialSuccess, 'full success: no partialSuccess');
     const stored = await spansOf(rollout.id, 3);
-    assert.deepEqual(stored.map((s) => [s.name, s.category]).sort(), [['chat gpt-4o', 'llm'], ['execute_tool get_weather', 'tool'], ['invoke_agent weather', 'agent']]);
+    assert.deepEqual(stored.map((s) => [s.name, s.category]).sort(), [
+      ['chat gpt-4o', 'llm'],
+      ['execute_tool get_weather', 'tool'],
+      ['invoke_agent weather', 'agent'],
+    ]);
     const agentSpan = stored.find((s) => s.category === 'agent')!;
-    assert.ok(stored.filter((s) => s.category !== 'agent').every((s) => s.parentSpanId === agentSpan.spanId && s.traceId === agentSpan.traceId));
+    assert.ok(
+      stored
+        .filter((s) => s.category !== 'agent')
+        .every((s) => s.parentSpanId === agentSpan.spanId && s.traceId === agentSpan.traceId),
+    );
     const detail = await client.request('getRollout', { id: rollout.id });
-    assert.deepEqual([detail.rollout.llmCalls, detail.rollout.promptTokens, detail.rollout.completionTokens], [1, 30, 6]);
+    assert.deepEqual(
+      [detail.rollout.llmCalls, detail.rollout.promptTokens, detail.rollout.completionTokens],
+      [1, 30, 6],
+    );
   });
 
   test('gzip JSON to the shared /v1/traces (with the daemon token): spans go to the rollout named in the resource; unknown rollouts are a partial success', async () => {
     const { rollout } = await client.request('startAgentRun', {});
-    const mine = oneSpan('chat m', { 'gen_ai.operation.name': 'chat' }, SpanKind.CLIENT, resourceFromAttributes({ 'lightning.rollout_id': rollout.id }));
-    const stray = oneSpan('chat m', { 'gen_ai.operation.name': 'chat' }, SpanKind.CLIENT, resourceFromAttributes({ 'lightning.rollout_id': 'ro-0000000000000000' }));
+    const mine = oneSpan(
+      'chat m',
+      { 'gen_ai.operation.name': 'chat' },
+      SpanKind.CLIENT,
+      resourceFromAttributes({ 'lightning.rollout_id': rollout.id }),
+    );
+    const stray = oneSpan(
+      'chat m',
+      { 'gen_ai.operation.name': 'chat' },
+      SpanKind.CLIENT,
+      resourceFromAttributes({ 'lightning.rollout_id': 'ro-0000000000000000' }),
+    );
     const orphan = oneSpan('chat m', {}, SpanKind.CLIENT);
     const body = zlib.gzipSync(encode([...mine, ...stray, ...orphan], 'json'));
-    const response = await post(`${daemon.ready.url}/v1/traces`, body, { 'content-type': 'application/json', 'content-encoding': 'gzip', authorization: `Bearer ${daemon.ready.token}` });
+    const response = await post(`${daemon.ready.url}/v1/traces`, body, {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+      authorization: `Bearer ${daemon.ready.token}`,
+    });
     assert.equal(response.status, 200);
-    const partial = JSON.parse(response.body.toString('utf8')) as { partialSuccess: { rejectedSpans: string; errorMessage: string } };
+    const partial = JSON.parse(response.body.toString('utf8')) as {
+      partialSuccess: { rejectedSpans: string; errorMessage: string };
+    };
     assert.equal(partial.partialSuccess.rejectedSpans, '2');
     assert.match(partial.partialSuccess.errorMessage, /ro-0000000000000000 does not exist/);
     assert.match(partial.partialSuccess.errorMessage, /no lightning\.rollout_id/);
     assert.equal((await spansOf(rollout.id, 1)).length, 1);
     // The same answer in protobuf, for a protobuf export.
-    const binary = await post(`${daemon.ready.url}/v1/traces`, encode(stray, 'protobuf'), { 'content-type': 'application/x-protobuf', authorization: `Bearer ${daemon.ready.token}` });
+    const binary = await post(`${daemon.ready.url}/v1/traces`, encode(stray, 'protobuf'), {
+      'content-type': 'application/x-protobuf',
+      authorization: `Bearer ${daemon.ready.token}`,
+    });
     assert.equal(binary.type, 'application/x-protobuf');
     const decoded = ResponseType.decode(binary.body).partialSuccess!;
     assert.equal(Number(decoded.rejectedSpans), 1);
@@ -91,18 +166,30 @@ describe('OTLP/HTTP trace receiver', () => {
 
   test('garbage protobuf, bad JSON and an unknown media type get a 4xx, store nothing, and the daemon serves on', async () => {
     const { rollout, url } = await client.request('startAgentRun', {});
-    const garbage = await post(`${url}/v1/traces`, Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f, 0x01]), { 'content-type': 'application/x-protobuf' });
+    const garbage = await post(`${url}/v1/traces`, Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f, 0x01]), {
+      'content-type': 'application/x-protobuf',
+    });
     assert.equal(garbage.status, 400);
     assert.match(JSON.parse(garbage.body.toString()).error.message, /protobuf/i);
-    const badJson = await post(`${url}/v1/traces`, Buffer.from('{"resourceSpans": ['), { 'content-type': 'application/json' });
+    const badJson = await post(`${url}/v1/traces`, Buffer.from('{"resourceSpans": ['), {
+      'content-type': 'application/json',
+    });
     assert.equal(badJson.status, 400);
     const wrongType = await post(`${url}/v1/traces`, Buffer.from('hello'), { 'content-type': 'text/plain' });
     assert.equal(wrongType.status, 415);
-    const badGzip = await post(`${url}/v1/traces`, Buffer.from('not gzip'), { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+    const badGzip = await post(`${url}/v1/traces`, Buffer.from('not gzip'), {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+    });
     assert.equal(badGzip.status, 400);
     // A good export after the bad ones: once it is stored, nothing else was.
-    await post(`${url}/v1/traces`, encode(oneSpan('chat m', { 'gen_ai.operation.name': 'chat' }), 'protobuf'), { 'content-type': 'application/x-protobuf' });
+    await post(`${url}/v1/traces`, encode(oneSpan('chat m', { 'gen_ai.operation.name': 'chat' }), 'protobuf'), {
+      'content-type': 'application/x-protobuf',
+    });
     assert.equal((await spansOf(rollout.id, 1)).length, 1);
-    assert.equal((await post(`${url}/v1/metrics`, Buffer.from('x'), { 'content-type': 'application/x-protobuf' })).status, 200);
+    assert.equal(
+      (await post(`${url}/v1/metrics`, Buffer.from('x'), { 'content-type': 'application/x-protobuf' })).status,
+      200,
+    );
   });
 });

@@ -35,13 +35,20 @@ describe('LLM call outcomes: recorded, shown, and kept out of training', () => {
   });
 
   test('@anthropic-ai/sdk (Node, streaming): 500 → retry; the error body is not an answer', async (t) => {
-    const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'faulty-anthropic-agent.mjs')], { ANTHROPIC_BASE_URL: upstream.origin, ANTHROPIC_API_KEY: ANTHROPIC_KEY });
+    const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'faulty-anthropic-agent.mjs')], {
+      ANTHROPIC_BASE_URL: upstream.origin,
+      ANTHROPIC_API_KEY: ANTHROPIC_KEY,
+    });
     assert.equal(run.code, 0, run.stdout + run.stderr);
     assert.match(run.stdout, new RegExp(`ANSWER: ${PROVIDER_ANSWER}`));
     const [failed, retry] = llmOf(run);
     assert.equal(llmOf(run).length, 2);
     assert.deepEqual(spanOutcome(failed!), { kind: 'upstream_error', status: 500 });
-    assert.equal((failed!.attributes['lightning.response'] as { type?: unknown }).type, 'error', 'the record keeps the error body as it came');
+    assert.equal(
+      (failed!.attributes['lightning.response'] as { type?: unknown }).type,
+      'error',
+      'the record keeps the error body as it came',
+    );
     assert.deepEqual(spanOutcome(retry!), { kind: 'ok' });
     assert.equal(retry!.attributes['lightning.retry_of'], failed!.spanId);
     const chat = await exportRows(run, 'chat');
@@ -53,7 +60,13 @@ describe('LLM call outcomes: recorded, shown, and kept out of training', () => {
   });
 
   test('@anthropic-ai/sdk under --token-ids (answered through chat completions): 500 → retry, linked the same way', async (t) => {
-    const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'faulty-anthropic-agent.mjs')], { ANTHROPIC_BASE_URL: '', ANTHROPIC_API_KEY: '', AGENT_MODEL: 'flaky-500-translated' }, ['--token-ids']);
+    const run = await runAgent(
+      t,
+      upstream.url,
+      ['node', path.join(AGENTS, 'faulty-anthropic-agent.mjs')],
+      { ANTHROPIC_BASE_URL: '', ANTHROPIC_API_KEY: '', AGENT_MODEL: 'flaky-500-translated' },
+      ['--token-ids'],
+    );
     assert.equal(run.code, 0, run.stdout + run.stderr);
     assert.match(run.stdout, new RegExp(`ANSWER: ${ANSWER}`));
     const [failed, retry] = llmOf(run);
@@ -63,13 +76,19 @@ describe('LLM call outcomes: recorded, shown, and kept out of training', () => {
     assert.deepEqual(spanOutcome(retry!), { kind: 'ok' });
     assert.equal(retry!.attributes['lightning.retry_of'], failed!.spanId);
     const transitions = await exportRows(run, 'transitions');
-    assert.deepEqual(transitions.rows.map((row) => row.spanId), [retry!.spanId]);
+    assert.deepEqual(
+      transitions.rows.map((row) => row.spanId),
+      [retry!.spanId],
+    );
     assert.deepEqual(transitions.rows[0]!.responseTokenIds, [4, 5]);
     assert.match(transitions.stderr, /skipped: 1 upstream error\b/);
   });
 
   test('Python anthropic SDK: 429 → retry', async (t) => {
-    const run = await runAgent(t, upstream.url, [python(), path.join(AGENTS, 'faulty_anthropic_agent.py')], { ANTHROPIC_BASE_URL: upstream.origin, ANTHROPIC_API_KEY: ANTHROPIC_KEY });
+    const run = await runAgent(t, upstream.url, [python(), path.join(AGENTS, 'faulty_anthropic_agent.py')], {
+      ANTHROPIC_BASE_URL: upstream.origin,
+      ANTHROPIC_API_KEY: ANTHROPIC_KEY,
+    });
     assert.equal(run.code, 0, run.stdout + run.stderr);
     assert.match(run.stdout, new RegExp(`ANSWER: ${PROVIDER_ANSWER}`));
     const [failed, retry] = llmOf(run);
@@ -77,7 +96,10 @@ describe('LLM call outcomes: recorded, shown, and kept out of training', () => {
     assert.equal(retry!.attributes['lightning.retry_of'], failed!.spanId);
     assert.equal(retry!.attributes['lightning.sdk_retry_count'], 1);
     const transitions = await exportRows(run, 'transitions');
-    assert.deepEqual(transitions.rows.map((row) => row.spanId), [retry!.spanId]);
+    assert.deepEqual(
+      transitions.rows.map((row) => row.spanId),
+      [retry!.spanId],
+    );
     assert.match(transitions.stderr, /skipped: 1 upstream error\b/);
   });
 });

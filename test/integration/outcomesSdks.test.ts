@@ -25,12 +25,21 @@ async function faulty(t: TestContext): Promise<FaultyUpstream> {
   return upstream;
 }
 
-const gemini = (upstream: FaultyUpstream): NodeJS.ProcessEnv => ({ GOOGLE_GEMINI_BASE_URL: upstream.origin, GEMINI_API_KEY: GEMINI_KEY, GOOGLE_API_KEY: '' });
+const gemini = (upstream: FaultyUpstream): NodeJS.ProcessEnv => ({
+  GOOGLE_GEMINI_BASE_URL: upstream.origin,
+  GEMINI_API_KEY: GEMINI_KEY,
+  GOOGLE_API_KEY: '',
+});
 
 describe('LLM call outcomes with every SDK: recorded, shown, and kept out of training', () => {
   test('@google/genai (Node): retries by its retryOptions, a stream left early, a stream past the limit', async (t) => {
     const upstream = await faulty(t);
-    const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'faulty-gemini-agent.mjs')], gemini(upstream));
+    const run = await runAgent(
+      t,
+      upstream.url,
+      ['node', path.join(AGENTS, 'faulty-gemini-agent.mjs')],
+      gemini(upstream),
+    );
     await assertFaultyRun(run, { answer: PROVIDER_ANSWER, plainModel: 'gemini-test', countsRetries: false });
   });
 
@@ -48,7 +57,12 @@ describe('LLM call outcomes with every SDK: recorded, shown, and kept out of tra
 
   test('Python google-genai: HttpRetryOptions, a closed stream, a stream past the limit', async (t) => {
     const upstream = await faulty(t);
-    const run = await runAgent(t, upstream.url, [python(), path.join(AGENTS, 'faulty_provider_agents.py'), 'gemini'], gemini(upstream));
+    const run = await runAgent(
+      t,
+      upstream.url,
+      [python(), path.join(AGENTS, 'faulty_provider_agents.py'), 'gemini'],
+      gemini(upstream),
+    );
     await assertFaultyRun(run, { answer: PROVIDER_ANSWER, plainModel: 'gemini-test', countsRetries: false });
   });
 });

@@ -22,10 +22,31 @@ const ESBUILD = 'extension/dist/node_modules/@esbuild';
 
 /** Each target's native files, and what its binaries must be built for. */
 const EXPECTED: Record<string, { files: string[]; format: 'elf' | 'macho'; cpu: 'x64' | 'arm64' }> = {
-  'linux-x64': { files: [`${ESBUILD}/linux-x64/bin/esbuild`, `${ORT}/linux/x64/libonnxruntime.so.1`, `${ORT}/linux/x64/onnxruntime_binding.node`], format: 'elf', cpu: 'x64' },
-  'linux-arm64': { files: [`${ESBUILD}/linux-arm64/bin/esbuild`, `${ORT}/linux/arm64/libonnxruntime.so.1`, `${ORT}/linux/arm64/onnxruntime_binding.node`], format: 'elf', cpu: 'arm64' },
+  'linux-x64': {
+    files: [
+      `${ESBUILD}/linux-x64/bin/esbuild`,
+      `${ORT}/linux/x64/libonnxruntime.so.1`,
+      `${ORT}/linux/x64/onnxruntime_binding.node`,
+    ],
+    format: 'elf',
+    cpu: 'x64',
+  },
+  'linux-arm64': {
+    files: [
+      `${ESBUILD}/linux-arm64/bin/esbuild`,
+      `${ORT}/linux/arm64/libonnxruntime.so.1`,
+      `${ORT}/linux/arm64/onnxruntime_binding.node`,
+    ],
+    format: 'elf',
+    cpu: 'arm64',
+  },
   'darwin-arm64': {
-    files: [`${ESBUILD}/darwin-arm64/bin/esbuild`, `${ORT}/darwin/arm64/libonnxruntime.1.30.0.dylib`, `${ORT}/darwin/arm64/libonnxruntime.1.dylib`, `${ORT}/darwin/arm64/onnxruntime_binding.node`],
+    files: [
+      `${ESBUILD}/darwin-arm64/bin/esbuild`,
+      `${ORT}/darwin/arm64/libonnxruntime.1.30.0.dylib`,
+      `${ORT}/darwin/arm64/libonnxruntime.1.dylib`,
+      `${ORT}/darwin/arm64/onnxruntime_binding.node`,
+    ],
     format: 'macho',
     cpu: 'arm64',
   },
@@ -36,23 +57,33 @@ const EXPECTED: Record<string, { files: string[]; format: 'elf' | 'macho'; cpu: 
 /** The platform a binary is for, from its header; null for a file that is no ELF, Mach-O or PE binary. */
 function binaryKind(bytes: Buffer): string | null {
   if (bytes.length < 20) return null;
-  if (bytes.readUInt32BE(0) === 0x7f454c46) return `elf-${({ 0x3e: 'x64', 0xb7: 'arm64' } as Record<number, string>)[bytes.readUInt16LE(18)] ?? 'other'}`;
-  if (bytes.readUInt32LE(0) === 0xfeedfacf) return `macho-${({ 0x01000007: 'x64', 0x0100000c: 'arm64' } as Record<number, string>)[bytes.readUInt32LE(4)] ?? 'other'}`;
+  if (bytes.readUInt32BE(0) === 0x7f454c46)
+    return `elf-${({ 0x3e: 'x64', 0xb7: 'arm64' } as Record<number, string>)[bytes.readUInt16LE(18)] ?? 'other'}`;
+  if (bytes.readUInt32LE(0) === 0xfeedfacf)
+    return `macho-${({ 0x01000007: 'x64', 0x0100000c: 'arm64' } as Record<number, string>)[bytes.readUInt32LE(4)] ?? 'other'}`;
   if (bytes.readUInt32BE(0) === 0xcafebabe) return 'macho-universal';
   if (bytes.readUInt16BE(0) === 0x4d5a) return 'pe';
   return null;
 }
 
-const entries = (vsix: string): string[] => execFileSync('unzip', ['-Z1', vsix], { encoding: 'utf8', maxBuffer: 16 << 20 }).split('\n').filter((line) => line && !line.endsWith('/'));
-const head = (vsix: string, entry: string): Buffer => execFileSync('unzip', ['-p', vsix, entry], { maxBuffer: 256 << 20 }).subarray(0, 64);
+const entries = (vsix: string): string[] =>
+  execFileSync('unzip', ['-Z1', vsix], { encoding: 'utf8', maxBuffer: 16 << 20 })
+    .split('\n')
+    .filter((line) => line && !line.endsWith('/'));
+const head = (vsix: string, entry: string): Buffer =>
+  execFileSync('unzip', ['-p', vsix, entry], { maxBuffer: 256 << 20 }).subarray(0, 64);
 
 let out: string;
 before(() => {
   out = fs.mkdtempSync(path.join(fs.realpathSync(os.tmpdir()), 'lightning-package-'));
-  const run = spawnSync(process.execPath, [path.join(root, '.ci', 'package.mjs')], { env: { ...process.env, LIGHTNING_PACKAGE_OUT: out }, encoding: 'utf8' });
+  const run = spawnSync(process.execPath, [path.join(root, '.ci', 'package.mjs')], {
+    env: { ...process.env, LIGHTNING_PACKAGE_OUT: out },
+    encoding: 'utf8',
+  });
   assert.equal(run.status, 0, run.stderr);
   // One line per target with its size.
-  for (const target of Object.keys(EXPECTED)) assert.match(run.stdout, new RegExp(`lightning-${target}-${version}\\.vsix  \\d+\\.\\d MB`));
+  for (const target of Object.keys(EXPECTED))
+    assert.match(run.stdout, new RegExp(`lightning-${target}-${version}\\.vsix  \\d+\\.\\d MB`));
 });
 
 describe('npm run package', () => {
@@ -60,50 +91,105 @@ describe('npm run package', () => {
     test(`the ${target} VSIX holds exactly its platform's binaries and no file of another platform`, () => {
       const vsix = path.join(out, `lightning-${target}-${version}.vsix`);
       const files = entries(vsix);
-      const native = files.filter((file) => /\.(node|so(\.\d+)*|dylib|dll|exe)$/.test(file) || /\/bin\/esbuild$/.test(file));
+      const native = files.filter(
+        (file) => /\.(node|so(\.\d+)*|dylib|dll|exe)$/.test(file) || /\/bin\/esbuild$/.test(file),
+      );
       assert.deepEqual(native.sort(), [...expected.files].sort());
-      for (const file of native) assert.equal(binaryKind(head(vsix, file)), `${expected.format}-${expected.cpu}`, `${file} is not a ${target} binary`);
-      const others = Object.keys(EXPECTED).filter((other) => other !== target).flatMap((other) => [`@esbuild/${other}/`, `napi-v6/${other.replace('-', '/')}/`]);
-      assert.deepEqual(files.filter((file) => others.some((mark) => file.includes(mark)) || /win32|better[-_]sqlite3/.test(file)), []);
+      for (const file of native)
+        assert.equal(
+          binaryKind(head(vsix, file)),
+          `${expected.format}-${expected.cpu}`,
+          `${file} is not a ${target} binary`,
+        );
+      const others = Object.keys(EXPECTED)
+        .filter((other) => other !== target)
+        .flatMap((other) => [`@esbuild/${other}/`, `napi-v6/${other.replace('-', '/')}/`]);
+      assert.deepEqual(
+        files.filter((file) => others.some((mark) => file.includes(mark)) || /win32|better[-_]sqlite3/.test(file)),
+        [],
+      );
       // What the runtime needs from the extension: bundles, the CLI, the sample agent, the trainer worker, the walkthrough.
-      for (const file of ['extension/dist/cli.js', 'extension/dist/extension.js', 'extension/dist/demo-agent.mjs', 'extension/dist/node_modules/esbuild/lib/main.js', 'extension/dist/node_modules/onnxruntime-common/dist/cjs/index.js', 'extension/media/icon.png', 'extension/media/walkthrough/demo.md', 'extension/LICENSE.txt', 'extension/trainer-daemon/python/lightning_trainer/__init__.py']) {
+      for (const file of [
+        'extension/dist/cli.js',
+        'extension/dist/extension.js',
+        'extension/dist/demo-agent.mjs',
+        'extension/dist/node_modules/esbuild/lib/main.js',
+        'extension/dist/node_modules/onnxruntime-common/dist/cjs/index.js',
+        'extension/media/icon.png',
+        'extension/media/walkthrough/demo.md',
+        'extension/LICENSE.txt',
+        'extension/trainer-daemon/python/lightning_trainer/__init__.py',
+      ]) {
         assert.ok(files.includes(file), `${target} lacks ${file}`);
       }
-      assert.match(execFileSync('unzip', ['-p', vsix, 'extension.vsixmanifest'], { encoding: 'utf8' }), new RegExp(`TargetPlatform="${target}"`));
-      assert.deepEqual(files.filter((file) => /\.map$|\.d\.ts$|__pycache__/.test(file)), []);
+      assert.match(
+        execFileSync('unzip', ['-p', vsix, 'extension.vsixmanifest'], { encoding: 'utf8' }),
+        new RegExp(`TargetPlatform="${target}"`),
+      );
+      assert.deepEqual(
+        files.filter((file) => /\.map$|\.d\.ts$|__pycache__/.test(file)),
+        [],
+      );
     });
   }
 
   test('the linux-x64 VSIX, unpacked outside the checkout, scores with a TypeScript reward function and an ONNX model (or names the Node it needs)', (t) => {
     const dir = tempDir(t);
-    execFileSync('unzip', ['-q', path.join(out, `lightning-linux-x64-${version}.vsix`), '-d', path.join(dir, 'installed')]);
+    execFileSync('unzip', [
+      '-q',
+      path.join(out, `lightning-linux-x64-${version}.vsix`),
+      '-d',
+      path.join(dir, 'installed'),
+    ]);
     const cli = path.join(dir, 'installed', 'extension', 'dist', 'cli.js');
     const fixtures = path.join(root, 'test', 'fixtures');
     const work = path.join(dir, 'work');
-    for (const file of ['matches.ts', 'helper.ts']) fs.cpSync(path.join(fixtures, 'rewards', 'functions', file), path.join(work, file));
-    for (const file of ['model.onnx', 'tokenizer.json']) fs.cpSync(path.join(fixtures, 'reward-model', file), path.join(work, file));
+    for (const file of ['matches.ts', 'helper.ts'])
+      fs.cpSync(path.join(fixtures, 'rewards', 'functions', file), path.join(work, file));
+    for (const file of ['model.onnx', 'tokenizer.json'])
+      fs.cpSync(path.join(fixtures, 'reward-model', file), path.join(work, file));
     const storeFile = path.join(work, '.lightning', 'store.db');
     const store = Store.open(storeFile);
     recordRollout(store, { answer: 'PARIS', task: { input: { question: 'capital?', expected: 'PARIS' } } });
     store.close();
-    fs.writeFileSync(path.join(work, '.lightning', 'rewards.json'), JSON.stringify({ default: { sources: [{ type: 'function', module: '../matches.ts' }, { type: 'model', path: '../model.onnx', template: '{answer}' }] } }));
+    fs.writeFileSync(
+      path.join(work, '.lightning', 'rewards.json'),
+      JSON.stringify({
+        default: {
+          sources: [
+            { type: 'function', module: '../matches.ts' },
+            { type: 'model', path: '../model.onnx', template: '{answer}' },
+          ],
+        },
+      }),
+    );
 
     const node = process.env.LIGHTNING_NODE24 ?? process.execPath;
-    const run = spawnSync(node, [cli, 'score', '--store', storeFile, '--json'], { cwd: work, encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HOME: dir } });
+    const run = spawnSync(node, [cli, 'score', '--store', storeFile, '--json'], {
+      cwd: work,
+      encoding: 'utf8',
+      env: { PATH: '/usr/bin:/bin', HOME: dir },
+    });
     const nodeVersion = execFileSync(node, ['-p', 'process.versions.node'], { encoding: 'utf8' }).trim();
     const [major, minor] = nodeVersion.split('.').map(Number) as [number, number];
     if (!(major > 22 || (major === 22 && minor >= 13))) {
       // The .vsix carries no better-sqlite3: on an older Node it says what to run instead.
       assert.notEqual(run.status, 0);
-      assert.match(run.stderr, /has no node:sqlite and better-sqlite3 is not installed beside Lightning.*Node ≥ 22\.13/);
+      assert.match(
+        run.stderr,
+        /has no node:sqlite and better-sqlite3 is not installed beside Lightning.*Node ≥ 22\.13/,
+      );
       return;
     }
     assert.equal(run.status, 0, run.stderr);
     const result = ScoreRolloutsResult.parse(JSON.parse(run.stdout));
     const sources = result.results[0]!.sources;
-    assert.deepEqual(sources.map((s) => [s.kind, s.kind === 'scored' ? Math.round(s.value * 1e4) / 1e4 : null]), [
-      ['scored', 1],
-      ['scored', 0.7807],
-    ]);
+    assert.deepEqual(
+      sources.map((s) => [s.kind, s.kind === 'scored' ? Math.round(s.value * 1e4) / 1e4 : null]),
+      [
+        ['scored', 1],
+        ['scored', 0.7807],
+      ],
+    );
   });
 });

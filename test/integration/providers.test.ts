@@ -10,7 +10,18 @@ import { asChatCall } from '../../trainer-daemon/protocol';
 import { llmCallView } from '../../webview/format';
 import { runAgent } from '../helpers/runAgent';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
-import { AGENTS, ANTHROPIC_KEY, GEMINI_KEY, anthropicEnv, assertAnthropicTrajectory, assertGeminiTrajectory, assertNotStored, geminiEnv, llmOf, type Obj } from '../helpers/providerAgents';
+import {
+  AGENTS,
+  ANTHROPIC_KEY,
+  GEMINI_KEY,
+  anthropicEnv,
+  assertAnthropicTrajectory,
+  assertGeminiTrajectory,
+  assertNotStored,
+  geminiEnv,
+  llmOf,
+  type Obj,
+} from '../helpers/providerAgents';
 
 let upstream: ScriptedUpstream;
 before(async () => {
@@ -22,7 +33,12 @@ describe('Anthropic SDK agents, unchanged, through lightning run', () => {
   for (const mode of ['json', 'stream'] as const) {
     test(`@anthropic-ai/sdk (${mode}): tools, system blocks with cache_control, an image; headers forwarded, the key never stored`, async (t) => {
       const seen = upstream.requests.length;
-      const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), mode, 'count'], anthropicEnv(upstream));
+      const run = await runAgent(
+        t,
+        upstream.url,
+        ['node', path.join(AGENTS, 'anthropic-agent.mjs'), mode, 'count'],
+        anthropicEnv(upstream),
+      );
       assertAnthropicTrajectory(run, mode === 'stream');
       assert.match(run.stdout, /COUNT: 42 MODELS: claude-test/, 'count_tokens and models pass through');
       const first = llmOf(run)[0]!;
@@ -30,9 +46,16 @@ describe('Anthropic SDK agents, unchanged, through lightning run', () => {
       assert.deepEqual((request.system as Obj[])[0]!.cache_control, { type: 'ephemeral' });
       assert.equal(((request.messages as Obj[])[0]!.content as Obj[])[1]!.type, 'image');
       assert.equal(((first.attributes['lightning.response'] as Obj).content as Obj[])[0]!.type, 'tool_use');
-      assert.deepEqual(((first.attributes['lightning.response'] as Obj).content as Obj[])[0]!.input, { city: 'Paris' }, 'streamed tool input reassembled');
+      assert.deepEqual(
+        ((first.attributes['lightning.response'] as Obj).content as Obj[])[0]!.input,
+        { city: 'Paris' },
+        'streamed tool input reassembled',
+      );
       const calls = upstream.requests.slice(seen).filter((r) => r.path.startsWith('/v1/messages'));
-      assert.deepEqual(calls.map((r) => r.path), ['/v1/messages/count_tokens', '/v1/messages', '/v1/messages']);
+      assert.deepEqual(
+        calls.map((r) => r.path),
+        ['/v1/messages/count_tokens', '/v1/messages', '/v1/messages'],
+      );
       for (const call of calls) {
         // The Python SDK sends x-api-key; this JS SDK version sends the key as a bearer token: both are forwarded.
         assert.equal(call.headers['x-api-key'] ?? call.headers.authorization?.replace(/^Bearer /, ''), ANTHROPIC_KEY);
@@ -45,11 +68,17 @@ describe('Anthropic SDK agents, unchanged, through lightning run', () => {
   }
 
   test('thinking and redacted thinking are recorded, shown collapsed in the panel, kept out of the answer', async (t) => {
-    const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), 'stream'], { ...anthropicEnv(upstream), AGENT_MODEL: 'claude-thinking' });
+    const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), 'stream'], {
+      ...anthropicEnv(upstream),
+      AGENT_MODEL: 'claude-thinking',
+    });
     assert.equal(run.code, 0, run.stdout + run.stderr);
     const first = llmOf(run)[0]!;
     const blocks = (first.attributes['lightning.response'] as Obj).content as Obj[];
-    assert.deepEqual(blocks.map((b) => b.type), ['thinking', 'redacted_thinking', 'tool_use']);
+    assert.deepEqual(
+      blocks.map((b) => b.type),
+      ['thinking', 'redacted_thinking', 'tool_use'],
+    );
     assert.equal(blocks[0]!.signature, 'sig-abc', 'signature_delta reassembled');
     const view = llmCallView(first);
     assert.match(view.response!.thinking!, /I should use the tool\.\n\[redacted thinking\]/);
@@ -58,15 +87,21 @@ describe('Anthropic SDK agents, unchanged, through lightning run', () => {
     assert.deepEqual(view.tools, ['get_weather']);
   });
 
-  test('errors: the upstream\'s in Anthropic\'s shape pass through; the daemon\'s own are in that shape too; each call recorded', async (t) => {
-    const failed = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), 'json'], { ...anthropicEnv(upstream), AGENT_MODEL: 'fail-500' });
+  test("errors: the upstream's in Anthropic's shape pass through; the daemon's own are in that shape too; each call recorded", async (t) => {
+    const failed = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), 'json'], {
+      ...anthropicEnv(upstream),
+      AGENT_MODEL: 'fail-500',
+    });
     assert.equal(failed.code, 3);
     assert.match(failed.stdout, /ERROR: 500 InternalServerError .*the model is overloaded/);
     const [span] = llmOf(failed);
     assert.equal(span!.statusCode, 'error');
     assert.match(span!.statusMessage!, /upstream HTTP 500: the model is overloaded/);
 
-    const midStream = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), 'stream'], { ...anthropicEnv(upstream), AGENT_MODEL: 'stream-error' });
+    const midStream = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), 'stream'], {
+      ...anthropicEnv(upstream),
+      AGENT_MODEL: 'stream-error',
+    });
     assert.equal(midStream.code, 3);
     assert.match(midStream.stdout, /ERROR: .*Overloaded/);
     const streamed = llmOf(midStream).at(-1)!;
@@ -74,28 +109,44 @@ describe('Anthropic SDK agents, unchanged, through lightning run', () => {
     assert.match(streamed.statusMessage!, /overloaded_error: Overloaded/);
     // The error event stays in the record as it came, and the call is not a whole answer: no chat row is made of it.
     assert.equal(streamed.attributes['lightning.outcome'], 'upstream_error');
-    assert.deepEqual((streamed.attributes['lightning.response'] as Obj).error, { type: 'overloaded_error', message: 'Overloaded' });
+    assert.deepEqual((streamed.attributes['lightning.response'] as Obj).error, {
+      type: 'overloaded_error',
+      message: 'Overloaded',
+    });
     assert.equal(asChatCall(streamed.attributes).response, null);
 
-    const unreachable = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), 'json'], { ANTHROPIC_BASE_URL: 'http://127.0.0.1:1', ANTHROPIC_API_KEY: ANTHROPIC_KEY });
+    const unreachable = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'anthropic-agent.mjs'), 'json'], {
+      ANTHROPIC_BASE_URL: 'http://127.0.0.1:1',
+      ANTHROPIC_API_KEY: ANTHROPIC_KEY,
+    });
     assert.equal(unreachable.code, 3);
-    assert.match(unreachable.stdout, /ERROR: 502 InternalServerError .*Lightning could not get a response from the upstream http:\/\/127\.0\.0\.1:1/);
+    assert.match(
+      unreachable.stdout,
+      /ERROR: 502 InternalServerError .*Lightning could not get a response from the upstream http:\/\/127\.0\.0\.1:1/,
+    );
     assert.equal(llmOf(unreachable)[0]!.statusCode, 'error');
   });
-
 });
 
 describe('Gemini SDK agents, unchanged, through lightning run', () => {
   for (const mode of ['json', 'stream'] as const) {
     test(`@google/genai (${mode})`, async (t) => {
-      const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'gemini-agent.mjs'), mode], geminiEnv(upstream));
+      const run = await runAgent(
+        t,
+        upstream.url,
+        ['node', path.join(AGENTS, 'gemini-agent.mjs'), mode],
+        geminiEnv(upstream),
+      );
       assertGeminiTrajectory(upstream, run, mode === 'stream');
     });
   }
 
   test('a key in the query (`?key=`) is forwarded and never stored', async (t) => {
     const script = `const r = await fetch(process.env.LIGHTNING_URL + '/v1beta/models/gemini-test:generateContent?key=${GEMINI_KEY}', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'hi' }] }] }) }); console.log('STATUS', r.status);`;
-    const run = await runAgent(t, upstream.url, ['node', '--input-type=module', '-e', script], { GOOGLE_GEMINI_BASE_URL: upstream.origin, GEMINI_API_KEY: '' });
+    const run = await runAgent(t, upstream.url, ['node', '--input-type=module', '-e', script], {
+      GOOGLE_GEMINI_BASE_URL: upstream.origin,
+      GEMINI_API_KEY: '',
+    });
     assert.match(run.stdout, /STATUS 200/);
     assert.equal(upstream.requests.at(-1)!.path, `/v1beta/models/gemini-test:generateContent?key=${GEMINI_KEY}`);
     assert.equal(llmOf(run).length, 1);
@@ -104,7 +155,9 @@ describe('Gemini SDK agents, unchanged, through lightning run', () => {
 
   test('streamGenerateContent without alt=sse (one JSON array) is recorded as the merged response', async (t) => {
     const script = `const r = await fetch(process.env.LIGHTNING_URL + '/v1beta/models/gemini-test:streamGenerateContent', { method: 'POST', headers: { 'content-type': 'application/json', 'x-goog-api-key': 'k' }, body: JSON.stringify({ contents: 'hi' }) }); const chunks = await r.json(); console.log('CHUNKS', chunks.length);`;
-    const run = await runAgent(t, upstream.url, ['node', '--input-type=module', '-e', script], { GOOGLE_GEMINI_BASE_URL: upstream.origin });
+    const run = await runAgent(t, upstream.url, ['node', '--input-type=module', '-e', script], {
+      GOOGLE_GEMINI_BASE_URL: upstream.origin,
+    });
     assert.match(run.stdout, /CHUNKS 5/, 'the agent gets the array unchanged');
     const [span] = llmOf(run);
     assert.equal(span!.attributes['lightning.streamed'], true);
@@ -113,8 +166,11 @@ describe('Gemini SDK agents, unchanged, through lightning run', () => {
     assert.equal(span!.attributes['gen_ai.usage.output_tokens'], 7);
   });
 
-  test('an upstream error in Google\'s shape reaches the SDK and the call is recorded as failed', async (t) => {
-    const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'gemini-agent.mjs'), 'json'], { ...geminiEnv(upstream), AGENT_MODEL: 'fail-500' });
+  test("an upstream error in Google's shape reaches the SDK and the call is recorded as failed", async (t) => {
+    const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'gemini-agent.mjs'), 'json'], {
+      ...geminiEnv(upstream),
+      AGENT_MODEL: 'fail-500',
+    });
     assert.equal(run.code, 3);
     assert.match(run.stdout, /ERROR: 500 .*the model is overloaded/);
     assert.equal(llmOf(run)[0]!.statusCode, 'error');
@@ -129,10 +185,19 @@ describe('constant response ids', () => {
   ] as const;
   for (const [name, command, env] of cases) {
     test(`${name}: two calls answered with the same id are two steps`, async (t) => {
-      const run = await runAgent(t, upstream.url, [...command], { ...anthropicEnv(upstream), LIGHTNING_ANTHROPIC_UPSTREAM_URL: upstream.origin, ...env, AGENT_MODEL: name === 'messages' ? 'claude-constant-id' : 'constant-id' });
+      const run = await runAgent(t, upstream.url, [...command], {
+        ...anthropicEnv(upstream),
+        LIGHTNING_ANTHROPIC_UPSTREAM_URL: upstream.origin,
+        ...env,
+        AGENT_MODEL: name === 'messages' ? 'claude-constant-id' : 'constant-id',
+      });
       assert.equal(run.code, 0, run.stdout + run.stderr);
       const llm = llmOf(run);
-      assert.equal(llm.length, 2, JSON.stringify(run.detail.spans.map((s) => [s.category, s.attributes['lightning.same_call_as']])));
+      assert.equal(
+        llm.length,
+        2,
+        JSON.stringify(run.detail.spans.map((s) => [s.category, s.attributes['lightning.same_call_as']])),
+      );
       assert.equal(new Set(llm.map((s) => s.attributes['gen_ai.response.id'])).size, 1, 'the same id');
       assert.equal(run.detail.rollout.llmCalls, 2);
     });

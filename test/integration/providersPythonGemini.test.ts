@@ -18,7 +18,12 @@ after(() => upstream.close());
 describe('Python google-genai SDK agents, unchanged, through lightning run', () => {
   for (const mode of ['json', 'stream'] as const) {
     test(`Python google-genai (${mode})`, async (t) => {
-      const run = await runAgent(t, upstream.url, [python(), path.join(AGENTS, 'provider_agents.py'), 'gemini', mode], geminiEnv(upstream));
+      const run = await runAgent(
+        t,
+        upstream.url,
+        [python(), path.join(AGENTS, 'provider_agents.py'), 'gemini', mode],
+        geminiEnv(upstream),
+      );
       assertGeminiTrajectory(upstream, run, mode === 'stream');
     });
   }

@@ -42,21 +42,57 @@ test('dataset run --ray: a runner killed with -9 leaves no agent running on the 
   t.after(() => upstream.close());
   assert.equal((await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd })).code, 0);
   const env = { OPENAI_BASE_URL: '', OPENAI_API_BASE: '', LIGHTNING_RAY_PYTHON: python };
-  const args = ['dataset', 'run', 'tasks', '--concurrency', '2', '--retries', '1', '--upstream', upstream.url, '--ray', head.address, '--json'];
-  const runner = spawn(process.execPath, [CLI, ...args, '--', python, 'agent.py'], { cwd, env: { ...process.env, ...env }, stdio: 'ignore' });
-  const pids = await waitFor(() => {
-    const found = ['a', 'b'].map((id) => path.join(cwd, `hung-${id}`)).filter((file) => fs.existsSync(file) && fs.readFileSync(file, 'utf8') !== '');
-    return found.length === 2 ? found.map((file) => Number(fs.readFileSync(file, 'utf8'))) : null;
-  }, 'both agents to hang on the node', 90_000);
+  const args = [
+    'dataset',
+    'run',
+    'tasks',
+    '--concurrency',
+    '2',
+    '--retries',
+    '1',
+    '--upstream',
+    upstream.url,
+    '--ray',
+    head.address,
+    '--json',
+  ];
+  const runner = spawn(process.execPath, [CLI, ...args, '--', python, 'agent.py'], {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: 'ignore',
+  });
+  const pids = await waitFor(
+    () => {
+      const found = ['a', 'b']
+        .map((id) => path.join(cwd, `hung-${id}`))
+        .filter((file) => fs.existsSync(file) && fs.readFileSync(file, 'utf8') !== '');
+      return found.length === 2 ? found.map((file) => Number(fs.readFileSync(file, 'utf8'))) : null;
+    },
+    'both agents to hang on the node',
+    90_000,
+  );
   const gone = new Promise((resolve) => runner.once('exit', resolve));
   runner.kill('SIGKILL');
   await gone;
-  await waitFor(() => pids.every((pid) => !isProcessAlive(pid)), 'the Ray driver to cancel the agents of the dead runner', 30_000);
+  await waitFor(
+    () => pids.every((pid) => !isProcessAlive(pid)),
+    'the Ray driver to cancel the agents of the dead runner',
+    30_000,
+  );
   const batchId = batchOf(cwd)[0]!.batchId!;
-  assert.deepEqual(batchOf(cwd).map((r) => r.status), ['running', 'running']);
+  assert.deepEqual(
+    batchOf(cwd).map((r) => r.status),
+    ['running', 'running'],
+  );
 
   const resumed = await runCli([...args, '--resume', batchId, '--', python, 'agent.py'], { cwd, env });
   assert.equal(resumed.code, 0, resumed.stderr);
   const rollouts = batchOf(cwd);
-  assert.deepEqual(rollouts.map((r) => [r.status, r.attemptCount, r.llmCalls]), [['succeeded', 2, 1], ['succeeded', 2, 1]]);
+  assert.deepEqual(
+    rollouts.map((r) => [r.status, r.attemptCount, r.llmCalls]),
+    [
+      ['succeeded', 2, 1],
+      ['succeeded', 2, 1],
+    ],
+  );
 });

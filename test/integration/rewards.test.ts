@@ -48,11 +48,29 @@ async function judgeRollouts(client: RpcClient): Promise<Rollout[]> {
 describe('automatic rewards through the daemon', () => {
   test('lightning score with an absolute LLM judge: malformed replies are asked for again, the judge’s calls are recorded, its key is never stored', async (t) => {
     const s = await setup(t);
-    const id = await recordRolloutRpc(s.client, { answer: 'Paris', task: { id: 'capital', input: 'Capital of France?', } });
-    writeConfig(s, {
-      default: { sources: [{ type: 'judge', model: 'scripted-judge', baseUrl: upstream.url, apiKeyEnv: 'JUDGE_KEY', rubric: 'Is the answer correct and concise?', maxRetries: 2 }] },
+    const id = await recordRolloutRpc(s.client, {
+      answer: 'Paris',
+      task: { id: 'capital', input: 'Capital of France?' },
     });
-    upstream.script(['I think it is great!', '{"score": 1.5, "reason": "very good"}', '{"score": 0.8, "reason": "correct and concise"}']);
+    writeConfig(s, {
+      default: {
+        sources: [
+          {
+            type: 'judge',
+            model: 'scripted-judge',
+            baseUrl: upstream.url,
+            apiKeyEnv: 'JUDGE_KEY',
+            rubric: 'Is the answer correct and concise?',
+            maxRetries: 2,
+          },
+        ],
+      },
+    });
+    upstream.script([
+      'I think it is great!',
+      '{"score": 1.5, "reason": "very good"}',
+      '{"score": 0.8, "reason": "correct and concise"}',
+    ]);
     const before = upstream.requests.length;
     const cli = await runCli(['score', '--store', s.store, '--json'], { env: { JUDGE_KEY } });
     assert.equal(cli.code, 0, cli.stderr);
@@ -61,17 +79,23 @@ describe('automatic rewards through the daemon', () => {
     assert.deepEqual([result.scored, result.errors], [1, 0]);
 
     const rewards = (await s.client.request('listRewards', { rolloutId: id })).items;
-    assert.deepEqual(rewards.map((r) => [r.name, r.value, r.source, r.reason]), [
-      ['judge', 0.8, 'judge', 'correct and concise'],
-      ['reward', 0.8, 'judge', '1×judge(0.8)'],
-    ]);
+    assert.deepEqual(
+      rewards.map((r) => [r.name, r.value, r.source, r.reason]),
+      [
+        ['judge', 0.8, 'judge', 'correct and concise'],
+        ['reward', 0.8, 'judge', '1×judge(0.8)'],
+      ],
+    );
     // Three calls: the first reply was not JSON, the second out of range; each retry names the problem.
     const calls = upstream.requests.slice(before);
     assert.equal(calls.length, 3);
     assert.ok(calls.every((c) => c.headers.authorization === `Bearer ${JUDGE_KEY}`));
     const retry = calls[2]!.body!.messages as Array<{ role: string; content: string }>;
     assert.match(retry.at(-1)!.content, /not valid \(reply\.score: score must be between 0 and 1\)/);
-    assert.match(retry[1]!.content, /Is the answer correct and concise\?[\s\S]*Capital of France\?[\s\S]*final answer: Paris/);
+    assert.match(
+      retry[1]!.content,
+      /Is the answer correct and concise\?[\s\S]*Capital of France\?[\s\S]*final answer: Paris/,
+    );
 
     const judged = await judgeRollouts(s.client);
     assert.equal(judged.length, 1);
@@ -79,21 +103,33 @@ describe('automatic rewards through the daemon', () => {
     assert.match(judged[0]!.label!, new RegExp(`judge of ${id}`));
     // The judge's own rollouts are never scored: scoring again touches only the agent's rollout.
     upstream.script(['{"score": 0.6}']);
-    const again = ScoreRolloutsResult.parse(JSON.parse((await runCli(['score', '--store', s.store, '--json'], { env: { JUDGE_KEY } })).stdout));
-    assert.deepEqual(again.results.map((r) => r.rolloutId), [id]);
+    const again = ScoreRolloutsResult.parse(
+      JSON.parse((await runCli(['score', '--store', s.store, '--json'], { env: { JUDGE_KEY } })).stdout),
+    );
+    assert.deepEqual(
+      again.results.map((r) => r.rolloutId),
+      [id],
+    );
 
     await s.daemon.stop();
     for (const file of fs.readdirSync(path.dirname(s.store))) {
-      assert.ok(!fs.readFileSync(path.join(path.dirname(s.store), file)).includes(JUDGE_KEY), `${file} holds no API key`);
+      assert.ok(
+        !fs.readFileSync(path.join(path.dirname(s.store), file)).includes(JUDGE_KEY),
+        `${file} holds no API key`,
+      );
     }
   });
 
   test('a relative (RULER) judge ranks the rollouts of one task together, over the RPC with progress notifications', async (t) => {
     const s = await setup(t);
     const ids = [];
-    for (const answer of ['42', 'forty-two, I think', 'no idea']) ids.push(await recordRolloutRpc(s.client, { answer, task: { id: 'q1', input: '6*7?' } }));
+    for (const answer of ['42', 'forty-two, I think', 'no idea'])
+      ids.push(await recordRolloutRpc(s.client, { answer, task: { id: 'q1', input: '6*7?' } }));
     const lonely = await recordRolloutRpc(s.client, { answer: 'x', task: { id: 'q2', input: 'other' } });
-    upstream.script(['{"scores": [{"id": 1, "score": 0.9, "reason": "exact"}, {"id": 3, "score": 0.1, "reason": "no answer"}]}', '{"scores": [{"id": 1, "score": 0.9, "reason": "exact"}, {"id": 2, "score": 0.6, "reason": "hedged"}, {"id": 3, "score": 0.1, "reason": "no answer"}]}']);
+    upstream.script([
+      '{"scores": [{"id": 1, "score": 0.9, "reason": "exact"}, {"id": 3, "score": 0.1, "reason": "no answer"}]}',
+      '{"scores": [{"id": 1, "score": 0.9, "reason": "exact"}, {"id": 2, "score": 0.6, "reason": "hedged"}, {"id": 3, "score": 0.1, "reason": "no answer"}]}',
+    ]);
     const progress: number[] = [];
     s.client.onNotification('scoreProgress', (p) => p.jobId === 'job-1' && progress.push(p.done));
     const result = await s.client.request('scoreRollouts', {
@@ -101,19 +137,35 @@ describe('automatic rewards through the daemon', () => {
       spec: { sources: [{ type: 'judge', model: 'scripted-ruler', rubric: 'Correctness first.', mode: 'relative' }] },
     });
     const byId = new Map(result.results.map((r) => [r.rolloutId, r]));
-    assert.deepEqual(ids.map((id) => byId.get(id)!.value), [0.9, 0.6, 0.1]);
+    assert.deepEqual(
+      ids.map((id) => byId.get(id)!.value),
+      [0.9, 0.6, 0.1],
+    );
     assert.match(JSON.stringify(byId.get(ids[1]!)), /relative to 3 runs of the task: hedged/);
-    assert.deepEqual(byId.get(lonely)!.sources.map((o) => o.kind), ['skipped']);
+    assert.deepEqual(
+      byId.get(lonely)!.sources.map((o) => o.kind),
+      ['skipped'],
+    );
     await waitFor(() => progress.includes(4), 'a progress notification for all 4 rollouts');
     // One judge call asked twice (the first reply missed run 2), recorded as one judge rollout.
     const judged = await judgeRollouts(s.client);
-    assert.deepEqual(judged.map((r) => r.llmCalls), [2]);
+    assert.deepEqual(
+      judged.map((r) => r.llmCalls),
+      [2],
+    );
     assert.deepEqual(await s.client.request('cancelScore', { jobId: 'job-1' }), { cancelled: false });
   });
 
   test('scoring one rollout at a time (as a runner does after each rollout) reuses the daemon’s prepared scorer', async (t) => {
     const s = await setup(t);
-    const spec = { sources: [{ type: 'function' as const, module: path.join(__dirname, '..', 'fixtures', 'rewards', 'functions', 'counter.mjs') }] };
+    const spec = {
+      sources: [
+        {
+          type: 'function' as const,
+          module: path.join(__dirname, '..', 'fixtures', 'rewards', 'functions', 'counter.mjs'),
+        },
+      ],
+    };
     const values = [];
     for (let i = 0; i < 3; i += 1) {
       const id = await recordRolloutRpc(s.client, { answer: `a${i}` });
@@ -130,7 +182,16 @@ describe('automatic rewards through the daemon', () => {
     const store = Store.open(storeFile);
     for (let i = 0; i < 600; i += 1) recordRollout(store, { answer: String(i) });
     store.close();
-    fs.writeFileSync(path.join(dir, '.lightning', 'rewards.json'), JSON.stringify({ default: { sources: [{ type: 'function', module: path.join(__dirname, '..', 'fixtures', 'rewards', 'functions', 'slow.mjs') }] } }));
+    fs.writeFileSync(
+      path.join(dir, '.lightning', 'rewards.json'),
+      JSON.stringify({
+        default: {
+          sources: [
+            { type: 'function', module: path.join(__dirname, '..', 'fixtures', 'rewards', 'functions', 'slow.mjs') },
+          ],
+        },
+      }),
+    );
     const child = spawn(process.execPath, [CLI, 'score', '--json'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
@@ -156,7 +217,9 @@ describe('automatic rewards through the daemon', () => {
     const bad = await runCli(['score', '--store', s.store]);
     assert.equal(bad.code, 2);
     assert.match(bad.stderr, /rewards\.json: default\.sources\.0\.rule\.absTol/);
-    const rpcError = await s.client.requestRaw('lightning/rewards/score', { spec: { sources: [{ type: 'rule', rule: { rule: 'tool-called' } }] } }).catch((e: { code: number; message: string }) => e);
+    const rpcError = await s.client
+      .requestRaw('lightning/rewards/score', { spec: { sources: [{ type: 'rule', rule: { rule: 'tool-called' } }] } })
+      .catch((e: { code: number; message: string }) => e);
     assert.equal((rpcError as { code: number }).code, -32602);
     assert.match((rpcError as { message: string }).message, /params\.spec\.sources\.0\.rule\.tool/);
     writeConfig(s, { default: { sources: [{ type: 'rule', rule: { rule: 'exact' } }] } });
@@ -165,10 +228,15 @@ describe('automatic rewards through the daemon', () => {
     assert.match(missing.stderr, /rollout ro-doesnotexist does not exist/);
     assert.equal((await s.client.request('getStats', {})).rewards, 0);
     // A judge whose model fails: the error is that rollout's, and the judge's rollout is marked failed.
-    const failing = await s.client.request('scoreRollouts', { spec: { sources: [{ type: 'judge', model: 'fail-500', rubric: 'r', maxRetries: 0 }] } });
+    const failing = await s.client.request('scoreRollouts', {
+      spec: { sources: [{ type: 'judge', model: 'fail-500', rubric: 'r', maxRetries: 0 }] },
+    });
     assert.deepEqual([failing.scored, failing.unscored, failing.errors], [0, 1, 1]);
     assert.match(JSON.stringify(failing.results[0]!.sources[0]), /the judge model answered HTTP 500/);
-    assert.deepEqual((await judgeRollouts(s.client)).map((r) => r.status), ['failed']);
+    assert.deepEqual(
+      (await judgeRollouts(s.client)).map((r) => r.status),
+      ['failed'],
+    );
     assert.equal((await s.client.request('getStats', {})).rewards, 0);
   });
 });

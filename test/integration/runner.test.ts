@@ -49,16 +49,38 @@ async function importTasks(cwd: string): Promise<void> {
 }
 
 function events(cwd: string): Array<{ id: string; at: number; what: string }> {
-  return fs.readFileSync(path.join(cwd, 'events'), 'utf8').trim().split('\n').map((line) => JSON.parse(line));
+  return fs
+    .readFileSync(path.join(cwd, 'events'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line));
 }
 
 test('dataset run: every task × samples, at most --concurrency at once, rewards and a per-task summary', async (t) => {
-  const { cwd, env } = setUp(t, [{ id: 'good', value: 1, ms: 300 }, { id: 'bad', value: 0, ms: 300 }, { id: 'half', value: 0.5, ms: 300 }]);
+  const { cwd, env } = setUp(t, [
+    { id: 'good', value: 1, ms: 300 },
+    { id: 'bad', value: 0, ms: 300 },
+    { id: 'half', value: 0.5, ms: 300 },
+  ]);
   await importTasks(cwd);
-  const run = await runCli(['dataset', 'run', 'tasks', '--samples', '2', '--concurrency', '2', '--json', '--', process.execPath, 'agent.js'], { cwd, env });
+  const run = await runCli(
+    ['dataset', 'run', 'tasks', '--samples', '2', '--concurrency', '2', '--json', '--', process.execPath, 'agent.js'],
+    { cwd, env },
+  );
   assert.equal(run.code, 0, run.stderr);
-  const summary = JSON.parse(run.stdout) as { batchId: string; tasks: Array<{ task: string; rollouts: number; succeeded: number; meanReward: number }> };
-  assert.deepEqual(summary.tasks.map((s) => [s.task, s.rollouts, s.succeeded, s.meanReward]), [['good', 2, 2, 1], ['bad', 2, 2, 0], ['half', 2, 2, 0.5], ['(all)', 6, 6, 0.5]]);
+  const summary = JSON.parse(run.stdout) as {
+    batchId: string;
+    tasks: Array<{ task: string; rollouts: number; succeeded: number; meanReward: number }>;
+  };
+  assert.deepEqual(
+    summary.tasks.map((s) => [s.task, s.rollouts, s.succeeded, s.meanReward]),
+    [
+      ['good', 2, 2, 1],
+      ['bad', 2, 2, 0],
+      ['half', 2, 2, 0.5],
+      ['(all)', 6, 6, 0.5],
+    ],
+  );
   const rollouts = batchOf(cwd);
   assert.equal(rollouts.length, 6);
   assert.ok(rollouts.every((r) => r.batchId === summary.batchId && r.mode === 'train' && r.datasetId !== null));
@@ -70,14 +92,36 @@ test('dataset run: every task × samples, at most --concurrency at once, rewards
 
 // The limit leaves the quick agents room on a loaded machine (a node start can take over a second).
 test('dataset run: a timeout stops the agent and its children; a failure is retried as a new attempt', async (t) => {
-  const { cwd, env } = setUp(t, [{ id: 'hangs', hang: true }, { id: 'flaky', failFirst: true }]);
+  const { cwd, env } = setUp(t, [
+    { id: 'hangs', hang: true },
+    { id: 'flaky', failFirst: true },
+  ]);
   await importTasks(cwd);
-  const run = await runCli(['dataset', 'run', 'tasks', '--timeout', '3', '--retries', '1', '--concurrency', '2', '--', process.execPath, 'agent.js'], { cwd, env });
+  const run = await runCli(
+    [
+      'dataset',
+      'run',
+      'tasks',
+      '--timeout',
+      '3',
+      '--retries',
+      '1',
+      '--concurrency',
+      '2',
+      '--',
+      process.execPath,
+      'agent.js',
+    ],
+    { cwd, env },
+  );
   assert.equal(run.code, 0, run.stderr);
   const [hangs, flaky] = batchOf(cwd);
   assert.deepEqual([hangs!.status, hangs!.attemptCount, hangs!.error], ['timeout', 2, 'timed out after 3 s']);
   assert.deepEqual([flaky!.status, flaky!.attemptCount, flaky!.reward], ['succeeded', 2, 1]);
-  const pids = fs.readFileSync(path.join(cwd, `pids-${hangs!.id}`), 'utf8').split(' ').map(Number);
+  const pids = fs
+    .readFileSync(path.join(cwd, `pids-${hangs!.id}`), 'utf8')
+    .split(' ')
+    .map(Number);
   await waitFor(() => pids.every((pid) => !isProcessAlive(pid)), 'the agent and its child to be gone');
   assert.match(run.stderr, /flaky failed \(retrying\)/);
 });
@@ -85,7 +129,11 @@ test('dataset run: a timeout stops the agent and its children; a failure is retr
 test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; --resume finishes exactly what is missing', async (t) => {
   const { cwd, env } = setUp(t, [{ id: 'a', hang: true }, { id: 'b', hang: true }, { id: 'c' }, { id: 'd' }]);
   await importTasks(cwd);
-  const child = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--', process.execPath, 'agent.js'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(
+    process.execPath,
+    [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--', process.execPath, 'agent.js'],
+    { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
   const pidFiles = (): string[] => fs.readdirSync(cwd).filter((name) => name.startsWith('pids-'));
@@ -96,14 +144,27 @@ test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; -
   const pids = pidFiles().flatMap((name) => fs.readFileSync(path.join(cwd, name), 'utf8').split(' ').map(Number));
   await waitFor(() => pids.every((pid) => !isProcessAlive(pid)), 'no agent process left', 5_000);
   const after = batchOf(cwd);
-  assert.deepEqual(after.map((r) => r.status), ['cancelled', 'cancelled', 'cancelled', 'cancelled']);
+  assert.deepEqual(
+    after.map((r) => r.status),
+    ['cancelled', 'cancelled', 'cancelled', 'cancelled'],
+  );
 
   // A batch interrupted harder: queued rollouts left behind are what --resume runs.
   // A batch interrupted harder: a queued rollout, an attempt a dead runner left running, a failed
   // attempt with one left, and one out of attempts. --resume runs exactly the first three.
   const store = Store.open(path.join(cwd, '.lightning', 'store.db'));
   const batchId = after[0]!.batchId!;
-  const make = (id: string, maxAttempts: number): string => store.createRollout(parsed('createRollout', { mode: 'train', task: { id, input: {} }, batchId, datasetId: after[0]!.datasetId, maxAttempts, source: { kind: 'api' } })).id;
+  const make = (id: string, maxAttempts: number): string =>
+    store.createRollout(
+      parsed('createRollout', {
+        mode: 'train',
+        task: { id, input: {} },
+        batchId,
+        datasetId: after[0]!.datasetId,
+        maxAttempts,
+        source: { kind: 'api' },
+      }),
+    ).id;
   const queued = make('e', 1);
   const orphan = make('f', 2);
   store.transitionRollout(parsed('transitionRollout', { id: orphan, to: 'running' }));
@@ -114,23 +175,51 @@ test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; -
   store.transitionRollout(parsed('transitionRollout', { id: spent, to: 'running' }));
   store.transitionRollout(parsed('transitionRollout', { id: spent, to: 'failed', error: 'boom' }));
   store.close();
-  const resumed = await runCli(['dataset', 'run', 'tasks', '--resume', batchId, '--json', '--', process.execPath, 'agent.js'], { cwd, env });
+  const resumed = await runCli(
+    ['dataset', 'run', 'tasks', '--resume', batchId, '--json', '--', process.execPath, 'agent.js'],
+    { cwd, env },
+  );
   assert.equal(resumed.code, 0, resumed.stderr);
   const final = new Map(batchOf(cwd).map((r) => [r.id, r]));
-  assert.deepEqual([queued, orphan, failedOnce, spent].map((id) => [final.get(id)!.status, final.get(id)!.attemptCount]), [['succeeded', 1], ['succeeded', 2], ['succeeded', 2], ['failed', 1]]);
-  assert.ok(after.every((r) => final.get(r.id)!.status === 'cancelled'), 'cancelled rollouts are not run again');
-  const unknown = await runCli(['dataset', 'run', 'tasks', '--resume', 'batch-000000000000', '--', process.execPath, 'agent.js'], { cwd, env });
+  assert.deepEqual(
+    [queued, orphan, failedOnce, spent].map((id) => [final.get(id)!.status, final.get(id)!.attemptCount]),
+    [
+      ['succeeded', 1],
+      ['succeeded', 2],
+      ['succeeded', 2],
+      ['failed', 1],
+    ],
+  );
+  assert.ok(
+    after.every((r) => final.get(r.id)!.status === 'cancelled'),
+    'cancelled rollouts are not run again',
+  );
+  const unknown = await runCli(
+    ['dataset', 'run', 'tasks', '--resume', 'batch-000000000000', '--', process.execPath, 'agent.js'],
+    { cwd, env },
+  );
   assert.equal(unknown.code, 3);
   const exported = await runCli(['export', '--dataset', 'tasks', '--out', 'out.jsonl'], { cwd });
   assert.equal(exported.code, 0, exported.stderr);
-  assert.equal((JSON.parse(exported.stdout) as { exported: number }).exported, 0, 'the agents of this test make no LLM calls: nothing to train on');
+  assert.equal(
+    (JSON.parse(exported.stdout) as { exported: number }).exported,
+    0,
+    'the agents of this test make no LLM calls: nothing to train on',
+  );
   assert.match((JSON.parse(exported.stdout) as { excludedNoCalls: number }).excludedNoCalls.toString(), /^[1-9]/);
 });
 
 test('dataset run --resume: stops the agents a runner that died left running (their pids recorded), and nothing else', async (t) => {
-  const { cwd, env } = setUp(t, [{ id: 'a', hang: true }, { id: 'b', hang: true }]);
+  const { cwd, env } = setUp(t, [
+    { id: 'a', hang: true },
+    { id: 'b', hang: true },
+  ]);
   await importTasks(cwd);
-  const runner = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--timeout', '120', '--', process.execPath, 'agent.js'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const runner = spawn(
+    process.execPath,
+    [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--timeout', '120', '--', process.execPath, 'agent.js'],
+    { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stderr = '';
   runner.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
   const pidFiles = (): string[] => fs.readdirSync(cwd).filter((name) => name.startsWith('pids-'));
@@ -140,34 +229,69 @@ test('dataset run --resume: stops the agents a runner that died left running (th
   runner.kill('SIGKILL');
   await new Promise((resolve) => runner.on('close', resolve));
   const orphans = pidFiles().flatMap((name) => fs.readFileSync(path.join(cwd, name), 'utf8').split(' ').map(Number));
-  assert.ok(orphans.every((pid) => isProcessAlive(pid)), 'the orphaned agents still run');
+  assert.ok(
+    orphans.every((pid) => isProcessAlive(pid)),
+    'the orphaned agents still run',
+  );
   // A process whose pid is in the record but which is not that agent (a recycled pid) is left alone.
   const bystander = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { detached: true, stdio: 'ignore' });
   t.after(() => bystander.kill('SIGKILL'));
-  fs.appendFileSync(path.join(cwd, '.lightning', 'logs', batchId, 'agents.jsonl'), `${JSON.stringify({ pid: bystander.pid, identity: 'another process' })}\n`);
+  fs.appendFileSync(
+    path.join(cwd, '.lightning', 'logs', batchId, 'agents.jsonl'),
+    `${JSON.stringify({ pid: bystander.pid, identity: 'another process' })}\n`,
+  );
 
-  const resumed = await runCli(['dataset', 'run', 'tasks', '--resume', batchId, '--', process.execPath, 'agent.js'], { cwd, env });
+  const resumed = await runCli(['dataset', 'run', 'tasks', '--resume', batchId, '--', process.execPath, 'agent.js'], {
+    cwd,
+    env,
+  });
   assert.equal(resumed.code, 0, resumed.stderr);
   assert.match(resumed.stderr, /stopped 2 agent processes left running/);
-  await waitFor(() => orphans.every((pid) => !isProcessAlive(pid)), 'the orphaned agents and their children to be gone', 5_000);
+  await waitFor(
+    () => orphans.every((pid) => !isProcessAlive(pid)),
+    'the orphaned agents and their children to be gone',
+    5_000,
+  );
   assert.ok(isProcessAlive(bystander.pid!), 'a pid that no longer names the agent is not signalled');
   // No retries were allowed: the interrupted attempts are failed, not run again.
-  assert.deepEqual(batchOf(cwd).map((r) => [r.status, r.error]), [['failed', 'the runner stopped during this attempt'], ['failed', 'the runner stopped during this attempt']]);
+  assert.deepEqual(
+    batchOf(cwd).map((r) => [r.status, r.error]),
+    [
+      ['failed', 'the runner stopped during this attempt'],
+      ['failed', 'the runner stopped during this attempt'],
+    ],
+  );
 });
 
-test('dataset run: on a terminal, progress is one bar redrawn in place', { skip: !fs.existsSync('/usr/bin/script') && 'needs util-linux script for a pseudo-terminal' }, async (t) => {
-  const { cwd, env } = setUp(t, [{ id: 'a', ms: 10 }, { id: 'b', ms: 10 }]);
-  await importTasks(cwd);
-  // stdout goes to a file; stderr stays on the pseudo-terminal `script` provides.
-  const command = `${process.execPath} ${CLI} dataset run tasks --samples 2 --json -- ${process.execPath} agent.js > out.json`;
-  const run = await new Promise<{ code: number | null; output: string }>((resolve) => {
-    const child = spawn('/usr/bin/script', ['-qec', command, '/dev/null'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk));
-    child.on('close', (code) => resolve({ code, output }));
-  });
-  assert.equal(run.code, 0, run.output);
-  assert.match(run.output, /\r\x1b\[K\[#{24}\] 4\/4 · 4 ok/);
-  assert.doesNotMatch(run.output, /^\[\d\/4\] ro-/m, 'no per-attempt lines for attempts that succeeded');
-  assert.equal((JSON.parse(fs.readFileSync(path.join(cwd, 'out.json'), 'utf8')) as { tasks: Array<{ succeeded: number }> }).tasks.at(-1)!.succeeded, 4);
-});
+test(
+  'dataset run: on a terminal, progress is one bar redrawn in place',
+  { skip: !fs.existsSync('/usr/bin/script') && 'needs util-linux script for a pseudo-terminal' },
+  async (t) => {
+    const { cwd, env } = setUp(t, [
+      { id: 'a', ms: 10 },
+      { id: 'b', ms: 10 },
+    ]);
+    await importTasks(cwd);
+    // stdout goes to a file; stderr stays on the pseudo-terminal `script` provides.
+    const command = `${process.execPath} ${CLI} dataset run tasks --samples 2 --json -- ${process.execPath} agent.js > out.json`;
+    const run = await new Promise<{ code: number | null; output: string }>((resolve) => {
+      const child = spawn('/usr/bin/script', ['-qec', command, '/dev/null'], {
+        cwd,
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let output = '';
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk));
+      child.on('close', (code) => resolve({ code, output }));
+    });
+    assert.equal(run.code, 0, run.output);
+    assert.match(run.output, /\r\x1b\[K\[#{24}\] 4\/4 · 4 ok/);
+    assert.doesNotMatch(run.output, /^\[\d\/4\] ro-/m, 'no per-attempt lines for attempts that succeeded');
+    assert.equal(
+      (
+        JSON.parse(fs.readFileSync(path.join(cwd, 'out.json'), 'utf8')) as { tasks: Array<{ succeeded: number }> }
+      ).tasks.at(-1)!.succeeded,
+      4,
+    );
+  },
+);

@@ -15,8 +15,13 @@ after(() => upstream.close());
 
 const apiOf = (span: Span): unknown => span.attributes['lightning.api'];
 const toolCallOf = (span: Span): string => {
-  const response = span.attributes['lightning.response'] as { choices?: Array<{ message: { tool_calls?: Array<{ function: { name: string; arguments: string } }> } }>; output?: Array<{ type: string; name: string; arguments: string }> };
-  const call = response.choices?.[0]?.message.tool_calls?.[0]?.function ?? response.output?.find((item) => item.type === 'function_call');
+  const response = span.attributes['lightning.response'] as {
+    choices?: Array<{ message: { tool_calls?: Array<{ function: { name: string; arguments: string } }> } }>;
+    output?: Array<{ type: string; name: string; arguments: string }>;
+  };
+  const call =
+    response.choices?.[0]?.message.tool_calls?.[0]?.function ??
+    response.output?.find((item) => item.type === 'function_call');
   return call ? `${call.name}(${call.arguments})` : '';
 };
 
@@ -24,7 +29,10 @@ const toolCallOf = (span: Span): string => {
 function assertWeatherTrajectory(llm: Span[], api: string): void {
   assert.equal(llm.length, 2, 'two LLM calls');
   assert.deepEqual(llm.map(apiOf), [api, api]);
-  assert.deepEqual(llm.map((s) => s.attributes['lightning.call_index']), [1, 2]);
+  assert.deepEqual(
+    llm.map((s) => s.attributes['lightning.call_index']),
+    [1, 2],
+  );
   assert.equal(toolCallOf(llm[0]!), 'get_weather({"city":"Paris"})');
   assert.ok(llm.every((s) => s.statusCode === 'ok'));
 }
@@ -49,7 +57,10 @@ describe('agent SDKs, unchanged, through lightning run', () => {
     const llm = run.detail.spans.filter((s) => s.category === 'llm');
     assertWeatherTrajectory(llm, 'chat.completions');
     const second = llm[1]!.attributes['lightning.request'] as { messages: Array<{ role: string }> };
-    assert.deepEqual(second.messages.map((m) => m.role), ['user', 'assistant', 'tool']);
+    assert.deepEqual(
+      second.messages.map((m) => m.role),
+      ['user', 'assistant', 'tool'],
+    );
   });
 
   test('Vercel AI SDK with experimental_telemetry: its OTLP spans join the proxy record, each LLM call counted once', async (t) => {
@@ -57,12 +68,21 @@ describe('agent SDKs, unchanged, through lightning run', () => {
     assert.equal(run.code, 0, run.stderr);
     const byCategory = (category: string): Span[] => run.detail.spans.filter((s) => s.category === category);
     assertWeatherTrajectory(byCategory('llm'), 'chat.completions');
-    assert.deepEqual(byCategory('agent').map((s) => s.name), ['ai.generateText']);
-    assert.deepEqual(byCategory('tool').map((s) => [s.name, s.attributes['ai.toolCall.name']]), [['ai.toolCall', 'get_weather']]);
+    assert.deepEqual(
+      byCategory('agent').map((s) => s.name),
+      ['ai.generateText'],
+    );
+    assert.deepEqual(
+      byCategory('tool').map((s) => [s.name, s.attributes['ai.toolCall.name']]),
+      [['ai.toolCall', 'get_weather']],
+    );
     const twins = byCategory('other').filter((s) => s.name === 'ai.generateText.doGenerate');
     assert.equal(twins.length, 2, 'the SDK reports both calls too');
     const steps = new Set(byCategory('llm').map((s) => s.spanId));
-    assert.ok(twins.every((s) => steps.has(String(s.attributes['lightning.same_call_as']))), 'each is tied to the proxy record of the same call');
+    assert.ok(
+      twins.every((s) => steps.has(String(s.attributes['lightning.same_call_as']))),
+      'each is tied to the proxy record of the same call',
+    );
     assert.equal(run.detail.rollout.llmCalls, 2);
     assert.equal(run.detail.rollout.promptTokens, 24, 'tokens counted once per call');
     const agentSpan = byCategory('agent')[0]!;

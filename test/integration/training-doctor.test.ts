@@ -9,7 +9,12 @@ import { tempDir } from '../helpers/tmp';
 interface DoctorJson {
   chosen: { executable: string; origin: string; torch: string | null } | null;
   candidates: Array<{ executable: string; problem: string | null }>;
-  report: { executable: string; torch: string | null; blas: string | null; problems: Array<{ problem: string; optional?: boolean }> } | null;
+  report: {
+    executable: string;
+    torch: string | null;
+    blas: string | null;
+    problems: Array<{ problem: string; optional?: boolean }>;
+  } | null;
   problems: Array<{ problem: string; fix: string; optional?: boolean }>;
 }
 
@@ -23,7 +28,10 @@ test('lightning doctor finds the Python with torch, reports what it has, and nam
   // The worker package's own report on that Python: torch, its BLAS, and only optional problems (no GPU, no HF).
   assert.equal(report.report?.executable, '/usr/bin/python3');
   assert.equal(report.report?.blas, 'openblas');
-  assert.ok(report.problems.every((p) => p.optional), JSON.stringify(report.problems));
+  assert.ok(
+    report.problems.every((p) => p.optional),
+    JSON.stringify(report.problems),
+  );
   // The venv comes first, but there is none yet.
   assert.deepEqual(report.candidates[0], { ...report.candidates[0], problem: 'not found' });
 
@@ -35,5 +43,8 @@ test('lightning doctor finds the Python with torch, reports what it has, and nam
   const missing = await runCli(['doctor', '--python', path.join(cwd, 'no-python')], { cwd });
   assert.equal(missing.code, 1);
   assert.match(missing.stdout, /no-python \(--python\): not found/);
-  assert.match(missing.stdout, /To fix:[\s\S]*lightning doctor --setup[\s\S]*apt-get install -y python3-torch libopenblas0-pthread/);
+  assert.match(
+    missing.stdout,
+    /To fix:[\s\S]*lightning doctor --setup[\s\S]*apt-get install -y python3-torch libopenblas0-pthread/,
+  );
 });

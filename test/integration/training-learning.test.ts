@@ -38,20 +38,41 @@ async function learn(t: Parameters<typeof tempDir>[0], seed: number): Promise<nu
   const daemon = await startDaemon(path.join(cwd, '.lightning', 'store.db'));
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   try {
-    const tasks = ['a number', 'digits', 'count', 'pin'].map((prompt, i) => ({ id: `t${i}`, split: 'train' as const, input: { prompt }, expected: null }));
+    const tasks = ['a number', 'digits', 'count', 'pin'].map((prompt, i) => ({
+      id: `t${i}`,
+      split: 'train' as const,
+      input: { prompt },
+      expected: null,
+    }));
     await client.request('importDataset', { name: 'digits', tasks });
     const config = GrpoConfig.parse({
       model: { kind: 'tiny', config: { dModel: 48, layers: 2, heads: 4, context: 32 } },
-      dataset: 'digits', iterations: 15, samples: 8, lr: 3e-3, epochs: 4, minibatch: 16, seed, agentMode: 'worker', workers: 1, perWorker: 32,
-      device: 'cpu', python: '/usr/bin/python3', command: { argv: [process.execPath, path.join(cwd, 'agent.js')], cwd },
+      dataset: 'digits',
+      iterations: 15,
+      samples: 8,
+      lr: 3e-3,
+      epochs: 4,
+      minibatch: 16,
+      seed,
+      agentMode: 'worker',
+      workers: 1,
+      perWorker: 32,
+      device: 'cpu',
+      python: '/usr/bin/python3',
+      command: { argv: [process.execPath, path.join(cwd, 'agent.js')], cwd },
     });
     const { id } = await client.request('startTraining', { config });
-    const detail = await waitFor(async () => {
-      const d = await client.request('getTrainingRun', { id });
-      return d.run.status !== 'running' ? d : undefined;
-    }, 'the run to end', 250_000); // within the runner's 300 s per file; a loaded 2-core machine needs more than a quiet one
+    const detail = await waitFor(
+      async () => {
+        const d = await client.request('getTrainingRun', { id });
+        return d.run.status !== 'running' ? d : undefined;
+      },
+      'the run to end',
+      250_000,
+    ); // within the runner's 300 s per file; a loaded 2-core machine needs more than a quiet one
     assert.equal(detail.run.status, 'succeeded', detail.run.error ?? '');
-    for (const point of metricPoints(detail.metrics, 'maxRatioDeviation')) assert.ok(point.value < 1e-3, 'the update sees the served logprobs');
+    for (const point of metricPoints(detail.metrics, 'maxRatioDeviation'))
+      assert.ok(point.value < 1e-3, 'the update sees the served logprobs');
     return metricPoints(detail.metrics, 'reward/mean').map((p) => p.value);
   } finally {
     client.dispose();
@@ -66,6 +87,9 @@ test('GRPO through the whole stack raises the reward of a task the tiny policy s
     const before = mean(rewards.slice(0, 3));
     const after = mean(rewards.slice(-3));
     t.diagnostic(`sampled reward per iteration: ${rewards.map((r) => r.toFixed(2)).join(' ')}`);
-    assert.ok(after > before + 0.15, `sampled reward first 3 → last 3 iterations: ${before.toFixed(2)} → ${after.toFixed(2)} (${rewards.map((r) => r.toFixed(2)).join(' ')})`);
+    assert.ok(
+      after > before + 0.15,
+      `sampled reward first 3 → last 3 iterations: ${before.toFixed(2)} → ${after.toFixed(2)} (${rewards.map((r) => r.toFixed(2)).join(' ')})`,
+    );
   }
 });

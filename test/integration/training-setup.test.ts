@@ -14,7 +14,9 @@ test('lightning doctor --setup creates .lightning/venv with the system packages,
   assert.match(setup.stderr, /-m venv --system-site-packages --without-pip/);
   const venvPython = path.join(cwd, '.lightning', 'venv', 'bin', 'python');
   assert.ok(fs.existsSync(venvPython));
-  const report = JSON.parse(setup.stdout) as { chosen: { executable: string; origin: string; torch: string | null } | null };
+  const report = JSON.parse(setup.stdout) as {
+    chosen: { executable: string; origin: string; torch: string | null } | null;
+  };
   assert.deepEqual([report.chosen?.executable, report.chosen?.origin], [venvPython, 'venv']);
   assert.ok(report.chosen?.torch, 'torch comes from the system site packages, nothing downloaded');
   // Run again: the venv is kept, nothing to install.

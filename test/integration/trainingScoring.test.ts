@@ -36,7 +36,12 @@ test('grpo trains on the rewards file’s rule rewards (validation too); a bad r
   const storeFile = path.join(cwd, '.lightning', 'store.db');
   fs.mkdirSync(path.dirname(storeFile), { recursive: true });
   fs.writeFileSync(path.join(cwd, 'agent.mjs'), AGENT);
-  fs.writeFileSync(path.join(cwd, 'rules.json'), JSON.stringify({ default: { sources: [{ type: 'rule', name: 'early-a-to-m', rule: { rule: 'regex', pattern: PATTERN } }] } }));
+  fs.writeFileSync(
+    path.join(cwd, 'rules.json'),
+    JSON.stringify({
+      default: { sources: [{ type: 'rule', name: 'early-a-to-m', rule: { rule: 'regex', pattern: PATTERN } }] },
+    }),
+  );
   const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(async () => {
@@ -44,40 +49,67 @@ test('grpo trains on the rewards file’s rule rewards (validation too); a bad r
     await daemon.stop();
   });
   await client.request('importDataset', { name: 'tools', tasks: toolsTasks(8, 2) });
-  const config = (rewardsFile: string) => GrpoConfig.parse({
-    model: { kind: 'tiny', config: { dModel: 32, layers: 1, heads: 2, context: 64 } }, dataset: 'tools', iterations: 1, samples: 4, tasksPerIteration: 3,
-    workers: 4, evalEvery: 1, device: 'cpu', python: '/usr/bin/python3', seed: 5, rewardsFile, command: { argv: [process.execPath, path.join(cwd, 'agent.mjs')], cwd },
-  });
+  const config = (rewardsFile: string) =>
+    GrpoConfig.parse({
+      model: { kind: 'tiny', config: { dModel: 32, layers: 1, heads: 2, context: 64 } },
+      dataset: 'tools',
+      iterations: 1,
+      samples: 4,
+      tasksPerIteration: 3,
+      workers: 4,
+      evalEvery: 1,
+      device: 'cpu',
+      python: '/usr/bin/python3',
+      seed: 5,
+      rewardsFile,
+      command: { argv: [process.execPath, path.join(cwd, 'agent.mjs')], cwd },
+    });
 
-  const bad = await client.request('startTraining', { config: config(path.join(cwd, 'missing.json')) }).catch((error: unknown) => error);
+  const bad = await client
+    .request('startTraining', { config: config(path.join(cwd, 'missing.json')) })
+    .catch((error: unknown) => error);
   assert.ok(bad instanceof DaemonError && bad.code === -32602, String(bad));
   assert.match(bad.message, /params\.config\.rewardsFile: no rewards config at .*missing\.json/);
   assert.equal((await client.request('listTrainingRuns', {})).items.length, 0);
 
   const run = await client.request('startTraining', { config: config(path.join(cwd, 'rules.json')) });
-  const done = await waitFor(async () => {
-    const detail: TrainingRunDetail = await client.request('getTrainingRun', { id: run.id });
-    return ['succeeded', 'failed', 'cancelled'].includes(detail.run.status) ? detail : undefined;
-  }, 'the run to end', 180_000);
+  const done = await waitFor(
+    async () => {
+      const detail: TrainingRunDetail = await client.request('getTrainingRun', { id: run.id });
+      return ['succeeded', 'failed', 'cancelled'].includes(detail.run.status) ? detail : undefined;
+    },
+    'the run to end',
+    180_000,
+  );
   assert.equal(done.run.status, 'succeeded', done.run.error ?? '');
 
   const store = Store.open(storeFile, { readonly: true });
   t.after(() => store.close());
   const logs = path.join(cwd, '.lightning', 'logs', run.id);
   /** Each rollout of a batch: the reward the store chose, and the one the rule gives what its agent printed. */
-  const batch = (name: string) => store.listRollouts(parsed('listRollouts', { batchId: `${run.id}-${name}`, limit: 100 })).items.map((r) => {
-    const log = fs.readFileSync(path.join(logs, `${run.id}-${name}`, `${r.id}.1.log`), 'utf8');
-    assert.equal(r.status, 'succeeded', log);
-    const printed = JSON.parse(log.trim()) as { answer: string };
-    const rows = store.listRewards(r.id);
-    assert.ok(rows.every((row) => row.source === 'rule' && row.reason !== null), 'only the rule scored it, with a reason');
-    return { task: r.task?.id ?? null, reward: r.reward, expected: new RegExp(PATTERN).test(printed.answer) ? 1 : 0 };
-  });
+  const batch = (name: string) =>
+    store.listRollouts(parsed('listRollouts', { batchId: `${run.id}-${name}`, limit: 100 })).items.map((r) => {
+      const log = fs.readFileSync(path.join(logs, `${run.id}-${name}`, `${r.id}.1.log`), 'utf8');
+      assert.equal(r.status, 'succeeded', log);
+      const printed = JSON.parse(log.trim()) as { answer: string };
+      const rows = store.listRewards(r.id);
+      assert.ok(
+        rows.every((row) => row.source === 'rule' && row.reason !== null),
+        'only the rule scored it, with a reason',
+      );
+      return { task: r.task?.id ?? null, reward: r.reward, expected: new RegExp(PATTERN).test(printed.answer) ? 1 : 0 };
+    });
   const train = batch('train-0');
   assert.equal(train.length, 12);
-  assert.deepEqual(train.map((r) => r.reward), train.map((r) => r.expected));
+  assert.deepEqual(
+    train.map((r) => r.reward),
+    train.map((r) => r.expected),
+  );
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-  assert.equal(metricPoints(done.metrics, 'reward/mean').find((p) => p.step === 1)!.value, mean(train.map((r) => r.expected)));
+  assert.equal(
+    metricPoints(done.metrics, 'reward/mean').find((p) => p.step === 1)!.value,
+    mean(train.map((r) => r.expected)),
+  );
   // Advantages follow the rule's rewards: where they differ within a task's group, some advantages are not 0
   // and the policy was updated; where every group is uniform (sampling can make it so), nothing is trained.
   const groups = new Map<string | null, number[]>();
@@ -90,6 +122,12 @@ test('grpo trains on the rewards file’s rule rewards (validation too); a bad r
   } else assert.equal(transitions, 0, 'every group uniform: no advantage, nothing to train');
   const val = batch('val-1');
   assert.equal(val.length, 2);
-  assert.deepEqual(val.map((r) => r.reward), val.map((r) => r.expected));
-  assert.equal(metricPoints(done.metrics, 'val/reward').find((p) => p.step === 1)!.value, mean(val.map((r) => r.expected)));
+  assert.deepEqual(
+    val.map((r) => r.reward),
+    val.map((r) => r.expected),
+  );
+  assert.equal(
+    metricPoints(done.metrics, 'val/reward').find((p) => p.step === 1)!.value,
+    mean(val.map((r) => r.expected)),
+  );
 });

@@ -23,7 +23,12 @@ import { PolicyServing } from '../../trainer-daemon/training/policyServing';
 
 const AGENT = path.join(REPO_ROOT, 'trainer-daemon', 'demo', 'sample-agent.mjs');
 /** The agent's environment: no upstream or key of the user's own, so only the checkpoint can answer. */
-const AGENT_ENV = { OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '', LIGHTNING_UPSTREAM_URL: 'http://127.0.0.1:9/v1' };
+const AGENT_ENV = {
+  OPENAI_BASE_URL: '',
+  OPENAI_API_BASE: '',
+  OPENAI_API_KEY: '',
+  LIGHTNING_UPSTREAM_URL: 'http://127.0.0.1:9/v1',
+};
 async function refused(client: RpcClient, method: string, params: unknown): Promise<DaemonError> {
   try {
     await client.requestRaw(method, params);
@@ -36,7 +41,10 @@ async function refused(client: RpcClient, method: string, params: unknown): Prom
 /** The daemon's trainer worker processes (its children running lightning_trainer.worker). */
 function workerPids(daemonPid: number): number[] {
   const out = execFileSync('ps', ['-o', 'pid=,args=', '--ppid', String(daemonPid)], { encoding: 'utf8' });
-  return out.split('\n').filter((line) => line.includes('lightning_trainer.worker')).map((line) => Number(line.trim().split(/\s+/)[0]));
+  return out
+    .split('\n')
+    .filter((line) => line.includes('lightning_trainer.worker'))
+    .map((line) => Number(line.trim().split(/\s+/)[0]));
 }
 
 async function setUp(t: Parameters<typeof tempDir>[0] & { after(fn: () => unknown): void }) {
@@ -54,16 +62,41 @@ async function setUp(t: Parameters<typeof tempDir>[0] & { after(fn: () => unknow
 }
 
 test('a checkpoint served by the daemon answers `lightning run --checkpoint` and `dataset run --checkpoint`; switching and stopping', async (t) => {
-  const { cwd, storeFile, runId, ids: [a, b], client, daemon, changes } = await setUp(t);
+  const {
+    cwd,
+    storeFile,
+    runId,
+    ids: [a, b],
+    client,
+    daemon,
+    changes,
+  } = await setUp(t);
   assert.deepEqual(await client.request('currentPolicy', {}), { served: null });
   const listed = await runCli(['checkpoints', '--store', storeFile], { cwd });
   assert.equal(listed.code, 0, listed.stderr);
   assert.match(listed.stdout, new RegExp(`${b} +${runId} +2 +reward 0\\.500[^\n]*\n${a} +${runId} +1 +reward 0`));
 
   // `lightning run --checkpoint` against the daemon that owns the store: it serves A for the run.
-  const run = await runCli(['run', '--store', storeFile, '--checkpoint', a, '--task', JSON.stringify({ question: '2 plus 3', answer: 5 }), '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  const run = await runCli(
+    [
+      'run',
+      '--store',
+      storeFile,
+      '--checkpoint',
+      a,
+      '--task',
+      JSON.stringify({ question: '2 plus 3', answer: 5 }),
+      '--',
+      process.execPath,
+      AGENT,
+    ],
+    { cwd, env: AGENT_ENV },
+  );
   assert.equal(run.code, 0, run.stderr);
-  assert.match(run.stderr, new RegExp(`checkpoint ${a} \\(run ${runId}, step 1\\) serves at http://127\\.0\\.0\\.1:\\d+ on cpu`));
+  assert.match(
+    run.stderr,
+    new RegExp(`checkpoint ${a} \\(run ${runId}, step 1\\) serves at http://127\\.0\\.0\\.1:\\d+ on cpu`),
+  );
   const finished = JSON.parse(run.stderr.trim().split('\n').at(-1)!) as { id: string; status: string };
   assert.equal(finished.status, 'succeeded');
   const served = (await client.request('currentPolicy', {})).served!;
@@ -77,9 +110,15 @@ test('a checkpoint served by the daemon answers `lightning run --checkpoint` and
   assert.ok(calls.length >= 1, 'the agent made LLM calls');
   for (const call of calls) {
     assert.equal(call.statusCode, 'ok', `the checkpoint answered: ${call.statusMessage}`);
-    const response = call.attributes['lightning.response'] as { prompt_token_ids?: number[]; choices: Array<{ token_ids?: number[] }> };
+    const response = call.attributes['lightning.response'] as {
+      prompt_token_ids?: number[];
+      choices: Array<{ token_ids?: number[] }>;
+    };
     assert.ok(response.prompt_token_ids && response.prompt_token_ids.length > 0, 'prompt token ids recorded');
-    assert.ok(response.choices[0]!.token_ids && response.choices[0]!.token_ids.length > 0, 'response token ids recorded');
+    assert.ok(
+      response.choices[0]!.token_ids && response.choices[0]!.token_ids.length > 0,
+      'response token ids recorded',
+    );
   }
   const shown = await runCli(['show', finished.id, '--store', storeFile], { cwd });
   assert.match(shown.stdout, new RegExp(`policy +checkpoint ${a} \\(run ${runId}, step 1\\)`));
@@ -99,7 +138,10 @@ test('a checkpoint served by the daemon answers `lightning run --checkpoint` and
   assert.equal(workerPids(daemon.process.pid!).length, 1, 'one checkpoint worker at a time');
 
   // A batch over the dataset, served by B (the daemon keeps serving it: nothing to load).
-  const batch = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--checkpoint', b, '--json', '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  const batch = await runCli(
+    ['dataset', 'run', 'tools', '--store', storeFile, '--checkpoint', b, '--json', '--', process.execPath, AGENT],
+    { cwd, env: AGENT_ENV },
+  );
   assert.equal(batch.code, 0, batch.stderr);
   const { batchId } = JSON.parse(batch.stdout.trim().split('\n').at(-1)!) as { batchId: string };
   const rollouts: Rollout[] = (await client.request('listRollouts', { batchId })).items;
@@ -116,11 +158,26 @@ test('a checkpoint served by the daemon answers `lightning run --checkpoint` and
   await assert.rejects(fetch(`${switched.url}/v1/models`));
   assert.deepEqual(await client.request('stopPolicy', {}), { stopped: null });
   await waitFor(() => changes.length >= 4 || undefined, 'policy/changed notifications');
-  assert.deepEqual(changes.map((c) => [c.served?.checkpointId ?? null, c.error]), [[a, null], [null, null], [b, null], [null, null]]);
+  assert.deepEqual(
+    changes.map((c) => [c.served?.checkpointId ?? null, c.error]),
+    [
+      [a, null],
+      [null, null],
+      [b, null],
+      [null, null],
+    ],
+  );
 });
 
 test('a crashed checkpoint worker is reported and clears the state; bad ids and missing files are named', async (t) => {
-  const { storeFile, ids: [a], missing, client, daemon, changes } = await setUp(t);
+  const {
+    storeFile,
+    ids: [a],
+    missing,
+    client,
+    daemon,
+    changes,
+  } = await setUp(t);
   const unknown = await refused(client, Methods.servePolicy.method, { checkpointId: 'ckpt-nope' });
   assert.equal(unknown.code, -32004);
   assert.match(unknown.message, /checkpoint ckpt-nope does not exist/);
@@ -133,14 +190,40 @@ test('a crashed checkpoint worker is reported and clears the state; bad ids and 
   const gone = await refused(client, Methods.servePolicy.method, { checkpointId: missing });
   assert.equal(gone.code, -32004);
   assert.match(gone.message, new RegExp(`checkpoint ${missing}'s files are missing`));
-  const noPython = await refused(client, Methods.servePolicy.method, { checkpointId: a, python: '/nonexistent/python3' });
+  const noPython = await refused(client, Methods.servePolicy.method, {
+    checkpointId: a,
+    python: '/nonexistent/python3',
+  });
   assert.match(noPython.message, /cannot run the trainer: not found\. Run `lightning doctor`/);
-  assert.equal((noPython as { data?: { kind?: string } }).data?.kind, 'trainer_unavailable', 'Set Up Trainer is offered on the kind');
+  assert.equal(
+    (noPython as { data?: { kind?: string } }).data?.kind,
+    'trainer_unavailable',
+    'Set Up Trainer is offered on the kind',
+  );
   assert.deepEqual(await client.request('currentPolicy', {}), { served: null });
-  const cliUnknown = await runCli(['run', '--store', storeFile, '--checkpoint', 'ckpt-nope', '--', process.execPath, AGENT], { env: AGENT_ENV });
+  const cliUnknown = await runCli(
+    ['run', '--store', storeFile, '--checkpoint', 'ckpt-nope', '--', process.execPath, AGENT],
+    { env: AGENT_ENV },
+  );
   assert.equal(cliUnknown.code, 3);
   assert.match(cliUnknown.stderr, /lightning: checkpoint ckpt-nope does not exist/);
-  const both = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--checkpoint', a, '--upstream', 'http://127.0.0.1:9/v1', '--', process.execPath, AGENT], { env: AGENT_ENV });
+  const both = await runCli(
+    [
+      'dataset',
+      'run',
+      'tools',
+      '--store',
+      storeFile,
+      '--checkpoint',
+      a,
+      '--upstream',
+      'http://127.0.0.1:9/v1',
+      '--',
+      process.execPath,
+      AGENT,
+    ],
+    { env: AGENT_ENV },
+  );
   assert.equal(both.code, 2);
   assert.match(both.stderr, /--upstream: give either --upstream or --checkpoint/);
 
@@ -159,8 +242,14 @@ test('a crashed checkpoint worker is reported and clears the state; bad ids and 
 
 test('without a daemon, `lightning run --checkpoint` serves it in a daemon of its own, which stops the worker when the run ends', async (t) => {
   const cwd = tempDir(t);
-  const { storeFile, ids: [a] } = await storeWithCheckpoints(cwd, [process.execPath, AGENT]);
-  const run = await runCli(['run', '--store', storeFile, '--checkpoint', a, '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  const {
+    storeFile,
+    ids: [a],
+  } = await storeWithCheckpoints(cwd, [process.execPath, AGENT]);
+  const run = await runCli(['run', '--store', storeFile, '--checkpoint', a, '--', process.execPath, AGENT], {
+    cwd,
+    env: AGENT_ENV,
+  });
   assert.equal(run.code, 0, run.stderr);
   const url = /serves at (http:\/\/127\.0\.0\.1:\d+)/.exec(run.stderr)![1]!;
   await assert.rejects(fetch(`${url}/v1/models`), 'the checkpoint worker stopped with the run');
@@ -170,16 +259,32 @@ test('without a daemon, `lightning run --checkpoint` serves it in a daemon of it
 });
 
 test('a checkpoint that queued or running rollouts are pinned to is not replaced (ConflictError naming it) unless with force; an idle one is', async (t) => {
-  const { ids: [a, b], client } = await setUp(t);
+  const {
+    ids: [a, b],
+    client,
+  } = await setUp(t);
   const servedA = await client.request('servePolicy', { checkpointId: a });
-  const pinned = await client.request('createRollout', { label: 'uses A', resources: { policy: servedA.policyVersion } });
+  const pinned = await client.request('createRollout', {
+    label: 'uses A',
+    resources: { policy: servedA.policyVersion },
+  });
   await client.request('transitionRollout', { id: pinned.id, to: 'running' });
   await client.request('createRollout', { label: 'uses A too', resources: { policy: servedA.policyVersion } });
   const conflict = await refused(client, Methods.servePolicy.method, { checkpointId: b });
   assert.equal(conflict.code, -32009);
-  assert.match(conflict.message, new RegExp(`checkpoint ${a} \\(run [^)]+, step 1\\) is serving running rollouts \\(2 queued or running\\); wait for them to finish, or Stop Using Checkpoint .*force: true`));
+  assert.match(
+    conflict.message,
+    new RegExp(
+      `checkpoint ${a} \\(run [^)]+, step 1\\) is serving running rollouts \\(2 queued or running\\); wait for them to finish, or Stop Using Checkpoint .*force: true`,
+    ),
+  );
   // The editor says so in its words (its Replace Anyway button serves with force).
-  assert.match(busyCheckpointMessage(b, conflict.message), new RegExp(`^cannot use checkpoint ${b} now: checkpoint ${a} \\(run [^)]+, step 1\\) is serving running rollouts \\(2 queued or running\\); wait for them to finish, or Stop Using Checkpoint where they were started \\(Replace Anyway stops them\\)$`));
+  assert.match(
+    busyCheckpointMessage(b, conflict.message),
+    new RegExp(
+      `^cannot use checkpoint ${b} now: checkpoint ${a} \\(run [^)]+, step 1\\) is serving running rollouts \\(2 queued or running\\); wait for them to finish, or Stop Using Checkpoint where they were started \\(Replace Anyway stops them\\)$`,
+    ),
+  );
   // Another device for the one in use would restart it under them too.
   assert.equal((await refused(client, Methods.servePolicy.method, { checkpointId: a, device: 'cuda' })).code, -32009);
   assert.deepEqual((await client.request('currentPolicy', {})).served, servedA, 'A still serves');
@@ -194,7 +299,10 @@ test('a checkpoint that queued or running rollouts are pinned to is not replaced
 
 test("the daemon's shutdown stops a checkpoint being loaded, and serves none after it", async (t) => {
   const cwd = tempDir(t);
-  const { storeFile, ids: [a] } = await storeWithCheckpoints(cwd, [process.execPath, AGENT]);
+  const {
+    storeFile,
+    ids: [a],
+  } = await storeWithCheckpoints(cwd, [process.execPath, AGENT]);
   const store = Store.open(storeFile);
   t.after(() => store.close());
   const logger = createLogger('test', { level: 'error' });
@@ -204,7 +312,8 @@ test("the daemon's shutdown stops a checkpoint being loaded, and serves none aft
     const serving = new PolicyServing(store, logger);
     t.after(() => serving.dispose());
     const loading = serving.serve({ checkpointId: a });
-    if (moment === 'while the worker loads') await waitFor(() => workerPids(process.pid).length > 0, 'the checkpoint worker to start', 60_000);
+    if (moment === 'while the worker loads')
+      await waitFor(() => workerPids(process.pid).length > 0, 'the checkpoint worker to start', 60_000);
     await serving.shutdown();
     await assert.rejects(loading, `a shutdown ${moment} stops the serve`);
     assert.equal(serving.current, null);
@@ -215,27 +324,96 @@ test("the daemon's shutdown stops a checkpoint being loaded, and serves none aft
 });
 
 test('`dataset run --resume` serves the checkpoint the batch was started with; another --checkpoint, or one for a batch without, is refused naming both', async (t) => {
-  const { cwd, storeFile, ids: [a, b], client } = await setUp(t);
+  const {
+    cwd,
+    storeFile,
+    ids: [a, b],
+    client,
+  } = await setUp(t);
   const { dataset, items: tasks } = await client.request('listTasks', { dataset: 'tools' });
   const { policyVersion } = await client.request('servePolicy', { checkpointId: a });
   await client.request('stopPolicy', {});
   // An interrupted batch pinned to A (as `dataset run --checkpoint A` creates it), and one without a checkpoint.
   for (const task of tasks) {
-    await client.request('createRollout', { mode: 'train', label: 'tools', task: { id: task.id, input: task.input }, datasetId: dataset.id, batchId: 'batch-on-a', resources: { policy: policyVersion } });
+    await client.request('createRollout', {
+      mode: 'train',
+      label: 'tools',
+      task: { id: task.id, input: task.input },
+      datasetId: dataset.id,
+      batchId: 'batch-on-a',
+      resources: { policy: policyVersion },
+    });
   }
-  await client.request('createRollout', { mode: 'train', label: 'tools', task: { id: tasks[0]!.id, input: tasks[0]!.input }, datasetId: dataset.id, batchId: 'batch-plain' });
+  await client.request('createRollout', {
+    mode: 'train',
+    label: 'tools',
+    task: { id: tasks[0]!.id, input: tasks[0]!.input },
+    datasetId: dataset.id,
+    batchId: 'batch-plain',
+  });
 
-  const other = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--resume', 'batch-on-a', '--checkpoint', b, '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  const other = await runCli(
+    [
+      'dataset',
+      'run',
+      'tools',
+      '--store',
+      storeFile,
+      '--resume',
+      'batch-on-a',
+      '--checkpoint',
+      b,
+      '--',
+      process.execPath,
+      AGENT,
+    ],
+    { cwd, env: AGENT_ENV },
+  );
   assert.equal(other.code, 2, other.stderr);
   assert.match(other.stderr, new RegExp(`--checkpoint ${b}: batch batch-on-a was started with checkpoint ${a}`));
-  const none = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--resume', 'batch-plain', '--checkpoint', a, '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  const none = await runCli(
+    [
+      'dataset',
+      'run',
+      'tools',
+      '--store',
+      storeFile,
+      '--resume',
+      'batch-plain',
+      '--checkpoint',
+      a,
+      '--',
+      process.execPath,
+      AGENT,
+    ],
+    { cwd, env: AGENT_ENV },
+  );
   assert.equal(none.code, 2, none.stderr);
   assert.match(none.stderr, new RegExp(`--checkpoint ${a}: batch batch-plain was started without a checkpoint`));
   assert.deepEqual(await client.request('currentPolicy', {}), { served: null }, 'a refused resume serves nothing');
   const untouched = (await client.request('listRollouts', { batchId: 'batch-on-a' })).items;
-  assert.deepEqual(untouched.map((r) => r.status), ['queued', 'queued'], 'a refused resume changes nothing');
+  assert.deepEqual(
+    untouched.map((r) => r.status),
+    ['queued', 'queued'],
+    'a refused resume changes nothing',
+  );
 
-  const resumed = await runCli(['dataset', 'run', 'tools', '--store', storeFile, '--resume', 'batch-on-a', '--json', '--', process.execPath, AGENT], { cwd, env: AGENT_ENV });
+  const resumed = await runCli(
+    [
+      'dataset',
+      'run',
+      'tools',
+      '--store',
+      storeFile,
+      '--resume',
+      'batch-on-a',
+      '--json',
+      '--',
+      process.execPath,
+      AGENT,
+    ],
+    { cwd, env: AGENT_ENV },
+  );
   assert.equal(resumed.code, 0, resumed.stderr);
   assert.match(resumed.stderr, new RegExp(`checkpoint ${a} \\(run [^)]+, step 1\\) serves at`));
   for (const rollout of untouched) {
@@ -243,6 +421,9 @@ test('`dataset run --resume` serves the checkpoint the batch was started with; a
     assert.equal(one.rollout.status, 'succeeded', one.rollout.error ?? '');
     assert.equal(one.servedBy?.checkpointId, a);
     const calls = one.spans.filter((s) => s.category === 'llm');
-    assert.ok(calls.length >= 1 && calls.every((s) => s.statusCode === 'ok'), 'the checkpoint answered the resumed rollouts');
+    assert.ok(
+      calls.length >= 1 && calls.every((s) => s.statusCode === 'ok'),
+      'the checkpoint answered the resumed rollouts',
+    );
   }
 });

@@ -80,7 +80,10 @@ while True:
 
 type Event = { pid: number; at: number; what: string; id?: string };
 
-async function setUp(t: Parameters<typeof tempDir>[0], tasks: object[]): Promise<{ cwd: string; env: NodeJS.ProcessEnv; upstream: ScriptedUpstream }> {
+async function setUp(
+  t: Parameters<typeof tempDir>[0],
+  tasks: object[],
+): Promise<{ cwd: string; env: NodeJS.ProcessEnv; upstream: ScriptedUpstream }> {
   const cwd = tempDir(t);
   fs.writeFileSync(path.join(cwd, 'worker.js'), WORKER);
   fs.writeFileSync(path.join(cwd, 'worker.py'), PY_WORKER);
@@ -95,22 +98,69 @@ async function setUp(t: Parameters<typeof tempDir>[0], tasks: object[]): Promise
 function events(cwd: string): Event[] {
   const file = path.join(cwd, 'events');
   // A worker may have created the file and not yet written its line: only whole lines count.
-  return fs.existsSync(file) ? fs.readFileSync(file, 'utf8').split('\n').filter((line) => line.endsWith('}')).map((line) => JSON.parse(line) as Event) : [];
+  return fs.existsSync(file)
+    ? fs
+        .readFileSync(file, 'utf8')
+        .split('\n')
+        .filter((line) => line.endsWith('}'))
+        .map((line) => JSON.parse(line) as Event)
+    : [];
 }
 
 function workerPids(cwd: string): number[] {
-  return events(cwd).filter((e) => e.what === 'worker-start').map((e) => e.pid);
+  return events(cwd)
+    .filter((e) => e.what === 'worker-start')
+    .map((e) => e.pid);
 }
 
 test('dataset run --workers: every task × samples through 2 long-lived workers, rollouts overlapping, rewards, LLM calls recorded, 204 at the end', async (t) => {
-  const { cwd, env, upstream } = await setUp(t, [{ id: 'good', value: 1, ms: 150 }, { id: 'bad', value: 0, ms: 150 }, { id: 'half', value: 0.5, ms: 150 }]);
-  const run = await runCli(['dataset', 'run', 'tasks', '--samples', '4', '--workers', '2', '--concurrency', '4', '--upstream', upstream.url, '--json', '--', process.execPath, 'worker.js'], { cwd, env });
+  const { cwd, env, upstream } = await setUp(t, [
+    { id: 'good', value: 1, ms: 150 },
+    { id: 'bad', value: 0, ms: 150 },
+    { id: 'half', value: 0.5, ms: 150 },
+  ]);
+  const run = await runCli(
+    [
+      'dataset',
+      'run',
+      'tasks',
+      '--samples',
+      '4',
+      '--workers',
+      '2',
+      '--concurrency',
+      '4',
+      '--upstream',
+      upstream.url,
+      '--json',
+      '--',
+      process.execPath,
+      'worker.js',
+    ],
+    { cwd, env },
+  );
   assert.equal(run.code, 0, run.stderr);
-  const summary = JSON.parse(run.stdout) as { batchId: string; tasks: Array<{ task: string; rollouts: number; succeeded: number; meanReward: number }> };
-  assert.deepEqual(summary.tasks.map((s) => [s.task, s.rollouts, s.succeeded, s.meanReward]), [['good', 4, 4, 1], ['bad', 4, 4, 0], ['half', 4, 4, 0.5], ['(all)', 12, 12, 0.5]]);
+  const summary = JSON.parse(run.stdout) as {
+    batchId: string;
+    tasks: Array<{ task: string; rollouts: number; succeeded: number; meanReward: number }>;
+  };
+  assert.deepEqual(
+    summary.tasks.map((s) => [s.task, s.rollouts, s.succeeded, s.meanReward]),
+    [
+      ['good', 4, 4, 1],
+      ['bad', 4, 4, 0],
+      ['half', 4, 4, 0.5],
+      ['(all)', 12, 12, 0.5],
+    ],
+  );
   const rollouts = batchOf(cwd);
   assert.equal(rollouts.length, 12);
-  assert.ok(rollouts.every((r) => r.batchId === summary.batchId && r.status === 'succeeded' && r.attemptCount === 1 && r.llmCalls === 1), 'each rollout: one attempt, its LLM call recorded');
+  assert.ok(
+    rollouts.every(
+      (r) => r.batchId === summary.batchId && r.status === 'succeeded' && r.attemptCount === 1 && r.llmCalls === 1,
+    ),
+    'each rollout: one attempt, its LLM call recorded',
+  );
   assert.equal(upstream.requests.filter((r) => r.path.endsWith('/chat/completions')).length, 12);
   // Two worker processes did it all, each kept two rollouts going, and both stopped on their 204.
   const log = events(cwd);
@@ -122,8 +172,32 @@ test('dataset run --workers: every task × samples through 2 long-lived workers,
 });
 
 test('dataset run --workers: a worker that dies mid-rollout fails that attempt (retried) and is restarted; a hung rollout times out and loses its URL', async (t) => {
-  const { cwd, env, upstream } = await setUp(t, [{ id: 'crashes', crash: true }, { id: 'hangs', hang: true }, { id: 'fine' }]);
-  const run = await runCli(['dataset', 'run', 'tasks', '--workers', '1', '--concurrency', '2', '--retries', '1', '--timeout', '3', '--upstream', upstream.url, '--', process.execPath, 'worker.js'], { cwd, env });
+  const { cwd, env, upstream } = await setUp(t, [
+    { id: 'crashes', crash: true },
+    { id: 'hangs', hang: true },
+    { id: 'fine' },
+  ]);
+  const run = await runCli(
+    [
+      'dataset',
+      'run',
+      'tasks',
+      '--workers',
+      '1',
+      '--concurrency',
+      '2',
+      '--retries',
+      '1',
+      '--timeout',
+      '3',
+      '--upstream',
+      upstream.url,
+      '--',
+      process.execPath,
+      'worker.js',
+    ],
+    { cwd, env },
+  );
   assert.equal(run.code, 0, run.stderr);
   const [crashes, hangs, fine] = batchOf(cwd);
   assert.deepEqual([crashes!.status, crashes!.attemptCount], ['succeeded', 2]);
@@ -131,7 +205,10 @@ test('dataset run --workers: a worker that dies mid-rollout fails that attempt (
   assert.deepEqual([fine!.status, fine!.reward], ['succeeded', 1]);
   assert.ok(workerPids(cwd).length >= 2, 'the crashed worker was replaced');
   // (Its first attempt may have died with the crashing worker; its last one timed out.)
-  assert.ok(events(cwd).some((e) => e.what === 'revoked' && e.id === hangs!.id), 'the timed-out attempt found its URL revoked (404)');
+  assert.ok(
+    events(cwd).some((e) => e.what === 'revoked' && e.id === hangs!.id),
+    'the timed-out attempt found its URL revoked (404)',
+  );
   assert.match(run.stderr, /crashes failed \(retrying\)/);
   const detail = await runCli(['show', crashes!.id, '--json'], { cwd });
   assert.match(detail.stdout, /the agent worker exited with code 7/);
@@ -139,39 +216,92 @@ test('dataset run --workers: a worker that dies mid-rollout fails that attempt (
 
 test('dataset run --workers: a worker that keeps dying fails the batch with its error after bounded restarts', async (t) => {
   const { cwd, env } = await setUp(t, [{ id: 'a' }, { id: 'b' }]);
-  fs.writeFileSync(path.join(cwd, 'dies.js'), `require('node:fs').appendFileSync(process.env.AGENT_DIR + '/events', JSON.stringify({ pid: process.pid, at: Date.now(), what: 'worker-start' }) + '\\n'); process.exit(2);`);
-  const run = await runCli(['dataset', 'run', 'tasks', '--workers', '1', '--', process.execPath, 'dies.js'], { cwd, env });
+  fs.writeFileSync(
+    path.join(cwd, 'dies.js'),
+    `require('node:fs').appendFileSync(process.env.AGENT_DIR + '/events', JSON.stringify({ pid: process.pid, at: Date.now(), what: 'worker-start' }) + '\\n'); process.exit(2);`,
+  );
+  const run = await runCli(['dataset', 'run', 'tasks', '--workers', '1', '--', process.execPath, 'dies.js'], {
+    cwd,
+    env,
+  });
   assert.notEqual(run.code, 0);
   assert.match(run.stderr, /the agent worker exited with code 2; 3 restarts used up/);
   assert.equal(workerPids(cwd).length, 4, 'one start and 3 restarts');
   assert.ok(batchOf(cwd).every((r) => r.status === 'cancelled'));
   // A command that cannot start at all is not restarted.
-  const missing = await runCli(['dataset', 'run', 'tasks', '--workers', '2', '--', path.join(cwd, 'no-such-agent')], { cwd, env });
+  const missing = await runCli(['dataset', 'run', 'tasks', '--workers', '2', '--', path.join(cwd, 'no-such-agent')], {
+    cwd,
+    env,
+  });
   assert.notEqual(missing.code, 0);
   assert.match(missing.stderr, /the agent worker could not start \(.*no-such-agent: spawn .* ENOENT\)/);
   assert.doesNotMatch(missing.stderr, /restarts used up/);
 });
 
 test('dataset run --workers: Ctrl-C stops the workers and cancels the unfinished rollouts', async (t) => {
-  const { cwd, env } = await setUp(t, [{ id: 'a', hang: true }, { id: 'b', hang: true }, { id: 'c', hang: true }]);
-  const child = spawn(process.execPath, [CLI, 'dataset', 'run', 'tasks', '--workers', '2', '--', process.execPath, 'worker.js'], { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const { cwd, env } = await setUp(t, [
+    { id: 'a', hang: true },
+    { id: 'b', hang: true },
+    { id: 'c', hang: true },
+  ]);
+  const child = spawn(
+    process.execPath,
+    [CLI, 'dataset', 'run', 'tasks', '--workers', '2', '--', process.execPath, 'worker.js'],
+    { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
   // Two workers × two loops take all three rollouts, so the count of starts may pass 2 between polls: wait on the workers.
-  await waitFor(() => new Set(events(cwd).filter((e) => e.what === 'start').map((e) => e.pid)).size === 2, 'both workers to hold a rollout', 30_000);
+  await waitFor(
+    () =>
+      new Set(
+        events(cwd)
+          .filter((e) => e.what === 'start')
+          .map((e) => e.pid),
+      ).size === 2,
+    'both workers to hold a rollout',
+    30_000,
+  );
   child.kill('SIGINT');
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   assert.equal(code, 130, stderr);
   const pids = workerPids(cwd);
   await waitFor(() => pids.every((pid) => !isProcessAlive(pid)), 'no worker left', 10_000);
-  assert.deepEqual(batchOf(cwd).map((r) => r.status), ['cancelled', 'cancelled', 'cancelled']);
+  assert.deepEqual(
+    batchOf(cwd).map((r) => r.status),
+    ['cancelled', 'cancelled', 'cancelled'],
+  );
 });
 
 test('dataset run --workers: a Python standard-library worker (urllib) runs the batch', async (t) => {
-  const { cwd, env, upstream } = await setUp(t, [{ id: 'p1', question: 'weather in Paris?' }, { id: 'p2', question: 'and in Oslo?' }]);
-  const run = await runCli(['dataset', 'run', 'tasks', '--samples', '2', '--workers', '2', '--upstream', upstream.url, '--json', '--', '/usr/bin/python3', 'worker.py'], { cwd, env });
+  const { cwd, env, upstream } = await setUp(t, [
+    { id: 'p1', question: 'weather in Paris?' },
+    { id: 'p2', question: 'and in Oslo?' },
+  ]);
+  const run = await runCli(
+    [
+      'dataset',
+      'run',
+      'tasks',
+      '--samples',
+      '2',
+      '--workers',
+      '2',
+      '--upstream',
+      upstream.url,
+      '--json',
+      '--',
+      '/usr/bin/python3',
+      'worker.py',
+    ],
+    { cwd, env },
+  );
   assert.equal(run.code, 0, run.stderr);
-  const all = (JSON.parse(run.stdout) as { tasks: Array<{ task: string; rollouts: number; succeeded: number; meanReward: number }> }).tasks.at(-1)!;
+  const all = (
+    JSON.parse(run.stdout) as {
+      tasks: Array<{ task: string; rollouts: number; succeeded: number; meanReward: number }>;
+    }
+  ).tasks.at(-1)!;
   assert.deepEqual([all.rollouts, all.succeeded, all.meanReward], [4, 4, 1]);
   assert.ok(batchOf(cwd).every((r) => r.llmCalls === 1));
 });
@@ -185,9 +315,19 @@ test('worker batch HTTP: /next hands out started rollouts up to the per-worker l
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(() => client.dispose());
   const ids: string[] = [];
-  for (const value of [1, 2]) ids.push((await client.request('createRollout', { mode: 'train', task: { id: `t${value}`, input: { value } }, batchId: 'batch-x' })).id);
+  for (const value of [1, 2])
+    ids.push(
+      (
+        await client.request('createRollout', {
+          mode: 'train',
+          task: { id: `t${value}`, input: { value } },
+          batchId: 'batch-x',
+        })
+      ).id,
+    );
   const batch = await client.request('openWorkerBatch', { rolloutIds: ids, upstream: upstream.url, timeoutMs: 60_000 });
-  const post = (url: string, body?: string, type = 'application/json') => fetch(url, { method: 'POST', headers: { 'content-type': type }, body });
+  const post = (url: string, body?: string, type = 'application/json') =>
+    fetch(url, { method: 'POST', headers: { 'content-type': type }, body });
 
   const first = await post(`${batch.url}/w0/next`);
   assert.equal(first.status, 200);
@@ -198,20 +338,37 @@ test('worker batch HTTP: /next hands out started rollouts up to the per-worker l
   assert.equal(over.status, 409, 'one rollout per worker unless told otherwise');
   assert.match(((await over.json()) as { error: { message: string } }).error.message, /LIGHTNING_RUNNER_CONCURRENCY/);
 
-  for (const [body, field] of [['{"status":"done"}', /body\.status/], ['{"status":"succeeded","extra":1}', /extra/], ['{"status":"failed","error":5}', /body\.error/], ['{}', /body\.status/]] as const) {
+  for (const [body, field] of [
+    ['{"status":"done"}', /body\.status/],
+    ['{"status":"succeeded","extra":1}', /extra/],
+    ['{"status":"failed","error":5}', /body\.error/],
+    ['{}', /body\.status/],
+  ] as const) {
     const bad = await post(`${job.url}/finish`, body);
     assert.equal(bad.status, 400, body);
     assert.match(((await bad.json()) as { error: { message: string } }).error.message, field);
   }
   assert.equal((await post(`${job.url}/finish`, 'status=succeeded', 'text/plain')).status, 415);
-  assert.equal((await client.request('getRollout', { id: job.rolloutId })).rollout.status, 'running', 'bad bodies change nothing');
+  assert.equal(
+    (await client.request('getRollout', { id: job.rolloutId })).rollout.status,
+    'running',
+    'bad bodies change nothing',
+  );
 
   const done = await post(`${job.url}/finish`, '{"status":"succeeded"}');
   assert.equal(done.status, 200);
   assert.equal((await client.request('getRollout', { id: job.rolloutId })).rollout.status, 'succeeded');
-  assert.equal((await post(`${job.url}/finish`, '{"status":"succeeded"}')).status, 404, 'a finished rollout key is revoked');
+  assert.equal(
+    (await post(`${job.url}/finish`, '{"status":"succeeded"}')).status,
+    404,
+    'a finished rollout key is revoked',
+  );
   assert.equal((await fetch(`${job.url}/task`)).status, 404);
-  assert.equal((await post(`${batch.url.replace(/b\/[^/]+$/, 'b/AAAAAAAAAAAAAAAAAAAAAAAA')}/w0/next`)).status, 404, 'unknown runner key');
+  assert.equal(
+    (await post(`${batch.url.replace(/b\/[^/]+$/, 'b/AAAAAAAAAAAAAAAAAAAAAAAA')}/w0/next`)).status,
+    404,
+    'unknown runner key',
+  );
 
   const second = (await (await post(`${batch.url}/w1/next`)).json()) as { url: string };
   const events = await client.request('workerBatchEvents', { id: batch.id, waitMs: 0 });
@@ -220,11 +377,23 @@ test('worker batch HTTP: /next hands out started rollouts up to the per-worker l
   assert.equal((await post(`${batch.url}/w0/next`)).status, 204, 'the batch is done');
   const last = await client.request('workerBatchEvents', { id: batch.id, after: events.next });
   assert.equal(last.done, true);
-  assert.deepEqual(last.events.map((e) => [e.rollout.status, e.rollout.error, e.retrying]), [['failed', 'no answer', false]]);
+  assert.deepEqual(
+    last.events.map((e) => [e.rollout.status, e.rollout.error, e.retrying]),
+    [['failed', 'no answer', false]],
+  );
 
   // A batch is opened over queued rollouts only, each once.
-  await assert.rejects(client.request('openWorkerBatch', { rolloutIds: [ids[0]!], timeoutMs: 1_000 }), /params\.rolloutIds: rollout ro-[0-9a-f]+ is succeeded, not queued/);
+  await assert.rejects(
+    client.request('openWorkerBatch', { rolloutIds: [ids[0]!], timeoutMs: 1_000 }),
+    /params\.rolloutIds: rollout ro-[0-9a-f]+ is succeeded, not queued/,
+  );
   const fresh = (await client.request('createRollout', { batchId: 'batch-x' })).id;
-  await assert.rejects(client.request('openWorkerBatch', { rolloutIds: [fresh, fresh], timeoutMs: 1_000 }), /listed twice/);
-  await assert.rejects(client.request('openWorkerBatch', { rolloutIds: ['ro-missing'], timeoutMs: 1_000 }), /does not exist/);
+  await assert.rejects(
+    client.request('openWorkerBatch', { rolloutIds: [fresh, fresh], timeoutMs: 1_000 }),
+    /listed twice/,
+  );
+  await assert.rejects(
+    client.request('openWorkerBatch', { rolloutIds: ['ro-missing'], timeoutMs: 1_000 }),
+    /does not exist/,
+  );
 });

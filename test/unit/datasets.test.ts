@@ -11,7 +11,10 @@ const options = { expectedField: 'expected', valFraction: 0 };
 
 describe('datasets', () => {
   test('tasks.jsonl: ids (given or numbered), the expected answer kept out of the input, splits', () => {
-    const tasks = parseTasksJsonl('{"id":7,"q":"2+2","expected":4}\n\n{"q":"3+3","expected":6,"split":"val"}\r\n{"q":"x"}\n', options);
+    const tasks = parseTasksJsonl(
+      '{"id":7,"q":"2+2","expected":4}\n\n{"q":"3+3","expected":6,"split":"val"}\r\n{"q":"x"}\n',
+      options,
+    );
     assert.deepEqual(tasks, [
       { id: '7', split: 'train', input: { q: '2+2' }, expected: 4 },
       { id: 'task-2', split: 'val', input: { q: '3+3' }, expected: 6 },
@@ -26,7 +29,10 @@ describe('datasets', () => {
     const text = Array.from({ length: 400 }, (_, i) => JSON.stringify({ id: `t${i}` })).join('\n');
     const first = parseTasksJsonl(text, { expectedField: 'expected', valFraction: 0.25 });
     const again = parseTasksJsonl(text, { expectedField: 'expected', valFraction: 0.25 });
-    assert.deepEqual(first.map((t) => t.split), again.map((t) => t.split));
+    assert.deepEqual(
+      first.map((t) => t.split),
+      again.map((t) => t.split),
+    );
     const val = first.filter((t) => t.split === 'val').length;
     assert.ok(val > 60 && val < 140, `about a quarter in validation (${val})`);
   });
@@ -39,16 +45,44 @@ describe('datasets', () => {
       ['{"split":"holdout"}', /line 1: split must be train, val or test/],
       ['\n\n', /no tasks/],
     ];
-    for (const [text, message] of cases) assert.throws(() => parseTasksJsonl(text, options), (error: unknown) => error instanceof InvalidInputError && message.test(error.message));
+    for (const [text, message] of cases)
+      assert.throws(
+        () => parseTasksJsonl(text, options),
+        (error: unknown) => error instanceof InvalidInputError && message.test(error.message),
+      );
   });
 
   test('an import is all or nothing; names are unique', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
-    const created = store.importDataset({ name: 'math', source: '/tmp/math.jsonl', tasks: parseTasksJsonl('{"q":1}\n{"q":2}', options) });
+    const created = store.importDataset({
+      name: 'math',
+      source: '/tmp/math.jsonl',
+      tasks: parseTasksJsonl('{"q":1}\n{"q":2}', options),
+    });
     assert.equal(created.taskCount, 2);
-    assert.throws(() => store.importDataset(parsed('importDataset', { name: 'math', tasks: [{ id: 'x', split: 'train', input: null, expected: null }] })), ConflictError);
-    assert.throws(() => store.importDataset(parsed('importDataset', { name: 'dup', tasks: [{ id: 'x', split: 'train', input: 1, expected: null }, { id: 'x', split: 'train', input: 2, expected: null }] })));
-    assert.deepEqual(store.listDatasets().map((d) => [d.name, d.taskCount]), [['math', 2]], 'the failed imports left nothing');
+    assert.throws(
+      () =>
+        store.importDataset(
+          parsed('importDataset', { name: 'math', tasks: [{ id: 'x', split: 'train', input: null, expected: null }] }),
+        ),
+      ConflictError,
+    );
+    assert.throws(() =>
+      store.importDataset(
+        parsed('importDataset', {
+          name: 'dup',
+          tasks: [
+            { id: 'x', split: 'train', input: 1, expected: null },
+            { id: 'x', split: 'train', input: 2, expected: null },
+          ],
+        }),
+      ),
+    );
+    assert.deepEqual(
+      store.listDatasets().map((d) => [d.name, d.taskCount]),
+      [['math', 2]],
+      'the failed imports left nothing',
+    );
   });
 });

@@ -13,11 +13,11 @@ import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
 
-test('the rollout list\'s reward (SQL) is the episode reward training uses (TypeScript), whatever the history', (t) => {
+test("the rollout list's reward (SQL) is the episode reward training uses (TypeScript), whatever the history", (t) => {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   t.after(() => store.close());
   let seed = 42;
-  const random = (): number => ((seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31);
+  const random = (): number => (seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31) / 2 ** 31;
   const sources = RewardSource.options;
   const policy = RewardPolicy.parse({});
   let compared = 0;
@@ -30,7 +30,11 @@ test('the rollout list\'s reward (SQL) is the episode reward training uses (Type
       store.addReward(parsed('addReward', { rolloutId: id, name, value: Math.round(random() * 100) / 100, source }));
     }
     const expected = episodeReward(store.listRewards(id), policy);
-    assert.equal(store.getRollout(id).reward, expected, `rollout ${i}: ${JSON.stringify(store.listRewards(id).map((r) => [r.source, r.name, r.value]))}`);
+    assert.equal(
+      store.getRollout(id).reward,
+      expected,
+      `rollout ${i}: ${JSON.stringify(store.listRewards(id).map((r) => [r.source, r.name, r.value]))}`,
+    );
     compared += expected === null ? 0 : 1;
   }
   assert.ok(compared > 100, 'most rollouts have an episode reward to compare');

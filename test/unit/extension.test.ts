@@ -6,9 +6,23 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { hasNodeSqlite, resolveRuntime, WINDOWS_MESSAGE, type HostRuntime, type VersionProbe } from '../../extension/runtime';
+import {
+  hasNodeSqlite,
+  resolveRuntime,
+  WINDOWS_MESSAGE,
+  type HostRuntime,
+  type VersionProbe,
+} from '../../extension/runtime';
 import { RestartPolicy } from '../../extension/restartPolicy';
-import { exitCodeEnv, finalStatus, instrumentConfig, runnableConfigurations, upstreamFor, wantsLightning, type LaunchConfig } from '../../extension/debug/launchConfig';
+import {
+  exitCodeEnv,
+  finalStatus,
+  instrumentConfig,
+  runnableConfigurations,
+  upstreamFor,
+  wantsLightning,
+  type LaunchConfig,
+} from '../../extension/debug/launchConfig';
 import { resolveStoreFile } from '../../extension/storePath';
 import { parseRewardInput } from '../../extension/rewardInput';
 import { inlineText } from '../../extension/inlineText';
@@ -21,66 +35,149 @@ const probe =
     versions[command];
 
 describe('daemon runtime', () => {
-  const desktop: HostRuntime = { execPath: '/editor', versions: { node: '22.15.1', electron: '35.5.1' }, platform: 'linux' };
+  const desktop: HostRuntime = {
+    execPath: '/editor',
+    versions: { node: '22.15.1', electron: '35.5.1' },
+    platform: 'linux',
+  };
 
-  it('runs on the editor\'s own runtime by default, whatever node is on PATH: Electron as Node in VS Code, plain Node in code-server', async () => {
+  it("runs on the editor's own runtime by default, whatever node is on PATH: Electron as Node in VS Code, plain Node in code-server", async () => {
     for (const versions of [{ node: 'v20.11.1' }, { node: 'v24.1.0' }, {}] as Array<Record<string, string>>) {
-      const result = await resolveRuntime({ nodePath: undefined, hostExecPath: '/editor', host: desktop, probe: probe(versions) });
+      const result = await resolveRuntime({
+        nodePath: undefined,
+        hostExecPath: '/editor',
+        host: desktop,
+        probe: probe(versions),
+      });
       assert.ok(result.ok);
       assert.equal(result.runtime.command, '/editor');
       assert.deepEqual(result.runtime.env, { ELECTRON_RUN_AS_NODE: '1' });
       assert.match(result.runtime.description, /editor's own runtime .*Electron 35\.5\.1, Node 22\.15\.1/);
     }
-    const codeServer = await resolveRuntime({ nodePath: undefined, hostExecPath: '/cs/node', host: { execPath: '/cs/node', versions: { node: '24.22.3' }, platform: 'linux' }, probe: probe({ node: 'v20.0.0' }) });
+    const codeServer = await resolveRuntime({
+      nodePath: undefined,
+      hostExecPath: '/cs/node',
+      host: { execPath: '/cs/node', versions: { node: '24.22.3' }, platform: 'linux' },
+      probe: probe({ node: 'v20.0.0' }),
+    });
     assert.ok(codeServer.ok);
     assert.deepEqual([codeServer.runtime.command, codeServer.runtime.env], ['/cs/node', {}]);
   });
 
   it('an editor runtime without node:sqlite says which VS Code to update to, unless better-sqlite3 sits beside a checkout', async () => {
-    const old: HostRuntime = { execPath: '/editor', versions: { node: '20.19.0', electron: '34.5.8' }, platform: 'darwin' };
-    const refused = await resolveRuntime({ nodePath: undefined, hostExecPath: '/editor', host: old, probe: probe({ node: 'v22.14.0' }) });
-    assert.match(!refused.ok ? refused.message : '', /Node 20\.19\.0\) has no built-in SQLite .*update VS Code to 1\.103 or later .*"lightning\.nodePath"/);
-    const checkout = await resolveRuntime({ nodePath: undefined, hostExecPath: '/editor', host: old, probe: probe({}), betterSqlite3: true });
+    const old: HostRuntime = {
+      execPath: '/editor',
+      versions: { node: '20.19.0', electron: '34.5.8' },
+      platform: 'darwin',
+    };
+    const refused = await resolveRuntime({
+      nodePath: undefined,
+      hostExecPath: '/editor',
+      host: old,
+      probe: probe({ node: 'v22.14.0' }),
+    });
+    assert.match(
+      !refused.ok ? refused.message : '',
+      /Node 20\.19\.0\) has no built-in SQLite .*update VS Code to 1\.103 or later .*"lightning\.nodePath"/,
+    );
+    const checkout = await resolveRuntime({
+      nodePath: undefined,
+      hostExecPath: '/editor',
+      host: old,
+      probe: probe({}),
+      betterSqlite3: true,
+    });
     assert.ok(checkout.ok);
   });
 
-  it('uses lightning.nodePath when it is a Node with node:sqlite (or any Node ≥ 20 beside a checkout\'s better-sqlite3)', async () => {
-    const result = await resolveRuntime({ nodePath: '/opt/node22/bin/node', hostExecPath: '/editor', host: desktop, probe: probe({ '/opt/node22/bin/node': 'v22.13.0\n', node: 'v20.0.0' }) });
+  it("uses lightning.nodePath when it is a Node with node:sqlite (or any Node ≥ 20 beside a checkout's better-sqlite3)", async () => {
+    const result = await resolveRuntime({
+      nodePath: '/opt/node22/bin/node',
+      hostExecPath: '/editor',
+      host: desktop,
+      probe: probe({ '/opt/node22/bin/node': 'v22.13.0\n', node: 'v20.0.0' }),
+    });
     assert.ok(result.ok);
     assert.equal(result.runtime.command, '/opt/node22/bin/node');
     assert.deepEqual(result.runtime.env, {});
-    const node20 = await resolveRuntime({ nodePath: '/opt/node20', hostExecPath: '/editor', host: desktop, probe: probe({ '/opt/node20': 'v20.19.1' }), betterSqlite3: true });
+    const node20 = await resolveRuntime({
+      nodePath: '/opt/node20',
+      hostExecPath: '/editor',
+      host: desktop,
+      probe: probe({ '/opt/node20': 'v20.19.1' }),
+      betterSqlite3: true,
+    });
     assert.ok(node20.ok);
   });
 
   it('refuses a nodePath that is not Node, or has no node:sqlite, naming the setting and the real fix', async () => {
-    const broken = await resolveRuntime({ nodePath: '/bin/false', hostExecPath: '/editor', host: desktop, probe: probe({}) });
-    assert.match(!broken.ok ? broken.message : '', /"lightning\.nodePath" is \/bin\/false.*Clear the setting to use the editor's own runtime, or point it at Node ≥ 22\.13\.0/);
-    const old = await resolveRuntime({ nodePath: '/old/node', hostExecPath: '/editor', host: desktop, probe: probe({ '/old/node': 'v22.12.0' }) });
-    assert.match(!old.ok ? old.message : '', /Node v22\.12\.0, which has no built-in SQLite \(node:sqlite needs Node ≥ 22\.13\.0\)\. Clear the setting/);
+    const broken = await resolveRuntime({
+      nodePath: '/bin/false',
+      hostExecPath: '/editor',
+      host: desktop,
+      probe: probe({}),
+    });
+    assert.match(
+      !broken.ok ? broken.message : '',
+      /"lightning\.nodePath" is \/bin\/false.*Clear the setting to use the editor's own runtime, or point it at Node ≥ 22\.13\.0/,
+    );
+    const old = await resolveRuntime({
+      nodePath: '/old/node',
+      hostExecPath: '/editor',
+      host: desktop,
+      probe: probe({ '/old/node': 'v22.12.0' }),
+    });
+    assert.match(
+      !old.ok ? old.message : '',
+      /Node v22\.12\.0, which has no built-in SQLite \(node:sqlite needs Node ≥ 22\.13\.0\)\. Clear the setting/,
+    );
   });
 
   it('on native Windows says in one sentence to use WSL, with the link', async () => {
-    const result = await resolveRuntime({ nodePath: undefined, hostExecPath: 'C:\\Code.exe', host: { ...desktop, platform: 'win32' }, probe: probe({}) });
+    const result = await resolveRuntime({
+      nodePath: undefined,
+      hostExecPath: 'C:\\Code.exe',
+      host: { ...desktop, platform: 'win32' },
+      probe: probe({}),
+    });
     assert.deepEqual(result, { ok: false, message: WINDOWS_MESSAGE });
-    assert.match(WINDOWS_MESSAGE, /^Lightning runs on Linux and macOS; on Windows, open your folder in WSL \(https:\/\/code\.visualstudio\.com\/docs\/remote\/wsl\)[^.]*\.$/);
+    assert.match(
+      WINDOWS_MESSAGE,
+      /^Lightning runs on Linux and macOS; on Windows, open your folder in WSL \(https:\/\/code\.visualstudio\.com\/docs\/remote\/wsl\)[^.]*\.$/,
+    );
   });
 
   it('knows which Node versions have node:sqlite unflagged', () => {
-    assert.deepEqual(['v20.19.0', '22.12.0', '22.13.0', '23.3.0', '23.4.0', 'v24.0.0', '26.1.0'].map(hasNodeSqlite), [false, false, true, false, true, true, true]);
+    assert.deepEqual(['v20.19.0', '22.12.0', '22.13.0', '23.3.0', '23.4.0', 'v24.0.0', '26.1.0'].map(hasNodeSqlite), [
+      false,
+      false,
+      true,
+      false,
+      true,
+      true,
+      true,
+    ]);
   });
 
   it('explains a native module built for another ABI: runtime, ABI and what to set', () => {
-    const mismatch = new Error("The module '/x/better_sqlite3.node' was compiled against a different Node.js version using NODE_MODULE_VERSION 115. This version of Node.js requires NODE_MODULE_VERSION 125.");
-    assert.throws(() => explainNativeLoadError(mismatch), (error: unknown) => {
-      assert.ok(error instanceof NativeModuleError);
-      assert.match(error.message, new RegExp(`ABI ${process.versions.modules}`));
-      assert.match(error.message, /Node ≥ 22\.13.*clear the "lightning\.nodePath" setting/);
-      assert.match(error.message, /NODE_MODULE_VERSION 115/);
-      return true;
-    });
+    const mismatch = new Error(
+      "The module '/x/better_sqlite3.node' was compiled against a different Node.js version using NODE_MODULE_VERSION 115. This version of Node.js requires NODE_MODULE_VERSION 125.",
+    );
+    assert.throws(
+      () => explainNativeLoadError(mismatch),
+      (error: unknown) => {
+        assert.ok(error instanceof NativeModuleError);
+        assert.match(error.message, new RegExp(`ABI ${process.versions.modules}`));
+        assert.match(error.message, /Node ≥ 22\.13.*clear the "lightning\.nodePath" setting/);
+        assert.match(error.message, /NODE_MODULE_VERSION 115/);
+        return true;
+      },
+    );
     const unrelated = new Error('SQLITE_CANTOPEN: unable to open database file');
-    assert.throws(() => explainNativeLoadError(unrelated), (error: unknown) => error === unrelated);
+    assert.throws(
+      () => explainNativeLoadError(unrelated),
+      (error: unknown) => error === unrelated,
+    );
   });
 });
 
@@ -88,7 +185,10 @@ describe('restart policy', () => {
   it('backs off exponentially up to a cap, then gives up after repeated crashes within the window', () => {
     const policy = new RestartPolicy({ maxCrashes: 4, windowMs: 60_000, baseDelayMs: 100, maxDelayMs: 500 });
     const delays = [0, 1, 2, 3].map((i) => policy.onCrash(1_000 + i));
-    assert.deepEqual(delays, [100, 200, 400, 500].map((delayMs) => ({ action: 'restart', delayMs })));
+    assert.deepEqual(
+      delays,
+      [100, 200, 400, 500].map((delayMs) => ({ action: 'restart', delayMs })),
+    );
     assert.deepEqual(policy.onCrash(1_010), { action: 'giveUp', crashes: 5 });
   });
 
@@ -108,19 +208,42 @@ describe('Debug with Lightning configuration', () => {
     url: 'http://127.0.0.1:4242/r/abcdefghijklmnopqrstuvwx',
     rollout: { id: 'ro-1', task: null } as AgentRun['rollout'],
   };
-  const node: LaunchConfig = { type: 'node', request: 'launch', name: 'agent', program: 'a.mjs', lightning: true, env: { MY_VAR: 'kept', OPENAI_API_KEY: 'sk-user' } };
+  const node: LaunchConfig = {
+    type: 'node',
+    request: 'launch',
+    name: 'agent',
+    program: 'a.mjs',
+    lightning: true,
+    env: { MY_VAR: 'kept', OPENAI_API_KEY: 'sk-user' },
+  };
 
   it('offers launch configurations only, and records those that ask for it once', () => {
     const attach: LaunchConfig = { type: 'node', request: 'attach', name: 'attach' };
-    assert.deepEqual(runnableConfigurations([node, attach]).map((c) => c.name), ['agent']);
+    assert.deepEqual(
+      runnableConfigurations([node, attach]).map((c) => c.name),
+      ['agent'],
+    );
     assert.equal(wantsLightning(node), true);
     assert.equal(wantsLightning({ ...node, lightning: undefined }), false);
-    assert.equal(wantsLightning({ ...node, lightningRolloutId: 'ro-1' }), false, 'a resolved configuration is not recorded twice');
-    assert.equal(wantsLightning({ ...node, __pendingTargetId: 'x' }), false, "js-debug's child session is not a second rollout");
+    assert.equal(
+      wantsLightning({ ...node, lightningRolloutId: 'ro-1' }),
+      false,
+      'a resolved configuration is not recorded twice',
+    );
+    assert.equal(
+      wantsLightning({ ...node, __pendingTargetId: 'x' }),
+      false,
+      "js-debug's child session is not a second rollout",
+    );
   });
 
   it("adds the instrumentation environment and keeps the user's variables", () => {
-    const config = instrumentConfig(node, run, { PATH: '/usr/bin' }, { recorder: '/ext/dist/exit-code.js', file: '/tmp/exit' });
+    const config = instrumentConfig(
+      node,
+      run,
+      { PATH: '/usr/bin' },
+      { recorder: '/ext/dist/exit-code.js', file: '/tmp/exit' },
+    );
     const env = config.env as Record<string, string>;
     assert.equal(env.MY_VAR, 'kept');
     assert.equal(env.OPENAI_API_KEY, 'sk-user', "the user's key is left for the daemon to forward");
@@ -138,11 +261,26 @@ describe('Debug with Lightning configuration', () => {
   it('uses a placeholder key only when the user has none; their OPENAI_BASE_URL becomes the upstream', () => {
     const bare: LaunchConfig = { type: 'debugpy', request: 'launch', name: 'py', lightning: true };
     assert.equal((instrumentConfig(bare, run, {}).env as Record<string, string>).OPENAI_API_KEY, PLACEHOLDER_API_KEY);
-    assert.equal((instrumentConfig(bare, run, { OPENAI_API_KEY: 'sk-env' }).env as Record<string, string>).OPENAI_API_KEY, undefined);
-    assert.equal((instrumentConfig(bare, run, {}).env as Record<string, string>).ANTHROPIC_API_KEY, PLACEHOLDER_API_KEY);
-    assert.equal((instrumentConfig(bare, run, { ANTHROPIC_API_KEY: 'sk-ant' }).env as Record<string, string>).ANTHROPIC_API_KEY, undefined);
-    assert.equal((instrumentConfig(bare, run, { GOOGLE_API_KEY: 'g' }).env as Record<string, string>).GEMINI_API_KEY, undefined);
-    assert.equal(upstreamFor({ ...bare, env: { OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1/' } }, {}), 'http://127.0.0.1:11434/v1');
+    assert.equal(
+      (instrumentConfig(bare, run, { OPENAI_API_KEY: 'sk-env' }).env as Record<string, string>).OPENAI_API_KEY,
+      undefined,
+    );
+    assert.equal(
+      (instrumentConfig(bare, run, {}).env as Record<string, string>).ANTHROPIC_API_KEY,
+      PLACEHOLDER_API_KEY,
+    );
+    assert.equal(
+      (instrumentConfig(bare, run, { ANTHROPIC_API_KEY: 'sk-ant' }).env as Record<string, string>).ANTHROPIC_API_KEY,
+      undefined,
+    );
+    assert.equal(
+      (instrumentConfig(bare, run, { GOOGLE_API_KEY: 'g' }).env as Record<string, string>).GEMINI_API_KEY,
+      undefined,
+    );
+    assert.equal(
+      upstreamFor({ ...bare, env: { OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1/' } }, {}),
+      'http://127.0.0.1:11434/v1',
+    );
     assert.equal(upstreamFor(bare, { OPENAI_API_BASE: 'http://gateway/v1' }), 'http://gateway/v1');
     assert.equal(upstreamFor(bare, {}), null);
   });
@@ -150,8 +288,15 @@ describe('Debug with Lightning configuration', () => {
   it("preloads the exit-code recorder for Node only, after the user's own NODE_OPTIONS", () => {
     const recording = { recorder: '/ext dir/exit-code.js', file: '/tmp/exit' };
     assert.deepEqual(exitCodeEnv({ type: 'python', request: 'launch', name: 'py' }, recording, {}), {});
-    assert.equal(exitCodeEnv({ ...node, env: { NODE_OPTIONS: '--max-old-space-size=4096' } }, recording, {}).NODE_OPTIONS, '--max-old-space-size=4096 --require "/ext dir/exit-code.js"');
-    assert.equal(exitCodeEnv({ ...node, type: 'pwa-node', env: {} }, recording, { NODE_OPTIONS: '--enable-source-maps' }).NODE_OPTIONS, '--enable-source-maps --require "/ext dir/exit-code.js"');
+    assert.equal(
+      exitCodeEnv({ ...node, env: { NODE_OPTIONS: '--max-old-space-size=4096' } }, recording, {}).NODE_OPTIONS,
+      '--max-old-space-size=4096 --require "/ext dir/exit-code.js"',
+    );
+    assert.equal(
+      exitCodeEnv({ ...node, type: 'pwa-node', env: {} }, recording, { NODE_OPTIONS: '--enable-source-maps' })
+        .NODE_OPTIONS,
+      '--enable-source-maps --require "/ext dir/exit-code.js"',
+    );
   });
 
   it('maps the exit code to the final status', () => {
@@ -171,14 +316,19 @@ describe('settings and reward input', () => {
   });
 
   it('accepts 1, 0, 👍, 👎 and finite numbers; nothing else', () => {
-    assert.deepEqual(['1', '0', ' 0.25 ', '-2', '1e-3', '+', '👍', '👎'].map(parseRewardInput), [1, 0, 0.25, -2, 0.001, 1, 1, 0]);
-    for (const bad of ['', 'n', 'one', '1,5', 'Infinity', 'NaN', '1e999', '0x10']) assert.equal(parseRewardInput(bad), undefined, bad);
+    assert.deepEqual(
+      ['1', '0', ' 0.25 ', '-2', '1e-3', '+', '👍', '👎'].map(parseRewardInput),
+      [1, 0, 0.25, -2, 0.001, 1, 1, 0],
+    );
+    for (const bad of ['', 'n', 'one', '1,5', 'Infinity', 'NaN', '1e999', '0x10'])
+      assert.equal(parseRewardInput(bad), undefined, bad);
   });
 });
 
 describe('a built script carried inline in its page', () => {
   it('cannot end its element or open a comment in it, and means the same to JavaScript and CSS', () => {
-    const code = "return ['</script><script>alert(1)</SCRIPT>', `<!-- ${'</style>'} -->`, /<\\/script>|<!--/.test('<!--'), /<!--/u.test('a<!--'), '</Style>'].join('|'); // </script>";
+    const code =
+      "return ['</script><script>alert(1)</SCRIPT>', `<!-- ${'</style>'} -->`, /<\\/script>|<!--/.test('<!--'), /<!--/u.test('a<!--'), '</Style>'].join('|'); // </script>";
     const safe = inlineText(code, 'js');
     assert.doesNotMatch(safe, /<\/(script|style)|<!--/i);
     assert.equal(new Function(safe)(), new Function(code)());

@@ -27,8 +27,11 @@ test('the check fails on each kind of violation, in a seeded tree', (t) => {
   };
   write('trainer-daemon/protocol/index.ts', "export * from './records';\n");
   write('trainer-daemon/protocol/records.ts', "import type { Store } from '../store/store';\nexport type R = Store;\n");
-  write('trainer-daemon/store/store.ts', "export class Store {}\n");
-  write('extension/panel.ts', "import { Store } from '../trainer-daemon/store/store';\nimport type { R } from '../trainer-daemon/protocol';\nexport const x: R | Store = new Store();\n");
+  write('trainer-daemon/store/store.ts', 'export class Store {}\n');
+  write(
+    'extension/panel.ts',
+    "import { Store } from '../trainer-daemon/store/store';\nimport type { R } from '../trainer-daemon/protocol';\nexport const x: R | Store = new Store();\n",
+  );
   write('webview/main.ts', "const lazy = import('../trainer-daemon/store/store');\nexport { lazy };\n");
   write('trainer-daemon/otlp/a.ts', "import type { B } from './b';\nexport type A = B;\n");
   write('trainer-daemon/otlp/b.ts', "export type { A as B } from './a';\n");
@@ -55,8 +58,15 @@ test('the webview bundles ship no zod: no module of the side panel or the editor
     logLevel: 'silent',
   });
   const importers = Object.entries(result.metafile.inputs)
-    .filter(([file, input]) => !file.includes('node_modules/') && input.imports.some((imported) => /(^|\/)node_modules\/zod\//.test(imported.path)))
+    .filter(
+      ([file, input]) =>
+        !file.includes('node_modules/') &&
+        input.imports.some((imported) => /(^|\/)node_modules\/zod\//.test(imported.path)),
+    )
     .map(([file]) => file);
   assert.deepEqual(importers, []);
-  assert.ok(Object.keys(result.metafile.inputs).includes('webview/editor/compareTab.ts'), 'the build read the editor tabs');
+  assert.ok(
+    Object.keys(result.metafile.inputs).includes('webview/editor/compareTab.ts'),
+    'the build read the editor tabs',
+  );
 });

@@ -14,15 +14,37 @@ import { parsed } from '../helpers/params';
 const policy = RewardPolicy.parse({});
 let nextRewardId = 1;
 function reward(value: number, source: Reward['source'], extra: Partial<Reward> = {}): Reward {
-  return { id: nextRewardId++, rolloutId: 'r', spanId: null, name: 'reward', value, source, author: null, comment: null, reason: null, createdAt: 0, ...extra };
+  return {
+    id: nextRewardId++,
+    rolloutId: 'r',
+    spanId: null,
+    name: 'reward',
+    value,
+    source,
+    author: null,
+    comment: null,
+    reason: null,
+    createdAt: 0,
+    ...extra,
+  };
 }
 
 describe('LightningRL: episode reward policy', () => {
   test('latest human annotation, else latest agent reward, else latest automatic; missing → excluded or filled', () => {
-    assert.equal(episodeReward([reward(0.2, 'agent'), reward(1, 'human'), reward(0.4, 'agent'), reward(0, 'human')], policy), 0);
+    assert.equal(
+      episodeReward([reward(0.2, 'agent'), reward(1, 'human'), reward(0.4, 'agent'), reward(0, 'human')], policy),
+      0,
+    );
     assert.equal(episodeReward([reward(0.2, 'agent'), reward(0.7, 'judge'), reward(0.4, 'agent')], policy), 0.4);
     assert.equal(episodeReward([reward(0.7, 'judge'), reward(0.6, 'rule')], policy), 0.6);
-    assert.equal(episodeReward([reward(1, 'human', { spanId: 'aaaaaaaaaaaaaaaa' }), reward(1, 'human', { name: 'style' })], policy), null, 'step and other-dimension rewards are not the episode reward');
+    assert.equal(
+      episodeReward(
+        [reward(1, 'human', { spanId: 'aaaaaaaaaaaaaaaa' }), reward(1, 'human', { name: 'style' })],
+        policy,
+      ),
+      null,
+      'step and other-dimension rewards are not the episode reward',
+    );
     assert.equal(episodeReward([], RewardPolicy.parse({ missing: 'fill', fillValue: -1 })), -1);
   });
 });
@@ -42,12 +64,26 @@ describe('LightningRL: credit assignment (hand-computed)', () => {
 describe('LightningRL: advantages (hand-computed)', () => {
   const grpo = AdvantageOptions.parse({});
   test('GRPO: (R − mean)/(std + ε) per task group, one value per rollout', () => {
-    const { advantages, stats } = rolloutAdvantages([
-      { id: 'a', group: 't1', reward: 1 }, { id: 'b', group: 't1', reward: 0 }, { id: 'c', group: 't1', reward: 0 }, { id: 'd', group: 't1', reward: 1 },
-      { id: 'e', group: 't2', reward: 3 }, { id: 'f', group: 't2', reward: 1 },
-    ], grpo);
+    const { advantages, stats } = rolloutAdvantages(
+      [
+        { id: 'a', group: 't1', reward: 1 },
+        { id: 'b', group: 't1', reward: 0 },
+        { id: 'c', group: 't1', reward: 0 },
+        { id: 'd', group: 't1', reward: 1 },
+        { id: 'e', group: 't2', reward: 3 },
+        { id: 'f', group: 't2', reward: 1 },
+      ],
+      grpo,
+    );
     // t1: mean 0.5, std 0.5 → ±1; t2: mean 2, std 1 → ±1.
-    for (const [id, expected] of [['a', 1], ['b', -1], ['c', -1], ['d', 1], ['e', 1], ['f', -1]] as const) {
+    for (const [id, expected] of [
+      ['a', 1],
+      ['b', -1],
+      ['c', -1],
+      ['d', 1],
+      ['e', 1],
+      ['f', -1],
+    ] as const) {
       assert.ok(Math.abs(advantages!.get(id)! - expected) < 1e-5, `${id}: ${advantages!.get(id)}`);
     }
     const t1 = ['a', 'b', 'c', 'd'].reduce((sum, id) => sum + advantages!.get(id)!, 0);
@@ -55,18 +91,37 @@ describe('LightningRL: advantages (hand-computed)', () => {
     assert.deepEqual(stats, { singletonGroups: 0, zeroVarianceGroups: 0 });
   });
   test('rewards equal up to floating-point noise count as equal', () => {
-    const { advantages, stats } = rolloutAdvantages([0.1, 0.1, 0.1].map((reward, i) => ({ id: String(i), group: 't', reward: reward * 3 / 3 + (i === 1 ? 0.1 + 0.2 - 0.3 : 0) })), grpo);
+    const { advantages, stats } = rolloutAdvantages(
+      [0.1, 0.1, 0.1].map((reward, i) => ({
+        id: String(i),
+        group: 't',
+        reward: (reward * 3) / 3 + (i === 1 ? 0.1 + 0.2 - 0.3 : 0),
+      })),
+      grpo,
+    );
     assert.deepEqual([...advantages!.values()], [0, 0, 0]);
     assert.equal(stats.zeroVarianceGroups, 1);
   });
 
   test('groups of one and all-equal groups get 0 (not NaN) and are reported', () => {
-    const { advantages, stats } = rolloutAdvantages([{ id: 'a', group: 't1', reward: 1 }, { id: 'b', group: 't2', reward: 1 }, { id: 'c', group: 't2', reward: 1 }, { id: 'd', group: null, reward: 5 }], grpo);
+    const { advantages, stats } = rolloutAdvantages(
+      [
+        { id: 'a', group: 't1', reward: 1 },
+        { id: 'b', group: 't2', reward: 1 },
+        { id: 'c', group: 't2', reward: 1 },
+        { id: 'd', group: null, reward: 5 },
+      ],
+      grpo,
+    );
     assert.deepEqual([...advantages!.values()], [0, 0, 0, 0]);
     assert.deepEqual(stats, { singletonGroups: 2, zeroVarianceGroups: 1 });
   });
   test('without std normalization, baseline and none', () => {
-    const rollouts = [{ id: 'a', group: 't', reward: 3 }, { id: 'b', group: 't', reward: 1 }, { id: 'c', group: 'u', reward: 2 }];
+    const rollouts = [
+      { id: 'a', group: 't', reward: 3 },
+      { id: 'b', group: 't', reward: 1 },
+      { id: 'c', group: 'u', reward: 2 },
+    ];
     const raw = rolloutAdvantages(rollouts, AdvantageOptions.parse({ normalizeStd: false })).advantages!;
     assert.deepEqual([raw.get('a'), raw.get('b'), raw.get('c')], [1, -1, 0]);
     const baseline = rolloutAdvantages(rollouts, AdvantageOptions.parse({ kind: 'baseline' })).advantages!;
@@ -81,15 +136,31 @@ function stored(spans: SpanInput[]) {
 
 describe('LightningRL: the adapter', () => {
   const trace = hex(16);
-  const agent = (name: string, id = hex(8), start = 0, end = 100): SpanInput => llmSpan({ traceId: trace, spanId: id, name: `invoke_agent ${name}`, category: 'agent', startMs: start, endMs: end, attributes: { 'gen_ai.agent.name': name } });
-  const call = (parent: string | null, start: number, extra: Partial<SpanInput> = {}): SpanInput => llmSpan({ traceId: trace, parentSpanId: parent, startMs: start, endMs: start + 1, ...extra });
+  const agent = (name: string, id = hex(8), start = 0, end = 100): SpanInput =>
+    llmSpan({
+      traceId: trace,
+      spanId: id,
+      name: `invoke_agent ${name}`,
+      category: 'agent',
+      startMs: start,
+      endMs: end,
+      attributes: { 'gen_ai.agent.name': name },
+    });
+  const call = (parent: string | null, start: number, extra: Partial<SpanInput> = {}): SpanInput =>
+    llmSpan({ traceId: trace, parentSpanId: parent, startMs: start, endMs: start + 1, ...extra });
 
   test('calls come in sequence order, attributed to their enclosing agent; agentMatch selects agents', () => {
     const planner = agent('planner');
     const coder = agent('coder');
     const spans = stored([planner, call(planner.spanId, 1), coder, call(coder.spanId, 2), call(planner.spanId, 3)]);
-    assert.deepEqual(extractCalls(spans, [], 'reward').map((c) => c.agentName), ['planner', 'coder', 'planner']);
-    assert.deepEqual(extractCalls(spans, [], 'reward', /^cod/).map((c) => [c.agentName, c.span.sequence]), [['coder', 4]]);
+    assert.deepEqual(
+      extractCalls(spans, [], 'reward').map((c) => c.agentName),
+      ['planner', 'coder', 'planner'],
+    );
+    assert.deepEqual(
+      extractCalls(spans, [], 'reward', /^cod/).map((c) => [c.agentName, c.span.sequence]),
+      [['coder', 4]],
+    );
   });
 
   test('a missing parent is repaired by time: the tightest enclosing span of the trace', () => {
@@ -104,27 +175,59 @@ describe('LightningRL: the adapter', () => {
   test('step rewards: annotations on a call (latest human wins), and reward spans after it', () => {
     const first = call(null, 1);
     const second = call(null, 2);
-    const rewardSpan = llmSpan({ traceId: trace, category: 'reward', name: 'agentlightning.reward', attributes: { 'agentlightning.reward': 0.25 }, startMs: 3, endMs: 3 });
-    const calls = extractCalls(stored([first, second, rewardSpan]), [
-      reward(0.5, 'agent', { spanId: first.spanId }),
-      reward(1, 'human', { spanId: first.spanId }),
-      reward(0.9, 'agent', { spanId: first.spanId }),
-    ], 'reward');
-    assert.deepEqual(calls.map((c) => c.stepReward), [1, 0.25]);
+    const rewardSpan = llmSpan({
+      traceId: trace,
+      category: 'reward',
+      name: 'agentlightning.reward',
+      attributes: { 'agentlightning.reward': 0.25 },
+      startMs: 3,
+      endMs: 3,
+    });
+    const calls = extractCalls(
+      stored([first, second, rewardSpan]),
+      [
+        reward(0.5, 'agent', { spanId: first.spanId }),
+        reward(1, 'human', { spanId: first.spanId }),
+        reward(0.9, 'agent', { spanId: first.spanId }),
+      ],
+      'reward',
+    );
+    assert.deepEqual(
+      calls.map((c) => c.stepReward),
+      [1, 0.25],
+    );
   });
 
   test('a reward span that arrives late is credited to the call that ended before it', () => {
     const first = call(null, 0, { endMs: 10 });
     const second = call(null, 20, { endMs: 30 });
-    const late = llmSpan({ traceId: trace, category: 'reward', name: 'agentlightning.reward', attributes: { 'agentlightning.reward': 1 }, startMs: 12, endMs: 12 });
-    assert.deepEqual(extractCalls(stored([first, second, late]), [], 'reward').map((c) => c.stepReward), [1, 0]);
+    const late = llmSpan({
+      traceId: trace,
+      category: 'reward',
+      name: 'agentlightning.reward',
+      attributes: { 'agentlightning.reward': 1 },
+      startMs: 12,
+      endMs: 12,
+    });
+    assert.deepEqual(
+      extractCalls(stored([first, second, late]), [], 'reward').map((c) => c.stepReward),
+      [1, 0],
+    );
   });
 
   test('a proxy call takes the agent of its OTLP twin (same response id)', () => {
     const planner = agent('planner');
-    const proxied = call(null, 5, { attributes: { 'lightning.api': 'chat.completions', 'gen_ai.response.id': 'resp-1' } });
-    const twin = call(planner.spanId, 5, { category: 'other', attributes: { 'lightning.same_call_as': proxied.spanId } });
-    assert.deepEqual(extractCalls(stored([planner, proxied, twin]), [], 'reward').map((c) => c.agentName), ['planner']);
+    const proxied = call(null, 5, {
+      attributes: { 'lightning.api': 'chat.completions', 'gen_ai.response.id': 'resp-1' },
+    });
+    const twin = call(planner.spanId, 5, {
+      category: 'other',
+      attributes: { 'lightning.same_call_as': proxied.spanId },
+    });
+    assert.deepEqual(
+      extractCalls(stored([planner, proxied, twin]), [], 'reward').map((c) => c.agentName),
+      ['planner'],
+    );
   });
 });
 
@@ -132,42 +235,125 @@ describe('LightningRL: transitions from a store', () => {
   test('two rollouts of one task: GRPO advantages ±1 broadcast to every call; schema-valid; chat examples', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
-    const request = (content: string) => ({ model: 'm', messages: [{ role: 'user', content }], tools: [{ type: 'function', function: { name: 'calc' } }] });
-    const response = (content: string | null, tools = false) => ({ id: hex(4), choices: [{ index: 0, finish_reason: tools ? 'tool_calls' : 'stop', message: { role: 'assistant', content, ...(tools ? { tool_calls: [{ id: 'c1', type: 'function', function: { name: 'calc', arguments: '{}' } }] } : {}) } }] });
-    for (const [value, answer] of [[1, '4'], [0, '5']] as const) {
-      const { id } = store.createRollout(parsed('createRollout', { task: { id: 'two-plus-two', input: { q: '2+2' } } }));
-      store.addSpans({ rolloutId: id, spans: [
-        llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.request': request('2+2?'), 'lightning.response': response(null, true), 'lightning.prompt_token_ids': [1, 2], 'lightning.response_token_ids': [3, 4, 5] } }),
-        llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.request': request('tool said 4'), 'lightning.response': response(answer) } }),
-      ] });
+    const request = (content: string) => ({
+      model: 'm',
+      messages: [{ role: 'user', content }],
+      tools: [{ type: 'function', function: { name: 'calc' } }],
+    });
+    const response = (content: string | null, tools = false) => ({
+      id: hex(4),
+      choices: [
+        {
+          index: 0,
+          finish_reason: tools ? 'tool_calls' : 'stop',
+          message: {
+            role: 'assistant',
+            content,
+            ...(tools
+              ? { tool_calls: [{ id: 'c1', type: 'function', function: { name: 'calc', arguments: '{}' } }] }
+              : {}),
+          },
+        },
+      ],
+    });
+    for (const [value, answer] of [
+      [1, '4'],
+      [0, '5'],
+    ] as const) {
+      const { id } = store.createRollout(
+        parsed('createRollout', { task: { id: 'two-plus-two', input: { q: '2+2' } } }),
+      );
+      store.addSpans({
+        rolloutId: id,
+        spans: [
+          llmSpan({
+            attributes: {
+              'lightning.api': 'chat.completions',
+              'lightning.request': request('2+2?'),
+              'lightning.response': response(null, true),
+              'lightning.prompt_token_ids': [1, 2],
+              'lightning.response_token_ids': [3, 4, 5],
+            },
+          }),
+          llmSpan({
+            attributes: {
+              'lightning.api': 'chat.completions',
+              'lightning.request': request('tool said 4'),
+              'lightning.response': response(answer),
+            },
+          }),
+        ],
+      });
       store.addReward(parsed('addReward', { rolloutId: id, value, source: 'agent' }));
     }
     const unrewarded = store.createRollout(parsed('createRollout', { task: { id: 'other', input: null } })).id;
     store.addSpans({ rolloutId: unrewarded, spans: [llmSpan()] });
 
-    const { transitions, report } = buildTransitions(store.trajectories({}), { reward: policy, credit: { kind: 'identical' }, advantage: AdvantageOptions.parse({}) });
-    assert.deepEqual({ rollouts: report.rollouts, exported: report.exported, transitions: report.transitions, excludedNoReward: report.excludedNoReward }, { rollouts: 3, exported: 2, transitions: 4, excludedNoReward: 1 });
+    const { transitions, report } = buildTransitions(store.trajectories({}), {
+      reward: policy,
+      credit: { kind: 'identical' },
+      advantage: AdvantageOptions.parse({}),
+    });
+    assert.deepEqual(
+      {
+        rollouts: report.rollouts,
+        exported: report.exported,
+        transitions: report.transitions,
+        excludedNoReward: report.excludedNoReward,
+      },
+      { rollouts: 3, exported: 2, transitions: 4, excludedNoReward: 1 },
+    );
     for (const tr of transitions) assert.deepEqual(Transition.parse(tr), tr);
-    assert.deepEqual(transitions.map((tr) => [tr.step, tr.reward, Math.round(tr.advantage * 1e4) / 1e4]), [[0, 1, 1], [1, 1, 1], [0, 0, -1], [1, 0, -1]]);
-    assert.ok(transitions.every((tr) => typeof tr.reward === 'number'), 'every exported sample has a reward');
+    assert.deepEqual(
+      transitions.map((tr) => [tr.step, tr.reward, Math.round(tr.advantage * 1e4) / 1e4]),
+      [
+        [0, 1, 1],
+        [1, 1, 1],
+        [0, 0, -1],
+        [1, 0, -1],
+      ],
+    );
+    assert.ok(
+      transitions.every((tr) => typeof tr.reward === 'number'),
+      'every exported sample has a reward',
+    );
     const first = transitions[0]!;
-    assert.deepEqual([first.promptTokenIds, first.responseTokenIds, first.lossMask, first.needsTokenization], [[1, 2], [3, 4, 5], [1, 1, 1], false]);
+    assert.deepEqual(
+      [first.promptTokenIds, first.responseTokenIds, first.lossMask, first.needsTokenization],
+      [[1, 2], [3, 4, 5], [1, 1, 1], false],
+    );
     assert.equal(transitions[1]!.needsTokenization, true);
     assert.equal(transitions[1]!.response.text, '4');
     const example = toChatExample(first)!;
-    assert.deepEqual(example.messages.map((m) => (m as { role: string }).role), ['user', 'assistant']);
-    assert.equal(((example.messages[1] as { tool_calls: unknown[] }).tool_calls).length, 1);
+    assert.deepEqual(
+      example.messages.map((m) => (m as { role: string }).role),
+      ['user', 'assistant'],
+    );
+    assert.equal((example.messages[1] as { tool_calls: unknown[] }).tool_calls.length, 1);
     assert.equal(example.tools!.length, 1);
 
-    const best = buildTransitions(store.trajectories({}), { reward: policy, credit: { kind: 'identical' }, advantage: AdvantageOptions.parse({}), minReward: 1 });
-    assert.deepEqual([best.report.exported, best.report.excludedBelowMinReward, best.report.singletonGroups], [1, 1, 0]);
-    assert.ok(best.transitions.every((tr) => Math.abs(tr.advantage - 1) < 1e-4), 'advantages come from the whole group, before --min-reward filters');
+    const best = buildTransitions(store.trajectories({}), {
+      reward: policy,
+      credit: { kind: 'identical' },
+      advantage: AdvantageOptions.parse({}),
+      minReward: 1,
+    });
+    assert.deepEqual(
+      [best.report.exported, best.report.excludedBelowMinReward, best.report.singletonGroups],
+      [1, 1, 0],
+    );
+    assert.ok(
+      best.transitions.every((tr) => Math.abs(tr.advantage - 1) < 1e-4),
+      'advantages come from the whole group, before --min-reward filters',
+    );
   });
 
   test('a retried rollout trains on its last attempt only; tasks group within their dataset', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
-    const retried = store.createRollout(parsed('createRollout', { maxAttempts: 2, task: { id: 'task-1', input: null }, datasetId: 'ds-a' })).id;
+    const retried = store.createRollout(
+      parsed('createRollout', { maxAttempts: 2, task: { id: 'task-1', input: null }, datasetId: 'ds-a' }),
+    ).id;
     store.transitionRollout(parsed('transitionRollout', { id: retried, to: 'running' }));
     store.addSpans({ rolloutId: retried, spans: [llmSpan(), llmSpan()] });
     store.transitionRollout(parsed('transitionRollout', { id: retried, to: 'failed' }));
@@ -177,11 +363,20 @@ describe('LightningRL: transitions from a store', () => {
     store.addSpans({ rolloutId: retried, spans: [last] });
     store.transitionRollout(parsed('transitionRollout', { id: retried, to: 'succeeded' }));
     store.addReward(parsed('addReward', { rolloutId: retried, value: 1, source: 'agent' }));
-    const other = store.createRollout(parsed('createRollout', { task: { id: 'task-1', input: null }, datasetId: 'ds-b' })).id;
+    const other = store.createRollout(
+      parsed('createRollout', { task: { id: 'task-1', input: null }, datasetId: 'ds-b' }),
+    ).id;
     store.addSpans({ rolloutId: other, spans: [llmSpan()] });
     store.addReward(parsed('addReward', { rolloutId: other, value: 0, source: 'agent' }));
-    const { transitions, report } = buildTransitions(store.trajectories({}), { reward: policy, credit: { kind: 'identical' }, advantage: AdvantageOptions.parse({}) });
-    assert.deepEqual(transitions.filter((tr) => tr.rolloutId === retried).map((tr) => tr.spanId), [last.spanId]);
+    const { transitions, report } = buildTransitions(store.trajectories({}), {
+      reward: policy,
+      credit: { kind: 'identical' },
+      advantage: AdvantageOptions.parse({}),
+    });
+    assert.deepEqual(
+      transitions.filter((tr) => tr.rolloutId === retried).map((tr) => tr.spanId),
+      [last.spanId],
+    );
     assert.equal(report.singletonGroups, 2, 'task-1 of dataset a and task-1 of dataset b are different tasks');
     assert.ok(transitions.every((tr) => tr.advantage === 0));
   });
@@ -190,18 +385,33 @@ describe('LightningRL: transitions from a store', () => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
     const { id } = store.createRollout(parsed('createRollout', { task: { id: 'task-1', input: null } }));
-    const failed = llmSpan({ statusCode: 'error', attributes: { 'lightning.outcome': 'upstream_error', 'http.response.status_code': 500 } });
+    const failed = llmSpan({
+      statusCode: 'error',
+      attributes: { 'lightning.outcome': 'upstream_error', 'http.response.status_code': 500 },
+    });
     const cancelled = llmSpan({ statusCode: 'error', attributes: { 'lightning.outcome': 'cancelled' } });
-    const truncated = llmSpan({ attributes: { 'lightning.outcome': 'truncated', 'lightning.truncated_by': 'stream_content' } });
+    const truncated = llmSpan({
+      attributes: { 'lightning.outcome': 'truncated', 'lightning.truncated_by': 'stream_content' },
+    });
     const whole = llmSpan({ attributes: { 'lightning.outcome': 'ok', 'lightning.retry_of': failed.spanId } });
     store.addSpans({ rolloutId: id, spans: [failed, whole, cancelled, truncated] });
     store.addReward(parsed('addReward', { rolloutId: id, value: 1, source: 'agent' }));
-    const options = { reward: RewardPolicy.parse({ missing: 'fill' }), credit: { kind: 'identical' } as const, advantage: AdvantageOptions.parse({ kind: 'grpo' }) };
+    const options = {
+      reward: RewardPolicy.parse({ missing: 'fill' }),
+      credit: { kind: 'identical' } as const,
+      advantage: AdvantageOptions.parse({ kind: 'grpo' }),
+    };
     const { transitions, report } = buildTransitions(store.trajectories({}), options);
-    assert.deepEqual(transitions.map((tr) => [tr.spanId, tr.step, tr.outcome]), [[whole.spanId, 0, undefined]]);
+    assert.deepEqual(
+      transitions.map((tr) => [tr.spanId, tr.step, tr.outcome]),
+      [[whole.spanId, 0, undefined]],
+    );
     assert.deepEqual(report.skipped, { upstreamError: 1, cancelled: 1, truncated: 1 });
     const all = buildTransitions(store.trajectories({}), { ...options, includeFailed: true });
-    assert.deepEqual(all.transitions.map((tr) => tr.outcome?.kind ?? 'ok'), ['upstream_error', 'ok', 'cancelled', 'truncated']);
+    assert.deepEqual(
+      all.transitions.map((tr) => tr.outcome?.kind ?? 'ok'),
+      ['upstream_error', 'ok', 'cancelled', 'truncated'],
+    );
     for (const tr of all.transitions) assert.deepEqual(Transition.parse(tr), tr);
     assert.deepEqual(all.report.skipped, { upstreamError: 0, cancelled: 0, truncated: 0 });
   });
@@ -209,29 +419,50 @@ describe('LightningRL: transitions from a store', () => {
 
 describe('LightningRL: trajectory aggregation', () => {
   const sample = (spanId: string, prompt: number[] | null, response: number[] | null, step: number): Transition => ({
-    rolloutId: 'r', taskId: 't', step, spanId, spanIds: [spanId], agentName: null, model: 'm', api: 'chat.completions',
-    prompt: { messages: null, input: null, tools: null }, response: { message: null, output: null, text: `answer ${step}` },
-    promptTokenIds: prompt, responseTokenIds: response, needsTokenization: prompt === null, logprobs: response ? response.map(() => -0.5) : null,
-    lossMask: response ? response.map(() => 1) : null, episodeReward: 1, reward: 1, advantage: 0.5,
+    rolloutId: 'r',
+    taskId: 't',
+    step,
+    spanId,
+    spanIds: [spanId],
+    agentName: null,
+    model: 'm',
+    api: 'chat.completions',
+    prompt: { messages: null, input: null, tools: null },
+    response: { message: null, output: null, text: `answer ${step}` },
+    promptTokenIds: prompt,
+    responseTokenIds: response,
+    needsTokenization: prompt === null,
+    logprobs: response ? response.map(() => -0.5) : null,
+    lossMask: response ? response.map(() => 1) : null,
+    episodeReward: 1,
+    reward: 1,
+    advantage: 0.5,
   });
 
   test('a prompt that extends the previous prompt + response joins it; environment tokens are masked; mismatches and missing ids are counted', () => {
     const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0 };
-    const out = aggregateRollout([
-      sample('a', [1, 2], [3, 4], 0),
-      sample('b', [1, 2, 3, 4, 9, 9], [5], 1),
-      sample('c', [1, 2, 3, 4, 9, 9, 5, 8], [6, 7], 2),
-      sample('d', [1, 2, 7], [8], 3),
-      sample('e', null, null, 4),
-    ], stats);
-    assert.deepEqual(out.map((s) => s.spanIds), [['a', 'b', 'c'], ['d'], ['e']]);
+    const out = aggregateRollout(
+      [
+        sample('a', [1, 2], [3, 4], 0),
+        sample('b', [1, 2, 3, 4, 9, 9], [5], 1),
+        sample('c', [1, 2, 3, 4, 9, 9, 5, 8], [6, 7], 2),
+        sample('d', [1, 2, 7], [8], 3),
+        sample('e', null, null, 4),
+      ],
+      stats,
+    );
+    assert.deepEqual(
+      out.map((s) => s.spanIds),
+      [['a', 'b', 'c'], ['d'], ['e']],
+    );
     const [joined] = out;
     assert.deepEqual(joined!.promptTokenIds, [1, 2]);
     assert.deepEqual(joined!.responseTokenIds, [3, 4, 9, 9, 5, 8, 6, 7]);
     assert.deepEqual(joined!.lossMask, [1, 1, 0, 0, 1, 0, 1, 1]);
     assert.deepEqual(joined!.logprobs, [-0.5, -0.5, 0, 0, -0.5, 0, -0.5, -0.5]);
     assert.equal(joined!.response.text, 'answer 2', 'the sample ends with the last call');
-    for (const s of out) if (s.lossMask) assert.equal(s.lossMask.length, s.responseTokenIds!.length, 'masks align with tokens');
+    for (const s of out)
+      if (s.lossMask) assert.equal(s.lossMask.length, s.responseTokenIds!.length, 'masks align with tokens');
     for (const s of out) assert.deepEqual(Transition.parse(s), s);
     assert.deepEqual(stats, { merged: 1, mismatches: 1, withoutTokenIds: 1 });
   });

@@ -14,7 +14,9 @@ function rawDatabase(file: string): Database {
 
 function tables(db: Database): string[] {
   return db
-    .prepare<[], { name: string }>("SELECT name FROM sqlite_master WHERE type IN ('table','index','trigger') AND name NOT LIKE 'sqlite_%' ORDER BY name")
+    .prepare<[], { name: string }>(
+      "SELECT name FROM sqlite_master WHERE type IN ('table','index','trigger') AND name NOT LIKE 'sqlite_%' ORDER BY name",
+    )
     .all()
     .map((row) => row.name);
 }
@@ -26,7 +28,19 @@ describe('store: migrations', () => {
     t.after(() => store.close());
     assert.equal(store.schemaVersion, LATEST_SCHEMA_VERSION);
     const names = tables(store.db);
-    for (const table of ['rollouts', 'attempts', 'spans', 'rewards', 'resources', 'datasets', 'tasks', 'training_runs', 'metric_points', 'checkpoints', 'rollouts_fts']) {
+    for (const table of [
+      'rollouts',
+      'attempts',
+      'spans',
+      'rewards',
+      'resources',
+      'datasets',
+      'tasks',
+      'training_runs',
+      'metric_points',
+      'checkpoints',
+      'rollouts_fts',
+    ]) {
       assert.ok(names.includes(table), `missing table ${table}`);
     }
     assert.equal(store.db.pragma('journal_mode', { simple: true }), 'wal');
@@ -41,9 +55,17 @@ describe('store: migrations', () => {
       const old = rawDatabase(file);
       migrate(old, from);
       assert.equal(old.pragma('user_version', { simple: true }), from);
-      old.prepare(`INSERT INTO rollouts (id, status, mode, label, task_id, task_input, source, created_at, updated_at)
-        VALUES ('ro-old', 'succeeded', 'debug', 'legacy weather run', 'w1', '{"city":"Oslo"}', '{"kind":"api"}', 1, 1)`).run();
-      old.prepare(`INSERT INTO rewards (rollout_id, name, value, source, created_at) VALUES ('ro-old', 'reward', 0.75, 'human', 2)`).run();
+      old
+        .prepare(
+          `INSERT INTO rollouts (id, status, mode, label, task_id, task_input, source, created_at, updated_at)
+        VALUES ('ro-old', 'succeeded', 'debug', 'legacy weather run', 'w1', '{"city":"Oslo"}', '{"kind":"api"}', 1, 1)`,
+        )
+        .run();
+      old
+        .prepare(
+          `INSERT INTO rewards (rollout_id, name, value, source, created_at) VALUES ('ro-old', 'reward', 0.75, 'human', 2)`,
+        )
+        .run();
       old.close();
 
       const store = Store.open(file);
@@ -53,8 +75,14 @@ describe('store: migrations', () => {
       assert.equal(rollout.reward, 0.75);
       assert.deepEqual(rollout.task, { id: 'w1', input: { city: 'Oslo' } });
       // Text search covers rollouts written before the search index existed.
-      assert.deepEqual(store.listRollouts(parsed('listRollouts', { search: 'oslo' })).items.map((r) => r.id), ['ro-old']);
-      assert.deepEqual(store.listRollouts(parsed('listRollouts', { search: 'legacy weather' })).items.map((r) => r.id), ['ro-old']);
+      assert.deepEqual(
+        store.listRollouts(parsed('listRollouts', { search: 'oslo' })).items.map((r) => r.id),
+        ['ro-old'],
+      );
+      assert.deepEqual(
+        store.listRollouts(parsed('listRollouts', { search: 'legacy weather' })).items.map((r) => r.id),
+        ['ro-old'],
+      );
     });
   }
 

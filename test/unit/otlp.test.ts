@@ -10,7 +10,12 @@ import Long from 'long';
 import { InvalidInputError, PayloadTooLargeError } from '../../trainer-daemon/protocol/errors';
 import { UnsupportedMediaTypeError, decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
 import { PART_MAX_CHARS, PART_MAX_SPANS, splitIntoParts } from '../../trainer-daemon/otlp/parts';
-import { isCredentialKey, nanosToMs, normalizeTraceRequest, type NormalizedTraceRequest } from '../../trainer-daemon/otlp/normalize';
+import {
+  isCredentialKey,
+  nanosToMs,
+  normalizeTraceRequest,
+  type NormalizedTraceRequest,
+} from '../../trainer-daemon/otlp/normalize';
 import { SpanInput } from '../../trainer-daemon/protocol/records';
 import { scrubSpan } from '../../trainer-daemon/protocol/secrets';
 import { silentLogger } from '../../trainer-daemon/log';
@@ -28,19 +33,41 @@ const MAX = 4 * 1024 * 1024;
 /** Decodes and normalizes, checking the contract every produced span must meet. */
 /** What the store keeps of an export: decoded, normalized, and scrubbed where the store takes each span. */
 function ingest(body: Buffer, encoding: Encoding, contentEncoding?: string): NormalizedTraceRequest {
-  const result = normalizeTraceRequest(decodeTraceRequest(body, encoding === 'protobuf' ? PROTOBUF : JSON_TYPE, contentEncoding, MAX));
+  const result = normalizeTraceRequest(
+    decodeTraceRequest(body, encoding === 'protobuf' ? PROTOBUF : JSON_TYPE, contentEncoding, MAX),
+  );
   for (const { span } of result.spans) assert.deepEqual(SpanInput.parse(span), span);
   return { ...result, spans: result.spans.map((normalized) => ({ ...normalized, span: scrubSpan(normalized.span) })) };
 }
 
 // The protobufjs message types, to edit a real encoded request where the SDK cannot produce a case.
-interface WireRequest { resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<Record<string, unknown> & { attributes: unknown[] }> }> }> }
-const RequestType = (otlpRoot as unknown as {
-  opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceRequest: { decode(bytes: Uint8Array): WireRequest; encode(message: WireRequest): { finish(): Uint8Array } } } } } } };
-}).opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
+interface WireRequest {
+  resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<Record<string, unknown> & { attributes: unknown[] }> }> }>;
+}
+const RequestType = (
+  otlpRoot as unknown as {
+    opentelemetry: {
+      proto: {
+        collector: {
+          trace: {
+            v1: {
+              ExportTraceServiceRequest: {
+                decode(bytes: Uint8Array): WireRequest;
+                encode(message: WireRequest): { finish(): Uint8Array };
+              };
+            };
+          };
+        };
+      };
+    };
+  }
+).opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
 
 /** Both encodings of `spans`, each passed through `edit` (protobuf re-encoded with the same generated codec). */
-function editedBodies(spans: ReadableSpan[], edit: (request: WireRequest, encoding: Encoding) => void): Record<Encoding, Buffer> {
+function editedBodies(
+  spans: ReadableSpan[],
+  edit: (request: WireRequest, encoding: Encoding) => void,
+): Record<Encoding, Buffer> {
   const proto = RequestType.decode(encode(spans, 'protobuf'));
   edit(proto, 'protobuf');
   const json = JSON.parse(encode(spans, 'json').toString('utf8')) as WireRequest;
@@ -55,7 +82,11 @@ describe('OTLP traces: decode and normalize', () => {
     const parent = tracer.startSpan('agent run', { kind: SpanKind.SERVER, startTime: T0 });
     const child = tracer.startSpan(
       'chat gpt-4o-mini',
-      { kind: SpanKind.CLIENT, startTime: [1_700_000_000, 200_250_000], attributes: { text: 'hi', count: 3, ratio: 0.25, flag: false, words: ['a', 'b'], scores: [1.5, 2] } },
+      {
+        kind: SpanKind.CLIENT,
+        startTime: [1_700_000_000, 200_250_000],
+        attributes: { text: 'hi', count: 3, ratio: 0.25, flag: false, words: ['a', 'b'], scores: [1.5, 2] },
+      },
       trace.setSpan(ROOT_CONTEXT, parent),
     );
     child.addEvent('first token', { index: 0 }, [1_700_000_000, 300_000_000]);
@@ -70,7 +101,10 @@ describe('OTLP traces: decode and normalize', () => {
     test(`${encoding}: ids, sub-millisecond times, attributes, events, status and kind survive the round trip`, () => {
       const { spans, rejected } = ingest(encode(tree, encoding), encoding);
       assert.deepEqual(rejected, []);
-      assert.deepEqual(spans.map((s) => s.rolloutId), [null, null]);
+      assert.deepEqual(
+        spans.map((s) => s.rolloutId),
+        [null, null],
+      );
       assert.deepEqual(spans[0]!.span, {
         traceId: child!.spanContext().traceId,
         spanId: child!.spanContext().spanId,
@@ -88,13 +122,19 @@ describe('OTLP traces: decode and normalize', () => {
         completionTokens: null,
       });
       const root = spans[1]!.span;
-      assert.deepEqual([root.name, root.kind, root.parentSpanId, root.statusCode, root.statusMessage], ['agent run', 'server', null, 'ok', null]);
+      assert.deepEqual(
+        [root.name, root.kind, root.parentSpanId, root.statusCode, root.statusMessage],
+        ['agent run', 'server', null, 'ok', null],
+      );
       assert.equal(root.startMs, 1_700_000_000_123.456789);
       assert.equal(root.endMs, 1_700_000_002_000);
     });
 
     test(`${encoding}: gzip bodies decode to the same spans`, () => {
-      assert.deepEqual(ingest(zlib.gzipSync(encode(tree, encoding)), encoding, 'gzip'), ingest(encode(tree, encoding), encoding));
+      assert.deepEqual(
+        ingest(zlib.gzipSync(encode(tree, encoding)), encoding, 'gzip'),
+        ingest(encode(tree, encoding), encoding),
+      );
     });
   }
 
@@ -102,23 +142,57 @@ describe('OTLP traces: decode and normalize', () => {
     const bodies = editedBodies(oneSpan('values', {}), (request, encoding) => {
       const proto = encoding === 'protobuf';
       request.resourceSpans[0]!.scopeSpans[0]!.spans[0]!.attributes.push(
-        { key: 'settings', value: { kvlistValue: { values: [{ key: 'model', value: { stringValue: 'gpt' } }, { key: 'headers', value: { kvlistValue: { values: [{ key: 'Authorization', value: { stringValue: 'Bearer sk-nested-0123456789abcdef' } }] } } }] } } },
+        {
+          key: 'settings',
+          value: {
+            kvlistValue: {
+              values: [
+                { key: 'model', value: { stringValue: 'gpt' } },
+                {
+                  key: 'headers',
+                  value: {
+                    kvlistValue: {
+                      values: [{ key: 'Authorization', value: { stringValue: 'Bearer sk-nested-0123456789abcdef' } }],
+                    },
+                  },
+                },
+              ],
+            },
+          },
+        },
         { key: 'blob', value: { bytesValue: proto ? Uint8Array.from([0xde, 0xad, 0xbe, 0xef]) : '3q2+7w==' } },
         { key: 'big', value: { intValue: proto ? Long.fromString('9007199254740993') : '9007199254740993' } },
         { key: 'negative', value: { intValue: proto ? Long.fromNumber(-5) : -5 } },
         { key: 'nothing', value: {} },
         { key: 'nan', value: { doubleValue: proto ? Number.NaN : 'NaN' } },
-        { key: 'mixed', value: { arrayValue: { values: [{ stringValue: 'x' }, { boolValue: true }, { arrayValue: { values: [{ doubleValue: 0.5 }] } }] } } },
+        {
+          key: 'mixed',
+          value: {
+            arrayValue: {
+              values: [{ stringValue: 'x' }, { boolValue: true }, { arrayValue: { values: [{ doubleValue: 0.5 }] } }],
+            },
+          },
+        },
         { key: 'empty', value: { stringValue: '' } },
       );
     });
-    const expected = { settings: { model: 'gpt', headers: { Authorization: '[redacted]' } }, blob: '3q2+7w==', big: '9007199254740993', negative: -5, nothing: null, nan: 'NaN', mixed: ['x', true, [0.5]], empty: '' };
+    const expected = {
+      settings: { model: 'gpt', headers: { Authorization: '[redacted]' } },
+      blob: '3q2+7w==',
+      big: '9007199254740993',
+      negative: -5,
+      nothing: null,
+      nan: 'NaN',
+      mixed: ['x', true, [0.5]],
+      empty: '',
+    };
     assert.deepEqual(ingest(bodies.protobuf, 'protobuf').spans[0]!.span.attributes, expected);
     assert.deepEqual(ingest(bodies.json, 'json').spans[0]!.span.attributes, expected);
   });
 
   test('JSON may carry 64-bit integers as numbers, even past 2^53', () => {
-    const body = encode(oneSpan('s', { big: 1 }), 'json').toString('utf8')
+    const body = encode(oneSpan('s', { big: 1 }), 'json')
+      .toString('utf8')
       .replace(/"startTimeUnixNano":"\d+"/, '"startTimeUnixNano":1700000000123456789')
       .replace('{"intValue":1}', '{"intValue":9007199254740993}');
     assert.match(body, /"startTimeUnixNano":1700000000123456789,/);
@@ -135,31 +209,136 @@ describe('OTLP traces: decode and normalize', () => {
     assert.equal(nanosToMs('0'), 0);
   });
 
-  const conventions: Array<[convention: string, name: string, attributes: Attributes, category: string, prompt: number | null, completion: number | null]> = [
-    ['GenAI chat', 'chat gpt-4o', { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt-4o', 'gen_ai.usage.input_tokens': 12, 'gen_ai.usage.output_tokens': 7 }, 'llm', 12, 7],
-    ['GenAI embeddings', 'embeddings', { 'gen_ai.operation.name': 'embeddings', 'gen_ai.usage.input_tokens': 3 }, 'other', null, null],
+  const conventions: Array<
+    [
+      convention: string,
+      name: string,
+      attributes: Attributes,
+      category: string,
+      prompt: number | null,
+      completion: number | null,
+    ]
+  > = [
+    [
+      'GenAI chat',
+      'chat gpt-4o',
+      {
+        'gen_ai.operation.name': 'chat',
+        'gen_ai.request.model': 'gpt-4o',
+        'gen_ai.usage.input_tokens': 12,
+        'gen_ai.usage.output_tokens': 7,
+      },
+      'llm',
+      12,
+      7,
+    ],
+    [
+      'GenAI embeddings',
+      'embeddings',
+      { 'gen_ai.operation.name': 'embeddings', 'gen_ai.usage.input_tokens': 3 },
+      'other',
+      null,
+      null,
+    ],
     ['GenAI text_completion', 'complete', { 'gen_ai.operation.name': 'text_completion' }, 'llm', null, null],
     ['GenAI generate_content', 'gemini', { 'gen_ai.operation.name': 'generate_content' }, 'llm', null, null],
-    ['GenAI execute_tool', 'execute_tool search', { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.system': 'openai' }, 'tool', null, null],
-    ['GenAI invoke_agent (usage not double counted)', 'invoke_agent triage', { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.usage.input_tokens': 100 }, 'agent', null, null],
+    [
+      'GenAI execute_tool',
+      'execute_tool search',
+      { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.system': 'openai' },
+      'tool',
+      null,
+      null,
+    ],
+    [
+      'GenAI invoke_agent (usage not double counted)',
+      'invoke_agent triage',
+      { 'gen_ai.operation.name': 'invoke_agent', 'gen_ai.usage.input_tokens': 100 },
+      'agent',
+      null,
+      null,
+    ],
     ['GenAI create_agent', 'create_agent', { 'gen_ai.operation.name': 'create_agent' }, 'agent', null, null],
-    ['GenAI older usage names', 'openai.chat', { 'gen_ai.system': 'openai', 'gen_ai.usage.prompt_tokens': 30, 'gen_ai.usage.completion_tokens': 4 }, 'llm', 30, 4],
+    [
+      'GenAI older usage names',
+      'openai.chat',
+      { 'gen_ai.system': 'openai', 'gen_ai.usage.prompt_tokens': 30, 'gen_ai.usage.completion_tokens': 4 },
+      'llm',
+      30,
+      4,
+    ],
     ['GenAI request model only', 'call', { 'gen_ai.request.model': 'llama3' }, 'llm', null, null],
-    ['GenAI flattened messages', 'call', { 'gen_ai.prompt.0.role': 'user', 'gen_ai.completion.0.content': 'hello' }, 'llm', null, null],
-    ['OpenInference LLM', 'ChatOpenAI', { 'openinference.span.kind': 'LLM', 'llm.token_count.prompt': 21, 'llm.token_count.completion': 9 }, 'llm', 21, 9],
+    [
+      'GenAI flattened messages',
+      'call',
+      { 'gen_ai.prompt.0.role': 'user', 'gen_ai.completion.0.content': 'hello' },
+      'llm',
+      null,
+      null,
+    ],
+    [
+      'OpenInference LLM',
+      'ChatOpenAI',
+      { 'openinference.span.kind': 'LLM', 'llm.token_count.prompt': 21, 'llm.token_count.completion': 9 },
+      'llm',
+      21,
+      9,
+    ],
     ['OpenInference EMBEDDING', 'embed', { 'openinference.span.kind': 'EMBEDDING' }, 'other', null, null],
-    ['OpenInference TOOL', 'search', { 'openinference.span.kind': 'TOOL', 'llm.token_count.prompt': 5 }, 'tool', null, null],
+    [
+      'OpenInference TOOL',
+      'search',
+      { 'openinference.span.kind': 'TOOL', 'llm.token_count.prompt': 5 },
+      'tool',
+      null,
+      null,
+    ],
     ['OpenInference AGENT', 'agent', { 'openinference.span.kind': 'AGENT' }, 'agent', null, null],
     ['OpenInference CHAIN', 'RunnableSequence', { 'openinference.span.kind': 'CHAIN' }, 'agent', null, null],
     ['OpenInference RETRIEVER', 'retrieve', { 'openinference.span.kind': 'RETRIEVER' }, 'other', null, null],
-    ['Vercel doGenerate', 'ai.generateText.doGenerate', { 'ai.operationId': 'ai.generateText.doGenerate', 'ai.usage.promptTokens': 40, 'ai.usage.completionTokens': 8 }, 'llm', 40, 8],
-    ['Vercel doStream (v5 usage names)', 'ai.streamText.doStream', { 'ai.operationId': 'ai.streamText.doStream', 'ai.usage.inputTokens': 41, 'ai.usage.outputTokens': 2 }, 'llm', 41, 2],
+    [
+      'Vercel doGenerate',
+      'ai.generateText.doGenerate',
+      { 'ai.operationId': 'ai.generateText.doGenerate', 'ai.usage.promptTokens': 40, 'ai.usage.completionTokens': 8 },
+      'llm',
+      40,
+      8,
+    ],
+    [
+      'Vercel doStream (v5 usage names)',
+      'ai.streamText.doStream',
+      { 'ai.operationId': 'ai.streamText.doStream', 'ai.usage.inputTokens': 41, 'ai.usage.outputTokens': 2 },
+      'llm',
+      41,
+      2,
+    ],
     ['Vercel generateObject', 'ai.generateObject.doGenerate', {}, 'llm', null, null],
-    ['Vercel toolCall', 'ai.toolCall', { 'ai.operationId': 'ai.toolCall', 'ai.toolCall.name': 'weather' }, 'tool', null, null],
-    ['Vercel outer generateText', 'ai.generateText', { 'ai.operationId': 'ai.generateText', 'ai.usage.promptTokens': 81 }, 'agent', null, null],
+    [
+      'Vercel toolCall',
+      'ai.toolCall',
+      { 'ai.operationId': 'ai.toolCall', 'ai.toolCall.name': 'weather' },
+      'tool',
+      null,
+      null,
+    ],
+    [
+      'Vercel outer generateText',
+      'ai.generateText',
+      { 'ai.operationId': 'ai.generateText', 'ai.usage.promptTokens': 81 },
+      'agent',
+      null,
+      null,
+    ],
     ['Vercel outer streamText', 'ai.streamText', {}, 'agent', null, null],
     ['Agent Lightning reward by name', 'agentlightning.reward', { reward: 1 }, 'reward', null, null],
-    ['Agent Lightning reward by attribute', 'grade', { 'agentlightning.reward.value': 0.5, 'gen_ai.system': 'x' }, 'reward', null, null],
+    [
+      'Agent Lightning reward by attribute',
+      'grade',
+      { 'agentlightning.reward.value': 0.5, 'gen_ai.system': 'x' },
+      'reward',
+      null,
+      null,
+    ],
     ['nothing recognizable', 'db.query', { 'db.system': 'postgresql' }, 'other', null, null],
   ];
   for (const [convention, name, attributes, category, prompt, completion] of conventions) {
@@ -179,16 +358,29 @@ describe('OTLP traces: decode and normalize', () => {
       if (saved === undefined) delete process.env.OTEL_RESOURCE_ATTRIBUTES;
       else process.env.OTEL_RESOURCE_ATTRIBUTES = saved;
     }
-    const fromResource = recordSpans((tracer) => tracer.startSpan('s', { attributes: { 'lightning.rollout_id': 'ro-span' } }).end(), resource);
-    assert.deepEqual(ingest(encode(fromResource, 'json'), 'json').spans.map((s) => s.rolloutId), ['ro-42']);
+    const fromResource = recordSpans(
+      (tracer) => tracer.startSpan('s', { attributes: { 'lightning.rollout_id': 'ro-span' } }).end(),
+      resource,
+    );
+    assert.deepEqual(
+      ingest(encode(fromResource, 'json'), 'json').spans.map((s) => s.rolloutId),
+      ['ro-42'],
+    );
     const fromSpan = oneSpan('s', { 'lightning.rollout_id': 'ro-7' });
-    assert.deepEqual(ingest(encode(fromSpan, 'protobuf'), 'protobuf').spans.map((s) => s.rolloutId), ['ro-7']);
-    assert.deepEqual(ingest(encode(oneSpan('s', {}), 'protobuf'), 'protobuf').spans.map((s) => s.rolloutId), [null]);
+    assert.deepEqual(
+      ingest(encode(fromSpan, 'protobuf'), 'protobuf').spans.map((s) => s.rolloutId),
+      ['ro-7'],
+    );
+    assert.deepEqual(
+      ingest(encode(oneSpan('s', {}), 'protobuf'), 'protobuf').spans.map((s) => s.rolloutId),
+      [null],
+    );
   });
 
   test('partial success: malformed spans are rejected by id and reason, the rest of the batch goes through', () => {
     const spans = recordSpans((tracer) => {
-      for (const name of ['good', 'bad id', 'no start', 'wrong type']) tracer.startSpan(name, { attributes: { api_key: 'sk-leak-0123456789abcdefghij' } }).end();
+      for (const name of ['good', 'bad id', 'no start', 'wrong type'])
+        tracer.startSpan(name, { attributes: { api_key: 'sk-leak-0123456789abcdefghij' } }).end();
     });
     const ids = spans.map((s) => s.spanContext().spanId);
     const bodies = editedBodies(spans, (request, encoding) => {
@@ -201,7 +393,10 @@ describe('OTLP traces: decode and normalize', () => {
     const fromProtobuf = ingest(bodies.protobuf, 'protobuf');
     const fromJson = ingest(bodies.json, 'json');
     for (const result of [fromProtobuf, fromJson]) {
-      assert.deepEqual(result.spans.map((s) => s.span.spanId), [ids[0]]);
+      assert.deepEqual(
+        result.spans.map((s) => s.span.spanId),
+        [ids[0]],
+      );
       assert.doesNotMatch(JSON.stringify(result), /sk-leak/);
     }
     assert.deepEqual(fromProtobuf.rejected, [
@@ -218,37 +413,73 @@ describe('OTLP traces: decode and normalize', () => {
 
   test('secrets are redacted by value: header attributes whole, their values and key shapes anywhere; fields named token or password are content', () => {
     const agentKey = 'plain-agent-credential-4711';
-    const schema = JSON.stringify({ type: 'object', properties: { token: { type: 'string' }, password: { type: 'string' }, api_key: { type: 'string' } } });
+    const schema = JSON.stringify({
+      type: 'object',
+      properties: { token: { type: 'string' }, password: { type: 'string' }, api_key: { type: 'string' } },
+    });
     const spans = recordSpans((tracer) => {
       const span = tracer.startSpan('chat', {
         attributes: {
-          'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': 5, 'gen_ai.request.max_tokens': 64, 'llm.token_count.prompt': 5, 'ai.usage.promptTokens': 5,
-          'http.request.header.authorization': `Bearer ${agentKey}`, 'x-api-key': 'sk-2', Cookie: 'session=abc',
-          apiKey: 'sk-proj-AbCdEf0123456789ghijkl', 'url.full': 'https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key=opaque-google-key-1&alt=sse',
-          'llm.tools.0.tool.json_schema': schema, token: 'Paris', password: 'the word the user chose',
+          'gen_ai.operation.name': 'chat',
+          'gen_ai.usage.input_tokens': 5,
+          'gen_ai.request.max_tokens': 64,
+          'llm.token_count.prompt': 5,
+          'ai.usage.promptTokens': 5,
+          'http.request.header.authorization': `Bearer ${agentKey}`,
+          'x-api-key': 'sk-2',
+          Cookie: 'session=abc',
+          apiKey: 'sk-proj-AbCdEf0123456789ghijkl',
+          'url.full':
+            'https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key=opaque-google-key-1&alt=sse',
+          'llm.tools.0.tool.json_schema': schema,
+          token: 'Paris',
+          password: 'the word the user chose',
           'llm.input_messages.0.message.content': `my key is ${agentKey}, and the other one opaque-google-key-1`,
         },
       });
-      span.addEvent('request', { 'http.request.header.set-cookie': 'sid=sess-value-0123', size: 10, echo: 'cookie sess-value-0123' });
+      span.addEvent('request', {
+        'http.request.header.set-cookie': 'sid=sess-value-0123',
+        size: 10,
+        echo: 'cookie sess-value-0123',
+      });
       span.end();
     });
     // Redacted where the store takes a span, whoever made it (ingest applies it).
     const { span } = ingest(encode(spans, 'protobuf'), 'protobuf').spans[0]!;
     assert.deepEqual(span.attributes, {
-      'gen_ai.operation.name': 'chat', 'gen_ai.usage.input_tokens': 5, 'gen_ai.request.max_tokens': 64, 'llm.token_count.prompt': 5, 'ai.usage.promptTokens': 5,
-      'http.request.header.authorization': '[redacted]', 'x-api-key': '[redacted]', Cookie: '[redacted]',
-      apiKey: '[redacted]', 'url.full': 'https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key=[redacted]&alt=sse',
-      'llm.tools.0.tool.json_schema': schema, token: 'Paris', password: 'the word the user chose',
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.usage.input_tokens': 5,
+      'gen_ai.request.max_tokens': 64,
+      'llm.token_count.prompt': 5,
+      'ai.usage.promptTokens': 5,
+      'http.request.header.authorization': '[redacted]',
+      'x-api-key': '[redacted]',
+      Cookie: '[redacted]',
+      apiKey: '[redacted]',
+      'url.full': 'https://generativelanguage.googleapis.com/v1beta/models/m:generateContent?key=[redacted]&alt=sse',
+      'llm.tools.0.tool.json_schema': schema,
+      token: 'Paris',
+      password: 'the word the user chose',
       'llm.input_messages.0.message.content': 'my key is [redacted], and the other one [redacted]',
     });
-    assert.deepEqual(span.events[0]!.attributes, { 'http.request.header.set-cookie': '[redacted]', size: 10, echo: 'cookie [redacted]' });
+    assert.deepEqual(span.events[0]!.attributes, {
+      'http.request.header.set-cookie': '[redacted]',
+      size: 10,
+      echo: 'cookie [redacted]',
+    });
     assert.equal(span.promptTokens, 5);
-    for (const key of ['token', 'access_token', 'x-auth-token', 'sessionToken', 'private_key', 'Proxy-Authorization']) assert.ok(isCredentialKey(key), key);
-    for (const key of ['prompt_token_ids', 'tokenizer', 'gen_ai.usage.output_tokens', 'llm.token_count.total']) assert.ok(!isCredentialKey(key), key);
+    for (const key of ['token', 'access_token', 'x-auth-token', 'sessionToken', 'private_key', 'Proxy-Authorization'])
+      assert.ok(isCredentialKey(key), key);
+    for (const key of ['prompt_token_ids', 'tokenizer', 'gen_ai.usage.output_tokens', 'llm.token_count.total'])
+      assert.ok(!isCredentialKey(key), key);
   });
 
   test('an export with exactly the span limit is decoded', () => {
-    assert.equal(decodeTraceRequest(encode(tree, 'protobuf'), PROTOBUF, undefined, MAX, 2).resourceSpans[0]!.scopeSpans[0]!.spans.length, 2);
+    assert.equal(
+      decodeTraceRequest(encode(tree, 'protobuf'), PROTOBUF, undefined, MAX, 2).resourceSpans[0]!.scopeSpans[0]!.spans
+        .length,
+      2,
+    );
   });
 
   test('content types with parameters are accepted', () => {
@@ -258,18 +489,78 @@ describe('OTLP traces: decode and normalize', () => {
   });
 
   const failures: Array<[what: string, call: () => unknown, kind: typeof InvalidInputError, message: RegExp]> = [
-    ['garbage protobuf', () => decodeTraceRequest(Buffer.from('definitely not protobuf'), PROTOBUF, undefined, MAX), InvalidInputError, /^OTLP protobuf body is not a valid ExportTraceServiceRequest \(invalid wire type 4 at offset 1\)$/],
-    ['truncated protobuf', () => decodeTraceRequest(encode(tree, 'protobuf').subarray(0, 40), PROTOBUF, undefined, MAX), InvalidInputError, /protobuf body is not a valid ExportTraceServiceRequest \(index out of range/],
-    ['invalid JSON (the body is not echoed)', () => decodeTraceRequest(Buffer.from('{"resourceSpans": sk-secret'), JSON_TYPE, undefined, MAX), InvalidInputError, /^OTLP JSON body is not valid JSON$/],
-    ['JSON of the wrong shape', () => decodeTraceRequest(Buffer.from('{"resourceSpans": "x"}'), JSON_TYPE, undefined, MAX), InvalidInputError, /^OTLP JSON body is not an ExportTraceServiceRequest: request\.resourceSpans: /],
-    ['wrong content type', () => decodeTraceRequest(encode(tree, 'json'), 'text/plain', undefined, MAX), UnsupportedMediaTypeError, /^Content-Type "text\/plain" is not supported; send OTLP traces as application\/x-protobuf or application\/json$/],
-    ['missing content type', () => decodeTraceRequest(encode(tree, 'json'), undefined, undefined, MAX), UnsupportedMediaTypeError, /^Content-Type is missing/],
-    ['unsupported content encoding', () => decodeTraceRequest(encode(tree, 'json'), JSON_TYPE, 'br', MAX), UnsupportedMediaTypeError, /^Content-Encoding "br" is not supported/],
-    ['bad gzip', () => decodeTraceRequest(encode(tree, 'protobuf'), PROTOBUF, 'gzip', MAX), InvalidInputError, /^OTLP body is not valid gzip \(incorrect header check\)$/],
-    ['oversized after gunzip', () => decodeTraceRequest(zlib.gzipSync(Buffer.alloc(1024 * 1024, 0x20)), JSON_TYPE, 'gzip', 65_536), PayloadTooLargeError, /^OTLP body is over the 65536-byte limit once decompressed/],
-    ['oversized without compression', () => decodeTraceRequest(Buffer.alloc(100, 0x20), JSON_TYPE, undefined, 99), PayloadTooLargeError, /^OTLP body is 100 bytes, over the 99-byte limit/],
-    ['more protobuf spans than the limit', () => decodeTraceRequest(encode(tree, 'protobuf'), PROTOBUF, undefined, MAX, 1), PayloadTooLargeError, /^2 spans in one OTLP export is over the 1-span limit; export smaller batches/],
-    ['more JSON spans than the limit', () => decodeTraceRequest(encode(tree, 'json'), JSON_TYPE, undefined, MAX, 1), PayloadTooLargeError, /^2 spans in one OTLP export is over the 1-span limit; export smaller batches/],
+    [
+      'garbage protobuf',
+      () => decodeTraceRequest(Buffer.from('definitely not protobuf'), PROTOBUF, undefined, MAX),
+      InvalidInputError,
+      /^OTLP protobuf body is not a valid ExportTraceServiceRequest \(invalid wire type 4 at offset 1\)$/,
+    ],
+    [
+      'truncated protobuf',
+      () => decodeTraceRequest(encode(tree, 'protobuf').subarray(0, 40), PROTOBUF, undefined, MAX),
+      InvalidInputError,
+      /protobuf body is not a valid ExportTraceServiceRequest \(index out of range/,
+    ],
+    [
+      'invalid JSON (the body is not echoed)',
+      () => decodeTraceRequest(Buffer.from('{"resourceSpans": sk-secret'), JSON_TYPE, undefined, MAX),
+      InvalidInputError,
+      /^OTLP JSON body is not valid JSON$/,
+    ],
+    [
+      'JSON of the wrong shape',
+      () => decodeTraceRequest(Buffer.from('{"resourceSpans": "x"}'), JSON_TYPE, undefined, MAX),
+      InvalidInputError,
+      /^OTLP JSON body is not an ExportTraceServiceRequest: request\.resourceSpans: /,
+    ],
+    [
+      'wrong content type',
+      () => decodeTraceRequest(encode(tree, 'json'), 'text/plain', undefined, MAX),
+      UnsupportedMediaTypeError,
+      /^Content-Type "text\/plain" is not supported; send OTLP traces as application\/x-protobuf or application\/json$/,
+    ],
+    [
+      'missing content type',
+      () => decodeTraceRequest(encode(tree, 'json'), undefined, undefined, MAX),
+      UnsupportedMediaTypeError,
+      /^Content-Type is missing/,
+    ],
+    [
+      'unsupported content encoding',
+      () => decodeTraceRequest(encode(tree, 'json'), JSON_TYPE, 'br', MAX),
+      UnsupportedMediaTypeError,
+      /^Content-Encoding "br" is not supported/,
+    ],
+    [
+      'bad gzip',
+      () => decodeTraceRequest(encode(tree, 'protobuf'), PROTOBUF, 'gzip', MAX),
+      InvalidInputError,
+      /^OTLP body is not valid gzip \(incorrect header check\)$/,
+    ],
+    [
+      'oversized after gunzip',
+      () => decodeTraceRequest(zlib.gzipSync(Buffer.alloc(1024 * 1024, 0x20)), JSON_TYPE, 'gzip', 65_536),
+      PayloadTooLargeError,
+      /^OTLP body is over the 65536-byte limit once decompressed/,
+    ],
+    [
+      'oversized without compression',
+      () => decodeTraceRequest(Buffer.alloc(100, 0x20), JSON_TYPE, undefined, 99),
+      PayloadTooLargeError,
+      /^OTLP body is 100 bytes, over the 99-byte limit/,
+    ],
+    [
+      'more protobuf spans than the limit',
+      () => decodeTraceRequest(encode(tree, 'protobuf'), PROTOBUF, undefined, MAX, 1),
+      PayloadTooLargeError,
+      /^2 spans in one OTLP export is over the 1-span limit; export smaller batches/,
+    ],
+    [
+      'more JSON spans than the limit',
+      () => decodeTraceRequest(encode(tree, 'json'), JSON_TYPE, undefined, MAX, 1),
+      PayloadTooLargeError,
+      /^2 spans in one OTLP export is over the 1-span limit; export smaller batches/,
+    ],
   ];
   for (const [what, call, kind, message] of failures) {
     test(`rejects ${what} with ${kind.name}`, () => {
@@ -286,45 +577,72 @@ describe('OTLP traces: decode and normalize', () => {
 
 describe('an export is cut into parts of bounded size (committed one at a time)', () => {
   const spansOf = (count: number, chars: number) =>
-    normalizeTraceRequest(decodeTraceRequest(encode(recordSpans((tracer) => {
-      for (let i = 0; i < count; i += 1) tracer.startSpan(`s${i}`, { attributes: { 'gen_ai.prompt': 'x'.repeat(chars) } }).end();
-    }), 'protobuf'), PROTOBUF, undefined, 1024 * 1024 * 1024)).spans;
+    normalizeTraceRequest(
+      decodeTraceRequest(
+        encode(
+          recordSpans((tracer) => {
+            for (let i = 0; i < count; i += 1)
+              tracer.startSpan(`s${i}`, { attributes: { 'gen_ai.prompt': 'x'.repeat(chars) } }).end();
+          }),
+          'protobuf',
+        ),
+        PROTOBUF,
+        undefined,
+        1024 * 1024 * 1024,
+      ),
+    ).spans;
 
   test('many small spans: parts of at most PART_MAX_SPANS, every span once, in order', () => {
     const spans = spansOf(PART_MAX_SPANS * 2 + 3, 10);
     const parts = splitIntoParts(spans);
-    assert.deepEqual(parts.map((part) => part.length), [PART_MAX_SPANS, PART_MAX_SPANS, 3]);
+    assert.deepEqual(
+      parts.map((part) => part.length),
+      [PART_MAX_SPANS, PART_MAX_SPANS, 3],
+    );
     assert.deepEqual(parts.flat(), spans);
   });
 
   // The deadline is the test's failure: without the fix the last part waited out a 10-minute window.
-  test('a later part is committed at once, not held in the span window where small writes wait for company', { timeout: 30_000 }, async (t) => {
-    const store = Store.open(path.join(tempDir(t), 'store.db'));
-    const writes = new WriteQueue(store, silentLogger, { spanDelayMs: 10 * 60_000 });
-    const receiver = new OtlpReceiver(writes, 64 * 1024 * 1024, silentLogger);
-    t.after(async () => {
-      writes.shutdown();
-      await receiver.close();
-      store.close();
-    });
-    const { id } = store.createRollout(parsed('createRollout', { label: 'parts' }));
-    store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
-    // PART_MAX_SPANS and then 7: a first part the queue commits at once (it is large), then a short one.
-    const body = encode(recordSpans((tracer) => {
-      for (let i = 0; i < PART_MAX_SPANS + 7; i += 1) tracer.startSpan(`s${i}`).end();
-    }), 'protobuf');
-    const answer = await receiver.ingest(id, body, PROTOBUF, undefined);
-    assert.deepEqual([answer.stored, answer.rejected], [PART_MAX_SPANS + 7, 0]);
-    assert.equal(store.getRollout(id).spanCount, PART_MAX_SPANS + 7);
-  });
+  test(
+    'a later part is committed at once, not held in the span window where small writes wait for company',
+    { timeout: 30_000 },
+    async (t) => {
+      const store = Store.open(path.join(tempDir(t), 'store.db'));
+      const writes = new WriteQueue(store, silentLogger, { spanDelayMs: 10 * 60_000 });
+      const receiver = new OtlpReceiver(writes, 64 * 1024 * 1024, silentLogger);
+      t.after(async () => {
+        writes.shutdown();
+        await receiver.close();
+        store.close();
+      });
+      const { id } = store.createRollout(parsed('createRollout', { label: 'parts' }));
+      store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
+      // PART_MAX_SPANS and then 7: a first part the queue commits at once (it is large), then a short one.
+      const body = encode(
+        recordSpans((tracer) => {
+          for (let i = 0; i < PART_MAX_SPANS + 7; i += 1) tracer.startSpan(`s${i}`).end();
+        }),
+        'protobuf',
+      );
+      const answer = await receiver.ingest(id, body, PROTOBUF, undefined);
+      assert.deepEqual([answer.stored, answer.rejected], [PART_MAX_SPANS + 7, 0]);
+      assert.equal(store.getRollout(id).spanCount, PART_MAX_SPANS + 7);
+    },
+  );
 
   test('large spans: a part holds about PART_MAX_CHARS; a span larger than that is a part alone', () => {
     const spans = spansOf(10, PART_MAX_CHARS / 4);
     const parts = splitIntoParts(spans);
-    assert.ok(parts.every((part) => part.length <= 4), String(parts.map((part) => part.length)));
+    assert.ok(
+      parts.every((part) => part.length <= 4),
+      String(parts.map((part) => part.length)),
+    );
     assert.deepEqual(parts.flat(), spans);
     const huge = spansOf(2, PART_MAX_CHARS * 2);
-    assert.deepEqual(splitIntoParts(huge).map((part) => part.length), [1, 1]);
+    assert.deepEqual(
+      splitIntoParts(huge).map((part) => part.length),
+      [1, 1],
+    );
     assert.deepEqual(splitIntoParts([]), []);
   });
 });

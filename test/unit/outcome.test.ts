@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { SpanStatusCode } from '@opentelemetry/api';
-import { asChatCall, callBadge, describeSkipped, noSkippedCalls, spanOutcome, type Span } from '../../trainer-daemon/protocol';
+import {
+  asChatCall,
+  callBadge,
+  describeSkipped,
+  noSkippedCalls,
+  spanOutcome,
+  type Span,
+} from '../../trainer-daemon/protocol';
 import { RECORD_LIMITS, scrubSpan } from '../../trainer-daemon/protocol/secrets';
 import { decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
 import { normalizeTraceRequest } from '../../trainer-daemon/otlp/normalize';
@@ -13,22 +20,57 @@ import { llmSpan } from '../helpers/spans';
 
 describe('LLM call outcomes', () => {
   test('a span reads its recorded outcome; one without reads from its status (OTLP spans, older records)', () => {
-    assert.deepEqual(spanOutcome(llmSpan({ attributes: { 'lightning.outcome': 'upstream_error', 'http.response.status_code': 429 } })), { kind: 'upstream_error', status: 429 });
-    assert.deepEqual(spanOutcome(llmSpan({ attributes: { 'lightning.outcome': 'truncated', 'lightning.truncated_by': 'string_chars' } })), { kind: 'truncated', limit: 'string_chars' });
-    assert.deepEqual(spanOutcome(llmSpan({ statusCode: 'error', statusMessage: 'cancelled: the client disconnected before the response ended' })), { kind: 'cancelled' });
-    assert.deepEqual(spanOutcome(llmSpan({ statusCode: 'error', statusMessage: 'upstream HTTP 500', attributes: { 'http.response.status_code': 500 } })), { kind: 'upstream_error', status: 500 });
-    assert.deepEqual(spanOutcome(llmSpan({ attributes: { 'lightning.response': { choices: [], lightning_truncated: 'cut' } } })), { kind: 'truncated', limit: 'stream_content' });
+    assert.deepEqual(
+      spanOutcome(llmSpan({ attributes: { 'lightning.outcome': 'upstream_error', 'http.response.status_code': 429 } })),
+      { kind: 'upstream_error', status: 429 },
+    );
+    assert.deepEqual(
+      spanOutcome(
+        llmSpan({ attributes: { 'lightning.outcome': 'truncated', 'lightning.truncated_by': 'string_chars' } }),
+      ),
+      { kind: 'truncated', limit: 'string_chars' },
+    );
+    assert.deepEqual(
+      spanOutcome(
+        llmSpan({ statusCode: 'error', statusMessage: 'cancelled: the client disconnected before the response ended' }),
+      ),
+      { kind: 'cancelled' },
+    );
+    assert.deepEqual(
+      spanOutcome(
+        llmSpan({
+          statusCode: 'error',
+          statusMessage: 'upstream HTTP 500',
+          attributes: { 'http.response.status_code': 500 },
+        }),
+      ),
+      { kind: 'upstream_error', status: 500 },
+    );
+    assert.deepEqual(
+      spanOutcome(llmSpan({ attributes: { 'lightning.response': { choices: [], lightning_truncated: 'cut' } } })),
+      { kind: 'truncated', limit: 'stream_content' },
+    );
     assert.deepEqual(spanOutcome(llmSpan()), { kind: 'ok' });
   });
 
   test('an OTLP LLM span whose exporter reported an error is recorded as an upstream error; an ok one is left unmarked', () => {
     const spans = recordSpans((tracer) => {
-      const failed = tracer.startSpan('chat gpt', { attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt', 'http.response.status_code': 503 } });
+      const failed = tracer.startSpan('chat gpt', {
+        attributes: {
+          'gen_ai.operation.name': 'chat',
+          'gen_ai.request.model': 'gpt',
+          'http.response.status_code': 503,
+        },
+      });
       failed.setStatus({ code: SpanStatusCode.ERROR, message: 'Service Unavailable' });
       failed.end();
-      tracer.startSpan('chat gpt', { attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt' } }).end();
+      tracer
+        .startSpan('chat gpt', { attributes: { 'gen_ai.operation.name': 'chat', 'gen_ai.request.model': 'gpt' } })
+        .end();
     });
-    const normalized = normalizeTraceRequest(decodeTraceRequest(encode(spans, 'json'), 'application/json', undefined, 1024 * 1024)).spans.map((s) => s.span);
+    const normalized = normalizeTraceRequest(
+      decodeTraceRequest(encode(spans, 'json'), 'application/json', undefined, 1024 * 1024),
+    ).spans.map((s) => s.span);
     assert.equal(normalized[0]!.attributes['lightning.outcome'], 'upstream_error');
     assert.deepEqual(spanOutcome(normalized[0]!), { kind: 'upstream_error', status: 503 });
     assert.equal(normalized[1]!.attributes['lightning.outcome'], undefined);
@@ -36,61 +78,163 @@ describe('LLM call outcomes', () => {
 
   test('a record cut at a size limit where the store takes it is truncated, naming the limit; an error stays an error', () => {
     const image = 'A'.repeat(RECORD_LIMITS.maxStringChars + 10);
-    const request = { model: 'm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${image}` } }] }] };
+    const request = {
+      model: 'm',
+      messages: [
+        { role: 'user', content: [{ type: 'image_url', image_url: { url: `data:image/png;base64,${image}` } }] },
+      ],
+    };
     const cut = scrubSpan(llmSpan({ attributes: { 'lightning.outcome': 'ok', 'lightning.request': request } }));
     assert.deepEqual(spanOutcome(cut), { kind: 'truncated', limit: 'string_chars' });
-    const failed = scrubSpan(llmSpan({ statusCode: 'error', attributes: { 'lightning.outcome': 'upstream_error', 'lightning.request': request } }));
+    const failed = scrubSpan(
+      llmSpan({
+        statusCode: 'error',
+        attributes: { 'lightning.outcome': 'upstream_error', 'lightning.request': request },
+      }),
+    );
     assert.equal(spanOutcome(failed).kind, 'upstream_error');
     const deep: Record<string, unknown> = {};
     let level = deep;
     for (let i = 0; i < RECORD_LIMITS.maxDepth + 2; i += 1) level = (level.next = {}) as Record<string, unknown>;
-    assert.deepEqual(spanOutcome(scrubSpan(llmSpan({ attributes: { 'lightning.request': deep as never } }))), { kind: 'truncated', limit: 'depth' });
+    assert.deepEqual(spanOutcome(scrubSpan(llmSpan({ attributes: { 'lightning.request': deep as never } }))), {
+      kind: 'truncated',
+      limit: 'depth',
+    });
     const tool = scrubSpan(llmSpan({ category: 'tool', attributes: { input: image } }));
     assert.equal(tool.attributes['lightning.outcome'], undefined, 'only LLM calls carry an outcome');
-    assert.equal(scrubSpan(llmSpan({ attributes: { 'lightning.request': request.messages[0]!.role } })).attributes['lightning.outcome'], undefined);
+    assert.equal(
+      scrubSpan(llmSpan({ attributes: { 'lightning.request': request.messages[0]!.role } })).attributes[
+        'lightning.outcome'
+      ],
+      undefined,
+    );
   });
 
   test('a stream counts its content toward the limit, not its framing', () => {
-    const chunk = { id: 'chatcmpl-0123456789abcdef', object: 'chat.completion.chunk', created: 1733097600, model: 'gpt-4o-mini-2024-07-18', system_fingerprint: 'fp_0123', choices: [{ index: 0, delta: { content: 'ab' }, finish_reason: null, logprobs: null }] };
+    const chunk = {
+      id: 'chatcmpl-0123456789abcdef',
+      object: 'chat.completion.chunk',
+      created: 1733097600,
+      model: 'gpt-4o-mini-2024-07-18',
+      system_fingerprint: 'fp_0123',
+      choices: [{ index: 0, delta: { content: 'ab' }, finish_reason: null, logprobs: null }],
+    };
     assert.equal(streamContentChars('chat.completions', chunk), 2);
-    assert.ok(JSON.stringify(chunk).length > 50 * streamContentChars('chat.completions', chunk), 'the framing is most of the event');
-    assert.equal(streamContentChars('anthropic.messages', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'hello' } }), 5);
-    assert.equal(streamContentChars('gemini.generate_content', { candidates: [{ content: { role: 'model', parts: [{ text: 'hey' }] }, index: 0 }], modelVersion: 'gemini-2.5', responseId: 'r1' }), 3);
+    assert.ok(
+      JSON.stringify(chunk).length > 50 * streamContentChars('chat.completions', chunk),
+      'the framing is most of the event',
+    );
+    assert.equal(
+      streamContentChars('anthropic.messages', {
+        type: 'content_block_delta',
+        index: 0,
+        delta: { type: 'text_delta', text: 'hello' },
+      }),
+      5,
+    );
+    assert.equal(
+      streamContentChars('gemini.generate_content', {
+        candidates: [{ content: { role: 'model', parts: [{ text: 'hey' }] }, index: 0 }],
+        modelVersion: 'gemini-2.5',
+        responseId: 'r1',
+      }),
+      3,
+    );
     // A Responses stream's deltas are not kept: its final response is what the record holds.
-    assert.equal(streamContentChars('responses', { type: 'response.output_text.delta', item_id: 'msg_1', output_index: 0, content_index: 0, delta: 'word ' }), 0);
-    assert.ok(streamContentChars('responses', { type: 'response.completed', response: { id: 'r', output: [{ type: 'message', content: [{ type: 'output_text', text: 'Sunny.' }] }] } }) >= 'Sunny.'.length);
+    assert.equal(
+      streamContentChars('responses', {
+        type: 'response.output_text.delta',
+        item_id: 'msg_1',
+        output_index: 0,
+        content_index: 0,
+        delta: 'word ',
+      }),
+      0,
+    );
+    assert.ok(
+      streamContentChars('responses', {
+        type: 'response.completed',
+        response: { id: 'r', output: [{ type: 'message', content: [{ type: 'output_text', text: 'Sunny.' }] }] },
+      }) >= 'Sunny.'.length,
+    );
   });
 
   test('an error body is never read as an assistant reply (Anthropic, Gemini, OpenAI)', () => {
     for (const [api, response] of [
       ['anthropic.messages', { type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } }],
-      ['gemini.generate_content', { error: { code: 429, message: 'Resource exhausted', status: 'RESOURCE_EXHAUSTED' } }],
+      [
+        'gemini.generate_content',
+        { error: { code: 429, message: 'Resource exhausted', status: 'RESOURCE_EXHAUSTED' } },
+      ],
       ['chat.completions', { error: { message: 'rate limited', type: 'rate_limit_exceeded' } }],
     ] as const) {
-      assert.equal(asChatCall({ 'lightning.api': api, 'lightning.request': { model: 'm', messages: [] }, 'lightning.response': response }).response, null, api);
+      assert.equal(
+        asChatCall({
+          'lightning.api': api,
+          'lightning.request': { model: 'm', messages: [] },
+          'lightning.response': response,
+        }).response,
+        null,
+        api,
+      );
     }
-    assert.ok(asChatCall({ 'lightning.api': 'anthropic.messages', 'lightning.response': { type: 'message', content: [{ type: 'text', text: 'hi' }] } }).response);
+    assert.ok(
+      asChatCall({
+        'lightning.api': 'anthropic.messages',
+        'lightning.response': { type: 'message', content: [{ type: 'text', text: 'hi' }] },
+      }).response,
+    );
   });
 
   test('badges and the skipped line', () => {
-    const failed = { ...llmSpan({ attributes: { 'lightning.outcome': 'upstream_error', 'http.response.status_code': 429 } }), sequence: 3 };
-    const retry = { ...llmSpan({ attributes: { 'lightning.outcome': 'ok', 'lightning.retry_of': failed.spanId } }), sequence: 4 };
+    const failed = {
+      ...llmSpan({ attributes: { 'lightning.outcome': 'upstream_error', 'http.response.status_code': 429 } }),
+      sequence: 3,
+    };
+    const retry = {
+      ...llmSpan({ attributes: { 'lightning.outcome': 'ok', 'lightning.retry_of': failed.spanId } }),
+      sequence: 4,
+    };
     const sequenceOf = (id: string): number | undefined => (id === failed.spanId ? 3 : undefined);
     assert.equal(callBadge(failed, sequenceOf), 'HTTP 429');
     assert.equal(callBadge(retry, sequenceOf), 'retry of #3');
     assert.equal(callBadge(llmSpan(), sequenceOf), null);
-    assert.equal(describeSkipped({ upstreamError: 2, cancelled: 1, truncated: 1 }), 'skipped: 2 upstream errors, 1 cancelled, 1 truncated');
+    assert.equal(
+      describeSkipped({ upstreamError: 2, cancelled: 1, truncated: 1 }),
+      'skipped: 2 upstream errors, 1 cancelled, 1 truncated',
+    );
     assert.equal(describeSkipped({ upstreamError: 1, cancelled: 0, truncated: 0 }), 'skipped: 1 upstream error');
     assert.equal(describeSkipped(noSkippedCalls()), null);
   });
 
   test('reward sources and APO read whole answers only: a failed attempt is neither a step nor the final answer', () => {
-    const answer = (content: string): Record<string, never> => ({ choices: [{ index: 0, message: { role: 'assistant', content } }] }) as never;
+    const answer = (content: string): Record<string, never> =>
+      ({ choices: [{ index: 0, message: { role: 'assistant', content } }] }) as never;
     const spans = [
-      llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.request': { messages: [] }, 'lightning.response': answer('Paris.') } }),
-      llmSpan({ statusCode: 'error', attributes: { 'lightning.api': 'chat.completions', 'lightning.outcome': 'cancelled', 'lightning.request': { messages: [] }, 'lightning.response': answer('Lon') } }),
+      llmSpan({
+        attributes: {
+          'lightning.api': 'chat.completions',
+          'lightning.request': { messages: [] },
+          'lightning.response': answer('Paris.'),
+        },
+      }),
+      llmSpan({
+        statusCode: 'error',
+        attributes: {
+          'lightning.api': 'chat.completions',
+          'lightning.outcome': 'cancelled',
+          'lightning.request': { messages: [] },
+          'lightning.response': answer('Lon'),
+        },
+      }),
     ].map((span, i) => ({ ...span, rolloutId: 'r', attempt: 1, sequence: i + 1 })) as Span[];
-    const rollout = { id: 'r', status: 'succeeded', error: null, promptTokens: 0, completionTokens: 0 } as Trajectory['rollout'];
+    const rollout = {
+      id: 'r',
+      status: 'succeeded',
+      error: null,
+      promptTokens: 0,
+      completionTokens: 0,
+    } as Trajectory['rollout'];
     const skipped = noSkippedCalls();
     const scoring = toScoringTrajectory({ rollout, spans, rewards: [] } as unknown as Trajectory, skipped);
     assert.equal(scoring.finalAnswer, 'Paris.');

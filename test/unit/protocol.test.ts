@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { z } from 'zod';
-import { Methods, Notifications, ReadyMessage, Rollout, SpanInput, describeIssues } from '../../trainer-daemon/protocol';
+import {
+  Methods,
+  Notifications,
+  ReadyMessage,
+  Rollout,
+  SpanInput,
+  describeIssues,
+} from '../../trainer-daemon/protocol';
 import { createLogger } from '../../trainer-daemon/log';
 import { canRetry, hasEnded, hasOutcome, isFinal, isResumable } from '../../trainer-daemon/protocol/status';
 import { llmSpan } from '../helpers/spans';
@@ -11,7 +18,16 @@ describe('protocol', () => {
     const names = [...Object.values(Methods), ...Object.values(Notifications)].map((spec) => spec.method);
     assert.ok(names.every((name) => name.startsWith('lightning/')));
     assert.equal(new Set(names).size, names.length);
-    for (const required of ['rollouts/list', 'rollouts/get', 'spans/list', 'rewards/add', 'rewards/list', 'stats/get', 'rollouts/changed', 'spans/added']) {
+    for (const required of [
+      'rollouts/list',
+      'rollouts/get',
+      'spans/list',
+      'rewards/add',
+      'rewards/list',
+      'stats/get',
+      'rollouts/changed',
+      'spans/added',
+    ]) {
       assert.ok(names.includes(`lightning/${required}`), `missing ${required}`);
     }
   });
@@ -24,13 +40,21 @@ describe('protocol', () => {
 
   test('defaults make the minimal call complete: a reward is a human episode reward named reward', () => {
     assert.deepEqual(Methods.addReward.params.parse({ rolloutId: 'ro-1', value: 0.5 }), {
-      rolloutId: 'ro-1', spanId: null, name: 'reward', value: 0.5, source: 'human', author: null, comment: null, reason: null,
+      rolloutId: 'ro-1',
+      spanId: null,
+      name: 'reward',
+      value: 0.5,
+      source: 'human',
+      author: null,
+      comment: null,
+      reason: null,
     });
     assert.deepEqual(Methods.listRollouts.params.parse({}), { order: 'newest', limit: 50 });
   });
 
   test('rewards must be finite numbers; span ids and trace ids are OTel hex', () => {
-    for (const value of [Number.NaN, Infinity, '1']) assert.ok(!Methods.addReward.params.safeParse({ rolloutId: 'r', value }).success);
+    for (const value of [Number.NaN, Infinity, '1'])
+      assert.ok(!Methods.addReward.params.safeParse({ rolloutId: 'r', value }).success);
     assert.ok(SpanInput.safeParse(llmSpan()).success);
     const bad = SpanInput.safeParse(llmSpan({ traceId: 'XYZ' }));
     assert.ok(!bad.success);
@@ -45,11 +69,34 @@ describe('protocol', () => {
   });
 
   test('the ready line schema matches the contract in DESIGN.md', () => {
-    assert.ok(ReadyMessage.safeParse({ event: 'ready', url: 'http://127.0.0.1:4000', token: 'x'.repeat(43), store: '/s.db', pid: 42 }).success);
-    assert.ok(!ReadyMessage.safeParse({ event: 'ready', url: 'http://127.0.0.1:4000', store: '/s.db', pid: 42 }).success);
-    assert.deepEqual(Object.keys(ReadyMessage.shape).sort(), ['event', 'pid', 'store', 'token', 'url'], 'exactly the fields DESIGN.md names');
-    assert.ok(!ReadyMessage.safeParse({ event: 'startup-failed', reason: 'store_owned', kind: 'conflict', message: 'x' }).success, 'a startup-failed line is not a ready line');
-    assert.ok(Rollout.shape.reward.safeParse(null).success && Rollout.shape.reward.safeParse(0.5).success && !Rollout.shape.reward.safeParse('1').success, 'a rollout\'s reward: a number, or null when unrated');
+    assert.ok(
+      ReadyMessage.safeParse({
+        event: 'ready',
+        url: 'http://127.0.0.1:4000',
+        token: 'x'.repeat(43),
+        store: '/s.db',
+        pid: 42,
+      }).success,
+    );
+    assert.ok(
+      !ReadyMessage.safeParse({ event: 'ready', url: 'http://127.0.0.1:4000', store: '/s.db', pid: 42 }).success,
+    );
+    assert.deepEqual(
+      Object.keys(ReadyMessage.shape).sort(),
+      ['event', 'pid', 'store', 'token', 'url'],
+      'exactly the fields DESIGN.md names',
+    );
+    assert.ok(
+      !ReadyMessage.safeParse({ event: 'startup-failed', reason: 'store_owned', kind: 'conflict', message: 'x' })
+        .success,
+      'a startup-failed line is not a ready line',
+    );
+    assert.ok(
+      Rollout.shape.reward.safeParse(null).success &&
+        Rollout.shape.reward.safeParse(0.5).success &&
+        !Rollout.shape.reward.safeParse('1').success,
+      "a rollout's reward: a number, or null when unrated",
+    );
   });
 
   test('the daemon logger writes JSON lines and never writes credentials', () => {
@@ -66,11 +113,27 @@ describe('protocol', () => {
 
   test('what "finished" means, in one place: ended, ran to an outcome, retried, final, resumable', () => {
     assert.deepEqual(Rollout.shape.status.options.filter(hasEnded), ['succeeded', 'failed', 'cancelled', 'timeout']);
-    assert.deepEqual(Rollout.shape.status.options.filter(hasOutcome), ['succeeded', 'failed', 'timeout'], 'a cancelled rollout is not scored or trained on');
-    assert.deepEqual(Rollout.shape.status.options.filter((status) => canRetry({ status, attemptCount: 1, maxAttempts: 2 })), ['failed', 'timeout']);
+    assert.deepEqual(
+      Rollout.shape.status.options.filter(hasOutcome),
+      ['succeeded', 'failed', 'timeout'],
+      'a cancelled rollout is not scored or trained on',
+    );
+    assert.deepEqual(
+      Rollout.shape.status.options.filter((status) => canRetry({ status, attemptCount: 1, maxAttempts: 2 })),
+      ['failed', 'timeout'],
+    );
     assert.ok(!canRetry({ status: 'failed', attemptCount: 2, maxAttempts: 2 }), 'no attempts left');
-    assert.deepEqual((['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const).filter(isFinal), ['succeeded', 'failed', 'cancelled']);
-    assert.deepEqual((['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const).filter((status) => isResumable({ algorithm: 'grpo', status })), ['failed', 'cancelled']);
+    assert.deepEqual((['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const).filter(isFinal), [
+      'succeeded',
+      'failed',
+      'cancelled',
+    ]);
+    assert.deepEqual(
+      (['queued', 'running', 'succeeded', 'failed', 'cancelled'] as const).filter((status) =>
+        isResumable({ algorithm: 'grpo', status }),
+      ),
+      ['failed', 'cancelled'],
+    );
     assert.ok(!isResumable({ algorithm: 'apo', status: 'failed' }), 'APO runs are run again, not resumed');
   });
 });

@@ -10,11 +10,26 @@ import { tempDir } from '../helpers/tmp';
 const FUNCTIONS = path.join(__dirname, '..', 'fixtures', 'rewards', 'functions');
 
 function trajectory(finalAnswer: string | null): ScoringTrajectory {
-  return { rolloutId: 'r1', status: 'succeeded', error: null, finalAnswer, calls: [], toolCalls: [], steps: 1, promptTokens: 1, completionTokens: 1, errorSpans: 0 };
+  return {
+    rolloutId: 'r1',
+    status: 'succeeded',
+    error: null,
+    finalAnswer,
+    calls: [],
+    toolCalls: [],
+    steps: 1,
+    promptTokens: 1,
+    completionTokens: 1,
+    errorSpans: 0,
+  };
 }
 const task: ScoringTask = { id: 't1', input: 'q', expected: 'Paris' };
 
-function runner(t: { after(fn: () => void): void }, file: string, options = { timeoutMs: 2_000, memoryMb: 32 }): RewardFunctionRunner {
+function runner(
+  t: { after(fn: () => void): void },
+  file: string,
+  options = { timeoutMs: 2_000, memoryMb: 32 },
+): RewardFunctionRunner {
   const r = new RewardFunctionRunner(path.resolve(FUNCTIONS, file), options);
   t.after(() => r.dispose());
   return r;
@@ -46,7 +61,10 @@ describe('reward functions in a worker thread', () => {
 
   test('garbage results are reported, naming what came back', async (t) => {
     const r = runner(t, 'garbage.mjs');
-    await assert.rejects(r.score(trajectory('string'), task), /returned "high"; return a finite number or \{value: number, reason\?: string\}/);
+    await assert.rejects(
+      r.score(trajectory('string'), task),
+      /returned "high"; return a finite number or \{value: number, reason\?: string\}/,
+    );
     await assert.rejects(r.score(trajectory('nan'), task), /returned null/);
     await assert.rejects(r.score(trajectory('object'), task), /returned \{"value":"x"\}/);
     await assert.rejects(r.score(trajectory('fn'), task), /could not be cloned/);
@@ -71,12 +89,18 @@ describe('reward functions in a worker thread', () => {
   test('a missing module, one without a default export, and a TypeScript syntax error are clear errors', async (t) => {
     await assert.rejects(runner(t, 'nope.mjs').load(), /reward function module .*nope\.mjs does not exist/);
     const noExport = runner(t, 'noexport.mjs');
-    await assert.rejects(noExport.score(trajectory('x'), task), /cannot load reward function .*noexport\.mjs: Error: the module has no default export function/);
+    await assert.rejects(
+      noExport.score(trajectory('x'), task),
+      /cannot load reward function .*noexport\.mjs: Error: the module has no default export function/,
+    );
     // The same error for every rollout, without loading the module again.
     await assert.rejects(noExport.score(trajectory('y'), task), /no default export function/);
     // Written here, not committed: the test project's type check would refuse it.
     const broken = path.join(tempDir(t), 'broken.ts');
-    fs.writeFileSync(broken, 'export default (trajectory: { finalAnswer: string }) => trajectory.finalAnswer.length +;\n');
+    fs.writeFileSync(
+      broken,
+      'export default (trajectory: { finalAnswer: string }) => trajectory.finalAnswer.length +;\n',
+    );
     await assert.rejects(runner(t, broken).load(), /broken\.ts does not compile/);
   });
 });

@@ -24,21 +24,33 @@ const score = (store: Store, params: Params, signal?: AbortSignal, onProgress?: 
   scoreRollouts({ store }, ScoreRolloutsParams.parse(params), { signal, onProgress });
 
 function mathDataset(store: Store): string {
-  return store.importDataset(parsed('importDataset', {
-    name: 'math',
-    tasks: [
-      { id: 'a', split: 'train', input: '23+45', expected: 68 },
-      { id: 'b', split: 'train', input: '2*21', expected: 42 },
-    ],
-  })).id;
+  return store.importDataset(
+    parsed('importDataset', {
+      name: 'math',
+      tasks: [
+        { id: 'a', split: 'train', input: '23+45', expected: 68 },
+        { id: 'b', split: 'train', input: '2*21', expected: 42 },
+      ],
+    }),
+  ).id;
 }
 
 describe('scoring pipeline', () => {
   test('a dataset’s spec from the rewards file: one row per source and the weighted sum, with source, author and reason', async (t) => {
     const { store, dir } = setup(t);
     const datasetId = mathDataset(store);
-    const right = recordRollout(store, { answer: 'ANS: 68', task: { id: 'a', input: '23+45' }, datasetId, tools: ['calc'] });
-    const wrong = recordRollout(store, { answer: '41', task: { id: 'b', input: '2*21' }, datasetId, tools: ['calc', 'calc', 'calc'] });
+    const right = recordRollout(store, {
+      answer: 'ANS: 68',
+      task: { id: 'a', input: '23+45' },
+      datasetId,
+      tools: ['calc'],
+    });
+    const wrong = recordRollout(store, {
+      answer: '41',
+      task: { id: 'b', input: '2*21' },
+      datasetId,
+      tools: ['calc', 'calc', 'calc'],
+    });
     const other = recordRollout(store, { answer: 'hello', task: { input: 'say hi' } });
     fs.writeFileSync(
       path.join(dir, 'rewards.json'),
@@ -57,9 +69,20 @@ describe('scoring pipeline', () => {
     const result = await score(store, {});
     assert.deepEqual([result.scored, result.unscored, result.errors, result.cancelled], [3, 0, 0, false]);
     const rows = (id: string) => store.listRewards(id).map((r) => [r.name, r.value, r.source, r.author]);
-    assert.deepEqual(rows(right), [['correct', 1, 'rule', 'lightning'], ['rule.steps-penalty', 0, 'rule', 'lightning'], ['reward', 1, 'rule', 'lightning']]);
-    assert.deepEqual(rows(wrong), [['correct', 0, 'rule', 'lightning'], ['rule.steps-penalty', -1, 'rule', 'lightning'], ['reward', -0.5, 'rule', 'lightning']]);
-    assert.deepEqual(rows(other), [['rule.regex', 1, 'rule', 'lightning'], ['reward', 1, 'rule', 'lightning']]);
+    assert.deepEqual(rows(right), [
+      ['correct', 1, 'rule', 'lightning'],
+      ['rule.steps-penalty', 0, 'rule', 'lightning'],
+      ['reward', 1, 'rule', 'lightning'],
+    ]);
+    assert.deepEqual(rows(wrong), [
+      ['correct', 0, 'rule', 'lightning'],
+      ['rule.steps-penalty', -1, 'rule', 'lightning'],
+      ['reward', -0.5, 'rule', 'lightning'],
+    ]);
+    assert.deepEqual(rows(other), [
+      ['rule.regex', 1, 'rule', 'lightning'],
+      ['reward', 1, 'rule', 'lightning'],
+    ]);
     const combined = store.listRewards(wrong).at(-1)!;
     assert.equal(combined.reason, '1×correct(0) + 0.5×rule.steps-penalty(-1)');
     assert.match(store.listRewards(wrong)[0]!.reason!, /41 is not within tolerance of 42/);
@@ -70,13 +93,22 @@ describe('scoring pipeline', () => {
     const { store } = setup(t);
     const spec = { sources: [{ type: 'rule' as const, rule: { rule: 'exact' as const } }] };
     const annotated = recordRollout(store, { answer: 'Paris', task: { input: { expected: 'Paris' } } });
-    const human = store.addReward(parsed('addReward', { rolloutId: annotated, value: 0.2, source: 'human', author: 'ana', comment: 'too terse' }));
+    const human = store.addReward(
+      parsed('addReward', { rolloutId: annotated, value: 0.2, source: 'human', author: 'ana', comment: 'too terse' }),
+    );
     const agentRated = recordRollout(store, { answer: 'Paris', task: { input: { expected: 'Paris' } } });
     store.addReward(parsed('addReward', { rolloutId: agentRated, value: 0.7, source: 'agent' }));
     await score(store, { spec });
     const rewards = store.listRewards(annotated);
     assert.deepEqual(rewards[0], human, 'the human row is untouched');
-    assert.deepEqual(rewards.map((r) => [r.source, r.value]), [['human', 0.2], ['rule', 1], ['rule', 1]]);
+    assert.deepEqual(
+      rewards.map((r) => [r.source, r.value]),
+      [
+        ['human', 0.2],
+        ['rule', 1],
+        ['rule', 1],
+      ],
+    );
     const policy = RewardPolicy.parse({});
     assert.equal(episodeReward(rewards, policy), 0.2);
     assert.equal(store.getRollout(annotated).reward, 0.2);
@@ -93,9 +125,14 @@ describe('scoring pipeline', () => {
 
   test('first-available: the first source that gives a value, in order; the reward model scores the rest', async (t) => {
     const { store } = setup(t);
-    const expected = JSON.parse(fs.readFileSync(path.join(MODEL_FIXTURE, 'expected.json'), 'utf8')) as Array<{ text: string; score: number }>;
+    const expected = JSON.parse(fs.readFileSync(path.join(MODEL_FIXTURE, 'expected.json'), 'utf8')) as Array<{
+      text: string;
+      score: number;
+    }>;
     const withAnswer = recordRollout(store, { answer: 'Paris', task: { input: { expected: 'Paris' } } });
-    const withoutAnswer = expected.slice(0, 4).map((e) => recordRollout(store, { answer: e.text, task: { input: 'no reference' } }));
+    const withoutAnswer = expected
+      .slice(0, 4)
+      .map((e) => recordRollout(store, { answer: e.text, task: { input: 'no reference' } }));
     const result = await score(store, {
       spec: {
         combine: 'first-available',
@@ -124,7 +161,11 @@ describe('scoring pipeline', () => {
     const bad = recordRollout(store, { answer: 'bad' });
     const result = await score(store, {
       unrated: true,
-      spec: { sources: [{ type: 'function', module: path.join(__dirname, '..', 'fixtures', 'rewards', 'functions', 'throws.mjs') }] },
+      spec: {
+        sources: [
+          { type: 'function', module: path.join(__dirname, '..', 'fixtures', 'rewards', 'functions', 'throws.mjs') },
+        ],
+      },
     });
     assert.deepEqual(result.results.map((r) => r.rolloutId).sort(), [ok, bad].sort());
     assert.deepEqual([result.scored, result.unscored, result.errors], [1, 1, 1]);
@@ -135,13 +176,18 @@ describe('scoring pipeline', () => {
 
   test('cancelling stops between chunks; what was scored is kept', async (t) => {
     const { store } = setup(t);
-    for (let i = 0; i < 600; i += 1) recordRollout(store, { answer: String(i), task: { id: `t${i}`, input: i, } });
+    for (let i = 0; i < 600; i += 1) recordRollout(store, { answer: String(i), task: { id: `t${i}`, input: i } });
     const controller = new AbortController();
     const progress: number[] = [];
-    const result = await score(store, { spec: { sources: [{ type: 'rule', rule: { rule: 'steps-penalty', max: 5 } }] } }, controller.signal, (p) => {
-      progress.push(p.done);
-      controller.abort();
-    });
+    const result = await score(
+      store,
+      { spec: { sources: [{ type: 'rule', rule: { rule: 'steps-penalty', max: 5 } }] } },
+      controller.signal,
+      (p) => {
+        progress.push(p.done);
+        controller.abort();
+      },
+    );
     assert.equal(result.cancelled, true);
     assert.deepEqual(progress, [256]);
     assert.equal(store.stats().rewards, 256 * 2);
@@ -158,15 +204,46 @@ describe('scoring pipeline', () => {
     refuse('{ not json', /bad\.json: not valid JSON/);
     refuse({}, /give a `default` spec or at least one entry in `datasets`/);
     refuse({ default: { sources: [{ type: 'oracle' }] } }, /default\.sources\.0\.type/);
-    refuse({ default: { sources: [{ type: 'rule', rule: { rule: 'tool-called' } }] } }, /default\.sources\.0\.rule\.tool/);
-    refuse({ default: { sources: [{ type: 'rule', rule: { rule: 'numeric', absTol: -1 } }] } }, /default\.sources\.0\.rule\.absTol/);
+    refuse(
+      { default: { sources: [{ type: 'rule', rule: { rule: 'tool-called' } }] } },
+      /default\.sources\.0\.rule\.tool/,
+    );
+    refuse(
+      { default: { sources: [{ type: 'rule', rule: { rule: 'numeric', absTol: -1 } }] } },
+      /default\.sources\.0\.rule\.absTol/,
+    );
     refuse({ default: { sources: [] } }, /default\.sources: sources must name at least one reward source/);
-    refuse({ datasets: { math: { combine: 'max', sources: [{ type: 'rule', rule: { rule: 'exact' } }] } } }, /datasets\.math\.combine/);
-    refuse({ default: { sources: [{ type: 'judge', model: 'm', rubric: 'r', apiKeyEnv: 'not a name' }] } }, /default\.sources\.0\.apiKeyEnv/);
-    refuse({ default: { sources: [{ type: 'rule', rule: { rule: 'exact' } }, { type: 'rule', rule: { rule: 'exact', caseSensitive: false } }] } }, /default\.sources\.1\.name: sources 0 and 1 are both named rule\.exact/);
-    refuse({ default: { sources: [{ type: 'rule', name: 'reward', rule: { rule: 'exact' } }] } }, /default\.sources\.0\.name: reward is the combined reward's name/);
-    await assert.rejects(score(store, { rewardsFile: path.join(dir, 'missing.json') }), /no rewards config at .*missing\.json/);
-    await assert.rejects(score(store, { spec: { sources: [{ type: 'model', path: 'nowhere.onnx' }] } }), /reward model .*nowhere\.onnx does not exist/);
+    refuse(
+      { datasets: { math: { combine: 'max', sources: [{ type: 'rule', rule: { rule: 'exact' } }] } } },
+      /datasets\.math\.combine/,
+    );
+    refuse(
+      { default: { sources: [{ type: 'judge', model: 'm', rubric: 'r', apiKeyEnv: 'not a name' }] } },
+      /default\.sources\.0\.apiKeyEnv/,
+    );
+    refuse(
+      {
+        default: {
+          sources: [
+            { type: 'rule', rule: { rule: 'exact' } },
+            { type: 'rule', rule: { rule: 'exact', caseSensitive: false } },
+          ],
+        },
+      },
+      /default\.sources\.1\.name: sources 0 and 1 are both named rule\.exact/,
+    );
+    refuse(
+      { default: { sources: [{ type: 'rule', name: 'reward', rule: { rule: 'exact' } }] } },
+      /default\.sources\.0\.name: reward is the combined reward's name/,
+    );
+    await assert.rejects(
+      score(store, { rewardsFile: path.join(dir, 'missing.json') }),
+      /no rewards config at .*missing\.json/,
+    );
+    await assert.rejects(
+      score(store, { spec: { sources: [{ type: 'model', path: 'nowhere.onnx' }] } }),
+      /reward model .*nowhere\.onnx does not exist/,
+    );
     assert.equal(store.stats().rewards, 0);
   });
 });

@@ -19,7 +19,9 @@ interface RuleCase {
   skipped?: boolean;
 }
 
-const CASES = JSON.parse(fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'rewards', 'rule-cases.json'), 'utf8')) as RuleCase[];
+const CASES = JSON.parse(
+  fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'rewards', 'rule-cases.json'), 'utf8'),
+) as RuleCase[];
 
 function openStore(t: Parameters<typeof tempDir>[0]): Store {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
@@ -37,7 +39,10 @@ describe('reward rules', () => {
   test('each answer rule against the fixture cases (recorded rollouts, expected answer in the task)', (t) => {
     const store = openStore(t);
     for (const c of CASES) {
-      const { trajectory, task } = view(store, { answer: c.answer, task: { input: { question: 'q', expected: c.expected } } });
+      const { trajectory, task } = view(store, {
+        answer: c.answer,
+        task: { input: { question: 'q', expected: c.expected } },
+      });
       const verdict = applyRule(RuleConfig.parse(c.rule), trajectory, task);
       if (c.skipped) assert.equal(verdict.kind, 'skipped', c.case);
       else assert.deepEqual([verdict.kind, verdict.kind === 'scored' && verdict.value], ['scored', c.value], c.case);
@@ -47,9 +52,20 @@ describe('reward rules', () => {
   test('the final answer is the last LLM call’s content, or the answer the agent reported', (t) => {
     const store = openStore(t);
     assert.equal(view(store, { answer: 'last words', tools: ['search'] }).trajectory.finalAnswer, 'last words');
-    const reported = llmSpan({ category: 'agent', name: 'agent run', attributes: { 'lightning.answer': 'the reported one' } });
-    assert.equal(view(store, { answer: 'chatty text', extraSpans: [reported] }).trajectory.finalAnswer, 'the reported one');
-    const structured = llmSpan({ category: 'agent', name: 'agent run', attributes: { 'lightning.answer': { city: 'Paris' } } });
+    const reported = llmSpan({
+      category: 'agent',
+      name: 'agent run',
+      attributes: { 'lightning.answer': 'the reported one' },
+    });
+    assert.equal(
+      view(store, { answer: 'chatty text', extraSpans: [reported] }).trajectory.finalAnswer,
+      'the reported one',
+    );
+    const structured = llmSpan({
+      category: 'agent',
+      name: 'agent run',
+      attributes: { 'lightning.answer': { city: 'Paris' } },
+    });
     assert.equal(view(store, { answer: 'x', extraSpans: [structured] }).trajectory.finalAnswer, '{"city":"Paris"}');
     // A last call that only asked for a tool has no content: no final answer.
     assert.equal(view(store, { answer: null }).trajectory.finalAnswer, null);
@@ -59,12 +75,20 @@ describe('reward rules', () => {
     const store = openStore(t);
     const rule = RuleConfig.parse({ rule: 'tool-called', tool: 'search', min: 2 });
     const twice = view(store, { answer: 'a', tools: ['search', 'calc', 'search'] });
-    assert.deepEqual(applyRule(rule, twice.trajectory, twice.task), { kind: 'scored', value: 1, reason: 'search called 2 times' });
+    assert.deepEqual(applyRule(rule, twice.trajectory, twice.task), {
+      kind: 'scored',
+      value: 1,
+      reason: 'search called 2 times',
+    });
     const once = view(store, { answer: 'a', tools: ['search'] });
     assert.equal((applyRule(rule, once.trajectory, once.task) as { value: number }).value, 0);
-    const toolSpan = (name: string) => llmSpan({ category: 'tool', name: `execute_tool ${name}`, attributes: { 'gen_ai.tool.name': name } });
+    const toolSpan = (name: string) =>
+      llmSpan({ category: 'tool', name: `execute_tool ${name}`, attributes: { 'gen_ai.tool.name': name } });
     const spans = view(store, { answer: 'a', extraSpans: [toolSpan('search'), toolSpan('search')] });
-    assert.deepEqual(spans.trajectory.toolCalls.map((c) => c.name), ['search', 'search']);
+    assert.deepEqual(
+      spans.trajectory.toolCalls.map((c) => c.name),
+      ['search', 'search'],
+    );
     assert.equal((applyRule(rule, spans.trajectory, spans.task) as { value: number }).value, 1);
   });
 
@@ -85,13 +109,28 @@ describe('reward rules', () => {
     // Three tools + the answer = 4 LLM calls.
     assert.equal(score({ rule: 'steps-penalty', max: 3, value: -2 }, { answer: 'a', tools: ['x', 'y', 'z'] }), -2);
     assert.equal(score({ rule: 'steps-penalty', max: 4 }, { answer: 'a', tools: ['x', 'y', 'z'] }), 0);
-    assert.equal(score({ rule: 'tokens-penalty', max: 100 }, { answer: 'a', tools: ['x'], tokens: { prompt: 40, completion: 20 } }), -1);
-    assert.equal(score({ rule: 'tokens-penalty', max: 120 }, { answer: 'a', tools: ['x'], tokens: { prompt: 40, completion: 20 } }), 0);
+    assert.equal(
+      score(
+        { rule: 'tokens-penalty', max: 100 },
+        { answer: 'a', tools: ['x'], tokens: { prompt: 40, completion: 20 } },
+      ),
+      -1,
+    );
+    assert.equal(
+      score(
+        { rule: 'tokens-penalty', max: 120 },
+        { answer: 'a', tools: ['x'], tokens: { prompt: 40, completion: 20 } },
+      ),
+      0,
+    );
   });
 
   test('a regex that does not compile is an error naming the pattern', (t) => {
     const store = openStore(t);
     const { trajectory, task } = view(store, { answer: 'a', task: { input: { expected: 'x' } } });
-    assert.throws(() => applyRule(RuleConfig.parse({ rule: 'regex', pattern: '(' }), trajectory, task), /invalid pattern "\("/);
+    assert.throws(
+      () => applyRule(RuleConfig.parse({ rule: 'regex', pattern: '(' }), trajectory, task),
+      /invalid pattern "\("/,
+    );
   });
 });

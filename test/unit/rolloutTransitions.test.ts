@@ -12,46 +12,111 @@ import { parsed } from '../helpers/params';
 test('transitions/forRollout: calls included with credited reward and the batch group advantage; exclusions say why', async (t) => {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   t.after(() => store.close());
-  const handlers = createHandlers({ store, info: () => ({ version: 'test', pid: process.pid, store: 'x', schemaVersion: store.schemaVersion, startedAt: 0 }) });
+  const handlers = createHandlers({
+    store,
+    info: () => ({ version: 'test', pid: process.pid, store: 'x', schemaVersion: store.schemaVersion, startedAt: 0 }),
+  });
   const ids: string[] = [];
-  for (const [value, calls] of [[1, 2], [0, 1], [0, 1], [1, 1]] as const) {
-    const { id } = store.createRollout(parsed('createRollout', { mode: 'train', task: { id: 'task-1', input: null }, datasetId: 'ds', batchId: 'batch-a' }));
+  for (const [value, calls] of [
+    [1, 2],
+    [0, 1],
+    [0, 1],
+    [1, 1],
+  ] as const) {
+    const { id } = store.createRollout(
+      parsed('createRollout', {
+        mode: 'train',
+        task: { id: 'task-1', input: null },
+        datasetId: 'ds',
+        batchId: 'batch-a',
+      }),
+    );
     store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
-    store.addSpans({ rolloutId: id, spans: Array.from({ length: calls }, () => llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.prompt_token_ids': [1, 2, 3], 'lightning.response_token_ids': [4] } })) });
+    store.addSpans({
+      rolloutId: id,
+      spans: Array.from({ length: calls }, () =>
+        llmSpan({
+          attributes: {
+            'lightning.api': 'chat.completions',
+            'lightning.prompt_token_ids': [1, 2, 3],
+            'lightning.response_token_ids': [4],
+          },
+        }),
+      ),
+    });
     store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }));
     store.addReward(parsed('addReward', { rolloutId: id, value, source: 'rule', reason: 'exact match' }));
     ids.push(id);
   }
   // Another batch's rollout of the same task is not in the group.
-  const elsewhere = store.createRollout(parsed('createRollout', { task: { id: 'task-1', input: null }, datasetId: 'ds', batchId: 'batch-b' })).id;
+  const elsewhere = store.createRollout(
+    parsed('createRollout', { task: { id: 'task-1', input: null }, datasetId: 'ds', batchId: 'batch-b' }),
+  ).id;
   store.addReward(parsed('addReward', { rolloutId: elsewhere, value: 5, source: 'agent' }));
 
   const view = RolloutTransitions.parse(await invoke(handlers, 'rolloutTransitions', { rolloutId: ids[0] }));
   assert.equal(view.included, true);
   assert.equal(view.episodeReward, 1);
-  assert.deepEqual({ scope: view.group.scope, scopeId: view.group.scopeId, rewarded: view.group.rewarded, mean: view.group.mean, std: view.group.std }, { scope: 'batch', scopeId: 'batch-a', rewarded: 4, mean: 0.5, std: 0.5 });
+  assert.deepEqual(
+    {
+      scope: view.group.scope,
+      scopeId: view.group.scopeId,
+      rewarded: view.group.rewarded,
+      mean: view.group.mean,
+      std: view.group.std,
+    },
+    { scope: 'batch', scopeId: 'batch-a', rewarded: 4, mean: 0.5, std: 0.5 },
+  );
   // GRPO: (1 − 0.5) / (0.5 + 1e-6) ≈ 1, broadcast to both calls; identical credit gives R to each.
-  assert.deepEqual(view.calls.map((c) => [c.included, c.step, c.reward, Math.round(c.advantage! * 1e4) / 1e4, c.promptTokenIds, c.responseTokenIds, c.retokenized, c.promptTokens]), [
-    [true, 0, 1, 1, 3, 1, false, 20],
-    [true, 1, 1, 1, 3, 1, false, 20],
-  ]);
+  assert.deepEqual(
+    view.calls.map((c) => [
+      c.included,
+      c.step,
+      c.reward,
+      Math.round(c.advantage! * 1e4) / 1e4,
+      c.promptTokenIds,
+      c.responseTokenIds,
+      c.retokenized,
+      c.promptTokens,
+    ]),
+    [
+      [true, 0, 1, 1, 3, 1, false, 20],
+      [true, 1, 1, 1, 3, 1, false, 20],
+    ],
+  );
 
-  const discounted = await invoke(handlers, 'rolloutTransitions', { rolloutId: ids[0], credit: { kind: 'discounted', gamma: 0.5 } });
-  assert.deepEqual(discounted.calls.map((c) => c.reward), [0.5, 1]);
+  const discounted = await invoke(handlers, 'rolloutTransitions', {
+    rolloutId: ids[0],
+    credit: { kind: 'discounted', gamma: 0.5 },
+  });
+  assert.deepEqual(
+    discounted.calls.map((c) => c.reward),
+    [0.5, 1],
+  );
 
   // The human says 0: the episode reward follows the policy (latest human), and the group changes.
   store.addReward(parsed('addReward', { rolloutId: ids[3]!, value: 0, source: 'human' }));
   const after = await invoke(handlers, 'rolloutTransitions', { rolloutId: ids[1] });
   assert.equal(after.group.mean, 0.25);
 
-  const unrated = store.createRollout(parsed('createRollout', { mode: 'train', task: { id: 'task-2', input: null }, datasetId: 'ds', batchId: 'batch-a' })).id;
+  const unrated = store.createRollout(
+    parsed('createRollout', {
+      mode: 'train',
+      task: { id: 'task-2', input: null },
+      datasetId: 'ds',
+      batchId: 'batch-a',
+    }),
+  ).id;
   store.transitionRollout(parsed('transitionRollout', { id: unrated, to: 'running' }));
   store.addSpans({ rolloutId: unrated, spans: [llmSpan()] });
   store.transitionRollout(parsed('transitionRollout', { id: unrated, to: 'succeeded' }));
   const excluded = await invoke(handlers, 'rolloutTransitions', { rolloutId: unrated });
   assert.equal(excluded.included, false);
   assert.match(excluded.why!, /no "reward" reward/);
-  assert.deepEqual(excluded.calls.map((c) => [c.included, c.advantage]), [[false, null]]);
+  assert.deepEqual(
+    excluded.calls.map((c) => [c.included, c.advantage]),
+    [[false, null]],
+  );
   assert.match(excluded.calls[0]!.why!, /no "reward" reward/);
 
   store.addReward(parsed('addReward', { rolloutId: unrated, value: 1, source: 'human' }));
@@ -63,22 +128,47 @@ test('transitions/forRollout: calls included with credited reward and the batch 
 
   const agent = await invoke(handlers, 'rolloutTransitions', { rolloutId: unrated, agent: '^planner$' });
   assert.match(agent.calls[0]!.why!, /planner/);
-  await assert.rejects(invoke(handlers, 'rolloutTransitions', { rolloutId: unrated, agent: '(' }), /params\.agent: not a regular expression/);
-  await assert.rejects(invoke(handlers, 'rolloutTransitions', { rolloutId: 'ro-nope' }), /rollout ro-nope does not exist/);
+  await assert.rejects(
+    invoke(handlers, 'rolloutTransitions', { rolloutId: unrated, agent: '(' }),
+    /params\.agent: not a regular expression/,
+  );
+  await assert.rejects(
+    invoke(handlers, 'rolloutTransitions', { rolloutId: 'ro-nope' }),
+    /rollout ro-nope does not exist/,
+  );
 });
 
 test('transitions/forRollout: a call that was not a whole answer is left out and says so; its retry is the sample', async (t) => {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   t.after(() => store.close());
-  const handlers = createHandlers({ store, info: () => ({ version: 'test', pid: process.pid, store: 'x', schemaVersion: store.schemaVersion, startedAt: 0 }) });
+  const handlers = createHandlers({
+    store,
+    info: () => ({ version: 'test', pid: process.pid, store: 'x', schemaVersion: store.schemaVersion, startedAt: 0 }),
+  });
   const { id } = store.createRollout(parsed('createRollout', { mode: 'train', task: { id: 'task-1', input: null } }));
   store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
-  const failed = llmSpan({ statusCode: 'error', statusMessage: 'upstream HTTP 429', attributes: { 'lightning.api': 'chat.completions', 'lightning.outcome': 'upstream_error', 'http.response.status_code': 429 } });
-  const retry = llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'lightning.outcome': 'ok', 'lightning.retry_of': failed.spanId } });
+  const failed = llmSpan({
+    statusCode: 'error',
+    statusMessage: 'upstream HTTP 429',
+    attributes: {
+      'lightning.api': 'chat.completions',
+      'lightning.outcome': 'upstream_error',
+      'http.response.status_code': 429,
+    },
+  });
+  const retry = llmSpan({
+    attributes: { 'lightning.api': 'chat.completions', 'lightning.outcome': 'ok', 'lightning.retry_of': failed.spanId },
+  });
   store.addSpans({ rolloutId: id, spans: [failed, retry] });
   store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }));
   store.addReward(parsed('addReward', { rolloutId: id, value: 1, source: 'human' }));
   const view = await invoke(handlers, 'rolloutTransitions', { rolloutId: id });
-  assert.deepEqual(view.calls.map((c) => [c.spanId, c.included, c.step]), [[failed.spanId, false, null], [retry.spanId, true, 0]]);
+  assert.deepEqual(
+    view.calls.map((c) => [c.spanId, c.included, c.step]),
+    [
+      [failed.spanId, false, null],
+      [retry.spanId, true, 0],
+    ],
+  );
   assert.equal(view.calls[0]!.why, 'not a whole answer (HTTP 429): left out of training');
 });

@@ -38,14 +38,15 @@ function fakePython(dir: string): string {
 
 const spec = { command: ['true'], cwd: null, env: {}, envDefaults: {}, timeoutMs: null, graceMs: 100 };
 
-describe('a run\'s shared Ray driver', () => {
+describe("a run's shared Ray driver", () => {
   it('serves every batch with one driver, starts a new one when it died, and ends it on close', async (t) => {
     const dir = tempDir(t);
     const log = path.join(dir, 'ray-driver.log');
     const shared = new SharedRayDriver({ address: 'fake', python: fakePython(dir) }, log);
     t.after(() => shared.kill());
     const first = await shared.acquire();
-    const ranOn = async (): Promise<string> => (await (await shared.acquire()).launch(spec, () => undefined).exited).where!.nodeId;
+    const ranOn = async (): Promise<string> =>
+      (await (await shared.acquire()).launch(spec, () => undefined).exited).where!.nodeId;
     const node = await ranOn();
     assert.equal(await ranOn(), node, 'the second batch ran on the same driver');
     assert.equal(await shared.acquire(), first);
@@ -59,6 +60,10 @@ describe('a run\'s shared Ray driver', () => {
     await shared.close();
     assert.equal(second.alive, false, 'close ends it');
     await assert.rejects(shared.acquire(), /the Ray driver of this run was closed/);
-    assert.equal(fs.readFileSync(log, 'utf8').match(/connected/g)?.length, 2, 'two connections in all, logged in one file');
+    assert.equal(
+      fs.readFileSync(log, 'utf8').match(/connected/g)?.length,
+      2,
+      'two connections in all, logged in one file',
+    );
   });
 });

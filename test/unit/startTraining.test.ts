@@ -2,7 +2,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GrpoConfig, type TrainingRunSummary } from '../../trainer-daemon/protocol';
-import { DEFAULT_SETTINGS, describeSettings, grpoConfig, modelSpec, parseNumericSetting, storableEnv } from '../../extension/training/grpoSettings';
+import {
+  DEFAULT_SETTINGS,
+  describeSettings,
+  grpoConfig,
+  modelSpec,
+  parseNumericSetting,
+  storableEnv,
+} from '../../extension/training/grpoSettings';
 import { endText, needsTrainerSetup, progressFraction, progressText } from '../../extension/training/runText';
 import { doctorSummary } from '../../extension/training/doctorReport';
 import { followRun } from '../../extension/training/followRun';
@@ -10,25 +17,57 @@ import { Emitter } from '../../trainer-daemon/protocol/event';
 import type { AgentCommand } from '../../extension/debug/launchCommand';
 import { testGrpoConfig } from '../helpers/trainingConfigs';
 
-const agent: AgentCommand = { argv: ['node', '/ws/agent.mjs'], cwd: '/ws', env: { AGENT_MODEL: 'policy', UNSET: undefined }, notes: [] };
+const agent: AgentCommand = {
+  argv: ['node', '/ws/agent.mjs'],
+  cwd: '/ws',
+  env: { AGENT_MODEL: 'policy', UNSET: undefined },
+  notes: [],
+};
 
 describe('Start Training: the answers become a GrpoConfig', () => {
   it('starts with the daemon’s own defaults', () => {
-    const result = grpoConfig({ model: { kind: 'tiny' }, dataset: 'tools', command: agent, settings: DEFAULT_SETTINGS });
+    const result = grpoConfig({
+      model: { kind: 'tiny' },
+      dataset: 'tools',
+      command: agent,
+      settings: DEFAULT_SETTINGS,
+    });
     assert.ok(result.ok);
-    const defaults = GrpoConfig.parse({ model: { kind: 'tiny' }, dataset: 'tools', command: { argv: ['node'], cwd: '/' } });
-    assert.deepEqual([result.value.iterations, result.value.samples, result.value.lr, result.value.valDataset, result.value.device], [defaults.iterations, defaults.samples, defaults.lr, null, 'auto']);
-    assert.deepEqual(result.value.command, { argv: ['node', '/ws/agent.mjs'], cwd: '/ws', env: { AGENT_MODEL: 'policy' } });
-    assert.equal(describeSettings(DEFAULT_SETTINGS), `${defaults.iterations} iterations · ${defaults.samples} samples per task · lr ${defaults.lr} · validation: the val split · device auto`);
+    const defaults = GrpoConfig.parse({
+      model: { kind: 'tiny' },
+      dataset: 'tools',
+      command: { argv: ['node'], cwd: '/' },
+    });
+    assert.deepEqual(
+      [result.value.iterations, result.value.samples, result.value.lr, result.value.valDataset, result.value.device],
+      [defaults.iterations, defaults.samples, defaults.lr, null, 'auto'],
+    );
+    assert.deepEqual(result.value.command, {
+      argv: ['node', '/ws/agent.mjs'],
+      cwd: '/ws',
+      env: { AGENT_MODEL: 'policy' },
+    });
+    assert.equal(
+      describeSettings(DEFAULT_SETTINGS),
+      `${defaults.iterations} iterations · ${defaults.samples} samples per task · lr ${defaults.lr} · validation: the val split · device auto`,
+    );
   });
 
   it('carries the chosen model, settings and validation dataset', () => {
     const model = modelSpec(' Qwen/Qwen2.5-0.5B-Instruct ');
     assert.ok(model.ok);
-    const result = grpoConfig({ model: model.value, dataset: 'tools', command: agent, settings: { iterations: 2, samples: 2, lr: 1e-4, valDataset: 'held-out', device: 'cpu' } });
+    const result = grpoConfig({
+      model: model.value,
+      dataset: 'tools',
+      command: agent,
+      settings: { iterations: 2, samples: 2, lr: 1e-4, valDataset: 'held-out', device: 'cpu' },
+    });
     assert.ok(result.ok);
     assert.deepEqual(result.value.model, { kind: 'hf', name: 'Qwen/Qwen2.5-0.5B-Instruct' });
-    assert.deepEqual([result.value.iterations, result.value.samples, result.value.lr, result.value.valDataset, result.value.device], [2, 2, 1e-4, 'held-out', 'cpu']);
+    assert.deepEqual(
+      [result.value.iterations, result.value.samples, result.value.lr, result.value.valDataset, result.value.device],
+      [2, 2, 1e-4, 'held-out', 'cpu'],
+    );
     assert.deepEqual(modelSpec('tiny'), { ok: true, value: { kind: 'tiny' } });
   });
 
@@ -36,40 +75,91 @@ describe('Start Training: the answers become a GrpoConfig', () => {
     const withKey: AgentCommand = {
       ...agent,
       env: {
-        AGENT_MODEL: 'x', MAX_TOKENS: '64', TOKENIZERS_PARALLELISM: 'false', SERP_API_KEY: 's3cret', GITHUB_TOKEN: 't', LLM_AUTH: 'a', DB_PWD: 'p',
+        AGENT_MODEL: 'x',
+        MAX_TOKENS: '64',
+        TOKENIZERS_PARALLELISM: 'false',
+        SERP_API_KEY: 's3cret',
+        GITHUB_TOKEN: 't',
+        LLM_AUTH: 'a',
+        DB_PWD: 'p',
         // Secrets under harmless names, known by their values: a key-shaped string, a URL with a password.
-        RENAMED: 'sk-abcdefghijklmnopqrstuvwx', DATABASE_URL: 'postgres://user:pw@db.example/app', PUBLIC_URL: 'https://example.com/app',
+        RENAMED: 'sk-abcdefghijklmnopqrstuvwx',
+        DATABASE_URL: 'postgres://user:pw@db.example/app',
+        PUBLIC_URL: 'https://example.com/app',
       },
     };
     assert.deepEqual(storableEnv(withKey.env), {
-      env: { AGENT_MODEL: 'x', MAX_TOKENS: '64', TOKENIZERS_PARALLELISM: 'false', PUBLIC_URL: 'https://example.com/app' },
+      env: {
+        AGENT_MODEL: 'x',
+        MAX_TOKENS: '64',
+        TOKENIZERS_PARALLELISM: 'false',
+        PUBLIC_URL: 'https://example.com/app',
+      },
       omitted: ['SERP_API_KEY', 'GITHUB_TOKEN', 'LLM_AUTH', 'DB_PWD', 'RENAMED', 'DATABASE_URL'],
     });
-    const result = grpoConfig({ model: { kind: 'tiny' }, dataset: 'tools', command: withKey, settings: DEFAULT_SETTINGS });
+    const result = grpoConfig({
+      model: { kind: 'tiny' },
+      dataset: 'tools',
+      command: withKey,
+      settings: DEFAULT_SETTINGS,
+    });
     assert.ok(result.ok);
-    assert.deepEqual(result.value.command.env, { AGENT_MODEL: 'x', MAX_TOKENS: '64', TOKENIZERS_PARALLELISM: 'false', PUBLIC_URL: 'https://example.com/app' });
-    const refused = GrpoConfig.safeParse({ model: { kind: 'tiny' }, dataset: 'tools', command: { argv: ['node'], cwd: '/', env: { OPENAI_API_KEY: 'sk-1' } } });
+    assert.deepEqual(result.value.command.env, {
+      AGENT_MODEL: 'x',
+      MAX_TOKENS: '64',
+      TOKENIZERS_PARALLELISM: 'false',
+      PUBLIC_URL: 'https://example.com/app',
+    });
+    const refused = GrpoConfig.safeParse({
+      model: { kind: 'tiny' },
+      dataset: 'tools',
+      command: { argv: ['node'], cwd: '/', env: { OPENAI_API_KEY: 'sk-1' } },
+    });
     assert.ok(!refused.success);
-    assert.match(refused.error.issues[0]!.message, /secrets are not stored with a run: set OPENAI_API_KEY in the environment/);
-    const byValue = GrpoConfig.safeParse({ model: { kind: 'tiny' }, dataset: 'tools', command: { argv: ['node'], cwd: '/', env: { DATABASE_URL: 'postgres://u:pw@db/app' } } });
+    assert.match(
+      refused.error.issues[0]!.message,
+      /secrets are not stored with a run: set OPENAI_API_KEY in the environment/,
+    );
+    const byValue = GrpoConfig.safeParse({
+      model: { kind: 'tiny' },
+      dataset: 'tools',
+      command: { argv: ['node'], cwd: '/', env: { DATABASE_URL: 'postgres://u:pw@db/app' } },
+    });
     assert.ok(!byValue.success && /set DATABASE_URL in/.test(byValue.error.issues[0]!.message));
   });
 
   it('checks each typed setting with a message naming it', () => {
     assert.deepEqual(parseNumericSetting('iterations', ' 3 '), { ok: true, value: 3 });
-    assert.deepEqual(parseNumericSetting('iterations', '2.5'), { ok: false, message: 'Iterations must be a whole number' });
-    assert.deepEqual(parseNumericSetting('iterations', '0'), { ok: false, message: 'Iterations must be from 1 to 100000' });
-    assert.match((parseNumericSetting('samples', '1') as { message: string }).message, /Samples per task must be at least 2/);
+    assert.deepEqual(parseNumericSetting('iterations', '2.5'), {
+      ok: false,
+      message: 'Iterations must be a whole number',
+    });
+    assert.deepEqual(parseNumericSetting('iterations', '0'), {
+      ok: false,
+      message: 'Iterations must be from 1 to 100000',
+    });
+    assert.match(
+      (parseNumericSetting('samples', '1') as { message: string }).message,
+      /Samples per task must be at least 2/,
+    );
     assert.deepEqual(parseNumericSetting('lr', '3e-4'), { ok: true, value: 3e-4 });
     assert.deepEqual(parseNumericSetting('lr', 'fast'), { ok: false, message: 'Learning rate must be a number' });
-    assert.deepEqual(parseNumericSetting('lr', '0'), { ok: false, message: 'Learning rate must be above 0 and at most 1' });
+    assert.deepEqual(parseNumericSetting('lr', '0'), {
+      ok: false,
+      message: 'Learning rate must be above 0 and at most 1',
+    });
     assert.deepEqual(parseNumericSetting('lr', ''), { ok: false, message: 'Learning rate must be a number' });
     assert.equal(modelSpec('  ').ok, false);
     assert.deepEqual(modelSpec('my model'), { ok: false, message: '"my model" is not a model name (no spaces)' });
   });
 
   it('reports what the protocol refuses, naming the field', () => {
-    const result = grpoConfig({ model: { kind: 'tiny' }, dataset: '', command: { ...agent, argv: [] }, settings: { ...DEFAULT_SETTINGS, samples: 1 } });
+    const result = grpoConfig({
+      model: { kind: 'tiny' },
+      dataset: '',
+      command: { ...agent, argv: [] },
+      settings: { ...DEFAULT_SETTINGS, samples: 1 },
+    });
     assert.equal(result.ok, false);
     const message = (result as { message: string }).message;
     assert.match(message, /config\.dataset/);
@@ -79,7 +169,20 @@ describe('Start Training: the answers become a GrpoConfig', () => {
 });
 
 const summary = (extra: Partial<Extract<TrainingRunSummary, { algorithm: 'grpo' }>> = {}): TrainingRunSummary => ({
-  id: 'run-1', algorithm: 'grpo', config: testGrpoConfig({ iterations: 4 }), status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, errorKind: null, cancelRequested: false, result: null, step: 0, latest: {}, ...extra,
+  id: 'run-1',
+  algorithm: 'grpo',
+  config: testGrpoConfig({ iterations: 4 }),
+  status: 'running',
+  createdAt: 1,
+  startedAt: 1,
+  endedAt: null,
+  error: null,
+  errorKind: null,
+  cancelRequested: false,
+  result: null,
+  step: 0,
+  latest: {},
+  ...extra,
 });
 
 describe('Start Training: following a run', () => {
@@ -93,14 +196,30 @@ describe('Start Training: following a run', () => {
   });
 
   it('ends with the outcome, and knows when the trainer needs setting up', () => {
-    assert.equal(endText(summary({ status: 'succeeded', step: 4, latest: { 'reward/mean': 0.75, 'val/reward': 1 } })), 'training run run-1 finished after 4 iteration(s): reward 0.75, validation 1.');
-    assert.match(endText(summary({ status: 'cancelled', step: 1 })), /cancelled after 1 iteration\(s\); its checkpoints are kept/);
+    assert.equal(
+      endText(summary({ status: 'succeeded', step: 4, latest: { 'reward/mean': 0.75, 'val/reward': 1 } })),
+      'training run run-1 finished after 4 iteration(s): reward 0.75, validation 1.',
+    );
+    assert.match(
+      endText(summary({ status: 'cancelled', step: 1 })),
+      /cancelled after 1 iteration\(s\); its checkpoints are kept/,
+    );
     assert.equal(endText(summary({ status: 'failed', error: 'boom' })), 'training run run-1 failed: boom');
     // The daemon says so with the run's error kind (no Python with PyTorch, a worker that cannot start or lacks torch:
     // test/unit/trainerUnavailable.test.ts); the editor reads no words: the same test Use Checkpoint makes.
-    const noTorch = summary({ status: 'failed', error: 'no Python with PyTorch found (tried /usr/bin/python3: …). Run `lightning doctor --setup`', errorKind: 'trainer_unavailable' });
+    const noTorch = summary({
+      status: 'failed',
+      error: 'no Python with PyTorch found (tried /usr/bin/python3: …). Run `lightning doctor --setup`',
+      errorKind: 'trainer_unavailable',
+    });
     assert.ok(needsTrainerSetup(noTorch.errorKind));
-    assert.ok(!needsTrainerSetup(summary({ status: 'failed', error: 'the agent exited 1 (run `lightning doctor`)', errorKind: 'internal' }).errorKind), 'words are not read');
+    assert.ok(
+      !needsTrainerSetup(
+        summary({ status: 'failed', error: 'the agent exited 1 (run `lightning doctor`)', errorKind: 'internal' })
+          .errorKind,
+      ),
+      'words are not read',
+    );
     assert.ok(!needsTrainerSetup(null));
   });
 });
@@ -117,34 +236,50 @@ The trainer is ready.`;
 
 describe('Set Up Trainer: the doctor’s report', () => {
   it('reads a ready trainer, and that Hugging Face packages are missing', () => {
-    assert.deepEqual(doctorSummary(READY, 0), { ready: true, headline: 'torch 1.13.0a0 (BLAS: openblas) on cpu', problem: undefined, hfMissing: true, aptCommand: undefined });
+    assert.deepEqual(doctorSummary(READY, 0), {
+      ready: true,
+      headline: 'torch 1.13.0a0 (BLAS: openblas) on cpu',
+      problem: undefined,
+      hfMissing: true,
+      aptCommand: undefined,
+    });
   });
 
   it('reads the first problem to fix, and the apt-get line when pip reached no index', () => {
     const missing = `Python        none with PyTorch\ntorch         missing\n\nTo fix:\n  no Python with PyTorch\n    → run \`lightning doctor --setup\`\n\nThe trainer is not ready.`;
     const notReady = doctorSummary(missing, 1);
-    assert.deepEqual([notReady.ready, notReady.problem, notReady.aptCommand], [false, 'no Python with PyTorch', undefined]);
+    assert.deepEqual(
+      [notReady.ready, notReady.problem, notReady.aptCommand],
+      [false, 'no Python with PyTorch', undefined],
+    );
     const offline = `pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:\n  Debian/Ubuntu (as root): apt-get install -y python3-torch libopenblas0-pthread   (or: lightning doctor --setup --apt)\n${missing}`;
     assert.equal(doctorSummary(offline, 1).aptCommand, 'apt-get install -y python3-torch libopenblas0-pthread');
   });
 });
 
 describe('Start Training: following a run to its end', () => {
-  const run = (status: TrainingRunSummary['status'], id = 'run-1'): TrainingRunSummary => ({ ...summary({ status }), id });
+  const run = (status: TrainingRunSummary['status'], id = 'run-1'): TrainingRunSummary => ({
+    ...summary({ status }),
+    id,
+  });
   const setUp = (reads: Array<TrainingRunSummary | Error>) => {
     const changed = new Emitter<TrainingRunSummary>();
     const connected = new Emitter<unknown>();
     const seen: string[] = [];
     let read = 0;
-    const ended = followRun('run-1', { onDidChange: changed.event, onDidConnect: connected.event }, {
-      read: async () => {
-        const next = reads[Math.min(read++, reads.length - 1)]!;
-        if (next instanceof Error) throw next;
-        return next;
+    const ended = followRun(
+      'run-1',
+      { onDidChange: changed.event, onDidConnect: connected.event },
+      {
+        read: async () => {
+          const next = reads[Math.min(read++, reads.length - 1)]!;
+          if (next instanceof Error) throw next;
+          return next;
+        },
+        progress: (r) => seen.push(`progress ${r.status}`),
+        warn: (error) => seen.push(`warn ${(error as Error).message}`),
       },
-      progress: (r) => seen.push(`progress ${r.status}`),
-      warn: (error) => seen.push(`warn ${(error as Error).message}`),
-    });
+    );
     return { changed, connected, seen, ended, reads: () => read };
   };
   const settle = () => new Promise((resolve) => setImmediate(resolve));

@@ -19,7 +19,9 @@ function openStore(t: Parameters<typeof tempDir>[0]): Store {
 describe('store: rollout lifecycle', () => {
   test('a rollout goes queued → running → succeeded with one attempt recorded', (t) => {
     const store = openStore(t);
-    const created = store.createRollout(parsed('createRollout', { label: 'demo', task: { id: 't1', input: { question: '2+2' } } }));
+    const created = store.createRollout(
+      parsed('createRollout', { label: 'demo', task: { id: 't1', input: { question: '2+2' } } }),
+    );
     assert.equal(created.status, 'queued');
     assert.equal(created.attemptCount, 0);
     assert.deepEqual(created.task, { id: 't1', input: { question: '2+2' } });
@@ -31,7 +33,10 @@ describe('store: rollout lifecycle', () => {
     assert.equal(done.exitCode, 0);
     assert.ok(done.endedAt !== null && done.endedAt >= running.startedAt!);
     const { attempts } = store.getRolloutDetail(created.id);
-    assert.deepEqual(attempts.map((a) => [a.number, a.status, a.exitCode]), [[1, 'succeeded', 0]]);
+    assert.deepEqual(
+      attempts.map((a) => [a.number, a.status, a.exitCode]),
+      [[1, 'succeeded', 0]],
+    );
   });
 
   test('every transition not in the table is rejected with a message naming both statuses, and changes nothing', (t) => {
@@ -39,9 +44,18 @@ describe('store: rollout lifecycle', () => {
     const reach: Record<RolloutStatus, (id: string) => void> = {
       queued: () => {},
       running: (id) => store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })),
-      succeeded: (id) => (store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })), store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }))),
-      failed: (id) => (store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })), store.transitionRollout(parsed('transitionRollout', { id, to: 'failed' }))),
-      timeout: (id) => (store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })), store.transitionRollout(parsed('transitionRollout', { id, to: 'timeout' }))),
+      succeeded: (id) => (
+        store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })),
+        store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }))
+      ),
+      failed: (id) => (
+        store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })),
+        store.transitionRollout(parsed('transitionRollout', { id, to: 'failed' }))
+      ),
+      timeout: (id) => (
+        store.transitionRollout(parsed('transitionRollout', { id, to: 'running' })),
+        store.transitionRollout(parsed('transitionRollout', { id, to: 'timeout' }))
+      ),
       cancelled: (id) => store.transitionRollout(parsed('transitionRollout', { id, to: 'cancelled' })),
     };
     const statuses = Object.keys(TRANSITIONS) as RolloutStatus[];
@@ -52,11 +66,16 @@ describe('store: rollout lifecycle', () => {
         reach[from](rollout.id);
         const before = store.getRolloutDetail(rollout.id);
         if (TRANSITIONS[from].includes(to)) {
-          assert.equal(store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to })).status, to, `${from} → ${to}`);
+          assert.equal(
+            store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to })).status,
+            to,
+            `${from} → ${to}`,
+          );
         } else {
           assert.throws(
             () => store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to })),
-            (error: unknown) => error instanceof InvalidTransitionError && error.message.includes(`is ${from} and cannot become ${to}`),
+            (error: unknown) =>
+              error instanceof InvalidTransitionError && error.message.includes(`is ${from} and cannot become ${to}`),
             `${from} → ${to} must be refused`,
           );
           assert.deepEqual(store.getRolloutDetail(rollout.id), before, `${from} → ${to} must change nothing`);
@@ -77,18 +96,27 @@ describe('store: rollout lifecycle', () => {
     assert.equal(second.attemptCount, 2);
     assert.equal(second.error, null);
     store.transitionRollout(parsed('transitionRollout', { id, to: 'timeout', error: 'timed out after 120 s' }));
-    assert.throws(() => store.transitionRollout(parsed('transitionRollout', { id, to: 'queued' })), /used all 2 attempt/);
+    assert.throws(
+      () => store.transitionRollout(parsed('transitionRollout', { id, to: 'queued' })),
+      /used all 2 attempt/,
+    );
     const { attempts, rollout } = store.getRolloutDetail(id);
     assert.equal(rollout.status, 'timeout');
-    assert.deepEqual(attempts.map((a) => [a.number, a.status, a.error]), [
-      [1, 'failed', 'upstream 500'],
-      [2, 'timeout', 'timed out after 120 s'],
-    ]);
+    assert.deepEqual(
+      attempts.map((a) => [a.number, a.status, a.error]),
+      [
+        [1, 'failed', 'upstream 500'],
+        [2, 'timeout', 'timed out after 120 s'],
+      ],
+    );
   });
 
   test('unknown rollouts are reported as not found; a unique id prefix resolves', (t) => {
     const store = openStore(t);
-    assert.throws(() => store.transitionRollout(parsed('transitionRollout', { id: 'ro-nope', to: 'running' })), NotFoundError);
+    assert.throws(
+      () => store.transitionRollout(parsed('transitionRollout', { id: 'ro-nope', to: 'running' })),
+      NotFoundError,
+    );
     const { id } = store.createRollout(parsed('createRollout', {}));
     assert.equal(store.resolveRolloutId(id.slice(0, 10)), id);
     assert.throws(() => store.resolveRolloutId('ro-'), NotFoundError);
@@ -109,9 +137,19 @@ describe('store: spans', () => {
       { kind: 'duplicate', spanId: a.spanId },
     ]);
     const again = store.addSpans({ rolloutId: id, spans: [llmSpan()] });
-    assert.deepEqual(again.results.map((r) => r.kind === 'stored' && r.sequence), [3]);
+    assert.deepEqual(
+      again.results.map((r) => r.kind === 'stored' && r.sequence),
+      [3],
+    );
     const detail = store.getRolloutDetail(id);
-    assert.deepEqual(detail.spans.map((s) => [s.sequence, s.category, s.attempt]), [[1, 'llm', 1], [2, 'tool', 1], [3, 'llm', 1]]);
+    assert.deepEqual(
+      detail.spans.map((s) => [s.sequence, s.category, s.attempt]),
+      [
+        [1, 'llm', 1],
+        [2, 'tool', 1],
+        [3, 'llm', 1],
+      ],
+    );
     assert.deepEqual(detail.spans[0]!.attributes, a.attributes);
     assert.equal(detail.rollout.spanCount, 3);
     assert.equal(detail.rollout.llmCalls, 2);
@@ -126,9 +164,16 @@ describe('store: spans', () => {
   test('raw spans are validated one by one where they enter: bad ones get a result naming the field', () => {
     const good = llmSpan();
     const { valid, validIndexes, results } = validateSpans([{ ...good, spanId: 'not-hex' }, good, { name: 'x' }]);
-    assert.deepEqual(valid.map((s) => s.spanId), [good.spanId]);
+    assert.deepEqual(
+      valid.map((s) => s.spanId),
+      [good.spanId],
+    );
     assert.deepEqual(validIndexes, [1]);
-    assert.deepEqual(results[0], { kind: 'invalid', index: 0, error: 'spans.0.spanId: spanId must be 16 lowercase hex characters' });
+    assert.deepEqual(results[0], {
+      kind: 'invalid',
+      index: 0,
+      error: 'spans.0.spanId: spanId must be 16 lowercase hex characters',
+    });
     assert.equal(results[1], undefined);
     assert.equal(results[2]!.kind, 'invalid');
     assert.match((results[2] as { error: string }).error, /spans\.2\.traceId/);
@@ -136,38 +181,75 @@ describe('store: spans', () => {
 
   test('an LLM call seen by the proxy and in OTLP (same response id) is one step, whichever arrives first', (t) => {
     const store = openStore(t);
-    const proxied = (id: string) => llmSpan({ attributes: { 'gen_ai.response.id': id, 'lightning.api': 'chat.completions' }, promptTokens: 20, completionTokens: 5 });
-    const traced = (id: string) => llmSpan({ attributes: { 'gen_ai.response.id': id, 'gen_ai.system': 'openai' }, promptTokens: 19, completionTokens: 4 });
+    const proxied = (id: string) =>
+      llmSpan({
+        attributes: { 'gen_ai.response.id': id, 'lightning.api': 'chat.completions' },
+        promptTokens: 20,
+        completionTokens: 5,
+      });
+    const traced = (id: string) =>
+      llmSpan({
+        attributes: { 'gen_ai.response.id': id, 'gen_ai.system': 'openai' },
+        promptTokens: 19,
+        completionTokens: 4,
+      });
     for (const order of ['proxy first', 'otlp first'] as const) {
       const { id } = store.createRollout(parsed('createRollout', { label: order }));
-      const [first, second] = order === 'proxy first' ? [proxied('resp-1'), traced('resp-1')] : [traced('resp-1'), proxied('resp-1')];
+      const [first, second] =
+        order === 'proxy first' ? [proxied('resp-1'), traced('resp-1')] : [traced('resp-1'), proxied('resp-1')];
       store.addSpans({ rolloutId: id, spans: [first] });
       store.addSpans({ rolloutId: id, spans: [second, traced('resp-2')] });
       const detail = store.getRolloutDetail(id);
       const steps = detail.spans.filter((s) => s.category === 'llm');
-      assert.deepEqual(steps.map((s) => s.attributes['gen_ai.response.id']), ['resp-1', 'resp-2'], order);
+      assert.deepEqual(
+        steps.map((s) => s.attributes['gen_ai.response.id']),
+        ['resp-1', 'resp-2'],
+        order,
+      );
       const step1 = steps.find((s) => s.attributes['gen_ai.response.id'] === 'resp-1')!;
       assert.equal(step1.attributes['lightning.api'], 'chat.completions', `${order}: the proxy's record is the step`);
       const twin = detail.spans.find((s) => s.category === 'other')!;
       assert.equal(twin.attributes['lightning.same_call_as'], step1.spanId);
       assert.equal(detail.rollout.llmCalls, 2, order);
-      assert.deepEqual([detail.rollout.promptTokens, detail.rollout.completionTokens], [20 + 19, 5 + 4], `${order}: tokens counted once per call`);
+      assert.deepEqual(
+        [detail.rollout.promptTokens, detail.rollout.completionTokens],
+        [20 + 19, 5 + 4],
+        `${order}: tokens counted once per call`,
+      );
     }
   });
 
   test('two calls answered with the same response id stay two steps; each OTLP twin ties to its own call', (t) => {
     const store = openStore(t);
     for (const api of ['chat.completions', 'responses', 'anthropic.messages']) {
-      const proxied = () => llmSpan({ attributes: { 'gen_ai.response.id': 'constant', 'lightning.api': api }, promptTokens: 10, completionTokens: 2 });
-      const traced = () => llmSpan({ attributes: { 'gen_ai.response.id': 'constant', 'gen_ai.system': 'x' }, promptTokens: 9, completionTokens: 1 });
+      const proxied = () =>
+        llmSpan({
+          attributes: { 'gen_ai.response.id': 'constant', 'lightning.api': api },
+          promptTokens: 10,
+          completionTokens: 2,
+        });
+      const traced = () =>
+        llmSpan({
+          attributes: { 'gen_ai.response.id': 'constant', 'gen_ai.system': 'x' },
+          promptTokens: 9,
+          completionTokens: 1,
+        });
       const { id } = store.createRollout(parsed('createRollout', { label: api }));
       const [call1, call2] = [proxied(), proxied()];
       store.addSpans({ rolloutId: id, spans: [call1] });
       store.addSpans({ rolloutId: id, spans: [call2] });
       store.addSpans({ rolloutId: id, spans: [traced(), traced()] });
       const detail = store.getRolloutDetail(id);
-      assert.deepEqual(detail.spans.filter((s) => s.category === 'llm').map((s) => s.spanId), [call1.spanId, call2.spanId], `${api}: both calls are steps`);
-      assert.deepEqual(detail.spans.filter((s) => s.category === 'other').map((s) => s.attributes['lightning.same_call_as']), [call1.spanId, call2.spanId], `${api}: one twin per call`);
+      assert.deepEqual(
+        detail.spans.filter((s) => s.category === 'llm').map((s) => s.spanId),
+        [call1.spanId, call2.spanId],
+        `${api}: both calls are steps`,
+      );
+      assert.deepEqual(
+        detail.spans.filter((s) => s.category === 'other').map((s) => s.attributes['lightning.same_call_as']),
+        [call1.spanId, call2.spanId],
+        `${api}: one twin per call`,
+      );
       assert.equal(detail.rollout.llmCalls, 2, api);
       // A third proxied call with that id, after the twins: still its own step.
       store.addSpans({ rolloutId: id, spans: [proxied()] });
@@ -177,9 +259,15 @@ describe('store: spans', () => {
 
   test('the twin lookup of every LLM batch goes by index, never through the rollout’s spans (ingest stays linear)', (t) => {
     const store = openStore(t);
-    const plan = store.db.prepare<[string, string], { detail: string }>(`EXPLAIN QUERY PLAN ${TWINS_QUERY}`).all('ro-x', '[]').map((row) => row.detail);
+    const plan = store.db
+      .prepare<[string, string], { detail: string }>(`EXPLAIN QUERY PLAN ${TWINS_QUERY}`)
+      .all('ro-x', '[]')
+      .map((row) => row.detail);
     // Before: the rollout walked in sequence order, and a scan of its `other` spans per matching row.
-    assert.ok(plan.includes('SEARCH s USING INDEX spans_by_response_id (rollout_id=? AND response_id=?)'), plan.join('\n'));
+    assert.ok(
+      plan.includes('SEARCH s USING INDEX spans_by_response_id (rollout_id=? AND response_id=?)'),
+      plan.join('\n'),
+    );
     assert.ok(plan.includes('SEARCH o USING INDEX spans_by_same_call (rollout_id=? AND <expr>=?)'), plan.join('\n'));
     assert.ok(!plan.some((line) => /\bSCAN (s|o|spans)\b/.test(line)), plan.join('\n'));
   });
@@ -202,14 +290,26 @@ describe('store: rollout keys', () => {
     const file = path.join(dir, 'store.db');
     const store = Store.open(file);
     const secret = 'https://user:pw@gw.example/anthropic?api_key=sk-ant-abcdefghijklmnop';
-    const { key } = store.startAgentRun(parsed('createRollout', {}), { upstream: null, tokenIds: false, providerUpstreams: { anthropic: secret, gemini: 'http://127.0.0.1:9000' } });
-    assert.deepEqual(store.findAgentKey(key)!.providerUpstreams, { anthropic: secret, gemini: 'http://127.0.0.1:9000' }, 'exact while the daemon runs');
+    const { key } = store.startAgentRun(parsed('createRollout', {}), {
+      upstream: null,
+      tokenIds: false,
+      providerUpstreams: { anthropic: secret, gemini: 'http://127.0.0.1:9000' },
+    });
+    assert.deepEqual(
+      store.findAgentKey(key)!.providerUpstreams,
+      { anthropic: secret, gemini: 'http://127.0.0.1:9000' },
+      'exact while the daemon runs',
+    );
     store.close();
     const reopened = Store.open(file);
     t.after(() => reopened.close());
     const found = reopened.findAgentKey(key)!;
     assert.equal(found.providerUpstreams.gemini, 'http://127.0.0.1:9000');
-    assert.doesNotMatch(found.providerUpstreams.anthropic!, /pw|sk-ant-abcdefghijklmnop/, 'the store keeps no credential');
+    assert.doesNotMatch(
+      found.providerUpstreams.anthropic!,
+      /pw|sk-ant-abcdefghijklmnop/,
+      'the store keeps no credential',
+    );
     assert.match(found.providerUpstreams.anthropic!, /^https:\/\/gw\.example\/anthropic/);
     const { key: plain } = reopened.startAgentRun(parsed('createRollout', {}), { upstream: null, tokenIds: false });
     assert.deepEqual(reopened.findAgentKey(plain)!.providerUpstreams, {});
@@ -222,13 +322,23 @@ describe('store: rewards', () => {
     const { id } = store.createRollout(parsed('createRollout', {}));
     store.addReward(parsed('addReward', { rolloutId: id, value: 0.2, source: 'agent' }));
     assert.equal(store.getRollout(id).reward, 0.2);
-    const human = store.addReward(parsed('addReward', { rolloutId: id, value: 1, comment: 'correct answer', author: 'ana' }));
+    const human = store.addReward(
+      parsed('addReward', { rolloutId: id, value: 1, comment: 'correct answer', author: 'ana' }),
+    );
     store.addReward(parsed('addReward', { rolloutId: id, value: 0.5, source: 'agent' }));
     // The human annotation wins over a later automatic reward.
     assert.equal(store.getRollout(id).reward, 1);
     const correction = store.addReward(parsed('addReward', { rolloutId: id, value: 0, comment: 'actually wrong' }));
     assert.equal(store.getRollout(id).reward, 0);
-    assert.deepEqual(store.listRewards(id).map((r) => [r.value, r.source]), [[0.2, 'agent'], [1, 'human'], [0.5, 'agent'], [0, 'human']]);
+    assert.deepEqual(
+      store.listRewards(id).map((r) => [r.value, r.source]),
+      [
+        [0.2, 'agent'],
+        [1, 'human'],
+        [0.5, 'agent'],
+        [0, 'human'],
+      ],
+    );
     assert.ok(correction.id > human.id);
     assert.throws(() => store.db.prepare('UPDATE rewards SET value = 5 WHERE id = ?').run(human.id), /append-only/);
     assert.equal(store.listRewards(id)[1]!.value, 1);
@@ -243,7 +353,10 @@ describe('store: rewards', () => {
     assert.equal(step.spanId, span.spanId);
     // A step reward is not the episode reward.
     assert.equal(store.getRollout(id).reward, null);
-    assert.throws(() => store.addReward(parsed('addReward', { rolloutId: id, spanId: 'ffffffffffffffff', value: 1 })), InvalidInputError);
+    assert.throws(
+      () => store.addReward(parsed('addReward', { rolloutId: id, spanId: 'ffffffffffffffff', value: 1 })),
+      InvalidInputError,
+    );
     assert.equal(store.listRewards(id).length, 1);
   });
 });
@@ -253,11 +366,13 @@ describe('store: list and pagination', () => {
     const ids: string[] = [];
     store.db.transaction(() => {
       for (let i = 0; i < count; i += 1) {
-        const rollout = store.createRollout(parsed('createRollout', {
-          label: i % 3 === 0 ? 'weather-agent' : 'calc-agent',
-          mode: i % 2 === 0 ? 'train' : 'debug',
-          task: { id: `task-${i % 5}`, input: { city: i % 4 === 0 ? 'Zürich' : 'Paris' } },
-        }));
+        const rollout = store.createRollout(
+          parsed('createRollout', {
+            label: i % 3 === 0 ? 'weather-agent' : 'calc-agent',
+            mode: i % 2 === 0 ? 'train' : 'debug',
+            task: { id: `task-${i % 5}`, input: { city: i % 4 === 0 ? 'Zürich' : 'Paris' } },
+          }),
+        );
         ids.push(rollout.id);
       }
     })();
@@ -287,17 +402,36 @@ describe('store: list and pagination', () => {
     const all = store.listRollouts(parsed('listRollouts', { limit: 500 })).items;
     const expect = (predicate: (r: (typeof all)[number]) => boolean): string[] => {
       const matching = all.filter(predicate).map((r) => r.id);
-      assert.ok(matching.length > 0 && matching.length < all.length, 'the fixture must make each filter select some rollouts, not all');
+      assert.ok(
+        matching.length > 0 && matching.length < all.length,
+        'the fixture must make each filter select some rollouts, not all',
+      );
       return matching;
     };
-    const ids_ = (params: ParamsOf<'listRollouts'>): string[] => store.listRollouts(parsed('listRollouts', { limit: 500, ...params })).items.map((r) => r.id);
+    const ids_ = (params: ParamsOf<'listRollouts'>): string[] =>
+      store.listRollouts(parsed('listRollouts', { limit: 500, ...params })).items.map((r) => r.id);
 
     assert.deepEqual(ids_({ status: ['running'] }), [ids[0]]);
-    assert.deepEqual(ids_({ mode: 'train', label: 'weather-agent' }), expect((r) => r.mode === 'train' && r.label === 'weather-agent'));
-    assert.deepEqual(ids_({ taskId: 'task-2' }), expect((r) => r.task?.id === 'task-2'));
-    assert.deepEqual(ids_({ search: 'WEATHER' }), expect((r) => r.label === 'weather-agent'));
-    assert.deepEqual(ids_({ search: 'zür' }), expect((r) => JSON.stringify(r.task).includes('Zürich')));
-    assert.deepEqual(ids_({ search: 'k-3' }), expect((r) => r.task?.id === 'task-3'));
+    assert.deepEqual(
+      ids_({ mode: 'train', label: 'weather-agent' }),
+      expect((r) => r.mode === 'train' && r.label === 'weather-agent'),
+    );
+    assert.deepEqual(
+      ids_({ taskId: 'task-2' }),
+      expect((r) => r.task?.id === 'task-2'),
+    );
+    assert.deepEqual(
+      ids_({ search: 'WEATHER' }),
+      expect((r) => r.label === 'weather-agent'),
+    );
+    assert.deepEqual(
+      ids_({ search: 'zür' }),
+      expect((r) => JSON.stringify(r.task).includes('Zürich')),
+    );
+    assert.deepEqual(
+      ids_({ search: 'k-3' }),
+      expect((r) => r.task?.id === 'task-3'),
+    );
     assert.deepEqual(ids_({ search: '"quoted' }), []);
     assert.deepEqual(ids_({ search: '%' }), []);
     assert.equal(ids_({ unrated: true }).length, 59);
@@ -306,7 +440,10 @@ describe('store: list and pagination', () => {
 
   test('a forged cursor is rejected with a message saying what to do', (t) => {
     const store = openStore(t);
-    assert.throws(() => store.listRollouts(parsed('listRollouts', { cursor: 'garbage' })), /params\.cursor: not a cursor/);
+    assert.throws(
+      () => store.listRollouts(parsed('listRollouts', { cursor: 'garbage' })),
+      /params\.cursor: not a cursor/,
+    );
   });
 
   test('stats count rollouts by status, spans, rewards and unrated finished rollouts', (t) => {
@@ -331,11 +468,25 @@ describe('store: list and pagination', () => {
 describe('store: where a training run ran', () => {
   test('an attempt keeps its Ray node; a run counts the nodes of its attempts and keeps the ranks it started with', (t) => {
     const store = openStore(t);
-    const run = store.recordTrainingRun({ algorithm: 'grpo', config: parsed('startTraining', { config: { model: { kind: 'tiny' }, dataset: 'd', command: { argv: ['node', 'a.js'], cwd: '/w' }, ray: { address: '10.0.0.7:6379' } } }).config! });
+    const run = store.recordTrainingRun({
+      algorithm: 'grpo',
+      config: parsed('startTraining', {
+        config: {
+          model: { kind: 'tiny' },
+          dataset: 'd',
+          command: { argv: ['node', 'a.js'], cwd: '/w' },
+          ray: { address: '10.0.0.7:6379' },
+        },
+      }).config!,
+    });
     assert.equal(run.placement, undefined, 'nothing recorded yet');
     const nodeA = { nodeId: 'aa', ip: '10.0.0.5', host: 'gpu-1' };
     const nodeB = { nodeId: 'bb', ip: '10.0.0.10', host: 'gpu-2' };
-    const attempt = (batchId: string, node: typeof nodeA | undefined, to: 'succeeded' | 'failed' = 'succeeded'): string => {
+    const attempt = (
+      batchId: string,
+      node: typeof nodeA | undefined,
+      to: 'succeeded' | 'failed' = 'succeeded',
+    ): string => {
       const { id } = store.createRollout(parsed('createRollout', { mode: 'train', batchId }));
       store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
       store.transitionRollout(parsed('transitionRollout', { id, to, ...(node ? { node } : {}) }));
@@ -346,12 +497,24 @@ describe('store: where a training run ran', () => {
     attempt(`${run.id}-val-0`, nodeA);
     attempt(`${run.id}-val-0`, undefined);
     attempt('another-run-train-0', nodeB);
-    assert.deepEqual(store.getRolloutDetail(failed).attempts.map((a) => a.node), [nodeB]);
-    store.recordRunRanks(run.id, [{ rank: 1, localRank: 1, host: 'host-a' }, { rank: 0, localRank: 0, host: 'host-a' }]);
+    assert.deepEqual(
+      store.getRolloutDetail(failed).attempts.map((a) => a.node),
+      [nodeB],
+    );
+    store.recordRunRanks(run.id, [
+      { rank: 1, localRank: 1, host: 'host-a' },
+      { rank: 0, localRank: 0, host: 'host-a' },
+    ]);
     const placed = store.recordRunRayNodes(run.id);
     assert.deepEqual(placed.placement, {
-      rayNodes: [{ ...nodeA, attempts: 2 }, { ...nodeB, attempts: 1 }],
-      ranks: [{ rank: 0, localRank: 0, host: 'host-a' }, { rank: 1, localRank: 1, host: 'host-a' }],
+      rayNodes: [
+        { ...nodeA, attempts: 2 },
+        { ...nodeB, attempts: 1 },
+      ],
+      ranks: [
+        { rank: 0, localRank: 0, host: 'host-a' },
+        { rank: 1, localRank: 1, host: 'host-a' },
+      ],
     });
     assert.deepEqual(store.listTrainingRuns(10)[0]!.placement, placed.placement, 'the list carries it too');
   });

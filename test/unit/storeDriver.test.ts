@@ -21,11 +21,16 @@ describe('store: SQLite driver', () => {
   });
 
   test('an unknown forced driver is refused with the names to use', () => {
-    assert.throws(() => chooseDriver({ LIGHTNING_SQLITE_DRIVER: 'sqlite3' }), (error: Error) => error instanceof SqliteDriverError && /use one of node:sqlite, better-sqlite3/.test(error.message));
+    assert.throws(
+      () => chooseDriver({ LIGHTNING_SQLITE_DRIVER: 'sqlite3' }),
+      (error: Error) =>
+        error instanceof SqliteDriverError && /use one of node:sqlite, better-sqlite3/.test(error.message),
+    );
   });
 
   test('forcing node:sqlite opens it where the runtime has it, and elsewhere names the Node it needs', (t) => {
-    const open = (): ReturnType<typeof openConnection> => openConnection(path.join(tempDir(t), 'x.db'), { readonly: false, driver: 'node:sqlite' });
+    const open = (): ReturnType<typeof openConnection> =>
+      openConnection(path.join(tempDir(t), 'x.db'), { readonly: false, driver: 'node:sqlite' });
     if (!hasNodeSqlite) {
       assert.throws(open, /needs Node ≥ 22\.13/);
       return;
@@ -51,7 +56,10 @@ describe('store: SQLite driver', () => {
     db.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, n REAL)');
     const insert = db.prepare<[{ name: string; n: number }]>('INSERT INTO t (name, n) VALUES (@name, @n)');
     assert.deepEqual(insert.run({ name: 'a', n: 1.5 }), { changes: 1, lastInsertRowid: 1 });
-    assert.deepEqual(db.prepare<[number], { id: number; name: string; n: number }>('SELECT * FROM t WHERE id = ?').get(1), { id: 1, name: 'a', n: 1.5 });
+    assert.deepEqual(
+      db.prepare<[number], { id: number; name: string; n: number }>('SELECT * FROM t WHERE id = ?').get(1),
+      { id: 1, name: 'a', n: 1.5 },
+    );
     assert.equal(db.prepare('SELECT * FROM t WHERE id = ?').get(2), undefined);
     assert.deepEqual(db.prepare('SELECT name FROM t').all(), [{ name: 'a' }]);
   });
@@ -61,7 +69,7 @@ describe('store: SQLite driver', () => {
     t.after(() => db.close());
     db.exec('CREATE TABLE t (v TEXT)');
     const insert = db.prepare<[string]>('INSERT INTO t VALUES (?)');
-    const count = () => (db.prepare<[], { n: number }>('SELECT count(*) AS n FROM t').get()!).n;
+    const count = () => db.prepare<[], { n: number }>('SELECT count(*) AS n FROM t').get()!.n;
     const outer = db.transaction((inner: () => void) => {
       assert.equal(db.inTransaction, true);
       insert.run('outer');
@@ -78,7 +86,14 @@ describe('store: SQLite driver', () => {
     outer.immediate(() => failing());
     assert.equal(db.inTransaction, false);
     assert.deepEqual(db.prepare('SELECT v FROM t').all(), [{ v: 'outer' }]);
-    assert.throws(() => db.transaction(() => { insert.run('lost'); throw new Error('boom'); })(), /boom/);
+    assert.throws(
+      () =>
+        db.transaction(() => {
+          insert.run('lost');
+          throw new Error('boom');
+        })(),
+      /boom/,
+    );
     assert.equal(count(), 1);
   });
 
@@ -87,8 +102,11 @@ describe('store: SQLite driver', () => {
     Store.open(file).close();
     const { db } = openConnection(file, { readonly: true });
     t.after(() => db.close());
-    assert.ok((db.prepare<[], { n: number }>('SELECT count(*) AS n FROM rollouts').get()!).n === 0);
-    assert.throws(() => db.exec("INSERT INTO datasets (id, name, source, created_at) VALUES ('d', 'd', '{}', 1)"), /readonly|read-only/i);
+    assert.ok(db.prepare<[], { n: number }>('SELECT count(*) AS n FROM rollouts').get()!.n === 0);
+    assert.throws(
+      () => db.exec("INSERT INTO datasets (id, name, source, created_at) VALUES ('d', 'd', '{}', 1)"),
+      /readonly|read-only/i,
+    );
     assert.throws(() => openConnection(path.join(tempDir(t), 'missing.db'), { readonly: true }));
   });
 });

@@ -23,7 +23,11 @@ function testFiles(dir: string): string[] {
 /** What a file's text shows it uses → the need it must declare. */
 const USES: ReadonlyArray<{ need: string; pattern: RegExp; what: string }> = [
   { need: 'venv', pattern: /LIGHTNING_TEST_PYTHON/, what: 'reads LIGHTNING_TEST_PYTHON' },
-  { need: 'venv', pattern: /import \{[^}]*\bpython\b[^}]*\} from '\.\.\/helpers\/providerAgents'/, what: "runs Python agents (helpers/providerAgents' python)" },
+  {
+    need: 'venv',
+    pattern: /import \{[^}]*\bpython\b[^}]*\} from '\.\.\/helpers\/providerAgents'/,
+    what: "runs Python agents (helpers/providerAgents' python)",
+  },
   { need: 'ray', pattern: /from '\.\.\/helpers\/ray'/, what: 'starts a Ray head (helpers/ray)' },
   { need: 'node24', pattern: /LIGHTNING_NODE24/, what: 'reads LIGHTNING_NODE24' },
   { need: 'root', pattern: /getuid\?\.\(\) === 0|\bunshare\b|mount -t tmpfs/, what: 'needs root' },
@@ -34,11 +38,15 @@ const USES: ReadonlyArray<{ need: string; pattern: RegExp; what: string }> = [
 function undeclared(file: string): string[] {
   const text = fs.readFileSync(file, 'utf8');
   const needs = needsOf(file);
-  return USES.filter(({ need, pattern }) => pattern.test(text) && !needs.has(need)).map(({ need, what }) => `${path.relative(repo, file)} ${what}: add "${need}" to its "// needs:" line`);
+  return USES.filter(({ need, pattern }) => pattern.test(text) && !needs.has(need)).map(
+    ({ need, what }) => `${path.relative(repo, file)} ${what}: add "${need}" to its "// needs:" line`,
+  );
 }
 
 test('every unit and integration file declares what it uses', () => {
-  const files = [...testFiles('unit'), ...testFiles('integration'), ...testFiles('e2e')].filter((file) => file !== import.meta.filename);
+  const files = [...testFiles('unit'), ...testFiles('integration'), ...testFiles('e2e')].filter(
+    (file) => file !== import.meta.filename,
+  );
   assert.ok(files.length > 40, `found ${files.length} test files`);
   assert.deepEqual(files.flatMap(undeclared), []);
 });
@@ -46,10 +54,16 @@ test('every unit and integration file declares what it uses', () => {
 test('the check fails on a file that uses the venv without saying so, and an unknown need is named', () => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'needs-'));
   const quiet = path.join(dir, 'quiet.test.ts');
-  fs.writeFileSync(quiet, "const python = process.env.LIGHTNING_TEST_PYTHON;\nimport { startRayHead } from '../helpers/ray';\n");
+  fs.writeFileSync(
+    quiet,
+    "const python = process.env.LIGHTNING_TEST_PYTHON;\nimport { startRayHead } from '../helpers/ray';\n",
+  );
   assert.deepEqual(
     undeclared(quiet).map((line) => line.replace(/^.* (reads|starts)/, '$1')),
-    ['reads LIGHTNING_TEST_PYTHON: add "venv" to its "// needs:" line', 'starts a Ray head (helpers/ray): add "ray" to its "// needs:" line'],
+    [
+      'reads LIGHTNING_TEST_PYTHON: add "venv" to its "// needs:" line',
+      'starts a Ray head (helpers/ray): add "ray" to its "// needs:" line',
+    ],
   );
   fs.writeFileSync(quiet, '// needs: ray\nconst python = process.env.LIGHTNING_TEST_PYTHON;\n');
   assert.deepEqual(undeclared(quiet), [], 'ray brings the venv');
@@ -59,7 +73,10 @@ test('the check fails on a file that uses the venv without saying so, and an unk
 
 test('the fast tier hides PyTorch: importing it fails naming the declaration', () => {
   const shim = torchShim(fs.mkdtempSync(path.join(os.tmpdir(), 'shim-')));
-  const result = spawnSync('python3', ['-c', 'import torch'], { env: { ...process.env, PYTHONPATH: shim }, encoding: 'utf8' });
+  const result = spawnSync('python3', ['-c', 'import torch'], {
+    env: { ...process.env, PYTHONPATH: shim },
+    encoding: 'utf8',
+  });
   assert.notEqual(result.status, 0);
   assert.match(result.stderr, /PyTorch is hidden in the fast test tier .*'\/\/ needs: torch'/);
 });

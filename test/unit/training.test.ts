@@ -26,14 +26,30 @@ test('training runs: status transitions, metric series, latest values, checkpoin
   store.recordTrainingStep(run.id, 2, { 'reward/mean': 0.5 }, { dir: '/ckpt/2', metrics: { 'reward/mean': 0.5 } });
   assert.equal(store.addPolicyVersion({ runId: run.id, step: 0, checkpoint: null }), 1);
   assert.equal(store.addPolicyVersion({ runId: run.id, step: 2, checkpoint: '/ckpt/2' }), 2);
-  assert.deepEqual(store.agentResources(null).resources.policy, { version: 2, kind: 'checkpoint', value: { runId: run.id, step: 2, checkpoint: '/ckpt/2' } });
+  assert.deepEqual(store.agentResources(null).resources.policy, {
+    version: 2,
+    kind: 'checkpoint',
+    value: { runId: run.id, step: 2, checkpoint: '/ckpt/2' },
+  });
 
   const detail = TrainingRunDetail.parse(store.getTrainingRun(run.id));
-  assert.deepEqual(metricPoints(detail.metrics, 'reward/mean').map((p) => [p.step, p.value]), [[1, 0.25], [2, 0.5]]);
+  assert.deepEqual(
+    metricPoints(detail.metrics, 'reward/mean').map((p) => [p.step, p.value]),
+    [
+      [1, 0.25],
+      [2, 0.5],
+    ],
+  );
   assert.deepEqual(metricPoints(detail.metrics, 'skipped'), [], 'non-finite values are not stored');
   assert.deepEqual([detail.run.step, detail.run.latest], [2, { 'reward/mean': 0.5, loss: 0.5 }]);
-  assert.deepEqual(store.getTrainingRun(run.id, 1).metrics.map((p) => [p.step, p.name]), [[2, 'reward/mean']]);
-  assert.deepEqual(detail.checkpoints.map((c) => [c.step, c.path]), [[2, '/ckpt/2']]);
+  assert.deepEqual(
+    store.getTrainingRun(run.id, 1).metrics.map((p) => [p.step, p.name]),
+    [[2, 'reward/mean']],
+  );
+  assert.deepEqual(
+    detail.checkpoints.map((c) => [c.step, c.path]),
+    [[2, '/ckpt/2']],
+  );
   store.setTrainingRunStatus(run.id, 'cancelled', { error: 'cancelled' });
   // Resume: cancelled → running again.
   assert.equal(store.setTrainingRunStatus(run.id, 'running').status, 'running');
@@ -43,10 +59,25 @@ test('training runs: status transitions, metric series, latest values, checkpoin
 
 function transition(overrides: Partial<Transition>): Transition {
   return {
-    rolloutId: 'r', taskId: 't', step: 0, spanId: 's', spanIds: ['s'], agentName: null, model: null, api: 'chat.completions',
-    prompt: { messages: null, input: null, tools: null }, response: { message: null, output: null, text: null },
-    promptTokenIds: [1, 2], responseTokenIds: [3, 4], needsTokenization: false, logprobs: [-0.1, -0.2], lossMask: [1, 1],
-    episodeReward: 1, reward: 1, advantage: 0.5, ...overrides,
+    rolloutId: 'r',
+    taskId: 't',
+    step: 0,
+    spanId: 's',
+    spanIds: ['s'],
+    agentName: null,
+    model: null,
+    api: 'chat.completions',
+    prompt: { messages: null, input: null, tools: null },
+    response: { message: null, output: null, text: null },
+    promptTokenIds: [1, 2],
+    responseTokenIds: [3, 4],
+    needsTokenization: false,
+    logprobs: [-0.1, -0.2],
+    lossMask: [1, 1],
+    episodeReward: 1,
+    reward: 1,
+    advantage: 0.5,
+    ...overrides,
   };
 }
 
@@ -66,30 +97,67 @@ test('the worker gets transitions with exact token ids and a non-zero advantage 
 
 test('demonstrations: chat examples become (prompt, completion) pairs; the demo shows every tool for every question', (t) => {
   const tasks = toolsTasks(30, 6);
-  assert.deepEqual([tasks.filter((x) => x.split === 'train').length, tasks.filter((x) => x.split === 'val').length], [30, 6]);
+  assert.deepEqual(
+    [tasks.filter((x) => x.split === 'train').length, tasks.filter((x) => x.split === 'val').length],
+    [30, 6],
+  );
   const file = path.join(tempDir(t), 'demos.jsonl');
   fs.writeFileSync(file, randomToolDemonstrations(tasks.slice(0, 30), 0));
   const examples = readDemonstrations(file);
   assert.equal(examples.length, 30 * 3 * 2, 'per task: a call and an answer for each of the three tools');
-  const toolName = (example: (typeof examples)[number]): string => (example.completion.tool_calls![0] as { function: { name: string } }).function.name;
-  const perTask = tasks.slice(0, 30).map((task, i) => ({ task, calls: examples.slice(i * 6, i * 6 + 6).filter((e) => e.completion.tool_calls) }));
+  const toolName = (example: (typeof examples)[number]): string =>
+    (example.completion.tool_calls![0] as { function: { name: string } }).function.name;
+  const perTask = tasks
+    .slice(0, 30)
+    .map((task, i) => ({ task, calls: examples.slice(i * 6, i * 6 + 6).filter((e) => e.completion.tool_calls) }));
   for (const { task, calls } of perTask) {
-    assert.ok(calls.every((call) => call.messages[0]!.content === (task.input as { question: string }).question), 'a task\'s examples are its question');
-    assert.deepEqual(calls.map(toolName).sort(), ['add', 'multiply', 'subtract'], `every tool once for task ${task.id}: the demonstrations say nothing about which fits`);
+    assert.ok(
+      calls.every((call) => call.messages[0]!.content === (task.input as { question: string }).question),
+      "a task's examples are its question",
+    );
+    assert.deepEqual(
+      calls.map(toolName).sort(),
+      ['add', 'multiply', 'subtract'],
+      `every tool once for task ${task.id}: the demonstrations say nothing about which fits`,
+    );
   }
-  assert.equal(new Set(perTask.map(({ calls }) => toolName(calls[0]!))).size, 3, 'the order of the tools varies by task');
+  assert.equal(
+    new Set(perTask.map(({ calls }) => toolName(calls[0]!))).size,
+    3,
+    'the order of the tools varies by task',
+  );
   const answer = examples[1]!;
-  assert.deepEqual(answer.messages.map((m) => m.role), ['user', 'assistant', 'tool']);
+  assert.deepEqual(
+    answer.messages.map((m) => m.role),
+    ['user', 'assistant', 'tool'],
+  );
   assert.equal(answer.completion.content, answer.messages[2]!.content, 'the answer repeats the tool result');
   fs.writeFileSync(file, '{"messages":[{"role":"user","content":"hi"}]}\n');
   assert.throws(() => readDemonstrations(file), /demos\.jsonl:1: the last message must be the assistant's/);
-  fs.writeFileSync(file, '{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}\n{"messages": [\n');
+  fs.writeFileSync(
+    file,
+    '{"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":"hello"}]}\n{"messages": [\n',
+  );
   assert.throws(() => readDemonstrations(file), /demos\.jsonl:2: not a JSON object/, 'a bad line is named');
 });
 
 test('the chart is one self-contained HTML file with the reward curves', () => {
   const html = renderChart({
-    run: { id: 'train-1', algorithm: 'grpo', config: testGrpoConfig(), status: 'succeeded', createdAt: 0, startedAt: 0, endedAt: 1, error: null, errorKind: null, cancelRequested: false, result: null, step: 2, latest: {} },
+    run: {
+      id: 'train-1',
+      algorithm: 'grpo',
+      config: testGrpoConfig(),
+      status: 'succeeded',
+      createdAt: 0,
+      startedAt: 0,
+      endedAt: 1,
+      error: null,
+      errorKind: null,
+      cancelRequested: false,
+      result: null,
+      step: 2,
+      latest: {},
+    },
     metrics: [
       { step: 0, name: 'val/reward', value: 0.1, timeMs: 0 },
       { step: 1, name: 'loss', value: -0.1, timeMs: 0 },
@@ -128,7 +196,17 @@ test('the learning bench chart is one standalone SVG with a curve and a legend e
 
 test('GRPO flags: loss types, clip-higher and reward scaling reach the config, named as TRL names them; bad ones name the flag', () => {
   const config = grpoConfigFromFlags(
-    { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', lossType: 'dr_grpo', clip: '0.2', clipHigh: '0.28', scaleRewards: 'none', klCoef: '0.05' },
+    {
+      store: 'store.db',
+      algorithm: 'grpo',
+      model: 'tiny',
+      dataset: 'd',
+      lossType: 'dr_grpo',
+      clip: '0.2',
+      clipHigh: '0.28',
+      scaleRewards: 'none',
+      klCoef: '0.05',
+    },
     ['node', 'agent.js'],
     '/tmp',
   );
@@ -137,8 +215,31 @@ test('GRPO flags: loss types, clip-higher and reward scaling reach the config, n
   assert.equal(config.clipHigh, 0.28);
   assert.equal(config.scaleRewards, 'none');
   assert.equal(config.klCoef, 0.05);
-  const defaults = grpoConfigFromFlags({ store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd' }, ['node', 'agent.js'], '/tmp');
-  assert.deepEqual([defaults.lossType, defaults.clipHigh, defaults.scaleRewards, defaults.klBiasCorrection], ['dapo', null, 'group', false]);
-  assert.throws(() => grpoConfigFromFlags({ store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', clipHigh: '-1' }, ['x'], '/tmp'), /--clip-high/);
-  assert.throws(() => grpoConfigFromFlags({ store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', lossType: 'ppo' as never }, ['x'], '/tmp'), /--loss-type/);
+  const defaults = grpoConfigFromFlags(
+    { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd' },
+    ['node', 'agent.js'],
+    '/tmp',
+  );
+  assert.deepEqual(
+    [defaults.lossType, defaults.clipHigh, defaults.scaleRewards, defaults.klBiasCorrection],
+    ['dapo', null, 'group', false],
+  );
+  assert.throws(
+    () =>
+      grpoConfigFromFlags(
+        { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', clipHigh: '-1' },
+        ['x'],
+        '/tmp',
+      ),
+    /--clip-high/,
+  );
+  assert.throws(
+    () =>
+      grpoConfigFromFlags(
+        { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', lossType: 'ppo' as never },
+        ['x'],
+        '/tmp',
+      ),
+    /--loss-type/,
+  );
 });

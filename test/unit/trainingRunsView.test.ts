@@ -8,9 +8,29 @@ import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
 import type { ApoTrainingRun, GrpoTrainingRun, TrainingRun } from '../../trainer-daemon/protocol';
 import { testApoConfig, testGrpoConfig } from '../helpers/trainingConfigs';
 
-const record = { id: 'run-1', status: 'running', createdAt: 1, startedAt: 1, endedAt: null, error: null, errorKind: null, cancelRequested: false, result: null } as const;
-const run = (extra: Partial<ApoTrainingRun> = {}): TrainingRun => ({ ...record, algorithm: 'apo', config: testApoConfig({ beam: 2 }), ...extra });
-const grpoRun = (extra: Partial<GrpoTrainingRun> = {}): TrainingRun => ({ ...record, algorithm: 'grpo', config: testGrpoConfig(), ...extra });
+const record = {
+  id: 'run-1',
+  status: 'running',
+  createdAt: 1,
+  startedAt: 1,
+  endedAt: null,
+  error: null,
+  errorKind: null,
+  cancelRequested: false,
+  result: null,
+} as const;
+const run = (extra: Partial<ApoTrainingRun> = {}): TrainingRun => ({
+  ...record,
+  algorithm: 'apo',
+  config: testApoConfig({ beam: 2 }),
+  ...extra,
+});
+const grpoRun = (extra: Partial<GrpoTrainingRun> = {}): TrainingRun => ({
+  ...record,
+  algorithm: 'grpo',
+  config: testGrpoConfig(),
+  ...extra,
+});
 const points = [
   { step: 0, name: 'best_val_score', value: 0.5 },
   { step: 1, name: 'best_val_score', value: 0.75 },
@@ -40,7 +60,14 @@ describe('training runs in the panel', () => {
   it('summarizes a run generically: subject from its configuration, outcome from its result', () => {
     assert.equal(runSubject(run()), 'prompt · sums');
     assert.equal(runSubject(grpoRun({ config: testGrpoConfig({ dataset: 'tools' }) })), 'tiny · tools');
-    assert.equal(runSubject(grpoRun({ config: testGrpoConfig({ model: { kind: 'hf', name: 'Qwen/Qwen2.5-0.5B-Instruct' }, dataset: 'tools' }) })), 'Qwen/Qwen2.5-0.5B-Instruct · tools');
+    assert.equal(
+      runSubject(
+        grpoRun({
+          config: testGrpoConfig({ model: { kind: 'hf', name: 'Qwen/Qwen2.5-0.5B-Instruct' }, dataset: 'tools' }),
+        }),
+      ),
+      'Qwen/Qwen2.5-0.5B-Instruct · tools',
+    );
     assert.equal(runOutcome(run({ result: { seed: { valScore: 0.5 }, best: { valScore: 1 } } })), 'val 0.50 → 1.00');
     assert.equal(runOutcome(run({ status: 'failed', error: 'no val split' })), 'no val split');
     assert.equal(scoreText(null), '–');
@@ -49,9 +76,26 @@ describe('training runs in the panel', () => {
   it('validates the training-run messages both ways', () => {
     assert.ok(WebviewToExtension.safeParse({ type: 'openTrainingRun', id: 'run-1' }).success);
     assert.ok(!WebviewToExtension.safeParse({ type: 'cancelTrainingRun', id: '' }).success);
-    assert.ok(ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view: { run: grpoRun(), metrics: [], extra: { kind: 'grpo', checkpoints: [] } } }).success);
-    assert.ok(!ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view: { run: { ...grpoRun(), algorithm: 'ppo' }, metrics: [], extra: { kind: 'grpo', checkpoints: [] } } }).success, 'a run is one of the algorithms');
-    assert.ok(!ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view: { run: run(), metrics: [], extra: { kind: 'apo' } } }).success, 'APO views carry the leaderboard');
+    assert.ok(
+      ExtensionToWebview.safeParse({
+        type: 'trainingRunDetail',
+        view: { run: grpoRun(), metrics: [], extra: { kind: 'grpo', checkpoints: [] } },
+      }).success,
+    );
+    assert.ok(
+      !ExtensionToWebview.safeParse({
+        type: 'trainingRunDetail',
+        view: { run: { ...grpoRun(), algorithm: 'ppo' }, metrics: [], extra: { kind: 'grpo', checkpoints: [] } },
+      }).success,
+      'a run is one of the algorithms',
+    );
+    assert.ok(
+      !ExtensionToWebview.safeParse({
+        type: 'trainingRunDetail',
+        view: { run: run(), metrics: [], extra: { kind: 'apo' } },
+      }).success,
+      'APO views carry the leaderboard',
+    );
   });
 });
 
@@ -72,49 +116,108 @@ describe('a GRPO run in the panel: small multiples', () => {
 
   it('shapes one chart per metric recorded, in order, the reward with its ± std band; GPU memory only when recorded', () => {
     const charts = grpoCharts(grpo);
-    assert.deepEqual(charts.map((c) => c.metric), ['reward/mean', 'val/reward', 'loss', 'tokensPerSecond']);
-    assert.deepEqual(charts[0]!.points, [{ step: 1, value: 0.5, low: 0.25, high: 0.75 }, { step: 2, value: 0.75, low: 0.625, high: 0.875 }]);
-    assert.deepEqual(charts[1]!.points, [{ step: 0, value: 0.25 }, { step: 2, value: 1 }]);
-    assert.deepEqual(charts.map((c) => c.summary), [
-      'Reward (sampled, ± std): 0.5 → 0.75 (iterations 1–2)',
-      'Validation reward: 0.25 → 1 (iterations 0–2)',
-      'Loss: 0.5 at iteration 1',
-      'Update tokens/s: 1.5k → 1.8k (iterations 1–2)',
+    assert.deepEqual(
+      charts.map((c) => c.metric),
+      ['reward/mean', 'val/reward', 'loss', 'tokensPerSecond'],
+    );
+    assert.deepEqual(charts[0]!.points, [
+      { step: 1, value: 0.5, low: 0.25, high: 0.75 },
+      { step: 2, value: 0.75, low: 0.625, high: 0.875 },
     ]);
+    assert.deepEqual(charts[1]!.points, [
+      { step: 0, value: 0.25 },
+      { step: 2, value: 1 },
+    ]);
+    assert.deepEqual(
+      charts.map((c) => c.summary),
+      [
+        'Reward (sampled, ± std): 0.5 → 0.75 (iterations 1–2)',
+        'Validation reward: 0.25 → 1 (iterations 0–2)',
+        'Loss: 0.5 at iteration 1',
+        'Update tokens/s: 1.5k → 1.8k (iterations 1–2)',
+      ],
+    );
     const withGpu = grpoCharts([...grpo, { step: 1, name: 'gpuMemoryBytes', value: 3 * 2 ** 30 }]);
     assert.equal(withGpu.at(-1)!.summary, 'GPU memory: 3.0 GiB at iteration 1');
-    assert.deepEqual([formatValue(-0.000733, 'number'), formatValue(0.0826, 'number'), formatValue(5.5381, 'number'), formatValue(512 * 2 ** 20, 'bytes')], ['-7.3e-4', '0.0826', '5.54', '512 MiB']);
+    assert.deepEqual(
+      [
+        formatValue(-0.000733, 'number'),
+        formatValue(0.0826, 'number'),
+        formatValue(5.5381, 'number'),
+        formatValue(512 * 2 ** 20, 'bytes'),
+      ],
+      ['-7.3e-4', '0.0826', '5.54', '512 MiB'],
+    );
     assert.deepEqual(grpoCharts([]), []);
   });
 
   it('draws the band under the line on a 0–1 axis for scores, with the summary as the accessible name', () => {
     const [reward] = grpoCharts(grpo);
-    const svg = bandChartSvg(reward!.points, { label: reward!.summary, format: (v) => formatValue(v, 'score'), range: [0, 1], width: 142, height: 122 });
+    const svg = bandChartSvg(reward!.points, {
+      label: reward!.summary,
+      format: (v) => formatValue(v, 'score'),
+      range: [0, 1],
+      width: 142,
+      height: 122,
+    });
     // 142 − 42 left − 6 right = 94 px for steps 1..2; 122 − 6 top − 16 bottom = 100 px for 0..1.
     assert.match(svg, /class="series"[^>]*points="42,56 136,31"/);
     assert.match(svg, /<polygon class="band"[^>]*points="42,31 136,18.5 136,43.5 42,81"/);
     assert.match(svg, /role="img" aria-label="Reward \(sampled, ± std\): 0.5 → 0.75 \(iterations 1–2\)"/);
     assert.match(svg, />1<\/text><text[^>]*>0<\/text>/);
     // A series outside the range gets its own: the axis shows its min and max.
-    const rate = bandChartSvg([{ step: 1, value: 1520 }, { step: 2, value: 1830 }], { label: 'rate', format: (v) => formatValue(v, 'rate'), range: [0, 1] });
+    const rate = bandChartSvg(
+      [
+        { step: 1, value: 1520 },
+        { step: 2, value: 1830 },
+      ],
+      { label: 'rate', format: (v) => formatValue(v, 'rate'), range: [0, 1] },
+    );
     assert.match(rate, />1.8k<\/text><text[^>]*>1.5k<\/text>/);
     // A range narrower than the format rounds to gets the digits that tell its ends apart.
-    const entropy = bandChartSvg([{ step: 1, value: 5.5381 }, { step: 2, value: 5.5362 }], { label: 'entropy', format: (v) => formatValue(v, 'number') });
+    const entropy = bandChartSvg(
+      [
+        { step: 1, value: 5.5381 },
+        { step: 2, value: 5.5362 },
+      ],
+      { label: 'entropy', format: (v) => formatValue(v, 'number') },
+    );
     assert.match(entropy, />5.538<\/text><text[^>]*>5.536<\/text>/);
     assert.equal(bandChartSvg([], { label: 'x', format: String }), '');
   });
 
   it('merges a live refresh: the points up to afterStep kept, the newer ones (and late ones of the last step) taken', () => {
-    const have = [{ step: 1, name: 'loss', value: 1 }, { step: 2, name: 'loss', value: 0.5 }];
-    const newer = [{ step: 2, name: 'loss', value: 0.5 }, { step: 2, name: 'val/reward', value: 1 }, { step: 3, name: 'loss', value: 0.25 }];
+    const have = [
+      { step: 1, name: 'loss', value: 1 },
+      { step: 2, name: 'loss', value: 0.5 },
+    ];
+    const newer = [
+      { step: 2, name: 'loss', value: 0.5 },
+      { step: 2, name: 'val/reward', value: 1 },
+      { step: 3, name: 'loss', value: 0.25 },
+    ];
     assert.deepEqual(mergeMetrics(have, newer, 1), [have[0], ...newer]);
   });
 
   it('validates the GRPO view and the new messages', () => {
-    const checkpoint = { id: 'ck-1', runId: 'run-1', step: 1, path: '/x', metrics: { 'reward/mean': 0.5 }, createdAt: 1 };
-    const parsed = ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view: { run: grpoRun(), metrics: [], extra: { kind: 'grpo', checkpoints: [checkpoint] } } });
+    const checkpoint = {
+      id: 'ck-1',
+      runId: 'run-1',
+      step: 1,
+      path: '/x',
+      metrics: { 'reward/mean': 0.5 },
+      createdAt: 1,
+    };
+    const parsed = ExtensionToWebview.safeParse({
+      type: 'trainingRunDetail',
+      view: { run: grpoRun(), metrics: [], extra: { kind: 'grpo', checkpoints: [checkpoint] } },
+    });
     assert.ok(parsed.success);
-    assert.equal(parsed.data.type === 'trainingRunDetail' && parsed.data.view.afterStep, -1, 'a whole series unless said otherwise');
+    assert.equal(
+      parsed.data.type === 'trainingRunDetail' && parsed.data.view.afterStep,
+      -1,
+      'a whole series unless said otherwise',
+    );
     assert.ok(ExtensionToWebview.safeParse({ type: 'showTrainingRun', id: 'run-1' }).success);
     assert.ok(WebviewToExtension.safeParse({ type: 'openTrainingRun', id: 'run-1', afterStep: 3 }).success);
     assert.ok(!WebviewToExtension.safeParse({ type: 'openTrainingRun', id: 'run-1', afterStep: -2 }).success);

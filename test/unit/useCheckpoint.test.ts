@@ -6,7 +6,13 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { checkpointArgs, checkpointItems, debugRoute, needsTrainerSetup, UseCheckpointArgument } from '../../extension/checkpoints/routing';
+import {
+  checkpointArgs,
+  checkpointItems,
+  debugRoute,
+  needsTrainerSetup,
+  UseCheckpointArgument,
+} from '../../extension/checkpoints/routing';
 import type { LaunchConfig } from '../../extension/debug/launchConfig';
 import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
@@ -16,20 +22,60 @@ import { resumeRoutingOptions } from '../../trainer-daemon/cli/routing';
 import { InvalidInputError, NotFoundError, TrainerUnavailableError } from '../../trainer-daemon/protocol/errors';
 import { parsed } from '../helpers/params';
 
-const served: ServedPolicy = { checkpointId: 'ckpt-a1', runId: 'train-1', step: 3, url: 'http://127.0.0.1:4567', policyVersion: 7, device: 'cpu', startedAt: 1 };
-const launch = (env?: Record<string, string>): LaunchConfig => ({ type: 'node', name: 'agent', request: 'launch', lightning: true, ...(env ? { env } : {}) });
+const served: ServedPolicy = {
+  checkpointId: 'ckpt-a1',
+  runId: 'train-1',
+  step: 3,
+  url: 'http://127.0.0.1:4567',
+  policyVersion: 7,
+  device: 'cpu',
+  startedAt: 1,
+};
+const launch = (env?: Record<string, string>): LaunchConfig => ({
+  type: 'node',
+  name: 'agent',
+  request: 'launch',
+  lightning: true,
+  ...(env ? { env } : {}),
+});
 
 describe('Use Checkpoint: routing', () => {
   it('without a checkpoint in use, a debug rollout keeps its own upstream (the configuration, else the editor environment, else the daemon)', () => {
-    assert.deepEqual(debugRoute(launch({ OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1/' }), {}, null), { upstream: 'http://127.0.0.1:11434/v1', providerUpstreams: {}, tokenIds: false, resources: {} });
-    assert.deepEqual(debugRoute(launch(), { OPENAI_API_BASE: 'http://gw/v1' }, null), { upstream: 'http://gw/v1', providerUpstreams: {}, tokenIds: false, resources: {} });
-    assert.deepEqual(debugRoute(launch(), {}, null), { upstream: null, providerUpstreams: {}, tokenIds: false, resources: {} });
+    assert.deepEqual(debugRoute(launch({ OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1/' }), {}, null), {
+      upstream: 'http://127.0.0.1:11434/v1',
+      providerUpstreams: {},
+      tokenIds: false,
+      resources: {},
+    });
+    assert.deepEqual(debugRoute(launch(), { OPENAI_API_BASE: 'http://gw/v1' }, null), {
+      upstream: 'http://gw/v1',
+      providerUpstreams: {},
+      tokenIds: false,
+      resources: {},
+    });
+    assert.deepEqual(debugRoute(launch(), {}, null), {
+      upstream: null,
+      providerUpstreams: {},
+      tokenIds: false,
+      resources: {},
+    });
     // Its Anthropic and Gemini base URLs, from the configuration over the editor's environment, are those calls' upstreams.
-    assert.deepEqual(debugRoute(launch({ ANTHROPIC_BASE_URL: 'http://127.0.0.1:8000/' }), { GOOGLE_GEMINI_BASE_URL: 'http://gem', ANTHROPIC_BASE_URL: 'http://other' }, null).providerUpstreams, { anthropic: 'http://127.0.0.1:8000', gemini: 'http://gem' });
+    assert.deepEqual(
+      debugRoute(
+        launch({ ANTHROPIC_BASE_URL: 'http://127.0.0.1:8000/' }),
+        { GOOGLE_GEMINI_BASE_URL: 'http://gem', ANTHROPIC_BASE_URL: 'http://other' },
+        null,
+      ).providerUpstreams,
+      { anthropic: 'http://127.0.0.1:8000', gemini: 'http://gem' },
+    );
   });
 
   it('with a checkpoint in use, its server answers — over the agent’s own OPENAI_BASE_URL — with token ids, and the rollout records it', () => {
-    const route = debugRoute(launch({ OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1' }), { OPENAI_BASE_URL: 'https://api.openai.com/v1' }, served);
+    const route = debugRoute(
+      launch({ OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1' }),
+      { OPENAI_BASE_URL: 'https://api.openai.com/v1' },
+      served,
+    );
     assert.deepEqual(route, { upstream: 'http://127.0.0.1:4567/v1', tokenIds: true, resources: { policy: 7 } });
   });
 
@@ -45,18 +91,38 @@ describe('Use Checkpoint: routing', () => {
   });
 
   it('offers checkpoints newest first with step, run and key metrics, marking the one in use', () => {
-    const checkpoint = (id: string, step: number, createdAt: number, metrics: Record<string, number>): Checkpoint => ({ id, runId: 'train-1', step, path: `/c/${step}`, metrics, createdAt });
-    const items = checkpointItems([checkpoint('ckpt-1', 1, 1000, { 'reward/mean': 0.25, loss: 0.5 }), checkpoint('ckpt-2', 2, 2000, { 'val/reward': 0.8125, 'reward/mean': 0.5, kl: 0.0123 })], 'ckpt-1');
-    assert.deepEqual(items.map((i) => [i.label, i.description]), [
-      ['step 2 · train-1', 'val 0.813 · reward 0.500 · KL 0.0123'],
-      ['$(check) step 1 · train-1', 'reward 0.250 · loss 0.500'],
-    ]);
+    const checkpoint = (id: string, step: number, createdAt: number, metrics: Record<string, number>): Checkpoint => ({
+      id,
+      runId: 'train-1',
+      step,
+      path: `/c/${step}`,
+      metrics,
+      createdAt,
+    });
+    const items = checkpointItems(
+      [
+        checkpoint('ckpt-1', 1, 1000, { 'reward/mean': 0.25, loss: 0.5 }),
+        checkpoint('ckpt-2', 2, 2000, { 'val/reward': 0.8125, 'reward/mean': 0.5, kl: 0.0123 }),
+      ],
+      'ckpt-1',
+    );
+    assert.deepEqual(
+      items.map((i) => [i.label, i.description]),
+      [
+        ['step 2 · train-1', 'val 0.813 · reward 0.500 · KL 0.0123'],
+        ['$(check) step 1 · train-1', 'reward 0.250 · loss 0.500'],
+      ],
+    );
     assert.equal(describeMetrics({ parameters: 12345 }), '');
   });
 
   it('points errors about the trainer’s Python to the setup', () => {
     // By the daemon's error kind (servePolicy's error, test/integration/useCheckpoint.test.ts), never its message.
-    assert.ok(needsTrainerSetup(new TrainerUnavailableError("--python /x cannot run the trainer: not found. Run `lightning doctor`.").kind));
+    assert.ok(
+      needsTrainerSetup(
+        new TrainerUnavailableError('--python /x cannot run the trainer: not found. Run `lightning doctor`.').kind,
+      ),
+    );
     assert.ok(!needsTrainerSetup(new NotFoundError('checkpoint ckpt-1 does not exist').kind));
     assert.ok(!needsTrainerSetup(null));
   });
@@ -75,13 +141,22 @@ describe('Use Checkpoint: the record', () => {
 
     const servedRollout = store.createRollout(parsed('createRollout', { resources: { policy: version } }));
     const plain = store.createRollout(parsed('createRollout', {}));
-    assert.deepEqual(store.getRolloutDetail(servedRollout.id).servedBy, { runId: run.id, step: 4, checkpoint: '/ckpt/4', checkpointId: checkpoint.id });
+    assert.deepEqual(store.getRolloutDetail(servedRollout.id).servedBy, {
+      runId: run.id,
+      step: 4,
+      checkpoint: '/ckpt/4',
+      checkpointId: checkpoint.id,
+    });
     assert.equal(store.getRolloutDetail(plain.id).servedBy, null);
     assert.deepEqual(store.getRolloutDetail(plain.id).resources, {}, 'the policy is never pinned by default');
     // A training iteration's policy (the current version) is recorded only for the rollouts it served too.
     const iteration = store.addPolicyVersion({ runId: run.id, step: 5, checkpoint: '/ckpt/5' });
     assert.equal(store.getRolloutDetail(store.createRollout(parsed('createRollout', {})).id).servedBy, null);
-    assert.deepEqual(store.getRolloutDetail(store.createRollout(parsed('createRollout', { resources: { policy: iteration } })).id).servedBy, { runId: run.id, step: 5, checkpoint: '/ckpt/5', checkpointId: null });
+    assert.deepEqual(
+      store.getRolloutDetail(store.createRollout(parsed('createRollout', { resources: { policy: iteration } })).id)
+        .servedBy,
+      { runId: run.id, step: 5, checkpoint: '/ckpt/5', checkpointId: null },
+    );
   });
 
   it('the worker is loaded from a checkpoint alone, or from a model and an adapter', () => {
@@ -95,11 +170,25 @@ describe('Use Checkpoint: the record', () => {
 
 describe('Use Checkpoint: resuming a batch', () => {
   it('keeps the checkpoint the batch was started with; another one, one for a batch without, or --upstream over it is refused naming both', () => {
-    assert.deepEqual(resumeRoutingOptions({ tokenIds: true }, 'batch-1', 'ckpt-a'), { tokenIds: true, checkpoint: 'ckpt-a' });
+    assert.deepEqual(resumeRoutingOptions({ tokenIds: true }, 'batch-1', 'ckpt-a'), {
+      tokenIds: true,
+      checkpoint: 'ckpt-a',
+    });
     assert.deepEqual(resumeRoutingOptions({ checkpoint: 'ckpt-a' }, 'batch-1', 'ckpt-a'), { checkpoint: 'ckpt-a' });
     assert.deepEqual(resumeRoutingOptions({ upstream: 'http://gw/v1' }, 'batch-1', null), { upstream: 'http://gw/v1' });
-    assert.throws(() => resumeRoutingOptions({ checkpoint: 'ckpt-b' }, 'batch-1', 'ckpt-a'), (e: Error) => e instanceof InvalidInputError && /--checkpoint ckpt-b: batch batch-1 was started with checkpoint ckpt-a/.test(e.message));
-    assert.throws(() => resumeRoutingOptions({ checkpoint: 'ckpt-b' }, 'batch-1', null), /--checkpoint ckpt-b: batch batch-1 was started without a checkpoint/);
-    assert.throws(() => resumeRoutingOptions({ upstream: 'http://gw/v1' }, 'batch-1', 'ckpt-a'), /--upstream: batch batch-1 was started with checkpoint ckpt-a/);
+    assert.throws(
+      () => resumeRoutingOptions({ checkpoint: 'ckpt-b' }, 'batch-1', 'ckpt-a'),
+      (e: Error) =>
+        e instanceof InvalidInputError &&
+        /--checkpoint ckpt-b: batch batch-1 was started with checkpoint ckpt-a/.test(e.message),
+    );
+    assert.throws(
+      () => resumeRoutingOptions({ checkpoint: 'ckpt-b' }, 'batch-1', null),
+      /--checkpoint ckpt-b: batch batch-1 was started without a checkpoint/,
+    );
+    assert.throws(
+      () => resumeRoutingOptions({ upstream: 'http://gw/v1' }, 'batch-1', 'ckpt-a'),
+      /--upstream: batch batch-1 was started with checkpoint ckpt-a/,
+    );
   });
 });

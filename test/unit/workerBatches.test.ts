@@ -21,8 +21,18 @@ function setUp(t: { after(fn: () => void): void }, rollouts: number, maxAttempts
     batches.dispose();
     store.close();
   });
-  const ids = Array.from({ length: rollouts }, () => store.createRollout(parsed('createRollout', { mode: 'train', maxAttempts })).id);
-  const batch = batches.open({ rolloutIds: ids, upstream: null, providerUpstreams: {}, tokenIds: false, timeoutMs: 60_000, concurrencyPerWorker: 8 });
+  const ids = Array.from(
+    { length: rollouts },
+    () => store.createRollout(parsed('createRollout', { mode: 'train', maxAttempts })).id,
+  );
+  const batch = batches.open({
+    rolloutIds: ids,
+    upstream: null,
+    providerUpstreams: {},
+    tokenIds: false,
+    timeoutMs: 60_000,
+    concurrencyPerWorker: 8,
+  });
   return { store, batches, ids, batch };
 }
 
@@ -31,15 +41,26 @@ describe('worker batches followed in process', () => {
     const { batches, ids, batch } = setUp(t, 2, 2);
     const seen: AttemptEvent[] = [];
     let cancelled = 0;
-    const followed = batches.follow(batch.id, { onAttempt: (event) => seen.push(event), onCancelled: () => (cancelled += 1) });
+    const followed = batches.follow(batch.id, {
+      onAttempt: (event) => seen.push(event),
+      onCancelled: () => (cancelled += 1),
+    });
     const key = new URL(batch.url).pathname.split('/').at(-1)!;
     const first = await batches.next(key, 'w0', () => true);
     const second = await batches.next(key, 'w0', () => true);
     assert.deepEqual([first?.rolloutId, second?.rolloutId], ids);
     await batches.end(ids[0]!, 'succeeded', null);
-    assert.deepEqual(seen.map((e) => [e.rollout.id, e.rollout.status, e.retrying]), [[ids[0], 'succeeded', false]], 'pushed at once');
+    assert.deepEqual(
+      seen.map((e) => [e.rollout.id, e.rollout.status, e.retrying]),
+      [[ids[0], 'succeeded', false]],
+      'pushed at once',
+    );
     await batches.end(ids[1]!, 'failed', 'boom');
-    assert.deepEqual(seen.at(-1) && [seen.at(-1)!.rollout.status, seen.at(-1)!.retrying], ['failed', true], 'a failure with attempts left is retried');
+    assert.deepEqual(
+      seen.at(-1) && [seen.at(-1)!.rollout.status, seen.at(-1)!.retrying],
+      ['failed', true],
+      'a failure with attempts left is retried',
+    );
     const retry = await batches.next(key, 'w0', () => true);
     assert.equal(retry?.rolloutId, ids[1]);
     await batches.end(ids[1]!, 'succeeded', null);
@@ -57,7 +78,10 @@ describe('worker batches followed in process', () => {
     assert.equal(await batches.cancel(batch.id), 3);
     await followed;
     assert.equal(cancelled, 1);
-    assert.deepEqual(ids.map((id) => store.getRollout(id).status), ['cancelled', 'cancelled', 'cancelled']);
+    assert.deepEqual(
+      ids.map((id) => store.getRollout(id).status),
+      ['cancelled', 'cancelled', 'cancelled'],
+    );
   });
 
   it('fails the follow when the daemon stops before the batch is done', async (t) => {
@@ -81,6 +105,9 @@ describe('worker batches followed in process', () => {
     await batches.end(second!.rolloutId, 'failed', 'boom');
     const third = await batches.next(key, 'w0', () => true);
     await batches.end(third!.rolloutId, 'succeeded', null);
-    assert.deepEqual(ids.map((id) => store.getRolloutDetail(id).attempts.map((a) => a.node)), [[nodeA], [nodeB], [nodeA]]);
+    assert.deepEqual(
+      ids.map((id) => store.getRolloutDetail(id).attempts.map((a) => a.node)),
+      [[nodeA], [nodeB], [nodeA]],
+    );
   });
 });

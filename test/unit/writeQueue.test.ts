@@ -22,10 +22,15 @@ describe('group commit (WriteQueue)', () => {
   test('writes submitted in one turn of the event loop commit in one transaction, and resolve after the commit', async (t) => {
     const store = openStore(t);
     const writes = new WriteQueue(store, silentLogger);
-    const rollouts = [store.createRollout(parsed('createRollout', {})).id, store.createRollout(parsed('createRollout', {})).id];
+    const rollouts = [
+      store.createRollout(parsed('createRollout', {})).id,
+      store.createRollout(parsed('createRollout', {})).id,
+    ];
     let commits = 0;
     store.onDidAddSpans(() => (commits += 1));
-    const pending = Array.from({ length: 50 }, (_, i) => writes.submit(() => store.addSpans({ rolloutId: rollouts[i % 2]!, spans: [llmSpan()] }), 1));
+    const pending = Array.from({ length: 50 }, (_, i) =>
+      writes.submit(() => store.addSpans({ rolloutId: rollouts[i % 2]!, spans: [llmSpan()] }), 1),
+    );
     assert.equal(store.getRollout(rollouts[0]!).spanCount, 0, 'nothing is written synchronously');
     const results = await Promise.all(pending);
     assert.equal(commits, 1, 'one commit, announced once');
@@ -49,8 +54,20 @@ describe('group commit (WriteQueue)', () => {
       writes.submitSpans('ro-missing', [llmSpan()]),
     ]);
     assert.equal(commits, 1);
-    assert.deepEqual((r1 as PromiseFulfilledResult<Array<{ kind: string; sequence?: number }>>).value.map((r) => [r.kind, r.sequence]), [['stored', 1], ['stored', 2]]);
-    assert.deepEqual((r2 as PromiseFulfilledResult<Array<{ kind: string; sequence?: number }>>).value.map((r) => [r.kind, r.sequence]), [['stored', 3], ['duplicate', undefined]]);
+    assert.deepEqual(
+      (r1 as PromiseFulfilledResult<Array<{ kind: string; sequence?: number }>>).value.map((r) => [r.kind, r.sequence]),
+      [
+        ['stored', 1],
+        ['stored', 2],
+      ],
+    );
+    assert.deepEqual(
+      (r2 as PromiseFulfilledResult<Array<{ kind: string; sequence?: number }>>).value.map((r) => [r.kind, r.sequence]),
+      [
+        ['stored', 3],
+        ['duplicate', undefined],
+      ],
+    );
     assert.equal((r3 as PromiseFulfilledResult<Array<{ kind: string }>>).value[0]!.kind, 'stored');
     assert.equal(missing.status, 'rejected');
     assert.equal(store.getRollout(a).spanCount, 3);
@@ -66,7 +83,9 @@ describe('group commit (WriteQueue)', () => {
       store.createRollout(parsed('createRollout', { label: 'rolled back' }));
       return store.transitionRollout(parsed('transitionRollout', { id: 'ro-missing', to: 'running' }));
     });
-    const reward = created.then((r) => writes.submit(() => store.addReward(parsed('addReward', { rolloutId: r.id, value: 1 }))));
+    const reward = created.then((r) =>
+      writes.submit(() => store.addReward(parsed('addReward', { rolloutId: r.id, value: 1 }))),
+    );
     await assert.rejects(failing, /ro-missing does not exist/);
     const rollout = await created;
     await reward;
@@ -85,30 +104,46 @@ describe('group commit (WriteQueue)', () => {
     await assert.rejects(tooMany, OverloadedError);
     assert.equal((await good).results[0]!.kind, 'stored');
     writes.shutdown();
-    await assert.rejects(writes.submit(() => store.createRollout(parsed('createRollout', {}))), /shutting down/);
+    await assert.rejects(
+      writes.submit(() => store.createRollout(parsed('createRollout', {}))),
+      /shutting down/,
+    );
   });
 
   test('notifications are coalesced to at most one of each kind per interval', async (t) => {
     const store = openStore(t);
     const sent: Array<[NotificationName, unknown]> = [];
     const sentAt: number[] = [];
-    const notifier = new ChangeNotifier(store, (name, params) => (sent.push([name, params]), sentAt.push(performance.now())), 100);
+    const notifier = new ChangeNotifier(
+      store,
+      (name, params) => (sent.push([name, params]), sentAt.push(performance.now())),
+      100,
+    );
     t.after(() => notifier.dispose());
     const { id } = store.createRollout(parsed('createRollout', { label: 'a' }));
     for (let i = 0; i < 20; i += 1) store.addSpans({ rolloutId: id, spans: [llmSpan()] });
     await waitFor(() => sent.some(([name]) => name === 'spansAdded'), 'the spans flush');
     assert.equal(sent.filter(([name]) => name === 'spansAdded').length, 1, '20 span writes, one spans/added');
-    assert.deepEqual(sent.find(([name]) => name === 'spansAdded')![1], { rollouts: [{ rolloutId: id, fromSequence: 1, toSequence: 20 }] });
+    assert.deepEqual(sent.find(([name]) => name === 'spansAdded')![1], {
+      rollouts: [{ rolloutId: id, fromSequence: 1, toSequence: 20 }],
+    });
     const before = sent.length;
     store.addReward(parsed('addReward', { rolloutId: id, value: 1 }));
     await waitFor(() => sent.length > before, 'the flush after the reward');
     // Notifications sent together form one flush; flushes are at least the interval apart.
     const flushes = sentAt.filter((time, i) => i === 0 || time - sentAt[i - 1]! > 5);
     assert.ok(flushes.length <= 4, `22 changes must coalesce into a few flushes (got ${flushes.length})`);
-    flushes.slice(1).forEach((time, i) => assert.ok(time - flushes[i]! >= 95, `flushes ${i} and ${i + 1} are ${time - flushes[i]!} ms apart`));
+    flushes
+      .slice(1)
+      .forEach((time, i) =>
+        assert.ok(time - flushes[i]! >= 95, `flushes ${i} and ${i + 1} are ${time - flushes[i]!} ms apart`),
+      );
     const last = sent.at(-1)! as [string, { rollouts: Array<{ reward: number | null; spanCount: number }> }];
     assert.equal(last[0], 'rolloutsChanged');
-    assert.deepEqual(last[1].rollouts.map((r) => [r.reward, r.spanCount]), [[1, 20]]);
+    assert.deepEqual(
+      last[1].rollouts.map((r) => [r.reward, r.spanCount]),
+      [[1, 20]],
+    );
   });
 
   test('a write of 150,000 spans (under the limit) commits whole: the commit announces them without spreading them into one call', async (t) => {
@@ -117,7 +152,10 @@ describe('group commit (WriteQueue)', () => {
     const rollout = store.createRollout(parsed('createRollout', {})).id;
     let announced = 0;
     store.onDidAddSpans((spans) => (announced += spans.length));
-    const results = await writes.submitSpans(rollout, Array.from({ length: 150_000 }, () => llmSpan()));
+    const results = await writes.submitSpans(
+      rollout,
+      Array.from({ length: 150_000 }, () => llmSpan()),
+    );
     assert.equal(results.filter((r) => r.kind === 'stored').length, 150_000);
     assert.equal(store.getRollout(rollout).spanCount, 150_000);
     assert.equal(announced, 150_000);
@@ -132,7 +170,9 @@ describe('group commit (WriteQueue)', () => {
     const writes = new WriteQueue(store, silentLogger, { lockWaitMs: 60_000 });
     outside.exec('BEGIN IMMEDIATE');
     let made = false;
-    const pending = writes.submit(() => store.createRollout(parsed('createRollout', { label: 'waits' }))).then((rollout) => ((made = true), rollout));
+    const pending = writes
+      .submit(() => store.createRollout(parsed('createRollout', { label: 'waits' })))
+      .then((rollout) => ((made = true), rollout));
     // The event loop turns while the write waits; the write is not made yet.
     for (let turn = 0; turn < 5; turn += 1) await new Promise((resolve) => setImmediate(resolve));
     assert.equal(made, false);
@@ -141,9 +181,17 @@ describe('group commit (WriteQueue)', () => {
 
     const impatient = new WriteQueue(store, silentLogger, { lockWaitMs: 100 });
     outside.exec('BEGIN IMMEDIATE');
-    await assert.rejects(impatient.submit(() => store.createRollout(parsed('createRollout', { label: 'never' }))), (error: unknown) => error instanceof StorageUnavailableError && /another process holds the store’s write lock/.test(error.message));
+    await assert.rejects(
+      impatient.submit(() => store.createRollout(parsed('createRollout', { label: 'never' }))),
+      (error: unknown) =>
+        error instanceof StorageUnavailableError && /another process holds the store’s write lock/.test(error.message),
+    );
     outside.exec('COMMIT');
-    assert.equal(store.listRollouts(parsed('listRollouts', {})).items.filter((rollout) => rollout.label === 'never').length, 0, 'nothing half-written');
+    assert.equal(
+      store.listRollouts(parsed('listRollouts', {})).items.filter((rollout) => rollout.label === 'never').length,
+      0,
+      'nothing half-written',
+    );
   });
 
   test('a write larger than the queue can ever hold is a 413 at once, not a 503 the caller would retry forever', async (t) => {
@@ -151,7 +199,13 @@ describe('group commit (WriteQueue)', () => {
     t.after(() => store.close());
     const writes = new WriteQueue(store, silentLogger, { maxQueued: 10 });
     const id = store.createRollout(parsed('createRollout', {})).id;
-    await assert.rejects(writes.submitSpans(id, Array.from({ length: 11 }, () => llmSpan())), (error: Error) => error instanceof PayloadTooLargeError && /smaller batches/.test(error.message));
+    await assert.rejects(
+      writes.submitSpans(
+        id,
+        Array.from({ length: 11 }, () => llmSpan()),
+      ),
+      (error: Error) => error instanceof PayloadTooLargeError && /smaller batches/.test(error.message),
+    );
     assert.equal((await writes.submitSpans(id, [llmSpan()])).length, 1);
   });
 

@@ -7,7 +7,14 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { noSkippedCalls, RewardPolicy, type AgentResources, type ApoConfig, type Json, type RolloutMode } from '../protocol';
+import {
+  noSkippedCalls,
+  RewardPolicy,
+  type AgentResources,
+  type ApoConfig,
+  type Json,
+  type RolloutMode,
+} from '../protocol';
 import { LightningError } from '../protocol/errors';
 import { episodeReward } from '../lightningrl/credit';
 import type { RpcClient } from '../protocol/connection';
@@ -62,7 +69,12 @@ export class Evaluator {
     this.runner?.cancel();
   }
 
-  async run(tasks: readonly EvalTask[], version: number, mode: Extract<RolloutMode, 'train' | 'val'>, label: string): Promise<ScoredRollout[]> {
+  async run(
+    tasks: readonly EvalTask[],
+    version: number,
+    mode: Extract<RolloutMode, 'train' | 'val'>,
+    label: string,
+  ): Promise<ScoredRollout[]> {
     const { client, runId, config, argv } = this.options;
     if (this.cancelled) throw new CancelledError('the run was cancelled');
     this.batches += 1;
@@ -70,8 +82,13 @@ export class Evaluator {
     const ids: string[] = [];
     for (const task of tasks) {
       const rollout = await client.request('createRollout', {
-        mode, label, task: { id: task.id, input: task.input }, datasetId: task.datasetId, batchId,
-        source: { kind: 'command', argv: [...argv], cwd: process.cwd() }, resources: { [config.resource]: version },
+        mode,
+        label,
+        task: { id: task.id, input: task.input },
+        datasetId: task.datasetId,
+        batchId,
+        source: { kind: 'command', argv: [...argv], cwd: process.cwd() },
+        resources: { [config.resource]: version },
       });
       ids.push(rollout.id);
     }
@@ -88,8 +105,15 @@ export class Evaluator {
       env.LIGHTNING_PROMPT_FILE = copy;
     }
     this.runner = new BatchRunner({
-      client, mode: { kind: 'process', command, concurrency: config.concurrency }, timeoutMs: config.timeoutMs, upstream: this.options.upstream, tokenIds: false,
-      logDir, env, onAttempt: () => {}, scoring: this.options.scoring,
+      client,
+      mode: { kind: 'process', command, concurrency: config.concurrency },
+      timeoutMs: config.timeoutMs,
+      upstream: this.options.upstream,
+      tokenIds: false,
+      logDir,
+      env,
+      onAttempt: () => {},
+      scoring: this.options.scoring,
     });
     if (this.cancelled) this.runner.cancel();
     await this.runner.run(ids);
@@ -104,7 +128,10 @@ export class Evaluator {
     const { client, config } = this.options;
     const resources: AgentResources['resources'] = {};
     for (const summary of (await client.request('listResources', {})).items) {
-      const { resource } = await client.request('getResource', { name: summary.name, version: summary.name === config.resource ? version : summary.currentVersion });
+      const { resource } = await client.request('getResource', {
+        name: summary.name,
+        version: summary.name === config.resource ? version : summary.currentVersion,
+      });
       resources[resource.name] = { version: resource.version, kind: resource.kind, value: resource.value };
     }
     return { resources };
@@ -113,6 +140,11 @@ export class Evaluator {
   /** The episode reward under the shared policy (0 without one), and the final answer the critique sees. */
   private async rewardOf(rolloutId: string, task: EvalTask): Promise<ScoredRollout> {
     const detail = await this.options.client.request('getRollout', { id: rolloutId });
-    return { rolloutId, task, reward: episodeReward(detail.rewards, POLICY) ?? 0, answer: toScoringTrajectory(detail, this.skippedCalls).finalAnswer };
+    return {
+      rolloutId,
+      task,
+      reward: episodeReward(detail.rewards, POLICY) ?? 0,
+      answer: toScoringTrajectory(detail, this.skippedCalls).finalAnswer,
+    };
   }
 }

@@ -42,10 +42,16 @@ export class OptimizerLlm {
    * answer) costs an attempt. Throws the last error once the attempts are spent, or
    * BudgetExhaustedError when the budget ends first.
    */
-  async ask<T>(purpose: string, model: string, messages: readonly ChatMessage[], accept: (answer: string) => T): Promise<T> {
+  async ask<T>(
+    purpose: string,
+    model: string,
+    messages: readonly ChatMessage[],
+    accept: (answer: string) => T,
+  ): Promise<T> {
     let last: unknown;
     for (let attempt = 1; attempt <= this.options.attempts; attempt += 1) {
-      if (this.used >= this.options.budgetCalls) throw new BudgetExhaustedError(`the budget of ${this.options.budgetCalls} LLM calls is spent`);
+      if (this.used >= this.options.budgetCalls)
+        throw new BudgetExhaustedError(`the budget of ${this.options.budgetCalls} LLM calls is spent`);
       this.used += 1;
       try {
         return await this.call(`${purpose} (attempt ${attempt})`, model, messages, accept);
@@ -57,7 +63,12 @@ export class OptimizerLlm {
   }
 
   /** One attempt, as one `optimizer` rollout: failed when the call fails or its answer is refused. */
-  private async call<T>(label: string, model: string, messages: readonly ChatMessage[], accept: (answer: string) => T): Promise<T> {
+  private async call<T>(
+    label: string,
+    model: string,
+    messages: readonly ChatMessage[],
+    accept: (answer: string) => T,
+  ): Promise<T> {
     const { client, runId } = this.options;
     const { rollout, url } = await client.request('startAgentRun', {
       mode: 'optimizer',
@@ -68,7 +79,10 @@ export class OptimizerLlm {
     try {
       const response = await fetch(`${url}/v1/chat/completions`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}) },
+        headers: {
+          'content-type': 'application/json',
+          ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
+        },
         body: JSON.stringify({ model, messages, temperature: this.options.temperature, seed: this.options.seed }),
       });
       const text = await response.text();
@@ -92,6 +106,7 @@ function contentOf(body: string): string {
     throw new LightningError('the model answered with something that is not JSON');
   }
   const content = (parsed as { choices?: Array<{ message?: { content?: unknown } }> }).choices?.[0]?.message?.content;
-  if (typeof content !== 'string' || content.trim() === '') throw new LightningError('the model answered without any text');
+  if (typeof content !== 'string' || content.trim() === '')
+    throw new LightningError('the model answered without any text');
   return content;
 }

@@ -10,7 +10,16 @@
  * Everything goes through the daemon's RPC, so the editor sees the run, its leaderboard and a
  * notification per round, and can cancel it.
  */
-import { ApoResult, CRITIQUE_STYLES, describeSkipped, type ApoConfig, type ApoSkip, type CritiqueStyle, type RolloutMode, type Task } from '../protocol';
+import {
+  ApoResult,
+  CRITIQUE_STYLES,
+  describeSkipped,
+  type ApoConfig,
+  type ApoSkip,
+  type CritiqueStyle,
+  type RolloutMode,
+  type Task,
+} from '../protocol';
 import { errorMessage, InvalidInputError, LightningError } from '../protocol/errors';
 import type { RpcClient } from '../protocol/connection';
 import { lineDiff } from './diff';
@@ -61,8 +70,15 @@ const MAX_HIGH = 2;
 
 async function loadTasks(client: RpcClient, dataset: string, split: Task['split'], flag: string): Promise<EvalTask[]> {
   const all = (await client.request('listTasks', { dataset })).items;
-  const chosen = all.some((task) => task.split === split) ? all.filter((task) => task.split === split) : split === 'train' || flag === '--val' ? all : [];
-  if (chosen.length === 0) throw new InvalidInputError(`${flag}: dataset ${dataset} has no ${split} tasks; give validation tasks with --val DATASET`);
+  const chosen = all.some((task) => task.split === split)
+    ? all.filter((task) => task.split === split)
+    : split === 'train' || flag === '--val'
+      ? all
+      : [];
+  if (chosen.length === 0)
+    throw new InvalidInputError(
+      `${flag}: dataset ${dataset} has no ${split} tasks; give validation tasks with --val DATASET`,
+    );
   return chosen.map((task) => ({ id: task.id, datasetId: task.datasetId, input: task.input, expected: task.expected }));
 }
 
@@ -71,11 +87,20 @@ function pickExamples(rollouts: readonly ScoredRollout[], random: SeededRandom):
   const ordered = random.shuffle(rollouts).sort((a, b) => a.reward - b.reward);
   const best = ordered.at(-1)?.reward ?? 0;
   const worst = ordered[0]?.reward ?? 0;
-  const example = (r: ScoredRollout): Example => ({ input: r.task.input, answer: r.answer, expected: r.task.expected, reward: r.reward });
+  const example = (r: ScoredRollout): Example => ({
+    input: r.task.input,
+    answer: r.answer,
+    expected: r.task.expected,
+    reward: r.reward,
+  });
   const low = ordered.filter((r) => r.reward < best);
   return {
     low: (low.length ? low : ordered).slice(0, MAX_LOW).map(example),
-    high: ordered.filter((r) => r.reward > worst).reverse().slice(0, MAX_HIGH).map(example),
+    high: ordered
+      .filter((r) => r.reward > worst)
+      .reverse()
+      .slice(0, MAX_HIGH)
+      .map(example),
   };
 }
 
@@ -83,17 +108,42 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
   const { client, config } = options;
   const seedResource = (await client.request('getResource', { name: config.resource })).resource;
   if (seedResource.kind !== 'prompt_template' || typeof seedResource.value !== 'string') {
-    throw new InvalidInputError(`--resource: ${config.resource} is a ${seedResource.kind} resource; APO optimizes prompt templates`);
+    throw new InvalidInputError(
+      `--resource: ${config.resource} is a ${seedResource.kind} resource; APO optimizes prompt templates`,
+    );
   }
   const train = await loadTasks(client, config.dataset, 'train', '--dataset');
-  const val = config.valDataset ? await loadTasks(client, config.valDataset, 'val', '--val') : await loadTasks(client, config.dataset, 'val', '--dataset');
-  if (config.budgetRollouts < val.length) throw new InvalidInputError(`--budget-rollouts: ${config.budgetRollouts} cannot even score the seed on the ${val.length} validation tasks`);
+  const val = config.valDataset
+    ? await loadTasks(client, config.valDataset, 'val', '--val')
+    : await loadTasks(client, config.dataset, 'val', '--dataset');
+  if (config.budgetRollouts < val.length)
+    throw new InvalidInputError(
+      `--budget-rollouts: ${config.budgetRollouts} cannot even score the seed on the ${val.length} validation tasks`,
+    );
 
   const run = await client.request('createTrainingRun', { algorithm: 'apo', config });
   await client.request('updateTrainingRun', { id: run.id, status: 'running' });
   io.started(run.id);
-  const evaluator = new Evaluator({ client, runId: run.id, config, argv: options.argv, upstream: options.upstream, env: options.env, logDir: options.logDir, scoring: options.scoring });
-  const llm = new OptimizerLlm({ client, runId: run.id, upstream: options.upstream, apiKey: options.apiKey, temperature: config.temperature, seed: config.seed, budgetCalls: config.budgetCalls, attempts: config.callAttempts });
+  const evaluator = new Evaluator({
+    client,
+    runId: run.id,
+    config,
+    argv: options.argv,
+    upstream: options.upstream,
+    env: options.env,
+    logDir: options.logDir,
+    scoring: options.scoring,
+  });
+  const llm = new OptimizerLlm({
+    client,
+    runId: run.id,
+    upstream: options.upstream,
+    apiKey: options.apiKey,
+    temperature: config.temperature,
+    seed: config.seed,
+    budgetCalls: config.budgetCalls,
+    attempts: config.callAttempts,
+  });
   let cancelled = false;
   const cancel = (): void => {
     cancelled = true;
@@ -109,25 +159,50 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
   let rollouts = 0;
   let roundsCompleted = 0;
   let stopReason: ApoResult['stopReason'] = 'completed';
-  const seed: Candidate = { id: 'seed', parentId: null, version: seedResource.version, prompt: seedResource.value, batchScore: null, valScore: null };
+  const seed: Candidate = {
+    id: 'seed',
+    parentId: null,
+    version: seedResource.version,
+    prompt: seedResource.value,
+    batchScore: null,
+    valScore: null,
+  };
   let best = seed;
 
-  const evaluate = async (candidate: Candidate, tasks: readonly EvalTask[], mode: Extract<RolloutMode, 'train' | 'val'>, round: number): Promise<ScoredRollout[]> => {
-    if (rollouts + tasks.length > config.budgetRollouts) throw new RolloutBudgetError(`the budget of ${config.budgetRollouts} rollouts is spent`);
+  const evaluate = async (
+    candidate: Candidate,
+    tasks: readonly EvalTask[],
+    mode: Extract<RolloutMode, 'train' | 'val'>,
+    round: number,
+  ): Promise<ScoredRollout[]> => {
+    if (rollouts + tasks.length > config.budgetRollouts)
+      throw new RolloutBudgetError(`the budget of ${config.budgetRollouts} rollouts is spent`);
     rollouts += tasks.length;
     return evaluator.run(tasks, candidate.version, mode, `apo ${run.id} round ${round} ${candidate.id} ${mode}`);
   };
   const scoreFully = async (candidate: Candidate, round: number): Promise<void> => {
     candidate.valScore = mean((await evaluate(candidate, val, 'val', round)).map((r) => r.reward));
-    await client.request('recordApoRound', { runId: run.id, round, scores: [{ id: candidate.id, valScore: candidate.valScore, rollouts: val.length }] });
+    await client.request('recordApoRound', {
+      runId: run.id,
+      round,
+      scores: [{ id: candidate.id, valScore: candidate.valScore, rollouts: val.length }],
+    });
   };
 
   try {
     try {
-      await client.request('recordApoRound', { runId: run.id, round: 0, candidates: [{ id: seed.id, parentId: null, version: seed.version, critique: null, critiqueStyle: null }] });
+      await client.request('recordApoRound', {
+        runId: run.id,
+        round: 0,
+        candidates: [{ id: seed.id, parentId: null, version: seed.version, critique: null, critiqueStyle: null }],
+      });
       await scoreFully(seed, 0);
       seed.batchScore = seed.valScore;
-      await client.request('recordApoRound', { runId: run.id, round: 0, metrics: { best_val_score: seed.valScore!, leader_val_score: seed.valScore!, rollouts, llm_calls: 0 } });
+      await client.request('recordApoRound', {
+        runId: run.id,
+        round: 0,
+        metrics: { best_val_score: seed.valScore!, leader_val_score: seed.valScore!, rollouts, llm_calls: 0 },
+      });
       io.progress(`round 0: seed scores ${seed.valScore!.toFixed(3)} on ${val.length} validation tasks`);
       let beam: Candidate[] = [seed];
       let made = 0;
@@ -142,8 +217,27 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
             const child = await makeChild(parent, style, low, high, round, recorded);
             if (!child) continue;
             made += 1;
-            const candidate: Candidate = { id: `r${round}-${made}`, parentId: parent.id, version: child.version, prompt: child.prompt, batchScore: null, valScore: null };
-            await client.request('recordApoRound', { runId: run.id, round, candidates: [{ id: candidate.id, parentId: parent.id, version: candidate.version, critique: child.critique, critiqueStyle: style }] });
+            const candidate: Candidate = {
+              id: `r${round}-${made}`,
+              parentId: parent.id,
+              version: child.version,
+              prompt: child.prompt,
+              batchScore: null,
+              valScore: null,
+            };
+            await client.request('recordApoRound', {
+              runId: run.id,
+              round,
+              candidates: [
+                {
+                  id: candidate.id,
+                  parentId: parent.id,
+                  version: candidate.version,
+                  critique: child.critique,
+                  critiqueStyle: style,
+                },
+              ],
+            });
             children.push(candidate);
           }
         }
@@ -151,9 +245,15 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
         // Parents and children on one common batch, so their scores compare.
         const pool = [...beam, ...children];
         const valBatch = random.sample(val, config.valBatch);
-        if (rollouts + pool.length * valBatch.length > config.budgetRollouts) throw new RolloutBudgetError(`the budget of ${config.budgetRollouts} rollouts is spent`);
-        for (const candidate of pool) candidate.batchScore = mean((await evaluate(candidate, valBatch, 'val', round)).map((r) => r.reward));
-        await client.request('recordApoRound', { runId: run.id, round, scores: pool.map((c) => ({ id: c.id, batchScore: c.batchScore!, rollouts: valBatch.length })) });
+        if (rollouts + pool.length * valBatch.length > config.budgetRollouts)
+          throw new RolloutBudgetError(`the budget of ${config.budgetRollouts} rollouts is spent`);
+        for (const candidate of pool)
+          candidate.batchScore = mean((await evaluate(candidate, valBatch, 'val', round)).map((r) => r.reward));
+        await client.request('recordApoRound', {
+          runId: run.id,
+          round,
+          scores: pool.map((c) => ({ id: c.id, batchScore: c.batchScore!, rollouts: valBatch.length })),
+        });
         // Stable sort: ties keep the pool's order (parents first, then children in the order made).
         beam = [...pool].sort((a, b) => b.batchScore! - a.batchScore!).slice(0, config.beam);
         const leader = beam[0]!;
@@ -161,15 +261,26 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
         if (leader.valScore! > best.valScore!) best = leader;
         roundsCompleted = round;
         await client.request('recordApoRound', {
-          runId: run.id, round,
+          runId: run.id,
+          round,
           metrics: {
-            best_val_score: best.valScore!, leader_val_score: leader.valScore!, mean_batch_score: mean(pool.map((c) => c.batchScore!)), candidates: children.length, skipped: recorded.length, rollouts, llm_calls: llm.callsUsed,
+            best_val_score: best.valScore!,
+            leader_val_score: leader.valScore!,
+            mean_batch_score: mean(pool.map((c) => c.batchScore!)),
+            candidates: children.length,
+            skipped: recorded.length,
+            rollouts,
+            llm_calls: llm.callsUsed,
             // Agent calls that were not whole answers, so no critique read them (so far in the run).
-            'skipped_calls/upstream_errors': evaluator.skippedCalls.upstreamError, 'skipped_calls/cancelled': evaluator.skippedCalls.cancelled, 'skipped_calls/truncated': evaluator.skippedCalls.truncated,
+            'skipped_calls/upstream_errors': evaluator.skippedCalls.upstreamError,
+            'skipped_calls/cancelled': evaluator.skippedCalls.cancelled,
+            'skipped_calls/truncated': evaluator.skippedCalls.truncated,
           },
         });
         const leftOut = describeSkipped(evaluator.skippedCalls);
-        io.progress(`round ${round}: ${children.length} new candidate(s)${recorded.length ? `, ${recorded.length} branch(es) skipped` : ''}; leader ${leader.id} ${leader.valScore!.toFixed(3)}, best ${best.id} ${best.valScore!.toFixed(3)} (seed ${seed.valScore!.toFixed(3)}); ${llm.callsUsed} LLM calls, ${rollouts} rollouts${leftOut ? `; agent calls ${leftOut} (not whole answers)` : ''}`);
+        io.progress(
+          `round ${round}: ${children.length} new candidate(s)${recorded.length ? `, ${recorded.length} branch(es) skipped` : ''}; leader ${leader.id} ${leader.valScore!.toFixed(3)}, best ${best.id} ${best.valScore!.toFixed(3)} (seed ${seed.valScore!.toFixed(3)}); ${llm.callsUsed} LLM calls, ${rollouts} rollouts${leftOut ? `; agent calls ${leftOut} (not whole answers)` : ''}`,
+        );
       }
     } catch (error) {
       if (error instanceof BudgetExhaustedError) stopReason = 'budget-calls';
@@ -185,12 +296,26 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
       seed: { candidateId: seed.id, version: seed.version, prompt: seed.prompt, valScore: seed.valScore },
       best: { candidateId: best.id, version: best.version, prompt: best.prompt, valScore: best.valScore },
       diff: lineDiff(seed.prompt, best.prompt),
-      roundsCompleted, llmCalls: llm.callsUsed, rollouts, stopReason, skipped,
+      roundsCompleted,
+      llmCalls: llm.callsUsed,
+      rollouts,
+      stopReason,
+      skipped,
     });
-    await client.request('updateTrainingRun', { id: run.id, status: stopReason === 'cancelled' ? 'cancelled' : 'succeeded', result });
+    await client.request('updateTrainingRun', {
+      id: run.id,
+      status: stopReason === 'cancelled' ? 'cancelled' : 'succeeded',
+      result,
+    });
     return result;
   } catch (error) {
-    await client.request('updateTrainingRun', { id: run.id, status: error instanceof CancelledError ? 'cancelled' : 'failed', error: errorMessage(error) }).catch(() => undefined);
+    await client
+      .request('updateTrainingRun', {
+        id: run.id,
+        status: error instanceof CancelledError ? 'cancelled' : 'failed',
+        error: errorMessage(error),
+      })
+      .catch(() => undefined);
     throw error;
   } finally {
     subscription.dispose();
@@ -198,11 +323,23 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
   }
 
   /** One branch: critique, then edit, then the new prompt stored as a (not current) resource version; null when skipped. */
-  async function makeChild(parent: Candidate, style: CritiqueStyle, low: Example[], high: Example[], round: number, skips: ApoSkip[]): Promise<{ version: number; prompt: string; critique: string } | null> {
+  async function makeChild(
+    parent: Candidate,
+    style: CritiqueStyle,
+    low: Example[],
+    high: Example[],
+    round: number,
+    skips: ApoSkip[],
+  ): Promise<{ version: number; prompt: string; critique: string } | null> {
     if (cancelled) throw new CancelledError('the run was cancelled');
     let critique: string;
     try {
-      critique = await llm.ask(`critique of ${parent.id} (${style})`, config.critiqueModel, critiqueMessages(parent.prompt, low, high, style), parseCritique);
+      critique = await llm.ask(
+        `critique of ${parent.id} (${style})`,
+        config.critiqueModel,
+        critiqueMessages(parent.prompt, low, high, style),
+        parseCritique,
+      );
     } catch (error) {
       if (error instanceof BudgetExhaustedError) throw error;
       skips.push({ round, parentId: parent.id, stage: 'critique', error: errorMessage(error) });
@@ -211,14 +348,25 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
     }
     let prompt: string;
     try {
-      prompt = await llm.ask(`edit of ${parent.id} (${style})`, config.editModel, editMessages(parent.prompt, critique), (answer) => parseEdit(answer, parent.prompt));
+      prompt = await llm.ask(
+        `edit of ${parent.id} (${style})`,
+        config.editModel,
+        editMessages(parent.prompt, critique),
+        (answer) => parseEdit(answer, parent.prompt),
+      );
     } catch (error) {
       if (error instanceof BudgetExhaustedError) throw error;
       skips.push({ round, parentId: parent.id, stage: 'edit', error: errorMessage(error) });
       io.progress(`round ${round}: skipped a branch of ${parent.id}: edit failed: ${errorMessage(error)}`);
       return null;
     }
-    const resource = await client.request('putResource', { name: config.resource, kind: 'prompt_template', value: prompt, current: false, runId: run.id });
+    const resource = await client.request('putResource', {
+      name: config.resource,
+      kind: 'prompt_template',
+      value: prompt,
+      current: false,
+      runId: run.id,
+    });
     return { version: resource.version, prompt, critique };
   }
 }

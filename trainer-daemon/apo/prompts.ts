@@ -16,8 +16,10 @@ export interface Example {
   readonly reward: number;
 }
 
-export const CRITIQUE_SYSTEM = 'You critique prompts for an AI agent. You are shown the prompt and rollouts of the agent with their rewards (higher is better).';
-export const EDIT_SYSTEM = 'You edit prompts for an AI agent. You are given a prompt and a critique of it; you write the improved prompt.';
+export const CRITIQUE_SYSTEM =
+  'You critique prompts for an AI agent. You are shown the prompt and rollouts of the agent with their rewards (higher is better).';
+export const EDIT_SYSTEM =
+  'You edit prompts for an AI agent. You are given a prompt and a critique of it; you write the improved prompt.';
 
 function styleInstruction(style: CritiqueStyle): string {
   switch (style) {
@@ -34,15 +36,25 @@ function styleInstruction(style: CritiqueStyle): string {
 
 /** Long inputs and answers are cut, so a critique request stays a bounded size. */
 const MAX_EXAMPLE_CHARS = 2_000;
-const cut = (text: string): string => (text.length > MAX_EXAMPLE_CHARS ? `${text.slice(0, MAX_EXAMPLE_CHARS)} […]` : text);
+const cut = (text: string): string =>
+  text.length > MAX_EXAMPLE_CHARS ? `${text.slice(0, MAX_EXAMPLE_CHARS)} […]` : text;
 
 function describe(example: Example, index: number): string {
-  const lines = [`Example ${index + 1} (reward ${example.reward}):`, `input: ${cut(JSON.stringify(example.input))}`, `agent's answer: ${cut(example.answer ?? '(none)')}`];
+  const lines = [
+    `Example ${index + 1} (reward ${example.reward}):`,
+    `input: ${cut(JSON.stringify(example.input))}`,
+    `agent's answer: ${cut(example.answer ?? '(none)')}`,
+  ];
   if (example.expected !== null) lines.push(`expected answer: ${JSON.stringify(example.expected)}`);
   return lines.join('\n');
 }
 
-export function critiqueMessages(prompt: string, low: readonly Example[], high: readonly Example[], style: CritiqueStyle): ChatMessage[] {
+export function critiqueMessages(
+  prompt: string,
+  low: readonly Example[],
+  high: readonly Example[],
+  style: CritiqueStyle,
+): ChatMessage[] {
   const sections = [
     `<prompt>\n${prompt}\n</prompt>`,
     `Low-reward rollouts:\n${low.map(describe).join('\n\n') || '(none)'}`,
@@ -57,10 +69,15 @@ export function critiqueMessages(prompt: string, low: readonly Example[], high: 
 
 export function editMessages(prompt: string, critique: string): ChatMessage[] {
   const names = placeholders(prompt);
-  const keep = names.length ? `Keep every placeholder exactly as written (${names.map((n) => `{${n}}`).join(', ')}) and add no new ones.` : 'Add no {placeholders}.';
+  const keep = names.length
+    ? `Keep every placeholder exactly as written (${names.map((n) => `{${n}}`).join(', ')}) and add no new ones.`
+    : 'Add no {placeholders}.';
   return [
     { role: 'system', content: EDIT_SYSTEM },
-    { role: 'user', content: `<prompt>\n${prompt}\n</prompt>\n\n<critique>\n${critique}\n</critique>\n\nWrite the improved prompt. ${keep} Answer with the whole new prompt between <prompt> and </prompt>.` },
+    {
+      role: 'user',
+      content: `<prompt>\n${prompt}\n</prompt>\n\n<critique>\n${critique}\n</critique>\n\nWrite the improved prompt. ${keep} Answer with the whole new prompt between <prompt> and </prompt>.`,
+    },
   ];
 }
 
@@ -87,7 +104,12 @@ export function parseEdit(answer: string, parent: string): string {
   const dropped = want.filter((name) => !got.includes(name));
   const added = got.filter((name) => !want.includes(name));
   if (dropped.length || added.length) {
-    const what = [dropped.length ? `dropped {${dropped.join('}, {')}}` : '', added.length ? `added {${added.join('}, {')}}` : ''].filter(Boolean).join(' and ');
+    const what = [
+      dropped.length ? `dropped {${dropped.join('}, {')}}` : '',
+      added.length ? `added {${added.join('}, {')}}` : '',
+    ]
+      .filter(Boolean)
+      .join(' and ');
     throw new LightningError(`the edit ${what}; placeholders must be kept`);
   }
   return prompt;

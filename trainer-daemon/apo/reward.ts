@@ -14,6 +14,10 @@ import type { RolloutScoring } from '../runner/pool';
 export function apoScoring(config: ApoConfig, storeFile: string, env: NodeJS.ProcessEnv): RolloutScoring | undefined {
   const fromFile = scoringFor(config.rewardsFile, storeFile, env);
   if (fromFile || config.match === 'none') return fromFile;
-  const rule = { type: 'rule' as const, name: `match.${config.match}`, rule: { rule: 'normalized' as const, contains: config.match === 'contains' } };
+  const rule = {
+    type: 'rule' as const,
+    name: `match.${config.match}`,
+    rule: { rule: 'normalized' as const, contains: config.match === 'contains' },
+  };
   return { source: { spec: { sources: [rule] }, baseDir: path.dirname(storeFile) }, apiKeys: {}, atEnd: false };
 }

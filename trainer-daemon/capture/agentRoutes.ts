@@ -10,7 +10,15 @@ import { AddRewardParams, describeIssues, type Json, type Rollout, type SpanInpu
 import crypto from 'node:crypto';
 import { hasEnded } from '../protocol/status';
 import { rememberRolloutSecrets, requestSecretValues } from '../protocol/secrets';
-import { errorMessage, InvalidInputError, mapError, NotFoundError, PayloadTooLargeError, UnauthorizedError, UnsupportedMediaTypeError } from '../protocol/errors';
+import {
+  errorMessage,
+  InvalidInputError,
+  mapError,
+  NotFoundError,
+  PayloadTooLargeError,
+  UnauthorizedError,
+  UnsupportedMediaTypeError,
+} from '../protocol/errors';
 import type { Logger } from '../log';
 import { requestPath, sendJson } from '../server/http';
 import type { Store } from '../store/store';
@@ -97,7 +105,6 @@ export function readBody(request: IncomingMessage, limit: number): Promise<Buffe
   });
 }
 
-
 export interface AgentRoutesOptions {
   readonly store: Store;
   readonly writes: WriteQueue;
@@ -126,7 +133,8 @@ export class AgentRoutes {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.budget = budgetFromEnv();
     // Committed at the next turn, not after the span window: the agent's answer waits on it.
-    const record = (span: SpanInput, rolloutId: string): Promise<unknown> => options.writes.submitSpans(rolloutId, [span], { urgent: true });
+    const record = (span: SpanInput, rolloutId: string): Promise<unknown> =>
+      options.writes.submitSpans(rolloutId, [span], { urgent: true });
     this.proxy = new RecordingProxy(options.upstream, record, options.logger.child('proxy'), this.budget);
     this.translating = new TranslatingProxy(options.upstream, record, options.logger.child('proxy'));
   }
@@ -141,16 +149,30 @@ export class AgentRoutes {
     const runner = /^\/b\/([A-Za-z0-9_-]{16,64})\/([A-Za-z0-9_-]{1,32})\/next$/.exec(url.pathname);
     if (match) work = this.dispatch(match[1]!, match[2] ?? '/', url.search, request, response);
     else if (runner && request.method === 'POST') work = this.nextRollout(runner[1]!, runner[2]!, request, response);
-    else if (request.method === 'POST' && /^\/v1\/(traces|metrics|logs)$/.test(url.pathname)) work = this.sharedOtlpRoute(url.pathname, request, response);
+    else if (request.method === 'POST' && /^\/v1\/(traces|metrics|logs)$/.test(url.pathname))
+      work = this.sharedOtlpRoute(url.pathname, request, response);
     else return false;
     work.catch((error: unknown) => {
       const { httpStatus, kind } = mapError(error);
       const status = httpStatus;
-      if (status >= 500) this.options.logger.error('agent request failed', { path: url.pathname.replace(/^\/r\/[^/]+/, '/r/…'), error: errorMessage(error) });
-      const headers = { ...(closeAfterResponse.has(request) ? { connection: 'close' } : {}), ...(status === 503 ? { 'retry-after': '1' } : {}) };
+      if (status >= 500)
+        this.options.logger.error('agent request failed', {
+          path: url.pathname.replace(/^\/r\/[^/]+/, '/r/…'),
+          error: errorMessage(error),
+        });
+      const headers = {
+        ...(closeAfterResponse.has(request) ? { connection: 'close' } : {}),
+        ...(status === 503 ? { 'retry-after': '1' } : {}),
+      };
       // An Anthropic or Gemini SDK reads errors in its provider's shape.
       const shape = match ? errorBodyFor(match[2] ?? '/', request.headers) : null;
-      if (!response.headersSent) sendJson(response, status, shape ? shape(status, kind, errorMessage(error)) : { error: { message: errorMessage(error), type: kind } }, headers);
+      if (!response.headersSent)
+        sendJson(
+          response,
+          status,
+          shape ? shape(status, kind, errorMessage(error)) : { error: { message: errorMessage(error), type: kind } },
+          headers,
+        );
       else response.destroy();
     });
     return true;
@@ -166,7 +188,10 @@ export class AgentRoutes {
     const key = request.headers[ROLLOUT_KEY_HEADER];
     if (typeof key === 'string') {
       const agent = /^[A-Za-z0-9_-]{16,64}$/.test(key) ? this.options.store.findAgentKey(key) : undefined;
-      if (!agent) throw new UnauthorizedError(`the ${ROLLOUT_KEY_HEADER} header names no running rollout of this daemon (an attempt that ended has its key revoked)`);
+      if (!agent)
+        throw new UnauthorizedError(
+          `the ${ROLLOUT_KEY_HEADER} header names no running rollout of this daemon (an attempt that ended has its key revoked)`,
+        );
       rememberRolloutSecrets(agent.rolloutId, requestSecretValues(request.headers));
       return this.otlpRoute(agent.rolloutId, path, request, response);
     }
@@ -179,7 +204,12 @@ export class AgentRoutes {
   }
 
   /** OTLP/HTTP: traces are stored (partial success reported); metrics and logs are accepted unstored. */
-  private async otlpRoute(rolloutId: string | null, path: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  private async otlpRoute(
+    rolloutId: string | null,
+    path: string,
+    request: IncomingMessage,
+    response: ServerResponse,
+  ): Promise<void> {
     if (path !== '/v1/traces') {
       // Accepted and not stored, so that SDKs exporting all signals to one endpoint don't fail.
       request.resume();
@@ -187,14 +217,29 @@ export class AgentRoutes {
       return;
     }
     const body = await readBody(request, this.maxBodyBytes);
-    const result = await this.options.otlp.ingest(rolloutId, body, request.headers['content-type'], request.headers['content-encoding'], (id) => this.refusesSpans(id));
+    const result = await this.options.otlp.ingest(
+      rolloutId,
+      body,
+      request.headers['content-type'],
+      request.headers['content-encoding'],
+      (id) => this.refusesSpans(id),
+    );
     response.writeHead(200, { 'content-type': result.contentType, 'content-length': result.body.length });
     response.end(result.body);
   }
 
-  private async dispatch(key: string, path: string, search: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  private async dispatch(
+    key: string,
+    path: string,
+    search: string,
+    request: IncomingMessage,
+    response: ServerResponse,
+  ): Promise<void> {
     const agent = this.options.store.findAgentKey(key);
-    if (!agent) throw new NotFoundError('unknown rollout key: this URL belongs to no running rollout of this daemon (an attempt that ended has its URL revoked)');
+    if (!agent)
+      throw new NotFoundError(
+        'unknown rollout key: this URL belongs to no running rollout of this daemon (an attempt that ended has its URL revoked)',
+      );
     // The agent's own credentials (Authorization, x-api-key, x-goog-api-key, ?key=, …) and its key are this
     // rollout's secrets: an upstream echo, a reward comment or an OTLP attribute holding one is redacted.
     rememberRolloutSecrets(agent.rolloutId, [key, ...requestSecretValues(request.headers, search)]);
@@ -208,7 +253,16 @@ export class AgentRoutes {
       const callIndex = api && api !== 'embeddings' ? this.nextCallIndex(agent.rolloutId) : 0;
       const forwarded = agent.tokenIds && json ? withEngineTokenIds(api, json) : undefined;
       await this.proxy.forward(
-        { rolloutId: agent.rolloutId, callIndex, upstream: agent.upstream, api, path: `${path.slice(3)}${search}`, body: forwarded ?? body, json, tokenIdsRequested: forwarded !== undefined },
+        {
+          rolloutId: agent.rolloutId,
+          callIndex,
+          upstream: agent.upstream,
+          api,
+          path: `${path.slice(3)}${search}`,
+          body: forwarded ?? body,
+          json,
+          tokenIdsRequested: forwarded !== undefined,
+        },
         request,
         response,
       );
@@ -224,7 +278,13 @@ export class AgentRoutes {
         const body = RewardBody.safeParse(parseJsonBody(request, await readBody(request, 1024 * 1024)));
         if (!body.success) throw new InvalidInputError(describeIssues(body.error, 'body'));
         const reward = await this.options.writes.submit(() =>
-          this.options.store.addReward({ ...body.data, rolloutId: agent.rolloutId, source: 'agent', author: null, reason: null }),
+          this.options.store.addReward({
+            ...body.data,
+            rolloutId: agent.rolloutId,
+            source: 'agent',
+            author: null,
+            reason: null,
+          }),
         );
         sendJson(response, 200, reward);
         return;
@@ -232,8 +292,15 @@ export class AgentRoutes {
       case 'POST /finish': {
         const body = FinishBody.safeParse(parseJsonBody(request, await readBody(request, 64 * 1024)));
         if (!body.success) throw new InvalidInputError(describeIssues(body.error, 'body'));
-        if (!this.options.workerBatches?.owns(agent.rolloutId)) throw new NotFoundError('this rollout was not handed out by a worker batch: only `/next` rollouts end with /finish');
-        const rollout = await this.options.workerBatches.end(agent.rolloutId, body.data.status, body.data.error ?? (body.data.status === 'failed' ? 'the agent worker reported a failure' : null));
+        if (!this.options.workerBatches?.owns(agent.rolloutId))
+          throw new NotFoundError(
+            'this rollout was not handed out by a worker batch: only `/next` rollouts end with /finish',
+          );
+        const rollout = await this.options.workerBatches.end(
+          agent.rolloutId,
+          body.data.status,
+          body.data.error ?? (body.data.status === 'failed' ? 'the agent worker reported a failure' : null),
+        );
         sendJson(response, 200, { rolloutId: rollout.id, status: rollout.status });
         return;
       }
@@ -256,27 +323,59 @@ export class AgentRoutes {
    * provider's), or — when the rollout records exact token ids (a checkpoint, the trainer's policy,
    * `--token-ids`) — translated to chat completions for the rollout's OpenAI-compatible upstream.
    */
-  private async forwardToProvider(agent: AgentKeyRecord, route: ProviderRoute, request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const body = request.method === 'POST' || request.method === 'PUT' ? await readBody(request, this.maxBodyBytes) : Buffer.alloc(0);
+  private async forwardToProvider(
+    agent: AgentKeyRecord,
+    route: ProviderRoute,
+    request: IncomingMessage,
+    response: ServerResponse,
+  ): Promise<void> {
+    const body =
+      request.method === 'POST' || request.method === 'PUT'
+        ? await readBody(request, this.maxBodyBytes)
+        : Buffer.alloc(0);
     const json = route.api ? parseJsonBody(request, body) : null;
     const callIndex = route.api ? this.nextCallIndex(agent.rolloutId) : 0;
-    const call = { rolloutId: agent.rolloutId, callIndex, api: route.api, path: route.path, body, json, tokenIdsRequested: false, model: route.model, errorBody: route.errorBody };
+    const call = {
+      rolloutId: agent.rolloutId,
+      callIndex,
+      api: route.api,
+      path: route.path,
+      body,
+      json,
+      tokenIdsRequested: false,
+      model: route.model,
+      errorBody: route.errorBody,
+    };
     if (agent.tokenIds && route.api) {
       const stream = route.api === 'anthropic.messages' ? json?.stream === true : route.stream;
-      await this.translating.forward({ ...call, upstream: agent.upstream, chatBase: agent.upstream ?? this.options.upstream.baseUrl, stream }, request, response);
+      await this.translating.forward(
+        { ...call, upstream: agent.upstream, chatBase: agent.upstream ?? this.options.upstream.baseUrl, stream },
+        request,
+        response,
+      );
       return;
     }
     if (agent.tokenIds && !agent.providerUpstreams[route.provider]) {
       // Only the policy answers this rollout, and it speaks chat completions only: nothing leaves for the provider.
       request.resume();
-      throw new NotFoundError(`${route.path.split('?')[0]} is not served while a chat-completions server (a checkpoint, the trainer's policy, --token-ids) answers this rollout; only generation calls are translated`);
+      throw new NotFoundError(
+        `${route.path.split('?')[0]} is not served while a chat-completions server (a checkpoint, the trainer's policy, --token-ids) answers this rollout; only generation calls are translated`,
+      );
     }
-    const upstream = agent.providerUpstreams[route.provider] ?? this.options.upstream.providers?.[route.provider] ?? DEFAULT_PROVIDER_UPSTREAMS[route.provider];
+    const upstream =
+      agent.providerUpstreams[route.provider] ??
+      this.options.upstream.providers?.[route.provider] ??
+      DEFAULT_PROVIDER_UPSTREAMS[route.provider];
     await this.proxy.forward({ ...call, upstream }, request, response);
   }
 
   /** `POST $LIGHTNING_RUNNER_URL/next`: the next rollout of the batch for this worker, or 204 when it is done. */
-  private async nextRollout(key: string, worker: string, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  private async nextRollout(
+    key: string,
+    worker: string,
+    request: IncomingMessage,
+    response: ServerResponse,
+  ): Promise<void> {
     request.resume();
     if (!this.options.workerBatches) throw new NotFoundError('this daemon serves no worker batches');
     const assignment = await this.options.workerBatches.next(key, worker, () => !response.destroyed);
@@ -295,7 +394,8 @@ export class AgentRoutes {
     } catch {
       return undefined; // Unknown: the write itself reports that it does not exist.
     }
-    if (hasEnded(rollout.status)) return `rollout ${rolloutId} has finished (${rollout.status}); a finished rollout takes no more spans`;
+    if (hasEnded(rollout.status))
+      return `rollout ${rolloutId} has finished (${rollout.status}); a finished rollout takes no more spans`;
     return undefined;
   }
 
@@ -315,7 +415,8 @@ export class AgentRoutes {
  * undefined for endpoints without them. The agent's own request is what gets recorded.
  */
 function withEngineTokenIds(api: Api | null, json: { [key: string]: Json }): Buffer | undefined {
-  if (api === 'chat.completions') return Buffer.from(JSON.stringify({ logprobs: true, ...json, return_token_ids: true }));
+  if (api === 'chat.completions')
+    return Buffer.from(JSON.stringify({ logprobs: true, ...json, return_token_ids: true }));
   if (api === 'completions') return Buffer.from(JSON.stringify({ logprobs: 1, ...json, return_token_ids: true }));
   return undefined;
 }
@@ -332,7 +433,9 @@ function parseJsonBody(request: IncomingMessage, body: Buffer): { [key: string]:
   // preflight, and it must not drive the proxy or /reward with a rollout key it learned.
   const media = type.split(';')[0]!.trim().toLowerCase();
   if (media !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(media)) {
-    throw new UnsupportedMediaTypeError(`expected a JSON body (content-type application/json), got ${type ? JSON.stringify(type.slice(0, 100)) : 'no content-type'}`);
+    throw new UnsupportedMediaTypeError(
+      `expected a JSON body (content-type application/json), got ${type ? JSON.stringify(type.slice(0, 100)) : 'no content-type'}`,
+    );
   }
   let parsed: unknown;
   try {
@@ -342,6 +445,7 @@ function parseJsonBody(request: IncomingMessage, body: Buffer): { [key: string]:
     const where = /position \d+|line \d+ column \d+/.exec(errorMessage(error))?.[0];
     throw new InvalidInputError(`the request body is not valid JSON${where ? ` (at ${where})` : ''}`);
   }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new InvalidInputError('the request body must be a JSON object');
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw new InvalidInputError('the request body must be a JSON object');
   return parsed as { [key: string]: Json };
 }

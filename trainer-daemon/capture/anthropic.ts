@@ -9,7 +9,8 @@ import { TRUNCATED_MARKER, type Reassembler } from './reassemble';
 
 type JsonObject = { [key: string]: Json };
 
-const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isObject = (value: unknown): value is JsonObject =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 interface BlockDraft {
   block: JsonObject;
@@ -36,7 +37,8 @@ export class AnthropicReassembler implements Reassembler {
         }
         return;
       case 'content_block_start':
-        if (typeof event.index === 'number' && isObject(event.content_block)) this.blocks.set(event.index, { block: { ...event.content_block }, json: '' });
+        if (typeof event.index === 'number' && isObject(event.content_block))
+          this.blocks.set(event.index, { block: { ...event.content_block }, json: '' });
         return;
       case 'content_block_delta':
         if (typeof event.index === 'number' && isObject(event.delta)) this.addDelta(event.index, event.delta);
@@ -46,10 +48,13 @@ export class AnthropicReassembler implements Reassembler {
         return;
       case 'message_delta':
         if (isObject(event.delta)) for (const [key, value] of Object.entries(event.delta)) this.message[key] = value;
-        if (isObject(event.usage)) for (const [key, value] of Object.entries(event.usage)) if (value !== null) this.usage[key] = value;
+        if (isObject(event.usage))
+          for (const [key, value] of Object.entries(event.usage)) if (value !== null) this.usage[key] = value;
         return;
       case 'error':
-        this.error = isObject(event.error) ? `${String(event.error.type ?? 'error')}: ${String(event.error.message ?? '')}` : 'the stream reported an error';
+        this.error = isObject(event.error)
+          ? `${String(event.error.type ?? 'error')}: ${String(event.error.message ?? '')}`
+          : 'the stream reported an error';
         this.errorEvent = isObject(event.error) ? event.error : { type: 'api_error', message: this.error };
         return;
       default:
@@ -62,7 +67,8 @@ export class AnthropicReassembler implements Reassembler {
     const draft = this.blocks.get(index) ?? { block: { type: 'text', text: '' }, json: '' };
     this.blocks.set(index, draft);
     const append = (key: string, piece: Json | undefined): void => {
-      if (typeof piece === 'string') draft.block[key] = `${typeof draft.block[key] === 'string' ? draft.block[key] : ''}${piece}`;
+      if (typeof piece === 'string')
+        draft.block[key] = `${typeof draft.block[key] === 'string' ? draft.block[key] : ''}${piece}`;
     };
     switch (delta.type) {
       case 'text_delta':
@@ -75,7 +81,10 @@ export class AnthropicReassembler implements Reassembler {
       case 'signature_delta':
         return append('signature', delta.signature);
       case 'citations_delta':
-        draft.block.citations = [...(Array.isArray(draft.block.citations) ? draft.block.citations : []), delta.citation ?? null];
+        draft.block.citations = [
+          ...(Array.isArray(draft.block.citations) ? draft.block.citations : []),
+          delta.citation ?? null,
+        ];
         return;
       default:
         return;
@@ -98,21 +107,45 @@ export class AnthropicReassembler implements Reassembler {
     const content = [...this.blocks.entries()].sort(([a], [b]) => a - b).map(([, draft]) => draft.block);
     // A stream that failed before any content is the error body the non-streaming endpoint would have sent.
     if (this.errorEvent && content.length === 0) return { type: 'error', error: this.errorEvent };
-    return { ...this.message, content, usage: this.usage, ...(this.errorEvent ? { error: this.errorEvent } : {}), ...(this.truncated ? TRUNCATED_MARKER : {}) };
+    return {
+      ...this.message,
+      content,
+      usage: this.usage,
+      ...(this.errorEvent ? { error: this.errorEvent } : {}),
+      ...(this.truncated ? TRUNCATED_MARKER : {}),
+    };
   }
 }
 
 /** Input tokens with the cached ones (written and read), as OpenTelemetry counts them; output tokens. */
-export function anthropicUsage(response: JsonObject | null): { input: number | null; output: number | null; cacheRead: number | null; cacheCreation: number | null } {
+export function anthropicUsage(response: JsonObject | null): {
+  input: number | null;
+  output: number | null;
+  cacheRead: number | null;
+  cacheCreation: number | null;
+} {
   const usage = isObject(response?.usage) ? response.usage : undefined;
   const num = (key: string): number | null => (usage && typeof usage[key] === 'number' ? (usage[key] as number) : null);
   const base = num('input_tokens');
   const cacheRead = num('cache_read_input_tokens');
   const cacheCreation = num('cache_creation_input_tokens');
-  return { input: base === null ? null : base + (cacheRead ?? 0) + (cacheCreation ?? 0), output: num('output_tokens'), cacheRead, cacheCreation };
+  return {
+    input: base === null ? null : base + (cacheRead ?? 0) + (cacheCreation ?? 0),
+    output: num('output_tokens'),
+    cacheRead,
+    cacheCreation,
+  };
 }
 
-const ERROR_TYPES: Record<number, string> = { 400: 'invalid_request_error', 401: 'authentication_error', 403: 'permission_error', 404: 'not_found_error', 413: 'request_too_large', 429: 'rate_limit_error', 529: 'overloaded_error' };
+const ERROR_TYPES: Record<number, string> = {
+  400: 'invalid_request_error',
+  401: 'authentication_error',
+  403: 'permission_error',
+  404: 'not_found_error',
+  413: 'request_too_large',
+  429: 'rate_limit_error',
+  529: 'overloaded_error',
+};
 
 /** The body of an error the daemon itself answers on the Messages API. */
 export function anthropicErrorBody(status: number, message: string): JsonObject {

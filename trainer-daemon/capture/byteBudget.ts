@@ -27,7 +27,9 @@ export class ByteBudget {
   /** Takes `bytes` for `response`'s lifetime (given back when it closes); throws OverloadedError past the budget. */
   take(bytes: number, response: ServerResponse | IncomingMessage): void {
     if (this.held + bytes > this.limit) {
-      throw new OverloadedError(`the daemon holds ${this.held} bytes of requests in flight (limit ${this.limit}); retry shortly`);
+      throw new OverloadedError(
+        `the daemon holds ${this.held} bytes of requests in flight (limit ${this.limit}); retry shortly`,
+      );
     }
     this.held += bytes;
     response.once('close', () => {

@@ -9,11 +9,14 @@ import { TRUNCATED_MARKER, type Reassembler } from './reassemble';
 
 type JsonObject = { [key: string]: Json };
 
-const isObject = (value: unknown): value is JsonObject => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isObject = (value: unknown): value is JsonObject =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** `/v1beta/models/gemini-2.5-flash:streamGenerateContent` → the model and whether it streams; null for other paths. */
 export function geminiCall(path: string): { model: string; stream: boolean } | null {
-  const match = /^\/v1(?:beta|alpha)?\/(?:tunedModels|models)\/([^/:?]+):(generateContent|streamGenerateContent)$/.exec(path);
+  const match = /^\/v1(?:beta|alpha)?\/(?:tunedModels|models)\/([^/:?]+):(generateContent|streamGenerateContent)$/.exec(
+    path,
+  );
   return match ? { model: decodeURIComponent(match[1]!), stream: match[2] === 'streamGenerateContent' } : null;
 }
 
@@ -31,7 +34,8 @@ export class GeminiReassembler implements Reassembler {
       this.error = String(event.error.message ?? JSON.stringify(event.error));
       this.errorObject = event.error;
     }
-    for (const key of ['usageMetadata', 'modelVersion', 'responseId', 'promptFeedback', 'createTime'] as const) if (event[key] !== undefined) this.head[key] = event[key];
+    for (const key of ['usageMetadata', 'modelVersion', 'responseId', 'promptFeedback', 'createTime'] as const)
+      if (event[key] !== undefined) this.head[key] = event[key];
     for (const raw of Array.isArray(event.candidates) ? event.candidates : []) {
       if (!isObject(raw)) continue;
       const index = typeof raw.index === 'number' ? raw.index : 0;
@@ -39,15 +43,24 @@ export class GeminiReassembler implements Reassembler {
       this.candidates.set(index, draft);
       const { content, ...rest } = raw;
       Object.assign(draft.rest, rest);
-      for (const part of isObject(content) && Array.isArray(content.parts) ? content.parts : []) if (isObject(part)) this.addPart(draft.parts, part);
+      for (const part of isObject(content) && Array.isArray(content.parts) ? content.parts : [])
+        if (isObject(part)) this.addPart(draft.parts, part);
     }
   }
 
   /** Text pieces join the previous text part of the same kind (answer or thought); other parts are whole. */
   private addPart(parts: JsonObject[], part: JsonObject): void {
     const last = parts.at(-1);
-    const onlyText = (p: JsonObject): boolean => Object.keys(p).every((key) => key === 'text' || key === 'thought' || key === 'thoughtSignature');
-    if (last && typeof part.text === 'string' && typeof last.text === 'string' && onlyText(part) && onlyText(last) && (part.thought === true) === (last.thought === true)) {
+    const onlyText = (p: JsonObject): boolean =>
+      Object.keys(p).every((key) => key === 'text' || key === 'thought' || key === 'thoughtSignature');
+    if (
+      last &&
+      typeof part.text === 'string' &&
+      typeof last.text === 'string' &&
+      onlyText(part) &&
+      onlyText(last) &&
+      (part.thought === true) === (last.thought === true)
+    ) {
       last.text = `${last.text}${part.text}`;
       if (part.thoughtSignature !== undefined) last.thoughtSignature = part.thoughtSignature;
       return;
@@ -56,20 +69,45 @@ export class GeminiReassembler implements Reassembler {
   }
 
   result(): JsonObject {
-    const candidates = [...this.candidates.entries()].sort(([a], [b]) => a - b).map(([index, draft]) => ({ ...draft.rest, index, content: { role: 'model', parts: draft.parts } }));
-    return { candidates, ...this.head, ...(this.errorObject ? { error: this.errorObject } : {}), ...(this.truncated ? TRUNCATED_MARKER : {}) };
+    const candidates = [...this.candidates.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([index, draft]) => ({ ...draft.rest, index, content: { role: 'model', parts: draft.parts } }));
+    return {
+      candidates,
+      ...this.head,
+      ...(this.errorObject ? { error: this.errorObject } : {}),
+      ...(this.truncated ? TRUNCATED_MARKER : {}),
+    };
   }
 }
 
-export function geminiUsage(response: JsonObject | null): { input: number | null; output: number | null; cacheRead: number | null } {
+export function geminiUsage(response: JsonObject | null): {
+  input: number | null;
+  output: number | null;
+  cacheRead: number | null;
+} {
   const usage = isObject(response?.usageMetadata) ? response.usageMetadata : undefined;
   const num = (key: string): number | null => (usage && typeof usage[key] === 'number' ? (usage[key] as number) : null);
   const candidates = num('candidatesTokenCount');
   const thoughts = num('thoughtsTokenCount');
-  return { input: num('promptTokenCount'), output: candidates === null && thoughts === null ? null : (candidates ?? 0) + (thoughts ?? 0), cacheRead: num('cachedContentTokenCount') };
+  return {
+    input: num('promptTokenCount'),
+    output: candidates === null && thoughts === null ? null : (candidates ?? 0) + (thoughts ?? 0),
+    cacheRead: num('cachedContentTokenCount'),
+  };
 }
 
-const STATUS: Record<number, string> = { 400: 'INVALID_ARGUMENT', 401: 'UNAUTHENTICATED', 403: 'PERMISSION_DENIED', 404: 'NOT_FOUND', 413: 'INVALID_ARGUMENT', 429: 'RESOURCE_EXHAUSTED', 502: 'UNAVAILABLE', 503: 'UNAVAILABLE', 504: 'DEADLINE_EXCEEDED' };
+const STATUS: Record<number, string> = {
+  400: 'INVALID_ARGUMENT',
+  401: 'UNAUTHENTICATED',
+  403: 'PERMISSION_DENIED',
+  404: 'NOT_FOUND',
+  413: 'INVALID_ARGUMENT',
+  429: 'RESOURCE_EXHAUSTED',
+  502: 'UNAVAILABLE',
+  503: 'UNAVAILABLE',
+  504: 'DEADLINE_EXCEEDED',
+};
 
 /** The body of an error the daemon itself answers on the Gemini API. */
 export function geminiErrorBody(status: number, message: string): JsonObject {

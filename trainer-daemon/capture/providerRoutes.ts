@@ -36,7 +36,8 @@ const ERROR_BODY: Record<ProviderName, ProviderRoute['errorBody']> = {
 function providerOf(path: string, headers: IncomingHttpHeaders): ProviderName | null {
   if (/^\/v1(beta|alpha)\//.test(path)) return 'gemini';
   if (path === '/v1/messages' || path.startsWith('/v1/messages/')) return 'anthropic';
-  if ((path === '/v1/models' || path.startsWith('/v1/models/')) && headers['anthropic-version'] !== undefined) return 'anthropic';
+  if ((path === '/v1/models' || path.startsWith('/v1/models/')) && headers['anthropic-version'] !== undefined)
+    return 'anthropic';
   return null;
 }
 
@@ -46,7 +47,12 @@ export function errorBodyFor(path: string, headers: IncomingHttpHeaders): Provid
   return provider ? ERROR_BODY[provider] : null;
 }
 
-export function providerRoute(method: string | undefined, path: string, search: string, headers: IncomingHttpHeaders): ProviderRoute | null {
+export function providerRoute(
+  method: string | undefined,
+  path: string,
+  search: string,
+  headers: IncomingHttpHeaders,
+): ProviderRoute | null {
   const provider = providerOf(path, headers);
   if (!provider) return null;
   const query = new URLSearchParams(search);
@@ -54,8 +60,21 @@ export function providerRoute(method: string | undefined, path: string, search: 
   const rest = query.toString();
   const upstreamPath = `${path}${rest ? `?${rest}` : ''}`;
   if (provider === 'anthropic') {
-    return { provider, api: method === 'POST' && path === '/v1/messages' ? 'anthropic.messages' : null, path: upstreamPath, stream: false, errorBody: ERROR_BODY.anthropic };
+    return {
+      provider,
+      api: method === 'POST' && path === '/v1/messages' ? 'anthropic.messages' : null,
+      path: upstreamPath,
+      stream: false,
+      errorBody: ERROR_BODY.anthropic,
+    };
   }
   const call = method === 'POST' ? geminiCall(path) : null;
-  return { provider, api: call ? 'gemini.generate_content' : null, path: upstreamPath, model: call?.model, stream: call?.stream ?? false, errorBody: ERROR_BODY.gemini };
+  return {
+    provider,
+    api: call ? 'gemini.generate_content' : null,
+    path: upstreamPath,
+    model: call?.model,
+    stream: call?.stream ?? false,
+    errorBody: ERROR_BODY.gemini,
+  };
 }

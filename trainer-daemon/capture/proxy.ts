@@ -65,9 +65,24 @@ export function reassemblerFor(api: Api): Reassembler {
 /** A non-streamed LLM answer is JSON of at most a few MB; past this it is refused (502), not buffered. */
 const MAX_UPSTREAM_BODY_BYTES = Number(process.env.LIGHTNING_MAX_UPSTREAM_BODY_BYTES) || 64 * 1024 * 1024;
 
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'transfer-encoding', 'upgrade', 'host', 'content-length', 'accept-encoding']);
+const HOP_BY_HOP = new Set([
+  'connection',
+  'keep-alive',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'transfer-encoding',
+  'upgrade',
+  'host',
+  'content-length',
+  'accept-encoding',
+]);
 const UPSTREAM_SOCKETS = 512;
-const keepAlive = { http: new http.Agent({ keepAlive: true, maxSockets: UPSTREAM_SOCKETS }), https: new https.Agent({ keepAlive: true, maxSockets: UPSTREAM_SOCKETS }) };
+const keepAlive = {
+  http: new http.Agent({ keepAlive: true, maxSockets: UPSTREAM_SOCKETS }),
+  https: new https.Agent({ keepAlive: true, maxSockets: UPSTREAM_SOCKETS }),
+};
 const MAX_CALLS_PER_ROLLOUT = Number(process.env.LIGHTNING_MAX_CALLS_PER_ROLLOUT) || UPSTREAM_SOCKETS / 4;
 const UPSTREAM_QUEUE_TIMEOUT_MS = Number(process.env.LIGHTNING_UPSTREAM_QUEUE_TIMEOUT_MS) || 30_000;
 
@@ -78,15 +93,23 @@ class QueueTimeoutError extends Error {}
  * own key is added only for the daemon's own upstream, and only when the agent sent no key of its
  * own (Authorization or Azure-style api-key): a user's gateway or local server never receives it.
  */
-function upstreamHeaders(request: IncomingMessage, config: UpstreamConfig, rolloutUpstream: boolean, bodyLength: number): http.OutgoingHttpHeaders {
+function upstreamHeaders(
+  request: IncomingMessage,
+  config: UpstreamConfig,
+  rolloutUpstream: boolean,
+  bodyLength: number,
+): http.OutgoingHttpHeaders {
   const headers: http.OutgoingHttpHeaders = {};
   for (const [name, value] of Object.entries(request.headers)) {
     if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
   }
   if (headers.authorization === `Bearer ${PLACEHOLDER_API_KEY}`) delete headers.authorization;
-  for (const name of ['api-key', 'x-api-key', 'x-goog-api-key']) if (headers[name] === PLACEHOLDER_API_KEY) delete headers[name];
+  for (const name of ['api-key', 'x-api-key', 'x-goog-api-key'])
+    if (headers[name] === PLACEHOLDER_API_KEY) delete headers[name];
   // Any key of the agent's own (OpenAI/Azure, Anthropic, Gemini headers): the daemon's is then not added.
-  const agentHasKey = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key'].some((name) => headers[name] !== undefined);
+  const agentHasKey = ['authorization', 'api-key', 'x-api-key', 'x-goog-api-key'].some(
+    (name) => headers[name] !== undefined,
+  );
   if (!agentHasKey && !rolloutUpstream && config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
   // Identity encoding, so the record can read the body; it is forwarded byte for byte.
   headers['accept-encoding'] = 'identity';
@@ -94,14 +117,24 @@ function upstreamHeaders(request: IncomingMessage, config: UpstreamConfig, rollo
   return headers;
 }
 
-function sendError(response: ServerResponse, status: number, type: string, message: string, shape?: ProxyCall['errorBody']): void {
+function sendError(
+  response: ServerResponse,
+  status: number,
+  type: string,
+  message: string,
+  shape?: ProxyCall['errorBody'],
+): void {
   if (response.headersSent) {
     response.destroy();
     return;
   }
   const body = JSON.stringify(shape ? shape(status, type, message) : { error: { message, type, code: type } });
   const retry = status === 429 || status === 503 ? { 'retry-after': '1' } : {};
-  response.writeHead(status, { ...retry, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+  response.writeHead(status, {
+    ...retry,
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(body),
+  });
   response.end(body);
 }
 
@@ -130,7 +163,12 @@ export class RecordingProxy {
     // a 429 (SDKs retry it) instead of starving every other rollout's calls.
     const inFlight = this.inFlight.get(call.rolloutId) ?? 0;
     if (inFlight >= MAX_CALLS_PER_ROLLOUT) {
-      sendError(response, 429, 'rate_limit_exceeded', `this rollout has ${inFlight} LLM calls in flight through Lightning (limit ${MAX_CALLS_PER_ROLLOUT}); retry when one finishes`);
+      sendError(
+        response,
+        429,
+        'rate_limit_exceeded',
+        `this rollout has ${inFlight} LLM calls in flight through Lightning (limit ${MAX_CALLS_PER_ROLLOUT}); retry when one finishes`,
+      );
       return Promise.resolve();
     }
     this.inFlight.set(call.rolloutId, inFlight + 1);
@@ -155,13 +193,34 @@ export class RecordingProxy {
     return new Promise<void>((resolve) => {
       let finished: Promise<boolean> | undefined;
       /** Records the call once; resolves true when the record is committed (or there is none to make). */
-      const finish = (error: string | null, responseJson: JsonObject | null, outcome: CallOutcome): Promise<boolean> => {
-        finished ??= this.commit(call, request, { base, status, streamed, startMs, firstByteMs, error, responseJson, outcome, retryOf }).finally(resolve);
+      const finish = (
+        error: string | null,
+        responseJson: JsonObject | null,
+        outcome: CallOutcome,
+      ): Promise<boolean> => {
+        finished ??= this.commit(call, request, {
+          base,
+          status,
+          streamed,
+          startMs,
+          firstByteMs,
+          error,
+          responseJson,
+          outcome,
+          retryOf,
+        }).finally(resolve);
         return finished;
       };
       /** Answers with an error once the call is recorded (the error is what the record says too). */
-      const fail = (httpStatus: number, type: string, message: string, outcome: CallOutcome = { kind: 'upstream_error', status: httpStatus }): void => {
-        void finish(message, reassembler && streamed ? reassembler.result() : null, outcome).then(() => sendError(response, httpStatus, type, message, call.errorBody));
+      const fail = (
+        httpStatus: number,
+        type: string,
+        message: string,
+        outcome: CallOutcome = { kind: 'upstream_error', status: httpStatus },
+      ): void => {
+        void finish(message, reassembler && streamed ? reassembler.result() : null, outcome).then(() =>
+          sendError(response, httpStatus, type, message, call.errorBody),
+        );
       };
 
       const transport = target.protocol === 'https:' ? https : http;
@@ -173,7 +232,15 @@ export class RecordingProxy {
       });
 
       // A call waiting for a free upstream socket waits at most this long (the socket timeout starts only once it has one).
-      const queued = setTimeout(() => upstream.destroy(new QueueTimeoutError(`no upstream connection was free within ${UPSTREAM_QUEUE_TIMEOUT_MS} ms (the daemon is at its ${UPSTREAM_SOCKETS} upstream sockets); retry shortly`)), UPSTREAM_QUEUE_TIMEOUT_MS);
+      const queued = setTimeout(
+        () =>
+          upstream.destroy(
+            new QueueTimeoutError(
+              `no upstream connection was free within ${UPSTREAM_QUEUE_TIMEOUT_MS} ms (the daemon is at its ${UPSTREAM_SOCKETS} upstream sockets); retry shortly`,
+            ),
+          ),
+        UPSTREAM_QUEUE_TIMEOUT_MS,
+      );
       queued.unref();
       upstream.once('socket', () => clearTimeout(queued));
       upstream.once('close', () => clearTimeout(queued));
@@ -182,21 +249,35 @@ export class RecordingProxy {
       response.on('close', () => {
         if (!response.writableFinished) {
           upstream.destroy();
-          void finish('cancelled: the client disconnected before the response ended', reassembler && streamed ? reassembler.result() : null, { kind: 'cancelled' });
+          void finish(
+            'cancelled: the client disconnected before the response ended',
+            reassembler && streamed ? reassembler.result() : null,
+            { kind: 'cancelled' },
+          );
         }
       });
-      upstream.on('timeout', () => upstream.destroy(new UpstreamTimeoutError(`no response from the upstream within ${this.config.timeoutMs} ms`)));
+      upstream.on('timeout', () =>
+        upstream.destroy(new UpstreamTimeoutError(`no response from the upstream within ${this.config.timeoutMs} ms`)),
+      );
       upstream.on('error', (error) => {
         if (finished) return;
         const message = `Lightning could not get a response from the upstream ${redactUrl(base)}: ${errorMessage(error)}`;
         this.logger.warn('upstream request failed', { upstream: redactUrl(base), error: errorMessage(error) });
-        fail(error instanceof QueueTimeoutError ? 503 : error instanceof UpstreamTimeoutError ? 504 : 502, 'upstream_unavailable', message);
+        fail(
+          error instanceof QueueTimeoutError ? 503 : error instanceof UpstreamTimeoutError ? 504 : 502,
+          'upstream_unavailable',
+          message,
+        );
       });
       // An LLM API never switches protocols; without this listener Node would leave the call hanging.
       upstream.on('upgrade', (upgraded: IncomingMessage, socket) => {
         socket.destroy();
         status = upgraded.statusCode ?? null;
-        fail(502, 'upstream_malformed_response', `the upstream ${redactUrl(base)} answered HTTP ${upgraded.statusCode} (switching protocols), which an LLM API never does`);
+        fail(
+          502,
+          'upstream_malformed_response',
+          `the upstream ${redactUrl(base)} answered HTTP ${upgraded.statusCode} (switching protocols), which an LLM API never does`,
+        );
       });
 
       upstream.on('response', (upstreamResponse) => {
@@ -204,7 +285,11 @@ export class RecordingProxy {
         if (status < 200 || status > 599) {
           // Node refuses to send such a status on (writeHead throws): the agent gets a 502 that says why.
           upstreamResponse.destroy();
-          fail(502, 'upstream_malformed_response', `the upstream ${redactUrl(base)} answered with HTTP status ${status}, which is not a final HTTP status (200–599)`);
+          fail(
+            502,
+            'upstream_malformed_response',
+            `the upstream ${redactUrl(base)} answered with HTTP status ${status}, which is not a final HTTP status (200–599)`,
+          );
           return;
         }
         streamed = String(upstreamResponse.headers['content-type'] ?? '').includes('text/event-stream');
@@ -254,14 +339,22 @@ export class RecordingProxy {
             const result = reassembler?.result() ?? null;
             const error = status! >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? null);
             // An error event inside a 200 stream is an upstream error too: the answer is not whole.
-            const outcome: CallOutcome = error !== null ? { kind: 'upstream_error', status } : reassembler?.truncated ? { kind: 'truncated', limit: 'stream_content' } : { kind: 'ok' };
+            const outcome: CallOutcome =
+              error !== null
+                ? { kind: 'upstream_error', status }
+                : reassembler?.truncated
+                  ? { kind: 'truncated', limit: 'stream_content' }
+                  : { kind: 'ok' };
             // The stream's end is the agent's acknowledgement: it comes after the commit.
             void finish(error, result, outcome).then((committed) => (committed ? response.end() : response.destroy()));
           });
           // The upstream dropped the stream: the agent must not wait forever, and the call is recorded.
           upstreamResponse.on('close', () => {
             if (ended || finished) return;
-            void finish('the upstream stream broke before it ended', reassembler?.result() ?? null, { kind: 'upstream_error', status }).then(() => response.destroy());
+            void finish('the upstream stream broke before it ended', reassembler?.result() ?? null, {
+              kind: 'upstream_error',
+              status,
+            }).then(() => response.destroy());
           });
           return;
         }
@@ -270,11 +363,17 @@ export class RecordingProxy {
           firstByteMs ??= Date.now();
           held += chunk.length;
           try {
-            if (held > MAX_UPSTREAM_BODY_BYTES) throw new Error(`the answer is over the ${MAX_UPSTREAM_BODY_BYTES}-byte limit for a non-streamed answer`);
+            if (held > MAX_UPSTREAM_BODY_BYTES)
+              throw new Error(`the answer is over the ${MAX_UPSTREAM_BODY_BYTES}-byte limit for a non-streamed answer`);
             this.budget?.take(chunk.length, response);
           } catch (error) {
             upstreamResponse.destroy();
-            fail(502, 'upstream_response_too_large', `Lightning did not take the upstream ${redactUrl(base)}'s answer: ${errorMessage(error)}`, { kind: 'truncated', limit: 'response_body' });
+            fail(
+              502,
+              'upstream_response_too_large',
+              `Lightning did not take the upstream ${redactUrl(base)}'s answer: ${errorMessage(error)}`,
+              { kind: 'truncated', limit: 'response_body' },
+            );
             return;
           }
           chunks.push(chunk);
@@ -291,26 +390,41 @@ export class RecordingProxy {
             }
           }
           if (malformed) {
-            fail(502, 'upstream_malformed_response', `the upstream ${redactUrl(base)} answered HTTP ${status} with a body that is not JSON`);
+            fail(
+              502,
+              'upstream_malformed_response',
+              `the upstream ${redactUrl(base)} answered HTTP ${status} with a body that is not JSON`,
+            );
             return;
           }
-          let json = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
+          let json =
+            parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
           // A streamed answer sent as one JSON array (Gemini's streamGenerateContent without alt=sse).
           if (Array.isArray(parsed) && reassembler && status! < 400) {
             for (const item of parsed) reassembler.add(item);
             json = reassembler.result();
             streamed = true;
           }
-          const error = status! >= 400 ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? body.toString('utf8').slice(0, 500)}` : null;
+          const error =
+            status! >= 400
+              ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? body.toString('utf8').slice(0, 500)}`
+              : null;
           // The answer goes out once its record is committed: the agent's 200 means "recorded".
-          void finish(error, json, status! >= 400 ? { kind: 'upstream_error', status } : { kind: 'ok' }).then((committed) => {
-            if (!committed) {
-              sendError(response, 503, 'storage_unavailable', 'Lightning could not record this call (the store refused the write); retry shortly');
-              return;
-            }
-            response.writeHead(status!, { ...headers, 'content-length': body.length });
-            response.end(body);
-          });
+          void finish(error, json, status! >= 400 ? { kind: 'upstream_error', status } : { kind: 'ok' }).then(
+            (committed) => {
+              if (!committed) {
+                sendError(
+                  response,
+                  503,
+                  'storage_unavailable',
+                  'Lightning could not record this call (the store refused the write); retry shortly',
+                );
+                return;
+              }
+              response.writeHead(status!, { ...headers, 'content-length': body.length });
+              response.end(body);
+            },
+          );
         });
         const broke = (reason: string): void => {
           if (finished) return;
@@ -327,15 +441,42 @@ export class RecordingProxy {
   }
 
   /** Builds the call's span and waits for its commit; false when it could not be recorded. Never throws. */
-  private async commit(call: ProxyCall, request: IncomingMessage, outcome: { base: string; status: number | null; streamed: boolean; startMs: number; firstByteMs: number | null; error: string | null; responseJson: JsonObject | null; outcome: CallOutcome; retryOf: string | null }): Promise<boolean> {
+  private async commit(
+    call: ProxyCall,
+    request: IncomingMessage,
+    outcome: {
+      base: string;
+      status: number | null;
+      streamed: boolean;
+      startMs: number;
+      firstByteMs: number | null;
+      error: string | null;
+      responseJson: JsonObject | null;
+      outcome: CallOutcome;
+      retryOf: string | null;
+    },
+  ): Promise<boolean> {
     if (!call.api || !call.json) return true;
     try {
       const record: CallRecord = {
-        api: call.api, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(outcome.base),
-        request: call.json, response: outcome.responseJson, status: outcome.status, streamed: outcome.streamed, startMs: outcome.startMs, endMs: Date.now(),
-        firstByteMs: outcome.firstByteMs, error: outcome.error, tokenIdsRequested: call.tokenIdsRequested, model: call.model,
+        api: call.api,
+        rolloutId: call.rolloutId,
+        callIndex: call.callIndex,
+        upstream: redactUrl(outcome.base),
+        request: call.json,
+        response: outcome.responseJson,
+        status: outcome.status,
+        streamed: outcome.streamed,
+        startMs: outcome.startMs,
+        endMs: Date.now(),
+        firstByteMs: outcome.firstByteMs,
+        error: outcome.error,
+        tokenIdsRequested: call.tokenIdsRequested,
+        model: call.model,
         traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
-        outcome: outcome.outcome, retryOf: outcome.retryOf, sdkRetryCount: sdkRetryCount(request.headers),
+        outcome: outcome.outcome,
+        retryOf: outcome.retryOf,
+        sdkRetryCount: sdkRetryCount(request.headers),
       };
       const span = callToSpan(record);
       await this.record(span, call.rolloutId);
@@ -355,13 +496,15 @@ export function upstreamTarget(base: string, pathAndQuery: string): URL {
   const callPath = query === -1 ? pathAndQuery : pathAndQuery.slice(0, query);
   target.pathname = `${target.pathname.replace(/\/+$/, '')}${callPath}`;
   const params = new URLSearchParams(target.search);
-  if (query !== -1) for (const [name, value] of new URLSearchParams(pathAndQuery.slice(query + 1))) params.append(name, value);
+  if (query !== -1)
+    for (const [name, value] of new URLSearchParams(pathAndQuery.slice(query + 1))) params.append(name, value);
   target.search = params.toString();
   return target;
 }
 
 function upstreamErrorMessage(json: JsonObject | null): string | undefined {
   const error = json?.error;
-  if (error && typeof error === 'object' && !Array.isArray(error) && typeof error.message === 'string') return error.message;
+  if (error && typeof error === 'object' && !Array.isArray(error) && typeof error.message === 'string')
+    return error.message;
   return typeof error === 'string' ? error : undefined;
 }

@@ -7,7 +7,8 @@
  */
 import type { Json } from '../protocol';
 
-export type Api = 'chat.completions' | 'completions' | 'responses' | 'embeddings' | 'anthropic.messages' | 'gemini.generate_content';
+export type Api =
+  'chat.completions' | 'completions' | 'responses' | 'embeddings' | 'anthropic.messages' | 'gemini.generate_content';
 
 /** Rebuilds one response from a stream's `data:` payloads (each API has its own). */
 export interface Reassembler {
@@ -20,7 +21,9 @@ export interface Reassembler {
 }
 
 /** What a truncated stream's record carries. */
-export const TRUNCATED_MARKER = { lightning_truncated: 'the stream passed the record size limit; the rest was passed to the agent but not recorded' } as const;
+export const TRUNCATED_MARKER = {
+  lightning_truncated: 'the stream passed the record size limit; the rest was passed to the agent but not recorded',
+} as const;
 
 type JsonObject = { [key: string]: Json };
 
@@ -68,7 +71,15 @@ export class StreamReassembler implements Reassembler {
     this.eventCount += 1;
     if (isObject(event.error)) this.error = String(event.error.message ?? JSON.stringify(event.error));
     if (this.api === 'responses') return this.addResponseEvent(event);
-    for (const key of ['id', 'object', 'created', 'model', 'system_fingerprint', 'service_tier', 'prompt_token_ids'] as const) {
+    for (const key of [
+      'id',
+      'object',
+      'created',
+      'model',
+      'system_fingerprint',
+      'service_tier',
+      'prompt_token_ids',
+    ] as const) {
       if (event[key] !== undefined && event[key] !== null) this.head[key] = event[key];
     }
     if (event.usage !== undefined && event.usage !== null) this.usage = event.usage;
@@ -80,7 +91,17 @@ export class StreamReassembler implements Reassembler {
     const index = typeof raw.index === 'number' ? raw.index : 0;
     let draft = this.choices.get(index);
     if (!draft) {
-      draft = { index, content: '', refusal: '', reasoning: '', text: '', toolCalls: new Map(), finishReason: null, logprobs: [], tokenIds: [] };
+      draft = {
+        index,
+        content: '',
+        refusal: '',
+        reasoning: '',
+        text: '',
+        toolCalls: new Map(),
+        finishReason: null,
+        logprobs: [],
+        tokenIds: [],
+      };
       this.choices.set(index, draft);
     }
     if (raw.finish_reason !== undefined && raw.finish_reason !== null) draft.finishReason = raw.finish_reason;
@@ -97,7 +118,8 @@ export class StreamReassembler implements Reassembler {
     if (typeof delta.refusal === 'string') draft.refusal += delta.refusal;
     const reasoning = delta.reasoning_content ?? delta.reasoning;
     if (typeof reasoning === 'string') draft.reasoning += reasoning;
-    if (Array.isArray(delta.tool_calls)) for (const call of delta.tool_calls) if (isObject(call)) this.addToolCall(draft, call);
+    if (Array.isArray(delta.tool_calls))
+      for (const call of delta.tool_calls) if (isObject(call)) this.addToolCall(draft, call);
   }
 
   private addToolCall(draft: ChoiceDraft, call: JsonObject): void {
@@ -118,7 +140,13 @@ export class StreamReassembler implements Reassembler {
   private addResponseEvent(event: JsonObject): void {
     const type = typeof event.type === 'string' ? event.type : '';
     if (this.responseEvents.length < 200) this.responseEvents.push(type);
-    if (isObject(event.response) && (type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed' || type === 'response.created')) {
+    if (
+      isObject(event.response) &&
+      (type === 'response.completed' ||
+        type === 'response.incomplete' ||
+        type === 'response.failed' ||
+        type === 'response.created')
+    ) {
       this.finalResponse = event.response;
     }
     if (type === 'error' && typeof event.message === 'string') this.error = event.message;
@@ -128,10 +156,20 @@ export class StreamReassembler implements Reassembler {
   result(): JsonObject {
     const marker: JsonObject = this.truncated ? { ...TRUNCATED_MARKER } : {};
     if (this.api === 'responses') {
-      return { ...(this.finalResponse ?? { object: 'response', status: 'incomplete' }), lightning_stream_events: this.eventCount, ...marker };
+      return {
+        ...(this.finalResponse ?? { object: 'response', status: 'incomplete' }),
+        lightning_stream_events: this.eventCount,
+        ...marker,
+      };
     }
-    const choices = [...this.choices.values()].sort((a, b) => a.index - b.index).map((draft) => this.choiceResult(draft));
-    const result: JsonObject = { ...this.head, object: this.api === 'completions' ? 'text_completion' : 'chat.completion', choices };
+    const choices = [...this.choices.values()]
+      .sort((a, b) => a.index - b.index)
+      .map((draft) => this.choiceResult(draft));
+    const result: JsonObject = {
+      ...this.head,
+      object: this.api === 'completions' ? 'text_completion' : 'chat.completion',
+      choices,
+    };
     if (this.usage !== undefined) result.usage = this.usage;
     return { ...result, ...marker };
   }
@@ -141,7 +179,10 @@ export class StreamReassembler implements Reassembler {
     if (draft.logprobs.length > 0) choice.logprobs = { content: draft.logprobs };
     if (draft.tokenIds.length > 0) choice.token_ids = draft.tokenIds;
     if (this.api === 'completions') return { ...choice, text: draft.text };
-    const message: JsonObject = { role: draft.role ?? 'assistant', content: draft.content.length > 0 ? draft.content : null };
+    const message: JsonObject = {
+      role: draft.role ?? 'assistant',
+      content: draft.content.length > 0 ? draft.content : null,
+    };
     if (draft.refusal) message.refusal = draft.refusal;
     if (draft.reasoning) message.reasoning_content = draft.reasoning;
     if (draft.toolCalls.size > 0) {

@@ -68,10 +68,16 @@ function traceIds(record: CallRecord): { traceId: string; parentSpanId: string |
   const match = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(record.traceparent ?? '');
   if (match && !/^0+$/.test(match[1]!)) return { traceId: match[1]!, parentSpanId: match[2]! };
   // Without a traceparent, all of a rollout's proxied calls share one trace derived from its id.
-  return { traceId: crypto.createHash('sha256').update(record.rolloutId).digest('hex').slice(0, 32), parentSpanId: null };
+  return {
+    traceId: crypto.createHash('sha256').update(record.rolloutId).digest('hex').slice(0, 32),
+    parentSpanId: null,
+  };
 }
 
-function usageOf(api: Api, response: JsonObject | null): { input: number | null; output: number | null; cacheRead?: number | null; cacheCreation?: number | null } {
+function usageOf(
+  api: Api,
+  response: JsonObject | null,
+): { input: number | null; output: number | null; cacheRead?: number | null; cacheCreation?: number | null } {
   if (api === 'anthropic.messages') return anthropicUsage(response);
   if (api === 'gemini.generate_content') return geminiUsage(response);
   const usage = response?.usage;
@@ -80,7 +86,9 @@ function usageOf(api: Api, response: JsonObject | null): { input: number | null;
     for (const key of keys) if (typeof usage[key] === 'number') return usage[key] as number;
     return null;
   };
-  return api === 'responses' ? { input: pick('input_tokens'), output: pick('output_tokens') } : { input: pick('prompt_tokens'), output: pick('completion_tokens') };
+  return api === 'responses'
+    ? { input: pick('input_tokens'), output: pick('output_tokens') }
+    : { input: pick('prompt_tokens'), output: pick('completion_tokens') };
 }
 
 function finishReasons(api: Api, response: JsonObject | null): string[] {
@@ -89,10 +97,16 @@ function finishReasons(api: Api, response: JsonObject | null): string[] {
   if (api === 'anthropic.messages') return typeof response.stop_reason === 'string' ? [response.stop_reason] : [];
   if (api === 'gemini.generate_content') {
     const candidates = Array.isArray(response.candidates) ? response.candidates : [];
-    return candidates.flatMap((c) => (c && typeof c === 'object' && !Array.isArray(c) && typeof c.finishReason === 'string' ? [c.finishReason] : []));
+    return candidates.flatMap((c) =>
+      c && typeof c === 'object' && !Array.isArray(c) && typeof c.finishReason === 'string' ? [c.finishReason] : [],
+    );
   }
   const choices = Array.isArray(response.choices) ? response.choices : [];
-  return choices.flatMap((choice) => (choice && typeof choice === 'object' && !Array.isArray(choice) && typeof choice.finish_reason === 'string' ? [choice.finish_reason] : []));
+  return choices.flatMap((choice) =>
+    choice && typeof choice === 'object' && !Array.isArray(choice) && typeof choice.finish_reason === 'string'
+      ? [choice.finish_reason]
+      : [],
+  );
 }
 
 /** Exact token ids when the serving engine returned them (vLLM `return_token_ids`, `prompt_token_ids`). */
@@ -117,7 +131,11 @@ function logprobsOf(completion: JsonObject | null | undefined): number[] | undef
   const logprobs = choice && typeof choice === 'object' && !Array.isArray(choice) ? choice.logprobs : undefined;
   const content = logprobs && typeof logprobs === 'object' && !Array.isArray(logprobs) ? logprobs.content : undefined;
   if (!Array.isArray(content)) return undefined;
-  return content.flatMap((entry) => (entry && typeof entry === 'object' && !Array.isArray(entry) && typeof entry.logprob === 'number' ? [entry.logprob] : []));
+  return content.flatMap((entry) =>
+    entry && typeof entry === 'object' && !Array.isArray(entry) && typeof entry.logprob === 'number'
+      ? [entry.logprob]
+      : [],
+  );
 }
 
 export function callToSpan(record: CallRecord): SpanInput {
@@ -138,8 +156,22 @@ export function callToSpan(record: CallRecord): SpanInput {
   if (record.retryOf) attributes[RETRY_OF_ATTRIBUTE] = record.retryOf;
   if (typeof record.sdkRetryCount === 'number') attributes['lightning.sdk_retry_count'] = record.sdkRetryCount;
   const generation = record.request.generationConfig;
-  const sampling: { [key: string]: Json | undefined } = generation && typeof generation === 'object' && !Array.isArray(generation) ? { ...record.request, temperature: generation.temperature, top_p: generation.topP, max_output_tokens: generation.maxOutputTokens } : record.request;
-  for (const [key, attribute] of [['temperature', 'temperature'], ['top_p', 'top_p'], ['max_tokens', 'max_tokens'], ['max_completion_tokens', 'max_tokens'], ['max_output_tokens', 'max_tokens']] as const) {
+  const sampling: { [key: string]: Json | undefined } =
+    generation && typeof generation === 'object' && !Array.isArray(generation)
+      ? {
+          ...record.request,
+          temperature: generation.temperature,
+          top_p: generation.topP,
+          max_output_tokens: generation.maxOutputTokens,
+        }
+      : record.request;
+  for (const [key, attribute] of [
+    ['temperature', 'temperature'],
+    ['top_p', 'top_p'],
+    ['max_tokens', 'max_tokens'],
+    ['max_completion_tokens', 'max_tokens'],
+    ['max_output_tokens', 'max_tokens'],
+  ] as const) {
     const value = sampling[key];
     if (typeof value === 'number') attributes[`gen_ai.request.${attribute}`] = value;
   }
@@ -151,7 +183,8 @@ export function callToSpan(record: CallRecord): SpanInput {
     if (typeof responseModel === 'string') attributes['gen_ai.response.model'] = responseModel;
   }
   if (typeof usage.cacheRead === 'number') attributes['gen_ai.usage.cache_read.input_tokens'] = usage.cacheRead;
-  if (typeof usage.cacheCreation === 'number') attributes['gen_ai.usage.cache_creation.input_tokens'] = usage.cacheCreation;
+  if (typeof usage.cacheCreation === 'number')
+    attributes['gen_ai.usage.cache_creation.input_tokens'] = usage.cacheCreation;
   if (record.translated !== undefined) {
     attributes['lightning.translated_to'] = 'chat.completions';
     const logprobs = logprobsOf(record.translated);
@@ -165,7 +198,8 @@ export function callToSpan(record: CallRecord): SpanInput {
   if (ids.completion !== undefined) attributes['lightning.response_token_ids'] = ids.completion;
   if (record.status !== null) attributes['http.response.status_code'] = record.status;
   if (record.tokenIdsRequested) attributes['lightning.engine_token_ids_requested'] = true;
-  if (record.firstByteMs !== null) attributes['lightning.time_to_first_byte_ms'] = Math.round((record.firstByteMs - record.startMs) * 1000) / 1000;
+  if (record.firstByteMs !== null)
+    attributes['lightning.time_to_first_byte_ms'] = Math.round((record.firstByteMs - record.startMs) * 1000) / 1000;
   const { traceId, parentSpanId } = traceIds(record);
   return {
     traceId,
@@ -177,7 +211,10 @@ export function callToSpan(record: CallRecord): SpanInput {
     category: record.api === 'embeddings' ? 'other' : 'llm',
     startMs: record.startMs,
     endMs: record.endMs,
-    statusCode: record.error === null && record.outcome.kind !== 'upstream_error' && record.outcome.kind !== 'cancelled' ? 'ok' : 'error',
+    statusCode:
+      record.error === null && record.outcome.kind !== 'upstream_error' && record.outcome.kind !== 'cancelled'
+        ? 'ok'
+        : 'error',
     statusMessage: record.error,
     attributes,
     events: [],

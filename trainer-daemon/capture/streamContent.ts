@@ -9,8 +9,27 @@ import type { Api } from './reassemble';
 
 /** Per-event fields the reassembled record keeps once (or not at all): framing, not content. */
 const FRAMING = new Set([
-  'id', 'object', 'created', 'model', 'system_fingerprint', 'service_tier', 'type', 'role', 'index', 'finish_reason', 'stop_reason',
-  'responseId', 'modelVersion', 'usage', 'usageMetadata', 'sequence_number', 'item_id', 'output_index', 'content_index', 'event_id', 'obfuscation',
+  'id',
+  'object',
+  'created',
+  'model',
+  'system_fingerprint',
+  'service_tier',
+  'type',
+  'role',
+  'index',
+  'finish_reason',
+  'stop_reason',
+  'responseId',
+  'modelVersion',
+  'usage',
+  'usageMetadata',
+  'sequence_number',
+  'item_id',
+  'output_index',
+  'content_index',
+  'event_id',
+  'obfuscation',
 ]);
 
 function contentOf(value: unknown, depth: number): number {
@@ -32,7 +51,10 @@ function contentOf(value: unknown, depth: number): number {
  */
 export function streamContentChars(api: Api, event: unknown): number {
   if (api === 'responses') {
-    const response = event !== null && typeof event === 'object' && !Array.isArray(event) ? (event as { response?: unknown }).response : undefined;
+    const response =
+      event !== null && typeof event === 'object' && !Array.isArray(event)
+        ? (event as { response?: unknown }).response
+        : undefined;
     return contentOf(response, 0);
   }
   return contentOf(event, 0);

@@ -8,7 +8,13 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
-  anthropicRequestToChat, anthropicResponseEvents, chatToAnthropicResponse, chatToGeminiResponse, geminiRequestToChat, type CallOutcome, type Json,
+  anthropicRequestToChat,
+  anthropicResponseEvents,
+  chatToAnthropicResponse,
+  chatToGeminiResponse,
+  geminiRequestToChat,
+  type CallOutcome,
+  type Json,
 } from '../protocol';
 import { errorMessage } from '../protocol/errors';
 import { redactUrl } from '../protocol/secrets';
@@ -28,13 +34,18 @@ export interface TranslatedCall extends ProxyCall {
 
 function chatRequestOf(call: TranslatedCall): JsonObject {
   const json = call.json ?? {};
-  const chat = call.api === 'anthropic.messages' ? anthropicRequestToChat(json) : geminiRequestToChat(json, call.model ?? 'policy');
+  const chat =
+    call.api === 'anthropic.messages'
+      ? anthropicRequestToChat(json)
+      : geminiRequestToChat(json, call.model ?? 'policy');
   return { logprobs: true, ...chat, stream: false, return_token_ids: true };
 }
 
 function answerOf(call: TranslatedCall, completion: JsonObject): JsonObject {
   const model = call.model ?? (typeof call.json?.model === 'string' ? call.json.model : 'policy');
-  return call.api === 'anthropic.messages' ? chatToAnthropicResponse(completion, model) : chatToGeminiResponse(completion, model);
+  return call.api === 'anthropic.messages'
+    ? chatToAnthropicResponse(completion, model)
+    : chatToGeminiResponse(completion, model);
 }
 
 function writeAnswer(call: TranslatedCall, response: ServerResponse, answer: JsonObject): void {
@@ -46,7 +57,11 @@ function writeAnswer(call: TranslatedCall, response: ServerResponse, answer: Jso
   }
   response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
   if (call.api === 'anthropic.messages') {
-    response.end(anthropicResponseEvents(answer).map(({ event, data }) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`).join(''));
+    response.end(
+      anthropicResponseEvents(answer)
+        .map(({ event, data }) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)
+        .join(''),
+    );
   } else {
     response.end(`data: ${JSON.stringify(answer)}\r\n\r\n`);
   }
@@ -81,7 +96,10 @@ export class TranslatingProxy {
     try {
       const upstream = await fetch(`${base}/chat/completions`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', ...(this.config.apiKey && call.upstream === null ? { authorization: `Bearer ${this.config.apiKey}` } : {}) },
+        headers: {
+          'content-type': 'application/json',
+          ...(this.config.apiKey && call.upstream === null ? { authorization: `Bearer ${this.config.apiKey}` } : {}),
+        },
         body: JSON.stringify(chatRequestOf(call)),
         signal: AbortSignal.any([aborted.signal, AbortSignal.timeout(this.config.timeoutMs)]),
       });
@@ -108,8 +126,11 @@ export class TranslatingProxy {
         reply = () => writeAnswer(call, response, translated);
       }
     } catch (caught) {
-      error = aborted.signal.aborted ? 'cancelled: the client disconnected before the response ended' : `Lightning could not get a response from the policy server ${redactUrl(base)}: ${errorMessage(caught)}`;
-      if (!aborted.signal.aborted) this.logger.warn('policy request failed', { upstream: redactUrl(base), error: errorMessage(caught) });
+      error = aborted.signal.aborted
+        ? 'cancelled: the client disconnected before the response ended'
+        : `Lightning could not get a response from the policy server ${redactUrl(base)}: ${errorMessage(caught)}`;
+      if (!aborted.signal.aborted)
+        this.logger.warn('policy request failed', { upstream: redactUrl(base), error: errorMessage(caught) });
       const message = error;
       const errorStatus = /timeout|aborted due to timeout/i.test(errorMessage(caught)) ? 504 : 502;
       outcome = aborted.signal.aborted ? { kind: 'cancelled' } : { kind: 'upstream_error', status: errorStatus };
@@ -121,10 +142,25 @@ export class TranslatingProxy {
     }
     try {
       const span = callToSpan({
-        api: call.api!, rolloutId: call.rolloutId, callIndex: call.callIndex, upstream: redactUrl(base), request: call.json, response: answer, status, streamed: call.stream,
-        startMs, endMs: Date.now(), firstByteMs, error, tokenIdsRequested: true, model: call.model, translated: completion,
+        api: call.api!,
+        rolloutId: call.rolloutId,
+        callIndex: call.callIndex,
+        upstream: redactUrl(base),
+        request: call.json,
+        response: answer,
+        status,
+        streamed: call.stream,
+        startMs,
+        endMs: Date.now(),
+        firstByteMs,
+        error,
+        tokenIdsRequested: true,
+        model: call.model,
+        translated: completion,
         traceparent: typeof request.headers.traceparent === 'string' ? request.headers.traceparent : undefined,
-        outcome, retryOf, sdkRetryCount: sdkRetryCount(request.headers),
+        outcome,
+        retryOf,
+        sdkRetryCount: sdkRetryCount(request.headers),
       });
       await this.record(span, call.rolloutId);
       if (outcome.kind !== 'ok') this.retries.failedCall(call.rolloutId, call.body, span.spanId);
@@ -141,7 +177,9 @@ export class TranslatingProxy {
       response.destroy();
       return;
     }
-    const body = JSON.stringify(call.errorBody ? call.errorBody(status, 'upstream_error', message) : { error: { message } });
+    const body = JSON.stringify(
+      call.errorBody ? call.errorBody(status, 'upstream_error', message) : { error: { message } },
+    );
     response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     response.end(body);
   }

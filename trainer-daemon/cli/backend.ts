@@ -31,11 +31,18 @@ export async function openBackend(storeFile: string, options: { create?: boolean
   const store = Store.open(storeFile);
   const handlers = createHandlers({
     store,
-    info: () => ({ version: VERSION, pid: process.pid, store: storeFile, schemaVersion: store.schemaVersion, startedAt: Date.now() }),
+    info: () => ({
+      version: VERSION,
+      pid: process.pid,
+      store: storeFile,
+      schemaVersion: store.schemaVersion,
+      startedAt: Date.now(),
+    }),
   });
   return {
     via: 'store',
-    call: async (name, params) => Methods[name].result.parse(await invoke(handlers, name, params)) as ResultOf<typeof name>,
+    call: async (name, params) =>
+      Methods[name].result.parse(await invoke(handlers, name, params)) as ResultOf<typeof name>,
     close: () => store.close(),
   };
 }

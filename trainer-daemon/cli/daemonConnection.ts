@@ -63,10 +63,11 @@ async function untilAlone(daemon: Daemon): Promise<void> {
   // Our own client's socket closes asynchronously: wait for it as well.
   while (daemon.rpcConnections > 0) {
     if (!told && Date.now() - started > 2_000) {
-      process.stderr.write(`lightning: this run's daemon serves ${daemon.rpcConnections} other client(s); waiting for them to finish\n`);
+      process.stderr.write(
+        `lightning: this run's daemon serves ${daemon.rpcConnections} other client(s); waiting for them to finish\n`,
+      );
       told = true;
     }
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
-

@@ -39,7 +39,9 @@ export function buildProgram(): Command {
   registerCheckpoints(program);
   program
     .command('demo')
-    .description('train a sample tool-using agent with RL offline in .lightning/ (what `npm run demo` runs): no API key, no GPU, no download')
+    .description(
+      'train a sample tool-using agent with RL offline in .lightning/ (what `npm run demo` runs): no API key, no GPU, no download',
+    )
     .action(() => runDemo());
   const all = (command: Command): Command[] => [command, ...command.commands.flatMap(all)];
   for (const command of all(program).slice(1)) command.exitOverride().addHelpText('after', EXIT_CODES_HELP);

@@ -50,14 +50,23 @@ export class Progress {
       if (rollout.status === 'succeeded') this.succeeded += 1;
     }
     const event: RolloutFinished = {
-      event: 'rollout-finished', done: this.done, total: this.total, rolloutId: rollout.id, taskId: rollout.task?.id ?? null,
-      status: rollout.status, retrying, reward: rollout.reward, durationMs, error: rollout.error,
+      event: 'rollout-finished',
+      done: this.done,
+      total: this.total,
+      rolloutId: rollout.id,
+      taskId: rollout.task?.id ?? null,
+      status: rollout.status,
+      retrying,
+      reward: rollout.reward,
+      durationMs,
+      error: rollout.error,
     };
     if (this.json) return this.write(event);
     const line = `[${this.done}/${this.total}] ${describeAttempt(event)}`;
     if (!this.tty) this.stream.write(`${line}\n`);
     else {
-      if (rollout.status !== 'succeeded') this.stream.write(`\r\x1b[K${line}${rollout.error ? `: ${rollout.error}` : ''}\n`);
+      if (rollout.status !== 'succeeded')
+        this.stream.write(`\r\x1b[K${line}${rollout.error ? `: ${rollout.error}` : ''}\n`);
       this.draw();
     }
   }
@@ -85,6 +94,8 @@ export class Progress {
   }
 
   private draw(): void {
-    this.stream.write(`\r\x1b[K${progressBar({ done: this.done, total: this.total, succeeded: this.succeeded, retried: this.retried, elapsedMs: Date.now() - this.started })}`);
+    this.stream.write(
+      `\r\x1b[K${progressBar({ done: this.done, total: this.total, succeeded: this.succeeded, retried: this.retried, elapsedMs: Date.now() - this.started })}`,
+    );
   }
 }

@@ -6,7 +6,13 @@
  * with: its rollouts stay pinned to that checkpoint, so their calls go there too.
  */
 import { Option, type Command } from 'commander';
-import { checkpointRouting, PolicyDevice, userProviderUpstreams, userUpstream, type ProviderUpstreams } from '../protocol';
+import {
+  checkpointRouting,
+  PolicyDevice,
+  userProviderUpstreams,
+  userUpstream,
+  type ProviderUpstreams,
+} from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
 import type { RpcClient } from '../protocol/connection';
 import { parseUpstream } from './commands/serve';
@@ -30,23 +36,47 @@ export interface Routing {
 /** Adds `--checkpoint` and `--device` to a command that runs agents. */
 export function addCheckpointOptions(command: Command): Command {
   return command
-    .option('--checkpoint <id>', 'send the LLM calls to this checkpoint (ckpt-…, see `lightning checkpoints`), served by the daemon with exact token ids and recorded on each rollout (implies --token-ids); overrides OPENAI_BASE_URL')
-    .addOption(new Option('--device <device>', 'with --checkpoint: where the policy runs (default: as its training run did)').choices(PolicyDevice.options));
+    .option(
+      '--checkpoint <id>',
+      'send the LLM calls to this checkpoint (ckpt-…, see `lightning checkpoints`), served by the daemon with exact token ids and recorded on each rollout (implies --token-ids); overrides OPENAI_BASE_URL',
+    )
+    .addOption(
+      new Option(
+        '--device <device>',
+        'with --checkpoint: where the policy runs (default: as its training run did)',
+      ).choices(PolicyDevice.options),
+    );
 }
 
 /** Checks the flags, then (with `--checkpoint`) has the daemon serve the checkpoint — loading it takes a moment the first time. */
-export async function resolveRouting(client: RpcClient, options: RoutingOptions, env: NodeJS.ProcessEnv): Promise<Routing> {
+export async function resolveRouting(
+  client: RpcClient,
+  options: RoutingOptions,
+  env: NodeJS.ProcessEnv,
+): Promise<Routing> {
   if (options.checkpoint === undefined) {
     if (options.device !== undefined) throw new InvalidInputError('--device: applies with --checkpoint only');
     const own = userUpstream(env);
-    const upstream = own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
-    const providerUpstreams = Object.fromEntries(Object.entries(userProviderUpstreams(env)).map(([name, url]) => [name, parseUpstream(url, name === 'anthropic' ? 'ANTHROPIC_BASE_URL' : 'GOOGLE_GEMINI_BASE_URL')]));
+    const upstream =
+      own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : options.upstream ? parseUpstream(options.upstream) : null;
+    const providerUpstreams = Object.fromEntries(
+      Object.entries(userProviderUpstreams(env)).map(([name, url]) => [
+        name,
+        parseUpstream(url, name === 'anthropic' ? 'ANTHROPIC_BASE_URL' : 'GOOGLE_GEMINI_BASE_URL'),
+      ]),
+    );
     return { upstream, tokenIds: options.tokenIds ?? false, providerUpstreams, resources: {} };
   }
-  if (options.upstream !== undefined) throw new InvalidInputError('--upstream: give either --upstream or --checkpoint (the checkpoint is the upstream)');
+  if (options.upstream !== undefined)
+    throw new InvalidInputError('--upstream: give either --upstream or --checkpoint (the checkpoint is the upstream)');
   process.stderr.write(`lightning: serving checkpoint ${options.checkpoint}…\n`);
-  const served = await client.request('servePolicy', { checkpointId: options.checkpoint, ...(options.device ? { device: options.device } : {}) });
-  process.stderr.write(`lightning: checkpoint ${served.checkpointId} (run ${served.runId}, step ${served.step}) serves at ${served.url} on ${served.device}\n`);
+  const served = await client.request('servePolicy', {
+    checkpointId: options.checkpoint,
+    ...(options.device ? { device: options.device } : {}),
+  });
+  process.stderr.write(
+    `lightning: checkpoint ${served.checkpointId} (run ${served.runId}, step ${served.step}) serves at ${served.url} on ${served.device}\n`,
+  );
   return checkpointRouting(served);
 }
 
@@ -57,11 +87,16 @@ export async function resolveRouting(client: RpcClient, options: RoutingOptions,
  */
 export function resumeRoutingOptions<T extends RoutingOptions>(options: T, batchId: string, pinned: string | null): T {
   if (options.checkpoint !== undefined && options.checkpoint !== pinned) {
-    throw new InvalidInputError(pinned
-      ? `--checkpoint ${options.checkpoint}: batch ${batchId} was started with checkpoint ${pinned}, which its rollouts record; resume it without --checkpoint (it is served again) or run a new batch with ${options.checkpoint}`
-      : `--checkpoint ${options.checkpoint}: batch ${batchId} was started without a checkpoint; resume it without --checkpoint, or run a new batch with ${options.checkpoint}`);
+    throw new InvalidInputError(
+      pinned
+        ? `--checkpoint ${options.checkpoint}: batch ${batchId} was started with checkpoint ${pinned}, which its rollouts record; resume it without --checkpoint (it is served again) or run a new batch with ${options.checkpoint}`
+        : `--checkpoint ${options.checkpoint}: batch ${batchId} was started without a checkpoint; resume it without --checkpoint, or run a new batch with ${options.checkpoint}`,
+    );
   }
   if (pinned === null) return options;
-  if (options.upstream !== undefined) throw new InvalidInputError(`--upstream: batch ${batchId} was started with checkpoint ${pinned}, which answers its rollouts; resume it without --upstream`);
+  if (options.upstream !== undefined)
+    throw new InvalidInputError(
+      `--upstream: batch ${batchId} was started with checkpoint ${pinned}, which answers its rollouts; resume it without --upstream`,
+    );
   return { ...options, checkpoint: pinned };
 }

@@ -19,7 +19,9 @@ function arr(value: Json | undefined): Json[] {
 function text(value: Json | undefined): string {
   if (typeof value === 'string') return value;
   // Content parts: [{type:'text', text}] or Responses' [{type:'output_text', text}].
-  return arr(value).map((part) => String(obj(part)?.text ?? '')).join('');
+  return arr(value)
+    .map((part) => String(obj(part)?.text ?? ''))
+    .join('');
 }
 
 function oneLine(value: string, max = 100): string {
@@ -42,7 +44,8 @@ function outputs(response: JsonObject): string[] {
   const lines: string[] = [];
   for (const item of arr(response.output)) {
     const entry = obj(item);
-    if (entry?.type === 'function_call') lines.push(`tool call ${String(entry.name)}(${oneLine(String(entry.arguments ?? ''), 80)})`);
+    if (entry?.type === 'function_call')
+      lines.push(`tool call ${String(entry.name)}(${oneLine(String(entry.arguments ?? ''), 80)})`);
     else if (entry?.type === 'message') lines.push(`"${oneLine(text(entry.content))}"`);
   }
   for (const choice of arr(response.choices)) {

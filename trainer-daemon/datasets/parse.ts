@@ -32,12 +32,15 @@ export function parseTasksJsonl(text: string, options: ParseOptions): ImportTask
     } catch {
       throw new InvalidInputError(`line ${lineNo}: not valid JSON`);
     }
-    if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new InvalidInputError(`line ${lineNo}: expected a JSON object`);
+    if (value === null || typeof value !== 'object' || Array.isArray(value))
+      throw new InvalidInputError(`line ${lineNo}: expected a JSON object`);
     const { id: rawId, split: rawSplit, [options.expectedField]: expected, ...input } = value as Record<string, Json>;
-    if (rawId !== undefined && (typeof rawId !== 'string' && typeof rawId !== 'number')) throw new InvalidInputError(`line ${lineNo}: id must be a string or a number`);
+    if (rawId !== undefined && typeof rawId !== 'string' && typeof rawId !== 'number')
+      throw new InvalidInputError(`line ${lineNo}: id must be a string or a number`);
     const id = rawId === undefined ? `task-${tasks.length + 1}` : String(rawId);
     const previous = seen.get(id);
-    if (previous !== undefined) throw new InvalidInputError(`line ${lineNo}: id ${JSON.stringify(id)} repeats line ${previous}`);
+    if (previous !== undefined)
+      throw new InvalidInputError(`line ${lineNo}: id ${JSON.stringify(id)} repeats line ${previous}`);
     seen.set(id, lineNo);
     if (rawSplit !== undefined && rawSplit !== 'train' && rawSplit !== 'val' && rawSplit !== 'test') {
       throw new InvalidInputError(`line ${lineNo}: split must be train, val or test`);

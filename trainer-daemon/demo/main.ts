@@ -26,7 +26,9 @@ const DATASET = 'demo-tools';
 /** The sample agent: bundled with its SDK beside the bundle (dist/demo-agent.mjs, what a .vsix carries), else the checkout's source. */
 const root = path.resolve(__dirname, '..', path.basename(__dirname) === 'dist' ? '' : '..');
 const bundledAgent = path.join(__dirname, 'demo-agent.mjs');
-const agent = fs.existsSync(bundledAgent) ? bundledAgent : path.join(root, 'trainer-daemon', 'demo', 'sample-agent.mjs');
+const agent = fs.existsSync(bundledAgent)
+  ? bundledAgent
+  : path.join(root, 'trainer-daemon', 'demo', 'sample-agent.mjs');
 
 function say(text: string): void {
   process.stdout.write(`${text}\n`);
@@ -50,7 +52,13 @@ function envNumber(name: string, fallback: number): number {
 }
 
 /** The demo's run: 16 tasks × 8 samples per iteration, full fine-tuning, 2 epochs of minibatches of 128 at lr 3e-4. */
-export function demoConfig(dir: string, python: string, iterations: number, seed: number, warmStartSteps: number): GrpoConfig {
+export function demoConfig(
+  dir: string,
+  python: string,
+  iterations: number,
+  seed: number,
+  warmStartSteps: number,
+): GrpoConfig {
   const input: GrpoConfigInput = {
     model: { kind: 'tiny', config: { context: 64 } },
     adapter: { kind: 'full' },
@@ -71,7 +79,12 @@ export function demoConfig(dir: string, python: string, iterations: number, seed
     evalEvery: Math.max(1, Math.min(10, Math.floor(iterations / 4))),
     seed,
     timeoutSeconds: 60,
-    warmStart: { file: path.join(dir, 'demonstrations.jsonl'), steps: warmStartSteps, lr: 1e-3, untilSampledAccuracy: envNumber('LIGHTNING_DEMO_UNTIL', 0.55) },
+    warmStart: {
+      file: path.join(dir, 'demonstrations.jsonl'),
+      steps: warmStartSteps,
+      lr: 1e-3,
+      untilSampledAccuracy: envNumber('LIGHTNING_DEMO_UNTIL', 0.55),
+    },
     device: 'cpu',
     python,
     command: { argv: [process.execPath, agent], cwd: process.cwd() },
@@ -89,36 +102,59 @@ export async function runDemo(): Promise<void> {
   const store = path.resolve('.lightning', 'store.db');
   const dir = path.join(path.dirname(store), 'demo');
   fs.mkdirSync(dir, { recursive: true });
-  say('Lightning demo: train a tool-using agent with reinforcement learning, offline (no API key, no GPU, no download).');
+  say(
+    'Lightning demo: train a tool-using agent with reinforcement learning, offline (no API key, no GPU, no download).',
+  );
   ensureSqliteDriver(root, say);
   const python = await ensureTrainerPython(store, say);
-  say(`  trainer   ${python.executable} (Python ${python.version}, torch ${python.torch}): the tiny built-in policy, a byte-level GPT`);
-  say(`  agent     node ${path.relative(process.cwd(), agent)} — the real openai SDK, as long-lived agent workers; tools add/subtract/multiply`);
+  say(
+    `  trainer   ${python.executable} (Python ${python.version}, torch ${python.torch}): the tiny built-in policy, a byte-level GPT`,
+  );
+  say(
+    `  agent     node ${path.relative(process.cwd(), agent)} — the real openai SDK, as long-lived agent workers; tools add/subtract/multiply`,
+  );
   say(`  task      "3 minus 7": pick the right tool, answer with its result (reward 1 if right)`);
   say(`  store     ${path.relative(process.cwd(), store)}`);
 
   // The agent must talk to the policy, whatever the user's shell points OpenAI programs at.
   for (const name of ['OPENAI_BASE_URL', 'OPENAI_API_BASE', 'OPENAI_API_KEY']) delete process.env[name];
   const tasks = toolsTasks(64, 32);
-  fs.writeFileSync(path.join(dir, 'demonstrations.jsonl'), randomToolDemonstrations(tasks.filter((t) => t.split === 'train'), seed));
+  fs.writeFileSync(
+    path.join(dir, 'demonstrations.jsonl'),
+    randomToolDemonstrations(
+      tasks.filter((t) => t.split === 'train'),
+      seed,
+    ),
+  );
   const { client, close } = await connectOrStartDaemon(store);
   try {
     const { items } = await client.request('listDatasets', {});
-    if (!items.some((d) => d.name === DATASET)) await client.request('importDataset', { name: DATASET, source: 'built-in demo task', tasks });
-    say(`  plan      warm start on demonstrations that show every tool for every question, then ${iterations} GRPO iterations of 16 tasks × 8 samples`);
+    if (!items.some((d) => d.name === DATASET))
+      await client.request('importDataset', { name: DATASET, source: 'built-in demo task', tasks });
+    say(
+      `  plan      warm start on demonstrations that show every tool for every question, then ${iterations} GRPO iterations of 16 tasks × 8 samples`,
+    );
     say('');
-    const detail = await trainAndFollow(client, { config: demoConfig(dir, python.executable, iterations, seed, warmStartSteps) }, false);
+    const detail = await trainAndFollow(
+      client,
+      { config: demoConfig(dir, python.executable, iterations, seed, warmStartSteps) },
+      false,
+    );
     const chart = path.join(dir, `${detail.run.id}.html`);
     fs.writeFileSync(chart, renderChart(detail));
     const first = (name: string): number | undefined => metricPoints(detail.metrics, name)[0]?.value;
     const last = (name: string): number | undefined => metricPoints(detail.metrics, name).at(-1)?.value;
     const pair = (name: string): string => `${first(name)?.toFixed(2) ?? '-'} → ${last(name)?.toFixed(2) ?? '-'}`;
     say('');
-    say(`Run ${detail.run.id} ${detail.run.status}${detail.run.error && detail.run.status === 'failed' ? `: ${detail.run.error}` : ''} in ${((performance.now() - started) / 1000).toFixed(0)} s.`);
+    say(
+      `Run ${detail.run.id} ${detail.run.status}${detail.run.error && detail.run.status === 'failed' ? `: ${detail.run.error}` : ''} in ${((performance.now() - started) / 1000).toFixed(0)} s.`,
+    );
     say(`  validation reward        ${pair('val/reward')}   (before → after training)`);
     say(`  sampled training reward  ${pair('reward/mean')}   (first → last iteration)`);
     say(`  chart                    ${path.relative(process.cwd(), chart)}`);
-    say(`  checkpoints              ${detail.checkpoints.length} under ${path.relative(process.cwd(), path.join(path.dirname(store), 'checkpoints', detail.run.id))}`);
+    say(
+      `  checkpoints              ${detail.checkpoints.length} under ${path.relative(process.cwd(), path.join(path.dirname(store), 'checkpoints', detail.run.id))}`,
+    );
     say('Look closer:  npx lightning train --list · npx lightning rollouts --mode val · the Lightning side panel');
     if (detail.run.status !== 'succeeded') process.exitCode = 1;
   } finally {

@@ -15,7 +15,11 @@ const tools = Object.keys(OPERATIONS).map((name) => ({
   function: {
     name,
     description: `${name} two integers`,
-    parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } }, required: ['a', 'b'] },
+    parameters: {
+      type: 'object',
+      properties: { a: { type: 'integer' }, b: { type: 'integer' } },
+      required: ['a', 'b'],
+    },
   },
 }));
 
@@ -38,18 +42,28 @@ async function solve(client, task) {
   ];
   let answer = null;
   for (let turn = 0; turn < 3 && answer === null; turn += 1) {
-    const completion = await client.chat.completions.create({ model: process.env.AGENT_MODEL ?? 'policy', messages, tools, max_tokens: 24 });
+    const completion = await client.chat.completions.create({
+      model: process.env.AGENT_MODEL ?? 'policy',
+      messages,
+      tools,
+      max_tokens: 24,
+    });
     const message = completion.choices[0].message;
     messages.push(message);
     if (!message.tool_calls?.length) answer = message.content ?? '';
-    for (const call of message.tool_calls ?? []) messages.push({ role: 'tool', tool_call_id: call.id, content: runTool(call) });
+    for (const call of message.tool_calls ?? [])
+      messages.push({ role: 'tool', tool_call_id: call.id, content: runTool(call) });
   }
   const value = Number(/-?\d+/.exec(answer ?? '')?.[0]);
   return { answer, correct: value === task.answer };
 }
 
 async function post(url, body) {
-  const response = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
   if (!response.ok) throw new Error(`POST ${url}: HTTP ${response.status} ${await response.text()}`);
 }
 
@@ -62,7 +76,10 @@ async function work(runnerUrl) {
     const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: process.env.OPENAI_API_KEY || 'unused', maxRetries: 0 });
     try {
       const { answer, correct } = await solve(client, task);
-      await post(`${url}/reward`, { value: correct ? 1 : 0, comment: `answered ${JSON.stringify(answer)}, expected ${task.answer}` });
+      await post(`${url}/reward`, {
+        value: correct ? 1 : 0,
+        comment: `answered ${JSON.stringify(answer)}, expected ${task.answer}`,
+      });
       await post(`${url}/finish`, { status: 'succeeded' });
     } catch (error) {
       await post(`${url}/finish`, { status: 'failed', error: String(error?.message ?? error) }).catch(() => undefined);

@@ -18,7 +18,9 @@ export function localNodeHeaders(execPath = process.execPath, version = process.
   if (!fs.existsSync(header)) return undefined;
   const text = fs.readFileSync(header, 'utf8');
   const part = (name: string): string | undefined => new RegExp(`#define ${name} (\\d+)`).exec(text)?.[1];
-  return `${part('NODE_MAJOR_VERSION')}.${part('NODE_MINOR_VERSION')}.${part('NODE_PATCH_VERSION')}` === version ? prefix : undefined;
+  return `${part('NODE_MAJOR_VERSION')}.${part('NODE_MINOR_VERSION')}.${part('NODE_PATCH_VERSION')}` === version
+    ? prefix
+    : undefined;
 }
 
 /**
@@ -32,7 +34,9 @@ function betterSqlite3Installed(root: string): boolean {
 /** Makes sure the store can open here: builds better-sqlite3 in the checkout `root` when npm ci could not. */
 export function ensureSqliteDriver(root: string, say: (text: string) => void): void {
   if (chooseDriver() === 'node:sqlite' || betterSqlite3Installed(root)) return;
-  const manifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { optionalDependencies?: Record<string, string> };
+  const manifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as {
+    optionalDependencies?: Record<string, string>;
+  };
   const spec = manifest.optionalDependencies?.['better-sqlite3'];
   const headers = localNodeHeaders();
   if (!spec || !headers) {
@@ -41,9 +45,25 @@ export function ensureSqliteDriver(root: string, say: (text: string) => void): v
         "Install this Node's headers (Debian/Ubuntu: they come with Node in <prefix>/include/node) and run `npm ci` again, or run the demo on Node ≥ 22.13.",
     );
   }
-  say(`  sqlite    npm ci could not build better-sqlite3 (node-gyp had no Node headers configured): building it against ${path.join(headers, 'include', 'node')} (about a minute)`);
-  const npm = spawnSync('npm', ['install', '--no-save', '--no-audit', '--no-fund', '--loglevel=error', `--nodedir=${headers}`, `better-sqlite3@${spec}`], { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] });
+  say(
+    `  sqlite    npm ci could not build better-sqlite3 (node-gyp had no Node headers configured): building it against ${path.join(headers, 'include', 'node')} (about a minute)`,
+  );
+  const npm = spawnSync(
+    'npm',
+    [
+      'install',
+      '--no-save',
+      '--no-audit',
+      '--no-fund',
+      '--loglevel=error',
+      `--nodedir=${headers}`,
+      `better-sqlite3@${spec}`,
+    ],
+    { cwd: root, stdio: ['ignore', 'inherit', 'inherit'] },
+  );
   if (npm.status !== 0 || !betterSqlite3Installed(root)) {
-    throw new InvalidInputError(`building better-sqlite3 failed (npm exited ${npm.status ?? npm.signal}); see npm's output above`);
+    throw new InvalidInputError(
+      `building better-sqlite3 failed (npm exited ${npm.status ?? npm.signal}); see npm's output above`,
+    );
   }
 }

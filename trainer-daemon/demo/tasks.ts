@@ -33,7 +33,12 @@ export function toolsTasks(train: number, val: number, seed = 7): ImportTask[] {
     const a = operand();
     const b = operand();
     const input: ToolsTask = { question: `${a} ${op.word} ${b}`, a, b, answer: op.apply(a, b) };
-    return { id: `${i < train ? 'train' : 'val'}-${i}`, split: i < train ? 'train' : 'val', input: { ...input }, expected: input.answer };
+    return {
+      id: `${i < train ? 'train' : 'val'}-${i}`,
+      split: i < train ? 'train' : 'val',
+      input: { ...input },
+      expected: input.answer,
+    };
   });
 }
 
@@ -45,17 +50,37 @@ export function toolsTasks(train: number, val: number, seed = 7): ImportTask[] {
  */
 export function randomToolDemonstrations(tasks: readonly ImportTask[], seed: number): string {
   const random = seededRandom(seed + 1);
-  const tools = OPERATIONS.map((op) => ({ type: 'function', function: { name: op.tool, parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } } } } }));
+  const tools = OPERATIONS.map((op) => ({
+    type: 'function',
+    function: {
+      name: op.tool,
+      parameters: { type: 'object', properties: { a: { type: 'integer' }, b: { type: 'integer' } } },
+    },
+  }));
   const lines: string[] = [];
   tasks.forEach((task, i) => {
     const { question, a, b } = task.input as unknown as ToolsTask;
     const order = shuffledWith(OPERATIONS, random);
     order.forEach((op, k) => {
-      const call = { id: `call_${i}_${k}`, type: 'function', function: { name: op.tool, arguments: JSON.stringify({ a, b }) } };
+      const call = {
+        id: `call_${i}_${k}`,
+        type: 'function',
+        function: { name: op.tool, arguments: JSON.stringify({ a, b }) },
+      };
       const user = { role: 'user', content: question };
       const assistantCall = { role: 'assistant', content: null, tool_calls: [call] };
       lines.push(JSON.stringify({ messages: [user, assistantCall], tools }));
-      lines.push(JSON.stringify({ messages: [user, assistantCall, { role: 'tool', tool_call_id: call.id, content: String(op.apply(a, b)) }, { role: 'assistant', content: String(op.apply(a, b)) }], tools }));
+      lines.push(
+        JSON.stringify({
+          messages: [
+            user,
+            assistantCall,
+            { role: 'tool', tool_call_id: call.id, content: String(op.apply(a, b)) },
+            { role: 'assistant', content: String(op.apply(a, b)) },
+          ],
+          tools,
+        }),
+      );
     });
   });
   return `${lines.join('\n')}\n`;

@@ -27,14 +27,22 @@ export interface LlmCall {
   stepReward: number;
 }
 
-const AGENT_NAME_KEYS = ['gen_ai.agent.name', 'agent.name', 'ai.telemetry.functionId', 'langgraph.node', 'openinference.agent.name'];
+const AGENT_NAME_KEYS = [
+  'gen_ai.agent.name',
+  'agent.name',
+  'ai.telemetry.functionId',
+  'langgraph.node',
+  'openinference.agent.name',
+];
 
 function obj(value: Json | undefined): JsonObject | undefined {
   return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : undefined;
 }
 
 function ints(value: Json | undefined): number[] | null {
-  return Array.isArray(value) && value.every((v) => typeof v === 'number' && Number.isInteger(v)) ? (value as number[]) : null;
+  return Array.isArray(value) && value.every((v) => typeof v === 'number' && Number.isInteger(v))
+    ? (value as number[])
+    : null;
 }
 
 function numbers(value: Json | undefined): number[] | null {
@@ -64,7 +72,8 @@ export function repairParents(spans: readonly Span[]): Map<string, Span | null> 
     }
     let best: Span | null = null;
     for (const candidate of spans) {
-      if (candidate === span || candidate.traceId !== span.traceId || candidate.endMs === null || span.endMs === null) continue;
+      if (candidate === span || candidate.traceId !== span.traceId || candidate.endMs === null || span.endMs === null)
+        continue;
       if (candidate.startMs > span.startMs || candidate.endMs < span.endMs) continue;
       if (!best || candidate.endMs - candidate.startMs < best.endMs! - best.startMs) best = candidate;
     }
@@ -76,7 +85,11 @@ export function repairParents(spans: readonly Span[]): Map<string, Span | null> 
 /** The nearest enclosing agent's name (or the span's own), walking up the repaired tree. */
 function enclosingAgent(span: Span, parents: ReadonlyMap<string, Span | null>): string | null {
   const seen = new Set<string>();
-  for (let current: Span | null | undefined = span; current && !seen.has(current.spanId); current = parents.get(current.spanId)) {
+  for (
+    let current: Span | null | undefined = span;
+    current && !seen.has(current.spanId);
+    current = parents.get(current.spanId)
+  ) {
     seen.add(current.spanId);
     const name = agentNameOf(current);
     if (name && (current === span || current.category === 'agent')) return name;
@@ -88,7 +101,10 @@ function enclosingAgent(span: Span, parents: ReadonlyMap<string, Span | null>): 
 function flattenedMessages(attributes: JsonObject, prefix: 'gen_ai.prompt' | 'gen_ai.completion'): JsonObject[] | null {
   const messages: JsonObject[] = [];
   for (let i = 0; `${prefix}.${i}.role` in attributes || `${prefix}.${i}.content` in attributes; i += 1) {
-    messages.push({ role: attributes[`${prefix}.${i}.role`] ?? 'user', content: attributes[`${prefix}.${i}.content`] ?? null });
+    messages.push({
+      role: attributes[`${prefix}.${i}.role`] ?? 'user',
+      content: attributes[`${prefix}.${i}.content`] ?? null,
+    });
   }
   return messages.length ? messages : null;
 }
@@ -104,16 +120,28 @@ function callOf(span: Span, agentName: string | null): LlmCall {
   const output = Array.isArray(response?.output) ? response!.output : null;
   const content = message?.content;
   const outputText = output
-    ?.flatMap((item) => (obj(item)?.type === 'message' && Array.isArray(obj(item)!.content) ? (obj(item)!.content as Json[]) : []))
+    ?.flatMap((item) =>
+      obj(item)?.type === 'message' && Array.isArray(obj(item)!.content) ? (obj(item)!.content as Json[]) : [],
+    )
     .map((part) => String(obj(part)?.text ?? ''))
     .join('');
   const logprobContent = obj(choice?.logprobs)?.content;
   return {
     span,
     agentName,
-    api: typeof attributes['lightning.api'] === 'string' ? attributes['lightning.api'] : String(attributes['gen_ai.operation.name'] ?? 'llm'),
-    model: typeof attributes['gen_ai.response.model'] === 'string' ? attributes['gen_ai.response.model'] : typeof attributes['gen_ai.request.model'] === 'string' ? attributes['gen_ai.request.model'] : null,
-    messages: Array.isArray(request?.messages) ? (request!.messages.filter((m) => obj(m)) as JsonObject[]) : flattenedMessages(attributes, 'gen_ai.prompt'),
+    api:
+      typeof attributes['lightning.api'] === 'string'
+        ? attributes['lightning.api']
+        : String(attributes['gen_ai.operation.name'] ?? 'llm'),
+    model:
+      typeof attributes['gen_ai.response.model'] === 'string'
+        ? attributes['gen_ai.response.model']
+        : typeof attributes['gen_ai.request.model'] === 'string'
+          ? attributes['gen_ai.request.model']
+          : null,
+    messages: Array.isArray(request?.messages)
+      ? (request!.messages.filter((m) => obj(m)) as JsonObject[])
+      : flattenedMessages(attributes, 'gen_ai.prompt'),
     input: request?.input ?? request?.prompt ?? null,
     tools: Array.isArray(request?.tools) ? request!.tools : null,
     message,
@@ -142,7 +170,12 @@ function rewardSpanValue(span: Span): number | null {
  * attached: annotations on a call's span, and reward spans or step annotations on other spans go
  * to the call that precedes them.
  */
-export function extractCalls(spans: readonly Span[], rewards: readonly Reward[], rewardName: string, agentMatch?: RegExp): LlmCall[] {
+export function extractCalls(
+  spans: readonly Span[],
+  rewards: readonly Reward[],
+  rewardName: string,
+  agentMatch?: RegExp,
+): LlmCall[] {
   const parents = repairParents(spans);
   // An OTLP twin carries the framework's parent chain for the proxy's record of the same call.
   const twinOf = new Map<string, Span>();
@@ -171,7 +204,8 @@ export function extractCalls(spans: readonly Span[], rewards: readonly Reward[],
       if (current) current.stepReward += stepRewards.get(span.spanId)?.value ?? 0;
       continue;
     }
-    const value = (span.category === 'reward' ? (rewardSpanValue(span) ?? 0) : 0) + (stepRewards.get(span.spanId)?.value ?? 0);
+    const value =
+      (span.category === 'reward' ? (rewardSpanValue(span) ?? 0) : 0) + (stepRewards.get(span.spanId)?.value ?? 0);
     if (value === 0) continue;
     // Reward spans may arrive late (OTLP batches): credit the last call that ended before the reward.
     const target = calls.filter((c) => c.span.endMs !== null && c.span.endMs <= span.startMs).at(-1) ?? current;

@@ -14,7 +14,8 @@ const AUTOMATIC_SOURCES: ReadonlyArray<Reward['source']> = ['rule', 'judge', 'mo
  */
 export function episodeReward(rewards: readonly Reward[], policy: RewardPolicy): number | null {
   const episode = rewards.filter((r) => r.spanId === null && r.name === policy.name);
-  const latest = (sources: ReadonlyArray<Reward['source']>): Reward | undefined => episode.filter((r) => sources.includes(r.source)).at(-1);
+  const latest = (sources: ReadonlyArray<Reward['source']>): Reward | undefined =>
+    episode.filter((r) => sources.includes(r.source)).at(-1);
   const chosen = latest(['human']) ?? latest(['agent']) ?? latest(AUTOMATIC_SOURCES);
   if (chosen) return chosen.value;
   return policy.missing === 'fill' ? policy.fillValue : null;
@@ -76,7 +77,12 @@ export function rolloutAdvantages(
     if (group.length === 1) stats.singletonGroups += 1;
     else if (flat) stats.zeroVarianceGroups += 1;
     for (const r of group) {
-      const advantage = group.length === 1 || flat ? 0 : options.normalizeStd ? (r.reward - mean) / (std + options.epsilon) : r.reward - mean;
+      const advantage =
+        group.length === 1 || flat
+          ? 0
+          : options.normalizeStd
+            ? (r.reward - mean) / (std + options.epsilon)
+            : r.reward - mean;
       advantages.set(r.id, advantage);
     }
   }

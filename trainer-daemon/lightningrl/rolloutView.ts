@@ -24,13 +24,18 @@ export interface TrajectoryReader {
   listSpans(rolloutId: string, afterSequence: number, limit: number): Span[];
 }
 
-export function rolloutTransitions(store: TrajectoryReader, params: ParsedParamsOf<'rolloutTransitions'>): RolloutTransitions {
+export function rolloutTransitions(
+  store: TrajectoryReader,
+  params: ParsedParamsOf<'rolloutTransitions'>,
+): RolloutTransitions {
   const rollout = store.getRollout(store.resolveRolloutId(params.rolloutId));
   let agentMatch: RegExp | undefined;
   try {
     agentMatch = params.agent === undefined ? undefined : new RegExp(params.agent);
   } catch (error) {
-    throw new InvalidInputError(`params.agent: not a regular expression (${error instanceof Error ? error.message : String(error)})`);
+    throw new InvalidInputError(
+      `params.agent: not a regular expression (${error instanceof Error ? error.message : String(error)})`,
+    );
   }
   const scope: TrainingGroup['scope'] = rollout.batchId ? 'batch' : rollout.datasetId ? 'dataset' : 'rollout';
   const taskId = rollout.task?.id ?? null;
@@ -39,10 +44,21 @@ export function rolloutTransitions(store: TrajectoryReader, params: ParsedParams
   const trajectories: Trajectory[] =
     scope === 'rollout'
       ? store.trajectoriesOf([rollout.id])
-      : [...store.trajectories({ status: [...OUTCOME_STATUSES], ...(scope === 'batch' ? { batchId: rollout.batchId! } : { datasetId: rollout.datasetId! }), ...taskOnly })];
+      : [
+          ...store.trajectories({
+            status: [...OUTCOME_STATUSES],
+            ...(scope === 'batch' ? { batchId: rollout.batchId! } : { datasetId: rollout.datasetId! }),
+            ...taskOnly,
+          }),
+        ];
   const own = trajectories.find((t) => t.rollout.id === rollout.id) ?? store.trajectoriesOf([rollout.id])[0]!;
   const considered = trajectories.filter((t) => hasOutcome(t.rollout.status));
-  const { transitions } = buildTransitions(considered, { reward: params.reward, credit: params.credit, advantage: params.advantage, agentMatch });
+  const { transitions } = buildTransitions(considered, {
+    reward: params.reward,
+    credit: params.credit,
+    advantage: params.advantage,
+    agentMatch,
+  });
   const samples = new Map(transitions.filter((t) => t.rolloutId === rollout.id).map((t) => [t.spanId, t]));
   const reward = episodeReward(own.rewards, params.reward);
   const spans = store.listSpans(rollout.id, 0, 10_000).filter((span) => span.category === 'llm');
@@ -51,7 +67,11 @@ export function rolloutTransitions(store: TrajectoryReader, params: ParsedParams
     : reward === null
       ? `no "${params.reward.name}" reward: rollouts without an episode reward are left out (or filled, by the reward policy)`
       : samples.size === 0
-        ? agentMatch ? `no LLM call of an agent matching /${params.agent}/` : spans.length ? 'none of its LLM calls ended with a whole answer' : 'the rollout has no LLM calls'
+        ? agentMatch
+          ? `no LLM call of an agent matching /${params.agent}/`
+          : spans.length
+            ? 'none of its LLM calls ended with a whole answer'
+            : 'the rollout has no LLM calls'
         : null;
   const calls: CallTraining[] = spans.map((span) => {
     const sample = samples.get(span.spanId);
@@ -61,7 +81,11 @@ export function rolloutTransitions(store: TrajectoryReader, params: ParsedParams
       name: span.name,
       agentName: sample?.agentName ?? null,
       included: sample !== undefined,
-      why: sample ? null : outcome.kind !== 'ok' ? `not a whole answer (${outcomeWord(outcome)}): left out of training` : (why ?? (agentMatch ? `its agent does not match /${params.agent}/` : 'not a training sample')),
+      why: sample
+        ? null
+        : outcome.kind !== 'ok'
+          ? `not a whole answer (${outcomeWord(outcome)}): left out of training`
+          : (why ?? (agentMatch ? `its agent does not match /${params.agent}/` : 'not a training sample')),
       step: sample?.step ?? null,
       reward: sample?.reward ?? null,
       advantage: sample?.advantage ?? null,
@@ -79,21 +103,44 @@ export function rolloutTransitions(store: TrajectoryReader, params: ParsedParams
     why,
     episodeReward: reward,
     advantage: first ? (params.advantage.kind === 'none' ? null : first.advantage) : null,
-    group: groupOf(considered, rollout.id, taskId, scope, scope === 'batch' ? rollout.batchId : scope === 'dataset' ? rollout.datasetId : null, params.reward),
+    group: groupOf(
+      considered,
+      rollout.id,
+      taskId,
+      scope,
+      scope === 'batch' ? rollout.batchId : scope === 'dataset' ? rollout.datasetId : null,
+      params.reward,
+    ),
     options: { reward: params.reward, credit: params.credit, advantage: params.advantage, agent: params.agent ?? null },
     calls,
   };
 }
 
-function groupOf(considered: readonly Trajectory[], rolloutId: string, taskId: string | null, scope: TrainingGroup['scope'], scopeId: string | null, policy: ParsedParamsOf<'rolloutTransitions'>['reward']): TrainingGroup {
+function groupOf(
+  considered: readonly Trajectory[],
+  rolloutId: string,
+  taskId: string | null,
+  scope: TrainingGroup['scope'],
+  scopeId: string | null,
+  policy: ParsedParamsOf<'rolloutTransitions'>['reward'],
+): TrainingGroup {
   const own = considered.find((t) => t.rollout.id === rolloutId)?.rollout;
-  const members = considered.filter((t) => (taskId === null ? t.rollout.id === rolloutId : t.rollout.task?.id === taskId && t.rollout.datasetId === (own?.datasetId ?? t.rollout.datasetId)));
+  const members = considered.filter((t) =>
+    taskId === null
+      ? t.rollout.id === rolloutId
+      : t.rollout.task?.id === taskId && t.rollout.datasetId === (own?.datasetId ?? t.rollout.datasetId),
+  );
   const rewards = members.flatMap((t) => {
     const value = episodeReward(t.rewards, policy);
     return value === null ? [] : [value];
   });
   const mean = rewards.length ? rewards.reduce((a, b) => a + b, 0) / rewards.length : null;
   const std = mean === null ? null : Math.sqrt(rewards.reduce((sum, r) => sum + (r - mean) ** 2, 0) / rewards.length);
-  const note = rewards.length === 1 ? 'a group of one rollout: nothing to compare, advantage 0' : std !== null && rewards.length > 1 && std <= 1e-12 * Math.max(1, Math.abs(mean!)) ? 'every rollout of the group has the same reward: advantage 0' : null;
+  const note =
+    rewards.length === 1
+      ? 'a group of one rollout: nothing to compare, advantage 0'
+      : std !== null && rewards.length > 1 && std <= 1e-12 * Math.max(1, Math.abs(mean!))
+        ? 'every rollout of the group has the same reward: advantage 0'
+        : null;
   return { scope, scopeId, taskId, rewarded: rewards.length, mean, std, note };
 }

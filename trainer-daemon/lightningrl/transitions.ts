@@ -3,7 +3,16 @@
  * advantages → single-call transitions (DESIGN.md, "LightningRL"), and the OpenAI fine-tuning
  * chat format for supervised training on the best rollouts.
  */
-import { noSkippedCalls, type AdvantageOptions, type CallOutcome, type CreditOptions, type ExportReport, type Json, type RewardPolicy, type Transition } from '../protocol';
+import {
+  noSkippedCalls,
+  type AdvantageOptions,
+  type CallOutcome,
+  type CreditOptions,
+  type ExportReport,
+  type Json,
+  type RewardPolicy,
+  type Transition,
+} from '../protocol';
 import type { Trajectory } from '../protocol/lightningrl';
 import { extractCalls, type LlmCall } from './adapter';
 import { aggregateRollout, type AggregationStats } from './aggregate';
@@ -30,8 +39,22 @@ interface Selected {
   readonly calls: KeptCall[];
 }
 
-export function buildTransitions(trajectories: Iterable<Trajectory>, options: LightningRlOptions): { transitions: Transition[]; report: ExportReport } {
-  const report: ExportReport = { rollouts: 0, exported: 0, transitions: 0, excludedNoReward: 0, excludedBelowMinReward: 0, excludedNoCalls: 0, skipped: noSkippedCalls(), singletonGroups: 0, zeroVarianceGroups: 0, aggregated: null };
+export function buildTransitions(
+  trajectories: Iterable<Trajectory>,
+  options: LightningRlOptions,
+): { transitions: Transition[]; report: ExportReport } {
+  const report: ExportReport = {
+    rollouts: 0,
+    exported: 0,
+    transitions: 0,
+    excludedNoReward: 0,
+    excludedBelowMinReward: 0,
+    excludedNoCalls: 0,
+    skipped: noSkippedCalls(),
+    singletonGroups: 0,
+    zeroVarianceGroups: 0,
+    aggregated: null,
+  };
   const aggregation: AggregationStats = { merged: 0, mismatches: 0, withoutTokenIds: 0 };
   const selected: Selected[] = [];
   for (const trajectory of trajectories) {
@@ -41,7 +64,11 @@ export function buildTransitions(trajectories: Iterable<Trajectory>, options: Li
       report.excludedNoReward += 1;
       continue;
     }
-    const calls = wholeAnswers(extractCalls(trajectory.spans, trajectory.rewards, options.reward.name, options.agentMatch), options.includeFailed ?? false, report.skipped);
+    const calls = wholeAnswers(
+      extractCalls(trajectory.spans, trajectory.rewards, options.reward.name, options.agentMatch),
+      options.includeFailed ?? false,
+      report.skipped,
+    );
     if (calls.length === 0) {
       report.excludedNoCalls += 1;
       continue;
@@ -64,9 +91,15 @@ export function buildTransitions(trajectories: Iterable<Trajectory>, options: Li
       report.excludedBelowMinReward += 1;
       continue;
     }
-    const credited = creditRewards(reward, calls.map((c) => c.call.stepReward), options.credit);
+    const credited = creditRewards(
+      reward,
+      calls.map((c) => c.call.stepReward),
+      options.credit,
+    );
     const rolloutAdvantage = advantages?.get(trajectory.rollout.id);
-    const samples = calls.map(({ call, outcome }, step) => transition(trajectory, call, outcome, step, reward, credited[step]!, rolloutAdvantage ?? credited[step]!));
+    const samples = calls.map(({ call, outcome }, step) =>
+      transition(trajectory, call, outcome, step, reward, credited[step]!, rolloutAdvantage ?? credited[step]!),
+    );
     transitions.push(...(options.aggregate ? aggregateRollout(samples, aggregation) : samples));
     report.exported += 1;
   }
@@ -79,7 +112,15 @@ function groupOf({ rollout }: Trajectory): string | null {
   return rollout.task?.id === undefined ? null : `${rollout.datasetId ?? ''}\u0000${rollout.task.id}`;
 }
 
-function transition(trajectory: Trajectory, call: LlmCall, outcome: CallOutcome, step: number, episodeReward: number, reward: number, advantage: number): Transition {
+function transition(
+  trajectory: Trajectory,
+  call: LlmCall,
+  outcome: CallOutcome,
+  step: number,
+  episodeReward: number,
+  reward: number,
+  advantage: number,
+): Transition {
   const tokenIds = call.responseTokenIds;
   return {
     rolloutId: trajectory.rollout.id,

@@ -35,9 +35,10 @@ interface ProtobufType {
   decode(bytes: Uint8Array): unknown;
 }
 const ExportTraceServiceRequestType = (
-  otlpRoot as unknown as { opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceRequest: ProtobufType } } } } } }
+  otlpRoot as unknown as {
+    opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceRequest: ProtobufType } } } } };
+  }
 ).opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
-
 
 // ---- The request body ----
 
@@ -48,7 +49,13 @@ const ExportTraceServiceRequestType = (
  * Throws UnsupportedMediaTypeError for a content type or encoding OTLP/HTTP does not define, and
  * InvalidInputError for anything unreadable.
  */
-export function decodeTraceRequest(body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, maxBytes: number, maxSpans = Infinity): ExportTraceRequest {
+export function decodeTraceRequest(
+  body: Buffer,
+  contentType: string | undefined,
+  contentEncoding: string | undefined,
+  maxBytes: number,
+  maxSpans = Infinity,
+): ExportTraceRequest {
   const mediaType = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
   if (mediaType !== 'application/x-protobuf' && mediaType !== 'application/json') {
     throw new UnsupportedMediaTypeError(
@@ -64,7 +71,10 @@ export function decodeTraceRequest(body: Buffer, contentType: string | undefined
   const raw = parseJson(bytes);
   refuseOverSpanLimit(raw, maxSpans);
   const parsed = ExportTraceRequest.safeParse(raw);
-  if (!parsed.success) throw new InvalidInputError(`OTLP JSON body is not an ExportTraceServiceRequest: ${describeIssues(parsed.error, 'request')}`);
+  if (!parsed.success)
+    throw new InvalidInputError(
+      `OTLP JSON body is not an ExportTraceServiceRequest: ${describeIssues(parsed.error, 'request')}`,
+    );
   return parsed.data;
 }
 
@@ -74,28 +84,41 @@ function refuseOverSpanLimit(request: unknown, maxSpans: number): void {
   for (const resourceSpans of arrayAt(request, 'resourceSpans')) {
     for (const scopeSpans of arrayAt(resourceSpans, 'scopeSpans')) count += arrayAt(scopeSpans, 'spans').length;
   }
-  if (count > maxSpans) throw new PayloadTooLargeError(`${count} spans in one OTLP export is over the ${maxSpans}-span limit; export smaller batches (the OpenTelemetry SDKs' batch processors send 512)`);
+  if (count > maxSpans)
+    throw new PayloadTooLargeError(
+      `${count} spans in one OTLP export is over the ${maxSpans}-span limit; export smaller batches (the OpenTelemetry SDKs' batch processors send 512)`,
+    );
 }
 
 function arrayAt(value: unknown, key: string): readonly unknown[] {
-  const field = typeof value === 'object' && value !== null && Object.hasOwn(value, key) ? (value as Record<string, unknown>)[key] : undefined;
+  const field =
+    typeof value === 'object' && value !== null && Object.hasOwn(value, key)
+      ? (value as Record<string, unknown>)[key]
+      : undefined;
   return Array.isArray(field) ? field : [];
 }
 
 function decompress(body: Buffer, contentEncoding: string | undefined, maxBytes: number): Buffer {
   const encoding = (contentEncoding ?? '').trim().toLowerCase();
   if (encoding === '' || encoding === 'identity') {
-    if (body.length > maxBytes) throw new PayloadTooLargeError(`OTLP body is ${body.length} bytes, over the ${maxBytes}-byte limit; export smaller batches`);
+    if (body.length > maxBytes)
+      throw new PayloadTooLargeError(
+        `OTLP body is ${body.length} bytes, over the ${maxBytes}-byte limit; export smaller batches`,
+      );
     return body;
   }
   if (encoding !== 'gzip') {
-    throw new UnsupportedMediaTypeError(`Content-Encoding ${JSON.stringify(encoding.slice(0, 100))} is not supported; send gzip or no encoding`);
+    throw new UnsupportedMediaTypeError(
+      `Content-Encoding ${JSON.stringify(encoding.slice(0, 100))} is not supported; send gzip or no encoding`,
+    );
   }
   try {
     return zlib.gunzipSync(body, { maxOutputLength: maxBytes });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE') {
-      throw new PayloadTooLargeError(`OTLP body is over the ${maxBytes}-byte limit once decompressed; export smaller batches`);
+      throw new PayloadTooLargeError(
+        `OTLP body is over the ${maxBytes}-byte limit once decompressed; export smaller batches`,
+      );
     }
     throw new InvalidInputError(`OTLP body is not valid gzip (${(error as Error).message})`);
   }
@@ -122,6 +145,8 @@ function parseProtobuf(bytes: Buffer): unknown {
     return ExportTraceServiceRequestType.decode(bytes);
   } catch (error) {
     // protobufjs names the offset and the fault ("index out of range: 12 + 200 > 14"); never the contents.
-    throw new InvalidInputError(`OTLP protobuf body is not a valid ExportTraceServiceRequest (${(error as Error).message})`);
+    throw new InvalidInputError(
+      `OTLP protobuf body is not a valid ExportTraceServiceRequest (${(error as Error).message})`,
+    );
   }
 }

@@ -72,7 +72,13 @@ export class DecodePool {
    * Decodes one export of `source` (the rollout it was sent for, or a name for the shared endpoint);
    * exports of one source decode in the order they came.
    */
-  decode(source: string, body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, limits: DecodeLimits): DecodedExport {
+  decode(
+    source: string,
+    body: Buffer,
+    contentType: string | undefined,
+    contentEncoding: string | undefined,
+    limits: DecodeLimits,
+  ): DecodedExport {
     if (this.closed) throw new Error('the OTLP decoder has shut down');
     if (!fs.existsSync(this.workerFile)) return decodeInline(body, contentType, contentEncoding, limits);
     const job: Job = {
@@ -143,7 +149,11 @@ export class DecodePool {
     if (!job.slot) return this.finish(job);
     job.slot.worker.postMessage({ kind: 'drop', id: job.request.id } satisfies DecodeRequest);
     // The worker's answers to the drop (a last part it had sent, then `done`) end the job.
-    const drain = (): void => void this.read(job).then((part) => part && drain(), () => undefined);
+    const drain = (): void =>
+      void this.read(job).then(
+        (part) => part && drain(),
+        () => undefined,
+      );
     drain();
   }
 
@@ -152,7 +162,8 @@ export class DecodePool {
     for (;;) {
       const source = this.nextSource();
       if (source === undefined) return;
-      const slot = this.slots.find((s) => s.job === undefined) ?? (this.slots.length < this.size ? this.startWorker() : undefined);
+      const slot =
+        this.slots.find((s) => s.job === undefined) ?? (this.slots.length < this.size ? this.startWorker() : undefined);
       if (!slot) {
         this.logger.debug('an OTLP export waits for a decode worker', { source, workers: this.slots.length });
         return;
@@ -189,7 +200,12 @@ export class DecodePool {
       this.slots.splice(this.slots.indexOf(slot), 1);
       const job = slot.job;
       slot.job = undefined;
-      if (job) this.deliver(job, { kind: 'failed', id: job.request.id, error: { name: 'Error', message: `the OTLP decoder failed on this export (${error.message})` } });
+      if (job)
+        this.deliver(job, {
+          kind: 'failed',
+          id: job.request.id,
+          error: { name: 'Error', message: `the OTLP decoder failed on this export (${error.message})` },
+        });
     });
     this.slots.push(slot);
     return slot;
@@ -197,7 +213,12 @@ export class DecodePool {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const job of [...this.queues.values()].flat()) this.deliver(job, { kind: 'failed', id: job.request.id, error: { name: 'Error', message: 'the OTLP decoder has shut down' } });
+    for (const job of [...this.queues.values()].flat())
+      this.deliver(job, {
+        kind: 'failed',
+        id: job.request.id,
+        error: { name: 'Error', message: 'the OTLP decoder has shut down' },
+      });
     this.queues.clear();
     await Promise.all(this.slots.map((slot) => slot.worker.terminate()));
     this.slots.length = 0;
@@ -205,7 +226,12 @@ export class DecodePool {
 }
 
 /** Decoding on the calling thread (the sources without the bundled worker): the same parts and errors. */
-function decodeInline(body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, limits: DecodeLimits): DecodedExport {
+function decodeInline(
+  body: Buffer,
+  contentType: string | undefined,
+  contentEncoding: string | undefined,
+  limits: DecodeLimits,
+): DecodedExport {
   // Loaded on first use only: the decoder's generated module is large and the daemon has the worker.
   const { decodeTraceRequest } = require('./decode') as typeof import('./decode');
   const { normalizeTraceRequest } = require('./normalize') as typeof import('./normalize');
@@ -214,7 +240,9 @@ function decodeInline(body: Buffer, contentType: string | undefined, contentEnco
   return {
     next: async () => {
       if (!decoded) {
-        const { spans, rejected: unread } = normalizeTraceRequest(decodeTraceRequest(body, contentType, contentEncoding, limits.maxBytes, limits.maxSpans));
+        const { spans, rejected: unread } = normalizeTraceRequest(
+          decodeTraceRequest(body, contentType, contentEncoding, limits.maxBytes, limits.maxSpans),
+        );
         decoded = { parts: splitIntoParts(spans), rejected: unread };
       }
       const part = decoded.parts.shift();

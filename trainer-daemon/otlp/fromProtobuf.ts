@@ -38,11 +38,15 @@ interface PbSpan {
 export interface PbRequest {
   resourceSpans?: Array<{
     resource?: { attributes?: PbKeyValue[] | null } | null;
-    scopeSpans?: Array<{ scope?: { name?: string | null; version?: string | null } | null; spans?: PbSpan[] | null }> | null;
+    scopeSpans?: Array<{
+      scope?: { name?: string | null; version?: string | null } | null;
+      spans?: PbSpan[] | null;
+    }> | null;
   }> | null;
 }
 
-const hex = (bytes: Uint8Array | null | undefined): string => (bytes && bytes.length > 0 ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex') : '');
+const hex = (bytes: Uint8Array | null | undefined): string =>
+  bytes && bytes.length > 0 ? Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex') : '';
 
 function bigOf(value: Exclude<LongLike, null | undefined>, signed: boolean): bigint {
   if (typeof value === 'number') return BigInt(value);
@@ -73,7 +77,10 @@ function anyValue(value: PbAnyValue | null | undefined): Json {
   }
   if (value.arrayValue) return (value.arrayValue.values ?? []).map(anyValue);
   if (value.kvlistValue) return keyValues(value.kvlistValue.values);
-  if (value.bytesValue) return Buffer.from(value.bytesValue.buffer, value.bytesValue.byteOffset, value.bytesValue.byteLength).toString('base64');
+  if (value.bytesValue)
+    return Buffer.from(value.bytesValue.buffer, value.bytesValue.byteOffset, value.bytesValue.byteLength).toString(
+      'base64',
+    );
   return null;
 }
 
@@ -82,7 +89,13 @@ function keyValues(pairs: PbKeyValue[] | null | undefined): Record<string, Json>
   const out: Record<string, Json> = {};
   for (const pair of pairs ?? []) {
     if (!pair.key) continue;
-    if (pair.key === '__proto__') Object.defineProperty(out, pair.key, { value: anyValue(pair.value), enumerable: true, writable: true, configurable: true });
+    if (pair.key === '__proto__')
+      Object.defineProperty(out, pair.key, {
+        value: anyValue(pair.value),
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
     else out[pair.key] = anyValue(pair.value);
   }
   return out;
@@ -98,7 +111,11 @@ function span(pb: PbSpan): OtlpSpan {
     startTimeUnixNano: nanos(pb.startTimeUnixNano),
     endTimeUnixNano: nanos(pb.endTimeUnixNano),
     attributes: keyValues(pb.attributes),
-    events: (pb.events ?? []).map((event) => ({ name: event.name ?? '', timeUnixNano: nanos(event.timeUnixNano), attributes: keyValues(event.attributes) })),
+    events: (pb.events ?? []).map((event) => ({
+      name: event.name ?? '',
+      timeUnixNano: nanos(event.timeUnixNano),
+      attributes: keyValues(event.attributes),
+    })),
     status: { code: pb.status?.code ?? 0, message: pb.status?.message ?? '' },
   };
 }

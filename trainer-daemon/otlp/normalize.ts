@@ -58,9 +58,12 @@ const ALL_ZERO = /^0+$/;
 
 /** The span as SpanInput, or why it cannot be one. Messages name fields, never attribute values. */
 function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
-  if (!TRACE_ID.test(otlp.traceId) || ALL_ZERO.test(otlp.traceId)) return 'traceId must be 16 bytes (32 hex characters), not all zero';
-  if (!SPAN_ID.test(otlp.spanId) || ALL_ZERO.test(otlp.spanId)) return 'spanId must be 8 bytes (16 hex characters), not all zero';
-  if (otlp.parentSpanId !== '' && !SPAN_ID.test(otlp.parentSpanId)) return 'parentSpanId must be 8 bytes (16 hex characters) or empty';
+  if (!TRACE_ID.test(otlp.traceId) || ALL_ZERO.test(otlp.traceId))
+    return 'traceId must be 16 bytes (32 hex characters), not all zero';
+  if (!SPAN_ID.test(otlp.spanId) || ALL_ZERO.test(otlp.spanId))
+    return 'spanId must be 8 bytes (16 hex characters), not all zero';
+  if (otlp.parentSpanId !== '' && !SPAN_ID.test(otlp.parentSpanId))
+    return 'parentSpanId must be 8 bytes (16 hex characters) or empty';
   if (otlp.name === '') return 'name is missing';
   if (otlp.name.length > 1024) return 'name is longer than 1024 characters';
   if (otlp.startTimeUnixNano === '0') return 'startTimeUnixNano is missing';
@@ -73,7 +76,10 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
   const statusCode = STATUS_CODES[otlp.status.code] ?? 'unset';
   const statusMessage = otlp.status.message === '' ? null : otlp.status.message;
   // An LLM span the exporter marked as an error is an upstream error: not a whole answer to train on (an ok one reads as ok unmarked).
-  const derived = category === 'llm' && statusCode === 'error' && !(OUTCOME_ATTRIBUTE in attributes) ? spanOutcome({ statusCode, statusMessage, attributes }) : null;
+  const derived =
+    category === 'llm' && statusCode === 'error' && !(OUTCOME_ATTRIBUTE in attributes)
+      ? spanOutcome({ statusCode, statusMessage, attributes })
+      : null;
   const outcome = derived ? outcomeAttributes(derived) : null;
   // Built field by field from checked parts, so it is a SpanInput without a second, deep parse
   // (the unit tests hold every produced span to SpanInput.parse).
@@ -99,7 +105,14 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
 }
 
 /** OTLP SpanKind by number; 0 (unspecified) reads as internal, the OTel default. */
-const SPAN_KINDS: Readonly<Record<number, SpanInput['kind']>> = { 0: 'internal', 1: 'internal', 2: 'server', 3: 'client', 4: 'producer', 5: 'consumer' };
+const SPAN_KINDS: Readonly<Record<number, SpanInput['kind']>> = {
+  0: 'internal',
+  1: 'internal',
+  2: 'server',
+  3: 'client',
+  4: 'producer',
+  5: 'consumer',
+};
 const STATUS_CODES: Readonly<Record<number, SpanInput['statusCode']>> = { 0: 'unset', 1: 'ok', 2: 'error' };
 
 const NANOS_PER_MS = 1_000_000n;
@@ -133,20 +146,36 @@ function own(attributes: Attributes, key: string): Json | undefined {
  * Attributes (or the span name) that state a span's role outright, one row per convention, in the
  * order they are consulted. Values are matched after `normalize`.
  */
-const EXPLICIT_ROLES: ReadonlyArray<{ convention: string; read: (name: string, attributes: Attributes) => Json | undefined; normalize: (value: string) => string; roles: ReadonlyMap<string, SpanCategory> }> = [
+const EXPLICIT_ROLES: ReadonlyArray<{
+  convention: string;
+  read: (name: string, attributes: Attributes) => Json | undefined;
+  normalize: (value: string) => string;
+  roles: ReadonlyMap<string, SpanCategory>;
+}> = [
   {
     convention: 'OpenInference',
     read: (_name, attributes) => own(attributes, 'openinference.span.kind'),
     normalize: (value) => value.toUpperCase(),
-    roles: new Map([['LLM', 'llm'], ['EMBEDDING', 'other'], ['TOOL', 'tool'], ['AGENT', 'agent'], ['CHAIN', 'agent']]),
+    roles: new Map([
+      ['LLM', 'llm'],
+      ['EMBEDDING', 'other'],
+      ['TOOL', 'tool'],
+      ['AGENT', 'agent'],
+      ['CHAIN', 'agent'],
+    ]),
   },
   {
     convention: 'OpenTelemetry GenAI',
     read: (_name, attributes) => own(attributes, 'gen_ai.operation.name'),
     normalize: (value) => value.toLowerCase(),
     roles: new Map([
-      ['chat', 'llm'], ['text_completion', 'llm'], ['generate_content', 'llm'], ['embeddings', 'other'],
-      ['execute_tool', 'tool'], ['invoke_agent', 'agent'], ['create_agent', 'agent'],
+      ['chat', 'llm'],
+      ['text_completion', 'llm'],
+      ['generate_content', 'llm'],
+      ['embeddings', 'other'],
+      ['execute_tool', 'tool'],
+      ['invoke_agent', 'agent'],
+      ['create_agent', 'agent'],
     ]),
   },
   {
@@ -155,12 +184,16 @@ const EXPLICIT_ROLES: ReadonlyArray<{ convention: string; read: (name: string, a
     read: (name, attributes) => own(attributes, 'ai.operationId') ?? name,
     normalize: (value) => value,
     roles: new Map([
-      ['ai.generateText.doGenerate', 'llm'], ['ai.streamText.doStream', 'llm'],
-      ['ai.generateObject.doGenerate', 'llm'], ['ai.streamObject.doStream', 'llm'],
-      ['ai.embed.doEmbed', 'other'], ['ai.embedMany.doEmbed', 'other'],
+      ['ai.generateText.doGenerate', 'llm'],
+      ['ai.streamText.doStream', 'llm'],
+      ['ai.generateObject.doGenerate', 'llm'],
+      ['ai.streamObject.doStream', 'llm'],
+      ['ai.embed.doEmbed', 'other'],
+      ['ai.embedMany.doEmbed', 'other'],
       ['ai.toolCall', 'tool'],
       // The outer calls run the multi-step tool loop: the agent that owns the LLM calls beneath.
-      ['ai.generateText', 'agent'], ['ai.streamText', 'agent'],
+      ['ai.generateText', 'agent'],
+      ['ai.streamText', 'agent'],
     ]),
   },
 ];
@@ -180,7 +213,10 @@ export function categorize(name: string, attributes: Attributes): SpanCategory {
     const role = typeof value === 'string' ? rule.roles.get(rule.normalize(value)) : undefined;
     if (role) return role;
   }
-  if (['gen_ai.system', 'gen_ai.provider.name', 'gen_ai.request.model'].some((key) => own(attributes, key) !== undefined)) return 'llm';
+  if (
+    ['gen_ai.system', 'gen_ai.provider.name', 'gen_ai.request.model'].some((key) => own(attributes, key) !== undefined)
+  )
+    return 'llm';
   if (keys.some((key) => FLATTENED_GEN_AI_MESSAGE.test(key))) return 'llm';
   return 'other';
 }
@@ -188,15 +224,30 @@ export function categorize(name: string, attributes: Attributes): SpanCategory {
 // ---- Token usage ----
 
 /** Where each convention reports usage, first match wins: GenAI current, GenAI older, OpenInference, Vercel AI SDK (v4, v5). */
-const PROMPT_TOKEN_KEYS = ['gen_ai.usage.input_tokens', 'gen_ai.usage.prompt_tokens', 'llm.token_count.prompt', 'ai.usage.promptTokens', 'ai.usage.inputTokens'];
-const COMPLETION_TOKEN_KEYS = ['gen_ai.usage.output_tokens', 'gen_ai.usage.completion_tokens', 'llm.token_count.completion', 'ai.usage.completionTokens', 'ai.usage.outputTokens'];
+const PROMPT_TOKEN_KEYS = [
+  'gen_ai.usage.input_tokens',
+  'gen_ai.usage.prompt_tokens',
+  'llm.token_count.prompt',
+  'ai.usage.promptTokens',
+  'ai.usage.inputTokens',
+];
+const COMPLETION_TOKEN_KEYS = [
+  'gen_ai.usage.output_tokens',
+  'gen_ai.usage.completion_tokens',
+  'llm.token_count.completion',
+  'ai.usage.completionTokens',
+  'ai.usage.outputTokens',
+];
 
 /**
  * Only LLM-call spans carry usage into SpanInput: agent spans (invoke_agent, ai.generateText) report
  * the sum of their calls, and counting both would double the rollout's totals.
  */
 function tokenUsage(attributes: Attributes): { promptTokens: number | null; completionTokens: number | null } {
-  return { promptTokens: firstCount(attributes, PROMPT_TOKEN_KEYS), completionTokens: firstCount(attributes, COMPLETION_TOKEN_KEYS) };
+  return {
+    promptTokens: firstCount(attributes, PROMPT_TOKEN_KEYS),
+    completionTokens: firstCount(attributes, COMPLETION_TOKEN_KEYS),
+  };
 }
 
 function firstCount(attributes: Attributes, keys: readonly string[]): number | null {

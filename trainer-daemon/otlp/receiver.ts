@@ -18,7 +18,15 @@ import type { NormalizedSpan } from './normalize';
  */
 function encodeProtobufResponse(rejected: number, message: string): Uint8Array {
   const writer = protobuf.Writer.create();
-  if (rejected > 0) writer.uint32((1 << 3) | 2).fork().uint32((1 << 3) | 0).int64(rejected).uint32((2 << 3) | 2).string(message).ldelim();
+  if (rejected > 0)
+    writer
+      .uint32((1 << 3) | 2)
+      .fork()
+      .uint32((1 << 3) | 0)
+      .int64(rejected)
+      .uint32((2 << 3) | 2)
+      .string(message)
+      .ldelim();
   return writer.finish();
 }
 
@@ -30,8 +38,16 @@ export interface OtlpResponse {
 }
 
 function encodeResponse(binary: boolean, rejected: number, message: string): { contentType: string; body: Buffer } {
-  if (binary) return { contentType: 'application/x-protobuf', body: Buffer.from(encodeProtobufResponse(rejected, message)) };
-  return { contentType: 'application/json', body: Buffer.from(JSON.stringify(rejected > 0 ? { partialSuccess: { rejectedSpans: String(rejected), errorMessage: message } } : {})) };
+  if (binary)
+    return { contentType: 'application/x-protobuf', body: Buffer.from(encodeProtobufResponse(rejected, message)) };
+  return {
+    contentType: 'application/json',
+    body: Buffer.from(
+      JSON.stringify(
+        rejected > 0 ? { partialSuccess: { rejectedSpans: String(rejected), errorMessage: message } } : {},
+      ),
+    ),
+  };
 }
 
 /** The decode queue's name for exports to the shared `/v1/traces` (no rollout in the URL). */
@@ -62,7 +78,13 @@ export class OtlpReceiver {
    * between the parts of a large export. If a part cannot be written now (busy, a full disk), the
    * export is answered 503 to be retried whole: the spans already stored are not stored twice.
    */
-  async ingest(urlRolloutId: string | null, body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, refuses: (rolloutId: string) => string | undefined = () => undefined): Promise<OtlpResponse> {
+  async ingest(
+    urlRolloutId: string | null,
+    body: Buffer,
+    contentType: string | undefined,
+    contentEncoding: string | undefined,
+    refuses: (rolloutId: string) => string | undefined = () => undefined,
+  ): Promise<OtlpResponse> {
     const limits = { maxBytes: this.maxBytes, maxSpans: this.writes.maxSpansPerWrite };
     const decoded = this.pool.decode(urlRolloutId ?? SHARED_SOURCE, body, contentType, contentEncoding, limits);
     const problems: string[] = [];
@@ -82,16 +104,28 @@ export class OtlpReceiver {
     for (const { spanId, error } of decoded.rejected.slice(0, 5)) problems.push(`${spanId ?? 'span'}: ${error}`);
     const rejectedCount = read + decoded.rejected.length - stored;
     const binary = !(contentType ?? '').toLowerCase().includes('json');
-    return { ...encodeResponse(binary, rejectedCount, problems.slice(0, 5).join('; ')), stored, rejected: rejectedCount };
+    return {
+      ...encodeResponse(binary, rejectedCount, problems.slice(0, 5).join('; ')),
+      stored,
+      rejected: rejectedCount,
+    };
   }
 
   /** Stores one part's spans, by rollout; returns how many were stored and adds why others were not to `problems`. */
-  private async storePart(urlRolloutId: string | null, part: readonly NormalizedSpan[], refuses: (rolloutId: string) => string | undefined, problems: string[], urgent: boolean): Promise<number> {
+  private async storePart(
+    urlRolloutId: string | null,
+    part: readonly NormalizedSpan[],
+    refuses: (rolloutId: string) => string | undefined,
+    problems: string[],
+    urgent: boolean,
+  ): Promise<number> {
     const byRollout = new Map<string, SpanInput[]>();
     for (const { rolloutId, span } of part) {
       const target = urlRolloutId ?? rolloutId;
       if (target === null) {
-        problems.push(`${span.spanId}: no lightning.rollout_id resource attribute (send to $LIGHTNING_URL/v1/traces, or set OTEL_RESOURCE_ATTRIBUTES)`);
+        problems.push(
+          `${span.spanId}: no lightning.rollout_id resource attribute (send to $LIGHTNING_URL/v1/traces, or set OTEL_RESOURCE_ATTRIBUTES)`,
+        );
         continue;
       }
       const list = byRollout.get(target);

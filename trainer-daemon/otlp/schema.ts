@@ -13,7 +13,8 @@ import { describeIssues } from '../protocol/validation';
 
 /** protobufjs `Long` (or any {low, high} pair) as it comes out of the decoder. */
 const LongBits = z.object({ low: z.number().int(), high: z.number().int() });
-const bitsToBigInt = (bits: { low: number; high: number }): bigint => (BigInt(bits.high >>> 0) << 32n) | BigInt(bits.low >>> 0);
+const bitsToBigInt = (bits: { low: number; high: number }): bigint =>
+  (BigInt(bits.high >>> 0) << 32n) | BigInt(bits.low >>> 0);
 
 /**
  * A JSON number for a 64-bit field. OTLP/JSON allows them (most exporters send strings); JSON.parse
@@ -24,7 +25,11 @@ const integralNumber = z.number().refine(Number.isInteger, 'must be an integer')
 
 /** uint64/fixed64 (times): decimal string, no precision lost; proto3 default `"0"`. */
 const UInt64 = z
-  .union([LongBits, z.string().regex(/^\d+$/, 'must be a decimal integer'), integralNumber.refine((n) => n >= 0, 'must not be negative')])
+  .union([
+    LongBits,
+    z.string().regex(/^\d+$/, 'must be a decimal integer'),
+    integralNumber.refine((n) => n >= 0, 'must not be negative'),
+  ])
   .nullish()
   .transform((value): string => {
     if (value === null || value === undefined) return '0';
@@ -50,8 +55,10 @@ const Double = z
     return Number.isNaN(parsed) ? 'NaN' : parsed > 0 ? 'Infinity' : '-Infinity';
   });
 
-const toHex = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
-const toBase64 = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
+const toHex = (bytes: Uint8Array): string =>
+  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
+const toBase64 = (bytes: Uint8Array): string =>
+  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
 
 /** Trace/span ids: bytes in protobuf, hex strings in OTLP/JSON (unlike proto3 JSON's base64). Validity is checked per span later. */
 const Id = z
@@ -65,10 +72,20 @@ const enumOf = (names: readonly string[]) =>
     .union([z.number().int(), z.string()])
     .nullish()
     .transform((value) => (typeof value === 'string' ? Math.max(0, names.indexOf(value)) : (value ?? 0)));
-const SPAN_KIND_NAMES = ['SPAN_KIND_UNSPECIFIED', 'SPAN_KIND_INTERNAL', 'SPAN_KIND_SERVER', 'SPAN_KIND_CLIENT', 'SPAN_KIND_PRODUCER', 'SPAN_KIND_CONSUMER'];
+const SPAN_KIND_NAMES = [
+  'SPAN_KIND_UNSPECIFIED',
+  'SPAN_KIND_INTERNAL',
+  'SPAN_KIND_SERVER',
+  'SPAN_KIND_CLIENT',
+  'SPAN_KIND_PRODUCER',
+  'SPAN_KIND_CONSUMER',
+];
 const STATUS_CODE_NAMES = ['STATUS_CODE_UNSET', 'STATUS_CODE_OK', 'STATUS_CODE_ERROR'];
 
-const text = z.string().nullish().transform((value) => value ?? '');
+const text = z
+  .string()
+  .nullish()
+  .transform((value) => value ?? '');
 
 // ---- AnyValue and attributes ----
 
@@ -86,16 +103,29 @@ const AnyValue: z.ZodType<Json> = z.lazy(() =>
       kvlistValue: z.object({ values: KeyValueList }).nullish(),
       bytesValue: z.union([z.instanceof(Uint8Array).transform(toBase64), z.string()]).nullish(),
     })
-    .transform((v): Json => v.stringValue ?? v.boolValue ?? v.intValue ?? v.doubleValue ?? arrayOrNull(v.arrayValue) ?? v.kvlistValue?.values ?? v.bytesValue ?? null),
+    .transform(
+      (v): Json =>
+        v.stringValue ??
+        v.boolValue ??
+        v.intValue ??
+        v.doubleValue ??
+        arrayOrNull(v.arrayValue) ??
+        v.kvlistValue?.values ??
+        v.bytesValue ??
+        null,
+    ),
 );
-const arrayOrNull = (array: { values?: Json[] | null } | null | undefined): Json[] | null => (array ? (array.values ?? []) : null);
+const arrayOrNull = (array: { values?: Json[] | null } | null | undefined): Json[] | null =>
+  array ? (array.values ?? []) : null;
 
 /** KeyValue list → object. Object.fromEntries keeps a `__proto__` key an ordinary property; a later duplicate wins. */
 const KeyValueList: z.ZodType<Attributes> = z.lazy(() =>
   z
     .array(z.object({ key: text, value: AnyValue.nullish() }))
     .nullish()
-    .transform((pairs) => Object.fromEntries((pairs ?? []).filter((kv) => kv.key !== '').map((kv) => [kv.key, kv.value ?? null]))),
+    .transform((pairs) =>
+      Object.fromEntries((pairs ?? []).filter((kv) => kv.key !== '').map((kv) => [kv.key, kv.value ?? null])),
+    ),
 );
 
 // ---- Spans ----
@@ -114,7 +144,10 @@ export const OtlpSpan = z.object({
   startTimeUnixNano: UInt64,
   endTimeUnixNano: UInt64,
   attributes: KeyValueList,
-  events: z.array(OtlpEvent).nullish().transform((events) => events ?? []),
+  events: z
+    .array(OtlpEvent)
+    .nullish()
+    .transform((events) => events ?? []),
   status: z
     .object({ code: enumOf(STATUS_CODE_NAMES), message: text })
     .nullish()
@@ -157,7 +190,10 @@ const OtlpResourceSpans = z
     resource: z.object({ attributes: KeyValueList }).nullish(),
     scopeSpans: z.array(OtlpScopeSpans).nullish(),
   })
-  .transform(({ resource, scopeSpans }) => ({ resourceAttributes: resource?.attributes ?? {}, scopeSpans: scopeSpans ?? [] }));
+  .transform(({ resource, scopeSpans }) => ({
+    resourceAttributes: resource?.attributes ?? {},
+    scopeSpans: scopeSpans ?? [],
+  }));
 
 /** An ExportTraceServiceRequest, from either encoding, in the daemon's one internal shape. */
 export const ExportTraceRequest = z

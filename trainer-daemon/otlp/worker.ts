@@ -19,7 +19,14 @@ export interface DecodeLimits {
 }
 
 export type DecodeRequest =
-  | { readonly kind: 'decode'; readonly id: number; readonly body: Uint8Array; readonly contentType: string | undefined; readonly contentEncoding: string | undefined; readonly limits: DecodeLimits }
+  | {
+      readonly kind: 'decode';
+      readonly id: number;
+      readonly body: Uint8Array;
+      readonly contentType: string | undefined;
+      readonly contentEncoding: string | undefined;
+      readonly limits: DecodeLimits;
+    }
   /** The next part of export `id`; `drop` discards the rest. */
   | { readonly kind: 'next' | 'drop'; readonly id: number };
 
@@ -48,7 +55,15 @@ parentPort?.on('message', (request: DecodeRequest) => {
     case 'decode':
       try {
         const body = Buffer.from(request.body.buffer, request.body.byteOffset, request.body.byteLength);
-        const { spans, rejected } = normalizeTraceRequest(decodeTraceRequest(body, request.contentType, request.contentEncoding, request.limits.maxBytes, request.limits.maxSpans));
+        const { spans, rejected } = normalizeTraceRequest(
+          decodeTraceRequest(
+            body,
+            request.contentType,
+            request.contentEncoding,
+            request.limits.maxBytes,
+            request.limits.maxSpans,
+          ),
+        );
         current = { id: request.id, parts: splitIntoParts(spans), rejected };
         sendNext(request.id);
       } catch (error) {

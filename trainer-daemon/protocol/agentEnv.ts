@@ -10,13 +10,18 @@ import type { Json } from './records';
 export const ProviderName = z.enum(['anthropic', 'gemini']);
 export type ProviderName = z.infer<typeof ProviderName>;
 
-const UpstreamUrl = z.string().regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:8000');
+const UpstreamUrl = z
+  .string()
+  .regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:8000');
 /** A rollout's own upstream per provider API (the user's ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL); absent: the provider's. */
 export const ProviderUpstreams = z.strictObject({ anthropic: UpstreamUrl.optional(), gemini: UpstreamUrl.optional() });
 export type ProviderUpstreams = z.infer<typeof ProviderUpstreams>;
 
 /** The variable each provider's SDKs read for their base URL (Python and JS alike). */
-const BASE_URL_VARIABLE: Record<ProviderName, string> = { anthropic: 'ANTHROPIC_BASE_URL', gemini: 'GOOGLE_GEMINI_BASE_URL' };
+const BASE_URL_VARIABLE: Record<ProviderName, string> = {
+  anthropic: 'ANTHROPIC_BASE_URL',
+  gemini: 'GOOGLE_GEMINI_BASE_URL',
+};
 
 /** Sent as the API key only when the user has none: the daemon then forwards its own key upstream. */
 export const PLACEHOLDER_API_KEY = 'lightning-placeholder-key';
@@ -37,7 +42,9 @@ export function instrumentationEnv({ url, rolloutId, task, base }: AgentEnvInput
     OPENAI_BASE_URL: `${url}/v1`,
     OPENAI_API_BASE: `${url}/v1`,
     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${url}/v1/traces`,
-    OTEL_RESOURCE_ATTRIBUTES: [base.OTEL_RESOURCE_ATTRIBUTES, `lightning.rollout_id=${rolloutId}`].filter(Boolean).join(','),
+    OTEL_RESOURCE_ATTRIBUTES: [base.OTEL_RESOURCE_ATTRIBUTES, `lightning.rollout_id=${rolloutId}`]
+      .filter(Boolean)
+      .join(','),
   };
   for (const variable of Object.values(BASE_URL_VARIABLE)) env[variable] = url;
   if (!base.OPENAI_API_KEY) env.OPENAI_API_KEY = PLACEHOLDER_API_KEY;

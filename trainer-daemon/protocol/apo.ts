@@ -8,7 +8,10 @@ import { EpochMs, Json, Resource } from './records';
 
 export const ResourceName = z
   .string()
-  .regex(/^[A-Za-z][A-Za-z0-9_.-]{0,99}$/, 'a resource name starts with a letter and has only letters, digits, _ . - (at most 100)');
+  .regex(
+    /^[A-Za-z][A-Za-z0-9_.-]{0,99}$/,
+    'a resource name starts with a letter and has only letters, digits, _ . - (at most 100)',
+  );
 
 /** `{name}` placeholders of a prompt template: filled by the agent, kept by every edit. */
 export const PLACEHOLDER = /\{([A-Za-z_][A-Za-z0-9_]*)\}/g;
@@ -28,7 +31,11 @@ const putFields = {
 
 /** A new version of a resource: a prompt template (text with `{name}` placeholders) or any JSON value. */
 export const PutResourceParams = z.discriminatedUnion('kind', [
-  z.strictObject({ ...putFields, kind: z.literal('prompt_template'), value: z.string().min(1, 'a prompt template must not be empty').max(200_000) }),
+  z.strictObject({
+    ...putFields,
+    kind: z.literal('prompt_template'),
+    value: z.string().min(1, 'a prompt template must not be empty').max(200_000),
+  }),
   z.strictObject({ ...putFields, kind: z.literal('json'), value: Json }),
 ]);
 export type PutResourceParams = z.input<typeof PutResourceParams>;
@@ -88,7 +95,12 @@ export const ApoConfig = z.strictObject({
   /** At most this many agent rollouts (training and validation). */
   budgetRollouts: count(1_000_000).default(1_000),
   /** Seeds every random choice: the same seed and the same rewards give the same run. */
-  seed: z.number().int().min(0).max(2 ** 31 - 1).default(0),
+  seed: z
+    .number()
+    .int()
+    .min(0)
+    .max(2 ** 31 - 1)
+    .default(0),
   /** Attempts per critique or edit call before that branch is skipped. */
   callAttempts: count(10).default(3),
   /** Agents running at once. */
@@ -142,11 +154,26 @@ export const RecordApoRoundParams = z.strictObject({
   round: z.number().int().nonnegative(),
   /** Candidates new this round (their prompts are resource versions already). */
   candidates: z
-    .array(z.strictObject({ id: z.string().min(1).max(100), parentId: z.string().nullable(), version: z.number().int().positive(), critique: z.string().nullable(), critiqueStyle: CritiqueStyle.nullable() }))
+    .array(
+      z.strictObject({
+        id: z.string().min(1).max(100),
+        parentId: z.string().nullable(),
+        version: z.number().int().positive(),
+        critique: z.string().nullable(),
+        critiqueStyle: CritiqueStyle.nullable(),
+      }),
+    )
     .default([]),
   /** Scores measured this round, for new or earlier candidates; rollouts are added to the candidate's count. */
   scores: z
-    .array(z.strictObject({ id: z.string().min(1), batchScore: z.number().optional(), valScore: z.number().optional(), rollouts: z.number().int().nonnegative().default(0) }))
+    .array(
+      z.strictObject({
+        id: z.string().min(1),
+        batchScore: z.number().optional(),
+        valScore: z.number().optional(),
+        rollouts: z.number().int().nonnegative().default(0),
+      }),
+    )
     .default([]),
   /** The round's metrics (step = round). */
   metrics: z.record(z.string(), z.number().finite()).default({}),
@@ -154,7 +181,12 @@ export const RecordApoRoundParams = z.strictObject({
 export type RecordApoRoundParams = z.input<typeof RecordApoRoundParams>;
 
 /** A branch that produced no candidate, and why (the run goes on without it). */
-export const ApoSkip = z.object({ round: z.number().int(), parentId: z.string(), stage: z.enum(['critique', 'edit']), error: z.string() });
+export const ApoSkip = z.object({
+  round: z.number().int(),
+  parentId: z.string(),
+  stage: z.enum(['critique', 'edit']),
+  error: z.string(),
+});
 export type ApoSkip = z.infer<typeof ApoSkip>;
 
 /** What an APO run produced: stored as the run's result and printed by `lightning train --json`. */

@@ -21,13 +21,23 @@ export interface ChartPoint {
 }
 
 /** VS Code's chart colours (theme variables), used in turn. */
-export const CHART_COLOURS = ['--vscode-charts-blue', '--vscode-charts-green', '--vscode-charts-orange', '--vscode-charts-purple', '--vscode-charts-red', '--vscode-charts-yellow'];
+export const CHART_COLOURS = [
+  '--vscode-charts-blue',
+  '--vscode-charts-green',
+  '--vscode-charts-orange',
+  '--vscode-charts-purple',
+  '--vscode-charts-red',
+  '--vscode-charts-yellow',
+];
 
 const escape = (text: string): string => text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 const round = (value: number): string => String(Math.round(value * 10) / 10);
 
 /** The series by name, each ordered by step (the last value of a step wins). */
-export function seriesOf(points: readonly MetricPointLike[], names?: readonly string[]): Map<string, { step: number; value: number }[]> {
+export function seriesOf(
+  points: readonly MetricPointLike[],
+  names?: readonly string[],
+): Map<string, { step: number; value: number }[]> {
   const byName = new Map<string, Map<number, number>>();
   for (const point of points) {
     if (names && !names.includes(point.name)) continue;
@@ -35,11 +45,19 @@ export function seriesOf(points: readonly MetricPointLike[], names?: readonly st
     byName.get(point.name)!.set(point.step, point.value);
   }
   const ordered = [...byName.keys()].sort((a, b) => (names ? names.indexOf(a) - names.indexOf(b) : a.localeCompare(b)));
-  return new Map(ordered.map((name) => [name, [...byName.get(name)!.entries()].sort(([a], [b]) => a - b).map(([step, value]) => ({ step, value }))]));
+  return new Map(
+    ordered.map((name) => [
+      name,
+      [...byName.get(name)!.entries()].sort(([a], [b]) => a - b).map(([step, value]) => ({ step, value })),
+    ]),
+  );
 }
 
 /** The chart's SVG markup; an empty string when there are no points. */
-export function metricChartSvg(points: readonly MetricPointLike[], options: { names?: readonly string[]; width?: number; height?: number } = {}): string {
+export function metricChartSvg(
+  points: readonly MetricPointLike[],
+  options: { names?: readonly string[]; width?: number; height?: number } = {},
+): string {
   const series = seriesOf(points, options.names);
   if (series.size === 0) return '';
   const width = options.width ?? 280;
@@ -48,7 +66,8 @@ export function metricChartSvg(points: readonly MetricPointLike[], options: { na
   const all = [...series.values()].flat();
   const minStep = Math.min(...all.map((p) => p.step));
   const maxStep = Math.max(...all.map((p) => p.step));
-  const x = (step: number): number => pad.left + (maxStep === minStep ? 0.5 : (step - minStep) / (maxStep - minStep)) * (width - pad.left - pad.right);
+  const x = (step: number): number =>
+    pad.left + (maxStep === minStep ? 0.5 : (step - minStep) / (maxStep - minStep)) * (width - pad.left - pad.right);
   const plotHeight = height - pad.top - pad.bottom;
   const lines: string[] = [];
   const legend: string[] = [];
@@ -59,13 +78,17 @@ export function metricChartSvg(points: readonly MetricPointLike[], options: { na
     const y = (value: number): number => pad.top + (high === low ? 0.5 : 1 - (value - low) / (high - low)) * plotHeight;
     const colour = `var(${CHART_COLOURS[index % CHART_COLOURS.length]})`;
     const coords = values.map((p) => `${round(x(p.step))},${round(y(p.value))}`);
-    lines.push(`<polyline class="series" data-name="${escape(name)}" fill="none" stroke="${colour}" stroke-width="1.5" points="${coords.join(' ')}"/>`);
+    lines.push(
+      `<polyline class="series" data-name="${escape(name)}" fill="none" stroke="${colour}" stroke-width="1.5" points="${coords.join(' ')}"/>`,
+    );
     for (const coord of coords) {
       const [cx, cy] = coord.split(',');
       lines.push(`<circle cx="${cx}" cy="${cy}" r="2" fill="${colour}"/>`);
     }
     const last = values.at(-1)!.value;
-    legend.push(`<span class="legend-item"><span class="swatch" style="background:${colour}"></span>${escape(name)} ${escape(Number.isInteger(last) ? String(last) : last.toFixed(3))}</span>`);
+    legend.push(
+      `<span class="legend-item"><span class="swatch" style="background:${colour}"></span>${escape(name)} ${escape(Number.isInteger(last) ? String(last) : last.toFixed(3))}</span>`,
+    );
   });
   const axis = `<line x1="${pad.left}" y1="${pad.top + plotHeight}" x2="${width - pad.right}" y2="${pad.top + plotHeight}" stroke="var(--vscode-panel-border)"/>
 <text x="${pad.left - 4}" y="${pad.top + 4}" text-anchor="end">1</text><text x="${pad.left - 4}" y="${pad.top + plotHeight}" text-anchor="end">0</text>
@@ -104,14 +127,17 @@ export function bandChartSvg(points: readonly ChartPoint[], options: BandChartOp
   const all = [...points, ...overlay];
   const lows = all.map((p) => Math.min(p.value, p.low ?? p.value));
   const highs = all.map((p) => Math.max(p.value, p.high ?? p.value));
-  const fits = options.range !== undefined && Math.min(...lows) >= options.range[0] && Math.max(...highs) <= options.range[1];
+  const fits =
+    options.range !== undefined && Math.min(...lows) >= options.range[0] && Math.max(...highs) <= options.range[1];
   const [low, high] = fits ? options.range! : [Math.min(...lows), Math.max(...highs)];
   const first = overlay.length ? Math.min(points[0]!.step, overlay[0]!.step) : points[0]!.step;
   const last = overlay.length ? Math.max(points.at(-1)!.step, overlay.at(-1)!.step) : points.at(-1)!.step;
   const plotWidth = width - pad.left - pad.right;
   const plotHeight = height - pad.top - pad.bottom;
-  const x = (step: number): string => round(pad.left + (last === first ? 0.5 : (step - first) / (last - first)) * plotWidth);
-  const y = (value: number): string => round(pad.top + (high === low ? 0.5 : 1 - (value - low) / (high - low)) * plotHeight);
+  const x = (step: number): string =>
+    round(pad.left + (last === first ? 0.5 : (step - first) / (last - first)) * plotWidth);
+  const y = (value: number): string =>
+    round(pad.top + (high === low ? 0.5 : 1 - (value - low) / (high - low)) * plotHeight);
   const colour = `var(${options.colour ?? CHART_COLOURS[0]})`;
   const banded = points.filter((p) => p.low !== undefined && p.high !== undefined);
   const band = banded.length
@@ -119,17 +145,28 @@ export function bandChartSvg(points: readonly ChartPoint[], options: BandChartOp
     : '';
   const line = `<polyline class="series" fill="none" stroke="${colour}" stroke-width="1.5" points="${points.map((p) => `${x(p.step)},${y(p.value)}`).join(' ')}"/>`;
   const dots = points.map((p) => `<circle cx="${x(p.step)}" cy="${y(p.value)}" r="2" fill="${colour}"/>`).join('');
-  const overlayLine = options.overlay && overlay.length
-    ? `<polyline class="series overlay" data-name="${escape(options.overlay.label)}" fill="none" stroke="var(${options.overlay.colour})" stroke-width="1.5" stroke-dasharray="4 3" points="${overlay.map((p) => `${x(p.step)},${y(p.value)}`).join(' ')}"/>`
-    : '';
+  const overlayLine =
+    options.overlay && overlay.length
+      ? `<polyline class="series overlay" data-name="${escape(options.overlay.label)}" fill="none" stroke="var(${options.overlay.colour})" stroke-width="1.5" stroke-dasharray="4 3" points="${overlay.map((p) => `${x(p.step)},${y(p.value)}`).join(' ')}"/>`
+      : '';
   // A range narrower than the format's precision (entropy 5.538 → 5.536) gets more digits, so its ends differ.
   let [top, bottom] = [options.format(high), options.format(low)];
-  for (let digits = 4; top === bottom && high !== low && digits <= 8; digits += 1) [top, bottom] = [high, low].map((v) => String(Number(v.toPrecision(digits)))) as [string, string];
-  const tickValues = Array.from({ length: high === low ? 0 : (options.yTicks ?? 0) }, (_, i) => low + ((high - low) * (i + 1)) / ((options.yTicks ?? 0) + 1));
+  for (let digits = 4; top === bottom && high !== low && digits <= 8; digits += 1)
+    [top, bottom] = [high, low].map((v) => String(Number(v.toPrecision(digits)))) as [string, string];
+  const tickValues = Array.from(
+    { length: high === low ? 0 : (options.yTicks ?? 0) },
+    (_, i) => low + ((high - low) * (i + 1)) / ((options.yTicks ?? 0) + 1),
+  );
   // Grid labels that the format rounds alike (1.1k, 1.1k) get the digits that tell them apart.
   let tickLabels = tickValues.map(options.format);
-  for (let digits = 3; new Set([top, ...tickLabels, bottom]).size < tickLabels.length + 2 && digits <= 8; digits += 1) tickLabels = tickValues.map((v) => String(Number(v.toPrecision(digits))));
-  const grid = tickValues.map((value, i) => `<line class="grid" x1="${pad.left}" y1="${y(value)}" x2="${width - pad.right}" y2="${y(value)}" stroke="var(--vscode-panel-border)" stroke-opacity="0.5"/><text x="${pad.left - 3}" y="${Number(y(value)) + 3}" text-anchor="end">${escape(tickLabels[i]!)}</text>`).join('');
+  for (let digits = 3; new Set([top, ...tickLabels, bottom]).size < tickLabels.length + 2 && digits <= 8; digits += 1)
+    tickLabels = tickValues.map((v) => String(Number(v.toPrecision(digits))));
+  const grid = tickValues
+    .map(
+      (value, i) =>
+        `<line class="grid" x1="${pad.left}" y1="${y(value)}" x2="${width - pad.right}" y2="${y(value)}" stroke="var(--vscode-panel-border)" stroke-opacity="0.5"/><text x="${pad.left - 3}" y="${Number(y(value)) + 3}" text-anchor="end">${escape(tickLabels[i]!)}</text>`,
+    )
+    .join('');
   const axis = `<line x1="${pad.left}" y1="${pad.top + plotHeight}" x2="${width - pad.right}" y2="${pad.top + plotHeight}" stroke="var(--vscode-panel-border)"/>
 <text x="${pad.left - 3}" y="${pad.top + 6}" text-anchor="end">${escape(top)}</text><text x="${pad.left - 3}" y="${pad.top + plotHeight}" text-anchor="end">${escape(bottom)}</text>
 <text x="${pad.left}" y="${height - 3}">${first}</text><text x="${width - pad.right}" y="${height - 3}" text-anchor="end">${last}</text>`;
@@ -138,7 +175,11 @@ export function bandChartSvg(points: readonly ChartPoint[], options: BandChartOp
 }
 
 /** The step nearest to a pointer's x (in the svg's own units) on a chart drawn by bandChartSvg. */
-export function stepAt(xInChart: number, scale: { first: number; last: number; left: number; plotWidth: number }, steps: readonly number[]): number | undefined {
+export function stepAt(
+  xInChart: number,
+  scale: { first: number; last: number; left: number; plotWidth: number },
+  steps: readonly number[],
+): number | undefined {
   if (steps.length === 0) return undefined;
   const fraction = scale.plotWidth > 0 ? (xInChart - scale.left) / scale.plotWidth : 0;
   const target = scale.first + Math.min(1, Math.max(0, fraction)) * (scale.last - scale.first);

@@ -27,7 +27,12 @@ export const StartupFailed = z.object({
 export type StartupFailed = z.infer<typeof StartupFailed>;
 
 /** A batch was created: `total` rollouts; `scored` when a rewards file scores them. */
-export const BatchStarted = z.object({ event: z.literal('batch-started'), batchId: z.string(), total: z.number().int().nonnegative(), scored: z.boolean() });
+export const BatchStarted = z.object({
+  event: z.literal('batch-started'),
+  batchId: z.string(),
+  total: z.number().int().nonnegative(),
+  scored: z.boolean(),
+});
 export type BatchStarted = z.infer<typeof BatchStarted>;
 
 /** An attempt ended; `done` counts rollouts that will not run again (a retried attempt does not count). */
@@ -46,7 +51,12 @@ export const RolloutFinished = z.object({
 export type RolloutFinished = z.infer<typeof RolloutFinished>;
 
 /** A rollout's automatic reward arrived; `errors` names the sources that failed. */
-export const RolloutScored = z.object({ event: z.literal('rollout-scored'), rolloutId: z.string(), reward: z.number().nullable(), errors: z.string().nullable() });
+export const RolloutScored = z.object({
+  event: z.literal('rollout-scored'),
+  rolloutId: z.string(),
+  reward: z.number().nullable(),
+  errors: z.string().nullable(),
+});
 export type RolloutScored = z.infer<typeof RolloutScored>;
 
 export const TaskSummary = z.object({
@@ -68,17 +78,37 @@ export const ScoringSummary = z.object({
 });
 
 /** The batch's summary: a row per task, then `(all)`. */
-export const BatchFinished = z.object({ event: z.literal('batch-finished'), batchId: z.string(), tasks: z.array(TaskSummary).min(1), scoring: ScoringSummary.optional() });
+export const BatchFinished = z.object({
+  event: z.literal('batch-finished'),
+  batchId: z.string(),
+  tasks: z.array(TaskSummary).min(1),
+  scoring: ScoringSummary.optional(),
+});
 export type BatchFinished = z.infer<typeof BatchFinished>;
 
-export const TrainingStarted = z.object({ event: z.literal('training-started'), algorithm: z.string().optional(), runId: z.string() });
+export const TrainingStarted = z.object({
+  event: z.literal('training-started'),
+  algorithm: z.string().optional(),
+  runId: z.string(),
+});
 export type TrainingStarted = z.infer<typeof TrainingStarted>;
 
 /** The run's outcome; its fields are the algorithm's result (APO: `ApoResult`; GRPO: `run`, `checkpoints`). */
-export const TrainingFinished = z.object({ event: z.literal('training-finished'), algorithm: z.string().optional() }).passthrough();
+export const TrainingFinished = z
+  .object({ event: z.literal('training-finished'), algorithm: z.string().optional() })
+  .passthrough();
 export type TrainingFinished = z.infer<typeof TrainingFinished>;
 
-export const CliLine = z.discriminatedUnion('event', [ReadyMessage, StartupFailed, BatchStarted, RolloutFinished, RolloutScored, BatchFinished, TrainingStarted, TrainingFinished]);
+export const CliLine = z.discriminatedUnion('event', [
+  ReadyMessage,
+  StartupFailed,
+  BatchStarted,
+  RolloutFinished,
+  RolloutScored,
+  BatchFinished,
+  TrainingStarted,
+  TrainingFinished,
+]);
 export type CliLine = z.infer<typeof CliLine>;
 
 /** One line the CLI printed, or undefined when it is not one of its JSON lines (a human line, a log line). */

@@ -7,7 +7,14 @@
  */
 import { createMessageConnection, ResponseError, type MessageConnection } from 'vscode-jsonrpc/node';
 import WebSocket from 'ws';
-import { Methods, type MethodName, type NotificationName, type NotificationParamsOf, type ParamsOf, type ResultOf } from './rpc';
+import {
+  Methods,
+  type MethodName,
+  type NotificationName,
+  type NotificationParamsOf,
+  type ParamsOf,
+  type ResultOf,
+} from './rpc';
 import { checkParams, checkResult, onCheckedNotification } from './typedRpc';
 import { WebSocketMessageReader, WebSocketMessageWriter } from './wsTransport';
 import { fromResponseError, InvalidInputError, LightningError } from './errors';
@@ -49,9 +56,14 @@ export class RpcClient implements Disposable {
         reject(new LightningError(`the daemon at ${url} refused the connection (HTTP ${response.statusCode})`));
         socket.terminate();
       });
-      socket.once('error', (error) => reject(new LightningError(`cannot reach the daemon at ${url}: ${error.message}`)));
+      socket.once('error', (error) =>
+        reject(new LightningError(`cannot reach the daemon at ${url}: ${error.message}`)),
+      );
       socket.once('open', () => {
-        const connection = createMessageConnection(new WebSocketMessageReader(socket), new WebSocketMessageWriter(socket));
+        const connection = createMessageConnection(
+          new WebSocketMessageReader(socket),
+          new WebSocketMessageWriter(socket),
+        );
         connection.listen();
         resolve(new RpcClient(socket, connection));
       });

@@ -17,7 +17,10 @@ export type ReadyMessage = z.infer<typeof ReadyMessage>;
 /** A daemon URL: http on a loopback address, never anywhere else (the token is sent to it). */
 export const LoopbackUrl = z
   .string()
-  .regex(/^http:\/\/(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}$/, 'must be http://127.0.0.1:PORT, http://localhost:PORT or http://[::1]:PORT');
+  .regex(
+    /^http:\/\/(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}$/,
+    'must be http://127.0.0.1:PORT, http://localhost:PORT or http://[::1]:PORT',
+  );
 
 /**
  * `.lightning/daemon.json`. The token itself lives in `daemon.token` beside it, readable by the

@@ -53,7 +53,8 @@ export function findDaemon(storeFile: string): LiveDaemon | undefined {
   } catch {
     return undefined;
   }
-  if (!path.isAbsolute(info.store) || info.store !== path.resolve(storeFile) || !isProcessAlive(info.pid)) return undefined;
+  if (!path.isAbsolute(info.store) || info.store !== path.resolve(storeFile) || !isProcessAlive(info.pid))
+    return undefined;
   try {
     return { info, token: fs.readFileSync(paths.token, 'utf8').trim() };
   } catch {

@@ -8,7 +8,18 @@
 import { z } from 'zod';
 
 /** The stable, machine-readable kinds of error. */
-export const ErrorKind = z.enum(['invalid_input', 'payload_too_large', 'unsupported_media_type', 'unauthorized', 'overloaded', 'not_found', 'invalid_transition', 'conflict', 'trainer_unavailable', 'internal']);
+export const ErrorKind = z.enum([
+  'invalid_input',
+  'payload_too_large',
+  'unsupported_media_type',
+  'unauthorized',
+  'overloaded',
+  'not_found',
+  'invalid_transition',
+  'conflict',
+  'trainer_unavailable',
+  'internal',
+]);
 export type ErrorKind = z.infer<typeof ErrorKind>;
 
 /** JSON-RPC 2.0 codes: the reserved ones, and application codes in the -32000..-32099 server range. */
@@ -65,7 +76,11 @@ export class DaemonError extends LightningError {
 
 /** The caller sent something malformed: a bad field, a bad argument. */
 export class InvalidInputError extends DaemonError {
-  constructor(message: string, options?: ErrorOptions, kind: 'invalid_input' | 'payload_too_large' | 'unsupported_media_type' = 'invalid_input') {
+  constructor(
+    message: string,
+    options?: ErrorOptions,
+    kind: 'invalid_input' | 'payload_too_large' | 'unsupported_media_type' = 'invalid_input',
+  ) {
     super(kind, message, options);
   }
 }

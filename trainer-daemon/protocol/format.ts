@@ -14,7 +14,10 @@ export function formatDuration(ms: number | null, none = '—'): string {
 }
 
 /** How long a rollout ran (so far, while it runs); null before it started. */
-export function rolloutDuration(rollout: { readonly startedAt: number | null; readonly endedAt: number | null }, now = Date.now()): number | null {
+export function rolloutDuration(
+  rollout: { readonly startedAt: number | null; readonly endedAt: number | null },
+  now = Date.now(),
+): number | null {
   if (rollout.startedAt === null) return null;
   return (rollout.endedAt ?? now) - rollout.startedAt;
 }
@@ -28,10 +31,14 @@ const KEY_METRICS: ReadonlyArray<readonly [string, string]> = [
 ];
 
 function formatNumber(value: number): string {
-  return Math.abs(value) >= 100 || Number.isInteger(value) ? String(Math.round(value * 100) / 100) : value.toPrecision(3);
+  return Math.abs(value) >= 100 || Number.isInteger(value)
+    ? String(Math.round(value * 100) / 100)
+    : value.toPrecision(3);
 }
 
 /** "val 0.81 · reward 0.62 · loss 0.12" — the key metrics a checkpoint was saved with. */
 export function describeMetrics(metrics: Readonly<Record<string, number>>): string {
-  return KEY_METRICS.flatMap(([name, label]) => (typeof metrics[name] === 'number' ? [`${label} ${formatNumber(metrics[name]!)}`] : [])).join(' · ');
+  return KEY_METRICS.flatMap(([name, label]) =>
+    typeof metrics[name] === 'number' ? [`${label} ${formatNumber(metrics[name]!)}`] : [],
+  ).join(' · ');
 }

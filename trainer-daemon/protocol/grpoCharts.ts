@@ -39,7 +39,8 @@ const GRPO_CHARTS: readonly ChartSpec[] = [
 
 /** A value as the chart's axis and summary show it. */
 export function formatValue(value: number, unit: ChartUnit): string {
-  if (unit === 'bytes') return value >= 2 ** 30 ? `${(value / 2 ** 30).toFixed(1)} GiB` : `${(value / 2 ** 20).toFixed(0)} MiB`;
+  if (unit === 'bytes')
+    return value >= 2 ** 30 ? `${(value / 2 ** 30).toFixed(1)} GiB` : `${(value / 2 ** 20).toFixed(0)} MiB`;
   if (unit === 'rate') return value >= 1000 ? `${(value / 1000).toFixed(1)}k` : value.toFixed(0);
   if (Number.isInteger(value)) return String(value);
   if (Math.abs(value) < 0.01) return value.toExponential(1);
@@ -64,11 +65,23 @@ export function grpoCharts(metrics: readonly MetricPointLike[]): ChartData[] {
       const std = band?.get(p.step);
       return std === undefined ? p : { ...p, low: p.value - std, high: p.value + std };
     });
-    return [{ metric: spec.metric, title: spec.title, unit: spec.unit, points, summary: summarize(spec.title, spec.unit, points) }];
+    return [
+      {
+        metric: spec.metric,
+        title: spec.title,
+        unit: spec.unit,
+        points,
+        summary: summarize(spec.title, spec.unit, points),
+      },
+    ];
   });
 }
 
 /** A live chart's points: those it has up to `afterStep`, then the newer ones fetched. */
-export function mergeMetrics<P extends MetricPointLike>(have: readonly P[], newer: readonly P[], afterStep: number): P[] {
+export function mergeMetrics<P extends MetricPointLike>(
+  have: readonly P[],
+  newer: readonly P[],
+  afterStep: number,
+): P[] {
   return [...have.filter((point) => point.step <= afterStep), ...newer];
 }

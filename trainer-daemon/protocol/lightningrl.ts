@@ -51,9 +51,17 @@ export const Transition = z.object({
   model: z.string().nullable(),
   api: z.string(),
   /** State: what the model was given. */
-  prompt: z.object({ messages: z.array(ChatMessage).nullable(), input: Json.nullable(), tools: z.array(Json).nullable() }),
+  prompt: z.object({
+    messages: z.array(ChatMessage).nullable(),
+    input: Json.nullable(),
+    tools: z.array(Json).nullable(),
+  }),
   /** Action: what the model answered (the assistant message, or the Responses output items). */
-  response: z.object({ message: ChatMessage.nullable(), output: z.array(Json).nullable(), text: z.string().nullable() }),
+  response: z.object({
+    message: ChatMessage.nullable(),
+    output: z.array(Json).nullable(),
+    text: z.string().nullable(),
+  }),
   /** Exact token ids from the serving engine; null when it gave none (the trainer then re-tokenizes). */
   promptTokenIds: z.array(z.number().int()).nullable(),
   responseTokenIds: z.array(z.number().int()).nullable(),
@@ -85,7 +93,9 @@ export const ExportReport = z.object({
   singletonGroups: z.number().int().nonnegative(),
   zeroVarianceGroups: z.number().int().nonnegative(),
   /** With aggregation: samples made of several calls, calls that could not be joined, calls without token ids. */
-  aggregated: z.object({ merged: z.number().int(), mismatches: z.number().int(), withoutTokenIds: z.number().int() }).nullable(),
+  aggregated: z
+    .object({ merged: z.number().int(), mismatches: z.number().int(), withoutTokenIds: z.number().int() })
+    .nullable(),
 });
 export type ExportReport = z.infer<typeof ExportReport>;
 
@@ -145,13 +155,30 @@ export const RolloutTransitions = z.object({
   episodeReward: z.number().nullable(),
   advantage: z.number().nullable(),
   group: TrainingGroup,
-  options: z.object({ reward: RewardPolicy, credit: CreditOptions, advantage: AdvantageOptions, agent: z.string().nullable() }),
+  options: z.object({
+    reward: RewardPolicy,
+    credit: CreditOptions,
+    advantage: AdvantageOptions,
+    agent: z.string().nullable(),
+  }),
   calls: z.array(CallTraining),
 });
 export type RolloutTransitions = z.infer<typeof RolloutTransitions>;
 
 /** What LightningRL reads of a span. */
-export type TrainingSpan = Pick<Span, 'spanId' | 'parentSpanId' | 'traceId' | 'sequence' | 'category' | 'startMs' | 'endMs' | 'attributes' | 'name' | 'statusCode'>;
+export type TrainingSpan = Pick<
+  Span,
+  | 'spanId'
+  | 'parentSpanId'
+  | 'traceId'
+  | 'sequence'
+  | 'category'
+  | 'startMs'
+  | 'endMs'
+  | 'attributes'
+  | 'name'
+  | 'statusCode'
+>;
 
 /** A rollout with its spans and rewards: what LightningRL (and the reward scorers) read of a recorded run. */
 export interface Trajectory {

@@ -13,7 +13,8 @@ type JsonObject = { [key: string]: Json };
 export const ANTHROPIC_MESSAGES = 'anthropic.messages';
 export const GEMINI_GENERATE = 'gemini.generate_content';
 
-const isObject = (value: Json | undefined): value is JsonObject => value !== null && typeof value === 'object' && !Array.isArray(value);
+const isObject = (value: Json | undefined): value is JsonObject =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
 const list = (value: Json | undefined): Json[] => (Array.isArray(value) ? value : []);
 const str = (value: Json | undefined): string => (typeof value === 'string' ? value : '');
 
@@ -36,7 +37,10 @@ function chatContent(parts: JsonObject[]): Json {
 
 function anthropicText(content: Json | undefined): string {
   if (typeof content === 'string') return content;
-  return list(content).filter(isObject).map((block) => (block.type === 'text' ? str(block.text) : JSON.stringify(block))).join('\n');
+  return list(content)
+    .filter(isObject)
+    .map((block) => (block.type === 'text' ? str(block.text) : JSON.stringify(block)))
+    .join('\n');
 }
 
 function anthropicImage(block: JsonObject): JsonObject {
@@ -50,18 +54,39 @@ function anthropicMessageToChat(message: JsonObject): JsonObject[] {
   if (typeof message.content === 'string') return [{ role, content: message.content }];
   const blocks = list(message.content).filter(isObject);
   if (role === 'assistant') {
-    const text = blocks.filter((b) => b.type === 'text').map((b) => str(b.text)).join('');
-    const thinking = blocks.filter((b) => b.type === 'thinking' || b.type === 'redacted_thinking').map((b) => (b.type === 'thinking' ? str(b.thinking) : '[redacted thinking]')).join('\n');
-    const calls = blocks.filter((b) => b.type === 'tool_use' || b.type === 'server_tool_use')
-      .map((b) => ({ id: str(b.id), type: 'function', function: { name: str(b.name), arguments: JSON.stringify(b.input ?? {}) } }));
+    const text = blocks
+      .filter((b) => b.type === 'text')
+      .map((b) => str(b.text))
+      .join('');
+    const thinking = blocks
+      .filter((b) => b.type === 'thinking' || b.type === 'redacted_thinking')
+      .map((b) => (b.type === 'thinking' ? str(b.thinking) : '[redacted thinking]'))
+      .join('\n');
+    const calls = blocks
+      .filter((b) => b.type === 'tool_use' || b.type === 'server_tool_use')
+      .map((b) => ({
+        id: str(b.id),
+        type: 'function',
+        function: { name: str(b.name), arguments: JSON.stringify(b.input ?? {}) },
+      }));
     const chat: JsonObject = { role, content: text.length > 0 || calls.length === 0 ? text : null };
     if (thinking) chat.reasoning_content = thinking;
     if (calls.length > 0) chat.tool_calls = calls;
     return [chat];
   }
   // Tool results answer the previous assistant turn's calls: they come first, as `tool` messages.
-  const results = blocks.filter((b) => b.type === 'tool_result').map((b) => ({ role: 'tool', tool_call_id: str(b.tool_use_id), content: anthropicText(b.content) }));
-  const parts = blocks.flatMap((b): JsonObject[] => (b.type === 'text' ? [{ type: 'text', text: str(b.text) }] : b.type === 'image' ? [anthropicImage(b)] : b.type === 'tool_result' ? [] : [{ type: 'text', text: JSON.stringify(b) }]));
+  const results = blocks
+    .filter((b) => b.type === 'tool_result')
+    .map((b) => ({ role: 'tool', tool_call_id: str(b.tool_use_id), content: anthropicText(b.content) }));
+  const parts = blocks.flatMap((b): JsonObject[] =>
+    b.type === 'text'
+      ? [{ type: 'text', text: str(b.text) }]
+      : b.type === 'image'
+        ? [anthropicImage(b)]
+        : b.type === 'tool_result'
+          ? []
+          : [{ type: 'text', text: JSON.stringify(b) }],
+  );
   return parts.length > 0 ? [...results, { role, content: chatContent(parts) }] : results;
 }
 
@@ -80,7 +105,11 @@ export function anthropicRequestToChat(request: JsonObject): JsonObject {
   for (const message of list(request.messages).filter(isObject)) messages.push(...anthropicMessageToChat(message));
   const chat: JsonObject = { model: str(request.model), messages };
   const tools = list(request.tools).filter((tool) => isObject(tool) && isObject(tool.input_schema)) as JsonObject[];
-  if (tools.length > 0) chat.tools = tools.map((tool) => ({ type: 'function', function: { name: str(tool.name), description: str(tool.description), parameters: tool.input_schema! } }));
+  if (tools.length > 0)
+    chat.tools = tools.map((tool) => ({
+      type: 'function',
+      function: { name: str(tool.name), description: str(tool.description), parameters: tool.input_schema! },
+    }));
   const toolChoice = anthropicToolChoice(request.tool_choice);
   if (toolChoice !== undefined && tools.length > 0) chat.tool_choice = toolChoice;
   if (typeof request.max_tokens === 'number') chat.max_tokens = request.max_tokens;
@@ -89,18 +118,42 @@ export function anthropicRequestToChat(request: JsonObject): JsonObject {
   return chat;
 }
 
-const ANTHROPIC_STOP: Record<string, string> = { end_turn: 'stop', stop_sequence: 'stop', max_tokens: 'length', tool_use: 'tool_calls', pause_turn: 'stop', refusal: 'content_filter' };
-const CHAT_STOP_TO_ANTHROPIC: Record<string, string> = { stop: 'end_turn', length: 'max_tokens', tool_calls: 'tool_use', function_call: 'tool_use', content_filter: 'refusal' };
+const ANTHROPIC_STOP: Record<string, string> = {
+  end_turn: 'stop',
+  stop_sequence: 'stop',
+  max_tokens: 'length',
+  tool_use: 'tool_calls',
+  pause_turn: 'stop',
+  refusal: 'content_filter',
+};
+const CHAT_STOP_TO_ANTHROPIC: Record<string, string> = {
+  stop: 'end_turn',
+  length: 'max_tokens',
+  tool_calls: 'tool_use',
+  function_call: 'tool_use',
+  content_filter: 'refusal',
+};
 
 /** A Messages API response as a chat completion (thinking as `reasoning_content`, tool_use as tool calls). */
 export function anthropicResponseToChat(response: JsonObject): JsonObject {
   const [message] = anthropicMessageToChat({ role: 'assistant', content: response.content ?? [] });
   const usage = isObject(response.usage) ? response.usage : {};
-  const input = ['input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'].reduce((sum, key) => sum + (typeof usage[key] === 'number' ? (usage[key] as number) : 0), 0);
+  const input = ['input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'].reduce(
+    (sum, key) => sum + (typeof usage[key] === 'number' ? (usage[key] as number) : 0),
+    0,
+  );
   const output = typeof usage.output_tokens === 'number' ? usage.output_tokens : 0;
   return {
-    id: str(response.id), object: 'chat.completion', model: str(response.model),
-    choices: [{ index: 0, message: message!, finish_reason: ANTHROPIC_STOP[str(response.stop_reason)] ?? (response.stop_reason ?? null) }],
+    id: str(response.id),
+    object: 'chat.completion',
+    model: str(response.model),
+    choices: [
+      {
+        index: 0,
+        message: message!,
+        finish_reason: ANTHROPIC_STOP[str(response.stop_reason)] ?? response.stop_reason ?? null,
+      },
+    ],
     usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
   };
 }
@@ -115,13 +168,31 @@ export function chatToAnthropicResponse(chat: JsonObject, model: string): JsonOb
   if (str(message.content)) content.push({ type: 'text', text: str(message.content) });
   for (const call of list(message.tool_calls).filter(isObject)) {
     const fn = isObject(call.function) ? call.function : {};
-    content.push({ type: 'tool_use', id: str(call.id) || `toolu_${content.length}`, name: str(fn.name), input: parseArguments(str(fn.arguments)) });
+    content.push({
+      type: 'tool_use',
+      id: str(call.id) || `toolu_${content.length}`,
+      name: str(fn.name),
+      input: parseArguments(str(fn.arguments)),
+    });
   }
   const usage = isObject(chat.usage) ? chat.usage : {};
-  const stop = content.some((block) => block.type === 'tool_use') ? 'tool_use' : (CHAT_STOP_TO_ANTHROPIC[str(choice.finish_reason)] ?? 'end_turn');
+  const stop = content.some((block) => block.type === 'tool_use')
+    ? 'tool_use'
+    : (CHAT_STOP_TO_ANTHROPIC[str(choice.finish_reason)] ?? 'end_turn');
   return {
-    id: str(chat.id) ? `msg_${str(chat.id)}` : 'msg_lightning', type: 'message', role: 'assistant', model, content, stop_reason: stop, stop_sequence: null,
-    usage: { input_tokens: typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens : 0, output_tokens: typeof usage.completion_tokens === 'number' ? usage.completion_tokens : 0, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+    id: str(chat.id) ? `msg_${str(chat.id)}` : 'msg_lightning',
+    type: 'message',
+    role: 'assistant',
+    model,
+    content,
+    stop_reason: stop,
+    stop_sequence: null,
+    usage: {
+      input_tokens: typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens : 0,
+      output_tokens: typeof usage.completion_tokens === 'number' ? usage.completion_tokens : 0,
+      cache_creation_input_tokens: 0,
+      cache_read_input_tokens: 0,
+    },
   };
 }
 
@@ -129,21 +200,45 @@ export function chatToAnthropicResponse(chat: JsonObject, model: string): JsonOb
 export function anthropicResponseEvents(message: JsonObject): Array<{ event: string; data: JsonObject }> {
   const usage = isObject(message.usage) ? message.usage : {};
   const events: Array<{ event: string; data: JsonObject }> = [
-    { event: 'message_start', data: { type: 'message_start', message: { ...message, content: [], stop_reason: null, usage: { ...usage, output_tokens: 0 } } } },
+    {
+      event: 'message_start',
+      data: {
+        type: 'message_start',
+        message: { ...message, content: [], stop_reason: null, usage: { ...usage, output_tokens: 0 } },
+      },
+    },
   ];
-  list(message.content).filter(isObject).forEach((block, index) => {
-    const start: JsonObject = block.type === 'text' ? { type: 'text', text: '' } : block.type === 'tool_use' ? { ...block, input: {} } : block.type === 'thinking' ? { type: 'thinking', thinking: '', signature: '' } : block;
-    events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: start } });
-    const delta = (value: JsonObject): void => void events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: value } });
-    if (block.type === 'text') delta({ type: 'text_delta', text: str(block.text) });
-    if (block.type === 'tool_use') delta({ type: 'input_json_delta', partial_json: JSON.stringify(block.input ?? {}) });
-    if (block.type === 'thinking') {
-      delta({ type: 'thinking_delta', thinking: str(block.thinking) });
-      delta({ type: 'signature_delta', signature: str(block.signature) });
-    }
-    events.push({ event: 'content_block_stop', data: { type: 'content_block_stop', index } });
+  list(message.content)
+    .filter(isObject)
+    .forEach((block, index) => {
+      const start: JsonObject =
+        block.type === 'text'
+          ? { type: 'text', text: '' }
+          : block.type === 'tool_use'
+            ? { ...block, input: {} }
+            : block.type === 'thinking'
+              ? { type: 'thinking', thinking: '', signature: '' }
+              : block;
+      events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: start } });
+      const delta = (value: JsonObject): void =>
+        void events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: value } });
+      if (block.type === 'text') delta({ type: 'text_delta', text: str(block.text) });
+      if (block.type === 'tool_use')
+        delta({ type: 'input_json_delta', partial_json: JSON.stringify(block.input ?? {}) });
+      if (block.type === 'thinking') {
+        delta({ type: 'thinking_delta', thinking: str(block.thinking) });
+        delta({ type: 'signature_delta', signature: str(block.signature) });
+      }
+      events.push({ event: 'content_block_stop', data: { type: 'content_block_stop', index } });
+    });
+  events.push({
+    event: 'message_delta',
+    data: {
+      type: 'message_delta',
+      delta: { stop_reason: message.stop_reason ?? null, stop_sequence: null },
+      usage: { output_tokens: usage.output_tokens ?? 0 },
+    },
   });
-  events.push({ event: 'message_delta', data: { type: 'message_delta', delta: { stop_reason: message.stop_reason ?? null, stop_sequence: null }, usage: { output_tokens: usage.output_tokens ?? 0 } } });
   events.push({ event: 'message_stop', data: { type: 'message_stop' } });
   return events;
 }
@@ -183,28 +278,58 @@ function geminiParts(content: Json | undefined): JsonObject[] {
 function geminiContentToChat(content: JsonObject, turn: number, pending: PendingCall[]): JsonObject[] {
   const parts = list(content.parts).filter(isObject);
   if (content.role === 'model') {
-    const text = parts.filter((p) => typeof p.text === 'string' && p.thought !== true).map((p) => str(p.text)).join('');
-    const thinking = parts.filter((p) => p.thought === true).map((p) => str(p.text)).join('\n');
-    const calls = parts.filter((p) => isObject(p.functionCall)).map((p, index) => {
-      const fn = p.functionCall as JsonObject;
-      return { id: geminiCallId(fn, turn, index), type: 'function', function: { name: str(fn.name), arguments: JSON.stringify(fn.args ?? {}) } };
-    });
-    pending.splice(0, pending.length, ...calls.map((call) => ({ id: call.id, name: call.function.name, answered: false })));
+    const text = parts
+      .filter((p) => typeof p.text === 'string' && p.thought !== true)
+      .map((p) => str(p.text))
+      .join('');
+    const thinking = parts
+      .filter((p) => p.thought === true)
+      .map((p) => str(p.text))
+      .join('\n');
+    const calls = parts
+      .filter((p) => isObject(p.functionCall))
+      .map((p, index) => {
+        const fn = p.functionCall as JsonObject;
+        return {
+          id: geminiCallId(fn, turn, index),
+          type: 'function',
+          function: { name: str(fn.name), arguments: JSON.stringify(fn.args ?? {}) },
+        };
+      });
+    pending.splice(
+      0,
+      pending.length,
+      ...calls.map((call) => ({ id: call.id, name: call.function.name, answered: false })),
+    );
     const chat: JsonObject = { role: 'assistant', content: text.length > 0 || calls.length === 0 ? text : null };
     if (thinking) chat.reasoning_content = thinking;
     if (calls.length > 0) chat.tool_calls = calls;
     return [chat];
   }
-  const results = parts.filter((p) => isObject(p.functionResponse)).map((p, index) => {
-    const fn = p.functionResponse as JsonObject;
-    const call = pending.find((c) => !c.answered && str(fn.id) !== '' && c.id === str(fn.id)) ?? pending.find((c) => !c.answered && c.name === str(fn.name));
-    if (call) call.answered = true;
-    // A response to no call of the previous turn keeps its own id, else one of its position.
-    return { role: 'tool', tool_call_id: call?.id ?? (str(fn.id) || `call_${turn}_${index}`), content: JSON.stringify(fn.response ?? {}) };
-  });
+  const results = parts
+    .filter((p) => isObject(p.functionResponse))
+    .map((p, index) => {
+      const fn = p.functionResponse as JsonObject;
+      const call =
+        pending.find((c) => !c.answered && str(fn.id) !== '' && c.id === str(fn.id)) ??
+        pending.find((c) => !c.answered && c.name === str(fn.name));
+      if (call) call.answered = true;
+      // A response to no call of the previous turn keeps its own id, else one of its position.
+      return {
+        role: 'tool',
+        tool_call_id: call?.id ?? (str(fn.id) || `call_${turn}_${index}`),
+        content: JSON.stringify(fn.response ?? {}),
+      };
+    });
   const chatParts = parts.flatMap((p): JsonObject[] => {
     if (typeof p.text === 'string') return [{ type: 'text', text: p.text }];
-    if (isObject(p.inlineData)) return [{ type: 'image_url', image_url: { url: `data:${str(p.inlineData.mimeType)};base64,${str(p.inlineData.data)}` } }];
+    if (isObject(p.inlineData))
+      return [
+        {
+          type: 'image_url',
+          image_url: { url: `data:${str(p.inlineData.mimeType)};base64,${str(p.inlineData.data)}` },
+        },
+      ];
     if (isObject(p.fileData)) return [{ type: 'image_url', image_url: { url: str(p.fileData.fileUri) } }];
     return [];
   });
@@ -213,20 +338,33 @@ function geminiContentToChat(content: JsonObject, turn: number, pending: Pending
 
 /** A request's contents as Gemini reads them (a bare string is one user turn). */
 function geminiContents(request: JsonObject): JsonObject[] {
-  return typeof request.contents === 'string' ? [{ role: 'user', parts: [{ text: request.contents }] }] : list(request.contents).filter(isObject);
+  return typeof request.contents === 'string'
+    ? [{ role: 'user', parts: [{ text: request.contents }] }]
+    : list(request.contents).filter(isObject);
 }
 
 /** A generateContent request (the model comes from the URL) as a chat completions request. */
 export function geminiRequestToChat(request: JsonObject, model: string): JsonObject {
   const messages: JsonObject[] = [];
-  const system = geminiParts(request.systemInstruction).map((p) => str(p.text)).join('\n');
+  const system = geminiParts(request.systemInstruction)
+    .map((p) => str(p.text))
+    .join('\n');
   if (system) messages.push({ role: 'system', content: system });
   const pending: PendingCall[] = [];
   geminiContents(request).forEach((content, turn) => messages.push(...geminiContentToChat(content, turn, pending)));
   const chat: JsonObject = { model, messages };
-  const declarations = list(request.tools).filter(isObject).flatMap((tool) => list(tool.functionDeclarations).filter(isObject));
+  const declarations = list(request.tools)
+    .filter(isObject)
+    .flatMap((tool) => list(tool.functionDeclarations).filter(isObject));
   if (declarations.length > 0) {
-    chat.tools = declarations.map((fn) => ({ type: 'function', function: { name: str(fn.name), description: str(fn.description), parameters: fn.parametersJsonSchema ?? fn.parameters ?? { type: 'object', properties: {} } } }));
+    chat.tools = declarations.map((fn) => ({
+      type: 'function',
+      function: {
+        name: str(fn.name),
+        description: str(fn.description),
+        parameters: fn.parametersJsonSchema ?? fn.parameters ?? { type: 'object', properties: {} },
+      },
+    }));
   }
   const config = isObject(request.generationConfig) ? request.generationConfig : {};
   if (typeof config.maxOutputTokens === 'number') chat.max_tokens = config.maxOutputTokens;
@@ -236,7 +374,12 @@ export function geminiRequestToChat(request: JsonObject, model: string): JsonObj
   return chat;
 }
 
-const GEMINI_STOP: Record<string, string> = { STOP: 'stop', MAX_TOKENS: 'length', SAFETY: 'content_filter', RECITATION: 'content_filter' };
+const GEMINI_STOP: Record<string, string> = {
+  STOP: 'stop',
+  MAX_TOKENS: 'length',
+  SAFETY: 'content_filter',
+  RECITATION: 'content_filter',
+};
 
 /**
  * A generateContent response as a chat completion. `turn` is where the answer's turn stands in the
@@ -244,14 +387,30 @@ const GEMINI_STOP: Record<string, string> = { STOP: 'stop', MAX_TOKENS: 'length'
  */
 export function geminiResponseToChat(response: JsonObject, turn = 0): JsonObject {
   const candidate = isObject(list(response.candidates)[0]) ? (list(response.candidates)[0] as JsonObject) : {};
-  const [message] = geminiContentToChat({ role: 'model', parts: isObject(candidate.content) ? (candidate.content.parts ?? []) : [] }, turn, []);
+  const [message] = geminiContentToChat(
+    { role: 'model', parts: isObject(candidate.content) ? (candidate.content.parts ?? []) : [] },
+    turn,
+    [],
+  );
   const usage = isObject(response.usageMetadata) ? response.usageMetadata : {};
   const input = typeof usage.promptTokenCount === 'number' ? usage.promptTokenCount : 0;
-  const output = (typeof usage.candidatesTokenCount === 'number' ? usage.candidatesTokenCount : 0) + (typeof usage.thoughtsTokenCount === 'number' ? usage.thoughtsTokenCount : 0);
+  const output =
+    (typeof usage.candidatesTokenCount === 'number' ? usage.candidatesTokenCount : 0) +
+    (typeof usage.thoughtsTokenCount === 'number' ? usage.thoughtsTokenCount : 0);
   const hasCalls = Array.isArray(message!.tool_calls);
   return {
-    id: str(response.responseId), object: 'chat.completion', model: str(response.modelVersion),
-    choices: [{ index: 0, message: message!, finish_reason: hasCalls ? 'tool_calls' : (GEMINI_STOP[str(candidate.finishReason)] ?? (candidate.finishReason ?? null)) }],
+    id: str(response.responseId),
+    object: 'chat.completion',
+    model: str(response.modelVersion),
+    choices: [
+      {
+        index: 0,
+        message: message!,
+        finish_reason: hasCalls
+          ? 'tool_calls'
+          : (GEMINI_STOP[str(candidate.finishReason)] ?? candidate.finishReason ?? null),
+      },
+    ],
     usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
   };
 }
@@ -266,13 +425,25 @@ export function chatToGeminiResponse(chat: JsonObject, model: string): JsonObjec
   if (str(message.content)) parts.push({ text: str(message.content) });
   for (const call of list(message.tool_calls).filter(isObject)) {
     const fn = isObject(call.function) ? call.function : {};
-    parts.push({ functionCall: { ...(str(call.id) ? { id: str(call.id) } : {}), name: str(fn.name), args: parseArguments(str(fn.arguments)) } });
+    parts.push({
+      functionCall: {
+        ...(str(call.id) ? { id: str(call.id) } : {}),
+        name: str(fn.name),
+        args: parseArguments(str(fn.arguments)),
+      },
+    });
   }
   const usage = isObject(chat.usage) ? chat.usage : {};
   const input = typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens : 0;
   const output = typeof usage.completion_tokens === 'number' ? usage.completion_tokens : 0;
   return {
-    candidates: [{ content: { role: 'model', parts }, finishReason: choice.finish_reason === 'length' ? 'MAX_TOKENS' : 'STOP', index: 0 }],
+    candidates: [
+      {
+        content: { role: 'model', parts },
+        finishReason: choice.finish_reason === 'length' ? 'MAX_TOKENS' : 'STOP',
+        index: 0,
+      },
+    ],
     usageMetadata: { promptTokenCount: input, candidatesTokenCount: output, totalTokenCount: input + output },
     modelVersion: model,
     responseId: str(chat.id) || 'lightning',
@@ -285,17 +456,26 @@ export function chatToGeminiResponse(chat: JsonObject, model: string): JsonObjec
  * A recorded call's request and response as chat completions, whichever API it was made on: what
  * the panel, LightningRL and the chat export read. OpenAI calls are returned as they are.
  */
-export function asChatCall(attributes: Readonly<Record<string, Json>>): { request: JsonObject | null; response: JsonObject | null } {
+export function asChatCall(attributes: Readonly<Record<string, Json>>): {
+  request: JsonObject | null;
+  response: JsonObject | null;
+} {
   const request = isObject(attributes['lightning.request']) ? attributes['lightning.request'] : null;
   const recorded = isObject(attributes['lightning.response']) ? attributes['lightning.response'] : null;
   // An error body (Anthropic `{type:"error"}`, Gemini `{error:{…}}`) stays an error: translated, it became an empty assistant reply.
   const response = recorded && (recorded.type === 'error' || isObject(recorded.error)) ? null : recorded;
   switch (attributes['lightning.api']) {
     case ANTHROPIC_MESSAGES:
-      return { request: request && anthropicRequestToChat(request), response: response && anthropicResponseToChat(response) };
+      return {
+        request: request && anthropicRequestToChat(request),
+        response: response && anthropicResponseToChat(response),
+      };
     case GEMINI_GENERATE:
       // The answer is the turn after the request's contents: its calls' ids are those its history will read.
-      return { request: request && geminiRequestToChat(request, str(attributes['gen_ai.request.model'])), response: response && geminiResponseToChat(response, request ? geminiContents(request).length : 0) };
+      return {
+        request: request && geminiRequestToChat(request, str(attributes['gen_ai.request.model'])),
+        response: response && geminiResponseToChat(response, request ? geminiContents(request).length : 0),
+      };
     default:
       return { request, response };
   }

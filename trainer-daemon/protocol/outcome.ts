@@ -14,7 +14,6 @@ import { TRUNCATION_LIMITS } from './outcomeValues';
 // No zod at run time here: the webview bundles import these functions (test/unit/imports.test.ts); the
 // schemas are in outcomeSchema.ts.
 
-
 function isTruncationLimit(value: Json | undefined): value is TruncationLimit {
   return typeof value === 'string' && (TRUNCATION_LIMITS as readonly string[]).includes(value);
 }
@@ -82,10 +81,18 @@ export function spanOutcome(span: OutcomeSource): CallOutcome {
       break;
   }
   if (span.statusCode === 'error') {
-    return /^cancelled\b/i.test(span.statusMessage ?? '') ? { kind: 'cancelled' } : { kind: 'upstream_error', status: statusOf(span.attributes) };
+    return /^cancelled\b/i.test(span.statusMessage ?? '')
+      ? { kind: 'cancelled' }
+      : { kind: 'upstream_error', status: statusOf(span.attributes) };
   }
   const response = span.attributes['lightning.response'];
-  if (response !== null && typeof response === 'object' && !Array.isArray(response) && 'lightning_truncated' in response) return { kind: 'truncated', limit: 'stream_content' };
+  if (
+    response !== null &&
+    typeof response === 'object' &&
+    !Array.isArray(response) &&
+    'lightning_truncated' in response
+  )
+    return { kind: 'truncated', limit: 'stream_content' };
   return { kind: 'ok' };
 }
 
@@ -149,7 +156,8 @@ export function skippedTotal(skipped: SkippedCalls): number {
 /** `skipped: 2 upstream errors, 1 cancelled, 1 truncated`; null when nothing was left out. */
 export function describeSkipped(skipped: SkippedCalls): string | null {
   const parts: string[] = [];
-  if (skipped.upstreamError) parts.push(`${skipped.upstreamError} upstream error${skipped.upstreamError === 1 ? '' : 's'}`);
+  if (skipped.upstreamError)
+    parts.push(`${skipped.upstreamError} upstream error${skipped.upstreamError === 1 ? '' : 's'}`);
   if (skipped.cancelled) parts.push(`${skipped.cancelled} cancelled`);
   if (skipped.truncated) parts.push(`${skipped.truncated} truncated`);
   return parts.length ? `skipped: ${parts.join(', ')}` : null;
@@ -160,11 +168,17 @@ export function describeSkipped(skipped: SkippedCalls): string | null {
  * it was not a whole answer, and `retry of #N` (N: the sequence of the attempt it repeats); null
  * for a whole answer that repeats nothing.
  */
-export function callBadge(span: OutcomeSource & { readonly category: string }, sequenceOf: (spanId: string) => number | undefined): string | null {
+export function callBadge(
+  span: OutcomeSource & { readonly category: string },
+  sequenceOf: (spanId: string) => number | undefined,
+): string | null {
   if (span.category !== 'llm') return null;
   const outcome = spanOutcome(span);
   const repeated = retryOf(span);
   const sequence = repeated === null ? undefined : sequenceOf(repeated);
-  const parts = [...(outcome.kind === 'ok' ? [] : [outcomeWord(outcome)]), ...(repeated === null ? [] : [sequence === undefined ? 'retry' : `retry of #${sequence}`])];
+  const parts = [
+    ...(outcome.kind === 'ok' ? [] : [outcomeWord(outcome)]),
+    ...(repeated === null ? [] : [sequence === undefined ? 'retry' : `retry of #${sequence}`]),
+  ];
   return parts.length ? parts.join(' · ') : null;
 }

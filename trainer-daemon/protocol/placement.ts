@@ -23,13 +23,23 @@ export function runPlacement(config: Pick<GrpoConfig, 'distributed' | 'ray'>, pl
     const { nprocPerNode, nnodes, rdzvEndpoint, fsdp } = distributed;
     const ranks = placement?.ranks ?? [];
     const sharded = fsdp ? ' (FSDP)' : '';
-    if (ranks.length > 0) parts.push(`torchrun ${ranks.length} rank${ranks.length === 1 ? '' : 's'}${sharded} on ${distinct(ranks.map((r) => r.host)).join(', ')}`);
-    else parts.push(`torchrun ${nnodes > 1 ? `${nnodes}×${nprocPerNode}` : nprocPerNode} ranks${sharded}${rdzvEndpoint !== null ? ` via ${rdzvEndpoint}` : ''}`);
+    if (ranks.length > 0)
+      parts.push(
+        `torchrun ${ranks.length} rank${ranks.length === 1 ? '' : 's'}${sharded} on ${distinct(ranks.map((r) => r.host)).join(', ')}`,
+      );
+    else
+      parts.push(
+        `torchrun ${nnodes > 1 ? `${nnodes}×${nprocPerNode}` : nprocPerNode} ranks${sharded}${rdzvEndpoint !== null ? ` via ${rdzvEndpoint}` : ''}`,
+      );
   }
   if (ray) {
     const nodes = placement?.rayNodes ?? [];
     if (nodes.length > 0) {
-      const named = nodes.slice(0, NODES_NAMED).map((n) => n.ip).join(', ') + (nodes.length > NODES_NAMED ? ', …' : '');
+      const named =
+        nodes
+          .slice(0, NODES_NAMED)
+          .map((n) => n.ip)
+          .join(', ') + (nodes.length > NODES_NAMED ? ', …' : '');
       parts.push(`agents on ${nodes.length} Ray node${nodes.length === 1 ? '' : 's'} (${named})`);
     } else parts.push(`agents on Ray ${ray.address}`);
   }
@@ -57,9 +67,12 @@ export function placementDetail(run: TrainingRun): string[] {
   if (!placement) return [];
   const lines: string[] = [];
   if (placement.rayNodes.length > 0) {
-    lines.push(`Ray nodes: ${placement.rayNodes.map((n) => `${n.ip} (${n.host}) ${n.attempts} attempt${n.attempts === 1 ? '' : 's'}`).join(' · ')}`);
+    lines.push(
+      `Ray nodes: ${placement.rayNodes.map((n) => `${n.ip} (${n.host}) ${n.attempts} attempt${n.attempts === 1 ? '' : 's'}`).join(' · ')}`,
+    );
   }
-  if (placement.ranks.length > 0) lines.push(`Ranks: ${placement.ranks.map((r) => `${r.rank} on ${r.host} (local ${r.localRank})`).join(' · ')}`);
+  if (placement.ranks.length > 0)
+    lines.push(`Ranks: ${placement.ranks.map((r) => `${r.rank} on ${r.host} (local ${r.localRank})`).join(' · ')}`);
   return lines;
 }
 

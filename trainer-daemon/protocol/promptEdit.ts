@@ -50,7 +50,12 @@ export function encodeLiteral(prompt: string, kind: LiteralKind): string {
       return prompt;
     case '"':
     case "'":
-      return prompt.replace(/\\/g, '\\\\').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\t/g, '\\t').replaceAll(kind, `\\${kind}`);
+      return prompt
+        .replace(/\\/g, '\\\\')
+        .replace(/\n/g, '\\n')
+        .replace(/\r/g, '\\r')
+        .replace(/\t/g, '\\t')
+        .replaceAll(kind, `\\${kind}`);
     case '`':
       return prompt.replace(/\\/g, '\\\\').replace(/`/g, '\\`').replace(/\$\{/g, '\\${');
     case '"""':
@@ -69,8 +74,12 @@ export function promptEdit(fileText: string, location: PromptLocation, newPrompt
   let start = location.start;
   if (fileText.slice(start, location.end) !== location.sourceText) {
     const first = location.sourceText === '' ? -1 : fileText.indexOf(location.sourceText);
-    if (first < 0) throw new Error('the original prompt is no longer in the file: mark the prompt again and re-run, or copy the new prompt by hand');
-    if (fileText.indexOf(location.sourceText, first + 1) >= 0) throw new Error('the original prompt now occurs more than once in the file: mark the one to replace again');
+    if (first < 0)
+      throw new Error(
+        'the original prompt is no longer in the file: mark the prompt again and re-run, or copy the new prompt by hand',
+      );
+    if (fileText.indexOf(location.sourceText, first + 1) >= 0)
+      throw new Error('the original prompt now occurs more than once in the file: mark the one to replace again');
     start = first;
   }
   const end = start + location.sourceText.length;

@@ -15,7 +15,15 @@ export const RayRunnerMessage = z.discriminatedUnion('type', [
     type: z.literal('ready'),
     ray: z.string(),
     address: z.string(),
-    nodes: z.array(z.object({ nodeId: z.string(), ip: z.string(), host: z.string().nullable().optional(), cpus: z.number(), alive: z.boolean() })),
+    nodes: z.array(
+      z.object({
+        nodeId: z.string(),
+        ip: z.string(),
+        host: z.string().nullable().optional(),
+        cpus: z.number(),
+        alive: z.boolean(),
+      }),
+    ),
   }),
   /** The driver could not connect to the cluster; it exits. */
   z.object({ type: z.literal('fatal'), message: z.string() }),

@@ -41,7 +41,11 @@ export const TaskRef = z.object({
 export type TaskRef = z.infer<typeof TaskRef>;
 
 /** A Ray node that ran agents (`--ray`): its Ray node id, IP address and host name. */
-export const RayNode = z.object({ nodeId: z.string().min(1).max(200), ip: z.string().min(1).max(200), host: z.string().max(300) });
+export const RayNode = z.object({
+  nodeId: z.string().min(1).max(200),
+  ip: z.string().min(1).max(200),
+  host: z.string().max(300),
+});
 export type RayNode = z.infer<typeof RayNode>;
 
 export const Attempt = z.object({
@@ -102,7 +106,11 @@ export type SpanEvent = z.infer<typeof SpanEvent>;
 export const SpanInput = z.object({
   traceId: z.string().regex(/^[0-9a-f]{32}$/, 'traceId must be 32 lowercase hex characters'),
   spanId: z.string().regex(/^[0-9a-f]{16}$/, 'spanId must be 16 lowercase hex characters'),
-  parentSpanId: z.string().regex(/^[0-9a-f]{16}$/).nullable().default(null),
+  parentSpanId: z
+    .string()
+    .regex(/^[0-9a-f]{16}$/)
+    .nullable()
+    .default(null),
   name: z.string().min(1).max(1024),
   /** OTel span kind: internal, server, client, producer, consumer. */
   kind: z.enum(['internal', 'server', 'client', 'producer', 'consumer']).default('internal'),
@@ -189,7 +197,9 @@ export const RunPlacement = z.object({
   /** Each Ray node that ran attempts of its rollouts, with how many; in the order of the nodes' IPs. */
   rayNodes: z.array(RayNode.extend({ attempts: z.number().int().nonnegative() })),
   /** The ranks of its trainer worker's last start under torchrun, by rank, as each reported itself. */
-  ranks: z.array(z.object({ rank: z.number().int().nonnegative(), localRank: z.number().int().nonnegative(), host: z.string() })),
+  ranks: z.array(
+    z.object({ rank: z.number().int().nonnegative(), localRank: z.number().int().nonnegative(), host: z.string() }),
+  ),
 });
 export type RunPlacement = z.infer<typeof RunPlacement>;
 

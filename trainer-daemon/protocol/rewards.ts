@@ -9,7 +9,10 @@ import { Json } from './records';
 
 const Weight = z.number().finite().default(1);
 /** The reward dimension a source writes (its own row), e.g. `exact` or `judge`. */
-const SourceName = z.string().regex(/^[A-Za-z0-9_.:-]{1,100}$/, 'name must be 1–100 letters, digits or _ . : -').optional();
+const SourceName = z
+  .string()
+  .regex(/^[A-Za-z0-9_.:-]{1,100}$/, 'name must be 1–100 letters, digits or _ . : -')
+  .optional();
 /** A dotted path into a JSON value (`answer.value`, `items.0`); empty means the whole value. */
 const JsonPath = z.string().max(500).default('');
 
@@ -23,21 +26,46 @@ export const RuleConfig = z.discriminatedUnion('rule', [
   /** SQuAD-style normalization (case, punctuation, articles, whitespace); `contains` accepts an answer that includes the expected one as whole words. */
   z.strictObject({ rule: z.literal('normalized'), contains: z.boolean().default(false), ...ExpectedPath }),
   /** The last number in the final answer against the expected number: |a − e| ≤ absTol + relTol·|e|. */
-  z.strictObject({ rule: z.literal('numeric'), absTol: z.number().nonnegative().default(1e-6), relTol: z.number().nonnegative().default(0), ...ExpectedPath }),
+  z.strictObject({
+    rule: z.literal('numeric'),
+    absTol: z.number().nonnegative().default(1e-6),
+    relTol: z.number().nonnegative().default(0),
+    ...ExpectedPath,
+  }),
   /** The final answer matches `pattern` (or, without one, the expected answer read as a pattern). */
-  z.strictObject({ rule: z.literal('regex'), pattern: z.string().max(10_000).optional(), flags: z.string().regex(/^[imsu]*$/, 'flags may only use i, m, s, u').default(''), ...ExpectedPath }),
+  z.strictObject({
+    rule: z.literal('regex'),
+    pattern: z.string().max(10_000).optional(),
+    flags: z
+      .string()
+      .regex(/^[imsu]*$/, 'flags may only use i, m, s, u')
+      .default(''),
+    ...ExpectedPath,
+  }),
   /** The final answer parsed as JSON (or its first {…}/[…] block): the value at `path` deep-equals the expected one. */
   z.strictObject({ rule: z.literal('json'), path: JsonPath, ...ExpectedPath }),
   /** 1 when the agent called the tool `tool` at least `min` times (tool calls in LLM responses, or tool spans). */
-  z.strictObject({ rule: z.literal('tool-called'), tool: z.string().min(1).max(200), min: z.number().int().positive().default(1) }),
+  z.strictObject({
+    rule: z.literal('tool-called'),
+    tool: z.string().min(1).max(200),
+    min: z.number().int().positive().default(1),
+  }),
   /** `value` (a penalty, e.g. −1) when the rollout failed or has error spans, else 0. */
   z.strictObject({ rule: z.literal('error-penalty'), value: z.number().finite().default(-1) }),
   /** `value` when the rollout timed out, else 0. */
   z.strictObject({ rule: z.literal('timeout-penalty'), value: z.number().finite().default(-1) }),
   /** `value` when the rollout made more than `max` LLM calls, else 0. */
-  z.strictObject({ rule: z.literal('steps-penalty'), max: z.number().int().nonnegative(), value: z.number().finite().default(-1) }),
+  z.strictObject({
+    rule: z.literal('steps-penalty'),
+    max: z.number().int().nonnegative(),
+    value: z.number().finite().default(-1),
+  }),
   /** `value` when prompt + completion tokens exceed `max`, else 0. */
-  z.strictObject({ rule: z.literal('tokens-penalty'), max: z.number().int().nonnegative(), value: z.number().finite().default(-1) }),
+  z.strictObject({
+    rule: z.literal('tokens-penalty'),
+    max: z.number().int().nonnegative(),
+    value: z.number().finite().default(-1),
+  }),
 ]);
 export type RuleConfig = z.infer<typeof RuleConfig>;
 
@@ -62,10 +90,16 @@ export const RewardSourceConfig = z.discriminatedUnion('type', [
     name: SourceName,
     weight: Weight,
     /** An OpenAI-compatible base URL (…/v1); without one, the daemon's upstream. */
-    baseUrl: z.string().regex(/^https?:\/\/[^\s/?#]+/i, 'baseUrl must be an http(s) URL, e.g. https://api.openai.com/v1').optional(),
+    baseUrl: z
+      .string()
+      .regex(/^https?:\/\/[^\s/?#]+/i, 'baseUrl must be an http(s) URL, e.g. https://api.openai.com/v1')
+      .optional(),
     model: z.string().min(1).max(200),
     /** The environment variable holding the API key (read when scoring, never stored). */
-    apiKeyEnv: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'apiKeyEnv must be an environment variable name').default('LIGHTNING_UPSTREAM_API_KEY'),
+    apiKeyEnv: z
+      .string()
+      .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'apiKeyEnv must be an environment variable name')
+      .default('LIGHTNING_UPSTREAM_API_KEY'),
     rubric: z.string().min(1).max(20_000),
     /** `absolute`: each rollout scored on its own; `relative`: the rollouts of one task ranked together (RULER), for GRPO. */
     mode: JudgeMode.default('absolute'),
@@ -111,7 +145,10 @@ export const RewardsFile = z
     default: RewardSpec.optional(),
     datasets: z.record(z.string().min(1), RewardSpec).default({}),
   })
-  .refine((file) => file.default !== undefined || Object.keys(file.datasets).length > 0, 'give a `default` spec or at least one entry in `datasets`');
+  .refine(
+    (file) => file.default !== undefined || Object.keys(file.datasets).length > 0,
+    'give a `default` spec or at least one entry in `datasets`',
+  );
 export type RewardsFile = z.infer<typeof RewardsFile>;
 
 export const ToolCall = z.object({ name: z.string(), arguments: z.string() });
@@ -127,7 +164,14 @@ export const ScoringTrajectory = z.object({
    * call's assistant content; null when neither exists (e.g. the last call only asked for a tool).
    */
   finalAnswer: z.string().nullable(),
-  calls: z.array(z.object({ model: z.string().nullable(), messages: z.array(Json).nullable(), content: z.string().nullable(), toolCalls: z.array(ToolCall) })),
+  calls: z.array(
+    z.object({
+      model: z.string().nullable(),
+      messages: z.array(Json).nullable(),
+      content: z.string().nullable(),
+      toolCalls: z.array(ToolCall),
+    }),
+  ),
   /** Every tool the agent called, in order: from its LLM calls' tool calls, or from tool spans when none were recorded. */
   toolCalls: z.array(ToolCall),
   steps: z.number().int().nonnegative(),
@@ -190,5 +234,10 @@ export const ScoreRolloutsResult = z.object({
 });
 export type ScoreRolloutsResult = z.infer<typeof ScoreRolloutsResult>;
 
-export const ScoreProgress = z.object({ jobId: z.string(), done: z.number().int().nonnegative(), total: z.number().int().nonnegative(), errors: z.number().int().nonnegative() });
+export const ScoreProgress = z.object({
+  jobId: z.string(),
+  done: z.number().int().nonnegative(),
+  total: z.number().int().nonnegative(),
+  errors: z.number().int().nonnegative(),
+});
 export type ScoreProgress = z.infer<typeof ScoreProgress>;

@@ -19,13 +19,38 @@ import {
   Stats,
   TaskRef,
 } from './records';
-import { ApoCandidate, GetResourceParams, PutResourceParams, RecordApoRoundParams, ResourceName, ResourceSummary, ResourceVersions } from './apo';
+import {
+  ApoCandidate,
+  GetResourceParams,
+  PutResourceParams,
+  RecordApoRoundParams,
+  ResourceName,
+  ResourceSummary,
+  ResourceVersions,
+} from './apo';
 import { Checkpoint, RayNode, Resource } from './records';
 import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
 import { RolloutTransitions, RolloutTransitionsParams } from './lightningrl';
-import { CreateTrainingRunParams, GetTrainingRunParams, StartTrainingParams, TrainingRun, TrainingRunDetail, TrainingRunSummary, UpdateTrainingRunParams } from './training';
+import {
+  CreateTrainingRunParams,
+  GetTrainingRunParams,
+  StartTrainingParams,
+  TrainingRun,
+  TrainingRunDetail,
+  TrainingRunSummary,
+  UpdateTrainingRunParams,
+} from './training';
 import { PolicyChanged, PolicyRef, ServedPolicy, ServePolicyParams } from './policy';
-import { CancelWorkerBatchParams, OpenWorkerBatchParams, WorkerBatch, WorkerBatchEvents, WorkerBatchEventsParams, WorkerExited, WorkerExitedParams, WorkerPlacedParams } from './runner';
+import {
+  CancelWorkerBatchParams,
+  OpenWorkerBatchParams,
+  WorkerBatch,
+  WorkerBatchEvents,
+  WorkerBatchEventsParams,
+  WorkerExited,
+  WorkerExitedParams,
+  WorkerPlacedParams,
+} from './runner';
 import { ProviderUpstreams } from './agentEnv';
 import { FILTER_TEXT_MAX } from './rolloutValues';
 
@@ -107,7 +132,11 @@ export type CreateRolloutParams = z.input<typeof CreateRolloutParams>;
 
 export const StartAgentRunParams = CreateRolloutParams.extend({
   /** Where this rollout's LLM calls go: the user's own OPENAI_BASE_URL, or null for the daemon's upstream. */
-  upstream: z.string().regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:11434/v1').nullable().default(null),
+  upstream: z
+    .string()
+    .regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:11434/v1')
+    .nullable()
+    .default(null),
   /** Where its Anthropic and Gemini calls go: the user's own ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL; absent, the provider's. */
   providerUpstreams: ProviderUpstreams.default({}),
   /**
@@ -157,7 +186,11 @@ export type AddSpansResult = z.infer<typeof AddSpansResult>;
 export const AddRewardParams = z.strictObject({
   rolloutId: RolloutId,
   /** Annotate one step (an LLM call) instead of the whole rollout. */
-  spanId: z.string().regex(/^[0-9a-f]{16}$/, 'spanId must be 16 lowercase hex characters').nullable().default(null),
+  spanId: z
+    .string()
+    .regex(/^[0-9a-f]{16}$/, 'spanId must be 16 lowercase hex characters')
+    .nullable()
+    .default(null),
   name: z.string().min(1).max(100).default('reward'),
   value: z.number().finite(),
   source: RewardSource.default('human'),
@@ -188,7 +221,12 @@ export const ImportDatasetParams = z.strictObject({
       const seen = new Map<string, number>();
       tasks.forEach((task, index) => {
         const first = seen.get(task.id);
-        if (first !== undefined) context.addIssue({ code: 'custom', path: [index, 'id'], message: `task id ${JSON.stringify(task.id.slice(0, 100))} repeats task ${first}'s; task ids must be unique` });
+        if (first !== undefined)
+          context.addIssue({
+            code: 'custom',
+            path: [index, 'id'],
+            message: `task id ${JSON.stringify(task.id.slice(0, 100))} repeats task ${first}'s; task ids must be unique`,
+          });
         else seen.set(task.id, index);
       });
     }),
@@ -226,7 +264,11 @@ export const Methods = {
   daemonInfo: method('daemon/info', z.strictObject({}), DaemonInfo),
   listRollouts: method('rollouts/list', ListRolloutsParams, RolloutPage),
   /** `spans: false` leaves the spans out (`spans: []`): what a header needs of a 2,000-span rollout. */
-  getRollout: method('rollouts/get', z.strictObject({ id: RolloutId, spans: z.boolean().default(true) }), RolloutDetail),
+  getRollout: method(
+    'rollouts/get',
+    z.strictObject({ id: RolloutId, spans: z.boolean().default(true) }),
+    RolloutDetail,
+  ),
   createRollout: method('rollouts/create', CreateRolloutParams, Rollout),
   transitionRollout: method('rollouts/transition', TransitionRolloutParams, Rollout),
   /** Creates a running rollout for an agent process and returns its capability URL. */
@@ -239,7 +281,11 @@ export const Methods = {
   importDataset: method('datasets/import', ImportDatasetParams, Dataset),
   listDatasets: method('datasets/list', z.strictObject({}), z.object({ items: z.array(Dataset) })),
   /** A dataset's tasks (by id or name), optionally one split, in file order. */
-  listTasks: method('datasets/tasks', z.strictObject({ dataset: z.string().min(1), split: z.enum(['train', 'val', 'test']).optional() }), z.object({ dataset: Dataset, items: z.array(Task) })),
+  listTasks: method(
+    'datasets/tasks',
+    z.strictObject({ dataset: z.string().min(1), split: z.enum(['train', 'val', 'test']).optional() }),
+    z.object({ dataset: Dataset, items: z.array(Task) }),
+  ),
   /** Every resource with its current and latest version. */
   listResources: method('resources/list', z.strictObject({}), z.object({ items: z.array(ResourceSummary) })),
   /** One version of a resource (default: the current one) and the list of all its versions. */
@@ -247,11 +293,19 @@ export const Methods = {
   /** Stores the next version of a resource (current by default). */
   putResource: method('resources/put', PutResourceParams, Resource),
   /** Makes an existing version the current one (e.g. keep APO's best prompt as the resource). */
-  setCurrentResource: method('resources/setCurrent', z.strictObject({ name: ResourceName, version: z.number().int().positive() }), Resource),
+  setCurrentResource: method(
+    'resources/setCurrent',
+    z.strictObject({ name: ResourceName, version: z.number().int().positive() }),
+    Resource,
+  ),
   /** Training runs of every algorithm (protocol/training.ts). A run recorded by the process that runs its algorithm (APO). */
   createTrainingRun: method('trainingRuns/create', CreateTrainingRunParams, TrainingRun),
   /** The newest runs, each with its last step and latest metrics. */
-  listTrainingRuns: method('trainingRuns/list', z.strictObject({ limit: z.number().int().min(1).max(500).default(50) }), z.object({ items: z.array(TrainingRunSummary) })),
+  listTrainingRuns: method(
+    'trainingRuns/list',
+    z.strictObject({ limit: z.number().int().min(1).max(500).default(50) }),
+    z.object({ items: z.array(TrainingRunSummary) }),
+  ),
   /** A run with its metrics (after `afterStep`), GRPO's checkpoints and APO's leaderboard. */
   getTrainingRun: method('trainingRuns/get', GetTrainingRunParams, TrainingRunDetail),
   /** Status changes by the process running the algorithm. */
@@ -265,11 +319,19 @@ export const Methods = {
   /** An APO round: new candidates, their scores and the round's metrics, in one write. */
   recordApoRound: method('apo/recordRound', RecordApoRoundParams, z.object({ run: TrainingRun })),
   /** APO's candidates, best validation score first. */
-  apoLeaderboard: method('apo/leaderboard', z.strictObject({ runId: z.string().min(1) }), z.object({ items: z.array(ApoCandidate) })),
+  apoLeaderboard: method(
+    'apo/leaderboard',
+    z.strictObject({ runId: z.string().min(1) }),
+    z.object({ items: z.array(ApoCandidate) }),
+  ),
   /** Scores finished rollouts with automatic reward sources and appends their reward rows; `rewards/progress` reports as it goes. */
   scoreRollouts: method('rewards/score', ScoreRolloutsParams, ScoreRolloutsResult),
   /** Stops a `rewards/score` job after its current chunk; its answer then has `cancelled: true`. */
-  cancelScore: method('rewards/cancel', z.strictObject({ jobId: z.string().min(1).max(100) }), z.object({ cancelled: z.boolean() })),
+  cancelScore: method(
+    'rewards/cancel',
+    z.strictObject({ jobId: z.string().min(1).max(100) }),
+    z.object({ cancelled: z.boolean() }),
+  ),
   /** One rollout as training sees it: each LLM call included or not (and why), credited reward, advantage (against its batch's task group), tokens. */
   rolloutTransitions: method('transitions/forRollout', RolloutTransitionsParams, RolloutTransitions),
   /** Worker-mode batches (protocol/runner.ts): open one for long-lived agent workers, follow it, report a dead worker, cancel. */
@@ -278,10 +340,18 @@ export const Methods = {
   workerExited: method('workerBatches/workerExited', WorkerExitedParams, WorkerExited),
   /** Where a worker runs (a Ray node, `--ray`): the attempts it ends record it. */
   workerPlaced: method('workerBatches/workerPlaced', WorkerPlacedParams, z.object({ placed: z.boolean() })),
-  cancelWorkerBatch: method('workerBatches/cancel', CancelWorkerBatchParams, z.object({ cancelled: z.number().int().nonnegative() })),
+  cancelWorkerBatch: method(
+    'workerBatches/cancel',
+    CancelWorkerBatchParams,
+    z.object({ cancelled: z.number().int().nonnegative() }),
+  ),
   /** Starts a training run in the daemon (or resumes one from its last checkpoint); returns at once. */
   startTraining: method('training/start', StartTrainingParams, TrainingRun),
-  listCheckpoints: method('checkpoints/list', z.strictObject({ runId: z.string().min(1).optional() }), z.object({ items: z.array(Checkpoint) })),
+  listCheckpoints: method(
+    'checkpoints/list',
+    z.strictObject({ runId: z.string().min(1).optional() }),
+    z.object({ items: z.array(Checkpoint) }),
+  ),
   /** Serves a checkpoint in a trainer worker of its own (stopping the one served before); answers once it serves (protocol/policy.ts). */
   servePolicy: method('policy/serve', ServePolicyParams, ServedPolicy),
   /** The checkpoint served now, if any. */
@@ -309,7 +379,10 @@ export const Notifications = {
    * A training run changed: status, a cancel request, metrics or checkpoints (GRPO), or a round recorded
    * (APO, `round`); with its latest metrics and its leaderboard. Fetch the series with trainingRuns/get.
    */
-  trainingRunChanged: notification('trainingRuns/changed', z.object({ run: TrainingRunSummary, round: z.number().int().nullable(), candidates: z.array(ApoCandidate) })),
+  trainingRunChanged: notification(
+    'trainingRuns/changed',
+    z.object({ run: TrainingRunSummary, round: z.number().int().nullable(), candidates: z.array(ApoCandidate) }),
+  ),
   /** A `rewards/score` job's progress, after each chunk of rollouts. */
   scoreProgress: notification('rewards/progress', ScoreProgress),
   /** The served checkpoint changed: started, stopped, or its worker crashed (`error`, with the traceback). */

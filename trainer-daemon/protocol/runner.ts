@@ -13,13 +13,21 @@ export const OpenWorkerBatchParams = z.strictObject({
   /** Queued rollouts (of one batch) the workers will take, in this order. */
   rolloutIds: z.array(z.string().min(1).max(200)).min(1).max(1_000_000),
   /** Where the rollouts' LLM calls go (e.g. the policy server); null for the daemon's upstream. */
-  upstream: z.string().regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:11434/v1').nullable().default(null),
+  upstream: z
+    .string()
+    .regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:11434/v1')
+    .nullable()
+    .default(null),
   /** Where their Anthropic and Gemini calls go (the user's own base URLs); absent, the provider's. */
   providerUpstreams: ProviderUpstreams.default({}),
   /** Ask the serving engine for exact token ids and logprobs on every call. */
   tokenIds: z.boolean().default(false),
   /** Per-attempt limit: an attempt not finished in time becomes `timeout` and its URL is revoked. */
-  timeoutMs: z.number().int().min(1).max(7 * 86_400_000),
+  timeoutMs: z
+    .number()
+    .int()
+    .min(1)
+    .max(7 * 86_400_000),
   /** Rollouts one worker may hold at once (a further `/next` is refused with 409). */
   concurrencyPerWorker: z.number().int().min(1).max(10_000).default(1),
 });

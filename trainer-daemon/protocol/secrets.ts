@@ -16,7 +16,18 @@ import { markTruncated } from './outcome';
 import type { TruncationLimit } from './outcomeSchema';
 import { PLACEHOLDER_API_KEY } from './agentEnv';
 
-const CREDENTIAL_WORDS = new Set(['authorization', 'password', 'passwd', 'secret', 'secrets', 'cookie', 'cookies', 'apikey', 'credential', 'credentials']);
+const CREDENTIAL_WORDS = new Set([
+  'authorization',
+  'password',
+  'passwd',
+  'secret',
+  'secrets',
+  'cookie',
+  'cookies',
+  'apikey',
+  'credential',
+  'credentials',
+]);
 /** `token` is a credential (`access_token`, `x-auth-token`) except where it counts or lists tokens. */
 const TOKEN_ACCOUNTING_WORDS = new Set(['count', 'counts', 'ids', 'id', 'logprobs', 'usage', 'type', 'limit']);
 
@@ -41,7 +52,8 @@ const SECRET_SHAPES: readonly RegExp[] = [
   /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----/g,
 ];
 /** Cheap test before the shapes run: most strings hold none of these. */
-const SHAPE_HINT = /sk-|Bearer|AIza|gh[pousr]_|github_pat_|glpat-|xox|hf_|gsk_|AKIA|ASIA|k_live_|k_test_|eyJ|PRIVATE KEY/;
+const SHAPE_HINT =
+  /sk-|Bearer|AIza|gh[pousr]_|github_pat_|glpat-|xox|hf_|gsk_|AKIA|ASIA|k_live_|k_test_|eyJ|PRIVATE KEY/;
 
 /** Whether a matched `sk-…` / `Bearer …` is a key, not a hyphenated word: a provider's key prefix (`sk-proj-`, `sk-ant-` …), or a random-looking body (a digit in it, or long). */
 function looksRandom(match: string): boolean {
@@ -76,7 +88,11 @@ export function isCredentialKey(key: string): boolean {
 }
 
 function classify(key: string): boolean {
-  const words = key.replace(/([a-z0-9])([A-Z])/g, '$1 $2').toLowerCase().split(/[^a-z0-9]+/).filter(Boolean);
+  const words = key
+    .replace(/([a-z0-9])([A-Z])/g, '$1 $2')
+    .toLowerCase()
+    .split(/[^a-z0-9]+/)
+    .filter(Boolean);
   return words.some((word, i) => {
     if (CREDENTIAL_WORDS.has(word)) return true;
     if ((word === 'api' || word === 'private') && words[i + 1] === 'key') return true;
@@ -92,9 +108,21 @@ const ENV_CREDENTIAL_WORDS = new Set(['key', 'token', 'auth', 'pass', 'pwd', 'pa
  * `…_KEY`, `…_TOKEN`, `…_AUTH`, `…_PWD`), or by its value (a key-shaped string, a URL with a password).
  */
 export function isSecretVariable(name: string, value: string): boolean {
-  if (isCredentialKey(name) || name.toLowerCase().split(/[^a-z0-9]+/).some((word) => ENV_CREDENTIAL_WORDS.has(word))) return true;
+  if (
+    isCredentialKey(name) ||
+    name
+      .toLowerCase()
+      .split(/[^a-z0-9]+/)
+      .some((word) => ENV_CREDENTIAL_WORDS.has(word))
+  )
+    return true;
   // A variable's value is no model text: any `sk-…`/`Bearer …` word counts, random-looking or not.
-  if (scrubText(value) !== value || scrubUrlCredentials(value) !== value || /\b(?:sk-[A-Za-z0-9_-]{16,}|Bearer\s+\S{16,})/.test(value)) return true;
+  if (
+    scrubText(value) !== value ||
+    scrubUrlCredentials(value) !== value ||
+    /\b(?:sk-[A-Za-z0-9_-]{16,}|Bearer\s+\S{16,})/.test(value)
+  )
+    return true;
   return /^[a-z][a-z0-9+.-]*:\/\/[^/@\s]*:[^/@\s]+@/i.test(value);
 }
 
@@ -157,7 +185,13 @@ export function secretsOf(rolloutId?: string | null): readonly string[] {
 /** The names of the headers that carry credentials, whatever the rest of the name (`x-api-key`, `authorization`, `cookie` …). */
 export function isCredentialHeader(name: string): boolean {
   const lower = name.toLowerCase();
-  return lower === 'set-cookie' || lower === 'x-goog-api-key' || lower === 'api-key' || lower === 'x-lightning-rollout-key' || isCredentialKey(lower);
+  return (
+    lower === 'set-cookie' ||
+    lower === 'x-goog-api-key' ||
+    lower === 'api-key' ||
+    lower === 'x-lightning-rollout-key' ||
+    isCredentialKey(lower)
+  );
 }
 
 /** The secret values in one credential header's value: the whole value, the token after `Bearer`/`Basic`, a Basic password, each cookie's value. */
@@ -177,7 +211,14 @@ function headerSecretValues(name: string, value: string): string[] {
       if (colon > 0) values.push(decoded.slice(colon + 1));
     }
   }
-  if (/cookie/i.test(name)) for (const pair of value.split(/;\s*/)) values.push(pair.slice(pair.indexOf('=') + 1).split(';')[0]!.trim());
+  if (/cookie/i.test(name))
+    for (const pair of value.split(/;\s*/))
+      values.push(
+        pair
+          .slice(pair.indexOf('=') + 1)
+          .split(';')[0]!
+          .trim(),
+      );
   return values;
 }
 
@@ -185,13 +226,17 @@ function headerSecretValues(name: string, value: string): string[] {
  * The secret values an HTTP request carries in its credential headers and its query's credential
  * parameters (`?key=`): what the daemon remembers for the rollout that request belongs to.
  */
-export function requestSecretValues(headers: Readonly<Record<string, string | string[] | undefined>>, search = ''): string[] {
+export function requestSecretValues(
+  headers: Readonly<Record<string, string | string[] | undefined>>,
+  search = '',
+): string[] {
   const values: string[] = [];
   for (const [name, value] of Object.entries(headers)) {
     if (value === undefined || !isCredentialHeader(name)) continue;
     for (const one of Array.isArray(value) ? value : [value]) values.push(...headerSecretValues(name, one));
   }
-  if (search) for (const [name, value] of new URLSearchParams(search)) if (QUERY_SECRET_NAME.test(name)) values.push(value);
+  if (search)
+    for (const [name, value] of new URLSearchParams(search)) if (QUERY_SECRET_NAME.test(name)) values.push(value);
   return values.filter((value) => value.length >= MIN_SECRET_CHARS && !NOT_SECRETS.has(value));
 }
 
@@ -228,7 +273,9 @@ export function scrubText(text: string, secrets: readonly string[] = secretsOf()
     shape.lastIndex = 0;
     if (shape.test(text)) {
       shape.lastIndex = 0;
-      text = text.replace(shape, (match) => (match.startsWith('sk-') || match.startsWith('Bearer') ? (looksRandom(match) ? REDACTED : match) : REDACTED));
+      text = text.replace(shape, (match) =>
+        match.startsWith('sk-') || match.startsWith('Bearer') ? (looksRandom(match) ? REDACTED : match) : REDACTED,
+      );
     }
   }
   return text;
@@ -236,7 +283,12 @@ export function scrubText(text: string, secrets: readonly string[] = secretsOf()
 
 /** A URL's credentials (the query's `key=`/`token=`… values, a password) redacted, then its secret values as in scrubText. */
 export function scrubUrlCredentials(text: string, secrets: readonly string[] = secretsOf()): string {
-  return scrubText(text.replace(QUERY_SECRET, `$1${REDACTED}`).replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/@\s:]*:)[^/@\s]+@/gi, `$1${REDACTED}@`), secrets);
+  return scrubText(
+    text
+      .replace(QUERY_SECRET, `$1${REDACTED}`)
+      .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/@\s:]*:)[^/@\s]+@/gi, `$1${REDACTED}@`),
+    secrets,
+  );
 }
 
 /** `name: VALUE` / `name=VALUE` where the name is a credential's (`x-api-key: …`, `password=…`). */
@@ -250,7 +302,9 @@ const NAMED_VALUE = /([A-Za-z][A-Za-z0-9_.-]*)(\s*[:=]\s*)("[^"]*"|'[^']*'|[^\s,
 export function scrubMessage(text: string, secrets: readonly string[] = secretsOf()): string {
   const scrubbed = scrubUrlCredentials(text, secrets);
   if (!/key|token|pass|secret|auth|cookie|credential/i.test(scrubbed)) return scrubbed;
-  return scrubbed.replace(NAMED_VALUE, (whole, name: string, separator: string) => (isCredentialKey(name) ? `${name}${separator}${REDACTED}` : whole));
+  return scrubbed.replace(NAMED_VALUE, (whole, name: string, separator: string) =>
+    isCredentialKey(name) ? `${name}${separator}${REDACTED}` : whole,
+  );
 }
 
 /**
@@ -309,7 +363,8 @@ export function recordBudget(secrets?: readonly string[]): RecordBudget {
 
 function capString(text: string, budget: RecordBudget): string {
   const limit = Math.max(0, Math.min(RECORD_LIMITS.maxStringChars, budget.left));
-  const kept = text.length > limit ? `${text.slice(0, limit)}…[lightning: truncated ${text.length - limit} characters]` : text;
+  const kept =
+    text.length > limit ? `${text.slice(0, limit)}…[lightning: truncated ${text.length - limit} characters]` : text;
   if (text.length > limit) budget.cut ??= limit === RECORD_LIMITS.maxStringChars ? 'string_chars' : 'record_chars';
   budget.left -= Math.min(text.length, limit);
   // Scrubbed after the cut: a regex over a 100 MB string is the cost being avoided.
@@ -347,11 +402,21 @@ export function scrubSecrets(value: Json, budget: RecordBudget = { left: Infinit
   for (const [key, inner] of Object.entries(value)) {
     if (budget.left <= 0) {
       budget.cut ??= 'record_chars';
-      Object.defineProperty(out, 'lightning.omitted', { value: OMITTED_MARKER, enumerable: true, writable: true, configurable: true });
+      Object.defineProperty(out, 'lightning.omitted', {
+        value: OMITTED_MARKER,
+        enumerable: true,
+        writable: true,
+        configurable: true,
+      });
       break;
     }
     budget.left -= key.length;
-    Object.defineProperty(out, key, { value: scrubSecrets(inner, budget, depth + 1), enumerable: true, writable: true, configurable: true });
+    Object.defineProperty(out, key, {
+      value: scrubSecrets(inner, budget, depth + 1),
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return out;
 }
@@ -388,7 +453,10 @@ const MAX_NAME_CHARS = 1024;
 const MAX_MESSAGE_CHARS = 64 * 1024;
 
 function capText(text: string, max: number, secrets: readonly string[]): string {
-  return scrubMessage(text.length > max ? `${text.slice(0, max)}…[lightning: truncated ${text.length - max} characters]` : text, secrets);
+  return scrubMessage(
+    text.length > max ? `${text.slice(0, max)}…[lightning: truncated ${text.length - max} characters]` : text,
+    secrets,
+  );
 }
 
 /** A span attribute that records an HTTP header (`http.request.header.authorization`, OTel's convention), by the header's name. */
@@ -397,7 +465,9 @@ const HEADER_ATTRIBUTE = /^(?:http\.(?:request|response)\.header\.)(.+)$/i;
 /** Whether a span attribute IS a credential header (its whole value is a credential), not content that may mention one. */
 function isCredentialHeaderAttribute(key: string): boolean {
   const header = HEADER_ATTRIBUTE.exec(key)?.[1];
-  return header !== undefined ? isCredentialHeader(header) : /^(?:authorization|proxy-authorization|x-api-key|api-key|x-goog-api-key|cookie|set-cookie)$/i.test(key);
+  return header !== undefined
+    ? isCredentialHeader(header)
+    : /^(?:authorization|proxy-authorization|x-api-key|api-key|x-goog-api-key|cookie|set-cookie)$/i.test(key);
 }
 
 /** Whether a span attribute is a URL or a URL's query (`url.full`, `http.url`, `url.query`), whose query credentials are redacted. */
@@ -412,10 +482,14 @@ function spanHeaderSecrets(span: SpanInput): string[] {
     for (const [key, value] of Object.entries(attributes)) {
       if (isCredentialHeaderAttribute(key)) {
         const name = HEADER_ATTRIBUTE.exec(key)?.[1] ?? key;
-        for (const one of Array.isArray(value) ? value : [value]) if (typeof one === 'string') values.push(...headerSecretValues(name, one));
+        for (const one of Array.isArray(value) ? value : [value])
+          if (typeof one === 'string') values.push(...headerSecretValues(name, one));
       } else if (isUrlAttribute(key, value)) {
         const query = key === 'url.query' ? value : value.includes('?') ? value.slice(value.indexOf('?') + 1) : '';
-        values.push(...requestSecretValues({}, query.split('#')[0]), ...(key === 'url.query' ? [] : urlSecretValues(value)));
+        values.push(
+          ...requestSecretValues({}, query.split('#')[0]),
+          ...(key === 'url.query' ? [] : urlSecretValues(value)),
+        );
       }
     }
   };
@@ -431,7 +505,9 @@ function scrubAttributes(attributes: SpanInput['attributes'], budget: RecordBudg
   for (const [key, value] of Object.entries(attributes)) {
     let kept: Json = value;
     if (isCredentialHeaderAttribute(key)) kept = Array.isArray(value) ? value.map(() => REDACTED) : REDACTED;
-    else if (isUrlAttribute(key, value)) kept = key === 'url.query' ? scrubUrlCredentials(`?${value}`, secrets).slice(1) : scrubUrlCredentials(value, secrets);
+    else if (isUrlAttribute(key, value))
+      kept =
+        key === 'url.query' ? scrubUrlCredentials(`?${value}`, secrets).slice(1) : scrubUrlCredentials(value, secrets);
     Object.defineProperty(out, key, { value: kept, enumerable: true, writable: true, configurable: true });
   }
   return scrubSecrets(out, budget) as SpanInput['attributes'];
@@ -447,10 +523,17 @@ function scrubAttributes(attributes: SpanInput['attributes'], budget: RecordBudg
 export function scrubSpan(span: SpanInput, rolloutId?: string | null): SpanInput {
   const found = spanHeaderSecrets(span);
   if (rolloutId && found.length > 0) rememberRolloutSecrets(rolloutId, found);
-  const secrets = found.length > 0 ? [...new Set([...secretsOf(rolloutId), ...found])].sort((a, b) => b.length - a.length) : secretsOf(rolloutId);
+  const secrets =
+    found.length > 0
+      ? [...new Set([...secretsOf(rolloutId), ...found])].sort((a, b) => b.length - a.length)
+      : secretsOf(rolloutId);
   const budget = recordBudget(secrets);
   const attributes = scrubAttributes(span.attributes, budget);
-  const events = span.events.map((event) => ({ ...event, name: capText(event.name, MAX_NAME_CHARS, secrets), attributes: scrubAttributes(event.attributes, budget) }));
+  const events = span.events.map((event) => ({
+    ...event,
+    name: capText(event.name, MAX_NAME_CHARS, secrets),
+    attributes: scrubAttributes(event.attributes, budget),
+  }));
   return {
     ...span,
     name: capText(span.name, MAX_NAME_CHARS, secrets),

@@ -9,7 +9,12 @@ import type { Rollout, RolloutStatus, TrainingRunStatus } from './records';
 import type { TrainingRun } from './training';
 
 /** The statuses of an ended rollout. */
-export const ENDED_STATUSES = ['succeeded', 'failed', 'cancelled', 'timeout'] as const satisfies readonly RolloutStatus[];
+export const ENDED_STATUSES = [
+  'succeeded',
+  'failed',
+  'cancelled',
+  'timeout',
+] as const satisfies readonly RolloutStatus[];
 /** The statuses of a rollout that ran to an outcome: ended, not cancelled. */
 export const OUTCOME_STATUSES = ['succeeded', 'failed', 'timeout'] as const satisfies readonly RolloutStatus[];
 /** The statuses of a final training run. */

@@ -25,7 +25,15 @@ export const WorkerReady = z.object({
     .object({
       worldSize: z.number().int().positive(),
       backend: z.string(),
-      ranks: z.array(z.object({ rank: z.number().int(), localRank: z.number().int(), pid: z.number().int(), host: z.string(), device: z.string() })),
+      ranks: z.array(
+        z.object({
+          rank: z.number().int(),
+          localRank: z.number().int(),
+          pid: z.number().int(),
+          host: z.string(),
+          device: z.string(),
+        }),
+      ),
     })
     .optional(),
 });
@@ -45,18 +53,34 @@ export const WorkerResponse = z.union([
 ]);
 export type WorkerResponse = z.infer<typeof WorkerResponse>;
 
-export const WorkerEvent = z.object({ type: z.literal('event'), event: z.string(), data: z.record(z.string(), z.unknown()) });
+export const WorkerEvent = z.object({
+  type: z.literal('event'),
+  event: z.string(),
+  data: z.record(z.string(), z.unknown()),
+});
 export type WorkerEvent = z.infer<typeof WorkerEvent>;
 
 /** Any line after the ready line. */
 export const WorkerMessage = z.discriminatedUnion('type', [
-  z.object({ type: z.literal('response'), id: z.number().int().nullable(), result: z.record(z.string(), z.unknown()).optional(), error: z.unknown().optional() }),
+  z.object({
+    type: z.literal('response'),
+    id: z.number().int().nullable(),
+    result: z.record(z.string(), z.unknown()).optional(),
+    error: z.unknown().optional(),
+  }),
   WorkerEvent,
 ]);
 
 export const TinyModelSpec = z.strictObject({
   kind: z.literal('tiny'),
-  config: z.strictObject({ dModel: z.number().int().positive().optional(), layers: z.number().int().positive().optional(), heads: z.number().int().positive().optional(), context: z.number().int().positive().optional() }).optional(),
+  config: z
+    .strictObject({
+      dModel: z.number().int().positive().optional(),
+      layers: z.number().int().positive().optional(),
+      heads: z.number().int().positive().optional(),
+      context: z.number().int().positive().optional(),
+    })
+    .optional(),
 });
 export const HfModelSpec = z.strictObject({
   kind: z.literal('hf'),
@@ -80,25 +104,46 @@ export const AdapterSpec = z.discriminatedUnion('kind', [
 ]);
 export type AdapterSpec = z.infer<typeof AdapterSpec>;
 
-export const LoadParams = z.object({
-  /** Optional with `checkpoint`: then read from the checkpoint's config.json (PROTOCOL.md). */
-  model: ModelSpec.optional(),
-  adapter: AdapterSpec.optional(),
-  optimizer: z.object({ lr: z.number().positive().optional(), weightDecay: z.number().min(0).optional(), gradClip: z.number().positive().optional() }).optional(),
-  device: z.enum(['auto', 'cpu', 'cuda']).optional(),
-  seed: z.number().int().optional(),
-  /** A directory written by `save`: weights, optimizer and step are restored from it. */
-  checkpoint: z.string().optional(),
-  /** torch threads (one is fastest on small CPUs). */
-  threads: z.number().int().positive().optional(),
-  /** Under torchrun only: shard the policy across the ranks (FSDP2) instead of replicating it (PROTOCOL.md). */
-  fsdp: z.boolean().optional(),
-}).refine((p) => p.checkpoint !== undefined || (p.model !== undefined && p.adapter !== undefined), { message: 'model and adapter are required without a checkpoint' });
+export const LoadParams = z
+  .object({
+    /** Optional with `checkpoint`: then read from the checkpoint's config.json (PROTOCOL.md). */
+    model: ModelSpec.optional(),
+    adapter: AdapterSpec.optional(),
+    optimizer: z
+      .object({
+        lr: z.number().positive().optional(),
+        weightDecay: z.number().min(0).optional(),
+        gradClip: z.number().positive().optional(),
+      })
+      .optional(),
+    device: z.enum(['auto', 'cpu', 'cuda']).optional(),
+    seed: z.number().int().optional(),
+    /** A directory written by `save`: weights, optimizer and step are restored from it. */
+    checkpoint: z.string().optional(),
+    /** torch threads (one is fastest on small CPUs). */
+    threads: z.number().int().positive().optional(),
+    /** Under torchrun only: shard the policy across the ranks (FSDP2) instead of replicating it (PROTOCOL.md). */
+    fsdp: z.boolean().optional(),
+  })
+  .refine((p) => p.checkpoint !== undefined || (p.model !== undefined && p.adapter !== undefined), {
+    message: 'model and adapter are required without a checkpoint',
+  });
 export type LoadParams = z.infer<typeof LoadParams>;
-export const LoadResult = z.object({ parameters: z.number(), trainable: z.number(), device: z.string(), dtype: z.string(), step: z.number().int(), modelName: z.string() });
+export const LoadResult = z.object({
+  parameters: z.number(),
+  trainable: z.number(),
+  device: z.string(),
+  dtype: z.string(),
+  step: z.number().int(),
+  modelName: z.string(),
+});
 export type LoadResult = z.infer<typeof LoadResult>;
 
-export const ServeParams = z.object({ host: z.string().optional(), port: z.number().int().optional(), maxBatch: z.number().int().positive().optional() });
+export const ServeParams = z.object({
+  host: z.string().optional(),
+  port: z.number().int().optional(),
+  maxBatch: z.number().int().positive().optional(),
+});
 export const ServeResult = z.object({ url: z.string().url() });
 
 export const SftExample = z.object({
@@ -115,10 +160,21 @@ export const SftParams = z.object({
   lr: z.number().positive().optional(),
   seed: z.number().int().optional(),
   /** Stop early once this fraction of sampled completions (temperature 1) equals the demonstration exactly. */
-  untilSampledAccuracy: z.object({ threshold: z.number().min(0).max(1), every: z.number().int().positive().optional(), samples: z.number().int().positive().optional() }).optional(),
+  untilSampledAccuracy: z
+    .object({
+      threshold: z.number().min(0).max(1),
+      every: z.number().int().positive().optional(),
+      samples: z.number().int().positive().optional(),
+    })
+    .optional(),
 });
 export type SftParams = z.infer<typeof SftParams>;
-export const SftResult = z.object({ loss: z.number(), steps: z.number().int(), seconds: z.number(), sampledAccuracy: z.number().nullable().optional() });
+export const SftResult = z.object({
+  loss: z.number(),
+  steps: z.number().int(),
+  seconds: z.number(),
+  sampledAccuracy: z.number().nullable().optional(),
+});
 
 /** The policy-gradient loss's aggregation, as TRL's GRPOTrainer names it (python/lightning_trainer/train.py). */
 export const LossType = z.enum(['grpo', 'bnpo', 'dr_grpo', 'dapo']);
@@ -169,14 +225,20 @@ export type TrainResult = z.infer<typeof TrainResult>;
 export const SaveParams = z.object({ dir: z.string().min(1), metrics: z.record(z.string(), z.number()).optional() });
 export const SaveResult = z.object({ path: z.string(), bytes: z.number() });
 
-export const TokenizeParams = z.object({ messages: z.array(z.record(z.string(), z.unknown())), tools: z.array(z.unknown()).optional() });
+export const TokenizeParams = z.object({
+  messages: z.array(z.record(z.string(), z.unknown())),
+  tools: z.array(z.unknown()).optional(),
+});
 export const TokenizeResult = z.object({ ids: z.array(z.number().int()), text: z.string() });
 
 interface WorkerMethodSpec<P extends z.ZodType, R extends z.ZodType> {
   readonly params: P;
   readonly result: R;
 }
-const workerMethod = <P extends z.ZodType, R extends z.ZodType>(params: P, result: R): WorkerMethodSpec<P, R> => ({ params, result });
+const workerMethod = <P extends z.ZodType, R extends z.ZodType>(params: P, result: R): WorkerMethodSpec<P, R> => ({
+  params,
+  result,
+});
 
 /** Every worker method, params → result. */
 export const WorkerMethods = {

@@ -11,7 +11,6 @@ import { Checkpoint, Json, MetricPoint, TrainingRunRecord } from './records';
 import { AdapterSpec, LossType, ModelSpec } from './trainer';
 import { isSecretVariable } from './secrets';
 
-
 /** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */
 export const GrpoConfig = z.strictObject({
   algorithm: z.literal('grpo').default('grpo'),
@@ -24,7 +23,12 @@ export const GrpoConfig = z.strictObject({
   valDataset: z.string().min(1).nullable().default(null),
   iterations: z.number().int().min(1).max(100_000).default(10),
   /** Rollouts per task (the GRPO group size); ≥ 2, or every advantage is 0. */
-  samples: z.number().int().min(2, 'samples must be at least 2: GRPO compares the rollouts of a task').max(256).default(8),
+  samples: z
+    .number()
+    .int()
+    .min(2, 'samples must be at least 2: GRPO compares the rollouts of a task')
+    .max(256)
+    .default(8),
   /** Train tasks per iteration (a random subset when the split is larger); null: all of them. */
   tasksPerIteration: z.number().int().min(1).nullable().default(null),
   lr: z.number().positive().max(1).default(3e-4),
@@ -47,8 +51,14 @@ export const GrpoConfig = z.strictObject({
     env: z
       .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not a variable name'), z.string())
       .superRefine((env, ctx) => {
-        const secret = Object.entries(env).filter(([name, value]) => isSecretVariable(name, value)).map(([name]) => name);
-        if (secret.length > 0) ctx.addIssue({ code: 'custom', message: `secrets are not stored with a run: set ${secret.join(', ')} in the environment the daemon starts with` });
+        const secret = Object.entries(env)
+          .filter(([name, value]) => isSecretVariable(name, value))
+          .map(([name]) => name);
+        if (secret.length > 0)
+          ctx.addIssue({
+            code: 'custom',
+            message: `secrets are not stored with a run: set ${secret.join(', ')} in the environment the daemon starts with`,
+          });
       })
       .optional(),
   }),
@@ -109,9 +119,15 @@ export const GrpoConfig = z.strictObject({
        */
       fsdp: z.boolean().default(false),
       nnodes: z.number().int().min(1).max(1024).default(1),
-      rdzvEndpoint: z.string().regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'rdzvEndpoint must be HOST:PORT, e.g. 10.0.0.5:29500').nullable().default(null),
+      rdzvEndpoint: z
+        .string()
+        .regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'rdzvEndpoint must be HOST:PORT, e.g. 10.0.0.5:29500')
+        .nullable()
+        .default(null),
     })
-    .refine((d) => d.nnodes === 1 || d.rdzvEndpoint !== null, { message: 'nnodes > 1 needs rdzvEndpoint (HOST:PORT of this machine, where the other nodes connect)' })
+    .refine((d) => d.nnodes === 1 || d.rdzvEndpoint !== null, {
+      message: 'nnodes > 1 needs rdzvEndpoint (HOST:PORT of this machine, where the other nodes connect)',
+    })
     .nullable()
     .default(null),
   /** The agents as Ray tasks on this existing cluster (runner/rayPool.ts); null: on the daemon's machine. */
@@ -133,21 +149,29 @@ export type GrpoConfigInput = z.input<typeof GrpoConfig>;
  * `assertNever`). A stored configuration is read back leniently at its top level: a field a later
  * version dropped is ignored and one it added gets its default, so old runs still list.
  */
-export const GrpoTrainingRun = TrainingRunRecord.extend({ algorithm: z.literal('grpo'), config: z.object(GrpoConfig.shape) });
+export const GrpoTrainingRun = TrainingRunRecord.extend({
+  algorithm: z.literal('grpo'),
+  config: z.object(GrpoConfig.shape),
+});
 export type GrpoTrainingRun = z.infer<typeof GrpoTrainingRun>;
-export const ApoTrainingRun = TrainingRunRecord.extend({ algorithm: z.literal('apo'), config: z.object(ApoConfig.shape) });
+export const ApoTrainingRun = TrainingRunRecord.extend({
+  algorithm: z.literal('apo'),
+  config: z.object(ApoConfig.shape),
+});
 export type ApoTrainingRun = z.infer<typeof ApoTrainingRun>;
 export const TrainingRun = z.discriminatedUnion('algorithm', [GrpoTrainingRun, ApoTrainingRun]);
 export type TrainingRun = z.infer<typeof TrainingRun>;
 export type TrainingAlgorithm = TrainingRun['algorithm'];
 /** What a new run is recorded with: an algorithm and its parsed configuration. */
-export type NewTrainingRun = Pick<GrpoTrainingRun, 'algorithm' | 'config'> | Pick<ApoTrainingRun, 'algorithm' | 'config'>;
-
+export type NewTrainingRun =
+  Pick<GrpoTrainingRun, 'algorithm' | 'config'> | Pick<ApoTrainingRun, 'algorithm' | 'config'>;
 
 /** Exactly one of: a new run's `config`, or `resume` (a cancelled or failed run's id, continued from its last checkpoint). */
 export const StartTrainingParams = z
   .strictObject({ config: GrpoConfig.optional(), resume: z.string().min(1).optional() })
-  .refine((p) => (p.config === undefined) !== (p.resume === undefined), { message: 'give either config (a new run) or resume (a run id)' });
+  .refine((p) => (p.config === undefined) !== (p.resume === undefined), {
+    message: 'give either config (a new run) or resume (a run id)',
+  });
 export type StartTrainingParams = z.input<typeof StartTrainingParams>;
 
 /** A run recorded by the process that runs its algorithm (APO); a GRPO run is started with `training/start`. */
@@ -173,7 +197,10 @@ const Progress = {
   /** The latest value of each metric. */
   latest: z.record(z.string(), z.number()),
 };
-export const TrainingRunSummary = z.discriminatedUnion('algorithm', [GrpoTrainingRun.extend(Progress), ApoTrainingRun.extend(Progress)]);
+export const TrainingRunSummary = z.discriminatedUnion('algorithm', [
+  GrpoTrainingRun.extend(Progress),
+  ApoTrainingRun.extend(Progress),
+]);
 export type TrainingRunSummary = z.infer<typeof TrainingRunSummary>;
 
 /** Metric points in step order (GRPO: reward/mean, val/reward, loss, kl, …; APO: best_val_score, …). */

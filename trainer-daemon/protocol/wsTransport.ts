@@ -32,11 +32,24 @@ export class WebSocketMessageReader extends AbstractMessageReader implements Mes
       try {
         message = JSON.parse(text);
       } catch {
-        this.onMalformed(text, isBinary ? 'binary frames are not accepted; send JSON text' : 'the frame is not valid JSON');
+        this.onMalformed(
+          text,
+          isBinary ? 'binary frames are not accepted; send JSON text' : 'the frame is not valid JSON',
+        );
         return;
       }
-      if (typeof message !== 'object' || message === null || Array.isArray(message) || (message as { jsonrpc?: unknown }).jsonrpc !== '2.0') {
-        this.onMalformed(text, Array.isArray(message) ? 'batch requests are not supported; send one message per frame' : 'not a JSON-RPC 2.0 message (jsonrpc must be "2.0")');
+      if (
+        typeof message !== 'object' ||
+        message === null ||
+        Array.isArray(message) ||
+        (message as { jsonrpc?: unknown }).jsonrpc !== '2.0'
+      ) {
+        this.onMalformed(
+          text,
+          Array.isArray(message)
+            ? 'batch requests are not supported; send one message per frame'
+            : 'not a JSON-RPC 2.0 message (jsonrpc must be "2.0")',
+        );
         return;
       }
       callback(message as Message);
@@ -69,7 +82,9 @@ export class WebSocketMessageWriter extends AbstractMessageWriter implements Mes
       }
       if (this.socket.bufferedAmount > this.maxBufferedBytes) {
         this.socket.terminate();
-        const error = new Error(`the peer is not reading: over ${this.maxBufferedBytes} bytes were waiting to be sent, so the connection was dropped`);
+        const error = new Error(
+          `the peer is not reading: over ${this.maxBufferedBytes} bytes were waiting to be sent, so the connection was dropped`,
+        );
         this.errorCount += 1;
         this.fireError(error, message, this.errorCount);
         reject(error);

@@ -42,9 +42,15 @@ function defaultName(source: RewardSourceConfig): string {
 export function resolveSpec(spec: RewardSpec, baseDir: string, where: string): ResolvedSpec {
   const names = spec.sources.map((source) => source.name ?? defaultName(source));
   names.forEach((name, i) => {
-    if (name === spec.name) throw new InvalidInputError(`${where}.sources.${i}.name: ${name} is the combined reward's name; give the source another name`);
+    if (name === spec.name)
+      throw new InvalidInputError(
+        `${where}.sources.${i}.name: ${name} is the combined reward's name; give the source another name`,
+      );
     const first = names.indexOf(name);
-    if (first !== i) throw new InvalidInputError(`${where}.sources.${i}.name: sources ${first} and ${i} are both named ${name}; give each a distinct name`);
+    if (first !== i)
+      throw new InvalidInputError(
+        `${where}.sources.${i}.name: sources ${first} and ${i} are both named ${name}; give each a distinct name`,
+      );
   });
   return { spec, names, baseDir };
 }
@@ -65,7 +71,9 @@ export interface LoadedRewardsFile {
 
 export function loadRewardsFile(file: string): LoadedRewardsFile {
   if (!fs.existsSync(file)) {
-    throw new NotFoundError(`no rewards config at ${file}: write one (see the README's "Automatic rewards" section) or name another file (lightning score --config, --rewards elsewhere)`);
+    throw new NotFoundError(
+      `no rewards config at ${file}: write one (see the README's "Automatic rewards" section) or name another file (lightning score --config, --rewards elsewhere)`,
+    );
   }
   const raw = parseJsonText(readFileBounded(file, MAX_REWARDS_FILE_BYTES, 'rewards file'), file);
   const parsed = RewardsFile.safeParse(raw);
@@ -74,7 +82,12 @@ export function loadRewardsFile(file: string): LoadedRewardsFile {
   return {
     file,
     default: parsed.data.default && resolveSpec(parsed.data.default, baseDir, `${file}: default`),
-    datasets: new Map(Object.entries(parsed.data.datasets).map(([name, spec]) => [name, resolveSpec(spec, baseDir, `${file}: datasets.${name}`)])),
+    datasets: new Map(
+      Object.entries(parsed.data.datasets).map(([name, spec]) => [
+        name,
+        resolveSpec(spec, baseDir, `${file}: datasets.${name}`),
+      ]),
+    ),
   };
 }
 
@@ -84,7 +97,10 @@ export function defaultRewardsFile(storeFile: string): string {
 }
 
 /** A dataset's spec in the file (by id, else by name), else the file's default. */
-export function specForDataset(file: LoadedRewardsFile, dataset: { readonly id: string; readonly name: string } | undefined): ResolvedSpec | undefined {
+export function specForDataset(
+  file: LoadedRewardsFile,
+  dataset: { readonly id: string; readonly name: string } | undefined,
+): ResolvedSpec | undefined {
   const byDataset = dataset && (file.datasets.get(dataset.id) ?? file.datasets.get(dataset.name));
   return byDataset ?? file.default;
 }
@@ -96,6 +112,8 @@ export function allSpecs(file: LoadedRewardsFile): ResolvedSpec[] {
 
 /** The judge API keys a file's specs name, from `env` (the caller's: the daemon may not share it); never stored. */
 export function judgeKeys(file: LoadedRewardsFile, env: NodeJS.ProcessEnv): Record<string, string> {
-  const names = allSpecs(file).flatMap((s) => s.spec.sources.flatMap((source) => (source.type === 'judge' ? [source.apiKeyEnv] : [])));
+  const names = allSpecs(file).flatMap((s) =>
+    s.spec.sources.flatMap((source) => (source.type === 'judge' ? [source.apiKeyEnv] : [])),
+  );
   return Object.fromEntries(names.flatMap((name) => (env[name] ? [[name, env[name]!]] : [])));
 }

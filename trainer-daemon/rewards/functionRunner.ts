@@ -54,11 +54,25 @@ async function moduleUrl(file: string): Promise<string> {
   try {
     esbuild = require('esbuild') as typeof import('esbuild');
   } catch {
-    throw new InvalidInputError(`reward function ${file} is TypeScript, which needs esbuild: the installed extension carries it for its platform; from a checkout run \`npm ci\` (or \`npm i -D esbuild\`), or give a .js/.mjs module`);
+    throw new InvalidInputError(
+      `reward function ${file} is TypeScript, which needs esbuild: the installed extension carries it for its platform; from a checkout run \`npm ci\` (or \`npm i -D esbuild\`), or give a .js/.mjs module`,
+    );
   }
-  const built = await esbuild.build({ entryPoints: [file], bundle: true, platform: 'node', format: 'esm', target: 'node20', write: false, logLevel: 'silent' }).catch((error: Error) => {
-    throw new InvalidInputError(`reward function ${file} does not compile: ${error.message.split('\n').slice(0, 3).join(' ')}`);
-  });
+  const built = await esbuild
+    .build({
+      entryPoints: [file],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      write: false,
+      logLevel: 'silent',
+    })
+    .catch((error: Error) => {
+      throw new InvalidInputError(
+        `reward function ${file} does not compile: ${error.message.split('\n').slice(0, 3).join(' ')}`,
+      );
+    });
   return `data:text/javascript;base64,${Buffer.from(built.outputFiles[0]!.text).toString('base64')}`;
 }
 
@@ -97,13 +111,22 @@ export class RewardFunctionRunner implements Disposable {
     const worker = await this.worker;
     const id = (this.next += 1);
     worker.postMessage({ id, trajectory, task });
-    const reply = await this.reply(worker, id, this.options.timeoutMs, `the reward function did not answer within ${this.options.timeoutMs} ms`);
+    const reply = await this.reply(
+      worker,
+      id,
+      this.options.timeoutMs,
+      `the reward function did not answer within ${this.options.timeoutMs} ms`,
+    );
     if (!reply.ok) throw new Error(reply.error);
     const parsed = FunctionResult.safeParse(reply.value);
     if (!parsed.success) {
-      throw new Error(`the reward function returned ${describeValue(reply.value)}; return a finite number or {value: number, reason?: string} (${describeIssues(parsed.error, 'result')})`);
+      throw new Error(
+        `the reward function returned ${describeValue(reply.value)}; return a finite number or {value: number, reason?: string} (${describeIssues(parsed.error, 'result')})`,
+      );
     }
-    return typeof parsed.data === 'number' ? { kind: 'scored', value: parsed.data, reason: null } : { kind: 'scored', value: parsed.data.value, reason: parsed.data.reason ?? null };
+    return typeof parsed.data === 'number'
+      ? { kind: 'scored', value: parsed.data, reason: null }
+      : { kind: 'scored', value: parsed.data.value, reason: parsed.data.reason ?? null };
   }
 
   /** Waits for the worker's reply `id`; a timeout, a crash or an exit kills the worker and fails the wait. */
@@ -121,7 +144,11 @@ export class RewardFunctionRunner implements Disposable {
         resolve(message);
       };
       const onError = (error: Error): void =>
-        fail((error as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY' ? `the reward function ran out of memory (cap ${this.options.memoryMb} MB)` : `the reward function crashed: ${error.message}`);
+        fail(
+          (error as NodeJS.ErrnoException).code === 'ERR_WORKER_OUT_OF_MEMORY'
+            ? `the reward function ran out of memory (cap ${this.options.memoryMb} MB)`
+            : `the reward function crashed: ${error.message}`,
+        );
       const onExit = (code: number): void => fail(`the reward function's worker exited (code ${code})`);
       const cleanup = (): void => {
         clearTimeout(timer);
@@ -135,7 +162,10 @@ export class RewardFunctionRunner implements Disposable {
     const worker = new Worker(WORKER_SOURCE, {
       eval: true,
       workerData: { url },
-      resourceLimits: { maxOldGenerationSizeMb: this.options.memoryMb, maxYoungGenerationSizeMb: Math.min(32, Math.max(4, this.options.memoryMb / 4)) },
+      resourceLimits: {
+        maxOldGenerationSizeMb: this.options.memoryMb,
+        maxYoungGenerationSizeMb: Math.min(32, Math.max(4, this.options.memoryMb / 4)),
+      },
       // The daemon's stdout carries its ready line: the module's console output goes nowhere.
       stdout: true,
       stderr: true,
@@ -147,7 +177,12 @@ export class RewardFunctionRunner implements Disposable {
     // Errors are reported per call; an error while idle just retires the worker.
     worker.on('error', () => this.kill(worker));
     this.spawned = worker;
-    const loaded = await this.reply(worker, 0, LOAD_TIMEOUT_MS, `the reward function module did not load within ${LOAD_TIMEOUT_MS} ms`).catch((error: Error) => ({ ok: false as const, id: 0, error: error.message }));
+    const loaded = await this.reply(
+      worker,
+      0,
+      LOAD_TIMEOUT_MS,
+      `the reward function module did not load within ${LOAD_TIMEOUT_MS} ms`,
+    ).catch((error: Error) => ({ ok: false as const, id: 0, error: error.message }));
     if (!loaded.ok) {
       this.kill(worker);
       this.loadError = new Error(`cannot load reward function ${this.file}: ${loaded.error}`);

@@ -47,22 +47,56 @@ class TaskLookup {
   }
 }
 
-async function scoreTrajectories(deps: ScoringDeps, scorer: RewardScorer, trajectories: readonly Trajectory[], author: string, lookup = new TaskLookup(deps.store)): Promise<RolloutScore[]> {
-  const scores = await scorer.score(trajectories.map((t) => ({ trajectory: toScoringTrajectory(t), task: toScoringTask(t, lookup.task(t)) })), deps.judge);
+async function scoreTrajectories(
+  deps: ScoringDeps,
+  scorer: RewardScorer,
+  trajectories: readonly Trajectory[],
+  author: string,
+  lookup = new TaskLookup(deps.store),
+): Promise<RolloutScore[]> {
+  const scores = await scorer.score(
+    trajectories.map((t) => ({ trajectory: toScoringTrajectory(t), task: toScoringTask(t, lookup.task(t)) })),
+    deps.judge,
+  );
   await record(deps, scorer, scores, author);
   return scores;
 }
 
 /** Appends one row per scored source and one for the combined value, all in one commit. */
-async function record(deps: ScoringDeps, scorer: RewardScorer, scores: readonly RolloutScore[], author: string): Promise<void> {
+async function record(
+  deps: ScoringDeps,
+  scorer: RewardScorer,
+  scores: readonly RolloutScore[],
+  author: string,
+): Promise<void> {
   const { spec } = scorer.resolved;
   const base = { spanId: null, author, comment: null };
   const rows = scores.flatMap((score) => {
     const parts = score.sources.flatMap((outcome, i) =>
-      outcome.kind === 'scored' ? [{ ...base, rolloutId: score.rolloutId, name: outcome.name, value: outcome.value, source: ROW_SOURCE[spec.sources[i]!.type], reason: outcome.reason }] : [],
+      outcome.kind === 'scored'
+        ? [
+            {
+              ...base,
+              rolloutId: score.rolloutId,
+              name: outcome.name,
+              value: outcome.value,
+              source: ROW_SOURCE[spec.sources[i]!.type],
+              reason: outcome.reason,
+            },
+          ]
+        : [],
     );
     if (score.value === null) return parts;
-    return [...parts, { ...base, rolloutId: score.rolloutId, name: spec.name, value: score.value, ...scorer.describeCombined(score.sources) }];
+    return [
+      ...parts,
+      {
+        ...base,
+        rolloutId: score.rolloutId,
+        name: spec.name,
+        value: score.value,
+        ...scorer.describeCombined(score.sources),
+      },
+    ];
   });
   if (rows.length === 0) return;
   if (deps.writes) await deps.writes.submit(() => deps.store.addRewards(rows), rows.length);
@@ -72,10 +106,14 @@ async function record(deps: ScoringDeps, scorer: RewardScorer, scores: readonly 
 /** The rollouts a request selects, finished ones only, judge calls excluded. */
 function select(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rollout[] {
   if (params.rollouts) {
-    if (params.dataset !== undefined || params.unrated) throw new InvalidInputError('params.rollouts: give rollouts, or a dataset and/or unrated, not both');
+    if (params.dataset !== undefined || params.unrated)
+      throw new InvalidInputError('params.rollouts: give rollouts, or a dataset and/or unrated, not both');
     return params.rollouts.map((idOrPrefix) => {
       const rollout = store.getRollout(store.resolveRolloutId(idOrPrefix));
-      if (!hasOutcome(rollout.status)) throw new InvalidInputError(`params.rollouts: rollout ${rollout.id} is ${rollout.status}; score it once it has finished`);
+      if (!hasOutcome(rollout.status))
+        throw new InvalidInputError(
+          `params.rollouts: rollout ${rollout.id} is ${rollout.status}; score it once it has finished`,
+        );
       return rollout;
     });
   }
@@ -83,7 +121,14 @@ function select(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rol
   const selected: Rollout[] = [];
   let cursor: string | undefined;
   do {
-    const page = store.listRollouts({ datasetId, unrated: params.unrated || undefined, status: [...OUTCOME_STATUSES], order: 'oldest', limit: 500, cursor });
+    const page = store.listRollouts({
+      datasetId,
+      unrated: params.unrated || undefined,
+      status: [...OUTCOME_STATUSES],
+      order: 'oldest',
+      limit: 500,
+      cursor,
+    });
     selected.push(...page.items.filter((r) => !(r.source.kind === 'api' && r.source.client === JUDGE_CLIENT)));
     cursor = page.nextCursor ?? undefined;
   } while (cursor);
@@ -101,8 +146,16 @@ function specChooser(store: Store, params: z.output<typeof ScoreRolloutsParams>)
   const file = loadRewardsFile(params.rewardsFile ?? defaultRewardsFile(store.file));
   const names = new Map(store.listDatasets().map((d) => [d.id, d.name]));
   return (rollout) => {
-    const spec = specForDataset(file, rollout.datasetId === null ? undefined : { id: rollout.datasetId, name: names.get(rollout.datasetId) ?? '' });
-    return spec ? { kind: 'spec', spec } : { kind: 'none', reason: `${file.file} has no spec for dataset ${names.get(rollout.datasetId ?? '') ?? rollout.datasetId ?? '(none)'} and no default` };
+    const spec = specForDataset(
+      file,
+      rollout.datasetId === null ? undefined : { id: rollout.datasetId, name: names.get(rollout.datasetId) ?? '' },
+    );
+    return spec
+      ? { kind: 'spec', spec }
+      : {
+          kind: 'none',
+          reason: `${file.file} has no spec for dataset ${names.get(rollout.datasetId ?? '') ?? rollout.datasetId ?? '(none)'} and no default`,
+        };
   };
 }
 
@@ -114,11 +167,19 @@ export interface ScoreJobOptions {
 }
 
 /** `rewards/score` and `lightning score`: selects, scores in chunks, records, reports. */
-export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof ScoreRolloutsParams>, options: ScoreJobOptions = {}): Promise<ScoreRolloutsResult> {
+export async function scoreRollouts(
+  deps: ScoringDeps,
+  params: z.output<typeof ScoreRolloutsParams>,
+  options: ScoreJobOptions = {},
+): Promise<ScoreRolloutsResult> {
   const choose = specChooser(deps.store, params);
   const rollouts = select(deps.store, params);
   // Group by spec, then by task, so that a relative judge sees all of a task's rollouts in one chunk.
-  const planned = rollouts.map((rollout) => ({ rollout, choice: choose(rollout), key: taskKey(rollout.task && { id: rollout.task.id ?? null, input: rollout.task.input }, rollout.id) }));
+  const planned = rollouts.map((rollout) => ({
+    rollout,
+    choice: choose(rollout),
+    key: taskKey(rollout.task && { id: rollout.task.id ?? null, input: rollout.task.input }, rollout.id),
+  }));
   const specs = [...new Set(planned.flatMap((p) => (p.choice.kind === 'spec' ? [p.choice.spec] : [])))];
   const result: ScoreRolloutsResult = { scored: 0, unscored: 0, errors: 0, cancelled: false, results: [] };
   let done = 0;
@@ -134,7 +195,19 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
     done += scores.length;
     options.onProgress?.({ done, total: rollouts.length, errors: result.errors });
   };
-  tally(planned.flatMap((p) => (p.choice.kind === 'none' ? [{ rolloutId: p.rollout.id, value: null, sources: [{ kind: 'skipped' as const, name: 'config', reason: p.choice.reason }] }] : [])));
+  tally(
+    planned.flatMap((p) =>
+      p.choice.kind === 'none'
+        ? [
+            {
+              rolloutId: p.rollout.id,
+              value: null,
+              sources: [{ kind: 'skipped' as const, name: 'config', reason: p.choice.reason }],
+            },
+          ]
+        : [],
+    ),
+  );
   for (const spec of specs) {
     const ids = planned
       .filter((p) => p.choice.kind === 'spec' && p.choice.spec === spec)
@@ -156,7 +229,10 @@ export async function scoreRollouts(deps: ScoringDeps, params: z.output<typeof S
 }
 
 /** Chunks of CHUNK rollouts; with `keepGroups`, a task's group is never split (unless it alone is larger). */
-function* chunksOf(planned: ReadonlyArray<{ rollout: Rollout; key: string }>, keepGroups: boolean): Generator<Rollout[]> {
+function* chunksOf(
+  planned: ReadonlyArray<{ rollout: Rollout; key: string }>,
+  keepGroups: boolean,
+): Generator<Rollout[]> {
   let chunk: Rollout[] = [];
   for (let i = 0; i < planned.length; i += 1) {
     chunk.push(planned[i]!.rollout);
@@ -178,7 +254,8 @@ export class ScoreJobs {
   readonly scorers = new ScorerCache();
 
   start(jobId: string): AbortSignal {
-    if (this.running.has(jobId)) throw new InvalidInputError(`params.jobId: a score job ${jobId} is running already; choose another id`);
+    if (this.running.has(jobId))
+      throw new InvalidInputError(`params.jobId: a score job ${jobId} is running already; choose another id`);
     const controller = new AbortController();
     this.running.set(jobId, controller);
     return controller.signal;

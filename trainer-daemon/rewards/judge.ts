@@ -29,7 +29,9 @@ export type JudgeTransport = (config: JudgeConfig, judged: readonly string[]) =>
 
 const Score = z.number().min(0, 'score must be between 0 and 1').max(1, 'score must be between 0 and 1');
 const AbsoluteReply = z.object({ score: Score, reason: z.string().max(2_000).default('') });
-const RelativeReply = z.object({ scores: z.array(z.object({ id: z.number().int(), score: Score, reason: z.string().max(2_000).default('') })) });
+const RelativeReply = z.object({
+  scores: z.array(z.object({ id: z.number().int(), score: Score, reason: z.string().max(2_000).default('') })),
+});
 
 export interface JudgeScore {
   readonly value: number;
@@ -58,10 +60,16 @@ function describeTrajectory(trajectory: ScoringTrajectory): string {
 }
 
 function describeTask(task: ScoringTask): string {
-  return [`Task:\n${clip(show(task.input), 3_000)}`, task.expected !== null ? `Reference answer:\n${clip(show(task.expected), 2_000)}` : ''].filter(Boolean).join('\n\n');
+  return [
+    `Task:\n${clip(show(task.input), 3_000)}`,
+    task.expected !== null ? `Reference answer:\n${clip(show(task.expected), 2_000)}` : '',
+  ]
+    .filter(Boolean)
+    .join('\n\n');
 }
 
-const SYSTEM = 'You are a careful, strict evaluator of AI agent runs. Follow the rubric. Reply with only a JSON object, no prose, no code fences.';
+const SYSTEM =
+  'You are a careful, strict evaluator of AI agent runs. Follow the rubric. Reply with only a JSON object, no prose, no code fences.';
 
 export function absolutePrompt(rubric: string, trajectory: ScoringTrajectory, task: ScoringTask): ChatMessage[] {
   return [
@@ -73,7 +81,11 @@ export function absolutePrompt(rubric: string, trajectory: ScoringTrajectory, ta
   ];
 }
 
-export function relativePrompt(rubric: string, trajectories: readonly ScoringTrajectory[], task: ScoringTask): ChatMessage[] {
+export function relativePrompt(
+  rubric: string,
+  trajectories: readonly ScoringTrajectory[],
+  task: ScoringTask,
+): ChatMessage[] {
   const runs = trajectories.map((t, i) => `### Run ${i + 1}\n${describeTrajectory(t)}`).join('\n\n');
   return [
     { role: 'system', content: SYSTEM },
@@ -92,7 +104,9 @@ function parseReply<T>(content: string, schema: z.ZodType<T>): { ok: true; value
   const json = parseJsonAnswer(content);
   if (json === undefined) return { ok: false, problem: 'the reply is not JSON' };
   const parsed = schema.safeParse(json);
-  return parsed.success ? { ok: true, value: parsed.data } : { ok: false, problem: describeIssues(parsed.error, 'reply') };
+  return parsed.success
+    ? { ok: true, value: parsed.data }
+    : { ok: false, problem: describeIssues(parsed.error, 'reply') };
 }
 
 /** Asks, parses and, while the reply is malformed and retries are left, asks again naming the problem. */
@@ -115,7 +129,13 @@ async function askUntilValid<T>(
         return result.value;
       }
       problem = result.problem;
-      conversation.push({ role: 'assistant', content }, { role: 'user', content: `That reply was not valid (${problem}). Reply again with only the JSON object described above.` });
+      conversation.push(
+        { role: 'assistant', content },
+        {
+          role: 'user',
+          content: `That reply was not valid (${problem}). Reply again with only the JSON object described above.`,
+        },
+      );
     }
   } catch (error) {
     await session.finish(errorMessage(error));
@@ -126,22 +146,54 @@ async function askUntilValid<T>(
   throw new Error(message);
 }
 
-export function judgeAbsolute(transport: JudgeTransport, config: JudgeConfig, trajectory: ScoringTrajectory, task: ScoringTask): Promise<JudgeScore> {
-  return askUntilValid(transport, config, absolutePrompt(config.rubric, trajectory, task), [trajectory.rolloutId], (content) => {
-    const reply = parseReply(content, AbsoluteReply);
-    return reply.ok ? { ok: true, value: { value: reply.value.score, reason: reply.value.reason } } : reply;
-  });
+export function judgeAbsolute(
+  transport: JudgeTransport,
+  config: JudgeConfig,
+  trajectory: ScoringTrajectory,
+  task: ScoringTask,
+): Promise<JudgeScore> {
+  return askUntilValid(
+    transport,
+    config,
+    absolutePrompt(config.rubric, trajectory, task),
+    [trajectory.rolloutId],
+    (content) => {
+      const reply = parseReply(content, AbsoluteReply);
+      return reply.ok ? { ok: true, value: { value: reply.value.score, reason: reply.value.reason } } : reply;
+    },
+  );
 }
 
 /** Scores for the rollouts of one task, in the order given. */
-export function judgeRelative(transport: JudgeTransport, config: JudgeConfig, trajectories: readonly ScoringTrajectory[], task: ScoringTask): Promise<JudgeScore[]> {
+export function judgeRelative(
+  transport: JudgeTransport,
+  config: JudgeConfig,
+  trajectories: readonly ScoringTrajectory[],
+  task: ScoringTask,
+): Promise<JudgeScore[]> {
   const count = trajectories.length;
-  return askUntilValid(transport, config, relativePrompt(config.rubric, trajectories, task), trajectories.map((t) => t.rolloutId), (content) => {
-    const reply = parseReply(content, RelativeReply);
-    if (!reply.ok) return reply;
-    const byId = new Map(reply.value.scores.map((entry) => [entry.id, entry]));
-    const missing = Array.from({ length: count }, (_, i) => i + 1).filter((id) => !byId.has(id));
-    if (missing.length > 0 || byId.size !== count) return { ok: false, problem: `give exactly one score for each run 1..${count}${missing.length ? ` (missing ${missing.join(', ')})` : ''}` };
-    return { ok: true, value: trajectories.map((_, i) => ({ value: byId.get(i + 1)!.score, reason: `relative to ${count} runs of the task: ${byId.get(i + 1)!.reason}` })) };
-  });
+  return askUntilValid(
+    transport,
+    config,
+    relativePrompt(config.rubric, trajectories, task),
+    trajectories.map((t) => t.rolloutId),
+    (content) => {
+      const reply = parseReply(content, RelativeReply);
+      if (!reply.ok) return reply;
+      const byId = new Map(reply.value.scores.map((entry) => [entry.id, entry]));
+      const missing = Array.from({ length: count }, (_, i) => i + 1).filter((id) => !byId.has(id));
+      if (missing.length > 0 || byId.size !== count)
+        return {
+          ok: false,
+          problem: `give exactly one score for each run 1..${count}${missing.length ? ` (missing ${missing.join(', ')})` : ''}`,
+        };
+      return {
+        ok: true,
+        value: trajectories.map((_, i) => ({
+          value: byId.get(i + 1)!.score,
+          reason: `relative to ${count} runs of the task: ${byId.get(i + 1)!.reason}`,
+        })),
+      };
+    },
+  );
 }

@@ -11,7 +11,9 @@ import type { WriteQueue } from '../store/writeQueue';
 import { JUDGE_CLIENT } from './job';
 import type { JudgeTransport } from './judge';
 
-const ChatReply = z.object({ choices: z.array(z.object({ message: z.object({ content: z.string().nullish() }) })).min(1) });
+const ChatReply = z.object({
+  choices: z.array(z.object({ message: z.object({ content: z.string().nullish() }) })).min(1),
+});
 
 export interface ProxyJudgeOptions {
   readonly store: Store;
@@ -48,7 +50,10 @@ export function proxyJudgeTransport(options: ProxyJudgeOptions): JudgeTransport 
     const apiKey = options.apiKeys[config.apiKeyEnv] ?? options.env[config.apiKeyEnv];
     return {
       complete: async (messages) => {
-        const signals = [AbortSignal.timeout(options.timeoutMs ?? 120_000), ...(options.signal ? [options.signal] : [])];
+        const signals = [
+          AbortSignal.timeout(options.timeoutMs ?? 120_000),
+          ...(options.signal ? [options.signal] : []),
+        ];
         const response = await fetch(`${options.agentBaseUrl}/r/${key}/v1/chat/completions`, {
           method: 'POST',
           headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
@@ -68,7 +73,14 @@ export function proxyJudgeTransport(options: ProxyJudgeOptions): JudgeTransport 
         return reply.data.choices[0]!.message.content ?? '';
       },
       finish: async (error) => {
-        await write(() => options.store.transitionRollout({ id: rollout.id, to: error === null ? 'succeeded' : 'failed', error, exitCode: null }));
+        await write(() =>
+          options.store.transitionRollout({
+            id: rollout.id,
+            to: error === null ? 'succeeded' : 'failed',
+            error,
+            exitCode: null,
+          }),
+        );
       },
     };
   };

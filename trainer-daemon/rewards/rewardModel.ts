@@ -17,7 +17,14 @@ import { Tokenizer } from './tokenizer';
  * there is none, say so instead of failing inside its loader.
  */
 function ort(): typeof Ort {
-  const binding = path.join(path.dirname(require.resolve('onnxruntime-node/package.json')), 'bin', 'napi-v6', process.platform, process.arch, 'onnxruntime_binding.node');
+  const binding = path.join(
+    path.dirname(require.resolve('onnxruntime-node/package.json')),
+    'bin',
+    'napi-v6',
+    process.platform,
+    process.arch,
+    'onnxruntime_binding.node',
+  );
   if (!fs.existsSync(binding)) {
     throw new InvalidInputError(
       `ONNX reward models need onnxruntime-node, which ships no binary for ${process.platform}-${process.arch}: ` +
@@ -65,15 +72,20 @@ export class RewardModel {
     const create = (provider: 'cpu' | 'cuda'): Promise<Ort.InferenceSession> =>
       ort().InferenceSession.create(modelFile, { executionProviders: [provider], logSeverityLevel: 4 });
     let session: Ort.InferenceSession;
-    let device: 'cpu' | 'cuda' = options.device === 'cpu' || (options.device === 'auto' && !cudaInstalled()) ? 'cpu' : 'cuda';
+    let device: 'cpu' | 'cuda' =
+      options.device === 'cpu' || (options.device === 'auto' && !cudaInstalled()) ? 'cpu' : 'cuda';
     if (options.device === 'cuda' && !cudaInstalled()) {
-      throw new InvalidInputError(`reward model device "cuda": onnxruntime-node's CUDA binaries are not installed (npm i onnxruntime-node --onnxruntime-node-install=cuda12); or use device "auto" or "cpu"`);
+      throw new InvalidInputError(
+        `reward model device "cuda": onnxruntime-node's CUDA binaries are not installed (npm i onnxruntime-node --onnxruntime-node-install=cuda12); or use device "auto" or "cpu"`,
+      );
     }
     try {
       session = await create(device);
     } catch (error) {
       if (device === 'cpu' || options.device !== 'auto') {
-        throw new InvalidInputError(`cannot load reward model ${modelFile} on ${device}: ${(error as Error).message.split('\n')[0]!.slice(0, 300)}`);
+        throw new InvalidInputError(
+          `cannot load reward model ${modelFile} on ${device}: ${(error as Error).message.split('\n')[0]!.slice(0, 300)}`,
+        );
       }
       device = 'cpu';
       session = await create(device).catch((cpuError: Error) => {
@@ -81,7 +93,9 @@ export class RewardModel {
       });
     }
     if (!session.inputNames.includes('input_ids')) {
-      throw new InvalidInputError(`reward model ${modelFile} has no input_ids input (it has ${session.inputNames.join(', ')}); export a sequence-classification model`);
+      throw new InvalidInputError(
+        `reward model ${modelFile} has no input_ids input (it has ${session.inputNames.join(', ')}); export a sequence-classification model`,
+      );
     }
     return new RewardModel(session, tokenizer, options, device);
   }
@@ -89,7 +103,8 @@ export class RewardModel {
   /** One score per text, in order, `batchSize` texts per model run. */
   async score(texts: readonly string[], batchSize: number): Promise<number[]> {
     const scores: number[] = [];
-    for (let start = 0; start < texts.length; start += batchSize) scores.push(...(await this.scoreBatch(texts.slice(start, start + batchSize))));
+    for (let start = 0; start < texts.length; start += batchSize)
+      scores.push(...(await this.scoreBatch(texts.slice(start, start + batchSize))));
     return scores;
   }
 
@@ -108,7 +123,8 @@ export class RewardModel {
     const dims = [texts.length, length];
     const feeds: Record<string, Ort.Tensor> = { input_ids: new Tensor('int64', ids, dims) };
     if (this.session.inputNames.includes('attention_mask')) feeds.attention_mask = new Tensor('int64', mask, dims);
-    if (this.session.inputNames.includes('token_type_ids')) feeds.token_type_ids = new Tensor('int64', new BigInt64Array(ids.length), dims);
+    if (this.session.inputNames.includes('token_type_ids'))
+      feeds.token_type_ids = new Tensor('int64', new BigInt64Array(ids.length), dims);
     const outputs = await this.session.run(feeds);
     const logits = outputs[this.session.outputNames[0]!]!;
     const data = Float32Array.from(logits.data as Float32Array);
@@ -119,7 +135,8 @@ export class RewardModel {
   private readScore(logits: Float32Array): number {
     if (logits.length === 1) return logits[0]!;
     const label = this.options.label ?? logits.length - 1;
-    if (label >= logits.length) throw new InvalidInputError(`label ${label} is out of range: the reward model has ${logits.length} labels`);
+    if (label >= logits.length)
+      throw new InvalidInputError(`label ${label} is out of range: the reward model has ${logits.length} labels`);
     const max = Math.max(...logits);
     const exps = Array.from(logits, (x) => Math.exp(x - max));
     return exps[label]! / exps.reduce((a, b) => a + b, 0);

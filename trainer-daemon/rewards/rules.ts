@@ -11,7 +11,8 @@ export type Verdict = { kind: 'scored'; value: number; reason: string | null } |
 
 const scored = (value: number, reason: string): Verdict => ({ kind: 'scored', value, reason });
 const skipped = (reason: string): Verdict => ({ kind: 'skipped', reason });
-const match = (ok: boolean, what: string): Verdict => scored(ok ? 1 : 0, ok ? `${what} matches` : `${what} does not match`);
+const match = (ok: boolean, what: string): Verdict =>
+  scored(ok ? 1 : 0, ok ? `${what} matches` : `${what} does not match`);
 
 /** The value at a dotted path (`a.b.0`); undefined when the path does not exist. */
 export function atPath(value: Json | undefined, path: string): Json | undefined {
@@ -33,7 +34,11 @@ export function normalizeAnswer(text: string): string {
     .normalize('NFKD')
     .replace(/\p{M}/gu, '')
     .toLowerCase()
-    .replace(/[\p{P}\p{S}]/gu, (mark, at: number, whole: string) => ((mark === '-' || mark === '+') && /\d/.test(whole[at + 1] ?? '') && !/[\p{L}\p{N}]/u.test(whole[at - 1] ?? '') ? mark : ' '))
+    .replace(/[\p{P}\p{S}]/gu, (mark, at: number, whole: string) =>
+      (mark === '-' || mark === '+') && /\d/.test(whole[at + 1] ?? '') && !/[\p{L}\p{N}]/u.test(whole[at - 1] ?? '')
+        ? mark
+        : ' ',
+    )
     .replace(/\b(a|an|the)\b/g, ' ')
     .replace(/\s+/g, ' ')
     .trim();
@@ -51,7 +56,11 @@ export function lastNumber(text: string): number | null {
 
 /** The answer as JSON: the whole text, else its first {…} or […] block (models wrap JSON in prose and fences). */
 export function parseJsonAnswer(text: string): Json | undefined {
-  const attempts = [text, text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1), text.slice(text.indexOf('['), text.lastIndexOf(']') + 1)];
+  const attempts = [
+    text,
+    text.slice(text.indexOf('{'), text.lastIndexOf('}') + 1),
+    text.slice(text.indexOf('['), text.lastIndexOf(']') + 1),
+  ];
   for (const candidate of attempts) {
     if (candidate.trim() === '') continue;
     try {
@@ -69,7 +78,8 @@ export function parseJsonAnswer(text: string): Json | undefined {
  */
 function expectedAnswer(expected: Json | undefined, path: string): Json | undefined {
   const value = atPath(expected, path);
-  if (path === '' && value !== null && typeof value === 'object' && !Array.isArray(value) && 'answer' in value) return value.answer;
+  if (path === '' && value !== null && typeof value === 'object' && !Array.isArray(value) && 'answer' in value)
+    return value.answer;
   return value;
 }
 
@@ -82,13 +92,17 @@ type AnswerRule = Extract<RuleConfig, { expectedPath: string }>;
 function compareAnswer(rule: AnswerRule, answer: string, expected: Json): Verdict {
   switch (rule.rule) {
     case 'exact': {
-      const [a, e] = rule.caseSensitive ? [answer.trim(), asText(expected).trim()] : [answer.trim().toLowerCase(), asText(expected).trim().toLowerCase()];
+      const [a, e] = rule.caseSensitive
+        ? [answer.trim(), asText(expected).trim()]
+        : [answer.trim().toLowerCase(), asText(expected).trim().toLowerCase()];
       return match(a === e, 'answer');
     }
     case 'normalized': {
       const [a, e] = [normalizeAnswer(answer), normalizeAnswer(asText(expected))];
       // Containment is of whole words: "15" does not contain the answer "5".
-      return rule.contains ? match(e !== '' && ` ${a} `.includes(` ${e} `), 'normalized answer (contains)') : match(a === e, 'normalized answer');
+      return rule.contains
+        ? match(e !== '' && ` ${a} `.includes(` ${e} `), 'normalized answer (contains)')
+        : match(a === e, 'normalized answer');
     }
     case 'numeric': {
       const want = typeof expected === 'number' ? expected : lastNumber(asText(expected));
@@ -129,10 +143,16 @@ export function applyRule(rule: RuleConfig, trajectory: ScoringTrajectory, task:
     }
     case 'error-penalty': {
       const failed = trajectory.status === 'failed' || trajectory.errorSpans > 0;
-      return scored(failed ? rule.value : 0, failed ? `rollout ${trajectory.status}, ${trajectory.errorSpans} error span(s)` : 'no errors');
+      return scored(
+        failed ? rule.value : 0,
+        failed ? `rollout ${trajectory.status}, ${trajectory.errorSpans} error span(s)` : 'no errors',
+      );
     }
     case 'timeout-penalty':
-      return scored(trajectory.status === 'timeout' ? rule.value : 0, trajectory.status === 'timeout' ? 'timed out' : 'did not time out');
+      return scored(
+        trajectory.status === 'timeout' ? rule.value : 0,
+        trajectory.status === 'timeout' ? 'timed out' : 'did not time out',
+      );
     case 'steps-penalty':
       return scored(trajectory.steps > rule.max ? rule.value : 0, `${trajectory.steps} LLM calls (max ${rule.max})`);
     case 'tokens-penalty': {
@@ -143,7 +163,10 @@ export function applyRule(rule: RuleConfig, trajectory: ScoringTrajectory, task:
       const expected = expectedAnswer(task.expected ?? undefined, rule.expectedPath);
       // A regex with its own pattern needs no expected answer.
       const needsExpected = !(rule.rule === 'regex' && rule.pattern !== undefined);
-      if (needsExpected && (expected === undefined || expected === null)) return skipped(rule.expectedPath ? `the task has no expected ${rule.expectedPath}` : 'the task has no expected answer');
+      if (needsExpected && (expected === undefined || expected === null))
+        return skipped(
+          rule.expectedPath ? `the task has no expected ${rule.expectedPath}` : 'the task has no expected answer',
+        );
       if (trajectory.finalAnswer === null) return scored(0, 'no final answer');
       return compareAnswer(rule, trajectory.finalAnswer, expected ?? null);
     }

@@ -6,7 +6,15 @@
  * never the batch's.
  */
 import path from 'node:path';
-import type { RewardSourceConfig, RewardSource, RewardSpec, RolloutScore, ScoringTask, ScoringTrajectory, SourceOutcome } from '../protocol';
+import type {
+  RewardSourceConfig,
+  RewardSource,
+  RewardSpec,
+  RolloutScore,
+  ScoringTask,
+  ScoringTrajectory,
+  SourceOutcome,
+} from '../protocol';
 import { errorMessage } from '../protocol/errors';
 import { assertNever } from '../protocol/assert';
 import type { ResolvedSpec } from './config';
@@ -21,7 +29,12 @@ export interface ScoringItem {
 }
 
 /** Which `source` column a reward row of each source type gets (a user's function is code, like a rule). */
-export const ROW_SOURCE: Record<RewardSourceConfig['type'], RewardSource> = { rule: 'rule', function: 'rule', judge: 'judge', model: 'model' };
+export const ROW_SOURCE: Record<RewardSourceConfig['type'], RewardSource> = {
+  rule: 'rule',
+  function: 'rule',
+  judge: 'judge',
+  model: 'model',
+};
 
 /**
  * The group a rollout is ranked in by a relative judge: rollouts of the same task (by id, else by
@@ -66,7 +79,9 @@ export class RewardScorer {
    * these. `judge` makes (and records) the judge's calls; without one, judge sources report an error.
    */
   async score(items: readonly ScoringItem[], judge?: JudgeTransport): Promise<RolloutScore[]> {
-    const perSource = await Promise.all(this.sources.map((source, i) => this.scoreWith(source, this.resolved.names[i]!, items, judge)));
+    const perSource = await Promise.all(
+      this.sources.map((source, i) => this.scoreWith(source, this.resolved.names[i]!, items, judge)),
+    );
     return items.map((item, k) => {
       const outcomes = perSource.map((outcomes) => outcomes[k]!);
       return { rolloutId: item.trajectory.rolloutId, value: this.combine(outcomes), sources: outcomes };
@@ -75,7 +90,9 @@ export class RewardScorer {
 
   /** Weighted sum of the sources that gave a value, or the first that did; null when none did. */
   private combine(outcomes: readonly SourceOutcome[]): number | null {
-    const given = outcomes.flatMap((outcome, i) => (outcome.kind === 'scored' ? [{ value: outcome.value, weight: this.resolved.spec.sources[i]!.weight }] : []));
+    const given = outcomes.flatMap((outcome, i) =>
+      outcome.kind === 'scored' ? [{ value: outcome.value, weight: this.resolved.spec.sources[i]!.weight }] : [],
+    );
     if (given.length === 0) return null;
     if (this.resolved.spec.combine === 'first-available') return given[0]!.value;
     return given.reduce((sum, { value, weight }) => sum + weight * value, 0);
@@ -84,18 +101,30 @@ export class RewardScorer {
   /** The reward row of the combined value: which source kind it comes from, and how it was made. */
   describeCombined(outcomes: readonly SourceOutcome[]): { source: RewardSource; reason: string } {
     const { spec } = this.resolved;
-    const used = outcomes.flatMap((outcome, i) => (outcome.kind === 'scored' ? [{ outcome, config: spec.sources[i]! }] : []));
+    const used = outcomes.flatMap((outcome, i) =>
+      outcome.kind === 'scored' ? [{ outcome, config: spec.sources[i]! }] : [],
+    );
     const terms = spec.combine === 'first-available' ? used.slice(0, 1) : used;
     // A mix of kinds is labelled by its heaviest term.
-    const heaviest = terms.reduce((best, term) => (Math.abs(term.config.weight) > Math.abs(best.config.weight) ? term : best), terms[0]!);
+    const heaviest = terms.reduce(
+      (best, term) => (Math.abs(term.config.weight) > Math.abs(best.config.weight) ? term : best),
+      terms[0]!,
+    );
     const reason =
       spec.combine === 'first-available'
         ? `first available: ${heaviest.outcome.name} = ${format(heaviest.outcome.value)}`
-        : terms.map(({ outcome, config }) => `${format(config.weight)}×${outcome.name}(${format(outcome.value)})`).join(' + ');
+        : terms
+            .map(({ outcome, config }) => `${format(config.weight)}×${outcome.name}(${format(outcome.value)})`)
+            .join(' + ');
     return { source: ROW_SOURCE[heaviest.config.type], reason };
   }
 
-  private async scoreWith(source: Prepared, name: string, items: readonly ScoringItem[], judge: JudgeTransport | undefined): Promise<SourceOutcome[]> {
+  private async scoreWith(
+    source: Prepared,
+    name: string,
+    items: readonly ScoringItem[],
+    judge: JudgeTransport | undefined,
+  ): Promise<SourceOutcome[]> {
     const failed = (error: unknown): SourceOutcome => ({ kind: 'error', name, error: errorMessage(error) });
     const { config } = source;
     switch (config.type) {
@@ -109,22 +138,52 @@ export class RewardScorer {
         });
       case 'function': {
         const { runner } = source as Extract<Prepared, { runner: RewardFunctionRunner }>;
-        return Promise.all(items.map(({ trajectory, task }) => runner.score(trajectory, task).then((verdict) => ({ name, ...verdict }), failed)));
+        return Promise.all(
+          items.map(({ trajectory, task }) =>
+            runner.score(trajectory, task).then((verdict) => ({ name, ...verdict }), failed),
+          ),
+        );
       }
       case 'judge': {
         const transport = judge;
-        if (!transport) return items.map(() => failed(new Error('the LLM judge needs a running daemon to record its calls; start one with `lightning serve`')));
+        if (!transport)
+          return items.map(() =>
+            failed(
+              new Error('the LLM judge needs a running daemon to record its calls; start one with `lightning serve`'),
+            ),
+          );
         if (config.mode === 'absolute') {
-          return mapLimit(items, config.concurrency, ({ trajectory, task }) => judgeAbsolute(transport, config, trajectory, task).then((s) => ({ kind: 'scored' as const, name, ...s }), failed));
+          return mapLimit(items, config.concurrency, ({ trajectory, task }) =>
+            judgeAbsolute(transport, config, trajectory, task).then(
+              (s) => ({ kind: 'scored' as const, name, ...s }),
+              failed,
+            ),
+          );
         }
-        return this.judgeGroups(items, config.concurrency, (group) => judgeRelative(transport, config, group.map((i) => i.trajectory), group[0]!.task), name, failed);
+        return this.judgeGroups(
+          items,
+          config.concurrency,
+          (group) =>
+            judgeRelative(
+              transport,
+              config,
+              group.map((i) => i.trajectory),
+              group[0]!.task,
+            ),
+          name,
+          failed,
+        );
       }
       case 'model': {
         const { model } = source as Extract<Prepared, { model: RewardModel }>;
         const texts = items.map(({ trajectory, task }) => modelInput(config.template, trajectory, task));
         try {
           const scores = await model.score(texts, config.batchSize);
-          return scores.map((value) => (Number.isFinite(value) ? { kind: 'scored', name, value, reason: `${path.basename(config.path)} on ${model.device}` } : failed(new Error(`the reward model gave ${value}`))));
+          return scores.map((value) =>
+            Number.isFinite(value)
+              ? { kind: 'scored', name, value, reason: `${path.basename(config.path)} on ${model.device}` }
+              : failed(new Error(`the reward model gave ${value}`)),
+          );
         } catch (error) {
           return items.map(() => failed(error));
         }
@@ -150,7 +209,11 @@ export class RewardScorer {
     const outcomes: SourceOutcome[] = new Array(items.length);
     await mapLimit([...groups.values()], concurrency, async (indexes) => {
       if (indexes.length < 2) {
-        outcomes[indexes[0]!] = { kind: 'skipped', name, reason: 'relative judging needs at least 2 rollouts of the task' };
+        outcomes[indexes[0]!] = {
+          kind: 'skipped',
+          name,
+          reason: 'relative judging needs at least 2 rollouts of the task',
+        };
         return;
       }
       try {
@@ -202,8 +265,13 @@ async function prepareSource(config: RewardSourceConfig, baseDir: string): Promi
     }
     case 'model': {
       const modelFile = path.resolve(baseDir, config.path);
-      const tokenizer = config.tokenizer ? path.resolve(baseDir, config.tokenizer) : path.join(path.dirname(modelFile), 'tokenizer.json');
-      return { config, model: await RewardModel.load(modelFile, tokenizer, { device: config.device, label: config.label }) };
+      const tokenizer = config.tokenizer
+        ? path.resolve(baseDir, config.tokenizer)
+        : path.join(path.dirname(modelFile), 'tokenizer.json');
+      return {
+        config,
+        model: await RewardModel.load(modelFile, tokenizer, { device: config.device, label: config.label }),
+      };
     }
     default:
       return assertNever(config);

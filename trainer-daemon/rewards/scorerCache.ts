@@ -43,7 +43,10 @@ export class ScorerCache implements Disposable {
     const retire = (): void => {
       if (entry.users > 0 || this.entries.get(key) !== entry) return;
       this.entries.delete(key);
-      void entry.scorer.then((scorer) => scorer.dispose(), () => undefined);
+      void entry.scorer.then(
+        (scorer) => scorer.dispose(),
+        () => undefined,
+      );
     };
     if (this.idleMs === 0 || this.disposed) return retire();
     entry.timer = setTimeout(retire, this.idleMs);

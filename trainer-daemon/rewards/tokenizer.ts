@@ -41,7 +41,9 @@ type PreTokenize = (pieces: string[]) => string[];
 const stripAccents = (text: string): string => text.normalize('NFD').replace(/\p{Mn}/gu, '');
 
 function unsupported(what: string, type: string): never {
-  throw new InvalidInputError(`tokenizer.json: ${what} type ${type} is not supported (supported: see the README's "Reward models" section)`);
+  throw new InvalidInputError(
+    `tokenizer.json: ${what} type ${type} is not supported (supported: see the README's "Reward models" section)`,
+  );
 }
 
 function normalizerOf(node: Node | null): Normalize {
@@ -105,7 +107,8 @@ function preTokenizerOf(node: Node | null): PreTokenize {
     case 'Split': {
       const pattern = node.pattern as { String?: string; Regex?: string };
       const source = pattern.Regex ?? (pattern.String ?? '').replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-      if (node.behavior !== 'Isolated' && node.behavior !== 'Removed') unsupported('Split behavior', String(node.behavior));
+      if (node.behavior !== 'Isolated' && node.behavior !== 'Removed')
+        unsupported('Split behavior', String(node.behavior));
       if (node.invert === true) unsupported('Split', 'with invert');
       return splitBy(new RegExp(source, 'gu'), node.behavior === 'Isolated');
     }
@@ -171,7 +174,7 @@ export class Tokenizer {
     if (this.subwordPrefix === undefined || id !== undefined) return id !== undefined ? [id] : this.unk(word);
     // WordPiece: greedy longest match first; a word with an unknown piece is one unknown token.
     const ids: number[] = [];
-    for (let start = 0; start < word.length; ) {
+    for (let start = 0; start < word.length;) {
       let end = word.length;
       let found: number | undefined;
       for (; end > start; end -= 1) {
@@ -186,7 +189,8 @@ export class Tokenizer {
   }
 
   private unk(word: string): number[] {
-    if (this.unkId === undefined) throw new InvalidInputError(`tokenizer.json has no unk_token and the vocabulary lacks ${JSON.stringify(word)}`);
+    if (this.unkId === undefined)
+      throw new InvalidInputError(`tokenizer.json has no unk_token and the vocabulary lacks ${JSON.stringify(word)}`);
     return [this.unkId];
   }
 }
@@ -196,14 +200,16 @@ function templateIds(node: Node | null, vocab: ReadonlyMap<string, number>): [nu
   if (!node) return [[], []];
   const idOf = (token: string): number => {
     const id = vocab.get(token);
-    if (id === undefined) throw new InvalidInputError(`tokenizer.json: special token ${token} is not in the vocabulary`);
+    if (id === undefined)
+      throw new InvalidInputError(`tokenizer.json: special token ${token} is not in the vocabulary`);
     return id;
   };
   switch (node.type) {
     case 'TemplateProcessing': {
       const single = node.single as Array<{ SpecialToken?: { id: string }; Sequence?: unknown }>;
       const at = single.findIndex((piece) => piece.Sequence !== undefined);
-      const special = (pieces: typeof single): number[] => pieces.flatMap((piece) => (piece.SpecialToken ? [idOf(piece.SpecialToken.id)] : []));
+      const special = (pieces: typeof single): number[] =>
+        pieces.flatMap((piece) => (piece.SpecialToken ? [idOf(piece.SpecialToken.id)] : []));
       return [special(single.slice(0, at)), special(single.slice(at + 1))];
     }
     case 'BertProcessing':

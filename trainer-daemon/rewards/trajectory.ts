@@ -3,7 +3,15 @@
  * derived once from the recorded spans (the same call extraction LightningRL uses), so every rule,
  * reward function, judge and reward model reads the same trajectory.
  */
-import { noSkippedCalls, type Json, type ScoringTask, type ScoringTrajectory, type SkippedCalls, type Task, type ToolCall } from '../protocol';
+import {
+  noSkippedCalls,
+  type Json,
+  type ScoringTask,
+  type ScoringTrajectory,
+  type SkippedCalls,
+  type Task,
+  type ToolCall,
+} from '../protocol';
 import { extractCalls, type LlmCall } from '../lightningrl/adapter';
 import { wholeAnswers } from '../lightningrl/wholeAnswers';
 import type { Trajectory } from '../protocol/lightningrl';
@@ -19,7 +27,14 @@ function toolCallsOf(call: LlmCall): ToolCall[] {
   const chat = Array.isArray(call.message?.tool_calls) ? call.message!.tool_calls : [];
   const fromChat = chat.flatMap((entry) => {
     const fn = obj(obj(entry)?.function);
-    return typeof fn?.name === 'string' ? [{ name: fn.name, arguments: typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? null) }] : [];
+    return typeof fn?.name === 'string'
+      ? [
+          {
+            name: fn.name,
+            arguments: typeof fn.arguments === 'string' ? fn.arguments : JSON.stringify(fn.arguments ?? null),
+          },
+        ]
+      : [];
   });
   const fromResponses = (call.output ?? []).flatMap((item) => {
     const entry = obj(item);
@@ -55,10 +70,18 @@ function reportedAnswer(trajectory: Trajectory): string | null {
  * attempt, a cancelled stream or a truncated record is neither a step nor the final answer. The
  * calls left out are counted into `skipped`.
  */
-export function toScoringTrajectory(trajectory: Trajectory, skipped: SkippedCalls = noSkippedCalls()): ScoringTrajectory {
+export function toScoringTrajectory(
+  trajectory: Trajectory,
+  skipped: SkippedCalls = noSkippedCalls(),
+): ScoringTrajectory {
   const { rollout } = trajectory;
   const llmCalls = wholeAnswers(extractCalls(trajectory.spans, [], 'reward'), false, skipped).map((kept) => kept.call);
-  const calls = llmCalls.map((call) => ({ model: call.model, messages: call.messages, content: call.text, toolCalls: toolCallsOf(call) }));
+  const calls = llmCalls.map((call) => ({
+    model: call.model,
+    messages: call.messages,
+    content: call.text,
+    toolCalls: toolCallsOf(call),
+  }));
   const requested = calls.flatMap((call) => call.toolCalls);
   return {
     rolloutId: rollout.id,

@@ -3,7 +3,14 @@
  * the CLI calls the same table directly on the store when no daemon runs, so both paths behave
  * the same.
  */
-import { Methods, describeIssues, type MethodName, type ParsedParamsOf, type ResultOf, type DaemonInfo } from '../protocol';
+import {
+  Methods,
+  describeIssues,
+  type MethodName,
+  type ParsedParamsOf,
+  type ResultOf,
+  type DaemonInfo,
+} from '../protocol';
 import { ConflictError, InvalidInputError } from '../protocol/errors';
 import { registerSecretValue } from '../protocol/secrets';
 import type { Store } from '../store/store';
@@ -44,10 +51,24 @@ export interface HandlerContext {
   readonly policy?: PolicyServing;
 }
 
-export function createHandlers({ store, writes, info, agentBaseUrl, notify, scoreJobs = new ScoreJobs(), workerBatches, training, trainingService = new TrainingService(store, writes), policy }: HandlerContext): Handlers {
+export function createHandlers({
+  store,
+  writes,
+  info,
+  agentBaseUrl,
+  notify,
+  scoreJobs = new ScoreJobs(),
+  workerBatches,
+  training,
+  trainingService = new TrainingService(store, writes),
+  policy,
+}: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
   const servingBatches = (): WorkerBatches => {
-    if (!workerBatches) throw new ConflictError('worker batches need a running daemon to serve their workers; start one with `lightning serve`');
+    if (!workerBatches)
+      throw new ConflictError(
+        'worker batches need a running daemon to serve their workers; start one with `lightning serve`',
+      );
     return workerBatches;
   };
   return {
@@ -61,9 +82,15 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
     },
     startAgentRun: ({ upstream, tokenIds, providerUpstreams, rolloutId, ...params }) => {
       const baseUrl = agentBaseUrl?.();
-      if (!baseUrl) throw new ConflictError('agent runs need a running daemon to serve their LLM calls; start one with `lightning serve`');
+      if (!baseUrl)
+        throw new ConflictError(
+          'agent runs need a running daemon to serve their LLM calls; start one with `lightning serve`',
+        );
       return write(() => {
-        const { rollout, key } = store.startAgentRun(rolloutId === undefined ? params : store.resolveRolloutId(rolloutId), { upstream, tokenIds, providerUpstreams });
+        const { rollout, key } = store.startAgentRun(
+          rolloutId === undefined ? params : store.resolveRolloutId(rolloutId),
+          { upstream, tokenIds, providerUpstreams },
+        );
         return { rollout, url: `${baseUrl}/r/${key}` };
       });
     },
@@ -71,7 +98,10 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       const { valid, validIndexes, results } = validateSpans(spans);
       if (valid.length === 0) store.getRollout(rolloutId);
       let written: StoredSpanResult[] = [];
-      if (valid.length > 0) written = writes ? await writes.submitSpans(rolloutId, valid) : store.addSpans({ rolloutId, spans: valid }).results;
+      if (valid.length > 0)
+        written = writes
+          ? await writes.submitSpans(rolloutId, valid)
+          : store.addSpans({ rolloutId, spans: valid }).results;
       written.forEach((result, k) => (results[validIndexes[k]!] = result));
       return { results };
     },
@@ -109,8 +139,18 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
       for (const key of Object.values(apiKeys)) registerSecretValue(key);
       try {
         const baseUrl = agentBaseUrl?.();
-        const judge = baseUrl ? proxyJudgeTransport({ store, writes, agentBaseUrl: baseUrl, apiKeys, env: process.env, signal }) : undefined;
-        return await scoreRollouts({ store, writes, judge }, { ...params, apiKeys }, { signal, scorers: scoreJobs.scorers, onProgress: (progress) => notify?.('scoreProgress', { jobId, ...progress }) });
+        const judge = baseUrl
+          ? proxyJudgeTransport({ store, writes, agentBaseUrl: baseUrl, apiKeys, env: process.env, signal })
+          : undefined;
+        return await scoreRollouts(
+          { store, writes, judge },
+          { ...params, apiKeys },
+          {
+            signal,
+            scorers: scoreJobs.scorers,
+            onProgress: (progress) => notify?.('scoreProgress', { jobId, ...progress }),
+          },
+        );
       } finally {
         scoreJobs.end(jobId);
       }
@@ -123,12 +163,16 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
     workerPlaced: ({ id, worker, node }) => servingBatches().workerPlaced(id, worker, node),
     cancelWorkerBatch: async ({ id }) => ({ cancelled: await servingBatches().cancel(id) }),
     startTraining: (params) => {
-      if (!training) throw new ConflictError('training needs a running daemon; start one with `lightning serve` or use `lightning train`');
+      if (!training)
+        throw new ConflictError(
+          'training needs a running daemon; start one with `lightning serve` or use `lightning train`',
+        );
       return training.start(params);
     },
     listCheckpoints: ({ runId }) => ({ items: trainingService.checkpoints(runId) }),
     servePolicy: (params) => {
-      if (!policy) throw new ConflictError('serving a checkpoint needs a running daemon; start one with `lightning serve`');
+      if (!policy)
+        throw new ConflictError('serving a checkpoint needs a running daemon; start one with `lightning serve`');
       return policy.serve(params);
     },
     currentPolicy: () => ({ served: policy?.current ?? null }),
@@ -141,7 +185,8 @@ export function createHandlers({ store, writes, info, agentBaseUrl, notify, scor
 const MAX_PARAMS_DEPTH = 64;
 
 export function parseParams<M extends MethodName>(name: M, raw: unknown): ParsedParamsOf<M> {
-  if (nestedDeeperThan(raw, MAX_PARAMS_DEPTH)) throw new InvalidInputError(`params: nested deeper than ${MAX_PARAMS_DEPTH} levels; no method takes that`);
+  if (nestedDeeperThan(raw, MAX_PARAMS_DEPTH))
+    throw new InvalidInputError(`params: nested deeper than ${MAX_PARAMS_DEPTH} levels; no method takes that`);
   const parsed = Methods[name].params.safeParse(raw ?? {});
   if (!parsed.success) throw new InvalidInputError(describeIssues(parsed.error, 'params'));
   return parsed.data as ParsedParamsOf<M>;
@@ -154,7 +199,8 @@ function nestedDeeperThan(value: unknown, limit: number): boolean {
     const [current, depth] = stack.pop()!;
     if (current === null || typeof current !== 'object') continue;
     if (depth >= limit) return true;
-    for (const inner of Object.values(current)) if (inner !== null && typeof inner === 'object') stack.push([inner, depth + 1]);
+    for (const inner of Object.values(current))
+      if (inner !== null && typeof inner === 'object') stack.push([inner, depth + 1]);
   }
   return false;
 }

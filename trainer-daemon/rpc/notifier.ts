@@ -40,8 +40,18 @@ export class ChangeNotifier implements Disposable {
   private noteSpans(spans: readonly Span[]): void {
     for (const span of spans) {
       const range = this.spans.get(span.rolloutId);
-      if (!range) this.spans.set(span.rolloutId, { rolloutId: span.rolloutId, fromSequence: span.sequence, toSequence: span.sequence });
-      else this.spans.set(span.rolloutId, { ...range, fromSequence: Math.min(range.fromSequence, span.sequence), toSequence: Math.max(range.toSequence, span.sequence) });
+      if (!range)
+        this.spans.set(span.rolloutId, {
+          rolloutId: span.rolloutId,
+          fromSequence: span.sequence,
+          toSequence: span.sequence,
+        });
+      else
+        this.spans.set(span.rolloutId, {
+          ...range,
+          fromSequence: Math.min(range.fromSequence, span.sequence),
+          toSequence: Math.max(range.toSequence, span.sequence),
+        });
     }
     this.schedule();
   }

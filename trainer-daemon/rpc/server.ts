@@ -53,7 +53,10 @@ export class RpcServer implements Disposable {
   private readonly connections = new Set<MessageConnection>();
 
   constructor(private readonly options: RpcServerOptions) {
-    this.wss = new WebSocketServer({ noServer: true, maxPayload: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES });
+    this.wss = new WebSocketServer({
+      noServer: true,
+      maxPayload: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    });
   }
 
   get connectionCount(): number {
@@ -80,7 +83,9 @@ export class RpcServer implements Disposable {
     const reader = new UniqueIdReader(ws, ids, (_raw, reason) => {
       ws.send(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: RpcCode.ParseError, message: reason } }));
     });
-    const maxBuffered = this.options.maxBufferedBytes ?? (Number(process.env.LIGHTNING_RPC_MAX_BUFFERED_BYTES) || DEFAULT_MAX_BUFFERED_BYTES);
+    const maxBuffered =
+      this.options.maxBufferedBytes ??
+      (Number(process.env.LIGHTNING_RPC_MAX_BUFFERED_BYTES) || DEFAULT_MAX_BUFFERED_BYTES);
     const writer = new UniqueIdWriter(ws, ids, maxBuffered);
     writer.onError(([error]) => this.options.logger.warn('dropped an RPC client', { error: errorMessage(error) }));
     const connection = createMessageConnection(reader, writer);

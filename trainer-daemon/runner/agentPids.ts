@@ -29,7 +29,10 @@ export function processIdentity(pid: number): string | null {
       const startTime = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
       return digest(`${startTime} ${fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim()}`);
     }
-    const listed = execFileSync('ps', ['-o', 'lstart=,command=', '-p', String(pid)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    const listed = execFileSync('ps', ['-o', 'lstart=,command=', '-p', String(pid)], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
     return listed ? digest(listed) : null;
   } catch {
     return null;
@@ -43,7 +46,10 @@ export class AgentPidLog {
   record(pid: number): void {
     const identity = processIdentity(pid);
     // An agent already gone needs no stopping later.
-    if (identity !== null) fs.appendFileSync(this.file, `${JSON.stringify({ pid, identity } satisfies AgentRecord)}\n`, { mode: PRIVATE_FILE_MODE });
+    if (identity !== null)
+      fs.appendFileSync(this.file, `${JSON.stringify({ pid, identity } satisfies AgentRecord)}\n`, {
+        mode: PRIVATE_FILE_MODE,
+      });
   }
 
   /**
@@ -52,14 +58,20 @@ export class AgentPidLog {
    */
   async stopSurvivors(graceMs = 2_000): Promise<number> {
     if (!fs.existsSync(this.file)) return 0;
-    const records = fs.readFileSync(this.file, 'utf8').split('\n').filter(Boolean).flatMap((line): AgentRecord[] => {
-      try {
-        return [JSON.parse(line) as AgentRecord];
-      } catch {
-        return [];
-      }
-    });
-    const survivors = records.filter((record) => isProcessAlive(record.pid) && processIdentity(record.pid) === record.identity);
+    const records = fs
+      .readFileSync(this.file, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .flatMap((line): AgentRecord[] => {
+        try {
+          return [JSON.parse(line) as AgentRecord];
+        } catch {
+          return [];
+        }
+      });
+    const survivors = records.filter(
+      (record) => isProcessAlive(record.pid) && processIdentity(record.pid) === record.identity,
+    );
     const signal = (sig: NodeJS.Signals): void => {
       for (const { pid } of survivors.filter((s) => processIdentity(s.pid) === s.identity)) {
         try {
@@ -71,7 +83,8 @@ export class AgentPidLog {
     };
     signal('SIGTERM');
     const deadline = Date.now() + graceMs;
-    while (survivors.some((s) => processIdentity(s.pid) === s.identity) && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    while (survivors.some((s) => processIdentity(s.pid) === s.identity) && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 50));
     signal('SIGKILL');
     return survivors.length;
   }

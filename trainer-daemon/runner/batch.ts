@@ -45,7 +45,9 @@ export class BatchRunner implements BatchPool {
     const poolOptions = { ...options, onAttempt };
     this.pool = options.ray
       ? new RayPool(poolOptions, options.mode, options.ray)
-      : options.mode.kind === 'process' ? new ProcessPool(poolOptions, options.mode) : new WorkerPool(poolOptions, options.mode);
+      : options.mode.kind === 'process'
+        ? new ProcessPool(poolOptions, options.mode)
+        : new WorkerPool(poolOptions, options.mode);
     this.scoring = scoring;
   }
 

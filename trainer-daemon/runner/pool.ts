@@ -37,14 +37,26 @@ export interface BatchFollower {
  */
 export type BatchMode =
   /** The command once per attempt, `concurrency` at once, with `LIGHTNING_TASK` and the capture environment. */
-  | { readonly kind: 'process'; readonly command: readonly string[]; readonly cwd?: string; readonly concurrency: number }
+  | {
+      readonly kind: 'process';
+      readonly command: readonly string[];
+      readonly cwd?: string;
+      readonly concurrency: number;
+    }
   /**
    * `workers` long-lived copies of the command, each with `LIGHTNING_RUNNER_URL` and
    * `LIGHTNING_RUNNER_CONCURRENCY` (= `concurrencyPerWorker`, the rollouts it may hold at once). A
    * worker that exits before the batch is done has its rollouts failed (retried per policy) and is
    * restarted, at most `maxRestarts` times in all (default: 3 × workers); then the batch fails.
    */
-  | { readonly kind: 'worker'; readonly command: readonly string[]; readonly cwd?: string; readonly workers: number; readonly concurrencyPerWorker: number; readonly maxRestarts?: number };
+  | {
+      readonly kind: 'worker';
+      readonly command: readonly string[];
+      readonly cwd?: string;
+      readonly workers: number;
+      readonly concurrencyPerWorker: number;
+      readonly maxRestarts?: number;
+    };
 
 export interface BatchRunnerOptions {
   readonly client: RunnerClient;
@@ -85,7 +97,6 @@ export interface BatchPool {
   killAll(): void;
   readonly wasCancelled: boolean;
 }
-
 
 /** What a batch's rollouts are scored with. */
 export interface RolloutScoring {

@@ -43,7 +43,9 @@ export class ProcessPool implements BatchPool {
     if (failure) throw failure;
     if (this.cancelled) {
       for (const id of this.queue.splice(0)) {
-        await this.options.client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' }).catch(() => undefined);
+        await this.options.client
+          .request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' })
+          .catch(() => undefined);
       }
     }
   }
@@ -63,39 +65,63 @@ export class ProcessPool implements BatchPool {
 
   private async attempt(rolloutId: string): Promise<void> {
     const started = Date.now();
-    const { rollout, url } = await this.options.client.request('startAgentRun', { rolloutId, upstream: this.options.upstream, providerUpstreams: this.options.providerUpstreams, tokenIds: this.options.tokenIds });
+    const { rollout, url } = await this.options.client.request('startAgentRun', {
+      rolloutId,
+      upstream: this.options.upstream,
+      providerUpstreams: this.options.providerUpstreams,
+      tokenIds: this.options.tokenIds,
+    });
     if (this.cancelled) {
       // Cancelled while the attempt was being set up: do not start an agent nobody will wait for.
-      await this.options.client.request('transitionRollout', { id: rolloutId, to: 'cancelled', error: 'the batch was cancelled' });
+      await this.options.client.request('transitionRollout', {
+        id: rolloutId,
+        to: 'cancelled',
+        error: 'the batch was cancelled',
+      });
       return;
     }
     const [program, ...args] = this.mode.command;
-    const env = { ...this.options.env, ...instrumentationEnv({ url, rolloutId, task: rollout.task?.input ?? null, base: this.options.env }) };
-    const log = fs.openSync(path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`), 'a', PRIVATE_FILE_MODE);
-    const outcome = await new Promise<{ to: RolloutStatus; error: string | null; exitCode: number | null }>((resolve) => {
-      const child = spawn(program!, args, { env, cwd: this.mode.cwd, detached: true, stdio: ['ignore', log, log] });
-      this.running.set(rolloutId, child);
-      if (child.pid !== undefined) this.options.onSpawn?.(child.pid);
-      let timedOut = false;
-      const timer = setTimeout(() => {
-        timedOut = true;
-        stopGroup(child, this.options.killGraceMs);
-      }, this.options.timeoutMs);
-      child.once('error', (error) => {
-        clearTimeout(timer);
-        this.unstartable.add(rolloutId);
-        resolve({ to: 'failed', error: `cannot run ${program}: ${errorMessage(error)}`, exitCode: null });
-      });
-      child.once('exit', (code, signal) => {
-        clearTimeout(timer);
-        // The group may still hold the agent's own children: stop them with it.
-        killGroup(child, 'SIGKILL');
-        if (this.cancelled) resolve({ to: 'cancelled', error: 'the batch was cancelled', exitCode: code });
-        else if (timedOut) resolve({ to: 'timeout', error: `timed out after ${this.options.timeoutMs / 1000} s`, exitCode: code });
-        else if (code === 0) resolve({ to: 'succeeded', error: null, exitCode: 0 });
-        else resolve({ to: 'failed', error: signal ? `killed by ${signal}` : `exited with code ${code}`, exitCode: code });
-      });
-    });
+    const env = {
+      ...this.options.env,
+      ...instrumentationEnv({ url, rolloutId, task: rollout.task?.input ?? null, base: this.options.env }),
+    };
+    const log = fs.openSync(
+      path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`),
+      'a',
+      PRIVATE_FILE_MODE,
+    );
+    const outcome = await new Promise<{ to: RolloutStatus; error: string | null; exitCode: number | null }>(
+      (resolve) => {
+        const child = spawn(program!, args, { env, cwd: this.mode.cwd, detached: true, stdio: ['ignore', log, log] });
+        this.running.set(rolloutId, child);
+        if (child.pid !== undefined) this.options.onSpawn?.(child.pid);
+        let timedOut = false;
+        const timer = setTimeout(() => {
+          timedOut = true;
+          stopGroup(child, this.options.killGraceMs);
+        }, this.options.timeoutMs);
+        child.once('error', (error) => {
+          clearTimeout(timer);
+          this.unstartable.add(rolloutId);
+          resolve({ to: 'failed', error: `cannot run ${program}: ${errorMessage(error)}`, exitCode: null });
+        });
+        child.once('exit', (code, signal) => {
+          clearTimeout(timer);
+          // The group may still hold the agent's own children: stop them with it.
+          killGroup(child, 'SIGKILL');
+          if (this.cancelled) resolve({ to: 'cancelled', error: 'the batch was cancelled', exitCode: code });
+          else if (timedOut)
+            resolve({ to: 'timeout', error: `timed out after ${this.options.timeoutMs / 1000} s`, exitCode: code });
+          else if (code === 0) resolve({ to: 'succeeded', error: null, exitCode: 0 });
+          else
+            resolve({
+              to: 'failed',
+              error: signal ? `killed by ${signal}` : `exited with code ${code}`,
+              exitCode: code,
+            });
+        });
+      },
+    );
     this.running.delete(rolloutId);
     fs.closeSync(log);
     const finished = await this.options.client.request('transitionRollout', { id: rolloutId, ...outcome });

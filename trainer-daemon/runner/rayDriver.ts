@@ -62,7 +62,11 @@ export class RayDriver {
     const args = ['-m', 'lightning_trainer.ray_runner', '--address', options.address];
     if (options.workingDir) args.push('--working-dir', path.resolve(options.workingDir));
     if (options.cpusPerAgent !== undefined) args.push('--num-cpus', String(options.cpusPerAgent));
-    const env = { ...process.env, PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter), PYTHONUNBUFFERED: '1' };
+    const env = {
+      ...process.env,
+      PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
+      PYTHONUNBUFFERED: '1',
+    };
     // Its own process group: the terminal's Ctrl-C reaches the runner, which cancels the Ray work itself.
     const child = spawn(options.python, args, { env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
     const log = fs.createWriteStream(logFile, { flags: 'a' });
@@ -76,23 +80,36 @@ export class RayDriver {
       const fail = (why: string): void => {
         clearTimeout(timer);
         killGroup(child, 'SIGKILL');
-        reject(new LightningError(`the Ray runner (${options.python} -m lightning_trainer.ray_runner) ${why}${tail ? `\n${tail.trimEnd()}` : ''}\nCheck the address (\`ray status --address ${options.address}\`) and that this Python has the cluster's ray version (pip install ray).`));
+        reject(
+          new LightningError(
+            `the Ray runner (${options.python} -m lightning_trainer.ray_runner) ${why}${tail ? `\n${tail.trimEnd()}` : ''}\nCheck the address (\`ray status --address ${options.address}\`) and that this Python has the cluster's ray version (pip install ray).`,
+          ),
+        );
       };
-      const timer = setTimeout(() => fail(`did not connect to ${options.address} in ${READY_TIMEOUT_MS / 1000} s`), READY_TIMEOUT_MS);
+      const timer = setTimeout(
+        () => fail(`did not connect to ${options.address} in ${READY_TIMEOUT_MS / 1000} s`),
+        READY_TIMEOUT_MS,
+      );
       child.once('error', (error) => fail(`could not start: ${error.message}`));
-      child.once('exit', (code, signal) => setTimeout(() => fail(`exited before it was ready (${signal ?? `code ${code}`})`), 100));
+      child.once('exit', (code, signal) =>
+        setTimeout(() => fail(`exited before it was ready (${signal ?? `code ${code}`})`), 100),
+      );
       lines.once('line', (line) => {
         const message = parse(line);
         if (message?.type === 'ready') {
           clearTimeout(timer);
           child.removeAllListeners('exit');
           resolve(message);
-        } else fail(message?.type === 'fatal' ? message.message : `sent an unexpected first line: ${line.slice(0, 200)}`);
+        } else
+          fail(message?.type === 'fatal' ? message.message : `sent an unexpected first line: ${line.slice(0, 200)}`);
       });
     });
     const driver = new RayDriver(child, ready);
     driver.stderrTail = tail;
-    child.stderr!.on('data', (chunk: Buffer) => (driver.stderrTail = (driver.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_CHARS)));
+    child.stderr!.on(
+      'data',
+      (chunk: Buffer) => (driver.stderrTail = (driver.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_CHARS)),
+    );
     lines.on('line', (line) => driver.onLine(line));
     child.once('exit', (code, signal) => driver.onDriverExit(signal ?? `code ${code}`));
     return driver;
@@ -104,7 +121,11 @@ export class RayDriver {
   }
 
   /** Runs one command as a Ray task; `onLog` gets its output as it comes, `onStarted` where it runs. */
-  launch(spec: Omit<RayStart, 'type' | 'id'>, onLog: (data: string) => void, onStarted: (where: RayPlacement) => void = () => undefined): RayAgent {
+  launch(
+    spec: Omit<RayStart, 'type' | 'id'>,
+    onLog: (data: string) => void,
+    onStarted: (where: RayPlacement) => void = () => undefined,
+  ): RayAgent {
     const id = `a${this.nextId++}`;
     let resolve!: (exit: RayExit) => void;
     const exited = new Promise<RayExit>((r) => (resolve = r));
@@ -161,7 +182,15 @@ export class RayDriver {
   }
 
   private goneExit(id: string): RayExit {
-    return { type: 'exit', id, code: null, signal: null, timedOut: false, where: null, error: `the Ray runner exited (${this.gone})${this.stderrTail ? `: ${this.stderrTail.trim().split('\n').at(-1)}` : ''}` };
+    return {
+      type: 'exit',
+      id,
+      code: null,
+      signal: null,
+      timedOut: false,
+      where: null,
+      error: `the Ray runner exited (${this.gone})${this.stderrTail ? `: ${this.stderrTail.trim().split('\n').at(-1)}` : ''}`,
+    };
   }
 
   private onDriverExit(why: string): void {

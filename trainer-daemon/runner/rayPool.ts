@@ -22,7 +22,10 @@ import { WorkerRestarts } from './workerRestarts';
 const EXIT_GRACE_MS = 5_000;
 
 /** The variables an agent gets on its node, on top of the node's own: Lightning's only, never the user's secrets. */
-function lightningEnv(env: Record<string, string>): { env: Record<string, string>; envDefaults: Record<string, string> } {
+function lightningEnv(env: Record<string, string>): {
+  env: Record<string, string>;
+  envDefaults: Record<string, string>;
+} {
   const { OPENAI_API_KEY, ...rest } = env;
   return { env: rest, envDefaults: OPENAI_API_KEY ? { OPENAI_API_KEY } : { OPENAI_API_KEY: PLACEHOLDER_API_KEY } };
 }
@@ -41,7 +44,9 @@ export class RayPool implements BatchPool {
   async run(rolloutIds: readonly string[]): Promise<void> {
     if (rolloutIds.length === 0) return;
     const shared = this.options.rayDriver;
-    this.driver = shared ? await shared.acquire() : await RayDriver.start(this.ray, path.join(this.options.logDir, 'ray-driver.log'));
+    this.driver = shared
+      ? await shared.acquire()
+      : await RayDriver.start(this.ray, path.join(this.options.logDir, 'ray-driver.log'));
     try {
       if (this.mode.kind === 'process') await this.runProcesses(rolloutIds, this.mode);
       else await this.runWorkers(rolloutIds, this.mode);
@@ -69,9 +74,21 @@ export class RayPool implements BatchPool {
   private onCancel: (() => void) | undefined;
 
   /** Starts one command on the cluster, its output appended to `logFile` after a line naming the node. */
-  private launch(command: readonly string[], env: Record<string, string>, timeoutMs: number | null, logFile: string, onStarted?: (where: RayPlacement) => void): RayAgent {
+  private launch(
+    command: readonly string[],
+    env: Record<string, string>,
+    timeoutMs: number | null,
+    logFile: string,
+    onStarted?: (where: RayPlacement) => void,
+  ): RayAgent {
     const agent = this.driver!.launch(
-      { command, cwd: this.ray.workingDir ? null : (this.mode.cwd ?? process.cwd()), ...lightningEnv(env), timeoutMs, graceMs: this.options.killGraceMs ?? 2_000 },
+      {
+        command,
+        cwd: this.ray.workingDir ? null : (this.mode.cwd ?? process.cwd()),
+        ...lightningEnv(env),
+        timeoutMs,
+        graceMs: this.options.killGraceMs ?? 2_000,
+      },
       (data) => fs.appendFileSync(logFile, data),
       (where) => {
         fs.appendFileSync(logFile, `[lightning] running on Ray ${describePlacement(where)}, node id ${where.nodeId}\n`);
@@ -84,7 +101,10 @@ export class RayPool implements BatchPool {
     return agent;
   }
 
-  private async runProcesses(rolloutIds: readonly string[], mode: Extract<BatchMode, { kind: 'process' }>): Promise<void> {
+  private async runProcesses(
+    rolloutIds: readonly string[],
+    mode: Extract<BatchMode, { kind: 'process' }>,
+  ): Promise<void> {
     const queue = [...rolloutIds];
     let failure: unknown;
     const slot = async (): Promise<void> => {
@@ -102,7 +122,9 @@ export class RayPool implements BatchPool {
     if (failure) throw failure;
     if (this.cancelled) {
       for (const id of queue.splice(0)) {
-        await this.options.client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' }).catch(() => undefined);
+        await this.options.client
+          .request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' })
+          .catch(() => undefined);
       }
     }
   }
@@ -111,7 +133,12 @@ export class RayPool implements BatchPool {
   private async attempt(rolloutId: string, mode: Extract<BatchMode, { kind: 'process' }>): Promise<string | undefined> {
     const { client } = this.options;
     const started = Date.now();
-    const { rollout, url } = await client.request('startAgentRun', { rolloutId, upstream: this.options.upstream, providerUpstreams: this.options.providerUpstreams, tokenIds: this.options.tokenIds });
+    const { rollout, url } = await client.request('startAgentRun', {
+      rolloutId,
+      upstream: this.options.upstream,
+      providerUpstreams: this.options.providerUpstreams,
+      tokenIds: this.options.tokenIds,
+    });
     if (this.cancelled) {
       await client.request('transitionRollout', { id: rolloutId, to: 'cancelled', error: 'the batch was cancelled' });
       return undefined;
@@ -120,7 +147,11 @@ export class RayPool implements BatchPool {
     const logFile = path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`);
     const exit = await this.launch(mode.command, env, this.options.timeoutMs, logFile).exited;
     const outcome = this.outcome(exit, mode.command[0]!);
-    const finished = await client.request('transitionRollout', { id: rolloutId, ...outcome, ...(exit.where ? { node: exit.where } : {}) });
+    const finished = await client.request('transitionRollout', {
+      id: rolloutId,
+      ...outcome,
+      ...(exit.where ? { node: exit.where } : {}),
+    });
     const retrying = !this.cancelled && !exit.unstartable && canRetry(finished);
     this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
     if (!retrying) return undefined;
@@ -128,20 +159,37 @@ export class RayPool implements BatchPool {
     return rolloutId;
   }
 
-  private outcome(exit: RayExit, program: string): { to: RolloutStatus; error: string | null; exitCode: number | null } {
+  private outcome(
+    exit: RayExit,
+    program: string,
+  ): { to: RolloutStatus; error: string | null; exitCode: number | null } {
     const on = describePlacement(exit.where);
-    if (this.cancelled || exit.cancelled) return { to: 'cancelled', error: 'the batch was cancelled', exitCode: exit.code };
-    if (exit.timedOut) return { to: 'timeout', error: `timed out after ${this.options.timeoutMs / 1000} s on Ray ${on}`, exitCode: exit.code };
+    if (this.cancelled || exit.cancelled)
+      return { to: 'cancelled', error: 'the batch was cancelled', exitCode: exit.code };
+    if (exit.timedOut)
+      return {
+        to: 'timeout',
+        error: `timed out after ${this.options.timeoutMs / 1000} s on Ray ${on}`,
+        exitCode: exit.code,
+      };
     if (exit.error !== undefined) return { to: 'failed', error: exit.error, exitCode: null };
     if (exit.code === 0) return { to: 'succeeded', error: null, exitCode: 0 };
-    return { to: 'failed', error: `${program} ${exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`} on Ray ${on}`, exitCode: exit.code };
+    return {
+      to: 'failed',
+      error: `${program} ${exit.signal ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`} on Ray ${on}`,
+      exitCode: exit.code,
+    };
   }
 
   private async runWorkers(rolloutIds: readonly string[], mode: Extract<BatchMode, { kind: 'worker' }>): Promise<void> {
     const { client } = this.options;
     const batch = await client.request('openWorkerBatch', {
-      rolloutIds: [...rolloutIds], upstream: this.options.upstream, providerUpstreams: this.options.providerUpstreams, tokenIds: this.options.tokenIds,
-      timeoutMs: this.options.timeoutMs, concurrencyPerWorker: mode.concurrencyPerWorker,
+      rolloutIds: [...rolloutIds],
+      upstream: this.options.upstream,
+      providerUpstreams: this.options.providerUpstreams,
+      tokenIds: this.options.tokenIds,
+      timeoutMs: this.options.timeoutMs,
+      concurrencyPerWorker: mode.concurrencyPerWorker,
     });
     let finished = false;
     let failure: unknown;
@@ -150,25 +198,39 @@ export class RayPool implements BatchPool {
     const startWorker = (): void => {
       const worker = `w${spawned++}`;
       const logFile = path.join(this.options.logDir, `worker-${worker}.log`);
-      const env = { LIGHTNING_RUNNER_URL: `${batch.url}/${worker}`, LIGHTNING_RUNNER_CONCURRENCY: String(mode.concurrencyPerWorker), ...(this.options.env.OPENAI_API_KEY ? {} : { OPENAI_API_KEY: PLACEHOLDER_API_KEY }) };
+      const env = {
+        LIGHTNING_RUNNER_URL: `${batch.url}/${worker}`,
+        LIGHTNING_RUNNER_CONCURRENCY: String(mode.concurrencyPerWorker),
+        ...(this.options.env.OPENAI_API_KEY ? {} : { OPENAI_API_KEY: PLACEHOLDER_API_KEY }),
+      };
       // The daemon records the node with each attempt this worker ends.
-      const placed = (node: RayPlacement): void => void client.request('workerPlaced', { id: batch.id, worker, node }).catch(() => undefined);
+      const placed = (node: RayPlacement): void =>
+        void client.request('workerPlaced', { id: batch.id, worker, node }).catch(() => undefined);
       const agent = this.launch(mode.command, env, null, logFile, placed);
       void agent.exited.then((exit) => {
         const on = describePlacement(exit.where);
-        const reason = exit.error ?? (exit.signal ? `was killed by ${exit.signal} on Ray ${on}` : `exited with code ${exit.code} on Ray ${on}`);
+        const reason =
+          exit.error ??
+          (exit.signal ? `was killed by ${exit.signal} on Ray ${on}` : `exited with code ${exit.code} on Ray ${on}`);
         return restarts.workerEnded(worker, reason, exit.unstartable === true, logFile);
       });
     };
     const restarts = new WorkerRestarts({
-      client, batchId: batch.id, maxRestarts: mode.maxRestarts ?? 3 * mode.workers,
-      stopped: () => finished || this.cancelled, restart: startWorker,
-      fail: (error) => (failure ??= error), cancel: () => this.cancel(),
+      client,
+      batchId: batch.id,
+      maxRestarts: mode.maxRestarts ?? 3 * mode.workers,
+      stopped: () => finished || this.cancelled,
+      restart: startWorker,
+      fail: (error) => (failure ??= error),
+      cancel: () => this.cancel(),
     });
     try {
       if (this.cancelled) await client.request('cancelWorkerBatch', { id: batch.id });
       else for (let i = 0; i < mode.workers; i += 1) startWorker();
-      await (this.options.follower ?? followOverRpc(client)).follow(batch.id, { onAttempt: this.options.onAttempt, onCancelled: () => this.cancel() });
+      await (this.options.follower ?? followOverRpc(client)).follow(batch.id, {
+        onAttempt: this.options.onAttempt,
+        onCancelled: () => this.cancel(),
+      });
     } catch (error) {
       failure ??= error;
     } finally {
@@ -181,9 +243,12 @@ export class RayPool implements BatchPool {
 
   /** Waits for the workers to exit on their own (they got 204), then cancels the tasks left. */
   private async stopWorkers(): Promise<void> {
-    const timer = setTimeout(() => {
-      for (const agent of this.agents) agent.stop();
-    }, this.cancelled ? 0 : EXIT_GRACE_MS);
+    const timer = setTimeout(
+      () => {
+        for (const agent of this.agents) agent.stop();
+      },
+      this.cancelled ? 0 : EXIT_GRACE_MS,
+    );
     await Promise.all([...this.agents].map((agent) => agent.exited));
     clearTimeout(timer);
   }

@@ -15,15 +15,22 @@ import { allSpecs, defaultRewardsFile, judgeKeys, loadRewardsFile } from '../rew
 import { ranksGroups } from '../rewards/scorer';
 import type { RolloutScoring, RunnerClient } from './pool';
 
-
 /** Scoring with a rewards file: checked now (a bad file fails before any agent runs), judge keys from `env`. */
 export function scoringFromFile(rewardsFile: string, env: NodeJS.ProcessEnv): RolloutScoring {
   const loaded = loadRewardsFile(rewardsFile);
-  return { source: { rewardsFile }, apiKeys: judgeKeys(loaded, env), atEnd: allSpecs(loaded).some((s) => ranksGroups(s.spec)) };
+  return {
+    source: { rewardsFile },
+    apiKeys: judgeKeys(loaded, env),
+    atEnd: allSpecs(loaded).some((s) => ranksGroups(s.spec)),
+  };
 }
 
 /** Scoring with the named rewards file, else with `.lightning/rewards.json` beside the store when it exists; undefined when neither. */
-export function scoringFor(rewardsFile: string | null, storeFile: string, env: NodeJS.ProcessEnv): RolloutScoring | undefined {
+export function scoringFor(
+  rewardsFile: string | null,
+  storeFile: string,
+  env: NodeJS.ProcessEnv,
+): RolloutScoring | undefined {
   const file = rewardsFile ?? defaultRewardsFile(storeFile);
   if (rewardsFile === null && !fs.existsSync(file)) return undefined;
   return scoringFromFile(file, env);
@@ -88,11 +95,22 @@ export class ScoringQueue {
     this.jobs.add(jobId);
     let scores: RolloutScore[];
     try {
-      scores = (await this.client.request('scoreRollouts', { ...this.scoring.source, rollouts: rolloutIds, jobId, apiKeys: this.scoring.apiKeys })).results;
+      scores = (
+        await this.client.request('scoreRollouts', {
+          ...this.scoring.source,
+          rollouts: rolloutIds,
+          jobId,
+          apiKeys: this.scoring.apiKeys,
+        })
+      ).results;
     } catch (error) {
       if (this.cancelled) return;
       const reported = errorMessage(error);
-      scores = rolloutIds.map((rolloutId) => ({ rolloutId, value: null, sources: [{ kind: 'error', name: 'scoring', error: reported }] }));
+      scores = rolloutIds.map((rolloutId) => ({
+        rolloutId,
+        value: null,
+        sources: [{ kind: 'error', name: 'scoring', error: reported }],
+      }));
     } finally {
       this.jobs.delete(jobId);
     }

@@ -133,7 +133,8 @@ export class WorkerBatches implements BatchFollower {
       if (seen.has(rolloutId)) throw new InvalidInputError(`params.rolloutIds: rollout ${rolloutId} is listed twice`);
       seen.add(rolloutId);
       const { status } = this.options.store.getRollout(rolloutId);
-      if (status !== 'queued') throw new InvalidInputError(`params.rolloutIds: rollout ${rolloutId} is ${status}, not queued`);
+      if (status !== 'queued')
+        throw new InvalidInputError(`params.rolloutIds: rollout ${rolloutId} is ${status}, not queued`);
     }
     const id = `wb-${crypto.randomBytes(8).toString('hex')}`;
     const key = crypto.randomBytes(24).toString('base64url');
@@ -215,7 +216,9 @@ export class WorkerBatches implements BatchFollower {
       for (const flight of batch.inFlight.values()) if (flight.worker === worker) held += 1;
       if (held >= batch.params.concurrencyPerWorker) {
         batch.queue.unshift(rolloutId);
-        throw new ConflictError(`worker ${worker} already holds ${held} rollouts, its limit (LIGHTNING_RUNNER_CONCURRENCY); finish one first`);
+        throw new ConflictError(
+          `worker ${worker} already holds ${held} rollouts, its limit (LIGHTNING_RUNNER_CONCURRENCY); finish one first`,
+        );
       }
       const assignment = await this.start(batch, rolloutId, worker);
       if (assignment) return assignment;
@@ -223,14 +226,22 @@ export class WorkerBatches implements BatchFollower {
   }
 
   /** Starts the rollout for the worker; undefined when it could not start or the batch was cancelled meanwhile. */
-  private async start(batch: WorkerBatchState, rolloutId: string, worker: string): Promise<WorkerAssignment | undefined> {
+  private async start(
+    batch: WorkerBatchState,
+    rolloutId: string,
+    worker: string,
+  ): Promise<WorkerAssignment | undefined> {
     const flight: Flight = { worker, startedAt: Date.now() };
     batch.inFlight.set(rolloutId, flight);
     this.byRollout.set(rolloutId, batch);
     let started: { rollout: Rollout; key: string };
     try {
       started = await this.options.writes.submit(() =>
-        this.options.store.startAgentRun(rolloutId, { upstream: batch.params.upstream, tokenIds: batch.params.tokenIds, providerUpstreams: batch.params.providerUpstreams }),
+        this.options.store.startAgentRun(rolloutId, {
+          upstream: batch.params.upstream,
+          tokenIds: batch.params.tokenIds,
+          providerUpstreams: batch.params.providerUpstreams,
+        }),
       );
     } catch (error) {
       // Not startable (moved on by someone else since): not this batch's to run any more.
@@ -262,9 +273,16 @@ export class WorkerBatches implements BatchFollower {
     batch.settling += 1;
     try {
       const { ended, retrying } = await this.options.writes.submit(() => {
-        const ended = this.options.store.transitionRollout({ id: rolloutId, to, error, exitCode: null, node: batch.nodes.get(flight.worker) });
+        const ended = this.options.store.transitionRollout({
+          id: rolloutId,
+          to,
+          error,
+          exitCode: null,
+          node: batch.nodes.get(flight.worker),
+        });
         const retrying = !batch.cancelled && canRetry(ended);
-        if (retrying) this.options.store.transitionRollout({ id: rolloutId, to: 'queued', error: null, exitCode: null });
+        if (retrying)
+          this.options.store.transitionRollout({ id: rolloutId, to: 'queued', error: null, exitCode: null });
         return { ended, retrying };
       });
       if (retrying) batch.queue.push(rolloutId);
@@ -295,7 +313,11 @@ export class WorkerBatches implements BatchFollower {
     batch.nodes.set(worker, node);
     const unplaced = batch.endedUnplaced.get(worker) ?? [];
     batch.endedUnplaced.delete(worker);
-    if (unplaced.length > 0) await this.options.writes.submit(() => unplaced.forEach(([rolloutId, attempt]) => this.options.store.setAttemptNode(rolloutId, attempt, node)), unplaced.length);
+    if (unplaced.length > 0)
+      await this.options.writes.submit(
+        () => unplaced.forEach(([rolloutId, attempt]) => this.options.store.setAttemptNode(rolloutId, attempt, node)),
+        unplaced.length,
+      );
     return { placed: true };
   }
 
@@ -308,11 +330,20 @@ export class WorkerBatches implements BatchFollower {
     }
     batch.cancelled = true;
     const ids = [...batch.queue.splice(0), ...batch.inFlight.keys()];
-    const nodes = new Map([...batch.inFlight].map(([rolloutId, flight]) => [rolloutId, batch.nodes.get(flight.worker)]));
+    const nodes = new Map(
+      [...batch.inFlight].map(([rolloutId, flight]) => [rolloutId, batch.nodes.get(flight.worker)]),
+    );
     for (const rolloutId of batch.inFlight.keys()) this.forget(batch, rolloutId);
     batch.wake();
     await this.options.writes.submit(() => {
-      for (const rolloutId of ids) this.options.store.transitionRollout({ id: rolloutId, to: 'cancelled', error: 'the batch was cancelled', exitCode: null, node: nodes.get(rolloutId) });
+      for (const rolloutId of ids)
+        this.options.store.transitionRollout({
+          id: rolloutId,
+          to: 'cancelled',
+          error: 'the batch was cancelled',
+          exitCode: null,
+          node: nodes.get(rolloutId),
+        });
     }, ids.length);
     return ids.length;
   }
@@ -343,7 +374,9 @@ export class WorkerBatches implements BatchFollower {
       if (batch.done) this.close(batch);
       else {
         this.options.logger.warn('cancelling a worker batch whose runner stopped polling', { batch: batch.id });
-        void this.cancel(batch.id).catch((error: unknown) => this.options.logger.error('could not cancel a worker batch', { batch: batch.id, error: errorMessage(error) }));
+        void this.cancel(batch.id).catch((error: unknown) =>
+          this.options.logger.error('could not cancel a worker batch', { batch: batch.id, error: errorMessage(error) }),
+        );
       }
     }
   }

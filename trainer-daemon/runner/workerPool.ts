@@ -38,14 +38,22 @@ export class WorkerPool implements BatchPool {
     if (rolloutIds.length === 0) return;
     const { client } = this.options;
     const batch = await client.request('openWorkerBatch', {
-      rolloutIds: [...rolloutIds], upstream: this.options.upstream, providerUpstreams: this.options.providerUpstreams, tokenIds: this.options.tokenIds,
-      timeoutMs: this.options.timeoutMs, concurrencyPerWorker: this.mode.concurrencyPerWorker,
+      rolloutIds: [...rolloutIds],
+      upstream: this.options.upstream,
+      providerUpstreams: this.options.providerUpstreams,
+      tokenIds: this.options.tokenIds,
+      timeoutMs: this.options.timeoutMs,
+      concurrencyPerWorker: this.mode.concurrencyPerWorker,
     });
     this.batchId = batch.id;
     this.restarts = new WorkerRestarts({
-      client, batchId: batch.id, maxRestarts: this.mode.maxRestarts ?? 3 * this.mode.workers,
-      stopped: () => this.finished || this.cancelled, restart: () => this.startWorker(batch.url),
-      fail: (error) => (this.failure ??= error), cancel: () => this.cancel(),
+      client,
+      batchId: batch.id,
+      maxRestarts: this.mode.maxRestarts ?? 3 * this.mode.workers,
+      stopped: () => this.finished || this.cancelled,
+      restart: () => this.startWorker(batch.url),
+      fail: (error) => (this.failure ??= error),
+      cancel: () => this.cancel(),
     });
     try {
       if (this.cancelled) await client.request('cancelWorkerBatch', { id: batch.id });
@@ -86,16 +94,29 @@ export class WorkerPool implements BatchPool {
     child.once('close', (code, signal) => {
       this.workers.delete(worker);
       killGroup(child, 'SIGKILL');
-      void this.restarts?.workerEnded(worker, unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`), unstartable !== undefined, logFile);
+      void this.restarts?.workerEnded(
+        worker,
+        unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`),
+        unstartable !== undefined,
+        logFile,
+      );
     });
   }
 
   /** Waits for the workers to exit on their own (they got 204), then stops what is left. */
   private async stopWorkers(): Promise<void> {
-    const exited = [...this.workers.values()].map((child) => new Promise((resolve) => (child.exitCode !== null || child.signalCode !== null ? resolve(null) : child.once('exit', resolve))));
-    const timer = setTimeout(() => {
-      for (const child of this.workers.values()) stopGroup(child, this.options.killGraceMs);
-    }, this.cancelled ? 0 : EXIT_GRACE_MS);
+    const exited = [...this.workers.values()].map(
+      (child) =>
+        new Promise((resolve) =>
+          child.exitCode !== null || child.signalCode !== null ? resolve(null) : child.once('exit', resolve),
+        ),
+    );
+    const timer = setTimeout(
+      () => {
+        for (const child of this.workers.values()) stopGroup(child, this.options.killGraceMs);
+      },
+      this.cancelled ? 0 : EXIT_GRACE_MS,
+    );
     await Promise.all(exited);
     clearTimeout(timer);
   }
@@ -103,7 +124,8 @@ export class WorkerPool implements BatchPool {
   cancel(): void {
     if (this.cancelled) return;
     this.cancelled = true;
-    if (this.batchId !== undefined) void this.options.client.request('cancelWorkerBatch', { id: this.batchId }).catch(() => undefined);
+    if (this.batchId !== undefined)
+      void this.options.client.request('cancelWorkerBatch', { id: this.batchId }).catch(() => undefined);
     for (const child of this.workers.values()) stopGroup(child, this.options.killGraceMs);
   }
 

@@ -34,7 +34,13 @@ export class WorkerRestarts {
       const { done } = await client.request('workerExited', { id: batchId, worker, error: reason });
       if (done || this.options.stopped()) return;
       if (unstartable || this.restarts >= this.options.maxRestarts) {
-        this.options.fail(new LightningError(unstartable ? `the agent worker ${reason}` : `the agent worker ${reason}; ${this.restarts} restarts used up, so the batch stops (see ${logFile})`));
+        this.options.fail(
+          new LightningError(
+            unstartable
+              ? `the agent worker ${reason}`
+              : `the agent worker ${reason}; ${this.restarts} restarts used up, so the batch stops (see ${logFile})`,
+          ),
+        );
         await client.request('cancelWorkerBatch', { id: batchId });
         return;
       }

@@ -16,7 +16,11 @@ const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
  * Whether a Host header names this daemon: a loopback name with its port, or, when it also listens
  * for agents on another machine's reach (`lightning serve --host 10.0.0.5`), that address and port.
  */
-export function isLoopbackHost(hostHeader: string | undefined, port: number, agents?: { readonly host: string; readonly port: number }): boolean {
+export function isLoopbackHost(
+  hostHeader: string | undefined,
+  port: number,
+  agents?: { readonly host: string; readonly port: number },
+): boolean {
   if (!hostHeader) return false;
   const match = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(hostHeader.toLowerCase());
   if (!match) return false;
@@ -36,14 +40,25 @@ const bracketed = (host: string): string => (host.includes(':') && !host.startsW
 export function requestPath(target: string | undefined): { pathname: string; search: string } | undefined {
   if (!target || !target.startsWith('/') || target.startsWith('//')) return undefined;
   const query = target.indexOf('?');
-  return query === -1 ? { pathname: target, search: '' } : { pathname: target.slice(0, query), search: target.slice(query) };
+  return query === -1
+    ? { pathname: target, search: '' }
+    : { pathname: target.slice(0, query), search: target.slice(query) };
 }
 
 export type UpgradeHandler = (request: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
-export function sendJson(response: ServerResponse, status: number, body: unknown, headers: http.OutgoingHttpHeaders = {}): void {
+export function sendJson(
+  response: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: http.OutgoingHttpHeaders = {},
+): void {
   const text = JSON.stringify(body);
-  response.writeHead(status, { ...headers, 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) });
+  response.writeHead(status, {
+    ...headers,
+    'content-type': 'application/json',
+    'content-length': Buffer.byteLength(text),
+  });
   response.end(text);
 }
 
@@ -90,17 +105,36 @@ export class DaemonHttpServer {
     // A client must send its headers within headersTimeout (a byte a second never completes them);
     // an idle keep-alive socket closes after 5 s; the check runs every second.
     const headersTimeout = Number(process.env.LIGHTNING_HEADERS_TIMEOUT_MS) || 10_000;
-    this.server = http.createServer({ headersTimeout, requestTimeout: 300_000, keepAliveTimeout: 5_000, connectionsCheckingInterval: Math.min(1_000, headersTimeout) }, (request, response) =>
-      this.guard(request, () => this.onRequest(request, response), () => response.destroy()),
+    this.server = http.createServer(
+      {
+        headersTimeout,
+        requestTimeout: 300_000,
+        keepAliveTimeout: 5_000,
+        connectionsCheckingInterval: Math.min(1_000, headersTimeout),
+      },
+      (request, response) =>
+        this.guard(
+          request,
+          () => this.onRequest(request, response),
+          () => response.destroy(),
+        ),
     );
     this.server.maxConnections = connectionCap();
     let lastDropLog = 0;
     this.server.on('drop', () => {
       if (Date.now() - lastDropLog < 10_000) return;
       lastDropLog = Date.now();
-      this.options.logger.warn('refused connections: the connection cap is reached', { maxConnections: this.server.maxConnections });
+      this.options.logger.warn('refused connections: the connection cap is reached', {
+        maxConnections: this.server.maxConnections,
+      });
     });
-    this.server.on('upgrade', (request, socket, head) => this.guard(request, () => this.onUpgrade(request, socket, head), () => socket.destroy()));
+    this.server.on('upgrade', (request, socket, head) =>
+      this.guard(
+        request,
+        () => this.onUpgrade(request, socket, head),
+        () => socket.destroy(),
+      ),
+    );
     // Malformed HTTP: a 400 the client can read, then close (Node's recommended handling).
     this.server.on('clientError', (error: NodeJS.ErrnoException, socket) => {
       if (!socket.writable || error.code === 'ECONNRESET') {
@@ -130,16 +164,23 @@ export class DaemonHttpServer {
    * Returns the base URL agents get (`http://HOST:PORT`).
    */
   async listenForAgents(host: string): Promise<string> {
-    const server = http.createServer((request, response) => this.guard(request, () => this.onRequest(request, response), () => response.destroy()));
+    const server = http.createServer((request, response) =>
+      this.guard(
+        request,
+        () => this.onRequest(request, response),
+        () => response.destroy(),
+      ),
+    );
     server.on('clientError', (_error, socket) => socket.destroy());
     // No 'upgrade' listener: an RPC upgrade on this address is dropped.
-    const listen = (port: number): Promise<AddressInfo> => new Promise((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => {
-        server.off('error', reject);
-        resolve(server.address() as AddressInfo);
+    const listen = (port: number): Promise<AddressInfo> =>
+      new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve(server.address() as AddressInfo);
+        });
       });
-    });
     const address = await listen(this.boundPort).catch(() => listen(0));
     this.agentServer = server;
     this.agentAddress = { host: address.address, port: address.port };
@@ -183,7 +224,10 @@ export class DaemonHttpServer {
 
   private onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
     const target = requestPath(request.url);
-    const handler = target && Object.hasOwn(this.options.upgrades, target.pathname) ? this.options.upgrades[target.pathname] : undefined;
+    const handler =
+      target && Object.hasOwn(this.options.upgrades, target.pathname)
+        ? this.options.upgrades[target.pathname]
+        : undefined;
     if (this.stopping || !isLoopbackHost(request.headers.host, this.boundPort) || !handler) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;

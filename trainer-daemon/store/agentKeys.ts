@@ -49,12 +49,19 @@ export class AgentKeyRepository {
   private readonly exactUpstreams = new Map<string, string>();
   private readonly exactProviderUpstreams = new Map<string, ProviderUpstreams>();
   private readonly insert: Statement;
-  private readonly byHash: Statement<[string], { rollout_id: string; upstream: string | null; token_ids: number; provider_upstreams: string | null }>;
+  private readonly byHash: Statement<
+    [string],
+    { rollout_id: string; upstream: string | null; token_ids: number; provider_upstreams: string | null }
+  >;
   private readonly byRollout: Statement<[string]>;
 
   constructor(db: Database) {
-    this.insert = db.prepare('INSERT INTO rollout_keys (key_hash, rollout_id, upstream, token_ids, created_at, provider_upstreams) VALUES (?, ?, ?, ?, ?, ?)');
-    this.byHash = db.prepare('SELECT rollout_id, upstream, token_ids, provider_upstreams FROM rollout_keys WHERE key_hash = ?');
+    this.insert = db.prepare(
+      'INSERT INTO rollout_keys (key_hash, rollout_id, upstream, token_ids, created_at, provider_upstreams) VALUES (?, ?, ?, ?, ?, ?)',
+    );
+    this.byHash = db.prepare(
+      'SELECT rollout_id, upstream, token_ids, provider_upstreams FROM rollout_keys WHERE key_hash = ?',
+    );
     this.byRollout = db.prepare('DELETE FROM rollout_keys WHERE rollout_id = ?');
   }
 
@@ -64,17 +71,30 @@ export class AgentKeyRepository {
     const stored = options.upstream === null ? null : storableUpstream(options.upstream);
     const providers = options.providerUpstreams ?? {};
     // A bare origin gains a trailing slash from URL; the SDK-style base URL has none.
-    const storedProviders = Object.fromEntries(Object.entries(providers).map(([name, url]) => [name, storableUpstream(url).replace(/\/+$/, '')]));
-    this.insert.run(hashAgentKey(key), rolloutId, stored, options.tokenIds ? 1 : 0, now, Object.keys(providers).length > 0 ? JSON.stringify(storedProviders) : null);
+    const storedProviders = Object.fromEntries(
+      Object.entries(providers).map(([name, url]) => [name, storableUpstream(url).replace(/\/+$/, '')]),
+    );
+    this.insert.run(
+      hashAgentKey(key),
+      rolloutId,
+      stored,
+      options.tokenIds ? 1 : 0,
+      now,
+      Object.keys(providers).length > 0 ? JSON.stringify(storedProviders) : null,
+    );
     // The key and the upstreams' own credentials (a password, `?key=`) are this rollout's secrets wherever they turn up.
-    rememberRolloutSecrets(rolloutId, [key, ...[options.upstream, ...Object.values(providers)].flatMap((url) => (url ? urlSecretValues(url) : []))]);
+    rememberRolloutSecrets(rolloutId, [
+      key,
+      ...[options.upstream, ...Object.values(providers)].flatMap((url) => (url ? urlSecretValues(url) : [])),
+    ]);
     if (options.upstream !== stored && options.upstream !== null) {
       this.exactUpstreams.set(rolloutId, options.upstream);
       if (this.exactUpstreams.size > 10_000) this.exactUpstreams.delete(this.exactUpstreams.keys().next().value!);
     }
     if (Object.entries(providers).some(([name, url]) => storedProviders[name] !== url)) {
       this.exactProviderUpstreams.set(rolloutId, providers);
-      if (this.exactProviderUpstreams.size > 10_000) this.exactProviderUpstreams.delete(this.exactProviderUpstreams.keys().next().value!);
+      if (this.exactProviderUpstreams.size > 10_000)
+        this.exactProviderUpstreams.delete(this.exactProviderUpstreams.keys().next().value!);
     }
     return key;
   }
@@ -89,7 +109,14 @@ export class AgentKeyRepository {
   find(key: string): AgentKeyRecord | undefined {
     const row = this.byHash.get(hashAgentKey(key));
     if (!row) return undefined;
-    const providerUpstreams = this.exactProviderUpstreams.get(row.rollout_id) ?? (row.provider_upstreams ? (JSON.parse(row.provider_upstreams) as ProviderUpstreams) : {});
-    return { rolloutId: row.rollout_id, upstream: this.exactUpstreams.get(row.rollout_id) ?? row.upstream, tokenIds: row.token_ids === 1, providerUpstreams };
+    const providerUpstreams =
+      this.exactProviderUpstreams.get(row.rollout_id) ??
+      (row.provider_upstreams ? (JSON.parse(row.provider_upstreams) as ProviderUpstreams) : {});
+    return {
+      rolloutId: row.rollout_id,
+      upstream: this.exactUpstreams.get(row.rollout_id) ?? row.upstream,
+      tokenIds: row.token_ids === 1,
+      providerUpstreams,
+    };
   }
 }

@@ -51,7 +51,11 @@ export class StoreChanges {
   }
 
   mark(): PendingMark {
-    return { rollouts: this.pending?.rollouts.length ?? 0, spans: this.pending?.spans.length ?? 0, runs: this.pending?.runs.length ?? 0 };
+    return {
+      rollouts: this.pending?.rollouts.length ?? 0,
+      spans: this.pending?.spans.length ?? 0,
+      runs: this.pending?.runs.length ?? 0,
+    };
   }
 
   /** Takes back what was kept since `mark` (a group's operation that failed). */

@@ -43,7 +43,8 @@ export function openDatabase(file: string, options: OpenOptions = {}): Connectio
     db.pragma('foreign_keys = ON');
     if (options.migrate ?? true) migrate(db);
     // After the migrations, which may wait the full 5 s for a lock at start-up.
-    if (options.busyTimeoutMs !== undefined) db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs))}`);
+    if (options.busyTimeoutMs !== undefined)
+      db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs))}`);
     return connection;
   } catch (error) {
     db.close();

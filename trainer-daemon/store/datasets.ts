@@ -25,11 +25,16 @@ export class DatasetRepository {
   private readonly byName: Statement<[string], DatasetRow>;
   private readonly all: Statement<[], DatasetRow>;
   private readonly byId: Statement<[string], DatasetRow>;
-  private readonly tasksOf: Statement<[string], { id: string; idx: number; split: Task['split']; input: string; expected: string | null }>;
+  private readonly tasksOf: Statement<
+    [string],
+    { id: string; idx: number; split: Task['split']; input: string; expected: string | null }
+  >;
 
   constructor(db: Database) {
     this.insertDataset = db.prepare('INSERT INTO datasets (id, name, source, created_at) VALUES (?, ?, ?, ?)');
-    this.insertTask = db.prepare('INSERT INTO tasks (dataset_id, id, idx, split, input, expected) VALUES (?, ?, ?, ?, ?, ?)');
+    this.insertTask = db.prepare(
+      'INSERT INTO tasks (dataset_id, id, idx, split, input, expected) VALUES (?, ?, ?, ?, ?, ?)',
+    );
     this.byName = db.prepare(`${SELECT} WHERE d.name = ?`);
     this.all = db.prepare(`${SELECT} ORDER BY d.created_at DESC`);
     this.byId = db.prepare(`${SELECT} WHERE d.id = ?`);
@@ -38,11 +43,19 @@ export class DatasetRepository {
 
   /** Stores a dataset and all its tasks; must run inside a transaction. */
   create(params: z.output<typeof ImportDatasetParams>, now = Date.now()): Dataset {
-    if (this.byName.get(params.name)) throw new ConflictError(`a dataset named ${params.name} exists already; import under another --name`);
+    if (this.byName.get(params.name))
+      throw new ConflictError(`a dataset named ${params.name} exists already; import under another --name`);
     const id = `ds-${crypto.randomBytes(6).toString('hex')}`;
     this.insertDataset.run(id, params.name, params.source, now);
     params.tasks.forEach((task, index) => {
-      this.insertTask.run(id, task.id, index, task.split, JSON.stringify(task.input), task.expected === null ? null : JSON.stringify(task.expected));
+      this.insertTask.run(
+        id,
+        task.id,
+        index,
+        task.split,
+        JSON.stringify(task.input),
+        task.expected === null ? null : JSON.stringify(task.expected),
+      );
     });
     return rowToDataset(this.byName.get(params.name)!);
   }

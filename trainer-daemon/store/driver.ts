@@ -61,7 +61,10 @@ export class SqliteDriverError extends LightningError {}
 export function chooseDriver(env: NodeJS.ProcessEnv = process.env): DriverName {
   const forced = env.LIGHTNING_SQLITE_DRIVER;
   if (forced) {
-    if (!(DRIVERS as readonly string[]).includes(forced)) throw new SqliteDriverError(`LIGHTNING_SQLITE_DRIVER is "${forced}"; use one of ${DRIVERS.join(', ')}, or unset it.`);
+    if (!(DRIVERS as readonly string[]).includes(forced))
+      throw new SqliteDriverError(
+        `LIGHTNING_SQLITE_DRIVER is "${forced}"; use one of ${DRIVERS.join(', ')}, or unset it.`,
+      );
     return forced as DriverName;
   }
   return nodeSqlite() ? 'node:sqlite' : 'better-sqlite3';
@@ -69,7 +72,8 @@ export function chooseDriver(env: NodeJS.ProcessEnv = process.env): DriverName {
 
 export function openConnection(file: string, options: { readonly readonly: boolean; driver?: DriverName }): Connection {
   const driver = options.driver ?? chooseDriver();
-  const db = driver === 'node:sqlite' ? openNodeSqlite(file, options.readonly) : openBetterSqlite3(file, options.readonly);
+  const db =
+    driver === 'node:sqlite' ? openNodeSqlite(file, options.readonly) : openBetterSqlite3(file, options.readonly);
   return { db, driver };
 }
 
@@ -193,8 +197,15 @@ class NodeSqliteDatabase implements Database {
   }
 
   transaction<F extends (...args: never[]) => unknown>(fn: F): Transaction<F> {
-    const run = (mode: 'DEFERRED' | 'IMMEDIATE' | 'EXCLUSIVE') => (...args: Parameters<F>) => this.inTransactionRun(mode, () => fn(...args)) as ReturnType<F>;
-    return Object.assign(run('DEFERRED'), { deferred: run('DEFERRED'), immediate: run('IMMEDIATE'), exclusive: run('EXCLUSIVE') });
+    const run =
+      (mode: 'DEFERRED' | 'IMMEDIATE' | 'EXCLUSIVE') =>
+      (...args: Parameters<F>) =>
+        this.inTransactionRun(mode, () => fn(...args)) as ReturnType<F>;
+    return Object.assign(run('DEFERRED'), {
+      deferred: run('DEFERRED'),
+      immediate: run('IMMEDIATE'),
+      exclusive: run('EXCLUSIVE'),
+    });
   }
 
   unsafeMode(on: boolean): this {

@@ -242,7 +242,9 @@ const v6PromptOptimization: Migration = {
   version: 6,
   name: 'prompt optimization',
   up(db) {
-    const row = db.prepare<[], { sql: string }>("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'rollouts'").get()!;
+    const row = db
+      .prepare<[], { sql: string }>("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'rollouts'")
+      .get()!;
     const before = "mode              TEXT NOT NULL CHECK (mode IN ('debug','train','val'))";
     if (!row.sql.includes(before)) throw new Error('migration 6: the rollouts table is not the one migration 1 made');
     const schemaVersion = db.pragma('schema_version', { simple: true }) as number;
@@ -250,8 +252,9 @@ const v6PromptOptimization: Migration = {
     db.unsafeMode(true);
     try {
       db.pragma('writable_schema = ON');
-      db.prepare("UPDATE sqlite_schema SET sql = ? WHERE type = 'table' AND name = 'rollouts'")
-        .run(row.sql.replace(before, "mode              TEXT NOT NULL CHECK (mode IN ('debug','train','val','optimizer'))"));
+      db.prepare("UPDATE sqlite_schema SET sql = ? WHERE type = 'table' AND name = 'rollouts'").run(
+        row.sql.replace(before, "mode              TEXT NOT NULL CHECK (mode IN ('debug','train','val','optimizer'))"),
+      );
       db.pragma(`schema_version = ${schemaVersion + 1}`);
       db.pragma('writable_schema = OFF');
     } finally {
@@ -352,7 +355,17 @@ const v10Placement: Migration = {
  * (no release ever wrote `user_version` 5), and numbers are never reused. `migrate` applies each
  * migration above the store's version in order, so a version-4 store goes straight to 6.
  */
-export const MIGRATIONS: readonly Migration[] = [v1Core, v2TextSearch, v3AgentEndpoints, v4ResponseIds, v6PromptOptimization, v7ProviderUpstreams, v8RunErrorKind, v9SameCallIndex, v10Placement];
+export const MIGRATIONS: readonly Migration[] = [
+  v1Core,
+  v2TextSearch,
+  v3AgentEndpoints,
+  v4ResponseIds,
+  v6PromptOptimization,
+  v7ProviderUpstreams,
+  v8RunErrorKind,
+  v9SameCallIndex,
+  v10Placement,
+];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Applies every migration above the store's version, each atomically. Returns the versions applied. */

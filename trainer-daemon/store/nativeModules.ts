@@ -6,7 +6,8 @@
 import { LightningError } from '../protocol/errors';
 
 /** Load errors that mean "this native binary is not for this runtime" (or is missing). */
-const ABI_MISMATCH = /NODE_MODULE_VERSION|ERR_DLOPEN_FAILED|was compiled against a different|invalid ELF|wrong ELF class|Could not locate the bindings file|Module did not self-register/i;
+const ABI_MISMATCH =
+  /NODE_MODULE_VERSION|ERR_DLOPEN_FAILED|was compiled against a different|invalid ELF|wrong ELF class|Could not locate the bindings file|Module did not self-register/i;
 
 export class NativeModuleError extends LightningError {}
 

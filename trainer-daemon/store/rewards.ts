@@ -9,7 +9,9 @@ import { InvalidInputError } from '../protocol/errors';
 import { scrubText, secretsOf } from '../protocol/secrets';
 
 /** A reward's free text (comment, reason, author) with secret values redacted: the rollout's, the daemon's, key shapes. */
-function scrubbed<T extends { rolloutId: string; author: string | null; comment: string | null; reason: string | null }>(params: T): T {
+function scrubbed<
+  T extends { rolloutId: string; author: string | null; comment: string | null; reason: string | null },
+>(params: T): T {
   const secrets = secretsOf(params.rolloutId);
   const text = (value: string | null): string | null => (value === null ? null : scrubText(value, secrets));
   return { ...params, author: text(params.author), comment: text(params.comment), reason: text(params.reason) };
@@ -52,9 +54,11 @@ export class RewardRepository {
   private readonly spanExists: Statement<[string, string], { one: number }>;
 
   constructor(db: Database) {
-    this.insert = db.prepare(`INSERT INTO rewards (rollout_id, span_id, name, value, source, author, comment, reason, created_at)
+    this.insert =
+      db.prepare(`INSERT INTO rewards (rollout_id, span_id, name, value, source, author, comment, reason, created_at)
       VALUES (@rolloutId, @spanId, @name, @value, @source, @author, @comment, @reason, @now)`);
-    this.insertEpisode = db.prepare(`INSERT INTO rewards (rollout_id, span_id, name, value, source, author, comment, reason, created_at)
+    this.insertEpisode =
+      db.prepare(`INSERT INTO rewards (rollout_id, span_id, name, value, source, author, comment, reason, created_at)
       VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?)`);
     this.byId = db.prepare('SELECT * FROM rewards WHERE id = ?');
     this.ofRollout = db.prepare('SELECT * FROM rewards WHERE rollout_id = ? ORDER BY id');
@@ -93,7 +97,8 @@ export class RewardRepository {
   /** The rewards of many rollouts in one query, by rollout, oldest first. */
   listMany(rolloutIds: readonly string[]): Map<string, Reward[]> {
     const byRollout = new Map<string, Reward[]>(rolloutIds.map((id) => [id, []]));
-    for (const row of this.ofMany.all(JSON.stringify(rolloutIds))) byRollout.get(row.rollout_id)!.push(rowToReward(row));
+    for (const row of this.ofMany.all(JSON.stringify(rolloutIds)))
+      byRollout.get(row.rollout_id)!.push(rowToReward(row));
     return byRollout;
   }
 }

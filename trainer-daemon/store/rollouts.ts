@@ -149,7 +149,9 @@ export class RolloutRepository {
       task_input: params.task ? JSON.stringify(params.task.input) : null,
       dataset_id: params.datasetId,
       batch_id: params.batchId,
-      source: JSON.stringify(params.source.kind === 'command' ? { ...params.source, argv: scrubArgv(params.source.argv) } : params.source),
+      source: JSON.stringify(
+        params.source.kind === 'command' ? { ...params.source, argv: scrubArgv(params.source.argv) } : params.source,
+      ),
       resources_version: params.resourcesVersion,
       max_attempts: params.maxAttempts,
       now,
@@ -170,8 +172,13 @@ export class RolloutRepository {
 
   /** Ids starting with `prefix` (at most `limit`), so users can type a short unique prefix. */
   idsWithPrefix(prefix: string, limit = 2): string[] {
-    return (this.statement('SELECT id FROM rollouts WHERE id >= ? AND id < ? ORDER BY id LIMIT ?').all(prefix, `${prefix}\uffff`, limit) as Array<{ id: string }>)
-      .map((row) => row.id);
+    return (
+      this.statement('SELECT id FROM rollouts WHERE id >= ? AND id < ? ORDER BY id LIMIT ?').all(
+        prefix,
+        `${prefix}\uffff`,
+        limit,
+      ) as Array<{ id: string }>
+    ).map((row) => row.id);
   }
 
   attempts(id: string): Attempt[] {
@@ -190,7 +197,11 @@ export class RolloutRepository {
 
   /** Where an attempt ran (a Ray node), learnt after it ended; a node already recorded stays. */
   setAttemptNode(rolloutId: string, attempt: number, node: RayNode): void {
-    this.statement('UPDATE attempts SET node = coalesce(node, ?) WHERE rollout_id = ? AND number = ?').run(JSON.stringify(node), rolloutId, attempt);
+    this.statement('UPDATE attempts SET node = coalesce(node, ?) WHERE rollout_id = ? AND number = ?').run(
+      JSON.stringify(node),
+      rolloutId,
+      attempt,
+    );
   }
 
   /** Moves a rollout along its lifecycle; must run inside a transaction. */
@@ -199,7 +210,9 @@ export class RolloutRepository {
     const allowed = TRANSITIONS[current.status];
     if (!allowed.includes(params.to)) {
       const options = allowed.length > 0 ? `it can go to: ${allowed.join(', ')}` : 'it is final';
-      throw new InvalidTransitionError(`rollout ${current.id} is ${current.status} and cannot become ${params.to}; ${options}`);
+      throw new InvalidTransitionError(
+        `rollout ${current.id} is ${current.status} and cannot become ${params.to}; ${options}`,
+      );
     }
     if (params.to === 'queued' && current.attemptCount >= current.maxAttempts) {
       throw new InvalidTransitionError(
@@ -208,20 +221,39 @@ export class RolloutRepository {
     }
     if (params.to === 'running') {
       const number = current.attemptCount + 1;
-      this.statement("INSERT INTO attempts (rollout_id, number, status, started_at) VALUES (?, ?, 'running', ?)").run(current.id, number, now);
-      this.statement(`UPDATE rollouts SET status = 'running', attempt_count = ?, started_at = coalesce(started_at, ?),
-          ended_at = NULL, error = NULL, exit_code = NULL, updated_at = ? WHERE id = ?`).run(number, now, now, current.id);
+      this.statement("INSERT INTO attempts (rollout_id, number, status, started_at) VALUES (?, ?, 'running', ?)").run(
+        current.id,
+        number,
+        now,
+      );
+      this.statement(
+        `UPDATE rollouts SET status = 'running', attempt_count = ?, started_at = coalesce(started_at, ?),
+          ended_at = NULL, error = NULL, exit_code = NULL, updated_at = ? WHERE id = ?`,
+      ).run(number, now, now, current.id);
     } else if (params.to === 'queued') {
-      this.statement("UPDATE rollouts SET status = 'queued', ended_at = NULL, updated_at = ? WHERE id = ?").run(now, current.id);
+      this.statement("UPDATE rollouts SET status = 'queued', ended_at = NULL, updated_at = ? WHERE id = ?").run(
+        now,
+        current.id,
+      );
     } else {
       // An agent's (or worker's) error text may quote what it was given: its keys are redacted by value.
       const error = params.error === null ? null : scrubMessage(params.error, secretsOf(current.id));
       if (current.status === 'running') {
-        this.statement('UPDATE attempts SET status = ?, ended_at = ?, error = ?, exit_code = ?, node = coalesce(?, node) WHERE rollout_id = ? AND number = ?')
-          .run(params.to, now, error, params.exitCode, params.node ? JSON.stringify(params.node) : null, current.id, current.attemptCount);
+        this.statement(
+          'UPDATE attempts SET status = ?, ended_at = ?, error = ?, exit_code = ?, node = coalesce(?, node) WHERE rollout_id = ? AND number = ?',
+        ).run(
+          params.to,
+          now,
+          error,
+          params.exitCode,
+          params.node ? JSON.stringify(params.node) : null,
+          current.id,
+          current.attemptCount,
+        );
       }
-      this.statement('UPDATE rollouts SET status = ?, ended_at = ?, error = ?, exit_code = ?, updated_at = ? WHERE id = ?')
-        .run(params.to, now, error, params.exitCode, now, current.id);
+      this.statement(
+        'UPDATE rollouts SET status = ?, ended_at = ?, error = ?, exit_code = ?, updated_at = ? WHERE id = ?',
+      ).run(params.to, now, error, params.exitCode, now, current.id);
     }
     return this.get(current.id);
   }

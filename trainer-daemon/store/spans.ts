@@ -69,7 +69,11 @@ export interface SpanBatchOutcome {
  * Checks raw spans one by one, as they enter the process: the valid ones to store, and a result
  * slot per input (filled with `invalid` for the bad ones) so one bad span never fails a batch.
  */
-export function validateSpans(raw: readonly unknown[]): { valid: SpanInput[]; validIndexes: number[]; results: SpanResult[] } {
+export function validateSpans(raw: readonly unknown[]): {
+  valid: SpanInput[];
+  validIndexes: number[];
+  results: SpanResult[];
+} {
   const valid: SpanInput[] = [];
   const validIndexes: number[] = [];
   const results: SpanResult[] = new Array(raw.length);
@@ -107,7 +111,10 @@ const isProxied = (span: SpanInput): boolean => 'lightning.api' in span.attribut
  * every call with the same id (local servers, test doubles) must not merge two calls into one. An
  * OTLP span ties to the earliest proxy record of that id not tied yet.
  */
-function pairWithTwin(twins: ReadonlyMap<string, TwinRow[]>, span: SpanInput): { span: SpanInput; responseId: string | null; replaced?: TwinRow; pairedWith?: TwinRow } {
+function pairWithTwin(
+  twins: ReadonlyMap<string, TwinRow[]>,
+  span: SpanInput,
+): { span: SpanInput; responseId: string | null; replaced?: TwinRow; pairedWith?: TwinRow } {
   const responseId = span.attributes['gen_ai.response.id'];
   if (span.category !== 'llm' || typeof responseId !== 'string') return { span, responseId: null };
   const candidates = (twins.get(responseId) ?? []).filter((row) => row.span_id !== span.spanId);
@@ -117,7 +124,11 @@ function pairWithTwin(twins: ReadonlyMap<string, TwinRow[]>, span: SpanInput): {
   }
   const twin = candidates.find((row) => row.proxied && !row.paired) ?? candidates.find((row) => !row.proxied);
   if (!twin) return { span, responseId };
-  return { span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } }, responseId: null, pairedWith: twin };
+  return {
+    span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } },
+    responseId: null,
+    pairedWith: twin,
+  };
 }
 
 /**
@@ -140,7 +151,23 @@ export class SpanRepository {
   private readonly bump: Statement;
   private readonly ofRollout: Statement<[string], SpanRow>;
   private readonly after: Statement<[string, number, number], SpanRow>;
-  private readonly forTraining: Statement<[string], Pick<SpanRow, 'rollout_id' | 'span_id' | 'parent_span_id' | 'trace_id' | 'sequence' | 'category' | 'start_ms' | 'end_ms' | 'attributes' | 'name' | 'status_code'>>;
+  private readonly forTraining: Statement<
+    [string],
+    Pick<
+      SpanRow,
+      | 'rollout_id'
+      | 'span_id'
+      | 'parent_span_id'
+      | 'trace_id'
+      | 'sequence'
+      | 'category'
+      | 'start_ms'
+      | 'end_ms'
+      | 'attributes'
+      | 'name'
+      | 'status_code'
+    >
+  >;
   private readonly twinsOf: Statement<[string, string], TwinRow>;
   private readonly demote: Statement;
 
@@ -159,7 +186,8 @@ export class SpanRepository {
     this.ofRollout = db.prepare('SELECT * FROM spans WHERE rollout_id = ? ORDER BY sequence');
     this.after = db.prepare('SELECT * FROM spans WHERE rollout_id = ? AND sequence > ? ORDER BY sequence LIMIT ?');
     // Only the rollout's last attempt: the calls of a failed attempt are not the trajectory that earned the reward.
-    this.forTraining = db.prepare(`SELECT s.rollout_id, s.span_id, s.parent_span_id, s.trace_id, s.sequence, s.category, s.start_ms, s.end_ms, s.attributes, s.name, s.status_code
+    this.forTraining =
+      db.prepare(`SELECT s.rollout_id, s.span_id, s.parent_span_id, s.trace_id, s.sequence, s.category, s.start_ms, s.end_ms, s.attributes, s.name, s.status_code
       FROM json_each(?) j CROSS JOIN spans s ON s.rollout_id = j.value
       WHERE s.attempt = (SELECT r.attempt_count FROM rollouts r WHERE r.id = j.value)`);
   }
@@ -179,9 +207,24 @@ export class SpanRepository {
       // The one door into the table: whatever made the span, secrets and oversize parts stop here.
       const { span, responseId, replaced, pairedWith } = pairWithTwin(twins, scrubSpan(input, batch.rolloutId));
       const info = this.insert.run(
-        batch.rolloutId, counters.attempt_count, sequence + 1, span.traceId, span.spanId, span.parentSpanId,
-        span.name, span.kind, span.category, span.startMs, span.endMs, span.statusCode, span.statusMessage,
-        JSON.stringify(span.attributes), JSON.stringify(span.events), span.promptTokens, span.completionTokens, responseId,
+        batch.rolloutId,
+        counters.attempt_count,
+        sequence + 1,
+        span.traceId,
+        span.spanId,
+        span.parentSpanId,
+        span.name,
+        span.kind,
+        span.category,
+        span.startMs,
+        span.endMs,
+        span.statusCode,
+        span.statusMessage,
+        JSON.stringify(span.attributes),
+        JSON.stringify(span.events),
+        span.promptTokens,
+        span.completionTokens,
+        responseId,
       );
       if (info.changes === 0) {
         results.push({ kind: 'duplicate', spanId: span.spanId });
@@ -191,13 +234,23 @@ export class SpanRepository {
       if (replaced) {
         // The twin stops being the step: its call and tokens are this span's now.
         this.demote.run(span.spanId, batch.rolloutId, replaced.span_id);
-        twins.set(replaced.response_id, twins.get(replaced.response_id)!.filter((row) => row !== replaced));
+        twins.set(
+          replaced.response_id,
+          twins.get(replaced.response_id)!.filter((row) => row !== replaced),
+        );
         llmCalls -= 1;
         promptTokens -= replaced.prompt_tokens ?? 0;
         completionTokens -= replaced.completion_tokens ?? 0;
       }
       if (responseId !== null) {
-        const row = { response_id: responseId, span_id: span.spanId, proxied: isProxied(span) ? 1 : 0, paired: replaced ? 1 : 0, prompt_tokens: span.promptTokens, completion_tokens: span.completionTokens };
+        const row = {
+          response_id: responseId,
+          span_id: span.spanId,
+          proxied: isProxied(span) ? 1 : 0,
+          paired: replaced ? 1 : 0,
+          prompt_tokens: span.promptTokens,
+          completion_tokens: span.completionTokens,
+        };
         twins.set(responseId, [...(twins.get(responseId) ?? []), row]);
       }
       sequence += 1;
@@ -217,10 +270,15 @@ export class SpanRepository {
 
   /** The stored LLM spans sharing a response id with the batch's, by response id, in order of arrival. */
   private twinsFor(batch: SpanBatch): Map<string, TwinRow[]> {
-    const ids = batch.spans.flatMap((span) => (span.category === 'llm' && typeof span.attributes['gen_ai.response.id'] === 'string' ? [span.attributes['gen_ai.response.id']] : []));
+    const ids = batch.spans.flatMap((span) =>
+      span.category === 'llm' && typeof span.attributes['gen_ai.response.id'] === 'string'
+        ? [span.attributes['gen_ai.response.id']]
+        : [],
+    );
     const twins = new Map<string, TwinRow[]>();
     if (ids.length === 0) return twins;
-    for (const row of this.twinsOf.all(batch.rolloutId, JSON.stringify([...new Set(ids)]))) twins.set(row.response_id, [...(twins.get(row.response_id) ?? []), row]);
+    for (const row of this.twinsOf.all(batch.rolloutId, JSON.stringify([...new Set(ids)])))
+      twins.set(row.response_id, [...(twins.get(row.response_id) ?? []), row]);
     return twins;
   }
 

@@ -5,7 +5,9 @@ import type { Database } from './driver';
 
 export function readStats(db: Database, schemaVersion: number): Stats {
   const byStatus = Object.fromEntries(RolloutStatus.options.map((status) => [status, 0])) as Stats['byStatus'];
-  const rows = db.prepare<[], { status: RolloutStatus; n: number }>('SELECT status, count(*) AS n FROM rollouts GROUP BY status').all();
+  const rows = db
+    .prepare<[], { status: RolloutStatus; n: number }>('SELECT status, count(*) AS n FROM rollouts GROUP BY status')
+    .all();
   let rollouts = 0;
   for (const row of rows) {
     byStatus[row.status] = row.n;

@@ -130,7 +130,10 @@ export class Store {
    * Starts a rollout for an agent process: created (or, given its id, a queued one), running and
    * given its capability key, in one transaction. The key is returned once and only its hash is kept.
    */
-  startAgentRun(rollout: z.output<typeof CreateRolloutParams> | string, options: AgentKeyOptions): { rollout: Rollout; key: string } {
+  startAgentRun(
+    rollout: z.output<typeof CreateRolloutParams> | string,
+    options: AgentKeyOptions,
+  ): { rollout: Rollout; key: string } {
     const started = this.write(() => {
       let id: string;
       if (typeof rollout === 'string') id = rollout;
@@ -159,8 +162,10 @@ export class Store {
     if (this.rollouts.find(idOrPrefix)) return idOrPrefix;
     if (idOrPrefix.length < 4) throw new NotFoundError(`rollout ${idOrPrefix} does not exist`);
     const matches = this.rollouts.idsWithPrefix(idOrPrefix);
-    if (matches.length === 0) throw new NotFoundError(`rollout ${idOrPrefix} does not exist (list rollouts with \`lightning rollouts\`)`);
-    if (matches.length > 1) throw new InvalidInputError(`rollout id prefix ${idOrPrefix} is ambiguous; type more of the id`);
+    if (matches.length === 0)
+      throw new NotFoundError(`rollout ${idOrPrefix} does not exist (list rollouts with \`lightning rollouts\`)`);
+    if (matches.length > 1)
+      throw new InvalidInputError(`rollout id prefix ${idOrPrefix} is ambiguous; type more of the id`);
     return matches[0]!;
   }
 
@@ -179,7 +184,9 @@ export class Store {
    * Every rollout matching `filter`, oldest first, with what LightningRL reads of its spans and its
    * rewards — a page at a time, each page in three queries.
    */
-  *trajectories(filter: Omit<z.output<typeof ListRolloutsParams>, 'cursor' | 'limit' | 'order'>): Generator<Trajectory> {
+  *trajectories(
+    filter: Omit<z.output<typeof ListRolloutsParams>, 'cursor' | 'limit' | 'order'>,
+  ): Generator<Trajectory> {
     let cursor: string | undefined;
     do {
       const page = this.listRollouts({ ...filter, order: 'oldest', limit: 500, cursor });
@@ -260,7 +267,10 @@ export class Store {
   }
 
   getResource(name: string, version?: number): ResourceVersions {
-    return this.transaction(() => ({ resource: this.resources.get(name, version), versions: this.resources.versions(name).map(({ value: _value, ...rest }) => rest) })) as ResourceVersions;
+    return this.transaction(() => ({
+      resource: this.resources.get(name, version),
+      versions: this.resources.versions(name).map(({ value: _value, ...rest }) => rest),
+    })) as ResourceVersions;
   }
 
   listResources(): ResourceSummary[] {
@@ -296,7 +306,10 @@ export class Store {
       params.runId,
       (training) => {
         const run = training.get(params.runId);
-        if (run.algorithm !== 'apo') throw new InvalidInputError(`params.runId: training run ${run.id} is a ${run.algorithm} run; only APO runs record rounds`);
+        if (run.algorithm !== 'apo')
+          throw new InvalidInputError(
+            `params.runId: training run ${run.id} is a ${run.algorithm} run; only APO runs record rounds`,
+          );
         training.recordRound(params, run.config.resource);
         return training.get(params.runId);
       },
@@ -311,7 +324,9 @@ export class Store {
 
   /** The newest runs, each with its latest metrics. */
   listTrainingRuns(limit: number): TrainingRunSummary[] {
-    return this.transaction(() => this.training.list(limit).map((run) => this.training.summary(run))) as TrainingRunSummary[];
+    return this.transaction(() =>
+      this.training.list(limit).map((run) => this.training.summary(run)),
+    ) as TrainingRunSummary[];
   }
 
   /**
@@ -357,20 +372,35 @@ export class Store {
 
   /** What `trainingRuns/changed` says about a run: its summary and its candidates (APO). */
   trainingRunChange(id: string): { run: TrainingRunSummary; candidates: ApoCandidate[] } {
-    return this.transaction(() => ({ run: this.training.summary(this.training.get(id)), candidates: this.training.candidates(id) })) as { run: TrainingRunSummary; candidates: ApoCandidate[] };
+    return this.transaction(() => ({
+      run: this.training.summary(this.training.get(id)),
+      candidates: this.training.candidates(id),
+    })) as { run: TrainingRunSummary; candidates: ApoCandidate[] };
   }
 
   /** A run the daemon drives (GRPO), recorded before it starts: its config already parsed. */
   recordTrainingRun(run: NewTrainingRun): TrainingRun {
-    return this.writeTraining((created: TrainingRun) => created.id, (training) => training.create(run));
+    return this.writeTraining(
+      (created: TrainingRun) => created.id,
+      (training) => training.create(run),
+    );
   }
 
-  setTrainingRunStatus(id: string, to: TrainingRunStatus, details: { readonly error?: string | null; readonly errorKind?: ErrorKind | null } = {}): TrainingRun {
+  setTrainingRunStatus(
+    id: string,
+    to: TrainingRunStatus,
+    details: { readonly error?: string | null; readonly errorKind?: ErrorKind | null } = {},
+  ): TrainingRun {
     return this.writeTraining(id, (training) => training.transition(id, to, details));
   }
 
   /** A step's metrics and, when it saved one, its checkpoint (returned): one commit. */
-  recordTrainingStep(runId: string, step: number, metrics: Readonly<Record<string, number>>, checkpoint?: { readonly dir: string; readonly metrics: Readonly<Record<string, number>> }): Checkpoint | undefined {
+  recordTrainingStep(
+    runId: string,
+    step: number,
+    metrics: Readonly<Record<string, number>>,
+    checkpoint?: { readonly dir: string; readonly metrics: Readonly<Record<string, number>> },
+  ): Checkpoint | undefined {
     return this.writeTraining(runId, (training) => {
       if (Object.keys(metrics).length > 0) training.addMetrics(runId, step, metrics);
       return checkpoint && training.addCheckpoint(runId, step, checkpoint.dir, checkpoint.metrics);
@@ -407,7 +437,11 @@ export class Store {
   }
 
   /** Changes training run `runId` (or the one `fn` returns) in one transaction, and announces it after the commit (with the APO round it recorded). */
-  private writeTraining<T>(runId: string | ((result: T) => string), fn: (training: TrainingRunRepository) => T, round: number | null = null): T {
+  private writeTraining<T>(
+    runId: string | ((result: T) => string),
+    fn: (training: TrainingRunRepository) => T,
+    round: number | null = null,
+  ): T {
     const result = this.write(() => fn(this.training));
     this.runChanged(typeof runId === 'string' ? runId : runId(result), round);
     return result;

@@ -81,7 +81,10 @@ function rowToRun(row: RunRow): TrainingRun {
     result: row.result === null ? null : (JSON.parse(row.result) as Json),
     ...(row.placement === null ? {} : { placement: JSON.parse(row.placement) as Json }),
   });
-  if (!run.success) throw new LightningError(`training run ${row.id} in the store is not a ${row.algorithm} run this version reads: ${describeIssues(run.error, 'run')}`);
+  if (!run.success)
+    throw new LightningError(
+      `training run ${row.id} in the store is not a ${row.algorithm} run this version reads: ${describeIssues(run.error, 'run')}`,
+    );
   return run.data;
 }
 
@@ -104,7 +107,14 @@ function rowToCandidate(row: CandidateRow): ApoCandidate {
 }
 
 function rowToCheckpoint(row: CheckpointRow): Checkpoint {
-  return { id: row.id, runId: row.run_id, step: row.step, path: row.path, metrics: JSON.parse(row.metrics) as Record<string, number>, createdAt: row.created_at };
+  return {
+    id: row.id,
+    runId: row.run_id,
+    step: row.step,
+    path: row.path,
+    metrics: JSON.parse(row.metrics) as Record<string, number>,
+    createdAt: row.created_at,
+  };
 }
 
 /** Which statuses a run may move to from each status (resume, GRPO: cancelled/failed → running). */
@@ -115,7 +125,6 @@ const NEXT: Record<TrainingRunStatus, readonly TrainingRunStatus[]> = {
   failed: ['running'],
   cancelled: ['running'],
 };
-
 
 /** What a status change records besides the status. */
 export interface TransitionDetails {
@@ -149,38 +158,60 @@ export class TrainingRunRepository {
   private readonly setPlacement: Statement<[string, string]>;
 
   constructor(db: Database) {
-    this.insertRun = db.prepare("INSERT INTO training_runs (id, algorithm, config, status, created_at) VALUES (?, ?, ?, 'queued', ?)");
+    this.insertRun = db.prepare(
+      "INSERT INTO training_runs (id, algorithm, config, status, created_at) VALUES (?, ?, ?, 'queued', ?)",
+    );
     this.runById = db.prepare('SELECT * FROM training_runs WHERE id = ?');
     this.allRuns = db.prepare('SELECT * FROM training_runs ORDER BY created_at DESC, id LIMIT ?');
     // To running: (re)started now, not ended (a resumed run's old cancel request dropped); to a final status: ended now.
-    this.updateRun = db.prepare(`UPDATE training_runs SET status = @status, error = @error, error_kind = @errorKind, result = @result,
+    this.updateRun =
+      db.prepare(`UPDATE training_runs SET status = @status, error = @error, error_kind = @errorKind, result = @result,
       started_at = CASE WHEN @running THEN @now ELSE started_at END, ended_at = CASE WHEN @running THEN NULL ELSE @now END,
       cancel_requested_at = CASE WHEN @resumed THEN NULL ELSE cancel_requested_at END WHERE id = @id`);
-    this.cancel = db.prepare('UPDATE training_runs SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE id = ?');
-    this.insertCandidate = db.prepare(`INSERT INTO apo_candidates (run_id, id, round, parent_id, resource_name, version, critique, critique_style, created_at)
+    this.cancel = db.prepare(
+      'UPDATE training_runs SET cancel_requested_at = coalesce(cancel_requested_at, ?) WHERE id = ?',
+    );
+    this.insertCandidate =
+      db.prepare(`INSERT INTO apo_candidates (run_id, id, round, parent_id, resource_name, version, critique, critique_style, created_at)
       VALUES (@runId, @id, @round, @parentId, @resourceName, @version, @critique, @critiqueStyle, @now)`);
-    this.score = db.prepare(`UPDATE apo_candidates SET batch_score = coalesce(@batchScore, batch_score), val_score = coalesce(@valScore, val_score),
+    this.score =
+      db.prepare(`UPDATE apo_candidates SET batch_score = coalesce(@batchScore, batch_score), val_score = coalesce(@valScore, val_score),
       rollouts = rollouts + @rollouts WHERE run_id = @runId AND id = @id`);
     // Best first: scored on the full validation set before scored on a batch only (a small batch's
     // score says less), each by score; ties by creation order.
     this.candidatesOf = db.prepare(`SELECT c.*, r.value AS prompt FROM apo_candidates c
       JOIN resources r ON r.name = c.resource_name AND r.version = c.version
       WHERE c.run_id = ? ORDER BY c.val_score DESC NULLS LAST, c.batch_score DESC NULLS LAST, c.round, c.created_at, c.id`);
-    this.insertMetric = db.prepare('INSERT INTO metric_points (run_id, step, name, value, time_ms) VALUES (?, ?, ?, ?, ?)');
-    this.metricsAfter = db.prepare('SELECT step, name, value, time_ms AS timeMs FROM metric_points WHERE run_id = ? AND step > ? ORDER BY step, name, rowid');
+    this.insertMetric = db.prepare(
+      'INSERT INTO metric_points (run_id, step, name, value, time_ms) VALUES (?, ?, ?, ?, ?)',
+    );
+    this.metricsAfter = db.prepare(
+      'SELECT step, name, value, time_ms AS timeMs FROM metric_points WHERE run_id = ? AND step > ? ORDER BY step, name, rowid',
+    );
     // The latest point of each metric (a resumed run may repeat a step: the newest row wins).
     this.latestMetrics = db.prepare(`SELECT m.step, m.name, m.value FROM metric_points m
       WHERE m.run_id = ? AND m.rowid = (SELECT max(rowid) FROM metric_points WHERE run_id = m.run_id AND name = m.name)`);
-    this.insertCheckpoint = db.prepare('INSERT INTO checkpoints (id, run_id, step, path, metrics, created_at) VALUES (?, ?, ?, ?, ?, ?)');
+    this.insertCheckpoint = db.prepare(
+      'INSERT INTO checkpoints (id, run_id, step, path, metrics, created_at) VALUES (?, ?, ?, ?, ?, ?)',
+    );
     this.checkpointsOf = db.prepare('SELECT * FROM checkpoints WHERE run_id = ? ORDER BY step, created_at');
     this.allCheckpoints = db.prepare('SELECT * FROM checkpoints ORDER BY created_at DESC');
-    this.nextPolicyVersion = db.prepare(`SELECT coalesce(max(version), 0) + 1 AS version FROM resources WHERE name = 'policy'`);
-    this.insertResource = db.prepare(`INSERT INTO resources (name, version, kind, value, created_at, run_id) VALUES ('policy', ?, 'checkpoint', ?, ?, ?)`);
-    this.policyHead = db.prepare(`INSERT INTO resource_heads (name, version) VALUES ('policy', ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version`);
+    this.nextPolicyVersion = db.prepare(
+      `SELECT coalesce(max(version), 0) + 1 AS version FROM resources WHERE name = 'policy'`,
+    );
+    this.insertResource = db.prepare(
+      `INSERT INTO resources (name, version, kind, value, created_at, run_id) VALUES ('policy', ?, 'checkpoint', ?, ?, ?)`,
+    );
+    this.policyHead = db.prepare(
+      `INSERT INTO resource_heads (name, version) VALUES ('policy', ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version`,
+    );
     this.checkpointById = db.prepare('SELECT * FROM checkpoints WHERE id = ?');
-    this.policyOfCheckpoint = db.prepare(`SELECT version FROM resources WHERE name = 'policy' AND json_extract(value, '$.checkpointId') = ? ORDER BY version LIMIT 1`);
+    this.policyOfCheckpoint = db.prepare(
+      `SELECT version FROM resources WHERE name = 'policy' AND json_extract(value, '$.checkpointId') = ? ORDER BY version LIMIT 1`,
+    );
     // A run's rollouts are its batches' (grpoBatchId: `<run>-<mode>-<step>`): a range of the batch index.
-    this.rayNodesOf = db.prepare(`SELECT max(a.node) AS node, count(*) AS attempts FROM rollouts r JOIN attempts a ON a.rollout_id = r.id
+    this.rayNodesOf =
+      db.prepare(`SELECT max(a.node) AS node, count(*) AS attempts FROM rollouts r JOIN attempts a ON a.rollout_id = r.id
       WHERE r.batch_id >= ? AND r.batch_id < ? AND a.node IS NOT NULL GROUP BY json_extract(a.node, '$.nodeId')`);
     this.setPlacement = db.prepare('UPDATE training_runs SET placement = ? WHERE id = ?');
   }
@@ -205,17 +236,33 @@ export class TrainingRunRepository {
   /** Moves a run along NEXT (a final run stays final unless resumed to running). Must run inside a transaction. */
   transition(id: string, to: TrainingRunStatus, details: TransitionDetails = {}, now = Date.now()): TrainingRun {
     const run = this.get(id);
-    if (!NEXT[run.status].includes(to)) throw new InvalidTransitionError(`training run ${id} is ${run.status} and cannot become ${to}`);
+    if (!NEXT[run.status].includes(to))
+      throw new InvalidTransitionError(`training run ${id} is ${run.status} and cannot become ${to}`);
     const result = details.result ?? null;
-    this.updateRun.run({ id, status: to, error: details.error ?? null, errorKind: details.errorKind ?? null, result: result === null ? null : JSON.stringify(result), now, running: to === 'running' ? 1 : 0, resumed: to === 'running' && isFinal(run.status) ? 1 : 0 });
+    this.updateRun.run({
+      id,
+      status: to,
+      error: details.error ?? null,
+      errorKind: details.errorKind ?? null,
+      result: result === null ? null : JSON.stringify(result),
+      now,
+      running: to === 'running' ? 1 : 0,
+      resumed: to === 'running' && isFinal(run.status) ? 1 : 0,
+    });
     return this.get(id);
   }
 
   /** Counts again which Ray nodes ran the attempts of the run's rollouts (after each batch). Must run inside a transaction. */
   recordRayNodes(id: string): TrainingRun {
-    const rayNodes = this.rayNodesOf.all(`${id}-`, `${id}-\uffff`)
+    const rayNodes = this.rayNodesOf
+      .all(`${id}-`, `${id}-\uffff`)
       .map(({ node, attempts }) => ({ ...(JSON.parse(node) as RunPlacement['rayNodes'][number]), attempts }))
-      .sort((a, b) => a.ip.localeCompare(b.ip, 'en', { numeric: true }) || a.host.localeCompare(b.host) || a.nodeId.localeCompare(b.nodeId));
+      .sort(
+        (a, b) =>
+          a.ip.localeCompare(b.ip, 'en', { numeric: true }) ||
+          a.host.localeCompare(b.host) ||
+          a.nodeId.localeCompare(b.nodeId),
+      );
     return this.place(id, (placement) => ({ ...placement, rayNodes }));
   }
 
@@ -248,11 +295,20 @@ export class TrainingRunRepository {
   /** An APO round's new candidates, scores and metrics; must run inside a transaction. */
   recordRound(params: z.output<typeof RecordApoRoundParams>, resourceName: string, now = Date.now()): void {
     const run = this.get(params.runId);
-    if (run.status !== 'running') throw new InvalidTransitionError(`training run ${run.id} is ${run.status}; only a running run records rounds`);
-    for (const candidate of params.candidates) this.insertCandidate.run({ ...candidate, runId: params.runId, round: params.round, resourceName, now });
+    if (run.status !== 'running')
+      throw new InvalidTransitionError(`training run ${run.id} is ${run.status}; only a running run records rounds`);
+    for (const candidate of params.candidates)
+      this.insertCandidate.run({ ...candidate, runId: params.runId, round: params.round, resourceName, now });
     for (const score of params.scores) {
-      const info = this.score.run({ runId: params.runId, id: score.id, batchScore: score.batchScore ?? null, valScore: score.valScore ?? null, rollouts: score.rollouts });
-      if (info.changes === 0) throw new NotFoundError(`params.scores: run ${params.runId} has no candidate ${score.id}`);
+      const info = this.score.run({
+        runId: params.runId,
+        id: score.id,
+        batchScore: score.batchScore ?? null,
+        valScore: score.valScore ?? null,
+        rollouts: score.rollouts,
+      });
+      if (info.changes === 0)
+        throw new NotFoundError(`params.scores: run ${params.runId} has no candidate ${score.id}`);
     }
     this.addMetrics(params.runId, params.round, params.metrics, now);
   }
@@ -275,10 +331,21 @@ export class TrainingRunRepository {
   /** The run with its metric points after `afterStep`, checkpoints and candidates. */
   detail(id: string, afterStep = -1): TrainingRunDetail {
     const run = this.get(id);
-    return { run: this.summary(run), metrics: this.metricsAfter.all(id, afterStep), checkpoints: this.checkpoints(id), candidates: this.candidates(id) };
+    return {
+      run: this.summary(run),
+      metrics: this.metricsAfter.all(id, afterStep),
+      checkpoints: this.checkpoints(id),
+      candidates: this.candidates(id),
+    };
   }
 
-  addCheckpoint(runId: string, step: number, path: string, metrics: Readonly<Record<string, number>>, now = Date.now()): Checkpoint {
+  addCheckpoint(
+    runId: string,
+    step: number,
+    path: string,
+    metrics: Readonly<Record<string, number>>,
+    now = Date.now(),
+  ): Checkpoint {
     const id = `ckpt-${crypto.randomBytes(6).toString('hex')}`;
     this.insertCheckpoint.run(id, runId, step, path, JSON.stringify(metrics), now);
     return { id, runId, step, path, metrics: { ...metrics }, createdAt: now };
@@ -298,7 +365,10 @@ export class TrainingRunRepository {
 
   checkpoint(id: string): Checkpoint {
     const row = this.checkpointById.get(id);
-    if (!row) throw new NotFoundError(`checkpoint ${id} does not exist (list checkpoints with \`lightning train --list\` or checkpoints/list)`);
+    if (!row)
+      throw new NotFoundError(
+        `checkpoint ${id} does not exist (list checkpoints with \`lightning train --list\` or checkpoints/list)`,
+      );
     return rowToCheckpoint(row);
   }
 
@@ -310,7 +380,12 @@ export class TrainingRunRepository {
     const existing = this.policyOfCheckpoint.get(checkpoint.id);
     if (existing) return existing.version;
     const { version } = this.nextPolicyVersion.get()!;
-    const value = { runId: checkpoint.runId, step: checkpoint.step, checkpoint: checkpoint.path, checkpointId: checkpoint.id };
+    const value = {
+      runId: checkpoint.runId,
+      step: checkpoint.step,
+      checkpoint: checkpoint.path,
+      checkpointId: checkpoint.id,
+    };
     this.insertResource.run(version, JSON.stringify(value), now, checkpoint.runId);
     // The first policy version of a store becomes current, as every resource's first version does.
     if (version === 1) this.policyHead.run(version);

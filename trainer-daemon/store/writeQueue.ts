@@ -18,7 +18,8 @@ import type { Store } from './store';
 export { OverloadedError };
 
 /** SQLite's result codes (either driver's code or message) for "the store cannot write now". */
-const STORAGE_FAILURE = /SQLITE_(FULL|IOERR|BUSY|LOCKED|CANTOPEN|READONLY)|database or disk is full|disk I\/O error|database is locked|attempt to write a readonly database/i;
+const STORAGE_FAILURE =
+  /SQLITE_(FULL|IOERR|BUSY|LOCKED|CANTOPEN|READONLY)|database or disk is full|disk I\/O error|database is locked|attempt to write a readonly database/i;
 
 /**
  * A storage-level failure as a StorageUnavailableError (retryable: 503, -32003), with what to do;
@@ -29,8 +30,15 @@ export function asStorageError(error: unknown): unknown {
   const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : '';
   const text = `${code} ${errorMessage(error)}`;
   if (!STORAGE_FAILURE.test(text)) return error;
-  const why = /FULL|full/.test(text) ? 'the disk is full' : /BUSY|LOCKED|locked/.test(text) ? 'another process holds the store’s write lock' : 'the store could not be written';
-  return new StorageUnavailableError(`the write was not made: ${why} (${errorMessage(error)}); free space or release the store, then retry`, { cause: error });
+  const why = /FULL|full/.test(text)
+    ? 'the disk is full'
+    : /BUSY|LOCKED|locked/.test(text)
+      ? 'another process holds the store’s write lock'
+      : 'the store could not be written';
+  return new StorageUnavailableError(
+    `the write was not made: ${why} (${errorMessage(error)}); free space or release the store, then retry`,
+    { cause: error },
+  );
 }
 
 /** Past this many queued spans a commit is worth making at once: the span window is for small writes. */
@@ -119,7 +127,11 @@ export class WriteQueue {
    * Stores spans in the next group commit. Concurrent writes for one rollout are merged into a
    * single batch (one counter update per rollout per commit); each caller gets its own results.
    */
-  submitSpans(rolloutId: string, spans: readonly SpanInput[], options: { urgent?: boolean } = {}): Promise<StoredSpanResult[]> {
+  submitSpans(
+    rolloutId: string,
+    spans: readonly SpanInput[],
+    options: { urgent?: boolean } = {},
+  ): Promise<StoredSpanResult[]> {
     const refusal = this.refusal(spans.length);
     if (refusal) return Promise.reject(refusal);
     return new Promise((resolve, reject) => {
@@ -134,7 +146,10 @@ export class WriteQueue {
   private refusal(units: number): Error | undefined {
     if (this.stopped) return new OverloadedError('the daemon is shutting down; the write was not made');
     // More than the queue can ever hold: retrying cannot help (413, not 503).
-    if (units > this.maxQueued) return new PayloadTooLargeError(`${units} spans in one write is over the ${this.maxQueued} limit; send them in smaller batches`);
+    if (units > this.maxQueued)
+      return new PayloadTooLargeError(
+        `${units} spans in one write is over the ${this.maxQueued} limit; send them in smaller batches`,
+      );
     if (this.queuedUnits + units > this.maxQueued) {
       return new OverloadedError(`the write queue is full (${this.queuedUnits} waiting); retry shortly`);
     }
@@ -147,7 +162,8 @@ export class WriteQueue {
     // Locked out: the retry already scheduled commits this too.
     if (this.lockedOut) return;
     if (this.queuedUnits >= this.maxBatchUnits) this.flush();
-    else if (!lazy || this.queue.length > 0 || this.queuedUnits >= SPAN_WINDOW_UNITS) this.scheduled ??= setImmediate(() => this.flush());
+    else if (!lazy || this.queue.length > 0 || this.queuedUnits >= SPAN_WINDOW_UNITS)
+      this.scheduled ??= setImmediate(() => this.flush());
     else if (!this.scheduled && !this.timer) this.timer = setTimeout(() => this.flush(), this.spanDelayMs);
   }
 
@@ -168,7 +184,10 @@ export class WriteQueue {
       });
     };
     return {
-      op: () => this.store.addSpanBatches(rollouts.map((rolloutId) => ({ rolloutId, spans: byRollout.get(rolloutId)!.flatMap((w) => w.spans) }))),
+      op: () =>
+        this.store.addSpanBatches(
+          rollouts.map((rolloutId) => ({ rolloutId, spans: byRollout.get(rolloutId)!.flatMap((w) => w.spans) })),
+        ),
       units: 0,
       resolve: (outcomes) => settle(outcomes as Array<SpanBatchOutcome | Error>),
       reject: (error) => {
@@ -220,7 +239,10 @@ export class WriteQueue {
       this.lockedOut = undefined;
       return false;
     }
-    if (this.lockedOut.retries === 0) this.logger.warn('another process holds the store’s write lock; writes wait for it', { operations: batch.length });
+    if (this.lockedOut.retries === 0)
+      this.logger.warn('another process holds the store’s write lock; writes wait for it', {
+        operations: batch.length,
+      });
     this.queue = [...batch, ...this.queue];
     this.queuedUnits += units;
     const delay = Math.min(LOCK_RETRY_MAX_MS, LOCK_RETRY_FIRST_MS * 2 ** this.lockedOut.retries);

@@ -26,10 +26,19 @@ function escape(text: string): string {
 export function renderChart(detail: TrainingRunDetail): string {
   const { run } = detail;
   const charts = grpoCharts(detail.metrics).map((chart, index) => {
-    const svg = bandChartSvg(chart.points, { label: chart.summary, format: (value) => formatValue(value, chart.unit), range: chart.unit === 'score' ? [0, 1] : undefined, colour: CHART_COLOURS[index % CHART_COLOURS.length], width: 320, height: 160 });
+    const svg = bandChartSvg(chart.points, {
+      label: chart.summary,
+      format: (value) => formatValue(value, chart.unit),
+      range: chart.unit === 'score' ? [0, 1] : undefined,
+      colour: CHART_COLOURS[index % CHART_COLOURS.length],
+      width: 320,
+      height: 160,
+    });
     return `<figure><figcaption>${escape(chart.title)}</figcaption>${svg}<p>${escape(chart.summary)}</p></figure>`;
   });
-  const variables = Object.entries(COLOURS).map(([name, value]) => `${name}:${value}`).join(';');
+  const variables = Object.entries(COLOURS)
+    .map(([name, value]) => `${name}:${value}`)
+    .join(';');
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Lightning training run ${escape(run.id)}</title>
 <style>:root{${variables}}body{font:14px system-ui,sans-serif;margin:24px;color:#222}.charts{display:flex;flex-wrap:wrap;gap:16px}
@@ -55,7 +64,9 @@ export function renderCurvesSvg(points: readonly MetricPointLike[], title: strin
     const colour = `var(${CHART_COLOURS[index % CHART_COLOURS.length]})`;
     return `<rect x="${width + 12}" y="${y - 9}" width="10" height="10" fill="${colour}"/><text x="${width + 28}" y="${y}">${escape(name)}</text>`;
   });
-  const variables = Object.entries(COLOURS).map(([name, value]) => `${name}:${value}`).join(';');
+  const variables = Object.entries(COLOURS)
+    .map(([name, value]) => `${name}:${value}`)
+    .join(';');
   return `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 ${width + 200} ${height + 24}" width="${width + 200}" height="${height + 24}">
 <style>svg{${variables}}text{font:11px system-ui,sans-serif;fill:#333}</style>
 <rect width="100%" height="100%" fill="#fff"/><text x="8" y="16" style="font-weight:600">${escape(title)}</text>

@@ -38,7 +38,10 @@ function workerReport(python: string): DoctorReport | { error: string } {
   const run = spawnSync(python, ['-m', 'lightning_trainer.doctor', '--json'], {
     encoding: 'utf8',
     timeout: 120_000,
-    env: { ...process.env, PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter) },
+    env: {
+      ...process.env,
+      PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
+    },
   });
   if (run.error) return { error: run.error.message };
   try {
@@ -46,15 +49,23 @@ function workerReport(python: string): DoctorReport | { error: string } {
     if (parsed.success) return parsed.data;
     return { error: `lightning_trainer.doctor printed an unexpected report: ${parsed.error.issues[0]?.message}` };
   } catch {
-    return { error: `lightning_trainer.doctor failed: ${(run.stderr || run.stdout).trim().split('\n').slice(-3).join(' ')}` };
+    return {
+      error: `lightning_trainer.doctor failed: ${(run.stderr || run.stdout).trim().split('\n').slice(-3).join(' ')}`,
+    };
   }
 }
 
-export async function diagnose(storeFile: string, explicit?: string, options: { hf?: boolean } = {}): Promise<Diagnosis> {
+export async function diagnose(
+  storeFile: string,
+  explicit?: string,
+  options: { hf?: boolean } = {},
+): Promise<Diagnosis> {
   // A Python the user named is the one to check, not replaced by another that works. The others are
   // tried in order up to the first that imports torch (each probe imports torch: seconds).
   const candidates: PythonProbe[] = [];
-  for (const candidate of explicit ? [{ executable: explicit, origin: '--python' }] : pythonCandidates(storeFile, undefined)) {
+  for (const candidate of explicit
+    ? [{ executable: explicit, origin: '--python' }]
+    : pythonCandidates(storeFile, undefined)) {
     candidates.push(await probePython(candidate));
     if (candidates.at(-1)!.problem === null) break;
   }
@@ -68,11 +79,18 @@ export async function diagnose(storeFile: string, explicit?: string, options: { 
     });
   } else {
     const result = workerReport(chosen.executable);
-    if ('error' in result) problems.push({ problem: result.error, fix: 'check the checkout: trainer-daemon/python must be beside the CLI' });
+    if ('error' in result)
+      problems.push({ problem: result.error, fix: 'check the checkout: trainer-daemon/python must be beside the CLI' });
     else {
       report = result;
       // With --hf, Hugging Face models are what the user wants: their packages are not optional.
-      problems.push(...result.problems.map((p) => (options.hf && /transformers|peft/.test(p.problem) ? { ...p, optional: false, fix: `${p.fix} (or: lightning doctor --setup --hf)` } : p)));
+      problems.push(
+        ...result.problems.map((p) =>
+          options.hf && /transformers|peft/.test(p.problem)
+            ? { ...p, optional: false, fix: `${p.fix} (or: lightning doctor --setup --hf)` }
+            : p,
+        ),
+      );
     }
   }
   return { candidates, chosen, report, problems };
@@ -123,7 +141,9 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
   const { say } = options;
   const base = await basePython(storeFile);
   if (!base) {
-    say('No Python 3 found. Install one (Debian/Ubuntu: apt-get install -y python3 python3-venv), then run this again.');
+    say(
+      'No Python 3 found. Install one (Debian/Ubuntu: apt-get install -y python3 python3-venv), then run this again.',
+    );
     return diagnose(storeFile, undefined, options);
   }
   const venv = venvDir(storeFile);
@@ -131,26 +151,44 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
   if ((await probePython({ executable: python, origin: 'venv' })).version === null) {
     fs.mkdirSync(path.dirname(venv), { recursive: true });
     // Without pip at first: with the system's torch visible there is nothing to install (pip comes when needed).
-    if ((await run(base.executable, ['-m', 'venv', '--system-site-packages', '--without-pip', '--clear', venv], say)) !== 0) {
+    if (
+      (await run(base.executable, ['-m', 'venv', '--system-site-packages', '--without-pip', '--clear', venv], say)) !==
+      0
+    ) {
       say(`Could not create ${venv}. On Debian/Ubuntu: apt-get install -y python3-venv, then run this again.`);
       return diagnose(storeFile, undefined, options);
     }
   }
-  const wanted = [...((await probePython({ executable: python, origin: 'venv' })).torch ? [] : ['torch']), ...(options.hf ? ['transformers', 'peft'] : [])];
+  const wanted = [
+    ...((await probePython({ executable: python, origin: 'venv' })).torch ? [] : ['torch']),
+    ...(options.hf ? ['transformers', 'peft'] : []),
+  ];
   if (wanted.length > 0) {
     say(`Installing ${wanted.join(', ')} into ${venv} with pip…`);
-    if (spawnSync(python, ['-m', 'pip', '--version']).status !== 0) await run(python, ['-m', 'ensurepip', '--upgrade'], say);
-    const pip = await run(python, ['-m', 'pip', 'install', '--retries', '1', '--timeout', '15', '--progress-bar', 'on', ...wanted], say);
+    if (spawnSync(python, ['-m', 'pip', '--version']).status !== 0)
+      await run(python, ['-m', 'ensurepip', '--upgrade'], say);
+    const pip = await run(
+      python,
+      ['-m', 'pip', 'install', '--retries', '1', '--timeout', '15', '--progress-bar', 'on', ...wanted],
+      say,
+    );
     if (pip !== 0 && wanted.includes('torch')) {
       if (options.apt && canUseApt()) {
         if (await installWithApt(say)) say('Installed; the venv sees the system packages.');
       } else {
-        say(`pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:`);
+        say(
+          `pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:`,
+        );
         say(`  Debian/Ubuntu (as root): ${APT_COMMAND}${canUseApt() ? '   (or: lightning doctor --setup --apt)' : ''}`);
-        say('  or, with an index or a wheel file: ' + `${python} -m pip install torch   (see https://pytorch.org/get-started/locally/)`);
+        say(
+          '  or, with an index or a wheel file: ' +
+            `${python} -m pip install torch   (see https://pytorch.org/get-started/locally/)`,
+        );
       }
     } else if (pip !== 0) {
-      say(`pip could not install ${wanted.join(', ')}: Hugging Face models need them; the tiny built-in model does not.`);
+      say(
+        `pip could not install ${wanted.join(', ')}: Hugging Face models need them; the tiny built-in model does not.`,
+      );
     }
   }
   return diagnose(storeFile, undefined, options);
@@ -166,7 +204,8 @@ export async function ensureTrainerPython(storeFile: string, say: (line: string)
   } catch (error) {
     if (!canUseApt()) throw error;
     say('No Python with PyTorch found; as root on Debian, the demo installs it.');
-    if (!(await installWithApt(say))) throw new NotFoundError(`${APT_COMMAND} failed (see above); install PyTorch, then run the demo again`);
+    if (!(await installWithApt(say)))
+      throw new NotFoundError(`${APT_COMMAND} failed (see above); install PyTorch, then run the demo again`);
     return findPython(storeFile);
   }
 }

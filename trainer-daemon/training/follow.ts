@@ -7,13 +7,15 @@ import type { MetricSeries, TrainingRunDetail } from '../protocol';
 import type { RunnerClient } from '../runner/pool';
 import { isFinal } from '../protocol/status';
 
-
 const HEADERS = ['ITER', 'REWARD', 'VAL', 'LOSS', 'KL', 'ENTROPY', 'CLIP', 'TOK/S', 'SECONDS'];
 const WIDTHS = [5, 11, 5, 7, 7, 7, 5, 7, 7];
 
 /** A fixed-width table line, so rows can be printed one at a time as iterations finish. */
 export function iterationLine(cells: readonly string[] = HEADERS): string {
-  return cells.map((cell, i) => cell.padEnd(WIDTHS[i]!)).join('  ').trimEnd();
+  return cells
+    .map((cell, i) => cell.padEnd(WIDTHS[i]!))
+    .join('  ')
+    .trimEnd();
 }
 
 function fixed(value: number | undefined, digits = 3): string {
@@ -35,7 +37,17 @@ export function byStep(metrics: MetricSeries): Map<number, Record<string, number
 export function iterationCells(step: number, m: Record<string, number>): string[] {
   const reward = m['reward/mean'] === undefined ? '-' : `${fixed(m['reward/mean'], 2)} ± ${fixed(m['reward/std'], 2)}`;
   const seconds = (m['rollout/seconds'] ?? 0) + (m['train/seconds'] ?? 0);
-  return [step === 0 ? 'start' : String(step), reward, fixed(m['val/reward'], 2), fixed(m.loss), fixed(m.kl, 4), fixed(m.entropy), fixed(m.clipFraction, 2), fixed(m.tokensPerSecond, 0), seconds ? seconds.toFixed(1) : '-'];
+  return [
+    step === 0 ? 'start' : String(step),
+    reward,
+    fixed(m['val/reward'], 2),
+    fixed(m.loss),
+    fixed(m.kl, 4),
+    fixed(m.entropy),
+    fixed(m.clipFraction, 2),
+    fixed(m.tokensPerSecond, 0),
+    seconds ? seconds.toFixed(1) : '-',
+  ];
 }
 
 export interface FollowOptions {
@@ -44,12 +56,18 @@ export interface FollowOptions {
   readonly pollMs?: number;
 }
 
-export async function followRun(client: RunnerClient, runId: string, options: FollowOptions): Promise<TrainingRunDetail> {
+export async function followRun(
+  client: RunnerClient,
+  runId: string,
+  options: FollowOptions,
+): Promise<TrainingRunDetail> {
   let cancelling = false;
   const cancel = (): void => {
     if (cancelling) return;
     cancelling = true;
-    process.stderr.write(`lightning: cancelling training run ${runId}; its last checkpoint stays (resume with --resume ${runId})\n`);
+    process.stderr.write(
+      `lightning: cancelling training run ${runId}; its last checkpoint stays (resume with --resume ${runId})\n`,
+    );
     void client.request('cancelTrainingRun', { id: runId }).catch(() => undefined);
   };
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];

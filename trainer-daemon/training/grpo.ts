@@ -6,7 +6,16 @@
  * Validation rollouts (greedy) run every few iterations. Everything lands in the store as it happens.
  */
 import { readFileBounded } from '../util/readFileBounded';
-import { describeIssues, describeSkipped, SftExample, type GrpoConfig, type Task, type TrainResult, type Transition, type WorkerTransition } from '../protocol';
+import {
+  describeIssues,
+  describeSkipped,
+  SftExample,
+  type GrpoConfig,
+  type Task,
+  type TrainResult,
+  type Transition,
+  type WorkerTransition,
+} from '../protocol';
 import { InvalidInputError, errorMessage } from '../protocol/errors';
 import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
@@ -43,23 +52,52 @@ export function readDemonstrations(file: string): SftExample[] {
     try {
       example = JSON.parse(line) as typeof example;
     } catch {
-      throw new InvalidInputError(`${where}: not a JSON object (one chat example per line, as \`lightning export --format chat\` writes)`);
+      throw new InvalidInputError(
+        `${where}: not a JSON object (one chat example per line, as \`lightning export --format chat\` writes)`,
+      );
     }
     const last = example.messages?.at(-1);
-    if (!last || last.role !== 'assistant') throw new InvalidInputError(`${where}: the last message must be the assistant's`);
-    const completion = SftExample.shape.completion.safeParse({ ...(typeof last.content === 'string' ? { content: last.content } : {}), ...(Array.isArray(last.tool_calls) ? { tool_calls: last.tool_calls } : {}) });
-    if (!completion.success) throw new InvalidInputError(`${where}: the assistant's message: ${describeIssues(completion.error, 'completion')}`);
-    return [{ messages: example.messages!.slice(0, -1), ...(example.tools ? { tools: example.tools } : {}), completion: completion.data }];
+    if (!last || last.role !== 'assistant')
+      throw new InvalidInputError(`${where}: the last message must be the assistant's`);
+    const completion = SftExample.shape.completion.safeParse({
+      ...(typeof last.content === 'string' ? { content: last.content } : {}),
+      ...(Array.isArray(last.tool_calls) ? { tool_calls: last.tool_calls } : {}),
+    });
+    if (!completion.success)
+      throw new InvalidInputError(
+        `${where}: the assistant's message: ${describeIssues(completion.error, 'completion')}`,
+      );
+    return [
+      {
+        messages: example.messages!.slice(0, -1),
+        ...(example.tools ? { tools: example.tools } : {}),
+        completion: completion.data,
+      },
+    ];
   });
 }
 
 /** Transitions the worker can train on: exact token ids, and an advantage that is not 0. */
 export function toWorkerTransitions(transitions: readonly Transition[]): WorkerTransition[] {
   return transitions.flatMap((t) => {
-    if (t.promptTokenIds === null || t.responseTokenIds === null || t.responseTokenIds.length === 0 || t.advantage === 0) return [];
+    if (
+      t.promptTokenIds === null ||
+      t.responseTokenIds === null ||
+      t.responseTokenIds.length === 0 ||
+      t.advantage === 0
+    )
+      return [];
     const logprobs = t.logprobs && t.logprobs.length === t.responseTokenIds.length ? t.logprobs : null;
     const mask = t.lossMask?.length === t.responseTokenIds.length ? (t.lossMask as Array<0 | 1>) : undefined;
-    return [{ promptIds: t.promptTokenIds, responseIds: t.responseTokenIds, logprobs, advantage: t.advantage, ...(mask ? { mask } : {}) }];
+    return [
+      {
+        promptIds: t.promptTokenIds,
+        responseIds: t.responseTokenIds,
+        logprobs,
+        advantage: t.advantage,
+        ...(mask ? { mask } : {}),
+      },
+    ];
   });
 }
 
@@ -82,30 +120,64 @@ class Iterations {
     this.executor = new RolloutExecutor({
       call: ctx.call,
       batches: ctx.batches,
-      mode: config.agentMode === 'worker'
-        ? { kind: 'worker', command: config.command.argv, cwd: config.command.cwd, workers: config.workers, concurrencyPerWorker: config.perWorker }
-        : { kind: 'process', command: config.command.argv, cwd: config.command.cwd, concurrency: config.workers },
+      mode:
+        config.agentMode === 'worker'
+          ? {
+              kind: 'worker',
+              command: config.command.argv,
+              cwd: config.command.cwd,
+              workers: config.workers,
+              concurrencyPerWorker: config.perWorker,
+            }
+          : { kind: 'process', command: config.command.argv, cwd: config.command.cwd, concurrency: config.workers },
       timeoutMs: config.timeoutSeconds * 1000,
       logDir: ctx.training.logDir(runId),
       // Rollouts are scored before transitions are built: the reward policy picks human > agent > automatic.
       scoring: ctx.scoring,
       env: config.command.env,
-      ray: config.ray ? { address: config.ray.address, python: config.ray.python ?? process.env.LIGHTNING_RAY_PYTHON ?? 'python3', ...(config.ray.workingDir ? { workingDir: config.ray.workingDir } : {}) } : undefined,
+      ray: config.ray
+        ? {
+            address: config.ray.address,
+            python: config.ray.python ?? process.env.LIGHTNING_RAY_PYTHON ?? 'python3',
+            ...(config.ray.workingDir ? { workingDir: config.ray.workingDir } : {}),
+          }
+        : undefined,
     });
     ctx.signal.addEventListener('abort', () => this.executor.cancel(), { once: true });
   }
 
   /** Creates and runs one batch of rollouts; returns them with their episode rewards (0 when none). */
-  async rollouts(tasks: readonly Task[], samples: number, mode: 'train' | 'val', step: number, checkpoint: string | null): Promise<{ batchId: string; rewards: number[]; seconds: number; completionTokens: number }> {
+  async rollouts(
+    tasks: readonly Task[],
+    samples: number,
+    mode: 'train' | 'val',
+    step: number,
+    checkpoint: string | null,
+  ): Promise<{ batchId: string; rewards: number[]; seconds: number; completionTokens: number }> {
     const started = performance.now();
     const source = { kind: 'command' as const, argv: [...this.config.command.argv], cwd: this.config.command.cwd };
-    const { batchId, rolloutIds: ids } = await this.ctx.training.openBatch({ runId: this.runId, mode, step, checkpoint, tasks, samples, source });
+    const { batchId, rolloutIds: ids } = await this.ctx.training.openBatch({
+      runId: this.runId,
+      mode,
+      step,
+      checkpoint,
+      tasks,
+      samples,
+      source,
+    });
     try {
       await this.executor.run({ batchId, rolloutIds: ids, upstream: this.upstreams[mode] });
     } finally {
       // Where the agents ran, also when the batch failed: a failure's nodes are the ones to look at.
       if (this.config.ray && this.ctx.training.isOpen) {
-        await this.ctx.training.recordRayNodes(this.runId).catch((error: unknown) => this.ctx.logger.warn('could not record where the rollouts ran', { runId: this.runId, error: errorMessage(error) }));
+        await this.ctx.training
+          .recordRayNodes(this.runId)
+          .catch((error: unknown) =>
+            this.ctx.logger.warn('could not record where the rollouts ran', {
+              runId: this.runId,
+              error: errorMessage(error),
+            }),
+          );
       }
     }
     // Cancelled before the runner took them: nothing will run those still queued.
@@ -126,8 +198,15 @@ class Iterations {
   }
 
   /** One GRPO iteration: rollouts, transitions, update, checkpoint. */
-  async step(trainTasks: readonly Task[], step: number, checkpoint: string | null): Promise<{ metrics: Record<string, number>; checkpoint: string } | undefined> {
-    const subset = this.config.tasksPerIteration === null ? trainTasks : shuffled(trainTasks, this.config.seed * 100_003 + step).slice(0, this.config.tasksPerIteration);
+  async step(
+    trainTasks: readonly Task[],
+    step: number,
+    checkpoint: string | null,
+  ): Promise<{ metrics: Record<string, number>; checkpoint: string } | undefined> {
+    const subset =
+      this.config.tasksPerIteration === null
+        ? trainTasks
+        : shuffled(trainTasks, this.config.seed * 100_003 + step).slice(0, this.config.tasksPerIteration);
     const batch = await this.rollouts(subset, this.config.samples, 'train', step - 1, checkpoint);
     if (this.ctx.signal.aborted) return undefined;
     const { transitions, report } = buildTransitions(this.ctx.training.trajectories(batch.batchId), {
@@ -150,25 +229,42 @@ class Iterations {
       'skipped/truncated': report.skipped.truncated,
     };
     const left = describeSkipped(report.skipped);
-    if (left) this.ctx.logger.info(`GRPO step ${step}: ${left} (not whole answers: left out of the batch)`, { runId: this.runId });
+    if (left)
+      this.ctx.logger.info(`GRPO step ${step}: ${left} (not whole answers: left out of the batch)`, {
+        runId: this.runId,
+      });
     // Rollouts against a dead policy server fail for that reason: report the crash, not its symptoms.
     if (this.worker.failed) throw this.worker.failed;
     if (transitions.length > 0 && transitions.every((t) => t.needsTokenization)) {
       // No call reached the policy: a worker that is going down is the likelier cause than the agent.
       const failure = await this.worker.failureWithin(WORKER_DEATH_GRACE_MS);
       if (failure) throw failure;
-      throw new InvalidInputError('the rollouts recorded no token ids: the agent must send its LLM calls to OPENAI_BASE_URL, ANTHROPIC_BASE_URL or GOOGLE_GEMINI_BASE_URL (the policy being trained answers them)');
+      throw new InvalidInputError(
+        'the rollouts recorded no token ids: the agent must send its LLM calls to OPENAI_BASE_URL, ANTHROPIC_BASE_URL or GOOGLE_GEMINI_BASE_URL (the policy being trained answers them)',
+      );
     }
     let result: TrainResult | undefined;
     if (trainable.length > 0) {
       result = await this.worker.request('train', {
-        transitions: trainable, epochs: this.config.epochs, minibatch: this.config.minibatch, clip: this.config.clip,
-        ...(this.config.clipHigh === null ? {} : { clipHigh: this.config.clipHigh }), lossType: this.config.lossType,
-        klCoef: this.config.klCoef, klBiasCorrection: this.config.klBiasCorrection, entropyCoef: this.config.entropyCoef,
+        transitions: trainable,
+        epochs: this.config.epochs,
+        minibatch: this.config.minibatch,
+        clip: this.config.clip,
+        ...(this.config.clipHigh === null ? {} : { clipHigh: this.config.clipHigh }),
+        lossType: this.config.lossType,
+        klCoef: this.config.klCoef,
+        klBiasCorrection: this.config.klBiasCorrection,
+        entropyCoef: this.config.entropyCoef,
       });
       Object.assign(metrics, {
-        loss: result.loss, pgLoss: result.pgLoss, kl: result.kl, entropy: result.entropy, clipFraction: result.clipFraction,
-        maxRatioDeviation: result.maxRatioDeviation, 'train/seconds': result.seconds, tokensPerSecond: result.tokens / Math.max(result.seconds, 1e-9),
+        loss: result.loss,
+        pgLoss: result.pgLoss,
+        kl: result.kl,
+        entropy: result.entropy,
+        clipFraction: result.clipFraction,
+        maxRatioDeviation: result.maxRatioDeviation,
+        'train/seconds': result.seconds,
+        tokensPerSecond: result.tokens / Math.max(result.seconds, 1e-9),
         ...(result.gpuMemoryBytes ? { gpuMemoryBytes: result.gpuMemoryBytes } : {}),
         ...(result.worldSize ? { worldSize: result.worldSize } : {}),
       });
@@ -199,7 +295,8 @@ function tasksOf(training: TrainingService, dataset: string, split: 'train' | 'v
  */
 export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContext): Promise<void> {
   const trainTasks = tasksOf(ctx.training, config.dataset, 'train');
-  if (trainTasks.length === 0) throw new InvalidInputError(`dataset ${config.dataset} has no train tasks (import tasks with "split": "train")`);
+  if (trainTasks.length === 0)
+    throw new InvalidInputError(`dataset ${config.dataset} has no train tasks (import tasks with "split": "train")`);
   let valTasks: Task[];
   if (config.valDataset) {
     valTasks = tasksOf(ctx.training, config.valDataset, 'val');
@@ -207,21 +304,45 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   } else valTasks = tasksOf(ctx.training, config.dataset, 'val');
 
   const python = await findPython(ctx.training.storeFile, config.python ?? undefined);
-  const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker'), distributed: config.distributed });
+  const worker = await TrainerWorker.start({
+    python: python.executable,
+    logger: ctx.logger.child('worker'),
+    distributed: config.distributed,
+  });
   const stop = (): void => worker.dispose();
   let opened: Iterations | undefined;
   try {
     const ranks = worker.ready.distributed?.ranks;
-    if (ranks) await ctx.training.recordRanks(runId, ranks.map(({ rank, localRank, host }) => ({ rank, localRank, host })));
+    if (ranks)
+      await ctx.training.recordRanks(
+        runId,
+        ranks.map(({ rank, localRank, host }) => ({ rank, localRank, host })),
+      );
     const last = ctx.training.checkpoints(runId).at(-1);
-    const adapter = config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
-    const loaded = await worker.request('load', { model: config.model, adapter, optimizer: { lr: config.lr }, device: config.device, seed: config.seed, ...(config.device === 'cuda' ? {} : { threads: 1 }), ...(last ? { checkpoint: last.path } : {}), ...(config.distributed?.fsdp ? { fsdp: true } : {}) });
+    const adapter =
+      config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
+    const loaded = await worker.request('load', {
+      model: config.model,
+      adapter,
+      optimizer: { lr: config.lr },
+      device: config.device,
+      seed: config.seed,
+      ...(config.device === 'cuda' ? {} : { threads: 1 }),
+      ...(last ? { checkpoint: last.path } : {}),
+      ...(config.distributed?.fsdp ? { fsdp: true } : {}),
+    });
     ctx.logger.info('policy loaded', { runId, ...loaded });
     const { url } = await worker.request('serve', {});
     // Validation is greedy where the worker serves a /greedy prefix (temperature 0 whatever the agent asks).
-    const greedy = await fetch(`${url}/greedy/v1/models`).then((r) => r.ok, () => false);
+    const greedy = await fetch(`${url}/greedy/v1/models`).then(
+      (r) => r.ok,
+      () => false,
+    );
     if (!greedy) ctx.logger.warn('the trainer worker serves no /greedy prefix: validation rollouts are sampled');
-    const iterations = new Iterations(runId, config, ctx, worker, { train: `${url}/v1`, val: `${url}${greedy ? '/greedy' : ''}/v1` });
+    const iterations = new Iterations(runId, config, ctx, worker, {
+      train: `${url}/v1`,
+      val: `${url}${greedy ? '/greedy' : ''}/v1`,
+    });
     opened = iterations;
     ctx.signal.addEventListener('abort', stop, { once: true });
     // A worker that dies takes the policy server with it: stop the agents now; the next request reports the crash.
@@ -234,11 +355,21 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
         const { file, steps, lr, untilSampledAccuracy } = config.warmStart;
         const examples = readDemonstrations(file);
         const sft = await worker.request('sft', {
-          examples, steps, lr, seed: config.seed,
+          examples,
+          steps,
+          lr,
+          seed: config.seed,
           // Checking costs a batch of generations: every 20 steps is enough to stop near the cliff.
-          ...(untilSampledAccuracy === null ? {} : { untilSampledAccuracy: { threshold: untilSampledAccuracy, every: 20 } }),
+          ...(untilSampledAccuracy === null
+            ? {}
+            : { untilSampledAccuracy: { threshold: untilSampledAccuracy, every: 20 } }),
         });
-        Object.assign(start, { 'sft/loss': sft.loss, 'sft/steps': sft.steps, 'sft/seconds': sft.seconds, ...(typeof sft.sampledAccuracy === 'number' ? { 'sft/sampledAccuracy': sft.sampledAccuracy } : {}) });
+        Object.assign(start, {
+          'sft/loss': sft.loss,
+          'sft/steps': sft.steps,
+          'sft/seconds': sft.seconds,
+          ...(typeof sft.sampledAccuracy === 'number' ? { 'sft/sampledAccuracy': sft.sampledAccuracy } : {}),
+        });
         checkpoint = ctx.training.checkpointDir(runId, 0);
         await worker.request('save', { dir: checkpoint, metrics: start });
         await ctx.training.recordStep(runId, 0, {}, { dir: checkpoint, metrics: start });

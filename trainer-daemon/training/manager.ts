@@ -43,7 +43,10 @@ export class TrainingManager implements Disposable {
     if (params.resume !== undefined) {
       const run = this.training.run(params.resume);
       if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
-      if (run.algorithm !== 'grpo') throw new InvalidInputError(`params.resume: training run ${run.id} is an ${run.algorithm} run; the daemon resumes GRPO runs (run APO again with \`lightning train --algorithm apo\`)`);
+      if (run.algorithm !== 'grpo')
+        throw new InvalidInputError(
+          `params.resume: training run ${run.id} is an ${run.algorithm} run; the daemon resumes GRPO runs (run APO again with \`lightning train --algorithm apo\`)`,
+        );
       config = run.config;
       // Its rewards file may have been deleted or broken since.
       scoring = checkedScoring(config, this.training.storeFile, `params.resume: run ${run.id}'s config.rewardsFile`);
@@ -52,7 +55,9 @@ export class TrainingManager implements Disposable {
       config = GrpoConfig.parse(params.config!);
       // Refuse what cannot run before recording a run: an unknown dataset, one without train tasks.
       if (this.training.tasks(config.dataset, 'train').items.length === 0) {
-        throw new InvalidInputError(`params.config.dataset: ${config.dataset} has no train tasks (import tasks with "split": "train")`);
+        throw new InvalidInputError(
+          `params.config.dataset: ${config.dataset} has no train tasks (import tasks with "split": "train")`,
+        );
       }
       if (config.valDataset !== null) this.training.tasks(config.valDataset);
       scoring = checkedScoring(config, this.training.storeFile, 'params.config.rewardsFile');
@@ -79,15 +84,30 @@ export class TrainingManager implements Disposable {
     return this.training.run(id);
   }
 
-  private async drive(runId: string, config: GrpoConfig, scoring: RolloutScoring | undefined, signal: AbortSignal): Promise<void> {
+  private async drive(
+    runId: string,
+    config: GrpoConfig,
+    scoring: RolloutScoring | undefined,
+    signal: AbortSignal,
+  ): Promise<void> {
     const logger = this.logger.child(runId);
     try {
-      await runGrpo(runId, config, { training: this.training, call: this.call, batches: this.batches, logger, signal, scoring });
+      await runGrpo(runId, config, {
+        training: this.training,
+        call: this.call,
+        batches: this.batches,
+        logger,
+        signal,
+        scoring,
+      });
       if (!this.training.isOpen) return;
-      this.training.setRunStatus(runId, signal.aborted ? 'cancelled' : 'succeeded', { error: signal.aborted ? 'cancelled' : null });
+      this.training.setRunStatus(runId, signal.aborted ? 'cancelled' : 'succeeded', {
+        error: signal.aborted ? 'cancelled' : null,
+      });
     } catch (error) {
       logger.error('training run failed', { error: errorMessage(error) });
-      if (this.training.isOpen) this.training.setRunStatus(runId, 'failed', { error: errorMessage(error), errorKind: mapError(error).kind });
+      if (this.training.isOpen)
+        this.training.setRunStatus(runId, 'failed', { error: errorMessage(error), errorKind: mapError(error).kind });
     }
   }
 

@@ -9,7 +9,13 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { type Checkpoint, type PolicyChanged, type PolicyDevice, type ServedPolicy, type ServePolicyParams } from '../protocol';
+import {
+  type Checkpoint,
+  type PolicyChanged,
+  type PolicyDevice,
+  type ServedPolicy,
+  type ServePolicyParams,
+} from '../protocol';
 import { ConflictError, NotFoundError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Store } from '../store/store';
@@ -52,7 +58,11 @@ export class PolicyServing implements Disposable {
       this.checkOpen();
       const checkpoint = this.checkpoint(params.checkpointId);
       const served = this.serving?.served;
-      if (served?.checkpointId === checkpoint.id && (params.device === undefined || params.device === 'auto' || served.device.startsWith(params.device))) return served;
+      if (
+        served?.checkpointId === checkpoint.id &&
+        (params.device === undefined || params.device === 'auto' || served.device.startsWith(params.device))
+      )
+        return served;
       if (served && !params.force) this.checkIdle(served);
       await this.stopServing();
       return this.start(checkpoint, params);
@@ -65,7 +75,10 @@ export class PolicyServing implements Disposable {
   }
 
   private checkOpen(): void {
-    if (this.closed) throw new ConflictError('the daemon is shutting down: it serves no checkpoint now; start it again (`lightning serve`) and retry');
+    if (this.closed)
+      throw new ConflictError(
+        'the daemon is shutting down: it serves no checkpoint now; start it again (`lightning serve`) and retry',
+      );
   }
 
   /** Refuses to unload a checkpoint that queued or running rollouts are pinned to: their agents would lose their model mid-run. */
@@ -81,7 +94,9 @@ export class PolicyServing implements Disposable {
   private checkpoint(id: string): Checkpoint {
     const checkpoint = this.store.checkpoint(id);
     if (!fs.existsSync(path.join(checkpoint.path, 'config.json'))) {
-      throw new NotFoundError(`checkpoint ${id}'s files are missing: ${checkpoint.path} has no config.json (was the checkpoints folder moved or deleted?)`);
+      throw new NotFoundError(
+        `checkpoint ${id}'s files are missing: ${checkpoint.path} has no config.json (was the checkpoints folder moved or deleted?)`,
+      );
     }
     return checkpoint;
   }
@@ -97,14 +112,31 @@ export class PolicyServing implements Disposable {
     this.loading = worker;
     try {
       this.checkOpen();
-      const loaded = await worker.request('load', { checkpoint: checkpoint.path, device, ...(device === 'cuda' ? {} : { threads: 1 }) });
+      const loaded = await worker.request('load', {
+        checkpoint: checkpoint.path,
+        device,
+        ...(device === 'cuda' ? {} : { threads: 1 }),
+      });
       const { url } = await worker.request('serve', {});
       const policyVersion = this.store.policyVersionFor(checkpoint);
-      const served: ServedPolicy = { checkpointId: checkpoint.id, runId: checkpoint.runId, step: checkpoint.step, url, policyVersion, device: loaded.device, startedAt: Date.now() };
+      const served: ServedPolicy = {
+        checkpointId: checkpoint.id,
+        runId: checkpoint.runId,
+        step: checkpoint.step,
+        url,
+        policyVersion,
+        device: loaded.device,
+        startedAt: Date.now(),
+      };
       this.serving = { served, worker };
       worker.onDidExit((error) => this.crashed(worker, error.message));
       if (worker.failed) this.crashed(worker, worker.failed.message);
-      logger.info('serving checkpoint', { checkpointId: checkpoint.id, url, device: loaded.device, modelName: loaded.modelName });
+      logger.info('serving checkpoint', {
+        checkpointId: checkpoint.id,
+        url,
+        device: loaded.device,
+        modelName: loaded.modelName,
+      });
       this._onDidChange.fire({ served, error: null });
       return served;
     } catch (error) {

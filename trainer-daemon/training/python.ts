@@ -30,7 +30,11 @@ export function venvPython(storeFile: string): string {
   return path.join(venvDir(storeFile), 'bin', 'python');
 }
 
-export function pythonCandidates(storeFile: string, explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): PythonCandidate[] {
+export function pythonCandidates(
+  storeFile: string,
+  explicit: string | undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): PythonCandidate[] {
   const list: PythonCandidate[] = [];
   if (explicit) list.push({ executable: explicit, origin: '--python' });
   if (env.LIGHTNING_PYTHON) list.push({ executable: env.LIGHTNING_PYTHON, origin: 'LIGHTNING_PYTHON' });
@@ -40,7 +44,8 @@ export function pythonCandidates(storeFile: string, explicit: string | undefined
   return list;
 }
 
-const PROBE = 'import sys\ntry:\n import torch; t = torch.__version__\nexcept Exception as e:\n t = None\nprint(sys.version.split()[0]); print(t)';
+const PROBE =
+  'import sys\ntry:\n import torch; t = torch.__version__\nexcept Exception as e:\n t = None\nprint(sys.version.split()[0]); print(t)';
 
 /**
  * Runs the candidate (importing torch takes seconds): asynchronously, so a daemon that probes before
@@ -50,30 +55,51 @@ export async function probePython(candidate: PythonCandidate): Promise<PythonPro
   if (candidate.executable.includes(path.sep) && !fs.existsSync(candidate.executable)) {
     return { ...candidate, version: null, torch: null, problem: 'not found' };
   }
-  const run = await new Promise<{ error: Error | null; status: number | null; stdout: string; stderr: string }>((resolve) => {
-    execFile(candidate.executable, ['-c', PROBE], { encoding: 'utf8', timeout: 60_000 }, (error, stdout, stderr) => {
-      const status = error === null ? 0 : typeof error.code === 'number' ? error.code : null;
-      resolve({ error: error !== null && status === null ? error : null, status, stdout, stderr });
-    });
-  });
-  if (run.error || run.status !== 0) return { ...candidate, version: null, torch: null, problem: run.error ? run.error.message : `exited with ${run.status}: ${run.stderr.trim().split('\n').at(-1) ?? ''}` };
+  const run = await new Promise<{ error: Error | null; status: number | null; stdout: string; stderr: string }>(
+    (resolve) => {
+      execFile(candidate.executable, ['-c', PROBE], { encoding: 'utf8', timeout: 60_000 }, (error, stdout, stderr) => {
+        const status = error === null ? 0 : typeof error.code === 'number' ? error.code : null;
+        resolve({ error: error !== null && status === null ? error : null, status, stdout, stderr });
+      });
+    },
+  );
+  if (run.error || run.status !== 0)
+    return {
+      ...candidate,
+      version: null,
+      torch: null,
+      problem: run.error
+        ? run.error.message
+        : `exited with ${run.status}: ${run.stderr.trim().split('\n').at(-1) ?? ''}`,
+    };
   const [version, torch] = run.stdout.trim().split('\n');
   const hasTorch = torch !== undefined && torch !== 'None';
-  return { ...candidate, version: version ?? null, torch: hasTorch ? torch : null, problem: hasTorch ? null : 'no torch' };
+  return {
+    ...candidate,
+    version: version ?? null,
+    torch: hasTorch ? torch : null,
+    problem: hasTorch ? null : 'no torch',
+  };
 }
 
 /**
  * The first candidate that imports torch. An explicit choice (`--python`, `LIGHTNING_PYTHON`) that
  * cannot is an error rather than silently replaced by another Python.
  */
-export async function findPython(storeFile: string, explicit?: string, env: NodeJS.ProcessEnv = process.env): Promise<PythonProbe> {
+export async function findPython(
+  storeFile: string,
+  explicit?: string,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<PythonProbe> {
   const probes: PythonProbe[] = [];
   for (const candidate of pythonCandidates(storeFile, explicit, env)) {
     const probe = await probePython(candidate);
     if (probe.problem === null) return probe;
     probes.push(probe);
     if (candidate.origin === '--python' || candidate.origin === 'LIGHTNING_PYTHON') {
-      throw new TrainerUnavailableError(`${candidate.origin} ${candidate.executable} cannot run the trainer: ${probe.problem}. Run \`lightning doctor\`.`);
+      throw new TrainerUnavailableError(
+        `${candidate.origin} ${candidate.executable} cannot run the trainer: ${probe.problem}. Run \`lightning doctor\`.`,
+      );
     }
   }
   throw new TrainerUnavailableError(

@@ -6,7 +6,19 @@
  * commit, lock retries) when the daemon has one. APO runs in its own process and speaks RPC.
  */
 import path from 'node:path';
-import { grpoBatchId, type Checkpoint, type Dataset, type NewTrainingRun, type Rollout, type RolloutMode, type RunPlacement, type RolloutSource, type Task, type TrainingRun, type TrainingRunStatus } from '../protocol';
+import {
+  grpoBatchId,
+  type Checkpoint,
+  type Dataset,
+  type NewTrainingRun,
+  type Rollout,
+  type RolloutMode,
+  type RunPlacement,
+  type RolloutSource,
+  type Task,
+  type TrainingRun,
+  type TrainingRunStatus,
+} from '../protocol';
 import type { ErrorKind } from '../protocol/errors';
 import type { Trajectory } from '../protocol/lightningrl';
 import type { Store } from '../store/store';
@@ -77,7 +89,11 @@ export class TrainingService {
     return this.store.recordTrainingRun(run);
   }
 
-  setRunStatus(id: string, to: TrainingRunStatus, details: { readonly error?: string | null; readonly errorKind?: ErrorKind | null } = {}): TrainingRun {
+  setRunStatus(
+    id: string,
+    to: TrainingRunStatus,
+    details: { readonly error?: string | null; readonly errorKind?: ErrorKind | null } = {},
+  ): TrainingRun {
     return this.store.setTrainingRunStatus(id, to, details);
   }
 
@@ -92,7 +108,12 @@ export class TrainingService {
   }
 
   /** A step's metrics and, when it saved one, its checkpoint: one commit. */
-  async recordStep(runId: string, step: number, metrics: Readonly<Record<string, number>>, checkpoint?: { readonly dir: string; readonly metrics: Readonly<Record<string, number>> }): Promise<void> {
+  async recordStep(
+    runId: string,
+    step: number,
+    metrics: Readonly<Record<string, number>>,
+    checkpoint?: { readonly dir: string; readonly metrics: Readonly<Record<string, number>> },
+  ): Promise<void> {
     await this.write(() => this.store.recordTrainingStep(runId, step, metrics, checkpoint));
   }
 
@@ -108,11 +129,20 @@ export class TrainingService {
     const rolloutIds = await this.write(() => {
       const version = this.store.addPolicyVersion({ runId: spec.runId, step: spec.step, checkpoint: spec.checkpoint });
       return spec.tasks.flatMap((task) =>
-        Array.from({ length: spec.samples }, () =>
-          this.store.createRollout({
-            mode: spec.mode, label: spec.runId, task: { id: task.id, input: task.input }, source: spec.source, maxAttempts: 1,
-            datasetId: task.datasetId, batchId, resourcesVersion: version, resources: { policy: version },
-          }).id,
+        Array.from(
+          { length: spec.samples },
+          () =>
+            this.store.createRollout({
+              mode: spec.mode,
+              label: spec.runId,
+              task: { id: task.id, input: task.input },
+              source: spec.source,
+              maxAttempts: 1,
+              datasetId: task.datasetId,
+              batchId,
+              resourcesVersion: version,
+              resources: { policy: version },
+            }).id,
         ),
       );
     }, spec.tasks.length * spec.samples);
@@ -125,7 +155,8 @@ export class TrainingService {
     if (queued.length > 0) {
       await this.write(() => {
         for (const { id } of queued) {
-          if (this.store.getRollout(id).status === 'queued') this.store.transitionRollout({ id, to: 'cancelled', error: reason, exitCode: null });
+          if (this.store.getRollout(id).status === 'queued')
+            this.store.transitionRollout({ id, to: 'cancelled', error: reason, exitCode: null });
         }
       }, queued.length);
     }

@@ -37,7 +37,9 @@ export function splitEndpoint(endpoint: string): { host: string; port: string } 
  * rank, e.g. `rank 1 (local rank 1) on host gpu-3 exited with code -9 (signal 9)`; null when there is none.
  */
 export function torchrunFailures(stderr: string): string | null {
-  const failures = [...stderr.matchAll(/host\s*: (\S+)\s*\n\s*rank\s*: (\d+) \(local_rank: (\d+)\)\s*\n\s*exitcode\s*: (-?\d+)/g)];
+  const failures = [
+    ...stderr.matchAll(/host\s*: (\S+)\s*\n\s*rank\s*: (\d+) \(local_rank: (\d+)\)\s*\n\s*exitcode\s*: (-?\d+)/g),
+  ];
   if (failures.length === 0) return null;
   const seen = new Set<string>();
   const lines = failures.flatMap(([, host, rank, local, code]) => {
@@ -45,7 +47,9 @@ export function torchrunFailures(stderr: string): string | null {
     if (seen.has(key)) return [];
     seen.add(key);
     const n = Number(code);
-    return [`rank ${rank} (local rank ${local}) on host ${host} ${n < 0 ? `was killed by signal ${-n}` : `exited with code ${n}`}`];
+    return [
+      `rank ${rank} (local rank ${local}) on host ${host} ${n < 0 ? `was killed by signal ${-n}` : `exited with code ${n}`}`,
+    ];
   });
   return lines.join('; ');
 }

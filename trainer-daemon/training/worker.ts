@@ -26,7 +26,12 @@ import { Emitter, type Disposable, type Event } from '../protocol/event';
 import { torchrunArgs, torchrunFailures, type DistributedSpec } from './torchrun';
 
 /** trainer-daemon/python, beside this module in the checkout (the bundles live in dist/). */
-export const PYTHON_PACKAGE_DIR = path.resolve(__dirname, '..', path.basename(__dirname) === 'dist' ? 'trainer-daemon' : '', 'python');
+export const PYTHON_PACKAGE_DIR = path.resolve(
+  __dirname,
+  '..',
+  path.basename(__dirname) === 'dist' ? 'trainer-daemon' : '',
+  'python',
+);
 
 /** The worker answered a request with an error, or died while it was pending. */
 export class WorkerError extends LightningError {
@@ -89,7 +94,12 @@ export class TrainerWorker implements Disposable {
 
   /** Spawns the worker and waits for its ready line. */
   static async start(options: WorkerOptions): Promise<TrainerWorker> {
-    const env = { ...process.env, ...options.env, PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter), PYTHONUNBUFFERED: '1' };
+    const env = {
+      ...process.env,
+      ...options.env,
+      PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
+      PYTHONUNBUFFERED: '1',
+    };
     const args = options.distributed ? torchrunArgs(options.distributed) : ['-m', 'lightning_trainer.worker'];
     const child = spawn(options.python, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     const logger = options.logger;
@@ -109,13 +119,26 @@ export class TrainerWorker implements Disposable {
         void exited.then(() => {
           const message = `the trainer worker (${options.python}) ${why}`;
           // Python's own words for a missing PyTorch, read here where the worker's output arrives: the error's kind says it to every client.
-          reject(MISSING_TORCH.test(stderr) ? new TrainerUnavailableError(`${message}: its Python has no PyTorch (run \`lightning doctor --setup\`)\n${stderr.trimEnd()}`) : new WorkerError(message, 'crashed', stderr || undefined));
+          reject(
+            MISSING_TORCH.test(stderr)
+              ? new TrainerUnavailableError(
+                  `${message}: its Python has no PyTorch (run \`lightning doctor --setup\`)\n${stderr.trimEnd()}`,
+                )
+              : new WorkerError(message, 'crashed', stderr || undefined),
+          );
         });
       };
-      const timer = setTimeout(() => fail(`printed no ready line in ${(options.readyTimeoutMs ?? 120_000) / 1000} s`), options.readyTimeoutMs ?? 120_000);
+      const timer = setTimeout(
+        () => fail(`printed no ready line in ${(options.readyTimeoutMs ?? 120_000) / 1000} s`),
+        options.readyTimeoutMs ?? 120_000,
+      );
       child.once('error', (error) => {
         clearTimeout(timer);
-        reject(new TrainerUnavailableError(`cannot start the trainer worker with ${options.python}: ${error.message} (run \`lightning doctor\`)`));
+        reject(
+          new TrainerUnavailableError(
+            `cannot start the trainer worker with ${options.python}: ${error.message} (run \`lightning doctor\`)`,
+          ),
+        );
       });
       child.once('exit', (code, signal) => fail(`exited before it was ready (${signal ?? `code ${code}`})`));
       lines.once('line', (line) => {
@@ -123,7 +146,8 @@ export class TrainerWorker implements Disposable {
         child.removeAllListeners('exit');
         const parsed = parseLine(line, WorkerReady);
         if (parsed instanceof Error) return fail(`sent a bad ready line: ${parsed.message}`);
-        if (parsed.protocol !== WORKER_PROTOCOL_VERSION) return fail(`speaks protocol ${parsed.protocol}, this daemon ${WORKER_PROTOCOL_VERSION}`);
+        if (parsed.protocol !== WORKER_PROTOCOL_VERSION)
+          return fail(`speaks protocol ${parsed.protocol}, this daemon ${WORKER_PROTOCOL_VERSION}`);
         resolve(parsed);
       });
     });
@@ -131,7 +155,13 @@ export class TrainerWorker implements Disposable {
     worker.stderrTail = stderr;
     stderrLines.on('line', (line) => (worker.stderrTail = (worker.stderrTail + line + '\n').slice(-STDERR_TAIL_CHARS)));
     worker.listen();
-    logger.info('trainer worker ready', { pid: child.pid, python: ready.python, torch: ready.torch, device: ready.device, ...(ready.distributed ? { ranks: ready.distributed.ranks } : {}) });
+    logger.info('trainer worker ready', {
+      pid: child.pid,
+      python: ready.python,
+      torch: ready.torch,
+      device: ready.device,
+      ...(ready.distributed ? { ranks: ready.distributed.ranks } : {}),
+    });
     return worker;
   }
 
@@ -146,7 +176,8 @@ export class TrainerWorker implements Disposable {
    * callers seeing only the symptoms (rollouts with no answer) ask here before blaming anything else.
    */
   async failureWithin(graceMs: number): Promise<WorkerError | undefined> {
-    if (!this.failure) await Promise.race([this.exited, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+    if (!this.failure)
+      await Promise.race([this.exited, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
     return this.failure;
   }
 
@@ -216,25 +247,49 @@ export class TrainerWorker implements Disposable {
   private settle(message: { id: number | null }, line: string): void {
     const pending = message.id === null ? undefined : this.pending.get(message.id);
     if (message.id === null || !pending) {
-      this.logger.error(message.id === null ? 'trainer worker could not read a request line' : 'trainer worker answered an unknown request', { response: line.slice(0, 500) });
+      this.logger.error(
+        message.id === null
+          ? 'trainer worker could not read a request line'
+          : 'trainer worker answered an unknown request',
+        { response: line.slice(0, 500) },
+      );
       return;
     }
     this.pending.delete(message.id);
     const response = parseLine(line, WorkerResponse);
-    if (response instanceof Error) return pending.reject(new WorkerError(`the trainer worker sent a bad ${pending.method} response: ${response.message}`, 'crashed'));
+    if (response instanceof Error)
+      return pending.reject(
+        new WorkerError(`the trainer worker sent a bad ${pending.method} response: ${response.message}`, 'crashed'),
+      );
     if ('error' in response) {
-      pending.reject(new WorkerError(`the trainer worker's ${pending.method} failed (${response.error.kind}): ${response.error.message}`, response.error.kind, response.error.traceback));
+      pending.reject(
+        new WorkerError(
+          `the trainer worker's ${pending.method} failed (${response.error.kind}): ${response.error.message}`,
+          response.error.kind,
+          response.error.traceback,
+        ),
+      );
       return;
     }
     const result = WorkerMethods[pending.method].result.safeParse(response.result);
-    if (!result.success) return pending.reject(new WorkerError(`the trainer worker sent an invalid ${pending.method} result: ${describeIssues(result.error, 'result')}`, 'crashed'));
+    if (!result.success)
+      return pending.reject(
+        new WorkerError(
+          `the trainer worker sent an invalid ${pending.method} result: ${describeIssues(result.error, 'result')}`,
+          'crashed',
+        ),
+      );
     pending.resolve(result.data);
   }
 
   private crash(why: string): void {
     if (this.failure) return;
     const ranks = this.ready.distributed ? torchrunFailures(this.stderrTail) : null;
-    const error = new WorkerError(`the trainer worker ${why}${ranks ? `: ${ranks}` : ''}`, 'crashed', this.stderrTail.trim() || undefined);
+    const error = new WorkerError(
+      `the trainer worker ${why}${ranks ? `: ${ranks}` : ''}`,
+      'crashed',
+      this.stderrTail.trim() || undefined,
+    );
     this.logger.error('trainer worker crashed', { why, pid: this.child.pid });
     this.fail(error);
     this._onDidExit.fire(error);
@@ -247,7 +302,10 @@ export class TrainerWorker implements Disposable {
   }
 }
 
-function parseLine<T>(line: string, schema: { safeParse(value: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } }): T | Error {
+function parseLine<T>(
+  line: string,
+  schema: { safeParse(value: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } },
+): T | Error {
   let json: unknown;
   try {
     json = JSON.parse(line);

@@ -49,7 +49,11 @@ export function writeFileAtomically(out: string, text: string | Buffer, flag = '
     stat = undefined;
   }
   if (stat && !stat.isFile()) {
-    const what = stat.isSymbolicLink() ? 'a symbolic link' : stat.isDirectory() ? 'a folder' : 'not a regular file (a device, FIFO or socket)';
+    const what = stat.isSymbolicLink()
+      ? 'a symbolic link'
+      : stat.isDirectory()
+        ? 'a folder'
+        : 'not a regular file (a device, FIFO or socket)';
     throw new InvalidInputError(`${flag} ${out} is ${what}; name a regular file to write (or a new path)`);
   }
   const temp = `${out}.${process.pid}.tmp`;

@@ -13,12 +13,15 @@ export function readFileBounded(file: string, maxBytes: number, what: string): s
     // O_NONBLOCK: opening a FIFO with no writer must not hang the daemon before the check below.
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NONBLOCK);
   } catch (error) {
-    throw new InvalidInputError(`${what} ${file}: cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new InvalidInputError(
+      `${what} ${file}: cannot be read (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
   }
   try {
     const stat = fs.fstatSync(fd);
     if (!stat.isFile()) throw new InvalidInputError(`${what} ${file}: not a regular file; name a JSON file`);
-    if (stat.size > maxBytes) throw new PayloadTooLargeError(`${what} ${file}: ${stat.size} bytes is over the ${maxBytes}-byte limit`);
+    if (stat.size > maxBytes)
+      throw new PayloadTooLargeError(`${what} ${file}: ${stat.size} bytes is over the ${maxBytes}-byte limit`);
     const buffer = Buffer.alloc(stat.size);
     let read = 0;
     while (read < buffer.length) {

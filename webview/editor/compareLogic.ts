@@ -93,7 +93,7 @@ export function alignSteps(left: readonly CompareStep[], right: readonly Compare
     }
   }
   const pairs: AlignedPair[] = [];
-  for (let i = n, j = m; i > 0 || j > 0; ) {
+  for (let i = n, j = m; i > 0 || j > 0;) {
     const direction = move[i * width + j];
     if (i > 0 && j > 0 && direction === 0) {
       pairs.push({ left: i - 1, right: j - 1, similarity: similarity[i * width + j]! });
@@ -126,7 +126,12 @@ export function wordDiff(before: string, after: string): DiffPart[] {
   let prefix = 0;
   while (prefix < a.length && prefix < b.length && a[prefix] === b[prefix]) prefix += 1;
   let suffix = 0;
-  while (suffix < a.length - prefix && suffix < b.length - prefix && a[a.length - 1 - suffix] === b[b.length - 1 - suffix]) suffix += 1;
+  while (
+    suffix < a.length - prefix &&
+    suffix < b.length - prefix &&
+    a[a.length - 1 - suffix] === b[b.length - 1 - suffix]
+  )
+    suffix += 1;
   const midA = a.slice(prefix, a.length - suffix);
   const midB = b.slice(prefix, b.length - suffix);
   const parts: DiffPart[] = [];
@@ -146,7 +151,10 @@ export function wordDiff(before: string, after: string): DiffPart[] {
     const lcs = new Uint32Array((midA.length + 1) * width);
     for (let i = midA.length - 1; i >= 0; i -= 1) {
       for (let j = midB.length - 1; j >= 0; j -= 1) {
-        lcs[i * width + j] = midA[i] === midB[j] ? lcs[(i + 1) * width + j + 1]! + 1 : Math.max(lcs[(i + 1) * width + j]!, lcs[i * width + j + 1]!);
+        lcs[i * width + j] =
+          midA[i] === midB[j]
+            ? lcs[(i + 1) * width + j + 1]! + 1
+            : Math.max(lcs[(i + 1) * width + j]!, lcs[i * width + j + 1]!);
       }
     }
     let i = 0;
@@ -172,5 +180,9 @@ export function wordDiff(before: string, after: string): DiffPart[] {
 
 /** The two rollouts' totals side by side: steps, tokens, latency. */
 export function compareTotals(steps: readonly CompareStep[]): { steps: number; tokens: number; latencyMs: number } {
-  return { steps: steps.length, tokens: steps.reduce((sum, step) => sum + step.tokens, 0), latencyMs: steps.reduce((sum, step) => sum + (step.latencyMs ?? 0), 0) };
+  return {
+    steps: steps.length,
+    tokens: steps.reduce((sum, step) => sum + step.tokens, 0),
+    latencyMs: steps.reduce((sum, step) => sum + (step.latencyMs ?? 0), 0),
+  };
 }

@@ -10,7 +10,15 @@ import type { Reward, Rollout, Span } from '../../trainer-daemon/protocol/record
 import { button, el } from '../dom';
 import { formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
-import { alignSteps, compareSteps, compareTotals, wordDiff, type AlignedPair, type CompareStep, type DiffPart } from './compareLogic';
+import {
+  alignSteps,
+  compareSteps,
+  compareTotals,
+  wordDiff,
+  type AlignedPair,
+  type CompareStep,
+  type DiffPart,
+} from './compareLogic';
 
 /**
  * Pairs built at once: a screenful (a pair's row is ~50 px), since the first frame lays out all it is given
@@ -45,7 +53,11 @@ export class CompareTab {
   private renders = 0;
   private readonly open = new Set<number>();
 
-  constructor(left: string, right: string, private readonly actions: CompareTabActions) {
+  constructor(
+    left: string,
+    right: string,
+    private readonly actions: CompareTabActions,
+  ) {
     const side = (id: string): Side => ({ id, spans: new Map(), complete: false, rewards: [] });
     this.sides = [side(left), side(right)];
     Object.assign(this.element.dataset, { left, right });
@@ -94,10 +106,11 @@ export class CompareTab {
   }
 
   private schedule(): void {
-    if (!this.frame) this.frame = requestAnimationFrame(() => {
-      this.frame = 0;
-      this.render(true);
-    });
+    if (!this.frame)
+      this.frame = requestAnimationFrame(() => {
+        this.frame = 0;
+        this.render(true);
+      });
   }
 
   /**
@@ -119,18 +132,27 @@ export class CompareTab {
     const rightSteps = compareSteps([...right.spans.values()]);
     this.renderSummary(leftSteps, rightSteps);
     const complete = left.complete && right.complete;
-    this.progress.textContent = complete ? '' : `Loading steps… (${left.spans.size} and ${right.spans.size} spans so far)`;
+    this.progress.textContent = complete
+      ? ''
+      : `Loading steps… (${left.spans.size} and ${right.spans.size} spans so far)`;
     if (!complete && (leftSteps.length === 0 || rightSteps.length === 0)) return;
     const pairs = alignSteps(leftSteps, rightSteps);
     // The first pair that differs opens by itself (once both are whole): where the two rollouts part ways.
     if (complete && this.open.size === 0) {
-      const firstDifferent = pairs.findIndex((pair) => pair.left === null || pair.right === null || leftSteps[pair.left]!.answer !== rightSteps[pair.right]!.answer || leftSteps[pair.left]!.prompt !== rightSteps[pair.right]!.prompt);
+      const firstDifferent = pairs.findIndex(
+        (pair) =>
+          pair.left === null ||
+          pair.right === null ||
+          leftSteps[pair.left]!.answer !== rightSteps[pair.right]!.answer ||
+          leftSteps[pair.left]!.prompt !== rightSteps[pair.right]!.prompt,
+      );
       if (firstDifferent >= 0) this.open.add(firstDifferent);
     }
     const render = ++this.renders;
     const build = (from: number, to: number): DocumentFragment => {
       const fragment = document.createDocumentFragment();
-      for (let index = from; index < Math.min(to, pairs.length); index += 1) fragment.append(this.pairElement(pairs[index]!, index, leftSteps, rightSteps));
+      for (let index = from; index < Math.min(to, pairs.length); index += 1)
+        fragment.append(this.pairElement(pairs[index]!, index, leftSteps, rightSteps));
       return fragment;
     };
     this.steps.replaceChildren(build(0, FIRST_PAIRS));
@@ -165,15 +187,33 @@ export class CompareTab {
     table.setAttribute('role', 'table');
     const totals = [compareTotals(leftSteps), compareTotals(rightSteps)];
     const cells: Array<[string, (side: Side, index: number) => string | HTMLElement]> = [
-      ['', (side) => {
-        const head = el('div', 'compare-title');
-        head.append(el('span', 'status', side.rollout ? STATUS_ICON[side.rollout.status] : '…'), el('span', undefined, side.rollout ? rolloutTitle(side.rollout) : side.id), button('Open', `Open rollout ${side.id} in its own tab`, () => this.actions.openRollout(side.id), 'open-side'));
-        return head;
-      }],
+      [
+        '',
+        (side) => {
+          const head = el('div', 'compare-title');
+          head.append(
+            el('span', 'status', side.rollout ? STATUS_ICON[side.rollout.status] : '…'),
+            el('span', undefined, side.rollout ? rolloutTitle(side.rollout) : side.id),
+            button(
+              'Open',
+              `Open rollout ${side.id} in its own tab`,
+              () => this.actions.openRollout(side.id),
+              'open-side',
+            ),
+          );
+          return head;
+        },
+      ],
       ['status', (side) => side.rollout?.status ?? '…'],
       ['reward', (side) => (side.rollout ? rewardText(side.rollout.reward) : '…')],
       ['steps', (_, index) => String(totals[index]!.steps)],
-      ['tokens', (side) => (side.rollout ? `${formatTokens(side.rollout.promptTokens)} in / ${formatTokens(side.rollout.completionTokens)} out` : '…')],
+      [
+        'tokens',
+        (side) =>
+          side.rollout
+            ? `${formatTokens(side.rollout.promptTokens)} in / ${formatTokens(side.rollout.completionTokens)} out`
+            : '…',
+      ],
       ['duration', (side) => (side.rollout ? formatDuration(rolloutDuration(side.rollout)) : '…')],
       ['LLM time', (_, index) => formatDuration(totals[index]!.latencyMs)],
     ];
@@ -192,27 +232,51 @@ export class CompareTab {
 
   private stepReward(side: Side, spanId: string): string {
     const rewards = side.rewards.filter((reward) => reward.spanId === spanId && reward.name === 'reward');
-    return rewards.length ? ` · reward ${rewardText(rewards.sort((a, b) => a.createdAt - b.createdAt).at(-1)!.value)}` : '';
+    return rewards.length
+      ? ` · reward ${rewardText(rewards.sort((a, b) => a.createdAt - b.createdAt).at(-1)!.value)}`
+      : '';
   }
 
-  private pairElement(pair: AlignedPair, index: number, leftSteps: readonly CompareStep[], rightSteps: readonly CompareStep[]): HTMLElement {
+  private pairElement(
+    pair: AlignedPair,
+    index: number,
+    leftSteps: readonly CompareStep[],
+    rightSteps: readonly CompareStep[],
+  ): HTMLElement {
     const details = el('details', `compare-pair${pair.left === null || pair.right === null ? ' gap' : ''}`);
     details.dataset.index = String(index);
     const summary = el('summary', 'compare-grid');
     const side = (step: CompareStep | undefined, which: Side): HTMLElement => {
       if (!step) return el('div', 'compare-cell muted', '— no matching step —');
-      const cell = el('div', `compare-cell${step.span.statusCode === 'error' ? ' error' : ''}`, `${step.span.name} · ${formatTokens(step.tokens)} tok · ${formatDuration(step.latencyMs)}${this.stepReward(which, step.span.spanId)}`);
-      cell.append(el('div', 'compare-snippet muted', step.prompt.length > 120 ? `${step.prompt.slice(0, 119)}…` : step.prompt));
+      const cell = el(
+        'div',
+        `compare-cell${step.span.statusCode === 'error' ? ' error' : ''}`,
+        `${step.span.name} · ${formatTokens(step.tokens)} tok · ${formatDuration(step.latencyMs)}${this.stepReward(which, step.span.spanId)}`,
+      );
+      cell.append(
+        el('div', 'compare-snippet muted', step.prompt.length > 120 ? `${step.prompt.slice(0, 119)}…` : step.prompt),
+      );
       return cell;
     };
     const a = pair.left === null ? undefined : leftSteps[pair.left];
     const b = pair.right === null ? undefined : rightSteps[pair.right];
     const same = a && b && a.prompt === b.prompt && a.answer === b.answer;
-    summary.append(el('div', 'compare-label', `${index + 1}${a && b ? (same ? ' =' : ` ≈${Math.round(pair.similarity * 100)}%`) : ''}`), side(a, this.sides[0]), side(b, this.sides[1]));
+    summary.append(
+      el(
+        'div',
+        'compare-label',
+        `${index + 1}${a && b ? (same ? ' =' : ` ≈${Math.round(pair.similarity * 100)}%`) : ''}`,
+      ),
+      side(a, this.sides[0]),
+      side(b, this.sides[1]),
+    );
     details.append(summary);
     const fill = (): void => {
       if (details.childElementCount > 1) return;
-      for (const [label, before, after] of [['Prompt', a?.prompt ?? '', b?.prompt ?? ''], ['Answer', a?.answer ?? '', b?.answer ?? '']] as const) {
+      for (const [label, before, after] of [
+        ['Prompt', a?.prompt ?? '', b?.prompt ?? ''],
+        ['Answer', a?.answer ?? '', b?.answer ?? ''],
+      ] as const) {
         const parts = wordDiff(before, after);
         const row = el('div', 'compare-grid compare-diff');
         row.append(el('div', 'compare-label', label), diffElement(parts, 'removed'), diffElement(parts, 'added'));

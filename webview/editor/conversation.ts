@@ -39,8 +39,10 @@ export interface Conversation {
   readonly rawResponse: Json | null;
 }
 
-const isObject = (value: Json | undefined): value is JsonObject => value !== null && typeof value === 'object' && !Array.isArray(value);
-const text = (value: Json | undefined): string => (typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value));
+const isObject = (value: Json | undefined): value is JsonObject =>
+  value !== null && typeof value === 'object' && !Array.isArray(value);
+const text = (value: Json | undefined): string =>
+  typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value);
 const parseJson = (value: Json | undefined): Json | undefined => {
   if (typeof value !== 'string') return value;
   try {
@@ -60,16 +62,41 @@ function partBlocks(part: Json): Block[] {
   if (typeof part === 'string') return [{ kind: 'text', text: part }];
   if (!isObject(part)) return [{ kind: 'text', text: text(part) }];
   const type = text(part.type);
-  if (type === 'thinking' || type === 'reasoning' || part.thought === true) return [{ kind: 'thinking', text: text(part.thinking ?? part.text ?? part.summary) }];
+  if (type === 'thinking' || type === 'reasoning' || part.thought === true)
+    return [{ kind: 'thinking', text: text(part.thinking ?? part.text ?? part.summary) }];
   if (type === 'redacted_thinking') return [{ kind: 'thinking', text: '(redacted thinking)' }];
-  if (type === 'tool_use' || type === 'function_call') return [{ kind: 'toolCall', name: text(part.name), arguments: text(part.input ?? part.arguments), id: text(part.id ?? part.call_id) || null }];
+  if (type === 'tool_use' || type === 'function_call')
+    return [
+      {
+        kind: 'toolCall',
+        name: text(part.name),
+        arguments: text(part.input ?? part.arguments),
+        id: text(part.id ?? part.call_id) || null,
+      },
+    ];
   if (type === 'tool_result' || type === 'function_call_output') {
-    const content = Array.isArray(part.content) ? part.content.flatMap(partBlocks).map(blockText).join('\n') : text(part.content ?? part.output);
+    const content = Array.isArray(part.content)
+      ? part.content.flatMap(partBlocks).map(blockText).join('\n')
+      : text(part.content ?? part.output);
     return [{ kind: 'toolResult', text: content, id: text(part.tool_use_id ?? part.call_id) || null }];
   }
-  if (isObject(part.functionCall)) return [{ kind: 'toolCall', name: text(part.functionCall.name), arguments: text(part.functionCall.args), id: text(part.functionCall.id) || null }];
-  if (isObject(part.functionResponse)) return [{ kind: 'toolResult', text: text(part.functionResponse.response), id: text(part.functionResponse.name) || null }];
-  if (type === 'image_url' || type === 'image' || type === 'input_image' || part.inlineData !== undefined) return [{ kind: 'image', text: `[image${isObject(part.image_url) ? ` ${text(part.image_url.url).slice(0, 80)}` : ''}]` }];
+  if (isObject(part.functionCall))
+    return [
+      {
+        kind: 'toolCall',
+        name: text(part.functionCall.name),
+        arguments: text(part.functionCall.args),
+        id: text(part.functionCall.id) || null,
+      },
+    ];
+  if (isObject(part.functionResponse))
+    return [
+      { kind: 'toolResult', text: text(part.functionResponse.response), id: text(part.functionResponse.name) || null },
+    ];
+  if (type === 'image_url' || type === 'image' || type === 'input_image' || part.inlineData !== undefined)
+    return [
+      { kind: 'image', text: `[image${isObject(part.image_url) ? ` ${text(part.image_url.url).slice(0, 80)}` : ''}]` },
+    ];
   if (typeof part.text === 'string') return [{ kind: 'text', text: part.text }];
   if (typeof part.content === 'string') return [{ kind: 'text', text: part.content }];
   return [{ kind: 'text', text: JSON.stringify(part) }];
@@ -86,17 +113,36 @@ function turnOf(message: JsonObject): Turn {
   const type = text(message.type);
   if (type === 'function_call') return { role: 'assistant', blocks: partBlocks(message) };
   if (type === 'function_call_output') return { role: 'tool', blocks: partBlocks(message) };
-  if (type === 'reasoning') return { role: 'assistant', blocks: [{ kind: 'thinking', text: Array.isArray(message.summary) ? message.summary.map((s) => (isObject(s) ? text(s.text) : text(s))).join('\n') : text(message.summary) }] };
+  if (type === 'reasoning')
+    return {
+      role: 'assistant',
+      blocks: [
+        {
+          kind: 'thinking',
+          text: Array.isArray(message.summary)
+            ? message.summary.map((s) => (isObject(s) ? text(s.text) : text(s))).join('\n')
+            : text(message.summary),
+        },
+      ],
+    };
   const blocks: Block[] = [];
   const reasoning = message.reasoning_content ?? message.reasoning;
   if (typeof reasoning === 'string' && reasoning) blocks.push({ kind: 'thinking', text: reasoning });
   const who = role(message.role ?? (type === 'message' ? undefined : type));
   const content = contentBlocks(message.content ?? message.parts);
   // A chat `tool` message's content is the tool's result.
-  if (who === 'tool') blocks.push(...content.map((block): Block => (block.kind === 'text' ? { kind: 'toolResult', text: block.text, id: text(message.tool_call_id) || null } : block)));
+  if (who === 'tool')
+    blocks.push(
+      ...content.map((block): Block =>
+        block.kind === 'text'
+          ? { kind: 'toolResult', text: block.text, id: text(message.tool_call_id) || null }
+          : block,
+      ),
+    );
   else blocks.push(...content);
   // Anthropic and Gemini send tool results in a user turn: shown as the tool's turn.
-  if (who === 'user' && blocks.length > 0 && blocks.every((block) => block.kind === 'toolResult')) return { role: 'tool', blocks };
+  if (who === 'user' && blocks.length > 0 && blocks.every((block) => block.kind === 'toolResult'))
+    return { role: 'tool', blocks };
   if (Array.isArray(message.tool_calls)) {
     for (const call of message.tool_calls.filter(isObject)) {
       const fn = isObject(call.function) ? call.function : call;
@@ -113,13 +159,18 @@ function systemTurn(system: Json | undefined): Turn[] {
 }
 
 function requestTurns(request: JsonObject): Turn[] {
-  const turns: Turn[] = [...systemTurn(request.system), ...systemTurn(request.systemInstruction ?? request.system_instruction)];
-  if (typeof request.instructions === 'string') turns.push({ role: 'system', blocks: [{ kind: 'text', text: request.instructions }] });
+  const turns: Turn[] = [
+    ...systemTurn(request.system),
+    ...systemTurn(request.systemInstruction ?? request.system_instruction),
+  ];
+  if (typeof request.instructions === 'string')
+    turns.push({ role: 'system', blocks: [{ kind: 'text', text: request.instructions }] });
   for (const list of [request.messages, request.contents, request.input]) {
     if (typeof list === 'string') turns.push({ role: 'user', blocks: [{ kind: 'text', text: list }] });
     else if (Array.isArray(list)) turns.push(...list.filter(isObject).map(turnOf));
   }
-  if (typeof request.prompt === 'string') turns.push({ role: 'user', blocks: [{ kind: 'text', text: request.prompt }] });
+  if (typeof request.prompt === 'string')
+    turns.push({ role: 'user', blocks: [{ kind: 'text', text: request.prompt }] });
   return turns;
 }
 
@@ -127,7 +178,8 @@ function responseTurns(response: JsonObject): Turn[] {
   if (Array.isArray(response.choices)) {
     const choice = response.choices.find(isObject);
     if (choice && isObject(choice.message)) return [turnOf({ role: 'assistant', ...choice.message })];
-    if (choice && typeof choice.text === 'string') return [{ role: 'assistant', blocks: [{ kind: 'text', text: choice.text }] }];
+    if (choice && typeof choice.text === 'string')
+      return [{ role: 'assistant', blocks: [{ kind: 'text', text: choice.text }] }];
   }
   if (Array.isArray(response.candidates)) {
     const candidate = response.candidates.find(isObject);
@@ -144,7 +196,10 @@ function responseTurns(response: JsonObject): Turn[] {
 function toolList(request: JsonObject): Conversation['tools'] {
   if (!Array.isArray(request.tools)) return [];
   return request.tools.filter(isObject).flatMap((tool) => {
-    if (Array.isArray(tool.functionDeclarations)) return tool.functionDeclarations.filter(isObject).map((fn) => ({ name: text(fn.name), description: text(fn.description) }));
+    if (Array.isArray(tool.functionDeclarations))
+      return tool.functionDeclarations
+        .filter(isObject)
+        .map((fn) => ({ name: text(fn.name), description: text(fn.description) }));
     const fn = isObject(tool.function) ? tool.function : tool;
     return [{ name: text(fn.name ?? tool.type), description: text(fn.description) }];
   });
@@ -152,9 +207,17 @@ function toolList(request: JsonObject): Conversation['tools'] {
 
 function reasoningTokens(response: JsonObject | null): number | null {
   if (!response) return null;
-  const usage = isObject(response.usage) ? response.usage : isObject(response.usageMetadata) ? response.usageMetadata : null;
+  const usage = isObject(response.usage)
+    ? response.usage
+    : isObject(response.usageMetadata)
+      ? response.usageMetadata
+      : null;
   if (!usage) return null;
-  const details = isObject(usage.completion_tokens_details) ? usage.completion_tokens_details : isObject(usage.output_tokens_details) ? usage.output_tokens_details : {};
+  const details = isObject(usage.completion_tokens_details)
+    ? usage.completion_tokens_details
+    : isObject(usage.output_tokens_details)
+      ? usage.output_tokens_details
+      : {};
   const value = details.reasoning_tokens ?? usage.thoughtsTokenCount;
   return typeof value === 'number' ? value : null;
 }
@@ -173,10 +236,21 @@ export function conversationOf(span: Span): Conversation {
   const request = isObject(recorded) ? recorded : null;
   const rawResponse = attributes['lightning.response'];
   const response = isObject(rawResponse) ? rawResponse : null;
-  const turns = request ? requestTurns(request) : otelTurns(attributes, 'gen_ai.input.messages', 'gen_ai.prompt', 'user');
-  const answer = response ? responseTurns(response) : otelTurns(attributes, 'gen_ai.output.messages', 'gen_ai.completion', 'assistant');
+  const turns = request
+    ? requestTurns(request)
+    : otelTurns(attributes, 'gen_ai.input.messages', 'gen_ai.prompt', 'user');
+  const answer = response
+    ? responseTurns(response)
+    : otelTurns(attributes, 'gen_ai.output.messages', 'gen_ai.completion', 'assistant');
   return {
-    model: text(attributes['gen_ai.response.model'] ?? attributes['gen_ai.request.model'] ?? request?.model ?? response?.model ?? response?.modelVersion) || 'unknown model',
+    model:
+      text(
+        attributes['gen_ai.response.model'] ??
+          attributes['gen_ai.request.model'] ??
+          request?.model ??
+          response?.model ??
+          response?.modelVersion,
+      ) || 'unknown model',
     turns,
     response: answer,
     tools: request ? toolList(request) : [],
@@ -201,5 +275,8 @@ export function blockText(block: Block): string {
 
 /** A turn as plain text (copy, compare): thinking left out. */
 export function turnText(turn: Turn): string {
-  return turn.blocks.filter((block) => block.kind !== 'thinking').map(blockText).join('\n');
+  return turn.blocks
+    .filter((block) => block.kind !== 'thinking')
+    .map(blockText)
+    .join('\n');
 }

@@ -38,7 +38,10 @@ export function restoreEditorState(raw: unknown): { ok: true; state: EditorState
   const parsed = EditorState.safeParse(raw);
   if (parsed.success) return { ok: true, state: parsed.data };
   const issue = parsed.error.issues[0];
-  return { ok: false, error: `the tab's saved state is not valid (${issue?.path.join('.') || 'state'}: ${issue?.message ?? 'invalid'})` };
+  return {
+    ok: false,
+    error: `the tab's saved state is not valid (${issue?.path.join('.') || 'state'}: ${issue?.message ?? 'invalid'})`,
+  };
 }
 
 /** A span as a tab receives it: validated by the extension, attribute values taken as the JSON they are (webview/protocol.ts). */
@@ -52,7 +55,13 @@ export const EditorToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('loadSpans'), rolloutId: Id, afterSequence: z.number().int().nonnegative() }),
   /** One whole span (the tab has it slimmed: trainer-daemon/protocol/slimSpan.ts), for its conversation. */
   z.object({ type: z.literal('loadSpan'), rolloutId: Id, sequence: z.number().int().positive() }),
-  z.object({ type: z.literal('annotate'), rolloutId: Id, spanId: SpanId.nullable(), value: z.number().finite(), comment: z.string().max(10_000).nullable() }),
+  z.object({
+    type: z.literal('annotate'),
+    rolloutId: Id,
+    spanId: SpanId.nullable(),
+    value: z.number().finite(),
+    comment: z.string().max(10_000).nullable(),
+  }),
   z.object({ type: z.literal('copy'), text: z.string().max(50_000_000) }),
   /** The tab's own state changed (selection, overlay): kept for the serializer. */
   z.object({ type: z.literal('state'), state: EditorState }),
@@ -65,7 +74,12 @@ export const EditorToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('listRuns') }),
   z.object({ type: z.literal('useCheckpoint'), checkpointId: Id }),
   /** Open the best or worst rollout (by reward) of a run's iteration (its training batch). */
-  z.object({ type: z.literal('openIterationRollout'), runId: Id, step: z.number().int().nonnegative(), which: z.enum(['best', 'worst']) }),
+  z.object({
+    type: z.literal('openIterationRollout'),
+    runId: Id,
+    step: z.number().int().nonnegative(),
+    which: z.enum(['best', 'worst']),
+  }),
 ]);
 export type EditorToExtension = z.infer<typeof EditorToExtension>;
 

@@ -78,7 +78,8 @@ function show(next: EditorState): void {
       break;
     case 'run':
       view = new RunTab(target.runId, next.overlayRunId, {
-        loadRun: (runId, afterStep) => post({ type: 'loadRun', runId, ...(afterStep === undefined ? {} : { afterStep }) }),
+        loadRun: (runId, afterStep) =>
+          post({ type: 'loadRun', runId, ...(afterStep === undefined ? {} : { afterStep }) }),
         listRuns: () => post({ type: 'listRuns' }),
         useCheckpoint: (checkpointId) => post({ type: 'useCheckpoint', checkpointId }),
         openIterationRollout: (runId, step, which) => post({ type: 'openIterationRollout', runId, step, which }),
@@ -122,9 +123,11 @@ function receive(data: unknown): void {
   if (message.type === 'spans' && view) view.element.dataset.firstSpansAt ??= String(Date.now());
   if (view instanceof RolloutTab) {
     if (message.type === 'rollout') view.setRollout(message.rollout, message.node);
-    else if (message.type === 'spans' && message.rolloutId === view.rolloutId) view.addSpans(message.spans, message.complete);
+    else if (message.type === 'spans' && message.rolloutId === view.rolloutId)
+      view.addSpans(message.spans, message.complete);
     else if (message.type === 'span') view.addWholeSpan(message.span);
-    else if (message.type === 'spansAvailable' && message.rolloutId === view.rolloutId) view.spansAvailable(message.toSequence);
+    else if (message.type === 'spansAvailable' && message.rolloutId === view.rolloutId)
+      view.spansAvailable(message.toSequence);
     else if (message.type === 'rewards' && message.rolloutId === view.rolloutId) view.setRewards(message.items);
   } else if (view instanceof CompareTab) {
     if (message.type === 'rollout') view.setRollout(message.rollout);

@@ -51,7 +51,10 @@ export class RolloutTab {
   private readonly header = el('div', 'tab-header');
   private readonly rewardsElement = el('div', 'tab-rewards');
   private readonly status = el('div', 'muted timeline-status');
-  private readonly timeline = new TimelineView({ select: (index) => this.select(index), painted: () => this.actions.painted() });
+  private readonly timeline = new TimelineView({
+    select: (index) => this.select(index),
+    painted: () => this.actions.painted(),
+  });
   private readonly detail = el('div', 'span-detail');
   private readonly live = el('div', 'visually-hidden');
   private pendingSelection: string | null;
@@ -60,7 +63,11 @@ export class RolloutTab {
   /** Ratings sent from this tab, by step: what a comment alone keeps until the store's rows arrive. */
   private readonly rated = new Map<string, { value: number; at: number }>();
 
-  constructor(readonly rolloutId: string, selectedSpanId: string | null, private readonly actions: RolloutTabActions) {
+  constructor(
+    readonly rolloutId: string,
+    selectedSpanId: string | null,
+    private readonly actions: RolloutTabActions,
+  ) {
     this.pendingSelection = selectedSpanId;
     this.element.dataset.rolloutId = rolloutId;
     this.live.setAttribute('aria-live', 'polite');
@@ -80,7 +87,11 @@ export class RolloutTab {
     this.renderHeader();
     // While it runs, its open spans grow with the clock: laid out again every second.
     const running = rollout.status === 'running' || rollout.status === 'queued';
-    if (running && this.clock === undefined) this.clock = setInterval(() => !this.layoutFrame && (this.layoutFrame = requestAnimationFrame(() => this.relayout())), 1_000);
+    if (running && this.clock === undefined)
+      this.clock = setInterval(
+        () => !this.layoutFrame && (this.layoutFrame = requestAnimationFrame(() => this.relayout())),
+        1_000,
+      );
     if (!running && this.clock !== undefined) {
       clearInterval(this.clock);
       this.clock = undefined;
@@ -96,7 +107,11 @@ export class RolloutTab {
   addSpans(spans: readonly Span[], complete: boolean): void {
     for (const span of spans) this.spans.set(span.sequence, span);
     this.complete ||= complete;
-    this.status.textContent = this.complete ? (this.spans.size === 0 ? 'No spans yet.' : '') : `Loading spans… (${this.spans.size} so far)`;
+    this.status.textContent = this.complete
+      ? this.spans.size === 0
+        ? 'No spans yet.'
+        : ''
+      : `Loading spans… (${this.spans.size} so far)`;
     // Pages arrive back to back: lay out once per frame.
     if (!this.layoutFrame) this.layoutFrame = requestAnimationFrame(() => this.relayout());
   }
@@ -127,13 +142,15 @@ export class RolloutTab {
       this.pendingSelection = null;
       if (index !== this.selected || this.detail.dataset.spanId !== selectedId) this.select(index);
       else this.selected = index;
-    } else if (this.selected === -1 && this.layout.rows.length > 0 && !this.pendingSelection) this.select(nextStep(this.layout, -1, 1) === -1 ? 0 : nextStep(this.layout, -1, 1));
+    } else if (this.selected === -1 && this.layout.rows.length > 0 && !this.pendingSelection)
+      this.select(nextStep(this.layout, -1, 1) === -1 ? 0 : nextStep(this.layout, -1, 1));
   }
 
   setRewards(rewards: readonly Reward[]): void {
     this.rewards = [...rewards];
     const latest = new Map<string, number>();
-    for (const reward of [...rewards].sort((a, b) => a.createdAt - b.createdAt || a.id - b.id)) if (reward.spanId && reward.name === 'reward') latest.set(reward.spanId, reward.value);
+    for (const reward of [...rewards].sort((a, b) => a.createdAt - b.createdAt || a.id - b.id))
+      if (reward.spanId && reward.name === 'reward') latest.set(reward.spanId, reward.value);
     this.timeline.setStepRewards(latest);
     this.renderRewards();
     const spanId = this.detail.dataset.spanId;
@@ -144,13 +161,22 @@ export class RolloutTab {
     const rollout = this.rollout!;
     const title = el('h2', `status-${rollout.status}`);
     title.append(el('span', 'status', STATUS_ICON[rollout.status]), el('span', 'title', rolloutTitle(rollout)));
-    const facts = el('div', 'facts', `${rollout.status} · ${rollout.mode} · ${rollout.spanCount} spans · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)}${this.node ? ` · on Ray node ${this.node.ip} (${this.node.host})` : ''}`);
+    const facts = el(
+      'div',
+      'facts',
+      `${rollout.status} · ${rollout.mode} · ${rollout.spanCount} spans · ${rollout.llmCalls} LLM calls · ${formatTokens(rollout.promptTokens)} in / ${formatTokens(rollout.completionTokens)} out tokens · ${formatDuration(rolloutDuration(rollout))} · ${formatTime(rollout.createdAt)}${this.node ? ` · on Ray node ${this.node.ip} (${this.node.host})` : ''}`,
+    );
     const actions = el('div', 'facts');
     actions.append(
       el('strong', 'rollout-reward', `reward ${rewardText(rollout.reward)}`),
       button('👍 Good', 'Reward the rollout 1 (good) — Shift+1', () => this.rate(null, 1), 'rollout-good'),
       button('👎 Bad', 'Reward the rollout 0 (bad) — Shift+0', () => this.rate(null, 0), 'rollout-bad'),
-      button('Compare with…', 'Compare this rollout with another one', () => this.actions.compareWith(rollout.id), 'compare-with'),
+      button(
+        'Compare with…',
+        'Compare this rollout with another one',
+        () => this.actions.compareWith(rollout.id),
+        'compare-with',
+      ),
       button('Copy id', 'Copy the rollout id', () => this.actions.copy(rollout.id)),
       el('code', 'muted', rollout.id),
     );
@@ -161,7 +187,10 @@ export class RolloutTab {
   private renderRewards(): void {
     const rollout = this.rewards.filter((reward) => reward.spanId === null);
     const steps = this.rewards.length - rollout.length;
-    this.rewardsElement.textContent = this.rewards.length === 0 ? 'No rewards yet.' : `${rollout.length} rollout reward${rollout.length === 1 ? '' : 's'}, ${steps} step reward${steps === 1 ? '' : 's'}${rollout.length ? ` · latest: ${rewardText(rollout.at(-1)!.value)} (${rollout.at(-1)!.source})` : ''}`;
+    this.rewardsElement.textContent =
+      this.rewards.length === 0
+        ? 'No rewards yet.'
+        : `${rollout.length} rollout reward${rollout.length === 1 ? '' : 's'}, ${steps} step reward${steps === 1 ? '' : 's'}${rollout.length ? ` · latest: ${rewardText(rollout.at(-1)!.value)} (${rollout.at(-1)!.source})` : ''}`;
   }
 
   private select(index: number): void {
@@ -178,7 +207,15 @@ export class RolloutTab {
     this.detail.replaceChildren();
     this.detail.dataset.spanId = span.spanId;
     const head = el('div', 'detail-head');
-    head.append(el('span', `step-kind kind-${span.category}`, span.category), el('strong', 'step-name', span.name), el('span', 'muted', ` ${span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs)} · #${span.sequence}`));
+    head.append(
+      el('span', `step-kind kind-${span.category}`, span.category),
+      el('strong', 'step-name', span.name),
+      el(
+        'span',
+        'muted',
+        ` ${span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs)} · #${span.sequence}`,
+      ),
+    );
     if (span.statusCode === 'error') head.append(el('span', 'error', ` ${span.statusMessage ?? 'error'}`));
     // Not a whole answer (so not trained on), and/or a retry: a short badge.
     const badge = callBadge(span, (id) => [...this.spans.values()].find((other) => other.spanId === id)?.sequence);
@@ -188,10 +225,15 @@ export class RolloutTab {
     if (span.category === 'llm' && isSlim(span)) {
       this.detail.append(el('div', 'muted loading-conversation', 'Loading the conversation…'));
       this.actions.loadSpan(this.rolloutId, span.sequence);
-    } else if (span.category === 'llm') this.detail.append(conversationElement(conversationOf(span), this.actions.copy));
+    } else if (span.category === 'llm')
+      this.detail.append(conversationElement(conversationOf(span), this.actions.copy));
     else {
       const table = el('div', 'attributes');
-      for (const [key, value] of Object.entries(span.attributes).slice(0, 200)) table.append(el('div', 'attr-key', key), el('div', 'attr-value', typeof value === 'string' ? value : JSON.stringify(value)));
+      for (const [key, value] of Object.entries(span.attributes).slice(0, 200))
+        table.append(
+          el('div', 'attr-key', key),
+          el('div', 'attr-value', typeof value === 'string' ? value : JSON.stringify(value)),
+        );
       this.detail.append(table, ...rawJsonControls(span, (text) => this.actions.copy(text)));
     }
   }
@@ -209,21 +251,35 @@ export class RolloutTab {
       comment.value = '';
     };
     form.append(
-      button('👍 1', 'Reward this step 1 (key 1)', () => this.rate(span.spanId, 1, comment.value.trim() || null), 'step-good'),
-      button('👎 0', 'Reward this step 0 (key 0)', () => this.rate(span.spanId, 0, comment.value.trim() || null), 'step-bad'),
+      button(
+        '👍 1',
+        'Reward this step 1 (key 1)',
+        () => this.rate(span.spanId, 1, comment.value.trim() || null),
+        'step-good',
+      ),
+      button(
+        '👎 0',
+        'Reward this step 0 (key 0)',
+        () => this.rate(span.spanId, 0, comment.value.trim() || null),
+        'step-bad',
+      ),
       value,
       comment,
       button('Save', 'Save the step reward with the value and comment typed', send, 'save-step'),
     );
-    for (const field of [value, comment]) field.addEventListener('keydown', (event) => {
-      if (event.key === 'Enter') send();
-      if (event.key === 'Escape') this.timeline.focus();
-    });
+    for (const field of [value, comment])
+      field.addEventListener('keydown', (event) => {
+        if (event.key === 'Enter') send();
+        if (event.key === 'Escape') this.timeline.focus();
+      });
     return form;
   }
 
   private latestStepValue(spanId: string): number | undefined {
-    const stored = this.rewards.filter((reward) => reward.spanId === spanId && reward.name === 'reward').sort((a, b) => a.createdAt - b.createdAt || a.id - b.id).at(-1);
+    const stored = this.rewards
+      .filter((reward) => reward.spanId === spanId && reward.name === 'reward')
+      .sort((a, b) => a.createdAt - b.createdAt || a.id - b.id)
+      .at(-1);
     // A rating given here a moment ago counts before its row comes back from the store.
     const rated = this.rated.get(spanId);
     return rated !== undefined && (stored === undefined || rated.at > stored.createdAt) ? rated.value : stored?.value;
@@ -233,12 +289,21 @@ export class RolloutTab {
     const box = this.detail.querySelector('.step-rewards');
     if (!box) return;
     const rewards = this.rewards.filter((reward) => reward.spanId === spanId);
-    box.replaceChildren(...rewards.reverse().map((reward) => {
-      const row = el('div', `reward-row source-${reward.source}`);
-      row.append(el('strong', undefined, rewardText(reward.value)), el('span', 'muted', ` ${reward.name} · ${reward.source}${reward.author ? ` · ${reward.author}` : ''} · ${formatTime(reward.createdAt)}`));
-      if (reward.comment) row.append(el('div', 'comment-text', reward.comment));
-      return row;
-    }));
+    box.replaceChildren(
+      ...rewards.reverse().map((reward) => {
+        const row = el('div', `reward-row source-${reward.source}`);
+        row.append(
+          el('strong', undefined, rewardText(reward.value)),
+          el(
+            'span',
+            'muted',
+            ` ${reward.name} · ${reward.source}${reward.author ? ` · ${reward.author}` : ''} · ${formatTime(reward.createdAt)}`,
+          ),
+        );
+        if (reward.comment) row.append(el('div', 'comment-text', reward.comment));
+        return row;
+      }),
+    );
   }
 
   private rate(spanId: string | null, value: number, comment: string | null = null): void {
@@ -250,7 +315,14 @@ export class RolloutTab {
   /** The tab's keys; false when the key is not one of them (typing in a field never is). */
   onKey(event: KeyboardEvent): boolean {
     const target = event.target as HTMLElement | null;
-    if (target && (target.tagName === 'VSCODE-TEXTFIELD' || target.tagName === 'INPUT' || target.tagName === 'TEXTAREA' || target.isContentEditable)) return false;
+    if (
+      target &&
+      (target.tagName === 'VSCODE-TEXTFIELD' ||
+        target.tagName === 'INPUT' ||
+        target.tagName === 'TEXTAREA' ||
+        target.isContentEditable)
+    )
+      return false;
     if (event.ctrlKey || event.metaKey || event.altKey) return false;
     const digit = /^(?:Digit|Numpad)(\d)$/.exec(event.code)?.[1];
     const span = this.layout.rows[this.selected]?.span;

@@ -5,5 +5,11 @@ import { seriesOf } from '../../trainer-daemon/protocol/chart';
 
 export function runCharts(algorithm: TrainingAlgorithm, metrics: MetricSeries): ChartData[] {
   if (algorithm === 'grpo') return grpoCharts(metrics);
-  return [...seriesOf(metrics.filter((point) => Number.isFinite(point.value)))].map(([metric, points]) => ({ metric, title: metric, unit: 'number' as const, points, summary: `${metric}: ${formatValue(points[0]!.value, 'number')} → ${formatValue(points.at(-1)!.value, 'number')}` }));
+  return [...seriesOf(metrics.filter((point) => Number.isFinite(point.value)))].map(([metric, points]) => ({
+    metric,
+    title: metric,
+    unit: 'number' as const,
+    points,
+    summary: `${metric}: ${formatValue(points[0]!.value, 'number')} → ${formatValue(points.at(-1)!.value, 'number')}`,
+  }));
 }

@@ -40,7 +40,11 @@ export class RunTab {
   private overlay: { run: TrainingRun; metrics: MetricSeries } | undefined;
   private runs: TrainingRun[] = [];
 
-  constructor(readonly runId: string, private overlayId: string | null, private readonly actions: RunTabActions) {
+  constructor(
+    readonly runId: string,
+    private overlayId: string | null,
+    private readonly actions: RunTabActions,
+  ) {
     this.overlaySelect.setAttribute('aria-label', 'Draw another run over this one');
     this.overlaySelect.className = 'overlay-select';
     this.overlaySelect.addEventListener('change', () => {
@@ -76,7 +80,13 @@ export class RunTab {
 
   showView(view: TrainingRunView): void {
     if (view.run.id === this.overlayId) {
-      this.overlay = { run: view.run, metrics: view.afterStep < 0 || !this.overlay ? view.metrics : mergeMetrics(this.overlay.metrics, view.metrics, view.afterStep) };
+      this.overlay = {
+        run: view.run,
+        metrics:
+          view.afterStep < 0 || !this.overlay
+            ? view.metrics
+            : mergeMetrics(this.overlay.metrics, view.metrics, view.afterStep),
+      };
       this.renderCharts();
       return;
     }
@@ -101,20 +111,41 @@ export class RunTab {
   private renderHeader(): void {
     const run = this.run!;
     const title = el('h2', `status-${run.status}`);
-    title.append(el('span', 'status', RUN_STATUS_ICON[run.status]), el('span', undefined, `${run.algorithm} ${run.id}`));
-    const facts = el('div', 'facts', [run.status, runSubject(run), runOutcome(run), `started ${formatTime(run.startedAt ?? run.createdAt)}`].filter(Boolean).join(' · '));
+    title.append(
+      el('span', 'status', RUN_STATUS_ICON[run.status]),
+      el('span', undefined, `${run.algorithm} ${run.id}`),
+    );
+    const facts = el(
+      'div',
+      'facts',
+      [run.status, runSubject(run), runOutcome(run), `started ${formatTime(run.startedAt ?? run.createdAt)}`]
+        .filter(Boolean)
+        .join(' · '),
+    );
     const tools = el('div', 'facts');
     tools.append(el('span', undefined, 'Overlay:'), this.overlaySelect);
-    this.header.replaceChildren(title, facts, ...placementDetail(run).map((line) => el('div', 'facts placement', line)), tools);
+    this.header.replaceChildren(
+      title,
+      facts,
+      ...placementDetail(run).map((line) => el('div', 'facts placement', line)),
+      tools,
+    );
     if (run.error) this.header.append(el('div', 'error', run.error));
   }
 
   private renderCharts(): void {
     if (!this.run) return;
     const charts = runCharts(this.run.algorithm, this.metrics);
-    const overlay = this.overlay ? new Map(runCharts(this.overlay.run.algorithm, this.overlay.metrics).map((chart) => [chart.metric, chart])) : undefined;
-    if (charts.length === 0) return void this.charts.replaceChildren(el('div', 'muted', 'No iterations yet: the charts appear after the first update.'));
-    this.charts.replaceChildren(...charts.map((chart, index) => this.chartCard(chart, index, overlay?.get(chart.metric))));
+    const overlay = this.overlay
+      ? new Map(runCharts(this.overlay.run.algorithm, this.overlay.metrics).map((chart) => [chart.metric, chart]))
+      : undefined;
+    if (charts.length === 0)
+      return void this.charts.replaceChildren(
+        el('div', 'muted', 'No iterations yet: the charts appear after the first update.'),
+      );
+    this.charts.replaceChildren(
+      ...charts.map((chart, index) => this.chartCard(chart, index, overlay?.get(chart.metric))),
+    );
   }
 
   private chartCard(chart: ChartData, index: number, overlay: ChartData | undefined): HTMLElement {
@@ -123,16 +154,38 @@ export class RunTab {
     const format = (value: number): string => formatValue(value, chart.unit);
     const svgBox = el('div', 'chart-svg');
     svgBox.innerHTML = bandChartSvg(chart.points, {
-      label: chart.summary, format, range: chart.unit === 'score' ? [0, 1] : undefined, colour: CHART_COLOURS[index % CHART_COLOURS.length],
-      width: CHART_WIDTH, height: CHART_HEIGHT, yTicks: 3,
+      label: chart.summary,
+      format,
+      range: chart.unit === 'score' ? [0, 1] : undefined,
+      colour: CHART_COLOURS[index % CHART_COLOURS.length],
+      width: CHART_WIDTH,
+      height: CHART_HEIGHT,
+      yTicks: 3,
       // The other run in the same colour, dashed: each chart's two lines read as one metric, two runs.
-      ...(overlay ? { overlay: { points: overlay.points, colour: CHART_COLOURS[index % CHART_COLOURS.length]!, label: this.overlayId ?? '' } } : {}),
+      ...(overlay
+        ? {
+            overlay: {
+              points: overlay.points,
+              colour: CHART_COLOURS[index % CHART_COLOURS.length]!,
+              label: this.overlayId ?? '',
+            },
+          }
+        : {}),
     });
-    const readout = el('div', 'chart-readout muted', overlay ? `— ${this.runId}   - - ${this.overlayId}` : 'Hover the chart for values.');
+    const readout = el(
+      'div',
+      'chart-readout muted',
+      overlay ? `— ${this.runId}   - - ${this.overlayId}` : 'Hover the chart for values.',
+    );
     readout.setAttribute('aria-live', 'polite');
     const svg = svgBox.querySelector('svg');
     if (svg) {
-      const scale = { first: Number(svg.dataset.first), last: Number(svg.dataset.last), left: Number(svg.dataset.left), plotWidth: Number(svg.dataset.plotWidth) };
+      const scale = {
+        first: Number(svg.dataset.first),
+        last: Number(svg.dataset.last),
+        left: Number(svg.dataset.left),
+        plotWidth: Number(svg.dataset.plotWidth),
+      };
       const mine = new Map(chart.points.map((point) => [point.step, point]));
       const theirs = new Map(overlay?.points.map((point) => [point.step, point]) ?? []);
       const steps = [...new Set([...mine.keys(), ...theirs.keys()])].sort((a, b) => a - b);
@@ -142,11 +195,17 @@ export class RunTab {
         if (step === undefined) return;
         const point = mine.get(step);
         const other = theirs.get(step);
-        const band = point?.low !== undefined && point.high !== undefined ? ` ± ${format((point.high - point.low) / 2)}` : '';
+        const band =
+          point?.low !== undefined && point.high !== undefined ? ` ± ${format((point.high - point.low) / 2)}` : '';
         readout.textContent = `iteration ${step}: ${point ? `${format(point.value)}${band}` : '—'}${overlay ? ` · ${this.overlayId}: ${other ? format(other.value) : '—'}` : ''}`;
       });
     }
-    card.append(el('figcaption', 'chart-title', chart.title), svgBox, el('div', 'chart-summary', chart.summary), readout);
+    card.append(
+      el('figcaption', 'chart-title', chart.title),
+      svgBox,
+      el('div', 'chart-summary', chart.summary),
+      readout,
+    );
     return card;
   }
 
@@ -158,7 +217,8 @@ export class RunTab {
     const table = el('table', 'run-table');
     table.setAttribute('aria-label', 'Iterations');
     const head = el('tr');
-    for (const title of ['iteration', ...charts.map((chart) => chart.title), 'checkpoint', 'rollouts']) head.append(el('th', undefined, title));
+    for (const title of ['iteration', ...charts.map((chart) => chart.title), 'checkpoint', 'rollouts'])
+      head.append(el('th', undefined, title));
     table.append(head);
     for (const step of steps) {
       const row = el('tr');
@@ -166,17 +226,39 @@ export class RunTab {
       row.append(el('td', undefined, String(step)));
       for (const chart of charts) {
         const point = chart.points.find((p) => p.step === step);
-        const band = point?.low !== undefined && point.high !== undefined ? ` ± ${formatValue((point.high - point.low) / 2, chart.unit)}` : '';
+        const band =
+          point?.low !== undefined && point.high !== undefined
+            ? ` ± ${formatValue((point.high - point.low) / 2, chart.unit)}`
+            : '';
         row.append(el('td', undefined, point ? `${formatValue(point.value, chart.unit)}${band}` : ''));
       }
       const checkpointCell = el('td');
       const checkpoint = checkpoints.get(step);
-      if (checkpoint) checkpointCell.append(button('Use', `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`, () => this.actions.useCheckpoint(checkpoint.id), 'use-checkpoint'));
+      if (checkpoint)
+        checkpointCell.append(
+          button(
+            'Use',
+            `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`,
+            () => this.actions.useCheckpoint(checkpoint.id),
+            'use-checkpoint',
+          ),
+        );
       const rollouts = el('td');
-      if (run.algorithm === 'grpo') rollouts.append(
-        button('Best', `Open the best rollout of iteration ${step}`, () => this.actions.openIterationRollout(run.id, step, 'best'), 'best-rollout'),
-        button('Worst', `Open the worst rollout of iteration ${step}`, () => this.actions.openIterationRollout(run.id, step, 'worst'), 'worst-rollout'),
-      );
+      if (run.algorithm === 'grpo')
+        rollouts.append(
+          button(
+            'Best',
+            `Open the best rollout of iteration ${step}`,
+            () => this.actions.openIterationRollout(run.id, step, 'best'),
+            'best-rollout',
+          ),
+          button(
+            'Worst',
+            `Open the worst rollout of iteration ${step}`,
+            () => this.actions.openIterationRollout(run.id, step, 'worst'),
+            'worst-rollout',
+          ),
+        );
       row.append(checkpointCell, rollouts);
       table.append(row);
     }

@@ -49,7 +49,9 @@ export function layoutTimeline(spans: readonly Span[], nowMs: number = Date.now(
   const originMs = byStart[0]?.startMs ?? 0;
   const latest = byStart.reduce((max, span) => Math.max(max, span.endMs ?? span.startMs), originMs);
   // Running spans reach "now" (at most a minute past the latest time seen, for a clock that is off).
-  const runningEnd = byStart.some((span) => span.endMs === null) ? Math.max(latest, Math.min(nowMs, latest + 60_000)) : latest;
+  const runningEnd = byStart.some((span) => span.endMs === null)
+    ? Math.max(latest, Math.min(nowMs, latest + 60_000))
+    : latest;
   const rows: TimelineRow[] = [];
   const indexOf = new Map<string, number>();
   // Iterative depth-first walk: a 2,000-deep chain must not overflow the stack.
@@ -60,20 +62,32 @@ export function layoutTimeline(spans: readonly Span[], nowMs: number = Date.now(
     indexOf.set(span.spanId, rows.length);
     const running = span.endMs === null;
     rows.push({
-      span, depth, running,
+      span,
+      depth,
+      running,
       start: span.startMs - originMs,
       end: (running ? runningEnd : Math.max(span.endMs!, span.startMs)) - originMs,
       error: span.statusCode === 'error',
       category: span.category,
     });
     const kids = children.get(span.spanId);
-    if (kids) for (let i = kids.length - 1; i >= 0; i -= 1) stack.push({ span: kids[i]!, depth: Math.min(depth + 1, MAX_DEPTH) });
+    if (kids)
+      for (let i = kids.length - 1; i >= 0; i -= 1)
+        stack.push({ span: kids[i]!, depth: Math.min(depth + 1, MAX_DEPTH) });
   }
   // Spans only reachable through a cycle of parents (bad data) are still shown, as roots.
   for (const span of byStart) {
     if (indexOf.has(span.spanId)) continue;
     indexOf.set(span.spanId, rows.length);
-    rows.push({ span, depth: 0, running: span.endMs === null, start: span.startMs - originMs, end: (span.endMs ?? runningEnd) - originMs, error: span.statusCode === 'error', category: span.category });
+    rows.push({
+      span,
+      depth: 0,
+      running: span.endMs === null,
+      start: span.startMs - originMs,
+      end: (span.endMs ?? runningEnd) - originMs,
+      error: span.statusCode === 'error',
+      category: span.category,
+    });
   }
   return { rows, originMs, durationMs: Math.max(1, runningEnd - originMs), indexOf };
 }
@@ -113,14 +127,24 @@ export function panViewport(view: Viewport, fraction: number, durationMs: number
 }
 
 /** The rows a scroll position shows (with `overscan` extra on each side). */
-export function visibleRows(scrollTop: number, height: number, rowHeight: number, count: number, overscan = 4): { first: number; last: number } {
+export function visibleRows(
+  scrollTop: number,
+  height: number,
+  rowHeight: number,
+  count: number,
+  overscan = 4,
+): { first: number; last: number } {
   const first = Math.max(0, Math.floor(scrollTop / rowHeight) - overscan);
   const last = Math.min(count - 1, Math.ceil((scrollTop + height) / rowHeight) + overscan);
   return { first, last };
 }
 
 /** A bar's x and width in plot pixels; at least 2 px wide so an instant span is still seen; null when out of view. */
-export function barPixels(row: Pick<TimelineRow, 'start' | 'end'>, view: Viewport, plotWidth: number): { x: number; width: number } | null {
+export function barPixels(
+  row: Pick<TimelineRow, 'start' | 'end'>,
+  view: Viewport,
+  plotWidth: number,
+): { x: number; width: number } | null {
   if (row.end < view.from || row.start > view.to) return null;
   const scale = plotWidth / (view.to - view.from);
   const x = Math.max(0, (row.start - view.from) * scale);
@@ -142,12 +166,14 @@ export function timeTicks(view: Viewport, plotWidth: number, minSpacing = 90): n
   const step = [1, 2, 5, 10].map((m) => m * power).find((candidate) => candidate >= rough) ?? 10 * power;
   const ticks: number[] = [];
   // Multiples of the step (not a running sum, which drifts: 3.1 + 0.1 + … misses 3.5).
-  for (let k = Math.ceil(view.from / step - 1e-9); k * step <= view.to + step * 1e-9 && ticks.length < 200; k += 1) ticks.push(Number((k * step).toPrecision(12)));
+  for (let k = Math.ceil(view.from / step - 1e-9); k * step <= view.to + step * 1e-9 && ticks.length < 200; k += 1)
+    ticks.push(Number((k * step).toPrecision(12)));
   return ticks;
 }
 
 /** The index of the next (direction 1) or previous (-1) row that is an LLM call, from `from`; `from` itself when there is none. */
 export function nextStep(layout: TimelineLayout, from: number, direction: 1 | -1): number {
-  for (let i = from + direction; i >= 0 && i < layout.rows.length; i += direction) if (layout.rows[i]!.category === 'llm') return i;
+  for (let i = from + direction; i >= 0 && i < layout.rows.length; i += direction)
+    if (layout.rows[i]!.category === 'llm') return i;
   return from;
 }

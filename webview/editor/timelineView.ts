@@ -8,7 +8,18 @@
 import type { SpanCategory } from '../../trainer-daemon/protocol/records';
 import { el } from '../dom';
 import { formatDuration } from '../../trainer-daemon/protocol/format';
-import { barPixels, fullViewport, panViewport, rowAt, timeTicks, visibleRows, zoomViewport, type TimelineLayout, type TimelineRow, type Viewport } from './timelineLayout';
+import {
+  barPixels,
+  fullViewport,
+  panViewport,
+  rowAt,
+  timeTicks,
+  visibleRows,
+  zoomViewport,
+  type TimelineLayout,
+  type TimelineRow,
+  type Viewport,
+} from './timelineLayout';
 
 export const ROW_HEIGHT = 22;
 const AXIS_HEIGHT = 20;
@@ -54,7 +65,10 @@ export class TimelineView {
     this.scroller.tabIndex = 0;
     this.scroller.setAttribute('role', 'group');
     this.scroller.setAttribute('aria-roledescription', 'timeline');
-    this.scroller.setAttribute('aria-label', 'Timeline of the rollout’s spans. j / k: next or previous LLM call; ↑ / ↓: any span; + / −: zoom; ← / →: pan; f: fit; 1, 0 or a number: rate the selected step; Shift+number: rate the rollout; c: comment.');
+    this.scroller.setAttribute(
+      'aria-label',
+      'Timeline of the rollout’s spans. j / k: next or previous LLM call; ↑ / ↓: any span; + / −: zoom; ← / →: pan; f: fit; 1, 0 or a number: rate the selected step; Shift+number: rate the rollout; c: comment.',
+    );
     this.axis.className = 'timeline-axis';
     this.canvas.className = 'timeline-canvas';
     this.tooltip.hidden = true;
@@ -79,7 +93,9 @@ export class TimelineView {
   setLayout(layout: TimelineLayout, complete = false): void {
     this.layout = layout;
     this.complete = complete;
-    this.view = this.fitted ? fullViewport(layout) : { from: this.view.from, to: Math.min(this.view.to, layout.durationMs) };
+    this.view = this.fitted
+      ? fullViewport(layout)
+      : { from: this.view.from, to: Math.min(this.view.to, layout.durationMs) };
     this.spacer.style.height = `${layout.rows.length * ROW_HEIGHT}px`;
     // Called in a frame (the tab lays out once per frame): drawn in it, not one frame later.
     if (this.frame) cancelAnimationFrame(this.frame);
@@ -100,7 +116,8 @@ export class TimelineView {
     this.selected = index;
     const top = index * ROW_HEIGHT;
     if (top < this.scroller.scrollTop) this.scroller.scrollTop = top;
-    else if (top + ROW_HEIGHT > this.scroller.scrollTop + this.scroller.clientHeight) this.scroller.scrollTop = top + ROW_HEIGHT - this.scroller.clientHeight;
+    else if (top + ROW_HEIGHT > this.scroller.scrollTop + this.scroller.clientHeight)
+      this.scroller.scrollTop = top + ROW_HEIGHT - this.scroller.clientHeight;
     this.schedule();
   }
 
@@ -151,7 +168,7 @@ export class TimelineView {
   private onMove(event: MouseEvent): void {
     const rect = this.scroller.getBoundingClientRect();
     if (this.drag) {
-      const shift = ((this.drag.x - event.clientX) / this.plotWidth());
+      const shift = (this.drag.x - event.clientX) / this.plotWidth();
       this.view = panViewport(this.drag.view, shift, this.layout.durationMs);
       this.schedule();
     }
@@ -194,7 +211,10 @@ export class TimelineView {
     const ratio = window.devicePixelRatio || 1;
     const width = this.scroller.clientWidth;
     const height = this.scroller.clientHeight;
-    for (const [canvas, h] of [[this.canvas, height], [this.axis, AXIS_HEIGHT]] as const) {
+    for (const [canvas, h] of [
+      [this.canvas, height],
+      [this.axis, AXIS_HEIGHT],
+    ] as const) {
       if (canvas.width !== Math.round(width * ratio) || canvas.height !== Math.round(h * ratio)) {
         canvas.width = Math.round(width * ratio);
         canvas.height = Math.round(h * ratio);
@@ -232,10 +252,17 @@ export class TimelineView {
       const row = this.layout.rows[index]!;
       const y = index * ROW_HEIGHT - scrollTop;
       if (index === this.selected || index === this.hovered) {
-        context.fillStyle = this.colour(index === this.selected ? '--vscode-list-activeSelectionBackground' : '--vscode-list-hoverBackground');
+        context.fillStyle = this.colour(
+          index === this.selected ? '--vscode-list-activeSelectionBackground' : '--vscode-list-hoverBackground',
+        );
         context.fillRect(0, y, width, ROW_HEIGHT);
       }
-      context.fillStyle = index === this.selected ? this.colour('--vscode-list-activeSelectionForeground') || foreground : row.error ? error : foreground;
+      context.fillStyle =
+        index === this.selected
+          ? this.colour('--vscode-list-activeSelectionForeground') || foreground
+          : row.error
+            ? error
+            : foreground;
       const indent = 6 + Math.min(row.depth, 16) * INDENT;
       const label = `${row.error ? '⚠ ' : ''}${row.span.name}`;
       context.save();
@@ -265,7 +292,8 @@ export class TimelineView {
     axis.fillStyle = this.colour('--vscode-descriptionForeground');
     axis.textBaseline = 'middle';
     axis.fillText(`${this.layout.rows.length} spans`, 6, AXIS_HEIGHT / 2);
-    for (const tick of ticks) axis.fillText(formatDuration(tick), NAME_WIDTH + (tick - this.view.from) * scale + 2, AXIS_HEIGHT / 2);
+    for (const tick of ticks)
+      axis.fillText(formatDuration(tick), NAME_WIDTH + (tick - this.view.from) * scale + 2, AXIS_HEIGHT / 2);
     const drawMs = performance.now() - started;
     this.drawTimes.push(drawMs);
     if (this.drawTimes.length > 240) this.drawTimes.splice(0, this.drawTimes.length - 240);
@@ -284,7 +312,10 @@ export class TimelineView {
 /** A row as the tooltip and the screen reader say it: name, kind, latency, tokens, start, error. */
 export function describeRow(row: TimelineRow): string {
   const span = row.span;
-  const tokens = span.promptTokens !== null || span.completionTokens !== null ? ` · ${span.promptTokens ?? 0} → ${span.completionTokens ?? 0} tokens` : '';
+  const tokens =
+    span.promptTokens !== null || span.completionTokens !== null
+      ? ` · ${span.promptTokens ?? 0} → ${span.completionTokens ?? 0} tokens`
+      : '';
   const latency = row.running ? 'running' : formatDuration(row.end - row.start);
   return `${span.category} ${span.name} · ${latency}${tokens} · at +${formatDuration(row.start)}${row.error ? ` · error: ${span.statusMessage ?? 'error'}` : ''}`;
 }

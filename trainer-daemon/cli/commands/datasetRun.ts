@@ -74,7 +74,19 @@ function percentile(values: number[], p: number): number | null {
 }
 
 /** Per task and overall: rollouts, success rate, mean reward, p50/p95 duration, mean tokens, rollouts whose automatic scoring reported errors. */
-export function summarize(rollouts: readonly Rollout[], scores: ReadonlyMap<string, RolloutScore> = new Map()): Array<{ task: string; rollouts: number; succeeded: number; meanReward: number | null; p50Ms: number | null; p95Ms: number | null; meanTokens: number; scoreErrors: number }> {
+export function summarize(
+  rollouts: readonly Rollout[],
+  scores: ReadonlyMap<string, RolloutScore> = new Map(),
+): Array<{
+  task: string;
+  rollouts: number;
+  succeeded: number;
+  meanReward: number | null;
+  p50Ms: number | null;
+  p95Ms: number | null;
+  meanTokens: number;
+  scoreErrors: number;
+}> {
   const groups = new Map<string, Rollout[]>();
   for (const rollout of rollouts) {
     const key = rollout.task?.id ?? '-';
@@ -100,12 +112,21 @@ export function summarize(rollouts: readonly Rollout[], scores: ReadonlyMap<stri
 export function registerDatasetRun(dataset: Command): void {
   const command = dataset
     .command('run')
-    .description('run an agent over a dataset: each task --samples times, --concurrency at once, as one batch of rollouts')
+    .description(
+      'run an agent over a dataset: each task --samples times, --concurrency at once, as one batch of rollouts',
+    )
     .argument('<dataset>', 'dataset name or id (see `lightning dataset list`)')
     .argument('<command...>', 'the agent command (after --); it reads its task from LIGHTNING_TASK')
     .addOption(storeOption())
     .addOption(jsonOption())
-    .addOption(new Option('--progress <format>', 'progress on stderr: human lines (a bar on a terminal), or json lines (protocol/cliLines.ts) for programs').choices(['human', 'json']).default('human'))
+    .addOption(
+      new Option(
+        '--progress <format>',
+        'progress on stderr: human lines (a bar on a terminal), or json lines (protocol/cliLines.ts) for programs',
+      )
+        .choices(['human', 'json'])
+        .default('human'),
+    )
     .addOption(new Option('--split <split>', 'only this split').choices(['train', 'val', 'test']))
     .option('--samples <n>', 'rollouts per task', '1')
     .option('--concurrency <n>', 'agents running at once', '4')
@@ -116,117 +137,196 @@ export function registerDatasetRun(dataset: Command): void {
     .option('--upstream <url>', "the agents' upstream when they have no OPENAI_BASE_URL of their own")
     .option('--token-ids', 'ask the serving engine for token ids and logprobs on every call')
     .option('--resume <batch>', 'finish an interrupted batch instead of starting one')
-    .option('--rewards <file>', `score each rollout as it finishes with this rewards config (default: .lightning/${DEFAULT_REWARDS_FILE} beside the store, when it exists; see \`lightning score\`)`)
-    .option('--workers <n>', 'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see README, "Worker mode")');
+    .option(
+      '--rewards <file>',
+      `score each rollout as it finishes with this rewards config (default: .lightning/${DEFAULT_REWARDS_FILE} beside the store, when it exists; see \`lightning score\`)`,
+    )
+    .option(
+      '--workers <n>',
+      'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see README, "Worker mode")',
+    );
   addRayOptions(command);
-  addCheckpointOptions(command)
-    .action(async (name: string, argv: string[], options: DatasetRunOptions) => {
-      const samples = positiveInt(options.samples, '--samples');
-      const concurrency = positiveInt(options.concurrency, '--concurrency');
-      const timeoutMs = positiveInt(options.timeout, '--timeout') * 1000;
-      const retries = positiveInt(options.retries, '--retries', 0);
-      const workers = options.workers === undefined ? undefined : positiveInt(options.workers, '--workers');
-      const mode: BatchMode = workers === undefined
+  addCheckpointOptions(command).action(async (name: string, argv: string[], options: DatasetRunOptions) => {
+    const samples = positiveInt(options.samples, '--samples');
+    const concurrency = positiveInt(options.concurrency, '--concurrency');
+    const timeoutMs = positiveInt(options.timeout, '--timeout') * 1000;
+    const retries = positiveInt(options.retries, '--retries', 0);
+    const workers = options.workers === undefined ? undefined : positiveInt(options.workers, '--workers');
+    const mode: BatchMode =
+      workers === undefined
         ? { kind: 'process', command: argv, concurrency }
         : { kind: 'worker', command: argv, workers, concurrencyPerWorker: Math.ceil(concurrency / workers) };
-      const storeFile = resolveStore(options);
-      const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
-      const scoring = scoringFor(options.rewards === undefined ? null : path.resolve(options.rewards), storeFile, process.env);
-      const rewardsFile = scoring && 'rewardsFile' in scoring.source ? scoring.source.rewardsFile : null;
-      const ray = rayOptionsFrom(options, process.env);
-      const { client, close } = await connectOrStartDaemon(storeFile);
-      let runner: BatchRunner | undefined;
-      let cancelled = false;
-      const cancel = (): void => {
-        process.stderr.write('lightning: cancelling the batch: stopping the running agents\n');
-        cancelled = true;
-        runner?.cancel();
-      };
-      // Agents run in their own process groups, so the terminal's signals do not reach them: relay.
-      const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-      const lastResort = (): void => runner?.killAll();
-      for (const signal of signals) process.on(signal, cancel);
-      process.on('exit', lastResort);
-      try {
-        const { dataset: found, items: tasks } = await client.request('listTasks', { dataset: name, split: options.split });
-        let batchId = options.resume;
-        const existing = batchId ? await batchRollouts(client, batchId) : [];
-        if (batchId && existing.length === 0) throw new NotFoundError(`batch ${batchId} has no rollouts in this store`);
-        const routing = await resolveRouting(client, batchId ? resumeRoutingOptions(options, batchId, await pinnedCheckpoint(client, existing[0]!)) : options, process.env);
-        let queued: string[];
-        if (batchId) {
-          // Agents a runner that died left running would race the retries: stop them first.
-          const stopped = await new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl')).stopSurvivors();
-          if (stopped > 0) process.stderr.write(`lightning: stopped ${stopped} agent process${stopped === 1 ? '' : 'es'} left running by the interrupted runner\n`);
-          // Attempts left running by a runner that died are failed attempts; those and failed or
-          // timed-out rollouts with attempts left are retried.
-          for (const rollout of existing) {
-            let current = rollout;
-            if (current.status === 'running') current = await client.request('transitionRollout', { id: current.id, to: 'failed', error: 'the runner stopped during this attempt' });
-            if (canRetry(current)) {
-              await client.request('transitionRollout', { id: current.id, to: 'queued' });
-            }
+    const storeFile = resolveStore(options);
+    const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
+    const scoring = scoringFor(
+      options.rewards === undefined ? null : path.resolve(options.rewards),
+      storeFile,
+      process.env,
+    );
+    const rewardsFile = scoring && 'rewardsFile' in scoring.source ? scoring.source.rewardsFile : null;
+    const ray = rayOptionsFrom(options, process.env);
+    const { client, close } = await connectOrStartDaemon(storeFile);
+    let runner: BatchRunner | undefined;
+    let cancelled = false;
+    const cancel = (): void => {
+      process.stderr.write('lightning: cancelling the batch: stopping the running agents\n');
+      cancelled = true;
+      runner?.cancel();
+    };
+    // Agents run in their own process groups, so the terminal's signals do not reach them: relay.
+    const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+    const lastResort = (): void => runner?.killAll();
+    for (const signal of signals) process.on(signal, cancel);
+    process.on('exit', lastResort);
+    try {
+      const { dataset: found, items: tasks } = await client.request('listTasks', {
+        dataset: name,
+        split: options.split,
+      });
+      let batchId = options.resume;
+      const existing = batchId ? await batchRollouts(client, batchId) : [];
+      if (batchId && existing.length === 0) throw new NotFoundError(`batch ${batchId} has no rollouts in this store`);
+      const routing = await resolveRouting(
+        client,
+        batchId ? resumeRoutingOptions(options, batchId, await pinnedCheckpoint(client, existing[0]!)) : options,
+        process.env,
+      );
+      let queued: string[];
+      if (batchId) {
+        // Agents a runner that died left running would race the retries: stop them first.
+        const stopped = await new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl')).stopSurvivors();
+        if (stopped > 0)
+          process.stderr.write(
+            `lightning: stopped ${stopped} agent process${stopped === 1 ? '' : 'es'} left running by the interrupted runner\n`,
+          );
+        // Attempts left running by a runner that died are failed attempts; those and failed or
+        // timed-out rollouts with attempts left are retried.
+        for (const rollout of existing) {
+          let current = rollout;
+          if (current.status === 'running')
+            current = await client.request('transitionRollout', {
+              id: current.id,
+              to: 'failed',
+              error: 'the runner stopped during this attempt',
+            });
+          if (canRetry(current)) {
+            await client.request('transitionRollout', { id: current.id, to: 'queued' });
           }
-          queued = (await batchRollouts(client, batchId)).filter((r) => r.status === 'queued').map((r) => r.id);
-        } else {
-          batchId = `batch-${crypto.randomBytes(6).toString('hex')}`;
-          queued = [];
-          for (const task of tasks) {
-            for (let s = 0; s < samples && !cancelled; s += 1) {
-              const rollout = await client.request('createRollout', {
-                mode: options.mode, label: options.label ?? found.name, task: { id: task.id, input: task.input },
-                datasetId: found.id, batchId, maxAttempts: retries + 1, source: { kind: 'command', argv, cwd: process.cwd() }, resources: routing.resources,
-              });
-              queued.push(rollout.id);
-            }
+        }
+        queued = (await batchRollouts(client, batchId)).filter((r) => r.status === 'queued').map((r) => r.id);
+      } else {
+        batchId = `batch-${crypto.randomBytes(6).toString('hex')}`;
+        queued = [];
+        for (const task of tasks) {
+          for (let s = 0; s < samples && !cancelled; s += 1) {
+            const rollout = await client.request('createRollout', {
+              mode: options.mode,
+              label: options.label ?? found.name,
+              task: { id: task.id, input: task.input },
+              datasetId: found.id,
+              batchId,
+              maxAttempts: retries + 1,
+              source: { kind: 'command', argv, cwd: process.cwd() },
+              resources: routing.resources,
+            });
+            queued.push(rollout.id);
           }
         }
-        const how = `${mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`}${ray ? ` on the Ray cluster ${ray.address}` : ''}`;
-        if (options.progress === 'json') process.stderr.write(`${JSON.stringify({ event: 'batch-started', batchId, total: queued.length, scored: Boolean(rewardsFile) } satisfies BatchStarted)}\n`);
-        else process.stderr.write(`lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}${rewardsFile ? `, scored with ${rewardsFile}` : ''}\n`);
-        if (cancelled) {
-          for (const id of queued) await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
-          queued = [];
-        }
-        ensurePrivateDir(logDirOf(batchId));
-        const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
-        const progress = new Progress(process.stderr, queued.length, process.stderr.isTTY === true, options.progress === 'json');
-        runner = new BatchRunner({
-          client, mode, timeoutMs, upstream: routing.upstream, providerUpstreams: routing.providerUpstreams, tokenIds: routing.tokenIds,
-          logDir: logDirOf(batchId), env: process.env, onSpawn: (pid) => pids.record(pid),
-          onAttempt: (event) => progress.attempt(event), scoring, onScored: (score) => progress.scored(score), ray,
-        });
-        if (cancelled) runner.cancel();
-        try {
-          await runner.run(queued);
-        } finally {
-          progress.finish();
-        }
-        if (runner.wasCancelled) process.exitCode = 130;
-        const rollouts = await batchRollouts(client, batchId);
-        const summary = summarize(rollouts, runner.scores);
-        const scoringErrors = scoringErrorList(rollouts, runner.scores);
-        if (options.json) {
-          const scored = rewardsFile && { rewardsFile, scored: [...runner.scores.values()].filter((s) => s.value !== null).length, errors: scoringErrors };
-          process.stdout.write(`${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary, ...(scored ? { scoring: scored } : {}) } satisfies BatchFinished)}\n`);
-        } else {
-          const errorsColumn = scoring ? ['SCORE ERRORS'] : [];
-          process.stdout.write(`${table(['TASK', 'ROLLOUTS', 'SUCCEEDED', 'MEAN REWARD', 'P50', 'P95', 'TOKENS', ...errorsColumn], summary.map((s) => [s.task, String(s.rollouts), `${Math.round((100 * s.succeeded) / Math.max(1, s.rollouts))}%`, num(s.meanReward), duration(s.p50Ms), duration(s.p95Ms), String(Math.round(s.meanTokens)), ...(scoring ? [String(s.scoreErrors)] : [])]))}\n`);
-          for (const e of scoringErrors) process.stdout.write(`score error: ${e.rolloutId} (task ${e.task ?? '-'}): ${e.error}\n`);
-          process.stdout.write(`Batch ${batchId}. Export it: npx lightning export --batch ${batchId} --out transitions.jsonl\n`);
-        }
-      } finally {
-        for (const signal of signals) process.off(signal, cancel);
-        process.off('exit', lastResort);
-        await close();
       }
-    });
+      const how = `${mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`}${ray ? ` on the Ray cluster ${ray.address}` : ''}`;
+      if (options.progress === 'json')
+        process.stderr.write(
+          `${JSON.stringify({ event: 'batch-started', batchId, total: queued.length, scored: Boolean(rewardsFile) } satisfies BatchStarted)}\n`,
+        );
+      else
+        process.stderr.write(
+          `lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}${rewardsFile ? `, scored with ${rewardsFile}` : ''}\n`,
+        );
+      if (cancelled) {
+        for (const id of queued)
+          await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
+        queued = [];
+      }
+      ensurePrivateDir(logDirOf(batchId));
+      const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
+      const progress = new Progress(
+        process.stderr,
+        queued.length,
+        process.stderr.isTTY === true,
+        options.progress === 'json',
+      );
+      runner = new BatchRunner({
+        client,
+        mode,
+        timeoutMs,
+        upstream: routing.upstream,
+        providerUpstreams: routing.providerUpstreams,
+        tokenIds: routing.tokenIds,
+        logDir: logDirOf(batchId),
+        env: process.env,
+        onSpawn: (pid) => pids.record(pid),
+        onAttempt: (event) => progress.attempt(event),
+        scoring,
+        onScored: (score) => progress.scored(score),
+        ray,
+      });
+      if (cancelled) runner.cancel();
+      try {
+        await runner.run(queued);
+      } finally {
+        progress.finish();
+      }
+      if (runner.wasCancelled) process.exitCode = 130;
+      const rollouts = await batchRollouts(client, batchId);
+      const summary = summarize(rollouts, runner.scores);
+      const scoringErrors = scoringErrorList(rollouts, runner.scores);
+      if (options.json) {
+        const scored = rewardsFile && {
+          rewardsFile,
+          scored: [...runner.scores.values()].filter((s) => s.value !== null).length,
+          errors: scoringErrors,
+        };
+        process.stdout.write(
+          `${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary, ...(scored ? { scoring: scored } : {}) } satisfies BatchFinished)}\n`,
+        );
+      } else {
+        const errorsColumn = scoring ? ['SCORE ERRORS'] : [];
+        process.stdout.write(
+          `${table(
+            ['TASK', 'ROLLOUTS', 'SUCCEEDED', 'MEAN REWARD', 'P50', 'P95', 'TOKENS', ...errorsColumn],
+            summary.map((s) => [
+              s.task,
+              String(s.rollouts),
+              `${Math.round((100 * s.succeeded) / Math.max(1, s.rollouts))}%`,
+              num(s.meanReward),
+              duration(s.p50Ms),
+              duration(s.p95Ms),
+              String(Math.round(s.meanTokens)),
+              ...(scoring ? [String(s.scoreErrors)] : []),
+            ]),
+          )}\n`,
+        );
+        for (const e of scoringErrors)
+          process.stdout.write(`score error: ${e.rolloutId} (task ${e.task ?? '-'}): ${e.error}\n`);
+        process.stdout.write(
+          `Batch ${batchId}. Export it: npx lightning export --batch ${batchId} --out transitions.jsonl\n`,
+        );
+      }
+    } finally {
+      for (const signal of signals) process.off(signal, cancel);
+      process.off('exit', lastResort);
+      await close();
+    }
+  });
 }
 
 const scoringError = (score: RolloutScore | undefined): string | null => (score ? scoreErrors(score) : null);
 
 /** The rollouts whose scoring reported errors, with them. */
-function scoringErrorList(rollouts: readonly Rollout[], scores: ReadonlyMap<string, RolloutScore>): Array<{ rolloutId: string; task: string | null; error: string }> {
+function scoringErrorList(
+  rollouts: readonly Rollout[],
+  scores: ReadonlyMap<string, RolloutScore>,
+): Array<{ rolloutId: string; task: string | null; error: string }> {
   return rollouts.flatMap((r) => {
     const error = scoringError(scores.get(r.id));
     return error ? [{ rolloutId: r.id, task: r.task?.id ?? null, error }] : [];

@@ -7,7 +7,18 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { AdvantageOptions, CreditOptions, ExportReport, RewardPolicy, RolloutMode, RolloutStatus, Transition, describeIssues, describeSkipped, type Json } from '../../protocol';
+import {
+  AdvantageOptions,
+  CreditOptions,
+  ExportReport,
+  RewardPolicy,
+  RolloutMode,
+  RolloutStatus,
+  Transition,
+  describeIssues,
+  describeSkipped,
+  type Json,
+} from '../../protocol';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { registerSecretValue, scrubJsonValues } from '../../protocol/secrets';
 import { buildTransitions, toChatExample } from '../../lightningrl/transitions';
@@ -42,7 +53,11 @@ function number(value: string, flag: string): number {
   return parsed;
 }
 
-function parsed<T>(schema: { safeParse(value: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } }, value: unknown, flag: string): T {
+function parsed<T>(
+  schema: { safeParse(value: unknown): { success: true; data: T } | { success: false; error: import('zod').ZodError } },
+  value: unknown,
+  flag: string,
+): T {
   const result = schema.safeParse(value);
   if (!result.success) throw new InvalidInputError(`${flag}: ${describeIssues(result.error, '')}`);
   return result.data;
@@ -51,9 +66,18 @@ function parsed<T>(schema: { safeParse(value: unknown): { success: true; data: T
 export function registerExport(program: Command): void {
   program
     .command('export')
-    .description('write training data: LightningRL transitions (reward and advantage per LLM call) or OpenAI fine-tuning chat examples')
+    .description(
+      'write training data: LightningRL transitions (reward and advantage per LLM call) or OpenAI fine-tuning chat examples',
+    )
     .addOption(storeOption())
-    .addOption(new Option('--format <format>', 'transitions: one training sample per LLM call; chat: OpenAI fine-tuning messages').choices(['transitions', 'chat']).default('transitions'))
+    .addOption(
+      new Option(
+        '--format <format>',
+        'transitions: one training sample per LLM call; chat: OpenAI fine-tuning messages',
+      )
+        .choices(['transitions', 'chat'])
+        .default('transitions'),
+    )
     .requiredOption('--out <file>', 'the JSON-lines file to write')
     .option('--status <statuses>', 'rollout statuses to include (comma-separated)', 'succeeded,failed,timeout')
     .addOption(new Option('--mode <mode>', 'only this mode').choices(RolloutMode.options))
@@ -63,14 +87,32 @@ export function registerExport(program: Command): void {
     .option('--agent <regex>', 'only the LLM calls of agents whose name matches (multi-agent selective training)')
     .option('--min-reward <r>', 'only rollouts whose episode reward is at least r')
     .option('--reward-name <name>', 'the reward dimension used as the episode reward', 'reward')
-    .addOption(new Option('--missing-reward <policy>', 'rollouts without an episode reward').choices(['exclude', 'fill']).default('exclude'))
+    .addOption(
+      new Option('--missing-reward <policy>', 'rollouts without an episode reward')
+        .choices(['exclude', 'fill'])
+        .default('exclude'),
+    )
     .option('--fill-value <r>', 'the reward given with --missing-reward fill', '0')
-    .addOption(new Option('--credit <kind>', 'credit assignment: identical (the paper), discounted, step').choices(['identical', 'discounted', 'step']).default('identical'))
+    .addOption(
+      new Option('--credit <kind>', 'credit assignment: identical (the paper), discounted, step')
+        .choices(['identical', 'discounted', 'step'])
+        .default('identical'),
+    )
     .option('--gamma <γ>', 'discount for --credit discounted', '0.9')
-    .addOption(new Option('--advantage <kind>', 'grpo (per task group), baseline (minus the mean), none').choices(['grpo', 'baseline', 'none']).default('grpo'))
+    .addOption(
+      new Option('--advantage <kind>', 'grpo (per task group), baseline (minus the mean), none')
+        .choices(['grpo', 'baseline', 'none'])
+        .default('grpo'),
+    )
     .option('--no-std-normalize', 'GRPO advantages as R − mean, without dividing by the std')
-    .option('--aggregate', 'join consecutive calls whose prompt extends the previous prompt + response into one sample (environment tokens masked; needs engine token ids, see run --token-ids)')
-    .option('--include-failed', 'also export calls that were not whole answers (upstream errors, cancelled, truncated), each row flagged with its "outcome"')
+    .option(
+      '--aggregate',
+      'join consecutive calls whose prompt extends the previous prompt + response into one sample (environment tokens masked; needs engine token ids, see run --token-ids)',
+    )
+    .option(
+      '--include-failed',
+      'also export calls that were not whole answers (upstream errors, cancelled, truncated), each row flagged with its "outcome"',
+    )
     .action(async (options: ExportOptions) => {
       const statuses = options.status.split(',').map((s) => parsed(RolloutStatus, s.trim(), '--status'));
       let agentMatch: RegExp | undefined;
@@ -80,23 +122,48 @@ export function registerExport(program: Command): void {
         throw new InvalidInputError(`--agent ${options.agent}: not a regular expression (${errorMessage(error)})`);
       }
       const settings = {
-        reward: parsed(RewardPolicy, { name: options.rewardName, missing: options.missingReward, fillValue: number(options.fillValue, '--fill-value') }, '--reward-name/--missing-reward'),
-        credit: parsed(CreditOptions, options.credit === 'discounted' ? { kind: 'discounted', gamma: number(options.gamma, '--gamma') } : { kind: options.credit }, '--credit/--gamma'),
-        advantage: parsed(AdvantageOptions, { kind: options.advantage, normalizeStd: options.stdNormalize }, '--advantage'),
+        reward: parsed(
+          RewardPolicy,
+          {
+            name: options.rewardName,
+            missing: options.missingReward,
+            fillValue: number(options.fillValue, '--fill-value'),
+          },
+          '--reward-name/--missing-reward',
+        ),
+        credit: parsed(
+          CreditOptions,
+          options.credit === 'discounted'
+            ? { kind: 'discounted', gamma: number(options.gamma, '--gamma') }
+            : { kind: options.credit },
+          '--credit/--gamma',
+        ),
+        advantage: parsed(
+          AdvantageOptions,
+          { kind: options.advantage, normalizeStd: options.stdNormalize },
+          '--advantage',
+        ),
         agentMatch,
         minReward: options.minReward === undefined ? undefined : number(options.minReward, '--min-reward'),
         aggregate: options.aggregate ?? false,
         includeFailed: options.includeFailed ?? false,
       };
       const storeFile = resolveStore(options);
-      if (!fs.existsSync(storeFile)) throw new NotFoundError(`no store at ${storeFile}: record rollouts first (lightning run, npm run demo)`);
+      if (!fs.existsSync(storeFile))
+        throw new NotFoundError(`no store at ${storeFile}: record rollouts first (lightning run, npm run demo)`);
       const store = Store.open(storeFile);
       let result;
       try {
         // --dataset takes a name or an id (an unknown one is an error, not an empty file).
         const datasetId = options.dataset === undefined ? undefined : store.listTasks(options.dataset).dataset.id;
         result = buildTransitions(
-          store.trajectories({ status: statuses, mode: options.mode, label: options.label, datasetId, batchId: options.batch }),
+          store.trajectories({
+            status: statuses,
+            mode: options.mode,
+            label: options.label,
+            datasetId,
+            batchId: options.batch,
+          }),
           settings,
         );
       } finally {
@@ -123,7 +190,10 @@ export function registerExport(program: Command): void {
       const report = ExportReport.parse(result.report);
       // What was left out of training, and why, where a person reads it (stdout is the JSON summary).
       const left = describeSkipped(report.skipped);
-      if (left) process.stderr.write(`lightning export: ${left} (not whole answers; --include-failed keeps them, flagged)\n`);
-      process.stdout.write(`${JSON.stringify({ event: 'export-finished', out, format: options.format, lines: lines.length, skippedNotChat: skipped, ...report })}\n`);
+      if (left)
+        process.stderr.write(`lightning export: ${left} (not whole answers; --include-failed keeps them, flagged)\n`);
+      process.stdout.write(
+        `${JSON.stringify({ event: 'export-finished', out, format: options.format, lines: lines.length, skippedNotChat: skipped, ...report })}\n`,
+      );
     });
 }

@@ -16,7 +16,8 @@ interface PutOptions extends GlobalOptions {
 }
 
 function readValue(options: PutOptions): Json {
-  if ((options.file === undefined) === (options.value === undefined)) throw new InvalidInputError('give the value with exactly one of --file FILE or --value TEXT');
+  if ((options.file === undefined) === (options.value === undefined))
+    throw new InvalidInputError('give the value with exactly one of --file FILE or --value TEXT');
   let text = options.value;
   if (options.file !== undefined) {
     try {
@@ -34,7 +35,11 @@ function readValue(options: PutOptions): Json {
 }
 
 export function registerResource(program: Command): void {
-  const resource = program.command('resource').description('versioned resources: prompt templates ({name} placeholders) and JSON values that agents read from GET $LIGHTNING_URL/resources');
+  const resource = program
+    .command('resource')
+    .description(
+      'versioned resources: prompt templates ({name} placeholders) and JSON values that agents read from GET $LIGHTNING_URL/resources',
+    );
   resource
     .command('put')
     .description('store the next version of a resource (it becomes the current one)')
@@ -46,13 +51,23 @@ export function registerResource(program: Command): void {
     .option('--kind <kind>', 'prompt_template | json', 'prompt_template')
     .option('--not-current', 'keep it as a version without making it current')
     .action(async (name: string, options: PutOptions) => {
-      if (options.kind !== 'prompt_template' && options.kind !== 'json') throw new InvalidInputError(`--kind ${options.kind}: expected prompt_template or json`);
+      if (options.kind !== 'prompt_template' && options.kind !== 'json')
+        throw new InvalidInputError(`--kind ${options.kind}: expected prompt_template or json`);
       const value = readValue(options);
       const backend = await openBackend(resolveStore(options), { create: true });
       try {
-        const put = await backend.call('putResource', options.kind === 'json' ? { name, kind: 'json', value, current: !options.notCurrent } : { name, kind: 'prompt_template', value: value as string, current: !options.notCurrent });
+        const put = await backend.call(
+          'putResource',
+          options.kind === 'json'
+            ? { name, kind: 'json', value, current: !options.notCurrent }
+            : { name, kind: 'prompt_template', value: value as string, current: !options.notCurrent },
+        );
         const holes = typeof put.value === 'string' ? placeholders(put.value) : [];
-        process.stdout.write(options.json ? `${JSON.stringify(put)}\n` : `${name} version ${put.version}${put.current ? ' (current)' : ''}${holes.length ? `; placeholders {${holes.join('}, {')}}` : ''}\n`);
+        process.stdout.write(
+          options.json
+            ? `${JSON.stringify(put)}\n`
+            : `${name} version ${put.version}${put.current ? ' (current)' : ''}${holes.length ? `; placeholders {${holes.join('}, {')}}` : ''}\n`,
+        );
       } finally {
         backend.close();
       }
@@ -66,7 +81,20 @@ export function registerResource(program: Command): void {
       const backend = await openBackend(resolveStore(options));
       try {
         const { items } = await backend.call('listResources', {});
-        process.stdout.write(options.json ? `${JSON.stringify(items)}\n` : `${table(['NAME', 'KIND', 'CURRENT', 'LATEST', 'VERSIONS'], items.map((r) => [r.name, r.kind, String(r.currentVersion), String(r.latestVersion), String(r.versions)]))}\n`);
+        process.stdout.write(
+          options.json
+            ? `${JSON.stringify(items)}\n`
+            : `${table(
+                ['NAME', 'KIND', 'CURRENT', 'LATEST', 'VERSIONS'],
+                items.map((r) => [
+                  r.name,
+                  r.kind,
+                  String(r.currentVersion),
+                  String(r.latestVersion),
+                  String(r.versions),
+                ]),
+              )}\n`,
+        );
       } finally {
         backend.close();
       }
@@ -81,11 +109,18 @@ export function registerResource(program: Command): void {
     .action(async (name: string, options: GlobalOptions & { version?: string }) => {
       const backend = await openBackend(resolveStore(options));
       try {
-        const got = await backend.call('getResource', { name, version: options.version === undefined ? undefined : positiveInt(options.version, '--version') });
+        const got = await backend.call('getResource', {
+          name,
+          version: options.version === undefined ? undefined : positiveInt(options.version, '--version'),
+        });
         if (options.json) process.stdout.write(`${JSON.stringify(got)}\n`);
         else {
-          process.stdout.write(`${typeof got.resource.value === 'string' ? got.resource.value : JSON.stringify(got.resource.value, null, 2)}\n`);
-          process.stderr.write(`${name} version ${got.resource.version} of ${got.versions.length}, ${time(got.resource.createdAt)}${got.resource.runId ? `, from ${got.resource.runId}` : ''}\n`);
+          process.stdout.write(
+            `${typeof got.resource.value === 'string' ? got.resource.value : JSON.stringify(got.resource.value, null, 2)}\n`,
+          );
+          process.stderr.write(
+            `${name} version ${got.resource.version} of ${got.versions.length}, ${time(got.resource.createdAt)}${got.resource.runId ? `, from ${got.resource.runId}` : ''}\n`,
+          );
         }
       } finally {
         backend.close();
@@ -102,7 +137,9 @@ export function registerResource(program: Command): void {
       const backend = await openBackend(resolveStore(options));
       try {
         const current = await backend.call('setCurrentResource', { name, version: positiveInt(version, 'version') });
-        process.stdout.write(options.json ? `${JSON.stringify(current)}\n` : `${name}: version ${current.version} is current\n`);
+        process.stdout.write(
+          options.json ? `${JSON.stringify(current)}\n` : `${name}: version ${current.version} is current\n`,
+        );
       } finally {
         backend.close();
       }

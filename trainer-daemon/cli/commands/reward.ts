@@ -26,7 +26,8 @@ export function registerReward(program: Command): void {
     .option('--author <name>', 'who annotated (default: $USER)')
     .action(async (id: string, value: string, options: RewardOptions) => {
       const number = Number(value);
-      if (value.trim() === '' || !Number.isFinite(number)) throw new InvalidInputError(`reward value ${JSON.stringify(value)} is not a number`);
+      if (value.trim() === '' || !Number.isFinite(number))
+        throw new InvalidInputError(`reward value ${JSON.stringify(value)} is not a number`);
       const backend = await openBackend(resolveStore(options));
       try {
         const reward = await backend.call('addReward', {

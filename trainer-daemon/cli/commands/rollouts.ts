@@ -21,11 +21,14 @@ interface RolloutsOptions extends GlobalOptions {
 
 function parseStatuses(values: string[] | undefined): ListRolloutsParams['status'] {
   if (!values) return undefined;
-  return values.flatMap((value) => value.split(',')).map((status) => {
-    const parsed = RolloutStatus.safeParse(status);
-    if (!parsed.success) throw new InvalidInputError(`--status ${status}: expected one of ${RolloutStatus.options.join(', ')}`);
-    return parsed.data;
-  });
+  return values
+    .flatMap((value) => value.split(','))
+    .map((status) => {
+      const parsed = RolloutStatus.safeParse(status);
+      if (!parsed.success)
+        throw new InvalidInputError(`--status ${status}: expected one of ${RolloutStatus.options.join(', ')}`);
+      return parsed.data;
+    });
 }
 
 export function registerRollouts(program: Command): void {
@@ -34,7 +37,10 @@ export function registerRollouts(program: Command): void {
     .description('list rollouts, newest first')
     .addOption(storeOption())
     .addOption(jsonOption())
-    .option('--status <status...>', `only these statuses (${RolloutStatus.options.join(', ')}); repeat or comma-separate`)
+    .option(
+      '--status <status...>',
+      `only these statuses (${RolloutStatus.options.join(', ')}); repeat or comma-separate`,
+    )
     .addOption(new Option('--mode <mode>', 'only this mode').choices(RolloutMode.options))
     .option('--label <label>', 'only this exact label')
     .option('--task <id>', 'only this task id')
@@ -45,7 +51,8 @@ export function registerRollouts(program: Command): void {
     .option('--cursor <cursor>', 'continue after a previous page (its nextCursor)')
     .action(async (options: RolloutsOptions) => {
       const limit = Number(options.limit);
-      if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new InvalidInputError(`--limit ${options.limit}: expected an integer 1..500`);
+      if (!Number.isInteger(limit) || limit < 1 || limit > 500)
+        throw new InvalidInputError(`--limit ${options.limit}: expected an integer 1..500`);
       const backend = await openBackend(resolveStore(options));
       try {
         const page = await backend.call('listRollouts', {
@@ -78,7 +85,9 @@ export function registerRollouts(program: Command): void {
           duration(rolloutDuration(r)),
           time(r.createdAt),
         ]);
-        process.stdout.write(`${table(['ID', 'STATUS', 'MODE', 'LABEL', 'REWARD', 'LLM', 'TOKENS', 'DURATION', 'CREATED'], rows)}\n`);
+        process.stdout.write(
+          `${table(['ID', 'STATUS', 'MODE', 'LABEL', 'REWARD', 'LLM', 'TOKENS', 'DURATION', 'CREATED'], rows)}\n`,
+        );
         if (page.nextCursor) process.stdout.write(`More: --cursor ${page.nextCursor}\n`);
       } finally {
         backend.close();

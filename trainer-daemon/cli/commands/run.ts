@@ -33,7 +33,11 @@ function parseTask(options: RunOptions): { id?: string; input: Json } | null {
   return { ...(options.taskId ? { id: options.taskId } : {}), input };
 }
 
-function finalStatus(code: number | null, signal: NodeJS.Signals | null, interrupted: boolean): { to: RolloutStatus; error: string | null } {
+function finalStatus(
+  code: number | null,
+  signal: NodeJS.Signals | null,
+  interrupted: boolean,
+): { to: RolloutStatus; error: string | null } {
   if (code === 0) return { to: 'succeeded', error: null };
   if (interrupted) return { to: 'cancelled', error: `stopped by ${signal ?? 'a signal'}` };
   if (signal) return { to: 'failed', error: `killed by ${signal}` };
@@ -51,7 +55,10 @@ export function registerRun(program: Command): void {
     .option('--task-id <id>', 'the task id')
     .addOption(new Option('--mode <mode>', 'rollout mode').choices(RolloutMode.options).default('debug'))
     .option('--upstream <url>', "this rollout's upstream when the agent has no OPENAI_BASE_URL of its own")
-    .option('--token-ids', 'ask the serving engine (e.g. vLLM) for exact token ids and logprobs on every call, for training');
+    .option(
+      '--token-ids',
+      'ask the serving engine (e.g. vLLM) for exact token ids and logprobs on every call, for training',
+    );
   addCheckpointOptions(command)
     .passThroughOptions()
     .action(async (argv: string[], options: RunOptions) => {
@@ -69,12 +76,21 @@ export function registerRun(program: Command): void {
           source: { kind: 'command', argv, cwd: process.cwd() },
           ...routing,
         });
-        const env = { ...process.env, ...instrumentationEnv({ url, rolloutId: rollout.id, task: task?.input ?? null, base: process.env }) };
+        const env = {
+          ...process.env,
+          ...instrumentationEnv({ url, rolloutId: rollout.id, task: task?.input ?? null, base: process.env }),
+        };
         const outcome = await runChild(argv, env);
-        const final = outcome.spawnError ? { to: 'failed' as const, error: outcome.spawnError } : finalStatus(outcome.code, outcome.signal, outcome.interrupted);
+        const final = outcome.spawnError
+          ? { to: 'failed' as const, error: outcome.spawnError }
+          : finalStatus(outcome.code, outcome.signal, outcome.interrupted);
         // The daemon may have died and come back while the agent ran: finish through whichever serves the store now.
         if (connection.client.closed) connection = await reconnect(storeFile, connection);
-        const finished = await connection.client.request('transitionRollout', { id: rollout.id, ...final, exitCode: outcome.code });
+        const finished = await connection.client.request('transitionRollout', {
+          id: rollout.id,
+          ...final,
+          exitCode: outcome.code,
+        });
         report = () => reportFinished(finished, outcome.spawnError);
         process.exitCode = outcome.code ?? 128 + (outcome.signal ? (os.constants.signals[outcome.signal] ?? 0) : 1);
       } finally {
@@ -126,7 +142,12 @@ function runChild(argv: string[], env: NodeJS.ProcessEnv): Promise<ChildOutcome>
       resolve(outcome);
     };
     child.once('error', (error: NodeJS.ErrnoException) => {
-      done({ code: error.code === 'ENOENT' ? 127 : 126, signal: null, interrupted: false, spawnError: `cannot run ${argv[0]}: ${error.message}` });
+      done({
+        code: error.code === 'ENOENT' ? 127 : 126,
+        signal: null,
+        interrupted: false,
+        spawnError: `cannot run ${argv[0]}: ${error.message}`,
+      });
     });
     child.once('exit', (code, signal) => done({ code, signal, interrupted }));
   });
@@ -134,5 +155,7 @@ function runChild(argv: string[], env: NodeJS.ProcessEnv): Promise<ChildOutcome>
 
 function reportFinished(rollout: Rollout, spawnError: string | undefined): void {
   if (spawnError) process.stderr.write(`lightning: ${spawnError}\n`);
-  process.stderr.write(`${JSON.stringify({ event: 'rollout-finished', id: rollout.id, status: rollout.status, reward: rollout.reward })}\n`);
+  process.stderr.write(
+    `${JSON.stringify({ event: 'rollout-finished', id: rollout.id, status: rollout.status, reward: rollout.reward })}\n`,
+  );
 }

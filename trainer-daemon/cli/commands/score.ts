@@ -25,35 +25,56 @@ interface ScoreOptions extends GlobalOptions {
 const SHOWN = 50;
 
 function render(result: ScoreRolloutsResult): string {
-  const rows = result.results.slice(0, SHOWN).map((score) => [
-    score.rolloutId,
-    num(score.value),
-    truncate(score.sources.map((s) => (s.kind === 'scored' ? `${s.name}=${num(s.value)}` : s.kind === 'skipped' ? `${s.name}: skipped (${s.reason})` : `${s.name}: ERROR ${s.error}`)).join('; '), 160),
-  ]);
+  const rows = result.results
+    .slice(0, SHOWN)
+    .map((score) => [
+      score.rolloutId,
+      num(score.value),
+      truncate(
+        score.sources
+          .map((s) =>
+            s.kind === 'scored'
+              ? `${s.name}=${num(s.value)}`
+              : s.kind === 'skipped'
+                ? `${s.name}: skipped (${s.reason})`
+                : `${s.name}: ERROR ${s.error}`,
+          )
+          .join('; '),
+        160,
+      ),
+    ]);
   const summary = `Scored ${result.scored} rollout(s); ${result.unscored} without a value; ${result.errors} source error(s)${result.cancelled ? '; cancelled before the end' : ''}.`;
-  const more = result.results.length > SHOWN ? `… and ${result.results.length - SHOWN} more (--json prints them all)\n` : '';
+  const more =
+    result.results.length > SHOWN ? `… and ${result.results.length - SHOWN} more (--json prints them all)\n` : '';
   return `${rows.length ? `${table(['ROLLOUT', 'REWARD', 'SOURCES'], rows)}\n${more}` : ''}${summary}\n`;
 }
 
 export function registerScore(program: Command): void {
   program
     .command('score')
-    .description('score finished rollouts with automatic rewards (rules, reward functions, an LLM judge, an ONNX reward model); human annotations are kept and outrank them')
+    .description(
+      'score finished rollouts with automatic rewards (rules, reward functions, an LLM judge, an ONNX reward model); human annotations are kept and outrank them',
+    )
     .addOption(storeOption())
     .addOption(jsonOption())
-    .option('--config <file>', `the rewards config (default: ${DEFAULT_REWARDS_FILE} beside the store, i.e. .lightning/${DEFAULT_REWARDS_FILE})`)
+    .option(
+      '--config <file>',
+      `the rewards config (default: ${DEFAULT_REWARDS_FILE} beside the store, i.e. .lightning/${DEFAULT_REWARDS_FILE})`,
+    )
     .option('--dataset <name>', "only this dataset's rollouts (name or id)")
     .option('--rollouts <ids...>', 'only these rollouts (ids or unique prefixes)')
     .option('--unrated', 'only rollouts without any reward yet')
     .action(async (options: ScoreOptions) => {
       const storeFile = resolveStore(options);
-      if (!fs.existsSync(storeFile)) throw new NotFoundError(`no store at ${storeFile}: start one with \`lightning serve\` or pass --store FILE`);
+      if (!fs.existsSync(storeFile))
+        throw new NotFoundError(`no store at ${storeFile}: start one with \`lightning serve\` or pass --store FILE`);
       const rewardsFile = path.resolve(options.config ?? path.join(path.dirname(storeFile), DEFAULT_REWARDS_FILE));
       const apiKeys = judgeKeys(loadRewardsFile(rewardsFile), process.env);
       const connection = await connectOrStartDaemon(storeFile);
       const jobId = `cli-${process.pid}-${Date.now()}`;
       const progress = connection.client.onNotification('scoreProgress', (p) => {
-        if (p.jobId === jobId) process.stderr.write(`scored ${p.done}/${p.total}${p.errors ? ` (${p.errors} source errors)` : ''}\n`);
+        if (p.jobId === jobId)
+          process.stderr.write(`scored ${p.done}/${p.total}${p.errors ? ` (${p.errors} source errors)` : ''}\n`);
       });
       let interrupts = 0;
       const onSigint = (): void => {

@@ -20,38 +20,77 @@ export function parseUpstream(value: string, what = '--upstream'): string {
   } catch {
     throw new InvalidInputError(`${what} ${redactUrl(value)}: not a URL (expected e.g. http://127.0.0.1:11434/v1)`);
   }
-  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new InvalidInputError(`${what} ${redactUrl(value)}: expected an http(s) URL such as http://127.0.0.1:11434/v1`);
+  if (url.protocol !== 'http:' && url.protocol !== 'https:')
+    throw new InvalidInputError(
+      `${what} ${redactUrl(value)}: expected an http(s) URL such as http://127.0.0.1:11434/v1`,
+    );
   return value.replace(/\/+$/, '');
 }
 
-async function start(options: GlobalOptions & { host: string; port: string; upstream?: string }, logger: Logger): Promise<Daemon> {
+async function start(
+  options: GlobalOptions & { host: string; port: string; upstream?: string },
+  logger: Logger,
+): Promise<Daemon> {
   if (/^(0\.0\.0\.0|::|\[::\]|0+)$/.test(options.host)) {
-    throw new InvalidInputError(`--host ${options.host}: name one address of this machine on the network the agents share (e.g. 10.0.0.5), not every interface`);
+    throw new InvalidInputError(
+      `--host ${options.host}: name one address of this machine on the network the agents share (e.g. 10.0.0.5), not every interface`,
+    );
   }
   const loopback = LOOPBACK.test(options.host);
   const port = Number(options.port);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new InvalidInputError(`--port ${options.port}: expected a port number 0..65535`);
-  const upstream = upstreamFromEnv(process.env, options.upstream === undefined ? undefined : parseUpstream(options.upstream));
-  const daemon = await Daemon.start({ storeFile: options.store, host: loopback ? options.host : '127.0.0.1', port, logger, upstream, ...(loopback ? {} : { agentHost: options.host.replace(/^\[(.*)\]$/, '$1') }) });
-  if (!loopback) logger.warn('agents reach this daemon beyond loopback: only the agent routes listen there (capability URLs); open that port to the agents\' machines only', { agents: options.host });
+  if (!Number.isInteger(port) || port < 0 || port > 65_535)
+    throw new InvalidInputError(`--port ${options.port}: expected a port number 0..65535`);
+  const upstream = upstreamFromEnv(
+    process.env,
+    options.upstream === undefined ? undefined : parseUpstream(options.upstream),
+  );
+  const daemon = await Daemon.start({
+    storeFile: options.store,
+    host: loopback ? options.host : '127.0.0.1',
+    port,
+    logger,
+    upstream,
+    ...(loopback ? {} : { agentHost: options.host.replace(/^\[(.*)\]$/, '$1') }),
+  });
+  if (!loopback)
+    logger.warn(
+      "agents reach this daemon beyond loopback: only the agent routes listen there (capability URLs); open that port to the agents' machines only",
+      { agents: options.host },
+    );
   return daemon;
 }
 
 /** What a start failure means to the starter: another daemon owns the store, the runtime, a setting, or else. */
 export function startupFailed(error: unknown): StartupFailed {
   const { kind } = mapError(error);
-  const reason = error instanceof StoreOwnedError ? 'store_owned' : error instanceof NativeModuleError || error instanceof SqliteDriverError ? 'runtime' : error instanceof InvalidInputError ? 'configuration' : 'other';
+  const reason =
+    error instanceof StoreOwnedError
+      ? 'store_owned'
+      : error instanceof NativeModuleError || error instanceof SqliteDriverError
+        ? 'runtime'
+        : error instanceof InvalidInputError
+          ? 'configuration'
+          : 'other';
   return { event: 'startup-failed', reason, kind, message: errorMessage(error) };
 }
 
 export function registerServe(program: Command): void {
   program
     .command('serve')
-    .description('run the trainer daemon in the foreground (prints one JSON ready line on stdout; logs JSON lines on stderr)')
+    .description(
+      'run the trainer daemon in the foreground (prints one JSON ready line on stdout; logs JSON lines on stderr)',
+    )
     .addOption(storeOption())
-    .option('--host <address>', "where the daemon listens: loopback (default), or one address of this machine that other machines reach (e.g. 10.0.0.5, for agents on Ray nodes): the agents' routes are served there and their rollout URLs name it, while the RPC stays on 127.0.0.1. Never every interface (README, \"Scale out\")", '127.0.0.1')
+    .option(
+      '--host <address>',
+      'where the daemon listens: loopback (default), or one address of this machine that other machines reach (e.g. 10.0.0.5, for agents on Ray nodes): the agents\' routes are served there and their rollout URLs name it, while the RPC stays on 127.0.0.1. Never every interface (README, "Scale out")',
+      '127.0.0.1',
+    )
     .option('--port <number>', 'port to listen on (0: any free port)', '0')
-    .option('--upstream <url>', `OpenAI-compatible base URL for agents without their own OPENAI_BASE_URL (env LIGHTNING_UPSTREAM_URL; default ${DEFAULT_UPSTREAM}); the key comes from LIGHTNING_UPSTREAM_API_KEY`)
+    .option(
+      '--upstream <url>',
+      `OpenAI-compatible base URL for agents without their own OPENAI_BASE_URL (env LIGHTNING_UPSTREAM_URL; default ${DEFAULT_UPSTREAM}); the key comes from LIGHTNING_UPSTREAM_API_KEY`,
+    )
     .action(async (options: GlobalOptions & { host: string; port: string; upstream?: string }) => {
       const logger = createLogger('daemon');
       const daemon = await start(options, logger).catch((error: unknown) => {

@@ -9,7 +9,10 @@ import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../op
 import { summarizeLlmCall } from '../summarize';
 
 function spanRow(span: Span, sequenceOf: (spanId: string) => number | undefined): string[] {
-  const tokens = span.promptTokens !== null || span.completionTokens !== null ? `${span.promptTokens ?? 0}+${span.completionTokens ?? 0}` : '';
+  const tokens =
+    span.promptTokens !== null || span.completionTokens !== null
+      ? `${span.promptTokens ?? 0}+${span.completionTokens ?? 0}`
+      : '';
   return [
     String(span.sequence),
     span.category,
@@ -35,19 +38,38 @@ export function renderDetail({ rollout, attempts, spans, rewards, servedBy }: Ro
     `  created   ${time(rollout.createdAt)}   duration ${duration(rolloutDuration(rollout))}`,
     `  attempts  ${rollout.attemptCount}/${rollout.maxAttempts}   LLM calls ${rollout.llmCalls}   tokens ${rollout.promptTokens}+${rollout.completionTokens}`,
   ];
-  if (servedBy) lines.push(`  policy    ${servedBy.checkpointId ? `checkpoint ${servedBy.checkpointId}` : 'training policy'} (run ${servedBy.runId}, step ${servedBy.step})`);
+  if (servedBy)
+    lines.push(
+      `  policy    ${servedBy.checkpointId ? `checkpoint ${servedBy.checkpointId}` : 'training policy'} (run ${servedBy.runId}, step ${servedBy.step})`,
+    );
   const node = attempts.at(-1)?.node;
   if (node) lines.push(`  node      Ray ${describePlacement(node)}, node id ${node.nodeId}`);
   if (attempts.length > 1) {
     const nodes = attempts.some((a) => a.node);
     const header = ['#', 'STATUS', 'STARTED', ...(nodes ? ['NODE'] : []), 'ERROR'];
-    lines.push('', 'Attempts', table(header, attempts.map((a) => [String(a.number), a.status, time(a.startedAt), ...(nodes ? [a.node ? `${a.node.ip} (${a.node.host})` : '-'] : []), a.error ?? ''])));
+    lines.push(
+      '',
+      'Attempts',
+      table(
+        header,
+        attempts.map((a) => [
+          String(a.number),
+          a.status,
+          time(a.startedAt),
+          ...(nodes ? [a.node ? `${a.node.ip} (${a.node.host})` : '-'] : []),
+          a.error ?? '',
+        ]),
+      ),
+    );
   }
   if (spans.length === 0) lines.push('', 'No spans.');
   else {
     // Each span's row, with what went in and came out of each LLM call beneath it.
     const sequences = new Map(spans.map((span) => [span.spanId, span.sequence]));
-    const rows = table(['SEQ', 'KIND', 'NAME', 'SPAN', 'DURATION', 'TOKENS', 'STATUS', 'OUTCOME'], spans.map((span) => spanRow(span, (id) => sequences.get(id)))).split('\n');
+    const rows = table(
+      ['SEQ', 'KIND', 'NAME', 'SPAN', 'DURATION', 'TOKENS', 'STATUS', 'OUTCOME'],
+      spans.map((span) => spanRow(span, (id) => sequences.get(id))),
+    ).split('\n');
     lines.push('', rows[0]!);
     spans.forEach((span, i) => {
       lines.push(rows[i + 1]!);
@@ -59,7 +81,15 @@ export function renderDetail({ rollout, attempts, spans, rewards, servedBy }: Ro
     rewards.length
       ? table(
           ['REWARD', 'NAME', 'VALUE', 'SOURCE', 'STEP', 'TIME', 'COMMENT'],
-          rewards.map((w) => [String(w.id), w.name, num(w.value), w.source, w.spanId ?? '-', time(w.createdAt), truncate(w.comment ?? w.reason ?? '', 60)]),
+          rewards.map((w) => [
+            String(w.id),
+            w.name,
+            num(w.value),
+            w.source,
+            w.spanId ?? '-',
+            time(w.createdAt),
+            truncate(w.comment ?? w.reason ?? '', 60),
+          ]),
         )
       : 'No rewards.',
   );

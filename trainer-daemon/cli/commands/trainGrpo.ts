@@ -55,10 +55,28 @@ export interface GrpoFlags extends GlobalOptions {
 
 /** Config keys → the flag a user typed, so errors name what they can fix. */
 const FLAGS: Record<string, string> = {
-  model: '--model', dataset: '--dataset', valDataset: '--val', iterations: '--iterations', samples: '--samples', tasksPerIteration: '--tasks-per-iteration',
-  lr: '--lr', workers: '--workers', perWorker: '--per-worker', evalEvery: '--eval-every', seed: '--seed', timeoutSeconds: '--timeout',
-  warmStart: '--warm-start', klCoef: '--kl-coef', lossType: '--loss-type', clip: '--clip', clipHigh: '--clip-high', scaleRewards: '--scale-rewards', command: 'the agent command (after --)', rewardsFile: '--rewards',
-  distributed: '--nproc-per-node / --nnodes / --rdzv-endpoint / --fsdp', ray: '--ray',
+  model: '--model',
+  dataset: '--dataset',
+  valDataset: '--val',
+  iterations: '--iterations',
+  samples: '--samples',
+  tasksPerIteration: '--tasks-per-iteration',
+  lr: '--lr',
+  workers: '--workers',
+  perWorker: '--per-worker',
+  evalEvery: '--eval-every',
+  seed: '--seed',
+  timeoutSeconds: '--timeout',
+  warmStart: '--warm-start',
+  klCoef: '--kl-coef',
+  lossType: '--loss-type',
+  clip: '--clip',
+  clipHigh: '--clip-high',
+  scaleRewards: '--scale-rewards',
+  command: 'the agent command (after --)',
+  rewardsFile: '--rewards',
+  distributed: '--nproc-per-node / --nnodes / --rdzv-endpoint / --fsdp',
+  ray: '--ray',
 };
 
 function numberFlag(value: string | undefined, flag: string): number | undefined {
@@ -71,20 +89,33 @@ function numberFlag(value: string | undefined, flag: string): number | undefined
 /** `--nproc-per-node N [--nnodes M --rdzv-endpoint HOST:PORT] [--fsdp]`, null without them. */
 function distributedFromFlags(options: GrpoFlags): GrpoConfigInput['distributed'] {
   if (options.nprocPerNode === undefined) {
-    if (options.fsdp) throw new InvalidInputError('--fsdp shards the policy across torchrun ranks: it goes with --nproc-per-node N (N ≥ 2)');
-    if (options.nnodes !== undefined || options.rdzvEndpoint !== undefined) throw new InvalidInputError('--nnodes and --rdzv-endpoint go with --nproc-per-node (ranks per machine)');
+    if (options.fsdp)
+      throw new InvalidInputError(
+        '--fsdp shards the policy across torchrun ranks: it goes with --nproc-per-node N (N ≥ 2)',
+      );
+    if (options.nnodes !== undefined || options.rdzvEndpoint !== undefined)
+      throw new InvalidInputError('--nnodes and --rdzv-endpoint go with --nproc-per-node (ranks per machine)');
     return null;
   }
-  return { nprocPerNode: numberFlag(options.nprocPerNode, '--nproc-per-node')!, nnodes: numberFlag(options.nnodes, '--nnodes'), rdzvEndpoint: options.rdzvEndpoint ?? null, fsdp: options.fsdp === true };
+  return {
+    nprocPerNode: numberFlag(options.nprocPerNode, '--nproc-per-node')!,
+    nnodes: numberFlag(options.nnodes, '--nnodes'),
+    rdzvEndpoint: options.rdzvEndpoint ?? null,
+    fsdp: options.fsdp === true,
+  };
 }
 
 /** The run's config from the flags, checked by the protocol schema (errors name the flag). */
 export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: string): GrpoConfig {
-  if (!options.model) throw new InvalidInputError('--model is required: tiny (the built-in policy) or a Hugging Face model name or path');
+  if (!options.model)
+    throw new InvalidInputError('--model is required: tiny (the built-in policy) or a Hugging Face model name or path');
   if (!options.dataset) throw new InvalidInputError('--dataset is required (see `lightning dataset list`)');
   const input: GrpoConfigInput = {
     algorithm: 'grpo',
-    model: options.model === 'tiny' ? { kind: 'tiny' } : { kind: 'hf', name: options.model, ...(options.fromConfig ? { fromConfig: true } : {}) },
+    model:
+      options.model === 'tiny'
+        ? { kind: 'tiny' }
+        : { kind: 'hf', name: options.model, ...(options.fromConfig ? { fromConfig: true } : {}) },
     ...(options.lora ? { adapter: { kind: 'lora' as const } } : {}),
     dataset: options.dataset,
     valDataset: options.val ?? null,
@@ -104,13 +135,24 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     clipHigh: numberFlag(options.clipHigh, '--clip-high') ?? null,
     scaleRewards: options.scaleRewards,
     warmStart: options.warmStart
-      ? { file: path.resolve(options.warmStart), steps: numberFlag(options.warmStartSteps, '--warm-start-steps'), untilSampledAccuracy: numberFlag(options.warmStartUntil, '--warm-start-until') ?? null }
+      ? {
+          file: path.resolve(options.warmStart),
+          steps: numberFlag(options.warmStartSteps, '--warm-start-steps'),
+          untilSampledAccuracy: numberFlag(options.warmStartUntil, '--warm-start-until') ?? null,
+        }
       : null,
     device: options.device,
     python: options.python ?? null,
     rewardsFile: options.rewards === undefined ? null : path.resolve(options.rewards),
     distributed: distributedFromFlags(options),
-    ray: options.ray === undefined ? null : { address: options.ray, python: options.rayPython ?? null, workingDir: options.rayWorkingDir === undefined ? null : path.resolve(options.rayWorkingDir) },
+    ray:
+      options.ray === undefined
+        ? null
+        : {
+            address: options.ray,
+            python: options.rayPython ?? null,
+            workingDir: options.rayWorkingDir === undefined ? null : path.resolve(options.rayWorkingDir),
+          },
     command: { argv, cwd },
   };
   const parsed = GrpoConfig.safeParse(input);
@@ -123,12 +165,21 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
 }
 
 /** Starts (or resumes) a run in the daemon and follows it to the end; prints the table as it goes. */
-export async function trainAndFollow(client: RunnerClient, start: { config: GrpoConfig } | { resume: string }, json: boolean): Promise<TrainingRunDetail> {
+export async function trainAndFollow(
+  client: RunnerClient,
+  start: { config: GrpoConfig } | { resume: string },
+  json: boolean,
+): Promise<TrainingRunDetail> {
   const run = await client.request('startTraining', start);
-  process.stderr.write(`lightning: training run ${run.id} (${run.algorithm}, ${placementOf(run)}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`);
+  process.stderr.write(
+    `lightning: training run ${run.id} (${run.algorithm}, ${placementOf(run)}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`,
+  );
   const distributed = 'config' in start ? start.config.distributed : null;
   const others = distributed ? otherNodeCommand(distributed) : null;
-  if (others) process.stderr.write(`lightning: on each other machine (node rank I = 1…${distributed!.nnodes - 1}), run: ${others}\n`);
+  if (others)
+    process.stderr.write(
+      `lightning: on each other machine (node rank I = 1…${distributed!.nnodes - 1}), run: ${others}\n`,
+    );
   if (!json) process.stdout.write(`${iterationLine()}\n`);
   return followRun(client, run.id, {
     onIteration: (step, metrics) => {
@@ -141,15 +192,23 @@ export async function runGrpoCommand(argv: string[], options: GrpoFlags): Promis
   let start: { config: GrpoConfig } | { resume: string };
   if (options.resume) start = { resume: options.resume };
   else {
-    if (argv.length === 0) throw new InvalidInputError('give the agent command after --, e.g. lightning train --model tiny --dataset D -- node agent.js');
+    if (argv.length === 0)
+      throw new InvalidInputError(
+        'give the agent command after --, e.g. lightning train --model tiny --dataset D -- node agent.js',
+      );
     start = { config: grpoConfigFromFlags(options, argv, process.cwd()) };
   }
   const { client, close } = await connectOrStartDaemon(resolveStore(options));
   try {
     const { run, checkpoints } = await trainAndFollow(client, start, options.json ?? false);
-    if (options.json) process.stdout.write(`${JSON.stringify({ event: 'training-finished', run, checkpoints } satisfies TrainingFinished)}\n`);
+    if (options.json)
+      process.stdout.write(
+        `${JSON.stringify({ event: 'training-finished', run, checkpoints } satisfies TrainingFinished)}\n`,
+      );
     else {
-      process.stdout.write(`Run ${run.id} ${run.status}${run.error && run.status !== 'cancelled' ? `: ${run.error}` : ''}. ${checkpoints.length} checkpoint(s)${checkpoints.length ? `, the last: ${checkpoints.at(-1)!.path}` : ''}.\n`);
+      process.stdout.write(
+        `Run ${run.id} ${run.status}${run.error && run.status !== 'cancelled' ? `: ${run.error}` : ''}. ${checkpoints.length} checkpoint(s)${checkpoints.length ? `, the last: ${checkpoints.at(-1)!.path}` : ''}.\n`,
+      );
     }
     if (run.status === 'cancelled') process.exitCode = 130;
     else if (run.status === 'failed') process.exitCode = 1;

@@ -9,6 +9,7 @@ transformers + peft.
 * serving: completion tokens/s through the HTTP endpoint with 1 and 8 concurrent clients, next to the baseline of
   calling the batched generate() directly (no HTTP, no JSON) with batch 1 and 8.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -40,9 +41,15 @@ def _prompt(i: int) -> list[dict]:
 
 
 # The update's batch: 16 transitions of 32 prompt + 32 response tokens (ids below 256: valid for both models).
-TRANSITIONS = [{"promptIds": [256 % 250] + [65 + (i + k) % 26 for k in range(31)],
-                "responseIds": [97 + (i * k) % 26 for k in range(32)], "logprobs": None,
-                "advantage": 1.0 if i % 2 else -1.0} for i in range(16)]
+TRANSITIONS = [
+    {
+        "promptIds": [256 % 250] + [65 + (i + k) % 26 for k in range(31)],
+        "responseIds": [97 + (i * k) % 26 for k in range(32)],
+        "logprobs": None,
+        "advantage": 1.0 if i % 2 else -1.0,
+    }
+    for i in range(16)
+]
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 
 # Qwen2.5's chat template in miniature: system/user/assistant/tool turns, the tools listed in the system turn,
@@ -53,9 +60,10 @@ CHAT_TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m.role }}\n"
     "{% if m.content %}{{ m.content }}{% endif %}"
     "{% if m.tool_calls %}{% for c in m.tool_calls %}<tool_call>\n"
-    "{\"name\": \"{{ c.function.name }}\", \"arguments\": {{ c.function.arguments | tojson }}}\n</tool_call>"
+    '{"name": "{{ c.function.name }}", "arguments": {{ c.function.arguments | tojson }}}\n</tool_call>'
     "{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 def tiny_hf_model_dir(path: Path, arch: str = "qwen2", layers: int = 2) -> str:
@@ -63,23 +71,40 @@ def tiny_hf_model_dir(path: Path, arch: str = "qwen2", layers: int = 2) -> str:
     download), the chat template above, and a tiny Qwen2 or Llama config (the worker builds random weights)."""
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>"]
-    corpus = ["user assistant system tool tools hi there what is 3 plus 4", '{"name": "add", "arguments": {"a": 1}}',
-              "# Tools <tools> </tools> function parameters type object integer"]
-    tokenizer.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
-                                                              initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>",
-                                                pad_token="<|endoftext|>")
+    corpus = [
+        "user assistant system tool tools hi there what is 3 plus 4",
+        '{"name": "add", "arguments": {"a": 1}}',
+        "# Tools <tools> </tools> function parameters type object integer",
+    ]
+    tokenizer.train_from_iterator(
+        corpus,
+        trainers.BpeTrainer(
+            vocab_size=400, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        ),
+    )
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>"
+    )
     fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<tool_call>", "</tool_call>"]})
     fast.chat_template = CHAT_TEMPLATE
     path.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(path)
-    common = dict(vocab_size=len(fast), hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
-                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
-                  eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"), pad_token_id=fast.pad_token_id)
+    common = dict(
+        vocab_size=len(fast),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        eos_token_id=fast.convert_tokens_to_ids("<|im_end|>"),
+        pad_token_id=fast.pad_token_id,
+    )
     config = transformers.Qwen2Config(**common) if arch == "qwen2" else transformers.LlamaConfig(**common)
     config.save_pretrained(path)
     return str(path)
@@ -97,8 +122,9 @@ def _median_seconds(step) -> float:
 
 
 def update_seconds(session: Session, loss_type: str = "dapo") -> float:
-    params = parse(TrainParams, {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16,
-                                 "lossType": loss_type})
+    params = parse(
+        TrainParams, {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16, "lossType": loss_type}
+    )
     return _median_seconds(lambda: session.train(params))
 
 
@@ -115,7 +141,9 @@ def bare_step_seconds(session: Session) -> float:
 
     def step() -> None:
         logits = model(ids, mask, positions)[0] if tiny else model(input_ids=ids, attention_mask=mask.long()).logits
-        logprobs = torch.log_softmax(logits[:, prompt - 1:-1].float(), dim=-1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
+        logprobs = (
+            torch.log_softmax(logits[:, prompt - 1 : -1].float(), dim=-1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
+        )
         loss = -(logprobs.mean(dim=1) * advantages).mean()
         optimizer.zero_grad()
         loss.backward()
@@ -139,8 +167,11 @@ def _clients(url: str, clients: int, requests_per_client: int, results: "multipr
     def client(c: int) -> None:
         for r in range(requests_per_client):
             body = {"messages": _prompt(c * 1000 + r), "max_tokens": MAX_TOKENS, "seed": r}
-            request = urllib.request.Request(f"{url}/v1/chat/completions", data=json.dumps(body).encode(),
-                                             headers={"Content-Type": "application/json"})
+            request = urllib.request.Request(
+                f"{url}/v1/chat/completions",
+                data=json.dumps(body).encode(),
+                headers={"Content-Type": "application/json"},
+            )
             with urllib.request.urlopen(request) as response:
                 counts[c] += json.load(response)["usage"]["completion_tokens"]
 
@@ -156,8 +187,9 @@ def _clients(url: str, clients: int, requests_per_client: int, results: "multipr
 def http_tokens_per_second(url: str, clients: int, requests_per_client: int) -> float:
     """The clients run in another process, as agents do (in this one they would compete for the GIL)."""
     results = multiprocessing.get_context("fork").Queue()
-    process = multiprocessing.get_context("fork").Process(target=_clients,
-                                                          args=(url, clients, requests_per_client, results))
+    process = multiprocessing.get_context("fork").Process(
+        target=_clients, args=(url, clients, requests_per_client, results)
+    )
     process.start()
     rate = results.get(timeout=600)
     process.join()
@@ -175,9 +207,13 @@ def main() -> None:
         folder = tiny_hf_model_dir(Path(tempfile.mkdtemp(prefix="lightning-bench-")) / "qwen2")
         load = {"model": {"kind": "hf", "name": folder, "fromConfig": True}, "adapter": {"kind": "lora", "rank": 8}}
     session.load(parse(LoadParams, {**load, "device": "cpu", "threads": 1}))
-    result = {"model": session.policy.name, "kind": kind, "parameters": sum(p.numel() for p in session.policy.model.parameters()),
-              "bareStepSeconds16x64": bare_step_seconds(session),
-              **{f"updateSeconds16x64_{t}": update_seconds(session, t) for t in LOSS_TYPES}}
+    result = {
+        "model": session.policy.name,
+        "kind": kind,
+        "parameters": sum(p.numel() for p in session.policy.model.parameters()),
+        "bareStepSeconds16x64": bare_step_seconds(session),
+        **{f"updateSeconds16x64_{t}": update_seconds(session, t) for t in LOSS_TYPES},
+    }
     result["updateSeconds16x64"] = result["updateSeconds16x64_dapo"]
     url = session.serve(parse(ServeParams, {}))["url"]
     for clients in (1, 8):

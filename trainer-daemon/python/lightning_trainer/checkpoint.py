@@ -4,6 +4,7 @@ Written to a temporary sibling folder and renamed into place, so a crash never l
 under the final name. Layout: trainable.pt, optimizer.pt, config.json ({model, adapter, optimizer, step, ...}),
 metrics.json.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,8 +74,10 @@ def restore_weights(path: str, policy: Policy) -> int:
     weights = torch.load(Path(path) / "trainable.pt", map_location=policy.device)
     trainable = policy.trainable()
     if set(weights) != set(trainable):
-        raise ValueError(f"checkpoint {path} was written for a different model or adapter "
-                         f"({len(weights)} tensors, this model trains {len(trainable)})")
+        raise ValueError(
+            f"checkpoint {path} was written for a different model or adapter "
+            f"({len(weights)} tensors, this model trains {len(trainable)})"
+        )
     with torch.no_grad():
         for name, value in weights.items():
             trainable[name].copy_(value)

@@ -17,6 +17,7 @@ then collective, rank 0 serves from a full copy gathered after each update, and 
 A failure inside a collective step on any rank ends that rank (exit 1), and torchrun then stops the others: the
 daemon sees the worker crash, with torchrun's summary naming the rank and the host that failed.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -95,8 +96,10 @@ class DistributedSession(Session):
     def train(self, params: TrainParams, reducer=None) -> dict:
         # Only dapo (token-mean over the whole batch) is blind to the zero-mask padding that evens out the shards.
         if params.loss_type != "dapo" and len(params.transitions) % self.world:
-            raise ValueError(f"lossType {params.loss_type} on {self.world} ranks needs a transition count that is a "
-                             f"multiple of {self.world} (got {len(params.transitions)}); use dapo")
+            raise ValueError(
+                f"lossType {params.loss_type} on {self.world} ranks needs a transition count that is a "
+                f"multiple of {self.world} (got {len(params.transitions)}); use dapo"
+            )
         tokens = sum(len(t.response_ids) for t in params.transitions)
         device = self._loaded().device
         reducer = fsdp.ShardedReduce(device, self.world) if self.sharded else AllReduce(device)
@@ -111,7 +114,9 @@ class DistributedSession(Session):
                     fsdp.sync_serving(self.policy, self.serving)
         except Exception:
             # The other ranks wait in an all-reduce this rank will never join: end it, torchrun stops the rest.
-            sys.stderr.write(f"rank {self.rank} on {socket.gethostname()} failed during train:\n{traceback.format_exc()}")
+            sys.stderr.write(
+                f"rank {self.rank} on {socket.gethostname()} failed during train:\n{traceback.format_exc()}"
+            )
             sys.stderr.flush()
             os._exit(1)
         return {**result, "tokens": tokens, "worldSize": self.world}
@@ -182,8 +187,16 @@ def placement(rank: int, world: int) -> list[dict]:
     """Where every rank runs (for the ready line, the panel and `lightning train --list`)."""
     device = f"cuda:{torch.cuda.current_device()}" if torch.cuda.is_available() else "cpu"
     gathered: list = [None] * world
-    dist.all_gather_object(gathered, {"rank": rank, "localRank": int(os.environ.get("LOCAL_RANK", 0)), "pid": os.getpid(),
-                                      "host": socket.gethostname(), "device": device})
+    dist.all_gather_object(
+        gathered,
+        {
+            "rank": rank,
+            "localRank": int(os.environ.get("LOCAL_RANK", 0)),
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "device": device,
+        },
+    )
     return gathered
 
 
@@ -196,8 +209,14 @@ def main() -> None:
     try:
         ranks = placement(rank, world)
         if rank == 0:
-            protocol_out.write({"type": "ready", "protocol": PROTOCOL_VERSION, **describe(),
-                                "distributed": {"worldSize": world, "backend": dist.get_backend(), "ranks": ranks}})
+            protocol_out.write(
+                {
+                    "type": "ready",
+                    "protocol": PROTOCOL_VERSION,
+                    **describe(),
+                    "distributed": {"worldSize": world, "backend": dist.get_backend(), "ranks": ranks},
+                }
+            )
             lines = forwarded(sys.stdin)
             serve_stdio(lines, protocol_out, lambda emit: DistributedSession(emit, rank, world))
             lines.close()

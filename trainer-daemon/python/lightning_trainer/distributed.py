@@ -10,6 +10,7 @@ update's metrics as one JSON line. transitions.jsonl holds the worker's `train` 
 `lightning export --format transitions` (promptTokenIds/responseTokenIds/lossMask; records without token ids are
 skipped and counted).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,7 +43,7 @@ class AllReduce:
         dist.all_reduce(flat, op=dist.ReduceOp.SUM)
         offset = 0
         for parameter, grad in zip(parameters, grads):
-            parameter.grad = flat[offset:offset + grad.numel()].view_as(grad).to(grad.dtype)
+            parameter.grad = flat[offset : offset + grad.numel()].view_as(grad).to(grad.dtype)
             offset += grad.numel()
 
 
@@ -52,15 +53,21 @@ def from_export(record: dict) -> dict | None:
         return record
     if not record.get("promptTokenIds") or not record.get("responseTokenIds"):
         return None
-    return {"promptIds": record["promptTokenIds"], "responseIds": record["responseTokenIds"],
-            "logprobs": record.get("logprobs"), "mask": record.get("lossMask"), "advantage": record["advantage"]}
+    return {
+        "promptIds": record["promptTokenIds"],
+        "responseIds": record["responseTokenIds"],
+        "logprobs": record.get("logprobs"),
+        "mask": record.get("lossMask"),
+        "advantage": record["advantage"],
+    }
 
 
 def shard(transitions: list[dict], rank: int, world: int, minibatch: int) -> tuple[list[dict], int]:
     """This rank's transitions and its share of each minibatch (equal on every rank, so all-reduces pair up)."""
     if len(transitions) % world or minibatch % world:
-        raise ValueError(f"{len(transitions)} transitions and minibatch {minibatch} must both be multiples of the "
-                         f"world size {world}")
+        raise ValueError(
+            f"{len(transitions)} transitions and minibatch {minibatch} must both be multiples of the world size {world}"
+        )
     return transitions[rank::world], minibatch // world
 
 
@@ -99,8 +106,17 @@ def main(argv: list[str] | None = None) -> None:
         result = train_shard(session, transitions, options, rank, world)
         if rank == 0:
             saved = session.save(parse(SaveParams, {"dir": args.out, "metrics": result}))
-            print(json.dumps({**result, "checkpoint": saved["path"], "worldSize": world,
-                              "skippedWithoutTokenIds": len(records) - len(transitions)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        **result,
+                        "checkpoint": saved["path"],
+                        "worldSize": world,
+                        "skippedWithoutTokenIds": len(records) - len(transitions),
+                    }
+                ),
+                flush=True,
+            )
     finally:
         dist.destroy_process_group()
 

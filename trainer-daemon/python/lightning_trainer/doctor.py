@@ -1,5 +1,6 @@
 """`python3 -m lightning_trainer.doctor`: one JSON object saying what this Python can do for training, and how
 to fix what is missing. `lightning doctor` runs it with the configured Python and shows the result."""
+
 from __future__ import annotations
 
 import json
@@ -18,10 +19,25 @@ def _debian() -> bool:
 def _pip_reaches_an_index() -> bool:
     """True when `pip download` can fetch a small package (no install happens)."""
     try:
-        run = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--retries", "0",
-                              "--timeout", "5", "-d",
-                              os.path.join(os.environ.get("TMPDIR", "/tmp"), "lightning-doctor-pip"), "six"],
-                             capture_output=True, timeout=20)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-deps",
+                "--quiet",
+                "--retries",
+                "0",
+                "--timeout",
+                "5",
+                "-d",
+                os.path.join(os.environ.get("TMPDIR", "/tmp"), "lightning-doctor-pip"),
+                "six",
+            ],
+            capture_output=True,
+            timeout=20,
+        )
         return run.returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
@@ -50,8 +66,13 @@ def problems(info: dict, pip_ok: bool, debian: bool) -> list[dict]:
     found = []
     install = "pip install" if pip_ok else None
     if info["torch"] is None:
-        fix = ("apt-get install -y python3-torch libopenblas0-pthread" if debian and not pip_ok
-               else "pip install torch" if pip_ok else "install PyTorch for this Python (https://pytorch.org)")
+        fix = (
+            "apt-get install -y python3-torch libopenblas0-pthread"
+            if debian and not pip_ok
+            else "pip install torch"
+            if pip_ok
+            else "install PyTorch for this Python (https://pytorch.org)"
+        )
         found.append({"problem": "PyTorch is not installed for this Python", "fix": fix})
     elif info["blas"] == "reference":
         fix = "apt-get install -y libopenblas0-pthread" if debian else "install an optimized BLAS (OpenBLAS)"
@@ -59,12 +80,22 @@ def problems(info: dict, pip_ok: bool, debian: bool) -> list[dict]:
     for name in ("transformers", "peft"):
         if info[name] is None:
             fix = f"{install} {name}" if install else f"install {name} for this Python (pip cannot reach an index here)"
-            found.append({"problem": f"{name} is not installed: Hugging Face models (kind 'hf') are unavailable; "
-                                     "the built-in tiny model still works", "fix": fix, "optional": True})
+            found.append(
+                {
+                    "problem": f"{name} is not installed: Hugging Face models (kind 'hf') are unavailable; "
+                    "the built-in tiny model still works",
+                    "fix": fix,
+                    "optional": True,
+                }
+            )
     if info["torch"] and info["cuda"] is None:
-        found.append({"problem": "no CUDA GPU is visible to torch: training runs on the CPU (fine for the tiny model)",
-                      "fix": "install a CUDA build of torch and the NVIDIA driver to train Hugging Face models",
-                      "optional": True})
+        found.append(
+            {
+                "problem": "no CUDA GPU is visible to torch: training runs on the CPU (fine for the tiny model)",
+                "fix": "install a CUDA build of torch and the NVIDIA driver to train Hugging Face models",
+                "optional": True,
+            }
+        )
     return found
 
 

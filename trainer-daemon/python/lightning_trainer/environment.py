@@ -1,5 +1,6 @@
 """What this Python can do: versions of torch/transformers/peft, CUDA and the GPU. Used by the worker's ready line
 and by doctor.py."""
+
 from __future__ import annotations
 
 import importlib
@@ -16,15 +17,26 @@ def module_version(name: str) -> Optional[str]:
 
 def cuda_info() -> Optional[dict]:
     import torch
+
     if not torch.cuda.is_available():
         return None
     free, total = torch.cuda.mem_get_info()
-    return {"name": torch.cuda.get_device_name(0), "memoryFreeBytes": int(free), "memoryTotalBytes": int(total),
-            "devices": torch.cuda.device_count()}
+    return {
+        "name": torch.cuda.get_device_name(0),
+        "memoryFreeBytes": int(free),
+        "memoryTotalBytes": int(total),
+        "devices": torch.cuda.device_count(),
+    }
 
 
 def describe() -> dict:
     torch_version = module_version("torch")
     cuda = cuda_info() if torch_version else None
-    return {"python": platform.python_version(), "torch": torch_version, "device": "cuda" if cuda else "cpu",
-            "cuda": cuda, "transformers": module_version("transformers"), "peft": module_version("peft")}
+    return {
+        "python": platform.python_version(),
+        "torch": torch_version,
+        "device": "cuda" if cuda else "cpu",
+        "cuda": cuda,
+        "transformers": module_version("transformers"),
+        "peft": module_version("peft"),
+    }

@@ -16,6 +16,7 @@ What runs where (ddp_worker.DistributedSession calls these when its policy is sh
   (optimizer state keyed by parameter index, in the order of `Policy.trainable()`), loadable by any worker. `load
   {checkpoint}` reads it on every rank (a shared filesystem across machines) before sharding.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -39,9 +40,11 @@ def unsupported() -> Optional[str]:
         from torch.distributed.checkpoint.state_dict import get_model_state_dict  # noqa: F401
         from torch.distributed.fsdp import fully_shard  # noqa: F401
     except ImportError:
-        return (f"FSDP (--fsdp) needs torch {MIN_TORCH} or later (torch.distributed.fsdp.fully_shard); this worker's "
-                f"torch is {torch.__version__}: point --python at a Python with a newer torch, or train without "
-                "--fsdp (one full replica per rank)")
+        return (
+            f"FSDP (--fsdp) needs torch {MIN_TORCH} or later (torch.distributed.fsdp.fully_shard); this worker's "
+            f"torch is {torch.__version__}: point --python at a Python with a newer torch, or train without "
+            "--fsdp (one full replica per rank)"
+        )
     return None
 
 
@@ -55,6 +58,7 @@ def transformer_blocks(model: nn.Module) -> list[nn.Module]:
 
 def shard(module: nn.Module, mesh) -> None:
     from torch.distributed.fsdp import fully_shard
+
     for block in transformer_blocks(module):
         fully_shard(block, mesh=mesh)
     # The root too goes back to its shards after each forward (its default keeps them gathered): while gathered,
@@ -65,6 +69,7 @@ def shard(module: nn.Module, mesh) -> None:
 
 def _full_options(**extra):
     from torch.distributed.checkpoint.state_dict import StateDictOptions
+
     return StateDictOptions(full_state_dict=True, cpu_offload=True, **extra)
 
 
@@ -112,8 +117,10 @@ def load(params: LoadParams, device: torch.device, rank: int, world: int) -> Loa
     if policy._frozen is not None:
         shard(policy._frozen, mesh)
     current = dict(policy.model.named_parameters())
-    policy._initial_extra = {n: distribute_tensor(value, current[n].device_mesh, current[n].placements)
-                             for n, value in policy._initial_extra.items()}
+    policy._initial_extra = {
+        n: distribute_tensor(value, current[n].device_mesh, current[n].placements)
+        for n, value in policy._initial_extra.items()
+    }
     o = params.optimizer
     trainable = policy.trainable()
     optimizer = torch.optim.AdamW(list(trainable.values()), lr=o.lr, weight_decay=o.weight_decay)
@@ -128,39 +135,53 @@ def load(params: LoadParams, device: torch.device, rank: int, world: int) -> Loa
         serving = build_policy(dataclasses.replace(params, checkpoint=None), device)
         serving.model.eval().requires_grad_(False)
     sync_serving(policy, serving, everything=True)
-    result = {"parameters": total, "trainable": sum(p.numel() for p in trainable.values()), "device": str(device),
-              "dtype": str(dtype).replace("torch.", ""), "step": step, "modelName": policy.name}
+    result = {
+        "parameters": total,
+        "trainable": sum(p.numel() for p in trainable.values()),
+        "device": str(device),
+        "dtype": str(dtype).replace("torch.", ""),
+        "step": step,
+        "modelName": policy.name,
+    }
     return Loaded(policy, optimizer, serving, step, result)
 
 
 def sync_serving(policy: Policy, serving: Optional[Policy], everything: bool = False) -> None:
     """Collective: the sharded weights gathered into rank 0's serving copy (the trained ones; `everything`: all)."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
     full = get_model_state_dict(policy.model, options=_full_options(ignore_frozen_params=not everything))
     if serving is not None:
         with torch.no_grad():
             missing, unexpected = serving.model.load_state_dict(full, strict=False)
         if unexpected or (everything and missing):
-            raise RuntimeError(f"the serving copy does not match the sharded policy (missing {missing[:3]}, "
-                               f"unexpected {unexpected[:3]})")
+            raise RuntimeError(
+                f"the serving copy does not match the sharded policy (missing {missing[:3]}, "
+                f"unexpected {unexpected[:3]})"
+            )
 
 
 def by_name(state: dict, names: list[str]) -> dict:
     """A one-process optimizer state dict (keyed by parameter index) keyed by parameter name, as FSDP wants it."""
-    return {"state": {names[i]: value for i, value in state["state"].items()},
-            "param_groups": [{**group, "params": [names[i] for i in group["params"]]} for group in state["param_groups"]]}
+    return {
+        "state": {names[i]: value for i, value in state["state"].items()},
+        "param_groups": [{**group, "params": [names[i] for i in group["params"]]} for group in state["param_groups"]],
+    }
 
 
 def by_index(state: dict, names: list[str]) -> dict:
     """The reverse of by_name: the format `torch.optim.Optimizer.state_dict()` writes in one process."""
     index = {name: i for i, name in enumerate(names)}
-    return {"state": {index[name]: value for name, value in sorted(state["state"].items(), key=lambda kv: index[kv[0]])},
-            "param_groups": [{**group, "params": [index[n] for n in group["params"]]} for group in state["param_groups"]]}
+    return {
+        "state": {index[name]: value for name, value in sorted(state["state"].items(), key=lambda kv: index[kv[0]])},
+        "param_groups": [{**group, "params": [index[n] for n in group["params"]]} for group in state["param_groups"]],
+    }
 
 
 def gather_checkpoint(policy: Policy, optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
     """Collective: (trainable weights, optimizer state) in the one-process checkpoint format; full on rank 0."""
     from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+
     weights = get_model_state_dict(policy.model, options=_full_options(ignore_frozen_params=True))
     state = get_optimizer_state_dict(policy.model, optimizer, options=_full_options())
     if dist.get_rank() != 0:
@@ -173,6 +194,7 @@ def fill_behaviour_logprobs(policy: Policy, transitions: list, micro_batch: int,
     """Behaviour logprobs for the transitions without them, each rank computing its share in the same number of
     (collective) forward passes; every rank then has them all, before the batch is sharded."""
     from .train import _chunks, _fill_logprobs
+
     missing = [i for i, t in enumerate(transitions) if t.logprobs is None]
     if not missing:
         return
@@ -180,7 +202,7 @@ def fill_behaviour_logprobs(policy: Policy, transitions: list, micro_batch: int,
     rounds = -(-(-(-len(missing) // world)) // micro_batch)
     rows: dict[int, list[float]] = {}
     for k in range(rounds):
-        chunk = mine[k * micro_batch:(k + 1) * micro_batch]
+        chunk = mine[k * micro_batch : (k + 1) * micro_batch]
         batch = chunk or missing[:1]  # a rank with nothing left still joins the collective forward
         out = _fill_logprobs(policy, [transitions[i] for i in batch], micro_batch)
         rows.update(zip(chunk, out))
@@ -202,7 +224,9 @@ def refresh_reference(policy: Policy) -> None:
 
 def check_sft(params: SftParams) -> None:
     from .schema import BadParams
-    if params.until_sampled_accuracy is not None:
-        raise BadParams("params.untilSampledAccuracy is not supported with fsdp (sampling on sharded ranks would "
-                        "have to stay in lockstep): give a fixed number of steps")
 
+    if params.until_sampled_accuracy is not None:
+        raise BadParams(
+            "params.untilSampledAccuracy is not supported with fsdp (sampling on sharded ranks would "
+            "have to stay in lockstep): give a fixed number of steps"
+        )

@@ -4,6 +4,7 @@ Serving puts every waiting request (and each of its `n` choices) in one batch. L
 itself (temperature 1, no top-p), i.e. the behaviour logprobs the clipped objective needs; temperature and top_p
 only shape the sampling distribution.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -37,15 +38,17 @@ class NonFiniteError(RuntimeError):
     """The model produced NaN/inf (logits while sampling, or gradients in an update)."""
 
 
-def left_pad(rows: list[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def left_pad(
+    rows: list[list[int]], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """ids, attention mask and position ids (cumsum(mask) - 1) for right-aligned rows."""
     width = max(len(r) for r in rows)
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, row in enumerate(rows):
         if row:
-            ids[i, width - len(row):] = torch.tensor(row, dtype=torch.long)
-            mask[i, width - len(row):] = 1
+            ids[i, width - len(row) :] = torch.tensor(row, dtype=torch.long)
+            mask[i, width - len(row) :] = 1
     positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
     return ids.to(device), mask.to(device), positions.to(device)
 
@@ -78,7 +81,7 @@ def _stop_text(policy: Policy, ids: list[int], stops: list[str]) -> Optional[str
     """The text before the first stop string, once one has appeared (only the tail is decoded per step)."""
     if not stops:
         return None
-    tail = policy.decode(ids[-4 * max(len(s) for s in stops) - 4:])
+    tail = policy.decode(ids[-4 * max(len(s) for s in stops) - 4 :])
     if not any(s and s in tail for s in stops):
         return None
     text = policy.decode(ids)
@@ -90,8 +93,10 @@ def _stop_text(policy: Policy, ids: list[int], stops: list[str]) -> Optional[str
 def generate(policy: Policy, prompts: list[list[int]], settings: list[Sampling]) -> list[Generated]:
     """Sample a completion per prompt; a row ends at a stop token (kept in ids), a stop string, or max_tokens."""
     device = policy.device
-    limits = [s.max_tokens if policy.context is None else min(s.max_tokens, policy.context - len(p))
-              for p, s in zip(prompts, settings)]
+    limits = [
+        s.max_tokens if policy.context is None else min(s.max_tokens, policy.context - len(p))
+        for p, s in zip(prompts, settings)
+    ]
     generators = [_generator(s.seed, device) for s in settings]
     ids, mask, positions = left_pad(prompts, policy.pad_id, device)
     logits, past = policy.forward(ids, mask, positions, keep=1)
@@ -101,8 +106,10 @@ def generate(policy: Policy, prompts: list[list[int]], settings: list[Sampling])
     while not all(done):
         last = logits[:, -1].float()
         if not bool(torch.isfinite(last).all()):  # before softmax/multinomial, which would hit a device-side assert
-            raise NonFiniteError("the model produced non-finite logits (NaN/inf) while sampling: its weights or "
-                                 "activations have diverged")
+            raise NonFiniteError(
+                "the model produced non-finite logits (NaN/inf) while sampling: its weights or "
+                "activations have diverged"
+            )
         logprobs = last.log_softmax(dim=-1)
         chosen = _sample(last, settings, generators)
         chosen_logprobs = logprobs.gather(1, chosen[:, None])[:, 0].tolist()

@@ -7,6 +7,7 @@ embedding row random too. On CUDA, LoRA runs on a
 bfloat16 base (adapters and trained norms in float32, peft's default); full fine-tuning keeps float32 weights;
 both compute under bf16 autocast.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -30,8 +31,9 @@ def _import_transformers():
     try:
         import transformers
     except ImportError as error:
-        raise RuntimeError("model kind 'hf' needs the transformers package: pip install transformers peft "
-                           "(run `lightning doctor`)") from error
+        raise RuntimeError(
+            "model kind 'hf' needs the transformers package: pip install transformers peft (run `lightning doctor`)"
+        ) from error
     return transformers
 
 
@@ -60,8 +62,13 @@ def parse_hermes_tool_calls(text: str, tools: Optional[list]) -> tuple[Optional[
         except json.JSONDecodeError:
             continue
         if isinstance(parsed, dict) and parsed.get("name") in names:
-            calls.append({"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-                          "function": {"name": parsed["name"], "arguments": json.dumps(parsed.get("arguments") or {})}})
+            calls.append(
+                {
+                    "id": f"call_{uuid.uuid4().hex[:24]}",
+                    "type": "function",
+                    "function": {"name": parsed["name"], "arguments": json.dumps(parsed.get("arguments") or {})},
+                }
+            )
     if not calls:
         return text, []
     content = _TOOL_CALL.sub("", text).strip()
@@ -115,12 +122,18 @@ class HfPolicy(Policy):
             import peft
         except ImportError as error:
             raise RuntimeError("LoRA on Hugging Face models needs the peft package: pip install peft") from error
-        targets = adapter.targets or [t for t in DEFAULT_LORA_TARGETS
-                                      if any(n.endswith("." + t) for n, _ in model.named_modules())]
+        targets = adapter.targets or [
+            t for t in DEFAULT_LORA_TARGETS if any(n.endswith("." + t) for n, _ in model.named_modules())
+        ]
         if not targets:
             raise BadParams("params.adapter.targets: none of the default LoRA targets exist in this model; name them")
-        config = peft.LoraConfig(r=adapter.rank, lora_alpha=adapter.alpha, lora_dropout=adapter.dropout,
-                                 target_modules=targets, task_type="CAUSAL_LM")
+        config = peft.LoraConfig(
+            r=adapter.rank,
+            lora_alpha=adapter.alpha,
+            lora_dropout=adapter.dropout,
+            target_modules=targets,
+            task_type="CAUSAL_LM",
+        )
         model = peft.get_peft_model(model, config)
         if adapter.train_norms:  # trained in float32 (bf16 would round small updates away)
             for name, parameter in model.named_parameters():
@@ -142,8 +155,13 @@ class HfPolicy(Policy):
         return ids
 
     def _forward(self, module, ids, attention_mask, position_ids, past, keep):
-        kwargs = {"input_ids": ids, "attention_mask": attention_mask, "position_ids": position_ids,
-                  "past_key_values": past, "use_cache": keep == 1}
+        kwargs = {
+            "input_ids": ids,
+            "attention_mask": attention_mask,
+            "position_ids": position_ids,
+            "past_key_values": past,
+            "use_cache": keep == 1,
+        }
         if keep is not None and self.keep_arg:
             kwargs[self.keep_arg] = keep
         out = module(**kwargs)
@@ -151,8 +169,12 @@ class HfPolicy(Policy):
         return logits, out.past_key_values
 
     def _template(self, messages: list[dict], tools: Optional[list], generation_prompt: bool) -> str:
-        return self.tokenizer.apply_chat_template([_message_for_template(m) for m in messages], tools=tools or None,
-                                                  add_generation_prompt=generation_prompt, tokenize=False)
+        return self.tokenizer.apply_chat_template(
+            [_message_for_template(m) for m in messages],
+            tools=tools or None,
+            add_generation_prompt=generation_prompt,
+            tokenize=False,
+        )
 
     def _ids(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -164,9 +186,11 @@ class HfPolicy(Policy):
         prompt = self._template(messages, tools, True)
         full = self._template(messages + [{"role": "assistant", **completion}], tools, False)
         if not full.startswith(prompt):
-            raise RuntimeError("this chat template renders the conversation differently once a reply is added; "
-                               "SFT cannot tell the completion tokens apart")
-        ids = self._ids(full[len(prompt):])
+            raise RuntimeError(
+                "this chat template renders the conversation differently once a reply is added; "
+                "SFT cannot tell the completion tokens apart"
+            )
+        ids = self._ids(full[len(prompt) :])
         ends = [i for i, token in enumerate(ids) if token in self.stop_ids]
         return ids[: ends[0] + 1] if ends else ids
 

@@ -6,6 +6,7 @@ Decoder-only transformer with learned positions and tied embeddings, default d=9
 position ids, so left-padded batches generate correctly: positions = cumsum(mask) - 1, padding rows attend to
 themselves (a row with no allowed key would softmax to NaN), masks applied with torch.where.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -25,6 +26,7 @@ KVCache = list  # one (keys, values) pair per layer, each (batch, heads, time, h
 @dataclass
 class TinyConfig:
     """The network's shape; the defaults a user gets live once, in params.TinyModelConfig."""
+
     d_model: int
     layers: int
     heads: int
@@ -86,8 +88,14 @@ class TinyGPT(nn.Module):
         if isinstance(module, nn.Linear) and module.bias is not None:
             nn.init.zeros_(module.bias)
 
-    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                past: Optional[KVCache] = None, keep: Optional[int] = None) -> tuple[torch.Tensor, KVCache]:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        past: Optional[KVCache] = None,
+        keep: Optional[int] = None,
+    ) -> tuple[torch.Tensor, KVCache]:
         """Logits for the new tokens `ids` (the last `keep` of them if given) and the extended cache.
 
         attention_mask covers the cached keys and the new tokens: (batch, cached + new)."""
@@ -124,8 +132,7 @@ class LoRALinear(nn.Module):
 TINY_LORA_TARGETS = ["qkv", "out", "up", "down"]
 
 
-def apply_lora(model: nn.Module, rank: int, alpha: float, dropout: float, targets: list[str],
-               train_norms: bool) -> int:
+def apply_lora(model: nn.Module, rank: int, alpha: float, dropout: float, targets: list[str], train_norms: bool) -> int:
     """Freeze every weight, wrap the Linear layers named in `targets` with adapters; returns how many."""
     for parameter in model.parameters():
         parameter.requires_grad_(False)

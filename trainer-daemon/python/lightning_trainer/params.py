@@ -2,12 +2,14 @@
 
 This is the Python half of PROTOCOL.md; keep the two in step.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
 
 from .schema import require
+
 
 @dataclass
 class TinyModelConfig:
@@ -17,14 +19,17 @@ class TinyModelConfig:
     context: int = 128
 
     def check(self, path: str) -> None:
-        require(self.d_model > 0 and self.d_model % self.heads == 0,
-                f"{path}.dModel must be a positive multiple of heads")
+        require(
+            self.d_model > 0 and self.d_model % self.heads == 0, f"{path}.dModel must be a positive multiple of heads"
+        )
         require(self.layers > 0 and self.heads > 0 and self.context > 1, f"{path}: layers, heads, context must be > 0")
+
 
 @dataclass
 class TinyModel:
     kind: Literal["tiny"]
     config: TinyModelConfig = field(default_factory=TinyModelConfig)
+
 
 @dataclass
 class HfModel:
@@ -33,9 +38,11 @@ class HfModel:
     from_config: bool = False
     dtype: Optional[Literal["bfloat16", "float32"]] = None
 
+
 @dataclass
 class FullAdapter:
     kind: Literal["full"]
+
 
 @dataclass
 class LoraAdapter:
@@ -50,6 +57,7 @@ class LoraAdapter:
         require(self.rank > 0, f"{path}.rank must be > 0")
         require(0 <= self.dropout < 1, f"{path}.dropout must be in [0, 1)")
 
+
 @dataclass
 class OptimizerParams:
     lr: float = 3e-4
@@ -58,6 +66,7 @@ class OptimizerParams:
 
     def check(self, path: str) -> None:
         require(self.lr > 0, f"{path}.lr must be > 0")
+
 
 @dataclass
 class LoadParams:
@@ -72,8 +81,11 @@ class LoadParams:
     fsdp: bool = False
 
     def check(self, path: str) -> None:
-        require(self.checkpoint is not None or (self.model is not None and self.adapter is not None),
-                f"{path}.model and {path}.adapter are required unless {path}.checkpoint is given")
+        require(
+            self.checkpoint is not None or (self.model is not None and self.adapter is not None),
+            f"{path}.model and {path}.adapter are required unless {path}.checkpoint is given",
+        )
+
 
 @dataclass
 class ServeParams:
@@ -86,6 +98,7 @@ class ServeParams:
         require(0 <= self.port < 65536, f"{path}.port must be in [0, 65535]")
         require(self.max_batch > 0, f"{path}.maxBatch must be > 0")
 
+
 @dataclass
 class SftExample:
     messages: list[dict]
@@ -94,8 +107,10 @@ class SftExample:
 
     def check(self, path: str) -> None:
         keys = set(self.completion)
-        require(bool(keys) and keys <= {"content", "tool_calls"},
-                f"{path}.completion must have content and/or tool_calls (and nothing else)")
+        require(
+            bool(keys) and keys <= {"content", "tool_calls"},
+            f"{path}.completion must have content and/or tool_calls (and nothing else)",
+        )
 
 
 @dataclass
@@ -103,6 +118,7 @@ class UntilSampledAccuracy:
     threshold: float
     every: int = 10
     samples: int = 64
+
 
 @dataclass
 class SftParams:
@@ -117,6 +133,7 @@ class SftParams:
         require(len(self.examples) > 0, f"{path}.examples must not be empty")
         require(self.steps > 0 and self.batch_size > 0, f"{path}.steps and {path}.batchSize must be > 0")
 
+
 @dataclass
 class Transition:
     prompt_ids: list[int]
@@ -124,6 +141,7 @@ class Transition:
     advantage: float
     logprobs: Optional[list[float]] = None
     mask: Optional[list[int]] = None
+
 
 @dataclass
 class TrainParams:
@@ -146,29 +164,44 @@ class TrainParams:
 
     def check(self, path: str) -> None:
         require(len(self.transitions) > 0, f"{path}.transitions must not be empty")
-        require(self.clip > 0 and (self.clip_high is None or self.clip_high > 0),
-                f"{path}.clip and {path}.clipHigh must be > 0")
-        require(self.max_response_length is None or self.max_response_length > 0,
-                f"{path}.maxResponseLength must be > 0")
-        require(self.epochs > 0 and self.minibatch > 0 and self.micro_batch > 0,
-                f"{path}: epochs, minibatch and microBatch must be > 0")
+        require(
+            self.clip > 0 and (self.clip_high is None or self.clip_high > 0),
+            f"{path}.clip and {path}.clipHigh must be > 0",
+        )
+        require(
+            self.max_response_length is None or self.max_response_length > 0, f"{path}.maxResponseLength must be > 0"
+        )
+        require(
+            self.epochs > 0 and self.minibatch > 0 and self.micro_batch > 0,
+            f"{path}: epochs, minibatch and microBatch must be > 0",
+        )
         for i, t in enumerate(self.transitions):
             where = f"{path}.transitions[{i}]"
-            require(len(t.prompt_ids) > 0 and len(t.response_ids) > 0, f"{where}: promptIds and responseIds must not be empty")
-            require(t.logprobs is None or len(t.logprobs) == len(t.response_ids),
-                    f"{where}.logprobs must have one entry per response token")
-            require(t.mask is None or (len(t.mask) == len(t.response_ids) and set(t.mask) <= {0, 1}),
-                    f"{where}.mask must have one 0/1 entry per response token")
+            require(
+                len(t.prompt_ids) > 0 and len(t.response_ids) > 0,
+                f"{where}: promptIds and responseIds must not be empty",
+            )
+            require(
+                t.logprobs is None or len(t.logprobs) == len(t.response_ids),
+                f"{where}.logprobs must have one entry per response token",
+            )
+            require(
+                t.mask is None or (len(t.mask) == len(t.response_ids) and set(t.mask) <= {0, 1}),
+                f"{where}.mask must have one 0/1 entry per response token",
+            )
+
 
 @dataclass
 class SaveParams:
     dir: str
     metrics: dict = field(default_factory=dict)
 
+
 @dataclass
 class TokenizeParams:
     messages: list[dict]
     tools: Optional[list[dict]] = None
+
 
 @dataclass
 class Empty:

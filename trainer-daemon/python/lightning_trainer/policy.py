@@ -4,6 +4,7 @@ Two kinds implement it: TinyPolicy (model.py's byte-level GPT) and hf.HfPolicy (
 training and checkpoints only use this interface, so both kinds share one generation loop, one loss and one
 checkpoint format.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -31,12 +32,22 @@ class Policy:
     vocab_size: int
 
     # --- model calls -------------------------------------------------------------------------------------------
-    def forward(self, ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
-                past=None, keep: Optional[int] = None, module: Optional[nn.Module] = None) -> tuple[torch.Tensor, object]:
+    def forward(
+        self,
+        ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        past=None,
+        keep: Optional[int] = None,
+        module: Optional[nn.Module] = None,
+    ) -> tuple[torch.Tensor, object]:
         """Logits of the last `keep` new tokens and the KV cache; bf16 autocast on CUDA (serving and training alike,
         so behaviour and recomputed logprobs agree). `module` swaps in the reference model."""
-        autocast = torch.autocast(device_type="cuda", dtype=torch.bfloat16) if self.device.type == "cuda" \
+        autocast = (
+            torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+            if self.device.type == "cuda"
             else contextlib.nullcontext()
+        )
         with autocast:
             return self._forward(module or self.model, ids, attention_mask, position_ids, past, keep)
 
@@ -70,8 +81,9 @@ class Policy:
     def prepare_reference(self) -> None:
         """Remember the base policy for the KL penalty: adapters off + initial norms (LoRA), or a frozen copy."""
         if self.lora:
-            self._initial_extra = {n: p.detach().clone() for n, p in self.model.named_parameters()
-                                   if p.requires_grad and "lora_" not in n}
+            self._initial_extra = {
+                n: p.detach().clone() for n, p in self.model.named_parameters() if p.requires_grad and "lora_" not in n
+            }
             self._frozen = None
         else:
             self._initial_extra = {}
@@ -116,9 +128,13 @@ class TinyPolicy(Policy):
         self.lora = adapter.kind == "lora"
         if self.lora:
             targets = adapter.targets or tiny.TINY_LORA_TARGETS
-            if tiny.apply_lora(self.model, adapter.rank, adapter.alpha, adapter.dropout, targets,
-                               adapter.train_norms) == 0:
-                raise BadParams(f"params.adapter.targets {targets} matched no layer (tiny layers: {tiny.TINY_LORA_TARGETS})")
+            if (
+                tiny.apply_lora(self.model, adapter.rank, adapter.alpha, adapter.dropout, targets, adapter.train_norms)
+                == 0
+            ):
+                raise BadParams(
+                    f"params.adapter.targets {targets} matched no layer (tiny layers: {tiny.TINY_LORA_TARGETS})"
+                )
             self.model.to(device)
 
     def _forward(self, module, ids, attention_mask, position_ids, past, keep):

@@ -8,6 +8,7 @@ the task (Ray raises KeyboardInterrupt in it: the agent's group gets SIGTERM, th
 runner went away) every task is cancelled; an agent whose Ray worker dies is killed with it (PR_SET_PDEATHSIG).
 Only Ray itself is used for the distribution: no other channel between the nodes and this process.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,6 +36,7 @@ def _die_with_parent() -> None:
     os.setsid()
     try:
         import ctypes
+
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         pass
@@ -64,18 +66,38 @@ def run_agent(spec: dict):
     where = _where()
     cwd = spec.get("cwd")
     if cwd is not None and not os.path.isdir(cwd):
-        yield {"event": "exit", "code": None, "signal": None, "timedOut": False, "where": where,
-               "error": f"the folder {cwd} does not exist on node {where['ip']} ({where['host']}): start the run "
-                        f"from a folder every node has, or ship it with --ray-working-dir"}
+        yield {
+            "event": "exit",
+            "code": None,
+            "signal": None,
+            "timedOut": False,
+            "where": where,
+            "error": f"the folder {cwd} does not exist on node {where['ip']} ({where['host']}): start the run "
+            f"from a folder every node has, or ship it with --ray-working-dir",
+        }
         return
     env = {**(spec.get("envDefaults") or {}), **os.environ, **spec["env"]}
     with tempfile.TemporaryFile() as log:
         try:
-            proc = subprocess.Popen(spec["command"], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                    stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+            proc = subprocess.Popen(
+                spec["command"],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_die_with_parent,
+            )
         except OSError as error:
-            yield {"event": "exit", "code": None, "signal": None, "timedOut": False, "where": where,
-                   "unstartable": True, "error": f"cannot run {spec['command'][0]} on node {where['ip']}: {error}"}
+            yield {
+                "event": "exit",
+                "code": None,
+                "signal": None,
+                "timedOut": False,
+                "where": where,
+                "unstartable": True,
+                "error": f"cannot run {spec['command'][0]} on node {where['ip']}: {error}",
+            }
             return
         yield {"event": "started", "where": where, "pid": proc.pid}
         timeout_ms, grace_s = spec.get("timeoutMs"), (spec.get("graceMs") or 2000) / 1000
@@ -112,9 +134,13 @@ def run_agent(spec: dict):
                 except ProcessLookupError:
                     pass
     code = proc.returncode
-    yield {"event": "exit", "code": code if code is not None and code >= 0 else None,
-           "signal": signal.Signals(-code).name if code is not None and code < 0 else None,
-           "timedOut": timed_out, "where": where}
+    yield {
+        "event": "exit",
+        "code": code if code is not None and code >= 0 else None,
+        "signal": signal.Signals(-code).name if code is not None and code < 0 else None,
+        "timedOut": timed_out,
+        "where": where,
+    }
 
 
 class Driver:
@@ -135,8 +161,9 @@ class Driver:
     def start(self, message: dict) -> None:
         run_id = message["id"]
         spec = {k: message.get(k) for k in ("command", "cwd", "env", "envDefaults", "timeoutMs", "graceMs")}
-        stream = run_agent.options(num_cpus=message.get("numCpus", self.num_cpus),
-                                   name=f"lightning-agent-{run_id}").remote(spec)
+        stream = run_agent.options(
+            num_cpus=message.get("numCpus", self.num_cpus), name=f"lightning-agent-{run_id}"
+        ).remote(spec)
         self.running[run_id] = stream
         self.follows[run_id] = asyncio.ensure_future(self.follow(run_id, stream))
 
@@ -151,19 +178,46 @@ class Driver:
                 self.write({"type": event, "id": run_id, **item})
                 ended = ended or event == "exit"
         except ray.exceptions.TaskCancelledError:
-            self.write({"type": "exit", "id": run_id, "code": None, "signal": None, "timedOut": False,
-                        "cancelled": True, "where": where})
+            self.write(
+                {
+                    "type": "exit",
+                    "id": run_id,
+                    "code": None,
+                    "signal": None,
+                    "timedOut": False,
+                    "cancelled": True,
+                    "where": where,
+                }
+            )
             ended = True
         except Exception as error:  # the node died, the worker crashed, the cluster went away
-            self.write({"type": "exit", "id": run_id, "code": None, "signal": None, "timedOut": False, "where": where,
-                        "error": f"the Ray task failed{_on(where)}: {type(error).__name__}: {_first_line(error)}"})
+            self.write(
+                {
+                    "type": "exit",
+                    "id": run_id,
+                    "code": None,
+                    "signal": None,
+                    "timedOut": False,
+                    "where": where,
+                    "error": f"the Ray task failed{_on(where)}: {type(error).__name__}: {_first_line(error)}",
+                }
+            )
             ended = True
         finally:
             self.running.pop(run_id, None)
             self.follows.pop(run_id, None)
             if not ended:
-                self.write({"type": "exit", "id": run_id, "code": None, "signal": None, "timedOut": False,
-                            "where": where, "error": f"the Ray task ended without a result{_on(where)}"})
+                self.write(
+                    {
+                        "type": "exit",
+                        "id": run_id,
+                        "code": None,
+                        "signal": None,
+                        "timedOut": False,
+                        "where": where,
+                        "error": f"the Ray task ended without a result{_on(where)}",
+                    }
+                )
 
     def stop(self, message: dict) -> None:
         stream = self.running.get(message["id"])
@@ -185,8 +239,16 @@ def _first_line(error: BaseException) -> str:
 
 
 def nodes() -> list[dict]:
-    return [{"nodeId": n["NodeID"], "ip": n["NodeManagerAddress"], "host": n.get("NodeManagerHostname"),
-             "cpus": n.get("Resources", {}).get("CPU", 0), "alive": n["Alive"]} for n in ray.nodes()]
+    return [
+        {
+            "nodeId": n["NodeID"],
+            "ip": n["NodeManagerAddress"],
+            "host": n.get("NodeManagerHostname"),
+            "cpus": n.get("Resources", {}).get("CPU", 0),
+            "alive": n["Alive"],
+        }
+        for n in ray.nodes()
+    ]
 
 
 async def serve(driver: Driver, stdin) -> None:
@@ -236,15 +298,25 @@ def main(argv: list[str] | None = None) -> None:
     try:
         ray.init(address=args.address, runtime_env=runtime_env, log_to_driver=False, logging_level="WARNING")
     except Exception as error:
-        out.write(json.dumps({"type": "fatal", "message": f"cannot connect to the Ray cluster at {args.address}: "
-                                                         f"{type(error).__name__}: {_first_line(error)}"}) + "\n")
+        out.write(
+            json.dumps(
+                {
+                    "type": "fatal",
+                    "message": f"cannot connect to the Ray cluster at {args.address}: "
+                    f"{type(error).__name__}: {_first_line(error)}",
+                }
+            )
+            + "\n"
+        )
         out.flush()
         sys.exit(1)
     driver = Driver(out, args.num_cpus)
     ready = {"type": "ready", "ray": ray.__version__, "address": args.address, "nodes": nodes()}
     # One line per connection in the log: a run's log shows how often its driver (re)connected.
-    sys.stderr.write(f"lightning ray runner {os.getpid()}: connected to {args.address} (ray {ray.__version__}, "
-                     f"{sum(n['alive'] for n in ready['nodes'])} nodes alive)\n")
+    sys.stderr.write(
+        f"lightning ray runner {os.getpid()}: connected to {args.address} (ray {ray.__version__}, "
+        f"{sum(n['alive'] for n in ready['nodes'])} nodes alive)\n"
+    )
     sys.stderr.flush()
     driver.write(ready)
     try:

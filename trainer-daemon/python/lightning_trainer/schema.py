@@ -5,6 +5,7 @@ field types: bool, int, float, str, dict, Any, list[T], Optional[T], Literal[...
 unions of dataclasses told apart by their `kind` Literal. Unknown keys and wrong types raise BadParams naming the
 field's path (`params.model.kind`), which the worker reports as error kind `bad_params`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,7 +30,8 @@ def parse(cls: type, value: Any, path: str = "params") -> Any:
 def _type_name(tp: Any) -> str:
     if isinstance(tp, type):
         return {"bool": "boolean", "int": "integer", "float": "number", "str": "string", "dict": "object"}.get(
-            tp.__name__, "object")
+            tp.__name__, "object"
+        )
     if typing.get_origin(tp) is list:
         return "array"
     if typing.get_origin(tp) is Literal:

@@ -7,6 +7,7 @@ Responses carry the exact token ids (vLLM-style `prompt_token_ids` / `choices[i]
 `return_token_ids: true`) and per-token logprobs of the policy itself. `X-Lightning-Batch-Size` tells how many rows
 the request's batch held.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -110,7 +111,7 @@ class Batcher:
                 continue
             start = 0
             for job in batch:
-                job.outputs = outputs[start:start + len(job.settings)]
+                job.outputs = outputs[start : start + len(job.settings)]
                 job.batch_rows = len(prompts)
                 start += len(job.settings)
                 job.done.set()
@@ -170,9 +171,17 @@ class Completions:
         n = _integer(body, "n", 1, 1, self.batcher.max_batch)
         seed = _integer(body, "seed", None, -(1 << 63), (1 << 63) - 1)
         top = _integer(body, "top_logprobs", 0, 0, 20) if body.get("logprobs") else 0
-        return [Sampling(max_tokens=max_tokens, temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
-                         top_p=_number(body, "top_p", 1.0, 1e-9, 1.0), stop=_stops(body),
-                         seed=None if seed is None else seed + i, top_logprobs=top) for i in range(n)]
+        return [
+            Sampling(
+                max_tokens=max_tokens,
+                temperature=_number(body, "temperature", 1.0, 0.0, 2.0),
+                top_p=_number(body, "top_p", 1.0, 1e-9, 1.0),
+                stop=_stops(body),
+                seed=None if seed is None else seed + i,
+                top_logprobs=top,
+            )
+            for i in range(n)
+        ]
 
     def _run(self, prompt: list[int], body: dict) -> Job:
         job = self.batcher.run(Job(prompt, self._sampling(body, prompt)))
@@ -191,7 +200,7 @@ class Completions:
         for k, (token_id, logprob) in enumerate(zip(out.ids, out.logprobs)):
             token, raw = self.policy.token_info(token_id)
             entry = {"token": token, "logprob": logprob, "bytes": raw, "top_logprobs": []}
-            for top_id, top_logprob in (out.top[k] if out.top else []):
+            for top_id, top_logprob in out.top[k] if out.top else []:
                 top_token, top_raw = self.policy.token_info(top_id)
                 entry["top_logprobs"].append({"token": top_token, "logprob": top_logprob, "bytes": top_raw})
             entries.append(entry)
@@ -218,9 +227,12 @@ class Completions:
             message: dict[str, Any] = {"role": "assistant", "content": content}
             if calls:
                 message["tool_calls"] = calls
-            choice = {"index": index, "message": message,
-                      "finish_reason": "tool_calls" if calls else out.finish_reason,
-                      "logprobs": self._logprobs(out) if body.get("logprobs") else None}
+            choice = {
+                "index": index,
+                "message": message,
+                "finish_reason": "tool_calls" if calls else out.finish_reason,
+                "logprobs": self._logprobs(out) if body.get("logprobs") else None,
+            }
             if body.get("return_token_ids"):
                 choice["token_ids"] = out.ids
             choices.append(choice)
@@ -236,8 +248,10 @@ class Completions:
         for index, out in enumerate(job.outputs):
             choice = {"index": index, "text": self._text(out), "finish_reason": out.finish_reason, "logprobs": None}
             if body.get("logprobs"):
-                choice["logprobs"] = {"tokens": [self.policy.token_info(i)[0] for i in out.ids],
-                                      "token_logprobs": out.logprobs}
+                choice["logprobs"] = {
+                    "tokens": [self.policy.token_info(i)[0] for i in out.ids],
+                    "token_logprobs": out.logprobs,
+                }
             if body.get("return_token_ids"):
                 choice["token_ids"] = out.ids
             choices.append(choice)
@@ -245,9 +259,14 @@ class Completions:
 
     def _envelope(self, prefix: str, kind: str, body: dict, prompt: list, job, choices: list) -> tuple[dict, int]:
         """The response around the choices: a unique id, usage, and the prompt's token ids when asked for."""
-        response = {"id": f"{prefix}-{uuid.uuid4().hex}", "object": kind, "created": int(time.time()),
-                    "model": body.get("model") or self.policy.name, "choices": choices,
-                    "usage": self._usage(prompt, job.outputs)}
+        response = {
+            "id": f"{prefix}-{uuid.uuid4().hex}",
+            "object": kind,
+            "created": int(time.time()),
+            "model": body.get("model") or self.policy.name,
+            "choices": choices,
+            "usage": self._usage(prompt, job.outputs),
+        }
         if body.get("return_token_ids"):
             response["prompt_token_ids"] = prompt
         return response, job.batch_rows
@@ -257,16 +276,27 @@ def stream_chunks(response: dict) -> list[dict]:
     """A finished chat completion as OpenAI stream chunks: role, one content or tool-call delta (with its
     logprobs and token ids), finish. Chunks are written once the batch is generated (tiny completions take
     milliseconds; per-token streaming would not change what is captured)."""
-    base = {"id": response["id"], "object": "chat.completion.chunk", "created": response["created"],
-            "model": response["model"]}
+    base = {
+        "id": response["id"],
+        "object": "chat.completion.chunk",
+        "created": response["created"],
+        "model": response["model"],
+    }
     chunks = []
     for choice in response["choices"]:
         index, message = choice["index"], choice["message"]
-        chunks.append({**base, "choices": [{"index": index, "delta": {"role": "assistant", "content": ""},
-                                            "finish_reason": None}]})
+        chunks.append(
+            {
+                **base,
+                "choices": [{"index": index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
+            }
+        )
         calls = [{"index": i, **call} for i, call in enumerate(message.get("tool_calls") or [])]
-        delta = {"index": index, "delta": {"tool_calls": calls} if calls else {"content": message["content"] or ""},
-                 "finish_reason": None}
+        delta = {
+            "index": index,
+            "delta": {"tool_calls": calls} if calls else {"content": message["content"] or ""},
+            "finish_reason": None,
+        }
         if choice["logprobs"] is not None:
             delta["logprobs"] = choice["logprobs"]
         if "token_ids" in choice:
@@ -303,7 +333,7 @@ class Handler(BaseHTTPRequestHandler):
         """The path without a `/greedy` prefix, and whether it had one (validation: temperature 0 whatever is asked)."""
         path = self.path.rstrip("/")
         greedy = path.startswith(GREEDY_PREFIX + "/")
-        return (path[len(GREEDY_PREFIX):] if greedy else path), greedy
+        return (path[len(GREEDY_PREFIX) :] if greedy else path), greedy
 
     def do_GET(self) -> None:
         if self._route_path()[0] == "/v1/models":
@@ -355,8 +385,13 @@ class Handler(BaseHTTPRequestHandler):
         self.close_connection = True
         chunks = stream_chunks(response)
         if (body.get("stream_options") or {}).get("include_usage"):
-            chunks.append({**{k: chunks[0][k] for k in ("id", "object", "created", "model")}, "choices": [],
-                           "usage": response["usage"]})
+            chunks.append(
+                {
+                    **{k: chunks[0][k] for k in ("id", "object", "created", "model")},
+                    "choices": [],
+                    "usage": response["usage"],
+                }
+            )
         for chunk in chunks:
             self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")

@@ -3,6 +3,7 @@
 Every method takes validated params (params.py) and returns the result object of PROTOCOL.md. A lock serializes
 weight updates with generation, so after `train` returns the next generated tokens use the new weights.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +14,7 @@ import torch
 
 from . import checkpoint
 from .model import TinyConfig
-from .params import (LoadParams, SaveParams, ServeParams, SftParams, TinyModel, TokenizeParams, TrainParams)
+from .params import LoadParams, SaveParams, ServeParams, SftParams, TinyModel, TokenizeParams, TrainParams
 from .policy import Policy, TinyPolicy
 from .schema import camel, parse
 from .train import policy_update, set_lr, supervised, unchanged_on_error
@@ -45,16 +46,27 @@ def build_policy(params: LoadParams, device: torch.device) -> Policy:
         c = params.model.config
         return TinyPolicy(TinyConfig(c.d_model, c.layers, c.heads, c.context), params.adapter, device)
     from .hf import HfPolicy  # transformers is optional
+
     return HfPolicy(params.model, params.adapter, device)
 
 
 def with_checkpoint_config(params: LoadParams) -> LoadParams:
     """`load {checkpoint}` without model or adapter: both (and the optimizer) from the checkpoint's config.json."""
     if params.checkpoint and (params.model is None or params.adapter is None):
-        saved = parse(LoadParams, {k: v for k, v in checkpoint.read_config(params.checkpoint).items()
-                                   if k in ("model", "adapter", "optimizer")})
-        params = dataclasses.replace(params, model=params.model or saved.model,
-                                     adapter=params.adapter or saved.adapter, optimizer=saved.optimizer)
+        saved = parse(
+            LoadParams,
+            {
+                k: v
+                for k, v in checkpoint.read_config(params.checkpoint).items()
+                if k in ("model", "adapter", "optimizer")
+            },
+        )
+        params = dataclasses.replace(
+            params,
+            model=params.model or saved.model,
+            adapter=params.adapter or saved.adapter,
+            optimizer=saved.optimizer,
+        )
     return params
 
 
@@ -80,8 +92,10 @@ class Session:
 
     def load(self, params: LoadParams) -> dict:
         if params.fsdp:
-            raise StateError("params.fsdp shards the policy across torchrun ranks: it needs the torchrun worker "
-                             "(lightning train --nproc-per-node N --fsdp), not the one-process worker")
+            raise StateError(
+                "params.fsdp shards the policy across torchrun ranks: it needs the torchrun worker "
+                "(lightning train --nproc-per-node N --fsdp), not the one-process worker"
+            )
         params = with_checkpoint_config(params)
         device = pick_device(params.device)
         if device.type == "cpu":
@@ -102,11 +116,18 @@ class Session:
         total = sum(p.numel() for p in policy.model.parameters())
         trainable = sum(p.numel() for p in policy.trainable().values())
         dtype = next(policy.model.parameters()).dtype
-        return {"parameters": total, "trainable": trainable, "device": str(device),
-                "dtype": str(dtype).replace("torch.", ""), "step": step, "modelName": policy.name}
+        return {
+            "parameters": total,
+            "trainable": trainable,
+            "device": str(device),
+            "dtype": str(dtype).replace("torch.", ""),
+            "step": step,
+            "modelName": policy.name,
+        }
 
     def serve(self, params: ServeParams) -> dict:
         from .serve import PolicyServer
+
         self._loaded()
         if self.server is not None:
             raise StateError(f"already serving at {self.server.url}")
@@ -127,8 +148,9 @@ class Session:
         """One update; `reducer` all-reduces gradients across data-parallel ranks (distributed.py)."""
         policy = self._loaded()
         with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
-            result = policy_update(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress,
-                                   reducer)
+            result = policy_update(
+                policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress, reducer
+            )
             self.step += 1
         return {"step": self.step, **result}
 
@@ -138,8 +160,13 @@ class Session:
             return checkpoint.save(params.dir, policy, self.optimizer, self._checkpoint_config(), params.metrics)
 
     def _checkpoint_config(self) -> dict:
-        return {"protocol": 1, **_wire(self.load_params), "checkpoint": None, "step": self.step,
-                "modelName": self._loaded().name}
+        return {
+            "protocol": 1,
+            **_wire(self.load_params),
+            "checkpoint": None,
+            "step": self.step,
+            "modelName": self._loaded().name,
+        }
 
     def tokenize(self, params: TokenizeParams) -> dict:
         policy = self._loaded()

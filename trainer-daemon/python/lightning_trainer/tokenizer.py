@@ -5,6 +5,7 @@ dozen bytes: user → "Q:{content}\\n", tool result → "R:{content}\\n", assist
 "{name}({v1},{v2},…)\\n" with the argument values in the order of the tool's JSON-schema properties. An assistant
 turn ends at "\\n" (or EOS), so the prompt of the next call extends the previous prompt + response token for token.
 """
+
 from __future__ import annotations
 
 import json
@@ -120,5 +121,8 @@ def parse_tool_call(text: str, tools: Optional[list]) -> Optional[dict]:
         arguments = {key: _typed(value, schema or {}) for (key, schema), value in zip(properties.items(), values)}
     except (ValueError, KeyError):
         return None
-    return {"id": f"call_{uuid.uuid4().hex[:24]}", "type": "function",
-            "function": {"name": match.group(1), "arguments": json.dumps(arguments)}}
+    return {
+        "id": f"call_{uuid.uuid4().hex[:24]}",
+        "type": "function",
+        "function": {"name": match.group(1), "arguments": json.dumps(arguments)},
+    }

@@ -3,6 +3,7 @@ torch < 2 on Python ≥ 3.11 (Debian's torch 1.13): there `Std.from_str("0")` re
 IntFlag no longer yields its zero member, and torchrun fails before it starts a single rank. The fix maps the
 missing value to `Std.NONE`; on any other torch this module is exactly `torchrun`.
 """
+
 from __future__ import annotations
 
 from torch.distributed.elastic.multiprocessing import api
@@ -25,6 +26,7 @@ def _patch_std() -> None:
 def main() -> None:
     _patch_std()
     from torch.distributed.run import main as torchrun
+
     torchrun()
 
 

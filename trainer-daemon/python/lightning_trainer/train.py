@@ -16,6 +16,7 @@ ranks); with micro-batches of equal size grpo is the minibatch's sequence mean. 
 each micro-batch's token mean of H averaged the same way, whatever lossType. Environment tokens (mask 0) carry no
 loss. The KL to the reference is measured whatever klCoef (reported as `kl`).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -41,8 +42,9 @@ class TokenLogprobs:
     valid: torch.Tensor  # 1 where a response token sits
 
 
-def sequence_logprobs(policy: Policy, prompts: list[list[int]], responses: list[list[int]],
-                      module=None, entropy: bool = False) -> TokenLogprobs:
+def sequence_logprobs(
+    policy: Policy, prompts: list[list[int]], responses: list[list[int]], module=None, entropy: bool = False
+) -> TokenLogprobs:
     """logp of each response token given its prompt, in one left-padded forward pass."""
     longest = max(len(r) for r in responses)
     ids, mask, positions = left_pad([p + r for p, r in zip(prompts, responses)], policy.pad_id, policy.device)
@@ -53,7 +55,7 @@ def sequence_logprobs(policy: Policy, prompts: list[list[int]], responses: list[
     logprobs = logits.gather(-1, targets[..., None])[..., 0] - normalizer
     valid = torch.zeros_like(targets, dtype=torch.float32)
     for i, response in enumerate(responses):
-        valid[i, longest - len(response):] = 1.0
+        valid[i, longest - len(response) :] = 1.0
     token_entropy = None
     if entropy:
         token_entropy = normalizer - (logits.softmax(dim=-1) * logits).sum(dim=-1)
@@ -63,6 +65,7 @@ def sequence_logprobs(policy: Policy, prompts: list[list[int]], responses: list[
 @dataclass
 class Totals:
     """The minibatch's totals that each micro-batch's share of the loss is normalised by (summed over ranks)."""
+
     tokens: float
     micro_batches: int
     max_length: int
@@ -83,8 +86,13 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, loss_type: str, totals: 
     raise ValueError(f"unknown lossType {loss_type!r} (grpo, bnpo, dr_grpo, dapo)")
 
 
-def clipped_pg(logprobs: torch.Tensor, behaviour: torch.Tensor, advantages: torch.Tensor,
-               clip: float, clip_high: Optional[float] = None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def clipped_pg(
+    logprobs: torch.Tensor,
+    behaviour: torch.Tensor,
+    advantages: torch.Tensor,
+    clip: float,
+    clip_high: Optional[float] = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per-token loss, ratio and whether the clipped branch was taken (ratio bounds 1 - clip, 1 + clip_high)."""
     ratio = (logprobs - behaviour).exp()
     unclipped = ratio * advantages[:, None]
@@ -98,13 +106,13 @@ def k3_kl(logprobs: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
 
 
 def _chunks(items: list, size: int) -> list[list]:
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def _right_aligned(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
     out = torch.zeros((len(rows), width), dtype=torch.float32)
     for i, row in enumerate(rows):
-        out[i, width - len(row):] = torch.tensor(row, dtype=torch.float32)
+        out[i, width - len(row) :] = torch.tensor(row, dtype=torch.float32)
     return out.to(device)
 
 
@@ -114,7 +122,7 @@ def _fill_logprobs(policy: Policy, transitions: list[Transition], micro_batch: i
     for chunk in _chunks(transitions, micro_batch):
         result = sequence_logprobs(policy, [t.prompt_ids for t in chunk], [t.response_ids for t in chunk], module)
         for row, t in zip(result.logprobs, chunk):
-            out.append(row[len(row) - len(t.response_ids):].tolist())
+            out.append(row[len(row) - len(t.response_ids) :].tolist())
     return out
 
 
@@ -151,16 +159,19 @@ class Reducer(Protocol):
     def gradients(self, parameters: list[torch.nn.Parameter]) -> None: ...
 
 
-def checked_step(optimizer: torch.optim.Optimizer, trainable: list[torch.nn.Parameter], grad_clip: float, loss: float,
-                 where: str) -> float:
+def checked_step(
+    optimizer: torch.optim.Optimizer, trainable: list[torch.nn.Parameter], grad_clip: float, loss: float, where: str
+) -> float:
     """Clip and apply one step; a NaN/inf loss or gradient norm raises NonFiniteError instead (nothing applied)."""
     total = torch.nn.utils.clip_grad_norm_(trainable, grad_clip if grad_clip > 0 else math.inf)
     # Sharded gradients (FSDP): the norm is a DTensor, reduced over the ranks only when asked for the whole of it.
     norm = float(total.full_tensor() if hasattr(total, "full_tensor") else total)
     if not (math.isfinite(loss) and math.isfinite(norm)):
         optimizer.zero_grad(set_to_none=True)
-        raise NonFiniteError(f"non-finite update at {where} (loss {loss}, gradient norm {norm}): not applied, the "
-                             "weights and optimizer state are as before this call")
+        raise NonFiniteError(
+            f"non-finite update at {where} (loss {loss}, gradient norm {norm}): not applied, the "
+            "weights and optimizer state are as before this call"
+        )
     optimizer.step()
     return norm
 
@@ -180,8 +191,14 @@ def unchanged_on_error(trainable: list[torch.nn.Parameter], optimizer: torch.opt
         raise
 
 
-def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: TrainParams,
-                  progress: Progress, reducer: Optional[Reducer] = None) -> dict:
+def policy_update(
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    grad_clip: float,
+    params: TrainParams,
+    progress: Progress,
+    reducer: Optional[Reducer] = None,
+) -> dict:
     """One training step on a batch of transitions: `epochs` passes over shuffled minibatches.
 
     With a reducer, each rank holds its shard of every minibatch: the loss is normalized by the global token
@@ -201,8 +218,10 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
     max_length = params.max_response_length
     if max_length is None:
         if params.loss_type == "dr_grpo" and reducer is not None:
-            raise ValueError("params.maxResponseLength is required for lossType dr_grpo across several ranks "
-                             "(each rank sees only its shard's longest response)")
+            raise ValueError(
+                "params.maxResponseLength is required for lossType dr_grpo across several ranks "
+                "(each rank sees only its shard's longest response)"
+            )
         max_length = max(len(t.response_ids) for t in transitions)
     policy.model.train()
     generator = torch.Generator().manual_seed(params.seed)
@@ -222,8 +241,9 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
             minibatch_loss = 0.0
             for micro in _chunks(minibatch, params.micro_batch):
                 chunk = [transitions[i] for i in micro]
-                result = sequence_logprobs(policy, [t.prompt_ids for t in chunk], [t.response_ids for t in chunk],
-                                           entropy=True)
+                result = sequence_logprobs(
+                    policy, [t.prompt_ids for t in chunk], [t.response_ids for t in chunk], entropy=True
+                )
                 width = result.logprobs.shape[1]
                 mask = _right_aligned([masks[i] for i in micro], width, policy.device)
                 behaviour = _right_aligned([t.logprobs for t in chunk], width, policy.device)
@@ -249,17 +269,25 @@ def policy_update(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: f
             if reducer is not None:
                 reducer.gradients(trainable)
                 minibatch_loss = reducer.total(minibatch_loss)
-            norm = checked_step(optimizer, trainable, grad_clip, minibatch_loss,
-                                f"epoch {epoch}, minibatch {batches + 1}")
+            norm = checked_step(
+                optimizer, trainable, grad_clip, minibatch_loss, f"epoch {epoch}, minibatch {batches + 1}"
+            )
             stats.grad_norm = max(stats.grad_norm, norm)
             stats.losses.append(minibatch_loss)
             batches += 1
             progress({"phase": "train", "epoch": epoch, "minibatch": batches, "loss": minibatch_loss})
     policy.model.eval()
-    result = {"loss": sum(stats.losses) / len(stats.losses), "pgLoss": stats.mean("pg"), "kl": stats.mean("kl"),
-              "entropy": stats.mean("entropy"), "clipFraction": stats.mean("clipped"),
-              "maxRatioDeviation": max_deviation, "gradNorm": stats.grad_norm, "tokens": int(sum(len(t.response_ids) for t in transitions)),
-              "seconds": time.perf_counter() - started}
+    result = {
+        "loss": sum(stats.losses) / len(stats.losses),
+        "pgLoss": stats.mean("pg"),
+        "kl": stats.mean("kl"),
+        "entropy": stats.mean("entropy"),
+        "clipFraction": stats.mean("clipped"),
+        "maxRatioDeviation": max_deviation,
+        "gradNorm": stats.grad_norm,
+        "tokens": int(sum(len(t.response_ids) for t in transitions)),
+        "seconds": time.perf_counter() - started,
+    }
     if torch.cuda.is_available():
         result["gpuMemoryBytes"] = int(torch.cuda.max_memory_allocated())
     return result
@@ -269,15 +297,15 @@ def sampled_accuracy(policy: Policy, examples: list, samples: int, generator: to
     """Fraction of examples whose completion, sampled at temperature 1, equals the demonstration exactly."""
     picks = torch.randint(len(examples), (samples,), generator=generator).tolist()
     prompts = [policy.render_prompt(examples[i].messages, examples[i].tools) for i in picks]
-    wanted = [policy.render_completion(examples[i].messages, examples[i].tools, examples[i].completion)
-              for i in picks]
+    wanted = [policy.render_completion(examples[i].messages, examples[i].tools, examples[i].completion) for i in picks]
     seeds = torch.randint(2**31, (samples,), generator=generator).tolist()
     outputs = generate(policy, prompts, [Sampling(max_tokens=len(w) + 1, seed=s) for w, s in zip(wanted, seeds)])
     return sum(o.ids == w for o, w in zip(outputs, wanted)) / samples
 
 
-def supervised(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: SftParams,
-               progress: Progress) -> dict:
+def supervised(
+    policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: SftParams, progress: Progress
+) -> dict:
     """Cross-entropy on the completion tokens; stops early once sampled accuracy reaches the threshold."""
     started = time.perf_counter()
     examples = params.examples
@@ -299,8 +327,16 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
-def _supervised_steps(policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: SftParams,
-                      progress: Progress, prompts: list, targets: list, started: float) -> dict:
+def _supervised_steps(
+    policy: Policy,
+    optimizer: torch.optim.Optimizer,
+    grad_clip: float,
+    params: SftParams,
+    progress: Progress,
+    prompts: list,
+    targets: list,
+    started: float,
+) -> dict:
     examples = params.examples
     generator = torch.Generator().manual_seed(params.seed)
     trainable = list(policy.trainable().values())

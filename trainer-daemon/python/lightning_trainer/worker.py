@@ -4,6 +4,7 @@ Prints a ready line, then answers requests one at a time. A failing method answe
 state, oom or runtime, with the Python traceback) and the worker keeps going; `shutdown` or the end of stdin ends
 it. Python's own stdout (fd 1 included) is redirected to stderr so a stray print can never corrupt the protocol stream.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,15 @@ from .environment import describe
 from .params import Empty, LoadParams, SaveParams, ServeParams, SftParams, TokenizeParams, TrainParams
 from .schema import BadParams, parse
 
-METHODS: dict[str, type] = {"load": LoadParams, "serve": ServeParams, "sft": SftParams, "train": TrainParams,
-                            "save": SaveParams, "tokenize": TokenizeParams, "shutdown": Empty}
+METHODS: dict[str, type] = {
+    "load": LoadParams,
+    "serve": ServeParams,
+    "sft": SftParams,
+    "train": TrainParams,
+    "save": SaveParams,
+    "tokenize": TokenizeParams,
+    "shutdown": Empty,
+}
 
 
 class Output:
@@ -40,6 +48,7 @@ def _out_of_memory_types() -> tuple[type, ...]:
     """The exception types an allocator raises when memory runs out: the host's, CUDA's (torch >= 1.13) and, on
     torch >= 2.5, the one every accelerator's allocator raises. By type, never by message text."""
     import torch
+
     found = [MemoryError]
     for owner in (torch, torch.cuda):
         kind = getattr(owner, "OutOfMemoryError", None)
@@ -50,6 +59,7 @@ def _out_of_memory_types() -> tuple[type, ...]:
 
 def error_kind(error: BaseException) -> str:
     from .session import StateError
+
     if isinstance(error, StateError):
         return "state"
     if isinstance(error, _out_of_memory_types()):
@@ -70,7 +80,7 @@ def _finite(value: Any) -> Any:
 
 def handle(session, message: Any) -> dict:
     if not isinstance(message, dict) or message.get("type") != "request" or not isinstance(message.get("id"), int):
-        raise BadParams("each line must be {\"type\":\"request\",\"id\":int,\"method\":str,\"params\":{}}")
+        raise BadParams('each line must be {"type":"request","id":int,"method":str,"params":{}}')
     method = message.get("method")
     if method not in METHODS:
         raise BadParams(f"unknown method {method!r} (known: {', '.join(METHODS)})")
@@ -94,15 +104,29 @@ def serve_stdio(stdin: TextIO, out: Output, make_session: Callable) -> None:
             if message.get("method") == "shutdown":
                 break
         except json.JSONDecodeError as error:
-            out.write({"type": "response", "id": None, "error": {"kind": "bad_params", "message": f"the line is not JSON: {error}"}})
+            out.write(
+                {
+                    "type": "response",
+                    "id": None,
+                    "error": {"kind": "bad_params", "message": f"the line is not JSON: {error}"},
+                }
+            )
         except BadParams as error:
             out.write({"type": "response", "id": request_id, "error": {"kind": "bad_params", "message": str(error)}})
         except Exception as error:  # every failure is answered with its traceback; the worker keeps serving
             trace = traceback.format_exc()
             sys.stderr.write(trace)
-            out.write({"type": "response", "id": request_id,
-                       "error": {"kind": error_kind(error), "message": str(error) or type(error).__name__,
-                                 "traceback": trace}})
+            out.write(
+                {
+                    "type": "response",
+                    "id": request_id,
+                    "error": {
+                        "kind": error_kind(error),
+                        "message": str(error) or type(error).__name__,
+                        "traceback": trace,
+                    },
+                }
+            )
     session.close()
 
 
@@ -111,6 +135,7 @@ def main() -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # native code writing to fd 1 lands in the log too
     sys.stdout = sys.stderr
     from .session import Session  # imports torch: after the redirect, in case anything prints
+
     protocol_out.write({"type": "ready", "protocol": PROTOCOL_VERSION, **describe()})
     serve_stdio(sys.stdin, protocol_out, Session)
 

@@ -1,4 +1,5 @@
 """Shared helpers for the worker's tests: a loaded Session on the tiny model and an HTTP client for its endpoint."""
+
 import json
 import os
 import sys
@@ -27,7 +28,9 @@ def make_session(adapter=None, model_config=None, **load) -> Session:
     """A session with the tiny model loaded; with `checkpoint=` alone, model and adapter come from the checkpoint."""
     session = Session(lambda message: None)
     model = {"kind": "tiny", "config": model_config} if model_config else TINY
-    defaults = {} if "checkpoint" in load and adapter is None else {"model": model, "adapter": adapter or {"kind": "full"}}
+    defaults = (
+        {} if "checkpoint" in load and adapter is None else {"model": model, "adapter": adapter or {"kind": "full"}}
+    )
     session.load(parse(LoadParams, {**defaults, **load}))
     return session
 

@@ -1,6 +1,7 @@
 """The trainer worker under torchrun (2 gloo ranks on CPU): the protocol on rank 0, the same update as one process on
 the whole batch, one checkpoint, serving from rank 0; a rank killed mid-update fails the worker naming the rank and
 its host, and a new worker resumes from the checkpoint."""
+
 import json
 import os
 import re
@@ -22,10 +23,23 @@ class DdpWorker:
     def __init__(self, log_path, nproc=2, python=sys.executable):
         self.log_path = log_path
         self.process = subprocess.Popen(
-            [python, "-m", "lightning_trainer.torchrun", "--standalone", "--nproc_per_node", str(nproc),
-             "-m", "lightning_trainer.ddp_worker"],
+            [
+                python,
+                "-m",
+                "lightning_trainer.torchrun",
+                "--standalone",
+                "--nproc_per_node",
+                str(nproc),
+                "-m",
+                "lightning_trainer.ddp_worker",
+            ],
             env={**worker_env(), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=open(log_path, "w"), text=True, bufsize=1)
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=open(log_path, "w"),
+            text=True,
+            bufsize=1,
+        )
         self.next_id = 0
         self.ready = self.line()
 
@@ -38,8 +52,9 @@ class DdpWorker:
 
     def send(self, method: str, params=None) -> int:
         self.next_id += 1
-        self.process.stdin.write(json.dumps({"type": "request", "id": self.next_id, "method": method,
-                                             "params": params or {}}) + "\n")
+        self.process.stdin.write(
+            json.dumps({"type": "request", "id": self.next_id, "method": method, "params": params or {}}) + "\n"
+        )
         return self.next_id
 
     def response(self, method: str, params=None) -> dict:
@@ -88,7 +103,11 @@ def test_torchrun_worker_makes_the_single_process_update_serves_from_rank_0_and_
         result = worker.call("train", {"transitions": transitions, **OPTIONS})
         saved = worker.call("save", {"dir": str(tmp_path / "ckpt"), "metrics": result})
         url = worker.call("serve", {})["url"]
-        status, _, body = http(url, "/v1/chat/completions", {"model": "tiny", "messages": [{"role": "user", "content": "1 plus 2"}], "max_tokens": 4})
+        status, _, body = http(
+            url,
+            "/v1/chat/completions",
+            {"model": "tiny", "messages": [{"role": "user", "content": "1 plus 2"}], "max_tokens": 4},
+        )
         assert status == 200, body
     finally:
         worker.close()

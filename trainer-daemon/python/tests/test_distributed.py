@@ -1,4 +1,5 @@
 """Data parallelism: torchrun with 2 gloo processes makes the same update as one process on the same batch."""
+
 import json
 import socket
 import subprocess
@@ -25,12 +26,37 @@ def test_two_process_gloo_update_equals_single_process(tmp_path):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    command = [sys.executable, "-m", "lightning_trainer.distributed", "--load", str(tmp_path / "load.json"),
-               "--transitions", str(tmp_path / "t.jsonl"), "--train", str(tmp_path / "train.json"),
-               "--out", str(tmp_path / "ckpt")]
-    ranks = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={
-        **worker_env(), "OMP_NUM_THREADS": "1", "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
-        "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}) for rank in range(2)]
+    command = [
+        sys.executable,
+        "-m",
+        "lightning_trainer.distributed",
+        "--load",
+        str(tmp_path / "load.json"),
+        "--transitions",
+        str(tmp_path / "t.jsonl"),
+        "--train",
+        str(tmp_path / "train.json"),
+        "--out",
+        str(tmp_path / "ckpt"),
+    ]
+    ranks = [
+        subprocess.Popen(
+            command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={
+                **worker_env(),
+                "OMP_NUM_THREADS": "1",
+                "RANK": str(rank),
+                "LOCAL_RANK": str(rank),
+                "WORLD_SIZE": "2",
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": str(port),
+            },
+        )
+        for rank in range(2)
+    ]
     outputs = [process.communicate(timeout=180) for process in ranks]
     for process, (_, stderr) in zip(ranks, outputs):
         assert process.returncode == 0, stderr[-3000:]

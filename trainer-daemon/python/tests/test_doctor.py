@@ -1,4 +1,5 @@
 """`python3 -m lightning_trainer.doctor` prints one JSON object; problems come with concrete fixes."""
+
 import json
 import subprocess
 import sys
@@ -8,8 +9,13 @@ from lightning_trainer.doctor import problems
 
 
 def test_doctor_prints_the_environment_as_json():
-    run = subprocess.run([sys.executable, "-m", "lightning_trainer.doctor"], env=worker_env(), capture_output=True,
-                         text=True, timeout=120)
+    run = subprocess.run(
+        [sys.executable, "-m", "lightning_trainer.doctor"],
+        env=worker_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert run.returncode == 0, run.stderr
     report = json.loads(run.stdout)
     assert report["torch"] and report["python"].startswith("3.") and report["executable"] == sys.executable

@@ -2,6 +2,7 @@
 the whole batch, the checkpoint it writes equals the one-process one and loads in a one-process worker (and back
 into a sharded one, optimizer state included), rank 0 serves the updated weights; torch without FSDP2 and the
 one-process worker refuse it with a message naming what to do."""
+
 import json
 import os
 import shutil
@@ -36,9 +37,18 @@ def assert_close_to(actual: dict, expected: dict, initial: dict) -> None:
 
 
 def served_logprobs(url: str) -> tuple[list[int], list[int], list[float]]:
-    status, _, body = http(url, "/v1/chat/completions", {
-        "model": "tiny", "messages": [{"role": "user", "content": "3 plus 4"}], "max_tokens": 6, "temperature": 0,
-        "logprobs": True, "return_token_ids": True})
+    status, _, body = http(
+        url,
+        "/v1/chat/completions",
+        {
+            "model": "tiny",
+            "messages": [{"role": "user", "content": "3 plus 4"}],
+            "max_tokens": 6,
+            "temperature": 0,
+            "logprobs": True,
+            "return_token_ids": True,
+        },
+    )
     assert status == 200, body
     response = json.loads(body)
     choice = response["choices"][0]
@@ -47,7 +57,7 @@ def served_logprobs(url: str) -> tuple[list[int], list[int], list[float]]:
 
 def recomputed(session, prompt: list[int], response: list[int]) -> list[float]:
     result = sequence_logprobs(session.policy, [prompt], [response])
-    return result.logprobs[0, -len(response):].tolist()
+    return result.logprobs[0, -len(response) :].tolist()
 
 
 def test_fsdp_update_and_checkpoint_equal_one_process_and_rank_0_serves_the_updated_weights(tmp_path):
@@ -101,8 +111,11 @@ def test_fsdp_update_and_checkpoint_equal_one_process_and_rank_0_serves_the_upda
     start = {n: p.detach().clone() for n, p in restored.policy.model.named_parameters()}
     expected_again = restored.train(parse(TrainParams, {"transitions": second, **OPTIONS}))
     assert again["step"] == expected_again["step"] == 2
-    assert_close_to(torch.load(tmp_path / "fsdp-ckpt-2" / "trainable.pt"),
-                    {n: p.detach() for n, p in restored.policy.model.named_parameters()}, start)
+    assert_close_to(
+        torch.load(tmp_path / "fsdp-ckpt-2" / "trainable.pt"),
+        {n: p.detach() for n, p in restored.policy.model.named_parameters()},
+        start,
+    )
 
 
 def test_fsdp_equals_ddp_with_lora(tmp_path):
@@ -129,6 +142,7 @@ def test_fsdp_equals_ddp_with_lora(tmp_path):
 
 def parse_save(path):
     from lightning_trainer.params import SaveParams
+
     return parse(SaveParams, {"dir": str(path)})
 
 
@@ -148,8 +162,10 @@ def test_torch_without_fsdp2_refuses_it_naming_the_version_needed(tmp_path):
         assert f"this worker's torch is {worker.ready['torch']}" in error["message"]
         # Still a working worker: the same load without fsdp trains data-parallel.
         worker.call("load", LOAD)
-        assert worker.call("train", {"transitions": sampled_transitions(one_process(), count=4),
-                                     "epochs": 1})["worldSize"] == 2
+        assert (
+            worker.call("train", {"transitions": sampled_transitions(one_process(), count=4), "epochs": 1})["worldSize"]
+            == 2
+        )
     finally:
         worker.close()
     assert worker.process.returncode == 0, worker.stderr()[-3000:]

@@ -3,6 +3,7 @@
 Tiny Qwen2 and Llama models built from configs with random weights and tokenizers made on the spot (nothing
 downloaded): chat templates with tools, Hermes tool-call parsing, served logprobs vs recomputation, LoRA adapters
 trained, saved, reloaded and merged, the base untouched, checkpoint resume."""
+
 import json
 
 import pytest
@@ -17,27 +18,52 @@ from lightning_trainer.schema import parse  # noqa: E402
 from lightning_trainer.session import Session  # noqa: E402
 from lightning_trainer.train import sequence_logprobs  # noqa: E402
 
-TEMPLATE = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content or '' }}<|im_end|>\n{% endfor %}"
-            "{% if tools %}<|im_start|>tools\n{{ tools | length }}<|im_end|>\n{% endif %}"
-            "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content or '' }}<|im_end|>\n{% endfor %}"
+    "{% if tools %}<|im_start|>tools\n{{ tools | length }}<|im_end|>\n{% endif %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
     from tokenizers import Tokenizer, models, pre_tokenizers
-    words = ["<unk>", "<|endoftext|>", "<|im_start|>", "<|im_end|>", "\n", "user", "assistant", "tools", "hi",
-             "there", "1", "2", "3"]
+
+    words = [
+        "<unk>",
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "\n",
+        "user",
+        "assistant",
+        "tools",
+        "hi",
+        "there",
+        "1",
+        "2",
+        "3",
+    ]
     tokenizer = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(pattern="\n", behavior="isolated")
-    fast = transformers.PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token="<|im_end|>",
-                                                pad_token="<|endoftext|>", unk_token="<unk>")
+    fast = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer, eos_token="<|im_end|>", pad_token="<|endoftext|>", unk_token="<unk>"
+    )
     fast.add_special_tokens({"additional_special_tokens": ["<|im_start|>"]})
     fast.chat_template = TEMPLATE
     path = tmp_path_factory.mktemp("qwen")
     fast.save_pretrained(path)
-    transformers.Qwen2Config(vocab_size=len(words), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
-                             eos_token_id=3, pad_token_id=1).save_pretrained(path)
+    transformers.Qwen2Config(
+        vocab_size=len(words),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        eos_token_id=3,
+        pad_token_id=1,
+    ).save_pretrained(path)
     return str(path)
 
 
@@ -50,25 +76,47 @@ def test_hermes_tool_calls_are_parsed_only_for_known_tools():
 
 def test_lora_policy_serves_exact_tokens_and_trains_adapters_only(model_dir):
     session = Session(lambda _: None)
-    loaded = session.load(parse(LoadParams, {"model": {"kind": "hf", "name": model_dir, "fromConfig": True},
-                                             "adapter": {"kind": "lora", "rank": 4, "trainNorms": False}}))
+    loaded = session.load(
+        parse(
+            LoadParams,
+            {
+                "model": {"kind": "hf", "name": model_dir, "fromConfig": True},
+                "adapter": {"kind": "lora", "rank": 4, "trainNorms": False},
+            },
+        )
+    )
     assert 0 < loaded["trainable"] < loaded["parameters"]
     url = session.serve(parse(ServeParams, {}))["url"]
-    status, _, text = http(url, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
-                                                         "tools": [{"type": "function", "function": {"name": "f"}}],
-                                                         "max_tokens": 8, "logprobs": True, "return_token_ids": True})
+    status, _, text = http(
+        url,
+        "/v1/chat/completions",
+        {
+            "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {"name": "f"}}],
+            "max_tokens": 8,
+            "logprobs": True,
+            "return_token_ids": True,
+        },
+    )
     assert status == 200, text
     response = json.loads(text)
     prompt, ids = response["prompt_token_ids"], response["choices"][0]["token_ids"]
     assert prompt == session.policy.render_prompt([{"role": "user", "content": "hi"}], [{"type": "function"}])
     assert 10 in prompt  # the template rendered the tools (their count, "1")
     served = [e["logprob"] for e in response["choices"][0]["logprobs"]["content"]]
-    recomputed = sequence_logprobs(session.policy, [prompt], [ids]).logprobs[0, -len(ids):].tolist()
+    recomputed = sequence_logprobs(session.policy, [prompt], [ids]).logprobs[0, -len(ids) :].tolist()
     assert max(abs(a - b) for a, b in zip(served, recomputed)) < 1e-4
 
     base = {n: p.detach().clone() for n, p in session.policy.model.named_parameters() if "lora_" not in n}
-    result = session.train(parse(TrainParams, {"transitions": [
-        {"promptIds": prompt, "responseIds": ids, "logprobs": served, "advantage": 1.0}], "klCoef": 0.1}))
+    result = session.train(
+        parse(
+            TrainParams,
+            {
+                "transitions": [{"promptIds": prompt, "responseIds": ids, "logprobs": served, "advantage": 1.0}],
+                "klCoef": 0.1,
+            },
+        )
+    )
     assert result["maxRatioDeviation"] < 1e-4
     named = dict(session.policy.model.named_parameters())
     assert all(torch.equal(named[n], value) for n, value in base.items())
@@ -79,19 +127,30 @@ def test_a_deep_model_from_config_trains_with_pad_tokens_inside_a_sequence(model
     """A zero pad-embedding row (transformers' init) overflowed the gradients to inf/NaN: Qwen2.5-0.5B's shape on the
     GPU check (24 layers × 896); 48 layers × 64 shows it on the CPU (the growth per layer is smaller when narrow)."""
     import shutil
+
     deep = tmp_path / "deep"
     shutil.copytree(model_dir, deep)
     config = {k: v for k, v in json.loads((deep / "config.json").read_text()).items() if k != "layer_types"}
-    (deep / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 48, "hidden_size": 64,
-                                                  "intermediate_size": 128}))
+    (deep / "config.json").write_text(
+        json.dumps({**config, "num_hidden_layers": 48, "hidden_size": 64, "intermediate_size": 128})
+    )
     session = Session(lambda _: None)
-    session.load(parse(LoadParams, {"model": {"kind": "hf", "name": str(deep), "fromConfig": True},
-                                    "adapter": {"kind": "lora", "rank": 4}}))
+    session.load(
+        parse(
+            LoadParams,
+            {"model": {"kind": "hf", "name": str(deep), "fromConfig": True}, "adapter": {"kind": "lora", "rank": 4}},
+        )
+    )
     pad = session.policy.pad_id
     words = [w for w in range(len(session.policy.tokenizer)) if w != pad]
-    transitions = [{"promptIds": [pad] + [words[(i + 3 * k) % len(words)] for k in range(31)],
-                    "responseIds": [words[(i + 5 * k) % len(words)] for k in range(32)],
-                    "advantage": 1.0 if i % 2 else -1.0} for i in range(4)]
+    transitions = [
+        {
+            "promptIds": [pad] + [words[(i + 3 * k) % len(words)] for k in range(31)],
+            "responseIds": [words[(i + 5 * k) % len(words)] for k in range(32)],
+            "advantage": 1.0 if i % 2 else -1.0,
+        }
+        for i in range(4)
+    ]
     result = session.train(parse(TrainParams, {"transitions": transitions}))
     assert result["gradNorm"] < 1e3, result
     assert all(torch.isfinite(p).all() for p in session.policy.model.parameters())
@@ -103,14 +162,31 @@ def bpe_model_dir(request, tmp_path_factory):
     return hf_model_dir(tmp_path_factory.mktemp(request.param) / "model", arch=request.param)
 
 
-TOOLS = [{"type": "function", "function": {"name": "add", "description": "a + b",
-                                            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "a + b",
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}}},
+        },
+    }
+]
 
 
 def _load(model_dir, **load):
     session = Session(lambda _: None)
-    session.load(parse(LoadParams, {"model": {"kind": "hf", "name": model_dir, "fromConfig": True},
-                                    "adapter": {"kind": "lora", "rank": 4}, "seed": 0, **load}))
+    session.load(
+        parse(
+            LoadParams,
+            {
+                "model": {"kind": "hf", "name": model_dir, "fromConfig": True},
+                "adapter": {"kind": "lora", "rank": 4},
+                "seed": 0,
+                **load,
+            },
+        )
+    )
     return session
 
 
@@ -127,8 +203,10 @@ def test_chat_template_renders_tools_and_tool_calls_round_trip(bpe_model_dir):
     assert content is None and [c["function"]["name"] for c in calls] == ["add"]
     assert json.loads(calls[0]["function"]["arguments"]) == {"a": 3, "b": 4}
     # The tool's result and the next turn render after the call (a second LLM call of the same episode).
-    follow_up = messages + [{"role": "assistant", "content": None, "tool_calls": [call]},
-                            {"role": "tool", "tool_call_id": "call_1", "content": "7"}]
+    follow_up = messages + [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "7"},
+    ]
     assert policy.decode(policy.render_prompt(follow_up, TOOLS)).count("<tool_call>") == 1
     session.close()
 
@@ -136,15 +214,19 @@ def test_chat_template_renders_tools_and_tool_calls_round_trip(bpe_model_dir):
 def _transitions(session, count=4, seed=0):
     """Sampled responses of the policy itself to one prompt, with their served logprobs and ± advantages."""
     from lightning_trainer.generate import Sampling, generate
+
     prompt = session.policy.render_prompt([{"role": "user", "content": "hi there"}], TOOLS)
     outputs = generate(session.policy, [prompt] * count, [Sampling(max_tokens=6, seed=seed + i) for i in range(count)])
-    return [{"promptIds": prompt, "responseIds": o.ids, "logprobs": o.logprobs, "advantage": 1.0 if i % 2 else -1.0}
-            for i, o in enumerate(outputs)]
+    return [
+        {"promptIds": prompt, "responseIds": o.ids, "logprobs": o.logprobs, "advantage": 1.0 if i % 2 else -1.0}
+        for i, o in enumerate(outputs)
+    ]
 
 
 def _served_logprobs(session, transitions):
-    return sequence_logprobs(session.policy, [t["promptIds"] for t in transitions],
-                             [t["responseIds"] for t in transitions]).logprobs
+    return sequence_logprobs(
+        session.policy, [t["promptIds"] for t in transitions], [t["responseIds"] for t in transitions]
+    ).logprobs
 
 
 def test_lora_adapters_trained_saved_reloaded_and_merged(bpe_model_dir, tmp_path):

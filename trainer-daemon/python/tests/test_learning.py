@@ -5,6 +5,7 @@ SFT warm start (demonstrations with random tools) until sampled accuracy ≥ 0.4
 Debian's torch 1.13: seed 0 0.141 → 0.477, seed 1 0.164 → 0.539; ~37 s of CPU per seed). Deterministic for a given
 torch build (seeded sampling, one thread).
 """
+
 import random
 
 import pytest

@@ -1,4 +1,5 @@
 """The clipped policy-gradient loss, KL estimator and aggregation against hand-computed values."""
+
 import math
 
 import torch

@@ -1,4 +1,5 @@
 """The OpenAI-compatible endpoint over real HTTP: exact token ids, logprobs, tool calls, streaming, batching."""
+
 import json
 import threading
 
@@ -10,8 +11,15 @@ from lightning_trainer.params import ServeParams, SftParams
 from lightning_trainer.schema import parse
 from lightning_trainer.train import sequence_logprobs
 
-TOOLS = [{"type": "function", "function": {"name": "ADD", "parameters": {
-    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "ADD",
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+        },
+    }
+]
 QUESTION = [{"role": "user", "content": "2 plus 3"}]
 CALL = {"tool_calls": [{"id": "c1", "type": "function", "function": {"name": "ADD", "arguments": '{"a": 2, "b": 3}'}}]}
 AFTER_CALL = QUESTION + [{"role": "assistant", **CALL}, {"role": "tool", "tool_call_id": "c1", "content": "5"}]
@@ -21,10 +29,21 @@ AFTER_CALL = QUESTION + [{"role": "assistant", **CALL}, {"role": "tool", "tool_c
 def served():
     """A tiny policy taught (by SFT) to call ADD(2,3) and then answer 5, served on a real port."""
     session = make_session(optimizer={"lr": 3e-3})
-    examples = [{"messages": QUESTION, "tools": TOOLS, "completion": CALL},
-                {"messages": AFTER_CALL, "tools": TOOLS, "completion": {"content": "5"}}]
-    result = session.sft(parse(SftParams, {"examples": examples, "steps": 400, "batchSize": 2,
-                                           "untilSampledAccuracy": {"threshold": 1.0, "every": 10, "samples": 16}}))
+    examples = [
+        {"messages": QUESTION, "tools": TOOLS, "completion": CALL},
+        {"messages": AFTER_CALL, "tools": TOOLS, "completion": {"content": "5"}},
+    ]
+    result = session.sft(
+        parse(
+            SftParams,
+            {
+                "examples": examples,
+                "steps": 400,
+                "batchSize": 2,
+                "untilSampledAccuracy": {"threshold": 1.0, "every": 10, "samples": 16},
+            },
+        )
+    )
     assert result["sampledAccuracy"] == 1.0, result
     url = session.serve(parse(ServeParams, {"maxBatch": 16}))["url"]
     yield session, url
@@ -39,7 +58,7 @@ def chat(url, **body):
 
 def recomputed(session, prompt_ids, token_ids):
     result = sequence_logprobs(session.policy, [prompt_ids], [token_ids])
-    return result.logprobs[0, -len(token_ids):].tolist()
+    return result.logprobs[0, -len(token_ids) :].tolist()
 
 
 def test_tool_call_with_token_ids_and_logprobs(served):
@@ -50,13 +69,18 @@ def test_tool_call_with_token_ids_and_logprobs(served):
     call = choice["message"]["tool_calls"][0]
     assert call["function"]["name"] == "ADD" and json.loads(call["function"]["arguments"]) == {"a": 2, "b": 3}
     ids = choice["token_ids"]
-    assert session.policy.decode(ids) == "ADD(2,3)\n"  # the ids are exactly what the model generated, "\n" ends the turn
+    assert (
+        session.policy.decode(ids) == "ADD(2,3)\n"
+    )  # the ids are exactly what the model generated, "\n" ends the turn
     assert response["prompt_token_ids"] == session.policy.render_prompt(QUESTION, TOOLS)
     logprobs = [entry["logprob"] for entry in choice["logprobs"]["content"]]
     assert [entry["token"] for entry in choice["logprobs"]["content"]] == list("ADD(2,3)\n")
     assert max(abs(a - b) for a, b in zip(logprobs, recomputed(session, response["prompt_token_ids"], ids))) < 1e-5
-    assert response["usage"] == {"prompt_tokens": len(response["prompt_token_ids"]), "completion_tokens": len(ids),
-                                 "total_tokens": len(response["prompt_token_ids"]) + len(ids)}
+    assert response["usage"] == {
+        "prompt_tokens": len(response["prompt_token_ids"]),
+        "completion_tokens": len(ids),
+        "total_tokens": len(response["prompt_token_ids"]) + len(ids),
+    }
 
 
 def test_content_reply_re_decodes_and_the_next_prompt_extends_the_previous_call(served):
@@ -85,19 +109,29 @@ def test_sampled_choices_have_unique_ids_and_matching_logprobs(served):
 
 def test_streaming_sends_the_same_completion_as_chunks(served):
     _, url = served
-    status, headers, text = http(url, "/v1/chat/completions", {
-        "messages": AFTER_CALL, "tools": TOOLS, "temperature": 0, "stream": True, "return_token_ids": True,
-        "stream_options": {"include_usage": True}})
+    status, headers, text = http(
+        url,
+        "/v1/chat/completions",
+        {
+            "messages": AFTER_CALL,
+            "tools": TOOLS,
+            "temperature": 0,
+            "stream": True,
+            "return_token_ids": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
     assert status == 200 and headers["Content-Type"] == "text/event-stream"
-    events = [line[len("data: "):] for line in text.split("\n\n") if line.startswith("data: ")]
+    events = [line[len("data: ") :] for line in text.split("\n\n") if line.startswith("data: ")]
     assert events[-1] == "[DONE]"
     chunks = [json.loads(e) for e in events[:-1]]
     content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"])
     assert content == "5"
     assert [c["choices"][0]["finish_reason"] for c in chunks if c["choices"]][-1] == "stop"
     assert chunks[-1]["usage"]["completion_tokens"] == 2 and len({c["id"] for c in chunks}) == 1
-    _, _, text = http(url, "/v1/chat/completions", {"messages": QUESTION, "tools": TOOLS, "temperature": 0,
-                                                    "stream": True})
+    _, _, text = http(
+        url, "/v1/chat/completions", {"messages": QUESTION, "tools": TOOLS, "temperature": 0, "stream": True}
+    )
     chunks = [json.loads(line[6:]) for line in text.split("\n\n") if line.startswith("data: {")]
     calls = [c["choices"][0]["delta"]["tool_calls"] for c in chunks if "tool_calls" in c["choices"][0]["delta"]]
     assert calls and calls[0][0]["function"]["name"] == "ADD" and calls[0][0]["index"] == 0
@@ -126,10 +160,13 @@ def test_concurrent_requests_are_batched(served):
 
 def test_bad_requests_get_a_400_naming_the_parameter(served):
     _, url = served
-    for body, param in [({"messages": []}, "messages"), ({"messages": QUESTION, "temperature": 5}, "temperature"),
-                        ({"messages": QUESTION, "max_tokens": 0}, "max_tokens"),
-                        ({"messages": QUESTION, "stop": 3}, "stop"),
-                        ({"messages": [{"role": "user", "content": "x" * 500}]}, "messages")]:
+    for body, param in [
+        ({"messages": []}, "messages"),
+        ({"messages": QUESTION, "temperature": 5}, "temperature"),
+        ({"messages": QUESTION, "max_tokens": 0}, "max_tokens"),
+        ({"messages": QUESTION, "stop": 3}, "stop"),
+        ({"messages": [{"role": "user", "content": "x" * 500}]}, "messages"),
+    ]:
         status, _, text = http(url, "/v1/chat/completions", body)
         assert status == 400, body
         assert json.loads(text)["error"]["param"] == param
@@ -171,7 +208,15 @@ def test_the_greedy_prefix_serves_the_same_routes_at_temperature_0_whatever_the_
     try:
         url = session.serve(parse(ServeParams, {"maxBatch": 16}))["url"]
         assert http(url, "/greedy/v1/models")[0] == 200
-        body = {"messages": QUESTION, "tools": TOOLS, "temperature": 2.0, "n": 4, "seed": 3, "max_tokens": 8, "return_token_ids": True}
+        body = {
+            "messages": QUESTION,
+            "tools": TOOLS,
+            "temperature": 2.0,
+            "n": 4,
+            "seed": 3,
+            "max_tokens": 8,
+            "return_token_ids": True,
+        }
         texts = {}
         for prefix in ("", "/greedy"):
             status, _, text = http(url, prefix + "/v1/chat/completions", body)

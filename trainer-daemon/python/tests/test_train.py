@@ -1,4 +1,5 @@
 """Policy updates on the tiny model: direction of the update, LoRA, gradient accumulation, checkpoints."""
+
 import dataclasses
 import json
 
@@ -16,13 +17,16 @@ def sampled_transitions(session, count=8, seed=0):
     policy = session.policy
     prompts = [policy.render_prompt([{"role": "user", "content": f"{i} plus {i + 1}"}], None) for i in range(count)]
     outputs = generate(policy, prompts, [Sampling(max_tokens=12, seed=seed + i) for i in range(count)])
-    return [{"promptIds": p, "responseIds": o.ids, "logprobs": o.logprobs, "advantage": 1.0 if i % 2 == 0 else -1.0}
-            for i, (p, o) in enumerate(zip(prompts, outputs))]
+    return [
+        {"promptIds": p, "responseIds": o.ids, "logprobs": o.logprobs, "advantage": 1.0 if i % 2 == 0 else -1.0}
+        for i, (p, o) in enumerate(zip(prompts, outputs))
+    ]
 
 
 def total_logprobs(session, transitions):
-    result = sequence_logprobs(session.policy, [t["promptIds"] for t in transitions],
-                               [t["responseIds"] for t in transitions])
+    result = sequence_logprobs(
+        session.policy, [t["promptIds"] for t in transitions], [t["responseIds"] for t in transitions]
+    )
     return (result.logprobs * result.valid).sum(dim=1).detach()
 
 
@@ -134,8 +138,9 @@ def test_checkpoint_for_another_adapter_is_refused(tmp_path):
 
 def test_bad_params_name_the_field():
     with pytest.raises(BadParams, match=r"params.transitions\[0\].logprobs"):
-        parse(TrainParams, {"transitions": [{"promptIds": [1], "responseIds": [2, 3], "logprobs": [0.1],
-                                             "advantage": 1}]})
+        parse(
+            TrainParams, {"transitions": [{"promptIds": [1], "responseIds": [2, 3], "logprobs": [0.1], "advantage": 1}]}
+        )
     with pytest.raises(BadParams, match=r"params.adapter.rank must be integer"):
         parse(LoadParams, {"model": {"kind": "tiny"}, "adapter": {"kind": "lora", "rank": "8"}})
     with pytest.raises(BadParams, match=r"params.optimizer.learningRate is not a known field"):
@@ -167,8 +172,11 @@ def test_an_sft_lr_holds_for_that_call_only_and_a_resumed_load_takes_the_lr_aske
     session.sft(parse(SftParams, {"examples": examples, "steps": 2, "batchSize": 1, "lr": 1e-3}))
     assert [group["lr"] for group in session.optimizer.param_groups] == [3e-4]
     saved = session.save(parse(SaveParams, {"dir": str(tmp_path / "ckpt")}))
-    asked = dataclasses.replace(session.load_params, checkpoint=saved["path"],
-                                optimizer=dataclasses.replace(session.load_params.optimizer, lr=1e-4))
+    asked = dataclasses.replace(
+        session.load_params,
+        checkpoint=saved["path"],
+        optimizer=dataclasses.replace(session.load_params.optimizer, lr=1e-4),
+    )
     session.load(asked)
     assert [group["lr"] for group in session.optimizer.param_groups] == [1e-4]
     session.load(parse(LoadParams, {"checkpoint": saved["path"]}))

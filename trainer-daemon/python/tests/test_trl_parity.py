@@ -14,6 +14,7 @@ derives from a real `GRPOConfig` (loss_type, epsilon/epsilon_high, beta, max_com
 copied by the same rules), and a one-process stand-in for accelerate's Accelerator (gather/reduce are identities).
 `test_the_harness_sets_what_compute_loss_reads` fails when a TRL release reads an attribute the harness lacks.
 """
+
 import dis
 from pathlib import Path
 from types import SimpleNamespace
@@ -35,6 +36,7 @@ PROMPT = 6
 
 class _OneProcess:
     """What _compute_loss uses of accelerate's Accelerator, for a single process."""
+
     num_processes = 1
     is_main_process = True
     sync_gradients = True
@@ -77,6 +79,7 @@ def trl_loss(args: GRPOConfig, model, accumulation_steps: int) -> GRPOTrainer:
     trainer.epsilon_high = args.epsilon_high if args.epsilon_high is not None else args.epsilon
     trainer.beta = args.beta
     from collections import defaultdict
+
     trainer._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}
     return trainer
 
@@ -109,8 +112,14 @@ def _batch(session: Session, generator: torch.Generator) -> list[dict]:
         mask = [1] * length
         if i % 3 == 1:
             mask[1] = mask[2] = 0  # a tool result inside the response: no loss
-        transitions.append({"promptIds": pick(PROMPT), "responseIds": pick(length), "mask": mask,
-                            "advantage": float(torch.randn((), generator=generator))})
+        transitions.append(
+            {
+                "promptIds": pick(PROMPT),
+                "responseIds": pick(length),
+                "mask": mask,
+                "advantage": float(torch.randn((), generator=generator)),
+            }
+        )
     return transitions
 
 
@@ -135,10 +144,17 @@ def _trl_inputs(rows: list[dict], logprobs, references, max_length: int, tokens:
         tool_mask[i, :n] = torch.tensor(r["mask"])
         old[i, :n] = torch.tensor(logprobs[id(r)])
         ref[i, :n] = torch.tensor(references[id(r)])
-    return {"prompt_ids": torch.tensor([r["promptIds"] for r in rows]), "prompt_mask": torch.ones((len(rows), PROMPT), dtype=torch.long),
-            "completion_ids": completion, "completion_mask": completion_mask, "tool_mask": tool_mask,
-            "advantages": torch.tensor([r["advantage"] for r in rows]), "old_per_token_logps": old,
-            "ref_per_token_logps": ref, "num_items_in_batch": torch.tensor(tokens)}
+    return {
+        "prompt_ids": torch.tensor([r["promptIds"] for r in rows]),
+        "prompt_mask": torch.ones((len(rows), PROMPT), dtype=torch.long),
+        "completion_ids": completion,
+        "completion_mask": completion_mask,
+        "tool_mask": tool_mask,
+        "advantages": torch.tensor([r["advantage"] for r in rows]),
+        "old_per_token_logps": old,
+        "ref_per_token_logps": ref,
+        "num_items_in_batch": torch.tensor(tokens),
+    }
 
 
 VARIANTS = [
@@ -155,7 +171,9 @@ VARIANTS = [
 def test_the_harness_sets_what_compute_loss_reads(tmp_path):
     args = GRPOConfig(output_dir=str(tmp_path), report_to=[], bf16=False, use_cpu=True)
     harness = trl_loss(args, torch.nn.Linear(1, 1), 1)
-    read = _attributes_read(GRPOTrainer._compute_loss) | _attributes_read(GRPOTrainer._get_per_token_logps_and_entropies)
+    read = _attributes_read(GRPOTrainer._compute_loss) | _attributes_read(
+        GRPOTrainer._get_per_token_logps_and_entropies
+    )
     missing = sorted(n for n in read if not hasattr(harness, n))
     # Methods and properties of GRPOTrainer itself are there; the rest must be set by the harness.
     assert missing == [], f"trl {trl.__version__}: GRPOTrainer._compute_loss reads {missing}; extend trl_loss()"
@@ -165,8 +183,16 @@ def test_the_harness_sets_what_compute_loss_reads(tmp_path):
 def test_loss_and_gradients_match_trl(model_dir, tmp_path, loss_type, extra):
     torch.manual_seed(0)
     session = Session(lambda _: None)
-    session.load(parse(LoadParams, {"model": {"kind": "hf", "name": model_dir, "fromConfig": True},
-                                    "adapter": {"kind": "lora", "rank": 4, "trainNorms": False}, "seed": 0}))
+    session.load(
+        parse(
+            LoadParams,
+            {
+                "model": {"kind": "hf", "name": model_dir, "fromConfig": True},
+                "adapter": {"kind": "lora", "rank": 4, "trainNorms": False},
+                "seed": 0,
+            },
+        )
+    )
     generator = torch.Generator().manual_seed(1)
     _lora_off_zero(session, generator)
     rows = _batch(session, generator)
@@ -175,11 +201,13 @@ def test_loss_and_gradients_match_trl(model_dir, tmp_path, loss_type, extra):
 
     # Behaviour logprobs: the current policy's, shifted by noise so that ratios leave [1 - ε, 1 + ε] both ways.
     from lightning_trainer.train import sequence_logprobs
+
     with torch.no_grad():
         current = sequence_logprobs(session.policy, [r["promptIds"] for r in rows], [r["responseIds"] for r in rows])
         with session.policy.reference() as reference:
-            ref = sequence_logprobs(session.policy, [r["promptIds"] for r in rows], [r["responseIds"] for r in rows],
-                                    module=reference)
+            ref = sequence_logprobs(
+                session.policy, [r["promptIds"] for r in rows], [r["responseIds"] for r in rows], module=reference
+            )
     logprobs, references = {}, {}
     for i, r in enumerate(rows):
         n = len(r["responseIds"])
@@ -189,8 +217,18 @@ def test_loss_and_gradients_match_trl(model_dir, tmp_path, loss_type, extra):
         r["logprobs"] = logprobs[id(r)]
 
     # Ours: one epoch, the whole batch one minibatch, micro-batches of MICRO_BATCH.
-    params = parse(TrainParams, {"transitions": rows, "epochs": 1, "minibatch": len(rows), "microBatch": MICRO_BATCH,
-                                 "lossType": loss_type, "seed": 3, **extra})
+    params = parse(
+        TrainParams,
+        {
+            "transitions": rows,
+            "epochs": 1,
+            "minibatch": len(rows),
+            "microBatch": MICRO_BATCH,
+            "lossType": loss_type,
+            "seed": 3,
+            **extra,
+        },
+    )
     model.train()
     frozen = torch.optim.SGD(list(trainable.values()), lr=0.0)
     ours = policy_update(session.policy, frozen, 0.0, params, lambda _: None)
@@ -199,14 +237,25 @@ def test_loss_and_gradients_match_trl(model_dir, tmp_path, loss_type, extra):
 
     # TRL: the same micro-batches in the same order (policy_update's shuffle), one _compute_loss call each.
     order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(3)).tolist()
-    micro = [order[i:i + MICRO_BATCH] for i in range(0, len(order), MICRO_BATCH)]
+    micro = [order[i : i + MICRO_BATCH] for i in range(0, len(order), MICRO_BATCH)]
     tokens = float(sum(sum(r["mask"]) for r in rows))
     max_length = extra.get("maxResponseLength", max(len(r["responseIds"]) for r in rows))
-    args = GRPOConfig(output_dir=str(tmp_path), report_to=[], bf16=False, use_cpu=True, loss_type=loss_type, beta=extra.get("klCoef", 0.0),
-                      epsilon=extra.get("clip", 0.2), epsilon_high=extra.get("clipHigh"), temperature=1.0,
-                      max_completion_length=max_length, entropy_coef=extra.get("entropyCoef", 0.0),
-                      use_bias_correction_kl=extra.get("klBiasCorrection", False),
-                      steps_per_generation=len(micro), gradient_accumulation_steps=len(micro))
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        report_to=[],
+        bf16=False,
+        use_cpu=True,
+        loss_type=loss_type,
+        beta=extra.get("klCoef", 0.0),
+        epsilon=extra.get("clip", 0.2),
+        epsilon_high=extra.get("clipHigh"),
+        temperature=1.0,
+        max_completion_length=max_length,
+        entropy_coef=extra.get("entropyCoef", 0.0),
+        use_bias_correction_kl=extra.get("klBiasCorrection", False),
+        steps_per_generation=len(micro),
+        gradient_accumulation_steps=len(micro),
+    )
     trainer = trl_loss(args, model, len(micro))
     model.zero_grad(set_to_none=True)
     model.train()

@@ -1,4 +1,5 @@
 """The worker protocol over a real subprocess: ready line, responses, typed errors with tracebacks, shutdown."""
+
 import json
 import subprocess
 import sys
@@ -10,9 +11,15 @@ from conftest import TINY, http, worker_env
 
 class Worker:
     def __init__(self):
-        self.process = subprocess.Popen([sys.executable, "-m", "lightning_trainer.worker"], env=worker_env(),
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        text=True, bufsize=1)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "lightning_trainer.worker"],
+            env=worker_env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            bufsize=1,
+        )
         self.next_id = 0
 
     def line(self) -> dict:
@@ -22,8 +29,9 @@ class Worker:
 
     def call(self, method: str, params=None) -> dict:
         self.next_id += 1
-        self.process.stdin.write(json.dumps({"type": "request", "id": self.next_id, "method": method,
-                                             "params": params or {}}) + "\n")
+        self.process.stdin.write(
+            json.dumps({"type": "request", "id": self.next_id, "method": method, "params": params or {}}) + "\n"
+        )
         while True:
             message = self.line()
             if message["type"] == "response":
@@ -76,17 +84,31 @@ def test_methods_errors_and_shutdown(worker, tmp_path):
 
     # progress events arrive before the response
     worker.next_id += 1
-    worker.process.stdin.write(json.dumps({"type": "request", "id": worker.next_id, "method": "train", "params": {
-        "transitions": [{"promptIds": tokens["ids"], "responseIds": [65, 10], "advantage": 1.0, "logprobs": None}],
-        "epochs": 2}}) + "\n")
+    worker.process.stdin.write(
+        json.dumps(
+            {
+                "type": "request",
+                "id": worker.next_id,
+                "method": "train",
+                "params": {
+                    "transitions": [
+                        {"promptIds": tokens["ids"], "responseIds": [65, 10], "advantage": 1.0, "logprobs": None}
+                    ],
+                    "epochs": 2,
+                },
+            }
+        )
+        + "\n"
+    )
     events = []
     while (message := worker.line())["type"] == "event":
         events.append(message)
     assert [e["data"]["epoch"] for e in events] == [0, 1] and message["result"]["step"] == 1
 
     url = worker.call("serve", {})["result"]["url"]
-    status, _, text = http(url, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
-                                                         "max_tokens": 3})
+    status, _, text = http(
+        url, "/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3}
+    )
     assert status == 200 and json.loads(text)["usage"]["completion_tokens"] <= 3
 
     saved = worker.call("save", {"dir": str(tmp_path / "ckpt")})["result"]

@@ -4,6 +4,7 @@
 Warm-start demonstrations pick the tool at random, so SFT teaches the format and copying but not the routing.
 Reward 1 when the final answer is right; both calls get the episode's GRPO advantage (identical credit).
 """
+
 import json
 from dataclasses import dataclass
 
@@ -13,8 +14,16 @@ from lightning_trainer.schema import parse
 
 OPS = {"plus": ("ADD", lambda a, b: a + b), "minus": ("SUB", lambda a, b: a - b), "times": ("MUL", lambda a, b: a * b)}
 TOOL_FNS = {name: fn for name, fn in OPS.values()}
-TOOLS = [{"type": "function", "function": {"name": name, "parameters": {
-    "type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}} for name in TOOL_FNS]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+        },
+    }
+    for name in TOOL_FNS
+]
 
 
 @dataclass
@@ -37,8 +46,11 @@ def tasks(count, rng):
 
 
 def call(name, a, b):
-    return {"tool_calls": [{"id": "c", "type": "function", "function": {"name": name,
-                                                                        "arguments": json.dumps({"a": a, "b": b})}}]}
+    return {
+        "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": name, "arguments": json.dumps({"a": a, "b": b})}}
+        ]
+    }
 
 
 def demonstrations(items, rng):
@@ -47,9 +59,13 @@ def demonstrations(items, rng):
         tool = rng.choice(list(TOOL_FNS))
         first = call(tool, task.a, task.b)
         examples.append({"messages": task.messages, "tools": TOOLS, "completion": first})
-        second = task.messages + [{"role": "assistant", **first},
-                                  {"role": "tool", "tool_call_id": "c", "content": str(TOOL_FNS[tool](task.a, task.b))}]
-        examples.append({"messages": second, "tools": TOOLS, "completion": {"content": str(TOOL_FNS[tool](task.a, task.b))}})
+        second = task.messages + [
+            {"role": "assistant", **first},
+            {"role": "tool", "tool_call_id": "c", "content": str(TOOL_FNS[tool](task.a, task.b))},
+        ]
+        examples.append(
+            {"messages": second, "tools": TOOLS, "completion": {"content": str(TOOL_FNS[tool](task.a, task.b))}}
+        )
     return examples
 
 
@@ -67,8 +83,10 @@ def episodes(session, items, rng, temperature=1.0):
             fn = tool_calls[0]["function"]
             args = json.loads(fn["arguments"])
             result = TOOL_FNS[fn["name"]](args["a"], args["b"])
-            messages = task.messages + [{"role": "assistant", "tool_calls": tool_calls},
-                                        {"role": "tool", "tool_call_id": "c", "content": str(result)}]
+            messages = task.messages + [
+                {"role": "assistant", "tool_calls": tool_calls},
+                {"role": "tool", "tool_call_id": "c", "content": str(result)},
+            ]
             follow.append(policy.render_prompt(messages, TOOLS))
             follow_index.append(i)
     rewards = [0.0] * len(items)
@@ -91,7 +109,7 @@ def grpo_iteration(session, pool, rng, tasks_per_iteration=16, group=8):
     rewards, calls = episodes(session, chosen, rng)
     transitions = []
     for g in range(tasks_per_iteration):
-        block = rewards[g * group:(g + 1) * group]
+        block = rewards[g * group : (g + 1) * group]
         mean = sum(block) / group
         std = (sum((r - mean) ** 2 for r in block) / group) ** 0.5
         if std == 0:
@@ -99,13 +117,32 @@ def grpo_iteration(session, pool, rng, tasks_per_iteration=16, group=8):
         for k in range(g * group, (g + 1) * group):
             transitions += [{**c, "advantage": (rewards[k] - mean) / (std + 1e-6)} for c in calls[k]]
     if transitions:
-        session.train(parse(TrainParams, {"transitions": transitions, "epochs": 2, "minibatch": 128,
-                                          "microBatch": 128, "seed": rng.randrange(1 << 30)}))
+        session.train(
+            parse(
+                TrainParams,
+                {
+                    "transitions": transitions,
+                    "epochs": 2,
+                    "minibatch": 128,
+                    "microBatch": 128,
+                    "seed": rng.randrange(1 << 30),
+                },
+            )
+        )
     return sum(rewards) / len(rewards)
 
 
 def warm_start(session, pool, rng, threshold):
-    return session.sft(parse(SftParams, {"examples": demonstrations(pool, rng), "steps": 600, "batchSize": 32,
-                                         "lr": 3e-3, "seed": rng.randrange(1 << 30),
-                                         "untilSampledAccuracy": {"threshold": threshold, "every": 10,
-                                                                  "samples": 64}}))
+    return session.sft(
+        parse(
+            SftParams,
+            {
+                "examples": demonstrations(pool, rng),
+                "steps": 600,
+                "batchSize": 32,
+                "lr": 3e-3,
+                "seed": rng.randrange(1 << 30),
+                "untilSampledAccuracy": {"threshold": threshold, "every": 10, "samples": 64},
+            },
+        )
+    )
