@@ -139,7 +139,7 @@ export class DaemonSupervisor implements vscode.Disposable {
     const child = spawn(runtime.command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
     this.child = child;
     const stderrTail: string[] = [];
-    readline.createInterface({ input: child.stderr! }).on('line', (line) => {
+    readline.createInterface({ input: child.stderr }).on('line', (line) => {
       stderrTail.push(line);
       if (stderrTail.length > 20) stderrTail.shift();
       this.logDaemonLine(line);
@@ -151,7 +151,7 @@ export class DaemonSupervisor implements vscode.Disposable {
           new DaemonStartError(`the daemon gave no ready line within ${READY_TIMEOUT_MS / 1000} s`, 'no_ready_line'),
         );
       }, READY_TIMEOUT_MS);
-      const stdout = readline.createInterface({ input: child.stdout! });
+      const stdout = readline.createInterface({ input: child.stdout });
       stdout.once('line', (line) => {
         clearTimeout(timer);
         const first = parseCliLine(line);

@@ -147,7 +147,7 @@ export class OptimizePrompt {
         .map((other) => ({
           label: other.name,
           description: `its val split, or all ${other.taskCount} tasks`,
-          value: other.name as string | null,
+          value: other.name,
         })),
     ];
     const pick = await vscode.window.showQuickPick(picks, {

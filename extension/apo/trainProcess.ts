@@ -33,13 +33,13 @@ export function startTrainProcess(options: TrainProcessOptions): TrainProcess {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const stderrTail: string[] = [];
-  readline.createInterface({ input: child.stderr! }).on('line', (line) => {
+  readline.createInterface({ input: child.stderr }).on('line', (line) => {
     stderrTail.push(line);
     if (stderrTail.length > 10) stderrTail.shift();
     options.onProgress(line.replace(/^apo: /, ''));
   });
   let result: ApoResult | undefined;
-  readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+  readline.createInterface({ input: child.stdout }).on('line', (line) => {
     const event = parseTrainLine(line);
     if (event?.event === 'training-started') options.onStarted(event.runId);
     if (event?.event === 'training-finished') result = event.result;

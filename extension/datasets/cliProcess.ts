@@ -49,8 +49,8 @@ export class LightningCli {
     });
     let stdout = '';
     const stderr: string[] = [];
-    child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    readline.createInterface({ input: child.stderr! }).on('line', (line) => {
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
+    readline.createInterface({ input: child.stderr }).on('line', (line) => {
       // JSON lines are the CLI's progress (`--progress json`) and its logs: the caller reads the first, the log keeps both.
       if (line.startsWith('{')) this.log.debug(`[cli] ${line}`);
       else stderr.push(line);

@@ -55,7 +55,7 @@ async function runSeed(seed: number, iterations: number, work: string): Promise<
       env: { ...process.env, LIGHTNING_DEMO_SEED: String(seed), LIGHTNING_DEMO_ITERATIONS: String(iterations) },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    child.stdout.on('data', (chunk: Buffer) => process.stderr.write(`[seed ${seed}] ${chunk}`));
+    child.stdout.on('data', (chunk: Buffer) => process.stderr.write(`[seed ${seed}] ${chunk.toString()}`));
     child.on('close', resolve);
   });
   const seconds = (performance.now() - started) / 1000;

@@ -41,7 +41,7 @@ async function daemonStartMs(node: string, dir: string, n = 5): Promise<number> 
     });
     await new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`${node}: no ready line in 20 s`)), 20_000);
-      readline.createInterface({ input: child.stdout! }).once('line', () => {
+      readline.createInterface({ input: child.stdout }).once('line', () => {
         clearTimeout(timer);
         resolve();
       });

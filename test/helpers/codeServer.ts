@@ -176,8 +176,8 @@ async function installVsix(
   const [command, args] = wrap(codeServer, [...common, '--install-extension', vsix]);
   const child = spawn(command, args, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk.toString()));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   if (code !== 0 || !/successfully installed/i.test(output))
     throw new Error(`installing ${vsix} failed (exit ${code}): ${output}`);
@@ -280,6 +280,7 @@ export async function answerInputBox(page: Page, title: string, value?: string):
       if (message && message.trim() && (await box.locator('.inputBox.error, .monaco-inputbox.error').count()) > 0)
         throw new Error(
           `the input box "${title}" refused ${JSON.stringify(value ?? (await input.inputValue()))}: ${message.trim()}`,
+          { cause: error },
         );
       if (attempt === 4) throw error;
     }

@@ -31,11 +31,11 @@ export async function startDaemon(
     env: { ...process.env, ...env },
   });
   let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk.toString()));
   const exited = new Promise<number | string>((resolve) =>
     child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)),
   );
-  const lines = readline.createInterface({ input: child.stdout! });
+  const lines = readline.createInterface({ input: child.stdout });
   const ready = await new Promise<ReadyMessage>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`daemon gave no ready line in 10 s; stderr:\n${stderr}`)), 10_000);
     lines.once('line', (line) => {
@@ -87,8 +87,8 @@ export function runCli(args: string[], options: { cwd?: string; env?: NodeJS.Pro
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk.toString()));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk.toString()));
     child.once('error', reject);
     child.once('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
   });

@@ -56,7 +56,7 @@ export async function startFaultyUpstream(scripted: ScriptedUpstream): Promise<F
     req.on('data', (piece: Buffer) => chunks.push(piece));
     req.on('end', () => {
       const raw = Buffer.concat(chunks);
-      let model = '';
+      let model: string;
       try {
         model = String((JSON.parse(raw.toString('utf8') || '{}') as { model?: unknown }).model ?? '');
       } catch {

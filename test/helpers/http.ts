@@ -18,7 +18,7 @@ export function post(
       const result = (): PostResult => ({
         status: response.statusCode ?? 0,
         body: text,
-        retryAfter: response.headers['retry-after'] as string | undefined,
+        retryAfter: response.headers['retry-after'],
       });
       response.setEncoding('utf8').on('data', (chunk: string) => (text += chunk));
       response.on('end', () => resolve(result()));

@@ -29,7 +29,7 @@ function anthropicWantsTool(body: Body): boolean {
   const last = messages.at(-1);
   const hasResult =
     Array.isArray(last?.content) &&
-    (last!.content as Array<{ type?: string }>).some((block) => block.type === 'tool_result');
+    (last.content as Array<{ type?: string }>).some((block) => block.type === 'tool_result');
   return Array.isArray(body.tools) && body.tools.length > 0 && !hasResult;
 }
 

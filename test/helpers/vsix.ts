@@ -39,8 +39,8 @@ export async function buildFixtureVsix(name: string): Promise<string> {
 
 function collect(child: ChildProcess): Promise<{ code: number | null; output: string }> {
   let output = '';
-  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+  child.stdout!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk.toString()));
+  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (output += chunk.toString()));
   return new Promise((resolve) => child.on('close', (code) => resolve({ code, output })));
 }
 

@@ -101,7 +101,7 @@ test('apo: trainingRuns/cancel from another client stops the run and its agents;
     },
   );
   let stdout = '';
-  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk));
+  child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
   const live = await waitFor(() => findDaemon(path.join(cwd, '.lightning', 'store.db')), 'the daemon', 10_000);
   const client = await RpcClient.connect(live.info.url, live.token);

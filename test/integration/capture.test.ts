@@ -423,8 +423,8 @@ test('Ctrl-C on lightning run stops the agent and marks the rollout cancelled (e
   );
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (c: Buffer) => (stdout += c));
-  child.stderr.on('data', (c: Buffer) => (stderr += c));
+  child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   await waitFor(() => stdout.includes('agent up'), 'the agent to start');
   child.kill('SIGINT');
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
@@ -447,7 +447,7 @@ test('lightning run uses the daemon that owns the store when one runs', async (t
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stderr = '';
-  child.stderr.on('data', (c: Buffer) => (stderr += c));
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   assert.equal(code, 0, stderr);
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);

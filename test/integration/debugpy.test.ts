@@ -189,7 +189,7 @@ test('Debug with Lightning on a Python agent under debugpy: breakpoint hit, roll
   const finished = await client.request('transitionRollout', {
     id: run.rollout.id,
     ...finalStatus(exited.body!.exitCode as number),
-    exitCode: exited.body!.exitCode as number,
+    exitCode: exited.body!.exitCode,
   });
   assert.equal(finished.status, 'succeeded');
   const detail = await client.request('getRollout', { id: run.rollout.id });

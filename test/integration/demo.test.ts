@@ -25,8 +25,8 @@ test('npm run demo (shortened) trains the sample agent offline and leaves the ru
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  child.stdout.on('data', (chunk: Buffer) => (out += chunk));
-  child.stderr.on('data', (chunk: Buffer) => (out += chunk));
+  child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
   assert.equal(code, 0, out);
   assert.match(out, /^ITER\s+REWARD\s+VAL\s+LOSS/m);

@@ -227,7 +227,7 @@ test('parallel lightning runs in a fresh folder share the first one’s daemon a
           stdio: ['ignore', 'ignore', 'pipe'],
         });
         let stderr = '';
-        child.stderr.on('data', (c: Buffer) => (stderr += c));
+        child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
         child.on('close', (code) => resolve({ code, stderr }));
       }),
   );

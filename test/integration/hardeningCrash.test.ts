@@ -36,7 +36,7 @@ test('kill -9 the daemon mid-rollout: same port again, lightning run finishes it
     { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } },
   );
   let stderr = '';
-  run.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  run.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk.toString()));
   const runExit = new Promise<number | null>((resolve) => run.once('close', resolve));
   t.after(() => run.kill('SIGKILL'));
   await waitFor(

@@ -308,7 +308,7 @@ test('dataset run --ray: Ctrl-C cancels the Ray tasks, the agents on the node st
     { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk.toString()));
   const pidFile = path.join(cwd, 'pids');
   const pids = await waitFor(
     () => {

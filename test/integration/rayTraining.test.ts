@@ -217,7 +217,7 @@ test("train --ray: Ctrl-C cancels the run, its agents on the node stop, and the 
     { cwd, env: { ...process.env, OPENAI_BASE_URL: '', OPENAI_API_KEY: '' }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk.toString()));
   const code = new Promise<number | null>((resolve) => child.once('close', resolve));
   const pidFile = path.join(cwd, 'pids');
   const pids = await waitFor(

@@ -195,8 +195,8 @@ describe('automatic rewards through the daemon', () => {
     const child = spawn(process.execPath, [CLI, 'score', '--json'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk));
+    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk.toString()));
+    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
     await waitFor(() => stderr.includes('scored 256/600'), 'the first chunk', 60_000);
     child.kill('SIGINT');

@@ -135,7 +135,7 @@ test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; -
     { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const pidFiles = (): string[] => fs.readdirSync(cwd).filter((name) => name.startsWith('pids-'));
   await waitFor(() => pidFiles().length === 2, 'both hanging agents to start', 10_000);
   child.kill('SIGINT');
@@ -221,7 +221,7 @@ test('dataset run --resume: stops the agents a runner that died left running (th
     { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';
-  runner.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  runner.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const pidFiles = (): string[] => fs.readdirSync(cwd).filter((name) => name.startsWith('pids-'));
   await waitFor(() => pidFiles().length === 2, 'both hanging agents to start', 10_000);
   const batchId = /batch (batch-[0-9a-f]+)/.exec(stderr)![1]!;
@@ -281,10 +281,12 @@ test(
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let output = '';
-      child.stdout.on('data', (chunk: Buffer) => (output += chunk));
+      child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
       child.on('close', (code) => resolve({ code, output }));
     });
     assert.equal(run.code, 0, run.output);
+    // The progress line is redrawn with a carriage return and an erase-line escape.
+    // eslint-disable-next-line no-control-regex
     assert.match(run.output, /\r\x1b\[K\[#{24}\] 4\/4 · 4 ok/);
     assert.doesNotMatch(run.output, /^\[\d\/4\] ro-/m, 'no per-attempt lines for attempts that succeeded');
     assert.equal(

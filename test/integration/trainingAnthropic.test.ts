@@ -71,7 +71,7 @@ test('lightning train trains an Anthropic-SDK agent on the tiny policy, with exa
     items: [run],
   } = await client.request('listTrainingRuns', {});
   assert.equal(run?.status, 'succeeded', run?.error ?? trained.stderr);
-  const detail = await client.request('getTrainingRun', { id: run!.id });
+  const detail = await client.request('getTrainingRun', { id: run.id });
   assert.deepEqual(
     metricPoints(detail.metrics, 'reward/mean').map((p) => p.step),
     [1, 2],
@@ -79,7 +79,7 @@ test('lightning train trains an Anthropic-SDK agent on the tiny policy, with exa
   assert.equal(detail.checkpoints.length, 2);
 
   // The training rollouts' calls: the agent's Messages API requests, answered with the policy's token ids.
-  const { items: rollouts } = await client.request('listRollouts', { batchId: `${run!.id}-train-1`, limit: 100 });
+  const { items: rollouts } = await client.request('listRollouts', { batchId: `${run.id}-train-1`, limit: 100 });
   assert.equal(rollouts.length, 16);
   const spans = (await client.request('listSpans', { rolloutId: rollouts[0]!.id })).items.filter(
     (s) => s.category === 'llm',

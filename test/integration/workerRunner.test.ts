@@ -250,7 +250,7 @@ test('dataset run --workers: Ctrl-C stops the workers and cancels the unfinished
     { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   // Two workers × two loops take all three rollouts, so the count of starts may pass 2 between polls: wait on the workers.
   await waitFor(
     () =>

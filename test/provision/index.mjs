@@ -136,6 +136,56 @@ export function ensurePythonVenv() {
   const dir = path.join(CACHE, 'python', `venv-${version}-${hashOf(PYTHON_REQUIREMENTS)}`);
   const python = path.join(dir, 'bin', 'python');
   if (fs.existsSync(path.join(dir, '.complete'))) return python;
+  // A venv is built in place, so two runs at once (two terminals, parallel test runs) take turns on it.
+  const release = lockOrWait(`${dir}.lock`, () => fs.existsSync(path.join(dir, '.complete')));
+  if (!release) return python;
+  try {
+    return buildVenv(base, version, dir, python);
+  } finally {
+    release();
+  }
+}
+
+/**
+ * Takes the lock folder `lock` (holding its owner's pid) and returns its release, or waits while a live process
+ * holds it and returns null once `ready()` says the owner finished; a dead owner's lock is taken over.
+ */
+function lockOrWait(lock, ready) {
+  const sleeper = new Int32Array(new SharedArrayBuffer(4));
+  let said = false;
+  fs.mkdirSync(path.dirname(lock), { recursive: true });
+  for (;;) {
+    try {
+      fs.mkdirSync(lock);
+      fs.writeFileSync(path.join(lock, 'pid'), String(process.pid));
+      return () => fs.rmSync(lock, { recursive: true, force: true });
+    } catch (error) {
+      if (error.code !== 'EEXIST') throw error;
+    }
+    if (ready()) return null;
+    const owner = Number(fs.readFileSync(path.join(lock, 'pid'), { encoding: 'utf8', flag: 'a+' }) || 0);
+    if (!owner || !alive(owner)) {
+      fs.rmSync(lock, { recursive: true, force: true });
+      continue;
+    }
+    if (!said)
+      say(`waiting for process ${owner}, which is building ${path.relative(REPO, lock.replace(/\.lock$/, ''))}`);
+    said = true;
+    Atomics.wait(sleeper, 0, 0, 2_000);
+  }
+}
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return error.code === 'EPERM';
+  }
+}
+
+function buildVenv(base, version, dir, python) {
+  if (fs.existsSync(path.join(dir, '.complete'))) return python;
   say(
     `creating the trainer worker's test venv in ${path.relative(REPO, dir)} (pip install -r ${path.relative(REPO, PYTHON_REQUIREMENTS)}; minutes the first time)`,
   );
@@ -169,6 +219,43 @@ function installVenv(base, dir) {
     '-r',
     PYTHON_REQUIREMENTS,
   ]);
+}
+
+/** ruff (the Python linter and formatter `npm run lint` runs), pinned by test/provision/ruff/requirements.txt. */
+export function ensureRuff() {
+  const requirements = path.join(MANIFESTS, 'ruff', 'requirements.txt');
+  const stamp = hashOf(requirements);
+  const dir = path.join(CACHE, 'python', 'ruff');
+  const ruff = path.join(dir, 'bin', 'ruff');
+  if (fs.existsSync(path.join(dir, '.complete')) && fs.readFileSync(path.join(dir, '.complete'), 'utf8') === stamp)
+    return ruff;
+  const base = basePython();
+  if (!base) throw new ProvisionError('npm run lint needs python3 with its venv module for ruff: install python3-venv');
+  say(
+    `installing ruff into ${path.relative(REPO, dir)} (the Python linter and formatter; pinned by test/provision/ruff/requirements.txt)`,
+  );
+  const release = lockOrWait(
+    `${dir}.lock`,
+    () => fs.existsSync(path.join(dir, '.complete')) && fs.readFileSync(path.join(dir, '.complete'), 'utf8') === stamp,
+  );
+  if (!release) return ruff;
+  try {
+    fs.rmSync(dir, { recursive: true, force: true });
+    run(base, ['-m', 'venv', dir]);
+    run(path.join(dir, 'bin', 'pip'), [
+      'install',
+      '-qq',
+      '--retries',
+      '0',
+      '--disable-pip-version-check',
+      '-r',
+      requirements,
+    ]);
+    fs.writeFileSync(path.join(dir, '.complete'), stamp);
+    return ruff;
+  } finally {
+    release();
+  }
 }
 
 // ------------------------------------------------------------------------------------ npm installs
@@ -304,6 +391,7 @@ function nodeHeaders() {
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
   const steps = {
     python: () => console.log(ensurePythonVenv()),
+    ruff: () => console.log(ensureRuff()),
     node24: () => console.log(ensureNode(24).node),
     driver: () => console.log(ensureBrowserDriver()),
     'driver-types': () => ensureNpmInstall('driver', { why: "the e2e suite's browser driver, for its types" }),

@@ -98,7 +98,7 @@ describe('Run Dataset: a launch configuration as an agent command', () => {
       ],
       [{}, /cannot be run without the debugger: it has no "program"/],
       [{ type: 'python' }, /neither "program" nor "module"/],
-      [{ program: 'a.js', args: [1, 2] as unknown as string[] }, /args must be a string or a list of strings/],
+      [{ program: 'a.js', args: [1, 2] as unknown }, /args must be a string or a list of strings/],
     ];
     for (const [config, expected] of refusals) {
       const result = launchToCommand(launch(config), context);

@@ -1,3 +1,5 @@
+// Literals with more digits than a double holds say the exact decimal meant; the closest double is compared.
+/* eslint-disable no-loss-of-precision */
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';

@@ -95,7 +95,7 @@ describe('LLM call outcomes', () => {
     assert.equal(spanOutcome(failed).kind, 'upstream_error');
     const deep: Record<string, unknown> = {};
     let level = deep;
-    for (let i = 0; i < RECORD_LIMITS.maxDepth + 2; i += 1) level = (level.next = {}) as Record<string, unknown>;
+    for (let i = 0; i < RECORD_LIMITS.maxDepth + 2; i += 1) level = level.next = {};
     assert.deepEqual(spanOutcome(scrubSpan(llmSpan({ attributes: { 'lightning.request': deep as never } }))), {
       kind: 'truncated',
       limit: 'depth',
@@ -236,7 +236,7 @@ describe('LLM call outcomes', () => {
       completionTokens: 0,
     } as Trajectory['rollout'];
     const skipped = noSkippedCalls();
-    const scoring = toScoringTrajectory({ rollout, spans, rewards: [] } as unknown as Trajectory, skipped);
+    const scoring = toScoringTrajectory({ rollout, spans, rewards: [] }, skipped);
     assert.equal(scoring.finalAnswer, 'Paris.');
     assert.equal(scoring.steps, 1);
     assert.deepEqual(skipped, { upstreamError: 0, cancelled: 1, truncated: 0 });

@@ -83,7 +83,7 @@ function usageOf(
   const usage = response?.usage;
   if (usage === null || typeof usage !== 'object' || Array.isArray(usage)) return { input: null, output: null };
   const pick = (...keys: string[]): number | null => {
-    for (const key of keys) if (typeof usage[key] === 'number') return usage[key] as number;
+    for (const key of keys) if (typeof usage[key] === 'number') return usage[key];
     return null;
   };
   return api === 'responses'

@@ -92,7 +92,7 @@ export class TranslatingProxy {
     let firstByteMs: number | null = null;
     const retryOf = call.json ? this.retries.retryOf(call.rolloutId, call.body) : null;
     // The answer (or error) is sent only once the call's record is committed, as the recording proxy does.
-    let reply: () => void = () => undefined;
+    let reply: () => void;
     try {
       const upstream = await fetch(`${base}/chat/completions`, {
         method: 'POST',

@@ -10,7 +10,7 @@ import { RpcClient } from '../protocol/connection';
 
 export interface DaemonConnection {
   readonly client: RpcClient;
-  close(): Promise<void>;
+  readonly close: () => Promise<void>;
 }
 
 /**

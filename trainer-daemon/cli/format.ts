@@ -2,9 +2,9 @@
 import { formatDuration } from '../protocol/format';
 
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {
-  const widths = headers.map((header, column) =>
-    Math.max(header.length, ...rows.map((row) => (row[column] ?? '').length)),
-  );
+  // A loop, not a spread into Math.max: a 300k-row table would overflow the stack.
+  const widths = headers.map((header) => header.length);
+  for (const row of rows) row.forEach((cell, column) => (widths[column] = Math.max(widths[column] ?? 0, cell.length)));
   const line = (cells: readonly string[]): string =>
     cells
       .map((cell, column) => cell.padEnd(widths[column]!))

@@ -70,7 +70,7 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
 
   const startMs = nanosToMs(otlp.startTimeUnixNano);
   // Scrubbed and cut to size where every span enters the store (secrets.ts#scrubSpan).
-  const attributes = otlp.attributes as Attributes;
+  const attributes = otlp.attributes;
   const category = categorize(otlp.name, attributes);
   const usage = category === 'llm' ? tokenUsage(attributes) : { promptTokens: null, completionTokens: null };
   const statusCode = STATUS_CODES[otlp.status.code] ?? 'unset';
@@ -98,7 +98,7 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
     events: otlp.events.map((event) => ({
       name: event.name,
       timeMs: event.timeUnixNano === '0' ? startMs : nanosToMs(event.timeUnixNano),
-      attributes: event.attributes as Attributes,
+      attributes: event.attributes,
     })),
     ...usage,
   };

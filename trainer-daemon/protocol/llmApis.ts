@@ -139,7 +139,7 @@ export function anthropicResponseToChat(response: JsonObject): JsonObject {
   const [message] = anthropicMessageToChat({ role: 'assistant', content: response.content ?? [] });
   const usage = isObject(response.usage) ? response.usage : {};
   const input = ['input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'].reduce(
-    (sum, key) => sum + (typeof usage[key] === 'number' ? (usage[key] as number) : 0),
+    (sum, key) => sum + (typeof usage[key] === 'number' ? usage[key] : 0),
     0,
   );
   const output = typeof usage.output_tokens === 'number' ? usage.output_tokens : 0;

@@ -27,7 +27,11 @@ export class WebSocketMessageReader extends AbstractMessageReader implements Mes
 
   listen(callback: DataCallback): Disposable {
     const onMessage = (data: WebSocket.RawData, isBinary: boolean): void => {
-      const text = isBinary ? '' : data.toString();
+      const text = isBinary
+        ? ''
+        : Buffer.isBuffer(data)
+          ? data.toString('utf8')
+          : Buffer.concat(Array.isArray(data) ? data : [Buffer.from(data)]).toString('utf8');
       let message: unknown;
       try {
         message = JSON.parse(text);

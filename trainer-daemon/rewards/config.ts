@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { describeIssues, RewardsFile, RewardSpec, type RewardSourceConfig, type RewardSpecInput } from '../protocol';
+import { describeIssues, RewardsFile, RewardSpec, type RewardSourceConfig } from '../protocol';
 import { InvalidInputError, NotFoundError } from '../protocol/errors';
 import { assertNever } from '../protocol/assert';
 import { parseJsonText, readFileBounded } from '../util/readFileBounded';
@@ -56,7 +56,7 @@ export function resolveSpec(spec: RewardSpec, baseDir: string, where: string): R
 }
 
 /** Checks an inline spec (from the RPC or a run configuration). */
-export function parseSpec(raw: RewardSpecInput | unknown, baseDir: string, where = 'spec'): ResolvedSpec {
+export function parseSpec(raw: unknown, baseDir: string, where = 'spec'): ResolvedSpec {
   const parsed = RewardSpec.safeParse(raw);
   if (!parsed.success) throw new InvalidInputError(describeIssues(parsed.error, where));
   return resolveSpec(parsed.data, baseDir, where);
@@ -115,5 +115,5 @@ export function judgeKeys(file: LoadedRewardsFile, env: NodeJS.ProcessEnv): Reco
   const names = allSpecs(file).flatMap((s) =>
     s.spec.sources.flatMap((source) => (source.type === 'judge' ? [source.apiKeyEnv] : [])),
   );
-  return Object.fromEntries(names.flatMap((name) => (env[name] ? [[name, env[name]!]] : [])));
+  return Object.fromEntries(names.flatMap((name) => (env[name] ? [[name, env[name]]] : [])));
 }

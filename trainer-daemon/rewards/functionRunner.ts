@@ -52,6 +52,8 @@ async function moduleUrl(file: string): Promise<string> {
   if (!/\.(c|m)?tsx?$/.test(file)) return pathToFileURL(file).href;
   let esbuild: typeof import('esbuild');
   try {
+    // Loaded on first use only, and optional: the reward's module may be JavaScript.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
     esbuild = require('esbuild') as typeof import('esbuild');
   } catch {
     throw new InvalidInputError(

@@ -31,6 +31,8 @@ function ort(): typeof Ort {
         'score with rules, a reward function or an LLM judge here, or run Lightning on Linux or an Apple Silicon Mac (e.g. over Remote - SSH).',
     );
   }
+  // Loaded on first use only: the native runtime costs start-up and is absent on some platforms.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
   return require('onnxruntime-node') as typeof Ort;
 }
 

@@ -118,7 +118,7 @@ function compareAnswer(rule: AnswerRule, answer: string, expected: Json): Verdic
       try {
         regex = new RegExp(pattern, rule.flags);
       } catch (error) {
-        throw new Error(`invalid pattern ${JSON.stringify(pattern)}: ${(error as Error).message}`);
+        throw new Error(`invalid pattern ${JSON.stringify(pattern)}: ${(error as Error).message}`, { cause: error });
       }
       return match(regex.test(answer), `pattern /${pattern}/${rule.flags}`);
     }

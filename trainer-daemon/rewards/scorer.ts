@@ -206,7 +206,7 @@ export class RewardScorer {
       const key = taskKey(item.task, item.trajectory.rolloutId);
       groups.set(key, [...(groups.get(key) ?? []), k]);
     });
-    const outcomes: SourceOutcome[] = new Array(items.length);
+    const outcomes = new Array<SourceOutcome>(items.length);
     await mapLimit([...groups.values()], concurrency, async (indexes) => {
       if (indexes.length < 2) {
         outcomes[indexes[0]!] = {
@@ -233,7 +233,7 @@ export class RewardScorer {
 
 /** `fn` over `items` with at most `limit` calls in flight; results in order. */
 async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = new Array(items.length);
+  const results = new Array<R>(items.length);
   let next = 0;
   const worker = async (): Promise<void> => {
     for (let i = next++; i < items.length; i = next++) results[i] = await fn(items[i]!);

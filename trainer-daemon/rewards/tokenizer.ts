@@ -64,6 +64,8 @@ function normalizerOf(node: Node | null): Normalize {
       const lowercase = node.lowercase !== false;
       const strip = node.strip_accents === true || (node.strip_accents == null && lowercase);
       return (text) => {
+        // BERT's normaliser drops NUL and replacement characters and maps other control characters to spaces.
+        // eslint-disable-next-line no-control-regex
         let out = text.replace(/[\u0000\ufffd\p{Cc}]/gu, (c) => (/\s/.test(c) ? ' ' : ''));
         if (node.handle_chinese_chars !== false) out = out.replace(/[\u4e00-\u9fff\u3400-\u4dbf]/g, (c) => ` ${c} `);
         if (lowercase) out = out.toLowerCase();
@@ -86,9 +88,9 @@ function splitBy(regex: RegExp, keepMatches: boolean): PreTokenize {
       const out: string[] = [];
       let last = 0;
       for (const m of piece.matchAll(regex)) {
-        if (m.index! > last) out.push(piece.slice(last, m.index));
+        if (m.index > last) out.push(piece.slice(last, m.index));
         if (keepMatches && m[0] !== '') out.push(m[0]);
-        last = m.index! + m[0].length;
+        last = m.index + m[0].length;
       }
       if (last < piece.length) out.push(piece.slice(last));
       return out;

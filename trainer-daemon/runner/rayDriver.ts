@@ -71,11 +71,11 @@ export class RayDriver {
     const child = spawn(options.python, args, { env, detached: true, stdio: ['pipe', 'pipe', 'pipe'] });
     const log = fs.createWriteStream(logFile, { flags: 'a' });
     let tail = '';
-    child.stderr!.on('data', (chunk: Buffer) => {
+    child.stderr.on('data', (chunk: Buffer) => {
       log.write(chunk);
       tail = (tail + chunk.toString('utf8')).slice(-STDERR_TAIL_CHARS);
     });
-    const lines = readline.createInterface({ input: child.stdout! });
+    const lines = readline.createInterface({ input: child.stdout });
     const ready = await new Promise<RayReady>((resolve, reject) => {
       const fail = (why: string): void => {
         clearTimeout(timer);
@@ -106,7 +106,7 @@ export class RayDriver {
     });
     const driver = new RayDriver(child, ready);
     driver.stderrTail = tail;
-    child.stderr!.on(
+    child.stderr.on(
       'data',
       (chunk: Buffer) => (driver.stderrTail = (driver.stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_CHARS)),
     );

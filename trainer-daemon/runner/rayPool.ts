@@ -106,20 +106,20 @@ export class RayPool implements BatchPool {
     mode: Extract<BatchMode, { kind: 'process' }>,
   ): Promise<void> {
     const queue = [...rolloutIds];
-    let failure: unknown;
+    let failure: { error: unknown } | undefined;
     const slot = async (): Promise<void> => {
       while (!this.cancelled && queue.length > 0) {
         try {
           const retry = await this.attempt(queue.shift()!, mode);
           if (retry) queue.push(retry);
         } catch (error) {
-          failure ??= error;
+          failure ??= { error };
           this.cancel();
         }
       }
     };
     await Promise.all(Array.from({ length: Math.max(1, mode.concurrency) }, slot));
-    if (failure) throw failure;
+    if (failure) throw failure.error;
     if (this.cancelled) {
       for (const id of queue.splice(0)) {
         await this.options.client
@@ -192,7 +192,7 @@ export class RayPool implements BatchPool {
       concurrencyPerWorker: mode.concurrencyPerWorker,
     });
     let finished = false;
-    let failure: unknown;
+    let failure: { error: unknown } | undefined;
     let spawned = 0;
     this.onCancel = () => void client.request('cancelWorkerBatch', { id: batch.id }).catch(() => undefined);
     const startWorker = (): void => {
@@ -221,7 +221,7 @@ export class RayPool implements BatchPool {
       maxRestarts: mode.maxRestarts ?? 3 * mode.workers,
       stopped: () => finished || this.cancelled,
       restart: startWorker,
-      fail: (error) => (failure ??= error),
+      fail: (error) => (failure ??= { error }),
       cancel: () => this.cancel(),
     });
     try {
@@ -232,13 +232,13 @@ export class RayPool implements BatchPool {
         onCancelled: () => this.cancel(),
       });
     } catch (error) {
-      failure ??= error;
+      failure ??= { error };
     } finally {
       finished = true;
       await this.stopWorkers();
       await client.request('cancelWorkerBatch', { id: batch.id }).catch(() => undefined);
     }
-    if (failure) throw failure;
+    if (failure) throw failure.error;
   }
 
   /** Waits for the workers to exit on their own (they got 204), then cancels the tasks left. */

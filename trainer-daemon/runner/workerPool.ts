@@ -25,7 +25,7 @@ export class WorkerPool implements BatchPool {
   private batchId: string | undefined;
   private cancelled = false;
   private finished = false;
-  private failure: unknown;
+  private failure: { error: unknown } | undefined;
   private spawned = 0;
   private restarts: WorkerRestarts | undefined;
 
@@ -52,7 +52,7 @@ export class WorkerPool implements BatchPool {
       maxRestarts: this.mode.maxRestarts ?? 3 * this.mode.workers,
       stopped: () => this.finished || this.cancelled,
       restart: () => this.startWorker(batch.url),
-      fail: (error) => (this.failure ??= error),
+      fail: (error) => (this.failure ??= { error }),
       cancel: () => this.cancel(),
     });
     try {
@@ -65,13 +65,13 @@ export class WorkerPool implements BatchPool {
       });
     } catch (error) {
       // The daemon went away or refused: stop every worker rather than leave them unsupervised.
-      this.failure ??= error;
+      this.failure ??= { error };
     } finally {
       this.finished = true;
       await this.stopWorkers();
       await client.request('cancelWorkerBatch', { id: batch.id }).catch(() => undefined);
     }
-    if (this.failure) throw this.failure;
+    if (this.failure) throw this.failure.error;
   }
 
   private startWorker(url: string): void {

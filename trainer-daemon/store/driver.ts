@@ -105,11 +105,13 @@ let nodeSqliteModule: NodeSqlite | null | undefined;
 function nodeSqlite(): NodeSqlite | null {
   if (nodeSqliteModule !== undefined) return nodeSqliteModule;
   // Node 22 flags the module experimental with a warning on stderr, which carries the daemon's JSON log lines.
-  const emitWarning = process.emitWarning;
-  process.emitWarning = ((warning: string | Error, ...rest: never[]) => {
-    if (!/SQLite/i.test(String(warning))) emitWarning.call(process, warning, ...rest);
-  }) as typeof process.emitWarning;
+  const emitWarning = process.emitWarning.bind(process);
+  process.emitWarning = (warning: string | Error, ...rest: never[]) => {
+    if (!/SQLite/i.test(String(warning))) emitWarning(warning, ...rest);
+  };
   try {
+    // Loaded on first use only: Node 20 has no node:sqlite, and loading it warns.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
     nodeSqliteModule = require('node:sqlite') as NodeSqlite;
   } catch {
     nodeSqliteModule = null;
@@ -122,6 +124,8 @@ function nodeSqlite(): NodeSqlite | null {
 function openBetterSqlite3(file: string, readonly: boolean): Database {
   let BetterSqlite3: typeof import('better-sqlite3');
   try {
+    // Loaded on first use only: the editor's runtime uses node:sqlite and ships no native addon.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
     BetterSqlite3 = require('better-sqlite3') as typeof import('better-sqlite3');
     return new BetterSqlite3(file, { readonly, fileMustExist: readonly }) as unknown as Database;
   } catch (error) {

@@ -76,7 +76,7 @@ export function validateSpans(raw: readonly unknown[]): {
 } {
   const valid: SpanInput[] = [];
   const validIndexes: number[] = [];
-  const results: SpanResult[] = new Array(raw.length);
+  const results = new Array<SpanResult>(raw.length);
   raw.forEach((item, index) => {
     const parsed = SpanInput.safeParse(item);
     if (parsed.success) {

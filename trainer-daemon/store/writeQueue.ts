@@ -118,7 +118,7 @@ export class WriteQueue {
     const refusal = this.refusal(units);
     if (refusal) return Promise.reject(refusal);
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ op, units, resolve: resolve as (value: unknown) => void, reject });
+      this.queue.push({ op, units, resolve: resolve, reject });
       this.enqueued(units);
     });
   }

@@ -104,13 +104,13 @@ export class TrainerWorker implements Disposable {
     const child = spawn(options.python, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     const logger = options.logger;
     let stderr = '';
-    const stderrLines = readline.createInterface({ input: child.stderr! });
+    const stderrLines = readline.createInterface({ input: child.stderr });
     stderrLines.on('line', (line) => {
       stderr = (stderr + line + '\n').slice(-STDERR_TAIL_CHARS);
       logger.info('worker stderr', { line });
     });
     const exited = new Promise<void>((resolve) => child.once('close', () => resolve()));
-    const lines = readline.createInterface({ input: child.stdout! });
+    const lines = readline.createInterface({ input: child.stdout });
     const ready = await new Promise<WorkerReady>((resolve, reject) => {
       const fail = (why: string): void => {
         clearTimeout(timer);
@@ -188,7 +188,7 @@ export class TrainerWorker implements Disposable {
     if (!checked.success) return Promise.reject(new InvalidInputError(describeIssues(checked.error, method)));
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      this.pending.set(id, { method, resolve: resolve as (value: unknown) => void, reject });
+      this.pending.set(id, { method, resolve: resolve, reject });
       this.child.stdin!.write(`${JSON.stringify({ type: 'request', id, method, params })}\n`);
     });
   }

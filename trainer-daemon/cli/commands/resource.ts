@@ -52,7 +52,7 @@ export function registerResource(program: Command): void {
     .option('--not-current', 'keep it as a version without making it current')
     .action(async (name: string, options: PutOptions) => {
       if (options.kind !== 'prompt_template' && options.kind !== 'json')
-        throw new InvalidInputError(`--kind ${options.kind}: expected prompt_template or json`);
+        throw new InvalidInputError(`--kind ${String(options.kind)}: expected prompt_template or json`);
       const value = readValue(options);
       const backend = await openBackend(resolveStore(options), { create: true });
       try {

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from .environment import describe
 
@@ -54,7 +55,7 @@ def _blas() -> str | None:
     for name in ("mkl", "openblas"):
         if f"BLAS_INFO={name}" in config:
             return name
-    maps = open("/proc/self/maps").read() if os.path.exists("/proc/self/maps") else ""
+    maps = Path("/proc/self/maps").read_text() if os.path.exists("/proc/self/maps") else ""
     if "openblas" in maps:
         return "openblas"
     if "libmkl" in maps:
@@ -67,7 +68,7 @@ def problems(info: dict, pip_ok: bool, debian: bool) -> list[dict]:
     install = "pip install" if pip_ok else None
     if info["torch"] is None:
         fix = (
-            "apt-get install -y python3-torch libopenblas0-pthread"
+            "apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread"
             if debian and not pip_ok
             else "pip install torch"
             if pip_ok
@@ -75,7 +76,11 @@ def problems(info: dict, pip_ok: bool, debian: bool) -> list[dict]:
         )
         found.append({"problem": "PyTorch is not installed for this Python", "fix": fix})
     elif info["blas"] == "reference":
-        fix = "apt-get install -y libopenblas0-pthread" if debian else "install an optimized BLAS (OpenBLAS)"
+        fix = (
+            "apt-get install -y --no-install-recommends libopenblas0-pthread"
+            if debian
+            else "install an optimized BLAS (OpenBLAS)"
+        )
         found.append({"problem": "torch is using a slow reference BLAS", "fix": fix})
     for name in ("transformers", "peft"):
         if info[name] is None:

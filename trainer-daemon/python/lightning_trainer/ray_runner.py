@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -48,10 +49,8 @@ def _stop_group(proc: subprocess.Popen, grace_s: float) -> None:
         proc.wait(timeout=grace_s)
     except (ProcessLookupError, subprocess.TimeoutExpired):
         pass
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait()
 
 
@@ -129,10 +128,8 @@ def run_agent(spec: dict):
             if proc.poll() is None:
                 _stop_group(proc, grace_s)
             else:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)  # what the agent left running in its group
-                except ProcessLookupError:
-                    pass
     code = proc.returncode
     yield {
         "event": "exit",

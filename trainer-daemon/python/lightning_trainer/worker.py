@@ -12,11 +12,12 @@ import os
 import sys
 import threading
 import traceback
-from typing import Any, Callable, TextIO
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from . import PROTOCOL_VERSION
 from .environment import describe
-from .params import Empty, LoadParams, SaveParams, ServeParams, SftParams, TokenizeParams, TrainParams
+from .params import Empty, ExportParams, LoadParams, SaveParams, ServeParams, SftParams, TokenizeParams, TrainParams
 from .schema import BadParams, parse
 
 METHODS: dict[str, type] = {
@@ -25,6 +26,7 @@ METHODS: dict[str, type] = {
     "sft": SftParams,
     "train": TrainParams,
     "save": SaveParams,
+    "export": ExportParams,
     "tokenize": TokenizeParams,
     "shutdown": Empty,
 }

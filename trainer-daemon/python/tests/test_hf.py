@@ -6,12 +6,12 @@ trained, saved, reloaded and merged, the base untouched, checkpoint resume."""
 
 import json
 
+import peft  # noqa: F401  (required: LoRA)
 import pytest
 import torch
 import transformers
-import peft  # noqa: F401  (required: LoRA)
-
 from conftest import hf_model_dir, http  # noqa: E402
+
 from lightning_trainer.hf import parse_hermes_tool_calls  # noqa: E402
 from lightning_trainer.params import LoadParams, SaveParams, ServeParams, TrainParams  # noqa: E402
 from lightning_trainer.schema import parse  # noqa: E402

@@ -9,7 +9,6 @@ torch build (seeded sampling, one thread).
 import random
 
 import pytest
-
 from conftest import make_session
 from tools_task import grpo_iteration, success, tasks, warm_start
 

@@ -5,8 +5,8 @@ import json
 
 import pytest
 import torch
-
 from conftest import make_session
+
 from lightning_trainer.generate import NonFiniteError, Sampling, generate
 from lightning_trainer.params import LoadParams, SaveParams, SftParams, TrainParams
 from lightning_trainer.schema import BadParams, parse
