@@ -3,19 +3,16 @@
  * resource or model, and dataset, read from its configuration) and its outcome line (APO: the
  * seed's validation score against the best's). Unit-tested in Node.
  */
-import type { Json, TrainingRunStatus } from '../trainer-daemon/protocol/records';
+import type { TrainingRunStatus } from '../trainer-daemon/protocol/records';
 import type { TrainingAlgorithm, TrainingRun } from '../trainer-daemon/protocol/training';
 
 import { placementOf } from '../trainer-daemon/protocol/placement';
 import { assertNever } from '../trainer-daemon/protocol/assert';
+import { inEditorWords } from '../trainer-daemon/protocol/setupAdvice';
 import { STATUS_ICON } from './format';
 
 /** A run's statuses are a subset of a rollout's, and show the same glyphs. */
 export const RUN_STATUS_ICON: Record<TrainingRunStatus, string> = STATUS_ICON;
-
-const field = (value: Json | null, key: string): Json | undefined =>
-  value !== null && typeof value === 'object' && !Array.isArray(value) ? value[key] : undefined;
-const number = (value: Json | undefined): number | undefined => (typeof value === 'number' ? value : undefined);
 
 /** "prompt · sums": the trained resource (or model) and the dataset, and where it runs unless here. */
 export function runSubject(run: TrainingRun): string {
@@ -40,10 +37,16 @@ function trainedTarget(run: TrainingRun): string {
 
 /** "val 0.50 → 1.00" once an APO run has a result; otherwise the error of a failed run, or ''. */
 export function runOutcome(run: TrainingRun): string {
-  const seed = number(field(field(run.result, 'seed') ?? null, 'valScore'));
-  const best = number(field(field(run.result, 'best') ?? null, 'valScore'));
-  if (seed !== undefined && best !== undefined) return `val ${seed.toFixed(2)} → ${best.toFixed(2)}`;
-  return run.error ?? '';
+  switch (run.algorithm) {
+    case 'apo':
+      if (run.result) return `val ${run.result.seed.valScore.toFixed(2)} → ${run.result.best.valScore.toFixed(2)}`;
+      break;
+    case 'grpo':
+      break;
+    default:
+      return assertNever(run);
+  }
+  return inEditorWords(run.error ?? '');
 }
 
 /** The metric series a run's chart shows first: an algorithm's scores, else everything it recorded. */

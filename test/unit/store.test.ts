@@ -31,7 +31,7 @@ describe('store: rollout lifecycle', () => {
     const done = store.transitionRollout(parsed('transitionRollout', { id: created.id, to: 'succeeded', exitCode: 0 }));
     assert.equal(done.status, 'succeeded');
     assert.equal(done.exitCode, 0);
-    assert.ok(done.endedAt !== null && done.endedAt >= running.startedAt!);
+    assert.ok(done.endedAt !== null && done.endedAt >= running.startedAt);
     const { attempts } = store.getRolloutDetail(created.id);
     assert.deepEqual(
       attempts.map((a) => [a.number, a.status, a.exitCode]),
@@ -517,5 +517,50 @@ describe('store: where a training run ran', () => {
       ],
     });
     assert.deepEqual(store.listTrainingRuns(10)[0]!.placement, placed.placement, 'the list carries it too');
+  });
+
+  test("a run's result is its algorithm's: an APO run takes an ApoResult, a GRPO run none; a bad one is refused and nothing is written", (t) => {
+    const store = openStore(t);
+    store.putResource(parsed('putResource', { name: 'prompt', kind: 'prompt_template', value: 'v1 {a}' }));
+    const apo = store.createTrainingRun(
+      parsed('createTrainingRun', { algorithm: 'apo', config: { resource: 'prompt', dataset: 'sums' } }),
+    );
+    store.updateTrainingRun(parsed('updateTrainingRun', { id: apo.id, status: 'running' }));
+    assert.throws(
+      () =>
+        store.updateTrainingRun(
+          parsed('updateTrainingRun', { id: apo.id, status: 'succeeded', result: { seed: { valScore: 0.5 } } }),
+        ),
+      (error: Error) =>
+        error instanceof InvalidInputError &&
+        /params\.result: not an APO run's result: result\.runId/.test(error.message),
+    );
+    assert.equal(store.getTrainingRun(apo.id).run.status, 'running', 'nothing written');
+    const prompt = { candidateId: 'c', version: 1, prompt: 'p', valScore: 0.5 };
+    const result = {
+      runId: apo.id,
+      resource: 'prompt',
+      seed: prompt,
+      best: { ...prompt, valScore: 0.75 },
+      diff: '',
+      roundsCompleted: 1,
+      llmCalls: 2,
+      rollouts: 4,
+      stopReason: 'completed',
+      skipped: [],
+    };
+    const done = store.updateTrainingRun(parsed('updateTrainingRun', { id: apo.id, status: 'succeeded', result }));
+    assert.equal(done.algorithm === 'apo' ? done.result?.best.valScore : undefined, 0.75, 'read back typed');
+    const grpo = store.recordTrainingRun({
+      algorithm: 'grpo',
+      config: parsed('startTraining', {
+        config: { model: { kind: 'tiny' }, dataset: 'd', command: { argv: ['node', 'a.js'], cwd: '/w' } },
+      }).config!,
+    });
+    assert.throws(
+      () =>
+        store.updateTrainingRun(parsed('updateTrainingRun', { id: grpo.id, status: 'running', result: { loss: 1 } })),
+      /is a GRPO run, which records no result/,
+    );
   });
 });

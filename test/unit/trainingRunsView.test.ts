@@ -5,7 +5,7 @@ import { bandChartSvg, metricChartSvg, seriesOf } from '../../trainer-daemon/pro
 import { formatValue, grpoCharts, mergeMetrics } from '../../trainer-daemon/protocol/grpoCharts';
 import { chartedMetrics, runOutcome, runSubject, scoreText } from '../../webview/trainingRunFormat';
 import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
-import type { ApoTrainingRun, GrpoTrainingRun, TrainingRun } from '../../trainer-daemon/protocol';
+import type { ApoResult, ApoTrainingRun, GrpoTrainingRun, TrainingRun } from '../../trainer-daemon/protocol';
 import { testApoConfig, testGrpoConfig } from '../helpers/trainingConfigs';
 
 const record = {
@@ -24,6 +24,18 @@ const run = (extra: Partial<ApoTrainingRun> = {}): TrainingRun => ({
   algorithm: 'apo',
   config: testApoConfig({ beam: 2 }),
   ...extra,
+});
+const apoResult = (scores: { seed: number; best: number }): ApoResult => ({
+  runId: 'run-1',
+  resource: 'prompt',
+  diff: '',
+  roundsCompleted: 1,
+  llmCalls: 4,
+  rollouts: 8,
+  stopReason: 'completed',
+  skipped: [],
+  seed: { candidateId: 'c-0', version: 1, prompt: 'seed', valScore: scores.seed },
+  best: { candidateId: 'c-1', version: 2, prompt: 'best', valScore: scores.best },
 });
 const grpoRun = (extra: Partial<GrpoTrainingRun> = {}): TrainingRun => ({
   ...record,
@@ -68,7 +80,7 @@ describe('training runs in the panel', () => {
       ),
       'Qwen/Qwen2.5-0.5B-Instruct · tools',
     );
-    assert.equal(runOutcome(run({ result: { seed: { valScore: 0.5 }, best: { valScore: 1 } } })), 'val 0.50 → 1.00');
+    assert.equal(runOutcome(run({ result: apoResult({ seed: 0.5, best: 1 }) })), 'val 0.50 → 1.00');
     assert.equal(runOutcome(run({ status: 'failed', error: 'no val split' })), 'no val split');
     assert.equal(scoreText(null), '–');
   });
@@ -146,7 +158,7 @@ describe('a GRPO run in the panel: small multiples', () => {
         formatValue(5.5381, 'number'),
         formatValue(512 * 2 ** 20, 'bytes'),
       ],
-      ['-7.3e-4', '0.0826', '5.54', '512 MiB'],
+      ['-0.00073', '0.0826', '5.54', '512 MiB'],
     );
     assert.deepEqual(grpoCharts([]), []);
   });
@@ -156,25 +168,32 @@ describe('a GRPO run in the panel: small multiples', () => {
     const svg = bandChartSvg(reward!.points, {
       label: reward!.summary,
       format: (v) => formatValue(v, 'score'),
-      range: [0, 1],
+      unit: 'score',
+      domain: [0, 1],
       width: 142,
-      height: 122,
+      height: 120,
     });
-    // 142 − 42 left − 6 right = 94 px for steps 1..2; 122 − 6 top − 16 bottom = 100 px for 0..1.
-    assert.match(svg, /class="series"[^>]*points="42,56 136,31"/);
-    assert.match(svg, /<polygon class="band"[^>]*points="42,31 136,18.5 136,43.5 42,81"/);
+    // Labels "0.0".."1.0": 4 + 6 × 3 = 22 px on the left, 8 on the right: 112 px for steps 1..2; 120 − 6 − 14 = 100 px for 0..1.
+    assert.match(svg, /class="series"[^>]*points="22,56 134,31"/);
+    assert.match(svg, /<polygon class="band"[^>]*points="22,31 134,18.5 134,43.5 22,81"/);
     assert.match(svg, /role="img" aria-label="Reward \(sampled, ± std\): 0.5 → 0.75 \(iterations 1–2\)"/);
-    assert.match(svg, />1<\/text><text[^>]*>0<\/text>/);
-    // A series outside the range gets its own: the axis shows its min and max.
+    assert.deepEqual(
+      [...svg.matchAll(/class="y-tick"[^>]*>([^<]*)</g)].map((m) => m[1]),
+      ['0.0', '0.5', '1.0'],
+    );
+    // A series outside the range gets its own axis, round: 1.5k to 1.9k.
     const rate = bandChartSvg(
       [
         { step: 1, value: 1520 },
         { step: 2, value: 1830 },
       ],
-      { label: 'rate', format: (v) => formatValue(v, 'rate'), range: [0, 1] },
+      { label: 'rate', format: (v) => formatValue(v, 'rate'), unit: 'rate', domain: [0, 1] },
     );
-    assert.match(rate, />1.8k<\/text><text[^>]*>1.5k<\/text>/);
-    // A range narrower than the format rounds to gets the digits that tell its ends apart.
+    assert.deepEqual(
+      [...rate.matchAll(/class="y-tick"[^>]*>([^<]*)</g)].map((m) => m[1]),
+      ['1.5k', '1.6k', '1.7k', '1.8k', '1.9k'],
+    );
+    // A range narrower than a format's precision gets the digits its step needs.
     const entropy = bandChartSvg(
       [
         { step: 1, value: 5.5381 },
@@ -182,7 +201,10 @@ describe('a GRPO run in the panel: small multiples', () => {
       ],
       { label: 'entropy', format: (v) => formatValue(v, 'number') },
     );
-    assert.match(entropy, />5.538<\/text><text[^>]*>5.536<\/text>/);
+    assert.deepEqual(
+      [...entropy.matchAll(/class="y-tick"[^>]*>([^<]*)</g)].map((m) => m[1]),
+      ['5.536', '5.537', '5.538', '5.539'],
+    );
     assert.equal(bandChartSvg([], { label: 'x', format: String }), '');
   });
 

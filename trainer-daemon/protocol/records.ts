@@ -8,12 +8,15 @@
 import { z } from 'zod';
 import { ErrorKind } from './errors';
 import { ROLLOUT_MODES, ROLLOUT_STATUSES } from './rolloutValues';
+import type { Json as JsonValue } from './json';
 
 /** Milliseconds since the Unix epoch (fractional for sub-millisecond span times). */
 export const EpochMs = z.number().finite().nonnegative();
 
-/** A JSON value (task inputs, span attributes, resource values, configs). */
-export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
+export type { JsonObject } from './json';
+export { textOf } from './json';
+/** A JSON value (task inputs, span attributes, resource values, configs): json.ts's type, and its schema. */
+export type Json = JsonValue;
 export const Json: z.ZodType<Json> = z.lazy(() =>
   z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(Json), z.record(z.string(), Json)]),
 );
@@ -240,6 +243,10 @@ export const Checkpoint = z.object({
   path: z.string(),
   metrics: z.record(z.string(), z.number()),
   createdAt: EpochMs,
+  /** Bytes on disk now (null: its folder is gone); absent where it was not measured. */
+  bytes: z.number().int().nonnegative().nullable().optional(),
+  /** Whether it keeps optimizer state (only the checkpoint a run resumes from needs it: retention drops the rest). */
+  optimizerState: z.boolean().optional(),
 });
 export type Checkpoint = z.infer<typeof Checkpoint>;
 

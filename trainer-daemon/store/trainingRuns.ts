@@ -8,6 +8,7 @@ import crypto from 'node:crypto';
 import type { Database, Statement } from './driver';
 import type { z } from 'zod';
 import {
+  ApoResult,
   type ApoCandidate,
   type Checkpoint,
   type CritiqueStyle,
@@ -22,7 +23,14 @@ import {
   type TrainingRunStatus,
   type TrainingRunSummary,
 } from '../protocol';
-import { InvalidTransitionError, LightningError, NotFoundError, type ErrorKind } from '../protocol/errors';
+import {
+  InvalidInputError,
+  InvalidTransitionError,
+  LightningError,
+  NotFoundError,
+  type ErrorKind,
+} from '../protocol/errors';
+import { assertNever } from '../protocol/assert';
 import { isFinal } from '../protocol/status';
 
 interface RunRow {
@@ -86,6 +94,26 @@ function rowToRun(row: RunRow): TrainingRun {
       `training run ${row.id} in the store is not a ${row.algorithm} run this version reads: ${describeIssues(run.error, 'run')}`,
     );
   return run.data;
+}
+
+/** A run's result must be its algorithm's: an APO run's an `ApoResult`; a GRPO run records none. */
+function checkResult(run: TrainingRun, result: Json): void {
+  switch (run.algorithm) {
+    case 'apo': {
+      const parsed = ApoResult.safeParse(result);
+      if (!parsed.success)
+        throw new InvalidInputError(
+          `params.result: not an APO run's result: ${describeIssues(parsed.error, 'result')}`,
+        );
+      return;
+    }
+    case 'grpo':
+      throw new InvalidInputError(
+        `params.result: training run ${run.id} is a GRPO run, which records no result (its metrics and checkpoints are its outcome)`,
+      );
+    default:
+      assertNever(run);
+  }
 }
 
 function rowToCandidate(row: CandidateRow): ApoCandidate {
@@ -153,6 +181,7 @@ export class TrainingRunRepository {
   private readonly insertResource: Statement;
   private readonly policyHead: Statement<[number]>;
   private readonly checkpointById: Statement<[string], CheckpointRow>;
+  private readonly removeCheckpoint: Statement<[string]>;
   private readonly policyOfCheckpoint: Statement<[string], { version: number }>;
   private readonly rayNodesOf: Statement<[string, string], { node: string; attempts: number }>;
   private readonly setPlacement: Statement<[string, string]>;
@@ -206,6 +235,7 @@ export class TrainingRunRepository {
       `INSERT INTO resource_heads (name, version) VALUES ('policy', ?) ON CONFLICT (name) DO UPDATE SET version = excluded.version`,
     );
     this.checkpointById = db.prepare('SELECT * FROM checkpoints WHERE id = ?');
+    this.removeCheckpoint = db.prepare('DELETE FROM checkpoints WHERE id = ?');
     this.policyOfCheckpoint = db.prepare(
       `SELECT version FROM resources WHERE name = 'policy' AND json_extract(value, '$.checkpointId') = ? ORDER BY version LIMIT 1`,
     );
@@ -220,6 +250,16 @@ export class TrainingRunRepository {
     const id = `train-${crypto.randomBytes(6).toString('hex')}`;
     this.insertRun.run(id, algorithm, JSON.stringify(config), now);
     return this.get(id);
+  }
+
+  /** The run with this id, or undefined. */
+  find(id: string): TrainingRun | undefined {
+    try {
+      return this.get(id);
+    } catch (error) {
+      if (error instanceof NotFoundError) return undefined;
+      throw error;
+    }
   }
 
   get(id: string): TrainingRun {
@@ -239,6 +279,7 @@ export class TrainingRunRepository {
     if (!NEXT[run.status].includes(to))
       throw new InvalidTransitionError(`training run ${id} is ${run.status} and cannot become ${to}`);
     const result = details.result ?? null;
+    if (result !== null) checkResult(run, result);
     this.updateRun.run({
       id,
       status: to,
@@ -370,6 +411,13 @@ export class TrainingRunRepository {
         `checkpoint ${id} does not exist (list checkpoints with \`lightning train --list\` or checkpoints/list)`,
       );
     return rowToCheckpoint(row);
+  }
+
+  /** Forgets a checkpoint (its folder is the caller's: training/checkpointFiles.ts). */
+  deleteCheckpoint(id: string): Checkpoint {
+    const checkpoint = this.checkpoint(id);
+    this.removeCheckpoint.run(id);
+    return checkpoint;
   }
 
   /**

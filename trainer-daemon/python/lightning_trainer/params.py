@@ -1,6 +1,7 @@
 """Params of every worker method, as dataclasses checked by schema.parse (wire keys are camelCase).
 
-This is the Python half of PROTOCOL.md; keep the two in step.
+This is the Python half of PROTOCOL.md and of protocol/trainer.ts's zod schemas: test/unit/workerContract.test.ts
+compares the two (`python3 -m lightning_trainer.schema` prints these as shapes) and fails when they drift.
 """
 
 from __future__ import annotations
@@ -153,8 +154,8 @@ class TrainParams:
     # DAPO's clip-higher: the upper ratio bound 1 + clipHigh (default: clip).
     clip_high: Optional[float] = None
     kl_coef: float = 0.0
-    # TRL's use_bias_correction_kl: the KL term weighted by the importance ratio π/π_behaviour.
-    kl_bias_correction: bool = False
+    # TRL's use_bias_correction_kl: the KL term weighted by the importance ratio π/π_behaviour (on, as TRL 1.13).
+    kl_bias_correction: bool = True
     entropy_coef: float = 0.0
     # How per-token losses are averaged, as TRL's GRPOTrainer names it (train.py's docstring).
     loss_type: Literal["grpo", "bnpo", "dr_grpo", "dapo"] = "dapo"
@@ -195,6 +196,16 @@ class TrainParams:
 class SaveParams:
     dir: str
     metrics: dict = field(default_factory=dict)
+
+
+@dataclass
+class ExportParams:
+    checkpoint: str
+    format: Literal["peft", "hf", "merged"]
+    out: str
+
+    def check(self, path: str) -> None:
+        require(bool(self.checkpoint) and bool(self.out), f"{path}.checkpoint and {path}.out must not be empty")
 
 
 @dataclass

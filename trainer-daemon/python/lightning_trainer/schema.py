@@ -104,3 +104,56 @@ def require(condition: bool, message: str) -> None:
     """Range checks inside a params class's `check(path)`."""
     if not condition:
         raise BadParams(message)
+
+
+def describe(tp: Any) -> dict:
+    """What `parse` accepts for `tp`, as a small JSON shape the daemon's test compares with its zod schemas.
+
+    `{"type": "boolean" | "integer" | "number" | "string" | "object" | "any"}`, `{"enum": [...]}`,
+    `{"type": "array", "items": shape}`, `{"type": "object", "fields": {wireKey: {"shape", "required"}}}` for a
+    params dataclass, `{"union": {kind: shape}}` for dataclasses told apart by `kind`; `"nullable": true` where
+    None is accepted.
+    """
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return {"type": "any"}
+    if origin is Union:
+        options = [t for t in typing.get_args(tp) if t is not type(None)]
+        shape = (
+            describe(options[0])
+            if len(options) == 1
+            else {"union": {typing.get_args(typing.get_type_hints(t)["kind"])[0]: describe(t) for t in options}}
+        )
+        return {**shape, "nullable": True} if len(options) < len(typing.get_args(tp)) else shape
+    if origin is Literal:
+        return {"enum": sorted(typing.get_args(tp), key=repr)}
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return {"type": "array", "items": describe(item)}
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        return {
+            "type": "object",
+            "fields": {
+                camel(f.name): {
+                    "shape": describe(hints[f.name]),
+                    "required": f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                }
+                for f in dataclasses.fields(tp)
+            },
+        }
+    names = {bool: "boolean", int: "integer", float: "number", str: "string", dict: "object"}
+    if tp in names:
+        return {"type": names[tp]}
+    raise TypeError(f"describe: unsupported type {tp!r}")
+
+
+if __name__ == "__main__":
+    # `python3 -m lightning_trainer.schema`: every worker method's params as `describe` shapes (one JSON object).
+    import json
+    import sys
+
+    from .worker import METHODS
+
+    json.dump({method: describe(cls) for method, cls in METHODS.items()}, sys.stdout, indent=1, sort_keys=True)
+    sys.stdout.write("\n")
