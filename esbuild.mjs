@@ -3,6 +3,7 @@
 // `--metafile=FILE` also writes what each output is made of (esbuild's metafile, merged) for the bench.
 import * as esbuild from 'esbuild';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 
 const watch = process.argv.includes('--watch');
@@ -47,6 +48,7 @@ const builds = [
     entryPoints: {
       extension: 'extension/extension.ts',
       'exit-code': 'extension/debug/exitCodeRecorder.ts',
+      'capture-preload': 'trainer-daemon/capture/nodePreload.ts',
       cli: 'trainer-daemon/cli.ts',
       demo: 'trainer-daemon/demo/entry.ts',
       'otlp-worker': 'trainer-daemon/otlp/worker.ts',
@@ -78,6 +80,18 @@ const builds = [
     target: 'es2022',
   },
 ];
+
+// VS Code's icon font (the codicons @vscode-elements/elements draws with too), beside the bundles: a webview
+// loads it from the extension's own files (extension/webviewHtml.ts, its CSP's font-src).
+fs.mkdirSync('dist', { recursive: true });
+fs.copyFileSync(
+  path.join(
+    path.dirname(createRequire(import.meta.url).resolve('@vscode/codicons/package.json')),
+    'dist',
+    'codicon.ttf',
+  ),
+  path.join('dist', 'codicon.ttf'),
+);
 
 if (watch) {
   const contexts = await Promise.all(builds.map((options) => esbuild.context(options)));

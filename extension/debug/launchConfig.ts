@@ -2,7 +2,13 @@
  * Pure helpers for Debug with Lightning: which launch configurations can be run, and how a
  * configuration gains the instrumentation environment. Kept free of `vscode` so they are unit-tested.
  */
-import { instrumentationEnv, userUpstream, type AgentRun } from '../../trainer-daemon/protocol';
+import {
+  instrumentationEnv,
+  userUpstream,
+  withNodeRequire,
+  type AgentEnvInput,
+  type AgentRun,
+} from '../../trainer-daemon/protocol';
 
 /** The properties of a debug configuration this module reads or writes. */
 export interface LaunchConfig {
@@ -66,19 +72,22 @@ export interface ExitCodeRecording {
   readonly file: string;
 }
 
-/** NODE_OPTIONS gains `--require <recorder>` (after the user's own options) for Node debug types. */
+/**
+ * NODE_OPTIONS gains `--require <recorder>` (after the user's own options, or after `options` when given:
+ * the capture preload's) for Node debug types.
+ */
 export function exitCodeEnv(
   config: LaunchConfig,
   recording: ExitCodeRecording,
   processEnv: Readonly<Record<string, string | undefined>>,
+  options = baseEnvironment(config, processEnv).NODE_OPTIONS,
 ): Record<string, string> {
   if (!NODE_TYPES.has(config.type)) return {};
-  const options = baseEnvironment(config, processEnv).NODE_OPTIONS;
-  return {
-    NODE_OPTIONS: [options, `--require ${JSON.stringify(recording.recorder)}`].filter(Boolean).join(' '),
-    LIGHTNING_EXIT_CODE_FILE: recording.file,
-  };
+  return { NODE_OPTIONS: withNodeRequire(options, recording.recorder), LIGHTNING_EXIT_CODE_FILE: recording.file };
 }
+
+/** The capture preloads (dist/capture-preload.js, trainer-daemon/python/lightning_capture): calls to providers' own hosts go through the rollout. */
+export type CapturePreloads = Pick<AgentEnvInput, 'nodePreload' | 'pythonSiteDir'>;
 
 /** The configuration with the instrumentation variables added to its `env`; the user's other variables are kept. */
 export function instrumentConfig(
@@ -86,15 +95,19 @@ export function instrumentConfig(
   run: AgentRun,
   processEnv: Readonly<Record<string, string | undefined>>,
   recording?: ExitCodeRecording,
+  capture: CapturePreloads = {},
 ): LaunchConfig {
+  const base = baseEnvironment(config, processEnv);
+  const instrumented = instrumentationEnv({
+    url: run.url,
+    rolloutId: run.rollout.id,
+    task: run.rollout.task?.input ?? null,
+    base,
+    ...capture,
+  });
   const added = {
-    ...instrumentationEnv({
-      url: run.url,
-      rolloutId: run.rollout.id,
-      task: run.rollout.task?.input ?? null,
-      base: baseEnvironment(config, processEnv),
-    }),
-    ...(recording ? exitCodeEnv(config, recording, processEnv) : {}),
+    ...instrumented,
+    ...(recording ? exitCodeEnv(config, recording, processEnv, instrumented.NODE_OPTIONS ?? base.NODE_OPTIONS) : {}),
   };
   const env = {
     ...(config.env !== null && typeof config.env === 'object' ? (config.env as Record<string, unknown>) : {}),

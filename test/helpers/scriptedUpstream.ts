@@ -2,6 +2,8 @@
  * A scripted OpenAI-compatible upstream for tests (the *other side* of the proxy): chat
  * completions, legacy completions, the Responses API, embeddings and models, as JSON or SSE. When
  * tools are offered and no tool result came back yet it asks for a tool call, else it answers.
+ * Legacy `functions` are answered with a legacy `function_call`; `n` gives that many choices (JSON);
+ * a `reasoning` model's Responses output starts with a reasoning item.
  * Behaviour on demand through the model name: `fail-500`, `fail-malformed`, `hang`, `gated` (the
  * stream waits for `release()` between chunks), `parallel` (two tool calls at once), `drop` (the
  * stream breaks after its first chunk), `utf8` (an answer whose multi-byte characters are split
@@ -38,6 +40,8 @@ export interface ScriptedUpstream {
 }
 
 export const ANSWER = 'It is sunny in Paris.';
+/** The summary of the reasoning item a `reasoning` model's Responses output starts with. */
+export const REASONING = 'The user asks for the weather: the tool knows it.';
 
 /** A scripted chat answer: its text, a raw reply (status and body), or undefined for the default behaviour. */
 export type ChatScript = (body: Record<string, unknown>) => string | { status: number; body: string } | undefined;
@@ -49,10 +53,15 @@ export interface ScriptedUpstreamOptions {
 type Message = { role?: string; type?: string };
 
 function wantsTool(body: Record<string, unknown>): boolean {
-  const tools = body.tools as unknown[] | undefined;
+  // Legacy `functions` count as tools, and a `function` message as their result.
+  const tools = (body.tools ?? body.functions) as unknown[] | undefined;
   const messages = (body.messages ?? body.input) as Message[] | string | undefined;
   const last = Array.isArray(messages) ? messages.at(-1) : undefined;
-  return Array.isArray(tools) && tools.length > 0 && !(last?.role === 'tool' || last?.type === 'function_call_output');
+  return (
+    Array.isArray(tools) &&
+    tools.length > 0 &&
+    !(last?.role === 'tool' || last?.role === 'function' || last?.type === 'function_call_output')
+  );
 }
 
 function toolCalls(parallel: boolean): Array<{ id: string; name: string; arguments: string }> {
@@ -82,7 +91,7 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
     req.on('data', (chunk: Buffer) => chunks.push(chunk));
     req.on('end', () => {
       const raw = Buffer.concat(chunks).toString('utf8');
-      let body: Record<string, unknown> | null = null;
+      let body: Record<string, unknown> | null;
       try {
         body = raw ? (JSON.parse(raw) as Record<string, unknown>) : null;
       } catch {
@@ -174,24 +183,31 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
     const tokenIds = body.return_token_ids === true ? { prompt_token_ids: [1, 2, 3], token_ids: [4, 5] } : undefined;
 
     if (path.endsWith('/responses')) {
-      const output = calls.length
-        ? calls.map((call, i) => ({
-            type: 'function_call',
-            id: `fc_${i}`,
-            call_id: call.id,
-            name: call.name,
-            arguments: call.arguments,
-            status: 'completed',
-          }))
-        : [
-            {
-              type: 'message',
-              id: 'msg_1',
-              role: 'assistant',
+      // `reasoning`: a reasoning item (with its summary) before the output, as reasoning models answer.
+      const reasoning = model.includes('reasoning')
+        ? [{ type: 'reasoning', id: `rs_${counter}`, summary: [{ type: 'summary_text', text: REASONING }] }]
+        : [];
+      const output: object[] = [
+        ...reasoning,
+        ...(calls.length
+          ? calls.map((call, i) => ({
+              type: 'function_call',
+              id: `fc_${i}`,
+              call_id: call.id,
+              name: call.name,
+              arguments: call.arguments,
               status: 'completed',
-              content: [{ type: 'output_text', text: ANSWER, annotations: [] }],
-            },
-          ];
+            }))
+          : [
+              {
+                type: 'message',
+                id: 'msg_1',
+                role: 'assistant',
+                status: 'completed',
+                content: [{ type: 'output_text', text: ANSWER, annotations: [] }],
+              },
+            ]),
+      ];
       const response = {
         id: model.includes('constant-id') ? 'resp_constant' : `resp_${counter}`,
         object: 'response',
@@ -228,26 +244,37 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
       });
     }
 
-    const message = calls.length
-      ? {
-          role: 'assistant',
-          content: null,
-          tool_calls: calls.map((c) => ({
-            id: c.id,
-            type: 'function',
-            function: { name: c.name, arguments: c.arguments },
-          })),
-        }
-      : { role: 'assistant', content: ANSWER };
-    const finish = calls.length ? 'tool_calls' : 'stop';
+    // Legacy `functions` get a legacy `function_call` (one call, no id), as OpenAI answered them.
+    const legacy = Array.isArray(body.functions) && calls.length > 0;
+    const message = legacy
+      ? { role: 'assistant', content: null, function_call: { name: calls[0]!.name, arguments: calls[0]!.arguments } }
+      : calls.length
+        ? {
+            role: 'assistant',
+            content: null,
+            tool_calls: calls.map((c) => ({
+              id: c.id,
+              type: 'function',
+              function: { name: c.name, arguments: c.arguments },
+            })),
+          }
+        : { role: 'assistant', content: ANSWER };
+    const finish = legacy ? 'function_call' : calls.length ? 'tool_calls' : 'stop';
     if (!body.stream) {
+      // `n`: that many choices; the second and later ones say which they are.
+      const choices = Array.from({ length: typeof body.n === 'number' ? body.n : 1 }, (_, index) => ({
+        index,
+        message: index === 0 || calls.length ? message : { role: 'assistant', content: `${ANSWER} (choice ${index})` },
+        finish_reason: finish,
+        ...(tokenIds ? { token_ids: tokenIds.token_ids } : {}),
+      }));
       return json(200, {
         id,
         object: 'chat.completion',
         created: 1,
         model,
         ...(tokenIds ? { prompt_token_ids: tokenIds.prompt_token_ids } : {}),
-        choices: [{ index: 0, message, finish_reason: finish, ...(tokenIds ? { token_ids: tokenIds.token_ids } : {}) }],
+        choices,
         usage,
       });
     }
@@ -259,7 +286,13 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
       if (model === 'gated') await waitGate();
     };
     await chunk({ role: 'assistant', content: calls.length ? null : '' });
-    if (calls.length) {
+    if (legacy) {
+      const call = calls[0]!;
+      const half = Math.floor(call.arguments.length / 2);
+      await chunk({ function_call: { name: call.name, arguments: '' } });
+      await chunk({ function_call: { arguments: call.arguments.slice(0, half) } });
+      await chunk({ function_call: { arguments: call.arguments.slice(half) } });
+    } else if (calls.length) {
       // Arguments arrive in pieces, and parallel calls interleave: the proxy must merge by index.
       for (const [index, call] of calls.entries())
         await chunk({

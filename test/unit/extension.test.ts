@@ -27,7 +27,7 @@ import { resolveStoreFile } from '../../extension/storePath';
 import { parseRewardInput } from '../../extension/rewardInput';
 import { inlineText } from '../../extension/inlineText';
 import { explainNativeLoadError, NativeModuleError } from '../../trainer-daemon/store/nativeModules';
-import { PLACEHOLDER_API_KEY, type AgentRun } from '../../trainer-daemon/protocol';
+import { PLACEHOLDER_API_KEY, userProviderUpstreams, type AgentRun } from '../../trainer-daemon/protocol';
 
 const probe =
   (versions: Record<string, string>): VersionProbe =>
@@ -299,6 +299,63 @@ describe('Debug with Lightning configuration', () => {
     );
   });
 
+  it('preloads the capture preloads into every debuggee, and the exit-code recorder after them for Node', () => {
+    const recording = { recorder: '/ext/dist/exit-code.js', file: '/tmp/exit' };
+    const capture = {
+      nodePreload: '/ext/dist/capture-preload.js',
+      pythonSiteDir: '/ext/trainer-daemon/python/lightning_capture',
+    };
+    const nodeEnv = instrumentConfig(
+      { ...node, env: { NODE_OPTIONS: '--inspect-port=0' } },
+      run,
+      {},
+      recording,
+      capture,
+    ).env as Record<string, string>;
+    assert.equal(
+      nodeEnv.NODE_OPTIONS,
+      '--inspect-port=0 --require "/ext/dist/capture-preload.js" --require "/ext/dist/exit-code.js"',
+    );
+    const python = instrumentConfig(
+      { type: 'debugpy', request: 'launch', name: 'py', lightning: true },
+      run,
+      { PYTHONPATH: '/src' },
+      recording,
+      capture,
+    ).env as Record<string, string>;
+    assert.equal(
+      python.NODE_OPTIONS,
+      '--require "/ext/dist/capture-preload.js"',
+      'a Node process the Python agent starts is captured too',
+    );
+    assert.equal(python.LIGHTNING_EXIT_CODE_FILE, undefined);
+    assert.equal(
+      python.PYTHONPATH,
+      '/ext/trainer-daemon/python/lightning_capture:/src',
+      'the capture sitecustomize first, then yours',
+    );
+  });
+
+  it("points the user's ANTHROPIC_API_URL (LangChain reads it first) at the rollout too, and takes it as the upstream", () => {
+    const bare: LaunchConfig = { type: 'node', request: 'launch', name: 'lc', lightning: true };
+    assert.equal(
+      (instrumentConfig(bare, run, {}).env as Record<string, string>).ANTHROPIC_API_URL,
+      undefined,
+      'not set for users who have none',
+    );
+    assert.equal(
+      (instrumentConfig(bare, run, { ANTHROPIC_API_URL: 'https://gw/anthropic' }).env as Record<string, string>)
+        .ANTHROPIC_API_URL,
+      run.url,
+    );
+    assert.deepEqual(userProviderUpstreams({ ANTHROPIC_API_URL: 'https://gw/anthropic/' }), {
+      anthropic: 'https://gw/anthropic',
+    });
+    assert.deepEqual(userProviderUpstreams({ ANTHROPIC_API_URL: 'https://gw/a', ANTHROPIC_BASE_URL: 'https://gw/b' }), {
+      anthropic: 'https://gw/b',
+    });
+  });
+
   it('maps the exit code to the final status', () => {
     assert.deepEqual(finalStatus(0), { to: 'succeeded', error: null });
     assert.deepEqual(finalStatus(3), { to: 'failed', error: 'exited with code 3' });
@@ -331,8 +388,11 @@ describe('a built script carried inline in its page', () => {
       "return ['</script><script>alert(1)</SCRIPT>', `<!-- ${'</style>'} -->`, /<\\/script>|<!--/.test('<!--'), /<!--/u.test('a<!--'), '</Style>'].join('|'); // </script>";
     const safe = inlineText(code, 'js');
     assert.doesNotMatch(safe, /<\/(script|style)|<!--/i);
+    // The point is to run both texts as the browser would: compiled from strings.
+    /* eslint-disable @typescript-eslint/no-implied-eval */
     assert.equal(new Function(safe)(), new Function(code)());
     assert.equal(new Function(safe)(), '</script><script>alert(1)</SCRIPT>|<!-- </style> -->|true|true|</Style>');
+    /* eslint-enable @typescript-eslint/no-implied-eval */
     assert.equal(inlineText('.a::after { content: "</style>"; }', 'css'), '.a::after { content: "\\3C /style>"; }');
   });
 });

@@ -92,6 +92,22 @@ describe('reward rules', () => {
     assert.equal((applyRule(rule, spans.trajectory, spans.task) as { value: number }).value, 1);
   });
 
+  test('tool-called: a Responses function_call and a legacy function_call each count once', (t) => {
+    const store = openStore(t);
+    const request = { model: 'm', input: 'q', messages: [{ role: 'user', content: 'q' }] };
+    const call = (api: string, response: Json): ReturnType<typeof llmSpan> =>
+      llmSpan({ attributes: { 'lightning.api': api, 'lightning.request': request, 'lightning.response': response } });
+    const searchCall = { type: 'function_call', call_id: 'c1', name: 'search', arguments: '{}' };
+    const responses = call('responses', { id: 'resp_1', status: 'completed', output: [searchCall] });
+    const legacyMessage = { role: 'assistant', content: null, function_call: { name: 'search', arguments: '{}' } };
+    const legacy = call('chat.completions', { choices: [{ index: 0, message: legacyMessage }] });
+    const { trajectory } = view(store, { answer: 'a', extraSpans: [responses, legacy] });
+    assert.deepEqual(
+      trajectory.toolCalls.map((c) => c.name),
+      ['search', 'search'],
+    );
+  });
+
   test('penalties: errors, timeouts, too many steps, too many tokens', (t) => {
     const store = openStore(t);
     const score = (rule: unknown, rollout: RecordedRollout): number => {

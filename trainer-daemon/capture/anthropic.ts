@@ -4,7 +4,7 @@
  * included), and errors in Anthropic's own shape, so that the SDK reports the daemon's own failures
  * (an unreachable upstream, a revoked rollout URL) as it reports the API's.
  */
-import type { Json } from '../protocol';
+import { textOf, type Json } from '../protocol';
 import { TRUNCATED_MARKER, type Reassembler } from './reassemble';
 
 type JsonObject = { [key: string]: Json };
@@ -53,7 +53,7 @@ export class AnthropicReassembler implements Reassembler {
         return;
       case 'error':
         this.error = isObject(event.error)
-          ? `${String(event.error.type ?? 'error')}: ${String(event.error.message ?? '')}`
+          ? `${textOf(event.error.type, 'error')}: ${textOf(event.error.message)}`
           : 'the stream reported an error';
         this.errorEvent = isObject(event.error) ? event.error : { type: 'api_error', message: this.error };
         return;
@@ -125,7 +125,7 @@ export function anthropicUsage(response: JsonObject | null): {
   cacheCreation: number | null;
 } {
   const usage = isObject(response?.usage) ? response.usage : undefined;
-  const num = (key: string): number | null => (usage && typeof usage[key] === 'number' ? (usage[key] as number) : null);
+  const num = (key: string): number | null => (usage && typeof usage[key] === 'number' ? usage[key] : null);
   const base = num('input_tokens');
   const cacheRead = num('cache_read_input_tokens');
   const cacheCreation = num('cache_creation_input_tokens');

@@ -4,7 +4,7 @@
  * chunks merged into the response `generateContent` returns, `usageMetadata`, and errors in
  * Google's shape. The API key (`x-goog-api-key` or `key=`) is forwarded and never recorded.
  */
-import type { Json } from '../protocol';
+import { textOf, type Json } from '../protocol';
 import { TRUNCATED_MARKER, type Reassembler } from './reassemble';
 
 type JsonObject = { [key: string]: Json };
@@ -31,7 +31,7 @@ export class GeminiReassembler implements Reassembler {
   add(event: unknown): void {
     if (!isObject(event)) return;
     if (isObject(event.error)) {
-      this.error = String(event.error.message ?? JSON.stringify(event.error));
+      this.error = textOf(event.error.message ?? event.error);
       this.errorObject = event.error;
     }
     for (const key of ['usageMetadata', 'modelVersion', 'responseId', 'promptFeedback', 'createTime'] as const)
@@ -87,7 +87,7 @@ export function geminiUsage(response: JsonObject | null): {
   cacheRead: number | null;
 } {
   const usage = isObject(response?.usageMetadata) ? response.usageMetadata : undefined;
-  const num = (key: string): number | null => (usage && typeof usage[key] === 'number' ? (usage[key] as number) : null);
+  const num = (key: string): number | null => (usage && typeof usage[key] === 'number' ? usage[key] : null);
   const candidates = num('candidatesTokenCount');
   const thoughts = num('thoughtsTokenCount');
   return {

@@ -2,7 +2,8 @@
  * Which provider API a request under a rollout URL speaks, besides OpenAI's: the Anthropic Messages
  * API (`/v1/messages…`, and `/v1/models` when the client sends `anthropic-version`) and the Gemini
  * API (`/v1beta/…`). Their SDKs take the rollout URL itself as base URL (`ANTHROPIC_BASE_URL`,
- * `GOOGLE_GEMINI_BASE_URL`) and append these paths.
+ * `GOOGLE_GEMINI_BASE_URL`) and append these paths. The Vercel AI SDK's `@ai-sdk/anthropic` expects
+ * a base that ends in `/v1` and appends only `/messages`: `/messages…` is the Messages API too.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import { PLACEHOLDER_API_KEY, type Json, type ProviderName } from '../protocol';
@@ -33,9 +34,12 @@ const ERROR_BODY: Record<ProviderName, ProviderRoute['errorBody']> = {
   gemini: (status, _type, message) => geminiErrorBody(status, message),
 };
 
+/** `/v1/messages…` (the Anthropic SDKs) or `/messages…` (`@ai-sdk/anthropic`, whose base ends in `/v1`). */
+const MESSAGES_PATH = /^(?:\/v1)?\/messages(?:\/|$)/;
+
 function providerOf(path: string, headers: IncomingHttpHeaders): ProviderName | null {
   if (/^\/v1(beta|alpha)\//.test(path)) return 'gemini';
-  if (path === '/v1/messages' || path.startsWith('/v1/messages/')) return 'anthropic';
+  if (MESSAGES_PATH.test(path)) return 'anthropic';
   if ((path === '/v1/models' || path.startsWith('/v1/models/')) && headers['anthropic-version'] !== undefined)
     return 'anthropic';
   return null;
@@ -62,7 +66,7 @@ export function providerRoute(
   if (provider === 'anthropic') {
     return {
       provider,
-      api: method === 'POST' && path === '/v1/messages' ? 'anthropic.messages' : null,
+      api: method === 'POST' && (path === '/v1/messages' || path === '/messages') ? 'anthropic.messages' : null,
       path: upstreamPath,
       stream: false,
       errorBody: ERROR_BODY.anthropic,
@@ -77,4 +81,22 @@ export function providerRoute(
     stream: call?.stream ?? false,
     errorBody: ERROR_BODY.gemini,
   };
+}
+
+/**
+ * The path a provider call takes at `base`: the agent's own, joined to the base as its SDK would
+ * have joined it (`upstreamTarget`). A `/messages` call (a base ending in `/v1`, as `@ai-sdk/anthropic`
+ * expects) to an upstream given as a bare origin — the provider's default, `LIGHTNING_ANTHROPIC_UPSTREAM_URL`,
+ * an `ANTHROPIC_BASE_URL` of `https://api.anthropic.com` (which that SDK itself reads as `…/v1`) —
+ * goes to `/v1/messages` there.
+ */
+export function providerPathAt(base: string, route: ProviderRoute): string {
+  if (route.provider !== 'anthropic' || route.path.startsWith('/v1/')) return route.path;
+  let basePath: string;
+  try {
+    basePath = new URL(base).pathname;
+  } catch {
+    return route.path;
+  }
+  return basePath.replace(/\/+$/, '') === '' ? `/v1${route.path}` : route.path;
 }

@@ -1,11 +1,13 @@
 /**
  * Rebuilds one response object from a stream of server-sent events, for the record: what the
  * non-streaming endpoint would have returned. Chat completions merge text and tool-call deltas
- * by index (parallel tool calls), keep the finish reason, usage (`stream_options.include_usage`),
- * logprobs and engine token ids; legacy completions concatenate text; the Responses API's final
+ * by index (parallel tool calls) and a legacy `function_call`'s name and arguments, keep the finish
+ * reason, usage (`stream_options.include_usage`), logprobs (every list joined by its field: chat's
+ * `content`/`refusal`, legacy completions' `tokens`/`token_logprobs`/`top_logprobs`/`text_offset`)
+ * and engine token ids; legacy completions concatenate text; the Responses API's final
  * `response.completed` (or `.incomplete`/`.failed`) event already carries the whole response.
  */
-import type { Json } from '../protocol';
+import { textOf, type Json } from '../protocol';
 
 export type Api =
   'chat.completions' | 'completions' | 'responses' | 'embeddings' | 'anthropic.messages' | 'gemini.generate_content';
@@ -42,8 +44,11 @@ interface ChoiceDraft {
   reasoning: string;
   text: string;
   toolCalls: Map<number, ToolCallDraft>;
+  /** A legacy `functions` answer's call (chat completions before `tools`). */
+  functionCall?: { name: string; arguments: string };
   finishReason: Json;
-  logprobs: Json[];
+  /** Each logprobs list, by field, joined across the stream's events. */
+  logprobs: Map<string, Json[]>;
   tokenIds: Json[];
 }
 
@@ -69,7 +74,7 @@ export class StreamReassembler implements Reassembler {
   add(event: unknown): void {
     if (!isObject(event)) return;
     this.eventCount += 1;
-    if (isObject(event.error)) this.error = String(event.error.message ?? JSON.stringify(event.error));
+    if (isObject(event.error)) this.error = textOf(event.error.message ?? event.error);
     if (this.api === 'responses') return this.addResponseEvent(event);
     for (const key of [
       'id',
@@ -99,7 +104,7 @@ export class StreamReassembler implements Reassembler {
         text: '',
         toolCalls: new Map(),
         finishReason: null,
-        logprobs: [],
+        logprobs: new Map(),
         tokenIds: [],
       };
       this.choices.set(index, draft);
@@ -108,8 +113,12 @@ export class StreamReassembler implements Reassembler {
     if (typeof raw.text === 'string') draft.text += raw.text;
     if (Array.isArray(raw.token_ids)) draft.tokenIds.push(...raw.token_ids);
     if (isObject(raw.logprobs)) {
-      const content = raw.logprobs.content ?? raw.logprobs.tokens;
-      if (Array.isArray(content)) draft.logprobs.push(...content);
+      for (const [field, list] of Object.entries(raw.logprobs)) {
+        if (!Array.isArray(list)) continue;
+        const joined = draft.logprobs.get(field);
+        if (joined) joined.push(...list);
+        else draft.logprobs.set(field, [...list]);
+      }
     }
     const delta = raw.delta;
     if (!isObject(delta)) return;
@@ -120,6 +129,12 @@ export class StreamReassembler implements Reassembler {
     if (typeof reasoning === 'string') draft.reasoning += reasoning;
     if (Array.isArray(delta.tool_calls))
       for (const call of delta.tool_calls) if (isObject(call)) this.addToolCall(draft, call);
+    if (isObject(delta.function_call)) {
+      draft.functionCall ??= { name: '', arguments: '' };
+      if (typeof delta.function_call.name === 'string') draft.functionCall.name += delta.function_call.name;
+      if (typeof delta.function_call.arguments === 'string')
+        draft.functionCall.arguments += delta.function_call.arguments;
+    }
   }
 
   private addToolCall(draft: ChoiceDraft, call: JsonObject): void {
@@ -176,7 +191,7 @@ export class StreamReassembler implements Reassembler {
 
   private choiceResult(draft: ChoiceDraft): JsonObject {
     const choice: JsonObject = { index: draft.index, finish_reason: draft.finishReason };
-    if (draft.logprobs.length > 0) choice.logprobs = { content: draft.logprobs };
+    if (draft.logprobs.size > 0) choice.logprobs = Object.fromEntries(draft.logprobs);
     if (draft.tokenIds.length > 0) choice.token_ids = draft.tokenIds;
     if (this.api === 'completions') return { ...choice, text: draft.text };
     const message: JsonObject = {
@@ -185,6 +200,7 @@ export class StreamReassembler implements Reassembler {
     };
     if (draft.refusal) message.refusal = draft.refusal;
     if (draft.reasoning) message.reasoning_content = draft.reasoning;
+    if (draft.functionCall) message.function_call = draft.functionCall;
     if (draft.toolCalls.size > 0) {
       message.tool_calls = [...draft.toolCalls.values()]
         .sort((a, b) => a.index - b.index)

@@ -9,8 +9,10 @@ import { Option, type Command } from 'commander';
 import {
   checkpointRouting,
   PolicyDevice,
+  providerBaseVariables,
   userProviderUpstreams,
   userUpstream,
+  type ProviderName,
   type ProviderUpstreams,
 } from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
@@ -62,7 +64,10 @@ export async function resolveRouting(
     const providerUpstreams = Object.fromEntries(
       Object.entries(userProviderUpstreams(env)).map(([name, url]) => [
         name,
-        parseUpstream(url, name === 'anthropic' ? 'ANTHROPIC_BASE_URL' : 'GOOGLE_GEMINI_BASE_URL'),
+        parseUpstream(
+          url,
+          providerBaseVariables(name as ProviderName).find((variable) => env[variable]),
+        ),
       ]),
     );
     return { upstream, tokenIds: options.tokenIds ?? false, providerUpstreams, resources: {} };

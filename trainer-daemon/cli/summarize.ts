@@ -3,7 +3,7 @@
  * and what came out (tool calls with their arguments, or the text), across the chat completions,
  * Responses and legacy completions shapes. The full record stays in `show --json`.
  */
-import type { Json, Span } from '../protocol';
+import { textOf, type Json, type Span } from '../protocol';
 import { truncate } from './format';
 
 type JsonObject = { [key: string]: Json };
@@ -20,7 +20,7 @@ function text(value: Json | undefined): string {
   if (typeof value === 'string') return value;
   // Content parts: [{type:'text', text}] or Responses' [{type:'output_text', text}].
   return arr(value)
-    .map((part) => String(obj(part)?.text ?? ''))
+    .map((part) => textOf(obj(part)?.text))
     .join('');
 }
 
@@ -32,8 +32,8 @@ function lastInput(request: JsonObject): string | undefined {
   const messages = arr(request.messages ?? request.input);
   const last = obj(messages.at(-1));
   if (last) {
-    if (last.type === 'function_call_output') return `tool result: ${oneLine(String(last.output ?? ''))}`;
-    return `${String(last.role ?? 'input')}: ${oneLine(text(last.content))}`;
+    if (last.type === 'function_call_output') return `tool result: ${oneLine(textOf(last.output))}`;
+    return `${textOf(last.role, 'input')}: ${oneLine(text(last.content))}`;
   }
   if (typeof request.input === 'string') return `user: ${oneLine(request.input)}`;
   if (typeof request.prompt === 'string') return `prompt: ${oneLine(request.prompt)}`;
@@ -45,16 +45,16 @@ function outputs(response: JsonObject): string[] {
   for (const item of arr(response.output)) {
     const entry = obj(item);
     if (entry?.type === 'function_call')
-      lines.push(`tool call ${String(entry.name)}(${oneLine(String(entry.arguments ?? ''), 80)})`);
+      lines.push(`tool call ${textOf(entry.name)}(${oneLine(textOf(entry.arguments), 80)})`);
     else if (entry?.type === 'message') lines.push(`"${oneLine(text(entry.content))}"`);
   }
   for (const choice of arr(response.choices)) {
     const message = obj(obj(choice)?.message);
     for (const call of arr(message?.tool_calls)) {
       const fn = obj(obj(call)?.function);
-      lines.push(`tool call ${String(fn?.name)}(${oneLine(String(fn?.arguments ?? ''), 80)})`);
+      lines.push(`tool call ${textOf(fn?.name)}(${oneLine(textOf(fn?.arguments), 80)})`);
     }
-    const content = message ? text(message.content) : String(obj(choice)?.text ?? '');
+    const content = message ? text(message.content) : textOf(obj(choice)?.text);
     if (content) lines.push(`"${oneLine(content)}"`);
   }
   return lines;

@@ -4,7 +4,7 @@
  * (exact request and response) or from OTLP spans; the span tree gives the enclosing agent, with
  * missing parents repaired by time containment.
  */
-import { asChatCall, type Json, type Reward } from '../protocol';
+import { TrainingChatReader, textOf, type Json, type Reward, type TrainingChat } from '../protocol';
 import type { TrainingSpan as Span } from '../protocol/lightningrl';
 
 type JsonObject = { [key: string]: Json };
@@ -23,6 +23,10 @@ export interface LlmCall {
   readonly promptTokenIds: number[] | null;
   readonly responseTokenIds: number[] | null;
   readonly logprobs: number[] | null;
+  /** How many choices the answer had: only the first is trained on (n > 1). */
+  readonly choices: number;
+  /** Why the call has no chat form (messages or reply null), e.g. a legacy /completions call. */
+  readonly notChat: string | null;
   /** Step rewards credited to this call (annotations on it, reward spans after it). */
   stepReward: number;
 }
@@ -46,7 +50,7 @@ function ints(value: Json | undefined): number[] | null {
 }
 
 function numbers(value: Json | undefined): number[] | null {
-  return Array.isArray(value) && value.every((v) => typeof v === 'number') ? (value as number[]) : null;
+  return Array.isArray(value) && value.every((v) => typeof v === 'number') ? value : null;
 }
 
 function agentNameOf(span: Span): string | null {
@@ -109,30 +113,34 @@ function flattenedMessages(attributes: JsonObject, prefix: 'gen_ai.prompt' | 'ge
   return messages.length ? messages : null;
 }
 
-function callOf(span: Span, agentName: string | null): LlmCall {
+function callOf(span: Span, agentName: string | null, chat: TrainingChat): LlmCall {
   const attributes = span.attributes as JsonObject;
-  // Anthropic and Gemini calls are read as chat completions (protocol/llmApis.ts).
-  const chat = asChatCall(attributes);
+  // Every API is read as chat completions (protocol/llmApis.ts, openaiChat.ts); Responses and legacy
+  // completions keep what they sent and got as `input` and `output` too.
   const request = chat.request ?? undefined;
   const response = chat.response ?? undefined;
-  const choice = obj(Array.isArray(response?.choices) ? response!.choices[0] : undefined);
+  const recordedRequest = obj(attributes['lightning.request']);
+  const recordedResponse = obj(attributes['lightning.response']);
+  const choice = obj(Array.isArray(response?.choices) ? response.choices[0] : undefined);
   const message = obj(choice?.message) ?? flattenedMessages(attributes, 'gen_ai.completion')?.[0] ?? null;
-  const output = Array.isArray(response?.output) ? response!.output : null;
+  const output = Array.isArray(recordedResponse?.output) ? recordedResponse.output : null;
   const content = message?.content;
   const outputText = output
     ?.flatMap((item) =>
       obj(item)?.type === 'message' && Array.isArray(obj(item)!.content) ? (obj(item)!.content as Json[]) : [],
     )
-    .map((part) => String(obj(part)?.text ?? ''))
+    .map((part) => textOf(obj(part)?.text))
     .join('');
   const logprobContent = obj(choice?.logprobs)?.content;
+  // Legacy completions: one number (null for the first prompt token under `echo`) per token.
+  const tokenLogprobs = obj(choice?.logprobs)?.token_logprobs;
   return {
     span,
     agentName,
     api:
       typeof attributes['lightning.api'] === 'string'
         ? attributes['lightning.api']
-        : String(attributes['gen_ai.operation.name'] ?? 'llm'),
+        : textOf(attributes['gen_ai.operation.name'], 'llm'),
     model:
       typeof attributes['gen_ai.response.model'] === 'string'
         ? attributes['gen_ai.response.model']
@@ -140,10 +148,12 @@ function callOf(span: Span, agentName: string | null): LlmCall {
           ? attributes['gen_ai.request.model']
           : null,
     messages: Array.isArray(request?.messages)
-      ? (request!.messages.filter((m) => obj(m)) as JsonObject[])
-      : flattenedMessages(attributes, 'gen_ai.prompt'),
-    input: request?.input ?? request?.prompt ?? null,
-    tools: Array.isArray(request?.tools) ? request!.tools : null,
+      ? (request.messages.filter((m) => obj(m)) as JsonObject[])
+      : chat.issue === null
+        ? flattenedMessages(attributes, 'gen_ai.prompt')
+        : null,
+    input: recordedRequest?.input ?? recordedRequest?.prompt ?? null,
+    tools: Array.isArray(request?.tools) ? request.tools : null,
     message,
     output,
     text: typeof content === 'string' ? content : typeof choice?.text === 'string' ? choice.text : outputText || null,
@@ -151,7 +161,11 @@ function callOf(span: Span, agentName: string | null): LlmCall {
     responseTokenIds: ints(attributes['lightning.response_token_ids']),
     logprobs: Array.isArray(logprobContent)
       ? logprobContent.map((entry) => Number(obj(entry)?.logprob ?? Number.NaN)).filter(Number.isFinite)
-      : numbers(attributes['lightning.response_logprobs']),
+      : Array.isArray(tokenLogprobs)
+        ? tokenLogprobs.filter((value): value is number => typeof value === 'number')
+        : numbers(attributes['lightning.response_logprobs']),
+    choices: chat.choices,
+    notChat: chat.issue,
     stepReward: 0,
   };
 }
@@ -194,10 +208,14 @@ export function extractCalls(
   }
   // The call that rewards on later spans belong to; null after a call of an agent not trained.
   let current: LlmCall | null = null;
+  // Every call is read, trained or not: a later Responses call may continue its conversation.
+  const reader = new TrainingChatReader();
   for (const span of ordered) {
     if (span.category === 'llm') {
+      const chat = reader.read(span.attributes);
       const agentName = enclosingAgent(twinOf.get(span.spanId) ?? span, parents) ?? enclosingAgent(span, parents);
-      current = agentMatch && !(agentName !== null && agentMatch.test(agentName)) ? null : callOf(span, agentName);
+      const trained = !agentMatch || (agentName !== null && agentMatch.test(agentName));
+      current = trained ? callOf(span, agentName, chat) : null;
       if (current) calls.push(current);
     }
     if (span.category === 'llm') {

@@ -51,6 +51,7 @@ export function buildTransitions(
     excludedBelowMinReward: 0,
     excludedNoCalls: 0,
     skipped: noSkippedCalls(),
+    otherChoices: 0,
     singletonGroups: 0,
     zeroVarianceGroups: 0,
     aggregated: null,
@@ -97,6 +98,7 @@ export function buildTransitions(
       options.credit,
     );
     const rolloutAdvantage = advantages?.get(trajectory.rollout.id);
+    for (const { call } of calls) report.otherChoices += Math.max(0, call.choices - 1);
     const samples = calls.map(({ call, outcome }, step) =>
       transition(trajectory, call, outcome, step, reward, credited[step]!, rolloutAdvantage ?? credited[step]!),
     );
@@ -144,19 +146,28 @@ function transition(
     advantage,
     // Only a call kept by --include-failed carries it: every other row is a whole answer.
     ...(outcome.kind === 'ok' ? {} : { outcome }),
+    ...(call.notChat === null ? {} : { notChat: call.notChat }),
   };
 }
 
+/** An OpenAI fine-tuning chat example: the prompt messages, the model's reply (with its tool calls), its tools. */
+export type ChatExample = {
+  readonly messages: Json[];
+  readonly tools?: Json[];
+};
+
 /**
- * A transition as an OpenAI fine-tuning chat example: the prompt messages followed by the model's
- * reply (with its tool calls), and the tools offered. Undefined for calls without chat messages
- * (Responses API, legacy completions), which that format cannot express.
+ * A transition as an OpenAI fine-tuning chat example, or why it cannot be one. Every API's call is
+ * read as chat (Responses items, legacy functions as tools, Anthropic, Gemini); what is left has its
+ * reason: a legacy /completions text prompt, a hosted tool's item, no reply recorded.
  */
-export function toChatExample(transition: Transition): { messages: Json[]; tools?: Json[] } | undefined {
+export function toChatExample(transition: Transition): { example: ChatExample } | { reason: string } {
   const { messages, tools } = transition.prompt;
   const reply = transition.response.message;
-  if (!messages || !reply) return undefined;
+  if (transition.notChat !== undefined) return { reason: transition.notChat };
+  if (!messages) return { reason: 'the call records no chat messages (an OTLP span without gen_ai prompt attributes)' };
+  if (!reply) return { reason: 'the call records no reply' };
   const assistant: { [key: string]: Json } = { role: 'assistant', content: reply.content ?? null };
   if (Array.isArray(reply.tool_calls) && reply.tool_calls.length > 0) assistant.tool_calls = reply.tool_calls;
-  return { messages: [...messages, assistant], ...(tools && tools.length > 0 ? { tools } : {}) };
+  return { example: { messages: [...messages, assistant], ...(tools && tools.length > 0 ? { tools } : {}) } };
 }

@@ -22,9 +22,12 @@ function obj(value: Json | undefined): JsonObject | undefined {
   return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : undefined;
 }
 
-/** Tool calls an LLM response asked for: chat `tool_calls`, or Responses API `function_call` items. */
+/**
+ * Tool calls an LLM response asked for: its chat reply's `tool_calls` (a Responses call's `function_call`
+ * items are read into it, protocol/openaiChat.ts), else — a reply with no chat form — the `function_call` items.
+ */
 function toolCallsOf(call: LlmCall): ToolCall[] {
-  const chat = Array.isArray(call.message?.tool_calls) ? call.message!.tool_calls : [];
+  const chat = Array.isArray(call.message?.tool_calls) ? call.message.tool_calls : [];
   const fromChat = chat.flatMap((entry) => {
     const fn = obj(obj(entry)?.function);
     return typeof fn?.name === 'string'
@@ -42,7 +45,7 @@ function toolCallsOf(call: LlmCall): ToolCall[] {
       ? [{ name: entry.name, arguments: typeof entry.arguments === 'string' ? entry.arguments : '' }]
       : [];
   });
-  return [...fromChat, ...fromResponses];
+  return call.message ? fromChat : fromResponses;
 }
 
 /** Tools seen as spans (frameworks that trace tool execution): the GenAI tool name, else the span name. */

@@ -170,20 +170,22 @@ export function registerExport(program: Command): void {
         store.close();
       }
       const lines: string[] = [];
-      let skipped = 0;
+      // Calls with no chat form, by why: the summary says so, never an export that is silently short.
+      const notChat: Record<string, number> = {};
       // The store holds no secret it knew of; a row is scrubbed again by value (key shapes, this
       // environment's upstream key), for records made before a secret was known. Nothing else changes.
       registerSecretValue(process.env.LIGHTNING_UPSTREAM_API_KEY);
       const row = (value: Json): string => JSON.stringify(scrubJsonValues(value));
       for (const transition of result.transitions) {
         if (options.format === 'transitions') {
-          lines.push(row(Transition.parse(transition) as unknown as Json));
+          lines.push(row(Transition.parse(transition)));
           continue;
         }
-        const example = toChatExample(transition);
+        const chat = toChatExample(transition);
         // A call kept by --include-failed says so in its row, so a fine-tuning job can still tell.
-        if (example) lines.push(row(transition.outcome ? { ...example, outcome: transition.outcome } : example));
-        else skipped += 1;
+        if ('example' in chat) {
+          lines.push(row(transition.outcome ? { ...chat.example, outcome: transition.outcome } : chat.example));
+        } else notChat[chat.reason] = (notChat[chat.reason] ?? 0) + 1;
       }
       const out = path.resolve(options.out);
       writeFileAtomically(out, lines.length ? `${lines.join('\n')}\n` : '');
@@ -192,8 +194,54 @@ export function registerExport(program: Command): void {
       const left = describeSkipped(report.skipped);
       if (left)
         process.stderr.write(`lightning export: ${left} (not whole answers; --include-failed keeps them, flagged)\n`);
-      process.stdout.write(
-        `${JSON.stringify({ event: 'export-finished', out, format: options.format, lines: lines.length, skippedNotChat: skipped, ...report })}\n`,
-      );
+      for (const line of leftOutLines(report, notChat, lines.length))
+        process.stderr.write(`lightning export: ${line}\n`);
+      const skippedNotChat = Object.values(notChat).reduce((sum, count) => sum + count, 0);
+      const summary = {
+        event: 'export-finished',
+        out,
+        format: options.format,
+        lines: lines.length,
+        skippedNotChat,
+        notChat,
+        ...report,
+      };
+      process.stdout.write(`${JSON.stringify(summary)}\n`);
     });
+}
+
+const plural = (count: number, one: string, many = `${one}s`): string => `${count} ${count === 1 ? one : many}`;
+
+/**
+ * What else the export left out, in words for stderr: calls with no chat row (by why), the other
+ * choices of n > 1 answers, and why a file is empty — an export never comes out short in silence.
+ */
+export function leftOutLines(report: ExportReport, notChat: Readonly<Record<string, number>>, lines: number): string[] {
+  const out: string[] = [];
+  const reasons = Object.entries(notChat);
+  if (reasons.length > 0)
+    out.push(`no chat row for ${reasons.map(([why, count]) => `${plural(count, 'call')} (${why})`).join('; ')}`);
+  if (report.otherChoices > 0) {
+    out.push(
+      `${plural(report.otherChoices, 'other choice')} of n > 1 answers left out: one row per call, of its first choice`,
+    );
+  }
+  if (lines > 0) return out;
+  const why: string[] = [];
+  if (report.rollouts === 0) why.push('no rollout matches the filters (--status, --mode, --label, --dataset, --batch)');
+  if (report.excludedNoReward > 0) {
+    why.push(
+      `${plural(report.excludedNoReward, 'rollout')} without an episode reward (--missing-reward fill exports them)`,
+    );
+  }
+  if (report.excludedBelowMinReward > 0)
+    why.push(`${plural(report.excludedBelowMinReward, 'rollout')} below --min-reward`);
+  if (report.excludedNoCalls > 0) {
+    why.push(
+      `${plural(report.excludedNoCalls, 'rollout')} with no LLM call to train on (none recorded, none of --agent, or none a whole answer)`,
+    );
+  }
+  if (reasons.length > 0) why.push('no call has a chat form (see above)');
+  out.push(`no rows written: ${why.join('; ') || 'nothing to export'}`);
+  return out;
 }
