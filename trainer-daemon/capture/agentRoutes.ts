@@ -9,8 +9,10 @@ import { z } from 'zod';
 import { AddRewardParams, describeIssues, type Json, type Rollout, type SpanInput } from '../protocol';
 import crypto from 'node:crypto';
 import { hasEnded } from '../protocol/status';
+import { markTruncated } from '../protocol/outcome';
 import { rememberRolloutSecrets, requestSecretValues } from '../protocol/secrets';
 import {
+  ConflictError,
   errorMessage,
   InvalidInputError,
   mapError,
@@ -24,12 +26,19 @@ import { requestPath, sendJson } from '../server/http';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import type { OtlpReceiver } from '../otlp/receiver';
+import { ExportCancelledError } from '../otlp/gunzip';
 import { budgetFromEnv, type ByteBudget } from './byteBudget';
 import { RecordingProxy, type UpstreamConfig } from './proxy';
 import { FinishBody } from '../protocol/runner';
 import type { WorkerAssignment } from '../protocol/runner';
 import type { Api } from './reassemble';
-import { DEFAULT_PROVIDER_UPSTREAMS, errorBodyFor, providerRoute, type ProviderRoute } from './providerRoutes';
+import {
+  DEFAULT_PROVIDER_UPSTREAMS,
+  errorBodyFor,
+  providerPathAt,
+  providerRoute,
+  type ProviderRoute,
+} from './providerRoutes';
 import { TranslatingProxy } from './translate';
 import type { AgentKeyRecord } from '../store/agentKeys';
 
@@ -133,8 +142,9 @@ export class AgentRoutes {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.budget = budgetFromEnv();
     // Committed at the next turn, not after the span window: the agent's answer waits on it.
+    // A call answered after its rollout ended is kept, marked late and left out of training (never mixed in).
     const record = (span: SpanInput, rolloutId: string): Promise<unknown> =>
-      options.writes.submitSpans(rolloutId, [span], { urgent: true });
+      options.writes.submitSpans(rolloutId, [this.lateMarked(span, rolloutId)], { urgent: true });
     this.proxy = new RecordingProxy(options.upstream, record, options.logger.child('proxy'), this.budget);
     this.translating = new TranslatingProxy(options.upstream, record, options.logger.child('proxy'));
   }
@@ -217,13 +227,27 @@ export class AgentRoutes {
       return;
     }
     const body = await readBody(request, this.maxBodyBytes);
-    const result = await this.options.otlp.ingest(
-      rolloutId,
-      body,
-      request.headers['content-type'],
-      request.headers['content-encoding'],
-      (id) => this.refusesSpans(id),
-    );
+    // An exporter that leaves (a timeout, a closed connection) stops its export's work.
+    const left = new AbortController();
+    response.once('close', () => left.abort());
+    let result;
+    try {
+      result = await this.options.otlp.ingest(
+        rolloutId,
+        body,
+        request.headers['content-type'],
+        request.headers['content-encoding'],
+        (id) => this.refusesSpans(id),
+        {
+          signal: left.signal,
+          take: (bytes) => this.budget.take(bytes, response),
+        },
+      );
+    } catch (error) {
+      if (!(error instanceof ExportCancelledError)) throw error;
+      this.options.logger.info('an OTLP export was cancelled: its client disconnected', { rolloutId });
+      return;
+    }
     response.writeHead(200, { 'content-type': result.contentType, 'content-length': result.body.length });
     response.end(result.body);
   }
@@ -277,15 +301,22 @@ export class AgentRoutes {
       case 'POST /reward': {
         const body = RewardBody.safeParse(parseJsonBody(request, await readBody(request, 1024 * 1024)));
         if (!body.success) throw new InvalidInputError(describeIssues(body.error, 'body'));
-        const reward = await this.options.writes.submit(() =>
-          this.options.store.addReward({
+        const reward = await this.options.writes.submit(() => {
+          // Checked in the write itself: a reward racing the rollout's end cannot slip in after it.
+          const { status } = this.options.store.getRollout(agent.rolloutId);
+          if (hasEnded(status)) {
+            throw new ConflictError(
+              `rollout ${agent.rolloutId} has ended (${status}): an agent's reward counts only while its rollout runs; a person can still annotate it (lightning reward)`,
+            );
+          }
+          return this.options.store.addReward({
             ...body.data,
             rolloutId: agent.rolloutId,
             source: 'agent',
             author: null,
             reason: null,
-          }),
-        );
+          });
+        });
         sendJson(response, 200, reward);
         return;
       }
@@ -366,7 +397,7 @@ export class AgentRoutes {
       agent.providerUpstreams[route.provider] ??
       this.options.upstream.providers?.[route.provider] ??
       DEFAULT_PROVIDER_UPSTREAMS[route.provider];
-    await this.proxy.forward({ ...call, upstream }, request, response);
+    await this.proxy.forward({ ...call, upstream, path: providerPathAt(upstream, route) }, request, response);
   }
 
   /** `POST $LIGHTNING_RUNNER_URL/next`: the next rollout of the batch for this worker, or 204 when it is done. */
@@ -387,6 +418,19 @@ export class AgentRoutes {
   }
 
   /** Why a rollout takes no more spans over OTLP (it has finished), or undefined when it does. */
+  /** `span` as stored when its rollout has ended: an LLM call's outcome says so (`truncated` by `rollout_ended`). */
+  private lateMarked(span: SpanInput, rolloutId: string): SpanInput {
+    let status;
+    try {
+      status = this.options.store.getRollout(rolloutId).status;
+    } catch {
+      return span;
+    }
+    if (!hasEnded(status)) return span;
+    const late = `the rollout had ended (${status}) when this call was recorded; it is kept, and left out of training`;
+    return { ...span, attributes: { ...markTruncated(span.attributes, 'rollout_ended'), 'lightning.late': late } };
+  }
+
   private refusesSpans(rolloutId: string): string | undefined {
     let rollout;
     try {

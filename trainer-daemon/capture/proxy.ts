@@ -7,8 +7,9 @@
  */
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import https from 'node:https';
+import type { Readable } from 'node:stream';
 import { StringDecoder } from 'node:string_decoder';
-import { createParser } from 'eventsource-parser';
+import zlib from 'node:zlib';
 import { PLACEHOLDER_API_KEY, type CallOutcome, type Json, type ProviderName } from '../protocol';
 import { errorMessage } from '../protocol/errors';
 import { RECORD_LIMITS, redactUrl } from '../protocol/secrets';
@@ -20,6 +21,7 @@ import { AnthropicReassembler } from './anthropic';
 import { GeminiReassembler } from './gemini';
 import { RetryLinker, sdkRetryCount } from './retries';
 import { streamContentChars } from './streamContent';
+import { MAX_SSE_EVENT_CHARS, SseParser } from './sseParser';
 
 type JsonObject = { [key: string]: Json };
 
@@ -189,6 +191,8 @@ export class RecordingProxy {
     let streamed = false;
     let status: number | null = null;
     const retryOf = call.api && call.json ? this.retries.retryOf(call.rolloutId, call.body) : null;
+    /** The Content-Encoding the upstream used although asked for identity (its body decoded), if any. */
+    let contentEncoding: string | null = null;
 
     return new Promise<void>((resolve) => {
       let finished: Promise<boolean> | undefined;
@@ -208,6 +212,7 @@ export class RecordingProxy {
           responseJson,
           outcome,
           retryOf,
+          contentEncoding,
         }).finally(resolve);
         return finished;
       };
@@ -224,27 +229,8 @@ export class RecordingProxy {
       };
 
       const transport = target.protocol === 'https:' ? https : http;
-      const upstream = transport.request(target, {
-        method: request.method,
-        headers: upstreamHeaders(request, this.config, call.upstream !== null, call.body.length),
-        agent: target.protocol === 'https:' ? keepAlive.https : keepAlive.http,
-        timeout: this.config.timeoutMs,
-      });
-
-      // A call waiting for a free upstream socket waits at most this long (the socket timeout starts only once it has one).
-      const queued = setTimeout(
-        () =>
-          upstream.destroy(
-            new QueueTimeoutError(
-              `no upstream connection was free within ${UPSTREAM_QUEUE_TIMEOUT_MS} ms (the daemon is at its ${UPSTREAM_SOCKETS} upstream sockets); retry shortly`,
-            ),
-          ),
-        UPSTREAM_QUEUE_TIMEOUT_MS,
-      );
-      queued.unref();
-      upstream.once('socket', () => clearTimeout(queued));
-      upstream.once('close', () => clearTimeout(queued));
-
+      let upstream: http.ClientRequest;
+      let retried = false;
       // The agent went away before the response ended: stop the upstream work too.
       response.on('close', () => {
         if (!response.writableFinished) {
@@ -256,58 +242,145 @@ export class RecordingProxy {
           );
         }
       });
-      upstream.on('timeout', () =>
-        upstream.destroy(new UpstreamTimeoutError(`no response from the upstream within ${this.config.timeoutMs} ms`)),
-      );
-      upstream.on('error', (error) => {
-        if (finished) return;
-        const message = `Lightning could not get a response from the upstream ${redactUrl(base)}: ${errorMessage(error)}`;
-        this.logger.warn('upstream request failed', { upstream: redactUrl(base), error: errorMessage(error) });
-        fail(
-          error instanceof QueueTimeoutError ? 503 : error instanceof UpstreamTimeoutError ? 504 : 502,
-          'upstream_unavailable',
-          message,
-        );
-      });
-      // An LLM API never switches protocols; without this listener Node would leave the call hanging.
-      upstream.on('upgrade', (upgraded: IncomingMessage, socket) => {
-        socket.destroy();
-        status = upgraded.statusCode ?? null;
-        fail(
-          502,
-          'upstream_malformed_response',
-          `the upstream ${redactUrl(base)} answered HTTP ${upgraded.statusCode} (switching protocols), which an LLM API never does`,
-        );
-      });
 
-      upstream.on('response', (upstreamResponse) => {
-        status = upstreamResponse.statusCode ?? 502;
-        if (status < 200 || status > 599) {
-          // Node refuses to send such a status on (writeHead throws): the agent gets a 502 that says why.
-          upstreamResponse.destroy();
+      /** Sends the call upstream: on a pooled keep-alive socket, or (`fresh`, the one retry) on a new connection. */
+      const send = (fresh: boolean): void => {
+        upstream = transport.request(target, {
+          method: request.method,
+          headers: upstreamHeaders(request, this.config, call.upstream !== null, call.body.length),
+          agent: fresh ? false : target.protocol === 'https:' ? keepAlive.https : keepAlive.http,
+          timeout: this.config.timeoutMs,
+        });
+        const sent = upstream;
+
+        // A call waiting for a free upstream socket waits at most this long (the socket timeout starts only once it has one).
+        const queued = setTimeout(
+          () =>
+            upstream.destroy(
+              new QueueTimeoutError(
+                `no upstream connection was free within ${UPSTREAM_QUEUE_TIMEOUT_MS} ms (the daemon is at its ${UPSTREAM_SOCKETS} upstream sockets); retry shortly`,
+              ),
+            ),
+          UPSTREAM_QUEUE_TIMEOUT_MS,
+        );
+        queued.unref();
+        upstream.once('socket', () => clearTimeout(queued));
+        upstream.once('close', () => clearTimeout(queued));
+
+        upstream.on('timeout', () =>
+          sent.destroy(new UpstreamTimeoutError(`no response from the upstream within ${this.config.timeoutMs} ms`)),
+        );
+        upstream.on('error', (error) => {
+          if (finished) return;
+          // A pooled keep-alive socket the upstream had closed fails before any answer byte: the call is sent
+          // again once, on a new connection (nothing reached the agent yet). Never after a response began.
+          if (
+            sent.reusedSocket &&
+            status === null &&
+            !retried &&
+            !response.headersSent &&
+            !(error instanceof QueueTimeoutError) &&
+            !(error instanceof UpstreamTimeoutError)
+          ) {
+            retried = true;
+            this.logger.debug('a reused upstream connection failed before answering; retrying on a new one', {
+              upstream: redactUrl(base),
+              error: errorMessage(error),
+            });
+            send(true);
+            return;
+          }
+          const message = `Lightning could not get a response from the upstream ${redactUrl(base)}: ${errorMessage(error)}`;
+          this.logger.warn('upstream request failed', { upstream: redactUrl(base), error: errorMessage(error) });
+          fail(
+            error instanceof QueueTimeoutError ? 503 : error instanceof UpstreamTimeoutError ? 504 : 502,
+            'upstream_unavailable',
+            message,
+          );
+        });
+        // An LLM API never switches protocols; without this listener Node would leave the call hanging.
+        upstream.on('upgrade', (upgraded: IncomingMessage, socket) => {
+          socket.destroy();
+          status = upgraded.statusCode ?? null;
           fail(
             502,
             'upstream_malformed_response',
-            `the upstream ${redactUrl(base)} answered with HTTP status ${status}, which is not a final HTTP status (200–599)`,
+            `the upstream ${redactUrl(base)} answered HTTP ${upgraded.statusCode} (switching protocols), which an LLM API never does`,
           );
-          return;
-        }
-        streamed = String(upstreamResponse.headers['content-type'] ?? '').includes('text/event-stream');
-        const headers: http.OutgoingHttpHeaders = {};
-        for (const [name, value] of Object.entries(upstreamResponse.headers)) {
-          if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
-        }
-        if (streamed) {
-          response.writeHead(status, headers);
-          response.flushHeaders();
-          let reassembled = 0;
-          const parser = createParser({
-            onEvent: (event) => {
-              if (event.data === '[DONE]' || !reassembler) return;
+        });
+
+        upstream.on('response', (upstreamResponse) => {
+          status = upstreamResponse.statusCode ?? 502;
+          if (status < 200 || status > 599) {
+            // Node refuses to send such a status on (writeHead throws): the agent gets a 502 that says why.
+            upstreamResponse.destroy();
+            fail(
+              502,
+              'upstream_malformed_response',
+              `the upstream ${redactUrl(base)} answered with HTTP status ${status}, which is not a final HTTP status (200–599)`,
+            );
+            return;
+          }
+          if (status >= 300 && status < 400) {
+            // A redirect is not followed (the call would leave the proxy, and its record): the agent is told where it points.
+            upstreamResponse.resume();
+            const location =
+              typeof upstreamResponse.headers.location === 'string'
+                ? redactUrl(new URL(upstreamResponse.headers.location, target).toString())
+                : 'nowhere';
+            fail(
+              502,
+              'upstream_redirect',
+              `the upstream ${redactUrl(base)} answered HTTP ${status}, a redirect to ${location}; Lightning does not follow redirects: set the rollout's upstream to where it points`,
+              { kind: 'upstream_error', status },
+            );
+            return;
+          }
+          streamed = String(upstreamResponse.headers['content-type'] ?? '').includes('text/event-stream');
+          const headers: http.OutgoingHttpHeaders = {};
+          for (const [name, value] of Object.entries(upstreamResponse.headers)) {
+            if (value !== undefined && !HOP_BY_HOP.has(name)) headers[name] = value;
+          }
+          // Asked for identity, an upstream may still compress: the body is decoded (the record reads it, the agent
+          // gets it plain) and the call says which encoding came.
+          const encoding = String(upstreamResponse.headers['content-encoding'] ?? 'identity')
+            .trim()
+            .toLowerCase();
+          const decoder = encoding === 'identity' || encoding === '' ? null : decoderFor(encoding);
+          if (decoder === undefined) {
+            upstreamResponse.destroy();
+            fail(
+              502,
+              'upstream_malformed_response',
+              `the upstream ${redactUrl(base)} answered with Content-Encoding ${JSON.stringify(encoding.slice(0, 50))}, which Lightning cannot decode (it asks for identity)`,
+            );
+            return;
+          }
+          if (decoder) {
+            contentEncoding = encoding;
+            delete headers['content-encoding'];
+            decoder.on('error', (error: Error) => {
+              if (finished) return;
+              upstreamResponse.destroy();
+              fail(
+                502,
+                'upstream_malformed_response',
+                `the upstream ${redactUrl(base)}'s ${encoding} body could not be decoded: ${errorMessage(error)}`,
+              );
+            });
+          }
+          const source: Readable = decoder ? upstreamResponse.pipe(decoder) : upstreamResponse;
+          if (streamed) {
+            response.writeHead(status, headers);
+            response.flushHeaders();
+            let reassembled = 0;
+            // One line or event past MAX_SSE_EVENT_CHARS stops the record's parser (the agent still gets every byte).
+            const parser = new SseParser((data) => {
+              if (data === '[DONE]' || !reassembler) return;
               if (reassembler.truncated) return;
               let parsed: unknown;
               try {
-                parsed = JSON.parse(event.data);
+                parsed = JSON.parse(data);
               } catch {
                 reassembler.error ??= 'the upstream sent an event that is not JSON';
                 return;
@@ -319,124 +392,137 @@ export class RecordingProxy {
                 return;
               }
               reassembler.add(parsed);
-            },
-          });
-          // A character split across two network chunks must not be split in the record.
-          const utf8 = new StringDecoder('utf8');
-          let ended = false;
-          upstreamResponse.on('data', (chunk: Buffer) => {
-            firstByteMs ??= Date.now();
-            // Backpressure: a slow agent slows the upstream read instead of growing memory.
-            if (!response.write(chunk)) {
-              upstreamResponse.pause();
-              response.once('drain', () => upstreamResponse.resume());
-            }
-            parser.feed(utf8.write(chunk));
-          });
-          upstreamResponse.on('end', () => {
-            ended = true;
-            parser.feed(utf8.end());
-            const result = reassembler?.result() ?? null;
-            const error = status! >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? null);
-            // An error event inside a 200 stream is an upstream error too: the answer is not whole.
-            const outcome: CallOutcome =
-              error !== null
-                ? { kind: 'upstream_error', status }
-                : reassembler?.truncated
-                  ? { kind: 'truncated', limit: 'stream_content' }
-                  : { kind: 'ok' };
-            // The stream's end is the agent's acknowledgement: it comes after the commit.
-            void finish(error, result, outcome).then((committed) => (committed ? response.end() : response.destroy()));
-          });
-          // The upstream dropped the stream: the agent must not wait forever, and the call is recorded.
-          upstreamResponse.on('close', () => {
-            if (ended || finished) return;
-            void finish('the upstream stream broke before it ended', reassembler?.result() ?? null, {
-              kind: 'upstream_error',
-              status,
-            }).then(() => response.destroy());
-          });
-          return;
-        }
-        let held = 0;
-        upstreamResponse.on('data', (chunk: Buffer) => {
-          firstByteMs ??= Date.now();
-          held += chunk.length;
-          try {
-            if (held > MAX_UPSTREAM_BODY_BYTES)
-              throw new Error(`the answer is over the ${MAX_UPSTREAM_BODY_BYTES}-byte limit for a non-streamed answer`);
-            this.budget?.take(chunk.length, response);
-          } catch (error) {
-            upstreamResponse.destroy();
-            fail(
-              502,
-              'upstream_response_too_large',
-              `Lightning did not take the upstream ${redactUrl(base)}'s answer: ${errorMessage(error)}`,
-              { kind: 'truncated', limit: 'response_body' },
-            );
-            return;
-          }
-          chunks.push(chunk);
-        });
-        upstreamResponse.on('end', () => {
-          const body = Buffer.concat(chunks);
-          let parsed: unknown;
-          let malformed = false;
-          if (String(upstreamResponse.headers['content-type'] ?? '').includes('json') || body.length > 0) {
-            try {
-              parsed = JSON.parse(body.toString('utf8'));
-            } catch {
-              malformed = status! < 400;
-            }
-          }
-          if (malformed) {
-            fail(
-              502,
-              'upstream_malformed_response',
-              `the upstream ${redactUrl(base)} answered HTTP ${status} with a body that is not JSON`,
-            );
-            return;
-          }
-          let json =
-            parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
-          // A streamed answer sent as one JSON array (Gemini's streamGenerateContent without alt=sse).
-          if (Array.isArray(parsed) && reassembler && status! < 400) {
-            for (const item of parsed) reassembler.add(item);
-            json = reassembler.result();
-            streamed = true;
-          }
-          const error =
-            status! >= 400
-              ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? body.toString('utf8').slice(0, 500)}`
-              : null;
-          // The answer goes out once its record is committed: the agent's 200 means "recorded".
-          void finish(error, json, status! >= 400 ? { kind: 'upstream_error', status } : { kind: 'ok' }).then(
-            (committed) => {
-              if (!committed) {
-                sendError(
-                  response,
-                  503,
-                  'storage_unavailable',
-                  'Lightning could not record this call (the store refused the write); retry shortly',
-                );
-                return;
+            });
+            // A character split across two network chunks must not be split in the record.
+            const utf8 = new StringDecoder('utf8');
+            let ended = false;
+            source.on('data', (chunk: Buffer) => {
+              firstByteMs ??= Date.now();
+              // Backpressure: a slow agent slows the upstream read instead of growing memory.
+              if (!response.write(chunk)) {
+                source.pause();
+                response.once('drain', () => source.resume());
               }
-              response.writeHead(status!, { ...headers, 'content-length': body.length });
-              response.end(body);
-            },
-          );
+              parser.feed(utf8.write(chunk));
+            });
+            source.on('end', () => {
+              ended = true;
+              parser.feed(utf8.end());
+              parser.end();
+              if (parser.overflow && reassembler) reassembler.truncated = true;
+              const result = reassembler?.result() ?? null;
+              if (parser.overflow && result)
+                result.lightning_truncated = `the upstream sent an SSE line or event over the ${MAX_SSE_EVENT_CHARS}-character limit; the agent got all of it, the record stops there`;
+              const error = status! >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? null);
+              // An error event inside a 200 stream is an upstream error too: the answer is not whole.
+              const truncatedBy = parser.overflow ? 'sse_event' : 'stream_content';
+              const outcome: CallOutcome =
+                error !== null
+                  ? { kind: 'upstream_error', status }
+                  : reassembler?.truncated
+                    ? { kind: 'truncated', limit: truncatedBy }
+                    : { kind: 'ok' };
+              // The stream's end is the agent's acknowledgement: it comes after the commit.
+              void finish(error, result, outcome).then((committed) =>
+                committed ? response.end() : response.destroy(),
+              );
+            });
+            // The upstream dropped the stream: the agent must not wait forever, and the call is recorded.
+            upstreamResponse.on('close', () => {
+              // A whole compressed body still has its decoder's end to come.
+              if (ended || finished || (decoder && upstreamResponse.complete)) return;
+              void finish('the upstream stream broke before it ended', reassembler?.result() ?? null, {
+                kind: 'upstream_error',
+                status,
+              }).then(() => response.destroy());
+            });
+            return;
+          }
+          let held = 0;
+          source.on('data', (chunk: Buffer) => {
+            firstByteMs ??= Date.now();
+            held += chunk.length;
+            try {
+              if (held > MAX_UPSTREAM_BODY_BYTES)
+                throw new Error(
+                  `the answer is over the ${MAX_UPSTREAM_BODY_BYTES}-byte limit for a non-streamed answer`,
+                );
+              this.budget?.take(chunk.length, response);
+            } catch (error) {
+              upstreamResponse.destroy();
+              decoder?.destroy();
+              fail(
+                502,
+                'upstream_response_too_large',
+                `Lightning did not take the upstream ${redactUrl(base)}'s answer: ${errorMessage(error)}`,
+                { kind: 'truncated', limit: 'response_body' },
+              );
+              return;
+            }
+            chunks.push(chunk);
+          });
+          source.on('end', () => {
+            if (finished) return;
+            const body = Buffer.concat(chunks);
+            let parsed: unknown;
+            let malformed = false;
+            if (String(upstreamResponse.headers['content-type'] ?? '').includes('json') || body.length > 0) {
+              try {
+                parsed = JSON.parse(body.toString('utf8'));
+              } catch {
+                malformed = status! < 400;
+              }
+            }
+            if (malformed) {
+              fail(
+                502,
+                'upstream_malformed_response',
+                `the upstream ${redactUrl(base)} answered HTTP ${status} with a body that is not JSON`,
+              );
+              return;
+            }
+            let json =
+              parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
+            // A streamed answer sent as one JSON array (Gemini's streamGenerateContent without alt=sse).
+            if (Array.isArray(parsed) && reassembler && status! < 400) {
+              for (const item of parsed) reassembler.add(item);
+              json = reassembler.result();
+              streamed = true;
+            }
+            const error =
+              status! >= 400
+                ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? body.toString('utf8').slice(0, 500)}`
+                : null;
+            // The answer goes out once its record is committed: the agent's 200 means "recorded".
+            void finish(error, json, status! >= 400 ? { kind: 'upstream_error', status } : { kind: 'ok' }).then(
+              (committed) => {
+                if (!committed) {
+                  sendError(
+                    response,
+                    503,
+                    'storage_unavailable',
+                    'Lightning could not record this call (the store refused the write); retry shortly',
+                  );
+                  return;
+                }
+                response.writeHead(status!, { ...headers, 'content-length': body.length });
+                response.end(body);
+              },
+            );
+          });
+          const broke = (reason: string): void => {
+            if (finished) return;
+            fail(502, 'upstream_unavailable', `the upstream connection broke: ${reason}`);
+          };
+          upstreamResponse.on('error', (error) => broke(errorMessage(error)));
+          upstreamResponse.on('close', () => {
+            if (!upstreamResponse.complete) broke('the response ended early');
+          });
         });
-        const broke = (reason: string): void => {
-          if (finished) return;
-          fail(502, 'upstream_unavailable', `the upstream connection broke: ${reason}`);
-        };
-        upstreamResponse.on('error', (error) => broke(errorMessage(error)));
-        upstreamResponse.on('close', () => {
-          if (!upstreamResponse.complete) broke('the response ended early');
-        });
-      });
 
-      upstream.end(call.body);
+        upstream.end(call.body);
+      };
+      send(false);
     });
   }
 
@@ -454,6 +540,7 @@ export class RecordingProxy {
       responseJson: JsonObject | null;
       outcome: CallOutcome;
       retryOf: string | null;
+      contentEncoding: string | null;
     },
   ): Promise<boolean> {
     if (!call.api || !call.json) return true;
@@ -479,6 +566,7 @@ export class RecordingProxy {
         sdkRetryCount: sdkRetryCount(request.headers),
       };
       const span = callToSpan(record);
+      if (outcome.contentEncoding) span.attributes['lightning.upstream_content_encoding'] = outcome.contentEncoding;
       await this.record(span, call.rolloutId);
       if (outcome.outcome.kind !== 'ok') this.retries.failedCall(call.rolloutId, call.body, span.spanId);
       return true;
@@ -487,6 +575,14 @@ export class RecordingProxy {
       return false;
     }
   }
+}
+
+/** A decoder for a Content-Encoding an upstream sent although asked for identity; undefined for one there is none for. */
+function decoderFor(encoding: string): zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress | undefined {
+  if (encoding === 'gzip' || encoding === 'x-gzip') return zlib.createGunzip();
+  if (encoding === 'deflate') return zlib.createInflate();
+  if (encoding === 'br') return zlib.createBrotliDecompress();
+  return undefined;
 }
 
 /** The upstream URL for a call: the base's path joined with the call's path, the call's query kept intact. */

@@ -4,6 +4,7 @@
  * checked before anything is stored; an error names the line.
  */
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import { InvalidInputError } from '../protocol/errors';
 import type { ImportTask, Json } from '../protocol';
 
@@ -50,4 +51,49 @@ export function parseTasksJsonl(text: string, options: ParseOptions): ImportTask
   });
   if (tasks.length === 0) throw new InvalidInputError('the file has no tasks (one JSON object per line)');
   return tasks;
+}
+
+/** What a dataset file may hold: 256 MiB in all (`LIGHTNING_MAX_DATASET_BYTES`), 8 MiB a line. */
+export const DATASET_LIMITS = {
+  maxBytes: Number(process.env.LIGHTNING_MAX_DATASET_BYTES) || 256 * 1024 * 1024,
+  maxLineBytes: 8 * 1024 * 1024,
+};
+
+/**
+ * Reads a dataset file of any kind (a regular file, a FIFO, a device) with its caps checked as the bytes
+ * arrive: `/dev/zero` or an endless FIFO stops at the first line or byte past them, naming it.
+ */
+export function readDatasetFile(file: string, limits = DATASET_LIMITS): string {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    let line = 1;
+    let lineBytes = 0;
+    const chunk = Buffer.allocUnsafe(1024 * 1024);
+    for (;;) {
+      const read = fs.readSync(fd, chunk, 0, chunk.length, null);
+      if (read === 0) break;
+      total += read;
+      if (total > limits.maxBytes)
+        throw new InvalidInputError(
+          `the file is over the ${limits.maxBytes}-byte limit for a dataset (LIGHTNING_MAX_DATASET_BYTES); split it`,
+        );
+      for (let start = 0; start < read;) {
+        const newline = chunk.indexOf(10, start);
+        const end = newline === -1 || newline >= read ? read : newline;
+        lineBytes += end - start;
+        if (lineBytes > limits.maxLineBytes)
+          throw new InvalidInputError(`line ${line} is over the ${limits.maxLineBytes}-byte limit for one task`);
+        if (end === read) break;
+        line += 1;
+        lineBytes = 0;
+        start = end + 1;
+      }
+      chunks.push(Buffer.from(chunk.subarray(0, read)));
+    }
+    return Buffer.concat(chunks, total).toString('utf8');
+  } finally {
+    fs.closeSync(fd);
+  }
 }

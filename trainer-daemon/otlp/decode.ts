@@ -56,6 +56,36 @@ export function decodeTraceRequest(
   maxBytes: number,
   maxSpans = Infinity,
 ): ExportTraceRequest {
+  try {
+    return decodeBody(body, contentType, contentEncoding, maxBytes, maxSpans);
+  } catch (error) {
+    throw asInputError(error);
+  }
+}
+
+/** JSON deeper than this is refused before it is read (OTLP's own nesting is ~10 levels; the store keeps 64). */
+export const MAX_OTLP_JSON_DEPTH = 256;
+
+/**
+ * A stack overflow while reading or converting a body (a protobuf AnyValue nested thousands deep) is the
+ * body's fault: a 400 that says so, not an internal error.
+ */
+export function asInputError(error: unknown): unknown {
+  if (error instanceof RangeError && /call stack/i.test(error.message)) {
+    return new InvalidInputError(
+      'OTLP body is nested too deeply to read (attribute values inside values, thousands of levels); flatten the attributes',
+    );
+  }
+  return error;
+}
+
+function decodeBody(
+  body: Buffer,
+  contentType: string | undefined,
+  contentEncoding: string | undefined,
+  maxBytes: number,
+  maxSpans: number,
+): ExportTraceRequest {
   const mediaType = (contentType ?? '').split(';')[0]!.trim().toLowerCase();
   if (mediaType !== 'application/x-protobuf' && mediaType !== 'application/json') {
     throw new UnsupportedMediaTypeError(
@@ -124,7 +154,26 @@ function decompress(body: Buffer, contentEncoding: string | undefined, maxBytes:
   }
 }
 
+/** Refuses JSON nested deeper than `limit`, by one pass over its bytes (brackets inside strings do not count). */
+function refuseDeepJson(bytes: Buffer, limit: number): void {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < bytes.length; i += 1) {
+    const byte = bytes[i]!;
+    if (inString) {
+      if (byte === 0x5c) i += 1;
+      else if (byte === 0x22) inString = false;
+    } else if (byte === 0x22) inString = true;
+    else if (byte === 0x7b || byte === 0x5b) {
+      depth += 1;
+      if (depth > limit)
+        throw new InvalidInputError(`OTLP JSON body is nested deeper than ${limit} levels; flatten the attributes`);
+    } else if (byte === 0x7d || byte === 0x5d) depth -= 1;
+  }
+}
+
 function parseJson(bytes: Buffer): unknown {
+  refuseDeepJson(bytes, MAX_OTLP_JSON_DEPTH);
   let textBody: string;
   try {
     textBody = new TextDecoder('utf-8', { fatal: true }).decode(bytes);

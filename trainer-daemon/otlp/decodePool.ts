@@ -18,12 +18,14 @@ import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } fr
 import type { Logger } from '../log';
 import type { NormalizedSpan, RejectedSpan } from './normalize';
 import { splitIntoParts } from './parts';
+import { ExportCancelledError } from './gunzip';
 import type { DecodeLimits, DecodeReply, DecodeRequest } from './worker';
 
 const ERRORS: Record<string, new (message: string) => Error> = {
   InvalidInputError,
   UnsupportedMediaTypeError,
   PayloadTooLargeError,
+  ExportCancelledError,
 };
 
 /** At least two, so one busy source always leaves a worker for the rest; at most four (each holds OTLP's decoder). */
@@ -46,6 +48,8 @@ interface Job {
   readonly replies: DecodeReply[];
   reader: ((reply: DecodeReply) => void) | undefined;
   slot: Slot | undefined;
+  /** Its worker answered once: it is handing out parts, no longer decoding. */
+  answered: boolean;
   finished: boolean;
 }
 
@@ -66,7 +70,10 @@ export class DecodePool {
     private readonly logger: Logger,
     private readonly workerFile = path.join(__dirname, 'otlp-worker.js'),
     private readonly size = DEFAULT_DECODE_WORKERS,
-  ) {}
+  ) {
+    // One worker loads OTLP's decoder now, so the first export after a start does not wait seconds for it.
+    if (fs.existsSync(this.workerFile)) this.startWorker();
+  }
 
   /**
    * Decodes one export of `source` (the rollout it was sent for, or a name for the shared endpoint);
@@ -88,6 +95,7 @@ export class DecodePool {
       replies: [],
       reader: undefined,
       slot: undefined,
+      answered: false,
       finished: false,
     };
     const queue = this.queues.get(source);
@@ -146,7 +154,26 @@ export class DecodePool {
   /** The caller is done with the export: the rest of it is dropped and its worker freed once it says so. */
   private release(job: Job): void {
     if (job.finished) return;
-    if (!job.slot) return this.finish(job);
+    const cancelled: DecodeReply = {
+      kind: 'failed',
+      id: job.request.id,
+      error: { name: 'ExportCancelledError', message: 'the export was dropped before it was decoded' },
+    };
+    if (!job.slot) {
+      this.deliver(job, cancelled);
+      return this.finish(job);
+    }
+    if (!job.answered) {
+      // Still decoding (a big export takes seconds): that work is for nobody now, so its worker ends and
+      // a fresh one takes its place for the next export.
+      const slot = job.slot;
+      this.slots.splice(this.slots.indexOf(slot), 1);
+      slot.job = undefined;
+      void slot.worker.terminate();
+      this.logger.debug('an OTLP export was dropped while decoding; its worker was stopped', { source: job.source });
+      this.deliver(job, cancelled);
+      return this.finish(job);
+    }
     job.slot.worker.postMessage({ kind: 'drop', id: job.request.id } satisfies DecodeRequest);
     // The worker's answers to the drop (a last part it had sent, then `done`) end the job.
     const drain = (): void =>
@@ -192,7 +219,9 @@ export class DecodePool {
     const slot: Slot = { worker: new Worker(this.workerFile), job: undefined };
     slot.worker.unref();
     slot.worker.on('message', (reply: DecodeReply) => {
-      if (slot.job?.request.id === reply.id) this.deliver(slot.job, reply);
+      if (slot.job?.request.id !== reply.id) return;
+      slot.job.answered = true;
+      this.deliver(slot.job, reply);
     });
     slot.worker.on('error', (error) => {
       // A crashed worker (out of memory on a hostile export): that export fails, a new worker takes its place.
@@ -233,17 +262,23 @@ function decodeInline(
   limits: DecodeLimits,
 ): DecodedExport {
   // Loaded on first use only: the decoder's generated module is large and the daemon has the worker.
-  const { decodeTraceRequest } = require('./decode') as typeof import('./decode');
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { asInputError, decodeTraceRequest } = require('./decode') as typeof import('./decode');
   const { normalizeTraceRequest } = require('./normalize') as typeof import('./normalize');
+  /* eslint-enable @typescript-eslint/no-require-imports */
   let decoded: { parts: NormalizedSpan[][]; rejected: RejectedSpan[] } | undefined;
   const rejected: RejectedSpan[] = [];
   return {
     next: async () => {
       if (!decoded) {
-        const { spans, rejected: unread } = normalizeTraceRequest(
-          decodeTraceRequest(body, contentType, contentEncoding, limits.maxBytes, limits.maxSpans),
-        );
-        decoded = { parts: splitIntoParts(spans), rejected: unread };
+        try {
+          const { spans, rejected: unread } = normalizeTraceRequest(
+            decodeTraceRequest(body, contentType, contentEncoding, limits.maxBytes, limits.maxSpans),
+          );
+          decoded = { parts: splitIntoParts(spans), rejected: unread };
+        } catch (error) {
+          throw asInputError(error);
+        }
       }
       const part = decoded.parts.shift();
       if (part) return part;

@@ -9,6 +9,7 @@ import { errorMessage, OverloadedError, PayloadTooLargeError } from '../protocol
 import type { Logger } from '../log';
 import type { WriteQueue } from '../store/writeQueue';
 import { DecodePool } from './decodePool';
+import { ExportCancelledError, inflateBody } from './gunzip';
 import type { NormalizedSpan } from './normalize';
 
 /**
@@ -50,6 +51,13 @@ function encodeResponse(binary: boolean, rejected: number, message: string): { c
   };
 }
 
+export interface IngestOptions {
+  /** Aborted when the exporter went away: the export's work stops (ExportCancelledError). */
+  readonly signal?: AbortSignal;
+  /** Counts the bytes inflated from a gzip body as they come (throws OverloadedError past the daemon's budget). */
+  readonly take?: (bytes: number) => void;
+}
+
 /** The decode queue's name for exports to the shared `/v1/traces` (no rollout in the URL). */
 const SHARED_SOURCE = 'shared endpoint';
 
@@ -84,14 +92,28 @@ export class OtlpReceiver {
     contentType: string | undefined,
     contentEncoding: string | undefined,
     refuses: (rolloutId: string) => string | undefined = () => undefined,
+    options: IngestOptions = {},
   ): Promise<OtlpResponse> {
     const limits = { maxBytes: this.maxBytes, maxSpans: this.writes.maxSpansPerWrite };
-    const decoded = this.pool.decode(urlRolloutId ?? SHARED_SOURCE, body, contentType, contentEncoding, limits);
+    // Inflated here, on the thread pool, against the cap as it comes out; the worker reads plain bytes.
+    const plain = await inflateBody(body, contentEncoding, this.maxBytes, options);
+    const decoded = this.pool.decode(
+      urlRolloutId ?? SHARED_SOURCE,
+      plain.body,
+      contentType,
+      plain.contentEncoding,
+      limits,
+    );
     const problems: string[] = [];
     let read = 0;
     let stored = 0;
+    // A client that left stops its export: a decode still running ends its worker, no more parts are stored.
+    const cancelled = (): void => decoded.close();
+    options.signal?.addEventListener('abort', cancelled, { once: true });
     try {
       for (let part = await decoded.next(), index = 0; part !== null; part = await decoded.next(), index += 1) {
+        if (options.signal?.aborted)
+          throw new ExportCancelledError('the client disconnected before its export was stored');
         read += part.length;
         // A later part of an export is committed at once: the span window, where small writes wait for
         // company (writeQueue.ts), would hold each large export's short last part 10 ms — and, since a
@@ -99,6 +121,7 @@ export class OtlpReceiver {
         stored += await this.storePart(urlRolloutId, part, refuses, problems, index > 0);
       }
     } finally {
+      options.signal?.removeEventListener('abort', cancelled);
       decoded.close();
     }
     for (const { spanId, error } of decoded.rejected.slice(0, 5)) problems.push(`${spanId ?? 'span'}: ${error}`);
@@ -133,7 +156,7 @@ export class OtlpReceiver {
       else byRollout.set(target, [span]);
     }
     let stored = 0;
-    let overloaded: unknown;
+    let overloaded: OverloadedError | undefined;
     await Promise.all(
       [...byRollout].map(async ([rolloutId, list]) => {
         const refusal = refuses(rolloutId);

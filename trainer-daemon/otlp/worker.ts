@@ -8,7 +8,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { assertNever } from '../protocol/assert';
-import { decodeTraceRequest } from './decode';
+import { asInputError, decodeTraceRequest } from './decode';
 import { normalizeTraceRequest, type NormalizedSpan, type RejectedSpan } from './normalize';
 import { splitIntoParts } from './parts';
 
@@ -67,7 +67,8 @@ parentPort?.on('message', (request: DecodeRequest) => {
         current = { id: request.id, parts: splitIntoParts(spans), rejected };
         sendNext(request.id);
       } catch (error) {
-        const { name, message } = error instanceof Error ? error : { name: 'Error', message: String(error) };
+        const mapped = asInputError(error);
+        const { name, message } = mapped instanceof Error ? mapped : { name: 'Error', message: String(mapped) };
         reply({ kind: 'failed', id: request.id, error: { name, message } });
       }
       return;

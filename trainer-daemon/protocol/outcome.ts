@@ -108,6 +108,8 @@ const LIMIT_WORDS: Record<TruncationLimit, string> = {
   string_chars: 'string size limit',
   depth: 'nesting limit',
   response_body: 'response body limit',
+  sse_event: 'stream event size limit',
+  rollout_ended: 'answered after the rollout ended',
 };
 
 /** A short word for a badge or a table cell: `ok`, `HTTP 429`, `cancelled`, `truncated (record size limit)`. */

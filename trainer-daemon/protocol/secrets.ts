@@ -62,8 +62,11 @@ function looksRandom(match: string): boolean {
   return /\d/.test(body) || body.length >= 40;
 }
 
-/** A rollout's capability URL path (`/r/<key>`, a worker batch's `/b/<key>`): whoever reads it could write into that rollout. */
-const CAPABILITY_PATH = /\/([rb])\/[A-Za-z0-9_-]{32}(?![A-Za-z0-9_-])/g;
+/**
+ * A rollout's capability URL path (`/r/<key>`, a worker batch's `/b/<key>`): whoever reads it could write into that
+ * rollout; a policy server's (`/p/<key>`, python/lightning_trainer/serve.py) would let them generate.
+ */
+const CAPABILITY_PATH = /\/([rbp])\/[A-Za-z0-9_-]{32}(?![A-Za-z0-9_-])/g;
 /** Credentials in a URL query (`?key=AIza…`, `&api_key=…`). */
 const QUERY_SECRET = /([?&](?:key|api[-_]?key|access[-_]?token|token|sig|signature|auth|password)=)[^&#\s"']+/gi;
 const QUERY_SECRET_NAME = /^(?:key|api[-_]?key|access[-_]?token|token|sig|signature|auth|password)$/i;
@@ -266,7 +269,8 @@ const REDACTED = '[redacted]';
  */
 export function scrubText(text: string, secrets: readonly string[] = secretsOf()): string {
   // A capability path first, so that its key (a remembered secret too) reads `/r/…` in a URL.
-  if (text.includes('/r/') || text.includes('/b/')) text = text.replace(CAPABILITY_PATH, '/$1/…');
+  if (text.includes('/r/') || text.includes('/b/') || text.includes('/p/'))
+    text = text.replace(CAPABILITY_PATH, '/$1/…');
   for (const secret of secrets) if (text.includes(secret)) text = text.split(secret).join(REDACTED);
   if (!SHAPE_HINT.test(text)) return text;
   for (const shape of SECRET_SHAPES) {

@@ -1,9 +1,8 @@
 /** `lightning dataset import|list`: datasets of tasks for batch rollouts and training. */
-import fs from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
-import { parseTasksJsonl } from '../../datasets/parse';
+import { parseTasksJsonl, readDatasetFile } from '../../datasets/parse';
 import { openBackend } from '../backend';
 import { registerDatasetRun } from './datasetRun';
 import { table, time } from '../format';
@@ -38,8 +37,9 @@ export function registerDataset(program: Command): void {
         throw new InvalidInputError(`--val-fraction ${options.valFraction}: expected a number from 0 to 1`);
       let text: string;
       try {
-        text = fs.readFileSync(file, 'utf8');
+        text = readDatasetFile(file);
       } catch (error) {
+        if (error instanceof InvalidInputError) throw new InvalidInputError(`${file}: ${errorMessage(error)}`);
         throw new NotFoundError(`cannot read ${file}: ${errorMessage(error)}`);
       }
       const tasks = (() => {

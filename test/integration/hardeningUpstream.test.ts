@@ -1,0 +1,289 @@
+/**
+ * The proxy against an upstream that misbehaves at the byte level (issue 28): one SSE line or event far past any
+ * answer's size, redirects, a gzip body the proxy asked not to get; and (issue 27) a reused keep-alive socket that
+ * the upstream closed, which must not cost the agent its call.
+ */
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import net from 'node:net';
+import zlib from 'node:zlib';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { startDaemon, type RunningDaemon } from '../helpers/daemon';
+import { tempDir, waitFor } from '../helpers/tmp';
+import { post } from '../helpers/http';
+
+const MiB = 1024 * 1024;
+
+type Handler = (model: string, request: http.IncomingMessage, response: http.ServerResponse) => void;
+
+/** An upstream whose behaviour is chosen by the request's model name. */
+function upstreamOf(handler: Handler): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((request, response) => {
+    let raw = '';
+    request.setEncoding('utf8').on('data', (chunk: string) => (raw += chunk));
+    request.on('end', () => handler((/"model":"([^"]+)"/.exec(raw) ?? [])[1] ?? '', request, response));
+  });
+  return new Promise((resolve) =>
+    server.listen(0, '127.0.0.1', () =>
+      resolve({
+        url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`,
+        close: () =>
+          new Promise((done) => {
+            server.closeAllConnections();
+            server.close(() => done());
+          }),
+      }),
+    ),
+  );
+}
+
+/** Writes `total` characters of `x` in 1 MiB chunks, honouring backpressure. */
+async function writeMany(response: http.ServerResponse, total: number): Promise<void> {
+  const chunk = 'x'.repeat(MiB);
+  for (let sent = 0; sent < total; sent += MiB) {
+    if (response.destroyed) return;
+    if (!response.write(chunk)) await new Promise((resolve) => response.once('drain', resolve));
+  }
+}
+
+function sseHandler(model: string, _request: http.IncomingMessage, response: http.ServerResponse): void {
+  response.writeHead(200, { 'content-type': 'text/event-stream' });
+  const head =
+    'data: {"id":"long","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"hello"}}]}\n\n';
+  void (async () => {
+    response.write(head);
+    if (model === 'long-line') {
+      // One line of 40 Mi characters: far past the 16 Mi cap, then a proper end.
+      response.write('data: {"choices":[{"index":0,"delta":{"content":"');
+      await writeMany(response, 40 * MiB);
+      response.end('"}}]}\n\ndata: [DONE]\n\n');
+    } else if (model === 'no-newline') {
+      response.write('data: ');
+      await writeMany(response, 40 * MiB);
+      response.end();
+    } else if (model === 'many-data-lines') {
+      // One event of many `data:` lines and no blank line: the event grows, no line is long.
+      const line = `data: ${'y'.repeat(64 * 1024)}\n`;
+      for (let sent = 0; sent < 40 * MiB && !response.destroyed; sent += line.length) {
+        if (!response.write(line)) await new Promise((resolve) => response.once('drain', resolve));
+      }
+      response.end('\ndata: [DONE]\n\n');
+    } else {
+      response.end('data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\ndata: [DONE]\n\n');
+    }
+  })();
+}
+
+async function healthWithin(url: string, ms: number): Promise<number> {
+  const started = Date.now();
+  const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(ms) });
+  assert.equal(response.status, 200);
+  return Date.now() - started;
+}
+
+describe('an SSE line or event past the cap', () => {
+  let upstream: Awaited<ReturnType<typeof upstreamOf>>;
+  let daemon: RunningDaemon;
+  let client: RpcClient;
+  const cleanups: Array<() => void> = [];
+  before(async () => {
+    upstream = await upstreamOf(sseHandler);
+    const dir = tempDir({ after: (fn) => cleanups.push(fn) });
+    daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url]);
+    client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  });
+  after(async () => {
+    client.dispose();
+    await daemon.stop();
+    await upstream.close();
+    for (const cleanup of cleanups) cleanup();
+  });
+
+  for (const model of ['long-line', 'no-newline', 'many-data-lines']) {
+    test(`${model}: the agent gets every byte, the call is recorded truncated at the SSE event limit`, async () => {
+      const { rollout, url } = await client.request('startAgentRun', {});
+      const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model, stream: true, messages: [] }));
+      assert.equal(response.status, 200);
+      assert.ok(response.body.length > 40 * MiB, `the agent got the whole stream (${response.body.length} characters)`);
+      const span = await waitFor(
+        async () => (await client.request('getRollout', { id: rollout.id })).spans[0],
+        'the call’s span',
+      );
+      assert.equal(daemon.process.exitCode, null, 'the daemon is alive');
+      if (model === 'no-newline') {
+        // The stream ended inside an event: not a whole answer either way.
+        assert.notEqual(span.attributes['lightning.outcome'], 'ok');
+      } else {
+        assert.equal(span.attributes['lightning.outcome'], 'truncated', JSON.stringify(span.attributes).slice(0, 500));
+      }
+      assert.equal(span.attributes['lightning.truncated_by'] ?? 'sse_event', 'sse_event');
+      const recorded = span.attributes['lightning.response'] as { lightning_truncated?: string } | undefined;
+      assert.match(recorded?.lightning_truncated ?? '', /over the 16777216-character limit/);
+      assert.ok((await healthWithin(daemon.ready.url, 1_000)) < 1_000);
+    });
+  }
+});
+
+const chatJson = (id: string): string =>
+  JSON.stringify({
+    id,
+    object: 'chat.completion',
+    model: 'm',
+    choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+  });
+
+function encodingHandler(model: string, request: http.IncomingMessage, response: http.ServerResponse): void {
+  if (model === 'redirect') {
+    response.writeHead(307, {
+      location: 'https://user:pw@elsewhere.example/v1/chat/completions?key=secret-value-123',
+      'content-type': 'text/html',
+    });
+    response.end('<a href="https://elsewhere.example/">moved</a>');
+  } else if (model === 'gzip-json') {
+    // Compressed although the proxy sent Accept-Encoding: identity.
+    response.writeHead(200, {
+      'content-type': 'application/json',
+      'content-encoding': 'gzip',
+      'x-asked': String(request.headers['accept-encoding']),
+    });
+    response.end(zlib.gzipSync(chatJson('gzipped')));
+  } else if (model === 'gzip-sse') {
+    response.writeHead(200, { 'content-type': 'text/event-stream', 'content-encoding': 'gzip' });
+    const events = [
+      '{"id":"gz-stream","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"role":"assistant","content":"Hel"}}]}',
+      '{"id":"gz-stream","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":"lo"},"finish_reason":"stop"}]}',
+      '[DONE]',
+    ];
+    response.end(zlib.gzipSync(events.map((data) => `data: ${data}\n\n`).join('')));
+  } else if (model === 'compress') {
+    response.writeHead(200, { 'content-type': 'application/json', 'content-encoding': 'compress' });
+    response.end('xx');
+  } else {
+    response.writeHead(200, { 'content-type': 'application/json' });
+    response.end(chatJson('plain'));
+  }
+}
+
+describe('redirects and encodings the proxy did not ask for', () => {
+  let upstream: Awaited<ReturnType<typeof upstreamOf>>;
+  let daemon: RunningDaemon;
+  let client: RpcClient;
+  const cleanups: Array<() => void> = [];
+  before(async () => {
+    upstream = await upstreamOf(encodingHandler);
+    const dir = tempDir({ after: (fn) => cleanups.push(fn) });
+    daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url]);
+    client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  });
+  after(async () => {
+    client.dispose();
+    await daemon.stop();
+    await upstream.close();
+    for (const cleanup of cleanups) cleanup();
+  });
+  const spanOf = async (id: string) =>
+    waitFor(async () => (await client.request('getRollout', { id })).spans[0], 'the call’s span');
+
+  test('an upstream 307 is not followed: the agent gets a 502 naming the redirect, the call is recorded as HTTP 307', async () => {
+    const { rollout, url } = await client.request('startAgentRun', {});
+    const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'redirect', messages: [] }));
+    assert.equal(response.status, 502, response.body);
+    assert.match(
+      response.body,
+      /answered HTTP 307, a redirect to https:\/\/elsewhere\.example\/v1\/chat\/completions; Lightning does not follow redirects/,
+    );
+    assert.doesNotMatch(response.body, /secret-value-123|pw@/);
+    const span = await spanOf(rollout.id);
+    assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
+    assert.equal(span.attributes['http.response.status_code'], 307);
+    assert.match(span.statusMessage ?? '', /redirect/);
+  });
+
+  test('a gzip JSON answer sent although identity was asked is decoded: 200 to the agent, recorded whole with its encoding', async () => {
+    const { rollout, url } = await client.request('startAgentRun', {});
+    const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'gzip-json', messages: [] }));
+    assert.equal(response.status, 200, response.body);
+    assert.equal((JSON.parse(response.body) as { id: string }).id, 'gzipped');
+    const span = await spanOf(rollout.id);
+    assert.equal(span.attributes['lightning.outcome'], 'ok');
+    assert.equal(span.attributes['gen_ai.response.id'], 'gzipped');
+    assert.equal(span.attributes['lightning.upstream_content_encoding'], 'gzip');
+  });
+
+  test('a gzip SSE stream is decoded as it comes: the agent reads plain events, the record is reassembled', async () => {
+    const { rollout, url } = await client.request('startAgentRun', {});
+    const response = await post(
+      `${url}/v1/chat/completions`,
+      JSON.stringify({ model: 'gzip-sse', stream: true, messages: [] }),
+    );
+    assert.equal(response.status, 200, response.body);
+    assert.match(response.body, /^data: \{"id":"gz-stream"/);
+    const span = await spanOf(rollout.id);
+    assert.equal(span.attributes['lightning.outcome'], 'ok');
+    const message = (span.attributes['lightning.response'] as { choices: Array<{ message: { content: string } }> })
+      .choices[0]!.message;
+    assert.equal(message.content, 'Hello');
+    assert.equal(span.attributes['lightning.upstream_content_encoding'], 'gzip');
+  });
+
+  test('an encoding Lightning cannot decode is a 502 naming it, recorded', async () => {
+    const { rollout, url } = await client.request('startAgentRun', {});
+    const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'compress', messages: [] }));
+    assert.equal(response.status, 502);
+    assert.match(response.body, /Content-Encoding \\"compress\\"/);
+    assert.equal((await spanOf(rollout.id)).statusCode, 'error');
+  });
+});
+
+/** An upstream that answers one request per connection and drops the connection at the next one, unanswered. */
+function oneShotUpstream(): Promise<{
+  url: string;
+  answered: () => number;
+  dropped: () => number;
+  close(): Promise<void>;
+}> {
+  const perSocket = new WeakMap<net.Socket, number>();
+  let answered = 0;
+  let dropped = 0;
+  return upstreamOf((_model, request, response) => {
+    const seen = (perSocket.get(request.socket) ?? 0) + 1;
+    perSocket.set(request.socket, seen);
+    if (seen > 1) {
+      dropped += 1;
+      request.socket.destroy();
+      return;
+    }
+    answered += 1;
+    response.writeHead(200, { 'content-type': 'application/json', connection: 'keep-alive' });
+    response.end(chatJson(`call-${answered}`));
+  }).then((server) => ({ ...server, answered: () => answered, dropped: () => dropped }));
+}
+
+test('a reused keep-alive socket that fails before any answer byte is retried once on a new connection: 600 calls at 64 concurrent, all 200', async (t) => {
+  const upstream = await oneShotUpstream();
+  t.after(() => upstream.close());
+  const dir = tempDir(t);
+  const daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url]);
+  t.after(() => daemon.stop());
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(() => client.dispose());
+  const { rollout, url } = await client.request('startAgentRun', {});
+  const statuses = new Map<number, number>();
+  let next = 0;
+  const calls = 600;
+  await Promise.all(
+    Array.from({ length: 64 }, async () => {
+      while (next < calls) {
+        next += 1;
+        const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [] }));
+        statuses.set(response.status, (statuses.get(response.status) ?? 0) + 1);
+      }
+    }),
+  );
+  assert.deepEqual([...statuses], [[200, calls]], `statuses: ${JSON.stringify([...statuses])}`);
+  assert.ok(upstream.dropped() > 0, 'the upstream did drop reused connections (the retry was needed)');
+  const detail = await client.request('getRollout', { id: rollout.id, spans: false });
+  assert.equal(detail.rollout.llmCalls, calls, 'one record per call: a retried send is not a second call');
+});
