@@ -6,8 +6,10 @@ transformers + peft.
 * update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response), median of 3, for each
   lossType, next to the floor of any update on that batch: one bare forward, policy-gradient loss, backward and
   AdamW step in plain torch on a copy of the same model;
-* serving: completion tokens/s through the HTTP endpoint with 1 and 8 concurrent clients, next to the baseline of
-  calling the batched generate() directly (no HTTP, no JSON) with batch 1 and 8.
+* serving: completion tokens/s through the HTTP endpoint with 1, 8 and 32 concurrent clients (each sends its
+  requests one after another), next to the baseline of the same requests (prompts, seeds, max_tokens) as
+  batched generate() calls made directly (no HTTP, no JSON), one per round of batch 1, 8 and 32; best of 2 each,
+  measured alternately.
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ import json
 import multiprocessing
 import os
 import statistics
-import threading
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -152,21 +154,34 @@ def bare_step_seconds(session: Session) -> float:
     return _median_seconds(step)
 
 
-def direct_tokens_per_second(session: Session, batch: int, rounds: int) -> float:
+CONCURRENCY = (1, 8, 32)
+SERVED_REQUESTS = 64  # per concurrency: rounds = SERVED_REQUESTS // clients
+
+
+def _request(client: int, round_: int) -> tuple[list[dict], int]:
+    """The messages and seed of a client's request in a round (the same for HTTP and for the baseline)."""
+    return _prompt(client * 1000 + round_), round_
+
+
+def direct_tokens_per_second(session: Session, clients: int, rounds: int) -> float:
     tokens, started = 0, time.perf_counter()
     for r in range(rounds):
-        prompts = [session.policy.render_prompt(_prompt(r * batch + i), None) for i in range(batch)]
-        outputs = generate(session.policy, prompts, [Sampling(max_tokens=MAX_TOKENS, seed=i) for i in range(batch)])
+        requests = [_request(c, r) for c in range(clients)]
+        prompts = [session.policy.render_prompt(messages, None) for messages, _ in requests]
+        outputs = generate(
+            session.policy, prompts, [Sampling(max_tokens=MAX_TOKENS, seed=seed) for _, seed in requests]
+        )
         tokens += sum(len(o.ids) for o in outputs)
     return tokens / (time.perf_counter() - started)
 
 
-def _clients(url: str, clients: int, requests_per_client: int, results: "multiprocessing.Queue") -> None:
+def _clients(url: str, clients: int, requests_per_client: int, results: multiprocessing.Queue) -> None:
     counts = [0] * clients
 
     def client(c: int) -> None:
         for r in range(requests_per_client):
-            body = {"messages": _prompt(c * 1000 + r), "max_tokens": MAX_TOKENS, "seed": r}
+            messages, seed = _request(c, r)
+            body = {"messages": messages, "max_tokens": MAX_TOKENS, "seed": seed}
             request = urllib.request.Request(
                 f"{url}/v1/chat/completions",
                 data=json.dumps(body).encode(),
@@ -196,10 +211,27 @@ def http_tokens_per_second(url: str, clients: int, requests_per_client: int) -> 
     return rate
 
 
+def serving(session: Session, concurrency=CONCURRENCY) -> dict:
+    """Tokens/s through HTTP and of the batched generate() baseline at each concurrency, best of 2, alternating."""
+    url = session.serve(parse(ServeParams, {}))["url"]
+    result = {}
+    for clients in concurrency:
+        rounds = max(1, SERVED_REQUESTS // clients)
+        direct, http = [], []
+        for _ in range(2):
+            direct.append(direct_tokens_per_second(session, clients, rounds))
+            http.append(http_tokens_per_second(url, clients, rounds))
+        result[f"directTokensPerSecondBatch{clients}"] = max(direct)
+        result[f"httpTokensPerSecondConcurrency{clients}"] = max(http)
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["tiny", "hf"], default="tiny")
-    kind = parser.parse_args().model
+    parser.add_argument("--part", choices=["all", "update", "serving"], default="all")
+    args = parser.parse_args()
+    kind = args.model
     session = Session(lambda _: None)
     if kind == "tiny":
         load = {"model": {"kind": "tiny"}, "adapter": {"kind": "full"}}
@@ -211,14 +243,13 @@ def main() -> None:
         "model": session.policy.name,
         "kind": kind,
         "parameters": sum(p.numel() for p in session.policy.model.parameters()),
-        "bareStepSeconds16x64": bare_step_seconds(session),
-        **{f"updateSeconds16x64_{t}": update_seconds(session, t) for t in LOSS_TYPES},
     }
-    result["updateSeconds16x64"] = result["updateSeconds16x64_dapo"]
-    url = session.serve(parse(ServeParams, {}))["url"]
-    for clients in (1, 8):
-        result[f"directTokensPerSecondBatch{clients}"] = direct_tokens_per_second(session, clients, 48 // clients)
-        result[f"httpTokensPerSecondConcurrency{clients}"] = http_tokens_per_second(url, clients, 48 // clients)
+    if args.part in ("all", "update"):
+        result["bareStepSeconds16x64"] = bare_step_seconds(session)
+        result.update({f"updateSeconds16x64_{t}": update_seconds(session, t) for t in LOSS_TYPES})
+        result["updateSeconds16x64"] = result["updateSeconds16x64_dapo"]
+    if args.part in ("all", "serving"):
+        result.update(serving(session))
     session.close()
     print(json.dumps(result))
 

@@ -1,8 +1,13 @@
 """Batched sampling with a KV cache over left-padded prompts, recording each token's logprob.
 
-Serving puts every waiting request (and each of its `n` choices) in one batch. Logprobs are those of the policy
-itself (temperature 1, no top-p), i.e. the behaviour logprobs the clipped objective needs; temperature and top_p
-only shape the sampling distribution.
+A Decoder holds the rows being decoded together and their KV cache: rows join between steps (their prompts are
+prefilled together, then their cache is left-padded to the batch's width and appended) and leave as soon as they
+finish (a stop token, a stop string, their max_tokens), so a finished row costs nothing and a new one need not wait
+for the batch to end — the serving engine (serve.py) is continuous batching on it, and `generate()` is the same
+Decoder given all its rows at once. Each row keeps its own sampling settings and seeded generator, and its own
+positions (cumsum(mask) - 1), so its tokens are those it would get decoded alone (up to float rounding of the
+batched matmuls). Logprobs are those of the policy itself (temperature 1, no top-p), i.e. the behaviour logprobs
+the clipped objective needs; temperature and top_p only shape the sampling distribution.
 """
 
 from __future__ import annotations
@@ -63,10 +68,10 @@ def _generator(seed: Optional[int], device: torch.device) -> torch.Generator:
 
 
 def _sample(logits: torch.Tensor, settings: list[Sampling], generators: list[torch.Generator]) -> torch.Tensor:
-    chosen = torch.empty(logits.shape[0], dtype=torch.long, device=logits.device)
+    """One token per row: greedy rows by one argmax over the batch, sampled rows with their own generator."""
+    chosen = logits.argmax(dim=-1)
     for i, (s, generator) in enumerate(zip(settings, generators)):
         if s.temperature <= 0:
-            chosen[i] = logits[i].argmax()
             continue
         probs = (logits[i] / s.temperature).softmax(dim=-1)
         if s.top_p < 1.0:
@@ -89,51 +94,124 @@ def _stop_text(policy: Policy, ids: list[int], stops: list[str]) -> Optional[str
     return text[: min(cuts)] if cuts else None
 
 
-@torch.no_grad()
-def generate(policy: Policy, prompts: list[list[int]], settings: list[Sampling]) -> list[Generated]:
-    """Sample a completion per prompt; a row ends at a stop token (kept in ids), a stop string, or max_tokens."""
-    device = policy.device
-    limits = [
-        s.max_tokens if policy.context is None else min(s.max_tokens, policy.context - len(p))
-        for p, s in zip(prompts, settings)
-    ]
-    generators = [_generator(s.seed, device) for s in settings]
-    ids, mask, positions = left_pad(prompts, policy.pad_id, device)
-    logits, past = policy.forward(ids, mask, positions, keep=1)
-    results = [Generated([], [], "length") for _ in prompts]
-    done = [limit <= 0 for limit in limits]
-    next_position = positions[:, -1]
-    while not all(done):
-        last = logits[:, -1].float()
+@dataclass
+class Row:
+    """One completion being decoded: its settings, token limit, generator and what it has produced so far."""
+
+    settings: Sampling
+    limit: int
+    generator: torch.Generator
+    result: Generated = field(default_factory=lambda: Generated([], [], "length"))
+    done: bool = False
+
+
+def _pad_left(tensor: torch.Tensor, width: int, dim: int) -> torch.Tensor:
+    """`tensor` with zeros prepended along `dim` up to `width`."""
+    missing = width - tensor.shape[dim]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = missing
+    return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
+
+
+class Decoder:
+    """The rows decoded together: per row its Row, attention mask over the cache, next position and last logits."""
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self.rows: list[Row] = []
+        self.past: Optional[list] = None  # per layer (keys, values), each (rows, heads, time, head_dim)
+        self.mask: Optional[torch.Tensor] = None  # (rows, time), 1 = a real token
+        self.positions: Optional[torch.Tensor] = None  # (rows,) position of each row's last token
+        self.logits: Optional[torch.Tensor] = None  # (rows, vocab), float32: the next token's distribution
+
+    @torch.no_grad()
+    def add(self, prompts: list[list[int]], settings: list[Sampling]) -> list[Row]:
+        """Prefill these prompts together and append them to the batch; a row with no room left is done at once."""
+        policy, device = self.policy, self.policy.device
+        rows = []
+        for prompt, s in zip(prompts, settings):
+            limit = s.max_tokens if policy.context is None else min(s.max_tokens, policy.context - len(prompt))
+            rows.append(Row(s, limit, _generator(s.seed, device), done=limit <= 0))
+        live = [i for i, row in enumerate(rows) if not row.done]
+        if not live:
+            return rows
+        ids, mask, positions = left_pad([prompts[i] for i in live], policy.pad_id, device)
+        logits, past = policy.forward(ids, mask, positions, keep=1)
+        layers = policy.cache_layers(past)
+        if self.rows:
+            width = max(mask.shape[1], self.mask.shape[1])
+            mask = torch.cat([_pad_left(self.mask, width, 1), _pad_left(mask, width, 1)])
+            layers = [
+                tuple(torch.cat([_pad_left(old, width, 2), _pad_left(new, width, 2)]) for old, new in zip(a, b))
+                for a, b in zip(self.policy.cache_layers(self.past), layers)
+            ]
+            positions = torch.cat([self.positions, positions[:, -1]])
+            logits = torch.cat([self.logits, logits[:, -1].float()])
+        else:
+            positions, logits = positions[:, -1], logits[:, -1].float()
+        self.rows = self.rows + [rows[i] for i in live]
+        self.past, self.mask, self.positions, self.logits = policy.cache_from_layers(layers), mask, positions, logits
+        return rows
+
+    @torch.no_grad()
+    def step(self) -> list[Row]:
+        """Sample a token for every row; rows that finish leave the batch (returned), the rest run one forward."""
+        policy, rows = self.policy, self.rows
+        last = self.logits
         if not bool(torch.isfinite(last).all()):  # before softmax/multinomial, which would hit a device-side assert
             raise NonFiniteError(
                 "the model produced non-finite logits (NaN/inf) while sampling: its weights or "
                 "activations have diverged"
             )
         logprobs = last.log_softmax(dim=-1)
-        chosen = _sample(last, settings, generators)
+        chosen = _sample(last, [r.settings for r in rows], [r.generator for r in rows])
         chosen_logprobs = logprobs.gather(1, chosen[:, None])[:, 0].tolist()
         chosen_list = chosen.tolist()
-        for i, result in enumerate(results):
-            if done[i]:
-                chosen_list[i] = policy.pad_id
-                continue
+        for i, row in enumerate(rows):
+            result = row.result
             result.ids.append(chosen_list[i])
             result.logprobs.append(chosen_logprobs[i])
-            if settings[i].top_logprobs:
-                values, indices = logprobs[i].topk(settings[i].top_logprobs)
+            if row.settings.top_logprobs:
+                values, indices = logprobs[i].topk(row.settings.top_logprobs)
                 result.top.append(list(zip(indices.tolist(), values.tolist())))
             if chosen_list[i] in policy.stop_ids:
-                result.finish_reason, done[i] = "stop", True
-            elif (cut := _stop_text(policy, result.ids, settings[i].stop)) is not None:
-                result.finish_reason, result.stop_text, done[i] = "stop", cut, True
-            elif len(result.ids) >= limits[i]:
-                done[i] = True
-        if all(done):
-            break
-        live = torch.tensor([0 if d else 1 for d in done], dtype=mask.dtype, device=device)
-        mask = torch.cat([mask, live[:, None]], dim=1)
-        next_position = next_position + live
-        step_ids = torch.tensor(chosen_list, dtype=torch.long, device=device)[:, None]
-        logits, past = policy.forward(step_ids, mask, next_position[:, None], past=past, keep=1)
-    return results
+                result.finish_reason, row.done = "stop", True
+            elif (cut := _stop_text(policy, result.ids, row.settings.stop)) is not None:
+                result.finish_reason, result.stop_text, row.done = "stop", cut, True
+            elif len(result.ids) >= row.limit:
+                row.done = True
+        finished = [row for row in rows if row.done]
+        if len(finished) == len(rows):
+            self.clear()
+            return finished
+        mask, positions, past = self.mask, self.positions, self.past
+        if finished:
+            keep = torch.tensor([i for i, row in enumerate(rows) if not row.done], device=policy.device)
+            chosen, mask, positions = chosen[keep], mask[keep], positions[keep]
+            layers = [(k[keep], v[keep]) for k, v in policy.cache_layers(past)]
+            # Columns no remaining row attends to (the left padding of rows that left) are dropped.
+            first = int(mask.any(dim=0).long().argmax())
+            if first:
+                mask, layers = mask[:, first:], [(k[:, :, first:], v[:, :, first:]) for k, v in layers]
+            past = policy.cache_from_layers(layers)
+            self.rows = [row for row in rows if not row.done]
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+        positions = positions + 1
+        logits, past = policy.forward(chosen[:, None], mask, positions[:, None], past=past, keep=1)
+        self.past, self.mask, self.positions, self.logits = past, mask, positions, logits[:, -1].float()
+        return finished
+
+    def clear(self) -> None:
+        self.rows, self.past, self.mask, self.positions, self.logits = [], None, None, None, None
+
+
+@torch.no_grad()
+def generate(policy: Policy, prompts: list[list[int]], settings: list[Sampling]) -> list[Generated]:
+    """Sample a completion per prompt; a row ends at a stop token (kept in ids), a stop string, or max_tokens."""
+    decoder = Decoder(policy)
+    rows = decoder.add(prompts, settings)
+    while decoder.rows:
+        decoder.step()
+    return [row.result for row in rows]

@@ -168,6 +168,20 @@ class HfPolicy(Policy):
         logits = out.logits if keep is None or self.keep_arg else out.logits[:, -keep:]
         return logits, out.past_key_values
 
+    def cache_layers(self, past):
+        if hasattr(past, "layers"):  # transformers 5
+            return [(layer.keys, layer.values) for layer in past.layers]
+        if hasattr(past, "key_cache"):
+            return list(zip(past.key_cache, past.value_cache))
+        return [(layer[0], layer[1]) for layer in past]
+
+    def cache_from_layers(self, layers):
+        from transformers import DynamicCache
+
+        if hasattr(DynamicCache, "from_legacy_cache"):
+            return DynamicCache.from_legacy_cache(tuple(layers))
+        return DynamicCache(ddp_cache_data=layers)
+
     def _template(self, messages: list[dict], tools: Optional[list], generation_prompt: bool) -> str:
         return self.tokenizer.apply_chat_template(
             [_message_for_template(m) for m in messages],

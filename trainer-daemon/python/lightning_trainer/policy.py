@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Iterator, Optional
+from collections.abc import Iterator
+from typing import Optional
 
 import torch
 from torch import nn
@@ -53,6 +54,14 @@ class Policy:
 
     def _forward(self, module: nn.Module, ids, attention_mask, position_ids, past, keep):
         raise NotImplementedError
+
+    def cache_layers(self, past) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The KV cache `forward` returned as one (keys, values) pair per layer, each (batch, heads, time, dim)."""
+        return past
+
+    def cache_from_layers(self, layers: list[tuple[torch.Tensor, torch.Tensor]]) -> object:
+        """The inverse of cache_layers: what `forward` takes as `past` (rows selected or joined by the decoder)."""
+        return layers
 
     # --- chat template -----------------------------------------------------------------------------------------
     def render_prompt(self, messages: list[dict], tools: Optional[list]) -> list[int]:

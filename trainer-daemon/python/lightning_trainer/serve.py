@@ -1,29 +1,45 @@
-"""The policy's OpenAI-compatible HTTP endpoint, with dynamic batching across concurrent requests.
+"""The policy's OpenAI-compatible HTTP endpoint, with continuous batching across concurrent requests.
 
-Request threads (ThreadingHTTPServer, loopback only) validate and tokenize, then queue a Job; one batcher thread
-takes every waiting job (up to maxBatch rows; a request with n choices is n rows), generates them together under
-the session lock (so weight updates never interleave with a batch) and hands each request its rows back.
-Responses carry the exact token ids (vLLM-style `prompt_token_ids` / `choices[i].token_ids` when the request says
-`return_token_ids: true`) and per-token logprobs of the policy itself. `X-Lightning-Batch-Size` tells how many rows
-the request's batch held.
+Request threads (ThreadingHTTPServer, loopback only) validate and tokenize, then queue a Job; one engine thread
+decodes every admitted job's rows together (generate.Decoder; a request with n choices is n rows, up to maxBatch
+rows at once). Between two decoding steps, finished rows leave (their request is answered as soon as all its rows
+are done) and waiting jobs join (their prompts prefilled together), so a short completion never waits for a long
+one and a new request never waits for the batch to end. Each row keeps its own max_tokens, stop strings,
+temperature, top_p and seed, so a request gets the tokens it would get alone. The engine holds the session lock
+while any row is being decoded (a weight update never lands inside a completion); when an update waits for it,
+no new job joins and the lock is released as soon as the rows in flight finish. Responses carry the exact token
+ids (vLLM-style `prompt_token_ids` / `choices[i].token_ids` when the request says `return_token_ids: true`) and
+per-token logprobs of the policy itself. `X-Lightning-Batch-Size` tells the most rows the request was decoded with.
+
+The server is as closed as the daemon: every route lives under a per-server capability path `/p/<key>` (the URL the
+worker answers `serve` with; the daemon forwards to it and scrubs it like `/r/<key>`), the Host must be a loopback
+name with the server's port (DNS rebinding), a request with an `Origin` (a web page) is refused, a POST must be
+`application/json` with a Content-Length under the body cap.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hmac
 import json
+import os
+import secrets
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
-from .generate import Generated, Sampling, generate
+from .generate import Decoder, Generated, Row, Sampling
 
 GATHER_SECONDS = 0.005
 DEFAULT_MAX_TOKENS = 1024  # when a request names no max_tokens
 GREEDY_PREFIX = "/greedy"  # the same routes at temperature 0: validation rollouts with an unchanged agent
+KEY_PREFIX = "/p/"  # /p/<key>: the capability path every request needs
+MAX_BODY_BYTES = int(os.environ.get("LIGHTNING_POLICY_MAX_BODY_BYTES") or 32 * 1024 * 1024)
+LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 class RequestError(ValueError):
@@ -41,80 +57,151 @@ class Job:
     done: threading.Event = field(default_factory=threading.Event)
     outputs: Optional[list[Generated]] = None
     error: Optional[BaseException] = None
-    batch_rows: int = 0
+    batch_rows: int = 0  # the most rows decoded together while this job's were
+    rows: list[Row] = field(default_factory=list)
+
+    def finish(self, error: Optional[BaseException] = None) -> None:
+        self.error = error
+        self.outputs = None if error else [row.result for row in self.rows]
+        self.done.set()
 
 
 class Batcher:
+    """The engine: a queue of jobs and the thread decoding them (continuous batching, see the module docstring)."""
+
     def __init__(self, session, max_batch: int):
         self.session = session
         self.max_batch = max_batch
         self.queue: list[Job] = []
         self.ready = threading.Condition()
         self.closed = False
-        self.in_flight = 0  # HTTP requests being handled (read, queued or generating)
+        self.arriving = 0  # HTTP requests being read and tokenized: they will be queued in a moment
+        self.local = threading.local()  # per request thread: whether it still counts as arriving
         self.last_rows = 0
-        self.thread = threading.Thread(target=self._loop, name="batcher", daemon=True)
+        self.decoder: Optional[Decoder] = None  # during a busy spell
+        self.thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self.thread.start()
 
     @contextlib.contextmanager
     def request(self) -> Iterator[None]:
-        """Brackets an HTTP request, so the batcher knows more work is on its way."""
+        """Brackets an HTTP request, so the engine knows more work is on its way until it is queued."""
         with self.ready:
-            self.in_flight += 1
+            self.arriving += 1
+        self.local.arriving = True
         try:
             yield
         finally:
             with self.ready:
-                self.in_flight -= 1
+                self._arrived()
+
+    def _arrived(self) -> None:
+        if getattr(self.local, "arriving", False):
+            self.local.arriving = False
+            self.arriving -= 1
+            self.ready.notify_all()
 
     def run(self, job: Job) -> Job:
         with self.ready:
+            if self.closed:
+                raise RuntimeError("the policy server is shutting down")
             self.queue.append(job)
-            self.ready.notify()
+            self._arrived()
+            self.ready.notify_all()
         job.done.wait()
         return job
 
-    def _take(self) -> list[Job]:
+    def _gather(self) -> None:
+        """With the engine idle and a job queued: requests sent together arrive a few ms apart, so while some are
+        still being read, or fewer rows wait than the last busy spell had, wait a moment for them to share the first
+        prefill (a lone client never waits). Called holding `ready`."""
+        deadline = time.monotonic() + GATHER_SECONDS
+        while time.monotonic() < deadline and not self.closed:
+            waiting = sum(len(j.settings) for j in self.queue)
+            if waiting >= self.max_batch or (not self.arriving and waiting >= self.last_rows):
+                break
+            self.ready.wait(deadline - time.monotonic())
+
+    def _take(self, room: int) -> list[Job]:
+        """Queued jobs (in order) whose rows fit in `room`."""
         with self.ready:
-            while not self.queue and not self.closed:
-                self.ready.wait()
-            # Requests sent together arrive a few ms apart: while some are still being read, or fewer rows wait
-            # than the last batch had, wait a moment for them so they share the batch (a lone client never waits).
-            deadline = time.monotonic() + GATHER_SECONDS
-            while time.monotonic() < deadline:
-                waiting = sum(len(j.settings) for j in self.queue)
-                if waiting >= self.max_batch or (len(self.queue) >= self.in_flight and waiting >= self.last_rows):
-                    break
-                self.ready.wait(deadline - time.monotonic())
-            batch, rows = [], 0
-            while self.queue and (not batch or rows + len(self.queue[0].settings) <= self.max_batch):
+            jobs = []
+            while self.queue and len(self.queue[0].settings) <= room:
                 job = self.queue.pop(0)
-                batch.append(job)
-                rows += len(job.settings)
-            self.last_rows = rows
-            return batch
+                room -= len(job.settings)
+                jobs.append(job)
+            return jobs
+
+    def _admit(self, decoder: Decoder, active: list[Job]) -> None:
+        jobs = self._take(self.max_batch - len(decoder.rows))
+        if not jobs:
+            return
+        try:
+            rows = decoder.add(
+                [job.prompt for job in jobs for _ in job.settings], [s for job in jobs for s in job.settings]
+            )
+        except BaseException as error:  # these requests get an HTTP 500; the rows in flight go on
+            for job in jobs:
+                job.finish(error)
+            return
+        start = 0
+        for job in jobs:
+            job.rows = rows[start : start + len(job.settings)]
+            start += len(job.settings)
+            if all(row.done for row in job.rows):  # no room left for a token: answered at once
+                job.finish()
+            else:
+                active.append(job)
+        for job in active:
+            job.batch_rows = max(job.batch_rows, len(decoder.rows))
 
     def _loop(self) -> None:
-        while not self.closed:
-            batch = self._take()
-            if not batch:
-                continue
-            prompts = [job.prompt for job in batch for _ in job.settings]
-            settings = [s for job in batch for s in job.settings]
+        lock = self.session.lock
+        while True:
+            with self.ready:
+                while not self.queue and not self.closed:
+                    self.ready.wait()
+                if self.closed:
+                    break
+                self._gather()
+            while lock.waiting:  # an update asked for the lock first: it goes before the next busy spell
+                time.sleep(0.0005)
+            with lock:
+                self._busy_spell(lock)
+        with self.ready:
+            for job in self.queue:
+                job.finish(RuntimeError("the policy server is shutting down"))
+            self.queue.clear()
+
+    def _busy_spell(self, lock) -> None:
+        """Decode until no row is left, admitting queued jobs between steps unless an update waits for the lock."""
+        decoder, active, peak = Decoder(self.session.serving_policy), [], 0
+        self.decoder = decoder
+        self._admit(decoder, active)
+        while decoder.rows:
+            peak = max(peak, len(decoder.rows))
             try:
-                with self.session.lock:
-                    outputs = generate(self.session.serving_policy, prompts, settings)
-            except BaseException as error:  # reported to every request of the batch as HTTP 500
-                for job in batch:
-                    job.error = error
-                    job.done.set()
-                continue
-            start = 0
-            for job in batch:
-                job.outputs = outputs[start : start + len(job.settings)]
-                job.batch_rows = len(prompts)
-                start += len(job.settings)
-                job.done.set()
+                finished = decoder.step()
+            except BaseException as error:  # reported to every request in flight as HTTP 500
+                for job in active:
+                    job.finish(error)
+                decoder.clear()
+                break
+            if finished:
+                still = []
+                for job in active:
+                    if all(row.done for row in job.rows):
+                        job.finish()
+                    else:
+                        still.append(job)
+                active = still
+            if not lock.waiting and not self.closed and self.queue:
+                self._admit(decoder, active)
+        self.last_rows, self.decoder = peak, None
+
+    def decoding(self) -> int:
+        """How many rows are being decoded now."""
+        decoder = self.decoder
+        return len(decoder.rows) if decoder else 0
 
     def close(self) -> None:
         with self.ready:
@@ -311,6 +398,7 @@ def stream_chunks(response: dict) -> list[dict]:
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     completions: Completions  # set on the subclass made per server
+    key: str  # the capability path's key, likewise
 
     def log_message(self, format: str, *args: Any) -> None:  # request lines stay out of the worker's stderr
         pass
@@ -329,36 +417,78 @@ class Handler(BaseHTTPRequestHandler):
         kind = "invalid_request_error" if status < 500 else "server_error"
         self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": None}})
 
-    def _route_path(self) -> tuple[str, bool]:
+    def _refuse(self, status: int, message: str) -> None:
+        """Answers an error without reading the body: the connection then closes."""
+        self.close_connection = True
+        self._send(
+            status,
+            {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}},
+            {"Connection": "close"},
+        )
+
+    def _admitted(self) -> Optional[str]:
+        """The request's path after `/p/<key>` when it may be served; else answers the refusal and gives None."""
+        port = self.server.server_address[1]
+        host = (self.headers.get("Host") or "").strip().lower()
+        if host not in {f"{name}:{port}" for name in LOOPBACK_HOSTS}:
+            self._refuse(403, f"the Host header must be 127.0.0.1:{port}, localhost:{port} or [::1]:{port}")
+            return None
+        if self.headers.get("Origin") is not None:
+            self._refuse(403, "requests from web pages (with an Origin header) are refused")
+            return None
+        path = self.path.split("?", 1)[0]
+        key = path[len(KEY_PREFIX) :].split("/", 1)[0] if path.startswith(KEY_PREFIX) else ""
+        if not hmac.compare_digest(key.encode(), self.key.encode()):
+            self._refuse(401, "unknown policy server key: use the URL the trainer worker answered `serve` with")
+            return None
+        return path[len(KEY_PREFIX) + len(key) :] or "/"
+
+    def _route_path(self, path: str) -> tuple[str, bool]:
         """The path without a `/greedy` prefix, and whether it had one (validation: temperature 0 whatever is asked)."""
-        path = self.path.rstrip("/")
+        path = path.rstrip("/")
         greedy = path.startswith(GREEDY_PREFIX + "/")
         return (path[len(GREEDY_PREFIX) :] if greedy else path), greedy
 
     def do_GET(self) -> None:
-        if self._route_path()[0] == "/v1/models":
+        path = self._admitted()
+        if path is None:
+            return
+        if self._route_path(path)[0] == "/v1/models":
             name = self.completions.policy.name
             self._send(200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "lightning"}]})
         else:
-            self._error(404, f"no route GET {self.path}")
+            self._error(404, f"no route GET {path}")
 
     def do_POST(self) -> None:
+        path = self._admitted()
+        if path is None:
+            return
+        media = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+        if media != "application/json":
+            return self._refuse(415, "the body must be application/json")
+        if self.headers.get("Transfer-Encoding") is not None or self.headers.get("Content-Length") is None:
+            return self._refuse(411, "send the body with a Content-Length (no chunked encoding)")
+        try:
+            length = int(self.headers["Content-Length"])
+        except ValueError:
+            return self._refuse(400, "the Content-Length is not a number")
+        if length < 0 or length > MAX_BODY_BYTES:
+            return self._refuse(413, f"the body ({length} bytes) is over the {MAX_BODY_BYTES}-byte limit")
         with self.completions.batcher.request():
-            self._post()
+            self._post(path, length)
 
-    def _post(self) -> None:
+    def _post(self, request_path: str, length: int) -> None:
         routes = {"/v1/chat/completions": self.completions.chat, "/v1/completions": self.completions.text}
-        path, greedy = self._route_path()
+        path, greedy = self._route_path(request_path)
         route = routes.get(path)
         try:
-            length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length)
             if route is None:
-                return self._error(404, f"no route POST {self.path}")
+                return self._error(404, f"no route POST {request_path}")
             try:
                 body = json.loads(raw or b"null")
             except json.JSONDecodeError as error:
-                raise RequestError(f"the body is not JSON: {error}")
+                raise RequestError(f"the body is not JSON: {error}") from None
             if not isinstance(body, dict):
                 raise RequestError("the body must be a JSON object")
             if greedy:
@@ -397,16 +527,23 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"data: [DONE]\n\n")
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # an agent's calls arrive together: socketserver's backlog of 5 would refuse some
+
+
 class PolicyServer:
     def __init__(self, session, host: str, port: int, max_batch: int):
         self.batcher = Batcher(session, max_batch)
-        handler = type("BoundHandler", (Handler,), {"completions": Completions(session, self.batcher)})
-        self.httpd = ThreadingHTTPServer((host, port), handler)
-        self.httpd.daemon_threads = True
+        self.key = secrets.token_urlsafe(24)  # 32 characters, as a rollout key
+        handler = type("BoundHandler", (Handler,), {"completions": Completions(session, self.batcher), "key": self.key})
+        self.httpd = Server((host, port), handler)
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="http", daemon=True)
         self.thread.start()
         bound_host, bound_port = self.httpd.server_address[:2]
-        self.url = f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}"
+        self.url = (
+            f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}{KEY_PREFIX}{self.key}"
+        )
 
     def close(self) -> None:
         self.httpd.shutdown()

@@ -2,11 +2,12 @@
 
 import json
 import threading
+import time
 
 import pytest
 import torch
-
 from conftest import http, make_session
+
 from lightning_trainer.params import ServeParams, SftParams
 from lightning_trainer.schema import parse
 from lightning_trainer.train import sequence_logprobs
@@ -226,5 +227,114 @@ def test_the_greedy_prefix_serves_the_same_routes_at_temperature_0_whatever_the_
         argmax = json.loads(text)["choices"][0]["token_ids"]
         assert len({tuple(ids) for ids in texts[""]}) > 1, "sampled choices differ"
         assert texts["/greedy"] == [argmax] * 4
+    finally:
+        session.close()
+
+
+def test_requests_served_concurrently_get_the_tokens_and_logprobs_they_get_one_at_a_time():
+    """Continuous batching keeps each request's own decoding: 16 greedy and seeded requests with different prompts,
+    max_tokens and stop strings, sent together (some a little later, joining the running batch), get the token
+    ids one at a time gives, and logprobs within 1e-5."""
+    from test_batching import scrambled
+
+    session = make_session()
+    try:
+        scrambled(session.policy)
+        url = session.serve(parse(ServeParams, {"maxBatch": 16}))["url"]
+        bodies = [
+            {
+                "messages": [{"role": "user", "content": f"question {i} " + "x" * (i * 3)}],
+                "max_tokens": 3 + (i * 7) % 20,
+                "temperature": 0.0 if i % 3 else 0.9,
+                "seed": i,
+                "logprobs": True,
+                "return_token_ids": True,
+            }
+            for i in range(16)
+        ]
+
+        def send(body):
+            status, headers, text = http(url, "/v1/chat/completions", body)
+            assert status == 200, text
+            choice = json.loads(text)["choices"][0]
+            return (
+                choice["token_ids"],
+                [e["logprob"] for e in choice["logprobs"]["content"]],
+                choice["finish_reason"],
+                int(headers["X-Lightning-Batch-Size"]),
+            )
+
+        text = session.policy.decode(send(bodies[4])[0])
+        bodies[4]["stop"] = [text[3:5]]  # a stop string the greedy completion meets: the row ends early
+        alone = [send(body) for body in bodies]
+        assert alone[4][2] == "stop" and len(alone[4][0]) < len(text)
+        together, errors = [None] * len(bodies), []
+
+        def one(i):
+            try:
+                if i >= 12:  # these arrive while the first ones are being decoded
+                    threading.Event().wait(0.02 * (i - 11))
+                together[i] = send(bodies[i])
+            except Exception as error:  # surfaced below
+                errors.append(error)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(bodies))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        assert max(t[3] for t in together) > 4, f"the requests were not batched: {[t[3] for t in together]}"
+        for i, (a, b) in enumerate(zip(alone, together)):
+            assert b[0] == a[0] and b[2] == a[2], f"request {i}: {b[0]} concurrently vs {a[0]} alone"
+            assert max(abs(x - y) for x, y in zip(a[1], b[1])) < 1e-5, i
+    finally:
+        session.close()
+
+
+def until(condition, seconds: float = 30.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_an_update_gets_the_lock_while_requests_keep_coming_and_never_lands_inside_a_completion():
+    """The engine holds the session lock while rows are decoded; an update waiting for it stops new requests
+    joining, gets it once the rows in flight finish, and the requests queued meanwhile go on after it."""
+    session = make_session()
+    try:
+        url = session.serve(parse(ServeParams, {"maxBatch": 4}))["url"]
+        stop, errors, answered = threading.Event(), [], []
+
+        def client():
+            while not stop.is_set():
+                try:
+                    status, _, text = http(url, "/v1/chat/completions", {"messages": QUESTION, "max_tokens": 40})
+                    assert status == 200, text
+                    answered.append(1)
+                except Exception as error:  # surfaced below
+                    errors.append(error)
+                    return
+
+        threads = [threading.Thread(target=client) for _ in range(8)]  # twice maxBatch: some always queue
+        for t in threads:
+            t.start()
+        assert until(lambda: answered or errors) and not errors, errors or "the clients got no answer"
+        assert session.lock.acquire(timeout=20), "the update never got the lock: requests kept it busy"
+        try:
+            assert not session.server.batcher.decoding(), "a completion was being decoded while the update ran"
+            before = len(answered)
+            threading.Event().wait(0.3)
+            assert session.server.batcher.decoding() == 0 and len(answered) <= before + 4
+        finally:
+            session.lock.release()
+        assert until(lambda: len(answered) > before + 4), "serving did not go on after the update"
+        stop.set()
+        for t in threads:
+            t.join()
+        assert not errors, errors
     finally:
         session.close()
