@@ -20,6 +20,7 @@ import { ScoreCommand } from './rewards/scoreCommand';
 import { TrainingCommands } from './training/startTraining';
 import { TrainerSetup } from './training/setUpTrainer';
 import { CheckpointInUse } from './checkpoints/useCheckpoint';
+import { exportCheckpointCommand } from './checkpoints/exportCheckpoint';
 import { errorMessage } from '../trainer-daemon/protocol/errors';
 import { WINDOWS_MESSAGE, WSL_DOCS } from './runtime';
 import { runDemo } from './demo';
@@ -42,7 +43,13 @@ export function activate(context: vscode.ExtensionContext): void {
   const debug = new DebugWithLightning(
     supervisor,
     log,
-    context.asAbsolutePath('dist/exit-code.js'),
+    {
+      exitCode: context.asAbsolutePath('dist/exit-code.js'),
+      capture: {
+        nodePreload: context.asAbsolutePath('dist/capture-preload.js'),
+        pythonSiteDir: context.asAbsolutePath('trainer-daemon/python/lightning_capture'),
+      },
+    },
     upstreamKey,
     checkpoint,
   );
@@ -133,8 +140,11 @@ export function activate(context: vscode.ExtensionContext): void {
     command('lightning.useCheckpoint', (argument) => checkpoint.use(argument)),
     command('lightning.stopUsingCheckpoint', () => checkpoint.stop()),
   );
+  context.subscriptions.push(
+    command('lightning.exportCheckpoint', (argument) => exportCheckpointCommand(supervisor, log, argument)),
+  );
   log.info(
-    `[extension] Lightning ${String(context.extension.packageJSON.version)} activated in ${(performance.now() - started).toFixed(1)} ms`,
+    `[extension] Lightning ${String((context.extension.packageJSON as { version?: unknown }).version)} activated in ${(performance.now() - started).toFixed(1)} ms`,
   );
 }
 

@@ -4,6 +4,7 @@
  * (LIGHTNING_UPSTREAM_API_KEY), never a file, a setting or a log line.
  */
 import * as vscode from 'vscode';
+import { parseKeepCheckpoints, type KeepCheckpoints } from '../trainer-daemon/protocol/checkpoints';
 import { resolveStoreFile } from './storePath';
 
 export interface LightningSettings {
@@ -12,6 +13,8 @@ export interface LightningSettings {
   readonly storeFile: string;
   readonly upstreamBaseUrl: string | undefined;
   readonly trainingModel: string | undefined;
+  /** `lightning.training.keepCheckpoints`: "all" or N (the runs Start Training starts); a bad value's message; absent: the default. */
+  readonly keepCheckpoints: KeepCheckpoints | { readonly error: string } | undefined;
 }
 
 const SECRET_KEY = 'lightning.upstreamApiKey';
@@ -28,7 +31,15 @@ export function readSettings(): LightningSettings {
     ),
     upstreamBaseUrl: text('upstreamBaseUrl'),
     trainingModel: text('trainingModel'),
+    keepCheckpoints: keepCheckpoints(config.get<unknown>('training.keepCheckpoints')),
   };
+}
+
+function keepCheckpoints(value: unknown): LightningSettings['keepCheckpoints'] {
+  if (value === undefined || value === null || value === '') return undefined;
+  if (typeof value !== 'string' && typeof value !== 'number')
+    return { error: 'keep-checkpoints must be "all" or a whole number ≥ 1' };
+  return parseKeepCheckpoints(String(value));
 }
 
 /** Settings whose change needs a daemon restart. */

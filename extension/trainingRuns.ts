@@ -22,12 +22,14 @@ export type TrainingRunRequest = Extract<
       | 'cancelTrainingRun'
       | 'showTrainingRunResult'
       | 'resumeTrainingRun'
-      | 'useCheckpoint';
+      | 'useCheckpoint'
+      | 'exportCheckpoint';
   }
 >;
 
 /** The command another part of Lightning registers; the panel's Use button runs it. */
 export const USE_CHECKPOINT_COMMAND = 'lightning.useCheckpoint';
+export const EXPORT_CHECKPOINT_COMMAND = 'lightning.exportCheckpoint';
 
 export class TrainingRuns implements vscode.Disposable {
   private readonly _onDidChange = new vscode.EventEmitter<TrainingRunSummary>();
@@ -66,6 +68,9 @@ export class TrainingRuns implements vscode.Disposable {
         return;
       case 'useCheckpoint':
         await vscode.commands.executeCommand(USE_CHECKPOINT_COMMAND, { checkpointId: message.checkpointId });
+        return;
+      case 'exportCheckpoint':
+        await vscode.commands.executeCommand(EXPORT_CHECKPOINT_COMMAND, { checkpointId: message.checkpointId });
         return;
     }
   }

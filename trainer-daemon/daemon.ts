@@ -174,6 +174,7 @@ export class Daemon {
         logger.child('training'),
       );
       const policy = new PolicyServing(store, logger.child('policy'));
+      trainingService.protectServed(() => policy.current?.checkpointId);
       const handlers: Handlers = createHandlers({
         store,
         writes,
@@ -185,12 +186,17 @@ export class Daemon {
         training,
         trainingService,
         policy,
+        logger: logger.child('checkpoints'),
       });
       const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
       broadcast = rpc.broadcast;
       policy.onDidChange((change) => rpc.broadcast('policyChanged', change));
       const notifier = new ChangeNotifier(store, rpc.broadcast);
-      const otlp = new OtlpReceiver(writes, DEFAULT_MAX_BODY_BYTES * 4, logger.child('otlp'));
+      const otlp = new OtlpReceiver(
+        writes,
+        Number(process.env.LIGHTNING_MAX_OTLP_BYTES) || DEFAULT_MAX_BODY_BYTES * 4,
+        logger.child('otlp'),
+      );
       const agents = new AgentRoutes({
         store,
         writes,

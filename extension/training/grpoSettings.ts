@@ -6,7 +6,13 @@
  * typed answer is checked with a message naming it, and the whole is checked by the protocol's own
  * GrpoConfig schema, so what the editor sends is what the daemon accepts. Pure: unit-tested.
  */
-import { describeIssues, GrpoConfig, type GrpoConfigInput, type ModelSpec } from '../../trainer-daemon/protocol';
+import {
+  describeIssues,
+  GrpoConfig,
+  type GrpoConfigInput,
+  type KeepCheckpoints,
+  type ModelSpec,
+} from '../../trainer-daemon/protocol';
 import { isSecretVariable } from '../../trainer-daemon/protocol/secrets';
 import type { AgentCommand } from '../debug/launchCommand';
 
@@ -118,6 +124,8 @@ export interface TrainingChoices {
   readonly dataset: string;
   readonly command: AgentCommand;
   readonly settings: GrpoSettings;
+  /** The `lightning.training.keepCheckpoints` setting (retention); absent: the daemon's default. */
+  readonly keepCheckpoints?: KeepCheckpoints;
 }
 
 /** The run's configuration, checked by the protocol's schema (the message names the field). */
@@ -128,6 +136,7 @@ export function grpoConfig(choices: TrainingChoices): Parsed<GrpoConfig> {
     model: choices.model,
     dataset: choices.dataset,
     ...choices.settings,
+    ...(choices.keepCheckpoints === undefined ? {} : { keepCheckpoints: choices.keepCheckpoints }),
     command: { argv: [...choices.command.argv], cwd: choices.command.cwd, ...(Object.keys(env).length ? { env } : {}) },
   };
   const parsed = GrpoConfig.safeParse(input);

@@ -28,6 +28,7 @@ import {
   type GrpoSettings,
   type NumericSetting,
 } from './grpoSettings';
+import { inEditorWords } from '../../trainer-daemon/protocol/setupAdvice';
 import { followRun } from './followRun';
 import { endText, needsTrainerSetup, progressFraction, progressText } from './runText';
 
@@ -82,7 +83,16 @@ export class TrainingCommands {
     if (!agent) return;
     const settings = await this.chooseSettings(client, dataset);
     if (!settings) return;
-    const config = grpoConfig({ model, dataset, command: agent, settings });
+    const keep = readSettings().keepCheckpoints;
+    if (typeof keep === 'object')
+      throw new Error(`cannot start training: the lightning.training.keepCheckpoints setting: ${keep.error}`);
+    const config = grpoConfig({
+      model,
+      dataset,
+      command: agent,
+      settings,
+      ...(keep === undefined ? {} : { keepCheckpoints: keep }),
+    });
     if (!config.ok) throw new Error(`cannot start training: ${config.message}`);
     const omitted = storableEnv(agent.env).omitted;
     if (omitted.length)
@@ -174,7 +184,7 @@ export class TrainingCommands {
   }
 
   private async tellEnd(run: TrainingRunSummary): Promise<void> {
-    const text = `Lightning: ${endText(run)}`;
+    const text = `Lightning: ${inEditorWords(endText(run))}`;
     this.log.info(`[training] ${endText(run)}`);
     if (run.status === 'failed') {
       const setup = needsTrainerSetup(run.errorKind);

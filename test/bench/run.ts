@@ -25,6 +25,7 @@ import { bundleBenchmark } from './bundle';
 import { editorBenchmark } from './editor';
 import { packagingBenchmark } from './packaging';
 import { scaleBenchmark } from './scale';
+import { checkpointsBenchmark } from './checkpoints';
 import { parsed } from '../helpers/params';
 import { ensureApt, ensureNode, ensurePythonVenv, ProvisionError } from '../provision/index.mjs';
 
@@ -212,11 +213,8 @@ async function listOverRpc(file: string): Promise<void> {
       let call: () => Promise<unknown> = () => client.request('listRollouts', params as never);
       if (name.includes('cursor')) {
         const first = await client.request('listRollouts', params as never);
-        const second = await client.request('listRollouts', {
-          ...(params as object),
-          cursor: first.nextCursor!,
-        } as never);
-        call = () => client.request('listRollouts', { ...(params as object), cursor: second.nextCursor! } as never);
+        const second = await client.request('listRollouts', { ...(params as object), cursor: first.nextCursor! });
+        call = () => client.request('listRollouts', { ...(params as object), cursor: second.nextCursor! });
       }
       const ms = await time(call, 100);
       rows.push({
@@ -330,6 +328,9 @@ async function main(): Promise<void> {
   } else if (only('--otlp-only')) {
     await section('OTLP ingest', () => otlpBenchmark(work));
     await section('OTLP fairness', () => otlpFairnessBenchmark(work));
+  } else if (only('--checkpoints-only')) {
+    provision({ torch: true, venv: true, node24: false });
+    await section('checkpoints', () => checkpointsBenchmark(work));
   } else if (only('--scale-only')) {
     provision({ torch: true, venv: true, node24: false });
     await section('scale', () => scaleBenchmark(work));
@@ -353,6 +354,7 @@ async function main(): Promise<void> {
       await section('OTLP fairness', () => otlpFairnessBenchmark(work));
       await section('proxy', () => proxyBenchmarks(work));
       await section('trainer', () => trainerBenchmark());
+      await section('checkpoints', () => checkpointsBenchmark(work));
       await section('packaging', () => packagingBenchmark(work));
       await section('scale', () => scaleBenchmark(work));
     }

@@ -74,6 +74,8 @@ async function grpoRolloutSeconds(cwd: string, args: string[]): Promise<number> 
       'cpu',
       '--python',
       process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3',
+      '--keep-checkpoints',
+      'all',
       '--json',
       ...args,
       '--',

@@ -31,7 +31,7 @@ interface Setup {
   readonly storeFile: string;
   readonly daemon: RunningDaemon;
   readonly client: RpcClient;
-  config(overrides?: Partial<GrpoConfigInput>): GrpoConfigInput;
+  readonly config: (overrides?: Partial<GrpoConfigInput>) => GrpoConfigInput;
 }
 
 async function setUp(t: Parameters<typeof tempDir>[0] & { after(fn: () => unknown): void }): Promise<Setup> {
@@ -153,9 +153,14 @@ test('a run records metrics and checkpoints as it goes; cancel keeps the last ch
   const changed: string[] = [];
   client.onNotification('trainingRunChanged', ({ run }) => changed.push(run.status));
   const base = config();
+  // Every checkpoint kept (retention has its own test, checkpoints.test.ts): the list below is the whole run.
   const run = await client.request('startTraining', {
     config: GrpoConfig.parse(
-      config({ iterations: 4, command: { ...base.command, env: { AGENT_MODEL: 'policy-from-env' } } }),
+      config({
+        iterations: 4,
+        keepCheckpoints: 'all',
+        command: { ...base.command, env: { AGENT_MODEL: 'policy-from-env' } },
+      }),
     ),
   });
   assert.equal(run.status, 'running');

@@ -100,6 +100,8 @@ export const AdapterSpec = z.discriminatedUnion('kind', [
     alpha: z.number().positive().optional(),
     dropout: z.number().min(0).max(1).optional(),
     targets: z.array(z.string()).optional(),
+    /** Also train the norm layers (PEFT's modules_to_save); default true. */
+    trainNorms: z.boolean().optional(),
   }),
 ]);
 export type AdapterSpec = z.infer<typeof AdapterSpec>;
@@ -148,7 +150,7 @@ export const ServeResult = z.object({ url: z.string().url() });
 
 export const SftExample = z.object({
   messages: z.array(z.record(z.string(), z.unknown())),
-  tools: z.array(z.unknown()).optional(),
+  tools: z.array(z.record(z.string(), z.unknown())).optional(),
   /** The assistant's reply with OpenAI's wire names: text, or tool calls. */
   completion: z.object({ content: z.string().optional(), tool_calls: z.array(z.unknown()).optional() }),
 });
@@ -225,9 +227,23 @@ export type TrainResult = z.infer<typeof TrainResult>;
 export const SaveParams = z.object({ dir: z.string().min(1), metrics: z.record(z.string(), z.number()).optional() });
 export const SaveResult = z.object({ path: z.string(), bytes: z.number() });
 
+/** Writes a checkpoint folder as a PEFT adapter or a Hugging Face model folder (python/lightning_trainer/export.py). */
+export const ExportParams = z.object({
+  checkpoint: z.string().min(1),
+  format: z.enum(['peft', 'hf', 'merged']),
+  out: z.string().min(1),
+});
+export const ExportResult = z.object({
+  path: z.string(),
+  format: z.enum(['peft', 'hf', 'merged']),
+  bytes: z.number().int().nonnegative(),
+  files: z.array(z.string()),
+  baseModel: z.string().nullable(),
+});
+
 export const TokenizeParams = z.object({
   messages: z.array(z.record(z.string(), z.unknown())),
-  tools: z.array(z.unknown()).optional(),
+  tools: z.array(z.record(z.string(), z.unknown())).optional(),
 });
 export const TokenizeResult = z.object({ ids: z.array(z.number().int()), text: z.string() });
 
@@ -247,6 +263,7 @@ export const WorkerMethods = {
   sft: workerMethod(SftParams, SftResult),
   train: workerMethod(TrainParams, TrainResult),
   save: workerMethod(SaveParams, SaveResult),
+  export: workerMethod(ExportParams, ExportResult),
   tokenize: workerMethod(TokenizeParams, TokenizeResult),
   shutdown: workerMethod(z.object({}), z.object({})),
 } as const;

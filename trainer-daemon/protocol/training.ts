@@ -6,10 +6,11 @@
  * Checkpoint) are in records.ts; APO's configuration and candidates in apo.ts.
  */
 import { z } from 'zod';
-import { ApoCandidate, ApoConfig } from './apo';
+import { ApoCandidate, ApoConfig, ApoResult } from './apo';
 import { Checkpoint, Json, MetricPoint, TrainingRunRecord } from './records';
 import { AdapterSpec, LossType, ModelSpec } from './trainer';
 import { isSecretVariable } from './secrets';
+import { DEFAULT_KEEP_CHECKPOINTS, KeepCheckpoints } from './checkpoints';
 
 /** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */
 export const GrpoConfig = z.strictObject({
@@ -83,8 +84,17 @@ export const GrpoConfig = z.strictObject({
   scaleRewards: z.enum(['group', 'none']).default('group'),
   /** Weight of the k3 KL to the reference (base) policy; the KL is measured and shown also when 0. */
   klCoef: z.number().min(0).default(0),
-  /** TRL's use_bias_correction_kl: the KL term weighted by the importance ratio π/π_behaviour. */
-  klBiasCorrection: z.boolean().default(false),
+  /**
+   * TRL's use_bias_correction_kl: the KL term weighted by the importance ratio π/π_behaviour, so its gradient is the
+   * unbiased reverse-KL gradient (DeepSeek-V3.2); on, as TRL 1.13's default. Matters only with klCoef > 0.
+   */
+  klBiasCorrection: z.boolean().default(true),
+  /**
+   * Transitions whose advantage is 0 (a group whose rewards are all equal): `keep` (TRL's GRPOTrainer) trains on
+   * them, so they count in the loss's normaliser and the KL and entropy terms act on them; `drop` leaves them out
+   * of the update (cheaper; no policy-gradient signal is lost, but the other rows then weigh more).
+   */
+  zeroAdvantage: z.enum(['keep', 'drop']).default('keep'),
   entropyCoef: z.number().min(0).default(0),
   /** Supervised warm start before RL: a chat JSONL file (`lightning export --format chat`). */
   warmStart: z
@@ -100,6 +110,11 @@ export const GrpoConfig = z.strictObject({
   device: z.enum(['auto', 'cpu', 'cuda']).default('auto'),
   /** The Python that runs the worker; null: found as `lightning doctor` does. */
   python: z.string().nullable().default(null),
+  /**
+   * Retention (training/retention.ts): the run keeps its best checkpoint (by validation reward, else reward), its
+   * last N, and optimizer state only in the newest (the one it resumes from); `all` keeps every checkpoint.
+   */
+  keepCheckpoints: KeepCheckpoints.default(DEFAULT_KEEP_CHECKPOINTS),
   /**
    * The rewards config every rollout is scored with before LightningRL builds transitions (absolute
    * path); null: `.lightning/rewards.json` beside the store when it exists, else no automatic rewards.
@@ -152,11 +167,15 @@ export type GrpoConfigInput = z.input<typeof GrpoConfig>;
 export const GrpoTrainingRun = TrainingRunRecord.extend({
   algorithm: z.literal('grpo'),
   config: z.object(GrpoConfig.shape),
+  /** A GRPO run's outcome is its metrics and checkpoints; it records no result object. */
+  result: z.null().catch(null),
 });
 export type GrpoTrainingRun = z.infer<typeof GrpoTrainingRun>;
 export const ApoTrainingRun = TrainingRunRecord.extend({
   algorithm: z.literal('apo'),
   config: z.object(ApoConfig.shape),
+  /** The seed and best prompts with their validation scores and the diff, once the run ended with one. */
+  result: ApoResult.nullable().catch(null),
 });
 export type ApoTrainingRun = z.infer<typeof ApoTrainingRun>;
 export const TrainingRun = z.discriminatedUnion('algorithm', [GrpoTrainingRun, ApoTrainingRun]);

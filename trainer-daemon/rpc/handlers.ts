@@ -25,6 +25,8 @@ import type { TrainingManager } from '../training/manager';
 import { TrainingService } from '../training/service';
 import type { WorkerBatches } from '../runner/workerBatches';
 import type { PolicyServing } from '../training/policyServing';
+import { exportCheckpoint } from '../training/exportCheckpoint';
+import { createLogger, type Logger } from '../log';
 
 export type Handlers = {
   [M in MethodName]: (params: ParsedParamsOf<M>) => ResultOf<M> | Promise<ResultOf<M>>;
@@ -49,6 +51,8 @@ export interface HandlerContext {
   readonly trainingService?: TrainingService;
   /** Serves a checkpoint outside training; absent when no daemon serves (the CLI's store-direct path). */
   readonly policy?: PolicyServing;
+  /** Where work the handlers start themselves logs (a checkpoint's export); default: JSON lines on stderr, warnings up. */
+  readonly logger?: Logger;
 }
 
 export function createHandlers({
@@ -62,6 +66,7 @@ export function createHandlers({
   training,
   trainingService = new TrainingService(store, writes),
   policy,
+  logger = createLogger('checkpoints', { level: 'warn' }),
 }: HandlerContext): Handlers {
   const write = <T>(op: () => T, units = 1): T | Promise<T> => (writes ? writes.submit(op, units) : op());
   const servingBatches = (): WorkerBatches => {
@@ -74,7 +79,8 @@ export function createHandlers({
   return {
     daemonInfo: () => info(),
     listRollouts: (params) => store.listRollouts(params),
-    getRollout: ({ id, spans }) => store.getRolloutDetail(store.resolveRolloutId(id), { spans }),
+    rolloutGroups: (params) => store.rolloutGroups(params),
+    getRollout: ({ id, spans, spanLimit }) => store.getRolloutDetail(store.resolveRolloutId(id), { spans, spanLimit }),
     createRollout: (params) => write(() => store.createRollout(params)),
     transitionRollout: (params) => {
       const id = store.resolveRolloutId(params.id);
@@ -124,7 +130,10 @@ export function createHandlers({
     setCurrentResource: ({ name, version }) => write(() => store.setCurrentResource(name, version)),
     createTrainingRun: (params) => write(() => store.createTrainingRun(params)),
     listTrainingRuns: ({ limit }) => ({ items: store.listTrainingRuns(limit) }),
-    getTrainingRun: ({ id, afterStep }) => store.getTrainingRun(id, afterStep),
+    getTrainingRun: ({ id, afterStep }) => ({
+      ...store.getTrainingRun(id, afterStep),
+      checkpoints: trainingService.measuredCheckpoints(id),
+    }),
     updateTrainingRun: (params) => write(() => store.updateTrainingRun(params)),
     // The request is recorded for whoever runs it; a run this daemon drives stops now.
     cancelTrainingRun: async ({ id }) => {
@@ -169,7 +178,9 @@ export function createHandlers({
         );
       return training.start(params);
     },
-    listCheckpoints: ({ runId }) => ({ items: trainingService.checkpoints(runId) }),
+    listCheckpoints: ({ runId }) => ({ items: trainingService.measuredCheckpoints(runId) }),
+    exportCheckpoint: (params) => exportCheckpoint(trainingService, logger, params),
+    deleteCheckpoint: ({ id }) => trainingService.deleteCheckpoint(id),
     servePolicy: (params) => {
       if (!policy)
         throw new ConflictError('serving a checkpoint needs a running daemon; start one with `lightning serve`');

@@ -9,6 +9,8 @@ import path from 'node:path';
 import {
   grpoBatchId,
   type Checkpoint,
+  type DeleteCheckpointResult,
+  type KeepCheckpoints,
   type Dataset,
   type NewTrainingRun,
   type Rollout,
@@ -19,7 +21,9 @@ import {
   type TrainingRun,
   type TrainingRunStatus,
 } from '../protocol';
-import type { ErrorKind } from '../protocol/errors';
+import { ConflictError, type ErrorKind } from '../protocol/errors';
+import { dropOptimizerState, measureCheckpoint, removeCheckpointFolder } from './checkpointFiles';
+import { planRetention, type RetentionPlan } from './retention';
 import type { Trajectory } from '../protocol/lightningrl';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
@@ -36,10 +40,20 @@ export interface BatchSpec {
 }
 
 export class TrainingService {
+  /** Checkpoints in use outside the loops (being exported: by id, how many times); retention and delete leave them. */
+  private readonly busy = new Map<string, number>();
+  /** The checkpoint served outside training now (the daemon's PolicyServing), if any. */
+  private served: () => string | undefined = () => undefined;
+
   constructor(
     private readonly store: Store,
     private readonly writes?: WriteQueue,
   ) {}
+
+  /** Where the daemon serves a checkpoint (policy/serve): that one is never deleted under it. */
+  protectServed(served: () => string | undefined): void {
+    this.served = served;
+  }
 
   /** The store file: its folder holds the runs' checkpoints and logs, and the trainer's Python environment. */
   get storeFile(): string {
@@ -71,6 +85,68 @@ export class TrainingService {
   /** A run's checkpoints (every run's without `runId`), oldest first: a run resumes from the last. */
   checkpoints(runId?: string): Checkpoint[] {
     return this.store.checkpoints(runId);
+  }
+
+  checkpoint(id: string): Checkpoint {
+    return this.store.checkpoint(id);
+  }
+
+  /** The same, each with its size on disk and whether it keeps optimizer state (`checkpoints/list`). */
+  measuredCheckpoints(runId?: string): Checkpoint[] {
+    return this.checkpoints(runId).map((checkpoint) => ({ ...checkpoint, ...measureCheckpoint(checkpoint.path) }));
+  }
+
+  /** Runs `job` with the checkpoint marked in use: retention and `checkpoints/delete` leave it meanwhile. */
+  async using<T>(id: string, job: () => Promise<T>): Promise<T> {
+    this.busy.set(id, (this.busy.get(id) ?? 0) + 1);
+    try {
+      return await job();
+    } finally {
+      const left = (this.busy.get(id) ?? 1) - 1;
+      if (left === 0) this.busy.delete(id);
+      else this.busy.set(id, left);
+    }
+  }
+
+  private inUse(): Set<string> {
+    const served = this.served();
+    return new Set([...this.busy.keys(), ...(served ? [served] : [])]);
+  }
+
+  /**
+   * Applies the run's retention (training/retention.ts) to its checkpoints now: deletes the ones it does not keep,
+   * records and folders, and the optimizer state of every kept one but the newest.
+   */
+  async applyRetention(runId: string, keep: KeepCheckpoints): Promise<RetentionPlan> {
+    const checkpoints = this.measuredCheckpoints(runId);
+    const plan = planRetention(checkpoints, this.store.getTrainingRun(runId).metrics, keep, this.inUse());
+    if (plan.remove.length > 0) await this.write(() => this.store.deleteCheckpoints(plan.remove.map((c) => c.id)));
+    for (const checkpoint of plan.remove) removeCheckpointFolder(checkpoint.path);
+    for (const checkpoint of plan.dropOptimizer) dropOptimizerState(checkpoint.path);
+    return plan;
+  }
+
+  /**
+   * `checkpoints/delete`: the record and the folder. Refused for the checkpoint served now, one being exported, and
+   * the newest of a run that is running (what it continues from).
+   */
+  async deleteCheckpoint(id: string): Promise<DeleteCheckpointResult> {
+    const checkpoint = this.store.checkpoint(id);
+    if (this.served() === id)
+      throw new ConflictError(
+        `checkpoint ${id} is being served (Use Checkpoint): stop using it first (Lightning: Stop Using Checkpoint, or policy/stop)`,
+      );
+    if (this.busy.has(id))
+      throw new ConflictError(`checkpoint ${id} is being exported: delete it once the export is done`);
+    const run = this.store.trainingRun(checkpoint.runId);
+    const newest = this.checkpoints(run.id).at(-1);
+    if ((run.status === 'running' || run.status === 'queued') && newest?.id === id) {
+      throw new ConflictError(
+        `checkpoint ${id} is the newest of run ${run.id}, which is ${run.status}: the run continues from it; stop the run first (Ctrl-C its lightning train, or cancel it in the editor), or delete an older one`,
+      );
+    }
+    await this.write(() => this.store.deleteCheckpoints([id]));
+    return { deleted: id, bytes: removeCheckpointFolder(checkpoint.path) };
   }
 
   // ---- Runs: written at once, not group-committed, so `training/start` answers with the run as recorded ----

@@ -41,6 +41,8 @@ const OWN: Record<Algorithm, Record<string, string>> = {
     device: '--device',
     python: '--python',
     resume: '--resume',
+    klBiasCorrection: '--kl-bias-correction',
+    zeroAdvantage: '--zero-advantage',
     nprocPerNode: '--nproc-per-node',
     fsdp: '--fsdp',
     nnodes: '--nnodes',
@@ -48,6 +50,7 @@ const OWN: Record<Algorithm, Record<string, string>> = {
     ray: '--ray',
     rayPython: '--ray-python',
     rayWorkingDir: '--ray-working-dir',
+    keepCheckpoints: '--keep-checkpoints',
   },
   apo: {
     resource: '--resource',
@@ -180,6 +183,17 @@ export function registerTrain(program: Command): void {
         "grpo: group: advantages divided by the group's reward std (default); none: only the mean subtracted (Dr. GRPO)",
       ).choices(['group', 'none']),
     )
+    .option(
+      '--kl-bias-correction',
+      "grpo: weight the KL term by the importance ratio π/π_behaviour (the default, as TRL's use_bias_correction_kl)",
+    )
+    .option('--no-kl-bias-correction', 'grpo: the plain k3 KL term')
+    .addOption(
+      new Option(
+        '--zero-advantage <how>',
+        'grpo: keep (default, as TRL): transitions with advantage 0 stay in the update (normaliser, KL, entropy); drop: left out',
+      ).choices(['keep', 'drop']),
+    )
     .addOption(
       new Option('--device <device>', 'grpo: where the policy runs (default auto)').choices(['auto', 'cpu', 'cuda']),
     )
@@ -201,6 +215,10 @@ export function registerTrain(program: Command): void {
       "grpo, with --nnodes: this machine's address and a free port, where the other nodes' ranks connect",
     )
     .option('--resume <run>', 'grpo: continue a cancelled or failed run from its last checkpoint')
+    .option(
+      '--keep-checkpoints <all|n>',
+      'grpo: checkpoints kept besides the best by validation reward: the last n (default 3), or all; optimizer state stays only in the newest',
+    )
     .option('--resource <name>', 'apo: the prompt template resource to optimize (see `lightning resource put`)')
     .option('--beam <n>', 'apo: prompts kept after each round (default 2)')
     .option('--branch <n>', 'apo: new prompts per parent per round (default 2)')

@@ -9,6 +9,7 @@ import type { TrainingFinished } from '../../protocol/cliLines';
 import path from 'node:path';
 import { otherNodeCommand } from '../../training/torchrun';
 import { GrpoConfig, placementOf, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
+import { parseKeepCheckpoints, type KeepCheckpoints } from '../../protocol/checkpoints';
 import { InvalidInputError } from '../../protocol/errors';
 import { followRun, iterationCells, iterationLine } from '../../training/follow';
 import type { RunnerClient } from '../../runner/pool';
@@ -40,6 +41,8 @@ export interface GrpoFlags extends GlobalOptions {
   clip?: string;
   clipHigh?: string;
   scaleRewards?: 'group' | 'none';
+  klBiasCorrection?: boolean;
+  zeroAdvantage?: 'keep' | 'drop';
   device?: 'auto' | 'cpu' | 'cuda';
   python?: string;
   resume?: string;
@@ -51,6 +54,7 @@ export interface GrpoFlags extends GlobalOptions {
   ray?: string;
   rayPython?: string;
   rayWorkingDir?: string;
+  keepCheckpoints?: string;
 }
 
 /** Config keys → the flag a user typed, so errors name what they can fix. */
@@ -73,11 +77,21 @@ const FLAGS: Record<string, string> = {
   clip: '--clip',
   clipHigh: '--clip-high',
   scaleRewards: '--scale-rewards',
+  klBiasCorrection: '--kl-bias-correction',
+  zeroAdvantage: '--zero-advantage',
   command: 'the agent command (after --)',
   rewardsFile: '--rewards',
   distributed: '--nproc-per-node / --nnodes / --rdzv-endpoint / --fsdp',
   ray: '--ray',
+  keepCheckpoints: '--keep-checkpoints',
 };
+
+function keepFlag(value: string | undefined): KeepCheckpoints | undefined {
+  if (value === undefined) return undefined;
+  const keep = parseKeepCheckpoints(value);
+  if (typeof keep === 'object') throw new InvalidInputError(`--${keep.error}`);
+  return keep;
+}
 
 function numberFlag(value: string | undefined, flag: string): number | undefined {
   if (value === undefined) return undefined;
@@ -134,6 +148,8 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     clip: numberFlag(options.clip, '--clip'),
     clipHigh: numberFlag(options.clipHigh, '--clip-high') ?? null,
     scaleRewards: options.scaleRewards,
+    klBiasCorrection: options.klBiasCorrection,
+    zeroAdvantage: options.zeroAdvantage,
     warmStart: options.warmStart
       ? {
           file: path.resolve(options.warmStart),
@@ -154,6 +170,7 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
             workingDir: options.rayWorkingDir === undefined ? null : path.resolve(options.rayWorkingDir),
           },
     command: { argv, cwd },
+    keepCheckpoints: keepFlag(options.keepCheckpoints),
   };
   const parsed = GrpoConfig.safeParse(input);
   if (!parsed.success) {

@@ -2,7 +2,8 @@
 
 Written to a temporary sibling folder and renamed into place, so a crash never leaves a half-written checkpoint
 under the final name. Layout: trainable.pt, optimizer.pt, config.json ({model, adapter, optimizer, step, ...}),
-metrics.json.
+metrics.json. optimizer.pt is only needed to resume a run: the daemon's retention deletes it from every checkpoint
+but the newest (training/retention.ts), and a checkpoint without it loads with a fresh optimizer.
 """
 
 from __future__ import annotations
@@ -61,8 +62,14 @@ def read_config(path: str) -> dict:
 def restore(path: str, policy: Policy, optimizer: torch.optim.Optimizer) -> int:
     """Load weights and optimizer state into an already built policy; returns the checkpoint's step."""
     step = restore_weights(path, policy)
-    optimizer.load_state_dict(read_optimizer(path, policy.device))
+    if has_optimizer(path):
+        optimizer.load_state_dict(read_optimizer(path, policy.device))
     return step
+
+
+def has_optimizer(path: str) -> bool:
+    """Whether the checkpoint kept its optimizer state (retention keeps it only for the checkpoint a run resumes)."""
+    return (Path(path) / "optimizer.pt").is_file()
 
 
 def read_optimizer(path: str, device: torch.device) -> dict:

@@ -1,0 +1,63 @@
+/**
+ * A run's checkpoint retention (DESIGN.md, "Models that leave the editor"), decided as each checkpoint lands: keep
+ * the best checkpoint (by validation reward, else by the reward of the rollouts it served), the last N
+ * (`keepCheckpoints`, default 3) and whatever is in use (served now, being exported); delete the rest. Optimizer
+ * state is only kept in the newest checkpoint, the one the run resumes from. Pure: the caller deletes the files.
+ */
+import type { Checkpoint, KeepCheckpoints, MetricPoint } from '../protocol';
+
+export interface RetentionPlan {
+  /** Checkpoints to delete, folder and record. */
+  readonly remove: Checkpoint[];
+  /** Kept checkpoints whose optimizer state goes (every kept one but the newest). */
+  readonly dropOptimizer: Checkpoint[];
+  /** The checkpoint kept as the best, and the score it was kept for (undefined: nothing scored yet). */
+  readonly best:
+    { readonly checkpoint: Checkpoint; readonly by: 'val/reward' | 'reward/mean'; readonly score: number } | undefined;
+}
+
+/**
+ * A checkpoint's score: `val/reward` at its own step (validation runs right after the update that saved it), else the
+ * `reward/mean` of the next step, whose rollouts it served. Validation wins for the whole run once any step has it.
+ */
+function scores(
+  checkpoints: readonly Checkpoint[],
+  metrics: readonly Pick<MetricPoint, 'step' | 'name' | 'value'>[],
+): { by: 'val/reward' | 'reward/mean'; of: Map<string, number> } {
+  const at = (name: string): Map<number, number> =>
+    new Map(metrics.filter((m) => m.name === name && Number.isFinite(m.value)).map((m) => [m.step, m.value]));
+  const val = at('val/reward');
+  const byVal = new Map(checkpoints.flatMap((c) => (val.has(c.step) ? [[c.id, val.get(c.step)!] as const] : [])));
+  if (byVal.size > 0) return { by: 'val/reward', of: byVal };
+  const reward = at('reward/mean');
+  return {
+    by: 'reward/mean',
+    of: new Map(checkpoints.flatMap((c) => (reward.has(c.step + 1) ? [[c.id, reward.get(c.step + 1)!] as const] : []))),
+  };
+}
+
+export function planRetention(
+  checkpoints: readonly Checkpoint[],
+  metrics: readonly Pick<MetricPoint, 'step' | 'name' | 'value'>[],
+  keep: KeepCheckpoints,
+  inUse: ReadonlySet<string> = new Set(),
+): RetentionPlan {
+  const ordered = [...checkpoints].sort((a, b) => a.step - b.step || a.createdAt - b.createdAt);
+  const newest = ordered.at(-1);
+  const { by, of } = scores(ordered, metrics);
+  let best: RetentionPlan['best'];
+  for (const checkpoint of ordered) {
+    const score = of.get(checkpoint.id);
+    // Ties go to the later checkpoint: as good, trained longer, and more likely among the last N anyway.
+    if (score !== undefined && (best === undefined || score >= best.score)) best = { checkpoint, by, score };
+  }
+  const kept = new Set<string>(inUse);
+  if (best) kept.add(best.checkpoint.id);
+  const last = keep === 'all' ? ordered : ordered.slice(-keep);
+  for (const checkpoint of last) kept.add(checkpoint.id);
+  return {
+    remove: ordered.filter((c) => !kept.has(c.id)),
+    dropOptimizer: ordered.filter((c) => kept.has(c.id) && c.id !== newest?.id && c.optimizerState !== false),
+    best,
+  };
+}
