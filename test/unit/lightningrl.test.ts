@@ -75,17 +75,28 @@ describe('LightningRL: advantages (hand-computed)', () => {
       ],
       grpo,
     );
-    // t1: mean 0.5, std 0.5 → ±1; t2: mean 2, std 1 → ±1.
+    // The sample std (n − 1) + 1e-4, as TRL: t1: mean 0.5, std √(1/3) → ±0.5/(0.57735 + 1e-4); t2: mean 2, std √2.
+    const t1Std = Math.sqrt(1 / 3) + 1e-4;
+    const t2Std = Math.sqrt(2) + 1e-4;
     for (const [id, expected] of [
-      ['a', 1],
-      ['b', -1],
-      ['c', -1],
-      ['d', 1],
-      ['e', 1],
-      ['f', -1],
+      ['a', 0.5 / t1Std],
+      ['b', -0.5 / t1Std],
+      ['c', -0.5 / t1Std],
+      ['d', 0.5 / t1Std],
+      ['e', 1 / t2Std],
+      ['f', -1 / t2Std],
     ] as const) {
-      assert.ok(Math.abs(advantages!.get(id)! - expected) < 1e-5, `${id}: ${advantages!.get(id)}`);
+      assert.ok(Math.abs(advantages!.get(id)! - expected) < 1e-9, `${id}: ${advantages!.get(id)}`);
     }
+    // std: 'population' divides by n (t1: std 0.5, t2: std 1).
+    const population = rolloutAdvantages(
+      [
+        { id: 'a', group: 't1', reward: 1 },
+        { id: 'b', group: 't1', reward: 0 },
+      ],
+      AdvantageOptions.parse({ std: 'population' }),
+    ).advantages!;
+    assert.ok(Math.abs(population.get('a')! - 0.5 / (0.5 + 1e-4)) < 1e-9);
     const t1 = ['a', 'b', 'c', 'd'].reduce((sum, id) => sum + advantages!.get(id)!, 0);
     assert.ok(Math.abs(t1) < 1e-9, 'normalized advantages of a group sum to ~0');
     assert.deepEqual(stats, { singletonGroups: 0, zeroVarianceGroups: 0 });
@@ -232,7 +243,7 @@ describe('LightningRL: the adapter', () => {
 });
 
 describe('LightningRL: transitions from a store', () => {
-  test('two rollouts of one task: GRPO advantages ±1 broadcast to every call; schema-valid; chat examples', (t) => {
+  test('two rollouts of one task: GRPO advantages ±1/√2 (sample std) broadcast to every call; schema-valid; chat examples', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
     const request = (content: string) => ({
@@ -304,14 +315,16 @@ describe('LightningRL: transitions from a store', () => {
       { rollouts: 3, exported: 2, transitions: 4, excludedNoReward: 1 },
     );
     for (const tr of transitions) assert.deepEqual(Transition.parse(tr), tr);
+    // Rewards 1 and 0: mean 0.5, sample std √0.5, so ±0.5 / (√0.5 + 1e-4).
+    const a = 0.5 / (Math.sqrt(0.5) + 1e-4);
     assert.deepEqual(
-      transitions.map((tr) => [tr.step, tr.reward, Math.round(tr.advantage * 1e4) / 1e4]),
+      transitions.map((tr) => [tr.step, tr.reward, Math.round(tr.advantage * 1e9) / 1e9]),
       [
-        [0, 1, 1],
-        [1, 1, 1],
-        [0, 0, -1],
-        [1, 0, -1],
-      ],
+        [0, 1, a],
+        [1, 1, a],
+        [0, 0, -a],
+        [1, 0, -a],
+      ].map(([s, r, v]) => [s, r, Math.round(v! * 1e9) / 1e9]),
     );
     assert.ok(
       transitions.every((tr) => typeof tr.reward === 'number'),
@@ -324,7 +337,9 @@ describe('LightningRL: transitions from a store', () => {
     );
     assert.equal(transitions[1]!.needsTokenization, true);
     assert.equal(transitions[1]!.response.text, '4');
-    const example = toChatExample(first)!;
+    const chat = toChatExample(first);
+    assert.ok('example' in chat, JSON.stringify(chat));
+    const { example } = chat;
     assert.deepEqual(
       example.messages.map((m) => (m as { role: string }).role),
       ['user', 'assistant'],
@@ -343,7 +358,7 @@ describe('LightningRL: transitions from a store', () => {
       [1, 1, 0],
     );
     assert.ok(
-      best.transitions.every((tr) => Math.abs(tr.advantage - 1) < 1e-4),
+      best.transitions.every((tr) => Math.abs(tr.advantage - a) < 1e-9),
       'advantages come from the whole group, before --min-reward filters',
     );
   });

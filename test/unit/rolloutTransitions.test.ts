@@ -65,9 +65,9 @@ test('transitions/forRollout: calls included with credited reward and the batch 
       mean: view.group.mean,
       std: view.group.std,
     },
-    { scope: 'batch', scopeId: 'batch-a', rewarded: 4, mean: 0.5, std: 0.5 },
+    { scope: 'batch', scopeId: 'batch-a', rewarded: 4, mean: 0.5, std: Math.sqrt(1 / 3) },
   );
-  // GRPO: (1 − 0.5) / (0.5 + 1e-6) ≈ 1, broadcast to both calls; identical credit gives R to each.
+  // GRPO: (1 − 0.5) / (√(1/3) + 1e-4) ≈ 0.8659 (the sample std, as TRL), broadcast to both calls; identical credit gives R to each.
   assert.deepEqual(
     view.calls.map((c) => [
       c.included,
@@ -80,8 +80,8 @@ test('transitions/forRollout: calls included with credited reward and the batch 
       c.promptTokens,
     ]),
     [
-      [true, 0, 1, 1, 3, 1, false, 20],
-      [true, 1, 1, 1, 3, 1, false, 20],
+      [true, 0, 1, 0.8659, 3, 1, false, 20],
+      [true, 1, 1, 0.8659, 3, 1, false, 20],
     ],
   );
 

@@ -81,18 +81,19 @@ function transition(overrides: Partial<Transition>): Transition {
   };
 }
 
-test('the worker gets transitions with exact token ids and a non-zero advantage only', () => {
-  const out = toWorkerTransitions([
+test('the worker gets transitions with exact token ids; those with advantage 0 too, unless zeroAdvantage is drop', () => {
+  const given = [
     transition({}),
     transition({ advantage: 0 }),
     transition({ promptTokenIds: null, needsTokenization: true }),
     transition({ logprobs: [-0.1], lossMask: [0, 1] }),
-  ]);
-  assert.deepEqual(out, [
-    { promptIds: [1, 2], responseIds: [3, 4], logprobs: [-0.1, -0.2], advantage: 0.5, mask: [1, 1] },
-    // Logprobs that do not cover the response are recomputed by the worker (null).
-    { promptIds: [1, 2], responseIds: [3, 4], logprobs: null, advantage: 0.5, mask: [0, 1] },
-  ]);
+  ];
+  const kept = { promptIds: [1, 2], responseIds: [3, 4], logprobs: [-0.1, -0.2], advantage: 0.5, mask: [1, 1] };
+  // Logprobs that do not cover the response are recomputed by the worker (null).
+  const recomputed = { promptIds: [1, 2], responseIds: [3, 4], logprobs: null, advantage: 0.5, mask: [0, 1] };
+  // As TRL's GRPOTrainer: a zero-advantage row stays (it counts in the normaliser; KL and entropy act on it).
+  assert.deepEqual(toWorkerTransitions(given), [kept, { ...kept, advantage: 0 }, recomputed]);
+  assert.deepEqual(toWorkerTransitions(given, 'drop'), [kept, recomputed]);
 });
 
 test('demonstrations: chat examples become (prompt, completion) pairs; the demo shows every tool for every question', (t) => {
@@ -220,9 +221,40 @@ test('GRPO flags: loss types, clip-higher and reward scaling reach the config, n
     ['node', 'agent.js'],
     '/tmp',
   );
+  // TRL 1.13's GRPOConfig defaults: loss_type dapo, scale_rewards group, use_bias_correction_kl True; zero-advantage rows kept.
   assert.deepEqual(
-    [defaults.lossType, defaults.clipHigh, defaults.scaleRewards, defaults.klBiasCorrection],
-    ['dapo', null, 'group', false],
+    [defaults.lossType, defaults.clipHigh, defaults.scaleRewards, defaults.klBiasCorrection, defaults.zeroAdvantage],
+    ['dapo', null, 'group', true, 'keep'],
+  );
+  const chosen = grpoConfigFromFlags(
+    {
+      store: 'store.db',
+      algorithm: 'grpo',
+      model: 'tiny',
+      dataset: 'd',
+      klBiasCorrection: false,
+      zeroAdvantage: 'drop',
+    },
+    ['x'],
+    '/tmp',
+  );
+  assert.deepEqual([chosen.klBiasCorrection, chosen.zeroAdvantage], [false, 'drop']);
+  assert.equal(
+    grpoConfigFromFlags(
+      { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', klBiasCorrection: true },
+      ['x'],
+      '/tmp',
+    ).klBiasCorrection,
+    true,
+  );
+  assert.throws(
+    () =>
+      grpoConfigFromFlags(
+        { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', zeroAdvantage: 'skip' as never },
+        ['x'],
+        '/tmp',
+      ),
+    /--zero-advantage/,
   );
   assert.throws(
     () =>

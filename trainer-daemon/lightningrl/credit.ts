@@ -43,9 +43,9 @@ export interface GroupStats {
 
 /**
  * One advantage per rollout from the episode rewards, rollouts grouped by task (GRPO): (R − mean) /
- * (std + ε), or R − mean without std normalization; std is the population std, as in the paper's
- * GRPO formulation. The credit options shape the per-call `reward`; with GRPO or baseline the
- * advantage stays one per rollout (use `none` to train on the credited rewards themselves). A group of one, or one whose rewards are all
+ * (std + ε), or R − mean without std normalization; std is the sample std (Bessel's correction, as
+ * torch.std and TRL's GRPOTrainer) unless `std: 'population'`, ε is added to it (TRL: 1e-4). The
+ * credit options shape the per-call `reward`; with GRPO or baseline the advantage stays one per rollout (use `none` to train on the credited rewards themselves). A group of one, or one whose rewards are all
  * equal, has nothing to compare: its advantages are 0, and it is counted in the stats. `baseline`
  * uses the mean over all rollouts; `none` returns null (the credited rewards are the advantages).
  */
@@ -71,7 +71,8 @@ export function rolloutAdvantages(
   }
   for (const group of groups.values()) {
     const mean = group.reduce((sum, r) => sum + r.reward, 0) / group.length;
-    const std = Math.sqrt(group.reduce((sum, r) => sum + (r.reward - mean) ** 2, 0) / group.length);
+    const squares = group.reduce((sum, r) => sum + (r.reward - mean) ** 2, 0);
+    const std = Math.sqrt(squares / Math.max(1, options.std === 'population' ? group.length : group.length - 1));
     // Equal rewards up to floating-point noise ([0.1, 0.1, 0.1] has std ~1e-17) carry no signal.
     const flat = std <= 1e-12 * Math.max(1, Math.abs(mean));
     if (group.length === 1) stats.singletonGroups += 1;

@@ -110,6 +110,7 @@ export function rolloutTransitions(
       scope,
       scope === 'batch' ? rollout.batchId : scope === 'dataset' ? rollout.datasetId : null,
       params.reward,
+      params.advantage.std,
     ),
     options: { reward: params.reward, credit: params.credit, advantage: params.advantage, agent: params.agent ?? null },
     calls,
@@ -123,6 +124,7 @@ function groupOf(
   scope: TrainingGroup['scope'],
   scopeId: string | null,
   policy: ParsedParamsOf<'rolloutTransitions'>['reward'],
+  estimator: 'sample' | 'population',
 ): TrainingGroup {
   const own = considered.find((t) => t.rollout.id === rolloutId)?.rollout;
   const members = considered.filter((t) =>
@@ -135,7 +137,9 @@ function groupOf(
     return value === null ? [] : [value];
   });
   const mean = rewards.length ? rewards.reduce((a, b) => a + b, 0) / rewards.length : null;
-  const std = mean === null ? null : Math.sqrt(rewards.reduce((sum, r) => sum + (r - mean) ** 2, 0) / rewards.length);
+  // The std the advantages divide by: the sample std (n − 1) unless the options ask for the population's.
+  const divisor = Math.max(1, estimator === 'population' ? rewards.length : rewards.length - 1);
+  const std = mean === null ? null : Math.sqrt(rewards.reduce((sum, r) => sum + (r - mean) ** 2, 0) / divisor);
   const note =
     rewards.length === 1
       ? 'a group of one rollout: nothing to compare, advantage 0'

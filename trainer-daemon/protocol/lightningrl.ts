@@ -33,7 +33,10 @@ export const AdvantageOptions = z.object({
   /** grpo: (R − mean) / (std + ε) or (R − mean); baseline: R − mean of all rollouts; none: the credited reward. */
   kind: z.enum(['grpo', 'baseline', 'none']).default('grpo'),
   normalizeStd: z.boolean().default(true),
-  epsilon: z.number().positive().default(1e-6),
+  /** The group's std: `sample` (Bessel's correction, n − 1: torch.std, as TRL's GRPOTrainer) or `population` (n). */
+  std: z.enum(['sample', 'population']).default('sample'),
+  /** Added to the std (TRL: 1e-4). */
+  epsilon: z.number().positive().default(1e-4),
 });
 export type AdvantageOptions = z.infer<typeof AdvantageOptions>;
 
@@ -76,6 +79,8 @@ export const Transition = z.object({
   advantage: z.number(),
   /** Only with `--include-failed`, on a call that was not a whole answer: how it ended. */
   outcome: CallOutcome.optional(),
+  /** Only on a call with no chat form (`prompt.messages` or `response.message` null): why, e.g. legacy /completions. */
+  notChat: z.string().optional(),
 });
 export type Transition = z.infer<typeof Transition>;
 
@@ -89,6 +94,8 @@ export const ExportReport = z.object({
   excludedNoCalls: z.number().int().nonnegative(),
   /** LLM calls left out because they were not whole answers (upstream errors, cancelled, truncated). */
   skipped: SkippedCalls,
+  /** Choices after the first of answers with n > 1: one sample per call, of its first choice; the rest left out. */
+  otherChoices: z.number().int().nonnegative(),
   /** Task groups with one rollout, or all rewards equal: their GRPO advantages are 0, said so here. */
   singletonGroups: z.number().int().nonnegative(),
   zeroVarianceGroups: z.number().int().nonnegative(),
@@ -104,7 +111,7 @@ export const RolloutTransitionsParams = z.strictObject({
   rolloutId: z.string().min(1).max(200),
   reward: RewardPolicy.default({ name: 'reward', missing: 'exclude', fillValue: 0 }),
   credit: CreditOptions.default({ kind: 'identical' }),
-  advantage: AdvantageOptions.default({ kind: 'grpo', normalizeStd: true, epsilon: 1e-6 }),
+  advantage: AdvantageOptions.default({ kind: 'grpo', normalizeStd: true, std: 'sample', epsilon: 1e-4 }),
   /** Train only the calls of agents whose name matches this regular expression. */
   agent: z.string().max(1_000).optional(),
 });
@@ -138,7 +145,7 @@ export const TrainingGroup = z.object({
   scope: z.enum(['batch', 'dataset', 'rollout']),
   scopeId: z.string().nullable(),
   taskId: z.string().nullable(),
-  /** Rollouts of the group with an episode reward, their mean and (population) std. */
+  /** Rollouts of the group with an episode reward, their mean and std (as the advantage options: sample by default). */
   rewarded: z.number().int().nonnegative(),
   mean: z.number().nullable(),
   std: z.number().nullable(),

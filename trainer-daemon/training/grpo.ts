@@ -10,8 +10,10 @@ import {
   describeIssues,
   describeSkipped,
   SftExample,
+  type AdvantageOptions,
   type GrpoConfig,
   type Task,
+  type TrainParams,
   type TrainResult,
   type Transition,
   type WorkerTransition,
@@ -67,26 +69,32 @@ export function readDemonstrations(file: string): SftExample[] {
       throw new InvalidInputError(
         `${where}: the assistant's message: ${describeIssues(completion.error, 'completion')}`,
       );
+    const tools = example.tools === undefined ? undefined : SftExample.shape.tools.safeParse(example.tools);
+    if (tools && !tools.success)
+      throw new InvalidInputError(
+        `${where}: tools must be a list of tool objects (${describeIssues(tools.error, 'tools')})`,
+      );
     return [
       {
         messages: example.messages!.slice(0, -1),
-        ...(example.tools ? { tools: example.tools } : {}),
+        ...(tools?.data ? { tools: tools.data } : {}),
         completion: completion.data,
       },
     ];
   });
 }
 
-/** Transitions the worker can train on: exact token ids, and an advantage that is not 0. */
-export function toWorkerTransitions(transitions: readonly Transition[]): WorkerTransition[] {
+/**
+ * Transitions the worker can train on: exact token ids; those whose advantage is 0 too unless `zeroAdvantage`
+ * is `drop` (TRL keeps them: they count in the loss's normaliser, and the KL and entropy terms act on them).
+ */
+export function toWorkerTransitions(
+  transitions: readonly Transition[],
+  zeroAdvantage: 'keep' | 'drop' = 'keep',
+): WorkerTransition[] {
   return transitions.flatMap((t) => {
-    if (
-      t.promptTokenIds === null ||
-      t.responseTokenIds === null ||
-      t.responseTokenIds.length === 0 ||
-      t.advantage === 0
-    )
-      return [];
+    if (t.promptTokenIds === null || t.responseTokenIds === null || t.responseTokenIds.length === 0) return [];
+    if (zeroAdvantage === 'drop' && t.advantage === 0) return [];
     const logprobs = t.logprobs && t.logprobs.length === t.responseTokenIds.length ? t.logprobs : null;
     const mask = t.lossMask?.length === t.responseTokenIds.length ? (t.lossMask as Array<0 | 1>) : undefined;
     return [
@@ -99,6 +107,26 @@ export function toWorkerTransitions(transitions: readonly Transition[]): WorkerT
       },
     ];
   });
+}
+
+/** The advantages GRPO trains on, as TRL's GRPOTrainer computes them: (R − mean) / (std + 1e-4), std with Bessel's correction. */
+export function grpoAdvantageOptions(config: Pick<GrpoConfig, 'scaleRewards'>): AdvantageOptions {
+  return { kind: 'grpo', normalizeStd: config.scaleRewards === 'group', std: 'sample', epsilon: 1e-4 };
+}
+
+/** The worker's `train` request for one iteration's transitions. */
+export function workerTrainParams(config: GrpoConfig, transitions: WorkerTransition[]): TrainParams {
+  return {
+    transitions,
+    epochs: config.epochs,
+    minibatch: config.minibatch,
+    clip: config.clip,
+    ...(config.clipHigh === null ? {} : { clipHigh: config.clipHigh }),
+    lossType: config.lossType,
+    klCoef: config.klCoef,
+    klBiasCorrection: config.klBiasCorrection,
+    entropyCoef: config.entropyCoef,
+  };
 }
 
 function meanStd(values: readonly number[]): { mean: number; std: number } {
@@ -170,14 +198,12 @@ class Iterations {
     } finally {
       // Where the agents ran, also when the batch failed: a failure's nodes are the ones to look at.
       if (this.config.ray && this.ctx.training.isOpen) {
-        await this.ctx.training
-          .recordRayNodes(this.runId)
-          .catch((error: unknown) =>
-            this.ctx.logger.warn('could not record where the rollouts ran', {
-              runId: this.runId,
-              error: errorMessage(error),
-            }),
-          );
+        await this.ctx.training.recordRayNodes(this.runId).catch((error: unknown) =>
+          this.ctx.logger.warn('could not record where the rollouts ran', {
+            runId: this.runId,
+            error: errorMessage(error),
+          }),
+        );
       }
     }
     // Cancelled before the runner took them: nothing will run those still queued.
@@ -212,9 +238,9 @@ class Iterations {
     const { transitions, report } = buildTransitions(this.ctx.training.trajectories(batch.batchId), {
       reward: { name: 'reward', missing: 'fill', fillValue: 0 },
       credit: { kind: 'identical' },
-      advantage: { kind: 'grpo', normalizeStd: this.config.scaleRewards === 'group', epsilon: 1e-6 },
+      advantage: grpoAdvantageOptions(this.config),
     });
-    const trainable = toWorkerTransitions(transitions);
+    const trainable = toWorkerTransitions(transitions, this.config.zeroAdvantage);
     const rewards = meanStd(batch.rewards);
     const metrics: Record<string, number> = {
       'reward/mean': rewards.mean,
@@ -245,17 +271,7 @@ class Iterations {
     }
     let result: TrainResult | undefined;
     if (trainable.length > 0) {
-      result = await this.worker.request('train', {
-        transitions: trainable,
-        epochs: this.config.epochs,
-        minibatch: this.config.minibatch,
-        clip: this.config.clip,
-        ...(this.config.clipHigh === null ? {} : { clipHigh: this.config.clipHigh }),
-        lossType: this.config.lossType,
-        klCoef: this.config.klCoef,
-        klBiasCorrection: this.config.klBiasCorrection,
-        entropyCoef: this.config.entropyCoef,
-      });
+      result = await this.worker.request('train', workerTrainParams(this.config, trainable));
       Object.assign(metrics, {
         loss: result.loss,
         pgLoss: result.pgLoss,
@@ -272,6 +288,7 @@ class Iterations {
     const dir = this.ctx.training.checkpointDir(this.runId, step);
     await this.worker.request('save', { dir, metrics });
     await this.ctx.training.recordStep(this.runId, step, metrics, { dir, metrics });
+    await retain(this.ctx, this.runId, this.config);
     return { metrics, checkpoint: dir };
   }
 
@@ -282,6 +299,20 @@ class Iterations {
   /** After the last batch: ends what the rollouts kept across batches (the Ray driver). */
   close(): Promise<void> {
     return this.executor.close();
+  }
+}
+
+/** The run's retention as each checkpoint lands (training/retention.ts); a file that will not go is a warning, never a failed run. */
+async function retain(ctx: GrpoContext, runId: string, config: GrpoConfig): Promise<void> {
+  try {
+    const { remove } = await ctx.training.applyRetention(runId, config.keepCheckpoints);
+    if (remove.length > 0)
+      ctx.logger.info(`retention: deleted checkpoints of steps ${remove.map((c) => c.step).join(', ')}`, {
+        runId,
+        keep: config.keepCheckpoints,
+      });
+  } catch (error) {
+    ctx.logger.warn('checkpoint retention failed; the checkpoints stay', { runId, error: errorMessage(error) });
   }
 }
 
@@ -387,6 +418,8 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
         await ctx.training.recordStep(runId, step, val);
       }
     }
+    // The last validation may have named a new best: the one kept before it can go.
+    if (!ctx.signal.aborted) await retain(ctx, runId, config);
   } catch (error) {
     // A cancel stops the worker under a pending request: that is the cancel, not a failure.
     if (!ctx.signal.aborted) throw error;

@@ -6,9 +6,9 @@
 
 Rank 0 speaks the worker protocol on stdin/stdout exactly as `lightning_trainer.worker` does, and forwards every
 request line to the other ranks (torch.distributed's broadcast_object_list), so that every rank holds the same
-policy. `train` runs on every rank over its shard of the transitions, gradients summed by all-reduce
-(distributed.AllReduce), so the update equals the one-process one on the whole batch (exactly when the minibatch
-holds the batch; otherwise minibatches are drawn per rank). `serve`, `save` and `tokenize` run on rank 0 only:
+policy. `train` runs on every rank, each taking every world-th row of the micro-batches one process would draw,
+gradients summed by all-reduce (distributed.AllReduce): the update equals the one-process one on the whole batch,
+for every lossType and any batch size (train.policy_update). `serve`, `save` and `tokenize` run on rank 0 only:
 serving needs one copy (the weights are the same everywhere after each update) and a checkpoint is written once.
 `load` and `sft` run on every rank with the same seed and data (deterministic, so the replicas stay equal).
 With `load {fsdp: true}` the policy is sharded across the ranks instead of replicated (fsdp.py): every forward is
@@ -20,13 +20,13 @@ daemon sees the worker crash, with torchrun's summary naming the rank and the ho
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import socket
 import sys
 import traceback
-from typing import Iterator, TextIO
+from collections.abc import Iterator
+from typing import TextIO
 
 import torch
 import torch.distributed as dist
@@ -38,17 +38,6 @@ from .params import LoadParams, SaveParams, SftParams, TrainParams
 from .session import Session, StateError, pick_device, with_checkpoint_config
 from .train import supervised, unchanged_on_error
 from .worker import Output, serve_stdio
-
-
-def padded_shard(transitions: list, rank: int, world: int) -> list:
-    """This rank's transitions (every world-th), padded to the same count on every rank with copies whose mask is
-    all zeros: they carry no loss and no gradient, and every rank takes the same number of optimizer steps."""
-    mine = transitions[rank::world]
-    size = -(-len(transitions) // world)
-    while len(mine) < size:
-        template = transitions[0]
-        mine.append(dataclasses.replace(template, mask=[0] * len(template.response_ids), advantage=0.0))
-    return mine
 
 
 class DistributedSession(Session):
@@ -94,21 +83,11 @@ class DistributedSession(Session):
         return result
 
     def train(self, params: TrainParams, reducer=None) -> dict:
-        # Only dapo (token-mean over the whole batch) is blind to the zero-mask padding that evens out the shards.
-        if params.loss_type != "dapo" and len(params.transitions) % self.world:
-            raise ValueError(
-                f"lossType {params.loss_type} on {self.world} ranks needs a transition count that is a "
-                f"multiple of {self.world} (got {len(params.transitions)}); use dapo"
-            )
-        tokens = sum(len(t.response_ids) for t in params.transitions)
+        # Every rank holds the whole batch (the request was broadcast) and runs its slice of each micro-batch.
         device = self._loaded().device
         reducer = fsdp.ShardedReduce(device, self.world) if self.sharded else AllReduce(device)
         try:
-            if self.sharded:
-                fsdp.fill_behaviour_logprobs(self.policy, params.transitions, params.micro_batch, self.rank, self.world)
-            params.transitions = padded_shard(params.transitions, self.rank, self.world)
-            params.minibatch = max(1, -(-params.minibatch // self.world))
-            result = self._global_stats(super().train(params, reducer=reducer), params.transitions, reducer)
+            result = super().train(params, reducer=reducer)
             if self.sharded:
                 with self.lock:
                     fsdp.sync_serving(self.policy, self.serving)
@@ -119,20 +98,7 @@ class DistributedSession(Session):
             )
             sys.stderr.flush()
             os._exit(1)
-        return {**result, "tokens": tokens, "worldSize": self.world}
-
-    def _global_stats(self, result: dict, shard: list, reducer: AllReduce) -> dict:
-        """The token means every rank measured on its shard, as means over the whole batch; the largest deviation."""
-        weight = float(sum(sum(t.mask) if t.mask else len(t.response_ids) for t in shard))
-        total = reducer.total(weight)
-        for key in ("pgLoss", "kl", "entropy", "clipFraction"):
-            mean = reducer.total((result.get(key) or 0.0) * weight) / total if total else 0.0
-            result[key] = None if result.get(key) is None else mean
-        deviation = torch.tensor([result.get("maxRatioDeviation") or 0.0], dtype=torch.float64)
-        dist.all_reduce(deviation, op=dist.ReduceOp.MAX)
-        if result.get("maxRatioDeviation") is not None:
-            result["maxRatioDeviation"] = float(deviation.item())
-        return result
+        return {**result, "worldSize": self.world}
 
     def serve(self, params):
         return super().serve(params) if self.rank == 0 else {}
@@ -221,7 +187,7 @@ def main() -> None:
             serve_stdio(lines, protocol_out, lambda emit: DistributedSession(emit, rank, world))
             lines.close()
         else:
-            serve_stdio(received(), Output(open(os.devnull, "w")), lambda emit: DistributedSession(emit, rank, world))
+            serve_stdio(received(), Output(open(os.devnull, "w")), lambda emit: DistributedSession(emit, rank, world))  # noqa: SIM115 (open for the process's life)
     finally:
         dist.destroy_process_group()
     # Gloo's worker threads can still hold work objects of FSDP's collectives whose tensors would be freed during the

@@ -3,12 +3,12 @@
     torchrun --nproc_per_node 2 -m lightning_trainer.distributed \\
         --load load.json --transitions transitions.jsonl --out CHECKPOINT_DIR [--train train.json]
 
-Every rank builds the same policy (load.json: the worker's `load` params, e.g. a checkpoint to resume), takes its
-shard of the transitions (rank, rank + world, …) and runs train.policy_update with gradients summed across ranks
-by all-reduce — the same update as one process on the whole batch. Rank 0 saves the checkpoint and prints the
-update's metrics as one JSON line. transitions.jsonl holds the worker's `train` transitions or the records of
-`lightning export --format transitions` (promptTokenIds/responseTokenIds/lossMask; records without token ids are
-skipped and counted).
+Every rank builds the same policy (load.json: the worker's `load` params, e.g. a checkpoint to resume), reads the
+whole batch and runs train.policy_update on its slice of every micro-batch, with gradients summed across ranks by
+all-reduce — the same update as one process on the whole batch, for any batch size and lossType. Rank 0 saves the
+checkpoint and prints the update's metrics as one JSON line. transitions.jsonl holds the worker's `train`
+transitions or the records of `lightning export --format transitions` (promptTokenIds/responseTokenIds/lossMask;
+records without token ids are skipped and counted).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -31,11 +32,23 @@ class AllReduce:
 
     def __init__(self, device: torch.device):
         self.device = device
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
 
     def total(self, value: float) -> float:
+        return self._reduce(value, dist.ReduceOp.SUM)
+
+    def maximum(self, value: float) -> float:
+        return self._reduce(value, dist.ReduceOp.MAX)
+
+    def _reduce(self, value: float, op) -> float:
         tensor = torch.tensor([float(value)], dtype=torch.float64, device=self.device)
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        dist.all_reduce(tensor, op=op)
         return float(tensor.item())
+
+    def gather(self, value: dict) -> list[dict]:
+        gathered: list = [None] * self.world
+        dist.all_gather_object(gathered, value)
+        return gathered
 
     def gradients(self, parameters: list[torch.nn.Parameter]) -> None:
         grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
@@ -62,18 +75,9 @@ def from_export(record: dict) -> dict | None:
     }
 
 
-def shard(transitions: list[dict], rank: int, world: int, minibatch: int) -> tuple[list[dict], int]:
-    """This rank's transitions and its share of each minibatch (equal on every rank, so all-reduces pair up)."""
-    if len(transitions) % world or minibatch % world:
-        raise ValueError(
-            f"{len(transitions)} transitions and minibatch {minibatch} must both be multiples of the world size {world}"
-        )
-    return transitions[rank::world], minibatch // world
-
-
-def train_shard(session: Session, transitions: list[dict], options: dict, rank: int, world: int) -> dict:
-    mine, minibatch = shard(transitions, rank, world, options.get("minibatch", 128))
-    params = parse(TrainParams, {**options, "transitions": mine, "minibatch": minibatch})
+def train_all(session: Session, transitions: list[dict], options: dict) -> dict:
+    """Every rank gets the whole batch; train.policy_update runs this rank's slice of each micro-batch."""
+    params = parse(TrainParams, {**options, "transitions": transitions})
     return session.train(params, reducer=AllReduce(session.policy.device))
 
 
@@ -95,15 +99,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rank, world = init_process_group()
     try:
-        records = [json.loads(line) for line in open(args.transitions) if line.strip()]
+        records = [json.loads(line) for line in Path(args.transitions).read_text().splitlines() if line.strip()]
         transitions = [t for t in map(from_export, records) if t is not None]
-        load = json.load(open(args.load))
+        load = json.loads(Path(args.load).read_text())
         if torch.cuda.is_available():
             load["device"] = "cuda"
         session = Session(lambda _: None)
         session.load(parse(LoadParams, load))
-        options = json.load(open(args.train)) if args.train else {}
-        result = train_shard(session, transitions, options, rank, world)
+        options = json.loads(Path(args.train).read_text()) if args.train else {}
+        result = train_all(session, transitions, options)
         if rank == 0:
             saved = session.save(parse(SaveParams, {"dir": args.out, "metrics": result}))
             print(

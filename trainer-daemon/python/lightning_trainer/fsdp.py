@@ -4,9 +4,10 @@ then on the root), instead of a full replica per rank.
 
 What runs where (ddp_worker.DistributedSession calls these when its policy is sharded):
 * Every forward pass is collective (each rank all-gathers a block's shards), so every rank runs the same number of
-  them: behaviour logprobs the batch lacks are split across ranks (`fill_behaviour_logprobs`), reference logprobs and
-  the update run on equal padded shards (ddp_worker.padded_shard). Full fine-tuning's reference is a frozen copy,
-  sharded as well; LoRA's is adapters off with the initial norms, kept as shards beside the trained ones.
+  them: missing behaviour logprobs and the reference's are split across ranks in equal rounds, and each rank runs
+  its slice of every micro-batch, a loss-free row where the slice is empty (train.policy_update). Full
+  fine-tuning's reference is a frozen copy, sharded as well; LoRA's is adapters off with the initial norms, kept as
+  shards beside the trained ones.
 * FSDP averages gradients over ranks; the loss is already normalized by the global token count, so the reducer
   scales them back to the sum (`ShardedReduce`): the update is the one-process update on the whole batch.
 * Serving runs on rank 0 from a full, unsharded copy (`serving`): after each load, update and sft the full weights
@@ -101,6 +102,7 @@ def load(params: LoadParams, device: torch.device, rank: int, world: int) -> Loa
     from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor import distribute_tensor
+
     from .session import build_policy
     from .train import set_lr
 
@@ -124,7 +126,7 @@ def load(params: LoadParams, device: torch.device, rank: int, world: int) -> Loa
     o = params.optimizer
     trainable = policy.trainable()
     optimizer = torch.optim.AdamW(list(trainable.values()), lr=o.lr, weight_decay=o.weight_decay)
-    if params.checkpoint:
+    if params.checkpoint and checkpoint.has_optimizer(params.checkpoint):
         saved = checkpoint.read_optimizer(params.checkpoint, torch.device("cpu"))
         set_optimizer_state_dict(policy.model, optimizer, by_name(saved, list(trainable)), options=_full_options())
     set_lr(optimizer, o.lr)
@@ -188,29 +190,6 @@ def gather_checkpoint(policy: Policy, optimizer: torch.optim.Optimizer) -> tuple
         return {}, {}
     names = list(policy.trainable())
     return {n: weights[n] for n in names}, by_index(state, names)
-
-
-def fill_behaviour_logprobs(policy: Policy, transitions: list, micro_batch: int, rank: int, world: int) -> None:
-    """Behaviour logprobs for the transitions without them, each rank computing its share in the same number of
-    (collective) forward passes; every rank then has them all, before the batch is sharded."""
-    from .train import _chunks, _fill_logprobs
-
-    missing = [i for i, t in enumerate(transitions) if t.logprobs is None]
-    if not missing:
-        return
-    mine = missing[rank::world]
-    rounds = -(-(-(-len(missing) // world)) // micro_batch)
-    rows: dict[int, list[float]] = {}
-    for k in range(rounds):
-        chunk = mine[k * micro_batch : (k + 1) * micro_batch]
-        batch = chunk or missing[:1]  # a rank with nothing left still joins the collective forward
-        out = _fill_logprobs(policy, [transitions[i] for i in batch], micro_batch)
-        rows.update(zip(chunk, out))
-    gathered: list = [None] * world
-    dist.all_gather_object(gathered, rows)
-    for part in gathered:
-        for i, row in part.items():
-            transitions[i].logprobs = row
 
 
 def refresh_reference(policy: Policy) -> None:

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import dataclasses
 import threading
-from typing import Callable, Optional
+from collections.abc import Callable
+from typing import Optional
 
 import torch
 
 from . import checkpoint
 from .model import TinyConfig
-from .params import LoadParams, SaveParams, ServeParams, SftParams, TinyModel, TokenizeParams, TrainParams
+from .params import ExportParams, LoadParams, SaveParams, ServeParams, SftParams, TinyModel, TokenizeParams, TrainParams
 from .policy import Policy, TinyPolicy
 from .schema import camel, parse
 from .train import policy_update, set_lr, supervised, unchanged_on_error
@@ -22,6 +23,39 @@ from .train import policy_update, set_lr, supervised, unchanged_on_error
 
 class StateError(RuntimeError):
     """A method was called in the wrong state (e.g. `train` before `load`)."""
+
+
+class SessionLock:
+    """The session's re-entrant lock, counting the threads that wait for it: the serving engine holds it while rows
+    are being decoded and, when an update waits, admits no new request until it has had its turn."""
+
+    def __init__(self):
+        self._lock = threading.RLock()
+        self._count = threading.Lock()
+        self.waiting = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        if self._lock.acquire(blocking=False):
+            return True
+        if not blocking:
+            return False
+        with self._count:
+            self.waiting += 1
+        try:
+            return self._lock.acquire(True, timeout)
+        finally:
+            with self._count:
+                self.waiting -= 1
+
+    def release(self) -> None:
+        self._lock.release()
+
+    def __enter__(self) -> SessionLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 def _wire(obj) -> object:
@@ -73,7 +107,7 @@ def with_checkpoint_config(params: LoadParams) -> LoadParams:
 class Session:
     def __init__(self, emit: Callable[[dict], None]):
         self.emit = emit
-        self.lock = threading.RLock()
+        self.lock = SessionLock()
         self.policy: Optional[Policy] = None
         self.optimizer: Optional[torch.optim.Optimizer] = None
         self.load_params: Optional[LoadParams] = None
@@ -158,6 +192,12 @@ class Session:
         policy = self._loaded()
         with self.lock:
             return checkpoint.save(params.dir, policy, self.optimizer, self._checkpoint_config(), params.metrics)
+
+    def export(self, params: ExportParams) -> dict:
+        """A checkpoint folder as a PEFT adapter or a Hugging Face model (export.py); needs no loaded policy."""
+        from .export import export
+
+        return export(params)
 
     def _checkpoint_config(self) -> dict:
         return {

@@ -3,7 +3,7 @@
 Per response token t of a transition with advantage A and behaviour logprob b_t:
     ratio_t = exp(logp_t - b_t),  pg_t = -min(ratio_t·A, clip(ratio_t, 1-ε_low, 1+ε_high)·A)
     kl_t    = exp(ref_t - logp_t) - (ref_t - logp_t) - 1        (k3 estimator, ≥ 0; reference = base policy)
-              × ratio_t with klBiasCorrection (TRL's use_bias_correction_kl, on by default there)
+              × ratio_t with klBiasCorrection (TRL's use_bias_correction_kl; on by default, as in TRL 1.13)
     loss    = agg(pg_t + klCoef·kl_t) - entropyCoef·mean(H)   over tokens with mask 1
 ε_low = clip, ε_high = clipHigh (default clip; DAPO's clip-higher raises it, e.g. 0.28). `lossType` names agg as
 TRL's GRPOTrainer does (tests/test_trl_parity.py checks loss and gradients against TRL's own code):
@@ -23,8 +23,9 @@ import contextlib
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Optional, Protocol
+from typing import Optional, Protocol
 
 import torch
 
@@ -64,23 +65,30 @@ def sequence_logprobs(
 
 @dataclass
 class Totals:
-    """The minibatch's totals that each micro-batch's share of the loss is normalised by (summed over ranks)."""
+    """What a micro-batch's share of the minibatch loss is normalised by. Counted over the whole micro-batch or
+    minibatch, so that under torchrun, where each rank holds a slice of every micro-batch, the slices' shares add
+    up to the one-process loss: the same on every rank, whatever the slice."""
 
-    tokens: float
-    micro_batches: int
-    max_length: int
+    tokens: float  # the minibatch's masked tokens (dapo)
+    micro_batches: int  # in the minibatch
+    max_length: int  # dr_grpo's divisor per sequence
+    rows: Optional[int] = None  # the micro-batch's sequences (grpo, dr_grpo); None: the rows of `values`
+    micro_tokens: Optional[float] = None  # the micro-batch's masked tokens (bnpo); None: those of `mask`
 
 
 def aggregate(values: torch.Tensor, mask: torch.Tensor, loss_type: str, totals: Totals) -> torch.Tensor:
     """This micro-batch's share of the minibatch loss: summed over micro-batches (and ranks) it is the loss."""
     micro_batches = max(totals.micro_batches, 1)
+    rows = values.shape[0] if totals.rows is None else totals.rows
     if loss_type == "grpo":
         per_sequence = (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-        return per_sequence.mean() / micro_batches
+        return per_sequence.sum() / max(rows, 1) / micro_batches
     if loss_type == "bnpo":
-        return (values * mask).sum() / mask.sum().clamp(min=1.0) / micro_batches
+        if totals.micro_tokens is None:
+            return (values * mask).sum() / mask.sum().clamp(min=1.0) / micro_batches
+        return (values * mask).sum() / max(totals.micro_tokens, 1.0) / micro_batches
     if loss_type == "dr_grpo":
-        return (values * mask).sum() / (values.shape[0] * totals.max_length) / micro_batches
+        return (values * mask).sum() / (max(rows, 1) * totals.max_length) / micro_batches
     if loss_type == "dapo":
         return (values * mask).sum() / max(totals.tokens, 1.0)
     raise ValueError(f"unknown lossType {loss_type!r} (grpo, bnpo, dr_grpo, dapo)")
@@ -152,11 +160,42 @@ def _check_vocab(policy: Policy, transitions: list[Transition]) -> None:
 
 
 class Reducer(Protocol):
-    """Sums across data-parallel ranks (distributed.py); None when training in one process."""
+    """Collectives across data-parallel ranks (distributed.py); None when training in one process."""
+
+    rank: int
+    world: int
 
     def total(self, value: float) -> float: ...
 
+    def maximum(self, value: float) -> float: ...
+
+    def gather(self, value: dict) -> list[dict]: ...
+
     def gradients(self, parameters: list[torch.nn.Parameter]) -> None: ...
+
+
+def _spread_logprobs(
+    policy: Policy,
+    transitions: list[Transition],
+    indices: list[int],
+    micro_batch: int,
+    reducer: Optional[Reducer],
+    module=None,
+) -> dict[int, list[float]]:
+    """The logprobs of transitions[i] for each i in indices; with a reducer each rank computes every world-th one
+    and all of them are gathered on every rank. Every rank runs the same number of forward passes (a rank with
+    nothing left repeats a row), as a sharded (FSDP) policy's collective forwards need."""
+    if reducer is None:
+        return dict(zip(indices, _fill_logprobs(policy, [transitions[i] for i in indices], micro_batch, module)))
+    mine = indices[reducer.rank :: reducer.world]
+    per_rank = -(-len(indices) // reducer.world)  # ceil(len / world)
+    rounds = -(-per_rank // micro_batch)
+    rows: dict[int, list[float]] = {}
+    for k in range(rounds):
+        chunk = mine[k * micro_batch : (k + 1) * micro_batch]
+        out = _fill_logprobs(policy, [transitions[i] for i in chunk or indices[:1]], micro_batch, module)
+        rows.update(zip(chunk, out))
+    return {i: row for part in reducer.gather(rows) for i, row in part.items()}
 
 
 def checked_step(
@@ -201,56 +240,64 @@ def policy_update(
 ) -> dict:
     """One training step on a batch of transitions: `epochs` passes over shuffled minibatches.
 
-    With a reducer, each rank holds its shard of every minibatch: the loss is normalized by the global token
-    (or sequence) count and gradients are summed across ranks, so the update equals the single-process one."""
+    With a reducer (torchrun), every rank holds the whole batch and draws the same minibatches and micro-batches as
+    one process would; each rank runs every world-th row of each micro-batch (a rank whose slice is empty runs one
+    row with mask 0: no loss, no gradient, but the same forward passes everywhere). Each slice's loss is normalised
+    by its micro-batch's or minibatch's counts (Totals) and gradients are summed across ranks, so the update is the
+    one-process update, for every lossType and batch size."""
     started = time.perf_counter()
     transitions = params.transitions
     _check_vocab(policy, transitions)
+    rank, world = (reducer.rank, reducer.world) if reducer is not None else (0, 1)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     policy.model.eval()
-    missing = [t for t in transitions if t.logprobs is None]
-    for t, row in zip(missing, _fill_logprobs(policy, missing, params.micro_batch) if missing else []):
-        t.logprobs = row
+    missing = [i for i, t in enumerate(transitions) if t.logprobs is None]
+    behaviour = _spread_logprobs(policy, transitions, missing, params.micro_batch, reducer) if missing else {}
+    for i, row in behaviour.items():
+        transitions[i].logprobs = row
     # The reference's logprobs, also when klCoef is 0: the KL is always measured and reported.
     with policy.reference() as reference:
-        references = _fill_logprobs(policy, transitions, params.micro_batch, module=reference)
-    max_length = params.max_response_length
-    if max_length is None:
-        if params.loss_type == "dr_grpo" and reducer is not None:
-            raise ValueError(
-                "params.maxResponseLength is required for lossType dr_grpo across several ranks "
-                "(each rank sees only its shard's longest response)"
-            )
-        max_length = max(len(t.response_ids) for t in transitions)
+        references = _spread_logprobs(
+            policy, transitions, list(range(len(transitions))), params.micro_batch, reducer, module=reference
+        )
+    max_length = params.max_response_length or max(len(t.response_ids) for t in transitions)
     policy.model.train()
     generator = torch.Generator().manual_seed(params.seed)
     stats, max_deviation = Stats(), None
     trainable = list(policy.trainable().values())
+    masks = [t.mask or [1] * len(t.response_ids) for t in transitions]
     batches = 0
     for epoch in range(params.epochs):
         order = torch.randperm(len(transitions), generator=generator).tolist()
         for minibatch in _chunks(order, params.minibatch):
-            masks = {i: transitions[i].mask or [1] * len(transitions[i].response_ids) for i in minibatch}
-            tokens = float(sum(sum(m) for m in masks.values()))
-            micro_batches = len(_chunks(minibatch, params.micro_batch))
-            if reducer is not None:
-                tokens, micro_batches = reducer.total(tokens), int(reducer.total(micro_batches))
-            totals = Totals(tokens, micro_batches, max_length)
+            micros = _chunks(minibatch, params.micro_batch)
+            tokens = float(sum(sum(masks[i]) for i in minibatch))
             optimizer.zero_grad(set_to_none=True)
             minibatch_loss = 0.0
-            for micro in _chunks(minibatch, params.micro_batch):
-                chunk = [transitions[i] for i in micro]
+            for micro in micros:
+                totals = Totals(
+                    tokens,
+                    len(micros),
+                    max_length,
+                    rows=len(micro),
+                    micro_tokens=float(sum(sum(masks[i]) for i in micro)),
+                )
+                mine = micro[rank::world]
+                row_masks = [masks[i] for i in mine]
+                if not mine:  # fewer rows than ranks: a loss-free row keeps this rank's passes in step
+                    mine, row_masks = micro[:1], [[0] * len(transitions[micro[0]].response_ids)]
+                chunk = [transitions[i] for i in mine]
                 result = sequence_logprobs(
                     policy, [t.prompt_ids for t in chunk], [t.response_ids for t in chunk], entropy=True
                 )
                 width = result.logprobs.shape[1]
-                mask = _right_aligned([masks[i] for i in micro], width, policy.device)
+                mask = _right_aligned(row_masks, width, policy.device)
                 behaviour = _right_aligned([t.logprobs for t in chunk], width, policy.device)
                 advantages = torch.tensor([t.advantage for t in chunk], dtype=torch.float32, device=policy.device)
                 pg, ratio, clipped = clipped_pg(result.logprobs, behaviour, advantages, params.clip, params.clip_high)
                 per_token = pg
-                kl = k3_kl(result.logprobs, _right_aligned([references[i] for i in micro], width, policy.device))
+                kl = k3_kl(result.logprobs, _right_aligned([references[i] for i in mine], width, policy.device))
                 stats.add("kl", kl, mask)
                 if params.kl_coef > 0:
                     per_token = per_token + params.kl_coef * (kl * ratio if params.kl_bias_correction else kl)
@@ -277,6 +324,10 @@ def policy_update(
             batches += 1
             progress({"phase": "train", "epoch": epoch, "minibatch": batches, "loss": minibatch_loss})
     policy.model.eval()
+    if reducer is not None:
+        stats.sums = {name: reducer.total(value) for name, value in stats.sums.items()}
+        stats.tokens = reducer.total(stats.tokens)
+        max_deviation = reducer.maximum(max_deviation or 0.0)
     result = {
         "loss": sum(stats.losses) / len(stats.losses),
         "pgLoss": stats.mean("pg"),

@@ -10,11 +10,11 @@ import subprocess
 import sys
 
 import torch
-
 from conftest import TINY, http, make_session, worker_env
+from test_train import sampled_transitions
+
 from lightning_trainer.params import TrainParams
 from lightning_trainer.schema import parse
-from test_train import sampled_transitions
 
 
 class DdpWorker:
@@ -36,7 +36,7 @@ class DdpWorker:
             env={**worker_env(), "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=open(log_path, "w"),
+            stderr=open(log_path, "w"),  # noqa: SIM115 (the worker's log, open while it runs)
             text=True,
             bufsize=1,
         )
@@ -87,13 +87,13 @@ class DdpWorker:
 
 
 LOAD = {"model": TINY, "adapter": {"kind": "full"}, "seed": 5, "optimizer": {"lr": 1e-3}, "threads": 1}
-# One minibatch holds the whole batch: the two-rank update is then the one-process update, up to summation order.
+# The two-rank update is the one-process update, up to summation order (test_ddp_loss_types.py: every lossType).
 OPTIONS = {"epochs": 2, "minibatch": 8, "microBatch": 3, "klCoef": 0.1}
 
 
 def test_torchrun_worker_makes_the_single_process_update_serves_from_rank_0_and_saves_once(tmp_path):
     single = make_session(**{k: v for k, v in LOAD.items() if k != "model"})
-    transitions = sampled_transitions(single, count=7)  # odd: rank 1's shard is padded with a loss-free copy
+    transitions = sampled_transitions(single, count=7)  # odd: the ranks' slices of a micro-batch differ in size
     worker = DdpWorker(tmp_path / "ddp.log")
     try:
         placement = worker.ready["distributed"]

@@ -1,4 +1,5 @@
-"""Data parallelism: torchrun with 2 gloo processes makes the same update as one process on the same batch."""
+"""Data parallelism: torchrun with 2 gloo processes makes the same update as one process on the same batch (an odd
+one, dr_grpo without maxResponseLength, several minibatches)."""
 
 import json
 import socket
@@ -6,18 +7,18 @@ import subprocess
 import sys
 
 import torch
-
 from conftest import TINY, make_session, worker_env
+from test_train import sampled_transitions
+
 from lightning_trainer.params import TrainParams
 from lightning_trainer.schema import parse
-from test_train import sampled_transitions
 
 
 def test_two_process_gloo_update_equals_single_process(tmp_path):
     load = {"model": TINY, "adapter": {"kind": "full"}, "seed": 5, "optimizer": {"lr": 1e-3}}
-    options = {"epochs": 2, "minibatch": 8, "microBatch": 3, "klCoef": 0.1}
+    options = {"epochs": 2, "minibatch": 5, "microBatch": 3, "klCoef": 0.1, "lossType": "dr_grpo"}
     single = make_session(**{k: v for k, v in load.items() if k != "model"})
-    transitions = sampled_transitions(single, count=8)
+    transitions = sampled_transitions(single, count=9)
     (tmp_path / "load.json").write_text(json.dumps(load))
     (tmp_path / "train.json").write_text(json.dumps(options))
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(t) + "\n" for t in transitions))

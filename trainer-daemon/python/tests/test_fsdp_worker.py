@@ -9,14 +9,14 @@ import shutil
 
 import pytest
 import torch
-
 from conftest import http, make_session
+from test_ddp_worker import LOAD, OPTIONS, DdpWorker
+from test_train import sampled_transitions
+
 from lightning_trainer.params import TrainParams
 from lightning_trainer.schema import parse
 from lightning_trainer.session import StateError
 from lightning_trainer.train import sequence_logprobs
-from test_ddp_worker import LOAD, OPTIONS, DdpWorker
-from test_train import sampled_transitions
 
 SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's torch 1.13: no FSDP2
 
@@ -63,7 +63,7 @@ def recomputed(session, prompt: list[int], response: list[int]) -> list[float]:
 def test_fsdp_update_and_checkpoint_equal_one_process_and_rank_0_serves_the_updated_weights(tmp_path):
     single = one_process()
     initial = {n: p.detach().clone() for n, p in single.policy.model.named_parameters()}
-    transitions = sampled_transitions(single, count=7)  # odd: rank 1's shard is padded with a loss-free copy
+    transitions = sampled_transitions(single, count=7)  # odd: the ranks' slices of a micro-batch differ in size
     # Half of them without behaviour logprobs: the ranks recompute them in the same number of collective forwards.
     for t in transitions[::2]:
         t["logprobs"] = None
