@@ -3,8 +3,9 @@
  * the instrumentation environment, recorded as one rollout per debug session. A
  * DebugConfigurationProvider for every debug type asks the daemon for a rollout (agentRuns/start)
  * when a configuration has `"lightning": true` and adds the environment after variable
- * substitution; a debug adapter tracker catches the debuggee's exit code, and the rollout is
- * finalized when the session ends.
+ * substitution; a debug adapter tracker catches the debuggee's exit code, the end of its output
+ * and the exception it stopped on, and the rollout is finalized when the session ends (a failure
+ * with its reason: protocol/failure.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -19,16 +20,29 @@ import {
   runnableConfigurations,
   upstreamFor,
   wantsLightning,
+  type CapturePreloads,
   type LaunchConfig,
 } from './launchConfig';
 import { debugRoute } from '../checkpoints/routing';
 import { CheckpointUnavailableError, type CheckpointSource } from '../checkpoints/useCheckpoint';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
+import {
+  envSecrets,
+  exceptionFromInfo,
+  exceptionOf,
+  failureText,
+  OutputTail,
+} from '../../trainer-daemon/protocol/failure';
+import { isSecretVariable } from '../../trainer-daemon/protocol/secrets';
 
 export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfigurationProvider {
   private readonly disposables: vscode.Disposable[] = [];
   /** Exit codes reported by debug adapters (`exited` events), by session id. */
   private readonly exitCodes = new Map<string, number>();
+  /** The end of each session's output (`output` events: the program's stderr and stdout, the adapter's console). */
+  private readonly outputs = new Map<string, OutputTail>();
+  /** The exception a session stopped on (`exceptionInfo`), by session id. */
+  private readonly exceptions = new Map<string, string>();
   /** Parent session ids, by child session id. */
   private readonly parents = new Map<string, string>();
   private readonly _onDidFinishRollout = new vscode.EventEmitter<string>();
@@ -38,8 +52,8 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   constructor(
     private readonly supervisor: DaemonSupervisor,
     private readonly log: vscode.LogOutputChannel,
-    /** dist/exit-code.js, preloaded into Node debuggees. */
-    private readonly exitCodeRecorder: string,
+    /** dist/exit-code.js, preloaded into Node debuggees, and the capture preloads, into every process of the session. */
+    private readonly preloads: { readonly exitCode: string; readonly capture: CapturePreloads },
     private readonly upstreamKey: UpstreamKey,
     /** Use Checkpoint: a checkpoint in use answers the session's LLM calls. */
     private readonly checkpoint: CheckpointSource,
@@ -103,10 +117,13 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
         `[debug] "${launch.name}" (${launch.type}) records rollout ${run.rollout.id}${served ? ` answered by checkpoint ${served.checkpointId}` : ''}`,
       );
       if (!served) void this.warnWithoutUpstream(launch);
-      return instrumentConfig(launch, run, process.env, {
-        recorder: this.exitCodeRecorder,
-        file: exitCodeFile(run.rollout.id),
-      }) as vscode.DebugConfiguration;
+      return instrumentConfig(
+        launch,
+        run,
+        process.env,
+        { recorder: this.preloads.exitCode, file: exitCodeFile(run.rollout.id) },
+        this.preloads.capture,
+      );
     } catch (error) {
       // Already explained, with Set Up Trainer / Stop Using Checkpoint: the launch does not start.
       if (error instanceof CheckpointUnavailableError) return undefined;
@@ -146,9 +163,23 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
 
   private trackerFor(session: vscode.DebugSession): vscode.DebugAdapterTracker {
     return {
-      onDidSendMessage: (message: { type?: string; event?: string; body?: { exitCode?: unknown } }) => {
+      onDidSendMessage: (message: AdapterMessage) => {
         if (message.type === 'event' && message.event === 'exited' && typeof message.body?.exitCode === 'number')
           this.exitCodes.set(session.id, message.body.exitCode);
+        if (
+          message.type === 'event' &&
+          message.event === 'output' &&
+          typeof message.body?.output === 'string' &&
+          message.body.category !== 'telemetry'
+        ) {
+          let tail = this.outputs.get(session.id);
+          if (!tail) this.outputs.set(session.id, (tail = new OutputTail()));
+          tail.push(message.body.output);
+        }
+        if (message.type === 'response' && message.command === 'exceptionInfo' && message.success && message.body) {
+          const exception = exceptionFromInfo(message.body);
+          if (exception) this.exceptions.set(session.id, exception);
+        }
       },
     };
   }
@@ -176,7 +207,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     const rolloutId = (session.configuration as LaunchConfig).lightningRolloutId;
     if (typeof rolloutId !== 'string' || session.parentSession?.configuration.lightningRolloutId === rolloutId) return;
     const exitCode = this.exitCodeOf(session, rolloutId);
-    const final = finalStatus(exitCode);
+    const final = this.withReason(session, finalStatus(exitCode));
     try {
       const client = await this.supervisor.ensureRunning();
       const rollout = await client.request('transitionRollout', {
@@ -193,16 +224,61 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     } finally {
       for (const [id, parent] of this.parents) {
         if (parent !== session.id) continue;
-        this.exitCodes.delete(id);
+        this.forget(id);
         this.parents.delete(id);
       }
-      this.exitCodes.delete(session.id);
+      this.forget(session.id);
     }
+  }
+
+  /** A failure gets the session's (and its child sessions') output and exception; a stop, the exception it stopped at. */
+  private withReason(
+    session: vscode.DebugSession,
+    final: ReturnType<typeof finalStatus>,
+  ): ReturnType<typeof finalStatus> {
+    const ids = [session.id, ...[...this.parents].filter(([, parent]) => parent === session.id).map(([id]) => id)];
+    const output = ids
+      .map((id) => this.outputs.get(id)?.text ?? '')
+      .filter(Boolean)
+      .join('\n');
+    const stoppedAt = ids.map((id) => this.exceptions.get(id)).find(Boolean);
+    const env =
+      session.configuration.env !== null && typeof session.configuration.env === 'object'
+        ? (session.configuration.env as Record<string, string | undefined>)
+        : {};
+    if (final.to === 'failed')
+      return {
+        ...final,
+        error: failureText(
+          final.error ?? 'failed',
+          output,
+          envSecrets({ ...process.env, ...env }, isSecretVariable),
+          exceptionOf(output) ?? stoppedAt,
+        ),
+      };
+    if (final.to === 'cancelled' && stoppedAt)
+      return { ...final, error: `${final.error ?? 'cancelled'}; it had stopped at ${stoppedAt}` };
+    return final;
+  }
+
+  private forget(sessionId: string): void {
+    this.exitCodes.delete(sessionId);
+    this.outputs.delete(sessionId);
+    this.exceptions.delete(sessionId);
   }
 
   dispose(): void {
     for (const disposable of this.disposables) disposable.dispose();
   }
+}
+
+/** What a tracker reads of the Debug Adapter Protocol's messages. */
+interface AdapterMessage {
+  type?: string;
+  event?: string;
+  command?: string;
+  success?: boolean;
+  body?: { exitCode?: unknown; output?: unknown; category?: unknown; exceptionId?: unknown; description?: unknown };
 }
 
 function exitCodeFile(rolloutId: string): string {

@@ -1,15 +1,19 @@
 /**
  * Process mode of the batch runner: each attempt runs the agent command once, with the
  * instrumentation environment, in its own process group and with its own log file, through a
- * bounded pool of `concurrency` slots.
+ * bounded pool of `concurrency` slots. A failed or timed-out attempt's error carries the log's end
+ * (protocol/failure.ts: the exception, the last lines).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { PRIVATE_FILE_MODE } from '../util/privateFiles';
 import path from 'node:path';
 import { instrumentationEnv, type RolloutStatus } from '../protocol';
+import { capturePreloads } from '../capture/preloadFile';
 import { canRetry } from '../protocol/status';
 import { errorMessage } from '../protocol/errors';
+import { envSecrets, failureText } from '../protocol/failure';
+import { isSecretVariable } from '../protocol/secrets';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
 import { killGroup, stopGroup } from './processGroup';
 
@@ -27,20 +31,20 @@ export class ProcessPool implements BatchPool {
 
   async run(rolloutIds: readonly string[]): Promise<void> {
     this.queue.push(...rolloutIds);
-    let failure: unknown;
+    let failure: { error: unknown } | undefined;
     const slot = async (): Promise<void> => {
       while (!this.cancelled && this.queue.length > 0) {
         try {
           await this.attempt(this.queue.shift()!);
         } catch (error) {
           // The daemon refused or went away: stop every agent rather than leave them unsupervised.
-          failure ??= error;
+          failure ??= { error };
           this.cancel();
         }
       }
     };
     await Promise.all(Array.from({ length: Math.max(1, this.mode.concurrency) }, slot));
-    if (failure) throw failure;
+    if (failure) throw failure.error;
     if (this.cancelled) {
       for (const id of this.queue.splice(0)) {
         await this.options.client
@@ -83,13 +87,16 @@ export class ProcessPool implements BatchPool {
     const [program, ...args] = this.mode.command;
     const env = {
       ...this.options.env,
-      ...instrumentationEnv({ url, rolloutId, task: rollout.task?.input ?? null, base: this.options.env }),
+      ...instrumentationEnv({
+        url,
+        rolloutId,
+        task: rollout.task?.input ?? null,
+        base: this.options.env,
+        ...capturePreloads(),
+      }),
     };
-    const log = fs.openSync(
-      path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`),
-      'a',
-      PRIVATE_FILE_MODE,
-    );
+    const logFile = path.join(this.options.logDir, `${rolloutId}.${rollout.attemptCount}.log`);
+    const log = fs.openSync(logFile, 'a', PRIVATE_FILE_MODE);
     const outcome = await new Promise<{ to: RolloutStatus; error: string | null; exitCode: number | null }>(
       (resolve) => {
         const child = spawn(program!, args, { env, cwd: this.mode.cwd, detached: true, stdio: ['ignore', log, log] });
@@ -124,6 +131,8 @@ export class ProcessPool implements BatchPool {
     );
     this.running.delete(rolloutId);
     fs.closeSync(log);
+    if ((outcome.to === 'failed' && !this.unstartable.has(rolloutId)) || outcome.to === 'timeout')
+      outcome.error = failureText(outcome.error ?? outcome.to, logTail(logFile), envSecrets(env, isSecretVariable));
     const finished = await this.options.client.request('transitionRollout', { id: rolloutId, ...outcome });
     const retrying = !this.cancelled && !this.unstartable.has(rolloutId) && canRetry(finished);
     this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
@@ -131,5 +140,21 @@ export class ProcessPool implements BatchPool {
       await this.options.client.request('transitionRollout', { id: rolloutId, to: 'queued' });
       this.queue.push(rolloutId);
     }
+  }
+}
+
+/** The end of an attempt's log (what failureText needs), '' when it cannot be read. */
+function logTail(file: string, bytes = 16 * 1024): string {
+  let fd: number | undefined;
+  try {
+    fd = fs.openSync(file, 'r');
+    const size = fs.fstatSync(fd).size;
+    const buffer = Buffer.alloc(Math.min(bytes, size));
+    fs.readSync(fd, buffer, 0, buffer.length, size - buffer.length);
+    return buffer.toString('utf8');
+  } catch {
+    return '';
+  } finally {
+    if (fd !== undefined) fs.closeSync(fd);
   }
 }

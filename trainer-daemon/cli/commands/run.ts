@@ -1,7 +1,7 @@
 /**
  * `lightning run -- CMD ARGS…`: runs any agent command as one rollout. The command gets the
- * instrumentation environment, its stdio passes through, its exit code is ours, and the last line
- * on stderr is `{"event":"rollout-finished","id":…,"status":…,"reward":…}`. Uses the daemon that owns
+ * instrumentation environment, its stdio passes through (stderr's end is kept: a failed rollout's error
+ * carries its exception and last lines), its exit code is ours, and the last line on stderr is `{"event":"rollout-finished","id":…,"status":…,"reward":…}`. Uses the daemon that owns
  * the store, or runs one inside this process for the duration of the command.
  */
 import { spawn } from 'node:child_process';
@@ -9,6 +9,9 @@ import os from 'node:os';
 import { Option, type Command } from 'commander';
 import { instrumentationEnv, Json, RolloutMode, type Rollout, type RolloutStatus } from '../../protocol';
 import { errorMessage, InvalidInputError } from '../../protocol/errors';
+import { capturePreloads } from '../../capture/preloadFile';
+import { envSecrets, failureText, OutputTail } from '../../protocol/failure';
+import { isSecretVariable } from '../../protocol/secrets';
 import { connectOrStartDaemon, type DaemonConnection } from '../daemonConnection';
 import { resolveStore, storeOption, type GlobalOptions } from '../options';
 import { addCheckpointOptions, resolveRouting, type RoutingOptions } from '../routing';
@@ -78,12 +81,25 @@ export function registerRun(program: Command): void {
         });
         const env = {
           ...process.env,
-          ...instrumentationEnv({ url, rolloutId: rollout.id, task: task?.input ?? null, base: process.env }),
+          ...instrumentationEnv({
+            url,
+            rolloutId: rollout.id,
+            task: task?.input ?? null,
+            base: process.env,
+            ...capturePreloads(),
+          }),
         };
         const outcome = await runChild(argv, env);
-        const final = outcome.spawnError
+        const ended = outcome.spawnError
           ? { to: 'failed' as const, error: outcome.spawnError }
           : finalStatus(outcome.code, outcome.signal, outcome.interrupted);
+        const final =
+          ended.to === 'failed' && !outcome.spawnError
+            ? {
+                ...ended,
+                error: failureText(ended.error ?? 'failed', outcome.stderr, envSecrets(env, isSecretVariable)),
+              }
+            : ended;
         // The daemon may have died and come back while the agent ran: finish through whichever serves the store now.
         if (connection.client.closed) connection = await reconnect(storeFile, connection);
         const finished = await connection.client.request('transitionRollout', {
@@ -124,11 +140,19 @@ interface ChildOutcome {
   signal: NodeJS.Signals | null;
   interrupted: boolean;
   spawnError?: string;
+  /** The end of what it wrote to stderr. */
+  stderr: string;
 }
 
 function runChild(argv: string[], env: NodeJS.ProcessEnv): Promise<ChildOutcome> {
   return new Promise((resolve) => {
-    const child = spawn(argv[0]!, argv.slice(1), { stdio: 'inherit', env });
+    // stderr is piped through (and its end kept); stdin and stdout stay the terminal's.
+    const child = spawn(argv[0]!, argv.slice(1), { stdio: ['inherit', 'inherit', 'pipe'], env });
+    const tail = new OutputTail();
+    child.stderr.on('data', (chunk: Buffer) => {
+      process.stderr.write(chunk);
+      tail.push(chunk);
+    });
     let interrupted = false;
     const forward = (signal: NodeJS.Signals): void => {
       interrupted = true;
@@ -136,10 +160,10 @@ function runChild(argv: string[], env: NodeJS.ProcessEnv): Promise<ChildOutcome>
     };
     process.on('SIGINT', forward);
     process.on('SIGTERM', forward);
-    const done = (outcome: ChildOutcome): void => {
+    const done = (outcome: Omit<ChildOutcome, 'stderr'>): void => {
       process.off('SIGINT', forward);
       process.off('SIGTERM', forward);
-      resolve(outcome);
+      resolve({ ...outcome, stderr: tail.text });
     };
     child.once('error', (error: NodeJS.ErrnoException) => {
       done({
@@ -149,7 +173,17 @@ function runChild(argv: string[], env: NodeJS.ProcessEnv): Promise<ChildOutcome>
         spawnError: `cannot run ${argv[0]}: ${error.message}`,
       });
     });
-    child.once('exit', (code, signal) => done({ code, signal, interrupted }));
+    child.once('exit', (code, signal) => {
+      // The rest of stderr, unless a process the agent left behind holds it open.
+      const { stderr } = child;
+      const read = stderr.readableEnded
+        ? Promise.resolve()
+        : new Promise((ended) => {
+            stderr.once('end', ended);
+            setTimeout(ended, 1_000).unref();
+          });
+      void read.then(() => done({ code, signal, interrupted }));
+    });
   });
 }
 

@@ -1,9 +1,11 @@
 /** `lightning show ID`: one rollout's trajectory: attempts, spans in order, rewards. */
 import type { Command } from 'commander';
 import { callBadge, type RolloutDetail, type Span } from '../../protocol';
+import { InvalidInputError } from '../../protocol/errors';
 import { openBackend } from '../backend';
 import { duration, num, table, time, truncate } from '../format';
 import { rolloutDuration } from '../../protocol/format';
+import { failureHeadline, failureOutput } from '../../protocol/failureText';
 import { describePlacement } from '../../protocol/rayRunner';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { summarizeLlmCall } from '../summarize';
@@ -26,10 +28,10 @@ function spanRow(span: Span, sequenceOf: (spanId: string) => number | undefined)
   ];
 }
 
-export function renderDetail({ rollout, attempts, spans, rewards, servedBy }: RolloutDetail): string {
+export function renderDetail({ rollout, attempts, spans, rewards, servedBy, spansLeftOut }: RolloutDetail): string {
   const lines = [
     `Rollout ${rollout.id}`,
-    `  status    ${rollout.status}${rollout.exitCode !== null ? ` (exit ${rollout.exitCode})` : ''}${rollout.error ? ` — ${rollout.error}` : ''}`,
+    `  status    ${rollout.status}${rollout.exitCode !== null ? ` (exit ${rollout.exitCode})` : ''}${rollout.error ? ` — ${failureHeadline(rollout.error)}` : ''}`,
     `  mode      ${rollout.mode}`,
     `  label     ${rollout.label ?? '-'}`,
     `  task      ${rollout.task ? `${rollout.task.id ?? ''} ${truncate(JSON.stringify(rollout.task.input), 100)}`.trim() : '-'}`,
@@ -44,6 +46,9 @@ export function renderDetail({ rollout, attempts, spans, rewards, servedBy }: Ro
     );
   const node = attempts.at(-1)?.node;
   if (node) lines.push(`  node      Ray ${describePlacement(node)}, node id ${node.nodeId}`);
+  // A failure's last output lines (protocol/failure.ts), as the agent printed them.
+  const output = rollout.error ? failureOutput(rollout.error) : '';
+  if (output) lines.push('', 'Output (last lines)', ...output.split('\n').map((line) => `  ${line}`));
   if (attempts.length > 1) {
     const nodes = attempts.some((a) => a.node);
     const header = ['#', 'STATUS', 'STARTED', ...(nodes ? ['NODE'] : []), 'ERROR'];
@@ -57,7 +62,7 @@ export function renderDetail({ rollout, attempts, spans, rewards, servedBy }: Ro
           a.status,
           time(a.startedAt),
           ...(nodes ? [a.node ? `${a.node.ip} (${a.node.host})` : '-'] : []),
-          a.error ?? '',
+          a.error ? failureHeadline(a.error) : '',
         ]),
       ),
     );
@@ -75,6 +80,10 @@ export function renderDetail({ rollout, attempts, spans, rewards, servedBy }: Ro
       lines.push(rows[i + 1]!);
       if (span.category === 'llm') lines.push(...summarizeLlmCall(span).map((line) => `       ${line}`));
     });
+    if (spansLeftOut)
+      lines.push(
+        `… and ${spansLeftOut} more spans, not shown (all of them: lightning show ${rollout.id} --span-limit N, or lightning export)`,
+      );
   }
   lines.push(
     '',
@@ -103,10 +112,14 @@ export function registerShow(program: Command): void {
     .argument('<id>', 'rollout id (or a unique prefix of at least 4 characters)')
     .addOption(storeOption())
     .addOption(jsonOption())
-    .action(async (id: string, options: GlobalOptions) => {
+    .option('--span-limit <n>', 'show at most this many spans, the first in order (1..100000)', '10000')
+    .action(async (id: string, options: GlobalOptions & { spanLimit: string }) => {
+      const spanLimit = Number(options.spanLimit);
+      if (!Number.isInteger(spanLimit) || spanLimit < 1 || spanLimit > 100_000)
+        throw new InvalidInputError(`--span-limit ${options.spanLimit}: expected an integer 1..100000`);
       const backend = await openBackend(resolveStore(options));
       try {
-        const detail = await backend.call('getRollout', { id });
+        const detail = await backend.call('getRollout', { id, spanLimit });
         process.stdout.write(options.json ? `${JSON.stringify(detail)}\n` : renderDetail(detail));
       } finally {
         backend.close();
