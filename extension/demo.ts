@@ -6,6 +6,7 @@
 import * as vscode from 'vscode';
 import { resolveRuntimeFor } from './runtime';
 import { readSettings } from './settings';
+import { EDITOR_ENV } from '../trainer-daemon/protocol/setupAdvice';
 
 export async function runDemo(cliPath: string): Promise<void> {
   const folder = vscode.workspace.workspaceFolders?.[0];
@@ -26,7 +27,7 @@ export async function runDemo(cliPath: string): Promise<void> {
     cwd: folder.uri,
     shellPath: runtime.command,
     shellArgs: [cliPath, 'demo'],
-    env: { ...runtime.env },
+    env: { ...runtime.env, [EDITOR_ENV]: '1' },
   });
   terminal.show();
 }

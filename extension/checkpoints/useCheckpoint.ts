@@ -19,6 +19,7 @@ import {
   needsTrainerSetup,
   UseCheckpointArgument,
 } from './routing';
+import { inEditorWords } from '../../trainer-daemon/protocol/setupAdvice';
 
 const STATE_KEY = 'lightning.checkpointInUse';
 
@@ -183,7 +184,10 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
       ...(this.choice ? ['Stop Using Checkpoint'] : []),
       'Show Logs',
     ];
-    const choice = await vscode.window.showErrorMessage(`Lightning: ${message.split('\n')[0]}`, ...actions);
+    const choice = await vscode.window.showErrorMessage(
+      `Lightning: ${inEditorWords(message.split('\n')[0] ?? '')}`,
+      ...actions,
+    );
     if (choice === 'Set Up Trainer') await vscode.commands.executeCommand('lightning.setUpTrainer');
     if (choice === 'Stop Using Checkpoint') await this.stop();
     if (choice === 'Show Logs') this.log.show();

@@ -45,6 +45,6 @@ test('lightning doctor finds the Python with torch, reports what it has, and nam
   assert.match(missing.stdout, /no-python \(--python\): not found/);
   assert.match(
     missing.stdout,
-    /To fix:[\s\S]*lightning doctor --setup[\s\S]*apt-get install -y python3-torch libopenblas0-pthread/,
+    /To fix:[\s\S]*lightning doctor --setup[\s\S]*apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread/,
   );
 });

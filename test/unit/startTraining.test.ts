@@ -252,8 +252,11 @@ describe('Set Up Trainer: the doctor’s report', () => {
       [notReady.ready, notReady.problem, notReady.aptCommand],
       [false, 'no Python with PyTorch', undefined],
     );
-    const offline = `pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:\n  Debian/Ubuntu (as root): apt-get install -y python3-torch libopenblas0-pthread   (or: lightning doctor --setup --apt)\n${missing}`;
-    assert.equal(doctorSummary(offline, 1).aptCommand, 'apt-get install -y python3-torch libopenblas0-pthread');
+    const offline = `pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:\n  Debian/Ubuntu (as root): apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread   (or: lightning doctor --setup --apt)\n${missing}`;
+    assert.equal(
+      doctorSummary(offline, 1).aptCommand,
+      'apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread',
+    );
   });
 });
 

@@ -1,6 +1,7 @@
 /** The `lightning` command line: a commander program with one module per command. */
 import { Command, CommanderError } from 'commander';
 import { errorMessage } from '../protocol/errors';
+import { forReader } from '../protocol/setupAdvice';
 import { VERSION } from '../version';
 import { registerDataset } from './commands/dataset';
 import { registerExport } from './commands/export';
@@ -58,7 +59,7 @@ export async function main(argv: readonly string[]): Promise<number> {
       // Commander printed the message (or the help) already.
       return error.exitCode === 0 ? ExitCode.Ok : ExitCode.Usage;
     }
-    process.stderr.write(`lightning: ${errorMessage(error)}\n`);
+    process.stderr.write(`lightning: ${forReader(errorMessage(error), process.env)}\n`);
     return exitCodeFor(error);
   }
 }

@@ -14,7 +14,8 @@ import { NotFoundError } from '../protocol/errors';
 import { findPython, pythonCandidates, probePython, venvDir, venvPython, type PythonProbe } from './python';
 
 export const APT_PACKAGES = ['python3-torch', 'libopenblas0-pthread'];
-export const APT_COMMAND = `apt-get install -y ${APT_PACKAGES.join(' ')}`;
+/** Only what torch needs: Debian's python3-torch recommends ~850 MB more (Qt, OpenCV, GDAL…) that training never loads. */
+export const APT_COMMAND = `apt-get install -y --no-install-recommends ${APT_PACKAGES.join(' ')}`;
 
 export interface Diagnosis {
   /** Every candidate, in the order they are tried. */
@@ -126,11 +127,90 @@ export function canUseApt(): boolean {
   return process.getuid?.() === 0 && fs.existsSync('/usr/bin/apt-get');
 }
 
-/** Installs Debian's torch with apt-get (root only); resolves true when it worked. */
-export async function installWithApt(say: (line: string) => void): Promise<boolean> {
-  say(`Installing PyTorch from Debian (${APT_PACKAGES.join(', ')}; about 850 MB, a minute or so)…`);
-  if ((await run('apt-get', ['update'], say)) !== 0) say('apt-get update failed; trying the install anyway');
-  return (await run('apt-get', ['install', '-y', ...APT_PACKAGES], say)) === 0;
+/** Installs Debian's torch with apt-get (root only), its progress in one line; resolves true when it worked. */
+export async function installWithApt(
+  say: (line: string) => void,
+  line: ProgressLine = progressLine(say),
+): Promise<boolean> {
+  say(`Installing PyTorch from Debian (${APT_PACKAGES.join(', ')}, without recommended packages; a minute or so)…`);
+  if ((await runApt(['update'], say, line)) !== 0) say('apt-get update failed; trying the install anyway');
+  return (await runApt(['install', '-y', '--no-install-recommends', ...APT_PACKAGES], say, line)) === 0;
+}
+
+/** Where a long job's progress goes: one line, rewritten. */
+export interface ProgressLine {
+  update(text: string): void;
+  /** Ends the line (what follows starts on a new one). */
+  done(): void;
+}
+
+/** On a terminal, one line rewritten in place; elsewhere (a log, a pipe), a line at each tenth of the way. */
+export function progressLine(say: (line: string) => void, out: NodeJS.WriteStream = process.stdout): ProgressLine {
+  if (out.isTTY) {
+    let shown = false;
+    return {
+      update: (text) => {
+        shown = true;
+        out.write(`\r\x1b[K${text.slice(0, Math.max(20, (out.columns || 80) - 1))}`);
+      },
+      done: () => {
+        if (shown) out.write('\n');
+        shown = false;
+      },
+    };
+  }
+  let last = '';
+  return {
+    update: (text) => {
+      const step = /^(\w+) (\d+)%/.exec(text);
+      const key = step ? `${step[1]} ${Math.floor(Number(step[2]) / 10)}` : text;
+      if (key !== last) say(text);
+      last = key;
+    },
+    done: () => (last = ''),
+  };
+}
+
+/**
+ * One line of apt's machine-readable status (`-o APT::Status-Fd`): `dlstatus:N:PERCENT:TEXT` while
+ * downloading, `pmstatus:PACKAGE:PERCENT:TEXT` while installing; undefined for any other line.
+ */
+export function aptStatusText(raw: string): string | undefined {
+  const match = /^(dlstatus|pmstatus):[^:]*:([\d.]+):(.*)$/.exec(raw.trim());
+  if (!match) return undefined;
+  return `${match[1] === 'dlstatus' ? 'Downloading' : 'Installing'} ${Math.min(100, Math.floor(Number(match[2])))}% ${match[3]!.trim()}`;
+}
+
+/** apt-get with its log held back (its last lines are said if it fails) and its status as the progress line. */
+function runApt(args: string[], say: (line: string) => void, line: ProgressLine): Promise<number> {
+  say(`$ apt-get ${args.join(' ')}`);
+  return new Promise((resolve) => {
+    const child = spawn('apt-get', ['-o', 'APT::Status-Fd=3', '-o', 'Dpkg::Use-Pty=0', ...args], {
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    });
+    let log = '';
+    const keep = (chunk: Buffer): void => {
+      log = (log + chunk.toString('utf8')).slice(-8_000);
+    };
+    child.stdout?.on('data', keep);
+    child.stderr?.on('data', keep);
+    let pending = '';
+    child.stdio[3]?.on('data', (chunk: Buffer) => {
+      const lines = (pending + chunk.toString('utf8')).split('\n');
+      pending = lines.pop() ?? '';
+      for (const raw of lines) {
+        const text = aptStatusText(raw);
+        if (text) line.update(text);
+      }
+    });
+    child.once('error', () => resolve(127));
+    child.once('close', (code) => {
+      line.done();
+      if (code !== 0) for (const text of log.trimEnd().split('\n').slice(-20)) say(`  ${text}`);
+      resolve(code ?? 1);
+    });
+  });
 }
 
 /**

@@ -104,6 +104,6 @@ export async function findPython(
   }
   throw new TrainerUnavailableError(
     `no Python with PyTorch found (tried ${probes.map((p) => `${p.executable}: ${p.problem}`).join('; ')}). ` +
-      'Run `lightning doctor --setup`, or install it: apt-get install -y python3-torch libopenblas0-pthread (Debian/Ubuntu) or pip install torch.',
+      'Run `lightning doctor --setup`, or install it: apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread (Debian/Ubuntu) or pip install torch.',
   );
 }

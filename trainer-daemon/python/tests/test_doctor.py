@@ -5,6 +5,7 @@ import subprocess
 import sys
 
 from conftest import worker_env
+
 from lightning_trainer.doctor import problems
 
 
@@ -27,7 +28,7 @@ def test_doctor_prints_the_environment_as_json():
 def test_missing_torch_gets_apt_on_debian_without_pip_and_pip_otherwise():
     info = {"torch": None, "cuda": None, "transformers": None, "peft": None, "blas": None}
     offline = problems(info, pip_ok=False, debian=True)
-    assert offline[0]["fix"] == "apt-get install -y python3-torch libopenblas0-pthread"
+    assert offline[0]["fix"] == "apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread"
     assert not offline[0].get("optional")
     online = problems(info, pip_ok=True, debian=True)
     assert online[0]["fix"] == "pip install torch"
