@@ -11,12 +11,14 @@ import { assertNever } from '../trainer-daemon/protocol/assert';
 import { isResumable } from '../trainer-daemon/protocol/status';
 import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
-import { describeMetrics } from '../trainer-daemon/protocol/format';
+import { describeMetrics, formatBytes } from '../trainer-daemon/protocol/format';
 import { placementDetail } from '../trainer-daemon/protocol/placement';
 import { button, el } from './dom';
 import { formatTime } from './format';
-import { formatValue, grpoCharts, mergeMetrics } from '../trainer-daemon/protocol/grpoCharts';
-import { bandChartSvg, CHART_COLOURS, metricChartSvg } from '../trainer-daemon/protocol/chart';
+import { chartSvg, grpoCharts, mergeMetrics } from '../trainer-daemon/protocol/grpoCharts';
+import { CHART_COLOURS, metricChartSvg } from '../trainer-daemon/protocol/chart';
+import { sharedStepRange } from '../trainer-daemon/protocol/chartScale';
+import { attachChartHover, pointText, smoothingControl } from './chartControls';
 import { chartedMetrics, RUN_STATUS_ICON, runOutcome, runSubject, scoreText } from './trainingRunFormat';
 import type { TrainingRunView } from './trainingRunProtocol';
 
@@ -29,10 +31,13 @@ export interface TrainingRunActions {
   cancel(id: string): void;
   resume(id: string): void;
   useCheckpoint(checkpointId: string): void;
+  exportCheckpoint(checkpointId: string): void;
   /** The run's outcome in the editor (APO: the diff with Apply / Keep). */
   showResult(id: string): void;
   /** The run in an editor tab: full-size charts, iterations, checkpoints. */
   openTab(id: string): void;
+  /** The charts' smoothing weight changed (the page keeps it). */
+  smoothingChanged(weight: number): void;
 }
 
 export class TrainingRunsView {
@@ -45,7 +50,11 @@ export class TrainingRunsView {
   /** The open run's metric points so far. */
   private metrics: MetricSeries = [];
 
-  constructor(private readonly actions: TrainingRunActions) {
+  /** `smoothing`: the charts' smoothing weight (0–0.99), as the page saved it. */
+  constructor(
+    private readonly actions: TrainingRunActions,
+    private smoothing = 0,
+  ) {
     this.element.append(this.summary, this.listElement, this.detailElement);
     this.render();
   }
@@ -179,26 +188,54 @@ export class TrainingRunsView {
     return chart;
   }
 
-  /** One small chart per GRPO metric, each with its text summary (first → last). */
+  /**
+   * One small chart per GRPO metric on one shared iteration axis, each with its text summary (first → last)
+   * and the value under the pointer; the smoothing slider above them redraws them all.
+   */
   private smallMultiples(): HTMLElement {
     const charts = grpoCharts(this.metrics);
+    const box = el('div', 'charts-box');
     const grid = el('div', 'charts');
-    if (charts.length === 0)
+    if (charts.length === 0) {
       grid.append(el('div', 'muted', 'No iterations yet: the first chart appears after the first update.'));
-    charts.forEach((chart, index) => {
-      const card = el('figure', 'chart-card');
-      card.dataset.metric = chart.metric;
-      const svg = el('div', 'chart-svg');
-      svg.innerHTML = bandChartSvg(chart.points, {
-        label: chart.summary,
-        format: (value) => formatValue(value, chart.unit),
-        range: chart.unit === 'score' ? [0, 1] : undefined,
-        colour: CHART_COLOURS[index % CHART_COLOURS.length],
-      });
-      card.append(el('figcaption', 'chart-title', chart.title), svg, el('div', 'chart-summary', chart.summary));
-      grid.append(card);
-    });
-    return grid;
+      return grid;
+    }
+    const draw = (): void => {
+      const xRange = sharedStepRange(charts.map((chart) => chart.points));
+      grid.replaceChildren(
+        ...charts.map((chart, index) => {
+          const card = el('figure', 'chart-card');
+          card.dataset.metric = chart.metric;
+          const svg = el('div', 'chart-svg');
+          svg.innerHTML = chartSvg(chart, {
+            colour: CHART_COLOURS[index % CHART_COLOURS.length],
+            smoothing: this.smoothing,
+            ...(xRange ? { xRange } : {}),
+          });
+          const readout = el('div', 'chart-summary chart-readout');
+          const byStep = new Map(chart.points.map((point) => [point.step, point]));
+          attachChartHover(
+            svg,
+            readout,
+            [...byStep.keys()],
+            (step) => `iteration ${step}: ${pointText(byStep.get(step), chart.unit)}`,
+            chart.summary,
+          );
+          card.append(el('figcaption', 'chart-title', chart.title), svg, readout);
+          return card;
+        }),
+      );
+    };
+    draw();
+    box.append(
+      smoothingControl(this.smoothing, (weight) => {
+        this.smoothing = weight;
+        this.actions.smoothingChanged(weight);
+        draw();
+      }),
+      grid,
+    );
+    return box;
   }
 
   private checkpoints(checkpoints: TrainingRunDetailCheckpoints): HTMLElement {
@@ -213,12 +250,28 @@ export class TrainingRunsView {
         el('span', 'checkpoint-step', `iteration ${checkpoint.step}`),
         el('span', 'checkpoint-metrics muted', describeMetrics(checkpoint.metrics)),
       );
+      if (typeof checkpoint.bytes === 'number')
+        row.append(
+          el(
+            'span',
+            'checkpoint-size muted',
+            `${formatBytes(checkpoint.bytes)}${checkpoint.optimizerState ? ' +optimizer' : ''}`,
+          ),
+        );
       row.append(
         button(
           'Use',
           `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`,
           () => this.actions.useCheckpoint(checkpoint.id),
           'use-checkpoint',
+        ),
+      );
+      row.append(
+        button(
+          'Export',
+          `Write checkpoint ${checkpoint.id} as a PEFT adapter or a Hugging Face folder (Lightning: Export Checkpoint…)`,
+          () => this.actions.exportCheckpoint(checkpoint.id),
+          'export-checkpoint',
         ),
       );
       row.title = checkpoint.path;

@@ -39,6 +39,18 @@ function formatNumber(value: number): string {
 /** "val 0.81 · reward 0.62 · loss 0.12" — the key metrics a checkpoint was saved with. */
 export function describeMetrics(metrics: Readonly<Record<string, number>>): string {
   return KEY_METRICS.flatMap(([name, label]) =>
-    typeof metrics[name] === 'number' ? [`${label} ${formatNumber(metrics[name]!)}`] : [],
+    typeof metrics[name] === 'number' ? [`${label} ${formatNumber(metrics[name])}`] : [],
   ).join(' · ');
+}
+
+/** A size on disk for people: `812 B`, `4.2 KiB`, `175.3 MiB`, `3.1 GiB` (checkpoints, exports). */
+export function formatBytes(bytes: number): string {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let value = bytes;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
 }

@@ -5,15 +5,20 @@
  * out) and writes each one's text summary (first → last value), which is also the chart's
  * accessible name. Pure: unit-tested in Node.
  */
-import { seriesOf, type ChartPoint, type MetricPointLike } from './chart';
+import { bandChartSvg, seriesOf, type BandChartOptions, type ChartPoint, type MetricPointLike } from './chart';
+import { metricDomain, type ChartUnit, type Domain } from './chartScale';
 
-export type ChartUnit = 'score' | 'number' | 'rate' | 'bytes';
+export type { ChartUnit } from './chartScale';
 
 export interface ChartData {
   /** The metric's name in the store. */
   readonly metric: string;
   readonly title: string;
   readonly unit: ChartUnit;
+  /** The y axis' title: what is measured, in what (`KL (nats)`, `tokens/s`). */
+  readonly axisTitle: string;
+  /** The range its values can take (its band is clamped to it): a score's [0, 1], a rate's [0, ∞). */
+  readonly domain: Domain;
   readonly points: readonly ChartPoint[];
   readonly summary: string;
 }
@@ -22,19 +27,22 @@ interface ChartSpec {
   readonly metric: string;
   readonly title: string;
   readonly unit: ChartUnit;
+  readonly axisTitle: string;
+  /** The range its values can take, beyond what the unit says (a KL, an entropy: ≥ 0). */
+  readonly domain?: Domain;
   /** A metric whose value at each step is the band's half-width (std). */
   readonly band?: string;
 }
 
 const GRPO_CHARTS: readonly ChartSpec[] = [
-  { metric: 'reward/mean', title: 'Reward (sampled, ± std)', unit: 'score', band: 'reward/std' },
-  { metric: 'val/reward', title: 'Validation reward', unit: 'score' },
-  { metric: 'loss', title: 'Loss', unit: 'number' },
-  { metric: 'kl', title: 'KL to the reference', unit: 'number' },
-  { metric: 'entropy', title: 'Entropy', unit: 'number' },
-  { metric: 'tokensPerSecond', title: 'Update tokens/s', unit: 'rate' },
-  { metric: 'rollout/tokensPerSecond', title: 'Rollout tokens/s', unit: 'rate' },
-  { metric: 'gpuMemoryBytes', title: 'GPU memory', unit: 'bytes' },
+  { metric: 'reward/mean', title: 'Reward (sampled, ± std)', unit: 'score', axisTitle: 'reward', band: 'reward/std' },
+  { metric: 'val/reward', title: 'Validation reward', unit: 'score', axisTitle: 'reward' },
+  { metric: 'loss', title: 'Loss', unit: 'number', axisTitle: 'loss' },
+  { metric: 'kl', title: 'KL to the reference', unit: 'number', axisTitle: 'KL (nats)', domain: [0, Infinity] },
+  { metric: 'entropy', title: 'Entropy', unit: 'number', axisTitle: 'nats/token', domain: [0, Infinity] },
+  { metric: 'tokensPerSecond', title: 'Update tokens/s', unit: 'rate', axisTitle: 'tokens/s' },
+  { metric: 'rollout/tokensPerSecond', title: 'Rollout tokens/s', unit: 'rate', axisTitle: 'tokens/s' },
+  { metric: 'gpuMemoryBytes', title: 'GPU memory', unit: 'bytes', axisTitle: 'memory' },
 ];
 
 /** A value as the chart's axis and summary show it. */
@@ -43,7 +51,9 @@ export function formatValue(value: number, unit: ChartUnit): string {
     return value >= 2 ** 30 ? `${(value / 2 ** 30).toFixed(1)} GiB` : `${(value / 2 ** 20).toFixed(0)} MiB`;
   if (unit === 'rate') return value >= 1000 ? `${(value / 1000).toFixed(1)}k` : value.toFixed(0);
   if (Number.isInteger(value)) return String(value);
-  if (Math.abs(value) < 0.01) return value.toExponential(1);
+  // Two significant digits, in decimals (0.00073), as the axes write them: no 7.3e-4 beside 0.02.
+  if (Math.abs(value) < 1e-6) return value.toExponential(1);
+  if (Math.abs(value) < 0.01) return String(Number(value.toPrecision(2)));
   return Math.abs(value) >= 100 ? value.toFixed(0) : Number(value.toPrecision(3)).toString();
 }
 
@@ -65,11 +75,18 @@ export function grpoCharts(metrics: readonly MetricPointLike[]): ChartData[] {
       const std = band?.get(p.step);
       return std === undefined ? p : { ...p, low: p.value - std, high: p.value + std };
     });
+    const domain = metricDomain(
+      spec.unit,
+      values.map((p) => p.value),
+      spec.domain,
+    );
     return [
       {
         metric: spec.metric,
         title: spec.title,
         unit: spec.unit,
+        axisTitle: spec.axisTitle,
+        domain,
         points,
         summary: summarize(spec.title, spec.unit, points),
       },
@@ -84,4 +101,20 @@ export function mergeMetrics<P extends MetricPointLike>(
   afterStep: number,
 ): P[] {
   return [...have.filter((point) => point.step <= afterStep), ...newer];
+}
+
+/** A chart's SVG with its own scale, titles and read-out format; `layout`: its size, colour, shared x range, smoothing. */
+export function chartSvg(
+  chart: ChartData,
+  layout: Omit<BandChartOptions, 'label' | 'format' | 'unit' | 'domain' | 'yTitle'>,
+): string {
+  return bandChartSvg(chart.points, {
+    label: chart.summary,
+    format: (value) => formatValue(value, chart.unit),
+    unit: chart.unit,
+    domain: chart.domain,
+    yTitle: chart.axisTitle,
+    xTitle: 'iteration',
+    ...layout,
+  });
 }

@@ -5,8 +5,9 @@
  * demo writes it under `.lightning/`.
  */
 import type { TrainingRunDetail } from '../protocol';
-import { bandChartSvg, CHART_COLOURS, metricChartSvg, type MetricPointLike } from '../protocol/chart';
-import { formatValue, grpoCharts } from '../protocol/grpoCharts';
+import { CHART_COLOURS, metricChartSvg, type MetricPointLike } from '../protocol/chart';
+import { sharedStepRange } from '../protocol/chartScale';
+import { chartSvg, grpoCharts } from '../protocol/grpoCharts';
 
 /** Fixed values for the theme variables the charts use, outside the editor. */
 const COLOURS: Record<string, string> = {
@@ -25,14 +26,15 @@ function escape(text: string): string {
 
 export function renderChart(detail: TrainingRunDetail): string {
   const { run } = detail;
-  const charts = grpoCharts(detail.metrics).map((chart, index) => {
-    const svg = bandChartSvg(chart.points, {
-      label: chart.summary,
-      format: (value) => formatValue(value, chart.unit),
-      range: chart.unit === 'score' ? [0, 1] : undefined,
+  const all = grpoCharts(detail.metrics);
+  const xRange = sharedStepRange(all.map((chart) => chart.points));
+  const charts = all.map((chart, index) => {
+    const svg = chartSvg(chart, {
       colour: CHART_COLOURS[index % CHART_COLOURS.length],
       width: 320,
-      height: 160,
+      height: 170,
+      yTicks: 4,
+      ...(xRange ? { xRange } : {}),
     });
     return `<figure><figcaption>${escape(chart.title)}</figcaption>${svg}<p>${escape(chart.summary)}</p></figure>`;
   });

@@ -2,14 +2,27 @@
 import type { MetricSeries, TrainingAlgorithm } from '../../trainer-daemon/protocol/training';
 import { formatValue, grpoCharts, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
 import { seriesOf } from '../../trainer-daemon/protocol/chart';
+import { metricDomain } from '../../trainer-daemon/protocol/chartScale';
 
 export function runCharts(algorithm: TrainingAlgorithm, metrics: MetricSeries): ChartData[] {
   if (algorithm === 'grpo') return grpoCharts(metrics);
-  return [...seriesOf(metrics.filter((point) => Number.isFinite(point.value)))].map(([metric, points]) => ({
-    metric,
-    title: metric,
-    unit: 'number' as const,
-    points,
-    summary: `${metric}: ${formatValue(points[0]!.value, 'number')} → ${formatValue(points.at(-1)!.value, 'number')}`,
-  }));
+  return [...seriesOf(metrics.filter((point) => Number.isFinite(point.value)))].map(([metric, points]) => {
+    // A score by name (APO's val/batch scores) in [0, 1] keeps a 0–1 axis.
+    const unit =
+      /score|reward|accuracy/i.test(metric) && points.every((p) => p.value >= 0 && p.value <= 1)
+        ? ('score' as const)
+        : ('number' as const);
+    return {
+      metric,
+      title: metric,
+      unit,
+      axisTitle: metric.split('/').at(-1)!.replace(/_/g, ' '),
+      domain: metricDomain(
+        unit,
+        points.map((p) => p.value),
+      ),
+      points,
+      summary: `${metric}: ${formatValue(points[0]!.value, unit)} → ${formatValue(points.at(-1)!.value, unit)}`,
+    };
+  });
 }

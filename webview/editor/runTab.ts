@@ -3,15 +3,18 @@
  * validation, loss, KL, entropy, tokens/s, GPU memory; any other algorithm: each metric it
  * records) with the value under the pointer, another run drawn over them to compare, a table with
  * one row per iteration (its metrics, its checkpoint with Use, its best and worst rollouts one click
- * away). Charts come from the panel's one chart module (metricChart.ts); live while the run runs.
+ * away). Charts come from the panel's one chart module (protocol/chart.ts), on one iteration axis, with
+ * the panel's smoothing slider (chartControls.ts); live while the run runs.
  */
 import type { Checkpoint } from '../../trainer-daemon/protocol/records';
 import type { TrainingRun } from '../../trainer-daemon/protocol/training';
 import type { MetricSeries } from '../../trainer-daemon/protocol/training';
 import { button, el } from '../dom';
 import { formatTime } from '../format';
-import { formatValue, mergeMetrics, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
-import { bandChartSvg, CHART_COLOURS, stepAt } from '../../trainer-daemon/protocol/chart';
+import { chartSvg, formatValue, mergeMetrics, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
+import { CHART_COLOURS } from '../../trainer-daemon/protocol/chart';
+import { sharedStepRange, type Domain } from '../../trainer-daemon/protocol/chartScale';
+import { attachChartHover, pointText, smoothingControl } from '../chartControls';
 import { placementDetail } from '../../trainer-daemon/protocol/placement';
 import { runCharts } from './runCharts';
 import { RUN_STATUS_ICON, runOutcome, runSubject } from '../trainingRunFormat';
@@ -21,8 +24,10 @@ export interface RunTabActions {
   loadRun(runId: string, afterStep?: number): void;
   listRuns(): void;
   useCheckpoint(checkpointId: string): void;
+  exportCheckpoint(checkpointId: string): void;
   openIterationRollout(runId: string, step: number, which: 'best' | 'worst'): void;
   overlayChanged(runId: string | null): void;
+  smoothingChanged(weight: number): void;
 }
 
 const CHART_WIDTH = 560;
@@ -44,6 +49,7 @@ export class RunTab {
     readonly runId: string,
     private overlayId: string | null,
     private readonly actions: RunTabActions,
+    private smoothing: number,
   ) {
     this.overlaySelect.setAttribute('aria-label', 'Draw another run over this one');
     this.overlaySelect.className = 'overlay-select';
@@ -122,8 +128,16 @@ export class RunTab {
         .filter(Boolean)
         .join(' · '),
     );
-    const tools = el('div', 'facts');
-    tools.append(el('span', undefined, 'Overlay:'), this.overlaySelect);
+    const tools = el('div', 'facts chart-tools');
+    tools.append(
+      el('span', undefined, 'Overlay:'),
+      this.overlaySelect,
+      smoothingControl(this.smoothing, (weight) => {
+        this.smoothing = weight;
+        this.actions.smoothingChanged(weight);
+        this.renderCharts();
+      }),
+    );
     this.header.replaceChildren(
       title,
       facts,
@@ -143,63 +157,46 @@ export class RunTab {
       return void this.charts.replaceChildren(
         el('div', 'muted', 'No iterations yet: the charts appear after the first update.'),
       );
+    // One iteration axis for all (validation's iteration 0 included), the other run's too.
+    const xRange = sharedStepRange([...charts, ...(overlay?.values() ?? [])].map((chart) => chart.points));
     this.charts.replaceChildren(
-      ...charts.map((chart, index) => this.chartCard(chart, index, overlay?.get(chart.metric))),
+      ...charts.map((chart, index) => this.chartCard(chart, index, overlay?.get(chart.metric), xRange)),
     );
   }
 
-  private chartCard(chart: ChartData, index: number, overlay: ChartData | undefined): HTMLElement {
+  private chartCard(
+    chart: ChartData,
+    index: number,
+    overlay: ChartData | undefined,
+    xRange: Domain | undefined,
+  ): HTMLElement {
     const card = el('figure', 'chart-card large');
     card.dataset.metric = chart.metric;
-    const format = (value: number): string => formatValue(value, chart.unit);
     const svgBox = el('div', 'chart-svg');
-    svgBox.innerHTML = bandChartSvg(chart.points, {
-      label: chart.summary,
-      format,
-      range: chart.unit === 'score' ? [0, 1] : undefined,
-      colour: CHART_COLOURS[index % CHART_COLOURS.length],
+    const colour = CHART_COLOURS[index % CHART_COLOURS.length]!;
+    svgBox.innerHTML = chartSvg(chart, {
+      colour,
       width: CHART_WIDTH,
       height: CHART_HEIGHT,
-      yTicks: 3,
+      yTicks: 5,
+      smoothing: this.smoothing,
+      ...(xRange ? { xRange } : {}),
       // The other run in the same colour, dashed: each chart's two lines read as one metric, two runs.
-      ...(overlay
-        ? {
-            overlay: {
-              points: overlay.points,
-              colour: CHART_COLOURS[index % CHART_COLOURS.length]!,
-              label: this.overlayId ?? '',
-            },
-          }
-        : {}),
+      ...(overlay ? { overlay: { points: overlay.points, colour, label: this.overlayId ?? '' } } : {}),
     });
-    const readout = el(
-      'div',
-      'chart-readout muted',
+    const readout = el('div', 'chart-readout muted');
+    readout.setAttribute('aria-live', 'polite');
+    const mine = new Map(chart.points.map((point) => [point.step, point]));
+    const theirs = new Map(overlay?.points.map((point) => [point.step, point]) ?? []);
+    const steps = [...new Set([...mine.keys(), ...theirs.keys()])].sort((a, b) => a - b);
+    attachChartHover(
+      svgBox,
+      readout,
+      steps,
+      (step) =>
+        `iteration ${step}: ${pointText(mine.get(step), chart.unit)}${overlay ? ` · ${this.overlayId}: ${pointText(theirs.get(step), chart.unit)}` : ''}`,
       overlay ? `— ${this.runId}   - - ${this.overlayId}` : 'Hover the chart for values.',
     );
-    readout.setAttribute('aria-live', 'polite');
-    const svg = svgBox.querySelector('svg');
-    if (svg) {
-      const scale = {
-        first: Number(svg.dataset.first),
-        last: Number(svg.dataset.last),
-        left: Number(svg.dataset.left),
-        plotWidth: Number(svg.dataset.plotWidth),
-      };
-      const mine = new Map(chart.points.map((point) => [point.step, point]));
-      const theirs = new Map(overlay?.points.map((point) => [point.step, point]) ?? []);
-      const steps = [...new Set([...mine.keys(), ...theirs.keys()])].sort((a, b) => a - b);
-      svg.addEventListener('mousemove', (event) => {
-        const rect = svg.getBoundingClientRect();
-        const step = stepAt(((event.clientX - rect.left) / rect.width) * CHART_WIDTH, scale, steps);
-        if (step === undefined) return;
-        const point = mine.get(step);
-        const other = theirs.get(step);
-        const band =
-          point?.low !== undefined && point.high !== undefined ? ` ± ${format((point.high - point.low) / 2)}` : '';
-        readout.textContent = `iteration ${step}: ${point ? `${format(point.value)}${band}` : '—'}${overlay ? ` · ${this.overlayId}: ${other ? format(other.value) : '—'}` : ''}`;
-      });
-    }
     card.append(
       el('figcaption', 'chart-title', chart.title),
       svgBox,
@@ -241,6 +238,15 @@ export class RunTab {
             `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`,
             () => this.actions.useCheckpoint(checkpoint.id),
             'use-checkpoint',
+          ),
+        );
+      if (checkpoint)
+        checkpointCell.append(
+          button(
+            'Export',
+            `Write checkpoint ${checkpoint.id} as a PEFT adapter or a Hugging Face folder (Lightning: Export Checkpoint…)`,
+            () => this.actions.exportCheckpoint(checkpoint.id),
+            'export-checkpoint',
           ),
         );
       const rollouts = el('td');
