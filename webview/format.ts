@@ -8,6 +8,7 @@ import type { Json, Rollout, RolloutStatus, Span } from '../trainer-daemon/proto
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { asChatCall } from '../trainer-daemon/protocol/llmApis';
 import type { RolloutFilter } from './protocol';
+import type { RolloutGroup } from '../trainer-daemon/protocol/rpc';
 
 type JsonObject = { [key: string]: Json };
 
@@ -29,12 +30,77 @@ export function formatTime(epochMs: number, now = Date.now()): string {
     : `${date.getFullYear()}-${pad(date.getMonth() + 1)}-${pad(date.getDate())} ${time.slice(0, 5)}`;
 }
 
+/**
+ * What a rollout is called in lists and titles: a batch's rollout (a dataset run, a training
+ * iteration) by its task's text — they share one label, the run's — any other by its label.
+ */
 export function rolloutTitle(rollout: Rollout): string {
+  if (rollout.batchId !== null && rollout.task) return taskText(rollout.task) || rollout.label || rollout.id;
   return (
     rollout.label ??
-    rollout.task?.id ??
+    (rollout.task ? taskText(rollout.task) : null) ??
     (rollout.source.kind === 'command' ? rollout.source.argv.join(' ') : rollout.id)
   );
+}
+
+/** The fields a task's input usually keeps its text in, in the order tried. */
+const TASK_TEXT_FIELDS = [
+  'question',
+  'prompt',
+  'task',
+  'query',
+  'input',
+  'instruction',
+  'text',
+  'message',
+  'goal',
+  'problem',
+];
+
+/** A task as one line: its input's text (a string, or the first text field), else its compact JSON, else its id. */
+export function taskText(task: { id?: string; input: Json }, max = 120): string {
+  const { input } = task;
+  let text: string | undefined;
+  if (typeof input === 'string') text = input;
+  else if (input !== null && typeof input === 'object' && !Array.isArray(input)) {
+    for (const field of TASK_TEXT_FIELDS) {
+      const value = input[field];
+      if (typeof value === 'string' && value.trim()) {
+        text = value;
+        break;
+      }
+    }
+    text ??= Object.keys(input).length > 0 ? JSON.stringify(input) : undefined;
+  } else if (input !== null) text = JSON.stringify(input);
+  const line = (text ?? task.id ?? '').replace(/\s+/g, ' ').trim();
+  return line.length > max ? `${line.slice(0, max - 1)}…` : line;
+}
+
+/** A group of the list (one batch): what ran it, in words. */
+export function groupTitle(group: RolloutGroup): string {
+  const run = `${group.algorithm === 'apo' ? 'APO' : 'GRPO'} ${group.runId}`;
+  if (group.runId !== null && group.mode === 'optimizer') return `${run} · optimizer calls`;
+  if (group.runId !== null && group.step !== null) {
+    if (group.algorithm === 'apo') return `${run} · evaluation ${group.step}`;
+    if (group.mode === 'val')
+      return `${run} · validation ${group.step === 0 ? 'before training' : `after iteration ${group.step}`}`;
+    return `${run} · iteration ${group.step + 1}`;
+  }
+  const name = group.datasetName ?? group.label;
+  return name ? `Dataset run · ${name}` : `Batch ${group.batchId}`;
+}
+
+/** A group's counts: "128 rollouts · 3 failed · 2 running". */
+export function groupFacts(group: RolloutGroup): string {
+  const parts = [`${group.count} rollout${group.count === 1 ? '' : 's'}`];
+  if (group.failed > 0) parts.push(`${group.failed} failed`);
+  if (group.active > 0) parts.push(`${group.active} running`);
+  return parts.join(' · ');
+}
+
+/** The list's one count: every matching rollout, as the daemon counted them. */
+export function countText(total: number, filtered: boolean): string {
+  return `${total.toLocaleString('en-US')} rollout${total === 1 ? '' : 's'}${filtered ? ' match' : ''}`;
 }
 
 /** The list's client-side filter, for rollouts that arrive live (the daemon filters the pages). */
@@ -63,8 +129,8 @@ export const STATUS_ICON: Record<RolloutStatus, string> = {
 
 export function rewardText(value: number | null): string {
   if (value === null) return 'unrated';
-  if (value === 1) return '👍 1';
-  if (value === 0) return '👎 0';
+  if (value === 1) return '1 (good)';
+  if (value === 0) return '0 (bad)';
   return String(Number(value.toFixed(4)));
 }
 

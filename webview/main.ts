@@ -8,20 +8,23 @@ import '@vscode-elements/elements/dist/vscode-button/index.js';
 import '@vscode-elements/elements/dist/vscode-textfield/index.js';
 import '@vscode-elements/elements/dist/vscode-single-select/index.js';
 import '@vscode-elements/elements/dist/vscode-option/index.js';
-import '@vscode-elements/elements/dist/vscode-badge/index.js';
 import './panel.css';
 import type { Rollout } from '../trainer-daemon/protocol/records';
 import { ROLLOUT_MODES, ROLLOUT_STATUSES } from '../trainer-daemon/protocol/rolloutValues';
 import type { ExtensionToWebview, RolloutFilter, WebviewToExtension } from './protocol';
 import { extensionMessage, rolloutFilter } from './pageInput';
-import { RolloutList } from './rolloutList';
+import { RolloutList, type SectionKey } from './rolloutList';
+import { countText } from './format';
 import { TrajectoryView } from './trajectory';
 import { TrainingRunsView } from './trainingRuns';
 import { DatasetsSection } from './datasets';
+import { DEFAULT_SMOOTHING, smoothingWeight } from '../trainer-daemon/protocol/chartScale';
 
 interface PanelState {
   filter: RolloutFilter;
   selectedId?: string;
+  /** The training charts' smoothing weight (0–0.99). */
+  smoothing?: number;
 }
 
 interface VsCodeApi {
@@ -33,16 +36,21 @@ declare function acquireVsCodeApi(): VsCodeApi;
 
 const vscode = acquireVsCodeApi();
 const saved = vscode.getState() as Partial<PanelState> | undefined;
-const state: PanelState = { filter: rolloutFilter(saved?.filter ?? {}) ?? {}, selectedId: saved?.selectedId };
+const state: PanelState = {
+  filter: rolloutFilter(saved?.filter ?? {}) ?? {},
+  selectedId: saved?.selectedId,
+  smoothing: smoothingWeight(saved?.smoothing, DEFAULT_SMOOTHING),
+};
 const post = (message: WebviewToExtension): void => vscode.postMessage(message);
 const save = (): void => vscode.setState(state);
 
 const app = document.getElementById('app')!;
-app.innerHTML = `<div class="toolbar"><vscode-badge class="daemon-state">starting</vscode-badge><span class="count"></span><vscode-button class="compare" secondary hidden aria-label="Compare the two marked rollouts (Space or Ctrl+click marks one)">Compare</vscode-button></div>
+app.innerHTML = `<div class="toolbar"><span class="count" aria-live="polite"></span><vscode-button class="compare" secondary hidden aria-label="Compare the two marked rollouts (Space or Ctrl+click marks one)">Compare</vscode-button></div>
 <div class="filters"><vscode-textfield class="search" placeholder="Filter by label or task" aria-label="Filter by text"></vscode-textfield>
 <vscode-single-select class="status-filter" aria-label="Filter by status"></vscode-single-select>
 <vscode-single-select class="mode-filter" aria-label="Filter by mode"></vscode-single-select></div>
-<div class="banner" hidden></div><div class="list"></div><div class="detail" tabindex="-1"></div>`;
+<div class="banner" hidden></div><div class="list"></div><div class="detail" tabindex="-1"></div>
+<div class="status-line" role="status"><span class="daemon-state state-starting">Daemon starting</span></div>`;
 
 function fillSelect(select: Element, label: string, values: readonly string[], current: string | undefined): void {
   for (const value of ['', ...values]) {
@@ -60,23 +68,47 @@ const modeSelect = app.querySelector<HTMLElement & { value: string }>('.mode-fil
 fillSelect(statusSelect, 'any status', ROLLOUT_STATUSES, state.filter.status);
 fillSelect(modeSelect, 'any mode', ROLLOUT_MODES, state.filter.mode);
 search.value = state.filter.search ?? '';
-const badge = app.querySelector('.daemon-state')!;
+const daemonState = app.querySelector<HTMLElement>('.daemon-state')!;
 const banner = app.querySelector<HTMLElement>('.banner')!;
 const countLabel = app.querySelector('.count')!;
 
 let requestId = 0;
-const list = new RolloutList(
-  app.querySelector('.list')!,
-  (cursor) => post({ type: 'listRollouts', requestId, filter: state.filter, cursor }),
-  (rollout) => openRollout(rollout),
-  {
-    open: (rollout, mode) => post({ type: 'openRolloutTab', id: rollout.id, mode }),
-    marked: (ids) => {
-      compareButton.hidden = ids.length !== 2;
-      compareButton.textContent = ids.length === 2 ? 'Compare 2' : 'Compare';
-    },
+/** Which section each page request fills (a reload forgets the older ones, whose answers are then dropped). */
+const pageRequests = new Map<number, SectionKey>();
+/** The list is grouped by origin unless it shows one dataset's or one batch's rollouts. */
+const isGrouped = (): boolean => !state.filter.batchId && !state.filter.datasetId;
+function requestPage(section: SectionKey, cursor: string | null): void {
+  requestId += 1;
+  pageRequests.set(requestId, section);
+  const grouped = isGrouped();
+  post({
+    type: 'listRollouts',
+    requestId,
+    filter: section === null ? state.filter : { ...state.filter, batchId: section },
+    cursor,
+    ...(grouped && section === null ? { inBatch: false } : {}),
+  });
+}
+let groupsRequest = 0;
+let groupsTimer: ReturnType<typeof setTimeout> | undefined;
+function requestGroups(): void {
+  clearTimeout(groupsTimer);
+  groupsTimer = undefined;
+  groupsRequest += 1;
+  post({ type: 'listGroups', requestId: groupsRequest, filter: state.filter });
+}
+/** Counts follow live changes, at most twice a second. */
+function scheduleGroups(): void {
+  groupsTimer ??= setTimeout(requestGroups, 500);
+}
+let total: number | undefined;
+const list = new RolloutList(app.querySelector('.list')!, requestPage, (rollout) => openRollout(rollout), {
+  open: (rollout, mode) => post({ type: 'openRolloutTab', id: rollout.id, mode }),
+  marked: (ids) => {
+    compareButton.hidden = ids.length !== 2;
+    compareButton.textContent = ids.length === 2 ? 'Compare 2' : 'Compare';
   },
-);
+});
 const compareButton = app.querySelector<HTMLElement>('.toolbar .compare')!;
 compareButton.addEventListener('click', () => {
   const [left, right] = list.markedIds;
@@ -92,17 +124,28 @@ const trajectory: TrajectoryView = new TrajectoryView(app.querySelector('.detail
   openTab: (beside) =>
     trajectory.rolloutId &&
     post({ type: 'openRolloutTab', id: trajectory.rolloutId, mode: beside ? 'beside' : 'pinned' }),
+  revealTab: () => trajectory.rolloutId && post({ type: 'openRolloutTab', id: trajectory.rolloutId, mode: 'preview' }),
+  loadSteps: (afterSequence) =>
+    trajectory.rolloutId && post({ type: 'loadSpans', rolloutId: trajectory.rolloutId, afterSequence }),
 });
 trajectory.clear('Select a rollout to see its trajectory.');
-const trainingRuns = new TrainingRunsView({
-  list: () => post({ type: 'listTrainingRuns' }),
-  open: (id, afterStep) => post({ type: 'openTrainingRun', id, ...(afterStep === undefined ? {} : { afterStep }) }),
-  cancel: (id) => post({ type: 'cancelTrainingRun', id }),
-  resume: (id) => post({ type: 'resumeTrainingRun', id }),
-  useCheckpoint: (checkpointId) => post({ type: 'useCheckpoint', checkpointId }),
-  showResult: (id) => post({ type: 'showTrainingRunResult', id }),
-  openTab: (id) => post({ type: 'openRunTab', id }),
-});
+const trainingRuns = new TrainingRunsView(
+  {
+    list: () => post({ type: 'listTrainingRuns' }),
+    open: (id, afterStep) => post({ type: 'openTrainingRun', id, ...(afterStep === undefined ? {} : { afterStep }) }),
+    cancel: (id) => post({ type: 'cancelTrainingRun', id }),
+    resume: (id) => post({ type: 'resumeTrainingRun', id }),
+    useCheckpoint: (checkpointId) => post({ type: 'useCheckpoint', checkpointId }),
+    exportCheckpoint: (checkpointId) => post({ type: 'exportCheckpoint', checkpointId }),
+    showResult: (id) => post({ type: 'showTrainingRunResult', id }),
+    openTab: (id) => post({ type: 'openRunTab', id }),
+    smoothingChanged: (weight) => {
+      state.smoothing = weight;
+      save();
+    },
+  },
+  state.smoothing,
+);
 app.insertBefore(trainingRuns.element, app.querySelector('.list'));
 
 function openRollout(rollout: Rollout): void {
@@ -114,9 +157,12 @@ function openRollout(rollout: Rollout): void {
 }
 
 function reload(): void {
-  requestId += 1;
-  list.reset();
-  post({ type: 'listRollouts', requestId, filter: state.filter, cursor: null });
+  pageRequests.clear();
+  total = undefined;
+  showCount();
+  list.reset(isGrouped());
+  requestPage(null, null);
+  requestGroups();
 }
 
 const datasetsHost = document.createElement('div');
@@ -152,8 +198,12 @@ search.addEventListener('input', () => {
 statusSelect.addEventListener('change', onFilterChange);
 modeSelect.addEventListener('change', onFilterChange);
 
+/** The one count: every rollout the filter matches, as the daemon counted them (the status bar's, unfiltered). */
 function showCount(): void {
-  countLabel.textContent = `${list.count}${list.count >= 200 ? '+' : ''} shown`;
+  const filtered = Boolean(
+    state.filter.status || state.filter.mode || state.filter.search || state.filter.batchId || state.filter.datasetId,
+  );
+  countLabel.textContent = total === undefined ? '' : countText(total, filtered);
 }
 
 let running = false;
@@ -162,7 +212,8 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
   if (!message) return;
   switch (message.type) {
     case 'daemonState':
-      badge.textContent = message.state;
+      daemonState.textContent = `Daemon ${message.state}`;
+      daemonState.className = `daemon-state state-${message.state}`;
       banner.hidden = message.state !== 'failed';
       banner.textContent = message.message ?? '';
       // Each (re)connection starts the list afresh: changes made while disconnected are included.
@@ -173,19 +224,30 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
       }
       running = message.state === 'running';
       return;
-    case 'rolloutPage':
-      if (message.requestId !== requestId) return;
-      list.addPage(message.items, message.nextCursor);
-      showCount();
+    case 'rolloutPage': {
+      const section = pageRequests.get(message.requestId);
+      if (section === undefined) return;
+      pageRequests.delete(message.requestId);
+      list.addPage(section, message.items, message.nextCursor);
       if (state.selectedId && !trajectory.rolloutId && list.get(state.selectedId)) list.select(state.selectedId);
       return;
-    case 'rolloutsChanged':
-      list.applyChanges(message.rollouts, state.filter);
-      for (const rollout of message.rollouts) trajectory.updateRollout(rollout);
+    }
+    case 'rolloutGroups':
+      if (message.requestId !== groupsRequest) return;
+      list.setGroups(message.groups);
+      total = message.groups.total;
       showCount();
       return;
+    case 'rolloutsChanged':
+      if (list.applyChanges(message.rollouts, state.filter)) scheduleGroups();
+      for (const rollout of message.rollouts) trajectory.updateRollout(rollout);
+      return;
     case 'spansAvailable':
-      if (message.rolloutId === trajectory.rolloutId && message.toSequence > trajectory.lastSequence)
+      if (
+        message.rolloutId === trajectory.rolloutId &&
+        trajectory.showsSteps &&
+        message.toSequence > trajectory.lastSequence
+      )
         post({ type: 'loadSpans', rolloutId: message.rolloutId, afterSequence: trajectory.lastSequence });
       return;
     case 'spans':
@@ -193,6 +255,9 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
       return;
     case 'rewards':
       if (message.rolloutId === trajectory.rolloutId) trajectory.setRewards(message.items);
+      return;
+    case 'rolloutInTab':
+      trajectory.setInTab(message.rolloutId, message.inTab);
       return;
     case 'servedBy':
       if (message.rolloutId === trajectory.rolloutId) trajectory.setServedBy(message.policy, message.node);

@@ -21,6 +21,7 @@ import { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { TrainingRunView } from './trainingRunProtocol';
 import { FILTER_TEXT_MAX } from '../trainer-daemon/protocol/rolloutValues';
+import { RolloutGroups } from '../trainer-daemon/protocol/rpc';
 
 export const DaemonStateKind = z.enum(['stopped', 'starting', 'running', 'failed']);
 export type DaemonStateKind = z.infer<typeof DaemonStateKind>;
@@ -61,7 +62,11 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
     requestId: z.number().int(),
     filter: RolloutFilter,
     cursor: z.string().nullable(),
+    /** false: only the rollouts outside any batch (the list's own runs, above the groups). */
+    inBatch: z.boolean().optional(),
   }),
+  /** The filter's rollouts counted, in all and per batch (the list's groups and its one count). */
+  z.object({ type: z.literal('listGroups'), requestId: z.number().int(), filter: RolloutFilter }),
   z.object({ type: z.literal('selectRollout'), id: z.string().min(1) }),
   z.object({
     type: z.literal('loadSpans'),
@@ -102,6 +107,8 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('resumeTrainingRun'), id: z.string().min(1) }),
   /** Point rollouts at a checkpoint (the command `lightning.useCheckpoint`). */
   z.object({ type: z.literal('useCheckpoint'), checkpointId: z.string().min(1) }),
+  /** Write a checkpoint as a PEFT adapter or a Hugging Face folder (the command `lightning.exportCheckpoint`). */
+  z.object({ type: z.literal('exportCheckpoint'), checkpointId: z.string().min(1) }),
   /** A rollout in the editor area: a preview tab (a click), pinned (a double-click, Enter), or to the side. */
   z.object({ type: z.literal('openRolloutTab'), id: z.string().min(1), mode: z.enum(['preview', 'pinned', 'beside']) }),
   /** Two rollouts side by side in a Compare tab. */
@@ -119,6 +126,7 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
     items: z.array(Rollout),
     nextCursor: z.string().nullable(),
   }),
+  z.object({ type: z.literal('rolloutGroups'), requestId: z.number().int(), groups: RolloutGroups }),
   /** Rollouts created or changed (live, from the daemon's notifications). */
   z.object({ type: z.literal('rolloutsChanged'), rollouts: z.array(Rollout) }),
   /**
@@ -151,5 +159,7 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
     policy: PolicyRef.nullable(),
     node: RayNode.optional(),
   }),
+  /** An editor tab shows the rollout's steps (the panel shows its summary), or no longer does. */
+  z.object({ type: z.literal('rolloutInTab'), rolloutId: z.string(), inTab: z.boolean() }),
 ]);
 export type ExtensionToWebview = z.infer<typeof ExtensionToWebview>;

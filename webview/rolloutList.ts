@@ -1,13 +1,20 @@
 /**
- * The rollout list: newest first, virtualized (only the rows in view exist in the DOM, so 100,000
- * rollouts scroll like 100) and paged lazily through the daemon's cursor as the user scrolls.
- * Live changes update rows in place or insert new ones that match the filter. Keyboard: ↑/↓,
- * PageUp/PageDown, Home/End move the selection; Enter opens the rollout in an editor tab; Space
- * (or Ctrl/⌘+click) marks it for Compare. A click opens a preview tab, a double-click pins it.
+ * The rollout list: virtualized (only the rows in view exist in the DOM, so 100,000 rollouts scroll
+ * like 100) and paged lazily through the daemon's cursor as the user scrolls. Grouped by origin: the
+ * user's own runs (debug sessions, `lightning run`, API clients) first, newest first; then one
+ * collapsed row per batch (a dataset run, a training iteration), named by what ran it, with its counts
+ * from `rollouts/groups` — expanding one lists its rollouts beneath it, each titled by its task. A list
+ * scoped to one dataset or batch is flat. Live changes update rows in place or insert new ones that
+ * match the filter. Keyboard: ↑/↓, PageUp/PageDown, Home/End move the selection; Enter opens the
+ * rollout in an editor tab (on a group: expands or collapses it); Space (or Ctrl/⌘+click) marks a
+ * rollout for Compare. A click opens a preview tab, a double-click pins it.
  */
 import type { Rollout } from '../trainer-daemon/protocol/records';
+import type { RolloutGroup, RolloutGroups } from '../trainer-daemon/protocol/rpc';
 import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
-import { formatTime, formatTokens, matchesFilter, rewardText, rolloutTitle, STATUS_ICON } from './format';
+import { failureHeadline } from '../trainer-daemon/protocol/failureText';
+import { formatTime, formatTokens, groupFacts, groupTitle, matchesFilter, rewardText, rolloutTitle } from './format';
+import { STATUS_CODICONS } from './dom';
 import type { RolloutFilter } from './protocol';
 
 export const ROW_HEIGHT = 40;
@@ -22,11 +29,28 @@ export interface RolloutListEvents {
   marked(ids: readonly string[]): void;
 }
 
+/** Where a page goes: the own runs (null) or one batch's rollouts (its id). */
+export type SectionKey = string | null;
+
+interface Section {
+  rows: Rollout[];
+  cursor: string | null;
+  loading: boolean;
+  /** Its first page was asked for. */
+  started: boolean;
+}
+
+type Item = { kind: 'rollout'; rollout: Rollout } | { kind: 'group'; group: RolloutGroup; expanded: boolean };
+
 export class RolloutList {
-  private rows: Rollout[] = [];
+  /** Grouped by origin (the whole store) or flat (a dataset's or a batch's rollouts). */
+  private grouped = true;
+  private sections = new Map<SectionKey, Section>();
+  private groups: RolloutGroup[] = [];
+  private readonly expanded = new Set<string>();
+  private items: Item[] = [];
+  /** Item index by rollout id. */
   private readonly positions = new Map<string, number>();
-  private nextCursor: string | null = null;
-  private loading = false;
   private readonly spacer = document.createElement('div');
   private readonly empty = document.createElement('div');
   private rendered = new Map<number, HTMLElement>();
@@ -35,7 +59,8 @@ export class RolloutList {
 
   constructor(
     readonly element: HTMLElement,
-    private readonly requestPage: (cursor: string | null) => void,
+    /** Asks for a section's page (the first with a null cursor). */
+    private readonly requestPage: (section: SectionKey, cursor: string | null) => void,
     private readonly onSelect: (rollout: Rollout) => void,
     private readonly events?: RolloutListEvents,
   ) {
@@ -51,54 +76,95 @@ export class RolloutList {
     new ResizeObserver(() => this.render()).observe(element);
   }
 
+  /** The rollouts loaded (not the count: that is the daemon's, `rollouts/groups`). */
   get count(): number {
-    return this.rows.length;
+    let loaded = 0;
+    for (const section of this.sections.values()) loaded += section.rows.length;
+    return loaded;
   }
 
-  /** Starts over (a new filter, a reconnect): the first page is requested by the caller. */
-  reset(): void {
-    this.rows = [];
-    this.positions.clear();
-    this.nextCursor = null;
-    this.loading = true;
-    this.clearRendered();
-    this.render();
+  /** The groups shown, newest first. */
+  get groupRows(): readonly RolloutGroup[] {
+    return this.groups;
   }
 
-  addPage(items: readonly Rollout[], nextCursor: string | null): void {
-    for (const rollout of items) {
-      if (this.positions.has(rollout.id)) continue;
-      this.positions.set(rollout.id, this.rows.length);
-      this.rows.push(rollout);
+  /** Starts over (a new filter, a reconnect); `grouped`: by origin, else flat. The first page is requested by the caller. */
+  reset(grouped: boolean): void {
+    this.grouped = grouped;
+    this.sections = new Map([[null, { rows: [], cursor: null, loading: true, started: true }]]);
+    this.groups = [];
+    this.rebuild();
+  }
+
+  addPage(section: SectionKey, items: readonly Rollout[], nextCursor: string | null): void {
+    const target = this.sections.get(section);
+    if (!target) return;
+    const known = new Set(target.rows.map((rollout) => rollout.id));
+    for (const rollout of items) if (!known.has(rollout.id)) target.rows.push(rollout);
+    target.cursor = nextCursor;
+    target.loading = false;
+    this.rebuild();
+  }
+
+  /** The daemon's counts per batch (grouped lists only): group rows follow the own runs. */
+  setGroups(groups: RolloutGroups): void {
+    if (!this.grouped) return;
+    this.groups = groups.groups;
+    const shown = new Set(this.groups.map((group) => group.batchId));
+    for (const key of [...this.sections.keys()]) if (key !== null && !shown.has(key)) this.sections.delete(key);
+    this.rebuild();
+  }
+
+  /** Expands a group (its first page asked for) or collapses it. */
+  toggleGroup(batchId: string): void {
+    if (this.expanded.has(batchId)) this.expanded.delete(batchId);
+    else {
+      this.expanded.add(batchId);
+      if (!this.sections.get(batchId)?.started) {
+        this.sections.set(batchId, { rows: [], cursor: null, loading: true, started: true });
+        this.requestPage(batchId, null);
+      }
     }
-    this.nextCursor = nextCursor;
-    this.loading = false;
-    this.render();
+    this.rebuild();
   }
 
-  /** Live changes: update known rows, insert new matching ones at the top (newest first). */
-  applyChanges(rollouts: readonly Rollout[], filter: RolloutFilter): void {
-    const fresh: Rollout[] = [];
+  isExpanded(batchId: string): boolean {
+    return this.expanded.has(batchId);
+  }
+
+  /**
+   * Live changes: update known rows, insert new matching ones at the top of their section. Returns
+   * whether the counts changed (a new rollout, a status that moved): the caller then asks for the groups again.
+   */
+  applyChanges(rollouts: readonly Rollout[], filter: RolloutFilter): boolean {
+    let countsChanged = false;
+    let inserted = 0;
+    const firstShown = Math.floor(this.element.scrollTop / ROW_HEIGHT);
     for (const rollout of rollouts) {
-      const position = this.positions.get(rollout.id);
-      if (position !== undefined) this.rows[position] = rollout;
-      else if (matchesFilter(rollout, filter)) fresh.push(rollout);
+      const key: SectionKey = this.grouped ? rollout.batchId : null;
+      const section = this.sections.get(key);
+      const index = section?.rows.findIndex((row) => row.id === rollout.id) ?? -1;
+      if (section && index >= 0) {
+        if (section.rows[index]!.status !== rollout.status) countsChanged = true;
+        section.rows[index] = rollout;
+      } else if (matchesFilter(rollout, filter)) {
+        countsChanged = true;
+        if (!section) continue;
+        section.rows.unshift(rollout);
+        const position = this.positions.get(section.rows[1]?.id ?? '') ?? 0;
+        if (position <= firstShown) inserted += 1;
+      }
     }
-    if (fresh.length > 0) {
-      fresh.sort((a, b) => b.createdAt - a.createdAt);
-      this.rows = [...fresh, ...this.rows];
-      this.positions.clear();
-      this.rows.forEach((rollout, index) => this.positions.set(rollout.id, index));
-      // Keep what the user is looking at in place when rows arrive above it.
-      if (this.element.scrollTop > 0) this.element.scrollTop += fresh.length * ROW_HEIGHT;
-    }
-    this.clearRendered();
-    this.render();
+    this.rebuild();
+    // Keep what the user is looking at in place when rows arrive above it.
+    if (inserted > 0 && this.element.scrollTop > 0) this.element.scrollTop += inserted * ROW_HEIGHT;
+    return countsChanged;
   }
 
   get(id: string): Rollout | undefined {
     const position = this.positions.get(id);
-    return position === undefined ? undefined : this.rows[position];
+    const item = position === undefined ? undefined : this.items[position];
+    return item?.kind === 'rollout' ? item.rollout : undefined;
   }
 
   select(id: string, notify = true): void {
@@ -109,36 +175,6 @@ export class RolloutList {
     this.render();
     const rollout = this.get(id);
     if (notify && rollout) this.onSelect(rollout);
-  }
-
-  private scrollIntoView(position: number): void {
-    const top = position * ROW_HEIGHT;
-    if (top < this.element.scrollTop) this.element.scrollTop = top;
-    else if (top + ROW_HEIGHT > this.element.scrollTop + this.element.clientHeight)
-      this.element.scrollTop = top + ROW_HEIGHT - this.element.clientHeight;
-  }
-
-  private onKey(event: KeyboardEvent): void {
-    const current = this.selectedId === undefined ? -1 : (this.positions.get(this.selectedId) ?? -1);
-    const page = Math.max(1, Math.floor(this.element.clientHeight / ROW_HEIGHT) - 1);
-    const moves: Record<string, number> = {
-      ArrowDown: current + 1,
-      ArrowUp: current - 1,
-      PageDown: current + page,
-      PageUp: current - page,
-      Home: 0,
-      End: this.rows.length - 1,
-    };
-    const selected = this.selectedId ? this.get(this.selectedId) : undefined;
-    if (selected && event.key === 'Enter') return void this.events?.open(selected, 'pinned');
-    if (selected && event.key === ' ') {
-      event.preventDefault();
-      return this.toggleMark(selected.id);
-    }
-    const target = moves[event.key];
-    if (target === undefined || this.rows.length === 0) return;
-    event.preventDefault();
-    this.select(this.rows[Math.min(this.rows.length - 1, Math.max(0, target))]!.id);
   }
 
   /** Marks a rollout for Compare (or unmarks it); a third mark drops the oldest. */
@@ -153,22 +189,90 @@ export class RolloutList {
     return this.marks;
   }
 
+  /** The items in order: the own runs (or the flat list), then each group and, expanded, its rollouts. */
+  private rebuild(): void {
+    const items: Item[] = (this.sections.get(null)?.rows ?? []).map((rollout) => ({ kind: 'rollout', rollout }));
+    if (this.grouped) {
+      for (const group of this.groups) {
+        const expanded = this.expanded.has(group.batchId);
+        items.push({ kind: 'group', group, expanded });
+        if (expanded)
+          for (const rollout of this.sections.get(group.batchId)?.rows ?? []) items.push({ kind: 'rollout', rollout });
+      }
+    }
+    this.items = items;
+    this.positions.clear();
+    items.forEach((item, index) => item.kind === 'rollout' && this.positions.set(item.rollout.id, index));
+    this.clearRendered();
+    this.render();
+  }
+
+  private scrollIntoView(position: number): void {
+    const top = position * ROW_HEIGHT;
+    if (top < this.element.scrollTop) this.element.scrollTop = top;
+    else if (top + ROW_HEIGHT > this.element.scrollTop + this.element.clientHeight)
+      this.element.scrollTop = top + ROW_HEIGHT - this.element.clientHeight;
+  }
+
+  /** The item the keyboard is on: the selected rollout, else a focused group row. */
+  private focusedIndex = -1;
+
+  private onKey(event: KeyboardEvent): void {
+    const selectedIndex = this.selectedId === undefined ? -1 : (this.positions.get(this.selectedId) ?? -1);
+    const current = this.focusedIndex >= 0 ? this.focusedIndex : selectedIndex;
+    const focused = this.items[current];
+    if (focused?.kind === 'group' && (event.key === 'Enter' || event.key === ' ')) {
+      event.preventDefault();
+      return this.toggleGroup(focused.group.batchId);
+    }
+    const selected = this.selectedId ? this.get(this.selectedId) : undefined;
+    if (selected && event.key === 'Enter') return void this.events?.open(selected, 'pinned');
+    if (selected && event.key === ' ') {
+      event.preventDefault();
+      return this.toggleMark(selected.id);
+    }
+    const page = Math.max(1, Math.floor(this.element.clientHeight / ROW_HEIGHT) - 1);
+    const moves: Record<string, number> = {
+      ArrowDown: current + 1,
+      ArrowUp: current - 1,
+      PageDown: current + page,
+      PageUp: current - page,
+      Home: 0,
+      End: this.items.length - 1,
+    };
+    const target = moves[event.key];
+    if (target === undefined || this.items.length === 0) return;
+    event.preventDefault();
+    const index = Math.min(this.items.length - 1, Math.max(0, target));
+    const item = this.items[index]!;
+    if (item.kind === 'rollout') {
+      this.focusedIndex = -1;
+      this.select(item.rollout.id);
+    } else {
+      this.focusedIndex = index;
+      this.scrollIntoView(index);
+      this.clearRendered();
+      this.render();
+    }
+  }
+
   private clearRendered(): void {
     for (const row of this.rendered.values()) row.remove();
     this.rendered.clear();
   }
 
   private render(): void {
-    this.spacer.style.height = `${this.rows.length * ROW_HEIGHT}px`;
+    this.spacer.style.height = `${this.items.length * ROW_HEIGHT}px`;
+    const loading = this.sections.get(null)?.loading ?? false;
     this.empty.textContent =
-      this.rows.length === 0
-        ? this.loading
+      this.items.length === 0
+        ? loading
           ? 'Loading…'
           : 'No rollouts yet. Run an agent with “Lightning: Debug with Lightning”.'
         : '';
     const first = Math.max(0, Math.floor(this.element.scrollTop / ROW_HEIGHT) - OVERSCAN);
     const last = Math.min(
-      this.rows.length - 1,
+      this.items.length - 1,
       Math.ceil((this.element.scrollTop + this.element.clientHeight) / ROW_HEIGHT) + OVERSCAN,
     );
     for (const [index, row] of this.rendered) {
@@ -179,30 +283,73 @@ export class RolloutList {
     }
     for (let index = first; index <= last; index += 1) {
       if (this.rendered.has(index)) continue;
-      const row = this.renderRow(this.rows[index]!, index);
+      const item = this.items[index]!;
+      const row =
+        item.kind === 'rollout'
+          ? this.renderRow(item.rollout, index)
+          : this.renderGroup(item.group, item.expanded, index);
       this.rendered.set(index, row);
       this.element.append(row);
     }
-    if (!this.loading && this.nextCursor !== null && last >= this.rows.length - PREFETCH_ROWS) {
-      this.loading = true;
-      this.requestPage(this.nextCursor);
+    this.prefetch(last);
+  }
+
+  /** Each shown section whose loaded end is near the view asks for its next page. */
+  private prefetch(lastShown: number): void {
+    const ends = new Map<SectionKey, number>([[null, -1]]);
+    this.items.forEach((item, index) =>
+      ends.set(item.kind === 'group' ? item.group.batchId : this.grouped ? item.rollout.batchId : null, index),
+    );
+    for (const [key, at] of ends) {
+      const section = this.sections.get(key);
+      if (!section || section.loading || section.cursor === null || (key !== null && !this.expanded.has(key))) continue;
+      if (lastShown >= at - PREFETCH_ROWS) {
+        section.loading = true;
+        this.requestPage(key, section.cursor);
+      }
     }
+  }
+
+  private renderGroup(group: RolloutGroup, expanded: boolean, index: number): HTMLElement {
+    const row = document.createElement('div');
+    row.className = `group-row${expanded ? ' expanded' : ''}${group.failed > 0 ? ' has-failed' : ''}${this.focusedIndex === index ? ' focused' : ''}`;
+    row.dataset.batchId = group.batchId;
+    row.setAttribute('role', 'option');
+    row.setAttribute('aria-expanded', String(expanded));
+    row.style.top = `${index * ROW_HEIGHT}px`;
+    row.innerHTML = `<div class="line1"><span class="codicon codicon-chevron-${expanded ? 'down' : 'right'} chevron" aria-hidden="true"></span><span class="title"></span></div>
+<div class="line2"><span class="group-facts"></span><span class="time"></span></div>`;
+    row.querySelector('.title')!.textContent = groupTitle(group);
+    row.querySelector('.group-facts')!.textContent = groupFacts(group);
+    row.querySelector('.time')!.textContent = formatTime(group.updatedAt);
+    row.title = group.batchId;
+    row.addEventListener('click', () => {
+      this.element.focus();
+      this.focusedIndex = index;
+      this.toggleGroup(group.batchId);
+    });
+    return row;
   }
 
   private renderRow(rollout: Rollout, index: number): HTMLElement {
     const row = document.createElement('div');
-    row.className = `rollout-row status-${rollout.status}${rollout.id === this.selectedId ? ' selected' : ''}${this.marks.includes(rollout.id) ? ' marked' : ''}`;
+    const nested = this.grouped && rollout.batchId !== null;
+    row.className = `rollout-row status-${rollout.status}${nested ? ' nested' : ''}${rollout.id === this.selectedId ? ' selected' : ''}${this.marks.includes(rollout.id) ? ' marked' : ''}`;
     row.dataset.rolloutId = rollout.id;
     row.setAttribute('role', 'option');
     row.setAttribute('aria-selected', String(rollout.id === this.selectedId));
     row.style.top = `${index * ROW_HEIGHT}px`;
     const tokens = rollout.promptTokens + rollout.completionTokens;
-    row.innerHTML = `<div class="line1"><span class="status" title="${rollout.status}">${STATUS_ICON[rollout.status]}</span><span class="title"></span><span class="reward"></span></div>
-<div class="line2"><span>${rollout.mode}</span><span class="llm-calls">${rollout.llmCalls} LLM call${rollout.llmCalls === 1 ? '' : 's'}</span><span>${formatTokens(tokens)} tok</span><span>${formatDuration(rolloutDuration(rollout))}</span><span class="time">${formatTime(rollout.createdAt)}</span></div>`;
+    const failed = rollout.error !== null && (rollout.status === 'failed' || rollout.status === 'timeout');
+    row.innerHTML = `<div class="line1"><span class="status codicon codicon-${STATUS_CODICONS[rollout.status]}" title="${rollout.status}"></span><span class="title"></span><span class="reward"></span></div>
+<div class="line2">${failed ? '<span class="reason"></span>' : ''}<span>${rollout.mode}</span><span class="llm-calls">${rollout.llmCalls} LLM call${rollout.llmCalls === 1 ? '' : 's'}</span><span>${formatTokens(tokens)} tok</span><span>${formatDuration(rolloutDuration(rollout))}</span><span class="time">${formatTime(rollout.createdAt)}</span></div>`;
     row.querySelector('.title')!.textContent = rolloutTitle(rollout);
     row.querySelector('.reward')!.textContent = rewardText(rollout.reward);
+    const reason = row.querySelector<HTMLElement>('.reason');
+    if (reason && rollout.error) reason.textContent = reason.title = failureHeadline(rollout.error);
     row.addEventListener('click', (event) => {
       this.element.focus();
+      this.focusedIndex = -1;
       if (event.ctrlKey || event.metaKey) return this.toggleMark(rollout.id);
       // The tab first: a new webview takes the editor longest to make; the panel's own detail follows.
       this.events?.open(rollout, 'preview');

@@ -73,6 +73,8 @@ export class OptimizerLlm {
     const { rollout, url } = await client.request('startAgentRun', {
       mode: 'optimizer',
       label: `apo ${runId}: ${label}`,
+      // Grouped under the run (the panel's list), not among the user's own runs.
+      batchId: `${runId}-optimizer`,
       source: { kind: 'api', client: `lightning apo ${runId}` },
       upstream: this.options.upstream,
     });

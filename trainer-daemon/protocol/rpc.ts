@@ -28,7 +28,7 @@ import {
   ResourceSummary,
   ResourceVersions,
 } from './apo';
-import { Checkpoint, RayNode, Resource } from './records';
+import { Checkpoint, EpochMs, RayNode, Resource } from './records';
 import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
 import { RolloutTransitions, RolloutTransitionsParams } from './lightningrl';
 import {
@@ -41,6 +41,12 @@ import {
   UpdateTrainingRunParams,
 } from './training';
 import { PolicyChanged, PolicyRef, ServedPolicy, ServePolicyParams } from './policy';
+import {
+  DeleteCheckpointParams,
+  DeleteCheckpointResult,
+  ExportCheckpointParams,
+  ExportCheckpointResult,
+} from './checkpoints';
 import {
   CancelWorkerBatchParams,
   OpenWorkerBatchParams,
@@ -86,6 +92,8 @@ export const ListRolloutsParams = z.strictObject({
   taskId: z.string().optional(),
   datasetId: z.string().optional(),
   batchId: z.string().optional(),
+  /** false: only rollouts outside any batch (debug runs, `lightning run`, API clients); true: only a batch's. */
+  inBatch: z.boolean().optional(),
   /** Case-insensitive text search in the label and the task (id and input). */
   search: z.string().min(1).max(FILTER_TEXT_MAX).optional(),
   /** Only rollouts with no reward of any source. */
@@ -104,6 +112,59 @@ export const RolloutPage = z.object({
 });
 export type RolloutPage = z.infer<typeof RolloutPage>;
 
+/** What `rollouts/groups` counts: the list's filters, without paging. */
+export const RolloutGroupsParams = ListRolloutsParams.pick({
+  status: true,
+  mode: true,
+  label: true,
+  taskId: true,
+  datasetId: true,
+  batchId: true,
+  search: true,
+  unrated: true,
+}).extend({
+  /** The newest groups returned; `more` says whether others exist. */
+  limit: z.number().int().min(1).max(1_000).default(200),
+});
+export type RolloutGroupsParams = z.input<typeof RolloutGroupsParams>;
+
+/** One batch's rollouts, counted: a dataset run, a training iteration's sampled or validation set, an APO evaluation. */
+export const RolloutGroup = z.object({
+  batchId: z.string(),
+  /** Its rollouts that match the filter. */
+  count: z.number().int().nonnegative(),
+  /** …of which failed or timed out. */
+  failed: z.number().int().nonnegative(),
+  /** …of which are queued or running. */
+  active: z.number().int().nonnegative(),
+  mode: RolloutMode,
+  /** The rollouts' label (a dataset run's, or the training run's id). */
+  label: z.string().nullable(),
+  datasetId: z.string().nullable(),
+  /** The dataset's name, when the batch ran one. */
+  datasetName: z.string().nullable(),
+  /** The training run the batch belongs to, and its algorithm; null for a dataset run. */
+  runId: z.string().nullable(),
+  algorithm: z.string().nullable(),
+  /** GRPO: the policy step it ran with (`<run>-train-<step>` is iteration step + 1); APO: the evaluation's number. */
+  step: z.number().int().nonnegative().nullable(),
+  createdAt: EpochMs,
+  updatedAt: EpochMs,
+});
+export type RolloutGroup = z.infer<typeof RolloutGroup>;
+
+export const RolloutGroups = z.object({
+  /** Every rollout that matches the filter: the one count the panel and the status bar show. */
+  total: z.number().int().nonnegative(),
+  /** …of which are outside any batch (listed with `inBatch: false`). */
+  ungrouped: z.number().int().nonnegative(),
+  /** The batches, newest first (by their newest rollout). */
+  groups: z.array(RolloutGroup),
+  /** More groups than `limit` exist. */
+  more: z.boolean(),
+});
+export type RolloutGroups = z.infer<typeof RolloutGroups>;
+
 export const RolloutDetail = z.object({
   rollout: Rollout,
   attempts: z.array(Attempt),
@@ -113,6 +174,8 @@ export const RolloutDetail = z.object({
   resources: z.record(z.string(), z.number().int().positive()),
   /** The policy that served its LLM calls (its pinned `policy` resource): a training iteration or a checkpoint in use; null otherwise. */
   servedBy: PolicyRef.nullable(),
+  /** Spans past `spanLimit` not sent (read them with `lightning export`, or a larger spanLimit). */
+  spansLeftOut: z.number().int().nonnegative().optional(),
 });
 export type RolloutDetail = z.infer<typeof RolloutDetail>;
 
@@ -263,10 +326,17 @@ export type ListSpansParams = z.input<typeof ListSpansParams>;
 export const Methods = {
   daemonInfo: method('daemon/info', z.strictObject({}), DaemonInfo),
   listRollouts: method('rollouts/list', ListRolloutsParams, RolloutPage),
+  /** The matching rollouts counted: in all, outside any batch, and per batch (newest first) — the panel's groups. */
+  rolloutGroups: method('rollouts/groups', RolloutGroupsParams, RolloutGroups),
   /** `spans: false` leaves the spans out (`spans: []`): what a header needs of a 2,000-span rollout. */
+  // At most `spanLimit` spans (the first, in order) come back: a 300k-span rollout is not one 800 MB answer.
   getRollout: method(
     'rollouts/get',
-    z.strictObject({ id: RolloutId, spans: z.boolean().default(true) }),
+    z.strictObject({
+      id: RolloutId,
+      spans: z.boolean().default(true),
+      spanLimit: z.number().int().min(1).max(100_000).default(10_000),
+    }),
     RolloutDetail,
   ),
   createRollout: method('rollouts/create', CreateRolloutParams, Rollout),
@@ -352,6 +422,10 @@ export const Methods = {
     z.strictObject({ runId: z.string().min(1).optional() }),
     z.object({ items: z.array(Checkpoint) }),
   ),
+  /** Writes a checkpoint as a PEFT adapter or a Hugging Face model folder, in a trainer worker of its own (protocol/checkpoints.ts). */
+  exportCheckpoint: method('checkpoints/export', ExportCheckpointParams, ExportCheckpointResult),
+  /** Deletes a checkpoint's folder and record; refused for the one served now and the one a running run continues from. */
+  deleteCheckpoint: method('checkpoints/delete', DeleteCheckpointParams, DeleteCheckpointResult),
   /** Serves a checkpoint in a trainer worker of its own (stopping the one served before); answers once it serves (protocol/policy.ts). */
   servePolicy: method('policy/serve', ServePolicyParams, ServedPolicy),
   /** The checkpoint served now, if any. */

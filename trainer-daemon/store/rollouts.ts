@@ -9,6 +9,7 @@ import {
   CreateRolloutParams,
   ListRolloutsParams,
   Rollout,
+  RolloutGroupsParams,
   RolloutPage,
   RolloutSource,
   RolloutStatus,
@@ -64,6 +65,19 @@ const REWARD_COLUMN = `(SELECT w.value FROM rewards w
   WHERE w.rollout_id = r.id AND w.name = 'reward' AND w.span_id IS NULL
   ORDER BY CASE w.source WHEN 'human' THEN 2 WHEN 'agent' THEN 1 ELSE 0 END DESC, w.id DESC LIMIT 1) AS reward`;
 const SELECT_ROLLOUT = `SELECT r.*, ${REWARD_COLUMN} FROM rollouts r`;
+
+/** A batch's counts as the groups query reads them (protocol/rpc.ts#RolloutGroup without the names). */
+export interface BatchCount {
+  batchId: string;
+  count: number;
+  failed: number;
+  active: number;
+  mode: Rollout['mode'];
+  label: string | null;
+  datasetId: string | null;
+  createdAt: number;
+  updatedAt: number;
+}
 
 export function newRolloutId(): string {
   return `ro-${crypto.randomBytes(8).toString('hex')}`;
@@ -264,15 +278,62 @@ export class RolloutRepository {
    * same whether 10 or 100,000 rollouts match; shorter searches fall back to a LIKE scan.
    */
   list(params: z.output<typeof ListRolloutsParams>): RolloutPage {
-    const where: string[] = [];
-    const args: unknown[] = [];
     const newest = params.order === 'newest';
     const direction = newest ? 'DESC' : 'ASC';
     const after = params.cursor === undefined ? undefined : decodeCursor(params.cursor);
+    const { from, where, args } = this.filter(params, newest, after);
+    // Driven by the search index, the rows already come in seq order; an ORDER BY would sort every hit.
+    const order = from.startsWith('rollouts') ? `ORDER BY r.seq ${direction}` : '';
+    const sql = `SELECT r.*, ${REWARD_COLUMN} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ${order} LIMIT ?`;
+    args.push(params.limit + 1);
+    const rows = this.statement(sql).all(...args) as RolloutRow[];
+    rows.sort((a, b) => (newest ? b.seq - a.seq : a.seq - b.seq));
+    const page = rows.slice(0, params.limit);
+    const last = page[page.length - 1];
+    return {
+      items: page.map(rowToRollout),
+      nextCursor: rows.length > params.limit && last ? encodeCursor(last) : null,
+    };
+  }
+
+  /**
+   * The rollouts a filter matches, counted: in all, outside any batch, and per batch (newest batch
+   * first, at most `limit`), with each batch's failed and unfinished counts. Names are the caller's.
+   */
+  groups(params: z.output<typeof RolloutGroupsParams>): {
+    total: number;
+    ungrouped: number;
+    groups: BatchCount[];
+    more: boolean;
+  } {
+    const { from, where, args } = this.filter(params);
+    const clause = (extra: string): string => `WHERE ${[...where, extra].join(' AND ')}`;
+    const totals = this.statement(
+      `SELECT count(*) AS total, coalesce(sum(r.batch_id IS NULL), 0) AS ungrouped FROM ${from} ${clause('1')}`,
+    ).get(...args) as { total: number; ungrouped: number };
+    const rows = this.statement(
+      `SELECT r.batch_id AS batchId, count(*) AS count,
+        sum(r.status IN ('failed', 'timeout')) AS failed, sum(r.status IN ('queued', 'running')) AS active,
+        min(r.mode) AS mode, min(r.label) AS label, min(r.dataset_id) AS datasetId,
+        min(r.created_at) AS createdAt, max(r.updated_at) AS updatedAt, max(r.seq) AS newest
+      FROM ${from} ${clause('r.batch_id IS NOT NULL')} GROUP BY r.batch_id ORDER BY newest DESC LIMIT ?`,
+    ).all(...args, params.limit + 1) as Array<BatchCount & { newest: number }>;
+    const groups = rows.slice(0, params.limit).map(({ newest: _newest, ...group }) => group);
+    return { total: totals.total, ungrouped: totals.ungrouped, groups, more: rows.length > params.limit };
+  }
+
+  /** The FROM and WHERE of a list's filter (and, for a page after the first, its cursor). */
+  private filter(
+    params: Omit<z.output<typeof RolloutGroupsParams>, 'limit'> & { inBatch?: boolean },
+    newest = true,
+    after?: number,
+  ): { from: string; where: string[]; args: unknown[] } {
+    const where: string[] = [];
+    const args: unknown[] = [];
     let from = 'rollouts r';
     if (params.search !== undefined && [...params.search].length >= 3) {
       const bound = after === undefined ? '' : `AND rowid ${newest ? '<' : '>'} ?`;
-      from = `(SELECT rowid AS hit FROM rollouts_fts WHERE rollouts_fts MATCH ? ${bound} ORDER BY rowid ${direction}) f
+      from = `(SELECT rowid AS hit FROM rollouts_fts WHERE rollouts_fts MATCH ? ${bound} ORDER BY rowid ${newest ? 'DESC' : 'ASC'}) f
         CROSS JOIN rollouts r ON r.seq = f.hit`;
       args.push(`"${params.search.replaceAll('"', '""')}"`);
       if (after !== undefined) args.push(after);
@@ -303,19 +364,9 @@ export class RolloutRepository {
       where.push(`${column} = ?`);
       args.push(value);
     }
+    if (params.inBatch !== undefined) where.push(params.inBatch ? 'r.batch_id IS NOT NULL' : 'r.batch_id IS NULL');
     if (params.unrated) where.push('NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id)');
-    // Driven by the search index, the rows already come in seq order; an ORDER BY would sort every hit.
-    const order = from.startsWith('rollouts') ? `ORDER BY r.seq ${direction}` : '';
-    const sql = `SELECT r.*, ${REWARD_COLUMN} FROM ${from} ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ${order} LIMIT ?`;
-    args.push(params.limit + 1);
-    const rows = this.statement(sql).all(...args) as RolloutRow[];
-    rows.sort((a, b) => (newest ? b.seq - a.seq : a.seq - b.seq));
-    const page = rows.slice(0, params.limit);
-    const last = page[page.length - 1];
-    return {
-      items: page.map(rowToRollout),
-      nextCursor: rows.length > params.limit && last ? encodeCursor(last) : null,
-    };
+    return { from, where, args };
   }
 
   /** Prepared statements by SQL text: list queries come in a handful of shapes. */

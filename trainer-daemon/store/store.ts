@@ -28,6 +28,9 @@ import type {
   Rollout,
   RolloutDetail,
   RolloutPage,
+  RolloutGroup,
+  RolloutGroups,
+  RolloutGroupsParams,
   Span,
   Stats,
   Task,
@@ -169,15 +172,26 @@ export class Store {
     return matches[0]!;
   }
 
-  getRolloutDetail(id: string, options: { spans?: boolean } = {}): RolloutDetail {
-    return this.transaction(() => ({
-      rollout: this.rollouts.get(id),
-      attempts: this.rollouts.attempts(id),
-      spans: options.spans === false ? [] : this.spans.list(id),
-      rewards: this.rewards.list(id),
-      resources: this.resources.pinnedVersions(id),
-      servedBy: this.resources.servedBy(id),
-    })) as RolloutDetail;
+  getRolloutDetail(id: string, options: { spans?: boolean; spanLimit?: number } = {}): RolloutDetail {
+    return this.transaction(() => {
+      const rollout = this.rollouts.get(id);
+      const spans =
+        options.spans === false
+          ? []
+          : options.spanLimit === undefined
+            ? this.spans.list(id)
+            : this.spans.listAfter(id, -1, options.spanLimit);
+      const leftOut = options.spans === false ? 0 : rollout.spanCount - spans.length;
+      return {
+        rollout,
+        attempts: this.rollouts.attempts(id),
+        spans,
+        rewards: this.rewards.list(id),
+        resources: this.resources.pinnedVersions(id),
+        servedBy: this.resources.servedBy(id),
+        ...(leftOut > 0 && options.spanLimit !== undefined ? { spansLeftOut: leftOut } : {}),
+      };
+    }) as RolloutDetail;
   }
 
   /**
@@ -215,6 +229,36 @@ export class Store {
 
   listRollouts(params: z.output<typeof ListRolloutsParams>): RolloutPage {
     return this.rollouts.list(params);
+  }
+
+  /** The matching rollouts counted, in all and per batch, each batch named by its dataset and training run (`rollouts/groups`). */
+  rolloutGroups(params: z.output<typeof RolloutGroupsParams>): RolloutGroups {
+    return this.transaction(() => {
+      const counted = this.rollouts.groups(params);
+      const datasetNames = new Map(
+        counted.groups.some((group) => group.datasetId)
+          ? this.datasets.list().map((dataset) => [dataset.id, dataset.name])
+          : [],
+      );
+      const runs = new Map<string, TrainingRun | null>();
+      const runOf = (id: string): TrainingRun | null => {
+        if (!runs.has(id)) runs.set(id, this.training.find(id) ?? null);
+        return runs.get(id)!;
+      };
+      const groups = counted.groups.map((group): RolloutGroup => {
+        // A training run's batches are `<run>-train-<step>`, `<run>-val-<step>` (GRPO), `<run>-b<n>` and `<run>-optimizer` (APO).
+        const parts = /^(.+)-(?:(?:train|val)-(\d+)|b(\d+)|optimizer)$/.exec(group.batchId);
+        const run = parts ? runOf(parts[1]!) : null;
+        return {
+          ...group,
+          datasetName: group.datasetId === null ? null : (datasetNames.get(group.datasetId) ?? null),
+          runId: run?.id ?? null,
+          algorithm: run?.algorithm ?? null,
+          step: run && parts && (parts[2] ?? parts[3]) !== undefined ? Number(parts[2] ?? parts[3]) : null,
+        };
+      });
+      return { ...counted, groups };
+    }) as RolloutGroups;
   }
 
   /** Stores several rollouts' spans in one transaction: the unit of batched ingest. */
@@ -419,6 +463,13 @@ export class Store {
 
   checkpoint(id: string): Checkpoint {
     return this.training.checkpoint(id);
+  }
+
+  /** Forgets checkpoints (retention, `checkpoints/delete`); their folders are deleted by the caller. */
+  deleteCheckpoints(ids: readonly string[]): void {
+    if (ids.length === 0) return;
+    const runId = this.training.checkpoint(ids[0]!).runId;
+    this.writeTraining(runId, (training) => ids.forEach((id) => training.deleteCheckpoint(id)));
   }
 
   /** A run's checkpoints (every run's without `runId`), oldest first. */
