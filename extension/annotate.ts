@@ -1,6 +1,6 @@
 /**
  * Reward annotation: one path to the daemon (rewards/add, source `human`) used by the panel's
- * buttons, **Lightning: Annotate Reward** (a quick pick: 👍 1, 👎 0, a number, then an optional
+ * buttons, **Lightning: Annotate Reward** (a quick pick: $(thumbsup) 1, $(thumbsdown) 0, a number, then an optional
  * comment) and **Lightning: Review Unrated Rollouts** (a keyboard queue over unrated rollouts).
  * Annotations are never overwritten; a correction is a new row.
  */
@@ -71,10 +71,10 @@ export class Annotator {
     return new Promise((resolve) => {
       const pick = vscode.window.createQuickPick<vscode.QuickPickItem & { value: number }>();
       pick.title = `Annotate: ${title}`;
-      pick.placeholder = '👍 1, 👎 0, or type a number';
+      pick.placeholder = '1 (good), 0 (bad), or type a number';
       const base = [
-        { label: '👍 1', description: 'good', value: 1 },
-        { label: '👎 0', description: 'bad', value: 0 },
+        { label: '$(thumbsup) 1', description: 'good', value: 1 },
+        { label: '$(thumbsdown) 0', description: 'bad', value: 0 },
       ];
       pick.items = base;
       let done = false;
@@ -114,10 +114,10 @@ export class Annotator {
     let rated = 0;
     const pick = vscode.window.createQuickPick<vscode.QuickPickItem & { action: 'next' | 'previous' | number }>();
     pick.ignoreFocusOut = true;
-    pick.placeholder = '1 = 👍, 0 = 👎, any number, then Enter · n / p = next / previous · Esc ends';
+    pick.placeholder = '1 = good, 0 = bad, any number, then Enter · n / p = next / previous · Esc ends';
     pick.items = [
-      { label: '👍 1', action: 1 },
-      { label: '👎 0', action: 0 },
+      { label: '$(thumbsup) 1', action: 1 },
+      { label: '$(thumbsdown) 0', action: 0 },
       { label: '$(arrow-right) Next', description: 'n', action: 'next' },
       { label: '$(arrow-left) Previous', description: 'p', action: 'previous' },
     ];

@@ -50,6 +50,28 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
       }),
       live.onDidRequestReveal((rollout) => this.post({ type: 'reveal', rollout })),
       trainingRuns.onDidChange((run) => this.post({ type: 'trainingRunChanged', run })),
+      editors.onDidChangeTabs(() => this.tabsChanged()),
+    );
+  }
+
+  /** The rollout whose summary the panel shows because its tab shows the steps. */
+  private summarized: string | undefined;
+
+  /** A tab opened for the selected rollout: the panel shows its summary; its tab closed: the steps again. */
+  private tabsChanged(): void {
+    const selected = this.live.selectedId;
+    if (!this.summarized && selected && this.editors.hasRolloutTab(selected)) {
+      this.summarized = selected;
+      this.post({ type: 'rolloutInTab', rolloutId: selected, inTab: true });
+      return;
+    }
+    const id = this.summarized;
+    if (!id || this.editors.hasRolloutTab(id)) return;
+    this.summarized = undefined;
+    if (this.live.selectedId !== id) return;
+    this.post({ type: 'rolloutInTab', rolloutId: id, inTab: false });
+    void this.streamSpans(id, 0).catch((error: unknown) =>
+      this.log.warn(`[panel] steps of ${id}: ${errorMessage(error)}`),
     );
   }
 
@@ -91,6 +113,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
             ...listParams(message.filter),
             limit: PAGE_SIZE,
             ...(message.cursor ? { cursor: message.cursor } : {}),
+            ...(message.inBatch === undefined ? {} : { inBatch: message.inBatch }),
           });
           this.post({
             type: 'rolloutPage',
@@ -100,13 +123,31 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
           });
           return;
         }
+        case 'listGroups': {
+          const client = await this.live.supervisor.ensureRunning();
+          const { order: _order, ...filter } = listParams(message.filter);
+          this.post({
+            type: 'rolloutGroups',
+            requestId: message.requestId,
+            groups: await client.request('rolloutGroups', filter),
+          });
+          return;
+        }
         case 'selectRollout':
           this.live.selectedId = message.id;
           void this.sendRewards(message.id);
           void this.sendServedBy(message.id);
-          // The tab this click opened paints first; the panel's steps follow (the header is there already).
+          // The tab this click opened paints first; the panel's steps follow (the header is there already),
+          // unless the tab shows them: then the panel keeps the summary (Show Here streams them after all).
           await this.editors.whenPainted(message.id);
-          if (this.live.selectedId === message.id) await this.streamSpans(message.id, 0);
+          if (this.live.selectedId !== message.id) return;
+          if (this.editors.hasRolloutTab(message.id)) {
+            this.summarized = message.id;
+            this.post({ type: 'rolloutInTab', rolloutId: message.id, inTab: true });
+            return;
+          }
+          this.summarized = undefined;
+          await this.streamSpans(message.id, 0);
           return;
         case 'loadSpans':
           await this.streamSpans(message.rolloutId, message.afterSequence);
@@ -129,6 +170,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
         case 'showTrainingRunResult':
         case 'resumeTrainingRun':
         case 'useCheckpoint':
+        case 'exportCheckpoint':
           await this.trainingRuns.receive(message, (reply) => this.post(reply));
           return;
         case 'listDatasets':

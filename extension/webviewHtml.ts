@@ -27,7 +27,7 @@ function builtText(webview: vscode.Webview, dist: vscode.Uri, file: string): str
   }
   return inlineText(text, file.endsWith('.css') ? 'css' : 'js').replace(
     /(?<=[/*]# )sourceMappingURL=([\w.-]+\.map)/,
-    (_, map: string) => `sourceMappingURL=${webview.asWebviewUri(vscode.Uri.joinPath(dist, map))}`,
+    (_, map: string) => `sourceMappingURL=${webview.asWebviewUri(vscode.Uri.joinPath(dist, map)).toString()}`,
   );
 }
 
@@ -58,8 +58,13 @@ export function webviewHtml(
     .map(([name, value]) => ` data-${name.replace(/[A-Z]/g, (ch) => `-${ch.toLowerCase()}`)}="${Math.round(value)}"`)
     .join('');
   return `<!DOCTYPE html><html lang="en"><head><meta charset="UTF-8"><meta http-equiv="Content-Security-Policy" content="${csp}">
-<meta name="viewport" content="width=device-width, initial-scale=1.0"><style>${builtText(webview, dist, `${entry}.css`)}</style><title>${escaped}</title></head>
+<meta name="viewport" content="width=device-width, initial-scale=1.0"><style>${codiconFont(webview, dist)}${builtText(webview, dist, `${entry}.css`)}</style><title>${escaped}</title></head>
 <body><div id="app"${data}></div>${initialMessages(initial)}<script type="module" nonce="${nonce}">${builtText(webview, dist, `${entry}.js`)}</script></body></html>`;
+}
+
+/** VS Code's icon font from the extension's own dist/ (the CSP's font-src allows the webview's resource origin); webview/codicons.css names the glyphs. */
+function codiconFont(webview: vscode.Webview, dist: vscode.Uri): string {
+  return `@font-face { font-family: "codicon"; font-display: block; src: url("${webview.asWebviewUri(vscode.Uri.joinPath(dist, 'codicon.ttf')).toString()}") format("truetype"); }`;
 }
 
 function initialMessages(messages: readonly ExtensionToEditor[]): string {

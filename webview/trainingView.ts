@@ -4,7 +4,7 @@
  * token counts and whether the trainer re-tokenizes it — what `lightning export` would write.
  */
 import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
-import { el } from './dom';
+import { codicon, el } from './dom';
 
 function num(value: number | null, digits = 3): string {
   return value === null ? '–' : String(Number(value.toFixed(digits)));
@@ -48,8 +48,11 @@ export function renderTrainingView(view: RolloutTransitions): HTMLElement {
         ? 're-tokenized'
         : `token ids ${call.promptTokenIds}+${call.responseTokenIds}`
       : '';
+    const mark = el('span', 'call-mark');
+    mark.append(codicon(call.included ? 'check' : 'close'), call.included ? ` #${call.step}` : '');
+    mark.title = call.included ? 'trains' : 'left out';
     row.append(
-      el('span', 'call-mark', call.included ? `✓ #${call.step}` : '✗'),
+      mark,
       el('span', 'step-name', call.name),
       el(
         'span',

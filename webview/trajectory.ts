@@ -9,7 +9,7 @@
 import type { RayNode, Reward, Rollout, Span } from '../trainer-daemon/protocol/records';
 import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
-import { button, el, rawJsonControls } from './dom';
+import { button, el, failureElement, rawJsonControls, statusIcon } from './dom';
 import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
 import { callBadge } from '../trainer-daemon/protocol/outcome';
 import {
@@ -20,7 +20,6 @@ import {
   rewardText,
   rolloutTitle,
   spanDepths,
-  STATUS_ICON,
   type MessageView,
 } from './format';
 import { isAutomatic, reviewVerdicts, type ReviewAction } from './rewardReview';
@@ -34,6 +33,10 @@ export interface TrajectoryActions {
   reviewReward(rewardId: number, action: ReviewAction): void;
   /** The rollout in an editor tab (pinned), or beside the active editor. */
   openTab(beside: boolean): void;
+  /** The tab that shows the rollout, brought to the front. */
+  revealTab(): void;
+  /** The steps are wanted here after all (a tab shows them): they are streamed from `afterSequence`. */
+  loadSteps(afterSequence: number): void;
 }
 
 export class TrajectoryView {
@@ -49,6 +52,10 @@ export class TrajectoryView {
   private readonly stepsStatus = el('div', 'muted');
   private readonly rewardsElement = el('div', 'rewards');
   private readonly trainingElement = el('div', 'training');
+  private readonly stepsSection = el('div', 'steps-section');
+  private readonly tabNote = el('div', 'in-tab-note');
+  /** Whether an editor tab shows this rollout's steps: the panel then shows its summary, not them again. */
+  private inTab = false;
 
   constructor(
     readonly element: HTMLElement,
@@ -80,14 +87,46 @@ export class TrajectoryView {
     this.stepsStatus.textContent = 'Loading steps…';
     this.rewardsElement.replaceChildren();
     this.trainingElement.replaceChildren();
-    this.element.append(
-      this.headerElement,
-      this.rewardsElement,
-      this.trainingElement,
-      el('h3', undefined, 'Steps'),
-      this.stepsElement,
-      this.stepsStatus,
+    this.inTab = false;
+    this.tabNote.hidden = true;
+    this.stepsSection.hidden = false;
+    this.stepsSection.replaceChildren(el('h3', undefined, 'Steps'), this.stepsElement, this.stepsStatus);
+    this.element.append(this.headerElement, this.rewardsElement, this.tabNote, this.trainingElement, this.stepsSection);
+  }
+
+  /** Whether the steps are wanted here: false while an editor tab shows them. */
+  get showsSteps(): boolean {
+    return !this.inTab;
+  }
+
+  /**
+   * An editor tab shows this rollout (or no longer does): the panel keeps its summary — the header, the reward
+   * controls, the rewards — and says where the steps are, with Show Tab and Show Here.
+   */
+  setInTab(rolloutId: string, inTab: boolean): void {
+    if (rolloutId !== this.rollout?.id || inTab === this.inTab) return;
+    this.inTab = inTab;
+    this.stepsSection.hidden = inTab;
+    this.tabNote.hidden = !inTab;
+    this.element.dataset.inTab = String(inTab);
+    this.tabNote.replaceChildren(
+      el(
+        'span',
+        'muted',
+        `The ${this.rollout.spanCount} steps are in the rollout's editor tab (timeline, conversation).`,
+      ),
+      button('Show Tab', "Bring the rollout's editor tab to the front", () => this.actions.revealTab(), 'reveal-tab'),
+      button('Show Here', 'Show the steps here in the panel too', () => this.showHere(), 'show-here'),
     );
+  }
+
+  private showHere(): void {
+    if (!this.inTab) return;
+    this.inTab = false;
+    this.stepsSection.hidden = false;
+    this.tabNote.hidden = true;
+    this.element.dataset.inTab = 'false';
+    this.actions.loadSteps(this.lastSequence);
   }
 
   /** The rollout changed (status, counters, reward): the header follows; what the user typed is kept. */
@@ -169,7 +208,7 @@ export class TrajectoryView {
     const rollout = this.rollout!;
     const header = el('div', 'detail-header');
     const title = el('h2', `status-${rollout.status}`);
-    title.append(el('span', 'status', STATUS_ICON[rollout.status]), el('span', 'title', rolloutTitle(rollout)));
+    title.append(statusIcon(rollout.status), el('span', 'title', rolloutTitle(rollout)));
     const facts = el(
       'div',
       'facts',
@@ -203,12 +242,12 @@ export class TrajectoryView {
     header.append(title, facts, id);
     if (this.servedBy) header.append(el('div', 'facts served-by', servedByText(this.servedBy)));
     if (this.node) header.append(el('div', 'facts ran-on', `ran on Ray node ${this.node.ip} (${this.node.host})`));
-    if (rollout.error) header.append(el('div', 'error', rollout.error));
+    if (rollout.error) header.append(failureElement(rollout.error));
     header.append(this.rewardControls(null));
     return header;
   }
 
-  /** 👍 / 👎 / number + optional comment, for the rollout (spanId null) or one step. */
+  /** Good (1) / Bad (0) / number + optional comment, for the rollout (spanId null) or one step. */
   private rewardControls(spanId: string | null): HTMLElement {
     const box = el('div', spanId ? 'reward-controls step-reward' : 'reward-controls');
     const comment = document.createElement('vscode-textfield') as HTMLElement & { value: string };
@@ -223,8 +262,8 @@ export class TrajectoryView {
     const target = spanId ? 'this step' : 'the rollout';
     box.append(
       // With words too: an editor without an emoji font still says what each does.
-      button('👍 Good', `Reward ${target} 1 (good)`, () => send(1), 'thumb-up'),
-      button('👎 Bad', `Reward ${target} 0 (bad)`, () => send(0), 'thumb-down'),
+      button('$(thumbsup) Good', `Reward ${target} 1 (good)`, () => send(1), 'thumb-up'),
+      button('$(thumbsdown) Bad', `Reward ${target} 0 (bad)`, () => send(0), 'thumb-down'),
       number,
       button(
         'Set',

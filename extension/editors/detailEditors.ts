@@ -56,6 +56,8 @@ interface Tab {
   /** Whether the page painted what it shows now (its `painted`); until then `whenPainted` callers wait in `waiters`. */
   painted: boolean;
   readonly waiters: Array<() => void>;
+  /** The rollouts it shows, as last read: its title names them. */
+  readonly known: Map<string, Rollout>;
 }
 
 export interface OpenOptions {
@@ -70,6 +72,9 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
   private readonly tabs = new Set<Tab>();
   private readonly disposables: vscode.Disposable[] = [];
   private readonly dist: vscode.Uri;
+  private readonly _onDidChangeTabs = new vscode.EventEmitter<void>();
+  /** A tab opened, closed or shows another target (the side panel shows a summary of what a tab shows). */
+  readonly onDidChangeTabs = this._onDidChangeTabs.event;
 
   constructor(
     extensionUri: vscode.Uri,
@@ -86,7 +91,8 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
           for (const tab of this.showing(rollout.id)) {
             this.post(tab, { type: 'rollout', rollout });
             void this.sendRewards(tab, rollout.id);
-            if (tab.state.target.kind === 'rollout') tab.panel.title = tabTitle(tab.state, rollout);
+            tab.known.set(rollout.id, rollout);
+            tab.panel.title = titleOf(tab);
           }
         }
       }),
@@ -204,6 +210,13 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     return [...this.tabs].find((tab) => editorKey(tab.state.target) === key);
   }
 
+  /** Whether the rollout's own tab is open (its timeline and conversations are there). */
+  hasRolloutTab(rolloutId: string): boolean {
+    return [...this.tabs].some(
+      (tab) => tab.state.target.kind === 'rollout' && tab.state.target.rolloutId === rolloutId,
+    );
+  }
+
   /** The tabs that show a rollout (its own tab, or a comparison with it). */
   private showing(rolloutId: string): Tab[] {
     return [...this.tabs].filter((tab) => rolloutIds(tab.state.target).includes(rolloutId));
@@ -236,8 +249,10 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
       openedAt,
       painted: false,
       waiters: [],
+      known: new Map(),
     };
     this.tabs.add(tab);
+    this._onDidChangeTabs.fire();
     void this.setPage(tab, this.load(tab), panelAt);
     tab.disposables.push(
       panel.webview.onDidReceiveMessage((message: unknown) => void this.receive(tab, message)),
@@ -245,6 +260,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
         this.tabs.delete(tab);
         markPainted(tab);
         for (const disposable of tab.disposables) disposable.dispose();
+        this._onDidChangeTabs.fire();
       }),
     );
   }
@@ -273,7 +289,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
   private pin(tab: Tab): void {
     if (!tab.state.preview) return;
     tab.state = { ...tab.state, preview: false };
-    tab.panel.title = tabTitle(tab.state);
+    tab.panel.title = titleOf(tab);
     this.post(tab, { type: 'show', state: tab.state });
   }
 
@@ -282,9 +298,10 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     tab.state = state;
     tab.painted = false;
     tab.generation += 1;
-    tab.panel.title = tabTitle(state);
+    tab.panel.title = titleOf(tab);
     this.post(tab, { type: 'show', state });
     void this.load(tab);
+    this._onDidChangeTabs.fire();
   }
 
   private post(tab: Tab, message: ExtensionToEditor): void {
@@ -397,6 +414,11 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
             { type: 'useCheckpoint', checkpointId: message.checkpointId },
             () => undefined,
           );
+        case 'exportCheckpoint':
+          return this.trainingRuns.receive(
+            { type: 'exportCheckpoint', checkpointId: message.checkpointId },
+            () => undefined,
+          );
         case 'openIterationRollout':
           return this.openIterationRollout(message.runId, message.step, message.which);
       }
@@ -445,7 +467,8 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
       const { rollout, attempts } = await client.request('getRollout', { id: rolloutId, spans: false });
       const node = attempts.at(-1)?.node;
       this.post(tab, { type: 'rollout', rollout, ...(node ? { node } : {}) });
-      if (tab.state.target.kind === 'rollout') tab.panel.title = tabTitle(tab.state, rollout);
+      tab.known.set(rollout.id, rollout);
+      tab.panel.title = titleOf(tab);
     } catch (error) {
       this.fail(tab, `reading rollout ${rolloutId}`, error);
     }
@@ -493,6 +516,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
   dispose(): void {
     for (const disposable of this.disposables) disposable.dispose();
     for (const tab of [...this.tabs]) tab.panel.dispose();
+    this._onDidChangeTabs.dispose();
   }
 }
 
@@ -510,4 +534,9 @@ function rolloutIds(target: EditorTarget): string[] {
     case 'run':
       return [];
   }
+}
+
+/** A tab's title, naming the rollouts it shows by what it has read of them. */
+function titleOf(tab: Tab): string {
+  return tabTitle(tab.state, [...tab.known.values()]);
 }

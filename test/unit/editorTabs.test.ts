@@ -398,6 +398,10 @@ describe('editor tabs: saved state and messages', () => {
     });
     const run = restoreEditorState({ target: { kind: 'run', runId: 'train-1' }, overlayRunId: 'train-0' });
     assert.ok(run.ok && run.state.overlayRunId === 'train-0');
+    // The run tab's smoothing and the rollout tab's dragged waterfall height come back; out of range, they are refused.
+    const kept = restoreEditorState({ target: { kind: 'run', runId: 'train-1' }, smoothing: 0.8, timelineHeight: 300 });
+    assert.ok(kept.ok && kept.state.smoothing === 0.8 && kept.state.timelineHeight === 300);
+    assert.equal(restoreEditorState({ target: { kind: 'run', runId: 'train-1' }, smoothing: 1.5 }).ok, false);
     assert.deepEqual(restoreEditorState(undefined), { ok: false, error: 'the tab saved no state' });
     const bad = restoreEditorState({ target: { kind: 'rollout', rolloutId: '' } });
     assert.equal(bad.ok, false);
@@ -460,6 +464,9 @@ describe('editor tabs: saved state and messages', () => {
       node,
     });
     assert.ok(ExtensionToWebview.safeParse({ type: 'servedBy', rolloutId: 'ro-1', policy: null }).success);
+    // A tab shows the rollout's steps: the panel shows its summary (Show Tab, Show Here).
+    assert.ok(ExtensionToWebview.safeParse({ type: 'rolloutInTab', rolloutId: 'ro-1', inTab: true }).success);
+    assert.ok(!ExtensionToWebview.safeParse({ type: 'rolloutInTab', rolloutId: 'ro-1' }).success);
     assert.deepEqual(
       ExtensionToWebview.safeParse({ type: 'servedBy', rolloutId: 'ro-1', policy: null, node: { ip: '10.0.0.5' } })
         .error?.issues[0]?.path,
@@ -523,24 +530,25 @@ describe('full-size charts (the one chart module)', () => {
         label: 'train-0',
       },
     });
-    assert.equal(svg.match(/class="grid"/g)?.length, 3);
+    // Round grid lines over 0.1–0.8 by 0.2: 0.0, 0.2, …, 0.8.
+    assert.equal(svg.match(/class="grid"/g)?.length, 5);
     assert.match(svg, /class="series overlay" data-name="train-0"[^>]*stroke-dasharray/);
-    // The x axis spans both runs' iterations: 1 to 4.
-    assert.match(svg, /data-first="1" data-last="4" data-left="42" data-plot-width="512"/);
-    assert.equal(stepAt(42 + 512 * 0.6, { first: 1, last: 4, left: 42, plotWidth: 512 }, [1, 2, 3, 4]), 3);
-    // Grid labels the format would round alike get more digits.
+    // The x axis spans both runs' iterations: 1 to 4 (labels "0.0": 4 + 18 px on the left).
+    assert.match(svg, /data-first="1" data-last="4" data-left="22" data-plot-width="530"/);
+    assert.equal(stepAt(22 + 530 * 0.6, { first: 1, last: 4, left: 22, plotWidth: 530 }, [1, 2, 3, 4]), 3);
+    // Grid labels are round values, written alike.
     const rate = bandChartSvg(
       [
         { step: 1, value: 1_000 },
         { step: 2, value: 1_100 },
       ],
-      { label: 'rate', format: (v) => `${(v / 1000).toFixed(1)}k`, yTicks: 3 },
+      { label: 'rate', format: String, unit: 'rate', yTicks: 3 },
     );
     assert.deepEqual(
-      [...rate.matchAll(/class="grid"[^>]*\/><text[^>]*>([^<]*)</g)].map((m) => m[1]),
-      ['1030', '1050', '1080'],
+      [...rate.matchAll(/class="y-tick"[^>]*>([^<]*)</g)].map((m) => m[1]),
+      ['1.00k', '1.05k', '1.10k'],
     );
-    assert.equal(stepAt(0, { first: 1, last: 4, left: 42, plotWidth: 512 }, [1, 2, 3]), 1);
+    assert.equal(stepAt(0, { first: 1, last: 4, left: 22, plotWidth: 530 }, [1, 2, 3]), 1);
   });
 
   it('charts any algorithm’s metrics: GRPO’s named charts, else one per metric', () => {

@@ -29,6 +29,10 @@ export const EditorState = z.object({
   selectedSpanId: SpanId.nullable().default(null),
   /** Run tab: the run drawn over this one. */
   overlayRunId: Id.nullable().default(null),
+  /** Run tab: the charts' smoothing weight (TensorBoard's 0–0.99). */
+  smoothing: z.number().min(0).max(0.99).optional(),
+  /** Rollout tab: the waterfall's height (px) the user dragged it to; by default sized to its rows. */
+  timelineHeight: z.number().int().min(60).max(4000).optional(),
 });
 export type EditorState = z.infer<typeof EditorState>;
 
@@ -73,6 +77,7 @@ export const EditorToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('loadRun'), runId: Id, afterStep: z.number().int().min(-1).optional() }),
   z.object({ type: z.literal('listRuns') }),
   z.object({ type: z.literal('useCheckpoint'), checkpointId: Id }),
+  z.object({ type: z.literal('exportCheckpoint'), checkpointId: Id }),
   /** Open the best or worst rollout (by reward) of a run's iteration (its training batch). */
   z.object({
     type: z.literal('openIterationRollout'),

@@ -3,7 +3,7 @@
  * webview panel type, the key the one tab per target is found by, the tab's title, and the first
  * messages a new tab's page carries. The shapes are ./editorProtocol's.
  */
-import { rolloutTitle } from '../format';
+import { formatTime, rolloutTitle } from '../format';
 import type { Rollout } from '../../trainer-daemon/protocol/records';
 import type { EditorState, EditorTarget, ExtensionToEditor } from './editorProtocol';
 
@@ -41,18 +41,33 @@ export function readInitialMessages(text: string | null | undefined): unknown[] 
   }
 }
 
-/** A tab's title: the rollout's, the pair, the run; a preview says so. */
-export function tabTitle(state: EditorState, rollout?: Rollout): string {
+/** A tab's title: the rollout's, the pair's (by their labels, once known), the run; a preview says so. */
+export function tabTitle(state: EditorState, known?: Rollout | readonly Rollout[]): string {
   const target = state.target;
+  const rollouts: readonly Rollout[] = known === undefined ? [] : Array.isArray(known) ? known : [known as Rollout];
   const short = (id: string): string => (id.length > 14 ? `${id.slice(0, 12)}…` : id);
+  const clip = (text: string, max: number): string => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
   switch (target.kind) {
     case 'rollout': {
-      const title = rollout ? rolloutTitle(rollout) : `Rollout ${short(target.rolloutId)}`;
-      const clipped = title.length > 40 ? `${title.slice(0, 39)}…` : title;
-      return state.preview ? `${clipped} (preview)` : clipped;
+      const rollout =
+        known !== undefined && !Array.isArray(known)
+          ? (known as Rollout)
+          : rollouts.find((r) => r.id === target.rolloutId);
+      const title = clip(rollout ? rolloutTitle(rollout) : `Rollout ${short(target.rolloutId)}`, 40);
+      return state.preview ? `${title} (preview)` : title;
     }
-    case 'compare':
-      return `Compare ${short(target.left)} ↔ ${short(target.right)}${state.preview ? ' (preview)' : ''}`;
+    case 'compare': {
+      const left = rollouts.find((r) => r.id === target.left);
+      const right = rollouts.find((r) => r.id === target.right);
+      let names = [
+        left ? clip(rolloutTitle(left), 28) : short(target.left),
+        right ? clip(rolloutTitle(right), 28) : short(target.right),
+      ];
+      // Two runs of one launch configuration share a label: their start times tell them apart.
+      if (left && right && names[0] === names[1])
+        names = [left, right].map((r, i) => `${names[i]} ${formatTime(r.createdAt)}`);
+      return `Compare ${names.join(' ↔ ')}${state.preview ? ' (preview)' : ''}`;
+    }
     case 'run':
       return `Run ${short(target.runId)}`;
   }

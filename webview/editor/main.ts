@@ -17,6 +17,7 @@ import { extensionMessage } from '../pageInput';
 import { RolloutTab } from './rolloutTab';
 import { CompareTab } from './compareTab';
 import { RunTab } from './runTab';
+import { DEFAULT_SMOOTHING } from '../../trainer-daemon/protocol/chartScale';
 
 interface VsCodeApi {
   postMessage(message: EditorToExtension): void;
@@ -52,22 +53,28 @@ function show(next: EditorState): void {
   const target = next.target;
   switch (target.kind) {
     case 'rollout':
-      view = new RolloutTab(target.rolloutId, next.selectedSpanId, {
-        loadSpans: (rolloutId, afterSequence) => post({ type: 'loadSpans', rolloutId, afterSequence }),
-        loadSpan: (rolloutId, sequence) => post({ type: 'loadSpan', rolloutId, sequence }),
-        annotate: (rolloutId, spanId, value, comment) => {
-          post({ type: 'annotate', rolloutId, spanId, value, comment });
-          // Annotating keeps a preview tab, as editing does in VS Code.
-          if (state?.preview) {
-            save({ preview: false });
-            post({ type: 'pin' });
-          }
+      view = new RolloutTab(
+        target.rolloutId,
+        next.selectedSpanId,
+        {
+          loadSpans: (rolloutId, afterSequence) => post({ type: 'loadSpans', rolloutId, afterSequence }),
+          loadSpan: (rolloutId, sequence) => post({ type: 'loadSpan', rolloutId, sequence }),
+          annotate: (rolloutId, spanId, value, comment) => {
+            post({ type: 'annotate', rolloutId, spanId, value, comment });
+            // Annotating keeps a preview tab, as editing does in VS Code.
+            if (state?.preview) {
+              save({ preview: false });
+              post({ type: 'pin' });
+            }
+          },
+          copy: (text) => post({ type: 'copy', text }),
+          compareWith: (rolloutId) => post({ type: 'compareWith', rolloutId }),
+          selectionChanged: (spanId) => state?.selectedSpanId !== spanId && save({ selectedSpanId: spanId }),
+          painted: () => post({ type: 'painted' }),
+          timelineResized: (height) => save({ timelineHeight: height }),
         },
-        copy: (text) => post({ type: 'copy', text }),
-        compareWith: (rolloutId) => post({ type: 'compareWith', rolloutId }),
-        selectionChanged: (spanId) => state?.selectedSpanId !== spanId && save({ selectedSpanId: spanId }),
-        painted: () => post({ type: 'painted' }),
-      });
+        next.timelineHeight,
+      );
       break;
     case 'compare':
       view = new CompareTab(target.left, target.right, {
@@ -77,14 +84,21 @@ function show(next: EditorState): void {
       });
       break;
     case 'run':
-      view = new RunTab(target.runId, next.overlayRunId, {
-        loadRun: (runId, afterStep) =>
-          post({ type: 'loadRun', runId, ...(afterStep === undefined ? {} : { afterStep }) }),
-        listRuns: () => post({ type: 'listRuns' }),
-        useCheckpoint: (checkpointId) => post({ type: 'useCheckpoint', checkpointId }),
-        openIterationRollout: (runId, step, which) => post({ type: 'openIterationRollout', runId, step, which }),
-        overlayChanged: (runId) => save({ overlayRunId: runId }),
-      });
+      view = new RunTab(
+        target.runId,
+        next.overlayRunId,
+        {
+          loadRun: (runId, afterStep) =>
+            post({ type: 'loadRun', runId, ...(afterStep === undefined ? {} : { afterStep }) }),
+          listRuns: () => post({ type: 'listRuns' }),
+          useCheckpoint: (checkpointId) => post({ type: 'useCheckpoint', checkpointId }),
+          exportCheckpoint: (checkpointId) => post({ type: 'exportCheckpoint', checkpointId }),
+          openIterationRollout: (runId, step, which) => post({ type: 'openIterationRollout', runId, step, which }),
+          overlayChanged: (runId) => save({ overlayRunId: runId }),
+          smoothingChanged: (weight) => save({ smoothing: weight }),
+        },
+        next.smoothing ?? DEFAULT_SMOOTHING,
+      );
       break;
   }
   root.replaceChildren(view.element);

@@ -7,14 +7,15 @@
  * step (Shift: the rollout), c comment on the step, + / − zoom, ← / → pan, f fit.
  */
 import type { RayNode, Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
-import { button, el, rawJsonControls } from '../dom';
+import { button, el, failureElement, rawJsonControls } from '../dom';
 import { formatTime, formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import { conversationOf } from './conversation';
 import { isSlim } from '../../trainer-daemon/protocol/slimSpan';
 import { callBadge } from '../../trainer-daemon/protocol/outcome';
 import { conversationElement } from './conversationView';
-import { layoutTimeline, nextStep, type TimelineLayout } from './timelineLayout';
+import { isRootSpan, layoutTimeline, nextStep, rolloutRootSpan, type TimelineLayout } from './timelineLayout';
+import { spanLabel } from './spanLabel';
 import { describeRow, TimelineView } from './timelineView';
 
 export interface RolloutTabActions {
@@ -27,6 +28,8 @@ export interface RolloutTabActions {
   selectionChanged(spanId: string | null): void;
   /** The timeline's first rows are painted. */
   painted(): void;
+  /** The waterfall was dragged to a height (px), or fitted to its rows again (undefined). */
+  timelineResized(height: number | undefined): void;
 }
 
 type TextField = HTMLElement & { value: string };
@@ -51,10 +54,7 @@ export class RolloutTab {
   private readonly header = el('div', 'tab-header');
   private readonly rewardsElement = el('div', 'tab-rewards');
   private readonly status = el('div', 'muted timeline-status');
-  private readonly timeline = new TimelineView({
-    select: (index) => this.select(index),
-    painted: () => this.actions.painted(),
-  });
+  private readonly timeline: TimelineView;
   private readonly detail = el('div', 'span-detail');
   private readonly live = el('div', 'visually-hidden');
   private pendingSelection: string | null;
@@ -67,7 +67,16 @@ export class RolloutTab {
     readonly rolloutId: string,
     selectedSpanId: string | null,
     private readonly actions: RolloutTabActions,
+    timelineHeight?: number,
   ) {
+    this.timeline = new TimelineView(
+      {
+        select: (index) => this.select(index),
+        painted: () => this.actions.painted(),
+        resized: (height) => this.actions.timelineResized(height),
+      },
+      timelineHeight,
+    );
     this.pendingSelection = selectedSpanId;
     this.element.dataset.rolloutId = rolloutId;
     this.live.setAttribute('aria-live', 'polite');
@@ -85,6 +94,8 @@ export class RolloutTab {
     this.rollout = rollout;
     if (node) this.node = node;
     this.renderHeader();
+    // The root row spans the rollout: its start and end come with it.
+    if (!this.layoutFrame) this.layoutFrame = requestAnimationFrame(() => this.relayout());
     // While it runs, its open spans grow with the clock: laid out again every second.
     const running = rollout.status === 'running' || rollout.status === 'queued';
     if (running && this.clock === undefined)
@@ -134,16 +145,23 @@ export class RolloutTab {
   private relayout(): void {
     this.layoutFrame = 0;
     const selectedId = this.layout.rows[this.selected]?.span.spanId ?? this.pendingSelection;
-    this.layout = layoutTimeline([...this.spans.values()]);
+    this.layout = layoutTimeline(
+      [...this.spans.values()],
+      Date.now(),
+      this.rollout ? rolloutRootSpan(this.rollout, rolloutTitle(this.rollout)) : undefined,
+    );
     this.timeline.setLayout(this.layout, this.complete);
-    this.element.dataset.spans = String(this.layout.rows.length);
+    this.element.dataset.spans = String(this.spans.size);
     const index = selectedId ? this.layout.indexOf.get(selectedId) : undefined;
     if (index !== undefined) {
       this.pendingSelection = null;
       if (index !== this.selected || this.detail.dataset.spanId !== selectedId) this.select(index);
       else this.selected = index;
-    } else if (this.selected === -1 && this.layout.rows.length > 0 && !this.pendingSelection)
-      this.select(nextStep(this.layout, -1, 1) === -1 ? 0 : nextStep(this.layout, -1, 1));
+    } else if (this.selected === -1 && this.spans.size > 0 && !this.pendingSelection) {
+      // The first LLM call (its conversation is what one opens a rollout for), else the first row.
+      const first = nextStep(this.layout, -1, 1);
+      this.select(first === -1 ? 0 : first);
+    }
   }
 
   setRewards(rewards: readonly Reward[]): void {
@@ -169,8 +187,8 @@ export class RolloutTab {
     const actions = el('div', 'facts');
     actions.append(
       el('strong', 'rollout-reward', `reward ${rewardText(rollout.reward)}`),
-      button('👍 Good', 'Reward the rollout 1 (good) — Shift+1', () => this.rate(null, 1), 'rollout-good'),
-      button('👎 Bad', 'Reward the rollout 0 (bad) — Shift+0', () => this.rate(null, 0), 'rollout-bad'),
+      button('$(thumbsup) Good', 'Reward the rollout 1 (good) — Shift+1', () => this.rate(null, 1), 'rollout-good'),
+      button('$(thumbsdown) Bad', 'Reward the rollout 0 (bad) — Shift+0', () => this.rate(null, 0), 'rollout-bad'),
       button(
         'Compare with…',
         'Compare this rollout with another one',
@@ -181,7 +199,7 @@ export class RolloutTab {
       el('code', 'muted', rollout.id),
     );
     this.header.replaceChildren(title, facts, actions);
-    if (rollout.error) this.header.append(el('div', 'error', rollout.error));
+    if (rollout.error) this.header.append(failureElement(rollout.error));
   }
 
   private renderRewards(): void {
@@ -207,13 +225,14 @@ export class RolloutTab {
     this.detail.replaceChildren();
     this.detail.dataset.spanId = span.spanId;
     const head = el('div', 'detail-head');
+    const root = isRootSpan(span);
     head.append(
-      el('span', `step-kind kind-${span.category}`, span.category),
-      el('strong', 'step-name', span.name),
+      el('span', `step-kind kind-${span.category}`, root ? 'rollout' : span.category),
+      el('strong', 'step-name', spanLabel(span)),
       el(
         'span',
         'muted',
-        ` ${span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs)} · #${span.sequence}`,
+        ` ${span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs)}${root ? '' : ` · #${span.sequence} · ${span.name}`}`,
       ),
     );
     if (span.statusCode === 'error') head.append(el('span', 'error', ` ${span.statusMessage ?? 'error'}`));
@@ -226,7 +245,7 @@ export class RolloutTab {
       this.detail.append(el('div', 'muted loading-conversation', 'Loading the conversation…'));
       this.actions.loadSpan(this.rolloutId, span.sequence);
     } else if (span.category === 'llm')
-      this.detail.append(conversationElement(conversationOf(span), this.actions.copy));
+      this.detail.append(conversationElement(conversationOf(span), (text) => this.actions.copy(text)));
     else {
       const table = el('div', 'attributes');
       for (const [key, value] of Object.entries(span.attributes).slice(0, 200))
@@ -252,13 +271,13 @@ export class RolloutTab {
     };
     form.append(
       button(
-        '👍 1',
+        '$(thumbsup) 1',
         'Reward this step 1 (key 1)',
         () => this.rate(span.spanId, 1, comment.value.trim() || null),
         'step-good',
       ),
       button(
-        '👎 0',
+        '$(thumbsdown) 0',
         'Reward this step 0 (key 0)',
         () => this.rate(span.spanId, 0, comment.value.trim() || null),
         'step-bad',
@@ -306,7 +325,9 @@ export class RolloutTab {
     );
   }
 
-  private rate(spanId: string | null, value: number, comment: string | null = null): void {
+  private rate(step: string | null, value: number, comment: string | null = null): void {
+    // The root row is the rollout: its rating is the rollout's.
+    const spanId = step !== null && isRootSpan({ spanId: step }) ? null : step;
     if (spanId) this.rated.set(spanId, { value, at: Date.now() });
     this.actions.annotate(this.rolloutId, spanId, value, comment);
     this.live.textContent = `Rated ${spanId ? 'the step' : 'the rollout'} ${value}${comment ? ' with a comment' : ''}.`;

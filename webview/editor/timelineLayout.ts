@@ -1,11 +1,11 @@
 /**
- * The rollout tab's waterfall timeline, pure: spans laid out as rows (depth-first by parent,
- * children by start time), each bar at its start and duration relative to the rollout's first
- * span, and the viewport maths the canvas renderer uses — which rows are in view, a bar's pixels,
+ * The rollout tab's waterfall timeline, pure: the rollout as the root row, its spans laid out as rows
+ * (depth-first by parent, children by start time), each bar at its start and duration relative to the
+ * rollout's start, and the viewport maths the canvas renderer uses — which rows are in view, a bar's pixels,
  * zoom around the pointer, pan, the time axis' ticks and what is under the pointer. No DOM: unit
  * tested and benchmarked in Node (2,000 spans).
  */
-import type { Span, SpanCategory } from '../../trainer-daemon/protocol/records';
+import type { Json, Rollout, Span, SpanCategory } from '../../trainer-daemon/protocol/records';
 
 export interface TimelineRow {
   readonly span: Span;
@@ -32,8 +32,73 @@ export interface TimelineLayout {
 /** Deepest nesting drawn; deeper spans (and cycles in bad data) stay at this depth. */
 export const MAX_DEPTH = 32;
 
-/** Spans as timeline rows: every root, then its children depth-first, siblings by start then sequence. */
-export function layoutTimeline(spans: readonly Span[], nowMs: number = Date.now()): TimelineLayout {
+/** The root row's span id: all zeros, which OpenTelemetry never gives a span (an invalid id). */
+export const ROOT_SPAN_ID = '0000000000000000';
+
+export function isRootSpan(span: Pick<Span, 'spanId'>): boolean {
+  return span.spanId === ROOT_SPAN_ID;
+}
+
+/**
+ * The whole rollout as a span, the timeline's root row (trace views start with the trace): from the rollout's
+ * start to its end (still open while it runs), not the first span's; failed when the rollout failed.
+ */
+export function rolloutRootSpan(rollout: Rollout, name: string): Span {
+  const failed = rollout.status === 'failed' || rollout.status === 'timeout';
+  const attributes: Record<string, Json> = {
+    'rollout.id': rollout.id,
+    'rollout.status': rollout.status,
+    'rollout.mode': rollout.mode,
+    'rollout.attempts': rollout.attemptCount,
+  };
+  if (rollout.task) attributes['rollout.task'] = rollout.task.input;
+  if (rollout.exitCode !== null) attributes['rollout.exitCode'] = rollout.exitCode;
+  if (rollout.error) attributes['rollout.error'] = rollout.error;
+  const finished = rollout.status !== 'running' && rollout.status !== 'queued';
+  return {
+    traceId: '0'.repeat(32),
+    spanId: ROOT_SPAN_ID,
+    parentSpanId: null,
+    name,
+    kind: 'internal',
+    category: 'agent',
+    startMs: rollout.startedAt ?? rollout.createdAt,
+    endMs: finished ? (rollout.endedAt ?? rollout.updatedAt) : null,
+    statusCode: failed ? 'error' : finished ? 'ok' : 'unset',
+    statusMessage: failed ? (rollout.error ?? rollout.status) : null,
+    attributes,
+    events: [],
+    promptTokens: rollout.promptTokens,
+    completionTokens: rollout.completionTokens,
+    rolloutId: rollout.id,
+    attempt: Math.max(0, rollout.attemptCount - 1),
+    sequence: 0,
+  };
+}
+
+/** More than this outside the rollout's own times, the spans' clock is not the daemon's (an agent on another machine). */
+const CLOCK_SKEW_MS = 60_000;
+
+/**
+ * The rollout's row as the timeline shows it: its own start and end, unless its spans were timed by a clock that
+ * disagrees with the daemon's by more than a minute; then the spans' extent, so the axis is not stretched over years.
+ */
+function withinClock(root: Span, spans: readonly Span[]): Span {
+  if (spans.length === 0) return root;
+  const first = spans.reduce((min, span) => Math.min(min, span.startMs), Number.POSITIVE_INFINITY);
+  const last = spans.reduce((max, span) => Math.max(max, span.endMs ?? span.startMs), Number.NEGATIVE_INFINITY);
+  const rootEnd = root.endMs ?? Math.max(last, root.startMs);
+  if (first >= root.startMs - CLOCK_SKEW_MS && last <= rootEnd + CLOCK_SKEW_MS) return root;
+  return { ...root, startMs: first, endMs: root.endMs === null ? null : last };
+}
+
+/**
+ * Spans as timeline rows: every root, then its children depth-first, siblings by start then sequence. With a
+ * `root` (the rollout as a span, rolloutRootSpan), it is the first row and the spans' roots are its children;
+ * the timeline's origin and length then cover the whole rollout.
+ */
+export function layoutTimeline(spans: readonly Span[], nowMs: number = Date.now(), given?: Span): TimelineLayout {
+  const root = given && withinClock(given, spans);
   const byStart = [...spans].sort((a, b) => a.startMs - b.startMs || a.sequence - b.sequence);
   const ids = new Set(byStart.map((span) => span.spanId));
   const children = new Map<string, Span[]>();
@@ -46,22 +111,18 @@ export function layoutTimeline(spans: readonly Span[], nowMs: number = Date.now(
       else children.set(parent, [span]);
     } else roots.push(span);
   }
-  const originMs = byStart[0]?.startMs ?? 0;
-  const latest = byStart.reduce((max, span) => Math.max(max, span.endMs ?? span.startMs), originMs);
+  const all = root ? [root, ...byStart] : byStart;
+  const originMs = all.reduce((min, span) => Math.min(min, span.startMs), all[0]?.startMs ?? 0);
+  const latest = all.reduce((max, span) => Math.max(max, span.endMs ?? span.startMs), originMs);
   // Running spans reach "now" (at most a minute past the latest time seen, for a clock that is off).
-  const runningEnd = byStart.some((span) => span.endMs === null)
+  const runningEnd = all.some((span) => span.endMs === null)
     ? Math.max(latest, Math.min(nowMs, latest + 60_000))
     : latest;
   const rows: TimelineRow[] = [];
   const indexOf = new Map<string, number>();
-  // Iterative depth-first walk: a 2,000-deep chain must not overflow the stack.
-  const stack: Array<{ span: Span; depth: number }> = roots.reverse().map((span) => ({ span, depth: 0 }));
-  while (stack.length > 0) {
-    const { span, depth } = stack.pop()!;
-    if (indexOf.has(span.spanId)) continue;
-    indexOf.set(span.spanId, rows.length);
+  const rowOf = (span: Span, depth: number): TimelineRow => {
     const running = span.endMs === null;
-    rows.push({
+    return {
       span,
       depth,
       running,
@@ -69,7 +130,20 @@ export function layoutTimeline(spans: readonly Span[], nowMs: number = Date.now(
       end: (running ? runningEnd : Math.max(span.endMs!, span.startMs)) - originMs,
       error: span.statusCode === 'error',
       category: span.category,
-    });
+    };
+  };
+  if (root) {
+    indexOf.set(root.spanId, 0);
+    rows.push(rowOf(root, 0));
+  }
+  const top = root ? 1 : 0;
+  // Iterative depth-first walk: a 2,000-deep chain must not overflow the stack.
+  const stack: Array<{ span: Span; depth: number }> = roots.reverse().map((span) => ({ span, depth: top }));
+  while (stack.length > 0) {
+    const { span, depth } = stack.pop()!;
+    if (indexOf.has(span.spanId)) continue;
+    indexOf.set(span.spanId, rows.length);
+    rows.push(rowOf(span, depth));
     const kids = children.get(span.spanId);
     if (kids)
       for (let i = kids.length - 1; i >= 0; i -= 1)
@@ -79,15 +153,7 @@ export function layoutTimeline(spans: readonly Span[], nowMs: number = Date.now(
   for (const span of byStart) {
     if (indexOf.has(span.spanId)) continue;
     indexOf.set(span.spanId, rows.length);
-    rows.push({
-      span,
-      depth: 0,
-      running: span.endMs === null,
-      start: span.startMs - originMs,
-      end: (span.endMs ?? runningEnd) - originMs,
-      error: span.statusCode === 'error',
-      category: span.category,
-    });
+    rows.push(rowOf(span, top));
   }
   return { rows, originMs, durationMs: Math.max(1, runningEnd - originMs), indexOf };
 }
@@ -176,4 +242,54 @@ export function nextStep(layout: TimelineLayout, from: number, direction: 1 | -1
   for (let i = from + direction; i >= 0 && i < layout.rows.length; i += direction)
     if (layout.rows[i]!.category === 'llm') return i;
   return from;
+}
+
+/** The name column's width: about a third of the timeline, 140–320 px (a narrow tab keeps room for bars). */
+export function nameColumnWidth(totalWidth: number): number {
+  return Math.round(Math.min(320, Math.max(140, totalWidth * 0.34)));
+}
+
+/**
+ * The waterfall's height: its rows and axis (3 spans get 3 rows, not a fixed box), at most `maxHeight` (the
+ * conversation below keeps the rest), at least `minHeight`; a height the user dragged it to wins, within the same bounds.
+ */
+export function timelineHeight(
+  rowCount: number,
+  options: { rowHeight: number; chrome: number; maxHeight: number; minHeight: number; userHeight?: number },
+): number {
+  const fitted = options.userHeight ?? options.chrome + Math.max(1, rowCount) * options.rowHeight;
+  const cap = Math.max(
+    options.minHeight,
+    options.userHeight === undefined ? options.maxHeight : Math.max(options.maxHeight, options.userHeight),
+  );
+  return Math.round(Math.min(cap, Math.max(options.minHeight, fitted)));
+}
+
+/**
+ * Where a bar's text (its duration, its reward) goes, so none runs past the plot: after the bar when it fits,
+ * else inside the bar's end when the bar is wide enough, else before the bar's start. `x` is the text's anchor.
+ */
+export function barTextPlacement(
+  bar: { x: number; width: number },
+  textWidth: number,
+  plotWidth: number,
+  gap = 4,
+): { x: number; align: 'left' | 'right'; inside: boolean } {
+  if (bar.x + bar.width + gap + textWidth <= plotWidth)
+    return { x: bar.x + bar.width + gap, align: 'left', inside: false };
+  if (bar.width >= textWidth + 2 * gap)
+    return { x: Math.min(plotWidth, bar.x + bar.width) - gap, align: 'right', inside: true };
+  return { x: Math.max(textWidth, bar.x - gap), align: 'right', inside: false };
+}
+
+/** A time tick's label: beside its tick, or ending at the plot's right edge when it would run past it. */
+export function tickLabelPlacement(
+  tickX: number,
+  textWidth: number,
+  right: number,
+  gap = 2,
+): { x: number; align: 'left' | 'right' } {
+  return tickX + gap + textWidth <= right
+    ? { x: tickX + gap, align: 'left' }
+    : { x: Math.min(right, tickX) - gap, align: 'right' };
 }
