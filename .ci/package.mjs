@@ -60,6 +60,23 @@ function fetchPackage(name, version) {
   return path.join(dir, 'package');
 }
 
+/**
+ * The ONNX runtime's native folder for one platform: the binding and only the libraries it loads (the names in its
+ * load commands: `libonnxruntime.so.1`, `@rpath/libonnxruntime.1.dylib`). The npm package also carries a second,
+ * versioned copy of the macOS library (44.6 MB) that nothing loads.
+ */
+function onnxFiles(onnx) {
+  const dir = path.join(root, 'node_modules', 'onnxruntime-node', 'bin', 'napi-v6', onnx);
+  const binding = fs.readFileSync(path.join(dir, 'onnxruntime_binding.node')).toString('latin1');
+  return fs
+    .readdirSync(dir)
+    .filter(
+      (file) =>
+        file === 'onnxruntime_binding.node' || binding.includes(`/${file}\0`) || binding.includes(`\0${file}\0`),
+    )
+    .map((file) => `bin/napi-v6/${onnx}/${file}`);
+}
+
 function stageTarget(target) {
   const { onnx, esbuild } = TARGETS[target];
   const stage = path.join(out, target);
@@ -75,21 +92,24 @@ function stageTarget(target) {
     ...shipped
   } = manifest;
   fs.writeFileSync(path.join(stage, 'package.json'), `${JSON.stringify(shipped, null, 2)}\n`);
+  // The marketplace page is the user's README (media/marketplace.md), not the repository's developer README.
+  copy(path.join(root, 'media', 'marketplace.md'), path.join(stage, 'README.md'));
   for (const file of [
-    'README.md',
     'LICENSE',
     'CHANGELOG.md',
     '.vscodeignore',
     'media',
     'bin',
     'trainer-daemon/python/lightning_trainer',
+    'trainer-daemon/python/lightning_capture',
   ])
     copy(path.join(root, file), path.join(stage, file));
+  for (const file of ['README.md', 'marketplace.md']) fs.rmSync(path.join(stage, 'media', file));
   for (const file of fs.readdirSync(path.join(root, 'dist'))) {
-    if (/\.(m?js|css)$/.test(file)) copy(path.join(root, 'dist', file), path.join(stage, 'dist', file));
+    if (/\.(m?js|css|ttf)$/.test(file)) copy(path.join(root, 'dist', file), path.join(stage, 'dist', file));
   }
   copyPackage('onnxruntime-common', stage, ['package.json', 'dist/cjs']);
-  copyPackage('onnxruntime-node', stage, ['package.json', 'dist', ...(onnx ? [`bin/napi-v6/${onnx}`] : [])]);
+  copyPackage('onnxruntime-node', stage, ['package.json', 'dist', ...(onnx ? onnxFiles(onnx) : [])]);
   copyPackage('esbuild', stage, ['package.json', 'lib']);
   const esbuildVersion = JSON.parse(
     fs.readFileSync(path.join(root, 'node_modules', 'esbuild', 'package.json'), 'utf8'),
@@ -105,10 +125,13 @@ function packageTarget(target) {
   const vsix = path.join(out, `${manifest.name}-${target}-${manifest.version}.vsix`);
   fs.rmSync(vsix, { force: true });
   const vsce = path.join(root, 'node_modules', '@vscode', 'vsce', 'vsce');
-  execFileSync(process.execPath, [vsce, 'package', '--target', target, '--no-dependencies', '--out', vsix], {
-    cwd: stage,
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  // Its images are files inside the VSIX (media/screenshots/): relative links resolve there, in the editor's
+  // extension page, instead of being rewritten to a repository URL that must be public to resolve.
+  execFileSync(
+    process.execPath,
+    [vsce, 'package', '--target', target, '--no-dependencies', '--no-rewrite-relative-links', '--out', vsix],
+    { cwd: stage, stdio: ['ignore', 'ignore', 'inherit'] },
+  );
   return vsix;
 }
 

@@ -34,6 +34,7 @@ import type { Reward, RolloutDetail } from '../../trainer-daemon/protocol';
 import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import type { SpanInput } from '../../trainer-daemon/protocol';
+import { rolloutTitle } from '../../webview/format';
 
 describe('the extension in VS Code (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
@@ -65,8 +66,11 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
 
   it('opens the Lightning panel from the activity bar and starts the daemon', async () => {
     await page.locator('.activitybar [aria-label^="Lightning"]').first().click();
-    await panel.locator('.daemon-state', { hasText: 'running' }).waitFor({ timeout: 60_000 });
+    // The daemon's state is the status line's, not a badge among the filters.
+    await panel.locator('.status-line .daemon-state', { hasText: 'Daemon running' }).waitFor({ timeout: 60_000 });
+    assert.equal(await panel.locator('.toolbar .daemon-state').count(), 0);
     await panel.locator('.empty', { hasText: 'No rollouts yet' }).waitFor({ timeout: 15_000 });
+    await panel.locator('.toolbar .count', { hasText: /^0 rollouts$/ }).waitFor({ timeout: 15_000 });
     await statusBarItem(page).filter({ hasText: '0 rollouts' }).waitFor({ timeout: 15_000 });
     assert.ok(daemonPid(), 'the daemon announced itself in .lightning/daemon.json');
     await shot('01-panel-empty');
@@ -108,6 +112,8 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await panel.locator(`.rollout-row[data-rollout-id="${firstRolloutId}"]`).click();
     const detail = panel.locator(`.detail[data-rollout-id="${firstRolloutId}"]`);
     await detail.waitFor({ timeout: 15_000 });
+    // The click opened the rollout's preview tab, which shows the steps: the panel shows a summary, and them on request.
+    await detail.locator('.in-tab-note .show-here').click({ timeout: 15_000 });
     const steps = detail.locator('details.step.kind-llm');
     await waitFor(async () => (await steps.count()) === 2, 'two LLM steps', 15_000);
     await steps.nth(0).locator('summary').click();
@@ -120,9 +126,9 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await shot('03-trajectory');
   });
 
-  it('annotates 👍 from the panel and a number with a comment from the command palette; both are in the store', async () => {
+  it('annotates Good (1) from the panel and a number with a comment from the command palette; both are in the store', async () => {
     await panel.locator(`.detail[data-rollout-id="${firstRolloutId}"] .detail-header .thumb-up`).click();
-    await panel.locator('.reward-row', { hasText: '👍 1' }).waitFor({ timeout: 15_000 });
+    await panel.locator('.reward-row', { hasText: '1 (good)' }).waitFor({ timeout: 15_000 });
 
     await runCommand(page, 'Lightning: Annotate Reward');
     await page
@@ -169,6 +175,8 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await second.locator('.status[title="succeeded"]').waitFor({ timeout: 60_000 });
     assert.equal(await panel.locator('.rollout-row').count(), 2);
     await statusBarItem(page).filter({ hasText: '2 rollouts' }).waitFor({ timeout: 15_000 });
+    // One count, the status bar's, after the reconnection's reload too.
+    await panel.locator('.toolbar .count', { hasText: /^2 rollouts$/ }).waitFor({ timeout: 15_000 });
     const id = (await second.getAttribute('data-rollout-id'))!;
     assert.equal((await show(id)).rollout.llmCalls, 2);
     await shot('05-second-rollout-after-restart');
@@ -257,9 +265,12 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
       const steps = `.detail[data-rollout-id="${big.id}"] details.step`;
       // The user's wait, on the page's own clock: from the click event to the first frame painted with steps
       // (playwright's click adds its own actionability checks and round trips before the event).
+      // The row's click opens its preview tab (the panel then shows a summary); Show Here asks for the steps.
+      await frame.click(`.rollout-row[data-rollout-id="${big.id}"]`);
+      await frame.waitForSelector(`.detail[data-rollout-id="${big.id}"] .in-tab-note .show-here`, { timeout: 30_000 });
       await frame.evaluate(watchOpening, steps);
       const clicked = performance.now();
-      await frame.click(`.rollout-row[data-rollout-id="${big.id}"]`);
+      await frame.click(`.detail[data-rollout-id="${big.id}"] .in-tab-note .show-here`);
       const stepsShown = (count: number): Promise<unknown> =>
         frame.waitForFunction(
           ([selector, n]) =>
@@ -283,7 +294,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
         )
         .then((handle) => handle.jsonValue() as Promise<OpeningTimes>);
       console.log(
-        `# target: a 2,000-span rollout opened: first steps painted ${(opening.painted! - opening.click!).toFixed(0)} ms after the click event (in the page; playwright's click to first steps: ${(firstSteps - clicked).toFixed(0)} ms), all 2,000 in ${(all - clicked).toFixed(0)} ms; target ≤ 300 ms`,
+        `# target: a 2,000-span rollout opened: first steps painted ${(opening.painted! - opening.click!).toFixed(0)} ms after Show Here's click event (in the page; playwright's click to first steps: ${(firstSteps - clicked).toFixed(0)} ms), all 2,000 in ${(all - clicked).toFixed(0)} ms; target ≤ 300 ms`,
       );
       await shot('06-big-rollout');
     } finally {
@@ -329,7 +340,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
 
       await panel.locator('.rollout-row', { hasText: 'latency probe' }).click();
       await panel.locator('.detail .detail-header', { hasText: 'latency probe' }).locator('.thumb-down').click();
-      await probe.filter({ hasText: '👎 0' }).waitFor({ timeout: 15_000 });
+      await probe.filter({ hasText: '0 (bad)' }).waitFor({ timeout: 15_000 });
       await second.screenshot({ path: path.join(SHOTS, '08-second-window.png') });
     } finally {
       await second.close();
@@ -437,6 +448,69 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     );
   });
 
+  it("groups the list by origin: own runs first, the APO run's batches collapsed beneath them, one count with the status bar", async () => {
+    await runCommand(page, 'Lightning: Show Panel');
+    const daemon = findDaemon(storeFile())!;
+    const client = await RpcClient.connect(daemon.info.url, daemon.token);
+    try {
+      const counted = await client.request('rolloutGroups', {});
+      assert.ok(counted.groups.length >= 2, "the APO run's evaluations and its optimizer calls");
+      assert.equal(counted.ungrouped, 4, 'two debug sessions, the big rollout, the latency probe');
+      await panel
+        .locator('.toolbar .count', { hasText: new RegExp(`^${counted.total.toLocaleString('en-US')} rollouts$`) })
+        .waitFor({ timeout: 15_000 });
+      await statusBarItem(page)
+        .filter({ hasText: `${counted.total} rollouts` })
+        .waitFor({ timeout: 15_000 });
+      const groups = panel.locator('.group-row');
+      await waitFor(async () => (await groups.count()) >= 2, "the groups' rows", 15_000);
+      assert.equal(await panel.locator('.rollout-row.nested').count(), 0, 'collapsed');
+      // Own runs above every group (rows are placed by their `top`).
+      const tops = async (selector: string): Promise<number[]> =>
+        panel
+          .locator(selector)
+          .evaluateAll((rows) =>
+            rows.map((row) => Number.parseFloat((row as unknown as { style: { top: string } }).style.top)),
+          );
+      assert.ok(
+        Math.max(...(await tops('.rollout-row:not(.nested)'))) < Math.min(...(await tops('.group-row'))),
+        'own runs first',
+      );
+      // The list is virtualized: a group's row exists once scrolled to (own runs, then groups, 40 px each).
+      const reveal = async (batchId: string): Promise<void> => {
+        const index = counted.ungrouped + counted.groups.findIndex((group) => group.batchId === batchId);
+        await panel
+          .locator('.rollout-list')
+          .evaluate(
+            (list, top) => ((list as unknown as { scrollTop: number }).scrollTop = top),
+            Math.max(0, index - 2) * 40,
+          );
+      };
+      const optimizer = counted.groups.find((group) => group.mode === 'optimizer')!;
+      await reveal(optimizer.batchId);
+      await panel
+        .locator(`.group-row[data-batch-id="${optimizer.batchId}"]`, { hasText: 'optimizer calls' })
+        .waitFor({ timeout: 5_000 });
+
+      // Expanded, an evaluation lists its rollouts beneath it, titled by their task.
+      const evaluation = counted.groups.find((group) => group.algorithm === 'apo' && group.step !== null)!;
+      await reveal(evaluation.batchId);
+      const header = panel.locator(`.group-row[data-batch-id="${evaluation.batchId}"]`);
+      await header.filter({ hasText: `${evaluation.count} rollout` }).waitFor({ timeout: 5_000 });
+      await header.click();
+      const [first] = (await client.request('listRollouts', { batchId: evaluation.batchId, limit: 1 })).items;
+      const nested = panel.locator(`.rollout-row.nested[data-rollout-id="${first!.id}"]`);
+      await nested.waitFor({ timeout: 15_000 });
+      assert.equal(await nested.locator('.title').textContent(), rolloutTitle(first!));
+      assert.notEqual(rolloutTitle(first!), first!.label, "the task, not the run's label");
+      await shot('12-grouped');
+      await header.click();
+      await waitFor(async () => (await panel.locator('.rollout-row.nested').count()) === 0, 'collapsed again', 5_000);
+    } finally {
+      client.dispose();
+    }
+  });
+
   /** The result of the latest training run, from the daemon. */
   async function latestRun(): Promise<{ best: { prompt: string; version: number } }> {
     const daemon = findDaemon(storeFile())!;
@@ -530,7 +604,8 @@ function llmSpan(index: number): SpanInput {
  */
 const sums = apoScript();
 const sumsOrDefault: ChatScript = (body) => {
-  const first = String((body.messages as Array<{ content?: unknown }> | undefined)?.[0]?.content ?? '');
+  const content = (body.messages as Array<{ content?: unknown }> | undefined)?.[0]?.content;
+  const first = typeof content === 'string' ? content : '';
   return first === CRITIQUE_SYSTEM || first === EDIT_SYSTEM || first.startsWith('Add the numbers')
     ? sums.chat(body)
     : undefined;

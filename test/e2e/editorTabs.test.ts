@@ -5,8 +5,9 @@
  * rates the selected step and `c` comments on it (both land in the store); the timeline is zoomed
  * and panned (its frame cost printed); two 200-step rollouts marked in the list are compared, then
  * another pair in the same (preview) Compare tab; a GRPO run's tab opens, its best rollout of iteration 1 is one click away, and Use on a checkpoint
- * makes the daemon serve it; after a window reload the tabs are back. Times are printed, never
- * asserted. Screenshots go to test-results/e2e/.
+ * makes the daemon serve it; nothing is clipped (element bounds inside their containers, the waterfall's
+ * canvas text inside its plot) at the default sidebar width and at 1280×800; after a window reload the tabs
+ * are back. Times are printed, never asserted. Screenshots go to test-results/e2e/.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -51,9 +52,7 @@ async function frameWith(page: Page, selector: string, timeout = 60_000): Promis
 interface PerformanceGlobals {
   performance: {
     timeOrigin: number;
-    getEntriesByType(
-      type: string,
-    ): Array<{
+    getEntriesByType(type: string): Array<{
       name: string;
       startTime: number;
       responseEnd: number;
@@ -133,6 +132,71 @@ async function startUp(tab: Frame, clickedAt: number, paintedAt: number): Promis
 
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
+interface Box {
+  left: number;
+  top: number;
+  right: number;
+  bottom: number;
+  width: number;
+  height: number;
+}
+interface BoxGlobals {
+  innerWidth: number;
+  innerHeight: number;
+  document: {
+    querySelectorAll(selector: string): ArrayLike<{
+      getBoundingClientRect(): Box;
+      closest(selector: string): { getBoundingClientRect(): Box } | null;
+      textContent: string | null;
+      className: unknown;
+      tagName: string;
+    }>;
+  };
+}
+
+/**
+ * What is clipped in a frame: each element matching a selector whose box runs past its container (the closest
+ * ancestor matching `container`, or the frame's viewport), by more than a pixel; an empty list when nothing is.
+ */
+async function clippedIn(
+  frame: Frame,
+  checks: ReadonlyArray<{ container: string; elements: string }>,
+): Promise<string[]> {
+  return frame.evaluate((list) => {
+    const g = globalThis as unknown as BoxGlobals;
+    const problems: string[] = [];
+    for (const { container, elements } of list) {
+      for (const element of Array.from(g.document.querySelectorAll(elements))) {
+        const box = element.getBoundingClientRect();
+        if (box.width === 0 && box.height === 0) continue;
+        const outer = element.closest(container)?.getBoundingClientRect() ?? {
+          left: 0,
+          top: -Infinity,
+          right: g.innerWidth,
+          bottom: Infinity,
+          width: g.innerWidth,
+          height: Infinity,
+        };
+        // A scrolled container clips vertically by design (a list, the conversation): only left and right count.
+        const right = Math.min(outer.right, g.innerWidth);
+        if (box.left < outer.left - 1 || box.right > right + 1) {
+          problems.push(
+            `${elements} "${(element.textContent ?? '').trim().slice(0, 30)}" [${Math.round(box.left)}, ${Math.round(box.right)}] outside ${container} [${Math.round(outer.left)}, ${Math.round(right)}]`,
+          );
+        }
+      }
+    }
+    return problems;
+  }, checks);
+}
+
+/** Chart labels (svg text) inside their chart, and the waterfall's canvas text inside the timeline. */
+const CHART_CHECKS = [
+  { container: 'svg', elements: 'svg text' },
+  { container: '.chart-card', elements: '.chart-card svg' },
+  { container: '.chart-card', elements: '.chart-readout' },
+];
+
 describe(
   'editor tabs: a rollout, a comparison, a training run (code-server + chromium)',
   { concurrency: false, timeout: 600_000 },
@@ -172,6 +236,15 @@ describe(
       );
       assert.equal(marks.drawn, '2001');
       await page.locator('.tabs-container .tab', { hasText: 'big-2000 (preview)' }).waitFor({ timeout: 15_000 });
+      // The tab shows the steps: the panel shows the rollout's summary with Show Tab and Show Here, not the steps again.
+      await session.panel
+        .locator(`.detail[data-rollout-id="${seeded.big}"][data-in-tab="true"] .in-tab-note .show-here`)
+        .waitFor({ timeout: 30_000 });
+      assert.equal(
+        await session.panel.locator(`.detail[data-rollout-id="${seeded.big}"] details.step`).count(),
+        0,
+        'no steps repeated in the panel',
+      );
       await session.shot('tabs-01-rollout-preview');
 
       // A click on another rollout shows it in the same preview tab (no new one): the tab's own time.
@@ -356,6 +429,152 @@ describe(
         client.dispose();
       }
       await session.shot('tabs-06-checkpoint-in-use');
+    });
+
+    it('nothing is clipped at the default sidebar width and at 1280×800: the rollout tab, the run tab, the panel’s run detail', async () => {
+      const sizes = [page.viewportSize() ?? { width: 1400, height: 900 }, { width: 1280, height: 800 }];
+      const frameOf = async (selector: string): Promise<Frame> => frameWith(page, selector, 60_000);
+      try {
+        for (const size of sizes) {
+          await page.setViewportSize(size);
+          const name = `${size.width}x${size.height}`;
+
+          // A rollout of a few spans: the rollout's root row first, the waterfall as tall as its rows, the conversation below.
+          await page.locator('.tabs-container .tab', { hasText: 'iteration-1-best' }).first().click();
+          const small = await frameOf(
+            `.rollout-tab[data-rollout-id="${seeded.best}"] .timeline[data-complete-paint-at]`,
+          );
+          const layout = await waitFor(
+            async () => {
+              const read = await small.evaluate(() => {
+                const g = globalThis as unknown as BoxGlobals & PageGlobals;
+                // No named functions in here: the test's compiler would wrap them in a helper the page lacks.
+                const [tab, box, detail] = ['.rollout-tab', '.timeline', '.span-detail'].map((selector) =>
+                  Array.from(g.document.querySelectorAll(selector))[0]!.getBoundingClientRect(),
+                );
+                const timeline = g.document.querySelector('.timeline')!.dataset;
+                return {
+                  tab: tab!,
+                  timeline: box!,
+                  detail: detail!,
+                  spans: Number(g.document.querySelector('.rollout-tab')!.dataset.spans),
+                  textRight: Number(timeline.textRight),
+                  plotRight: Number(timeline.plotRight),
+                  innerWidth: g.innerWidth,
+                };
+              });
+              return read.timeline.width > 0 && read.textRight > 0 ? read : undefined;
+            },
+            'the small rollout tab laid out',
+            30_000,
+          );
+          // Rows (the root and the spans) × 22 px, the axis and the handle: sized to its rows, not a fixed box.
+          assert.ok(
+            Math.abs(layout.timeline.height - ((layout.spans + 1) * 22 + 29)) <= 4 ||
+              layout.timeline.height <= layout.tab.height * 0.46,
+            `timeline ${layout.timeline.height} px for ${layout.spans} spans`,
+          );
+          assert.ok(
+            layout.detail.height >= layout.tab.height * 0.45,
+            `the conversation gets the space: ${Math.round(layout.detail.height)} of ${Math.round(layout.tab.height)} px`,
+          );
+          assert.ok(
+            layout.textRight <= layout.plotRight && layout.textRight <= layout.timeline.width,
+            `the waterfall's texts end at ${layout.textRight} px, its plot at ${layout.plotRight}, the timeline is ${layout.timeline.width} wide`,
+          );
+          assert.deepEqual(
+            await clippedIn(small, [
+              {
+                container: '.rollout-tab',
+                elements:
+                  '.tab-header h2, .tab-header vscode-button, .timeline, .timeline-resizer, .span-detail, .detail-head, .step-annotation vscode-button, .step-annotation vscode-textfield',
+              },
+              { container: '.turn', elements: '.turn-head' },
+            ]),
+            [],
+          );
+          await session.shot(`tabs-08-rollout-${name}`);
+
+          // The 2,000-span rollout: the waterfall stops at under half the tab, the rest is the conversation's.
+          await page
+            .locator('.tabs-container .tab', { hasText: /^big-2000-b/ })
+            .first()
+            .click();
+          const big = await frameOf(`.rollout-tab[data-rollout-id="${seeded.big2}"] .timeline[data-complete-paint-at]`);
+          const bigLayout = await big.evaluate(() => {
+            const g = globalThis as unknown as BoxGlobals & PageGlobals;
+            const [tab, box] = ['.rollout-tab', '.timeline'].map((selector) =>
+              Array.from(g.document.querySelectorAll(selector))[0]!.getBoundingClientRect(),
+            );
+            const timeline = g.document.querySelector('.timeline')!.dataset;
+            return {
+              tab: tab!,
+              timeline: box!,
+              textRight: Number(timeline.textRight),
+              plotRight: Number(timeline.plotRight),
+            };
+          });
+          assert.ok(
+            bigLayout.timeline.height <= bigLayout.tab.height * 0.5,
+            `timeline ${bigLayout.timeline.height} of ${bigLayout.tab.height} px`,
+          );
+          assert.ok(
+            bigLayout.textRight <= bigLayout.plotRight,
+            `texts end at ${bigLayout.textRight}, the plot at ${bigLayout.plotRight}`,
+          );
+          assert.deepEqual(
+            await clippedIn(big, [
+              {
+                container: '.rollout-tab',
+                elements: '.tab-header vscode-button, .timeline, .span-detail, .step-annotation vscode-button',
+              },
+            ]),
+            [],
+          );
+
+          // The run tab: round, labelled axes inside each chart; the smoothing slider; the value under the pointer.
+          await page
+            .locator('.tabs-container .tab', { hasText: `Run ${seeded.runId.slice(0, 12)}` })
+            .first()
+            .click();
+          const run = await frameOf('.run-tab .chart-card.large svg');
+          assert.deepEqual(
+            await clippedIn(run, [
+              ...CHART_CHECKS,
+              { container: '.run-tab', elements: '.tab-header h2, .chart-tools > *, .smoothing-control, .chart-card' },
+            ]),
+            [],
+          );
+          const reward = run.locator('.chart-card.large[data-metric="reward/mean"]');
+          assert.ok((await reward.locator('.axis-title').count()) === 2, 'x and y axis titles');
+          const labels = await reward.locator('.y-tick').allTextContents();
+          assert.ok(
+            labels.every((label) => /^\d\.\d$/.test(label)),
+            `round reward ticks: ${labels.join(' ')}`,
+          );
+          await reward.locator('svg').scrollIntoViewIfNeeded();
+          const svgBox = (await reward.locator('svg').boundingBox())!;
+          await page.mouse.move(svgBox.x + svgBox.width * 0.9, svgBox.y + svgBox.height / 2);
+          await reward.locator('.chart-readout', { hasText: /^iteration \d+: / }).waitFor({ timeout: 10_000 });
+          await session.shot(`tabs-09-run-${name}`);
+
+          // The panel's run detail at the sidebar's width: Cancel / Open in Editor and the small multiples inside it.
+          const panel = await frameOf('.run-detail .charts .chart-card svg');
+          assert.deepEqual(
+            await clippedIn(panel, [
+              ...CHART_CHECKS,
+              {
+                container: '.run-detail',
+                elements: '.run-header > *, .smoothing-control, .charts .chart-card, .checkpoint-row vscode-button',
+              },
+            ]),
+            [],
+          );
+          await session.shot(`tabs-10-panel-run-${name}`);
+        }
+      } finally {
+        await page.setViewportSize(sizes[0]!);
+      }
     });
 
     it('after a window reload the tabs are back', async () => {

@@ -43,7 +43,6 @@ const EXPECTED: Record<string, { files: string[]; format: 'elf' | 'macho'; cpu: 
   'darwin-arm64': {
     files: [
       `${ESBUILD}/darwin-arm64/bin/esbuild`,
-      `${ORT}/darwin/arm64/libonnxruntime.1.30.0.dylib`,
       `${ORT}/darwin/arm64/libonnxruntime.1.dylib`,
       `${ORT}/darwin/arm64/onnxruntime_binding.node`,
     ],
@@ -113,6 +112,7 @@ describe('npm run package', () => {
         'extension/dist/cli.js',
         'extension/dist/extension.js',
         'extension/dist/demo-agent.mjs',
+        'extension/dist/codicon.ttf',
         'extension/dist/node_modules/esbuild/lib/main.js',
         'extension/dist/node_modules/onnxruntime-common/dist/cjs/index.js',
         'extension/media/icon.png',
@@ -128,6 +128,17 @@ describe('npm run package', () => {
       );
       assert.deepEqual(
         files.filter((file) => /\.map$|\.d\.ts$|__pycache__/.test(file)),
+        [],
+      );
+      // The page a user installs from: the user's README, its images inside the VSIX, links not rewritten.
+      const readme = execFileSync('unzip', ['-p', vsix, 'extension/readme.md'], { encoding: 'utf8' }); // vsce's name for it
+      assert.equal(readme, fs.readFileSync(path.join(root, 'media', 'marketplace.md'), 'utf8'));
+      const images = [...readme.matchAll(/!\[[^\]]*\]\(([^)]+)\)/g)].map((match) => match[1]!);
+      assert.ok(images.length >= 3, 'the README shows the loop in pictures');
+      for (const image of images) assert.ok(files.includes(`extension/${image}`), `${image} is not inside the VSIX`);
+      assert.doesNotMatch(readme, /npm (ci|test)|github\.com/, 'no developer commands, no repository URLs');
+      assert.deepEqual(
+        files.filter((file) => /^extension\/media\/(README|marketplace)\.md$/.test(file)),
         [],
       );
     });
