@@ -4,7 +4,7 @@
 // ruff is provisioned on first use (test/provision/ruff/requirements.txt pins it) into the git-ignored cache.
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
-import { ensureRuff, ProvisionError, REPO } from './provision/index.mjs';
+import { ensureDriverTypes, ensureRuff, ProvisionError, REPO } from './provision/index.mjs';
 
 const fix = process.argv.includes('--fix');
 const bin = (name) => path.join(REPO, 'node_modules', '.bin', name);
@@ -13,6 +13,8 @@ const PRETTIER_FILES = ['**/*.ts', '**/*.mjs', 'test/fixtures/**/*.js', 'bin/*.j
 
 let ruff;
 try {
+  // eslint is type-aware: the e2e files' browser-driver types must be there, as for `npm run typecheck`.
+  if (!fix) ensureDriverTypes();
   ruff = ensureRuff();
 } catch (error) {
   if (!(error instanceof ProvisionError)) throw error;

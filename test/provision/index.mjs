@@ -386,6 +386,14 @@ function nodeHeaders() {
   return '/usr';
 }
 
+/**
+ * playwright-core alone, for its types: the e2e files import them, so the typecheck and the type-aware lint read
+ * them as `any` (and disagree with a machine where the e2e suite ran) unless they are installed.
+ */
+export function ensureDriverTypes() {
+  return ensureNpmInstall('driver', { why: "the e2e suite's browser driver, for its types" });
+}
+
 // `node test/provision/index.mjs WHAT…` provisions by hand: python, node24, driver, editor-oldest, editor-current;
 // `driver-types` installs only playwright-core (TypeScript finds its types there: `npm run typecheck`).
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(import.meta.url).pathname)) {
@@ -394,7 +402,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(im
     ruff: () => console.log(ensureRuff()),
     node24: () => console.log(ensureNode(24).node),
     driver: () => console.log(ensureBrowserDriver()),
-    'driver-types': () => ensureNpmInstall('driver', { why: "the e2e suite's browser driver, for its types" }),
+    'driver-types': () => ensureDriverTypes(),
     'editor-oldest': () => console.log(ensureEditor('oldest').codeServer),
     'editor-current': () => console.log(ensureEditor('current').codeServer),
   };
