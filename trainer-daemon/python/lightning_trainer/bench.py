@@ -3,9 +3,11 @@
 `tiny` is the built-in policy (full fine-tuning); `hf` a tiny Qwen2 built from a config (random weights, 2 layers ×
 64, a BPE tokenizer trained on the spot: `tiny_hf_model_dir`, which the tests use too) with LoRA — it needs
 transformers + peft.
-* update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response), median of 3, for each
-  lossType, next to the floor of any update on that batch: one bare forward, policy-gradient loss, backward and
-  AdamW step in plain torch on a copy of the same model;
+* update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response; no behaviour logprobs, klCoef
+  0) for each lossType, next to the floor of any update on that batch: one bare forward (logits of the response
+  positions only, as the worker computes them), policy-gradient loss, backward and AdamW step in plain torch on a
+  copy of the same model; interleaved, median of 7, in CPU seconds of the one-thread worker (a loaded machine's
+  waits do not count), with each one's seconds per phase (`Session.train(phases=...)`);
 * serving: completion tokens/s through the HTTP endpoint with 1, 8 and 32 concurrent clients (each sends its
   requests one after another), next to the baseline of the same requests (prompts, seeds, max_tokens) as
   batched generate() calls made directly (no HTTP, no JSON), one per round of batch 1, 8 and 32; best of 2 each,
@@ -112,26 +114,58 @@ def tiny_hf_model_dir(path: Path, arch: str = "qwen2", layers: int = 2) -> str:
     return str(path)
 
 
-def _median_seconds(step) -> float:
-    """Median of 3 timed calls of `step`, after one warm-up call."""
+UPDATE_ROUNDS = 7
+
+
+def _timed(step) -> float:
+    """CPU seconds (the worker runs one thread here): what the step costs, not how long the loaded machine let it wait
+    for a core; the update's phases are timed the same way (train.phase_clock)."""
+    started = time.process_time()
     step()
-    times = []
-    for _ in range(3):
-        started = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return time.process_time() - started
 
 
-def update_seconds(session: Session, loss_type: str = "dapo") -> float:
-    params = parse(
-        TrainParams, {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16, "lossType": loss_type}
-    )
-    return _median_seconds(lambda: session.train(params))
+def _median_phases(runs: list[dict]) -> dict:
+    """Each phase's median over the runs; `other` is the rest of each run's total."""
+    names = sorted({name for run in runs for name in run})
+    return {name: statistics.median(run.get(name, 0.0) for run in runs) for name in names}
 
 
-def bare_step_seconds(session: Session) -> float:
-    """One forward + backward + optimizer step on the same batch, without the worker's machinery."""
+def update_measurements(session: Session) -> dict:
+    """The bare step and one update per lossType, interleaved round by round (a noisy machine slows them alike),
+    after one warm-up each; medians of UPDATE_ROUNDS, and each one's median seconds per phase."""
+    bare_step = _bare_step(session)
+    params = {
+        loss: parse(
+            TrainParams,
+            {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16, "lossType": loss},
+        )
+        for loss in LOSS_TYPES
+    }
+    bare_step({})
+    for loss in LOSS_TYPES:
+        session.train(params[loss])
+    times: dict[str, list[float]] = {"bare": [], **{loss: [] for loss in LOSS_TYPES}}
+    phases: dict[str, list[dict]] = {name: [] for name in times}
+    for _ in range(UPDATE_ROUNDS):
+        for name in times:
+            run: dict = {}
+            if name == "bare":
+                times[name].append(_timed(lambda: bare_step(run)))  # noqa: B023 (called right here)
+            else:
+                times[name].append(_timed(lambda: session.train(params[name], phases=run)))  # noqa: B023
+            run["other"] = max(0.0, times[name][-1] - sum(run.values()))
+            phases[name].append(run)
+    result = {"bareStepSeconds16x64": statistics.median(times["bare"]), "barePhases": _median_phases(phases["bare"])}
+    for loss in LOSS_TYPES:
+        result[f"updateSeconds16x64_{loss}"] = statistics.median(times[loss])
+        result[f"updatePhases_{loss}"] = _median_phases(phases[loss])
+    return result
+
+
+def _bare_step(session: Session):
+    """One forward + loss + backward + AdamW step on the same batch in plain torch, on a copy of the model: the
+    floor of any update on it. Its phases go into the dict it is given."""
     model = copy.deepcopy(session.policy.model).train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     prompt = len(TRANSITIONS[0]["promptIds"])
@@ -140,18 +174,24 @@ def bare_step_seconds(session: Session) -> float:
     positions = torch.arange(ids.shape[1]).expand_as(ids)
     advantages = torch.tensor([t["advantage"] for t in TRANSITIONS])
     tiny = session.policy.model.__class__.__name__ == "TinyGPT"
+    keep = ids.shape[1] - prompt + 1  # logits of the response positions only, as the worker computes them
 
-    def step() -> None:
-        logits = model(ids, mask, positions)[0] if tiny else model(input_ids=ids, attention_mask=mask.long()).logits
-        logprobs = (
-            torch.log_softmax(logits[:, prompt - 1 : -1].float(), dim=-1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
-        )
+    def step(phases: dict) -> None:
+        started = time.process_time()
+        if tiny:
+            logits = model(ids, mask, positions, None, keep)[0]
+        else:
+            logits = model(input_ids=ids, attention_mask=mask.long(), logits_to_keep=keep).logits
+        logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
         loss = -(logprobs.mean(dim=1) * advantages).mean()
+        forward = time.process_time()
         optimizer.zero_grad()
         loss.backward()
+        backward = time.process_time()
         optimizer.step()
+        phases.update(forward=forward - started, backward=backward - forward, step=time.process_time() - backward)
 
-    return _median_seconds(step)
+    return step
 
 
 CONCURRENCY = (1, 8, 32)
@@ -245,8 +285,7 @@ def main() -> None:
         "parameters": sum(p.numel() for p in session.policy.model.parameters()),
     }
     if args.part in ("all", "update"):
-        result["bareStepSeconds16x64"] = bare_step_seconds(session)
-        result.update({f"updateSeconds16x64_{t}": update_seconds(session, t) for t in LOSS_TYPES})
+        result.update(update_measurements(session))
         result["updateSeconds16x64"] = result["updateSeconds16x64_dapo"]
     if args.part in ("all", "serving"):
         result.update(serving(session))

@@ -18,7 +18,7 @@ from .model import TinyConfig
 from .params import ExportParams, LoadParams, SaveParams, ServeParams, SftParams, TinyModel, TokenizeParams, TrainParams
 from .policy import Policy, TinyPolicy
 from .schema import camel, parse
-from .train import policy_update, set_lr, supervised, unchanged_on_error
+from .train import phase_clock, policy_update, set_lr, supervised, unchanged_on_error
 
 
 class StateError(RuntimeError):
@@ -178,14 +178,26 @@ class Session:
                 policy.prepare_reference()
             return result
 
-    def train(self, params: TrainParams, reducer=None) -> dict:
-        """One update; `reducer` all-reduces gradients across data-parallel ranks (distributed.py)."""
+    def train(self, params: TrainParams, reducer=None, phases: Optional[dict] = None) -> dict:
+        """One update; `reducer` all-reduces gradients across data-parallel ranks (distributed.py); `phases` gets
+        the seconds of each phase (the bench's breakdown)."""
         policy = self._loaded()
-        with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
-            result = policy_update(
-                policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress, reducer
-            )
-            self.step += 1
+        clock = phase_clock(policy.device)
+        with self.lock:
+            snapshot_started = clock()
+            with unchanged_on_error(list(policy.trainable().values()), self.optimizer):
+                if phases is not None:
+                    phases["snapshot"] = clock() - snapshot_started
+                result = policy_update(
+                    policy,
+                    self.optimizer,
+                    self.load_params.optimizer.grad_clip,
+                    params,
+                    self._progress,
+                    reducer,
+                    phases,
+                )
+                self.step += 1
         return {"step": self.step, **result}
 
     def save(self, params: SaveParams) -> dict:
