@@ -9,9 +9,9 @@ transformers + peft.
   copy of the same model; interleaved, median of 7, in CPU seconds of the one-thread worker (a loaded machine's
   waits do not count), with each one's seconds per phase (`Session.train(phases=...)`);
 * serving: completion tokens/s through the HTTP endpoint with 1, 8 and 32 concurrent clients (each sends its
-  requests one after another), next to the baseline of the same requests (prompts, seeds, max_tokens) as
-  batched generate() calls made directly (no HTTP, no JSON), one per round of batch 1, 8 and 32; best of 2 each,
-  measured alternately.
+  requests one after another on a kept-alive connection, from another process), next to the baseline of the same
+  requests (prompts, seeds, max_tokens) as batched generate() calls made directly (no HTTP, no JSON), one per
+  round of batch 1, 8 and 32; pairs measured back to back, medians (and the median of the pairs' ratios).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import statistics
 import tempfile
 import threading
 import time
-import urllib.request
+import urllib.parse
+from http.client import HTTPConnection
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -196,6 +197,7 @@ def _bare_step(session: Session):
 
 CONCURRENCY = (1, 8, 32)
 SERVED_REQUESTS = 64  # per concurrency: rounds = SERVED_REQUESTS // clients
+SERVING_PAIRS = 5
 
 
 def _request(client: int, round_: int) -> tuple[list[dict], int]:
@@ -216,24 +218,33 @@ def direct_tokens_per_second(session: Session, clients: int, rounds: int) -> flo
 
 
 def _clients(url: str, clients: int, requests_per_client: int, results: multiprocessing.Queue) -> None:
+    """Each client keeps one HTTP/1.1 connection open, as an SDK's connection pool does, and sends its requests on
+    it one after another. The clock starts once every client is connected (a warm pool: what is measured is
+    serving, not starting threads and connecting)."""
     counts = [0] * clients
+    parts = urllib.parse.urlsplit(url)
+    connected = threading.Barrier(clients + 1)
 
     def client(c: int) -> None:
+        connection = HTTPConnection(parts.hostname, parts.port, timeout=600)
+        connection.connect()
+        connected.wait()
         for r in range(requests_per_client):
             messages, seed = _request(c, r)
-            body = {"messages": messages, "max_tokens": MAX_TOKENS, "seed": seed}
-            request = urllib.request.Request(
-                f"{url}/v1/chat/completions",
-                data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(request) as response:
-                counts[c] += json.load(response)["usage"]["completion_tokens"]
+            body = json.dumps({"messages": messages, "max_tokens": MAX_TOKENS, "seed": seed})
+            connection.request("POST", f"{parts.path}/v1/chat/completions", body, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            payload = response.read()
+            if response.status != 200:
+                raise RuntimeError(f"HTTP {response.status}: {payload[:200]!r}")
+            counts[c] += json.loads(payload)["usage"]["completion_tokens"]
+        connection.close()
 
     threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
-    started = time.perf_counter()
     for t in threads:
         t.start()
+    connected.wait()
+    started = time.perf_counter()
     for t in threads:
         t.join()
     results.put(sum(counts) / (time.perf_counter() - started))
@@ -252,17 +263,19 @@ def http_tokens_per_second(url: str, clients: int, requests_per_client: int) -> 
 
 
 def serving(session: Session, concurrency=CONCURRENCY) -> dict:
-    """Tokens/s through HTTP and of the batched generate() baseline at each concurrency, best of 2, alternating."""
+    """Tokens/s through HTTP and of the batched generate() baseline at each concurrency: SERVING_PAIRS pairs
+    measured back to back (the machine's load alike for both), medians of each and of the pairs' ratios."""
     url = session.serve(parse(ServeParams, {}))["url"]
     result = {}
     for clients in concurrency:
         rounds = max(1, SERVED_REQUESTS // clients)
         direct, http = [], []
-        for _ in range(2):
+        for _ in range(SERVING_PAIRS if clients > 1 else 3):
             direct.append(direct_tokens_per_second(session, clients, rounds))
             http.append(http_tokens_per_second(url, clients, rounds))
-        result[f"directTokensPerSecondBatch{clients}"] = max(direct)
-        result[f"httpTokensPerSecondConcurrency{clients}"] = max(http)
+        result[f"directTokensPerSecondBatch{clients}"] = statistics.median(direct)
+        result[f"httpTokensPerSecondConcurrency{clients}"] = statistics.median(http)
+        result[f"servingRatioConcurrency{clients}"] = statistics.median(h / d for h, d in zip(http, direct))
     return result
 
 
