@@ -625,14 +625,14 @@ describe('an export is cut into parts of bounded size (committed one at a time)'
       });
       const { id } = store.createRollout(parsed('createRollout', { label: 'parts' }));
       store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
-      // 300 spans of 14,000 characters then 7 small ones: a first part cut at PART_MAX_CHARS, which the queue
-      // commits at once (it is large), then a short one.
-      const big = 'b'.repeat(14_000);
-      const count = 300 + 7;
+      // 400 spans of 3,000 characters then 7 small ones: a first part cut at PART_MAX_CHARS (~350 spans), which
+      // the queue commits at once (it is large), then a short one.
+      const big = 'b'.repeat(3_000);
+      const count = 400 + 7;
       const body = encode(
         recordSpans((tracer) => {
           for (let i = 0; i < count; i += 1)
-            tracer.startSpan(`s${i}`, { attributes: i < 300 ? { 'gen_ai.prompt': big } : {} }).end();
+            tracer.startSpan(`s${i}`, { attributes: i < 400 ? { 'gen_ai.prompt': big } : {} }).end();
         }),
         'protobuf',
       );

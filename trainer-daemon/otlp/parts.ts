@@ -12,7 +12,7 @@ import type { NormalizedSpan } from './normalize';
  */
 export const PART_MAX_SPANS = 1024;
 /** Characters of strings per part (about bytes): a part of large spans is cut sooner. */
-export const PART_MAX_CHARS = 4 * 1024 * 1024;
+export const PART_MAX_CHARS = 1024 * 1024;
 
 export function splitIntoParts(spans: readonly NormalizedSpan[]): NormalizedSpan[][] {
   const parts: NormalizedSpan[][] = [];

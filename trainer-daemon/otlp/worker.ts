@@ -22,7 +22,8 @@ export type DecodeRequest =
   | {
       readonly kind: 'decode';
       readonly id: number;
-      readonly body: Uint8Array;
+      /** The body in chunks (an inflated gzip's as they came out), joined here rather than on the main thread. */
+      readonly body: readonly Uint8Array[];
       readonly contentType: string | undefined;
       readonly contentEncoding: string | undefined;
       readonly limits: DecodeLimits;
@@ -37,6 +38,12 @@ export type DecodeReply =
 
 /** The export being handed out: its parts not yet asked for. One at a time: the pool gives a worker one export. */
 let current: { id: number; parts: NormalizedSpan[][]; rejected: RejectedSpan[] } | undefined;
+
+/** The chunks as one Buffer (a single chunk as it is, without a copy). */
+function joined(chunks: readonly Uint8Array[]): Buffer {
+  const buffers = chunks.map((chunk) => Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+  return buffers.length === 1 ? buffers[0]! : Buffer.concat(buffers);
+}
 
 function reply(message: DecodeReply): void {
   parentPort!.postMessage(message);
@@ -54,7 +61,7 @@ parentPort?.on('message', (request: DecodeRequest) => {
   switch (request.kind) {
     case 'decode':
       try {
-        const body = Buffer.from(request.body.buffer, request.body.byteOffset, request.body.byteLength);
+        const body = joined(request.body);
         const { spans, rejected } = normalizeTraceRequest(
           decodeTraceRequest(
             body,
