@@ -16,7 +16,7 @@ import { seedRollouts } from '../helpers/largeStore';
 import { llmSpan } from '../helpers/spans';
 import { fmt, median, printTable, rows } from './table';
 import { lightningRlBenchmark } from './lightningrl';
-import { otlpBenchmark, otlpFairnessBenchmark } from './otlp';
+import { otlpBenchmark, otlpFairnessBenchmark, otlpMemoryBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
 import { runnerBenchmark } from './runner';
 import { rewardsBenchmark } from './rewards';
@@ -328,6 +328,7 @@ async function main(): Promise<void> {
   } else if (only('--otlp-only')) {
     await section('OTLP ingest', () => otlpBenchmark(work));
     await section('OTLP fairness', () => otlpFairnessBenchmark(work));
+    await section('OTLP memory', () => otlpMemoryBenchmark(work));
   } else if (only('--checkpoints-only')) {
     provision({ torch: true, venv: true, node24: false });
     await section('checkpoints', () => checkpointsBenchmark(work));
@@ -352,6 +353,7 @@ async function main(): Promise<void> {
     if (!storeOnly) {
       await section('OTLP ingest', () => otlpBenchmark(work));
       await section('OTLP fairness', () => otlpFairnessBenchmark(work));
+      await section('OTLP memory', () => otlpMemoryBenchmark(work));
       await section('proxy', () => proxyBenchmarks(work));
       await section('trainer', () => trainerBenchmark());
       await section('checkpoints', () => checkpointsBenchmark(work));

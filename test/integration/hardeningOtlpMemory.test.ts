@@ -11,39 +11,8 @@ import { after, before, describe, test } from 'node:test';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { healthProbe, post } from '../helpers/http';
+import { BIG_EXPORT_SPANS, bigGzipExport } from '../helpers/otlp';
 import { tempDir } from '../helpers/tmp';
-
-const SPANS = 24_000;
-const PROMPT_CHARS = 5_000;
-
-/**
- * OTLP/JSON of SPANS spans with a PROMPT_CHARS-long prompt each (~121 MB), gzipped as it is written: this process
- * never holds it inflated (a stall of its own would fail the /health probe).
- */
-async function bigExport(): Promise<{ gzip: Buffer; inflated: number }> {
-  const prompt = 'p'.repeat(PROMPT_CHARS);
-  const gzip = zlib.createGzip({ level: 1 });
-  const out: Buffer[] = [];
-  gzip.on('data', (chunk: Buffer) => out.push(chunk));
-  const ended = new Promise((resolve) => gzip.on('end', resolve));
-  let inflated = 0;
-  const write = (text: string): void => {
-    inflated += Buffer.byteLength(text);
-    gzip.write(text);
-  };
-  write('{"resourceSpans":[{"resource":{"attributes":[]},"scopeSpans":[{"spans":[');
-  for (let i = 1; i <= SPANS; i += 1)
-    write(
-      `${i > 1 ? ',' : ''}{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","spanId":"${i.toString(16).padStart(16, '0')}",` +
-        `"name":"chat m","kind":3,"startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000100000000",` +
-        `"attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}},` +
-        `{"key":"gen_ai.prompt","value":{"stringValue":"${prompt}"}}]}`,
-    );
-  write(']}]}]}');
-  gzip.end();
-  await ended;
-  return { gzip: Buffer.concat(out), inflated };
-}
 
 const HEADERS = { 'content-type': 'application/json', 'content-encoding': 'gzip' };
 
@@ -54,7 +23,7 @@ describe('an OTLP export near the body cap', () => {
   });
   let body: { gzip: Buffer; inflated: number };
   before(async () => {
-    body = await bigExport();
+    body = await bigGzipExport();
   });
 
   async function daemonWith(env: NodeJS.ProcessEnv): Promise<{ daemon: RunningDaemon; client: RpcClient }> {
@@ -80,7 +49,10 @@ describe('an OTLP export near the body cap', () => {
       const worst = await probe.stop();
       assert.equal(response.status, 200, response.body.slice(0, 500));
       assert.deepEqual(JSON.parse(response.body), {}, 'every span stored');
-      assert.equal((await client.request('getRollout', { id: rollout.id, spans: false })).rollout.spanCount, SPANS);
+      assert.equal(
+        (await client.request('getRollout', { id: rollout.id, spans: false })).rollout.spanCount,
+        BIG_EXPORT_SPANS,
+      );
       assert.ok(worst < 1_000, `/health took ${worst} ms`);
     },
   );

@@ -244,9 +244,16 @@ export class DecodePool {
     const slot: Slot = { worker, job: undefined };
     slot.worker.unref();
     slot.worker.on('message', (reply: DecodeReply) => {
-      if (slot.job?.request.id !== reply.id) return;
-      slot.job.answered = true;
-      this.deliver(slot.job, reply);
+      const job = slot.job;
+      if (job?.request.id !== reply.id) return;
+      job.answered = true;
+      this.deliver(job, reply);
+      if (reply.kind === 'part') return;
+      // The worker holds nothing more of this export (its last part, if any, is with the reader): it may take the
+      // next export now, while that part is committed.
+      slot.job = undefined;
+      job.slot = undefined;
+      if (!this.closed) this.dispatch();
     });
     slot.worker.on('error', (error: Error & { code?: string }) => {
       // A crashed worker (out of memory on a hostile export): that export fails, a new worker takes its place.

@@ -4,7 +4,8 @@
  *
  * A decoded export goes back one part at a time (parts.ts), each when the main thread asks for it
  * (`next`), after it committed the one before: the main thread's work for one export, however
- * large, then comes in slices with its other requests in between, and the export waits here.
+ * large, then comes in slices with its other requests in between, and the export waits here. The
+ * last part comes with `done`, so the worker decodes the next export while that part is committed.
  */
 import { parentPort } from 'node:worker_threads';
 import { assertNever } from '../protocol/assert';
@@ -52,7 +53,10 @@ function reply(message: DecodeReply): void {
 function sendNext(id: number): void {
   if (current?.id !== id) return;
   const part = current.parts.shift();
-  if (part) return reply({ kind: 'part', id, spans: part });
+  if (part) reply({ kind: 'part', id, spans: part });
+  // After the last part, `done` follows at once (not when asked for): this worker is then free to decode the next
+  // export while the main thread commits that part.
+  if (current.parts.length > 0) return;
   reply({ kind: 'done', id, rejected: current.rejected });
   current = undefined;
 }
