@@ -18,6 +18,7 @@ import { fmt, median, printTable, rows } from './table';
 import { lightningRlBenchmark } from './lightningrl';
 import { otlpBenchmark, otlpFairnessBenchmark, otlpMemoryBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
+import { gatewayBenchmark } from './gateway';
 import { runnerBenchmark } from './runner';
 import { rewardsBenchmark } from './rewards';
 import { trainerBenchmark } from './trainer';
@@ -27,7 +28,7 @@ import { packagingBenchmark } from './packaging';
 import { scaleBenchmark } from './scale';
 import { checkpointsBenchmark } from './checkpoints';
 import { parsed } from '../helpers/params';
-import { ensureApt, ensureNode, ensurePythonVenv, ProvisionError } from '../provision/index.mjs';
+import { ensureApt, ensureNode, ensurePortkeyGateway, ensurePythonVenv, ProvisionError } from '../provision/index.mjs';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -270,7 +271,9 @@ async function readyTime(file: string): Promise<void> {
  * for the trainer rows, the test venv (torch 2, transformers + peft, Ray) for the HF, FSDP and Ray rows, Node 24 for
  * the node:sqlite row. A part that cannot be provisioned here is said once; the rows that need it then print why.
  */
-function provision(parts: { torch: boolean; venv: boolean; node24: boolean }): void {
+let portkeyScript: string | undefined;
+
+function provision(parts: { torch: boolean; venv: boolean; node24: boolean; portkey?: boolean }): void {
   const step = (what: string, install: () => void): void => {
     try {
       install();
@@ -291,6 +294,15 @@ function provision(parts: { torch: boolean; venv: boolean; node24: boolean }): v
     step('the test venv', () => (process.env.LIGHTNING_TEST_PYTHON = ensurePythonVenv()));
   if (parts.node24 && !process.env.LIGHTNING_NODE24)
     step('Node 24', () => (process.env.LIGHTNING_NODE24 = ensureNode(24).node));
+  if (parts.portkey) step('the Portkey gateway', () => (portkeyScript = ensurePortkeyGateway()));
+}
+
+/** The proxy against its peer gateway: provisioned above, or a row saying why it could not run. */
+function gatewaySection(work: string): Promise<void> {
+  return section('proxy vs Portkey gateway', () => {
+    if (!portkeyScript) throw new Error('the Portkey gateway could not be provisioned (see above)');
+    return gatewayBenchmark(work, portkeyScript);
+  });
 }
 
 /** Runs one benchmark; one that throws becomes a row saying so, and the others' rows are kept. */
@@ -325,6 +337,10 @@ async function main(): Promise<void> {
   } else if (only('--trainer-only')) {
     provision({ torch: true, venv: true, node24: false });
     await section('trainer', () => trainerBenchmark());
+  } else if (only('--proxy-only')) {
+    provision({ torch: false, venv: false, node24: false, portkey: true });
+    await gatewaySection(work);
+    await section('proxy', () => proxyBenchmarks(work));
   } else if (only('--otlp-only')) {
     await section('OTLP ingest', () => otlpBenchmark(work));
     await section('OTLP fairness', () => otlpFairnessBenchmark(work));
@@ -336,7 +352,7 @@ async function main(): Promise<void> {
     provision({ torch: true, venv: true, node24: false });
     await section('scale', () => scaleBenchmark(work));
   } else {
-    if (!storeOnly) provision({ torch: true, venv: true, node24: true });
+    if (!storeOnly) provision({ torch: true, venv: true, node24: true, portkey: true });
     await section('bundle', () => bundleBenchmark(work));
     await section('span ingest', () => spanIngest());
     await section('rollout lifecycle', () => lifecycle());
@@ -355,6 +371,7 @@ async function main(): Promise<void> {
       await section('OTLP fairness', () => otlpFairnessBenchmark(work));
       await section('OTLP memory', () => otlpMemoryBenchmark(work));
       await section('proxy', () => proxyBenchmarks(work));
+      await gatewaySection(work);
       await section('trainer', () => trainerBenchmark());
       await section('checkpoints', () => checkpointsBenchmark(work));
       await section('packaging', () => packagingBenchmark(work));

@@ -466,16 +466,23 @@ function copyKeys(
 
 /** A URL fit for the record and logs: no credentials, no query. */
 export function redactUrl(url: string): string {
+  // Every proxied call records its upstream's: the few upstreams a daemon talks to are parsed once each.
+  let redacted = redactedUrls.get(url);
+  if (redacted !== undefined) return redacted;
   try {
     const parsed = new URL(url);
     parsed.username = '';
     parsed.password = '';
     parsed.search = '';
-    return parsed.toString().replace(/\/+$/, '');
+    redacted = parsed.toString().replace(/\/+$/, '');
   } catch {
-    return '(invalid url)';
+    redacted = '(invalid url)';
   }
+  redactedUrls.set(url, redacted);
+  if (redactedUrls.size > 1_000) redactedUrls.delete(redactedUrls.keys().next().value!);
+  return redacted;
 }
+const redactedUrls = new Map<string, string>();
 
 /**
  * A command line fit for the store and logs: `--api-key VALUE` / `--token=VALUE` / `--password VALUE`
