@@ -14,7 +14,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { CLI, startDaemon } from '../helpers/daemon';
 import { seedRollouts } from '../helpers/largeStore';
 import { llmSpan } from '../helpers/spans';
-import { fmt, median, printTable, rows } from './table';
+import { fmt, machineLine, median, printTable, rows, sections, writeBenchmarksDoc } from './table';
 import { lightningRlBenchmark } from './lightningrl';
 import { otlpBenchmark, otlpFairnessBenchmark, otlpMemoryBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
@@ -322,6 +322,7 @@ async function section(name: string, run: () => unknown): Promise<void> {
       met: 'NO',
     });
   }
+  sections.push({ name, rows: rows.slice(before) });
 }
 
 const only = (flag: string): boolean => process.argv.includes(flag);
@@ -379,6 +380,12 @@ async function main(): Promise<void> {
     }
   }
   printTable();
+  // The measured tables in the docs, regenerated from this run (the sections it ran; the others stay as they were).
+  const doc = path.join(__dirname, '..', '..', 'docs', 'benchmarks.md');
+  writeBenchmarksDoc(doc, machineLine(process.argv.slice(2)));
+  console.error(
+    `bench: wrote the tables of ${sections.map((s) => s.name).join(', ')} into ${path.relative(process.cwd(), doc)}`,
+  );
   if (rows.some((row) => row.result.startsWith('FAILED'))) process.exitCode = 1;
 }
 
