@@ -102,7 +102,7 @@ async function startPortkey(script: string): Promise<{ url: string; process: Chi
     env: { ...process.env, NODE_ENV: 'production' },
   });
   let stderr = '';
-  child.stderr!.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 30_000;
   for (;;) {
