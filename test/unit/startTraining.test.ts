@@ -224,39 +224,73 @@ describe('Start Training: following a run', () => {
   });
 });
 
-const READY = `Python        /usr/bin/python3 (system) 3.11.2
-torch         1.13.0a0 (BLAS: openblas)
-device        cpu
-GPU           none
-transformers  missing
-peft          missing
-pip index     reachable
+const probe = (torch: string | null) => ({
+  executable: '/usr/bin/python3',
+  origin: 'system',
+  version: '3.11.2',
+  torch,
+  problem: torch ? null : 'no torch',
+});
+const READY = {
+  candidates: [probe('1.13.0a0')],
+  chosen: probe('1.13.0a0'),
+  report: {
+    python: '3.11.2',
+    executable: '/usr/bin/python3',
+    torch: '1.13.0a0',
+    device: 'cpu',
+    cuda: null,
+    transformers: null,
+    peft: null,
+    blas: 'openblas',
+    pipReachesIndex: true,
+    problems: [{ problem: 'transformers is not installed', fix: 'pip install transformers peft', optional: true }],
+    ok: true,
+  },
+  problems: [{ problem: 'transformers is not installed', fix: 'pip install transformers peft', optional: true }],
+};
+const MISSING = {
+  candidates: [probe(null)],
+  chosen: null,
+  report: null,
+  problems: [{ problem: 'no Python with PyTorch', fix: 'run `lightning doctor --setup`' }],
+};
+/** What `lightning doctor --json` prints: log lines may come first on stdout's earlier lines; the report is the last. */
+const printed = (diagnosis: object): string => `${JSON.stringify(diagnosis)}\n`;
 
-The trainer is ready.`;
-
-describe('Set Up Trainer: the doctor’s report', () => {
+describe('Set Up Trainer: the doctor’s report (lightning doctor --json)', () => {
   it('reads a ready trainer, and that Hugging Face packages are missing', () => {
-    assert.deepEqual(doctorSummary(READY, 0), {
-      ready: true,
-      headline: 'torch 1.13.0a0 (BLAS: openblas) on cpu',
-      problem: undefined,
-      hfMissing: true,
-      aptCommand: undefined,
-    });
+    const summary = doctorSummary(printed(READY), '');
+    assert.deepEqual(
+      { ...summary, text: undefined },
+      {
+        ready: true,
+        headline: 'torch 1.13.0a0 (BLAS: openblas) on cpu',
+        problem: undefined,
+        hfMissing: true,
+        aptCommand: undefined,
+        text: undefined,
+      },
+    );
+    assert.match(summary.text, /^Python {8}\/usr\/bin\/python3 \(system\) 3\.11\.2$/m);
+    assert.match(summary.text, /The trainer is ready\.$/);
   });
 
   it('reads the first problem to fix, and the apt-get line when pip reached no index', () => {
-    const missing = `Python        none with PyTorch\ntorch         missing\n\nTo fix:\n  no Python with PyTorch\n    → run \`lightning doctor --setup\`\n\nThe trainer is not ready.`;
-    const notReady = doctorSummary(missing, 1);
+    const notReady = doctorSummary(printed(MISSING), '');
     assert.deepEqual(
-      [notReady.ready, notReady.problem, notReady.aptCommand],
-      [false, 'no Python with PyTorch', undefined],
+      [notReady.ready, notReady.problem, notReady.aptCommand, notReady.hfMissing],
+      [false, 'no Python with PyTorch', undefined, true],
     );
-    const offline = `pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:\n  Debian/Ubuntu (as root): apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread   (or: lightning doctor --setup --apt)\n${missing}`;
-    assert.equal(
-      doctorSummary(offline, 1).aptCommand,
-      'apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread',
-    );
+    const apt = 'apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread';
+    assert.equal(doctorSummary(printed({ ...MISSING, aptCommand: apt }), '').aptCommand, apt);
+  });
+
+  it('a CLI that printed no report is not ready, and says what the CLI said', () => {
+    const broken = doctorSummary('', 'lightning: --store: no such folder\n');
+    assert.equal(broken.ready, false);
+    assert.equal(broken.problem, 'lightning doctor printed no report (lightning: --store: no such folder)');
+    assert.equal(doctorSummary('{"candidates": 3}\n', '').ready, false, 'a report of another shape is refused');
   });
 });
 

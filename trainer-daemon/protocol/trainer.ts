@@ -289,3 +289,28 @@ export const DoctorReport = z.object({
   ok: z.boolean(),
 });
 export type DoctorReport = z.infer<typeof DoctorReport>;
+
+/** One Python `lightning doctor` tried: where it came from (`--python`, `LIGHTNING_PYTHON`, `venv`, `system`, `PATH`). */
+export const PythonProbe = z.object({
+  executable: z.string(),
+  origin: z.string(),
+  version: z.string().nullable(),
+  torch: z.string().nullable(),
+  /** Why it cannot be used (not found, no torch); null when it can. */
+  problem: z.string().nullable(),
+});
+export type PythonProbe = z.infer<typeof PythonProbe>;
+
+/** What `lightning doctor --json` (and `doctor --setup --json`) prints: the editor's Set Up Trainer reads it. */
+export const DoctorDiagnosis = z.object({
+  /** Every candidate, in the order they were tried. */
+  candidates: z.array(PythonProbe),
+  /** The Python the trainer would use, or null. */
+  chosen: PythonProbe.nullable(),
+  /** The worker package's own report on the chosen Python. */
+  report: DoctorReport.nullable(),
+  problems: z.array(z.object({ problem: z.string(), fix: z.string(), optional: z.boolean().optional() })),
+  /** `--setup` only: pip could not install torch, and this installs Debian's instead (as root). */
+  aptCommand: z.string().optional(),
+});
+export type DoctorDiagnosis = z.infer<typeof DoctorDiagnosis>;

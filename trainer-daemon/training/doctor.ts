@@ -8,7 +8,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { DoctorReport } from '../protocol';
+import { DoctorReport, type DoctorDiagnosis } from '../protocol';
 import { PYTHON_PACKAGE_DIR } from './worker';
 import { NotFoundError } from '../protocol/errors';
 import { findPython, pythonCandidates, probePython, venvDir, venvPython, type PythonProbe } from './python';
@@ -17,22 +17,9 @@ export const APT_PACKAGES = ['python3-torch', 'libopenblas0-pthread'];
 /** Only what torch needs: Debian's python3-torch recommends ~850 MB more (Qt, OpenCV, GDAL…) that training never loads. */
 export const APT_COMMAND = `apt-get install -y --no-install-recommends ${APT_PACKAGES.join(' ')}`;
 
-export interface Diagnosis {
-  /** Every candidate, in the order they are tried. */
-  readonly candidates: PythonProbe[];
-  /** The Python the trainer would use, or null. */
-  readonly chosen: PythonProbe | null;
-  /** The worker package's own report on the chosen Python. */
-  readonly report: DoctorReport | null;
-  readonly problems: Problem[];
-}
-
-export interface Problem {
-  readonly problem: string;
-  readonly fix: string;
-  /** Only some features need it (Hugging Face models, a GPU). */
-  readonly optional?: boolean;
-}
+/** What `lightning doctor` found (protocol/trainer.ts: the structure `--json` prints). */
+export type Diagnosis = DoctorDiagnosis;
+export type Problem = DoctorDiagnosis['problems'][number];
 
 /** Runs `python -m lightning_trainer.doctor --json` under the chosen Python. */
 function workerReport(python: string): DoctorReport | { error: string } {
@@ -239,6 +226,7 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
       return diagnose(storeFile, undefined, options);
     }
   }
+  let aptCommand: string | undefined;
   const wanted = [
     ...((await probePython({ executable: python, origin: 'venv' })).torch ? [] : ['torch']),
     ...(options.hf ? ['transformers', 'peft'] : []),
@@ -256,6 +244,7 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
       if (options.apt && canUseApt()) {
         if (await installWithApt(say)) say('Installed; the venv sees the system packages.');
       } else {
+        aptCommand = APT_COMMAND;
         say(
           `pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:`,
         );
@@ -271,7 +260,8 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
       );
     }
   }
-  return diagnose(storeFile, undefined, options);
+  const diagnosis = await diagnose(storeFile, undefined, options);
+  return aptCommand && !diagnosis.chosen ? { ...diagnosis, aptCommand } : diagnosis;
 }
 
 /**
