@@ -9,7 +9,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { DoctorReport, type DoctorDiagnosis } from '../protocol';
-import { PYTHON_PACKAGE_DIR } from './worker';
+import { withPythonPackages } from '../util/pythonPackage';
 import { NotFoundError } from '../protocol/errors';
 import { findPython, pythonCandidates, probePython, venvDir, venvPython, type PythonProbe } from './python';
 
@@ -28,7 +28,7 @@ function workerReport(python: string): DoctorReport | { error: string } {
     timeout: 120_000,
     env: {
       ...process.env,
-      PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
+      PYTHONPATH: withPythonPackages(),
     },
   });
   if (run.error) return { error: run.error.message };

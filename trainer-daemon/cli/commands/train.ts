@@ -7,7 +7,7 @@
 import { Option, type Command } from 'commander';
 import { InvalidInputError } from '../../protocol/errors';
 import { placementOf, type TrainingRunSummary } from '../../protocol';
-import { connectOrStartDaemon } from '../daemonConnection';
+import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { table, time } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { addRayOptions } from '../rayOptions';

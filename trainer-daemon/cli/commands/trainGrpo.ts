@@ -7,13 +7,11 @@
  */
 import type { TrainingFinished } from '../../protocol/cliLines';
 import path from 'node:path';
-import { otherNodeCommand } from '../../training/torchrun';
-import { GrpoConfig, placementOf, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
+import { GrpoConfig, describeIssues, type GrpoConfigInput } from '../../protocol';
 import { parseKeepCheckpoints, type KeepCheckpoints } from '../../protocol/checkpoints';
 import { InvalidInputError } from '../../protocol/errors';
-import { followRun, iterationCells, iterationLine } from '../../training/follow';
-import type { RunnerClient } from '../../runner/pool';
-import { connectOrStartDaemon } from '../daemonConnection';
+import { connectOrStartDaemon } from '../../client/daemonConnection';
+import { trainAndFollow } from '../../client/trainAndFollow';
 import { resolveStore, type GlobalOptions } from '../options';
 
 export interface GrpoFlags extends GlobalOptions {
@@ -179,30 +177,6 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     throw new InvalidInputError(`${FLAGS[key] ?? key}: ${describeIssues(parsed.error, '').replace(/^[^:]*: /, '')}`);
   }
   return parsed.data;
-}
-
-/** Starts (or resumes) a run in the daemon and follows it to the end; prints the table as it goes. */
-export async function trainAndFollow(
-  client: RunnerClient,
-  start: { config: GrpoConfig } | { resume: string },
-  json: boolean,
-): Promise<TrainingRunDetail> {
-  const run = await client.request('startTraining', start);
-  process.stderr.write(
-    `lightning: training run ${run.id} (${run.algorithm}, ${placementOf(run)}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`,
-  );
-  const distributed = 'config' in start ? start.config.distributed : null;
-  const others = distributed ? otherNodeCommand(distributed) : null;
-  if (others)
-    process.stderr.write(
-      `lightning: on each other machine (node rank I = 1…${distributed!.nnodes - 1}), run: ${others}\n`,
-    );
-  if (!json) process.stdout.write(`${iterationLine()}\n`);
-  return followRun(client, run.id, {
-    onIteration: (step, metrics) => {
-      if (!json) process.stdout.write(`${iterationLine(iterationCells(step, metrics))}\n`);
-    },
-  });
 }
 
 export async function runGrpoCommand(argv: string[], options: GrpoFlags): Promise<void> {
