@@ -8,6 +8,7 @@ import { Annotator } from './annotate';
 import { OptimizePrompt } from './apo/optimizePrompt';
 import { PromptResults } from './apo/promptResult';
 import { DebugWithLightning } from './debug/debugWithLightning';
+import { debugPreloads } from './debug/preloadFiles';
 import { LiveRollouts } from './liveRollouts';
 import { PANEL_VIEW_ID, RolloutsPanel } from './panel';
 import { affectsDaemon, UpstreamKey } from './settings';
@@ -40,19 +41,13 @@ export function activate(context: vscode.ExtensionContext): void {
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
   const checkpoint = new CheckpointInUse(supervisor, context.workspaceState, log);
-  const debug = new DebugWithLightning(
-    supervisor,
-    log,
-    {
-      exitCode: context.asAbsolutePath('dist/exit-code.js'),
-      capture: {
-        nodePreload: context.asAbsolutePath('dist/capture-preload.js'),
-        pythonSiteDir: context.asAbsolutePath('trainer-daemon/python/lightning_capture'),
-      },
-    },
-    upstreamKey,
-    checkpoint,
-  );
+  // Only preloads that exist: a missing `--require` file would stop every Node debuggee at its start.
+  const { preloads, missing } = debugPreloads(context.extensionPath);
+  if (missing.length > 0)
+    log.warn(
+      `[debug] debuggees go without these preloads, not found (npm run build makes them): ${missing.join(', ')}`,
+    );
+  const debug = new DebugWithLightning(supervisor, log, preloads, upstreamKey, checkpoint);
   const promptResults = new PromptResults(supervisor, log);
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
   const editors = new DetailEditors(context.extensionUri, live, annotator, trainingRuns, log);

@@ -7,6 +7,8 @@
 import type { Json, Rollout, RolloutStatus, Span } from '../trainer-daemon/protocol/records';
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { asChatCall } from '../trainer-daemon/protocol/llmApis';
+import { formatDuration } from '../trainer-daemon/protocol/format';
+import { callBadge } from '../trainer-daemon/protocol/outcome';
 import type { RolloutFilter } from './protocol';
 import type { RolloutGroup } from '../trainer-daemon/protocol/rpc';
 
@@ -282,4 +284,41 @@ export function servedByText(policy: PolicyRef): string {
   if (policy.checkpointId)
     return `served by checkpoint ${policy.checkpointId} (run ${policy.runId}, step ${policy.step})`;
   return `served by training run ${policy.runId}'s policy at step ${policy.step}${policy.checkpoint === null ? ' (the base model)' : ''}`;
+}
+
+/**
+ * An LLM call's badge among its rollout's spans: its outcome when it was not a whole answer (`HTTP 429`,
+ * `cancelled`, `truncated (…)`), and `retry of #N` when it repeats an attempt (callBadge); null otherwise. `spans`
+ * is read at most once, so a Map's `values()` will do.
+ */
+export function outcomeBadge(span: Span, spans: Iterable<Span>): string | null {
+  return callBadge(span, (id) => {
+    for (const other of spans) if (other.spanId === id) return other.sequence;
+    return undefined;
+  });
+}
+
+/** A step's one-line heading, as text: its kind and name, what follows them, its error, its outcome badge. */
+export interface StepHeading {
+  readonly kind: string;
+  readonly name: string;
+  readonly meta: string;
+  readonly error: string | null;
+  readonly badge: string | null;
+}
+
+/** The panel's heading of a step (its summary line): kind, name, latency and tokens, error, outcome badge. */
+export function stepHeading(span: Span, spans: Iterable<Span>): StepHeading {
+  const latency = span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs);
+  const tokens =
+    span.promptTokens !== null || span.completionTokens !== null
+      ? ` · ${span.promptTokens ?? 0}→${span.completionTokens ?? 0} tok`
+      : '';
+  return {
+    kind: span.category,
+    name: span.name,
+    meta: ` ${latency}${tokens}`,
+    error: span.statusCode === 'error' ? ` ${span.statusMessage ?? 'error'}` : null,
+    badge: outcomeBadge(span, spans),
+  };
 }

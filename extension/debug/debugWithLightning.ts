@@ -20,10 +20,10 @@ import {
   runnableConfigurations,
   upstreamFor,
   wantsLightning,
-  type CapturePreloads,
   type LaunchConfig,
 } from './launchConfig';
 import { debugRoute } from '../checkpoints/routing';
+import type { DebugPreloads } from './preloadFiles';
 import { CheckpointUnavailableError, type CheckpointSource } from '../checkpoints/useCheckpoint';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import {
@@ -52,8 +52,8 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   constructor(
     private readonly supervisor: DaemonSupervisor,
     private readonly log: vscode.LogOutputChannel,
-    /** dist/exit-code.js, preloaded into Node debuggees, and the capture preloads, into every process of the session. */
-    private readonly preloads: { readonly exitCode: string; readonly capture: CapturePreloads },
+    /** dist/exit-code.js, preloaded into Node debuggees, and the capture preloads, into every process of the session (those that exist). */
+    private readonly preloads: DebugPreloads,
     private readonly upstreamKey: UpstreamKey,
     /** Use Checkpoint: a checkpoint in use answers the session's LLM calls. */
     private readonly checkpoint: CheckpointSource,
@@ -121,7 +121,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
         launch,
         run,
         process.env,
-        { recorder: this.preloads.exitCode, file: exitCodeFile(run.rollout.id) },
+        this.preloads.exitCode ? { recorder: this.preloads.exitCode, file: exitCodeFile(run.rollout.id) } : undefined,
         this.preloads.capture,
       );
     } catch (error) {

@@ -107,10 +107,15 @@ describe('npm run package', () => {
         files.filter((file) => others.some((mark) => file.includes(mark)) || /win32|better[-_]sqlite3/.test(file)),
         [],
       );
-      // What the runtime needs from the extension: bundles, the CLI, the sample agent, the trainer worker, the walkthrough.
+      // What the runtime needs from the extension: bundles, the CLI, the preloads Debug with Lightning and `lightning
+      // run` pass (a `--require` file missing would crash every Node debuggee), the sample agent, the trainer worker,
+      // the walkthrough.
       for (const file of [
         'extension/dist/cli.js',
         'extension/dist/extension.js',
+        'extension/dist/exit-code.js',
+        'extension/dist/capture-preload.js',
+        'extension/trainer-daemon/python/lightning_capture/sitecustomize.py',
         'extension/dist/demo-agent.mjs',
         'extension/dist/codicon.ttf',
         'extension/dist/node_modules/esbuild/lib/main.js',

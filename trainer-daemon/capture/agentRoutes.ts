@@ -417,7 +417,6 @@ export class AgentRoutes {
     sendJson(response, 200, assignment);
   }
 
-  /** Why a rollout takes no more spans over OTLP (it has finished), or undefined when it does. */
   /** `span` as stored when its rollout has ended: an LLM call's outcome says so (`truncated` by `rollout_ended`). */
   private lateMarked(span: SpanInput, rolloutId: string): SpanInput {
     let status;
@@ -431,6 +430,7 @@ export class AgentRoutes {
     return { ...span, attributes: { ...markTruncated(span.attributes, 'rollout_ended'), 'lightning.late': late } };
   }
 
+  /** Why a rollout takes no more spans over OTLP (it has finished), or undefined when it does. */
   private refusesSpans(rolloutId: string): string | undefined {
     let rollout;
     try {
