@@ -22,7 +22,7 @@ import {
 import { InvalidInputError, LightningError, TrainerUnavailableError } from '../protocol/errors';
 import type { Logger } from '../log';
 import { Emitter, type Disposable, type Event } from '../protocol/event';
-import { torchrunArgs, torchrunFailures, type DistributedSpec } from './torchrun';
+import { freeLoopbackPort, torchrunArgs, torchrunFailures, type DistributedSpec } from './torchrun';
 import { withPythonPackages } from '../util/pythonPackage';
 
 /** The worker answered a request with an error, or died while it was pending. */
@@ -92,7 +92,9 @@ export class TrainerWorker implements Disposable {
       PYTHONPATH: withPythonPackages(),
       PYTHONUNBUFFERED: '1',
     };
-    const args = options.distributed ? torchrunArgs(options.distributed) : ['-m', 'lightning_trainer.worker'];
+    const args = options.distributed
+      ? torchrunArgs(options.distributed, await freeLoopbackPort())
+      : ['-m', 'lightning_trainer.worker'];
     const child = spawn(options.python, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     const logger = options.logger;
     let stderr = '';
