@@ -23,6 +23,7 @@ import {
 } from '../protocol/errors';
 import type { Logger } from '../log';
 import { requestPath, sendJson } from '../server/http';
+import { markKeyed } from '../server/connectionSlots';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import type { OtlpReceiver } from '../otlp/receiver';
@@ -46,6 +47,8 @@ import type { AgentKeyRecord } from '../store/agentKeys';
 export interface WorkerQueue {
   /** The next rollout for `worker` of the batch with `key`, long-polled while `isOpen`; null when the batch has no more. */
   next(key: string, worker: string, isOpen: () => boolean): Promise<WorkerAssignment | null>;
+  /** Whether `key` is an open batch's runner key. */
+  knows(key: string): boolean;
   /** Whether the rollout was handed out by a worker batch (only those end with `/finish`). */
   owns(rolloutId: string): boolean;
   end(rolloutId: string, to: z.infer<typeof FinishBody>['status'], error: string | null): Promise<Rollout>;
@@ -202,6 +205,7 @@ export class AgentRoutes {
         throw new UnauthorizedError(
           `the ${ROLLOUT_KEY_HEADER} header names no running rollout of this daemon (an attempt that ended has its key revoked)`,
         );
+      markKeyed(request);
       rememberRolloutSecrets(agent.rolloutId, requestSecretValues(request.headers));
       return this.otlpRoute(agent.rolloutId, path, request, response);
     }
@@ -210,6 +214,7 @@ export class AgentRoutes {
         `POST /v1/traces needs a credential: export to the rollout's own $LIGHTNING_URL/v1/traces (what lightning run sets), send its key in the ${ROLLOUT_KEY_HEADER} header, or the daemon's token as Authorization: Bearer`,
       );
     }
+    markKeyed(request);
     return this.otlpRoute(null, path, request, response);
   }
 
@@ -264,6 +269,8 @@ export class AgentRoutes {
       throw new NotFoundError(
         'unknown rollout key: this URL belongs to no running rollout of this daemon (an attempt that ended has its URL revoked)',
       );
+    // A live key: this connection is an agent's, never closed to make room for anonymous ones.
+    markKeyed(request);
     // The agent's own credentials (Authorization, x-api-key, x-goog-api-key, ?key=, …) and its key are this
     // rollout's secrets: an upstream echo, a reward comment or an OTLP attribute holding one is redacted.
     rememberRolloutSecrets(agent.rolloutId, [key, ...requestSecretValues(request.headers, search)]);
@@ -409,6 +416,7 @@ export class AgentRoutes {
   ): Promise<void> {
     request.resume();
     if (!this.options.workerBatches) throw new NotFoundError('this daemon serves no worker batches');
+    if (this.options.workerBatches.knows(key)) markKeyed(request);
     const assignment = await this.options.workerBatches.next(key, worker, () => !response.destroyed);
     if (assignment === null) {
       response.writeHead(204).end();

@@ -5,10 +5,11 @@
  */
 import fs from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorMessage } from '../protocol/errors';
 import type { Logger } from '../log';
+import { ConnectionSlots, type SlotEvent } from './connectionSlots';
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
@@ -74,15 +75,16 @@ function openFileLimit(): number | undefined {
 
 /**
  * How many client connections the daemon holds at once (README "Guarantees"). Each proxied call
- * also holds an upstream socket, and the store, logs and workers need descriptors too: half of what
- * is left of the fd limit after a reserve, so slow or idle clients can never exhaust descriptors
- * and make every other request fail. LIGHTNING_MAX_CONNECTIONS overrides it.
+ * also holds an upstream socket, as many again may wait for a slot (connectionSlots.ts), and the
+ * store, logs and workers need descriptors too: a third of what is left of the fd limit after a
+ * reserve, so slow or idle clients can never exhaust descriptors and make every other request
+ * fail. LIGHTNING_MAX_CONNECTIONS overrides it.
  */
 export function connectionCap(env: NodeJS.ProcessEnv = process.env): number {
   const configured = Number(env.LIGHTNING_MAX_CONNECTIONS);
   if (Number.isInteger(configured) && configured > 0) return configured;
   const limit = openFileLimit();
-  return limit === undefined ? 4_096 : Math.max(32, Math.floor((limit - 128) / 2));
+  return limit === undefined ? 4_096 : Math.max(32, Math.floor((limit - 128) / 3));
 }
 
 export interface HttpServerOptions {
@@ -100,34 +102,11 @@ export class DaemonHttpServer {
   private stopping = false;
   private inFlight = 0;
   private idleWaiters: Array<() => void> = [];
+  private lastSlotLog = 0;
+  private readonly slots: ConnectionSlots[] = [];
 
   constructor(private readonly options: HttpServerOptions) {
-    // A client must send its headers within headersTimeout (a byte a second never completes them);
-    // an idle keep-alive socket closes after 5 s; the check runs every second.
-    const headersTimeout = Number(process.env.LIGHTNING_HEADERS_TIMEOUT_MS) || 10_000;
-    this.server = http.createServer(
-      {
-        headersTimeout,
-        requestTimeout: 300_000,
-        keepAliveTimeout: 5_000,
-        connectionsCheckingInterval: Math.min(1_000, headersTimeout),
-      },
-      (request, response) =>
-        this.guard(
-          request,
-          () => this.onRequest(request, response),
-          () => response.destroy(),
-        ),
-    );
-    this.server.maxConnections = connectionCap();
-    let lastDropLog = 0;
-    this.server.on('drop', () => {
-      if (Date.now() - lastDropLog < 10_000) return;
-      lastDropLog = Date.now();
-      this.options.logger.warn('refused connections: the connection cap is reached', {
-        maxConnections: this.server.maxConnections,
-      });
-    });
+    this.server = this.createServer();
     this.server.on('upgrade', (request, socket, head) =>
       this.guard(
         request,
@@ -144,6 +123,70 @@ export class DaemonHttpServer {
       const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
       socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`, () => socket.destroy());
     });
+  }
+
+  /**
+   * A server with the daemon's timeouts and fair connection slots: a client must send its headers
+   * within headersTimeout (a byte a second never completes them); an idle keep-alive socket closes
+   * after 5 s; the check runs every second. Each listener has slots of its own.
+   */
+  private createServer(): http.Server {
+    const headersTimeout = Number(process.env.LIGHTNING_HEADERS_TIMEOUT_MS) || 10_000;
+    const slots = new ConnectionSlots({
+      cap: connectionCap(),
+      parkTimeoutMs: headersTimeout,
+      onEvent: (event) => this.logSlots(slots, event),
+    });
+    this.slots.push(slots);
+    const server = http.createServer(
+      {
+        headersTimeout,
+        requestTimeout: 300_000,
+        keepAliveTimeout: 5_000,
+        connectionsCheckingInterval: Math.min(1_000, headersTimeout),
+      },
+      (request, response) => {
+        slots.requestStarted(request.socket);
+        response.once('close', () => slots.requestEnded(request.socket));
+        this.guard(
+          request,
+          () => this.onRequest(request, response),
+          () => response.destroy(),
+        );
+      },
+    );
+    // Not server.maxConnections, which drops whoever comes once the cap is full: new sockets arrive paused
+    // (net.Server's pauseOnConnect), and the slots hand each to the HTTP server's own connection listener — the
+    // only one at this point — when its turn comes (connectionSlots.ts).
+    const [httpConnection] = server.listeners('connection') as Array<(socket: Socket) => void>;
+    if (!httpConnection) throw new Error('the HTTP server has no connection listener to hand sockets to');
+    server.removeAllListeners('connection');
+    (server as http.Server & { pauseOnConnect: boolean }).pauseOnConnect = true;
+    server.on('connection', (socket: Socket) =>
+      slots.arrive(socket, () => {
+        httpConnection.call(server, socket);
+        socket.resume();
+      }),
+    );
+    return server;
+  }
+
+  /** At most one line every 10 s while the cap is pressed: a slow-loris must not flood the log either. */
+  private logSlots(slots: ConnectionSlots, event: SlotEvent): void {
+    if (Date.now() - this.lastSlotLog < 10_000) return;
+    this.lastSlotLog = Date.now();
+    this.options.logger.warn(
+      event === 'refused'
+        ? 'refused a connection: the connection cap is reached and as many again wait for a slot'
+        : 'connections wait for a slot: the connection cap or the anonymous budget is reached; idle anonymous connections are closed for them',
+      {
+        maxConnections: slots.cap,
+        anonymousBudget: slots.anonymousBudget,
+        keyed: slots.keyed,
+        open: slots.size,
+        waiting: slots.waiting,
+      },
+    );
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {
@@ -164,13 +207,7 @@ export class DaemonHttpServer {
    * Returns the base URL agents get (`http://HOST:PORT`).
    */
   async listenForAgents(host: string): Promise<string> {
-    const server = http.createServer((request, response) =>
-      this.guard(
-        request,
-        () => this.onRequest(request, response),
-        () => response.destroy(),
-      ),
-    );
+    const server = this.createServer();
     server.on('clientError', (_error, socket) => socket.destroy());
     // No 'upgrade' listener: an RPC upgrade on this address is dropped.
     const listen = (port: number): Promise<AddressInfo> =>
@@ -238,6 +275,7 @@ export class DaemonHttpServer {
   /** Stops accepting connections; resolves once the requests in flight have been answered (or after `timeoutMs`). */
   async drain(timeoutMs: number): Promise<void> {
     this.stopping = true;
+    for (const slots of this.slots) slots.close();
     this.server.close();
     this.server.closeIdleConnections();
     this.agentServer?.close();
@@ -256,6 +294,7 @@ export class DaemonHttpServer {
   /** Closes every remaining connection. */
   close(): void {
     this.stopping = true;
+    for (const slots of this.slots) slots.close();
     this.server.close();
     this.server.closeAllConnections();
     this.agentServer?.close();
