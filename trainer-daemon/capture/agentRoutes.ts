@@ -22,7 +22,7 @@ import {
   UnsupportedMediaTypeError,
 } from '../protocol/errors';
 import type { Logger } from '../log';
-import { requestPath, sendJson } from '../server/http';
+import { loggedPath, requestIdOf, requestPath, sendJson } from '../server/http';
 import { markKeyed } from '../server/connectionSlots';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
@@ -168,9 +168,12 @@ export class AgentRoutes {
     work.catch((error: unknown) => {
       const { httpStatus, kind } = mapError(error);
       const status = httpStatus;
+      const requestId = requestIdOf(request);
       if (status >= 500)
         this.options.logger.error('agent request failed', {
-          path: url.pathname.replace(/^\/r\/[^/]+/, '/r/…'),
+          requestId,
+          method: request.method,
+          path: loggedPath(request),
           error: errorMessage(error),
         });
       const headers = {
@@ -179,13 +182,11 @@ export class AgentRoutes {
       };
       // An Anthropic or Gemini SDK reads errors in its provider's shape.
       const shape = match ? errorBodyFor(match[2] ?? '/', request.headers) : null;
-      if (!response.headersSent)
-        sendJson(
-          response,
-          status,
-          shape ? shape(status, kind, errorMessage(error)) : { error: { message: errorMessage(error), type: kind } },
-          headers,
-        );
+      const body = shape
+        ? shape(status, kind, errorMessage(error))
+        : { error: { message: errorMessage(error), type: kind } };
+      // `request_id` beside the error, where Anthropic's API puts its own.
+      if (!response.headersSent) sendJson(response, status, { ...(body as object), request_id: requestId }, headers);
       else response.destroy();
     });
     return true;

@@ -3,6 +3,7 @@
  * `GET /health`, and the agent-facing routes. Every request must name a loopback Host
  * (DNS-rebinding defence): a page on another origin that resolves to 127.0.0.1 is refused.
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -44,6 +45,27 @@ export function requestPath(target: string | undefined): { pathname: string; sea
   return query === -1
     ? { pathname: target, search: '' }
     : { pathname: target.slice(0, query), search: target.slice(query) };
+}
+
+const requestIds = new WeakMap<IncomingMessage, string>();
+
+/**
+ * The id the daemon gave a request: sent back as `x-request-id` (a proxied answer carries the upstream's own
+ * instead) and as `request_id` in the daemon's JSON error bodies, and in every log line about the request.
+ */
+export function requestIdOf(request: IncomingMessage): string {
+  let id = requestIds.get(request);
+  if (id === undefined) {
+    id = `req_${crypto.randomBytes(9).toString('base64url')}`;
+    requestIds.set(request, id);
+  }
+  return id;
+}
+
+/** The request's path as a log line shows it: no query, and no capability key (`/r/…`, `/b/…`). */
+export function loggedPath(request: IncomingMessage): string {
+  const path = requestPath(request.url)?.pathname ?? '(not a path)';
+  return path.replace(/^\/([rb])\/[^/]+/, '/$1/…').slice(0, 200);
 }
 
 export type UpgradeHandler = (request: IncomingMessage, socket: Duplex, head: Buffer) => void;
@@ -111,7 +133,11 @@ export class DaemonHttpServer {
       this.guard(
         request,
         () => this.onUpgrade(request, socket, head),
-        () => socket.destroy(),
+        () =>
+          socket.end(
+            `HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nx-request-id: ${requestIdOf(request)}\r\nContent-Length: 0\r\n\r\n`,
+            () => socket.destroy(),
+          ),
       ),
     );
     // Malformed HTTP: a 400 the client can read, then close (Node's recommended handling).
@@ -148,10 +174,25 @@ export class DaemonHttpServer {
       (request, response) => {
         slots.requestStarted(request.socket);
         response.once('close', () => slots.requestEnded(request.socket));
+        response.setHeader('x-request-id', requestIdOf(request));
         this.guard(
           request,
           () => this.onRequest(request, response),
-          () => response.destroy(),
+          () => {
+            if (response.headersSent) return void response.destroy();
+            sendJson(
+              response,
+              500,
+              {
+                error: {
+                  message: `Lightning failed on this request (an internal error, logged with request id ${requestIdOf(request)}); retry, and report the id if it repeats`,
+                  type: 'internal',
+                },
+                request_id: requestIdOf(request),
+              },
+              { connection: 'close' },
+            );
+          },
         );
       },
     );
@@ -224,13 +265,22 @@ export class DaemonHttpServer {
     return `http://${bracketed(address.address)}:${address.port}`;
   }
 
-  /** A handler that throws must never take the daemon down: log, and drop that one connection. */
-  private guard(request: IncomingMessage, handle: () => void, drop: () => void): void {
+  /** A handler that throws must never take the daemon down: that request fails (500), logged with its id. */
+  private guard(request: IncomingMessage, handle: () => void, fail: () => void): void {
     try {
       handle();
     } catch (error) {
-      this.options.logger.error('request handler failed', { method: request.method, error: errorMessage(error) });
-      drop();
+      this.options.logger.error('request handler failed', {
+        requestId: requestIdOf(request),
+        method: request.method,
+        path: loggedPath(request),
+        error: errorMessage(error),
+      });
+      try {
+        fail();
+      } catch {
+        request.socket.destroy();
+      }
     }
   }
 
@@ -243,12 +293,18 @@ export class DaemonHttpServer {
     // While stopping, answer what is still arriving on open keep-alive sockets, then close them.
     if (this.stopping) response.setHeader('connection', 'close');
     if (!isLoopbackHost(request.headers.host, this.boundPort, this.agentAddress)) {
-      sendJson(response, 403, { error: `Host ${request.headers.host ?? '(none)'} is not this daemon's address` });
+      sendJson(response, 403, {
+        error: `Host ${request.headers.host ?? '(none)'} is not this daemon's address`,
+        request_id: requestIdOf(request),
+      });
       return;
     }
     const target = requestPath(request.url);
     if (!target) {
-      sendJson(response, 400, { error: 'the request target must be a path starting with a single /' });
+      sendJson(response, 400, {
+        error: 'the request target must be a path starting with a single /',
+        request_id: requestIdOf(request),
+      });
       return;
     }
     if (request.method === 'GET' && target.pathname === '/health') {
@@ -256,7 +312,10 @@ export class DaemonHttpServer {
       return;
     }
     if (this.options.routes(request, response)) return;
-    sendJson(response, 404, { error: `no route for ${request.method} ${target.pathname}` });
+    sendJson(response, 404, {
+      error: `no route for ${request.method} ${target.pathname}`,
+      request_id: requestIdOf(request),
+    });
   }
 
   private onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
