@@ -9,7 +9,6 @@ import { z } from 'zod';
 import { AddRewardParams, describeIssues, type Json, type Rollout, type SpanInput } from '../protocol';
 import crypto from 'node:crypto';
 import { hasEnded } from '../protocol/status';
-import { markTruncated } from '../protocol/outcome';
 import { rememberRolloutSecrets, requestSecretValues } from '../protocol/secrets';
 import {
   ConflictError,
@@ -130,6 +129,18 @@ export interface AgentRoutesOptions {
   readonly token: string;
 }
 
+/**
+ * How the proxies store a call's record: in the next group commit (the agent's answer waits on it), where the
+ * write itself checks the rollout: a call answered after its rollout ended is kept, marked late and left out of
+ * training — never mixed in, even when the end is committed in the same group just before it.
+ */
+export function callRecorder(
+  store: Store,
+  writes: WriteQueue,
+): (span: SpanInput, rolloutId: string) => Promise<unknown> {
+  return (span, rolloutId) => writes.submit(() => store.addProxiedCall(rolloutId, span));
+}
+
 /** The header that carries a rollout key to the shared OTLP endpoint (e.g. through OTEL_EXPORTER_OTLP_HEADERS). */
 export const ROLLOUT_KEY_HEADER = 'x-lightning-rollout-key';
 
@@ -144,10 +155,7 @@ export class AgentRoutes {
   constructor(private readonly options: AgentRoutesOptions) {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.budget = budgetFromEnv();
-    // Committed at the next turn, not after the span window: the agent's answer waits on it.
-    // A call answered after its rollout ended is kept, marked late and left out of training (never mixed in).
-    const record = (span: SpanInput, rolloutId: string): Promise<unknown> =>
-      options.writes.submitSpans(rolloutId, [this.lateMarked(span, rolloutId)], { urgent: true });
+    const record = callRecorder(options.store, options.writes);
     this.proxy = new RecordingProxy(options.upstream, record, options.logger.child('proxy'), this.budget);
     this.translating = new TranslatingProxy(options.upstream, record, options.logger.child('proxy'));
   }
@@ -424,19 +432,6 @@ export class AgentRoutes {
       return;
     }
     sendJson(response, 200, assignment);
-  }
-
-  /** `span` as stored when its rollout has ended: an LLM call's outcome says so (`truncated` by `rollout_ended`). */
-  private lateMarked(span: SpanInput, rolloutId: string): SpanInput {
-    let status;
-    try {
-      status = this.options.store.getRollout(rolloutId).status;
-    } catch {
-      return span;
-    }
-    if (!hasEnded(status)) return span;
-    const late = `the rollout had ended (${status}) when this call was recorded; it is kept, and left out of training`;
-    return { ...span, attributes: { ...markTruncated(span.attributes, 'rollout_ended'), 'lightning.late': late } };
   }
 
   /** Why a rollout takes no more spans over OTLP (it has finished), or undefined when it does. */
