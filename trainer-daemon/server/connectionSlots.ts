@@ -67,6 +67,8 @@ export interface ConnectionSlotsOptions {
   readonly parkCap?: number;
   /** How long one may wait before it is closed (the headers timeout: it would have had its headers read by then). */
   readonly parkTimeoutMs: number;
+  /** How long an admitted connection that has sent nothing is safe from being closed for room (default 1 s). */
+  readonly silentGraceMs?: number;
   readonly onEvent?: (event: SlotEvent) => void;
 }
 
@@ -196,7 +198,7 @@ export class ConnectionSlots {
    * the grace (it is most likely about to send its whole request, and a keyed caller proves itself in that).
    */
   private evictOldestIdle(): boolean {
-    const silentSince = Date.now() - SILENT_GRACE_MS;
+    const silentSince = Date.now() - (this.options.silentGraceMs ?? SILENT_GRACE_MS);
     for (const held of this.anonymous) {
       if (held.busy > 0 || (held.socket.bytesRead === 0 && held.since > silentSince)) continue;
       this.release(held);
