@@ -32,6 +32,7 @@ import type {
   RolloutGroups,
   RolloutGroupsParams,
   Span,
+  SpanInput,
   Stats,
   Task,
   TrainingRun,
@@ -279,6 +280,14 @@ export class Store {
       this.afterCommit([...new Set(stored.map((span) => span.rolloutId))], stored);
     }
     return outcomes;
+  }
+
+  /**
+   * The proxy's record of one LLM call, in the write that stores it: if the rollout has ended by then, it is kept
+   * marked late and left out of training (never mixed in). Throws NotFoundError for an unknown rollout.
+   */
+  addProxiedCall(rolloutId: string, span: SpanInput): SpanBatchOutcome {
+    return this.addSpans({ rolloutId, spans: [span], lateCalls: true });
   }
 
   addSpans(batch: SpanBatch): SpanBatchOutcome {

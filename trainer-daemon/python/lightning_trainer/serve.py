@@ -14,7 +14,9 @@ per-token logprobs of the policy itself. `X-Lightning-Batch-Size` tells the most
 The server is as closed as the daemon: every route lives under a per-server capability path `/p/<key>` (the URL the
 worker answers `serve` with; the daemon forwards to it and scrubs it like `/r/<key>`), the Host must be a loopback
 name with the server's port (DNS rebinding), a request with an `Origin` (a web page) is refused, a POST must be
-`application/json` with a Content-Length under the body cap.
+`application/json` with a Content-Length under the body cap. And as robust: a connection's headers, body and idle
+time are bounded (READ_TIMEOUT_SECONDS, so a body that never arrives holds no thread), a body nested too deep is a 400,
+and a request whose client leaves while it is decoded has its rows dropped from the batch before the next step.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import hmac
 import json
 import os
 import secrets
+import select
+import socket
 import threading
 import time
 import uuid
@@ -39,7 +43,16 @@ DEFAULT_MAX_TOKENS = 1024  # when a request names no max_tokens
 GREEDY_PREFIX = "/greedy"  # the same routes at temperature 0: validation rollouts with an unchanged agent
 KEY_PREFIX = "/p/"  # /p/<key>: the capability path every request needs
 MAX_BODY_BYTES = int(os.environ.get("LIGHTNING_POLICY_MAX_BODY_BYTES") or 32 * 1024 * 1024)
+# A connection's reads and writes: headers, a whole body, an idle keep-alive and a client not reading its answer each
+# get this long, so a declared body that never arrives (or a client gone silent) cannot hold a thread forever.
+READ_TIMEOUT_SECONDS = float(os.environ.get("LIGHTNING_POLICY_READ_TIMEOUT_SECONDS") or 30)
+MAX_JSON_DEPTH = 128  # a body nested deeper is a 400: json and the chat templates would recurse that deep
+CLIENT_CHECK_SECONDS = 0.1  # how often a request waiting for its completion checks that its client is still there
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
+
+
+class ClientGone(Exception):
+    """The request's client closed its connection while its completion was being decoded: its rows were dropped."""
 
 
 class RequestError(ValueError):
@@ -59,6 +72,7 @@ class Job:
     error: Optional[BaseException] = None
     batch_rows: int = 0  # the most rows decoded together while this job's were
     rows: list[Row] = field(default_factory=list)
+    cancelled: bool = False  # its client left: the engine drops its rows before the next step
 
     def finish(self, error: Optional[BaseException] = None) -> None:
         self.error = error
@@ -78,19 +92,23 @@ class Batcher:
         self.arriving = 0  # HTTP requests being read and tokenized: they will be queued in a moment
         self.local = threading.local()  # per request thread: whether it still counts as arriving
         self.last_rows = 0
+        self.dropped_rows = 0  # rows dropped because their client left (a count for the tests and the logs)
         self.decoder: Optional[Decoder] = None  # during a busy spell
         self.thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self.thread.start()
 
     @contextlib.contextmanager
-    def request(self) -> Iterator[None]:
-        """Brackets an HTTP request, so the engine knows more work is on its way until it is queued."""
+    def request(self, gone=None) -> Iterator[None]:
+        """Brackets an HTTP request, so the engine knows more work is on its way until it is queued; `gone()` says
+        whether its client has left (its job is then cancelled)."""
         with self.ready:
             self.arriving += 1
         self.local.arriving = True
+        self.local.gone = gone
         try:
             yield
         finally:
+            self.local.gone = None
             with self.ready:
                 self._arrived()
 
@@ -107,8 +125,36 @@ class Batcher:
             self.queue.append(job)
             self._arrived()
             self.ready.notify_all()
-        job.done.wait()
+        gone = getattr(self.local, "gone", None)
+        while not job.done.wait(CLIENT_CHECK_SECONDS if gone else None):
+            if gone():
+                self._cancel(job)
+                job.done.wait()
         return job
+
+    def _cancel(self, job: Job) -> None:
+        """Its client left: a queued job is dropped now, a decoding one's rows leave before the next step."""
+        with self.ready:
+            if job in self.queue:
+                self.queue.remove(job)
+                job.finish(ClientGone())
+                return
+            job.cancelled = True
+
+    def _drop_cancelled(self, active: list[Job]) -> list[Job]:
+        """The jobs still wanted; a cancelled one's rows are marked done, so the next step takes them out of the
+        batch (and its KV cache) like rows that finished."""
+        still = []
+        for job in active:
+            if not job.cancelled:
+                still.append(job)
+                continue
+            for row in job.rows:
+                if not row.done:
+                    row.done = True
+                    self.dropped_rows += 1
+            job.finish(ClientGone())
+        return still
 
     def _gather(self) -> None:
         """With the engine idle and a job queued: requests sent together arrive a few ms apart, so while some are
@@ -179,6 +225,7 @@ class Batcher:
         self._admit(decoder, active)
         while decoder.rows:
             peak = max(peak, len(decoder.rows))
+            active = self._drop_cancelled(active)
             try:
                 finished = decoder.step()
             except BaseException as error:  # reported to every request in flight as HTTP 500
@@ -359,6 +406,33 @@ class Completions:
         return response, job.batch_rows
 
 
+def _depth(value: Any) -> int:
+    """How deep a parsed JSON value nests, walked without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_JSON_DEPTH:
+                stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _parse_json(raw: bytes) -> dict:
+    """The body as a JSON object; too deep (json itself would recurse past the interpreter's limit) is a 400."""
+    try:
+        body = json.loads(raw or b"null")
+    except json.JSONDecodeError as error:
+        raise RequestError(f"the body is not JSON: {error}") from None
+    except RecursionError:
+        raise RequestError(f"the body is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    if not isinstance(body, dict):
+        raise RequestError("the body must be a JSON object")
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise RequestError(f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
+    return body
+
+
 def stream_chunks(response: dict) -> list[dict]:
     """A finished chat completion as OpenAI stream chunks: role, one content or tool-call delta (with its
     logprobs and token ids), finish. Chunks are written once the batch is generated (tiny completions take
@@ -400,8 +474,38 @@ class Handler(BaseHTTPRequestHandler):
     completions: Completions  # set on the subclass made per server
     key: str  # the capability path's key, likewise
 
+    def setup(self) -> None:
+        self.timeout = READ_TIMEOUT_SECONDS  # socketserver sets it on the connection: every read and write
+        super().setup()
+
     def log_message(self, format: str, *args: Any) -> None:  # request lines stay out of the worker's stderr
         pass
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its connection (readable with nothing to read); a pipelined next request is
+        data, not a close."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def _read_body(self, length: int) -> bytes:
+        """The declared body, all of it within READ_TIMEOUT_SECONDS (a byte now and then does not extend it)."""
+        deadline = time.monotonic() + READ_TIMEOUT_SECONDS
+        chunks, remaining = [], length
+        while remaining > 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self.connection.settimeout(left)
+            chunk = self.rfile.read1(min(remaining, 1 << 20))
+            if not chunk:
+                raise ConnectionError("the client closed the connection before its body ended")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        self.connection.settimeout(READ_TIMEOUT_SECONDS)
+        return b"".join(chunks)
 
     def _send(self, status: int, body: dict, headers: Optional[dict] = None) -> None:
         data = json.dumps(body).encode()
@@ -474,7 +578,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._refuse(400, "the Content-Length is not a number")
         if length < 0 or length > MAX_BODY_BYTES:
             return self._refuse(413, f"the body ({length} bytes) is over the {MAX_BODY_BYTES}-byte limit")
-        with self.completions.batcher.request():
+        with self.completions.batcher.request(gone=self._client_gone):
             self._post(path, length)
 
     def _post(self, request_path: str, length: int) -> None:
@@ -482,20 +586,26 @@ class Handler(BaseHTTPRequestHandler):
         path, greedy = self._route_path(request_path)
         route = routes.get(path)
         try:
-            raw = self.rfile.read(length)
+            try:
+                raw = self._read_body(length)
+            except TimeoutError:
+                return self._refuse(408, f"the body did not arrive within {READ_TIMEOUT_SECONDS:g} s")
+            except OSError:  # the client left while its body was being read
+                self.close_connection = True
+                return
             if route is None:
                 return self._error(404, f"no route POST {request_path}")
-            try:
-                body = json.loads(raw or b"null")
-            except json.JSONDecodeError as error:
-                raise RequestError(f"the body is not JSON: {error}") from None
-            if not isinstance(body, dict):
-                raise RequestError("the body must be a JSON object")
+            body = _parse_json(raw)
             if greedy:
                 body = {**body, "temperature": 0.0}
             response, rows = route(body)
+        except ClientGone:
+            self.close_connection = True  # nobody to answer: its rows were dropped
+            return
         except RequestError as error:
             return self._error(400, str(error), error.param)
+        except RecursionError:
+            return self._error(400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
         except Exception as error:  # a model failure answers this request; the server keeps running
             return self._error(500, f"{type(error).__name__}: {error}")
         headers = {"X-Lightning-Batch-Size": str(rows)}
