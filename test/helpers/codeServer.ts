@@ -232,10 +232,12 @@ export async function setBreakpoint(page: Page, workspace: string, file: string,
   await page.locator('.quick-input-list .monaco-list-row', { hasText: file }).first().waitFor({ timeout: 15_000 });
   await page.keyboard.press('Enter');
   await page.locator('.tab.active', { hasText: file }).waitFor({ timeout: 15_000 });
-  await page.locator('.monaco-editor .view-lines', { hasText: text }).waitFor({ timeout: 15_000 });
+  await page.locator('.monaco-editor .view-lines').first().waitFor({ timeout: 15_000 });
+  // The editor renders only the lines in view: go to the line first, then see it.
   await page.keyboard.press('Control+G');
   await page.keyboard.type(String(line));
   await page.keyboard.press('Enter');
+  await page.locator('.monaco-editor .view-lines', { hasText: text }).waitFor({ timeout: 15_000 });
   await page.keyboard.press('F9');
   await page.locator('.codicon-debug-breakpoint').first().waitFor({ timeout: 10_000 });
   return line;
