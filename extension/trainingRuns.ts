@@ -3,7 +3,7 @@
  * every connection and re-emitted as an event, and the panel's requests about runs (the list, one
  * run's view — whole, or its metric points after a step for a live chart — cancel, resume, and Use
  * on a checkpoint). A run's view is generic (webview/trainingRunProtocol.ts): its metrics, plus the
- * algorithm's own part — APO's leaderboard, GRPO's checkpoints (a switch on the run's algorithm).
+ * algorithm's own part — APO's leaderboard, GRPO's and SFT's checkpoints (a switch on the run's algorithm).
  */
 import * as vscode from 'vscode';
 import type { TrainingRun, TrainingRunDetail, TrainingRunSummary } from '../trainer-daemon/protocol';
@@ -87,13 +87,15 @@ async function view(client: DaemonClient, id: string, afterStep: number): Promis
   return { run: detail.run, metrics: detail.metrics, afterStep, extra: extraOf(detail) };
 }
 
-/** The algorithm's own part of the view: APO's leaderboard, GRPO's checkpoints. */
+/** The algorithm's own part of the view: APO's leaderboard, GRPO's and SFT's checkpoints. */
 function extraOf(detail: TrainingRunDetail): TrainingRunView['extra'] {
   switch (detail.run.algorithm) {
     case 'apo':
       return { kind: 'apo', candidates: detail.candidates };
     case 'grpo':
       return { kind: 'grpo', checkpoints: detail.checkpoints };
+    case 'sft':
+      return { kind: 'sft', checkpoints: detail.checkpoints };
     default:
       return assertNever(detail.run);
   }

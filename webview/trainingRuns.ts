@@ -2,8 +2,8 @@
  * The panel's **Training runs** section: the runs (live: a row changes as rounds are recorded)
  * and the open run's detail — status with Cancel (and Resume for a stopped GRPO run), the
  * configuration, the metric charts, and the algorithm's own part (APO: the leaderboard; each
- * candidate expands to the critique that produced it and its prompt; GRPO: small multiples per
- * metric and the checkpoints, each with Use). Generic over the algorithm: an unknown one shows
+ * candidate expands to the critique that produced it and its prompt; GRPO and SFT: small multiples per
+ * metric and the checkpoints, each with Use, Export and Delete, and the run's total on disk). Generic over the algorithm: an unknown one shows
  * status and metrics. The open run's metrics are kept here; a live refresh fetches only newer points.
  */
 import type { TrainingAlgorithm, TrainingRun } from '../trainer-daemon/protocol/training';
@@ -15,7 +15,7 @@ import { describeMetrics, formatBytes } from '../trainer-daemon/protocol/format'
 import { placementDetail } from '../trainer-daemon/protocol/placement';
 import { button, el } from './dom';
 import { formatTime } from './format';
-import { chartSvg, grpoCharts, mergeMetrics } from '../trainer-daemon/protocol/grpoCharts';
+import { chartSvg, grpoCharts, mergeMetrics, sftCharts, type ChartData } from '../trainer-daemon/protocol/grpoCharts';
 import { CHART_COLOURS, metricChartSvg } from '../trainer-daemon/protocol/chart';
 import { sharedStepRange } from '../trainer-daemon/protocol/chartScale';
 import { attachChartHover, pointText, smoothingControl } from './chartControls';
@@ -172,7 +172,10 @@ export class TrainingRunsView {
         parts.push(this.combinedChart(run.algorithm), this.leaderboard(view.extra.candidates));
         break;
       case 'grpo':
-        parts.push(this.smallMultiples(), this.checkpoints(view.extra.checkpoints));
+        parts.push(this.smallMultiples(grpoCharts(this.metrics)), this.checkpoints(view.extra.checkpoints));
+        break;
+      case 'sft':
+        parts.push(this.smallMultiples(sftCharts(this.metrics)), this.checkpoints(view.extra.checkpoints));
         break;
       default:
         assertNever(view.extra);
@@ -189,11 +192,10 @@ export class TrainingRunsView {
   }
 
   /**
-   * One small chart per GRPO metric on one shared iteration axis, each with its text summary (first → last)
+   * One small chart per GRPO (or SFT) metric on one shared iteration axis, each with its text summary (first → last)
    * and the value under the pointer; the smoothing slider above them redraws them all.
    */
-  private smallMultiples(): HTMLElement {
-    const charts = grpoCharts(this.metrics);
+  private smallMultiples(charts: readonly ChartData[]): HTMLElement {
     const box = el('div', 'charts-box');
     const grid = el('div', 'charts');
     if (charts.length === 0) {

@@ -1,7 +1,7 @@
 /**
  * Follows a training run from a client (`lightning train`, `npm run demo`): one table row per
- * iteration as its metrics land (sampled reward before the update, validation reward,
- * loss, KL, entropy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
+ * iteration as its metrics land (GRPO: sampled reward before the update, validation reward,
+ * loss, KL, entropy, speed; SFT: an epoch's loss, validation loss and accuracy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
  */
 import type { MetricSeries, TrainingRunDetail } from '../protocol';
 import type { RunnerClient } from '../runner/pool';
@@ -47,6 +47,29 @@ export function iterationCells(step: number, m: Record<string, number>): string[
     fixed(m.clipFraction, 2),
     fixed(m.tokensPerSecond, 0),
     seconds ? seconds.toFixed(1) : '-',
+  ];
+}
+
+const EPOCH_HEADERS = ['EPOCH', 'LOSS', 'VAL LOSS', 'VAL ACC', 'TOK/S', 'SECONDS'];
+const EPOCH_WIDTHS = [8, 7, 8, 7, 7, 7];
+
+/** An SFT run's table line, fixed-width as iterationLine: the headers, or an epoch's cells. */
+export function epochLine(cells: readonly string[] = EPOCH_HEADERS): string {
+  return cells
+    .map((cell, i) => cell.padEnd(EPOCH_WIDTHS[i]!))
+    .join('  ')
+    .trimEnd();
+}
+
+/** One SFT epoch as table cells (step 0: the base policy's validation, before training). */
+export function epochCells(step: number, m: Record<string, number>): string[] {
+  return [
+    step === 0 ? '0 (base)' : String(step),
+    fixed(m.loss),
+    fixed(m['val/loss']),
+    fixed(m['val/accuracy'], 2),
+    fixed(m.tokensPerSecond, 0),
+    m['train/seconds'] === undefined ? '-' : m['train/seconds'].toFixed(1),
   ];
 }
 

@@ -16,6 +16,7 @@ import { CHART_COLOURS } from '../../trainer-daemon/protocol/chart';
 import { sharedStepRange, type Domain } from '../../trainer-daemon/protocol/chartScale';
 import { attachChartHover, pointText, smoothingControl } from '../chartControls';
 import { placementDetail } from '../../trainer-daemon/protocol/placement';
+import { assertNever } from '../../trainer-daemon/protocol/assert';
 import { runCharts } from './runCharts';
 import { RUN_STATUS_ICON, runOutcome, runSubject } from '../trainingRunFormat';
 import type { TrainingRunView } from '../trainingRunProtocol';
@@ -100,7 +101,7 @@ export class RunTab {
     if (view.afterStep >= 0 && this.metrics.length === 0) return this.actions.loadRun(this.runId);
     this.run = view.run;
     this.metrics = view.afterStep < 0 ? view.metrics : mergeMetrics(this.metrics, view.metrics, view.afterStep);
-    this.checkpoints = view.extra.kind === 'grpo' ? view.extra.checkpoints : [];
+    this.checkpoints = checkpointsOf(view.extra);
     this.renderHeader();
     this.renderCharts();
     this.renderTable();
@@ -250,7 +251,7 @@ export class RunTab {
           ),
         );
       const rollouts = el('td');
-      if (run.algorithm === 'grpo')
+      if (hasIterationRollouts(run))
         rollouts.append(
           button(
             'Best',
@@ -269,5 +270,31 @@ export class RunTab {
       table.append(row);
     }
     this.table.replaceChildren(el('h3', undefined, `Iterations (${steps.length})`), table);
+  }
+}
+
+/** The checkpoints of a run that keeps them (GRPO, SFT); APO keeps prompt versions instead. */
+function checkpointsOf(extra: TrainingRunView['extra']): Checkpoint[] {
+  switch (extra.kind) {
+    case 'grpo':
+    case 'sft':
+      return extra.checkpoints;
+    case 'apo':
+      return [];
+    default:
+      return assertNever(extra);
+  }
+}
+
+/** GRPO's iterations each ran a batch of rollouts (best and worst one click away); SFT's epochs and APO's rounds did not here. */
+function hasIterationRollouts(run: TrainingRun): boolean {
+  switch (run.algorithm) {
+    case 'grpo':
+      return true;
+    case 'sft':
+    case 'apo':
+      return false;
+    default:
+      return assertNever(run);
   }
 }

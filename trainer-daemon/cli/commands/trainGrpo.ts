@@ -41,6 +41,8 @@ export interface GrpoFlags extends GlobalOptions {
   clip?: string;
   clipHigh?: string;
   scaleRewards?: 'group' | 'none';
+  std?: 'sample' | 'population';
+  maxResponseLength?: string;
   klBiasCorrection?: boolean;
   zeroAdvantage?: 'keep' | 'drop';
   device?: 'auto' | 'cpu' | 'cuda';
@@ -77,6 +79,8 @@ const FLAGS: Record<string, string> = {
   clip: '--clip',
   clipHigh: '--clip-high',
   scaleRewards: '--scale-rewards',
+  std: '--std',
+  maxResponseLength: '--max-response-length',
   klBiasCorrection: '--kl-bias-correction',
   zeroAdvantage: '--zero-advantage',
   command: 'the agent command (after --)',
@@ -124,6 +128,10 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
   if (!options.model)
     throw new InvalidInputError('--model is required: tiny (the built-in policy) or a Hugging Face model name or path');
   if (!options.dataset) throw new InvalidInputError('--dataset is required (see `lightning dataset list`)');
+  if (options.maxResponseLength !== undefined && options.lossType !== 'dr_grpo')
+    throw new InvalidInputError(
+      `--max-response-length: only --loss-type dr_grpo reads it (this run's loss type is ${options.lossType ?? 'dapo, the default'})`,
+    );
   const input: GrpoConfigInput = {
     algorithm: 'grpo',
     model:
@@ -148,6 +156,8 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     clip: numberFlag(options.clip, '--clip'),
     clipHigh: numberFlag(options.clipHigh, '--clip-high') ?? null,
     scaleRewards: options.scaleRewards,
+    std: options.std,
+    maxResponseLength: numberFlag(options.maxResponseLength, '--max-response-length') ?? null,
     klBiasCorrection: options.klBiasCorrection,
     zeroAdvantage: options.zeroAdvantage,
     warmStart: options.warmStart
