@@ -3,7 +3,8 @@
  * iteration as its metrics land (GRPO: sampled reward before the update, validation reward,
  * loss, KL, entropy, speed; SFT: an epoch's loss, validation loss and accuracy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
  */
-import type { MetricSeries, TrainingRunDetail } from '../protocol';
+import type { MetricSeries, TrainingRun, TrainingRunDetail } from '../protocol';
+import { assertNever } from '../protocol/assert';
 import type { RunnerClient } from '../runner/pool';
 import { isFinal } from '../protocol/status';
 
@@ -71,6 +72,22 @@ export function epochCells(step: number, m: Record<string, number>): string[] {
     fixed(m.tokensPerSecond, 0),
     m['train/seconds'] === undefined ? '-' : m['train/seconds'].toFixed(1),
   ];
+}
+
+/** The table a run is followed with, by its algorithm: GRPO's iterations, SFT's epochs (APO prints its own). */
+export function runTable(run: Pick<TrainingRun, 'algorithm'>): {
+  readonly header: string;
+  row(step: number, metrics: Record<string, number>): string;
+} {
+  switch (run.algorithm) {
+    case 'grpo':
+    case 'apo':
+      return { header: iterationLine(), row: (step, metrics) => iterationLine(iterationCells(step, metrics)) };
+    case 'sft':
+      return { header: epochLine(), row: (step, metrics) => epochLine(epochCells(step, metrics)) };
+    default:
+      return assertNever(run.algorithm);
+  }
 }
 
 export interface FollowOptions {

@@ -8,10 +8,17 @@
 import type { TrainingFinished } from '../../protocol/cliLines';
 import path from 'node:path';
 import { otherNodeCommand } from '../../training/torchrun';
-import { GrpoConfig, placementOf, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
+import {
+  GrpoConfig,
+  placementOf,
+  describeIssues,
+  type DaemonTrainingConfig,
+  type GrpoConfigInput,
+  type TrainingRunDetail,
+} from '../../protocol';
 import { parseKeepCheckpoints, type KeepCheckpoints } from '../../protocol/checkpoints';
 import { InvalidInputError } from '../../protocol/errors';
-import { followRun, iterationCells, iterationLine } from '../../training/follow';
+import { followRun, runTable } from '../../training/follow';
 import type { RunnerClient } from '../../runner/pool';
 import { connectOrStartDaemon } from '../daemonConnection';
 import { resolveStore, type GlobalOptions } from '../options';
@@ -191,26 +198,27 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
   return parsed.data;
 }
 
-/** Starts (or resumes) a run in the daemon and follows it to the end; prints the table as it goes. */
+/** Starts (or resumes) a run in the daemon and follows it to the end; prints its algorithm's table as it goes. */
 export async function trainAndFollow(
   client: RunnerClient,
-  start: { config: GrpoConfig } | { resume: string },
+  start: { config: DaemonTrainingConfig } | { resume: string },
   json: boolean,
 ): Promise<TrainingRunDetail> {
   const run = await client.request('startTraining', start);
   process.stderr.write(
     `lightning: training run ${run.id} (${run.algorithm}, ${placementOf(run)}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`,
   );
-  const distributed = 'config' in start ? start.config.distributed : null;
+  const distributed = 'config' in start && start.config.algorithm === 'grpo' ? start.config.distributed : null;
   const others = distributed ? otherNodeCommand(distributed) : null;
   if (others)
     process.stderr.write(
       `lightning: on each other machine (node rank I = 1…${distributed!.nnodes - 1}), run: ${others}\n`,
     );
-  if (!json) process.stdout.write(`${iterationLine()}\n`);
+  const lines = runTable(run);
+  if (!json) process.stdout.write(`${lines.header}\n`);
   return followRun(client, run.id, {
     onIteration: (step, metrics) => {
-      if (!json) process.stdout.write(`${iterationLine(iterationCells(step, metrics))}\n`);
+      if (!json) process.stdout.write(`${lines.row(step, metrics)}\n`);
     },
   });
 }
@@ -225,6 +233,14 @@ export async function runGrpoCommand(argv: string[], options: GrpoFlags): Promis
       );
     start = { config: grpoConfigFromFlags(options, argv, process.cwd()) };
   }
+  await startAndReport(start, options);
+}
+
+/** Starts or resumes a run (GRPO or SFT, which a resumed run's record says), follows it, then prints how it ended. */
+export async function startAndReport(
+  start: { config: DaemonTrainingConfig } | { resume: string },
+  options: GlobalOptions,
+): Promise<void> {
   const { client, close } = await connectOrStartDaemon(resolveStore(options));
   try {
     const { run, checkpoints } = await trainAndFollow(client, start, options.json ?? false);

@@ -5,14 +5,11 @@
  * the end; Ctrl-C cancels, `--resume RUN` continues after the last checkpoint. No agent command: SFT learns from
  * rollouts already recorded.
  */
-import type { TrainingFinished } from '../../protocol/cliLines';
-import { describeIssues, placementOf, SftConfig, type SftConfigInput, type TrainingRunDetail } from '../../protocol';
+import { describeIssues, SftConfig, type SftConfigInput } from '../../protocol';
 import { parseKeepCheckpoints } from '../../protocol/checkpoints';
 import { InvalidInputError } from '../../protocol/errors';
-import { epochCells, epochLine, followRun } from '../../training/follow';
-import type { RunnerClient } from '../../runner/pool';
-import { connectOrStartDaemon } from '../daemonConnection';
-import { resolveStore, type GlobalOptions } from '../options';
+import type { GlobalOptions } from '../options';
+import { startAndReport } from './trainGrpo';
 
 export interface SftFlags extends GlobalOptions {
   algorithm: 'sft';
@@ -97,43 +94,10 @@ export function sftConfigFromFlags(options: SftFlags): SftConfig {
   return parsed.data;
 }
 
-async function fineTuneAndFollow(
-  client: RunnerClient,
-  start: { config: SftConfig } | { resume: string },
-  json: boolean,
-): Promise<TrainingRunDetail> {
-  const run = await client.request('startTraining', start);
-  process.stderr.write(
-    `lightning: training run ${run.id} (${run.algorithm}, ${placementOf(run)}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`,
-  );
-  if (!json) process.stdout.write(`${epochLine()}\n`);
-  return followRun(client, run.id, {
-    onIteration: (step, metrics) => {
-      if (!json) process.stdout.write(`${epochLine(epochCells(step, metrics))}\n`);
-    },
-  });
-}
-
 export async function runSftCommand(argv: string[], options: SftFlags): Promise<void> {
   if (argv.length > 0)
     throw new InvalidInputError(
       `--algorithm sft fine-tunes on rollouts already recorded and rated: give no agent command (got: ${argv.join(' ')})`,
     );
-  const start = options.resume ? { resume: options.resume } : { config: sftConfigFromFlags(options) };
-  const { client, close } = await connectOrStartDaemon(resolveStore(options));
-  try {
-    const { run, checkpoints } = await fineTuneAndFollow(client, start, options.json ?? false);
-    if (options.json)
-      process.stdout.write(
-        `${JSON.stringify({ event: 'training-finished', run, checkpoints } satisfies TrainingFinished)}\n`,
-      );
-    else
-      process.stdout.write(
-        `Run ${run.id} ${run.status}${run.error && run.status !== 'cancelled' ? `: ${run.error}` : ''}. ${checkpoints.length} checkpoint(s)${checkpoints.length ? `, the last: ${checkpoints.at(-1)!.path}` : ''}.\n`,
-      );
-    if (run.status === 'cancelled') process.exitCode = 130;
-    else if (run.status === 'failed') process.exitCode = 1;
-  } finally {
-    await close();
-  }
+  await startAndReport(options.resume ? { resume: options.resume } : { config: sftConfigFromFlags(options) }, options);
 }
