@@ -23,13 +23,15 @@ export type TrainingRunRequest = Extract<
       | 'showTrainingRunResult'
       | 'resumeTrainingRun'
       | 'useCheckpoint'
-      | 'exportCheckpoint';
+      | 'exportCheckpoint'
+      | 'deleteCheckpoint';
   }
 >;
 
 /** The command another part of Lightning registers; the panel's Use button runs it. */
 export const USE_CHECKPOINT_COMMAND = 'lightning.useCheckpoint';
 export const EXPORT_CHECKPOINT_COMMAND = 'lightning.exportCheckpoint';
+export const DELETE_CHECKPOINT_COMMAND = 'lightning.deleteCheckpoint';
 
 export class TrainingRuns implements vscode.Disposable {
   private readonly _onDidChange = new vscode.EventEmitter<TrainingRunSummary>();
@@ -71,6 +73,10 @@ export class TrainingRuns implements vscode.Disposable {
         return;
       case 'exportCheckpoint':
         await vscode.commands.executeCommand(EXPORT_CHECKPOINT_COMMAND, { checkpointId: message.checkpointId });
+        return;
+      case 'deleteCheckpoint':
+        // The run's change (trainingRuns/changed) refreshes the panel and the run tab once it is gone.
+        await vscode.commands.executeCommand(DELETE_CHECKPOINT_COMMAND, { checkpointId: message.checkpointId });
         return;
     }
   }

@@ -11,7 +11,7 @@ import { assertNever } from '../trainer-daemon/protocol/assert';
 import { isResumable } from '../trainer-daemon/protocol/status';
 import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
-import { describeMetrics, formatBytes } from '../trainer-daemon/protocol/format';
+import { checkpointSize, checkpointsBytes, describeMetrics, formatBytes } from '../trainer-daemon/protocol/format';
 import { placementDetail } from '../trainer-daemon/protocol/placement';
 import { button, el } from './dom';
 import { formatTime } from './format';
@@ -32,6 +32,8 @@ export interface TrainingRunActions {
   resume(id: string): void;
   useCheckpoint(checkpointId: string): void;
   exportCheckpoint(checkpointId: string): void;
+  /** Delete a checkpoint (Lightning: Delete Checkpoint…, which asks first). */
+  deleteCheckpoint(checkpointId: string): void;
   /** The run's outcome in the editor (APO: the diff with Apply / Keep). */
   showResult(id: string): void;
   /** The run in an editor tab: full-size charts, iterations, checkpoints. */
@@ -242,7 +244,11 @@ export class TrainingRunsView {
 
   private checkpoints(checkpoints: TrainingRunDetailCheckpoints): HTMLElement {
     const section = el('div', 'checkpoints');
-    section.append(el('h4', '', `Checkpoints (${checkpoints.length})`));
+    // The run's total on disk, as `lightning checkpoints` sums it: what retention and Delete act on.
+    const heading = el('h4', '', `Checkpoints (${checkpoints.length})`);
+    if (checkpoints.length > 0)
+      heading.append(el('span', 'checkpoints-total muted', ` · ${formatBytes(checkpointsBytes(checkpoints))} on disk`));
+    section.append(heading);
     if (checkpoints.length === 0) section.append(el('div', 'muted', 'None yet: one is saved after each iteration.'));
     for (const checkpoint of [...checkpoints].reverse()) {
       const row = el('div', 'checkpoint-row');
@@ -252,30 +258,29 @@ export class TrainingRunsView {
         el('span', 'checkpoint-step', `iteration ${checkpoint.step}`),
         el('span', 'checkpoint-metrics muted', describeMetrics(checkpoint.metrics)),
       );
-      if (typeof checkpoint.bytes === 'number')
-        row.append(
-          el(
-            'span',
-            'checkpoint-size muted',
-            `${formatBytes(checkpoint.bytes)}${checkpoint.optimizerState ? ' +optimizer' : ''}`,
-          ),
-        );
-      row.append(
+      if (checkpoint.bytes !== undefined) row.append(el('span', 'checkpoint-size muted', checkpointSize(checkpoint)));
+      const actions = el('span', 'checkpoint-actions');
+      actions.append(
         button(
           'Use',
           `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`,
           () => this.actions.useCheckpoint(checkpoint.id),
           'use-checkpoint',
         ),
-      );
-      row.append(
         button(
           'Export',
           `Write checkpoint ${checkpoint.id} as a PEFT adapter or a Hugging Face folder (Lightning: Export Checkpoint…)`,
           () => this.actions.exportCheckpoint(checkpoint.id),
           'export-checkpoint',
         ),
+        button(
+          'Delete',
+          `Delete checkpoint ${checkpoint.id} and its folder (Lightning: Delete Checkpoint…, which asks first)`,
+          () => this.actions.deleteCheckpoint(checkpoint.id),
+          'delete-checkpoint',
+        ),
       );
+      row.append(actions);
       row.title = checkpoint.path;
       section.append(row);
     }

@@ -11,6 +11,7 @@ import type { TrainingRun } from '../../trainer-daemon/protocol/training';
 import type { MetricSeries } from '../../trainer-daemon/protocol/training';
 import { button, el } from '../dom';
 import { formatTime } from '../format';
+import { checkpointSize, checkpointsTotal } from '../../trainer-daemon/protocol/format';
 import { chartSvg, formatValue, mergeMetrics, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
 import { CHART_COLOURS } from '../../trainer-daemon/protocol/chart';
 import { sharedStepRange, type Domain } from '../../trainer-daemon/protocol/chartScale';
@@ -26,6 +27,7 @@ export interface RunTabActions {
   listRuns(): void;
   useCheckpoint(checkpointId: string): void;
   exportCheckpoint(checkpointId: string): void;
+  deleteCheckpoint(checkpointId: string): void;
   openIterationRollout(runId: string, step: number, which: 'best' | 'worst'): void;
   overlayChanged(runId: string | null): void;
   smoothingChanged(weight: number): void;
@@ -249,6 +251,13 @@ export class RunTab {
             () => this.actions.exportCheckpoint(checkpoint.id),
             'export-checkpoint',
           ),
+          button(
+            'Delete',
+            `Delete checkpoint ${checkpoint.id} and its folder (Lightning: Delete Checkpoint…, which asks first)`,
+            () => this.actions.deleteCheckpoint(checkpoint.id),
+            'delete-checkpoint',
+          ),
+          el('span', 'checkpoint-size muted', checkpointSize(checkpoint)),
         );
       const rollouts = el('td');
       if (hasIterationRollouts(run))
@@ -269,7 +278,11 @@ export class RunTab {
       row.append(checkpointCell, rollouts);
       table.append(row);
     }
-    this.table.replaceChildren(el('h3', undefined, `Iterations (${steps.length})`), table);
+    // What the run's kept checkpoints take on disk, as `lightning checkpoints` sums it (an APO run keeps none).
+    const onDisk = keepsCheckpoints(run)
+      ? [el('div', 'facts checkpoints-total', `Checkpoints: ${checkpointsTotal(this.checkpoints)} on disk`)]
+      : [];
+    this.table.replaceChildren(el('h3', undefined, `Iterations (${steps.length})`), ...onDisk, table);
   }
 }
 
@@ -292,6 +305,19 @@ function hasIterationRollouts(run: TrainingRun): boolean {
     case 'grpo':
       return true;
     case 'sft':
+    case 'apo':
+      return false;
+    default:
+      return assertNever(run);
+  }
+}
+
+/** GRPO and SFT runs keep checkpoints (their sizes and total are shown); APO keeps prompt versions. */
+function keepsCheckpoints(run: TrainingRun): boolean {
+  switch (run.algorithm) {
+    case 'grpo':
+    case 'sft':
+      return true;
     case 'apo':
       return false;
     default:
