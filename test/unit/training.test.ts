@@ -15,6 +15,7 @@ import {
   workerTrainParams,
 } from '../../trainer-daemon/training/grpo';
 import { chatToSftExample, heldOutRollouts } from '../../trainer-daemon/training/sftRows';
+import { fsdpTorchProblem } from '../../trainer-daemon/training/doctor';
 import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { tempDir } from '../helpers/tmp';
 import { testGrpoConfig } from '../helpers/trainingConfigs';
@@ -396,4 +397,15 @@ test('sft rows: a chat example becomes a demonstration; one with no reply is ref
     () => chatToSftExample({ messages: [{ role: 'user', content: 'q' }] }, 'row 3'),
     /row 3: the last message must be the assistant's/,
   );
+});
+
+test('--fsdp needs torch 2.6: older ones are named with the fix, newer and local builds pass', () => {
+  assert.equal(fsdpTorchProblem('2.6.0', '/p'), undefined);
+  assert.equal(fsdpTorchProblem('2.13.0+cpu', '/p'), undefined);
+  assert.equal(fsdpTorchProblem('3.0.0', '/p'), undefined);
+  assert.match(
+    fsdpTorchProblem('1.13.0a0', '/usr/bin/python3') ?? '',
+    /^--fsdp needs torch 2\.6 or later .* \/usr\/bin\/python3 has torch 1\.13\.0a0: point --python at a Python with a newer torch .*or train without --fsdp/,
+  );
+  assert.match(fsdpTorchProblem('2.5.1+cu121', '/p') ?? '', /has torch 2\.5\.1\+cu121/);
 });

@@ -14,6 +14,7 @@ import type { Disposable } from '../protocol/event';
 import { defaultRewardsFile } from '../rewards/config';
 import { scoringFor } from '../runner/scoring';
 import type { BatchFollower, RolloutScoring } from '../runner/pool';
+import { checkFsdpTorch } from './doctor';
 import { runGrpo } from './grpo';
 import { readSftRows, runSft } from './sft';
 import type { Caller } from './rollouts';
@@ -46,9 +47,9 @@ export class TrainingManager implements Disposable {
     }
   }
 
-  start(params: z.output<typeof StartTrainingParams>): TrainingRun {
+  async start(params: z.output<typeof StartTrainingParams>): Promise<TrainingRun> {
     const { runId, config, scoring } =
-      params.resume !== undefined ? this.resumable(params.resume) : this.recorded(params.config!);
+      params.resume !== undefined ? this.resumable(params.resume) : await this.recorded(params.config!);
     const started = this.training.setRunStatus(runId, 'running');
     const controller = new AbortController();
     const done = this.drive(runId, config, scoring, controller.signal).finally(() => this.active.delete(runId));
@@ -83,8 +84,11 @@ export class TrainingManager implements Disposable {
     }
   }
 
-  /** A new run, recorded once what cannot run has been refused (an unknown dataset, no train tasks, no rated rows). */
-  private recorded(config: DaemonTrainingConfig): Prepared {
+  /**
+   * A new run, recorded once what cannot run has been refused: an unknown dataset, no train tasks, a torch too old
+   * for `--fsdp` (GRPO); no rated rows (SFT).
+   */
+  private async recorded(config: DaemonTrainingConfig): Promise<Prepared> {
     switch (config.algorithm) {
       case 'grpo': {
         if (this.training.tasks(config.dataset, 'train').items.length === 0) {
@@ -94,6 +98,7 @@ export class TrainingManager implements Disposable {
         }
         if (config.valDataset !== null) this.training.tasks(config.valDataset);
         const scoring = checkedScoring(config, this.training.storeFile, 'params.config.rewardsFile');
+        if (config.distributed?.fsdp) await checkFsdpTorch(this.training.storeFile, config.python);
         return { runId: this.training.recordRun({ algorithm: 'grpo', config }).id, config, scoring };
       }
       case 'sft':
