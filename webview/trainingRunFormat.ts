@@ -65,7 +65,15 @@ export function runOutcome(run: TrainingRun): string {
 
 /** The metric series a run's chart shows first: an algorithm's scores, else everything it recorded. */
 export function chartedMetrics(algorithm: TrainingAlgorithm): readonly string[] | undefined {
-  return algorithm === 'apo' ? ['best_val_score', 'leader_val_score', 'mean_batch_score'] : undefined;
+  switch (algorithm) {
+    case 'apo':
+      return ['best_val_score', 'leader_val_score', 'mean_batch_score'];
+    case 'grpo':
+    case 'sft':
+      return undefined;
+    default:
+      return assertNever(algorithm);
+  }
 }
 
 /** "0.750" for a score, "–" for none. */

@@ -36,11 +36,23 @@ function sftProgressText(run: TrainingRunSummary, total: number | undefined): st
   return [`epoch ${run.step}${total ? `/${total}` : ''}`, `loss ${number(run.latest.loss)}`, ...val].join(' · ');
 }
 
-/** "iteration 2/10 · reward 0.25 ± 0.1 · val 0.5" (before the first iteration: "starting the trainer…"). */
+/** A run's progress line, by its algorithm (APO's rounds read as GRPO's iterations here). */
 export function progressText(run: TrainingRunSummary): string {
   if (run.cancelRequested && run.status === 'running') return 'cancelling…';
   const total = configuredIterations(run);
-  if (run.algorithm === 'sft') return sftProgressText(run, total);
+  switch (run.algorithm) {
+    case 'sft':
+      return sftProgressText(run, total);
+    case 'grpo':
+    case 'apo':
+      return iterationProgressText(run, total);
+    default:
+      return assertNever(run);
+  }
+}
+
+/** "iteration 2/10 · reward 0.25 ± 0.1 · val 0.5" (before the first iteration: "starting the trainer…"). */
+function iterationProgressText(run: TrainingRunSummary, total: number | undefined): string {
   if (run.step === 0 || run.latest['reward/mean'] === undefined)
     return run.latest['val/reward'] === undefined
       ? 'starting the trainer and the first rollouts…'
@@ -68,15 +80,40 @@ export function needsTrainerSetup(kind: ErrorKind | null): boolean {
 export function endText(run: TrainingRunSummary): string {
   switch (run.status) {
     case 'succeeded':
-      return run.algorithm === 'sft'
-        ? `training run ${run.id} finished after ${run.step} epoch(s): loss ${number(run.latest.loss)}${run.latest['val/loss'] !== undefined ? `, validation loss ${number(run.latest['val/loss'])}, accuracy ${number(run.latest['val/accuracy'])}` : ''}.`
-        : `training run ${run.id} finished after ${run.step} iteration(s): reward ${number(run.latest['reward/mean'])}${run.latest['val/reward'] !== undefined ? `, validation ${number(run.latest['val/reward'])}` : ''}.`;
+      return `training run ${run.id} finished after ${run.step} ${stepNoun(run)}(s): ${outcomeText(run)}.`;
     case 'cancelled':
-      return `training run ${run.id} cancelled after ${run.step} ${run.algorithm === 'sft' ? 'epoch' : 'iteration'}(s); its checkpoints are kept and it can be resumed.`;
+      return `training run ${run.id} cancelled after ${run.step} ${stepNoun(run)}(s); its checkpoints are kept and it can be resumed.`;
     case 'failed':
       return `training run ${run.id} failed: ${run.error ?? 'no message'}`;
     case 'queued':
     case 'running':
       return `training run ${run.id} is ${run.status}.`;
+  }
+}
+
+/** What a run counts its steps in: SFT's epochs, GRPO's iterations (APO's rounds read as iterations here). */
+function stepNoun(run: TrainingRunSummary): string {
+  switch (run.algorithm) {
+    case 'sft':
+      return 'epoch';
+    case 'grpo':
+    case 'apo':
+      return 'iteration';
+    default:
+      return assertNever(run);
+  }
+}
+
+/** A finished run's outcome: SFT's loss and validation; GRPO's sampled and validation reward. */
+function outcomeText(run: TrainingRunSummary): string {
+  const latest = run.latest;
+  switch (run.algorithm) {
+    case 'sft':
+      return `loss ${number(latest.loss)}${latest['val/loss'] !== undefined ? `, validation loss ${number(latest['val/loss'])}, accuracy ${number(latest['val/accuracy'])}` : ''}`;
+    case 'grpo':
+    case 'apo':
+      return `reward ${number(latest['reward/mean'])}${latest['val/reward'] !== undefined ? `, validation ${number(latest['val/reward'])}` : ''}`;
+    default:
+      return assertNever(run);
   }
 }
