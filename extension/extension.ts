@@ -22,6 +22,7 @@ import { TrainingCommands } from './training/startTraining';
 import { TrainerSetup } from './training/setUpTrainer';
 import { CheckpointInUse } from './checkpoints/useCheckpoint';
 import { exportCheckpointCommand } from './checkpoints/exportCheckpoint';
+import { deleteCheckpointCommand } from './checkpoints/deleteCheckpoint';
 import { errorMessage } from '../trainer-daemon/protocol/errors';
 import { WINDOWS_MESSAGE, WSL_DOCS } from './runtime';
 import { runDemo } from './demo';
@@ -137,6 +138,7 @@ export function activate(context: vscode.ExtensionContext): void {
   );
   context.subscriptions.push(
     command('lightning.exportCheckpoint', (argument) => exportCheckpointCommand(supervisor, log, argument)),
+    command('lightning.deleteCheckpoint', (argument) => deleteCheckpointCommand(supervisor, checkpoint, log, argument)),
   );
   log.info(
     `[extension] Lightning ${String((context.extension.packageJSON as { version?: unknown }).version)} activated in ${(performance.now() - started).toFixed(1)} ms`,

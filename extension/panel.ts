@@ -171,6 +171,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
         case 'resumeTrainingRun':
         case 'useCheckpoint':
         case 'exportCheckpoint':
+        case 'deleteCheckpoint':
           await this.trainingRuns.receive(message, (reply) => this.post(reply));
           return;
         case 'listDatasets':

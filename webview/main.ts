@@ -137,6 +137,7 @@ const trainingRuns = new TrainingRunsView(
     resume: (id) => post({ type: 'resumeTrainingRun', id }),
     useCheckpoint: (checkpointId) => post({ type: 'useCheckpoint', checkpointId }),
     exportCheckpoint: (checkpointId) => post({ type: 'exportCheckpoint', checkpointId }),
+    deleteCheckpoint: (checkpointId) => post({ type: 'deleteCheckpoint', checkpointId }),
     showResult: (id) => post({ type: 'showTrainingRunResult', id }),
     openTab: (id) => post({ type: 'openRunTab', id }),
     smoothingChanged: (weight) => {

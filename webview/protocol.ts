@@ -109,6 +109,8 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('useCheckpoint'), checkpointId: z.string().min(1) }),
   /** Write a checkpoint as a PEFT adapter or a Hugging Face folder (the command `lightning.exportCheckpoint`). */
   z.object({ type: z.literal('exportCheckpoint'), checkpointId: z.string().min(1) }),
+  /** Delete a checkpoint, after a confirmation (the command `lightning.deleteCheckpoint`). */
+  z.object({ type: z.literal('deleteCheckpoint'), checkpointId: z.string().min(1) }),
   /** A rollout in the editor area: a preview tab (a click), pinned (a double-click, Enter), or to the side. */
   z.object({ type: z.literal('openRolloutTab'), id: z.string().min(1), mode: z.enum(['preview', 'pinned', 'beside']) }),
   /** Two rollouts side by side in a Compare tab. */

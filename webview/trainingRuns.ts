@@ -2,8 +2,8 @@
  * The panel's **Training runs** section: the runs (live: a row changes as rounds are recorded)
  * and the open run's detail — status with Cancel (and Resume for a stopped GRPO run), the
  * configuration, the metric charts, and the algorithm's own part (APO: the leaderboard; each
- * candidate expands to the critique that produced it and its prompt; GRPO: small multiples per
- * metric and the checkpoints, each with Use). Generic over the algorithm: an unknown one shows
+ * candidate expands to the critique that produced it and its prompt; GRPO and SFT: small multiples per
+ * metric and the checkpoints, each with Use, Export and Delete, and the run's total on disk). Generic over the algorithm: an unknown one shows
  * status and metrics. The open run's metrics are kept here; a live refresh fetches only newer points.
  */
 import type { TrainingAlgorithm, TrainingRun } from '../trainer-daemon/protocol/training';
@@ -11,11 +11,11 @@ import { assertNever } from '../trainer-daemon/protocol/assert';
 import { isResumable } from '../trainer-daemon/protocol/status';
 import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
-import { describeMetrics, formatBytes } from '../trainer-daemon/protocol/format';
+import { checkpointSize, checkpointsBytes, describeMetrics, formatBytes } from '../trainer-daemon/protocol/format';
 import { placementDetail } from '../trainer-daemon/protocol/placement';
 import { button, el } from './dom';
 import { formatTime } from './format';
-import { chartSvg, grpoCharts, mergeMetrics } from '../trainer-daemon/protocol/grpoCharts';
+import { chartSvg, grpoCharts, mergeMetrics, sftCharts, type ChartData } from '../trainer-daemon/protocol/grpoCharts';
 import { CHART_COLOURS, metricChartSvg } from '../trainer-daemon/protocol/chart';
 import { sharedStepRange } from '../trainer-daemon/protocol/chartScale';
 import { attachChartHover, pointText, smoothingControl } from './chartControls';
@@ -32,6 +32,8 @@ export interface TrainingRunActions {
   resume(id: string): void;
   useCheckpoint(checkpointId: string): void;
   exportCheckpoint(checkpointId: string): void;
+  /** Delete a checkpoint (Lightning: Delete Checkpoint…, which asks first). */
+  deleteCheckpoint(checkpointId: string): void;
   /** The run's outcome in the editor (APO: the diff with Apply / Keep). */
   showResult(id: string): void;
   /** The run in an editor tab: full-size charts, iterations, checkpoints. */
@@ -172,7 +174,10 @@ export class TrainingRunsView {
         parts.push(this.combinedChart(run.algorithm), this.leaderboard(view.extra.candidates));
         break;
       case 'grpo':
-        parts.push(this.smallMultiples(), this.checkpoints(view.extra.checkpoints));
+        parts.push(this.smallMultiples(grpoCharts(this.metrics)), this.checkpoints(view.extra.checkpoints));
+        break;
+      case 'sft':
+        parts.push(this.smallMultiples(sftCharts(this.metrics)), this.checkpoints(view.extra.checkpoints));
         break;
       default:
         assertNever(view.extra);
@@ -189,11 +194,10 @@ export class TrainingRunsView {
   }
 
   /**
-   * One small chart per GRPO metric on one shared iteration axis, each with its text summary (first → last)
+   * One small chart per GRPO (or SFT) metric on one shared iteration axis, each with its text summary (first → last)
    * and the value under the pointer; the smoothing slider above them redraws them all.
    */
-  private smallMultiples(): HTMLElement {
-    const charts = grpoCharts(this.metrics);
+  private smallMultiples(charts: readonly ChartData[]): HTMLElement {
     const box = el('div', 'charts-box');
     const grid = el('div', 'charts');
     if (charts.length === 0) {
@@ -240,7 +244,11 @@ export class TrainingRunsView {
 
   private checkpoints(checkpoints: TrainingRunDetailCheckpoints): HTMLElement {
     const section = el('div', 'checkpoints');
-    section.append(el('h4', '', `Checkpoints (${checkpoints.length})`));
+    // The run's total on disk, as `lightning checkpoints` sums it: what retention and Delete act on.
+    const heading = el('h4', '', `Checkpoints (${checkpoints.length})`);
+    if (checkpoints.length > 0)
+      heading.append(el('span', 'checkpoints-total muted', ` · ${formatBytes(checkpointsBytes(checkpoints))} on disk`));
+    section.append(heading);
     if (checkpoints.length === 0) section.append(el('div', 'muted', 'None yet: one is saved after each iteration.'));
     for (const checkpoint of [...checkpoints].reverse()) {
       const row = el('div', 'checkpoint-row');
@@ -250,30 +258,29 @@ export class TrainingRunsView {
         el('span', 'checkpoint-step', `iteration ${checkpoint.step}`),
         el('span', 'checkpoint-metrics muted', describeMetrics(checkpoint.metrics)),
       );
-      if (typeof checkpoint.bytes === 'number')
-        row.append(
-          el(
-            'span',
-            'checkpoint-size muted',
-            `${formatBytes(checkpoint.bytes)}${checkpoint.optimizerState ? ' +optimizer' : ''}`,
-          ),
-        );
-      row.append(
+      if (checkpoint.bytes !== undefined) row.append(el('span', 'checkpoint-size muted', checkpointSize(checkpoint)));
+      const actions = el('span', 'checkpoint-actions');
+      actions.append(
         button(
           'Use',
           `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`,
           () => this.actions.useCheckpoint(checkpoint.id),
           'use-checkpoint',
         ),
-      );
-      row.append(
         button(
           'Export',
           `Write checkpoint ${checkpoint.id} as a PEFT adapter or a Hugging Face folder (Lightning: Export Checkpoint…)`,
           () => this.actions.exportCheckpoint(checkpoint.id),
           'export-checkpoint',
         ),
+        button(
+          'Delete',
+          `Delete checkpoint ${checkpoint.id} and its folder (Lightning: Delete Checkpoint…, which asks first)`,
+          () => this.actions.deleteCheckpoint(checkpoint.id),
+          'delete-checkpoint',
+        ),
       );
+      row.append(actions);
       row.title = checkpoint.path;
       section.append(row);
     }

@@ -415,10 +415,8 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
             () => undefined,
           );
         case 'exportCheckpoint':
-          return this.trainingRuns.receive(
-            { type: 'exportCheckpoint', checkpointId: message.checkpointId },
-            () => undefined,
-          );
+        case 'deleteCheckpoint':
+          return this.trainingRuns.receive({ type: message.type, checkpointId: message.checkpointId }, () => undefined);
         case 'openIterationRollout':
           return this.openIterationRollout(message.runId, message.step, message.which);
       }

@@ -169,13 +169,39 @@ export const SftParams = z.object({
       samples: z.number().int().positive().optional(),
     })
     .optional(),
+  /** Passes over the examples, each in a fresh random order, instead of `steps` batches drawn with replacement. */
+  epochs: z.number().int().positive().optional(),
 });
 export type SftParams = z.infer<typeof SftParams>;
 export const SftResult = z.object({
+  /** The last step's loss (token mean over its batch). */
   loss: z.number(),
+  /** The mean of the steps' losses. */
+  meanLoss: z.number().optional(),
   steps: z.number().int(),
+  /** Completion tokens trained on, over every step. */
+  tokens: z.number().int().optional(),
   seconds: z.number(),
   sampledAccuracy: z.number().nullable().optional(),
+});
+
+/** Held-out demonstrations: their loss, and how many the policy reproduces decoding greedily (python/…/supervised.py). */
+export const EvaluateParams = z.object({
+  examples: z.array(SftExample).min(1),
+  /** Greedy generations for the accuracy: the first `generate` examples; absent: all. */
+  generate: z.number().int().nonnegative().optional(),
+  batchSize: z.number().int().positive().optional(),
+});
+export const EvaluateResult = z.object({
+  /** Token-mean cross-entropy of the completions (nats per token). */
+  loss: z.number(),
+  tokens: z.number().int(),
+  examples: z.number().int(),
+  generated: z.number().int(),
+  exact: z.number().int(),
+  /** exact / generated; null when nothing was generated. */
+  accuracy: z.number().nullable(),
+  seconds: z.number(),
 });
 
 /** The policy-gradient loss's aggregation, as TRL's GRPOTrainer names it (python/lightning_trainer/train.py). */
@@ -261,6 +287,7 @@ export const WorkerMethods = {
   load: workerMethod(LoadParams, LoadResult),
   serve: workerMethod(ServeParams, ServeResult),
   sft: workerMethod(SftParams, SftResult),
+  evaluate: workerMethod(EvaluateParams, EvaluateResult),
   train: workerMethod(TrainParams, TrainResult),
   save: workerMethod(SaveParams, SaveResult),
   export: workerMethod(ExportParams, ExportResult),

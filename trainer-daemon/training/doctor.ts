@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { DoctorReport, type DoctorDiagnosis } from '../protocol';
 import { withPythonPackages } from '../util/pythonPackage';
-import { NotFoundError } from '../protocol/errors';
+import { InvalidInputError, NotFoundError } from '../protocol/errors';
 import { findPython, pythonCandidates, probePython, venvDir, venvPython, type PythonProbe } from './python';
 
 export const APT_PACKAGES = ['python3-torch', 'libopenblas0-pthread'];
@@ -278,4 +278,31 @@ export async function ensureTrainerPython(storeFile: string, say: (line: string)
       throw new NotFoundError(`${APT_COMMAND} failed (see above); install PyTorch, then run the demo again`);
     return findPython(storeFile);
   }
+}
+
+/** The oldest torch whose FSDP2 (`torch.distributed.fsdp.fully_shard`) the worker shards with (python/…/fsdp.py MIN_TORCH). */
+export const FSDP_MIN_TORCH = '2.6';
+
+/** Why a torch version (`2.13.0+cpu`, `1.13.0a0`) cannot run `--fsdp`, naming the fix; undefined when it can. */
+export function fsdpTorchProblem(torch: string, python: string): string | undefined {
+  const [major, minor] = torch.split(/[.+a-z]/).map(Number);
+  const [needMajor, needMinor] = FSDP_MIN_TORCH.split('.').map(Number);
+  if (major === undefined || minor === undefined || !Number.isFinite(major) || !Number.isFinite(minor))
+    return undefined;
+  if (major > needMajor! || (major === needMajor && minor >= needMinor!)) return undefined;
+  return (
+    `--fsdp needs torch ${FSDP_MIN_TORCH} or later (FSDP2, torch.distributed.fsdp.fully_shard); the trainer's Python ` +
+    `${python} has torch ${torch}: point --python at a Python with a newer torch (\`lightning doctor --setup\` makes ` +
+    `.lightning/venv; pip install 'torch>=${FSDP_MIN_TORCH}' there), or train without --fsdp (one full replica per rank)`
+  );
+}
+
+/**
+ * Before a run with `--fsdp` is recorded: the Python that will run it (as the run will find it) has a torch that
+ * shards, else an InvalidInputError naming the fix — not a run that fails once its worker has loaded.
+ */
+export async function checkFsdpTorch(storeFile: string, python: string | null): Promise<void> {
+  const probe = await findPython(storeFile, python ?? undefined);
+  const problem = probe.torch === null ? undefined : fsdpTorchProblem(probe.torch, probe.executable);
+  if (problem) throw new InvalidInputError(`params.config.distributed.fsdp: ${problem}`);
 }

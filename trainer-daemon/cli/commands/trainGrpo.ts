@@ -7,7 +7,7 @@
  */
 import type { TrainingFinished } from '../../protocol/cliLines';
 import path from 'node:path';
-import { GrpoConfig, describeIssues, type GrpoConfigInput } from '../../protocol';
+import { GrpoConfig, describeIssues, type DaemonTrainingConfig, type GrpoConfigInput } from '../../protocol';
 import { parseKeepCheckpoints, type KeepCheckpoints } from '../../protocol/checkpoints';
 import { InvalidInputError } from '../../protocol/errors';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
@@ -39,6 +39,8 @@ export interface GrpoFlags extends GlobalOptions {
   clip?: string;
   clipHigh?: string;
   scaleRewards?: 'group' | 'none';
+  std?: 'sample' | 'population';
+  maxResponseLength?: string;
   klBiasCorrection?: boolean;
   zeroAdvantage?: 'keep' | 'drop';
   device?: 'auto' | 'cpu' | 'cuda';
@@ -75,6 +77,8 @@ const FLAGS: Record<string, string> = {
   clip: '--clip',
   clipHigh: '--clip-high',
   scaleRewards: '--scale-rewards',
+  std: '--std',
+  maxResponseLength: '--max-response-length',
   klBiasCorrection: '--kl-bias-correction',
   zeroAdvantage: '--zero-advantage',
   command: 'the agent command (after --)',
@@ -122,6 +126,10 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
   if (!options.model)
     throw new InvalidInputError('--model is required: tiny (the built-in policy) or a Hugging Face model name or path');
   if (!options.dataset) throw new InvalidInputError('--dataset is required (see `lightning dataset list`)');
+  if (options.maxResponseLength !== undefined && options.lossType !== 'dr_grpo')
+    throw new InvalidInputError(
+      `--max-response-length: only --loss-type dr_grpo reads it (this run's loss type is ${options.lossType ?? 'dapo, the default'})`,
+    );
   const input: GrpoConfigInput = {
     algorithm: 'grpo',
     model:
@@ -146,6 +154,8 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     clip: numberFlag(options.clip, '--clip'),
     clipHigh: numberFlag(options.clipHigh, '--clip-high') ?? null,
     scaleRewards: options.scaleRewards,
+    std: options.std,
+    maxResponseLength: numberFlag(options.maxResponseLength, '--max-response-length') ?? null,
     klBiasCorrection: options.klBiasCorrection,
     zeroAdvantage: options.zeroAdvantage,
     warmStart: options.warmStart
@@ -189,6 +199,14 @@ export async function runGrpoCommand(argv: string[], options: GrpoFlags): Promis
       );
     start = { config: grpoConfigFromFlags(options, argv, process.cwd()) };
   }
+  await startAndReport(start, options);
+}
+
+/** Starts or resumes a run (GRPO or SFT, which a resumed run's record says), follows it, then prints how it ended. */
+export async function startAndReport(
+  start: { config: DaemonTrainingConfig } | { resume: string },
+  options: GlobalOptions,
+): Promise<void> {
   const { client, close } = await connectOrStartDaemon(resolveStore(options));
   try {
     const { run, checkpoints } = await trainAndFollow(client, start, options.json ?? false);
