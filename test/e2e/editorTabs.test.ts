@@ -16,7 +16,7 @@ import { findDaemon } from '../../trainer-daemon/protocol/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { editorStore, type EditorStore } from '../helpers/editorStore';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
-import { runCommand } from '../helpers/codeServer';
+import { frameWith, runCommand } from '../helpers/codeServer';
 import { waitFor } from '../helpers/tmp';
 
 /** The page globals the evaluated functions touch (this file is compiled without the DOM library). */
@@ -28,25 +28,6 @@ interface PageGlobals {
 interface PageElement {
   click(): void;
   dispatchEvent(event: unknown): boolean;
-}
-
-/** The frame (a webview's inner document) in which `selector` matches, once there is one. */
-async function frameWith(page: Page, selector: string, timeout = 60_000): Promise<Frame> {
-  return waitFor(
-    async () => {
-      for (const frame of page.frames())
-        if (
-          (await frame
-            .locator(selector)
-            .count()
-            .catch(() => 0)) > 0
-        )
-          return frame;
-      return undefined;
-    },
-    `a frame with ${selector}`,
-    timeout,
-  );
 }
 
 interface PerformanceGlobals {
