@@ -587,6 +587,10 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
   it('an agent that throws under Debug with Lightning: its rollout fails with the exception and its last output lines, in the row, the tab and `lightning show`', async () => {
     await runCommand(page, 'Lightning: Show Panel');
     await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Crashing agent');
+    // The own runs are at the top of the list (virtualized: a row exists once in view); the test before scrolled down.
+    await panel
+      .locator('.rollout-list')
+      .evaluate((list) => void ((list as unknown as { scrollTop: number }).scrollTop = 0));
     const row = panel.locator('.rollout-row', { hasText: 'Crashing agent' }).first();
     // Whether js-debug pauses on an uncaught exception is the user's setting: Continue lets the agent end if it does.
     await waitFor(

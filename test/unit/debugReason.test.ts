@@ -52,15 +52,19 @@ describe("Debug with Lightning: a crashed agent's reason", () => {
     assert.ok(!final.error!.includes('"event"'), 'telemetry output is not the program’s');
   });
 
-  it('Node under js-debug: the child session’s stderr names the Error; the exit code comes from the recorder', () => {
+  it('Node under js-debug: its console names the uncaught Error after the exit; the exit code comes from the recorder', () => {
+    // What js-debug sent for test/e2e/editor.test.ts's crashing agent: the launch and the exit in the parent session,
+    // the program's output and js-debug's own "Uncaught <class> <error>" with the stack in the child.
     const sessions = new SessionRecords();
     sessions.started('parent');
     sessions.started('child', 'parent');
-    sessions.observe('parent', output('Debugger attached.\n', 'console'));
+    sessions.observe('parent', output('/usr/bin/node ./crash-agent.mjs\n', 'console'));
+    sessions.observe('parent', output('Process exited with code 1\n', 'console'));
+    sessions.observe('child', output('asked the model: It is sunny in Paris.\n', 'stdout'));
     sessions.observe(
       'child',
       output(
-        "file:///ws/crash-agent.mjs:14\n  throw new Error('no forecast for Oslo');\n  ^\n\nError: no forecast for Oslo\n    at file:///ws/crash-agent.mjs:14:9\n\nNode.js v20.20.2\n",
+        'Uncaught Error Error: no forecast for Oslo\n    at <anonymous> (/ws/crash-agent.mjs:9:7)\n    at processTicksAndRejections (<node_internals>/internal/process/task_queues:95:5)\n',
       ),
     );
     assert.equal(sessions.reportedExitCode('parent'), undefined, 'js-debug sends no exited event');
@@ -68,8 +72,26 @@ describe("Debug with Lightning: a crashed agent's reason", () => {
     assert.equal(final.to, 'failed');
     assert.equal(failureHeadline(final.error!), 'Error: no forecast for Oslo (exited with code 1)');
     const tail = failureOutput(final.error!);
-    assert.match(tail, /at file:\/\/\/ws\/crash-agent\.mjs:14:9/);
-    assert.match(tail, /^Debugger attached\./, 'the parent’s output first, then the child’s');
+    assert.match(tail, /at <anonymous> \(\/ws\/crash-agent\.mjs:9:7\)/);
+    assert.match(
+      tail,
+      /^\/usr\/bin\/node \.\/crash-agent\.mjs\nProcess exited with code 1\n\nasked the model/,
+      'the parent’s output, then the child’s',
+    );
+  });
+
+  it('Node printing its own uncaught error (no debugger console): the stderr Error line', () => {
+    const sessions = new SessionRecords();
+    sessions.observe(
+      's',
+      output(
+        "file:///ws/crash-agent.mjs:14\n  throw new Error('no forecast for Oslo');\n  ^\n\nError: no forecast for Oslo\n    at file:///ws/crash-agent.mjs:14:9\n\nNode.js v20.20.2\n",
+      ),
+    );
+    assert.equal(
+      failureHeadline(sessions.final('s', 1, {}).error!),
+      'Error: no forecast for Oslo (exited with code 1)',
+    );
   });
 
   it('the exception the debugger stopped on when the output names none; a secret the agent printed is redacted', () => {
