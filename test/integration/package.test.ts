@@ -153,7 +153,10 @@ describe('npm run package', () => {
       // "Learn more" links the repository's documentation: each link to the repository names a file it has.
       const repository = manifest.repository.url.replace(/\.git$/, '');
       const links = [...readme.matchAll(/\]\((https?:[^)]+)\)/g)].map((match) => match[1]!);
-      assert.ok(links.some((link) => link.includes('/docs/')), 'the README links the documentation');
+      assert.ok(
+        links.some((link) => link.includes('/docs/')),
+        'the README links the documentation',
+      );
       for (const link of links) {
         assert.ok(link.startsWith(repository), `${link} is the repository's`);
         const file = /\/blob\/main\/(.+)$/.exec(link)?.[1];
