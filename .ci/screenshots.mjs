@@ -1,7 +1,7 @@
 // `npm run screenshots`: the Marketplace page's and the walkthrough's pictures (media/marketplace.md,
 // media/walkthrough/*.md), copied from what the e2e suite photographed in the installed VSIX in the current
-// VS Code after a real demo run (test/e2e/vsix.test.ts, "what a user sees…", into test-results/e2e/) into
-// media/screenshots/, where they are committed. Run that e2e file first: `node test/run.mjs test/e2e/vsix.test.ts`.
+// VS Code (test/e2e/showcase.test.ts, into test-results/e2e/) into media/screenshots/, where they are committed.
+// Run that e2e file first: `node test/run.mjs test/e2e/showcase.test.ts`.
 // Usage: node .ci/screenshots.mjs
 import fs from 'node:fs';
 import path from 'node:path';
@@ -25,7 +25,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(im
   const missing = Object.keys(PICTURES).filter((name) => !fs.existsSync(path.join(from, name)));
   if (missing.length > 0) {
     console.error(
-      `screenshots: ${missing.join(', ')} not in ${path.relative(root, from)}/. Take them first: node test/run.mjs test/e2e/vsix.test.ts`,
+      `screenshots: ${missing.join(', ')} not in ${path.relative(root, from)}/. Take them first: node test/run.mjs test/e2e/showcase.test.ts`,
     );
     process.exit(1);
   }
