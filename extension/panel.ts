@@ -129,7 +129,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
           this.post({
             type: 'rolloutGroups',
             requestId: message.requestId,
-            groups: await client.request('rolloutGroups', filter),
+            groups: await client.request('rolloutGroups', { ...filter, limit: message.limit }),
           });
           return;
         }

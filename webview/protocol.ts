@@ -65,8 +65,13 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
     /** false: only the rollouts outside any batch (the list's own runs, above the groups). */
     inBatch: z.boolean().optional(),
   }),
-  /** The filter's rollouts counted, in all and per batch (the list's groups and its one count). */
-  z.object({ type: z.literal('listGroups'), requestId: z.number().int(), filter: RolloutFilter }),
+  /** The filter's rollouts counted, in all and per run and batch (the list's groups and its one count); the newest `limit` runs. */
+  z.object({
+    type: z.literal('listGroups'),
+    requestId: z.number().int(),
+    filter: RolloutFilter,
+    limit: z.number().int().min(1).max(1_000),
+  }),
   z.object({ type: z.literal('selectRollout'), id: z.string().min(1) }),
   z.object({
     type: z.literal('loadSpans'),

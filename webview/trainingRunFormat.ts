@@ -3,16 +3,18 @@
  * resource or model, and dataset, read from its configuration) and its outcome line (APO: the
  * seed's validation score against the best's). Unit-tested in Node.
  */
-import type { TrainingRunStatus } from '../trainer-daemon/protocol/records';
 import type { TrainingAlgorithm, TrainingRun } from '../trainer-daemon/protocol/training';
 
 import { placementOf } from '../trainer-daemon/protocol/placement';
+import { runLabel, trainedTarget } from '../trainer-daemon/protocol/runLabel';
 import { assertNever } from '../trainer-daemon/protocol/assert';
 import { inEditorWords } from '../trainer-daemon/protocol/setupAdvice';
-import { STATUS_ICON } from './format';
+import { formatTime } from './format';
 
-/** A run's statuses are a subset of a rollout's, and show the same glyphs. */
-export const RUN_STATUS_ICON: Record<TrainingRunStatus, string> = STATUS_ICON;
+/** "GRPO tiny on sums · 14:03:12": a run by what it trains and when it was made (a tab's title, a header), never its id. */
+export function runTitle(run: TrainingRun, now = Date.now()): string {
+  return `${runLabel(run)} · ${formatTime(run.createdAt, now)}`;
+}
 
 /** "prompt · sums": the trained resource (or model) and what it learns from, and where it runs unless here. */
 export function runSubject(run: TrainingRun): string {
@@ -20,19 +22,6 @@ export function runSubject(run: TrainingRun): string {
   return (
     [trainedTarget(run), ...trainedOn(run), where === 'local' ? undefined : where].filter(Boolean).join(' · ') || run.id
   );
-}
-
-/** APO trains a prompt resource; GRPO and SFT a model: the tiny built-in one, or a Hugging Face name. */
-function trainedTarget(run: TrainingRun): string {
-  switch (run.algorithm) {
-    case 'apo':
-      return run.config.resource;
-    case 'grpo':
-    case 'sft':
-      return run.config.model.kind === 'hf' ? run.config.model.name : run.config.model.kind;
-    default:
-      return assertNever(run);
-  }
 }
 
 /** APO and GRPO run a dataset's tasks; SFT learns from the rollouts rated at least its threshold (of a dataset, if given). */

@@ -13,13 +13,14 @@ import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
 import { checkpointSize, checkpointsBytes, describeMetrics, formatBytes } from '../trainer-daemon/protocol/format';
 import { placementDetail } from '../trainer-daemon/protocol/placement';
-import { button, el } from './dom';
+import { button, el, statusIcon } from './dom';
+import { runLabel } from '../trainer-daemon/protocol/runLabel';
 import { formatTime } from './format';
 import { chartSvg, grpoCharts, mergeMetrics, sftCharts, type ChartData } from '../trainer-daemon/protocol/grpoCharts';
 import { CHART_COLOURS, metricChartSvg } from '../trainer-daemon/protocol/chart';
 import { sharedStepRange } from '../trainer-daemon/protocol/chartScale';
 import { attachChartHover, pointText, smoothingControl } from './chartControls';
-import { chartedMetrics, RUN_STATUS_ICON, runOutcome, runSubject, scoreText } from './trainingRunFormat';
+import { chartedMetrics, runOutcome, runSubject, scoreText } from './trainingRunFormat';
 import type { TrainingRunView } from './trainingRunProtocol';
 
 type TrainingRunDetailCheckpoints = Extract<TrainingRunView['extra'], { kind: 'grpo' }>['checkpoints'];
@@ -116,10 +117,8 @@ export class TrainingRunsView {
     const row = el('div', `run-row status-${run.status}${run.id === this.openId ? ' selected' : ''}`);
     row.dataset.runId = run.id;
     row.tabIndex = 0;
-    const status = el('span', 'status', RUN_STATUS_ICON[run.status]);
-    status.title = run.status;
     row.append(
-      status,
+      statusIcon(run.status),
       el('span', 'algorithm', run.algorithm),
       el('span', 'title', runSubject(run)),
       el('span', 'outcome', runOutcome(run)),
@@ -138,14 +137,7 @@ export class TrainingRunsView {
     if (view.afterStep >= 0 && this.metrics.length === 0) return this.actions.open(run.id);
     this.metrics = view.afterStep < 0 ? view.metrics : mergeMetrics(this.metrics, view.metrics, view.afterStep);
     const header = el('div', 'run-header');
-    header.append(
-      el('strong', '', `${run.algorithm} ${run.id}`),
-      el(
-        'span',
-        `status status-${run.status}`,
-        `${RUN_STATUS_ICON[run.status]} ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`,
-      ),
-    );
+    header.append(el('strong', 'run-title', runLabel(run)), runStatus(run));
     if ((run.status === 'running' || run.status === 'queued') && !run.cancelRequested)
       header.append(button('Cancel', 'Cancel this training run', () => this.actions.cancel(run.id), 'cancel-run'));
     if (isResumable(run))
@@ -314,4 +306,14 @@ export class TrainingRunsView {
     });
     return board;
   }
+}
+
+/** A run's status as its codicon and its word ("(cancelling)" once asked to stop). */
+function runStatus(run: TrainingRun): HTMLElement {
+  const status = el('span', `status status-${run.status}`);
+  status.append(
+    statusIcon(run.status),
+    ` ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`,
+  );
+  return status;
 }

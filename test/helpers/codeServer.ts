@@ -10,7 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { BrowserContext, FrameLocator, Locator, Page } from 'playwright-core';
+import type { BrowserContext, Frame, FrameLocator, Locator, Page } from 'playwright-core';
 import { ensureBrowserDriver, ensureEditor } from '../provision/index.mjs';
 import { REPO_ROOT } from './daemon';
 import { waitFor } from './tmp';
@@ -321,4 +321,23 @@ export function panelFrame(page: Page): FrameLocator {
 
 export function statusBarItem(page: Page): Locator {
   return page.locator('.statusbar-item', { hasText: 'Lightning' }).first();
+}
+
+/** The frame (a webview's inner document: an editor tab's, the panel's) in which `selector` matches, once there is one. */
+export async function frameWith(page: Page, selector: string, timeout = 60_000): Promise<Frame> {
+  return waitFor(
+    async () => {
+      for (const frame of page.frames())
+        if (
+          (await frame
+            .locator(selector)
+            .count()
+            .catch(() => 0)) > 0
+        )
+          return frame;
+      return undefined;
+    },
+    `a frame with ${selector}`,
+    timeout,
+  );
 }

@@ -6,7 +6,8 @@ import { formatValue, grpoCharts, mergeMetrics, sftCharts } from '../../trainer-
 import { placementOf } from '../../trainer-daemon/protocol/placement';
 import { isResumable } from '../../trainer-daemon/protocol/status';
 import { runCharts } from '../../webview/editor/runCharts';
-import { chartedMetrics, runOutcome, runSubject, scoreText } from '../../webview/trainingRunFormat';
+import { chartedMetrics, runOutcome, runSubject, runTitle, scoreText } from '../../webview/trainingRunFormat';
+import { tabTitle } from '../../webview/editor/editorTarget';
 import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
 import {
   SftConfig,
@@ -91,6 +92,25 @@ describe('training runs in the panel', () => {
       'Qwen/Qwen2.5-0.5B-Instruct · tools',
     );
     assert.equal(runOutcome(run({ result: apoResult({ seed: 0.5, best: 1 }) })), 'val 0.50 → 1.00');
+    // Its name in a tab's title or a header: what it trains, on what, and when; never its id.
+    const at = new Date(2026, 11, 3, 14, 3, 12).getTime();
+    const made = grpoRun({ id: 'train-98c54a16730b', createdAt: at, config: testGrpoConfig({ dataset: 'tools' }) });
+    assert.equal(runTitle(made, at), 'GRPO tiny on tools · 14:03:12');
+    assert.equal(runTitle(run({ createdAt: at }), at), 'APO prompt on sums · 14:03:12');
+    const tab = {
+      target: { kind: 'run' as const, runId: made.id },
+      preview: false,
+      selectedSpanId: null,
+      overlayRunId: null,
+    };
+    assert.equal(tabTitle(tab), 'Training run train-98c54a…', 'before the run is read');
+    assert.equal(tabTitle(tab, [], made), runTitle(made));
+    assert.ok(!tabTitle(tab, [], made).includes(made.id));
+    assert.equal(
+      tabTitle(tab, [], { ...made, id: 'another' }),
+      'Training run train-98c54a…',
+      "another run's name is not its",
+    );
     assert.equal(runOutcome(run({ status: 'failed', error: 'no val split' })), 'no val split');
     assert.equal(scoreText(null), '–');
   });

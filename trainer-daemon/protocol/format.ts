@@ -77,3 +77,8 @@ export function checkpointsTotal(checkpoints: ReadonlyArray<{ readonly bytes?: n
 export function checkpointsBytes(checkpoints: ReadonlyArray<{ readonly bytes?: number | null }>): number {
   return checkpoints.reduce((sum, c) => sum + (c.bytes ?? 0), 0);
 }
+
+/** "1 rollout", "1,234 rollouts": how every client writes a number of rollouts (the panel, its groups, the status bar). */
+export function rolloutCount(count: number): string {
+  return `${count.toLocaleString('en-US')} rollout${count === 1 ? '' : 's'}`;
+}

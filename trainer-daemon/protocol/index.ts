@@ -18,3 +18,4 @@ export * from './openaiChat';
 export * from './placement';
 export * from './outcome';
 export * from './outcomeSchema';
+export * from './runLabel';

@@ -7,8 +7,8 @@
  * step (Shift: the rollout), c comment on the step, + / − zoom, ← / → pan, f fit.
  */
 import type { RayNode, Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
-import { button, el, failureElement, rawJsonControls } from '../dom';
-import { formatTime, formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
+import { button, el, failureElement, rawJsonControls, statusIcon } from '../dom';
+import { formatTime, formatTokens, rewardText, rolloutTitle } from '../format';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import { conversationOf } from './conversation';
 import { isSlim } from '../../trainer-daemon/protocol/slimSpan';
@@ -177,7 +177,7 @@ export class RolloutTab {
   private renderHeader(): void {
     const rollout = this.rollout!;
     const title = el('h2', `status-${rollout.status}`);
-    title.append(el('span', 'status', STATUS_ICON[rollout.status]), el('span', 'title', rolloutTitle(rollout)));
+    title.append(statusIcon(rollout.status), el('span', 'title', rolloutTitle(rollout)));
     const facts = el(
       'div',
       'facts',

@@ -9,7 +9,7 @@
 import type { Checkpoint } from '../../trainer-daemon/protocol/records';
 import type { TrainingRun } from '../../trainer-daemon/protocol/training';
 import type { MetricSeries } from '../../trainer-daemon/protocol/training';
-import { button, el } from '../dom';
+import { button, el, statusIcon } from '../dom';
 import { formatTime } from '../format';
 import { checkpointSize, checkpointsTotal } from '../../trainer-daemon/protocol/format';
 import { chartSvg, formatValue, mergeMetrics, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
@@ -19,7 +19,7 @@ import { attachChartHover, pointText, smoothingControl } from '../chartControls'
 import { placementDetail } from '../../trainer-daemon/protocol/placement';
 import { assertNever } from '../../trainer-daemon/protocol/assert';
 import { runCharts } from './runCharts';
-import { RUN_STATUS_ICON, runOutcome, runSubject } from '../trainingRunFormat';
+import { runOutcome, runSubject, runTitle } from '../trainingRunFormat';
 import type { TrainingRunView } from '../trainingRunProtocol';
 
 export interface RunTabActions {
@@ -120,14 +120,12 @@ export class RunTab {
   private renderHeader(): void {
     const run = this.run!;
     const title = el('h2', `status-${run.status}`);
-    title.append(
-      el('span', 'status', RUN_STATUS_ICON[run.status]),
-      el('span', undefined, `${run.algorithm} ${run.id}`),
-    );
+    title.append(statusIcon(run.status), el('span', 'title', runTitle(run)));
+    title.title = `training run ${run.id}`;
     const facts = el(
       'div',
       'facts',
-      [run.status, runSubject(run), runOutcome(run), `started ${formatTime(run.startedAt ?? run.createdAt)}`]
+      [run.status, run.id, runSubject(run), runOutcome(run), `started ${formatTime(run.startedAt ?? run.createdAt)}`]
         .filter(Boolean)
         .join(' · '),
     );
