@@ -8,6 +8,7 @@ import { Annotator } from './annotate';
 import { OptimizePrompt } from './apo/optimizePrompt';
 import { PromptResults } from './apo/promptResult';
 import { DebugWithLightning } from './debug/debugWithLightning';
+import { debugPreloads } from './debug/preloadFiles';
 import { LiveRollouts } from './liveRollouts';
 import { PANEL_VIEW_ID, RolloutsPanel } from './panel';
 import { affectsDaemon, UpstreamKey } from './settings';
@@ -21,6 +22,7 @@ import { TrainingCommands } from './training/startTraining';
 import { TrainerSetup } from './training/setUpTrainer';
 import { CheckpointInUse } from './checkpoints/useCheckpoint';
 import { exportCheckpointCommand } from './checkpoints/exportCheckpoint';
+import { deleteCheckpointCommand } from './checkpoints/deleteCheckpoint';
 import { errorMessage } from '../trainer-daemon/protocol/errors';
 import { WINDOWS_MESSAGE, WSL_DOCS } from './runtime';
 import { runDemo } from './demo';
@@ -40,19 +42,13 @@ export function activate(context: vscode.ExtensionContext): void {
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
   const checkpoint = new CheckpointInUse(supervisor, context.workspaceState, log);
-  const debug = new DebugWithLightning(
-    supervisor,
-    log,
-    {
-      exitCode: context.asAbsolutePath('dist/exit-code.js'),
-      capture: {
-        nodePreload: context.asAbsolutePath('dist/capture-preload.js'),
-        pythonSiteDir: context.asAbsolutePath('trainer-daemon/python/lightning_capture'),
-      },
-    },
-    upstreamKey,
-    checkpoint,
-  );
+  // Only preloads that exist: a missing `--require` file would stop every Node debuggee at its start.
+  const { preloads, missing } = debugPreloads(context.extensionPath);
+  if (missing.length > 0)
+    log.warn(
+      `[debug] debuggees go without these preloads, not found (npm run build makes them): ${missing.join(', ')}`,
+    );
+  const debug = new DebugWithLightning(supervisor, log, preloads, upstreamKey, checkpoint);
   const promptResults = new PromptResults(supervisor, log);
   const trainingRuns = new TrainingRuns(supervisor, (run) => promptResults.showRun(run));
   const editors = new DetailEditors(context.extensionUri, live, annotator, trainingRuns, log);
@@ -142,6 +138,7 @@ export function activate(context: vscode.ExtensionContext): void {
   );
   context.subscriptions.push(
     command('lightning.exportCheckpoint', (argument) => exportCheckpointCommand(supervisor, log, argument)),
+    command('lightning.deleteCheckpoint', (argument) => deleteCheckpointCommand(supervisor, checkpoint, log, argument)),
   );
   log.info(
     `[extension] Lightning ${String((context.extension.packageJSON as { version?: unknown }).version)} activated in ${(performance.now() - started).toFixed(1)} ms`,

@@ -129,7 +129,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
           this.post({
             type: 'rolloutGroups',
             requestId: message.requestId,
-            groups: await client.request('rolloutGroups', filter),
+            groups: await client.request('rolloutGroups', { ...filter, limit: message.limit }),
           });
           return;
         }
@@ -171,6 +171,7 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
         case 'resumeTrainingRun':
         case 'useCheckpoint':
         case 'exportCheckpoint':
+        case 'deleteCheckpoint':
           await this.trainingRuns.receive(message, (reply) => this.post(reply));
           return;
         case 'listDatasets':

@@ -1,10 +1,12 @@
 /**
  * The status bar item: the daemon's state and the number of rollouts in the store (refreshed from
- * stats/get when rollouts change, at most every half second). Clicking it opens the panel.
+ * stats/get when rollouts change, at most every half second), written as the panel writes its count.
+ * Clicking it opens the panel.
  */
 import * as vscode from 'vscode';
 import type { LiveRollouts } from './liveRollouts';
 import type { DaemonState } from './supervisor';
+import { rolloutCount } from '../trainer-daemon/protocol/format';
 
 const REFRESH_MS = 500;
 
@@ -19,7 +21,7 @@ export function statusText(state: DaemonState, rollouts: number | undefined, unr
     case 'running':
       return rollouts === undefined
         ? '$(zap) Lightning'
-        : `$(zap) Lightning: ${rollouts} rollout${rollouts === 1 ? '' : 's'}${unrated ? ` (${unrated} unrated)` : ''}`;
+        : `$(zap) Lightning: ${rolloutCount(rollouts)}${unrated ? ` (${unrated.toLocaleString('en-US')} unrated)` : ''}`;
   }
 }
 

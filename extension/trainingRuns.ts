@@ -3,7 +3,7 @@
  * every connection and re-emitted as an event, and the panel's requests about runs (the list, one
  * run's view — whole, or its metric points after a step for a live chart — cancel, resume, and Use
  * on a checkpoint). A run's view is generic (webview/trainingRunProtocol.ts): its metrics, plus the
- * algorithm's own part — APO's leaderboard, GRPO's checkpoints (a switch on the run's algorithm).
+ * algorithm's own part — APO's leaderboard, GRPO's and SFT's checkpoints (a switch on the run's algorithm).
  */
 import * as vscode from 'vscode';
 import type { TrainingRun, TrainingRunDetail, TrainingRunSummary } from '../trainer-daemon/protocol';
@@ -23,13 +23,15 @@ export type TrainingRunRequest = Extract<
       | 'showTrainingRunResult'
       | 'resumeTrainingRun'
       | 'useCheckpoint'
-      | 'exportCheckpoint';
+      | 'exportCheckpoint'
+      | 'deleteCheckpoint';
   }
 >;
 
 /** The command another part of Lightning registers; the panel's Use button runs it. */
 export const USE_CHECKPOINT_COMMAND = 'lightning.useCheckpoint';
 export const EXPORT_CHECKPOINT_COMMAND = 'lightning.exportCheckpoint';
+export const DELETE_CHECKPOINT_COMMAND = 'lightning.deleteCheckpoint';
 
 export class TrainingRuns implements vscode.Disposable {
   private readonly _onDidChange = new vscode.EventEmitter<TrainingRunSummary>();
@@ -72,6 +74,10 @@ export class TrainingRuns implements vscode.Disposable {
       case 'exportCheckpoint':
         await vscode.commands.executeCommand(EXPORT_CHECKPOINT_COMMAND, { checkpointId: message.checkpointId });
         return;
+      case 'deleteCheckpoint':
+        // The run's change (trainingRuns/changed) refreshes the panel and the run tab once it is gone.
+        await vscode.commands.executeCommand(DELETE_CHECKPOINT_COMMAND, { checkpointId: message.checkpointId });
+        return;
     }
   }
 
@@ -87,13 +93,15 @@ async function view(client: DaemonClient, id: string, afterStep: number): Promis
   return { run: detail.run, metrics: detail.metrics, afterStep, extra: extraOf(detail) };
 }
 
-/** The algorithm's own part of the view: APO's leaderboard, GRPO's checkpoints. */
+/** The algorithm's own part of the view: APO's leaderboard, GRPO's and SFT's checkpoints. */
 function extraOf(detail: TrainingRunDetail): TrainingRunView['extra'] {
   switch (detail.run.algorithm) {
     case 'apo':
       return { kind: 'apo', candidates: detail.candidates };
     case 'grpo':
       return { kind: 'grpo', checkpoints: detail.checkpoints };
+    case 'sft':
+      return { kind: 'sft', checkpoints: detail.checkpoints };
     default:
       return assertNever(detail.run);
   }

@@ -46,6 +46,25 @@ export interface DaemonOptions {
 
 export const DEFAULT_UPSTREAM = 'https://api.openai.com/v1';
 
+/** What `Daemon.start` builds, in start order; `stop()` takes them down in reverse, the store last. */
+interface DaemonParts {
+  readonly store: Store;
+  readonly writes: WriteQueue;
+  readonly notifier: ChangeNotifier;
+  readonly rpc: RpcServer;
+  readonly http: DaemonHttpServer;
+  readonly otlp: OtlpReceiver;
+  readonly training: TrainingManager;
+  readonly policy: PolicyServing;
+  readonly workerBatches: WorkerBatches;
+  readonly scoreJobs: ScoreJobs;
+  readonly token: string;
+  readonly info: DaemonInfo;
+  readonly url: string;
+  readonly logger: Logger;
+  readonly releaseLock: () => void;
+}
+
 /**
  * The upstream from the environment: LIGHTNING_UPSTREAM_URL / LIGHTNING_UPSTREAM_API_KEY; the
  * Anthropic and Gemini calls of agents without their own base URL go to LIGHTNING_ANTHROPIC_UPSTREAM_URL
@@ -66,13 +85,13 @@ export function upstreamFromEnv(env: NodeJS.ProcessEnv, baseUrl?: string): Upstr
   };
 }
 
-/** What an orphaned rollout's error says (README "Guarantees"). */
 /**
  * How long one write of the daemon blocks its event loop waiting for another process's write lock;
  * the write queue retries a locked-out group commit with backoff, serving other requests meanwhile.
  */
 const DAEMON_BUSY_TIMEOUT_MS = 50;
 
+/** What an orphaned rollout's error says (docs/guarantees.md). */
 export const ORPHANED_ERROR =
   'orphaned: the daemon stopped (crash or kill) while this rollout was running, and its runner did not come back to finish it; its calls up to then are kept';
 
@@ -113,23 +132,17 @@ export class Daemon {
   private discovery: DiscoveryPaths | undefined;
   private stopping: Promise<void> | undefined;
 
-  private constructor(
-    readonly store: Store,
-    private readonly writes: WriteQueue,
-    private readonly notifier: ChangeNotifier,
-    private readonly rpc: RpcServer,
-    private readonly http: DaemonHttpServer,
-    private readonly otlp: OtlpReceiver,
-    private readonly training: TrainingManager,
-    private readonly policy: PolicyServing,
-    private readonly workerBatches: WorkerBatches,
-    private readonly scoreJobs: ScoreJobs,
-    readonly token: string,
-    readonly info: DaemonInfo,
-    readonly url: string,
-    private readonly logger: Logger,
-    private readonly releaseLock: () => void,
-  ) {}
+  readonly store: Store;
+  readonly token: string;
+  readonly info: DaemonInfo;
+  readonly url: string;
+
+  private constructor(private readonly parts: DaemonParts) {
+    this.store = parts.store;
+    this.token = parts.token;
+    this.info = parts.info;
+    this.url = parts.url;
+  }
 
   static async start(options: DaemonOptions): Promise<Daemon> {
     const storeFile = path.resolve(options.storeFile);
@@ -215,7 +228,7 @@ export class Daemon {
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       baseUrl = options.agentHost ? await http.listenForAgents(options.agentHost) : url;
-      const daemon = new Daemon(
+      const daemon = new Daemon({
         store,
         writes,
         notifier,
@@ -231,7 +244,7 @@ export class Daemon {
         url,
         logger,
         releaseLock,
-      );
+      });
       daemon.discovery = writeDiscovery(
         storeFile,
         { url, pid: process.pid, store: storeFile, version: VERSION, startedAt: info.startedAt },
@@ -268,7 +281,7 @@ export class Daemon {
     const since = this.info.startedAt;
     this.orphanTimer = setTimeout(() => {
       void this.recoverOrphans(since).catch((error: unknown) =>
-        this.logger.error('could not recover orphaned rollouts', { error: errorMessage(error) }),
+        this.parts.logger.error('could not recover orphaned rollouts', { error: errorMessage(error) }),
       );
     }, graceMs);
     this.orphanTimer.unref();
@@ -288,7 +301,7 @@ export class Daemon {
       cursor = page.nextCursor ?? undefined;
     } while (cursor);
     for (const id of orphans) {
-      await this.writes
+      await this.parts.writes
         .submit(() => {
           // Re-read inside the write: a runner may have finished it meanwhile.
           const now = this.store.getRollout(id);
@@ -296,16 +309,16 @@ export class Daemon {
           this.store.transitionRollout({ id, to: 'failed', error: ORPHANED_ERROR, exitCode: null });
         })
         .catch((error: unknown) =>
-          this.logger.warn('could not fail an orphaned rollout', { rolloutId: id, error: errorMessage(error) }),
+          this.parts.logger.warn('could not fail an orphaned rollout', { rolloutId: id, error: errorMessage(error) }),
         );
     }
     if (orphans.length > 0)
-      this.logger.warn('failed rollouts orphaned by an earlier daemon', { count: orphans.length });
+      this.parts.logger.warn('failed rollouts orphaned by an earlier daemon', { count: orphans.length });
   }
 
   /** Editor/CLI clients connected over the RPC right now. */
   get rpcConnections(): number {
-    return this.rpc.connectionCount;
+    return this.parts.rpc.connectionCount;
   }
 
   readyMessage(): ReadyMessage {
@@ -315,27 +328,27 @@ export class Daemon {
   /** Stops accepting, flushes queued writes and notifications, closes the store. Idempotent. */
   stop(): Promise<void> {
     this.stopping ??= (async () => {
-      this.logger.info('daemon stopping');
+      this.parts.logger.info('daemon stopping');
       clearTimeout(this.orphanTimer);
       if (this.discovery) removeDiscovery(this.discovery);
       // Training loops first: they stop their agents and workers and record the cancel…
-      await this.training.shutdown();
-      await this.policy.shutdown();
+      await this.parts.training.shutdown();
+      await this.parts.policy.shutdown();
       // Workers waiting for a rollout get 204 instead of holding the drain up; score jobs stop after their chunk.
-      this.workerBatches.dispose();
-      this.scoreJobs.dispose();
+      this.parts.workerBatches.dispose();
+      this.parts.scoreJobs.dispose();
       // …then stop taking requests and let those in flight finish (their writes are still taken)…
-      await this.http.drain(5_000);
+      await this.parts.http.drain(5_000);
       // …then commit what is queued, announce it, and give committed RPC replies a turn to go out.
-      this.writes.shutdown();
-      this.notifier.dispose();
+      this.parts.writes.shutdown();
+      this.parts.notifier.dispose();
       await new Promise((resolve) => setImmediate(resolve));
-      this.rpc.dispose();
-      this.http.close();
-      await this.otlp.close();
+      this.parts.rpc.dispose();
+      this.parts.http.close();
+      await this.parts.otlp.close();
       this.store.close();
-      this.releaseLock();
-      this.logger.info('daemon stopped');
+      this.parts.releaseLock();
+      this.parts.logger.info('daemon stopped');
     })();
     return this.stopping;
   }

@@ -69,7 +69,7 @@ export class DatasetsSection {
     if (what === undefined) return;
     this.scopeLine.replaceChildren(
       el('span', undefined, `Showing ${what}`),
-      button('✕', 'Show every rollout', () => this.actions.scope({}), 'clear-scope'),
+      button('$(close)', 'Show every rollout', () => this.actions.scope({}), 'clear-scope'),
     );
   }
 }

@@ -4,11 +4,17 @@
  * attributes (OpenAI chat completions and Responses API shapes; Anthropic and Gemini calls through
  * their chat view, protocol/llmApis.ts), else from `gen_ai.*` attributes.
  */
-import type { Json, Rollout, RolloutStatus, Span } from '../trainer-daemon/protocol/records';
+import type { Json, Rollout, Span } from '../trainer-daemon/protocol/records';
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { asChatCall } from '../trainer-daemon/protocol/llmApis';
+import { formatDuration } from '../trainer-daemon/protocol/format';
+import { callBadge } from '../trainer-daemon/protocol/outcome';
 import type { RolloutFilter } from './protocol';
-import type { RolloutGroup } from '../trainer-daemon/protocol/rpc';
+import type { RolloutBatchGroup, RolloutRunGroup } from '../trainer-daemon/protocol/rpc';
+import type { TrainingAlgorithm } from '../trainer-daemon/protocol/training';
+import { runName } from '../trainer-daemon/protocol/runLabel';
+import { rolloutCount } from '../trainer-daemon/protocol/format';
+import { assertNever } from '../trainer-daemon/protocol/assert';
 
 type JsonObject = { [key: string]: Json };
 
@@ -76,31 +82,67 @@ export function taskText(task: { id?: string; input: Json }, max = 120): string 
   return line.length > max ? `${line.slice(0, max - 1)}…` : line;
 }
 
-/** A group of the list (one batch): what ran it, in words. */
-export function groupTitle(group: RolloutGroup): string {
-  const run = `${group.algorithm === 'apo' ? 'APO' : 'GRPO'} ${group.runId}`;
-  if (group.runId !== null && group.mode === 'optimizer') return `${run} · optimizer calls`;
-  if (group.runId !== null && group.step !== null) {
-    if (group.algorithm === 'apo') return `${run} · evaluation ${group.step}`;
-    if (group.mode === 'val')
-      return `${run} · validation ${group.step === 0 ? 'before training' : `after iteration ${group.step}`}`;
-    return `${run} · iteration ${group.step + 1}`;
+/**
+ * A run of the list, in words: a training run by its algorithm, what it trains and its dataset ("GRPO tiny on
+ * sums"), a dataset run by its dataset ("cities · dataset run"); never by an id alone. When it started is
+ * `runGroupTime`, beside it.
+ */
+export function runGroupTitle(run: RolloutRunGroup): string {
+  switch (run.kind) {
+    case 'training':
+      return runName(run.algorithm, run.target, run.dataset);
+    case 'batch': {
+      const name = run.datasetName ?? run.label;
+      return name ? `${name} · dataset run` : `Batch ${run.batchId}`;
+    }
+    default:
+      return assertNever(run);
   }
-  const name = group.datasetName ?? group.label;
-  return name ? `Dataset run · ${name}` : `Batch ${group.batchId}`;
+}
+
+/** When a run of the list started: a training run's creation, a dataset run's first rollout. */
+export function runGroupTime(run: RolloutRunGroup, now = Date.now()): string {
+  return formatTime(run.kind === 'training' ? run.startedAt : run.createdAt, now);
+}
+
+/** A run's counts: "4 iterations · 128 rollouts · 3 failed · 2 running" (APO: its evaluations; a dataset run: its rollouts). */
+export function runGroupFacts(run: RolloutRunGroup): string {
+  const parts: string[] = [];
+  if (run.kind === 'training') {
+    const apo = run.algorithm === 'apo';
+    // GRPO: each iteration's sampled batch (its validations are beside them); APO: each evaluation, train or val.
+    const numbered = run.batches.filter((batch) => batch.step !== null && (apo || batch.mode === 'train')).length;
+    if (numbered > 0) parts.push(`${numbered} ${apo ? 'evaluation' : 'iteration'}${numbered === 1 ? '' : 's'}`);
+  }
+  return [...parts, groupFacts(run)].join(' · ');
+}
+
+/** A training run's batch, in words: "iteration 4", "validation before training", "evaluation 2", "optimizer calls". */
+export function batchTitle(batch: RolloutBatchGroup, algorithm: TrainingAlgorithm): string {
+  if (batch.mode === 'optimizer') return 'Optimizer calls';
+  if (batch.step === null) return `Batch ${batch.batchId}`;
+  if (algorithm === 'apo') return `Evaluation ${batch.step}`;
+  if (batch.mode === 'val')
+    return `Validation ${batch.step === 0 ? 'before training' : `after iteration ${batch.step}`}`;
+  return `Iteration ${batch.step + 1}`;
 }
 
 /** A group's counts: "128 rollouts · 3 failed · 2 running". */
-export function groupFacts(group: RolloutGroup): string {
-  const parts = [`${group.count} rollout${group.count === 1 ? '' : 's'}`];
-  if (group.failed > 0) parts.push(`${group.failed} failed`);
-  if (group.active > 0) parts.push(`${group.active} running`);
+export function groupFacts(group: { count: number; failed: number; active: number }): string {
+  const parts = [rolloutCount(group.count)];
+  if (group.failed > 0) parts.push(`${group.failed.toLocaleString('en-US')} failed`);
+  if (group.active > 0) parts.push(`${group.active.toLocaleString('en-US')} running`);
   return parts.join(' · ');
 }
 
-/** The list's one count: every matching rollout, as the daemon counted them. */
+/** The runs a list leaves out past its limit, and their rollouts: "12 more runs · 3,456 rollouts". */
+export function moreRunsText(runs: number, rollouts: number): string {
+  return `${runs.toLocaleString('en-US')} more run${runs === 1 ? '' : 's'} · ${rolloutCount(rollouts)}`;
+}
+
+/** The list's one count: every matching rollout, as the daemon counted them (the status bar writes it the same way). */
 export function countText(total: number, filtered: boolean): string {
-  return `${total.toLocaleString('en-US')} rollout${total === 1 ? '' : 's'}${filtered ? ' match' : ''}`;
+  return `${rolloutCount(total)}${filtered ? ' match' : ''}`;
 }
 
 /** The list's client-side filter, for rollouts that arrive live (the daemon filters the pages). */
@@ -117,15 +159,6 @@ export function matchesFilter(rollout: Rollout, filter: RolloutFilter): boolean 
   }
   return true;
 }
-
-export const STATUS_ICON: Record<RolloutStatus, string> = {
-  queued: '◌',
-  running: '●',
-  succeeded: '✓',
-  failed: '✗',
-  cancelled: '⊘',
-  timeout: '◷',
-};
 
 export function rewardText(value: number | null): string {
   if (value === null) return 'unrated';
@@ -282,4 +315,41 @@ export function servedByText(policy: PolicyRef): string {
   if (policy.checkpointId)
     return `served by checkpoint ${policy.checkpointId} (run ${policy.runId}, step ${policy.step})`;
   return `served by training run ${policy.runId}'s policy at step ${policy.step}${policy.checkpoint === null ? ' (the base model)' : ''}`;
+}
+
+/**
+ * An LLM call's badge among its rollout's spans: its outcome when it was not a whole answer (`HTTP 429`,
+ * `cancelled`, `truncated (…)`), and `retry of #N` when it repeats an attempt (callBadge); null otherwise. `spans`
+ * is read at most once, so a Map's `values()` will do.
+ */
+export function outcomeBadge(span: Span, spans: Iterable<Span>): string | null {
+  return callBadge(span, (id) => {
+    for (const other of spans) if (other.spanId === id) return other.sequence;
+    return undefined;
+  });
+}
+
+/** A step's one-line heading, as text: its kind and name, what follows them, its error, its outcome badge. */
+export interface StepHeading {
+  readonly kind: string;
+  readonly name: string;
+  readonly meta: string;
+  readonly error: string | null;
+  readonly badge: string | null;
+}
+
+/** The panel's heading of a step (its summary line): kind, name, latency and tokens, error, outcome badge. */
+export function stepHeading(span: Span, spans: Iterable<Span>): StepHeading {
+  const latency = span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs);
+  const tokens =
+    span.promptTokens !== null || span.completionTokens !== null
+      ? ` · ${span.promptTokens ?? 0}→${span.completionTokens ?? 0} tok`
+      : '';
+  return {
+    kind: span.category,
+    name: span.name,
+    meta: ` ${latency}${tokens}`,
+    error: span.statusCode === 'error' ? ` ${span.statusMessage ?? 'error'}` : null,
+    badge: outcomeBadge(span, spans),
+  };
 }

@@ -91,11 +91,15 @@ function requestPage(section: SectionKey, cursor: string | null): void {
 }
 let groupsRequest = 0;
 let groupsTimer: ReturnType<typeof setTimeout> | undefined;
+/** The runs the list asks for: a page more each time its "more runs" row is chosen, up to the daemon's most. */
+const RUNS_PAGE = 100;
+const RUNS_MAX = 1_000;
+let runLimit = RUNS_PAGE;
 function requestGroups(): void {
   clearTimeout(groupsTimer);
   groupsTimer = undefined;
   groupsRequest += 1;
-  post({ type: 'listGroups', requestId: groupsRequest, filter: state.filter });
+  post({ type: 'listGroups', requestId: groupsRequest, filter: state.filter, limit: runLimit });
 }
 /** Counts follow live changes, at most twice a second. */
 function scheduleGroups(): void {
@@ -107,6 +111,10 @@ const list = new RolloutList(app.querySelector('.list')!, requestPage, (rollout)
   marked: (ids) => {
     compareButton.hidden = ids.length !== 2;
     compareButton.textContent = ids.length === 2 ? 'Compare 2' : 'Compare';
+  },
+  moreRuns: () => {
+    runLimit = Math.min(RUNS_MAX, runLimit + RUNS_PAGE);
+    requestGroups();
   },
 });
 const compareButton = app.querySelector<HTMLElement>('.toolbar .compare')!;
@@ -137,6 +145,7 @@ const trainingRuns = new TrainingRunsView(
     resume: (id) => post({ type: 'resumeTrainingRun', id }),
     useCheckpoint: (checkpointId) => post({ type: 'useCheckpoint', checkpointId }),
     exportCheckpoint: (checkpointId) => post({ type: 'exportCheckpoint', checkpointId }),
+    deleteCheckpoint: (checkpointId) => post({ type: 'deleteCheckpoint', checkpointId }),
     showResult: (id) => post({ type: 'showTrainingRunResult', id }),
     openTab: (id) => post({ type: 'openRunTab', id }),
     smoothingChanged: (weight) => {
@@ -159,6 +168,7 @@ function openRollout(rollout: Rollout): void {
 function reload(): void {
   pageRequests.clear();
   total = undefined;
+  runLimit = RUNS_PAGE;
   showCount();
   list.reset(isGrouped());
   requestPage(null, null);
@@ -234,7 +244,7 @@ window.addEventListener('message', (event: MessageEvent<unknown>) => {
     }
     case 'rolloutGroups':
       if (message.requestId !== groupsRequest) return;
-      list.setGroups(message.groups);
+      list.setGroups(message.groups, runLimit < RUNS_MAX);
       total = message.groups.total;
       showCount();
       return;

@@ -65,8 +65,13 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
     /** false: only the rollouts outside any batch (the list's own runs, above the groups). */
     inBatch: z.boolean().optional(),
   }),
-  /** The filter's rollouts counted, in all and per batch (the list's groups and its one count). */
-  z.object({ type: z.literal('listGroups'), requestId: z.number().int(), filter: RolloutFilter }),
+  /** The filter's rollouts counted, in all and per run and batch (the list's groups and its one count); the newest `limit` runs. */
+  z.object({
+    type: z.literal('listGroups'),
+    requestId: z.number().int(),
+    filter: RolloutFilter,
+    limit: z.number().int().min(1).max(1_000),
+  }),
   z.object({ type: z.literal('selectRollout'), id: z.string().min(1) }),
   z.object({
     type: z.literal('loadSpans'),
@@ -109,6 +114,8 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('useCheckpoint'), checkpointId: z.string().min(1) }),
   /** Write a checkpoint as a PEFT adapter or a Hugging Face folder (the command `lightning.exportCheckpoint`). */
   z.object({ type: z.literal('exportCheckpoint'), checkpointId: z.string().min(1) }),
+  /** Delete a checkpoint, after a confirmation (the command `lightning.deleteCheckpoint`). */
+  z.object({ type: z.literal('deleteCheckpoint'), checkpointId: z.string().min(1) }),
   /** A rollout in the editor area: a preview tab (a click), pinned (a double-click, Enter), or to the side. */
   z.object({ type: z.literal('openRolloutTab'), id: z.string().min(1), mode: z.enum(['preview', 'pinned', 'beside']) }),
   /** Two rollouts side by side in a Compare tab. */

@@ -2,19 +2,34 @@
  * The rollout list: virtualized (only the rows in view exist in the DOM, so 100,000 rollouts scroll
  * like 100) and paged lazily through the daemon's cursor as the user scrolls. Grouped by origin: the
  * user's own runs (debug sessions, `lightning run`, API clients) first, newest first; then one
- * collapsed row per batch (a dataset run, a training iteration), named by what ran it, with its counts
- * from `rollouts/groups` — expanding one lists its rollouts beneath it, each titled by its task. A list
- * scoped to one dataset or batch is flat. Live changes update rows in place or insert new ones that
- * match the filter. Keyboard: ↑/↓, PageUp/PageDown, Home/End move the selection; Enter opens the
- * rollout in an editor tab (on a group: expands or collapses it); Space (or Ctrl/⌘+click) marks a
- * rollout for Compare. A click opens a preview tab, a double-click pins it.
+ * collapsed row per run, with its counts from `rollouts/groups`: a training run (named by its algorithm,
+ * model, dataset and start) holds its batches (each iteration, each validation), collapsed too; a dataset
+ * run holds its rollouts. An expanded batch lists its rollouts beneath it, each titled by its task. Runs
+ * past the daemon's limit are one "more runs" row with their count, which asks for more. A list scoped to
+ * one dataset or batch is flat. Live changes update rows in place or insert new ones that match the
+ * filter. Keyboard: ↑/↓, PageUp/PageDown, Home/End move the selection; Enter opens the rollout in an
+ * editor tab (on a run or a batch: expands or collapses it; on "more runs": asks for them); Space (or
+ * Ctrl/⌘+click) marks a rollout for Compare. A click opens a preview tab, a double-click pins it.
  */
 import type { Rollout } from '../trainer-daemon/protocol/records';
-import type { RolloutGroup, RolloutGroups } from '../trainer-daemon/protocol/rpc';
+import type { RolloutBatchGroup, RolloutGroups, RolloutRunGroup } from '../trainer-daemon/protocol/rpc';
 import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
 import { failureHeadline } from '../trainer-daemon/protocol/failureText';
-import { formatTime, formatTokens, groupFacts, groupTitle, matchesFilter, rewardText, rolloutTitle } from './format';
+import {
+  batchTitle,
+  formatTime,
+  formatTokens,
+  groupFacts,
+  matchesFilter,
+  moreRunsText,
+  rewardText,
+  rolloutTitle,
+  runGroupFacts,
+  runGroupTime,
+  runGroupTitle,
+} from './format';
 import { STATUS_CODICONS } from './dom';
+import { assertNever } from '../trainer-daemon/protocol/assert';
 import type { RolloutFilter } from './protocol';
 
 export const ROW_HEIGHT = 40;
@@ -27,6 +42,8 @@ export interface RolloutListEvents {
   open(rollout: Rollout, mode: 'preview' | 'pinned'): void;
   /** The rollouts marked for Compare changed (at most two; the oldest mark goes first). */
   marked(ids: readonly string[]): void;
+  /** The "more runs" row was chosen: ask the daemon for more runs. */
+  moreRuns(): void;
 }
 
 /** Where a page goes: the own runs (null) or one batch's rollouts (its id). */
@@ -40,13 +57,23 @@ interface Section {
   started: boolean;
 }
 
-type Item = { kind: 'rollout'; rollout: Rollout } | { kind: 'group'; group: RolloutGroup; expanded: boolean };
+type Item =
+  | { kind: 'rollout'; rollout: Rollout; depth: number }
+  | { kind: 'run'; run: RolloutRunGroup; expanded: boolean }
+  | { kind: 'batch'; batch: RolloutBatchGroup; run: RolloutRunGroup & { kind: 'training' }; expanded: boolean }
+  | { kind: 'more'; runs: number; rollouts: number };
+
+/** What a run row expands: a training run's batches (by its id), a dataset run's rollouts (its batch's section). */
+function runKey(run: RolloutRunGroup): string {
+  return run.kind === 'training' ? `run:${run.runId}` : run.batchId;
+}
 
 export class RolloutList {
   /** Grouped by origin (the whole store) or flat (a dataset's or a batch's rollouts). */
   private grouped = true;
   private sections = new Map<SectionKey, Section>();
-  private groups: RolloutGroup[] = [];
+  private groups: RolloutGroups | undefined;
+  private canAskMore = true;
   private readonly expanded = new Set<string>();
   private items: Item[] = [];
   /** Item index by rollout id. */
@@ -83,16 +110,16 @@ export class RolloutList {
     return loaded;
   }
 
-  /** The groups shown, newest first. */
-  get groupRows(): readonly RolloutGroup[] {
-    return this.groups;
+  /** The runs shown, newest first. */
+  get runRows(): readonly RolloutRunGroup[] {
+    return this.groups?.runs ?? [];
   }
 
   /** Starts over (a new filter, a reconnect); `grouped`: by origin, else flat. The first page is requested by the caller. */
   reset(grouped: boolean): void {
     this.grouped = grouped;
     this.sections = new Map([[null, { rows: [], cursor: null, loading: true, started: true }]]);
-    this.groups = [];
+    this.groups = undefined;
     this.rebuild();
   }
 
@@ -106,30 +133,41 @@ export class RolloutList {
     this.rebuild();
   }
 
-  /** The daemon's counts per batch (grouped lists only): group rows follow the own runs. */
-  setGroups(groups: RolloutGroups): void {
+  /**
+   * The daemon's counts per run and batch (grouped lists only): run rows follow the own runs. `canAskMore`: whether
+   * the "more runs" row may ask for more (false once the daemon's limit is reached: then it says to filter).
+   */
+  setGroups(groups: RolloutGroups, canAskMore = true): void {
     if (!this.grouped) return;
-    this.groups = groups.groups;
-    const shown = new Set(this.groups.map((group) => group.batchId));
+    this.groups = groups;
+    this.canAskMore = canAskMore;
+    const shown = new Set(
+      groups.runs.flatMap((run) =>
+        run.kind === 'training' ? run.batches.map((batch) => batch.batchId) : [run.batchId],
+      ),
+    );
     for (const key of [...this.sections.keys()]) if (key !== null && !shown.has(key)) this.sections.delete(key);
     this.rebuild();
   }
 
-  /** Expands a group (its first page asked for) or collapses it. */
-  toggleGroup(batchId: string): void {
-    if (this.expanded.has(batchId)) this.expanded.delete(batchId);
+  /**
+   * Expands a run or a batch (`runKey`, or a batch's id) or collapses it; a batch's rollouts (a dataset run's,
+   * or a training run's batch's) are asked for the first time it opens.
+   */
+  toggleGroup(key: string): void {
+    if (this.expanded.has(key)) this.expanded.delete(key);
     else {
-      this.expanded.add(batchId);
-      if (!this.sections.get(batchId)?.started) {
-        this.sections.set(batchId, { rows: [], cursor: null, loading: true, started: true });
-        this.requestPage(batchId, null);
+      this.expanded.add(key);
+      if (!key.startsWith('run:') && !this.sections.get(key)?.started) {
+        this.sections.set(key, { rows: [], cursor: null, loading: true, started: true });
+        this.requestPage(key, null);
       }
     }
     this.rebuild();
   }
 
-  isExpanded(batchId: string): boolean {
-    return this.expanded.has(batchId);
+  isExpanded(key: string): boolean {
+    return this.expanded.has(key);
   }
 
   /**
@@ -189,16 +227,40 @@ export class RolloutList {
     return this.marks;
   }
 
-  /** The items in order: the own runs (or the flat list), then each group and, expanded, its rollouts. */
+  /**
+   * The items in order: the own runs (or the flat list), then each run and, expanded, its batches (a training
+   * run's) or its rollouts (a dataset run's), each expanded batch's rollouts; last, the runs left out.
+   */
   private rebuild(): void {
-    const items: Item[] = (this.sections.get(null)?.rows ?? []).map((rollout) => ({ kind: 'rollout', rollout }));
-    if (this.grouped) {
-      for (const group of this.groups) {
-        const expanded = this.expanded.has(group.batchId);
-        items.push({ kind: 'group', group, expanded });
-        if (expanded)
-          for (const rollout of this.sections.get(group.batchId)?.rows ?? []) items.push({ kind: 'rollout', rollout });
+    const items: Item[] = (this.sections.get(null)?.rows ?? []).map((rollout) => ({
+      kind: 'rollout',
+      rollout,
+      depth: 0,
+    }));
+    const rolloutsOf = (batchId: string, depth: number): Item[] =>
+      (this.sections.get(batchId)?.rows ?? []).map((rollout) => ({ kind: 'rollout', rollout, depth }));
+    if (this.grouped && this.groups) {
+      for (const run of this.groups.runs) {
+        const expanded = this.expanded.has(runKey(run));
+        items.push({ kind: 'run', run, expanded });
+        if (!expanded) continue;
+        if (run.kind === 'batch') {
+          items.push(...rolloutsOf(run.batchId, 1));
+          continue;
+        }
+        for (const batch of run.batches) {
+          const open = this.expanded.has(batch.batchId);
+          items.push({ kind: 'batch', batch, run, expanded: open });
+          if (open) items.push(...rolloutsOf(batch.batchId, 2));
+        }
       }
+      const { total, ungrouped, runs, runCount } = this.groups;
+      if (runCount > runs.length)
+        items.push({
+          kind: 'more',
+          runs: runCount - runs.length,
+          rollouts: total - ungrouped - runs.reduce((sum, run) => sum + run.count, 0),
+        });
     }
     this.items = items;
     this.positions.clear();
@@ -221,9 +283,9 @@ export class RolloutList {
     const selectedIndex = this.selectedId === undefined ? -1 : (this.positions.get(this.selectedId) ?? -1);
     const current = this.focusedIndex >= 0 ? this.focusedIndex : selectedIndex;
     const focused = this.items[current];
-    if (focused?.kind === 'group' && (event.key === 'Enter' || event.key === ' ')) {
+    if (focused && focused.kind !== 'rollout' && (event.key === 'Enter' || event.key === ' ')) {
       event.preventDefault();
-      return this.toggleGroup(focused.group.batchId);
+      return this.activate(focused);
     }
     const selected = this.selectedId ? this.get(this.selectedId) : undefined;
     if (selected && event.key === 'Enter') return void this.events?.open(selected, 'pinned');
@@ -256,6 +318,20 @@ export class RolloutList {
     }
   }
 
+  /** A run or batch row opens or closes; the "more runs" row asks for more. */
+  private activate(item: Exclude<Item, { kind: 'rollout' }>): void {
+    switch (item.kind) {
+      case 'run':
+        return this.toggleGroup(runKey(item.run));
+      case 'batch':
+        return this.toggleGroup(item.batch.batchId);
+      case 'more':
+        return this.canAskMore ? this.events?.moreRuns() : undefined;
+      default:
+        return assertNever(item);
+    }
+  }
+
   private clearRendered(): void {
     for (const row of this.rendered.values()) row.remove();
     this.rendered.clear();
@@ -285,9 +361,7 @@ export class RolloutList {
       if (this.rendered.has(index)) continue;
       const item = this.items[index]!;
       const row =
-        item.kind === 'rollout'
-          ? this.renderRow(item.rollout, index)
-          : this.renderGroup(item.group, item.expanded, index);
+        item.kind === 'rollout' ? this.renderRow(item.rollout, item.depth, index) : this.renderGroup(item, index);
       this.rendered.set(index, row);
       this.element.append(row);
     }
@@ -297,9 +371,19 @@ export class RolloutList {
   /** Each shown section whose loaded end is near the view asks for its next page. */
   private prefetch(lastShown: number): void {
     const ends = new Map<SectionKey, number>([[null, -1]]);
-    this.items.forEach((item, index) =>
-      ends.set(item.kind === 'group' ? item.group.batchId : this.grouped ? item.rollout.batchId : null, index),
-    );
+    this.items.forEach((item, index) => {
+      const key =
+        item.kind === 'rollout'
+          ? this.grouped
+            ? item.rollout.batchId
+            : null
+          : item.kind === 'batch'
+            ? item.batch.batchId
+            : item.kind === 'run' && item.run.kind === 'batch'
+              ? item.run.batchId
+              : undefined;
+      if (key !== undefined) ends.set(key, index);
+    });
     for (const [key, at] of ends) {
       const section = this.sections.get(key);
       if (!section || section.loading || section.cursor === null || (key !== null && !this.expanded.has(key))) continue;
@@ -310,31 +394,67 @@ export class RolloutList {
     }
   }
 
-  private renderGroup(group: RolloutGroup, expanded: boolean, index: number): HTMLElement {
+  /** A run's row, a batch's row inside a training run, or the "more runs" row. */
+  private renderGroup(item: Exclude<Item, { kind: 'rollout' }>, index: number): HTMLElement {
     const row = document.createElement('div');
-    row.className = `group-row${expanded ? ' expanded' : ''}${group.failed > 0 ? ' has-failed' : ''}${this.focusedIndex === index ? ' focused' : ''}`;
-    row.dataset.batchId = group.batchId;
+    const expanded = item.kind !== 'more' && item.expanded;
+    const failed = item.kind === 'run' ? item.run.failed : item.kind === 'batch' ? item.batch.failed : 0;
+    row.className = `group-row group-${item.kind}${expanded ? ' expanded' : ''}${failed > 0 ? ' has-failed' : ''}${this.focusedIndex === index ? ' focused' : ''}`;
     row.setAttribute('role', 'option');
-    row.setAttribute('aria-expanded', String(expanded));
+    if (item.kind !== 'more') row.setAttribute('aria-expanded', String(expanded));
     row.style.top = `${index * ROW_HEIGHT}px`;
-    row.innerHTML = `<div class="line1"><span class="codicon codicon-chevron-${expanded ? 'down' : 'right'} chevron" aria-hidden="true"></span><span class="title"></span></div>
+    const chevron = item.kind === 'more' ? 'ellipsis' : `chevron-${expanded ? 'down' : 'right'}`;
+    row.innerHTML = `<div class="line1"><span class="codicon codicon-${chevron} chevron" aria-hidden="true"></span><span class="title"></span></div>
 <div class="line2"><span class="group-facts"></span><span class="time"></span></div>`;
-    row.querySelector('.title')!.textContent = groupTitle(group);
-    row.querySelector('.group-facts')!.textContent = groupFacts(group);
-    row.querySelector('.time')!.textContent = formatTime(group.updatedAt);
-    row.title = group.batchId;
+    const [title, facts, time] = this.groupTexts(item);
+    row.querySelector('.title')!.textContent = title;
+    row.querySelector('.group-facts')!.textContent = facts;
+    row.querySelector('.time')!.textContent = time;
+    switch (item.kind) {
+      case 'run':
+        if (item.run.kind === 'training') row.dataset.runId = item.run.runId;
+        else row.dataset.batchId = item.run.batchId;
+        row.title = item.run.kind === 'training' ? `training run ${item.run.runId}` : `batch ${item.run.batchId}`;
+        break;
+      case 'batch':
+        row.dataset.batchId = item.batch.batchId;
+        row.title = `batch ${item.batch.batchId}`;
+        break;
+      case 'more':
+        row.title = 'Show more runs (the newest are listed first)';
+        break;
+      default:
+        assertNever(item);
+    }
     row.addEventListener('click', () => {
       this.element.focus();
       this.focusedIndex = index;
-      this.toggleGroup(group.batchId);
+      this.activate(item);
     });
     return row;
   }
 
-  private renderRow(rollout: Rollout, index: number): HTMLElement {
+  /** A group row's title, its counts, and its time (a run's start, a batch's latest change). */
+  private groupTexts(item: Exclude<Item, { kind: 'rollout' }>): [string, string, string] {
+    switch (item.kind) {
+      case 'run':
+        return [runGroupTitle(item.run), runGroupFacts(item.run), runGroupTime(item.run)];
+      case 'batch':
+        return [batchTitle(item.batch, item.run.algorithm), groupFacts(item.batch), formatTime(item.batch.updatedAt)];
+      case 'more':
+        return [
+          moreRunsText(item.runs, item.rollouts),
+          this.canAskMore ? 'Show more runs' : 'Filter the list to find them',
+          '',
+        ];
+      default:
+        return assertNever(item);
+    }
+  }
+
+  private renderRow(rollout: Rollout, depth: number, index: number): HTMLElement {
     const row = document.createElement('div');
-    const nested = this.grouped && rollout.batchId !== null;
-    row.className = `rollout-row status-${rollout.status}${nested ? ' nested' : ''}${rollout.id === this.selectedId ? ' selected' : ''}${this.marks.includes(rollout.id) ? ' marked' : ''}`;
+    row.className = `rollout-row status-${rollout.status}${depth > 0 ? ` nested depth-${depth}` : ''}${rollout.id === this.selectedId ? ' selected' : ''}${this.marks.includes(rollout.id) ? ' marked' : ''}`;
     row.dataset.rolloutId = rollout.id;
     row.setAttribute('role', 'option');
     row.setAttribute('aria-selected', String(rollout.id === this.selectedId));

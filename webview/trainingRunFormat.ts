@@ -3,33 +3,35 @@
  * resource or model, and dataset, read from its configuration) and its outcome line (APO: the
  * seed's validation score against the best's). Unit-tested in Node.
  */
-import type { TrainingRunStatus } from '../trainer-daemon/protocol/records';
 import type { TrainingAlgorithm, TrainingRun } from '../trainer-daemon/protocol/training';
 
 import { placementOf } from '../trainer-daemon/protocol/placement';
+import { runLabel, trainedTarget } from '../trainer-daemon/protocol/runLabel';
 import { assertNever } from '../trainer-daemon/protocol/assert';
 import { inEditorWords } from '../trainer-daemon/protocol/setupAdvice';
-import { STATUS_ICON } from './format';
+import { formatTime } from './format';
 
-/** A run's statuses are a subset of a rollout's, and show the same glyphs. */
-export const RUN_STATUS_ICON: Record<TrainingRunStatus, string> = STATUS_ICON;
+/** "GRPO tiny on sums · 14:03:12": a run by what it trains and when it was made (a tab's title, a header), never its id. */
+export function runTitle(run: TrainingRun, now = Date.now()): string {
+  return `${runLabel(run)} · ${formatTime(run.createdAt, now)}`;
+}
 
-/** "prompt · sums": the trained resource (or model) and the dataset, and where it runs unless here. */
+/** "prompt · sums": the trained resource (or model) and what it learns from, and where it runs unless here. */
 export function runSubject(run: TrainingRun): string {
   const where = placementOf(run);
   return (
-    [trainedTarget(run), run.config.dataset, where === 'local' ? undefined : where].filter(Boolean).join(' · ') ||
-    run.id
+    [trainedTarget(run), ...trainedOn(run), where === 'local' ? undefined : where].filter(Boolean).join(' · ') || run.id
   );
 }
 
-/** APO trains a prompt resource; GRPO a model: the tiny built-in one, or a Hugging Face name. */
-function trainedTarget(run: TrainingRun): string {
+/** APO and GRPO run a dataset's tasks; SFT learns from the rollouts rated at least its threshold (of a dataset, if given). */
+function trainedOn(run: TrainingRun): Array<string | null> {
   switch (run.algorithm) {
     case 'apo':
-      return run.config.resource;
     case 'grpo':
-      return run.config.model.kind === 'hf' ? run.config.model.name : run.config.model.kind;
+      return [run.config.dataset];
+    case 'sft':
+      return [run.config.dataset, `rollouts rated ≥ ${run.config.minReward}`];
     default:
       return assertNever(run);
   }
@@ -42,6 +44,7 @@ export function runOutcome(run: TrainingRun): string {
       if (run.result) return `val ${run.result.seed.valScore.toFixed(2)} → ${run.result.best.valScore.toFixed(2)}`;
       break;
     case 'grpo':
+    case 'sft':
       break;
     default:
       return assertNever(run);
@@ -51,7 +54,15 @@ export function runOutcome(run: TrainingRun): string {
 
 /** The metric series a run's chart shows first: an algorithm's scores, else everything it recorded. */
 export function chartedMetrics(algorithm: TrainingAlgorithm): readonly string[] | undefined {
-  return algorithm === 'apo' ? ['best_val_score', 'leader_val_score', 'mean_batch_score'] : undefined;
+  switch (algorithm) {
+    case 'apo':
+      return ['best_val_score', 'leader_val_score', 'mean_batch_score'];
+    case 'grpo':
+    case 'sft':
+      return undefined;
+    default:
+      return assertNever(algorithm);
+  }
 }
 
 /** "0.750" for a score, "–" for none. */

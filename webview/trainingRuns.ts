@@ -2,8 +2,8 @@
  * The panel's **Training runs** section: the runs (live: a row changes as rounds are recorded)
  * and the open run's detail — status with Cancel (and Resume for a stopped GRPO run), the
  * configuration, the metric charts, and the algorithm's own part (APO: the leaderboard; each
- * candidate expands to the critique that produced it and its prompt; GRPO: small multiples per
- * metric and the checkpoints, each with Use). Generic over the algorithm: an unknown one shows
+ * candidate expands to the critique that produced it and its prompt; GRPO and SFT: small multiples per
+ * metric and the checkpoints, each with Use, Export and Delete, and the run's total on disk). Generic over the algorithm: an unknown one shows
  * status and metrics. The open run's metrics are kept here; a live refresh fetches only newer points.
  */
 import type { TrainingAlgorithm, TrainingRun } from '../trainer-daemon/protocol/training';
@@ -11,15 +11,16 @@ import { assertNever } from '../trainer-daemon/protocol/assert';
 import { isResumable } from '../trainer-daemon/protocol/status';
 import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
-import { describeMetrics, formatBytes } from '../trainer-daemon/protocol/format';
+import { checkpointSize, checkpointsBytes, describeMetrics, formatBytes } from '../trainer-daemon/protocol/format';
 import { placementDetail } from '../trainer-daemon/protocol/placement';
-import { button, el } from './dom';
+import { button, el, statusIcon } from './dom';
+import { runLabel } from '../trainer-daemon/protocol/runLabel';
 import { formatTime } from './format';
-import { chartSvg, grpoCharts, mergeMetrics } from '../trainer-daemon/protocol/grpoCharts';
+import { chartSvg, grpoCharts, mergeMetrics, sftCharts, type ChartData } from '../trainer-daemon/protocol/grpoCharts';
 import { CHART_COLOURS, metricChartSvg } from '../trainer-daemon/protocol/chart';
 import { sharedStepRange } from '../trainer-daemon/protocol/chartScale';
 import { attachChartHover, pointText, smoothingControl } from './chartControls';
-import { chartedMetrics, RUN_STATUS_ICON, runOutcome, runSubject, scoreText } from './trainingRunFormat';
+import { chartedMetrics, runOutcome, runSubject, scoreText } from './trainingRunFormat';
 import type { TrainingRunView } from './trainingRunProtocol';
 
 type TrainingRunDetailCheckpoints = Extract<TrainingRunView['extra'], { kind: 'grpo' }>['checkpoints'];
@@ -32,6 +33,8 @@ export interface TrainingRunActions {
   resume(id: string): void;
   useCheckpoint(checkpointId: string): void;
   exportCheckpoint(checkpointId: string): void;
+  /** Delete a checkpoint (Lightning: Delete Checkpoint…, which asks first). */
+  deleteCheckpoint(checkpointId: string): void;
   /** The run's outcome in the editor (APO: the diff with Apply / Keep). */
   showResult(id: string): void;
   /** The run in an editor tab: full-size charts, iterations, checkpoints. */
@@ -114,10 +117,8 @@ export class TrainingRunsView {
     const row = el('div', `run-row status-${run.status}${run.id === this.openId ? ' selected' : ''}`);
     row.dataset.runId = run.id;
     row.tabIndex = 0;
-    const status = el('span', 'status', RUN_STATUS_ICON[run.status]);
-    status.title = run.status;
     row.append(
-      status,
+      statusIcon(run.status),
       el('span', 'algorithm', run.algorithm),
       el('span', 'title', runSubject(run)),
       el('span', 'outcome', runOutcome(run)),
@@ -136,14 +137,7 @@ export class TrainingRunsView {
     if (view.afterStep >= 0 && this.metrics.length === 0) return this.actions.open(run.id);
     this.metrics = view.afterStep < 0 ? view.metrics : mergeMetrics(this.metrics, view.metrics, view.afterStep);
     const header = el('div', 'run-header');
-    header.append(
-      el('strong', '', `${run.algorithm} ${run.id}`),
-      el(
-        'span',
-        `status status-${run.status}`,
-        `${RUN_STATUS_ICON[run.status]} ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`,
-      ),
-    );
+    header.append(el('strong', 'run-title', runLabel(run)), runStatus(run));
     if ((run.status === 'running' || run.status === 'queued') && !run.cancelRequested)
       header.append(button('Cancel', 'Cancel this training run', () => this.actions.cancel(run.id), 'cancel-run'));
     if (isResumable(run))
@@ -172,7 +166,10 @@ export class TrainingRunsView {
         parts.push(this.combinedChart(run.algorithm), this.leaderboard(view.extra.candidates));
         break;
       case 'grpo':
-        parts.push(this.smallMultiples(), this.checkpoints(view.extra.checkpoints));
+        parts.push(this.smallMultiples(grpoCharts(this.metrics)), this.checkpoints(view.extra.checkpoints));
+        break;
+      case 'sft':
+        parts.push(this.smallMultiples(sftCharts(this.metrics)), this.checkpoints(view.extra.checkpoints));
         break;
       default:
         assertNever(view.extra);
@@ -189,11 +186,10 @@ export class TrainingRunsView {
   }
 
   /**
-   * One small chart per GRPO metric on one shared iteration axis, each with its text summary (first → last)
+   * One small chart per GRPO (or SFT) metric on one shared iteration axis, each with its text summary (first → last)
    * and the value under the pointer; the smoothing slider above them redraws them all.
    */
-  private smallMultiples(): HTMLElement {
-    const charts = grpoCharts(this.metrics);
+  private smallMultiples(charts: readonly ChartData[]): HTMLElement {
     const box = el('div', 'charts-box');
     const grid = el('div', 'charts');
     if (charts.length === 0) {
@@ -240,7 +236,11 @@ export class TrainingRunsView {
 
   private checkpoints(checkpoints: TrainingRunDetailCheckpoints): HTMLElement {
     const section = el('div', 'checkpoints');
-    section.append(el('h4', '', `Checkpoints (${checkpoints.length})`));
+    // The run's total on disk, as `lightning checkpoints` sums it: what retention and Delete act on.
+    const heading = el('h4', '', `Checkpoints (${checkpoints.length})`);
+    if (checkpoints.length > 0)
+      heading.append(el('span', 'checkpoints-total muted', ` · ${formatBytes(checkpointsBytes(checkpoints))} on disk`));
+    section.append(heading);
     if (checkpoints.length === 0) section.append(el('div', 'muted', 'None yet: one is saved after each iteration.'));
     for (const checkpoint of [...checkpoints].reverse()) {
       const row = el('div', 'checkpoint-row');
@@ -250,30 +250,29 @@ export class TrainingRunsView {
         el('span', 'checkpoint-step', `iteration ${checkpoint.step}`),
         el('span', 'checkpoint-metrics muted', describeMetrics(checkpoint.metrics)),
       );
-      if (typeof checkpoint.bytes === 'number')
-        row.append(
-          el(
-            'span',
-            'checkpoint-size muted',
-            `${formatBytes(checkpoint.bytes)}${checkpoint.optimizerState ? ' +optimizer' : ''}`,
-          ),
-        );
-      row.append(
+      if (checkpoint.bytes !== undefined) row.append(el('span', 'checkpoint-size muted', checkpointSize(checkpoint)));
+      const actions = el('span', 'checkpoint-actions');
+      actions.append(
         button(
           'Use',
           `Point rollouts at checkpoint ${checkpoint.id} (Lightning: Use Checkpoint)`,
           () => this.actions.useCheckpoint(checkpoint.id),
           'use-checkpoint',
         ),
-      );
-      row.append(
         button(
           'Export',
           `Write checkpoint ${checkpoint.id} as a PEFT adapter or a Hugging Face folder (Lightning: Export Checkpoint…)`,
           () => this.actions.exportCheckpoint(checkpoint.id),
           'export-checkpoint',
         ),
+        button(
+          'Delete',
+          `Delete checkpoint ${checkpoint.id} and its folder (Lightning: Delete Checkpoint…, which asks first)`,
+          () => this.actions.deleteCheckpoint(checkpoint.id),
+          'delete-checkpoint',
+        ),
       );
+      row.append(actions);
       row.title = checkpoint.path;
       section.append(row);
     }
@@ -307,4 +306,14 @@ export class TrainingRunsView {
     });
     return board;
   }
+}
+
+/** A run's status as its codicon and its word ("(cancelling)" once asked to stop). */
+function runStatus(run: TrainingRun): HTMLElement {
+  const status = el('span', `status status-${run.status}`);
+  status.append(
+    statusIcon(run.status),
+    ` ${run.status}${run.cancelRequested && run.status === 'running' ? ' (cancelling)' : ''}`,
+  );
+  return status;
 }

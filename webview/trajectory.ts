@@ -11,7 +11,6 @@ import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl'
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { button, el, failureElement, rawJsonControls, statusIcon } from './dom';
 import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
-import { callBadge } from '../trainer-daemon/protocol/outcome';
 import {
   formatTime,
   formatTokens,
@@ -20,6 +19,7 @@ import {
   rewardText,
   rolloutTitle,
   spanDepths,
+  stepHeading,
   type MessageView,
 } from './format';
 import { isAutomatic, reviewVerdicts, type ReviewAction } from './rewardReview';
@@ -345,20 +345,15 @@ export class TrajectoryView {
     details.dataset.spanId = span.spanId;
     details.style.marginLeft = `${Math.min(depth, 8) * 12}px`;
     const summary = el('summary');
-    const latency = span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs);
-    const tokens =
-      span.promptTokens !== null || span.completionTokens !== null
-        ? ` · ${span.promptTokens ?? 0}→${span.completionTokens ?? 0} tok`
-        : '';
+    const heading = stepHeading(span, this.spans);
     summary.append(
-      el('span', 'step-kind', span.category),
-      el('span', 'step-name', span.name),
-      el('span', 'muted', ` ${latency}${tokens}`),
+      el('span', 'step-kind', heading.kind),
+      el('span', 'step-name', heading.name),
+      el('span', 'muted', heading.meta),
     );
-    if (span.statusCode === 'error') summary.append(el('span', 'error', ` ${span.statusMessage ?? 'error'}`));
+    if (heading.error !== null) summary.append(el('span', 'error', heading.error));
     // Not a whole answer (so not trained on), and/or a retry: a short badge.
-    const badge = callBadge(span, (id) => this.spans.find((other) => other.spanId === id)?.sequence);
-    if (badge) summary.append(el('span', 'outcome-badge', ` ${badge}`));
+    if (heading.badge !== null) summary.append(el('span', 'outcome-badge', ` ${heading.badge}`));
     details.append(summary);
     details.addEventListener('toggle', () => {
       if (details.open && details.childElementCount === 1) details.append(this.stepBody(span));

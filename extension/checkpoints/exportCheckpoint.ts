@@ -8,6 +8,7 @@
 import fs from 'node:fs';
 import * as vscode from 'vscode';
 import { formatBytes } from '../../trainer-daemon/protocol/format';
+import { weightsConfig } from '../../trainer-daemon/protocol/training';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import type { DaemonSupervisor } from '../supervisor';
 import { checkpointItems, UseCheckpointArgument } from './routing';
@@ -45,10 +46,8 @@ export async function exportCheckpointCommand(
   const checkpoint = items.find((c) => c.id === checkpointId);
   if (!checkpoint) throw new Error(`checkpoint ${checkpointId} does not exist in this store`);
   const { run } = await client.request('getTrainingRun', { id: checkpoint.runId });
-  const adapter =
-    run.algorithm === 'grpo'
-      ? (run.config.adapter?.kind ?? (run.config.model.kind === 'tiny' ? 'full' : 'lora'))
-      : 'full';
+  const trained = weightsConfig(run);
+  const adapter = trained ? (trained.adapter?.kind ?? (trained.model.kind === 'tiny' ? 'full' : 'lora')) : 'full';
   const format = await vscode.window.showQuickPick(formatItems(adapter), {
     title: `${TITLE} (2/3): format of step ${checkpoint.step} of ${checkpoint.runId}`,
   });

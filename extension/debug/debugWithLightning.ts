@@ -4,8 +4,8 @@
  * DebugConfigurationProvider for every debug type asks the daemon for a rollout (agentRuns/start)
  * when a configuration has `"lightning": true` and adds the environment after variable
  * substitution; a debug adapter tracker catches the debuggee's exit code, the end of its output
- * and the exception it stopped on, and the rollout is finalized when the session ends (a failure
- * with its reason: protocol/failure.ts).
+ * and the exception it stopped on (./sessionRecords.ts), and the rollout is finalized when the session
+ * ends (a failure with its reason: protocol/failure.ts).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -15,36 +15,22 @@ import type { DaemonSupervisor } from '../supervisor';
 import { readSettings, type UpstreamKey } from '../settings';
 import {
   baseEnvironment,
-  finalStatus,
   instrumentConfig,
   runnableConfigurations,
   upstreamFor,
   wantsLightning,
-  type CapturePreloads,
   type LaunchConfig,
 } from './launchConfig';
 import { debugRoute } from '../checkpoints/routing';
+import type { DebugPreloads } from './preloadFiles';
 import { CheckpointUnavailableError, type CheckpointSource } from '../checkpoints/useCheckpoint';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
-import {
-  envSecrets,
-  exceptionFromInfo,
-  exceptionOf,
-  failureText,
-  OutputTail,
-} from '../../trainer-daemon/protocol/failure';
-import { isSecretVariable } from '../../trainer-daemon/protocol/secrets';
+import { SessionRecords, type AdapterMessage } from './sessionRecords';
 
 export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfigurationProvider {
   private readonly disposables: vscode.Disposable[] = [];
-  /** Exit codes reported by debug adapters (`exited` events), by session id. */
-  private readonly exitCodes = new Map<string, number>();
-  /** The end of each session's output (`output` events: the program's stderr and stdout, the adapter's console). */
-  private readonly outputs = new Map<string, OutputTail>();
-  /** The exception a session stopped on (`exceptionInfo`), by session id. */
-  private readonly exceptions = new Map<string, string>();
-  /** Parent session ids, by child session id. */
-  private readonly parents = new Map<string, string>();
+  /** What each session's adapter reported: exit codes, output, exceptions (a child session's for its parent). */
+  private readonly sessions = new SessionRecords();
   private readonly _onDidFinishRollout = new vscode.EventEmitter<string>();
   /** A debug rollout was finalized (its id): the last finished rollout for Annotate Reward. */
   readonly onDidFinishRollout = this._onDidFinishRollout.event;
@@ -52,8 +38,8 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   constructor(
     private readonly supervisor: DaemonSupervisor,
     private readonly log: vscode.LogOutputChannel,
-    /** dist/exit-code.js, preloaded into Node debuggees, and the capture preloads, into every process of the session. */
-    private readonly preloads: { readonly exitCode: string; readonly capture: CapturePreloads },
+    /** dist/exit-code.js, preloaded into Node debuggees, and the capture preloads, into every process of the session (those that exist). */
+    private readonly preloads: DebugPreloads,
     private readonly upstreamKey: UpstreamKey,
     /** Use Checkpoint: a checkpoint in use answers the session's LLM calls. */
     private readonly checkpoint: CheckpointSource,
@@ -63,9 +49,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
       vscode.debug.registerDebugAdapterTrackerFactory('*', {
         createDebugAdapterTracker: (session) => this.trackerFor(session),
       }),
-      vscode.debug.onDidStartDebugSession(
-        (session) => session.parentSession && this.parents.set(session.id, session.parentSession.id),
-      ),
+      vscode.debug.onDidStartDebugSession((session) => this.sessions.started(session.id, session.parentSession?.id)),
       vscode.debug.onDidTerminateDebugSession((session) => void this.finish(session)),
       this._onDidFinishRollout,
     );
@@ -121,7 +105,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
         launch,
         run,
         process.env,
-        { recorder: this.preloads.exitCode, file: exitCodeFile(run.rollout.id) },
+        this.preloads.exitCode ? { recorder: this.preloads.exitCode, file: exitCodeFile(run.rollout.id) } : undefined,
         this.preloads.capture,
       );
     } catch (error) {
@@ -162,26 +146,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   }
 
   private trackerFor(session: vscode.DebugSession): vscode.DebugAdapterTracker {
-    return {
-      onDidSendMessage: (message: AdapterMessage) => {
-        if (message.type === 'event' && message.event === 'exited' && typeof message.body?.exitCode === 'number')
-          this.exitCodes.set(session.id, message.body.exitCode);
-        if (
-          message.type === 'event' &&
-          message.event === 'output' &&
-          typeof message.body?.output === 'string' &&
-          message.body.category !== 'telemetry'
-        ) {
-          let tail = this.outputs.get(session.id);
-          if (!tail) this.outputs.set(session.id, (tail = new OutputTail()));
-          tail.push(message.body.output);
-        }
-        if (message.type === 'response' && message.command === 'exceptionInfo' && message.success && message.body) {
-          const exception = exceptionFromInfo(message.body);
-          if (exception) this.exceptions.set(session.id, exception);
-        }
-      },
-    };
+    return { onDidSendMessage: (message: AdapterMessage) => this.sessions.observe(session.id, message) };
   }
 
   /**
@@ -189,9 +154,7 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
    * of the session or a child session, else the file a Node debuggee wrote (js-debug sends none).
    */
   private exitCodeOf(session: vscode.DebugSession, rolloutId: string): number | undefined {
-    const reported =
-      this.exitCodes.get(session.id) ??
-      [...this.exitCodes.entries()].find(([id]) => this.parents.get(id) === session.id)?.[1];
+    const reported = this.sessions.reportedExitCode(session.id);
     const file = exitCodeFile(rolloutId);
     let recorded: number | undefined;
     try {
@@ -207,7 +170,11 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     const rolloutId = (session.configuration as LaunchConfig).lightningRolloutId;
     if (typeof rolloutId !== 'string' || session.parentSession?.configuration.lightningRolloutId === rolloutId) return;
     const exitCode = this.exitCodeOf(session, rolloutId);
-    const final = this.withReason(session, finalStatus(exitCode));
+    const env =
+      session.configuration.env !== null && typeof session.configuration.env === 'object'
+        ? (session.configuration.env as Record<string, string | undefined>)
+        : {};
+    const final = this.sessions.final(session.id, exitCode, { ...process.env, ...env });
     try {
       const client = await this.supervisor.ensureRunning();
       const rollout = await client.request('transitionRollout', {
@@ -222,63 +189,13 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     } catch (error) {
       this.log.error(`[debug] cannot finalize rollout ${rolloutId}: ${errorMessage(error)}`);
     } finally {
-      for (const [id, parent] of this.parents) {
-        if (parent !== session.id) continue;
-        this.forget(id);
-        this.parents.delete(id);
-      }
-      this.forget(session.id);
+      this.sessions.forget(session.id);
     }
-  }
-
-  /** A failure gets the session's (and its child sessions') output and exception; a stop, the exception it stopped at. */
-  private withReason(
-    session: vscode.DebugSession,
-    final: ReturnType<typeof finalStatus>,
-  ): ReturnType<typeof finalStatus> {
-    const ids = [session.id, ...[...this.parents].filter(([, parent]) => parent === session.id).map(([id]) => id)];
-    const output = ids
-      .map((id) => this.outputs.get(id)?.text ?? '')
-      .filter(Boolean)
-      .join('\n');
-    const stoppedAt = ids.map((id) => this.exceptions.get(id)).find(Boolean);
-    const env =
-      session.configuration.env !== null && typeof session.configuration.env === 'object'
-        ? (session.configuration.env as Record<string, string | undefined>)
-        : {};
-    if (final.to === 'failed')
-      return {
-        ...final,
-        error: failureText(
-          final.error ?? 'failed',
-          output,
-          envSecrets({ ...process.env, ...env }, isSecretVariable),
-          exceptionOf(output) ?? stoppedAt,
-        ),
-      };
-    if (final.to === 'cancelled' && stoppedAt)
-      return { ...final, error: `${final.error ?? 'cancelled'}; it had stopped at ${stoppedAt}` };
-    return final;
-  }
-
-  private forget(sessionId: string): void {
-    this.exitCodes.delete(sessionId);
-    this.outputs.delete(sessionId);
-    this.exceptions.delete(sessionId);
   }
 
   dispose(): void {
     for (const disposable of this.disposables) disposable.dispose();
   }
-}
-
-/** What a tracker reads of the Debug Adapter Protocol's messages. */
-interface AdapterMessage {
-  type?: string;
-  event?: string;
-  command?: string;
-  success?: boolean;
-  body?: { exitCode?: unknown; output?: unknown; category?: unknown; exceptionId?: unknown; description?: unknown };
 }
 
 function exitCodeFile(rolloutId: string): string {

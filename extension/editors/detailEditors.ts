@@ -7,7 +7,7 @@
  * survive a window reload: their state (webview `setState`) comes back to `deserializeWebviewPanel`.
  */
 import * as vscode from 'vscode';
-import type { Rollout } from '../../trainer-daemon/protocol';
+import type { Rollout, TrainingRun } from '../../trainer-daemon/protocol';
 import { grpoIterationBatchId } from '../../trainer-daemon/protocol/training';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import {
@@ -58,6 +58,8 @@ interface Tab {
   readonly waiters: Array<() => void>;
   /** The rollouts it shows, as last read: its title names them. */
   readonly known: Map<string, Rollout>;
+  /** A run tab's run, once read: its title names it. */
+  run?: TrainingRun;
 }
 
 export interface OpenOptions {
@@ -102,7 +104,11 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
             this.post(tab, { type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
       }),
       trainingRuns.onDidChange((run) => {
-        for (const tab of this.tabs) if (tab.state.target.kind === 'run') this.post(tab, { type: 'runChanged', run });
+        for (const tab of this.tabs) {
+          if (tab.state.target.kind !== 'run') continue;
+          this.post(tab, { type: 'runChanged', run });
+          if (tab.state.target.runId === run.id) this.knowRun(tab, run);
+        }
       }),
     );
   }
@@ -402,7 +408,12 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
               id: message.runId,
               ...(message.afterStep === undefined ? {} : { afterStep: message.afterStep }),
             },
-            (reply) => reply.type === 'trainingRunDetail' && this.post(tab, { type: 'runView', view: reply.view }),
+            (reply) => {
+              if (reply.type !== 'trainingRunDetail') return;
+              this.post(tab, { type: 'runView', view: reply.view });
+              if (tab.state.target.kind === 'run' && tab.state.target.runId === reply.view.run.id)
+                this.knowRun(tab, reply.view.run);
+            },
           );
         case 'listRuns':
           return this.trainingRuns.receive(
@@ -415,16 +426,20 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
             () => undefined,
           );
         case 'exportCheckpoint':
-          return this.trainingRuns.receive(
-            { type: 'exportCheckpoint', checkpointId: message.checkpointId },
-            () => undefined,
-          );
+        case 'deleteCheckpoint':
+          return this.trainingRuns.receive({ type: message.type, checkpointId: message.checkpointId }, () => undefined);
         case 'openIterationRollout':
           return this.openIterationRollout(message.runId, message.step, message.which);
       }
     } catch (error) {
       this.fail(tab, message.type, error);
     }
+  }
+
+  /** A run tab read its run: its title says what the run trains and when, not its id. */
+  private knowRun(tab: Tab, run: TrainingRun): void {
+    tab.run = run;
+    tab.panel.title = titleOf(tab);
   }
 
   private fail(tab: Tab, what: string, error: unknown): void {
@@ -536,7 +551,7 @@ function rolloutIds(target: EditorTarget): string[] {
   }
 }
 
-/** A tab's title, naming the rollouts it shows by what it has read of them. */
+/** A tab's title, naming the rollouts (or the run) it shows by what it has read of them. */
 function titleOf(tab: Tab): string {
-  return tabTitle(tab.state, [...tab.known.values()]);
+  return tabTitle(tab.state, [...tab.known.values()], tab.run);
 }

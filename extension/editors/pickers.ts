@@ -3,6 +3,7 @@ import * as vscode from 'vscode';
 import type { Rollout, TrainingRun } from '../../trainer-daemon/protocol';
 import type { DaemonClient } from '../daemonClient';
 import { formatTime, rewardText, rolloutTitle } from '../../webview/format';
+import { runLabel } from '../../trainer-daemon/protocol/runLabel';
 
 type RolloutItem = vscode.QuickPickItem & { rollout?: Rollout };
 
@@ -44,11 +45,12 @@ export async function pickTrainingRun(client: DaemonClient): Promise<TrainingRun
   }
   const picked = await vscode.window.showQuickPick(
     runs.map((run) => ({
-      label: `${run.algorithm} ${run.id}`,
+      label: runLabel(run),
       description: `${run.status} · ${formatTime(run.createdAt)}`,
+      detail: run.id,
       run,
     })),
-    { title: 'Open which training run?' },
+    { title: 'Open which training run?', matchOnDescription: true, matchOnDetail: true },
   );
   return picked?.run;
 }

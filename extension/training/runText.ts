@@ -1,7 +1,8 @@
 /**
- * What the editor says about a GRPO run while it is followed: the progress line (iteration k of N,
- * the sampled and validation reward), the end message, and whether a failure means the trainer's
- * Python is missing (then **Set Up Trainer** is offered). Pure: unit-tested.
+ * What the editor says about a GRPO or SFT run while it is followed: the progress line (GRPO: iteration k of N,
+ * the sampled and validation reward; SFT: epoch k of N, the loss, the validation loss and accuracy), the end
+ * message, and whether a failure means the trainer's Python is missing (then **Set Up Trainer** is offered).
+ * Pure: unit-tested.
  */
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
 import type { ErrorKind } from '../../trainer-daemon/protocol/errors';
@@ -10,11 +11,13 @@ import { assertNever } from '../../trainer-daemon/protocol/assert';
 const number = (value: number | undefined): string =>
   value === undefined || !Number.isFinite(value) ? '–' : Number(value.toFixed(3)).toString();
 
-/** The iterations a run is configured for: GRPO's; an APO run counts rounds, which these lines do not follow. */
+/** The iterations a run is configured for: GRPO's, SFT's epochs; an APO run counts rounds, which these lines do not follow. */
 function configuredIterations(run: TrainingRunSummary): number | undefined {
   switch (run.algorithm) {
     case 'grpo':
       return run.config.iterations;
+    case 'sft':
+      return run.config.epochs;
     case 'apo':
       return undefined;
     default:
@@ -22,10 +25,34 @@ function configuredIterations(run: TrainingRunSummary): number | undefined {
   }
 }
 
-/** "iteration 2/10 · reward 0.25 ± 0.1 · val 0.5" (before the first iteration: "starting the trainer…"). */
+/** "epoch 2/3 · loss 0.41 · val loss 0.52 · val accuracy 0.75" (before the first epoch: "loading the model…"). */
+function sftProgressText(run: TrainingRunSummary, total: number | undefined): string {
+  const val = [
+    run.latest['val/loss'] === undefined ? undefined : `val loss ${number(run.latest['val/loss'])}`,
+    run.latest['val/accuracy'] === undefined ? undefined : `val accuracy ${number(run.latest['val/accuracy'])}`,
+  ].filter(Boolean);
+  if (run.step === 0)
+    return val.length ? `before training: ${val.join(' · ')}` : 'loading the model and the rated rollouts…';
+  return [`epoch ${run.step}${total ? `/${total}` : ''}`, `loss ${number(run.latest.loss)}`, ...val].join(' · ');
+}
+
+/** A run's progress line, by its algorithm (APO's rounds read as GRPO's iterations here). */
 export function progressText(run: TrainingRunSummary): string {
   if (run.cancelRequested && run.status === 'running') return 'cancelling…';
   const total = configuredIterations(run);
+  switch (run.algorithm) {
+    case 'sft':
+      return sftProgressText(run, total);
+    case 'grpo':
+    case 'apo':
+      return iterationProgressText(run, total);
+    default:
+      return assertNever(run);
+  }
+}
+
+/** "iteration 2/10 · reward 0.25 ± 0.1 · val 0.5" (before the first iteration: "starting the trainer…"). */
+function iterationProgressText(run: TrainingRunSummary, total: number | undefined): string {
   if (run.step === 0 || run.latest['reward/mean'] === undefined)
     return run.latest['val/reward'] === undefined
       ? 'starting the trainer and the first rollouts…'
@@ -53,13 +80,40 @@ export function needsTrainerSetup(kind: ErrorKind | null): boolean {
 export function endText(run: TrainingRunSummary): string {
   switch (run.status) {
     case 'succeeded':
-      return `training run ${run.id} finished after ${run.step} iteration(s): reward ${number(run.latest['reward/mean'])}${run.latest['val/reward'] !== undefined ? `, validation ${number(run.latest['val/reward'])}` : ''}.`;
+      return `training run ${run.id} finished after ${run.step} ${stepNoun(run)}(s): ${outcomeText(run)}.`;
     case 'cancelled':
-      return `training run ${run.id} cancelled after ${run.step} iteration(s); its checkpoints are kept and it can be resumed.`;
+      return `training run ${run.id} cancelled after ${run.step} ${stepNoun(run)}(s); its checkpoints are kept and it can be resumed.`;
     case 'failed':
       return `training run ${run.id} failed: ${run.error ?? 'no message'}`;
     case 'queued':
     case 'running':
       return `training run ${run.id} is ${run.status}.`;
+  }
+}
+
+/** What a run counts its steps in: SFT's epochs, GRPO's iterations (APO's rounds read as iterations here). */
+function stepNoun(run: TrainingRunSummary): string {
+  switch (run.algorithm) {
+    case 'sft':
+      return 'epoch';
+    case 'grpo':
+    case 'apo':
+      return 'iteration';
+    default:
+      return assertNever(run);
+  }
+}
+
+/** A finished run's outcome: SFT's loss and validation; GRPO's sampled and validation reward. */
+function outcomeText(run: TrainingRunSummary): string {
+  const latest = run.latest;
+  switch (run.algorithm) {
+    case 'sft':
+      return `loss ${number(latest.loss)}${latest['val/loss'] !== undefined ? `, validation loss ${number(latest['val/loss'])}, accuracy ${number(latest['val/accuracy'])}` : ''}`;
+    case 'grpo':
+    case 'apo':
+      return `reward ${number(latest['reward/mean'])}${latest['val/reward'] !== undefined ? `, validation ${number(latest['val/reward'])}` : ''}`;
+    default:
+      return assertNever(run);
   }
 }

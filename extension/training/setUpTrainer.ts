@@ -20,9 +20,9 @@ export class TrainerSetup {
       'Lightning: checking the trainer (Python, PyTorch, GPU)…',
       false,
       (report, token) =>
-        this.cli.run(['doctor'], { token, onStderrLine: (line) => line.startsWith('{') || report(line) }),
+        this.cli.run(['doctor', '--json'], { token, onStderrLine: (line) => line.startsWith('{') || report(line) }),
     );
-    await this.tell(doctorSummary(check.stdout, check.code));
+    await this.tell(this.logged(doctorSummary(check.stdout, check.stderr)));
   }
 
   private async setUp(hf: boolean): Promise<void> {
@@ -30,12 +30,12 @@ export class TrainerSetup {
       `Lightning: setting up the trainer in .lightning/venv${hf ? ' (with transformers and peft)' : ''}…`,
       true,
       (report, token) =>
-        this.cli.run(['doctor', '--setup', ...(hf ? ['--hf'] : [])], {
+        this.cli.run(['doctor', '--setup', '--json', ...(hf ? ['--hf'] : [])], {
           token,
           onStderrLine: (line) => line.startsWith('{') || report(line),
         }),
     );
-    await this.tell(doctorSummary(`${run.stdout}\n${run.stderr}`, run.code));
+    await this.tell(this.logged(doctorSummary(run.stdout, run.stderr)));
   }
 
   private async withProgress(
@@ -51,8 +51,13 @@ export class TrainerSetup {
           progress.report({ message: line.slice(0, 200) });
         }, token),
     );
-    for (const line of run.stdout.trimEnd().split('\n')) this.log.info(`[trainer] ${line}`);
     return run;
+  }
+
+  /** The report goes to the log as `lightning doctor` prints it. */
+  private logged(summary: DoctorSummary): DoctorSummary {
+    for (const line of summary.text.split('\n')) this.log.info(`[trainer] ${line}`);
+    return summary;
   }
 
   private async tell(summary: DoctorSummary): Promise<void> {

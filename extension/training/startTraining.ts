@@ -1,13 +1,14 @@
 /**
  * **Lightning: Start Training**, **Cancel Training** and **Resume Training**. Start asks, in quick
- * picks, for the algorithm (APO hands off to Optimize This Prompt), the base model, the dataset, the
+ * picks, for the algorithm (APO hands off to Optimize This Prompt; Fine-tune on Good Rollouts asks for the model
+ * and its settings: fineTune.ts), then the base model, the dataset, the
  * agent (a launch configuration run as a command, without the debugger: debug/launchCommand.ts, picked with pickers.ts)
  * and the settings (start with the defaults, or change one at a time; remembered per workspace),
  * then sends `training/start` to the daemon, which drives the run. A run is followed in a progress
  * notification whose Cancel sends `trainingRuns/cancel`, and shown in the panel as it goes.
  */
 import * as vscode from 'vscode';
-import type { GrpoConfig, ModelSpec, TrainingRunSummary } from '../../trainer-daemon/protocol';
+import type { DaemonTrainingConfig, TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import { isResumable } from '../../trainer-daemon/protocol/status';
 import type { DaemonClient } from '../daemonClient';
@@ -21,7 +22,6 @@ import {
   DEFAULT_SETTINGS,
   describeSettings,
   grpoConfig,
-  modelSpec,
   NUMERIC_SETTINGS,
   parseNumericSetting,
   storableEnv,
@@ -31,11 +31,12 @@ import {
 import { inEditorWords } from '../../trainer-daemon/protocol/setupAdvice';
 import { followRun } from './followRun';
 import { endText, needsTrainerSetup, progressFraction, progressText } from './runText';
+import { fineTuneConfig } from './fineTune';
+import { pick, pickModel } from './trainingPicks';
 
 const TITLE = 'Lightning: Start Training';
 const MEMORY = {
   settings: 'lightning.grpo.settings',
-  model: 'lightning.grpo.model',
   dataset: 'lightning.grpo.dataset',
   agent: 'lightning.grpo.agent',
 } as const;
@@ -44,8 +45,6 @@ export interface TrainingUi {
   /** Opens the panel on this run. */
   revealRun(runId: string): Promise<void>;
 }
-
-type PickItem<T> = vscode.QuickPickItem & { readonly value: T };
 
 export class TrainingCommands {
   constructor(
@@ -58,12 +57,17 @@ export class TrainingCommands {
   ) {}
 
   async start(): Promise<void> {
-    const algorithm = await pick<'grpo' | 'apo'>(
+    const algorithm = await pick<'grpo' | 'apo' | 'sft'>(
       [
         {
           label: 'GRPO',
           description: 'reinforcement learning of a local model (the policy serves the agent’s LLM calls)',
           value: 'grpo',
+        },
+        {
+          label: 'Fine-tune on Good Rollouts',
+          description: 'supervised fine-tuning (SFT) of a local model on the rollouts you rated good',
+          value: 'sft',
         },
         { label: 'APO', description: 'prompt optimization against a hosted model: Optimize This Prompt', value: 'apo' },
       ],
@@ -75,7 +79,12 @@ export class TrainingCommands {
       return;
     }
     const client = await this.supervisor.ensureRunning();
-    const model = await this.pickModel();
+    if (algorithm === 'sft') {
+      const config = await fineTuneConfig(client, this.memory);
+      if (config) await this.launch(client, { config });
+      return;
+    }
+    const model = await pickModel(this.memory, `${TITLE} (2/5): base model`);
     if (!model) return;
     const dataset = await this.pickDataset();
     if (!dataset) return;
@@ -100,7 +109,7 @@ export class TrainingCommands {
     await this.launch(client, { config: config.value });
   }
 
-  /** **Resume Training**: a cancelled or failed GRPO run continues from its last checkpoint. */
+  /** **Resume Training**: a cancelled or failed GRPO or SFT run continues from its last checkpoint. */
   async resume(runId?: string): Promise<void> {
     const client = await this.supervisor.ensureRunning();
     const id =
@@ -109,12 +118,12 @@ export class TrainingCommands {
         client,
         isResumable,
         'Resume Training: which run? (it continues from its last checkpoint)',
-        'No cancelled or failed GRPO run to resume.',
+        'No cancelled or failed GRPO or SFT run to resume.',
       ));
     if (id) await this.launch(client, { resume: id });
   }
 
-  /** **Cancel Training**: a running run stops now (GRPO) or at its next step (APO). */
+  /** **Cancel Training**: a running run stops now (GRPO, SFT) or at its next step (APO). */
   async cancel(runId?: string): Promise<void> {
     const client = await this.supervisor.ensureRunning();
     const id =
@@ -132,7 +141,10 @@ export class TrainingCommands {
     );
   }
 
-  private async launch(client: DaemonClient, start: { config: GrpoConfig } | { resume: string }): Promise<void> {
+  private async launch(
+    client: DaemonClient,
+    start: { config: DaemonTrainingConfig } | { resume: string },
+  ): Promise<void> {
     const run = await client.request('startTraining', start);
     this.log.info(`[training] run ${run.id} ${'resume' in start ? 'resumed' : 'started'}`);
     await this.ui.revealRun(run.id);
@@ -223,50 +235,6 @@ export class TrainingCommands {
       })),
       title,
     );
-  }
-
-  private async pickModel(): Promise<ModelSpec | undefined> {
-    const configured = readSettings().trainingModel;
-    const last = this.memory.get<string>(MEMORY.model);
-    const names = [...new Set([configured, last].filter((name): name is string => !!name && name !== 'tiny'))];
-    const choice = await pick<string | null>(
-      [
-        {
-          label: 'tiny',
-          description: 'the built-in small GPT (byte-level): no download, fine on a CPU',
-          value: 'tiny',
-        },
-        ...names.map((name) => ({
-          label: name,
-          description: name === configured ? 'the lightning.trainingModel setting' : 'used last time',
-          value: name,
-        })),
-        {
-          label: '$(edit) Hugging Face model…',
-          description: 'a hub name or a local folder (needs transformers + peft: Set Up Trainer)',
-          value: null,
-        },
-      ],
-      `${TITLE} (2/5): base model`,
-    );
-    if (choice === undefined) return undefined;
-    const name =
-      choice ??
-      (await vscode.window.showInputBox({
-        title: `${TITLE}: Hugging Face model`,
-        prompt: 'A hub name (e.g. Qwen/Qwen2.5-0.5B-Instruct) or a local model folder; trained with LoRA',
-        value: last ?? 'Qwen/Qwen2.5-0.5B-Instruct',
-        ignoreFocusOut: true,
-        validateInput: (text) => {
-          const spec = modelSpec(text);
-          return spec.ok ? undefined : spec.message;
-        },
-      }));
-    if (name === undefined) return undefined;
-    const spec = modelSpec(name);
-    if (!spec.ok) throw new Error(spec.message);
-    await this.memory.update(MEMORY.model, name.trim());
-    return spec.value;
   }
 
   private async pickDataset(): Promise<string | undefined> {
@@ -384,8 +352,4 @@ export class TrainingCommands {
       }
     }
   }
-}
-
-async function pick<T>(items: readonly PickItem<T>[], title: string): Promise<T | undefined> {
-  return (await vscode.window.showQuickPick(items, { title, ignoreFocusOut: true, matchOnDescription: true }))?.value;
 }

@@ -2,13 +2,17 @@
  * Use Checkpoint in a real VS Code (code-server + chromium): a checkpoint saved by the real trainer
  * worker is chosen from the command palette, the status bar shows it, and a Debug with Lightning
  * session of an unchanged `openai` SDK agent is answered by it — not by the scripted upstream the
- * workspace is configured with — with token ids, its rollout naming the checkpoint; Stop Using
- * Checkpoint goes back and the daemon stops serving it.
+ * workspace is configured with — with token ids, its rollout naming the checkpoint; Delete Checkpoint refuses it
+ * while it is in use; Stop Using Checkpoint goes back and the daemon stops serving it. The panel's checkpoint rows
+ * show sizes and the run's total on disk, and Delete on a row asks first, then removes the row and its folder.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Rollout } from '../../trainer-daemon/protocol';
 import { findDaemon } from '../../trainer-daemon/protocol/discovery';
+import { formatBytes } from '../../trainer-daemon/protocol/format';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { pickQuickItem, runCommand } from '../helpers/codeServer';
 import { storeWithCheckpoints } from '../helpers/checkpoints';
@@ -75,6 +79,15 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: fa
       .waitFor({ timeout: 15_000 });
     await session.shot('checkpoint-02-debugged');
 
+    // Delete Checkpoint refuses the checkpoint in use, saying how to stop using it; nothing is deleted.
+    await runCommand(page, 'Lightning: Delete Checkpoint…');
+    await pickQuickItem(page, 'step 2');
+    await page
+      .locator('.notifications-toasts .notification-toast', { hasText: 'is in use (Use Checkpoint)' })
+      .first()
+      .waitFor({ timeout: 30_000 });
+    assert.ok(fs.existsSync(path.join(session.workspace, 'ckpt', '2')), 'the served checkpoint stays');
+
     await runCommand(page, 'Lightning: Stop Using Checkpoint');
     await inUse.waitFor({ state: 'hidden', timeout: 30_000 });
     const daemon = findDaemon(session.storeFile)!;
@@ -88,5 +101,40 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: fa
     } finally {
       client.dispose();
     }
+  });
+
+  it('the panel shows the run’s checkpoints on disk; Delete on a row asks first, then the row and its folder are gone', async () => {
+    const { page, panel } = session;
+    const [oldest] = checkpoints.ids;
+    await runCommand(page, 'Lightning: Show Panel');
+    const runs = panel.locator('.training-runs');
+    if ((await runs.getAttribute('open')) === null) await runs.locator('> summary').click();
+    await panel.locator(`.run-row[data-run-id="${checkpoints.runId}"]`).click({ timeout: 30_000 });
+    const detail = panel.locator('.run-detail');
+    // Three checkpoints, one of them without its folder: the total is what is on disk.
+    await detail.locator('h4', { hasText: 'Checkpoints (3)' }).waitFor({ timeout: 30_000 });
+    const onDisk = async (): Promise<string> => {
+      const daemon = findDaemon(session.storeFile)!;
+      const client = await RpcClient.connect(daemon.info.url, daemon.token);
+      try {
+        const { items } = await client.request('listCheckpoints', { runId: checkpoints.runId });
+        return `${formatBytes(items.reduce((sum, c) => sum + (c.bytes ?? 0), 0))} on disk`;
+      } finally {
+        client.dispose();
+      }
+    };
+    await detail.locator('.checkpoints-total', { hasText: await onDisk() }).waitFor({ timeout: 5_000 });
+    await detail.locator('.checkpoint-row .checkpoint-size', { hasText: 'missing' }).waitFor({ timeout: 5_000 });
+    const row = detail.locator(`.checkpoint-row[data-checkpoint-id="${oldest}"]`);
+    await row.locator('.delete-checkpoint').click();
+    const dialog = page.locator('.monaco-dialog-box', { hasText: `Delete checkpoint step 1 of ${checkpoints.runId}` });
+    await dialog.waitFor({ timeout: 15_000 });
+    assert.match(await dialog.innerText(), /this cannot be undone/);
+    await session.shot('checkpoint-03-delete');
+    await dialog.locator('.monaco-button', { hasText: /^Delete$/ }).click();
+    await row.waitFor({ state: 'detached', timeout: 30_000 });
+    await detail.locator('h4', { hasText: 'Checkpoints (2)' }).waitFor({ timeout: 15_000 });
+    await detail.locator('.checkpoints-total', { hasText: await onDisk() }).waitFor({ timeout: 15_000 });
+    assert.equal(fs.existsSync(path.join(session.workspace, 'ckpt', '1')), false, 'its folder is deleted');
   });
 });

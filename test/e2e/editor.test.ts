@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import {
   answerInputBox,
+  frameWith,
   panelFrame,
   setBreakpoint,
   pickQuickItem,
@@ -34,7 +35,9 @@ import type { Reward, RolloutDetail } from '../../trainer-daemon/protocol';
 import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import type { SpanInput } from '../../trainer-daemon/protocol';
-import { rolloutTitle } from '../../webview/format';
+import { moreRunsText, rolloutTitle, runGroupFacts, runGroupTime, runGroupTitle } from '../../webview/format';
+import { rolloutCount } from '../../trainer-daemon/protocol/format';
+import { failureHeadline, failureOutput } from '../../trainer-daemon/protocol/failureText';
 
 describe('the extension in VS Code (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
@@ -58,7 +61,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
   };
 
   before(async () => {
-    session = await startE2eSession({ chat: sumsOrDefault });
+    session = await startE2eSession({ chat: sumsOrDefault }, addCrashingAgent);
     ({ workspace, upstream, workbench, page, panel } = session);
   });
 
@@ -448,22 +451,33 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     );
   });
 
-  it("groups the list by origin: own runs first, the APO run's batches collapsed beneath them, one count with the status bar", async () => {
+  it('groups the list by run: own runs first, the APO run one collapsed row named by its label, its batches inside, one count with the status bar', async () => {
     await runCommand(page, 'Lightning: Show Panel');
     const daemon = findDaemon(storeFile())!;
     const client = await RpcClient.connect(daemon.info.url, daemon.token);
     try {
       const counted = await client.request('rolloutGroups', {});
-      assert.ok(counted.groups.length >= 2, "the APO run's evaluations and its optimizer calls");
+      const apo = counted.runs.find((run) => run.kind === 'training' && run.algorithm === 'apo');
+      assert.ok(
+        apo?.kind === 'training',
+        `the APO run is one group (${JSON.stringify(counted.runs.map((r) => r.kind))})`,
+      );
+      assert.ok(apo.batches.length >= 2, "the APO run's evaluations and its optimizer calls, inside it");
+      assert.equal(counted.runs.length, 1, 'one run: its batches are not rows of their own');
       assert.equal(counted.ungrouped, 4, 'two debug sessions, the big rollout, the latency probe');
       await panel
-        .locator('.toolbar .count', { hasText: new RegExp(`^${counted.total.toLocaleString('en-US')} rollouts$`) })
+        .locator('.toolbar .count', { hasText: new RegExp(`^${rolloutCount(counted.total)}$`) })
         .waitFor({ timeout: 15_000 });
       await statusBarItem(page)
-        .filter({ hasText: `${counted.total} rollouts` })
+        .filter({ hasText: rolloutCount(counted.total) })
         .waitFor({ timeout: 15_000 });
-      const groups = panel.locator('.group-row');
-      await waitFor(async () => (await groups.count()) >= 2, "the groups' rows", 15_000);
+      const runRow = panel.locator(`.group-row.group-run[data-run-id="${apo.runId}"]`);
+      await runRow.waitFor({ timeout: 15_000 });
+      assert.equal(await runRow.locator('.title').textContent(), runGroupTitle(apo));
+      assert.ok(!(await runRow.locator('.title').textContent())!.includes(apo.runId), 'a label, not the id');
+      assert.equal(await runRow.locator('.group-facts').textContent(), runGroupFacts(apo));
+      assert.equal(await runRow.locator('.time').textContent(), runGroupTime(apo), 'when it started');
+      assert.equal(await panel.locator('.group-row.group-batch').count(), 0, 'its batches collapsed inside it');
       assert.equal(await panel.locator('.rollout-row.nested').count(), 0, 'collapsed');
       // Own runs above every group (rows are placed by their `top`).
       const tops = async (selector: string): Promise<number[]> =>
@@ -476,39 +490,142 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
         Math.max(...(await tops('.rollout-row:not(.nested)'))) < Math.min(...(await tops('.group-row'))),
         'own runs first',
       );
-      // The list is virtualized: a group's row exists once scrolled to (own runs, then groups, 40 px each).
-      const reveal = async (batchId: string): Promise<void> => {
-        const index = counted.ungrouped + counted.groups.findIndex((group) => group.batchId === batchId);
-        await panel
-          .locator('.rollout-list')
-          .evaluate(
-            (list, top) => ((list as unknown as { scrollTop: number }).scrollTop = top),
-            Math.max(0, index - 2) * 40,
-          );
-      };
-      const optimizer = counted.groups.find((group) => group.mode === 'optimizer')!;
-      await reveal(optimizer.batchId);
-      await panel
-        .locator(`.group-row[data-batch-id="${optimizer.batchId}"]`, { hasText: 'optimizer calls' })
-        .waitFor({ timeout: 5_000 });
 
-      // Expanded, an evaluation lists its rollouts beneath it, titled by their task.
-      const evaluation = counted.groups.find((group) => group.algorithm === 'apo' && group.step !== null)!;
-      await reveal(evaluation.batchId);
-      const header = panel.locator(`.group-row[data-batch-id="${evaluation.batchId}"]`);
-      await header.filter({ hasText: `${evaluation.count} rollout` }).waitFor({ timeout: 5_000 });
+      // Expanded, the run shows its batches, collapsed: the optimizer's calls and each evaluation, by what they were.
+      await runRow.click();
+      const batchRows = panel.locator('.group-row.group-batch');
+      await waitFor(async () => (await batchRows.count()) === apo.batches.length, 'the run’s batches', 15_000);
+      const optimizer = apo.batches.find((batch) => batch.mode === 'optimizer')!;
+      await panel
+        .locator(`.group-row.group-batch[data-batch-id="${optimizer.batchId}"]`, { hasText: 'Optimizer calls' })
+        .waitFor({ timeout: 5_000 });
+      assert.equal(await panel.locator('.rollout-row.nested').count(), 0, 'the batches collapsed');
+
+      // An evaluation expanded lists its rollouts beneath it, titled by their task.
+      const evaluation = apo.batches.find((batch) => batch.step !== null)!;
+      const header = panel.locator(`.group-row.group-batch[data-batch-id="${evaluation.batchId}"]`);
+      await header.filter({ hasText: `Evaluation ${evaluation.step}` }).waitFor({ timeout: 5_000 });
+      await header.filter({ hasText: rolloutCount(evaluation.count) }).waitFor({ timeout: 5_000 });
       await header.click();
       const [first] = (await client.request('listRollouts', { batchId: evaluation.batchId, limit: 1 })).items;
-      const nested = panel.locator(`.rollout-row.nested[data-rollout-id="${first!.id}"]`);
+      const nested = panel.locator(`.rollout-row.nested.depth-2[data-rollout-id="${first!.id}"]`);
       await nested.waitFor({ timeout: 15_000 });
       assert.equal(await nested.locator('.title').textContent(), rolloutTitle(first!));
       assert.notEqual(rolloutTitle(first!), first!.label, "the task, not the run's label");
       await shot('12-grouped');
-      await header.click();
-      await waitFor(async () => (await panel.locator('.rollout-row.nested').count()) === 0, 'collapsed again', 5_000);
+      await runRow.click();
+      await waitFor(
+        async () => (await panel.locator('.rollout-row.nested, .group-row.group-batch').count()) === 0,
+        'collapsed again',
+        5_000,
+      );
     } finally {
       client.dispose();
     }
+  });
+
+  it('past the newest 100 runs, a last row counts the runs and rollouts left out and shows them', async () => {
+    const daemon = findDaemon(storeFile())!;
+    const client = await RpcClient.connect(daemon.info.url, daemon.token);
+    try {
+      // 105 dataset runs of one rollout each (a client's own batches): more runs than the panel asks for at first.
+      for (let i = 0; i < 105; i += 1)
+        await client.request('createRollout', { mode: 'train', label: `nightly ${i}`, batchId: `batch-more-${i}` });
+      const counted = await waitFor(
+        async () => {
+          const groups = await client.request('rolloutGroups', { limit: 100 });
+          return groups.runCount === 106 ? groups : undefined;
+        },
+        'the 106 runs counted',
+        15_000,
+      );
+      const all = await client.request('rolloutGroups', { limit: 1_000 });
+      const leftOut = all.runs.slice(100);
+      const left = counted.total - counted.ungrouped - counted.runs.reduce((sum, run) => sum + run.count, 0);
+      assert.deepEqual([counted.runs.length, counted.more], [100, true]);
+      assert.equal(
+        left,
+        leftOut.reduce((sum, run) => sum + run.count, 0),
+        'the rollouts of the runs left out',
+      );
+      const apo = leftOut.find((run) => run.kind === 'training');
+      assert.ok(apo?.kind === 'training', 'the APO run, the oldest, is one of those left out');
+      await panel
+        .locator('.toolbar .count', { hasText: new RegExp(`^${rolloutCount(counted.total)}$`) })
+        .waitFor({ timeout: 15_000 });
+      // The list is virtualized: the last row exists once scrolled to.
+      const toBottom = (): Promise<void> =>
+        panel.locator('.rollout-list').evaluate((list) => {
+          const element = list as unknown as { scrollTop: number; scrollHeight: number };
+          element.scrollTop = element.scrollHeight;
+        });
+      const more = panel.locator('.group-row.group-more');
+      await waitFor(
+        async () => {
+          await toBottom();
+          return (await more.filter({ hasText: moreRunsText(leftOut.length, left) }).count()) === 1;
+        },
+        `the row "${moreRunsText(leftOut.length, left)}"`,
+        15_000,
+      );
+      await shot('13-more-runs');
+      await more.click();
+      const apoRow = panel.locator(`.group-row.group-run[data-run-id="${apo.runId}"]`);
+      await waitFor(
+        async () => {
+          await toBottom();
+          return (await more.count()) === 0 && (await apoRow.count()) === 1;
+        },
+        'every run listed, the APO run last, no "more runs" row',
+        15_000,
+      );
+    } finally {
+      client.dispose();
+    }
+  });
+
+  it('an agent that throws under Debug with Lightning: its rollout fails with the exception and its last output lines, in the row, the tab and `lightning show`', async () => {
+    await runCommand(page, 'Lightning: Show Panel');
+    await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Crashing agent');
+    // The own runs are at the top of the list (virtualized: a row exists once in view); the test before scrolled down.
+    await panel
+      .locator('.rollout-list')
+      .evaluate((list) => void ((list as unknown as { scrollTop: number }).scrollTop = 0));
+    const row = panel.locator('.rollout-row', { hasText: 'Crashing agent' }).first();
+    // Whether js-debug pauses on an uncaught exception is the user's setting: Continue lets the agent end if it does.
+    await waitFor(
+      async () => {
+        if ((await row.locator('.status[title="failed"]').count()) > 0) return true;
+        const paused = page.locator('.debug-toolbar .codicon-debug-continue');
+        if (await paused.isVisible().catch(() => false)) await paused.click().catch(() => undefined);
+        return false;
+      },
+      'the crashed rollout failed',
+      90_000,
+    );
+    const id = (await row.getAttribute('data-rollout-id'))!;
+    const detail = await show(id);
+    const error = detail.rollout.error ?? '';
+    assert.equal(detail.rollout.status, 'failed');
+    assert.equal(detail.rollout.exitCode, 1);
+    assert.equal(failureHeadline(error), 'Error: no forecast for Oslo (exited with code 1)', error);
+    assert.match(failureOutput(error), /crash-agent\.mjs:\d+/, 'the stack, from the last output lines');
+    assert.match(failureOutput(error), /asked the model: /, "the agent's own output before it threw");
+    assert.ok(!error.includes(CRASH_KEY), 'the key the agent printed is redacted');
+    assert.equal(detail.rollout.llmCalls, 1);
+
+    // The row says why; the tab shows the reason and the output lines; `lightning show` prints both.
+    assert.equal(await row.locator('.reason').textContent(), failureHeadline(error));
+    await row.click();
+    const tab = await frameWith(page, `.rollout-tab[data-rollout-id="${id}"] .failure`, 60_000);
+    assert.equal(await tab.locator('.failure .failure-reason').textContent(), failureHeadline(error));
+    await tab.locator('.failure .failure-output summary').click();
+    assert.match((await tab.locator('.failure .failure-output pre').textContent()) ?? '', /crash-agent\.mjs:\d+/);
+    const shown = await runCli(['show', id, '--store', storeFile()]);
+    assert.equal(shown.code, 0, shown.stderr);
+    assert.ok(shown.stdout.includes('Error: no forecast for Oslo (exited with code 1)'), shown.stdout);
+    assert.match(shown.stdout, /crash-agent\.mjs:\d+/);
+    await shot('14-crashed-agent');
   });
 
   /** The result of the latest training run, from the daemon. */
@@ -616,3 +733,37 @@ const pick = ({ resource }: { resource: { version: number; current: boolean; val
   current: resource.current,
   value: resource.value,
 });
+
+/** A key the crashing agent prints (and the launch configuration sets): it never reaches the store. */
+const CRASH_KEY = 'sk-crash-7f3a9c2e4b6d8f10';
+
+/**
+ * A Node agent on the real `openai` SDK that makes one LLM call, prints, then throws (uncaught): its launch
+ * configuration, "Crashing agent", is added to the workspace's.
+ */
+async function addCrashingAgent(workspace: string): Promise<void> {
+  fs.writeFileSync(
+    path.join(workspace, 'crash-agent.mjs'),
+    `import OpenAI from 'openai';
+const client = new OpenAI({ maxRetries: 0 });
+const reply = await client.chat.completions.create({
+  model: 'test-model',
+  messages: [{ role: 'user', content: 'What is the weather in Oslo?' }],
+});
+console.log('asked the model: ' + reply.choices[0].message.content);
+console.error('using key ' + process.env.CRASH_KEY);
+throw new Error('no forecast for Oslo');
+`,
+  );
+  const file = path.join(workspace, '.vscode', 'launch.json');
+  const launch = JSON.parse(fs.readFileSync(file, 'utf8')) as { configurations: unknown[] };
+  launch.configurations.push({
+    type: 'node',
+    request: 'launch',
+    name: 'Crashing agent',
+    program: '${workspaceFolder}/crash-agent.mjs',
+    console: 'internalConsole',
+    env: { OPENAI_API_KEY: CRASH_KEY, CRASH_KEY },
+  });
+  fs.writeFileSync(file, JSON.stringify(launch, null, 2));
+}

@@ -16,8 +16,10 @@ import { findDaemon } from '../../trainer-daemon/protocol/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { editorStore, type EditorStore } from '../helpers/editorStore';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
-import { runCommand } from '../helpers/codeServer';
+import { frameWith, runCommand } from '../helpers/codeServer';
 import { waitFor } from '../helpers/tmp';
+import { runTitle } from '../../webview/trainingRunFormat';
+import { CHART_CHECKS, clippedIn, type BoxGlobals } from '../helpers/clipping';
 
 /** The page globals the evaluated functions touch (this file is compiled without the DOM library). */
 interface PageGlobals {
@@ -28,25 +30,6 @@ interface PageGlobals {
 interface PageElement {
   click(): void;
   dispatchEvent(event: unknown): boolean;
-}
-
-/** The frame (a webview's inner document) in which `selector` matches, once there is one. */
-async function frameWith(page: Page, selector: string, timeout = 60_000): Promise<Frame> {
-  return waitFor(
-    async () => {
-      for (const frame of page.frames())
-        if (
-          (await frame
-            .locator(selector)
-            .count()
-            .catch(() => 0)) > 0
-        )
-          return frame;
-      return undefined;
-    },
-    `a frame with ${selector}`,
-    timeout,
-  );
 }
 
 interface PerformanceGlobals {
@@ -132,71 +115,6 @@ async function startUp(tab: Frame, clickedAt: number, paintedAt: number): Promis
 
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
 
-interface Box {
-  left: number;
-  top: number;
-  right: number;
-  bottom: number;
-  width: number;
-  height: number;
-}
-interface BoxGlobals {
-  innerWidth: number;
-  innerHeight: number;
-  document: {
-    querySelectorAll(selector: string): ArrayLike<{
-      getBoundingClientRect(): Box;
-      closest(selector: string): { getBoundingClientRect(): Box } | null;
-      textContent: string | null;
-      className: unknown;
-      tagName: string;
-    }>;
-  };
-}
-
-/**
- * What is clipped in a frame: each element matching a selector whose box runs past its container (the closest
- * ancestor matching `container`, or the frame's viewport), by more than a pixel; an empty list when nothing is.
- */
-async function clippedIn(
-  frame: Frame,
-  checks: ReadonlyArray<{ container: string; elements: string }>,
-): Promise<string[]> {
-  return frame.evaluate((list) => {
-    const g = globalThis as unknown as BoxGlobals;
-    const problems: string[] = [];
-    for (const { container, elements } of list) {
-      for (const element of Array.from(g.document.querySelectorAll(elements))) {
-        const box = element.getBoundingClientRect();
-        if (box.width === 0 && box.height === 0) continue;
-        const outer = element.closest(container)?.getBoundingClientRect() ?? {
-          left: 0,
-          top: -Infinity,
-          right: g.innerWidth,
-          bottom: Infinity,
-          width: g.innerWidth,
-          height: Infinity,
-        };
-        // A scrolled container clips vertically by design (a list, the conversation): only left and right count.
-        const right = Math.min(outer.right, g.innerWidth);
-        if (box.left < outer.left - 1 || box.right > right + 1) {
-          problems.push(
-            `${elements} "${(element.textContent ?? '').trim().slice(0, 30)}" [${Math.round(box.left)}, ${Math.round(box.right)}] outside ${container} [${Math.round(outer.left)}, ${Math.round(right)}]`,
-          );
-        }
-      }
-    }
-    return problems;
-  }, checks);
-}
-
-/** Chart labels (svg text) inside their chart, and the waterfall's canvas text inside the timeline. */
-const CHART_CHECKS = [
-  { container: 'svg', elements: 'svg text' },
-  { container: '.chart-card', elements: '.chart-card svg' },
-  { container: '.chart-card', elements: '.chart-readout' },
-];
-
 describe(
   'editor tabs: a rollout, a comparison, a training run (code-server + chromium)',
   { concurrency: false, timeout: 600_000 },
@@ -204,6 +122,8 @@ describe(
     let session: E2eSession;
     let seeded: EditorStore;
     let page: Page;
+    /** The run tab's title, once the run is read. */
+    let runTab = '';
 
     before(async () => {
       session = await startE2eSession();
@@ -408,15 +328,16 @@ describe(
       await panelLocator.locator('.open-run-tab').click({ timeout: 30_000 });
       const run = await frameWith(page, '.run-tab .run-table tr[data-step="2"]', 60_000);
       assert.ok((await run.locator('.chart-card.large').count()) >= 5, 'full-size charts');
+      // The tab and its header name the run by what it trains and when, not by its id.
+      runTab = runTitle((await session.showRun(seeded.runId)).run);
+      await page.locator('.tabs-container .tab', { hasText: runTab }).waitFor({ timeout: 15_000 });
+      assert.equal(await run.locator('.tab-header h2 .title').textContent(), runTab);
       await session.shot('tabs-05-run');
       await run.locator('tr[data-step="1"] .best-rollout').click();
       await frameWith(page, `.rollout-tab .span-detail`, 60_000);
       await page.locator('.tabs-container .tab', { hasText: 'iteration-1-best' }).waitFor({ timeout: 30_000 });
 
-      await page
-        .locator('.tabs-container .tab', { hasText: `Run ${seeded.runId.slice(0, 12)}` })
-        .first()
-        .click();
+      await page.locator('.tabs-container .tab', { hasText: runTab }).first().click();
       const runAgain = await frameWith(page, '.run-tab .run-table tr[data-step="2"] .use-checkpoint');
       await runAgain.locator('tr[data-step="2"] .use-checkpoint').click();
       await page.locator('.statusbar-item', { hasText: 'step 2' }).waitFor({ timeout: 120_000 });
@@ -470,9 +391,8 @@ describe(
           );
           // Rows (the root and the spans) × 22 px, the axis and the handle: sized to its rows, not a fixed box.
           assert.ok(
-            Math.abs(layout.timeline.height - ((layout.spans + 1) * 22 + 29)) <= 4 ||
-              layout.timeline.height <= layout.tab.height * 0.46,
-            `timeline ${layout.timeline.height} px for ${layout.spans} spans`,
+            Math.abs(layout.timeline.height - ((layout.spans + 1) * 22 + 29)) <= 4,
+            `timeline ${layout.timeline.height} px for ${layout.spans} spans: ${(layout.spans + 1) * 22 + 29} px sized to its rows`,
           );
           assert.ok(
             layout.detail.height >= layout.tab.height * 0.45,
@@ -533,10 +453,7 @@ describe(
           );
 
           // The run tab: round, labelled axes inside each chart; the smoothing slider; the value under the pointer.
-          await page
-            .locator('.tabs-container .tab', { hasText: `Run ${seeded.runId.slice(0, 12)}` })
-            .first()
-            .click();
+          await page.locator('.tabs-container .tab', { hasText: runTab }).first().click();
           const run = await frameOf('.run-tab .chart-card.large svg');
           assert.deepEqual(
             await clippedIn(run, [

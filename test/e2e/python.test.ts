@@ -6,15 +6,17 @@
  * configurations are plain debugpy ones; Lightning adds its environment. A breakpoint (F9) in the agent's loop
  * is hit with the first LLM call already in the panel, then with the second; after the last Continue the
  * rollout is complete, and its exit code is the one the adapter's `exited` event reported: 0 for the weather
- * agent, 3 for an agent that exits with 3 (a failed rollout).
+ * agent, 3 for an agent that exits with 3 (a failed rollout). An agent that raises fails with the exception
+ * and its traceback as the reason, in the panel's row, the rollout tab and `lightning show`.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { runCommand, runCommandAndPick, setBreakpoint } from '../helpers/codeServer';
-import { REPO_ROOT } from '../helpers/daemon';
+import { frameWith, runCommand, runCommandAndPick, setBreakpoint } from '../helpers/codeServer';
+import { REPO_ROOT, runCli } from '../helpers/daemon';
+import { failureHeadline, failureOutput } from '../../trainer-daemon/protocol/failureText';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
 import { buildFixtureVsix } from '../helpers/vsix';
@@ -32,9 +34,26 @@ print("giving up")
 sys.exit(3)
 `;
 
+/** A Python agent that makes one LLM call, prints, and raises (uncaught). */
+const RAISING_AGENT = `import json, os, urllib.request
+request = urllib.request.Request(os.environ["OPENAI_BASE_URL"].rstrip("/") + "/chat/completions", method="POST",
+    data=json.dumps({"model": "test-model", "messages": [{"role": "user", "content": "What is the weather in Oslo?"}]}).encode(),
+    headers={"content-type": "application/json", "authorization": "Bearer " + os.environ.get("OPENAI_API_KEY", "")})
+urllib.request.urlopen(request, timeout=30).read()
+print("asked the model")
+
+
+def forecast(city):
+    raise ValueError("no forecast for " + city)
+
+
+forecast("Oslo")
+`;
+
 async function prepare(workspace: string): Promise<void> {
   fs.copyFileSync(AGENT, path.join(workspace, 'weather_agent.py'));
   fs.writeFileSync(path.join(workspace, 'failing_agent.py'), FAILING_AGENT);
+  fs.writeFileSync(path.join(workspace, 'raising_agent.py'), RAISING_AGENT);
   const launchFile = path.join(workspace, '.vscode', 'launch.json');
   const launch = JSON.parse(fs.readFileSync(launchFile, 'utf8')) as { configurations: unknown[] };
   launch.configurations.push(
@@ -50,6 +69,13 @@ async function prepare(workspace: string): Promise<void> {
       request: 'launch',
       name: 'Python failing agent',
       program: '${workspaceFolder}/failing_agent.py',
+      console: 'internalConsole',
+    },
+    {
+      type: 'debugpy',
+      request: 'launch',
+      name: 'Python raising agent',
+      program: '${workspaceFolder}/raising_agent.py',
       console: 'internalConsole',
     },
   );
@@ -117,6 +143,7 @@ describe(
     });
 
     it('a Python agent that exits with 3 is a failed rollout with exit code 3 and its one LLM call', async () => {
+      await runCommand(page, 'Lightning: Show Panel');
       await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Python failing agent');
       const row = rolloutsNamed('Python failing agent').first();
       // debugpy stops on an uncaught SystemExit with a non-zero code (its default exception filter), as it does
@@ -130,6 +157,36 @@ describe(
       assert.equal(detail.rollout.exitCode, 3);
       assert.equal(detail.rollout.llmCalls, 1);
       await session.shot('python-3-failed');
+    });
+
+    it('a Python agent that raises: its rollout fails with the exception and the traceback, in the row, the tab and `lightning show`', async () => {
+      await runCommand(page, 'Lightning: Show Panel');
+      await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Python raising agent');
+      const row = rolloutsNamed('Python raising agent').first();
+      // debugpy stops on the uncaught exception (the editor asks it what the exception is); Continue lets it end.
+      await row.filter({ hasText: '1 LLM call' }).locator('.status[title="running"]').waitFor({ timeout: 90_000 });
+      await page.locator('.debug-toolbar .codicon-debug-continue').click({ timeout: 60_000 });
+      await row.locator('.status[title="failed"]').waitFor({ timeout: 60_000 });
+      const id = (await row.getAttribute('data-rollout-id'))!;
+      const detail = await session.show(id);
+      const error = detail.rollout.error ?? '';
+      assert.equal(detail.rollout.exitCode, 1);
+      assert.equal(failureHeadline(error), 'ValueError: no forecast for Oslo (exited with code 1)', error);
+      // The traceback's last lines (debugpy's own frames come first, so its header is past the 20 kept).
+      assert.match(failureOutput(error), /raising_agent\.py", line \d+, in forecast\n {4}raise ValueError/);
+      assert.match(failureOutput(error), /\nValueError: no forecast for Oslo$/);
+
+      assert.equal(await row.locator('.reason').textContent(), failureHeadline(error));
+      await row.click();
+      const tab = await frameWith(page, `.rollout-tab[data-rollout-id="${id}"] .failure`, 60_000);
+      assert.equal(await tab.locator('.failure .failure-reason').textContent(), failureHeadline(error));
+      await tab.locator('.failure .failure-output summary').click();
+      assert.match((await tab.locator('.failure .failure-output pre').textContent()) ?? '', /in forecast/);
+      const shown = await runCli(['show', id, '--store', session.storeFile]);
+      assert.equal(shown.code, 0, shown.stderr);
+      assert.ok(shown.stdout.includes('ValueError: no forecast for Oslo (exited with code 1)'), shown.stdout);
+      assert.match(shown.stdout, /raise ValueError/);
+      await session.shot('python-4-raised');
     });
   },
 );

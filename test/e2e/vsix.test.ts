@@ -6,7 +6,10 @@
  * runtime and opens the store with node:sqlite. Then the user's flow: Debug with Lightning → the rollout in the
  * panel → annotate → Score Rollouts with an ONNX reward model and a TypeScript reward function → Start Training
  * (tiny) → Use Checkpoint, and Debug with Lightning answered by the checkpoint. A smoke run of the same .vsix in
- * the oldest VS Code `engines.vscode` claims follows. Screenshots go to test-results/e2e/vsix-*.png.
+ * the oldest VS Code `engines.vscode` claims follows. After the training run, the list holds its rollouts under one
+ * row named by its label, the one count agrees with the status bar, and nothing in the list is clipped at VS Code's
+ * default side bar width (showcase.test.ts checks every view at two sizes and takes the Marketplace's pictures).
+ * Screenshots go to test-results/e2e/vsix-*.png.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -14,15 +17,22 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
+import { findDaemon } from '../../trainer-daemon/protocol/discovery';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { rolloutCount } from '../../trainer-daemon/protocol/format';
+import { runGroupFacts, runGroupTitle } from '../../webview/format';
 import { ensureEditor } from '../provision/index.mjs';
 import {
   answerInputBox,
+  frameWith,
   pickQuickItem,
   pickQuickLabel,
   runCommand,
   runCommandAndPick,
+  statusBarItem,
   type WorkbenchOptions,
 } from '../helpers/codeServer';
+import { assertDefaultSidebarWidth, clippedIn, DEFAULT_SIDEBAR_WIDTH, PANEL_LIST_CHECKS } from '../helpers/clipping';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { waitFor } from '../helpers/tmp';
@@ -184,6 +194,38 @@ describe(
       assert.ok(detail.servedBy?.checkpointId, 'served by the checkpoint');
       assert.equal(session.upstream.requests.length, calls, 'the checkpoint answered; the upstream got no call');
       await session.shot('vsix-5-checkpoint');
+    });
+
+    it("the list: the debug runs first, the training run's rollouts under one row named by its label, one count with the status bar; nothing clipped", async () => {
+      const daemon = findDaemon(session.storeFile)!;
+      const client = await RpcClient.connect(daemon.info.url, daemon.token);
+      try {
+        const counted = await client.request('rolloutGroups', {});
+        const [run] = counted.runs;
+        assert.equal(counted.runs.length, 1, 'the training run: one group, its iterations inside it');
+        assert.ok(run?.kind === 'training', 'a training run');
+        assert.equal(counted.ungrouped, 2, 'the two debug sessions');
+        assert.equal(counted.total, counted.ungrouped + run.count);
+        assert.ok(run.batches.length >= 2, 'its iterations and validations, inside it');
+        await panel
+          .locator('.toolbar .count', { hasText: new RegExp(`^${rolloutCount(counted.total)}$`) })
+          .waitFor({ timeout: 15_000 });
+        await statusBarItem(page)
+          .filter({ hasText: rolloutCount(counted.total) })
+          .waitFor({ timeout: 15_000 });
+        const row = panel.locator(`.group-row.group-run[data-run-id="${run.runId}"]`);
+        await row.waitFor({ timeout: 15_000 });
+        assert.equal(await row.locator('.title').textContent(), runGroupTitle(run));
+        assert.equal(runGroupTitle(run), 'GRPO tiny on tools');
+        assert.equal(await row.locator('.group-facts').textContent(), runGroupFacts(run));
+        assert.match(runGroupFacts(run), /^2 iterations · /);
+        assert.equal(await panel.locator('.group-row').count(), 1, 'one row for the whole run');
+        assert.equal(await assertDefaultSidebarWidth(page), DEFAULT_SIDEBAR_WIDTH);
+        assert.deepEqual(await clippedIn(await frameWith(page, '.rollout-list .group-row'), PANEL_LIST_CHECKS), []);
+        await session.shot('vsix-6-grouped');
+      } finally {
+        client.dispose();
+      }
     });
   },
 );

@@ -10,7 +10,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import type { BrowserContext, FrameLocator, Locator, Page } from 'playwright-core';
+import type { BrowserContext, Frame, FrameLocator, Locator, Page } from 'playwright-core';
 import { ensureBrowserDriver, ensureEditor } from '../provision/index.mjs';
 import { REPO_ROOT } from './daemon';
 import { waitFor } from './tmp';
@@ -232,10 +232,12 @@ export async function setBreakpoint(page: Page, workspace: string, file: string,
   await page.locator('.quick-input-list .monaco-list-row', { hasText: file }).first().waitFor({ timeout: 15_000 });
   await page.keyboard.press('Enter');
   await page.locator('.tab.active', { hasText: file }).waitFor({ timeout: 15_000 });
-  await page.locator('.monaco-editor .view-lines', { hasText: text }).waitFor({ timeout: 15_000 });
+  await page.locator('.monaco-editor .view-lines').first().waitFor({ timeout: 15_000 });
+  // The editor renders only the lines in view: go to the line first, then see it.
   await page.keyboard.press('Control+G');
   await page.keyboard.type(String(line));
   await page.keyboard.press('Enter');
+  await page.locator('.monaco-editor .view-lines', { hasText: text }).waitFor({ timeout: 15_000 });
   await page.keyboard.press('F9');
   await page.locator('.codicon-debug-breakpoint').first().waitFor({ timeout: 10_000 });
   return line;
@@ -319,4 +321,23 @@ export function panelFrame(page: Page): FrameLocator {
 
 export function statusBarItem(page: Page): Locator {
   return page.locator('.statusbar-item', { hasText: 'Lightning' }).first();
+}
+
+/** The frame (a webview's inner document: an editor tab's, the panel's) in which `selector` matches, once there is one. */
+export async function frameWith(page: Page, selector: string, timeout = 60_000): Promise<Frame> {
+  return waitFor(
+    async () => {
+      for (const frame of page.frames())
+        if (
+          (await frame
+            .locator(selector)
+            .count()
+            .catch(() => 0)) > 0
+        )
+          return frame;
+      return undefined;
+    },
+    `a frame with ${selector}`,
+    timeout,
+  );
 }

@@ -13,11 +13,13 @@ import { tempDir, waitFor } from './tmp';
 const AGENT = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'parity-worker.mjs');
 
 /** The pids of the ranks torchrun started (processes running the ddp worker), by LOCAL_RANK. */
-export function ranks(): Map<number, number> {
+export function ranks(daemonPid: number): Map<number, number> {
   const found = new Map<number, number>();
   for (const line of execFileSync('ps', ['-eo', 'pid=,args='], { encoding: 'utf8' }).split('\n')) {
     if (!line.includes('lightning_trainer.ddp_worker') || line.includes('lightning_trainer.torchrun')) continue;
     const pid = Number(line.trim().split(/\s+/)[0]);
+    // Only this test's daemon's ranks: another file's torchrun may be running beside it.
+    if (!descendsFrom(pid, daemonPid)) continue;
     try {
       const env = fs.readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
       const local = env.find((v) => v.startsWith('LOCAL_RANK='));
@@ -29,8 +31,27 @@ export function ranks(): Map<number, number> {
   return found;
 }
 
+/** Whether `ancestor` is `pid`'s parent, grandparent, … (read from /proc; false once the chain ends). */
+function descendsFrom(pid: number, ancestor: number): boolean {
+  for (let current = pid; current > 1;) {
+    let stat: string;
+    try {
+      stat = fs.readFileSync(`/proc/${current}/stat`, 'utf8');
+    } catch {
+      return false;
+    }
+    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so read after the last ')'.
+    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (parent === ancestor) return true;
+    current = parent;
+  }
+  return false;
+}
+
 /** A daemon on a fresh store in a temp folder with the `tools` dataset (8 train + 4 val tasks); stopped when the test ends. */
-export async function daemonWithTools(t: TestContext): Promise<{ cwd: string; storeFile: string; client: RpcClient }> {
+export async function daemonWithTools(
+  t: TestContext,
+): Promise<{ cwd: string; storeFile: string; client: RpcClient; daemonPid: number }> {
   const cwd = tempDir(t);
   const storeFile = path.join(cwd, '.lightning', 'store.db');
   fs.mkdirSync(path.dirname(storeFile), { recursive: true });
@@ -41,7 +62,7 @@ export async function daemonWithTools(t: TestContext): Promise<{ cwd: string; st
     await daemon.stop();
   });
   await client.request('importDataset', { name: 'tools', tasks: toolsTasks(8, 4) });
-  return { cwd, storeFile, client };
+  return { cwd, storeFile, client, daemonPid: daemon.ready.pid };
 }
 
 /** GRPO on a small tiny policy over `tools` (4 samples of 4 tasks an iteration), the parity worker as the agent, on the CPU. */

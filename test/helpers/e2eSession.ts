@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { FrameLocator, Page } from 'playwright-core';
-import type { RolloutDetail } from '../../trainer-daemon/protocol';
+import type { RolloutDetail, TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { openWorkbench, panelFrame, type Workbench, type WorkbenchOptions } from './codeServer';
 import { REPO_ROOT, runCli } from './daemon';
 import { startScriptedUpstream, type ScriptedUpstream, type ScriptedUpstreamOptions } from './scriptedUpstream';
@@ -29,6 +29,8 @@ export interface E2eSession {
   shot(name: string): Promise<Buffer>;
   /** `lightning show ID --json` on the workspace's store. */
   show(id: string): Promise<RolloutDetail>;
+  /** A training run as `lightning train --list --json` lists it. */
+  showRun(id: string): Promise<{ run: TrainingRunSummary }>;
   /** Keeps the extension's logs as `<logPrefix>-N.log` beside the screenshots, then stops everything. */
   close(logPrefix: string): Promise<void>;
 }
@@ -77,6 +79,13 @@ export async function startE2eSession(
       const result = await runCli(['show', id, '--json', '--store', storeFile]);
       assert.equal(result.code, 0, result.stderr);
       return JSON.parse(result.stdout) as RolloutDetail;
+    },
+    showRun: async (id) => {
+      const result = await runCli(['train', '--list', '--json', '--store', storeFile]);
+      assert.equal(result.code, 0, result.stderr);
+      const run = (JSON.parse(result.stdout) as TrainingRunSummary[]).find((listed) => listed.id === id);
+      assert.ok(run, `training run ${id} is listed`);
+      return { run };
     },
     close: async (logPrefix) => {
       // The extension's logs (its LogOutputChannel, one per window) are kept beside the screenshots.

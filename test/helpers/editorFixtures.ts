@@ -4,7 +4,13 @@
  * completion request with the conversation so far, and its response) and a tool span — and
  * single spans with a given parent, timing and status.
  */
-import type { Json, Span } from '../../trainer-daemon/protocol';
+import {
+  outcomeAttributes,
+  RETRY_OF_ATTRIBUTE,
+  type CallOutcome,
+  type Json,
+  type Span,
+} from '../../trainer-daemon/protocol';
 
 let counter = 0;
 export const spanId = (n: number): string => n.toString(16).padStart(16, '0');
@@ -124,4 +130,39 @@ export function agentRollout(steps: number, options: AgentRolloutOptions = {}): 
     messages.push({ role: 'assistant', content: answer(i) });
   }
   return spans;
+}
+
+/**
+ * An agent's LLM calls as the proxy records them when the upstream misbehaves (outcomeChecks.ts's runs): a 429 and
+ * its retry, a 500 and its retry, a stream the client cancelled, one cut at the content limit, a whole answer.
+ */
+export function faultyCalls(): Span[] {
+  const call = (sequence: number, outcome: CallOutcome, extra: Partial<Span> = {}, retryOf?: number): Span =>
+    span({
+      sequence,
+      category: 'llm',
+      kind: 'client',
+      name: 'chat gpt-4o-mini',
+      startMs: 1_000 + sequence * 100,
+      endMs: 1_050 + sequence * 100,
+      attributes: {
+        'lightning.request': { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'Weather in Paris?' }] },
+        ...outcomeAttributes(outcome),
+        ...(retryOf === undefined ? {} : { [RETRY_OF_ATTRIBUTE]: spanId(retryOf) }),
+      },
+      ...extra,
+    });
+  const failed = (status: number): Partial<Span> => ({
+    statusCode: 'error',
+    statusMessage: `upstream HTTP ${status}: the model is overloaded`,
+  });
+  return [
+    call(1, { kind: 'upstream_error', status: 429 }, failed(429)),
+    call(2, { kind: 'ok' }, {}, 1),
+    call(3, { kind: 'upstream_error', status: 500 }, failed(500)),
+    call(4, { kind: 'ok' }, {}, 3),
+    call(5, { kind: 'cancelled' }, { statusCode: 'error', statusMessage: 'cancelled: the client went away' }),
+    call(6, { kind: 'truncated', limit: 'stream_content' }),
+    call(7, { kind: 'ok' }),
+  ];
 }

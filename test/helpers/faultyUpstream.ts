@@ -1,9 +1,10 @@
 /**
  * A scripted upstream that fails on demand, in front of the scripted one (scriptedUpstream.ts):
- * by the request's model name (the body's `model`, or Gemini's `/models/{model}:…` path), `flaky-429…` / `flaky-500…` fail the first call of each model and API with that
- * status (in the API's own error shape, with a short `retry-after-ms`, so SDKs retry at once), then
- * pass; `cancel-stream` starts a stream and holds it open until the client goes away; `long-stream`
- * streams `LONG_STREAM_CHARS` characters of content, past the record's limit. Everything else, and
+ * by the request's model name (the body's `model`, or Gemini's `/models/{model}:…` path), `flaky-429…` / `flaky-500…`
+ * fail the first call of each model and API with that status (in the API's own error shape, with a short
+ * `retry-after-ms`, so SDKs retry at once), then pass; `cancel-stream` starts a stream and holds it open until the
+ * client goes away; `long-stream` streams `LONG_STREAM_CHARS` characters of content, past the record's limit. Both
+ * streams are in the API's own shape: chat completions, Anthropic Messages or Gemini. Everything else, and
  * each retry, is forwarded to the scripted upstream unchanged.
  */
 import http from 'node:http';
@@ -21,9 +22,11 @@ export interface FaultyUpstream {
   close(): Promise<void>;
 }
 
+const isAnthropic = (path: string): boolean => /^(\/v1)?\/messages\b/.test(path);
+
 function errorBody(path: string, status: number): string {
   const message = status === 429 ? 'rate limited, retry shortly' : 'the model is overloaded';
-  if (path.startsWith('/v1/messages'))
+  if (isAnthropic(path))
     return JSON.stringify({
       type: 'error',
       error: { type: status === 429 ? 'rate_limit_error' : 'api_error', message },
@@ -37,12 +40,48 @@ function errorBody(path: string, status: number): string {
 
 const GEMINI_PATH = /\/models\/([^:/?]+):(?:generateContent|streamGenerateContent)/;
 
-/** One SSE event of content in the API's own stream shape (Gemini's or chat completions'). */
-function chunk(path: string, model: string, content: string, finish: string | null = null): string {
-  if (GEMINI_PATH.test(path)) {
-    return `data: ${JSON.stringify({ responseId: 'gemini-long', modelVersion: model, candidates: [{ index: 0, content: { role: 'model', parts: content ? [{ text: content }] : [] }, ...(finish ? { finishReason: 'STOP' } : {}) }] })}\r\n\r\n`;
+/** A stream in the API's own shape (Anthropic's, Gemini's or chat completions'): its opening, content and end events. */
+interface StreamShape {
+  readonly start: string;
+  content(text: string): string;
+  readonly end: string;
+}
+
+function anthropicEvent(type: string, data: object): string {
+  return `event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`;
+}
+
+function streamShape(path: string, model: string): StreamShape {
+  if (isAnthropic(path)) {
+    const message = { id: 'msg_long', type: 'message', role: 'assistant', model, content: [] };
+    return {
+      start:
+        anthropicEvent('message_start', {
+          message: {
+            ...message,
+            stop_reason: null,
+            stop_sequence: null,
+            usage: { input_tokens: 12, output_tokens: 1 },
+          },
+        }) + anthropicEvent('content_block_start', { index: 0, content_block: { type: 'text', text: '' } }),
+      content: (text) => anthropicEvent('content_block_delta', { index: 0, delta: { type: 'text_delta', text } }),
+      end:
+        anthropicEvent('content_block_stop', { index: 0 }) +
+        anthropicEvent('message_delta', {
+          delta: { stop_reason: 'end_turn', stop_sequence: null },
+          usage: { output_tokens: 7 },
+        }) +
+        anthropicEvent('message_stop', {}),
+    };
   }
-  return `data: ${JSON.stringify({ id: 'chatcmpl-long', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta: { content }, finish_reason: finish }] })}\n\n`;
+  if (GEMINI_PATH.test(path)) {
+    const event = (parts: object[], finish: boolean): string =>
+      `data: ${JSON.stringify({ responseId: 'gemini-long', modelVersion: model, candidates: [{ index: 0, content: { role: 'model', parts }, ...(finish ? { finishReason: 'STOP' } : {}) }] })}\r\n\r\n`;
+    return { start: '', content: (text) => event([{ text }], false), end: event([], true) };
+  }
+  const event = (delta: object, finish: string | null): string =>
+    `data: ${JSON.stringify({ id: 'chatcmpl-long', object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`;
+  return { start: '', content: (content) => event({ content }, null), end: `${event({}, 'stop')}data: [DONE]\n\n` };
 }
 
 export async function startFaultyUpstream(scripted: ScriptedUpstream): Promise<FaultyUpstream> {
@@ -78,17 +117,19 @@ export async function startFaultyUpstream(scripted: ScriptedUpstream): Promise<F
         return;
       }
       if (model === 'cancel-stream') {
+        const shape = streamShape(path, model);
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        res.write(chunk(path, model, 'It is'));
+        res.write(shape.start + shape.content('It is'));
         res.on('close', () => onCancel());
         return;
       }
       if (model === 'long-stream') {
+        const shape = streamShape(path, model);
         res.writeHead(200, { 'content-type': 'text/event-stream' });
-        const piece = 'a'.repeat(1_000_000);
-        for (let sent = 0; sent < LONG_STREAM_CHARS; sent += piece.length) res.write(chunk(path, model, piece));
-        res.write(chunk(path, model, '', 'stop'));
-        res.end(GEMINI_PATH.test(path) ? '' : 'data: [DONE]\n\n');
+        res.write(shape.start);
+        const piece = shape.content('a'.repeat(1_000_000));
+        for (let sent = 0; sent < LONG_STREAM_CHARS; sent += 1_000_000) res.write(piece);
+        res.end(shape.end);
         return;
       }
       const forwarded = http.request(

@@ -2,8 +2,10 @@
  * The source tree's import graph, read with the TypeScript compiler's own pre-processor (every
  * `import`, `import type`, `export … from`, `import()` and `require`), resolved to files, and the
  * layering rules it must keep: the editor (extension/, webview/) reaches the daemon only through
- * trainer-daemon/protocol/; the protocol imports nothing else of ours; and no file imports itself back
- * through a circle of imports.
+ * trainer-daemon/protocol/; the protocol imports nothing else of ours; no file imports itself back
+ * through a circle of imports; and no room imports itself back through another room (an arrow that runs up:
+ * a room is a folder of trainer-daemon/, or extension/ or webview/; a file at trainer-daemon/'s top level —
+ * daemon.ts, log.ts, discovery.ts — is a room of its own).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -17,7 +19,13 @@ export type Violation =
       readonly from: string;
       readonly to: string;
     }
-  | { readonly rule: 'circle'; readonly files: readonly string[] };
+  | { readonly rule: 'circle'; readonly files: readonly string[] }
+  | {
+      readonly rule: 'room-circle';
+      readonly rooms: readonly string[];
+      /** One import of each arrow between two rooms of the circle, as an example to start from. */
+      readonly imports: readonly string[];
+    };
 
 function sourceFiles(root: string): string[] {
   return SOURCE_FOLDERS.flatMap((folder) => {
@@ -56,6 +64,13 @@ export function importGraph(root: string): Map<string, string[]> {
 
 const isEditor = (file: string): boolean => file.startsWith('extension/') || file.startsWith('webview/');
 const isProtocol = (file: string): boolean => file.startsWith('trainer-daemon/protocol/');
+
+/** The room a source file belongs to (see the header). */
+export function roomOf(file: string): string {
+  const parts = file.split('/');
+  if (parts[0] !== 'trainer-daemon') return parts[0]!;
+  return parts.length > 2 ? `trainer-daemon/${parts[1]}` : file;
+}
 
 /** The strongly connected components of more than one file (or a file importing itself): Tarjan's algorithm. */
 function circles(graph: Map<string, string[]>): string[][] {
@@ -102,5 +117,33 @@ export function layeringViolations(root: string): Violation[] {
     }
   }
   for (const files of circles(graph)) violations.push({ rule: 'circle', files });
+  violations.push(...roomCircles(graph));
   return violations;
+}
+
+/** Circles between rooms: the file graph folded onto rooms, each arrow with the first import that makes it. */
+function roomCircles(graph: Map<string, string[]>): Violation[] {
+  const rooms = new Map<string, string[]>();
+  const example = new Map<string, string>();
+  for (const [from, targets] of graph) {
+    const a = roomOf(from);
+    if (!rooms.has(a)) rooms.set(a, []);
+    for (const to of targets) {
+      const b = roomOf(to);
+      if (a === b || rooms.get(a)!.includes(b)) continue;
+      rooms.get(a)!.push(b);
+      example.set(`${a} → ${b}`, `${from} → ${to}`);
+    }
+  }
+  return circles(rooms).map((members) => ({
+    rule: 'room-circle',
+    rooms: members,
+    imports: [...example]
+      .filter(([arrow]) => {
+        const [a, b] = arrow.split(' → ');
+        return members.includes(a!) && members.includes(b!);
+      })
+      .map(([, imported]) => imported)
+      .sort(),
+  }));
 }

@@ -11,7 +11,8 @@
  * function of the request body that returns the answer's text, a raw HTTP reply, or undefined for
  * the behaviour above.
  * across network chunks), `constant-id` (every answer has the same id, as some local servers do), `scripted…` (chat completions answer the texts given to `script()`, in
- * order, e.g. an LLM judge's replies; the last one repeats).
+ * order, e.g. an LLM judge's replies; the last one repeats), `…logprobs…` (a chat answer asked for `logprobs` carries
+ * them, one entry a word: ANSWER_LOGPROBS, with `top_logprobs` alternatives when asked).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -40,6 +41,25 @@ export interface ScriptedUpstream {
 }
 
 export const ANSWER = 'It is sunny in Paris.';
+/** The answer's tokens (a word each) and the logprobs a `…logprobs…` model gives them. */
+export const ANSWER_TOKENS = ANSWER.split(' ').map((word, i) => (i ? ` ${word}` : word));
+export const ANSWER_LOGPROBS = ANSWER_TOKENS.map((_, i) => -(i + 1) / 8);
+
+/** Chat logprobs for `tokens` (from `first` in ANSWER_TOKENS), as OpenAI sends them. */
+function chatLogprobs(tokens: readonly string[], first: number, top: number): object {
+  const entry = (token: string, logprob: number): object => ({
+    token,
+    logprob,
+    bytes: [...Buffer.from(token)],
+  });
+  return {
+    content: tokens.map((token, i) => ({
+      ...entry(token, ANSWER_LOGPROBS[first + i]!),
+      top_logprobs: [entry(token, ANSWER_LOGPROBS[first + i]!), entry(' token', -4)].slice(0, top),
+    })),
+    refusal: null,
+  };
+}
 /** The summary of the reasoning item a `reasoning` model's Responses output starts with. */
 export const REASONING = 'The user asks for the weather: the tool knows it.';
 
@@ -260,11 +280,17 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
           }
         : { role: 'assistant', content: ANSWER };
     const finish = legacy ? 'function_call' : calls.length ? 'tool_calls' : 'stop';
+    const top = typeof body.top_logprobs === 'number' ? body.top_logprobs : 0;
+    const logprobs = (first: number, tokens: readonly string[]): object =>
+      model.includes('logprobs') && body.logprobs === true && !calls.length
+        ? { logprobs: chatLogprobs(tokens, first, top) }
+        : {};
     if (!body.stream) {
       // `n`: that many choices; the second and later ones say which they are.
       const choices = Array.from({ length: typeof body.n === 'number' ? body.n : 1 }, (_, index) => ({
         index,
         message: index === 0 || calls.length ? message : { role: 'assistant', content: `${ANSWER} (choice ${index})` },
+        ...(index === 0 ? logprobs(0, ANSWER_TOKENS) : {}),
         finish_reason: finish,
         ...(tokenIds ? { token_ids: tokenIds.token_ids } : {}),
       }));
@@ -279,9 +305,13 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
       });
     }
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    const chunk = async (delta: object, finishReason: string | null = null, extra: object = {}): Promise<void> => {
+    const chunk = async (
+      delta: object,
+      finishReason: string | null = null,
+      choiceExtra: object = {},
+    ): Promise<void> => {
       res.write(
-        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, finish_reason: finishReason }], ...extra })}\n\n`,
+        `data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created: 1, model, choices: [{ index: 0, delta, ...choiceExtra, finish_reason: finishReason }] })}\n\n`,
       );
       if (model === 'gated') await waitGate();
     };
@@ -307,7 +337,7 @@ export async function startScriptedUpstream(script: ScriptedUpstreamOptions = {}
         await chunk({ tool_calls: [{ index, function: { arguments: call.arguments.slice(half) } }] });
       }
     } else {
-      for (const [i, word] of ANSWER.split(' ').entries()) await chunk({ content: (i ? ' ' : '') + word });
+      for (const [i, token] of ANSWER_TOKENS.entries()) await chunk({ content: token }, null, logprobs(i, [token]));
     }
     await chunk({}, finish);
     const options = body.stream_options as { include_usage?: boolean } | undefined;

@@ -96,6 +96,8 @@ describe('agents on other base-URL variables, unchanged, through lightning run',
           ? /^\/v1beta\/models\/gemini-test:streamGenerateContent\?alt=sse$/
           : /^\/v1beta\/models\/gemini-test:generateContent$/,
       );
+      assert.equal(calls[0]!.headers['x-goog-api-key'], GEMINI_KEY, 'the key reached Google unchanged');
+      assertNotStored(run, GEMINI_KEY);
     });
   }
 

@@ -10,9 +10,18 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { runCli } from '../helpers/daemon';
+import {
+  answer,
+  answerTool,
+  askTool,
+  assertLegacyFunctionsRun,
+  assertToolRows,
+  chatRows,
+  question,
+} from '../helpers/chatRows';
 import { exportRows, llmOf } from '../helpers/outcomeChecks';
 import { AGENTS } from '../helpers/providerAgents';
-import { runAgent, type AgentRun } from '../helpers/runAgent';
+import { runAgent } from '../helpers/runAgent';
 import { ANSWER, REASONING, startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 
 type Obj = Record<string, unknown>;
@@ -20,34 +29,6 @@ type Obj = Record<string, unknown>;
 let upstream: ScriptedUpstream;
 before(async () => (upstream = await startScriptedUpstream()));
 after(() => upstream.close());
-
-const weatherArguments = '{"city":"Paris"}';
-const toolResult = 'Paris: sunny, 24°C';
-const question = { role: 'user', content: 'What is the weather in Paris?' };
-const askTool = (id: string): Obj => ({
-  role: 'assistant',
-  content: null,
-  tool_calls: [{ id, type: 'function', function: { name: 'get_weather', arguments: weatherArguments } }],
-});
-const answerTool = (id: string): Obj => ({ role: 'tool', tool_call_id: id, content: toolResult });
-const answer = { role: 'assistant', content: ANSWER };
-
-async function chatRows(run: AgentRun): Promise<{ rows: Obj[]; summary: Obj; stderr: string }> {
-  assert.equal(run.code, 0, run.stdout + run.stderr);
-  return exportRows(run, 'chat');
-}
-
-/** The two rows of a tool-using agent: the call that asked for the tool, the call that answered with its result. */
-function assertToolRows(rows: Obj[], prefix: Obj[], id: string, toolNames: string[]): void {
-  assert.equal(rows.length, 2, JSON.stringify(rows));
-  assert.deepEqual(rows[0]!.messages, [...prefix, question, askTool(id)]);
-  assert.deepEqual(rows[1]!.messages, [...prefix, question, askTool(id), answerTool(id), answer]);
-  for (const row of rows)
-    assert.deepEqual(
-      (row.tools as Array<{ function: { name: string } }>).map((tool) => tool.function.name),
-      toolNames,
-    );
-}
 
 describe('every API the proxy records exports chat rows', () => {
   for (const mode of ['responses', 'stream'] as const) {
@@ -161,31 +142,7 @@ describe('every API the proxy records exports chat rows', () => {
   for (const mode of ['functions', 'functions-stream'] as const) {
     test(`openai with legacy functions (${mode === 'functions' ? 'JSON' : 'streamed'}): function_call carried as tool_calls, function results as tool messages`, async (t) => {
       const run = await runAgent(t, upstream.url, ['node', path.join(AGENTS, 'openai-shapes-agent.mjs'), mode]);
-      assert.match(run.stdout, new RegExp(`ANSWER: ${ANSWER}`));
-      const [first, second] = llmOf(run);
-      // The record keeps what went over the wire, the streamed function_call reassembled.
-      const recorded = (
-        first!.attributes['lightning.response'] as { choices: Array<{ message: Obj; finish_reason: string }> }
-      ).choices[0]!;
-      assert.deepEqual(
-        [recorded.message.function_call, recorded.finish_reason],
-        [{ name: 'get_weather', arguments: weatherArguments }, 'function_call'],
-      );
-      assert.equal((second!.attributes['lightning.request'] as { messages: Obj[] }).messages.at(-1)!.role, 'function');
-      const { rows } = await chatRows(run);
-      // The call's id is its position in the conversation (legacy calls have none): the same in the reply that
-      // made it and in the history after it.
-      assertToolRows(rows, [{ role: 'system', content: 'Answer weather questions with the function.' }], 'call_2', [
-        'get_weather',
-      ]);
-      assert.deepEqual((rows[0]!.tools as Obj[])[0], {
-        type: 'function',
-        function: {
-          name: 'get_weather',
-          description: 'Current weather in a city',
-          parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
-        },
-      });
+      await assertLegacyFunctionsRun(run);
     });
   }
 

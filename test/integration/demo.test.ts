@@ -48,11 +48,13 @@ test('npm run demo (shortened) trains the sample agent offline and leaves the ru
   assert.equal(metricPoints(detail.metrics, 'sft/steps')[0]!.value, 60);
   assert.deepEqual(at('reward/mean'), [1]);
   assert.deepEqual(at('val/reward'), [0, 1]);
-  // An update runs exactly when some task's rollouts disagree (GRPO compares rewards within a task);
-  // that it learns is test/integration/training-learning.test.ts.
+  // Every whole answer is a transition, those of tasks whose rollouts all agree too (advantage 0, kept in the
+  // normaliser and the KL as TRL's GRPOTrainer keeps them), so the update runs every iteration; that it learns is
+  // test/integration/training-learning.test.ts.
   const transitions = metricPoints(detail.metrics, 'transitions')[0]!.value;
-  assert.equal(metricPoints(detail.metrics, 'zeroVarianceGroups')[0]!.value < 16, transitions > 0);
-  assert.deepEqual(at('loss'), transitions > 0 ? [1] : []);
+  assert.ok(transitions > 0, "the iteration's whole answers are transitions");
+  assert.ok(metricPoints(detail.metrics, 'zeroVarianceGroups')[0]!.value <= 16);
+  assert.deepEqual(at('loss'), [1]);
   for (const point of metricPoints(detail.metrics, 'maxRatioDeviation'))
     assert.ok(point.value < 1e-3, 'exact token ids: training logprobs equal the served ones');
   assert.deepEqual(

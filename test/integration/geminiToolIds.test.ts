@@ -1,19 +1,18 @@
 /**
  * Gemini sends function calls without ids, and one turn may call the same function twice: the real
- * `@google/genai` SDK against the scripted upstream (`gemini-parallel`: `get_weather` for Paris and
- * Oslo in one turn). Each call gets a unique id by its position in the conversation, the same in the
- * record of the answer, in the next request's history and in both exports; the agent's
- * FunctionResponse parts are paired with the calls by order and name — and under `--token-ids`, the
- * chat completions the policy is sent pair each tool result with the id of its own call.
+ * `@google/genai` SDK and the Vercel AI SDK's `@ai-sdk/google` against the scripted upstream (`gemini-parallel`:
+ * `get_weather` for Paris and Oslo in one turn). Each call gets a unique id by its position in the conversation,
+ * the same in the record of the answer, in the next request's history and in both exports; the agent's
+ * FunctionResponse parts are paired with the calls by order and name — and under `--token-ids`, the chat
+ * completions the policy is sent pair each tool result with the id of its own call. (Python google-genai:
+ * providersPythonGemini.test.ts.)
  */
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { asChatCall } from '../../trainer-daemon/protocol';
-import { runCli } from '../helpers/daemon';
-import { AGENTS, geminiEnv, llmOf, type Obj } from '../helpers/providerAgents';
-import { runAgent, type AgentRun } from '../helpers/runAgent';
+import { assertPaired, callIds, toolAnswers, RESULTS } from '../helpers/geminiToolIds';
+import { AGENTS, GEMINI_KEY, geminiEnv, llmOf, type Obj } from '../helpers/providerAgents';
+import { runAgent } from '../helpers/runAgent';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 
 let upstream: ScriptedUpstream;
@@ -23,69 +22,12 @@ before(async () => {
 after(() => upstream.close());
 
 const AGENT = path.join(AGENTS, 'gemini-agent.mjs');
-
-async function exportRows(run: AgentRun, format: 'transitions' | 'chat'): Promise<Obj[]> {
-  const out = path.join(run.cwd, `${format}.jsonl`);
-  const result = await runCli(['export', '--format', format, '--missing-reward', 'fill', '--out', out], {
-    cwd: run.cwd,
-  });
-  assert.equal(result.code, 0, result.stderr);
-  return fs
-    .readFileSync(out, 'utf8')
-    .split('\n')
-    .filter(Boolean)
-    .map((line) => JSON.parse(line) as Obj);
-}
-
-const callIds = (message: Obj): unknown[] => ((message.tool_calls ?? []) as Obj[]).map((call) => call.id);
-const toolAnswers = (messages: Obj[]): unknown[][] =>
-  messages.filter((m) => m.role === 'tool').map((m) => [m.tool_call_id, m.content]);
-const PARIS = '{"result":"Paris: sunny, 24°C"}';
-const OSLO = '{"result":"Oslo: sunny, 24°C"}';
-
-/** Record, history and both exports agree on the calls' ids, and each tool result is paired with its own call. */
-async function assertPaired(run: AgentRun, ids: [string, string]): Promise<void> {
-  assert.equal(run.code, 0, run.stdout + run.stderr);
-  assert.match(run.stdout, /ANSWER: It is sunny in Paris\./);
-  const [first, second] = llmOf(run).sort((a, b) => a.sequence - b.sequence);
-  const answer = asChatCall(first!.attributes).response!;
-  const message = (answer.choices as Obj[])[0]!.message as Obj;
-  assert.deepEqual(callIds(message), ids, 'two calls of one function: two ids');
-  assert.deepEqual(
-    (message.tool_calls as Obj[]).map((call) => (call.function as Obj).arguments),
-    ['{"city":"Paris"}', '{"city":"Oslo"}'],
-  );
-  const history = asChatCall(second!.attributes).request!.messages as Obj[];
-  assert.deepEqual(
-    callIds(history.find((m) => m.role === 'assistant')!),
-    ids,
-    'the history reads the ids the answer had',
-  );
-  assert.deepEqual(toolAnswers(history), [
-    [ids[0], PARIS],
-    [ids[1], OSLO],
-  ]);
-
-  const chat = await exportRows(run, 'chat');
-  assert.equal(chat.length, 2);
-  const [firstRow, secondRow] = chat.map((row) => row.messages as Obj[]);
-  assert.deepEqual(callIds(firstRow!.at(-1)!), ids, 'chat export: the reply’s calls');
-  assert.deepEqual(
-    callIds(secondRow!.find((m) => m.role === 'assistant' && m.tool_calls)!),
-    ids,
-    'chat export: the history’s calls',
-  );
-  assert.deepEqual(toolAnswers(secondRow!), [
-    [ids[0], PARIS],
-    [ids[1], OSLO],
-  ]);
-  const transitions = await exportRows(run, 'transitions');
-  assert.deepEqual(callIds((transitions[0]!.response as Obj).message as Obj), ids, 'transitions: the reply’s calls');
-  assert.deepEqual(toolAnswers((transitions[1]!.prompt as Obj).messages as Obj[]), [
-    [ids[0], PARIS],
-    [ids[1], OSLO],
-  ]);
-}
+const VERCEL = path.join(AGENTS, 'vercel-provider-agent.mjs');
+const [PARIS, OSLO] = RESULTS;
+/** How the chat view reads @ai-sdk/google's functionResponse parts (`{name, content}`). */
+const VERCEL_RESULTS = ['Paris', 'Oslo'].map((city) =>
+  JSON.stringify({ name: 'get_weather', content: `${city}: sunny, 24°C` }),
+) as [string, string];
 
 describe('Gemini: one function called twice in a turn', () => {
   for (const mode of ['json', 'stream'] as const) {
@@ -106,7 +48,7 @@ describe('Gemini: one function called twice in a turn', () => {
         'the record is the answer as sent: no ids added',
       );
       // The answer is the conversation's second turn (index 1): its calls are call_1_0 and call_1_1.
-      await assertPaired(run, ['call_1_0', 'call_1_1']);
+      await assertPaired(run, { answer: ['call_1_0', 'call_1_1'] });
     });
   }
 
@@ -119,7 +61,7 @@ describe('Gemini: one function called twice in a turn', () => {
       { GOOGLE_GEMINI_BASE_URL: '', GEMINI_API_KEY: '', AGENT_MODEL: 'gemini-parallel' },
       ['--token-ids'],
     );
-    await assertPaired(run, ['call_paris', 'call_oslo']);
+    await assertPaired(run, { answer: ['call_paris', 'call_oslo'] });
     const sent = upstream.requests.slice(seen).filter((r) => r.path === '/v1/chat/completions');
     assert.equal(sent.length, 2);
     const messages = sent[1]!.body!.messages as Obj[];
@@ -132,5 +74,44 @@ describe('Gemini: one function called twice in a turn', () => {
       ],
       'what the policy is sent (and trained on) pairs each result with its own call',
     );
+  });
+  for (const mode of ['json', 'stream'] as const) {
+    test(`ai + @ai-sdk/google (${mode}), captured through the preload: the answer's calls by position, the history's by the ids the SDK sent back`, async (t) => {
+      const run = await runAgent(t, upstream.url, ['node', VERCEL, 'google', mode], {
+        GOOGLE_GENERATIVE_AI_API_KEY: GEMINI_KEY,
+        GOOGLE_GEMINI_BASE_URL: '',
+        LIGHTNING_GEMINI_UPSTREAM_URL: upstream.origin,
+        AGENT_MODEL: 'gemini-parallel',
+      });
+      // The answer came without ids; the AI SDK made up its own and sent them back with the calls in the next
+      // request, and its functionResponse parts name them: the history reads those, the answer's row its positions.
+      const [, second] = llmOf(run).sort((a, b) => a.sequence - b.sequence);
+      const model = ((second!.attributes['lightning.request'] as Obj).contents as Obj[])[1]!;
+      const sent = (model.parts as Obj[]).map((part) => (part.functionCall as Obj).id as string);
+      assert.equal(new Set(sent).size, 2, `two ids of the SDK's own: ${sent.join(', ')}`);
+      await assertPaired(run, {
+        answer: ['call_1_0', 'call_1_1'],
+        history: sent as [string, string],
+        results: VERCEL_RESULTS,
+      });
+    });
+  }
+
+  test('ai + @ai-sdk/google under --token-ids: the policy’s ids reach the SDK, and come back paired', async (t) => {
+    const seen = upstream.requests.length;
+    const run = await runAgent(
+      t,
+      upstream.url,
+      ['node', VERCEL, 'google', 'json'],
+      { GOOGLE_GENERATIVE_AI_API_KEY: GEMINI_KEY, GOOGLE_GEMINI_BASE_URL: '', AGENT_MODEL: 'gemini-parallel' },
+      ['--token-ids'],
+    );
+    await assertPaired(run, { answer: ['call_paris', 'call_oslo'], results: VERCEL_RESULTS });
+    const sent = upstream.requests.slice(seen).filter((r) => r.path === '/v1/chat/completions');
+    assert.equal(sent.length, 2);
+    assert.deepEqual(toolAnswers(sent[1]!.body!.messages as Obj[]), [
+      ['call_paris', VERCEL_RESULTS[0]],
+      ['call_oslo', VERCEL_RESULTS[1]],
+    ]);
   });
 });

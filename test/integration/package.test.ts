@@ -16,7 +16,11 @@ import { recordRollout } from '../helpers/rewards';
 import { tempDir } from '../helpers/tmp';
 
 const root = path.join(__dirname, '..', '..');
-const version = (JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string }).version;
+const manifest = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as {
+  version: string;
+  repository: { url: string };
+};
+const version = manifest.version;
 const ORT = 'extension/dist/node_modules/onnxruntime-node/bin/napi-v6';
 const ESBUILD = 'extension/dist/node_modules/@esbuild';
 
@@ -107,10 +111,15 @@ describe('npm run package', () => {
         files.filter((file) => others.some((mark) => file.includes(mark)) || /win32|better[-_]sqlite3/.test(file)),
         [],
       );
-      // What the runtime needs from the extension: bundles, the CLI, the sample agent, the trainer worker, the walkthrough.
+      // What the runtime needs from the extension: bundles, the CLI, the preloads Debug with Lightning and `lightning
+      // run` pass (a `--require` file missing would crash every Node debuggee), the sample agent, the trainer worker,
+      // the walkthrough.
       for (const file of [
         'extension/dist/cli.js',
         'extension/dist/extension.js',
+        'extension/dist/exit-code.js',
+        'extension/dist/capture-preload.js',
+        'extension/trainer-daemon/python/lightning_capture/sitecustomize.py',
         'extension/dist/demo-agent.mjs',
         'extension/dist/codicon.ttf',
         'extension/dist/node_modules/esbuild/lib/main.js',
@@ -136,7 +145,23 @@ describe('npm run package', () => {
       const images = [...readme.matchAll(/!\[[^\]]*\]\(([^)]+)\)/g)].map((match) => match[1]!);
       assert.ok(images.length >= 3, 'the README shows the loop in pictures');
       for (const image of images) assert.ok(files.includes(`extension/${image}`), `${image} is not inside the VSIX`);
-      assert.doesNotMatch(readme, /npm (ci|test)|github\.com/, 'no developer commands, no repository URLs');
+      assert.doesNotMatch(readme, /npm (ci|test)/, 'no developer commands');
+      assert.ok(
+        images.every((image) => !/^[a-z]+:/i.test(image)),
+        `images are files of the VSIX, not URLs: ${images.join(', ')}`,
+      );
+      // "Learn more" links the repository's documentation: each link to the repository names a file it has.
+      const repository = manifest.repository.url.replace(/\.git$/, '');
+      const links = [...readme.matchAll(/\]\((https?:[^)]+)\)/g)].map((match) => match[1]!);
+      assert.ok(
+        links.some((link) => link.includes('/docs/')),
+        'the README links the documentation',
+      );
+      for (const link of links) {
+        assert.ok(link.startsWith(repository), `${link} is the repository's`);
+        const file = /\/blob\/main\/(.+)$/.exec(link)?.[1];
+        if (file) assert.ok(fs.existsSync(path.join(root, file)), `${link}: ${file} exists in the repository`);
+      }
       assert.deepEqual(
         files.filter((file) => /^extension\/media\/(README|marketplace)\.md$/.test(file)),
         [],

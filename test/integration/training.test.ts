@@ -231,6 +231,35 @@ test('a run records metrics and checkpoints as it goes; cancel keeps the last ch
   assert.match(cli.stdout, new RegExp(`${run.id}\\s+grpo\\s+succeeded\\s+4`));
 });
 
+test('a call that was not a whole answer is left out of the batch, and the step says how many and why', async (t) => {
+  const { client, config, daemon } = await setUp(t);
+  const agent = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'refused-call-agent.mjs');
+  const run = await client.request('startTraining', {
+    config: GrpoConfig.parse(
+      config({
+        iterations: 1,
+        samples: 2,
+        tasksPerIteration: 2,
+        agentMode: 'process',
+        evalEvery: 10,
+        command: { argv: [process.execPath, path.basename(agent)], cwd: path.dirname(agent) },
+      }),
+    ),
+  });
+  const done = await untilFinal(client, run.id);
+  assert.equal(done.run.status, 'succeeded', done.run.error ?? '');
+  // Four rollouts, each with a call the policy refused (HTTP 400) before the one it answered.
+  const metric = (name: string): unknown[] => metricPoints(done.metrics, name).map((p) => [p.step, p.value]);
+  assert.deepEqual(metric('skipped/upstreamErrors'), [[1, 4]]);
+  assert.deepEqual(metric('skipped/cancelled'), [[1, 0]]);
+  assert.deepEqual(metric('skipped/truncated'), [[1, 0]]);
+  await waitFor(
+    () =>
+      daemon.stderr().includes('GRPO step 1: skipped: 4 upstream errors (not whole answers: left out of the batch)'),
+    'the step’s log line',
+  );
+});
+
 test('a crash of the trainer worker fails the run with its Python traceback; the daemon keeps serving', async (t) => {
   const { client, config, daemon } = await setUp(t);
   const run: TrainingRun = await client.request('startTraining', {

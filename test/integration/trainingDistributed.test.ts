@@ -18,7 +18,7 @@ import { waitFor } from '../helpers/tmp';
 import { daemonWithTools, distributedConfig, freePort, ranks, runEnded } from '../helpers/distributedTraining';
 
 test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails the run naming it and its host; resume finishes it', async (t) => {
-  const { cwd, storeFile, client } = await daemonWithTools(t);
+  const { cwd, storeFile, client, daemonPid } = await daemonWithTools(t);
   // dr_grpo: its normaliser (the batch's longest response) is the whole batch's on every rank, no flag needed.
   const config = distributedConfig(cwd, {
     iterations: 3,
@@ -32,7 +32,7 @@ test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails
     'the first checkpoint',
     200_000,
   );
-  const pids = ranks();
+  const pids = ranks(daemonPid);
   assert.deepEqual([...pids.keys()].sort(), [0, 1], 'torchrun runs two ranks');
   process.kill(pids.get(1)!, 'SIGKILL');
   const failed = await runEnded(client, run.id, 'the run to fail', 60_000);

@@ -2,7 +2,7 @@
 /**
  * `lightning train --nproc-per-node 2 --fsdp`: a GRPO run whose trainer worker shards the tiny policy across 2
  * torchrun ranks (gloo on the CPU, the test venv's torch 2), with the real daemon and the sample agent as a worker;
- * Debian's torch 1.13 is refused naming the version needed.
+ * Debian's torch 1.13 is refused before the run starts (nothing recorded), naming the version needed and the fix.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -10,7 +10,7 @@ import { test } from 'node:test';
 import { runCli } from '../helpers/daemon';
 import { daemonWithTools, distributedConfig, runEnded } from '../helpers/distributedTraining';
 
-test('train --nproc-per-node 2 --fsdp: a GRPO run on 2 sharded ranks (torch 2); refused on torch 1.13 naming the version needed', async (t) => {
+test('train --nproc-per-node 2 --fsdp: a GRPO run on 2 sharded ranks (torch 2); refused before it starts on torch 1.13, naming the fix', async (t) => {
   const python = process.env.LIGHTNING_TEST_PYTHON;
   assert.ok(
     python,
@@ -26,10 +26,37 @@ test('train --nproc-per-node 2 --fsdp: a GRPO run on 2 sharded ranks (torch 2); 
     });
   const ended = (id: string) => runEnded(client, id, 'the run to end', 200_000);
 
-  const old = await client.request('startTraining', { config: configOf('/usr/bin/python3') });
-  const refused = await ended(old.id);
-  assert.equal(refused.run.status, 'failed');
-  assert.match(refused.run.error ?? '', /FSDP \(--fsdp\) needs torch 2\.6 or later .*this worker's torch is 1\.13/);
+  // Debian's torch 1.13 has no FSDP2: refused before a run is recorded or a worker starts, naming the fix.
+  await assert.rejects(client.request('startTraining', { config: configOf('/usr/bin/python3') }), (error: Error) => {
+    assert.match(
+      error.message,
+      /params\.config\.distributed\.fsdp: --fsdp needs torch 2\.6 or later .*\/usr\/bin\/python3 has torch 1\.13.*point --python at a Python with a newer torch.*or train without --fsdp/,
+    );
+    return true;
+  });
+  assert.deepEqual((await client.request('listTrainingRuns', {})).items, [], 'no run was recorded');
+  const cli = await runCli(
+    [
+      'train',
+      '--model',
+      'tiny',
+      '--dataset',
+      'tools',
+      '--nproc-per-node',
+      '2',
+      '--fsdp',
+      '--python',
+      '/usr/bin/python3',
+      '--store',
+      storeFile,
+      '--',
+      'node',
+      'agent.mjs',
+    ],
+    { cwd },
+  );
+  assert.equal(cli.code, 2, cli.stderr);
+  assert.match(cli.stderr, /--fsdp needs torch 2\.6 or later/);
 
   const run = await client.request('startTraining', { config: configOf(python) });
   const done = await ended(run.id);

@@ -5,8 +5,9 @@
  * LightningRL's advantages with GRPO's options (grpoAdvantageOptions), the rows it keeps (toWorkerTransitions,
  * the config's zeroAdvantage) and the worker request it builds (workerTrainParams) — then the worker's update and
  * TRL's own advantage statements and `_compute_loss` on the same rows (trainer-daemon/python/tests/trl_pipeline.py).
- * With the defaults they agree: advantages within 1e-6, loss and gradients within 1e-5; with `zeroAdvantage: drop`
- * the rows and the normaliser differ from TRL's, and the comparison says so.
+ * With the defaults they agree: advantages within 1e-6, loss and gradients within 1e-5 (dr_grpo also with a given
+ * maxResponseLength, TRL's max_completion_length); with `zeroAdvantage: drop` the rows and the normaliser differ
+ * from TRL's, with `std: population` the advantages are larger by sqrt(n / (n − 1)), and the comparison says so.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -98,7 +99,10 @@ const CASES: Record<string, Partial<GrpoConfigInput>> = {
   grpo: { lossType: 'grpo' },
   bnpo: { lossType: 'bnpo' },
   dr_grpo: { lossType: 'dr_grpo' },
+  // TRL's max_completion_length, given: both sides divide by it.
+  drGrpoCap: { lossType: 'dr_grpo', maxResponseLength: 16 },
   drop: { zeroAdvantage: 'drop' },
+  population: { std: 'population' },
   plainKl: { klBiasCorrection: false },
 };
 
@@ -127,7 +131,7 @@ function compared(): Record<string, Compared> {
   return JSON.parse(run.stdout.trim().split('\n').at(-1)!) as Record<string, Compared>;
 }
 
-test('GRPO against TRL from rewards to gradients: the defaults agree for every loss type; drop and the plain KL term do not', () => {
+test('GRPO against TRL from rewards to gradients: the defaults agree for every loss type (dr_grpo with a given cap too); drop, the population std and the plain KL term do not', () => {
   const results = compared();
   const result = results.defaults!;
   assert.equal(result.useBiasCorrectionKlDefault, true, "TRL's use_bias_correction_kl default, which ours follows");
@@ -140,7 +144,7 @@ test('GRPO against TRL from rewards to gradients: the defaults agree for every l
   });
   assert.deepEqual(result.advantages.ours.slice(4, 8), [0, 0, 0, 0], 'the flat group');
   assert.ok(result.kl > 0 && result.gradients.largest > 1e-3, 'a KL term and gradients worth comparing');
-  for (const name of ['defaults', 'grpo', 'bnpo', 'dr_grpo']) {
+  for (const name of ['defaults', 'grpo', 'bnpo', 'dr_grpo', 'drGrpoCap']) {
     const { loss, gradients } = results[name]!;
     assert.ok(Math.abs(loss.ours - loss.trl) < 1e-5, `${name}: loss ours ${loss.ours}, TRL ${loss.trl}`);
     assert.ok(gradients.largestDifference < 1e-5, `${name}: gradients differ by ${gradients.largestDifference}`);
@@ -153,4 +157,11 @@ test('GRPO against TRL from rewards to gradients: the defaults agree for every l
     `a smaller normaliser weighs the other rows more: ${JSON.stringify(dropped.loss)}`,
   );
   assert.ok(results.plainKl!.gradients.largestDifference > 1e-5, "the plain k3 term is not TRL 1.13's default");
+  // --std population: each group's advantages are TRL's × sqrt(n / (n − 1)) (4 samples: ≈1.15), the flat group's 0.
+  const population = results.population!;
+  population.advantages.trl.forEach((trl, i) => {
+    const ours = population.advantages.ours[i]!;
+    if (Math.abs(trl) < 1e-9) assert.equal(ours, 0);
+    else assert.ok(Math.abs(ours / trl - Math.sqrt(4 / 3)) < 1e-3, `advantage ${i}: ours ${ours}, TRL ${trl}`);
+  });
 });

@@ -95,7 +95,8 @@ test('a checkpoint served by the daemon answers `lightning run --checkpoint` and
   assert.equal(run.code, 0, run.stderr);
   assert.match(
     run.stderr,
-    new RegExp(`checkpoint ${a} \\(run ${runId}, step 1\\) serves at http://127\\.0\\.0\\.1:\\d+ on cpu`),
+    // The policy server's capability path (/p/<key>) is part of the URL another tool would be given.
+    new RegExp(`checkpoint ${a} \\(run ${runId}, step 1\\) serves at http://127\\.0\\.0\\.1:\\d+/p/[\\w-]{32} on cpu`),
   );
   const finished = JSON.parse(run.stderr.trim().split('\n').at(-1)!) as { id: string; status: string };
   assert.equal(finished.status, 'succeeded');

@@ -306,9 +306,13 @@ export function ensurePortkeyGateway() {
   return path.join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
 }
 
-/** playwright-core, the e2e suite's browser driver (it drives Debian's chromium; it downloads no browser). */
+/** playwright-core, the e2e suite's browser driver (it drives Debian's chromium, with a real font; it downloads no browser). */
 export function ensureBrowserDriver() {
-  ensureApt([{ name: 'chromium', why: 'the browser the e2e suite drives VS Code in' }]);
+  ensureApt([
+    { name: 'chromium', why: 'the browser the e2e suite drives VS Code in' },
+    // Without a font that holds the text, chromium draws boxes: the screenshots (the Marketplace's) show real text.
+    { name: 'fonts-dejavu-core', why: "a real font for chromium's text (the e2e screenshots)" },
+  ]);
   return path.join(
     ensureNpmInstall('driver', { why: 'the e2e suite drives VS Code in chromium with it' }),
     'node_modules',

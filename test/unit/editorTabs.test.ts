@@ -27,7 +27,8 @@ import { isSlim, slimSpan } from '../../trainer-daemon/protocol/slimSpan';
 import { bandChartSvg, stepAt } from '../../trainer-daemon/protocol/chart';
 import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
 import { grpoBatchId, grpoIterationBatchId, type Json, type Rollout } from '../../trainer-daemon/protocol';
-import { agentRollout, span, spanId } from '../helpers/editorFixtures';
+import { agentRollout, faultyCalls, span, spanId } from '../helpers/editorFixtures';
+import { detailHeading } from '../../webview/editor/detailHeading';
 
 describe('timeline layout', () => {
   it('nests spans under their parents depth-first, siblings by start, bars relative to the first start', () => {
@@ -566,5 +567,45 @@ describe('full-size charts (the one chart module)', () => {
       ]).map((chart) => chart.summary),
       ['best_val_score: 0.5 → 0.7'],
     );
+  });
+});
+
+describe('the rollout tab’s heading of the selected span', () => {
+  it('shows a call that was not a whole answer by its outcome, and a retry as "retry of #N", slimmed or whole', () => {
+    const calls = faultyCalls();
+    const badges = [
+      'HTTP 429',
+      'retry of #1',
+      'HTTP 500',
+      'retry of #3',
+      'cancelled',
+      'truncated (stream content limit)',
+      null,
+    ];
+    assert.deepEqual(
+      calls.map((call) => detailHeading(call, calls).badge),
+      badges,
+    );
+    // The tab holds spans slimmed (a long conversation cut) until one is shown whole: the badges read the same.
+    const long = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'x'.repeat(5_000) }] };
+    const tab = new Map(
+      calls.map((call) => [
+        call.sequence,
+        slimSpan({ ...call, attributes: { ...call.attributes, 'lightning.request': long } }),
+      ]),
+    );
+    assert.ok([...tab.values()].every(isSlim));
+    assert.deepEqual(
+      [...tab.values()].map((call) => detailHeading(call, tab.values()).badge),
+      badges,
+    );
+    assert.deepEqual(detailHeading(tab.get(4)!, tab.values()), {
+      kind: 'llm',
+      name: detailHeading(tab.get(4)!, calls).name,
+      meta: ' 50 ms · #4 · chat gpt-4o-mini',
+      error: null,
+      badge: 'retry of #3',
+    });
+    assert.equal(detailHeading(calls[0]!, calls).error, ' upstream HTTP 429: the model is overloaded');
   });
 });

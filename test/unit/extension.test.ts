@@ -1,9 +1,11 @@
 /**
  * The extension's pure parts, in plain Node: daemon runtime resolution, restart backoff, launch
- * configuration instrumentation, the store path, reward input, the native-module message, and a built
- * script's text made safe to carry inline in its page.
+ * configuration instrumentation and the preloads it may pass, the store path, reward input, the
+ * native-module message, and a built script's text made safe to carry inline in its page.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
 import {
@@ -23,7 +25,9 @@ import {
   wantsLightning,
   type LaunchConfig,
 } from '../../extension/debug/launchConfig';
+import { debugPreloads, type DebugPreloads } from '../../extension/debug/preloadFiles';
 import { resolveStoreFile } from '../../extension/storePath';
+import { tempDir } from '../helpers/tmp';
 import { parseRewardInput } from '../../extension/rewardInput';
 import { inlineText } from '../../extension/inlineText';
 import { explainNativeLoadError, NativeModuleError } from '../../trainer-daemon/store/nativeModules';
@@ -354,6 +358,55 @@ describe('Debug with Lightning configuration', () => {
     assert.deepEqual(userProviderUpstreams({ ANTHROPIC_API_URL: 'https://gw/a', ANTHROPIC_BASE_URL: 'https://gw/b' }), {
       anthropic: 'https://gw/b',
     });
+  });
+
+  it('preloads only the files that exist: a missing --require would stop every Node debuggee at its start', (t) => {
+    /** A Node debuggee under the configuration's env: its exit status and stderr. */
+    const debuggee = (preloads: DebugPreloads): { status: number | null; stderr: string } => {
+      const recording = preloads.exitCode ? { recorder: preloads.exitCode, file: '/tmp/exit' } : undefined;
+      const env = instrumentConfig(node, run, {}, recording, preloads.capture).env as Record<string, string>;
+      const child = spawnSync(process.execPath, ['-e', 'process.exit(0)'], {
+        env: { PATH: process.env.PATH, NODE_OPTIONS: env.NODE_OPTIONS ?? '' },
+        encoding: 'utf8',
+      });
+      return { status: child.status, stderr: child.stderr };
+    };
+    const bare = tempDir(t);
+    const found = debugPreloads(bare);
+    assert.deepEqual(found.preloads, { capture: {} });
+    assert.deepEqual(found.missing, [
+      path.join(bare, 'dist', 'exit-code.js'),
+      path.join(bare, 'dist', 'capture-preload.js'),
+      path.join(bare, 'trainer-daemon', 'python', 'lightning_capture', 'sitecustomize.py'),
+    ]);
+    assert.deepEqual(debuggee(found.preloads), { status: 0, stderr: '' }, 'the debuggee runs, without the preloads');
+    // What the extension passed before it looked: the paths whether or not they exist.
+    const blind: DebugPreloads = {
+      exitCode: path.join(bare, 'dist', 'exit-code.js'),
+      capture: { nodePreload: path.join(bare, 'dist', 'capture-preload.js') },
+    };
+    const crashed = debuggee(blind);
+    assert.notEqual(crashed.status, 0);
+    assert.match(crashed.stderr, /Cannot find module/);
+
+    const built = tempDir(t);
+    const site = path.join(built, 'trainer-daemon', 'python', 'lightning_capture');
+    fs.mkdirSync(path.join(built, 'dist'));
+    fs.mkdirSync(site, { recursive: true });
+    const partial = debugPreloads(built);
+    assert.deepEqual(partial.preloads, { capture: {} }, 'a folder without its sitecustomize.py is no preload');
+    for (const file of ['exit-code.js', 'capture-preload.js'])
+      fs.writeFileSync(path.join(built, 'dist', file), 'globalThis.preloaded = true;\n');
+    fs.writeFileSync(path.join(site, 'sitecustomize.py'), '');
+    const whole = debugPreloads(built);
+    assert.deepEqual(whole, {
+      preloads: {
+        exitCode: path.join(built, 'dist', 'exit-code.js'),
+        capture: { nodePreload: path.join(built, 'dist', 'capture-preload.js'), pythonSiteDir: site },
+      },
+      missing: [],
+    });
+    assert.deepEqual(debuggee(whole.preloads), { status: 0, stderr: '' });
   });
 
   it('maps the exit code to the final status', () => {

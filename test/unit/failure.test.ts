@@ -49,6 +49,13 @@ describe('the exception in an agent’s output', () => {
   it('is Node’s uncaught error line, above its stack', () => {
     assert.equal(exceptionOf(NODE), 'SyntaxError: Unexpected token \'s\', "sunny, 24 degrees" is not valid JSON');
     assert.equal(exceptionOf('Uncaught Error [ERR_BAD]: nope\n    at x (y.js:1:1)\n'), 'Error [ERR_BAD]: nope');
+    // js-debug's console: the class, then the error's own line (seen in the e2e, test/e2e/editor.test.ts).
+    assert.equal(
+      exceptionOf('Uncaught Error Error: no forecast for Oslo\n    at <anonymous> (/ws/crash-agent.mjs:9:7)\n'),
+      'Error: no forecast for Oslo',
+    );
+    assert.equal(exceptionOf('Uncaught TypeError TypeError: x is not a function\n'), 'TypeError: x is not a function');
+    assert.equal(exceptionOf('Uncaught something odd happened\n'), undefined);
   });
 
   it('is nothing when the output names none', () => {

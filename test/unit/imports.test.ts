@@ -1,7 +1,8 @@
 /**
  * The layering holds: the editor (extension/, webview/) reaches the daemon only through
  * trainer-daemon/protocol/; the protocol imports nothing else of ours; no import circles (type
- * imports count: they are the circles that grow into runtime ones). The same check is run on a
+ * imports count: they are the circles that grow into runtime ones), between files or between rooms (a folder
+ * importing back a folder that imports it: an arrow that runs up). The same check is run on a
  * seeded tree to show that it fails on each kind of violation. The webview's pages bundle no zod: they
  * import the protocol's types only (the extension validates what crosses into it).
  */
@@ -35,11 +36,23 @@ test('the check fails on each kind of violation, in a seeded tree', (t) => {
   write('webview/main.ts', "const lazy = import('../trainer-daemon/store/store');\nexport { lazy };\n");
   write('trainer-daemon/otlp/a.ts', "import type { B } from './b';\nexport type A = B;\n");
   write('trainer-daemon/otlp/b.ts', "export type { A as B } from './a';\n");
+  // cli → demo → cli/commands: no file circle, but the rooms import each other.
+  write('trainer-daemon/cli/main.ts', "import { demo } from '../demo/main';\nexport const main = demo;\n");
+  write('trainer-daemon/cli/commands/train.ts', 'export const train = 1;\n');
+  write('trainer-daemon/demo/main.ts', "import { train } from '../cli/commands/train';\nexport const demo = train;\n");
   assert.deepEqual(layeringViolations(dir), [
     { rule: 'editor-reaches-past-protocol', from: 'extension/panel.ts', to: 'trainer-daemon/store/store.ts' },
     { rule: 'editor-reaches-past-protocol', from: 'webview/main.ts', to: 'trainer-daemon/store/store.ts' },
     { rule: 'protocol-imports-out', from: 'trainer-daemon/protocol/records.ts', to: 'trainer-daemon/store/store.ts' },
     { rule: 'circle', files: ['trainer-daemon/otlp/a.ts', 'trainer-daemon/otlp/b.ts'] },
+    {
+      rule: 'room-circle',
+      rooms: ['trainer-daemon/cli', 'trainer-daemon/demo'],
+      imports: [
+        'trainer-daemon/cli/main.ts → trainer-daemon/demo/main.ts',
+        'trainer-daemon/demo/main.ts → trainer-daemon/cli/commands/train.ts',
+      ],
+    },
   ]);
 });
 

@@ -4,7 +4,9 @@ import { SpanStatusCode } from '@opentelemetry/api';
 import {
   asChatCall,
   callBadge,
+  countSkipped,
   describeSkipped,
+  markTruncated,
   noSkippedCalls,
   spanOutcome,
   type Span,
@@ -199,6 +201,12 @@ describe('LLM call outcomes', () => {
     assert.equal(callBadge(failed, sequenceOf), 'HTTP 429');
     assert.equal(callBadge(retry, sequenceOf), 'retry of #3');
     assert.equal(callBadge(llmSpan(), sequenceOf), null);
+    // A call answered after its rollout ended: whole, but no part of the episode (agentRoutes.ts marks it so).
+    const late = llmSpan({ attributes: markTruncated({ 'lightning.outcome': 'ok' }, 'rollout_ended') });
+    assert.equal(callBadge(late, sequenceOf), 'truncated (answered after the rollout ended)');
+    const counted = noSkippedCalls();
+    countSkipped(counted, spanOutcome(late));
+    assert.equal(describeSkipped(counted), 'skipped: 1 truncated');
     assert.equal(
       describeSkipped({ upstreamError: 2, cancelled: 1, truncated: 1 }),
       'skipped: 2 upstream errors, 1 cancelled, 1 truncated',

@@ -38,6 +38,19 @@ describe('checkpoint retention: the plan', () => {
     assert.deepEqual(steps(plan.dropOptimizer), [5, 8, 9]);
   });
 
+  it('an SFT run: the best is the one with the lowest validation loss', () => {
+    const metrics = [
+      point(0, 'val/loss', 0.1),
+      point(3, 'val/loss', 0.4),
+      point(4, 'val/loss', 0.2),
+      point(8, 'val/loss', 0.5),
+      point(4, 'loss', 9),
+    ];
+    const plan = planRetention(ten, metrics, 2);
+    assert.deepEqual(plan.best && [plan.best.checkpoint.step, plan.best.by, plan.best.score], [4, 'val/loss', -0.2]);
+    assert.deepEqual(steps(plan.remove), [1, 2, 3, 5, 6, 7, 8]);
+  });
+
   it('without validation, the best is the one whose rollouts (the next step’s) earned the most reward', () => {
     // reward/mean at step s is the reward of rollouts served by checkpoint s − 1.
     const plan = planRetention(

@@ -3,7 +3,12 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GrpoConfig, placementDetail, runPlacement, type RunPlacement } from '../../trainer-daemon/protocol';
 import { isLoopbackHost } from '../../trainer-daemon/server/http';
-import { otherNodeCommand, torchrunArgs, torchrunFailures } from '../../trainer-daemon/training/torchrun';
+import {
+  freeLoopbackPort,
+  otherNodeCommand,
+  torchrunArgs,
+  torchrunFailures,
+} from '../../trainer-daemon/training/torchrun';
 import { grpoConfigFromFlags } from '../../trainer-daemon/cli/commands/trainGrpo';
 import { runSubject } from '../../webview/trainingRunFormat';
 
@@ -108,18 +113,28 @@ describe('scale-out', () => {
     assert.ok(!bad.success && /rdzvEndpoint must be HOST:PORT/.test(bad.error.message));
   });
 
-  it('starts rank 0 here: standalone on one machine, static rendezvous as node 0 across machines', () => {
-    assert.deepEqual(torchrunArgs({ nprocPerNode: 2, nnodes: 1, rdzvEndpoint: null }), [
+  it('starts rank 0 here: a rendezvous on a free loopback port on one machine, as node 0 across machines', async () => {
+    assert.deepEqual(torchrunArgs({ nprocPerNode: 2, nnodes: 1, rdzvEndpoint: null }, 41234), [
       '-m',
       'lightning_trainer.torchrun',
       '--nproc_per_node',
       '2',
-      '--standalone',
+      '--nnodes',
+      '1',
+      '--node_rank',
+      '0',
+      '--master_addr',
+      '127.0.0.1',
+      '--master_port',
+      '41234',
       '-m',
       'lightning_trainer.ddp_worker',
     ]);
+    // Never torch 1.x's fixed standalone port: two runs on one machine each get their own.
+    const [a, b] = await Promise.all([freeLoopbackPort(), freeLoopbackPort()]);
+    assert.ok(a > 0 && b > 0 && a !== 29400 && b !== 29400);
     const multi = { nprocPerNode: 4, nnodes: 3, rdzvEndpoint: '[fd00::5]:29500' };
-    assert.deepEqual(torchrunArgs(multi).slice(4, 12), [
+    assert.deepEqual(torchrunArgs(multi, 41234).slice(4, 12), [
       '--nnodes',
       '3',
       '--node_rank',

@@ -1,7 +1,13 @@
-/** Start Training's pure parts: the quick picks' answers → GrpoConfig, following a run to its end, the progress and end lines, and Set Up Trainer's reading of `lightning doctor`. */
+/** Start Training's pure parts: the quick picks' answers → GrpoConfig (and SftConfig), following a run to its end, the progress and end lines, and Set Up Trainer's reading of `lightning doctor`. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { GrpoConfig, type TrainingRunSummary } from '../../trainer-daemon/protocol';
+import { GrpoConfig, SftConfig, type TrainingRunSummary } from '../../trainer-daemon/protocol';
+import {
+  DEFAULT_SFT_SETTINGS,
+  describeSftSettings,
+  parseSftSetting,
+  sftConfig,
+} from '../../extension/training/sftSettings';
 import {
   DEFAULT_SETTINGS,
   describeSettings,
@@ -224,39 +230,145 @@ describe('Start Training: following a run', () => {
   });
 });
 
-const READY = `Python        /usr/bin/python3 (system) 3.11.2
-torch         1.13.0a0 (BLAS: openblas)
-device        cpu
-GPU           none
-transformers  missing
-peft          missing
-pip index     reachable
+const probe = (torch: string | null) => ({
+  executable: '/usr/bin/python3',
+  origin: 'system',
+  version: '3.11.2',
+  torch,
+  problem: torch ? null : 'no torch',
+});
+const READY = {
+  candidates: [probe('1.13.0a0')],
+  chosen: probe('1.13.0a0'),
+  report: {
+    python: '3.11.2',
+    executable: '/usr/bin/python3',
+    torch: '1.13.0a0',
+    device: 'cpu',
+    cuda: null,
+    transformers: null,
+    peft: null,
+    blas: 'openblas',
+    pipReachesIndex: true,
+    problems: [{ problem: 'transformers is not installed', fix: 'pip install transformers peft', optional: true }],
+    ok: true,
+  },
+  problems: [{ problem: 'transformers is not installed', fix: 'pip install transformers peft', optional: true }],
+};
+const MISSING = {
+  candidates: [probe(null)],
+  chosen: null,
+  report: null,
+  problems: [{ problem: 'no Python with PyTorch', fix: 'run `lightning doctor --setup`' }],
+};
+/** What `lightning doctor --json` prints: log lines may come first on stdout's earlier lines; the report is the last. */
+const printed = (diagnosis: object): string => `${JSON.stringify(diagnosis)}\n`;
 
-The trainer is ready.`;
+describe('Fine-tune on Good Rollouts: the answers become an SftConfig', () => {
+  it('starts with the daemon’s own defaults: rollouts rated Good (1) or better, 10% held out, the lr by the model', () => {
+    const result = sftConfig({ model: { kind: 'tiny' }, settings: DEFAULT_SFT_SETTINGS });
+    assert.ok(result.ok);
+    assert.deepEqual(result.value, SftConfig.parse({ algorithm: 'sft', model: { kind: 'tiny' } }));
+    assert.deepEqual([result.value.minReward, result.value.valFraction, result.value.lr], [1, 0.1, null]);
+    assert.equal(
+      describeSftSettings(DEFAULT_SFT_SETTINGS, { kind: 'tiny' }),
+      'rollouts rated ≥ 1 · 3 epochs · lr 0.001 (by the model) · 10% held out · device auto',
+    );
+    assert.match(
+      describeSftSettings({ ...DEFAULT_SFT_SETTINGS, dataset: 'tools' }, { kind: 'hf', name: 'Qwen/Qwen2.5-0.5B' }),
+      /^rollouts rated ≥ 1 of tools · 3 epochs · lr 0\.0002 \(by the model\)/,
+    );
+  });
 
-describe('Set Up Trainer: the doctor’s report', () => {
-  it('reads a ready trainer, and that Hugging Face packages are missing', () => {
-    assert.deepEqual(doctorSummary(READY, 0), {
-      ready: true,
-      headline: 'torch 1.13.0a0 (BLAS: openblas) on cpu',
-      problem: undefined,
-      hfMissing: true,
-      aptCommand: undefined,
+  it('carries the chosen model and settings, and the retention setting', () => {
+    const result = sftConfig({
+      model: { kind: 'hf', name: '/models/qwen' },
+      settings: { ...DEFAULT_SFT_SETTINGS, minReward: 0.5, dataset: 'tools', epochs: 5, lr: 1e-4, valFraction: 0 },
+      keepCheckpoints: 'all',
     });
+    assert.ok(result.ok);
+    assert.deepEqual(
+      [result.value.model, result.value.minReward, result.value.dataset, result.value.epochs, result.value.lr],
+      [{ kind: 'hf', name: '/models/qwen' }, 0.5, 'tools', 5, 1e-4],
+    );
+    assert.equal(result.value.keepCheckpoints, 'all');
+  });
+
+  it('checks each typed setting with a message naming it; an empty learning rate is the model’s', () => {
+    assert.deepEqual(parseSftSetting('lr', ' '), { ok: true, value: null });
+    assert.deepEqual(parseSftSetting('minReward', '-1'), { ok: true, value: -1 });
+    assert.deepEqual(parseSftSetting('minReward', 'good'), { ok: false, message: 'Minimum reward must be a number' });
+    assert.deepEqual(parseSftSetting('epochs', '2.5'), {
+      ok: false,
+      message: 'Epochs must be a whole number from 1 to 1000',
+    });
+    assert.deepEqual(parseSftSetting('valFraction', '0.6'), {
+      ok: false,
+      message: 'Held out for validation must be from 0 to 0.5',
+    });
+    assert.deepEqual(parseSftSetting('lr', '0'), { ok: false, message: 'Learning rate must be above 0 and at most 1' });
+    const refused = sftConfig({ model: { kind: 'tiny' }, settings: { ...DEFAULT_SFT_SETTINGS, epochs: 0 } });
+    assert.ok(!refused.ok);
+    assert.match(refused.message, /config\.epochs/);
+  });
+
+  it('follows an SFT run by epoch: loss, validation loss and accuracy', () => {
+    const sft = (extra: Partial<TrainingRunSummary>): TrainingRunSummary =>
+      ({
+        ...summary(),
+        algorithm: 'sft',
+        config: SftConfig.parse({ algorithm: 'sft', model: { kind: 'tiny' }, epochs: 4 }),
+        ...extra,
+      }) as TrainingRunSummary;
+    assert.equal(progressText(sft({})), 'loading the model and the rated rollouts…');
+    assert.equal(
+      progressText(sft({ latest: { 'val/loss': 2.5, 'val/accuracy': 0 } })),
+      'before training: val loss 2.5 · val accuracy 0',
+    );
+    const second = sft({ step: 2, latest: { loss: 0.41, 'val/loss': 0.52, 'val/accuracy': 0.75 } });
+    assert.equal(progressText(second), 'epoch 2/4 · loss 0.41 · val loss 0.52 · val accuracy 0.75');
+    assert.equal(progressFraction(second), 0.5);
+    assert.equal(
+      endText(sft({ status: 'succeeded', step: 4, latest: { loss: 0.1, 'val/loss': 0.2, 'val/accuracy': 1 } })),
+      'training run run-1 finished after 4 epoch(s): loss 0.1, validation loss 0.2, accuracy 1.',
+    );
+    assert.match(endText(sft({ status: 'cancelled', step: 1 })), /cancelled after 1 epoch\(s\)/);
+  });
+});
+
+describe('Set Up Trainer: the doctor’s report (lightning doctor --json)', () => {
+  it('reads a ready trainer, and that Hugging Face packages are missing', () => {
+    const summary = doctorSummary(printed(READY), '');
+    assert.deepEqual(
+      { ...summary, text: undefined },
+      {
+        ready: true,
+        headline: 'torch 1.13.0a0 (BLAS: openblas) on cpu',
+        problem: undefined,
+        hfMissing: true,
+        aptCommand: undefined,
+        text: undefined,
+      },
+    );
+    assert.match(summary.text, /^Python {8}\/usr\/bin\/python3 \(system\) 3\.11\.2$/m);
+    assert.match(summary.text, /The trainer is ready\.$/);
   });
 
   it('reads the first problem to fix, and the apt-get line when pip reached no index', () => {
-    const missing = `Python        none with PyTorch\ntorch         missing\n\nTo fix:\n  no Python with PyTorch\n    → run \`lightning doctor --setup\`\n\nThe trainer is not ready.`;
-    const notReady = doctorSummary(missing, 1);
+    const notReady = doctorSummary(printed(MISSING), '');
     assert.deepEqual(
-      [notReady.ready, notReady.problem, notReady.aptCommand],
-      [false, 'no Python with PyTorch', undefined],
+      [notReady.ready, notReady.problem, notReady.aptCommand, notReady.hfMissing],
+      [false, 'no Python with PyTorch', undefined, true],
     );
-    const offline = `pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:\n  Debian/Ubuntu (as root): apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread   (or: lightning doctor --setup --apt)\n${missing}`;
-    assert.equal(
-      doctorSummary(offline, 1).aptCommand,
-      'apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread',
-    );
+    const apt = 'apt-get install -y --no-install-recommends python3-torch libopenblas0-pthread';
+    assert.equal(doctorSummary(printed({ ...MISSING, aptCommand: apt }), '').aptCommand, apt);
+  });
+
+  it('a CLI that printed no report is not ready, and says what the CLI said', () => {
+    const broken = doctorSummary('', 'lightning: --store: no such folder\n');
+    assert.equal(broken.ready, false);
+    assert.equal(broken.problem, 'lightning doctor printed no report (lightning: --store: no such folder)');
+    assert.equal(doctorSummary('{"candidates": 3}\n', '').ready, false, 'a report of another shape is refused');
   });
 });
 

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../../trainer-daemon/protocol/errors';
-import type { ParamsOf, RolloutStatus } from '../../trainer-daemon/protocol';
+import { GrpoConfig, type ParamsOf, type RolloutStatus } from '../../trainer-daemon/protocol';
 import { TRANSITIONS } from '../../trainer-daemon/store/rollouts';
 import { TWINS_QUERY, validateSpans } from '../../trainer-daemon/store/spans';
 import { Store } from '../../trainer-daemon/store/store';
@@ -470,14 +470,12 @@ describe('store: where a training run ran', () => {
     const store = openStore(t);
     const run = store.recordTrainingRun({
       algorithm: 'grpo',
-      config: parsed('startTraining', {
-        config: {
-          model: { kind: 'tiny' },
-          dataset: 'd',
-          command: { argv: ['node', 'a.js'], cwd: '/w' },
-          ray: { address: '10.0.0.7:6379' },
-        },
-      }).config!,
+      config: GrpoConfig.parse({
+        model: { kind: 'tiny' },
+        dataset: 'd',
+        command: { argv: ['node', 'a.js'], cwd: '/w' },
+        ray: { address: '10.0.0.7:6379' },
+      }),
     });
     assert.equal(run.placement, undefined, 'nothing recorded yet');
     const nodeA = { nodeId: 'aa', ip: '10.0.0.5', host: 'gpu-1' };
@@ -553,9 +551,11 @@ describe('store: where a training run ran', () => {
     assert.equal(done.algorithm === 'apo' ? done.result?.best.valScore : undefined, 0.75, 'read back typed');
     const grpo = store.recordTrainingRun({
       algorithm: 'grpo',
-      config: parsed('startTraining', {
-        config: { model: { kind: 'tiny' }, dataset: 'd', command: { argv: ['node', 'a.js'], cwd: '/w' } },
-      }).config!,
+      config: GrpoConfig.parse({
+        model: { kind: 'tiny' },
+        dataset: 'd',
+        command: { argv: ['node', 'a.js'], cwd: '/w' },
+      }),
     });
     assert.throws(
       () =>

@@ -3,10 +3,19 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { TrainingRunDetail, metricPoints, type Transition } from '../../trainer-daemon/protocol';
+import { TrainingRunDetail, metricPoints, type Trajectory, type Transition } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { renderChart, renderCurvesSvg } from '../../trainer-daemon/training/chart';
-import { readDemonstrations, toWorkerTransitions } from '../../trainer-daemon/training/grpo';
+import {
+  drGrpoMaxResponseLength,
+  grpoAdvantageOptions,
+  readDemonstrations,
+  requestedMaxTokens,
+  toWorkerTransitions,
+  workerTrainParams,
+} from '../../trainer-daemon/training/grpo';
+import { chatToSftExample, heldOutRollouts } from '../../trainer-daemon/training/sftRows';
+import { fsdpTorchProblem } from '../../trainer-daemon/training/doctor';
 import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { tempDir } from '../helpers/tmp';
 import { testGrpoConfig } from '../helpers/trainingConfigs';
@@ -274,4 +283,129 @@ test('GRPO flags: loss types, clip-higher and reward scaling reach the config, n
       ),
     /--loss-type/,
   );
+});
+
+test("dr_grpo's divisor: the flag, else the largest max_tokens the calls asked for (at least the longest response); other loss types send none", () => {
+  const rows = [{ promptIds: [1], responseIds: [1, 2, 3], logprobs: null, advantage: 1 }];
+  const drGrpo = testGrpoConfig({ lossType: 'dr_grpo' });
+  assert.equal(drGrpoMaxResponseLength(drGrpo, rows, [16, 64, 32]), 64, 'the generation cap, as TRL');
+  assert.equal(drGrpoMaxResponseLength(drGrpo, rows, []), 3, 'no cap named: the longest response');
+  assert.equal(drGrpoMaxResponseLength(drGrpo, rows, [2]), 3, 'never below the longest response');
+  assert.equal(drGrpoMaxResponseLength({ ...drGrpo, maxResponseLength: 10 }, rows, [64]), 10, 'the flag wins');
+  assert.equal(drGrpoMaxResponseLength(testGrpoConfig({}), rows, [64]), undefined, 'dapo does not read it');
+  assert.equal(workerTrainParams(drGrpo, rows, [40]).maxResponseLength, 40, 'sent with the update');
+  assert.equal('maxResponseLength' in workerTrainParams(testGrpoConfig({}), rows, [40]), false);
+  // What the calls asked for, from the spans the proxy recorded.
+  const span = (spanId: string, attributes: Record<string, unknown>) =>
+    ({ spanId, attributes }) as unknown as Trajectory['spans'][number];
+  const caps = requestedMaxTokens([
+    {
+      rollout: {} as Trajectory['rollout'],
+      rewards: [],
+      spans: [
+        span('a', { 'gen_ai.request.max_tokens': 24 }),
+        span('b', {}),
+        span('c', { 'gen_ai.request.max_tokens': 'many' }),
+      ],
+    },
+  ]);
+  assert.deepEqual([...caps], [['a', 24]]);
+  // The std estimator reaches the advantage options.
+  assert.equal(grpoAdvantageOptions(testGrpoConfig({})).std, 'sample');
+  assert.equal(grpoAdvantageOptions(testGrpoConfig({ std: 'population' })).std, 'population');
+  assert.equal(
+    grpoConfigFromFlags(
+      { store: 's.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', std: 'population' },
+      ['a'],
+      '/',
+    ).std,
+    'population',
+  );
+  assert.throws(
+    () =>
+      grpoConfigFromFlags(
+        { store: 's.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', maxResponseLength: '10' },
+        ['a'],
+        '/',
+      ),
+    /--max-response-length: only --loss-type dr_grpo reads it \(this run's loss type is dapo, the default\)/,
+  );
+  assert.equal(
+    grpoConfigFromFlags(
+      { store: 's.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', lossType: 'dr_grpo', maxResponseLength: '128' },
+      ['a'],
+      '/',
+    ).maxResponseLength,
+    128,
+  );
+});
+
+test('sft rows: the held-out rollouts are a stable share by seed and id, at least one and never all', () => {
+  const ids = Array.from({ length: 40 }, (_, i) => `ro-${i}`);
+  const held = heldOutRollouts(ids, 0.25, 7);
+  assert.ok(held.size >= 4 && held.size <= 18, `about a quarter: ${held.size}`);
+  assert.deepEqual(heldOutRollouts([...ids].reverse(), 0.25, 7), held, 'the order does not matter');
+  const more = heldOutRollouts([...ids, 'ro-new-1', 'ro-new-2'], 0.25, 7);
+  assert.ok(
+    [...held].every((id) => more.has(id)),
+    'a new rollout does not move the old ones across',
+  );
+  assert.notDeepEqual(heldOutRollouts(ids, 0.25, 8), held, 'another seed, another split');
+  assert.equal(heldOutRollouts(ids, 0, 7).size, 0, '0: no validation');
+  assert.equal(heldOutRollouts(['a'], 0.5, 7).size, 0, 'one rollout: it trains');
+  assert.equal(heldOutRollouts(['a', 'b'], 0.01, 7).size, 1, 'at least one');
+  assert.equal(heldOutRollouts(['a', 'b', 'a'], 0.5, 0).size, 1, 'never all');
+});
+
+test('sft rows: a chat example becomes a demonstration; one with no reply is refused, naming where', () => {
+  const tool = { type: 'function', function: { name: 'f', parameters: {} } };
+  assert.deepEqual(
+    chatToSftExample(
+      {
+        messages: [
+          { role: 'user', content: 'q' },
+          {
+            role: 'assistant',
+            content: null,
+            tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }],
+          },
+        ],
+        tools: [tool],
+      },
+      'row 1',
+    ),
+    {
+      messages: [{ role: 'user', content: 'q' }],
+      tools: [tool],
+      completion: { tool_calls: [{ id: 'c', type: 'function', function: { name: 'f', arguments: '{}' } }] },
+    },
+  );
+  assert.throws(
+    () =>
+      chatToSftExample(
+        {
+          messages: [
+            { role: 'user', content: 'q' },
+            { role: 'assistant', content: null, tool_calls: [] },
+          ],
+        },
+        'row 2',
+      ),
+    /^InvalidInputError: row 2: the assistant's message has neither content nor tool_calls|row 2: the assistant's message has neither content nor tool_calls/,
+  );
+  assert.throws(
+    () => chatToSftExample({ messages: [{ role: 'user', content: 'q' }] }, 'row 3'),
+    /row 3: the last message must be the assistant's/,
+  );
+});
+
+test('--fsdp needs torch 2.6: older ones are named with the fix, newer and local builds pass', () => {
+  assert.equal(fsdpTorchProblem('2.6.0', '/p'), undefined);
+  assert.equal(fsdpTorchProblem('2.13.0+cpu', '/p'), undefined);
+  assert.equal(fsdpTorchProblem('3.0.0', '/p'), undefined);
+  assert.match(
+    fsdpTorchProblem('1.13.0a0', '/usr/bin/python3') ?? '',
+    /^--fsdp needs torch 2\.6 or later .* \/usr\/bin\/python3 has torch 1\.13\.0a0: point --python at a Python with a newer torch .*or train without --fsdp/,
+  );
+  assert.match(fsdpTorchProblem('2.5.1+cu121', '/p') ?? '', /has torch 2\.5\.1\+cu121/);
 });

@@ -2,10 +2,21 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { bandChartSvg, metricChartSvg, seriesOf } from '../../trainer-daemon/protocol/chart';
-import { formatValue, grpoCharts, mergeMetrics } from '../../trainer-daemon/protocol/grpoCharts';
-import { chartedMetrics, runOutcome, runSubject, scoreText } from '../../webview/trainingRunFormat';
+import { formatValue, grpoCharts, mergeMetrics, sftCharts } from '../../trainer-daemon/protocol/grpoCharts';
+import { placementOf } from '../../trainer-daemon/protocol/placement';
+import { isResumable } from '../../trainer-daemon/protocol/status';
+import { runCharts } from '../../webview/editor/runCharts';
+import { chartedMetrics, runOutcome, runSubject, runTitle, scoreText } from '../../webview/trainingRunFormat';
+import { tabTitle } from '../../webview/editor/editorTarget';
 import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
-import type { ApoResult, ApoTrainingRun, GrpoTrainingRun, TrainingRun } from '../../trainer-daemon/protocol';
+import {
+  SftConfig,
+  type ApoResult,
+  type ApoTrainingRun,
+  type GrpoTrainingRun,
+  type SftConfigInput,
+  type TrainingRun,
+} from '../../trainer-daemon/protocol';
 import { testApoConfig, testGrpoConfig } from '../helpers/trainingConfigs';
 
 const record = {
@@ -81,6 +92,25 @@ describe('training runs in the panel', () => {
       'Qwen/Qwen2.5-0.5B-Instruct · tools',
     );
     assert.equal(runOutcome(run({ result: apoResult({ seed: 0.5, best: 1 }) })), 'val 0.50 → 1.00');
+    // Its name in a tab's title or a header: what it trains, on what, and when; never its id.
+    const at = new Date(2026, 11, 3, 14, 3, 12).getTime();
+    const made = grpoRun({ id: 'train-98c54a16730b', createdAt: at, config: testGrpoConfig({ dataset: 'tools' }) });
+    assert.equal(runTitle(made, at), 'GRPO tiny on tools · 14:03:12');
+    assert.equal(runTitle(run({ createdAt: at }), at), 'APO prompt on sums · 14:03:12');
+    const tab = {
+      target: { kind: 'run' as const, runId: made.id },
+      preview: false,
+      selectedSpanId: null,
+      overlayRunId: null,
+    };
+    assert.equal(tabTitle(tab), 'Training run train-98c54a…', 'before the run is read');
+    assert.equal(tabTitle(tab, [], made), runTitle(made));
+    assert.ok(!tabTitle(tab, [], made).includes(made.id));
+    assert.equal(
+      tabTitle(tab, [], { ...made, id: 'another' }),
+      'Training run train-98c54a…',
+      "another run's name is not its",
+    );
     assert.equal(runOutcome(run({ status: 'failed', error: 'no val split' })), 'no val split');
     assert.equal(scoreText(null), '–');
   });
@@ -246,5 +276,55 @@ describe('a GRPO run in the panel: small multiples', () => {
     assert.ok(WebviewToExtension.safeParse({ type: 'useCheckpoint', checkpointId: 'ck-1' }).success);
     assert.ok(!WebviewToExtension.safeParse({ type: 'useCheckpoint', checkpointId: '' }).success);
     assert.ok(WebviewToExtension.safeParse({ type: 'resumeTrainingRun', id: 'run-1' }).success);
+  });
+});
+
+describe('an SFT run in the panel and the run tab', () => {
+  const sftRun = (config: Partial<SftConfigInput> = {}): TrainingRun => ({
+    ...record,
+    algorithm: 'sft',
+    config: SftConfig.parse({ algorithm: 'sft', model: { kind: 'hf', name: 'Qwen/Qwen2.5-0.5B' }, ...config }),
+  });
+
+  it('says what it learns from, and is a daemon-driven run with checkpoints', () => {
+    assert.equal(runSubject(sftRun()), 'Qwen/Qwen2.5-0.5B · rollouts rated ≥ 1');
+    assert.equal(
+      runSubject(sftRun({ dataset: 'tools', minReward: 0.5 })),
+      'Qwen/Qwen2.5-0.5B · tools · rollouts rated ≥ 0.5',
+    );
+    assert.equal(runOutcome({ ...sftRun(), status: 'failed', error: 'boom' }), 'boom');
+    assert.equal(placementOf(sftRun()), 'local');
+    assert.ok(isResumable({ ...sftRun(), status: 'cancelled' }));
+    assert.ok(!isResumable({ ...run(), status: 'cancelled' }), 'APO runs again instead');
+    const view = { run: sftRun(), metrics: [], afterStep: -1, extra: { kind: 'sft', checkpoints: [] } };
+    assert.ok(ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view }).success);
+  });
+
+  it('charts the training loss, the validation loss and accuracy by epoch, as the run tab does', () => {
+    const metrics = [
+      { step: 0, name: 'val/loss', value: 3.2 },
+      { step: 0, name: 'val/accuracy', value: 0 },
+      { step: 0, name: 'rows/train', value: 40 },
+      { step: 1, name: 'loss', value: 1.5 },
+      { step: 1, name: 'val/loss', value: 1.1 },
+      { step: 1, name: 'val/accuracy', value: 0.5 },
+      { step: 1, name: 'tokensPerSecond', value: 1200 },
+    ].map((point) => ({ ...point, timeMs: 0 }));
+    const charts = sftCharts(metrics);
+    assert.deepEqual(
+      charts.map((chart) => [chart.metric, chart.unit]),
+      [
+        ['loss', 'number'],
+        ['val/loss', 'number'],
+        ['val/accuracy', 'score'],
+        ['tokensPerSecond', 'rate'],
+      ],
+    );
+    assert.equal(charts[1]!.summary, 'Validation loss: 3.2 → 1.1 (iterations 0–1)');
+    assert.deepEqual(runCharts('sft', metrics), charts);
+    assert.deepEqual(
+      runCharts('grpo', metrics).map((chart) => chart.metric),
+      ['loss', 'tokensPerSecond'],
+    );
   });
 });

@@ -1,7 +1,7 @@
 /**
  * Use Checkpoint's pure parts: which upstream a debug session's rollout gets, what a dataset run is
- * given, how checkpoints are offered, which errors point to the trainer setup; and the store's record
- * of which policy served a rollout.
+ * given, how checkpoints are offered, which errors point to the trainer setup; the store's record
+ * of which policy served a rollout; and what Delete Checkpoint refuses and asks.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -14,6 +14,9 @@ import {
   UseCheckpointArgument,
 } from '../../extension/checkpoints/routing';
 import type { LaunchConfig } from '../../extension/debug/launchConfig';
+import { deleteConfirmation, deleteRefusal } from '../../extension/checkpoints/deleteText';
+import { checkpointSize, checkpointsTotal } from '../../trainer-daemon/protocol/format';
+import { WebviewToExtension } from '../../webview/protocol';
 import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
@@ -190,5 +193,43 @@ describe('Use Checkpoint: resuming a batch', () => {
       () => resumeRoutingOptions({ upstream: 'http://gw/v1' }, 'batch-1', 'ckpt-a'),
       /--upstream: batch batch-1 was started with checkpoint ckpt-a/,
     );
+  });
+});
+
+describe('Delete Checkpoint: what it refuses and asks', () => {
+  const checkpoint: Checkpoint = {
+    id: 'ckpt-a1',
+    runId: 'train-1',
+    step: 3,
+    path: '/x/3',
+    metrics: {},
+    createdAt: 1,
+    bytes: 3 * 1024 * 1024,
+    optimizerState: true,
+  };
+
+  it('refuses the checkpoint served now, and the one this workspace uses, naming the way out', () => {
+    assert.equal(deleteRefusal(checkpoint, null, undefined), undefined);
+    assert.equal(deleteRefusal(checkpoint, { checkpointId: 'ckpt-other' }, { checkpointId: 'ckpt-b' }), undefined);
+    const refusal =
+      'Lightning: checkpoint step 3 of train-1 is in use (Use Checkpoint): your rollouts are answered by it. Stop Using Checkpoint first, then delete it.';
+    assert.equal(deleteRefusal(checkpoint, served, undefined), refusal);
+    assert.equal(deleteRefusal(checkpoint, null, { checkpointId: 'ckpt-a1' }), refusal);
+  });
+
+  it('asks with the checkpoint, its size and that it cannot be undone; sizes and totals read as the CLI writes them', () => {
+    assert.equal(
+      deleteConfirmation(checkpoint),
+      'Delete checkpoint step 3 of train-1 (3.0 MiB +optimizer)? Its folder is removed from disk; this cannot be undone.',
+    );
+    assert.equal(
+      deleteConfirmation({ ...checkpoint, bytes: undefined }),
+      'Delete checkpoint step 3 of train-1? Its folder is removed from disk; this cannot be undone.',
+    );
+    assert.equal(checkpointSize({ bytes: null }), 'missing');
+    assert.equal(checkpointsTotal([checkpoint, { bytes: 1024 * 1024 }, { bytes: null }]), '3 checkpoints, 4.0 MiB');
+    assert.equal(checkpointsTotal([{ bytes: 512 }]), '1 checkpoint, 512 B');
+    assert.ok(WebviewToExtension.safeParse({ type: 'deleteCheckpoint', checkpointId: 'ckpt-a1' }).success);
+    assert.ok(!WebviewToExtension.safeParse({ type: 'deleteCheckpoint', checkpointId: '' }).success);
   });
 });

@@ -3,7 +3,8 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { ExtensionToWebview, RolloutFilter, WebviewToExtension } from '../../webview/protocol';
 import { extensionMessage, rolloutFilter } from '../../webview/pageInput';
-import { llmCallView, matchesFilter, servedByText, spanDepths } from '../../webview/format';
+import { llmCallView, matchesFilter, servedByText, spanDepths, stepHeading } from '../../webview/format';
+import { faultyCalls } from '../helpers/editorFixtures';
 import { formatDuration } from '../../trainer-daemon/protocol/format';
 import type { Json, Rollout, Span } from '../../trainer-daemon/protocol';
 
@@ -224,5 +225,35 @@ describe('trajectory formatting', () => {
     assert.equal(matchesFilter(rollout, { status: 'succeeded' }), false);
     assert.equal(matchesFilter(rollout, { mode: 'train' }), false);
     assert.equal(matchesFilter(rollout, { search: 'paris' }), false);
+  });
+});
+
+describe('the panel’s step headings', () => {
+  it('show each call that was not a whole answer by its outcome, and a retry as "retry of #N"', () => {
+    const calls = faultyCalls();
+    assert.deepEqual(
+      calls.map((call) => {
+        const heading = stepHeading(call, calls);
+        return [call.sequence, heading.badge, heading.error];
+      }),
+      [
+        [1, 'HTTP 429', ' upstream HTTP 429: the model is overloaded'],
+        [2, 'retry of #1', null],
+        [3, 'HTTP 500', ' upstream HTTP 500: the model is overloaded'],
+        [4, 'retry of #3', null],
+        [5, 'cancelled', ' cancelled: the client went away'],
+        [6, 'truncated (stream content limit)', null],
+        [7, null, null],
+      ],
+    );
+    assert.deepEqual(stepHeading(calls[1]!, calls), {
+      kind: 'llm',
+      name: 'chat gpt-4o-mini',
+      meta: ' 50 ms',
+      error: null,
+      badge: 'retry of #1',
+    });
+    // A retry whose attempt is not among the spans the panel holds still says it is one.
+    assert.equal(stepHeading(calls[1]!, calls.slice(1)).badge, 'retry');
   });
 });

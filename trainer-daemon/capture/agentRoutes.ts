@@ -9,7 +9,6 @@ import { z } from 'zod';
 import { AddRewardParams, describeIssues, type Json, type Rollout, type SpanInput } from '../protocol';
 import crypto from 'node:crypto';
 import { hasEnded } from '../protocol/status';
-import { markTruncated } from '../protocol/outcome';
 import { rememberRolloutSecrets, requestSecretValues } from '../protocol/secrets';
 import {
   ConflictError,
@@ -22,7 +21,8 @@ import {
   UnsupportedMediaTypeError,
 } from '../protocol/errors';
 import type { Logger } from '../log';
-import { requestPath, sendJson } from '../server/http';
+import { loggedPath, requestIdOf, requestPath, sendJson } from '../server/http';
+import { markKeyed } from '../server/connectionSlots';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import type { OtlpReceiver } from '../otlp/receiver';
@@ -46,6 +46,8 @@ import type { AgentKeyRecord } from '../store/agentKeys';
 export interface WorkerQueue {
   /** The next rollout for `worker` of the batch with `key`, long-polled while `isOpen`; null when the batch has no more. */
   next(key: string, worker: string, isOpen: () => boolean): Promise<WorkerAssignment | null>;
+  /** Whether `key` is an open batch's runner key. */
+  knows(key: string): boolean;
   /** Whether the rollout was handed out by a worker batch (only those end with `/finish`). */
   owns(rolloutId: string): boolean;
   end(rolloutId: string, to: z.infer<typeof FinishBody>['status'], error: string | null): Promise<Rollout>;
@@ -127,6 +129,18 @@ export interface AgentRoutesOptions {
   readonly token: string;
 }
 
+/**
+ * How the proxies store a call's record: in the next group commit (the agent's answer waits on it), where the
+ * write itself checks the rollout: a call answered after its rollout ended is kept, marked late and left out of
+ * training — never mixed in, even when the end is committed in the same group just before it.
+ */
+export function callRecorder(
+  store: Store,
+  writes: WriteQueue,
+): (span: SpanInput, rolloutId: string) => Promise<unknown> {
+  return (span, rolloutId) => writes.submit(() => store.addProxiedCall(rolloutId, span));
+}
+
 /** The header that carries a rollout key to the shared OTLP endpoint (e.g. through OTEL_EXPORTER_OTLP_HEADERS). */
 export const ROLLOUT_KEY_HEADER = 'x-lightning-rollout-key';
 
@@ -141,10 +155,7 @@ export class AgentRoutes {
   constructor(private readonly options: AgentRoutesOptions) {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.budget = budgetFromEnv();
-    // Committed at the next turn, not after the span window: the agent's answer waits on it.
-    // A call answered after its rollout ended is kept, marked late and left out of training (never mixed in).
-    const record = (span: SpanInput, rolloutId: string): Promise<unknown> =>
-      options.writes.submitSpans(rolloutId, [this.lateMarked(span, rolloutId)], { urgent: true });
+    const record = callRecorder(options.store, options.writes);
     this.proxy = new RecordingProxy(options.upstream, record, options.logger.child('proxy'), this.budget);
     this.translating = new TranslatingProxy(options.upstream, record, options.logger.child('proxy'));
   }
@@ -165,9 +176,12 @@ export class AgentRoutes {
     work.catch((error: unknown) => {
       const { httpStatus, kind } = mapError(error);
       const status = httpStatus;
+      const requestId = requestIdOf(request);
       if (status >= 500)
         this.options.logger.error('agent request failed', {
-          path: url.pathname.replace(/^\/r\/[^/]+/, '/r/…'),
+          requestId,
+          method: request.method,
+          path: loggedPath(request),
           error: errorMessage(error),
         });
       const headers = {
@@ -176,13 +190,11 @@ export class AgentRoutes {
       };
       // An Anthropic or Gemini SDK reads errors in its provider's shape.
       const shape = match ? errorBodyFor(match[2] ?? '/', request.headers) : null;
-      if (!response.headersSent)
-        sendJson(
-          response,
-          status,
-          shape ? shape(status, kind, errorMessage(error)) : { error: { message: errorMessage(error), type: kind } },
-          headers,
-        );
+      const body = shape
+        ? shape(status, kind, errorMessage(error))
+        : { error: { message: errorMessage(error), type: kind } };
+      // `request_id` beside the error, where Anthropic's API puts its own.
+      if (!response.headersSent) sendJson(response, status, { ...(body as object), request_id: requestId }, headers);
       else response.destroy();
     });
     return true;
@@ -202,6 +214,7 @@ export class AgentRoutes {
         throw new UnauthorizedError(
           `the ${ROLLOUT_KEY_HEADER} header names no running rollout of this daemon (an attempt that ended has its key revoked)`,
         );
+      markKeyed(request);
       rememberRolloutSecrets(agent.rolloutId, requestSecretValues(request.headers));
       return this.otlpRoute(agent.rolloutId, path, request, response);
     }
@@ -210,6 +223,7 @@ export class AgentRoutes {
         `POST /v1/traces needs a credential: export to the rollout's own $LIGHTNING_URL/v1/traces (what lightning run sets), send its key in the ${ROLLOUT_KEY_HEADER} header, or the daemon's token as Authorization: Bearer`,
       );
     }
+    markKeyed(request);
     return this.otlpRoute(null, path, request, response);
   }
 
@@ -264,6 +278,8 @@ export class AgentRoutes {
       throw new NotFoundError(
         'unknown rollout key: this URL belongs to no running rollout of this daemon (an attempt that ended has its URL revoked)',
       );
+    // A live key: this connection is an agent's, never closed to make room for anonymous ones.
+    markKeyed(request);
     // The agent's own credentials (Authorization, x-api-key, x-goog-api-key, ?key=, …) and its key are this
     // rollout's secrets: an upstream echo, a reward comment or an OTLP attribute holding one is redacted.
     rememberRolloutSecrets(agent.rolloutId, [key, ...requestSecretValues(request.headers, search)]);
@@ -409,6 +425,7 @@ export class AgentRoutes {
   ): Promise<void> {
     request.resume();
     if (!this.options.workerBatches) throw new NotFoundError('this daemon serves no worker batches');
+    if (this.options.workerBatches.knows(key)) markKeyed(request);
     const assignment = await this.options.workerBatches.next(key, worker, () => !response.destroyed);
     if (assignment === null) {
       response.writeHead(204).end();
@@ -418,19 +435,6 @@ export class AgentRoutes {
   }
 
   /** Why a rollout takes no more spans over OTLP (it has finished), or undefined when it does. */
-  /** `span` as stored when its rollout has ended: an LLM call's outcome says so (`truncated` by `rollout_ended`). */
-  private lateMarked(span: SpanInput, rolloutId: string): SpanInput {
-    let status;
-    try {
-      status = this.options.store.getRollout(rolloutId).status;
-    } catch {
-      return span;
-    }
-    if (!hasEnded(status)) return span;
-    const late = `the rollout had ended (${status}) when this call was recorded; it is kept, and left out of training`;
-    return { ...span, attributes: { ...markTruncated(span.attributes, 'rollout_ended'), 'lightning.late': late } };
-  }
-
   private refusesSpans(rolloutId: string): string | undefined {
     let rollout;
     try {

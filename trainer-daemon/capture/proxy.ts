@@ -22,6 +22,7 @@ import { GeminiReassembler } from './gemini';
 import { RetryLinker, sdkRetryCount } from './retries';
 import { streamContentChars } from './streamContent';
 import { MAX_SSE_EVENT_CHARS, SseParser } from './sseParser';
+import { maxUpstreamBodyBytes } from '../util/boundedBody';
 
 type JsonObject = { [key: string]: Json };
 
@@ -65,7 +66,7 @@ export function reassemblerFor(api: Api): Reassembler {
 }
 
 /** A non-streamed LLM answer is JSON of at most a few MB; past this it is refused (502), not buffered. */
-const MAX_UPSTREAM_BODY_BYTES = Number(process.env.LIGHTNING_MAX_UPSTREAM_BODY_BYTES) || 64 * 1024 * 1024;
+const MAX_UPSTREAM_BODY_BYTES = maxUpstreamBodyBytes();
 
 const HOP_BY_HOP = new Set([
   'connection',

@@ -22,6 +22,7 @@ import type { Logger } from '../log';
 import { callToSpan } from './record';
 import { RetryLinker, sdkRetryCount } from './retries';
 import type { ProxyCall, UpstreamConfig } from './proxy';
+import { BodyOverLimitError, boundedText, maxUpstreamBodyBytes } from '../util/boundedBody';
 
 type JsonObject = { [key: string]: Json };
 
@@ -69,6 +70,8 @@ function writeAnswer(call: TranslatedCall, response: ServerResponse, answer: Jso
 
 export class TranslatingProxy {
   private readonly retries = new RetryLinker();
+  /** The policy server's answer is read up to this (the proxy's cap on a non-streamed answer). */
+  private readonly maxBodyBytes = maxUpstreamBodyBytes();
 
   constructor(
     private readonly config: UpstreamConfig,
@@ -104,7 +107,7 @@ export class TranslatingProxy {
         signal: AbortSignal.any([aborted.signal, AbortSignal.timeout(this.config.timeoutMs)]),
       });
       status = upstream.status;
-      const text = await upstream.text();
+      const text = await boundedText(upstream, this.maxBodyBytes);
       firstByteMs = Date.now();
       let parsed: unknown;
       try {
@@ -126,15 +129,23 @@ export class TranslatingProxy {
         reply = () => writeAnswer(call, response, translated);
       }
     } catch (caught) {
-      error = aborted.signal.aborted
-        ? 'cancelled: the client disconnected before the response ended'
-        : `Lightning could not get a response from the policy server ${redactUrl(base)}: ${errorMessage(caught)}`;
-      if (!aborted.signal.aborted)
-        this.logger.warn('policy request failed', { upstream: redactUrl(base), error: errorMessage(caught) });
-      const message = error;
-      const errorStatus = /timeout|aborted due to timeout/i.test(errorMessage(caught)) ? 504 : 502;
-      outcome = aborted.signal.aborted ? { kind: 'cancelled' } : { kind: 'upstream_error', status: errorStatus };
-      reply = () => this.sendError(call, response, errorStatus, message);
+      if (caught instanceof BodyOverLimitError) {
+        // Not taken, and recorded as cut by that limit: the call is left out of training like any truncated one.
+        error = `Lightning did not take the policy server ${redactUrl(base)}'s answer: ${caught.message}`;
+        outcome = { kind: 'truncated', limit: 'response_body' };
+        const message = error;
+        reply = () => this.sendError(call, response, 502, message, 'upstream_response_too_large');
+      } else {
+        error = aborted.signal.aborted
+          ? 'cancelled: the client disconnected before the response ended'
+          : `Lightning could not get a response from the policy server ${redactUrl(base)}: ${errorMessage(caught)}`;
+        if (!aborted.signal.aborted)
+          this.logger.warn('policy request failed', { upstream: redactUrl(base), error: errorMessage(caught) });
+        const message = error;
+        const errorStatus = /timeout|aborted due to timeout/i.test(errorMessage(caught)) ? 504 : 502;
+        outcome = aborted.signal.aborted ? { kind: 'cancelled' } : { kind: 'upstream_error', status: errorStatus };
+        reply = () => this.sendError(call, response, errorStatus, message);
+      }
     }
     if (!call.json) {
       reply();
@@ -172,14 +183,18 @@ export class TranslatingProxy {
     reply();
   }
 
-  private sendError(call: TranslatedCall, response: ServerResponse, status: number, message: string): void {
+  private sendError(
+    call: TranslatedCall,
+    response: ServerResponse,
+    status: number,
+    message: string,
+    type = 'upstream_error',
+  ): void {
     if (response.headersSent || response.destroyed) {
       response.destroy();
       return;
     }
-    const body = JSON.stringify(
-      call.errorBody ? call.errorBody(status, 'upstream_error', message) : { error: { message } },
-    );
+    const body = JSON.stringify(call.errorBody ? call.errorBody(status, type, message) : { error: { message, type } });
     response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
     response.end(body);
   }

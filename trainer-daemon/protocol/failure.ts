@@ -49,16 +49,24 @@ export function lastLines(output: string, count = FAILURE_TAIL_LINES): string[] 
 
 /**
  * An exception's own line: `ValueError: bad input`, `my.pkg.BoomError`, `KeyboardInterrupt` (Python),
- * `TypeError: x is not a function`, `Error [ERR_X]: …`, `Uncaught Error: …` (Node). Never indented.
+ * `TypeError: x is not a function`, `Error [ERR_X]: …`, `Uncaught Error: …` (Node; js-debug's form below). Never indented.
  */
 const EXCEPTION_LINE =
   /^(?:Uncaught )?(?:[A-Za-z_$][\w$.]*)?(?:Error|Exception|Interrupt|Exit|Failure)(?: \[[A-Z0-9_]+\])?(?::\s.*)?$/;
+
+/**
+ * How VS Code's JavaScript debugger (js-debug) writes an uncaught exception in its console: `Uncaught <class>
+ * <the error's own line>` (`Uncaught Error Error: no forecast for Oslo`, `Uncaught TypeError TypeError: …`).
+ */
+const JS_DEBUG_UNCAUGHT = /^Uncaught [A-Za-z_$][\w$.]* (.+)$/;
 
 /** The last exception line in the output, if it names one. */
 export function exceptionOf(output: string): string | undefined {
   const lines = lastLines(output, 200);
   for (let index = lines.length - 1; index >= 0; index -= 1) {
     const line = lines[index]!;
+    const own = JS_DEBUG_UNCAUGHT.exec(line)?.[1];
+    if (own && EXCEPTION_LINE.test(own)) return own;
     if (EXCEPTION_LINE.test(line)) return line.replace(/^Uncaught /, '');
   }
   return undefined;

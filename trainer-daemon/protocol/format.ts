@@ -1,6 +1,6 @@
 /**
  * How every client writes a duration (the CLI's tables and progress lines, the panel, the editor's
- * notifications) and sums up a checkpoint's metrics. One formatter, so the same rollout reads the same
+ * notifications), sums up a checkpoint's metrics and says what checkpoints take on disk. One formatter, so the same rollout reads the same
  * everywhere; no zod here (the webview bundle imports it).
  */
 
@@ -28,6 +28,9 @@ const KEY_METRICS: ReadonlyArray<readonly [string, string]> = [
   ['reward/mean', 'reward'],
   ['loss', 'loss'],
   ['kl', 'KL'],
+  // An SFT checkpoint: its held-out loss and greedy exact-match accuracy.
+  ['val/loss', 'val loss'],
+  ['val/accuracy', 'val accuracy'],
 ];
 
 function formatNumber(value: number): string {
@@ -53,4 +56,29 @@ export function formatBytes(bytes: number): string {
     unit += 1;
   }
   return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
+}
+
+/** A checkpoint's size on disk: `12.3 MiB +optimizer` (it keeps optimizer state), `missing` (its folder is gone), `-` (not measured). */
+export function checkpointSize(checkpoint: {
+  readonly bytes?: number | null;
+  readonly optimizerState?: boolean | null;
+}): string {
+  if (checkpoint.bytes === null) return 'missing';
+  if (checkpoint.bytes === undefined) return '-';
+  return `${formatBytes(checkpoint.bytes)}${checkpoint.optimizerState ? ' +optimizer' : ''}`;
+}
+
+/** A run's checkpoints on disk in one phrase: `3 checkpoints, 12.3 MiB` (a missing or unmeasured one counts 0 bytes). */
+export function checkpointsTotal(checkpoints: ReadonlyArray<{ readonly bytes?: number | null }>): string {
+  return `${checkpoints.length} checkpoint${checkpoints.length === 1 ? '' : 's'}, ${formatBytes(checkpointsBytes(checkpoints))}`;
+}
+
+/** What checkpoints take on disk together (a missing or unmeasured one counts 0 bytes). */
+export function checkpointsBytes(checkpoints: ReadonlyArray<{ readonly bytes?: number | null }>): number {
+  return checkpoints.reduce((sum, c) => sum + (c.bytes ?? 0), 0);
+}
+
+/** "1 rollout", "1,234 rollouts": how every client writes a number of rollouts (the panel, its groups, the status bar). */
+export function rolloutCount(count: number): string {
+  return `${count.toLocaleString('en-US')} rollout${count === 1 ? '' : 's'}`;
 }

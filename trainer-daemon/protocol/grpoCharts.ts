@@ -3,7 +3,7 @@
  * the validation reward, loss, KL, entropy, update and rollout tokens/s, and GPU memory when it was
  * recorded. This module shapes the metric points into those charts (a chart without points is left
  * out) and writes each one's text summary (first → last value), which is also the chart's
- * accessible name. Pure: unit-tested in Node.
+ * accessible name; an SFT run's charts likewise (its losses and validation accuracy). Pure: unit-tested in Node.
  */
 import { bandChartSvg, seriesOf, type BandChartOptions, type ChartPoint, type MetricPointLike } from './chart';
 import { metricDomain, type ChartUnit, type Domain } from './chartScale';
@@ -64,10 +64,31 @@ function summarize(title: string, unit: ChartUnit, points: readonly ChartPoint[]
   return `${title}: ${formatValue(first.value, unit)} → ${formatValue(last.value, unit)} (iterations ${first.step}–${last.step})`;
 }
 
-/** The charts a run's metric points fill, in GRPO_CHARTS order; non-finite values are dropped. */
+/**
+ * An SFT run's charts (its iterations are epochs): the training loss, the held-out rows' loss and greedy exact-match
+ * accuracy, the update's tokens/s and GPU memory.
+ */
+const SFT_CHARTS: readonly ChartSpec[] = [
+  { metric: 'loss', title: 'Training loss', unit: 'number', axisTitle: 'nats/token', domain: [0, Infinity] },
+  { metric: 'val/loss', title: 'Validation loss', unit: 'number', axisTitle: 'nats/token', domain: [0, Infinity] },
+  { metric: 'val/accuracy', title: 'Validation accuracy (greedy, exact)', unit: 'score', axisTitle: 'accuracy' },
+  { metric: 'tokensPerSecond', title: 'Update tokens/s', unit: 'rate', axisTitle: 'tokens/s' },
+  { metric: 'gpuMemoryBytes', title: 'GPU memory', unit: 'bytes', axisTitle: 'memory' },
+];
+
+/** The charts a GRPO run's metric points fill, in GRPO_CHARTS order; non-finite values are dropped. */
 export function grpoCharts(metrics: readonly MetricPointLike[]): ChartData[] {
+  return chartsOf(GRPO_CHARTS, metrics);
+}
+
+/** The charts an SFT run's metric points fill, in SFT_CHARTS order. */
+export function sftCharts(metrics: readonly MetricPointLike[]): ChartData[] {
+  return chartsOf(SFT_CHARTS, metrics);
+}
+
+function chartsOf(specs: readonly ChartSpec[], metrics: readonly MetricPointLike[]): ChartData[] {
   const series = seriesOf(metrics.filter((point) => Number.isFinite(point.value)));
-  return GRPO_CHARTS.flatMap((spec) => {
+  return specs.flatMap((spec) => {
     const values = series.get(spec.metric);
     if (!values?.length) return [];
     const band = spec.band ? new Map(series.get(spec.band)?.map((p) => [p.step, p.value])) : undefined;

@@ -46,12 +46,13 @@ export function runPlacement(config: Pick<GrpoConfig, 'distributed' | 'ray'>, pl
   return parts.length ? parts.join(', ') : 'local';
 }
 
-/** Where any run runs: GRPO's placement; APO runs its agents here and updates no weights. */
+/** Where any run runs: GRPO's placement; APO runs its agents here and updates no weights; SFT trains in one process here. */
 export function placementOf(run: TrainingRun): string {
   switch (run.algorithm) {
     case 'grpo':
       return runPlacement(run.config, run.placement);
     case 'apo':
+    case 'sft':
       return 'local';
     default:
       return assertNever(run);

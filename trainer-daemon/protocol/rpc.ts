@@ -123,44 +123,71 @@ export const RolloutGroupsParams = ListRolloutsParams.pick({
   search: true,
   unrated: true,
 }).extend({
-  /** The newest groups returned; `more` says whether others exist. */
+  /** The newest runs returned (a training run with its batches counts once); `more` says whether others exist. */
   limit: z.number().int().min(1).max(1_000).default(200),
 });
 export type RolloutGroupsParams = z.input<typeof RolloutGroupsParams>;
 
-/** One batch's rollouts, counted: a dataset run, a training iteration's sampled or validation set, an APO evaluation. */
-export const RolloutGroup = z.object({
-  batchId: z.string(),
+/** What a group's rollouts that match the filter come to. */
+const GroupCounts = {
   /** Its rollouts that match the filter. */
   count: z.number().int().nonnegative(),
   /** …of which failed or timed out. */
   failed: z.number().int().nonnegative(),
   /** …of which are queued or running. */
   active: z.number().int().nonnegative(),
+  /** Its oldest matching rollout's creation, and its latest change. */
+  createdAt: EpochMs,
+  updatedAt: EpochMs,
+};
+
+/** One batch's rollouts, counted: a dataset run, a training iteration's sampled or validation set, an APO evaluation. */
+export const RolloutBatchGroup = z.object({
+  batchId: z.string(),
+  ...GroupCounts,
   mode: RolloutMode,
   /** The rollouts' label (a dataset run's, or the training run's id). */
   label: z.string().nullable(),
   datasetId: z.string().nullable(),
   /** The dataset's name, when the batch ran one. */
   datasetName: z.string().nullable(),
-  /** The training run the batch belongs to, and its algorithm; null for a dataset run. */
-  runId: z.string().nullable(),
-  algorithm: z.string().nullable(),
-  /** GRPO: the policy step it ran with (`<run>-train-<step>` is iteration step + 1); APO: the evaluation's number. */
+  /** GRPO: the policy step it ran with (`<run>-train-<step>` is iteration step + 1); APO: the evaluation's number; else null. */
   step: z.number().int().nonnegative().nullable(),
-  createdAt: EpochMs,
-  updatedAt: EpochMs,
 });
-export type RolloutGroup = z.infer<typeof RolloutGroup>;
+export type RolloutBatchGroup = z.infer<typeof RolloutBatchGroup>;
+
+/**
+ * The rollouts of one run, counted: a training run's (its batches inside, newest first), or a batch no training
+ * run made (a `dataset run`, or a client's own batch).
+ */
+export const RolloutRunGroup = z.discriminatedUnion('kind', [
+  z.object({
+    kind: z.literal('training'),
+    runId: z.string(),
+    algorithm: z.enum(['grpo', 'apo', 'sft']),
+    /** What it trains: the model (`tiny`, a Hugging Face name) for GRPO and SFT, the prompt resource for APO. */
+    target: z.string(),
+    /** The dataset it trains on, as its configuration names it (an SFT run may have none). */
+    dataset: z.string().nullable(),
+    /** When the run was created. */
+    startedAt: EpochMs,
+    ...GroupCounts,
+    batches: z.array(RolloutBatchGroup),
+  }),
+  RolloutBatchGroup.extend({ kind: z.literal('batch') }),
+]);
+export type RolloutRunGroup = z.infer<typeof RolloutRunGroup>;
 
 export const RolloutGroups = z.object({
   /** Every rollout that matches the filter: the one count the panel and the status bar show. */
   total: z.number().int().nonnegative(),
   /** …of which are outside any batch (listed with `inBatch: false`). */
   ungrouped: z.number().int().nonnegative(),
-  /** The batches, newest first (by their newest rollout). */
-  groups: z.array(RolloutGroup),
-  /** More groups than `limit` exist. */
+  /** The newest `limit` runs, newest first (by their newest rollout). */
+  runs: z.array(RolloutRunGroup),
+  /** Every run that matches: more than `runs` when the limit cut some off. */
+  runCount: z.number().int().nonnegative(),
+  /** More runs than `limit` exist (`runCount > runs.length`); their rollouts are in `total`, not in `runs`. */
   more: z.boolean(),
 });
 export type RolloutGroups = z.infer<typeof RolloutGroups>;
@@ -326,7 +353,7 @@ export type ListSpansParams = z.input<typeof ListSpansParams>;
 export const Methods = {
   daemonInfo: method('daemon/info', z.strictObject({}), DaemonInfo),
   listRollouts: method('rollouts/list', ListRolloutsParams, RolloutPage),
-  /** The matching rollouts counted: in all, outside any batch, and per batch (newest first) — the panel's groups. */
+  /** The matching rollouts counted: in all, outside any batch, and per run with its batches (newest first) — the panel's groups. */
   rolloutGroups: method('rollouts/groups', RolloutGroupsParams, RolloutGroups),
   /** `spans: false` leaves the spans out (`spans: []`): what a header needs of a 2,000-span rollout. */
   // At most `spanLimit` spans (the first, in order) come back: a 300k-span rollout is not one 800 MB answer.

@@ -7,6 +7,7 @@
  */
 import type { Rollout, RolloutStatus, TrainingRunStatus } from './records';
 import type { TrainingRun } from './training';
+import { assertNever } from './assert';
 
 /** The statuses of an ended rollout. */
 export const ENDED_STATUSES = [
@@ -37,7 +38,20 @@ export function canRetry(rollout: Pick<Rollout, 'status' | 'attemptCount' | 'max
   return (rollout.status === 'failed' || rollout.status === 'timeout') && rollout.attemptCount < rollout.maxAttempts;
 }
 
-/** A GRPO run that stopped early (failed or cancelled): it continues from its last checkpoint (`training/start {resume}`). */
+/** A GRPO or SFT run that stopped early (failed or cancelled): it continues from its last checkpoint (`training/start {resume}`). */
 export function isResumable(run: Pick<TrainingRun, 'algorithm' | 'status'>): boolean {
-  return run.algorithm === 'grpo' && (run.status === 'failed' || run.status === 'cancelled');
+  return daemonDriven(run.algorithm) && (run.status === 'failed' || run.status === 'cancelled');
+}
+
+/** Whether the daemon drives runs of this algorithm (and so resumes them); APO runs in its own process. */
+export function daemonDriven(algorithm: TrainingRun['algorithm']): boolean {
+  switch (algorithm) {
+    case 'grpo':
+    case 'sft':
+      return true;
+    case 'apo':
+      return false;
+    default:
+      return assertNever(algorithm);
+  }
 }

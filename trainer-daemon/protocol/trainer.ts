@@ -169,13 +169,39 @@ export const SftParams = z.object({
       samples: z.number().int().positive().optional(),
     })
     .optional(),
+  /** Passes over the examples, each in a fresh random order, instead of `steps` batches drawn with replacement. */
+  epochs: z.number().int().positive().optional(),
 });
 export type SftParams = z.infer<typeof SftParams>;
 export const SftResult = z.object({
+  /** The last step's loss (token mean over its batch). */
   loss: z.number(),
+  /** The mean of the steps' losses. */
+  meanLoss: z.number().optional(),
   steps: z.number().int(),
+  /** Completion tokens trained on, over every step. */
+  tokens: z.number().int().optional(),
   seconds: z.number(),
   sampledAccuracy: z.number().nullable().optional(),
+});
+
+/** Held-out demonstrations: their loss, and how many the policy reproduces decoding greedily (python/…/supervised.py). */
+export const EvaluateParams = z.object({
+  examples: z.array(SftExample).min(1),
+  /** Greedy generations for the accuracy: the first `generate` examples; absent: all. */
+  generate: z.number().int().nonnegative().optional(),
+  batchSize: z.number().int().positive().optional(),
+});
+export const EvaluateResult = z.object({
+  /** Token-mean cross-entropy of the completions (nats per token). */
+  loss: z.number(),
+  tokens: z.number().int(),
+  examples: z.number().int(),
+  generated: z.number().int(),
+  exact: z.number().int(),
+  /** exact / generated; null when nothing was generated. */
+  accuracy: z.number().nullable(),
+  seconds: z.number(),
 });
 
 /** The policy-gradient loss's aggregation, as TRL's GRPOTrainer names it (python/lightning_trainer/train.py). */
@@ -261,6 +287,7 @@ export const WorkerMethods = {
   load: workerMethod(LoadParams, LoadResult),
   serve: workerMethod(ServeParams, ServeResult),
   sft: workerMethod(SftParams, SftResult),
+  evaluate: workerMethod(EvaluateParams, EvaluateResult),
   train: workerMethod(TrainParams, TrainResult),
   save: workerMethod(SaveParams, SaveResult),
   export: workerMethod(ExportParams, ExportResult),
@@ -289,3 +316,28 @@ export const DoctorReport = z.object({
   ok: z.boolean(),
 });
 export type DoctorReport = z.infer<typeof DoctorReport>;
+
+/** One Python `lightning doctor` tried: where it came from (`--python`, `LIGHTNING_PYTHON`, `venv`, `system`, `PATH`). */
+export const PythonProbe = z.object({
+  executable: z.string(),
+  origin: z.string(),
+  version: z.string().nullable(),
+  torch: z.string().nullable(),
+  /** Why it cannot be used (not found, no torch); null when it can. */
+  problem: z.string().nullable(),
+});
+export type PythonProbe = z.infer<typeof PythonProbe>;
+
+/** What `lightning doctor --json` (and `doctor --setup --json`) prints: the editor's Set Up Trainer reads it. */
+export const DoctorDiagnosis = z.object({
+  /** Every candidate, in the order they were tried. */
+  candidates: z.array(PythonProbe),
+  /** The Python the trainer would use, or null. */
+  chosen: PythonProbe.nullable(),
+  /** The worker package's own report on the chosen Python. */
+  report: DoctorReport.nullable(),
+  problems: z.array(z.object({ problem: z.string(), fix: z.string(), optional: z.boolean().optional() })),
+  /** `--setup` only: pip could not install torch, and this installs Debian's instead (as root). */
+  aptCommand: z.string().optional(),
+});
+export type DoctorDiagnosis = z.infer<typeof DoctorDiagnosis>;

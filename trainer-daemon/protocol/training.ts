@@ -11,6 +11,8 @@ import { Checkpoint, Json, MetricPoint, TrainingRunRecord } from './records';
 import { AdapterSpec, LossType, ModelSpec } from './trainer';
 import { isSecretVariable } from './secrets';
 import { DEFAULT_KEEP_CHECKPOINTS, KeepCheckpoints } from './checkpoints';
+import { SftConfig } from './sft';
+import { assertNever } from './assert';
 
 /** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */
 export const GrpoConfig = z.strictObject({
@@ -82,6 +84,17 @@ export const GrpoConfig = z.strictObject({
   lossType: LossType.default('dapo'),
   /** TRL's scale_rewards: `group` divides each group's advantages by its reward std (GRPO); `none` only subtracts the mean (Dr. GRPO). */
   scaleRewards: z.enum(['group', 'none']).default('group'),
+  /**
+   * The group's reward std that `scaleRewards: group` divides by: `sample` (Bessel's correction, n − 1: torch.std,
+   * as TRL's GRPOTrainer) or `population` (n: ≈ 1.07× larger advantages at 8 samples).
+   */
+  std: z.enum(['sample', 'population']).default('sample'),
+  /**
+   * dr_grpo's constant divisor per sequence, TRL's `max_completion_length`; null: what TRL would use, the generation
+   * cap: the largest `max_tokens` the iteration's trained calls asked for (never below the longest response; the
+   * longest response when no call named one). Only `lossType: dr_grpo` reads it.
+   */
+  maxResponseLength: z.number().int().min(1).max(1_048_576).nullable().default(null),
   /** Weight of the k3 KL to the reference (base) policy; the KL is measured and shown also when 0. */
   klCoef: z.number().min(0).default(0),
   /**
@@ -178,22 +191,50 @@ export const ApoTrainingRun = TrainingRunRecord.extend({
   result: ApoResult.nullable().catch(null),
 });
 export type ApoTrainingRun = z.infer<typeof ApoTrainingRun>;
-export const TrainingRun = z.discriminatedUnion('algorithm', [GrpoTrainingRun, ApoTrainingRun]);
+export const SftTrainingRun = TrainingRunRecord.extend({
+  algorithm: z.literal('sft'),
+  config: z.object(SftConfig.shape),
+  /** An SFT run's outcome is its metrics and checkpoints, as GRPO's. */
+  result: z.null().catch(null),
+});
+export type SftTrainingRun = z.infer<typeof SftTrainingRun>;
+export const TrainingRun = z.discriminatedUnion('algorithm', [GrpoTrainingRun, ApoTrainingRun, SftTrainingRun]);
 export type TrainingRun = z.infer<typeof TrainingRun>;
 export type TrainingAlgorithm = TrainingRun['algorithm'];
 /** What a new run is recorded with: an algorithm and its parsed configuration. */
 export type NewTrainingRun =
-  Pick<GrpoTrainingRun, 'algorithm' | 'config'> | Pick<ApoTrainingRun, 'algorithm' | 'config'>;
+  | Pick<GrpoTrainingRun, 'algorithm' | 'config'>
+  | Pick<ApoTrainingRun, 'algorithm' | 'config'>
+  | Pick<SftTrainingRun, 'algorithm' | 'config'>;
+/** The runs the daemon drives itself (trains weights in its trainer worker, keeps checkpoints, resumes). */
+export type WeightsTrainingRun = GrpoTrainingRun | SftTrainingRun;
+
+/** The configuration of a run that trains weights (its model, adapter, device, Python); undefined for APO. */
+export function weightsConfig(run: TrainingRun): GrpoConfig | SftConfig | undefined {
+  switch (run.algorithm) {
+    case 'grpo':
+    case 'sft':
+      return run.config;
+    case 'apo':
+      return undefined;
+    default:
+      return assertNever(run);
+  }
+}
+
+/** A run the daemon starts: GRPO (`algorithm` may be left out: the default) or SFT. */
+export const DaemonTrainingConfig = z.discriminatedUnion('algorithm', [GrpoConfig, SftConfig]);
+export type DaemonTrainingConfig = z.infer<typeof DaemonTrainingConfig>;
 
 /** Exactly one of: a new run's `config`, or `resume` (a cancelled or failed run's id, continued from its last checkpoint). */
 export const StartTrainingParams = z
-  .strictObject({ config: GrpoConfig.optional(), resume: z.string().min(1).optional() })
+  .strictObject({ config: DaemonTrainingConfig.optional(), resume: z.string().min(1).optional() })
   .refine((p) => (p.config === undefined) !== (p.resume === undefined), {
     message: 'give either config (a new run) or resume (a run id)',
   });
 export type StartTrainingParams = z.input<typeof StartTrainingParams>;
 
-/** A run recorded by the process that runs its algorithm (APO); a GRPO run is started with `training/start`. */
+/** A run recorded by the process that runs its algorithm (APO); GRPO and SFT runs are started with `training/start`. */
 export const CreateTrainingRunParams = z.strictObject({
   algorithm: z.enum(['apo']),
   config: ApoConfig,
@@ -219,6 +260,7 @@ const Progress = {
 export const TrainingRunSummary = z.discriminatedUnion('algorithm', [
   GrpoTrainingRun.extend(Progress),
   ApoTrainingRun.extend(Progress),
+  SftTrainingRun.extend(Progress),
 ]);
 export type TrainingRunSummary = z.infer<typeof TrainingRunSummary>;
 
@@ -234,7 +276,7 @@ export function metricPoints(metrics: MetricSeries, name: string): MetricSeries 
 export const TrainingRunDetail = z.object({
   run: TrainingRunSummary,
   metrics: MetricSeries,
-  /** GRPO: the saved policies, by step. */
+  /** GRPO and SFT: the saved policies, by step. */
   checkpoints: z.array(Checkpoint),
   /** APO, the leaderboard: candidates scored on the full validation set first, best first; then the others by batch score. */
   candidates: z.array(ApoCandidate),

@@ -13,6 +13,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { Methods, Notifications, type MethodName } from '../protocol';
 import { errorMessage, mapError, RpcCode } from '../protocol/errors';
 import type { Logger } from '../log';
+import { markKeyed } from '../server/connectionSlots';
 import type { Disposable } from '../protocol/event';
 import { invoke, type Handlers } from './handlers';
 import { PendingRequestIds, UniqueIdReader, UniqueIdWriter } from './requestIds';
@@ -75,6 +76,8 @@ export class RpcServer implements Disposable {
       refuseUpgrade(socket, 401, 'a valid bearer token is required (see the ready line or .lightning/daemon.token)');
       return;
     }
+    // The editor's connection: never closed to make room for anonymous ones.
+    markKeyed(request);
     this.wss.handleUpgrade(request, socket, head, (ws) => this.accept(ws));
   }
 

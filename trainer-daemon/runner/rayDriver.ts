@@ -13,7 +13,7 @@ import path from 'node:path';
 import readline from 'node:readline';
 import { RayRunnerMessage, type RayExit, type RayPlacement, type RayReady, type RayStart } from '../protocol/rayRunner';
 import { LightningError } from '../protocol/errors';
-import { PYTHON_PACKAGE_DIR } from '../training/worker';
+import { withPythonPackages } from '../util/pythonPackage';
 import { killGroup } from './processGroup';
 
 /** How the agents reach a Ray cluster (`--ray ADDRESS`, `--ray-python`, `--ray-working-dir`). */
@@ -64,7 +64,7 @@ export class RayDriver {
     if (options.cpusPerAgent !== undefined) args.push('--num-cpus', String(options.cpusPerAgent));
     const env = {
       ...process.env,
-      PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
+      PYTHONPATH: withPythonPackages(),
       PYTHONUNBUFFERED: '1',
     };
     // Its own process group: the terminal's Ctrl-C reaches the runner, which cancels the Ray work itself.

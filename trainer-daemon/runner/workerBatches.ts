@@ -202,6 +202,10 @@ export class WorkerBatches implements BatchFollower {
    * `POST <runner url>/<worker>/next`: the next queued rollout, started; null (204) once the batch
    * is done. With nothing queued but attempts still in flight (they may be retried), waits.
    */
+  knows(key: string): boolean {
+    return this.byKey.has(key);
+  }
+
   async next(key: string, worker: string, isOpen: () => boolean): Promise<WorkerAssignment | null> {
     const batch = this.byKey.get(key);
     if (!batch) throw new NotFoundError('unknown runner key: this URL belongs to no open batch of this daemon');

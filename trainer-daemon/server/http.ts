@@ -3,12 +3,14 @@
  * `GET /health`, and the agent-facing routes. Every request must name a loopback Host
  * (DNS-rebinding defence): a page on another origin that resolves to 127.0.0.1 is refused.
  */
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http, { type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { errorMessage } from '../protocol/errors';
 import type { Logger } from '../log';
+import { ConnectionSlots, type SlotEvent } from './connectionSlots';
 
 const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
 
@@ -45,6 +47,27 @@ export function requestPath(target: string | undefined): { pathname: string; sea
     : { pathname: target.slice(0, query), search: target.slice(query) };
 }
 
+const requestIds = new WeakMap<IncomingMessage, string>();
+
+/**
+ * The id the daemon gave a request: sent back as `x-request-id` (a proxied answer carries the upstream's own
+ * instead) and as `request_id` in the daemon's JSON error bodies, and in every log line about the request.
+ */
+export function requestIdOf(request: IncomingMessage): string {
+  let id = requestIds.get(request);
+  if (id === undefined) {
+    id = `req_${crypto.randomBytes(9).toString('base64url')}`;
+    requestIds.set(request, id);
+  }
+  return id;
+}
+
+/** The request's path as a log line shows it: no query, and no capability key (`/r/…`, `/b/…`). */
+export function loggedPath(request: IncomingMessage): string {
+  const path = requestPath(request.url)?.pathname ?? '(not a path)';
+  return path.replace(/^\/([rb])\/[^/]+/, '/$1/…').slice(0, 200);
+}
+
 export type UpgradeHandler = (request: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
 export function sendJson(
@@ -74,15 +97,16 @@ function openFileLimit(): number | undefined {
 
 /**
  * How many client connections the daemon holds at once (README "Guarantees"). Each proxied call
- * also holds an upstream socket, and the store, logs and workers need descriptors too: half of what
- * is left of the fd limit after a reserve, so slow or idle clients can never exhaust descriptors
- * and make every other request fail. LIGHTNING_MAX_CONNECTIONS overrides it.
+ * also holds an upstream socket, as many again may wait for a slot (connectionSlots.ts), and the
+ * store, logs and workers need descriptors too: a third of what is left of the fd limit after a
+ * reserve, so slow or idle clients can never exhaust descriptors and make every other request
+ * fail. LIGHTNING_MAX_CONNECTIONS overrides it.
  */
 export function connectionCap(env: NodeJS.ProcessEnv = process.env): number {
   const configured = Number(env.LIGHTNING_MAX_CONNECTIONS);
   if (Number.isInteger(configured) && configured > 0) return configured;
   const limit = openFileLimit();
-  return limit === undefined ? 4_096 : Math.max(32, Math.floor((limit - 128) / 2));
+  return limit === undefined ? 4_096 : Math.max(32, Math.floor((limit - 128) / 3));
 }
 
 export interface HttpServerOptions {
@@ -100,39 +124,20 @@ export class DaemonHttpServer {
   private stopping = false;
   private inFlight = 0;
   private idleWaiters: Array<() => void> = [];
+  private lastSlotLog = 0;
+  private readonly slots: ConnectionSlots[] = [];
 
   constructor(private readonly options: HttpServerOptions) {
-    // A client must send its headers within headersTimeout (a byte a second never completes them);
-    // an idle keep-alive socket closes after 5 s; the check runs every second.
-    const headersTimeout = Number(process.env.LIGHTNING_HEADERS_TIMEOUT_MS) || 10_000;
-    this.server = http.createServer(
-      {
-        headersTimeout,
-        requestTimeout: 300_000,
-        keepAliveTimeout: 5_000,
-        connectionsCheckingInterval: Math.min(1_000, headersTimeout),
-      },
-      (request, response) =>
-        this.guard(
-          request,
-          () => this.onRequest(request, response),
-          () => response.destroy(),
-        ),
-    );
-    this.server.maxConnections = connectionCap();
-    let lastDropLog = 0;
-    this.server.on('drop', () => {
-      if (Date.now() - lastDropLog < 10_000) return;
-      lastDropLog = Date.now();
-      this.options.logger.warn('refused connections: the connection cap is reached', {
-        maxConnections: this.server.maxConnections,
-      });
-    });
+    this.server = this.createServer();
     this.server.on('upgrade', (request, socket, head) =>
       this.guard(
         request,
         () => this.onUpgrade(request, socket, head),
-        () => socket.destroy(),
+        () =>
+          socket.end(
+            `HTTP/1.1 500 Internal Server Error\r\nConnection: close\r\nx-request-id: ${requestIdOf(request)}\r\nContent-Length: 0\r\n\r\n`,
+            () => socket.destroy(),
+          ),
       ),
     );
     // Malformed HTTP: a 400 the client can read, then close (Node's recommended handling).
@@ -144,6 +149,85 @@ export class DaemonHttpServer {
       const status = error.code === 'ERR_HTTP_REQUEST_TIMEOUT' ? '408 Request Timeout' : '400 Bad Request';
       socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\nContent-Length: 0\r\n\r\n`, () => socket.destroy());
     });
+  }
+
+  /**
+   * A server with the daemon's timeouts and fair connection slots: a client must send its headers
+   * within headersTimeout (a byte a second never completes them); an idle keep-alive socket closes
+   * after 5 s; the check runs every second. Each listener has slots of its own.
+   */
+  private createServer(): http.Server {
+    const headersTimeout = Number(process.env.LIGHTNING_HEADERS_TIMEOUT_MS) || 10_000;
+    const slots = new ConnectionSlots({
+      cap: connectionCap(),
+      parkTimeoutMs: headersTimeout,
+      onEvent: (event) => this.logSlots(slots, event),
+    });
+    this.slots.push(slots);
+    const server = http.createServer(
+      {
+        headersTimeout,
+        requestTimeout: 300_000,
+        keepAliveTimeout: 5_000,
+        connectionsCheckingInterval: Math.min(1_000, headersTimeout),
+      },
+      (request, response) => {
+        slots.requestStarted(request.socket);
+        response.once('close', () => slots.requestEnded(request.socket));
+        response.setHeader('x-request-id', requestIdOf(request));
+        this.guard(
+          request,
+          () => this.onRequest(request, response),
+          () => {
+            if (response.headersSent) return void response.destroy();
+            sendJson(
+              response,
+              500,
+              {
+                error: {
+                  message: `Lightning failed on this request (an internal error, logged with request id ${requestIdOf(request)}); retry, and report the id if it repeats`,
+                  type: 'internal',
+                },
+                request_id: requestIdOf(request),
+              },
+              { connection: 'close' },
+            );
+          },
+        );
+      },
+    );
+    // Not server.maxConnections, which drops whoever comes once the cap is full: new sockets arrive paused
+    // (net.Server's pauseOnConnect), and the slots hand each to the HTTP server's own connection listener — the
+    // only one at this point — when its turn comes (connectionSlots.ts).
+    const [httpConnection] = server.listeners('connection') as Array<(socket: Socket) => void>;
+    if (!httpConnection) throw new Error('the HTTP server has no connection listener to hand sockets to');
+    server.removeAllListeners('connection');
+    (server as http.Server & { pauseOnConnect: boolean }).pauseOnConnect = true;
+    server.on('connection', (socket: Socket) =>
+      slots.arrive(socket, () => {
+        httpConnection.call(server, socket);
+        socket.resume();
+      }),
+    );
+    return server;
+  }
+
+  /** At most one line every 10 s while the cap is pressed: a slow-loris must not flood the log either. */
+  private logSlots(slots: ConnectionSlots, event: SlotEvent): void {
+    if (Date.now() - this.lastSlotLog < 10_000) return;
+    this.lastSlotLog = Date.now();
+    this.options.logger.warn(
+      event === 'refused'
+        ? 'refused a connection: the connection cap is reached and as many again wait for a slot'
+        : 'connections wait for a slot: the connection cap or the anonymous budget is reached; idle anonymous connections are closed for them',
+      {
+        maxConnections: slots.cap,
+        anonymousBudget: slots.anonymousBudget,
+        keyed: slots.keyed,
+        open: slots.size,
+        waiting: slots.waiting,
+      },
+    );
   }
 
   listen(host: string, port: number): Promise<AddressInfo> {
@@ -164,13 +248,7 @@ export class DaemonHttpServer {
    * Returns the base URL agents get (`http://HOST:PORT`).
    */
   async listenForAgents(host: string): Promise<string> {
-    const server = http.createServer((request, response) =>
-      this.guard(
-        request,
-        () => this.onRequest(request, response),
-        () => response.destroy(),
-      ),
-    );
+    const server = this.createServer();
     server.on('clientError', (_error, socket) => socket.destroy());
     // No 'upgrade' listener: an RPC upgrade on this address is dropped.
     const listen = (port: number): Promise<AddressInfo> =>
@@ -187,13 +265,22 @@ export class DaemonHttpServer {
     return `http://${bracketed(address.address)}:${address.port}`;
   }
 
-  /** A handler that throws must never take the daemon down: log, and drop that one connection. */
-  private guard(request: IncomingMessage, handle: () => void, drop: () => void): void {
+  /** A handler that throws must never take the daemon down: that request fails (500), logged with its id. */
+  private guard(request: IncomingMessage, handle: () => void, fail: () => void): void {
     try {
       handle();
     } catch (error) {
-      this.options.logger.error('request handler failed', { method: request.method, error: errorMessage(error) });
-      drop();
+      this.options.logger.error('request handler failed', {
+        requestId: requestIdOf(request),
+        method: request.method,
+        path: loggedPath(request),
+        error: errorMessage(error),
+      });
+      try {
+        fail();
+      } catch {
+        request.socket.destroy();
+      }
     }
   }
 
@@ -206,12 +293,18 @@ export class DaemonHttpServer {
     // While stopping, answer what is still arriving on open keep-alive sockets, then close them.
     if (this.stopping) response.setHeader('connection', 'close');
     if (!isLoopbackHost(request.headers.host, this.boundPort, this.agentAddress)) {
-      sendJson(response, 403, { error: `Host ${request.headers.host ?? '(none)'} is not this daemon's address` });
+      sendJson(response, 403, {
+        error: `Host ${request.headers.host ?? '(none)'} is not this daemon's address`,
+        request_id: requestIdOf(request),
+      });
       return;
     }
     const target = requestPath(request.url);
     if (!target) {
-      sendJson(response, 400, { error: 'the request target must be a path starting with a single /' });
+      sendJson(response, 400, {
+        error: 'the request target must be a path starting with a single /',
+        request_id: requestIdOf(request),
+      });
       return;
     }
     if (request.method === 'GET' && target.pathname === '/health') {
@@ -219,7 +312,10 @@ export class DaemonHttpServer {
       return;
     }
     if (this.options.routes(request, response)) return;
-    sendJson(response, 404, { error: `no route for ${request.method} ${target.pathname}` });
+    sendJson(response, 404, {
+      error: `no route for ${request.method} ${target.pathname}`,
+      request_id: requestIdOf(request),
+    });
   }
 
   private onUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -238,6 +334,7 @@ export class DaemonHttpServer {
   /** Stops accepting connections; resolves once the requests in flight have been answered (or after `timeoutMs`). */
   async drain(timeoutMs: number): Promise<void> {
     this.stopping = true;
+    for (const slots of this.slots) slots.close();
     this.server.close();
     this.server.closeIdleConnections();
     this.agentServer?.close();
@@ -256,6 +353,7 @@ export class DaemonHttpServer {
   /** Closes every remaining connection. */
   close(): void {
     this.stopping = true;
+    for (const slots of this.slots) slots.close();
     this.server.close();
     this.server.closeAllConnections();
     this.agentServer?.close();

@@ -66,7 +66,7 @@ const REWARD_COLUMN = `(SELECT w.value FROM rewards w
   ORDER BY CASE w.source WHEN 'human' THEN 2 WHEN 'agent' THEN 1 ELSE 0 END DESC, w.id DESC LIMIT 1) AS reward`;
 const SELECT_ROLLOUT = `SELECT r.*, ${REWARD_COLUMN} FROM rollouts r`;
 
-/** A batch's counts as the groups query reads them (protocol/rpc.ts#RolloutGroup without the names). */
+/** A batch's counts as the groups query reads them (protocol/rpc.ts#RolloutBatchGroup without the names). */
 export interface BatchCount {
   batchId: string;
   count: number;
@@ -77,6 +77,8 @@ export interface BatchCount {
   datasetId: string | null;
   createdAt: number;
   updatedAt: number;
+  /** Its newest rollout's place in the store (the order of groups). */
+  newest: number;
 }
 
 export function newRolloutId(): string {
@@ -297,29 +299,28 @@ export class RolloutRepository {
   }
 
   /**
-   * The rollouts a filter matches, counted: in all, outside any batch, and per batch (newest batch
-   * first, at most `limit`), with each batch's failed and unfinished counts. Names are the caller's.
+   * The rollouts a filter matches, counted: in all, outside any batch, and per batch (newest batch first: by its
+   * newest rollout, `newest`), with each batch's failed and unfinished counts. Every batch: the caller groups them
+   * into runs before it cuts the list, so a run's count never loses a batch. Names are the caller's.
    */
-  groups(params: z.output<typeof RolloutGroupsParams>): {
+  groups(params: Omit<z.output<typeof RolloutGroupsParams>, 'limit'>): {
     total: number;
     ungrouped: number;
-    groups: BatchCount[];
-    more: boolean;
+    batches: BatchCount[];
   } {
     const { from, where, args } = this.filter(params);
     const clause = (extra: string): string => `WHERE ${[...where, extra].join(' AND ')}`;
     const totals = this.statement(
       `SELECT count(*) AS total, coalesce(sum(r.batch_id IS NULL), 0) AS ungrouped FROM ${from} ${clause('1')}`,
     ).get(...args) as { total: number; ungrouped: number };
-    const rows = this.statement(
+    const batches = this.statement(
       `SELECT r.batch_id AS batchId, count(*) AS count,
         sum(r.status IN ('failed', 'timeout')) AS failed, sum(r.status IN ('queued', 'running')) AS active,
         min(r.mode) AS mode, min(r.label) AS label, min(r.dataset_id) AS datasetId,
         min(r.created_at) AS createdAt, max(r.updated_at) AS updatedAt, max(r.seq) AS newest
-      FROM ${from} ${clause('r.batch_id IS NOT NULL')} GROUP BY r.batch_id ORDER BY newest DESC LIMIT ?`,
-    ).all(...args, params.limit + 1) as Array<BatchCount & { newest: number }>;
-    const groups = rows.slice(0, params.limit).map(({ newest: _newest, ...group }) => group);
-    return { total: totals.total, ungrouped: totals.ungrouped, groups, more: rows.length > params.limit };
+      FROM ${from} ${clause('r.batch_id IS NOT NULL')} GROUP BY r.batch_id ORDER BY newest DESC`,
+    ).all(...args) as BatchCount[];
+    return { total: totals.total, ungrouped: totals.ungrouped, batches };
   }
 
   /** The FROM and WHERE of a list's filter (and, for a page after the first, its cursor). */

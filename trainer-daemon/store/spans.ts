@@ -7,7 +7,10 @@ import type { TrainingSpan } from '../protocol/lightningrl';
 import type { Database, Statement } from './driver';
 import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
 import { NotFoundError } from '../protocol/errors';
+import { markTruncated } from '../protocol/outcome';
 import { scrubSpan } from '../protocol/secrets';
+import { hasEnded } from '../protocol/status';
+import type { RolloutStatus } from '../protocol/records';
 
 interface SpanRow {
   rollout_id: string;
@@ -55,6 +58,18 @@ export interface SpanBatch {
   readonly rolloutId: string;
   /** Already validated where they entered the process (RPC, proxy, OTLP receiver). */
   readonly spans: readonly SpanInput[];
+  /**
+   * The proxy's record of a call: when the rollout has ended by the time it is written, it is kept marked late
+   * (`lightning.late`, outcome `truncated` by `rollout_ended`) and left out of training. Checked in the write
+   * itself, against the status the write reads anyway: a call racing the rollout's end cannot slip in unmarked.
+   */
+  readonly lateCalls?: boolean;
+}
+
+/** `span` as stored when its rollout had ended (`status`) before it was written. */
+function markedLate(span: SpanInput, status: string): SpanInput {
+  const late = `the rollout had ended (${status}) when this call was recorded; it is kept, and left out of training`;
+  return { ...span, attributes: { ...markTruncated(span.attributes, 'rollout_ended'), 'lightning.late': late } };
 }
 
 /** What happened to each span of a batch, in order: stored (with its sequence) or a duplicate. */
@@ -146,7 +161,7 @@ export const TWINS_QUERY = `SELECT s.response_id, s.span_id, json_extract(s.attr
   WHERE s.rollout_id = ? AND s.response_id IN (SELECT value FROM json_each(?)) ORDER BY +s.sequence`;
 
 export class SpanRepository {
-  private readonly counters: Statement<[string], { span_count: number; attempt_count: number }>;
+  private readonly counters: Statement<[string], { span_count: number; attempt_count: number; status: RolloutStatus }>;
   private readonly insert: Statement;
   private readonly bump: Statement;
   private readonly ofRollout: Statement<[string], SpanRow>;
@@ -175,7 +190,7 @@ export class SpanRepository {
     this.twinsOf = db.prepare(TWINS_QUERY);
     this.demote = db.prepare(`UPDATE spans SET category = 'other', response_id = NULL,
       attributes = json_set(attributes, '$."lightning.same_call_as"', ?) WHERE rollout_id = ? AND span_id = ?`);
-    this.counters = db.prepare('SELECT span_count, attempt_count FROM rollouts WHERE id = ?');
+    this.counters = db.prepare('SELECT span_count, attempt_count, status FROM rollouts WHERE id = ?');
     this.insert = db.prepare(`INSERT INTO spans
       (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind, category, start_ms, end_ms,
        status_code, status_message, attributes, events, prompt_tokens, completion_tokens, response_id)
@@ -203,7 +218,9 @@ export class SpanRepository {
     const results: StoredSpanResult[] = [];
     const stored: Span[] = [];
     const twins = this.twinsFor(batch);
-    for (const input of batch.spans) {
+    const endedAs = batch.lateCalls && hasEnded(counters.status) ? counters.status : undefined;
+    for (const given of batch.spans) {
+      const input = endedAs ? markedLate(given, endedAs) : given;
       // The one door into the table: whatever made the span, secrets and oversize parts stop here.
       const { span, responseId, replaced, pairedWith } = pairWithTwin(twins, scrubSpan(input, batch.rolloutId));
       const info = this.insert.run(

@@ -28,10 +28,10 @@ import type {
   Rollout,
   RolloutDetail,
   RolloutPage,
-  RolloutGroup,
   RolloutGroups,
   RolloutGroupsParams,
   Span,
+  SpanInput,
   Stats,
   Task,
   TrainingRun,
@@ -57,6 +57,7 @@ import { NotFoundError, InvalidInputError, type ErrorKind } from '../protocol/er
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
 import { readStats } from './stats';
+import { groupByRun } from './runGroups';
 
 export class Store {
   private readonly rollouts: RolloutRepository;
@@ -231,33 +232,19 @@ export class Store {
     return this.rollouts.list(params);
   }
 
-  /** The matching rollouts counted, in all and per batch, each batch named by its dataset and training run (`rollouts/groups`). */
+  /** The matching rollouts counted, in all and per run with its batches, each named by its training run or dataset (`rollouts/groups`). */
   rolloutGroups(params: z.output<typeof RolloutGroupsParams>): RolloutGroups {
     return this.transaction(() => {
-      const counted = this.rollouts.groups(params);
-      const datasetNames = new Map(
-        counted.groups.some((group) => group.datasetId)
-          ? this.datasets.list().map((dataset) => [dataset.id, dataset.name])
-          : [],
-      );
-      const runs = new Map<string, TrainingRun | null>();
-      const runOf = (id: string): TrainingRun | null => {
-        if (!runs.has(id)) runs.set(id, this.training.find(id) ?? null);
-        return runs.get(id)!;
-      };
-      const groups = counted.groups.map((group): RolloutGroup => {
-        // A training run's batches are `<run>-train-<step>`, `<run>-val-<step>` (GRPO), `<run>-b<n>` and `<run>-optimizer` (APO).
-        const parts = /^(.+)-(?:(?:train|val)-(\d+)|b(\d+)|optimizer)$/.exec(group.batchId);
-        const run = parts ? runOf(parts[1]!) : null;
-        return {
-          ...group,
-          datasetName: group.datasetId === null ? null : (datasetNames.get(group.datasetId) ?? null),
-          runId: run?.id ?? null,
-          algorithm: run?.algorithm ?? null,
-          step: run && parts && (parts[2] ?? parts[3]) !== undefined ? Number(parts[2] ?? parts[3]) : null,
-        };
+      const { limit, ...filter } = params;
+      const counted = this.rollouts.groups(filter);
+      let datasetNames: Map<string, string> | undefined;
+      return groupByRun(counted, limit, {
+        run: (id) => this.training.find(id),
+        datasetName: (id) => {
+          datasetNames ??= new Map(this.datasets.list().map((dataset) => [dataset.id, dataset.name]));
+          return datasetNames.get(id);
+        },
       });
-      return { ...counted, groups };
     }) as RolloutGroups;
   }
 
@@ -279,6 +266,14 @@ export class Store {
       this.afterCommit([...new Set(stored.map((span) => span.rolloutId))], stored);
     }
     return outcomes;
+  }
+
+  /**
+   * The proxy's record of one LLM call, in the write that stores it: if the rollout has ended by then, it is kept
+   * marked late and left out of training (never mixed in). Throws NotFoundError for an unknown rollout.
+   */
+  addProxiedCall(rolloutId: string, span: SpanInput): SpanBatchOutcome {
+    return this.addSpans({ rolloutId, spans: [span], lateCalls: true });
   }
 
   addSpans(batch: SpanBatch): SpanBatchOutcome {

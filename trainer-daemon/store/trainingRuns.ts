@@ -96,7 +96,7 @@ function rowToRun(row: RunRow): TrainingRun {
   return run.data;
 }
 
-/** A run's result must be its algorithm's: an APO run's an `ApoResult`; a GRPO run records none. */
+/** A run's result must be its algorithm's: an APO run's an `ApoResult`; GRPO and SFT runs record none. */
 function checkResult(run: TrainingRun, result: Json): void {
   switch (run.algorithm) {
     case 'apo': {
@@ -108,8 +108,9 @@ function checkResult(run: TrainingRun, result: Json): void {
       return;
     }
     case 'grpo':
+    case 'sft':
       throw new InvalidInputError(
-        `params.result: training run ${run.id} is a GRPO run, which records no result (its metrics and checkpoints are its outcome)`,
+        `params.result: training run ${run.id} is a ${run.algorithm.toUpperCase()} run, which records no result (its metrics and checkpoints are its outcome)`,
       );
     default:
       assertNever(run);

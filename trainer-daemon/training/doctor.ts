@@ -8,31 +8,18 @@
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { DoctorReport } from '../protocol';
-import { PYTHON_PACKAGE_DIR } from './worker';
-import { NotFoundError } from '../protocol/errors';
+import { DoctorReport, type DoctorDiagnosis } from '../protocol';
+import { withPythonPackages } from '../util/pythonPackage';
+import { InvalidInputError, NotFoundError } from '../protocol/errors';
 import { findPython, pythonCandidates, probePython, venvDir, venvPython, type PythonProbe } from './python';
 
 export const APT_PACKAGES = ['python3-torch', 'libopenblas0-pthread'];
 /** Only what torch needs: Debian's python3-torch recommends ~850 MB more (Qt, OpenCV, GDAL…) that training never loads. */
 export const APT_COMMAND = `apt-get install -y --no-install-recommends ${APT_PACKAGES.join(' ')}`;
 
-export interface Diagnosis {
-  /** Every candidate, in the order they are tried. */
-  readonly candidates: PythonProbe[];
-  /** The Python the trainer would use, or null. */
-  readonly chosen: PythonProbe | null;
-  /** The worker package's own report on the chosen Python. */
-  readonly report: DoctorReport | null;
-  readonly problems: Problem[];
-}
-
-export interface Problem {
-  readonly problem: string;
-  readonly fix: string;
-  /** Only some features need it (Hugging Face models, a GPU). */
-  readonly optional?: boolean;
-}
+/** What `lightning doctor` found (protocol/trainer.ts: the structure `--json` prints). */
+export type Diagnosis = DoctorDiagnosis;
+export type Problem = DoctorDiagnosis['problems'][number];
 
 /** Runs `python -m lightning_trainer.doctor --json` under the chosen Python. */
 function workerReport(python: string): DoctorReport | { error: string } {
@@ -41,7 +28,7 @@ function workerReport(python: string): DoctorReport | { error: string } {
     timeout: 120_000,
     env: {
       ...process.env,
-      PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
+      PYTHONPATH: withPythonPackages(),
     },
   });
   if (run.error) return { error: run.error.message };
@@ -239,6 +226,7 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
       return diagnose(storeFile, undefined, options);
     }
   }
+  let aptCommand: string | undefined;
   const wanted = [
     ...((await probePython({ executable: python, origin: 'venv' })).torch ? [] : ['torch']),
     ...(options.hf ? ['transformers', 'peft'] : []),
@@ -256,6 +244,7 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
       if (options.apt && canUseApt()) {
         if (await installWithApt(say)) say('Installed; the venv sees the system packages.');
       } else {
+        aptCommand = APT_COMMAND;
         say(
           `pip could not install torch (no package index reachable?). Install it another way, then run \`lightning doctor\`:`,
         );
@@ -271,7 +260,8 @@ export async function setUpTrainer(storeFile: string, options: SetupOptions): Pr
       );
     }
   }
-  return diagnose(storeFile, undefined, options);
+  const diagnosis = await diagnose(storeFile, undefined, options);
+  return aptCommand && !diagnosis.chosen ? { ...diagnosis, aptCommand } : diagnosis;
 }
 
 /**
@@ -288,4 +278,31 @@ export async function ensureTrainerPython(storeFile: string, say: (line: string)
       throw new NotFoundError(`${APT_COMMAND} failed (see above); install PyTorch, then run the demo again`);
     return findPython(storeFile);
   }
+}
+
+/** The oldest torch whose FSDP2 (`torch.distributed.fsdp.fully_shard`) the worker shards with (python/…/fsdp.py MIN_TORCH). */
+export const FSDP_MIN_TORCH = '2.6';
+
+/** Why a torch version (`2.13.0+cpu`, `1.13.0a0`) cannot run `--fsdp`, naming the fix; undefined when it can. */
+export function fsdpTorchProblem(torch: string, python: string): string | undefined {
+  const [major, minor] = torch.split(/[.+a-z]/).map(Number);
+  const [needMajor, needMinor] = FSDP_MIN_TORCH.split('.').map(Number);
+  if (major === undefined || minor === undefined || !Number.isFinite(major) || !Number.isFinite(minor))
+    return undefined;
+  if (major > needMajor! || (major === needMajor && minor >= needMinor!)) return undefined;
+  return (
+    `--fsdp needs torch ${FSDP_MIN_TORCH} or later (FSDP2, torch.distributed.fsdp.fully_shard); the trainer's Python ` +
+    `${python} has torch ${torch}: point --python at a Python with a newer torch (\`lightning doctor --setup\` makes ` +
+    `.lightning/venv; pip install 'torch>=${FSDP_MIN_TORCH}' there), or train without --fsdp (one full replica per rank)`
+  );
+}
+
+/**
+ * Before a run with `--fsdp` is recorded: the Python that will run it (as the run will find it) has a torch that
+ * shards, else an InvalidInputError naming the fix — not a run that fails once its worker has loaded.
+ */
+export async function checkFsdpTorch(storeFile: string, python: string | null): Promise<void> {
+  const probe = await findPython(storeFile, python ?? undefined);
+  const problem = probe.torch === null ? undefined : fsdpTorchProblem(probe.torch, probe.executable);
+  if (problem) throw new InvalidInputError(`params.config.distributed.fsdp: ${problem}`);
 }

@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { ExportCheckpointParams, ExportCheckpointResult } from '../protocol';
+import { weightsConfig, type ExportCheckpointParams, type ExportCheckpointResult } from '../protocol';
 import { InvalidInputError, NotFoundError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { TrainingService } from './service';
@@ -26,7 +26,7 @@ export async function exportCheckpoint(
     );
   }
   const run = training.run(checkpoint.runId);
-  const trained = run.algorithm === 'grpo' ? run.config : undefined;
+  const trained = weightsConfig(run);
   return training.using(checkpoint.id, async () => {
     const started = performance.now();
     const python = await findPython(training.storeFile, params.python ?? trained?.python ?? undefined);

@@ -1,9 +1,10 @@
 /**
  * Follows a training run from a client (`lightning train`, `npm run demo`): one table row per
- * iteration as its metrics land (sampled reward before the update, validation reward,
- * loss, KL, entropy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
+ * iteration as its metrics land (GRPO: sampled reward before the update, validation reward,
+ * loss, KL, entropy, speed; SFT: an epoch's loss, validation loss and accuracy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
  */
-import type { MetricSeries, TrainingRunDetail } from '../protocol';
+import type { MetricSeries, TrainingRun, TrainingRunDetail } from '../protocol';
+import { assertNever } from '../protocol/assert';
 import type { RunnerClient } from '../runner/pool';
 import { isFinal } from '../protocol/status';
 
@@ -48,6 +49,45 @@ export function iterationCells(step: number, m: Record<string, number>): string[
     fixed(m.tokensPerSecond, 0),
     seconds ? seconds.toFixed(1) : '-',
   ];
+}
+
+const EPOCH_HEADERS = ['EPOCH', 'LOSS', 'VAL LOSS', 'VAL ACC', 'TOK/S', 'SECONDS'];
+const EPOCH_WIDTHS = [8, 7, 8, 7, 7, 7];
+
+/** An SFT run's table line, fixed-width as iterationLine: the headers, or an epoch's cells. */
+export function epochLine(cells: readonly string[] = EPOCH_HEADERS): string {
+  return cells
+    .map((cell, i) => cell.padEnd(EPOCH_WIDTHS[i]!))
+    .join('  ')
+    .trimEnd();
+}
+
+/** One SFT epoch as table cells (step 0: the base policy's validation, before training). */
+export function epochCells(step: number, m: Record<string, number>): string[] {
+  return [
+    step === 0 ? '0 (base)' : String(step),
+    fixed(m.loss),
+    fixed(m['val/loss']),
+    fixed(m['val/accuracy'], 2),
+    fixed(m.tokensPerSecond, 0),
+    m['train/seconds'] === undefined ? '-' : m['train/seconds'].toFixed(1),
+  ];
+}
+
+/** The table a run is followed with, by its algorithm: GRPO's iterations, SFT's epochs (APO prints its own). */
+export function runTable(run: Pick<TrainingRun, 'algorithm'>): {
+  readonly header: string;
+  row(step: number, metrics: Record<string, number>): string;
+} {
+  switch (run.algorithm) {
+    case 'grpo':
+    case 'apo':
+      return { header: iterationLine(), row: (step, metrics) => iterationLine(iterationCells(step, metrics)) };
+    case 'sft':
+      return { header: epochLine(), row: (step, metrics) => epochLine(epochCells(step, metrics)) };
+    default:
+      return assertNever(run.algorithm);
+  }
 }
 
 export interface FollowOptions {

@@ -7,14 +7,14 @@
  */
 import { readFileBounded } from '../util/readFileBounded';
 import {
-  describeIssues,
   describeSkipped,
-  SftExample,
   type AdvantageOptions,
+  type SftExample,
   type GrpoConfig,
   type Task,
   type TrainParams,
   type TrainResult,
+  type Trajectory,
   type Transition,
   type WorkerTransition,
 } from '../protocol';
@@ -27,6 +27,7 @@ import type { BatchFollower, RolloutScoring } from '../runner/pool';
 import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';
+import { chatToSftExample } from './sftRows';
 
 /** How long a step waits for a dying trainer worker to report its exit before blaming the rollouts (torchrun takes ~1–5 s to stop its other ranks). */
 const WORKER_DEATH_GRACE_MS = 10_000;
@@ -50,37 +51,17 @@ export function readDemonstrations(file: string): SftExample[] {
   return text.split('\n').flatMap((line, index) => {
     if (!line.trim()) return [];
     const where = `warmStart.file ${file}:${index + 1}`;
-    let example: { messages?: Array<Record<string, unknown>>; tools?: unknown[] };
+    const notObject = new InvalidInputError(
+      `${where}: not a JSON object (one chat example per line, as \`lightning export --format chat\` writes)`,
+    );
+    let example: unknown;
     try {
-      example = JSON.parse(line) as typeof example;
+      example = JSON.parse(line);
     } catch {
-      throw new InvalidInputError(
-        `${where}: not a JSON object (one chat example per line, as \`lightning export --format chat\` writes)`,
-      );
+      throw notObject;
     }
-    const last = example.messages?.at(-1);
-    if (!last || last.role !== 'assistant')
-      throw new InvalidInputError(`${where}: the last message must be the assistant's`);
-    const completion = SftExample.shape.completion.safeParse({
-      ...(typeof last.content === 'string' ? { content: last.content } : {}),
-      ...(Array.isArray(last.tool_calls) ? { tool_calls: last.tool_calls } : {}),
-    });
-    if (!completion.success)
-      throw new InvalidInputError(
-        `${where}: the assistant's message: ${describeIssues(completion.error, 'completion')}`,
-      );
-    const tools = example.tools === undefined ? undefined : SftExample.shape.tools.safeParse(example.tools);
-    if (tools && !tools.success)
-      throw new InvalidInputError(
-        `${where}: tools must be a list of tool objects (${describeIssues(tools.error, 'tools')})`,
-      );
-    return [
-      {
-        messages: example.messages!.slice(0, -1),
-        ...(tools?.data ? { tools: tools.data } : {}),
-        completion: completion.data,
-      },
-    ];
+    if (typeof example !== 'object' || example === null || Array.isArray(example)) throw notObject;
+    return [chatToSftExample(example, where)];
   });
 }
 
@@ -109,15 +90,53 @@ export function toWorkerTransitions(
   });
 }
 
-/** The advantages GRPO trains on, as TRL's GRPOTrainer computes them: (R − mean) / (std + 1e-4), std with Bessel's correction. */
-export function grpoAdvantageOptions(config: Pick<GrpoConfig, 'scaleRewards'>): AdvantageOptions {
-  return { kind: 'grpo', normalizeStd: config.scaleRewards === 'group', std: 'sample', epsilon: 1e-4 };
+/**
+ * The advantages GRPO trains on, as TRL's GRPOTrainer computes them: (R − mean) / (std + 1e-4), std with Bessel's
+ * correction unless the config asks for the population std (`--std population`).
+ */
+export function grpoAdvantageOptions(config: Pick<GrpoConfig, 'scaleRewards' | 'std'>): AdvantageOptions {
+  return { kind: 'grpo', normalizeStd: config.scaleRewards === 'group', std: config.std, epsilon: 1e-4 };
 }
 
-/** The worker's `train` request for one iteration's transitions. */
-export function workerTrainParams(config: GrpoConfig, transitions: WorkerTransition[]): TrainParams {
+/**
+ * dr_grpo's divisor per sequence (TRL's `max_completion_length`): `--max-response-length` when given, else the
+ * generation cap the iteration's calls ran under — the largest `max_tokens` they asked for (`requestedCaps`), never
+ * below the longest response (aggregated sequences can be longer than one call's cap) — and the longest response
+ * when no call named a cap. Undefined for the other loss types, which do not read it.
+ */
+export function drGrpoMaxResponseLength(
+  config: Pick<GrpoConfig, 'lossType' | 'maxResponseLength'>,
+  transitions: readonly WorkerTransition[],
+  requestedCaps: readonly number[] = [],
+): number | undefined {
+  if (config.lossType !== 'dr_grpo') return undefined;
+  if (config.maxResponseLength !== null) return config.maxResponseLength;
+  const longest = transitions.reduce((most, t) => Math.max(most, t.responseIds.length), 1);
+  return requestedCaps.reduce((most, cap) => Math.max(most, cap), longest);
+}
+
+/** The `max_tokens` each of a batch's LLM calls asked for (recorded as `gen_ai.request.max_tokens`), by span id. */
+export function requestedMaxTokens(trajectories: readonly Trajectory[]): Map<string, number> {
+  const caps = new Map<string, number>();
+  for (const { spans } of trajectories) {
+    for (const span of spans) {
+      const cap = span.attributes['gen_ai.request.max_tokens'];
+      if (typeof cap === 'number' && Number.isInteger(cap) && cap > 0) caps.set(span.spanId, cap);
+    }
+  }
+  return caps;
+}
+
+/** The worker's `train` request for one iteration's transitions (`requestedCaps`: their calls' max_tokens). */
+export function workerTrainParams(
+  config: GrpoConfig,
+  transitions: WorkerTransition[],
+  requestedCaps: readonly number[] = [],
+): TrainParams {
+  const maxResponseLength = drGrpoMaxResponseLength(config, transitions, requestedCaps);
   return {
     transitions,
+    ...(maxResponseLength === undefined ? {} : { maxResponseLength }),
     epochs: config.epochs,
     minibatch: config.minibatch,
     clip: config.clip,
@@ -235,12 +254,15 @@ class Iterations {
         : shuffled(trainTasks, this.config.seed * 100_003 + step).slice(0, this.config.tasksPerIteration);
     const batch = await this.rollouts(subset, this.config.samples, 'train', step - 1, checkpoint);
     if (this.ctx.signal.aborted) return undefined;
-    const { transitions, report } = buildTransitions(this.ctx.training.trajectories(batch.batchId), {
+    const trajectories = [...this.ctx.training.trajectories(batch.batchId)];
+    const { transitions, report } = buildTransitions(trajectories, {
       reward: { name: 'reward', missing: 'fill', fillValue: 0 },
       credit: { kind: 'identical' },
       advantage: grpoAdvantageOptions(this.config),
     });
     const trainable = toWorkerTransitions(transitions, this.config.zeroAdvantage);
+    const maxTokens = requestedMaxTokens(trajectories);
+    const requestedCaps = transitions.flatMap((t) => t.spanIds.flatMap((id) => maxTokens.get(id) ?? []));
     const rewards = meanStd(batch.rewards);
     const metrics: Record<string, number> = {
       'reward/mean': rewards.mean,
@@ -271,7 +293,7 @@ class Iterations {
     }
     let result: TrainResult | undefined;
     if (trainable.length > 0) {
-      result = await this.worker.request('train', workerTrainParams(this.config, trainable));
+      result = await this.worker.request('train', workerTrainParams(this.config, trainable, requestedCaps));
       Object.assign(metrics, {
         loss: result.loss,
         pgLoss: result.pgLoss,
@@ -303,7 +325,11 @@ class Iterations {
 }
 
 /** The run's retention as each checkpoint lands (training/retention.ts); a file that will not go is a warning, never a failed run. */
-async function retain(ctx: GrpoContext, runId: string, config: GrpoConfig): Promise<void> {
+export async function retain(
+  ctx: Pick<GrpoContext, 'training' | 'logger'>,
+  runId: string,
+  config: Pick<GrpoConfig, 'keepCheckpoints'>,
+): Promise<void> {
   try {
     const { remove } = await ctx.training.applyRetention(runId, config.keepCheckpoints);
     if (remove.length > 0)

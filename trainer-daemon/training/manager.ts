@@ -1,20 +1,31 @@
 /**
- * The daemon's training runs: `training/start` creates (or resumes) a run and drives its loop in the
+ * The daemon's training runs (GRPO, SFT): `training/start` creates (or resumes) a run and drives its loop in the
  * background; `trainingRuns/cancel` aborts it; the daemon's shutdown cancels what still runs. A run
  * left `running` by a daemon that died is marked failed when the next daemon starts, so it can be
  * resumed. One loop per run; a failure fails that run only.
  */
 import type { z } from 'zod';
-import { GrpoConfig, type StartTrainingParams, type TrainingRun } from '../protocol';
+import type { DaemonTrainingConfig, GrpoConfig, StartTrainingParams, TrainingRun } from '../protocol';
+import { assertNever } from '../protocol/assert';
+import { daemonDriven } from '../protocol/status';
 import { ConflictError, InvalidInputError, errorMessage, mapError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { Disposable } from '../protocol/event';
 import { defaultRewardsFile } from '../rewards/config';
 import { scoringFor } from '../runner/scoring';
 import type { BatchFollower, RolloutScoring } from '../runner/pool';
+import { checkFsdpTorch } from './doctor';
 import { runGrpo } from './grpo';
+import { readSftRows, runSft } from './sft';
 import type { Caller } from './rollouts';
 import type { TrainingService } from './service';
+
+/** A run about to be driven: its id, configuration and (GRPO) how its rollouts are scored. */
+interface Prepared {
+  readonly runId: string;
+  readonly config: DaemonTrainingConfig;
+  readonly scoring: RolloutScoring | undefined;
+}
 
 export class TrainingManager implements Disposable {
   private readonly active = new Map<string, { controller: AbortController; done: Promise<void> }>();
@@ -30,44 +41,73 @@ export class TrainingManager implements Disposable {
     for (const run of training.runs()) {
       if (run.status === 'running' || run.status === 'queued') {
         // Its driver (this daemon's loop, or an APO process talking through the daemon) is gone.
-        const error = `the daemon stopped during this run${run.algorithm === 'grpo' ? `; resume it with \`lightning train --resume ${run.id}\`` : ''}`;
+        const error = `the daemon stopped during this run${daemonDriven(run.algorithm) ? `; resume it with \`lightning train --resume ${run.id}\`` : ''}`;
         training.setRunStatus(run.id, 'failed', { error });
       }
     }
   }
 
-  start(params: z.output<typeof StartTrainingParams>): TrainingRun {
-    let runId: string;
-    let config: GrpoConfig;
-    let scoring: RolloutScoring | undefined;
-    if (params.resume !== undefined) {
-      const run = this.training.run(params.resume);
-      if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
-      if (run.algorithm !== 'grpo')
-        throw new InvalidInputError(
-          `params.resume: training run ${run.id} is an ${run.algorithm} run; the daemon resumes GRPO runs (run APO again with \`lightning train --algorithm apo\`)`,
-        );
-      config = run.config;
-      // Its rewards file may have been deleted or broken since.
-      scoring = checkedScoring(config, this.training.storeFile, `params.resume: run ${run.id}'s config.rewardsFile`);
-      runId = run.id;
-    } else {
-      config = GrpoConfig.parse(params.config!);
-      // Refuse what cannot run before recording a run: an unknown dataset, one without train tasks.
-      if (this.training.tasks(config.dataset, 'train').items.length === 0) {
-        throw new InvalidInputError(
-          `params.config.dataset: ${config.dataset} has no train tasks (import tasks with "split": "train")`,
-        );
-      }
-      if (config.valDataset !== null) this.training.tasks(config.valDataset);
-      scoring = checkedScoring(config, this.training.storeFile, 'params.config.rewardsFile');
-      runId = this.training.recordRun({ algorithm: 'grpo', config }).id;
-    }
+  async start(params: z.output<typeof StartTrainingParams>): Promise<TrainingRun> {
+    const { runId, config, scoring } =
+      params.resume !== undefined ? this.resumable(params.resume) : await this.recorded(params.config!);
     const started = this.training.setRunStatus(runId, 'running');
     const controller = new AbortController();
     const done = this.drive(runId, config, scoring, controller.signal).finally(() => this.active.delete(runId));
     this.active.set(runId, { controller, done });
     return started;
+  }
+
+  /** A cancelled or failed GRPO or SFT run, with its configuration and (GRPO) scoring, checked again. */
+  private resumable(id: string): Prepared {
+    const run = this.training.run(id);
+    if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
+    switch (run.algorithm) {
+      case 'grpo':
+        // Its rewards file may have been deleted or broken since.
+        return {
+          runId: run.id,
+          config: run.config,
+          scoring: checkedScoring(
+            run.config,
+            this.training.storeFile,
+            `params.resume: run ${run.id}'s config.rewardsFile`,
+          ),
+        };
+      case 'sft':
+        return { runId: run.id, config: run.config, scoring: undefined };
+      case 'apo':
+        throw new InvalidInputError(
+          `params.resume: training run ${run.id} is an apo run; the daemon resumes GRPO and SFT runs (run APO again with \`lightning train --algorithm apo\`)`,
+        );
+      default:
+        return assertNever(run);
+    }
+  }
+
+  /**
+   * A new run, recorded once what cannot run has been refused: an unknown dataset, no train tasks, a torch too old
+   * for `--fsdp` (GRPO); no rated rows (SFT).
+   */
+  private async recorded(config: DaemonTrainingConfig): Promise<Prepared> {
+    switch (config.algorithm) {
+      case 'grpo': {
+        if (this.training.tasks(config.dataset, 'train').items.length === 0) {
+          throw new InvalidInputError(
+            `params.config.dataset: ${config.dataset} has no train tasks (import tasks with "split": "train")`,
+          );
+        }
+        if (config.valDataset !== null) this.training.tasks(config.valDataset);
+        const scoring = checkedScoring(config, this.training.storeFile, 'params.config.rewardsFile');
+        if (config.distributed?.fsdp) await checkFsdpTorch(this.training.storeFile, config.python);
+        return { runId: this.training.recordRun({ algorithm: 'grpo', config }).id, config, scoring };
+      }
+      case 'sft':
+        // The rows are read again when the loop starts; reading them here refuses a run with nothing to learn.
+        readSftRows(this.training, config);
+        return { runId: this.training.recordRun({ algorithm: 'sft', config }).id, config, scoring: undefined };
+      default:
+        return assertNever(config);
+    }
   }
 
   /** Whether this daemon drives run `id` now. */
@@ -86,20 +126,29 @@ export class TrainingManager implements Disposable {
 
   private async drive(
     runId: string,
-    config: GrpoConfig,
+    config: DaemonTrainingConfig,
     scoring: RolloutScoring | undefined,
     signal: AbortSignal,
   ): Promise<void> {
     const logger = this.logger.child(runId);
     try {
-      await runGrpo(runId, config, {
-        training: this.training,
-        call: this.call,
-        batches: this.batches,
-        logger,
-        signal,
-        scoring,
-      });
+      switch (config.algorithm) {
+        case 'grpo':
+          await runGrpo(runId, config, {
+            training: this.training,
+            call: this.call,
+            batches: this.batches,
+            logger,
+            signal,
+            scoring,
+          });
+          break;
+        case 'sft':
+          await runSft(runId, config, { training: this.training, logger, signal });
+          break;
+        default:
+          assertNever(config);
+      }
       if (!this.training.isOpen) return;
       this.training.setRunStatus(runId, signal.aborted ? 'cancelled' : 'succeeded', {
         error: signal.aborted ? 'cancelled' : null,

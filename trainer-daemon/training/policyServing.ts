@@ -15,6 +15,7 @@ import {
   type PolicyDevice,
   type ServedPolicy,
   type ServePolicyParams,
+  weightsConfig,
 } from '../protocol';
 import { ConflictError, NotFoundError } from '../protocol/errors';
 import type { Logger } from '../log';
@@ -103,8 +104,8 @@ export class PolicyServing implements Disposable {
 
   private async start(checkpoint: Checkpoint, params: ServePolicyParams): Promise<ServedPolicy> {
     const run = this.store.trainingRun(checkpoint.runId);
-    // Checkpoints are GRPO's: its run says which device and Python trained them.
-    const trained = run.algorithm === 'grpo' ? run.config : undefined;
+    // Checkpoints are GRPO's or SFT's: the run says which device and Python trained them.
+    const trained = weightsConfig(run);
     const device: PolicyDevice = params.device ?? trained?.device ?? 'auto';
     const python = await findPython(this.store.file, params.python ?? trained?.python ?? undefined);
     const logger = this.logger.child(checkpoint.id);

@@ -7,6 +7,7 @@ import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { TrainerUnavailableError } from '../protocol/errors';
+import type { PythonProbe as ProtocolPythonProbe } from '../protocol/trainer';
 
 export interface PythonCandidate {
   readonly executable: string;
@@ -14,12 +15,8 @@ export interface PythonCandidate {
   readonly origin: string;
 }
 
-export interface PythonProbe extends PythonCandidate {
-  readonly version: string | null;
-  readonly torch: string | null;
-  /** Why it cannot be used (not found, no torch). */
-  readonly problem: string | null;
-}
+/** A candidate as probed (protocol/trainer.ts: `lightning doctor --json` prints these). */
+export type PythonProbe = ProtocolPythonProbe;
 
 /** The project's own environment, made by `lightning doctor --setup`. */
 export function venvDir(storeFile: string): string {

@@ -1,6 +1,7 @@
 /**
  * A run's checkpoint retention (DESIGN.md, "Models that leave the editor"), decided as each checkpoint lands: keep
- * the best checkpoint (by validation reward, else by the reward of the rollouts it served), the last N
+ * the best checkpoint (by validation reward, else by validation loss (SFT), else by the reward of the rollouts it
+ * served), the last N
  * (`keepCheckpoints`, default 3) and whatever is in use (served now, being exported); delete the rest. Optimizer
  * state is only kept in the newest checkpoint, the one the run resumes from. Pure: the caller deletes the files.
  */
@@ -11,24 +12,35 @@ export interface RetentionPlan {
   readonly remove: Checkpoint[];
   /** Kept checkpoints whose optimizer state goes (every kept one but the newest). */
   readonly dropOptimizer: Checkpoint[];
-  /** The checkpoint kept as the best, and the score it was kept for (undefined: nothing scored yet). */
-  readonly best:
-    { readonly checkpoint: Checkpoint; readonly by: 'val/reward' | 'reward/mean'; readonly score: number } | undefined;
+  /** The checkpoint kept as the best, and the score it was kept for (val/loss negated: higher is better; undefined: nothing scored yet). */
+  readonly best: { readonly checkpoint: Checkpoint; readonly by: ScoredBy; readonly score: number } | undefined;
 }
 
+/** What the best checkpoint is chosen by: GRPO's rewards (higher is better), SFT's held-out loss (lower is better). */
+export type ScoredBy = 'val/reward' | 'val/loss' | 'reward/mean';
+
 /**
- * A checkpoint's score: `val/reward` at its own step (validation runs right after the update that saved it), else the
- * `reward/mean` of the next step, whose rollouts it served. Validation wins for the whole run once any step has it.
+ * A checkpoint's score: `val/reward` at its own step (validation runs right after the update that saved it), else
+ * `val/loss` at its own step (an SFT run's held-out loss, as TRL's `metric_for_best_model` default, negated so that
+ * higher is better), else the `reward/mean` of the next step, whose rollouts it served. Validation wins for the whole
+ * run once any step has it.
  */
 function scores(
   checkpoints: readonly Checkpoint[],
   metrics: readonly Pick<MetricPoint, 'step' | 'name' | 'value'>[],
-): { by: 'val/reward' | 'reward/mean'; of: Map<string, number> } {
+): { by: ScoredBy; of: Map<string, number> } {
   const at = (name: string): Map<number, number> =>
     new Map(metrics.filter((m) => m.name === name && Number.isFinite(m.value)).map((m) => [m.step, m.value]));
-  const val = at('val/reward');
-  const byVal = new Map(checkpoints.flatMap((c) => (val.has(c.step) ? [[c.id, val.get(c.step)!] as const] : [])));
+  const atOwnStep = (name: string, sign: 1 | -1): Map<string, number> => {
+    const values = at(name);
+    return new Map(
+      checkpoints.flatMap((c) => (values.has(c.step) ? [[c.id, sign * values.get(c.step)!] as const] : [])),
+    );
+  };
+  const byVal = atOwnStep('val/reward', 1);
   if (byVal.size > 0) return { by: 'val/reward', of: byVal };
+  const byLoss = atOwnStep('val/loss', -1);
+  if (byLoss.size > 0) return { by: 'val/loss', of: byLoss };
   const reward = at('reward/mean');
   return {
     by: 'reward/mean',

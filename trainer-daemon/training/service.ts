@@ -15,6 +15,7 @@ import {
   type NewTrainingRun,
   type Rollout,
   type RolloutMode,
+  type RolloutStatus,
   type RunPlacement,
   type RolloutSource,
   type Task,
@@ -242,6 +243,25 @@ export class TrainingService {
   /** What LightningRL reads of a batch's rollouts (spans and rewards), oldest first. */
   trajectories(batchId: string): Iterable<Trajectory> {
     return this.store.trajectories({ batchId });
+  }
+
+  /**
+   * The trajectories of the rollouts `lightning export` would read with these filters (SFT's rows), oldest first;
+   * `dataset` is a name or an id (an unknown one is an error, not an empty run).
+   */
+  rolloutTrajectories(filter: {
+    readonly status: RolloutStatus[];
+    readonly mode?: RolloutMode;
+    readonly label?: string;
+    readonly dataset?: string;
+  }): Iterable<Trajectory> {
+    const datasetId = filter.dataset === undefined ? undefined : this.store.listTasks(filter.dataset).dataset.id;
+    return this.store.trajectories({
+      status: filter.status,
+      ...(filter.mode === undefined ? {} : { mode: filter.mode }),
+      ...(filter.label === undefined ? {} : { label: filter.label }),
+      ...(datasetId === undefined ? {} : { datasetId }),
+    });
   }
 
   private batchRollouts(batchId: string): Rollout[] {

@@ -5,7 +5,6 @@
  * the pending requests with the Python traceback — it never takes the daemon down.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import path from 'node:path';
 import readline from 'node:readline';
 import {
   WORKER_PROTOCOL_VERSION,
@@ -23,15 +22,8 @@ import {
 import { InvalidInputError, LightningError, TrainerUnavailableError } from '../protocol/errors';
 import type { Logger } from '../log';
 import { Emitter, type Disposable, type Event } from '../protocol/event';
-import { torchrunArgs, torchrunFailures, type DistributedSpec } from './torchrun';
-
-/** trainer-daemon/python, beside this module in the checkout (the bundles live in dist/). */
-export const PYTHON_PACKAGE_DIR = path.resolve(
-  __dirname,
-  '..',
-  path.basename(__dirname) === 'dist' ? 'trainer-daemon' : '',
-  'python',
-);
+import { freeLoopbackPort, torchrunArgs, torchrunFailures, type DistributedSpec } from './torchrun';
+import { withPythonPackages } from '../util/pythonPackage';
 
 /** The worker answered a request with an error, or died while it was pending. */
 export class WorkerError extends LightningError {
@@ -97,10 +89,12 @@ export class TrainerWorker implements Disposable {
     const env = {
       ...process.env,
       ...options.env,
-      PYTHONPATH: [PYTHON_PACKAGE_DIR, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter),
+      PYTHONPATH: withPythonPackages(),
       PYTHONUNBUFFERED: '1',
     };
-    const args = options.distributed ? torchrunArgs(options.distributed) : ['-m', 'lightning_trainer.worker'];
+    const args = options.distributed
+      ? torchrunArgs(options.distributed, await freeLoopbackPort())
+      : ['-m', 'lightning_trainer.worker'];
     const child = spawn(options.python, args, { env, stdio: ['pipe', 'pipe', 'pipe'] });
     const logger = options.logger;
     let stderr = '';

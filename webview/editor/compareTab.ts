@@ -7,8 +7,8 @@
  * (aligned again when both rollouts are complete), and the pairs past a screenful are built in later frames.
  */
 import type { Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
-import { button, el } from '../dom';
-import { formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
+import { button, codicon, el, statusIcon } from '../dom';
+import { formatTokens, rewardText, rolloutTitle } from '../format';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import {
   alignSteps,
@@ -192,7 +192,7 @@ export class CompareTab {
         (side) => {
           const head = el('div', 'compare-title');
           head.append(
-            el('span', 'status', side.rollout ? STATUS_ICON[side.rollout.status] : '…'),
+            side.rollout ? statusIcon(side.rollout.status) : codicon('loading'),
             el('span', undefined, side.rollout ? rolloutTitle(side.rollout) : side.id),
             button(
               'Open',

@@ -78,6 +78,7 @@ export const EditorToExtension = z.discriminatedUnion('type', [
   z.object({ type: z.literal('listRuns') }),
   z.object({ type: z.literal('useCheckpoint'), checkpointId: Id }),
   z.object({ type: z.literal('exportCheckpoint'), checkpointId: Id }),
+  z.object({ type: z.literal('deleteCheckpoint'), checkpointId: Id }),
   /** Open the best or worst rollout (by reward) of a run's iteration (its training batch). */
   z.object({
     type: z.literal('openIterationRollout'),

@@ -5,6 +5,8 @@
  */
 import { formatTime, rolloutTitle } from '../format';
 import type { Rollout } from '../../trainer-daemon/protocol/records';
+import type { TrainingRun } from '../../trainer-daemon/protocol/training';
+import { runTitle } from '../trainingRunFormat';
 import type { EditorState, EditorTarget, ExtensionToEditor } from './editorProtocol';
 
 /** The one webview panel type of every Lightning editor tab; the kind of tab is in its state. */
@@ -41,8 +43,11 @@ export function readInitialMessages(text: string | null | undefined): unknown[] 
   }
 }
 
-/** A tab's title: the rollout's, the pair's (by their labels, once known), the run; a preview says so. */
-export function tabTitle(state: EditorState, known?: Rollout | readonly Rollout[]): string {
+/**
+ * A tab's title: the rollout's, the pair's (by their labels, once known), the run's (by its label once known:
+ * what it trains and when); a preview says so.
+ */
+export function tabTitle(state: EditorState, known?: Rollout | readonly Rollout[], run?: TrainingRun): string {
   const target = state.target;
   const rollouts: readonly Rollout[] = known === undefined ? [] : Array.isArray(known) ? known : [known as Rollout];
   const short = (id: string): string => (id.length > 14 ? `${id.slice(0, 12)}…` : id);
@@ -69,6 +74,6 @@ export function tabTitle(state: EditorState, known?: Rollout | readonly Rollout[
       return `Compare ${names.join(' ↔ ')}${state.preview ? ' (preview)' : ''}`;
     }
     case 'run':
-      return `Run ${short(target.runId)}`;
+      return run?.id === target.runId ? runTitle(run) : `Training run ${short(target.runId)}`;
   }
 }

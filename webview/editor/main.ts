@@ -93,6 +93,7 @@ function show(next: EditorState): void {
           listRuns: () => post({ type: 'listRuns' }),
           useCheckpoint: (checkpointId) => post({ type: 'useCheckpoint', checkpointId }),
           exportCheckpoint: (checkpointId) => post({ type: 'exportCheckpoint', checkpointId }),
+          deleteCheckpoint: (checkpointId) => post({ type: 'deleteCheckpoint', checkpointId }),
           openIterationRollout: (runId, step, which) => post({ type: 'openIterationRollout', runId, step, which }),
           overlayChanged: (runId) => save({ overlayRunId: runId }),
           smoothingChanged: (weight) => save({ smoothing: weight }),

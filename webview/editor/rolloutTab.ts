@@ -7,15 +7,14 @@
  * step (Shift: the rollout), c comment on the step, + / − zoom, ← / → pan, f fit.
  */
 import type { RayNode, Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
-import { button, el, failureElement, rawJsonControls } from '../dom';
-import { formatTime, formatTokens, rewardText, rolloutTitle, STATUS_ICON } from '../format';
+import { button, el, failureElement, rawJsonControls, statusIcon } from '../dom';
+import { formatTime, formatTokens, rewardText, rolloutTitle } from '../format';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import { conversationOf } from './conversation';
 import { isSlim } from '../../trainer-daemon/protocol/slimSpan';
-import { callBadge } from '../../trainer-daemon/protocol/outcome';
+import { detailHeading } from './detailHeading';
 import { conversationElement } from './conversationView';
 import { isRootSpan, layoutTimeline, nextStep, rolloutRootSpan, type TimelineLayout } from './timelineLayout';
-import { spanLabel } from './spanLabel';
 import { describeRow, TimelineView } from './timelineView';
 
 export interface RolloutTabActions {
@@ -178,7 +177,7 @@ export class RolloutTab {
   private renderHeader(): void {
     const rollout = this.rollout!;
     const title = el('h2', `status-${rollout.status}`);
-    title.append(el('span', 'status', STATUS_ICON[rollout.status]), el('span', 'title', rolloutTitle(rollout)));
+    title.append(statusIcon(rollout.status), el('span', 'title', rolloutTitle(rollout)));
     const facts = el(
       'div',
       'facts',
@@ -225,20 +224,15 @@ export class RolloutTab {
     this.detail.replaceChildren();
     this.detail.dataset.spanId = span.spanId;
     const head = el('div', 'detail-head');
-    const root = isRootSpan(span);
+    const heading = detailHeading(span, this.spans.values());
     head.append(
-      el('span', `step-kind kind-${span.category}`, root ? 'rollout' : span.category),
-      el('strong', 'step-name', spanLabel(span)),
-      el(
-        'span',
-        'muted',
-        ` ${span.endMs === null ? 'running' : formatDuration(span.endMs - span.startMs)}${root ? '' : ` · #${span.sequence} · ${span.name}`}`,
-      ),
+      el('span', `step-kind kind-${span.category}`, heading.kind),
+      el('strong', 'step-name', heading.name),
+      el('span', 'muted', heading.meta),
     );
-    if (span.statusCode === 'error') head.append(el('span', 'error', ` ${span.statusMessage ?? 'error'}`));
+    if (heading.error !== null) head.append(el('span', 'error', heading.error));
     // Not a whole answer (so not trained on), and/or a retry: a short badge.
-    const badge = callBadge(span, (id) => [...this.spans.values()].find((other) => other.spanId === id)?.sequence);
-    if (badge) head.append(el('span', 'outcome-badge', ` ${badge}`));
+    if (heading.badge !== null) head.append(el('span', 'outcome-badge', ` ${heading.badge}`));
     this.detail.append(head, this.annotationForm(span), el('div', 'step-rewards'));
     this.renderStepRewards(span.spanId);
     if (span.category === 'llm' && isSlim(span)) {

@@ -1,11 +1,25 @@
-/** A run tab's charts, pure: GRPO's named charts (grpoCharts.ts), else one chart per metric the algorithm records. */
+/** A run tab's charts, pure: GRPO's and SFT's named charts (grpoCharts.ts), else one chart per metric the algorithm records. */
 import type { MetricSeries, TrainingAlgorithm } from '../../trainer-daemon/protocol/training';
-import { formatValue, grpoCharts, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
+import { formatValue, grpoCharts, sftCharts, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
 import { seriesOf } from '../../trainer-daemon/protocol/chart';
 import { metricDomain } from '../../trainer-daemon/protocol/chartScale';
+import { assertNever } from '../../trainer-daemon/protocol/assert';
 
 export function runCharts(algorithm: TrainingAlgorithm, metrics: MetricSeries): ChartData[] {
-  if (algorithm === 'grpo') return grpoCharts(metrics);
+  switch (algorithm) {
+    case 'grpo':
+      return grpoCharts(metrics);
+    case 'sft':
+      return sftCharts(metrics);
+    case 'apo':
+      return metricCharts(metrics);
+    default:
+      return assertNever(algorithm);
+  }
+}
+
+/** One chart per metric the run records (APO's scores). */
+function metricCharts(metrics: MetricSeries): ChartData[] {
   return [...seriesOf(metrics.filter((point) => Number.isFinite(point.value)))].map(([metric, points]) => {
     // A score by name (APO's val/batch scores) in [0, 1] keeps a 0–1 axis.
     const unit =

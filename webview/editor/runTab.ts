@@ -9,15 +9,17 @@
 import type { Checkpoint } from '../../trainer-daemon/protocol/records';
 import type { TrainingRun } from '../../trainer-daemon/protocol/training';
 import type { MetricSeries } from '../../trainer-daemon/protocol/training';
-import { button, el } from '../dom';
+import { button, el, statusIcon } from '../dom';
 import { formatTime } from '../format';
+import { checkpointSize, checkpointsTotal } from '../../trainer-daemon/protocol/format';
 import { chartSvg, formatValue, mergeMetrics, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
 import { CHART_COLOURS } from '../../trainer-daemon/protocol/chart';
 import { sharedStepRange, type Domain } from '../../trainer-daemon/protocol/chartScale';
 import { attachChartHover, pointText, smoothingControl } from '../chartControls';
 import { placementDetail } from '../../trainer-daemon/protocol/placement';
+import { assertNever } from '../../trainer-daemon/protocol/assert';
 import { runCharts } from './runCharts';
-import { RUN_STATUS_ICON, runOutcome, runSubject } from '../trainingRunFormat';
+import { runOutcome, runSubject, runTitle } from '../trainingRunFormat';
 import type { TrainingRunView } from '../trainingRunProtocol';
 
 export interface RunTabActions {
@@ -25,6 +27,7 @@ export interface RunTabActions {
   listRuns(): void;
   useCheckpoint(checkpointId: string): void;
   exportCheckpoint(checkpointId: string): void;
+  deleteCheckpoint(checkpointId: string): void;
   openIterationRollout(runId: string, step: number, which: 'best' | 'worst'): void;
   overlayChanged(runId: string | null): void;
   smoothingChanged(weight: number): void;
@@ -100,7 +103,7 @@ export class RunTab {
     if (view.afterStep >= 0 && this.metrics.length === 0) return this.actions.loadRun(this.runId);
     this.run = view.run;
     this.metrics = view.afterStep < 0 ? view.metrics : mergeMetrics(this.metrics, view.metrics, view.afterStep);
-    this.checkpoints = view.extra.kind === 'grpo' ? view.extra.checkpoints : [];
+    this.checkpoints = checkpointsOf(view.extra);
     this.renderHeader();
     this.renderCharts();
     this.renderTable();
@@ -117,14 +120,12 @@ export class RunTab {
   private renderHeader(): void {
     const run = this.run!;
     const title = el('h2', `status-${run.status}`);
-    title.append(
-      el('span', 'status', RUN_STATUS_ICON[run.status]),
-      el('span', undefined, `${run.algorithm} ${run.id}`),
-    );
+    title.append(statusIcon(run.status), el('span', 'title', runTitle(run)));
+    title.title = `training run ${run.id}`;
     const facts = el(
       'div',
       'facts',
-      [run.status, runSubject(run), runOutcome(run), `started ${formatTime(run.startedAt ?? run.createdAt)}`]
+      [run.status, run.id, runSubject(run), runOutcome(run), `started ${formatTime(run.startedAt ?? run.createdAt)}`]
         .filter(Boolean)
         .join(' · '),
     );
@@ -248,9 +249,16 @@ export class RunTab {
             () => this.actions.exportCheckpoint(checkpoint.id),
             'export-checkpoint',
           ),
+          button(
+            'Delete',
+            `Delete checkpoint ${checkpoint.id} and its folder (Lightning: Delete Checkpoint…, which asks first)`,
+            () => this.actions.deleteCheckpoint(checkpoint.id),
+            'delete-checkpoint',
+          ),
+          el('span', 'checkpoint-size muted', checkpointSize(checkpoint)),
         );
       const rollouts = el('td');
-      if (run.algorithm === 'grpo')
+      if (hasIterationRollouts(run))
         rollouts.append(
           button(
             'Best',
@@ -268,6 +276,49 @@ export class RunTab {
       row.append(checkpointCell, rollouts);
       table.append(row);
     }
-    this.table.replaceChildren(el('h3', undefined, `Iterations (${steps.length})`), table);
+    // What the run's kept checkpoints take on disk, as `lightning checkpoints` sums it (an APO run keeps none).
+    const onDisk = keepsCheckpoints(run)
+      ? [el('div', 'facts checkpoints-total', `Checkpoints: ${checkpointsTotal(this.checkpoints)} on disk`)]
+      : [];
+    this.table.replaceChildren(el('h3', undefined, `Iterations (${steps.length})`), ...onDisk, table);
+  }
+}
+
+/** The checkpoints of a run that keeps them (GRPO, SFT); APO keeps prompt versions instead. */
+function checkpointsOf(extra: TrainingRunView['extra']): Checkpoint[] {
+  switch (extra.kind) {
+    case 'grpo':
+    case 'sft':
+      return extra.checkpoints;
+    case 'apo':
+      return [];
+    default:
+      return assertNever(extra);
+  }
+}
+
+/** GRPO's iterations each ran a batch of rollouts (best and worst one click away); SFT's epochs and APO's rounds did not here. */
+function hasIterationRollouts(run: TrainingRun): boolean {
+  switch (run.algorithm) {
+    case 'grpo':
+      return true;
+    case 'sft':
+    case 'apo':
+      return false;
+    default:
+      return assertNever(run);
+  }
+}
+
+/** GRPO and SFT runs keep checkpoints (their sizes and total are shown); APO keeps prompt versions. */
+function keepsCheckpoints(run: TrainingRun): boolean {
+  switch (run.algorithm) {
+    case 'grpo':
+    case 'sft':
+      return true;
+    case 'apo':
+      return false;
+    default:
+      return assertNever(run);
   }
 }

@@ -361,8 +361,12 @@ export class TimelineView {
       const indent = 6 + Math.min(row.depth, 16) * INDENT;
       const root = isRootSpan(row.span);
       context.font = root ? `600 ${font}` : font;
-      const label = fitText(context, `${row.error ? '⚠ ' : ''}${spanLabel(row.span)}`, nameWidth - 8 - indent);
-      context.fillText(label, indent, y + ROW_HEIGHT / 2);
+      // A failed span is marked as VS Code marks errors (the `error` codicon's circled cross), drawn, not a glyph.
+      const mark = row.error ? ERROR_MARK + 4 : 0;
+      if (row.error) drawErrorMark(context, indent + ERROR_MARK / 2, y + ROW_HEIGHT / 2, error);
+      context.fillStyle = rowForeground;
+      const label = fitText(context, spanLabel(row.span), nameWidth - 8 - indent - mark);
+      context.fillText(label, indent + mark, y + ROW_HEIGHT / 2);
       context.font = font;
       const bar = barPixels(row, this.view, plotWidth);
       if (bar) {
@@ -445,4 +449,24 @@ export function describeRow(row: TimelineRow): string {
       : '';
   const latency = row.running ? 'running' : formatDuration(row.end - row.start);
   return `${isRootSpan(span) ? 'rollout' : span.category} ${spanLabel(span)} · ${latency}${tokens} · at +${formatDuration(row.start)}${row.error ? ` · error: ${span.statusMessage ?? 'error'}` : ''}`;
+}
+
+/** The error mark's size in CSS pixels. */
+const ERROR_MARK = 11;
+
+/** A circled cross centred at (x, y): the `error` codicon's shape, in the canvas (no font to load, no glyph to miss). */
+function drawErrorMark(context: CanvasRenderingContext2D, x: number, y: number, colour: string): void {
+  const radius = ERROR_MARK / 2 - 0.5;
+  const arm = radius * 0.45;
+  context.save();
+  context.strokeStyle = colour;
+  context.lineWidth = 1.3;
+  context.beginPath();
+  context.arc(x, y, radius, 0, Math.PI * 2);
+  context.moveTo(x - arm, y - arm);
+  context.lineTo(x + arm, y + arm);
+  context.moveTo(x + arm, y - arm);
+  context.lineTo(x - arm, y + arm);
+  context.stroke();
+  context.restore();
 }

@@ -6,7 +6,7 @@
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { describeMetrics, type Checkpoint } from '../../protocol';
-import { formatBytes } from '../../protocol/format';
+import { checkpointSize, checkpointsTotal, formatBytes } from '../../protocol/format';
 import { openBackend } from '../backend';
 import { table, time } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
@@ -21,25 +21,15 @@ interface ExportOptions extends GlobalOptions {
   python?: string;
 }
 
-function size(checkpoint: Checkpoint): string {
-  if (checkpoint.bytes === null) return 'missing';
-  if (checkpoint.bytes === undefined) return '-';
-  return `${formatBytes(checkpoint.bytes)}${checkpoint.optimizerState ? ' +optimizer' : ''}`;
-}
-
 /** One line per run: how many checkpoints and how much disk they take. */
 function totals(items: readonly Checkpoint[]): string {
-  const runs = new Map<string, { count: number; bytes: number }>();
+  const runs = new Map<string, Checkpoint[]>();
   for (const c of items) {
-    const run = runs.get(c.runId) ?? { count: 0, bytes: 0 };
-    runs.set(c.runId, { count: run.count + 1, bytes: run.bytes + (c.bytes ?? 0) });
+    const run = runs.get(c.runId);
+    if (run) run.push(c);
+    else runs.set(c.runId, [c]);
   }
-  return [...runs]
-    .map(
-      ([runId, { count, bytes }]) =>
-        `run ${runId}: ${count} checkpoint${count === 1 ? '' : 's'}, ${formatBytes(bytes)}`,
-    )
-    .join('\n');
+  return [...runs].map(([runId, checkpoints]) => `run ${runId}: ${checkpointsTotal(checkpoints)}`).join('\n');
 }
 
 async function list(options: CheckpointsOptions): Promise<void> {
@@ -56,7 +46,7 @@ async function list(options: CheckpointsOptions): Promise<void> {
         c.runId,
         String(c.step),
         describeMetrics(c.metrics) || '-',
-        size(c),
+        checkpointSize(c),
         time(c.createdAt),
       ]);
       process.stdout.write(

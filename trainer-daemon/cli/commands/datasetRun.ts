@@ -19,7 +19,7 @@ import type { BatchMode } from '../../runner/pool';
 import { scoreErrors, scoringFor } from '../../runner/scoring';
 import { DEFAULT_REWARDS_FILE } from '../../rewards/config';
 import type { RpcClient } from '../../protocol/connection';
-import { connectOrStartDaemon } from '../daemonConnection';
+import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { Progress } from '../progress';
 import { duration, num, table } from '../format';
 import { rolloutDuration } from '../../protocol/format';

@@ -12,7 +12,7 @@ import { errorMessage, InvalidInputError } from '../../protocol/errors';
 import { capturePreloads } from '../../capture/preloadFile';
 import { envSecrets, failureText, OutputTail } from '../../protocol/failure';
 import { isSecretVariable } from '../../protocol/secrets';
-import { connectOrStartDaemon, type DaemonConnection } from '../daemonConnection';
+import { connectOrStartDaemon, type DaemonConnection } from '../../client/daemonConnection';
 import { resolveStore, storeOption, type GlobalOptions } from '../options';
 import { addCheckpointOptions, resolveRouting, type RoutingOptions } from '../routing';
 

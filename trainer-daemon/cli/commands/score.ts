@@ -10,7 +10,7 @@ import type { Command } from 'commander';
 import type { ScoreRolloutsResult } from '../../protocol';
 import { NotFoundError } from '../../protocol/errors';
 import { DEFAULT_REWARDS_FILE, judgeKeys, loadRewardsFile } from '../../rewards/config';
-import { connectOrStartDaemon } from '../daemonConnection';
+import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { num, table, truncate } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 

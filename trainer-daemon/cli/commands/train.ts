@@ -1,31 +1,41 @@
 /**
- * `lightning train --algorithm grpo|apo … -- CMD` and `lightning train --list`: the commander wiring.
- * The flags every algorithm reads are declared once; each algorithm's own flags are refused with the
- * other one (the error names the flag), and become its configuration in its own module
- * (trainGrpo.ts, trainApo.ts). Defaults are the configuration schemas' (protocol/training.ts, apo.ts).
+ * `lightning train --algorithm grpo|apo … -- CMD`, `lightning train --algorithm sft …` and `lightning train --list`:
+ * the commander wiring. The flags every algorithm reads are declared once; the flags only some algorithms read are
+ * refused with the others (the error names the flag), and become each one's configuration in its own module
+ * (trainGrpo.ts, trainApo.ts, trainSft.ts). Defaults are the configuration schemas' (protocol/training.ts, apo.ts).
  */
 import { Option, type Command } from 'commander';
 import { InvalidInputError } from '../../protocol/errors';
-import { placementOf, type TrainingRunSummary } from '../../protocol';
-import { connectOrStartDaemon } from '../daemonConnection';
+import { DEFAULT_SFT_MIN_REWARD, placementOf, RolloutMode, type TrainingRunSummary } from '../../protocol';
+import { assertNever } from '../../protocol/assert';
+import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { table, time } from '../format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { addRayOptions } from '../rayOptions';
 import { runApoCommand, type ApoFlags } from './trainApo';
 import { runGrpoCommand, type GrpoFlags } from './trainGrpo';
+import { runSftCommand, type SftFlags } from './trainSft';
 
-type Algorithm = 'grpo' | 'apo';
+type Algorithm = 'grpo' | 'apo' | 'sft';
+const ALGORITHMS: readonly Algorithm[] = ['grpo', 'apo', 'sft'];
 
-/** Each algorithm's own options (commander's keys), with the flag to name in an error. */
-const OWN: Record<Algorithm, Record<string, string>> = {
-  grpo: {
+/** The flags (commander's keys) only some algorithms read, with the flag to name in an error. */
+const OWN: Record<string, { readonly flag: string; readonly for: readonly Algorithm[] }> = {
+  ...only(['grpo', 'sft'], {
     model: '--model',
     fromConfig: '--from-config',
     lora: '--lora',
+    lr: '--lr',
+    device: '--device',
+    python: '--python',
+    resume: '--resume',
+    keepCheckpoints: '--keep-checkpoints',
+  }),
+  ...only(['grpo', 'apo'], { val: '--val', timeout: '--timeout', rewards: '--rewards' }),
+  ...only(['grpo'], {
     iterations: '--iterations',
     samples: '--samples',
     tasksPerIteration: '--tasks-per-iteration',
-    lr: '--lr',
     workers: '--workers',
     agentMode: '--agent-mode',
     perWorker: '--per-worker',
@@ -35,12 +45,11 @@ const OWN: Record<Algorithm, Record<string, string>> = {
     warmStartUntil: '--warm-start-until',
     klCoef: '--kl-coef',
     lossType: '--loss-type',
+    maxResponseLength: '--max-response-length',
     clip: '--clip',
     clipHigh: '--clip-high',
     scaleRewards: '--scale-rewards',
-    device: '--device',
-    python: '--python',
-    resume: '--resume',
+    std: '--std',
     klBiasCorrection: '--kl-bias-correction',
     zeroAdvantage: '--zero-advantage',
     nprocPerNode: '--nproc-per-node',
@@ -50,9 +59,18 @@ const OWN: Record<Algorithm, Record<string, string>> = {
     ray: '--ray',
     rayPython: '--ray-python',
     rayWorkingDir: '--ray-working-dir',
-    keepCheckpoints: '--keep-checkpoints',
-  },
-  apo: {
+  }),
+  ...only(['sft'], {
+    minReward: '--min-reward',
+    rewardName: '--reward-name',
+    label: '--label',
+    mode: '--mode',
+    agent: '--agent',
+    valFraction: '--val-fraction',
+    epochs: '--epochs',
+    batchSize: '--batch-size',
+  }),
+  ...only(['apo'], {
     resource: '--resource',
     beam: '--beam',
     branch: '--branch',
@@ -69,21 +87,41 @@ const OWN: Record<Algorithm, Record<string, string>> = {
     match: '--match',
     promptFile: '--prompt-file',
     upstream: '--upstream',
-  },
+  }),
 };
 
-type TrainFlags = GlobalOptions & { algorithm: Algorithm; list?: boolean } & Partial<Omit<GrpoFlags, 'algorithm'>> &
-  Partial<Omit<ApoFlags, 'algorithm'>>;
+function only(
+  algorithms: readonly Algorithm[],
+  flags: Record<string, string>,
+): Record<string, { flag: string; for: readonly Algorithm[] }> {
+  return Object.fromEntries(Object.entries(flags).map(([key, flag]) => [key, { flag, for: algorithms }]));
+}
 
-/** Refuses a flag of the other algorithm, naming it. */
+type TrainFlags = GlobalOptions & { algorithm: Algorithm; list?: boolean } & Partial<Omit<GrpoFlags, 'algorithm'>> &
+  Partial<Omit<ApoFlags, 'algorithm'>> &
+  Partial<Omit<SftFlags, 'algorithm'>>;
+
+/** Refuses a flag another algorithm reads, naming it and the algorithms it is for. */
 function checkFlags(options: TrainFlags): void {
-  for (const algorithm of Object.keys(OWN) as Algorithm[]) {
-    if (algorithm === options.algorithm) continue;
-    const given = Object.keys(OWN[algorithm]).find((key) => options[key as keyof TrainFlags] !== undefined);
-    if (given)
-      throw new InvalidInputError(
-        `${OWN[algorithm][given]}: applies to --algorithm ${algorithm} only (this run is --algorithm ${options.algorithm})`,
-      );
+  for (const [key, { flag, for: algorithms }] of Object.entries(OWN)) {
+    if (algorithms.includes(options.algorithm) || options[key as keyof TrainFlags] === undefined) continue;
+    throw new InvalidInputError(
+      `${flag}: applies to --algorithm ${algorithms.join(' and ')} only (this run is --algorithm ${options.algorithm})`,
+    );
+  }
+}
+
+/** What `train --list` shows of a run's progress: GRPO's sampled and validation reward; SFT's held-out accuracy. */
+function headline(run: TrainingRunSummary): { reward: string; val: string } {
+  const fixed = (value: number | undefined): string => value?.toFixed(2) ?? '-';
+  switch (run.algorithm) {
+    case 'grpo':
+    case 'apo':
+      return { reward: fixed(run.latest['reward/mean']), val: fixed(run.latest['val/reward']) };
+    case 'sft':
+      return { reward: '-', val: fixed(run.latest['val/accuracy']) };
+    default:
+      return assertNever(run);
   }
 }
 
@@ -96,8 +134,8 @@ function printRuns(runs: readonly TrainingRunSummary[]): void {
         r.algorithm,
         r.status,
         String(r.step),
-        r.latest['reward/mean']?.toFixed(2) ?? '-',
-        r.latest['val/reward']?.toFixed(2) ?? '-',
+        headline(r).reward,
+        headline(r).val,
         placementOf(r),
         time(r.createdAt),
       ]),
@@ -120,31 +158,43 @@ export function registerTrain(program: Command): void {
   const command = program
     .command('train')
     .description(
-      'train an agent on a dataset: grpo (default) trains its model with reinforcement learning; apo optimizes a prompt template resource',
+      'train an agent: grpo (default) trains its model with reinforcement learning on a dataset; sft fine-tunes a model on the rollouts rated good; apo optimizes a prompt template resource',
     )
     .argument(
       '[command...]',
-      'the agent command (after --); it reads its task from LIGHTNING_TASK (grpo worker mode: takes rollouts from LIGHTNING_RUNNER_URL), its prompt from GET $LIGHTNING_URL/resources or LIGHTNING_RESOURCES',
+      'the agent command (after --; grpo and apo, not sft); it reads its task from LIGHTNING_TASK (grpo worker mode: takes rollouts from LIGHTNING_RUNNER_URL), its prompt from GET $LIGHTNING_URL/resources or LIGHTNING_RESOURCES',
     )
     .addOption(storeOption())
     .addOption(jsonOption())
-    .addOption(new Option('--algorithm <name>', 'the training algorithm').choices(['grpo', 'apo']).default('grpo'))
-    .option('--dataset <name>', "training tasks: the dataset's (name or id) train split (all of it when it has none)")
-    .option('--val <name>', "validation tasks (its val split, or all of it); default: the --dataset's val split")
+    .addOption(new Option('--algorithm <name>', 'the training algorithm').choices([...ALGORITHMS]).default('grpo'))
+    .option(
+      '--dataset <name>',
+      "training tasks: the dataset's (name or id) train split (all of it when it has none); sft: only rollouts of this dataset",
+    )
+    .option(
+      '--val <name>',
+      "grpo, apo: validation tasks (its val split, or all of it); default: the --dataset's val split",
+    )
     .option('--seed <n>', 'seeds every random choice (default 0)')
-    .option('--timeout <seconds>', 'per-rollout time limit (default 120)')
+    .option('--timeout <seconds>', 'grpo, apo: per-rollout time limit (default 120)')
     .option('--list', 'list training runs (every algorithm)')
     .option(
       '--rewards <file>',
-      'score every rollout with this rewards config (default: .lightning/rewards.json beside the store, when it exists; see `lightning score`)',
+      'grpo, apo: score every rollout with this rewards config (default: .lightning/rewards.json beside the store, when it exists; see `lightning score`)',
     )
-    .option('--model <model>', 'grpo: "tiny" (built-in small policy, no download) or a Hugging Face model name or path')
-    .option('--from-config', 'grpo, Hugging Face model: random weights from its config (no weights download)')
-    .option('--lora', 'grpo: train LoRA adapters (the default for Hugging Face models)')
+    .option(
+      '--model <model>',
+      'grpo, sft: "tiny" (built-in small policy, no download) or a Hugging Face model name or path',
+    )
+    .option('--from-config', 'grpo, sft, Hugging Face model: random weights from its config (no weights download)')
+    .option('--lora', 'grpo, sft: train LoRA adapters (the default for Hugging Face models)')
     .option('--iterations <n>', 'grpo: training iterations (default 10)')
     .option('--samples <n>', 'grpo: rollouts per task per iteration, the group size (default 8)')
     .option('--tasks-per-iteration <n>', 'grpo: train tasks sampled per iteration (default: all)')
-    .option('--lr <rate>', 'grpo: learning rate (default 3e-4)')
+    .option(
+      '--lr <rate>',
+      'grpo: learning rate (default 3e-4); sft: default 1e-3 for tiny, 2e-4 for LoRA, 2e-5 for a full fine-tune',
+    )
     .option('--workers <n>', 'grpo: agents at once (process mode) or agent workers (worker mode) (default 8)')
     .addOption(
       new Option(
@@ -175,6 +225,10 @@ export function registerTrain(program: Command): void {
         'dapo',
       ]),
     )
+    .option(
+      '--max-response-length <n>',
+      "grpo, --loss-type dr_grpo: the per-sequence divisor, TRL's max_completion_length (default: the largest max_tokens the iteration's calls asked for, at least the longest response)",
+    )
     .option('--clip <eps>', 'grpo: PPO ratio clipping ε (default 0.2)')
     .option('--clip-high <eps>', "grpo: the upper ratio bound's ε, DAPO's clip-higher (e.g. 0.28; default: --clip)")
     .addOption(
@@ -182,6 +236,12 @@ export function registerTrain(program: Command): void {
         '--scale-rewards <how>',
         "grpo: group: advantages divided by the group's reward std (default); none: only the mean subtracted (Dr. GRPO)",
       ).choices(['group', 'none']),
+    )
+    .addOption(
+      new Option(
+        '--std <estimator>',
+        "grpo: the group reward std --scale-rewards group divides by: sample (Bessel's correction, n − 1, as TRL; default) or population (n)",
+      ).choices(['sample', 'population']),
     )
     .option(
       '--kl-bias-correction',
@@ -195,9 +255,13 @@ export function registerTrain(program: Command): void {
       ).choices(['keep', 'drop']),
     )
     .addOption(
-      new Option('--device <device>', 'grpo: where the policy runs (default auto)').choices(['auto', 'cpu', 'cuda']),
+      new Option('--device <device>', 'grpo, sft: where the policy runs (default auto)').choices([
+        'auto',
+        'cpu',
+        'cuda',
+      ]),
     )
-    .option('--python <path>', 'grpo: the Python that runs the trainer (default: see `lightning doctor`)')
+    .option('--python <path>', 'grpo, sft: the Python that runs the trainer (default: see `lightning doctor`)')
     .option(
       '--nproc-per-node <n>',
       'grpo: data-parallel updates on n processes of this machine (one per GPU) under torchrun; rank 0 serves and saves (README, "Scale out")',
@@ -214,11 +278,25 @@ export function registerTrain(program: Command): void {
       '--rdzv-endpoint <host:port>',
       "grpo, with --nnodes: this machine's address and a free port, where the other nodes' ranks connect",
     )
-    .option('--resume <run>', 'grpo: continue a cancelled or failed run from its last checkpoint')
+    .option('--resume <run>', 'grpo, sft: continue a cancelled or failed run from its last checkpoint')
     .option(
       '--keep-checkpoints <all|n>',
-      'grpo: checkpoints kept besides the best by validation reward: the last n (default 3), or all; optimizer state stays only in the newest',
+      'grpo, sft: checkpoints kept besides the best by validation (grpo: reward, sft: loss): the last n (default 3), or all; optimizer state stays only in the newest',
     )
+    .option(
+      '--min-reward <r>',
+      `sft: fine-tune on the rollouts whose episode reward is at least r (default ${DEFAULT_SFT_MIN_REWARD}: rated Good)`,
+    )
+    .option('--reward-name <name>', 'sft: the reward dimension read as the episode reward (default reward)')
+    .option('--label <label>', 'sft: only rollouts with this label')
+    .addOption(new Option('--mode <mode>', 'sft: only rollouts of this mode').choices(RolloutMode.options))
+    .option('--agent <regex>', 'sft: only the LLM calls of agents whose name matches')
+    .option(
+      '--val-fraction <f>',
+      'sft: share of the rollouts held out to validate each epoch (loss, greedy exact match) (default 0.1; 0: none)',
+    )
+    .option('--epochs <n>', 'sft: passes over the rows, each ending with a validation and a checkpoint (default 3)')
+    .option('--batch-size <n>', 'sft: rows per optimizer step (default 8)')
     .option('--resource <name>', 'apo: the prompt template resource to optimize (see `lightning resource put`)')
     .option('--beam <n>', 'apo: prompts kept after each round (default 2)')
     .option('--branch <n>', 'apo: new prompts per parent per round (default 2)')
@@ -250,7 +328,15 @@ export function registerTrain(program: Command): void {
   addRayOptions(command).action(async (argv: string[], options: TrainFlags) => {
     if (options.list) return listRuns(options);
     checkFlags(options);
-    if (options.algorithm === 'apo') return runApoCommand(argv, options as ApoFlags);
-    return runGrpoCommand(argv, options as GrpoFlags);
+    switch (options.algorithm) {
+      case 'apo':
+        return runApoCommand(argv, options as ApoFlags);
+      case 'sft':
+        return runSftCommand(argv, options as SftFlags);
+      case 'grpo':
+        return runGrpoCommand(argv, options as GrpoFlags);
+      default:
+        return assertNever(options.algorithm);
+    }
   });
 }

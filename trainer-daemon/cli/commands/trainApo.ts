@@ -12,7 +12,7 @@ import type { RpcClient } from '../../protocol/connection';
 import { CancelledError } from '../../apo/evaluate';
 import { runApo } from '../../apo/loop';
 import { apoScoring } from '../../apo/reward';
-import { connectOrStartDaemon } from '../daemonConnection';
+import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { num } from '../format';
 import { resolveStore, type GlobalOptions } from '../options';
 import { parseUpstream } from './serve';

@@ -7,13 +7,11 @@
  */
 import type { TrainingFinished } from '../../protocol/cliLines';
 import path from 'node:path';
-import { otherNodeCommand } from '../../training/torchrun';
-import { GrpoConfig, placementOf, describeIssues, type GrpoConfigInput, type TrainingRunDetail } from '../../protocol';
+import { GrpoConfig, describeIssues, type DaemonTrainingConfig, type GrpoConfigInput } from '../../protocol';
 import { parseKeepCheckpoints, type KeepCheckpoints } from '../../protocol/checkpoints';
 import { InvalidInputError } from '../../protocol/errors';
-import { followRun, iterationCells, iterationLine } from '../../training/follow';
-import type { RunnerClient } from '../../runner/pool';
-import { connectOrStartDaemon } from '../daemonConnection';
+import { connectOrStartDaemon } from '../../client/daemonConnection';
+import { trainAndFollow } from '../../client/trainAndFollow';
 import { resolveStore, type GlobalOptions } from '../options';
 
 export interface GrpoFlags extends GlobalOptions {
@@ -41,6 +39,8 @@ export interface GrpoFlags extends GlobalOptions {
   clip?: string;
   clipHigh?: string;
   scaleRewards?: 'group' | 'none';
+  std?: 'sample' | 'population';
+  maxResponseLength?: string;
   klBiasCorrection?: boolean;
   zeroAdvantage?: 'keep' | 'drop';
   device?: 'auto' | 'cpu' | 'cuda';
@@ -77,6 +77,8 @@ const FLAGS: Record<string, string> = {
   clip: '--clip',
   clipHigh: '--clip-high',
   scaleRewards: '--scale-rewards',
+  std: '--std',
+  maxResponseLength: '--max-response-length',
   klBiasCorrection: '--kl-bias-correction',
   zeroAdvantage: '--zero-advantage',
   command: 'the agent command (after --)',
@@ -124,6 +126,10 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
   if (!options.model)
     throw new InvalidInputError('--model is required: tiny (the built-in policy) or a Hugging Face model name or path');
   if (!options.dataset) throw new InvalidInputError('--dataset is required (see `lightning dataset list`)');
+  if (options.maxResponseLength !== undefined && options.lossType !== 'dr_grpo')
+    throw new InvalidInputError(
+      `--max-response-length: only --loss-type dr_grpo reads it (this run's loss type is ${options.lossType ?? 'dapo, the default'})`,
+    );
   const input: GrpoConfigInput = {
     algorithm: 'grpo',
     model:
@@ -148,6 +154,8 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     clip: numberFlag(options.clip, '--clip'),
     clipHigh: numberFlag(options.clipHigh, '--clip-high') ?? null,
     scaleRewards: options.scaleRewards,
+    std: options.std,
+    maxResponseLength: numberFlag(options.maxResponseLength, '--max-response-length') ?? null,
     klBiasCorrection: options.klBiasCorrection,
     zeroAdvantage: options.zeroAdvantage,
     warmStart: options.warmStart
@@ -181,30 +189,6 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
   return parsed.data;
 }
 
-/** Starts (or resumes) a run in the daemon and follows it to the end; prints the table as it goes. */
-export async function trainAndFollow(
-  client: RunnerClient,
-  start: { config: GrpoConfig } | { resume: string },
-  json: boolean,
-): Promise<TrainingRunDetail> {
-  const run = await client.request('startTraining', start);
-  process.stderr.write(
-    `lightning: training run ${run.id} (${run.algorithm}, ${placementOf(run)}) ${'resume' in start ? 'resumed' : 'started'}; Ctrl-C cancels\n`,
-  );
-  const distributed = 'config' in start ? start.config.distributed : null;
-  const others = distributed ? otherNodeCommand(distributed) : null;
-  if (others)
-    process.stderr.write(
-      `lightning: on each other machine (node rank I = 1…${distributed!.nnodes - 1}), run: ${others}\n`,
-    );
-  if (!json) process.stdout.write(`${iterationLine()}\n`);
-  return followRun(client, run.id, {
-    onIteration: (step, metrics) => {
-      if (!json) process.stdout.write(`${iterationLine(iterationCells(step, metrics))}\n`);
-    },
-  });
-}
-
 export async function runGrpoCommand(argv: string[], options: GrpoFlags): Promise<void> {
   let start: { config: GrpoConfig } | { resume: string };
   if (options.resume) start = { resume: options.resume };
@@ -215,6 +199,14 @@ export async function runGrpoCommand(argv: string[], options: GrpoFlags): Promis
       );
     start = { config: grpoConfigFromFlags(options, argv, process.cwd()) };
   }
+  await startAndReport(start, options);
+}
+
+/** Starts or resumes a run (GRPO or SFT, which a resumed run's record says), follows it, then prints how it ended. */
+export async function startAndReport(
+  start: { config: DaemonTrainingConfig } | { resume: string },
+  options: GlobalOptions,
+): Promise<void> {
   const { client, close } = await connectOrStartDaemon(resolveStore(options));
   try {
     const { run, checkpoints } = await trainAndFollow(client, start, options.json ?? false);

@@ -18,6 +18,11 @@ from typing import Optional
 from .generate import Decoder, Generated, Row, Sampling
 
 GATHER_SECONDS = 0.005
+CLIENT_CHECK_SECONDS = 0.1  # how often a request waiting for its completion checks that its client is still there
+
+
+class ClientGone(Exception):
+    """The request's client closed its connection while its completion was being decoded: its rows were dropped."""
 
 
 @dataclass
@@ -30,6 +35,7 @@ class Job:
     error: Optional[BaseException] = None
     batch_rows: int = 0  # the most rows decoded together while this job's were
     rows: list[Row] = field(default_factory=list)
+    cancelled: bool = False  # its client left: the engine drops its rows before the next step
     steps: int = 0  # decoding steps taken with this job's rows (what a streaming reader waits on)
     progress: threading.Condition = field(default_factory=threading.Condition)
 
@@ -65,19 +71,23 @@ class Batcher:
         self.arriving = 0  # HTTP requests being read and tokenized: they will be queued in a moment
         self.local = threading.local()  # per request thread: whether it still counts as arriving
         self.last_rows = 0
+        self.dropped_rows = 0  # rows dropped because their client left (a count for the tests and the logs)
         self.decoder: Optional[Decoder] = None  # during a busy spell
         self.thread = threading.Thread(target=self._loop, name="engine", daemon=True)
         self.thread.start()
 
     @contextlib.contextmanager
-    def request(self) -> Iterator[None]:
-        """Brackets an HTTP request, so the engine knows more work is on its way until it is queued."""
+    def request(self, gone=None) -> Iterator[None]:
+        """Brackets an HTTP request, so the engine knows more work is on its way until it is queued; `gone()` says
+        whether its client has left (its job is then cancelled)."""
         with self.ready:
             self.arriving += 1
         self.local.arriving = True
+        self.local.gone = gone
         try:
             yield
         finally:
+            self.local.gone = None
             with self.ready:
                 self._arrived()
 
@@ -98,8 +108,40 @@ class Batcher:
         return job
 
     def run(self, job: Job) -> Job:
-        self.submit(job).done.wait()
+        return self.wait(self.submit(job))
+
+    def wait(self, job: Job) -> Job:
+        """Until the job is done; a request thread whose client leaves meanwhile cancels it."""
+        gone = getattr(self.local, "gone", None)
+        while not job.done.wait(CLIENT_CHECK_SECONDS if gone else None):
+            if gone():
+                self.cancel(job)
+                job.done.wait()
         return job
+
+    def cancel(self, job: Job) -> None:
+        """Its client left: a queued job is dropped now, a decoding one's rows leave before the next step."""
+        with self.ready:
+            if job in self.queue:
+                self.queue.remove(job)
+                job.finish(ClientGone())
+                return
+            job.cancelled = True
+
+    def _drop_cancelled(self, active: list[Job]) -> list[Job]:
+        """The jobs still wanted; a cancelled one's rows are marked done, so the next step takes them out of the
+        batch (and its KV cache) like rows that finished."""
+        still = []
+        for job in active:
+            if not job.cancelled:
+                still.append(job)
+                continue
+            for row in job.rows:
+                if not row.done:
+                    row.done = True
+                    self.dropped_rows += 1
+            job.finish(ClientGone())
+        return still
 
     def _gather(self) -> None:
         """With the engine idle and a job queued: requests sent together arrive a few ms apart, so while some are
@@ -170,6 +212,7 @@ class Batcher:
         self._admit(decoder, active)
         while decoder.rows:
             peak = max(peak, len(decoder.rows))
+            active = self._drop_cancelled(active)
             try:
                 finished = decoder.step()
             except BaseException as error:  # reported to every request in flight as HTTP 500

@@ -36,7 +36,8 @@ from .distributed import AllReduce, init_process_group
 from .environment import describe
 from .params import LoadParams, SaveParams, SftParams, TrainParams
 from .session import Session, StateError, pick_device, with_checkpoint_config
-from .train import supervised, unchanged_on_error
+from .supervised import supervised
+from .train import unchanged_on_error
 from .worker import Output, serve_stdio
 
 

@@ -129,10 +129,33 @@ class SftParams:
     lr: Optional[float] = None
     seed: int = 0
     until_sampled_accuracy: Optional[UntilSampledAccuracy] = None
+    # Passes over the examples, each in a fresh random order (the last batch of a pass may be smaller), instead of
+    # `steps` batches drawn with replacement: what `lightning train --algorithm sft` trains with, one pass a call.
+    epochs: Optional[int] = None
 
     def check(self, path: str) -> None:
         require(len(self.examples) > 0, f"{path}.examples must not be empty")
         require(self.steps > 0 and self.batch_size > 0, f"{path}.steps and {path}.batchSize must be > 0")
+        require(self.epochs is None or self.epochs > 0, f"{path}.epochs must be > 0")
+        require(
+            self.epochs is None or self.until_sampled_accuracy is None,
+            f"{path}.epochs and {path}.untilSampledAccuracy do not go together (give steps to stop early)",
+        )
+
+
+@dataclass
+class EvaluateParams:
+    """Held-out demonstrations: their loss, and how many the policy reproduces when it decodes greedily."""
+
+    examples: list[SftExample]
+    # Greedy generations for the exact-match accuracy: the first `generate` examples (None: all of them).
+    generate: Optional[int] = None
+    batch_size: int = 32
+
+    def check(self, path: str) -> None:
+        require(len(self.examples) > 0, f"{path}.examples must not be empty")
+        require(self.generate is None or self.generate >= 0, f"{path}.generate must be >= 0")
+        require(self.batch_size > 0, f"{path}.batchSize must be > 0")
 
 
 @dataclass

@@ -14,7 +14,9 @@ per-token logprobs of the policy itself. `X-Lightning-Batch-Size` tells the most
 The server is as closed as the daemon: every route lives under a per-server capability path `/p/<key>` (the URL the
 worker answers `serve` with; the daemon forwards to it and scrubs it like `/r/<key>`), the Host must be a loopback
 name with the server's port (DNS rebinding), a request with an `Origin` (a web page) is refused, a POST must be
-`application/json` with a Content-Length under the body cap.
+`application/json` with a Content-Length under the body cap. And as robust: a connection's headers, body and idle
+time are bounded (READ_TIMEOUT_SECONDS, so a body that never arrives holds no thread), a body nested too deep is a 400,
+and a request whose client leaves while it is decoded has its rows dropped from the batch before the next step.
 """
 
 from __future__ import annotations
@@ -23,13 +25,15 @@ import hmac
 import json
 import os
 import secrets
+import select
+import socket
 import threading
 import time
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
-from .batcher import Batcher, Job
+from .batcher import Batcher, ClientGone, Job
 from .generate import Generated, Sampling
 from .stream import ChatStream
 
@@ -37,6 +41,10 @@ DEFAULT_MAX_TOKENS = 1024  # when a request names no max_tokens
 GREEDY_PREFIX = "/greedy"  # the same routes at temperature 0: validation rollouts with an unchanged agent
 KEY_PREFIX = "/p/"  # /p/<key>: the capability path every request needs
 MAX_BODY_BYTES = int(os.environ.get("LIGHTNING_POLICY_MAX_BODY_BYTES") or 32 * 1024 * 1024)
+# A connection's reads and writes: headers, a whole body, an idle keep-alive and a client not reading its answer each
+# get this long, so a declared body that never arrives (or a client gone silent) cannot hold a thread forever.
+READ_TIMEOUT_SECONDS = float(os.environ.get("LIGHTNING_POLICY_READ_TIMEOUT_SECONDS") or 30)
+MAX_JSON_DEPTH = 128  # a body nested deeper is a 400: json and the chat templates would recurse that deep
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -154,7 +162,7 @@ class Completions:
 
     def chat(self, body: dict) -> tuple[dict, int]:
         job, parse_tools = self.chat_job(body)
-        job.done.wait()
+        self.batcher.wait(job)
         if job.error is not None:
             raise job.error
         choices = []
@@ -209,6 +217,33 @@ class Completions:
         return response, job.batch_rows
 
 
+def _depth(value: Any) -> int:
+    """How deep a parsed JSON value nests, walked without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth)
+            if depth <= MAX_JSON_DEPTH:
+                stack.extend((child, depth + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _parse_json(raw: bytes) -> dict:
+    """The body as a JSON object; too deep (json itself would recurse past the interpreter's limit) is a 400."""
+    try:
+        body = json.loads(raw or b"null")
+    except json.JSONDecodeError as error:
+        raise RequestError(f"the body is not JSON: {error}") from None
+    except RecursionError:
+        raise RequestError(f"the body is nested deeper than {MAX_JSON_DEPTH} levels") from None
+    if not isinstance(body, dict):
+        raise RequestError("the body must be a JSON object")
+    if _depth(body) > MAX_JSON_DEPTH:
+        raise RequestError(f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
+    return body
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # A response is written as head then body: with Nagle's algorithm the body waits for the ACK of the head, which
@@ -217,8 +252,38 @@ class Handler(BaseHTTPRequestHandler):
     completions: Completions  # set on the subclass made per server
     key: str  # the capability path's key, likewise
 
+    def setup(self) -> None:
+        self.timeout = READ_TIMEOUT_SECONDS  # socketserver sets it on the connection: every read and write
+        super().setup()
+
     def log_message(self, format: str, *args: Any) -> None:  # request lines stay out of the worker's stderr
         pass
+
+    def _client_gone(self) -> bool:
+        """Whether the client closed its connection (readable with nothing to read); a pipelined next request is
+        data, not a close."""
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except (OSError, ValueError):
+            return True
+
+    def _read_body(self, length: int) -> bytes:
+        """The declared body, all of it within READ_TIMEOUT_SECONDS (a byte now and then does not extend it)."""
+        deadline = time.monotonic() + READ_TIMEOUT_SECONDS
+        chunks, remaining = [], length
+        while remaining > 0:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            self.connection.settimeout(left)
+            chunk = self.rfile.read1(min(remaining, 1 << 20))
+            if not chunk:
+                raise ConnectionError("the client closed the connection before its body ended")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        self.connection.settimeout(READ_TIMEOUT_SECONDS)
+        return b"".join(chunks)
 
     def _send(self, status: int, body: dict, headers: Optional[dict] = None) -> None:
         data = json.dumps(body).encode()
@@ -291,7 +356,7 @@ class Handler(BaseHTTPRequestHandler):
             return self._refuse(400, "the Content-Length is not a number")
         if length < 0 or length > MAX_BODY_BYTES:
             return self._refuse(413, f"the body ({length} bytes) is over the {MAX_BODY_BYTES}-byte limit")
-        with self.completions.batcher.request():
+        with self.completions.batcher.request(gone=self._client_gone):
             self._post(path, length)
 
     def _post(self, request_path: str, length: int) -> None:
@@ -299,22 +364,28 @@ class Handler(BaseHTTPRequestHandler):
         path, greedy = self._route_path(request_path)
         route = routes.get(path)
         try:
-            raw = self.rfile.read(length)
+            try:
+                raw = self._read_body(length)
+            except TimeoutError:
+                return self._refuse(408, f"the body did not arrive within {READ_TIMEOUT_SECONDS:g} s")
+            except OSError:  # the client left while its body was being read
+                self.close_connection = True
+                return
             if route is None:
                 return self._error(404, f"no route POST {request_path}")
-            try:
-                body = json.loads(raw or b"null")
-            except json.JSONDecodeError as error:
-                raise RequestError(f"the body is not JSON: {error}") from None
-            if not isinstance(body, dict):
-                raise RequestError("the body must be a JSON object")
+            body = _parse_json(raw)
             if greedy:
                 body = {**body, "temperature": 0.0}
             if body.get("stream") and route == self.completions.chat:
                 return self._stream(body)
             response, rows = route(body)
+        except ClientGone:
+            self.close_connection = True  # nobody to answer: its rows were dropped
+            return
         except RequestError as error:
             return self._error(400, str(error), error.param)
+        except RecursionError:
+            return self._error(400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
         except Exception as error:  # a model failure answers this request; the server keeps running
             return self._error(500, f"{type(error).__name__}: {error}")
         self._send(200, response, {"X-Lightning-Batch-Size": str(rows)})
@@ -323,7 +394,11 @@ class Handler(BaseHTTPRequestHandler):
         """A streamed chat completion: its tokens as they are decoded (stream.ChatStream). A failure before the first
         event is an HTTP error like any other; after it, an error event ends the stream."""
         job, parse_tools = self.completions.chat_job(body, stream=True)
-        ChatStream(self.completions, body, job, parse_tools, self).run()
+        try:
+            ChatStream(self.completions, body, job, parse_tools, self).run()
+        except OSError:  # the client left mid-stream: its rows leave the batch before the next step
+            self.completions.batcher.cancel(job)
+            self.close_connection = True
 
     def begin_stream(self, batch_rows: int) -> None:
         self.send_response(200)

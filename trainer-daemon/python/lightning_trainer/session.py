@@ -17,10 +17,22 @@ import torch
 
 from . import checkpoint
 from .model import TinyConfig
-from .params import ExportParams, LoadParams, SaveParams, ServeParams, SftParams, TinyModel, TokenizeParams, TrainParams
+from .params import (
+    EvaluateParams,
+    ExportParams,
+    LoadParams,
+    SaveParams,
+    ServeParams,
+    SftParams,
+    TinyModel,
+    TokenizeParams,
+    TrainParams,
+)
 from .policy import Policy, TinyPolicy
 from .schema import camel, parse
-from .train import phase_clock, policy_update, set_lr, supervised, unchanged_on_error
+from .supervised import evaluate as evaluate_examples
+from .supervised import supervised
+from .train import phase_clock, policy_update, set_lr, unchanged_on_error
 
 
 def keep_freed_memory() -> None:
@@ -196,6 +208,12 @@ class Session:
                 # pretrained weights before it (LoRA's stays the base model, adapters off, as in TRL).
                 policy.prepare_reference()
             return result
+
+    def evaluate(self, params: EvaluateParams) -> dict:
+        """Held-out demonstrations' loss and greedy exact-match accuracy (supervised.py); changes no weight."""
+        policy = self._loaded()
+        with self.lock:
+            return evaluate_examples(policy, params)
 
     def train(self, params: TrainParams, reducer=None, phases: Optional[dict] = None) -> dict:
         """One update; `reducer` all-reduces gradients across data-parallel ranks (distributed.py); `phases` gets

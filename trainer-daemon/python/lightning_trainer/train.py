@@ -1,4 +1,4 @@
-"""Policy updates: the clipped policy-gradient objective (PPO/GRPO style) and the supervised warm start.
+"""Policy updates: the clipped policy-gradient objective (PPO/GRPO style); supervised updates are supervised.py.
 
 Per response token t of a transition with advantage A and behaviour logprob b_t:
     ratio_t = exp(logp_t - b_t),  pg_t = -min(ratio_t·A, clip(ratio_t, 1-ε_low, 1+ε_high)·A)
@@ -35,12 +35,12 @@ from typing import Optional, Protocol
 
 import torch
 
-from .generate import NonFiniteError, Sampling, generate, left_pad
+from .generate import NonFiniteError, left_pad
 from .loss import Totals, aggregate, clipped_pg, k3_kl
-from .params import SftParams, TrainParams, Transition
+from .params import TrainParams, Transition
 from .policy import Policy
 
-__all__ = ["Totals", "aggregate", "clipped_pg", "k3_kl", "policy_update", "sequence_logprobs", "supervised"]
+__all__ = ["Totals", "aggregate", "clipped_pg", "k3_kl", "policy_update", "sequence_logprobs"]
 
 Progress = Callable[[dict], None]
 
@@ -427,71 +427,6 @@ def policy_update(
     return result
 
 
-def sampled_accuracy(policy: Policy, examples: list, samples: int, generator: torch.Generator) -> float:
-    """Fraction of examples whose completion, sampled at temperature 1, equals the demonstration exactly."""
-    picks = torch.randint(len(examples), (samples,), generator=generator).tolist()
-    prompts = [policy.render_prompt(examples[i].messages, examples[i].tools) for i in picks]
-    wanted = [policy.render_completion(examples[i].messages, examples[i].tools, examples[i].completion) for i in picks]
-    seeds = torch.randint(2**31, (samples,), generator=generator).tolist()
-    outputs = generate(policy, prompts, [Sampling(max_tokens=len(w) + 1, seed=s) for w, s in zip(wanted, seeds)])
-    return sum(o.ids == w for o, w in zip(outputs, wanted)) / samples
-
-
-def supervised(
-    policy: Policy, optimizer: torch.optim.Optimizer, grad_clip: float, params: SftParams, progress: Progress
-) -> dict:
-    """Cross-entropy on the completion tokens; stops early once sampled accuracy reaches the threshold."""
-    started = time.perf_counter()
-    examples = params.examples
-    prompts = [policy.render_prompt(e.messages, e.tools) for e in examples]
-    targets = [policy.render_completion(e.messages, e.tools, e.completion) for e in examples]
-    # An sft `lr` holds for this call only: the optimizer's own lr (the RL rate) comes back afterwards.
-    saved_lrs = [group["lr"] for group in optimizer.param_groups]
-    if params.lr is not None:
-        set_lr(optimizer, params.lr)
-    try:
-        return _supervised_steps(policy, optimizer, grad_clip, params, progress, prompts, targets, started)
-    finally:
-        for group, lr in zip(optimizer.param_groups, saved_lrs):
-            group["lr"] = lr
-
-
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr
-
-
-def _supervised_steps(
-    policy: Policy,
-    optimizer: torch.optim.Optimizer,
-    grad_clip: float,
-    params: SftParams,
-    progress: Progress,
-    prompts: list,
-    targets: list,
-    started: float,
-) -> dict:
-    examples = params.examples
-    generator = torch.Generator().manual_seed(params.seed)
-    trainable = list(policy.trainable().values())
-    until = params.until_sampled_accuracy
-    loss, accuracy, steps = math.nan, None, 0
-    for steps in range(1, params.steps + 1):
-        policy.model.train()
-        picks = torch.randint(len(examples), (min(params.batch_size, len(examples)),), generator=generator).tolist()
-        optimizer.zero_grad(set_to_none=True)
-        result = sequence_logprobs(policy, [prompts[i] for i in picks], [targets[i] for i in picks])
-        nll = -(result.logprobs * result.valid).sum() / result.valid.sum()
-        nll.backward()
-        loss = float(nll.detach())
-        checked_step(optimizer, trainable, grad_clip, loss, f"sft step {steps}")
-        if until and steps % until.every == 0:
-            policy.model.eval()
-            accuracy = sampled_accuracy(policy, examples, until.samples, generator)
-            progress({"phase": "sft", "step": steps, "loss": loss, "sampledAccuracy": accuracy})
-            if accuracy >= until.threshold:
-                break
-        elif steps % 10 == 0:
-            progress({"phase": "sft", "step": steps, "loss": loss})
-    policy.model.eval()
-    return {"loss": loss, "steps": steps, "seconds": time.perf_counter() - started, "sampledAccuracy": accuracy}

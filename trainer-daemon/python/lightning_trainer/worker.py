@@ -17,13 +17,24 @@ from typing import Any, TextIO
 
 from . import PROTOCOL_VERSION
 from .environment import describe
-from .params import Empty, ExportParams, LoadParams, SaveParams, ServeParams, SftParams, TokenizeParams, TrainParams
+from .params import (
+    Empty,
+    EvaluateParams,
+    ExportParams,
+    LoadParams,
+    SaveParams,
+    ServeParams,
+    SftParams,
+    TokenizeParams,
+    TrainParams,
+)
 from .schema import BadParams, parse
 
 METHODS: dict[str, type] = {
     "load": LoadParams,
     "serve": ServeParams,
     "sft": SftParams,
+    "evaluate": EvaluateParams,
     "train": TrainParams,
     "save": SaveParams,
     "export": ExportParams,

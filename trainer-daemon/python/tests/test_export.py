@@ -5,19 +5,24 @@ miniature). A LoRA run (norms trained too) and a full fine-tune each take two up
 checkpoint is served by the worker as `lightning run --checkpoint` serves it, and each export is loaded in a separate
 Python process started with `-I` from an empty folder (no project code on sys.path: the script checks it), by
 `PeftModel.from_pretrained(base, DIR)` or `AutoModelForCausalLM.from_pretrained(DIR)` with the folder's own
-tokenizer and chat template. Its logprobs of the served tokens must equal the served ones within 1e-5.
+tokenizer and chat template. Its logprobs of the served tokens must equal the served ones within 1e-5. A Hugging Face
+folder also carries what another server needs: a generation config that stops at the end of a turn, and the chat
+template the policy was trained with.
 """
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 import transformers
 from conftest import hf_model_dir, http  # noqa: E402
 
+from lightning_trainer.bench import CHAT_TEMPLATE  # noqa: E402
 from lightning_trainer.export import ExportRefused  # noqa: E402
 from lightning_trainer.params import ExportParams, LoadParams, SaveParams, ServeParams, TrainParams  # noqa: E402
 from lightning_trainer.schema import BadParams, parse  # noqa: E402
@@ -136,6 +141,22 @@ def _export(checkpoint_dir: str, fmt: str, out) -> dict:
     )
 
 
+def _assert_serves_elsewhere(folder: str) -> None:
+    """What a server reading the folder (vLLM, TGI, transformers' generate) needs beside the weights: a generation
+    config that stops at the end of a turn, and the chat template the policy was trained with."""
+    files = set(os.listdir(folder))
+    assert "generation_config.json" in files, files
+    generation = json.loads(Path(folder, "generation_config.json").read_text())
+    tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+    end_of_turn = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    eos = generation["eos_token_id"]
+    assert end_of_turn in (eos if isinstance(eos, list) else [eos]), generation
+    assert tokenizer.chat_template == CHAT_TEMPLATE, "the chat template travels with the model"
+    assert "chat_template.jinja" in files or "chat_template" in json.loads(
+        Path(folder, "tokenizer_config.json").read_text()
+    ), files
+
+
 def _assert_same_policy(cases, loaded):
     assert len(loaded) == len(cases)
     for case, got in zip(cases, loaded):
@@ -167,6 +188,7 @@ def test_a_lora_checkpoint_exports_to_what_the_stock_libraries_load(base_dir, lo
     else:
         assert {"config.json", "model.safetensors", "tokenizer.json"} <= files, files
         assert not any(n.startswith("adapter") for n in files)
+        _assert_serves_elsewhere(exported["path"])
     _assert_same_policy(cases, _stock(tmp_path, {"format": fmt, "dir": exported["path"], "base": base_dir}, cases))
     if fmt == "peft":  # once: the trained policy is not the base (the updates changed what it says)
         base = _stock(tmp_path, {"format": "hf", "dir": base_dir, "base": base_dir}, cases)
@@ -179,6 +201,7 @@ def test_a_full_fine_tune_exports_as_a_hugging_face_folder(base_dir, tmp_path):
     )
     cases = _served(ckpt)
     exported = _export(ckpt, "hf", tmp_path / "out")
+    _assert_serves_elsewhere(exported["path"])
     _assert_same_policy(cases, _stock(tmp_path, {"format": "hf", "dir": exported["path"], "base": base_dir}, cases))
     with pytest.raises(ExportRefused, match="full fine-tune: it has no adapter"):
         _export(ckpt, "peft", tmp_path / "peft")
@@ -194,6 +217,7 @@ def test_lora_on_a_base_built_from_config_exports_merged_and_refuses_peft(base_d
         _export(ckpt, "peft", tmp_path / "peft")
     assert not (tmp_path / "peft").exists()
     exported = _export(ckpt, "merged", tmp_path / "out")
+    _assert_serves_elsewhere(exported["path"])
     _assert_same_policy(cases, _stock(tmp_path, {"format": "merged", "dir": exported["path"], "base": base_dir}, cases))
 
 

@@ -1,0 +1,155 @@
+// needs: venv
+/**
+ * A Hugging Face model from the palette, end to end, in a real VS Code (code-server + chromium): a tiny Qwen2 saved
+ * in the workspace with `save_pretrained`, as a user's downloaded model is, is trained with **Lightning: Start
+ * Training** (GRPO, "Hugging Face model…" typed as the local folder, LoRA by default) for 2 iterations by the test
+ * venv's PyTorch 2 + transformers + peft; then **Use** on its newest checkpoint serves it (the status bar says so) and
+ * **Export** writes it as a merged model into the workspace, which a separate, isolated Python loads with stock
+ * transformers alone. Screenshots go to test-results/e2e/hf-*.png.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { FrameLocator, Page } from 'playwright-core';
+import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
+import { answerInputBox, pickQuickItem, pickQuickLabel, runCommand } from '../helpers/codeServer';
+import { REPO_ROOT, runCli } from '../helpers/daemon';
+import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
+import { prepareTrainingWorkspace, TRAINING_AGENT } from '../helpers/trainingWorkspace';
+
+/** The test venv's Python (torch 2, transformers, peft): the trainer's, through LIGHTNING_PYTHON. */
+function venvPython(): string {
+  const python = process.env.LIGHTNING_TEST_PYTHON;
+  assert.ok(python, 'LIGHTNING_TEST_PYTHON is unset: point it at a Python with requirements-test.txt installed');
+  return python;
+}
+
+/** A tiny Qwen2 with random weights written by save_pretrained under `folder`, with its tokenizer and chat template. */
+function saveTinyQwen(folder: string): void {
+  const script = [
+    'import sys, torch, transformers',
+    'from pathlib import Path',
+    'from lightning_trainer.bench import tiny_hf_model_dir',
+    'folder = Path(sys.argv[1])',
+    'tiny_hf_model_dir(folder)',
+    'torch.manual_seed(0)',
+    'model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder))',
+    'model.save_pretrained(folder)',
+  ].join('\n');
+  const made = spawnSync(venvPython(), ['-c', script, folder], {
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'trainer-daemon', 'python') },
+  });
+  assert.equal(made.status, 0, made.stderr);
+}
+
+describe(
+  'A Hugging Face model from the palette (code-server + chromium): train with LoRA, Use Checkpoint, Export',
+  { concurrency: false, timeout: 600_000 },
+  () => {
+    let session: E2eSession;
+    let page: Page;
+    let panel: FrameLocator;
+    let model: string;
+    let runId: string;
+
+    before(async () => {
+      // The extension's daemon finds the trainer's Python as `lightning train` does: LIGHTNING_PYTHON first.
+      process.env.LIGHTNING_PYTHON = venvPython();
+      session = await startE2eSession({}, async (workspace, storeFile) => {
+        await prepareTrainingWorkspace(workspace, storeFile);
+        model = path.join(workspace, 'models', 'tiny-qwen2');
+        saveTinyQwen(model);
+      });
+      ({ page, panel } = session);
+    });
+
+    after(async () => {
+      delete process.env.LIGHTNING_PYTHON;
+      await session?.close('extension-hf');
+    });
+
+    const toast = (text: string | RegExp) =>
+      page.locator('.notifications-toasts .notification-toast', { hasText: text }).first();
+
+    it('Start Training on the local model folder: GRPO with LoRA, 2 iterations, checkpoints', async () => {
+      await runCommand(page, 'Lightning: Start Training');
+      await pickQuickItem(page, 'GRPO');
+      await pickQuickItem(page, 'Hugging Face model…');
+      await answerInputBox(page, 'Hugging Face model', model);
+      await pickQuickItem(page, '3 train · 2 val tasks');
+      await pickQuickLabel(page, TRAINING_AGENT);
+      for (const [label, value] of [
+        ['Iterations', '2'],
+        ['Samples per task', '2'],
+      ] as const) {
+        await pickQuickLabel(page, label);
+        await answerInputBox(page, `Start Training: ${label}`, value);
+      }
+      await pickQuickLabel(page, 'Start training');
+      const detail = panel.locator('.run-detail');
+      await detail.locator('.run-header', { hasText: 'grpo train-' }).waitFor({ timeout: 60_000 });
+      runId = (await detail.getAttribute('data-run-id'))!;
+      await toast(new RegExp(`training run ${runId} finished after 2 iteration`)).waitFor({ timeout: 420_000 });
+      const listed = await runCli(['train', '--list', '--json', '--store', session.storeFile]);
+      const run = (JSON.parse(listed.stdout) as TrainingRunSummary[]).find((item) => item.id === runId)!;
+      assert.equal(run.status, 'succeeded', run.error ?? '');
+      assert.deepEqual(run.algorithm === 'grpo' && run.config.model, { kind: 'hf', name: model });
+      await detail.locator('.checkpoint-row').first().waitFor({ timeout: 30_000 });
+      await session.shot('hf-1-trained');
+    });
+
+    it('Use on the newest checkpoint serves the LoRA policy; Export writes a merged model stock transformers loads', async () => {
+      const detail = panel.locator('.run-detail');
+      const newest = detail.locator('.checkpoint-row').first();
+      assert.match((await newest.innerText()).trim(), /^iteration 2/);
+      await newest.locator('.use-checkpoint').click();
+      await page.locator('.statusbar-item', { hasText: 'step 2' }).waitFor({ timeout: 180_000 });
+      await session.shot('hf-2-in-use');
+
+      await newest.locator('.export-checkpoint').click();
+      await pickQuickItem(page, 'Merged model');
+      // The folder dialog opens on the workspace folder: accept it; the export goes into a new subfolder there.
+      const dialog = page.locator('.quick-input-widget', {
+        has: page.locator('.quick-input-title', { hasText: 'the folder to export into' }),
+      });
+      await dialog.waitFor({ timeout: 30_000 });
+      await dialog.locator('.quick-input-box input').press('Enter');
+      await toast(/exported step 2 as Merged model/).waitFor({ timeout: 240_000 });
+      await session.shot('hf-3-exported');
+      const out = path.join(session.workspace, `${runId}-step2-merged`);
+      const files = fs.readdirSync(out);
+      for (const file of ['config.json', 'model.safetensors', 'generation_config.json', 'tokenizer.json'])
+        assert.ok(files.includes(file), `${file} in ${files.join(', ')}`);
+      const loaded = spawnSync(
+        venvPython(),
+        [
+          '-I',
+          '-c',
+          [
+            'import sys, torch, transformers',
+            'model = transformers.AutoModelForCausalLM.from_pretrained(sys.argv[1])',
+            'tokenizer = transformers.AutoTokenizer.from_pretrained(sys.argv[1])',
+            'text = tokenizer.apply_chat_template([{"role": "user", "content": "3 plus 4"}], add_generation_prompt=True, tokenize=False)',
+            'ids = tokenizer(text, return_tensors="pt", add_special_tokens=False).input_ids',
+            'logits = model(input_ids=ids).logits',
+            'assert torch.isfinite(logits).all()',
+            'print(type(model).__name__, ids.shape[1])',
+          ].join('\n'),
+          out,
+        ],
+        {
+          cwd: session.workspace,
+          encoding: 'utf8',
+          timeout: 120_000,
+          env: { PATH: '/usr/bin:/bin', HF_HUB_OFFLINE: '1' },
+        },
+      );
+      assert.equal(loaded.status, 0, loaded.stderr);
+      assert.match(loaded.stdout, /^Qwen2ForCausalLM \d+/);
+    });
+  },
+);
