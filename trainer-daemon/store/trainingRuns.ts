@@ -1,6 +1,6 @@
 /**
- * Training runs of every algorithm: configuration and status, a cancel request that the process
- * running the algorithm acts on, metric time series, and each algorithm's own records: GRPO's
+ * Training runs of every algorithm: configuration and status, a cancel request (recorded as the
+ * daemon's TrainingManager stops the run), metric time series, and each algorithm's own records: GRPO's and SFT's
  * checkpoints (with the `policy` resource whose versions say which checkpoint served which
  * rollouts) and APO's leaderboard of candidate prompts.
  */
@@ -308,7 +308,7 @@ export class TrainingRunRepository {
     return this.get(id);
   }
 
-  /** Records a cancel request (the process running the run acts on it); a final run is left as it is. */
+  /** Records a cancel request (the daemon's TrainingManager stops the run); a final run is left as it is. */
   requestCancel(id: string, now = Date.now()): TrainingRun {
     const run = this.get(id);
     if (isFinal(run.status)) return run;
