@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ApoResult, candidatesOf, metricPoints, placeholders } from '../../trainer-daemon/protocol';
 import { allRollouts, finished, setUp, storeOf, train } from '../helpers/apo';
+import { runCli } from '../helpers/daemon';
 
 const MAIN_FLAGS = [
   '--beam',
@@ -91,4 +92,8 @@ test('apo: finds a prompt that beats the seed on validation, keeps its placehold
   assert.equal(store.getResource('prompt').resource.version, 1);
   const versions = store.getResource('prompt').versions;
   assert.ok(versions.slice(1).every((v) => v.runId === result.runId && !v.current));
+  // `train --list`: the run among the others, its best validation score as its VAL.
+  const listed = await runCli(['train', '--list'], { cwd });
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, new RegExp(`${result.runId}\\s+apo\\s+succeeded\\s+2\\s+-\\s+1\\.00\\s`));
 });
