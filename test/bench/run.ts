@@ -14,10 +14,11 @@ import { Store } from '../../trainer-daemon/store/store';
 import { CLI, startDaemon } from '../helpers/daemon';
 import { seedRollouts } from '../helpers/largeStore';
 import { llmSpan } from '../helpers/spans';
-import { fmt, median, printTable, rows } from './table';
+import { fmt, machineLine, median, printTable, rows, sections, writeBenchmarksDoc } from './table';
 import { lightningRlBenchmark } from './lightningrl';
-import { otlpBenchmark, otlpFairnessBenchmark } from './otlp';
+import { otlpBenchmark, otlpFairnessBenchmark, otlpMemoryBenchmark } from './otlp';
 import { proxyBenchmarks } from './proxy';
+import { gatewayBenchmark } from './gateway';
 import { runnerBenchmark } from './runner';
 import { rewardsBenchmark } from './rewards';
 import { trainerBenchmark } from './trainer';
@@ -27,7 +28,7 @@ import { packagingBenchmark } from './packaging';
 import { scaleBenchmark } from './scale';
 import { checkpointsBenchmark } from './checkpoints';
 import { parsed } from '../helpers/params';
-import { ensureApt, ensureNode, ensurePythonVenv, ProvisionError } from '../provision/index.mjs';
+import { ensureApt, ensureNode, ensurePortkeyGateway, ensurePythonVenv, ProvisionError } from '../provision/index.mjs';
 
 const work = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-bench-'));
 
@@ -270,7 +271,9 @@ async function readyTime(file: string): Promise<void> {
  * for the trainer rows, the test venv (torch 2, transformers + peft, Ray) for the HF, FSDP and Ray rows, Node 24 for
  * the node:sqlite row. A part that cannot be provisioned here is said once; the rows that need it then print why.
  */
-function provision(parts: { torch: boolean; venv: boolean; node24: boolean }): void {
+let portkeyScript: string | undefined;
+
+function provision(parts: { torch: boolean; venv: boolean; node24: boolean; portkey?: boolean }): void {
   const step = (what: string, install: () => void): void => {
     try {
       install();
@@ -291,6 +294,15 @@ function provision(parts: { torch: boolean; venv: boolean; node24: boolean }): v
     step('the test venv', () => (process.env.LIGHTNING_TEST_PYTHON = ensurePythonVenv()));
   if (parts.node24 && !process.env.LIGHTNING_NODE24)
     step('Node 24', () => (process.env.LIGHTNING_NODE24 = ensureNode(24).node));
+  if (parts.portkey) step('the Portkey gateway', () => (portkeyScript = ensurePortkeyGateway()));
+}
+
+/** The proxy against its peer gateway: provisioned above, or a row saying why it could not run. */
+function gatewaySection(work: string): Promise<void> {
+  return section('proxy vs Portkey gateway', () => {
+    if (!portkeyScript) throw new Error('the Portkey gateway could not be provisioned (see above)');
+    return gatewayBenchmark(work, portkeyScript);
+  });
 }
 
 /** Runs one benchmark; one that throws becomes a row saying so, and the others' rows are kept. */
@@ -310,6 +322,7 @@ async function section(name: string, run: () => unknown): Promise<void> {
       met: 'NO',
     });
   }
+  sections.push({ name, rows: rows.slice(before) });
 }
 
 const only = (flag: string): boolean => process.argv.includes(flag);
@@ -325,9 +338,14 @@ async function main(): Promise<void> {
   } else if (only('--trainer-only')) {
     provision({ torch: true, venv: true, node24: false });
     await section('trainer', () => trainerBenchmark());
+  } else if (only('--proxy-only')) {
+    provision({ torch: false, venv: false, node24: false, portkey: true });
+    await gatewaySection(work);
+    await section('proxy', () => proxyBenchmarks(work));
   } else if (only('--otlp-only')) {
     await section('OTLP ingest', () => otlpBenchmark(work));
     await section('OTLP fairness', () => otlpFairnessBenchmark(work));
+    await section('OTLP memory', () => otlpMemoryBenchmark(work));
   } else if (only('--checkpoints-only')) {
     provision({ torch: true, venv: true, node24: false });
     await section('checkpoints', () => checkpointsBenchmark(work));
@@ -335,7 +353,7 @@ async function main(): Promise<void> {
     provision({ torch: true, venv: true, node24: false });
     await section('scale', () => scaleBenchmark(work));
   } else {
-    if (!storeOnly) provision({ torch: true, venv: true, node24: true });
+    if (!storeOnly) provision({ torch: true, venv: true, node24: true, portkey: true });
     await section('bundle', () => bundleBenchmark(work));
     await section('span ingest', () => spanIngest());
     await section('rollout lifecycle', () => lifecycle());
@@ -352,7 +370,9 @@ async function main(): Promise<void> {
     if (!storeOnly) {
       await section('OTLP ingest', () => otlpBenchmark(work));
       await section('OTLP fairness', () => otlpFairnessBenchmark(work));
+      await section('OTLP memory', () => otlpMemoryBenchmark(work));
       await section('proxy', () => proxyBenchmarks(work));
+      await gatewaySection(work);
       await section('trainer', () => trainerBenchmark());
       await section('checkpoints', () => checkpointsBenchmark(work));
       await section('packaging', () => packagingBenchmark(work));
@@ -360,6 +380,12 @@ async function main(): Promise<void> {
     }
   }
   printTable();
+  // The measured tables in the docs, regenerated from this run (the sections it ran; the others stay as they were).
+  const doc = path.join(__dirname, '..', '..', 'docs', 'benchmarks.md');
+  writeBenchmarksDoc(doc, machineLine(process.argv.slice(2)));
+  console.error(
+    `bench: wrote the tables of ${sections.map((s) => s.name).join(', ')} into ${path.relative(process.cwd(), doc)}`,
+  );
   if (rows.some((row) => row.result.startsWith('FAILED'))) process.exitCode = 1;
 }
 

@@ -1,4 +1,6 @@
 /** The benchmark table: one row per measurement, a same-run baseline beside each result. */
+import fs from 'node:fs';
+import os from 'node:os';
 export interface Row {
   metric: string;
   result: string;
@@ -34,4 +36,60 @@ export function printTable(): void {
   console.log(line(headers));
   console.log(`|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`);
   for (const row of rows) console.log(line(headers.map((h) => row[h])));
+}
+
+/** The rows each section of this run added, in order (run.ts's `section`). */
+export const sections: Array<{ name: string; rows: Row[] }> = [];
+
+const BEGIN = '<!-- bench:begin (npm run bench writes between these markers; edit outside them) -->';
+const END = '<!-- bench:end -->';
+
+const cell = (text: string): string => text.replace(/\|/g, '\\|');
+
+/** A section's part of docs/benchmarks.md: its heading, where and when it ran, and its table. */
+function sectionMarkdown(name: string, sectionRows: Row[], machine: string): string {
+  const headers: Array<keyof Row> = ['metric', 'result', 'baseline', 'ratio', 'target', 'met'];
+  return [
+    `### ${name}`,
+    '',
+    machine,
+    '',
+    `| ${headers.join(' | ')} |`,
+    `|${headers.map(() => '---').join('|')}|`,
+    ...sectionRows.map((row) => `| ${headers.map((h) => cell(row[h])).join(' | ')} |`),
+    '',
+  ].join('\n');
+}
+
+/** This machine and the date, as a section's table is headed. */
+export function machineLine(flags: readonly string[]): string {
+  const cpus = os.cpus();
+  const date = new Date().toISOString().slice(0, 16).replace('T', ' ');
+  return (
+    `Measured ${date} UTC by \`npm run bench${flags.length > 0 ? ` -- ${flags.join(' ')}` : ''}\` on ${cpus.length} × ` +
+    `${cpus[0]?.model.trim() ?? 'unknown CPU'}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}, ` +
+    `Node ${process.version} (load average ${os.loadavg()[0]!.toFixed(1)} at the end: other work shares this machine).`
+  );
+}
+
+/**
+ * Regenerates the performance tables of `file` (docs/benchmarks.md) between its markers: the sections this run
+ * measured replace theirs, the others stay as they were last measured (each says when and where).
+ */
+export function writeBenchmarksDoc(file: string, machine: string): void {
+  const text = fs.readFileSync(file, 'utf8');
+  const begin = text.indexOf(BEGIN);
+  const end = text.indexOf(END);
+  if (begin === -1 || end === -1 || end < begin)
+    throw new Error(`${file} has no ${BEGIN} … ${END} markers for the bench's tables`);
+  const inside = text.slice(begin + BEGIN.length, end);
+  // The sections already there, by name, in their order.
+  const kept = new Map<string, string>();
+  for (const part of inside.split(/^(?=### )/m)) {
+    const name = /^### (.+)$/m.exec(part)?.[1];
+    if (name && part.startsWith('### ')) kept.set(name.trim(), `${part.trim()}\n`);
+  }
+  for (const { name, rows: sectionRows } of sections) kept.set(name, sectionMarkdown(name, sectionRows, machine));
+  const body = [...kept.values()].join('\n');
+  fs.writeFileSync(file, `${text.slice(0, begin + BEGIN.length)}\n\n${body}\n${text.slice(end)}`);
 }

@@ -1,4 +1,5 @@
 /** A plain HTTP POST that resolves with whatever the server answered (also an error status, or a cut-off body). */
+import assert from 'node:assert/strict';
 import http from 'node:http';
 
 export interface PostResult {
@@ -27,4 +28,26 @@ export function post(
     request.on('error', reject);
     request.end(body);
   });
+}
+
+/** Probes /health every 100 ms until stopped; resolves with the slowest answer (ms), or rejects on one over `ms`. */
+export function healthProbe(url: string, ms: number): { stop(): Promise<number> } {
+  let running = true;
+  let worst = 0;
+  const loop = (async () => {
+    while (running) {
+      const started = Date.now();
+      const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(ms) });
+      assert.equal(response.status, 200);
+      worst = Math.max(worst, Date.now() - started);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    return worst;
+  })();
+  return {
+    stop: () => {
+      running = false;
+      return loop;
+    },
+  };
 }

@@ -1,4 +1,5 @@
 /** OTLP request bodies made by the real OpenTelemetry SDK and its own serializers. */
+import zlib from 'node:zlib';
 import { SpanKind, type Attributes, type Tracer } from '@opentelemetry/api';
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
@@ -10,6 +11,8 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 
 export type Encoding = 'protobuf' | 'json';
+
+export const BIG_EXPORT_SPANS = 24_000;
 
 /** Records spans with the real OpenTelemetry SDK and returns what an exporter would be handed. */
 export function recordSpans(
@@ -34,4 +37,33 @@ export function oneSpan(
 export function encode(spans: ReadableSpan[], encoding: Encoding): Buffer {
   const serializer = encoding === 'protobuf' ? ProtobufTraceSerializer : JsonTraceSerializer;
   return Buffer.from(serializer.serializeRequest(spans)!);
+}
+
+/**
+ * OTLP/JSON of BIG_EXPORT_SPANS spans with a 5,000-character prompt each (~121 MB), gzipped as it is written: this process
+ * never holds it inflated (a stall of its own would fail the /health probe).
+ */
+export async function bigGzipExport(): Promise<{ gzip: Buffer; inflated: number }> {
+  const prompt = 'p'.repeat(5_000);
+  const gzip = zlib.createGzip({ level: 1 });
+  const out: Buffer[] = [];
+  gzip.on('data', (chunk: Buffer) => out.push(chunk));
+  const ended = new Promise((resolve) => gzip.on('end', resolve));
+  let inflated = 0;
+  const write = (text: string): void => {
+    inflated += Buffer.byteLength(text);
+    gzip.write(text);
+  };
+  write('{"resourceSpans":[{"resource":{"attributes":[]},"scopeSpans":[{"spans":[');
+  for (let i = 1; i <= BIG_EXPORT_SPANS; i += 1)
+    write(
+      `${i > 1 ? ',' : ''}{"traceId":"4bf92f3577b34da6a3ce929d0e0e4736","spanId":"${i.toString(16).padStart(16, '0')}",` +
+        `"name":"chat m","kind":3,"startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000000100000000",` +
+        `"attributes":[{"key":"gen_ai.operation.name","value":{"stringValue":"chat"}},` +
+        `{"key":"gen_ai.prompt","value":{"stringValue":"${prompt}"}}]}`,
+    );
+  write(']}]}]}');
+  gzip.end();
+  await ended;
+  return { gzip: Buffer.concat(out), inflated };
 }

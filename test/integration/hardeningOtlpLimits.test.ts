@@ -10,7 +10,7 @@ import zlib from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
-import { post } from '../helpers/http';
+import { healthProbe, post } from '../helpers/http';
 import { tempDir, waitFor } from '../helpers/tmp';
 
 const MiB = 1024 * 1024;
@@ -31,28 +31,6 @@ function exportOf(count: number, chars: number): string {
     ],
   }));
   return JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ spans }] }] });
-}
-
-/** Probes /health every 100 ms until stopped; resolves with the slowest answer (ms), or rejects on one over `ms`. */
-function healthProbe(url: string, ms: number): { stop(): Promise<number> } {
-  let running = true;
-  let worst = 0;
-  const loop = (async () => {
-    while (running) {
-      const started = Date.now();
-      const response = await fetch(`${url}/health`, { signal: AbortSignal.timeout(ms) });
-      assert.equal(response.status, 200);
-      worst = Math.max(worst, Date.now() - started);
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    }
-    return worst;
-  })();
-  return {
-    stop: () => {
-      running = false;
-      return loop;
-    },
-  };
 }
 
 describe('OTLP bodies past their limits', () => {

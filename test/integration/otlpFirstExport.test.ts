@@ -38,7 +38,7 @@ test('a decode worker is started and ready before the first export, and decodes 
   );
 
   const body = encode(oneSpan('first after a restart', { 'tool.name': 'search' }), 'protobuf');
-  const decoded = pool.decode('rollout-1', body, 'application/x-protobuf', undefined, {
+  const decoded = pool.decode('rollout-1', [body], 'application/x-protobuf', undefined, {
     maxBytes: 1024 * 1024,
     maxSpans: 100,
   });

@@ -11,5 +11,6 @@ export function ensureApt(needs: readonly AptNeed[]): void;
 export function ensurePythonVenv(): string;
 export function ensureNode(major: number): { node: string; bin: string; headers: string };
 export function ensureBrowserDriver(): string;
+export function ensurePortkeyGateway(): string;
 export const EDITORS: Record<'oldest' | 'current', { codeServer: string; vscode: string; nodeMajor: number | undefined }>;
 export function ensureEditor(which: 'oldest' | 'current'): { codeServer: string; node: string; env: { PATH: string } };

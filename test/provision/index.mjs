@@ -295,6 +295,17 @@ export function ensureNode(major) {
   return { node: path.join(home, 'bin', 'node'), bin: path.join(home, 'bin'), headers: home };
 }
 
+/**
+ * The open-source Portkey AI gateway (@portkey-ai/gateway, a Hono app on Node), pinned: the proxy bench measures the
+ * latency it adds and its CPU per call next to the daemon's. Returns the path of its server script.
+ */
+export function ensurePortkeyGateway() {
+  const dir = ensureNpmInstall('portkey', {
+    why: "the proxy bench's peer gateway, measured side by side with the daemon's proxy",
+  });
+  return path.join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
+}
+
 /** playwright-core, the e2e suite's browser driver (it drives Debian's chromium, with a real font; it downloads no browser). */
 export function ensureBrowserDriver() {
   ensureApt([
@@ -405,6 +416,7 @@ if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(new URL(im
     python: () => console.log(ensurePythonVenv()),
     ruff: () => console.log(ensureRuff()),
     node24: () => console.log(ensureNode(24).node),
+    portkey: () => console.log(ensurePortkeyGateway()),
     driver: () => console.log(ensureBrowserDriver()),
     'driver-types': () => ensureDriverTypes(),
     'editor-oldest': () => console.log(ensureEditor('oldest').codeServer),

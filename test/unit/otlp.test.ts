@@ -594,14 +594,20 @@ describe('an export is cut into parts of bounded size (committed one at a time)'
       ),
     ).spans;
 
-  test('many small spans: parts of at most PART_MAX_SPANS, every span once, in order', () => {
+  test('many small spans: as few parts as PART_MAX_SPANS allows, of equal size, every span once, in order', () => {
     const spans = spansOf(PART_MAX_SPANS * 2 + 3, 10);
     const parts = splitIntoParts(spans);
+    // Not PART_MAX_SPANS, PART_MAX_SPANS, 3: each part is a commit, and a 3-span one costs nearly as much.
+    const third = Math.ceil(spans.length / 3);
     assert.deepEqual(
       parts.map((part) => part.length),
-      [PART_MAX_SPANS, PART_MAX_SPANS, 3],
+      [third, third, spans.length - 2 * third],
     );
     assert.deepEqual(parts.flat(), spans);
+    assert.deepEqual(
+      splitIntoParts(spansOf(PART_MAX_SPANS, 10)).map((part) => part.length),
+      [PART_MAX_SPANS],
+    );
   });
 
   // The deadline is the test's failure: without the fix the last part waited out a 10-minute window.
@@ -619,16 +625,20 @@ describe('an export is cut into parts of bounded size (committed one at a time)'
       });
       const { id } = store.createRollout(parsed('createRollout', { label: 'parts' }));
       store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
-      // PART_MAX_SPANS and then 7: a first part the queue commits at once (it is large), then a short one.
+      // 400 spans of 3,000 characters then 7 small ones: a first part cut at PART_MAX_CHARS (~350 spans), which
+      // the queue commits at once (it is large), then a short one.
+      const big = 'b'.repeat(3_000);
+      const count = 400 + 7;
       const body = encode(
         recordSpans((tracer) => {
-          for (let i = 0; i < PART_MAX_SPANS + 7; i += 1) tracer.startSpan(`s${i}`).end();
+          for (let i = 0; i < count; i += 1)
+            tracer.startSpan(`s${i}`, { attributes: i < 400 ? { 'gen_ai.prompt': big } : {} }).end();
         }),
         'protobuf',
       );
       const answer = await receiver.ingest(id, body, PROTOBUF, undefined);
-      assert.deepEqual([answer.stored, answer.rejected], [PART_MAX_SPANS + 7, 0]);
-      assert.equal(store.getRollout(id).spanCount, PART_MAX_SPANS + 7);
+      assert.deepEqual([answer.stored, answer.rejected], [count, 0]);
+      assert.equal(store.getRollout(id).spanCount, count);
     },
   );
 

@@ -17,6 +17,8 @@ export const DEFAULT_MAX_BUFFERED_BYTES = 256 * 1024 * 1024;
 
 export class ByteBudget {
   private held = 0;
+  /** What each response holds now: one `close` listener gives all of it back, however many takes there were. */
+  private readonly byResponse = new WeakMap<ServerResponse | IncomingMessage, { bytes: number }>();
 
   constructor(readonly limit: number) {}
 
@@ -32,8 +34,16 @@ export class ByteBudget {
       );
     }
     this.held += bytes;
+    const holding = this.byResponse.get(response);
+    if (holding) {
+      holding.bytes += bytes;
+      return;
+    }
+    const taken = { bytes };
+    this.byResponse.set(response, taken);
     response.once('close', () => {
-      this.held -= bytes;
+      this.held -= taken.bytes;
+      this.byResponse.delete(response);
     });
   }
 }

@@ -68,10 +68,27 @@ function traceIds(record: CallRecord): { traceId: string; parentSpanId: string |
   const match = /^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$/.exec(record.traceparent ?? '');
   if (match && !/^0+$/.test(match[1]!)) return { traceId: match[1]!, parentSpanId: match[2]! };
   // Without a traceparent, all of a rollout's proxied calls share one trace derived from its id.
-  return {
-    traceId: crypto.createHash('sha256').update(record.rolloutId).digest('hex').slice(0, 32),
-    parentSpanId: null,
-  };
+  let traceId = rolloutTraceIds.get(record.rolloutId);
+  if (traceId === undefined) {
+    traceId = crypto.createHash('sha256').update(record.rolloutId).digest('hex').slice(0, 32);
+    rolloutTraceIds.set(record.rolloutId, traceId);
+    if (rolloutTraceIds.size > 10_000) rolloutTraceIds.delete(rolloutTraceIds.keys().next().value!);
+  }
+  return { traceId, parentSpanId: null };
+}
+/** Each rollout's trace id (a hash per call otherwise). */
+const rolloutTraceIds = new Map<string, string>();
+
+/** Random span ids from a pool refilled 4 KiB at a time: one call into the random source per 512 ids, not per call. */
+let randomPool = Buffer.alloc(0);
+let randomOffset = 0;
+function randomSpanId(): string {
+  if (randomOffset + 8 > randomPool.length) {
+    randomPool = crypto.randomBytes(4096);
+    randomOffset = 0;
+  }
+  randomOffset += 8;
+  return randomPool.toString('hex', randomOffset - 8, randomOffset);
 }
 
 function usageOf(
@@ -203,7 +220,7 @@ export function callToSpan(record: CallRecord): SpanInput {
   const { traceId, parentSpanId } = traceIds(record);
   return {
     traceId,
-    spanId: crypto.randomBytes(8).toString('hex'),
+    spanId: randomSpanId(),
     parentSpanId,
     name: `${OPERATION[record.api]} ${model}`,
     kind: 'client',

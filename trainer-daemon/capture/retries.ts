@@ -21,6 +21,8 @@ const REMEMBERED = 4096;
 
 export class RetryLinker {
   private readonly failed = new Map<string, string>();
+  /** How many remembered failures each rollout has: a rollout with none needs no hash of its calls' bodies. */
+  private readonly failures = new Map<string, number>();
 
   private static key(rolloutId: string, body: Buffer): string {
     return `${rolloutId}\u0000${crypto.createHash('sha256').update(body).digest('hex')}`;
@@ -28,18 +30,28 @@ export class RetryLinker {
 
   /** The span id of the failed attempt this call repeats, if any (taken: one attempt has one retry). */
   retryOf(rolloutId: string, body: Buffer): string | null {
+    if (!this.failures.has(rolloutId)) return null;
     const key = RetryLinker.key(rolloutId, body);
     const spanId = this.failed.get(key);
     if (spanId === undefined) return null;
-    this.failed.delete(key);
+    this.forget(key);
     return spanId;
   }
 
   /** Remembers a call that did not end with a whole answer, so its retry can name it. */
   failedCall(rolloutId: string, body: Buffer, spanId: string): void {
     const key = RetryLinker.key(rolloutId, body);
-    this.failed.delete(key);
+    this.forget(key);
     this.failed.set(key, spanId);
-    if (this.failed.size > REMEMBERED) this.failed.delete(this.failed.keys().next().value!);
+    this.failures.set(rolloutId, (this.failures.get(rolloutId) ?? 0) + 1);
+    if (this.failed.size > REMEMBERED) this.forget(this.failed.keys().next().value!);
+  }
+
+  private forget(key: string): void {
+    if (!this.failed.delete(key)) return;
+    const rolloutId = key.slice(0, key.indexOf('\u0000'));
+    const left = (this.failures.get(rolloutId) ?? 1) - 1;
+    if (left > 0) this.failures.set(rolloutId, left);
+    else this.failures.delete(rolloutId);
   }
 }

@@ -31,6 +31,23 @@ const ERRORS: Record<string, new (message: string) => Error> = {
 /** At least two, so one busy source always leaves a worker for the rest; at most four (each holds OTLP's decoder). */
 export const DEFAULT_DECODE_WORKERS = Math.min(4, Math.max(2, os.availableParallelism() - 1));
 
+/**
+ * Each decode worker's JavaScript heap (V8's old generation), in MiB: what one export may take to decode, so the
+ * workers together hold at most their count times this, whatever they are sent. Decoded spans take about twice
+ * the body's bytes, and JSON.parse holds the text too: an export is refused (413) before it is decoded when
+ * DECODE_MEMORY_FACTOR times its size is over the heap — a 128 MiB body (the cap) fits 1 GiB — because V8 stopping a
+ * worker at its limit is best effort: one large allocation past it aborts the whole process instead
+ * (nodejs/node#47224). The worker's limit stays as the backstop (an export that needs more: 413, worker replaced).
+ */
+export const DECODE_WORKER_HEAP_MB = Number(process.env.LIGHTNING_OTLP_WORKER_HEAP_MB) || 1024;
+export const DECODE_MEMORY_FACTOR = 6;
+
+function tooLargeToDecode(heapMb: number, bytes?: number): PayloadTooLargeError {
+  return new PayloadTooLargeError(
+    `decoding this OTLP export${bytes === undefined ? '' : ` (${bytes} bytes)`} needs more than the decoder's ${heapMb} MiB (LIGHTNING_OTLP_WORKER_HEAP_MB); export smaller batches`,
+  );
+}
+
 /** One decoded export, read part by part; `close` (always call it) gives its worker back. */
 export interface DecodedExport {
   /** The next part's spans, or null once all were read; rejects if the export cannot be decoded. */
@@ -70,6 +87,7 @@ export class DecodePool {
     private readonly logger: Logger,
     private readonly workerFile = path.join(__dirname, 'otlp-worker.js'),
     private readonly size = DEFAULT_DECODE_WORKERS,
+    private readonly heapMb = DECODE_WORKER_HEAP_MB,
   ) {
     // One worker loads OTLP's decoder now, so the first export after a start does not wait seconds for it.
     if (fs.existsSync(this.workerFile)) this.startWorker();
@@ -81,13 +99,16 @@ export class DecodePool {
    */
   decode(
     source: string,
-    body: Buffer,
+    body: readonly Buffer[],
     contentType: string | undefined,
     contentEncoding: string | undefined,
     limits: DecodeLimits,
   ): DecodedExport {
     if (this.closed) throw new Error('the OTLP decoder has shut down');
-    if (!fs.existsSync(this.workerFile)) return decodeInline(body, contentType, contentEncoding, limits);
+    const bytes = body.reduce((sum, chunk) => sum + chunk.byteLength, 0);
+    if (bytes * DECODE_MEMORY_FACTOR > this.heapMb * 1024 * 1024) throw tooLargeToDecode(this.heapMb, bytes);
+    if (!fs.existsSync(this.workerFile))
+      return decodeInline(body.length === 1 ? body[0]! : Buffer.concat(body), contentType, contentEncoding, limits);
     const job: Job = {
       request: { kind: 'decode', id: (this.nextId += 1), body, contentType, contentEncoding, limits },
       source,
@@ -202,8 +223,9 @@ export class DecodePool {
       if (queue.length > 0) this.queues.set(source, queue);
       slot.job = job;
       job.slot = slot;
-      this.logger.debug('decoding an OTLP export', { source, bytes: job.request.body.length });
-      slot.worker.postMessage(job.request);
+      const bytes = job.request.body.reduce((sum, chunk) => sum + chunk.byteLength, 0);
+      this.logger.debug('decoding an OTLP export', { source, bytes });
+      slot.worker.postMessage(job.request, transferable(job.request.body));
     }
   }
 
@@ -216,25 +238,39 @@ export class DecodePool {
   }
 
   private startWorker(): Slot {
-    const slot: Slot = { worker: new Worker(this.workerFile), job: undefined };
+    const worker = new Worker(this.workerFile, {
+      resourceLimits: { maxOldGenerationSizeMb: this.heapMb, maxYoungGenerationSizeMb: 32 },
+    });
+    const slot: Slot = { worker, job: undefined };
     slot.worker.unref();
     slot.worker.on('message', (reply: DecodeReply) => {
-      if (slot.job?.request.id !== reply.id) return;
-      slot.job.answered = true;
-      this.deliver(slot.job, reply);
+      const job = slot.job;
+      if (job?.request.id !== reply.id) return;
+      job.answered = true;
+      this.deliver(job, reply);
+      if (reply.kind === 'part') return;
+      // The worker holds nothing more of this export (its last part, if any, is with the reader): it may take the
+      // next export now, while that part is committed.
+      slot.job = undefined;
+      job.slot = undefined;
+      if (!this.closed) this.dispatch();
     });
-    slot.worker.on('error', (error) => {
+    slot.worker.on('error', (error: Error & { code?: string }) => {
       // A crashed worker (out of memory on a hostile export): that export fails, a new worker takes its place.
       this.logger.warn('an OTLP decode worker failed; its export is refused', { error });
       this.slots.splice(this.slots.indexOf(slot), 1);
       const job = slot.job;
       slot.job = undefined;
-      if (job)
-        this.deliver(job, {
-          kind: 'failed',
-          id: job.request.id,
-          error: { name: 'Error', message: `the OTLP decoder failed on this export (${error.message})` },
-        });
+      if (!job) return;
+      this.deliver(job, {
+        kind: 'failed',
+        id: job.request.id,
+        error:
+          error.code === 'ERR_WORKER_OUT_OF_MEMORY'
+            ? { name: 'PayloadTooLargeError', message: tooLargeToDecode(this.heapMb).message }
+            : { name: 'Error', message: `the OTLP decoder failed on this export (${error.message})` },
+      });
+      if (!this.closed) this.dispatch();
     });
     this.slots.push(slot);
     return slot;
@@ -252,6 +288,18 @@ export class DecodePool {
     await Promise.all(this.slots.map((slot) => slot.worker.terminate()));
     this.slots.length = 0;
   }
+}
+
+/**
+ * The memory of the chunks that can move to the worker instead of being copied: each ArrayBuffer the chunks
+ * cover whole (a small Buffer shares Node's pool with other Buffers, and is copied).
+ */
+function transferable(chunks: readonly Uint8Array[]): ArrayBuffer[] {
+  const covered = new Map<ArrayBuffer, number>();
+  for (const chunk of chunks)
+    if (chunk.buffer instanceof ArrayBuffer)
+      covered.set(chunk.buffer, (covered.get(chunk.buffer) ?? 0) + chunk.byteLength);
+  return [...covered].filter(([buffer, bytes]) => bytes === buffer.byteLength).map(([buffer]) => buffer);
 }
 
 /** Decoding on the calling thread (the sources without the bundled worker): the same parts and errors. */

@@ -5,18 +5,23 @@
  */
 import type { NormalizedSpan } from './normalize';
 
-/** Spans per part: a commit of this many small spans takes a few milliseconds. */
-export const PART_MAX_SPANS = 500;
+/**
+ * Spans per part at most: a commit of this many small spans takes a few milliseconds. Each part costs a commit
+ * (its pages written to the WAL), so an export is cut into as few parts as the bounds allow, of equal size: 1,100
+ * spans make two parts of 550, not 1,024 and 76.
+ */
+export const PART_MAX_SPANS = 1024;
 /** Characters of strings per part (about bytes): a part of large spans is cut sooner. */
-export const PART_MAX_CHARS = 4 * 1024 * 1024;
+export const PART_MAX_CHARS = 1024 * 1024;
 
 export function splitIntoParts(spans: readonly NormalizedSpan[]): NormalizedSpan[][] {
   const parts: NormalizedSpan[][] = [];
+  const perPart = Math.ceil(spans.length / Math.ceil(spans.length / PART_MAX_SPANS));
   let part: NormalizedSpan[] = [];
   let chars = 0;
   for (const span of spans) {
     const size = approximateSize(span.span.attributes) + approximateSize(span.span.events);
-    if (part.length > 0 && (part.length >= PART_MAX_SPANS || chars + size > PART_MAX_CHARS)) {
+    if (part.length > 0 && (part.length >= perPart || chars + size > PART_MAX_CHARS)) {
       parts.push(part);
       part = [];
       chars = 0;

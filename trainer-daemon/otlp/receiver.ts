@@ -99,7 +99,7 @@ export class OtlpReceiver {
     const plain = await inflateBody(body, contentEncoding, this.maxBytes, options);
     const decoded = this.pool.decode(
       urlRolloutId ?? SHARED_SOURCE,
-      plain.body,
+      plain.chunks,
       contentType,
       plain.contentEncoding,
       limits,

@@ -4,7 +4,8 @@
  *
  * A decoded export goes back one part at a time (parts.ts), each when the main thread asks for it
  * (`next`), after it committed the one before: the main thread's work for one export, however
- * large, then comes in slices with its other requests in between, and the export waits here.
+ * large, then comes in slices with its other requests in between, and the export waits here. The
+ * last part comes with `done`, so the worker decodes the next export while that part is committed.
  */
 import { parentPort } from 'node:worker_threads';
 import { assertNever } from '../protocol/assert';
@@ -22,7 +23,8 @@ export type DecodeRequest =
   | {
       readonly kind: 'decode';
       readonly id: number;
-      readonly body: Uint8Array;
+      /** The body in chunks (an inflated gzip's as they came out), joined here rather than on the main thread. */
+      readonly body: readonly Uint8Array[];
       readonly contentType: string | undefined;
       readonly contentEncoding: string | undefined;
       readonly limits: DecodeLimits;
@@ -38,6 +40,12 @@ export type DecodeReply =
 /** The export being handed out: its parts not yet asked for. One at a time: the pool gives a worker one export. */
 let current: { id: number; parts: NormalizedSpan[][]; rejected: RejectedSpan[] } | undefined;
 
+/** The chunks as one Buffer (a single chunk as it is, without a copy). */
+function joined(chunks: readonly Uint8Array[]): Buffer {
+  const buffers = chunks.map((chunk) => Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+  return buffers.length === 1 ? buffers[0]! : Buffer.concat(buffers);
+}
+
 function reply(message: DecodeReply): void {
   parentPort!.postMessage(message);
 }
@@ -45,7 +53,10 @@ function reply(message: DecodeReply): void {
 function sendNext(id: number): void {
   if (current?.id !== id) return;
   const part = current.parts.shift();
-  if (part) return reply({ kind: 'part', id, spans: part });
+  if (part) reply({ kind: 'part', id, spans: part });
+  // After the last part, `done` follows at once (not when asked for): this worker is then free to decode the next
+  // export while the main thread commits that part.
+  if (current.parts.length > 0) return;
   reply({ kind: 'done', id, rejected: current.rejected });
   current = undefined;
 }
@@ -54,7 +65,7 @@ parentPort?.on('message', (request: DecodeRequest) => {
   switch (request.kind) {
     case 'decode':
       try {
-        const body = Buffer.from(request.body.buffer, request.body.byteOffset, request.body.byteLength);
+        const body = joined(request.body);
         const { spans, rejected } = normalizeTraceRequest(
           decodeTraceRequest(
             body,

@@ -182,8 +182,24 @@ export function rememberRolloutSecrets(rolloutId: string, values: Iterable<strin
 export function secretsOf(rolloutId?: string | null): readonly string[] {
   processSecrets ??= [...knownSecrets].sort((a, b) => b.length - a.length);
   const own = rolloutId ? rolloutSecrets.get(rolloutId) : undefined;
-  return own ? [...processSecrets, ...own].sort((a, b) => b.length - a.length) : processSecrets;
+  if (!own) return processSecrets;
+  // Asked for each span stored: the sorted list is kept until either set changes.
+  let sorted = rolloutSecretLists.get(own);
+  if (sorted?.process !== processSecrets || sorted.size !== own.size) {
+    sorted = {
+      process: processSecrets,
+      size: own.size,
+      list: [...processSecrets, ...own].sort((a, b) => b.length - a.length),
+    };
+    rolloutSecretLists.set(own, sorted);
+  }
+  return sorted.list;
 }
+/** secretsOf's sorted lists, by the rollout's set (a set only grows; processSecrets is replaced when it changes). */
+const rolloutSecretLists = new WeakMap<
+  ReadonlySet<string>,
+  { process: readonly string[]; size: number; list: readonly string[] }
+>();
 
 /** The names of the headers that carry credentials, whatever the rest of the name (`x-api-key`, `authorization`, `cookie` …). */
 export function isCredentialHeader(name: string): boolean {
@@ -287,12 +303,10 @@ export function scrubText(text: string, secrets: readonly string[] = secretsOf()
 
 /** A URL's credentials (the query's `key=`/`token=`… values, a password) redacted, then its secret values as in scrubText. */
 export function scrubUrlCredentials(text: string, secrets: readonly string[] = secretsOf()): string {
-  return scrubText(
-    text
-      .replace(QUERY_SECRET, `$1${REDACTED}`)
-      .replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/@\s:]*:)[^/@\s]+@/gi, `$1${REDACTED}@`),
-    secrets,
-  );
+  // Each pattern needs a character most text lacks: checked first, as this runs on every span name.
+  if (text.includes('=')) text = text.replace(QUERY_SECRET, `$1${REDACTED}`);
+  if (text.includes('@')) text = text.replace(/(\b[a-z][a-z0-9+.-]*:\/\/[^/@\s:]*:)[^/@\s]+@/gi, `$1${REDACTED}@`);
+  return scrubText(text, secrets);
 }
 
 /** `name: VALUE` / `name=VALUE` where the name is a credential's (`x-api-key: …`, `password=…`). */
@@ -390,53 +404,85 @@ export function scrubSecrets(value: Json, budget: RecordBudget = { left: Infinit
     budget.cut ??= 'depth';
     return DEPTH_MARKER;
   }
+  // What did not change is returned as it came (no copy: most records have nothing to redact or cut).
   if (Array.isArray(value)) {
-    const out: Json[] = [];
-    for (const item of value) {
+    let out: Json[] | undefined;
+    for (let i = 0; i < value.length; i += 1) {
       if (budget.left <= 0) {
         budget.cut ??= 'record_chars';
+        out ??= value.slice(0, i);
         out.push(OMITTED_MARKER);
         break;
       }
-      out.push(scrubSecrets(item, budget, depth + 1));
+      const item = value[i]!;
+      const scrubbed = scrubSecrets(item, budget, depth + 1);
+      if (out) out.push(scrubbed);
+      else if (scrubbed !== item) {
+        out = value.slice(0, i);
+        out.push(scrubbed);
+      }
     }
-    return out;
+    return out ?? value;
   }
-  const out: { [key: string]: Json } = {};
-  for (const [key, inner] of Object.entries(value)) {
+  const keys = Object.keys(value);
+  let out: { [key: string]: Json } | undefined;
+  for (let i = 0; i < keys.length; i += 1) {
+    const key = keys[i]!;
     if (budget.left <= 0) {
       budget.cut ??= 'record_chars';
-      Object.defineProperty(out, 'lightning.omitted', {
-        value: OMITTED_MARKER,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
+      out ??= copyKeys(value, keys, i);
+      setOwn(out, 'lightning.omitted', OMITTED_MARKER);
       break;
     }
     budget.left -= key.length;
-    Object.defineProperty(out, key, {
-      value: scrubSecrets(inner, budget, depth + 1),
-      enumerable: true,
-      writable: true,
-      configurable: true,
-    });
+    const inner = value[key]!;
+    const scrubbed = scrubSecrets(inner, budget, depth + 1);
+    if (out) setOwn(out, key, scrubbed);
+    else if (scrubbed !== inner) {
+      out = copyKeys(value, keys, i);
+      setOwn(out, key, scrubbed);
+    }
   }
+  return out ?? value;
+}
+
+/** An own, enumerable property: `__proto__` too (plain assignment would set the prototype instead). */
+function setOwn(out: { [key: string]: Json }, key: string, value: Json): void {
+  if (key === '__proto__')
+    Object.defineProperty(out, key, { value, enumerable: true, writable: true, configurable: true });
+  else out[key] = value;
+}
+
+/** A new object with `object`'s first `count` keys (in `keys`' order). */
+function copyKeys(
+  object: { readonly [key: string]: Json },
+  keys: readonly string[],
+  count: number,
+): { [key: string]: Json } {
+  const out: { [key: string]: Json } = {};
+  for (let i = 0; i < count; i += 1) setOwn(out, keys[i]!, object[keys[i]!]!);
   return out;
 }
 
 /** A URL fit for the record and logs: no credentials, no query. */
 export function redactUrl(url: string): string {
+  // Every proxied call records its upstream's: the few upstreams a daemon talks to are parsed once each.
+  let redacted = redactedUrls.get(url);
+  if (redacted !== undefined) return redacted;
   try {
     const parsed = new URL(url);
     parsed.username = '';
     parsed.password = '';
     parsed.search = '';
-    return parsed.toString().replace(/\/+$/, '');
+    redacted = parsed.toString().replace(/\/+$/, '');
   } catch {
-    return '(invalid url)';
+    redacted = '(invalid url)';
   }
+  redactedUrls.set(url, redacted);
+  if (redactedUrls.size > 1_000) redactedUrls.delete(redactedUrls.keys().next().value!);
+  return redacted;
 }
+const redactedUrls = new Map<string, string>();
 
 /**
  * A command line fit for the store and logs: `--api-key VALUE` / `--token=VALUE` / `--password VALUE`
@@ -468,15 +514,27 @@ const HEADER_ATTRIBUTE = /^(?:http\.(?:request|response)\.header\.)(.+)$/i;
 
 /** Whether a span attribute IS a credential header (its whole value is a credential), not content that may mention one. */
 function isCredentialHeaderAttribute(key: string): boolean {
-  const header = HEADER_ATTRIBUTE.exec(key)?.[1];
-  return header !== undefined
-    ? isCredentialHeader(header)
-    : /^(?:authorization|proxy-authorization|x-api-key|api-key|x-goog-api-key|cookie|set-cookie)$/i.test(key);
+  // Exporters repeat the same few keys in every span: each is judged once.
+  let known = credentialHeaderKeys.get(key);
+  if (known === undefined) {
+    const header = HEADER_ATTRIBUTE.exec(key)?.[1];
+    known =
+      header !== undefined
+        ? isCredentialHeader(header)
+        : /^(?:authorization|proxy-authorization|x-api-key|api-key|x-goog-api-key|cookie|set-cookie)$/i.test(key);
+    if (credentialHeaderKeys.size >= 10_000) credentialHeaderKeys.clear();
+    credentialHeaderKeys.set(key, known);
+  }
+  return known;
 }
+const credentialHeaderKeys = new Map<string, boolean>();
 
 /** Whether a span attribute is a URL or a URL's query (`url.full`, `http.url`, `url.query`), whose query credentials are redacted. */
 function isUrlAttribute(key: string, value: Json): value is string {
-  return typeof value === 'string' && (key === 'url.query' || /^[a-z][a-z0-9+.-]*:\/\/\S+$/i.test(value));
+  return (
+    typeof value === 'string' &&
+    (key === 'url.query' || (value.includes('://') && /^[a-z][a-z0-9+.-]*:\/\/\S+$/i.test(value)))
+  );
 }
 
 /** The credential values a span's own header and URL attributes carry (what scrubSpan redacts there, and then everywhere in the span). */
@@ -504,17 +562,24 @@ function spanHeaderSecrets(span: SpanInput): string[] {
 
 /** A span's (or event's) attributes: credential headers redacted whole, URLs' query credentials, and every value scrubbed. */
 function scrubAttributes(attributes: SpanInput['attributes'], budget: RecordBudget): SpanInput['attributes'] {
-  const out: { [key: string]: Json } = {};
   const secrets = budget.secrets ?? secretsOf();
-  for (const [key, value] of Object.entries(attributes)) {
+  const keys = Object.keys(attributes);
+  let out: { [key: string]: Json } | undefined;
+  for (let i = 0; i < keys.length; i += 1) {
+    const key = keys[i]!;
+    const value = attributes[key]!;
     let kept: Json = value;
     if (isCredentialHeaderAttribute(key)) kept = Array.isArray(value) ? value.map(() => REDACTED) : REDACTED;
     else if (isUrlAttribute(key, value))
       kept =
         key === 'url.query' ? scrubUrlCredentials(`?${value}`, secrets).slice(1) : scrubUrlCredentials(value, secrets);
-    Object.defineProperty(out, key, { value: kept, enumerable: true, writable: true, configurable: true });
+    if (out) setOwn(out, key, kept);
+    else if (kept !== value) {
+      out = copyKeys(attributes, keys, i);
+      setOwn(out, key, kept);
+    }
   }
-  return scrubSecrets(out, budget) as SpanInput['attributes'];
+  return scrubSecrets(out ?? attributes, budget) as SpanInput['attributes'];
 }
 
 /**

@@ -46,12 +46,11 @@ export class ChangeNotifier implements Disposable {
           fromSequence: span.sequence,
           toSequence: span.sequence,
         });
-      else
-        this.spans.set(span.rolloutId, {
-          ...range,
-          fromSequence: Math.min(range.fromSequence, span.sequence),
-          toSequence: Math.max(range.toSequence, span.sequence),
-        });
+      else {
+        // In place: a large export announces tens of thousands of spans at once.
+        range.fromSequence = Math.min(range.fromSequence, span.sequence);
+        range.toSequence = Math.max(range.toSequence, span.sequence);
+      }
     }
     this.schedule();
   }

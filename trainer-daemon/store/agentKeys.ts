@@ -45,7 +45,16 @@ function storableUpstream(url: string): string {
   }
 }
 
+/** Keys remembered after their first lookup (each proxied call looks its key up: a hash and a query otherwise). */
+const KEYS_REMEMBERED = 10_000;
+
 export class AgentKeyRepository {
+  /**
+   * Found keys, by the key itself (memory holds them anyway: they are secrets to redact); revoke() drops a
+   * rollout's. Only what the store holds is remembered, read outside any transaction's rollback: a key is cached
+   * when found, never when issued.
+   */
+  private readonly found = new Map<string, AgentKeyRecord>();
   private readonly exactUpstreams = new Map<string, string>();
   private readonly exactProviderUpstreams = new Map<string, ProviderUpstreams>();
   private readonly insert: Statement;
@@ -101,22 +110,29 @@ export class AgentKeyRepository {
 
   /** Revokes every key of the rollout (its attempt ended): a later request with one is a 404. */
   revoke(rolloutId: string): void {
+    // Forgotten first: if the delete is rolled back, the key is read from the store again.
+    for (const [key, record] of this.found) if (record.rolloutId === rolloutId) this.found.delete(key);
     this.byRollout.run(rolloutId);
     this.exactUpstreams.delete(rolloutId);
     this.exactProviderUpstreams.delete(rolloutId);
   }
 
   find(key: string): AgentKeyRecord | undefined {
+    const known = this.found.get(key);
+    if (known) return known;
     const row = this.byHash.get(hashAgentKey(key));
     if (!row) return undefined;
     const providerUpstreams =
       this.exactProviderUpstreams.get(row.rollout_id) ??
       (row.provider_upstreams ? (JSON.parse(row.provider_upstreams) as ProviderUpstreams) : {});
-    return {
+    const record = {
       rolloutId: row.rollout_id,
       upstream: this.exactUpstreams.get(row.rollout_id) ?? row.upstream,
       tokenIds: row.token_ids === 1,
       providerUpstreams,
     };
+    this.found.set(key, record);
+    if (this.found.size > KEYS_REMEMBERED) this.found.delete(this.found.keys().next().value!);
+    return record;
   }
 }

@@ -268,7 +268,9 @@ export class SpanRepository {
           prompt_tokens: span.promptTokens,
           completion_tokens: span.completionTokens,
         };
-        twins.set(responseId, [...(twins.get(responseId) ?? []), row]);
+        const list = twins.get(responseId);
+        if (list) list.push(row);
+        else twins.set(responseId, [row]);
       }
       sequence += 1;
       if (span.category === 'llm') {
@@ -294,8 +296,11 @@ export class SpanRepository {
     );
     const twins = new Map<string, TwinRow[]>();
     if (ids.length === 0) return twins;
-    for (const row of this.twinsOf.all(batch.rolloutId, JSON.stringify([...new Set(ids)])))
-      twins.set(row.response_id, [...(twins.get(row.response_id) ?? []), row]);
+    for (const row of this.twinsOf.all(batch.rolloutId, JSON.stringify([...new Set(ids)]))) {
+      const list = twins.get(row.response_id);
+      if (list) list.push(row);
+      else twins.set(row.response_id, [row]);
+    }
     return twins;
   }
 

@@ -3,13 +3,15 @@
 `tiny` is the built-in policy (full fine-tuning); `hf` a tiny Qwen2 built from a config (random weights, 2 layers ×
 64, a BPE tokenizer trained on the spot: `tiny_hf_model_dir`, which the tests use too) with LoRA — it needs
 transformers + peft.
-* update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response), median of 3, for each
-  lossType, next to the floor of any update on that batch: one bare forward, policy-gradient loss, backward and
-  AdamW step in plain torch on a copy of the same model;
+* update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response; no behaviour logprobs, klCoef
+  0) for each lossType, next to the floor of any update on that batch: one bare forward (logits of the response
+  positions only, as the worker computes them), policy-gradient loss, backward and AdamW step in plain torch on a
+  copy of the same model; interleaved, median of 7, in CPU seconds of the one-thread worker (a loaded machine's
+  waits do not count), with each one's seconds per phase (`Session.train(phases=...)`);
 * serving: completion tokens/s through the HTTP endpoint with 1, 8 and 32 concurrent clients (each sends its
-  requests one after another), next to the baseline of the same requests (prompts, seeds, max_tokens) as
-  batched generate() calls made directly (no HTTP, no JSON), one per round of batch 1, 8 and 32; best of 2 each,
-  measured alternately.
+  requests one after another on a kept-alive connection, from another process), next to the baseline of the same
+  requests (prompts, seeds, max_tokens) as batched generate() calls made directly (no HTTP, no JSON), one per
+  round of batch 1, 8 and 32; pairs measured back to back, medians (and the median of the pairs' ratios).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ import statistics
 import tempfile
 import threading
 import time
-import urllib.request
+import urllib.parse
+from http.client import HTTPConnection
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -112,26 +115,58 @@ def tiny_hf_model_dir(path: Path, arch: str = "qwen2", layers: int = 2) -> str:
     return str(path)
 
 
-def _median_seconds(step) -> float:
-    """Median of 3 timed calls of `step`, after one warm-up call."""
+UPDATE_ROUNDS = 7
+
+
+def _timed(step) -> float:
+    """CPU seconds (the worker runs one thread here): what the step costs, not how long the loaded machine let it wait
+    for a core; the update's phases are timed the same way (train.phase_clock)."""
+    started = time.process_time()
     step()
-    times = []
-    for _ in range(3):
-        started = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return time.process_time() - started
 
 
-def update_seconds(session: Session, loss_type: str = "dapo") -> float:
-    params = parse(
-        TrainParams, {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16, "lossType": loss_type}
-    )
-    return _median_seconds(lambda: session.train(params))
+def _median_phases(runs: list[dict]) -> dict:
+    """Each phase's median over the runs; `other` is the rest of each run's total."""
+    names = sorted({name for run in runs for name in run})
+    return {name: statistics.median(run.get(name, 0.0) for run in runs) for name in names}
 
 
-def bare_step_seconds(session: Session) -> float:
-    """One forward + backward + optimizer step on the same batch, without the worker's machinery."""
+def update_measurements(session: Session) -> dict:
+    """The bare step and one update per lossType, interleaved round by round (a noisy machine slows them alike),
+    after one warm-up each; medians of UPDATE_ROUNDS, and each one's median seconds per phase."""
+    bare_step = _bare_step(session)
+    params = {
+        loss: parse(
+            TrainParams,
+            {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16, "lossType": loss},
+        )
+        for loss in LOSS_TYPES
+    }
+    bare_step({})
+    for loss in LOSS_TYPES:
+        session.train(params[loss])
+    times: dict[str, list[float]] = {"bare": [], **{loss: [] for loss in LOSS_TYPES}}
+    phases: dict[str, list[dict]] = {name: [] for name in times}
+    for _ in range(UPDATE_ROUNDS):
+        for name in times:
+            run: dict = {}
+            if name == "bare":
+                times[name].append(_timed(lambda: bare_step(run)))  # noqa: B023 (called right here)
+            else:
+                times[name].append(_timed(lambda: session.train(params[name], phases=run)))  # noqa: B023
+            run["other"] = max(0.0, times[name][-1] - sum(run.values()))
+            phases[name].append(run)
+    result = {"bareStepSeconds16x64": statistics.median(times["bare"]), "barePhases": _median_phases(phases["bare"])}
+    for loss in LOSS_TYPES:
+        result[f"updateSeconds16x64_{loss}"] = statistics.median(times[loss])
+        result[f"updatePhases_{loss}"] = _median_phases(phases[loss])
+    return result
+
+
+def _bare_step(session: Session):
+    """One forward + loss + backward + AdamW step on the same batch in plain torch, on a copy of the model: the
+    floor of any update on it. Its phases go into the dict it is given."""
     model = copy.deepcopy(session.policy.model).train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
     prompt = len(TRANSITIONS[0]["promptIds"])
@@ -140,22 +175,29 @@ def bare_step_seconds(session: Session) -> float:
     positions = torch.arange(ids.shape[1]).expand_as(ids)
     advantages = torch.tensor([t["advantage"] for t in TRANSITIONS])
     tiny = session.policy.model.__class__.__name__ == "TinyGPT"
+    keep = ids.shape[1] - prompt + 1  # logits of the response positions only, as the worker computes them
 
-    def step() -> None:
-        logits = model(ids, mask, positions)[0] if tiny else model(input_ids=ids, attention_mask=mask.long()).logits
-        logprobs = (
-            torch.log_softmax(logits[:, prompt - 1 : -1].float(), dim=-1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
-        )
+    def step(phases: dict) -> None:
+        started = time.process_time()
+        if tiny:
+            logits = model(ids, mask, positions, None, keep)[0]
+        else:
+            logits = model(input_ids=ids, attention_mask=mask.long(), logits_to_keep=keep).logits
+        logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
         loss = -(logprobs.mean(dim=1) * advantages).mean()
+        forward = time.process_time()
         optimizer.zero_grad()
         loss.backward()
+        backward = time.process_time()
         optimizer.step()
+        phases.update(forward=forward - started, backward=backward - forward, step=time.process_time() - backward)
 
-    return _median_seconds(step)
+    return step
 
 
 CONCURRENCY = (1, 8, 32)
 SERVED_REQUESTS = 64  # per concurrency: rounds = SERVED_REQUESTS // clients
+SERVING_PAIRS = 5
 
 
 def _request(client: int, round_: int) -> tuple[list[dict], int]:
@@ -176,24 +218,33 @@ def direct_tokens_per_second(session: Session, clients: int, rounds: int) -> flo
 
 
 def _clients(url: str, clients: int, requests_per_client: int, results: multiprocessing.Queue) -> None:
+    """Each client keeps one HTTP/1.1 connection open, as an SDK's connection pool does, and sends its requests on
+    it one after another. The clock starts once every client is connected (a warm pool: what is measured is
+    serving, not starting threads and connecting)."""
     counts = [0] * clients
+    parts = urllib.parse.urlsplit(url)
+    connected = threading.Barrier(clients + 1)
 
     def client(c: int) -> None:
+        connection = HTTPConnection(parts.hostname, parts.port, timeout=600)
+        connection.connect()
+        connected.wait()
         for r in range(requests_per_client):
             messages, seed = _request(c, r)
-            body = {"messages": messages, "max_tokens": MAX_TOKENS, "seed": seed}
-            request = urllib.request.Request(
-                f"{url}/v1/chat/completions",
-                data=json.dumps(body).encode(),
-                headers={"Content-Type": "application/json"},
-            )
-            with urllib.request.urlopen(request) as response:
-                counts[c] += json.load(response)["usage"]["completion_tokens"]
+            body = json.dumps({"messages": messages, "max_tokens": MAX_TOKENS, "seed": seed})
+            connection.request("POST", f"{parts.path}/v1/chat/completions", body, {"Content-Type": "application/json"})
+            response = connection.getresponse()
+            payload = response.read()
+            if response.status != 200:
+                raise RuntimeError(f"HTTP {response.status}: {payload[:200]!r}")
+            counts[c] += json.loads(payload)["usage"]["completion_tokens"]
+        connection.close()
 
     threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
-    started = time.perf_counter()
     for t in threads:
         t.start()
+    connected.wait()
+    started = time.perf_counter()
     for t in threads:
         t.join()
     results.put(sum(counts) / (time.perf_counter() - started))
@@ -212,17 +263,19 @@ def http_tokens_per_second(url: str, clients: int, requests_per_client: int) -> 
 
 
 def serving(session: Session, concurrency=CONCURRENCY) -> dict:
-    """Tokens/s through HTTP and of the batched generate() baseline at each concurrency, best of 2, alternating."""
+    """Tokens/s through HTTP and of the batched generate() baseline at each concurrency: SERVING_PAIRS pairs
+    measured back to back (the machine's load alike for both), medians of each and of the pairs' ratios."""
     url = session.serve(parse(ServeParams, {}))["url"]
     result = {}
     for clients in concurrency:
         rounds = max(1, SERVED_REQUESTS // clients)
         direct, http = [], []
-        for _ in range(2):
+        for _ in range(SERVING_PAIRS if clients > 1 else 3):
             direct.append(direct_tokens_per_second(session, clients, rounds))
             http.append(http_tokens_per_second(url, clients, rounds))
-        result[f"directTokensPerSecondBatch{clients}"] = max(direct)
-        result[f"httpTokensPerSecondConcurrency{clients}"] = max(http)
+        result[f"directTokensPerSecondBatch{clients}"] = statistics.median(direct)
+        result[f"httpTokensPerSecondConcurrency{clients}"] = statistics.median(http)
+        result[f"servingRatioConcurrency{clients}"] = statistics.median(h / d for h, d in zip(http, direct))
     return result
 
 
@@ -245,8 +298,7 @@ def main() -> None:
         "parameters": sum(p.numel() for p in session.policy.model.parameters()),
     }
     if args.part in ("all", "update"):
-        result["bareStepSeconds16x64"] = bare_step_seconds(session)
-        result.update({f"updateSeconds16x64_{t}": update_seconds(session, t) for t in LOSS_TYPES})
+        result.update(update_measurements(session))
         result["updateSeconds16x64"] = result["updateSeconds16x64_dapo"]
     if args.part in ("all", "serving"):
         result.update(serving(session))

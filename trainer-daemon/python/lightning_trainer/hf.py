@@ -24,6 +24,7 @@ from .policy import Policy
 from .schema import BadParams
 
 DEFAULT_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+TOOL_CALL_OPEN = "<tool_call>"
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
 
 
@@ -75,6 +76,21 @@ def parse_hermes_tool_calls(text: str, tools: Optional[list]) -> tuple[Optional[
     return content or None, calls
 
 
+def hermes_certain_content(text: str, tools: Optional[list]) -> int:
+    """Policy.certain_content for Hermes tool calls: with any <tool_call> block parsed, the content is the text
+    around the blocks, stripped. Text before a block, or before what may start one, is content less its trailing
+    whitespace; leading whitespace waits for the end (it stays only when there is no call)."""
+    if not tools:
+        return len(text)
+    if text[:1].isspace():
+        return 0
+    cut = text.find(TOOL_CALL_OPEN)
+    if cut < 0:
+        begun = [k for k in range(1, min(len(TOOL_CALL_OPEN), len(text) + 1)) if text.endswith(TOOL_CALL_OPEN[:k])]
+        cut = len(text) - max(begun, default=0)
+    return len(text[:cut].rstrip())
+
+
 def _random_pad_embedding(model, config) -> None:
     """transformers initializes the pad token's embedding row to zeros, a state no trained model is in. A pad token
     inside a sequence then carries an all-zero hidden state through every layer, and RMSNorm's backward scales its
@@ -106,6 +122,7 @@ class HfPolicy(Policy):
         if self.lora:
             model = self._with_lora(model, adapter)
         self.model = model
+        self._tuner_layers = None  # peft's adapter layers, found on the first adapters_disabled()
         self.device = device
         self.name = spec.name.rstrip("/").split("/")[-1] if spec.from_config else spec.name
         config = model.config
@@ -191,6 +208,11 @@ class HfPolicy(Policy):
         )
 
     def _ids(self, text: str) -> list[int]:
+        # A fast tokenizer's Rust backend directly: the same ids without the Python wrapper's batch machinery (most
+        # of the cost of tokenizing a served request's prompt).
+        backend = getattr(self.tokenizer, "backend_tokenizer", None)
+        if backend is not None:
+            return backend.encode(text, add_special_tokens=False).ids
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def render_prompt(self, messages, tools):
@@ -214,6 +236,9 @@ class HfPolicy(Policy):
     def decode(self, ids):
         return self.tokenizer.decode(ids)
 
+    def certain_content(self, text, tools):
+        return hermes_certain_content(text, tools)
+
     def encode_prompt(self, text):
         return self.tokenizer(text)["input_ids"]
 
@@ -221,5 +246,30 @@ class HfPolicy(Policy):
         text = self.tokenizer.decode([token_id])
         return text, list(text.encode("utf-8"))
 
+    def _functional_dropout(self) -> bool:
+        config = self.model.config.to_dict()
+        return any(
+            ("dropout" in key or "pdrop" in key) and isinstance(value, (int, float)) and value > 0
+            for key, value in config.items()
+        )
+
+    @contextlib.contextmanager
     def adapters_disabled(self):
-        return self.model.disable_adapter() if self.lora else contextlib.nullcontext()
+        """The base model, as peft's `disable_adapter()` gives it (each adapter layer's `enable_adapters(False)`, then
+        back on) without its check of the whole model's adapter status, which cost more than a reference pass on
+        small batches."""
+        if not self.lora:
+            yield
+            return
+        from peft.tuners.tuners_utils import BaseTunerLayer
+
+        if self._tuner_layers is None:
+            self._tuner_layers = [m for m in self.model.modules() if isinstance(m, BaseTunerLayer)]
+        enabled = [layer for layer in self._tuner_layers if not layer.disable_adapters]
+        for layer in enabled:
+            layer.enable_adapters(False)
+        try:
+            yield
+        finally:
+            for layer in enabled:
+                layer.enable_adapters(True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import re
 from collections.abc import Iterator
 from typing import Optional
 
@@ -18,6 +19,8 @@ from torch import nn
 from . import model as tiny
 from .schema import BadParams
 from .tokenizer import ByteTokenizer, parse_tool_call, render_chat, render_completion
+
+_MAYBE_CALL = re.compile(r"\s*[A-Za-z_][\w.-]*(\(.*)?$", re.S)  # what may still become `name(args)`
 
 
 class Policy:
@@ -78,6 +81,11 @@ class Policy:
     def decode(self, ids: list[int]) -> str:
         raise NotImplementedError
 
+    def certain_content(self, text: str, tools: Optional[list]) -> int:
+        """How much of an unfinished completion's text is content whatever follows (parse_output will give content
+        starting with it): what a stream may send before the completion ends. Without tools, all of it."""
+        return len(text) if not tools else 0
+
     def token_info(self, token_id: int) -> tuple[str, list[int]]:
         """(token text, its UTF-8 bytes) for OpenAI-style logprobs entries."""
         raise NotImplementedError
@@ -104,6 +112,10 @@ class Policy:
         if self._frozen is not None:
             yield self._frozen
             return
+        if not self._initial_extra:  # LoRA without trained norms: adapters off is the whole reference
+            with self.adapters_disabled():
+                yield self.model
+            return
         params = dict(self.model.named_parameters())
         saved = {n: params[n].detach().clone() for n in self._initial_extra}
         with torch.no_grad():
@@ -119,6 +131,18 @@ class Policy:
 
     def adapters_disabled(self):
         raise NotImplementedError
+
+    def training_is_deterministic(self) -> bool:
+        """Whether a forward in train mode gives what eval mode gives (no dropout anywhere): then an update's first
+        training forward doubles as the behaviour logprobs it was not given. Checked once."""
+        if getattr(self, "_deterministic", None) is None:
+            modules = any(isinstance(m, nn.Dropout) and m.p > 0 for m in self.model.modules())
+            self._deterministic = not modules and not self._functional_dropout()
+        return self._deterministic
+
+    def _functional_dropout(self) -> bool:
+        """Dropout the model applies without an nn.Dropout module (a Hugging Face config's attention_dropout)."""
+        return False
 
     def trainable(self) -> dict[str, nn.Parameter]:
         return {n: p for n, p in self.model.named_parameters() if p.requires_grad}
@@ -158,6 +182,10 @@ class TinyPolicy(Policy):
     def parse_output(self, text, tools):
         call = parse_tool_call(text, tools)
         return (None, [call]) if call else (text, [])
+
+    def certain_content(self, text, tools):
+        # A tool call is the whole text `name(...)`: text that can no longer take that form is content.
+        return len(text) if not tools or not _MAYBE_CALL.match(text) else 0
 
     def decode(self, ids):
         return self.tokenizer.decode(ids)

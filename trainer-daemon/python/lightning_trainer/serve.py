@@ -21,7 +21,6 @@ and a request whose client leaves while it is decoded has its rows dropped from 
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import json
 import os
@@ -31,14 +30,13 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
-from .generate import Decoder, Generated, Row, Sampling
+from .batcher import Batcher, ClientGone, Job
+from .generate import Generated, Sampling
+from .stream import ChatStream
 
-GATHER_SECONDS = 0.005
 DEFAULT_MAX_TOKENS = 1024  # when a request names no max_tokens
 GREEDY_PREFIX = "/greedy"  # the same routes at temperature 0: validation rollouts with an unchanged agent
 KEY_PREFIX = "/p/"  # /p/<key>: the capability path every request needs
@@ -47,12 +45,7 @@ MAX_BODY_BYTES = int(os.environ.get("LIGHTNING_POLICY_MAX_BODY_BYTES") or 32 * 1
 # get this long, so a declared body that never arrives (or a client gone silent) cannot hold a thread forever.
 READ_TIMEOUT_SECONDS = float(os.environ.get("LIGHTNING_POLICY_READ_TIMEOUT_SECONDS") or 30)
 MAX_JSON_DEPTH = 128  # a body nested deeper is a 400: json and the chat templates would recurse that deep
-CLIENT_CHECK_SECONDS = 0.1  # how often a request waiting for its completion checks that its client is still there
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
-
-
-class ClientGone(Exception):
-    """The request's client closed its connection while its completion was being decoded: its rows were dropped."""
 
 
 class RequestError(ValueError):
@@ -61,199 +54,6 @@ class RequestError(ValueError):
     def __init__(self, message: str, param: Optional[str] = None):
         super().__init__(message)
         self.param = param
-
-
-@dataclass
-class Job:
-    prompt: list[int]
-    settings: list[Sampling]
-    done: threading.Event = field(default_factory=threading.Event)
-    outputs: Optional[list[Generated]] = None
-    error: Optional[BaseException] = None
-    batch_rows: int = 0  # the most rows decoded together while this job's were
-    rows: list[Row] = field(default_factory=list)
-    cancelled: bool = False  # its client left: the engine drops its rows before the next step
-
-    def finish(self, error: Optional[BaseException] = None) -> None:
-        self.error = error
-        self.outputs = None if error else [row.result for row in self.rows]
-        self.done.set()
-
-
-class Batcher:
-    """The engine: a queue of jobs and the thread decoding them (continuous batching, see the module docstring)."""
-
-    def __init__(self, session, max_batch: int):
-        self.session = session
-        self.max_batch = max_batch
-        self.queue: list[Job] = []
-        self.ready = threading.Condition()
-        self.closed = False
-        self.arriving = 0  # HTTP requests being read and tokenized: they will be queued in a moment
-        self.local = threading.local()  # per request thread: whether it still counts as arriving
-        self.last_rows = 0
-        self.dropped_rows = 0  # rows dropped because their client left (a count for the tests and the logs)
-        self.decoder: Optional[Decoder] = None  # during a busy spell
-        self.thread = threading.Thread(target=self._loop, name="engine", daemon=True)
-        self.thread.start()
-
-    @contextlib.contextmanager
-    def request(self, gone=None) -> Iterator[None]:
-        """Brackets an HTTP request, so the engine knows more work is on its way until it is queued; `gone()` says
-        whether its client has left (its job is then cancelled)."""
-        with self.ready:
-            self.arriving += 1
-        self.local.arriving = True
-        self.local.gone = gone
-        try:
-            yield
-        finally:
-            self.local.gone = None
-            with self.ready:
-                self._arrived()
-
-    def _arrived(self) -> None:
-        if getattr(self.local, "arriving", False):
-            self.local.arriving = False
-            self.arriving -= 1
-            self.ready.notify_all()
-
-    def run(self, job: Job) -> Job:
-        with self.ready:
-            if self.closed:
-                raise RuntimeError("the policy server is shutting down")
-            self.queue.append(job)
-            self._arrived()
-            self.ready.notify_all()
-        gone = getattr(self.local, "gone", None)
-        while not job.done.wait(CLIENT_CHECK_SECONDS if gone else None):
-            if gone():
-                self._cancel(job)
-                job.done.wait()
-        return job
-
-    def _cancel(self, job: Job) -> None:
-        """Its client left: a queued job is dropped now, a decoding one's rows leave before the next step."""
-        with self.ready:
-            if job in self.queue:
-                self.queue.remove(job)
-                job.finish(ClientGone())
-                return
-            job.cancelled = True
-
-    def _drop_cancelled(self, active: list[Job]) -> list[Job]:
-        """The jobs still wanted; a cancelled one's rows are marked done, so the next step takes them out of the
-        batch (and its KV cache) like rows that finished."""
-        still = []
-        for job in active:
-            if not job.cancelled:
-                still.append(job)
-                continue
-            for row in job.rows:
-                if not row.done:
-                    row.done = True
-                    self.dropped_rows += 1
-            job.finish(ClientGone())
-        return still
-
-    def _gather(self) -> None:
-        """With the engine idle and a job queued: requests sent together arrive a few ms apart, so while some are
-        still being read, or fewer rows wait than the last busy spell had, wait a moment for them to share the first
-        prefill (a lone client never waits). Called holding `ready`."""
-        deadline = time.monotonic() + GATHER_SECONDS
-        while time.monotonic() < deadline and not self.closed:
-            waiting = sum(len(j.settings) for j in self.queue)
-            if waiting >= self.max_batch or (not self.arriving and waiting >= self.last_rows):
-                break
-            self.ready.wait(deadline - time.monotonic())
-
-    def _take(self, room: int) -> list[Job]:
-        """Queued jobs (in order) whose rows fit in `room`."""
-        with self.ready:
-            jobs = []
-            while self.queue and len(self.queue[0].settings) <= room:
-                job = self.queue.pop(0)
-                room -= len(job.settings)
-                jobs.append(job)
-            return jobs
-
-    def _admit(self, decoder: Decoder, active: list[Job]) -> None:
-        jobs = self._take(self.max_batch - len(decoder.rows))
-        if not jobs:
-            return
-        try:
-            rows = decoder.add(
-                [job.prompt for job in jobs for _ in job.settings], [s for job in jobs for s in job.settings]
-            )
-        except BaseException as error:  # these requests get an HTTP 500; the rows in flight go on
-            for job in jobs:
-                job.finish(error)
-            return
-        start = 0
-        for job in jobs:
-            job.rows = rows[start : start + len(job.settings)]
-            start += len(job.settings)
-            if all(row.done for row in job.rows):  # no room left for a token: answered at once
-                job.finish()
-            else:
-                active.append(job)
-        for job in active:
-            job.batch_rows = max(job.batch_rows, len(decoder.rows))
-
-    def _loop(self) -> None:
-        lock = self.session.lock
-        while True:
-            with self.ready:
-                while not self.queue and not self.closed:
-                    self.ready.wait()
-                if self.closed:
-                    break
-                self._gather()
-            while lock.waiting:  # an update asked for the lock first: it goes before the next busy spell
-                time.sleep(0.0005)
-            with lock:
-                self._busy_spell(lock)
-        with self.ready:
-            for job in self.queue:
-                job.finish(RuntimeError("the policy server is shutting down"))
-            self.queue.clear()
-
-    def _busy_spell(self, lock) -> None:
-        """Decode until no row is left, admitting queued jobs between steps unless an update waits for the lock."""
-        decoder, active, peak = Decoder(self.session.serving_policy), [], 0
-        self.decoder = decoder
-        self._admit(decoder, active)
-        while decoder.rows:
-            peak = max(peak, len(decoder.rows))
-            active = self._drop_cancelled(active)
-            try:
-                finished = decoder.step()
-            except BaseException as error:  # reported to every request in flight as HTTP 500
-                for job in active:
-                    job.finish(error)
-                decoder.clear()
-                break
-            if finished:
-                still = []
-                for job in active:
-                    if all(row.done for row in job.rows):
-                        job.finish()
-                    else:
-                        still.append(job)
-                active = still
-            if not lock.waiting and not self.closed and self.queue:
-                self._admit(decoder, active)
-        self.last_rows, self.decoder = peak, None
-
-    def decoding(self) -> int:
-        """How many rows are being decoded now."""
-        decoder = self.decoder
-        return len(decoder.rows) if decoder else 0
-
-    def close(self) -> None:
-        with self.ready:
-            self.closed = True
-            self.ready.notify_all()
 
 
 def _number(body: dict, name: str, default: float, low: float, high: float) -> float:
@@ -323,29 +123,33 @@ class Completions:
             raise job.error
         return job
 
-    def _text(self, out: Generated) -> str:
+    def text_of(self, out: Generated) -> str:
+        """The completion's text: up to a matched stop string, without a final stop token."""
         if out.stop_text is not None:
             return out.stop_text
         ids = out.ids[:-1] if out.ids and out.ids[-1] in self.policy.stop_ids else out.ids
         return self.policy.decode(ids)
 
-    def _logprobs(self, out: Generated) -> dict:
+    def logprob_entries(self, out: Generated, start: int = 0, end: Optional[int] = None) -> list[dict]:
+        """OpenAI chat logprobs entries of tokens start..end of a completion."""
         entries = []
-        for k, (token_id, logprob) in enumerate(zip(out.ids, out.logprobs)):
-            token, raw = self.policy.token_info(token_id)
-            entry = {"token": token, "logprob": logprob, "bytes": raw, "top_logprobs": []}
+        end = len(out.ids) if end is None else end
+        for k in range(start, end):
+            token, raw = self.policy.token_info(out.ids[k])
+            entry = {"token": token, "logprob": out.logprobs[k], "bytes": raw, "top_logprobs": []}
             for top_id, top_logprob in out.top[k] if out.top else []:
                 top_token, top_raw = self.policy.token_info(top_id)
                 entry["top_logprobs"].append({"token": top_token, "logprob": top_logprob, "bytes": top_raw})
             entries.append(entry)
-        return {"content": entries}
+        return entries
 
     @staticmethod
-    def _usage(prompt: list[int], outputs: list[Generated]) -> dict:
+    def usage(prompt: list[int], outputs: list[Generated]) -> dict:
         completion = sum(len(o.ids) for o in outputs)
         return {"prompt_tokens": len(prompt), "completion_tokens": completion, "total_tokens": len(prompt) + completion}
 
-    def chat(self, body: dict) -> tuple[dict, int]:
+    def chat_job(self, body: dict, stream: bool = False) -> tuple[Job, Optional[list]]:
+        """The request's job, queued (decoded from the next step on), and the tools its output is parsed with."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise RequestError("'messages' must be a non-empty list of message objects", "messages")
@@ -353,11 +157,17 @@ class Completions:
         if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
             raise RequestError("'tools' must be a list of tool objects", "tools")
         prompt = self.policy.render_prompt(messages, tools)
-        job = self._run(prompt, body)
-        parse_tools = tools if body.get("tool_choice") != "none" else None
+        job = self.batcher.submit(Job(prompt, self._sampling(body, prompt), stream=stream))
+        return job, tools if body.get("tool_choice") != "none" else None
+
+    def chat(self, body: dict) -> tuple[dict, int]:
+        job, parse_tools = self.chat_job(body)
+        self.batcher.wait(job)
+        if job.error is not None:
+            raise job.error
         choices = []
         for index, out in enumerate(job.outputs):
-            content, calls = self.policy.parse_output(self._text(out), parse_tools)
+            content, calls = self.policy.parse_output(self.text_of(out), parse_tools)
             message: dict[str, Any] = {"role": "assistant", "content": content}
             if calls:
                 message["tool_calls"] = calls
@@ -365,12 +175,12 @@ class Completions:
                 "index": index,
                 "message": message,
                 "finish_reason": "tool_calls" if calls else out.finish_reason,
-                "logprobs": self._logprobs(out) if body.get("logprobs") else None,
+                "logprobs": {"content": self.logprob_entries(out)} if body.get("logprobs") else None,
             }
             if body.get("return_token_ids"):
                 choice["token_ids"] = out.ids
             choices.append(choice)
-        return self._envelope("chatcmpl", "chat.completion", body, prompt, job, choices)
+        return self.envelope("chatcmpl", "chat.completion", body, job, choices)
 
     def text(self, body: dict) -> tuple[dict, int]:
         prompt_text = body.get("prompt")
@@ -380,7 +190,7 @@ class Completions:
         job = self._run(prompt, body)
         choices = []
         for index, out in enumerate(job.outputs):
-            choice = {"index": index, "text": self._text(out), "finish_reason": out.finish_reason, "logprobs": None}
+            choice = {"index": index, "text": self.text_of(out), "finish_reason": out.finish_reason, "logprobs": None}
             if body.get("logprobs"):
                 choice["logprobs"] = {
                     "tokens": [self.policy.token_info(i)[0] for i in out.ids],
@@ -389,9 +199,9 @@ class Completions:
             if body.get("return_token_ids"):
                 choice["token_ids"] = out.ids
             choices.append(choice)
-        return self._envelope("cmpl", "text_completion", body, prompt, job, choices)
+        return self.envelope("cmpl", "text_completion", body, job, choices)
 
-    def _envelope(self, prefix: str, kind: str, body: dict, prompt: list, job, choices: list) -> tuple[dict, int]:
+    def envelope(self, prefix: str, kind: str, body: dict, job: Job, choices: list) -> tuple[dict, int]:
         """The response around the choices: a unique id, usage, and the prompt's token ids when asked for."""
         response = {
             "id": f"{prefix}-{uuid.uuid4().hex}",
@@ -399,10 +209,11 @@ class Completions:
             "created": int(time.time()),
             "model": body.get("model") or self.policy.name,
             "choices": choices,
-            "usage": self._usage(prompt, job.outputs),
         }
+        if job.outputs is not None:
+            response["usage"] = self.usage(job.prompt, job.outputs)
         if body.get("return_token_ids"):
-            response["prompt_token_ids"] = prompt
+            response["prompt_token_ids"] = job.prompt
         return response, job.batch_rows
 
 
@@ -433,44 +244,11 @@ def _parse_json(raw: bytes) -> dict:
     return body
 
 
-def stream_chunks(response: dict) -> list[dict]:
-    """A finished chat completion as OpenAI stream chunks: role, one content or tool-call delta (with its
-    logprobs and token ids), finish. Chunks are written once the batch is generated (tiny completions take
-    milliseconds; per-token streaming would not change what is captured)."""
-    base = {
-        "id": response["id"],
-        "object": "chat.completion.chunk",
-        "created": response["created"],
-        "model": response["model"],
-    }
-    chunks = []
-    for choice in response["choices"]:
-        index, message = choice["index"], choice["message"]
-        chunks.append(
-            {
-                **base,
-                "choices": [{"index": index, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}],
-            }
-        )
-        calls = [{"index": i, **call} for i, call in enumerate(message.get("tool_calls") or [])]
-        delta = {
-            "index": index,
-            "delta": {"tool_calls": calls} if calls else {"content": message["content"] or ""},
-            "finish_reason": None,
-        }
-        if choice["logprobs"] is not None:
-            delta["logprobs"] = choice["logprobs"]
-        if "token_ids" in choice:
-            delta["token_ids"] = choice["token_ids"]
-        chunks.append({**base, "choices": [delta]})
-        chunks.append({**base, "choices": [{"index": index, "delta": {}, "finish_reason": choice["finish_reason"]}]})
-    if "prompt_token_ids" in response:
-        chunks[0]["prompt_token_ids"] = response["prompt_token_ids"]
-    return chunks
-
-
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # A response is written as head then body: with Nagle's algorithm the body waits for the ACK of the head, which
+    # the client delays (~40 ms on Linux) — per request, longer than decoding a short completion.
+    disable_nagle_algorithm = True
     completions: Completions  # set on the subclass made per server
     key: str  # the capability path's key, likewise
 
@@ -598,6 +376,8 @@ class Handler(BaseHTTPRequestHandler):
             body = _parse_json(raw)
             if greedy:
                 body = {**body, "temperature": 0.0}
+            if body.get("stream") and route == self.completions.chat:
+                return self._stream(body)
             response, rows = route(body)
         except ClientGone:
             self.close_connection = True  # nobody to answer: its rows were dropped
@@ -608,33 +388,32 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
         except Exception as error:  # a model failure answers this request; the server keeps running
             return self._error(500, f"{type(error).__name__}: {error}")
-        headers = {"X-Lightning-Batch-Size": str(rows)}
-        if body.get("stream") and route == self.completions.chat:
-            self._stream(response, body, headers)
-        else:
-            self._send(200, response, headers)
+        self._send(200, response, {"X-Lightning-Batch-Size": str(rows)})
 
-    def _stream(self, response: dict, body: dict, headers: dict) -> None:
+    def _stream(self, body: dict) -> None:
+        """A streamed chat completion: its tokens as they are decoded (stream.ChatStream). A failure before the first
+        event is an HTTP error like any other; after it, an error event ends the stream."""
+        job, parse_tools = self.completions.chat_job(body, stream=True)
+        try:
+            ChatStream(self.completions, body, job, parse_tools, self).run()
+        except OSError:  # the client left mid-stream: its rows leave the batch before the next step
+            self.completions.batcher.cancel(job)
+            self.close_connection = True
+
+    def begin_stream(self, batch_rows: int) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
-        for key, value in headers.items():
-            self.send_header(key, value)
+        self.send_header("X-Lightning-Batch-Size", str(batch_rows))
         self.end_headers()
         self.close_connection = True
-        chunks = stream_chunks(response)
-        if (body.get("stream_options") or {}).get("include_usage"):
-            chunks.append(
-                {
-                    **{k: chunks[0][k] for k in ("id", "object", "created", "model")},
-                    "choices": [],
-                    "usage": response["usage"],
-                }
-            )
-        for chunk in chunks:
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-        self.wfile.write(b"data: [DONE]\n\n")
+
+    def send_events(self, events: list) -> None:
+        """SSE events (JSON objects, or "[DONE]"), written and flushed together."""
+        data = "".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events)
+        self.wfile.write(data.encode())
+        self.wfile.flush()
 
 
 class Server(ThreadingHTTPServer):

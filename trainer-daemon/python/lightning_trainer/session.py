@@ -6,7 +6,9 @@ weight updates with generation, so after `train` returns the next generated toke
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import sys
 import threading
 from collections.abc import Callable
 from typing import Optional
@@ -30,7 +32,23 @@ from .policy import Policy, TinyPolicy
 from .schema import camel, parse
 from .supervised import evaluate as evaluate_examples
 from .supervised import supervised
-from .train import policy_update, set_lr, unchanged_on_error
+from .train import phase_clock, policy_update, set_lr, unchanged_on_error
+
+
+def keep_freed_memory() -> None:
+    """glibc hands large freed blocks back to the OS (munmap, heap trimming) and the next step's tensors fault
+    their pages in again: on the CPU that made an update's forward pass ~3× the bare step's (torch 1.13, the
+    bench). Blocks up to 32 MiB (glibc's largest mmap threshold) then come from the heap, and freed memory stays for
+    the next step — the worker's memory stays at its peak, as PyTorch's own CUDA allocator keeps it."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (musl): its allocator has no such thresholds
+        return
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    libc.mallopt(m_mmap_threshold, 32 * 1024 * 1024)
+    libc.mallopt(m_trim_threshold, 1024 * 1024 * 1024)
 
 
 class StateError(RuntimeError):
@@ -118,6 +136,7 @@ def with_checkpoint_config(params: LoadParams) -> LoadParams:
 
 class Session:
     def __init__(self, emit: Callable[[dict], None]):
+        keep_freed_memory()
         self.emit = emit
         self.lock = SessionLock()
         self.policy: Optional[Policy] = None
@@ -196,14 +215,26 @@ class Session:
         with self.lock:
             return evaluate_examples(policy, params)
 
-    def train(self, params: TrainParams, reducer=None) -> dict:
-        """One update; `reducer` all-reduces gradients across data-parallel ranks (distributed.py)."""
+    def train(self, params: TrainParams, reducer=None, phases: Optional[dict] = None) -> dict:
+        """One update; `reducer` all-reduces gradients across data-parallel ranks (distributed.py); `phases` gets
+        the seconds of each phase (the bench's breakdown)."""
         policy = self._loaded()
-        with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
-            result = policy_update(
-                policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress, reducer
-            )
-            self.step += 1
+        clock = phase_clock(policy.device)
+        with self.lock:
+            snapshot_started = clock()
+            with unchanged_on_error(list(policy.trainable().values()), self.optimizer):
+                if phases is not None:
+                    phases["snapshot"] = clock() - snapshot_started
+                result = policy_update(
+                    policy,
+                    self.optimizer,
+                    self.load_params.optimizer.grad_clip,
+                    params,
+                    self._progress,
+                    reducer,
+                    phases,
+                )
+                self.step += 1
         return {"step": self.step, **result}
 
     def save(self, params: SaveParams) -> dict:

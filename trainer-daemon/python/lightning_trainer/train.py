@@ -14,26 +14,39 @@ TRL's GRPOTrainer does (tests/test_trl_parity.py checks loss and gradients again
 grpo, bnpo and dr_grpo then average over the minibatch's micro-batches (TRL: gradient accumulation steps, and
 ranks); with micro-batches of equal size grpo is the minibatch's sequence mean. The entropy bonus is, as TRL's,
 each micro-batch's token mean of H averaged the same way, whatever lossType. Environment tokens (mask 0) carry no
-loss. The KL to the reference is measured whatever klCoef (reported as `kl`).
+loss. The KL to the reference is measured whatever klCoef (reported as `kl`): on every row when it is in the loss,
+otherwise on every KL_SAMPLE_STRIDE-th row (an estimate that spares most of the reference pass).
+
+What an update costs beyond the bare forward + backward + optimizer step (the bench prints the breakdown): the
+reference pass (all rows with klCoef > 0, a sample otherwise), behaviour logprobs the batch lacks (free for the first
+minibatch's rows: its training forward comes before any step), and a snapshot of the trainable weights and optimizer
+state (tensor clones) that a failed call restores. Per-row data lives in right-aligned device tensors built once;
+metrics stay on the device until the end.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Optional, Protocol
 
 import torch
 
 from .generate import NonFiniteError, left_pad
+from .loss import Totals, aggregate, clipped_pg, k3_kl
 from .params import TrainParams, Transition
 from .policy import Policy
 
+__all__ = ["Totals", "aggregate", "clipped_pg", "k3_kl", "policy_update", "sequence_logprobs"]
+
 Progress = Callable[[dict], None]
+
+# With klCoef 0 the KL is only reported, not trained on: the reference pass runs on every KL_SAMPLE_STRIDE-th row of
+# the batch (at least one), an unbiased estimate of the token-mean KL for a fraction of the reference's cost.
+KL_SAMPLE_STRIDE = 8
 
 
 @dataclass
@@ -44,9 +57,15 @@ class TokenLogprobs:
 
 
 def sequence_logprobs(
-    policy: Policy, prompts: list[list[int]], responses: list[list[int]], module=None, entropy: bool = False
+    policy: Policy,
+    prompts: list[list[int]],
+    responses: list[list[int]],
+    module=None,
+    entropy: bool = False,
+    entropy_grad: bool = True,
 ) -> TokenLogprobs:
-    """logp of each response token given its prompt, in one left-padded forward pass."""
+    """logp of each response token given its prompt, in one left-padded forward pass; with `entropy` also each
+    position's entropy (without a gradient unless `entropy_grad`: a metric need not be differentiated)."""
     longest = max(len(r) for r in responses)
     ids, mask, positions = left_pad([p + r for p, r in zip(prompts, responses)], policy.pad_id, policy.device)
     logits, _ = policy.forward(ids, mask, positions, keep=longest + 1, module=module)
@@ -54,74 +73,17 @@ def sequence_logprobs(
     targets = ids[:, -longest:]
     normalizer = logits.logsumexp(dim=-1)
     logprobs = logits.gather(-1, targets[..., None])[..., 0] - normalizer
-    valid = torch.zeros_like(targets, dtype=torch.float32)
-    for i, response in enumerate(responses):
-        valid[i, longest - len(response) :] = 1.0
+    lengths = torch.tensor([len(r) for r in responses], device=policy.device)
+    valid = (torch.arange(longest, device=policy.device)[None, :] >= longest - lengths[:, None]).float()
     token_entropy = None
     if entropy:
-        token_entropy = normalizer - (logits.softmax(dim=-1) * logits).sum(dim=-1)
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            token_entropy = normalizer - (logits.softmax(dim=-1) * logits).sum(dim=-1)
     return TokenLogprobs(logprobs, token_entropy, valid)
-
-
-@dataclass
-class Totals:
-    """What a micro-batch's share of the minibatch loss is normalised by. Counted over the whole micro-batch or
-    minibatch, so that under torchrun, where each rank holds a slice of every micro-batch, the slices' shares add
-    up to the one-process loss: the same on every rank, whatever the slice."""
-
-    tokens: float  # the minibatch's masked tokens (dapo)
-    micro_batches: int  # in the minibatch
-    max_length: int  # dr_grpo's divisor per sequence
-    rows: Optional[int] = None  # the micro-batch's sequences (grpo, dr_grpo); None: the rows of `values`
-    micro_tokens: Optional[float] = None  # the micro-batch's masked tokens (bnpo); None: those of `mask`
-
-
-def aggregate(values: torch.Tensor, mask: torch.Tensor, loss_type: str, totals: Totals) -> torch.Tensor:
-    """This micro-batch's share of the minibatch loss: summed over micro-batches (and ranks) it is the loss."""
-    micro_batches = max(totals.micro_batches, 1)
-    rows = values.shape[0] if totals.rows is None else totals.rows
-    if loss_type == "grpo":
-        per_sequence = (values * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1.0)
-        return per_sequence.sum() / max(rows, 1) / micro_batches
-    if loss_type == "bnpo":
-        if totals.micro_tokens is None:
-            return (values * mask).sum() / mask.sum().clamp(min=1.0) / micro_batches
-        return (values * mask).sum() / max(totals.micro_tokens, 1.0) / micro_batches
-    if loss_type == "dr_grpo":
-        return (values * mask).sum() / (max(rows, 1) * totals.max_length) / micro_batches
-    if loss_type == "dapo":
-        return (values * mask).sum() / max(totals.tokens, 1.0)
-    raise ValueError(f"unknown lossType {loss_type!r} (grpo, bnpo, dr_grpo, dapo)")
-
-
-def clipped_pg(
-    logprobs: torch.Tensor,
-    behaviour: torch.Tensor,
-    advantages: torch.Tensor,
-    clip: float,
-    clip_high: Optional[float] = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Per-token loss, ratio and whether the clipped branch was taken (ratio bounds 1 - clip, 1 + clip_high)."""
-    ratio = (logprobs - behaviour).exp()
-    unclipped = ratio * advantages[:, None]
-    clipped = ratio.clamp(1 - clip, 1 + (clip if clip_high is None else clip_high)) * advantages[:, None]
-    return -torch.minimum(unclipped, clipped), ratio, (clipped < unclipped)
-
-
-def k3_kl(logprobs: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
-    delta = reference - logprobs
-    return delta.exp() - delta - 1
 
 
 def _chunks(items: list, size: int) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)]
-
-
-def _right_aligned(rows: list[list[float]], width: int, device: torch.device) -> torch.Tensor:
-    out = torch.zeros((len(rows), width), dtype=torch.float32)
-    for i, row in enumerate(rows):
-        out[i, width - len(row) :] = torch.tensor(row, dtype=torch.float32)
-    return out.to(device)
 
 
 @torch.no_grad()
@@ -129,33 +91,37 @@ def _fill_logprobs(policy: Policy, transitions: list[Transition], micro_batch: i
     out = []
     for chunk in _chunks(transitions, micro_batch):
         result = sequence_logprobs(policy, [t.prompt_ids for t in chunk], [t.response_ids for t in chunk], module)
-        for row, t in zip(result.logprobs, chunk):
-            out.append(row[len(row) - len(t.response_ids) :].tolist())
+        rows = result.logprobs.tolist()  # one copy off the device for the whole chunk
+        out.extend(row[len(row) - len(t.response_ids) :] for row, t in zip(rows, chunk))
     return out
 
 
 class Stats:
-    """Token-weighted sums of the update's metrics."""
+    """Token-weighted sums of the update's metrics, kept on the device (one copy to the host at the end)."""
 
-    def __init__(self):
-        self.sums = {"pg": 0.0, "kl": 0.0, "entropy": 0.0, "clipped": 0.0}
-        self.tokens = 0.0
-        self.losses: list[float] = []
-        self.grad_norm = 0.0  # the largest (pre-clip) gradient norm of the call
+    NAMES = ("pg", "kl", "entropy", "clipped", "tokens", "klTokens")
+
+    def __init__(self, device: torch.device):
+        self.sums = {name: torch.zeros((), dtype=torch.float64, device=device) for name in self.NAMES}
 
     def add(self, name: str, values: torch.Tensor, mask: torch.Tensor) -> None:
-        self.sums[name] += float((values.detach().float() * mask).sum())
+        self.sums[name] += (values.detach().float() * mask).sum()
 
-    def mean(self, name: str) -> float:
-        return self.sums[name] / max(self.tokens, 1.0)
+    def count(self, name: str, mask: torch.Tensor) -> None:
+        self.sums[name] += mask.sum()
+
+    def totals(self, reducer: Optional[Reducer]) -> dict[str, float]:
+        sums = dict(zip(self.NAMES, torch.stack([self.sums[n] for n in self.NAMES]).tolist()))
+        return {name: reducer.total(value) for name, value in sums.items()} if reducer is not None else sums
 
 
 def _check_vocab(policy: Policy, transitions: list[Transition]) -> None:
     vocab = policy.vocab_size
     for i, t in enumerate(transitions):
-        if any(not 0 <= x < vocab for x in t.prompt_ids + t.response_ids):
+        ids = t.prompt_ids + t.response_ids
+        if ids and (min(ids) < 0 or max(ids) >= vocab):
             raise ValueError(f"transitions[{i}] has token ids outside the vocabulary [0, {vocab})")
-        if policy.context is not None and len(t.prompt_ids) + len(t.response_ids) > policy.context:
+        if policy.context is not None and len(ids) > policy.context:
             raise ValueError(f"transitions[{i}] is longer than the model's context ({policy.context} tokens)")
 
 
@@ -217,17 +183,175 @@ def checked_step(
 
 @contextlib.contextmanager
 def unchanged_on_error(trainable: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer):
-    """A call that fails part-way (a non-finite step, OOM) leaves the weights and optimizer state as they were."""
-    weights = [p.detach().clone() for p in trainable]
-    state = copy.deepcopy(optimizer.state_dict())
+    """A call that fails part-way (a non-finite step, OOM) leaves the weights and optimizer state as they were.
+    The snapshot is tensor clones (no deepcopy of the state dict: its Python walk cost more than the copies)."""
+    with torch.no_grad():
+        weights = [p.detach().clone() for p in trainable]
+        state = {
+            p: {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in s.items()}
+            for p, s in optimizer.state.items()
+        }
+    groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
     try:
         yield
     except BaseException:
         with torch.no_grad():
             for p, saved in zip(trainable, weights):
                 p.copy_(saved)
-        optimizer.load_state_dict(state)
+        optimizer.state.clear()
+        optimizer.state.update(state)
+        for group, saved_group in zip(optimizer.param_groups, groups):
+            group.update(saved_group)
         raise
+
+
+def phase_clock(device: torch.device) -> Callable[[], float]:
+    """What an update's phases are timed with: on CUDA wall seconds (each phase synchronised), on the CPU the
+    process's CPU seconds, which a loaded machine's other work does not inflate (the bench runs one thread)."""
+    return time.perf_counter if device.type == "cuda" else time.process_time
+
+
+class Phases:
+    """Seconds spent in each phase of an update, for the bench's breakdown (bench.py). Off unless the caller passes
+    a dict to fill: timing a CUDA phase needs a device synchronisation, which an update should not pay for."""
+
+    def __init__(self, out: Optional[dict], device: torch.device):
+        self.out, self.cuda, self.clock = out, device.type == "cuda", phase_clock(device)
+
+    @contextlib.contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        if self.out is None:
+            yield
+            return
+        if self.cuda:
+            torch.cuda.synchronize()
+        started = self.clock()
+        try:
+            yield
+        finally:
+            if self.cuda:
+                torch.cuda.synchronize()
+            self.out[name] = self.out.get(name, 0.0) + self.clock() - started
+
+
+class Batch:
+    """The update's transitions as right-aligned tensors on the device, built once: response masks, behaviour
+    logprobs (0 where missing), which rows have reference logprobs, and advantages. A micro-batch takes rows and
+    its own width (its longest response) from them, without per-row copies."""
+
+    def __init__(self, transitions: list[Transition], device: torch.device):
+        self.width = max(len(t.response_ids) for t in transitions)
+        self.device = device
+        self.mask = self._aligned([t.mask or [1] * len(t.response_ids) for t in transitions])
+        self.behaviour = self._aligned([t.logprobs or [] for t in transitions])
+        self.reference = torch.zeros_like(self.behaviour)
+        self.has_reference = torch.zeros(len(transitions), dtype=torch.bool, device=device)
+        self.advantages = torch.tensor([t.advantage for t in transitions], dtype=torch.float32, device=device)
+        self.tokens = self.mask.sum(dim=1).tolist()  # per row, on the host (the loss's normalisers)
+
+    def _aligned(self, rows: list[list[float]]) -> torch.Tensor:
+        padded = [[0.0] * (self.width - len(row)) + [float(x) for x in row] for row in rows]
+        return torch.tensor(padded, dtype=torch.float32).to(self.device)
+
+    def fill(self, target: torch.Tensor, values: dict[int, list[float]]) -> None:
+        if values:
+            rows = list(values)
+            target[rows] = self._aligned([values[i] for i in rows])
+
+    def rows(self, target: torch.Tensor, rows: list[int], width: int) -> torch.Tensor:
+        return target[rows][:, self.width - width :]
+
+
+class Update:
+    """The minibatch loop of policy_update: each minibatch's micro-batches forward and backward, then one step."""
+
+    def __init__(self, policy: Policy, optimizer, params: TrainParams, batch: Batch, reducer, timer: Phases):
+        self.policy, self.optimizer, self.params, self.batch = policy, optimizer, params, batch
+        self.reducer, self.timer = reducer, timer
+        self.rank, self.world = (reducer.rank, reducer.world) if reducer is not None else (0, 1)
+        self.trainable = list(policy.trainable().values())
+        self.max_length = params.max_response_length or max(len(t.response_ids) for t in params.transitions)
+        self.stats = Stats(policy.device)
+        self.losses: list[float] = []
+        self.grad_norm = 0.0  # the largest (pre-clip) gradient norm of the call
+        self.max_deviation: Optional[float] = None  # max |ratio - 1| on the first minibatch
+        self.pending: set[int] = set()  # rows whose behaviour logprobs come from their first training forward
+
+    def minibatch(self, rows: list[int], grad_clip: float, where: str) -> None:
+        micros = _chunks(rows, self.params.micro_batch)
+        tokens = float(sum(self.batch.tokens[i] for i in rows))
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = torch.zeros((), device=self.policy.device)
+        for micro in micros:
+            totals = Totals(
+                tokens,
+                len(micros),
+                self.max_length,
+                rows=len(micro),
+                micro_tokens=float(sum(self.batch.tokens[i] for i in micro)),
+            )
+            loss = loss + self._micro(micro, totals)
+        with self.timer("step"):
+            if self.reducer is not None:
+                self.reducer.gradients(self.trainable)
+                total = self.reducer.total(float(loss))
+            else:
+                total = float(loss)
+            norm = checked_step(self.optimizer, self.trainable, grad_clip, total, where)
+        self.grad_norm = max(self.grad_norm, norm)
+        self.losses.append(total)
+
+    def _micro(self, micro: list[int], totals: Totals) -> torch.Tensor:
+        """Forward and backward of this rank's slice of a micro-batch; its loss share (detached)."""
+        params, batch, policy = self.params, self.batch, self.policy
+        mine = micro[self.rank :: self.world]
+        silent = not mine  # fewer rows than ranks: a loss-free row keeps this rank's passes in step
+        if silent:
+            mine = micro[:1]
+        chunk = [params.transitions[i] for i in mine]
+        with self.timer("forward"):
+            result = sequence_logprobs(
+                policy,
+                [t.prompt_ids for t in chunk],
+                [t.response_ids for t in chunk],
+                entropy=True,
+                entropy_grad=params.entropy_coef > 0,
+            )
+            width = result.logprobs.shape[1]
+            mask = batch.rows(batch.mask, mine, width) * (0.0 if silent else 1.0)
+            current = result.logprobs.detach()
+            valid = result.valid > 0
+            fresh = [k for k, i in enumerate(mine) if i in self.pending]
+            if fresh:  # the policy's own logprobs before any step: this forward's
+                rows = [mine[k] for k in fresh]
+                batch.behaviour[rows, batch.width - width :] = torch.where(valid[fresh], current[fresh], 0.0)
+                self.pending.difference_update(rows)
+            # Padding positions get ratio 1 and KL 0, whatever sits there (no overflow to meet a 0 mask).
+            behaviour = torch.where(valid, batch.rows(batch.behaviour, mine, width), current)
+            reference = torch.where(valid, batch.rows(batch.reference, mine, width), current)
+            kl_mask = mask * batch.has_reference[mine][:, None]
+            advantages = batch.advantages[mine]
+            pg, ratio, clipped = clipped_pg(result.logprobs, behaviour, advantages, params.clip, params.clip_high)
+            per_token = pg
+            kl = k3_kl(result.logprobs, reference)
+            if params.kl_coef > 0:
+                per_token = per_token + params.kl_coef * (kl * ratio if params.kl_bias_correction else kl)
+            loss = aggregate(per_token, mask, params.loss_type, totals)
+            if params.entropy_coef > 0:
+                loss = loss - params.entropy_coef * aggregate(result.entropy, mask, "bnpo", totals)
+        with self.timer("backward"):
+            loss.backward()
+        stats = self.stats
+        stats.add("pg", pg, mask)
+        stats.add("kl", kl, kl_mask)
+        stats.count("klTokens", kl_mask)
+        stats.add("entropy", result.entropy, mask)
+        stats.add("clipped", clipped.float(), mask)
+        stats.count("tokens", mask)
+        if not self.losses:  # the first minibatch, before any step
+            deviation = float(((ratio.detach() - 1).abs() * mask).max())
+            self.max_deviation = deviation if self.max_deviation is None else max(self.max_deviation, deviation)
+        return loss.detach()
 
 
 def policy_update(
@@ -237,6 +361,7 @@ def policy_update(
     params: TrainParams,
     progress: Progress,
     reducer: Optional[Reducer] = None,
+    phases: Optional[dict] = None,
 ) -> dict:
     """One training step on a batch of transitions: `epochs` passes over shuffled minibatches.
 
@@ -244,98 +369,56 @@ def policy_update(
     one process would; each rank runs every world-th row of each micro-batch (a rank whose slice is empty runs one
     row with mask 0: no loss, no gradient, but the same forward passes everywhere). Each slice's loss is normalised
     by its micro-batch's or minibatch's counts (Totals) and gradients are summed across ranks, so the update is the
-    one-process update, for every lossType and batch size."""
+    one-process update, for every lossType and batch size. `phases`, when given, gets the seconds of each phase."""
     started = time.perf_counter()
+    timer = Phases(phases, policy.device)
     transitions = params.transitions
-    _check_vocab(policy, transitions)
-    rank, world = (reducer.rank, reducer.world) if reducer is not None else (0, 1)
-    if torch.cuda.is_available():
-        torch.cuda.reset_peak_memory_stats()
-    policy.model.eval()
+    with timer("prepare"):
+        _check_vocab(policy, transitions)
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        generator = torch.Generator().manual_seed(params.seed)
+        orders = [torch.randperm(len(transitions), generator=generator).tolist() for _ in range(params.epochs)]
+        batch = Batch(transitions, policy.device)
+    if policy.model.training:  # a walk over every module: only when needed (the worker keeps it in eval)
+        policy.model.eval()
+    # Missing behaviour logprobs are the current policy's: those of the first minibatch's rows come for free from
+    # its training forward (no step has been taken yet; one process, no dropout, so the same numbers), the
+    # others' need a pass before any step.
     missing = [i for i, t in enumerate(transitions) if t.logprobs is None]
-    behaviour = _spread_logprobs(policy, transitions, missing, params.micro_batch, reducer) if missing else {}
-    for i, row in behaviour.items():
-        transitions[i].logprobs = row
-    # The reference's logprobs, also when klCoef is 0: the KL is always measured and reported.
-    with policy.reference() as reference:
-        references = _spread_logprobs(
-            policy, transitions, list(range(len(transitions))), params.micro_batch, reducer, module=reference
-        )
-    max_length = params.max_response_length or max(len(t.response_ids) for t in transitions)
-    policy.model.train()
-    generator = torch.Generator().manual_seed(params.seed)
-    stats, max_deviation = Stats(), None
-    trainable = list(policy.trainable().values())
-    masks = [t.mask or [1] * len(t.response_ids) for t in transitions]
-    batches = 0
-    for epoch in range(params.epochs):
-        order = torch.randperm(len(transitions), generator=generator).tolist()
-        for minibatch in _chunks(order, params.minibatch):
-            micros = _chunks(minibatch, params.micro_batch)
-            tokens = float(sum(sum(masks[i]) for i in minibatch))
-            optimizer.zero_grad(set_to_none=True)
-            minibatch_loss = 0.0
-            for micro in micros:
-                totals = Totals(
-                    tokens,
-                    len(micros),
-                    max_length,
-                    rows=len(micro),
-                    micro_tokens=float(sum(sum(masks[i]) for i in micro)),
-                )
-                mine = micro[rank::world]
-                row_masks = [masks[i] for i in mine]
-                if not mine:  # fewer rows than ranks: a loss-free row keeps this rank's passes in step
-                    mine, row_masks = micro[:1], [[0] * len(transitions[micro[0]].response_ids)]
-                chunk = [transitions[i] for i in mine]
-                result = sequence_logprobs(
-                    policy, [t.prompt_ids for t in chunk], [t.response_ids for t in chunk], entropy=True
-                )
-                width = result.logprobs.shape[1]
-                mask = _right_aligned(row_masks, width, policy.device)
-                behaviour = _right_aligned([t.logprobs for t in chunk], width, policy.device)
-                advantages = torch.tensor([t.advantage for t in chunk], dtype=torch.float32, device=policy.device)
-                pg, ratio, clipped = clipped_pg(result.logprobs, behaviour, advantages, params.clip, params.clip_high)
-                per_token = pg
-                kl = k3_kl(result.logprobs, _right_aligned([references[i] for i in mine], width, policy.device))
-                stats.add("kl", kl, mask)
-                if params.kl_coef > 0:
-                    per_token = per_token + params.kl_coef * (kl * ratio if params.kl_bias_correction else kl)
-                loss = aggregate(per_token, mask, params.loss_type, totals)
-                if params.entropy_coef > 0:
-                    loss = loss - params.entropy_coef * aggregate(result.entropy, mask, "bnpo", totals)
-                loss.backward()
-                minibatch_loss += float(loss.detach())
-                stats.add("pg", pg, mask)
-                stats.add("entropy", result.entropy, mask)
-                stats.add("clipped", clipped.float(), mask)
-                stats.tokens += float(mask.sum())
-                if batches == 0:
-                    deviation = float(((ratio.detach() - 1).abs() * mask).max())
-                    max_deviation = deviation if max_deviation is None else max(max_deviation, deviation)
-            if reducer is not None:
-                reducer.gradients(trainable)
-                minibatch_loss = reducer.total(minibatch_loss)
-            norm = checked_step(
-                optimizer, trainable, grad_clip, minibatch_loss, f"epoch {epoch}, minibatch {batches + 1}"
+    free = set(orders[0][: params.minibatch]) if reducer is None and policy.training_is_deterministic() else set()
+    with timer("behaviour"):
+        ahead = [i for i in missing if i not in free]
+        batch.fill(batch.behaviour, _spread_logprobs(policy, transitions, ahead, params.micro_batch, reducer))
+    with timer("reference"):
+        sampled = range(len(transitions)) if params.kl_coef > 0 else range(0, len(transitions), KL_SAMPLE_STRIDE)
+        with policy.reference() as reference:
+            references = _spread_logprobs(
+                policy, transitions, list(sampled), params.micro_batch, reducer, module=reference
             )
-            stats.grad_norm = max(stats.grad_norm, norm)
-            stats.losses.append(minibatch_loss)
-            batches += 1
-            progress({"phase": "train", "epoch": epoch, "minibatch": batches, "loss": minibatch_loss})
+        batch.fill(batch.reference, references)
+        batch.has_reference[list(references)] = True
+    policy.model.train()
+    update = Update(policy, optimizer, params, batch, reducer, timer)
+    update.pending = {i for i in missing if i in free}
+    for epoch, order in enumerate(orders):
+        for minibatch in _chunks(order, params.minibatch):
+            update.minibatch(minibatch, grad_clip, f"epoch {epoch}, minibatch {len(update.losses) + 1}")
+            progress({"phase": "train", "epoch": epoch, "minibatch": len(update.losses), "loss": update.losses[-1]})
     policy.model.eval()
+    sums = update.stats.totals(reducer)
+    max_deviation = update.max_deviation
     if reducer is not None:
-        stats.sums = {name: reducer.total(value) for name, value in stats.sums.items()}
-        stats.tokens = reducer.total(stats.tokens)
         max_deviation = reducer.maximum(max_deviation or 0.0)
+    tokens = max(sums["tokens"], 1.0)
     result = {
-        "loss": sum(stats.losses) / len(stats.losses),
-        "pgLoss": stats.mean("pg"),
-        "kl": stats.mean("kl"),
-        "entropy": stats.mean("entropy"),
-        "clipFraction": stats.mean("clipped"),
+        "loss": sum(update.losses) / len(update.losses),
+        "pgLoss": sums["pg"] / tokens,
+        "kl": sums["kl"] / max(sums["klTokens"], 1.0),
+        "entropy": sums["entropy"] / tokens,
+        "clipFraction": sums["clipped"] / tokens,
         "maxRatioDeviation": max_deviation,
-        "gradNorm": stats.grad_norm,
+        "gradNorm": update.grad_norm,
         "tokens": int(sum(len(t.response_ids) for t in transitions)),
         "seconds": time.perf_counter() - started,
     }

@@ -12,7 +12,7 @@ import torch
 import transformers
 from conftest import hf_model_dir, http  # noqa: E402
 
-from lightning_trainer.hf import parse_hermes_tool_calls  # noqa: E402
+from lightning_trainer.hf import hermes_certain_content, parse_hermes_tool_calls  # noqa: E402
 from lightning_trainer.params import LoadParams, SaveParams, ServeParams, TrainParams  # noqa: E402
 from lightning_trainer.schema import parse  # noqa: E402
 from lightning_trainer.session import Session  # noqa: E402
@@ -270,3 +270,26 @@ def test_checkpoint_resume_continues_the_same_run(bpe_model_dir, tmp_path):
         assert torch.allclose(value, straight[name], atol=1e-6), name
     resumed.close()
     session.close()
+
+
+def test_a_stream_sends_only_text_that_stays_content_whatever_follows():
+    """hermes_certain_content (what a stream may send of an unfinished completion) is, at every cut, a prefix of
+    the content parse_hermes_tool_calls finally gives."""
+    tools = [{"type": "function", "function": {"name": "add"}}]
+    call = '<tool_call>\n{"name": "add", "arguments": {"a": 1}}\n</tool_call>'
+    texts = [
+        "plain answer <tool_ without a call",
+        f"Let me add.  {call}",
+        f"{call} done",
+        f"  leading space then {call}",
+        "<tool_call>not json</tool_call> stays content",
+        "trailing space \n",
+    ]
+    for text in texts:
+        content, _ = parse_hermes_tool_calls(text, tools)
+        for cut in range(len(text) + 1):
+            part = text[:cut]
+            sent = part[: hermes_certain_content(part, tools)]
+            assert (content or "").startswith(sent), (text, cut, sent)
+    assert hermes_certain_content("Let me add. <tool", tools) == len("Let me add.")
+    assert hermes_certain_content("<tool_call>", None) == len("<tool_call>")  # no tools: all of it is content
