@@ -1,51 +1,49 @@
 """The policy's OpenAI-compatible HTTP endpoint, with continuous batching across concurrent requests.
 
-Request threads (ThreadingHTTPServer, loopback only) validate and tokenize, then queue a Job; one engine thread
-decodes every admitted job's rows together (generate.Decoder; a request with n choices is n rows, up to maxBatch
-rows at once). Between two decoding steps, finished rows leave (their request is answered as soon as all its rows
-are done) and waiting jobs join (their prompts prefilled together), so a short completion never waits for a long
-one and a new request never waits for the batch to end. Each row keeps its own max_tokens, stop strings,
-temperature, top_p and seed, so a request gets the tokens it would get alone. The engine holds the session lock
-while any row is being decoded (a weight update never lands inside a completion); when an update waits for it,
-no new job joins and the lock is released as soon as the rows in flight finish. Responses carry the exact token
-ids (vLLM-style `prompt_token_ids` / `choices[i].token_ids` when the request says `return_token_ids: true`) and
-per-token logprobs of the policy itself. `X-Lightning-Batch-Size` tells the most rows the request was decoded with.
+One thread serves it: an asyncio loop (http_front.py: HTTP/1.1, keep-alive, the gate) that, between two decoding
+steps of the engine (batcher.py), reads the requests that arrived, validates and tokenizes them into Jobs, and answers
+the jobs that finished. The engine decodes every admitted job's rows together (generate.Decoder; a request with n
+choices is n rows, up to maxBatch rows at once). Between two decoding steps, finished rows leave (their request is
+answered as soon as all its rows are done) and waiting jobs join (their prompts prefilled together), so a short
+completion never waits for a long one and a new request never waits for the batch to end. Each row keeps its own
+max_tokens, stop strings, temperature, top_p and seed, so a request gets the tokens it would get alone. The engine
+holds the session lock while any row is being decoded (a weight update never lands inside a completion); when an
+update waits for it, no new job joins and the lock is released as soon as the rows in flight finish. Responses carry
+the exact token ids (vLLM-style `prompt_token_ids` / `choices[i].token_ids` when the request says
+`return_token_ids: true`) and per-token logprobs of the policy itself. `X-Lightning-Batch-Size` tells the most rows
+the request was decoded with.
 
 The server is as closed as the daemon: every route lives under a per-server capability path `/p/<key>` (the URL the
 worker answers `serve` with; the daemon forwards to it and scrubs it like `/r/<key>`), the Host must be a loopback
 name with the server's port (DNS rebinding), a request with an `Origin` (a web page) is refused, a POST must be
-`application/json` with a Content-Length under the body cap. And as robust: a connection's headers, body and idle
-time are bounded (READ_TIMEOUT_SECONDS, so a body that never arrives holds no thread), a body nested too deep is a 400,
-and a request whose client leaves while it is decoded has its rows dropped from the batch before the next step.
+`application/json` with a Content-Length under the body cap (http_front.Gate). And as robust: a connection's headers,
+body and idle time are bounded (http_front.READ_TIMEOUT_SECONDS: a body that never arrives is a 408), a body nested
+too deep is a 400, and a request whose client leaves while it is decoded has its rows dropped from the batch before
+the next step.
 """
 
 from __future__ import annotations
 
-import hmac
+import asyncio
+import concurrent.futures
 import json
-import os
 import secrets
-import select
-import socket
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
+from . import http_front
 from .batcher import Batcher, ClientGone, Job
 from .generate import Generated, Sampling
+from .http_front import KEY_PREFIX, MAX_BODY_BYTES, Exchange, Request, error_body
 from .stream import ChatStream
+
+__all__ = ["MAX_BODY_BYTES", "MAX_JSON_DEPTH", "PolicyServer", "RequestError"]
 
 DEFAULT_MAX_TOKENS = 1024  # when a request names no max_tokens
 GREEDY_PREFIX = "/greedy"  # the same routes at temperature 0: validation rollouts with an unchanged agent
-KEY_PREFIX = "/p/"  # /p/<key>: the capability path every request needs
-MAX_BODY_BYTES = int(os.environ.get("LIGHTNING_POLICY_MAX_BODY_BYTES") or 32 * 1024 * 1024)
-# A connection's reads and writes: headers, a whole body, an idle keep-alive and a client not reading its answer each
-# get this long, so a declared body that never arrives (or a client gone silent) cannot hold a thread forever.
-READ_TIMEOUT_SECONDS = float(os.environ.get("LIGHTNING_POLICY_READ_TIMEOUT_SECONDS") or 30)
 MAX_JSON_DEPTH = 128  # a body nested deeper is a 400: json and the chat templates would recurse that deep
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]")
 
 
 class RequestError(ValueError):
@@ -117,12 +115,6 @@ class Completions:
             for i in range(n)
         ]
 
-    def _run(self, prompt: list[int], body: dict) -> Job:
-        job = self.batcher.run(Job(prompt, self._sampling(body, prompt)))
-        if job.error is not None:
-            raise job.error
-        return job
-
     def text_of(self, out: Generated) -> str:
         """The completion's text: up to a matched stop string, without a final stop token."""
         if out.stop_text is not None:
@@ -148,8 +140,8 @@ class Completions:
         completion = sum(len(o.ids) for o in outputs)
         return {"prompt_tokens": len(prompt), "completion_tokens": completion, "total_tokens": len(prompt) + completion}
 
-    def chat_job(self, body: dict, stream: bool = False) -> tuple[Job, Optional[list]]:
-        """The request's job, queued (decoded from the next step on), and the tools its output is parsed with."""
+    def chat_job(self, body: dict) -> tuple[Job, Optional[list]]:
+        """The request's job, not queued yet, and the tools its output is parsed with."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
             raise RequestError("'messages' must be a non-empty list of message objects", "messages")
@@ -157,14 +149,10 @@ class Completions:
         if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
             raise RequestError("'tools' must be a list of tool objects", "tools")
         prompt = self.policy.render_prompt(messages, tools)
-        job = self.batcher.submit(Job(prompt, self._sampling(body, prompt), stream=stream))
-        return job, tools if body.get("tool_choice") != "none" else None
+        return Job(prompt, self._sampling(body, prompt)), tools if body.get("tool_choice") != "none" else None
 
-    def chat(self, body: dict) -> tuple[dict, int]:
-        job, parse_tools = self.chat_job(body)
-        self.batcher.wait(job)
-        if job.error is not None:
-            raise job.error
+    def chat(self, body: dict, job: Job, parse_tools: Optional[list]) -> tuple[dict, int]:
+        """The chat completion of a finished job."""
         choices = []
         for index, out in enumerate(job.outputs):
             content, calls = self.policy.parse_output(self.text_of(out), parse_tools)
@@ -182,12 +170,15 @@ class Completions:
             choices.append(choice)
         return self.envelope("chatcmpl", "chat.completion", body, job, choices)
 
-    def text(self, body: dict) -> tuple[dict, int]:
+    def text_job(self, body: dict) -> Job:
         prompt_text = body.get("prompt")
         if not isinstance(prompt_text, str):
             raise RequestError("'prompt' must be a string", "prompt")
         prompt = self.policy.encode_prompt(prompt_text)
-        job = self._run(prompt, body)
+        return Job(prompt, self._sampling(body, prompt))
+
+    def text(self, body: dict, job: Job, _tools: Optional[list] = None) -> tuple[dict, int]:
+        """The text completion of a finished job."""
         choices = []
         for index, out in enumerate(job.outputs):
             choice = {"index": index, "text": self.text_of(out), "finish_reason": out.finish_reason, "logprobs": None}
@@ -244,197 +235,160 @@ def _parse_json(raw: bytes) -> dict:
     return body
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # A response is written as head then body: with Nagle's algorithm the body waits for the ACK of the head, which
-    # the client delays (~40 ms on Linux) — per request, longer than decoding a short completion.
-    disable_nagle_algorithm = True
-    completions: Completions  # set on the subclass made per server
-    key: str  # the capability path's key, likewise
+class Routes:
+    """The endpoint's routes (http_front.Application): a request becomes a job for the engine, and the job, once
+    done, the response; all on the loop's thread."""
 
-    def setup(self) -> None:
-        self.timeout = READ_TIMEOUT_SECONDS  # socketserver sets it on the connection: every read and write
-        super().setup()
+    def __init__(self, completions: Completions):
+        self.completions = completions
+        self.batcher = completions.batcher
 
-    def log_message(self, format: str, *args: Any) -> None:  # request lines stay out of the worker's stderr
-        pass
-
-    def _client_gone(self) -> bool:
-        """Whether the client closed its connection (readable with nothing to read); a pipelined next request is
-        data, not a close."""
-        try:
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
-        except (OSError, ValueError):
-            return True
-
-    def _read_body(self, length: int) -> bytes:
-        """The declared body, all of it within READ_TIMEOUT_SECONDS (a byte now and then does not extend it)."""
-        deadline = time.monotonic() + READ_TIMEOUT_SECONDS
-        chunks, remaining = [], length
-        while remaining > 0:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError
-            self.connection.settimeout(left)
-            chunk = self.rfile.read1(min(remaining, 1 << 20))
-            if not chunk:
-                raise ConnectionError("the client closed the connection before its body ended")
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        self.connection.settimeout(READ_TIMEOUT_SECONDS)
-        return b"".join(chunks)
-
-    def _send(self, status: int, body: dict, headers: Optional[dict] = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def _error(self, status: int, message: str, param: Optional[str] = None) -> None:
-        kind = "invalid_request_error" if status < 500 else "server_error"
-        self._send(status, {"error": {"message": message, "type": kind, "param": param, "code": None}})
-
-    def _refuse(self, status: int, message: str) -> None:
-        """Answers an error without reading the body: the connection then closes."""
-        self.close_connection = True
-        self._send(
-            status,
-            {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": None}},
-            {"Connection": "close"},
-        )
-
-    def _admitted(self) -> Optional[str]:
-        """The request's path after `/p/<key>` when it may be served; else answers the refusal and gives None."""
-        port = self.server.server_address[1]
-        host = (self.headers.get("Host") or "").strip().lower()
-        if host not in {f"{name}:{port}" for name in LOOPBACK_HOSTS}:
-            self._refuse(403, f"the Host header must be 127.0.0.1:{port}, localhost:{port} or [::1]:{port}")
-            return None
-        if self.headers.get("Origin") is not None:
-            self._refuse(403, "requests from web pages (with an Origin header) are refused")
-            return None
-        path = self.path.split("?", 1)[0]
-        key = path[len(KEY_PREFIX) :].split("/", 1)[0] if path.startswith(KEY_PREFIX) else ""
-        if not hmac.compare_digest(key.encode(), self.key.encode()):
-            self._refuse(401, "unknown policy server key: use the URL the trainer worker answered `serve` with")
-            return None
-        return path[len(KEY_PREFIX) + len(key) :] or "/"
-
-    def _route_path(self, path: str) -> tuple[str, bool]:
+    @staticmethod
+    def _route_path(path: str) -> tuple[str, bool]:
         """The path without a `/greedy` prefix, and whether it had one (validation: temperature 0 whatever is asked)."""
         path = path.rstrip("/")
         greedy = path.startswith(GREEDY_PREFIX + "/")
         return (path[len(GREEDY_PREFIX) :] if greedy else path), greedy
 
-    def do_GET(self) -> None:
-        path = self._admitted()
-        if path is None:
-            return
-        if self._route_path(path)[0] == "/v1/models":
-            name = self.completions.policy.name
-            self._send(200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "lightning"}]})
-        else:
-            self._error(404, f"no route GET {path}")
-
-    def do_POST(self) -> None:
-        path = self._admitted()
-        if path is None:
-            return
-        media = (self.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
-        if media != "application/json":
-            return self._refuse(415, "the body must be application/json")
-        if self.headers.get("Transfer-Encoding") is not None or self.headers.get("Content-Length") is None:
-            return self._refuse(411, "send the body with a Content-Length (no chunked encoding)")
+    def handle(self, request: Request, exchange: Exchange) -> None:
+        path, greedy = self._route_path(request.path)
+        if request.method == "GET":
+            if path == "/v1/models":
+                name = self.completions.policy.name
+                return _send(
+                    exchange,
+                    200,
+                    {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "lightning"}]},
+                )
+            return _error(exchange, 404, f"no route GET {request.path}")
+        kinds = {"/v1/chat/completions": "chat", "/v1/completions": "text"}
+        kind = kinds.get(path)
+        if kind is None:
+            return _error(exchange, 404, f"no route POST {request.path}")
         try:
-            length = int(self.headers["Content-Length"])
-        except ValueError:
-            return self._refuse(400, "the Content-Length is not a number")
-        if length < 0 or length > MAX_BODY_BYTES:
-            return self._refuse(413, f"the body ({length} bytes) is over the {MAX_BODY_BYTES}-byte limit")
-        with self.completions.batcher.request(gone=self._client_gone):
-            self._post(path, length)
-
-    def _post(self, request_path: str, length: int) -> None:
-        routes = {"/v1/chat/completions": self.completions.chat, "/v1/completions": self.completions.text}
-        path, greedy = self._route_path(request_path)
-        route = routes.get(path)
-        try:
-            try:
-                raw = self._read_body(length)
-            except TimeoutError:
-                return self._refuse(408, f"the body did not arrive within {READ_TIMEOUT_SECONDS:g} s")
-            except OSError:  # the client left while its body was being read
-                self.close_connection = True
-                return
-            if route is None:
-                return self._error(404, f"no route POST {request_path}")
-            body = _parse_json(raw)
+            body = _parse_json(request.body)
             if greedy:
                 body = {**body, "temperature": 0.0}
-            if body.get("stream") and route == self.completions.chat:
-                return self._stream(body)
-            response, rows = route(body)
-        except ClientGone:
-            self.close_connection = True  # nobody to answer: its rows were dropped
-            return
+            if kind == "chat":
+                job, tools = self.completions.chat_job(body)
+            else:
+                job, tools = self.completions.text_job(body), None
+            if kind == "chat" and body.get("stream"):
+                self._stream(body, job, tools, exchange)
+            else:
+                job.on_done = lambda done: self._answer(exchange, kind, body, done, tools)
+            exchange.on_gone = lambda: self.batcher.cancel(job)
+            self.batcher.submit(job)
         except RequestError as error:
-            return self._error(400, str(error), error.param)
+            _error(exchange, 400, str(error), error.param)
         except RecursionError:
-            return self._error(400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
+            _error(exchange, 400, f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
         except Exception as error:  # a model failure answers this request; the server keeps running
-            return self._error(500, f"{type(error).__name__}: {error}")
-        self._send(200, response, {"X-Lightning-Batch-Size": str(rows)})
+            _error(exchange, 500, f"{type(error).__name__}: {error}")
 
-    def _stream(self, body: dict) -> None:
+    def _answer(self, exchange: Exchange, kind: str, body: dict, job: Job, tools: Optional[list]) -> None:
+        if isinstance(job.error, ClientGone):
+            return  # nobody to answer: its rows were dropped
+        try:
+            if job.error is not None:
+                raise job.error
+            build = self.completions.chat if kind == "chat" else self.completions.text
+            response, rows = build(body, job, tools)
+        except Exception as error:  # a model failure answers this request; the server keeps running
+            return _error(exchange, 500, f"{type(error).__name__}: {error}")
+        _send(exchange, 200, response, {"X-Lightning-Batch-Size": str(rows)})
+
+    def _stream(self, body: dict, job: Job, tools: Optional[list], exchange: Exchange) -> None:
         """A streamed chat completion: its tokens as they are decoded (stream.ChatStream). A failure before the first
         event is an HTTP error like any other; after it, an error event ends the stream."""
-        job, parse_tools = self.completions.chat_job(body, stream=True)
-        try:
-            ChatStream(self.completions, body, job, parse_tools, self).run()
-        except OSError:  # the client left mid-stream: its rows leave the batch before the next step
-            self.completions.batcher.cancel(job)
-            self.close_connection = True
+        sink = _EventSink(exchange)
+        stream = ChatStream(self.completions, body, job, tools, sink)
+
+        def advance(_job: Job) -> None:
+            try:
+                stream.advance()
+            except ClientGone:
+                return
+            except Exception as error:  # the stream's own failure: its rows leave the batch, the others go on
+                job.on_step = job.on_done = None
+                self.batcher.cancel(job)
+                message = f"{type(error).__name__}: {error}"
+                if not exchange.streaming:  # before the first event: an HTTP 500
+                    return _error(exchange, 500, message)
+                sink.send_events([{"error": {"message": message, "type": "server_error"}}])
+                return exchange.end()
+            if job.done:
+                exchange.end()
+
+        job.on_step = job.on_done = advance
+
+
+class _EventSink:
+    """stream.EventSink on an exchange: the response head, then SSE events."""
+
+    def __init__(self, exchange: Exchange):
+        self.exchange = exchange
 
     def begin_stream(self, batch_rows: int) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.send_header("X-Lightning-Batch-Size", str(batch_rows))
-        self.end_headers()
-        self.close_connection = True
+        self.exchange.begin(
+            {
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                "X-Lightning-Batch-Size": str(batch_rows),
+            }
+        )
 
     def send_events(self, events: list) -> None:
-        """SSE events (JSON objects, or "[DONE]"), written and flushed together."""
+        """SSE events (JSON objects, or "[DONE]"), written together."""
         data = "".join(f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events)
-        self.wfile.write(data.encode())
-        self.wfile.flush()
+        self.exchange.write(data.encode())
 
 
-class Server(ThreadingHTTPServer):
-    daemon_threads = True
-    request_queue_size = 256  # an agent's calls arrive together: socketserver's backlog of 5 would refuse some
+def _send(exchange: Exchange, status: int, body: dict, headers: Optional[dict] = None) -> None:
+    exchange.respond(status, json.dumps(body).encode(), headers)
+
+
+def _error(exchange: Exchange, status: int, message: str, param: Optional[str] = None) -> None:
+    exchange.respond(status, error_body(status, message, param))
 
 
 class PolicyServer:
+    """The endpoint on its own thread: one event loop running the HTTP front end and the engine."""
+
     def __init__(self, session, host: str, port: int, max_batch: int):
         self.batcher = Batcher(session, max_batch)
         self.key = secrets.token_urlsafe(24)  # 32 characters, as a rollout key
-        handler = type("BoundHandler", (Handler,), {"completions": Completions(session, self.batcher), "key": self.key})
-        self.httpd = Server((host, port), handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, name="http", daemon=True)
+        self.loop = asyncio.new_event_loop()
+        routes = Routes(Completions(session, self.batcher))
+        listening: concurrent.futures.Future = concurrent.futures.Future()
+        self.thread = threading.Thread(
+            target=self._run, args=(host, port, routes, listening), name="policy-server", daemon=True
+        )
         self.thread.start()
-        bound_host, bound_port = self.httpd.server_address[:2]
+        self.front: http_front.Front = listening.result()  # a bind error is raised here
+        bound_host, bound_port = self.front.address[:2]
         self.url = (
             f"http://{'[' + bound_host + ']' if ':' in bound_host else bound_host}:{bound_port}{KEY_PREFIX}{self.key}"
         )
 
+    def _run(self, host: str, port: int, routes: Routes, listening: concurrent.futures.Future) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            front = self.loop.run_until_complete(http_front.listen(host, port, routes, http_front.Gate(self.key)))
+        except BaseException as error:
+            listening.set_exception(error)
+            return
+        self.batcher.attach(self.loop)
+        listening.set_result(front)
+        self.loop.run_forever()
+
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.batcher.close()
+        def stop() -> None:
+            self.front.close()
+            self.batcher.close()
+            self.loop.stop()
+
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(stop)
+            self.thread.join()
+        self.loop.close()

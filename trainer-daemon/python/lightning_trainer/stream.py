@@ -1,7 +1,7 @@
 """A streamed chat completion (`stream: true`): OpenAI chunks sent as the rows are decoded, not after.
 
-After each decoding step the engine wakes the request thread (batcher.Job.wait_progress), which sends, per choice,
-the tokens decoded since the last event: their ids (`token_ids`, with `return_token_ids`) and logprobs (with
+After each decoding step the engine calls the job's `on_step` (batcher.Job), and `advance` sends, per choice, the
+tokens decoded since the last event: their ids (`token_ids`, with `return_token_ids`) and logprobs (with
 `logprobs`) exactly as they were sampled, and the text they add. Text is held back where it could still change
 meaning: a trailing partial UTF-8 character, what may be the start of a stop string, trailing whitespace, and
 whatever may still turn out to be a tool call (Policy.certain_content); it follows in the last delta, with the tool
@@ -18,7 +18,7 @@ from .generate import Generated
 
 
 class EventSink(Protocol):
-    """Where the events go (serve.Handler): the response head, then SSE events."""
+    """Where the events go (serve.py's exchange): the response head, then SSE events."""
 
     def begin_stream(self, batch_rows: int) -> None: ...
 
@@ -51,31 +51,25 @@ class ChatStream:
         self.head: Optional[dict] = None
         self.parsed: dict[int, tuple] = {}  # per choice, once done: parse_output's (content, tool calls)
 
-    def run(self) -> None:
-        """Sends events until the job is done; a job that fails before any event raises (an HTTP 500)."""
-        seen = 0
-        while True:
-            seen = self.job.wait_progress(seen)
-            done = self.job.done.is_set()
-            if done and self.job.error is not None:
-                if self.head is None:
-                    raise self.job.error
-                error = self.job.error
-                self.sink.send_events(
-                    [{"error": {"message": f"{type(error).__name__}: {error}", "type": "server_error"}}]
-                )
-                return
-            events = self._start() if self.head is None else []
-            for index, row in enumerate(self.job.rows):
-                event = self._delta(index, row.result, final=done)
-                if event is not None:
-                    events.append(event)
-            if done:
-                events.extend(self._finish())
-            if events:
-                self.sink.send_events(events)
-            if done:
-                return
+    def advance(self) -> None:
+        """Sends the events of the tokens decoded since the last call (after a step, and once the job is done); a
+        job that fails before any event raises its error (an HTTP 500)."""
+        done = self.job.done
+        if done and self.job.error is not None:
+            if self.head is None:
+                raise self.job.error
+            error = self.job.error
+            self.sink.send_events([{"error": {"message": f"{type(error).__name__}: {error}", "type": "server_error"}}])
+            return
+        events = self._start() if self.head is None else []
+        for index, row in enumerate(self.job.rows):
+            event = self._delta(index, row.result, final=done)
+            if event is not None:
+                events.append(event)
+        if done:
+            events.extend(self._finish())
+        if events:
+            self.sink.send_events(events)
 
     def _start(self) -> list[dict]:
         response, rows = self.completions.envelope("chatcmpl", "chat.completion.chunk", self.body, self.job, [])
@@ -109,10 +103,7 @@ class ChatStream:
         return text[: self.policy.certain_content(text, self.tools)]
 
     def _delta(self, index: int, out: Generated, final: bool) -> Optional[dict]:
-        # Lists the engine appends to while we read: count only tokens whose every field is written.
-        count = min(len(out.ids), len(out.logprobs))
-        if out.top or self.job.settings[index].top_logprobs:
-            count = min(count, len(out.top))
+        count = len(out.ids)
         start = self.tokens_sent[index]
         text = self._visible_text(index, out, count, final)
         sent = self.text_sent[index]

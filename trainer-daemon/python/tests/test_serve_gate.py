@@ -11,7 +11,7 @@ import pytest
 from conftest import http as get_or_post
 from conftest import make_session
 
-from lightning_trainer import serve
+from lightning_trainer import http_front, serve
 from lightning_trainer.params import ServeParams
 from lightning_trainer.schema import parse
 from lightning_trainer.serve import MAX_BODY_BYTES
@@ -103,8 +103,8 @@ def test_a_body_over_the_cap_is_413_without_being_read_and_chunked_is_411(served
 
 
 def test_a_declared_body_that_never_arrives_is_408_and_stalled_headers_are_closed(served, monkeypatch):
-    """A thread per connection: a body (or headers) that never comes must not hold one forever."""
-    monkeypatch.setattr(serve, "READ_TIMEOUT_SECONDS", 1.0)
+    """A body (or headers) that never comes must not hold a connection (and its memory) forever."""
+    monkeypatch.setattr(http_front, "READ_TIMEOUT_SECONDS", 1.0)
     parts = urlsplit(served)
     head = (
         f"POST {parts.path}/v1/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\n"
