@@ -21,7 +21,7 @@ import { redactUrl } from '../protocol/secrets';
 import type { Logger } from '../log';
 import { callToSpan } from './record';
 import { RetryLinker, sdkRetryCount } from './retries';
-import type { ProxyCall, UpstreamConfig } from './proxy';
+import type { ProxyCall, UpstreamConfig } from './proxyCall';
 import { BodyOverLimitError, boundedText, maxUpstreamBodyBytes } from '../util/boundedBody';
 
 type JsonObject = { [key: string]: Json };
