@@ -5,12 +5,17 @@
  * scrubbed, and deep or huge bodies cut, where the store takes the span (secrets.ts#scrubSpan).
  */
 import crypto from 'node:crypto';
-import { outcomeAttributes, RETRY_OF_ATTRIBUTE, type CallOutcome, type Json, type SpanInput } from '../protocol';
+import {
+  outcomeAttributes,
+  RETRY_OF_ATTRIBUTE,
+  type CallOutcome,
+  type Json,
+  type JsonObject,
+  type SpanInput,
+} from '../protocol';
 import type { Api } from './reassemble';
 import { anthropicUsage } from './anthropic';
 import { geminiUsage } from './gemini';
-
-type JsonObject = { [key: string]: Json };
 
 export interface CallRecord {
   readonly api: Api;
