@@ -2,7 +2,7 @@
  * Turns one proxied LLM call into a span, named and attributed by the OpenTelemetry GenAI
  * conventions (`gen_ai.*`), with the full request and (reassembled) response kept under
  * `lightning.request` / `lightning.response` for the trajectory view and for training. Secrets are
- * scrubbed, and deep or huge bodies cut, where the store takes the span (secrets.ts#scrubSpan).
+ * scrubbed, and deep or huge bodies cut, where the store takes the span (recordScrub.ts#scrubSpan).
  */
 import crypto from 'node:crypto';
 import {

@@ -5,7 +5,7 @@
  */
 import { StringDecoder } from 'node:string_decoder';
 import type { CallOutcome } from '../protocol';
-import { RECORD_LIMITS } from '../protocol/secrets';
+import { RECORD_LIMITS } from '../protocol/recordScrub';
 import type { Api, Reassembler } from './reassemble';
 import type { CallExchange } from './callExchange';
 import type { UpstreamBody } from './upstreamAnswer';
