@@ -20,7 +20,7 @@ import { WriteQueue } from './store/writeQueue';
 import { AgentRoutes, DEFAULT_MAX_BODY_BYTES } from './capture/agentRoutes';
 import { OtlpReceiver } from './otlp/receiver';
 import { WorkerBatches } from './runner/workerBatches';
-import type { UpstreamConfig } from './capture/proxy';
+import type { UpstreamConfig } from './capture/proxyCall';
 import { registerSecretValue } from './protocol/secrets';
 import { Store } from './store/store';
 import { TrainingManager } from './training/manager';

@@ -4,7 +4,7 @@
  * attributes (OpenAI chat completions and Responses API shapes; Anthropic and Gemini calls through
  * their chat view, protocol/llmApis.ts), else from `gen_ai.*` attributes.
  */
-import type { Json, Rollout, Span } from '../trainer-daemon/protocol/records';
+import type { Json, JsonObject, Rollout, Span } from '../trainer-daemon/protocol/records';
 import type { PolicyRef } from '../trainer-daemon/protocol/policy';
 import { asChatCall } from '../trainer-daemon/protocol/llmApis';
 import { formatDuration } from '../trainer-daemon/protocol/format';
@@ -15,8 +15,7 @@ import type { TrainingAlgorithm } from '../trainer-daemon/protocol/training';
 import { runName } from '../trainer-daemon/protocol/runLabel';
 import { rolloutCount } from '../trainer-daemon/protocol/format';
 import { assertNever } from '../trainer-daemon/protocol/assert';
-
-type JsonObject = { [key: string]: Json };
+import { isJsonObject, textOf } from '../trainer-daemon/protocol/json';
 
 export function formatTokens(count: number): string {
   return count < 1_000
@@ -216,52 +215,53 @@ export interface LlmCallView {
   readonly error: string | null;
 }
 
-const isObject = (value: Json | undefined): value is JsonObject =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
-const text = (value: Json | undefined): string =>
-  typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value);
-
 /** Message content: a string, or an array of parts (`{type: 'text', text}`, `{type: 'input_text', text}`, …). */
 function contentText(content: Json | undefined): string {
   if (Array.isArray(content))
-    return content.map((part) => (isObject(part) ? text(part.text ?? part.output ?? part) : text(part))).join('\n');
-  return text(content);
+    return content
+      .map((part) => (isJsonObject(part) ? textOf(part.text ?? part.output ?? part) : textOf(part)))
+      .join('\n');
+  return textOf(content);
 }
 
 function chatToolCalls(calls: Json | undefined): ToolCallView[] {
   if (!Array.isArray(calls)) return [];
-  return calls.filter(isObject).map((call) => {
-    const fn = isObject(call.function) ? call.function : call;
-    return { name: text(fn.name), arguments: text(fn.arguments) };
+  return calls.filter(isJsonObject).map((call) => {
+    const fn = isJsonObject(call.function) ? call.function : call;
+    return { name: textOf(fn.name), arguments: textOf(fn.arguments) };
   });
 }
 
 function chatMessage(message: JsonObject): MessageView {
   const view = {
-    role: text(message.role) || 'message',
+    role: textOf(message.role) || 'message',
     content: contentText(message.content),
     toolCalls: chatToolCalls(message.tool_calls),
   };
-  const thinking = text(message.reasoning_content ?? message.reasoning);
+  const thinking = textOf(message.reasoning_content ?? message.reasoning);
   return thinking ? { ...view, thinking } : view;
 }
 
 /** Responses API input/output items: messages, function calls and their outputs. */
 function responsesItem(item: JsonObject): MessageView {
   if (item.type === 'function_call')
-    return { role: 'assistant', content: '', toolCalls: [{ name: text(item.name), arguments: text(item.arguments) }] };
-  if (item.type === 'function_call_output') return { role: 'tool', content: text(item.output), toolCalls: [] };
-  return { role: text(item.role) || text(item.type), content: contentText(item.content), toolCalls: [] };
+    return {
+      role: 'assistant',
+      content: '',
+      toolCalls: [{ name: textOf(item.name), arguments: textOf(item.arguments) }],
+    };
+  if (item.type === 'function_call_output') return { role: 'tool', content: textOf(item.output), toolCalls: [] };
+  return { role: textOf(item.role) || textOf(item.type), content: contentText(item.content), toolCalls: [] };
 }
 
 function requestMessages(request: JsonObject): MessageView[] {
-  if (Array.isArray(request.messages)) return request.messages.filter(isObject).map(chatMessage);
+  if (Array.isArray(request.messages)) return request.messages.filter(isJsonObject).map(chatMessage);
   const input = request.input;
   const items: MessageView[] = [];
   if (typeof request.instructions === 'string')
     items.push({ role: 'system', content: request.instructions, toolCalls: [] });
   if (typeof input === 'string') items.push({ role: 'user', content: input, toolCalls: [] });
-  else if (Array.isArray(input)) items.push(...input.filter(isObject).map(responsesItem));
+  else if (Array.isArray(input)) items.push(...input.filter(isJsonObject).map(responsesItem));
   if (typeof request.prompt === 'string') items.push({ role: 'prompt', content: request.prompt, toolCalls: [] });
   return items;
 }
@@ -269,19 +269,19 @@ function requestMessages(request: JsonObject): MessageView[] {
 function toolNames(request: JsonObject): string[] {
   if (!Array.isArray(request.tools)) return [];
   return request.tools
-    .filter(isObject)
-    .map((tool) => text(isObject(tool.function) ? tool.function.name : (tool.name ?? tool.type)));
+    .filter(isJsonObject)
+    .map((tool) => textOf(isJsonObject(tool.function) ? tool.function.name : (tool.name ?? tool.type)));
 }
 
 function responseMessage(response: JsonObject): MessageView | null {
   const choices = response.choices;
-  if (Array.isArray(choices) && isObject(choices[0])) {
+  if (Array.isArray(choices) && isJsonObject(choices[0])) {
     const choice = choices[0];
-    if (isObject(choice.message)) return chatMessage(choice.message);
+    if (isJsonObject(choice.message)) return chatMessage(choice.message);
     if (typeof choice.text === 'string') return { role: 'assistant', content: choice.text, toolCalls: [] };
   }
   if (Array.isArray(response.output)) {
-    const items = response.output.filter(isObject).map(responsesItem);
+    const items = response.output.filter(isJsonObject).map(responsesItem);
     return {
       role: 'assistant',
       content: items
@@ -300,10 +300,10 @@ export function llmCallView(span: Span): LlmCallView {
   const chat = asChatCall(attributes);
   const request = chat.request ?? {};
   const response = chat.response;
-  const fallback = (key: string): string => text(attributes[key]);
+  const fallback = (key: string): string => textOf(attributes[key]);
   return {
     model:
-      text(attributes['gen_ai.response.model'] ?? attributes['gen_ai.request.model'] ?? request.model) ||
+      textOf(attributes['gen_ai.response.model'] ?? attributes['gen_ai.request.model'] ?? request.model) ||
       'unknown model',
     messages: requestMessages(request),
     tools: toolNames(request),

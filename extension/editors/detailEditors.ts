@@ -9,7 +9,6 @@
 import * as vscode from 'vscode';
 import type { Rollout, TrainingRun } from '../../trainer-daemon/protocol';
 import { grpoIterationBatchId } from '../../trainer-daemon/protocol/training';
-import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import {
   EditorToExtension,
   restoreEditorState,
@@ -24,13 +23,9 @@ import type { LiveRollouts } from '../liveRollouts';
 import type { TrainingRuns } from '../trainingRuns';
 import { webviewHtml } from '../webviewHtml';
 import { pickRollout, pickTrainingRun } from './pickers';
+import { markPainted, postTo, rolloutIds, titleOf, type Tab } from './editorTab';
+import { TabFeed } from './tabFeed';
 
-/**
- * Spans per message: the first page (a screenful and more of the timeline, slimmed by the daemon) is quick to
- * fetch, so it is usually inside the page itself (FIRST_PAYLOAD_WAIT_MS); the rest follow in larger ones.
- */
-const FIRST_SPAN_PAGE = 40;
-const SPAN_PAGE = 1_000;
 /**
  * How long a new tab's page waits for its first data (the rollout, its rewards, its first spans) to be written
  * into the page itself: VS Code took 180–390 ms (e2e, this machine) from being given the page to starting the
@@ -38,29 +33,6 @@ const SPAN_PAGE = 1_000;
  * a round trip (which cost 0.1–0.5 s on a loaded machine).
  */
 const FIRST_PAYLOAD_WAIT_MS = 200;
-
-interface Tab {
-  readonly panel: vscode.WebviewPanel;
-  state: EditorState;
-  /** Bumped when the tab shows another target: a stream for the old one stops. */
-  generation: number;
-  /**
-   * Whether the tab's script listens (it said `ready`). Until then messages wait here: a new tab's data is
-   * fetched while its page loads, not after.
-   */
-  ready: boolean;
-  readonly pending: ExtensionToEditor[];
-  readonly disposables: vscode.Disposable[];
-  /** When the extension was asked to show this target (epoch ms): the tab's timings in the log count from here. */
-  openedAt: number;
-  /** Whether the page painted what it shows now (its `painted`); until then `whenPainted` callers wait in `waiters`. */
-  painted: boolean;
-  readonly waiters: Array<() => void>;
-  /** The rollouts it shows, as last read: its title names them. */
-  readonly known: Map<string, Rollout>;
-  /** A run tab's run, once read: its title names it. */
-  run?: TrainingRun;
-}
 
 export interface OpenOptions {
   /** A preview tab: reused by the next preview. */
@@ -74,6 +46,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
   private readonly tabs = new Set<Tab>();
   private readonly disposables: vscode.Disposable[] = [];
   private readonly dist: vscode.Uri;
+  private readonly feed: TabFeed;
   private readonly _onDidChangeTabs = new vscode.EventEmitter<void>();
   /** A tab opened, closed or shows another target (the side panel shows a summary of what a tab shows). */
   readonly onDidChangeTabs = this._onDidChangeTabs.event;
@@ -86,13 +59,14 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     private readonly log: vscode.LogOutputChannel,
   ) {
     this.dist = vscode.Uri.joinPath(extensionUri, 'dist');
+    this.feed = new TabFeed(live, log, (tab) => this.tabs.has(tab));
     this.disposables.push(
       vscode.window.registerWebviewPanelSerializer(EDITOR_VIEW_TYPE, this),
       live.onDidChangeRollouts((rollouts) => {
         for (const rollout of rollouts) {
           for (const tab of this.showing(rollout.id)) {
-            this.post(tab, { type: 'rollout', rollout });
-            void this.sendRewards(tab, rollout.id);
+            postTo(tab, { type: 'rollout', rollout });
+            void this.feed.sendRewards(tab, rollout.id);
             tab.known.set(rollout.id, rollout);
             tab.panel.title = titleOf(tab);
           }
@@ -101,12 +75,12 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
       live.onDidAddSpans((ranges) => {
         for (const range of ranges)
           for (const tab of this.showing(range.rolloutId))
-            this.post(tab, { type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
+            postTo(tab, { type: 'spansAvailable', rolloutId: range.rolloutId, toSequence: range.toSequence });
       }),
       trainingRuns.onDidChange((run) => {
         for (const tab of this.tabs) {
           if (tab.state.target.kind !== 'run') continue;
-          this.post(tab, { type: 'runChanged', run });
+          postTo(tab, { type: 'runChanged', run });
           if (tab.state.target.runId === run.id) this.knowRun(tab, run);
         }
       }),
@@ -259,7 +233,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     };
     this.tabs.add(tab);
     this._onDidChangeTabs.fire();
-    void this.setPage(tab, this.load(tab), panelAt);
+    void this.setPage(tab, this.feed.load(tab), panelAt);
     tab.disposables.push(
       panel.webview.onDidReceiveMessage((message: unknown) => void this.receive(tab, message)),
       panel.onDidDispose(() => {
@@ -296,7 +270,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     if (!tab.state.preview) return;
     tab.state = { ...tab.state, preview: false };
     tab.panel.title = titleOf(tab);
-    this.post(tab, { type: 'show', state: tab.state });
+    postTo(tab, { type: 'show', state: tab.state });
   }
 
   /** A preview tab shows another rollout (or pair). */
@@ -305,34 +279,9 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     tab.painted = false;
     tab.generation += 1;
     tab.panel.title = titleOf(tab);
-    this.post(tab, { type: 'show', state });
-    void this.load(tab);
+    postTo(tab, { type: 'show', state });
+    void this.feed.load(tab);
     this._onDidChangeTabs.fire();
-  }
-
-  private post(tab: Tab, message: ExtensionToEditor): void {
-    if (tab.ready) void tab.panel.webview.postMessage(message);
-    else if (message.type !== 'show') tab.pending.push(message);
-  }
-
-  /**
-   * What a tab needs at start (its rollouts with their rewards and spans; a run tab asks for its run), posted as it
-   * comes; resolves when the first screen's share is posted (each rollout, its rewards, its first page of spans).
-   */
-  private load(tab: Tab): Promise<void> {
-    const firsts: Array<Promise<void>> = [];
-    for (const id of rolloutIds(tab.state.target)) {
-      let firstPage = (): void => undefined;
-      firsts.push(
-        this.sendRollout(tab, id),
-        this.sendRewards(tab, id),
-        new Promise<void>((resolve) => (firstPage = resolve)),
-      );
-      void this.streamSpans(tab, id, 0, firstPage)
-        .catch((error) => this.fail(tab, 'loading spans', error))
-        .finally(firstPage);
-    }
-    return Promise.all(firsts).then(() => undefined);
   }
 
   private async receive(tab: Tab, raw: unknown): Promise<void> {
@@ -352,15 +301,15 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
             this.log.info(
               `[editors] ${editorKey(tab.state.target)}: its page listens ${Date.now() - tab.openedAt} ms after the open (${tab.pending.length} messages waited for it)`,
             );
-          this.post(tab, { type: 'show', state: tab.state });
-          for (const pending of tab.pending.splice(0)) this.post(tab, pending);
-          if (reloaded) void this.load(tab);
+          postTo(tab, { type: 'show', state: tab.state });
+          for (const pending of tab.pending.splice(0)) postTo(tab, pending);
+          if (reloaded) void this.feed.load(tab);
           return;
         }
         case 'painted':
           return markPainted(tab);
         case 'loadSpans':
-          return this.streamSpans(tab, message.rolloutId, message.afterSequence);
+          return this.feed.streamSpans(tab, message.rolloutId, message.afterSequence);
         case 'loadSpan': {
           const client = await this.live.supervisor.ensureRunning();
           const [span] = (
@@ -370,7 +319,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
               limit: 1,
             })
           ).items;
-          if (span) this.post(tab, { type: 'span', span });
+          if (span) postTo(tab, { type: 'span', span });
           return;
         }
         case 'annotate':
@@ -380,7 +329,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
             value: message.value,
             comment: message.comment,
           });
-          for (const shown of this.showing(message.rolloutId)) void this.sendRewards(shown, message.rolloutId);
+          for (const shown of this.showing(message.rolloutId)) void this.feed.sendRewards(shown, message.rolloutId);
           return;
         case 'copy':
           await vscode.env.clipboard.writeText(message.text);
@@ -410,7 +359,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
             },
             (reply) => {
               if (reply.type !== 'trainingRunDetail') return;
-              this.post(tab, { type: 'runView', view: reply.view });
+              postTo(tab, { type: 'runView', view: reply.view });
               if (tab.state.target.kind === 'run' && tab.state.target.runId === reply.view.run.id)
                 this.knowRun(tab, reply.view.run);
             },
@@ -418,7 +367,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
         case 'listRuns':
           return this.trainingRuns.receive(
             { type: 'listTrainingRuns' },
-            (reply) => reply.type === 'trainingRuns' && this.post(tab, { type: 'runs', items: reply.items }),
+            (reply) => reply.type === 'trainingRuns' && postTo(tab, { type: 'runs', items: reply.items }),
           );
         case 'useCheckpoint':
           return this.trainingRuns.receive(
@@ -432,7 +381,7 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
           return this.openIterationRollout(message.runId, message.step, message.which);
       }
     } catch (error) {
-      this.fail(tab, message.type, error);
+      this.feed.fail(tab, message.type, error);
     }
   }
 
@@ -440,12 +389,6 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
   private knowRun(tab: Tab, run: TrainingRun): void {
     tab.run = run;
     tab.panel.title = titleOf(tab);
-  }
-
-  private fail(tab: Tab, what: string, error: unknown): void {
-    const text = errorMessage(error);
-    this.log.error(`[editors] ${what} failed: ${text}`);
-    this.post(tab, { type: 'error', message: text });
   }
 
   /** The best or worst rollout (by reward) of a GRPO iteration's training batch, in its own tab beside. */
@@ -476,82 +419,9 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     this.openRollout((which === 'best' ? sorted[0] : sorted.at(-1))!.id, { beside: true });
   }
 
-  private async sendRollout(tab: Tab, rolloutId: string): Promise<void> {
-    try {
-      const client = await this.live.supervisor.ensureRunning();
-      const { rollout, attempts } = await client.request('getRollout', { id: rolloutId, spans: false });
-      const node = attempts.at(-1)?.node;
-      this.post(tab, { type: 'rollout', rollout, ...(node ? { node } : {}) });
-      tab.known.set(rollout.id, rollout);
-      tab.panel.title = titleOf(tab);
-    } catch (error) {
-      this.fail(tab, `reading rollout ${rolloutId}`, error);
-    }
-  }
-
-  private async sendRewards(tab: Tab, rolloutId: string): Promise<void> {
-    try {
-      const client = await this.live.supervisor.ensureRunning();
-      const { items } = await client.request('listRewards', { rolloutId });
-      this.post(tab, { type: 'rewards', rolloutId, items });
-    } catch (error) {
-      this.log.warn(`[editors] cannot refresh rewards of ${rolloutId}: ${errorMessage(error)}`);
-    }
-  }
-
-  /** A rollout's spans after `afterSequence`, page by page; stops when the tab closes or shows something else. */
-  private async streamSpans(tab: Tab, rolloutId: string, afterSequence: number, firstPage?: () => void): Promise<void> {
-    const client = await this.live.supervisor.ensureRunning();
-    const generation = tab.generation;
-    const started = Date.now();
-    let fetched = 0;
-    const current = (): boolean =>
-      this.tabs.has(tab) && tab.generation === generation && rolloutIds(tab.state.target).includes(rolloutId);
-    for (
-      let after = afterSequence, limit = afterSequence === 0 ? FIRST_SPAN_PAGE : SPAN_PAGE;
-      current();
-      limit = SPAN_PAGE
-    ) {
-      // Slimmed by the daemon: the timeline and the comparison need the spans' shape, a conversation asks for its whole span.
-      const { items } = await client.request('listSpans', { rolloutId, afterSequence: after, limit, slim: true });
-      if (!current()) return;
-      const complete = items.length < limit;
-      fetched += items.length;
-      if (complete && afterSequence === 0)
-        this.log.info(
-          `[editors] ${rolloutId}: ${fetched} spans fetched and posted ${Date.now() - started} ms after the stream started (${started - tab.openedAt} ms after the open)`,
-        );
-      this.post(tab, { type: 'spans', rolloutId, spans: items, complete });
-      firstPage?.();
-      if (complete) return;
-      after = items.at(-1)!.sequence;
-    }
-  }
-
   dispose(): void {
     for (const disposable of this.disposables) disposable.dispose();
     for (const tab of [...this.tabs]) tab.panel.dispose();
     this._onDidChangeTabs.dispose();
   }
-}
-
-function markPainted(tab: Tab): void {
-  tab.painted = true;
-  for (const resolve of tab.waiters.splice(0)) resolve();
-}
-
-function rolloutIds(target: EditorTarget): string[] {
-  switch (target.kind) {
-    case 'rollout':
-      return [target.rolloutId];
-    case 'compare':
-      return [target.left, target.right];
-    case 'run':
-      return [];
-  }
-}
-
-/** A tab's title, naming the rollouts (or the run) it shows by what it has read of them. */
-function titleOf(tab: Tab): string {
-  return tabTitle(tab.state, [...tab.known.values()], tab.run);
 }

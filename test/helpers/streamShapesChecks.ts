@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import type { TestContext } from 'node:test';
 import { spanOutcome, type Span } from '../../trainer-daemon/protocol';
-import { RECORD_LIMITS } from '../../trainer-daemon/protocol/secrets';
+import { RECORD_LIMITS } from '../../trainer-daemon/protocol/recordScrub';
 import { runCli } from './daemon';
 import { exportRows, llmOf, modelOf } from './outcomeChecks';
 import type { AgentRun } from './runAgent';

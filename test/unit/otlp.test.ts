@@ -19,7 +19,7 @@ import {
   type NormalizedTraceRequest,
 } from '../../trainer-daemon/otlp/normalize';
 import { SpanInput } from '../../trainer-daemon/protocol/records';
-import { scrubSpan } from '../../trainer-daemon/protocol/secrets';
+import { scrubSpan } from '../../trainer-daemon/protocol/recordScrub';
 import { silentLogger } from '../../trainer-daemon/log';
 import { OtlpReceiver } from '../../trainer-daemon/otlp/receiver';
 import { Store } from '../../trainer-daemon/store/store';

@@ -11,7 +11,7 @@ import {
   spanOutcome,
   type Span,
 } from '../../trainer-daemon/protocol';
-import { RECORD_LIMITS, scrubSpan } from '../../trainer-daemon/protocol/secrets';
+import { RECORD_LIMITS, scrubSpan } from '../../trainer-daemon/protocol/recordScrub';
 import { decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
 import { normalizeTraceRequest } from '../../trainer-daemon/otlp/normalize';
 import { streamContentChars } from '../../trainer-daemon/capture/streamContent';

@@ -7,14 +7,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { PLACEHOLDER_API_KEY, type Json, type SpanInput } from '../../trainer-daemon/protocol';
+import { RECORD_LIMITS, scrubJsonValues, scrubSpan } from '../../trainer-daemon/protocol/recordScrub';
 import {
-  RECORD_LIMITS,
   registerSecretValue,
   rememberRolloutSecrets,
   requestSecretValues,
-  scrubJsonValues,
   scrubMessage,
-  scrubSpan,
   scrubText,
   secretsOf,
   urlSecretValues,

@@ -4,13 +4,9 @@
  * included), and errors in Anthropic's own shape, so that the SDK reports the daemon's own failures
  * (an unreachable upstream, a revoked rollout URL) as it reports the API's.
  */
-import { textOf, type Json } from '../protocol';
+import { textOf, type Json, type JsonObject } from '../protocol';
 import { TRUNCATED_MARKER, type Reassembler } from './reassemble';
-
-type JsonObject = { [key: string]: Json };
-
-const isObject = (value: unknown): value is JsonObject =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+import { isJsonObject } from '../protocol/json';
 
 interface BlockDraft {
   block: JsonObject;
@@ -28,34 +24,35 @@ export class AnthropicReassembler implements Reassembler {
   truncated = false;
 
   add(event: unknown): void {
-    if (!isObject(event)) return;
+    if (!isJsonObject(event)) return;
     switch (event.type) {
       case 'message_start':
-        if (isObject(event.message)) {
+        if (isJsonObject(event.message)) {
           this.message = { ...event.message };
-          if (isObject(event.message.usage)) this.usage = { ...event.message.usage };
+          if (isJsonObject(event.message.usage)) this.usage = { ...event.message.usage };
         }
         return;
       case 'content_block_start':
-        if (typeof event.index === 'number' && isObject(event.content_block))
+        if (typeof event.index === 'number' && isJsonObject(event.content_block))
           this.blocks.set(event.index, { block: { ...event.content_block }, json: '' });
         return;
       case 'content_block_delta':
-        if (typeof event.index === 'number' && isObject(event.delta)) this.addDelta(event.index, event.delta);
+        if (typeof event.index === 'number' && isJsonObject(event.delta)) this.addDelta(event.index, event.delta);
         return;
       case 'content_block_stop':
         if (typeof event.index === 'number') this.stopBlock(event.index);
         return;
       case 'message_delta':
-        if (isObject(event.delta)) for (const [key, value] of Object.entries(event.delta)) this.message[key] = value;
-        if (isObject(event.usage))
+        if (isJsonObject(event.delta))
+          for (const [key, value] of Object.entries(event.delta)) this.message[key] = value;
+        if (isJsonObject(event.usage))
           for (const [key, value] of Object.entries(event.usage)) if (value !== null) this.usage[key] = value;
         return;
       case 'error':
-        this.error = isObject(event.error)
+        this.error = isJsonObject(event.error)
           ? `${textOf(event.error.type, 'error')}: ${textOf(event.error.message)}`
           : 'the stream reported an error';
-        this.errorEvent = isObject(event.error) ? event.error : { type: 'api_error', message: this.error };
+        this.errorEvent = isJsonObject(event.error) ? event.error : { type: 'api_error', message: this.error };
         return;
       default:
         // ping, message_stop and event types added later carry nothing the record needs.
@@ -124,7 +121,7 @@ export function anthropicUsage(response: JsonObject | null): {
   cacheRead: number | null;
   cacheCreation: number | null;
 } {
-  const usage = isObject(response?.usage) ? response.usage : undefined;
+  const usage = isJsonObject(response?.usage) ? response.usage : undefined;
   const num = (key: string): number | null => (usage && typeof usage[key] === 'number' ? usage[key] : null);
   const base = num('input_tokens');
   const cacheRead = num('cache_read_input_tokens');

@@ -4,13 +4,9 @@
  * chunks merged into the response `generateContent` returns, `usageMetadata`, and errors in
  * Google's shape. The API key (`x-goog-api-key` or `key=`) is forwarded and never recorded.
  */
-import { textOf, type Json } from '../protocol';
+import { textOf, type JsonObject } from '../protocol';
 import { TRUNCATED_MARKER, type Reassembler } from './reassemble';
-
-type JsonObject = { [key: string]: Json };
-
-const isObject = (value: unknown): value is JsonObject =>
-  typeof value === 'object' && value !== null && !Array.isArray(value);
+import { isJsonObject } from '../protocol/json';
 
 /** `/v1beta/models/gemini-2.5-flash:streamGenerateContent` → the model and whether it streams; null for other paths. */
 export function geminiCall(path: string): { model: string; stream: boolean } | null {
@@ -29,22 +25,22 @@ export class GeminiReassembler implements Reassembler {
   truncated = false;
 
   add(event: unknown): void {
-    if (!isObject(event)) return;
-    if (isObject(event.error)) {
+    if (!isJsonObject(event)) return;
+    if (isJsonObject(event.error)) {
       this.error = textOf(event.error.message ?? event.error);
       this.errorObject = event.error;
     }
     for (const key of ['usageMetadata', 'modelVersion', 'responseId', 'promptFeedback', 'createTime'] as const)
       if (event[key] !== undefined) this.head[key] = event[key];
     for (const raw of Array.isArray(event.candidates) ? event.candidates : []) {
-      if (!isObject(raw)) continue;
+      if (!isJsonObject(raw)) continue;
       const index = typeof raw.index === 'number' ? raw.index : 0;
       const draft = this.candidates.get(index) ?? { parts: [], rest: {} };
       this.candidates.set(index, draft);
       const { content, ...rest } = raw;
       Object.assign(draft.rest, rest);
-      for (const part of isObject(content) && Array.isArray(content.parts) ? content.parts : [])
-        if (isObject(part)) this.addPart(draft.parts, part);
+      for (const part of isJsonObject(content) && Array.isArray(content.parts) ? content.parts : [])
+        if (isJsonObject(part)) this.addPart(draft.parts, part);
     }
   }
 
@@ -86,7 +82,7 @@ export function geminiUsage(response: JsonObject | null): {
   output: number | null;
   cacheRead: number | null;
 } {
-  const usage = isObject(response?.usageMetadata) ? response.usageMetadata : undefined;
+  const usage = isJsonObject(response?.usageMetadata) ? response.usageMetadata : undefined;
   const num = (key: string): number | null => (usage && typeof usage[key] === 'number' ? usage[key] : null);
   const candidates = num('candidatesTokenCount');
   const thoughts = num('thoughtsTokenCount');

@@ -7,7 +7,8 @@
  * and engine token ids; legacy completions concatenate text; the Responses API's final
  * `response.completed` (or `.incomplete`/`.failed`) event already carries the whole response.
  */
-import { textOf, type Json } from '../protocol';
+import { textOf, type Json, type JsonObject } from '../protocol';
+import { isJsonObject } from '../protocol/json';
 
 export type Api =
   'chat.completions' | 'completions' | 'responses' | 'embeddings' | 'anthropic.messages' | 'gemini.generate_content';
@@ -26,8 +27,6 @@ export interface Reassembler {
 export const TRUNCATED_MARKER = {
   lightning_truncated: 'the stream passed the record size limit; the rest was passed to the agent but not recorded',
 } as const;
-
-type JsonObject = { [key: string]: Json };
 
 interface ToolCallDraft {
   index: number;
@@ -52,10 +51,6 @@ interface ChoiceDraft {
   tokenIds: Json[];
 }
 
-function isObject(value: unknown): value is JsonObject {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
-
 export class StreamReassembler implements Reassembler {
   private readonly head: JsonObject = {};
   private readonly choices = new Map<number, ChoiceDraft>();
@@ -72,9 +67,9 @@ export class StreamReassembler implements Reassembler {
 
   /** Feeds one SSE `data:` payload (already JSON-parsed; `[DONE]` is skipped by the caller). */
   add(event: unknown): void {
-    if (!isObject(event)) return;
+    if (!isJsonObject(event)) return;
     this.eventCount += 1;
-    if (isObject(event.error)) this.error = textOf(event.error.message ?? event.error);
+    if (isJsonObject(event.error)) this.error = textOf(event.error.message ?? event.error);
     if (this.api === 'responses') return this.addResponseEvent(event);
     for (const key of [
       'id',
@@ -89,7 +84,7 @@ export class StreamReassembler implements Reassembler {
     }
     if (event.usage !== undefined && event.usage !== null) this.usage = event.usage;
     const choices = Array.isArray(event.choices) ? event.choices : [];
-    for (const raw of choices) if (isObject(raw)) this.addChoice(raw);
+    for (const raw of choices) if (isJsonObject(raw)) this.addChoice(raw);
   }
 
   private addChoice(raw: JsonObject): void {
@@ -112,7 +107,7 @@ export class StreamReassembler implements Reassembler {
     if (raw.finish_reason !== undefined && raw.finish_reason !== null) draft.finishReason = raw.finish_reason;
     if (typeof raw.text === 'string') draft.text += raw.text;
     if (Array.isArray(raw.token_ids)) draft.tokenIds.push(...raw.token_ids);
-    if (isObject(raw.logprobs)) {
+    if (isJsonObject(raw.logprobs)) {
       for (const [field, list] of Object.entries(raw.logprobs)) {
         if (!Array.isArray(list)) continue;
         const joined = draft.logprobs.get(field);
@@ -121,15 +116,15 @@ export class StreamReassembler implements Reassembler {
       }
     }
     const delta = raw.delta;
-    if (!isObject(delta)) return;
+    if (!isJsonObject(delta)) return;
     if (typeof delta.role === 'string') draft.role = delta.role;
     if (typeof delta.content === 'string') draft.content += delta.content;
     if (typeof delta.refusal === 'string') draft.refusal += delta.refusal;
     const reasoning = delta.reasoning_content ?? delta.reasoning;
     if (typeof reasoning === 'string') draft.reasoning += reasoning;
     if (Array.isArray(delta.tool_calls))
-      for (const call of delta.tool_calls) if (isObject(call)) this.addToolCall(draft, call);
-    if (isObject(delta.function_call)) {
+      for (const call of delta.tool_calls) if (isJsonObject(call)) this.addToolCall(draft, call);
+    if (isJsonObject(delta.function_call)) {
       draft.functionCall ??= { name: '', arguments: '' };
       if (typeof delta.function_call.name === 'string') draft.functionCall.name += delta.function_call.name;
       if (typeof delta.function_call.arguments === 'string')
@@ -146,7 +141,7 @@ export class StreamReassembler implements Reassembler {
     }
     if (typeof call.id === 'string') tool.id = call.id;
     if (typeof call.type === 'string') tool.type = call.type;
-    if (isObject(call.function)) {
+    if (isJsonObject(call.function)) {
       if (typeof call.function.name === 'string') tool.function.name += call.function.name;
       if (typeof call.function.arguments === 'string') tool.function.arguments += call.function.arguments;
     }
@@ -156,7 +151,7 @@ export class StreamReassembler implements Reassembler {
     const type = typeof event.type === 'string' ? event.type : '';
     if (this.responseEvents.length < 200) this.responseEvents.push(type);
     if (
-      isObject(event.response) &&
+      isJsonObject(event.response) &&
       (type === 'response.completed' ||
         type === 'response.incomplete' ||
         type === 'response.failed' ||

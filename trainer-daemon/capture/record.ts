@@ -2,15 +2,20 @@
  * Turns one proxied LLM call into a span, named and attributed by the OpenTelemetry GenAI
  * conventions (`gen_ai.*`), with the full request and (reassembled) response kept under
  * `lightning.request` / `lightning.response` for the trajectory view and for training. Secrets are
- * scrubbed, and deep or huge bodies cut, where the store takes the span (secrets.ts#scrubSpan).
+ * scrubbed, and deep or huge bodies cut, where the store takes the span (recordScrub.ts#scrubSpan).
  */
 import crypto from 'node:crypto';
-import { outcomeAttributes, RETRY_OF_ATTRIBUTE, type CallOutcome, type Json, type SpanInput } from '../protocol';
+import {
+  outcomeAttributes,
+  RETRY_OF_ATTRIBUTE,
+  type CallOutcome,
+  type Json,
+  type JsonObject,
+  type SpanInput,
+} from '../protocol';
 import type { Api } from './reassemble';
 import { anthropicUsage } from './anthropic';
 import { geminiUsage } from './gemini';
-
-type JsonObject = { [key: string]: Json };
 
 export interface CallRecord {
   readonly api: Api;

@@ -14,17 +14,15 @@ import {
   chatToGeminiResponse,
   geminiRequestToChat,
   type CallOutcome,
-  type Json,
+  type JsonObject,
 } from '../protocol';
 import { errorMessage } from '../protocol/errors';
 import { redactUrl } from '../protocol/secrets';
 import type { Logger } from '../log';
 import { callToSpan } from './record';
 import { RetryLinker, sdkRetryCount } from './retries';
-import type { ProxyCall, UpstreamConfig } from './proxy';
+import type { ProxyCall, UpstreamConfig } from './proxyCall';
 import { BodyOverLimitError, boundedText, maxUpstreamBodyBytes } from '../util/boundedBody';
-
-type JsonObject = { [key: string]: Json };
 
 export interface TranslatedCall extends ProxyCall {
   /** The chat completions base URL (`…/v1`) that answers. */

@@ -4,10 +4,9 @@
  * (exact request and response) or from OTLP spans; the span tree gives the enclosing agent, with
  * missing parents repaired by time containment.
  */
-import { TrainingChatReader, textOf, type Json, type Reward, type TrainingChat } from '../protocol';
+import { TrainingChatReader, textOf, type Json, type JsonObject, type Reward, type TrainingChat } from '../protocol';
 import type { TrainingSpan as Span } from '../protocol/lightningrl';
-
-type JsonObject = { [key: string]: Json };
+import { asJsonObject } from '../protocol/json';
 
 export interface LlmCall {
   readonly span: Span;
@@ -38,10 +37,6 @@ const AGENT_NAME_KEYS = [
   'langgraph.node',
   'openinference.agent.name',
 ];
-
-function obj(value: Json | undefined): JsonObject | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : undefined;
-}
 
 function ints(value: Json | undefined): number[] | null {
   return Array.isArray(value) && value.every((v) => typeof v === 'number' && Number.isInteger(v))
@@ -119,21 +114,23 @@ function callOf(span: Span, agentName: string | null, chat: TrainingChat): LlmCa
   // completions keep what they sent and got as `input` and `output` too.
   const request = chat.request ?? undefined;
   const response = chat.response ?? undefined;
-  const recordedRequest = obj(attributes['lightning.request']);
-  const recordedResponse = obj(attributes['lightning.response']);
-  const choice = obj(Array.isArray(response?.choices) ? response.choices[0] : undefined);
-  const message = obj(choice?.message) ?? flattenedMessages(attributes, 'gen_ai.completion')?.[0] ?? null;
+  const recordedRequest = asJsonObject(attributes['lightning.request']);
+  const recordedResponse = asJsonObject(attributes['lightning.response']);
+  const choice = asJsonObject(Array.isArray(response?.choices) ? response.choices[0] : undefined);
+  const message = asJsonObject(choice?.message) ?? flattenedMessages(attributes, 'gen_ai.completion')?.[0] ?? null;
   const output = Array.isArray(recordedResponse?.output) ? recordedResponse.output : null;
   const content = message?.content;
   const outputText = output
     ?.flatMap((item) =>
-      obj(item)?.type === 'message' && Array.isArray(obj(item)!.content) ? (obj(item)!.content as Json[]) : [],
+      asJsonObject(item)?.type === 'message' && Array.isArray(asJsonObject(item)!.content)
+        ? (asJsonObject(item)!.content as Json[])
+        : [],
     )
-    .map((part) => textOf(obj(part)?.text))
+    .map((part) => textOf(asJsonObject(part)?.text))
     .join('');
-  const logprobContent = obj(choice?.logprobs)?.content;
+  const logprobContent = asJsonObject(choice?.logprobs)?.content;
   // Legacy completions: one number (null for the first prompt token under `echo`) per token.
-  const tokenLogprobs = obj(choice?.logprobs)?.token_logprobs;
+  const tokenLogprobs = asJsonObject(choice?.logprobs)?.token_logprobs;
   return {
     span,
     agentName,
@@ -148,7 +145,7 @@ function callOf(span: Span, agentName: string | null, chat: TrainingChat): LlmCa
           ? attributes['gen_ai.request.model']
           : null,
     messages: Array.isArray(request?.messages)
-      ? (request.messages.filter((m) => obj(m)) as JsonObject[])
+      ? (request.messages.filter((m) => asJsonObject(m)) as JsonObject[])
       : chat.issue === null
         ? flattenedMessages(attributes, 'gen_ai.prompt')
         : null,
@@ -160,7 +157,7 @@ function callOf(span: Span, agentName: string | null, chat: TrainingChat): LlmCa
     promptTokenIds: ints(attributes['lightning.prompt_token_ids']),
     responseTokenIds: ints(attributes['lightning.response_token_ids']),
     logprobs: Array.isArray(logprobContent)
-      ? logprobContent.map((entry) => Number(obj(entry)?.logprob ?? Number.NaN)).filter(Number.isFinite)
+      ? logprobContent.map((entry) => Number(asJsonObject(entry)?.logprob ?? Number.NaN)).filter(Number.isFinite)
       : Array.isArray(tokenLogprobs)
         ? tokenLogprobs.filter((value): value is number => typeof value === 'number')
         : numbers(attributes['lightning.response_logprobs']),

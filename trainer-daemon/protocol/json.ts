@@ -14,3 +14,23 @@ export function textOf(value: unknown, fallback = ''): string {
   if (typeof value === 'number' || typeof value === 'boolean' || typeof value === 'bigint') return String(value);
   return JSON.stringify(value) ?? fallback;
 }
+
+/** Whether `value` is a JSON object: not null, not an array (the one check every reader of recorded JSON makes). */
+export function isJsonObject(value: unknown): value is JsonObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** `value` when it is a JSON object, else undefined: for chained reads (`asJsonObject(x)?.field`). */
+export function asJsonObject(value: Json | undefined): JsonObject | undefined {
+  return isJsonObject(value) ? value : undefined;
+}
+
+/** `value` when it is an array, else an empty one. */
+export function jsonList(value: Json | undefined): Json[] {
+  return Array.isArray(value) ? value : [];
+}
+
+/** `value` when it is a string, else ''. */
+export function jsonString(value: Json | undefined): string {
+  return typeof value === 'string' ? value : '';
+}

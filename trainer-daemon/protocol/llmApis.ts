@@ -5,23 +5,17 @@
  * trainer's policy (chat completions only) answers an Anthropic or Gemini agent. Pure functions of
  * JSON; nothing here imports the rest of the daemon.
  */
-import type { Json } from './records';
-
-type JsonObject = { [key: string]: Json };
+import type { Json, JsonObject } from './records';
+import { isJsonObject, jsonList, jsonString } from './json';
 
 /** `lightning.api` of a call recorded on the Messages API / the Gemini API. */
 export const ANTHROPIC_MESSAGES = 'anthropic.messages';
 export const GEMINI_GENERATE = 'gemini.generate_content';
 
-const isObject = (value: Json | undefined): value is JsonObject =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
-const list = (value: Json | undefined): Json[] => (Array.isArray(value) ? value : []);
-const str = (value: Json | undefined): string => (typeof value === 'string' ? value : '');
-
 function parseArguments(text: string): JsonObject {
   try {
     const parsed = JSON.parse(text) as Json;
-    return isObject(parsed) ? parsed : {};
+    return isJsonObject(parsed) ? parsed : {};
   } catch {
     return {};
   }
@@ -29,7 +23,7 @@ function parseArguments(text: string): JsonObject {
 
 /** A chat message's content: plain text when it is only text, else OpenAI content parts (images). */
 function chatContent(parts: JsonObject[]): Json {
-  return parts.every((part) => part.type === 'text') ? parts.map((part) => str(part.text)).join('\n') : parts;
+  return parts.every((part) => part.type === 'text') ? parts.map((part) => jsonString(part.text)).join('\n') : parts;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -37,37 +31,40 @@ function chatContent(parts: JsonObject[]): Json {
 
 function anthropicText(content: Json | undefined): string {
   if (typeof content === 'string') return content;
-  return list(content)
-    .filter(isObject)
-    .map((block) => (block.type === 'text' ? str(block.text) : JSON.stringify(block)))
+  return jsonList(content)
+    .filter(isJsonObject)
+    .map((block) => (block.type === 'text' ? jsonString(block.text) : JSON.stringify(block)))
     .join('\n');
 }
 
 function anthropicImage(block: JsonObject): JsonObject {
-  const source = isObject(block.source) ? block.source : {};
-  const url = source.type === 'base64' ? `data:${str(source.media_type)};base64,${str(source.data)}` : str(source.url);
+  const source = isJsonObject(block.source) ? block.source : {};
+  const url =
+    source.type === 'base64'
+      ? `data:${jsonString(source.media_type)};base64,${jsonString(source.data)}`
+      : jsonString(source.url);
   return { type: 'image_url', image_url: { url } };
 }
 
 function anthropicMessageToChat(message: JsonObject): JsonObject[] {
   const role = message.role === 'assistant' ? 'assistant' : 'user';
   if (typeof message.content === 'string') return [{ role, content: message.content }];
-  const blocks = list(message.content).filter(isObject);
+  const blocks = jsonList(message.content).filter(isJsonObject);
   if (role === 'assistant') {
     const text = blocks
       .filter((b) => b.type === 'text')
-      .map((b) => str(b.text))
+      .map((b) => jsonString(b.text))
       .join('');
     const thinking = blocks
       .filter((b) => b.type === 'thinking' || b.type === 'redacted_thinking')
-      .map((b) => (b.type === 'thinking' ? str(b.thinking) : '[redacted thinking]'))
+      .map((b) => (b.type === 'thinking' ? jsonString(b.thinking) : '[redacted thinking]'))
       .join('\n');
     const calls = blocks
       .filter((b) => b.type === 'tool_use' || b.type === 'server_tool_use')
       .map((b) => ({
-        id: str(b.id),
+        id: jsonString(b.id),
         type: 'function',
-        function: { name: str(b.name), arguments: JSON.stringify(b.input ?? {}) },
+        function: { name: jsonString(b.name), arguments: JSON.stringify(b.input ?? {}) },
       }));
     const chat: JsonObject = { role, content: text.length > 0 || calls.length === 0 ? text : null };
     if (thinking) chat.reasoning_content = thinking;
@@ -77,10 +74,10 @@ function anthropicMessageToChat(message: JsonObject): JsonObject[] {
   // Tool results answer the previous assistant turn's calls: they come first, as `tool` messages.
   const results = blocks
     .filter((b) => b.type === 'tool_result')
-    .map((b) => ({ role: 'tool', tool_call_id: str(b.tool_use_id), content: anthropicText(b.content) }));
+    .map((b) => ({ role: 'tool', tool_call_id: jsonString(b.tool_use_id), content: anthropicText(b.content) }));
   const parts = blocks.flatMap((b): JsonObject[] =>
     b.type === 'text'
-      ? [{ type: 'text', text: str(b.text) }]
+      ? [{ type: 'text', text: jsonString(b.text) }]
       : b.type === 'image'
         ? [anthropicImage(b)]
         : b.type === 'tool_result'
@@ -91,9 +88,9 @@ function anthropicMessageToChat(message: JsonObject): JsonObject[] {
 }
 
 function anthropicToolChoice(choice: Json | undefined): Json | undefined {
-  if (!isObject(choice)) return undefined;
+  if (!isJsonObject(choice)) return undefined;
   if (choice.type === 'any') return 'required';
-  if (choice.type === 'tool') return { type: 'function', function: { name: str(choice.name) } };
+  if (choice.type === 'tool') return { type: 'function', function: { name: jsonString(choice.name) } };
   return choice.type === 'none' ? 'none' : 'auto';
 }
 
@@ -102,13 +99,20 @@ export function anthropicRequestToChat(request: JsonObject): JsonObject {
   const messages: JsonObject[] = [];
   const system = typeof request.system === 'string' ? request.system : anthropicText(request.system);
   if (system) messages.push({ role: 'system', content: system });
-  for (const message of list(request.messages).filter(isObject)) messages.push(...anthropicMessageToChat(message));
-  const chat: JsonObject = { model: str(request.model), messages };
-  const tools = list(request.tools).filter((tool) => isObject(tool) && isObject(tool.input_schema)) as JsonObject[];
+  for (const message of jsonList(request.messages).filter(isJsonObject))
+    messages.push(...anthropicMessageToChat(message));
+  const chat: JsonObject = { model: jsonString(request.model), messages };
+  const tools = jsonList(request.tools).filter(
+    (tool) => isJsonObject(tool) && isJsonObject(tool.input_schema),
+  ) as JsonObject[];
   if (tools.length > 0)
     chat.tools = tools.map((tool) => ({
       type: 'function',
-      function: { name: str(tool.name), description: str(tool.description), parameters: tool.input_schema! },
+      function: {
+        name: jsonString(tool.name),
+        description: jsonString(tool.description),
+        parameters: tool.input_schema!,
+      },
     }));
   const toolChoice = anthropicToolChoice(request.tool_choice);
   if (toolChoice !== undefined && tools.length > 0) chat.tool_choice = toolChoice;
@@ -137,21 +141,21 @@ const CHAT_STOP_TO_ANTHROPIC: Record<string, string> = {
 /** A Messages API response as a chat completion (thinking as `reasoning_content`, tool_use as tool calls). */
 export function anthropicResponseToChat(response: JsonObject): JsonObject {
   const [message] = anthropicMessageToChat({ role: 'assistant', content: response.content ?? [] });
-  const usage = isObject(response.usage) ? response.usage : {};
+  const usage = isJsonObject(response.usage) ? response.usage : {};
   const input = ['input_tokens', 'cache_creation_input_tokens', 'cache_read_input_tokens'].reduce(
     (sum, key) => sum + (typeof usage[key] === 'number' ? usage[key] : 0),
     0,
   );
   const output = typeof usage.output_tokens === 'number' ? usage.output_tokens : 0;
   return {
-    id: str(response.id),
+    id: jsonString(response.id),
     object: 'chat.completion',
-    model: str(response.model),
+    model: jsonString(response.model),
     choices: [
       {
         index: 0,
         message: message!,
-        finish_reason: ANTHROPIC_STOP[str(response.stop_reason)] ?? response.stop_reason ?? null,
+        finish_reason: ANTHROPIC_STOP[jsonString(response.stop_reason)] ?? response.stop_reason ?? null,
       },
     ],
     usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
@@ -160,27 +164,27 @@ export function anthropicResponseToChat(response: JsonObject): JsonObject {
 
 /** A chat completion as the Messages API response the agent asked for. */
 export function chatToAnthropicResponse(chat: JsonObject, model: string): JsonObject {
-  const choice = isObject(list(chat.choices)[0]) ? (list(chat.choices)[0] as JsonObject) : {};
-  const message = isObject(choice.message) ? choice.message : {};
+  const choice = isJsonObject(jsonList(chat.choices)[0]) ? (jsonList(chat.choices)[0] as JsonObject) : {};
+  const message = isJsonObject(choice.message) ? choice.message : {};
   const content: JsonObject[] = [];
-  const reasoning = str(message.reasoning_content ?? message.reasoning);
+  const reasoning = jsonString(message.reasoning_content ?? message.reasoning);
   if (reasoning) content.push({ type: 'thinking', thinking: reasoning, signature: '' });
-  if (str(message.content)) content.push({ type: 'text', text: str(message.content) });
-  for (const call of list(message.tool_calls).filter(isObject)) {
-    const fn = isObject(call.function) ? call.function : {};
+  if (jsonString(message.content)) content.push({ type: 'text', text: jsonString(message.content) });
+  for (const call of jsonList(message.tool_calls).filter(isJsonObject)) {
+    const fn = isJsonObject(call.function) ? call.function : {};
     content.push({
       type: 'tool_use',
-      id: str(call.id) || `toolu_${content.length}`,
-      name: str(fn.name),
-      input: parseArguments(str(fn.arguments)),
+      id: jsonString(call.id) || `toolu_${content.length}`,
+      name: jsonString(fn.name),
+      input: parseArguments(jsonString(fn.arguments)),
     });
   }
-  const usage = isObject(chat.usage) ? chat.usage : {};
+  const usage = isJsonObject(chat.usage) ? chat.usage : {};
   const stop = content.some((block) => block.type === 'tool_use')
     ? 'tool_use'
-    : (CHAT_STOP_TO_ANTHROPIC[str(choice.finish_reason)] ?? 'end_turn');
+    : (CHAT_STOP_TO_ANTHROPIC[jsonString(choice.finish_reason)] ?? 'end_turn');
   return {
-    id: str(chat.id) ? `msg_${str(chat.id)}` : 'msg_lightning',
+    id: jsonString(chat.id) ? `msg_${jsonString(chat.id)}` : 'msg_lightning',
     type: 'message',
     role: 'assistant',
     model,
@@ -198,7 +202,7 @@ export function chatToAnthropicResponse(chat: JsonObject, model: string): JsonOb
 
 /** The server-sent events a streaming Messages API call gets for a whole response (each `event:` + `data:`). */
 export function anthropicResponseEvents(message: JsonObject): Array<{ event: string; data: JsonObject }> {
-  const usage = isObject(message.usage) ? message.usage : {};
+  const usage = isJsonObject(message.usage) ? message.usage : {};
   const events: Array<{ event: string; data: JsonObject }> = [
     {
       event: 'message_start',
@@ -208,8 +212,8 @@ export function anthropicResponseEvents(message: JsonObject): Array<{ event: str
       },
     },
   ];
-  list(message.content)
-    .filter(isObject)
+  jsonList(message.content)
+    .filter(isJsonObject)
     .forEach((block, index) => {
       const start: JsonObject =
         block.type === 'text'
@@ -222,12 +226,12 @@ export function anthropicResponseEvents(message: JsonObject): Array<{ event: str
       events.push({ event: 'content_block_start', data: { type: 'content_block_start', index, content_block: start } });
       const delta = (value: JsonObject): void =>
         void events.push({ event: 'content_block_delta', data: { type: 'content_block_delta', index, delta: value } });
-      if (block.type === 'text') delta({ type: 'text_delta', text: str(block.text) });
+      if (block.type === 'text') delta({ type: 'text_delta', text: jsonString(block.text) });
       if (block.type === 'tool_use')
         delta({ type: 'input_json_delta', partial_json: JSON.stringify(block.input ?? {}) });
       if (block.type === 'thinking') {
-        delta({ type: 'thinking_delta', thinking: str(block.thinking) });
-        delta({ type: 'signature_delta', signature: str(block.signature) });
+        delta({ type: 'thinking_delta', thinking: jsonString(block.thinking) });
+        delta({ type: 'signature_delta', signature: jsonString(block.signature) });
       }
       events.push({ event: 'content_block_stop', data: { type: 'content_block_stop', index } });
     });
@@ -255,7 +259,7 @@ export function anthropicResponseEvents(message: JsonObject): Array<{ event: str
  * history of every later request.
  */
 export function geminiCallId(call: JsonObject, turn: number, index: number): string {
-  return str(call.id) || `call_${turn}_${index}`;
+  return jsonString(call.id) || `call_${turn}_${index}`;
 }
 
 /** The function calls of the latest model turn, each answered at most once. */
@@ -267,7 +271,7 @@ interface PendingCall {
 
 function geminiParts(content: Json | undefined): JsonObject[] {
   if (typeof content === 'string') return [{ text: content }];
-  return list(isObject(content) ? content.parts : undefined).filter(isObject);
+  return jsonList(isJsonObject(content) ? content.parts : undefined).filter(isJsonObject);
 }
 
 /**
@@ -276,24 +280,24 @@ function geminiParts(content: Json | undefined): JsonObject[] {
  * order — by id when the response has one that matches, else the first unanswered call of that name.
  */
 function geminiContentToChat(content: JsonObject, turn: number, pending: PendingCall[]): JsonObject[] {
-  const parts = list(content.parts).filter(isObject);
+  const parts = jsonList(content.parts).filter(isJsonObject);
   if (content.role === 'model') {
     const text = parts
       .filter((p) => typeof p.text === 'string' && p.thought !== true)
-      .map((p) => str(p.text))
+      .map((p) => jsonString(p.text))
       .join('');
     const thinking = parts
       .filter((p) => p.thought === true)
-      .map((p) => str(p.text))
+      .map((p) => jsonString(p.text))
       .join('\n');
     const calls = parts
-      .filter((p) => isObject(p.functionCall))
+      .filter((p) => isJsonObject(p.functionCall))
       .map((p, index) => {
         const fn = p.functionCall as JsonObject;
         return {
           id: geminiCallId(fn, turn, index),
           type: 'function',
-          function: { name: str(fn.name), arguments: JSON.stringify(fn.args ?? {}) },
+          function: { name: jsonString(fn.name), arguments: JSON.stringify(fn.args ?? {}) },
         };
       });
     pending.splice(
@@ -307,30 +311,30 @@ function geminiContentToChat(content: JsonObject, turn: number, pending: Pending
     return [chat];
   }
   const results = parts
-    .filter((p) => isObject(p.functionResponse))
+    .filter((p) => isJsonObject(p.functionResponse))
     .map((p, index) => {
       const fn = p.functionResponse as JsonObject;
       const call =
-        pending.find((c) => !c.answered && str(fn.id) !== '' && c.id === str(fn.id)) ??
-        pending.find((c) => !c.answered && c.name === str(fn.name));
+        pending.find((c) => !c.answered && jsonString(fn.id) !== '' && c.id === jsonString(fn.id)) ??
+        pending.find((c) => !c.answered && c.name === jsonString(fn.name));
       if (call) call.answered = true;
       // A response to no call of the previous turn keeps its own id, else one of its position.
       return {
         role: 'tool',
-        tool_call_id: call?.id ?? (str(fn.id) || `call_${turn}_${index}`),
+        tool_call_id: call?.id ?? (jsonString(fn.id) || `call_${turn}_${index}`),
         content: JSON.stringify(fn.response ?? {}),
       };
     });
   const chatParts = parts.flatMap((p): JsonObject[] => {
     if (typeof p.text === 'string') return [{ type: 'text', text: p.text }];
-    if (isObject(p.inlineData))
+    if (isJsonObject(p.inlineData))
       return [
         {
           type: 'image_url',
-          image_url: { url: `data:${str(p.inlineData.mimeType)};base64,${str(p.inlineData.data)}` },
+          image_url: { url: `data:${jsonString(p.inlineData.mimeType)};base64,${jsonString(p.inlineData.data)}` },
         },
       ];
-    if (isObject(p.fileData)) return [{ type: 'image_url', image_url: { url: str(p.fileData.fileUri) } }];
+    if (isJsonObject(p.fileData)) return [{ type: 'image_url', image_url: { url: jsonString(p.fileData.fileUri) } }];
     return [];
   });
   return chatParts.length > 0 ? [...results, { role: 'user', content: chatContent(chatParts) }] : results;
@@ -340,33 +344,33 @@ function geminiContentToChat(content: JsonObject, turn: number, pending: Pending
 function geminiContents(request: JsonObject): JsonObject[] {
   return typeof request.contents === 'string'
     ? [{ role: 'user', parts: [{ text: request.contents }] }]
-    : list(request.contents).filter(isObject);
+    : jsonList(request.contents).filter(isJsonObject);
 }
 
 /** A generateContent request (the model comes from the URL) as a chat completions request. */
 export function geminiRequestToChat(request: JsonObject, model: string): JsonObject {
   const messages: JsonObject[] = [];
   const system = geminiParts(request.systemInstruction)
-    .map((p) => str(p.text))
+    .map((p) => jsonString(p.text))
     .join('\n');
   if (system) messages.push({ role: 'system', content: system });
   const pending: PendingCall[] = [];
   geminiContents(request).forEach((content, turn) => messages.push(...geminiContentToChat(content, turn, pending)));
   const chat: JsonObject = { model, messages };
-  const declarations = list(request.tools)
-    .filter(isObject)
-    .flatMap((tool) => list(tool.functionDeclarations).filter(isObject));
+  const declarations = jsonList(request.tools)
+    .filter(isJsonObject)
+    .flatMap((tool) => jsonList(tool.functionDeclarations).filter(isJsonObject));
   if (declarations.length > 0) {
     chat.tools = declarations.map((fn) => ({
       type: 'function',
       function: {
-        name: str(fn.name),
-        description: str(fn.description),
+        name: jsonString(fn.name),
+        description: jsonString(fn.description),
         parameters: fn.parametersJsonSchema ?? fn.parameters ?? { type: 'object', properties: {} },
       },
     }));
   }
-  const config = isObject(request.generationConfig) ? request.generationConfig : {};
+  const config = isJsonObject(request.generationConfig) ? request.generationConfig : {};
   if (typeof config.maxOutputTokens === 'number') chat.max_tokens = config.maxOutputTokens;
   if (typeof config.temperature === 'number') chat.temperature = config.temperature;
   if (typeof config.topP === 'number') chat.top_p = config.topP;
@@ -386,29 +390,31 @@ const GEMINI_STOP: Record<string, string> = {
  * conversation (the request's content count), from which its function calls' ids are derived.
  */
 export function geminiResponseToChat(response: JsonObject, turn = 0): JsonObject {
-  const candidate = isObject(list(response.candidates)[0]) ? (list(response.candidates)[0] as JsonObject) : {};
+  const candidate = isJsonObject(jsonList(response.candidates)[0])
+    ? (jsonList(response.candidates)[0] as JsonObject)
+    : {};
   const [message] = geminiContentToChat(
-    { role: 'model', parts: isObject(candidate.content) ? (candidate.content.parts ?? []) : [] },
+    { role: 'model', parts: isJsonObject(candidate.content) ? (candidate.content.parts ?? []) : [] },
     turn,
     [],
   );
-  const usage = isObject(response.usageMetadata) ? response.usageMetadata : {};
+  const usage = isJsonObject(response.usageMetadata) ? response.usageMetadata : {};
   const input = typeof usage.promptTokenCount === 'number' ? usage.promptTokenCount : 0;
   const output =
     (typeof usage.candidatesTokenCount === 'number' ? usage.candidatesTokenCount : 0) +
     (typeof usage.thoughtsTokenCount === 'number' ? usage.thoughtsTokenCount : 0);
   const hasCalls = Array.isArray(message!.tool_calls);
   return {
-    id: str(response.responseId),
+    id: jsonString(response.responseId),
     object: 'chat.completion',
-    model: str(response.modelVersion),
+    model: jsonString(response.modelVersion),
     choices: [
       {
         index: 0,
         message: message!,
         finish_reason: hasCalls
           ? 'tool_calls'
-          : (GEMINI_STOP[str(candidate.finishReason)] ?? candidate.finishReason ?? null),
+          : (GEMINI_STOP[jsonString(candidate.finishReason)] ?? candidate.finishReason ?? null),
       },
     ],
     usage: { prompt_tokens: input, completion_tokens: output, total_tokens: input + output },
@@ -417,23 +423,23 @@ export function geminiResponseToChat(response: JsonObject, turn = 0): JsonObject
 
 /** A chat completion as the generateContent response the agent asked for. */
 export function chatToGeminiResponse(chat: JsonObject, model: string): JsonObject {
-  const choice = isObject(list(chat.choices)[0]) ? (list(chat.choices)[0] as JsonObject) : {};
-  const message = isObject(choice.message) ? choice.message : {};
+  const choice = isJsonObject(jsonList(chat.choices)[0]) ? (jsonList(chat.choices)[0] as JsonObject) : {};
+  const message = isJsonObject(choice.message) ? choice.message : {};
   const parts: JsonObject[] = [];
-  const reasoning = str(message.reasoning_content ?? message.reasoning);
+  const reasoning = jsonString(message.reasoning_content ?? message.reasoning);
   if (reasoning) parts.push({ text: reasoning, thought: true });
-  if (str(message.content)) parts.push({ text: str(message.content) });
-  for (const call of list(message.tool_calls).filter(isObject)) {
-    const fn = isObject(call.function) ? call.function : {};
+  if (jsonString(message.content)) parts.push({ text: jsonString(message.content) });
+  for (const call of jsonList(message.tool_calls).filter(isJsonObject)) {
+    const fn = isJsonObject(call.function) ? call.function : {};
     parts.push({
       functionCall: {
-        ...(str(call.id) ? { id: str(call.id) } : {}),
-        name: str(fn.name),
-        args: parseArguments(str(fn.arguments)),
+        ...(jsonString(call.id) ? { id: jsonString(call.id) } : {}),
+        name: jsonString(fn.name),
+        args: parseArguments(jsonString(fn.arguments)),
       },
     });
   }
-  const usage = isObject(chat.usage) ? chat.usage : {};
+  const usage = isJsonObject(chat.usage) ? chat.usage : {};
   const input = typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens : 0;
   const output = typeof usage.completion_tokens === 'number' ? usage.completion_tokens : 0;
   return {
@@ -446,7 +452,7 @@ export function chatToGeminiResponse(chat: JsonObject, model: string): JsonObjec
     ],
     usageMetadata: { promptTokenCount: input, candidatesTokenCount: output, totalTokenCount: input + output },
     modelVersion: model,
-    responseId: str(chat.id) || 'lightning',
+    responseId: jsonString(chat.id) || 'lightning',
   };
 }
 
@@ -460,10 +466,10 @@ export function asChatCall(attributes: Readonly<Record<string, Json>>): {
   request: JsonObject | null;
   response: JsonObject | null;
 } {
-  const request = isObject(attributes['lightning.request']) ? attributes['lightning.request'] : null;
-  const recorded = isObject(attributes['lightning.response']) ? attributes['lightning.response'] : null;
+  const request = isJsonObject(attributes['lightning.request']) ? attributes['lightning.request'] : null;
+  const recorded = isJsonObject(attributes['lightning.response']) ? attributes['lightning.response'] : null;
   // An error body (Anthropic `{type:"error"}`, Gemini `{error:{…}}`) stays an error: translated, it became an empty assistant reply.
-  const response = recorded && (recorded.type === 'error' || isObject(recorded.error)) ? null : recorded;
+  const response = recorded && (recorded.type === 'error' || isJsonObject(recorded.error)) ? null : recorded;
   switch (attributes['lightning.api']) {
     case ANTHROPIC_MESSAGES:
       return {
@@ -473,7 +479,7 @@ export function asChatCall(attributes: Readonly<Record<string, Json>>): {
     case GEMINI_GENERATE:
       // The answer is the turn after the request's contents: its calls' ids are those its history will read.
       return {
-        request: request && geminiRequestToChat(request, str(attributes['gen_ai.request.model'])),
+        request: request && geminiRequestToChat(request, jsonString(attributes['gen_ai.request.model'])),
         response: response && geminiResponseToChat(response, request ? geminiContents(request).length : 0),
       };
     default:

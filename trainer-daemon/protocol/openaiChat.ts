@@ -9,14 +9,10 @@
  */
 import type { Json, JsonObject } from './json';
 import { asChatCall } from './llmApis';
+import { isJsonObject, jsonList, jsonString } from './json';
 
 /** `lightning.api` of a call recorded on the Responses API. */
 export const OPENAI_RESPONSES = 'responses';
-
-const isObject = (value: Json | undefined): value is JsonObject =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
-const list = (value: Json | undefined): Json[] => (Array.isArray(value) ? value : []);
-const str = (value: Json | undefined): string => (typeof value === 'string' ? value : '');
 
 /** A chat form, or why there is none. */
 export type ChatForm<T> =
@@ -32,14 +28,17 @@ const noChatForm = (type: string): string =>
 function userContent(content: Json | undefined): ChatForm<Json> {
   if (typeof content === 'string') return { chat: content };
   const parts: JsonObject[] = [];
-  for (const part of list(content).filter(isObject)) {
-    const type = str(part.type);
+  for (const part of jsonList(content).filter(isJsonObject)) {
+    const type = jsonString(part.type);
     if (type === 'input_text' || type === 'output_text' || type === 'text')
-      parts.push({ type: 'text', text: str(part.text) });
-    else if (type === 'input_image' && str(part.image_url)) {
+      parts.push({ type: 'text', text: jsonString(part.text) });
+    else if (type === 'input_image' && jsonString(part.image_url)) {
       parts.push({
         type: 'image_url',
-        image_url: { url: str(part.image_url), ...(typeof part.detail === 'string' ? { detail: part.detail } : {}) },
+        image_url: {
+          url: jsonString(part.image_url),
+          ...(typeof part.detail === 'string' ? { detail: part.detail } : {}),
+        },
       });
     } else if (type === 'input_image')
       return { issue: 'an input image given by file id has no chat form (chat images are URLs)' };
@@ -50,34 +49,36 @@ function userContent(content: Json | undefined): ChatForm<Json> {
       parts.push({ type: 'file', file });
     } else return { issue: `a Responses \`${type || 'untyped'}\` content part has no chat form` };
   }
-  return { chat: parts.every((part) => part.type === 'text') ? parts.map((part) => str(part.text)).join('') : parts };
+  return {
+    chat: parts.every((part) => part.type === 'text') ? parts.map((part) => jsonString(part.text)).join('') : parts,
+  };
 }
 
 /** An assistant message item's text and refusal (chat assistant content is text). */
 function assistantText(content: Json | undefined): { text: string; refusal: string } {
   if (typeof content === 'string') return { text: content, refusal: '' };
-  const parts = list(content).filter(isObject);
+  const parts = jsonList(content).filter(isJsonObject);
   return {
     text: parts
       .filter((p) => p.type === 'output_text' || p.type === 'input_text' || p.type === 'text')
-      .map((p) => str(p.text))
+      .map((p) => jsonString(p.text))
       .join(''),
     refusal: parts
       .filter((p) => p.type === 'refusal')
-      .map((p) => str(p.refusal))
+      .map((p) => jsonString(p.refusal))
       .join(''),
   };
 }
 
 /** A reasoning item's readable text: its summary, else its content (open models' `reasoning_text`); encrypted content is opaque. */
 function reasoningText(item: JsonObject): string {
-  const summary = list(item.summary)
-    .filter(isObject)
-    .map((p) => str(p.text))
+  const summary = jsonList(item.summary)
+    .filter(isJsonObject)
+    .map((p) => jsonString(p.text))
     .filter(Boolean);
-  const content = list(item.content)
-    .filter(isObject)
-    .map((p) => str(p.text))
+  const content = jsonList(item.content)
+    .filter(isJsonObject)
+    .map((p) => jsonString(p.text))
     .filter(Boolean);
   return (summary.length > 0 ? summary : content).join('\n');
 }
@@ -85,10 +86,10 @@ function reasoningText(item: JsonObject): string {
 /** A function_call_output's output as a tool message's content (text only in chat). */
 function toolOutput(output: Json | undefined): ChatForm<string> {
   if (typeof output === 'string') return { chat: output };
-  const parts = list(output).filter(isObject);
+  const parts = jsonList(output).filter(isJsonObject);
   if (parts.some((p) => p.type !== 'input_text' && p.type !== 'output_text' && p.type !== 'text'))
     return { issue: 'a function_call_output with images or files has no chat form (chat tool results are text)' };
-  return { chat: parts.map((p) => str(p.text)).join('') };
+  return { chat: parts.map((p) => jsonString(p.text)).join('') };
 }
 
 /**
@@ -111,8 +112,8 @@ export function responsesItemsToChat(items: readonly Json[]): ChatForm<JsonObjec
     return turn;
   };
   for (const raw of items) {
-    if (!isObject(raw)) continue;
-    const type = str(raw.type) || 'message';
+    if (!isJsonObject(raw)) continue;
+    const type = jsonString(raw.type) || 'message';
     if (type === 'reasoning') {
       const text = reasoningText(raw);
       if (text) reasoning.push(text);
@@ -121,11 +122,11 @@ export function responsesItemsToChat(items: readonly Json[]): ChatForm<JsonObjec
     if (type === 'function_call') {
       const open = assistantTurn();
       open.tool_calls = [
-        ...list(open.tool_calls),
+        ...jsonList(open.tool_calls),
         {
-          id: str(raw.call_id) || str(raw.id),
+          id: jsonString(raw.call_id) || jsonString(raw.id),
           type: 'function',
-          function: { name: str(raw.name), arguments: str(raw.arguments) },
+          function: { name: jsonString(raw.name), arguments: jsonString(raw.arguments) },
         },
       ];
       continue;
@@ -133,19 +134,19 @@ export function responsesItemsToChat(items: readonly Json[]): ChatForm<JsonObjec
     if (type === 'function_call_output') {
       const output = toolOutput(raw.output);
       if (output.issue !== undefined) return output;
-      messages.push({ role: 'tool', tool_call_id: str(raw.call_id), content: output.chat });
+      messages.push({ role: 'tool', tool_call_id: jsonString(raw.call_id), content: output.chat });
       turn = null;
       continue;
     }
     if (type !== 'message') return { issue: noChatForm(type) };
-    const role = str(raw.role) || 'user';
+    const role = jsonString(raw.role) || 'user';
     if (role === 'assistant') {
       const { text, refusal } = assistantText(raw.content);
       // A message after the turn's calls starts the next turn; a second message item before them (rare) adds its text.
       if (turn?.tool_calls !== undefined) turn = null;
       const open = assistantTurn();
-      open.content = `${str(open.content)}${text}`;
-      if (refusal) open.refusal = `${str(open.refusal)}${refusal}`;
+      open.content = `${jsonString(open.content)}${text}`;
+      if (refusal) open.refusal = `${jsonString(open.refusal)}${refusal}`;
       continue;
     }
     const content = userContent(raw.content);
@@ -171,25 +172,26 @@ function responsesConversation(
         'a Responses call in a stored conversation (`conversation`): its earlier turns are on the provider, not in the record',
     };
   }
-  const previousId = str(request.previous_response_id);
+  const previousId = jsonString(request.previous_response_id);
   const before = previousId ? earlier(previousId) : [];
   if (!before)
     return {
       issue: `previous_response_id ${previousId} is no earlier call of this rollout: the conversation it continues was not recorded`,
     };
-  const items = typeof request.input === 'string' ? [{ role: 'user', content: request.input }] : list(request.input);
+  const items =
+    typeof request.input === 'string' ? [{ role: 'user', content: request.input }] : jsonList(request.input);
   const converted = responsesItemsToChat(items);
   return converted.issue !== undefined ? converted : { chat: [...before, ...converted.chat] };
 }
 
 /** The Responses API's tools as chat tools: function tools; hosted tools (web search, files…) have no chat form and are left out. */
 function responsesTools(tools: Json | undefined): JsonObject[] {
-  return list(tools)
-    .filter((tool): tool is JsonObject => isObject(tool) && tool.type === 'function')
+  return jsonList(tools)
+    .filter((tool): tool is JsonObject => isJsonObject(tool) && tool.type === 'function')
     .map((tool) => {
-      const fn: JsonObject = { name: str(tool.name) };
+      const fn: JsonObject = { name: jsonString(tool.name) };
       if (typeof tool.description === 'string') fn.description = tool.description;
-      fn.parameters = isObject(tool.parameters) ? tool.parameters : { type: 'object', properties: {} };
+      fn.parameters = isJsonObject(tool.parameters) ? tool.parameters : { type: 'object', properties: {} };
       if (typeof tool.strict === 'boolean') fn.strict = tool.strict;
       return { type: 'function', function: fn };
     });
@@ -208,7 +210,7 @@ export function responsesRequestToChat(
   if (conversation.issue !== undefined) return conversation;
   const instructions = typeof request.instructions === 'string' ? request.instructions : '';
   const messages = [...(instructions ? [{ role: 'system', content: instructions }] : []), ...conversation.chat];
-  const chat: JsonObject = { model: str(request.model), messages };
+  const chat: JsonObject = { model: jsonString(request.model), messages };
   const tools = responsesTools(request.tools);
   if (tools.length > 0) chat.tools = tools;
   return { chat, conversation: conversation.chat };
@@ -218,34 +220,36 @@ const INCOMPLETE: Record<string, string> = { max_output_tokens: 'length', conten
 
 /** A Responses response (its output items) as a chat completion with one choice. */
 export function responsesResponseToChat(response: JsonObject): ChatForm<JsonObject> {
-  const output = list(response.output);
+  const output = jsonList(response.output);
   if (output.length === 0)
     return { issue: 'the response has no output items (the stream ended before response.completed)' };
   const converted = responsesItemsToChat(
-    output.map((item) => (isObject(item) && str(item.type) === 'message' ? { ...item, role: 'assistant' } : item)),
+    output.map((item) =>
+      isJsonObject(item) && jsonString(item.type) === 'message' ? { ...item, role: 'assistant' } : item,
+    ),
   );
   if (converted.issue !== undefined) return converted;
   const assistant = converted.chat.filter((message) => message.role === 'assistant');
   const message: JsonObject = { role: 'assistant', content: null };
-  const text = assistant.map((m) => str(m.content)).join('');
-  const calls = assistant.flatMap((m) => list(m.tool_calls));
-  const reasoning = [...assistant.map((m) => str(m.reasoning_content)), ...trailingReasoning(output)]
+  const text = assistant.map((m) => jsonString(m.content)).join('');
+  const calls = assistant.flatMap((m) => jsonList(m.tool_calls));
+  const reasoning = [...assistant.map((m) => jsonString(m.reasoning_content)), ...trailingReasoning(output)]
     .filter(Boolean)
     .join('\n');
   message.content = text || calls.length === 0 ? text : null;
   if (reasoning) message.reasoning_content = reasoning;
-  const refusal = assistant.map((m) => str(m.refusal)).join('');
+  const refusal = assistant.map((m) => jsonString(m.refusal)).join('');
   if (refusal) message.refusal = refusal;
   if (calls.length > 0) message.tool_calls = calls;
-  const details = isObject(response.incomplete_details) ? str(response.incomplete_details.reason) : '';
-  const usage = isObject(response.usage) ? response.usage : {};
+  const details = isJsonObject(response.incomplete_details) ? jsonString(response.incomplete_details.reason) : '';
+  const usage = isJsonObject(response.usage) ? response.usage : {};
   const input = typeof usage.input_tokens === 'number' ? usage.input_tokens : 0;
   const outputTokens = typeof usage.output_tokens === 'number' ? usage.output_tokens : 0;
   return {
     chat: {
-      id: str(response.id),
+      id: jsonString(response.id),
       object: 'chat.completion',
-      model: str(response.model),
+      model: jsonString(response.model),
       choices: [
         {
           index: 0,
@@ -266,11 +270,11 @@ export function responsesResponseToChat(response: JsonObject): ChatForm<JsonObje
 /** Reasoning after the last assistant item of an output (no turn to attach it to in the item walk). */
 function trailingReasoning(output: readonly Json[]): string[] {
   const lastAssistant = output.findLastIndex(
-    (item) => isObject(item) && (item.type === 'message' || item.type === 'function_call'),
+    (item) => isJsonObject(item) && (item.type === 'message' || item.type === 'function_call'),
   );
   return output
     .slice(lastAssistant + 1)
-    .filter((item): item is JsonObject => isObject(item) && item.type === 'reasoning')
+    .filter((item): item is JsonObject => isJsonObject(item) && item.type === 'reasoning')
     .map(reasoningText);
 }
 
@@ -288,7 +292,7 @@ function legacyCall(fn: JsonObject, position: number): JsonObject {
   return {
     id: legacyCallId(position),
     type: 'function',
-    function: { name: str(fn.name), arguments: str(fn.arguments) },
+    function: { name: jsonString(fn.name), arguments: jsonString(fn.arguments) },
   };
 }
 
@@ -298,22 +302,22 @@ function legacyCall(fn: JsonObject, position: number): JsonObject {
  * legacy fields is returned as it is.
  */
 export function legacyFunctionsToTools(request: JsonObject): JsonObject {
-  const messages = list(request.messages);
+  const messages = jsonList(request.messages);
   const legacy =
     Array.isArray(request.functions) ||
-    messages.some((m) => isObject(m) && (isObject(m.function_call) || m.role === 'function'));
+    messages.some((m) => isJsonObject(m) && (isJsonObject(m.function_call) || m.role === 'function'));
   if (!legacy) return request;
   const pending: Array<{ id: string; name: string }> = [];
   const converted = messages.map((raw, position): Json => {
-    if (!isObject(raw)) return raw;
-    if (raw.role === 'assistant' && isObject(raw.function_call) && !Array.isArray(raw.tool_calls)) {
+    if (!isJsonObject(raw)) return raw;
+    if (raw.role === 'assistant' && isJsonObject(raw.function_call) && !Array.isArray(raw.tool_calls)) {
       const { function_call: fn, ...rest } = raw;
       const call = legacyCall(fn, position);
-      pending.push({ id: str(call.id), name: str(fn.name) });
+      pending.push({ id: jsonString(call.id), name: jsonString(fn.name) });
       return { ...rest, content: rest.content ?? null, tool_calls: [call] };
     }
     if (raw.role === 'function') {
-      const index = pending.findLastIndex((call) => call.name === str(raw.name));
+      const index = pending.findLastIndex((call) => call.name === jsonString(raw.name));
       const [call] = index < 0 ? [] : pending.splice(index, 1);
       return { role: 'tool', tool_call_id: call?.id ?? legacyCallId(position), content: raw.content ?? '' };
     }
@@ -322,28 +326,31 @@ export function legacyFunctionsToTools(request: JsonObject): JsonObject {
   const { functions, function_call: choice, ...rest } = request;
   const chat: JsonObject = { ...rest, messages: converted };
   const tools = [
-    ...list(rest.tools),
-    ...list(functions)
-      .filter(isObject)
+    ...jsonList(rest.tools),
+    ...jsonList(functions)
+      .filter(isJsonObject)
       .map((fn) => ({ type: 'function', function: fn })),
   ];
   if (tools.length > 0) chat.tools = tools;
   if (choice !== undefined && rest.tool_choice === undefined)
-    chat.tool_choice = isObject(choice) ? { type: 'function', function: { name: str(choice.name) } } : choice;
+    chat.tool_choice = isJsonObject(choice)
+      ? { type: 'function', function: { name: jsonString(choice.name) } }
+      : choice;
   return chat;
 }
 
 /** A chat completion whose choices' messages carry a legacy `function_call`, with it as `tool_calls` (finish reason `tool_calls`). */
 export function legacyReplyToToolCalls(response: JsonObject, position: number): JsonObject {
-  const choices = list(response.choices);
-  if (!choices.some((c) => isObject(c) && isObject(c.message) && isObject(c.message.function_call))) return response;
+  const choices = jsonList(response.choices);
+  if (!choices.some((c) => isJsonObject(c) && isJsonObject(c.message) && isJsonObject(c.message.function_call)))
+    return response;
   return {
     ...response,
     choices: choices.map((choice): Json => {
       if (
-        !isObject(choice) ||
-        !isObject(choice.message) ||
-        !isObject(choice.message.function_call) ||
+        !isJsonObject(choice) ||
+        !isJsonObject(choice.message) ||
+        !isJsonObject(choice.message.function_call) ||
         Array.isArray(choice.message.tool_calls)
       )
         return choice;
@@ -383,20 +390,20 @@ export class TrainingChatReader {
     if (attributes['lightning.api'] === 'completions') {
       return {
         ...chat,
-        choices: list(chat.response?.choices).length,
+        choices: jsonList(chat.response?.choices).length,
         issue: 'a legacy /completions call: a text prompt, not chat messages',
       };
     }
     const request = chat.request && legacyFunctionsToTools(chat.request);
-    const response = chat.response && legacyReplyToToolCalls(chat.response, list(request?.messages).length);
-    return { request, response, choices: list(response?.choices).length, issue: null };
+    const response = chat.response && legacyReplyToToolCalls(chat.response, jsonList(request?.messages).length);
+    return { request, response, choices: jsonList(response?.choices).length, issue: null };
   }
 
   private readResponses(request: JsonObject | null, response: JsonObject | null): TrainingChat {
     const prompt = request ? responsesRequestToChat(request, (id) => this.conversations.get(id)) : null;
     const reply = response ? responsesResponseToChat(response) : null;
-    const replyMessage = reply?.chat ? (list(reply.chat.choices)[0] as JsonObject).message : undefined;
-    if (prompt?.conversation && response && typeof response.id === 'string' && isObject(replyMessage)) {
+    const replyMessage = reply?.chat ? (jsonList(reply.chat.choices)[0] as JsonObject).message : undefined;
+    if (prompt?.conversation && response && typeof response.id === 'string' && isJsonObject(replyMessage)) {
       this.conversations.set(response.id, [...prompt.conversation, replyMessage]);
     }
     return {

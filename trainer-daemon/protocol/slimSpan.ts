@@ -7,15 +7,13 @@
  * marked `lightning.slim`; the tab asks for the whole span when it shows its conversation. The daemon
  * slims them (`spans/list` with `slim: true`), so the long ones never cross the WebSocket either.
  */
-import type { Json, Span } from './records';
+import type { Json, JsonObject, Span } from './records';
 
 export const SLIM_ATTRIBUTE = 'lightning.slim';
 /** Message lists keep their first (system) turn and this many last ones. */
 const LAST_TURNS = 3;
 const MAX_STRING = 4_000;
 const MESSAGE_LISTS = new Set(['messages', 'contents', 'input']);
-
-type JsonObject = { [key: string]: Json };
 
 interface Cut {
   cut: boolean;

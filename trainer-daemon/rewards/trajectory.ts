@@ -5,7 +5,6 @@
  */
 import {
   noSkippedCalls,
-  type Json,
   type ScoringTask,
   type ScoringTrajectory,
   type SkippedCalls,
@@ -15,12 +14,7 @@ import {
 import { extractCalls, type LlmCall } from '../lightningrl/adapter';
 import { wholeAnswers } from '../lightningrl/wholeAnswers';
 import type { Trajectory } from '../protocol/lightningrl';
-
-type JsonObject = { [key: string]: Json };
-
-function obj(value: Json | undefined): JsonObject | undefined {
-  return value !== null && typeof value === 'object' && !Array.isArray(value) ? value : undefined;
-}
+import { asJsonObject } from '../protocol/json';
 
 /**
  * Tool calls an LLM response asked for: its chat reply's `tool_calls` (a Responses call's `function_call`
@@ -29,7 +23,7 @@ function obj(value: Json | undefined): JsonObject | undefined {
 function toolCallsOf(call: LlmCall): ToolCall[] {
   const chat = Array.isArray(call.message?.tool_calls) ? call.message.tool_calls : [];
   const fromChat = chat.flatMap((entry) => {
-    const fn = obj(obj(entry)?.function);
+    const fn = asJsonObject(asJsonObject(entry)?.function);
     return typeof fn?.name === 'string'
       ? [
           {
@@ -40,7 +34,7 @@ function toolCallsOf(call: LlmCall): ToolCall[] {
       : [];
   });
   const fromResponses = (call.output ?? []).flatMap((item) => {
-    const entry = obj(item);
+    const entry = asJsonObject(item);
     return entry?.type === 'function_call' && typeof entry.name === 'string'
       ? [{ name: entry.name, arguments: typeof entry.arguments === 'string' ? entry.arguments : '' }]
       : [];
@@ -106,6 +100,6 @@ export function toScoringTrajectory(
  */
 export function toScoringTask(trajectory: Trajectory, datasetTask: Task | undefined): ScoringTask {
   const task = trajectory.rollout.task;
-  const expected = datasetTask?.expected ?? obj(task?.input ?? null)?.expected ?? null;
+  const expected = datasetTask?.expected ?? asJsonObject(task?.input ?? null)?.expected ?? null;
   return { id: task?.id ?? null, input: task?.input ?? null, expected };
 }

@@ -186,8 +186,20 @@ export class RolloutRepository {
     return rollout;
   }
 
+  /** Resolves a full id or a unique prefix of one (at least 4 characters), as users type them. */
+  resolveId(idOrPrefix: string): string {
+    if (this.find(idOrPrefix)) return idOrPrefix;
+    if (idOrPrefix.length < 4) throw new NotFoundError(`rollout ${idOrPrefix} does not exist`);
+    const matches = this.idsWithPrefix(idOrPrefix);
+    if (matches.length === 0)
+      throw new NotFoundError(`rollout ${idOrPrefix} does not exist (list rollouts with \`lightning rollouts\`)`);
+    if (matches.length > 1)
+      throw new InvalidInputError(`rollout id prefix ${idOrPrefix} is ambiguous; type more of the id`);
+    return matches[0]!;
+  }
+
   /** Ids starting with `prefix` (at most `limit`), so users can type a short unique prefix. */
-  idsWithPrefix(prefix: string, limit = 2): string[] {
+  private idsWithPrefix(prefix: string, limit = 2): string[] {
     return (
       this.statement('SELECT id FROM rollouts WHERE id >= ? AND id < ? ORDER BY id LIMIT ?').all(
         prefix,

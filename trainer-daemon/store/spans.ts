@@ -8,7 +8,7 @@ import type { Database, Statement } from './driver';
 import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
 import { NotFoundError } from '../protocol/errors';
 import { markTruncated } from '../protocol/outcome';
-import { scrubSpan } from '../protocol/secrets';
+import { scrubSpan } from '../protocol/recordScrub';
 import { hasEnded } from '../protocol/status';
 import type { RolloutStatus } from '../protocol/records';
 

@@ -6,7 +6,7 @@
  * Its use-case methods take params as the protocol's schemas parse them (`z.output`): they are
  * parsed once, where they enter the process (RPC handlers, HTTP routes, the CLI), not again here.
  */
-import type { Database, DriverName, Transaction } from './driver';
+import type { Database, DriverName } from './driver';
 import type { z } from 'zod';
 import type {
   AddRewardParams,
@@ -43,7 +43,7 @@ import type {
   TransitionRolloutParams,
 } from '../protocol';
 import type { Event } from '../protocol/event';
-import { StoreChanges } from './changes';
+import { StoreCommits, type GroupedOutcome } from './commits';
 import { openDatabase, type OpenOptions } from './database';
 import { LATEST_SCHEMA_VERSION } from './migrations';
 import { AgentKeyRepository, type AgentKeyOptions, type AgentKeyRecord } from './agentKeys';
@@ -52,11 +52,10 @@ import { RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
 import type { Trajectory } from '../protocol/lightningrl';
-import { NotFoundError, InvalidInputError, type ErrorKind } from '../protocol/errors';
+import { NotFoundError, type ErrorKind } from '../protocol/errors';
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
 import { readStats } from './stats';
-import { assertNever } from '../protocol/assert';
 import { groupByRun } from './runGroups';
 
 export class Store {
@@ -66,18 +65,21 @@ export class Store {
   private readonly agentKeys: AgentKeyRepository;
   private readonly datasets: DatasetRepository;
   private readonly resources: ResourceRepository;
-  private readonly changes = new StoreChanges();
+  private readonly commits: StoreCommits;
   /** Training runs with their metrics, checkpoints and candidates: reached only through the methods below. */
   private readonly training: TrainingRunRepository;
-  private closed = false;
-  /** One transaction wrapper, made once: better-sqlite3's wrappers are costly to create per call. */
-  private readonly transaction: Transaction<(fn: () => unknown) => unknown>;
   /** Ids of rollouts created or changed by a committed write. */
-  readonly onDidChangeRollouts: Event<readonly string[]> = this.changes.onDidChangeRollouts;
+  get onDidChangeRollouts(): Event<readonly string[]> {
+    return this.commits.changes.onDidChangeRollouts;
+  }
   /** Spans stored by a committed write, in sequence order per rollout. */
-  readonly onDidAddSpans: Event<readonly Span[]> = this.changes.onDidAddSpans;
+  get onDidAddSpans(): Event<readonly Span[]> {
+    return this.commits.changes.onDidAddSpans;
+  }
   /** A training run's status, cancel request, metrics, checkpoints or (APO) round changed, after the commit. */
-  readonly onDidChangeTrainingRun: Event<{ id: string; round: number | null }> = this.changes.onDidChangeTrainingRun;
+  get onDidChangeTrainingRun(): Event<{ id: string; round: number | null }> {
+    return this.commits.changes.onDidChangeTrainingRun;
+  }
 
   static open(file: string, options?: OpenOptions): Store {
     const { db, driver } = openDatabase(file, options);
@@ -97,7 +99,7 @@ export class Store {
     this.datasets = new DatasetRepository(db);
     this.resources = new ResourceRepository(db);
     this.training = new TrainingRunRepository(db);
-    this.transaction = db.transaction((fn: () => unknown) => fn());
+    this.commits = new StoreCommits(db);
   }
 
   get schemaVersion(): number {
@@ -105,29 +107,29 @@ export class Store {
   }
 
   createRollout(params: z.output<typeof CreateRolloutParams>): Rollout {
-    const rollout = this.write(() => {
+    const rollout = this.commits.write(() => {
       const created = this.rollouts.create(params);
       this.resources.pinRollout(created.id, params.resources);
       return created;
     });
-    this.afterCommit([rollout.id]);
+    this.commits.rolloutsChanged([rollout.id]);
     return rollout;
   }
 
   transitionRollout(params: z.output<typeof TransitionRolloutParams>): Rollout {
-    const rollout = this.write(() => {
+    const rollout = this.commits.write(() => {
       const moved = this.rollouts.transition(params);
       // An attempt that ended takes its capability URL with it; a retry gets a new one.
       if (moved.status !== 'running' && moved.status !== 'queued') this.agentKeys.revoke(moved.id);
       return moved;
     });
-    this.afterCommit([rollout.id]);
+    this.commits.rolloutsChanged([rollout.id]);
     return rollout;
   }
 
   /** Where an attempt that already ended ran (a worker's Ray node, learnt after it ended rollouts). */
   setAttemptNode(rolloutId: string, attempt: number, node: RayNode): void {
-    this.write(() => this.rollouts.setAttemptNode(rolloutId, attempt, node));
+    this.commits.write(() => this.rollouts.setAttemptNode(rolloutId, attempt, node));
   }
 
   /**
@@ -138,7 +140,7 @@ export class Store {
     rollout: z.output<typeof CreateRolloutParams> | string,
     options: AgentKeyOptions,
   ): { rollout: Rollout; key: string } {
-    const started = this.write(() => {
+    const started = this.commits.write(() => {
       let id: string;
       if (typeof rollout === 'string') id = rollout;
       else {
@@ -148,7 +150,7 @@ export class Store {
       const running = this.rollouts.transition({ id, to: 'running', error: null, exitCode: null });
       return { rollout: running, key: this.agentKeys.issue(running.id, options) };
     });
-    this.afterCommit([started.rollout.id]);
+    this.commits.rolloutsChanged([started.rollout.id]);
     return started;
   }
 
@@ -163,18 +165,11 @@ export class Store {
 
   /** Resolves a full id or a unique prefix of one (at least 4 characters), as users type them. */
   resolveRolloutId(idOrPrefix: string): string {
-    if (this.rollouts.find(idOrPrefix)) return idOrPrefix;
-    if (idOrPrefix.length < 4) throw new NotFoundError(`rollout ${idOrPrefix} does not exist`);
-    const matches = this.rollouts.idsWithPrefix(idOrPrefix);
-    if (matches.length === 0)
-      throw new NotFoundError(`rollout ${idOrPrefix} does not exist (list rollouts with \`lightning rollouts\`)`);
-    if (matches.length > 1)
-      throw new InvalidInputError(`rollout id prefix ${idOrPrefix} is ambiguous; type more of the id`);
-    return matches[0]!;
+    return this.rollouts.resolveId(idOrPrefix);
   }
 
   getRolloutDetail(id: string, options: { spans?: boolean; spanLimit?: number } = {}): RolloutDetail {
-    return this.transaction(() => {
+    return this.commits.read<RolloutDetail>(() => {
       const rollout = this.rollouts.get(id);
       const spans =
         options.spans === false
@@ -192,7 +187,7 @@ export class Store {
         servedBy: this.resources.servedBy(id),
         ...(leftOut > 0 && options.spanLimit !== undefined ? { spansLeftOut: leftOut } : {}),
       };
-    }) as RolloutDetail;
+    });
   }
 
   /**
@@ -234,7 +229,7 @@ export class Store {
 
   /** The matching rollouts counted, in all and per run with its batches, each named by its training run or dataset (`rollouts/groups`). */
   rolloutGroups(params: z.output<typeof RolloutGroupsParams>): RolloutGroups {
-    return this.transaction(() => {
+    return this.commits.read<RolloutGroups>(() => {
       const { limit, ...filter } = params;
       const counted = this.rollouts.groups(filter);
       let datasetNames: Map<string, string> | undefined;
@@ -245,13 +240,13 @@ export class Store {
           return datasetNames.get(id);
         },
       });
-    }) as RolloutGroups;
+    });
   }
 
   /** Stores several rollouts' spans in one transaction: the unit of batched ingest. */
   addSpanBatches(batches: readonly SpanBatch[]): Array<SpanBatchOutcome | Error> {
     const now = Date.now();
-    const outcomes = this.write(() =>
+    const outcomes = this.commits.write(() =>
       batches.map((batch) => {
         try {
           return this.spans.add(batch, now);
@@ -263,7 +258,7 @@ export class Store {
     );
     const stored = outcomes.flatMap((outcome) => (outcome instanceof Error ? [] : outcome.stored));
     if (stored.length > 0) {
-      this.afterCommit([...new Set(stored.map((span) => span.rolloutId))], stored);
+      this.commits.rolloutsChanged([...new Set(stored.map((span) => span.rolloutId))], stored);
     }
     return outcomes;
   }
@@ -283,11 +278,11 @@ export class Store {
   }
 
   addReward(params: z.output<typeof AddRewardParams>): Reward {
-    const reward = this.write(() => {
+    const reward = this.commits.write(() => {
       this.rollouts.get(params.rolloutId);
       return this.rewards.add(params);
     });
-    this.afterCommit([reward.rolloutId]);
+    this.commits.rolloutsChanged([reward.rolloutId]);
     return reward;
   }
 
@@ -302,14 +297,14 @@ export class Store {
   }
 
   putResource(params: z.output<typeof PutResourceParams>): Resource {
-    return this.write(() => this.resources.put(params));
+    return this.commits.write(() => this.resources.put(params));
   }
 
   getResource(name: string, version?: number): ResourceVersions {
-    return this.transaction(() => ({
+    return this.commits.read<ResourceVersions>(() => ({
       resource: this.resources.get(name, version),
       versions: this.resources.versions(name).map(({ value: _value, ...rest }) => rest),
-    })) as ResourceVersions;
+    }));
   }
 
   listResources(): ResourceSummary[] {
@@ -317,7 +312,7 @@ export class Store {
   }
 
   setCurrentResource(name: string, version: number): Resource {
-    return this.write(() => this.resources.setCurrent(name, version));
+    return this.commits.write(() => this.resources.setCurrent(name, version));
   }
 
   /** Records a cancel request (`cancelRequested`); the daemon's TrainingManager stops the run. */
@@ -330,19 +325,8 @@ export class Store {
     return this.writeTraining(
       params.runId,
       (training) => {
-        const run = training.get(params.runId);
-        switch (run.algorithm) {
-          case 'apo':
-            training.recordRound(params, run.config.resource);
-            return training.get(params.runId);
-          case 'grpo':
-          case 'sft':
-            throw new InvalidInputError(
-              `params.runId: training run ${run.id} is a ${run.algorithm} run; only APO runs record rounds`,
-            );
-          default:
-            return assertNever(run);
-        }
+        training.recordRound(params);
+        return training.get(params.runId);
       },
       params.round,
     );
@@ -350,22 +334,22 @@ export class Store {
 
   /** An APO run's leaderboard, best first (empty for the other algorithms): `apo/leaderboard`. */
   apoLeaderboard(runId: string): ApoCandidate[] {
-    return this.transaction(() => {
+    return this.commits.read<ApoCandidate[]>(() => {
       this.training.get(runId);
       return this.training.candidates(runId);
-    }) as ApoCandidate[];
+    });
   }
 
   /** A run with its metric points after `afterStep` and its checkpoints or candidates, read in one transaction. */
   getTrainingRun(id: string, afterStep = -1): TrainingRunDetail {
-    return this.transaction(() => this.training.detail(id, afterStep)) as TrainingRunDetail;
+    return this.commits.read<TrainingRunDetail>(() => this.training.detail(id, afterStep));
   }
 
   /** The newest runs, each with its latest metrics. */
   listTrainingRuns(limit: number): TrainingRunSummary[] {
-    return this.transaction(() =>
+    return this.commits.read<TrainingRunSummary[]>(() =>
       this.training.list(limit).map((run) => this.training.summary(run)),
-    ) as TrainingRunSummary[];
+    );
   }
 
   /**
@@ -373,12 +357,12 @@ export class Store {
    * The rows' rollouts were just read; the foreign key refuses one deleted meanwhile.
    */
   addRewards(rows: ReadonlyArray<z.output<typeof AddRewardParams>>): void {
-    this.write(() => this.rewards.addMany(rows));
-    this.afterCommit([...new Set(rows.map((row) => row.rolloutId))]);
+    this.commits.write(() => this.rewards.addMany(rows));
+    this.commits.rolloutsChanged([...new Set(rows.map((row) => row.rolloutId))]);
   }
 
   importDataset(params: z.output<typeof ImportDatasetParams>): Dataset {
-    return this.write(() => this.datasets.create(params));
+    return this.commits.write(() => this.datasets.create(params));
   }
 
   listDatasets(): Dataset[] {
@@ -411,10 +395,10 @@ export class Store {
 
   /** What `trainingRuns/changed` says about a run: its summary and its candidates (APO). */
   trainingRunChange(id: string): { run: TrainingRunSummary; candidates: ApoCandidate[] } {
-    return this.transaction(() => ({
+    return this.commits.read(() => ({
       run: this.training.summary(this.training.get(id)),
       candidates: this.training.candidates(id),
-    })) as { run: TrainingRunSummary; candidates: ApoCandidate[] };
+    }));
   }
 
   /** A run the daemon drives (GRPO), recorded before it starts: its config already parsed. */
@@ -493,73 +477,23 @@ export class Store {
     fn: (training: TrainingRunRepository) => T,
     round: number | null = null,
   ): T {
-    const result = this.write(() => fn(this.training));
-    this.runChanged(typeof runId === 'string' ? runId : runId(result), round);
+    const result = this.commits.write(() => fn(this.training));
+    this.commits.runChanged(typeof runId === 'string' ? runId : runId(result), round);
     return result;
   }
 
   /** Checkpoints the WAL into the main file and closes. Idempotent. */
   close(): void {
-    if (this.closed) return;
-    this.closed = true;
-    this.changes.dispose();
-    if (this.db.open) {
-      this.db.pragma('wal_checkpoint(TRUNCATE)');
-      this.db.close();
-    }
+    this.commits.close();
   }
 
   get isOpen(): boolean {
-    return !this.closed && this.db.open;
+    return this.commits.isOpen;
   }
 
-  /**
-   * Runs `fn` in an IMMEDIATE transaction (the write lock taken up front: no upgrade deadlocks).
-   * Inside an enclosing transaction it runs as part of it: in a group commit every operation
-   * already has its own savepoint (see runGrouped), and a caller's own transaction is the caller's.
-   */
-  private write<T>(fn: () => T): T {
-    if (this.db.inTransaction) return fn();
-    return this.transaction.immediate(fn) as T;
-  }
-
-  /** Announces a training run's change now, or once the enclosing (group) transaction commits. */
-  private runChanged(id: string, round: number | null): void {
-    this.changes.run(id, round, this.db.inTransaction);
-  }
-
-  /** Announces a committed change now, or, inside an enclosing transaction, once that commits. */
-  private afterCommit(rolloutIds: readonly string[], spans: readonly Span[] = []): void {
-    this.changes.rollouts(rolloutIds, spans, this.db.inTransaction);
-  }
-
-  /**
-   * Runs `ops` in one transaction, each in its own savepoint, and announces their changes after the
-   * single commit: the group commit behind WriteQueue. One op failing does not fail the others;
-   * if the commit itself fails, every op fails and nothing is announced.
-   */
-  runGrouped(ops: ReadonlyArray<() => unknown>): Array<{ ok: true; value: unknown } | { ok: false; error: unknown }> {
-    let outcomes: Array<{ ok: true; value: unknown } | { ok: false; error: unknown }>;
-    try {
-      outcomes = this.write(() =>
-        ops.map((op) => {
-          const mark = this.changes.mark();
-          try {
-            // A nested transaction is a savepoint: a failing op takes back all of its own changes…
-            return { ok: true as const, value: this.transaction(op) };
-          } catch (error) {
-            // …and its announcements.
-            this.changes.rollback(mark);
-            return { ok: false as const, error };
-          }
-        }),
-      );
-    } catch (error) {
-      this.changes.discard();
-      throw error;
-    }
-    this.changes.flush();
-    return outcomes;
+  /** The group commit behind WriteQueue: `ops` in one transaction, each in its own savepoint (see commits.ts). */
+  runGrouped(ops: ReadonlyArray<() => unknown>): GroupedOutcome[] {
+    return this.commits.runGrouped(ops);
   }
 }
 

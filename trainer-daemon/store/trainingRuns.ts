@@ -23,7 +23,13 @@ import {
   type TrainingRunStatus,
   type TrainingRunSummary,
 } from '../protocol';
-import { InvalidTransitionError, LightningError, NotFoundError, type ErrorKind } from '../protocol/errors';
+import {
+  InvalidInputError,
+  InvalidTransitionError,
+  LightningError,
+  NotFoundError,
+  type ErrorKind,
+} from '../protocol/errors';
 import { assertNever } from '../protocol/assert';
 import { isFinal } from '../protocol/status';
 
@@ -323,9 +329,22 @@ export class TrainingRunRepository {
     }
   }
 
-  /** An APO round's new candidates, scores and metrics; must run inside a transaction. */
-  recordRound(params: z.output<typeof ApoRound>, resourceName: string, now = Date.now()): void {
+  /** An APO round's new candidates, scores and metrics (an APO run's only); must run inside a transaction. */
+  recordRound(params: z.output<typeof ApoRound>, now = Date.now()): void {
     const run = this.get(params.runId);
+    let resourceName: string;
+    switch (run.algorithm) {
+      case 'apo':
+        resourceName = run.config.resource;
+        break;
+      case 'grpo':
+      case 'sft':
+        throw new InvalidInputError(
+          `params.runId: training run ${run.id} is a ${run.algorithm} run; only APO runs record rounds`,
+        );
+      default:
+        return assertNever(run);
+    }
     if (run.status !== 'running')
       throw new InvalidTransitionError(`training run ${run.id} is ${run.status}; only a running run records rounds`);
     for (const candidate of params.candidates)

@@ -9,7 +9,7 @@
 import { createHash } from 'node:crypto';
 import { describeIssues, SftExample, type ExportReport, type Json, type SftConfig, type Trajectory } from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
-import { scrubJsonValues } from '../protocol/secrets';
+import { scrubJsonValues } from '../protocol/recordScrub';
 import { buildTransitions, toChatExample } from '../lightningrl/transitions';
 
 /** The rollout statuses an SFT run reads, as `lightning export`'s default: the rating decides, not the exit. */

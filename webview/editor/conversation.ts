@@ -7,9 +7,8 @@
  * (`contents` / `candidates` with `parts`, `systemInstruction`); else OpenTelemetry's `gen_ai.*`
  * message attributes. Unknown parts are kept as JSON rather than dropped.
  */
-import type { Json, Span } from '../../trainer-daemon/protocol/records';
-
-type JsonObject = { [key: string]: Json };
+import type { Json, JsonObject, Span } from '../../trainer-daemon/protocol/records';
+import { isJsonObject, textOf } from '../../trainer-daemon/protocol/json';
 
 export type Block =
   | { readonly kind: 'text'; readonly text: string }
@@ -39,10 +38,6 @@ export interface Conversation {
   readonly rawResponse: Json | null;
 }
 
-const isObject = (value: Json | undefined): value is JsonObject =>
-  value !== null && typeof value === 'object' && !Array.isArray(value);
-const text = (value: Json | undefined): string =>
-  typeof value === 'string' ? value : value === undefined || value === null ? '' : JSON.stringify(value);
 const parseJson = (value: Json | undefined): Json | undefined => {
   if (typeof value !== 'string') return value;
   try {
@@ -53,49 +48,56 @@ const parseJson = (value: Json | undefined): Json | undefined => {
 };
 
 function role(value: Json | undefined): string {
-  const name = text(value);
+  const name = textOf(value);
   return name === 'model' ? 'assistant' : name === 'function' ? 'tool' : name || 'message';
 }
 
 /** One content part, in any of the shapes above. */
 function partBlocks(part: Json): Block[] {
   if (typeof part === 'string') return [{ kind: 'text', text: part }];
-  if (!isObject(part)) return [{ kind: 'text', text: text(part) }];
-  const type = text(part.type);
+  if (!isJsonObject(part)) return [{ kind: 'text', text: textOf(part) }];
+  const type = textOf(part.type);
   if (type === 'thinking' || type === 'reasoning' || part.thought === true)
-    return [{ kind: 'thinking', text: text(part.thinking ?? part.text ?? part.summary) }];
+    return [{ kind: 'thinking', text: textOf(part.thinking ?? part.text ?? part.summary) }];
   if (type === 'redacted_thinking') return [{ kind: 'thinking', text: '(redacted thinking)' }];
   if (type === 'tool_use' || type === 'function_call')
     return [
       {
         kind: 'toolCall',
-        name: text(part.name),
-        arguments: text(part.input ?? part.arguments),
-        id: text(part.id ?? part.call_id) || null,
+        name: textOf(part.name),
+        arguments: textOf(part.input ?? part.arguments),
+        id: textOf(part.id ?? part.call_id) || null,
       },
     ];
   if (type === 'tool_result' || type === 'function_call_output') {
     const content = Array.isArray(part.content)
       ? part.content.flatMap(partBlocks).map(blockText).join('\n')
-      : text(part.content ?? part.output);
-    return [{ kind: 'toolResult', text: content, id: text(part.tool_use_id ?? part.call_id) || null }];
+      : textOf(part.content ?? part.output);
+    return [{ kind: 'toolResult', text: content, id: textOf(part.tool_use_id ?? part.call_id) || null }];
   }
-  if (isObject(part.functionCall))
+  if (isJsonObject(part.functionCall))
     return [
       {
         kind: 'toolCall',
-        name: text(part.functionCall.name),
-        arguments: text(part.functionCall.args),
-        id: text(part.functionCall.id) || null,
+        name: textOf(part.functionCall.name),
+        arguments: textOf(part.functionCall.args),
+        id: textOf(part.functionCall.id) || null,
       },
     ];
-  if (isObject(part.functionResponse))
+  if (isJsonObject(part.functionResponse))
     return [
-      { kind: 'toolResult', text: text(part.functionResponse.response), id: text(part.functionResponse.name) || null },
+      {
+        kind: 'toolResult',
+        text: textOf(part.functionResponse.response),
+        id: textOf(part.functionResponse.name) || null,
+      },
     ];
   if (type === 'image_url' || type === 'image' || type === 'input_image' || part.inlineData !== undefined)
     return [
-      { kind: 'image', text: `[image${isObject(part.image_url) ? ` ${text(part.image_url.url).slice(0, 80)}` : ''}]` },
+      {
+        kind: 'image',
+        text: `[image${isJsonObject(part.image_url) ? ` ${textOf(part.image_url.url).slice(0, 80)}` : ''}]`,
+      },
     ];
   if (typeof part.text === 'string') return [{ kind: 'text', text: part.text }];
   if (typeof part.content === 'string') return [{ kind: 'text', text: part.content }];
@@ -110,7 +112,7 @@ function contentBlocks(content: Json | undefined): Block[] {
 
 /** A message of chat completions, Anthropic Messages, Gemini contents, or a Responses input item. */
 function turnOf(message: JsonObject): Turn {
-  const type = text(message.type);
+  const type = textOf(message.type);
   if (type === 'function_call') return { role: 'assistant', blocks: partBlocks(message) };
   if (type === 'function_call_output') return { role: 'tool', blocks: partBlocks(message) };
   if (type === 'reasoning')
@@ -120,8 +122,8 @@ function turnOf(message: JsonObject): Turn {
         {
           kind: 'thinking',
           text: Array.isArray(message.summary)
-            ? message.summary.map((s) => (isObject(s) ? text(s.text) : text(s))).join('\n')
-            : text(message.summary),
+            ? message.summary.map((s) => (isJsonObject(s) ? textOf(s.text) : textOf(s))).join('\n')
+            : textOf(message.summary),
         },
       ],
     };
@@ -135,7 +137,7 @@ function turnOf(message: JsonObject): Turn {
     blocks.push(
       ...content.map((block): Block =>
         block.kind === 'text'
-          ? { kind: 'toolResult', text: block.text, id: text(message.tool_call_id) || null }
+          ? { kind: 'toolResult', text: block.text, id: textOf(message.tool_call_id) || null }
           : block,
       ),
     );
@@ -144,9 +146,14 @@ function turnOf(message: JsonObject): Turn {
   if (who === 'user' && blocks.length > 0 && blocks.every((block) => block.kind === 'toolResult'))
     return { role: 'tool', blocks };
   if (Array.isArray(message.tool_calls)) {
-    for (const call of message.tool_calls.filter(isObject)) {
-      const fn = isObject(call.function) ? call.function : call;
-      blocks.push({ kind: 'toolCall', name: text(fn.name), arguments: text(fn.arguments), id: text(call.id) || null });
+    for (const call of message.tool_calls.filter(isJsonObject)) {
+      const fn = isJsonObject(call.function) ? call.function : call;
+      blocks.push({
+        kind: 'toolCall',
+        name: textOf(fn.name),
+        arguments: textOf(fn.arguments),
+        id: textOf(call.id) || null,
+      });
     }
   }
   return { role: who, blocks };
@@ -154,7 +161,8 @@ function turnOf(message: JsonObject): Turn {
 
 function systemTurn(system: Json | undefined): Turn[] {
   if (system === undefined || system === null) return [];
-  const blocks = isObject(system) && Array.isArray(system.parts) ? contentBlocks(system.parts) : contentBlocks(system);
+  const blocks =
+    isJsonObject(system) && Array.isArray(system.parts) ? contentBlocks(system.parts) : contentBlocks(system);
   return blocks.length ? [{ role: 'system', blocks }] : [];
 }
 
@@ -167,7 +175,7 @@ function requestTurns(request: JsonObject): Turn[] {
     turns.push({ role: 'system', blocks: [{ kind: 'text', text: request.instructions }] });
   for (const list of [request.messages, request.contents, request.input]) {
     if (typeof list === 'string') turns.push({ role: 'user', blocks: [{ kind: 'text', text: list }] });
-    else if (Array.isArray(list)) turns.push(...list.filter(isObject).map(turnOf));
+    else if (Array.isArray(list)) turns.push(...list.filter(isJsonObject).map(turnOf));
   }
   if (typeof request.prompt === 'string')
     turns.push({ role: 'user', blocks: [{ kind: 'text', text: request.prompt }] });
@@ -176,17 +184,17 @@ function requestTurns(request: JsonObject): Turn[] {
 
 function responseTurns(response: JsonObject): Turn[] {
   if (Array.isArray(response.choices)) {
-    const choice = response.choices.find(isObject);
-    if (choice && isObject(choice.message)) return [turnOf({ role: 'assistant', ...choice.message })];
+    const choice = response.choices.find(isJsonObject);
+    if (choice && isJsonObject(choice.message)) return [turnOf({ role: 'assistant', ...choice.message })];
     if (choice && typeof choice.text === 'string')
       return [{ role: 'assistant', blocks: [{ kind: 'text', text: choice.text }] }];
   }
   if (Array.isArray(response.candidates)) {
-    const candidate = response.candidates.find(isObject);
-    if (candidate && isObject(candidate.content)) return [turnOf({ role: 'assistant', ...candidate.content })];
+    const candidate = response.candidates.find(isJsonObject);
+    if (candidate && isJsonObject(candidate.content)) return [turnOf({ role: 'assistant', ...candidate.content })];
   }
   if (Array.isArray(response.output)) {
-    const blocks = response.output.filter(isObject).flatMap((item) => turnOf(item).blocks);
+    const blocks = response.output.filter(isJsonObject).flatMap((item) => turnOf(item).blocks);
     return [{ role: 'assistant', blocks }];
   }
   if (Array.isArray(response.content)) return [{ role: 'assistant', blocks: contentBlocks(response.content) }];
@@ -195,27 +203,27 @@ function responseTurns(response: JsonObject): Turn[] {
 
 function toolList(request: JsonObject): Conversation['tools'] {
   if (!Array.isArray(request.tools)) return [];
-  return request.tools.filter(isObject).flatMap((tool) => {
+  return request.tools.filter(isJsonObject).flatMap((tool) => {
     if (Array.isArray(tool.functionDeclarations))
       return tool.functionDeclarations
-        .filter(isObject)
-        .map((fn) => ({ name: text(fn.name), description: text(fn.description) }));
-    const fn = isObject(tool.function) ? tool.function : tool;
-    return [{ name: text(fn.name ?? tool.type), description: text(fn.description) }];
+        .filter(isJsonObject)
+        .map((fn) => ({ name: textOf(fn.name), description: textOf(fn.description) }));
+    const fn = isJsonObject(tool.function) ? tool.function : tool;
+    return [{ name: textOf(fn.name ?? tool.type), description: textOf(fn.description) }];
   });
 }
 
 function reasoningTokens(response: JsonObject | null): number | null {
   if (!response) return null;
-  const usage = isObject(response.usage)
+  const usage = isJsonObject(response.usage)
     ? response.usage
-    : isObject(response.usageMetadata)
+    : isJsonObject(response.usageMetadata)
       ? response.usageMetadata
       : null;
   if (!usage) return null;
-  const details = isObject(usage.completion_tokens_details)
+  const details = isJsonObject(usage.completion_tokens_details)
     ? usage.completion_tokens_details
-    : isObject(usage.output_tokens_details)
+    : isJsonObject(usage.output_tokens_details)
       ? usage.output_tokens_details
       : {};
   const value = details.reasoning_tokens ?? usage.thoughtsTokenCount;
@@ -225,7 +233,7 @@ function reasoningTokens(response: JsonObject | null): number | null {
 /** OpenTelemetry GenAI messages (`gen_ai.input.messages` / `gen_ai.output.messages`, JSON) or the older prompt/completion attributes. */
 function otelTurns(attributes: Span['attributes'], key: string, fallback: string, defaultRole: string): Turn[] {
   const messages = parseJson(attributes[key]);
-  if (Array.isArray(messages)) return messages.filter(isObject).map(turnOf);
+  if (Array.isArray(messages)) return messages.filter(isJsonObject).map(turnOf);
   const plain = attributes[fallback];
   return typeof plain === 'string' && plain ? [{ role: defaultRole, blocks: [{ kind: 'text', text: plain }] }] : [];
 }
@@ -233,9 +241,9 @@ function otelTurns(attributes: Span['attributes'], key: string, fallback: string
 export function conversationOf(span: Span): Conversation {
   const attributes = span.attributes;
   const recorded = attributes['lightning.request'];
-  const request = isObject(recorded) ? recorded : null;
+  const request = isJsonObject(recorded) ? recorded : null;
   const rawResponse = attributes['lightning.response'];
-  const response = isObject(rawResponse) ? rawResponse : null;
+  const response = isJsonObject(rawResponse) ? rawResponse : null;
   const turns = request
     ? requestTurns(request)
     : otelTurns(attributes, 'gen_ai.input.messages', 'gen_ai.prompt', 'user');
@@ -244,7 +252,7 @@ export function conversationOf(span: Span): Conversation {
     : otelTurns(attributes, 'gen_ai.output.messages', 'gen_ai.completion', 'assistant');
   return {
     model:
-      text(
+      textOf(
         attributes['gen_ai.response.model'] ??
           attributes['gen_ai.request.model'] ??
           request?.model ??

@@ -20,7 +20,8 @@ import {
   type Json,
 } from '../../protocol';
 import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
-import { registerSecretValue, scrubJsonValues } from '../../protocol/secrets';
+import { registerSecretValue } from '../../protocol/secrets';
+import { scrubJsonValues } from '../../protocol/recordScrub';
 import { buildTransitions, toChatExample } from '../../lightningrl/transitions';
 import { writeFileAtomically } from '../../util/privateFiles';
 import { Store } from '../../store/store';

@@ -1,0 +1,114 @@
+/**
+ * A non-streamed answer: held (within the per-answer cap and the daemon's in-flight byte budget), read as JSON for
+ * the record, and sent to the agent whole only once its record is committed — the agent's 200 means "recorded".
+ */
+import type { JsonObject } from '../protocol/json';
+import { errorMessage } from '../protocol/errors';
+import { redactUrl } from '../protocol/secrets';
+import { maxUpstreamBodyBytes } from '../util/boundedBody';
+import type { ByteBudget } from './byteBudget';
+import { sendError, type CallExchange } from './callExchange';
+import type { UpstreamBody } from './upstreamAnswer';
+
+/** A non-streamed LLM answer is JSON of at most a few MB; past this it is refused (502), not buffered. */
+const MAX_UPSTREAM_BODY_BYTES = maxUpstreamBodyBytes();
+
+/** The message of an upstream's JSON error body (`{error: {message}}` or `{error: "..."}`), for the record. */
+function upstreamErrorMessage(json: JsonObject | null): string | undefined {
+  const error = json?.error;
+  if (error && typeof error === 'object' && !Array.isArray(error) && typeof error.message === 'string')
+    return error.message;
+  return typeof error === 'string' ? error : undefined;
+}
+
+/** Reads the held answer for the record and sends it once the record is committed (503 when it could not be). */
+function answerWhole(exchange: CallExchange, body: UpstreamBody, bytes: Buffer): void {
+  const { response, reassembler } = exchange;
+  const { upstreamResponse, headers, status } = body;
+  let parsed: unknown;
+  let malformed = false;
+  if (String(upstreamResponse.headers['content-type'] ?? '').includes('json') || bytes.length > 0) {
+    try {
+      parsed = JSON.parse(bytes.toString('utf8'));
+    } catch {
+      malformed = status < 400;
+    }
+  }
+  if (malformed) {
+    exchange.fail(
+      502,
+      'upstream_malformed_response',
+      `the upstream ${redactUrl(exchange.base)} answered HTTP ${status} with a body that is not JSON`,
+    );
+    return;
+  }
+  let json = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
+  // A streamed answer sent as one JSON array (Gemini's streamGenerateContent without alt=sse).
+  if (Array.isArray(parsed) && reassembler && status < 400) {
+    for (const item of parsed) reassembler.add(item);
+    json = reassembler.result();
+    exchange.streamed = true;
+  }
+  const error =
+    status >= 400
+      ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? bytes.toString('utf8').slice(0, 500)}`
+      : null;
+  // The answer goes out once its record is committed: the agent's 200 means "recorded".
+  void exchange
+    .finish(error, json, status >= 400 ? { kind: 'upstream_error', status } : { kind: 'ok' })
+    .then((committed) => {
+      if (!committed) {
+        sendError(
+          response,
+          503,
+          'storage_unavailable',
+          'Lightning could not record this call (the store refused the write); retry shortly',
+        );
+        return;
+      }
+      response.writeHead(status, { ...headers, 'content-length': bytes.length });
+      response.end(bytes);
+    });
+}
+
+/**
+ * Holds a non-streamed answer (a 502 past the per-answer cap or the byte budget, or when the upstream breaks off),
+ * then answers it whole once it is recorded.
+ */
+export function relayBody(exchange: CallExchange, body: UpstreamBody, budget: ByteBudget | undefined): void {
+  const { upstreamResponse, source, decoder } = body;
+  const chunks: Buffer[] = [];
+  let held = 0;
+  source.on('data', (chunk: Buffer) => {
+    exchange.firstByteMs ??= Date.now();
+    held += chunk.length;
+    try {
+      if (held > MAX_UPSTREAM_BODY_BYTES)
+        throw new Error(`the answer is over the ${MAX_UPSTREAM_BODY_BYTES}-byte limit for a non-streamed answer`);
+      budget?.take(chunk.length, exchange.response);
+    } catch (error) {
+      upstreamResponse.destroy();
+      decoder?.destroy();
+      exchange.fail(
+        502,
+        'upstream_response_too_large',
+        `Lightning did not take the upstream ${redactUrl(exchange.base)}'s answer: ${errorMessage(error)}`,
+        { kind: 'truncated', limit: 'response_body' },
+      );
+      return;
+    }
+    chunks.push(chunk);
+  });
+  source.on('end', () => {
+    if (exchange.ended) return;
+    answerWhole(exchange, body, Buffer.concat(chunks));
+  });
+  const broke = (reason: string): void => {
+    if (exchange.ended) return;
+    exchange.fail(502, 'upstream_unavailable', `the upstream connection broke: ${reason}`);
+  };
+  upstreamResponse.on('error', (error) => broke(errorMessage(error)));
+  upstreamResponse.on('close', () => {
+    if (!upstreamResponse.complete) broke('the response ended early');
+  });
+}
