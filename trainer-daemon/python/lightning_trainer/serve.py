@@ -39,6 +39,8 @@ from .stream import ChatStream
 
 DEFAULT_MAX_TOKENS = 1024  # when a request names no max_tokens
 GREEDY_PREFIX = "/greedy"  # the same routes at temperature 0: validation rollouts with an unchanged agent
+ADAPTER_PREFIX = "/adapter/"  # /adapter/<policy>: several policies, this one's adapter answers (after /greedy)
+BASE_PREFIX = "/base"  # several policies: the base model answers, no adapter
 KEY_PREFIX = "/p/"  # /p/<key>: the capability path every request needs
 MAX_BODY_BYTES = int(os.environ.get("LIGHTNING_POLICY_MAX_BODY_BYTES") or 32 * 1024 * 1024)
 # A connection's reads and writes: headers, a whole body, an idle keep-alive and a client not reading its answer each
@@ -95,7 +97,7 @@ class Completions:
     def policy(self):
         return self.session.serving_policy
 
-    def _sampling(self, body: dict, prompt: list[int]) -> list[Sampling]:
+    def _sampling(self, body: dict, prompt: list[int], adapter: Optional[str] = None) -> list[Sampling]:
         context = self.policy.context
         room = DEFAULT_MAX_TOKENS if context is None else min(DEFAULT_MAX_TOKENS, context - len(prompt))
         if room <= 0:
@@ -113,12 +115,13 @@ class Completions:
                 stop=_stops(body),
                 seed=None if seed is None else seed + i,
                 top_logprobs=top,
+                adapter=adapter,
             )
             for i in range(n)
         ]
 
-    def _run(self, prompt: list[int], body: dict) -> Job:
-        job = self.batcher.run(Job(prompt, self._sampling(body, prompt)))
+    def _run(self, prompt: list[int], body: dict, adapter: Optional[str]) -> Job:
+        job = self.batcher.run(Job(prompt, self._sampling(body, prompt, adapter)))
         if job.error is not None:
             raise job.error
         return job
@@ -148,7 +151,7 @@ class Completions:
         completion = sum(len(o.ids) for o in outputs)
         return {"prompt_tokens": len(prompt), "completion_tokens": completion, "total_tokens": len(prompt) + completion}
 
-    def chat_job(self, body: dict, stream: bool = False) -> tuple[Job, Optional[list]]:
+    def chat_job(self, body: dict, stream: bool = False, adapter: Optional[str] = None) -> tuple[Job, Optional[list]]:
         """The request's job, queued (decoded from the next step on), and the tools its output is parsed with."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
@@ -157,11 +160,11 @@ class Completions:
         if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
             raise RequestError("'tools' must be a list of tool objects", "tools")
         prompt = self.policy.render_prompt(messages, tools)
-        job = self.batcher.submit(Job(prompt, self._sampling(body, prompt), stream=stream))
+        job = self.batcher.submit(Job(prompt, self._sampling(body, prompt, adapter), stream=stream))
         return job, tools if body.get("tool_choice") != "none" else None
 
-    def chat(self, body: dict) -> tuple[dict, int]:
-        job, parse_tools = self.chat_job(body)
+    def chat(self, body: dict, adapter: Optional[str] = None) -> tuple[dict, int]:
+        job, parse_tools = self.chat_job(body, adapter=adapter)
         self.batcher.wait(job)
         if job.error is not None:
             raise job.error
@@ -182,12 +185,12 @@ class Completions:
             choices.append(choice)
         return self.envelope("chatcmpl", "chat.completion", body, job, choices)
 
-    def text(self, body: dict) -> tuple[dict, int]:
+    def text(self, body: dict, adapter: Optional[str] = None) -> tuple[dict, int]:
         prompt_text = body.get("prompt")
         if not isinstance(prompt_text, str):
             raise RequestError("'prompt' must be a string", "prompt")
         prompt = self.policy.encode_prompt(prompt_text)
-        job = self._run(prompt, body)
+        job = self._run(prompt, body, adapter)
         choices = []
         for index, out in enumerate(job.outputs):
             choice = {"index": index, "text": self.text_of(out), "finish_reason": out.finish_reason, "logprobs": None}
@@ -325,17 +328,37 @@ class Handler(BaseHTTPRequestHandler):
             return None
         return path[len(KEY_PREFIX) + len(key) :] or "/"
 
-    def _route_path(self, path: str) -> tuple[str, bool]:
-        """The path without a `/greedy` prefix, and whether it had one (validation: temperature 0 whatever is asked)."""
+    def _route_path(self, path: str) -> tuple[str, bool, Optional[str]]:
+        """The path without its `/greedy` prefix (validation: temperature 0 whatever is asked) and, with several
+        policies, its `/adapter/<policy>` or `/base` prefix; whether it was greedy, and the adapter that answers
+        (None: the base model with several policies, the policy itself with one). An adapter this server does not
+        hold is a RequestError (404)."""
         path = path.rstrip("/")
         greedy = path.startswith(GREEDY_PREFIX + "/")
-        return (path[len(GREEDY_PREFIX) :] if greedy else path), greedy
+        path = path[len(GREEDY_PREFIX) :] if greedy else path
+        adapters = self.completions.policy.adapters
+        adapter = None
+        if path.startswith(ADAPTER_PREFIX):
+            adapter, _, rest = path[len(ADAPTER_PREFIX) :].partition("/")
+            path = "/" + rest
+            if adapter not in (adapters or []):
+                held = f"its adapters are {', '.join(adapters)}" if adapters else "it serves one policy (no adapters)"
+                raise RequestError(f"this policy server has no adapter {adapter!r}: {held}")
+        elif path == BASE_PREFIX or path.startswith(BASE_PREFIX + "/"):
+            path = path[len(BASE_PREFIX) :]
+            if not adapters:
+                raise RequestError("this policy server serves one policy: there is no base route (/base) to choose")
+        return path, greedy, adapter
 
     def do_GET(self) -> None:
         path = self._admitted()
         if path is None:
             return
-        if self._route_path(path)[0] == "/v1/models":
+        try:
+            route = self._route_path(path)[0]
+        except RequestError as error:
+            return self._error(404, str(error))
+        if route == "/v1/models":
             name = self.completions.policy.name
             self._send(200, {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "lightning"}]})
         else:
@@ -361,8 +384,6 @@ class Handler(BaseHTTPRequestHandler):
 
     def _post(self, request_path: str, length: int) -> None:
         routes = {"/v1/chat/completions": self.completions.chat, "/v1/completions": self.completions.text}
-        path, greedy = self._route_path(request_path)
-        route = routes.get(path)
         try:
             try:
                 raw = self._read_body(length)
@@ -371,14 +392,19 @@ class Handler(BaseHTTPRequestHandler):
             except OSError:  # the client left while its body was being read
                 self.close_connection = True
                 return
+            try:
+                path, greedy, adapter = self._route_path(request_path)
+            except RequestError as error:
+                return self._error(404, str(error))
+            route = routes.get(path)
             if route is None:
                 return self._error(404, f"no route POST {request_path}")
             body = _parse_json(raw)
             if greedy:
                 body = {**body, "temperature": 0.0}
             if body.get("stream") and route == self.completions.chat:
-                return self._stream(body)
-            response, rows = route(body)
+                return self._stream(body, adapter)
+            response, rows = route(body, adapter)
         except ClientGone:
             self.close_connection = True  # nobody to answer: its rows were dropped
             return
@@ -390,10 +416,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(500, f"{type(error).__name__}: {error}")
         self._send(200, response, {"X-Lightning-Batch-Size": str(rows)})
 
-    def _stream(self, body: dict) -> None:
+    def _stream(self, body: dict, adapter: Optional[str]) -> None:
         """A streamed chat completion: its tokens as they are decoded (stream.ChatStream). A failure before the first
         event is an HTTP error like any other; after it, an error event ends the stream."""
-        job, parse_tools = self.completions.chat_job(body, stream=True)
+        job, parse_tools = self.completions.chat_job(body, stream=True, adapter=adapter)
         try:
             ChatStream(self.completions, body, job, parse_tools, self).run()
         except OSError:  # the client left mid-stream: its rows leave the batch before the next step
