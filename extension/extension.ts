@@ -103,14 +103,7 @@ export function activate(context: vscode.ExtensionContext): void {
     upstreamKey.onDidChange(restartOwnDaemon),
     vscode.workspace.onDidChangeConfiguration((event) => affectsDaemon(event) && restartOwnDaemon()),
   );
-  const optimize = new OptimizePrompt(
-    supervisor,
-    log,
-    upstreamKey,
-    context.asAbsolutePath('dist/cli.js'),
-    promptResults,
-    context.workspaceState,
-  );
+  const optimize = new OptimizePrompt(supervisor, trainingRuns, log, promptResults, context.workspaceState);
   context.subscriptions.push(
     trainingRuns,
     promptResults,

@@ -2,12 +2,11 @@
  * Training runs for the panel: the daemon's `trainingRuns/changed` notifications, re-subscribed on
  * every connection and re-emitted as an event, and the panel's requests about runs (the list, one
  * run's view — whole, or its metric points after a step for a live chart — cancel, resume, and Use
- * on a checkpoint). A run's view is generic (webview/trainingRunProtocol.ts): its metrics, plus the
- * algorithm's own part — APO's leaderboard, GRPO's and SFT's checkpoints (a switch on the run's algorithm).
+ * on a checkpoint). A run's view (webview/trainingRunProtocol.ts) is the daemon's run detail, a union on the
+ * algorithm (APO's leaderboard, GRPO's and SFT's checkpoints), which the pages switch on.
  */
 import * as vscode from 'vscode';
-import type { TrainingRun, TrainingRunDetail, TrainingRunSummary } from '../trainer-daemon/protocol';
-import { assertNever } from '../trainer-daemon/protocol/assert';
+import type { TrainingRun, TrainingRunSummary } from '../trainer-daemon/protocol';
 import type { ExtensionToWebview, WebviewToExtension } from '../webview/protocol';
 import type { TrainingRunView } from '../webview/trainingRunProtocol';
 import type { DaemonClient } from './daemonClient';
@@ -89,20 +88,5 @@ export class TrainingRuns implements vscode.Disposable {
 }
 
 async function view(client: DaemonClient, id: string, afterStep: number): Promise<TrainingRunView> {
-  const detail = await client.request('getTrainingRun', { id, afterStep });
-  return { run: detail.run, metrics: detail.metrics, afterStep, extra: extraOf(detail) };
-}
-
-/** The algorithm's own part of the view: APO's leaderboard, GRPO's and SFT's checkpoints. */
-function extraOf(detail: TrainingRunDetail): TrainingRunView['extra'] {
-  switch (detail.run.algorithm) {
-    case 'apo':
-      return { kind: 'apo', candidates: detail.candidates };
-    case 'grpo':
-      return { kind: 'grpo', checkpoints: detail.checkpoints };
-    case 'sft':
-      return { kind: 'sft', checkpoints: detail.checkpoints };
-    default:
-      return assertNever(detail.run);
-  }
+  return { ...(await client.request('getTrainingRun', { id, afterStep })), afterStep };
 }

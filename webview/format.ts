@@ -109,22 +109,47 @@ export function runGroupTime(run: RolloutRunGroup, now = Date.now()): string {
 export function runGroupFacts(run: RolloutRunGroup): string {
   const parts: string[] = [];
   if (run.kind === 'training') {
-    const apo = run.algorithm === 'apo';
-    // GRPO: each iteration's sampled batch (its validations are beside them); APO: each evaluation, train or val.
-    const numbered = run.batches.filter((batch) => batch.step !== null && (apo || batch.mode === 'train')).length;
-    if (numbered > 0) parts.push(`${numbered} ${apo ? 'evaluation' : 'iteration'}${numbered === 1 ? '' : 's'}`);
+    const { noun, counts } = numberedBatches(run.algorithm);
+    const numbered = run.batches.filter((batch) => batch.step !== null && counts(batch)).length;
+    if (numbered > 0) parts.push(`${numbered} ${noun}${numbered === 1 ? '' : 's'}`);
   }
   return [...parts, groupFacts(run)].join(' · ');
+}
+
+/**
+ * What a training run's numbered batches count: APO's evaluations (train or val); GRPO's iterations, by their sampled
+ * batch (its validations are beside them); SFT runs none.
+ */
+function numberedBatches(algorithm: TrainingAlgorithm): {
+  readonly noun: string;
+  readonly counts: (batch: RolloutBatchGroup) => boolean;
+} {
+  switch (algorithm) {
+    case 'apo':
+      return { noun: 'evaluation', counts: () => true };
+    case 'grpo':
+    case 'sft':
+      return { noun: 'iteration', counts: (batch) => batch.mode === 'train' };
+    default:
+      return assertNever(algorithm);
+  }
 }
 
 /** A training run's batch, in words: "iteration 4", "validation before training", "evaluation 2", "optimizer calls". */
 export function batchTitle(batch: RolloutBatchGroup, algorithm: TrainingAlgorithm): string {
   if (batch.mode === 'optimizer') return 'Optimizer calls';
   if (batch.step === null) return `Batch ${batch.batchId}`;
-  if (algorithm === 'apo') return `Evaluation ${batch.step}`;
-  if (batch.mode === 'val')
-    return `Validation ${batch.step === 0 ? 'before training' : `after iteration ${batch.step}`}`;
-  return `Iteration ${batch.step + 1}`;
+  switch (algorithm) {
+    case 'apo':
+      return `Evaluation ${batch.step}`;
+    case 'grpo':
+    case 'sft':
+      if (batch.mode === 'val')
+        return `Validation ${batch.step === 0 ? 'before training' : `after iteration ${batch.step}`}`;
+      return `Iteration ${batch.step + 1}`;
+    default:
+      return assertNever(algorithm);
+  }
 }
 
 /** A group's counts: "128 rollouts · 3 failed · 2 running". */

@@ -23,7 +23,7 @@ import { attachChartHover, pointText, smoothingControl } from './chartControls';
 import { chartedMetrics, runOutcome, runSubject, scoreText } from './trainingRunFormat';
 import type { TrainingRunView } from './trainingRunProtocol';
 
-type TrainingRunDetailCheckpoints = Extract<TrainingRunView['extra'], { kind: 'grpo' }>['checkpoints'];
+type TrainingRunDetailCheckpoints = Extract<TrainingRunView, { algorithm: 'grpo' }>['checkpoints'];
 
 export interface TrainingRunActions {
   list(): void;
@@ -152,27 +152,27 @@ export class TrainingRunsView {
         'open-run-tab',
       ),
     );
-    if (run.result !== null)
-      header.append(
-        button('Show Diff', 'Show the result in the editor', () => this.actions.showResult(run.id), 'show-result'),
-      );
     const parts: HTMLElement[] = [
       header,
       el('div', 'facts', [runSubject(run), runOutcome(run)].filter(Boolean).join(' · ')),
       ...placementDetail(run).map((line) => el('div', 'facts placement', line)),
     ];
-    switch (view.extra.kind) {
+    switch (view.algorithm) {
       case 'apo':
-        parts.push(this.combinedChart(run.algorithm), this.leaderboard(view.extra.candidates));
+        if (view.run.result !== null)
+          header.append(
+            button('Show Diff', 'Show the result in the editor', () => this.actions.showResult(run.id), 'show-result'),
+          );
+        parts.push(this.combinedChart(view.algorithm), this.leaderboard(view.candidates));
         break;
       case 'grpo':
-        parts.push(this.smallMultiples(grpoCharts(this.metrics)), this.checkpoints(view.extra.checkpoints));
+        parts.push(this.smallMultiples(grpoCharts(this.metrics)), this.checkpoints(view.checkpoints));
         break;
       case 'sft':
-        parts.push(this.smallMultiples(sftCharts(this.metrics)), this.checkpoints(view.extra.checkpoints));
+        parts.push(this.smallMultiples(sftCharts(this.metrics)), this.checkpoints(view.checkpoints));
         break;
       default:
-        assertNever(view.extra);
+        assertNever(view);
     }
     this.detailElement.replaceChildren(...parts);
     this.detailElement.dataset.runId = run.id;

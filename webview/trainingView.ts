@@ -4,10 +4,24 @@
  * token counts and whether the trainer re-tokenizes it — what `lightning export` would write.
  */
 import type { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
+import { assertNever } from '../trainer-daemon/protocol/assert';
 import { codicon, el } from './dom';
 
 function num(value: number | null, digits = 3): string {
   return value === null ? '–' : String(Number(value.toFixed(digits)));
+}
+
+/** "GRPO, std-normalized", "baseline", "none": how the advantages were computed. */
+function advantageText(advantage: RolloutTransitions['options']['advantage']): string {
+  switch (advantage.kind) {
+    case 'grpo':
+      return `GRPO${advantage.normalizeStd ? ', std-normalized' : ''}`;
+    case 'baseline':
+    case 'none':
+      return advantage.kind;
+    default:
+      return assertNever(advantage.kind);
+  }
 }
 
 export function renderTrainingView(view: RolloutTransitions): HTMLElement {
@@ -15,10 +29,7 @@ export function renderTrainingView(view: RolloutTransitions): HTMLElement {
   box.dataset.rolloutId = view.rolloutId;
   const { group, options } = view;
   const credit = options.credit.kind === 'discounted' ? `discounted (γ ${options.credit.gamma})` : options.credit.kind;
-  const advantage =
-    options.advantage.kind === 'grpo'
-      ? `GRPO${options.advantage.normalizeStd ? ', std-normalized' : ''}`
-      : options.advantage.kind;
+  const advantage = advantageText(options.advantage);
   box.append(
     el(
       'div',

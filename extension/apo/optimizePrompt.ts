@@ -2,28 +2,32 @@
  * **Lightning: Optimize This Prompt**: the prompt under the cursor (a selection, a string literal,
  * or a whole prompt file) becomes a versioned resource, then quick picks choose the dataset, the
  * validation tasks, the agent (a launch configuration run as a command, without the debugger) and
- * APO's settings (laptop defaults; Advanced… for each), and `lightning train --algorithm apo --json`
- * runs under a cancellable progress notification. The result is shown as a diff (promptResult.ts).
+ * APO's settings (laptop defaults; Advanced… for each). The daemon runs it (`training/start`, as Start Training's
+ * GRPO and SFT runs), followed under a cancellable progress notification through the runs' notifications
+ * (training/followRun.ts). The result is shown as a diff (promptResult.ts).
  */
 import * as vscode from 'vscode';
-import { ResourceName, type ApoResult, type Dataset } from '../../trainer-daemon/protocol';
+import { ResourceName, type ApoConfig, type Dataset } from '../../trainer-daemon/protocol';
+import { errorMessage } from '../../trainer-daemon/protocol/errors';
+import { assertNever } from '../../trainer-daemon/protocol/assert';
 import type { DaemonClient } from '../daemonClient';
-import { resolveRuntimeFor } from '../runtime';
-import { readSettings, type UpstreamKey } from '../settings';
 import type { DaemonSupervisor } from '../supervisor';
 import type { AgentCommand } from '../debug/launchCommand';
 import { launchAgentChoices, pickAgent, pickNamed } from '../pickers';
+import { followRun } from '../training/followRun';
+import { progressText } from '../training/runText';
+import type { TrainingRuns } from '../trainingRuns';
 import type { PromptResults } from './promptResult';
 import { defaultResourceName, isPromptFile, promptTarget, type PromptTarget } from './promptTarget';
-import { startTrainProcess } from './trainProcess';
 import {
+  apoConfig,
+  apoStartEnv,
   describeSettings,
   LAPTOP_DEFAULTS,
   parseSetting,
   SETTING_INFO,
-  trainArgs,
   type ApoSettings,
-} from './trainArgs';
+} from './apoSettings';
 
 const TITLE = 'Lightning: Optimize This Prompt';
 const SETTINGS_KEY = 'lightning.apo.settings';
@@ -31,9 +35,9 @@ const SETTINGS_KEY = 'lightning.apo.settings';
 export class OptimizePrompt {
   constructor(
     private readonly supervisor: DaemonSupervisor,
+    /** The runs' changes (`trainingRuns/changed`), which the progress notification follows. */
+    private readonly runs: TrainingRuns,
     private readonly log: vscode.LogOutputChannel,
-    private readonly upstreamKey: UpstreamKey,
-    private readonly cliPath: string,
     private readonly results: PromptResults,
     /** The workspace's last choices. */
     private readonly memory: vscode.Memento,
@@ -73,19 +77,20 @@ export class OptimizePrompt {
     await this.memory.update(SETTINGS_KEY, settings);
     await this.storePrompt(client, resource, target.prompt);
 
-    const args = trainArgs({
-      storeFile: readSettings().storeFile,
+    const config = apoConfig({
       resource,
       dataset: dataset.name,
       valDataset,
       settings,
       promptFile: target.wholeFile && document.uri.scheme === 'file' ? document.uri.fsPath : null,
-      agentArgv: agent.argv,
+      agent,
+      processEnv: process.env,
     });
-    const result = await this.train(resource, args, agent, (runId) =>
-      this.results.remember(runId, { uri: document.uri, location: target.location }),
-    );
-    if (result) await this.results.show(result);
+    if (!config.ok) throw new Error(`cannot optimize the prompt: ${config.message}`);
+    const run = await client.request('startTraining', { config: config.value, env: apoStartEnv(agent) });
+    this.log.info(`[apo] run ${run.id} started: ${resource} on ${dataset.name}`);
+    this.results.remember(run.id, { uri: document.uri, location: target.location });
+    await this.follow(run.id, config.value);
   }
 
   private async askName(
@@ -221,77 +226,62 @@ export class OptimizePrompt {
     }
   }
 
-  private async train(
-    resource: string,
-    args: string[],
-    agent: AgentCommand,
-    started: (runId: string) => void,
-  ): Promise<ApoResult | undefined> {
-    const resolution = await resolveRuntimeFor(this.cliPath, readSettings().nodePath);
-    if (!resolution.ok) throw new Error(resolution.message);
-    const key = await this.upstreamKey.get();
-    const upstream = readSettings().upstreamBaseUrl;
-    const env: NodeJS.ProcessEnv = {
-      ...process.env,
-      ...(key ? { LIGHTNING_UPSTREAM_API_KEY: key } : {}),
-      ...(upstream ? { LIGHTNING_UPSTREAM_URL: upstream } : {}),
-    };
-    for (const [name, value] of Object.entries(agent.env)) {
-      if (value === undefined) delete env[name];
-      else env[name] = value;
-    }
-    this.log.info(`[apo] lightning ${args.join(' ')}`);
-    return vscode.window.withProgress(
+  /** A progress notification until the run ends (Cancel cancels it), then its diff, or why there is none. */
+  private async follow(runId: string, config: ApoConfig): Promise<void> {
+    const final = await vscode.window.withProgress(
       {
         location: vscode.ProgressLocation.Notification,
-        title: `Lightning: optimizing "${resource}"`,
+        title: `Lightning: optimizing "${config.resource}"`,
         cancellable: true,
       },
       async (progress, token) => {
-        let runId: string | undefined;
-        const run = startTrainProcess({
-          runtime: resolution.runtime,
-          cliPath: this.cliPath,
-          args,
-          cwd: agent.cwd,
-          env,
-          onStarted: (id) => {
-            runId = id;
-            started(id);
-            progress.report({ message: `run ${id} started: scoring the original prompt…` });
+        progress.report({ message: `run ${runId} started: scoring the original prompt…` });
+        const ended = followRun(
+          runId,
+          { onDidChange: this.runs.onDidChange, onDidConnect: this.supervisor.onDidConnect },
+          {
+            read: async () =>
+              (
+                await (
+                  await this.supervisor.ensureRunning()
+                ).request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER })
+              ).run,
+            progress: (run) => progress.report({ message: progressText(run) }),
+            warn: (error) => this.log.warn(`[apo] cannot read run ${runId}: ${errorMessage(error)}`),
           },
-          onProgress: (line) => {
-            if (line.startsWith('{')) return;
-            this.log.info(`[apo] ${line}`);
-            progress.report({ message: line });
-          },
-        });
+        );
         const cancel = token.onCancellationRequested(() => {
           progress.report({ message: 'cancelling…' });
-          if (!runId) return run.interrupt();
           void this.supervisor
             .ensureRunning()
-            .then((client) => client.request('cancelTrainingRun', { id: runId! }))
-            .catch(() => run.interrupt());
+            .then((client) => client.request('cancelTrainingRun', { id: runId }))
+            .catch((error: unknown) => this.log.error(`[apo] cannot cancel ${runId}: ${errorMessage(error)}`));
         });
         try {
-          const result = await run.result;
-          this.log.info(
-            `[apo] run ${result.runId} ${result.stopReason}: ${result.seed.valScore} → ${result.best.valScore}`,
-          );
-          return result;
-        } catch (error) {
-          if (token.isCancellationRequested) {
-            void vscode.window.showInformationMessage(
-              `Lightning: optimization of "${resource}" cancelled before the original prompt was scored.`,
-            );
-            return undefined;
-          }
-          throw error;
+          return await ended;
         } finally {
           cancel.dispose();
         }
       },
     );
+    switch (final.algorithm) {
+      case 'apo':
+        break;
+      case 'grpo':
+      case 'sft':
+        throw new Error(`training run ${final.id} is a ${final.algorithm} run, not the prompt optimization started`);
+      default:
+        return assertNever(final);
+    }
+    if (final.result) {
+      this.log.info(
+        `[apo] run ${runId} ${final.result.stopReason}: ${final.result.seed.valScore} → ${final.result.best.valScore}`,
+      );
+      await this.results.show(final.result);
+    } else if (final.status === 'cancelled')
+      void vscode.window.showInformationMessage(
+        `Lightning: optimization of "${config.resource}" cancelled before the original prompt was scored.`,
+      );
+    else throw new Error(`prompt optimization run ${runId} ${final.status}: ${final.error ?? 'no message'}`);
   }
 }

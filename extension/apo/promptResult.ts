@@ -5,7 +5,8 @@
  * for its literal, undoable) or **Keep as Resource Version** (resources/setCurrent).
  */
 import * as vscode from 'vscode';
-import { ApoResult, promptEdit, type PromptLocation, type TrainingRun } from '../../trainer-daemon/protocol';
+import { promptEdit, type ApoResult, type PromptLocation, type TrainingRun } from '../../trainer-daemon/protocol';
+import { assertNever } from '../../trainer-daemon/protocol/assert';
 import type { DaemonSupervisor } from '../supervisor';
 
 export const PROMPT_SCHEME = 'lightning-prompt';
@@ -45,12 +46,19 @@ export class PromptResults implements vscode.TextDocumentContentProvider, vscode
 
   /** The panel's Show Diff for a finished run: Apply is offered when this window marked its prompt. */
   async showRun(run: TrainingRun): Promise<void> {
-    const parsed = ApoResult.safeParse(run.result);
-    if (!parsed.success)
-      throw new Error(
-        `training run ${run.id} has no prompt optimization result${run.status === 'running' ? ' yet' : ''}`,
-      );
-    await this.show(parsed.data);
+    switch (run.algorithm) {
+      case 'apo':
+        if (run.result === null)
+          throw new Error(
+            `training run ${run.id} has no prompt optimization result${run.status === 'running' ? ' yet' : ''}`,
+          );
+        return this.show(run.result);
+      case 'grpo':
+      case 'sft':
+        throw new Error(`training run ${run.id} is a ${run.algorithm} run: it trains a model, not a prompt`);
+      default:
+        return assertNever(run);
+    }
   }
 
   /** Shows the diff and offers Apply (when the prompt's source is known) / Keep as Resource Version; resolves once the user chose (or dismissed). */

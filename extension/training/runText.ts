@@ -1,8 +1,8 @@
 /**
- * What the editor says about a GRPO or SFT run while it is followed: the progress line (GRPO: iteration k of N,
- * the sampled and validation reward; SFT: epoch k of N, the loss, the validation loss and accuracy), the end
- * message, and whether a failure means the trainer's Python is missing (then **Set Up Trainer** is offered).
- * Pure: unit-tested.
+ * What the editor says about a training run while it is followed: the progress line (GRPO: iteration k of N,
+ * the sampled and validation reward; SFT: epoch k of N, the loss, the validation loss and accuracy; APO: round k of
+ * N, the best validation score, the calls and rollouts spent), the end message, and whether a failure means the
+ * trainer's Python is missing (then **Set Up Trainer** is offered). Pure: unit-tested.
  */
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
 import type { ErrorKind } from '../../trainer-daemon/protocol/errors';
@@ -11,7 +11,7 @@ import { assertNever } from '../../trainer-daemon/protocol/assert';
 const number = (value: number | undefined): string =>
   value === undefined || !Number.isFinite(value) ? '–' : Number(value.toFixed(3)).toString();
 
-/** The iterations a run is configured for: GRPO's, SFT's epochs; an APO run counts rounds, which these lines do not follow. */
+/** The steps a run is configured for: GRPO's iterations, SFT's epochs, APO's rounds. */
 function configuredIterations(run: TrainingRunSummary): number | undefined {
   switch (run.algorithm) {
     case 'grpo':
@@ -19,7 +19,7 @@ function configuredIterations(run: TrainingRunSummary): number | undefined {
     case 'sft':
       return run.config.epochs;
     case 'apo':
-      return undefined;
+      return run.config.rounds;
     default:
       return assertNever(run);
   }
@@ -36,7 +36,17 @@ function sftProgressText(run: TrainingRunSummary, total: number | undefined): st
   return [`epoch ${run.step}${total ? `/${total}` : ''}`, `loss ${number(run.latest.loss)}`, ...val].join(' · ');
 }
 
-/** A run's progress line, by its algorithm (APO's rounds read as GRPO's iterations here). */
+/** "round 1/2 · best validation score 1 (original 0.5) · 12 LLM calls · 40 rollouts" (before: scoring the original). */
+function apoProgressText(run: TrainingRunSummary, total: number | undefined): string {
+  const best = run.latest.best_val_score;
+  if (best === undefined) return 'scoring the original prompt…';
+  const spent = `${run.latest.llm_calls ?? 0} LLM calls · ${run.latest.rollouts ?? 0} rollouts`;
+  if (run.step === 0)
+    return `the original prompt scores ${number(best)} on validation; round 1${total ? `/${total}` : ''}…`;
+  return [`round ${run.step}${total ? `/${total}` : ''}`, `best validation score ${number(best)}`, spent].join(' · ');
+}
+
+/** A run's progress line, by its algorithm. */
 export function progressText(run: TrainingRunSummary): string {
   if (run.cancelRequested && run.status === 'running') return 'cancelling…';
   const total = configuredIterations(run);
@@ -44,8 +54,9 @@ export function progressText(run: TrainingRunSummary): string {
     case 'sft':
       return sftProgressText(run, total);
     case 'grpo':
-    case 'apo':
       return iterationProgressText(run, total);
+    case 'apo':
+      return apoProgressText(run, total);
     default:
       return assertNever(run);
   }
@@ -82,7 +93,7 @@ export function endText(run: TrainingRunSummary): string {
     case 'succeeded':
       return `training run ${run.id} finished after ${run.step} ${stepNoun(run)}(s): ${outcomeText(run)}.`;
     case 'cancelled':
-      return `training run ${run.id} cancelled after ${run.step} ${stepNoun(run)}(s); its checkpoints are kept and it can be resumed.`;
+      return `training run ${run.id} cancelled after ${run.step} ${stepNoun(run)}(s); ${keptText(run)}.`;
     case 'failed':
       return `training run ${run.id} failed: ${run.error ?? 'no message'}`;
     case 'queued':
@@ -91,28 +102,45 @@ export function endText(run: TrainingRunSummary): string {
   }
 }
 
-/** What a run counts its steps in: SFT's epochs, GRPO's iterations (APO's rounds read as iterations here). */
-function stepNoun(run: TrainingRunSummary): string {
+/** What a stopped run keeps: GRPO's and SFT's checkpoints (it resumes from the last); APO's candidates. */
+function keptText(run: TrainingRunSummary): string {
   switch (run.algorithm) {
-    case 'sft':
-      return 'epoch';
     case 'grpo':
+    case 'sft':
+      return 'its checkpoints are kept and it can be resumed';
     case 'apo':
-      return 'iteration';
+      return 'its candidates and best prompt so far are kept';
     default:
       return assertNever(run);
   }
 }
 
-/** A finished run's outcome: SFT's loss and validation; GRPO's sampled and validation reward. */
+/** What a run counts its steps in: SFT's epochs, GRPO's iterations, APO's rounds. */
+function stepNoun(run: TrainingRunSummary): string {
+  switch (run.algorithm) {
+    case 'sft':
+      return 'epoch';
+    case 'grpo':
+      return 'iteration';
+    case 'apo':
+      return 'round';
+    default:
+      return assertNever(run);
+  }
+}
+
+/** A finished run's outcome: SFT's loss and validation; GRPO's sampled and validation reward; APO's scores. */
 function outcomeText(run: TrainingRunSummary): string {
   const latest = run.latest;
   switch (run.algorithm) {
     case 'sft':
       return `loss ${number(latest.loss)}${latest['val/loss'] !== undefined ? `, validation loss ${number(latest['val/loss'])}, accuracy ${number(latest['val/accuracy'])}` : ''}`;
     case 'grpo':
-    case 'apo':
       return `reward ${number(latest['reward/mean'])}${latest['val/reward'] !== undefined ? `, validation ${number(latest['val/reward'])}` : ''}`;
+    case 'apo':
+      return run.result
+        ? `validation score ${number(run.result.seed.valScore)} → ${number(run.result.best.valScore)}`
+        : `best validation score ${number(latest.best_val_score)}`;
     default:
       return assertNever(run);
   }

@@ -1,15 +1,16 @@
 /**
- * **Lightning: Start Training**, **Cancel Training** and **Resume Training**. Start asks, in quick
- * picks, for the algorithm (APO hands off to Optimize This Prompt; Fine-tune on Good Rollouts asks for the model
- * and its settings: fineTune.ts), then the base model, the dataset, the
- * agent (a launch configuration run as a command, without the debugger: debug/launchCommand.ts, picked with pickers.ts)
- * and the settings (start with the defaults, or change one at a time; remembered per workspace),
- * then sends `training/start` to the daemon, which drives the run. A run is followed in a progress
+ * **Lightning: Start Training**, **Cancel Training** and **Resume Training**. Start asks, in quick picks, for the
+ * algorithm (APO hands off to Optimize This Prompt, which starts its run the same way; Fine-tune on Good Rollouts asks
+ * for the model and its settings: fineTune.ts), then the base model, the dataset, the agent (a launch configuration
+ * run as a command, without the debugger: debug/launchCommand.ts, picked with pickers.ts) and the settings (start
+ * with the defaults, or change one at a time; remembered per workspace), then sends `training/start` to the daemon,
+ * which drives the run. A run is followed in a progress
  * notification whose Cancel sends `trainingRuns/cancel`, and shown in the panel as it goes.
  */
 import * as vscode from 'vscode';
 import type { DaemonTrainingConfig, TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
+import { assertNever } from '../../trainer-daemon/protocol/assert';
 import { isResumable } from '../../trainer-daemon/protocol/status';
 import type { DaemonClient } from '../daemonClient';
 import { datasetRows } from '../datasets/panelData';
@@ -73,17 +74,29 @@ export class TrainingCommands {
       ],
       `${TITLE} (1/5): algorithm`,
     );
-    if (!algorithm) return;
-    if (algorithm === 'apo') {
-      await vscode.commands.executeCommand('lightning.optimizePrompt');
-      return;
+    switch (algorithm) {
+      case undefined:
+        return;
+      case 'apo':
+        // Its picks start from a prompt in the editor; it starts the run through training/start as well.
+        await vscode.commands.executeCommand('lightning.optimizePrompt');
+        return;
+      case 'sft': {
+        const client = await this.supervisor.ensureRunning();
+        const config = await fineTuneConfig(client, this.memory);
+        if (config) await this.launch(client, { config });
+        return;
+      }
+      case 'grpo':
+        return this.startGrpo();
+      default:
+        return assertNever(algorithm);
     }
+  }
+
+  /** GRPO's picks: the base model, the dataset, the agent and the settings. */
+  private async startGrpo(): Promise<void> {
     const client = await this.supervisor.ensureRunning();
-    if (algorithm === 'sft') {
-      const config = await fineTuneConfig(client, this.memory);
-      if (config) await this.launch(client, { config });
-      return;
-    }
     const model = await pickModel(this.memory, `${TITLE} (2/5): base model`);
     if (!model) return;
     const dataset = await this.pickDataset();
@@ -123,7 +136,7 @@ export class TrainingCommands {
     if (id) await this.launch(client, { resume: id });
   }
 
-  /** **Cancel Training**: a running run stops now (GRPO, SFT) or at its next step (APO). */
+  /** **Cancel Training**: a running run stops now (its agents, and trainer worker, with it). */
   async cancel(runId?: string): Promise<void> {
     const client = await this.supervisor.ensureRunning();
     const id =

@@ -91,7 +91,8 @@ describe(
       }
       await pickQuickLabel(page, 'Start training');
       const detail = panel.locator('.run-detail');
-      await detail.locator('.run-header', { hasText: 'grpo train-' }).waitFor({ timeout: 60_000 });
+      // The header names the run by what it trains (runLabel); its id is on the detail.
+      await detail.locator('.run-header .run-title', { hasText: /^GRPO / }).waitFor({ timeout: 60_000 });
       runId = (await detail.getAttribute('data-run-id'))!;
       await toast(new RegExp(`training run ${runId} finished after 2 iteration`)).waitFor({ timeout: 420_000 });
       const listed = await runCli(['train', '--list', '--json', '--store', session.storeFile]);

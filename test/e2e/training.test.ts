@@ -78,7 +78,8 @@ describe(
 
     it('the run opens in the panel and its charts fill in as iterations are recorded', async () => {
       const detail = panel.locator('.run-detail');
-      await detail.locator('.run-header', { hasText: 'grpo train-' }).waitFor({ timeout: 30_000 });
+      // The header names the run by what it trains (runLabel); its id is on the detail.
+      await detail.locator('.run-header .run-title', { hasText: 'GRPO tiny on' }).waitFor({ timeout: 30_000 });
       runId = (await detail.getAttribute('data-run-id'))!;
       assert.match(runId, /^train-/);
       // After the first iteration: the reward chart with its band and a text summary.

@@ -13,5 +13,11 @@ export function testGrpoConfig(extra: Partial<GrpoConfigInput> = {}): GrpoConfig
 
 /** An APO configuration optimizing `prompt` on `sums`, with `extra` over the defaults. */
 export function testApoConfig(extra: Partial<ApoConfig> = {}): ApoConfig {
-  return ApoConfig.parse({ resource: 'prompt', dataset: 'sums', ...extra });
+  return ApoConfig.parse({
+    algorithm: 'apo',
+    command: { argv: ['node', 'agent.js'], cwd: '/w' },
+    resource: 'prompt',
+    dataset: 'sums',
+    ...extra,
+  });
 }

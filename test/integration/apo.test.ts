@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { ApoResult, metricPoints, placeholders } from '../../trainer-daemon/protocol';
+import { ApoResult, candidatesOf, metricPoints, placeholders } from '../../trainer-daemon/protocol';
 import { allRollouts, finished, setUp, storeOf, train } from '../helpers/apo';
+import { runCli } from '../helpers/daemon';
 
 const MAIN_FLAGS = [
   '--beam',
@@ -82,13 +83,17 @@ test('apo: finds a prompt that beats the seed on validation, keeps its placehold
       [2, 1],
     ],
   );
-  const best = detail.candidates[0]!;
+  const best = candidatesOf(detail)[0]!;
   assert.equal(best.id, result.best.candidateId);
   assert.equal(best.valScore, 1);
   assert.match(best.critique!, /digits/);
   assert.equal(best.parentId, 'seed');
-  for (const candidate of detail.candidates) assert.deepEqual(placeholders(candidate.prompt), ['a', 'b']);
+  for (const candidate of candidatesOf(detail)) assert.deepEqual(placeholders(candidate.prompt), ['a', 'b']);
   assert.equal(store.getResource('prompt').resource.version, 1);
   const versions = store.getResource('prompt').versions;
   assert.ok(versions.slice(1).every((v) => v.runId === result.runId && !v.current));
+  // `train --list`: the run among the others, its best validation score as its VAL.
+  const listed = await runCli(['train', '--list'], { cwd });
+  assert.equal(listed.code, 0, listed.stderr);
+  assert.match(listed.stdout, new RegExp(`${result.runId}\\s+apo\\s+succeeded\\s+2\\s+-\\s+1\\.00\\s`));
 });

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { candidatesOf } from '../../trainer-daemon/protocol';
 import { allRollouts, board, finished, setUp, storeOf, train } from '../helpers/apo';
 
 test('apo: the same seed gives the same run (sampling, tie-breaks, retries), a different seed samples differently', async (t) => {
@@ -31,7 +32,7 @@ test('apo: the same seed gives the same run (sampling, tie-breaks, retries), a d
     assert.equal(run.code, 0, run.stderr);
     const result = finished(run.stdout);
     const store = storeOf(cwd);
-    const candidates = board(store.getTrainingRun(result.runId).candidates);
+    const candidates = board(candidatesOf(store.getTrainingRun(result.runId)));
     const batches = [...allRollouts(store, 'train'), ...allRollouts(store, 'val')]
       .reverse()
       .map((r) => `${r.label!.replace(result.runId, '')} ${r.task!.id}`);

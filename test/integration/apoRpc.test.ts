@@ -4,8 +4,9 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { findDaemon } from '../../trainer-daemon/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { candidatesOf } from '../../trainer-daemon/protocol';
 import { AGENT, setUp, storeOf, train } from '../helpers/apo';
-import { CLI, runCli } from '../helpers/daemon';
+import { CLI, runCli, startDaemon } from '../helpers/daemon';
 import { waitFor } from '../helpers/tmp';
 
 test('apo: bad parameters are refused naming the flag or field, nothing started', async (t) => {
@@ -35,13 +36,33 @@ test('apo: bad parameters are refused naming the flag or field, nothing started'
   const live = await waitFor(() => findDaemon(path.join(cwd, '.lightning', 'store.db')), 'the daemon', 10_000);
   const client = await RpcClient.connect(live.info.url, live.token);
   t.after(() => client.dispose());
+  const agent = { argv: [process.execPath, AGENT], cwd };
   await assert.rejects(
-    client.requestRaw('lightning/trainingRuns/create', {
-      algorithm: 'apo',
-      config: { resource: 'prompt', dataset: 'sums', beam: 0 },
+    client.requestRaw('lightning/training/start', {
+      config: { algorithm: 'apo', command: agent, resource: 'prompt', dataset: 'sums', beam: 0 },
     }),
     (e: Error & { code: number }) => e.code === -32602 && /params\.config\.beam/.test(e.message),
   );
+  // Checked before anything is recorded: the rollout budget must at least score the seed on the validation tasks.
+  await assert.rejects(
+    client.request('startTraining', {
+      config: { algorithm: 'apo', command: agent, resource: 'prompt', dataset: 'sums', budgetRollouts: 3 },
+    }),
+    /params\.config\.budgetRollouts: 3 cannot even score the seed on the 4 validation tasks/,
+  );
+  // A stored secret is refused; one given for this start only is not stored (apoEditor.test.ts).
+  await assert.rejects(
+    client.request('startTraining', {
+      config: {
+        algorithm: 'apo',
+        command: { ...agent, env: { OPENAI_API_KEY: 'sk-0123456789abcdef0123' } },
+        resource: 'prompt',
+        dataset: 'sums',
+      },
+    }),
+    /params\.config\.command\.env: secrets are not stored with a run: set OPENAI_API_KEY/,
+  );
+  assert.equal((await client.request('listTrainingRuns', {})).items.length, 0, 'nothing recorded');
   await assert.rejects(
     client.requestRaw('lightning/resources/put', { name: 'prompt', kind: 'prompt_template', value: 5 }),
     (e: Error & { code: number }) => e.code === -32602 && /params\.value/.test(e.message),
@@ -132,4 +153,57 @@ test('apo: trainingRuns/cancel from another client stops the run and its agents;
   const left = await client.request('listRollouts', { mode: 'val', status: ['running', 'queued'] });
   assert.equal(left.items.length, 0);
   await waitFor(() => changes.includes('cancelled+cancel'), 'the cancelled notification');
+});
+
+test('apo in the daemon: its shutdown cancels the run with the best so far, candidates kept; resume is refused saying what to do instead', async (t) => {
+  const { cwd, upstream } = await setUp(t);
+  const storeFile = path.join(cwd, '.lightning', 'store.db');
+  const env = { LIGHTNING_UPSTREAM_URL: upstream.url, OPENAI_BASE_URL: '', OPENAI_API_BASE: '', OPENAI_API_KEY: '' };
+  const daemon = await startDaemon(storeFile, [], env);
+  t.after(() => daemon.stop());
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  const config = {
+    algorithm: 'apo' as const,
+    command: { argv: [process.execPath, AGENT], cwd },
+    resource: 'prompt',
+    dataset: 'sums',
+    critiqueModel: 'critic',
+    editModel: 'editor',
+  };
+  // Only APO takes variables for one start: GRPO's agents get the daemon's environment and config.command.env.
+  await assert.rejects(
+    client.request('startTraining', {
+      config: { model: { kind: 'tiny' }, dataset: 'sums', command: config.command },
+      env: { AGENT_DELAY_MS: '1' },
+    }),
+    /params\.env: only an APO run takes env \(AGENT_DELAY_MS\)/,
+  );
+  const run = await client.request('startTraining', { config, env: { AGENT_DELAY_MS: '200' } });
+  assert.equal(run.status, 'running');
+  await waitFor(
+    async () => (await client.request('getTrainingRun', { id: run.id })).run.latest.best_val_score !== undefined,
+    'the seed scored',
+    60_000,
+  );
+  client.dispose();
+  assert.equal(await daemon.stop('SIGTERM'), 0, daemon.stderr());
+
+  const store = storeOf(cwd);
+  const stopped = store.getTrainingRun(run.id);
+  store.close();
+  assert.equal(stopped.run.status, 'cancelled');
+  assert.equal(stopped.run.algorithm === 'apo' && stopped.run.result?.stopReason, 'cancelled', 'the best so far');
+  assert.equal(candidatesOf(stopped).find((c) => c.id === 'seed')?.valScore, 0.5, 'its candidates kept');
+
+  const next = await startDaemon(storeFile, [], env);
+  t.after(() => next.stop());
+  const again = await RpcClient.connect(next.ready.url, next.ready.token);
+  t.after(() => again.dispose());
+  await assert.rejects(
+    again.requestRaw('lightning/training/start', { resume: run.id }),
+    (e: Error & { code: number }) =>
+      e.code === -32602 &&
+      new RegExp(`params\\.resume: training run ${run.id} is an APO run; APO runs are not resumed`).test(e.message) &&
+      /start it again with `lightning train --algorithm apo`/.test(e.message),
+  );
 });

@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { GrpoConfig, type GrpoConfigInput, type TrainingRunDetail } from '../../trainer-daemon/protocol';
+import { GrpoConfig, type GrpoConfigInput, type TrainingRunDetail, checkpointsOf } from '../../trainer-daemon/protocol';
 import { formatBytes } from '../../trainer-daemon/protocol/format';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { Store } from '../../trainer-daemon/store/store';
@@ -71,7 +71,7 @@ test('retention keeps the best and the last checkpoint, optimizer state only in 
   assert.equal(stopped.run.status, 'cancelled');
 
   const checkRetained = (detail: TrainingRunDetail): void => {
-    const kept = detail.checkpoints;
+    const kept = checkpointsOf(detail);
     const newest = kept.at(-1)!;
     const val = new Map(
       detail.metrics
@@ -103,12 +103,12 @@ test('retention keeps the best and the last checkpoint, optimizer state only in 
     );
   };
   checkRetained(stopped);
-  const resumedFrom = stopped.checkpoints.at(-1)!;
+  const resumedFrom = checkpointsOf(stopped).at(-1)!;
 
   await client.request('startTraining', { resume: run.id });
   const done = await untilFinal(client, run.id);
   assert.equal(done.run.status, 'succeeded', done.run.error ?? '');
-  assert.equal(done.checkpoints.at(-1)!.step, 4);
+  assert.equal(checkpointsOf(done).at(-1)!.step, 4);
   checkRetained(done);
   // The first batch after the resume was served by the newest checkpoint, the one that kept its optimizer state.
   const store = Store.open(storeFile, { readonly: true });
@@ -123,15 +123,15 @@ test('retention keeps the best and the last checkpoint, optimizer state only in 
   const listed = await runCli(['checkpoints', '--store', storeFile, '--run', run.id], { cwd });
   assert.equal(listed.code, 0, listed.stderr);
   assert.match(listed.stdout, /SIZE/);
-  const newest = done.checkpoints.at(-1)!;
+  const newest = checkpointsOf(done).at(-1)!;
   assert.ok(
     listed.stdout
       .split('\n')
       .some((line) => line.startsWith(newest.id) && line.includes(`${formatBytes(newest.bytes!)} +optimizer`)),
     listed.stdout,
   );
-  const total = done.checkpoints.reduce((sum, c) => sum + c.bytes!, 0);
-  const count = done.checkpoints.length;
+  const total = checkpointsOf(done).reduce((sum, c) => sum + c.bytes!, 0);
+  const count = checkpointsOf(done).length;
   assert.ok(
     listed.stdout.includes(`run ${run.id}: ${count} checkpoint${count === 1 ? '' : 's'}, ${formatBytes(total)}`),
     listed.stdout,
@@ -139,7 +139,7 @@ test('retention keeps the best and the last checkpoint, optimizer state only in 
 
   // The tiny policy has no standard format: said, with the reason, and nothing written.
   const tiny = await runCli(
-    ['checkpoints', 'export', done.checkpoints.at(-1)!.id, '--format', 'hf', '--out', 'out', '--store', storeFile],
+    ['checkpoints', 'export', checkpointsOf(done).at(-1)!.id, '--format', 'hf', '--out', 'out', '--store', storeFile],
     { cwd },
   );
   assert.notEqual(tiny.code, 0);
@@ -148,14 +148,16 @@ test('retention keeps the best and the last checkpoint, optimizer state only in 
 
   // Delete the oldest kept checkpoint, whichever retention kept (the best and the last may be one): a finished run's
   // newest may go too.
-  const older = done.checkpoints[0]!;
+  const older = checkpointsOf(done)[0]!;
   const deleted = await runCli(['checkpoints', 'delete', older.id, '--store', storeFile], { cwd });
   assert.equal(deleted.code, 0, deleted.stderr);
   assert.equal(deleted.stdout.trim(), `Deleted ${older.id} (${formatBytes(older.bytes!)} freed)`);
   assert.equal(fs.existsSync(older.path), false);
   assert.deepEqual(
     (await client.request('listCheckpoints', { runId: run.id })).items.map((c) => c.id),
-    done.checkpoints.slice(1).map((c) => c.id),
+    checkpointsOf(done)
+      .slice(1)
+      .map((c) => c.id),
   );
   const again = await runCli(['checkpoints', 'delete', older.id, '--store', storeFile], { cwd });
   assert.notEqual(again.code, 0, 'a deleted checkpoint is gone');

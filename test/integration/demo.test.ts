@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { TrainingRunDetail, metricPoints } from '../../trainer-daemon/protocol';
+import { TrainingRunDetail, metricPoints, checkpointsOf } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { tempDir } from '../helpers/tmp';
@@ -58,10 +58,10 @@ test('npm run demo (shortened) trains the sample agent offline and leaves the ru
   for (const point of metricPoints(detail.metrics, 'maxRatioDeviation'))
     assert.ok(point.value < 1e-3, 'exact token ids: training logprobs equal the served ones');
   assert.deepEqual(
-    detail.checkpoints.map((c) => c.step),
+    checkpointsOf(detail).map((c) => c.step),
     [0, 1],
   );
-  for (const checkpoint of detail.checkpoints)
+  for (const checkpoint of checkpointsOf(detail))
     assert.ok(fs.readdirSync(checkpoint.path).length > 0, `${checkpoint.path} holds the checkpoint`);
 
   // Every rollout was the real agent through the proxy: LLM calls with exact token ids, the agent's reward.

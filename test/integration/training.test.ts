@@ -15,6 +15,7 @@ import {
   metricPoints,
   type GrpoConfigInput,
   type TrainingRun,
+  checkpointsOf,
 } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { DaemonError } from '../../trainer-daemon/protocol/errors';
@@ -175,7 +176,7 @@ test('a run records metrics and checkpoints as it goes; cancel keeps the last ch
   const stopped = await untilFinal(client, run.id);
   assert.equal(stopped.run.status, 'cancelled');
   await waitFor(() => changed.includes('cancelled'), 'a trainingRuns/changed notification of the cancel');
-  const kept = stopped.checkpoints;
+  const kept = checkpointsOf(stopped);
   assert.ok(kept.length >= 1 && kept.length < 4, `checkpoints at cancel: ${kept.map((c) => c.step)}`);
   for (const checkpoint of kept) assert.ok(fs.existsSync(checkpoint.path), `${checkpoint.path} exists`);
   assert.equal(
@@ -189,7 +190,7 @@ test('a run records metrics and checkpoints as it goes; cancel keeps the last ch
   assert.equal(done.run.status, 'succeeded', done.run.error ?? '');
   TrainingRunDetail.parse(done);
   assert.deepEqual(
-    done.checkpoints.map((c) => c.step),
+    checkpointsOf(done).map((c) => c.step),
     [...kept.map((c) => c.step), ...[1, 2, 3, 4].filter((s) => s > kept.at(-1)!.step)],
   );
   for (const step of [1, 2, 3, 4])

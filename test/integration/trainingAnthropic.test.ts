@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { metricPoints } from '../../trainer-daemon/protocol';
+import { metricPoints, checkpointsOf } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/protocol/connection';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
@@ -76,7 +76,7 @@ test('lightning train trains an Anthropic-SDK agent on the tiny policy, with exa
     metricPoints(detail.metrics, 'reward/mean').map((p) => p.step),
     [1, 2],
   );
-  assert.equal(detail.checkpoints.length, 2);
+  assert.equal(checkpointsOf(detail).length, 2);
 
   // The training rollouts' calls: the agent's Messages API requests, answered with the policy's token ids.
   const { items: rollouts } = await client.request('listRollouts', { batchId: `${run.id}-train-1`, limit: 100 });

@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import { test } from 'node:test';
-import { TrainingRunDetail } from '../../trainer-daemon/protocol';
+import { TrainingRunDetail, checkpointsOf } from '../../trainer-daemon/protocol';
 import { otherNodeCommand } from '../../trainer-daemon/training/torchrun';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { waitFor } from '../helpers/tmp';
@@ -41,23 +41,25 @@ test('train --nproc-per-node 2: updates on 2 torchrun ranks; a killed rank fails
     failed.run.error ?? '',
     /the trainer worker exited unexpectedly \(code 1\): rank 1 \(local rank 1\) on host \S+ was killed by signal 9/,
   );
-  const kept = failed.checkpoints.at(-1)!;
+  const kept = checkpointsOf(failed).at(-1)!;
 
   await client.request('startTraining', { resume: run.id });
   const done = await runEnded(client, run.id, 'the resumed run to end', 100_000);
   assert.equal(done.run.status, 'succeeded', done.run.error ?? '');
   TrainingRunDetail.parse(done);
   assert.deepEqual(
-    done.checkpoints.map((c) => c.step).filter((s) => s > kept.step),
+    checkpointsOf(done)
+      .map((c) => c.step)
+      .filter((s) => s > kept.step),
     [1, 2, 3].filter((s) => s > kept.step),
   );
-  const latest = done.checkpoints.at(-1)!;
+  const latest = checkpointsOf(done).at(-1)!;
   // One checkpoint per step, written by rank 0 only.
   assert.deepEqual(fs.readdirSync(latest.path).sort(), ['config.json', 'metrics.json', 'optimizer.pt', 'trainable.pt']);
-  const updated = done.checkpoints.filter((c) => c.step > 0 && c.metrics.loss !== undefined);
+  const updated = checkpointsOf(done).filter((c) => c.step > 0 && c.metrics.loss !== undefined);
   assert.ok(
     updated.length > 0 && updated.every((c) => c.metrics.worldSize === 2),
-    JSON.stringify(done.checkpoints.map((c) => c.metrics)),
+    JSON.stringify(checkpointsOf(done).map((c) => c.metrics)),
   );
 
   // Where the ranks ran, as they reported when they came up (the resumed worker's ranks).
@@ -103,13 +105,13 @@ test('train --nnodes 2 --rdzv-endpoint: the second machine joins with the comman
   const done = await runEnded(client, run.id, 'the two-node run to end', 250_000);
   assert.equal(done.run.status, 'succeeded', `${done.run.error ?? ''}\nsecond node: ${output}`);
   assert.deepEqual(
-    done.checkpoints.map((c) => c.step),
+    checkpointsOf(done).map((c) => c.step),
     [1, 2],
   );
   // Every iteration updates (zero-advantage rows are kept), on both ranks.
   assert.ok(
-    done.checkpoints.every((c) => c.metrics.loss !== undefined && c.metrics.worldSize === 2),
-    JSON.stringify(done.checkpoints.map((c) => c.metrics)),
+    checkpointsOf(done).every((c) => c.metrics.loss !== undefined && c.metrics.worldSize === 2),
+    JSON.stringify(checkpointsOf(done).map((c) => c.metrics)),
   );
   // Global rank 1 is the other node's only rank (local rank 0), as it reported when it came up.
   const host = os.hostname();

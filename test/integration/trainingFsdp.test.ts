@@ -9,6 +9,7 @@ import fs from 'node:fs';
 import { test } from 'node:test';
 import { runCli } from '../helpers/daemon';
 import { daemonWithTools, distributedConfig, runEnded } from '../helpers/distributedTraining';
+import { checkpointsOf } from '../../trainer-daemon/protocol';
 
 test('train --nproc-per-node 2 --fsdp: a GRPO run on 2 sharded ranks (torch 2); refused before it starts on torch 1.13, naming the fix', async (t) => {
   const python = process.env.LIGHTNING_TEST_PYTHON;
@@ -62,15 +63,15 @@ test('train --nproc-per-node 2 --fsdp: a GRPO run on 2 sharded ranks (torch 2); 
   const done = await ended(run.id);
   assert.equal(done.run.status, 'succeeded', done.run.error ?? '');
   assert.deepEqual(
-    done.checkpoints.map((c) => c.step),
+    checkpointsOf(done).map((c) => c.step),
     [1, 2],
   );
   // Every iteration updates (zero-advantage rows are kept, as TRL keeps them), on both ranks, whatever its row count.
   assert.ok(
-    done.checkpoints.every((c) => c.metrics.loss !== undefined && c.metrics.worldSize === 2),
-    JSON.stringify(done.checkpoints.map((c) => c.metrics)),
+    checkpointsOf(done).every((c) => c.metrics.loss !== undefined && c.metrics.worldSize === 2),
+    JSON.stringify(checkpointsOf(done).map((c) => c.metrics)),
   );
-  assert.deepEqual(fs.readdirSync(done.checkpoints.at(-1)!.path).sort(), [
+  assert.deepEqual(fs.readdirSync(checkpointsOf(done).at(-1)!.path).sort(), [
     'config.json',
     'metrics.json',
     'optimizer.pt',

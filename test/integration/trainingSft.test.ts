@@ -10,7 +10,8 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
-import { TrainingRunDetail } from '../../trainer-daemon/protocol';
+import { z } from 'zod';
+import { Checkpoint, SftTrainingRunSummary } from '../../trainer-daemon/protocol';
 import { createLogger } from '../../trainer-daemon/log';
 import { Store } from '../../trainer-daemon/store/store';
 import { heldOutRollouts } from '../../trainer-daemon/training/sftRows';
@@ -160,9 +161,9 @@ test('sft on good rollouts: the fine-tuned tiny policy answers the good answers,
   );
   assert.equal(run.code, 0, run.stdout + run.stderr);
   // The --json line: `training-finished` with the run and its checkpoints.
-  const finished = TrainingRunDetail.pick({ run: true, checkpoints: true }).parse(
-    JSON.parse(run.stdout.trim().split('\n').at(-1)!),
-  );
+  const finished = z
+    .object({ run: SftTrainingRunSummary, checkpoints: z.array(Checkpoint) })
+    .parse(JSON.parse(run.stdout.trim().split('\n').at(-1)!));
   assert.equal(finished.run.status, 'succeeded', finished.run.error ?? '');
   assert.equal(finished.run.algorithm, 'sft');
 

@@ -6,6 +6,7 @@ import { lineDiff } from '../../trainer-daemon/apo/diff';
 import { parseEdit } from '../../trainer-daemon/apo/prompts';
 import { SeededRandom } from '../../trainer-daemon/apo/random';
 import { apoScoring } from '../../trainer-daemon/apo/reward';
+import { endLines, roundLine } from '../../trainer-daemon/apo/progress';
 import {
   ApoConfig,
   applyTextEdit,
@@ -13,6 +14,8 @@ import {
   literalKind,
   placeholders,
   promptEdit,
+  type ApoCandidate,
+  type ApoResult,
   type Json,
 } from '../../trainer-daemon/protocol';
 import { parseSpec } from '../../trainer-daemon/rewards/config';
@@ -20,6 +23,7 @@ import { RewardScorer } from '../../trainer-daemon/rewards/scorer';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
+import { testApoConfig } from '../helpers/trainingConfigs';
 
 /** Marks `prompt` (as written in `file`) the way the editor does: offsets and the source text there. */
 function mark(file: string, sourceText: string): { start: number; end: number; sourceText: string } {
@@ -107,7 +111,7 @@ describe('apo: pieces of the loop', () => {
     const storeFile = path.join(dir, '.lightning', 'store.db');
     fs.mkdirSync(path.dirname(storeFile));
     const score = async (match: ApoConfig['match'], answer: string, expected: Json): Promise<number | null> => {
-      const scoring = apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', match }), storeFile, {})!;
+      const scoring = apoScoring(testApoConfig({ resource: 'p', dataset: 'd', match }), storeFile, {})!;
       assert.ok('spec' in scoring.source);
       const scorer = await RewardScorer.prepare(parseSpec(scoring.source.spec, scoring.source.baseDir));
       const trajectory = {
@@ -129,13 +133,13 @@ describe('apo: pieces of the loop', () => {
     assert.equal(await score('contains', 'It is Paris.', 'paris'), 1);
     assert.equal(await score('contains', 'Parisian', 'paris'), 0);
     assert.equal(await score('normalized', '42', 42), 1);
-    assert.equal(apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', match: 'none' }), storeFile, {}), undefined);
+    assert.equal(apoScoring(testApoConfig({ resource: 'p', dataset: 'd', match: 'none' }), storeFile, {}), undefined);
 
     const rules = {
       default: { sources: [{ type: 'judge', model: 'm', rubric: 'r', apiKeyEnv: 'JUDGE', mode: 'relative' }] },
     };
     fs.writeFileSync(path.join(dir, '.lightning', 'rewards.json'), JSON.stringify(rules));
-    const fromFile = apoScoring(ApoConfig.parse({ resource: 'p', dataset: 'd', match: 'none' }), storeFile, {
+    const fromFile = apoScoring(testApoConfig({ resource: 'p', dataset: 'd', match: 'none' }), storeFile, {
       JUDGE: 'k',
     })!;
     assert.deepEqual(fromFile, {
@@ -146,7 +150,7 @@ describe('apo: pieces of the loop', () => {
     assert.throws(
       () =>
         apoScoring(
-          ApoConfig.parse({ resource: 'p', dataset: 'd', rewardsFile: path.join(dir, 'missing.json') }),
+          testApoConfig({ resource: 'p', dataset: 'd', rewardsFile: path.join(dir, 'missing.json') }),
           storeFile,
           {},
         ),
@@ -159,6 +163,76 @@ describe('apo: pieces of the loop', () => {
     assert.deepEqual(new SeededRandom(1).sample(items, 5), new SeededRandom(1).sample(items, 5));
     assert.notDeepEqual(new SeededRandom(1).sample(items, 5), new SeededRandom(2).sample(items, 5));
     assert.equal(new SeededRandom(1).sample(items, 50).length, 20);
+  });
+
+  test('what `train --algorithm apo` prints while it follows the run: a line per round from its metrics and leaderboard, then the skips and why it stopped', () => {
+    const candidate = (
+      id: string,
+      round: number,
+      batchScore: number | null,
+      valScore: number | null,
+    ): ApoCandidate => ({
+      id,
+      runId: 'run-1',
+      round,
+      parentId: round === 0 ? null : 'seed',
+      resourceName: 'prompt',
+      version: 1,
+      prompt: 'p',
+      critique: null,
+      critiqueStyle: null,
+      batchScore,
+      valScore,
+      rollouts: 4,
+      createdAt: round,
+    });
+    // r1-1 and r1-2 tie on the full validation set; the leader is the one its beam ranked first (the batch score).
+    const board = [
+      candidate('r1-1', 1, 0.5, 1),
+      candidate('r1-2', 1, 1, 1),
+      candidate('seed', 0, 0.5, 0.5),
+      candidate('r2-3', 2, 0.25, null),
+    ];
+    assert.equal(
+      roundLine(0, { best_val_score: 0.5, rollouts: 4 }, board),
+      'round 0: seed scores 0.500 on 4 validation tasks',
+    );
+    assert.equal(
+      roundLine(
+        1,
+        {
+          best_val_score: 1,
+          leader_val_score: 1,
+          candidates: 2,
+          skipped: 1,
+          llm_calls: 7,
+          rollouts: 20,
+          'skipped_calls/upstream_errors': 3,
+        },
+        board,
+      ),
+      'round 1: 2 new candidate(s), 1 branch(es) skipped; leader r1-2 1.000, best r1-1 1.000 (seed 0.500); 7 LLM calls, 20 rollouts; agent calls skipped: 3 upstream errors (not whole answers)',
+    );
+    const result: ApoResult = {
+      runId: 'run-1',
+      resource: 'prompt',
+      seed: { candidateId: 'seed', version: 1, prompt: 'a', valScore: 0.5 },
+      best: { candidateId: 'r1-1', version: 2, prompt: 'b', valScore: 1 },
+      diff: '',
+      roundsCompleted: 1,
+      llmCalls: 3,
+      rollouts: 20,
+      stopReason: 'budget-calls',
+      skipped: [{ round: 1, parentId: 'seed', stage: 'edit', error: 'no <prompt> tags' }],
+    };
+    assert.deepEqual(endLines(result, { budgetCalls: 3, budgetRollouts: 100 }), [
+      'round 1: skipped a branch of seed: edit failed: no <prompt> tags',
+      'stopped: the budget of 3 LLM calls is spent',
+    ]);
+    assert.deepEqual(
+      endLines({ ...result, stopReason: 'completed', skipped: [] }, { budgetCalls: 3, budgetRollouts: 100 }),
+      [],
+    );
   });
 
   test('the line diff marks added and removed lines', () => {

@@ -1,14 +1,16 @@
 /**
  * The pure parts of the editor's Optimize This Prompt: which text is the prompt (selection, the
  * literal under the cursor, a prompt file), the suggested resource name, a launch configuration as
- * a command, the settings and their CLI arguments, and the reading of `train --json` lines.
+ * a command, the settings, and what `training/start` is sent: the APO configuration and the start's variables.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { launchToCommand } from '../../extension/debug/launchCommand';
 import { defaultResourceName, isPromptFile, literalAround, promptTarget } from '../../extension/apo/promptTarget';
-import { LAPTOP_DEFAULTS, parseSetting, parseTrainLine, trainArgs } from '../../extension/apo/trainArgs';
-import { applyTextEdit, promptEdit } from '../../trainer-daemon/protocol';
+import { apoConfig, apoStartEnv, LAPTOP_DEFAULTS, parseSetting } from '../../extension/apo/apoSettings';
+import { endText, progressFraction, progressText } from '../../extension/training/runText';
+import { applyTextEdit, promptEdit, type ApoResult, type TrainingRunSummary } from '../../trainer-daemon/protocol';
+import { testApoConfig } from '../helpers/trainingConfigs';
 
 const SOURCE = `const SYSTEM_PROMPT = 'Say \\'hi\\' to {name}.\\nBe brief.'; // greeting\nconst other = "x";\n`;
 const inner = (text: string, literal: string): { start: number; end: number } => {
@@ -155,43 +157,68 @@ describe('Optimize This Prompt: the agent command (the one converter Run Dataset
   });
 });
 
-describe('Optimize This Prompt: settings and the CLI', () => {
-  it('builds `train --algorithm apo --json` with every setting, the agent after --, and no key', () => {
-    const args = trainArgs({
-      storeFile: '/w/.lightning/store.db',
+describe('Optimize This Prompt: the settings and what training/start is sent', () => {
+  const agent = {
+    argv: ['node', 'agent.mjs', '--x'],
+    cwd: '/w',
+    env: { MODEL: 'm1', OPENAI_API_KEY: 'sk-launch-secret-0123456789', DEBUG: undefined },
+    notes: [],
+  };
+
+  it('builds the APO configuration with every setting and the agent; secrets stay out of it', () => {
+    const config = apoConfig({
       resource: 'p',
       dataset: 'sums',
       valDataset: null,
       settings: { ...LAPTOP_DEFAULTS, rounds: 1 },
       promptFile: '/w/p.txt',
-      agentArgv: ['node', 'agent.mjs', '--x'],
+      agent,
+      processEnv: { HOME: '/home/u' },
     });
-    assert.deepEqual(args.slice(0, 9), [
-      'train',
-      '--algorithm',
-      'apo',
-      '--json',
-      '--store',
-      '/w/.lightning/store.db',
-      '--resource',
-      'p',
-      '--dataset',
-    ]);
-    assert.deepEqual(args.slice(args.indexOf('--rounds'), args.indexOf('--rounds') + 2), ['--rounds', '1']);
-    assert.deepEqual(args.slice(-6), ['--prompt-file', '/w/p.txt', '--', 'node', 'agent.mjs', '--x']);
-    assert.ok(!args.includes('--val') && !args.some((arg) => /key/i.test(arg)));
+    assert.ok(config.ok, config.ok ? '' : config.message);
     assert.deepEqual(
-      trainArgs({
-        storeFile: 's',
-        resource: 'p',
-        dataset: 'd',
-        valDataset: 'held-out',
-        settings: LAPTOP_DEFAULTS,
-        promptFile: null,
-        agentArgv: ['a'],
-      }).slice(9, 12),
-      ['d', '--val', 'held-out'],
+      {
+        algorithm: config.value.algorithm,
+        command: config.value.command,
+        upstream: config.value.upstream,
+        rounds: config.value.rounds,
+        beam: config.value.beam,
+        budgetCalls: config.value.budgetCalls,
+        critiqueModel: config.value.critiqueModel,
+        promptFile: config.value.promptFile,
+        valDataset: config.value.valDataset,
+      },
+      {
+        algorithm: 'apo',
+        command: { argv: ['node', 'agent.mjs', '--x'], cwd: '/w', env: { MODEL: 'm1' } },
+        upstream: null,
+        rounds: 1,
+        beam: LAPTOP_DEFAULTS.beam,
+        budgetCalls: LAPTOP_DEFAULTS.budgetCalls,
+        critiqueModel: LAPTOP_DEFAULTS.critiqueModel,
+        promptFile: '/w/p.txt',
+        valDataset: null,
+      },
     );
+    assert.ok(!JSON.stringify(config.value).includes('sk-launch-secret'), 'the key is not in what is stored');
+  });
+
+  it("takes the agent's own OPENAI_BASE_URL (else the editor's) as the upstream, and refuses what the daemon would", () => {
+    const base = { resource: 'p', dataset: 'd', valDataset: 'held-out', settings: LAPTOP_DEFAULTS, promptFile: null };
+    const own = apoConfig({
+      ...base,
+      agent: { ...agent, env: { OPENAI_BASE_URL: 'http://127.0.0.1:11434/v1/' } },
+      processEnv: { OPENAI_BASE_URL: 'https://editor.example/v1' },
+    });
+    assert.deepEqual(own.ok && [own.value.upstream, own.value.valDataset], ['http://127.0.0.1:11434/v1', 'held-out']);
+    const editors = apoConfig({ ...base, agent, processEnv: { OPENAI_BASE_URL: 'https://editor.example/v1' } });
+    assert.equal(editors.ok && editors.value.upstream, 'https://editor.example/v1');
+    const bad = apoConfig({ ...base, settings: { ...LAPTOP_DEFAULTS, beam: 0 }, agent, processEnv: {} });
+    assert.deepEqual(bad.ok ? undefined : /^config\.beam: /.test(bad.message), true, bad.ok ? '' : bad.message);
+  });
+
+  it('gives the start every variable of the launch configuration, secrets too, an unset as null', () => {
+    assert.deepEqual(apoStartEnv(agent), { MODEL: 'm1', OPENAI_API_KEY: 'sk-launch-secret-0123456789', DEBUG: null });
   });
 
   it('checks typed settings with a message naming the setting', () => {
@@ -201,17 +228,59 @@ describe('Optimize This Prompt: settings and the CLI', () => {
     assert.deepEqual(parseSetting('temperature', '2.5'), { ok: false, message: 'Temperature must be between 0 and 2' });
     assert.deepEqual(parseSetting('critiqueModel', ' llama3 '), { ok: true, value: 'llama3' });
   });
+});
 
-  it('reads the started and finished lines and ignores anything else', () => {
-    assert.deepEqual(parseTrainLine('{"event":"training-started","algorithm":"apo","runId":"run-1"}'), {
-      event: 'training-started',
-      runId: 'run-1',
-    });
-    assert.equal(parseTrainLine('APO run run-1'), undefined);
+describe('Optimize This Prompt: following its run', () => {
+  const apo = (extra: Partial<TrainingRunSummary>): TrainingRunSummary =>
+    ({
+      id: 'run-1',
+      status: 'running',
+      createdAt: 1,
+      startedAt: 1,
+      endedAt: null,
+      error: null,
+      errorKind: null,
+      cancelRequested: false,
+      result: null,
+      algorithm: 'apo',
+      config: testApoConfig({ rounds: 2 }),
+      step: 0,
+      latest: {},
+      ...extra,
+    }) as TrainingRunSummary;
+
+  it('says which round it is in, the best validation score and what it spent', () => {
+    assert.equal(progressText(apo({})), 'scoring the original prompt…');
     assert.equal(
-      parseTrainLine('{"event":"training-finished","runId":"run-1"}'),
-      undefined,
-      'a finished line without a valid result',
+      progressText(apo({ latest: { best_val_score: 0.5, rollouts: 4 } })),
+      'the original prompt scores 0.5 on validation; round 1/2…',
+    );
+    const first = apo({ step: 1, latest: { best_val_score: 0.75, llm_calls: 8, rollouts: 20 } });
+    assert.equal(progressText(first), 'round 1/2 · best validation score 0.75 · 8 LLM calls · 20 rollouts');
+    assert.equal(progressFraction(first), 0.5);
+    assert.equal(progressText(apo({ cancelRequested: true })), 'cancelling…');
+  });
+
+  it('ends with the scores, or says its candidates are kept (it is not resumed)', () => {
+    const result: ApoResult = {
+      runId: 'run-1',
+      resource: 'prompt',
+      seed: { candidateId: 'seed', version: 1, prompt: 'a', valScore: 0.5 },
+      best: { candidateId: 'r1-1', version: 2, prompt: 'b', valScore: 1 },
+      diff: '',
+      roundsCompleted: 2,
+      llmCalls: 8,
+      rollouts: 20,
+      stopReason: 'completed',
+      skipped: [],
+    };
+    assert.equal(
+      endText(apo({ status: 'succeeded', step: 2, result })),
+      'training run run-1 finished after 2 round(s): validation score 0.5 → 1.',
+    );
+    assert.equal(
+      endText(apo({ status: 'cancelled', step: 1 })),
+      'training run run-1 cancelled after 1 round(s); its candidates and best prompt so far are kept.',
     );
   });
 });

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import { parseKeepCheckpoints, type Checkpoint } from '../../trainer-daemon/protocol';
+import { checkpointsOf, parseKeepCheckpoints, type Checkpoint } from '../../trainer-daemon/protocol';
 import { ConflictError } from '../../trainer-daemon/protocol/errors';
 import { Store } from '../../trainer-daemon/store/store';
 import { planRetention } from '../../trainer-daemon/training/retention';
@@ -139,7 +139,7 @@ describe('checkpoint retention: applied to a store and its folders', () => {
       ],
     );
     for (const step of [1, 3, 4]) assert.equal(fs.existsSync(training.checkpointDir(run.id, step)), false);
-    assert.deepEqual(steps(store.getTrainingRun(run.id).checkpoints), [2, 5, 6]);
+    assert.deepEqual(steps(checkpointsOf(store.getTrainingRun(run.id))), [2, 5, 6]);
   });
 
   it('checkpoints/delete: frees the folder; refuses the served one, one being exported, and the newest of a running run', async (t) => {

@@ -30,7 +30,7 @@ import {
   runGroupTitle,
   taskText,
 } from '../../webview/format';
-import { testGrpoConfig } from '../helpers/trainingConfigs';
+import { testApoConfig, testGrpoConfig } from '../helpers/trainingConfigs';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
 
@@ -129,9 +129,10 @@ function withApo(t: Parameters<typeof tempDir>[0]) {
   seed.store.putResource(
     parsed('putResource', { name: 'system-prompt', kind: 'prompt_template', value: 'Answer {question}' }),
   );
-  const apo = seed.store.createTrainingRun(
-    parsed('createTrainingRun', { algorithm: 'apo', config: { resource: 'system-prompt', dataset: 'cities' } }),
-  );
+  const apo = seed.store.recordTrainingRun({
+    algorithm: 'apo',
+    config: testApoConfig({ resource: 'system-prompt', dataset: 'cities' }),
+  });
   for (let i = 0; i < 2; i += 1)
     seed.store.createRollout(
       parsed('createRollout', {

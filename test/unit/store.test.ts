@@ -2,13 +2,15 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../../trainer-daemon/protocol/errors';
-import { GrpoConfig, type ParamsOf, type RolloutStatus } from '../../trainer-daemon/protocol';
+import { GrpoConfig, type ApoResult, type ParamsOf, type RolloutStatus } from '../../trainer-daemon/protocol';
 import { TRANSITIONS } from '../../trainer-daemon/store/rollouts';
 import { TWINS_QUERY, validateSpans } from '../../trainer-daemon/store/spans';
+import { openConnection } from '../../trainer-daemon/store/driver';
 import { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
+import { testApoConfig } from '../helpers/trainingConfigs';
 
 function openStore(t: Parameters<typeof tempDir>[0]): Store {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
@@ -517,25 +519,13 @@ describe('store: where a training run ran', () => {
     assert.deepEqual(store.listTrainingRuns(10)[0]!.placement, placed.placement, 'the list carries it too');
   });
 
-  test("a run's result is its algorithm's: an APO run takes an ApoResult, a GRPO run none; a bad one is refused and nothing is written", (t) => {
+  test("a run's result is its algorithm's: an APO run ends with its ApoResult, read back typed; a GRPO run records none", (t) => {
     const store = openStore(t);
     store.putResource(parsed('putResource', { name: 'prompt', kind: 'prompt_template', value: 'v1 {a}' }));
-    const apo = store.createTrainingRun(
-      parsed('createTrainingRun', { algorithm: 'apo', config: { resource: 'prompt', dataset: 'sums' } }),
-    );
-    store.updateTrainingRun(parsed('updateTrainingRun', { id: apo.id, status: 'running' }));
-    assert.throws(
-      () =>
-        store.updateTrainingRun(
-          parsed('updateTrainingRun', { id: apo.id, status: 'succeeded', result: { seed: { valScore: 0.5 } } }),
-        ),
-      (error: Error) =>
-        error instanceof InvalidInputError &&
-        /params\.result: not an APO run's result: result\.runId/.test(error.message),
-    );
-    assert.equal(store.getTrainingRun(apo.id).run.status, 'running', 'nothing written');
+    const apo = store.recordTrainingRun({ algorithm: 'apo', config: testApoConfig() });
+    store.setTrainingRunStatus(apo.id, 'running');
     const prompt = { candidateId: 'c', version: 1, prompt: 'p', valScore: 0.5 };
-    const result = {
+    const result: ApoResult = {
       runId: apo.id,
       resource: 'prompt',
       seed: prompt,
@@ -547,8 +537,14 @@ describe('store: where a training run ran', () => {
       stopReason: 'completed',
       skipped: [],
     };
-    const done = store.updateTrainingRun(parsed('updateTrainingRun', { id: apo.id, status: 'succeeded', result }));
-    assert.equal(done.algorithm === 'apo' ? done.result?.best.valScore : undefined, 0.75, 'read back typed');
+    const done = store.setTrainingRunStatus(apo.id, 'succeeded', { result });
+    switch (done.algorithm) {
+      case 'apo':
+        assert.deepEqual(done.result, result, 'read back typed');
+        break;
+      default:
+        assert.fail(`an APO run read back as ${done.algorithm}`);
+    }
     const grpo = store.recordTrainingRun({
       algorithm: 'grpo',
       config: GrpoConfig.parse({
@@ -558,9 +554,36 @@ describe('store: where a training run ran', () => {
       }),
     });
     assert.throws(
-      () =>
-        store.updateTrainingRun(parsed('updateTrainingRun', { id: grpo.id, status: 'running', result: { loss: 1 } })),
+      () => store.setTrainingRunStatus(grpo.id, 'running', { result }),
       /is a GRPO run, which records no result/,
     );
+    assert.equal(store.trainingRun(grpo.id).status, 'queued', 'nothing written');
+  });
+
+  test('an APO run recorded before the daemon ran APO (no algorithm, no command in its config) still lists', (t) => {
+    const file = path.join(tempDir(t), 'store.db');
+    const first = Store.open(file);
+    const apo = first.recordTrainingRun({ algorithm: 'apo', config: testApoConfig() });
+    first.close();
+    // As the CLI process of earlier versions recorded it: ApoConfig without `algorithm`, `command` or `upstream`.
+    const { db } = openConnection(file, { readonly: false });
+    db.prepare('UPDATE training_runs SET config = ? WHERE id = ?').run(
+      JSON.stringify({ resource: 'prompt', dataset: 'sums', beam: 3 }),
+      apo.id,
+    );
+    db.close();
+    const store = Store.open(file);
+    t.after(() => store.close());
+    const [listed] = store.listTrainingRuns(10);
+    switch (listed!.algorithm) {
+      case 'apo':
+        assert.deepEqual(
+          [listed!.config.algorithm, listed!.config.command, listed!.config.upstream, listed!.config.beam],
+          ['apo', null, null, 3],
+        );
+        break;
+      default:
+        assert.fail(`read back as ${listed!.algorithm}`);
+    }
   });
 });

@@ -3,7 +3,13 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { TrainingRunDetail, metricPoints, type Trajectory, type Transition } from '../../trainer-daemon/protocol';
+import {
+  TrainingRunDetail,
+  metricPoints,
+  type Trajectory,
+  type Transition,
+  checkpointsOf,
+} from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { renderChart, renderCurvesSvg } from '../../trainer-daemon/training/chart';
 import {
@@ -56,7 +62,7 @@ test('training runs: status transitions, metric series, latest values, checkpoin
     [[2, 'reward/mean']],
   );
   assert.deepEqual(
-    detail.checkpoints.map((c) => [c.step, c.path]),
+    checkpointsOf(detail).map((c) => [c.step, c.path]),
     [[2, '/ckpt/2']],
   );
   store.setTrainingRunStatus(run.id, 'cancelled', { error: 'cancelled' });
@@ -153,6 +159,7 @@ test('demonstrations: chat examples become (prompt, completion) pairs; the demo 
 
 test('the chart is one self-contained HTML file with the reward curves', () => {
   const html = renderChart({
+    algorithm: 'grpo',
     run: {
       id: 'train-1',
       algorithm: 'grpo',
@@ -175,7 +182,6 @@ test('the chart is one self-contained HTML file with the reward curves', () => {
       { step: 2, name: 'reward/mean', value: 0.6, timeMs: 0 },
     ],
     checkpoints: [],
-    candidates: [],
   });
   assert.match(html, /^<!doctype html>/);
   assert.doesNotMatch(html, /<script|https?:\/\//);

@@ -54,6 +54,12 @@ const grpoRun = (extra: Partial<GrpoTrainingRun> = {}): TrainingRun => ({
   config: testGrpoConfig(),
   ...extra,
 });
+/** A run as a detail carries it: with its last step and latest metrics. */
+const summary = (r: TrainingRun): TrainingRun & { step: number; latest: Record<string, number> } => ({
+  ...r,
+  step: 0,
+  latest: {},
+});
 const points = [
   { step: 0, name: 'best_val_score', value: 0.5 },
   { step: 1, name: 'best_val_score', value: 0.75 },
@@ -121,22 +127,35 @@ describe('training runs in the panel', () => {
     assert.ok(
       ExtensionToWebview.safeParse({
         type: 'trainingRunDetail',
-        view: { run: grpoRun(), metrics: [], extra: { kind: 'grpo', checkpoints: [] } },
+        view: { algorithm: 'grpo', run: summary(grpoRun()), metrics: [], checkpoints: [] },
       }).success,
     );
     assert.ok(
       !ExtensionToWebview.safeParse({
         type: 'trainingRunDetail',
-        view: { run: { ...grpoRun(), algorithm: 'ppo' }, metrics: [], extra: { kind: 'grpo', checkpoints: [] } },
+        view: { algorithm: 'ppo', run: { ...summary(grpoRun()), algorithm: 'ppo' }, metrics: [], checkpoints: [] },
       }).success,
       'a run is one of the algorithms',
     );
     assert.ok(
       !ExtensionToWebview.safeParse({
         type: 'trainingRunDetail',
-        view: { run: run(), metrics: [], extra: { kind: 'apo' } },
+        view: { algorithm: 'apo', run: summary(run()), metrics: [], checkpoints: [] },
       }).success,
-      'APO views carry the leaderboard',
+      'APO views carry the leaderboard, not checkpoints',
+    );
+    assert.ok(
+      !ExtensionToWebview.safeParse({
+        type: 'trainingRunDetail',
+        view: { algorithm: 'grpo', run: summary(run()), metrics: [], checkpoints: [] },
+      }).success,
+      'the detail is the algorithm of its run',
+    );
+    assert.ok(
+      ExtensionToWebview.safeParse({
+        type: 'trainingRunDetail',
+        view: { algorithm: 'apo', run: summary(run()), metrics: [], candidates: [] },
+      }).success,
     );
   });
 });
@@ -262,7 +281,7 @@ describe('a GRPO run in the panel: small multiples', () => {
     };
     const parsed = ExtensionToWebview.safeParse({
       type: 'trainingRunDetail',
-      view: { run: grpoRun(), metrics: [], extra: { kind: 'grpo', checkpoints: [checkpoint] } },
+      view: { algorithm: 'grpo', run: summary(grpoRun()), metrics: [], checkpoints: [checkpoint] },
     });
     assert.ok(parsed.success);
     assert.equal(
@@ -296,7 +315,7 @@ describe('an SFT run in the panel and the run tab', () => {
     assert.equal(placementOf(sftRun()), 'local');
     assert.ok(isResumable({ ...sftRun(), status: 'cancelled' }));
     assert.ok(!isResumable({ ...run(), status: 'cancelled' }), 'APO runs again instead');
-    const view = { run: sftRun(), metrics: [], afterStep: -1, extra: { kind: 'sft', checkpoints: [] } };
+    const view = { algorithm: 'sft', run: summary(sftRun()), metrics: [], afterStep: -1, checkpoints: [] };
     assert.ok(ExtensionToWebview.safeParse({ type: 'trainingRunDetail', view }).success);
   });
 

@@ -5,7 +5,7 @@
  * budget; a failed or unusable answer is retried, then reported to the caller.
  */
 import { errorMessage, LightningError } from '../protocol/errors';
-import type { RpcClient } from '../protocol/connection';
+import type { RunnerClient } from '../runner/pool';
 import { BodyOverLimitError, boundedText, maxUpstreamBodyBytes } from '../util/boundedBody';
 
 export interface ChatMessage {
@@ -17,7 +17,8 @@ export interface ChatMessage {
 export class BudgetExhaustedError extends LightningError {}
 
 export interface OptimizerLlmOptions {
-  readonly client: RpcClient;
+  /** The daemon's RPC methods (`agentRuns/start`, `rollouts/transition`), in process. */
+  readonly client: RunnerClient;
   readonly runId: string;
   /** The upstream for these calls (the user's OPENAI_BASE_URL), or null for the daemon's. */
   readonly upstream: string | null;

@@ -7,8 +7,9 @@
  * The round's leader is scored on the full validation set and the best ever is kept. Budgets stop
  * the run cleanly; a failing critique or edit skips that branch and is reported.
  *
- * Everything goes through the daemon's RPC, so the editor sees the run, its leaderboard and a
- * notification per round, and can cancel it.
+ * The daemon runs it (training/manager.ts) through its TrainingService, as GRPO and SFT: the editor sees the run,
+ * its leaderboard and a notification per round, and `trainingRuns/cancel` (or the daemon's shutdown) stops it with
+ * the best so far. The run's status is the manager's to record; this returns its result.
  */
 import {
   ApoResult,
@@ -18,39 +19,15 @@ import {
   type ApoSkip,
   type CritiqueStyle,
   type RolloutMode,
-  type Task,
 } from '../protocol';
-import { errorMessage, InvalidInputError, LightningError } from '../protocol/errors';
-import type { RpcClient } from '../protocol/connection';
+import { errorMessage, LightningError } from '../protocol/errors';
 import { lineDiff } from './diff';
-import type { RolloutScoring } from '../runner/pool';
+import type { ApoContext } from './context';
 import { CancelledError, Evaluator, type EvalTask, type ScoredRollout } from './evaluate';
 import { BudgetExhaustedError, OptimizerLlm } from './llm';
+import type { ApoPlan } from './prepare';
 import { critiqueMessages, editMessages, parseCritique, parseEdit, type Example } from './prompts';
 import { SeededRandom } from './random';
-
-export interface ApoRunOptions {
-  readonly client: RpcClient;
-  readonly config: ApoConfig;
-  /** The agent command. */
-  readonly argv: readonly string[];
-  /** Upstream of agent and optimizer calls: the user's OPENAI_BASE_URL, or null for the daemon's. */
-  readonly upstream: string | null;
-  readonly apiKey: string | undefined;
-  readonly env: NodeJS.ProcessEnv;
-  readonly logDir: string;
-  /** How each agent rollout is scored (apoScoring). */
-  readonly scoring: RolloutScoring | undefined;
-  /** Aborting it cancels the run (Ctrl-C); so does `trainingRuns/cancel` from any client. */
-  readonly signal?: AbortSignal;
-}
-
-export interface ApoIo {
-  /** The run exists (its id is what `trainingRuns/get` and `trainingRuns/cancel` take). */
-  started(runId: string): void;
-  /** One line of progress, for people. */
-  progress(line: string): void;
-}
 
 interface Candidate {
   readonly id: string;
@@ -67,20 +44,6 @@ class RolloutBudgetError extends LightningError {}
 const mean = (values: readonly number[]): number => values.reduce((a, b) => a + b, 0) / Math.max(1, values.length);
 const MAX_LOW = 3;
 const MAX_HIGH = 2;
-
-async function loadTasks(client: RpcClient, dataset: string, split: Task['split'], flag: string): Promise<EvalTask[]> {
-  const all = (await client.request('listTasks', { dataset })).items;
-  const chosen = all.some((task) => task.split === split)
-    ? all.filter((task) => task.split === split)
-    : split === 'train' || flag === '--val'
-      ? all
-      : [];
-  if (chosen.length === 0)
-    throw new InvalidInputError(
-      `${flag}: dataset ${dataset} has no ${split} tasks; give validation tasks with --val DATASET`,
-    );
-  return chosen.map((task) => ({ id: task.id, datasetId: task.datasetId, input: task.input, expected: task.expected }));
-}
 
 /** Low-reward rollouts (worst first) and high-reward ones (best first); ties broken by the seeded order. */
 function pickExamples(rollouts: readonly ScoredRollout[], random: SeededRandom): { low: Example[]; high: Example[] } {
@@ -104,41 +67,20 @@ function pickExamples(rollouts: readonly ScoredRollout[], random: SeededRandom):
   };
 }
 
-export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResult> {
-  const { client, config } = options;
-  const seedResource = (await client.request('getResource', { name: config.resource })).resource;
-  if (seedResource.kind !== 'prompt_template' || typeof seedResource.value !== 'string') {
-    throw new InvalidInputError(
-      `--resource: ${config.resource} is a ${seedResource.kind} resource; APO optimizes prompt templates`,
-    );
-  }
-  const train = await loadTasks(client, config.dataset, 'train', '--dataset');
-  const val = config.valDataset
-    ? await loadTasks(client, config.valDataset, 'val', '--val')
-    : await loadTasks(client, config.dataset, 'val', '--dataset');
-  if (config.budgetRollouts < val.length)
-    throw new InvalidInputError(
-      `--budget-rollouts: ${config.budgetRollouts} cannot even score the seed on the ${val.length} validation tasks`,
-    );
-
-  const run = await client.request('createTrainingRun', { algorithm: 'apo', config });
-  await client.request('updateTrainingRun', { id: run.id, status: 'running' });
-  io.started(run.id);
-  const evaluator = new Evaluator({
-    client,
-    runId: run.id,
-    config,
-    argv: options.argv,
-    upstream: options.upstream,
-    env: options.env,
-    logDir: options.logDir,
-    scoring: options.scoring,
-  });
+/**
+ * Runs APO run `runId` (recorded and running) to its result: the best prompt found, with why it stopped (`cancelled`
+ * once the seed was scored: the best so far). Throws CancelledError when cancelled before the seed was scored.
+ */
+export async function runApo(runId: string, config: ApoConfig, plan: ApoPlan, context: ApoContext): Promise<ApoResult> {
+  const { store } = context;
+  const { train, val } = plan;
+  const seedResource = store.resource(config.resource);
+  const evaluator = new Evaluator(runId, config, context);
   const llm = new OptimizerLlm({
-    client,
-    runId: run.id,
-    upstream: options.upstream,
-    apiKey: options.apiKey,
+    client: context.call,
+    runId,
+    upstream: config.upstream,
+    apiKey: context.env.OPENAI_API_KEY || undefined,
     temperature: config.temperature,
     seed: config.seed,
     budgetCalls: config.budgetCalls,
@@ -149,10 +91,8 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
     cancelled = true;
     evaluator.cancel();
   };
-  options.signal?.addEventListener('abort', cancel);
-  const subscription = client.onNotification('trainingRunChanged', (change) => {
-    if (change.run.id === run.id && change.run.cancelRequested) cancel();
-  });
+  if (context.signal.aborted) cancel();
+  context.signal.addEventListener('abort', cancel);
 
   const random = new SeededRandom(config.seed);
   const skipped: ApoSkip[] = [];
@@ -163,7 +103,7 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
     id: 'seed',
     parentId: null,
     version: seedResource.version,
-    prompt: seedResource.value,
+    prompt: seedResource.value as string,
     batchScore: null,
     valScore: null,
   };
@@ -178,12 +118,12 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
     if (rollouts + tasks.length > config.budgetRollouts)
       throw new RolloutBudgetError(`the budget of ${config.budgetRollouts} rollouts is spent`);
     rollouts += tasks.length;
-    return evaluator.run(tasks, candidate.version, mode, `apo ${run.id} round ${round} ${candidate.id} ${mode}`);
+    return evaluator.run(tasks, candidate.version, mode, `apo ${runId} round ${round} ${candidate.id} ${mode}`);
   };
   const scoreFully = async (candidate: Candidate, round: number): Promise<void> => {
     candidate.valScore = mean((await evaluate(candidate, val, 'val', round)).map((r) => r.reward));
-    await client.request('recordApoRound', {
-      runId: run.id,
+    await store.recordApoRound({
+      runId,
       round,
       scores: [{ id: candidate.id, valScore: candidate.valScore, rollouts: val.length }],
     });
@@ -191,19 +131,19 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
 
   try {
     try {
-      await client.request('recordApoRound', {
-        runId: run.id,
+      await store.recordApoRound({
+        runId,
         round: 0,
         candidates: [{ id: seed.id, parentId: null, version: seed.version, critique: null, critiqueStyle: null }],
       });
       await scoreFully(seed, 0);
       seed.batchScore = seed.valScore;
-      await client.request('recordApoRound', {
-        runId: run.id,
+      await store.recordApoRound({
+        runId,
         round: 0,
         metrics: { best_val_score: seed.valScore!, leader_val_score: seed.valScore!, rollouts, llm_calls: 0 },
       });
-      io.progress(`round 0: seed scores ${seed.valScore!.toFixed(3)} on ${val.length} validation tasks`);
+      context.progress(`round 0: seed scores ${seed.valScore!.toFixed(3)} on ${val.length} validation tasks`);
       let beam: Candidate[] = [seed];
       let made = 0;
       for (let round = 1; round <= config.rounds; round += 1) {
@@ -225,8 +165,8 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
               batchScore: null,
               valScore: null,
             };
-            await client.request('recordApoRound', {
-              runId: run.id,
+            await store.recordApoRound({
+              runId,
               round,
               candidates: [
                 {
@@ -249,8 +189,8 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
           throw new RolloutBudgetError(`the budget of ${config.budgetRollouts} rollouts is spent`);
         for (const candidate of pool)
           candidate.batchScore = mean((await evaluate(candidate, valBatch, 'val', round)).map((r) => r.reward));
-        await client.request('recordApoRound', {
-          runId: run.id,
+        await store.recordApoRound({
+          runId,
           round,
           scores: pool.map((c) => ({ id: c.id, batchScore: c.batchScore!, rollouts: valBatch.length })),
         });
@@ -260,8 +200,8 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
         if (leader.valScore === null) await scoreFully(leader, round);
         if (leader.valScore! > best.valScore!) best = leader;
         roundsCompleted = round;
-        await client.request('recordApoRound', {
-          runId: run.id,
+        await store.recordApoRound({
+          runId,
           round,
           metrics: {
             best_val_score: best.valScore!,
@@ -278,7 +218,7 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
           },
         });
         const leftOut = describeSkipped(evaluator.skippedCalls);
-        io.progress(
+        context.progress(
           `round ${round}: ${children.length} new candidate(s)${recorded.length ? `, ${recorded.length} branch(es) skipped` : ''}; leader ${leader.id} ${leader.valScore!.toFixed(3)}, best ${best.id} ${best.valScore!.toFixed(3)} (seed ${seed.valScore!.toFixed(3)}); ${llm.callsUsed} LLM calls, ${rollouts} rollouts${leftOut ? `; agent calls ${leftOut} (not whole answers)` : ''}`,
         );
       }
@@ -288,10 +228,10 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
       else if (error instanceof CancelledError) stopReason = 'cancelled';
       else throw error;
       if (seed.valScore === null) throw error;
-      io.progress(`stopped: ${errorMessage(error)}`);
+      context.progress(`stopped: ${errorMessage(error)}`);
     }
-    const result = ApoResult.parse({
-      runId: run.id,
+    return ApoResult.parse({
+      runId,
       resource: config.resource,
       seed: { candidateId: seed.id, version: seed.version, prompt: seed.prompt, valScore: seed.valScore },
       best: { candidateId: best.id, version: best.version, prompt: best.prompt, valScore: best.valScore },
@@ -302,24 +242,8 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
       stopReason,
       skipped,
     });
-    await client.request('updateTrainingRun', {
-      id: run.id,
-      status: stopReason === 'cancelled' ? 'cancelled' : 'succeeded',
-      result,
-    });
-    return result;
-  } catch (error) {
-    await client
-      .request('updateTrainingRun', {
-        id: run.id,
-        status: error instanceof CancelledError ? 'cancelled' : 'failed',
-        error: errorMessage(error),
-      })
-      .catch(() => undefined);
-    throw error;
   } finally {
-    subscription.dispose();
-    options.signal?.removeEventListener('abort', cancel);
+    context.signal.removeEventListener('abort', cancel);
   }
 
   /** One branch: critique, then edit, then the new prompt stored as a (not current) resource version; null when skipped. */
@@ -343,7 +267,7 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
     } catch (error) {
       if (error instanceof BudgetExhaustedError) throw error;
       skips.push({ round, parentId: parent.id, stage: 'critique', error: errorMessage(error) });
-      io.progress(`round ${round}: skipped a branch of ${parent.id}: critique failed: ${errorMessage(error)}`);
+      context.progress(`round ${round}: skipped a branch of ${parent.id}: critique failed: ${errorMessage(error)}`);
       return null;
     }
     let prompt: string;
@@ -357,16 +281,10 @@ export async function runApo(options: ApoRunOptions, io: ApoIo): Promise<ApoResu
     } catch (error) {
       if (error instanceof BudgetExhaustedError) throw error;
       skips.push({ round, parentId: parent.id, stage: 'edit', error: errorMessage(error) });
-      io.progress(`round ${round}: skipped a branch of ${parent.id}: edit failed: ${errorMessage(error)}`);
+      context.progress(`round ${round}: skipped a branch of ${parent.id}: edit failed: ${errorMessage(error)}`);
       return null;
     }
-    const resource = await client.request('putResource', {
-      name: config.resource,
-      kind: 'prompt_template',
-      value: prompt,
-      current: false,
-      runId: run.id,
-    });
+    const resource = await store.putPrompt(config.resource, prompt, { current: false, runId });
     return { version: resource.version, prompt, critique };
   }
 }

@@ -12,7 +12,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { GrpoConfigInput } from '../protocol';
-import { GrpoConfig, metricPoints } from '../protocol';
+import { GrpoConfig, checkpointsOf, metricPoints } from '../protocol';
 import { trainAndFollow } from '../client/trainAndFollow';
 import { connectOrStartDaemon } from '../client/daemonConnection';
 import { InvalidInputError } from '../protocol/errors';
@@ -153,7 +153,7 @@ export async function runDemo(): Promise<void> {
     say(`  sampled training reward  ${pair('reward/mean')}   (first → last iteration)`);
     say(`  chart                    ${path.relative(process.cwd(), chart)}`);
     say(
-      `  checkpoints              ${detail.checkpoints.length} under ${path.relative(process.cwd(), path.join(path.dirname(store), 'checkpoints', detail.run.id))}`,
+      `  checkpoints              ${checkpointsOf(detail).length} under ${path.relative(process.cwd(), path.join(path.dirname(store), 'checkpoints', detail.run.id))}`,
     );
     say('Look closer:  npx lightning train --list · npx lightning rollouts --mode val · the Lightning side panel');
     if (detail.run.status !== 'succeeded') process.exitCode = 1;

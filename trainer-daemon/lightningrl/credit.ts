@@ -54,13 +54,29 @@ export function rolloutAdvantages(
   options: AdvantageOptions,
 ): { advantages: Map<string, number> | null; stats: GroupStats } {
   const stats: GroupStats = { singletonGroups: 0, zeroVarianceGroups: 0 };
-  if (options.kind === 'none') return { advantages: null, stats };
-  const advantages = new Map<string, number>();
-  if (options.kind === 'baseline') {
-    const mean = rollouts.reduce((sum, r) => sum + r.reward, 0) / Math.max(1, rollouts.length);
-    for (const r of rollouts) advantages.set(r.id, r.reward - mean);
-    return { advantages, stats };
+  switch (options.kind) {
+    case 'none':
+      return { advantages: null, stats };
+    case 'baseline': {
+      const advantages = new Map<string, number>();
+      const mean = rollouts.reduce((sum, r) => sum + r.reward, 0) / Math.max(1, rollouts.length);
+      for (const r of rollouts) advantages.set(r.id, r.reward - mean);
+      return { advantages, stats };
+    }
+    case 'grpo':
+      return { advantages: groupAdvantages(rollouts, options, stats), stats };
+    default:
+      return assertNever(options.kind);
   }
+}
+
+/** GRPO's: each rollout against its task group's mean (over the group's std unless not normalized). */
+function groupAdvantages(
+  rollouts: ReadonlyArray<{ id: string; group: string | null; reward: number }>,
+  options: AdvantageOptions,
+  stats: GroupStats,
+): Map<string, number> {
+  const advantages = new Map<string, number>();
   const groups = new Map<string, Array<{ id: string; reward: number }>>();
   for (const r of rollouts) {
     // Rollouts without a task id each form their own group.
@@ -87,5 +103,5 @@ export function rolloutAdvantages(
       advantages.set(r.id, advantage);
     }
   }
-  return { advantages, stats };
+  return advantages;
 }

@@ -9,7 +9,8 @@ import type { CallTraining, RolloutTransitions, TrainingGroup } from '../protoco
 import type { ParsedParamsOf } from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
 import type { ListRolloutsParams, Rollout, Span } from '../protocol';
-import type { Trajectory } from '../protocol/lightningrl';
+import type { AdvantageOptions, Trajectory } from '../protocol/lightningrl';
+import { assertNever } from '../protocol/assert';
 import { episodeReward } from './credit';
 import { buildTransitions } from './transitions';
 import { outcomeWord, spanOutcome } from '../protocol/outcome';
@@ -102,7 +103,7 @@ export function rolloutTransitions(
     included: samples.size > 0,
     why,
     episodeReward: reward,
-    advantage: first ? (params.advantage.kind === 'none' ? null : first.advantage) : null,
+    advantage: first ? advantageOf(first.advantage, params.advantage) : null,
     group: groupOf(
       considered,
       rollout.id,
@@ -147,4 +148,17 @@ function groupOf(
         ? 'every rollout of the group has the same reward: advantage 0'
         : null;
   return { scope, scopeId, taskId, rewarded: rewards.length, mean, std, note };
+}
+
+/** A sample's advantage as training uses it: none when the credited rewards are trained on themselves (`none`). */
+function advantageOf(advantage: number, options: AdvantageOptions): number | null {
+  switch (options.kind) {
+    case 'grpo':
+    case 'baseline':
+      return advantage;
+    case 'none':
+      return null;
+    default:
+      return assertNever(options.kind);
+  }
 }

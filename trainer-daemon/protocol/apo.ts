@@ -5,6 +5,8 @@
  */
 import { z } from 'zod';
 import { EpochMs, Json, Resource } from './records';
+import { RunCommand } from './runCommand';
+import { isSecretVariable } from './secrets';
 
 export const ResourceName = z
   .string()
@@ -70,8 +72,24 @@ export type AgentResources = z.infer<typeof AgentResources>;
 
 const count = (max: number) => z.number().int().min(1).max(max);
 
-/** APO's configuration: what `lightning train --algorithm apo` and the editor's quick picks set. */
+/** APO's configuration: what `lightning train --algorithm apo` and the editor's quick picks set; the daemon runs it (`training/start`). */
 export const ApoConfig = z.strictObject({
+  algorithm: z.literal('apo'),
+  /** The agent the candidates are scored with: run once per rollout, in `cwd`. */
+  command: RunCommand,
+  /**
+   * Where the agents' and the optimizer's LLM calls go: the user's own OPENAI_BASE_URL (or `--upstream`); null: the
+   * daemon's upstream. Stored with the run, so a URL with a password in it is refused.
+   */
+  upstream: z
+    .string()
+    .regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:11434/v1')
+    .refine(
+      (url) => !isSecretVariable('upstream', url),
+      'an upstream URL with a password in it is not stored with a run',
+    )
+    .nullable()
+    .default(null),
   /** The prompt template resource to optimize (its current version is the seed). */
   resource: ResourceName,
   /** Training tasks: the dataset's `train` split (all of it when it has none). */
@@ -149,7 +167,8 @@ export const ApoCandidate = z.object({
 });
 export type ApoCandidate = z.infer<typeof ApoCandidate>;
 
-export const RecordApoRoundParams = z.strictObject({
+/** What the APO loop records of a round (TrainingService.recordApoRound), in one write. */
+export const ApoRound = z.strictObject({
   runId: z.string().min(1),
   round: z.number().int().nonnegative(),
   /** Candidates new this round (their prompts are resource versions already). */
@@ -178,7 +197,7 @@ export const RecordApoRoundParams = z.strictObject({
   /** The round's metrics (step = round). */
   metrics: z.record(z.string(), z.number().finite()).default({}),
 });
-export type RecordApoRoundParams = z.input<typeof RecordApoRoundParams>;
+export type ApoRound = z.input<typeof ApoRound>;
 
 /** A branch that produced no candidate, and why (the run goes on without it). */
 export const ApoSkip = z.object({

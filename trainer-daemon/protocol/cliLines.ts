@@ -3,8 +3,8 @@
  * run it as a child (the extension): `serve` prints `ready` or `startup-failed` first on stdout;
  * `dataset run --progress json` prints one JSON line per event on stderr (`batch-started`, `rollout-finished`,
  * `rollout-scored`) and `batch-finished` on stdout (with `--json`); `train --json` prints `training-started` and
- * `training-finished` on stdout. The CLI writes these types and the extension parses them with
- * `parseCliLine`; nobody reads the human lines.
+ * `training-finished` on stdout. The CLI writes these types, and programs that run it read them with
+ * `parseCliLine` (the extension: `serve`'s first line, `dataset run`'s); nobody reads the human lines.
  */
 import { z } from 'zod';
 import { ReadyMessage } from './daemon';

@@ -10,6 +10,7 @@ export * from './promptEdit';
 export * from './rewards';
 export * from './trainer';
 export * from './training';
+export * from './runCommand';
 export * from './sft';
 export * from './policy';
 export * from './checkpoints';

@@ -217,9 +217,9 @@ export const TrainingRunRecord = z.object({
   startedAt: EpochMs.nullable(),
   endedAt: EpochMs.nullable(),
   error: z.string().nullable(),
-  /** What kind of error ended it (`trainer_unavailable`: Set Up Trainer fixes it); null without one, or when the process running it did not say. */
+  /** What kind of error ended it (`trainer_unavailable`: Set Up Trainer fixes it); null without one, or when its loop did not say. */
   errorKind: ErrorKind.nullable(),
-  /** Someone asked the run to stop (`trainingRuns/cancel`); the algorithm stops at its next step. */
+  /** Someone asked the run to stop (`trainingRuns/cancel`); the daemon stops it, its agents with it. */
   cancelRequested: z.boolean(),
   /** What the run produced (for APO: the best prompt and its scores), once it ended. */
   result: Json.nullable(),

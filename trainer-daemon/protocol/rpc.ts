@@ -23,7 +23,6 @@ import {
   ApoCandidate,
   GetResourceParams,
   PutResourceParams,
-  RecordApoRoundParams,
   ResourceName,
   ResourceSummary,
   ResourceVersions,
@@ -32,13 +31,11 @@ import { Checkpoint, EpochMs, RayNode, Resource } from './records';
 import { ScoreProgress, ScoreRolloutsParams, ScoreRolloutsResult } from './rewards';
 import { RolloutTransitions, RolloutTransitionsParams } from './lightningrl';
 import {
-  CreateTrainingRunParams,
   GetTrainingRunParams,
   StartTrainingParams,
   TrainingRun,
   TrainingRunDetail,
   TrainingRunSummary,
-  UpdateTrainingRunParams,
 } from './training';
 import { PolicyChanged, PolicyRef, ServedPolicy, ServePolicyParams } from './policy';
 import {
@@ -395,26 +392,19 @@ export const Methods = {
     z.strictObject({ name: ResourceName, version: z.number().int().positive() }),
     Resource,
   ),
-  /** Training runs of every algorithm (protocol/training.ts). A run recorded by the process that runs its algorithm (APO). */
-  createTrainingRun: method('trainingRuns/create', CreateTrainingRunParams, TrainingRun),
-  /** The newest runs, each with its last step and latest metrics. */
+  /** Training runs of every algorithm (protocol/training.ts), started with `training/start`. The newest runs, each with its last step and latest metrics. */
   listTrainingRuns: method(
     'trainingRuns/list',
     z.strictObject({ limit: z.number().int().min(1).max(500).default(50) }),
     z.object({ items: z.array(TrainingRunSummary) }),
   ),
-  /** A run with its metrics (after `afterStep`), GRPO's checkpoints and APO's leaderboard. */
+  /** A run with its metrics (after `afterStep`) and its algorithm's part: GRPO's and SFT's checkpoints, APO's leaderboard. */
   getTrainingRun: method('trainingRuns/get', GetTrainingRunParams, TrainingRunDetail),
-  /** Status changes by the process running the algorithm. */
-  updateTrainingRun: method('trainingRuns/update', UpdateTrainingRunParams, TrainingRun),
   /**
-   * Asks a run to stop: a run the daemon runs (GRPO) stops now, its agents and worker with it, and is
-   * cancelled (its last checkpoint stays for `training/start` with `resume`); another process's run (APO)
-   * stops at its next step and marks itself cancelled.
+   * Stops a run now, its agents and worker with it: it is cancelled (the request recorded as `cancelRequested`);
+   * GRPO's and SFT's last checkpoint stays for `training/start` with `resume`, APO's candidates and result so far stay.
    */
   cancelTrainingRun: method('trainingRuns/cancel', z.strictObject({ id: z.string().min(1) }), TrainingRun),
-  /** An APO round: new candidates, their scores and the round's metrics, in one write. */
-  recordApoRound: method('apo/recordRound', RecordApoRoundParams, z.object({ run: TrainingRun })),
   /** APO's candidates, best validation score first. */
   apoLeaderboard: method(
     'apo/leaderboard',
@@ -442,7 +432,7 @@ export const Methods = {
     CancelWorkerBatchParams,
     z.object({ cancelled: z.number().int().nonnegative() }),
   ),
-  /** Starts a training run in the daemon (or resumes one from its last checkpoint); returns at once. */
+  /** Starts a training run in the daemon, any algorithm (or resumes a GRPO or SFT one from its last checkpoint); returns at once. */
   startTraining: method('training/start', StartTrainingParams, TrainingRun),
   listCheckpoints: method(
     'checkpoints/list',

@@ -3,7 +3,7 @@
  * timed-out one may still be queued again for a retry); it *ran to an outcome* when it ended other than
  * cancelled: what rewards score, training learns from, export reads and the unrated count counts. A
  * training run is final once it succeeded, failed or was cancelled (a resume starts it again). A failed or
- * timed-out rollout with attempts left runs again; a failed or cancelled GRPO run can be resumed.
+ * timed-out rollout with attempts left runs again; a failed or cancelled GRPO or SFT run can be resumed.
  */
 import type { Rollout, RolloutStatus, TrainingRunStatus } from './records';
 import type { TrainingRun } from './training';
@@ -40,11 +40,14 @@ export function canRetry(rollout: Pick<Rollout, 'status' | 'attemptCount' | 'max
 
 /** A GRPO or SFT run that stopped early (failed or cancelled): it continues from its last checkpoint (`training/start {resume}`). */
 export function isResumable(run: Pick<TrainingRun, 'algorithm' | 'status'>): boolean {
-  return daemonDriven(run.algorithm) && (run.status === 'failed' || run.status === 'cancelled');
+  return resumesFromCheckpoints(run.algorithm) && (run.status === 'failed' || run.status === 'cancelled');
 }
 
-/** Whether the daemon drives runs of this algorithm (and so resumes them); APO runs in its own process. */
-export function daemonDriven(algorithm: TrainingRun['algorithm']): boolean {
+/**
+ * Whether runs of this algorithm resume (from their last checkpoint). APO's beam search keeps its state in memory
+ * only, so an APO run is started again instead; its candidates and best prompt so far stay.
+ */
+export function resumesFromCheckpoints(algorithm: TrainingRun['algorithm']): boolean {
   switch (algorithm) {
     case 'grpo':
     case 'sft':

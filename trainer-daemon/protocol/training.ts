@@ -1,16 +1,15 @@
 /**
- * Training runs of every algorithm over the editor-facing RPC: how a run is created and moved along
- * (APO's process creates and updates its run; the daemon runs GRPO itself from its configuration),
- * and what the panel and the CLI read back: the run with its latest metrics, the metric time series,
- * GRPO's checkpoints and APO's leaderboard. The records themselves (TrainingRun, MetricPoint,
- * Checkpoint) are in records.ts; APO's configuration and candidates in apo.ts.
+ * Training runs of every algorithm over the editor-facing RPC: how a run is started (`training/start`: the daemon
+ * runs GRPO, SFT and APO alike) and what the panel and the CLI read back: the run with its latest metrics, the
+ * metric time series, and each algorithm's own part — GRPO's and SFT's checkpoints, APO's leaderboard. The records
+ * themselves (TrainingRun, MetricPoint, Checkpoint) are in records.ts; APO's configuration and candidates in apo.ts.
  */
 import { z } from 'zod';
 import { ApoCandidate, ApoConfig, ApoResult } from './apo';
-import { Checkpoint, Json, MetricPoint, TrainingRunRecord } from './records';
+import { Checkpoint, MetricPoint, TrainingRunRecord } from './records';
 import { AdapterSpec, LossType, ModelSpec } from './trainer';
-import { isSecretVariable } from './secrets';
 import { DEFAULT_KEEP_CHECKPOINTS, KeepCheckpoints } from './checkpoints';
+import { RunCommand, StartEnv } from './runCommand';
 import { SftConfig } from './sft';
 import { assertNever } from './assert';
 
@@ -44,27 +43,7 @@ export const GrpoConfig = z.strictObject({
   agentMode: z.enum(['process', 'worker']).default('process'),
   /** Worker mode: rollouts one agent worker holds at once (LIGHTNING_RUNNER_CONCURRENCY). */
   perWorker: z.number().int().min(1).max(10_000).default(16),
-  command: z.strictObject({
-    argv: z.array(z.string()).min(1, 'command.argv: give the agent command after --'),
-    cwd: z.string(),
-    /**
-     * Variables added to the agents' environment (a launch configuration's `env`). Stored with the run,
-     * so secrets (by name or by value: secrets.ts) are refused: those belong in the daemon's own environment.
-     */
-    env: z
-      .record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'not a variable name'), z.string())
-      .superRefine((env, ctx) => {
-        const secret = Object.entries(env)
-          .filter(([name, value]) => isSecretVariable(name, value))
-          .map(([name]) => name);
-        if (secret.length > 0)
-          ctx.addIssue({
-            code: 'custom',
-            message: `secrets are not stored with a run: set ${secret.join(', ')} in the environment the daemon starts with`,
-          });
-      })
-      .optional(),
-  }),
+  command: RunCommand,
   /** Evaluate on the validation tasks every this many iterations (and before the first and after the last). */
   evalEvery: z.number().int().min(1).default(5),
   seed: z.number().int().default(0),
@@ -186,7 +165,13 @@ export const GrpoTrainingRun = TrainingRunRecord.extend({
 export type GrpoTrainingRun = z.infer<typeof GrpoTrainingRun>;
 export const ApoTrainingRun = TrainingRunRecord.extend({
   algorithm: z.literal('apo'),
-  config: z.object(ApoConfig.shape),
+  config: z.object({
+    ...ApoConfig.shape,
+    // Runs recorded while APO ran in a CLI process of its own kept neither (their configs still list).
+    algorithm: ApoConfig.shape.algorithm.default('apo'),
+    /** null: a run recorded before the daemon ran APO (its command was not stored). */
+    command: RunCommand.nullable().catch(null),
+  }),
   /** The seed and best prompts with their validation scores and the diff, once the run ended with one. */
   result: ApoResult.nullable().catch(null),
 });
@@ -203,10 +188,10 @@ export type TrainingRun = z.infer<typeof TrainingRun>;
 export type TrainingAlgorithm = TrainingRun['algorithm'];
 /** What a new run is recorded with: an algorithm and its parsed configuration. */
 export type NewTrainingRun =
-  | Pick<GrpoTrainingRun, 'algorithm' | 'config'>
-  | Pick<ApoTrainingRun, 'algorithm' | 'config'>
-  | Pick<SftTrainingRun, 'algorithm' | 'config'>;
-/** The runs the daemon drives itself (trains weights in its trainer worker, keeps checkpoints, resumes). */
+  | { readonly algorithm: 'grpo'; readonly config: GrpoConfig }
+  | { readonly algorithm: 'apo'; readonly config: ApoConfig }
+  | { readonly algorithm: 'sft'; readonly config: SftConfig };
+/** The runs that train weights in the daemon's trainer worker (and so keep checkpoints and resume from them). */
 export type WeightsTrainingRun = GrpoTrainingRun | SftTrainingRun;
 
 /** The configuration of a run that trains weights (its model, adapter, device, Python); undefined for APO. */
@@ -222,33 +207,25 @@ export function weightsConfig(run: TrainingRun): GrpoConfig | SftConfig | undefi
   }
 }
 
-/** A run the daemon starts: GRPO (`algorithm` may be left out: the default) or SFT. */
-export const DaemonTrainingConfig = z.discriminatedUnion('algorithm', [GrpoConfig, SftConfig]);
+/** A run the daemon starts: GRPO (`algorithm` may be left out: the default), SFT or APO. */
+export const DaemonTrainingConfig = z.discriminatedUnion('algorithm', [GrpoConfig, SftConfig, ApoConfig]);
 export type DaemonTrainingConfig = z.infer<typeof DaemonTrainingConfig>;
 
-/** Exactly one of: a new run's `config`, or `resume` (a cancelled or failed run's id, continued from its last checkpoint). */
+/**
+ * Exactly one of: a new run's `config`, or `resume` (a cancelled or failed GRPO or SFT run's id, continued from its
+ * last checkpoint; an APO run is not resumed: start it again). `env`: variables for this start's agents, never
+ * stored (runCommand.ts).
+ */
 export const StartTrainingParams = z
-  .strictObject({ config: DaemonTrainingConfig.optional(), resume: z.string().min(1).optional() })
+  .strictObject({
+    config: DaemonTrainingConfig.optional(),
+    resume: z.string().min(1).optional(),
+    env: StartEnv.default({}),
+  })
   .refine((p) => (p.config === undefined) !== (p.resume === undefined), {
     message: 'give either config (a new run) or resume (a run id)',
   });
 export type StartTrainingParams = z.input<typeof StartTrainingParams>;
-
-/** A run recorded by the process that runs its algorithm (APO); GRPO and SFT runs are started with `training/start`. */
-export const CreateTrainingRunParams = z.strictObject({
-  algorithm: z.enum(['apo']),
-  config: ApoConfig,
-});
-export type CreateTrainingRunParams = z.input<typeof CreateTrainingRunParams>;
-
-/** A status change by the process running the algorithm: to running, or to a final status with its error or result. */
-export const UpdateTrainingRunParams = z.strictObject({
-  id: z.string().min(1),
-  status: z.enum(['running', 'succeeded', 'failed', 'cancelled']),
-  error: z.string().max(10_000).nullable().default(null),
-  result: Json.nullable().default(null),
-});
-export type UpdateTrainingRunParams = z.input<typeof UpdateTrainingRunParams>;
 
 /** A run with where it is: for lists and the `trainingRuns/changed` notification. */
 const Progress = {
@@ -257,10 +234,13 @@ const Progress = {
   /** The latest value of each metric. */
   latest: z.record(z.string(), z.number()),
 };
+export const GrpoTrainingRunSummary = GrpoTrainingRun.extend(Progress);
+export const ApoTrainingRunSummary = ApoTrainingRun.extend(Progress);
+export const SftTrainingRunSummary = SftTrainingRun.extend(Progress);
 export const TrainingRunSummary = z.discriminatedUnion('algorithm', [
-  GrpoTrainingRun.extend(Progress),
-  ApoTrainingRun.extend(Progress),
-  SftTrainingRun.extend(Progress),
+  GrpoTrainingRunSummary,
+  ApoTrainingRunSummary,
+  SftTrainingRunSummary,
 ]);
 export type TrainingRunSummary = z.infer<typeof TrainingRunSummary>;
 
@@ -273,15 +253,58 @@ export function metricPoints(metrics: MetricSeries, name: string): MetricSeries 
   return metrics.filter((point) => point.name === name);
 }
 
-export const TrainingRunDetail = z.object({
-  run: TrainingRunSummary,
-  metrics: MetricSeries,
-  /** GRPO and SFT: the saved policies, by step. */
-  checkpoints: z.array(Checkpoint),
-  /** APO, the leaderboard: candidates scored on the full validation set first, best first; then the others by batch score. */
-  candidates: z.array(ApoCandidate),
-});
+/**
+ * A run with its metric series and its algorithm's own part (`algorithm` repeats the run's, so a switch on it narrows
+ * both): GRPO's and SFT's checkpoints (the saved policies, by step), APO's leaderboard (candidates scored on the full
+ * validation set first, best first; then the others by batch score).
+ */
+export const TrainingRunDetail = z.discriminatedUnion('algorithm', [
+  z.object({
+    algorithm: z.literal('grpo'),
+    run: GrpoTrainingRunSummary,
+    metrics: MetricSeries,
+    checkpoints: z.array(Checkpoint),
+  }),
+  z.object({
+    algorithm: z.literal('apo'),
+    run: ApoTrainingRunSummary,
+    metrics: MetricSeries,
+    candidates: z.array(ApoCandidate),
+  }),
+  z.object({
+    algorithm: z.literal('sft'),
+    run: SftTrainingRunSummary,
+    metrics: MetricSeries,
+    checkpoints: z.array(Checkpoint),
+  }),
+]);
 export type TrainingRunDetail = z.infer<typeof TrainingRunDetail>;
+
+/** A run's checkpoints: GRPO's and SFT's; an APO run keeps prompt versions instead (none). */
+export function checkpointsOf(detail: TrainingRunDetail): Checkpoint[] {
+  switch (detail.algorithm) {
+    case 'grpo':
+    case 'sft':
+      return detail.checkpoints;
+    case 'apo':
+      return [];
+    default:
+      return assertNever(detail);
+  }
+}
+
+/** A run's leaderboard: APO's candidates, best first; GRPO and SFT have none. */
+export function candidatesOf(detail: TrainingRunDetail): ApoCandidate[] {
+  switch (detail.algorithm) {
+    case 'apo':
+      return detail.candidates;
+    case 'grpo':
+    case 'sft':
+      return [];
+    default:
+      return assertNever(detail);
+  }
+}
 
 export const GetTrainingRunParams = z.strictObject({
   id: z.string().min(1),

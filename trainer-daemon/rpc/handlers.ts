@@ -12,6 +12,7 @@ import {
   type DaemonInfo,
 } from '../protocol';
 import { ConflictError, InvalidInputError } from '../protocol/errors';
+import { assertNever } from '../protocol/assert';
 import { registerSecretValue } from '../protocol/secrets';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
@@ -128,20 +129,26 @@ export function createHandlers({
     getResource: ({ name, version }) => store.getResource(name, version),
     putResource: (params) => write(() => store.putResource(params)),
     setCurrentResource: ({ name, version }) => write(() => store.setCurrentResource(name, version)),
-    createTrainingRun: (params) => write(() => store.createTrainingRun(params)),
     listTrainingRuns: ({ limit }) => ({ items: store.listTrainingRuns(limit) }),
-    getTrainingRun: ({ id, afterStep }) => ({
-      ...store.getTrainingRun(id, afterStep),
-      checkpoints: trainingService.measuredCheckpoints(id),
-    }),
-    updateTrainingRun: (params) => write(() => store.updateTrainingRun(params)),
-    // The request is recorded for whoever runs it; a run this daemon drives stops now.
+    getTrainingRun: ({ id, afterStep }) => {
+      const detail = store.getTrainingRun(id, afterStep);
+      switch (detail.algorithm) {
+        case 'grpo':
+        case 'sft':
+          // Each with its size on disk, and whether it keeps optimizer state.
+          return { ...detail, checkpoints: trainingService.measuredCheckpoints(id) };
+        case 'apo':
+          return detail;
+        default:
+          return assertNever(detail);
+      }
+    },
+    // The request is recorded (`cancelRequested`); a run this daemon drives stops now.
     cancelTrainingRun: async ({ id }) => {
       const requested = await write(() => store.cancelTrainingRun(id));
       return training?.isRunning(id) ? training.cancel(id) : requested;
     },
-    recordApoRound: (params) => write(() => ({ run: store.recordApoRound(params) })),
-    apoLeaderboard: ({ runId }) => ({ items: store.getTrainingRun(runId).candidates }),
+    apoLeaderboard: ({ runId }) => ({ items: store.apoLeaderboard(runId) }),
     scoreRollouts: async ({ jobId = `score-${Date.now()}`, apiKeys, ...params }) => {
       const signal = scoreJobs.start(jobId);
       // A judge's keys are the daemon's to redact wherever they turn up (its answers, the records of its calls).

@@ -14,13 +14,13 @@ import type {
   ApoCandidate,
   Checkpoint,
   CreateRolloutParams,
-  CreateTrainingRunParams,
   Dataset,
   ImportDatasetParams,
   ListRolloutsParams,
   NewTrainingRun,
   PutResourceParams,
-  RecordApoRoundParams,
+  ApoRound,
+  ApoResult,
   Resource,
   ResourceSummary,
   ResourceVersions,
@@ -41,7 +41,6 @@ import type {
   RayNode,
   TrainingRunSummary,
   TransitionRolloutParams,
-  UpdateTrainingRunParams,
 } from '../protocol';
 import type { Event } from '../protocol/event';
 import { StoreChanges } from './changes';
@@ -57,6 +56,7 @@ import { NotFoundError, InvalidInputError, type ErrorKind } from '../protocol/er
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
 import { readStats } from './stats';
+import { assertNever } from '../protocol/assert';
 import { groupByRun } from './runGroups';
 
 export class Store {
@@ -320,43 +320,43 @@ export class Store {
     return this.write(() => this.resources.setCurrent(name, version));
   }
 
-  /** A run recorded by the process that runs its algorithm (APO: its resource must exist). */
-  createTrainingRun(params: z.output<typeof CreateTrainingRunParams>): TrainingRun {
-    return this.writeTraining(
-      (run: TrainingRun) => run.id,
-      (training) => {
-        this.resources.get(params.config.resource);
-        return training.create(params);
-      },
-    );
-  }
-
-  updateTrainingRun({ id, status, error, result }: z.output<typeof UpdateTrainingRunParams>): TrainingRun {
-    return this.writeTraining(id, (training) => training.transition(id, status, { error, result }));
-  }
-
-  /** Records a cancel request; the process running the run stops it (the daemon's own runs at once, see TrainingManager). */
+  /** Records a cancel request (`cancelRequested`); the daemon's TrainingManager stops the run. */
   cancelTrainingRun(id: string): TrainingRun {
     return this.writeTraining(id, (training) => training.requestCancel(id));
   }
 
-  recordApoRound(params: z.output<typeof RecordApoRoundParams>): TrainingRun {
+  /** An APO round's new candidates, scores and metrics, in one write. */
+  recordApoRound(params: z.output<typeof ApoRound>): TrainingRun {
     return this.writeTraining(
       params.runId,
       (training) => {
         const run = training.get(params.runId);
-        if (run.algorithm !== 'apo')
-          throw new InvalidInputError(
-            `params.runId: training run ${run.id} is a ${run.algorithm} run; only APO runs record rounds`,
-          );
-        training.recordRound(params, run.config.resource);
-        return training.get(params.runId);
+        switch (run.algorithm) {
+          case 'apo':
+            training.recordRound(params, run.config.resource);
+            return training.get(params.runId);
+          case 'grpo':
+          case 'sft':
+            throw new InvalidInputError(
+              `params.runId: training run ${run.id} is a ${run.algorithm} run; only APO runs record rounds`,
+            );
+          default:
+            return assertNever(run);
+        }
       },
       params.round,
     );
   }
 
-  /** A run with its metric points after `afterStep`, checkpoints and candidates, read in one transaction. */
+  /** An APO run's leaderboard, best first (empty for the other algorithms): `apo/leaderboard`. */
+  apoLeaderboard(runId: string): ApoCandidate[] {
+    return this.transaction(() => {
+      this.training.get(runId);
+      return this.training.candidates(runId);
+    }) as ApoCandidate[];
+  }
+
+  /** A run with its metric points after `afterStep` and its checkpoints or candidates, read in one transaction. */
   getTrainingRun(id: string, afterStep = -1): TrainingRunDetail {
     return this.transaction(() => this.training.detail(id, afterStep)) as TrainingRunDetail;
   }
@@ -428,7 +428,12 @@ export class Store {
   setTrainingRunStatus(
     id: string,
     to: TrainingRunStatus,
-    details: { readonly error?: string | null; readonly errorKind?: ErrorKind | null } = {},
+    details: {
+      readonly error?: string | null;
+      readonly errorKind?: ErrorKind | null;
+      /** An APO run's outcome, with its final status. */
+      readonly result?: ApoResult | null;
+    } = {},
   ): TrainingRun {
     return this.writeTraining(id, (training) => training.transition(id, to, details));
   }

@@ -1,6 +1,6 @@
 /**
- * Training runs of every algorithm: configuration and status, a cancel request that the process
- * running the algorithm acts on, metric time series, and each algorithm's own records: GRPO's
+ * Training runs of every algorithm: configuration and status, a cancel request (recorded as the
+ * daemon's TrainingManager stops the run), metric time series, and each algorithm's own records: GRPO's and SFT's
  * checkpoints (with the `policy` resource whose versions say which checkpoint served which
  * rollouts) and APO's leaderboard of candidate prompts.
  */
@@ -8,14 +8,14 @@ import crypto from 'node:crypto';
 import type { Database, Statement } from './driver';
 import type { z } from 'zod';
 import {
-  ApoResult,
   type ApoCandidate,
+  type ApoResult,
+  type ApoRound,
   type Checkpoint,
   type CritiqueStyle,
   describeIssues,
   type Json,
   type MetricSeries,
-  type RecordApoRoundParams,
   type NewTrainingRun,
   type RunPlacement,
   TrainingRun,
@@ -23,13 +23,7 @@ import {
   type TrainingRunStatus,
   type TrainingRunSummary,
 } from '../protocol';
-import {
-  InvalidInputError,
-  InvalidTransitionError,
-  LightningError,
-  NotFoundError,
-  type ErrorKind,
-} from '../protocol/errors';
+import { InvalidTransitionError, LightningError, NotFoundError, type ErrorKind } from '../protocol/errors';
 import { assertNever } from '../protocol/assert';
 import { isFinal } from '../protocol/status';
 
@@ -97,20 +91,14 @@ function rowToRun(row: RunRow): TrainingRun {
 }
 
 /** A run's result must be its algorithm's: an APO run's an `ApoResult`; GRPO and SFT runs record none. */
-function checkResult(run: TrainingRun, result: Json): void {
+function checkResult(run: TrainingRun): void {
   switch (run.algorithm) {
-    case 'apo': {
-      const parsed = ApoResult.safeParse(result);
-      if (!parsed.success)
-        throw new InvalidInputError(
-          `params.result: not an APO run's result: ${describeIssues(parsed.error, 'result')}`,
-        );
+    case 'apo':
       return;
-    }
     case 'grpo':
     case 'sft':
-      throw new InvalidInputError(
-        `params.result: training run ${run.id} is a ${run.algorithm.toUpperCase()} run, which records no result (its metrics and checkpoints are its outcome)`,
+      throw new LightningError(
+        `training run ${run.id} is a ${run.algorithm.toUpperCase()} run, which records no result (its metrics and checkpoints are its outcome)`,
       );
     default:
       assertNever(run);
@@ -160,7 +148,8 @@ export interface TransitionDetails {
   readonly error?: string | null;
   /** The error's kind, when the one recording it knows (the daemon's own loops do). */
   readonly errorKind?: ErrorKind | null;
-  readonly result?: Json | null;
+  /** An APO run's outcome (refused for the other algorithms). */
+  readonly result?: ApoResult | null;
 }
 
 export class TrainingRunRepository {
@@ -280,7 +269,7 @@ export class TrainingRunRepository {
     if (!NEXT[run.status].includes(to))
       throw new InvalidTransitionError(`training run ${id} is ${run.status} and cannot become ${to}`);
     const result = details.result ?? null;
-    if (result !== null) checkResult(run, result);
+    if (result !== null) checkResult(run);
     this.updateRun.run({
       id,
       status: to,
@@ -319,7 +308,7 @@ export class TrainingRunRepository {
     return this.get(id);
   }
 
-  /** Records a cancel request (the process running the run acts on it); a final run is left as it is. */
+  /** Records a cancel request (the daemon's TrainingManager stops the run); a final run is left as it is. */
   requestCancel(id: string, now = Date.now()): TrainingRun {
     const run = this.get(id);
     if (isFinal(run.status)) return run;
@@ -335,7 +324,7 @@ export class TrainingRunRepository {
   }
 
   /** An APO round's new candidates, scores and metrics; must run inside a transaction. */
-  recordRound(params: z.output<typeof RecordApoRoundParams>, resourceName: string, now = Date.now()): void {
+  recordRound(params: z.output<typeof ApoRound>, resourceName: string, now = Date.now()): void {
     const run = this.get(params.runId);
     if (run.status !== 'running')
       throw new InvalidTransitionError(`training run ${run.id} is ${run.status}; only a running run records rounds`);
@@ -370,15 +359,20 @@ export class TrainingRunRepository {
     return { ...run, step, latest };
   }
 
-  /** The run with its metric points after `afterStep`, checkpoints and candidates. */
+  /** The run with its metric points after `afterStep`, and its checkpoints (GRPO, SFT) or candidates (APO). */
   detail(id: string, afterStep = -1): TrainingRunDetail {
-    const run = this.get(id);
-    return {
-      run: this.summary(run),
-      metrics: this.metricsAfter.all(id, afterStep),
-      checkpoints: this.checkpoints(id),
-      candidates: this.candidates(id),
-    };
+    const summary = this.summary(this.get(id));
+    const metrics = this.metricsAfter.all(id, afterStep);
+    switch (summary.algorithm) {
+      case 'grpo':
+        return { algorithm: 'grpo', run: summary, metrics, checkpoints: this.checkpoints(id) };
+      case 'sft':
+        return { algorithm: 'sft', run: summary, metrics, checkpoints: this.checkpoints(id) };
+      case 'apo':
+        return { algorithm: 'apo', run: summary, metrics, candidates: this.candidates(id) };
+      default:
+        return assertNever(summary);
+    }
   }
 
   addCheckpoint(

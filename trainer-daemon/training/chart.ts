@@ -4,7 +4,7 @@
  * metrics, `protocol/chart.ts` draws them), with the theme's chart colours given fixed values. The
  * demo writes it under `.lightning/`.
  */
-import type { TrainingRunDetail } from '../protocol';
+import { checkpointsOf, type TrainingRunDetail } from '../protocol';
 import { CHART_COLOURS, metricChartSvg, type MetricPointLike } from '../protocol/chart';
 import { sharedStepRange } from '../protocol/chartScale';
 import { chartSvg, grpoCharts } from '../protocol/grpoCharts';
@@ -46,7 +46,7 @@ export function renderChart(detail: TrainingRunDetail): string {
 <style>:root{${variables}}body{font:14px system-ui,sans-serif;margin:24px;color:#222}.charts{display:flex;flex-wrap:wrap;gap:16px}
 figure{margin:0}figcaption{font-weight:600}svg{display:block;background:#fafafa;border:1px solid #ddd}svg text{font:10px system-ui,sans-serif;fill:#444}p{margin:4px 0;color:#555}</style></head>
 <body><h1>Training run ${escape(run.id)}</h1>
-<p>${escape(run.algorithm.toUpperCase())} · ${escape(run.status)} · ${run.step} iterations · ${detail.checkpoints.length} checkpoints</p>
+<p>${escape(run.algorithm.toUpperCase())} · ${escape(run.status)} · ${run.step} iterations · ${checkpointsOf(detail).length} checkpoints</p>
 <div class="charts">${charts.join('')}</div>
 </body></html>
 `;

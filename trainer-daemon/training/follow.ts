@@ -1,10 +1,12 @@
 /**
- * Follows a training run from a client (`lightning train`, `npm run demo`): one table row per
- * iteration as its metrics land (GRPO: sampled reward before the update, validation reward,
- * loss, KL, entropy, speed; SFT: an epoch's loss, validation loss and accuracy, speed), Ctrl-C cancels the run, and it resolves with the final detail.
+ * Follows a training run from a client (`lightning train`, `npm run demo`): one line per step as its metrics land —
+ * a table row (GRPO: sampled reward before the update, validation reward, loss, KL, entropy, speed; SFT: an epoch's
+ * loss, validation loss and accuracy, speed) or, for APO, a progress line per round —, Ctrl-C cancels the run, and it
+ * resolves with the final detail.
  */
-import type { MetricSeries, TrainingRun, TrainingRunDetail } from '../protocol';
+import { candidatesOf, type MetricSeries, type TrainingRun, type TrainingRunDetail } from '../protocol';
 import { assertNever } from '../protocol/assert';
+import { roundLine } from '../apo/progress';
 import type { RunnerClient } from '../runner/pool';
 import { isFinal } from '../protocol/status';
 
@@ -74,25 +76,56 @@ export function epochCells(step: number, m: Record<string, number>): string[] {
   ];
 }
 
-/** The table a run is followed with, by its algorithm: GRPO's iterations, SFT's epochs (APO prints its own). */
-export function runTable(run: Pick<TrainingRun, 'algorithm'>): {
-  readonly header: string;
-  row(step: number, metrics: Record<string, number>): string;
-} {
+/**
+ * How a run is followed, by its algorithm: GRPO's iterations and SFT's epochs as a table on stdout (its header first;
+ * not with --json), each step once a later one began (its validation lands after its update); APO's rounds as
+ * progress lines for people on stderr, each once recorded (a round's metrics land in one write).
+ */
+export interface RunLines {
+  /** The table's header; null: no table. */
+  readonly header: string | null;
+  /** `table`: rows on stdout (left out with --json); `progress`: lines on stderr. */
+  readonly to: 'table' | 'progress';
+  /** Whether a step is complete once it has metrics (else once a later step began, or the run ended). */
+  readonly completeWhenRecorded: boolean;
+  line(step: number, metrics: Record<string, number>, detail: TrainingRunDetail): string;
+}
+
+export function runLines(run: Pick<TrainingRun, 'algorithm'>): RunLines {
   switch (run.algorithm) {
     case 'grpo':
-    case 'apo':
-      return { header: iterationLine(), row: (step, metrics) => iterationLine(iterationCells(step, metrics)) };
+      return {
+        header: iterationLine(),
+        to: 'table',
+        completeWhenRecorded: false,
+        line: (step, metrics) => iterationLine(iterationCells(step, metrics)),
+      };
     case 'sft':
-      return { header: epochLine(), row: (step, metrics) => epochLine(epochCells(step, metrics)) };
+      return {
+        header: epochLine(),
+        to: 'table',
+        completeWhenRecorded: false,
+        line: (step, metrics) => epochLine(epochCells(step, metrics)),
+      };
+    case 'apo':
+      return {
+        header: null,
+        to: 'progress',
+        completeWhenRecorded: true,
+        line: (step, metrics, detail) => `apo: ${roundLine(step, metrics, candidatesOf(detail))}`,
+      };
     default:
       return assertNever(run.algorithm);
   }
 }
 
 export interface FollowOptions {
-  /** Called with each iteration once complete (its validation included). */
-  readonly onIteration: (step: number, metrics: Record<string, number>) => void;
+  /** Called with each step once complete (RunLines.completeWhenRecorded says when), with the detail it was read in. */
+  readonly onStep: (step: number, metrics: Record<string, number>, detail: TrainingRunDetail) => void;
+  /** Whether a step is complete once recorded (APO), or once a later one began (GRPO, SFT: validation lands later). */
+  readonly completeWhenRecorded: boolean;
+  /** What Ctrl-C says it does (after "lightning: cancelling training run X"). */
+  readonly onCancel: string;
   readonly pollMs?: number;
 }
 
@@ -105,9 +138,7 @@ export async function followRun(
   const cancel = (): void => {
     if (cancelling) return;
     cancelling = true;
-    process.stderr.write(
-      `lightning: cancelling training run ${runId}; its last checkpoint stays (resume with --resume ${runId})\n`,
-    );
+    process.stderr.write(`lightning: cancelling training run ${runId}; ${options.onCancel}\n`);
     void client.request('cancelTrainingRun', { id: runId }).catch(() => undefined);
   };
   const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'];
@@ -119,10 +150,9 @@ export async function followRun(
       const done = isFinal(detail.run.status);
       const steps = byStep(detail.metrics);
       const last = Math.max(-1, ...steps.keys());
-      // A step is complete once a later one has begun (its validation lands after its update), or the run ended.
       for (const [step, metrics] of steps) {
-        if (step > printed && (step < last || done)) {
-          options.onIteration(step, metrics);
+        if (step > printed && (step < last || done || options.completeWhenRecorded)) {
+          options.onStep(step, metrics, detail);
           printed = step;
         }
       }

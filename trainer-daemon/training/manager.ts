@@ -1,31 +1,43 @@
 /**
- * The daemon's training runs (GRPO, SFT): `training/start` creates (or resumes) a run and drives its loop in the
- * background; `trainingRuns/cancel` aborts it; the daemon's shutdown cancels what still runs. A run
- * left `running` by a daemon that died is marked failed when the next daemon starts, so it can be
- * resumed. One loop per run; a failure fails that run only.
+ * The daemon's training runs (GRPO, SFT, APO): `training/start` creates (or resumes) a run and drives its loop in the
+ * background; `trainingRuns/cancel` aborts it; the daemon's shutdown cancels what still runs. A run left `running` by
+ * a daemon that died is marked failed when the next daemon starts, so it can be resumed (GRPO, SFT) or started again
+ * (APO). One loop per run; a failure fails that run only.
  */
 import type { z } from 'zod';
-import type { DaemonTrainingConfig, GrpoConfig, StartTrainingParams, TrainingRun } from '../protocol';
+import type {
+  ApoConfig,
+  ApoResult,
+  DaemonTrainingConfig,
+  GrpoConfig,
+  SftConfig,
+  StartEnv,
+  StartTrainingParams,
+  TrainingRun,
+} from '../protocol';
 import { assertNever } from '../protocol/assert';
-import { daemonDriven } from '../protocol/status';
+import { resumesFromCheckpoints } from '../protocol/status';
 import { ConflictError, InvalidInputError, errorMessage, mapError } from '../protocol/errors';
+import { isSecretVariable, registerSecretValue } from '../protocol/secrets';
 import type { Logger } from '../log';
 import type { Disposable } from '../protocol/event';
 import { defaultRewardsFile } from '../rewards/config';
 import { scoringFor } from '../runner/scoring';
 import type { BatchFollower, RolloutScoring } from '../runner/pool';
+import { CancelledError } from '../apo/evaluate';
+import { runApo } from '../apo/loop';
+import { prepareApo, type ApoPlan } from '../apo/prepare';
 import { checkFsdpTorch } from './doctor';
 import { runGrpo } from './grpo';
 import { readSftRows, runSft } from './sft';
 import type { Caller } from './rollouts';
 import type { TrainingService } from './service';
 
-/** A run about to be driven: its id, configuration and (GRPO) how its rollouts are scored. */
-interface Prepared {
-  readonly runId: string;
-  readonly config: DaemonTrainingConfig;
-  readonly scoring: RolloutScoring | undefined;
-}
+/** A run about to be driven: its configuration and what was checked and built for it. */
+type Prepared =
+  | { readonly algorithm: 'grpo'; readonly config: GrpoConfig; readonly scoring: RolloutScoring | undefined }
+  | { readonly algorithm: 'sft'; readonly config: SftConfig }
+  | { readonly algorithm: 'apo'; readonly config: ApoConfig; readonly plan: ApoPlan; readonly env: NodeJS.ProcessEnv };
 
 export class TrainingManager implements Disposable {
   private readonly active = new Map<string, { controller: AbortController; done: Promise<void> }>();
@@ -40,32 +52,34 @@ export class TrainingManager implements Disposable {
   ) {
     for (const run of training.runs()) {
       if (run.status === 'running' || run.status === 'queued') {
-        // Its driver (this daemon's loop, or an APO process talking through the daemon) is gone.
-        const error = `the daemon stopped during this run${daemonDriven(run.algorithm) ? `; resume it with \`lightning train --resume ${run.id}\`` : ''}`;
-        training.setRunStatus(run.id, 'failed', { error });
+        // Its loop, this daemon's predecessor's, is gone.
+        training.setRunStatus(run.id, 'failed', { error: `the daemon stopped during this run; ${howToContinue(run)}` });
       }
     }
   }
 
   async start(params: z.output<typeof StartTrainingParams>): Promise<TrainingRun> {
-    const { runId, config, scoring } =
-      params.resume !== undefined ? this.resumable(params.resume) : await this.recorded(params.config!);
+    const { runId, prepared } =
+      params.resume !== undefined
+        ? { runId: params.resume, prepared: this.resumable(params.resume, params.env) }
+        : await this.recorded(params.config!, params.env);
     const started = this.training.setRunStatus(runId, 'running');
     const controller = new AbortController();
-    const done = this.drive(runId, config, scoring, controller.signal).finally(() => this.active.delete(runId));
+    const done = this.drive(runId, prepared, controller.signal).finally(() => this.active.delete(runId));
     this.active.set(runId, { controller, done });
     return started;
   }
 
   /** A cancelled or failed GRPO or SFT run, with its configuration and (GRPO) scoring, checked again. */
-  private resumable(id: string): Prepared {
+  private resumable(id: string, env: StartEnv): Prepared {
     const run = this.training.run(id);
     if (this.active.has(run.id)) throw new ConflictError(`training run ${run.id} is already running`);
     switch (run.algorithm) {
       case 'grpo':
+        refuseEnv(env, 'grpo');
         // Its rewards file may have been deleted or broken since.
         return {
-          runId: run.id,
+          algorithm: 'grpo',
           config: run.config,
           scoring: checkedScoring(
             run.config,
@@ -74,11 +88,10 @@ export class TrainingManager implements Disposable {
           ),
         };
       case 'sft':
-        return { runId: run.id, config: run.config, scoring: undefined };
+        refuseEnv(env, 'sft');
+        return { algorithm: 'sft', config: run.config };
       case 'apo':
-        throw new InvalidInputError(
-          `params.resume: training run ${run.id} is an apo run; the daemon resumes GRPO and SFT runs (run APO again with \`lightning train --algorithm apo\`)`,
-        );
+        throw new InvalidInputError(`params.resume: training run ${run.id} is an APO run; ${howToContinue(run)}`);
       default:
         return assertNever(run);
     }
@@ -86,11 +99,12 @@ export class TrainingManager implements Disposable {
 
   /**
    * A new run, recorded once what cannot run has been refused: an unknown dataset, no train tasks, a torch too old
-   * for `--fsdp` (GRPO); no rated rows (SFT).
+   * for `--fsdp` (GRPO); no rated rows (SFT); no prompt template, no tasks, a budget too small for the seed (APO).
    */
-  private async recorded(config: DaemonTrainingConfig): Promise<Prepared> {
+  private async recorded(config: DaemonTrainingConfig, env: StartEnv): Promise<{ runId: string; prepared: Prepared }> {
     switch (config.algorithm) {
       case 'grpo': {
+        refuseEnv(env, 'grpo');
         if (this.training.tasks(config.dataset, 'train').items.length === 0) {
           throw new InvalidInputError(
             `params.config.dataset: ${config.dataset} has no train tasks (import tasks with "split": "train")`,
@@ -99,12 +113,23 @@ export class TrainingManager implements Disposable {
         if (config.valDataset !== null) this.training.tasks(config.valDataset);
         const scoring = checkedScoring(config, this.training.storeFile, 'params.config.rewardsFile');
         if (config.distributed?.fsdp) await checkFsdpTorch(this.training.storeFile, config.python);
-        return { runId: this.training.recordRun({ algorithm: 'grpo', config }).id, config, scoring };
+        const runId = this.training.recordRun({ algorithm: 'grpo', config }).id;
+        return { runId, prepared: { algorithm: 'grpo', config, scoring } };
       }
       case 'sft':
+        refuseEnv(env, 'sft');
         // The rows are read again when the loop starts; reading them here refuses a run with nothing to learn.
         readSftRows(this.training, config);
-        return { runId: this.training.recordRun({ algorithm: 'sft', config }).id, config, scoring: undefined };
+        return {
+          runId: this.training.recordRun({ algorithm: 'sft', config }).id,
+          prepared: { algorithm: 'sft', config },
+        };
+      case 'apo': {
+        const agentEnv = apoEnv(config, env);
+        const plan = await prepareApo(this.training, config, this.training.storeFile, agentEnv);
+        const runId = this.training.recordRun({ algorithm: 'apo', config }).id;
+        return { runId, prepared: { algorithm: 'apo', config, plan, env: agentEnv } };
+      }
       default:
         return assertNever(config);
     }
@@ -115,7 +140,7 @@ export class TrainingManager implements Disposable {
     return this.active.has(id);
   }
 
-  /** Stops run `id`, which this daemon drives: its loop stops its agents and worker and records the run cancelled. */
+  /** Stops run `id`, which this daemon drives: its loop stops its agents (and worker) and the run is recorded cancelled. */
   async cancel(id: string): Promise<TrainingRun> {
     const active = this.active.get(id);
     if (!active) throw new ConflictError(`training run ${id} is not running in this daemon`);
@@ -124,39 +149,59 @@ export class TrainingManager implements Disposable {
     return this.training.run(id);
   }
 
-  private async drive(
-    runId: string,
-    config: DaemonTrainingConfig,
-    scoring: RolloutScoring | undefined,
-    signal: AbortSignal,
-  ): Promise<void> {
+  private async drive(runId: string, prepared: Prepared, signal: AbortSignal): Promise<void> {
     const logger = this.logger.child(runId);
     try {
-      switch (config.algorithm) {
-        case 'grpo':
-          await runGrpo(runId, config, {
-            training: this.training,
-            call: this.call,
-            batches: this.batches,
-            logger,
-            signal,
-            scoring,
-          });
-          break;
-        case 'sft':
-          await runSft(runId, config, { training: this.training, logger, signal });
-          break;
-        default:
-          assertNever(config);
-      }
+      const result = await this.loop(runId, prepared, signal, logger);
       if (!this.training.isOpen) return;
       this.training.setRunStatus(runId, signal.aborted ? 'cancelled' : 'succeeded', {
         error: signal.aborted ? 'cancelled' : null,
+        result,
       });
     } catch (error) {
+      if (!this.training.isOpen) return;
+      if (error instanceof CancelledError) {
+        // APO cancelled before its seed was scored: there is no result to keep.
+        this.training.setRunStatus(runId, 'cancelled', { error: 'cancelled' });
+        return;
+      }
       logger.error('training run failed', { error: errorMessage(error) });
-      if (this.training.isOpen)
-        this.training.setRunStatus(runId, 'failed', { error: errorMessage(error), errorKind: mapError(error).kind });
+      this.training.setRunStatus(runId, 'failed', { error: errorMessage(error), errorKind: mapError(error).kind });
+    }
+  }
+
+  /** Runs the algorithm's loop; resolves with its result (APO's), or null (GRPO and SFT record none). */
+  private async loop(
+    runId: string,
+    prepared: Prepared,
+    signal: AbortSignal,
+    logger: Logger,
+  ): Promise<ApoResult | null> {
+    switch (prepared.algorithm) {
+      case 'grpo':
+        await runGrpo(runId, prepared.config, {
+          training: this.training,
+          call: this.call,
+          batches: this.batches,
+          logger,
+          signal,
+          scoring: prepared.scoring,
+        });
+        return null;
+      case 'sft':
+        await runSft(runId, prepared.config, { training: this.training, logger, signal });
+        return null;
+      case 'apo':
+        return runApo(runId, prepared.config, prepared.plan, {
+          store: this.training,
+          call: this.call,
+          env: prepared.env,
+          scoring: prepared.plan.scoring,
+          signal,
+          progress: (line) => logger.info(`apo: ${line}`),
+        });
+      default:
+        return assertNever(prepared);
     }
   }
 
@@ -169,6 +214,39 @@ export class TrainingManager implements Disposable {
   dispose(): void {
     for (const { controller } of this.active.values()) controller.abort();
   }
+}
+
+/** What a stopped run's owner can do next: resume it (GRPO, SFT), or start it again (APO keeps no state to resume). */
+function howToContinue(run: TrainingRun): string {
+  return resumesFromCheckpoints(run.algorithm)
+    ? `resume it with \`lightning train --resume ${run.id}\``
+    : 'APO runs are not resumed (the beam search keeps its state in memory): its candidates and best prompt so far stay on its leaderboard; start it again with `lightning train --algorithm apo` or Optimize This Prompt';
+}
+
+/** GRPO's and SFT's agents get the daemon's environment and `config.command.env` only. */
+function refuseEnv(env: StartEnv, algorithm: 'grpo' | 'sft'): void {
+  const names = Object.keys(env);
+  if (names.length > 0)
+    throw new InvalidInputError(
+      `params.env: only an APO run takes env (${names.join(', ')}); a ${algorithm.toUpperCase()} run's agents get the daemon's environment and config.command.env`,
+    );
+}
+
+/**
+ * An APO run's agents' environment, as when they ran in the process that started it: the daemon's, then the
+ * configuration's `command.env`, then the start's `env` (null unsets). The start's secrets are redacted wherever
+ * they turn up from now on (an agent that logs them, an upstream that echoes a key).
+ */
+function apoEnv(config: ApoConfig, env: StartEnv): NodeJS.ProcessEnv {
+  const merged: NodeJS.ProcessEnv = { ...process.env, ...config.command.env };
+  for (const [name, value] of Object.entries(env)) {
+    if (value === null) delete merged[name];
+    else {
+      merged[name] = value;
+      if (isSecretVariable(name, value)) registerSecretValue(value);
+    }
+  }
+  return merged;
 }
 
 /**

@@ -1,19 +1,24 @@
 /**
  * Training's one surface on the store (STYLE.md, "Store access"): what the daemon's training loops
- * (GRPO, training/grpo.ts; runs' lifecycle, training/manager.ts) do with the store, as use cases.
- * The RPC handlers serve `datasets/tasks` and `checkpoints/list` through it too, so an algorithm
- * and the editor read the same things the same way. Writes go through the write queue (group
- * commit, lock retries) when the daemon has one. APO runs in its own process and speaks RPC.
+ * (GRPO, training/grpo.ts; SFT, training/sft.ts; APO, apo/loop.ts; runs' lifecycle, training/manager.ts) do with
+ * the store, as use cases. The RPC handlers serve `datasets/tasks` and `checkpoints/list` through it too, so an
+ * algorithm and the editor read the same things the same way. Writes go through the write queue (group
+ * commit, lock retries) when the daemon has one.
  */
 import path from 'node:path';
 import {
+  ApoRound,
   grpoBatchId,
+  type AgentResources,
+  type ApoResult,
   type Checkpoint,
   type DeleteCheckpointResult,
   type KeepCheckpoints,
   type Dataset,
   type NewTrainingRun,
+  type Resource,
   type Rollout,
+  type RolloutDetail,
   type RolloutMode,
   type RolloutStatus,
   type RunPlacement,
@@ -37,6 +42,17 @@ export interface BatchSpec {
   readonly checkpoint: string | null;
   readonly tasks: readonly Task[];
   readonly samples: number;
+  readonly source: RolloutSource;
+}
+
+/** One APO evaluation: each task once, its rollouts pinned to the candidate's resource version. */
+export interface EvaluationSpec {
+  readonly batchId: string;
+  readonly mode: Extract<RolloutMode, 'train' | 'val'>;
+  readonly label: string;
+  readonly tasks: ReadonlyArray<Pick<Task, 'id' | 'datasetId' | 'input'>>;
+  /** Resource versions by name; every other resource is pinned at its current version. */
+  readonly resources: Readonly<Record<string, number>>;
   readonly source: RolloutSource;
 }
 
@@ -166,10 +182,15 @@ export class TrainingService {
     return this.store.recordTrainingRun(run);
   }
 
+  /** A status change; a final APO run's `result` with it. */
   setRunStatus(
     id: string,
     to: TrainingRunStatus,
-    details: { readonly error?: string | null; readonly errorKind?: ErrorKind | null } = {},
+    details: {
+      readonly error?: string | null;
+      readonly errorKind?: ErrorKind | null;
+      readonly result?: ApoResult | null;
+    } = {},
   ): TrainingRun {
     return this.store.setTrainingRunStatus(id, to, details);
   }
@@ -262,6 +283,73 @@ export class TrainingService {
       ...(filter.label === undefined ? {} : { label: filter.label }),
       ...(datasetId === undefined ? {} : { datasetId }),
     });
+  }
+
+  // ---- APO: prompts as resource versions, evaluations, rounds ----
+
+  /** A version of a resource (default: the current one). */
+  resource(name: string, version?: number): Resource {
+    return this.store.getResource(name, version).resource;
+  }
+
+  /** Whether a resource of this name exists. */
+  hasResource(name: string): boolean {
+    return this.store.listResources().some((summary) => summary.name === name);
+  }
+
+  /** A new version of a prompt template: current (a seed from a prompt file), or a run's candidate (not current). */
+  async putPrompt(
+    name: string,
+    prompt: string,
+    made: { current: true } | { current: false; runId: string },
+  ): Promise<Resource> {
+    return this.write(() =>
+      this.store.putResource({
+        name,
+        kind: 'prompt_template',
+        value: prompt,
+        current: made.current,
+        runId: made.current ? null : made.runId,
+      }),
+    );
+  }
+
+  /** Queues an evaluation's rollouts in one commit; returns their ids in task order. */
+  async openEvaluation(spec: EvaluationSpec): Promise<string[]> {
+    return this.write(
+      () =>
+        spec.tasks.map(
+          (task) =>
+            this.store.createRollout({
+              mode: spec.mode,
+              label: spec.label,
+              task: { id: task.id, input: task.input },
+              source: spec.source,
+              maxAttempts: 1,
+              datasetId: task.datasetId,
+              batchId: spec.batchId,
+              resourcesVersion: null,
+              resources: { ...spec.resources },
+            }).id,
+        ),
+      spec.tasks.length,
+    );
+  }
+
+  /** What `GET /resources` answers a rollout's agent: the versions it is pinned to. */
+  rolloutResources(rolloutId: string): AgentResources {
+    return this.store.agentResources(rolloutId);
+  }
+
+  /** A rollout with its spans and rewards (what APO scores and shows the critique). */
+  rolloutDetail(id: string): RolloutDetail {
+    return this.store.getRolloutDetail(id);
+  }
+
+  /** An APO round's new candidates, their scores and the round's metrics, in one commit. */
+  async recordApoRound(round: ApoRound): Promise<void> {
+    const parsed = ApoRound.parse(round);
+    await this.write(() => this.store.recordApoRound(parsed));
   }
 
   private batchRollouts(batchId: string): Rollout[] {

@@ -103,7 +103,7 @@ export class RunTab {
     if (view.afterStep >= 0 && this.metrics.length === 0) return this.actions.loadRun(this.runId);
     this.run = view.run;
     this.metrics = view.afterStep < 0 ? view.metrics : mergeMetrics(this.metrics, view.metrics, view.afterStep);
-    this.checkpoints = checkpointsOf(view.extra);
+    this.checkpoints = checkpointsOf(view);
     this.renderHeader();
     this.renderCharts();
     this.renderTable();
@@ -285,15 +285,15 @@ export class RunTab {
 }
 
 /** The checkpoints of a run that keeps them (GRPO, SFT); APO keeps prompt versions instead. */
-function checkpointsOf(extra: TrainingRunView['extra']): Checkpoint[] {
-  switch (extra.kind) {
+function checkpointsOf(view: TrainingRunView): Checkpoint[] {
+  switch (view.algorithm) {
     case 'grpo':
     case 'sft':
-      return extra.checkpoints;
+      return view.checkpoints;
     case 'apo':
       return [];
     default:
-      return assertNever(extra);
+      return assertNever(view);
   }
 }
 

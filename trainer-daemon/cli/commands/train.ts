@@ -2,7 +2,8 @@
  * `lightning train --algorithm grpo|apo … -- CMD`, `lightning train --algorithm sft …` and `lightning train --list`:
  * the commander wiring. The flags every algorithm reads are declared once; the flags only some algorithms read are
  * refused with the others (the error names the flag), and become each one's configuration in its own module
- * (trainGrpo.ts, trainApo.ts, trainSft.ts). Defaults are the configuration schemas' (protocol/training.ts, apo.ts).
+ * (trainGrpo.ts, trainApo.ts, trainSft.ts), which starts the run in the daemon and follows it. Defaults are the
+ * configuration schemas' (protocol/training.ts, apo.ts).
  */
 import { Option, type Command } from 'commander';
 import { InvalidInputError } from '../../protocol/errors';
@@ -111,13 +112,17 @@ function checkFlags(options: TrainFlags): void {
   }
 }
 
-/** What `train --list` shows of a run's progress: GRPO's sampled and validation reward; SFT's held-out accuracy. */
+/**
+ * What `train --list` shows of a run's progress: GRPO's sampled and validation reward; SFT's held-out accuracy;
+ * APO's best validation score (it samples no reward of its own).
+ */
 function headline(run: TrainingRunSummary): { reward: string; val: string } {
   const fixed = (value: number | undefined): string => value?.toFixed(2) ?? '-';
   switch (run.algorithm) {
     case 'grpo':
-    case 'apo':
       return { reward: fixed(run.latest['reward/mean']), val: fixed(run.latest['val/reward']) };
+    case 'apo':
+      return { reward: '-', val: fixed(run.latest.best_val_score) };
     case 'sft':
       return { reward: '-', val: fixed(run.latest['val/accuracy']) };
     default:

@@ -1,18 +1,26 @@
 /**
- * `lightning train --algorithm apo`: flags → APO configuration (errors name the flag), the run
- * with progress lines on stderr and Ctrl-C as a cancel, then a summary (best prompt, its
+ * `lightning train --algorithm apo … -- CMD`: flags → APO configuration (errors name the flag); starts the run in the
+ * store's daemon (or one started here), which runs it (apo/loop.ts) with this command's environment for its agents;
+ * follows it with a progress line per round on stderr, Ctrl-C as a cancel, then a summary (best prompt, its
  * validation score against the seed's, the diff) or, with --json, the run's result.
  */
 import type { TrainingFinished, TrainingStarted } from '../../protocol/cliLines';
-import fs from 'node:fs';
 import path from 'node:path';
-import { ApoConfig, describeIssues, userUpstream, type ApoConfigInput, type ApoResult } from '../../protocol';
-import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
-import type { RpcClient } from '../../protocol/connection';
-import { CancelledError } from '../../apo/evaluate';
-import { runApo } from '../../apo/loop';
-import { apoScoring } from '../../apo/reward';
+import {
+  ApoConfig,
+  describeIssues,
+  userUpstream,
+  type ApoConfigInput,
+  type ApoResult,
+  type ApoTrainingRun,
+  type StartEnv,
+  type TrainingRunDetail,
+} from '../../protocol';
+import { assertNever } from '../../protocol/assert';
+import { InvalidInputError, LightningError } from '../../protocol/errors';
+import { endLines } from '../../apo/progress';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
+import { trainAndFollow } from '../../client/trainAndFollow';
 import { num } from '../format';
 import { resolveStore, type GlobalOptions } from '../options';
 import { parseUpstream } from './serve';
@@ -43,7 +51,13 @@ export interface ApoFlags extends GlobalOptions {
 }
 
 /** The flag a configuration field comes from, for error messages. */
-const FLAG: Partial<Record<keyof ApoConfig, string>> = { valDataset: '--val', timeoutMs: '--timeout' };
+const FLAG: Partial<Record<keyof ApoConfig, string>> = {
+  valDataset: '--val',
+  timeoutMs: '--timeout',
+  rewardsFile: '--rewards',
+  command: 'the agent command (after --)',
+  upstream: 'OPENAI_BASE_URL or --upstream',
+};
 const flagOf = (field: string): string =>
   FLAG[field as keyof ApoConfig] ?? `--${field.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`;
 
@@ -51,12 +65,30 @@ const flagOf = (field: string): string =>
 const number = (value: string | undefined): number | string | undefined =>
   value === undefined || value.trim() === '' || !Number.isFinite(Number(value)) ? value : Number(value);
 
-export function apoConfigFromFlags(flags: ApoFlags): ApoConfig {
+/**
+ * The run's configuration from the flags, the agent command and where it runs, and the environment (the user's own
+ * OPENAI_BASE_URL is the upstream, else --upstream, else the daemon's).
+ */
+export function apoConfigFromFlags(
+  flags: ApoFlags,
+  argv: readonly string[],
+  cwd: string,
+  env: NodeJS.ProcessEnv,
+): ApoConfig {
   if (!flags.resource)
     throw new InvalidInputError('--resource: required with --algorithm apo (the prompt template resource to optimize)');
   if (!flags.dataset) throw new InvalidInputError('--dataset: required (the training tasks)');
+  if (argv.length === 0)
+    throw new InvalidInputError(
+      'give the agent command after --, e.g. lightning train --algorithm apo --resource P --dataset D -- node agent.js',
+    );
+  const own = userUpstream(env);
   const timeout = number(flags.timeout);
   const input: { [K in keyof ApoConfigInput]: unknown } = {
+    algorithm: 'apo',
+    command: { argv: [...argv], cwd },
+    upstream:
+      own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : flags.upstream ? parseUpstream(flags.upstream) : null,
     resource: flags.resource,
     dataset: flags.dataset,
     valDataset: flags.val ?? null,
@@ -114,71 +146,69 @@ function summary(result: ApoResult): string {
   return lines.join('\n');
 }
 
-/** With --prompt-file, the file is the seed: stored as the resource's new current version unless it already is. */
-async function seedFromPromptFile(client: RpcClient, config: ApoConfig): Promise<void> {
-  if (config.promptFile === null) return;
-  let text: string;
-  try {
-    text = fs.readFileSync(config.promptFile, 'utf8');
-  } catch (error) {
-    throw new NotFoundError(`--prompt-file: cannot read ${config.promptFile}: ${errorMessage(error)}`);
+/** This command's environment, for the run's agents (and the optimizer's key): they run as if started from here. */
+function startEnv(env: NodeJS.ProcessEnv): StartEnv {
+  return Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined));
+}
+
+/** The daemon names a configuration field (`params.config.budgetRollouts: …`); the user typed a flag. */
+function inFlagWords(error: unknown): unknown {
+  if (error instanceof LightningError)
+    error.message = error.message.replace(/^params\.config\.(\w+)/, (_, field: string) => flagOf(field));
+  return error;
+}
+
+/** The run followed, as the APO run it was started as. */
+function apoRun(detail: TrainingRunDetail): ApoTrainingRun {
+  switch (detail.algorithm) {
+    case 'apo':
+      return detail.run;
+    case 'grpo':
+    case 'sft':
+      throw new LightningError(`training run ${detail.run.id} is a ${detail.algorithm} run, not the APO run started`);
+    default:
+      return assertNever(detail);
   }
-  const { items } = await client.request('listResources', {});
-  const existing = items.some((r) => r.name === config.resource)
-    ? (await client.request('getResource', { name: config.resource })).resource
-    : undefined;
-  if (existing?.value !== text)
-    await client.request('putResource', { name: config.resource, kind: 'prompt_template', value: text });
+}
+
+/** The run's result, or (none: cancelled before the seed was scored, or failed) why there is none. */
+function outcome(run: ApoTrainingRun): { result: ApoResult } | { exitCode: number; message: string } {
+  if (run.result !== null) return { result: run.result };
+  switch (run.status) {
+    case 'cancelled':
+      return { exitCode: 130, message: 'the training run was cancelled before the seed prompt was scored' };
+    case 'failed':
+      return { exitCode: 1, message: `training run ${run.id} failed: ${run.error ?? 'no message'}` };
+    case 'succeeded':
+    case 'queued':
+    case 'running':
+      return { exitCode: 1, message: `training run ${run.id} ended ${run.status} without a result` };
+    default:
+      return assertNever(run.status);
+  }
 }
 
 export async function runApoCommand(argv: string[], flags: ApoFlags): Promise<void> {
-  const config = apoConfigFromFlags(flags);
-  const own = userUpstream(process.env);
-  const upstream =
-    own !== null ? parseUpstream(own, 'OPENAI_BASE_URL') : flags.upstream ? parseUpstream(flags.upstream) : null;
-  const storeFile = resolveStore(flags);
-  const scoring = apoScoring(config, storeFile, process.env);
-  const { client, close } = await connectOrStartDaemon(storeFile);
-  const abort = new AbortController();
-  const cancel = (): void => {
-    process.stderr.write('lightning: cancelling the training run: stopping the running agents\n');
-    abort.abort();
-  };
-  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-  for (const signal of signals) process.on(signal, cancel);
+  const config = apoConfigFromFlags(flags, argv, process.cwd(), process.env);
+  const { client, close } = await connectOrStartDaemon(resolveStore(flags));
   try {
-    await seedFromPromptFile(client, config);
-    let result: ApoResult;
-    try {
-      result = await runApo(
-        {
-          client,
-          config,
-          argv,
-          upstream,
-          apiKey: process.env.OPENAI_API_KEY || undefined,
-          env: process.env,
-          logDir: path.join(path.dirname(storeFile), 'logs'),
-          scoring,
-          signal: abort.signal,
-        },
-        {
-          started: (runId) =>
-            process.stdout.write(
-              flags.json
-                ? `${JSON.stringify({ event: 'training-started', algorithm: 'apo', runId } satisfies TrainingStarted)}\n`
-                : `APO run ${runId}\n`,
-            ),
-          progress: (line) => process.stderr.write(`apo: ${line}\n`),
-        },
-      );
-    } catch (error) {
-      // Cancelled before the seed was even scored: nothing to report but that.
-      if (!(error instanceof CancelledError)) throw error;
-      process.stderr.write('lightning: the training run was cancelled before the seed prompt was scored\n');
-      process.exitCode = 130;
+    const detail = await trainAndFollow(client, { config, env: startEnv(process.env) }, flags.json ?? false, (run) =>
+      process.stdout.write(
+        flags.json
+          ? `${JSON.stringify({ event: 'training-started', algorithm: 'apo', runId: run.id } satisfies TrainingStarted)}\n`
+          : `APO run ${run.id}\n`,
+      ),
+    ).catch((error: unknown) => {
+      throw inFlagWords(error);
+    });
+    const ended = outcome(apoRun(detail));
+    if (!('result' in ended)) {
+      process.stderr.write(`lightning: ${ended.message}\n`);
+      process.exitCode = ended.exitCode;
       return;
     }
+    const { result } = ended;
+    for (const line of endLines(result, config)) process.stderr.write(`apo: ${line}\n`);
     if (result.stopReason === 'cancelled') process.exitCode = 130;
     process.stdout.write(
       flags.json
@@ -186,7 +216,6 @@ export async function runApoCommand(argv: string[], flags: ApoFlags): Promise<vo
         : `${summary(result)}\n`,
     );
   } finally {
-    for (const signal of signals) process.off(signal, cancel);
     await close();
   }
 }

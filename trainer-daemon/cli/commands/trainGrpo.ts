@@ -7,7 +7,7 @@
  */
 import type { TrainingFinished } from '../../protocol/cliLines';
 import path from 'node:path';
-import { GrpoConfig, describeIssues, type DaemonTrainingConfig, type GrpoConfigInput } from '../../protocol';
+import { GrpoConfig, checkpointsOf, describeIssues, type GrpoConfigInput, type SftConfig } from '../../protocol';
 import { parseKeepCheckpoints, type KeepCheckpoints } from '../../protocol/checkpoints';
 import { InvalidInputError } from '../../protocol/errors';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
@@ -204,12 +204,14 @@ export async function runGrpoCommand(argv: string[], options: GrpoFlags): Promis
 
 /** Starts or resumes a run (GRPO or SFT, which a resumed run's record says), follows it, then prints how it ended. */
 export async function startAndReport(
-  start: { config: DaemonTrainingConfig } | { resume: string },
+  start: { config: GrpoConfig | SftConfig } | { resume: string },
   options: GlobalOptions,
 ): Promise<void> {
   const { client, close } = await connectOrStartDaemon(resolveStore(options));
   try {
-    const { run, checkpoints } = await trainAndFollow(client, start, options.json ?? false);
+    const detail = await trainAndFollow(client, start, options.json ?? false);
+    const { run } = detail;
+    const checkpoints = checkpointsOf(detail);
     if (options.json)
       process.stdout.write(
         `${JSON.stringify({ event: 'training-finished', run, checkpoints } satisfies TrainingFinished)}\n`,
