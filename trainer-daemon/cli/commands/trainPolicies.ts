@@ -1,0 +1,33 @@
+/**
+ * `--policy NAME=REGEX` (repeatable) and `--agent REGEX` of `lightning train --algorithm grpo`: the text a user typed →
+ * the configuration's policies, each error naming the flag and the text. Whether the rest of the run can train several
+ * policies (a Hugging Face model with LoRA, no --agent, no --fsdp …) is the schema's check (protocol/policies.ts).
+ */
+import { splitNameValue, type PolicySpecInput } from '../../protocol';
+import { InvalidInputError, errorMessage } from '../../protocol/errors';
+
+/** The regular expression a flag gave, checked here so that the error quotes it. */
+export function regexFlag(value: string | undefined, flag: string): string | undefined {
+  if (value === undefined) return undefined;
+  try {
+    new RegExp(value);
+  } catch (error) {
+    throw new InvalidInputError(`${flag} ${value}: not a regular expression (${errorMessage(error)})`);
+  }
+  return value;
+}
+
+/** Each `--policy NAME=REGEX` as a policy, in the order given (the first that matches a call takes it). */
+export function policiesFromFlags(values: readonly string[] | undefined): PolicySpecInput[] {
+  const policies = (values ?? []).map((text) => {
+    const split = splitNameValue(text);
+    if ('error' in split) throw new InvalidInputError(`--policy ${split.error}`);
+    regexFlag(split.value, `--policy ${split.name}=`);
+    return { name: split.name, match: split.value };
+  });
+  const names = policies.map((p) => p.name);
+  const twice = names.find((name, i) => names.indexOf(name) !== i);
+  if (twice !== undefined)
+    throw new InvalidInputError(`--policy ${twice}: given twice; each policy needs a name of its own`);
+  return policies;
+}
