@@ -9,6 +9,7 @@ import path from 'node:path';
 import {
   ApoRound,
   grpoBatchId,
+  policiesOf,
   type AgentResources,
   type ApoResult,
   type Checkpoint,
@@ -30,6 +31,7 @@ import {
 import { ConflictError, type ErrorKind } from '../protocol/errors';
 import { dropOptimizerState, measureCheckpoint, removeCheckpointFolder } from './checkpointFiles';
 import { planRetention, type RetentionPlan } from './retention';
+import { checkpointPolicy } from './grpoPolicies';
 import type { Trajectory } from '../protocol/lightningrl';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
@@ -136,7 +138,10 @@ export class TrainingService {
    */
   async applyRetention(runId: string, keep: KeepCheckpoints): Promise<RetentionPlan> {
     const checkpoints = this.measuredCheckpoints(runId);
-    const plan = planRetention(checkpoints, this.store.getTrainingRun(runId).metrics, keep, this.inUse());
+    const { run, metrics } = this.store.getTrainingRun(runId);
+    // Several policies: each policy's checkpoints are kept (best, last N, newest's optimizer) as one run's would be.
+    const policies = run.algorithm === 'grpo' ? policiesOf(run.config) : [];
+    const plan = planRetention(checkpoints, metrics, keep, this.inUse(), (c) => checkpointPolicy(c, policies));
     if (plan.remove.length > 0) await this.write(() => this.store.deleteCheckpoints(plan.remove.map((c) => c.id)));
     for (const checkpoint of plan.remove) removeCheckpointFolder(checkpoint.path);
     for (const checkpoint of plan.dropOptimizer) dropOptimizerState(checkpoint.path);
