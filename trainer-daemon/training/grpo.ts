@@ -397,8 +397,10 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
         ranks.map(({ rank, localRank, host }) => ({ rank, localRank, host })),
       );
     const last = ctx.training.checkpoints(runId).at(-1);
-    const adapter =
+    const chosen =
       config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
+    // Several policies share the base's norms: only their LoRA weights train (the schema refuses trainNorms: true).
+    const adapter = config.policies.length > 0 && chosen.kind === 'lora' ? { ...chosen, trainNorms: false } : chosen;
     const loaded = await worker.request('load', {
       model: config.model,
       adapter,

@@ -1,0 +1,176 @@
+// needs: venv
+/**
+ * Several policies in one GRPO run, with real parts: `lightning train --policy planner=… --policy solver=…` on a tiny
+ * Qwen2 built from its config (random weights, no download) trained with LoRA by the test venv's trainer worker, the
+ * daemon's recording proxy routing each call of a two-role agent (test/fixtures/agents/two-role-agent.mjs) to its
+ * policy's adapter: the planner by the agent name in its baggage, the solver by the model it asks for, and a critic
+ * call that matches neither answered by the base model. Both policies get transitions, an update and a checkpoint per
+ * iteration; the record names the adapter that answered each call; the critic's calls are recorded and never trained.
+ */
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { test } from 'node:test';
+import { ListRolloutsParams, checkpointsOf, type TrainingRunSummary } from '../../trainer-daemon/protocol';
+import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { Store } from '../../trainer-daemon/store/store';
+import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
+import { tempDir } from '../helpers/tmp';
+
+const AGENT = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'two-role-agent.mjs');
+
+function venvPython(): string {
+  const python = process.env.LIGHTNING_TEST_PYTHON;
+  assert.ok(python, 'LIGHTNING_TEST_PYTHON is unset: point it at a Python with requirements-test.txt installed');
+  return python;
+}
+
+test(
+  'train --policy planner --policy solver: each call answered by its adapter, each policy trained and saved on its own calls',
+  { timeout: 900_000 },
+  async (t) => {
+    const cwd = tempDir(t);
+    const python = venvPython();
+    const model = path.join(cwd, 'tiny-qwen2');
+    execFileSync(
+      python,
+      [
+        '-c',
+        'import sys\nfrom pathlib import Path\nfrom lightning_trainer.bench import tiny_hf_model_dir\ntiny_hf_model_dir(Path(sys.argv[1]))',
+        model,
+      ],
+      { stdio: 'pipe', env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'trainer-daemon', 'python') } },
+    );
+    const storeFile = path.join(cwd, '.lightning', 'store.db');
+    fs.mkdirSync(path.dirname(storeFile), { recursive: true });
+    const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
+    const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+    let stopped = false;
+    t.after(async () => {
+      client.dispose();
+      if (!stopped) await daemon.stop();
+    });
+    await client.request('importDataset', {
+      name: 'roles',
+      tasks: [
+        { id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 },
+        { id: 't2', split: 'train', input: { question: '2 times 5' }, expected: 10 },
+        { id: 'v1', split: 'val', input: { question: '6 minus 1' }, expected: 5 },
+      ],
+    });
+
+    const trained = await runCli(
+      [
+        'train',
+        '--model',
+        model,
+        '--from-config',
+        '--dataset',
+        'roles',
+        '--policy',
+        'planner=^planner$',
+        '--policy',
+        'solver=^solver',
+        '--iterations',
+        '2',
+        '--samples',
+        '2',
+        '--workers',
+        '4',
+        '--eval-every',
+        '2',
+        '--device',
+        'cpu',
+        '--python',
+        python,
+        '--store',
+        storeFile,
+        '--json',
+        '--',
+        process.execPath,
+        AGENT,
+      ],
+      { cwd },
+    );
+    assert.equal(trained.code, 0, `${trained.stdout}\n${trained.stderr}`);
+    const runs = JSON.parse(
+      (await runCli(['train', '--list', '--json', '--store', storeFile])).stdout,
+    ) as TrainingRunSummary[];
+    const run = runs[0]!;
+    assert.equal(run.status, 'succeeded', run.error ?? '');
+    assert.deepEqual(run.algorithm === 'grpo' && run.config.policies.map((p) => [p.name, p.match]), [
+      ['planner', '^planner$'],
+      ['solver', '^solver'],
+    ]);
+    const detail = await client.request('getTrainingRun', { id: run.id });
+    const at = (step: number, name: string): number | undefined =>
+      detail.metrics.find((m) => m.step === step && m.name === name)?.value;
+    for (const step of [1, 2]) {
+      // 2 tasks × 2 samples: each policy trains on its one call per rollout; the critic's 4 calls train nowhere.
+      assert.equal(at(step, 'policy/planner/transitions'), 4, `step ${step}`);
+      assert.equal(at(step, 'policy/solver/transitions'), 4, `step ${step}`);
+      assert.equal(at(step, 'transitions'), 8, `step ${step}: the unmatched calls are not trained`);
+      for (const policy of ['planner', 'solver']) {
+        for (const metric of ['loss', 'kl', 'entropy'])
+          assert.ok(
+            Number.isFinite(at(step, `policy/${policy}/${metric}`)),
+            `step ${step}: policy/${policy}/${metric}`,
+          );
+      }
+      assert.equal(at(step, 'loss'), undefined, 'no loss of a single policy');
+      assert.ok(Number.isFinite(at(step, 'reward/mean')), 'the episode reward stays one');
+    }
+    assert.ok(Number.isFinite(at(2, 'val/reward')));
+
+    // A checkpoint per policy per iteration: an ordinary LoRA checkpoint of that adapter alone, named by its folder.
+    const checkpoints = checkpointsOf(detail);
+    assert.deepEqual(checkpoints.map((c) => `${c.step}/${path.basename(c.path)}`).sort(), [
+      '1/planner',
+      '1/solver',
+      '2/planner',
+      '2/solver',
+    ]);
+    for (const checkpoint of checkpoints) {
+      const config = JSON.parse(fs.readFileSync(path.join(checkpoint.path, 'config.json'), 'utf8')) as {
+        policy?: string;
+        adapter: { kind: string };
+        step: number;
+      };
+      assert.equal(config.policy, path.basename(checkpoint.path));
+      assert.equal(config.step, checkpoint.step, "the policy's own count of updates: one per iteration");
+      assert.equal(config.adapter.kind, 'lora');
+    }
+
+    // The record of every call names the adapter that answered it and why.
+    client.dispose();
+    await daemon.stop();
+    stopped = true;
+    const store = Store.open(storeFile);
+    t.after(() => store.close());
+    const rollouts = store.listRollouts(ListRolloutsParams.parse({ mode: 'train', limit: 100 })).items;
+    assert.equal(rollouts.length, 8, '2 iterations × 2 tasks × 2 samples');
+    for (const rollout of rollouts) {
+      const calls = store
+        .listSpans(rollout.id, -1, 100)
+        .filter((s) => s.category === 'llm')
+        .map((s) => [
+          s.attributes['lightning.policy'],
+          s.attributes['lightning.policy_route'],
+          s.attributes['lightning.upstream'],
+        ]);
+      assert.equal(calls.length, 3, rollout.id);
+      assert.deepEqual(
+        calls.map(([policy, route]) => [policy, route]),
+        [
+          ['planner', 'agent:planner'],
+          ['solver', 'model:solver-model'],
+          ['base', 'none'],
+        ],
+      );
+      assert.match(String(calls[0]![2]), /\/adapter\/planner\/v1$/);
+      assert.match(String(calls[1]![2]), /\/adapter\/solver\/v1$/);
+      assert.match(String(calls[2]![2]), /\/base\/v1$/);
+    }
+  },
+);
