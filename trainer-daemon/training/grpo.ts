@@ -20,7 +20,6 @@ import {
   type WorkerTransition,
 } from '../protocol';
 import { InvalidInputError, errorMessage } from '../protocol/errors';
-import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
 import type { Disposable } from '../protocol/event';
 import type { TrainingService } from './service';
@@ -30,7 +29,7 @@ import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';
 import { chatToSftExample } from './sftRows';
-import { metricKey, policyCheckpointDir, resumePolicies, updateMetrics } from './grpoPolicies';
+import { iterationTransitions, metricKey, policyCheckpointDir, resumePolicies, updateMetrics } from './grpoPolicies';
 import { policyRouter } from '../capture/policyRoutes';
 
 /** How long a step waits for a dying trainer worker to report its exit before blaming the rollouts (torchrun takes ~1–5 s to stop its other ranks). */
@@ -266,18 +265,8 @@ class Iterations {
       'rollout/seconds': batch.seconds,
       'rollout/tokensPerSecond': batch.completionTokens / Math.max(batch.seconds, 1e-9),
     };
-    // One policy trains on every call (or --agent's); several each on the calls its adapter answered.
     const policies = this.config.policies;
-    const built = (policies.length === 0 ? [null] : policies).map((policy) => ({
-      policy: policy?.name ?? null,
-      ...buildTransitions(trajectories, {
-        reward: { name: policy?.reward ?? 'reward', missing: 'fill', fillValue: 0 },
-        credit: { kind: 'identical' },
-        advantage: grpoAdvantageOptions(this.config),
-        ...(this.config.agent === null ? {} : { agentMatch: new RegExp(this.config.agent) }),
-        ...(policy ? { policy: policy.name } : {}),
-      }),
-    }));
+    const built = iterationTransitions(trajectories, this.config, grpoAdvantageOptions(this.config));
     const all = built.flatMap((b) => b.transitions);
     const skipped = noSkippedCalls();
     for (const { report } of built)

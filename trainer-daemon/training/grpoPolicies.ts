@@ -4,7 +4,48 @@
  * Export serve or write that adapter alone), recorded as a checkpoint of the step; its metrics are `policy/<name>/…`.
  */
 import path from 'node:path';
-import { policyMetric, type Checkpoint, type PolicyAdapter, type PolicySpec, type TrainResult } from '../protocol';
+import {
+  policyMetric,
+  type AdvantageOptions,
+  type Checkpoint,
+  type ExportReport,
+  type GrpoConfig,
+  type PolicyAdapter,
+  type PolicySpec,
+  type TrainResult,
+  type Transition,
+  type Trajectory,
+} from '../protocol';
+import { buildTransitions } from '../lightningrl/transitions';
+
+/** One policy's transitions of an iteration (`policy` null: the run's one policy). */
+export interface PolicyTransitions {
+  readonly policy: string | null;
+  readonly transitions: Transition[];
+  readonly report: ExportReport;
+}
+
+/**
+ * An iteration's transitions (LightningRL: identical credit, advantages per task group): with one policy over every
+ * call (or --agent's); with several, per policy over the calls its adapter answered, from its reward dimension.
+ */
+export function iterationTransitions(
+  trajectories: readonly Trajectory[],
+  config: Pick<GrpoConfig, 'agent' | 'policies'>,
+  advantage: AdvantageOptions,
+): PolicyTransitions[] {
+  const policies = config.policies.length === 0 ? [null] : config.policies;
+  return policies.map((policy) => ({
+    policy: policy?.name ?? null,
+    ...buildTransitions(trajectories, {
+      reward: { name: policy?.reward ?? 'reward', missing: 'fill', fillValue: 0 },
+      credit: { kind: 'identical' },
+      advantage,
+      ...(config.agent === null ? {} : { agentMatch: new RegExp(config.agent) }),
+      ...(policy ? { policy: policy.name } : {}),
+    }),
+  }));
+}
 
 /** The folder a policy's checkpoint of a step is saved in. */
 export function policyCheckpointDir(stepDir: string, policy: string): string {

@@ -7,12 +7,12 @@ import { splitNameValue, type PolicySpecInput } from '../../protocol';
 import { InvalidInputError, errorMessage } from '../../protocol/errors';
 
 /** The regular expression a flag gave, checked here so that the error quotes it. */
-export function regexFlag(value: string | undefined, flag: string): string | undefined {
+export function regexFlag(value: string | undefined, flag: string, typed = `${flag} ${value}`): string | undefined {
   if (value === undefined) return undefined;
   try {
     new RegExp(value);
   } catch (error) {
-    throw new InvalidInputError(`${flag} ${value}: not a regular expression (${errorMessage(error)})`);
+    throw new InvalidInputError(`${typed}: not a regular expression (${errorMessage(error)})`);
   }
   return value;
 }
@@ -22,7 +22,7 @@ export function policiesFromFlags(values: readonly string[] | undefined): Policy
   const policies = (values ?? []).map((text) => {
     const split = splitNameValue(text);
     if ('error' in split) throw new InvalidInputError(`--policy ${split.error}`);
-    regexFlag(split.value, `--policy ${split.name}=`);
+    regexFlag(split.value, '--policy', `--policy ${text}`);
     return { name: split.name, match: split.value };
   });
   const names = policies.map((p) => p.name);
