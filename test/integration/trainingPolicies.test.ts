@@ -172,5 +172,15 @@ test(
       assert.match(String(calls[1]![2]), /\/adapter\/solver\/v1$/);
       assert.match(String(calls[2]![2]), /\/base\/v1$/);
     }
+    // Validation is routed as training is, on the greedy routes.
+    const validation = store.listRollouts(ListRolloutsParams.parse({ mode: 'val', limit: 100 })).items;
+    assert.ok(validation.length >= 2, 'before the first iteration and after the last');
+    for (const rollout of validation) {
+      const upstreams = store
+        .listSpans(rollout.id, -1, 100)
+        .filter((s) => s.category === 'llm')
+        .map((s) => String(s.attributes['lightning.upstream']).replace(/^.*\/greedy\//, 'greedy/'));
+      assert.deepEqual(upstreams, ['greedy/adapter/planner/v1', 'greedy/adapter/solver/v1', 'greedy/base/v1']);
+    }
   },
 );
