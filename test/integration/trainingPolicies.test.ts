@@ -1,7 +1,8 @@
 // needs: venv
 /**
  * Several policies in one GRPO run, with real parts: `lightning train --policy planner=… --policy solver=…` on a tiny
- * Qwen2 built from its config (random weights, no download) trained with LoRA by the test venv's trainer worker, the
+ * Qwen2 built from its config (random weights saved with save_pretrained, no download) trained with LoRA by the test
+ * venv's trainer worker, the
  * daemon's recording proxy routing each call of a two-role agent (test/fixtures/agents/two-role-agent.mjs) to its
  * policy's adapter: the planner by the agent name in its baggage, the solver by the model it asks for, and a critic
  * call that matches neither answered by the base model. Both policies get transitions, an update and a checkpoint per
@@ -37,7 +38,15 @@ test(
       python,
       [
         '-c',
-        'import sys\nfrom pathlib import Path\nfrom lightning_trainer.bench import tiny_hf_model_dir\ntiny_hf_model_dir(Path(sys.argv[1]))',
+        [
+          'import sys, torch, transformers',
+          'from pathlib import Path',
+          'from lightning_trainer.bench import tiny_hf_model_dir',
+          'folder = tiny_hf_model_dir(Path(sys.argv[1]))',
+          'torch.manual_seed(0)',
+          // Random weights saved as a downloaded model's are: the PEFT export names this folder as its base.
+          'transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder)).save_pretrained(folder)',
+        ].join('\n'),
         model,
       ],
       { stdio: 'pipe', env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'trainer-daemon', 'python') } },
@@ -65,7 +74,6 @@ test(
         'train',
         '--model',
         model,
-        '--from-config',
         '--dataset',
         'roles',
         '--policy',
@@ -141,6 +149,58 @@ test(
       assert.equal(config.step, checkpoint.step, "the policy's own count of updates: one per iteration");
       assert.equal(config.adapter.kind, 'lora');
     }
+
+    // The set of one step as one PEFT folder, an adapter per policy (through the daemon).
+    const planner = checkpoints.find((c) => c.step === 2 && path.basename(c.path) === 'planner')!;
+    const exported = await runCli(
+      [
+        'checkpoints',
+        'export',
+        planner.id,
+        '--format',
+        'peft',
+        '--set',
+        '--out',
+        'exports/set',
+        '--store',
+        storeFile,
+        '--json',
+      ],
+      { cwd },
+    );
+    assert.equal(exported.code, 0, exported.stderr);
+    const files = (JSON.parse(exported.stdout) as { files: string[] }).files;
+    for (const file of [
+      'planner/adapter_config.json',
+      'planner/adapter_model.safetensors',
+      'solver/adapter_config.json',
+      'solver/adapter_model.safetensors',
+    ])
+      assert.ok(files.includes(file), `${file} in ${files.join(', ')}`);
+    // Stock peft alone (-I: no project code) loads both adapters of the folder onto the base.
+    const loaded = execFileSync(
+      python,
+      [
+        '-I',
+        '-c',
+        [
+          'import sys, transformers, peft',
+          'base, out = sys.argv[1:3]',
+          'm = peft.PeftModel.from_pretrained(transformers.AutoModelForCausalLM.from_pretrained(base), out + "/planner", adapter_name="planner")',
+          'm.load_adapter(out + "/solver", adapter_name="solver")',
+          'print(",".join(sorted(m.peft_config)))',
+        ].join('\n'),
+        model,
+        path.join(cwd, 'exports', 'set'),
+      ],
+      { encoding: 'utf8', env: { PATH: '/usr/bin:/bin', HF_HUB_OFFLINE: '1' } },
+    );
+    assert.equal(loaded.trim().split('\n').at(-1), 'planner,solver');
+    const merged = await runCli(
+      ['checkpoints', 'export', planner.id, '--format', 'merged', '--set', '--out', 'exports/m', '--store', storeFile],
+      { cwd },
+    );
+    assert.match(merged.stderr, /set: the policies are exported as one PEFT folder with an adapter each: format peft/);
 
     // The record of every call names the adapter that answered it and why.
     client.dispose();
