@@ -14,155 +14,155 @@ import { SftConfig } from './sft';
 import { PolicySpec, policyIssues, RegexSource } from './policies';
 import { assertNever } from './assert';
 
+/** The fields of a GRPO configuration (GrpoConfig adds the checks across fields). */
+const GrpoFields = z.strictObject({
+  algorithm: z.literal('grpo').default('grpo'),
+  model: ModelSpec,
+  /** Full fine-tuning for the tiny model, LoRA for Hugging Face models, unless given. */
+  adapter: AdapterSpec.optional(),
+  /** Dataset name or id; its `train` split is sampled every iteration. */
+  dataset: z.string().min(1),
+  /** Dataset for evaluation (its `val` split, else all its tasks); default: the training dataset's `val` split. */
+  valDataset: z.string().min(1).nullable().default(null),
+  iterations: z.number().int().min(1).max(100_000).default(10),
+  /** Rollouts per task (the GRPO group size); ≥ 2, or every advantage is 0. */
+  samples: z
+    .number()
+    .int()
+    .min(2, 'samples must be at least 2: GRPO compares the rollouts of a task')
+    .max(256)
+    .default(8),
+  /** Train tasks per iteration (a random subset when the split is larger); null: all of them. */
+  tasksPerIteration: z.number().int().min(1).nullable().default(null),
+  lr: z.number().positive().max(1).default(3e-4),
+  /** Agent processes running at once (process mode), or long-lived agent workers (worker mode). */
+  workers: z.number().int().min(1).max(1024).default(8),
+  /**
+   * `process`: one agent process per rollout; `worker`: long-lived agent processes that take rollouts
+   * from LIGHTNING_RUNNER_URL (DESIGN.md, "Batch rollouts").
+   */
+  agentMode: z.enum(['process', 'worker']).default('process'),
+  /** Worker mode: rollouts one agent worker holds at once (LIGHTNING_RUNNER_CONCURRENCY). */
+  perWorker: z.number().int().min(1).max(10_000).default(16),
+  command: RunCommand,
+  /** Evaluate on the validation tasks every this many iterations (and before the first and after the last). */
+  evalEvery: z.number().int().min(1).default(5),
+  seed: z.number().int().default(0),
+  /** Per-rollout time limit. */
+  timeoutSeconds: z.number().int().min(1).default(120),
+  epochs: z.number().int().min(1).max(100).default(2),
+  minibatch: z.number().int().min(1).default(128),
+  /** PPO ratio clipping: the ratio is kept in [1 − clip, 1 + (clipHigh ?? clip)]. */
+  clip: z.number().positive().max(10).default(0.2),
+  /** DAPO's clip-higher: a wider upper bound (e.g. 0.28); null: the same as clip. */
+  clipHigh: z.number().positive().max(10).nullable().default(null),
+  /**
+   * How per-token losses are averaged, named as TRL's GRPOTrainer names them: `grpo` (per-sequence mean, then
+   * mean over sequences), `bnpo` (token mean per micro-batch), `dr_grpo` (token sum / (sequences × the longest
+   * response)), `dapo` (token mean over the minibatch).
+   */
+  lossType: LossType.default('dapo'),
+  /** TRL's scale_rewards: `group` divides each group's advantages by its reward std (GRPO); `none` only subtracts the mean (Dr. GRPO). */
+  scaleRewards: z.enum(['group', 'none']).default('group'),
+  /**
+   * The group's reward std that `scaleRewards: group` divides by: `sample` (Bessel's correction, n − 1: torch.std,
+   * as TRL's GRPOTrainer) or `population` (n: ≈ 1.07× larger advantages at 8 samples).
+   */
+  std: z.enum(['sample', 'population']).default('sample'),
+  /**
+   * dr_grpo's constant divisor per sequence, TRL's `max_completion_length`; null: what TRL would use, the generation
+   * cap: the largest `max_tokens` the iteration's trained calls asked for (never below the longest response; the
+   * longest response when no call named one). Only `lossType: dr_grpo` reads it.
+   */
+  maxResponseLength: z.number().int().min(1).max(1_048_576).nullable().default(null),
+  /** Weight of the k3 KL to the reference (base) policy; the KL is measured and shown also when 0. */
+  klCoef: z.number().min(0).default(0),
+  /**
+   * TRL's use_bias_correction_kl: the KL term weighted by the importance ratio π/π_behaviour, so its gradient is the
+   * unbiased reverse-KL gradient (DeepSeek-V3.2); on, as TRL 1.13's default. Matters only with klCoef > 0.
+   */
+  klBiasCorrection: z.boolean().default(true),
+  /**
+   * Transitions whose advantage is 0 (a group whose rewards are all equal): `keep` (TRL's GRPOTrainer) trains on
+   * them, so they count in the loss's normaliser and the KL and entropy terms act on them; `drop` leaves them out
+   * of the update (cheaper; no policy-gradient signal is lost, but the other rows then weigh more).
+   */
+  zeroAdvantage: z.enum(['keep', 'drop']).default('keep'),
+  entropyCoef: z.number().min(0).default(0),
+  /** Supervised warm start before RL: a chat JSONL file (`lightning export --format chat`). */
+  warmStart: z
+    .strictObject({
+      file: z.string().min(1),
+      steps: z.number().int().min(1).default(200),
+      lr: z.number().positive().max(1).default(1e-3),
+      /** Stop early once this fraction of sampled completions equals the demonstrations. */
+      untilSampledAccuracy: z.number().min(0).max(1).nullable().default(null),
+    })
+    .nullable()
+    .default(null),
+  device: z.enum(['auto', 'cpu', 'cuda']).default('auto'),
+  /** The Python that runs the worker; null: found as `lightning doctor` does. */
+  python: z.string().nullable().default(null),
+  /**
+   * Retention (training/retention.ts): the run keeps its best checkpoint (by validation reward, else reward), its
+   * last N, and optimizer state only in the newest (the one it resumes from); `all` keeps every checkpoint.
+   */
+  keepCheckpoints: KeepCheckpoints.default(DEFAULT_KEEP_CHECKPOINTS),
+  /**
+   * The rewards config every rollout is scored with before LightningRL builds transitions (absolute
+   * path); null: `.lightning/rewards.json` beside the store when it exists, else no automatic rewards.
+   */
+  rewardsFile: z.string().min(1).nullable().default(null),
+  /**
+   * Data-parallel updates under torchrun (README, "Scale out"): `nprocPerNode` ranks here, and with
+   * `rdzvEndpoint` (HOST:PORT of this machine, reachable from the others) `nnodes` machines in all;
+   * null: one trainer process.
+   */
+  distributed: z
+    .strictObject({
+      nprocPerNode: z.number().int().min(1).max(64),
+      /**
+       * Shard the policy's parameters, gradients and optimizer state across the ranks (FSDP2, torch ≥ 2.6;
+       * python/lightning_trainer/fsdp.py) instead of a full replica per rank; rank 0 serves a gathered copy.
+       */
+      fsdp: z.boolean().default(false),
+      nnodes: z.number().int().min(1).max(1024).default(1),
+      rdzvEndpoint: z
+        .string()
+        .regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'rdzvEndpoint must be HOST:PORT, e.g. 10.0.0.5:29500')
+        .nullable()
+        .default(null),
+    })
+    .refine((d) => d.nnodes === 1 || d.rdzvEndpoint !== null, {
+      message: 'nnodes > 1 needs rdzvEndpoint (HOST:PORT of this machine, where the other nodes connect)',
+    })
+    .nullable()
+    .default(null),
+  /** The agents as Ray tasks on this existing cluster (runner/rayPool.ts); null: on the daemon's machine. */
+  ray: z
+    .strictObject({
+      address: z.string().min(1),
+      /** A Python with ray; null: LIGHTNING_RAY_PYTHON, else python3. */
+      python: z.string().min(1).nullable().default(null),
+      workingDir: z.string().min(1).nullable().default(null),
+    })
+    .nullable()
+    .default(null),
+  /**
+   * Train only the LLM calls of agents whose name matches (LightningRL's agentMatch, `--agent REGEX`); the policy
+   * still answers every call. null: every call trains.
+   */
+  agent: RegexSource.nullable().default(null),
+  /**
+   * Several policies (`--policy NAME=REGEX`, protocol/policies.ts): one LoRA adapter each on the one base model, each
+   * call routed to its policy as it is made; empty: one policy. Hugging Face + LoRA only.
+   */
+  policies: z.array(PolicySpec).max(16).default([]),
+});
 /** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */
-export const GrpoConfig = z
-  .strictObject({
-    algorithm: z.literal('grpo').default('grpo'),
-    model: ModelSpec,
-    /** Full fine-tuning for the tiny model, LoRA for Hugging Face models, unless given. */
-    adapter: AdapterSpec.optional(),
-    /** Dataset name or id; its `train` split is sampled every iteration. */
-    dataset: z.string().min(1),
-    /** Dataset for evaluation (its `val` split, else all its tasks); default: the training dataset's `val` split. */
-    valDataset: z.string().min(1).nullable().default(null),
-    iterations: z.number().int().min(1).max(100_000).default(10),
-    /** Rollouts per task (the GRPO group size); ≥ 2, or every advantage is 0. */
-    samples: z
-      .number()
-      .int()
-      .min(2, 'samples must be at least 2: GRPO compares the rollouts of a task')
-      .max(256)
-      .default(8),
-    /** Train tasks per iteration (a random subset when the split is larger); null: all of them. */
-    tasksPerIteration: z.number().int().min(1).nullable().default(null),
-    lr: z.number().positive().max(1).default(3e-4),
-    /** Agent processes running at once (process mode), or long-lived agent workers (worker mode). */
-    workers: z.number().int().min(1).max(1024).default(8),
-    /**
-     * `process`: one agent process per rollout; `worker`: long-lived agent processes that take rollouts
-     * from LIGHTNING_RUNNER_URL (DESIGN.md, "Batch rollouts").
-     */
-    agentMode: z.enum(['process', 'worker']).default('process'),
-    /** Worker mode: rollouts one agent worker holds at once (LIGHTNING_RUNNER_CONCURRENCY). */
-    perWorker: z.number().int().min(1).max(10_000).default(16),
-    command: RunCommand,
-    /** Evaluate on the validation tasks every this many iterations (and before the first and after the last). */
-    evalEvery: z.number().int().min(1).default(5),
-    seed: z.number().int().default(0),
-    /** Per-rollout time limit. */
-    timeoutSeconds: z.number().int().min(1).default(120),
-    epochs: z.number().int().min(1).max(100).default(2),
-    minibatch: z.number().int().min(1).default(128),
-    /** PPO ratio clipping: the ratio is kept in [1 − clip, 1 + (clipHigh ?? clip)]. */
-    clip: z.number().positive().max(10).default(0.2),
-    /** DAPO's clip-higher: a wider upper bound (e.g. 0.28); null: the same as clip. */
-    clipHigh: z.number().positive().max(10).nullable().default(null),
-    /**
-     * How per-token losses are averaged, named as TRL's GRPOTrainer names them: `grpo` (per-sequence mean, then
-     * mean over sequences), `bnpo` (token mean per micro-batch), `dr_grpo` (token sum / (sequences × the longest
-     * response)), `dapo` (token mean over the minibatch).
-     */
-    lossType: LossType.default('dapo'),
-    /** TRL's scale_rewards: `group` divides each group's advantages by its reward std (GRPO); `none` only subtracts the mean (Dr. GRPO). */
-    scaleRewards: z.enum(['group', 'none']).default('group'),
-    /**
-     * The group's reward std that `scaleRewards: group` divides by: `sample` (Bessel's correction, n − 1: torch.std,
-     * as TRL's GRPOTrainer) or `population` (n: ≈ 1.07× larger advantages at 8 samples).
-     */
-    std: z.enum(['sample', 'population']).default('sample'),
-    /**
-     * dr_grpo's constant divisor per sequence, TRL's `max_completion_length`; null: what TRL would use, the generation
-     * cap: the largest `max_tokens` the iteration's trained calls asked for (never below the longest response; the
-     * longest response when no call named one). Only `lossType: dr_grpo` reads it.
-     */
-    maxResponseLength: z.number().int().min(1).max(1_048_576).nullable().default(null),
-    /** Weight of the k3 KL to the reference (base) policy; the KL is measured and shown also when 0. */
-    klCoef: z.number().min(0).default(0),
-    /**
-     * TRL's use_bias_correction_kl: the KL term weighted by the importance ratio π/π_behaviour, so its gradient is the
-     * unbiased reverse-KL gradient (DeepSeek-V3.2); on, as TRL 1.13's default. Matters only with klCoef > 0.
-     */
-    klBiasCorrection: z.boolean().default(true),
-    /**
-     * Transitions whose advantage is 0 (a group whose rewards are all equal): `keep` (TRL's GRPOTrainer) trains on
-     * them, so they count in the loss's normaliser and the KL and entropy terms act on them; `drop` leaves them out
-     * of the update (cheaper; no policy-gradient signal is lost, but the other rows then weigh more).
-     */
-    zeroAdvantage: z.enum(['keep', 'drop']).default('keep'),
-    entropyCoef: z.number().min(0).default(0),
-    /** Supervised warm start before RL: a chat JSONL file (`lightning export --format chat`). */
-    warmStart: z
-      .strictObject({
-        file: z.string().min(1),
-        steps: z.number().int().min(1).default(200),
-        lr: z.number().positive().max(1).default(1e-3),
-        /** Stop early once this fraction of sampled completions equals the demonstrations. */
-        untilSampledAccuracy: z.number().min(0).max(1).nullable().default(null),
-      })
-      .nullable()
-      .default(null),
-    device: z.enum(['auto', 'cpu', 'cuda']).default('auto'),
-    /** The Python that runs the worker; null: found as `lightning doctor` does. */
-    python: z.string().nullable().default(null),
-    /**
-     * Retention (training/retention.ts): the run keeps its best checkpoint (by validation reward, else reward), its
-     * last N, and optimizer state only in the newest (the one it resumes from); `all` keeps every checkpoint.
-     */
-    keepCheckpoints: KeepCheckpoints.default(DEFAULT_KEEP_CHECKPOINTS),
-    /**
-     * The rewards config every rollout is scored with before LightningRL builds transitions (absolute
-     * path); null: `.lightning/rewards.json` beside the store when it exists, else no automatic rewards.
-     */
-    rewardsFile: z.string().min(1).nullable().default(null),
-    /**
-     * Data-parallel updates under torchrun (README, "Scale out"): `nprocPerNode` ranks here, and with
-     * `rdzvEndpoint` (HOST:PORT of this machine, reachable from the others) `nnodes` machines in all;
-     * null: one trainer process.
-     */
-    distributed: z
-      .strictObject({
-        nprocPerNode: z.number().int().min(1).max(64),
-        /**
-         * Shard the policy's parameters, gradients and optimizer state across the ranks (FSDP2, torch ≥ 2.6;
-         * python/lightning_trainer/fsdp.py) instead of a full replica per rank; rank 0 serves a gathered copy.
-         */
-        fsdp: z.boolean().default(false),
-        nnodes: z.number().int().min(1).max(1024).default(1),
-        rdzvEndpoint: z
-          .string()
-          .regex(/^(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'rdzvEndpoint must be HOST:PORT, e.g. 10.0.0.5:29500')
-          .nullable()
-          .default(null),
-      })
-      .refine((d) => d.nnodes === 1 || d.rdzvEndpoint !== null, {
-        message: 'nnodes > 1 needs rdzvEndpoint (HOST:PORT of this machine, where the other nodes connect)',
-      })
-      .nullable()
-      .default(null),
-    /** The agents as Ray tasks on this existing cluster (runner/rayPool.ts); null: on the daemon's machine. */
-    ray: z
-      .strictObject({
-        address: z.string().min(1),
-        /** A Python with ray; null: LIGHTNING_RAY_PYTHON, else python3. */
-        python: z.string().min(1).nullable().default(null),
-        workingDir: z.string().min(1).nullable().default(null),
-      })
-      .nullable()
-      .default(null),
-    /**
-     * Train only the LLM calls of agents whose name matches (LightningRL's agentMatch, `--agent REGEX`); the policy
-     * still answers every call. null: every call trains.
-     */
-    agent: RegexSource.nullable().default(null),
-    /**
-     * Several policies (`--policy NAME=REGEX`, protocol/policies.ts): one LoRA adapter each on the one base model, each
-     * call routed to its policy as it is made; empty: one policy. Hugging Face + LoRA only.
-     */
-    policies: z.array(PolicySpec).max(16).default([]),
-  })
-  .superRefine((config, ctx) => {
-    for (const { path, message } of policyIssues(config)) ctx.addIssue({ code: 'custom', path: [path], message });
-  });
+export const GrpoConfig = GrpoFields.superRefine((config, ctx) => {
+  for (const { path, message } of policyIssues(config)) ctx.addIssue({ code: 'custom', path: [path], message });
+});
 export type GrpoConfig = z.infer<typeof GrpoConfig>;
 export type GrpoConfigInput = z.input<typeof GrpoConfig>;
 
