@@ -13,6 +13,8 @@ import { grpoConfigFromFlags, type GrpoFlags } from '../../trainer-daemon/cli/co
 import { grpoAdvantageOptions, toWorkerTransitions, workerTrainParams } from '../../trainer-daemon/training/grpo';
 import { checkpointPolicy, iterationTransitions, resumePolicies } from '../../trainer-daemon/training/grpoPolicies';
 import { planRetention } from '../../trainer-daemon/training/retention';
+import { checkpointPolicyName, checkpointTitle } from '../../trainer-daemon/protocol/policyCheckpoint';
+import { exportFolder } from '../../extension/checkpoints/exportChoices';
 import { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
@@ -239,5 +241,23 @@ test('charts: one set per policy after the run-wide ones', () => {
   assert.deepEqual(
     charts.map((c) => c.title),
     ['Reward (sampled, ± std)', 'planner: loss', 'planner: transitions', 'solver: loss', 'solver: KL to the reference'],
+  );
+});
+
+test("a policy's checkpoint is named by its policy in the run tab, Use Checkpoint's pick and Export's folder", () => {
+  const planner = { runId: 'train-1', step: 3, path: '/w/.lightning/checkpoints/train-1/3/planner' };
+  const single = { runId: 'train-1', step: 3, path: 'C:\\w\\.lightning\\checkpoints\\train-1\\3' };
+  assert.equal(checkpointPolicyName(planner), 'planner');
+  assert.equal(checkpointPolicyName(single), null);
+  assert.equal(checkpointPolicyName({ step: 3, path: '/elsewhere/planner' }), null, 'only under its iteration');
+  assert.equal(checkpointTitle(planner), 'iteration 3 · planner');
+  assert.equal(checkpointTitle(single, 'step'), 'step 3');
+  assert.equal(
+    exportFolder('/out', planner, 'peft', () => false),
+    '/out/train-1-step3-planner-peft',
+  );
+  assert.equal(
+    exportFolder('/out', single, 'peft', () => false),
+    '/out/train-1-step3-peft',
   );
 });
