@@ -27,6 +27,41 @@ function venvPython(): string {
   return python;
 }
 
+/** A tiny Qwen2 built from its config, its random weights saved as a downloaded model's are (the PEFT export names this folder as its base). */
+function saveTinyQwen(python: string, model: string): void {
+  execFileSync(
+    python,
+    [
+      '-c',
+      [
+        'import sys, torch, transformers',
+        'from pathlib import Path',
+        'from lightning_trainer.bench import tiny_hf_model_dir',
+        'folder = tiny_hf_model_dir(Path(sys.argv[1]))',
+        'torch.manual_seed(0)',
+        // Random weights saved as a downloaded model's are: the PEFT export names this folder as its base.
+        'transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder)).save_pretrained(folder)',
+      ].join('\n'),
+      model,
+    ],
+    { stdio: 'pipe', env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'trainer-daemon', 'python') } },
+  );
+}
+
+/** Two-role rollouts' calls: the adapter (or base) each was routed to and why, in call order. */
+function routes(store: Store, rolloutId: string): string[][] {
+  return store
+    .listSpans(rolloutId, -1, 100)
+    .filter((s) => s.category === 'llm')
+    .map((s) => [String(s.attributes['lightning.policy']), String(s.attributes['lightning.policy_route'])]);
+}
+
+const TWO_ROLES = [
+  ['planner', 'agent:planner'],
+  ['solver', 'model:solver-model'],
+  ['base', 'none'],
+];
+
 test(
   'train --policy planner --policy solver: each call answered by its adapter, each policy trained and saved on its own calls',
   { timeout: 900_000 },
@@ -34,23 +69,7 @@ test(
     const cwd = tempDir(t);
     const python = venvPython();
     const model = path.join(cwd, 'tiny-qwen2');
-    execFileSync(
-      python,
-      [
-        '-c',
-        [
-          'import sys, torch, transformers',
-          'from pathlib import Path',
-          'from lightning_trainer.bench import tiny_hf_model_dir',
-          'folder = tiny_hf_model_dir(Path(sys.argv[1]))',
-          'torch.manual_seed(0)',
-          // Random weights saved as a downloaded model's are: the PEFT export names this folder as its base.
-          'transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder)).save_pretrained(folder)',
-        ].join('\n'),
-        model,
-      ],
-      { stdio: 'pipe', env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'trainer-daemon', 'python') } },
-    );
+    saveTinyQwen(python, model);
     const storeFile = path.join(cwd, '.lightning', 'store.db');
     fs.mkdirSync(path.dirname(storeFile), { recursive: true });
     const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
@@ -242,5 +261,74 @@ test(
         .map((s) => String(s.attributes['lightning.upstream']).replace(/^.*\/greedy\//, 'greedy/'));
       assert.deepEqual(upstreams, ['greedy/adapter/planner/v1', 'greedy/adapter/solver/v1', 'greedy/base/v1']);
     }
+  },
+);
+
+test(
+  'several policies with long-lived agent workers (--agent-mode worker): each call routed, each policy trained',
+  { timeout: 900_000 },
+  async (t) => {
+    const cwd = tempDir(t);
+    const python = venvPython();
+    const model = path.join(cwd, 'tiny-qwen2');
+    saveTinyQwen(python, model);
+    const storeFile = path.join(cwd, '.lightning', 'store.db');
+    fs.mkdirSync(path.dirname(storeFile), { recursive: true });
+    const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
+    const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+    await client.request('importDataset', {
+      name: 'roles',
+      tasks: [{ id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 }],
+    });
+    client.dispose();
+    let stopped = false;
+    t.after(() => (stopped ? undefined : daemon.stop()));
+    const trained = await runCli(
+      [
+        'train',
+        '--model',
+        model,
+        '--dataset',
+        'roles',
+        '--policy',
+        'planner=^planner$',
+        '--policy',
+        'solver=^solver',
+        '--iterations',
+        '1',
+        '--samples',
+        '3',
+        '--agent-mode',
+        'worker',
+        '--workers',
+        '1',
+        '--per-worker',
+        '3',
+        '--device',
+        'cpu',
+        '--python',
+        python,
+        '--store',
+        storeFile,
+        '--json',
+        '--',
+        process.execPath,
+        AGENT,
+      ],
+      { cwd },
+    );
+    assert.equal(trained.code, 0, `${trained.stdout}\n${trained.stderr}`);
+    await daemon.stop();
+    stopped = true;
+    const store = Store.open(storeFile);
+    t.after(() => store.close());
+    const run = store.listTrainingRuns(10)[0]!;
+    assert.equal(run.status, 'succeeded', run.error ?? '');
+    const rollouts = store.listRollouts(ListRolloutsParams.parse({ mode: 'train', limit: 100 })).items;
+    assert.equal(rollouts.length, 3);
+    for (const rollout of rollouts) assert.deepEqual(routes(store, rollout.id), TWO_ROLES, rollout.id);
+    const metrics = store.getTrainingRun(run.id).metrics.filter((m) => m.step === 1);
+    const at = (name: string) => metrics.find((m) => m.name === name)?.value;
+    assert.deepEqual([at('policy/planner/transitions'), at('policy/solver/transitions'), at('transitions')], [3, 3, 6]);
   },
 );
