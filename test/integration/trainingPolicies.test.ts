@@ -332,3 +332,75 @@ test(
     assert.deepEqual([at('policy/planner/transitions'), at('policy/solver/transitions'), at('transitions')], [3, 3, 6]);
   },
 );
+
+test(
+  'several policies under torchrun (2 gloo ranks on the CPU): every rank holds every adapter, each policy updated on both',
+  { timeout: 900_000 },
+  async (t) => {
+    const cwd = tempDir(t);
+    const python = venvPython();
+    const model = path.join(cwd, 'tiny-qwen2');
+    saveTinyQwen(python, model);
+    const storeFile = path.join(cwd, '.lightning', 'store.db');
+    fs.mkdirSync(path.dirname(storeFile), { recursive: true });
+    const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
+    const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+    await client.request('importDataset', {
+      name: 'roles',
+      tasks: [{ id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 }],
+    });
+    client.dispose();
+    let stopped = false;
+    t.after(() => (stopped ? undefined : daemon.stop()));
+    const trained = await runCli(
+      [
+        'train',
+        '--model',
+        model,
+        '--dataset',
+        'roles',
+        '--policy',
+        'planner=^planner$',
+        '--policy',
+        'solver=^solver',
+        '--iterations',
+        '1',
+        '--samples',
+        '2',
+        '--workers',
+        '2',
+        '--nproc-per-node',
+        '2',
+        '--device',
+        'cpu',
+        '--python',
+        python,
+        '--store',
+        storeFile,
+        '--json',
+        '--',
+        process.execPath,
+        AGENT,
+      ],
+      { cwd },
+    );
+    assert.equal(trained.code, 0, `${trained.stdout}\n${trained.stderr}`);
+    await daemon.stop();
+    stopped = true;
+    const store = Store.open(storeFile);
+    t.after(() => store.close());
+    const run = store.listTrainingRuns(10)[0]!;
+    assert.equal(run.status, 'succeeded', run.error ?? '');
+    const metrics = store.getTrainingRun(run.id).metrics.filter((m) => m.step === 1);
+    const at = (name: string) => metrics.find((m) => m.name === name)?.value;
+    assert.deepEqual([at('policy/planner/transitions'), at('policy/solver/transitions'), at('worldSize')], [2, 2, 2]);
+    assert.ok(Number.isFinite(at('policy/planner/loss')) && Number.isFinite(at('policy/solver/loss')));
+    assert.deepEqual(
+      store
+        .checkpoints(run.id)
+        .map((c) => path.basename(c.path))
+        .sort(),
+      ['planner', 'solver'],
+    );
+  },
+);
