@@ -105,6 +105,8 @@ test(
         '2',
         '--workers',
         '4',
+        '--keep-checkpoints',
+        '1',
         '--eval-every',
         '2',
         '--device',
@@ -152,12 +154,18 @@ test(
 
     // A checkpoint per policy per iteration: an ordinary LoRA checkpoint of that adapter alone, named by its folder.
     const checkpoints = checkpointsOf(detail);
-    assert.deepEqual(checkpoints.map((c) => `${c.step}/${path.basename(c.path)}`).sort(), [
-      '1/planner',
-      '1/solver',
-      '2/planner',
-      '2/solver',
-    ]);
+    // Retention per policy (--keep-checkpoints 1): each keeps its best and last, step 2 (validated); step 1's folder
+    // goes with its policies' checkpoints.
+    assert.deepEqual(checkpoints.map((c) => `${c.step}/${path.basename(c.path)}`).sort(), ['2/planner', '2/solver']);
+    assert.ok(!fs.existsSync(path.join(path.dirname(checkpoints[0]!.path), '..', '1')), 'step 1 is gone');
+    assert.ok(
+      fs.existsSync(path.join(checkpoints[0]!.path, 'optimizer.pt')),
+      "each policy's newest keeps its optimizer",
+    );
+    assert.ok(
+      fs.existsSync(path.join(checkpoints[1]!.path, 'optimizer.pt')),
+      "each policy's newest keeps its optimizer",
+    );
     for (const checkpoint of checkpoints) {
       const config = JSON.parse(fs.readFileSync(path.join(checkpoint.path, 'config.json'), 'utf8')) as {
         policy?: string;

@@ -293,6 +293,15 @@ class Iterations {
         'the rollouts recorded no token ids: the agent must send its LLM calls to OPENAI_BASE_URL, ANTHROPIC_BASE_URL or GOOGLE_GEMINI_BASE_URL (the policy being trained answers them)',
       );
     }
+    if (
+      policies.length > 0 &&
+      all.length === 0 &&
+      trajectories.some((tr) => tr.spans.some((sp) => sp.category === 'llm'))
+    )
+      this.ctx.logger.warn(
+        `GRPO step ${step}: no call went to a policy (each was answered by the base model): check each --policy REGEX against the agent names (baggage gen_ai.agent.name) and the models the calls ask for`,
+        { runId: this.runId },
+      );
     const maxTokens = requestedMaxTokens(trajectories);
     let trained = 0;
     for (const { policy, transitions } of built) {
