@@ -13,6 +13,7 @@ import { grpoConfigFromFlags, type GrpoFlags } from '../../trainer-daemon/cli/co
 import { grpoAdvantageOptions, toWorkerTransitions, workerTrainParams } from '../../trainer-daemon/training/grpo';
 import { checkpointPolicy, iterationTransitions, resumePolicies } from '../../trainer-daemon/training/grpoPolicies';
 import { planRetention } from '../../trainer-daemon/training/retention';
+import { iterationCells, policyLines } from '../../trainer-daemon/training/follow';
 import { checkpointPolicyName, checkpointTitle } from '../../trainer-daemon/protocol/policyCheckpoint';
 import { exportFolder } from '../../extension/checkpoints/exportChoices';
 import { Store } from '../../trainer-daemon/store/store';
@@ -260,4 +261,28 @@ test("a policy's checkpoint is named by its policy in the run tab, Use Checkpoin
     exportFolder('/out', single, 'peft', () => false),
     '/out/train-1-step3-peft',
   );
+});
+
+test("lightning train's table: a line per policy under its iteration, the seconds of every update counted", () => {
+  const metrics = {
+    'reward/mean': 0.5,
+    'reward/std': 0.1,
+    'rollout/seconds': 2,
+    'policy/planner/transitions': 4,
+    'policy/planner/loss': 0.125,
+    'policy/planner/kl': 0.0002,
+    'policy/planner/entropy': 2.5,
+    'policy/planner/train/seconds': 1,
+    'policy/solver/transitions': 4,
+    'policy/solver/loss': -0.25,
+    'policy/solver/train/seconds': 1.5,
+    transitions: 8,
+  };
+  assert.equal(
+    policyLines(metrics),
+    '\n  planner: 4 transitions · loss 0.125 · KL 0.0002 · entropy 2.500' +
+      '\n  solver: 4 transitions · loss -0.250 · KL - · entropy -',
+  );
+  assert.equal(iterationCells(1, metrics).at(-1), '4.5', 'rollouts and both updates');
+  assert.equal(policyLines({ loss: 0.1, transitions: 3 }), '', 'one policy: its row says it all');
 });
