@@ -39,6 +39,21 @@ test('--policy NAME=REGEX: policies in order on a Hugging Face model; each bad u
     { name: 'solver', match: '^solver', reward: 'reward' },
   ]);
   assert.deepEqual(flags({}).policies, [], 'no --policy: one policy, as before');
+  assert.deepEqual(
+    flags({ policy: ['planner=^planner$', 'solver=^solver'], policyReward: ['solver=format'] }).policies.map(
+      (p) => p.reward,
+    ),
+    ['reward', 'format'],
+  );
+  assert.throws(
+    () => flags({ policy: ['a=x'], policyReward: ['b=r'] }),
+    /--policy-reward b=r: no --policy b \(the policies are a\)/,
+  );
+  assert.throws(
+    () => flags({ policy: ['a=x'], policyReward: ['a'] }),
+    /--policy-reward "a": give NAME=VALUE, e.g. planner=plan_quality/,
+  );
+  assert.throws(() => flags({ policyReward: ['a=r'] }), /--policy-reward a=r: no --policy a$/);
   assert.equal(flags({ agent: '^solver$' }).agent, '^solver$', '--agent reaches a grpo run');
   assert.throws(() => flags({ policy: ['planner=(['] }), /--policy planner=\(\[: not a regular expression/);
   assert.throws(() => flags({ policy: ['planner'] }), /--policy "planner": give NAME=VALUE/);
@@ -168,6 +183,7 @@ test('each policy trains on the calls its adapter answered; one --policy trains 
     });
     store.addSpans({ rolloutId: id, spans });
     store.addReward(parsed('addReward', { rolloutId: id, value, source: 'agent' }));
+    store.addReward(parsed('addReward', { rolloutId: id, name: 'format', value: 1 - value, source: 'agent' }));
   }
   const trajectories = [...store.trajectories({})];
   const config = testGrpoConfig({ model: { kind: 'hf', name: HF } });
@@ -184,6 +200,20 @@ test('each policy trains on the calls its adapter answered; one --policy trains 
   assert.ok(
     both.every((b) => b.transitions.every((tr) => Math.abs(tr.advantage) > 0.5)),
     'the episode reward, advantages per task group',
+  );
+
+  // --policy-reward solver=format: the solver learns from its own dimension (here the opposite of the episode's).
+  const ownReward = iterationTransitions(
+    trajectories,
+    { agent: null, policies: [policies[0]!, { ...policies[1]!, reward: 'format' }] },
+    advantage,
+  );
+  assert.deepEqual(
+    ownReward.map((b) => b.transitions.map((tr) => Math.sign(tr.advantage))),
+    [
+      [1, -1],
+      [-1, 1],
+    ],
   );
 
   const byAgent = iterationTransitions(trajectories, { agent: '^solver$', policies: [] }, advantage);

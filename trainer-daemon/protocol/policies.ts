@@ -43,10 +43,12 @@ export type PolicySpec = z.infer<typeof PolicySpec>;
 export type PolicySpecInput = z.input<typeof PolicySpec>;
 
 /** `NAME=REGEX` (`--policy`) or `NAME=DIMENSION` (`--policy-reward`) → its two halves, or what is wrong with it. */
-export function splitNameValue(text: string): { name: string; value: string } | { error: string } {
+export function splitNameValue(
+  text: string,
+  example = 'planner=^planner$',
+): { name: string; value: string } | { error: string } {
   const at = text.indexOf('=');
-  if (at <= 0 || at === text.length - 1)
-    return { error: `${JSON.stringify(text)}: give NAME=VALUE, e.g. planner=^planner$` };
+  if (at <= 0 || at === text.length - 1) return { error: `${JSON.stringify(text)}: give NAME=VALUE, e.g. ${example}` };
   return { name: text.slice(0, at), value: text.slice(at + 1) };
 }
 

@@ -62,6 +62,7 @@ const OWN: Record<string, { readonly flag: string; readonly for: readonly Algori
     rayPython: '--ray-python',
     rayWorkingDir: '--ray-working-dir',
     policy: '--policy',
+    policyReward: '--policy-reward',
   }),
   ...only(['sft'], {
     minReward: '--min-reward',
@@ -303,6 +304,11 @@ export function registerTrain(program: Command): void {
     .option(
       '--policy <name=regex>',
       "grpo, Hugging Face + LoRA: several policies, one LoRA adapter each on one base model (repeat the flag): each call goes to the first policy whose REGEX matches its agent's name (W3C baggage gen_ai.agent.name), else its requested model; calls matching none are answered by the base model and not trained",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .option(
+      '--policy-reward <name=dimension>',
+      "grpo, with --policy: this policy's episode reward is the rollout's reward of this name (the agent's POST /reward {name}, a rule's, a person's) instead of reward (repeatable)",
       (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
     )
     .option(

@@ -59,6 +59,8 @@ export interface GrpoFlags extends GlobalOptions {
   agent?: string;
   /** `--policy NAME=REGEX`, once per policy. */
   policy?: string[];
+  /** `--policy-reward NAME=DIMENSION`: a policy's episode reward read from another reward dimension. */
+  policyReward?: string[];
 }
 
 /** Config keys → the flag a user typed, so errors name what they can fix. */
@@ -187,7 +189,7 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     command: { argv, cwd },
     keepCheckpoints: keepFlag(options.keepCheckpoints),
     agent: regexFlag(options.agent, '--agent') ?? null,
-    policies: policiesFromFlags(options.policy),
+    policies: policiesFromFlags(options.policy, options.policyReward),
   };
   const parsed = GrpoConfig.safeParse(input);
   if (!parsed.success) {

@@ -17,8 +17,14 @@ export function regexFlag(value: string | undefined, flag: string, typed = `${fl
   return value;
 }
 
-/** Each `--policy NAME=REGEX` as a policy, in the order given (the first that matches a call takes it). */
-export function policiesFromFlags(values: readonly string[] | undefined): PolicySpecInput[] {
+/**
+ * Each `--policy NAME=REGEX` as a policy, in the order given (the first that matches a call takes it), with the reward
+ * dimension `--policy-reward NAME=DIMENSION` gives it (default: the episode reward, `reward`).
+ */
+export function policiesFromFlags(
+  values: readonly string[] | undefined,
+  rewards: readonly string[] = [],
+): PolicySpecInput[] {
   const policies = (values ?? []).map((text) => {
     const split = splitNameValue(text);
     if ('error' in split) throw new InvalidInputError(`--policy ${split.error}`);
@@ -29,5 +35,16 @@ export function policiesFromFlags(values: readonly string[] | undefined): Policy
   const twice = names.find((name, i) => names.indexOf(name) !== i);
   if (twice !== undefined)
     throw new InvalidInputError(`--policy ${twice}: given twice; each policy needs a name of its own`);
-  return policies;
+  const reward = new Map<string, string>();
+  for (const text of rewards) {
+    const split = splitNameValue(text, 'planner=plan_quality');
+    if ('error' in split) throw new InvalidInputError(`--policy-reward ${split.error}`);
+    if (!names.includes(split.name))
+      throw new InvalidInputError(
+        `--policy-reward ${text}: no --policy ${split.name}${names.length ? ` (the policies are ${names.join(', ')})` : ''}`,
+      );
+    if (reward.has(split.name)) throw new InvalidInputError(`--policy-reward ${split.name}: given twice`);
+    reward.set(split.name, split.value);
+  }
+  return policies.map((p) => (reward.has(p.name) ? { ...p, reward: reward.get(p.name)! } : p));
 }
