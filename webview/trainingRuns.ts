@@ -13,6 +13,7 @@ import type { ApoCandidate } from '../trainer-daemon/protocol/apo';
 import type { MetricSeries } from '../trainer-daemon/protocol/training';
 import { checkpointSize, checkpointsBytes, describeMetrics, formatBytes } from '../trainer-daemon/protocol/format';
 import { placementDetail } from '../trainer-daemon/protocol/placement';
+import { checkpointTitle } from '../trainer-daemon/protocol/policyCheckpoint';
 import { button, el, statusIcon } from './dom';
 import { runLabel } from '../trainer-daemon/protocol/runLabel';
 import { formatTime } from './format';
@@ -247,7 +248,7 @@ export class TrainingRunsView {
       row.dataset.checkpointId = checkpoint.id;
       // Summed up as everywhere a checkpoint is offered (Use Checkpoint's quick pick, `lightning checkpoints`).
       row.append(
-        el('span', 'checkpoint-step', `iteration ${checkpoint.step}`),
+        el('span', 'checkpoint-step', checkpointTitle(checkpoint)),
         el('span', 'checkpoint-metrics muted', describeMetrics(checkpoint.metrics)),
       );
       if (checkpoint.bytes !== undefined) row.append(el('span', 'checkpoint-size muted', checkpointSize(checkpoint)));

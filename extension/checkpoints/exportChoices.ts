@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import type { Checkpoint, CheckpointFormat } from '../../trainer-daemon/protocol';
+import { checkpointPolicyName } from '../../trainer-daemon/protocol/policyCheckpoint';
 
 export interface FormatItem {
   readonly label: string;
@@ -39,11 +40,14 @@ export function formatItems(adapterKind: 'lora' | 'full'): FormatItem[] {
 /** Inside the folder the person picked: `<run>-step<N>-<format>`, numbered when that name is taken. */
 export function exportFolder(
   parent: string,
-  checkpoint: Pick<Checkpoint, 'runId' | 'step'>,
+  checkpoint: Pick<Checkpoint, 'runId' | 'step'> & { readonly path?: string },
   format: CheckpointFormat,
   exists: (dir: string) => boolean,
 ): string {
-  const base = path.join(parent, `${checkpoint.runId}-step${checkpoint.step}-${format}`);
+  // A policy's checkpoint (several policies in the run) carries its name: two policies of a step, two folders.
+  const policy =
+    checkpoint.path === undefined ? null : checkpointPolicyName({ path: checkpoint.path, step: checkpoint.step });
+  const base = path.join(parent, `${checkpoint.runId}-step${checkpoint.step}${policy ? `-${policy}` : ''}-${format}`);
   let candidate = base;
   for (let n = 2; exists(candidate); n += 1) candidate = `${base}-${n}`;
   return candidate;

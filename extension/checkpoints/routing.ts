@@ -13,6 +13,7 @@ import {
   type ServedPolicy,
 } from '../../trainer-daemon/protocol';
 import { baseEnvironment, upstreamFor, type LaunchConfig } from '../debug/launchConfig';
+import { checkpointTitle } from '../../trainer-daemon/protocol/policyCheckpoint';
 
 /** The checkpoint rollouts are pointed at (workspace state); what the status bar shows. */
 export const CheckpointChoice = z.object({
@@ -70,7 +71,7 @@ export function checkpointItems(checkpoints: readonly Checkpoint[], inUse: strin
   return [...checkpoints]
     .sort((a, b) => b.createdAt - a.createdAt || b.step - a.step)
     .map((checkpoint) => ({
-      label: `${checkpoint.id === inUse ? '$(check) ' : ''}step ${checkpoint.step} · ${checkpoint.runId}`,
+      label: `${checkpoint.id === inUse ? '$(check) ' : ''}${checkpointTitle(checkpoint, 'step')} · ${checkpoint.runId}`,
       description: describeMetrics(checkpoint.metrics),
       detail: `${checkpoint.id} · ${new Date(checkpoint.createdAt).toLocaleString()}`,
       checkpoint,

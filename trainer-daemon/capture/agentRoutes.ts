@@ -41,6 +41,7 @@ import {
   type ProviderRoute,
 } from './providerRoutes';
 import { TranslatingProxy } from './translate';
+import { policyRouter } from './policyRoutes';
 import type { AgentKeyRecord } from '../store/agentKeys';
 
 /** What the worker-batch routes need of the daemon's queue (runner/workerBatches.ts), so capture imports no runner. */
@@ -139,7 +140,11 @@ export function callRecorder(
   store: Store,
   writes: WriteQueue,
 ): (span: SpanInput, rolloutId: string) => Promise<unknown> {
-  return (span, rolloutId) => writes.submit(() => store.addProxiedCall(rolloutId, span));
+  return (span, rolloutId) => {
+    // A call of a run with several policies: its span names the adapter that answered (capture/policyRoutes.ts).
+    policyRouter.stamp(span, rolloutId);
+    return writes.submit(() => store.addProxiedCall(rolloutId, span));
+  };
 }
 
 /** The header that carries a rollout key to the shared OTLP endpoint (e.g. through OTEL_EXPORTER_OTLP_HEADERS). */
@@ -293,20 +298,25 @@ export class AgentRoutes {
       const json = api ? parseJsonBody(request, body) : null;
       const callIndex = api && api !== 'embeddings' ? this.nextCallIndex(agent.rolloutId) : 0;
       const forwarded = agent.tokenIds && json ? withEngineTokenIds(api, json) : undefined;
-      await this.proxy.forward(
-        {
-          rolloutId: agent.rolloutId,
-          callIndex,
-          upstream: agent.upstream,
-          api,
-          path: `${path.slice(3)}${search}`,
-          body: forwarded ?? body,
-          json,
-          tokenIdsRequested: forwarded !== undefined,
-        },
-        request,
-        response,
-      );
+      const rolloutId = agent.rolloutId;
+      try {
+        await this.proxy.forward(
+          {
+            rolloutId,
+            callIndex,
+            upstream: policyRouter.route(agent.upstream, { rolloutId, callIndex, json }, request.headers),
+            api,
+            path: `${path.slice(3)}${search}`,
+            body: forwarded ?? body,
+            json,
+            tokenIdsRequested: forwarded !== undefined,
+          },
+          request,
+          response,
+        );
+      } finally {
+        policyRouter.done(rolloutId, callIndex);
+      }
       return;
     }
     switch (route) {
@@ -396,11 +406,12 @@ export class AgentRoutes {
     };
     if (agent.tokenIds && route.api) {
       const stream = route.api === 'anthropic.messages' ? json?.stream === true : route.stream;
-      await this.translating.forward(
-        { ...call, upstream: agent.upstream, chatBase: agent.upstream ?? this.options.upstream.baseUrl, stream },
-        request,
-        response,
-      );
+      const chatBase = policyRouter.route(agent.upstream, call, request.headers) ?? this.options.upstream.baseUrl;
+      try {
+        await this.translating.forward({ ...call, upstream: agent.upstream, chatBase, stream }, request, response);
+      } finally {
+        policyRouter.done(call.rolloutId, callIndex);
+      }
       return;
     }
     if (agent.tokenIds && !agent.providerUpstreams[route.provider]) {

@@ -4,7 +4,15 @@
  * (exact request and response) or from OTLP spans; the span tree gives the enclosing agent, with
  * missing parents repaired by time containment.
  */
-import { TrainingChatReader, textOf, type Json, type JsonObject, type Reward, type TrainingChat } from '../protocol';
+import {
+  POLICY_ATTRIBUTE,
+  TrainingChatReader,
+  textOf,
+  type Json,
+  type JsonObject,
+  type Reward,
+  type TrainingChat,
+} from '../protocol';
 import type { TrainingSpan as Span } from '../protocol/lightningrl';
 import { asJsonObject } from '../protocol/json';
 
@@ -177,7 +185,8 @@ function rewardSpanValue(span: Span): number | null {
 
 /**
  * The rollout's LLM calls (category `llm`, in sequence order — the proxy's twin of an OTLP span
- * is already the only `llm` one), those of agents matching `agentMatch`, with step rewards
+ * is already the only `llm` one), those of agents matching `agentMatch` (and, with several policies, those `policy`'s
+ * adapter answered: their `lightning.policy`), with step rewards
  * attached: annotations on a call's span, and reward spans or step annotations on other spans go
  * to the call that precedes them.
  */
@@ -186,6 +195,7 @@ export function extractCalls(
   rewards: readonly Reward[],
   rewardName: string,
   agentMatch?: RegExp,
+  policy?: string,
 ): LlmCall[] {
   const parents = repairParents(spans);
   // An OTLP twin carries the framework's parent chain for the proxy's record of the same call.
@@ -211,7 +221,9 @@ export function extractCalls(
     if (span.category === 'llm') {
       const chat = reader.read(span.attributes);
       const agentName = enclosingAgent(twinOf.get(span.spanId) ?? span, parents) ?? enclosingAgent(span, parents);
-      const trained = !agentMatch || (agentName !== null && agentMatch.test(agentName));
+      const trained =
+        (!agentMatch || (agentName !== null && agentMatch.test(agentName))) &&
+        (policy === undefined || span.attributes[POLICY_ATTRIBUTE] === policy);
       current = trained ? callOf(span, agentName, chat) : null;
       if (current) calls.push(current);
     }

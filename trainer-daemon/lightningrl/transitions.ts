@@ -25,6 +25,8 @@ export interface LightningRlOptions {
   readonly advantage: AdvantageOptions;
   /** Train only the calls of agents whose name matches (multi-agent selective training). */
   readonly agentMatch?: RegExp;
+  /** Several policies: train only the calls this policy's adapter answered (their span's `lightning.policy`). */
+  readonly policy?: string;
   /** Leave out rollouts whose episode reward is below this. */
   readonly minReward?: number;
   /** Join consecutive calls whose prompt extends the previous sequence (needs engine token ids). */
@@ -66,7 +68,7 @@ export function buildTransitions(
       continue;
     }
     const calls = wholeAnswers(
-      extractCalls(trajectory.spans, trajectory.rewards, options.reward.name, options.agentMatch),
+      extractCalls(trajectory.spans, trajectory.rewards, options.reward.name, options.agentMatch, options.policy),
       options.includeFailed ?? false,
       report.skipped,
     );

@@ -23,6 +23,11 @@ export const ExportCheckpointParams = z.strictObject({
     .refine((value) => path.isAbsolute(value), 'must be an absolute path'),
   /** The Python that runs the export; default: the training run's, else found as `lightning doctor` does. */
   python: z.string().min(1).optional(),
+  /**
+   * A run with several policies (`--policy`): every policy's checkpoint of this one's step, written as one PEFT folder
+   * with an adapter each (`out/<policy>/`); `format` peft only.
+   */
+  set: z.boolean().optional(),
 });
 export type ExportCheckpointParams = z.input<typeof ExportCheckpointParams>;
 

@@ -76,9 +76,37 @@ const SFT_CHARTS: readonly ChartSpec[] = [
   { metric: 'gpuMemoryBytes', title: 'GPU memory', unit: 'bytes', axisTitle: 'memory' },
 ];
 
-/** The charts a GRPO run's metric points fill, in GRPO_CHARTS order; non-finite values are dropped. */
+/** The charts each policy of a run with several gets (its metrics `policy/<name>/…`, protocol/policies.ts). */
+const POLICY_CHARTS: readonly ChartSpec[] = [
+  { metric: 'loss', title: 'loss', unit: 'number', axisTitle: 'loss' },
+  { metric: 'kl', title: 'KL to the reference', unit: 'number', axisTitle: 'KL (nats)', domain: [0, Infinity] },
+  { metric: 'entropy', title: 'entropy', unit: 'number', axisTitle: 'nats/token', domain: [0, Infinity] },
+  { metric: 'transitions', title: 'transitions', unit: 'number', axisTitle: 'transitions', domain: [0, Infinity] },
+];
+
+/** The policies a run's metrics name (`policy/<name>/…`), in the order they first appear. */
+export function chartedPolicies(metrics: readonly MetricPointLike[]): string[] {
+  const names = new Set<string>();
+  for (const { name } of metrics) {
+    const match = /^policy\/([^/]+)\//.exec(name);
+    if (match) names.add(match[1]!);
+  }
+  return [...names];
+}
+
+/**
+ * The charts a GRPO run's metric points fill, in GRPO_CHARTS order, then one set per policy of a run with several;
+ * non-finite values are dropped.
+ */
 export function grpoCharts(metrics: readonly MetricPointLike[]): ChartData[] {
-  return chartsOf(GRPO_CHARTS, metrics);
+  const perPolicy = chartedPolicies(metrics).flatMap((policy) =>
+    POLICY_CHARTS.map((spec) => ({
+      ...spec,
+      metric: `policy/${policy}/${spec.metric}`,
+      title: `${policy}: ${spec.title}`,
+    })),
+  );
+  return chartsOf([...GRPO_CHARTS, ...perPolicy], metrics);
 }
 
 /** The charts an SFT run's metric points fill, in SFT_CHARTS order. */

@@ -13,6 +13,7 @@ export * from './training';
 export * from './runCommand';
 export * from './sft';
 export * from './policy';
+export * from './policies';
 export * from './checkpoints';
 export * from './llmApis';
 export * from './openaiChat';

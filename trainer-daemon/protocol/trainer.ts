@@ -106,6 +106,20 @@ export const AdapterSpec = z.discriminatedUnion('kind', [
 ]);
 export type AdapterSpec = z.infer<typeof AdapterSpec>;
 
+/** A policy's name: a letter, then letters, digits, `_` or `-` (40 at most); not `base` or `default` (the base model's route, peft's name for a lone adapter). */
+export const PolicyName = z
+  .string()
+  .regex(/^[A-Za-z][A-Za-z0-9_-]{0,39}$/, 'a letter, then up to 39 letters, digits, _ or -')
+  .refine((name) => name !== 'base' && name !== 'default', 'base and default are reserved');
+
+/** One policy of a run with several: a LoRA adapter of its own on the shared base model (PROTOCOL.md, "Several policies"). */
+export const PolicyAdapter = z.object({
+  name: PolicyName,
+  /** A checkpoint `save {adapter}` wrote for this policy: its weights (and optimizer state) are restored into it. */
+  checkpoint: z.string().optional(),
+});
+export type PolicyAdapter = z.infer<typeof PolicyAdapter>;
+
 export const LoadParams = z
   .object({
     /** Optional with `checkpoint`: then read from the checkpoint's config.json (PROTOCOL.md). */
@@ -126,6 +140,8 @@ export const LoadParams = z
     threads: z.number().int().positive().optional(),
     /** Under torchrun only: shard the policy across the ranks (FSDP2) instead of replicating it (PROTOCOL.md). */
     fsdp: z.boolean().optional(),
+    /** Several policies: one LoRA adapter each (HF + LoRA without trained norms), each with its own optimizer. */
+    policies: z.array(PolicyAdapter).min(1).optional(),
   })
   .refine((p) => p.checkpoint !== undefined || (p.model !== undefined && p.adapter !== undefined), {
     message: 'model and adapter are required without a checkpoint',
@@ -138,6 +154,8 @@ export const LoadResult = z.object({
   dtype: z.string(),
   step: z.number().int(),
   modelName: z.string(),
+  /** The policies loaded (`load {policies}`), one adapter each. */
+  policies: z.array(z.string()).optional(),
 });
 export type LoadResult = z.infer<typeof LoadResult>;
 
@@ -232,6 +250,8 @@ export const TrainParams = z.object({
   lossType: LossType.optional(),
   /** dr_grpo's divisor per sequence; default: the longest response of the call. */
   maxResponseLength: z.number().int().positive().optional(),
+  /** With several policies loaded: the policy whose adapter this update trains (required then). */
+  adapter: z.string().optional(),
 });
 export type TrainParams = z.infer<typeof TrainParams>;
 export const TrainResult = z.object({
@@ -250,12 +270,21 @@ export const TrainResult = z.object({
 });
 export type TrainResult = z.infer<typeof TrainResult>;
 
-export const SaveParams = z.object({ dir: z.string().min(1), metrics: z.record(z.string(), z.number()).optional() });
+export const SaveParams = z.object({
+  dir: z.string().min(1),
+  metrics: z.record(z.string(), z.number()).optional(),
+  /** With several policies loaded: the policy whose adapter (and optimizer) the checkpoint holds (required then). */
+  adapter: z.string().optional(),
+});
 export const SaveResult = z.object({ path: z.string(), bytes: z.number() });
 
-/** Writes a checkpoint folder as a PEFT adapter or a Hugging Face model folder (python/lightning_trainer/export.py). */
+/**
+ * Writes a checkpoint folder as a PEFT adapter or a Hugging Face model folder (python/lightning_trainer/export.py),
+ * or a set of policies' checkpoints (`adapters`) as one PEFT folder with an adapter each.
+ */
 export const ExportParams = z.object({
-  checkpoint: z.string().min(1),
+  checkpoint: z.string().min(1).optional(),
+  adapters: z.array(PolicyAdapter).min(1).optional(),
   format: z.enum(['peft', 'hf', 'merged']),
   out: z.string().min(1),
 });

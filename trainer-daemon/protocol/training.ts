@@ -11,10 +11,11 @@ import { AdapterSpec, LossType, ModelSpec } from './trainer';
 import { DEFAULT_KEEP_CHECKPOINTS, KeepCheckpoints } from './checkpoints';
 import { RunCommand, StartEnv } from './runCommand';
 import { SftConfig } from './sft';
+import { PolicySpec, policyIssues, RegexSource } from './policies';
 import { assertNever } from './assert';
 
-/** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */
-export const GrpoConfig = z.strictObject({
+/** The fields of a GRPO configuration (GrpoConfig adds the checks across fields). */
+const GrpoFields = z.strictObject({
   algorithm: z.literal('grpo').default('grpo'),
   model: ModelSpec,
   /** Full fine-tuning for the tiny model, LoRA for Hugging Face models, unless given. */
@@ -147,6 +148,20 @@ export const GrpoConfig = z.strictObject({
     })
     .nullable()
     .default(null),
+  /**
+   * Train only the LLM calls of agents whose name matches (LightningRL's agentMatch, `--agent REGEX`); the policy
+   * still answers every call. null: every call trains.
+   */
+  agent: RegexSource.nullable().default(null),
+  /**
+   * Several policies (`--policy NAME=REGEX`, protocol/policies.ts): one LoRA adapter each on the one base model, each
+   * call routed to its policy as it is made; empty: one policy. Hugging Face + LoRA only.
+   */
+  policies: z.array(PolicySpec).max(16).default([]),
+});
+/** `lightning train --algorithm grpo …`: everything a run needs to start again from its record. */
+export const GrpoConfig = GrpoFields.superRefine((config, ctx) => {
+  for (const { path, message } of policyIssues(config)) ctx.addIssue({ code: 'custom', path: [path], message });
 });
 export type GrpoConfig = z.infer<typeof GrpoConfig>;
 export type GrpoConfigInput = z.input<typeof GrpoConfig>;

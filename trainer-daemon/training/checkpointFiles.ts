@@ -44,3 +44,12 @@ export function removeCheckpointFolder(dir: string): number {
   fs.rmSync(dir, { recursive: true, force: true });
   return bytes;
 }
+
+/** Deletes a folder left empty (an iteration's folder once its policies' checkpoints are gone); else leaves it. */
+export function removeEmptyFolder(dir: string): void {
+  try {
+    if (fs.readdirSync(dir).length === 0) fs.rmdirSync(dir);
+  } catch {
+    // Gone already, or not readable: nothing to tidy.
+  }
+}

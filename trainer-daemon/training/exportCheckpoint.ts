@@ -7,7 +7,15 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { weightsConfig, type ExportCheckpointParams, type ExportCheckpointResult } from '../protocol';
+import {
+  policiesOf,
+  weightsConfig,
+  type Checkpoint,
+  type ExportCheckpointParams,
+  type ExportCheckpointResult,
+  type TrainingRun,
+} from '../protocol';
+import { checkpointPolicy } from './grpoPolicies';
 import { InvalidInputError, NotFoundError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { TrainingService } from './service';
@@ -27,13 +35,17 @@ export async function exportCheckpoint(
   }
   const run = training.run(checkpoint.runId);
   const trained = weightsConfig(run);
-  return training.using(checkpoint.id, async () => {
+  const adapters = params.set ? policySet(training, checkpoint, run, params.format) : undefined;
+  const ids = adapters?.map((a) => a.id) ?? [checkpoint.id];
+  return usingAll(training, ids, async () => {
     const started = performance.now();
     const python = await findPython(training.storeFile, params.python ?? trained?.python ?? undefined);
     const worker = await TrainerWorker.start({ python: python.executable, logger: logger.child(checkpoint.id) });
     try {
       const written = await worker.request('export', {
-        checkpoint: checkpoint.path,
+        ...(adapters
+          ? { adapters: adapters.map(({ name, path: dir }) => ({ name, checkpoint: dir })) }
+          : { checkpoint: checkpoint.path }),
         format: params.format,
         out: params.out,
       });
@@ -50,5 +62,36 @@ export async function exportCheckpoint(
     } finally {
       await worker.shutdown();
     }
+  });
+}
+
+/** Every checkpoint in `ids` stays in use (retention and delete leave it) while `job` runs. */
+function usingAll<T>(training: TrainingService, ids: readonly string[], job: () => Promise<T>): Promise<T> {
+  const [first, ...rest] = ids;
+  return first === undefined ? job() : training.using(first, () => usingAll(training, rest, job));
+}
+
+/** `set`: each policy's checkpoint of `checkpoint`'s step, or why the set cannot be exported. */
+function policySet(
+  training: TrainingService,
+  checkpoint: Checkpoint,
+  run: TrainingRun,
+  format: ExportCheckpointParams['format'],
+): { name: string; id: string; path: string }[] {
+  const policies = run.algorithm === 'grpo' ? policiesOf(run.config) : [];
+  if (policies.length === 0)
+    throw new InvalidInputError(
+      `set: run ${run.id} trains one policy (no --policy): export checkpoint ${checkpoint.id} alone, without set`,
+    );
+  if (format !== 'peft')
+    throw new InvalidInputError('set: the policies are exported as one PEFT folder with an adapter each: format peft');
+  const atStep = training.checkpoints(run.id).filter((c) => c.step === checkpoint.step);
+  return policies.map(({ name }) => {
+    const own = atStep.find((c) => checkpointPolicy(c, policies) === name);
+    if (!own)
+      throw new NotFoundError(
+        `set: policy ${name} has no checkpoint at step ${checkpoint.step} of run ${run.id} (retention deleted it?): export another step`,
+      );
+    return { name, id: own.id, path: own.path };
   });
 }

@@ -9,6 +9,7 @@ import { assertNever } from '../protocol/assert';
 import { roundLine } from '../apo/progress';
 import type { RunnerClient } from '../runner/pool';
 import { isFinal } from '../protocol/status';
+import { chartedPolicies } from '../protocol/grpoCharts';
 
 const HEADERS = ['ITER', 'REWARD', 'VAL', 'LOSS', 'KL', 'ENTROPY', 'CLIP', 'TOK/S', 'SECONDS'];
 const WIDTHS = [5, 11, 5, 7, 7, 7, 5, 7, 7];
@@ -39,7 +40,9 @@ export function byStep(metrics: MetricSeries): Map<number, Record<string, number
 /** One iteration as table cells (step 0 is the start: warm start and the validation before training). */
 export function iterationCells(step: number, m: Record<string, number>): string[] {
   const reward = m['reward/mean'] === undefined ? '-' : `${fixed(m['reward/mean'], 2)} ± ${fixed(m['reward/std'], 2)}`;
-  const seconds = (m['rollout/seconds'] ?? 0) + (m['train/seconds'] ?? 0);
+  // With several policies each one's update has its own seconds.
+  const updates = Object.entries(m).filter(([name]) => /^(policy\/[^/]+\/)?train\/seconds$/.test(name));
+  const seconds = (m['rollout/seconds'] ?? 0) + updates.reduce((sum, [, value]) => sum + value, 0);
   return [
     step === 0 ? 'start' : String(step),
     reward,
@@ -51,6 +54,17 @@ export function iterationCells(step: number, m: Record<string, number>): string[
     fixed(m.tokensPerSecond, 0),
     seconds ? seconds.toFixed(1) : '-',
   ];
+}
+
+/** With several policies, a line per policy under its iteration's row: its own update (empty with one policy). */
+export function policyLines(m: Record<string, number>): string {
+  const names = chartedPolicies(Object.keys(m).map((name) => ({ step: 0, name, value: 0 })));
+  return names
+    .map((policy) => {
+      const at = (metric: string): number | undefined => m[`policy/${policy}/${metric}`];
+      return `\n  ${policy}: ${at('transitions') ?? 0} transitions · loss ${fixed(at('loss'))} · KL ${fixed(at('kl'), 4)} · entropy ${fixed(at('entropy'))}`;
+    })
+    .join('');
 }
 
 const EPOCH_HEADERS = ['EPOCH', 'LOSS', 'VAL LOSS', 'VAL ACC', 'TOK/S', 'SECONDS'];
@@ -98,7 +112,7 @@ export function runLines(run: Pick<TrainingRun, 'algorithm'>): RunLines {
         header: iterationLine(),
         to: 'table',
         completeWhenRecorded: false,
-        line: (step, metrics) => iterationLine(iterationCells(step, metrics)),
+        line: (step, metrics) => iterationLine(iterationCells(step, metrics)) + policyLines(metrics),
       };
     case 'sft':
       return {

@@ -8,19 +8,20 @@
 import { readFileBounded } from '../util/readFileBounded';
 import {
   describeSkipped,
+  noSkippedCalls,
+  type SkippedCalls,
   type AdvantageOptions,
   type SftExample,
   type GrpoConfig,
   type Task,
   type TrainParams,
-  type TrainResult,
   type Trajectory,
   type Transition,
   type WorkerTransition,
 } from '../protocol';
 import { InvalidInputError, errorMessage } from '../protocol/errors';
-import { buildTransitions } from '../lightningrl/transitions';
 import type { Logger } from '../log';
+import type { Disposable } from '../protocol/event';
 import type { TrainingService } from './service';
 import { findPython } from './python';
 import type { BatchFollower, RolloutScoring } from '../runner/pool';
@@ -28,6 +29,8 @@ import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';
 import { chatToSftExample } from './sftRows';
+import { iterationTransitions, metricKey, policyCheckpointDir, resumePolicies, updateMetrics } from './grpoPolicies';
+import { policyRouter } from '../capture/policyRoutes';
 
 /** How long a step waits for a dying trainer worker to report its exit before blaming the rollouts (torchrun takes ~1–5 s to stop its other ranks). */
 const WORKER_DEATH_GRACE_MS = 10_000;
@@ -255,35 +258,34 @@ class Iterations {
     const batch = await this.rollouts(subset, this.config.samples, 'train', step - 1, checkpoint);
     if (this.ctx.signal.aborted) return undefined;
     const trajectories = [...this.ctx.training.trajectories(batch.batchId)];
-    const { transitions, report } = buildTransitions(trajectories, {
-      reward: { name: 'reward', missing: 'fill', fillValue: 0 },
-      credit: { kind: 'identical' },
-      advantage: grpoAdvantageOptions(this.config),
-    });
-    const trainable = toWorkerTransitions(transitions, this.config.zeroAdvantage);
-    const maxTokens = requestedMaxTokens(trajectories);
-    const requestedCaps = transitions.flatMap((t) => t.spanIds.flatMap((id) => maxTokens.get(id) ?? []));
     const rewards = meanStd(batch.rewards);
     const metrics: Record<string, number> = {
       'reward/mean': rewards.mean,
       'reward/std': rewards.std,
       'rollout/seconds': batch.seconds,
       'rollout/tokensPerSecond': batch.completionTokens / Math.max(batch.seconds, 1e-9),
-      transitions: trainable.length,
-      zeroVarianceGroups: report.zeroVarianceGroups,
-      // Calls left out of the batch because they were not whole answers (lightningrl/wholeAnswers.ts).
-      'skipped/upstreamErrors': report.skipped.upstreamError,
-      'skipped/cancelled': report.skipped.cancelled,
-      'skipped/truncated': report.skipped.truncated,
     };
-    const left = describeSkipped(report.skipped);
+    const policies = this.config.policies;
+    const built = iterationTransitions(trajectories, this.config, grpoAdvantageOptions(this.config));
+    const all = built.flatMap((b) => b.transitions);
+    const skipped = noSkippedCalls();
+    for (const { report } of built)
+      for (const key of Object.keys(skipped) as (keyof SkippedCalls)[]) skipped[key] += report.skipped[key];
+    Object.assign(metrics, {
+      zeroVarianceGroups: built.reduce((n, b) => n + b.report.zeroVarianceGroups, 0),
+      // Calls left out of the batch because they were not whole answers (lightningrl/wholeAnswers.ts).
+      'skipped/upstreamErrors': skipped.upstreamError,
+      'skipped/cancelled': skipped.cancelled,
+      'skipped/truncated': skipped.truncated,
+    });
+    const left = describeSkipped(skipped);
     if (left)
       this.ctx.logger.info(`GRPO step ${step}: ${left} (not whole answers: left out of the batch)`, {
         runId: this.runId,
       });
     // Rollouts against a dead policy server fail for that reason: report the crash, not its symptoms.
     if (this.worker.failed) throw this.worker.failed;
-    if (transitions.length > 0 && transitions.every((t) => t.needsTokenization)) {
+    if (all.length > 0 && all.every((t) => t.needsTokenization)) {
       // No call reached the policy: a worker that is going down is the likelier cause than the agent.
       const failure = await this.worker.failureWithin(WORKER_DEATH_GRACE_MS);
       if (failure) throw failure;
@@ -291,25 +293,41 @@ class Iterations {
         'the rollouts recorded no token ids: the agent must send its LLM calls to OPENAI_BASE_URL, ANTHROPIC_BASE_URL or GOOGLE_GEMINI_BASE_URL (the policy being trained answers them)',
       );
     }
-    let result: TrainResult | undefined;
-    if (trainable.length > 0) {
-      result = await this.worker.request('train', workerTrainParams(this.config, trainable, requestedCaps));
-      Object.assign(metrics, {
-        loss: result.loss,
-        pgLoss: result.pgLoss,
-        kl: result.kl,
-        entropy: result.entropy,
-        clipFraction: result.clipFraction,
-        maxRatioDeviation: result.maxRatioDeviation,
-        'train/seconds': result.seconds,
-        tokensPerSecond: result.tokens / Math.max(result.seconds, 1e-9),
-        ...(result.gpuMemoryBytes ? { gpuMemoryBytes: result.gpuMemoryBytes } : {}),
-        ...(result.worldSize ? { worldSize: result.worldSize } : {}),
-      });
+    if (
+      policies.length > 0 &&
+      all.length === 0 &&
+      trajectories.some((tr) => tr.spans.some((sp) => sp.category === 'llm'))
+    )
+      this.ctx.logger.warn(
+        `GRPO step ${step}: no call went to a policy (each was answered by the base model): check each --policy REGEX against the agent names (baggage gen_ai.agent.name) and the models the calls ask for`,
+        { runId: this.runId },
+      );
+    const maxTokens = requestedMaxTokens(trajectories);
+    let trained = 0;
+    for (const { policy, transitions } of built) {
+      const key = metricKey(policy);
+      const trainable = toWorkerTransitions(transitions, this.config.zeroAdvantage);
+      trained += trainable.length;
+      if (policy !== null) metrics[key('transitions')] = trainable.length;
+      if (trainable.length === 0) continue;
+      const requestedCaps = transitions.flatMap((t) => t.spanIds.flatMap((id) => maxTokens.get(id) ?? []));
+      const params = workerTrainParams(this.config, trainable, requestedCaps);
+      const result = await this.worker.request('train', policy === null ? params : { ...params, adapter: policy });
+      Object.assign(metrics, updateMetrics(result, key));
     }
+    metrics.transitions = trained;
     const dir = this.ctx.training.checkpointDir(this.runId, step);
-    await this.worker.request('save', { dir, metrics });
-    await this.ctx.training.recordStep(this.runId, step, metrics, { dir, metrics });
+    if (policies.length === 0) {
+      await this.worker.request('save', { dir, metrics });
+      await this.ctx.training.recordStep(this.runId, step, metrics, { dir, metrics });
+    } else {
+      // A checkpoint per policy, each its adapter alone; the step's metrics are recorded once, with the first.
+      for (const [index, { name }] of policies.entries()) {
+        const own = policyCheckpointDir(dir, name);
+        await this.worker.request('save', { dir: own, metrics, adapter: name });
+        await this.ctx.training.recordStep(this.runId, step, index === 0 ? metrics : {}, { dir: own, metrics });
+      }
+    }
     await retain(this.ctx, this.runId, this.config);
     return { metrics, checkpoint: dir };
   }
@@ -368,6 +386,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
   });
   const stop = (): void => worker.dispose();
   let opened: Iterations | undefined;
+  let routes: Disposable | undefined;
   try {
     const ranks = worker.ready.distributed?.ranks;
     if (ranks)
@@ -376,8 +395,10 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
         ranks.map(({ rank, localRank, host }) => ({ rank, localRank, host })),
       );
     const last = ctx.training.checkpoints(runId).at(-1);
-    const adapter =
+    const chosen =
       config.adapter ?? (config.model.kind === 'tiny' ? { kind: 'full' as const } : { kind: 'lora' as const });
+    // Several policies share the base's norms: only their LoRA weights train (the schema refuses trainNorms: true).
+    const adapter = config.policies.length > 0 && chosen.kind === 'lora' ? { ...chosen, trainNorms: false } : chosen;
     const loaded = await worker.request('load', {
       model: config.model,
       adapter,
@@ -385,7 +406,11 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
       device: config.device,
       seed: config.seed,
       ...(config.device === 'cuda' ? {} : { threads: 1 }),
-      ...(last ? { checkpoint: last.path } : {}),
+      ...(config.policies.length > 0
+        ? { policies: resumePolicies(ctx.training.checkpoints(runId), config.policies) }
+        : last
+          ? { checkpoint: last.path }
+          : {}),
       ...(config.distributed?.fsdp ? { fsdp: true } : {}),
     });
     ctx.logger.info('policy loaded', { runId, ...loaded });
@@ -396,10 +421,10 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
       () => false,
     );
     if (!greedy) ctx.logger.warn('the trainer worker serves no /greedy prefix: validation rollouts are sampled');
-    const iterations = new Iterations(runId, config, ctx, worker, {
-      train: `${url}/v1`,
-      val: `${url}${greedy ? '/greedy' : ''}/v1`,
-    });
+    const upstreams = { train: `${url}/v1`, val: `${url}${greedy ? '/greedy' : ''}/v1` };
+    // Several policies: the proxy sends each call of these rollouts to its policy's adapter (capture/policyRoutes.ts).
+    if (config.policies.length > 0) routes = policyRouter.register([upstreams.train, upstreams.val], config.policies);
+    const iterations = new Iterations(runId, config, ctx, worker, upstreams);
     opened = iterations;
     ctx.signal.addEventListener('abort', stop, { once: true });
     // A worker that dies takes the policy server with it: stop the agents now; the next request reports the crash.
@@ -451,6 +476,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
     if (!ctx.signal.aborted) throw error;
   } finally {
     ctx.signal.removeEventListener('abort', stop);
+    routes?.dispose();
     await opened?.close();
     await worker.shutdown();
   }

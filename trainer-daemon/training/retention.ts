@@ -48,11 +48,33 @@ function scores(
   };
 }
 
+/**
+ * `groupOf`: a run with several policies keeps each policy's checkpoints as a run of one policy keeps its own (the
+ * best, the last N, optimizer state in the newest); the plan's `best` is then the first group's.
+ */
 export function planRetention(
   checkpoints: readonly Checkpoint[],
   metrics: readonly Pick<MetricPoint, 'step' | 'name' | 'value'>[],
   keep: KeepCheckpoints,
   inUse: ReadonlySet<string> = new Set(),
+  groupOf: (checkpoint: Checkpoint) => string | null = () => null,
+): RetentionPlan {
+  const groups = new Map<string | null, Checkpoint[]>();
+  for (const checkpoint of checkpoints)
+    groups.set(groupOf(checkpoint), [...(groups.get(groupOf(checkpoint)) ?? []), checkpoint]);
+  const plans = [...groups.values()].map((group) => planGroup(group, metrics, keep, inUse));
+  return {
+    remove: plans.flatMap((p) => p.remove),
+    dropOptimizer: plans.flatMap((p) => p.dropOptimizer),
+    best: plans[0]?.best,
+  };
+}
+
+function planGroup(
+  checkpoints: readonly Checkpoint[],
+  metrics: readonly Pick<MetricPoint, 'step' | 'name' | 'value'>[],
+  keep: KeepCheckpoints,
+  inUse: ReadonlySet<string>,
 ): RetentionPlan {
   const ordered = [...checkpoints].sort((a, b) => a.step - b.step || a.createdAt - b.createdAt);
   const newest = ordered.at(-1);

@@ -9,6 +9,7 @@ import path from 'node:path';
 import {
   ApoRound,
   grpoBatchId,
+  policiesOf,
   type AgentResources,
   type ApoResult,
   type Checkpoint,
@@ -28,8 +29,9 @@ import {
   type TrainingRunStatus,
 } from '../protocol';
 import { ConflictError, type ErrorKind } from '../protocol/errors';
-import { dropOptimizerState, measureCheckpoint, removeCheckpointFolder } from './checkpointFiles';
+import { dropOptimizerState, measureCheckpoint, removeCheckpointFolder, removeEmptyFolder } from './checkpointFiles';
 import { planRetention, type RetentionPlan } from './retention';
+import { checkpointPolicy } from './grpoPolicies';
 import type { Trajectory } from '../protocol/lightningrl';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
@@ -136,9 +138,16 @@ export class TrainingService {
    */
   async applyRetention(runId: string, keep: KeepCheckpoints): Promise<RetentionPlan> {
     const checkpoints = this.measuredCheckpoints(runId);
-    const plan = planRetention(checkpoints, this.store.getTrainingRun(runId).metrics, keep, this.inUse());
+    const { run, metrics } = this.store.getTrainingRun(runId);
+    // Several policies: each policy's checkpoints are kept (best, last N, newest's optimizer) as one run's would be.
+    const policies = run.algorithm === 'grpo' ? policiesOf(run.config) : [];
+    const plan = planRetention(checkpoints, metrics, keep, this.inUse(), (c) => checkpointPolicy(c, policies));
     if (plan.remove.length > 0) await this.write(() => this.store.deleteCheckpoints(plan.remove.map((c) => c.id)));
-    for (const checkpoint of plan.remove) removeCheckpointFolder(checkpoint.path);
+    for (const checkpoint of plan.remove) {
+      removeCheckpointFolder(checkpoint.path);
+      // A policy's checkpoint is a folder of its iteration's: the iteration's folder goes with its last policy.
+      if (checkpointPolicy(checkpoint, policies) !== null) removeEmptyFolder(path.dirname(checkpoint.path));
+    }
     for (const checkpoint of plan.dropOptimizer) dropOptimizerState(checkpoint.path);
     return plan;
   }
@@ -156,7 +165,12 @@ export class TrainingService {
     if (this.busy.has(id))
       throw new ConflictError(`checkpoint ${id} is being exported: delete it once the export is done`);
     const run = this.store.trainingRun(checkpoint.runId);
-    const newest = this.checkpoints(run.id).at(-1);
+    // With several policies each policy continues from its own newest checkpoint.
+    const policies = run.algorithm === 'grpo' ? policiesOf(run.config) : [];
+    const policy = checkpointPolicy(checkpoint, policies);
+    const newest = this.checkpoints(run.id)
+      .filter((c) => checkpointPolicy(c, policies) === policy)
+      .at(-1);
     if ((run.status === 'running' || run.status === 'queued') && newest?.id === id) {
       throw new ConflictError(
         `checkpoint ${id} is the newest of run ${run.id}, which is ${run.status}: the run continues from it; stop the run first (Ctrl-C its lightning train, or cancel it in the editor), or delete an older one`,

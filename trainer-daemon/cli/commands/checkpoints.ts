@@ -19,6 +19,7 @@ interface ExportOptions extends GlobalOptions {
   format: 'peft' | 'hf' | 'merged';
   out: string;
   python?: string;
+  set?: boolean;
 }
 
 /** One line per run: how many checkpoints and how much disk they take. */
@@ -85,6 +86,10 @@ export function registerCheckpoints(program: Command): void {
       '--python <path>',
       'the Python that runs the export (needs transformers + peft; default: the training run’s)',
     )
+    .option(
+      '--set',
+      "a run with several policies (--policy): every policy's checkpoint of this one's step as one PEFT folder, an adapter each (--format peft)",
+    )
     .addOption(storeOption())
     .addOption(jsonOption())
     .action(async (id: string, options: ExportOptions) => {
@@ -96,6 +101,7 @@ export function registerCheckpoints(program: Command): void {
           format: options.format,
           out,
           ...(options.python ? { python: options.python } : {}),
+          ...(options.set ? { set: true } : {}),
         });
         if (options.json) process.stdout.write(`${JSON.stringify(written)}\n`);
         else {

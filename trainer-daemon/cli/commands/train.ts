@@ -31,6 +31,7 @@ const OWN: Record<string, { readonly flag: string; readonly for: readonly Algori
     python: '--python',
     resume: '--resume',
     keepCheckpoints: '--keep-checkpoints',
+    agent: '--agent',
   }),
   ...only(['grpo', 'apo'], { val: '--val', timeout: '--timeout', rewards: '--rewards' }),
   ...only(['grpo'], {
@@ -60,13 +61,14 @@ const OWN: Record<string, { readonly flag: string; readonly for: readonly Algori
     ray: '--ray',
     rayPython: '--ray-python',
     rayWorkingDir: '--ray-working-dir',
+    policy: '--policy',
+    policyReward: '--policy-reward',
   }),
   ...only(['sft'], {
     minReward: '--min-reward',
     rewardName: '--reward-name',
     label: '--label',
     mode: '--mode',
-    agent: '--agent',
     valFraction: '--val-fraction',
     epochs: '--epochs',
     batchSize: '--batch-size',
@@ -295,7 +297,20 @@ export function registerTrain(program: Command): void {
     .option('--reward-name <name>', 'sft: the reward dimension read as the episode reward (default reward)')
     .option('--label <label>', 'sft: only rollouts with this label')
     .addOption(new Option('--mode <mode>', 'sft: only rollouts of this mode').choices(RolloutMode.options))
-    .option('--agent <regex>', 'sft: only the LLM calls of agents whose name matches')
+    .option(
+      '--agent <regex>',
+      'grpo, sft: train only the LLM calls of agents whose name matches (grpo: the policy still answers every call)',
+    )
+    .option(
+      '--policy <name=regex>',
+      "grpo, Hugging Face + LoRA: several policies, one LoRA adapter each on one base model (repeat the flag): each call goes to the first policy whose REGEX matches its agent's name (W3C baggage gen_ai.agent.name), else its requested model; calls matching none are answered by the base model and not trained",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .option(
+      '--policy-reward <name=dimension>',
+      "grpo, with --policy: this policy's episode reward is the rollout's reward of this name (the agent's POST /reward {name}, a rule's, a person's) instead of reward (repeatable)",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
     .option(
       '--val-fraction <f>',
       'sft: share of the rollouts held out to validate each epoch (loss, greedy exact match) (default 0.1; 0: none)',

@@ -13,6 +13,7 @@ import { InvalidInputError } from '../../protocol/errors';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { trainAndFollow } from '../../client/trainAndFollow';
 import { resolveStore, type GlobalOptions } from '../options';
+import { policiesFromFlags, regexFlag } from './trainPolicies';
 
 export interface GrpoFlags extends GlobalOptions {
   algorithm: 'grpo';
@@ -55,6 +56,11 @@ export interface GrpoFlags extends GlobalOptions {
   rayPython?: string;
   rayWorkingDir?: string;
   keepCheckpoints?: string;
+  agent?: string;
+  /** `--policy NAME=REGEX`, once per policy. */
+  policy?: string[];
+  /** `--policy-reward NAME=DIMENSION`: a policy's episode reward read from another reward dimension. */
+  policyReward?: string[];
 }
 
 /** Config keys → the flag a user typed, so errors name what they can fix. */
@@ -86,6 +92,9 @@ const FLAGS: Record<string, string> = {
   distributed: '--nproc-per-node / --nnodes / --rdzv-endpoint / --fsdp',
   ray: '--ray',
   keepCheckpoints: '--keep-checkpoints',
+  agent: '--agent',
+  policies: '--policy',
+  adapter: '--lora',
 };
 
 function keepFlag(value: string | undefined): KeepCheckpoints | undefined {
@@ -179,6 +188,8 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
           },
     command: { argv, cwd },
     keepCheckpoints: keepFlag(options.keepCheckpoints),
+    agent: regexFlag(options.agent, '--agent') ?? null,
+    policies: policiesFromFlags(options.policy, options.policyReward),
   };
   const parsed = GrpoConfig.safeParse(input);
   if (!parsed.success) {

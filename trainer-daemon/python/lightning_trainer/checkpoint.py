@@ -78,8 +78,20 @@ def read_optimizer(path: str, device: torch.device) -> dict:
 
 def restore_weights(path: str, policy: Policy) -> int:
     """The checkpoint's trainable weights into a built (unsharded) policy; returns the checkpoint's step."""
-    weights = torch.load(Path(path) / "trainable.pt", map_location=policy.device)
-    trainable = policy.trainable()
+    return _copy_weights(path, policy.trainable(), policy.device)
+
+
+def restore_named(path: str, into: dict, optimizer: torch.optim.Optimizer, device: torch.device) -> int:
+    """A checkpoint into the given parameters (one policy's adapter, by the names its checkpoint uses) and their
+    optimizer (when the checkpoint kept its state); returns the checkpoint's step."""
+    step = _copy_weights(path, into, device)
+    if has_optimizer(path):
+        optimizer.load_state_dict(read_optimizer(path, device))
+    return step
+
+
+def _copy_weights(path: str, trainable: dict, device: torch.device) -> int:
+    weights = torch.load(Path(path) / "trainable.pt", map_location=device)
     if set(weights) != set(trainable):
         raise ValueError(
             f"checkpoint {path} was written for a different model or adapter "

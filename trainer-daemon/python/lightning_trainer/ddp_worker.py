@@ -58,6 +58,11 @@ class DistributedSession(Session):
         if not params.fsdp:
             self.sharded, self.serving = False, None
             return super().load(params)
+        if params.policies:
+            raise StateError(
+                "params.policies with params.fsdp: several policies' adapters are replicated on every rank (each "
+                "rank holds every adapter); train without --fsdp"
+            )
         reason = fsdp.unsupported()
         if reason:
             raise StateError(reason)

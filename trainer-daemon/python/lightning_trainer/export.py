@@ -77,6 +77,8 @@ def _target(out: str) -> Path:
 
 
 def export(params: ExportParams) -> dict:
+    if params.adapters is not None:
+        return export_set(params)
     target = _target(params.out)
     load = _saved_load_params(params.checkpoint)
     _check(load, params.format, params.checkpoint)
@@ -142,3 +144,76 @@ def _write_adapter(policy, load: LoadParams, folder: Path) -> None:
                 raise RuntimeError(f"the checkpoint's tensor {name} has no place in the PEFT adapter ({key})")
             named[key].copy_(value)
     fresh.save_pretrained(folder, safe_serialization=True)
+
+
+def export_set(params: ExportParams) -> dict:
+    """Several policies' checkpoints (one LoRA adapter each, `save {adapter}`) as one PEFT folder, written by PEFT
+    itself from a model holding every adapter under its policy's name: `<out>/<policy>/adapter_config.json` and
+    `adapter_model.safetensors` per policy, the tokenizer at the top. `PeftModel.from_pretrained(base, out,
+    subfolder=NAME, adapter_name=NAME)` loads one; `load_adapter(out, adapter_name=OTHER, subfolder=OTHER)` adds the
+    others (the layout `save_pretrained` gives any multi-adapter model)."""
+    target = _target(params.out)
+    loads = [(a.name, a.checkpoint, _saved_load_params(a.checkpoint)) for a in params.adapters]
+    for _, folder, load in loads:
+        _check(load, "peft", folder)
+    bases = {load.model.name for _, _, load in loads}
+    if len(bases) > 1:
+        raise ExportRefused(
+            f"these checkpoints trained adapters on different base models ({', '.join(sorted(bases))}): one PEFT "
+            "folder holds adapters of one base; export them one at a time"
+        )
+    import peft
+    import transformers
+
+    from .session import build_policy
+
+    dtype_key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
+    base = transformers.AutoModelForCausalLM.from_pretrained(loads[0][2].model.name, **{dtype_key: torch.float32})
+    fresh = None
+    for name, folder, load in loads:
+        torch.manual_seed(load.seed)
+        policy = build_policy(load, torch.device("cpu"))  # the checkpoint's own LoRA config, its weights loaded
+        checkpoint.restore_weights(folder, policy)
+        if any("lora_" not in n for n in policy.trainable()):
+            raise ExportRefused(
+                f"checkpoint {folder} trained norms beside its adapter (trainNorms): they belong to the base model, "
+                "which the adapters of one folder share; export it alone (--format peft without the set)"
+            )
+        lora = policy.model.peft_config["default"]
+        config = peft.LoraConfig(
+            r=lora.r,
+            lora_alpha=lora.lora_alpha,
+            lora_dropout=lora.lora_dropout,
+            target_modules=sorted(lora.target_modules),
+            task_type="CAUSAL_LM",
+        )
+        if fresh is None:
+            fresh = peft.get_peft_model(base, config, adapter_name=name)
+        else:
+            fresh.add_adapter(name, config)
+        named = dict(fresh.named_parameters())
+        with torch.no_grad():
+            for key, value in policy.trainable().items():
+                own = key.replace(".default.", f".{name}.")
+                if own not in named:
+                    raise RuntimeError(f"the checkpoint's tensor {key} has no place in adapter {name} ({own})")
+                named[own].copy_(value)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        fresh.save_pretrained(tmp, safe_serialization=True, selected_adapters=[name for name, _, _ in loads])
+        policy.tokenizer.save_pretrained(tmp)
+        if target.exists():
+            target.rmdir()  # empty, checked above
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return {
+        "path": str(target),
+        "format": "peft",
+        "bytes": _dir_bytes(target),
+        "files": sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()),
+        "baseModel": loads[0][2].model.name,
+    }

@@ -28,6 +28,8 @@ class Sampling:
     stop: list[str] = field(default_factory=list)
     seed: Optional[int] = None
     top_logprobs: int = 0
+    # Several policies: the adapter this row decodes with (None: the base model); ignored with one policy.
+    adapter: Optional[str] = None
 
 
 @dataclass
@@ -115,6 +117,11 @@ def _pad_left(tensor: torch.Tensor, width: int, dim: int) -> torch.Tensor:
     return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
 
 
+def _adapters(policy: Policy, rows: list[Row]) -> Optional[list[Optional[str]]]:
+    """Each row's adapter for a policy with several (rows of different policies share every step), else None."""
+    return [row.settings.adapter for row in rows] if policy.adapters else None
+
+
 class Decoder:
     """The rows decoded together: per row its Row, attention mask over the cache, next position and last logits."""
 
@@ -138,7 +145,7 @@ class Decoder:
         if not live:
             return rows
         ids, mask, positions = left_pad([prompts[i] for i in live], policy.pad_id, device)
-        logits, past = policy.forward(ids, mask, positions, keep=1)
+        logits, past = policy.forward(ids, mask, positions, keep=1, adapters=_adapters(policy, [rows[i] for i in live]))
         layers = policy.cache_layers(past)
         if self.rows:
             width = max(mask.shape[1], self.mask.shape[1])
@@ -199,7 +206,8 @@ class Decoder:
             self.rows = [row for row in rows if not row.done]
         mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
         positions = positions + 1
-        logits, past = policy.forward(chosen[:, None], mask, positions[:, None], past=past, keep=1)
+        adapters = _adapters(policy, self.rows)
+        logits, past = policy.forward(chosen[:, None], mask, positions[:, None], past=past, keep=1, adapters=adapters)
         self.past, self.mask, self.positions, self.logits = past, mask, positions, logits[:, -1].float()
         return finished
 

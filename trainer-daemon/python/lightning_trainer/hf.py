@@ -102,8 +102,29 @@ def _random_pad_embedding(model, config) -> None:
             model.get_input_embeddings().weight[pad].normal_(0.0, getattr(config, "initializer_range", 0.02))
 
 
+BASE_ADAPTER = "__base__"  # peft's name for "no adapter" in a mixed batch
+
+
+def _adapter_segment(name: str) -> re.Pattern:
+    """Where adapter `name` sits in a peft parameter name (`….lora_A.<name>.weight`); only there, so a policy named
+    like a module (`model`, `layers`) never matches the rest of the path."""
+    return re.compile(rf"\.(lora_A|lora_B|lora_embedding_A|lora_embedding_B)\.{re.escape(name)}(?=\.|$)")
+
+
+def _policies_error(adapter) -> Optional[str]:
+    """Why this adapter spec cannot hold several policies, or None."""
+    if adapter.kind != "lora":
+        return "params.policies: several policies are LoRA adapters on one base model: give adapter.kind 'lora'"
+    if adapter.train_norms:
+        return (
+            "params.policies: norms are shared by every adapter of the base model, so with several policies they "
+            "cannot train: give adapter.trainNorms false"
+        )
+    return None
+
+
 class HfPolicy(Policy):
-    def __init__(self, spec: HfModel, adapter, device: torch.device):
+    def __init__(self, spec: HfModel, adapter, device: torch.device, policies: Optional[list[str]] = None):
         transformers = _import_transformers()
         # bf16 weights for a frozen base under LoRA on CUDA; full fine-tuning keeps float32 master weights (bf16
         # would round small updates away) and computes in bf16 through autocast.
@@ -119,8 +140,13 @@ class HfPolicy(Policy):
             model = transformers.AutoModelForCausalLM.from_pretrained(spec.name, **{dtype_key: dtype})
         model.to(device)
         self.lora = adapter.kind == "lora"
+        if policies:
+            problem = _policies_error(adapter)
+            if problem:
+                raise BadParams(problem)
+            self.adapters = list(policies)
         if self.lora:
-            model = self._with_lora(model, adapter)
+            model = self._with_lora(model, adapter, self.adapters)
         self.model = model
         self._tuner_layers = None  # peft's adapter layers, found on the first adapters_disabled()
         self.device = device
@@ -134,7 +160,7 @@ class HfPolicy(Policy):
         self.keep_arg = next((k for k in ("logits_to_keep", "num_logits_to_keep") if k in forward), None)
 
     @staticmethod
-    def _with_lora(model, adapter):
+    def _with_lora(model, adapter, names: Optional[list[str]] = None):
         try:
             import peft
         except ImportError as error:
@@ -151,6 +177,13 @@ class HfPolicy(Policy):
             target_modules=targets,
             task_type="CAUSAL_LM",
         )
+        if names:
+            # One adapter per policy, made in order from the same seeded RNG: the first one's initial weights are
+            # those a single-adapter model gets, so a one-policy run starts where a plain LoRA run does.
+            model = peft.get_peft_model(model, config, adapter_name=names[0])
+            for name in names[1:]:
+                model.add_adapter(name, config)
+            return model
         model = peft.get_peft_model(model, config)
         if adapter.train_norms:  # trained in float32 (bf16 would round small updates away)
             for name, parameter in model.named_parameters():
@@ -171,7 +204,22 @@ class HfPolicy(Policy):
             raise RuntimeError("the tokenizer names no EOS token; generation could not stop")
         return ids
 
-    def _forward(self, module, ids, attention_mask, position_ids, past, keep):
+    # --- several policies: one adapter each ----------------------------------------------------------------------
+    def activate(self, name: str) -> None:
+        """Makes `name` the adapter that trains (and that a forward without per-row adapters runs): its LoRA weights
+        are the only parameters with a gradient, so `trainable()` and the update see that policy alone."""
+        self.model.base_model.set_adapter(name)
+        own = _adapter_segment(name)
+        for parameter_name, parameter in self.model.named_parameters():
+            parameter.requires_grad_(own.search(parameter_name) is not None)
+
+    def adapter_weights(self, name: str) -> dict[str, torch.nn.Parameter]:
+        """Adapter `name`'s weights under the names a single-adapter model gives them (peft's `default`), in the
+        model's order: a policy's checkpoint is an ordinary LoRA checkpoint that any worker loads and exports."""
+        self.activate(name)
+        return {_adapter_segment(name).sub(r".\1.default", n): p for n, p in self.trainable().items()}
+
+    def _forward(self, module, ids, attention_mask, position_ids, past, keep, adapters=None):
         kwargs = {
             "input_ids": ids,
             "attention_mask": attention_mask,
@@ -181,6 +229,10 @@ class HfPolicy(Policy):
         }
         if keep is not None and self.keep_arg:
             kwargs[self.keep_arg] = keep
+        if adapters is not None:
+            # Rows of several policies decode together: peft runs the base layers once for the whole batch and each
+            # adapter's low-rank update on its own rows (its mixed-batch forward); None is the base model alone.
+            kwargs["adapter_names"] = [name or BASE_ADAPTER for name in adapters]
         out = module(**kwargs)
         logits = out.logits if keep is None or self.keep_arg else out.logits[:, -keep:]
         return logits, out.past_key_values

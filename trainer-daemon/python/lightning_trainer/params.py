@@ -6,6 +6,7 @@ compares the two (`python3 -m lightning_trainer.schema` prints these as shapes) 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
 
@@ -69,6 +70,26 @@ class OptimizerParams:
         require(self.lr > 0, f"{path}.lr must be > 0")
 
 
+POLICY_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,39}$")
+RESERVED_POLICY_NAMES = ("base", "default")  # the base model's route, and peft's name for a lone adapter
+
+
+@dataclass
+class PolicyAdapter:
+    """One policy of a multi-policy run: a LoRA adapter of its own on the shared base model, named after the policy."""
+
+    name: str
+    # A checkpoint `save {adapter}` wrote for this policy: its weights (and optimizer state) are restored into it.
+    checkpoint: Optional[str] = None
+
+    def check(self, path: str) -> None:
+        require(
+            bool(POLICY_NAME.match(self.name)) and self.name not in RESERVED_POLICY_NAMES,
+            f"{path}.name must be a letter then up to 39 letters, digits, _ or - (not base or default), "
+            f"got {self.name!r}",
+        )
+
+
 @dataclass
 class LoadParams:
     model: Optional[Union[TinyModel, HfModel]] = None
@@ -80,12 +101,22 @@ class LoadParams:
     threads: Optional[int] = None
     # Under torchrun only: shard parameters, gradients and optimizer state across the ranks (FSDP2, fsdp.py).
     fsdp: bool = False
+    # Several policies: one LoRA adapter per policy on the one base model (hf.py), each with its own optimizer.
+    policies: Optional[list[PolicyAdapter]] = None
 
     def check(self, path: str) -> None:
         require(
             self.checkpoint is not None or (self.model is not None and self.adapter is not None),
             f"{path}.model and {path}.adapter are required unless {path}.checkpoint is given",
         )
+        if self.policies is not None:
+            names = [p.name for p in self.policies]
+            require(len(names) > 0, f"{path}.policies must not be empty (leave it out for one policy)")
+            require(len(set(names)) == len(names), f"{path}.policies: each name once, got {names}")
+            require(
+                self.checkpoint is None,
+                f"{path}.checkpoint and {path}.policies do not go together: give each policy its checkpoint",
+            )
 
 
 @dataclass
@@ -185,6 +216,8 @@ class TrainParams:
     # dr_grpo's constant divisor per sequence; default: the longest response of the call.
     max_response_length: Optional[int] = None
     seed: int = 0
+    # With several policies loaded: which one's adapter this update trains (required then, refused otherwise).
+    adapter: Optional[str] = None
 
     def check(self, path: str) -> None:
         require(len(self.transitions) > 0, f"{path}.transitions must not be empty")
@@ -219,16 +252,32 @@ class TrainParams:
 class SaveParams:
     dir: str
     metrics: dict = field(default_factory=dict)
+    # With several policies loaded: the policy whose adapter (and optimizer) this checkpoint holds.
+    adapter: Optional[str] = None
 
 
 @dataclass
 class ExportParams:
-    checkpoint: str
     format: Literal["peft", "hf", "merged"]
     out: str
+    checkpoint: Optional[str] = None
+    # A set of policies' checkpoints (one per adapter, `save {adapter}`): one PEFT folder with an adapter each.
+    adapters: Optional[list[PolicyAdapter]] = None
 
     def check(self, path: str) -> None:
-        require(bool(self.checkpoint) and bool(self.out), f"{path}.checkpoint and {path}.out must not be empty")
+        require(
+            (self.checkpoint is None) != (self.adapters is None),
+            f"give {path}.checkpoint (one checkpoint) or {path}.adapters (a set of policies), not both",
+        )
+        require(
+            bool(self.checkpoint or self.adapters) and bool(self.out),
+            f"{path}.checkpoint and {path}.out must not be empty",
+        )
+        if self.adapters is not None:
+            names = [a.name for a in self.adapters]
+            require(len(set(names)) == len(names), f"{path}.adapters: each name once, got {names}")
+            require(all(a.checkpoint for a in self.adapters), f"{path}.adapters: each needs its checkpoint")
+            require(self.format == "peft", f"{path}.format: a set of adapters exports as peft only (one adapter each)")
 
 
 @dataclass

@@ -34,6 +34,8 @@ class Policy:
     pad_id: int
     lora: bool
     vocab_size: int
+    # Several policies (HF + LoRA only): one adapter per policy, by name; None for one policy (hf.HfPolicy).
+    adapters: Optional[list[str]] = None
 
     # --- model calls -------------------------------------------------------------------------------------------
     def forward(
@@ -44,18 +46,22 @@ class Policy:
         past=None,
         keep: Optional[int] = None,
         module: Optional[nn.Module] = None,
+        adapters: Optional[list[Optional[str]]] = None,
     ) -> tuple[torch.Tensor, object]:
         """Logits of the last `keep` new tokens and the KV cache; bf16 autocast on CUDA (serving and training alike,
-        so behaviour and recomputed logprobs agree). `module` swaps in the reference model."""
+        so behaviour and recomputed logprobs agree). `module` swaps in the reference model; `adapters` (several
+        policies, serving only) names each row's adapter, None for the base model."""
         autocast = (
             torch.autocast(device_type="cuda", dtype=torch.bfloat16)
             if self.device.type == "cuda"
             else contextlib.nullcontext()
         )
         with autocast:
-            return self._forward(module or self.model, ids, attention_mask, position_ids, past, keep)
+            if adapters is None:
+                return self._forward(module or self.model, ids, attention_mask, position_ids, past, keep)
+            return self._forward(module or self.model, ids, attention_mask, position_ids, past, keep, adapters)
 
-    def _forward(self, module: nn.Module, ids, attention_mask, position_ids, past, keep):
+    def _forward(self, module: nn.Module, ids, attention_mask, position_ids, past, keep, adapters=None):
         raise NotImplementedError
 
     def cache_layers(self, past) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -170,7 +176,7 @@ class TinyPolicy(Policy):
                 )
             self.model.to(device)
 
-    def _forward(self, module, ids, attention_mask, position_ids, past, keep):
+    def _forward(self, module, ids, attention_mask, position_ids, past, keep, adapters=None):
         return module(ids, attention_mask, position_ids, past, keep)
 
     def render_prompt(self, messages, tools):

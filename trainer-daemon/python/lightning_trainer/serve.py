@@ -43,6 +43,8 @@ __all__ = ["MAX_BODY_BYTES", "MAX_JSON_DEPTH", "PolicyServer", "RequestError"]
 
 DEFAULT_MAX_TOKENS = 1024  # when a request names no max_tokens
 GREEDY_PREFIX = "/greedy"  # the same routes at temperature 0: validation rollouts with an unchanged agent
+ADAPTER_PREFIX = "/adapter/"  # /adapter/<policy>: several policies, this one's adapter answers (after /greedy)
+BASE_PREFIX = "/base"  # several policies: the base model answers, no adapter
 MAX_JSON_DEPTH = 128  # a body nested deeper is a 400: json and the chat templates would recurse that deep
 
 
@@ -93,7 +95,7 @@ class Completions:
     def policy(self):
         return self.session.serving_policy
 
-    def _sampling(self, body: dict, prompt: list[int]) -> list[Sampling]:
+    def _sampling(self, body: dict, prompt: list[int], adapter: Optional[str] = None) -> list[Sampling]:
         context = self.policy.context
         room = DEFAULT_MAX_TOKENS if context is None else min(DEFAULT_MAX_TOKENS, context - len(prompt))
         if room <= 0:
@@ -111,6 +113,7 @@ class Completions:
                 stop=_stops(body),
                 seed=None if seed is None else seed + i,
                 top_logprobs=top,
+                adapter=adapter,
             )
             for i in range(n)
         ]
@@ -140,7 +143,7 @@ class Completions:
         completion = sum(len(o.ids) for o in outputs)
         return {"prompt_tokens": len(prompt), "completion_tokens": completion, "total_tokens": len(prompt) + completion}
 
-    def chat_job(self, body: dict) -> tuple[Job, Optional[list]]:
+    def chat_job(self, body: dict, adapter: Optional[str] = None) -> tuple[Job, Optional[list]]:
         """The request's job, not queued yet, and the tools its output is parsed with."""
         messages = body.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
@@ -149,7 +152,7 @@ class Completions:
         if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
             raise RequestError("'tools' must be a list of tool objects", "tools")
         prompt = self.policy.render_prompt(messages, tools)
-        return Job(prompt, self._sampling(body, prompt)), tools if body.get("tool_choice") != "none" else None
+        return Job(prompt, self._sampling(body, prompt, adapter)), tools if body.get("tool_choice") != "none" else None
 
     def chat(self, body: dict, job: Job, parse_tools: Optional[list]) -> tuple[dict, int]:
         """The chat completion of a finished job."""
@@ -170,12 +173,12 @@ class Completions:
             choices.append(choice)
         return self.envelope("chatcmpl", "chat.completion", body, job, choices)
 
-    def text_job(self, body: dict) -> Job:
+    def text_job(self, body: dict, adapter: Optional[str] = None) -> Job:
         prompt_text = body.get("prompt")
         if not isinstance(prompt_text, str):
             raise RequestError("'prompt' must be a string", "prompt")
         prompt = self.policy.encode_prompt(prompt_text)
-        return Job(prompt, self._sampling(body, prompt))
+        return Job(prompt, self._sampling(body, prompt, adapter))
 
     def text(self, body: dict, job: Job, _tools: Optional[list] = None) -> tuple[dict, int]:
         """The text completion of a finished job."""
@@ -243,15 +246,33 @@ class Routes:
         self.completions = completions
         self.batcher = completions.batcher
 
-    @staticmethod
-    def _route_path(path: str) -> tuple[str, bool]:
-        """The path without a `/greedy` prefix, and whether it had one (validation: temperature 0 whatever is asked)."""
+    def _route_path(self, path: str) -> tuple[str, bool, Optional[str]]:
+        """The path without its `/greedy` prefix (validation: temperature 0 whatever is asked) and, with several
+        policies, its `/adapter/<policy>` or `/base` prefix; whether it was greedy, and the adapter that answers
+        (None: the base model with several policies, the policy itself with one). An adapter this server does not
+        hold is a RequestError (404)."""
         path = path.rstrip("/")
         greedy = path.startswith(GREEDY_PREFIX + "/")
-        return (path[len(GREEDY_PREFIX) :] if greedy else path), greedy
+        path = path[len(GREEDY_PREFIX) :] if greedy else path
+        adapters = self.completions.policy.adapters
+        adapter = None
+        if path.startswith(ADAPTER_PREFIX):
+            adapter, _, rest = path[len(ADAPTER_PREFIX) :].partition("/")
+            path = "/" + rest
+            if adapter not in (adapters or []):
+                held = f"its adapters are {', '.join(adapters)}" if adapters else "it serves one policy (no adapters)"
+                raise RequestError(f"this policy server has no adapter {adapter!r}: {held}")
+        elif path == BASE_PREFIX or path.startswith(BASE_PREFIX + "/"):
+            path = path[len(BASE_PREFIX) :]
+            if not adapters:
+                raise RequestError("this policy server serves one policy: there is no base route (/base) to choose")
+        return path, greedy, adapter
 
     def handle(self, request: Request, exchange: Exchange) -> None:
-        path, greedy = self._route_path(request.path)
+        try:
+            path, greedy, adapter = self._route_path(request.path)
+        except RequestError as error:
+            return _error(exchange, 404, str(error))
         if request.method == "GET":
             if path == "/v1/models":
                 name = self.completions.policy.name
@@ -270,9 +291,9 @@ class Routes:
             if greedy:
                 body = {**body, "temperature": 0.0}
             if kind == "chat":
-                job, tools = self.completions.chat_job(body)
+                job, tools = self.completions.chat_job(body, adapter)
             else:
-                job, tools = self.completions.text_job(body), None
+                job, tools = self.completions.text_job(body, adapter), None
             if kind == "chat" and body.get("stream"):
                 self._stream(body, job, tools, exchange)
             else:

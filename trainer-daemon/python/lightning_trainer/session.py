@@ -29,7 +29,7 @@ from .params import (
     TrainParams,
 )
 from .policy import Policy, TinyPolicy
-from .schema import camel, parse
+from .schema import BadParams, camel, parse
 from .supervised import evaluate as evaluate_examples
 from .supervised import supervised
 from .train import phase_clock, policy_update, set_lr, unchanged_on_error
@@ -106,12 +106,18 @@ def pick_device(requested: str) -> torch.device:
 
 
 def build_policy(params: LoadParams, device: torch.device) -> Policy:
+    names = [p.name for p in params.policies] if params.policies else None
     if isinstance(params.model, TinyModel):
+        if names:
+            raise BadParams(
+                "params.policies: several policies are LoRA adapters on a Hugging Face base model; the tiny built-in "
+                "policy has none: give model {kind: 'hf', name: …} (lightning train --model HF_NAME)"
+            )
         c = params.model.config
         return TinyPolicy(TinyConfig(c.d_model, c.layers, c.heads, c.context), params.adapter, device)
     from .hf import HfPolicy  # transformers is optional
 
-    return HfPolicy(params.model, params.adapter, device)
+    return HfPolicy(params.model, params.adapter, device, names)
 
 
 def with_checkpoint_config(params: LoadParams) -> LoadParams:
@@ -144,6 +150,9 @@ class Session:
         self.load_params: Optional[LoadParams] = None
         self.step = 0
         self.server = None
+        # Several policies (`load {policies}`): each adapter's own optimizer and update count, by policy name.
+        self.policy_optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.policy_steps: dict[str, int] = {}
 
     def _loaded(self) -> Policy:
         if self.policy is None:
@@ -170,16 +179,23 @@ class Session:
             policy = build_policy(params, device)
             policy.prepare_reference()
             o = params.optimizer
-            optimizer = torch.optim.AdamW(list(policy.trainable().values()), lr=o.lr, weight_decay=o.weight_decay)
-            step = checkpoint.restore(params.checkpoint, policy, optimizer) if params.checkpoint else 0
-            if params.checkpoint and not policy.lora:
-                policy.prepare_reference()  # full fine-tuning: the KL is to the policy this run resumed from
-            # The optimizer state restores the saved lr; the lr asked for now (e.g. a resumed run's) wins.
-            set_lr(optimizer, o.lr)
+            if params.policies:
+                optimizers, steps = self._policy_optimizers(policy, params)
+                optimizer, step = None, max(steps.values())
+                trainable = sum(p.numel() for name in optimizers for p in policy.adapter_weights(name).values())
+            else:
+                optimizer = torch.optim.AdamW(list(policy.trainable().values()), lr=o.lr, weight_decay=o.weight_decay)
+                step = checkpoint.restore(params.checkpoint, policy, optimizer) if params.checkpoint else 0
+                if params.checkpoint and not policy.lora:
+                    policy.prepare_reference()  # full fine-tuning: the KL is to the policy this run resumed from
+                # The optimizer state restores the saved lr; the lr asked for now (e.g. a resumed run's) wins.
+                set_lr(optimizer, o.lr)
+                optimizers, steps = {}, {}
+                trainable = sum(p.numel() for p in policy.trainable().values())
             policy.model.eval()
             self.policy, self.optimizer, self.load_params, self.step = policy, optimizer, params, step
+            self.policy_optimizers, self.policy_steps = optimizers, steps
         total = sum(p.numel() for p in policy.model.parameters())
-        trainable = sum(p.numel() for p in policy.trainable().values())
         dtype = next(policy.model.parameters()).dtype
         return {
             "parameters": total,
@@ -188,7 +204,35 @@ class Session:
             "dtype": str(dtype).replace("torch.", ""),
             "step": step,
             "modelName": policy.name,
+            **({"policies": list(optimizers)} if params.policies else {}),
         }
+
+    @staticmethod
+    def _policy_optimizers(policy: Policy, params: LoadParams) -> tuple[dict, dict]:
+        """One AdamW per policy over its adapter alone (separate moments: one policy's update never moves another's),
+        each restored from the policy's checkpoint when it has one; and each policy's step."""
+        o = params.optimizer
+        optimizers, steps = {}, {}
+        for adapter in params.policies:
+            weights = policy.adapter_weights(adapter.name)
+            optimizer = torch.optim.AdamW(list(weights.values()), lr=o.lr, weight_decay=o.weight_decay)
+            steps[adapter.name] = 0
+            if adapter.checkpoint:
+                steps[adapter.name] = checkpoint.restore_named(adapter.checkpoint, weights, optimizer, policy.device)
+            set_lr(optimizer, o.lr)
+            optimizers[adapter.name] = optimizer
+        return optimizers, steps
+
+    def _policy_adapter(self, name: Optional[str], path: str) -> Optional[str]:
+        """The adapter a `train` or `save` names: required with several policies, refused without them."""
+        policy = self._loaded()
+        if not policy.adapters:
+            if name is not None:
+                raise BadParams(f"{path}.adapter: this worker loaded one policy (no `policies` at load)")
+            return None
+        if name not in policy.adapters:
+            raise BadParams(f"{path}.adapter must name one of the loaded policies ({', '.join(policy.adapters)})")
+        return name
 
     def serve(self, params: ServeParams) -> dict:
         from .serve import PolicyServer
@@ -201,6 +245,7 @@ class Session:
 
     def sft(self, params: SftParams) -> dict:
         policy = self._loaded()
+        self._one_policy("sft")
         with self.lock, unchanged_on_error(list(policy.trainable().values()), self.optimizer):
             result = supervised(policy, self.optimizer, self.load_params.optimizer.grad_clip, params, self._progress)
             if not policy.lora:
@@ -212,35 +257,59 @@ class Session:
     def evaluate(self, params: EvaluateParams) -> dict:
         """Held-out demonstrations' loss and greedy exact-match accuracy (supervised.py); changes no weight."""
         policy = self._loaded()
+        self._one_policy("evaluate")
         with self.lock:
             return evaluate_examples(policy, params)
 
     def train(self, params: TrainParams, reducer=None, phases: Optional[dict] = None) -> dict:
         """One update; `reducer` all-reduces gradients across data-parallel ranks (distributed.py); `phases` gets
-        the seconds of each phase (the bench's breakdown)."""
+        the seconds of each phase (the bench's breakdown). With several policies, of `params.adapter` alone."""
         policy = self._loaded()
+        adapter = self._policy_adapter(params.adapter, "params")
         clock = phase_clock(policy.device)
         with self.lock:
+            if adapter is not None:
+                policy.activate(adapter)  # its LoRA weights alone have gradients; the reference is the base model
+            optimizer = self.optimizer if adapter is None else self.policy_optimizers[adapter]
             snapshot_started = clock()
-            with unchanged_on_error(list(policy.trainable().values()), self.optimizer):
+            with unchanged_on_error(list(policy.trainable().values()), optimizer):
                 if phases is not None:
                     phases["snapshot"] = clock() - snapshot_started
                 result = policy_update(
                     policy,
-                    self.optimizer,
+                    optimizer,
                     self.load_params.optimizer.grad_clip,
                     params,
                     self._progress,
                     reducer,
                     phases,
                 )
-                self.step += 1
-        return {"step": self.step, **result}
+                if adapter is None:
+                    self.step += 1
+                else:
+                    self.policy_steps[adapter] += 1
+        step = self.step if adapter is None else self.policy_steps[adapter]
+        return {"step": step, **result}
 
     def save(self, params: SaveParams) -> dict:
         policy = self._loaded()
+        adapter = self._policy_adapter(params.adapter, "params")
         with self.lock:
-            return checkpoint.save(params.dir, policy, self.optimizer, self._checkpoint_config(), params.metrics)
+            if adapter is None:
+                return checkpoint.save(params.dir, policy, self.optimizer, self._checkpoint_config(), params.metrics)
+            # A policy's checkpoint is an ordinary LoRA checkpoint of its adapter (its config names no policies), so
+            # Use Checkpoint and export read it as any other; `policy` says whose it is.
+            weights = {n: p.detach().cpu() for n, p in policy.adapter_weights(adapter).items()}
+            config = {**self._checkpoint_config(), "policies": None, "policy": adapter}
+            config["step"] = self.policy_steps[adapter]
+            optimizer = self.policy_optimizers[adapter].state_dict()
+            return checkpoint.write(params.dir, weights, optimizer, config, params.metrics)
+
+    def _one_policy(self, method: str) -> None:
+        if self._loaded().adapters:
+            raise StateError(
+                f"`{method}` trains or scores one policy; this worker holds several (`load {{policies}}`): load one"
+            )
 
     def export(self, params: ExportParams) -> dict:
         """A checkpoint folder as a PEFT adapter or a Hugging Face model (export.py); needs no loaded policy."""
