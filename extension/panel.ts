@@ -1,10 +1,14 @@
 /**
  * The **Lightning** side panel: a webview view in its own activity-bar container. The extension is
- * the webview's only peer: it answers the webview's requests (webview/protocol.ts) from the daemon
+ * the webview's only peer: it answers the webview's requests (trainer-daemon/protocol/ui/panelMessages.ts) from the daemon
  * and forwards live changes. The page has a strict CSP with a nonce and may load only the bundle.
  */
 import * as vscode from 'vscode';
-import { ExtensionToWebview, WebviewToExtension, type RolloutFilter } from '../webview/protocol';
+import {
+  ExtensionToWebview,
+  WebviewToExtension,
+  type RolloutFilter,
+} from '../trainer-daemon/protocol/ui/panelMessages';
 import type { ListRolloutsParams } from '../trainer-daemon/protocol';
 import type { LiveRollouts } from './liveRollouts';
 import type { Annotator } from './annotate';

@@ -11,7 +11,7 @@ import readline from 'node:readline';
 import * as vscode from 'vscode';
 import type { ReadyMessage } from '../trainer-daemon/protocol';
 import { parseCliLine, type StartupFailed } from '../trainer-daemon/protocol/cliLines';
-import { findDaemon } from '../trainer-daemon/protocol/discovery';
+import { findDaemon } from '../trainer-daemon/protocol/node/discovery';
 import { connectDaemon, type DaemonClient } from './daemonClient';
 import { RestartPolicy } from './restartPolicy';
 import { NODE_SQLITE_SINCE, resolveRuntimeFor } from './runtime';

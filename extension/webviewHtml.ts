@@ -8,8 +8,8 @@
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import * as vscode from 'vscode';
-import type { ExtensionToEditor } from '../webview/editor/editorProtocol';
-import { initialMessagesText } from '../webview/editor/editorTarget';
+import type { ExtensionToEditor } from '../trainer-daemon/protocol/ui/editorMessages';
+import { initialMessagesText } from '../trainer-daemon/protocol/ui/editorTarget';
 import { inlineText } from './inlineText';
 
 /**

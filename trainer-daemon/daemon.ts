@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { errorMessage } from './protocol/errors';
-import { discoveryPaths } from './protocol/discovery';
+import { discoveryPaths } from './protocol/node/discovery';
 import type { DaemonInfo, ReadyMessage } from './protocol';
 import { acquireStoreLock, removeDiscovery, writeDiscovery, newToken, type DiscoveryPaths } from './discovery';
 import type { Logger } from './log';

@@ -7,11 +7,17 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { ensurePrivateDir } from './util/privateFiles';
 import path from 'node:path';
-import { discoveryPaths, findDaemon, isProcessAlive, type DiscoveryPaths } from './protocol/discovery';
+import { discoveryPaths, findDaemon, isProcessAlive, type DiscoveryPaths } from './protocol/node/discovery';
 import type { DiscoveryFile } from './protocol';
 import { ConflictError } from './protocol/errors';
 
-export { discoveryPaths, findDaemon, isProcessAlive, type DiscoveryPaths, type LiveDaemon } from './protocol/discovery';
+export {
+  discoveryPaths,
+  findDaemon,
+  isProcessAlive,
+  type DiscoveryPaths,
+  type LiveDaemon,
+} from './protocol/node/discovery';
 
 export function newToken(): string {
   return crypto.randomBytes(32).toString('base64url');

@@ -1,11 +1,11 @@
 /**
  * What the panel's small multiples and the run tab's charts share in the DOM: the value under the pointer
  * (a cursor line at the nearest iteration and a read-out line), and TensorBoard's smoothing slider (0–0.99).
- * The charts themselves are pure markup from the one chart module (protocol/chart.ts).
+ * The charts themselves are pure markup from the one chart module (protocol/ui/chart.ts).
  */
-import { stepAt } from '../trainer-daemon/protocol/chart';
-import { MAX_SMOOTHING, smoothingWeight } from '../trainer-daemon/protocol/chartScale';
-import { formatValue, type ChartUnit } from '../trainer-daemon/protocol/grpoCharts';
+import { stepAt } from '../trainer-daemon/protocol/ui/chart';
+import { MAX_SMOOTHING, smoothingWeight } from '../trainer-daemon/protocol/ui/chartScale';
+import { formatValue, type ChartUnit } from '../trainer-daemon/protocol/ui/grpoCharts';
 import { el } from './dom';
 
 /**

@@ -4,7 +4,7 @@
  * dataset or batch the list is narrowed to, with a button to clear it.
  */
 import { button, el } from './dom';
-import type { DatasetRow, RolloutFilter } from './protocol';
+import type { DatasetRow, RolloutFilter } from '../trainer-daemon/protocol/ui/panelMessages';
 
 export interface DatasetActions {
   /** Narrows the list to a dataset's or a batch's rollouts (undefined: everything). */

@@ -11,14 +11,18 @@ import '@vscode-elements/elements/dist/vscode-option/index.js';
 import './panel.css';
 import type { Rollout } from '../trainer-daemon/protocol/records';
 import { ROLLOUT_MODES, ROLLOUT_STATUSES } from '../trainer-daemon/protocol/rolloutValues';
-import type { ExtensionToWebview, RolloutFilter, WebviewToExtension } from './protocol';
+import type {
+  ExtensionToWebview,
+  RolloutFilter,
+  WebviewToExtension,
+} from '../trainer-daemon/protocol/ui/panelMessages';
 import { extensionMessage, rolloutFilter } from './pageInput';
 import { RolloutList, type SectionKey } from './rolloutList';
-import { countText } from './format';
+import { countText } from '../trainer-daemon/protocol/ui/format';
 import { TrajectoryView } from './trajectory';
 import { TrainingRunsView } from './trainingRuns';
 import { DatasetsSection } from './datasets';
-import { DEFAULT_SMOOTHING, smoothingWeight } from '../trainer-daemon/protocol/chartScale';
+import { DEFAULT_SMOOTHING, smoothingWeight } from '../trainer-daemon/protocol/ui/chartScale';
 
 interface PanelState {
   filter: RolloutFilter;

@@ -8,7 +8,7 @@
  */
 import { FILTER_TEXT_MAX, ROLLOUT_MODES, ROLLOUT_STATUSES } from '../trainer-daemon/protocol/rolloutValues';
 import type { RolloutMode, RolloutStatus } from '../trainer-daemon/protocol/records';
-import type { RolloutFilter } from './protocol';
+import type { RolloutFilter } from '../trainer-daemon/protocol/ui/panelMessages';
 
 /** A message posted to the page: an object with a `type` (a page ignores the types it does not know). */
 export function extensionMessage<T extends { readonly type: string }>(data: unknown): T | undefined {

@@ -27,10 +27,10 @@ import {
   runGroupFacts,
   runGroupTime,
   runGroupTitle,
-} from './format';
+} from '../trainer-daemon/protocol/ui/format';
 import { STATUS_CODICONS } from './dom';
 import { assertNever } from '../trainer-daemon/protocol/assert';
-import type { RolloutFilter } from './protocol';
+import type { RolloutFilter } from '../trainer-daemon/protocol/ui/panelMessages';
 
 export const ROW_HEIGHT = 40;
 const OVERSCAN = 8;

@@ -16,13 +16,19 @@ import { placementDetail } from '../trainer-daemon/protocol/placement';
 import { checkpointTitle } from '../trainer-daemon/protocol/policyCheckpoint';
 import { button, el, statusIcon } from './dom';
 import { runLabel } from '../trainer-daemon/protocol/runLabel';
-import { formatTime } from './format';
-import { chartSvg, grpoCharts, mergeMetrics, sftCharts, type ChartData } from '../trainer-daemon/protocol/grpoCharts';
-import { CHART_COLOURS, metricChartSvg } from '../trainer-daemon/protocol/chart';
-import { sharedStepRange } from '../trainer-daemon/protocol/chartScale';
+import { formatTime } from '../trainer-daemon/protocol/ui/format';
+import {
+  chartSvg,
+  grpoCharts,
+  mergeMetrics,
+  sftCharts,
+  type ChartData,
+} from '../trainer-daemon/protocol/ui/grpoCharts';
+import { CHART_COLOURS, metricChartSvg } from '../trainer-daemon/protocol/ui/chart';
+import { sharedStepRange } from '../trainer-daemon/protocol/ui/chartScale';
 import { attachChartHover, pointText, smoothingControl } from './chartControls';
-import { chartedMetrics, runOutcome, runSubject, scoreText } from './trainingRunFormat';
-import type { TrainingRunView } from './trainingRunProtocol';
+import { chartedMetrics, runOutcome, runSubject, scoreText } from '../trainer-daemon/protocol/ui/trainingRunFormat';
+import type { TrainingRunView } from '../trainer-daemon/protocol/ui/trainingRunView';
 
 type TrainingRunDetailCheckpoints = Extract<TrainingRunView, { algorithm: 'grpo' }>['checkpoints'];
 

@@ -21,8 +21,8 @@ import {
   spanDepths,
   stepHeading,
   type MessageView,
-} from './format';
-import { isAutomatic, reviewVerdicts, type ReviewAction } from './rewardReview';
+} from '../trainer-daemon/protocol/ui/format';
+import { isAutomatic, reviewVerdicts, type ReviewAction } from '../trainer-daemon/protocol/ui/rewardReview';
 import { renderTrainingView } from './trainingView';
 
 export interface TrajectoryActions {
@@ -284,7 +284,7 @@ export class TrajectoryView {
     return box;
   }
 
-  /** Every reward with its source and reason; automatic ones can be accepted, corrected or rejected (webview/rewardReview.ts). */
+  /** Every reward with its source and reason; automatic ones can be accepted, corrected or rejected (trainer-daemon/protocol/ui/rewardReview.ts). */
   private renderRewards(rewards: readonly Reward[]): void {
     this.rewardsElement.replaceChildren();
     if (rewards.length === 0) return void this.rewardsElement.append(el('div', 'muted', 'No rewards yet.'));

@@ -3,7 +3,7 @@
  * the Training view of a rollout (`transitions/forRollout`, with the export's default options), and
  * the review of automatic rewards (accept / correct / reject, rewards/reviewReward.ts).
  */
-import type { DatasetRow } from '../../webview/protocol';
+import type { DatasetRow } from '../../trainer-daemon/protocol/ui/panelMessages';
 import type { RolloutTransitions } from '../../trainer-daemon/protocol';
 import type { DaemonSupervisor } from '../supervisor';
 

@@ -15,9 +15,9 @@ import {
   type EditorState,
   type EditorTarget,
   type ExtensionToEditor,
-} from '../../webview/editor/editorProtocol';
-import { EDITOR_VIEW_TYPE, editorKey, tabTitle } from '../../webview/editor/editorTarget';
-import { rolloutTitle } from '../../webview/format';
+} from '../../trainer-daemon/protocol/ui/editorMessages';
+import { EDITOR_VIEW_TYPE, editorKey, tabTitle } from '../../trainer-daemon/protocol/ui/editorTarget';
+import { rolloutTitle } from '../../trainer-daemon/protocol/ui/format';
 import type { Annotator } from '../annotate';
 import type { LiveRollouts } from '../liveRollouts';
 import type { TrainingRuns } from '../trainingRuns';

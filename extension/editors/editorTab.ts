@@ -5,8 +5,8 @@
  */
 import type * as vscode from 'vscode';
 import type { Rollout, TrainingRun } from '../../trainer-daemon/protocol';
-import type { EditorState, EditorTarget, ExtensionToEditor } from '../../webview/editor/editorProtocol';
-import { tabTitle } from '../../webview/editor/editorTarget';
+import type { EditorState, EditorTarget, ExtensionToEditor } from '../../trainer-daemon/protocol/ui/editorMessages';
+import { tabTitle } from '../../trainer-daemon/protocol/ui/editorTarget';
 
 export interface Tab {
   readonly panel: vscode.WebviewPanel;

@@ -5,13 +5,13 @@
  * counts from then on: accept re-adds the same value, correct adds the value typed, reject adds 0
  * ("the rollout earns none of it": a rejected bonus gives nothing, a rejected penalty takes nothing).
  * The row's `reason` names the reward it reviews (`accepts rule reward #12`), so the panel can show
- * each automatic reward's outcome; reviewVerdict (webview/rewardReview.ts) reads it back.
+ * each automatic reward's outcome; reviewVerdict (trainer-daemon/protocol/ui/rewardReview.ts) reads it back.
  */
 import * as vscode from 'vscode';
 import type { Annotator } from '../annotate';
 import { parseRewardInput } from '../rewardInput';
 import type { DaemonSupervisor } from '../supervisor';
-import { isAutomatic, reviewReason, type ReviewAction } from '../../webview/rewardReview';
+import { isAutomatic, reviewReason, type ReviewAction } from '../../trainer-daemon/protocol/ui/rewardReview';
 
 export async function reviewReward(
   supervisor: DaemonSupervisor,

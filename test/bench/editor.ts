@@ -15,8 +15,8 @@ import {
   zoomViewport,
 } from '../../webview/editor/timelineLayout';
 import { runCharts } from '../../webview/editor/runCharts';
-import { formatValue } from '../../trainer-daemon/protocol/grpoCharts';
-import { bandChartSvg } from '../../trainer-daemon/protocol/chart';
+import { formatValue } from '../../trainer-daemon/protocol/ui/grpoCharts';
+import { bandChartSvg } from '../../trainer-daemon/protocol/ui/chart';
 import { agentRollout } from '../helpers/editorFixtures';
 import { slimSpan } from '../../trainer-daemon/protocol/slimSpan';
 import { Span } from '../../trainer-daemon/protocol/records';

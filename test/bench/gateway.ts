@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';
 import { fmt, percentile, rows } from './table';

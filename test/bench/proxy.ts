@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';
 import { fmt, percentile, rows } from './table';

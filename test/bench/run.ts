@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { silentLogger } from '../../trainer-daemon/log';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { Store } from '../../trainer-daemon/store/store';
 import { CLI, startDaemon } from '../helpers/daemon';

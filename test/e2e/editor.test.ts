@@ -32,10 +32,16 @@ import { CRITIQUE_SYSTEM, EDIT_SYSTEM } from '../../trainer-daemon/apo/prompts';
 import { encodeLiteral } from '../../trainer-daemon/protocol';
 import { waitFor } from '../helpers/tmp';
 import type { Reward, RolloutDetail } from '../../trainer-daemon/protocol';
-import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/discovery';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/node/discovery';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import type { SpanInput } from '../../trainer-daemon/protocol';
-import { moreRunsText, rolloutTitle, runGroupFacts, runGroupTime, runGroupTitle } from '../../webview/format';
+import {
+  moreRunsText,
+  rolloutTitle,
+  runGroupFacts,
+  runGroupTime,
+  runGroupTitle,
+} from '../../trainer-daemon/protocol/ui/format';
 import { rolloutCount } from '../../trainer-daemon/protocol/format';
 import { failureHeadline, failureOutput } from '../../trainer-daemon/protocol/failureText';
 

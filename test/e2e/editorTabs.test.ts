@@ -12,13 +12,13 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Frame, Page } from 'playwright-core';
-import { findDaemon } from '../../trainer-daemon/protocol/discovery';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { editorStore, type EditorStore } from '../helpers/editorStore';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { frameWith, runCommand } from '../helpers/codeServer';
 import { waitFor } from '../helpers/tmp';
-import { runTitle } from '../../webview/trainingRunFormat';
+import { runTitle } from '../../trainer-daemon/protocol/ui/trainingRunFormat';
 import { CHART_CHECKS, clippedIn, type BoxGlobals } from '../helpers/clipping';
 
 /** The page globals the evaluated functions touch (this file is compiled without the DOM library). */

@@ -15,12 +15,12 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Frame, FrameLocator, Page } from 'playwright-core';
 import { GrpoConfig, type RolloutRunGroup } from '../../trainer-daemon/protocol';
-import { findDaemon } from '../../trainer-daemon/protocol/discovery';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { rolloutCount } from '../../trainer-daemon/protocol/format';
 import { Store } from '../../trainer-daemon/store/store';
-import { rolloutTitle, runGroupFacts, runGroupTitle } from '../../webview/format';
-import { runTitle } from '../../webview/trainingRunFormat';
+import { rolloutTitle, runGroupFacts, runGroupTitle } from '../../trainer-daemon/protocol/ui/format';
+import { runTitle } from '../../trainer-daemon/protocol/ui/trainingRunFormat';
 import { ensureEditor } from '../provision/index.mjs';
 import {
   answerInputBox,

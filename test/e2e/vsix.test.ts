@@ -17,10 +17,10 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
-import { findDaemon } from '../../trainer-daemon/protocol/discovery';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { rolloutCount } from '../../trainer-daemon/protocol/format';
-import { runGroupFacts, runGroupTitle } from '../../webview/format';
+import { runGroupFacts, runGroupTitle } from '../../trainer-daemon/protocol/ui/format';
 import { ensureEditor } from '../provision/index.mjs';
 import {
   answerInputBox,

@@ -5,7 +5,7 @@ import net from 'node:net';
 import path from 'node:path';
 import type { TestContext } from 'node:test';
 import { GrpoConfig, type GrpoConfigInput, type TrainingRunDetail } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { REPO_ROOT, startDaemon } from './daemon';
 import { tempDir, waitFor } from './tmp';

@@ -3,7 +3,7 @@
  * (request and response attributes), tool calls, a final answer, and a final status.
  */
 import type { Json, RolloutStatus, SpanInput } from '../../trainer-daemon/protocol';
-import type { RpcClient } from '../../trainer-daemon/protocol/connection';
+import type { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import type { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from './spans';
 import { parsed } from './params';

@@ -22,7 +22,7 @@ import {
   type ApoConfig,
   type TrainingRunSummary,
 } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Emitter } from '../../trainer-daemon/protocol/event';
 import { AGENT, SEED_PROMPT, setUp } from '../helpers/apo';
 import { startDaemon } from '../helpers/daemon';

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { findDaemon } from '../../trainer-daemon/discovery';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { candidatesOf } from '../../trainer-daemon/protocol';
 import { AGENT, setUp, storeOf, train } from '../helpers/apo';
 import { CLI, runCli, startDaemon } from '../helpers/daemon';

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { GrpoConfig, type GrpoConfigInput, type TrainingRunDetail, checkpointsOf } from '../../trainer-daemon/protocol';
 import { formatBytes } from '../../trainer-daemon/protocol/format';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';

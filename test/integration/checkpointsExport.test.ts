@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { GrpoConfig } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { tempDir } from '../helpers/tmp';

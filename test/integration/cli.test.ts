@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { Reward, RolloutDetail, RolloutPage } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { runCli, startDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';

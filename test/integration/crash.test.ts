@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
 import { tempDir, waitFor } from '../helpers/tmp';

@@ -6,7 +6,7 @@ import { describe, test } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import WebSocket from 'ws';
 import { DiscoveryFile, type Rollout, type SpanRange } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { LATEST_SCHEMA_VERSION } from '../../trainer-daemon/store/migrations';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';

@@ -13,7 +13,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { finalStatus, instrumentConfig, type LaunchConfig } from '../../extension/debug/launchConfig';
 import { debugRoute } from '../../extension/checkpoints/routing';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { REPO_ROOT, startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';
 import { tempDir, waitFor } from '../helpers/tmp';

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SpanKind } from '@opentelemetry/api';
 import type { RolloutDetail } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { CLI, runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { encode, oneSpan } from '../helpers/otlp';

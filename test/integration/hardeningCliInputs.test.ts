@@ -7,7 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { table } from '../../trainer-daemon/cli/format';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { runCli, startDaemon } from '../helpers/daemon';
 import { parsed } from '../helpers/params';

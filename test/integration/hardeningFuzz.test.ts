@@ -10,7 +10,7 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { test } from 'node:test';
 import { Methods } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';
 import { tempDir } from '../helpers/tmp';

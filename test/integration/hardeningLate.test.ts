@@ -7,7 +7,7 @@ import http from 'node:http';
 import type net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { spanOutcome } from '../../trainer-daemon/protocol/outcome';
 import { startDaemon } from '../helpers/daemon';
 import { post } from '../helpers/http';

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { openConnection } from '../../trainer-daemon/store/driver';
 import { startDaemon } from '../helpers/daemon';
 import { post } from '../helpers/http';

@@ -8,7 +8,7 @@ import http from 'node:http';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { healthProbe, post } from '../helpers/http';
 import { tempDir, waitFor } from '../helpers/tmp';

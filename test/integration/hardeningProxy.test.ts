@@ -8,7 +8,7 @@ import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';

@@ -8,7 +8,7 @@ import type net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 import { OptimizerLlm } from '../../trainer-daemon/apo/llm';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon } from '../helpers/daemon';
 import { post } from '../helpers/http';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';

@@ -7,7 +7,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { test } from 'node:test';
 import WebSocket from 'ws';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
 

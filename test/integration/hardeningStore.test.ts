@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import type { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { AgentPidLog } from '../../trainer-daemon/runner/agentPids';
 import { Store } from '../../trainer-daemon/store/store';

@@ -9,7 +9,7 @@ import net from 'node:net';
 import zlib from 'node:zlib';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
 import { post } from '../helpers/http';

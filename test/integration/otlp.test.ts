@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
 import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { encode, oneSpan, recordSpans } from '../helpers/otlp';
 import { tempDir, waitFor } from '../helpers/tmp';

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ScoreRolloutsResult, type Rollout } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { CLI, runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { recordRollout, recordRolloutRpc } from '../helpers/rewards';

@@ -17,7 +17,7 @@ import {
   type TrainingRun,
   checkpointsOf,
 } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { Store } from '../../trainer-daemon/store/store';
 import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { metricPoints, checkpointsOf } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { tempDir } from '../helpers/tmp';

@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { GrpoConfig, type TrainingRunDetail } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { startDaemon } from '../helpers/daemon';

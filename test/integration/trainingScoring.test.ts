@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { GrpoConfig, metricPoints, type TrainingRunDetail } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { Store } from '../../trainer-daemon/store/store';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';

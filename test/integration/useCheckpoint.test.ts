@@ -11,7 +11,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Methods, type PolicyChanged, type Rollout } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { storeWithCheckpoints } from '../helpers/checkpoints';

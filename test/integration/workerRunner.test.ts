@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { isProcessAlive } from '../../trainer-daemon/discovery';
-import { RpcClient } from '../../trainer-daemon/protocol/connection';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { CLI, REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { batchOf, peakOverlap } from '../helpers/batch';

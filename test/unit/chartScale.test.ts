@@ -12,9 +12,9 @@ import {
   smoothPoints,
   tickLabels,
   valueAxis,
-} from '../../trainer-daemon/protocol/chartScale';
-import { bandChartSvg, metricChartSvg } from '../../trainer-daemon/protocol/chart';
-import { chartSvg, formatValue, grpoCharts } from '../../trainer-daemon/protocol/grpoCharts';
+} from '../../trainer-daemon/protocol/ui/chartScale';
+import { bandChartSvg, metricChartSvg } from '../../trainer-daemon/protocol/ui/chart';
+import { chartSvg, formatValue, grpoCharts } from '../../trainer-daemon/protocol/ui/grpoCharts';
 
 const labelsOf = (svg: string, kind: string): string[] =>
   [...svg.matchAll(new RegExp(`class="${kind}"[^>]*>([^<]*)<`, 'g'))].map((m) => m[1]!);

@@ -16,9 +16,9 @@ import {
   parseProgressLine,
   scoringErrorLines,
 } from '../../extension/datasets/batchProgress';
-import { isAutomatic, reviewReason, reviewVerdicts } from '../../webview/rewardReview';
-import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
-import { matchesFilter } from '../../webview/format';
+import { isAutomatic, reviewReason, reviewVerdicts } from '../../trainer-daemon/protocol/ui/rewardReview';
+import { ExtensionToWebview, WebviewToExtension } from '../../trainer-daemon/protocol/ui/panelMessages';
+import { matchesFilter } from '../../trainer-daemon/protocol/ui/format';
 import { summarize } from '../../trainer-daemon/cli/commands/datasetRun';
 import { Progress } from '../../trainer-daemon/cli/progress';
 import type { LaunchConfig } from '../../extension/debug/launchConfig';

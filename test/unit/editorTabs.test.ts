@@ -20,12 +20,21 @@ import {
 } from '../../webview/editor/timelineLayout';
 import { alignSteps, compareSteps, compareTotals, wordDiff } from '../../webview/editor/compareLogic';
 import { conversationOf, turnText } from '../../webview/editor/conversation';
-import { EditorToExtension, ExtensionToEditor, restoreEditorState } from '../../webview/editor/editorProtocol';
-import { editorKey, initialMessagesText, readInitialMessages, tabTitle } from '../../webview/editor/editorTarget';
+import {
+  EditorToExtension,
+  ExtensionToEditor,
+  restoreEditorState,
+} from '../../trainer-daemon/protocol/ui/editorMessages';
+import {
+  editorKey,
+  initialMessagesText,
+  readInitialMessages,
+  tabTitle,
+} from '../../trainer-daemon/protocol/ui/editorTarget';
 import { runCharts } from '../../webview/editor/runCharts';
 import { isSlim, slimSpan } from '../../trainer-daemon/protocol/slimSpan';
-import { bandChartSvg, stepAt } from '../../trainer-daemon/protocol/chart';
-import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
+import { bandChartSvg, stepAt } from '../../trainer-daemon/protocol/ui/chart';
+import { ExtensionToWebview, WebviewToExtension } from '../../trainer-daemon/protocol/ui/panelMessages';
 import { grpoBatchId, grpoIterationBatchId, type Json, type Rollout } from '../../trainer-daemon/protocol';
 import { agentRollout, faultyCalls, span, spanId } from '../helpers/editorFixtures';
 import { detailHeading } from '../../webview/editor/detailHeading';

@@ -4,9 +4,9 @@ import { describe, it } from 'node:test';
 import { APT_COMMAND, aptStatusText, progressLine } from '../../trainer-daemon/training/doctor';
 import { EDITOR_ENV, forReader, inEditorWords } from '../../trainer-daemon/protocol/setupAdvice';
 import type { Rollout } from '../../trainer-daemon/protocol/records';
-import { tabTitle } from '../../webview/editor/editorTarget';
-import type { EditorState } from '../../webview/editor/editorProtocol';
-import { formatTime } from '../../webview/format';
+import { tabTitle } from '../../trainer-daemon/protocol/ui/editorTarget';
+import type { EditorState } from '../../trainer-daemon/protocol/ui/editorMessages';
+import { formatTime } from '../../trainer-daemon/protocol/ui/format';
 
 describe('the demo installs PyTorch from Debian quietly', () => {
   it('asks for no recommended packages', () => {

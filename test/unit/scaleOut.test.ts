@@ -10,7 +10,7 @@ import {
   torchrunFailures,
 } from '../../trainer-daemon/training/torchrun';
 import { grpoConfigFromFlags } from '../../trainer-daemon/cli/commands/trainGrpo';
-import { runSubject } from '../../webview/trainingRunFormat';
+import { runSubject } from '../../trainer-daemon/protocol/ui/trainingRunFormat';
 
 const base = { model: { kind: 'tiny' }, dataset: 'd', command: { argv: ['node', 'a.js'], cwd: '/w' } } as const;
 

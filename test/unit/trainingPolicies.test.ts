@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
 import { GrpoConfig, type Checkpoint, type SpanInput } from '../../trainer-daemon/protocol';
-import { grpoCharts } from '../../trainer-daemon/protocol/grpoCharts';
+import { grpoCharts } from '../../trainer-daemon/protocol/ui/grpoCharts';
 import { baggageAgentName, PolicyRouter } from '../../trainer-daemon/capture/policyRoutes';
 import { grpoConfigFromFlags, type GrpoFlags } from '../../trainer-daemon/cli/commands/trainGrpo';
 import { grpoAdvantageOptions, toWorkerTransitions, workerTrainParams } from '../../trainer-daemon/training/grpo';

@@ -1,14 +1,20 @@
 /** The panel's Training runs section, its pure parts: the metric chart's SVG, run summaries, and its messages. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { bandChartSvg, metricChartSvg, seriesOf } from '../../trainer-daemon/protocol/chart';
-import { formatValue, grpoCharts, mergeMetrics, sftCharts } from '../../trainer-daemon/protocol/grpoCharts';
+import { bandChartSvg, metricChartSvg, seriesOf } from '../../trainer-daemon/protocol/ui/chart';
+import { formatValue, grpoCharts, mergeMetrics, sftCharts } from '../../trainer-daemon/protocol/ui/grpoCharts';
 import { placementOf } from '../../trainer-daemon/protocol/placement';
 import { isResumable } from '../../trainer-daemon/protocol/status';
 import { runCharts } from '../../webview/editor/runCharts';
-import { chartedMetrics, runOutcome, runSubject, runTitle, scoreText } from '../../webview/trainingRunFormat';
-import { tabTitle } from '../../webview/editor/editorTarget';
-import { ExtensionToWebview, WebviewToExtension } from '../../webview/protocol';
+import {
+  chartedMetrics,
+  runOutcome,
+  runSubject,
+  runTitle,
+  scoreText,
+} from '../../trainer-daemon/protocol/ui/trainingRunFormat';
+import { tabTitle } from '../../trainer-daemon/protocol/ui/editorTarget';
+import { ExtensionToWebview, WebviewToExtension } from '../../trainer-daemon/protocol/ui/panelMessages';
 import {
   SftConfig,
   type ApoResult,

@@ -16,7 +16,7 @@ import {
 import type { LaunchConfig } from '../../extension/debug/launchConfig';
 import { deleteConfirmation, deleteRefusal } from '../../extension/checkpoints/deleteText';
 import { checkpointSize, checkpointsTotal } from '../../trainer-daemon/protocol/format';
-import { WebviewToExtension } from '../../webview/protocol';
+import { WebviewToExtension } from '../../trainer-daemon/protocol/ui/panelMessages';
 import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';

@@ -1,9 +1,15 @@
 /** The side panel's message protocol and its pure formatting: LLM call views, span trees, filters. */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { ExtensionToWebview, RolloutFilter, WebviewToExtension } from '../../webview/protocol';
+import { ExtensionToWebview, RolloutFilter, WebviewToExtension } from '../../trainer-daemon/protocol/ui/panelMessages';
 import { extensionMessage, rolloutFilter } from '../../webview/pageInput';
-import { llmCallView, matchesFilter, servedByText, spanDepths, stepHeading } from '../../webview/format';
+import {
+  llmCallView,
+  matchesFilter,
+  servedByText,
+  spanDepths,
+  stepHeading,
+} from '../../trainer-daemon/protocol/ui/format';
 import { faultyCalls } from '../helpers/editorFixtures';
 import { formatDuration } from '../../trainer-daemon/protocol/format';
 import type { Json, Rollout, Span } from '../../trainer-daemon/protocol';

@@ -8,7 +8,7 @@ import { Methods, type MethodName, type ParamsOf, type ResultOf } from '../proto
 import { findDaemon } from '../discovery';
 import { NotFoundError } from '../protocol/errors';
 import { createHandlers, invoke } from '../rpc/handlers';
-import { RpcClient } from '../protocol/connection';
+import { RpcClient } from '../protocol/node/connection';
 import { Store } from '../store/store';
 import { VERSION } from '../version';
 

@@ -16,7 +16,7 @@ import {
   type ProviderUpstreams,
 } from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
-import type { RpcClient } from '../protocol/connection';
+import type { RpcClient } from '../protocol/node/connection';
 import { parseUpstream } from './commands/serve';
 
 export interface RoutingOptions {

@@ -6,7 +6,7 @@ import { Daemon, upstreamFromEnv } from '../daemon';
 import { findDaemon } from '../discovery';
 import { ConflictError } from '../protocol/errors';
 import { createLogger } from '../log';
-import { RpcClient } from '../protocol/connection';
+import { RpcClient } from '../protocol/node/connection';
 
 export interface DaemonConnection {
   readonly client: RpcClient;

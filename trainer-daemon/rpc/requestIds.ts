@@ -7,7 +7,7 @@
 import type WebSocket from 'ws';
 import type { DataCallback, Disposable, Message } from 'vscode-jsonrpc/node';
 import { RpcCode } from '../protocol/errors';
-import { WebSocketMessageReader, WebSocketMessageWriter } from '../protocol/wsTransport';
+import { WebSocketMessageReader, WebSocketMessageWriter } from '../protocol/node/wsTransport';
 
 type Id = string | number;
 

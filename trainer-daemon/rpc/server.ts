@@ -1,7 +1,7 @@
 /**
  * The editor-facing JSON-RPC server: WebSocket on `/rpc` of the daemon's HTTP server, one
  * vscode-jsonrpc message connection per socket (the same framing the clients use,
- * `protocol/connection.ts`). The upgrade needs the bearer token; browsers (any request with an Origin) are
+ * `protocol/node/connection.ts`). The upgrade needs the bearer token; browsers (any request with an Origin) are
  * refused; frames are capped in size. Every request is validated against its schema before any
  * handler runs, so a bad request changes nothing; a request reusing a pending one's id is refused (requestIds.ts).
  */

@@ -1,13 +1,13 @@
 /**
  * A training run's learning curves as one self-contained HTML file (inline SVG, no scripts, nothing
- * fetched): the same small multiples the editor's panel draws (`protocol/grpoCharts.ts` shapes the
- * metrics, `protocol/chart.ts` draws them), with the theme's chart colours given fixed values. The
+ * fetched): the same small multiples the editor's panel draws (`protocol/ui/grpoCharts.ts` shapes the
+ * metrics, `protocol/ui/chart.ts` draws them), with the theme's chart colours given fixed values. The
  * demo writes it under `.lightning/`.
  */
 import { checkpointsOf, type TrainingRunDetail } from '../protocol';
-import { CHART_COLOURS, metricChartSvg, type MetricPointLike } from '../protocol/chart';
-import { sharedStepRange } from '../protocol/chartScale';
-import { chartSvg, grpoCharts } from '../protocol/grpoCharts';
+import { CHART_COLOURS, metricChartSvg, type MetricPointLike } from '../protocol/ui/chart';
+import { sharedStepRange } from '../protocol/ui/chartScale';
+import { chartSvg, grpoCharts } from '../protocol/ui/grpoCharts';
 
 /** Fixed values for the theme variables the charts use, outside the editor. */
 const COLOURS: Record<string, string> = {

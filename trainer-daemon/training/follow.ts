@@ -9,7 +9,7 @@ import { assertNever } from '../protocol/assert';
 import { roundLine } from '../apo/progress';
 import type { RunnerClient } from '../runner/pool';
 import { isFinal } from '../protocol/status';
-import { chartedPolicies } from '../protocol/grpoCharts';
+import { chartedPolicies } from '../protocol/ui/grpoCharts';
 
 const HEADERS = ['ITER', 'REWARD', 'VAL', 'LOSS', 'KL', 'ENTROPY', 'CLIP', 'TOK/S', 'SECONDS'];
 const WIDTHS = [5, 11, 5, 7, 7, 7, 5, 7, 7];

@@ -11,13 +11,17 @@ import '@vscode-elements/elements/dist/vscode-single-select/index.js';
 import '@vscode-elements/elements/dist/vscode-option/index.js';
 import '../panel.css';
 import './editor.css';
-import type { EditorState, EditorToExtension, ExtensionToEditor } from './editorProtocol';
-import { editorKey, readInitialMessages } from './editorTarget';
+import type {
+  EditorState,
+  EditorToExtension,
+  ExtensionToEditor,
+} from '../../trainer-daemon/protocol/ui/editorMessages';
+import { editorKey, readInitialMessages } from '../../trainer-daemon/protocol/ui/editorTarget';
 import { extensionMessage } from '../pageInput';
 import { RolloutTab } from './rolloutTab';
 import { CompareTab } from './compareTab';
 import { RunTab } from './runTab';
-import { DEFAULT_SMOOTHING } from '../../trainer-daemon/protocol/chartScale';
+import { DEFAULT_SMOOTHING } from '../../trainer-daemon/protocol/ui/chartScale';
 
 interface VsCodeApi {
   postMessage(message: EditorToExtension): void;

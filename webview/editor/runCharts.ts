@@ -1,8 +1,8 @@
 /** A run tab's charts, pure: GRPO's and SFT's named charts (grpoCharts.ts), else one chart per metric the algorithm records. */
 import type { MetricSeries, TrainingAlgorithm } from '../../trainer-daemon/protocol/training';
-import { formatValue, grpoCharts, sftCharts, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
-import { seriesOf } from '../../trainer-daemon/protocol/chart';
-import { metricDomain } from '../../trainer-daemon/protocol/chartScale';
+import { formatValue, grpoCharts, sftCharts, type ChartData } from '../../trainer-daemon/protocol/ui/grpoCharts';
+import { seriesOf } from '../../trainer-daemon/protocol/ui/chart';
+import { metricDomain } from '../../trainer-daemon/protocol/ui/chartScale';
 import { assertNever } from '../../trainer-daemon/protocol/assert';
 
 export function runCharts(algorithm: TrainingAlgorithm, metrics: MetricSeries): ChartData[] {

@@ -3,24 +3,24 @@
  * validation, loss, KL, entropy, tokens/s, GPU memory; any other algorithm: each metric it
  * records) with the value under the pointer, another run drawn over them to compare, a table with
  * one row per iteration (its metrics, its checkpoint with Use, its best and worst rollouts one click
- * away). Charts come from the panel's one chart module (protocol/chart.ts), on one iteration axis, with
+ * away). Charts come from the panel's one chart module (protocol/ui/chart.ts), on one iteration axis, with
  * the panel's smoothing slider (chartControls.ts); live while the run runs.
  */
 import type { Checkpoint } from '../../trainer-daemon/protocol/records';
 import type { TrainingRun } from '../../trainer-daemon/protocol/training';
 import type { MetricSeries } from '../../trainer-daemon/protocol/training';
 import { button, el, statusIcon } from '../dom';
-import { formatTime } from '../format';
+import { formatTime } from '../../trainer-daemon/protocol/ui/format';
 import { checkpointSize, checkpointsTotal } from '../../trainer-daemon/protocol/format';
-import { chartSvg, formatValue, mergeMetrics, type ChartData } from '../../trainer-daemon/protocol/grpoCharts';
-import { CHART_COLOURS } from '../../trainer-daemon/protocol/chart';
-import { sharedStepRange, type Domain } from '../../trainer-daemon/protocol/chartScale';
+import { chartSvg, formatValue, mergeMetrics, type ChartData } from '../../trainer-daemon/protocol/ui/grpoCharts';
+import { CHART_COLOURS } from '../../trainer-daemon/protocol/ui/chart';
+import { sharedStepRange, type Domain } from '../../trainer-daemon/protocol/ui/chartScale';
 import { attachChartHover, pointText, smoothingControl } from '../chartControls';
 import { placementDetail } from '../../trainer-daemon/protocol/placement';
 import { assertNever } from '../../trainer-daemon/protocol/assert';
 import { runCharts } from './runCharts';
-import { runOutcome, runSubject, runTitle } from '../trainingRunFormat';
-import type { TrainingRunView } from '../trainingRunProtocol';
+import { runOutcome, runSubject, runTitle } from '../../trainer-daemon/protocol/ui/trainingRunFormat';
+import type { TrainingRunView } from '../../trainer-daemon/protocol/ui/trainingRunView';
 
 export interface RunTabActions {
   loadRun(runId: string, afterStep?: number): void;

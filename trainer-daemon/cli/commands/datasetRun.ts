@@ -18,7 +18,7 @@ import { BatchRunner } from '../../runner/batch';
 import type { BatchMode } from '../../runner/pool';
 import { scoreErrors, scoringFor } from '../../runner/scoring';
 import { DEFAULT_REWARDS_FILE } from '../../rewards/config';
-import type { RpcClient } from '../../protocol/connection';
+import type { RpcClient } from '../../protocol/node/connection';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { Progress } from '../progress';
 import { duration, num, table } from '../format';

@@ -6,7 +6,7 @@
  * ones the panel has.
  */
 import { z } from 'zod';
-import { TrainingRunDetail } from '../trainer-daemon/protocol/training';
+import { TrainingRunDetail } from '../training';
 
 export const TrainingRunView = z.intersection(
   TrainingRunDetail,

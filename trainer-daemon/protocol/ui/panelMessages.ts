@@ -6,22 +6,13 @@
  * reuse the daemon protocol's schemas: they are data shapes, not a channel.
  */
 import { z } from 'zod';
-import {
-  Dataset,
-  RayNode,
-  Reward,
-  Rollout,
-  RolloutMode,
-  RolloutStatus,
-  Span,
-  type Json,
-} from '../trainer-daemon/protocol/records';
-import { TrainingRun } from '../trainer-daemon/protocol/training';
-import { RolloutTransitions } from '../trainer-daemon/protocol/lightningrl';
-import { PolicyRef } from '../trainer-daemon/protocol/policy';
-import { TrainingRunView } from './trainingRunProtocol';
-import { FILTER_TEXT_MAX } from '../trainer-daemon/protocol/rolloutValues';
-import { RolloutGroups } from '../trainer-daemon/protocol/rpc';
+import { Dataset, RayNode, Reward, Rollout, RolloutMode, RolloutStatus, Span, type Json } from '../records';
+import { TrainingRun } from '../training';
+import { RolloutTransitions } from '../lightningrl';
+import { PolicyRef } from '../policy';
+import { TrainingRunView } from './trainingRunView';
+import { FILTER_TEXT_MAX } from '../rolloutValues';
+import { RolloutGroups } from '../rpc';
 
 export const DaemonStateKind = z.enum(['stopped', 'starting', 'running', 'failed']);
 export type DaemonStateKind = z.infer<typeof DaemonStateKind>;

@@ -3,12 +3,12 @@
  * resource or model, and dataset, read from its configuration) and its outcome line (APO: the
  * seed's validation score against the best's). Unit-tested in Node.
  */
-import type { TrainingAlgorithm, TrainingRun } from '../trainer-daemon/protocol/training';
+import type { TrainingAlgorithm, TrainingRun } from '../training';
 
-import { placementOf } from '../trainer-daemon/protocol/placement';
-import { runLabel, trainedTarget } from '../trainer-daemon/protocol/runLabel';
-import { assertNever } from '../trainer-daemon/protocol/assert';
-import { inEditorWords } from '../trainer-daemon/protocol/setupAdvice';
+import { placementOf } from '../placement';
+import { runLabel, trainedTarget } from '../runLabel';
+import { assertNever } from '../assert';
+import { inEditorWords } from '../setupAdvice';
 import { formatTime } from './format';
 
 /** "GRPO tiny on sums · 14:03:12": a run by what it trains and when it was made (a tab's title, a header), never its id. */

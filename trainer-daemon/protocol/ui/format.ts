@@ -4,18 +4,18 @@
  * attributes (OpenAI chat completions and Responses API shapes; Anthropic and Gemini calls through
  * their chat view, protocol/llmApis.ts), else from `gen_ai.*` attributes.
  */
-import type { Json, JsonObject, Rollout, Span } from '../trainer-daemon/protocol/records';
-import type { PolicyRef } from '../trainer-daemon/protocol/policy';
-import { asChatCall } from '../trainer-daemon/protocol/llmApis';
-import { formatDuration } from '../trainer-daemon/protocol/format';
-import { callBadge } from '../trainer-daemon/protocol/outcome';
-import type { RolloutFilter } from './protocol';
-import type { RolloutBatchGroup, RolloutRunGroup } from '../trainer-daemon/protocol/rpc';
-import type { TrainingAlgorithm } from '../trainer-daemon/protocol/training';
-import { runName } from '../trainer-daemon/protocol/runLabel';
-import { rolloutCount } from '../trainer-daemon/protocol/format';
-import { assertNever } from '../trainer-daemon/protocol/assert';
-import { isJsonObject, textOf } from '../trainer-daemon/protocol/json';
+import type { Json, JsonObject, Rollout, Span } from '../records';
+import type { PolicyRef } from '../policy';
+import { asChatCall } from '../llmApis';
+import { formatDuration } from '../format';
+import { callBadge } from '../outcome';
+import type { RolloutFilter } from './panelMessages';
+import type { RolloutBatchGroup, RolloutRunGroup } from '../rpc';
+import type { TrainingAlgorithm } from '../training';
+import { runName } from '../runLabel';
+import { rolloutCount } from '../format';
+import { assertNever } from '../assert';
+import { isJsonObject, textOf } from '../json';
 
 export function formatTokens(count: number): string {
   return count < 1_000

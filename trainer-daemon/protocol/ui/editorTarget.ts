@@ -3,11 +3,11 @@
  * webview panel type, the key the one tab per target is found by, the tab's title, and the first
  * messages a new tab's page carries. The shapes are ./editorProtocol's.
  */
-import { formatTime, rolloutTitle } from '../format';
-import type { Rollout } from '../../trainer-daemon/protocol/records';
-import type { TrainingRun } from '../../trainer-daemon/protocol/training';
-import { runTitle } from '../trainingRunFormat';
-import type { EditorState, EditorTarget, ExtensionToEditor } from './editorProtocol';
+import { formatTime, rolloutTitle } from './format';
+import type { Rollout } from '../records';
+import type { TrainingRun } from '../training';
+import { runTitle } from './trainingRunFormat';
+import type { EditorState, EditorTarget, ExtensionToEditor } from './editorMessages';
 
 /** The one webview panel type of every Lightning editor tab; the kind of tab is in its state. */
 export const EDITOR_VIEW_TYPE = 'lightning.editor';

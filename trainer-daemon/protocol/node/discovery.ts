@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { DiscoveryFile } from './daemon';
+import { DiscoveryFile } from '../daemon';
 
 export interface DiscoveryPaths {
   readonly info: string;

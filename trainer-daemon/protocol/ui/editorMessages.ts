@@ -7,9 +7,9 @@
  * cannot. What both ends compute from a target (its key, its title) is in ./editorTarget.
  */
 import { z } from 'zod';
-import { RayNode, Reward, Rollout, Span, type Json } from '../../trainer-daemon/protocol/records';
-import { TrainingRun } from '../../trainer-daemon/protocol/training';
-import { TrainingRunView } from '../trainingRunProtocol';
+import { RayNode, Reward, Rollout, Span, type Json } from '../records';
+import { TrainingRun } from '../training';
+import { TrainingRunView } from './trainingRunView';
 
 const Id = z.string().min(1).max(200);
 const SpanId = z.string().regex(/^[0-9a-f]{16}$/);
@@ -48,7 +48,7 @@ export function restoreEditorState(raw: unknown): { ok: true; state: EditorState
   };
 }
 
-/** A span as a tab receives it: validated by the extension, attribute values taken as the JSON they are (webview/protocol.ts). */
+/** A span as a tab receives it: validated by the extension, attribute values taken as the JSON they are (trainer-daemon/protocol/ui/panelMessages.ts). */
 const TabSpan = Span.extend({ attributes: z.record(z.string(), z.custom<Json>()) });
 
 export const EditorToExtension = z.discriminatedUnion('type', [

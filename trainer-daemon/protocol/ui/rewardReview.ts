@@ -4,7 +4,7 @@
  * `rejects rule reward #3 (was 1)`). Pure (no DOM, no `vscode`): the extension writes it, the panel
  * reads it, unit tests check both.
  */
-import type { Reward } from '../trainer-daemon/protocol/records';
+import type { Reward } from '../records';
 
 export type ReviewAction = 'accept' | 'correct' | 'reject';
 

@@ -14,11 +14,11 @@ import {
   type NotificationParamsOf,
   type ParamsOf,
   type ResultOf,
-} from './rpc';
-import { checkParams, checkResult, onCheckedNotification } from './typedRpc';
+} from '../rpc';
+import { checkParams, checkResult, onCheckedNotification } from '../typedRpc';
 import { WebSocketMessageReader, WebSocketMessageWriter } from './wsTransport';
-import { fromResponseError, InvalidInputError, LightningError } from './errors';
-import { Emitter, type Disposable } from './event';
+import { fromResponseError, InvalidInputError, LightningError } from '../errors';
+import { Emitter, type Disposable } from '../event';
 
 export interface ConnectOptions {
   /** How long the WebSocket handshake may take (default 5 s). */
