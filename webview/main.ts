@@ -1,7 +1,7 @@
 /**
  * The side panel's browser code: filters, the live rollout list and the selected rollout's
- * trajectory. It speaks only to the extension, through ./protocol's messages (the extension validates what
- * the page sends; the page reads what it gets with ./pageInput, without zod); its filters and selection
+ * trajectory. It speaks only to the extension, through protocol/ui/panelMessages.ts's messages (the extension
+ * validates what the page sends; the page reads what it gets with ./pageInput, without zod); its filters and selection
  * survive the view being hidden (getState/setState).
  */
 import '@vscode-elements/elements/dist/vscode-button/index.js';

@@ -3,8 +3,9 @@
  * extension's messages and the panel's own saved filters. The messages come from our own extension, which
  * read every record from the daemon through the protocol's schemas (RpcClient checks each result) before
  * posting it, so a page only checks that it got a message; the extension validates what a page sends it
- * (./protocol, ./editor/editorProtocol). The filter is also what the page sends, so it keeps to the schema's
- * rules (RolloutFilter in ./protocol) rather than have the extension refuse it.
+ * (protocol/ui/panelMessages.ts, protocol/ui/editorMessages.ts). The filter is also what the page sends, so it
+ * keeps to the schema's rules (RolloutFilter in protocol/ui/panelMessages.ts) rather than have the extension
+ * refuse it.
  */
 import { FILTER_TEXT_MAX, ROLLOUT_MODES, ROLLOUT_STATUSES } from '../trainer-daemon/protocol/rolloutValues';
 import type { RolloutMode, RolloutStatus } from '../trainer-daemon/protocol/records';

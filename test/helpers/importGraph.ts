@@ -1,13 +1,19 @@
 /**
  * The source tree's import graph, read with the TypeScript compiler's own pre-processor (every
  * `import`, `import type`, `export … from`, `import()` and `require`), resolved to files, and the
- * layering rules it must keep: the editor (extension/, webview/) reaches the daemon only through
- * trainer-daemon/protocol/; the protocol imports nothing else of ours; no file imports itself back
- * through a circle of imports; and no room imports itself back through another room (an arrow that runs up:
- * a room is a folder of trainer-daemon/, or extension/ or webview/; a file at trainer-daemon/'s top level —
- * daemon.ts, log.ts, discovery.ts — is a room of its own).
+ * layering rules it must keep (ARCHITECTURE.md, "The rooms"; trainer-daemon/protocol/README.md):
+ * * the editor (extension/, webview/) reaches the daemon only through trainer-daemon/protocol/, and the protocol
+ *   imports nothing else of ours;
+ * * the protocol is browser-safe but for protocol/node/: no other protocol file imports node:* builtins, a
+ *   Node-only package (ws, vscode-jsonrpc/node, …) or protocol/node/;
+ * * the pages (webview/) import nothing Node-only either (no protocol/node/, no builtins) and nothing of extension/;
+ *   the extension imports nothing of webview/: what both sides use lives in protocol/ui/;
+ * * no file imports itself back through a circle of imports, and no room imports itself back through another room
+ *   (an arrow that runs up: a room is a folder of trainer-daemon/, or extension/ or webview/; a file at
+ *   trainer-daemon/'s top level — daemon.ts, log.ts, discovery.ts — is a room of its own).
  */
 import fs from 'node:fs';
+import { isBuiltin } from 'node:module';
 import path from 'node:path';
 import ts from 'typescript';
 
@@ -15,8 +21,15 @@ const SOURCE_FOLDERS = ['extension', 'webview', 'trainer-daemon'];
 
 export type Violation =
   | {
-      readonly rule: 'editor-reaches-past-protocol' | 'protocol-imports-out';
+      readonly rule:
+        | 'editor-reaches-past-protocol'
+        | 'protocol-imports-out'
+        | 'protocol-imports-node-only'
+        | 'webview-imports-node-only'
+        | 'webview-imports-extension'
+        | 'extension-imports-webview';
       readonly from: string;
+      /** A source file, or a package specifier (`node:fs`, `ws`) for the rules on Node-only imports. */
       readonly to: string;
     }
   | { readonly rule: 'circle'; readonly files: readonly string[] }
@@ -49,21 +62,48 @@ function resolve(root: string, from: string, specifier: string): string | undefi
   return undefined;
 }
 
-/** Each source file (root-relative, `/`-separated) with the source files it imports. */
-export function importGraph(root: string): Map<string, string[]> {
-  const graph = new Map<string, string[]>();
+interface Imports {
+  /** The source files it imports. */
+  readonly files: string[];
+  /** The packages and builtins it imports, as written (`zod`, `node:fs`, `vscode-jsonrpc/node`). */
+  readonly packages: string[];
+}
+
+/** Each source file (root-relative, `/`-separated) with what it imports. */
+function readImports(root: string): Map<string, Imports> {
+  const imports = new Map<string, Imports>();
   for (const file of sourceFiles(root)) {
     const info = ts.preProcessFile(fs.readFileSync(path.join(root, file), 'utf8'), true, true);
-    const targets = info.importedFiles
-      .map((ref) => resolve(root, file, ref.fileName))
+    const specifiers = info.importedFiles.map((ref) => ref.fileName);
+    const files = specifiers
+      .map((specifier) => resolve(root, file, specifier))
       .filter((target): target is string => target !== undefined);
-    graph.set(file, [...new Set(targets)]);
+    const packages = specifiers.filter((specifier) => !specifier.startsWith('.'));
+    imports.set(file, { files: [...new Set(files)], packages: [...new Set(packages)] });
   }
-  return graph;
+  return imports;
+}
+
+/** Each source file (root-relative, `/`-separated) with the source files it imports. */
+export function importGraph(root: string): Map<string, string[]> {
+  return new Map([...readImports(root)].map(([file, { files }]) => [file, files]));
+}
+
+/** Packages that need Node or the VS Code host: none of them may reach the browser-safe protocol or the pages. */
+const NODE_ONLY_PACKAGES = ['ws', 'vscode-jsonrpc/node', 'vscode', 'better-sqlite3', 'onnxruntime-node'];
+
+/** A package import only Node (or the extension host) has: a builtin (`node:fs`, `fs`) or one of the above. */
+function isNodeOnlyPackage(specifier: string): boolean {
+  return (
+    isBuiltin(specifier) || NODE_ONLY_PACKAGES.some((name) => specifier === name || specifier.startsWith(`${name}/`))
+  );
 }
 
 const isEditor = (file: string): boolean => file.startsWith('extension/') || file.startsWith('webview/');
 const isProtocol = (file: string): boolean => file.startsWith('trainer-daemon/protocol/');
+const isNodeProtocol = (file: string): boolean => file.startsWith('trainer-daemon/protocol/node/');
+/** The protocol every process may import, the pages included: all of it but protocol/node/. */
+const isBrowserSafeProtocol = (file: string): boolean => isProtocol(file) && !isNodeProtocol(file);
 
 /** The room a source file belongs to (see the header). */
 export function roomOf(file: string): string {
@@ -107,13 +147,26 @@ function circles(graph: Map<string, string[]>): string[][] {
 }
 
 export function layeringViolations(root: string): Violation[] {
-  const graph = importGraph(root);
+  const imports = readImports(root);
+  const graph = new Map([...imports].map(([file, { files }]) => [file, files]));
   const violations: Violation[] = [];
-  for (const [from, targets] of graph) {
-    for (const to of targets) {
+  for (const [from, { files, packages }] of imports) {
+    for (const to of files) {
       if (isEditor(from) && to.startsWith('trainer-daemon/') && !isProtocol(to))
         violations.push({ rule: 'editor-reaches-past-protocol', from, to });
       if (isProtocol(from) && !isProtocol(to)) violations.push({ rule: 'protocol-imports-out', from, to });
+      if (isBrowserSafeProtocol(from) && isNodeProtocol(to))
+        violations.push({ rule: 'protocol-imports-node-only', from, to });
+      if (from.startsWith('webview/') && isNodeProtocol(to))
+        violations.push({ rule: 'webview-imports-node-only', from, to });
+      if (from.startsWith('webview/') && to.startsWith('extension/'))
+        violations.push({ rule: 'webview-imports-extension', from, to });
+      if (from.startsWith('extension/') && to.startsWith('webview/'))
+        violations.push({ rule: 'extension-imports-webview', from, to });
+    }
+    for (const to of packages.filter(isNodeOnlyPackage)) {
+      if (isBrowserSafeProtocol(from)) violations.push({ rule: 'protocol-imports-node-only', from, to });
+      if (from.startsWith('webview/')) violations.push({ rule: 'webview-imports-node-only', from, to });
     }
   }
   for (const files of circles(graph)) violations.push({ rule: 'circle', files });

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SpanKind } from '@opentelemetry/api';
 import type { RolloutDetail } from '../../trainer-daemon/protocol';
+import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { CLI, runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
@@ -69,6 +70,24 @@ describe('daemon hardening', () => {
     );
     assert.match(await raw(port, `GET http://127.0.0.1/health HTTP/1.1\r\n${host}\r\n\r\n`), /^HTTP\/1\.1 400/);
     assert.equal((await client.request('getStats', {})).schemaVersion > 0, true, 'still serving');
+  });
+
+  test("checkpoints/export: the schema takes either platform's absolute folder, the daemon its own platform's only", async () => {
+    // `C:\\out` parses (the protocol is browser-safe: no node:path), but on POSIX it is a relative folder; on Windows
+    // it is absolute and the unknown checkpoint is what is refused.
+    const kind = (error: unknown): string | undefined => (error instanceof DaemonError ? error.kind : undefined);
+    await assert.rejects(
+      client.request('exportCheckpoint', { id: 'ckpt-none', format: 'peft', out: 'C:\\out' }),
+      (error: Error) =>
+        process.platform === 'win32'
+          ? kind(error) === 'not_found'
+          : kind(error) === 'invalid_input' &&
+            /out must be an absolute path on the daemon's machine/.test(error.message),
+    );
+    await assert.rejects(
+      client.request('exportCheckpoint', { id: 'ckpt-none', format: 'peft', out: path.join(dir, 'out') }),
+      (error: Error) => kind(error) === 'not_found',
+    );
   });
 
   test("the daemon's key goes only to the daemon's own upstream, never to a rollout's own", async () => {

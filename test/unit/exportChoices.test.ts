@@ -35,5 +35,11 @@ it('checkpoints/export takes an absolute folder and a known format, naming the f
   const relative = ExportCheckpointParams.safeParse({ id: 'ckpt-1', format: 'peft', out: 'a' });
   assert.equal(relative.success, false);
   assert.match(JSON.stringify(relative.error?.issues), /must be an absolute path/);
+  // Either platform's absolute form parses (the schema is browser-safe: no node:path); the daemon's own platform
+  // decides when it exports (training/exportCheckpoint.ts).
+  for (const out of ['C:\\out', 'c:/out', '\\\\server\\share'])
+    assert.ok(ExportCheckpointParams.safeParse({ id: 'ckpt-1', format: 'peft', out }).success, out);
+  for (const out of ['C:out', './a', '~/a'])
+    assert.equal(ExportCheckpointParams.safeParse({ id: 'ckpt-1', format: 'peft', out }).success, false, out);
   assert.equal(ExportCheckpointParams.safeParse({ id: 'ckpt-1', format: 'gguf', out: '/tmp/a' }).success, false);
 });

@@ -1,10 +1,11 @@
 /**
  * The layering holds: the editor (extension/, webview/) reaches the daemon only through
- * trainer-daemon/protocol/; the protocol imports nothing else of ours; no import circles (type
- * imports count: they are the circles that grow into runtime ones), between files or between rooms (a folder
- * importing back a folder that imports it: an arrow that runs up). The same check is run on a
- * seeded tree to show that it fails on each kind of violation. The webview's pages bundle no zod: they
- * import the protocol's types only (the extension validates what crosses into it).
+ * trainer-daemon/protocol/; the protocol imports nothing else of ours, and nothing Node-only outside
+ * protocol/node/; the pages import nothing Node-only and nothing of the extension, the extension nothing of the
+ * pages (what both use is in protocol/ui/); no import circles (type imports count: they are the circles that grow
+ * into runtime ones), between files or between rooms (a folder importing back a folder that imports it: an arrow
+ * that runs up). The same check is run on seeded trees to show that it fails on each kind of violation. The
+ * webview's pages bundle no zod: they import the protocol's types only (the extension validates what crosses into it).
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -16,7 +17,7 @@ import { tempDir } from '../helpers/tmp';
 
 const root = path.resolve(__dirname, '../..');
 
-test('the source tree keeps its layers: editor → protocol only, the protocol self-contained, no circles', () => {
+test('the source tree keeps its layers: editor → protocol only, the protocol self-contained and browser-safe but for protocol/node/, extension and pages apart, no circles', () => {
   assert.deepEqual(layeringViolations(root), []);
 });
 
@@ -54,6 +55,74 @@ test('the check fails on each kind of violation, in a seeded tree', (t) => {
       ],
     },
   ]);
+});
+
+test('the check fails on Node-only imports outside protocol/node/ and on imports between the extension and the pages, in a seeded tree', (t) => {
+  const dir = tempDir(t);
+  const write = (file: string, text: string): void => {
+    fs.mkdirSync(path.dirname(path.join(dir, file)), { recursive: true });
+    fs.writeFileSync(path.join(dir, file), text);
+  };
+  // Allowed: protocol/node/ on ws and node:*, the extension on it and on vscode, the pages on protocol/ui/.
+  write(
+    'trainer-daemon/protocol/node/connection.ts',
+    "import WebSocket from 'ws';\nimport fs from 'node:fs';\nexport const connect = (): unknown => [WebSocket, fs];\n",
+  );
+  write(
+    'trainer-daemon/protocol/ui/format.ts',
+    "import type { R } from '../records';\nexport const format = (r: R): R => r;\n",
+  );
+  write(
+    'trainer-daemon/protocol/ui/chart.ts',
+    "import { readFileSync } from 'fs';\nexport const chart = readFileSync;\n",
+  );
+  write(
+    'trainer-daemon/protocol/records.ts',
+    "import type { connect } from './node/connection';\nexport type R = typeof connect;\n",
+  );
+  write('trainer-daemon/protocol/paths.ts', "import path from 'node:path';\nexport const join = path.join;\n");
+  write(
+    'extension/panel.ts',
+    "import * as vscode from 'vscode';\nimport { connect } from '../trainer-daemon/protocol/node/connection';\n" +
+      "import { view } from '../webview/view';\nexport const panel = [vscode, connect, view];\n",
+  );
+  write('extension/commands.ts', 'export const commands = 1;\n');
+  write(
+    'webview/main.ts',
+    "import { format } from '../trainer-daemon/protocol/ui/format';\n" +
+      "import { connect } from '../trainer-daemon/protocol/node/connection';\nimport fs from 'node:fs';\n" +
+      "import { commands } from '../extension/commands';\nexport const main = [format, connect, fs, commands];\n",
+  );
+  write('webview/view.ts', 'export const view = 1;\n');
+  const key = (violation: object): string => JSON.stringify(violation);
+  assert.deepEqual(
+    layeringViolations(dir).map(key).sort(),
+    [
+      { rule: 'extension-imports-webview', from: 'extension/panel.ts', to: 'webview/view.ts' },
+      { rule: 'protocol-imports-node-only', from: 'trainer-daemon/protocol/paths.ts', to: 'node:path' },
+      {
+        rule: 'protocol-imports-node-only',
+        from: 'trainer-daemon/protocol/records.ts',
+        to: 'trainer-daemon/protocol/node/connection.ts',
+      },
+      { rule: 'protocol-imports-node-only', from: 'trainer-daemon/protocol/ui/chart.ts', to: 'fs' },
+      { rule: 'webview-imports-extension', from: 'webview/main.ts', to: 'extension/commands.ts' },
+      { rule: 'webview-imports-node-only', from: 'webview/main.ts', to: 'node:fs' },
+      {
+        rule: 'webview-imports-node-only',
+        from: 'webview/main.ts',
+        to: 'trainer-daemon/protocol/node/connection.ts',
+      },
+      // The two imports above between extension/ and webview/ are also an arrow running up between their rooms.
+      {
+        rule: 'room-circle',
+        rooms: ['extension', 'webview'],
+        imports: ['extension/panel.ts → webview/view.ts', 'webview/main.ts → extension/commands.ts'],
+      },
+    ]
+      .map(key)
+      .sort(),
+  );
 });
 
 test('the webview bundles ship no zod: no module of the side panel or the editor tabs imports it at run time', async (t) => {

@@ -4,12 +4,18 @@
  * (`checkpoints/delete`), and a run's retention policy (`keepCheckpoints`: which checkpoints a run keeps as new
  * ones land; training/retention.ts applies it).
  */
-import path from 'node:path';
 import { z } from 'zod';
 
 /** `peft`: an adapter folder for `PeftModel.from_pretrained(base, DIR)`; `hf` / `merged`: a `save_pretrained` folder. */
 export const CheckpointFormat = z.enum(['peft', 'hf', 'merged']);
 export type CheckpointFormat = z.infer<typeof CheckpointFormat>;
+
+/**
+ * Absolute on POSIX (`/…`) or Windows (`C:\…`, `\\server\…`, `\…`): what `path.posix.isAbsolute` or
+ * `path.win32.isAbsolute` accepts, without node:path (the protocol is browser-safe). The daemon checks again with its
+ * own platform's rule (training/exportCheckpoint.ts).
+ */
+const ABSOLUTE_PATH = /^(?:[\\/]|[A-Za-z]:[\\/])/;
 
 export const ExportCheckpointParams = z.strictObject({
   /** A checkpoint id from `checkpoints/list` (`ckpt-…`). */
@@ -20,7 +26,7 @@ export const ExportCheckpointParams = z.strictObject({
     .string()
     .min(1)
     .max(4096)
-    .refine((value) => path.isAbsolute(value), 'must be an absolute path'),
+    .refine((value) => ABSOLUTE_PATH.test(value), 'must be an absolute path'),
   /** The Python that runs the export; default: the training run's, else found as `lightning doctor` does. */
   python: z.string().min(1).optional(),
   /**

@@ -27,6 +27,11 @@ export async function exportCheckpoint(
   logger: Logger,
   params: ExportCheckpointParams,
 ): Promise<ExportCheckpointResult> {
+  // The schema accepts either platform's absolute form; this machine's rule decides (`C:\out` is relative on Linux).
+  if (!path.isAbsolute(params.out))
+    throw new InvalidInputError(
+      `out must be an absolute path on the daemon's machine (got ${JSON.stringify(params.out)})`,
+    );
   const checkpoint = training.checkpoint(params.id);
   if (!fs.existsSync(path.join(checkpoint.path, 'config.json'))) {
     throw new NotFoundError(

@@ -1,7 +1,7 @@
 /**
  * The editor tabs' browser code (one entry of the webview build, beside the side panel's): a
  * rollout, a comparison of two rollouts, or a training run, as the extension says (`show`). It
- * speaks only to the extension, through ./editorProtocol's messages (the extension validates what the
+ * speaks only to the extension, through protocol/ui/editorMessages.ts's messages (the extension validates what the
  * tab sends; the tab reads what it gets with ../pageInput, without zod), and keeps what it shows in
  * `setState`, which the extension's WebviewPanelSerializer reads back after a reload.
  */

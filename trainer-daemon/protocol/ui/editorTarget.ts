@@ -1,7 +1,7 @@
 /**
  * What both ends compute from an editor tab's target, without zod (the tab's bundle ships none): the
  * webview panel type, the key the one tab per target is found by, the tab's title, and the first
- * messages a new tab's page carries. The shapes are ./editorProtocol's.
+ * messages a new tab's page carries. The shapes are ./editorMessages.ts's.
  */
 import { formatTime, rolloutTitle } from './format';
 import type { Rollout } from '../records';
