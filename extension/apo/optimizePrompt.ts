@@ -14,7 +14,7 @@ import type { DaemonClient } from '../daemonClient';
 import type { DaemonSupervisor } from '../supervisor';
 import type { AgentCommand } from '../debug/launchCommand';
 import { launchAgentChoices, pickAgent, pickNamed } from '../pickers';
-import { followRun } from '../training/followRun';
+import { followDaemonRun } from '../training/followRun';
 import { progressText } from '../training/runText';
 import type { TrainingRuns } from '../trainingRuns';
 import type { PromptResults } from './promptResult';
@@ -236,20 +236,10 @@ export class OptimizePrompt {
       },
       async (progress, token) => {
         progress.report({ message: `run ${runId} started: scoring the original prompt…` });
-        const ended = followRun(
-          runId,
-          { onDidChange: this.runs.onDidChange, onDidConnect: this.supervisor.onDidConnect },
-          {
-            read: async () =>
-              (
-                await (
-                  await this.supervisor.ensureRunning()
-                ).request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER })
-              ).run,
-            progress: (run) => progress.report({ message: progressText(run) }),
-            warn: (error) => this.log.warn(`[apo] cannot read run ${runId}: ${errorMessage(error)}`),
-          },
-        );
+        const ended = followDaemonRun(runId, this.supervisor, this.runs.onDidChange, {
+          progress: (run) => progress.report({ message: progressText(run) }),
+          warn: (error) => this.log.warn(`[apo] cannot read run ${runId}: ${errorMessage(error)}`),
+        });
         const cancel = token.onCancellationRequested(() => {
           progress.report({ message: 'cancelling…' });
           void this.supervisor

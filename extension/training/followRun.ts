@@ -6,6 +6,7 @@
  */
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
 import type { Disposable, Event } from '../../trainer-daemon/protocol/event';
+import type { DaemonClient } from '../daemonClient';
 
 export interface RunEvents {
   /** Every run the daemon says changed. */
@@ -43,4 +44,27 @@ export function followRun(runId: string, events: RunEvents, following: RunFollow
     // The run may have ended before the listener was attached (a fast failure).
     read();
   });
+}
+
+/** The daemon a run is followed in: its connection (started if need be) and its (re)connections. */
+export interface RunDaemon {
+  ensureRunning(): Promise<Pick<DaemonClient, 'request'>>;
+  readonly onDidConnect: Event<unknown>;
+}
+
+/**
+ * followRun in a daemon, for Start Training's and Optimize This Prompt's notifications: each read is the run's
+ * summary (`getTrainingRun` past its last metric point).
+ */
+export function followDaemonRun(
+  runId: string,
+  daemon: RunDaemon,
+  onDidChange: Event<TrainingRunSummary>,
+  following: Omit<RunFollowing, 'read'>,
+): Promise<TrainingRunSummary> {
+  const read = async (): Promise<TrainingRunSummary> => {
+    const client = await daemon.ensureRunning();
+    return (await client.request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER })).run;
+  };
+  return followRun(runId, { onDidChange, onDidConnect: daemon.onDidConnect }, { ...following, read });
 }

@@ -30,7 +30,7 @@ import {
   type NumericSetting,
 } from './grpoSettings';
 import { inEditorWords } from '../../trainer-daemon/protocol/setupAdvice';
-import { followRun } from './followRun';
+import { followDaemonRun } from './followRun';
 import { endText, needsTrainerSetup, progressFraction, progressText } from './runText';
 import { fineTuneConfig } from './fineTune';
 import { pick, pickModel } from './trainingPicks';
@@ -177,20 +177,10 @@ export class TrainingCommands {
           progress.report({ message: progressText(run), increment: Math.max(0, 100 * (fraction - done)) });
           done = Math.max(done, fraction);
         };
-        const ended = followRun(
-          runId,
-          { onDidChange: this.runs.onDidChange, onDidConnect: this.supervisor.onDidConnect },
-          {
-            read: async () =>
-              (
-                await (
-                  await this.supervisor.ensureRunning()
-                ).request('getTrainingRun', { id: runId, afterStep: Number.MAX_SAFE_INTEGER })
-              ).run,
-            progress: report,
-            warn: (error) => this.log.warn(`[training] cannot read run ${runId}: ${errorMessage(error)}`),
-          },
-        );
+        const ended = followDaemonRun(runId, this.supervisor, this.runs.onDidChange, {
+          progress: report,
+          warn: (error) => this.log.warn(`[training] cannot read run ${runId}: ${errorMessage(error)}`),
+        });
         const cancel = token.onCancellationRequested(() => {
           progress.report({ message: 'cancelling…' });
           void this.supervisor

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { ListRolloutsParams, checkpointsOf, type TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
@@ -272,64 +272,57 @@ test(
   },
 );
 
+/**
+ * A one-iteration `train --policy planner=… --policy solver=…` of the two-role agent on a fresh tiny Qwen2 and store,
+ * with `flags` added (the agent mode, ranks); the store, opened once the daemon has stopped.
+ */
+async function trainTwoRoles(t: TestContext, flags: readonly string[]): Promise<Store> {
+  const cwd = tempDir(t);
+  const python = venvPython();
+  const model = path.join(cwd, 'tiny-qwen2');
+  saveTinyQwen(python, model);
+  const storeFile = path.join(cwd, '.lightning', 'store.db');
+  fs.mkdirSync(path.dirname(storeFile), { recursive: true });
+  const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  await client.request('importDataset', {
+    name: 'roles',
+    tasks: [{ id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 }],
+  });
+  client.dispose();
+  let stopped = false;
+  t.after(() => (stopped ? undefined : daemon.stop()));
+  const trained = await runCli(
+    [
+      'train',
+      ...['--model', model, '--dataset', 'roles', '--policy', 'planner=^planner$', '--policy', 'solver=^solver'],
+      ...['--iterations', '1', ...flags, '--device', 'cpu', '--python', python, '--store', storeFile, '--json'],
+      ...['--', process.execPath, AGENT],
+    ],
+    { cwd },
+  );
+  assert.equal(trained.code, 0, `${trained.stdout}\n${trained.stderr}`);
+  await daemon.stop();
+  stopped = true;
+  const store = Store.open(storeFile);
+  t.after(() => store.close());
+  return store;
+}
+
 test(
   'several policies with long-lived agent workers (--agent-mode worker): each call routed, each policy trained',
   { timeout: 900_000 },
   async (t) => {
-    const cwd = tempDir(t);
-    const python = venvPython();
-    const model = path.join(cwd, 'tiny-qwen2');
-    saveTinyQwen(python, model);
-    const storeFile = path.join(cwd, '.lightning', 'store.db');
-    fs.mkdirSync(path.dirname(storeFile), { recursive: true });
-    const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
-    const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
-    await client.request('importDataset', {
-      name: 'roles',
-      tasks: [{ id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 }],
-    });
-    client.dispose();
-    let stopped = false;
-    t.after(() => (stopped ? undefined : daemon.stop()));
-    const trained = await runCli(
-      [
-        'train',
-        '--model',
-        model,
-        '--dataset',
-        'roles',
-        '--policy',
-        'planner=^planner$',
-        '--policy',
-        'solver=^solver',
-        '--iterations',
-        '1',
-        '--samples',
-        '3',
-        '--agent-mode',
-        'worker',
-        '--workers',
-        '1',
-        '--per-worker',
-        '3',
-        '--device',
-        'cpu',
-        '--python',
-        python,
-        '--store',
-        storeFile,
-        '--json',
-        '--',
-        process.execPath,
-        AGENT,
-      ],
-      { cwd },
-    );
-    assert.equal(trained.code, 0, `${trained.stdout}\n${trained.stderr}`);
-    await daemon.stop();
-    stopped = true;
-    const store = Store.open(storeFile);
-    t.after(() => store.close());
+    const store = await trainTwoRoles(t, [
+      '--samples',
+      '3',
+      '--agent-mode',
+      'worker',
+      '--workers',
+      '1',
+      '--per-worker',
+      '3',
+    ]);
     const run = store.listTrainingRuns(10)[0]!;
     assert.equal(run.status, 'succeeded', run.error ?? '');
     const rollouts = store.listRollouts(ListRolloutsParams.parse({ mode: 'train', limit: 100 })).items;
@@ -345,58 +338,7 @@ test(
   'several policies under torchrun (2 gloo ranks on the CPU): every rank holds every adapter, each policy updated on both',
   { timeout: 900_000 },
   async (t) => {
-    const cwd = tempDir(t);
-    const python = venvPython();
-    const model = path.join(cwd, 'tiny-qwen2');
-    saveTinyQwen(python, model);
-    const storeFile = path.join(cwd, '.lightning', 'store.db');
-    fs.mkdirSync(path.dirname(storeFile), { recursive: true });
-    const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
-    const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
-    await client.request('importDataset', {
-      name: 'roles',
-      tasks: [{ id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 }],
-    });
-    client.dispose();
-    let stopped = false;
-    t.after(() => (stopped ? undefined : daemon.stop()));
-    const trained = await runCli(
-      [
-        'train',
-        '--model',
-        model,
-        '--dataset',
-        'roles',
-        '--policy',
-        'planner=^planner$',
-        '--policy',
-        'solver=^solver',
-        '--iterations',
-        '1',
-        '--samples',
-        '2',
-        '--workers',
-        '2',
-        '--nproc-per-node',
-        '2',
-        '--device',
-        'cpu',
-        '--python',
-        python,
-        '--store',
-        storeFile,
-        '--json',
-        '--',
-        process.execPath,
-        AGENT,
-      ],
-      { cwd },
-    );
-    assert.equal(trained.code, 0, `${trained.stdout}\n${trained.stderr}`);
-    await daemon.stop();
-    stopped = true;
-    const store = Store.open(storeFile);
-    t.after(() => store.close());
+    const store = await trainTwoRoles(t, ['--samples', '2', '--workers', '2', '--nproc-per-node', '2']);
     const run = store.listTrainingRuns(10)[0]!;
     assert.equal(run.status, 'succeeded', run.error ?? '');
     const metrics = store.getTrainingRun(run.id).metrics.filter((m) => m.step === 1);

@@ -20,6 +20,7 @@ import dataclasses
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -88,22 +89,16 @@ def export(params: ExportParams) -> dict:
     policy = build_policy(load, torch.device("cpu"))
     checkpoint.restore_weights(params.checkpoint, policy)
     policy.model.eval()
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
+
+    def write(folder: Path) -> None:
         if params.format == "peft":
-            _write_adapter(policy, load, tmp)
+            _write_adapter(policy, load, folder)
         else:
             model = policy.model.merge_and_unload() if policy.lora else policy.model
-            model.save_pretrained(tmp, safe_serialization=True)
-        policy.tokenizer.save_pretrained(tmp)
-        if target.exists():
-            target.rmdir()  # empty, checked above
-        os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+            model.save_pretrained(folder, safe_serialization=True)
+        policy.tokenizer.save_pretrained(folder)
+
+    _publish(target, write)
     return {
         "path": str(target),
         "format": params.format,
@@ -111,6 +106,22 @@ def export(params: ExportParams) -> dict:
         "files": sorted(p.name for p in target.iterdir()),
         "baseModel": load.model.name if params.format == "peft" else None,
     }
+
+
+def _publish(target: Path, write: Callable[[Path], None]) -> None:
+    """`write` fills a hidden folder beside `target`, renamed to it once whole: a failed export leaves nothing
+    half-written where the user asked for it (`target`, if it exists, is empty: checked by `_target`)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
+    tmp.mkdir()
+    try:
+        write(tmp)
+        if target.exists():
+            target.rmdir()
+        os.rename(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _write_adapter(policy, load: LoadParams, folder: Path) -> None:
@@ -198,18 +209,12 @@ def export_set(params: ExportParams) -> dict:
                 if own not in named:
                     raise RuntimeError(f"the checkpoint's tensor {key} has no place in adapter {name} ({own})")
                 named[own].copy_(value)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.parent / f".{target.name}.tmp-{uuid.uuid4().hex[:8]}"
-    tmp.mkdir()
-    try:
-        fresh.save_pretrained(tmp, safe_serialization=True, selected_adapters=[name for name, _, _ in loads])
-        policy.tokenizer.save_pretrained(tmp)
-        if target.exists():
-            target.rmdir()  # empty, checked above
-        os.rename(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    def write(folder: Path) -> None:
+        fresh.save_pretrained(folder, safe_serialization=True, selected_adapters=[name for name, _, _ in loads])
+        policy.tokenizer.save_pretrained(folder)
+
+    _publish(target, write)
     return {
         "path": str(target),
         "format": "peft",
