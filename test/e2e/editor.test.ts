@@ -16,6 +16,7 @@ import type { FrameLocator, Page } from 'playwright-core';
 import {
   answerInputBox,
   frameWith,
+  goToLine,
   panelFrame,
   setBreakpoint,
   pickQuickItem,
@@ -380,9 +381,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await page.keyboard.press('Enter');
     await page.locator('.monaco-editor .view-lines', { hasText: 'SYSTEM_PROMPT' }).waitFor({ timeout: 15_000 });
     // The cursor inside the literal (Go to Line accepts line:column): no selection needed.
-    await page.keyboard.press('Control+G');
-    await page.keyboard.type(`${line + 1}:${lines[line]!.indexOf('{a}') + 1}`);
-    await page.keyboard.press('Enter');
+    await goToLine(page, line + 1, lines[line]!.indexOf('{a}') + 1);
 
     await runCommand(page, 'Lightning: Optimize This Prompt');
     const title = page.locator('.quick-input-widget .quick-input-title');

@@ -234,13 +234,34 @@ export async function setBreakpoint(page: Page, workspace: string, file: string,
   await page.locator('.tab.active', { hasText: file }).waitFor({ timeout: 15_000 });
   await page.locator('.monaco-editor .view-lines').first().waitFor({ timeout: 15_000 });
   // The editor renders only the lines in view: go to the line first, then see it.
-  await page.keyboard.press('Control+G');
-  await page.keyboard.type(String(line));
-  await page.keyboard.press('Enter');
+  await goToLine(page, line);
   await page.locator('.monaco-editor .view-lines', { hasText: text }).waitFor({ timeout: 15_000 });
   await page.keyboard.press('F9');
   await page.locator('.codicon-debug-breakpoint').first().waitFor({ timeout: 10_000 });
   return line;
+}
+
+/**
+ * Moves the active editor's cursor to `line` (and `column`) with Go to Line, and waits until the status bar says it is
+ * there: keys typed before the Go to Line box has opened (a busy machine) go to the editor instead, so the box is
+ * waited for, and the whole move tried again if the cursor did not arrive.
+ */
+export async function goToLine(page: Page, line: number, column?: number): Promise<void> {
+  const where = column === undefined ? `Ln ${line},` : `Ln ${line}, Col ${column}`;
+  const arrived = page.locator('.statusbar-item', { hasText: where }).first();
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press('Control+G');
+    await page.locator('.quick-input-widget input').waitFor({ state: 'visible', timeout: 15_000 });
+    await page.keyboard.type(column === undefined ? String(line) : `${line}:${column}`);
+    await page.keyboard.press('Enter');
+    try {
+      await arrived.waitFor({ timeout: 5_000 });
+      return;
+    } catch (error) {
+      if (attempt === 3) throw error;
+      await page.keyboard.press('Escape');
+    }
+  }
 }
 
 /**
