@@ -9,7 +9,7 @@ import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import { checkpointSize, formatBytes } from '../../trainer-daemon/protocol/format';
 import type { DaemonSupervisor } from '../supervisor';
 import { checkpointName, deleteConfirmation, deleteRefusal } from './deleteText';
-import { checkpointItems, UseCheckpointArgument } from './routing';
+import { chooseCheckpoint } from './chooseCheckpoint';
 import type { CheckpointSource } from './useCheckpoint';
 
 const TITLE = 'Lightning: Delete Checkpoint';
@@ -21,29 +21,17 @@ export async function deleteCheckpointCommand(
   argument?: unknown,
 ): Promise<void> {
   const client = await supervisor.ensureRunning();
-  const { items } = await client.request('listCheckpoints', {});
-  let checkpointId: string | undefined;
-  if (argument !== undefined) {
-    const parsed = UseCheckpointArgument.safeParse(argument);
-    if (!parsed.success) throw new Error('lightning.deleteCheckpoint takes { checkpointId: string }');
-    checkpointId = parsed.data.checkpointId;
-  } else {
-    if (items.length === 0) {
-      void vscode.window.showInformationMessage('Lightning: no checkpoints to delete.');
-      return;
-    }
-    const picked = await vscode.window.showQuickPick(
-      checkpointItems(items, inUse.choice?.checkpointId).map((item) => ({
-        ...item,
-        description: [checkpointSize(item.checkpoint), item.description].filter(Boolean).join(' · '),
-      })),
-      { title: `${TITLE}: which checkpoint?`, matchOnDescription: true, matchOnDetail: true },
-    );
-    if (!picked) return;
-    checkpointId = picked.checkpoint.id;
-  }
-  const checkpoint = items.find((c) => c.id === checkpointId);
-  if (!checkpoint) throw new Error(`checkpoint ${checkpointId} does not exist in this store`);
+  const checkpoint = await chooseCheckpoint(client, argument, {
+    command: 'lightning.deleteCheckpoint',
+    title: `${TITLE}: which checkpoint?`,
+    none: 'Lightning: no checkpoints to delete.',
+    inUse: inUse.choice?.checkpointId,
+    row: (item) => ({
+      ...item,
+      description: [checkpointSize(item.checkpoint), item.description].filter(Boolean).join(' · '),
+    }),
+  });
+  if (!checkpoint) return;
   const { served } = await client.request('currentPolicy', {});
   const refusal = deleteRefusal(checkpoint, served, inUse.choice);
   if (refusal) {

@@ -11,7 +11,7 @@ import { formatBytes } from '../../trainer-daemon/protocol/format';
 import { weightsConfig } from '../../trainer-daemon/protocol/training';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import type { DaemonSupervisor } from '../supervisor';
-import { checkpointItems, UseCheckpointArgument } from './routing';
+import { chooseCheckpoint } from './chooseCheckpoint';
 import { exportFolder, formatItems } from './exportChoices';
 
 const TITLE = 'Lightning: Export Checkpoint';
@@ -22,29 +22,12 @@ export async function exportCheckpointCommand(
   argument?: unknown,
 ): Promise<void> {
   const client = await supervisor.ensureRunning();
-  const { items } = await client.request('listCheckpoints', {});
-  let checkpointId: string | undefined;
-  if (argument !== undefined) {
-    const parsed = UseCheckpointArgument.safeParse(argument);
-    if (!parsed.success) throw new Error('lightning.exportCheckpoint takes { checkpointId: string }');
-    checkpointId = parsed.data.checkpointId;
-  } else {
-    if (items.length === 0) {
-      void vscode.window.showInformationMessage(
-        'Lightning: no checkpoints yet. Training (lightning train --algorithm grpo) saves one per iteration.',
-      );
-      return;
-    }
-    const picked = await vscode.window.showQuickPick(checkpointItems(items, undefined), {
-      title: `${TITLE} (1/3): which checkpoint?`,
-      matchOnDescription: true,
-      matchOnDetail: true,
-    });
-    if (!picked) return;
-    checkpointId = picked.checkpoint.id;
-  }
-  const checkpoint = items.find((c) => c.id === checkpointId);
-  if (!checkpoint) throw new Error(`checkpoint ${checkpointId} does not exist in this store`);
+  const checkpoint = await chooseCheckpoint(client, argument, {
+    command: 'lightning.exportCheckpoint',
+    title: `${TITLE} (1/3): which checkpoint?`,
+    none: 'Lightning: no checkpoints yet. Training (lightning train --algorithm grpo) saves one per iteration.',
+  });
+  if (!checkpoint) return;
   const { run } = await client.request('getTrainingRun', { id: checkpoint.runId });
   const trained = weightsConfig(run);
   const adapter = trained ? (trained.adapter?.kind ?? (trained.model.kind === 'tiny' ? 'full' : 'lora')) : 'full';

@@ -16,9 +16,7 @@ import {
   InvalidInputError,
   mapError,
   NotFoundError,
-  PayloadTooLargeError,
   UnauthorizedError,
-  UnsupportedMediaTypeError,
 } from '../protocol/errors';
 import type { Logger } from '../log';
 import { loggedPath, requestIdOf, requestPath, sendJson } from '../server/http';
@@ -28,6 +26,7 @@ import type { WriteQueue } from '../store/writeQueue';
 import type { OtlpReceiver } from '../otlp/receiver';
 import { ExportCancelledError } from '../otlp/gunzip';
 import { budgetFromEnv, type ByteBudget } from './byteBudget';
+import { accountBody, closesAfterResponse, parseJsonBody, readBody } from './requestBody';
 import { RecordingProxy } from './proxy';
 import type { UpstreamConfig } from './proxyCall';
 import { FinishBody } from '../protocol/runner';
@@ -67,56 +66,6 @@ const PROXIED: Record<string, Api | null> = {
 
 /** `POST /reward`: the fields of `rewards/add` an agent gives (with their defaults); the rollout is the URL's, the source `agent`. */
 const RewardBody = AddRewardParams.pick({ value: true, name: true, spanId: true, comment: true });
-
-/** Requests whose unread remainder must not be drained: their connection closes after the answer. */
-const closeAfterResponse = new WeakSet<IncomingMessage>();
-
-/** The in-flight byte budget of the daemon's agent routes, by request (set in AgentRoutes.handle). */
-const budgets = new WeakMap<IncomingMessage, { budget: ByteBudget; response: ServerResponse }>();
-
-/**
- * Reads a request body up to `limit` bytes; past it, rejects with PayloadTooLargeError (413). The
- * bytes count against the daemon's in-flight budget until the response closes; past the budget,
- * rejects with OverloadedError (503, retryable).
- */
-export function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
-  const accounting = budgets.get(request);
-  return new Promise((resolve, reject) => {
-    const declared = Number(request.headers['content-length'] ?? 0);
-    if (declared > limit) {
-      // A declared length is finite: read it off and drop it, so the client finishes sending and
-      // reads the 413 on a connection that stays usable.
-      reject(new PayloadTooLargeError(`the request body (${declared} bytes) is over the ${limit}-byte limit`));
-      request.resume();
-      return;
-    }
-    const chunks: Buffer[] = [];
-    let size = 0;
-    request.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      try {
-        accounting?.budget.take(chunk.length, accounting.response);
-      } catch (error) {
-        request.pause();
-        request.removeAllListeners('data');
-        closeAfterResponse.add(request);
-        reject(error);
-        return;
-      }
-      if (size > limit) {
-        // A chunked body may never end: stop reading; the 413 goes out with Connection: close.
-        request.pause();
-        request.removeAllListeners('data');
-        closeAfterResponse.add(request);
-        reject(new PayloadTooLargeError(`the request body is over the ${limit}-byte limit`));
-        return;
-      }
-      chunks.push(chunk);
-    });
-    request.on('end', () => resolve(Buffer.concat(chunks)));
-    request.on('error', reject);
-  });
-}
 
 export interface AgentRoutesOptions {
   readonly store: Store;
@@ -170,7 +119,7 @@ export class AgentRoutes {
   handle(request: IncomingMessage, response: ServerResponse): boolean {
     const url = requestPath(request.url);
     if (!url) return false;
-    budgets.set(request, { budget: this.budget, response });
+    accountBody(request, this.budget, response);
     const match = /^\/r\/([A-Za-z0-9_-]{16,64})(\/.*)?$/.exec(url.pathname);
     let work: Promise<void>;
     const runner = /^\/b\/([A-Za-z0-9_-]{16,64})\/([A-Za-z0-9_-]{1,32})\/next$/.exec(url.pathname);
@@ -191,7 +140,7 @@ export class AgentRoutes {
           error: errorMessage(error),
         });
       const headers = {
-        ...(closeAfterResponse.has(request) ? { connection: 'close' } : {}),
+        ...(closesAfterResponse(request) ? { connection: 'close' } : {}),
         ...(status === 503 ? { 'retry-after': '1' } : {}),
       };
       // An Anthropic or Gemini SDK reads errors in its provider's shape.
@@ -485,27 +434,4 @@ function bearerMatches(header: string | undefined, token: string): boolean {
   const given = Buffer.from(/^Bearer (.+)$/.exec(header ?? '')?.[1] ?? '');
   const expected = Buffer.from(token);
   return given.length === expected.length && crypto.timingSafeEqual(given, expected);
-}
-
-function parseJsonBody(request: IncomingMessage, body: Buffer): { [key: string]: Json } {
-  const type = String(request.headers['content-type'] ?? '');
-  // Exactly a JSON media type: `text/plain;charset=json` is what a web page can send without a CORS
-  // preflight, and it must not drive the proxy or /reward with a rollout key it learned.
-  const media = type.split(';')[0]!.trim().toLowerCase();
-  if (media !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(media)) {
-    throw new UnsupportedMediaTypeError(
-      `expected a JSON body (content-type application/json), got ${type ? JSON.stringify(type.slice(0, 100)) : 'no content-type'}`,
-    );
-  }
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(body.toString('utf8'));
-  } catch (error) {
-    // V8's message quotes the body around the fault, which may hold a prompt or a key: keep only where.
-    const where = /position \d+|line \d+ column \d+/.exec(errorMessage(error))?.[0];
-    throw new InvalidInputError(`the request body is not valid JSON${where ? ` (at ${where})` : ''}`);
-  }
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
-    throw new InvalidInputError('the request body must be a JSON object');
-  return parsed as { [key: string]: Json };
 }

@@ -1,0 +1,92 @@
+/**
+ * An agent request's body, read within limits: a byte cap checked as data arrives, the daemon's in-flight byte budget,
+ * and a JSON media type and object (agentRoutes.ts reads every body through these).
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Json } from '../protocol';
+import { errorMessage, InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../protocol/errors';
+import type { ByteBudget } from './byteBudget';
+
+/** Requests whose unread remainder must not be drained: their connection closes after the answer. */
+const closeAfterResponse = new WeakSet<IncomingMessage>();
+
+/** The in-flight byte budget of the daemon's agent routes, by request (set by accountBody). */
+const budgets = new WeakMap<IncomingMessage, { budget: ByteBudget; response: ServerResponse }>();
+
+/**
+ * Reads a request body up to `limit` bytes; past it, rejects with PayloadTooLargeError (413). The
+ * bytes count against the daemon's in-flight budget until the response closes; past the budget,
+ * rejects with OverloadedError (503, retryable).
+ */
+export function readBody(request: IncomingMessage, limit: number): Promise<Buffer> {
+  const accounting = budgets.get(request);
+  return new Promise((resolve, reject) => {
+    const declared = Number(request.headers['content-length'] ?? 0);
+    if (declared > limit) {
+      // A declared length is finite: read it off and drop it, so the client finishes sending and
+      // reads the 413 on a connection that stays usable.
+      reject(new PayloadTooLargeError(`the request body (${declared} bytes) is over the ${limit}-byte limit`));
+      request.resume();
+      return;
+    }
+    const chunks: Buffer[] = [];
+    let size = 0;
+    request.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      try {
+        accounting?.budget.take(chunk.length, accounting.response);
+      } catch (error) {
+        request.pause();
+        request.removeAllListeners('data');
+        closeAfterResponse.add(request);
+        reject(error);
+        return;
+      }
+      if (size > limit) {
+        // A chunked body may never end: stop reading; the 413 goes out with Connection: close.
+        request.pause();
+        request.removeAllListeners('data');
+        closeAfterResponse.add(request);
+        reject(new PayloadTooLargeError(`the request body is over the ${limit}-byte limit`));
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.on('end', () => resolve(Buffer.concat(chunks)));
+    request.on('error', reject);
+  });
+}
+
+/** Counts what `request`'s body holds against `budget` until `response` closes (readBody takes from it). */
+export function accountBody(request: IncomingMessage, budget: ByteBudget, response: ServerResponse): void {
+  budgets.set(request, { budget, response });
+}
+
+/** Whether `request` stopped being read (past a limit or the budget): its connection closes after the answer. */
+export function closesAfterResponse(request: IncomingMessage): boolean {
+  return closeAfterResponse.has(request);
+}
+
+/** The body as a JSON object, refused unless its content type is exactly JSON. */
+export function parseJsonBody(request: IncomingMessage, body: Buffer): { [key: string]: Json } {
+  const type = String(request.headers['content-type'] ?? '');
+  // Exactly a JSON media type: `text/plain;charset=json` is what a web page can send without a CORS
+  // preflight, and it must not drive the proxy or /reward with a rollout key it learned.
+  const media = type.split(';')[0]!.trim().toLowerCase();
+  if (media !== 'application/json' && !/^application\/[a-z0-9.+-]+\+json$/.test(media)) {
+    throw new UnsupportedMediaTypeError(
+      `expected a JSON body (content-type application/json), got ${type ? JSON.stringify(type.slice(0, 100)) : 'no content-type'}`,
+    );
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(body.toString('utf8'));
+  } catch (error) {
+    // V8's message quotes the body around the fault, which may hold a prompt or a key: keep only where.
+    const where = /position \d+|line \d+ column \d+/.exec(errorMessage(error))?.[0];
+    throw new InvalidInputError(`the request body is not valid JSON${where ? ` (at ${where})` : ''}`);
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed))
+    throw new InvalidInputError('the request body must be a JSON object');
+  return parsed as { [key: string]: Json };
+}
