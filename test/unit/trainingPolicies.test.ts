@@ -137,21 +137,33 @@ test("routing: each call to its policy's adapter by baggage, else model; none: t
     `${server}/base/v1`,
   );
   assert.equal(
-    router.route('https://api.example/v1', call(3, 'gpt'), {}),
+    router.route('https://api.example/v1', call(3, 'gpt'), { baggage: 'agent.name=writer' }),
     'https://api.example/v1',
     'not a policy server',
   );
   assert.equal(router.route(null, call(4, 'gpt'), {}), null);
-  const spans = [0, 1, 2].map((i) => callSpan(i, 'x', [3]));
+  const spans = [0, 1, 2, 3, 4].map((i) => callSpan(i, 'x', [3]));
+  for (const span of spans) delete span.attributes['gen_ai.agent.name'];
   spans.forEach((span) => router.stamp(span, 'r'));
   assert.deepEqual(
-    spans.map((s) => [s.attributes['lightning.policy'], s.attributes['lightning.policy_route']]),
+    spans.map((s) => [
+      s.attributes['lightning.policy'],
+      s.attributes['lightning.policy_route'],
+      s.attributes['gen_ai.agent.name'],
+    ]),
     [
-      ['planner', 'agent:planner'],
-      ['solver', 'model:solver-model'],
-      ['base', 'none'],
+      ['planner', 'agent:planner', 'planner'],
+      ['solver', 'model:solver-model', undefined],
+      ['base', 'none', 'critic'],
+      [undefined, undefined, 'writer'],
+      [undefined, undefined, undefined],
     ],
+    "every call's baggage agent name is recorded, routed or not",
   );
+  const named = callSpan(6, 'own', [3]);
+  router.noteAgent(call(6, 'gpt'), { baggage: 'gen_ai.agent.name=other' });
+  router.stamp(named, 'r');
+  assert.equal(named.attributes['gen_ai.agent.name'], 'own', "a span's own agent name stays");
   const late = callSpan(0, 'x', [3]);
   router.stamp(late, 'r');
   assert.equal(late.attributes['lightning.policy'], undefined, 'each routing stamps one span');

@@ -374,7 +374,12 @@ export class AgentRoutes {
       agent.providerUpstreams[route.provider] ??
       this.options.upstream.providers?.[route.provider] ??
       DEFAULT_PROVIDER_UPSTREAMS[route.provider];
-    await this.proxy.forward({ ...call, upstream, path: providerPathAt(upstream, route) }, request, response);
+    policyRouter.noteAgent(call, request.headers);
+    try {
+      await this.proxy.forward({ ...call, upstream, path: providerPathAt(upstream, route) }, request, response);
+    } finally {
+      policyRouter.done(call.rolloutId, callIndex);
+    }
   }
 
   /** `POST $LIGHTNING_RUNNER_URL/next`: the next rollout of the batch for this worker, or 204 when it is done. */

@@ -5,6 +5,10 @@
  * rollout goes to one of them is sent to `…/adapter/<policy>/v1` (or `…/base/v1` when no policy matches), and its span
  * records `lightning.policy` and `lightning.policy_route`. Calls to any other upstream pass untouched. The router lives
  * in the daemon's process: the training loop registers, the agent routes ask.
+ *
+ * Every proxied call's span also records the agent name its `baggage` carries, as `gen_ai.agent.name` (unless the
+ * span has one): the name a policy's REGEX is matched against when the call is made is the name LightningRL reads
+ * later (`--agent`, a policy's transitions) and the one Start Training offers from a dataset's rollouts.
  */
 import type { IncomingHttpHeaders } from 'node:http';
 import {
@@ -17,6 +21,9 @@ import {
   type SpanInput,
 } from '../protocol';
 import type { Disposable } from '../protocol/event';
+
+/** The span attribute the baggage's agent name is recorded as (OpenTelemetry GenAI's name for it). */
+export const AGENT_NAME_ATTRIBUTE = 'gen_ai.agent.name';
 
 /** The baggage keys an agent's name is read from, in this order (OpenTelemetry GenAI's first). */
 const AGENT_BAGGAGE_KEYS = ['gen_ai.agent.name', 'agent.name'];
@@ -74,21 +81,38 @@ export class PolicyRouter {
     call: { readonly rolloutId: string; readonly callIndex: number; readonly json: { [key: string]: Json } | null },
     headers: IncomingHttpHeaders,
   ): string | null {
+    const agent = this.noteAgent(call, headers);
     const base = upstream?.replace(/\/+$/, '');
     const policies = base === undefined ? undefined : this.servers.get(base);
     if (base === undefined || policies === undefined || !base.endsWith('/v1')) return upstream;
     const model = typeof call.json?.model === 'string' ? call.json.model : null;
-    const { policy, route } = policyFor(policies, { agent: baggageAgentName(headers.baggage), model });
-    if (this.pending.size >= MAX_PENDING) this.pending.delete(this.pending.keys().next().value!);
-    this.pending.set(`${call.rolloutId}\u0000${call.callIndex}`, {
-      [POLICY_ATTRIBUTE]: policy,
-      [POLICY_ROUTE_ATTRIBUTE]: route,
-    });
+    const { policy, route } = policyFor(policies, { agent, model });
+    this.remember(call, { [POLICY_ATTRIBUTE]: policy, [POLICY_ROUTE_ATTRIBUTE]: route });
     const prefix = policy === BASE_POLICY ? '/base' : `/adapter/${policy}`;
     return `${base.slice(0, -'/v1'.length)}${prefix}/v1`;
   }
 
-  /** Adds the routing of a call routed by {@link route} to its span, as the span is recorded. */
+  /** The agent name in a call's baggage, kept for its span ({@link stamp}); null without one. */
+  noteAgent(
+    call: { readonly rolloutId: string; readonly callIndex: number },
+    headers: IncomingHttpHeaders,
+  ): string | null {
+    const agent = baggageAgentName(headers.baggage);
+    if (agent !== null) this.remember(call, { [AGENT_NAME_ATTRIBUTE]: agent });
+    return agent;
+  }
+
+  private remember(
+    call: { readonly rolloutId: string; readonly callIndex: number },
+    attributes: Record<string, string>,
+  ): void {
+    const key = `${call.rolloutId}\u0000${call.callIndex}`;
+    const known = this.pending.get(key);
+    if (!known && this.pending.size >= MAX_PENDING) this.pending.delete(this.pending.keys().next().value!);
+    this.pending.set(key, { ...known, ...attributes });
+  }
+
+  /** Adds what {@link route} kept of a call (its routing, its agent's name) to its span, as the span is recorded. */
   stamp(span: SpanInput, rolloutId: string): void {
     const index = span.attributes['lightning.call_index'];
     if (typeof index !== 'number') return;
@@ -96,7 +120,11 @@ export class PolicyRouter {
     const attributes = this.pending.get(key);
     if (!attributes) return;
     this.pending.delete(key);
-    Object.assign(span.attributes, attributes);
+    const { [AGENT_NAME_ATTRIBUTE]: agent, ...routing } = attributes;
+    // An agent name the span already has (a translated call's own) stays.
+    if (agent !== undefined && !(AGENT_NAME_ATTRIBUTE in span.attributes))
+      span.attributes[AGENT_NAME_ATTRIBUTE] = agent;
+    Object.assign(span.attributes, routing);
   }
 
   /** Forgets a call's routing once it is done (recorded or not). */

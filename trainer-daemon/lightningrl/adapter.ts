@@ -184,6 +184,21 @@ function rewardSpanValue(span: Span): number | null {
 }
 
 /**
+ * The agent an LLM call of these spans belongs to, as training attributes it: the nearest enclosing agent span (its
+ * OTLP twin's chain first: it carries the framework's parents for the proxy's record of the same call), else the
+ * call's own name (the baggage's, recorded by the proxy); null when none names one.
+ */
+export function callAgent(spans: readonly Span[]): (call: Span) => string | null {
+  const parents = repairParents(spans);
+  const twinOf = new Map<string, Span>();
+  for (const span of spans) {
+    const same = span.attributes['lightning.same_call_as'];
+    if (typeof same === 'string') twinOf.set(same, span);
+  }
+  return (call) => enclosingAgent(twinOf.get(call.spanId) ?? call, parents) ?? enclosingAgent(call, parents);
+}
+
+/**
  * The rollout's LLM calls (category `llm`, in sequence order — the proxy's twin of an OTLP span
  * is already the only `llm` one), those of agents matching `agentMatch` (and, with several policies, those `policy`'s
  * adapter answered: their `lightning.policy`), with step rewards
@@ -197,13 +212,7 @@ export function extractCalls(
   agentMatch?: RegExp,
   policy?: string,
 ): LlmCall[] {
-  const parents = repairParents(spans);
-  // An OTLP twin carries the framework's parent chain for the proxy's record of the same call.
-  const twinOf = new Map<string, Span>();
-  for (const span of spans) {
-    const same = span.attributes['lightning.same_call_as'];
-    if (typeof same === 'string') twinOf.set(same, span);
-  }
+  const agentOf = callAgent(spans);
   const ordered = [...spans].sort((a, b) => a.sequence - b.sequence);
   const calls: LlmCall[] = [];
   // A step's annotation: its latest human one, else its latest of any source (annotations are append-only).
@@ -220,7 +229,7 @@ export function extractCalls(
   for (const span of ordered) {
     if (span.category === 'llm') {
       const chat = reader.read(span.attributes);
-      const agentName = enclosingAgent(twinOf.get(span.spanId) ?? span, parents) ?? enclosingAgent(span, parents);
+      const agentName = agentOf(span);
       const trained =
         (!agentMatch || (agentName !== null && agentMatch.test(agentName))) &&
         (policy === undefined || span.attributes[POLICY_ATTRIBUTE] === policy);

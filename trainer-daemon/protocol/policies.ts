@@ -133,3 +133,33 @@ export function policyIssues(config: PolicyConfigView): { path: string; message:
     });
   return issues;
 }
+
+/** A name a dataset's recorded calls go by (an agent's, or a requested model), and how often it was seen. */
+export const SeenName = z.object({
+  name: z.string(),
+  /** LLM calls that went by it. */
+  calls: z.number().int().nonnegative(),
+  /** Rollouts with at least one such call. */
+  rollouts: z.number().int().nonnegative(),
+});
+export type SeenName = z.infer<typeof SeenName>;
+
+export const DatasetAgentsParams = z.strictObject({
+  /** A dataset's name or id. */
+  dataset: z.string().min(1),
+  /** Its newest rollouts read, at most. */
+  limit: z.number().int().min(1).max(500).default(200),
+});
+
+/**
+ * The names a dataset's newest rollouts' LLM calls went by — what a policy's REGEX can match (Start Training offers
+ * them): each call's agent as training attributes it (its enclosing agent span, else the agent name its baggage
+ * carried), and the model it asked for; most calls first.
+ */
+export const DatasetAgents = z.object({
+  /** Rollouts read (the dataset's newest, at most `limit`). */
+  rollouts: z.number().int().nonnegative(),
+  agents: z.array(SeenName),
+  models: z.array(SeenName),
+});
+export type DatasetAgents = z.infer<typeof DatasetAgents>;

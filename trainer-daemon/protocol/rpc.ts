@@ -38,6 +38,7 @@ import {
   TrainingRunSummary,
 } from './training';
 import { PolicyChanged, PolicyRef, ServedPolicy, ServePolicyParams } from './policy';
+import { DatasetAgents, DatasetAgentsParams } from './policies';
 import {
   DeleteCheckpointParams,
   DeleteCheckpointResult,
@@ -380,6 +381,8 @@ export const Methods = {
     z.strictObject({ dataset: z.string().min(1), split: z.enum(['train', 'val', 'test']).optional() }),
     z.object({ dataset: Dataset, items: z.array(Task) }),
   ),
+  /** The agent names and models its newest rollouts' LLM calls went by (protocol/policies.ts): what Start Training offers as policies. */
+  datasetAgents: method('datasets/agents', DatasetAgentsParams, DatasetAgents),
   /** Every resource with its current and latest version. */
   listResources: method('resources/list', z.strictObject({}), z.object({ items: z.array(ResourceSummary) })),
   /** One version of a resource (default: the current one) and the list of all its versions. */

@@ -22,6 +22,7 @@ import { scoreRollouts, ScoreJobs } from '../rewards/job';
 import { proxyJudgeTransport } from '../rewards/judgeTransport';
 import type { Broadcast } from './notifier';
 import { rolloutTransitions } from '../lightningrl/rolloutView';
+import { datasetAgents } from '../lightningrl/agentNames';
 import type { TrainingManager } from '../training/manager';
 import { TrainingService } from '../training/service';
 import type { WorkerBatches } from '../runner/workerBatches';
@@ -125,6 +126,7 @@ export function createHandlers({
     importDataset: (params) => write(() => store.importDataset(params)),
     listDatasets: () => ({ items: store.listDatasets() }),
     listTasks: ({ dataset, split }) => trainingService.tasks(dataset, split),
+    datasetAgents: (params) => datasetAgents(store, params),
     listResources: () => ({ items: store.listResources() }),
     getResource: ({ name, version }) => store.getResource(name, version),
     putResource: (params) => write(() => store.putResource(params)),
