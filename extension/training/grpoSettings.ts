@@ -12,6 +12,7 @@ import {
   type GrpoConfigInput,
   type KeepCheckpoints,
   type ModelSpec,
+  type PolicySpecInput,
 } from '../../trainer-daemon/protocol';
 import { isSecretVariable } from '../../trainer-daemon/protocol/secrets';
 import type { AgentCommand } from '../debug/launchCommand';
@@ -124,6 +125,8 @@ export interface TrainingChoices {
   readonly dataset: string;
   readonly command: AgentCommand;
   readonly settings: GrpoSettings;
+  /** Several policies (a Hugging Face model only), one LoRA adapter each; empty or absent: one. */
+  readonly policies?: readonly PolicySpecInput[];
   /** The `lightning.training.keepCheckpoints` setting (retention); absent: the daemon's default. */
   readonly keepCheckpoints?: KeepCheckpoints;
 }
@@ -136,6 +139,7 @@ export function grpoConfig(choices: TrainingChoices): Parsed<GrpoConfig> {
     model: choices.model,
     dataset: choices.dataset,
     ...choices.settings,
+    ...(choices.policies?.length ? { policies: [...choices.policies] } : {}),
     ...(choices.keepCheckpoints === undefined ? {} : { keepCheckpoints: choices.keepCheckpoints }),
     command: { argv: [...choices.command.argv], cwd: choices.command.cwd, ...(Object.keys(env).length ? { env } : {}) },
   };

@@ -3,12 +3,18 @@
  * algorithm (APO hands off to Optimize This Prompt, which starts its run the same way; Fine-tune on Good Rollouts asks
  * for the model and its settings: fineTune.ts), then the base model, the dataset, the agent (a launch configuration
  * run as a command, without the debugger: debug/launchCommand.ts, picked with pickers.ts) and the settings (start
- * with the defaults, or change one at a time; remembered per workspace), then sends `training/start` to the daemon,
+ * with the defaults, or change one at a time; remembered per workspace; a Hugging Face model may train several
+ * policies, picked from the dataset's recorded agent names: policyPicks.ts), then sends `training/start` to the daemon,
  * which drives the run. A run is followed in a progress
  * notification whose Cancel sends `trainingRuns/cancel`, and shown in the panel as it goes.
  */
 import * as vscode from 'vscode';
-import type { DaemonTrainingConfig, TrainingRunSummary } from '../../trainer-daemon/protocol';
+import type {
+  DaemonTrainingConfig,
+  ModelSpec,
+  PolicySpecInput,
+  TrainingRunSummary,
+} from '../../trainer-daemon/protocol';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import { assertNever } from '../../trainer-daemon/protocol/assert';
 import { isResumable } from '../../trainer-daemon/protocol/status';
@@ -34,6 +40,7 @@ import { followDaemonRun } from './followRun';
 import { endText, needsTrainerSetup, progressFraction, progressText } from './runText';
 import { fineTuneConfig } from './fineTune';
 import { pick, pickModel } from './trainingPicks';
+import { describePolicies, policiesFromPicks, policyPickItems } from './policyPicks';
 
 const TITLE = 'Lightning: Start Training';
 const MEMORY = {
@@ -103,8 +110,9 @@ export class TrainingCommands {
     if (!dataset) return;
     const agent = await this.pickAgent();
     if (!agent) return;
-    const settings = await this.chooseSettings(client, dataset);
-    if (!settings) return;
+    const chosen = await this.chooseSettings(client, model, dataset);
+    if (!chosen) return;
+    const { settings, policies } = chosen;
     const keep = readSettings().keepCheckpoints;
     if (typeof keep === 'object')
       throw new Error(`cannot start training: the lightning.training.keepCheckpoints setting: ${keep.error}`);
@@ -113,6 +121,7 @@ export class TrainingCommands {
       dataset,
       command: agent,
       settings,
+      policies,
       ...(keep === undefined ? {} : { keepCheckpoints: keep }),
     });
     if (!config.ok) throw new Error(`cannot start training: ${config.message}`);
@@ -282,14 +291,57 @@ export class TrainingCommands {
     )?.command;
   }
 
-  /** "Start" with the current settings, or change one at a time (the list comes back after each). */
-  private async chooseSettings(client: DaemonClient, dataset: string): Promise<GrpoSettings | undefined> {
+  /**
+   * The policies of a run with several (one LoRA adapter each): the names the dataset's newest rollouts' calls went
+   * by, agents first, the current ones ticked; none ticked trains one adapter on every call. Undefined: dismissed.
+   */
+  private async pickPolicies(
+    client: DaemonClient,
+    dataset: string,
+    current: readonly PolicySpecInput[],
+  ): Promise<PolicySpecInput[] | undefined> {
+    const seen = await client.request('datasetAgents', { dataset });
+    const items = policyPickItems(seen);
+    if (items.length === 0) {
+      void vscode.window.showInformationMessage(
+        `Lightning: no calls in ${dataset}'s rollouts name an agent or a model yet (${seen.rollouts} rollouts read). Run the agent on the dataset first (Run Dataset), with its agent's name in an OpenTelemetry agent span or the W3C baggage header (gen_ai.agent.name), or give each policy a REGEX with lightning train --policy NAME=REGEX.`,
+      );
+      return undefined;
+    }
+    const ticked = new Set(current.map((p) => p.match));
+    const chosen = await vscode.window.showQuickPick(
+      items.map((item) => ({ ...item, picked: ticked.has(policiesFromPicks([item.pick])[0]!.match) })),
+      {
+        title: `${TITLE}: policies — tick each role to train with an adapter of its own (calls of the others: the base model, not trained)`,
+        canPickMany: true,
+        ignoreFocusOut: true,
+        matchOnDescription: true,
+      },
+    );
+    return chosen && policiesFromPicks(chosen.map((item) => item.pick));
+  }
+
+  /**
+   * "Start" with the current settings, or change one at a time (the list comes back after each). A Hugging Face model
+   * may train several policies, one LoRA adapter each, picked from the names the dataset's recorded calls went by.
+   */
+  private async chooseSettings(
+    client: DaemonClient,
+    model: ModelSpec,
+    dataset: string,
+  ): Promise<{ settings: GrpoSettings; policies: PolicySpecInput[] } | undefined> {
     let settings: GrpoSettings = { ...DEFAULT_SETTINGS, ...this.memory.get<Partial<GrpoSettings>>(MEMORY.settings) };
-    type Choice = 'start' | NumericSetting | 'valDataset' | 'device';
+    // Not remembered: which names a run can route by depends on its dataset's rollouts.
+    let policies: PolicySpecInput[] = [];
+    type Choice = 'start' | NumericSetting | 'valDataset' | 'device' | 'policies';
     for (;;) {
       const choice = await pick<Choice>(
         [
-          { label: '$(play) Start training', description: describeSettings(settings), value: 'start' },
+          {
+            label: '$(play) Start training',
+            description: `${describeSettings(settings)}${policies.length ? ` · policies ${policies.map((p) => p.name).join(', ')}` : ''}`,
+            value: 'start',
+          },
           ...(Object.keys(NUMERIC_SETTINGS) as NumericSetting[]).map((key) => ({
             label: NUMERIC_SETTINGS[key].label,
             description: String(settings[key]),
@@ -308,13 +360,28 @@ export class TrainingCommands {
             detail: 'auto: the GPU when CUDA is available, else the CPU',
             value: 'device',
           },
+          ...(model.kind === 'hf'
+            ? [
+                {
+                  label: 'Policies',
+                  description: describePolicies(policies),
+                  detail:
+                    "several roles, one LoRA adapter each: picked from the agent names and models of the dataset's rollouts",
+                  value: 'policies' as const,
+                },
+              ]
+            : []),
         ],
         `${TITLE} (5/5): settings — start, or change one`,
       );
       if (!choice) return undefined;
       if (choice === 'start') {
         await this.memory.update(MEMORY.settings, settings);
-        return settings;
+        return { settings, policies };
+      }
+      if (choice === 'policies') {
+        policies = (await this.pickPolicies(client, dataset, policies)) ?? policies;
+        continue;
       }
       if (choice === 'valDataset') {
         const { items } = await client.request('listDatasets', {});

@@ -5,7 +5,9 @@
  * Training** (GRPO, "Hugging Face model…" typed as the local folder, LoRA by default) for 2 iterations by the test
  * venv's PyTorch 2 + transformers + peft; then **Use** on its newest checkpoint serves it (the status bar says so) and
  * **Export** writes it as a merged model into the workspace, which a separate, isolated Python loads with stock
- * transformers alone. Screenshots go to test-results/e2e/hf-*.png.
+ * transformers alone. Then Start Training's **Policies** offers the names the dataset's rollouts went by (the agent's
+ * baggage name and its model), and the one picked trains a LoRA adapter of its own. Screenshots go to
+ * test-results/e2e/hf-*.png.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -13,7 +15,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
+import type { Checkpoint, TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { answerInputBox, pickQuickItem, pickQuickLabel, runCommand } from '../helpers/codeServer';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
@@ -151,6 +153,46 @@ describe(
       );
       assert.equal(loaded.status, 0, loaded.stderr);
       assert.match(loaded.stdout, /^Qwen2ForCausalLM \d+/);
+    });
+
+    it("Policies offers the agent names and models of the dataset's rollouts; the picked one trains an adapter of its own", async () => {
+      await runCommand(page, 'Lightning: Start Training');
+      await pickQuickItem(page, 'GRPO');
+      await pickQuickLabel(page, model);
+      await pickQuickItem(page, '3 train · 2 val tasks');
+      await pickQuickLabel(page, TRAINING_AGENT);
+      await pickQuickLabel(page, 'Policies');
+      // The first run's rollouts: the agent named itself "digits" in its baggage and asked for the model tools-policy.
+      const offered = page.locator('.quick-input-widget .quick-input-list .monaco-list-row');
+      await offered.filter({ hasText: 'tools-policy' }).first().waitFor({ timeout: 15_000 });
+      assert.match(
+        await offered.filter({ hasText: 'digits' }).first().innerText(),
+        /agent · \d+ calls in \d+ rollouts/,
+      );
+      await pickQuickItem(page, 'digits');
+      await page.locator('.quick-input-widget .quick-input-box input').press('Enter');
+      await page
+        .locator('.quick-input-widget .monaco-list-row', { hasText: 'digits (one LoRA adapter each)' })
+        .waitFor({ timeout: 15_000 });
+      await pickQuickLabel(page, 'Iterations');
+      await answerInputBox(page, 'Start Training: Iterations', '1');
+      await pickQuickLabel(page, 'Start training');
+      // The panel opens on the new run; the toast says when it ends.
+      const opened = panel.locator(`.run-detail:not([data-run-id="${runId}"])`);
+      await opened.waitFor({ timeout: 60_000 });
+      const policyRunId = (await opened.getAttribute('data-run-id'))!;
+      await toast(new RegExp(`training run ${policyRunId} (finished|cancelled|failed)`)).waitFor({ timeout: 420_000 });
+      const runs = await runCli(['train', '--list', '--json', '--store', session.storeFile]);
+      const policyRun = (JSON.parse(runs.stdout) as TrainingRunSummary[]).find((item) => item.id === policyRunId)!;
+      assert.equal(policyRun.status, 'succeeded', policyRun.error ?? '');
+      assert.deepEqual(policyRun.algorithm === 'grpo' && policyRun.config.policies.map((p) => [p.name, p.match]), [
+        ['digits', '^digits$'],
+      ]);
+      // Its checkpoints are the digits adapter's: checkpoints/<run>/<step>/digits.
+      const listed = await runCli(['checkpoints', '--run', policyRun.id, '--json', '--store', session.storeFile]);
+      const mine = (JSON.parse(listed.stdout) as { items: Checkpoint[] }).items;
+      assert.ok(mine.length > 0 && mine.every((c) => path.basename(c.path) === 'digits'), listed.stdout);
+      await session.shot('hf-4-policies');
     });
   },
 );

@@ -6,12 +6,19 @@
 import { assertNever } from './assert';
 import type { TrainingRun } from './training';
 
-/** APO trains a prompt resource; GRPO and SFT a model: the tiny built-in one, or a Hugging Face name. */
+/**
+ * APO trains a prompt resource; GRPO and SFT a model: the tiny built-in one, or a Hugging Face name — with several
+ * policies, their names after it: "Qwen/Qwen2.5-0.5B-Instruct [planner, solver]".
+ */
 export function trainedTarget(run: TrainingRun): string {
   switch (run.algorithm) {
     case 'apo':
       return run.config.resource;
-    case 'grpo':
+    case 'grpo': {
+      const model = run.config.model.kind === 'hf' ? run.config.model.name : run.config.model.kind;
+      const { policies } = run.config;
+      return policies.length ? `${model} [${policies.map((p) => p.name).join(', ')}]` : model;
+    }
     case 'sft':
       return run.config.model.kind === 'hf' ? run.config.model.name : run.config.model.kind;
     default:
