@@ -7,7 +7,6 @@
  * iterations with scripted rewards (best at iteration 20) — with every checkpoint kept whole (before retention) and
  * with the default retention applied as each lands, by the daemon's own code (training/service.ts).
  */
-import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { GrpoConfig } from '../../trainer-daemon/protocol';
@@ -17,7 +16,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { TrainingService } from '../../trainer-daemon/training/service';
 import { TrainerWorker } from '../../trainer-daemon/training/worker';
 import { measureCheckpoint } from '../../trainer-daemon/training/checkpointFiles';
-import { REPO_ROOT } from '../helpers/daemon';
+import { saveTinyQwen } from '../helpers/tinyHf';
 import { fmt, median, rows } from './table';
 
 const DEMO_MODEL = { kind: 'tiny' as const, config: { context: 64 } };
@@ -119,20 +118,6 @@ async function demoDisk(worker: TrainerWorker, work: string): Promise<void> {
   }
 }
 
-/** A tiny Qwen2 with its weights written by save_pretrained (a downloaded model's folder, in miniature). */
-function hfModel(python: string, folder: string): void {
-  const script = [
-    'import sys, torch, transformers',
-    'from pathlib import Path',
-    `sys.path.insert(0, ${JSON.stringify(path.join(REPO_ROOT, 'trainer-daemon', 'python'))})`,
-    'from lightning_trainer.bench import tiny_hf_model_dir',
-    `folder = tiny_hf_model_dir(Path(${JSON.stringify(folder)}))`,
-    'torch.manual_seed(0)',
-    'transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder)).save_pretrained(folder)',
-  ].join('\n');
-  execFileSync(python, ['-c', script], { stdio: 'pipe' });
-}
-
 async function hfSavesAndExports(work: string): Promise<void> {
   const python = process.env.LIGHTNING_TEST_PYTHON;
   if (!python) {
@@ -147,7 +132,7 @@ async function hfSavesAndExports(work: string): Promise<void> {
     return;
   }
   const base = path.join(work, 'hf', 'qwen2');
-  hfModel(python, base);
+  saveTinyQwen(python, base);
   const worker = await TrainerWorker.start({ python, logger: silentLogger });
   try {
     await worker.request('load', {

@@ -17,36 +17,10 @@ import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { Checkpoint, TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { answerInputBox, pickQuickItem, pickQuickLabel, runCommand } from '../helpers/codeServer';
-import { REPO_ROOT, runCli } from '../helpers/daemon';
+import { runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
+import { saveTinyQwen, venvPython } from '../helpers/tinyHf';
 import { prepareTrainingWorkspace, TRAINING_AGENT } from '../helpers/trainingWorkspace';
-
-/** The test venv's Python (torch 2, transformers, peft): the trainer's, through LIGHTNING_PYTHON. */
-function venvPython(): string {
-  const python = process.env.LIGHTNING_TEST_PYTHON;
-  assert.ok(python, 'LIGHTNING_TEST_PYTHON is unset: point it at a Python with requirements-test.txt installed');
-  return python;
-}
-
-/** A tiny Qwen2 with random weights written by save_pretrained under `folder`, with its tokenizer and chat template. */
-function saveTinyQwen(folder: string): void {
-  const script = [
-    'import sys, torch, transformers',
-    'from pathlib import Path',
-    'from lightning_trainer.bench import tiny_hf_model_dir',
-    'folder = Path(sys.argv[1])',
-    'tiny_hf_model_dir(folder)',
-    'torch.manual_seed(0)',
-    'model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder))',
-    'model.save_pretrained(folder)',
-  ].join('\n');
-  const made = spawnSync(venvPython(), ['-c', script, folder], {
-    encoding: 'utf8',
-    timeout: 120_000,
-    env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'trainer-daemon', 'python') },
-  });
-  assert.equal(made.status, 0, made.stderr);
-}
 
 describe(
   'A Hugging Face model from the palette (code-server + chromium): train with LoRA, Use Checkpoint, Export',
@@ -64,7 +38,7 @@ describe(
       session = await startE2eSession({}, async (workspace, storeFile) => {
         await prepareTrainingWorkspace(workspace, storeFile);
         model = path.join(workspace, 'models', 'tiny-qwen2');
-        saveTinyQwen(model);
+        saveTinyQwen(venvPython(), model);
       });
       ({ page, panel } = session);
     });

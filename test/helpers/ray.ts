@@ -63,7 +63,9 @@ async function headPortFlags(): Promise<string[]> {
 export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
-  const ray = path.join(path.dirname(python), 'ray');
+  // Ray's CLI through the Python we were given, not the `ray` script beside it: a venv's scripts name in their `#!` the
+  // path the venv was built at, which a moved or shared venv (a worktree's .cache link) no longer has.
+  const ray = (args: string[]): string[] => ['-m', 'ray.scripts.scripts', ...args];
   const temp = fs.mkdtempSync(path.join(os.tmpdir(), 'ray-'));
   const argv = [
     'start',
@@ -81,21 +83,27 @@ export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
     temp,
     '--disable-usage-stats',
   ];
-  const head: ChildProcess = spawn(ray, argv, { detached: true, stdio: 'ignore' });
+  const head: ChildProcess = spawn(python, ray(argv), { detached: true, stdio: 'ignore' });
+  let ended: string | undefined;
+  head.once('error', (error) => (ended = `could not start: ${error.message}`));
   const exited = new Promise((resolve) => head.once('exit', resolve));
+  void exited.then(() => (ended ??= `exited (${head.signalCode ?? `code ${head.exitCode}`})`));
   const stop = async (): Promise<void> => {
-    if (head.exitCode !== null || head.signalCode !== null) return;
-    process.kill(-head.pid!, 'SIGTERM');
-    const timer = setTimeout(() => process.kill(-head.pid!, 'SIGKILL'), 20_000);
-    await exited;
-    clearTimeout(timer);
+    const group = head.pid;
+    if (group !== undefined && head.exitCode === null && head.signalCode === null) {
+      process.kill(-group, 'SIGTERM');
+      const timer = setTimeout(() => process.kill(-group, 'SIGKILL'), 20_000);
+      await exited;
+      clearTimeout(timer);
+    }
     fs.rmSync(temp, { recursive: true, force: true });
   };
   try {
     await waitFor(
       () => {
+        if (ended !== undefined) throw new Error(`\`ray start --head\` (${python}) ${ended} before the head came up`);
         try {
-          execFileSync(ray, ['status', '--address', address], { stdio: 'pipe', timeout: 20_000 });
+          execFileSync(python, ray(['status', '--address', address]), { stdio: 'pipe', timeout: 20_000 });
           return true;
         } catch {
           return false;

@@ -7,60 +7,20 @@
  * policy's adapter: the planner by the agent name in its baggage, the solver by the model it asks for, and a critic
  * call that matches neither answered by the base model. Both policies get transitions, an update and a checkpoint per
  * iteration; the record names the adapter that answered each call; the critic's calls are recorded and never trained.
+ * The shorter runs share test/helpers/twoRoles.ts with the same run on Ray (rayPolicies.test.ts).
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { test, type TestContext } from 'node:test';
+import { test } from 'node:test';
 import { ListRolloutsParams, checkpointsOf, type TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
-import { REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
+import { runCli, startDaemon } from '../helpers/daemon';
+import { saveTinyQwen, venvPython } from '../helpers/tinyHf';
 import { tempDir } from '../helpers/tmp';
-
-const AGENT = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'two-role-agent.mjs');
-
-function venvPython(): string {
-  const python = process.env.LIGHTNING_TEST_PYTHON;
-  assert.ok(python, 'LIGHTNING_TEST_PYTHON is unset: point it at a Python with requirements-test.txt installed');
-  return python;
-}
-
-/** A tiny Qwen2 built from its config, its random weights saved as a downloaded model's are (the PEFT export names this folder as its base). */
-function saveTinyQwen(python: string, model: string): void {
-  execFileSync(
-    python,
-    [
-      '-c',
-      [
-        'import sys, torch, transformers',
-        'from pathlib import Path',
-        'from lightning_trainer.bench import tiny_hf_model_dir',
-        'folder = tiny_hf_model_dir(Path(sys.argv[1]))',
-        'torch.manual_seed(0)',
-        // Random weights saved as a downloaded model's are: the PEFT export names this folder as its base.
-        'transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder)).save_pretrained(folder)',
-      ].join('\n'),
-      model,
-    ],
-    { stdio: 'pipe', env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'trainer-daemon', 'python') } },
-  );
-}
-
-/** Two-role rollouts' calls: the adapter (or base) each was routed to and why, in call order. */
-function routes(store: Store, rolloutId: string): string[][] {
-  return store
-    .listSpans(rolloutId, -1, 100)
-    .filter((s) => s.category === 'llm')
-    .map((s) => [String(s.attributes['lightning.policy']), String(s.attributes['lightning.policy_route'])]);
-}
-
-const TWO_ROLES = [
-  ['planner', 'agent:planner'],
-  ['solver', 'model:solver-model'],
-  ['base', 'none'],
-];
+import { TWO_ROLES, TWO_ROLE_AGENT, routes, trainTwoRoles } from '../helpers/twoRoles';
 
 test(
   'train --policy planner --policy solver: each call answered by its adapter, each policy trained and saved on its own calls',
@@ -118,7 +78,7 @@ test(
         '--json',
         '--',
         process.execPath,
-        AGENT,
+        TWO_ROLE_AGENT,
       ],
       { cwd },
     );
@@ -272,48 +232,13 @@ test(
   },
 );
 
-/**
- * A one-iteration `train --policy planner=… --policy solver=…` of the two-role agent on a fresh tiny Qwen2 and store,
- * with `flags` added (the agent mode, ranks); the store, opened once the daemon has stopped.
- */
-async function trainTwoRoles(t: TestContext, flags: readonly string[]): Promise<Store> {
-  const cwd = tempDir(t);
-  const python = venvPython();
-  const model = path.join(cwd, 'tiny-qwen2');
-  saveTinyQwen(python, model);
-  const storeFile = path.join(cwd, '.lightning', 'store.db');
-  fs.mkdirSync(path.dirname(storeFile), { recursive: true });
-  const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
-  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
-  await client.request('importDataset', {
-    name: 'roles',
-    tasks: [{ id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 }],
-  });
-  client.dispose();
-  let stopped = false;
-  t.after(() => (stopped ? undefined : daemon.stop()));
-  const trained = await runCli(
-    [
-      'train',
-      ...['--model', model, '--dataset', 'roles', '--policy', 'planner=^planner$', '--policy', 'solver=^solver'],
-      ...['--iterations', '1', ...flags, '--device', 'cpu', '--python', python, '--store', storeFile, '--json'],
-      ...['--', process.execPath, AGENT],
-    ],
-    { cwd },
-  );
-  assert.equal(trained.code, 0, `${trained.stdout}\n${trained.stderr}`);
-  await daemon.stop();
-  stopped = true;
-  const store = Store.open(storeFile);
-  t.after(() => store.close());
-  return store;
-}
-
 test(
   'several policies with long-lived agent workers (--agent-mode worker): each call routed, each policy trained',
   { timeout: 900_000 },
   async (t) => {
-    const store = await trainTwoRoles(t, [
+    const { store } = await trainTwoRoles(t, [
+      '--iterations',
+      '1',
       '--samples',
       '3',
       '--agent-mode',
@@ -338,7 +263,9 @@ test(
   'several policies under torchrun (2 gloo ranks on the CPU): every rank holds every adapter, each policy updated on both',
   { timeout: 900_000 },
   async (t) => {
-    const store = await trainTwoRoles(t, ['--samples', '2', '--workers', '2', '--nproc-per-node', '2']);
+    const { store } = await trainTwoRoles(t, [
+      ...['--iterations', '1', '--samples', '2', '--workers', '2', '--nproc-per-node', '2'],
+    ]);
     const run = store.listTrainingRuns(10)[0]!;
     assert.equal(run.status, 'succeeded', run.error ?? '');
     const metrics = store.getTrainingRun(run.id).metrics.filter((m) => m.step === 1);

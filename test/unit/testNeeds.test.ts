@@ -28,6 +28,11 @@ const USES: ReadonlyArray<{ need: string; pattern: RegExp; what: string }> = [
     pattern: /import \{[^}]*\bpython\b[^}]*\} from '\.\.\/helpers\/providerAgents'/,
     what: "runs Python agents (helpers/providerAgents' python)",
   },
+  {
+    need: 'venv',
+    pattern: /from '\.\.\/helpers\/(tinyHf|twoRoles)'/,
+    what: 'trains a tiny Hugging Face model (helpers/tinyHf, helpers/twoRoles)',
+  },
   { need: 'ray', pattern: /from '\.\.\/helpers\/ray'/, what: 'starts a Ray head (helpers/ray)' },
   { need: 'node24', pattern: /LIGHTNING_NODE24/, what: 'reads LIGHTNING_NODE24' },
   { need: 'root', pattern: /getuid\?\.\(\) === 0|\bunshare\b|mount -t tmpfs/, what: 'needs root' },
@@ -67,6 +72,12 @@ test('the check fails on a file that uses the venv without saying so, and an unk
   );
   fs.writeFileSync(quiet, '// needs: ray\nconst python = process.env.LIGHTNING_TEST_PYTHON;\n');
   assert.deepEqual(undeclared(quiet), [], 'ray brings the venv');
+  fs.writeFileSync(quiet, "import { saveTinyQwen } from '../helpers/tinyHf';\n");
+  assert.deepEqual(
+    undeclared(quiet).map((line) => line.replace(/^.* trains/, 'trains')),
+    ['trains a tiny Hugging Face model (helpers/tinyHf, helpers/twoRoles): add "venv" to its "// needs:" line'],
+    'the helpers that read LIGHTNING_TEST_PYTHON for the file',
+  );
   fs.writeFileSync(quiet, '// needs: torch, gpu\n');
   assert.throws(() => needsOf(quiet), /unknown need "gpu" in its "\/\/ needs:" line \(known: torch, venv/);
 });
