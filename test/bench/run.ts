@@ -27,6 +27,7 @@ import { editorBenchmark } from './editor';
 import { packagingBenchmark } from './packaging';
 import { scaleBenchmark } from './scale';
 import { checkpointsBenchmark } from './checkpoints';
+import { policiesBenchmark } from './policies';
 import { parsed } from '../helpers/params';
 import { ensureApt, ensureNode, ensurePortkeyGateway, ensurePythonVenv, ProvisionError } from '../provision/index.mjs';
 
@@ -349,6 +350,9 @@ async function main(): Promise<void> {
   } else if (only('--checkpoints-only')) {
     provision({ torch: true, venv: true, node24: false });
     await section('checkpoints', () => checkpointsBenchmark(work));
+  } else if (only('--policies-only')) {
+    provision({ torch: false, venv: true, node24: false });
+    await section('several policies', () => policiesBenchmark(work));
   } else if (only('--scale-only')) {
     provision({ torch: true, venv: true, node24: false });
     await section('scale', () => scaleBenchmark(work));
@@ -375,6 +379,7 @@ async function main(): Promise<void> {
       await gatewaySection(work);
       await section('trainer', () => trainerBenchmark());
       await section('checkpoints', () => checkpointsBenchmark(work));
+      await section('several policies', () => policiesBenchmark(work));
       await section('packaging', () => packagingBenchmark(work));
       await section('scale', () => scaleBenchmark(work));
     }

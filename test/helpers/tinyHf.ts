@@ -15,21 +15,34 @@ export function venvPython(): string {
   return python;
 }
 
-/** Writes the tiny Qwen2 (seeded: the same weights each time) into `folder` with `python`'s transformers. */
-export function saveTinyQwen(python: string, folder: string): void {
+/**
+ * Writes the tiny Qwen2 (seeded: the same weights each time; `seed` picks other ones) into `folder` with `python`'s
+ * transformers. `initializerRange` overrides Qwen2's weight init std (0.02), e.g. for a model that must learn: at 0.02
+ * the frozen output layer's logits span a fraction of a nat whatever the hidden state, so no LoRA adapter can make
+ * any reply likely (the entropy stays at ln |vocab|).
+ */
+export function saveTinyQwen(
+  python: string,
+  folder: string,
+  options: { readonly seed?: number; readonly initializerRange?: number } = {},
+): void {
   execFileSync(
     python,
     [
       '-c',
       [
-        'import sys, torch, transformers',
+        'import sys, json, torch, transformers',
         'from pathlib import Path',
         'from lightning_trainer.bench import tiny_hf_model_dir',
         'folder = tiny_hf_model_dir(Path(sys.argv[1]))',
-        'torch.manual_seed(0)',
-        'transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder)).save_pretrained(folder)',
+        'options = json.loads(sys.argv[2])',
+        "torch.manual_seed(options.get('seed', 0))",
+        'config = transformers.AutoConfig.from_pretrained(folder)',
+        "if 'initializerRange' in options: config.initializer_range = options['initializerRange']",
+        'transformers.AutoModelForCausalLM.from_config(config).save_pretrained(folder)',
       ].join('\n'),
       folder,
+      JSON.stringify(options),
     ],
     {
       stdio: 'pipe',

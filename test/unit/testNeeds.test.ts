@@ -30,8 +30,8 @@ const USES: ReadonlyArray<{ need: string; pattern: RegExp; what: string }> = [
   },
   {
     need: 'venv',
-    pattern: /from '\.\.\/helpers\/(tinyHf|twoRoles)'/,
-    what: 'trains a tiny Hugging Face model (helpers/tinyHf, helpers/twoRoles)',
+    pattern: /from '\.\.\/helpers\/(tinyHf|twoRoles|twoRoleWorld)'/,
+    what: 'trains a tiny Hugging Face model (helpers/tinyHf, helpers/twoRoles, helpers/twoRoleWorld)',
   },
   { need: 'ray', pattern: /from '\.\.\/helpers\/ray'/, what: 'starts a Ray head (helpers/ray)' },
   { need: 'node24', pattern: /LIGHTNING_NODE24/, what: 'reads LIGHTNING_NODE24' },
@@ -75,7 +75,9 @@ test('the check fails on a file that uses the venv without saying so, and an unk
   fs.writeFileSync(quiet, "import { saveTinyQwen } from '../helpers/tinyHf';\n");
   assert.deepEqual(
     undeclared(quiet).map((line) => line.replace(/^.* trains/, 'trains')),
-    ['trains a tiny Hugging Face model (helpers/tinyHf, helpers/twoRoles): add "venv" to its "// needs:" line'],
+    [
+      'trains a tiny Hugging Face model (helpers/tinyHf, helpers/twoRoles, helpers/twoRoleWorld): add "venv" to its "// needs:" line',
+    ],
     'the helpers that read LIGHTNING_TEST_PYTHON for the file',
   );
   fs.writeFileSync(quiet, '// needs: torch, gpu\n');

@@ -6,12 +6,17 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
-import { GrpoConfig, type Checkpoint, type SpanInput } from '../../trainer-daemon/protocol';
+import { GrpoConfig, type Checkpoint, type Reward, type SpanInput } from '../../trainer-daemon/protocol';
 import { grpoCharts } from '../../trainer-daemon/protocol/ui/grpoCharts';
 import { baggageAgentName, PolicyRouter } from '../../trainer-daemon/capture/policyRoutes';
 import { grpoConfigFromFlags, type GrpoFlags } from '../../trainer-daemon/cli/commands/trainGrpo';
 import { grpoAdvantageOptions, toWorkerTransitions, workerTrainParams } from '../../trainer-daemon/training/grpo';
-import { checkpointPolicy, iterationTransitions, resumePolicies } from '../../trainer-daemon/training/grpoPolicies';
+import {
+  checkpointPolicy,
+  iterationTransitions,
+  policyValMetrics,
+  resumePolicies,
+} from '../../trainer-daemon/training/grpoPolicies';
 import { planRetention } from '../../trainer-daemon/training/retention';
 import { iterationCells, policyLines } from '../../trainer-daemon/training/follow';
 import { checkpointPolicyName, checkpointTitle } from '../../trainer-daemon/protocol/policyCheckpoint';
@@ -280,10 +285,18 @@ test('charts: one set per policy after the run-wide ones', () => {
     point('policy/planner/transitions', 4),
     point('policy/solver/loss', 0.2),
     point('policy/solver/kl', 0.01),
+    point('policy/solver/val/reward', 0.4),
   ]);
   assert.deepEqual(
     charts.map((c) => c.title),
-    ['Reward (sampled, ± std)', 'planner: loss', 'planner: transitions', 'solver: loss', 'solver: KL to the reference'],
+    [
+      'Reward (sampled, ± std)',
+      'planner: loss',
+      'planner: transitions',
+      'solver: validation reward',
+      'solver: loss',
+      'solver: KL to the reference',
+    ],
   );
 });
 
@@ -327,4 +340,51 @@ test("lightning train's table: a line per policy under its iteration, the second
   );
   assert.equal(iterationCells(1, metrics).at(-1), '4.5', 'rollouts and both updates');
   assert.equal(policyLines({ loss: 0.1, transitions: 3 }), '', 'one policy: its row says it all');
+  assert.equal(
+    policyLines({ ...metrics, 'val/reward': 0.5, 'policy/planner/val/reward': 0.75 }),
+    '\n  planner: 4 transitions · loss 0.125 · KL 0.0002 · entropy 2.500 · val 0.75' +
+      '\n  solver: 4 transitions · loss -0.250 · KL - · entropy -',
+    'an iteration that validated: each policy its own validation reward',
+  );
+  assert.equal(
+    policyLines({ 'val/reward': 0.5, 'policy/planner/val/reward': 0.25, 'policy/solver/val/reward': 0 }),
+    '\n  planner: val 0.25\n  solver: val 0.00',
+    'step 0 (before training): validation only, no update',
+  );
+});
+
+test("each policy's validation reward is the mean of its own reward dimension over the validation rollouts", () => {
+  let id = 0;
+  const reward = (name: string, value: number, source: Reward['source'] = 'agent'): Reward => ({
+    id: ++id,
+    rolloutId: 'r',
+    spanId: null,
+    name,
+    value,
+    source,
+    author: null,
+    comment: null,
+    reason: null,
+    createdAt: id,
+  });
+  const rollouts = [
+    { rewards: [reward('digits', 1), reward('letters', 0.5), reward('reward', 0.75)] },
+    // A person's rating wins over the agent's, as in training (credit.ts episodeReward).
+    { rewards: [reward('digits', 0), reward('digits', 0.5, 'human'), reward('reward', 0.25)] },
+    // No `letters` reward: counts 0, as a training rollout without one is filled.
+    { rewards: [reward('digits', 0.5), reward('reward', 0)] },
+  ];
+  assert.deepEqual(
+    policyValMetrics(rollouts, [
+      { name: 'planner', reward: 'digits' },
+      { name: 'solver', reward: 'letters' },
+      { name: 'critic', reward: 'reward' },
+    ]),
+    {
+      'policy/planner/val/reward': 2 / 3,
+      'policy/solver/val/reward': 0.5 / 3,
+      'policy/critic/val/reward': 1 / 3,
+    },
+  );
+  assert.deepEqual(policyValMetrics([], [{ name: 'planner', reward: 'digits' }]), {}, 'no validation rollouts: none');
 });

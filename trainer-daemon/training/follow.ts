@@ -56,13 +56,29 @@ export function iterationCells(step: number, m: Record<string, number>): string[
   ];
 }
 
-/** With several policies, a line per policy under its iteration's row: its own update (empty with one policy). */
+/**
+ * With several policies, a line per policy under its iteration's row: its own update, and its validation reward where
+ * the iteration validated (step 0, before training, has only that); empty with one policy.
+ */
 export function policyLines(m: Record<string, number>): string {
   const names = chartedPolicies(Object.keys(m).map((name) => ({ step: 0, name, value: 0 })));
   return names
     .map((policy) => {
       const at = (metric: string): number | undefined => m[`policy/${policy}/${metric}`];
-      return `\n  ${policy}: ${at('transitions') ?? 0} transitions · loss ${fixed(at('loss'))} · KL ${fixed(at('kl'), 4)} · entropy ${fixed(at('entropy'))}`;
+      const val = at('val/reward');
+      const updated = Object.keys(m).some((name) => name.startsWith(`policy/${policy}/`) && !name.includes('/val/'));
+      const parts = [
+        ...(updated
+          ? [
+              `${at('transitions') ?? 0} transitions`,
+              `loss ${fixed(at('loss'))}`,
+              `KL ${fixed(at('kl'), 4)}`,
+              `entropy ${fixed(at('entropy'))}`,
+            ]
+          : []),
+        ...(val === undefined ? [] : [`val ${fixed(val, 2)}`]),
+      ];
+      return `\n  ${policy}: ${parts.join(' · ')}`;
     })
     .join('');
 }

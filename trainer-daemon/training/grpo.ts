@@ -29,7 +29,14 @@ import { RolloutExecutor, type Caller } from './rollouts';
 import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';
 import { chatToSftExample } from './sftRows';
-import { iterationTransitions, metricKey, policyCheckpointDir, resumePolicies, updateMetrics } from './grpoPolicies';
+import {
+  iterationTransitions,
+  metricKey,
+  policyCheckpointDir,
+  policyValMetrics,
+  resumePolicies,
+  updateMetrics,
+} from './grpoPolicies';
 import { policyRouter } from '../capture/policyRoutes';
 
 /** How long a step waits for a dying trainer worker to report its exit before blaming the rollouts (torchrun takes ~1–5 s to stop its other ranks). */
@@ -241,8 +248,12 @@ class Iterations {
 
   async evaluate(valTasks: readonly Task[], step: number, checkpoint: string | null): Promise<Record<string, number>> {
     if (valTasks.length === 0) return {};
-    const { rewards } = await this.rollouts(valTasks, 1, 'val', step, checkpoint);
-    return { 'val/reward': meanStd(rewards).mean };
+    const { batchId, rewards } = await this.rollouts(valTasks, 1, 'val', step, checkpoint);
+    const perPolicy =
+      this.config.policies.length === 0
+        ? {}
+        : policyValMetrics([...this.ctx.training.trajectories(batchId)], this.config.policies);
+    return { 'val/reward': meanStd(rewards).mean, ...perPolicy };
   }
 
   /** One GRPO iteration: rollouts, transitions, update, checkpoint. */

@@ -16,6 +16,7 @@ import {
   type Transition,
   type Trajectory,
 } from '../protocol';
+import { episodeReward } from '../lightningrl/credit';
 import { buildTransitions } from '../lightningrl/transitions';
 
 /** One policy's transitions of an iteration (`policy` null: the run's one policy). */
@@ -45,6 +46,25 @@ export function iterationTransitions(
       ...(policy ? { policy: policy.name } : {}),
     }),
   }));
+}
+
+/**
+ * Each policy's validation reward, `policy/<name>/val/reward`: the mean over the validation rollouts of the reward it
+ * learns from (its `--policy-reward` dimension, else the episode's), a rollout without one counting 0 as in training.
+ * The episode's `val/reward` alone cannot tell whether each role improved when the roles score on their own dimensions.
+ */
+export function policyValMetrics(
+  trajectories: readonly Pick<Trajectory, 'rewards'>[],
+  policies: readonly Pick<PolicySpec, 'name' | 'reward'>[],
+): Record<string, number> {
+  if (trajectories.length === 0) return {};
+  const metrics: Record<string, number> = {};
+  for (const policy of policies) {
+    const rewardPolicy = { name: policy.reward, missing: 'fill' as const, fillValue: 0 };
+    const total = trajectories.reduce((sum, t) => sum + (episodeReward(t.rewards, rewardPolicy) ?? 0), 0);
+    metrics[policyMetric(policy.name, 'val/reward')] = total / trajectories.length;
+  }
+  return metrics;
 }
 
 /** The folder a policy's checkpoint of a step is saved in. */

@@ -78,6 +78,8 @@ const SFT_CHARTS: readonly ChartSpec[] = [
 
 /** The charts each policy of a run with several gets (its metrics `policy/<name>/…`, protocol/policies.ts). */
 const POLICY_CHARTS: readonly ChartSpec[] = [
+  // Its own reward dimension's (--policy-reward), where the roles score apart; the episode's is the run-wide chart.
+  { metric: 'val/reward', title: 'validation reward', unit: 'score', axisTitle: 'reward' },
   { metric: 'loss', title: 'loss', unit: 'number', axisTitle: 'loss' },
   { metric: 'kl', title: 'KL to the reference', unit: 'number', axisTitle: 'KL (nats)', domain: [0, Infinity] },
   { metric: 'entropy', title: 'entropy', unit: 'number', axisTitle: 'nats/token', domain: [0, Infinity] },
