@@ -10,7 +10,8 @@ import path from 'node:path';
 import type { TestContext } from 'node:test';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
-import { REPO_ROOT, runCli, startDaemon, type CliResult } from './daemon';
+import type { ImportDatasetParams } from '../../trainer-daemon/protocol';
+import { REPO_ROOT, runCli, startDaemon, type CliResult, type RunningDaemon } from './daemon';
 import { saveTinyQwen, venvPython } from './tinyHf';
 import { tempDir } from './tmp';
 
@@ -39,11 +40,18 @@ export interface TwoRolesRun {
   readonly trained: CliResult;
 }
 
-/**
- * `train --policy planner=… --policy solver=…` of the two-role agent on one training task ("3 plus 4"), with `flags`
- * added (iterations, samples, the agent mode, ranks, Ray); fails the test unless the command exits 0.
- */
-export async function trainTwoRoles(t: TestContext, flags: readonly string[]): Promise<TwoRolesRun> {
+/** A fresh tiny Qwen2 and store, and a daemon on that store with `tasks` imported as the dataset `roles`. */
+export interface TwoRolesWorld {
+  readonly cwd: string;
+  readonly python: string;
+  readonly model: string;
+  readonly storeFile: string;
+  readonly daemon: RunningDaemon;
+  readonly client: RpcClient;
+}
+
+/** {@link TwoRolesWorld}: its client and daemon end with the test (stopping the daemon before is fine). */
+export async function twoRolesWorld(t: TestContext, tasks: ImportDatasetParams['tasks']): Promise<TwoRolesWorld> {
   const cwd = tempDir(t);
   const python = venvPython();
   const model = path.join(cwd, 'tiny-qwen2');
@@ -52,13 +60,22 @@ export async function trainTwoRoles(t: TestContext, flags: readonly string[]): P
   fs.mkdirSync(path.dirname(storeFile), { recursive: true });
   const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
-  await client.request('importDataset', {
-    name: 'roles',
-    tasks: [{ id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 }],
+  t.after(async () => {
+    client.dispose();
+    await daemon.stop();
   });
-  client.dispose();
-  let stopped = false;
-  t.after(() => (stopped ? undefined : daemon.stop()));
+  await client.request('importDataset', { name: 'roles', tasks });
+  return { cwd, python, model, storeFile, daemon, client };
+}
+
+/**
+ * `train --policy planner=… --policy solver=…` of the two-role agent on one training task ("3 plus 4"), with `flags`
+ * added (iterations, samples, the agent mode, ranks, Ray); fails the test unless the command exits 0.
+ */
+export async function trainTwoRoles(t: TestContext, flags: readonly string[]): Promise<TwoRolesRun> {
+  const { cwd, python, model, storeFile, daemon } = await twoRolesWorld(t, [
+    { id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 },
+  ]);
   const trained = await runCli(
     [
       'train',
@@ -70,7 +87,6 @@ export async function trainTwoRoles(t: TestContext, flags: readonly string[]): P
   );
   assert.equal(trained.code, 0, `${trained.stdout}\n${trained.stderr}`);
   await daemon.stop();
-  stopped = true;
   const store = Store.open(storeFile);
   t.after(() => store.close());
   return { store, storeFile, trained };

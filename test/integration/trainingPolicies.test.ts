@@ -15,38 +15,19 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { ListRolloutsParams, checkpointsOf, type TrainingRunSummary } from '../../trainer-daemon/protocol';
-import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
-import { runCli, startDaemon } from '../helpers/daemon';
-import { saveTinyQwen, venvPython } from '../helpers/tinyHf';
-import { tempDir } from '../helpers/tmp';
-import { TWO_ROLES, TWO_ROLE_AGENT, routes, trainTwoRoles } from '../helpers/twoRoles';
+import { runCli } from '../helpers/daemon';
+import { TWO_ROLES, TWO_ROLE_AGENT, routes, trainTwoRoles, twoRolesWorld } from '../helpers/twoRoles';
 
 test(
   'train --policy planner --policy solver: each call answered by its adapter, each policy trained and saved on its own calls',
   { timeout: 900_000 },
   async (t) => {
-    const cwd = tempDir(t);
-    const python = venvPython();
-    const model = path.join(cwd, 'tiny-qwen2');
-    saveTinyQwen(python, model);
-    const storeFile = path.join(cwd, '.lightning', 'store.db');
-    fs.mkdirSync(path.dirname(storeFile), { recursive: true });
-    const daemon = await startDaemon(storeFile, [], { OPENAI_BASE_URL: '', OPENAI_API_KEY: '' });
-    const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
-    let stopped = false;
-    t.after(async () => {
-      client.dispose();
-      if (!stopped) await daemon.stop();
-    });
-    await client.request('importDataset', {
-      name: 'roles',
-      tasks: [
-        { id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 },
-        { id: 't2', split: 'train', input: { question: '2 times 5' }, expected: 10 },
-        { id: 'v1', split: 'val', input: { question: '6 minus 1' }, expected: 5 },
-      ],
-    });
+    const { cwd, python, model, storeFile, daemon, client } = await twoRolesWorld(t, [
+      { id: 't1', split: 'train', input: { question: '3 plus 4' }, expected: 7 },
+      { id: 't2', split: 'train', input: { question: '2 times 5' }, expected: 10 },
+      { id: 'v1', split: 'val', input: { question: '6 minus 1' }, expected: 5 },
+    ]);
 
     const trained = await runCli(
       [
@@ -190,9 +171,7 @@ test(
     assert.match(merged.stderr, /set: the policies are exported as one PEFT folder with an adapter each: format peft/);
 
     // The record of every call names the adapter that answered it and why.
-    client.dispose();
     await daemon.stop();
-    stopped = true;
     const store = Store.open(storeFile);
     t.after(() => store.close());
     const rollouts = store.listRollouts(ListRolloutsParams.parse({ mode: 'train', limit: 100 })).items;
