@@ -19,6 +19,7 @@ import {
   requestedMaxTokens,
   toWorkerTransitions,
   workerTrainParams,
+  klSampled,
 } from '../../trainer-daemon/training/grpo';
 import { chatToSftExample, heldOutRollouts } from '../../trainer-daemon/training/sftRows';
 import { fsdpTorchProblem } from '../../trainer-daemon/training/doctor';
@@ -26,6 +27,7 @@ import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/
 import { tempDir } from '../helpers/tmp';
 import { testGrpoConfig } from '../helpers/trainingConfigs';
 import { grpoConfigFromFlags } from '../../trainer-daemon/cli/commands/trainGrpo';
+import { updateMetrics } from '../../trainer-daemon/training/grpoPolicies';
 
 test('training runs: status transitions, metric series, latest values, checkpoints, policy versions', (t) => {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
@@ -289,6 +291,31 @@ test('GRPO flags: loss types, clip-higher and reward scaling reach the config, n
       ),
     /--loss-type/,
   );
+});
+
+test('klCoef 0: the KL is measured on the first, validated and last updates only; with a KL term, on every one', () => {
+  const rows = [{ promptIds: [1], responseIds: [1, 2, 3], logprobs: null, advantage: 1 }];
+  const config = testGrpoConfig({ iterations: 12, evalEvery: 5 });
+  const measured = Array.from({ length: 12 }, (_, i) => i + 1).filter((step) => klSampled(config, step));
+  assert.deepEqual(measured, [1, 5, 10, 12]);
+  assert.equal(workerTrainParams(config, rows, [], 2).klSample, false, 'an update in between skips the reference');
+  assert.equal('klSample' in workerTrainParams(config, rows, [], 5), false, 'the worker measures by default');
+  assert.equal('klSample' in workerTrainParams(config, rows), false);
+  const penalised = testGrpoConfig({ iterations: 12, evalEvery: 5, klCoef: 0.04 });
+  assert.ok(Array.from({ length: 12 }, (_, i) => i + 1).every((step) => klSampled(penalised, step)));
+  // An update that did not measure it records no KL (never a 0 it did not see).
+  const result = {
+    step: 2,
+    loss: 0.1,
+    pgLoss: 0.1,
+    entropy: 2,
+    clipFraction: 0,
+    maxRatioDeviation: 0,
+    tokens: 3,
+    seconds: 1,
+  };
+  assert.equal('kl' in updateMetrics(result), false);
+  assert.equal(updateMetrics({ ...result, kl: 0.002 }).kl, 0.002);
 });
 
 test("dr_grpo's divisor: the flag, else the largest max_tokens the calls asked for (at least the longest response); other loss types send none", () => {

@@ -244,6 +244,11 @@ export const TrainParams = z.object({
   clip: z.number().positive().optional(),
   clipHigh: z.number().positive().optional(),
   klCoef: z.number().min(0).optional(),
+  /**
+   * With klCoef 0 the KL is only reported: whether this update measures it (a reference forward over every 8th row;
+   * default true). The GRPO loop asks on its first, validated and last iterations (grpo.ts klSampled).
+   */
+  klSample: z.boolean().optional(),
   /** TRL's use_bias_correction_kl: the KL term weighted by the importance ratio. */
   klBiasCorrection: z.boolean().optional(),
   entropyCoef: z.number().min(0).optional(),
@@ -258,7 +263,8 @@ export const TrainResult = z.object({
   step: z.number().int(),
   loss: z.number(),
   pgLoss: z.number(),
-  kl: z.number(),
+  /** To the reference; absent when the update did not measure it (klCoef 0 and klSample false). */
+  kl: z.number().optional(),
   entropy: z.number(),
   clipFraction: z.number(),
   maxRatioDeviation: z.number(),

@@ -142,9 +142,11 @@ export function workerTrainParams(
   config: GrpoConfig,
   transitions: WorkerTransition[],
   requestedCaps: readonly number[] = [],
+  step?: number,
 ): TrainParams {
   const maxResponseLength = drGrpoMaxResponseLength(config, transitions, requestedCaps);
   return {
+    ...(step === undefined || klSampled(config, step) ? {} : { klSample: false }),
     transitions,
     ...(maxResponseLength === undefined ? {} : { maxResponseLength }),
     epochs: config.epochs,
@@ -156,6 +158,15 @@ export function workerTrainParams(
     klBiasCorrection: config.klBiasCorrection,
     entropyCoef: config.entropyCoef,
   };
+}
+
+/**
+ * Whether the update of iteration `step` measures the KL to the reference when klCoef is 0 (then only reported): on
+ * the first iteration, each validated one and the last — the KL chart's points — and not in between, where that
+ * reference forward would be the update's largest cost after the training pass itself (TRL logs no KL at 0).
+ */
+export function klSampled(config: Pick<GrpoConfig, 'klCoef' | 'evalEvery' | 'iterations'>, step: number): boolean {
+  return config.klCoef > 0 || step === 1 || step % config.evalEvery === 0 || step === config.iterations;
 }
 
 function meanStd(values: readonly number[]): { mean: number; std: number } {
@@ -322,7 +333,7 @@ class Iterations {
       if (policy !== null) metrics[key('transitions')] = trainable.length;
       if (trainable.length === 0) continue;
       const requestedCaps = transitions.flatMap((t) => t.spanIds.flatMap((id) => maxTokens.get(id) ?? []));
-      const params = workerTrainParams(this.config, trainable, requestedCaps);
+      const params = workerTrainParams(this.config, trainable, requestedCaps, step);
       const result = await this.worker.request('train', policy === null ? params : { ...params, adapter: policy });
       Object.assign(metrics, updateMetrics(result, key));
     }

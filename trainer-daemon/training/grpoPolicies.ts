@@ -91,7 +91,7 @@ export function updateMetrics(result: TrainResult, key: (metric: string) => stri
   return {
     [key('loss')]: result.loss,
     [key('pgLoss')]: result.pgLoss,
-    [key('kl')]: result.kl,
+    ...(result.kl === undefined ? {} : { [key('kl')]: result.kl }),
     [key('entropy')]: result.entropy,
     [key('clipFraction')]: result.clipFraction,
     [key('maxRatioDeviation')]: result.maxRatioDeviation,

@@ -4,7 +4,9 @@
 64, a BPE tokenizer trained on the spot: `tiny_hf_model_dir`, which the tests use too) with LoRA — it needs
 transformers + peft.
 * update: one `train` call on 16 transitions × 64 tokens (32 prompt + 32 response; no behaviour logprobs, klCoef
-  0) for each lossType, next to the floor of any update on that batch: one bare forward (logits of the response
+  0, the KL not measured: the GRPO loop's update on most iterations) for each lossType, and dapo's with the KL
+  measured (`klSample`: a reference forward over every 8th row, the loop's first, validated and last iterations),
+  next to the floor of any update on that batch: one bare forward (logits of the response
   positions only, as the worker computes them), policy-gradient loss, backward and AdamW step in plain torch on a
   copy of the same model; interleaved, median of 7, in CPU seconds of the one-thread worker (a loaded machine's
   waits do not count), with each one's seconds per phase (`Session.train(phases=...)`);
@@ -136,17 +138,15 @@ def update_measurements(session: Session) -> dict:
     """The bare step and one update per lossType, interleaved round by round (a noisy machine slows them alike),
     after one warm-up each; medians of UPDATE_ROUNDS, and each one's median seconds per phase."""
     bare_step = _bare_step(session)
-    params = {
-        loss: parse(
-            TrainParams,
-            {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16, "lossType": loss},
-        )
-        for loss in LOSS_TYPES
-    }
+    # The update the GRPO loop makes on most iterations (klCoef 0, the KL not measured), and dapo's that measures it
+    # (the loop's first, validated and last iterations: a reference forward over every 8th row), `dapo_kl`.
+    batch = {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16}
+    params = {loss: parse(TrainParams, {**batch, "lossType": loss, "klSample": False}) for loss in LOSS_TYPES}
+    params["dapo_kl"] = parse(TrainParams, {**batch, "lossType": "dapo", "klSample": True})
     bare_step({})
-    for loss in LOSS_TYPES:
-        session.train(params[loss])
-    times: dict[str, list[float]] = {"bare": [], **{loss: [] for loss in LOSS_TYPES}}
+    for name in params:
+        session.train(params[name])
+    times: dict[str, list[float]] = {"bare": [], **{name: [] for name in params}}
     phases: dict[str, list[dict]] = {name: [] for name in times}
     for _ in range(UPDATE_ROUNDS):
         for name in times:
@@ -158,9 +158,9 @@ def update_measurements(session: Session) -> dict:
             run["other"] = max(0.0, times[name][-1] - sum(run.values()))
             phases[name].append(run)
     result = {"bareStepSeconds16x64": statistics.median(times["bare"]), "barePhases": _median_phases(phases["bare"])}
-    for loss in LOSS_TYPES:
-        result[f"updateSeconds16x64_{loss}"] = statistics.median(times[loss])
-        result[f"updatePhases_{loss}"] = _median_phases(phases[loss])
+    for name in params:
+        result[f"updateSeconds16x64_{name}"] = statistics.median(times[name])
+        result[f"updatePhases_{name}"] = _median_phases(phases[name])
     return result
 
 

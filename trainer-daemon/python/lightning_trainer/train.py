@@ -390,14 +390,20 @@ def policy_update(
     with timer("behaviour"):
         ahead = [i for i in missing if i not in free]
         batch.fill(batch.behaviour, _spread_logprobs(policy, transitions, ahead, params.micro_batch, reducer))
-    with timer("reference"):
-        sampled = range(len(transitions)) if params.kl_coef > 0 else range(0, len(transitions), KL_SAMPLE_STRIDE)
-        with policy.reference() as reference:
-            references = _spread_logprobs(
-                policy, transitions, list(sampled), params.micro_batch, reducer, module=reference
-            )
-        batch.fill(batch.reference, references)
-        batch.has_reference[list(references)] = True
+    # The KL term needs every row's reference logprobs; with klCoef 0 the KL is only reported, from every
+    # KL_SAMPLE_STRIDE-th row, on the updates that ask (klSample): the others skip the reference forward.
+    if params.kl_coef > 0:
+        sampled = list(range(len(transitions)))
+    else:
+        sampled = list(range(0, len(transitions), KL_SAMPLE_STRIDE)) if params.kl_sample else []
+    if sampled:
+        with timer("reference"):
+            with policy.reference() as reference:
+                references = _spread_logprobs(
+                    policy, transitions, sampled, params.micro_batch, reducer, module=reference
+                )
+            batch.fill(batch.reference, references)
+            batch.has_reference[list(references)] = True
     policy.model.train()
     update = Update(policy, optimizer, params, batch, reducer, timer)
     update.pending = {i for i in missing if i in free}
@@ -414,7 +420,6 @@ def policy_update(
     result = {
         "loss": sum(update.losses) / len(update.losses),
         "pgLoss": sums["pg"] / tokens,
-        "kl": sums["kl"] / max(sums["klTokens"], 1.0),
         "entropy": sums["entropy"] / tokens,
         "clipFraction": sums["clipped"] / tokens,
         "maxRatioDeviation": max_deviation,
@@ -422,6 +427,8 @@ def policy_update(
         "tokens": int(sum(len(t.response_ids) for t in transitions)),
         "seconds": time.perf_counter() - started,
     }
+    if sums["klTokens"] > 0:  # not measured on this update (klSample false): no KL, rather than a 0 it never saw
+        result["kl"] = sums["kl"] / sums["klTokens"]
     if torch.cuda.is_available():
         result["gpuMemoryBytes"] = int(torch.cuda.max_memory_allocated())
     return result

@@ -108,6 +108,23 @@ def test_kl_to_the_reference_is_zero_before_and_positive_after_updates():
     assert second["kl"] > 1e-6
 
 
+def test_with_kl_coef_0_the_kl_is_measured_only_when_asked_and_its_reference_forward_skipped_otherwise():
+    session = make_session(adapter={"kind": "lora", "rank": 4}, optimizer={"lr": 3e-3})
+    transitions = sampled_transitions(session)
+    train(session, transitions, epochs=1)
+    phases: dict = {}
+    unmeasured = session.train(
+        parse(TrainParams, {"transitions": transitions, "epochs": 1, "klSample": False}), phases=phases
+    )
+    assert "kl" not in unmeasured and "reference" not in phases  # no KL it never saw, no reference forward
+    phases = {}
+    measured = session.train(parse(TrainParams, {"transitions": transitions, "epochs": 1}), phases=phases)
+    assert measured["kl"] > 1e-6 and phases["reference"] > 0  # after two updates the policy has moved
+    # A KL term in the loss needs every row's reference: klSample does not turn it off.
+    penalised = train(session, transitions, klCoef=0.1, klSample=False, epochs=1)
+    assert penalised["kl"] > 1e-6
+
+
 def test_checkpoint_round_trip(tmp_path):
     session = make_session(adapter={"kind": "lora", "rank": 4}, optimizer={"lr": 3e-3})
     transitions = sampled_transitions(session)
