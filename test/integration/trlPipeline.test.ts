@@ -15,7 +15,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import type { GrpoConfigInput, Transition } from '../../trainer-daemon/protocol';
 import { rolloutAdvantages } from '../../trainer-daemon/lightningrl/credit';
-import { grpoAdvantageOptions, toWorkerTransitions, workerTrainParams } from '../../trainer-daemon/training/grpo';
+import { grpoAdvantageOptions, toWorkerTransitions, workerTrainParams } from '../../trainer-daemon/training/grpoUpdate';
 import { REPO_ROOT } from '../helpers/daemon';
 import { testGrpoConfig } from '../helpers/trainingConfigs';
 

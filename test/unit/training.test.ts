@@ -12,15 +12,15 @@ import {
 } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
 import { renderChart, renderCurvesSvg } from '../../trainer-daemon/training/chart';
+import { readDemonstrations } from '../../trainer-daemon/training/grpo';
 import {
   drGrpoMaxResponseLength,
   grpoAdvantageOptions,
-  readDemonstrations,
+  klSampled,
   requestedMaxTokens,
   toWorkerTransitions,
   workerTrainParams,
-  klSampled,
-} from '../../trainer-daemon/training/grpo';
+} from '../../trainer-daemon/training/grpoUpdate';
 import { chatToSftExample, heldOutRollouts } from '../../trainer-daemon/training/sftRows';
 import { fsdpTorchProblem } from '../../trainer-daemon/training/doctor';
 import { randomToolDemonstrations, toolsTasks } from '../../trainer-daemon/demo/tasks';

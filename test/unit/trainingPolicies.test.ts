@@ -10,7 +10,7 @@ import { GrpoConfig, type Checkpoint, type Reward, type SpanInput } from '../../
 import { grpoCharts } from '../../trainer-daemon/protocol/ui/grpoCharts';
 import { baggageAgentName, PolicyRouter } from '../../trainer-daemon/capture/policyRoutes';
 import { grpoConfigFromFlags, type GrpoFlags } from '../../trainer-daemon/cli/commands/trainGrpo';
-import { grpoAdvantageOptions, toWorkerTransitions, workerTrainParams } from '../../trainer-daemon/training/grpo';
+import { grpoAdvantageOptions, toWorkerTransitions, workerTrainParams } from '../../trainer-daemon/training/grpoUpdate';
 import {
   checkpointPolicy,
   iterationTransitions,

@@ -10,14 +10,9 @@ import {
   describeSkipped,
   noSkippedCalls,
   type SkippedCalls,
-  type AdvantageOptions,
   type SftExample,
   type GrpoConfig,
   type Task,
-  type TrainParams,
-  type Trajectory,
-  type Transition,
-  type WorkerTransition,
 } from '../protocol';
 import { InvalidInputError, errorMessage } from '../protocol/errors';
 import type { Logger } from '../log';
@@ -38,6 +33,7 @@ import {
   updateMetrics,
 } from './grpoPolicies';
 import { policyRouter } from '../capture/policyRoutes';
+import { grpoAdvantageOptions, requestedMaxTokens, toWorkerTransitions, workerTrainParams } from './grpoUpdate';
 
 /** How long a step waits for a dying trainer worker to report its exit before blaming the rollouts (torchrun takes ~1–5 s to stop its other ranks). */
 const WORKER_DEATH_GRACE_MS = 10_000;
@@ -73,100 +69,6 @@ export function readDemonstrations(file: string): SftExample[] {
     if (typeof example !== 'object' || example === null || Array.isArray(example)) throw notObject;
     return [chatToSftExample(example, where)];
   });
-}
-
-/**
- * Transitions the worker can train on: exact token ids; those whose advantage is 0 too unless `zeroAdvantage`
- * is `drop` (TRL keeps them: they count in the loss's normaliser, and the KL and entropy terms act on them).
- */
-export function toWorkerTransitions(
-  transitions: readonly Transition[],
-  zeroAdvantage: 'keep' | 'drop' = 'keep',
-): WorkerTransition[] {
-  return transitions.flatMap((t) => {
-    if (t.promptTokenIds === null || t.responseTokenIds === null || t.responseTokenIds.length === 0) return [];
-    if (zeroAdvantage === 'drop' && t.advantage === 0) return [];
-    const logprobs = t.logprobs && t.logprobs.length === t.responseTokenIds.length ? t.logprobs : null;
-    const mask = t.lossMask?.length === t.responseTokenIds.length ? (t.lossMask as Array<0 | 1>) : undefined;
-    return [
-      {
-        promptIds: t.promptTokenIds,
-        responseIds: t.responseTokenIds,
-        logprobs,
-        advantage: t.advantage,
-        ...(mask ? { mask } : {}),
-      },
-    ];
-  });
-}
-
-/**
- * The advantages GRPO trains on, as TRL's GRPOTrainer computes them: (R − mean) / (std + 1e-4), std with Bessel's
- * correction unless the config asks for the population std (`--std population`).
- */
-export function grpoAdvantageOptions(config: Pick<GrpoConfig, 'scaleRewards' | 'std'>): AdvantageOptions {
-  return { kind: 'grpo', normalizeStd: config.scaleRewards === 'group', std: config.std, epsilon: 1e-4 };
-}
-
-/**
- * dr_grpo's divisor per sequence (TRL's `max_completion_length`): `--max-response-length` when given, else the
- * generation cap the iteration's calls ran under — the largest `max_tokens` they asked for (`requestedCaps`), never
- * below the longest response (aggregated sequences can be longer than one call's cap) — and the longest response
- * when no call named a cap. Undefined for the other loss types, which do not read it.
- */
-export function drGrpoMaxResponseLength(
-  config: Pick<GrpoConfig, 'lossType' | 'maxResponseLength'>,
-  transitions: readonly WorkerTransition[],
-  requestedCaps: readonly number[] = [],
-): number | undefined {
-  if (config.lossType !== 'dr_grpo') return undefined;
-  if (config.maxResponseLength !== null) return config.maxResponseLength;
-  const longest = transitions.reduce((most, t) => Math.max(most, t.responseIds.length), 1);
-  return requestedCaps.reduce((most, cap) => Math.max(most, cap), longest);
-}
-
-/** The `max_tokens` each of a batch's LLM calls asked for (recorded as `gen_ai.request.max_tokens`), by span id. */
-export function requestedMaxTokens(trajectories: readonly Trajectory[]): Map<string, number> {
-  const caps = new Map<string, number>();
-  for (const { spans } of trajectories) {
-    for (const span of spans) {
-      const cap = span.attributes['gen_ai.request.max_tokens'];
-      if (typeof cap === 'number' && Number.isInteger(cap) && cap > 0) caps.set(span.spanId, cap);
-    }
-  }
-  return caps;
-}
-
-/** The worker's `train` request for one iteration's transitions (`requestedCaps`: their calls' max_tokens). */
-export function workerTrainParams(
-  config: GrpoConfig,
-  transitions: WorkerTransition[],
-  requestedCaps: readonly number[] = [],
-  step?: number,
-): TrainParams {
-  const maxResponseLength = drGrpoMaxResponseLength(config, transitions, requestedCaps);
-  return {
-    ...(step === undefined || klSampled(config, step) ? {} : { klSample: false }),
-    transitions,
-    ...(maxResponseLength === undefined ? {} : { maxResponseLength }),
-    epochs: config.epochs,
-    minibatch: config.minibatch,
-    clip: config.clip,
-    ...(config.clipHigh === null ? {} : { clipHigh: config.clipHigh }),
-    lossType: config.lossType,
-    klCoef: config.klCoef,
-    klBiasCorrection: config.klBiasCorrection,
-    entropyCoef: config.entropyCoef,
-  };
-}
-
-/**
- * Whether the update of iteration `step` measures the KL to the reference when klCoef is 0 (then only reported): on
- * the first iteration, each validated one and the last — the KL chart's points — and not in between, where that
- * reference forward would be the update's largest cost after the training pass itself (TRL logs no KL at 0).
- */
-export function klSampled(config: Pick<GrpoConfig, 'klCoef' | 'evalEvery' | 'iterations'>, step: number): boolean {
-  return config.klCoef > 0 || step === 1 || step % config.evalEvery === 0 || step === config.iterations;
 }
 
 function meanStd(values: readonly number[]): { mean: number; std: number } {

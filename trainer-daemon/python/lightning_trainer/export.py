@@ -124,6 +124,21 @@ def _publish(target: Path, write: Callable[[Path], None]) -> None:
         raise
 
 
+def _lora_config(policy, modules_to_save=None):
+    """A stock PEFT LoraConfig with the run's rank, alpha, dropout and targets (what `PeftModel.from_pretrained` reads)."""
+    import peft
+
+    lora = policy.model.peft_config["default"]
+    return peft.LoraConfig(
+        r=lora.r,
+        lora_alpha=lora.lora_alpha,
+        lora_dropout=lora.lora_dropout,
+        target_modules=sorted(lora.target_modules),
+        task_type="CAUSAL_LM",
+        modules_to_save=modules_to_save,
+    )
+
+
 def _write_adapter(policy, load: LoadParams, folder: Path) -> None:
     """A fresh PEFT model on the stock base with the run's LoRA config (+ its trained norms as modules_to_save),
     given the checkpoint's weights, saved by PEFT itself: the adapter is what `PeftModel.from_pretrained` reads."""
@@ -134,15 +149,7 @@ def _write_adapter(policy, load: LoadParams, folder: Path) -> None:
     norms = {n: v for n, v in trained.items() if "lora_" not in n}
     # modules_to_save matches module names by suffix: the leaf names of the modules whose norms trained.
     leaves = sorted({n.rsplit(".", 2)[-2] for n in norms})
-    lora = policy.model.peft_config["default"]
-    config = peft.LoraConfig(
-        r=lora.r,
-        lora_alpha=lora.lora_alpha,
-        lora_dropout=lora.lora_dropout,
-        target_modules=sorted(lora.target_modules),
-        task_type="CAUSAL_LM",
-        modules_to_save=leaves or None,
-    )
+    config = _lora_config(policy, modules_to_save=leaves or None)
     dtype_key = "dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype"
     base = transformers.AutoModelForCausalLM.from_pretrained(load.model.name, **{dtype_key: torch.float32})
     fresh = peft.get_peft_model(base, config)
@@ -190,14 +197,7 @@ def export_set(params: ExportParams) -> dict:
                 f"checkpoint {folder} trained norms beside its adapter (trainNorms): they belong to the base model, "
                 "which the adapters of one folder share; export it alone (--format peft without the set)"
             )
-        lora = policy.model.peft_config["default"]
-        config = peft.LoraConfig(
-            r=lora.r,
-            lora_alpha=lora.lora_alpha,
-            lora_dropout=lora.lora_dropout,
-            target_modules=sorted(lora.target_modules),
-            task_type="CAUSAL_LM",
-        )
+        config = _lora_config(policy)
         if fresh is None:
             fresh = peft.get_peft_model(base, config, adapter_name=name)
         else:

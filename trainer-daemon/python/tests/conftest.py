@@ -1,8 +1,11 @@
-"""Shared helpers for the worker's tests: a loaded Session on the tiny model and an HTTP client for its endpoint."""
+"""Shared helpers for the worker's tests: a loaded Session on the tiny model, an HTTP client for its endpoint, a tiny
+Qwen2 saved as a downloaded model is, and checks run by the stock libraries alone in an isolated Python."""
 
 import json
 import os
+import subprocess
 import sys
+import textwrap
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -58,3 +61,46 @@ def worker_env() -> dict:
 
 
 from lightning_trainer.bench import tiny_hf_model_dir as hf_model_dir  # noqa: E402,F401  (tiny Qwen2/Llama folders)
+
+
+@pytest.fixture(scope="module")
+def base_dir(tmp_path_factory):
+    """A tiny Qwen2 with weights on disk, as `save_pretrained` leaves a downloaded model (stock loaders rebuild it)."""
+    import transformers
+
+    folder = tmp_path_factory.mktemp("base") / "qwen2"
+    hf_model_dir(folder)
+    torch.manual_seed(1)
+    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder))
+    model.save_pretrained(folder)
+    return str(folder)
+
+
+# The start of a stock check: it refuses to run where project code is importable, reads its JSON spec from argv[1],
+# and picks the dtype keyword of the installed transformers; `torch`, `transformers`, `json`, `spec`, `dtype` follow.
+STOCK_PRELUDE = textwrap.dedent("""
+    import json, sys
+    try:
+        import lightning_trainer  # noqa: F401
+        sys.exit("project code is importable: the check would not be a stock one")
+    except ImportError:
+        pass
+    import torch, transformers
+    spec = json.loads(sys.argv[1])
+    dtype = {"dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype": torch.float32}
+""")
+
+
+def run_stock(body: str, spec: dict, cwd) -> str:
+    """`STOCK_PRELUDE` + `body` run by this Python isolated (`-I`: no project path, no user site, a bare env); its
+    stdout. Fails the test with its stderr unless it exits 0."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", STOCK_PRELUDE + textwrap.dedent(body), json.dumps(spec)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout

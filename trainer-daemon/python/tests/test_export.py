@@ -12,15 +12,11 @@ template the policy was trained with.
 
 import json
 import os
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-import torch
 import transformers
-from conftest import hf_model_dir, http  # noqa: E402
+from conftest import http, run_stock  # noqa: E402
 
 from lightning_trainer.bench import CHAT_TEMPLATE  # noqa: E402
 from lightning_trainer.export import ExportRefused  # noqa: E402
@@ -34,16 +30,7 @@ PROMPTS = [
     [{"role": "system", "content": "tools"}, {"role": "user", "content": "add 1"}],
 ]
 
-STOCK = textwrap.dedent("""
-    import json, sys
-    try:
-        import lightning_trainer  # noqa: F401
-        sys.exit("project code is importable: the check would not be a stock one")
-    except ImportError:
-        pass
-    import torch, transformers
-    spec = json.loads(sys.argv[1])
-    dtype = {"dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype": torch.float32}
+STOCK = """
     if spec["format"] == "peft":
         import peft
         base = transformers.AutoModelForCausalLM.from_pretrained(spec["base"], **dtype)
@@ -63,18 +50,7 @@ STOCK = textwrap.dedent("""
         picked = logprobs.gather(-1, torch.tensor(case["tokens"])[:, None])[:, 0]
         out.append({"prompt": prompt, "logprobs": picked.tolist()})
     print(json.dumps(out))
-""")
-
-
-@pytest.fixture(scope="module")
-def base_dir(tmp_path_factory):
-    """A tiny Qwen2 with weights on disk, as `save_pretrained` leaves a downloaded model."""
-    folder = tmp_path_factory.mktemp("base") / "qwen2"
-    hf_model_dir(folder)
-    torch.manual_seed(1)
-    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder))
-    model.save_pretrained(folder)
-    return str(folder)
+"""
 
 
 def _trained_checkpoint(load: dict, folder) -> str:
@@ -121,18 +97,7 @@ def _served(checkpoint_dir: str) -> list[dict]:
 def _stock(tmp_path, spec: dict, cases: list[dict]) -> list[dict]:
     """Logprobs of each case's served tokens after its prompt, as rendered by the folder's own chat template."""
     spec = {**spec, "cases": [{"messages": c["messages"], "tokens": c["tokens"]} for c in cases]}
-    script = tmp_path / "stock_check.py"
-    script.write_text(STOCK)
-    done = subprocess.run(
-        [sys.executable, "-I", str(script), json.dumps(spec)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    return json.loads(run_stock(STOCK, spec, tmp_path).strip().splitlines()[-1])
 
 
 def _export(checkpoint_dir: str, fmt: str, out) -> dict:

@@ -12,16 +12,12 @@ downloaded), served side by side and trained one at a time.
 """
 
 import json
-import subprocess
-import sys
-import textwrap
 import threading
 from pathlib import Path
 
 import pytest
 import torch
-import transformers
-from conftest import hf_model_dir, http  # noqa: E402
+from conftest import http, run_stock  # noqa: E402
 
 from lightning_trainer.params import (  # noqa: E402
     ExportParams,
@@ -36,17 +32,6 @@ from lightning_trainer.session import Session, StateError  # noqa: E402
 
 LORA = {"kind": "lora", "rank": 4, "alpha": 8, "trainNorms": False}
 MESSAGES = [{"role": "user", "content": "what is 3 plus 4"}]
-
-
-@pytest.fixture(scope="module")
-def base_dir(tmp_path_factory):
-    """A tiny Qwen2 with weights on disk (stock loaders rebuild it: the exported set is loaded on it)."""
-    folder = tmp_path_factory.mktemp("base") / "qwen2"
-    hf_model_dir(folder)
-    torch.manual_seed(1)
-    model = transformers.AutoModelForCausalLM.from_config(transformers.AutoConfig.from_pretrained(folder))
-    model.save_pretrained(folder)
-    return str(folder)
 
 
 def _load(base_dir, **extra) -> Session:
@@ -181,16 +166,8 @@ def test_a_policy_checkpoint_is_a_plain_lora_checkpoint_and_restores_into_the_se
         session.save(parse(SaveParams, {"dir": str(tmp_path / "x")}))
 
 
-STOCK = textwrap.dedent("""
-    import json, sys
-    try:
-        import lightning_trainer  # noqa: F401
-        sys.exit("project code is importable: the check would not be a stock one")
-    except ImportError:
-        pass
-    import torch, transformers, peft
-    spec = json.loads(sys.argv[1])
-    dtype = {"dtype" if int(transformers.__version__.split(".")[0]) >= 5 else "torch_dtype": torch.float32}
+STOCK = """
+    import peft
     base = transformers.AutoModelForCausalLM.from_pretrained(spec["base"], **dtype)
     first, *others = spec["names"]
     model = peft.PeftModel.from_pretrained(base, spec["dir"], subfolder=first, adapter_name=first)
@@ -204,7 +181,7 @@ STOCK = textwrap.dedent("""
         with torch.no_grad():
             out[name] = model(input_ids=ids).logits[0, -1].tolist()
     print(json.dumps(out))
-""")
+"""
 
 
 def test_the_set_exports_as_one_peft_folder_that_stock_peft_loads(trained, base_dir, tmp_path):
@@ -222,11 +199,7 @@ def test_the_set_exports_as_one_peft_folder_that_stock_peft_loads(trained, base_
     assert result["baseModel"] == base_dir
     ids = session.policy.render_prompt(MESSAGES, None)
     spec = {"base": base_dir, "dir": str(out), "names": ["planner", "solver"], "ids": ids}
-    stock = subprocess.run(
-        [sys.executable, "-I", "-c", STOCK, json.dumps(spec)], capture_output=True, text=True, cwd=tmp_path, check=False
-    )
-    assert stock.returncode == 0, stock.stderr[-3000:]
-    logits = json.loads(stock.stdout)
+    logits = json.loads(run_stock(STOCK, spec, tmp_path))
     for name in ("planner", "solver"):
         session.policy.activate(name)
         with torch.no_grad():
