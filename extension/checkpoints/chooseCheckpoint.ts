@@ -40,6 +40,8 @@ export async function chooseCheckpoint(
     const rows = checkpointItems(items, choice.inUse);
     const picked = await vscode.window.showQuickPick(choice.row ? rows.map(choice.row) : rows, {
       title: choice.title,
+      // The first step of a flow (Export: three steps; Delete: a confirmation): a focus change must not drop it.
+      ignoreFocusOut: true,
       matchOnDescription: true,
       matchOnDetail: true,
     });

@@ -33,6 +33,7 @@ export async function exportCheckpointCommand(
   const adapter = trained ? (trained.adapter?.kind ?? (trained.model.kind === 'tiny' ? 'full' : 'lora')) : 'full';
   const format = await vscode.window.showQuickPick(formatItems(adapter), {
     title: `${TITLE} (2/3): format of step ${checkpoint.step} of ${checkpoint.runId}`,
+    ignoreFocusOut: true,
   });
   if (!format) return;
   const parents = await vscode.window.showOpenDialog({

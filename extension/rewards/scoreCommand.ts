@@ -82,6 +82,7 @@ export class ScoreCommand {
     ];
     const picked = await vscode.window.showQuickPick(items, {
       title: 'Score Rollouts (1/2): which rewards file?',
+      ignoreFocusOut: true,
       placeHolder: files.length
         ? undefined
         : 'No rewards file in the workspace: browse to one (see README, "Automatic rewards")',
@@ -110,7 +111,10 @@ export class ScoreCommand {
       },
       { label: '$(database) A dataset…', description: 'every finished rollout of a dataset', datasets: true },
     ];
-    const picked = await vscode.window.showQuickPick(items, { title: 'Score Rollouts (2/2): which rollouts?' });
+    const picked = await vscode.window.showQuickPick(items, {
+      title: 'Score Rollouts (2/2): which rollouts?',
+      ignoreFocusOut: true,
+    });
     if (!picked) return undefined;
     if (picked.scope) return picked.scope;
     const { items: datasets } = await client.request('listDatasets', {});
@@ -122,7 +126,7 @@ export class ScoreCommand {
     }
     const dataset = await vscode.window.showQuickPick(
       datasets.map((d) => ({ label: d.name, description: `${d.taskCount} tasks`, id: d.id })),
-      { title: 'Score Rollouts: which dataset?' },
+      { title: 'Score Rollouts: which dataset?', ignoreFocusOut: true },
     );
     return dataset ? { dataset: dataset.id } : undefined;
   }
