@@ -89,6 +89,7 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
         {
           title: 'Use Checkpoint: debug and batch rollouts are answered by it',
           placeHolder: 'Which checkpoint? (newest first)',
+          ignoreFocusOut: true,
           matchOnDescription: true,
           matchOnDetail: true,
         },

@@ -75,7 +75,9 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
         : (
             await vscode.window.showQuickPick(
               configurations.map((c) => ({ label: c.name, description: c.type, config: c })),
-              { title: 'Debug with Lightning', placeHolder: 'Which launch configuration?' },
+              // Opened from the palette while a webview (the panel, a run tab) had focus, the webview can take focus
+              // back just after: the pick must not close under that.
+              { title: 'Debug with Lightning', placeHolder: 'Which launch configuration?', ignoreFocusOut: true },
             )
           )?.config;
     if (!config) return;

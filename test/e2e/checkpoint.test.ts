@@ -14,7 +14,7 @@ import type { Rollout } from '../../trainer-daemon/protocol';
 import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
 import { formatBytes } from '../../trainer-daemon/protocol/format';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
-import { pickQuickItem, runCommand } from '../helpers/codeServer';
+import { pickQuickItem, runCommand, runCommandAndPick } from '../helpers/codeServer';
 import { storeWithCheckpoints } from '../helpers/checkpoints';
 import { runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
@@ -48,8 +48,7 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: fa
     await inUse.waitFor({ timeout: 120_000 });
     await session.shot('checkpoint-01-in-use');
 
-    await runCommand(page, 'Lightning: Debug with Lightning');
-    await pickQuickItem(page, 'Weather agent');
+    await runCommandAndPick(page, 'Lightning: Debug with Lightning', 'Weather agent');
     const rollout = await waitFor(
       async () => {
         const listed = await runCli(['rollouts', '--json', '--store', session.storeFile]);

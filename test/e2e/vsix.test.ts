@@ -165,11 +165,7 @@ describe(
       assert.equal(runs[0]!.status, 'succeeded');
       await session.shot('vsix-4-trained');
 
-      await runCommand(page, 'Lightning: Use Checkpoint');
-      await page
-        .locator('.quick-input-widget .quick-input-list .monaco-list-row', { hasText: 'step 2' })
-        .first()
-        .click({ timeout: 30_000 });
+      await runCommandAndPick(page, 'Lightning: Use Checkpoint', 'step 2');
       await page.locator('.statusbar-item', { hasText: 'step 2' }).waitFor({ timeout: 180_000 });
       const calls = session.upstream.requests.length;
       await runCommandAndPick(page, 'Lightning: Debug with Lightning', AGENT_NAME);
