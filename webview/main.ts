@@ -18,7 +18,7 @@ import type {
 } from '../trainer-daemon/protocol/ui/panelMessages';
 import { extensionMessage, rolloutFilter } from './pageInput';
 import { RolloutList, type SectionKey } from './rolloutList';
-import { countText } from '../trainer-daemon/protocol/ui/format';
+import { countText } from '../trainer-daemon/protocol/ui/rolloutText';
 import { TrajectoryView } from './trajectory';
 import { TrainingRunsView } from './trainingRuns';
 import { DatasetsSection } from './datasets';

@@ -27,7 +27,7 @@ import {
   runGroupFacts,
   runGroupTime,
   runGroupTitle,
-} from '../trainer-daemon/protocol/ui/format';
+} from '../trainer-daemon/protocol/ui/rolloutText';
 import { STATUS_CODICONS } from './dom';
 import { assertNever } from '../trainer-daemon/protocol/assert';
 import type { RolloutFilter } from '../trainer-daemon/protocol/ui/panelMessages';

@@ -16,7 +16,7 @@ import { placementDetail } from '../trainer-daemon/protocol/placement';
 import { checkpointTitle } from '../trainer-daemon/protocol/policyCheckpoint';
 import { button, el, statusIcon } from './dom';
 import { runLabel } from '../trainer-daemon/protocol/runLabel';
-import { formatTime } from '../trainer-daemon/protocol/ui/format';
+import { formatTime } from '../trainer-daemon/protocol/ui/rolloutText';
 import {
   chartSvg,
   grpoCharts,

@@ -21,7 +21,7 @@ import {
   spanDepths,
   stepHeading,
   type MessageView,
-} from '../trainer-daemon/protocol/ui/format';
+} from '../trainer-daemon/protocol/ui/rolloutText';
 import { isAutomatic, reviewVerdicts, type ReviewAction } from '../trainer-daemon/protocol/ui/rewardReview';
 import { renderTrainingView } from './trainingView';
 

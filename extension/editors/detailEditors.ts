@@ -17,12 +17,12 @@ import {
   type ExtensionToEditor,
 } from '../../trainer-daemon/protocol/ui/editorMessages';
 import { EDITOR_VIEW_TYPE, editorKey, tabTitle } from '../../trainer-daemon/protocol/ui/editorTarget';
-import { rolloutTitle } from '../../trainer-daemon/protocol/ui/format';
+import { rolloutTitle } from '../../trainer-daemon/protocol/ui/rolloutText';
 import type { Annotator } from '../annotate';
 import type { LiveRollouts } from '../liveRollouts';
 import type { TrainingRuns } from '../trainingRuns';
 import { webviewHtml } from '../webviewHtml';
-import { pickRollout, pickTrainingRun } from './pickers';
+import { pickRollout, pickTrainingRun } from './rolloutPicks';
 import { markPainted, postTo, rolloutIds, titleOf, type Tab } from './editorTab';
 import { TabFeed } from './tabFeed';
 

@@ -15,7 +15,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { metricPoints } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
-import { renderCurvesSvg } from '../../trainer-daemon/training/chart';
+import { renderCurvesSvg } from '../../trainer-daemon/training/chartFile';
 import { REPO_ROOT } from '../helpers/daemon';
 import { fmt } from './table';
 

@@ -42,7 +42,7 @@ import {
   runGroupFacts,
   runGroupTime,
   runGroupTitle,
-} from '../../trainer-daemon/protocol/ui/format';
+} from '../../trainer-daemon/protocol/ui/rolloutText';
 import { rolloutCount } from '../../trainer-daemon/protocol/format';
 import { failureHeadline, failureOutput } from '../../trainer-daemon/protocol/failureText';
 

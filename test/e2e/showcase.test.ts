@@ -19,7 +19,7 @@ import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { rolloutCount } from '../../trainer-daemon/protocol/format';
 import { Store } from '../../trainer-daemon/store/store';
-import { rolloutTitle, runGroupFacts, runGroupTitle } from '../../trainer-daemon/protocol/ui/format';
+import { rolloutTitle, runGroupFacts, runGroupTitle } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { runTitle } from '../../trainer-daemon/protocol/ui/trainingRunFormat';
 import { ensureEditor } from '../provision/index.mjs';
 import {

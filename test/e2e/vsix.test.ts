@@ -20,7 +20,7 @@ import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
 import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { rolloutCount } from '../../trainer-daemon/protocol/format';
-import { runGroupFacts, runGroupTitle } from '../../trainer-daemon/protocol/ui/format';
+import { runGroupFacts, runGroupTitle } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { ensureEditor } from '../provision/index.mjs';
 import {
   answerInputBox,

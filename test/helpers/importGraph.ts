@@ -10,7 +10,7 @@
  *   the extension imports nothing of webview/: what both sides use lives in protocol/ui/;
  * * no file imports itself back through a circle of imports, and no room imports itself back through another room
  *   (an arrow that runs up: a room is a folder of trainer-daemon/, or extension/ or webview/; a file at
- *   trainer-daemon/'s top level — daemon.ts, log.ts, discovery.ts — is a room of its own).
+ *   trainer-daemon/'s top level — daemon.ts, log.ts, storeOwnership.ts — is a room of its own).
  */
 import fs from 'node:fs';
 import { isBuiltin } from 'node:module';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
-import { findDaemon } from '../../trainer-daemon/discovery';
+import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { candidatesOf } from '../../trainer-daemon/protocol';
 import { AGENT, setUp, storeOf, train } from '../helpers/apo';

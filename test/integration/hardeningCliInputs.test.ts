@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
-import { table } from '../../trainer-daemon/cli/format';
+import { table } from '../../trainer-daemon/cli/textTable';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { runCli, startDaemon } from '../helpers/daemon';

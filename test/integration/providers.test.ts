@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { asChatCall } from '../../trainer-daemon/protocol';
-import { llmCallView } from '../../trainer-daemon/protocol/ui/format';
+import { llmCallView } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { runAgent } from '../helpers/runAgent';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 import {

@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { isProcessAlive } from '../../trainer-daemon/discovery';
+import { isProcessAlive } from '../../trainer-daemon/protocol/node/discovery';
 import { CLI, runCli } from '../helpers/daemon';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { attemptsOf, batchOf } from '../helpers/batch';

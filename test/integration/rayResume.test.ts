@@ -9,7 +9,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
-import { isProcessAlive } from '../../trainer-daemon/discovery';
+import { isProcessAlive } from '../../trainer-daemon/protocol/node/discovery';
 import { CLI, runCli } from '../helpers/daemon';
 import { batchOf } from '../helpers/batch';
 import { rayFixture } from '../helpers/ray';

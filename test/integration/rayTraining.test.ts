@@ -9,7 +9,7 @@ import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { spawn } from 'node:child_process';
-import { isProcessAlive } from '../../trainer-daemon/discovery';
+import { isProcessAlive } from '../../trainer-daemon/protocol/node/discovery';
 import { CLI, REPO_ROOT, runCli } from '../helpers/daemon';
 import { rayFixture } from '../helpers/ray';
 import { tempDir, waitFor } from '../helpers/tmp';

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { isProcessAlive } from '../../trainer-daemon/discovery';
+import { isProcessAlive } from '../../trainer-daemon/protocol/node/discovery';
 import { Store } from '../../trainer-daemon/store/store';
 import { CLI, runCli } from '../helpers/daemon';
 import { batchOf, peakOverlap } from '../helpers/batch';
@@ -26,7 +26,9 @@ if (task.failFirst && !fs.existsSync(dir + '/failed-' + process.env.LIGHTNING_RO
 }
 if (task.hang) {
   const child = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
-  fs.writeFileSync(dir + '/pids-' + process.env.LIGHTNING_ROLLOUT_ID, process.pid + ' ' + child.pid);
+  // Written whole or not at all (a rename): a test that sees the file reads both pids, even if this agent is killed now.
+  fs.writeFileSync(dir + '/.pids-' + process.env.LIGHTNING_ROLLOUT_ID, process.pid + ' ' + child.pid);
+  fs.renameSync(dir + '/.pids-' + process.env.LIGHTNING_ROLLOUT_ID, dir + '/pids-' + process.env.LIGHTNING_ROLLOUT_ID);
   setInterval(() => {}, 1000);
 } else {
   setTimeout(async () => {

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { isProcessAlive } from '../../trainer-daemon/discovery';
+import { isProcessAlive } from '../../trainer-daemon/protocol/node/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { CLI, REPO_ROOT, runCli, startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';

@@ -4,9 +4,9 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { lineDiff } from '../../trainer-daemon/apo/diff';
 import { parseEdit } from '../../trainer-daemon/apo/prompts';
-import { SeededRandom } from '../../trainer-daemon/apo/random';
+import { SeededRandom } from '../../trainer-daemon/util/random';
 import { apoScoring } from '../../trainer-daemon/apo/reward';
-import { endLines, roundLine } from '../../trainer-daemon/apo/progress';
+import { endLines, roundLine } from '../../trainer-daemon/apo/roundLines';
 import {
   ApoConfig,
   applyTextEdit,

@@ -18,9 +18,9 @@ import {
 } from '../../extension/datasets/batchProgress';
 import { isAutomatic, reviewReason, reviewVerdicts } from '../../trainer-daemon/protocol/ui/rewardReview';
 import { ExtensionToWebview, WebviewToExtension } from '../../trainer-daemon/protocol/ui/panelMessages';
-import { matchesFilter } from '../../trainer-daemon/protocol/ui/format';
+import { matchesFilter } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { summarize } from '../../trainer-daemon/cli/commands/datasetRun';
-import { Progress } from '../../trainer-daemon/cli/progress';
+import { Progress } from '../../trainer-daemon/cli/batchProgress';
 import type { LaunchConfig } from '../../extension/debug/launchConfig';
 import type { Reward, Rollout, RolloutScore } from '../../trainer-daemon/protocol';
 

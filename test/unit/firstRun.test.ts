@@ -6,7 +6,7 @@ import { EDITOR_ENV, forReader, inEditorWords } from '../../trainer-daemon/proto
 import type { Rollout } from '../../trainer-daemon/protocol/records';
 import { tabTitle } from '../../trainer-daemon/protocol/ui/editorTarget';
 import type { EditorState } from '../../trainer-daemon/protocol/ui/editorMessages';
-import { formatTime } from '../../trainer-daemon/protocol/ui/format';
+import { formatTime } from '../../trainer-daemon/protocol/ui/rolloutText';
 
 describe('the demo installs PyTorch from Debian quietly', () => {
   it('asks for no recommended packages', () => {

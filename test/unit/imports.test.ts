@@ -69,7 +69,7 @@ test('the check fails on Node-only imports outside protocol/node/ and on imports
     "import WebSocket from 'ws';\nimport fs from 'node:fs';\nexport const connect = (): unknown => [WebSocket, fs];\n",
   );
   write(
-    'trainer-daemon/protocol/ui/format.ts',
+    'trainer-daemon/protocol/ui/rolloutText.ts',
     "import type { R } from '../records';\nexport const format = (r: R): R => r;\n",
   );
   write(
@@ -89,7 +89,7 @@ test('the check fails on Node-only imports outside protocol/node/ and on imports
   write('extension/commands.ts', 'export const commands = 1;\n');
   write(
     'webview/main.ts',
-    "import { format } from '../trainer-daemon/protocol/ui/format';\n" +
+    "import { format } from '../trainer-daemon/protocol/ui/rolloutText';\n" +
       "import { connect } from '../trainer-daemon/protocol/node/connection';\nimport fs from 'node:fs';\n" +
       "import { commands } from '../extension/commands';\nexport const main = [format, connect, fs, commands];\n",
   );

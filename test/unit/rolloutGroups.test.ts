@@ -2,7 +2,7 @@
  * The panel's groups (RPC `rollouts/groups` on a real store, through the handler table): the user's own
  * runs apart, one group per run (a training run with its batches inside, a dataset run), the newest `limit`
  * runs with the count of all, the counts one filter gives everywhere; and how the list words them
- * (trainer-daemon/protocol/ui/format.ts) — by label, never by id alone.
+ * (trainer-daemon/protocol/ui/rolloutText.ts) — by label, never by id alone.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -29,7 +29,7 @@ import {
   runGroupTime,
   runGroupTitle,
   taskText,
-} from '../../trainer-daemon/protocol/ui/format';
+} from '../../trainer-daemon/protocol/ui/rolloutText';
 import { testApoConfig, testGrpoConfig } from '../helpers/trainingConfigs';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';

@@ -11,7 +11,7 @@ import {
   checkpointsOf,
 } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
-import { renderChart, renderCurvesSvg } from '../../trainer-daemon/training/chart';
+import { renderChart, renderCurvesSvg } from '../../trainer-daemon/training/chartFile';
 import { readDemonstrations } from '../../trainer-daemon/training/grpo';
 import {
   drGrpoMaxResponseLength,

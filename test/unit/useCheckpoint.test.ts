@@ -21,7 +21,7 @@ import { describeMetrics, LoadParams, type Checkpoint, type ServedPolicy } from 
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
 import { testGrpoConfig } from '../helpers/trainingConfigs';
-import { resumeRoutingOptions } from '../../trainer-daemon/cli/routing';
+import { resumeRoutingOptions } from '../../trainer-daemon/cli/callRouting';
 import { InvalidInputError, NotFoundError, TrainerUnavailableError } from '../../trainer-daemon/protocol/errors';
 import { parsed } from '../helpers/params';
 

@@ -9,7 +9,7 @@ import {
   servedByText,
   spanDepths,
   stepHeading,
-} from '../../trainer-daemon/protocol/ui/format';
+} from '../../trainer-daemon/protocol/ui/rolloutText';
 import { faultyCalls } from '../helpers/editorFixtures';
 import { formatDuration } from '../../trainer-daemon/protocol/format';
 import type { Json, Rollout, Span } from '../../trainer-daemon/protocol';

@@ -27,7 +27,7 @@ import { CancelledError, Evaluator, type EvalTask, type ScoredRollout } from './
 import { BudgetExhaustedError, OptimizerLlm } from './llm';
 import type { ApoPlan } from './prepare';
 import { critiqueMessages, editMessages, parseCritique, parseEdit, type Example } from './prompts';
-import { SeededRandom } from './random';
+import { SeededRandom } from '../util/random';
 
 interface Candidate {
   readonly id: string;

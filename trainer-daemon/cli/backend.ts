@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs';
 import { Methods, type MethodName, type ParamsOf, type ResultOf } from '../protocol';
-import { findDaemon } from '../discovery';
+import { findDaemon } from '../protocol/node/discovery';
 import { NotFoundError } from '../protocol/errors';
 import { createHandlers, invoke } from '../rpc/handlers';
 import { RpcClient } from '../protocol/node/connection';

@@ -4,7 +4,7 @@
  * Responses and legacy completions shapes. The full record stays in `show --json`.
  */
 import { textOf, type Json, type JsonObject, type Span } from '../protocol';
-import { truncate } from './format';
+import { truncate } from './textTable';
 import { asJsonObject, jsonList } from '../protocol/json';
 
 function text(value: Json | undefined): string {

@@ -3,7 +3,7 @@
  * one started in this process, which stays up until its last client has gone.
  */
 import { Daemon, upstreamFromEnv } from '../daemon';
-import { findDaemon } from '../discovery';
+import { findDaemon } from '../protocol/node/discovery';
 import { ConflictError } from '../protocol/errors';
 import { createLogger } from '../log';
 import { RpcClient } from '../protocol/node/connection';

@@ -16,7 +16,7 @@ import { GrpoConfig, checkpointsOf, metricPoints } from '../protocol';
 import { trainAndFollow } from '../client/trainAndFollow';
 import { connectOrStartDaemon } from '../client/daemonConnection';
 import { InvalidInputError } from '../protocol/errors';
-import { renderChart } from '../training/chart';
+import { renderChart } from '../training/chartFile';
 import { ensureTrainerPython } from '../training/doctor';
 import { ensureSqliteDriver } from './sqliteDriver';
 import { randomToolDemonstrations, toolsTasks } from './tasks';

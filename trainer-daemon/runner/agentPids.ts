@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { PRIVATE_FILE_MODE } from '../util/privateFiles';
-import { isProcessAlive } from '../discovery';
+import { isProcessAlive } from '../protocol/node/discovery';
 
 interface AgentRecord {
   readonly pid: number;

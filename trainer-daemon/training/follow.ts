@@ -6,7 +6,7 @@
  */
 import { candidatesOf, type MetricSeries, type TrainingRun, type TrainingRunDetail } from '../protocol';
 import { assertNever } from '../protocol/assert';
-import { roundLine } from '../apo/progress';
+import { roundLine } from '../apo/roundLines';
 import type { RunnerClient } from '../runner/pool';
 import { isFinal } from '../protocol/status';
 import { chartedPolicies } from '../protocol/ui/grpoCharts';

@@ -1,4 +1,7 @@
-/** Seeded randomness (mulberry32): reproducible task subsets, demo tasks and demonstrations. */
+/**
+ * Seeded randomness (mulberry32): reproducible task subsets, demo tasks and demonstrations, and APO's choices (which
+ * tasks go in a batch, how ties among rollouts break), so that a run is repeatable for a seed. Not for anything secret.
+ */
 export function seededRandom(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
@@ -23,4 +26,24 @@ export function shuffledWith<T>(items: readonly T[], random: () => number): T[] 
     [out[i], out[j]] = [out[j]!, out[i]!];
   }
   return out;
+}
+
+/** A seeded generator with the choices APO makes: a run is repeatable for its seed. */
+export class SeededRandom {
+  /** A float in [0, 1). */
+  readonly next: () => number;
+
+  constructor(seed: number) {
+    this.next = seededRandom(seed);
+  }
+
+  /** A shuffled copy (Fisher–Yates). */
+  shuffle<T>(items: readonly T[]): T[] {
+    return shuffledWith(items, this.next);
+  }
+
+  /** `count` distinct items (all of them, shuffled, when there are fewer). */
+  sample<T>(items: readonly T[], count: number): T[] {
+    return this.shuffle(items).slice(0, count);
+  }
 }

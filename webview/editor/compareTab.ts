@@ -8,7 +8,7 @@
  */
 import type { Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
 import { button, codicon, el, statusIcon } from '../dom';
-import { formatTokens, rewardText, rolloutTitle } from '../../trainer-daemon/protocol/ui/format';
+import { formatTokens, rewardText, rolloutTitle } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import {
   alignSteps,

@@ -5,7 +5,7 @@
  */
 import type { Span } from '../../trainer-daemon/protocol/records';
 import { formatDuration } from '../../trainer-daemon/protocol/format';
-import { outcomeBadge, type StepHeading } from '../../trainer-daemon/protocol/ui/format';
+import { outcomeBadge, type StepHeading } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { spanLabel } from './spanLabel';
 import { isRootSpan } from './timelineLayout';
 

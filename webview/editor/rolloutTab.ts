@@ -8,7 +8,7 @@
  */
 import type { RayNode, Reward, Rollout, Span } from '../../trainer-daemon/protocol/records';
 import { button, el, failureElement, rawJsonControls, statusIcon } from '../dom';
-import { formatTime, formatTokens, rewardText, rolloutTitle } from '../../trainer-daemon/protocol/ui/format';
+import { formatTime, formatTokens, rewardText, rolloutTitle } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { formatDuration, rolloutDuration } from '../../trainer-daemon/protocol/format';
 import { conversationOf } from './conversation';
 import { isSlim } from '../../trainer-daemon/protocol/slimSpan';

@@ -10,7 +10,7 @@ import type { Checkpoint } from '../../trainer-daemon/protocol/records';
 import type { TrainingRun } from '../../trainer-daemon/protocol/training';
 import type { MetricSeries } from '../../trainer-daemon/protocol/training';
 import { button, el, statusIcon } from '../dom';
-import { formatTime } from '../../trainer-daemon/protocol/ui/format';
+import { formatTime } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { checkpointSize, checkpointsTotal } from '../../trainer-daemon/protocol/format';
 import { chartSvg, formatValue, mergeMetrics, type ChartData } from '../../trainer-daemon/protocol/ui/grpoCharts';
 import { CHART_COLOURS } from '../../trainer-daemon/protocol/ui/chart';

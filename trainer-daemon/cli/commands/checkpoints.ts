@@ -8,7 +8,7 @@ import { Option, type Command } from 'commander';
 import { describeMetrics, type Checkpoint } from '../../protocol';
 import { checkpointSize, checkpointsTotal, formatBytes } from '../../protocol/format';
 import { openBackend } from '../backend';
-import { table, time } from '../format';
+import { table, time } from '../textTable';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 
 interface CheckpointsOptions extends GlobalOptions {

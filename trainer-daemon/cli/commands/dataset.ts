@@ -5,7 +5,7 @@ import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/e
 import { parseTasksJsonl, readDatasetFile } from '../../datasets/parse';
 import { openBackend } from '../backend';
 import { registerDatasetRun } from './datasetRun';
-import { table, time } from '../format';
+import { table, time } from '../textTable';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 
 interface ImportOptions extends GlobalOptions {

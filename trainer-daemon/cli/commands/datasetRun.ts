@@ -20,13 +20,13 @@ import { scoreErrors, scoringFor } from '../../runner/scoring';
 import { DEFAULT_REWARDS_FILE } from '../../rewards/config';
 import type { RpcClient } from '../../protocol/node/connection';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
-import { Progress } from '../progress';
-import { duration, num, table } from '../format';
+import { Progress } from '../batchProgress';
+import { duration, num, table } from '../textTable';
 import { rolloutDuration } from '../../protocol/format';
 import type { BatchFinished, BatchStarted } from '../../protocol/cliLines';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { addRayOptions, rayOptionsFrom } from '../rayOptions';
-import { addCheckpointOptions, resolveRouting, resumeRoutingOptions, type RoutingOptions } from '../routing';
+import { addCheckpointOptions, resolveRouting, resumeRoutingOptions, type RoutingOptions } from '../callRouting';
 
 interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
   progress: 'human' | 'json';

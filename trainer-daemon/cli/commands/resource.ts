@@ -5,7 +5,7 @@ import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/e
 import { Json, placeholders } from '../../protocol';
 import { openBackend } from '../backend';
 import { positiveInt } from './datasetRun';
-import { table, time } from '../format';
+import { table, time } from '../textTable';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 
 interface PutOptions extends GlobalOptions {

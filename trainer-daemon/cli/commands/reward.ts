@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { InvalidInputError } from '../../protocol/errors';
 import { openBackend } from '../backend';
-import { num } from '../format';
+import { num } from '../textTable';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 
 interface RewardOptions extends GlobalOptions {

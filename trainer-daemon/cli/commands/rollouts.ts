@@ -3,7 +3,7 @@ import { Option, type Command } from 'commander';
 import { RolloutMode, RolloutStatus, type ListRolloutsParams } from '../../protocol';
 import { InvalidInputError } from '../../protocol/errors';
 import { openBackend } from '../backend';
-import { duration, num, table, time, truncate } from '../format';
+import { duration, num, table, time, truncate } from '../textTable';
 import { rolloutDuration } from '../../protocol/format';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 

@@ -14,7 +14,7 @@ import { envSecrets, failureText, OutputTail } from '../../protocol/failure';
 import { isSecretVariable } from '../../protocol/secrets';
 import { connectOrStartDaemon, type DaemonConnection } from '../../client/daemonConnection';
 import { resolveStore, storeOption, type GlobalOptions } from '../options';
-import { addCheckpointOptions, resolveRouting, type RoutingOptions } from '../routing';
+import { addCheckpointOptions, resolveRouting, type RoutingOptions } from '../callRouting';
 
 interface RunOptions extends GlobalOptions, RoutingOptions {
   label?: string;

@@ -11,7 +11,7 @@ import type { ScoreRolloutsResult } from '../../protocol';
 import { NotFoundError } from '../../protocol/errors';
 import { DEFAULT_REWARDS_FILE, judgeKeys, loadRewardsFile } from '../../rewards/config';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
-import { num, table, truncate } from '../format';
+import { num, table, truncate } from '../textTable';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 
 interface ScoreOptions extends GlobalOptions {

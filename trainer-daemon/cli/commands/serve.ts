@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { Daemon, DEFAULT_UPSTREAM, upstreamFromEnv } from '../../daemon';
 import type { StartupFailed } from '../../protocol/cliLines';
 import { errorMessage, InvalidInputError, mapError } from '../../protocol/errors';
-import { StoreOwnedError } from '../../discovery';
+import { StoreOwnedError } from '../../storeOwnership';
 import { NativeModuleError } from '../../store/nativeModules';
 import { SqliteDriverError } from '../../store/driver';
 import { redactUrl } from '../../protocol/secrets';

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { callBadge, type RolloutDetail, type Span } from '../../protocol';
 import { InvalidInputError } from '../../protocol/errors';
 import { openBackend } from '../backend';
-import { duration, num, table, time, truncate } from '../format';
+import { duration, num, table, time, truncate } from '../textTable';
 import { rolloutDuration } from '../../protocol/format';
 import { failureHeadline, failureOutput } from '../../protocol/failureText';
 import { describePlacement } from '../../protocol/rayRunner';

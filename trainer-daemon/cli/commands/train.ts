@@ -10,7 +10,7 @@ import { InvalidInputError } from '../../protocol/errors';
 import { DEFAULT_SFT_MIN_REWARD, placementOf, RolloutMode, type TrainingRunSummary } from '../../protocol';
 import { assertNever } from '../../protocol/assert';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
-import { table, time } from '../format';
+import { table, time } from '../textTable';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { addRayOptions } from '../rayOptions';
 import { runApoCommand, type ApoFlags } from './trainApo';

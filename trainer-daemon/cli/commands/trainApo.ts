@@ -18,10 +18,10 @@ import {
 } from '../../protocol';
 import { assertNever } from '../../protocol/assert';
 import { InvalidInputError, LightningError } from '../../protocol/errors';
-import { endLines } from '../../apo/progress';
+import { endLines } from '../../apo/roundLines';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { trainAndFollow } from '../../client/trainAndFollow';
-import { num } from '../format';
+import { num } from '../textTable';
 import { resolveStore, type GlobalOptions } from '../options';
 import { parseUpstream } from './serve';
 

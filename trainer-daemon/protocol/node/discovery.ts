@@ -1,7 +1,7 @@
 /**
  * Finding the daemon that owns a store through its discovery files (`daemon.json` + `daemon.token`
  * beside the store): read by the CLI, `lightning run` and the extension, so it lives in the protocol
- * module. Writing them is the daemon's business (../discovery.ts).
+ * module. Writing them is the daemon's business (../../storeOwnership.ts).
  */
 import fs from 'node:fs';
 import path from 'node:path';

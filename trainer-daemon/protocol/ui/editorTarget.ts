@@ -3,7 +3,7 @@
  * webview panel type, the key the one tab per target is found by, the tab's title, and the first
  * messages a new tab's page carries. The shapes are ./editorMessages.ts's.
  */
-import { formatTime, rolloutTitle } from './format';
+import { formatTime, rolloutTitle } from './rolloutText';
 import type { Rollout } from '../records';
 import type { TrainingRun } from '../training';
 import { runTitle } from './trainingRunFormat';

@@ -9,7 +9,7 @@ import { placementOf } from '../placement';
 import { runLabel, trainedTarget } from '../runLabel';
 import { assertNever } from '../assert';
 import { inEditorWords } from '../setupAdvice';
-import { formatTime } from './format';
+import { formatTime } from './rolloutText';
 
 /** "GRPO tiny on sums · 14:03:12": a run by what it trains and when it was made (a tab's title, a header), never its id. */
 export function runTitle(run: TrainingRun, now = Date.now()): string {

@@ -1,7 +1,8 @@
 /**
- * The discovery files beside a store: `daemon.json` (url, pid, store) and `daemon.token` (mode
- * 0600), so that `lightning run`, the CLI and the extension find the daemon that owns a store. A
- * file left by a daemon that died is recognised (its pid is gone) and ignored.
+ * One daemon per store, and how the others find it: the store's lock (`daemon.lock`), and the discovery files the
+ * owner writes beside the store, `daemon.json` (url, pid, store) and `daemon.token` (mode 0600), so that `lightning
+ * run`, the CLI and the extension find the daemon that owns a store. Reading them is `protocol/node/discovery.ts`; a
+ * file left by a daemon that died is recognised there (its pid is gone) and ignored.
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -11,26 +12,18 @@ import { discoveryPaths, findDaemon, isProcessAlive, type DiscoveryPaths } from 
 import type { DiscoveryFile } from './protocol';
 import { ConflictError } from './protocol/errors';
 
-export {
-  discoveryPaths,
-  findDaemon,
-  isProcessAlive,
-  type DiscoveryPaths,
-  type LiveDaemon,
-} from './protocol/node/discovery';
-
 export function newToken(): string {
   return crypto.randomBytes(32).toString('base64url');
 }
+
+/** Another daemon holds (or is taking) the store's lock: find it through its discovery file and use it. */
+export class StoreOwnedError extends ConflictError {}
 
 /**
  * Takes the store's daemon lock (`daemon.lock`, created exclusively, holding our pid): of several
  * daemons starting at once, exactly one gets it. A lock left by a dead process is taken over.
  * Returns the function that releases it.
  */
-/** Another daemon holds (or is taking) the store's lock: find it through its discovery file and use it. */
-export class StoreOwnedError extends ConflictError {}
-
 export function acquireStoreLock(storeFile: string): () => void {
   const lock = path.join(path.dirname(path.resolve(storeFile)), 'daemon.lock');
   ensurePrivateDir(path.dirname(lock));

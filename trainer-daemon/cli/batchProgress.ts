@@ -7,7 +7,7 @@ import type { RolloutScore } from '../protocol';
 import { describeAttempt, describeScore, type RolloutFinished, type RolloutScored } from '../protocol/cliLines';
 import type { AttemptEvent } from '../runner/pool';
 import { scoreErrors } from '../runner/scoring';
-import { duration } from './format';
+import { duration } from './textTable';
 
 export interface ProgressCounts {
   readonly done: number;

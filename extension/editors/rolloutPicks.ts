@@ -2,7 +2,7 @@
 import * as vscode from 'vscode';
 import type { Rollout, TrainingRun } from '../../trainer-daemon/protocol';
 import type { DaemonClient } from '../daemonClient';
-import { formatTime, rewardText, rolloutTitle } from '../../trainer-daemon/protocol/ui/format';
+import { formatTime, rewardText, rolloutTitle } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { runLabel } from '../../trainer-daemon/protocol/runLabel';
 
 type RolloutItem = vscode.QuickPickItem & { rollout?: Rollout };
