@@ -51,7 +51,7 @@ const builds = [
       'capture-preload': 'trainer-daemon/capture/nodePreload.ts',
       cli: 'trainer-daemon/cli.ts',
       demo: 'trainer-daemon/demo/entry.ts',
-      'otlp-worker': 'trainer-daemon/otlp/worker.ts',
+      'otlp-worker': 'trainer-daemon/otlp/decodeWorker.ts',
     },
     outdir: 'dist',
     platform: 'node',

@@ -20,7 +20,7 @@ import { isAutomatic, reviewReason, reviewVerdicts } from '../../trainer-daemon/
 import { ExtensionToWebview, WebviewToExtension } from '../../trainer-daemon/protocol/ui/panelMessages';
 import { matchesFilter } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { summarize } from '../../trainer-daemon/cli/commands/datasetRun';
-import { Progress } from '../../trainer-daemon/cli/batchProgress';
+import { Progress } from '../../trainer-daemon/cli/datasetRunProgress';
 import type { LaunchConfig } from '../../extension/debug/launchConfig';
 import type { Reward, Rollout, RolloutScore } from '../../trainer-daemon/protocol';
 

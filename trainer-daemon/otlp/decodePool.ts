@@ -19,7 +19,7 @@ import type { Logger } from '../log';
 import type { NormalizedSpan, RejectedSpan } from './normalize';
 import { splitIntoParts } from './parts';
 import { ExportCancelledError } from './gunzip';
-import type { DecodeLimits, DecodeReply, DecodeRequest } from './worker';
+import type { DecodeLimits, DecodeReply, DecodeRequest } from './decodeWorker';
 
 const ERRORS: Record<string, new (message: string) => Error> = {
   InvalidInputError,

@@ -20,7 +20,7 @@ import { scoreErrors, scoringFor } from '../../runner/scoring';
 import { DEFAULT_REWARDS_FILE } from '../../rewards/config';
 import type { RpcClient } from '../../protocol/node/connection';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
-import { Progress } from '../batchProgress';
+import { Progress } from '../datasetRunProgress';
 import { duration, num, table } from '../textTable';
 import { rolloutDuration } from '../../protocol/format';
 import type { BatchFinished, BatchStarted } from '../../protocol/cliLines';
