@@ -145,13 +145,30 @@ function sum(results) {
   );
 }
 
+/** Where the run's time went, by phase (printed before the last line, so CI's log says what to shorten). */
+const PHASES = [];
+
+/** Runs `fn`, adding its wall time to the phase `name` when it did anything (`counts` says whether it did). */
+async function timed(name, fn, counts = () => true) {
+  const started = performance.now();
+  const result = await fn();
+  if (counts(result)) PHASES.push({ name, seconds: (performance.now() - started) / 1000 });
+  return result;
+}
+
 /** node's test runner over `list` with `node`: the Ray files alone after the rest (startsRay). */
-async function nodeTests(list, env, node = process.execPath) {
+async function nodeTests(list, env, node = process.execPath, label = '') {
   const alone = list.filter(startsRay);
   const rest = list.filter((file) => !startsRay(file));
   return sum([
-    await nodeTestRun(rest, env, node, process.env.TEST_CONCURRENCY ?? 2),
-    await nodeTestRun(alone, env, node, 1),
+    await timed(`node tests${label} (${rest.length} files)`, () =>
+      nodeTestRun(rest, env, node, process.env.TEST_CONCURRENCY ?? 2),
+    ),
+    await timed(
+      `Ray files one at a time (${alone.length})`,
+      () => nodeTestRun(alone, env, node, 1),
+      () => alone.length > 0,
+    ),
   ]);
 }
 
@@ -202,7 +219,9 @@ async function pythonTests(python) {
 
 let env;
 try {
+  const started = performance.now();
   env = provision();
+  PHASES.push({ name: 'provisioning', seconds: (performance.now() - started) / 1000 });
 } catch (error) {
   if (!(error instanceof ProvisionError)) throw error;
   console.error(`npm test: cannot run the suites here: ${error.message}`);
@@ -211,7 +230,7 @@ try {
 }
 
 const results = [await nodeTests(files, env)];
-if (withPython) results.push(await pythonTests(env.LIGHTNING_TEST_PYTHON));
+if (withPython) results.push(await timed('pytest', () => pythonTests(env.LIGHTNING_TEST_PYTHON)));
 if (withNode24) {
   console.log(`npm test: the store's tests under Node 24 (${env.LIGHTNING_NODE24})`);
   results.push(
@@ -219,9 +238,13 @@ if (withNode24) {
       NODE24_FILES.map((file) => path.join(REPO, file)),
       env,
       env.LIGHTNING_NODE24,
+      ' again under Node 24',
     ),
   );
 }
+console.log(
+  `npm test: where the time went: ${PHASES.map((phase) => `${phase.name} ${Math.round(phase.seconds)} s`).join(' · ')}`,
+);
 if (FAILURES.length > 0) console.log(`\nnpm test: the failures again (from above):\n${FAILURES.join('\n')}\n`);
 const passed = results.reduce((sum, r) => sum + r.passed, 0);
 const failed = results.reduce((sum, r) => sum + r.failed, 0);

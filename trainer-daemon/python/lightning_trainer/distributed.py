@@ -121,6 +121,9 @@ def main(argv: list[str] | None = None) -> None:
                 ),
                 flush=True,
             )
+        # Every rank leaves together: a rank that tore gloo down while rank 0 was still saving aborted
+        # ("terminate called without an active exception", SIGABRT) on a busy 2-core CI machine.
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
