@@ -148,11 +148,11 @@ function sum(results) {
 /** Where the run's time went, by phase (printed before the last line, so CI's log says what to shorten). */
 const PHASES = [];
 
-/** Runs `fn`, adding its wall time to the phase `name` when it did anything (`counts` says whether it did). */
-async function timed(name, fn, counts = () => true) {
+/** Runs `fn` (sync or async), adding its wall time to PHASES as `name`. */
+async function timed(name, fn) {
   const started = performance.now();
   const result = await fn();
-  if (counts(result)) PHASES.push({ name, seconds: (performance.now() - started) / 1000 });
+  PHASES.push({ name, seconds: (performance.now() - started) / 1000 });
   return result;
 }
 
@@ -164,11 +164,9 @@ async function nodeTests(list, env, node = process.execPath, label = '') {
     await timed(`node tests${label} (${rest.length} files)`, () =>
       nodeTestRun(rest, env, node, process.env.TEST_CONCURRENCY ?? 2),
     ),
-    await timed(
-      `Ray files one at a time (${alone.length})`,
-      () => nodeTestRun(alone, env, node, 1),
-      () => alone.length > 0,
-    ),
+    alone.length > 0
+      ? await timed(`Ray files one at a time (${alone.length})`, () => nodeTestRun(alone, env, node, 1))
+      : NONE,
   ]);
 }
 
@@ -219,9 +217,7 @@ async function pythonTests(python) {
 
 let env;
 try {
-  const started = performance.now();
-  env = provision();
-  PHASES.push({ name: 'provisioning', seconds: (performance.now() - started) / 1000 });
+  env = await timed('provisioning', provision);
 } catch (error) {
   if (!(error instanceof ProvisionError)) throw error;
   console.error(`npm test: cannot run the suites here: ${error.message}`);
