@@ -1,4 +1,5 @@
-"""`python3 -m lightning_trainer.bench [--model tiny|hf]`: the worker's CPU speed, printed as one JSON object.
+"""`python3 -m lightning_trainer.bench [--model tiny|hf] [--device cpu|cuda]`: the worker's speed, printed as one JSON
+object (`npm run bench` runs it on the CPU; `--device cuda` is the same measurement on a GPU, in wall seconds).
 
 `tiny` is the built-in policy (full fine-tuning); `hf` a tiny Qwen2 built from a config (random weights, 2 layers ×
 64, a BPE tokenizer trained on the spot: `tiny_hf_model_dir`, which the tests use too) with LoRA — it needs
@@ -19,6 +20,7 @@ transformers + peft.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import multiprocessing
@@ -39,6 +41,7 @@ from .generate import Sampling, generate  # noqa: E402
 from .params import LoadParams, ServeParams, TrainParams  # noqa: E402
 from .schema import parse  # noqa: E402
 from .session import Session  # noqa: E402
+from .train import phase_clock  # noqa: E402
 
 MAX_TOKENS = 48
 
@@ -120,12 +123,21 @@ def tiny_hf_model_dir(path: Path, arch: str = "qwen2", layers: int = 2) -> str:
 UPDATE_ROUNDS = 7
 
 
-def _timed(step) -> float:
-    """CPU seconds (the worker runs one thread here): what the step costs, not how long the loaded machine let it wait
-    for a core; the update's phases are timed the same way (train.phase_clock)."""
-    started = time.process_time()
+def _timed(step, device: torch.device) -> float:
+    """On the CPU, CPU seconds (the worker runs one thread there): what the step costs, not how long the loaded machine
+    let it wait for a core; on CUDA, wall seconds with the device synchronised. The update's phases are timed the same
+    way (train.phase_clock)."""
+    clock = phase_clock(device)
+    _synchronize(device)
+    started = clock()
     step()
-    return time.process_time() - started
+    _synchronize(device)
+    return clock() - started
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
 
 
 def _median_phases(runs: list[dict]) -> dict:
@@ -138,6 +150,7 @@ def update_measurements(session: Session) -> dict:
     """The bare step and one update per lossType, interleaved round by round (a noisy machine slows them alike),
     after one warm-up each; medians of UPDATE_ROUNDS, and each one's median seconds per phase."""
     bare_step = _bare_step(session)
+    device = session.policy.device
     # The update the GRPO loop makes on most iterations (klCoef 0, the KL not measured), and dapo's that measures it
     # (the loop's first, validated and last iterations: a reference forward over every 8th row), `dapo_kl`.
     batch = {"transitions": TRANSITIONS, "epochs": 1, "minibatch": 16, "microBatch": 16}
@@ -152,9 +165,9 @@ def update_measurements(session: Session) -> dict:
         for name in times:
             run: dict = {}
             if name == "bare":
-                times[name].append(_timed(lambda: bare_step(run)))  # noqa: B023 (called right here)
+                times[name].append(_timed(lambda: bare_step(run), device))  # noqa: B023 (called right here)
             else:
-                times[name].append(_timed(lambda: session.train(params[name], phases=run)))  # noqa: B023
+                times[name].append(_timed(lambda: session.train(params[name], phases=run), device))  # noqa: B023
             run["other"] = max(0.0, times[name][-1] - sum(run.values()))
             phases[name].append(run)
     result = {"bareStepSeconds16x64": statistics.median(times["bare"]), "barePhases": _median_phases(phases["bare"])}
@@ -169,28 +182,39 @@ def _bare_step(session: Session):
     floor of any update on it. Its phases go into the dict it is given."""
     model = copy.deepcopy(session.policy.model).train()
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-4)
+    device = session.policy.device
+    clock = phase_clock(device)
     prompt = len(TRANSITIONS[0]["promptIds"])
-    ids = torch.tensor([t["promptIds"] + t["responseIds"] for t in TRANSITIONS])
+    ids = torch.tensor([t["promptIds"] + t["responseIds"] for t in TRANSITIONS], device=device)
     mask = torch.ones_like(ids, dtype=torch.bool)
-    positions = torch.arange(ids.shape[1]).expand_as(ids)
-    advantages = torch.tensor([t["advantage"] for t in TRANSITIONS])
+    positions = torch.arange(ids.shape[1], device=device).expand_as(ids)
+    advantages = torch.tensor([t["advantage"] for t in TRANSITIONS], device=device)
     tiny = session.policy.model.__class__.__name__ == "TinyGPT"
     keep = ids.shape[1] - prompt + 1  # logits of the response positions only, as the worker computes them
 
+    # The worker computes under bf16 autocast on CUDA (float32 master weights): the floor does the same.
+    autocast = (
+        torch.autocast(device_type="cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
+    )
+
     def step(phases: dict) -> None:
-        started = time.process_time()
-        if tiny:
-            logits = model(ids, mask, positions, None, keep)[0]
-        else:
-            logits = model(input_ids=ids, attention_mask=mask.long(), logits_to_keep=keep).logits
+        started = clock()
+        with autocast:
+            if tiny:
+                logits = model(ids, mask, positions, None, keep)[0]
+            else:
+                logits = model(input_ids=ids, attention_mask=mask.long(), logits_to_keep=keep).logits
         logprobs = torch.log_softmax(logits[:, :-1].float(), dim=-1).gather(-1, ids[:, prompt:, None]).squeeze(-1)
         loss = -(logprobs.mean(dim=1) * advantages).mean()
-        forward = time.process_time()
+        _synchronize(device)
+        forward = clock()
         optimizer.zero_grad()
         loss.backward()
-        backward = time.process_time()
+        _synchronize(device)
+        backward = clock()
         optimizer.step()
-        phases.update(forward=forward - started, backward=backward - forward, step=time.process_time() - backward)
+        _synchronize(device)
+        phases.update(forward=forward - started, backward=backward - forward, step=clock() - backward)
 
     return step
 
@@ -283,6 +307,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", choices=["tiny", "hf"], default="tiny")
     parser.add_argument("--part", choices=["all", "update", "serving"], default="all")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
     kind = args.model
     session = Session(lambda _: None)
@@ -291,10 +316,12 @@ def main() -> None:
     else:
         folder = tiny_hf_model_dir(Path(tempfile.mkdtemp(prefix="lightning-bench-")) / "qwen2")
         load = {"model": {"kind": "hf", "name": folder, "fromConfig": True}, "adapter": {"kind": "lora", "rank": 8}}
-    session.load(parse(LoadParams, {**load, "device": "cpu", "threads": 1}))
+    placement = {"device": "cpu", "threads": 1} if args.device == "cpu" else {"device": args.device}
+    session.load(parse(LoadParams, {**load, **placement}))
     result = {
         "model": session.policy.name,
         "kind": kind,
+        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
         "parameters": sum(p.numel() for p in session.policy.model.parameters()),
     }
     if args.part in ("all", "update"):
