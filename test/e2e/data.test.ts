@@ -13,7 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { answerInputBox, pickQuickItem, runCommand, runCommandAndPick } from '../helpers/codeServer';
+import { answerInputBox, openFile, pickQuickItem, runCommand, runCommandAndPick } from '../helpers/codeServer';
 import { runCli } from '../helpers/daemon';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import type { ScriptedUpstream } from '../helpers/scriptedUpstream';
@@ -38,26 +38,16 @@ describe(
 
     after(() => session?.close('extension-data'));
 
-    const openFile = async (name: string): Promise<void> => {
-      await runCommand(page, 'Go to File');
-      await page.keyboard.type(name);
-      await page
-        .locator('.quick-input-list .monaco-list-row')
-        .filter({ has: page.locator('.label-name', { hasText: new RegExp(`^${name.replace('.', '\\.')}$`) }) })
-        .first()
-        .click({ timeout: 15_000 });
-      await page.locator('.tab.active', { hasText: name }).waitFor({ timeout: 15_000 });
-    };
     const toast = (text: string | RegExp) =>
       page.locator('.notifications-toasts .notification-toast', { hasText: text }).first();
 
     it('Import Dataset: the active tasks.jsonl becomes a dataset shown in the panel; a bad file names its line', async () => {
-      await openFile('bad-tasks.jsonl');
+      await openFile(page, 'bad-tasks.jsonl');
       await runCommand(page, 'Lightning: Import Dataset');
       await answerInputBox(page, 'Import bad-tasks.jsonl as a dataset');
       await toast('line 2: not valid JSON').waitFor({ timeout: 30_000 });
 
-      await openFile('tasks.jsonl');
+      await openFile(page, 'tasks.jsonl');
       await runCommand(page, 'Lightning: Import Dataset');
       await answerInputBox(page, 'Import tasks.jsonl as a dataset');
       await toast('imported 2 tasks as dataset tasks').waitFor({ timeout: 30_000 });

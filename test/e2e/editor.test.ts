@@ -17,6 +17,7 @@ import {
   answerInputBox,
   frameWith,
   goToLine,
+  openFile,
   panelFrame,
   setBreakpoint,
   pickQuickItem,
@@ -193,13 +194,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
   });
 
   it('launch.json knows "lightning": true (the extension contributes it to the debug types): its hover describes it', async () => {
-    await runCommand(page, 'Go to File');
-    await page.keyboard.type('launch.json');
-    await page
-      .locator('.quick-input-list .monaco-list-row', { hasText: 'launch.json' })
-      .first()
-      .waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Enter');
+    await openFile(page, '.vscode/launch.json');
     const key = page.locator('.monaco-editor .view-line span', { hasText: /^"lightning"$/ }).first();
     await key.waitFor({ timeout: 15_000 });
     // The JSON language server validates launch.json against the debuggers' schemas: an unknown key has no description.
@@ -354,6 +349,8 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
       await second.screenshot({ path: path.join(SHOTS, '08-second-window.png') });
     } finally {
       await second.close();
+      // The first window is the one the next tests type into: in front again, its workbench focused.
+      await page.bringToFront();
     }
   });
 
@@ -372,13 +369,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     const original = fs.readFileSync(agentFile, 'utf8');
     const lines = original.split('\n');
     const line = lines.findIndex((text) => text.includes(`'${SEED_PROMPT}'`));
-    await runCommand(page, 'Go to File');
-    await page.keyboard.type('sum-agent.mjs');
-    await page
-      .locator('.quick-input-list .monaco-list-row', { hasText: 'sum-agent.mjs' })
-      .first()
-      .waitFor({ timeout: 15_000 });
-    await page.keyboard.press('Enter');
+    await openFile(page, 'sum-agent.mjs');
     await page.locator('.monaco-editor .view-lines', { hasText: 'SYSTEM_PROMPT' }).waitFor({ timeout: 15_000 });
     // The cursor inside the literal (Go to Line accepts line:column): no selection needed.
     await goToLine(page, line + 1, lines[line]!.indexOf('{a}') + 1);

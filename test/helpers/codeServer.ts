@@ -217,6 +217,40 @@ export async function pickQuickItem(page: Page, text: string): Promise<void> {
 }
 
 /**
+ * Opens `file` (a path in the workspace) with Go to File and resolves once its tab is the active one. The name goes into
+ * the Go to File box only once that box is open (typed sooner, keys land in the editor behind it), its exact row is
+ * clicked (an Enter can arrive after the box closed under a focus change), and the whole step is tried again if the
+ * tab did not open.
+ */
+export async function openFile(page: Page, file: string): Promise<void> {
+  const name = path.basename(file);
+  const input = page.locator('.quick-input-widget input');
+  const exact = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
+  const row = page
+    .locator('.quick-input-list .monaco-list-row')
+    .filter({ has: page.locator('.label-name', { hasText: exact }) })
+    .first();
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await runCommand(page, 'Go to File');
+      // The palette's own box says `>Go to File` until Go to File has replaced it with its (empty) one.
+      await waitFor(
+        async () => (await input.isVisible()) && !(await input.inputValue()).startsWith('>'),
+        'the Go to File box',
+      );
+      await input.fill(file, { timeout: 3_000 });
+      await page.mouse.move(0, 0);
+      await row.click({ timeout: 15_000 });
+      await page.locator('.tab.active', { hasText: name }).waitFor({ timeout: 10_000 });
+      return;
+    } catch (error) {
+      if (attempt === 3) throw error;
+      if (await input.isVisible()) await page.keyboard.press('Escape');
+    }
+  }
+}
+
+/**
  * Opens `file` of the workspace (Go to File) and sets a breakpoint (F9) on the first line containing `text`;
  * resolves with that line (1-based) once the editor shows the breakpoint.
  */
@@ -227,11 +261,7 @@ export async function setBreakpoint(page: Page, workspace: string, file: string,
       .split('\n')
       .findIndex((candidate) => candidate.includes(text)) + 1;
   if (line === 0) throw new Error(`no line of ${file} contains ${JSON.stringify(text)}`);
-  await runCommand(page, 'Go to File');
-  await page.keyboard.type(file);
-  await page.locator('.quick-input-list .monaco-list-row', { hasText: file }).first().waitFor({ timeout: 15_000 });
-  await page.keyboard.press('Enter');
-  await page.locator('.tab.active', { hasText: file }).waitFor({ timeout: 15_000 });
+  await openFile(page, file);
   await page.locator('.monaco-editor .view-lines').first().waitFor({ timeout: 15_000 });
   // The editor renders only the lines in view: go to the line first, then see it.
   await goToLine(page, line);
