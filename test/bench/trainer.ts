@@ -3,7 +3,8 @@
  * for each loss type against one bare torch step on the same batch (same run), and serving throughput through
  * its HTTP endpoint (continuous batching) at 1, 8 and 32 concurrent requests against the same requests as
  * batched generate() calls made directly (no HTTP) with batch 1, 8 and 32 — for the built-in tiny policy and
- * for a tiny Hugging Face model with LoRA.
+ * for a tiny Hugging Face model with LoRA. Where that Python sees a CUDA device, the same rows again on it (wall
+ * seconds, the device synchronised).
  */
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
@@ -28,12 +29,15 @@ interface TrainerBench {
   [key: `servingRatioConcurrency${number}`]: number;
 }
 
-function runBench(python: string, model: 'tiny' | 'hf'): TrainerBench {
-  const run = spawnSync(python, ['-m', 'lightning_trainer.bench', '--model', model], {
+type Device = 'cpu' | 'cuda';
+
+function runBench(python: string, model: 'tiny' | 'hf', device: Device = 'cpu'): TrainerBench {
+  const run = spawnSync(python, ['-m', 'lightning_trainer.bench', '--model', model, '--device', device], {
     env: { ...process.env, PYTHONPATH: path.resolve(__dirname, '../../trainer-daemon/python') },
     encoding: 'utf8',
   });
-  if (run.status !== 0) throw new Error(`trainer bench (${model}) failed: ${run.stderr || run.error?.message}`);
+  if (run.status !== 0)
+    throw new Error(`trainer bench (${model}, ${device}) failed: ${run.stderr || run.error?.message}`);
   return JSON.parse(run.stdout) as TrainerBench;
 }
 
@@ -46,13 +50,18 @@ function phaseList(phases: Phases): string {
     .join(' · ');
 }
 
-function updateRows(result: TrainerBench, label: string): void {
+/** How a row's times were taken: the CPU bench counts the one-thread worker's CPU seconds, the GPU bench wall seconds. */
+function clockOf(device: Device): string {
+  return device === 'cpu' ? 'CPU seconds' : 'GPU wall seconds';
+}
+
+function updateRows(result: TrainerBench, label: string, device: Device): void {
   const bareSeconds = result.bareStepSeconds16x64;
   const bare = `${fmt(bareSeconds * 1000, 1)} ms (one bare forward, loss, backward, AdamW step in plain torch)`;
   const ratios = LOSS_TYPES.map((lossType) => result[`updateSeconds16x64_${lossType}`]! / bareSeconds);
   LOSS_TYPES.forEach((lossType, i) => {
     rows.push({
-      metric: `trainer: one update, 16 × 64 tokens, lossType ${lossType} (${label}, klCoef 0, CPU seconds, median)`,
+      metric: `trainer: one update, 16 × 64 tokens, lossType ${lossType} (${label}, klCoef 0, ${clockOf(device)}, median)`,
       result: `${fmt(result[`updateSeconds16x64_${lossType}`]! * 1000, 1)} ms`,
       baseline: bare,
       ratio: `${fmt(ratios[i]!, 2)}×`,
@@ -63,7 +72,7 @@ function updateRows(result: TrainerBench, label: string): void {
   // The update that also measures the KL (klCoef 0: the loop's first, validated and last iterations).
   const measured = result.updateSeconds16x64_dapo_kl!;
   rows.push({
-    metric: `trainer: one update that also measures the KL (klCoef 0, a reference forward over every 8th row: the GRPO loop's first, validated and last iterations), lossType dapo (${label}, CPU seconds, median)`,
+    metric: `trainer: one update that also measures the KL (klCoef 0, a reference forward over every 8th row: the GRPO loop's first, validated and last iterations), lossType dapo (${label}, ${clockOf(device)}, median)`,
     result: `${fmt(measured * 1000, 1)} ms (reference ${fmt(result.updatePhases_dapo_kl!.reference! * 1000, 1)} ms)`,
     baseline: bare,
     ratio: `${fmt(measured / bareSeconds, 2)}×`,
@@ -82,14 +91,14 @@ function updateRows(result: TrainerBench, label: string): void {
   });
 }
 
-function benchRows(result: TrainerBench, label: string): void {
-  updateRows(result, label);
+function benchRows(result: TrainerBench, label: string, device: Device = 'cpu'): void {
+  updateRows(result, label, device);
   for (const n of CONCURRENCY) {
     const http = result[`httpTokensPerSecondConcurrency${n}`]!;
     const direct = result[`directTokensPerSecondBatch${n}`]!;
     const ratio = result[`servingRatioConcurrency${n}`]!;
     rows.push({
-      metric: `trainer: serving, ${n} concurrent HTTP client${n > 1 ? 's' : ''}, kept-alive (${label}, CPU, medians)`,
+      metric: `trainer: serving, ${n} concurrent HTTP client${n > 1 ? 's' : ''}, kept-alive (${label}, ${device === 'cpu' ? 'CPU' : 'GPU'}, medians)`,
       result: `${fmt(http)} tokens/s`,
       baseline: `${fmt(direct)} tokens/s (the same requests as batched generate() calls, batch ${n}, no HTTP)`,
       ratio: `${fmt(ratio, 2)}× (median of pairs)`,
@@ -119,4 +128,50 @@ export function trainerBenchmark(): void {
   }
   const hf = runBench(hfPython, 'hf');
   benchRows(hf, `HF Qwen2 ${fmt(hf.parameters / 1e3)}k params + LoRA`);
+  gpuRows(hfPython);
+}
+
+/** The name of the CUDA device `python` sees, or undefined (no CUDA build of torch, no device). */
+function cudaDevice(python: string): string | undefined {
+  const probe = spawnSync(
+    python,
+    ['-c', 'import torch; print(torch.cuda.get_device_name() if torch.cuda.is_available() else "")'],
+    { encoding: 'utf8' },
+  );
+  return probe.status === 0 && probe.stdout.trim() ? probe.stdout.trim() : undefined;
+}
+
+/**
+ * The same rows on the GPU where the test Python sees one: the tiny policy and the tiny HF model + LoRA, under the
+ * worker's bf16 autocast. A failure there is a row saying so; the CPU rows above stay.
+ */
+function gpuRows(python: string): void {
+  const device = cudaDevice(python);
+  if (!device) {
+    rows.push({
+      metric: 'trainer: the same rows on a GPU',
+      result: 'not run (no CUDA device here)',
+      baseline: '—',
+      ratio: '—',
+      target: 'reported where a GPU is (docs/benchmarks.md: a run on an H200)',
+      met: '—',
+    });
+    return;
+  }
+  for (const model of ['tiny', 'hf'] as const) {
+    try {
+      const result = runBench(python, model, 'cuda');
+      const label = model === 'tiny' ? 'tiny model' : `HF Qwen2 ${fmt(result.parameters / 1e3)}k params + LoRA`;
+      benchRows(result, `${label}, ${device}`, 'cuda');
+    } catch (error) {
+      rows.push({
+        metric: `trainer: ${model} model on ${device}`,
+        result: `failed: ${String((error as Error).message).slice(0, 300)}`,
+        baseline: '—',
+        ratio: '—',
+        target: 'runs',
+        met: 'NO',
+      });
+    }
+  }
 }
