@@ -18,6 +18,7 @@ type Phases = Record<string, number>;
 
 interface TrainerBench {
   model: string;
+  kind: 'tiny' | 'hf';
   parameters: number;
   updateSeconds16x64: number;
   bareStepSeconds16x64: number;
@@ -30,6 +31,11 @@ interface TrainerBench {
 }
 
 type Device = 'cpu' | 'cuda';
+
+/** The model as the rows name it. */
+function modelLabel(result: TrainerBench): string {
+  return result.kind === 'tiny' ? 'tiny model' : `HF Qwen2 ${fmt(result.parameters / 1e3)}k params + LoRA`;
+}
 
 function runBench(python: string, model: 'tiny' | 'hf', device: Device = 'cpu'): TrainerBench {
   const run = spawnSync(python, ['-m', 'lightning_trainer.bench', '--model', model, '--device', device], {
@@ -113,7 +119,8 @@ function benchRows(result: TrainerBench, label: string, device: Device = 'cpu'):
  * Qwen2 (from a config, LoRA) on LIGHTNING_TEST_PYTHON (the venv with transformers + peft), next to it.
  */
 export function trainerBenchmark(): void {
-  benchRows(runBench(process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3', 'tiny'), 'tiny model');
+  const tiny = runBench(process.env.LIGHTNING_PYTHON ?? '/usr/bin/python3', 'tiny');
+  benchRows(tiny, modelLabel(tiny));
   const hfPython = process.env.LIGHTNING_TEST_PYTHON;
   if (!hfPython) {
     rows.push({
@@ -127,7 +134,7 @@ export function trainerBenchmark(): void {
     return;
   }
   const hf = runBench(hfPython, 'hf');
-  benchRows(hf, `HF Qwen2 ${fmt(hf.parameters / 1e3)}k params + LoRA`);
+  benchRows(hf, modelLabel(hf));
   gpuRows(hfPython);
 }
 
@@ -161,8 +168,7 @@ function gpuRows(python: string): void {
   for (const model of ['tiny', 'hf'] as const) {
     try {
       const result = runBench(python, model, 'cuda');
-      const label = model === 'tiny' ? 'tiny model' : `HF Qwen2 ${fmt(result.parameters / 1e3)}k params + LoRA`;
-      benchRows(result, `${label}, ${device}`, 'cuda');
+      benchRows(result, `${modelLabel(result)}, ${device}`, 'cuda');
     } catch (error) {
       rows.push({
         metric: `trainer: ${model} model on ${device}`,

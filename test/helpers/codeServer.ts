@@ -225,11 +225,6 @@ export async function pickQuickItem(page: Page, text: string): Promise<void> {
 export async function openFile(page: Page, file: string): Promise<void> {
   const name = path.basename(file);
   const input = page.locator('.quick-input-widget input');
-  const exact = new RegExp(`^${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`);
-  const row = page
-    .locator('.quick-input-list .monaco-list-row')
-    .filter({ has: page.locator('.label-name', { hasText: exact }) })
-    .first();
   for (let attempt = 1; ; attempt += 1) {
     try {
       await runCommand(page, 'Go to File');
@@ -239,8 +234,7 @@ export async function openFile(page: Page, file: string): Promise<void> {
         'the Go to File box',
       );
       await input.fill(file, { timeout: 3_000 });
-      await page.mouse.move(0, 0);
-      await row.click({ timeout: 15_000 });
+      await pickQuickLabel(page, name);
       await page.locator('.tab.active', { hasText: name }).waitFor({ timeout: 10_000 });
       return;
     } catch (error) {

@@ -20,7 +20,6 @@ transformers + peft.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
 import multiprocessing
@@ -39,6 +38,7 @@ import torch  # noqa: E402
 
 from .generate import Sampling, generate  # noqa: E402
 from .params import LoadParams, ServeParams, TrainParams  # noqa: E402
+from .policy import compute_precision  # noqa: E402
 from .schema import parse  # noqa: E402
 from .session import Session  # noqa: E402
 from .train import phase_clock  # noqa: E402
@@ -192,14 +192,9 @@ def _bare_step(session: Session):
     tiny = session.policy.model.__class__.__name__ == "TinyGPT"
     keep = ids.shape[1] - prompt + 1  # logits of the response positions only, as the worker computes them
 
-    # The worker computes under bf16 autocast on CUDA (float32 master weights): the floor does the same.
-    autocast = (
-        torch.autocast(device_type="cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
-    )
-
     def step(phases: dict) -> None:
         started = clock()
-        with autocast:
+        with compute_precision(device):  # as the worker computes (bf16 autocast on CUDA)
             if tiny:
                 logits = model(ids, mask, positions, None, keep)[0]
             else:

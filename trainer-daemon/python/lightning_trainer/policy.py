@@ -23,6 +23,13 @@ from .tokenizer import ByteTokenizer, parse_tool_call, render_chat, render_compl
 _MAYBE_CALL = re.compile(r"\s*[A-Za-z_][\w.-]*(\(.*)?$", re.S)  # what may still become `name(args)`
 
 
+def compute_precision(device: torch.device) -> contextlib.AbstractContextManager:
+    """How the policy computes on `device`: bf16 autocast on CUDA (float32 master weights), as stored on the CPU."""
+    if device.type == "cuda":
+        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 class Policy:
     """Subclasses set tokenizer, model, device, name, context, stop_ids and the adapter kind."""
 
@@ -51,12 +58,7 @@ class Policy:
         """Logits of the last `keep` new tokens and the KV cache; bf16 autocast on CUDA (serving and training alike,
         so behaviour and recomputed logprobs agree). `module` swaps in the reference model; `adapters` (several
         policies, serving only) names each row's adapter, None for the base model."""
-        autocast = (
-            torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-            if self.device.type == "cuda"
-            else contextlib.nullcontext()
-        )
-        with autocast:
+        with compute_precision(self.device):
             if adapters is None:
                 return self._forward(module or self.model, ids, attention_mask, position_ids, past, keep)
             return self._forward(module or self.model, ids, attention_mask, position_ids, past, keep, adapters)
