@@ -21,8 +21,15 @@ import { fmt, median, percentile, rows } from './table';
 const SPANS_PER_EXPORT = 512;
 const EXPORTS = 120;
 
-/** An export like an instrumented agent's: LLM calls with GenAI attributes, tool calls, agent spans. */
+/** Numbers the exports: each call's response id is its own, as a provider's are. */
+let exportsMade = 0;
+
+/**
+ * An export like an instrumented agent's: LLM calls with GenAI attributes, tool calls, agent spans. Every call has
+ * its own response id: repeated ids would make the daemon look each call up against all earlier calls of that id.
+ */
 function exportBody(): Buffer {
+  exportsMade += 1;
   const spans = recordSpans((tracer) => {
     for (let i = 0; i < SPANS_PER_EXPORT; i += 1) {
       const kind = i % 4;
@@ -40,7 +47,7 @@ function exportBody(): Buffer {
                 'gen_ai.provider.name': 'openai',
                 'gen_ai.request.model': 'gpt-4o-mini',
                 'gen_ai.response.model': 'gpt-4o-mini-2024-07-18',
-                'gen_ai.response.id': `chatcmpl-${i}`,
+                'gen_ai.response.id': `chatcmpl-${exportsMade}-${i}`,
                 'gen_ai.usage.input_tokens': 812,
                 'gen_ai.usage.output_tokens': 64,
                 'gen_ai.response.finish_reasons': ['stop'],

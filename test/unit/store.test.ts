@@ -259,6 +259,40 @@ describe('store: spans', () => {
     }
   });
 
+  test('without the proxy, two OTLP spans of one id are one call only when traced twice (same trace, overlapping)', (t) => {
+    const store = openStore(t);
+    const { id } = store.createRollout(parsed('createRollout', {}));
+    const traced = (traceId: string, startMs: number, endMs: number) =>
+      llmSpan({
+        traceId,
+        startMs,
+        endMs,
+        attributes: { 'gen_ai.response.id': 'constant', 'gen_ai.system': 'x' },
+        promptTokens: 9,
+        completionTokens: 1,
+      });
+    const trace = 'ab'.repeat(16);
+    // The SDK's span and the framework's around it: one call, traced twice.
+    const sdk = traced(trace, 1_000, 1_100);
+    const framework = traced(trace, 990, 1_120);
+    // A server answering every call with the same id: a later call in the same trace, and one in another trace.
+    const later = traced(trace, 2_000, 2_100);
+    const otherTrace = traced('cd'.repeat(16), 1_000, 1_100);
+    store.addSpans({ rolloutId: id, spans: [sdk] });
+    store.addSpans({ rolloutId: id, spans: [framework, later] });
+    store.addSpans({ rolloutId: id, spans: [otherTrace] });
+    const detail = store.getRolloutDetail(id);
+    assert.deepEqual(
+      detail.spans.filter((s) => s.category === 'llm').map((s) => s.spanId),
+      [sdk.spanId, later.spanId, otherTrace.spanId],
+      'three calls are three steps',
+    );
+    const twin = detail.spans.find((s) => s.spanId === framework.spanId)!;
+    assert.equal(twin.category, 'other');
+    assert.equal(twin.attributes['lightning.same_call_as'], sdk.spanId);
+    assert.equal(detail.rollout.llmCalls, 3);
+  });
+
   test('the twin lookup of every LLM batch goes by index, never through the rollout’s spans (ingest stays linear)', (t) => {
     const store = openStore(t);
     const plan = store.db

@@ -114,6 +114,9 @@ interface TwinRow {
   paired: number;
   prompt_tokens: number | null;
   completion_tokens: number | null;
+  trace_id: string;
+  start_ms: number;
+  end_ms: number | null;
 }
 
 const isProxied = (span: SpanInput): boolean => 'lightning.api' in span.attributes;
@@ -124,7 +127,10 @@ const isProxied = (span: SpanInput): boolean => 'lightning.api' in span.attribut
  * `llm` step, whichever arrives first; the other becomes `other` with `lightning.same_call_as`.
  * A proxy record's twin can only be an OTLP span, never another proxy record: servers that answer
  * every call with the same id (local servers, test doubles) must not merge two calls into one. An
- * OTLP span ties to the earliest proxy record of that id not tied yet.
+ * OTLP span ties to the earliest proxy record of that id not tied yet; without one, to an OTLP span of
+ * the same call only — two instrumentations of one call (the SDK's and the framework's), in the same
+ * trace and overlapping in time. Two OTLP spans of one id in other traces, or one after the other, are
+ * two calls (a server that answers every call with the same id), and both stay steps.
  */
 function pairWithTwin(
   twins: ReadonlyMap<string, TwinRow[]>,
@@ -137,13 +143,23 @@ function pairWithTwin(
     const otlp = candidates.find((row) => !row.proxied);
     return otlp ? { span, responseId, replaced: otlp } : { span, responseId };
   }
-  const twin = candidates.find((row) => row.proxied && !row.paired) ?? candidates.find((row) => !row.proxied);
+  const twin =
+    candidates.find((row) => row.proxied && !row.paired) ??
+    candidates.find((row) => !row.proxied && sameCallTraced(row, span));
   if (!twin) return { span, responseId };
   return {
     span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } },
     responseId: null,
     pairedWith: twin,
   };
+}
+
+/** Whether a stored OTLP span and `span` can be one call traced twice: the same trace, overlapping in time. */
+function sameCallTraced(row: TwinRow, span: SpanInput): boolean {
+  if (row.trace_id !== span.traceId) return false;
+  const rowEnd = row.end_ms ?? row.start_ms;
+  const spanEnd = span.endMs ?? span.startMs;
+  return row.start_ms <= spanEnd && span.startMs <= rowEnd;
 }
 
 /**
@@ -157,7 +173,7 @@ function pairWithTwin(
 export const TWINS_QUERY = `SELECT s.response_id, s.span_id, json_extract(s.attributes, '$."lightning.api"') IS NOT NULL AS proxied,
   EXISTS (SELECT 1 FROM spans o WHERE o.rollout_id = s.rollout_id AND o.category = 'other'
     AND json_extract(o.attributes, '$."lightning.same_call_as"') = +s.span_id) AS paired,
-  s.prompt_tokens, s.completion_tokens FROM spans s
+  s.prompt_tokens, s.completion_tokens, s.trace_id, s.start_ms, s.end_ms FROM spans s
   WHERE s.rollout_id = ? AND s.response_id IN (SELECT value FROM json_each(?)) ORDER BY +s.sequence`;
 
 export class SpanRepository {
@@ -267,6 +283,9 @@ export class SpanRepository {
           paired: replaced ? 1 : 0,
           prompt_tokens: span.promptTokens,
           completion_tokens: span.completionTokens,
+          trace_id: span.traceId,
+          start_ms: span.startMs,
+          end_ms: span.endMs,
         };
         const list = twins.get(responseId);
         if (list) list.push(row);
