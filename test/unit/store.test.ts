@@ -293,6 +293,33 @@ describe('store: spans', () => {
     assert.equal(detail.rollout.llmCalls, 3);
   });
 
+  test('one call seen three times (the proxy, the SDK’s span, the framework’s around it) is one step, in any order', (t) => {
+    const store = openStore(t);
+    const trace = 'ef'.repeat(16);
+    const view = (startMs: number, endMs: number, attributes: Record<string, string>) =>
+      llmSpan({ traceId: trace, startMs, endMs, attributes: { 'gen_ai.response.id': 'resp-9', ...attributes } });
+    for (const order of [
+      ['proxy', 'sdk', 'framework'],
+      ['sdk', 'framework', 'proxy'],
+      ['framework', 'proxy', 'sdk'],
+    ]) {
+      const views: Record<string, ReturnType<typeof llmSpan>> = {
+        proxy: view(1_010, 1_090, { 'lightning.api': 'chat.completions' }),
+        sdk: view(1_000, 1_100, { 'gen_ai.system': 'openai' }),
+        framework: view(990, 1_120, { 'gen_ai.system': 'langchain' }),
+      };
+      const { id } = store.createRollout(parsed('createRollout', { label: order.join(' ') }));
+      for (const name of order) store.addSpans({ rolloutId: id, spans: [views[name]!] });
+      const detail = store.getRolloutDetail(id);
+      assert.deepEqual(
+        detail.spans.filter((s) => s.category === 'llm').map((s) => s.spanId),
+        [views.proxy!.spanId],
+        `${order.join(' → ')}: the proxy's record is the one step`,
+      );
+      assert.equal(detail.rollout.llmCalls, 1, order.join(' → '));
+    }
+  });
+
   test('the twin lookup of every LLM batch goes by index, never through the rollout’s spans (ingest stays linear)', (t) => {
     const store = openStore(t);
     const plan = store.db

@@ -127,10 +127,11 @@ const isProxied = (span: SpanInput): boolean => 'lightning.api' in span.attribut
  * `llm` step, whichever arrives first; the other becomes `other` with `lightning.same_call_as`.
  * A proxy record's twin can only be an OTLP span, never another proxy record: servers that answer
  * every call with the same id (local servers, test doubles) must not merge two calls into one. An
- * OTLP span ties to the earliest proxy record of that id not tied yet; without one, to an OTLP span of
- * the same call only — two instrumentations of one call (the SDK's and the framework's), in the same
- * trace and overlapping in time. Two OTLP spans of one id in other traces, or one after the other, are
- * two calls (a server that answers every call with the same id), and both stay steps.
+ * OTLP span ties to the earliest proxy record of that id not tied yet; without one, to a span of the
+ * same call only — another instrumentation's OTLP span of it (the SDK's and the framework's), in the
+ * same trace and overlapping in time, or the proxy's record that it overlaps (a third view). Two OTLP
+ * spans of one id in other traces, or one after the other, are two calls (a server that answers every
+ * call with the same id), and both stay steps.
  */
 function pairWithTwin(
   twins: ReadonlyMap<string, TwinRow[]>,
@@ -145,7 +146,10 @@ function pairWithTwin(
   }
   const twin =
     candidates.find((row) => row.proxied && !row.paired) ??
-    candidates.find((row) => !row.proxied && sameCallTraced(row, span));
+    candidates.find((row) => !row.proxied && row.trace_id === span.traceId && overlaps(row, span)) ??
+    // A third view of a call the proxy recorded and one instrumentation already tied (the framework's span around
+    // the SDK's): the proxy's record of it, which it encloses in time.
+    candidates.find((row) => row.proxied && overlaps(row, span));
   if (!twin) return { span, responseId };
   return {
     span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } },
@@ -154,9 +158,8 @@ function pairWithTwin(
   };
 }
 
-/** Whether a stored OTLP span and `span` can be one call traced twice: the same trace, overlapping in time. */
-function sameCallTraced(row: TwinRow, span: SpanInput): boolean {
-  if (row.trace_id !== span.traceId) return false;
+/** Whether a stored span and `span` overlap in time (views of one call do: each encloses the proxy's). */
+function overlaps(row: TwinRow, span: SpanInput): boolean {
   const rowEnd = row.end_ms ?? row.start_ms;
   const spanEnd = span.endMs ?? span.startMs;
   return row.start_ms <= spanEnd && span.startMs <= rowEnd;
