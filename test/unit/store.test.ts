@@ -4,7 +4,7 @@ import { describe, test } from 'node:test';
 import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../../trainer-daemon/protocol/errors';
 import { GrpoConfig, type ApoResult, type ParamsOf, type RolloutStatus } from '../../trainer-daemon/protocol';
 import { TRANSITIONS } from '../../trainer-daemon/store/rollouts';
-import { TWINS_QUERY, validateSpans } from '../../trainer-daemon/store/spans';
+import { TWIN_WINDOW, TWINS_QUERY, validateSpans } from '../../trainer-daemon/store/spans';
 import { openConnection } from '../../trainer-daemon/store/driver';
 import { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from '../helpers/spans';
@@ -320,17 +320,46 @@ describe('store: spans', () => {
     }
   });
 
+  test('a server answering every call with one id: each lookup reads the latest calls of it only, and twins still tie', (t) => {
+    const store = openStore(t);
+    const { id } = store.createRollout(parsed('createRollout', {}));
+    const call = (i: number, attributes: Record<string, string>) =>
+      llmSpan({
+        traceId: (i + 1).toString(16).padStart(32, '0'),
+        startMs: i * 1_000,
+        endMs: i * 1_000 + 500,
+        attributes: { 'gen_ai.response.id': '', ...attributes },
+      });
+    const calls = TWIN_WINDOW * 3;
+    for (let i = 0; i < calls; i += 1) store.addSpans({ rolloutId: id, spans: [call(i, {})] });
+    // The lookup for that id reads at most the window, however many calls share it.
+    const read = store.db.prepare(TWINS_QUERY).all(JSON.stringify(['']), id);
+    assert.equal(read.length, TWIN_WINDOW);
+    // A call's OTLP span, then the proxy's record of it: tied to each other (not to the earliest call of that id),
+    // every other call still a step.
+    const traced = call(calls, {});
+    store.addSpans({ rolloutId: id, spans: [traced] });
+    const proxied = call(calls, { 'lightning.api': 'chat.completions' });
+    store.addSpans({ rolloutId: id, spans: [proxied] });
+    const detail = store.getRolloutDetail(id);
+    assert.equal(detail.rollout.llmCalls, calls + 1);
+    const twin = detail.spans.find((s) => s.spanId === traced.spanId)!;
+    assert.equal(twin.attributes['lightning.same_call_as'], proxied.spanId);
+  });
+
   test('the twin lookup of every LLM batch goes by index, never through the rollout’s spans (ingest stays linear)', (t) => {
     const store = openStore(t);
     const plan = store.db
       .prepare<[string, string], { detail: string }>(`EXPLAIN QUERY PLAN ${TWINS_QUERY}`)
-      .all('ro-x', '[]')
+      .all('[]', 'ro-x')
       .map((row) => row.detail);
-    // Before: the rollout walked in sequence order, and a scan of its `other` spans per matching row.
+    // Before: the rollout walked in sequence order, and a scan of its `other` spans per matching row. The latest
+    // calls of an id come from the index in rowid order (no sort), each row then by its rowid.
     assert.ok(
-      plan.includes('SEARCH s USING INDEX spans_by_response_id (rollout_id=? AND response_id=?)'),
+      plan.includes('SEARCH r USING COVERING INDEX spans_by_response_id (rollout_id=? AND response_id=?)'),
       plan.join('\n'),
     );
+    assert.ok(plan.includes('SEARCH s USING INTEGER PRIMARY KEY (rowid=?)'), plan.join('\n'));
     assert.ok(plan.includes('SEARCH o USING INDEX spans_by_same_call (rollout_id=? AND <expr>=?)'), plan.join('\n'));
     assert.ok(!plan.some((line) => /\bSCAN (s|o|spans)\b/.test(line)), plan.join('\n'));
   });

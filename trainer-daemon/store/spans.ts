@@ -141,7 +141,9 @@ function pairWithTwin(
   if (span.category !== 'llm' || typeof responseId !== 'string') return { span, responseId: null };
   const candidates = (twins.get(responseId) ?? []).filter((row) => row.span_id !== span.spanId);
   if (isProxied(span)) {
-    const otlp = candidates.find((row) => !row.proxied);
+    // The OTLP span of this very call when the clocks show it (it encloses the proxy's record), else the earliest.
+    const otlp =
+      candidates.find((row) => !row.proxied && overlaps(row, span)) ?? candidates.find((row) => !row.proxied);
     return otlp ? { span, responseId, replaced: otlp } : { span, responseId };
   }
   const twin =
@@ -166,18 +168,27 @@ function overlaps(row: TwinRow, span: SpanInput): boolean {
 }
 
 /**
- * The twin lookup, one query per batch: the LLM spans of the rollout whose response ids the batch
- * carries. Both halves go by index, never by walking the rollout's spans, which made a long rollout's
- * ingest quadratic: the response ids through spans_by_response_id (`+s.sequence` keeps the planner
- * from walking the rollout in sequence order to skip a sort), `paired` through spans_by_same_call
- * (migration 9; `+s.span_id` drops the column's TEXT affinity, without which SQLite cannot compare
- * through that expression index). Exported for the test that holds its query plan.
+ * How many of the latest LLM spans of one response id the twin lookup reads: a call's twins arrive within a
+ * few calls of it, and a server that answers every call with the same id would otherwise make each lookup read
+ * the whole rollout's calls (ingest quadratic in its length).
+ */
+export const TWIN_WINDOW = 64;
+
+/**
+ * The twin lookup, one query per batch: the latest TWIN_WINDOW LLM spans of the rollout for each response id
+ * the batch carries, oldest first. Both halves go by index, never by walking the rollout's spans, which made a
+ * long rollout's ingest quadratic: the response ids through spans_by_response_id (newest first by rowid, which
+ * the index holds in order within a key), `paired` through spans_by_same_call (migration 9; `+s.span_id` drops
+ * the column's TEXT affinity, without which SQLite cannot compare through that expression index). Exported for
+ * the test that holds its query plan. Parameters: the response ids as a JSON array, the rollout id.
  */
 export const TWINS_QUERY = `SELECT s.response_id, s.span_id, json_extract(s.attributes, '$."lightning.api"') IS NOT NULL AS proxied,
   EXISTS (SELECT 1 FROM spans o WHERE o.rollout_id = s.rollout_id AND o.category = 'other'
     AND json_extract(o.attributes, '$."lightning.same_call_as"') = +s.span_id) AS paired,
-  s.prompt_tokens, s.completion_tokens, s.trace_id, s.start_ms, s.end_ms FROM spans s
-  WHERE s.rollout_id = ? AND s.response_id IN (SELECT value FROM json_each(?)) ORDER BY +s.sequence`;
+  s.prompt_tokens, s.completion_tokens, s.trace_id, s.start_ms, s.end_ms
+  FROM json_each(?) ids CROSS JOIN spans s ON s.id IN (SELECT r.id FROM spans r
+    WHERE r.rollout_id = ? AND r.response_id = ids.value ORDER BY r.id DESC LIMIT ${TWIN_WINDOW})
+  ORDER BY +s.sequence`;
 
 export class SpanRepository {
   private readonly counters: Statement<[string], { span_count: number; attempt_count: number; status: RolloutStatus }>;
@@ -318,7 +329,7 @@ export class SpanRepository {
     );
     const twins = new Map<string, TwinRow[]>();
     if (ids.length === 0) return twins;
-    for (const row of this.twinsOf.all(batch.rolloutId, JSON.stringify([...new Set(ids)]))) {
+    for (const row of this.twinsOf.all(JSON.stringify([...new Set(ids)]), batch.rolloutId)) {
       const list = twins.get(row.response_id);
       if (list) list.push(row);
       else twins.set(row.response_id, [row]);
