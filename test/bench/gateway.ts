@@ -6,14 +6,13 @@
  * through the proxy, every answer's status counted, next to the same calls made directly.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import fs from 'node:fs';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';
-import { fmt, percentile, rows } from './table';
+import { fmt, percentile, processCpuMs, rows } from './table';
 
 const BODY = JSON.stringify({
   model: 'test-model',
@@ -77,10 +76,11 @@ async function load(target: Target, concurrency: number, count: number): Promise
   return { latencies, statuses };
 }
 
-/** A process's CPU time so far (user + system), in ms (Linux: /proc, 10 ms ticks). */
+/** A process's CPU time so far (user + system), in ms; this bench runs where /proc is. */
 function cpuMs(pid: number): number {
-  const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10;
+  const cpu = processCpuMs(pid);
+  if (!cpu) throw new Error(`no CPU time for process ${pid}: the gateway bench reads /proc (Linux)`);
+  return cpu.user + cpu.system;
 }
 
 function freePort(): Promise<number> {

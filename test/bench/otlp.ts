@@ -17,7 +17,7 @@ import { startDaemon } from '../helpers/daemon';
 import { BIG_EXPORT_SPANS, bigGzipExport, encode, recordSpans } from '../helpers/otlp';
 import { healthProbe } from '../helpers/http';
 import fs from 'node:fs';
-import { fmt, median, percentile, rows } from './table';
+import { fmt, median, percentile, processCpuMs, rows } from './table';
 
 const SPANS_PER_EXPORT = 512;
 const EXPORTS = 120;
@@ -142,10 +142,12 @@ export async function otlpBenchmark(work: string): Promise<void> {
       met: '-',
     });
     if (cpuBefore !== undefined && cpuAfter !== undefined) {
-      const daemonUs = ((cpuAfter.user + cpuAfter.system - cpuBefore.user - cpuBefore.system) * 1000) / stored;
+      const userUs = ((cpuAfter.user - cpuBefore.user) * 1000) / stored;
+      const systemUs = ((cpuAfter.system - cpuBefore.system) * 1000) / stored;
+      const daemonUs = userUs + systemUs;
       rows.push({
         metric: 'OTLP protobuf ingest: the daemon’s CPU per span, all its threads (user + system)',
-        result: `${fmt(daemonUs, 1)} µs/span (user ${fmt(((cpuAfter.user - cpuBefore.user) * 1000) / stored, 1)}, system ${fmt(((cpuAfter.system - cpuBefore.system) * 1000) / stored, 1)})`,
+        result: `${fmt(daemonUs, 1)} µs/span (user ${fmt(userUs, 1)}, system ${fmt(systemUs, 1)})`,
         baseline: `${fmt(1e6 / bareRate, 1)} µs/row (bare INSERT loop, one thread)`,
         ratio: `${fmt(daemonUs / (1e6 / bareRate), 1)}×`,
         target: `(report: ${os.availableParallelism()} CPUs here)`,
@@ -163,17 +165,6 @@ export async function otlpBenchmark(work: string): Promise<void> {
   } finally {
     client.dispose();
     await daemon.stop();
-  }
-}
-
-/** CPU time of a process, all its threads, in ms (Linux: /proc/PID/stat); undefined elsewhere. */
-function processCpuMs(pid: number | undefined): { user: number; system: number } | undefined {
-  try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    const msPerTick = 1000 / 100; // USER_HZ is 100 on Linux
-    return { user: Number(fields[11]) * msPerTick, system: Number(fields[12]) * msPerTick };
-  } catch {
-    return undefined;
   }
 }
 
