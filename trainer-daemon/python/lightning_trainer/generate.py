@@ -6,12 +6,14 @@ finish (a stop token, a stop string, their max_tokens), so a finished row costs 
 for the batch to end — the serving engine (serve.py) is continuous batching on it, and `generate()` is the same
 Decoder given all its rows at once. Each row keeps its own sampling settings and seeded generator, and its own
 positions (cumsum(mask) - 1), so its tokens are those it would get decoded alone (up to float rounding of the
-batched matmuls). Logprobs are those of the policy itself (temperature 1, no top-p), i.e. the behaviour logprobs
+batched matmuls). The sampled rows of a step are drawn together (`_sample`: the draw torch.multinomial makes, with each row's noise
+from its own generator), so a step's sampling is a few batched ops and one noise fill per row. Logprobs are those of the policy itself (temperature 1, no top-p), i.e. the behaviour logprobs
 the clipped objective needs; temperature and top_p only shape the sampling distribution.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -69,18 +71,34 @@ def _generator(seed: Optional[int], device: torch.device) -> torch.Generator:
     return generator
 
 
-def _sample(logits: torch.Tensor, settings: list[Sampling], generators: list[torch.Generator]) -> torch.Tensor:
-    """One token per row: greedy rows by one argmax over the batch, sampled rows with their own generator."""
+def _sample(logits: torch.Tensor, rows: list[Row]) -> torch.Tensor:
+    """One token per row: greedy rows by one argmax over the batch; the sampled rows all together. A sampled row's
+    token is what torch.multinomial(probs, 1, generator) draws — argmax(probs / E) for E exponential noise from the
+    row's own generator — so the tokens of a seed are those of one row sampled alone; only the noise is drawn row by
+    row (one fill each), the temperature, top-p cut, division and argmax are batched ops whatever the number of rows."""
     chosen = logits.argmax(dim=-1)
-    for i, (s, generator) in enumerate(zip(settings, generators)):
-        if s.temperature <= 0:
-            continue
-        probs = (logits[i] / s.temperature).softmax(dim=-1)
-        if s.top_p < 1.0:
-            sorted_probs, order = probs.sort(descending=True)
-            keep = sorted_probs.cumsum(-1) - sorted_probs < s.top_p
-            probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_probs[keep])
-        chosen[i] = torch.multinomial(probs, 1, generator=generator)[0]
+    sampled = [i for i, row in enumerate(rows) if row.settings.temperature > 0]
+    if not sampled:
+        return chosen
+    device = logits.device
+    every = len(sampled) == len(rows)
+    index = None if every else torch.tensor(sampled, device=device)
+    settings = [rows[i].settings for i in sampled]
+    temperature = torch.tensor([s.temperature for s in settings], dtype=logits.dtype, device=device)
+    probs = ((logits if every else logits[index]) / temperature[:, None]).softmax(dim=-1)
+    if any(s.top_p < 1.0 for s in settings):
+        # Nucleus: the most likely tokens whose mass before them is under top_p (rows without a top_p keep all).
+        top_p = torch.tensor([s.top_p if s.top_p < 1.0 else math.inf for s in settings], device=device)
+        ordered, order = probs.sort(dim=-1, descending=True)
+        kept = ordered * ((ordered.cumsum(dim=-1) - ordered) < top_p[:, None])
+        probs = torch.zeros_like(probs).scatter_(1, order, kept)
+    noise = torch.empty_like(probs)
+    for row, i in enumerate(sampled):
+        noise[row].exponential_(1, generator=rows[i].generator)
+    picks = (probs / noise).argmax(dim=-1)
+    if every:
+        return picks
+    chosen[index] = picks
     return chosen
 
 
@@ -173,7 +191,7 @@ class Decoder:
                 "activations have diverged"
             )
         logprobs = last.log_softmax(dim=-1)
-        chosen = _sample(last, [r.settings for r in rows], [r.generator for r in rows])
+        chosen = _sample(last, rows)
         chosen_logprobs = logprobs.gather(1, chosen[:, None])[:, 0].tolist()
         chosen_list = chosen.tolist()
         for i, row in enumerate(rows):
