@@ -181,23 +181,47 @@ def checked_step(
     return norm
 
 
+class _Snapshot:
+    """Copies of tensors, to put back after a failed call. Plain tensors are copied into one flat buffer per (device,
+    dtype): a few copy kernels, where a clone each is a kernel launch and an allocation per tensor — on a GPU the
+    snapshot's whole cost. Others (an FSDP-sharded DTensor) are cloned one by one."""
+
+    def __init__(self, tensors: list[torch.Tensor]):
+        self.shapes = [tensor.shape for tensor in tensors]
+        self.clones = {i: tensor.clone() for i, tensor in enumerate(tensors) if type(tensor) is not torch.Tensor}
+        groups: dict[tuple, list[int]] = {}
+        for i, tensor in enumerate(tensors):
+            if i not in self.clones:
+                groups.setdefault((tensor.device, tensor.dtype), []).append(i)
+        self.flats = [(indices, torch.cat([tensors[i].reshape(-1) for i in indices])) for indices in groups.values()]
+
+    def copies(self) -> list[torch.Tensor]:
+        """The copies, in the order given: each a tensor of its own (not a view of the flat buffer)."""
+        out = dict(self.clones)
+        for indices, flat in self.flats:
+            for i, part in zip(indices, flat.split([self.shapes[i].numel() for i in indices])):
+                out[i] = part.view(self.shapes[i]).clone()
+        return [out[i] for i in range(len(self.shapes))]
+
+
 @contextlib.contextmanager
 def unchanged_on_error(trainable: list[torch.nn.Parameter], optimizer: torch.optim.Optimizer):
     """A call that fails part-way (a non-finite step, OOM) leaves the weights and optimizer state as they were.
-    The snapshot is tensor clones (no deepcopy of the state dict: its Python walk cost more than the copies)."""
+    The snapshot is copies of the tensors (_Snapshot; no deepcopy of the state dict: its Python walk cost more)."""
     with torch.no_grad():
-        weights = [p.detach().clone() for p in trainable]
-        state = {
-            p: {k: v.detach().clone() if torch.is_tensor(v) else v for k, v in s.items()}
-            for p, s in optimizer.state.items()
-        }
+        held = [(p, name) for p, s in optimizer.state.items() for name, v in s.items() if torch.is_tensor(v)]
+        snapshot = _Snapshot([p.detach() for p in trainable] + [optimizer.state[p][name].detach() for p, name in held])
+    state = {p: dict(s) for p, s in optimizer.state.items()}
     groups = [{k: v for k, v in g.items() if k != "params"} for g in optimizer.param_groups]
     try:
         yield
     except BaseException:
         with torch.no_grad():
-            for p, saved in zip(trainable, weights):
-                p.copy_(saved)
+            copies = snapshot.copies()
+            for p, copy in zip(trainable, copies):
+                p.copy_(copy)
+            for (p, name), copy in zip(held, copies[len(trainable) :]):
+                state[p][name] = copy
         optimizer.state.clear()
         optimizer.state.update(state)
         for group, saved_group in zip(optimizer.param_groups, groups):

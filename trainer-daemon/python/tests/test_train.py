@@ -172,13 +172,20 @@ def test_a_non_finite_update_is_refused_and_leaves_weights_and_optimizer_state_u
     bad = {**good[1], "logprobs": [-1e30] * len(good[1]["responseIds"]), "advantage": -1.0}
     weights = {n: p.detach().clone() for n, p in session.policy.model.named_parameters()}
     state = session.optimizer.state_dict()["state"]
-    moments = {k: v["exp_avg"].clone() for k, v in state.items()}
+    before = {k: {name: t.clone() for name, t in v.items()} for k, v in state.items()}
     with pytest.raises(NonFiniteError, match="non-finite update"):  # minibatch 1: the good one may apply first
         train(session, [good[0], bad], minibatch=1, epochs=2)
     for n, p in session.policy.model.named_parameters():
         assert torch.equal(p, weights[n]), f"{n} changed"
-    for k, v in session.optimizer.state_dict()["state"].items():
-        assert torch.equal(v["exp_avg"], moments[k])
+    after = session.optimizer.state_dict()["state"]
+    assert after.keys() == before.keys()
+    for k, v in after.items():
+        assert v.keys() == before[k].keys()
+        for name, value in v.items():  # exp_avg, exp_avg_sq and step
+            assert torch.equal(value, before[k][name]), f"{k}.{name} changed"
+    # Put back as tensors of their own (the snapshot is one buffer; the optimizer's state must not alias it).
+    restored = [t for s in session.optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
+    assert len({t.untyped_storage().data_ptr() for t in restored}) == len(restored)
     assert session.step == 1
     assert train(session, good)["step"] == 2
 
