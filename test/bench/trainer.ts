@@ -28,6 +28,8 @@ interface TrainerBench {
   [key: `directTokensPerSecondBatch${number}`]: number;
   [key: `httpTokensPerSecondConcurrency${number}`]: number;
   [key: `servingRatioConcurrency${number}`]: number;
+  [key: `httpStepsPerRequestConcurrency${number}`]: number;
+  [key: `httpPrefillsPerRequestConcurrency${number}`]: number;
 }
 
 type Device = 'cpu' | 'cuda';
@@ -103,9 +105,12 @@ function benchRows(result: TrainerBench, label: string, device: Device = 'cpu'):
     const http = result[`httpTokensPerSecondConcurrency${n}`]!;
     const direct = result[`directTokensPerSecondBatch${n}`]!;
     const ratio = result[`servingRatioConcurrency${n}`]!;
+    // How the engine batched them: generate() makes one prefill per round of n and max_tokens steps at most.
+    const steps = result[`httpStepsPerRequestConcurrency${n}`]!;
+    const prefills = result[`httpPrefillsPerRequestConcurrency${n}`]!;
     rows.push({
       metric: `trainer: serving, ${n} concurrent HTTP client${n > 1 ? 's' : ''}, kept-alive (${label}, ${device === 'cpu' ? 'CPU' : 'GPU'}, medians)`,
-      result: `${fmt(http)} tokens/s`,
+      result: `${fmt(http)} tokens/s (per request: ${fmt(steps, 2)} decoding steps, ${fmt(prefills, 3)} prefills)`,
       baseline: `${fmt(direct)} tokens/s (the same requests as batched generate() calls, batch ${n}, no HTTP)`,
       ratio: `${fmt(ratio, 2)}× (median of pairs)`,
       target: n > 1 ? '≥ 0.9×' : 'reported',

@@ -82,6 +82,8 @@ class Batcher:
         self.decoder: Optional[Decoder] = None  # during a busy spell, which holds the session lock
         self.active: list[Job] = []
         self.peak = 0
+        self.steps = 0  # decoding steps, and prefills (admissions into a batch): counts the bench reports
+        self.prefills = 0
         self.gather_deadline: Optional[float] = None
         self._handle: Optional[asyncio.Handle] = None
         self._handle_soon = False
@@ -197,6 +199,7 @@ class Batcher:
         jobs = self._take(self.max_batch - len(decoder.rows))
         if not jobs:
             return
+        self.prefills += 1
         try:
             rows = decoder.add(
                 [job.prompt for job in jobs for _ in job.settings], [s for job in jobs for s in job.settings]
@@ -245,6 +248,7 @@ class Batcher:
             self.active = []
             decoder.clear()
             return
+        self.steps += 1
         still = []
         for job in self.active:
             if finished and all(row.done for row in job.rows):

@@ -285,13 +285,20 @@ def serving(session: Session, concurrency=CONCURRENCY) -> dict:
     """Tokens/s through HTTP and of the batched generate() baseline at each concurrency: SERVING_PAIRS pairs
     measured back to back (the machine's load alike for both), medians of each and of the pairs' ratios."""
     url = session.serve(parse(ServeParams, {}))["url"]
+    batcher = session.server.batcher
     result = {}
     for clients in concurrency:
         rounds = max(1, SERVED_REQUESTS // clients)
         direct, http = [], []
+        steps, prefills = batcher.steps, batcher.prefills
         for _ in range(SERVING_PAIRS if clients > 1 else 3):
             direct.append(direct_tokens_per_second(session, clients, rounds))
             http.append(http_tokens_per_second(url, clients, rounds))
+        # How the engine batched the HTTP requests: decoding steps and prefills per served request (generate() of
+        # the same requests makes one prefill per round and max_tokens steps at most).
+        served = rounds * clients * (SERVING_PAIRS if clients > 1 else 3)
+        result[f"httpStepsPerRequestConcurrency{clients}"] = (batcher.steps - steps) / served
+        result[f"httpPrefillsPerRequestConcurrency{clients}"] = (batcher.prefills - prefills) / served
         result[f"directTokensPerSecondBatch{clients}"] = statistics.median(direct)
         result[f"httpTokensPerSecondConcurrency{clients}"] = statistics.median(http)
         result[f"servingRatioConcurrency{clients}"] = statistics.median(h / d for h, d in zip(http, direct))
@@ -303,7 +310,18 @@ def main() -> None:
     parser.add_argument("--model", choices=["tiny", "hf"], default="tiny")
     parser.add_argument("--part", choices=["all", "update", "serving"], default="all")
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument(
+        "--concurrency",
+        default=",".join(map(str, CONCURRENCY)),
+        help="the serving rows' concurrent clients, comma-separated (default 1,8,32)",
+    )
     args = parser.parse_args()
+    try:
+        concurrency = tuple(int(n) for n in args.concurrency.split(","))
+    except ValueError:
+        parser.error(f"--concurrency {args.concurrency!r}: give client counts separated by commas, e.g. 8,32")
+    if not concurrency or min(concurrency) < 1:
+        parser.error(f"--concurrency {args.concurrency!r}: each client count must be 1 or more, e.g. 8,32")
     kind = args.model
     session = Session(lambda _: None)
     if kind == "tiny":
@@ -323,7 +341,7 @@ def main() -> None:
         result.update(update_measurements(session))
         result["updateSeconds16x64"] = result["updateSeconds16x64_dapo"]
     if args.part in ("all", "serving"):
-        result.update(serving(session))
+        result.update(serving(session, concurrency))
     session.close()
     print(json.dumps(result))
 
