@@ -6,9 +6,10 @@ finish (a stop token, a stop string, their max_tokens), so a finished row costs 
 for the batch to end — the serving engine (serve.py) is continuous batching on it, and `generate()` is the same
 Decoder given all its rows at once. Each row keeps its own sampling settings and seeded generator, and its own
 positions (cumsum(mask) - 1), so its tokens are those it would get decoded alone (up to float rounding of the
-batched matmuls). The sampled rows of a step are drawn together (`_sample`: the draw torch.multinomial makes, with each row's noise
-from its own generator), so a step's sampling is a few batched ops and one noise fill per row. Logprobs are those of the policy itself (temperature 1, no top-p), i.e. the behaviour logprobs
-the clipped objective needs; temperature and top_p only shape the sampling distribution.
+batched matmuls). The sampled rows of a step are drawn together (`_sample`: the draw torch.multinomial makes, with
+each row's noise from its own generator), so a step's sampling is a few batched ops and one noise fill per row.
+Logprobs are those of the policy itself (temperature 1, no top-p), i.e. the behaviour logprobs the clipped objective
+needs; temperature and top_p only shape the sampling distribution.
 """
 
 from __future__ import annotations
