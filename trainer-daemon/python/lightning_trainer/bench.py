@@ -290,13 +290,14 @@ def serving(session: Session, concurrency=CONCURRENCY) -> dict:
     for clients in concurrency:
         rounds = max(1, SERVED_REQUESTS // clients)
         direct, http = [], []
+        pairs = SERVING_PAIRS if clients > 1 else 3
         steps, prefills = batcher.steps, batcher.prefills
-        for _ in range(SERVING_PAIRS if clients > 1 else 3):
+        for _ in range(pairs):
             direct.append(direct_tokens_per_second(session, clients, rounds))
             http.append(http_tokens_per_second(url, clients, rounds))
         # How the engine batched the HTTP requests: decoding steps and prefills per served request (generate() of
         # the same requests makes one prefill per round and max_tokens steps at most).
-        served = rounds * clients * (SERVING_PAIRS if clients > 1 else 3)
+        served = rounds * clients * pairs
         result[f"httpStepsPerRequestConcurrency{clients}"] = (batcher.steps - steps) / served
         result[f"httpPrefillsPerRequestConcurrency{clients}"] = (batcher.prefills - prefills) / served
         result[f"directTokensPerSecondBatch{clients}"] = statistics.median(direct)

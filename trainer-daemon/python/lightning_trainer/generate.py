@@ -94,8 +94,8 @@ def _sample(logits: torch.Tensor, rows: list[Row]) -> torch.Tensor:
         kept = ordered * ((ordered.cumsum(dim=-1) - ordered) < top_p[:, None])
         probs = torch.zeros_like(probs).scatter_(1, order, kept)
     noise = torch.empty_like(probs)
-    for row, i in enumerate(sampled):
-        noise[row].exponential_(1, generator=rows[i].generator)
+    for k, i in enumerate(sampled):
+        noise[k].exponential_(1, generator=rows[i].generator)
     picks = (probs / noise).argmax(dim=-1)
     if every:
         return picks

@@ -188,11 +188,13 @@ class _Snapshot:
 
     def __init__(self, tensors: list[torch.Tensor]):
         self.shapes = [tensor.shape for tensor in tensors]
-        self.clones = {i: tensor.clone() for i, tensor in enumerate(tensors) if type(tensor) is not torch.Tensor}
+        self.clones: dict[int, torch.Tensor] = {}
         groups: dict[tuple, list[int]] = {}
         for i, tensor in enumerate(tensors):
-            if i not in self.clones:
+            if type(tensor) is torch.Tensor:
                 groups.setdefault((tensor.device, tensor.dtype), []).append(i)
+            else:
+                self.clones[i] = tensor.clone()
         self.flats = [(indices, torch.cat([tensors[i].reshape(-1) for i in indices])) for indices in groups.values()]
 
     def copies(self) -> list[torch.Tensor]:
