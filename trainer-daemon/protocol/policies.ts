@@ -76,11 +76,6 @@ export function policyMetric(policy: string, metric: string): string {
   return `${POLICY_METRIC_PREFIX}${policy}/${metric}`;
 }
 
-/** The policies of a stored GRPO configuration (none for a run of one policy, and for configurations older than them). */
-export function policiesOf(config: { readonly policies?: readonly PolicySpec[] | undefined }): readonly PolicySpec[] {
-  return config.policies ?? [];
-}
-
 /** What of a GRPO configuration decides whether several policies can train (a structural view: no import circle). */
 interface PolicyConfigView {
   readonly model: { readonly kind: string };

@@ -222,6 +222,22 @@ export function weightsConfig(run: TrainingRun): GrpoConfig | SftConfig | undefi
   }
 }
 
+/**
+ * The policies a run trains (`--policy`, GRPO only): none for a run of one policy, for a configuration stored before
+ * policies existed, and for SFT and APO.
+ */
+export function runPolicies(run: TrainingRun): readonly PolicySpec[] {
+  switch (run.algorithm) {
+    case 'grpo':
+      return run.config.policies ?? [];
+    case 'sft':
+    case 'apo':
+      return [];
+    default:
+      return assertNever(run);
+  }
+}
+
 /** A run the daemon starts: GRPO (`algorithm` may be left out: the default), SFT or APO. */
 export const DaemonTrainingConfig = z.discriminatedUnion('algorithm', [GrpoConfig, SftConfig, ApoConfig]);
 export type DaemonTrainingConfig = z.infer<typeof DaemonTrainingConfig>;

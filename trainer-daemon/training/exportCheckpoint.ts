@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  policiesOf,
+  runPolicies,
   weightsConfig,
   type Checkpoint,
   type ExportCheckpointParams,
@@ -83,7 +83,7 @@ function policySet(
   run: TrainingRun,
   format: ExportCheckpointParams['format'],
 ): { name: string; id: string; path: string }[] {
-  const policies = run.algorithm === 'grpo' ? policiesOf(run.config) : [];
+  const policies = runPolicies(run);
   if (policies.length === 0)
     throw new InvalidInputError(
       `set: run ${run.id} trains one policy (no --policy): export checkpoint ${checkpoint.id} alone, without set`,

@@ -9,7 +9,7 @@ import path from 'node:path';
 import {
   ApoRound,
   grpoBatchId,
-  policiesOf,
+  runPolicies,
   type AgentResources,
   type ApoResult,
   type Checkpoint,
@@ -140,7 +140,7 @@ export class TrainingService {
     const checkpoints = this.measuredCheckpoints(runId);
     const { run, metrics } = this.store.getTrainingRun(runId);
     // Several policies: each policy's checkpoints are kept (best, last N, newest's optimizer) as one run's would be.
-    const policies = run.algorithm === 'grpo' ? policiesOf(run.config) : [];
+    const policies = runPolicies(run);
     const plan = planRetention(checkpoints, metrics, keep, this.inUse(), (c) => checkpointPolicy(c, policies));
     if (plan.remove.length > 0) await this.write(() => this.store.deleteCheckpoints(plan.remove.map((c) => c.id)));
     for (const checkpoint of plan.remove) {
@@ -166,7 +166,7 @@ export class TrainingService {
       throw new ConflictError(`checkpoint ${id} is being exported: delete it once the export is done`);
     const run = this.store.trainingRun(checkpoint.runId);
     // With several policies each policy continues from its own newest checkpoint.
-    const policies = run.algorithm === 'grpo' ? policiesOf(run.config) : [];
+    const policies = runPolicies(run);
     const policy = checkpointPolicy(checkpoint, policies);
     const newest = this.checkpoints(run.id)
       .filter((c) => checkpointPolicy(c, policies) === policy)
