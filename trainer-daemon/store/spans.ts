@@ -72,6 +72,32 @@ function markedLate(span: SpanInput, status: string): SpanInput {
   return { ...span, attributes: { ...markTruncated(span.attributes, 'rollout_ended'), 'lightning.late': late } };
 }
 
+/**
+ * `span` as stored, built field by field: an object spread with keys added (`{ ...span, sequence }`) takes V8's slow
+ * copy, property by property — ~5 µs a span, a fifth of the OTLP ingest's time per span. The type lists every field.
+ */
+function asStored(span: SpanInput, rolloutId: string, attempt: number, sequence: number): Span {
+  return {
+    rolloutId,
+    attempt,
+    sequence,
+    traceId: span.traceId,
+    spanId: span.spanId,
+    parentSpanId: span.parentSpanId,
+    name: span.name,
+    kind: span.kind,
+    category: span.category,
+    startMs: span.startMs,
+    endMs: span.endMs,
+    statusCode: span.statusCode,
+    statusMessage: span.statusMessage,
+    attributes: span.attributes,
+    events: span.events,
+    promptTokens: span.promptTokens,
+    completionTokens: span.completionTokens,
+  };
+}
+
 /** What happened to each span of a batch, in order: stored (with its sequence) or a duplicate. */
 export type StoredSpanResult = Extract<SpanResult, { kind: 'stored' | 'duplicate' }>;
 
@@ -312,7 +338,7 @@ export class SpanRepository {
         completionTokens += span.completionTokens ?? 0;
       }
       results.push({ kind: 'stored', spanId: span.spanId, sequence });
-      stored.push({ ...span, rolloutId: batch.rolloutId, attempt: counters.attempt_count, sequence });
+      stored.push(asStored(span, batch.rolloutId, counters.attempt_count, sequence));
     }
     if (stored.length > 0) {
       this.bump.run(stored.length, llmCalls, promptTokens, completionTokens, now, batch.rolloutId);
