@@ -21,6 +21,8 @@ import { fmt, median, percentile, processCpuMs, rows } from './table';
 
 const SPANS_PER_EXPORT = 512;
 const EXPORTS = 120;
+/** Daemon ingests, each followed by its bare loops. */
+const INGEST_PAIRS = 3;
 
 /** Numbers the exports: each call's response id is its own, as a provider's are. */
 let exportsMade = 0;
@@ -111,42 +113,65 @@ export async function otlpBenchmark(work: string): Promise<void> {
   const daemon = await startDaemon(storeFile, [], { LIGHTNING_LOG_LEVEL: 'warn' });
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   try {
-    const { rollout, url } = await client.request('startAgentRun', { label: 'otlp-bench' });
-    // Each export's spans have fresh ids only once; later copies are de-duplicated — so count committed rows.
-    const unique = Array.from({ length: EXPORTS }, () => exportBody());
-    const cpuBefore = processCpuMs(daemon.process.pid);
-    const ms = await postAll(`${url}/v1/traces`, unique, 4);
-    const cpuAfter = processCpuMs(daemon.process.pid);
-    const stored = (await client.request('getRollout', { id: rollout.id })).rollout.spanCount;
-    const rate = stored / (ms / 1000);
+    // INGEST_PAIRS pairs measured back to back, the machine's load alike for each side of a pair: the daemon's ingest
+    // of fresh exports into a rollout of its own, then the bare loops over that rollout's rows. Medians of each and
+    // of the pairs' ratios.
+    const pairs: Array<{
+      rate: number;
+      stored: number;
+      bare: number;
+      perExport: number;
+      cpu?: { user: number; system: number };
+    }> = [];
+    for (let i = 1; i <= INGEST_PAIRS; i += 1) {
+      const { rollout, url } = await client.request('startAgentRun', { label: `otlp-bench-${i}` });
+      // Each export's spans have fresh ids only once; later copies are de-duplicated — so count committed rows.
+      const unique = Array.from({ length: EXPORTS }, () => exportBody());
+      const cpuBefore = processCpuMs(daemon.process.pid);
+      const ms = await postAll(`${url}/v1/traces`, unique, 4);
+      const cpuAfter = processCpuMs(daemon.process.pid);
+      const stored = (await client.request('getRollout', { id: rollout.id, spans: false })).rollout.spanCount;
+      pairs.push({
+        rate: stored / (ms / 1000),
+        stored,
+        bare: bareInsertRate(storeFile, rollout.id, path.join(work, `otlp-bare-${i}.db`)),
+        perExport: bareInsertRate(storeFile, rollout.id, path.join(work, `otlp-bare-part-${i}.db`), SPANS_PER_EXPORT),
+        cpu:
+          cpuBefore && cpuAfter
+            ? { user: cpuAfter.user - cpuBefore.user, system: cpuAfter.system - cpuBefore.system }
+            : undefined,
+      });
+    }
+    const rate = median(pairs.map((p) => p.rate));
+    const stored = Math.min(...pairs.map((p) => p.stored));
+    const bareRate = median(pairs.map((p) => p.bare));
+    const perExportRate = median(pairs.map((p) => p.perExport));
+    const ratio = median(pairs.map((p) => p.rate / p.bare));
     const sinkRate = total / (sinkMs / 1000);
-    // The bare loops three times each (the machine's load moves): their medians.
-    const bareRate = median([1, 2, 3].map((i) => bareInsertRate(storeFile, path.join(work, `otlp-bare-${i}.db`))));
-    const perExportRate = median(
-      [1, 2, 3].map((i) => bareInsertRate(storeFile, path.join(work, `otlp-bare-part-${i}.db`), SPANS_PER_EXPORT)),
-    );
+    const rates = pairs.map((p) => fmt(p.rate)).join(' / ');
     rows.push({
-      metric: `OTLP protobuf ingest vs a bare INSERT loop of the same rows (${fmt(stored)} spans, one transaction, same schema, median of 3)`,
-      result: `${fmt(rate)} spans/s`,
+      metric: `OTLP protobuf ingest vs a bare INSERT loop of the same rows (${fmt(stored)} spans, one transaction, same schema; median of ${INGEST_PAIRS} pairs)`,
+      result: `${fmt(rate)} spans/s (${rates})`,
       baseline: `${fmt(bareRate)} rows/s (bare INSERT loop)`,
-      ratio: `${fmt(rate / bareRate, 2)}×`,
+      ratio: `${fmt(ratio, 2)}×`,
       target: '≥ 0.5×',
-      met: rate >= 0.5 * bareRate ? 'yes' : 'NO',
+      met: ratio >= 0.5 ? 'yes' : 'NO',
     });
     rows.push({
       metric: `OTLP protobuf ingest vs the bare INSERT loop committing once per ${SPANS_PER_EXPORT} rows (each export's commit before its answer)`,
       result: `${fmt(rate)} spans/s`,
       baseline: `${fmt(perExportRate)} rows/s (bare loop, ${fmt(stored / SPANS_PER_EXPORT)} commits)`,
-      ratio: `${fmt(rate / perExportRate, 2)}×`,
+      ratio: `${fmt(median(pairs.map((p) => p.rate / p.perExport)), 2)}×`,
       target: '(report)',
       met: '-',
     });
-    if (cpuBefore !== undefined && cpuAfter !== undefined) {
-      const userUs = ((cpuAfter.user - cpuBefore.user) * 1000) / stored;
-      const systemUs = ((cpuAfter.system - cpuBefore.system) * 1000) / stored;
+    const cpus = pairs.flatMap((p) => (p.cpu ? [p.cpu] : []));
+    if (cpus.length > 0) {
+      const userUs = (median(cpus.map((c) => c.user)) * 1000) / stored;
+      const systemUs = (median(cpus.map((c) => c.system)) * 1000) / stored;
       const daemonUs = userUs + systemUs;
       rows.push({
-        metric: 'OTLP protobuf ingest: the daemon’s CPU per span, all its threads (user + system)',
+        metric: 'OTLP protobuf ingest: the daemon’s CPU per span, all its threads (user + system; medians)',
         result: `${fmt(daemonUs, 1)} µs/span (user ${fmt(userUs, 1)}, system ${fmt(systemUs, 1)})`,
         baseline: `${fmt(1e6 / bareRate, 1)} µs/row (bare INSERT loop, one thread)`,
         ratio: `${fmt(daemonUs / (1e6 / bareRate), 1)}×`,
@@ -172,13 +197,15 @@ export async function otlpBenchmark(work: string): Promise<void> {
  * The rows the daemon stored, inserted again into a fresh store of the same schema — in one transaction, or
  * committing every `perCommit` rows: rows/s.
  */
-function bareInsertRate(from: string, to: string, perCommit = Infinity): number {
+function bareInsertRate(from: string, rolloutId: string, to: string, perCommit = Infinity): number {
   const source = Store.open(from);
-  const spans = source.db.prepare('SELECT * FROM spans ORDER BY sequence').all() as Array<Record<string, unknown>>;
+  const spans = source.db.prepare('SELECT * FROM spans WHERE rollout_id = ? ORDER BY sequence').all(rolloutId) as Array<
+    Record<string, unknown>
+  >;
   source.close();
   const target = Store.open(to);
   try {
-    const rolloutId = target.createRollout(parsed('createRollout', {})).id;
+    const into = target.createRollout(parsed('createRollout', {})).id;
     const columns = [
       'attempt',
       'sequence',
@@ -203,7 +230,7 @@ function bareInsertRate(from: string, to: string, perCommit = Infinity): number 
     );
     const started = performance.now();
     const commit = target.db.transaction((part: Array<Record<string, unknown>>) => {
-      for (const span of part) insert.run(rolloutId, ...columns.map((column) => span[column]));
+      for (const span of part) insert.run(into, ...columns.map((column) => span[column]));
     });
     const size = Math.min(perCommit, spans.length);
     for (let first = 0; first < spans.length; first += size) commit(spans.slice(first, first + size));
