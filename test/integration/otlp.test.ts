@@ -164,6 +164,32 @@ describe('OTLP/HTTP trace receiver', () => {
     assert.match(decoded.errorMessage!, /ro-0000000000000000 does not exist/);
   });
 
+  test('an export with a span the decoder cannot read: the others are stored, and the answer counts and names it (one part or several)', async () => {
+    const span = (i: number, traceId = '4bf92f3577b34da6a3ce929d0e0e4736') => ({
+      traceId,
+      spanId: (0x1000 + i).toString(16).padStart(16, '0'),
+      name: 'execute_tool add',
+      kind: 1,
+      startTimeUnixNano: '1700000000000000000',
+      endTimeUnixNano: '1700000000100000000',
+      attributes: [{ key: 'gen_ai.operation.name', value: { stringValue: 'execute_tool' } }],
+    });
+    // 3 spans are one part; 1,500 are two (otlp/parts.ts: 1,024 at most): the unreadable one is reported either way.
+    for (const good of [3, 1_500]) {
+      const { rollout, url } = await client.request('startAgentRun', {});
+      const spans = [...Array.from({ length: good }, (_, i) => span(i)), span(good, 'not-a-trace-id')];
+      const body = JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ spans }] }] });
+      const response = await post(url + '/v1/traces', Buffer.from(body), { 'content-type': 'application/json' });
+      assert.equal(response.status, 200);
+      const partial = JSON.parse(response.body.toString('utf8')) as {
+        partialSuccess: { rejectedSpans: string; errorMessage: string };
+      };
+      assert.equal(partial.partialSuccess.rejectedSpans, '1', `${good} good spans`);
+      assert.match(partial.partialSuccess.errorMessage, new RegExp((0x1000 + good).toString(16).padStart(16, '0')));
+      assert.equal((await client.request('getRollout', { id: rollout.id, spans: false })).rollout.spanCount, good);
+    }
+  });
+
   test('garbage protobuf, bad JSON and an unknown media type get a 4xx, store nothing, and the daemon serves on', async () => {
     const { rollout, url } = await client.request('startAgentRun', {});
     const garbage = await post(`${url}/v1/traces`, Buffer.from([0x0a, 0xff, 0xff, 0xff, 0x0f, 0x01]), {

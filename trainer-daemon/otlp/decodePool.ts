@@ -83,14 +83,18 @@ export class DecodePool {
   private readonly queues = new Map<string, Job[]>();
   private closed = false;
 
+  /** Whether the bundled worker is there (the daemon); else exports decode inline. */
+  private readonly bundled: boolean;
+
   constructor(
     private readonly logger: Logger,
     private readonly workerFile = path.join(__dirname, 'otlp-worker.js'),
     private readonly size = DEFAULT_DECODE_WORKERS,
     private readonly heapMb = DECODE_WORKER_HEAP_MB,
   ) {
+    this.bundled = fs.existsSync(this.workerFile);
     // One worker loads OTLP's decoder now, so the first export after a start does not wait seconds for it.
-    if (fs.existsSync(this.workerFile)) this.startWorker();
+    if (this.bundled) this.startWorker();
   }
 
   /**
@@ -107,7 +111,7 @@ export class DecodePool {
     if (this.closed) throw new Error('the OTLP decoder has shut down');
     const bytes = body.reduce((sum, chunk) => sum + chunk.byteLength, 0);
     if (bytes * DECODE_MEMORY_FACTOR > this.heapMb * 1024 * 1024) throw tooLargeToDecode(this.heapMb, bytes);
-    if (!fs.existsSync(this.workerFile))
+    if (!this.bundled)
       return decodeInline(body.length === 1 ? body[0]! : Buffer.concat(body), contentType, contentEncoding, limits);
     const job: Job = {
       request: { kind: 'decode', id: (this.nextId += 1), body, contentType, contentEncoding, limits },
@@ -137,6 +141,10 @@ export class DecodePool {
     switch (reply.kind) {
       case 'part':
         job.slot?.worker.postMessage({ kind: 'next', id: job.request.id } satisfies DecodeRequest);
+        return reply.spans;
+      case 'last':
+        for (const rejected of reply.rejected) job.rejected.push(rejected);
+        this.finish(job);
         return reply.spans;
       case 'done':
         for (const rejected of reply.rejected) job.rejected.push(rejected);

@@ -5,7 +5,8 @@
  * A decoded export goes back one part at a time (parts.ts), each when the main thread asks for it
  * (`next`), after it committed the one before: the main thread's work for one export, however
  * large, then comes in slices with its other requests in between, and the export waits here. The
- * last part comes with `done`, so the worker decodes the next export while that part is committed.
+ * last part is `last` (a part and `done` in one message; most exports are one part), so the worker
+ * decodes the next export while that part is committed, and the main thread asks for nothing more.
  */
 import { parentPort } from 'node:worker_threads';
 import { assertNever } from '../protocol/assert';
@@ -34,6 +35,9 @@ export type DecodeRequest =
 
 export type DecodeReply =
   | { readonly kind: 'part'; readonly id: number; readonly spans: NormalizedSpan[] }
+  /** The export's last part, and the spans that could not be read: the export is done. */
+  | { readonly kind: 'last'; readonly id: number; readonly spans: NormalizedSpan[]; readonly rejected: RejectedSpan[] }
+  /** Done without a part (an export with no span to store). */
   | { readonly kind: 'done'; readonly id: number; readonly rejected: RejectedSpan[] }
   | { readonly kind: 'failed'; readonly id: number; readonly error: { name: string; message: string } };
 
@@ -53,11 +57,14 @@ function reply(message: DecodeReply): void {
 function sendNext(id: number): void {
   if (current?.id !== id) return;
   const part = current.parts.shift();
-  if (part) reply({ kind: 'part', id, spans: part });
-  // After the last part, `done` follows at once (not when asked for): this worker is then free to decode the next
-  // export while the main thread commits that part.
-  if (current.parts.length > 0) return;
-  reply({ kind: 'done', id, rejected: current.rejected });
+  if (part && current.parts.length > 0) return reply({ kind: 'part', id, spans: part });
+  // The last part ends the export in the same message: this worker is then free to decode the next export while the
+  // main thread commits that part.
+  reply(
+    part
+      ? { kind: 'last', id, spans: part, rejected: current.rejected }
+      : { kind: 'done', id, rejected: current.rejected },
+  );
   current = undefined;
 }
 
