@@ -23,6 +23,10 @@ const SPANS_PER_EXPORT = 512;
 const EXPORTS = 120;
 /** Daemon ingests, each followed by its bare loops. */
 const INGEST_PAIRS = 3;
+/** The small-exports row: rollouts exporting at once, exports each, spans per export. */
+const SMALL_ROLLOUTS = 16;
+const SMALL_EXPORTS = 100;
+const SMALL_SPANS = 16;
 
 /** Numbers the exports: each call's response id is its own, as a provider's are. */
 let exportsMade = 0;
@@ -31,10 +35,10 @@ let exportsMade = 0;
  * An export like an instrumented agent's: LLM calls with GenAI attributes, tool calls, agent spans. Every call has
  * its own response id: repeated ids would make the daemon look each call up against all earlier calls of that id.
  */
-function exportBody(): Buffer {
+function exportBody(count = SPANS_PER_EXPORT): Buffer {
   exportsMade += 1;
   const spans = recordSpans((tracer) => {
-    for (let i = 0; i < SPANS_PER_EXPORT; i += 1) {
+    for (let i = 0; i < count; i += 1) {
       const kind = i % 4;
       const attributes =
         kind === 0
@@ -96,18 +100,74 @@ function postAll(url: string, bodies: Buffer[], concurrency: number): Promise<nu
   });
 }
 
-export async function otlpBenchmark(work: string): Promise<void> {
-  const body = exportBody();
-  const bodies = Array.from({ length: EXPORTS }, () => body);
-  const total = SPANS_PER_EXPORT * EXPORTS;
-
+/** `fn` given the URL of a server that only reads what it is sent (the transport alone), closed after. */
+async function withSink<T>(fn: (url: string) => Promise<T>): Promise<T> {
   const sink = http.createServer((request, response) => {
     request.resume();
     request.on('end', () => response.end());
   });
   await new Promise<void>((resolve) => sink.listen(0, '127.0.0.1', resolve));
-  const sinkMs = await postAll(`http://127.0.0.1:${(sink.address() as AddressInfo).port}/v1/traces`, bodies, 4);
-  sink.close();
+  try {
+    return await fn(`http://127.0.0.1:${(sink.address() as AddressInfo).port}/v1/traces`);
+  } finally {
+    sink.close();
+  }
+}
+
+/**
+ * Several agents exporting at once, each its exports one after another on its own connection (a
+ * BatchSpanProcessor's way): the wall time, and each export's time to its answer.
+ */
+async function postStreams(
+  streams: ReadonlyArray<{ url: string; bodies: Buffer[] }>,
+): Promise<{ ms: number; latencies: number[] }> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: streams.length });
+  const latencies: number[] = [];
+  const started = performance.now();
+  await Promise.all(
+    streams.map(async ({ url, bodies }) => {
+      for (const body of bodies)
+        latencies.push(await postOnce(url, body, { 'content-type': 'application/x-protobuf' }, agent));
+    }),
+  );
+  agent.destroy();
+  return { ms: performance.now() - started, latencies };
+}
+
+/** Small exports of many rollouts at once (agents in a dataset run): exports/s, against the same bodies to the sink. */
+async function smallExportsRow(client: RpcClient): Promise<void> {
+  const streams: Array<{ id: string; url: string; bodies: Buffer[] }> = [];
+  for (let r = 0; r < SMALL_ROLLOUTS; r += 1) {
+    const { rollout, url } = await client.request('startAgentRun', { label: `otlp-small-${r}` });
+    streams.push({
+      id: rollout.id,
+      url: `${url}/v1/traces`,
+      bodies: Array.from({ length: SMALL_EXPORTS }, () => exportBody(SMALL_SPANS)),
+    });
+  }
+  const sink = await withSink((url) => postStreams(streams.map(({ bodies }) => ({ url, bodies }))));
+  const daemon = await postStreams(streams);
+  let stored = 0;
+  for (const { id } of streams) stored += (await client.request('getRollout', { id, spans: false })).rollout.spanCount;
+  const count = SMALL_ROLLOUTS * SMALL_EXPORTS;
+  const rate = count / (daemon.ms / 1000);
+  const sinkRate = count / (sink.ms / 1000);
+  rows.push({
+    metric: `OTLP small exports: ${SMALL_ROLLOUTS} rollouts at once, each ${SMALL_EXPORTS} protobuf exports of ${SMALL_SPANS} spans one after another`,
+    result: `${fmt(rate)} exports/s (${fmt((stored / daemon.ms) * 1000)} spans/s stored, ${fmt(stored)} of ${fmt(count * SMALL_SPANS)}; p50 ${fmt(median(daemon.latencies), 1)} ms)`,
+    baseline: `${fmt(sinkRate)} exports/s (same bodies to a read-only sink)`,
+    ratio: `${fmt(rate / sinkRate, 2)}×`,
+    target: '(report)',
+    met: '-',
+  });
+}
+
+export async function otlpBenchmark(work: string): Promise<void> {
+  const body = exportBody();
+  const bodies = Array.from({ length: EXPORTS }, () => body);
+  const total = SPANS_PER_EXPORT * EXPORTS;
+
+  const sinkMs = await withSink((sinkUrl) => postAll(sinkUrl, bodies, 4));
 
   const storeFile = path.join(work, 'otlp', 'store.db');
   const daemon = await startDaemon(storeFile, [], { LIGHTNING_LOG_LEVEL: 'warn' });
@@ -187,6 +247,7 @@ export async function otlpBenchmark(work: string): Promise<void> {
       target: '≥ 30,000 spans/s',
       met: rate >= 30_000 && stored === total ? 'yes' : 'NO',
     });
+    await smallExportsRow(client);
   } finally {
     client.dispose();
     await daemon.stop();
@@ -260,12 +321,12 @@ function heavyBody(count: number, first: number): Buffer {
   return zlib.gzipSync(JSON.stringify({ resourceSpans: [{ resource: { attributes: [] }, scopeSpans: [{ spans }] }] }));
 }
 
-function postOnce(url: string, body: Buffer, headers: Record<string, string>): Promise<number> {
+function postOnce(url: string, body: Buffer, headers: Record<string, string>, agent?: http.Agent): Promise<number> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const request = http.request(
       url,
-      { method: 'POST', headers: { ...headers, 'content-length': String(body.length) } },
+      { method: 'POST', agent, headers: { ...headers, 'content-length': String(body.length) } },
       (response) => {
         response.resume();
         response.on('end', () =>
