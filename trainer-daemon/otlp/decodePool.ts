@@ -204,7 +204,7 @@ export class DecodePool {
       return this.finish(job);
     }
     job.slot.worker.postMessage({ kind: 'drop', id: job.request.id } satisfies DecodeRequest);
-    // The worker's answers to the drop (a last part it had sent, then `done`) end the job.
+    // What the worker had sent already, then its `done` for the drop (or the `last` part it had sent), ends the job.
     const drain = (): void =>
       void this.read(job).then(
         (part) => part && drain(),
