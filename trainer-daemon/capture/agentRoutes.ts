@@ -402,10 +402,14 @@ export class AgentRoutes {
 
   /** Why a rollout takes no more spans over OTLP (it has finished), or undefined when it does. */
   private refusesSpans(rolloutId: string): string | undefined {
-    // Unknown: the write itself reports that it does not exist.
-    const status = this.options.store.rolloutStatus(rolloutId);
-    if (status !== undefined && hasEnded(status))
-      return `rollout ${rolloutId} has finished (${status}); a finished rollout takes no more spans`;
+    let rollout;
+    try {
+      rollout = this.options.store.getRollout(rolloutId);
+    } catch {
+      return undefined; // Unknown: the write itself reports that it does not exist.
+    }
+    if (hasEnded(rollout.status))
+      return `rollout ${rolloutId} has finished (${rollout.status}); a finished rollout takes no more spans`;
     return undefined;
   }
 

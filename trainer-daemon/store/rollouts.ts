@@ -180,13 +180,6 @@ export class RolloutRepository {
     return row ? rowToRollout(row) : undefined;
   }
 
-  /** A rollout's status alone, undefined for an unknown id: what each OTLP export checks, without reading the rest. */
-  status(id: string): RolloutStatus | undefined {
-    const row = this.statement('SELECT status FROM rollouts WHERE id = ?').get(id) as
-      { status: RolloutStatus } | undefined;
-    return row?.status;
-  }
-
   get(id: string): Rollout {
     const rollout = this.find(id);
     if (!rollout) throw new NotFoundError(`rollout ${id} does not exist (list rollouts with \`lightning rollouts\`)`);

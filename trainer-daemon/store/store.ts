@@ -30,7 +30,6 @@ import type {
   RolloutPage,
   RolloutGroups,
   RolloutGroupsParams,
-  RolloutStatus,
   Span,
   SpanInput,
   Stats,
@@ -162,11 +161,6 @@ export class Store {
 
   getRollout(id: string): Rollout {
     return this.rollouts.get(id);
-  }
-
-  /** A rollout's status, undefined for an unknown id (a cheaper read than getRollout). */
-  rolloutStatus(id: string): RolloutStatus | undefined {
-    return this.rollouts.status(id);
   }
 
   /** Resolves a full id or a unique prefix of one (at least 4 characters), as users type them. */
