@@ -33,6 +33,24 @@ export const PAIRS = [
   [5, 7],
 ] as const;
 
+/**
+ * Flags for tests of the optimizer's logic rather than of how its agents start: two long-lived agent workers per
+ * batch (worker mode) instead of a process per rollout, far fewer processes. The main test in apo.test.ts, the
+ * prompt-file and editor tests run one process per rollout (the default); apoDeterminism.test.ts checks that both
+ * modes give the same run.
+ */
+export const WORKERS = ['--workers', '2'];
+
+/** The agents' log files of a run's batches: one per worker (worker mode) or one per rollout attempt. */
+export function agentLogs(cwd: string, runId: string): { workers: number; rollouts: number } {
+  const files = fs
+    .readdirSync(path.join(cwd, '.lightning', 'logs', runId), { recursive: true, encoding: 'utf8' })
+    .filter((file) => file.endsWith('.log'))
+    .map((file) => path.basename(file));
+  const workers = files.filter((file) => file.startsWith('worker-')).length;
+  return { workers, rollouts: files.length - workers };
+}
+
 export interface Script {
   readonly chat: ChatScript;
   readonly calls: { critique: number; edit: number; agent: string[] };

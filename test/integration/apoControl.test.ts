@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { metricPoints } from '../../trainer-daemon/protocol';
-import { allRollouts, finished, setUp, storeOf, train } from '../helpers/apo';
+import { allRollouts, finished, setUp, storeOf, train, WORKERS } from '../helpers/apo';
 
 test('apo: a branch whose edits keep failing is skipped and reported; budgets stop the run cleanly', async (t) => {
   const { cwd, upstream } = await setUp(t);
@@ -16,6 +16,7 @@ test('apo: a branch whose edits keep failing is skipped and reported; budgets st
     'editor-broken',
     '--critique-model',
     'critic',
+    ...WORKERS,
   ]);
   assert.equal(broken.code, 0, broken.stderr);
   const result = finished(broken.stdout);
@@ -41,13 +42,22 @@ test('apo: a branch whose edits keep failing is skipped and reported; budgets st
     'critic',
     '--edit-model',
     'editor',
+    ...WORKERS,
   ]);
   assert.equal(calls.code, 0, calls.stderr);
   const byCalls = finished(calls.stdout);
   assert.equal(byCalls.stopReason, 'budget-calls');
   assert.equal(byCalls.llmCalls, 3);
 
-  const rollouts = await train(cwd, upstream, ['--budget-rollouts', '8', '--gradient-batch', '4', '--beam', '1']);
+  const rollouts = await train(cwd, upstream, [
+    '--budget-rollouts',
+    '8',
+    '--gradient-batch',
+    '4',
+    '--beam',
+    '1',
+    ...WORKERS,
+  ]);
   assert.equal(rollouts.code, 0, rollouts.stderr);
   const byRollouts = finished(rollouts.stdout);
   assert.equal(byRollouts.stopReason, 'budget-rollouts');
@@ -64,9 +74,14 @@ test('apo: a branch whose edits keep failing is skipped and reported; budgets st
 test('apo: agent calls that were not whole answers are left out of what the critique reads, and each round says how many and why', async (t) => {
   const { cwd, upstream } = await setUp(t);
   const flags = ['--rounds', '2', '--beam', '1', '--branch', '1', '--gradient-batch', '2', '--val-batch', '2'];
-  const run = await train(cwd, upstream, [...flags, '--critique-model', 'critic', '--edit-model', 'editor'], {
-    AGENT_FAILS_FIRST: '1',
-  });
+  const run = await train(
+    cwd,
+    upstream,
+    [...flags, '--critique-model', 'critic', '--edit-model', 'editor', ...WORKERS],
+    {
+      AGENT_FAILS_FIRST: '1',
+    },
+  );
   assert.equal(run.code, 0, run.stderr);
   const result = finished(run.stdout);
   assert.equal(result.roundsCompleted, 2);

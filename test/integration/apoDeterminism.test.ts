@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { candidatesOf } from '../../trainer-daemon/protocol';
-import { allRollouts, board, finished, setUp, storeOf, train } from '../helpers/apo';
+import { agentLogs, allRollouts, board, finished, setUp, storeOf, train, WORKERS } from '../helpers/apo';
 
-test('apo: the same seed gives the same run (sampling, tie-breaks, retries), a different seed samples differently', async (t) => {
+test('apo: the same seed gives the same run (sampling, tie-breaks, retries) with agent processes or agent workers, a different seed samples differently', async (t) => {
   const flags = [
     '--beam',
     '1',
@@ -21,16 +21,24 @@ test('apo: the same seed gives the same run (sampling, tie-breaks, retries), a d
     'editor-sloppy',
   ];
   const runs = [];
-  // The third run only needs its first training batch: the rollout budget stops it there.
-  for (const [seed, budget] of [
-    ['3', '1000'],
-    ['3', '1000'],
-    ['4', '7'],
-  ]) {
+  // The first run starts a process per rollout, the others run their agents as workers (2 per batch). The third run
+  // only needs its first training batch: the rollout budget stops it there.
+  for (const [seed, budget, mode] of [
+    ['3', '1000', []],
+    ['3', '1000', WORKERS],
+    ['4', '7', WORKERS],
+  ] as const) {
     const { cwd, upstream } = await setUp(t);
-    const run = await train(cwd, upstream, [...flags, '--seed', seed!, '--budget-rollouts', budget!]);
+    const run = await train(cwd, upstream, [...flags, '--seed', seed, '--budget-rollouts', budget, ...mode]);
     assert.equal(run.code, 0, run.stderr);
     const result = finished(run.stdout);
+    const logs = agentLogs(cwd, result.runId);
+    if (mode.length === 0) assert.deepEqual(logs, { workers: 0, rollouts: result.rollouts });
+    else {
+      // No more workers than rollouts in a batch: the one-task validation batches get one each.
+      assert.equal(logs.rollouts, 0);
+      assert.ok(logs.workers >= 1 && logs.workers < result.rollouts, `${logs.workers} workers`);
+    }
     const store = storeOf(cwd);
     const candidates = board(candidatesOf(store.getTrainingRun(result.runId)));
     const batches = [...allRollouts(store, 'train'), ...allRollouts(store, 'val')]

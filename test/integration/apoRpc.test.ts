@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
@@ -9,12 +10,32 @@ import { AGENT, setUp, storeOf, train } from '../helpers/apo';
 import { CLI, runCli, startDaemon } from '../helpers/daemon';
 import { waitFor } from '../helpers/tmp';
 
+/** The pids of this test's agent processes still alive (`node AGENT`, started in `cwd`). */
+function agentsIn(cwd: string): number[] {
+  return fs
+    .readdirSync('/proc')
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        return (
+          fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')[1] === AGENT &&
+          fs.readlinkSync(`/proc/${pid}/cwd`) === cwd
+        );
+      } catch {
+        return false; // exited meanwhile
+      }
+    })
+    .map(Number);
+}
+
 test('apo: bad parameters are refused naming the flag or field, nothing started', async (t) => {
   const { cwd, upstream } = await setUp(t);
   for (const [flags, message] of [
     [['--beam', '0'], /--beam: .*(>=|≥|at least|too small).*\(got 0\)/i],
     [['--temperature', 'hot'], /--temperature: .*"hot"/],
     [['--val', 'nope'], /dataset nope does not exist/],
+    [['--workers', '0'], /--workers: .*\(got 0\)/],
+    [['--agent-mode', 'process', '--workers', '2'], /--workers: with --agent-mode process APO runs --concurrency/],
   ] as const) {
     const bad = await train(cwd, upstream, [...flags]);
     assert.notEqual(bad.code, 0);
@@ -83,7 +104,7 @@ test('apo: bad parameters are refused naming the flag or field, nothing started'
   );
 });
 
-test('apo: trainingRuns/cancel from another client stops the run and its agents; the run ends cancelled', async (t) => {
+test('apo: trainingRuns/cancel from another client stops the run and its agent workers; the run ends cancelled', async (t) => {
   const { cwd, upstream } = await setUp(t);
   // A daemon of its own, so that this test's client does not keep the run's daemon alive.
   const server = spawn(process.execPath, [CLI, 'serve', '--upstream', upstream.url], {
@@ -104,6 +125,8 @@ test('apo: trainingRuns/cancel from another client stops the run and its agents;
       '--dataset',
       'sums',
       '--json',
+      '--workers',
+      '2',
       '--',
       process.execPath,
       AGENT,
@@ -139,8 +162,11 @@ test('apo: trainingRuns/cancel from another client stops the run and its agents;
     'agents to run',
     15_000,
   );
+  // Two workers run the seed's four validation rollouts; the cancel stops both.
+  await waitFor(() => agentsIn(cwd).length === 2, 'two agent workers', 10_000);
   await client.request('cancelTrainingRun', { id: running.id });
   assert.equal(await exited, 130);
+  await waitFor(() => agentsIn(cwd).length === 0, 'the agent workers to be stopped', 10_000);
   // Cancelled before the seed was scored: only the line saying the run started.
   assert.deepEqual(JSON.parse(stdout), { event: 'training-started', algorithm: 'apo', runId: running.id });
   const detail = await client.request('getTrainingRun', { id: running.id });

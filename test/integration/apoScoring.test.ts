@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { allRollouts, finished, setUp, storeOf, train } from '../helpers/apo';
+import { allRollouts, finished, setUp, storeOf, train, WORKERS } from '../helpers/apo';
 
-/** One short round: what matters here is how the seed prompt is scored. */
+/** One short round: what matters here is how the seed prompt is scored (its agents run as workers). */
 const FLAGS = [
   '--rounds',
   '1',
@@ -22,6 +22,7 @@ const FLAGS = [
   'critic',
   '--edit-model',
   'editor',
+  ...WORKERS,
 ];
 
 test('apo scores the answer an agent reports itself (lightning.answer) through the scoring pipeline', async (t) => {

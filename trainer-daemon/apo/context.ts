@@ -4,7 +4,7 @@
  * agent runs and the batch runner, the environment its agents and its own LLM calls get, and a cancel signal.
  */
 import type { AgentResources, ApoRound, Resource, RolloutDetail, Task } from '../protocol';
-import type { RolloutScoring, RunnerClient } from '../runner/pool';
+import type { BatchFollower, RolloutScoring, RunnerClient } from '../runner/pool';
 
 /** One evaluation's rollouts: each task once, pinned to a candidate's resource version. */
 export interface EvaluationBatch {
@@ -40,6 +40,8 @@ export interface ApoContext {
   readonly store: ApoStore;
   /** The daemon's RPC methods, in process: agent runs (`agentRuns/start`) and the batch runner's. */
   readonly call: RunnerClient;
+  /** Worker mode (`workers`): the daemon's batch queue, followed in process. */
+  readonly batches: BatchFollower;
   /** The agents' environment before Lightning's variables (the daemon's, the run's command.env, the start's env). */
   readonly env: NodeJS.ProcessEnv;
   /** How each agent rollout is scored (apo/reward.ts); undefined: not automatically. */

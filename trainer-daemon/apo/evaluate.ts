@@ -19,6 +19,7 @@ import { LightningError } from '../protocol/errors';
 import { episodeReward } from '../lightningrl/credit';
 import { toScoringTrajectory } from '../rewards/trajectory';
 import { BatchRunner } from '../runner/batch';
+import type { BatchMode } from '../runner/pool';
 import type { ApoContext } from './context';
 
 export interface EvalTask {
@@ -41,6 +42,21 @@ export class CancelledError extends LightningError {}
 
 const POLICY = RewardPolicy.parse({});
 
+/**
+ * One process per rollout, or (`workers`) long-lived agent workers taking the batch's rollouts, the concurrency
+ * spread over them; never more workers than rollouts (an idle one would only wait for the batch's end).
+ */
+export function batchMode(
+  config: Pick<ApoConfig, 'concurrency' | 'workers' | 'command'>,
+  argv: readonly string[],
+  rollouts: number,
+): BatchMode {
+  const { cwd } = config.command;
+  if (config.workers === null) return { kind: 'process', command: argv, cwd, concurrency: config.concurrency };
+  const workers = Math.max(1, Math.min(config.workers, rollouts));
+  return { kind: 'worker', command: argv, cwd, workers, concurrencyPerWorker: Math.ceil(config.concurrency / workers) };
+}
+
 export class Evaluator {
   private batches = 0;
   private runner: BatchRunner | undefined;
@@ -51,7 +67,7 @@ export class Evaluator {
   constructor(
     private readonly runId: string,
     private readonly config: ApoConfig,
-    private readonly context: Pick<ApoContext, 'store' | 'call' | 'env' | 'scoring'>,
+    private readonly context: Pick<ApoContext, 'store' | 'call' | 'batches' | 'env' | 'scoring'>,
   ) {}
 
   /** Stops the running agents; the batch being run throws CancelledError. */
@@ -94,7 +110,8 @@ export class Evaluator {
     }
     this.runner = new BatchRunner({
       client: this.context.call,
-      mode: { kind: 'process', command: argv, cwd: command.cwd, concurrency: config.concurrency },
+      follower: this.context.batches,
+      mode: batchMode(config, argv, tasks.length),
       timeoutMs: config.timeoutMs,
       upstream: config.upstream,
       tokenIds: false,

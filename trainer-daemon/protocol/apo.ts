@@ -75,7 +75,7 @@ const count = (max: number) => z.number().int().min(1).max(max);
 /** APO's configuration: what `lightning train --algorithm apo` and the editor's quick picks set; the daemon runs it (`training/start`). */
 export const ApoConfig = z.strictObject({
   algorithm: z.literal('apo'),
-  /** The agent the candidates are scored with: run once per rollout, in `cwd`. */
+  /** The agent the candidates are scored with: run once per rollout (or as `workers`), in `cwd`. */
   command: RunCommand,
   /**
    * Where the agents' and the optimizer's LLM calls go: the user's own OPENAI_BASE_URL (or `--upstream`); null: the
@@ -121,8 +121,14 @@ export const ApoConfig = z.strictObject({
     .default(0),
   /** Attempts per critique or edit call before that branch is skipped. */
   callAttempts: count(10).default(3),
-  /** Agents running at once. */
+  /** Agent rollouts running at once. */
   concurrency: count(256).default(4),
+  /**
+   * How the agents run: null, one process per rollout (`LIGHTNING_TASK`); N, N long-lived agent workers per batch
+   * that take its rollouts from `LIGHTNING_RUNNER_URL` (docs/datasets.md, "Worker mode"), `concurrency` spread over
+   * them (⌈concurrency / N⌉ each; no more workers than the batch has rollouts).
+   */
+  workers: count(1_024).nullable().default(null),
   /** Per-rollout time limit. */
   timeoutMs: z.number().int().min(1_000).max(86_400_000).default(120_000),
   /**

@@ -195,6 +195,7 @@ export class TrainingManager implements Disposable {
         return runApo(runId, prepared.config, prepared.plan, {
           store: this.training,
           call: this.call,
+          batches: this.batches,
           env: prepared.env,
           scoring: prepared.plan.scoring,
           signal,

@@ -33,13 +33,17 @@ const OWN: Record<string, { readonly flag: string; readonly for: readonly Algori
     keepCheckpoints: '--keep-checkpoints',
     agent: '--agent',
   }),
-  ...only(['grpo', 'apo'], { val: '--val', timeout: '--timeout', rewards: '--rewards' }),
+  ...only(['grpo', 'apo'], {
+    val: '--val',
+    timeout: '--timeout',
+    rewards: '--rewards',
+    workers: '--workers',
+    agentMode: '--agent-mode',
+  }),
   ...only(['grpo'], {
     iterations: '--iterations',
     samples: '--samples',
     tasksPerIteration: '--tasks-per-iteration',
-    workers: '--workers',
-    agentMode: '--agent-mode',
     perWorker: '--per-worker',
     evalEvery: '--eval-every',
     warmStart: '--warm-start',
@@ -169,7 +173,7 @@ export function registerTrain(program: Command): void {
     )
     .argument(
       '[command...]',
-      'the agent command (after --; grpo and apo, not sft); it reads its task from LIGHTNING_TASK (grpo worker mode: takes rollouts from LIGHTNING_RUNNER_URL), its prompt from GET $LIGHTNING_URL/resources or LIGHTNING_RESOURCES',
+      'the agent command (after --; grpo and apo, not sft); it reads its task from LIGHTNING_TASK (worker mode: takes rollouts from LIGHTNING_RUNNER_URL), its prompt from GET $LIGHTNING_URL/resources or LIGHTNING_RESOURCES',
     )
     .addOption(storeOption())
     .addOption(jsonOption())
@@ -202,11 +206,14 @@ export function registerTrain(program: Command): void {
       '--lr <rate>',
       'grpo: learning rate (default 3e-4); sft: default 1e-3 for tiny, 2e-4 for LoRA, 2e-5 for a full fine-tune',
     )
-    .option('--workers <n>', 'grpo: agents at once (process mode) or agent workers (worker mode) (default 8)')
+    .option(
+      '--workers <n>',
+      'grpo: agents at once (process mode) or agent workers (worker mode) (default 8); apo: agent workers per batch, --concurrency spread over them (worker mode; default 1)',
+    )
     .addOption(
       new Option(
         '--agent-mode <mode>',
-        'grpo: process: the command once per rollout; worker: long-lived workers (LIGHTNING_RUNNER_URL) (default process)',
+        'grpo, apo: process: the command once per rollout; worker: long-lived workers (LIGHTNING_RUNNER_URL) (default process; apo: worker when --workers is given)',
       ).choices(['process', 'worker']),
     )
     .option('--per-worker <n>', 'grpo, worker mode: rollouts one worker runs at once (default 16)')

@@ -43,6 +43,8 @@ export interface ApoFlags extends GlobalOptions {
   seed?: string;
   callAttempts?: string;
   concurrency?: string;
+  workers?: string;
+  agentMode?: 'process' | 'worker';
   timeout?: string;
   match?: ApoConfig['match'];
   upstream?: string;
@@ -64,6 +66,16 @@ const flagOf = (field: string): string =>
 /** A flag's number; text that is not one stays text, so the schema names the flag; absent: the schema's default. */
 const number = (value: string | undefined): number | string | undefined =>
   value === undefined || value.trim() === '' || !Number.isFinite(Number(value)) ? value : Number(value);
+
+/** `--agent-mode worker` alone: one worker; `--workers N` alone: worker mode; neither: a process per rollout. */
+function workersOf(flags: Pick<ApoFlags, 'workers' | 'agentMode'>): number | string | null {
+  if (flags.agentMode === 'process' && flags.workers !== undefined)
+    throw new InvalidInputError(
+      '--workers: with --agent-mode process APO runs --concurrency agent processes at once; workers are for --agent-mode worker',
+    );
+  if (flags.workers !== undefined) return number(flags.workers)!;
+  return flags.agentMode === 'worker' ? 1 : null;
+}
 
 /**
  * The run's configuration from the flags, the agent command and where it runs, and the environment (the user's own
@@ -105,6 +117,7 @@ export function apoConfigFromFlags(
     seed: number(flags.seed),
     callAttempts: number(flags.callAttempts),
     concurrency: number(flags.concurrency),
+    workers: workersOf(flags),
     timeoutMs: typeof timeout === 'number' ? Math.round(timeout * 1000) : timeout,
     match: flags.match,
     promptFile: flags.promptFile === undefined ? null : path.resolve(flags.promptFile),
