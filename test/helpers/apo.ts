@@ -34,12 +34,12 @@ export const PAIRS = [
 ] as const;
 
 /**
- * Flags for tests of the optimizer's logic rather than of how its agents start: two long-lived agent workers per
- * batch (worker mode) instead of a process per rollout, far fewer processes. The main test in apo.test.ts, the
+ * Flags for tests of the optimizer's logic rather than of how its agents start: one long-lived agent worker per
+ * batch (worker mode, holding --concurrency rollouts at once) instead of a process per rollout, far fewer processes. The main test in apo.test.ts, the
  * prompt-file and editor tests run one process per rollout (the default); apoDeterminism.test.ts checks that both
  * modes give the same run.
  */
-export const WORKERS = ['--workers', '2'];
+export const WORKERS = ['--workers', '1'];
 
 /** The agents' log files of a run's batches: one per worker (worker mode) or one per rollout attempt. */
 export function agentLogs(cwd: string, runId: string): { workers: number; rollouts: number } {
