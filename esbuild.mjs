@@ -49,7 +49,9 @@ const builds = [
       extension: 'extension/extension.ts',
       'exit-code': 'extension/debug/exitCodeRecorder.ts',
       'capture-preload': 'trainer-daemon/capture/nodePreload.ts',
-      cli: 'trainer-daemon/cli.ts',
+      // dist/cli.js runs dist/cli-main.js (the program) through a V8 code cache: trainer-daemon/cliLauncher.ts.
+      cli: 'trainer-daemon/cliLauncher.ts',
+      'cli-main': 'trainer-daemon/cli.ts',
       demo: 'trainer-daemon/demo/entry.ts',
       'otlp-worker': 'trainer-daemon/otlp/decodeWorker.ts',
     },

@@ -1,4 +1,4 @@
-/** Entry point of the `lightning` binary (bundled to dist/cli.js). */
+/** The `lightning` program (bundled to dist/cli-main.js, which dist/cli.js runs: cliLauncher.ts). */
 import { main } from './cli/main';
 
 main(process.argv.slice(2)).then(

@@ -3,12 +3,13 @@
  * native modules): the whole `dist/extension.js` against the bytes its dependencies alone put in it. The
  * webview's two pages (the side panel, the editor tabs): each one's script and stylesheet, which the page
  * carries inline (extension/webviewHtml.ts), against its dependencies alone; the pages ship no zod (they
- * import only the protocol's types; the extension validates what crosses into it).
+ * import only the protocol's types; the extension validates what crosses into it). And the CLI's start-up through its
+ * code cache.
  */
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fmt, rows } from './table';
+import { fmt, median, rows } from './table';
 
 interface Output {
   bytes: number;
@@ -40,6 +41,49 @@ function largest(packages: Map<string, number>): string {
     .slice(0, 3)
     .map(([name, bytes]) => `${name} ${fmt(bytes / 1024)}`)
     .join(', ');
+}
+
+/** The CPU (user + system) this process's exited children have used so far, in ms (/proc/self/stat; USER_HZ 100). */
+function childrenCpuMs(): number {
+  const fields = fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[13]) + Number(fields[14])) * 10; // cutime, cstime: fields 16 and 17 of proc(5)
+}
+
+/** One `node ARGS…` to its exit: wall time and CPU, in ms. */
+function timedRun(args: readonly string[]): { wall: number; cpu: number } {
+  const cpu = childrenCpuMs();
+  const started = performance.now();
+  const run = spawnSync(process.execPath, args, { cwd: ROOT, encoding: 'utf8' });
+  if (run.status !== 0) throw new Error(`node ${args.join(' ')} exited ${run.status}: ${run.stderr}`);
+  return { wall: performance.now() - started, cpu: childrenCpuMs() - cpu };
+}
+
+/**
+ * A short command's start-up: `lightning --version` through dist/cli.js, which runs the program through its V8 code
+ * cache (trainer-daemon/cliLauncher.ts), against the same program started without it (`node dist/cli-main.js`);
+ * interleaved, medians. The launcher's first start writes the cache; it is left out.
+ */
+function cliStartup(): void {
+  const runs = 15;
+  timedRun(['dist/cli.js', '--version']);
+  const launcher: Array<{ wall: number; cpu: number }> = [];
+  const plain: Array<{ wall: number; cpu: number }> = [];
+  for (let i = 0; i < runs; i += 1) {
+    launcher.push(timedRun(['dist/cli.js', '--version']));
+    plain.push(timedRun(['dist/cli-main.js', '--version']));
+  }
+  const wall = median(launcher.map((r) => r.wall));
+  const baseWall = median(plain.map((r) => r.wall));
+  const cpu = median(launcher.map((r) => r.cpu));
+  const baseCpu = median(plain.map((r) => r.cpu));
+  rows.push({
+    metric: `CLI start-up: \`lightning --version\` through dist/cli.js (V8 code cache) vs the program without it (median of ${runs}, interleaved)`,
+    result: `${fmt(wall)} ms (CPU ${fmt(cpu)} ms)`,
+    baseline: `${fmt(baseWall)} ms (CPU ${fmt(baseCpu)} ms): \`node dist/cli-main.js --version\``,
+    ratio: `${fmt(wall / baseWall, 2)}×`,
+    target: '(report)',
+    met: '-',
+  });
 }
 
 export function bundleBenchmark(work: string): void {
@@ -83,4 +127,5 @@ export function bundleBenchmark(work: string): void {
       met: zod === 0 ? 'yes' : 'NO',
     });
   }
+  cliStartup();
 }

@@ -116,6 +116,7 @@ describe('npm run package', () => {
       // the walkthrough.
       for (const file of [
         'extension/dist/cli.js',
+        'extension/dist/cli-main.js',
         'extension/dist/extension.js',
         'extension/dist/exit-code.js',
         'extension/dist/capture-preload.js',
