@@ -9,7 +9,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
-import { fmt, median, rows } from './table';
+import { fmt, median, processCpuMs, rows } from './table';
 
 interface Output {
   bytes: number;
@@ -43,10 +43,11 @@ function largest(packages: Map<string, number>): string {
     .join(', ');
 }
 
-/** The CPU (user + system) this process's exited children have used so far, in ms (/proc/self/stat; USER_HZ 100). */
+/** The CPU (user + system) this process's exited children have used so far, in ms. */
 function childrenCpuMs(): number {
-  const fields = fs.readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[13]) + Number(fields[14])) * 10; // cutime, cstime: fields 16 and 17 of proc(5)
+  const cpu = processCpuMs(process.pid);
+  if (!cpu) throw new Error('no CPU times here: the start-up row reads /proc (Linux)');
+  return cpu.children;
 }
 
 /** One `node ARGS…` to its exit: wall time and CPU, in ms. */

@@ -12,11 +12,18 @@ export interface Row {
 
 export const rows: Row[] = [];
 
-/** A process's CPU time so far, all its threads, in ms (Linux: /proc/PID/stat, 10 ms ticks); undefined elsewhere. */
-export function processCpuMs(pid: number | undefined): { user: number; system: number } | undefined {
+/**
+ * A process's CPU time so far, all its threads, in ms (Linux: /proc/PID/stat, 10 ms ticks), and its exited and
+ * waited-for children's together (user + system); undefined elsewhere.
+ */
+export function processCpuMs(pid: number | undefined): { user: number; system: number; children: number } | undefined {
   try {
     const fields = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return { user: Number(fields[11]) * 10, system: Number(fields[12]) * 10 };
+    return {
+      user: Number(fields[11]) * 10,
+      system: Number(fields[12]) * 10,
+      children: (Number(fields[13]) + Number(fields[14])) * 10,
+    };
   } catch {
     return undefined;
   }

@@ -35,9 +35,9 @@ export const PAIRS = [
 
 /**
  * Flags for tests of the optimizer's logic rather than of how its agents start: one long-lived agent worker per
- * batch (worker mode, holding --concurrency rollouts at once) instead of a process per rollout, far fewer processes. The main test in apo.test.ts, the
- * prompt-file and editor tests run one process per rollout (the default); apoDeterminism.test.ts checks that both
- * modes give the same run.
+ * batch (worker mode, holding --concurrency rollouts at once) instead of a process per rollout, far fewer processes.
+ * The main test in apo.test.ts, the prompt-file and editor tests run one process per rollout (the default);
+ * apoDeterminism.test.ts checks that both modes give the same run.
  */
 export const WORKERS = ['--workers', '1'];
 

@@ -42,9 +42,7 @@ test('apo: the same seed gives the same run (sampling, tie-breaks, retries) with
       mode.length === 0 ? { workers: 0, rollouts: result.rollouts } : { workers: evaluations, rollouts: 0 },
     );
     const candidates = board(candidatesOf(store.getTrainingRun(result.runId)));
-    const batches = [...allRollouts(store, 'train'), ...allRollouts(store, 'val')]
-      .reverse()
-      .map((r) => `${r.label!.replace(result.runId, '')} ${r.task!.id}`);
+    const batches = [...agentRollouts].reverse().map((r) => `${r.label!.replace(result.runId, '')} ${r.task!.id}`);
     const firstTrainingBatch = allRollouts(store, 'train')
       .reverse()
       .slice(0, 3)
