@@ -27,7 +27,11 @@ export const TWO_ROLE_LEARNER = path.join(REPO_ROOT, 'test', 'fixtures', 'agents
  */
 const INITIALIZER_RANGE = 0.2;
 
-const QUESTIONS = ['3 plus 4', '2 times 5', '9 minus 1', '8 plus 8', '6 minus 1', '7 times 3', '5 plus 2', '4 minus 4'];
+/** The first 4 train, the other 8 are held out for validation. */
+const QUESTIONS = [
+  ...['3 plus 4', '2 times 5', '9 minus 1', '8 plus 8'],
+  ...['6 minus 1', '7 times 3', '5 plus 2', '4 minus 4', '9 plus 3', '6 times 2', '8 minus 5', '1 plus 7'],
+];
 
 /** The two roles as separate policies, each learning from its own reward dimension. */
 export const SEPARATE_ADAPTERS = [
@@ -45,8 +49,12 @@ export interface TwoRoleBudget {
   readonly seed: number;
 }
 
-/** The budget the learning test and the bench train on: 30 iterations × 4 tasks × 4 samples, validated 7 times. */
-export const TWO_ROLE_BUDGET: TwoRoleBudget = { iterations: 30, samples: 4, lr: 0.03, evalEvery: 5, seed: 0 };
+/**
+ * The budget the learning test and the bench train on: 30 iterations × 4 tasks × 4 samples, validated 7 times on 8
+ * held-out tasks. At lr 0.03 a role now and then unlearned late in the run (the planner 0.63 → 0.17 in CI, its sampled
+ * reward falling too); at 0.02 and with 8 held-out tasks rather than 4, 12 runs of seed 0 all ended at 0.50 or more.
+ */
+export const TWO_ROLE_BUDGET: TwoRoleBudget = { iterations: 30, samples: 4, lr: 0.02, evalEvery: 5, seed: 0 };
 
 export interface TwoRoleResult {
   readonly run: TrainingRunSummary;
@@ -61,7 +69,7 @@ export interface TwoRoleResult {
 
 /**
  * Trains the two-role world in `cwd` with `policyFlags` (SEPARATE_ADAPTERS or SHARED_ADAPTER) on `budget`: 4 train
- * tasks × `samples` rollouts per iteration, 4 validation tasks validated greedily before training and every
+ * tasks × `samples` rollouts per iteration, 8 validation tasks validated greedily before training and every
  * `evalEvery` iterations. Each role's validation reward is read from the validation rollouts' own reward dimensions,
  * so a shared adapter's run is measured on the same two numbers as the separate adapters'.
  */

@@ -53,7 +53,7 @@ test(
       'solver: the letters dimension',
     );
 
-    // The end as the mean of the last two evaluations: greedy decoding on 4 held-out tasks can dip at one validation
+    // The end as the mean of the last two evaluations: greedy decoding on 8 held-out tasks can dip at one validation
     // (a role at 1.00 showed 0.17 once before recovering), and the claim is that each role ends better, not that no
     // single point dips.
     for (const [policy, points] of Object.entries(curves)) {
