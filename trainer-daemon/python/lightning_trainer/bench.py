@@ -12,9 +12,10 @@ transformers + peft.
   copy of the same model; interleaved, median of 7, in CPU seconds of the one-thread worker (a loaded machine's
   waits do not count), with each one's seconds per phase (`Session.train(phases=...)`);
 * serving: completion tokens/s through the HTTP endpoint with 1, 8 and 32 concurrent clients (each sends its
-  requests one after another on a kept-alive connection, from another process), next to the baseline of the same
-  requests (prompts, seeds, max_tokens) as batched generate() calls made directly (no HTTP, no JSON), one per
-  round of batch 1, 8 and 32; pairs measured back to back, medians (and the median of the pairs' ratios).
+  requests one after another on a kept-alive connection; asyncio tasks in a fresh process: serving_clients.py), next
+  to the baseline of the same requests (prompts, seeds, max_tokens) as batched generate() calls made directly (no
+  HTTP, no JSON), one per round of batch 1, 8 and 32; pairs measured back to back, medians (and the median of the
+  pairs' ratios).
 """
 
 from __future__ import annotations
@@ -22,14 +23,12 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import multiprocessing
 import os
 import statistics
+import subprocess
+import sys
 import tempfile
-import threading
 import time
-import urllib.parse
-from http.client import HTTPConnection
 from pathlib import Path
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -40,15 +39,9 @@ from .generate import Sampling, generate  # noqa: E402
 from .params import LoadParams, ServeParams, TrainParams  # noqa: E402
 from .policy import compute_precision  # noqa: E402
 from .schema import parse  # noqa: E402
+from .serving_clients import MAX_TOKENS, request  # noqa: E402
 from .session import Session  # noqa: E402
 from .train import phase_clock  # noqa: E402
-
-MAX_TOKENS = 48
-
-
-def _prompt(i: int) -> list[dict]:
-    return [{"role": "user", "content": f"{i} plus {i * 7 % 100}"}]
-
 
 # The update's batch: 16 transitions of 32 prompt + 32 response tokens (ids below 256: valid for both models).
 TRANSITIONS = [
@@ -219,15 +212,10 @@ SERVED_REQUESTS = 64  # per concurrency: rounds = SERVED_REQUESTS // clients
 SERVING_PAIRS = 5
 
 
-def _request(client: int, round_: int) -> tuple[list[dict], int]:
-    """The messages and seed of a client's request in a round (the same for HTTP and for the baseline)."""
-    return _prompt(client * 1000 + round_), round_
-
-
 def direct_tokens_per_second(session: Session, clients: int, rounds: int) -> float:
     tokens, started = 0, time.perf_counter()
     for r in range(rounds):
-        requests = [_request(c, r) for c in range(clients)]
+        requests = [request(c, r) for c in range(clients)]
         prompts = [session.policy.render_prompt(messages, None) for messages, _ in requests]
         outputs = generate(
             session.policy, prompts, [Sampling(max_tokens=MAX_TOKENS, seed=seed) for _, seed in requests]
@@ -236,49 +224,21 @@ def direct_tokens_per_second(session: Session, clients: int, rounds: int) -> flo
     return tokens / (time.perf_counter() - started)
 
 
-def _clients(url: str, clients: int, requests_per_client: int, results: multiprocessing.Queue) -> None:
-    """Each client keeps one HTTP/1.1 connection open, as an SDK's connection pool does, and sends its requests on
-    it one after another. The clock starts once every client is connected (a warm pool: what is measured is
-    serving, not starting threads and connecting)."""
-    counts = [0] * clients
-    parts = urllib.parse.urlsplit(url)
-    connected = threading.Barrier(clients + 1)
-
-    def client(c: int) -> None:
-        connection = HTTPConnection(parts.hostname, parts.port, timeout=600)
-        connection.connect()
-        connected.wait()
-        for r in range(requests_per_client):
-            messages, seed = _request(c, r)
-            body = json.dumps({"messages": messages, "max_tokens": MAX_TOKENS, "seed": seed})
-            connection.request("POST", f"{parts.path}/v1/chat/completions", body, {"Content-Type": "application/json"})
-            response = connection.getresponse()
-            payload = response.read()
-            if response.status != 200:
-                raise RuntimeError(f"HTTP {response.status}: {payload[:200]!r}")
-            counts[c] += json.loads(payload)["usage"]["completion_tokens"]
-        connection.close()
-
-    threads = [threading.Thread(target=client, args=(c,)) for c in range(clients)]
-    for t in threads:
-        t.start()
-    connected.wait()
-    started = time.perf_counter()
-    for t in threads:
-        t.join()
-    results.put(sum(counts) / (time.perf_counter() - started))
-
-
 def http_tokens_per_second(url: str, clients: int, requests_per_client: int) -> float:
-    """The clients run in another process, as agents do (in this one they would compete for the GIL)."""
-    results = multiprocessing.get_context("fork").Queue()
-    process = multiprocessing.get_context("fork").Process(
-        target=_clients, args=(url, clients, requests_per_client, results)
+    """The clients run in a process of their own, as agents do (serving_clients.py: started fresh, never forked from
+    this one, whose memory the fork would leave copy-on-write for the server to fault on)."""
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, "-m", "lightning_trainer.serving_clients", url, str(clients), str(requests_per_client)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
-    process.start()
-    rate = results.get(timeout=600)
-    process.join()
-    return rate
+    if done.returncode != 0:
+        raise RuntimeError(f"the serving clients failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return json.loads(done.stdout)["tokensPerSecond"]
 
 
 def serving(session: Session, concurrency=CONCURRENCY) -> dict:
