@@ -7,11 +7,10 @@ import asyncio
 import pytest
 from conftest import make_session
 
-from lightning_trainer.bench import direct_tokens_per_second, http_tokens_per_second
-from lightning_trainer.generate import Sampling, generate
+from lightning_trainer.bench import direct_tokens, direct_tokens_per_second, http_tokens_per_second
 from lightning_trainer.params import ServeParams
 from lightning_trainer.schema import parse
-from lightning_trainer.serving_clients import MAX_TOKENS, request, run
+from lightning_trainer.serving_clients import run
 
 
 @pytest.fixture(scope="module")
@@ -25,14 +24,7 @@ def served():
 def test_the_clients_send_the_baselines_requests_and_count_its_tokens(served):
     session, url = served
     clients, rounds = 4, 2
-    expected = 0
-    for r in range(rounds):
-        requests = [request(c, r) for c in range(clients)]
-        prompts = [session.policy.render_prompt(messages, None) for messages, _ in requests]
-        outputs = generate(
-            session.policy, prompts, [Sampling(max_tokens=MAX_TOKENS, seed=seed) for _, seed in requests]
-        )
-        expected += sum(len(o.ids) for o in outputs)
+    expected = direct_tokens(session, clients, rounds)
     tokens, seconds = asyncio.run(run(url, clients, rounds))
     assert tokens == expected and seconds > 0
     # The same measurement through a fresh process, as the bench takes it, next to its baseline.
