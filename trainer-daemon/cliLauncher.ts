@@ -2,7 +2,8 @@
  * The `lightning` binary's first file (bundled to dist/cli.js, what `bin/lightning.js`, the extension and the tests
  * run): it runs the program, bundled beside it as dist/cli-main.js, through a V8 code cache, so that a command does
  * not compile a megabyte of JavaScript again every time it starts (measured here: a sixth of `lightning --version`'s
- * CPU, a third of the CLI test file's). Node 22's `module.enableCompileCache` does the same; this runs on Node 20 and in the editor's runtime too.
+ * CPU, a third of the CLI test file's). Node 22's `module.enableCompileCache` does the same; this runs on Node 20
+ * and in the editor's runtime too.
  *
  * The cache is one file beside the program per V8 version (the editor's runtime and the system's Node keep one each),
  * starting with the SHA-256 of the program's source: V8 itself checks only the source's length and its own version

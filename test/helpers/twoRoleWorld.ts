@@ -51,8 +51,9 @@ export interface TwoRoleBudget {
 
 /**
  * The budget the learning test and the bench train on: 30 iterations × 4 tasks × 4 samples, validated 7 times on 8
- * held-out tasks. At lr 0.03 a role now and then unlearned late in the run (the planner 0.63 → 0.17 in CI, its sampled
- * reward falling too); at 0.02 and with 8 held-out tasks rather than 4, 12 runs of seed 0 all ended at 0.50 or more.
+ * held-out tasks. At lr 0.03 a role now and then unlearned late in the run (the planner 0.63 → 0.17 in CI, its
+ * sampled reward falling too); at 0.02 and with 8 held-out tasks rather than 4, 12 runs of seed 0 all ended at 0.50
+ * or more.
  */
 export const TWO_ROLE_BUDGET: TwoRoleBudget = { iterations: 30, samples: 4, lr: 0.02, evalEvery: 5, seed: 0 };
 

@@ -48,7 +48,7 @@ async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, 
 
 
 async def run(url: str, clients: int, requests_per_client: int) -> tuple[int, float]:
-    """The completion tokens of every client's requests, and the seconds they took from the moment all were connected."""
+    """The completion tokens of every client's requests, and the seconds they took once all were connected."""
     parts = urllib.parse.urlsplit(url)
     head = (
         f"POST {parts.path}/v1/chat/completions HTTP/1.1\r\nHost: {parts.hostname}:{parts.port}\r\n"
