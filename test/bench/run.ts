@@ -17,6 +17,7 @@ import { llmSpan } from '../helpers/spans';
 import { fmt, machineLine, median, printTable, rows, sections, writeBenchmarksDoc } from './table';
 import { lightningRlBenchmark } from './lightningrl';
 import { otlpBenchmark, otlpFairnessBenchmark, otlpMemoryBenchmark } from './otlp';
+import { pageSizeBenchmark } from './pageSize';
 import { proxyBenchmarks } from './proxy';
 import { gatewayBenchmark } from './gateway';
 import { runnerBenchmark } from './runner';
@@ -307,6 +308,12 @@ function gatewaySection(work: string): Promise<void> {
 }
 
 /** Runs one benchmark; one that throws becomes a row saying so, and the others' rows are kept. */
+/** OTLP ingest, then what the store's page size does to its commits (a batch of spans, one span). */
+async function otlpIngestSection(dir: string): Promise<void> {
+  await otlpBenchmark(dir);
+  pageSizeBenchmark(dir);
+}
+
 async function section(name: string, run: () => unknown): Promise<void> {
   const before = rows.length;
   try {
@@ -344,7 +351,7 @@ async function main(): Promise<void> {
     await gatewaySection(work);
     await section('proxy', () => proxyBenchmarks(work));
   } else if (only('--otlp-only')) {
-    await section('OTLP ingest', () => otlpBenchmark(work));
+    await section('OTLP ingest', () => otlpIngestSection(work));
     await section('OTLP fairness', () => otlpFairnessBenchmark(work));
     await section('OTLP memory', () => otlpMemoryBenchmark(work));
   } else if (only('--checkpoints-only')) {
@@ -372,7 +379,7 @@ async function main(): Promise<void> {
     await section('runner', () => runnerBenchmark(work));
     await section('rewards', () => rewardsBenchmark(work));
     if (!storeOnly) {
-      await section('OTLP ingest', () => otlpBenchmark(work));
+      await section('OTLP ingest', () => otlpIngestSection(work));
       await section('OTLP fairness', () => otlpFairnessBenchmark(work));
       await section('OTLP memory', () => otlpMemoryBenchmark(work));
       await section('proxy', () => proxyBenchmarks(work));

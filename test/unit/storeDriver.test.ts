@@ -6,6 +6,7 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { chooseDriver, openConnection, SqliteDriverError } from '../../trainer-daemon/store/driver';
 import { Store } from '../../trainer-daemon/store/store';
+import { parsed } from '../helpers/params';
 import { tempDir } from '../helpers/tmp';
 
 const [major, minor] = process.versions.node.split('.').map(Number) as [number, number];
@@ -47,7 +48,29 @@ describe('store: SQLite driver', () => {
     assert.equal(store.db.pragma('synchronous', { simple: true }), 1);
     assert.equal(store.db.pragma('foreign_keys', { simple: true }), 1);
     assert.equal(store.db.pragma('busy_timeout', { simple: true }), 5000);
+    // A new store's 16 KiB pages, checkpointed every ~40 MB of WAL.
+    assert.equal(store.db.pragma('page_size', { simple: true }), 16384);
+    assert.deepEqual(store.db.pragma('wal_autocheckpoint'), [{ wal_autocheckpoint: 2500 }]);
+  });
+
+  test('a store made with 4 KiB pages keeps them, its checkpoints by the same ~40 MB, and its rows', (t) => {
+    const file = path.join(tempDir(t), 'store.db');
+    // As stores were made before 16 KiB pages: SQLite's default page size, then WAL (which fixes it).
+    const { db } = openConnection(file, { readonly: false });
+    db.pragma('page_size = 4096');
+    db.pragma('journal_mode = WAL');
+    db.exec('CREATE TABLE kept (v TEXT)');
+    db.prepare('INSERT INTO kept (v) VALUES (?)').run('before');
+    db.close();
+    const store = Store.open(file);
+    t.after(() => store.close());
+    assert.equal(store.db.pragma('page_size', { simple: true }), 4096);
     assert.deepEqual(store.db.pragma('wal_autocheckpoint'), [{ wal_autocheckpoint: 10000 }]);
+    assert.deepEqual(store.db.prepare('SELECT v FROM kept').all(), [{ v: 'before' }]);
+    // Migrated on its 4 KiB pages, and written to as any store.
+    const rollout = store.createRollout(parsed('createRollout', { label: 'on 4 KiB pages' }));
+    assert.equal(store.getRollout(rollout.id).label, 'on 4 KiB pages');
+    assert.equal(store.db.pragma('integrity_check', { simple: true }), 'ok');
   });
 
   test('rows are plain objects; run reports changes and the new rowid', (t) => {
