@@ -36,7 +36,12 @@ export async function runAgent(
     },
   });
   const last = JSON.parse(result.stderr.trim().split('\n').at(-1)!) as AgentRun['last'];
-  return { ...result, last, cwd, detail: storedDetail(path.resolve(cwd, env.LIGHTNING_STORE ?? DEFAULT_STORE), last.id) };
+  return {
+    ...result,
+    last,
+    cwd,
+    detail: storedDetail(path.resolve(cwd, env.LIGHTNING_STORE ?? DEFAULT_STORE), last.id),
+  };
 }
 
 /**
