@@ -8,9 +8,10 @@
  * it is already decoding while others wait. One rollout's heavy export (a 128 MiB body decodes for
  * seconds) thus holds at most one worker, and the other rollouts' exports go on in the others.
  * When no other source waits, a source's small exports (SHARED_DECODE_MAX_BYTES) decode side by side on
- * the idle workers: one at a time, a busy rollout's next export could only start once the main thread,
- * committing the one before, had taken its answer — every commit carried one export (measured: 358 of
- * the 359 span commits of a 4-exporter ingest held 512 spans), and each commit costs by the pages it touches.
+ * the idle workers; a source that comes then waits for one small export, never a large one. Decoded one
+ * at a time, a busy rollout's next export could only start once the main thread, committing the one
+ * before, had taken its answer: every commit carried one export (measured: 358 of the 359 span commits of
+ * a 4-exporter ingest held 512 spans), and each commit costs by the pages it touches.
  * A decoded export comes back part by part (parts.ts), each asked for once the one before is done.
  */
 import fs from 'node:fs';
