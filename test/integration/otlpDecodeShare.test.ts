@@ -4,7 +4,8 @@
  * * a rollout's small exports decode side by side when no other rollout waits (one at a time, every commit of a
  *   busy rollout carried a single export);
  * * a rollout that waits and has no worker goes before another export of a rollout that has one;
- * * a large export never shares: one rollout's heavy exports hold one worker, the other stays for the rest.
+ * * a large export never shares: one rollout's heavy exports hold one worker, the other stays for the rest, and a
+ *   small export of that rollout waits for its large one.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -109,4 +110,14 @@ test('a large export never shares: one rollout’s large exports hold one worker
   const other = decode(pool, 'rollout-b', small());
   assert.deepEqual(busyWith(pool), ['rollout-a', 'rollout-b'], 'another rollout’s export got the other worker');
   assert.deepEqual(await Promise.all([drain(big1), drain(big2), drain(small1), drain(other)]), [1, 1, 1, 1]);
+});
+
+test('a small export waits while its rollout’s large export is decoded', async (t) => {
+  const pool = new DecodePool(silentLogger, WORKER, 2);
+  t.after(() => pool.close());
+  const big = decode(pool, 'rollout-a', large());
+  // The large body moved to the worker as it was dispatched: its size is still known to the pool.
+  const after = decode(pool, 'rollout-a', small());
+  assert.deepEqual(busyWith(pool), ['rollout-a'], 'the small export did not take the idle worker');
+  assert.deepEqual(await Promise.all([drain(big), drain(after)]), [1, 1]);
 });

@@ -56,11 +56,10 @@ function tooLargeToDecode(heapMb: number, bytes?: number): PayloadTooLargeError 
 /**
  * An export this small (its body's bytes) decodes in a few milliseconds: a source may decode several such at once,
  * each on a worker nobody else waits for, so a busy rollout's exports are decoded while the main thread commits.
+ * Where the pool has room it starts a worker for one (the export then waits for that worker's decoder to load, once:
+ * workers stay for the daemon's life, up to the pool's size, as when several rollouts export at once).
  */
 export const SHARED_DECODE_MAX_BYTES = 1024 * 1024;
-
-const isSmall = (job: Job): boolean =>
-  job.request.body.reduce((sum, chunk) => sum + chunk.byteLength, 0) <= SHARED_DECODE_MAX_BYTES;
 
 /** One decoded export, read part by part; `close` (always call it) gives its worker back. */
 export interface DecodedExport {
@@ -73,6 +72,11 @@ export interface DecodedExport {
 
 interface Job {
   readonly request: Extract<DecodeRequest, { kind: 'decode' }>;
+  /**
+   * Its body is at most SHARED_DECODE_MAX_BYTES: known when it came, since the body's buffers are moved to the worker
+   * (and read as empty here) once it is dispatched.
+   */
+  readonly small: boolean;
   readonly source: string;
   readonly rejected: RejectedSpan[];
   /** Replies not yet read, and the read waiting for one. */
@@ -129,6 +133,7 @@ export class DecodePool {
     if (!this.bundled)
       return decodeInline(body.length === 1 ? body[0]! : Buffer.concat(body), contentType, contentEncoding, limits);
     const job: Job = {
+      small: bytes <= SHARED_DECODE_MAX_BYTES,
       request: { kind: 'decode', id: (this.nextId += 1), body, contentType, contentEncoding, limits },
       source,
       rejected: [],
@@ -261,7 +266,7 @@ export class DecodePool {
     for (const [source, queue] of this.queues) {
       const decoding = this.slots.filter((slot) => slot.job?.source === source);
       if (decoding.length === 0) return source;
-      if (shared === undefined && isSmall(queue[0]!) && decoding.every((slot) => isSmall(slot.job!))) shared = source;
+      if (shared === undefined && queue[0]!.small && decoding.every((slot) => slot.job!.small)) shared = source;
     }
     return shared;
   }

@@ -117,7 +117,7 @@ export class OtlpReceiver {
         read += part.length;
         // A later part of an export is committed at once: the span window, where small writes wait for
         // company (writeQueue.ts), would hold each large export's short last part 10 ms — and, since a
-        // rollout's exports decode one at a time, that rollout's next export with it.
+        // rollout's large exports decode one at a time (decodePool.ts), that rollout's next export with it.
         stored += await this.storePart(urlRolloutId, part, refuses, problems, index > 0);
       }
     } finally {
