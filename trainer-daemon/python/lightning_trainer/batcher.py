@@ -2,12 +2,13 @@
 
 The engine runs on the server's event loop, on the thread that also reads and answers the HTTP requests
 (http_front.py): each turn of the loop takes the requests that arrived, then one decoding step (`_tick`), or a few
-for up to STEP_SLICE_SECONDS while none answers a job: a turn of the loop (its I/O poll) for every step kept the tiny
-policy at 8 clients ~0.89x of batched generate(), a few steps a turn ~0.95x (the bench's serving rows). Rows of
-every admitted job are decoded together (generate.Decoder), up to maxBatch rows; between two steps finished rows
-leave (their job's `on_done` answers it) and queued jobs join, their prompts prefilled together. A streaming job's
-`on_step` is called after each step that gave its rows tokens. Decoding on the loop's own thread (not in an executor
-thread beside it) saves two thread hand-offs per step: ~0.1 ms each here, against a tiny model's 2-4 ms step.
+while none answers a job (STEP_SLICE_SECONDS): with a turn of the loop and its I/O poll for every step, the tiny
+policy at 8 clients served 0.88-0.91x the tokens/s of batched generate() in paired runs of the bench here, with a few
+steps a turn 0.90-0.96x (noisy: single runs range wider). Rows of every admitted job are decoded together
+(generate.Decoder), up to maxBatch rows; between two steps finished rows leave (their job's `on_done` answers it)
+and queued jobs join, their prompts prefilled together. A streaming job's `on_step` is called after each step that
+gave its rows tokens. Decoding on the loop's own thread (not in an executor thread beside it) saves two thread
+hand-offs per step: ~0.1 ms each here, against a tiny model's 2-4 ms step.
 
 The engine holds the session lock for a busy spell (from the first admitted row until no row is left): a weight
 update never lands inside a completion. When an update waits for the lock no job joins, the lock is released as soon
@@ -27,7 +28,7 @@ from .generate import Decoder, Generated, Row, Sampling
 
 GATHER_SECONDS = 0.005  # with the engine idle, how long requests sent together may take to arrive (see _gather_wait)
 LOCK_RETRY_SECONDS = 0.005  # how often an engine with work asks again for a lock an update holds
-STEP_SLICE_SECONDS = 0.002  # how long one turn of the loop may go on decoding while no job is answered (_tick)
+STEP_SLICE_SECONDS = 0.002  # how long after its first step a turn of the loop may go on decoding (_tick)
 
 
 class ClientGone(Exception):
@@ -161,17 +162,14 @@ class Batcher:
             return
         if self.queue and not self.lock.waiting:
             self._admit()
-        started = time.monotonic()
         # More steps in this turn while none of them answers a job (an answer may bring its client's next request,
         # which only the loop's I/O can read), the batch has as many rows as the last busy spell had (else more
-        # requests are likely on their way, to be admitted at the next step), and for STEP_SLICE_SECONDS at most:
-        # each turn of the loop costs its I/O poll.
-        while (
-            self._step()
-            and len(self.decoder.rows) >= self.last_rows
-            and time.monotonic() - started < STEP_SLICE_SECONDS
-        ):
-            pass
+        # requests are likely on their way, to be admitted at the next step), and for STEP_SLICE_SECONDS after the
+        # first step at most: each turn of the loop costs its I/O poll.
+        going = self._step()
+        started = time.monotonic()
+        while going and len(self.decoder.rows) >= self.last_rows and time.monotonic() - started < STEP_SLICE_SECONDS:
+            going = self._step()
         if self.decoder.rows:
             self._schedule(0)
             return
