@@ -48,6 +48,8 @@ function commits(store: Store, spans: readonly SpanInput[], batch: number): numb
 
 function measure(dir: string, pageBytes: number | undefined): { batch: number; one: number; page: number } {
   const spans = Array.from({ length: ROLLOUT_SPANS }, () => llmSpan());
+  // Fresh files each round (a folder of its own).
+  dir = fs.mkdtempSync(path.join(dir, 'round-'));
   const batchStore = storeWithPages(path.join(dir, `batch-${pageBytes ?? 'new'}.db`), pageBytes);
   const page = Number(batchStore.db.pragma('page_size', { simple: true }));
   const batch = median(commits(batchStore, spans, BATCH));
@@ -68,6 +70,8 @@ export function pageSizeBenchmark(work: string): void {
     fresh.push(measure(dir, undefined));
   }
   const page = fresh[0]!.page;
+  if (old.some((m) => m.page !== 4096))
+    throw new Error(`the baseline stores have ${old[0]!.page}-byte pages, not 4,096`);
   const pick = (list: typeof old, key: 'batch' | 'one'): number => median(list.map((m) => m[key]));
   rows.push({
     metric: `store: commit of a ${BATCH}-span batch into a rollout of ${fmt(ROLLOUT_SPANS / 2)}–${fmt(ROLLOUT_SPANS)} spans (random span ids), a new store’s ${fmt(page / 1024)} KiB pages (median of ${ROUNDS} stores)`,

@@ -307,13 +307,13 @@ function gatewaySection(work: string): Promise<void> {
   });
 }
 
-/** Runs one benchmark; one that throws becomes a row saying so, and the others' rows are kept. */
 /** OTLP ingest, then what the store's page size does to its commits (a batch of spans, one span). */
 async function otlpIngestSection(dir: string): Promise<void> {
   await otlpBenchmark(dir);
   pageSizeBenchmark(dir);
 }
 
+/** Runs one benchmark; one that throws becomes a row saying so, and the others' rows are kept. */
 async function section(name: string, run: () => unknown): Promise<void> {
   const before = rows.length;
   try {

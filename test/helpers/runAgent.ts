@@ -40,7 +40,10 @@ export async function runAgent(
     ...result,
     last,
     cwd,
-    detail: storedDetail(path.resolve(cwd, env.LIGHTNING_STORE ?? DEFAULT_STORE), last.id),
+    detail: storedDetail(
+      path.resolve(cwd, env.LIGHTNING_STORE ?? process.env.LIGHTNING_STORE ?? DEFAULT_STORE),
+      last.id,
+    ),
   };
 }
 
