@@ -9,7 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { silentLogger } from '../../trainer-daemon/log';
 import { DecodePool, SHARED_DECODE_MAX_BYTES, type DecodedExport } from '../../trainer-daemon/otlp/decodePool';
 import { REPO_ROOT } from '../helpers/daemon';
@@ -21,6 +21,13 @@ const LIMITS = { maxBytes: 64 * 1024 * 1024, maxSpans: 100_000 };
 /** Which source each worker is busy with now (undefined: idle): not part of the pool's surface, read to see it. */
 function busyWith(pool: DecodePool): Array<string | undefined> {
   return (pool as unknown as { slots: Array<{ job?: { source: string } }> }).slots.map((slot) => slot.job?.source);
+}
+
+/** A pool of two workers on the bundled decoder, closed after the test. */
+function twoWorkerPool(t: TestContext): DecodePool {
+  const pool = new DecodePool(silentLogger, WORKER, 2);
+  t.after(() => pool.close());
+  return pool;
 }
 
 const small = (): Buffer => encode(oneSpan('chat m', { 'gen_ai.operation.name': 'chat' }), 'protobuf');
@@ -71,8 +78,7 @@ async function drain(decoded: DecodedExport): Promise<number> {
 }
 
 test('a rollout’s small exports decode side by side when no other rollout waits, and each is decoded whole', async (t) => {
-  const pool = new DecodePool(silentLogger, WORKER, 2);
-  t.after(() => pool.close());
+  const pool = twoWorkerPool(t);
   const first = decode(pool, 'rollout-a', small());
   const second = decode(pool, 'rollout-a', small());
   assert.deepEqual(busyWith(pool), ['rollout-a', 'rollout-a'], 'both workers took one of rollout-a’s exports');
@@ -80,8 +86,7 @@ test('a rollout’s small exports decode side by side when no other rollout wait
 });
 
 test('a waiting rollout without a worker goes before another export of a rollout that has one', async (t) => {
-  const pool = new DecodePool(silentLogger, WORKER, 2);
-  t.after(() => pool.close());
+  const pool = twoWorkerPool(t);
   const a1 = decode(pool, 'rollout-a', small());
   const a2 = decode(pool, 'rollout-a', small());
   // Both workers busy: these two wait, rollout-a's first.
@@ -99,8 +104,7 @@ test('a waiting rollout without a worker goes before another export of a rollout
 });
 
 test('a large export never shares: one rollout’s large exports hold one worker, the other is left for the rest', async (t) => {
-  const pool = new DecodePool(silentLogger, WORKER, 2);
-  t.after(() => pool.close());
+  const pool = twoWorkerPool(t);
   const big1 = decode(pool, 'rollout-a', large());
   const big2 = decode(pool, 'rollout-a', large());
   assert.deepEqual(busyWith(pool), ['rollout-a'], 'the second large export waits; no worker was started for it');
@@ -113,8 +117,7 @@ test('a large export never shares: one rollout’s large exports hold one worker
 });
 
 test('a small export waits while its rollout’s large export is decoded', async (t) => {
-  const pool = new DecodePool(silentLogger, WORKER, 2);
-  t.after(() => pool.close());
+  const pool = twoWorkerPool(t);
   const big = decode(pool, 'rollout-a', large());
   // The large body moved to the worker as it was dispatched: its size is still known to the pool.
   const after = decode(pool, 'rollout-a', small());

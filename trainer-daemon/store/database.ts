@@ -10,7 +10,7 @@ import { preparePrivateStoreFile } from '../util/privateFiles';
 import { migrate } from './migrations';
 
 /** The page size of a store created from now on (SQLite's default is 4,096). */
-export const NEW_STORE_PAGE_BYTES = 16_384;
+const NEW_STORE_PAGE_BYTES = 16_384;
 /** How much WAL collects before a checkpoint copies it into the main file (pages of either size). */
 const WAL_CHECKPOINT_BYTES = 40_960_000;
 
