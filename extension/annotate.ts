@@ -61,6 +61,7 @@ export class Annotator {
     const comment = await vscode.window.showInputBox({
       title: `Reward ${value}: comment (optional)`,
       prompt: 'Why this reward? Enter to skip.',
+      ignoreFocusOut: true,
     });
     if (comment === undefined) return;
     await this.add({ rolloutId: id, spanId: null, value, comment: comment.trim() || null });
@@ -71,6 +72,8 @@ export class Annotator {
     return new Promise((resolve) => {
       const pick = vscode.window.createQuickPick<vscode.QuickPickItem & { value: number }>();
       pick.title = `Annotate: ${title}`;
+      // A focus change (the panel's webview taking focus back as the palette closes) must not dismiss it.
+      pick.ignoreFocusOut = true;
       pick.placeholder = '1 (good), 0 (bad), or type a number';
       const base = [
         { label: '$(thumbsup) 1', description: 'good', value: 1 },
