@@ -95,6 +95,29 @@ describe('group commit (WriteQueue)', () => {
     assert.deepEqual(changed.flat().sort(), [rollout.id, rollout.id], 'only committed changes are announced');
   });
 
+  test('a group of one failing write (it runs without a savepoint) leaves nothing behind and announces nothing', async (t) => {
+    const store = openStore(t);
+    const writes = new WriteQueue(store, silentLogger);
+    const changed: string[][] = [];
+    store.onDidChangeRollouts((ids) => changed.push([...ids]));
+    await assert.rejects(
+      writes.submit(() => {
+        store.createRollout(parsed('createRollout', { label: 'rolled back' }));
+        return store.transitionRollout(parsed('transitionRollout', { id: 'ro-missing', to: 'running' }));
+      }),
+      /ro-missing does not exist/,
+    );
+    assert.deepEqual(store.listRollouts(parsed('listRollouts', {})).items, [], 'its first change was rolled back');
+    assert.deepEqual(changed, [], 'and not announced');
+    // The queue goes on: the next group of one commits and is announced.
+    const kept = await writes.submit(() => store.createRollout(parsed('createRollout', { label: 'kept' })));
+    assert.deepEqual(changed, [[kept.id]]);
+    assert.deepEqual(
+      store.listRollouts(parsed('listRollouts', {})).items.map((r) => r.label),
+      ['kept'],
+    );
+  });
+
   test('the queue is bounded, and closed after shutdown', async (t) => {
     const store = openStore(t);
     const writes = new WriteQueue(store, silentLogger, { maxQueued: 10, maxBatchUnits: 100 });

@@ -52,6 +52,7 @@ export class StoreCommits {
    * if the commit itself fails, every op fails and nothing is announced.
    */
   runGrouped(ops: ReadonlyArray<() => unknown>): GroupedOutcome[] {
+    if (ops.length === 1 && !this.db.inTransaction) return [this.runAlone(ops[0]!)];
     let outcomes: GroupedOutcome[];
     try {
       outcomes = this.write(() =>
@@ -73,6 +74,34 @@ export class StoreCommits {
     }
     this.changes.flush();
     return outcomes;
+  }
+
+  /**
+   * A group of one operation, without the savepoint: its transaction is its own and rolls back whole when it fails,
+   * the savepoint's effect. Most group commits hold one operation (all the queued spans are one), and a savepoint
+   * copies each page the operation first changes into the statement journal: ~1 ms of a 512-span batch's ~6 ms
+   * commit. The operation's failure is its outcome, as in a group; the transaction's own failure (the write lock,
+   * the commit) is thrown, as a group's is.
+   */
+  private runAlone(op: () => unknown): GroupedOutcome {
+    let failed: { error: unknown } | undefined;
+    let value: unknown;
+    try {
+      value = this.write(() => {
+        try {
+          return op();
+        } catch (error) {
+          failed = { error };
+          throw error;
+        }
+      });
+    } catch (error) {
+      this.changes.discard();
+      if (failed) return { ok: false, error: failed.error };
+      throw error;
+    }
+    this.changes.flush();
+    return { ok: true, value };
   }
 
   /** Checkpoints the WAL into the main file and closes. Idempotent. */

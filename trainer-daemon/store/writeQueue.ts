@@ -2,8 +2,9 @@
  * Group commit for the daemon's writes. Callers (RPC handlers, and later the proxy, the OTLP
  * receiver and the dataset runner) submit store operations and get a promise that settles once the
  * operation is committed; everything submitted during one turn of the event loop runs in a single
- * transaction, each operation in its own savepoint. Many concurrent rollouts thus cost one commit
- * per turn instead of one each, and an acknowledged write is always a durable one.
+ * transaction, each operation in its own savepoint (a group of one needs none). Many concurrent
+ * rollouts thus cost one commit per turn instead of one each, and an acknowledged write is always a
+ * durable one.
  *
  * The queue is bounded (in units: one per operation, or the number of spans it carries): past
  * `maxQueued` a submission is refused at once, so the caller can answer "busy" instead of the
