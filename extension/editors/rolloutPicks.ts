@@ -34,7 +34,16 @@ export async function pickRollout(client: DaemonClient, title: string, other?: R
     void vscode.window.showInformationMessage('Lightning: no rollouts to pick from yet.');
     return undefined;
   }
-  return (await vscode.window.showQuickPick(items, { title, matchOnDescription: true, matchOnDetail: true }))?.rollout;
+  // Shown after a request to the daemon: a focus change meanwhile (the panel's webview taking focus back as the
+  // palette closes) must not dismiss it.
+  return (
+    await vscode.window.showQuickPick(items, {
+      title,
+      matchOnDescription: true,
+      matchOnDetail: true,
+      ignoreFocusOut: true,
+    })
+  )?.rollout;
 }
 
 export async function pickTrainingRun(client: DaemonClient): Promise<TrainingRun | undefined> {
@@ -50,7 +59,7 @@ export async function pickTrainingRun(client: DaemonClient): Promise<TrainingRun
       detail: run.id,
       run,
     })),
-    { title: 'Open which training run?', matchOnDescription: true, matchOnDetail: true },
+    { title: 'Open which training run?', matchOnDescription: true, matchOnDetail: true, ignoreFocusOut: true },
   );
   return picked?.run;
 }
