@@ -52,7 +52,7 @@ export function openDatabase(file: string, options: OpenOptions = {}): Connectio
     }
     // 64 MiB page cache: span indexes are written in rollout order, not key order.
     db.pragma('cache_size = -65536');
-    // Statement journals in memory: each operation of a group commit runs in a savepoint (store.ts runGrouped),
+    // Statement journals in memory: each operation of a group commit of several runs in a savepoint (commits.ts),
     // which copies every page it first changes to a journal — a temporary file by default, which made span
     // ingest ~1.5× slower (its system time doubled). The journal holds one operation's pages at most.
     db.pragma('temp_store = MEMORY');

@@ -491,7 +491,7 @@ export class Store {
     return this.commits.isOpen;
   }
 
-  /** The group commit behind WriteQueue: `ops` in one transaction, each in its own savepoint (see commits.ts). */
+  /** The group commit behind WriteQueue: `ops` in one transaction, each of several in its own savepoint (commits.ts). */
   runGrouped(ops: ReadonlyArray<() => unknown>): GroupedOutcome[] {
     return this.commits.runGrouped(ops);
   }
