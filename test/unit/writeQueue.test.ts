@@ -95,7 +95,7 @@ describe('group commit (WriteQueue)', () => {
     assert.deepEqual(changed.flat().sort(), [rollout.id, rollout.id], 'only committed changes are announced');
   });
 
-  test('a group of one failing write (it runs without a savepoint) leaves nothing behind and announces nothing', async (t) => {
+  test('a group of one failing write leaves nothing behind and announces nothing; the next write commits', async (t) => {
     const store = openStore(t);
     const writes = new WriteQueue(store, silentLogger);
     const changed: string[][] = [];
