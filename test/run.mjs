@@ -156,13 +156,57 @@ async function timed(name, fn) {
   return result;
 }
 
+/**
+ * The files that need nothing run several to a process. Node's runner starts a process per file, and each paid ~0.65
+ * CPU-s to start and to load its sources through tsx: the 51 unit files took 49 CPU-s in their own processes, 16 in
+ * one. A group is a generated file that requires its members in turn (what Node ≥ 22.8 calls --test-isolation=none;
+ * CI's Node is 20), so their tests run one after another as a file's do; a member that cannot load fails as a test
+ * named after it and the others still run. Files with needs (PyTorch, Ray, an editor) keep a process each: their own
+ * start-up is small beside their work. Members are dealt round-robin, so that the slow files of a kind (the APO runs,
+ * alphabetically together) land in different groups.
+ */
+const GROUP_SIZE = 6;
+const GROUPS = new Set();
+function grouped(list) {
+  const alone = list.filter((file) => needsOf(file).size > 0);
+  const members = list.filter((file) => needsOf(file).size === 0);
+  if (members.length <= 1) return list;
+  const count = Math.ceil(members.length / GROUP_SIZE);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-test-groups-'));
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  const groups = Array.from({ length: count }, (_, index) => {
+    const group = members.filter((_, i) => i % count === index);
+    const file = path.join(dir, `group-${String(index + 1).padStart(2, '0')}-of-${count}.test.cjs`);
+    fs.writeFileSync(
+      file,
+      [
+        `// Written by test/run.mjs: these test files in one process (see grouped()).`,
+        `const { test } = require('node:test');`,
+        `for (const [file, name] of ${JSON.stringify(group.map((member) => [member, path.relative(REPO, member)]))}) {`,
+        `  try {`,
+        `    require(file);`,
+        `  } catch (error) {`,
+        `    test(\`\${name} loads\`, () => {`,
+        `      throw error;`,
+        `    });`,
+        `  }`,
+        `}`,
+        '',
+      ].join('\n'),
+    );
+    GROUPS.add(file);
+    return file;
+  });
+  return [...groups, ...alone];
+}
+
 /** node's test runner over `list` with `node`: the Ray files alone after the rest (startsRay). */
 async function nodeTests(list, env, node = process.execPath, label = '') {
   const alone = list.filter(startsRay);
   const rest = list.filter((file) => !startsRay(file));
   return sum([
     await timed(`node tests${label} (${rest.length} files)`, () =>
-      nodeTestRun(rest, env, node, process.env.TEST_CONCURRENCY ?? 2),
+      nodeTestRun(grouped(rest), env, node, process.env.TEST_CONCURRENCY ?? 2),
     ),
     alone.length > 0
       ? await timed(`Ray files one at a time (${alone.length})`, () => nodeTestRun(alone, env, node, 1))
@@ -174,8 +218,9 @@ async function nodeTests(list, env, node = process.execPath, label = '') {
 async function nodeTestRun(list, env, node, concurrency) {
   if (list.length === 0) return NONE;
   // Each file is one test under --test-timeout, and node's runner has one timeout for all files: with the
-  // end-to-end suites in the run (a real VS Code each, minutes each on a busy machine) it is ten minutes.
-  const timeout = list.some(inE2e) ? 600_000 : 300_000;
+  // end-to-end suites in the run (a real VS Code each, minutes each on a busy machine) or a group of files (up to six
+  // files' tests one after another) it is ten minutes.
+  const timeout = list.some((file) => inE2e(file) || GROUPS.has(file)) ? 600_000 : 300_000;
   // tsx's CommonJS hook only (the test files and the sources are CommonJS): `--import tsx` also starts its ESM
   // loader's hooks thread in every process, ~0.2 s of CPU per test file here.
   const { code, output } = await run(
