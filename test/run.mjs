@@ -30,6 +30,7 @@ const NODE24_FILES = [
   'storeDriver',
   'migrations',
   'store',
+  'storeQueries',
   'writeQueue',
   'rolloutTransitions',
   'datasets',

@@ -2,6 +2,7 @@
 import zlib from 'node:zlib';
 import { SpanKind, type Attributes, type Tracer } from '@opentelemetry/api';
 import { JsonTraceSerializer, ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import { resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import {
   BasicTracerProvider,
@@ -11,6 +12,37 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 
 export type Encoding = 'protobuf' | 'json';
+
+/** An export request as the collector's protobuf messages hold it (the fields the tests edit). */
+export interface WireRequest {
+  resourceSpans: Array<{ scopeSpans: Array<{ spans: Array<Record<string, unknown> & { attributes: unknown[] }> }> }>;
+}
+
+/**
+ * The collector's messages from the SDK's own generated protobuf code: to edit a real encoded request where the SDK
+ * cannot produce a case, and to read a receiver's answer.
+ */
+export const { ExportTraceServiceRequest, ExportTraceServiceResponse } = (
+  otlpRoot as unknown as {
+    opentelemetry: {
+      proto: {
+        collector: {
+          trace: {
+            v1: {
+              ExportTraceServiceRequest: {
+                decode(bytes: Uint8Array): WireRequest;
+                encode(message: WireRequest): { finish(): Uint8Array };
+              };
+              ExportTraceServiceResponse: {
+                decode(bytes: Uint8Array): { partialSuccess?: { rejectedSpans?: unknown; errorMessage?: string } };
+              };
+            };
+          };
+        };
+      };
+    };
+  }
+).opentelemetry.proto.collector.trace.v1;
 
 export const BIG_EXPORT_SPANS = 24_000;
 

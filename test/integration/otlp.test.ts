@@ -4,30 +4,11 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import { after, before, describe, test } from 'node:test';
 import { ROOT_CONTEXT, SpanKind, trace } from '@opentelemetry/api';
-import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
-import { encode, oneSpan, recordSpans } from '../helpers/otlp';
+import { encode, ExportTraceServiceResponse, oneSpan, recordSpans } from '../helpers/otlp';
 import { tempDir, waitFor } from '../helpers/tmp';
-
-const ResponseType = (
-  otlpRoot as unknown as {
-    opentelemetry: {
-      proto: {
-        collector: {
-          trace: {
-            v1: {
-              ExportTraceServiceResponse: {
-                decode(b: Uint8Array): { partialSuccess?: { rejectedSpans?: unknown; errorMessage?: string } };
-              };
-            };
-          };
-        };
-      };
-    };
-  }
-).opentelemetry.proto.collector.trace.v1.ExportTraceServiceResponse;
 
 function post(
   url: string,
@@ -104,7 +85,7 @@ describe('OTLP/HTTP trace receiver', () => {
     });
     assert.equal(response.status, 200);
     assert.equal(response.type, 'application/x-protobuf');
-    assert.ok(!ResponseType.decode(response.body).partialSuccess, 'full success: no partialSuccess');
+    assert.ok(!ExportTraceServiceResponse.decode(response.body).partialSuccess, 'full success: no partialSuccess');
     const stored = await spansOf(rollout.id, 3);
     assert.deepEqual(stored.map((s) => [s.name, s.category]).sort(), [
       ['chat gpt-4o', 'llm'],
@@ -159,7 +140,7 @@ describe('OTLP/HTTP trace receiver', () => {
       authorization: `Bearer ${daemon.ready.token}`,
     });
     assert.equal(binary.type, 'application/x-protobuf');
-    const decoded = ResponseType.decode(binary.body).partialSuccess!;
+    const decoded = ExportTraceServiceResponse.decode(binary.body).partialSuccess!;
     assert.equal(Number(decoded.rejectedSpans), 1);
     assert.match(decoded.errorMessage!, /ro-0000000000000000 does not exist/);
   });

@@ -8,7 +8,7 @@ import { toScoringTask, toScoringTrajectory } from '../../trainer-daemon/rewards
 import { Store } from '../../trainer-daemon/store/store';
 import { recordRollout, type RecordedRollout } from '../helpers/rewards';
 import { hex, llmSpan } from '../helpers/spans';
-import { tempDir } from '../helpers/tmp';
+import { openStore } from '../helpers/store';
 
 interface RuleCase {
   case: string;
@@ -22,12 +22,6 @@ interface RuleCase {
 const CASES = JSON.parse(
   fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'rewards', 'rule-cases.json'), 'utf8'),
 ) as RuleCase[];
-
-function openStore(t: Parameters<typeof tempDir>[0]): Store {
-  const store = Store.open(path.join(tempDir(t), 'store.db'));
-  t.after(() => store.close());
-  return store;
-}
 
 /** Records a rollout and reads it back as reward sources see it. */
 function view(store: Store, rollout: RecordedRollout) {

@@ -10,13 +10,8 @@ import { Store } from '../../trainer-daemon/store/store';
 import { openConnection } from '../../trainer-daemon/store/driver';
 import { llmSpan } from '../helpers/spans';
 import { tempDir, waitFor } from '../helpers/tmp';
+import { openStore } from '../helpers/store';
 import { parsed } from '../helpers/params';
-
-function openStore(t: Parameters<typeof tempDir>[0]): Store {
-  const store = Store.open(path.join(tempDir(t), 'store.db'));
-  t.after(() => store.close());
-  return store;
-}
 
 describe('group commit (WriteQueue)', () => {
   test('writes submitted in one turn of the event loop commit in one transaction, and resolve after the commit', async (t) => {
