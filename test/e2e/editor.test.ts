@@ -27,16 +27,14 @@ import {
   type Workbench,
 } from '../helpers/codeServer';
 import { SHOTS, startE2eSession, type E2eSession } from '../helpers/e2eSession';
-import type { ChatScript, ScriptedUpstream } from '../helpers/scriptedUpstream';
+import type { ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { runCli } from '../helpers/daemon';
-import { script as apoScript, SEED_PROMPT } from '../helpers/apo';
-import { CRITIQUE_SYSTEM, EDIT_SYSTEM } from '../../trainer-daemon/apo/prompts';
+import { SEED_PROMPT } from '../helpers/apo';
 import { encodeLiteral } from '../../trainer-daemon/protocol';
 import { waitFor } from '../helpers/tmp';
 import type { Reward, RolloutDetail } from '../../trainer-daemon/protocol';
 import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/node/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
-import type { SpanInput } from '../../trainer-daemon/protocol';
 import {
   moreRunsText,
   rolloutTitle,
@@ -46,6 +44,8 @@ import {
 } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { rolloutCount } from '../../trainer-daemon/protocol/format';
 import { failureHeadline, failureOutput } from '../../trainer-daemon/protocol/failureText';
+import { addCrashingAgent, CRASH_KEY, panelLlmSpan, resourceFields, sumsOrDefault } from '../helpers/e2eEditorWorld';
+import { watchOpening, type OpeningTimes, type WebviewDocument } from '../helpers/webviewTiming';
 
 describe('the extension in VS Code (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
@@ -252,7 +252,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
 
       const started = performance.now();
       const { rollout } = await client.request('startAgentRun', { label: 'latency probe' });
-      await client.request('addSpans', { rolloutId: rollout.id, spans: [llmSpan(0)] });
+      await client.request('addSpans', { rolloutId: rollout.id, spans: [panelLlmSpan(0)] });
       const stored = performance.now();
       await rowShows(rollout.id, '1 LLM call');
       const visible = performance.now();
@@ -263,7 +263,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
       const big = (await client.request('startAgentRun', { label: 'big rollout' })).rollout;
       await client.request('addSpans', {
         rolloutId: big.id,
-        spans: Array.from({ length: 2_000 }, (_, i) => llmSpan(i)),
+        spans: Array.from({ length: 2_000 }, (_, i) => panelLlmSpan(i)),
       });
       await client.request('transitionRollout', { id: big.id, to: 'succeeded' });
       await rowShows(big.id, '2000 LLM calls');
@@ -442,7 +442,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     const kept = await runCli(['resource', 'get', 'system-prompt', '--json', '--store', storeFile()]);
     assert.equal(kept.code, 0, kept.stderr);
     assert.deepEqual(
-      pick(JSON.parse(kept.stdout) as { resource: { version: number; current: boolean; value: string } }),
+      resourceFields(JSON.parse(kept.stdout) as { resource: { version: number; current: boolean; value: string } }),
       { version: best.version, current: true, value: best.prompt },
     );
   });
@@ -636,130 +636,3 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     }
   }
 });
-
-/**
- * The webview's document as seen by functions playwright runs there: this file is compiled without
- * the DOM library, and the webview's CSP forbids evaluating strings.
- */
-interface WebviewDocument {
-  querySelector(selector: string): { textContent: string | null } | null;
-  querySelectorAll(selector: string): { length: number };
-}
-
-/** When the webview saw the click on a rollout row, and painted the first frame with its steps. */
-interface OpeningTimes {
-  click?: number;
-  painted?: number;
-}
-
-/**
- * Runs in the webview: records (in `lightningOpening`) the click event's time and the time of the
- * frame after the one that painted the first steps matching `selector` (an upper bound of the paint).
- */
-function watchOpening(selector: string): void {
-  const page = globalThis as unknown as {
-    lightningOpening: OpeningTimes;
-    document: WebviewDocument & {
-      body: unknown;
-      addEventListener(type: string, listener: () => void, options: object): void;
-    };
-    performance: { now(): number };
-    requestAnimationFrame(callback: () => void): void;
-    MutationObserver: new (callback: (records: unknown, observer: { disconnect(): void }) => void) => {
-      observe(target: unknown, options: object): void;
-    };
-  };
-  const times: OpeningTimes = {};
-  page.lightningOpening = times;
-  page.document.addEventListener('click', () => (times.click ??= page.performance.now()), {
-    capture: true,
-    once: true,
-  });
-  new page.MutationObserver((_records, observer) => {
-    if (times.click === undefined || page.document.querySelectorAll(selector).length === 0) return;
-    observer.disconnect();
-    // The frame with the steps is painted after the first callback: the second one runs in the next frame.
-    page.requestAnimationFrame(() => page.requestAnimationFrame(() => (times.painted = page.performance.now())));
-  }).observe(page.document.body, { childList: true, subtree: true });
-}
-
-/** An LLM call span like the proxy records, with a short conversation. */
-function llmSpan(index: number): SpanInput {
-  const start = Date.now() - 60_000 + index * 10;
-  return {
-    traceId: 'e'.repeat(32),
-    spanId: index.toString(16).padStart(16, '0'),
-    parentSpanId: null,
-    name: 'chat test-model',
-    kind: 'client',
-    category: 'llm',
-    startMs: start,
-    endMs: start + 8,
-    statusCode: 'ok',
-    statusMessage: null,
-    attributes: {
-      'gen_ai.request.model': 'test-model',
-      'lightning.request': {
-        model: 'test-model',
-        messages: [{ role: 'user', content: `Question ${index}: what is ${index} + 1?` }],
-      },
-      'lightning.response': { choices: [{ message: { role: 'assistant', content: String(index + 1) } }] },
-    },
-    events: [],
-    promptTokens: 12,
-    completionTokens: 2,
-  };
-}
-
-/**
- * The scripted upstream's answers: the sums world of the APO tests (an answer that depends on the
- * prompt, critiques and edits) for the Sum agent and the optimizer; the default (weather) otherwise.
- */
-const sums = apoScript();
-const sumsOrDefault: ChatScript = (body) => {
-  const content = (body.messages as Array<{ content?: unknown }> | undefined)?.[0]?.content;
-  const first = typeof content === 'string' ? content : '';
-  return first === CRITIQUE_SYSTEM || first === EDIT_SYSTEM || first.startsWith('Add the numbers')
-    ? sums.chat(body)
-    : undefined;
-};
-
-const pick = ({ resource }: { resource: { version: number; current: boolean; value: string } }): unknown => ({
-  version: resource.version,
-  current: resource.current,
-  value: resource.value,
-});
-
-/** A key the crashing agent prints (and the launch configuration sets): it never reaches the store. */
-const CRASH_KEY = 'sk-crash-7f3a9c2e4b6d8f10';
-
-/**
- * A Node agent on the real `openai` SDK that makes one LLM call, prints, then throws (uncaught): its launch
- * configuration, "Crashing agent", is added to the workspace's.
- */
-async function addCrashingAgent(workspace: string): Promise<void> {
-  fs.writeFileSync(
-    path.join(workspace, 'crash-agent.mjs'),
-    `import OpenAI from 'openai';
-const client = new OpenAI({ maxRetries: 0 });
-const reply = await client.chat.completions.create({
-  model: 'test-model',
-  messages: [{ role: 'user', content: 'What is the weather in Oslo?' }],
-});
-console.log('asked the model: ' + reply.choices[0].message.content);
-console.error('using key ' + process.env.CRASH_KEY);
-throw new Error('no forecast for Oslo');
-`,
-  );
-  const file = path.join(workspace, '.vscode', 'launch.json');
-  const launch = JSON.parse(fs.readFileSync(file, 'utf8')) as { configurations: unknown[] };
-  launch.configurations.push({
-    type: 'node',
-    request: 'launch',
-    name: 'Crashing agent',
-    program: '${workspaceFolder}/crash-agent.mjs',
-    console: 'internalConsole',
-    env: { OPENAI_API_KEY: CRASH_KEY, CRASH_KEY },
-  });
-  fs.writeFileSync(file, JSON.stringify(launch, null, 2));
-}
