@@ -8,21 +8,17 @@ import { CRITIQUE_SYSTEM, EDIT_SYSTEM } from '../../trainer-daemon/apo/prompts';
 import type { SpanInput } from '../../trainer-daemon/protocol';
 import { script as apoScript } from './apo';
 import type { ChatScript } from './scriptedUpstream';
+import { llmSpan } from './spans';
 
-/** An LLM call span like the proxy records, with a short conversation. */
+/** An LLM call span like the proxy records, with a short conversation (the `index`th of a rollout's). */
 export function panelLlmSpan(index: number): SpanInput {
   const start = Date.now() - 60_000 + index * 10;
-  return {
+  return llmSpan({
     traceId: 'e'.repeat(32),
     spanId: index.toString(16).padStart(16, '0'),
-    parentSpanId: null,
     name: 'chat test-model',
-    kind: 'client',
-    category: 'llm',
     startMs: start,
     endMs: start + 8,
-    statusCode: 'ok',
-    statusMessage: null,
     attributes: {
       'gen_ai.request.model': 'test-model',
       'lightning.request': {
@@ -31,10 +27,9 @@ export function panelLlmSpan(index: number): SpanInput {
       },
       'lightning.response': { choices: [{ message: { role: 'assistant', content: String(index + 1) } }] },
     },
-    events: [],
     promptTokens: 12,
     completionTokens: 2,
-  };
+  });
 }
 
 /**
@@ -50,6 +45,7 @@ export const sumsOrDefault: ChatScript = (body) => {
     : undefined;
 };
 
+/** The fields of `lightning resource get --json` that the test compares (version, current, value). */
 export const resourceFields = ({
   resource,
 }: {

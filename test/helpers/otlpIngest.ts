@@ -1,4 +1,7 @@
-/** An export as the store takes it (decoded, normalized, scrubbed), and real encoded requests edited where the SDK cannot produce a case. */
+/**
+ * An export as the store takes it (decoded, normalized, scrubbed), and real encoded requests edited where the SDK
+ * cannot produce a case.
+ */
 import assert from 'node:assert/strict';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
