@@ -60,7 +60,25 @@ async function headPortFlags(): Promise<string[]> {
   return [...ports, '--min-worker-port', String(first), '--max-worker-port', String(first + 199)];
 }
 
+/** `ray start --head` ended before its head answered `ray status`; `output` is what it printed. */
+class HeadExitedError extends Error {}
+
+/**
+ * A head, started again once (fresh ports and temp dir) when the first `ray start` ends before its head comes up, as
+ * it did once in ~20 CI runs (exit code 1 after ~20 s, the first head of the run); the first failure's output is
+ * printed, so a second one that fails too shows both.
+ */
 export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
+  try {
+    return await startRayHeadOnce(python, cpus);
+  } catch (error) {
+    if (!(error instanceof HeadExitedError)) throw error;
+    console.error(`ray: starting the head again, once: ${error.message}`);
+    return startRayHeadOnce(python, cpus);
+  }
+}
+
+async function startRayHeadOnce(python: string, cpus: number): Promise<RayHead> {
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
   // Ray's CLI through the Python we were given, not the `ray` script beside it: a venv's scripts name in their `#!` the
@@ -83,7 +101,12 @@ export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
     temp,
     '--disable-usage-stats',
   ];
-  const head: ChildProcess = spawn(python, ray(argv), { detached: true, stdio: 'ignore' });
+  const head: ChildProcess = spawn(python, ray(argv), { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  // What `ray start` said, for the error when the head does not come up (its last 4 KB; the head's own logs are in
+  // its temp dir, which stop() removes).
+  let said = '';
+  for (const stream of [head.stdout!, head.stderr!])
+    stream.setEncoding('utf8').on('data', (chunk: string) => (said = (said + chunk).slice(-4096)));
   let ended: string | undefined;
   head.once('error', (error) => (ended = `could not start: ${error.message}`));
   const exited = new Promise((resolve) => head.once('exit', resolve));
@@ -101,7 +124,10 @@ export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
   try {
     await waitFor(
       () => {
-        if (ended !== undefined) throw new Error(`\`ray start --head\` (${python}) ${ended} before the head came up`);
+        if (ended !== undefined)
+          throw new HeadExitedError(
+            `\`ray start --head\` (${python}) ${ended} before the head came up; it said:\n${said.trim() || '(nothing)'}`,
+          );
         try {
           execFileSync(python, ray(['status', '--address', address]), { stdio: 'pipe', timeout: 20_000 });
           return true;
