@@ -247,11 +247,29 @@ async function nodeTestRun(list, env, node, concurrency) {
   return result;
 }
 
+/**
+ * pytest's processes (pytest-xdist): each test runs on one torch thread (conftest.py), so one process used one core —
+ * 1.1 of CI's 2 over its ~280 s. `worksteal` hands a worker that ran out of tests some of the other's: the torchrun
+ * and FSDP files take minutes beside tests of a second. At most four: the torchrun tests start 2–3 ranks each.
+ */
+const PYTEST_WORKERS = Math.min(4, Math.max(1, os.availableParallelism()));
+
 /** The trainer worker's pytest suite; pytest's last line gives the counts ("3 passed, 1 failed, 2 errors in 9s"). */
 async function pythonTests(python) {
   const { code, output } = await run(
     python,
-    ['-m', 'pytest', '-q', '-p', 'no:cacheprovider', 'trainer-daemon/python/tests'],
+    [
+      '-m',
+      'pytest',
+      '-q',
+      '-p',
+      'no:cacheprovider',
+      '-n',
+      String(PYTEST_WORKERS),
+      '--dist',
+      'worksteal',
+      'trainer-daemon/python/tests',
+    ],
     { cwd: REPO },
   );
   const summary = output.trim().split('\n').pop() ?? '';
