@@ -118,6 +118,14 @@ async function startRayHeadOnce(python: string, cpus: number): Promise<RayHead> 
       const timer = setTimeout(() => process.kill(-group, 'SIGKILL'), 20_000);
       await exited;
       clearTimeout(timer);
+    } else if (group !== undefined) {
+      // `ray start` ended on its own (before its head came up): what it had started in its group (a GCS server, a
+      // raylet) must not outlive it.
+      try {
+        process.kill(-group, 'SIGKILL');
+      } catch {
+        // ESRCH: nothing was left.
+      }
     }
     fs.rmSync(temp, { recursive: true, force: true });
   };
