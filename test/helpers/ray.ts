@@ -60,13 +60,13 @@ async function headPortFlags(): Promise<string[]> {
   return [...ports, '--min-worker-port', String(first), '--max-worker-port', String(first + 199)];
 }
 
-/** `ray start --head` ended before its head answered `ray status`; `output` is what it printed. */
+/** `ray start --head` exited before its head answered `ray status`; the message holds what it and the head logged. */
 class HeadExitedError extends Error {}
 
 /**
- * A head, started again once (fresh ports and temp dir) when the first `ray start` ends before its head comes up, as
- * it did once in ~20 CI runs (exit code 1 after ~20 s, the first head of the run); the first failure's output is
- * printed, so a second one that fails too shows both.
+ * A head, started again once (fresh ports and temp dir) when the first `ray start` exits before its head comes up, as
+ * it did once in a CI run on a fresh machine (exit code 1 after ~20 s, the first head of the run); the first failure
+ * is printed, so a second one that fails too shows both.
  */
 export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
   try {
@@ -76,6 +76,23 @@ export async function startRayHead(python: string, cpus = 2): Promise<RayHead> {
     console.error(`ray: starting the head again, once: ${error.message}`);
     return startRayHeadOnce(python, cpus);
   }
+}
+
+/** The head's own logs that say why it did not come up, and how much of the end of each goes into the error. */
+const HEAD_LOGS = ['gcs_server.out', 'gcs_server.err', 'raylet.out', 'raylet.err', 'monitor.log'];
+const LOG_TAIL_CHARS = 1500;
+
+/** The ends of the head's logs in `temp` (read before stop() removes it). */
+function headLogs(temp: string): string {
+  const dir = path.join(temp, 'session_latest', 'logs');
+  return HEAD_LOGS.flatMap((name) => {
+    try {
+      const text = fs.readFileSync(path.join(dir, name), 'utf8').trim();
+      return text ? [`--- ${name} (its end):\n${text.slice(-LOG_TAIL_CHARS)}`] : [];
+    } catch {
+      return [];
+    }
+  }).join('\n');
 }
 
 async function startRayHeadOnce(python: string, cpus: number): Promise<RayHead> {
@@ -101,16 +118,25 @@ async function startRayHeadOnce(python: string, cpus: number): Promise<RayHead> 
     temp,
     '--disable-usage-stats',
   ];
-  const head: ChildProcess = spawn(python, ray(argv), { detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
-  // What `ray start` said, for the error when the head does not come up (its last 4 KB; the head's own logs are in
-  // its temp dir, which stop() removes).
+  // Unbuffered: what `ray start` printed reaches the pipe even when it is killed.
+  const head: ChildProcess = spawn(python, ray(argv), {
+    detached: true,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  });
+  // The end of what `ray start` printed (its last 4,096 characters), for the error when the head does not come up.
   let said = '';
   for (const stream of [head.stdout!, head.stderr!])
     stream.setEncoding('utf8').on('data', (chunk: string) => (said = (said + chunk).slice(-4096)));
+  let cannotStart: string | undefined;
   let ended: string | undefined;
-  head.once('error', (error) => (ended = `could not start: ${error.message}`));
+  let cameUp = false;
+  head.once('error', (error) => (cannotStart = error.message));
   const exited = new Promise((resolve) => head.once('exit', resolve));
-  void exited.then(() => (ended ??= `exited (${head.signalCode ?? `code ${head.exitCode}`})`));
+  // Once its output is read to the end ('close'), or a second after it exited if something it started holds the pipes.
+  const endedAs = (): string => `exited (${head.signalCode ?? `code ${head.exitCode}`})`;
+  head.once('close', () => (ended ??= endedAs()));
+  void exited.then(() => setTimeout(() => (ended ??= endedAs()), 1000).unref());
   const stop = async (): Promise<void> => {
     const group = head.pid;
     if (group !== undefined && head.exitCode === null && head.signalCode === null) {
@@ -118,9 +144,9 @@ async function startRayHeadOnce(python: string, cpus: number): Promise<RayHead> 
       const timer = setTimeout(() => process.kill(-group, 'SIGKILL'), 20_000);
       await exited;
       clearTimeout(timer);
-    } else if (group !== undefined) {
-      // `ray start` ended on its own (before its head came up): what it had started in its group (a GCS server, a
-      // raylet) must not outlive it.
+    } else if (group !== undefined && !cameUp) {
+      // `ray start` exited before its head came up, just now: what it had started in its group (a GCS server, a
+      // raylet) must not outlive it. (Not later: the group's id may have been reused by then.)
       try {
         process.kill(-group, 'SIGKILL');
       } catch {
@@ -132,9 +158,17 @@ async function startRayHeadOnce(python: string, cpus: number): Promise<RayHead> 
   try {
     await waitFor(
       () => {
+        if (cannotStart !== undefined)
+          throw new Error(`\`ray start --head\` (${python}) could not start: ${cannotStart}`);
         if (ended !== undefined)
           throw new HeadExitedError(
-            `\`ray start --head\` (${python}) ${ended} before the head came up; it said:\n${said.trim() || '(nothing)'}`,
+            [
+              `\`ray start --head\` (${python}) ${ended} before the head came up; it said:`,
+              said.trim() || '(nothing)',
+              headLogs(temp),
+            ]
+              .filter(Boolean)
+              .join('\n'),
           );
         try {
           execFileSync(python, ray(['status', '--address', address]), { stdio: 'pipe', timeout: 20_000 });
@@ -146,6 +180,7 @@ async function startRayHeadOnce(python: string, cpus: number): Promise<RayHead> 
       'the Ray head to come up',
       120_000,
     );
+    cameUp = true;
   } catch (error) {
     await stop();
     throw error;
