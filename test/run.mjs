@@ -249,8 +249,9 @@ async function nodeTestRun(list, env, node, concurrency) {
 
 /**
  * pytest's processes (pytest-xdist): each test runs on one torch thread (conftest.py), so one process used one core —
- * 1.1 of CI's 2 over its 260 s here (166 s on two). `worksteal` hands a worker that ran out of tests some of the other's: the torchrun
- * and FSDP files take minutes beside tests of a second. At most four: the torchrun tests start 2–3 ranks each.
+ * 1.1 of CI's 2 over its 260 s here (166 s on two). `worksteal` hands a worker that ran out of tests some of the
+ * other's: the torchrun and FSDP files take minutes beside tests of a second. At most four: the torchrun tests start
+ * 2–3 ranks each.
  */
 const PYTEST_WORKERS = Math.min(4, Math.max(1, os.availableParallelism()));
 

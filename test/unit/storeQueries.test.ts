@@ -4,14 +4,14 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { InvalidInputError } from '../../trainer-daemon/protocol/errors';
-import { GrpoConfig, type ApoResult, type ParamsOf } from '../../trainer-daemon/protocol';
+import { type ApoResult, type ParamsOf } from '../../trainer-daemon/protocol';
 import { openConnection } from '../../trainer-daemon/store/driver';
 import { Store } from '../../trainer-daemon/store/store';
 import { llmSpan } from '../helpers/spans';
 import { openStore } from '../helpers/store';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
-import { testApoConfig } from '../helpers/trainingConfigs';
+import { testApoConfig, testGrpoConfig } from '../helpers/trainingConfigs';
 
 describe('store: rollout keys', () => {
   test('a rollout key keeps its own Anthropic and Gemini upstreams across a reopen; credentials in them only in memory', (t) => {
@@ -199,12 +199,7 @@ describe('store: where a training run ran', () => {
     const store = openStore(t);
     const run = store.recordTrainingRun({
       algorithm: 'grpo',
-      config: GrpoConfig.parse({
-        model: { kind: 'tiny' },
-        dataset: 'd',
-        command: { argv: ['node', 'a.js'], cwd: '/w' },
-        ray: { address: '10.0.0.7:6379' },
-      }),
+      config: testGrpoConfig({ ray: { address: '10.0.0.7:6379' } }),
     });
     assert.equal(run.placement, undefined, 'nothing recorded yet');
     const nodeA = { nodeId: 'aa', ip: '10.0.0.5', host: 'gpu-1' };
@@ -274,11 +269,7 @@ describe('store: where a training run ran', () => {
     }
     const grpo = store.recordTrainingRun({
       algorithm: 'grpo',
-      config: GrpoConfig.parse({
-        model: { kind: 'tiny' },
-        dataset: 'd',
-        command: { argv: ['node', 'a.js'], cwd: '/w' },
-      }),
+      config: testGrpoConfig(),
     });
     assert.throws(
       () => store.setTrainingRunStatus(grpo.id, 'running', { result }),
