@@ -114,30 +114,17 @@ function provision() {
   return env;
 }
 
-/**
- * Runs a test command, echoing its stdout a whole line at a time (two suites run side by side, see below, and their
- * lines must not splice); resolves with its exit code and output.
- */
+/** Runs a test command, echoing its stdout; resolves with its exit code and output. */
 function run(command, commandArgs, options = {}) {
   return new Promise((resolve) => {
     const child = spawn(command, commandArgs, { stdio: ['ignore', 'pipe', 'inherit'], ...options });
     let output = '';
-    let partial = '';
     child.stdout.setEncoding('utf8').on('data', (chunk) => {
       output += chunk;
-      const end = chunk.lastIndexOf('\n');
-      if (end < 0) {
-        partial += chunk;
-        return;
-      }
-      process.stdout.write(partial + chunk.slice(0, end + 1));
-      partial = chunk.slice(end + 1);
+      process.stdout.write(chunk);
     });
     child.on('error', (error) => resolve({ code: 1, output: `${command}: ${error.message}\n` }));
-    child.on('close', (code) => {
-      if (partial) process.stdout.write(`${partial}\n`);
-      resolve({ code, output });
-    });
+    child.on('close', (code) => resolve({ code, output }));
   });
 }
 
@@ -146,11 +133,9 @@ const NONE = { ok: true, passed: 0, failed: 0 };
 const FAILURES = [];
 
 /**
- * Test files that start a local Ray head (`// needs: ray`) run one at a time, after the other node files: a head's
- * worker processes beside other files' agents starved those agents on the 2-core CI machine (each head has ports of
- * its own, see test/helpers/ray.ts#startRayHead). They run beside pytest instead: alone they kept half a core busy
- * (195 s of wall time, 92 CPU-s here), waiting on their heads; beside pytest's two processes both took 287 s, against
- * 195 + 166 s one after the other.
+ * Test files that start a local Ray head (`// needs: ray`) run one at a time, after the others: a head's worker
+ * processes beside another file's load starved a test's agents on the 2-core CI machine (each head also has ports
+ * of its own, see test/helpers/ray.ts#startRayHead).
  */
 const startsRay = (file) => needsOf(file).has('ray');
 
@@ -216,11 +201,18 @@ function grouped(list) {
   return [...groups, ...alone];
 }
 
-/** node's test runner over `list` with `node`, two files at a time (TEST_CONCURRENCY), the needless ones grouped. */
-function nodeTests(list, env, node = process.execPath, label = '') {
-  return timed(`node tests${label} (${list.length} files)`, () =>
-    nodeTestRun(grouped(list), env, node, process.env.TEST_CONCURRENCY ?? 2),
-  );
+/** node's test runner over `list` with `node`: the Ray files alone after the rest (startsRay). */
+async function nodeTests(list, env, node = process.execPath, label = '') {
+  const alone = list.filter(startsRay);
+  const rest = list.filter((file) => !startsRay(file));
+  return sum([
+    await timed(`node tests${label} (${rest.length} files)`, () =>
+      nodeTestRun(grouped(rest), env, node, process.env.TEST_CONCURRENCY ?? 2),
+    ),
+    alone.length > 0
+      ? await timed(`Ray files one at a time (${alone.length})`, () => nodeTestRun(alone, env, node, 1))
+      : NONE,
+  ]);
 }
 
 /** One run of node's test runner; counts from its spec reporter's summary. */
@@ -300,28 +292,19 @@ try {
   process.exit(1);
 }
 
-const rayFiles = files.filter(startsRay);
-const otherFiles = files.filter((file) => !startsRay(file));
-const results = [await nodeTests(otherFiles, env)];
-// Then two lanes side by side: the Ray files one at a time, and pytest followed by the Node 24 re-run.
-const lanes = await Promise.all([
-  rayFiles.length > 0
-    ? timed(`Ray files one at a time (${rayFiles.length}), beside pytest`, () =>
-        nodeTestRun(rayFiles, env, process.execPath, 1),
-      )
-    : NONE,
-  (async () => {
-    const lane = [];
-    if (withPython) lane.push(await timed('pytest', () => pythonTests(env.LIGHTNING_TEST_PYTHON)));
-    if (withNode24) {
-      console.log(`npm test: the store's tests under Node 24 (${env.LIGHTNING_NODE24})`);
-      const store = NODE24_FILES.map((file) => path.join(REPO, file));
-      lane.push(await nodeTests(store, env, env.LIGHTNING_NODE24, ' again under Node 24'));
-    }
-    return sum(lane);
-  })(),
-]);
-results.push(...lanes);
+const results = [await nodeTests(files, env)];
+if (withPython) results.push(await timed('pytest', () => pythonTests(env.LIGHTNING_TEST_PYTHON)));
+if (withNode24) {
+  console.log(`npm test: the store's tests under Node 24 (${env.LIGHTNING_NODE24})`);
+  results.push(
+    await nodeTests(
+      NODE24_FILES.map((file) => path.join(REPO, file)),
+      env,
+      env.LIGHTNING_NODE24,
+      ' again under Node 24',
+    ),
+  );
+}
 console.log(
   `npm test: where the time went: ${PHASES.map((phase) => `${phase.name} ${Math.round(phase.seconds)} s`).join(' · ')}`,
 );

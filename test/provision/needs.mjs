@@ -10,7 +10,7 @@ import path from 'node:path';
 export const NEEDS = {
   torch: "Debian's PyTorch (python3-torch), for the daemon's training tests on the tiny policy",
   venv: 'the test venv (trainer-daemon/python/requirements-test.txt) as LIGHTNING_TEST_PYTHON: PyTorch 2, transformers, peft, the Python SDKs',
-  ray: 'a local Ray head from the test venv (these files run one at a time, after the others, beside pytest)',
+  ray: 'a local Ray head from the test venv (these files run one at a time, after the others)',
   node24: 'Node 24 as LIGHTNING_NODE24 (node:sqlite, the editor runtime)',
   unzip: "unzip, to read each VSIX's files",
   root: 'root: a mount namespace or a tmpfs',
