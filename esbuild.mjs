@@ -9,7 +9,10 @@ import path from 'node:path';
 const watch = process.argv.includes('--watch');
 const metafile = process.argv.find((arg) => arg.startsWith('--metafile='))?.slice('--metafile='.length);
 
-/** Native or editor-provided modules stay outside the bundles; esbuild itself is loaded only to compile TS reward functions. */
+/**
+ * Native or editor-provided modules stay outside the bundles; esbuild itself is loaded only to compile TS reward
+ * functions.
+ */
 const nodeExternals = ['vscode', 'better-sqlite3', 'onnxruntime-node', 'esbuild'];
 
 /**
@@ -62,7 +65,8 @@ const builds = [
     external: nodeExternals,
   },
   {
-    // The demo's sample agent with its openai SDK, so `lightning demo` runs from an installed .vsix (no node_modules there).
+    // The demo's sample agent with its openai SDK, so `lightning demo` runs from an installed .vsix (no node_modules
+    // there).
     ...common,
     entryPoints: { 'demo-agent': 'trainer-daemon/demo/sample-agent.mjs' },
     outdir: 'dist',

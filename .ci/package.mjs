@@ -24,7 +24,10 @@ export const TARGETS = {
   'darwin-x64': { onnx: null, esbuild: '@esbuild/darwin-x64' },
 };
 
-/** Where the stages and VSIX files go (LIGHTNING_PACKAGE_OUT, e.g. a test's temporary folder); the npm pack cache stays in build/. */
+/**
+ * Where the stages and VSIX files go (LIGHTNING_PACKAGE_OUT, e.g. a test's temporary folder); the npm pack cache stays
+ * in build/.
+ */
 const out = process.env.LIGHTNING_PACKAGE_OUT
   ? path.resolve(process.env.LIGHTNING_PACKAGE_OUT)
   : path.join(root, 'dist', 'vsix');

@@ -31,7 +31,8 @@ import { DetailEditors } from './editors/detailEditors';
 export function activate(context: vscode.ExtensionContext): void {
   const started = performance.now();
   const log = vscode.window.createOutputChannel('Lightning', { log: true });
-  // Native Windows is not supported (process groups, signals, the trainer worker): say so once, up front. In WSL the extension runs on Linux.
+  // Native Windows is not supported (process groups, signals, the trainer worker): say so once, up front. In WSL the
+  // extension runs on Linux.
   if (process.platform === 'win32') {
     void vscode.window
       .showErrorMessage(WINDOWS_MESSAGE, 'Open the WSL guide')

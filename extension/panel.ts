@@ -1,7 +1,7 @@
 /**
- * The **Lightning** side panel: a webview view in its own activity-bar container. The extension is
- * the webview's only peer: it answers the webview's requests (trainer-daemon/protocol/ui/panelMessages.ts) from the daemon
- * and forwards live changes. The page has a strict CSP with a nonce and may load only the bundle.
+ * The **Lightning** side panel: a webview view in its own activity-bar container. The extension is the webview's only
+ * peer: it answers the webview's requests (trainer-daemon/protocol/ui/panelMessages.ts) from the daemon and forwards
+ * live changes. The page has a strict CSP with a nonce and may load only the bundle.
  */
 import * as vscode from 'vscode';
 import {
@@ -237,7 +237,9 @@ export class RolloutsPanel implements vscode.WebviewViewProvider, vscode.Disposa
     }
   }
 
-  /** Which policy (training iteration or checkpoint) answered the rollout's LLM calls, and where it ran, for its header. */
+  /**
+   * Which policy (training iteration or checkpoint) answered the rollout's LLM calls, and where it ran, for its header.
+   */
   private async sendServedBy(rolloutId: string): Promise<void> {
     try {
       const client = await this.live.supervisor.ensureRunning();

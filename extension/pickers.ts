@@ -19,7 +19,10 @@ export interface PickOptions {
   readonly memoryKey: string;
 }
 
-/** What the commands substitute launch.json variables with: the first workspace folder, the home folder, the editor's environment. */
+/**
+ * What the commands substitute launch.json variables with: the first workspace folder, the home folder, the editor's
+ * environment.
+ */
 export function commandContext(folder = vscode.workspace.workspaceFolders?.[0]): CommandContext {
   return { workspaceFolder: folder?.uri.fsPath ?? process.cwd(), home: os.homedir(), processEnv: process.env };
 }

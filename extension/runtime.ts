@@ -109,7 +109,10 @@ export const probeVersion: VersionProbe = (command) =>
     );
   });
 
-/** The runtime for `cliPath` (dist/cli.js) in this editor: resolveRuntime over this process and what sits beside the bundle. */
+/**
+ * The runtime for `cliPath` (dist/cli.js) in this editor: resolveRuntime over this process and what sits beside the
+ * bundle.
+ */
 export function resolveRuntimeFor(cliPath: string, nodePath: string | undefined): Promise<RuntimeResolution> {
   const betterSqlite3 = fs.existsSync(
     path.join(path.dirname(cliPath), '..', 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node'),

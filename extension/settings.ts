@@ -13,7 +13,10 @@ export interface LightningSettings {
   readonly storeFile: string;
   readonly upstreamBaseUrl: string | undefined;
   readonly trainingModel: string | undefined;
-  /** `lightning.training.keepCheckpoints`: "all" or N (the runs Start Training starts); a bad value's message; absent: the default. */
+  /**
+   * `lightning.training.keepCheckpoints`: "all" or N (the runs Start Training starts); a bad value's message; absent:
+   * the default.
+   */
   readonly keepCheckpoints: KeepCheckpoints | { readonly error: string } | undefined;
 }
 

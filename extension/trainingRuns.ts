@@ -1,9 +1,9 @@
 /**
- * Training runs for the panel: the daemon's `trainingRuns/changed` notifications, re-subscribed on
- * every connection and re-emitted as an event, and the panel's requests about runs (the list, one
- * run's view — whole, or its metric points after a step for a live chart — cancel, resume, and Use
- * on a checkpoint). A run's view (trainer-daemon/protocol/ui/trainingRunView.ts) is the daemon's run detail, a union on the
- * algorithm (APO's leaderboard, GRPO's and SFT's checkpoints), which the pages switch on.
+ * Training runs for the panel: the daemon's `trainingRuns/changed` notifications, re-subscribed on every connection and
+ * re-emitted as an event, and the panel's requests about runs (the list, one run's view — whole, or its metric points
+ * after a step for a live chart — cancel, resume, and Use on a checkpoint). A run's view
+ * (trainer-daemon/protocol/ui/trainingRunView.ts) is the daemon's run detail, a union on the algorithm (APO's
+ * leaderboard, GRPO's and SFT's checkpoints), which the pages switch on.
  */
 import * as vscode from 'vscode';
 import type { TrainingRun, TrainingRunSummary } from '../trainer-daemon/protocol';

@@ -62,7 +62,10 @@ export function webviewHtml(
 <body><div id="app"${data}></div>${initialMessages(initial)}<script type="module" nonce="${nonce}">${builtText(webview, dist, `${entry}.js`)}</script></body></html>`;
 }
 
-/** VS Code's icon font from the extension's own dist/ (the CSP's font-src allows the webview's resource origin); webview/codicons.css names the glyphs. */
+/**
+ * VS Code's icon font from the extension's own dist/ (the CSP's font-src allows the webview's resource origin);
+ * webview/codicons.css names the glyphs.
+ */
 function codiconFont(webview: vscode.Webview, dist: vscode.Uri): string {
   return `@font-face { font-family: "codicon"; font-display: block; src: url("${webview.asWebviewUri(vscode.Uri.joinPath(dist, 'codicon.ttf')).toString()}") format("truetype"); }`;
 }

@@ -39,7 +39,9 @@ export interface DaemonOptions {
    */
   readonly agentHost?: string;
   readonly logger: Logger;
-  /** How long runners of rollouts a dead daemon left running get to come back (default 60 s, LIGHTNING_ORPHAN_GRACE_MS). */
+  /**
+   * How long runners of rollouts a dead daemon left running get to come back (default 60 s, LIGHTNING_ORPHAN_GRACE_MS).
+   */
   readonly orphanGraceMs?: number;
   /** Where LLM calls go when the agent had no OPENAI_BASE_URL of its own. */
   readonly upstream: UpstreamConfig;
@@ -179,7 +181,8 @@ export class Daemon {
         logger: logger.child('runner'),
         baseUrl: () => baseUrl!,
       });
-      // Training loops read and write through one service (the handlers serve tasks and checkpoints through it too); their agents run through the same handler table, in-process, and follow worker batches on the queue itself.
+      // Training loops read and write through one service (the handlers serve tasks and checkpoints through it too);
+      // their agents run through the same handler table, in-process, and follow worker batches on the queue itself.
       const trainingService = new TrainingService(store, writes);
       const training = new TrainingManager(
         trainingService,

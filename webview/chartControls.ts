@@ -49,7 +49,10 @@ export function attachChartHover(
   });
 }
 
-/** "Smoothing [slider] 0.60": changes are reported as the slider moves (the charts redraw), the value kept by the caller. */
+/**
+ * "Smoothing [slider] 0.60": changes are reported as the slider moves (the charts redraw), the value kept by the
+ * caller.
+ */
 export function smoothingControl(value: number, onChange: (weight: number) => void): HTMLElement {
   const box = el('label', 'smoothing-control');
   box.title =

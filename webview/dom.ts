@@ -13,7 +13,9 @@ export function el<K extends keyof HTMLElementTagNameMap>(
   return element;
 }
 
-/** A codicon (VS Code's icon font, ./codicons.css), hidden from screen readers: the text beside it says what it means. */
+/**
+ * A codicon (VS Code's icon font, ./codicons.css), hidden from screen readers: the text beside it says what it means.
+ */
 export function codicon(name: string): HTMLElement {
   const icon = el('span', `codicon codicon-${name}`);
   icon.setAttribute('aria-hidden', 'true');
@@ -36,7 +38,10 @@ export function statusIcon(status: RolloutStatus): HTMLElement {
   return icon;
 }
 
-/** A secondary vscode-button whose click does not reach the row or summary around it; a label's leading `$(name)` is a codicon. */
+/**
+ * A secondary vscode-button whose click does not reach the row or summary around it; a label's leading `$(name)` is a
+ * codicon.
+ */
 export function button(label: string, aria: string, onClick: () => void, className = ''): HTMLElement {
   const element = document.createElement('vscode-button');
   element.setAttribute('secondary', '');

@@ -18,7 +18,10 @@ export function extensionMessage<T extends { readonly type: string }>(data: unkn
     : undefined;
 }
 
-/** The filter of these fields (empty ones left out), or undefined when one is not a filter's (an unknown status, too long a text). */
+/**
+ * The filter of these fields (empty ones left out), or undefined when one is not a filter's (an unknown status, too
+ * long a text).
+ */
 export function rolloutFilter(
   fields: Readonly<Partial<Record<keyof RolloutFilter, unknown>>>,
 ): RolloutFilter | undefined {

@@ -115,7 +115,10 @@ export class RolloutList {
     return this.groups?.runs ?? [];
   }
 
-  /** Starts over (a new filter, a reconnect); `grouped`: by origin, else flat. The first page is requested by the caller. */
+  /**
+   * Starts over (a new filter, a reconnect); `grouped`: by origin, else flat. The first page is requested by the
+   * caller.
+   */
   reset(grouped: boolean): void {
     this.grouped = grouped;
     this.sections = new Map([[null, { rows: [], cursor: null, loading: true, started: true }]]);

@@ -1,10 +1,10 @@
 /**
- * The panel's **Training runs** section: the runs (live: a row changes as rounds are recorded)
- * and the open run's detail — status with Cancel (and Resume for a stopped GRPO run), the
- * configuration, the metric charts, and the algorithm's own part (APO: the leaderboard; each
- * candidate expands to the critique that produced it and its prompt; GRPO and SFT: small multiples per
- * metric and the checkpoints, each with Use, Export and Delete, and the run's total on disk). Generic over the algorithm: an unknown one shows
- * status and metrics. The open run's metrics are kept here; a live refresh fetches only newer points.
+ * The panel's **Training runs** section: the runs (live: a row changes as rounds are recorded) and the open run's
+ * detail — status with Cancel (and Resume for a stopped GRPO run), the configuration, the metric charts, and the
+ * algorithm's own part (APO: the leaderboard; each candidate expands to the critique that produced it and its prompt;
+ * GRPO and SFT: small multiples per metric and the checkpoints, each with Use, Export and Delete, and the run's total
+ * on disk). Generic over the algorithm: an unknown one shows status and metrics. The open run's metrics are kept here;
+ * a live refresh fetches only newer points.
  */
 import type { TrainingAlgorithm, TrainingRun } from '../trainer-daemon/protocol/training';
 import { assertNever } from '../trainer-daemon/protocol/assert';

@@ -284,7 +284,10 @@ export class TrajectoryView {
     return box;
   }
 
-  /** Every reward with its source and reason; automatic ones can be accepted, corrected or rejected (trainer-daemon/protocol/ui/rewardReview.ts). */
+  /**
+   * Every reward with its source and reason; automatic ones can be accepted, corrected or rejected
+   * (trainer-daemon/protocol/ui/rewardReview.ts).
+   */
   private renderRewards(rewards: readonly Reward[]): void {
     this.rewardsElement.replaceChildren();
     if (rewards.length === 0) return void this.rewardsElement.append(el('div', 'muted', 'No rewards yet.'));

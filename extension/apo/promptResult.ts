@@ -61,7 +61,10 @@ export class PromptResults implements vscode.TextDocumentContentProvider, vscode
     }
   }
 
-  /** Shows the diff and offers Apply (when the prompt's source is known) / Keep as Resource Version; resolves once the user chose (or dismissed). */
+  /**
+   * Shows the diff and offers Apply (when the prompt's source is known) / Keep as Resource Version; resolves once the
+   * user chose (or dismissed).
+   */
   async show(result: ApoResult): Promise<void> {
     const source = this.sources.get(result.runId);
     const { seed, best, resource } = result;

@@ -51,7 +51,8 @@ export class LightningCli {
     const stderr: string[] = [];
     child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk));
     readline.createInterface({ input: child.stderr }).on('line', (line) => {
-      // JSON lines are the CLI's progress (`--progress json`) and its logs: the caller reads the first, the log keeps both.
+      // JSON lines are the CLI's progress (`--progress json`) and its logs: the caller reads the first, the log keeps
+      // both.
       if (line.startsWith('{')) this.log.debug(`[cli] ${line}`);
       else stderr.push(line);
       options.onStderrLine?.(line);

@@ -38,7 +38,10 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   constructor(
     private readonly supervisor: DaemonSupervisor,
     private readonly log: vscode.LogOutputChannel,
-    /** dist/exit-code.js, preloaded into Node debuggees, and the capture preloads, into every process of the session (those that exist). */
+    /**
+     * dist/exit-code.js, preloaded into Node debuggees, and the capture preloads, into every process of the session
+     * (those that exist).
+     */
     private readonly preloads: DebugPreloads,
     private readonly upstreamKey: UpstreamKey,
     /** Use Checkpoint: a checkpoint in use answers the session's LLM calls. */

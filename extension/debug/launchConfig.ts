@@ -86,7 +86,10 @@ export function exitCodeEnv(
   return { NODE_OPTIONS: withNodeRequire(options, recording.recorder), LIGHTNING_EXIT_CODE_FILE: recording.file };
 }
 
-/** The capture preloads (dist/capture-preload.js, trainer-daemon/python/lightning_capture): calls to providers' own hosts go through the rollout. */
+/**
+ * The capture preloads (dist/capture-preload.js, trainer-daemon/python/lightning_capture): calls to providers' own
+ * hosts go through the rollout.
+ */
 export type CapturePreloads = Pick<AgentEnvInput, 'nodePreload' | 'pythonSiteDir'>;
 
 /** The configuration with the instrumentation variables added to its `env`; the user's other variables are kept. */

@@ -245,7 +245,10 @@ export class DetailEditors implements vscode.WebviewPanelSerializer, vscode.Disp
     );
   }
 
-  /** The tab's page, carrying its first messages (what came within FIRST_PAYLOAD_WAIT_MS); the rest wait for its `ready`. */
+  /**
+   * The tab's page, carrying its first messages (what came within FIRST_PAYLOAD_WAIT_MS); the rest wait for its
+   * `ready`.
+   */
   private async setPage(tab: Tab, firstPayload: Promise<void>, panelAt: number): Promise<void> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     await Promise.race([

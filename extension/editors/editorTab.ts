@@ -31,7 +31,10 @@ export interface Tab {
   run?: TrainingRun;
 }
 
-/** Posts to the tab's page; until it listens (`ready`) a message waits in `pending` (a `show` is sent on `ready` anyway). */
+/**
+ * Posts to the tab's page; until it listens (`ready`) a message waits in `pending` (a `show` is sent on `ready`
+ * anyway).
+ */
 export function postTo(tab: Tab, message: ExtensionToEditor): void {
   if (tab.ready) void tab.panel.webview.postMessage(message);
   else if (message.type !== 'show') tab.pending.push(message);

@@ -9,8 +9,8 @@ import type { LiveRollouts } from '../liveRollouts';
 import { postTo, rolloutIds, titleOf, type Tab } from './editorTab';
 
 /**
- * Spans per message: the first page (a screenful and more of the timeline, slimmed by the daemon) is quick to
- * fetch, so it is usually inside the page itself (detailEditors.ts, FIRST_PAYLOAD_WAIT_MS); the rest follow in larger ones.
+ * Spans per message: the first page (a screenful and more of the timeline, slimmed by the daemon) is quick to fetch, so
+ * it is usually inside the page itself (detailEditors.ts, FIRST_PAYLOAD_WAIT_MS); the rest follow in larger ones.
  */
 const FIRST_SPAN_PAGE = 40;
 const SPAN_PAGE = 1_000;
@@ -88,7 +88,8 @@ export class TabFeed {
       current();
       limit = SPAN_PAGE
     ) {
-      // Slimmed by the daemon: the timeline and the comparison need the spans' shape, a conversation asks for its whole span.
+      // Slimmed by the daemon: the timeline and the comparison need the spans' shape, a conversation asks for its whole
+      // span.
       const { items } = await client.request('listSpans', { rolloutId, afterSequence: after, limit, slim: true });
       if (!current()) return;
       const complete = items.length < limit;

@@ -30,7 +30,9 @@ export function policyPickItems(seen: DatasetAgents): PolicyPickItem[] {
 
 const escapeRegex = (text: string): string => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-/** `name` as a policy name (a letter, then letters, digits, `_`, `-`; 40 at most; not base or default), unlike `taken`. */
+/**
+ * `name` as a policy name (a letter, then letters, digits, `_`, `-`; 40 at most; not base or default), unlike `taken`.
+ */
 export function policyNameFor(name: string, taken: ReadonlySet<string>): string {
   let base = name
     .replace(/[^A-Za-z0-9_-]+/g, '-')

@@ -82,7 +82,10 @@ export function progressFraction(run: TrainingRunSummary): number {
   return total ? Math.min(1, run.step / total) : 0;
 }
 
-/** The daemon's error kind says no Python here can run the trainer (none with PyTorch, or it cannot start): Set Up Trainer fixes it. */
+/**
+ * The daemon's error kind says no Python here can run the trainer (none with PyTorch, or it cannot start): Set Up
+ * Trainer fixes it.
+ */
 export function needsTrainerSetup(kind: ErrorKind | null): boolean {
   return kind === 'trainer_unavailable';
 }

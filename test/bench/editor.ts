@@ -83,7 +83,9 @@ function compareBenchmark(): void {
   });
 }
 
-/** What `spans/list` with `slim: true` saves a comparison tab: the daemon slims, the extension reads and validates less. */
+/**
+ * What `spans/list` with `slim: true` saves a comparison tab: the daemon slims, the extension reads and validates less.
+ */
 function slimBenchmark(): void {
   const spans = agentRollout(200);
   const items = Span.array();

@@ -341,7 +341,9 @@ function postOnce(url: string, body: Buffer, headers: Record<string, string>, ag
   });
 }
 
-/** A large export's ingest rate, and a small export of another rollout while it runs against that small export alone. */
+/**
+ * A large export's ingest rate, and a small export of another rollout while it runs against that small export alone.
+ */
 export async function otlpFairnessBenchmark(work: string): Promise<void> {
   const daemon = await startDaemon(path.join(work, 'otlp-heavy', 'store.db'), [], { LIGHTNING_LOG_LEVEL: 'warn' });
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);

@@ -105,7 +105,10 @@ interface Api {
   streamBody: string;
 }
 
-/** A row per concurrency: the p50 and p99 latency the proxy adds to non-streaming calls (the target is at 64 concurrent). */
+/**
+ * A row per concurrency: the p50 and p99 latency the proxy adds to non-streaming calls (the target is at 64
+ * concurrent).
+ */
 async function addedLatencyRows(api: Api, what: string, concurrencies: number[]): Promise<void> {
   for (const concurrency of concurrencies) {
     const count = Math.max(400, concurrency * 8);

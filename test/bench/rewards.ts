@@ -135,7 +135,10 @@ async function onnxThroughput(): Promise<void> {
   }
 }
 
-/** 10,000 rollouts queued as they would finish, scored 32 per call with 2 calls in flight, through the daemon's handlers; against one job. */
+/**
+ * 10,000 rollouts queued as they would finish, scored 32 per call with 2 calls in flight, through the daemon's
+ * handlers; against one job.
+ */
 async function queuedScoring(work: string): Promise<void> {
   const count = 10_000;
   const store = Store.open(path.join(work, 'rewards', 'queued.db'));

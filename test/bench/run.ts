@@ -38,7 +38,10 @@ function freshStore(name: string): Store {
   return Store.open(path.join(work, `${name}.db`));
 }
 
-/** Batched ingest through the WriteQueue (group commit, what the RPC, proxy and OTLP receiver use) vs a bare INSERT loop. */
+/**
+ * Batched ingest through the WriteQueue (group commit, what the RPC, proxy and OTLP receiver use) vs a bare INSERT
+ * loop.
+ */
 async function spanIngest(): Promise<void> {
   const rollouts = 100;
   const writesPerRollout = 100;

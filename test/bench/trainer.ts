@@ -58,7 +58,9 @@ function phaseList(phases: Phases): string {
     .join(' · ');
 }
 
-/** How a row's times were taken: the CPU bench counts the one-thread worker's CPU seconds, the GPU bench wall seconds. */
+/**
+ * How a row's times were taken: the CPU bench counts the one-thread worker's CPU seconds, the GPU bench wall seconds.
+ */
 function clockOf(device: Device): string {
   return device === 'cpu' ? 'CPU seconds' : 'GPU wall seconds';
 }

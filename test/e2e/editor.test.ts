@@ -123,7 +123,8 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await panel.locator(`.rollout-row[data-rollout-id="${firstRolloutId}"]`).click();
     const detail = panel.locator(`.detail[data-rollout-id="${firstRolloutId}"]`);
     await detail.waitFor({ timeout: 15_000 });
-    // The click opened the rollout's preview tab, which shows the steps: the panel shows a summary, and them on request.
+    // The click opened the rollout's preview tab, which shows the steps: the panel shows a summary, and them on
+    // request.
     await detail.locator('.in-tab-note .show-here').click({ timeout: 15_000 });
     const steps = detail.locator('details.step.kind-llm');
     await waitFor(async () => (await steps.count()) === 2, 'two LLM steps', 15_000);

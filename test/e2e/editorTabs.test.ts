@@ -1,13 +1,13 @@
 /**
- * The editor tabs in a real VS Code (code-server + chromium), on a store made before the daemon
- * starts (test/helpers/editorStore.ts): a click in the side bar's list opens a 2,000-span rollout
- * in a preview tab (its first paint timed on the page's clock); j / k step between LLM calls, `1`
- * rates the selected step and `c` comments on it (both land in the store); the timeline is zoomed
- * and panned (its frame cost printed); two 200-step rollouts marked in the list are compared, then
- * another pair in the same (preview) Compare tab; a GRPO run's tab opens, its best rollout of iteration 1 is one click away, and Use on a checkpoint
- * makes the daemon serve it; nothing is clipped (element bounds inside their containers, the waterfall's
- * canvas text inside its plot) at the default sidebar width and at 1280×800; after a window reload the tabs
- * are back. Times are printed, never asserted. Screenshots go to test-results/e2e/.
+ * The editor tabs in a real VS Code (code-server + chromium), on a store made before the daemon starts
+ * (test/helpers/editorStore.ts): a click in the side bar's list opens a 2,000-span rollout in a preview tab (its first
+ * paint timed on the page's clock); j / k step between LLM calls, `1` rates the selected step and `c` comments on it
+ * (both land in the store); the timeline is zoomed and panned (its frame cost printed); two 200-step rollouts marked in
+ * the list are compared, then another pair in the same (preview) Compare tab; a GRPO run's tab opens, its best rollout
+ * of iteration 1 is one click away, and Use on a checkpoint makes the daemon serve it; nothing is clipped (element
+ * bounds inside their containers, the waterfall's canvas text inside its plot) at the default sidebar width and at
+ * 1280×800; after a window reload the tabs are back. Times are printed, never asserted. Screenshots go to
+ * test-results/e2e/.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -63,7 +63,8 @@ describe(
       );
       assert.equal(marks.drawn, '2001');
       await page.locator('.tabs-container .tab', { hasText: 'big-2000 (preview)' }).waitFor({ timeout: 15_000 });
-      // The tab shows the steps: the panel shows the rollout's summary with Show Tab and Show Here, not the steps again.
+      // The tab shows the steps: the panel shows the rollout's summary with Show Tab and Show Here, not the steps
+      // again.
       await session.panel
         .locator(`.detail[data-rollout-id="${seeded.big}"][data-in-tab="true"] .in-tab-note .show-here`)
         .waitFor({ timeout: 30_000 });
@@ -267,7 +268,8 @@ describe(
           await page.setViewportSize(size);
           const name = `${size.width}x${size.height}`;
 
-          // A rollout of a few spans: the rollout's root row first, the waterfall as tall as its rows, the conversation below.
+          // A rollout of a few spans: the rollout's root row first, the waterfall as tall as its rows, the conversation
+          // below.
           await page.locator('.tabs-container .tab', { hasText: 'iteration-1-best' }).first().click();
           const small = await frameOf(
             `.rollout-tab[data-rollout-id="${seeded.best}"] .timeline[data-complete-paint-at]`,

@@ -62,7 +62,9 @@ function withoutNode20(): WorkbenchOptions {
   };
 }
 
-/** The weather tasks imported as a dataset, and the recorded demo run written into the store, before the editor opens. */
+/**
+ * The weather tasks imported as a dataset, and the recorded demo run written into the store, before the editor opens.
+ */
 async function prepare(workspace: string, storeFile: string): Promise<string> {
   fs.mkdirSync(path.dirname(storeFile), { recursive: true });
   // The weather agent reads its city; the question is what the list and Compare show of each task.

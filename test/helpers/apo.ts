@@ -1,4 +1,7 @@
-/** The APO tests' world: a sums dataset, a prompt-dependent scripted model, critique and edit scripts, and how to run `lightning train`. */
+/**
+ * The APO tests' world: a sums dataset, a prompt-dependent scripted model, critique and edit scripts, and how to run
+ * `lightning train`.
+ */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';

@@ -1,6 +1,6 @@
 /**
- * What `lightning export --format chat` must hold for the scripted upstream's weather conversation (a tool call,
- * its result, the answer), and the checks of an agent on legacy `functions` (chatExport.test.ts, chatExportPython.test.ts).
+ * What `lightning export --format chat` must hold for the scripted upstream's weather conversation (a tool call, its
+ * result, the answer), and the checks of an agent on legacy `functions` (chatExport.test.ts, chatExportPython.test.ts).
  */
 import assert from 'node:assert/strict';
 import { exportRows, llmOf } from './outcomeChecks';

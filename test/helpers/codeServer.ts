@@ -20,7 +20,10 @@ export const EXTENSION_ID = 'lightning-dev.lightning';
 
 export type EditorName = 'oldest' | 'current';
 
-/** playwright-core from the provisioned driver folder (not a dependency of the project: npm ci installs no browser driver). */
+/**
+ * playwright-core from the provisioned driver folder (not a dependency of the project: npm ci installs no browser
+ * driver).
+ */
 function playwright(): typeof import('playwright-core') {
   const dir = process.env.LIGHTNING_E2E_DRIVER ?? ensureBrowserDriver();
   return createRequire(path.join(dir, 'package.json'))(dir) as typeof import('playwright-core');
@@ -217,9 +220,9 @@ export async function pickQuickItem(page: Page, text: string): Promise<void> {
 }
 
 /**
- * Opens `file` (a path in the workspace) with Go to File and resolves once its tab is the active one. The name goes into
- * the Go to File box only once that box is open (typed sooner, keys land in the editor behind it), its exact row is
- * clicked (an Enter can arrive after the box closed under a focus change), and the whole step is tried again if the
+ * Opens `file` (a path in the workspace) with Go to File and resolves once its tab is the active one. The name goes
+ * into the Go to File box only once that box is open (typed sooner, keys land in the editor behind it), its exact row
+ * is clicked (an Enter can arrive after the box closed under a focus change), and the whole step is tried again if the
  * tab did not open.
  */
 export async function openFile(page: Page, file: string): Promise<void> {
@@ -304,10 +307,10 @@ export async function pickQuickLabel(page: Page, label: string): Promise<void> {
 }
 
 /**
- * Answers the input box titled `title` with `value` (none: the value it shows) and accepts it. The value is filled into the box itself
- * (keys typed before the box has focus would go elsewhere); Enter is pressed again while the box stays open
- * without a validation message (a keypress lost while the workbench is busy), and a validation message fails
- * the test with its text.
+ * Answers the input box titled `title` with `value` (none: the value it shows) and accepts it. The value is filled into
+ * the box itself (keys typed before the box has focus would go elsewhere); Enter is pressed again while the box stays
+ * open without a validation message (a keypress lost while the workbench is busy), and a validation message fails the
+ * test with its text.
  */
 export async function answerInputBox(page: Page, title: string, value?: string): Promise<void> {
   const box = page.locator('.quick-input-widget', { has: page.locator('.quick-input-title', { hasText: title }) });
@@ -368,7 +371,9 @@ export function statusBarItem(page: Page): Locator {
   return page.locator('.statusbar-item', { hasText: 'Lightning' }).first();
 }
 
-/** The frame (a webview's inner document: an editor tab's, the panel's) in which `selector` matches, once there is one. */
+/**
+ * The frame (a webview's inner document: an editor tab's, the panel's) in which `selector` matches, once there is one.
+ */
 export async function frameWith(page: Page, selector: string, timeout = 60_000): Promise<Frame> {
   return waitFor(
     async () => {

@@ -1,4 +1,7 @@
-/** The torchrun training tests' helpers (trainingDistributed, trainingFsdp): a daemon with `tools`, a small GRPO config, ranks. */
+/**
+ * The torchrun training tests' helpers (trainingDistributed, trainingFsdp): a daemon with `tools`, a small GRPO config,
+ * ranks.
+ */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -48,7 +51,10 @@ function descendsFrom(pid: number, ancestor: number): boolean {
   return false;
 }
 
-/** A daemon on a fresh store in a temp folder with the `tools` dataset (8 train + 4 val tasks); stopped when the test ends. */
+/**
+ * A daemon on a fresh store in a temp folder with the `tools` dataset (8 train + 4 val tasks); stopped when the test
+ * ends.
+ */
 export async function daemonWithTools(
   t: TestContext,
 ): Promise<{ cwd: string; storeFile: string; client: RpcClient; daemonPid: number }> {
@@ -65,7 +71,10 @@ export async function daemonWithTools(
   return { cwd, storeFile, client, daemonPid: daemon.ready.pid };
 }
 
-/** GRPO on a small tiny policy over `tools` (4 samples of 4 tasks an iteration), the parity worker as the agent, on the CPU. */
+/**
+ * GRPO on a small tiny policy over `tools` (4 samples of 4 tasks an iteration), the parity worker as the agent, on the
+ * CPU.
+ */
 export function distributedConfig(
   cwd: string,
   run: {

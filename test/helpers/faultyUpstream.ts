@@ -40,7 +40,9 @@ function errorBody(path: string, status: number): string {
 
 const GEMINI_PATH = /\/models\/([^:/?]+):(?:generateContent|streamGenerateContent)/;
 
-/** A stream in the API's own shape (Anthropic's, Gemini's or chat completions'): its opening, content and end events. */
+/**
+ * A stream in the API's own shape (Anthropic's, Gemini's or chat completions'): its opening, content and end events.
+ */
 interface StreamShape {
   readonly start: string;
   content(text: string): string;

@@ -1,7 +1,7 @@
 /**
- * A store with many finished rollouts, as months of use would leave it, written straight into SQLite in one transaction (the
- * daemon's write path would take minutes for 100,000): for the list benchmarks and the panel's
- * scrolling measurement. Ids sort by creation, statuses and modes cycle, labels and tasks repeat.
+ * A store with many finished rollouts, as months of use would leave it, written straight into SQLite in one transaction
+ * (the daemon's write path would take minutes for 100,000): for the list benchmarks and the panel's scrolling
+ * measurement. Ids sort by creation, statuses and modes cycle, labels and tasks repeat.
  */
 import { Store } from '../../trainer-daemon/store/store';
 

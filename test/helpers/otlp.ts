@@ -72,8 +72,8 @@ export function encode(spans: ReadableSpan[], encoding: Encoding): Buffer {
 }
 
 /**
- * OTLP/JSON of BIG_EXPORT_SPANS spans with a 5,000-character prompt each (~121 MB), gzipped as it is written: this process
- * never holds it inflated (a stall of its own would fail the /health probe).
+ * OTLP/JSON of BIG_EXPORT_SPANS spans with a 5,000-character prompt each (~121 MB), gzipped as it is written: this
+ * process never holds it inflated (a stall of its own would fail the /health probe).
  */
 export async function bigGzipExport(): Promise<{ gzip: Buffer; inflated: number }> {
   const prompt = 'p'.repeat(5_000);

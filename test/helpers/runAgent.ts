@@ -16,7 +16,10 @@ export interface AgentRun {
   readonly detail: RolloutDetail;
 }
 
-/** Runs `lightning run --label capture-test … -- CMD` in a fresh folder against `upstreamUrl`, and reads back the rollout. */
+/**
+ * Runs `lightning run --label capture-test … -- CMD` in a fresh folder against `upstreamUrl`, and reads back the
+ * rollout.
+ */
 export async function runAgent(
   t: Parameters<typeof tempDir>[0],
   upstreamUrl: string,

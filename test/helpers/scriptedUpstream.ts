@@ -1,18 +1,16 @@
 /**
- * A scripted OpenAI-compatible upstream for tests (the *other side* of the proxy): chat
- * completions, legacy completions, the Responses API, embeddings and models, as JSON or SSE. When
- * tools are offered and no tool result came back yet it asks for a tool call, else it answers.
- * Legacy `functions` are answered with a legacy `function_call`; `n` gives that many choices (JSON);
- * a `reasoning` model's Responses output starts with a reasoning item.
- * Behaviour on demand through the model name: `fail-500`, `fail-malformed`, `hang`, `gated` (the
- * stream waits for `release()` between chunks), `parallel` (two tool calls at once), `drop` (the
- * stream breaks after its first chunk), `utf8` (an answer whose multi-byte characters are split
- * across network chunks). A test may also script chat completions itself (`options.chat`): a
- * function of the request body that returns the answer's text, a raw HTTP reply, or undefined for
- * the behaviour above.
- * across network chunks), `constant-id` (every answer has the same id, as some local servers do), `scripted…` (chat completions answer the texts given to `script()`, in
- * order, e.g. an LLM judge's replies; the last one repeats), `…logprobs…` (a chat answer asked for `logprobs` carries
- * them, one entry a word: ANSWER_LOGPROBS, with `top_logprobs` alternatives when asked).
+ * A scripted OpenAI-compatible upstream for tests (the *other side* of the proxy): chat completions, legacy
+ * completions, the Responses API, embeddings and models, as JSON or SSE. When tools are offered and no tool result came
+ * back yet it asks for a tool call, else it answers. Legacy `functions` are answered with a legacy `function_call`; `n`
+ * gives that many choices (JSON); a `reasoning` model's Responses output starts with a reasoning item. Behaviour on
+ * demand through the model name: `fail-500`, `fail-malformed`, `hang`, `gated` (the stream waits for `release()`
+ * between chunks), `parallel` (two tool calls at once), `drop` (the stream breaks after its first chunk), `utf8` (an
+ * answer whose multi-byte characters are split across network chunks). A test may also script chat completions itself
+ * (`options.chat`): a function of the request body that returns the answer's text, a raw HTTP reply, or undefined for
+ * the behaviour above. across network chunks), `constant-id` (every answer has the same id, as some local servers do),
+ * `scripted…` (chat completions answer the texts given to `script()`, in order, e.g. an LLM judge's replies; the last
+ * one repeats), `…logprobs…` (a chat answer asked for `logprobs` carries them, one entry a word: ANSWER_LOGPROBS, with
+ * `top_logprobs` alternatives when asked).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';

@@ -1,4 +1,7 @@
-/** Whole, parsed configurations for tests that record or show a training run (TrainingRun is a union on `algorithm`, each with its typed config). */
+/**
+ * Whole, parsed configurations for tests that record or show a training run (TrainingRun is a union on `algorithm`,
+ * each with its typed config).
+ */
 import { ApoConfig, GrpoConfig, type GrpoConfigInput } from '../../trainer-daemon/protocol';
 
 /** A GRPO configuration on the tiny model, with `extra` over the defaults. */

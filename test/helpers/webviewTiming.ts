@@ -29,10 +29,10 @@ interface PerformanceGlobals {
 }
 
 /**
- * Where a new tab's time went after the click, on one clock (epoch ms: the pages' `performance.timeOrigin`
- * and the extension's `Date.now()`, one machine): the extension's marks (#app's data-opened-at, -panel-at,
- * -html-at), VS Code's two frames (the webview host and its content frame, by their navigation starts),
- * our page's HTML, any scripts and styles it loads (resource timing), its script's start, the first spans, the first paint.
+ * Where a new tab's time went after the click, on one clock (epoch ms: the pages' `performance.timeOrigin` and the
+ * extension's `Date.now()`, one machine): the extension's marks (#app's data-opened-at, -panel-at, -html-at), VS Code's
+ * two frames (the webview host and its content frame, by their navigation starts), our page's HTML, any scripts and
+ * styles it loads (resource timing), its script's start, the first spans, the first paint.
  */
 export async function startUp(tab: Frame, clickedAt: number, paintedAt: number): Promise<string> {
   const host = tab.parentFrame();

@@ -1,10 +1,10 @@
 // needs: venv
 /**
  * `lightning checkpoints export` with real parts: a LoRA checkpoint of a tiny Qwen2 (its weights saved with
- * `save_pretrained`, as a downloaded model's are) made by the trainer worker's session on the test venv, exported without a
- * daemon (the CLI on the store) as a PEFT adapter and through the daemon's RPC as a merged model; both loaded by the
- * stock libraries alone in an isolated Python, answering the same logits. trainer-daemon/python/tests/test_export.py
- * checks each format's logprobs against the served checkpoint's.
+ * `save_pretrained`, as a downloaded model's are) made by the trainer worker's session on the test venv, exported
+ * without a daemon (the CLI on the store) as a PEFT adapter and through the daemon's RPC as a merged model; both loaded
+ * by the stock libraries alone in an isolated Python, answering the same logits.
+ * trainer-daemon/python/tests/test_export.py checks each format's logprobs against the served checkpoint's.
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';

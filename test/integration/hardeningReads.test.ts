@@ -16,7 +16,10 @@ import { tempDir, waitFor } from '../helpers/tmp';
 
 const MiB = 1024 * 1024;
 
-/** A chat-completions server whose one answer is valid JSON of `bytes` bytes, sent in 64 KiB writes; counts what it could send. */
+/**
+ * A chat-completions server whose one answer is valid JSON of `bytes` bytes, sent in 64 KiB writes; counts what it
+ * could send.
+ */
 function hugeAnswerServer(bytes: number): Promise<{ url: string; sent: () => number; close(): Promise<void> }> {
   let sent = 0;
   const server = http.createServer((request, response) => {

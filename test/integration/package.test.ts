@@ -141,7 +141,8 @@ describe('npm run package', () => {
         [],
       );
       // The page a user installs from: the user's README, its images inside the VSIX, links not rewritten.
-      const readme = execFileSync('unzip', ['-p', vsix, 'extension/readme.md'], { encoding: 'utf8' }); // vsce's name for it
+      // extension/readme.md: vsce's name for it.
+      const readme = execFileSync('unzip', ['-p', vsix, 'extension/readme.md'], { encoding: 'utf8' });
       assert.equal(readme, fs.readFileSync(path.join(root, 'media', 'marketplace.md'), 'utf8'));
       const images = [...readme.matchAll(/!\[[^\]]*\]\(([^)]+)\)/g)].map((match) => match[1]!);
       assert.ok(images.length >= 3, 'the README shows the loop in pictures');

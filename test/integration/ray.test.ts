@@ -154,7 +154,8 @@ test('dataset run --ray (process mode): each attempt a Ray task; calls and rewar
     "the runner's own environment stays on this machine",
   );
   assert.match(fs.readFileSync(path.join(logs, `${flaky.id}.2.log`), 'utf8'), /answer /);
-  // Each attempt (the retried failure and timeout: 2 each) records the node it ran on, the one its log names; `lightning show` names it.
+  // Each attempt (the retried failure and timeout: 2 each) records the node it ran on, the one its log names;
+  // `lightning show` names it.
   const attempts = [...attemptsOf(cwd).values()].flat();
   assert.equal(attempts.length, 6);
   const [, ip = '', host, nodeId] = /^\[lightning\] running on Ray node (\S+) \((.+)\), node id ([0-9a-f]+)\n/.exec(
@@ -231,7 +232,10 @@ test('dataset run --ray --workers 2: long-lived workers as Ray tasks pull every 
   );
 });
 
-/** A long-lived worker whose agent speaks the Anthropic Messages API (its calls go under the rollout URL, as the SDK's ANTHROPIC_BASE_URL). */
+/**
+ * A long-lived worker whose agent speaks the Anthropic Messages API (its calls go under the rollout URL, as the SDK's
+ * ANTHROPIC_BASE_URL).
+ */
 const MESSAGES_WORKER = `
 import json, os, urllib.request
 def post(url, body=None, headers=None):

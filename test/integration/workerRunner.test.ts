@@ -251,7 +251,8 @@ test('dataset run --workers: Ctrl-C stops the workers and cancels the unfinished
   );
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  // Two workers × two loops take all three rollouts, so the count of starts may pass 2 between polls: wait on the workers.
+  // Two workers × two loops take all three rollouts, so the count of starts may pass 2 between polls: wait on the
+  // workers.
   await waitFor(
     () =>
       new Set(

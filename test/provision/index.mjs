@@ -306,7 +306,10 @@ export function ensurePortkeyGateway() {
   return path.join(dir, 'node_modules', '@portkey-ai', 'gateway', 'build', 'start-server.js');
 }
 
-/** playwright-core, the e2e suite's browser driver (it drives Debian's chromium, with a real font; it downloads no browser). */
+/**
+ * playwright-core, the e2e suite's browser driver (it drives Debian's chromium, with a real font; it downloads no
+ * browser).
+ */
 export function ensureBrowserDriver() {
   ensureApt([
     { name: 'chromium', why: 'the browser the e2e suite drives VS Code in' },

@@ -1,4 +1,7 @@
-/** The charts' scales: round ticks and their labels, a band clamped to its metric's range, TensorBoard's smoothing, a shared x axis. */
+/**
+ * The charts' scales: round ticks and their labels, a band clamped to its metric's range, TensorBoard's smoothing, a
+ * shared x axis.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {

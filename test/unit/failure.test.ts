@@ -1,4 +1,7 @@
-/** A failed rollout's reason (protocol/failure.ts): the exception found in an agent's output, the last lines, secrets redacted. */
+/**
+ * A failed rollout's reason (protocol/failure.ts): the exception found in an agent's output, the last lines, secrets
+ * redacted.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {

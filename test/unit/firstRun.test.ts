@@ -1,4 +1,7 @@
-/** The first run's light parts: apt's status as one progress line, setup advice in the editor's words, tabs titled by labels. */
+/**
+ * The first run's light parts: apt's status as one progress line, setup advice in the editor's words, tabs titled by
+ * labels.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { APT_COMMAND, aptStatusText, progressLine } from '../../trainer-daemon/training/doctor';

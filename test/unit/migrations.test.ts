@@ -7,7 +7,10 @@ import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
 
-/** A raw connection on this runtime's driver (LIGHTNING_SQLITE_DRIVER, else node:sqlite where it loads): no pragmas, no migrations. */
+/**
+ * A raw connection on this runtime's driver (LIGHTNING_SQLITE_DRIVER, else node:sqlite where it loads): no pragmas, no
+ * migrations.
+ */
 function rawDatabase(file: string): Database {
   return openConnection(file, { readonly: false }).db;
 }

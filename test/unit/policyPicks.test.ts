@@ -1,4 +1,6 @@
-/** Start Training's several policies: the dataset's seen names as picks → policies → the GrpoConfig the daemon accepts. */
+/**
+ * Start Training's several policies: the dataset's seen names as picks → policies → the GrpoConfig the daemon accepts.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { policyFor, PolicyName, type TrainingRun } from '../../trainer-daemon/protocol';

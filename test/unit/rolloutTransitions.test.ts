@@ -8,7 +8,10 @@ import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
 
-/** transitions/forRollout through the handler table on a real store: what an export of the batch would say about one rollout. */
+/**
+ * transitions/forRollout through the handler table on a real store: what an export of the batch would say about one
+ * rollout.
+ */
 test('transitions/forRollout: calls included with credited reward and the batch group advantage; exclusions say why', async (t) => {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   t.after(() => store.close());
@@ -67,7 +70,8 @@ test('transitions/forRollout: calls included with credited reward and the batch 
     },
     { scope: 'batch', scopeId: 'batch-a', rewarded: 4, mean: 0.5, std: Math.sqrt(1 / 3) },
   );
-  // GRPO: (1 − 0.5) / (√(1/3) + 1e-4) ≈ 0.8659 (the sample std, as TRL), broadcast to both calls; identical credit gives R to each.
+  // GRPO: (1 − 0.5) / (√(1/3) + 1e-4) ≈ 0.8659 (the sample std, as TRL), broadcast to both calls; identical credit
+  // gives R to each.
   assert.deepEqual(
     view.calls.map((c) => [
       c.included,

@@ -1,4 +1,7 @@
-/** Scale-out's pure parts: where a run runs (CLI and panel), torchrun's command line and failure summary, the named Host. */
+/**
+ * Scale-out's pure parts: where a run runs (CLI and panel), torchrun's command line and failure summary, the named
+ * Host.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GrpoConfig, placementDetail, runPlacement, type RunPlacement } from '../../trainer-daemon/protocol';

@@ -10,7 +10,9 @@ import { describe, it } from 'node:test';
 import { SharedRayDriver } from '../../trainer-daemon/runner/rayDriver';
 import { tempDir, waitFor } from '../helpers/tmp';
 
-/** Answers `ready`, runs each `start` as an agent that exits 0 at once (naming the runner's pid), exits on `shutdown`. */
+/**
+ * Answers `ready`, runs each `start` as an agent that exits 0 at once (naming the runner's pid), exits on `shutdown`.
+ */
 const FAKE_RUNNER = `
 const readline = require('node:readline');
 process.stderr.write('fake runner ' + process.pid + ' connected\\n');

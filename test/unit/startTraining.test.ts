@@ -1,4 +1,7 @@
-/** Start Training's pure parts: the quick picks' answers → GrpoConfig (and SftConfig), following a run to its end, the progress and end lines, and Set Up Trainer's reading of `lightning doctor`. */
+/**
+ * Start Training's pure parts: the quick picks' answers → GrpoConfig (and SftConfig), following a run to its end, the
+ * progress and end lines, and Set Up Trainer's reading of `lightning doctor`.
+ */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { GrpoConfig, SftConfig, type TrainingRunSummary } from '../../trainer-daemon/protocol';
@@ -261,7 +264,9 @@ const MISSING = {
   report: null,
   problems: [{ problem: 'no Python with PyTorch', fix: 'run `lightning doctor --setup`' }],
 };
-/** What `lightning doctor --json` prints: log lines may come first on stdout's earlier lines; the report is the last. */
+/**
+ * What `lightning doctor --json` prints: log lines may come first on stdout's earlier lines; the report is the last.
+ */
 const printed = (diagnosis: object): string => `${JSON.stringify(diagnosis)}\n`;
 
 describe('Fine-tune on Good Rollouts: the answers become an SftConfig', () => {

@@ -238,7 +238,8 @@ test('GRPO flags: loss types, clip-higher and reward scaling reach the config, n
     ['node', 'agent.js'],
     '/tmp',
   );
-  // TRL 1.13's GRPOConfig defaults: loss_type dapo, scale_rewards group, use_bias_correction_kl True; zero-advantage rows kept.
+  // TRL 1.13's GRPOConfig defaults: loss_type dapo, scale_rewards group, use_bias_correction_kl True; zero-advantage
+  // rows kept.
   assert.deepEqual(
     [defaults.lossType, defaults.clipHigh, defaults.scaleRewards, defaults.klBiasCorrection, defaults.zeroAdvantage],
     ['dapo', null, 'group', true, 'keep'],

@@ -228,7 +228,8 @@ describe('a GRPO run in the panel: small multiples', () => {
       width: 142,
       height: 120,
     });
-    // Labels "0.0".."1.0": 4 + 6 × 3 = 22 px on the left, 8 on the right: 112 px for steps 1..2; 120 − 6 − 14 = 100 px for 0..1.
+    // Labels "0.0".."1.0": 4 + 6 × 3 = 22 px on the left, 8 on the right: 112 px for steps 1..2; 120 − 6 − 14 = 100 px
+    // for 0..1.
     assert.match(svg, /class="series"[^>]*points="22,56 134,31"/);
     assert.match(svg, /<polygon class="band"[^>]*points="22,31 134,18.5 134,43.5 22,81"/);
     assert.match(svg, /role="img" aria-label="Reward \(sampled, ± std\): 0.5 → 0.75 \(iterations 1–2\)"/);

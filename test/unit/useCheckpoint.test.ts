@@ -62,7 +62,8 @@ describe('Use Checkpoint: routing', () => {
       tokenIds: false,
       resources: {},
     });
-    // Its Anthropic and Gemini base URLs, from the configuration over the editor's environment, are those calls' upstreams.
+    // Its Anthropic and Gemini base URLs, from the configuration over the editor's environment, are those calls'
+    // upstreams.
     assert.deepEqual(
       debugRoute(
         launch({ ANTHROPIC_BASE_URL: 'http://127.0.0.1:8000/' }),

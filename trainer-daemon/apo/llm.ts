@@ -28,7 +28,10 @@ export interface OptimizerLlmOptions {
   readonly seed: number;
   readonly budgetCalls: number;
   readonly attempts: number;
-  /** The most bytes of one answer read (default LIGHTNING_MAX_UPSTREAM_BODY_BYTES, the proxy's own cap): past it the attempt fails. */
+  /**
+   * The most bytes of one answer read (default LIGHTNING_MAX_UPSTREAM_BODY_BYTES, the proxy's own cap): past it the
+   * attempt fails.
+   */
   readonly maxAnswerBytes?: number;
 }
 

@@ -246,7 +246,9 @@ export async function runApo(runId: string, config: ApoConfig, plan: ApoPlan, co
     context.signal.removeEventListener('abort', cancel);
   }
 
-  /** One branch: critique, then edit, then the new prompt stored as a (not current) resource version; null when skipped. */
+  /**
+   * One branch: critique, then edit, then the new prompt stored as a (not current) resource version; null when skipped.
+   */
   async function makeChild(
     parent: Candidate,
     style: CritiqueStyle,

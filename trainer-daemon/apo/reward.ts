@@ -10,7 +10,10 @@ import type { ApoConfig } from '../protocol';
 import { scoringFor } from '../runner/scoring';
 import type { RolloutScoring } from '../runner/pool';
 
-/** The scoring of APO's batches; undefined with `match: none` and no rewards file (only rewards given by people or the agent count). */
+/**
+ * The scoring of APO's batches; undefined with `match: none` and no rewards file (only rewards given by people or the
+ * agent count).
+ */
 export function apoScoring(config: ApoConfig, storeFile: string, env: NodeJS.ProcessEnv): RolloutScoring | undefined {
   const fromFile = scoringFor(config.rewardsFile, storeFile, env);
   if (fromFile || config.match === 'none') return fromFile;

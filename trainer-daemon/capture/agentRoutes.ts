@@ -45,7 +45,9 @@ import type { AgentKeyRecord } from '../store/agentKeys';
 
 /** What the worker-batch routes need of the daemon's queue (runner/workerBatches.ts), so capture imports no runner. */
 export interface WorkerQueue {
-  /** The next rollout for `worker` of the batch with `key`, long-polled while `isOpen`; null when the batch has no more. */
+  /**
+   * The next rollout for `worker` of the batch with `key`, long-polled while `isOpen`; null when the batch has no more.
+   */
   next(key: string, worker: string, isOpen: () => boolean): Promise<WorkerAssignment | null>;
   /** Whether `key` is an open batch's runner key. */
   knows(key: string): boolean;
@@ -64,7 +66,10 @@ const PROXIED: Record<string, Api | null> = {
   'GET /models': null,
 };
 
-/** `POST /reward`: the fields of `rewards/add` an agent gives (with their defaults); the rollout is the URL's, the source `agent`. */
+/**
+ * `POST /reward`: the fields of `rewards/add` an agent gives (with their defaults); the rollout is the URL's, the
+ * source `agent`.
+ */
 const RewardBody = AddRewardParams.pick({ value: true, name: true, spanId: true, comment: true });
 
 export interface AgentRoutesOptions {

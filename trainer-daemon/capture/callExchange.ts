@@ -32,7 +32,9 @@ function reassemblerFor(api: Api): Reassembler {
   return new StreamReassembler(api);
 }
 
-/** An error the daemon answers itself, in the API's shape (`shape`) or OpenAI's; a started response is broken instead. */
+/**
+ * An error the daemon answers itself, in the API's shape (`shape`) or OpenAI's; a started response is broken instead.
+ */
 export function sendError(
   response: ServerResponse,
   status: number,
@@ -72,7 +74,9 @@ export class CallExchange {
     readonly base: string,
     /** The agent's response. */
     readonly response: ServerResponse,
-    /** Records the call; resolves true once committed (or when there is nothing to record), false when it could not be. */
+    /**
+     * Records the call; resolves true once committed (or when there is nothing to record), false when it could not be.
+     */
     private readonly commit: (end: CallEnd) => Promise<boolean>,
     /** Called once the record is settled: the call is over for the proxy. */
     private readonly settled: () => void,

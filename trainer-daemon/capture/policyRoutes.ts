@@ -27,7 +27,10 @@ export const AGENT_NAME_ATTRIBUTE = 'gen_ai.agent.name';
 
 /** The baggage keys an agent's name is read from, in this order (OpenTelemetry GenAI's first). */
 const AGENT_BAGGAGE_KEYS = ['gen_ai.agent.name', 'agent.name'];
-/** Routed calls whose span is not recorded yet: at most this many are remembered (a call that never records is forgotten). */
+/**
+ * Routed calls whose span is not recorded yet: at most this many are remembered (a call that never records is
+ * forgotten).
+ */
 const MAX_PENDING = 10_000;
 
 interface Compiled {

@@ -26,7 +26,8 @@ function recordingParser(api: Api | null, reassembler: Reassembler | undefined):
       reassembler.error ??= 'the upstream sent an event that is not JSON';
       return;
     }
-    // The record of a huge stream stops growing at the record limit (its content, not the SSE framing); the agent still gets all of it.
+    // The record of a huge stream stops growing at the record limit (its content, not the SSE framing); the agent still
+    // gets all of it.
     reassembled += streamContentChars(api, parsed);
     if (reassembled > RECORD_LIMITS.maxRecordChars) {
       reassembler.truncated = true;

@@ -13,7 +13,9 @@ import { endToEndHeaders } from './upstreamRequest';
 
 type Decoder = zlib.Gunzip | zlib.Inflate | zlib.BrotliDecompress;
 
-/** A decoder for a Content-Encoding an upstream sent although asked for identity; undefined for one there is none for. */
+/**
+ * A decoder for a Content-Encoding an upstream sent although asked for identity; undefined for one there is none for.
+ */
 function decoderFor(encoding: string): Decoder | undefined {
   if (encoding === 'gzip' || encoding === 'x-gzip') return zlib.createGunzip();
   if (encoding === 'deflate') return zlib.createInflate();

@@ -50,7 +50,10 @@ export function addCheckpointOptions(command: Command): Command {
     );
 }
 
-/** Checks the flags, then (with `--checkpoint`) has the daemon serve the checkpoint — loading it takes a moment the first time. */
+/**
+ * Checks the flags, then (with `--checkpoint`) has the daemon serve the checkpoint — loading it takes a moment the
+ * first time.
+ */
 export async function resolveRouting(
   client: RpcClient,
   options: RoutingOptions,

@@ -23,7 +23,10 @@ import { randomToolDemonstrations, toolsTasks } from './tasks';
 
 const DATASET = 'demo-tools';
 
-/** The sample agent: bundled with its SDK beside the bundle (dist/demo-agent.mjs, what a .vsix carries), else the checkout's source. */
+/**
+ * The sample agent: bundled with its SDK beside the bundle (dist/demo-agent.mjs, what a .vsix carries), else the
+ * checkout's source.
+ */
 const root = path.resolve(__dirname, '..', path.basename(__dirname) === 'dist' ? '' : '..');
 const bundledAgent = path.join(__dirname, 'demo-agent.mjs');
 const agent = fs.existsSync(bundledAgent)
@@ -94,7 +97,8 @@ export function demoConfig(
 
 export async function runDemo(): Promise<void> {
   const started = performance.now();
-  // 30 iterations took sampled reward 0.28 → 0.63 (first → last 5) on seed 0; 40 leave room within 5 minutes on 2 cores.
+  // 30 iterations took sampled reward 0.28 → 0.63 (first → last 5) on seed 0; 40 leave room within 5 minutes on 2
+  // cores.
   const iterations = envInt('LIGHTNING_DEMO_ITERATIONS', 40);
   const seed = envInt('LIGHTNING_DEMO_SEED', 0, 0);
   // At most this many warm-start steps (it stops earlier once the demonstrations are copied well enough).

@@ -42,12 +42,12 @@ export interface GroupStats {
 }
 
 /**
- * One advantage per rollout from the episode rewards, rollouts grouped by task (GRPO): (R − mean) /
- * (std + ε), or R − mean without std normalization; std is the sample std (Bessel's correction, as
- * torch.std and TRL's GRPOTrainer) unless `std: 'population'`, ε is added to it (TRL: 1e-4). The
- * credit options shape the per-call `reward`; with GRPO or baseline the advantage stays one per rollout (use `none` to train on the credited rewards themselves). A group of one, or one whose rewards are all
- * equal, has nothing to compare: its advantages are 0, and it is counted in the stats. `baseline`
- * uses the mean over all rollouts; `none` returns null (the credited rewards are the advantages).
+ * One advantage per rollout from the episode rewards, rollouts grouped by task (GRPO): (R − mean) / (std + ε), or R −
+ * mean without std normalization; std is the sample std (Bessel's correction, as torch.std and TRL's GRPOTrainer)
+ * unless `std: 'population'`, ε is added to it (TRL: 1e-4). The credit options shape the per-call `reward`; with GRPO
+ * or baseline the advantage stays one per rollout (use `none` to train on the credited rewards themselves). A group of
+ * one, or one whose rewards are all equal, has nothing to compare: its advantages are 0, and it is counted in the
+ * stats. `baseline` uses the mean over all rollouts; `none` returns null (the credited rewards are the advantages).
  */
 export function rolloutAdvantages(
   rollouts: ReadonlyArray<{ id: string; group: string | null; reward: number }>,

@@ -75,7 +75,8 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
   const usage = category === 'llm' ? tokenUsage(attributes) : { promptTokens: null, completionTokens: null };
   const statusCode = STATUS_CODES[otlp.status.code] ?? 'unset';
   const statusMessage = otlp.status.message === '' ? null : otlp.status.message;
-  // An LLM span the exporter marked as an error is an upstream error: not a whole answer to train on (an ok one reads as ok unmarked).
+  // An LLM span the exporter marked as an error is an upstream error: not a whole answer to train on (an ok one reads
+  // as ok unmarked).
   const derived =
     category === 'llm' && statusCode === 'error' && !(OUTCOME_ATTRIBUTE in attributes)
       ? spanOutcome({ statusCode, statusMessage, attributes })
@@ -223,7 +224,10 @@ export function categorize(name: string, attributes: Attributes): SpanCategory {
 
 // ---- Token usage ----
 
-/** Where each convention reports usage, first match wins: GenAI current, GenAI older, OpenInference, Vercel AI SDK (v4, v5). */
+/**
+ * Where each convention reports usage, first match wins: GenAI current, GenAI older, OpenInference, Vercel AI SDK (v4,
+ * v5).
+ */
 const PROMPT_TOKEN_KEYS = [
   'gen_ai.usage.input_tokens',
   'gen_ai.usage.prompt_tokens',

@@ -60,7 +60,10 @@ const toHex = (bytes: Uint8Array): string =>
 const toBase64 = (bytes: Uint8Array): string =>
   Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
 
-/** Trace/span ids: bytes in protobuf, hex strings in OTLP/JSON (unlike proto3 JSON's base64). Validity is checked per span later. */
+/**
+ * Trace/span ids: bytes in protobuf, hex strings in OTLP/JSON (unlike proto3 JSON's base64). Validity is checked per
+ * span later.
+ */
 const Id = z
   .union([z.instanceof(Uint8Array).transform(toHex), z.string().transform((hex) => hex.toLowerCase())])
   .nullish()

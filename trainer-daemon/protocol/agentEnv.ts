@@ -13,7 +13,10 @@ export type ProviderName = z.infer<typeof ProviderName>;
 const UpstreamUrl = z
   .string()
   .regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:8000');
-/** A rollout's own upstream per provider API (the user's ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL); absent: the provider's. */
+/**
+ * A rollout's own upstream per provider API (the user's ANTHROPIC_BASE_URL, GOOGLE_GEMINI_BASE_URL); absent: the
+ * provider's.
+ */
 export const ProviderUpstreams = z.strictObject({ anthropic: UpstreamUrl.optional(), gemini: UpstreamUrl.optional() });
 export type ProviderUpstreams = z.infer<typeof ProviderUpstreams>;
 

@@ -72,7 +72,10 @@ export type AgentResources = z.infer<typeof AgentResources>;
 
 const count = (max: number) => z.number().int().min(1).max(max);
 
-/** APO's configuration: what `lightning train --algorithm apo` and the editor's quick picks set; the daemon runs it (`training/start`). */
+/**
+ * APO's configuration: what `lightning train --algorithm apo` and the editor's quick picks set; the daemon runs it
+ * (`training/start`).
+ */
 export const ApoConfig = z.strictObject({
   algorithm: z.literal('apo'),
   /** The agent the candidates are scored with: run once per rollout (or as `workers`), in `cwd`. */
@@ -137,9 +140,15 @@ export const ApoConfig = z.strictObject({
    * `LIGHTNING_PROMPT_FILE`. The file itself is never written.
    */
   promptFile: z.string().min(1).nullable().default(null),
-  /** Without a rewards file, the automatic reward: the final answer against the task's expected answer, normalized equality, containment, or none. */
+  /**
+   * Without a rewards file, the automatic reward: the final answer against the task's expected answer, normalized
+   * equality, containment, or none.
+   */
   match: z.enum(['normalized', 'contains', 'none']).default('normalized'),
-  /** The rewards config each rollout is scored with (absolute path); null: `.lightning/rewards.json` beside the store when it exists, else `match`. */
+  /**
+   * The rewards config each rollout is scored with (absolute path); null: `.lightning/rewards.json` beside the store
+   * when it exists, else `match`.
+   */
   rewardsFile: z.string().min(1).nullable().default(null),
 });
 export type ApoConfig = z.infer<typeof ApoConfig>;

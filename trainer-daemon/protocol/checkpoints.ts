@@ -6,7 +6,9 @@
  */
 import { z } from 'zod';
 
-/** `peft`: an adapter folder for `PeftModel.from_pretrained(base, DIR)`; `hf` / `merged`: a `save_pretrained` folder. */
+/**
+ * `peft`: an adapter folder for `PeftModel.from_pretrained(base, DIR)`; `hf` / `merged`: a `save_pretrained` folder.
+ */
 export const CheckpointFormat = z.enum(['peft', 'hf', 'merged']);
 export type CheckpointFormat = z.infer<typeof CheckpointFormat>;
 

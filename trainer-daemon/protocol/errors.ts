@@ -105,7 +105,10 @@ function ofKind(kind: ErrorKind): new (message: string, options?: ErrorOptions) 
   };
 }
 
-/** The request carries no credential this endpoint accepts (HTTP 401): the shared OTLP endpoint without a rollout key or the token. */
+/**
+ * The request carries no credential this endpoint accepts (HTTP 401): the shared OTLP endpoint without a rollout key or
+ * the token.
+ */
 export class UnauthorizedError extends ofKind('unauthorized') {}
 /** The daemon cannot take more work right now; retry shortly (HTTP 503). */
 export class OverloadedError extends ofKind('overloaded') {}

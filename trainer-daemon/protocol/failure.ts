@@ -49,7 +49,8 @@ export function lastLines(output: string, count = FAILURE_TAIL_LINES): string[] 
 
 /**
  * An exception's own line: `ValueError: bad input`, `my.pkg.BoomError`, `KeyboardInterrupt` (Python),
- * `TypeError: x is not a function`, `Error [ERR_X]: …`, `Uncaught Error: …` (Node; js-debug's form below). Never indented.
+ * `TypeError: x is not a function`, `Error [ERR_X]: …`, `Uncaught Error: …` (Node; js-debug's form below). Never
+ * indented.
  */
 const EXCEPTION_LINE =
   /^(?:Uncaught )?(?:[A-Za-z_$][\w$.]*)?(?:Error|Exception|Interrupt|Exit|Failure)(?: \[[A-Z0-9_]+\])?(?::\s.*)?$/;

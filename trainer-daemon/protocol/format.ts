@@ -1,6 +1,6 @@
 /**
- * How every client writes a duration (the CLI's tables and progress lines, the panel, the editor's
- * notifications), sums up a checkpoint's metrics and says what checkpoints take on disk. One formatter, so the same rollout reads the same
+ * How every client writes a duration (the CLI's tables and progress lines, the panel, the editor's notifications), sums
+ * up a checkpoint's metrics and says what checkpoints take on disk. One formatter, so the same rollout reads the same
  * everywhere; no zod here (the webview bundle imports it).
  */
 
@@ -58,7 +58,10 @@ export function formatBytes(bytes: number): string {
   return unit === 0 ? `${value} B` : `${value.toFixed(1)} ${units[unit]}`;
 }
 
-/** A checkpoint's size on disk: `12.3 MiB +optimizer` (it keeps optimizer state), `missing` (its folder is gone), `-` (not measured). */
+/**
+ * A checkpoint's size on disk: `12.3 MiB +optimizer` (it keeps optimizer state), `missing` (its folder is gone), `-`
+ * (not measured).
+ */
 export function checkpointSize(checkpoint: {
   readonly bytes?: number | null;
   readonly optimizerState?: boolean | null;
@@ -68,7 +71,9 @@ export function checkpointSize(checkpoint: {
   return `${formatBytes(checkpoint.bytes)}${checkpoint.optimizerState ? ' +optimizer' : ''}`;
 }
 
-/** A run's checkpoints on disk in one phrase: `3 checkpoints, 12.3 MiB` (a missing or unmeasured one counts 0 bytes). */
+/**
+ * A run's checkpoints on disk in one phrase: `3 checkpoints, 12.3 MiB` (a missing or unmeasured one counts 0 bytes).
+ */
 export function checkpointsTotal(checkpoints: ReadonlyArray<{ readonly bytes?: number | null }>): string {
   return `${checkpoints.length} checkpoint${checkpoints.length === 1 ? '' : 's'}, ${formatBytes(checkpointsBytes(checkpoints))}`;
 }
@@ -78,7 +83,9 @@ export function checkpointsBytes(checkpoints: ReadonlyArray<{ readonly bytes?: n
   return checkpoints.reduce((sum, c) => sum + (c.bytes ?? 0), 0);
 }
 
-/** "1 rollout", "1,234 rollouts": how every client writes a number of rollouts (the panel, its groups, the status bar). */
+/**
+ * "1 rollout", "1,234 rollouts": how every client writes a number of rollouts (the panel, its groups, the status bar).
+ */
 export function rolloutCount(count: number): string {
   return `${count.toLocaleString('en-US')} rollout${count === 1 ? '' : 's'}`;
 }

@@ -7,7 +7,10 @@
 export type Json = string | number | boolean | null | Json[] | { [key: string]: Json };
 export type JsonObject = { [key: string]: Json };
 
-/** `value` as text: a string unchanged, a number or boolean as written, an object or array as JSON; undefined and null give `fallback`. */
+/**
+ * `value` as text: a string unchanged, a number or boolean as written, an object or array as JSON; undefined and null
+ * give `fallback`.
+ */
 export function textOf(value: unknown, fallback = ''): string {
   if (value === undefined || value === null) return fallback;
   if (typeof value === 'string') return value;

@@ -141,7 +141,10 @@ export type CallTraining = z.infer<typeof CallTraining>;
 
 /** The rollout's task group: the rollouts advantages are computed against. */
 export const TrainingGroup = z.object({
-  /** Which rollouts were considered, as `lightning export --batch/--dataset` would: the rollout's batch, else its dataset, else itself. */
+  /**
+   * Which rollouts were considered, as `lightning export --batch/--dataset` would: the rollout's batch, else its
+   * dataset, else itself.
+   */
   scope: z.enum(['batch', 'dataset', 'rollout']),
   scopeId: z.string().nullable(),
   taskId: z.string().nullable(),

@@ -468,7 +468,8 @@ export function asChatCall(attributes: Readonly<Record<string, Json>>): {
 } {
   const request = isJsonObject(attributes['lightning.request']) ? attributes['lightning.request'] : null;
   const recorded = isJsonObject(attributes['lightning.response']) ? attributes['lightning.response'] : null;
-  // An error body (Anthropic `{type:"error"}`, Gemini `{error:{…}}`) stays an error: translated, it became an empty assistant reply.
+  // An error body (Anthropic `{type:"error"}`, Gemini `{error:{…}}`) stays an error: translated, it became an empty
+  // assistant reply.
   const response = recorded && (recorded.type === 'error' || isJsonObject(recorded.error)) ? null : recorded;
   switch (attributes['lightning.api']) {
     case ANTHROPIC_MESSAGES:

@@ -70,7 +70,10 @@ function assistantText(content: Json | undefined): { text: string; refusal: stri
   };
 }
 
-/** A reasoning item's readable text: its summary, else its content (open models' `reasoning_text`); encrypted content is opaque. */
+/**
+ * A reasoning item's readable text: its summary, else its content (open models' `reasoning_text`); encrypted content is
+ * opaque.
+ */
 function reasoningText(item: JsonObject): string {
   const summary = jsonList(item.summary)
     .filter(isJsonObject)
@@ -184,7 +187,10 @@ function responsesConversation(
   return converted.issue !== undefined ? converted : { chat: [...before, ...converted.chat] };
 }
 
-/** The Responses API's tools as chat tools: function tools; hosted tools (web search, files…) have no chat form and are left out. */
+/**
+ * The Responses API's tools as chat tools: function tools; hosted tools (web search, files…) have no chat form and are
+ * left out.
+ */
 function responsesTools(tools: Json | undefined): JsonObject[] {
   return jsonList(tools)
     .filter((tool): tool is JsonObject => isJsonObject(tool) && tool.type === 'function')
@@ -339,7 +345,10 @@ export function legacyFunctionsToTools(request: JsonObject): JsonObject {
   return chat;
 }
 
-/** A chat completion whose choices' messages carry a legacy `function_call`, with it as `tool_calls` (finish reason `tool_calls`). */
+/**
+ * A chat completion whose choices' messages carry a legacy `function_call`, with it as `tool_calls` (finish reason
+ * `tool_calls`).
+ */
 export function legacyReplyToToolCalls(response: JsonObject, position: number): JsonObject {
   const choices = jsonList(response.choices);
   if (!choices.some((c) => isJsonObject(c) && isJsonObject(c.message) && isJsonObject(c.message.function_call)))

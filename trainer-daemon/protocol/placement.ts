@@ -46,7 +46,10 @@ export function runPlacement(config: Pick<GrpoConfig, 'distributed' | 'ray'>, pl
   return parts.length ? parts.join(', ') : 'local';
 }
 
-/** Where any run runs: GRPO's placement; APO runs its agents here and updates no weights; SFT trains in one process here. */
+/**
+ * Where any run runs: GRPO's placement; APO runs its agents here and updates no weights; SFT trains in one process
+ * here.
+ */
 export function placementOf(run: TrainingRun): string {
   switch (run.algorithm) {
     case 'grpo':
@@ -61,7 +64,8 @@ export function placementOf(run: TrainingRun): string {
 
 /**
  * A run's detail, one line per kind (none before anything was recorded):
- * `Ray nodes: 10.0.0.5 (gpu-1) 12 attempts · 10.0.0.6 (gpu-2) 4 attempts`, `Ranks: 0 on host-a (local 0) · 1 on host-a (local 1)`.
+ * `Ray nodes: 10.0.0.5 (gpu-1) 12 attempts · 10.0.0.6 (gpu-2) 4 attempts`,
+ * `Ranks: 0 on host-a (local 0) · 1 on host-a (local 1)`.
  */
 export function placementDetail(run: TrainingRun): string[] {
   const placement = run.placement;

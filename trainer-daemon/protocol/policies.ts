@@ -31,7 +31,9 @@ export const RegexSource = z.string().min(1).max(1000).refine(isRegex, { message
 /** One policy of a run: its name (its adapter's), which calls it answers and trains, and the reward it learns from. */
 export const PolicySpec = z.strictObject({
   name: PolicyName,
-  /** Matched against a call's agent name (the baggage's `gen_ai.agent.name` or `agent.name`), else its requested model. */
+  /**
+   * Matched against a call's agent name (the baggage's `gen_ai.agent.name` or `agent.name`), else its requested model.
+   */
   match: RegexSource,
   /**
    * The reward dimension its transitions' episode reward is read from (a rollout's rewards of this name: the agent's

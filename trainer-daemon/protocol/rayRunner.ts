@@ -51,7 +51,10 @@ export type RayRunnerMessage = z.infer<typeof RayRunnerMessage>;
 export type RayExit = Extract<RayRunnerMessage, { type: 'exit' }>;
 export type RayReady = Extract<RayRunnerMessage, { type: 'ready' }>;
 
-/** One agent command to run on the cluster. `env` goes on top of the node's environment; `envDefaults` only where the node has none. */
+/**
+ * One agent command to run on the cluster. `env` goes on top of the node's environment; `envDefaults` only where the
+ * node has none.
+ */
 export interface RayStart {
   readonly type: 'start';
   readonly id: string;

@@ -168,10 +168,15 @@ function capText(text: string, max: number, secrets: readonly string[]): string 
   );
 }
 
-/** A span attribute that records an HTTP header (`http.request.header.authorization`, OTel's convention), by the header's name. */
+/**
+ * A span attribute that records an HTTP header (`http.request.header.authorization`, OTel's convention), by the
+ * header's name.
+ */
 const HEADER_ATTRIBUTE = /^(?:http\.(?:request|response)\.header\.)(.+)$/i;
 
-/** Whether a span attribute IS a credential header (its whole value is a credential), not content that may mention one. */
+/**
+ * Whether a span attribute IS a credential header (its whole value is a credential), not content that may mention one.
+ */
 function isCredentialHeaderAttribute(key: string): boolean {
   // Exporters repeat the same few keys in every span: each is judged once.
   let known = credentialHeaderKeys.get(key);
@@ -188,7 +193,10 @@ function isCredentialHeaderAttribute(key: string): boolean {
 }
 const credentialHeaderKeys = new Map<string, boolean>();
 
-/** Whether a span attribute is a URL or a URL's query (`url.full`, `http.url`, `url.query`), whose query credentials are redacted. */
+/**
+ * Whether a span attribute is a URL or a URL's query (`url.full`, `http.url`, `url.query`), whose query credentials are
+ * redacted.
+ */
 function isUrlAttribute(key: string, value: Json): value is string {
   return (
     typeof value === 'string' &&
@@ -196,7 +204,10 @@ function isUrlAttribute(key: string, value: Json): value is string {
   );
 }
 
-/** The credential values a span's own header and URL attributes carry (what scrubSpan redacts there, and then everywhere in the span). */
+/**
+ * The credential values a span's own header and URL attributes carry (what scrubSpan redacts there, and then everywhere
+ * in the span).
+ */
 function spanHeaderSecrets(span: SpanInput): string[] {
   const values: string[] = [];
   const collect = (attributes: SpanInput['attributes']): void => {
@@ -219,7 +230,10 @@ function spanHeaderSecrets(span: SpanInput): string[] {
   return values.filter(isSecretValue);
 }
 
-/** A span's (or event's) attributes: credential headers redacted whole, URLs' query credentials, and every value scrubbed. */
+/**
+ * A span's (or event's) attributes: credential headers redacted whole, URLs' query credentials, and every value
+ * scrubbed.
+ */
 function scrubAttributes(attributes: SpanInput['attributes'], budget: RecordBudget): SpanInput['attributes'] {
   const secrets = budget.secrets ?? secretsOf();
   const keys = Object.keys(attributes);
@@ -262,7 +276,8 @@ export function scrubSpan(span: SpanInput, rolloutId?: string | null): SpanInput
     name: capText(event.name, MAX_NAME_CHARS, secrets),
     attributes: scrubAttributes(event.attributes, budget),
   }));
-  // Field by field, not `{ ...span, name, … }`: V8 copies a spread with keys overridden on its slow path (~3 µs a span).
+  // Field by field, not `{ ...span, name, … }`: V8 copies a spread with keys overridden on its slow path (~3 µs a
+  // span).
   return {
     traceId: span.traceId,
     spanId: span.spanId,

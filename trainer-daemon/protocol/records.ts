@@ -87,7 +87,10 @@ export const Rollout = z.object({
   llmCalls: z.number().int().nonnegative(),
   promptTokens: z.number().int().nonnegative(),
   completionTokens: z.number().int().nonnegative(),
-  /** The rollout's episode reward: the latest human annotation, else the latest the agent posted, else the latest automatic one (rule, judge, model). */
+  /**
+   * The rollout's episode reward: the latest human annotation, else the latest the agent posted, else the latest
+   * automatic one (rule, judge, model).
+   */
   reward: z.number().nullable(),
 });
 export type Rollout = z.infer<typeof Rollout>;
@@ -217,7 +220,10 @@ export const TrainingRunRecord = z.object({
   startedAt: EpochMs.nullable(),
   endedAt: EpochMs.nullable(),
   error: z.string().nullable(),
-  /** What kind of error ended it (`trainer_unavailable`: Set Up Trainer fixes it); null without one, or when its loop did not say. */
+  /**
+   * What kind of error ended it (`trainer_unavailable`: Set Up Trainer fixes it); null without one, or when its loop
+   * did not say.
+   */
   errorKind: ErrorKind.nullable(),
   /** Someone asked the run to stop (`trainingRuns/cancel`); the daemon stops it, its agents with it. */
   cancelRequested: z.boolean(),

@@ -23,7 +23,10 @@ const ExpectedPath = { expectedPath: JsonPath };
 export const RuleConfig = z.discriminatedUnion('rule', [
   /** 1 when the final answer equals the expected answer exactly (after trimming), else 0. */
   z.strictObject({ rule: z.literal('exact'), caseSensitive: z.boolean().default(true), ...ExpectedPath }),
-  /** SQuAD-style normalization (case, punctuation, articles, whitespace); `contains` accepts an answer that includes the expected one as whole words. */
+  /**
+   * SQuAD-style normalization (case, punctuation, articles, whitespace); `contains` accepts an answer that includes the
+   * expected one as whole words.
+   */
   z.strictObject({ rule: z.literal('normalized'), contains: z.boolean().default(false), ...ExpectedPath }),
   /** The last number in the final answer against the expected number: |a − e| ≤ absTol + relTol·|e|. */
   z.strictObject({
@@ -79,7 +82,10 @@ export const RewardSourceConfig = z.discriminatedUnion('type', [
     type: z.literal('function'),
     name: SourceName,
     weight: Weight,
-    /** A JS or TS module (relative to the config file) whose default export is `(trajectory, task) => number | {value, reason}`. */
+    /**
+     * A JS or TS module (relative to the config file) whose default export is
+     * `(trajectory, task) => number | {value, reason}`.
+     */
     module: z.string().min(1).max(4096),
     timeoutMs: z.number().int().min(10).max(600_000).default(5_000),
     /** The worker thread's heap cap. */
@@ -101,7 +107,10 @@ export const RewardSourceConfig = z.discriminatedUnion('type', [
       .regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'apiKeyEnv must be an environment variable name')
       .default('LIGHTNING_UPSTREAM_API_KEY'),
     rubric: z.string().min(1).max(20_000),
-    /** `absolute`: each rollout scored on its own; `relative`: the rollouts of one task ranked together (RULER), for GRPO. */
+    /**
+     * `absolute`: each rollout scored on its own; `relative`: the rollouts of one task ranked together (RULER), for
+     * GRPO.
+     */
     mode: JudgeMode.default('absolute'),
     /** How often a malformed reply is asked for again (scores are asked for in [0, 1]). */
     maxRetries: z.number().int().min(0).max(5).default(2),
@@ -113,7 +122,10 @@ export const RewardSourceConfig = z.discriminatedUnion('type', [
     type: z.literal('model'),
     name: SourceName,
     weight: Weight,
-    /** A sequence-classification model in ONNX (inputs input_ids, attention_mask; output logits), relative to the config file. */
+    /**
+     * A sequence-classification model in ONNX (inputs input_ids, attention_mask; output logits), relative to the config
+     * file.
+     */
     path: z.string().min(1).max(4096),
     /** Its tokenizer.json (default: next to the model). */
     tokenizer: z.string().min(1).max(4096).optional(),
@@ -132,7 +144,10 @@ export type RewardSourceType = RewardSourceConfig['type'];
 export const RewardSpec = z.strictObject({
   /** The dimension the combined reward is written as; `reward` is the episode reward. */
   name: z.string().min(1).max(100).default('reward'),
-  /** `weighted-sum`: Σ weight·value over sources that gave one; `first-available`: the first source (in order) that gave one. */
+  /**
+   * `weighted-sum`: Σ weight·value over sources that gave one; `first-available`: the first source (in order) that gave
+   * one.
+   */
   combine: z.enum(['weighted-sum', 'first-available']).default('weighted-sum'),
   sources: z.array(RewardSourceConfig).min(1, 'sources must name at least one reward source').max(50),
 });
@@ -172,7 +187,9 @@ export const ScoringTrajectory = z.object({
       toolCalls: z.array(ToolCall),
     }),
   ),
-  /** Every tool the agent called, in order: from its LLM calls' tool calls, or from tool spans when none were recorded. */
+  /**
+   * Every tool the agent called, in order: from its LLM calls' tool calls, or from tool spans when none were recorded.
+   */
   toolCalls: z.array(ToolCall),
   steps: z.number().int().nonnegative(),
   promptTokens: z.number().int().nonnegative(),
@@ -202,7 +219,10 @@ export const RolloutScore = z.object({
 export type RolloutScore = z.infer<typeof RolloutScore>;
 
 export const ScoreRolloutsParams = z.strictObject({
-  /** The spec to score with; without one, the daemon reads `rewardsFile` (default `.lightning/rewards.json` beside the store). */
+  /**
+   * The spec to score with; without one, the daemon reads `rewardsFile` (default `.lightning/rewards.json` beside the
+   * store).
+   */
   spec: RewardSpec.optional(),
   rewardsFile: z.string().min(1).max(4096).optional(),
   /** Module and model paths in `spec` are relative to this folder (the config file's). */

@@ -139,7 +139,7 @@ const GroupCounts = {
   updatedAt: EpochMs,
 };
 
-/** One batch's rollouts, counted: a dataset run, a training iteration's sampled or validation set, an APO evaluation. */
+/** One batch's rollouts counted: a dataset run, a training iteration's sampled or validation set, an APO evaluation. */
 export const RolloutBatchGroup = z.object({
   batchId: z.string(),
   ...GroupCounts,
@@ -149,7 +149,7 @@ export const RolloutBatchGroup = z.object({
   datasetId: z.string().nullable(),
   /** The dataset's name, when the batch ran one. */
   datasetName: z.string().nullable(),
-  /** GRPO: the policy step it ran with (`<run>-train-<step>` is iteration step + 1); APO: the evaluation's number; else null. */
+  /** GRPO: its policy step (`<run>-train-<step>` is iteration step + 1); APO: the evaluation's number; else null. */
   step: z.number().int().nonnegative().nullable(),
 });
 export type RolloutBatchGroup = z.infer<typeof RolloutBatchGroup>;
@@ -197,7 +197,7 @@ export const RolloutDetail = z.object({
   rewards: z.array(Reward),
   /** The resource versions the rollout ran with, by name (those current when it was created, unless given). */
   resources: z.record(z.string(), z.number().int().positive()),
-  /** The policy that served its LLM calls (its pinned `policy` resource): a training iteration or a checkpoint in use; null otherwise. */
+  /** The policy that served its LLM calls (pinned `policy` resource): a training iteration or checkpoint; else null. */
   servedBy: PolicyRef.nullable(),
   /** Spans past `spanLimit` not sent (read them with `lightning export`, or a larger spanLimit). */
   spansLeftOut: z.number().int().nonnegative().optional(),
@@ -225,7 +225,7 @@ export const StartAgentRunParams = CreateRolloutParams.extend({
     .regex(/^https?:\/\/[^\s/?#]+/i, 'upstream must be an http(s) URL, e.g. http://127.0.0.1:11434/v1')
     .nullable()
     .default(null),
-  /** Where its Anthropic and Gemini calls go: the user's own ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL; absent, the provider's. */
+  /** Anthropic and Gemini calls go to the user's ANTHROPIC_BASE_URL / GOOGLE_GEMINI_BASE_URL, else to the provider. */
   providerUpstreams: ProviderUpstreams.default({}),
   /**
    * Ask the serving engine for exact token ids and logprobs on every chat/completions call
@@ -343,7 +343,7 @@ export const ListSpansParams = z.strictObject({
   /** Only spans after this sequence number (what a live view already has). */
   afterSequence: z.number().int().nonnegative().default(0),
   limit: z.number().int().min(1).max(10_000).default(1_000),
-  /** Each span slimmed (./slimSpan.ts: long message lists and strings cut, marked `lightning.slim`): what a timeline or a comparison needs. */
+  /** Spans slimmed for timelines and comparisons (./slimSpan.ts: long message lists, strings cut; `lightning.slim`). */
   slim: z.boolean().default(false),
 });
 export type ListSpansParams = z.input<typeof ListSpansParams>;
@@ -351,7 +351,7 @@ export type ListSpansParams = z.input<typeof ListSpansParams>;
 export const Methods = {
   daemonInfo: method('daemon/info', z.strictObject({}), DaemonInfo),
   listRollouts: method('rollouts/list', ListRolloutsParams, RolloutPage),
-  /** The matching rollouts counted: in all, outside any batch, and per run with its batches (newest first) — the panel's groups. */
+  /** Matching rollouts counted: in all, outside any batch, per run and batch (newest first): the panel's groups. */
   rolloutGroups: method('rollouts/groups', RolloutGroupsParams, RolloutGroups),
   /** `spans: false` leaves the spans out (`spans: []`): what a header needs of a 2,000-span rollout. */
   // At most `spanLimit` spans (the first, in order) come back: a 300k-span rollout is not one 800 MB answer.
@@ -381,7 +381,7 @@ export const Methods = {
     z.strictObject({ dataset: z.string().min(1), split: z.enum(['train', 'val', 'test']).optional() }),
     z.object({ dataset: Dataset, items: z.array(Task) }),
   ),
-  /** The agent names and models its newest rollouts' LLM calls went by (protocol/policies.ts): what Start Training offers as policies. */
+  /** The agent names and models of its newest rollouts' LLM calls (protocol/policies.ts): Start Training's policies. */
   datasetAgents: method('datasets/agents', DatasetAgentsParams, DatasetAgents),
   /** Every resource with its current and latest version. */
   listResources: method('resources/list', z.strictObject({}), z.object({ items: z.array(ResourceSummary) })),
@@ -395,13 +395,16 @@ export const Methods = {
     z.strictObject({ name: ResourceName, version: z.number().int().positive() }),
     Resource,
   ),
-  /** Training runs of every algorithm (protocol/training.ts), started with `training/start`. The newest runs, each with its last step and latest metrics. */
+  /**
+   * Training runs of every algorithm (protocol/training.ts), started with `training/start`. The newest runs, each with
+   * its last step and latest metrics.
+   */
   listTrainingRuns: method(
     'trainingRuns/list',
     z.strictObject({ limit: z.number().int().min(1).max(500).default(50) }),
     z.object({ items: z.array(TrainingRunSummary) }),
   ),
-  /** A run with its metrics (after `afterStep`) and its algorithm's part: GRPO's and SFT's checkpoints, APO's leaderboard. */
+  /** A run, its metrics (after `afterStep`) and its algorithm's part: checkpoints (GRPO, SFT), leaderboard (APO). */
   getTrainingRun: method('trainingRuns/get', GetTrainingRunParams, TrainingRunDetail),
   /**
    * Stops a run now, its agents and worker with it: it is cancelled (the request recorded as `cancelRequested`);
@@ -414,7 +417,7 @@ export const Methods = {
     z.strictObject({ runId: z.string().min(1) }),
     z.object({ items: z.array(ApoCandidate) }),
   ),
-  /** Scores finished rollouts with automatic reward sources and appends their reward rows; `rewards/progress` reports as it goes. */
+  /** Scores finished rollouts with automatic reward sources, appending reward rows; `rewards/progress` reports. */
   scoreRollouts: method('rewards/score', ScoreRolloutsParams, ScoreRolloutsResult),
   /** Stops a `rewards/score` job after its current chunk; its answer then has `cancelled: true`. */
   cancelScore: method(
@@ -422,9 +425,12 @@ export const Methods = {
     z.strictObject({ jobId: z.string().min(1).max(100) }),
     z.object({ cancelled: z.boolean() }),
   ),
-  /** One rollout as training sees it: each LLM call included or not (and why), credited reward, advantage (against its batch's task group), tokens. */
+  /**
+   * One rollout as training sees it: each LLM call included or not (and why), credited reward, advantage (against its
+   * batch's task group), tokens.
+   */
   rolloutTransitions: method('transitions/forRollout', RolloutTransitionsParams, RolloutTransitions),
-  /** Worker-mode batches (protocol/runner.ts): open one for long-lived agent workers, follow it, report a dead worker, cancel. */
+  /** Worker-mode batches (runner.ts) for long-lived agent workers: open one, follow it, report dead workers, cancel. */
   openWorkerBatch: method('workerBatches/open', OpenWorkerBatchParams, WorkerBatch),
   workerBatchEvents: method('workerBatches/events', WorkerBatchEventsParams, WorkerBatchEvents),
   workerExited: method('workerBatches/workerExited', WorkerExitedParams, WorkerExited),
@@ -435,18 +441,21 @@ export const Methods = {
     CancelWorkerBatchParams,
     z.object({ cancelled: z.number().int().nonnegative() }),
   ),
-  /** Starts a training run in the daemon, any algorithm (or resumes a GRPO or SFT one from its last checkpoint); returns at once. */
+  /**
+   * Starts a training run in the daemon, any algorithm (or resumes a GRPO or SFT one from its last checkpoint); returns
+   * at once.
+   */
   startTraining: method('training/start', StartTrainingParams, TrainingRun),
   listCheckpoints: method(
     'checkpoints/list',
     z.strictObject({ runId: z.string().min(1).optional() }),
     z.object({ items: z.array(Checkpoint) }),
   ),
-  /** Writes a checkpoint as a PEFT adapter or a Hugging Face model folder, in a trainer worker of its own (protocol/checkpoints.ts). */
+  /** Writes a checkpoint as a PEFT adapter or a Hugging Face model folder, in a trainer worker of its own. */
   exportCheckpoint: method('checkpoints/export', ExportCheckpointParams, ExportCheckpointResult),
-  /** Deletes a checkpoint's folder and record; refused for the one served now and the one a running run continues from. */
+  /** Deletes a checkpoint's folder and record; refused for the one served now and one a running run continues from. */
   deleteCheckpoint: method('checkpoints/delete', DeleteCheckpointParams, DeleteCheckpointResult),
-  /** Serves a checkpoint in a trainer worker of its own (stopping the one served before); answers once it serves (protocol/policy.ts). */
+  /** Serves a checkpoint in a trainer worker of its own (stopping the one served before); answers once it serves. */
   servePolicy: method('policy/serve', ServePolicyParams, ServedPolicy),
   /** The checkpoint served now, if any. */
   currentPolicy: method('policy/current', z.strictObject({}), z.object({ served: ServedPolicy.nullable() })),

@@ -53,7 +53,10 @@ const SECRET_SHAPES: readonly RegExp[] = [
 const SHAPE_HINT =
   /sk-|Bearer|AIza|gh[pousr]_|github_pat_|glpat-|xox|hf_|gsk_|AKIA|ASIA|k_live_|k_test_|eyJ|PRIVATE KEY/;
 
-/** Whether a matched `sk-…` / `Bearer …` is a key, not a hyphenated word: a provider's key prefix (`sk-proj-`, `sk-ant-` …), or a random-looking body (a digit in it, or long). */
+/**
+ * Whether a matched `sk-…` / `Bearer …` is a key, not a hyphenated word: a provider's key prefix (`sk-proj-`, `sk-ant-`
+ * …), or a random-looking body (a digit in it, or long).
+ */
 function looksRandom(match: string): boolean {
   if (/^sk-(?:ant|proj|svcacct|admin)-/.test(match)) return true;
   const body = match.replace(/^(?:sk-|Bearer\s+)/, '');
@@ -101,7 +104,9 @@ function classify(key: string): boolean {
   });
 }
 
-/** Words that make an environment variable's name a credential's (`GITHUB_TOKEN`, `DB_PWD`, `LLM_AUTH`, `SIGNING_KEY`). */
+/**
+ * Words that make an environment variable's name a credential's (`GITHUB_TOKEN`, `DB_PWD`, `LLM_AUTH`, `SIGNING_KEY`).
+ */
 const ENV_CREDENTIAL_WORDS = new Set(['key', 'token', 'auth', 'pass', 'pwd', 'passphrase']);
 
 /**
@@ -204,7 +209,10 @@ const rolloutSecretLists = new WeakMap<
   { process: readonly string[]; size: number; list: readonly string[] }
 >();
 
-/** The names of the headers that carry credentials, whatever the rest of the name (`x-api-key`, `authorization`, `cookie` …). */
+/**
+ * The names of the headers that carry credentials, whatever the rest of the name (`x-api-key`, `authorization`,
+ * `cookie` …).
+ */
 export function isCredentialHeader(name: string): boolean {
   const lower = name.toLowerCase();
   return (
@@ -216,7 +224,10 @@ export function isCredentialHeader(name: string): boolean {
   );
 }
 
-/** The secret values in one credential header's value: the whole value, the token after `Bearer`/`Basic`, a Basic password, each cookie's value. */
+/**
+ * The secret values in one credential header's value: the whole value, the token after `Bearer`/`Basic`, a Basic
+ * password, each cookie's value.
+ */
 export function headerSecretValues(name: string, value: string): string[] {
   const values = [value.trim()];
   const scheme = /^\s*(Bearer|Basic|Token|Key)\s+(\S+)\s*$/i.exec(value);
@@ -304,7 +315,10 @@ export function scrubText(text: string, secrets: readonly string[] = secretsOf()
   return text;
 }
 
-/** A URL's credentials (the query's `key=`/`token=`… values, a password) redacted, then its secret values as in scrubText. */
+/**
+ * A URL's credentials (the query's `key=`/`token=`… values, a password) redacted, then its secret values as in
+ * scrubText.
+ */
 export function scrubUrlCredentials(text: string, secrets: readonly string[] = secretsOf()): string {
   // Each pattern needs a character most text lacks: checked first, as this runs on every span name.
   if (text.includes('=')) text = text.replace(QUERY_SECRET, `$1${REDACTED}`);

@@ -58,7 +58,10 @@ export const SftConfig = z.strictObject({
   device: z.enum(['auto', 'cpu', 'cuda']).default('auto'),
   /** The Python that runs the worker; null: found as `lightning doctor` does. */
   python: z.string().nullable().default(null),
-  /** Retention as GRPO's (training/retention.ts): the best by validation loss, the last N, optimizer state in the newest. */
+  /**
+   * Retention as GRPO's (training/retention.ts): the best by validation loss, the last N, optimizer state in the
+   * newest.
+   */
   keepCheckpoints: KeepCheckpoints.default(DEFAULT_KEEP_CHECKPOINTS),
 });
 export type SftConfig = z.infer<typeof SftConfig>;

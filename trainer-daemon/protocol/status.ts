@@ -38,7 +38,10 @@ export function canRetry(rollout: Pick<Rollout, 'status' | 'attemptCount' | 'max
   return (rollout.status === 'failed' || rollout.status === 'timeout') && rollout.attemptCount < rollout.maxAttempts;
 }
 
-/** A GRPO or SFT run that stopped early (failed or cancelled): it continues from its last checkpoint (`training/start {resume}`). */
+/**
+ * A GRPO or SFT run that stopped early (failed or cancelled): it continues from its last checkpoint
+ * (`training/start {resume}`).
+ */
 export function isResumable(run: Pick<TrainingRun, 'algorithm' | 'status'>): boolean {
   return resumesFromCheckpoints(run.algorithm) && (run.status === 'failed' || run.status === 'cancelled');
 }

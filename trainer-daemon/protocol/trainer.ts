@@ -106,13 +106,19 @@ export const AdapterSpec = z.discriminatedUnion('kind', [
 ]);
 export type AdapterSpec = z.infer<typeof AdapterSpec>;
 
-/** A policy's name: a letter, then letters, digits, `_` or `-` (40 at most); not `base` or `default` (the base model's route, peft's name for a lone adapter). */
+/**
+ * A policy's name: a letter, then letters, digits, `_` or `-` (40 at most); not `base` or `default` (the base model's
+ * route, peft's name for a lone adapter).
+ */
 export const PolicyName = z
   .string()
   .regex(/^[A-Za-z][A-Za-z0-9_-]{0,39}$/, 'a letter, then up to 39 letters, digits, _ or -')
   .refine((name) => name !== 'base' && name !== 'default', 'base and default are reserved');
 
-/** One policy of a run with several: a LoRA adapter of its own on the shared base model (PROTOCOL.md, "Several policies"). */
+/**
+ * One policy of a run with several: a LoRA adapter of its own on the shared base model (PROTOCOL.md, "Several
+ * policies").
+ */
 export const PolicyAdapter = z.object({
   name: PolicyName,
   /** A checkpoint `save {adapter}` wrote for this policy: its weights (and optimizer state) are restored into it. */
@@ -203,7 +209,9 @@ export const SftResult = z.object({
   sampledAccuracy: z.number().nullable().optional(),
 });
 
-/** Held-out demonstrations: their loss, and how many the policy reproduces decoding greedily (python/…/supervised.py). */
+/**
+ * Held-out demonstrations: their loss, and how many the policy reproduces decoding greedily (python/…/supervised.py).
+ */
 export const EvaluateParams = z.object({
   examples: z.array(SftExample).min(1),
   /** Greedy generations for the accuracy: the first `generate` examples; absent: all. */
@@ -352,7 +360,9 @@ export const DoctorReport = z.object({
 });
 export type DoctorReport = z.infer<typeof DoctorReport>;
 
-/** One Python `lightning doctor` tried: where it came from (`--python`, `LIGHTNING_PYTHON`, `venv`, `system`, `PATH`). */
+/**
+ * One Python `lightning doctor` tried: where it came from (`--python`, `LIGHTNING_PYTHON`, `venv`, `system`, `PATH`).
+ */
 export const PythonProbe = z.object({
   executable: z.string(),
   origin: z.string(),

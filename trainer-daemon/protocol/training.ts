@@ -62,7 +62,10 @@ const GrpoFields = z.strictObject({
    * response)), `dapo` (token mean over the minibatch).
    */
   lossType: LossType.default('dapo'),
-  /** TRL's scale_rewards: `group` divides each group's advantages by its reward std (GRPO); `none` only subtracts the mean (Dr. GRPO). */
+  /**
+   * TRL's scale_rewards: `group` divides each group's advantages by its reward std (GRPO); `none` only subtracts the
+   * mean (Dr. GRPO).
+   */
   scaleRewards: z.enum(['group', 'none']).default('group'),
   /**
    * The group's reward std that `scaleRewards: group` divides by: `sample` (Bessel's correction, n − 1: torch.std,

@@ -137,7 +137,10 @@ function select(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rol
 
 type SpecChoice = { kind: 'spec'; spec: ResolvedSpec } | { kind: 'none'; reason: string };
 
-/** Which spec each rollout is scored with: the inline one, or the rewards file's entry for its dataset, else its default. */
+/**
+ * Which spec each rollout is scored with: the inline one, or the rewards file's entry for its dataset, else its
+ * default.
+ */
 function specChooser(store: Store, params: z.output<typeof ScoreRolloutsParams>): (rollout: Rollout) => SpecChoice {
   if (params.spec) {
     const spec = parseSpec(params.spec, params.baseDir ?? path.dirname(store.file), 'params.spec');

@@ -1,9 +1,8 @@
 /**
- * The scoring pipeline, free of the store: a spec's sources prepared once (workers, models), then
- * any number of rollouts scored by every source and combined. Callers (`lightning score`, the
- * editor, and through runner/scoring.ts the dataset runner, GRPO and APO) reach it through
- * `rewards/score` (job.ts's scoreRollouts), which keeps prepared scorers between calls. One source failing on one rollout is that rollout's reported error,
- * never the batch's.
+ * The scoring pipeline, free of the store: a spec's sources prepared once (workers, models), then any number of
+ * rollouts scored by every source and combined. Callers (`lightning score`, the editor, and through runner/scoring.ts
+ * the dataset runner, GRPO and APO) reach it through `rewards/score` (job.ts's scoreRollouts), which keeps prepared
+ * scorers between calls. One source failing on one rollout is that rollout's reported error, never the batch's.
  */
 import path from 'node:path';
 import type {
@@ -62,7 +61,10 @@ export class RewardScorer {
     private readonly sources: readonly Prepared[],
   ) {}
 
-  /** Finds (compiles) reward function modules and loads reward models now, so a bad one fails before any scoring; workers start on first use. */
+  /**
+   * Finds (compiles) reward function modules and loads reward models now, so a bad one fails before any scoring;
+   * workers start on first use.
+   */
   static async prepare(resolved: ResolvedSpec): Promise<RewardScorer> {
     const sources: Prepared[] = [];
     try {

@@ -53,7 +53,9 @@ export interface HandlerContext {
   readonly trainingService?: TrainingService;
   /** Serves a checkpoint outside training; absent when no daemon serves (the CLI's store-direct path). */
   readonly policy?: PolicyServing;
-  /** Where work the handlers start themselves logs (a checkpoint's export); default: JSON lines on stderr, warnings up. */
+  /**
+   * Where work the handlers start themselves logs (a checkpoint's export); default: JSON lines on stderr, warnings up.
+   */
   readonly logger?: Logger;
 }
 

@@ -15,7 +15,9 @@ interface AgentRecord {
   readonly identity: string;
 }
 
-/** A command line may carry `--api-key=…`: the log keeps only a digest of the identity, which is all a comparison needs. */
+/**
+ * A command line may carry `--api-key=…`: the log keeps only a digest of the identity, which is all a comparison needs.
+ */
 function digest(identity: string): string {
   return crypto.createHash('sha256').update(identity).digest('hex');
 }

@@ -51,7 +51,10 @@ export class BatchRunner implements BatchPool {
     this.scoring = scoring;
   }
 
-  /** Runs the given queued rollouts to a final status, scoring each as it ends; resolves when none is queued, running or being scored. */
+  /**
+   * Runs the given queued rollouts to a final status, scoring each as it ends; resolves when none is queued, running or
+   * being scored.
+   */
   async run(rolloutIds: readonly string[]): Promise<void> {
     try {
       await this.pool.run(rolloutIds);

@@ -25,7 +25,10 @@ export function scoringFromFile(rewardsFile: string, env: NodeJS.ProcessEnv): Ro
   };
 }
 
-/** Scoring with the named rewards file, else with `.lightning/rewards.json` beside the store when it exists; undefined when neither. */
+/**
+ * Scoring with the named rewards file, else with `.lightning/rewards.json` beside the store when it exists; undefined
+ * when neither.
+ */
 export function scoringFor(
   rewardsFile: string | null,
   storeFile: string,

@@ -26,7 +26,10 @@ type OpenParams = z.output<typeof OpenWorkerBatchParams>;
 type Ending = 'succeeded' | 'failed' | 'timeout' | 'cancelled';
 
 const LEASE_MS = 60_000;
-/** Attempts per worker remembered until its runner says where it runs (a worker that ends rollouts first is fast; local ones are never placed). */
+/**
+ * Attempts per worker remembered until its runner says where it runs (a worker that ends rollouts first is fast; local
+ * ones are never placed).
+ */
 const MAX_UNPLACED = 64;
 
 /** An in-process runner following a batch (`WorkerBatches.follow`). */

@@ -91,7 +91,8 @@ export class AgentKeyRepository {
       now,
       Object.keys(providers).length > 0 ? JSON.stringify(storedProviders) : null,
     );
-    // The key and the upstreams' own credentials (a password, `?key=`) are this rollout's secrets wherever they turn up.
+    // The key and the upstreams' own credentials (a password, `?key=`) are this rollout's secrets wherever they turn
+    // up.
     rememberRolloutSecrets(rolloutId, [
       key,
       ...[options.upstream, ...Object.values(providers)].flatMap((url) => (url ? urlSecretValues(url) : [])),

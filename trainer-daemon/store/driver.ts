@@ -57,7 +57,9 @@ export interface Connection {
 
 export class SqliteDriverError extends LightningError {}
 
-/** The driver this runtime uses: LIGHTNING_SQLITE_DRIVER if set, else node:sqlite where it loads, else better-sqlite3. */
+/**
+ * The driver this runtime uses: LIGHTNING_SQLITE_DRIVER if set, else node:sqlite where it loads, else better-sqlite3.
+ */
 export function chooseDriver(env: NodeJS.ProcessEnv = process.env): DriverName {
   const forced = env.LIGHTNING_SQLITE_DRIVER;
   if (forced) {

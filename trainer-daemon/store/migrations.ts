@@ -248,7 +248,8 @@ const v6PromptOptimization: Migration = {
     const before = "mode              TEXT NOT NULL CHECK (mode IN ('debug','train','val'))";
     if (!row.sql.includes(before)) throw new Error('migration 6: the rollouts table is not the one migration 1 made');
     const schemaVersion = db.pragma('schema_version', { simple: true }) as number;
-    // better-sqlite3 and node:sqlite (Node ≥ 24) open in SQLite's defensive mode, which forbids writable_schema: lifted for this statement only.
+    // better-sqlite3 and node:sqlite (Node ≥ 24) open in SQLite's defensive mode, which forbids writable_schema: lifted
+    // for this statement only.
     db.unsafeMode(true);
     try {
       db.pragma('writable_schema = ON');

@@ -1,7 +1,7 @@
 /**
- * better-sqlite3 links one V8 ABI: a binary built for one Node will not load in another. The store
- * uses it only where the runtime has no node:sqlite (Node < 22.13), see driver.ts. Loading it fails deep inside `bindings` with an error that names
- * neither the runtime nor the fix; this turns that failure into a message that does.
+ * better-sqlite3 links one V8 ABI: a binary built for one Node will not load in another. The store uses it only where
+ * the runtime has no node:sqlite (Node < 22.13), see driver.ts. Loading it fails deep inside `bindings` with an error
+ * that names neither the runtime nor the fix; this turns that failure into a message that does.
  */
 import { LightningError } from '../protocol/errors';
 

@@ -70,7 +70,8 @@ export class ResourceRepository {
         (SELECT kind FROM resources k WHERE k.name = r.name AND k.version = h.version) AS kind
       FROM resources r JOIN resource_heads h ON h.name = r.name GROUP BY r.name ORDER BY r.name`);
     this.pin = db.prepare('INSERT INTO rollout_resources (rollout_id, name, version) VALUES (?, ?, ?)');
-    // `policy` says which model served a rollout: pinned only when given (training, a checkpoint in use), never by default.
+    // `policy` says which model served a rollout: pinned only when given (training, a checkpoint in use), never by
+    // default.
     this.pinCurrent = db.prepare(
       "INSERT OR IGNORE INTO rollout_resources (rollout_id, name, version) SELECT ?, name, version FROM resource_heads WHERE name <> 'policy'",
     );
@@ -155,7 +156,10 @@ export class ResourceRepository {
     return Object.fromEntries(this.pinned.all(rolloutId).map((row) => [row.name, row.version]));
   }
 
-  /** Which policy served the rollout: its pinned `policy` version's value (a training iteration's, or a checkpoint in use); null when none. */
+  /**
+   * Which policy served the rollout: its pinned `policy` version's value (a training iteration's, or a checkpoint in
+   * use); null when none.
+   */
   servedBy(rolloutId: string): PolicyRef | null {
     const version = this.pinnedVersions(rolloutId).policy;
     if (version === undefined) return null;

@@ -8,7 +8,9 @@ import type { AddRewardParams, Reward } from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
 import { scrubText, secretsOf } from '../protocol/secrets';
 
-/** A reward's free text (comment, reason, author) with secret values redacted: the rollout's, the daemon's, key shapes. */
+/**
+ * A reward's free text (comment, reason, author) with secret values redacted: the rollout's, the daemon's, key shapes.
+ */
 function scrubbed<
   T extends { rolloutId: string; author: string | null; comment: string | null; reason: string | null },
 >(params: T): T {
@@ -66,7 +68,10 @@ export class RewardRepository {
     this.spanExists = db.prepare('SELECT 1 AS one FROM spans WHERE rollout_id = ? AND span_id = ?');
   }
 
-  /** Appends a reward (its text scrubbed of secrets); the caller has checked that the rollout exists. Must run inside a transaction. */
+  /**
+   * Appends a reward (its text scrubbed of secrets); the caller has checked that the rollout exists. Must run inside a
+   * transaction.
+   */
   add(given: z.output<typeof AddRewardParams>, now = Date.now()): Reward {
     const params = scrubbed(given);
     if (params.spanId !== null && !this.spanExists.get(params.rolloutId, params.spanId)) {

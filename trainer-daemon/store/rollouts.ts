@@ -58,8 +58,9 @@ export interface RolloutRow {
 }
 
 /**
- * The display reward, under the episode-reward policy training uses (lightningrl/credit.ts; test/unit/episodeReward.test.ts holds them equal): the
- * latest human annotation, else the latest the agent posted, else the latest automatic one.
+ * The display reward, under the episode-reward policy training uses (lightningrl/credit.ts;
+ * test/unit/episodeReward.test.ts holds them equal): the latest human annotation, else the latest the agent posted,
+ * else the latest automatic one.
  */
 const REWARD_COLUMN = `(SELECT w.value FROM rewards w
   WHERE w.rollout_id = r.id AND w.name = 'reward' AND w.span_id IS NULL

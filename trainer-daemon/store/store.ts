@@ -227,7 +227,7 @@ export class Store {
     return this.rollouts.list(params);
   }
 
-  /** The matching rollouts counted, in all and per run with its batches, each named by its training run or dataset (`rollouts/groups`). */
+  /** The matching rollouts counted, in all and per run with its batches, named by run or dataset (rollouts/groups). */
   rolloutGroups(params: z.output<typeof RolloutGroupsParams>): RolloutGroups {
     return this.commits.read<RolloutGroups>(() => {
       const { limit, ...filter } = params;
@@ -471,7 +471,7 @@ export class Store {
     return this.writeTraining(value.runId, (training) => training.addPolicyVersion(value));
   }
 
-  /** Changes training run `runId` (or the one `fn` returns) in one transaction, and announces it after the commit (with the APO round it recorded). */
+  /** Changes run `runId` (or the one `fn` returns) in one transaction; announces it after commit with its APO round. */
   private writeTraining<T>(
     runId: string | ((result: T) => string),
     fn: (training: TrainingRunRepository) => T,
@@ -491,7 +491,7 @@ export class Store {
     return this.commits.isOpen;
   }
 
-  /** The group commit behind WriteQueue: `ops` in one transaction, each of several in its own savepoint (commits.ts). */
+  /** Group commit behind WriteQueue: `ops` in one transaction, each of several in its own savepoint (commits.ts). */
   runGrouped(ops: ReadonlyArray<() => unknown>): GroupedOutcome[] {
     return this.commits.runGrouped(ops);
   }

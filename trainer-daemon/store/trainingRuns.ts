@@ -73,7 +73,10 @@ interface CheckpointRow {
   created_at: number;
 }
 
-/** A row as its algorithm's run: the stored configuration parsed with that algorithm's schema (the store is a file: data entering the process). */
+/**
+ * A row as its algorithm's run: the stored configuration parsed with that algorithm's schema (the store is a file: data
+ * entering the process).
+ */
 function rowToRun(row: RunRow): TrainingRun {
   const run = TrainingRun.safeParse({
     id: row.id,
@@ -188,7 +191,8 @@ export class TrainingRunRepository {
     );
     this.runById = db.prepare('SELECT * FROM training_runs WHERE id = ?');
     this.allRuns = db.prepare('SELECT * FROM training_runs ORDER BY created_at DESC, id LIMIT ?');
-    // To running: (re)started now, not ended (a resumed run's old cancel request dropped); to a final status: ended now.
+    // To running: (re)started now, not ended (a resumed run's old cancel request dropped); to a final status: ended
+    // now.
     this.updateRun =
       db.prepare(`UPDATE training_runs SET status = @status, error = @error, error_kind = @errorKind, result = @result,
       started_at = CASE WHEN @running THEN @now ELSE started_at END, ended_at = CASE WHEN @running THEN NULL ELSE @now END,
@@ -289,7 +293,10 @@ export class TrainingRunRepository {
     return this.get(id);
   }
 
-  /** Counts again which Ray nodes ran the attempts of the run's rollouts (after each batch). Must run inside a transaction. */
+  /**
+   * Counts again which Ray nodes ran the attempts of the run's rollouts (after each batch). Must run inside a
+   * transaction.
+   */
   recordRayNodes(id: string): TrainingRun {
     const rayNodes = this.rayNodesOf
       .all(`${id}-`, `${id}-\uffff`)
@@ -303,7 +310,10 @@ export class TrainingRunRepository {
     return this.place(id, (placement) => ({ ...placement, rayNodes }));
   }
 
-  /** The ranks its trainer worker started with under torchrun (each start replaces the last's). Must run inside a transaction. */
+  /**
+   * The ranks its trainer worker started with under torchrun (each start replaces the last's). Must run inside a
+   * transaction.
+   */
   recordRanks(id: string, ranks: RunPlacement['ranks']): TrainingRun {
     return this.place(id, (placement) => ({ ...placement, ranks: [...ranks].sort((a, b) => a.rank - b.rank) }));
   }

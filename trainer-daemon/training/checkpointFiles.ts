@@ -1,7 +1,7 @@
 /**
- * A checkpoint's folder on disk (python/lightning_trainer/checkpoint.py writes it): its size, whether it keeps optimizer
- * state, and deleting either. Only folders the daemon recorded as checkpoints are touched, and only when they look like
- * one (a config.json inside): a record pointing at some other folder is never emptied.
+ * A checkpoint's folder on disk (python/lightning_trainer/checkpoint.py writes it): its size, whether it keeps
+ * optimizer state, and deleting either. Only folders the daemon recorded as checkpoints are touched, and only when they
+ * look like one (a config.json inside): a record pointing at some other folder is never emptied.
  */
 import fs from 'node:fs';
 import path from 'node:path';

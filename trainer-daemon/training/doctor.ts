@@ -14,7 +14,9 @@ import { InvalidInputError, NotFoundError } from '../protocol/errors';
 import { findPython, pythonCandidates, probePython, venvDir, venvPython, type PythonProbe } from './python';
 
 export const APT_PACKAGES = ['python3-torch', 'libopenblas0-pthread'];
-/** Only what torch needs: Debian's python3-torch recommends ~850 MB more (Qt, OpenCV, GDAL…) that training never loads. */
+/**
+ * Only what torch needs: Debian's python3-torch recommends ~850 MB more (Qt, OpenCV, GDAL…) that training never loads.
+ */
 export const APT_COMMAND = `apt-get install -y --no-install-recommends ${APT_PACKAGES.join(' ')}`;
 
 /** What `lightning doctor` found (protocol/trainer.ts: the structure `--json` prints). */
@@ -280,7 +282,10 @@ export async function ensureTrainerPython(storeFile: string, say: (line: string)
   }
 }
 
-/** The oldest torch whose FSDP2 (`torch.distributed.fsdp.fully_shard`) the worker shards with (python/…/fsdp.py MIN_TORCH). */
+/**
+ * The oldest torch whose FSDP2 (`torch.distributed.fsdp.fully_shard`) the worker shards with (python/…/fsdp.py
+ * MIN_TORCH).
+ */
 export const FSDP_MIN_TORCH = '2.6';
 
 /** Why a torch version (`2.13.0+cpu`, `1.13.0a0`) cannot run `--fsdp`, naming the fix; undefined when it can. */

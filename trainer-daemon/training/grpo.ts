@@ -35,7 +35,10 @@ import {
 import { policyRouter } from '../capture/policyRoutes';
 import { grpoAdvantageOptions, requestedMaxTokens, toWorkerTransitions, workerTrainParams } from './grpoUpdate';
 
-/** How long a step waits for a dying trainer worker to report its exit before blaming the rollouts (torchrun takes ~1–5 s to stop its other ranks). */
+/**
+ * How long a step waits for a dying trainer worker to report its exit before blaming the rollouts (torchrun takes
+ * ~1–5 s to stop its other ranks).
+ */
 const WORKER_DEATH_GRACE_MS = 10_000;
 
 export interface GrpoContext {
@@ -51,7 +54,10 @@ export interface GrpoContext {
   readonly scoring: RolloutScoring | undefined;
 }
 
-/** Reads a chat JSONL file (`lightning export --format chat`): the last assistant message of each line is the completion. */
+/**
+ * Reads a chat JSONL file (`lightning export --format chat`): the last assistant message of each line is the
+ * completion.
+ */
 export function readDemonstrations(file: string): SftExample[] {
   const text = readFileBounded(file, 1024 * 1024 * 1024, 'warmStart.file');
   return text.split('\n').flatMap((line, index) => {
@@ -266,7 +272,10 @@ class Iterations {
   }
 }
 
-/** The run's retention as each checkpoint lands (training/retention.ts); a file that will not go is a warning, never a failed run. */
+/**
+ * The run's retention as each checkpoint lands (training/retention.ts); a file that will not go is a warning, never a
+ * failed run.
+ */
 export async function retain(
   ctx: Pick<GrpoContext, 'training' | 'logger'>,
   runId: string,

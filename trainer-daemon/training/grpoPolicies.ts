@@ -1,7 +1,8 @@
 /**
- * GRPO with several policies (protocol/policies.ts): what differs from one policy is kept here. Each policy's checkpoint
- * of a step is its own folder `checkpoints/<run>/<step>/<policy>` (an ordinary LoRA checkpoint: Use Checkpoint and
- * Export serve or write that adapter alone), recorded as a checkpoint of the step; its metrics are `policy/<name>/…`.
+ * GRPO with several policies (protocol/policies.ts): what differs from one policy is kept here. Each policy's
+ * checkpoint of a step is its own folder `checkpoints/<run>/<step>/<policy>` (an ordinary LoRA checkpoint: Use
+ * Checkpoint and Export serve or write that adapter alone), recorded as a checkpoint of the step; its metrics are
+ * `policy/<name>/…`.
  */
 import path from 'node:path';
 import {

@@ -140,7 +140,9 @@ export class TrainingManager implements Disposable {
     return this.active.has(id);
   }
 
-  /** Stops run `id`, which this daemon drives: its loop stops its agents (and worker) and the run is recorded cancelled. */
+  /**
+   * Stops run `id`, which this daemon drives: its loop stops its agents (and worker) and the run is recorded cancelled.
+   */
   async cancel(id: string): Promise<TrainingRun> {
     const active = this.active.get(id);
     if (!active) throw new ConflictError(`training run ${id} is not running in this daemon`);

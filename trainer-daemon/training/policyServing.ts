@@ -82,7 +82,10 @@ export class PolicyServing implements Disposable {
       );
   }
 
-  /** Refuses to unload a checkpoint that queued or running rollouts are pinned to: their agents would lose their model mid-run. */
+  /**
+   * Refuses to unload a checkpoint that queued or running rollouts are pinned to: their agents would lose their model
+   * mid-run.
+   */
   private checkIdle(served: ServedPolicy): void {
     const using = this.store.activeRolloutsPinnedTo('policy', served.policyVersion);
     if (using === 0) return;

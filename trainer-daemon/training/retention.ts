@@ -12,7 +12,10 @@ export interface RetentionPlan {
   readonly remove: Checkpoint[];
   /** Kept checkpoints whose optimizer state goes (every kept one but the newest). */
   readonly dropOptimizer: Checkpoint[];
-  /** The checkpoint kept as the best, and the score it was kept for (val/loss negated: higher is better; undefined: nothing scored yet). */
+  /**
+   * The checkpoint kept as the best, and the score it was kept for (val/loss negated: higher is better; undefined:
+   * nothing scored yet).
+   */
   readonly best: { readonly checkpoint: Checkpoint; readonly by: ScoredBy; readonly score: number } | undefined;
 }
 

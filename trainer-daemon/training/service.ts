@@ -36,7 +36,10 @@ import type { Trajectory } from '../protocol/lightningrl';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 
-/** One iteration's rollouts: each task `samples` times, served by the policy at `step` (its checkpoint, or the base model when null). */
+/**
+ * One iteration's rollouts: each task `samples` times, served by the policy at `step` (its checkpoint, or the base
+ * model when null).
+ */
 export interface BatchSpec {
   readonly runId: string;
   readonly mode: Extract<RolloutMode, 'train' | 'val'>;
@@ -261,7 +264,10 @@ export class TrainingService {
     return { batchId, rolloutIds };
   }
 
-  /** After its runner: the batch's rollouts nobody started are cancelled with `reason`; returns every rollout of the batch, oldest first. */
+  /**
+   * After its runner: the batch's rollouts nobody started are cancelled with `reason`; returns every rollout of the
+   * batch, oldest first.
+   */
   async settleBatch(batchId: string, reason: string): Promise<Rollout[]> {
     const queued = this.batchRollouts(batchId).filter((rollout) => rollout.status === 'queued');
     if (queued.length > 0) {

@@ -10,9 +10,10 @@ import type { GrpoConfig } from '../protocol';
 export type DistributedSpec = Pick<NonNullable<GrpoConfig['distributed']>, 'nprocPerNode' | 'nnodes' | 'rdzvEndpoint'>;
 
 /**
- * Arguments after the Python executable: `-m lightning_trainer.torchrun …torchrun flags… -m lightning_trainer.ddp_worker`.
- * One machine: a static rendezvous on loopback at `localPort`, a free port the caller picked (`--standalone` binds
- * the fixed port 29400 in torch 1.x, so two runs on one machine, or a run beside another torchrun job, collided).
+ * Arguments after the Python executable:
+ * `-m lightning_trainer.torchrun …torchrun flags… -m lightning_trainer.ddp_worker`. One machine: a static rendezvous on
+ * loopback at `localPort`, a free port the caller picked (`--standalone` binds the fixed port 29400 in torch 1.x, so
+ * two runs on one machine, or a run beside another torchrun job, collided).
  */
 export function torchrunArgs(spec: DistributedSpec, localPort: number): string[] {
   const args = ['-m', 'lightning_trainer.torchrun', '--nproc_per_node', String(spec.nprocPerNode)];

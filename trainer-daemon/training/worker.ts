@@ -112,7 +112,8 @@ export class TrainerWorker implements Disposable {
         // Let the last stderr lines (the traceback) arrive before reporting them.
         void exited.then(() => {
           const message = `the trainer worker (${options.python}) ${why}`;
-          // Python's own words for a missing PyTorch, read here where the worker's output arrives: the error's kind says it to every client.
+          // Python's own words for a missing PyTorch, read here where the worker's output arrives: the error's kind
+          // says it to every client.
           reject(
             MISSING_TORCH.test(stderr)
               ? new TrainerUnavailableError(

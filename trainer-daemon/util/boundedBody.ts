@@ -5,7 +5,9 @@
  */
 import { LightningError } from '../protocol/errors';
 
-/** A non-streamed LLM answer is JSON of at most a few MB: past this it is refused, not buffered (README "Guarantees"). */
+/**
+ * A non-streamed LLM answer is JSON of at most a few MB: past this it is refused, not buffered (README "Guarantees").
+ */
 export function maxUpstreamBodyBytes(env: NodeJS.ProcessEnv = process.env): number {
   return Number(env.LIGHTNING_MAX_UPSTREAM_BODY_BYTES) || 64 * 1024 * 1024;
 }

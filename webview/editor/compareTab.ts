@@ -162,7 +162,8 @@ export class CompareTab {
       requestAnimationFrame(() => more(from + PAIRS_PER_FRAME));
     };
     requestAnimationFrame(() => more(FIRST_PAIRS));
-    // On the page's clock (read by the e2e): the first aligned pairs shown, and all of them once both rollouts are whole.
+    // On the page's clock (read by the e2e): the first aligned pairs shown, and all of them once both rollouts are
+    // whole.
     const marks = this.element.dataset;
     if (!marks.paintedAt) {
       marks.paintedAt = String(Date.now());

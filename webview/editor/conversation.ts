@@ -230,7 +230,10 @@ function reasoningTokens(response: JsonObject | null): number | null {
   return typeof value === 'number' ? value : null;
 }
 
-/** OpenTelemetry GenAI messages (`gen_ai.input.messages` / `gen_ai.output.messages`, JSON) or the older prompt/completion attributes. */
+/**
+ * OpenTelemetry GenAI messages (`gen_ai.input.messages` / `gen_ai.output.messages`, JSON) or the older
+ * prompt/completion attributes.
+ */
 function otelTurns(attributes: Span['attributes'], key: string, fallback: string, defaultRole: string): Turn[] {
   const messages = parseJson(attributes[key]);
   if (Array.isArray(messages)) return messages.filter(isJsonObject).map(turnOf);

@@ -160,7 +160,8 @@ function receive(data: unknown): void {
   }
 }
 
-// The first screen's messages, written into the page by the extension (extension/webviewHtml.ts): shown before any round trip.
+// The first screen's messages, written into the page by the extension (extension/webviewHtml.ts): shown before any
+// round trip.
 for (const message of readInitialMessages(document.getElementById('initial-messages')?.textContent)) receive(message);
 post({ type: 'ready' });
 if (view instanceof CompareTab) view.flush();

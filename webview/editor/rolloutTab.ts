@@ -87,7 +87,10 @@ export class RolloutTab {
     this.detail.append(el('div', 'empty', 'Select a span in the timeline (j / k move between LLM calls).'));
   }
 
-  /** The rollout changed; `node`, when known, is the Ray node its last attempt ran on (kept across live updates, which lack it). */
+  /**
+   * The rollout changed; `node`, when known, is the Ray node its last attempt ran on (kept across live updates, which
+   * lack it).
+   */
   setRollout(rollout: Rollout, node?: RayNode): void {
     if (rollout.id !== this.rolloutId) return;
     this.rollout = rollout;

@@ -1,4 +1,7 @@
-/** A run tab's charts, pure: GRPO's and SFT's named charts (grpoCharts.ts), else one chart per metric the algorithm records. */
+/**
+ * A run tab's charts, pure: GRPO's and SFT's named charts (grpoCharts.ts), else one chart per metric the algorithm
+ * records.
+ */
 import type { MetricSeries, TrainingAlgorithm } from '../../trainer-daemon/protocol/training';
 import { formatValue, grpoCharts, sftCharts, type ChartData } from '../../trainer-daemon/protocol/ui/grpoCharts';
 import { seriesOf } from '../../trainer-daemon/protocol/ui/chart';

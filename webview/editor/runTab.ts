@@ -297,7 +297,10 @@ function checkpointsOf(view: TrainingRunView): Checkpoint[] {
   }
 }
 
-/** GRPO's iterations each ran a batch of rollouts (best and worst one click away); SFT's epochs and APO's rounds did not here. */
+/**
+ * GRPO's iterations each ran a batch of rollouts (best and worst one click away); SFT's epochs and APO's rounds did not
+ * here.
+ */
 function hasIterationRollouts(run: TrainingRun): boolean {
   switch (run.algorithm) {
     case 'grpo':

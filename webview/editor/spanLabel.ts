@@ -69,7 +69,9 @@ function llmLabel(span: Span): string {
 
 const labels = new WeakMap<Span, string>();
 
-/** The row's name for a span (cached per span object: a 2,000-span rollout is laid out once per frame while it loads). */
+/**
+ * The row's name for a span (cached per span object: a 2,000-span rollout is laid out once per frame while it loads).
+ */
 export function spanLabel(span: Span): string {
   let label = labels.get(span);
   if (label === undefined) {

@@ -76,7 +76,9 @@ export function rolloutRootSpan(rollout: Rollout, name: string): Span {
   };
 }
 
-/** More than this outside the rollout's own times, the spans' clock is not the daemon's (an agent on another machine). */
+/**
+ * More than this outside the rollout's own times, the spans' clock is not the daemon's (an agent on another machine).
+ */
 const CLOCK_SKEW_MS = 60_000;
 
 /**
@@ -237,7 +239,10 @@ export function timeTicks(view: Viewport, plotWidth: number, minSpacing = 90): n
   return ticks;
 }
 
-/** The index of the next (direction 1) or previous (-1) row that is an LLM call, from `from`; `from` itself when there is none. */
+/**
+ * The index of the next (direction 1) or previous (-1) row that is an LLM call, from `from`; `from` itself when there
+ * is none.
+ */
 export function nextStep(layout: TimelineLayout, from: number, direction: 1 | -1): number {
   for (let i = from + direction; i >= 0 && i < layout.rows.length; i += direction)
     if (layout.rows[i]!.category === 'llm') return i;
@@ -251,7 +256,8 @@ export function nameColumnWidth(totalWidth: number): number {
 
 /**
  * The waterfall's height: its rows and axis (3 spans get 3 rows, not a fixed box), at most `maxHeight` (the
- * conversation below keeps the rest), at least `minHeight`; a height the user dragged it to wins, within the same bounds.
+ * conversation below keeps the rest), at least `minHeight`; a height the user dragged it to wins, within the same
+ * bounds.
  */
 export function timelineHeight(
   rowCount: number,

@@ -454,7 +454,9 @@ export function describeRow(row: TimelineRow): string {
 /** The error mark's size in CSS pixels. */
 const ERROR_MARK = 11;
 
-/** A circled cross centred at (x, y): the `error` codicon's shape, in the canvas (no font to load, no glyph to miss). */
+/**
+ * A circled cross centred at (x, y): the `error` codicon's shape, in the canvas (no font to load, no glyph to miss).
+ */
 function drawErrorMark(context: CanvasRenderingContext2D, x: number, y: number, colour: string): void {
   const radius = ERROR_MARK / 2 - 0.5;
   const arm = radius * 0.45;

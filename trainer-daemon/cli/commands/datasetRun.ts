@@ -73,7 +73,10 @@ function percentile(values: number[], p: number): number | null {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
 }
 
-/** Per task and overall: rollouts, success rate, mean reward, p50/p95 duration, mean tokens, rollouts whose automatic scoring reported errors. */
+/**
+ * Per task and overall: rollouts, success rate, mean reward, p50/p95 duration, mean tokens, rollouts whose automatic
+ * scoring reported errors.
+ */
 export function summarize(
   rollouts: readonly Rollout[],
   scores: ReadonlyMap<string, RolloutScore> = new Map(),

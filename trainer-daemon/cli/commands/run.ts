@@ -1,8 +1,9 @@
 /**
- * `lightning run -- CMD ARGS…`: runs any agent command as one rollout. The command gets the
- * instrumentation environment, its stdio passes through (stderr's end is kept: a failed rollout's error
- * carries its exception and last lines), its exit code is ours, and the last line on stderr is `{"event":"rollout-finished","id":…,"status":…,"reward":…}`. Uses the daemon that owns
- * the store, or runs one inside this process for the duration of the command.
+ * `lightning run -- CMD ARGS…`: runs any agent command as one rollout. The command gets the instrumentation
+ * environment, its stdio passes through (stderr's end is kept: a failed rollout's error carries its exception and last
+ * lines), its exit code is ours, and the last line on stderr is
+ * `{"event":"rollout-finished","id":…,"status":…,"reward":…}`. Uses the daemon that owns the store, or runs one inside
+ * this process for the duration of the command.
  */
 import { spawn } from 'node:child_process';
 import os from 'node:os';

@@ -48,13 +48,19 @@ export function restoreEditorState(raw: unknown): { ok: true; state: EditorState
   };
 }
 
-/** A span as a tab receives it: validated by the extension, attribute values taken as the JSON they are (trainer-daemon/protocol/ui/panelMessages.ts). */
+/**
+ * A span as a tab receives it: validated by the extension, attribute values taken as the JSON they are
+ * (trainer-daemon/protocol/ui/panelMessages.ts).
+ */
 const TabSpan = Span.extend({ attributes: z.record(z.string(), z.custom<Json>()) });
 
 export const EditorToExtension = z.discriminatedUnion('type', [
   /** The tab is listening; it says what it shows (its saved state, if any). */
   z.object({ type: z.literal('ready') }),
-  /** The tab painted what it shows for the first time (a rollout's first rows, a comparison's pairs): work the extension held back for it may go on. */
+  /**
+   * The tab painted what it shows for the first time (a rollout's first rows, a comparison's pairs): work the extension
+   * held back for it may go on.
+   */
   z.object({ type: z.literal('painted') }),
   z.object({ type: z.literal('loadSpans'), rolloutId: Id, afterSequence: z.number().int().nonnegative() }),
   /** One whole span (the tab has it slimmed: trainer-daemon/protocol/slimSpan.ts), for its conversation. */

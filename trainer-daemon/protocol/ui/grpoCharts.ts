@@ -154,7 +154,9 @@ export function mergeMetrics<P extends MetricPointLike>(
   return [...have.filter((point) => point.step <= afterStep), ...newer];
 }
 
-/** A chart's SVG with its own scale, titles and read-out format; `layout`: its size, colour, shared x range, smoothing. */
+/**
+ * A chart's SVG with its own scale, titles and read-out format; `layout`: its size, colour, shared x range, smoothing.
+ */
 export function chartSvg(
   chart: ChartData,
   layout: Omit<BandChartOptions, 'label' | 'format' | 'unit' | 'domain' | 'yTitle'>,

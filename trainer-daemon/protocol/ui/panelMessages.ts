@@ -56,7 +56,10 @@ export const WebviewToExtension = z.discriminatedUnion('type', [
     /** false: only the rollouts outside any batch (the list's own runs, above the groups). */
     inBatch: z.boolean().optional(),
   }),
-  /** The filter's rollouts counted, in all and per run and batch (the list's groups and its one count); the newest `limit` runs. */
+  /**
+   * The filter's rollouts counted, in all and per run and batch (the list's groups and its one count); the newest
+   * `limit` runs.
+   */
   z.object({
     type: z.literal('listGroups'),
     requestId: z.number().int(),
@@ -150,7 +153,10 @@ export const ExtensionToWebview = z.discriminatedUnion('type', [
   /** Show one batch's rollouts (Run Dataset started or finished one). */
   z.object({ type: z.literal('showBatch'), batchId: z.string() }),
   z.object({ type: z.literal('transitions'), rolloutId: z.string(), view: RolloutTransitions }),
-  /** The policy that served the selected rollout's LLM calls (a training iteration or a checkpoint in use), or null; and the Ray node its last attempt ran on, if it ran on one. */
+  /**
+   * The policy that served the selected rollout's LLM calls (a training iteration or a checkpoint in use), or null; and
+   * the Ray node its last attempt ran on, if it ran on one.
+   */
   z.object({
     type: z.literal('servedBy'),
     rolloutId: z.string(),

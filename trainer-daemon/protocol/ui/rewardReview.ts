@@ -8,7 +8,9 @@ import type { Reward } from '../records';
 
 export type ReviewAction = 'accept' | 'correct' | 'reject';
 
-/** The sources a person can review: rewards the pipeline computed (rules and reward functions, judges, reward models). */
+/**
+ * The sources a person can review: rewards the pipeline computed (rules and reward functions, judges, reward models).
+ */
 export function isAutomatic(reward: Pick<Reward, 'source'>): boolean {
   return reward.source === 'rule' || reward.source === 'judge' || reward.source === 'model';
 }

@@ -104,7 +104,10 @@ export function runGroupTime(run: RolloutRunGroup, now = Date.now()): string {
   return formatTime(run.kind === 'training' ? run.startedAt : run.createdAt, now);
 }
 
-/** A run's counts: "4 iterations · 128 rollouts · 3 failed · 2 running" (APO: its evaluations; a dataset run: its rollouts). */
+/**
+ * A run's counts: "4 iterations · 128 rollouts · 3 failed · 2 running" (APO: its evaluations; a dataset run: its
+ * rollouts).
+ */
 export function runGroupFacts(run: RolloutRunGroup): string {
   const parts: string[] = [];
   if (run.kind === 'training') {

@@ -11,7 +11,9 @@ import { assertNever } from '../assert';
 import { inEditorWords } from '../setupAdvice';
 import { formatTime } from './rolloutText';
 
-/** "GRPO tiny on sums · 14:03:12": a run by what it trains and when it was made (a tab's title, a header), never its id. */
+/**
+ * "GRPO tiny on sums · 14:03:12": a run by what it trains and when it was made (a tab's title, a header), never its id.
+ */
 export function runTitle(run: TrainingRun, now = Date.now()): string {
   return `${runLabel(run)} · ${formatTime(run.createdAt, now)}`;
 }
@@ -24,7 +26,10 @@ export function runSubject(run: TrainingRun): string {
   );
 }
 
-/** APO and GRPO run a dataset's tasks; SFT learns from the rollouts rated at least its threshold (of a dataset, if given). */
+/**
+ * APO and GRPO run a dataset's tasks; SFT learns from the rollouts rated at least its threshold (of a dataset, if
+ * given).
+ */
 function trainedOn(run: TrainingRun): Array<string | null> {
   switch (run.algorithm) {
     case 'apo':

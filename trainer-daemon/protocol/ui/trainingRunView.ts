@@ -11,7 +11,10 @@ import { TrainingRunDetail } from '../training';
 export const TrainingRunView = z.intersection(
   TrainingRunDetail,
   z.object({
-    /** The metric points are those after step `afterStep` (-1: the whole series); a live chart merges them into what it has. */
+    /**
+     * The metric points are those after step `afterStep` (-1: the whole series); a live chart merges them into what it
+     * has.
+     */
     afterStep: z.number().int().min(-1).default(-1),
   }),
 );

@@ -193,7 +193,8 @@ def main() -> None:
             serve_stdio(lines, protocol_out, lambda emit: DistributedSession(emit, rank, world))
             lines.close()
         else:
-            serve_stdio(received(), Output(open(os.devnull, "w")), lambda emit: DistributedSession(emit, rank, world))  # noqa: SIM115 (open for the process's life)
+            devnull = open(os.devnull, "w")  # noqa: SIM115 (open for the process's life)
+            serve_stdio(received(), Output(devnull), lambda emit: DistributedSession(emit, rank, world))
     finally:
         dist.destroy_process_group()
     # Gloo's worker threads can still hold work objects of FSDP's collectives whose tensors would be freed during the

@@ -208,8 +208,8 @@ class TrainParams:
     # DAPO's clip-higher: the upper ratio bound 1 + clipHigh (default: clip).
     clip_high: Optional[float] = None
     kl_coef: float = 0.0
-    # With klCoef 0 the KL is only reported: whether this update measures it (a reference pass over every 8th row).
-    # The GRPO loop asks on its first, validated and last iterations; the others skip that forward (TRL logs no KL at 0).
+    # With klCoef 0 the KL is only reported: whether this update measures it (a reference pass over every 8th row). The
+    # GRPO loop asks on its first, validated and last iterations; the others skip that forward (TRL logs no KL at 0).
     kl_sample: bool = True
     # TRL's use_bias_correction_kl: the KL term weighted by the importance ratio π/π_behaviour (on, as TRL 1.13).
     kl_bias_correction: bool = True
