@@ -46,6 +46,7 @@ function longPythonComments(root, files) {
 
 /** `file:line` of each line in `files` (paths relative to `root`) where a comment reaches past WIDTH columns. */
 export function longCommentLines(root, files) {
+  const python = files.filter((name) => name.endsWith('.py'));
   const found = [];
   for (const file of files.filter((name) => !name.endsWith('.py'))) {
     const text = fs.readFileSync(path.join(root, file), 'utf8');
@@ -60,11 +61,5 @@ export function longCommentLines(root, files) {
     });
   }
   // Python's tokenizer counts columns in characters, as `line.length` does above.
-  return [
-    ...found,
-    ...longPythonComments(
-      root,
-      files.filter((name) => name.endsWith('.py')),
-    ),
-  ];
+  return [...found, ...longPythonComments(root, python)];
 }
