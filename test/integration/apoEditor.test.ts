@@ -52,13 +52,14 @@ async function start(
   client: RpcClient,
   cwd: string,
   env: AgentCommand['env'] = {},
+  settings: Partial<typeof LAPTOP_DEFAULTS> = {},
 ): Promise<{ runId: string; config: ApoConfig }> {
   const agent: AgentCommand = { argv: [process.execPath, AGENT], cwd, env, notes: [] };
   const config = apoConfig({
     resource: 'prompt',
     dataset: 'sums',
     valDataset: null,
-    settings: { ...LAPTOP_DEFAULTS, critiqueModel: 'critic', editModel: 'editor' },
+    settings: { ...LAPTOP_DEFAULTS, critiqueModel: 'critic', editModel: 'editor', ...settings },
     promptFile: null,
     agent,
     processEnv: {},
@@ -92,7 +93,9 @@ describe('Optimize This Prompt: the run in the daemon, and Apply', () => {
     const target = promptTarget(SOURCE, { start: cursor, end: cursor }, false)!;
     assert.equal(target.prompt, SEED_PROMPT);
 
-    const { runId } = await start(client, cwd);
+    // One round where the defaults have two (a setting the user may change): the first round's candidates reach 1.0
+    // on validation already, and apo.test.ts checks the rounds. About half the agent processes.
+    const { runId } = await start(client, cwd, {}, { rounds: 1 });
     const progress: string[] = [];
     const final = await follow(client, runId, progress);
     assert.equal(final.status, 'succeeded', final.error ?? '');
