@@ -11,9 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Rollout } from '../../trainer-daemon/protocol';
-import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
 import { formatBytes } from '../../trainer-daemon/protocol/format';
-import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { pickQuickItem, runCommand, runCommandAndPick } from '../helpers/codeServer';
 import { storeWithCheckpoints } from '../helpers/checkpoints';
 import { runCli } from '../helpers/daemon';
@@ -89,17 +87,13 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: fa
 
     await runCommand(page, 'Lightning: Stop Using Checkpoint');
     await inUse.waitFor({ state: 'hidden', timeout: 30_000 });
-    const daemon = findDaemon(session.storeFile)!;
-    const client = await RpcClient.connect(daemon.info.url, daemon.token);
-    try {
-      await waitFor(
+    await session.withDaemon((client) =>
+      waitFor(
         async () => ((await client.request('currentPolicy', {})).served === null ? true : undefined),
         'the daemon to stop serving',
         30_000,
-      );
-    } finally {
-      client.dispose();
-    }
+      ),
+    );
   });
 
   it('the panel shows the run’s checkpoints on disk; Delete on a row asks first, then the row and its folder are gone', async () => {
@@ -112,16 +106,11 @@ describe('Use Checkpoint in VS Code (code-server + chromium)', { concurrency: fa
     const detail = panel.locator('.run-detail');
     // Three checkpoints, one of them without its folder: the total is what is on disk.
     await detail.locator('h4', { hasText: 'Checkpoints (3)' }).waitFor({ timeout: 30_000 });
-    const onDisk = async (): Promise<string> => {
-      const daemon = findDaemon(session.storeFile)!;
-      const client = await RpcClient.connect(daemon.info.url, daemon.token);
-      try {
+    const onDisk = (): Promise<string> =>
+      session.withDaemon(async (client) => {
         const { items } = await client.request('listCheckpoints', { runId: checkpoints.runId });
         return `${formatBytes(items.reduce((sum, c) => sum + (c.bytes ?? 0), 0))} on disk`;
-      } finally {
-        client.dispose();
-      }
-    };
+      });
     await detail.locator('.checkpoints-total', { hasText: await onDisk() }).waitFor({ timeout: 5_000 });
     await detail.locator('.checkpoint-row .checkpoint-size', { hasText: 'missing' }).waitFor({ timeout: 5_000 });
     const row = detail.locator(`.checkpoint-row[data-checkpoint-id="${oldest}"]`);

@@ -33,19 +33,11 @@ import { SEED_PROMPT } from '../helpers/apo';
 import { encodeLiteral } from '../../trainer-daemon/protocol';
 import { waitFor } from '../helpers/tmp';
 import type { Reward, RolloutDetail } from '../../trainer-daemon/protocol';
-import { findDaemon, isProcessAlive } from '../../trainer-daemon/protocol/node/discovery';
-import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
-import {
-  moreRunsText,
-  rolloutTitle,
-  runGroupFacts,
-  runGroupTime,
-  runGroupTitle,
-} from '../../trainer-daemon/protocol/ui/rolloutText';
-import { rolloutCount } from '../../trainer-daemon/protocol/format';
+import { isProcessAlive } from '../../trainer-daemon/protocol/node/discovery';
 import { failureHeadline, failureOutput } from '../../trainer-daemon/protocol/failureText';
-import { addCrashingAgent, CRASH_KEY, panelLlmSpan, resourceFields, sumsOrDefault } from '../helpers/e2eEditorWorld';
-import { watchOpening, type OpeningTimes, type WebviewDocument } from '../helpers/webviewTiming';
+import { addCrashingAgent, CRASH_KEY, resourceFields, sumsOrDefault } from '../helpers/e2eEditorWorld';
+import { measurePanelTimings } from '../helpers/e2ePanelTimings';
+import { checkRunsGrouped, checkRunsLeftOut } from '../helpers/e2eRunListChecks';
 
 describe('the extension in VS Code (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
@@ -222,91 +214,8 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await page.keyboard.press('Escape');
   });
 
-  it('measures (printed, not asserted): a new rollout in the panel after its first span; a 2,000-span rollout opening', async () => {
-    const daemon = findDaemon(storeFile())!;
-    const client = await RpcClient.connect(daemon.info.url, daemon.token);
-    try {
-      const frame = await waitFor(
-        async () => {
-          for (const candidate of page.frames())
-            if (
-              (await candidate
-                .locator('.rollout-list')
-                .count()
-                .catch(() => 0)) > 0
-            )
-              return candidate;
-          return undefined;
-        },
-        'the panel frame',
-        15_000,
-      );
-      const rowShows = (id: string, text: string): Promise<unknown> =>
-        frame.waitForFunction(
-          ([selector, expected]) =>
-            (globalThis as unknown as { document: WebviewDocument }).document
-              .querySelector(selector!)
-              ?.textContent?.includes(expected!) === true,
-          [`.rollout-row[data-rollout-id="${id}"]`, text],
-          { polling: 'raf', timeout: 15_000 },
-        );
-
-      const started = performance.now();
-      const { rollout } = await client.request('startAgentRun', { label: 'latency probe' });
-      await client.request('addSpans', { rolloutId: rollout.id, spans: [panelLlmSpan(0)] });
-      const stored = performance.now();
-      await rowShows(rollout.id, '1 LLM call');
-      const visible = performance.now();
-      console.log(
-        `# target: new rollout visible in the panel ${(visible - stored).toFixed(0)} ms after its first span was stored (${(visible - started).toFixed(0)} ms after agentRuns/start was sent); target ≤ 300 ms`,
-      );
-
-      const big = (await client.request('startAgentRun', { label: 'big rollout' })).rollout;
-      await client.request('addSpans', {
-        rolloutId: big.id,
-        spans: Array.from({ length: 2_000 }, (_, i) => panelLlmSpan(i)),
-      });
-      await client.request('transitionRollout', { id: big.id, to: 'succeeded' });
-      await rowShows(big.id, '2000 LLM calls');
-      const steps = `.detail[data-rollout-id="${big.id}"] details.step`;
-      // The user's wait, on the page's own clock: from the click event to the first frame painted with steps
-      // (playwright's click adds its own actionability checks and round trips before the event).
-      // The row's click opens its preview tab (the panel then shows a summary); Show Here asks for the steps.
-      await frame.click(`.rollout-row[data-rollout-id="${big.id}"]`);
-      await frame.waitForSelector(`.detail[data-rollout-id="${big.id}"] .in-tab-note .show-here`, { timeout: 30_000 });
-      await frame.evaluate(watchOpening, steps);
-      const clicked = performance.now();
-      await frame.click(`.detail[data-rollout-id="${big.id}"] .in-tab-note .show-here`);
-      const stepsShown = (count: number): Promise<unknown> =>
-        frame.waitForFunction(
-          ([selector, n]) =>
-            (globalThis as unknown as { document: WebviewDocument }).document.querySelectorAll(selector as string)
-              .length >= (n as number),
-          [steps, count],
-          { polling: 'raf', timeout: 30_000 },
-        );
-      await stepsShown(1);
-      const firstSteps = performance.now();
-      await stepsShown(2_000);
-      const all = performance.now();
-      const opening = await frame
-        .waitForFunction(
-          () =>
-            (globalThis as unknown as { lightningOpening?: OpeningTimes }).lightningOpening?.painted !== undefined
-              ? (globalThis as unknown as { lightningOpening: OpeningTimes }).lightningOpening
-              : undefined,
-          undefined,
-          { timeout: 10_000 },
-        )
-        .then((handle) => handle.jsonValue() as Promise<OpeningTimes>);
-      console.log(
-        `# target: a 2,000-span rollout opened: first steps painted ${(opening.painted! - opening.click!).toFixed(0)} ms after Show Here's click event (in the page; playwright's click to first steps: ${(firstSteps - clicked).toFixed(0)} ms), all 2,000 in ${(all - clicked).toFixed(0)} ms; target ≤ 300 ms`,
-      );
-      await shot('06-big-rollout');
-    } finally {
-      client.dispose();
-    }
-  });
+  it('measures (printed, not asserted): a new rollout in the panel after its first span; a 2,000-span rollout opening', () =>
+    session.withDaemon((client) => measurePanelTimings(page, client, shot)));
 
   it('Review Unrated Rollouts: n skips, a typed 0 rates the rollout shown and advances', async () => {
     await runCommand(page, 'Lightning: Review Unrated Rollouts');
@@ -448,138 +357,11 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     );
   });
 
-  it('groups the list by run: own runs first, the APO run one collapsed row named by its label, its batches inside, one count with the status bar', async () => {
-    await runCommand(page, 'Lightning: Show Panel');
-    const daemon = findDaemon(storeFile())!;
-    const client = await RpcClient.connect(daemon.info.url, daemon.token);
-    try {
-      const counted = await client.request('rolloutGroups', {});
-      const apo = counted.runs.find((run) => run.kind === 'training' && run.algorithm === 'apo');
-      assert.ok(
-        apo?.kind === 'training',
-        `the APO run is one group (${JSON.stringify(counted.runs.map((r) => r.kind))})`,
-      );
-      assert.ok(apo.batches.length >= 2, "the APO run's evaluations and its optimizer calls, inside it");
-      assert.equal(counted.runs.length, 1, 'one run: its batches are not rows of their own');
-      assert.equal(counted.ungrouped, 4, 'two debug sessions, the big rollout, the latency probe');
-      await panel
-        .locator('.toolbar .count', { hasText: new RegExp(`^${rolloutCount(counted.total)}$`) })
-        .waitFor({ timeout: 15_000 });
-      await statusBarItem(page)
-        .filter({ hasText: rolloutCount(counted.total) })
-        .waitFor({ timeout: 15_000 });
-      const runRow = panel.locator(`.group-row.group-run[data-run-id="${apo.runId}"]`);
-      await runRow.waitFor({ timeout: 15_000 });
-      assert.equal(await runRow.locator('.title').textContent(), runGroupTitle(apo));
-      assert.ok(!(await runRow.locator('.title').textContent())!.includes(apo.runId), 'a label, not the id');
-      assert.equal(await runRow.locator('.group-facts').textContent(), runGroupFacts(apo));
-      assert.equal(await runRow.locator('.time').textContent(), runGroupTime(apo), 'when it started');
-      assert.equal(await panel.locator('.group-row.group-batch').count(), 0, 'its batches collapsed inside it');
-      assert.equal(await panel.locator('.rollout-row.nested').count(), 0, 'collapsed');
-      // Own runs above every group (rows are placed by their `top`).
-      const tops = async (selector: string): Promise<number[]> =>
-        panel
-          .locator(selector)
-          .evaluateAll((rows) =>
-            rows.map((row) => Number.parseFloat((row as unknown as { style: { top: string } }).style.top)),
-          );
-      assert.ok(
-        Math.max(...(await tops('.rollout-row:not(.nested)'))) < Math.min(...(await tops('.group-row'))),
-        'own runs first',
-      );
+  it('groups the list by run: own runs first, the APO run one collapsed row named by its label, its batches inside, one count with the status bar', () =>
+    session.withDaemon((client) => checkRunsGrouped({ page, panel, client, shot })));
 
-      // Expanded, the run shows its batches, collapsed: the optimizer's calls and each evaluation, by what they were.
-      await runRow.click();
-      const batchRows = panel.locator('.group-row.group-batch');
-      await waitFor(async () => (await batchRows.count()) === apo.batches.length, 'the run’s batches', 15_000);
-      const optimizer = apo.batches.find((batch) => batch.mode === 'optimizer')!;
-      await panel
-        .locator(`.group-row.group-batch[data-batch-id="${optimizer.batchId}"]`, { hasText: 'Optimizer calls' })
-        .waitFor({ timeout: 5_000 });
-      assert.equal(await panel.locator('.rollout-row.nested').count(), 0, 'the batches collapsed');
-
-      // An evaluation expanded lists its rollouts beneath it, titled by their task.
-      const evaluation = apo.batches.find((batch) => batch.step !== null)!;
-      const header = panel.locator(`.group-row.group-batch[data-batch-id="${evaluation.batchId}"]`);
-      await header.filter({ hasText: `Evaluation ${evaluation.step}` }).waitFor({ timeout: 5_000 });
-      await header.filter({ hasText: rolloutCount(evaluation.count) }).waitFor({ timeout: 5_000 });
-      await header.click();
-      const [first] = (await client.request('listRollouts', { batchId: evaluation.batchId, limit: 1 })).items;
-      const nested = panel.locator(`.rollout-row.nested.depth-2[data-rollout-id="${first!.id}"]`);
-      await nested.waitFor({ timeout: 15_000 });
-      assert.equal(await nested.locator('.title').textContent(), rolloutTitle(first!));
-      assert.notEqual(rolloutTitle(first!), first!.label, "the task, not the run's label");
-      await shot('12-grouped');
-      await runRow.click();
-      await waitFor(
-        async () => (await panel.locator('.rollout-row.nested, .group-row.group-batch').count()) === 0,
-        'collapsed again',
-        5_000,
-      );
-    } finally {
-      client.dispose();
-    }
-  });
-
-  it('past the newest 100 runs, a last row counts the runs and rollouts left out and shows them', async () => {
-    const daemon = findDaemon(storeFile())!;
-    const client = await RpcClient.connect(daemon.info.url, daemon.token);
-    try {
-      // 105 dataset runs of one rollout each (a client's own batches): more runs than the panel asks for at first.
-      for (let i = 0; i < 105; i += 1)
-        await client.request('createRollout', { mode: 'train', label: `nightly ${i}`, batchId: `batch-more-${i}` });
-      const counted = await waitFor(
-        async () => {
-          const groups = await client.request('rolloutGroups', { limit: 100 });
-          return groups.runCount === 106 ? groups : undefined;
-        },
-        'the 106 runs counted',
-        15_000,
-      );
-      const all = await client.request('rolloutGroups', { limit: 1_000 });
-      const leftOut = all.runs.slice(100);
-      const left = counted.total - counted.ungrouped - counted.runs.reduce((sum, run) => sum + run.count, 0);
-      assert.deepEqual([counted.runs.length, counted.more], [100, true]);
-      assert.equal(
-        left,
-        leftOut.reduce((sum, run) => sum + run.count, 0),
-        'the rollouts of the runs left out',
-      );
-      const apo = leftOut.find((run) => run.kind === 'training');
-      assert.ok(apo?.kind === 'training', 'the APO run, the oldest, is one of those left out');
-      await panel
-        .locator('.toolbar .count', { hasText: new RegExp(`^${rolloutCount(counted.total)}$`) })
-        .waitFor({ timeout: 15_000 });
-      // The list is virtualized: the last row exists once scrolled to.
-      const toBottom = (): Promise<void> =>
-        panel.locator('.rollout-list').evaluate((list) => {
-          const element = list as unknown as { scrollTop: number; scrollHeight: number };
-          element.scrollTop = element.scrollHeight;
-        });
-      const more = panel.locator('.group-row.group-more');
-      await waitFor(
-        async () => {
-          await toBottom();
-          return (await more.filter({ hasText: moreRunsText(leftOut.length, left) }).count()) === 1;
-        },
-        `the row "${moreRunsText(leftOut.length, left)}"`,
-        15_000,
-      );
-      await shot('13-more-runs');
-      await more.click();
-      const apoRow = panel.locator(`.group-row.group-run[data-run-id="${apo.runId}"]`);
-      await waitFor(
-        async () => {
-          await toBottom();
-          return (await more.count()) === 0 && (await apoRow.count()) === 1;
-        },
-        'every run listed, the APO run last, no "more runs" row',
-        15_000,
-      );
-    } finally {
-      client.dispose();
-    }
-  });
+  it('past the newest 100 runs, a last row counts the runs and rollouts left out and shows them', () =>
+    session.withDaemon((client) => checkRunsLeftOut({ page, panel, client, shot })));
 
   it('an agent that throws under Debug with Lightning: its rollout fails with the exception and its last output lines, in the row, the tab and `lightning show`', async () => {
     await runCommand(page, 'Lightning: Show Panel');
@@ -626,14 +408,10 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
   });
 
   /** The result of the latest training run, from the daemon. */
-  async function latestRun(): Promise<{ best: { prompt: string; version: number } }> {
-    const daemon = findDaemon(storeFile())!;
-    const client = await RpcClient.connect(daemon.info.url, daemon.token);
-    try {
+  function latestRun(): Promise<{ best: { prompt: string; version: number } }> {
+    return session.withDaemon(async (client) => {
       const [latest] = (await client.request('listTrainingRuns', { limit: 1 })).items;
       return latest!.result as { best: { prompt: string; version: number } };
-    } finally {
-      client.dispose();
-    }
+    });
   }
 });

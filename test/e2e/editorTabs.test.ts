@@ -12,8 +12,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import type { Frame, Page } from 'playwright-core';
-import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
-import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { editorStore, type EditorStore } from '../helpers/editorStore';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { frameWith, runCommand } from '../helpers/codeServer';
@@ -249,14 +247,8 @@ describe(
       const runAgain = await frameWith(page, '.run-tab .run-table tr[data-step="2"] .use-checkpoint');
       await runAgain.locator('tr[data-step="2"] .use-checkpoint').click();
       await page.locator('.statusbar-item', { hasText: 'step 2' }).waitFor({ timeout: 120_000 });
-      const daemon = findDaemon(session.storeFile)!;
-      const client = await RpcClient.connect(daemon.info.url, daemon.token);
-      try {
-        const policy = await client.request('currentPolicy', {});
-        assert.equal(policy.served?.checkpointId, seeded.checkpointIds[1]);
-      } finally {
-        client.dispose();
-      }
+      const policy = await session.withDaemon((client) => client.request('currentPolicy', {}));
+      assert.equal(policy.served?.checkpointId, seeded.checkpointIds[1]);
       await session.shot('tabs-06-checkpoint-in-use');
     });
 

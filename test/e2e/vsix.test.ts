@@ -17,8 +17,6 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
-import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
-import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { rolloutCount } from '../../trainer-daemon/protocol/format';
 import { runGroupFacts, runGroupTitle } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { ensureEditor } from '../provision/index.mjs';
@@ -193,35 +191,29 @@ describe(
     });
 
     it("the list: the debug runs first, the training run's rollouts under one row named by its label, one count with the status bar; nothing clipped", async () => {
-      const daemon = findDaemon(session.storeFile)!;
-      const client = await RpcClient.connect(daemon.info.url, daemon.token);
-      try {
-        const counted = await client.request('rolloutGroups', {});
-        const [run] = counted.runs;
-        assert.equal(counted.runs.length, 1, 'the training run: one group, its iterations inside it');
-        assert.ok(run?.kind === 'training', 'a training run');
-        assert.equal(counted.ungrouped, 2, 'the two debug sessions');
-        assert.equal(counted.total, counted.ungrouped + run.count);
-        assert.ok(run.batches.length >= 2, 'its iterations and validations, inside it');
-        await panel
-          .locator('.toolbar .count', { hasText: new RegExp(`^${rolloutCount(counted.total)}$`) })
-          .waitFor({ timeout: 15_000 });
-        await statusBarItem(page)
-          .filter({ hasText: rolloutCount(counted.total) })
-          .waitFor({ timeout: 15_000 });
-        const row = panel.locator(`.group-row.group-run[data-run-id="${run.runId}"]`);
-        await row.waitFor({ timeout: 15_000 });
-        assert.equal(await row.locator('.title').textContent(), runGroupTitle(run));
-        assert.equal(runGroupTitle(run), 'GRPO tiny on tools');
-        assert.equal(await row.locator('.group-facts').textContent(), runGroupFacts(run));
-        assert.match(runGroupFacts(run), /^2 iterations · /);
-        assert.equal(await panel.locator('.group-row').count(), 1, 'one row for the whole run');
-        assert.equal(await assertDefaultSidebarWidth(page), DEFAULT_SIDEBAR_WIDTH);
-        assert.deepEqual(await clippedIn(await frameWith(page, '.rollout-list .group-row'), PANEL_LIST_CHECKS), []);
-        await session.shot('vsix-6-grouped');
-      } finally {
-        client.dispose();
-      }
+      const counted = await session.withDaemon((client) => client.request('rolloutGroups', {}));
+      const [run] = counted.runs;
+      assert.equal(counted.runs.length, 1, 'the training run: one group, its iterations inside it');
+      assert.ok(run?.kind === 'training', 'a training run');
+      assert.equal(counted.ungrouped, 2, 'the two debug sessions');
+      assert.equal(counted.total, counted.ungrouped + run.count);
+      assert.ok(run.batches.length >= 2, 'its iterations and validations, inside it');
+      await panel
+        .locator('.toolbar .count', { hasText: new RegExp(`^${rolloutCount(counted.total)}$`) })
+        .waitFor({ timeout: 15_000 });
+      await statusBarItem(page)
+        .filter({ hasText: rolloutCount(counted.total) })
+        .waitFor({ timeout: 15_000 });
+      const row = panel.locator(`.group-row.group-run[data-run-id="${run.runId}"]`);
+      await row.waitFor({ timeout: 15_000 });
+      assert.equal(await row.locator('.title').textContent(), runGroupTitle(run));
+      assert.equal(runGroupTitle(run), 'GRPO tiny on tools');
+      assert.equal(await row.locator('.group-facts').textContent(), runGroupFacts(run));
+      assert.match(runGroupFacts(run), /^2 iterations · /);
+      assert.equal(await panel.locator('.group-row').count(), 1, 'one row for the whole run');
+      assert.equal(await assertDefaultSidebarWidth(page), DEFAULT_SIDEBAR_WIDTH);
+      assert.deepEqual(await clippedIn(await frameWith(page, '.rollout-list .group-row'), PANEL_LIST_CHECKS), []);
+      await session.shot('vsix-6-grouped');
     });
   },
 );

@@ -11,6 +11,8 @@ import os from 'node:os';
 import path from 'node:path';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { RolloutDetail, TrainingRunSummary } from '../../trainer-daemon/protocol';
+import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
+import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
 import { openWorkbench, panelFrame, type Workbench, type WorkbenchOptions } from './codeServer';
 import { REPO_ROOT, runCli } from './daemon';
 import { startScriptedUpstream, type ScriptedUpstream, type ScriptedUpstreamOptions } from './scriptedUpstream';
@@ -31,6 +33,8 @@ export interface E2eSession {
   show(id: string): Promise<RolloutDetail>;
   /** A training run as `lightning train --list --json` lists it. */
   showRun(id: string): Promise<{ run: TrainingRunSummary }>;
+  /** `fn` with an RPC client of the workspace's daemon (found as the extension finds it), disposed after. */
+  withDaemon<T>(fn: (client: RpcClient) => Promise<T>): Promise<T>;
   /** Keeps the extension's logs as `<logPrefix>-N.log` beside the screenshots, then stops everything. */
   close(logPrefix: string): Promise<void>;
 }
@@ -86,6 +90,16 @@ export async function startE2eSession(
       const run = (JSON.parse(result.stdout) as TrainingRunSummary[]).find((listed) => listed.id === id);
       assert.ok(run, `training run ${id} is listed`);
       return { run };
+    },
+    withDaemon: async (fn) => {
+      const daemon = findDaemon(storeFile);
+      assert.ok(daemon, `a daemon announced itself for ${storeFile}`);
+      const client = await RpcClient.connect(daemon.info.url, daemon.token);
+      try {
+        return await fn(client);
+      } finally {
+        client.dispose();
+      }
     },
     close: async (logPrefix) => {
       // The extension's logs (its LogOutputChannel, one per window) are kept beside the screenshots.
