@@ -10,9 +10,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Frame, FrameLocator, Page } from 'playwright-core';
+import { frameWith } from '../helpers/codeServer';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
 import { seedRollouts } from '../helpers/largeStore';
-import { waitFor } from '../helpers/tmp';
 
 const ROLLOUTS = 100_000;
 /** How far the measurement scrolls: 50 pages of the panel's cursor. */
@@ -94,21 +94,7 @@ describe('the panel with 100,000 rollouts (code-server + chromium)', { concurren
     await page.locator('.activitybar [aria-label^="Lightning"]').first().click();
     const newest = `ro-${(ROLLOUTS - 1).toString(16).padStart(16, '0')}`;
     await panel.locator(`.rollout-row[data-rollout-id="${newest}"]`).waitFor({ timeout: 60_000 });
-    const frame: Frame = await waitFor(
-      async () => {
-        for (const candidate of page.frames())
-          if (
-            (await candidate
-              .locator('.rollout-list')
-              .count()
-              .catch(() => 0)) > 0
-          )
-            return candidate;
-        return undefined;
-      },
-      'the panel frame',
-      15_000,
-    );
+    const frame: Frame = await frameWith(page, '.rollout-list', 15_000);
     // The list's row height (webview/rolloutList.ts), read off a rendered row.
     const rowHeight = await frame.evaluate(
       () =>

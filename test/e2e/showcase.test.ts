@@ -17,7 +17,6 @@ import type { Frame, FrameLocator, Page } from 'playwright-core';
 import { GrpoConfig, type RolloutRunGroup } from '../../trainer-daemon/protocol';
 import { findDaemon } from '../../trainer-daemon/protocol/node/discovery';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
-import { rolloutCount } from '../../trainer-daemon/protocol/format';
 import { Store } from '../../trainer-daemon/store/store';
 import { rolloutTitle, runGroupFacts, runGroupTitle } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { runTitle } from '../../trainer-daemon/protocol/ui/trainingRunFormat';
@@ -28,7 +27,7 @@ import {
   pickQuickItem,
   runCommand,
   runCommandAndPick,
-  statusBarItem,
+  countShown,
   type WorkbenchOptions,
 } from '../helpers/codeServer';
 import {
@@ -168,10 +167,7 @@ describe(
       assert.ok(run?.kind === 'batch');
       datasetRun = run;
       assert.equal(counted.total, 6);
-      await panel.locator('.toolbar .count', { hasText: /^6 rollouts$/ }).waitFor({ timeout: 15_000 });
-      await statusBarItem(page)
-        .filter({ hasText: rolloutCount(6) })
-        .waitFor({ timeout: 15_000 });
+      await countShown(page, 6);
       const runRow = panel.locator(`.group-row.group-run[data-batch-id="${datasetRun.batchId}"]`);
       assert.equal(await runRow.locator('.title').textContent(), runGroupTitle(datasetRun));
       assert.equal(runGroupTitle(datasetRun), 'weather · dataset run');

@@ -17,7 +17,6 @@ import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
-import { rolloutCount } from '../../trainer-daemon/protocol/format';
 import { runGroupFacts, runGroupTitle } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { ensureEditor } from '../provision/index.mjs';
 import {
@@ -27,7 +26,7 @@ import {
   pickQuickLabel,
   runCommand,
   runCommandAndPick,
-  statusBarItem,
+  countShown,
   type WorkbenchOptions,
 } from '../helpers/codeServer';
 import { assertDefaultSidebarWidth, clippedIn, DEFAULT_SIDEBAR_WIDTH, PANEL_LIST_CHECKS } from '../helpers/clipping';
@@ -198,12 +197,7 @@ describe(
       assert.equal(counted.ungrouped, 2, 'the two debug sessions');
       assert.equal(counted.total, counted.ungrouped + run.count);
       assert.ok(run.batches.length >= 2, 'its iterations and validations, inside it');
-      await panel
-        .locator('.toolbar .count', { hasText: new RegExp(`^${rolloutCount(counted.total)}$`) })
-        .waitFor({ timeout: 15_000 });
-      await statusBarItem(page)
-        .filter({ hasText: rolloutCount(counted.total) })
-        .waitFor({ timeout: 15_000 });
+      await countShown(page, counted.total);
       const row = panel.locator(`.group-row.group-run[data-run-id="${run.runId}"]`);
       await row.waitFor({ timeout: 15_000 });
       assert.equal(await row.locator('.title').textContent(), runGroupTitle(run));

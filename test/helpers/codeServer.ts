@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { BrowserContext, Frame, FrameLocator, Locator, Page } from 'playwright-core';
+import { rolloutCount } from '../../trainer-daemon/protocol/format';
 import { ensureBrowserDriver, ensureEditor } from '../provision/index.mjs';
 import { REPO_ROOT } from './daemon';
 import { waitFor } from './tmp';
@@ -369,6 +370,16 @@ export function panelFrame(page: Page): FrameLocator {
 
 export function statusBarItem(page: Page): Locator {
   return page.locator('.statusbar-item', { hasText: 'Lightning' }).first();
+}
+
+/** The panel's count and the status bar item both say `total` rollouts: one count, shown in both places. */
+export async function countShown(page: Page, total: number): Promise<void> {
+  await panelFrame(page)
+    .locator('.toolbar .count', { hasText: new RegExp(`^${rolloutCount(total)}$`) })
+    .waitFor({ timeout: 15_000 });
+  await statusBarItem(page)
+    .filter({ hasText: rolloutCount(total) })
+    .waitFor({ timeout: 15_000 });
 }
 
 /**

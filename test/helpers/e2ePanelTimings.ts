@@ -5,8 +5,8 @@
  */
 import type { Page } from 'playwright-core';
 import type { RpcClient } from '../../trainer-daemon/protocol/node/connection';
+import { frameWith } from './codeServer';
 import { panelLlmSpan } from './e2eEditorWorld';
-import { waitFor } from './tmp';
 import { watchOpening, type OpeningTimes, type WebviewDocument } from './webviewTiming';
 
 /** The two timings, printed; `client` is an RPC client of the session's daemon, which the rollouts are made through. */
@@ -15,21 +15,7 @@ export async function measurePanelTimings(
   client: RpcClient,
   shot: (name: string) => Promise<unknown>,
 ): Promise<void> {
-  const frame = await waitFor(
-    async () => {
-      for (const candidate of page.frames())
-        if (
-          (await candidate
-            .locator('.rollout-list')
-            .count()
-            .catch(() => 0)) > 0
-        )
-          return candidate;
-      return undefined;
-    },
-    'the panel frame',
-    15_000,
-  );
+  const frame = await frameWith(page, '.rollout-list', 15_000);
   const rowShows = (id: string, text: string): Promise<unknown> =>
     frame.waitForFunction(
       ([selector, expected]) =>

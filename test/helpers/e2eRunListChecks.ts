@@ -15,7 +15,7 @@ import {
   runGroupTime,
   runGroupTitle,
 } from '../../trainer-daemon/protocol/ui/rolloutText';
-import { runCommand, statusBarItem } from './codeServer';
+import { countShown, runCommand } from './codeServer';
 import { waitFor } from './tmp';
 
 /** The session's page, its Lightning panel, an RPC client of its daemon, and where screenshots go. */
@@ -38,12 +38,7 @@ export async function checkRunsGrouped({ page, panel, client, shot }: RunListSes
   assert.ok(apo.batches.length >= 2, "the APO run's evaluations and its optimizer calls, inside it");
   assert.equal(counted.runs.length, 1, 'one run: its batches are not rows of their own');
   assert.equal(counted.ungrouped, 4, 'two debug sessions, the big rollout, the latency probe');
-  await panel
-    .locator('.toolbar .count', { hasText: new RegExp(`^${rolloutCount(counted.total)}$`) })
-    .waitFor({ timeout: 15_000 });
-  await statusBarItem(page)
-    .filter({ hasText: rolloutCount(counted.total) })
-    .waitFor({ timeout: 15_000 });
+  await countShown(page, counted.total);
   const runRow = panel.locator(`.group-row.group-run[data-run-id="${apo.runId}"]`);
   await runRow.waitFor({ timeout: 15_000 });
   assert.equal(await runRow.locator('.title').textContent(), runGroupTitle(apo));
