@@ -293,6 +293,64 @@ test('past the in-flight byte budget a call gets a retryable 503; an oversized n
   assert.match(huge.body, /over the 2097152-byte limit/);
 });
 
+/** What one request on `agent` got: its status (0: none), whether sending it failed, whether it reused a socket. */
+function sendOn(
+  agent: http.Agent,
+  url: string,
+  body: Buffer,
+  headers: Record<string, string>,
+): Promise<{ status: number; sendError?: string; reused: boolean }> {
+  return new Promise((resolve) => {
+    let sendError: string | undefined;
+    const outcome = (status: number): { status: number; sendError?: string; reused: boolean } => ({
+      status,
+      ...(sendError === undefined ? {} : { sendError }),
+      reused: request.reusedSocket,
+    });
+    const request = http.request(url, { method: 'POST', agent, headers }, (response) => {
+      response.resume();
+      // Once the body is sent too: a request error after the answer (EPIPE: the daemon stopped reading and closed)
+      // still counts.
+      const sent = new Promise((done) => (request.writableFinished ? done(undefined) : request.once('finish', done)));
+      response.on('end', () => void sent.then(() => setImmediate(() => resolve(outcome(response.statusCode ?? 0)))));
+    });
+    request.on('error', (error: NodeJS.ErrnoException) => {
+      sendError = error.code ?? error.message;
+      setTimeout(() => resolve(outcome(0)), 500);
+    });
+    request.end(body);
+  });
+}
+
+test('a call refused while its body is still coming (the byte budget, the size cap) is read off: the client finishes sending, reads the refusal and keeps its connection', async (t) => {
+  const upstream = await hostileUpstream();
+  t.after(() => upstream.close());
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), ['--upstream', upstream.url], {
+    LIGHTNING_MAX_BUFFERED_BYTES: String(4 * 1024 * 1024),
+  });
+  t.after(() => daemon.stop('SIGKILL'));
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(() => client.dispose());
+  const { url } = await client.request('startAgentRun', {});
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  t.after(() => agent.destroy());
+  const json = { 'content-type': 'application/json' };
+  const small = Buffer.from(JSON.stringify({ model: 'm', messages: [] }));
+  assert.deepEqual(await sendOn(agent, `${url}/v1/chat/completions`, small, json), { status: 200, reused: false });
+  // 16 MiB against a 4 MiB budget: refused once 4 MiB are read, while the client still has 12 to send (the daemon
+  // that stopped reading and closed made it fail with EPIPE, and a fetch() could lose the 503).
+  const big = Buffer.from(JSON.stringify({ model: 'm', messages: [{ role: 'user', content: 'z'.repeat(16 << 20) }] }));
+  assert.deepEqual(await sendOn(agent, `${url}/v1/chat/completions`, big, json), { status: 503, reused: true });
+  assert.deepEqual(await sendOn(agent, `${url}/v1/chat/completions`, small, json), { status: 200, reused: true });
+  // Over /reward's 1 MiB cap: declared up front, then chunked (no length to go by).
+  const reward = Buffer.alloc(3 << 20, 0x20);
+  const declared = { ...json, 'content-length': String(reward.length) };
+  assert.deepEqual(await sendOn(agent, `${url}/reward`, reward, declared), { status: 413, reused: true });
+  const chunked = { ...json, 'transfer-encoding': 'chunked' };
+  assert.deepEqual(await sendOn(agent, `${url}/reward`, reward, chunked), { status: 413, reused: true });
+  assert.deepEqual(await sendOn(agent, `${url}/v1/chat/completions`, small, json), { status: 200, reused: true });
+});
+
 test('one rollout’s hanging calls cannot starve another’s: past its share a rollout gets 429 + Retry-After', async (t) => {
   const held: http.ServerResponse[] = [];
   const server = http.createServer((request, response) => {
