@@ -12,7 +12,7 @@ import path from 'node:path';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';
-import { fmt, percentile, processCpuMs, rows } from './table';
+import { fmt, percentile, processCpuMs, rows, signed } from './table';
 
 const BODY = JSON.stringify({
   model: 'test-model',
@@ -171,8 +171,8 @@ export async function gatewayBenchmark(work: string, portkeyScript: string): Pro
       const ratio = added('daemon', 50) / added('portkey', 50);
       rows.push({
         metric: `proxy vs Portkey gateway: latency added to a direct call, ${concurrency} concurrent (${fmt(count * ROUNDS)} calls each)`,
-        result: `p50 +${fmt(added('daemon', 50), 2)} ms, p99 +${fmt(added('daemon', 99), 2)} ms`,
-        baseline: `Portkey 1.15.2: p50 +${fmt(added('portkey', 50), 2)} ms, p99 +${fmt(added('portkey', 99), 2)} ms (direct p50 ${fmt(p(latencies.direct, 50), 2)} ms)`,
+        result: `p50 ${signed(added('daemon', 50), 2)} ms, p99 ${signed(added('daemon', 99), 2)} ms`,
+        baseline: `Portkey 1.15.2: p50 ${signed(added('portkey', 50), 2)} ms, p99 ${signed(added('portkey', 99), 2)} ms (direct p50 ${fmt(p(latencies.direct, 50), 2)} ms)`,
         ratio: `${fmt(ratio, 2)}× Portkey's (p50)`,
         target: "≤ 1.25× Portkey's",
         met: ratio <= 1.25 ? 'yes' : 'NO',

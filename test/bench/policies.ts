@@ -15,7 +15,7 @@ import {
   trainTwoRoleWorld,
   type TwoRoleResult,
 } from '../helpers/twoRoleWorld';
-import { fmt, median, rows } from './table';
+import { fmt, median, rows, signed } from './table';
 
 const SEEDS = [0, 1, 2] as const;
 
@@ -66,7 +66,7 @@ export async function policiesBenchmark(work: string): Promise<void> {
       metric: `two roles, ${label} after ${budget}, mean of seeds ${SEEDS.join(', ')}: an adapter per role`,
       result: a.text,
       baseline: `${b.text} (one shared adapter, the episode reward)`,
-      ratio: `${a.value - b.value >= 0 ? '+' : ''}${fmt(a.value - b.value, 2)}`,
+      ratio: signed(a.value - b.value, 2),
       target: 'separate ≥ shared',
       met: a.value >= b.value ? 'yes' : 'NO',
     });

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';
-import { fmt, percentile, rows } from './table';
+import { fmt, percentile, rows, signed } from './table';
 
 const BODY = JSON.stringify({
   model: 'test-model',
@@ -123,7 +123,7 @@ async function addedLatencyRows(api: Api, what: string, concurrencies: number[])
     const added99 = p(through.timings, 99) - p(plain.timings, 99);
     rows.push({
       metric: `proxy added latency, ${what}, ${concurrency} concurrent (${count} calls)`,
-      result: `p50 +${fmt(added50, 2)} ms, p99 +${fmt(added99, 2)} ms (p50 ${fmt(p(through.timings, 50), 2)} ms)`,
+      result: `p50 ${signed(added50, 2)} ms, p99 ${signed(added99, 2)} ms (p50 ${fmt(p(through.timings, 50), 2)} ms)`,
       baseline: `direct p50 ${fmt(p(plain.timings, 50), 2)} ms, p99 ${fmt(p(plain.timings, 99), 2)} ms`,
       ratio: `${fmt(p(through.timings, 50) / p(plain.timings, 50), 2)}×`,
       target: concurrency === 64 ? 'p50 ≤ 1 ms, p99 ≤ 5 ms added' : '(report)',
@@ -145,7 +145,7 @@ async function addedFirstByteRows(api: Api, what: string, concurrencies: number[
     const addedTtfb = ttfb(proxiedStreams.timings) - ttfb(plainStreams.timings);
     rows.push({
       metric: `proxy added time to first byte, ${what}, ${concurrency} concurrent (400 streams)`,
-      result: `p50 +${fmt(addedTtfb, 2)} ms (p50 ${fmt(ttfb(proxiedStreams.timings), 2)} ms)`,
+      result: `p50 ${signed(addedTtfb, 2)} ms (p50 ${fmt(ttfb(proxiedStreams.timings), 2)} ms)`,
       baseline: `direct p50 ${fmt(ttfb(plainStreams.timings), 2)} ms`,
       ratio: `${fmt(ttfb(proxiedStreams.timings) / ttfb(plainStreams.timings), 2)}×`,
       target: 'p50 ≤ 1 ms added',

@@ -46,6 +46,14 @@ export function fmt(n: number, digits = 0): string {
   return n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
 }
 
+/**
+ * A difference with its sign: `+1.03`, `-33.08` (an "added" p99 can be negative: the two p99s are of separate runs),
+ * never `+-33.08`.
+ */
+export function signed(n: number, digits = 0): string {
+  return `${n >= 0 ? '+' : ''}${fmt(n, digits)}`;
+}
+
 export function printTable(): void {
   const headers: Array<keyof Row> = ['metric', 'result', 'baseline', 'ratio', 'target', 'met'];
   const widths = headers.map((h) => Math.max(h.length, ...rows.map((r) => r[h].length)));
