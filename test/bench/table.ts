@@ -51,7 +51,12 @@ export function fmt(n: number, digits = 0): string {
  * never `+-33.08`.
  */
 export function signed(n: number, digits = 0): string {
-  return `${n >= 0 ? '+' : ''}${fmt(n, digits)}`;
+  // `+ 0` turns -0 into 0, which has the plus sign.
+  return (n + 0).toLocaleString('en-US', {
+    maximumFractionDigits: digits,
+    minimumFractionDigits: digits,
+    signDisplay: 'always',
+  });
 }
 
 export function printTable(): void {

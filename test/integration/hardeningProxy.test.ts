@@ -349,6 +349,22 @@ test('a call refused while its body is still coming (the byte budget, the size c
   const chunked = { ...json, 'transfer-encoding': 'chunked' };
   assert.deepEqual(await sendOn(agent, `${url}/reward`, reward, chunked), { status: 413, reused: true });
   assert.deepEqual(await sendOn(agent, `${url}/v1/chat/completions`, small, json), { status: 200, reused: true });
+  // More than 64 MiB still to come is not read off: the 413 comes at once, and closes the connection.
+  const declaredHuge = await new Promise<http.IncomingMessage>((resolve, reject) => {
+    const request = http.request(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...json, 'content-length': String(100 << 20) },
+    });
+    request.on('response', (response) => {
+      response.resume();
+      request.destroy();
+      resolve(response);
+    });
+    request.on('error', reject);
+    request.write(small);
+  });
+  assert.equal(declaredHuge.statusCode, 413);
+  assert.equal(declaredHuge.headers.connection, 'close');
 });
 
 test('one rollout’s hanging calls cannot starve another’s: past its share a rollout gets 429 + Retry-After', async (t) => {

@@ -9,6 +9,7 @@ import { fmt, percentile, signed } from '../bench/table';
 test('bench table: a difference is written with exactly one sign', () => {
   assert.equal(signed(1.034, 2), '+1.03');
   assert.equal(signed(0, 2), '+0.00');
+  assert.equal(signed(-0, 2), '+0.00');
   assert.equal(signed(-33.084, 2), '-33.08');
   assert.equal(signed(-1234.5, 1), '-1,234.5');
   assert.equal(fmt(1234.5, 1), '1,234.5');

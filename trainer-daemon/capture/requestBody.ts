@@ -24,8 +24,9 @@ const DRAIN_MAX_BYTES = 64 * 1024 * 1024;
 const DRAIN_MS = 5_000;
 
 /**
- * Stops keeping `request`'s body: what is left of it is dropped as it comes (within DRAIN_MAX_BYTES and DRAIN_MS), or,
- * when more than that is declared, the answer closes the connection.
+ * Stops keeping `request`'s body: what is left of it is dropped as it comes (within DRAIN_MAX_BYTES and DRAIN_MS). When
+ * more than that is declared, or the request has no budget record (accountBody, which every agent route calls), nothing
+ * more is read and the answer closes the connection.
  */
 function dropRest(request: IncomingMessage, read: number): void {
   request.removeAllListeners('data');
@@ -40,7 +41,8 @@ function dropRest(request: IncomingMessage, read: number): void {
   const cut = (): void => {
     request.removeAllListeners('data');
     request.pause();
-    // Not answered yet: the answer closes the connection. Answered: the client has it; the connection ends now.
+    // Not answered yet: the answer closes the connection. Answered: the connection is destroyed now, and a client still
+    // sending may see a reset rather than the answer (the bound's price).
     if (response.headersSent) request.socket.destroy();
     else closeAfterResponse.add(request);
   };
@@ -101,7 +103,10 @@ export function accountBody(request: IncomingMessage, budget: ByteBudget, respon
   budgets.set(request, { budget, response });
 }
 
-/** Whether `request` stopped being read (past a limit or the budget): its connection closes after the answer. */
+/**
+ * Whether `request`'s connection closes after the answer: a refused body whose rest was too large to read off, or whose
+ * reading off was cut (dropRest).
+ */
 export function closesAfterResponse(request: IncomingMessage): boolean {
   return closeAfterResponse.has(request);
 }
