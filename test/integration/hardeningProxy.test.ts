@@ -293,16 +293,17 @@ test('past the in-flight byte budget a call gets a retryable 503; an oversized n
   assert.match(huge.body, /over the 2097152-byte limit/);
 });
 
-/** What one request on `agent` got: its status (0: none), whether sending it failed, whether it reused a socket. */
-function sendOn(
-  agent: http.Agent,
-  url: string,
-  body: Buffer,
-  headers: Record<string, string>,
-): Promise<{ status: number; sendError?: string; reused: boolean }> {
+/** What one request on an agent got: its status (0: none), whether sending it failed, whether it reused a socket. */
+interface Sent {
+  status: number;
+  sendError?: string;
+  reused: boolean;
+}
+
+function sendOn(agent: http.Agent, url: string, body: Buffer, headers: Record<string, string>): Promise<Sent> {
   return new Promise((resolve) => {
     let sendError: string | undefined;
-    const outcome = (status: number): { status: number; sendError?: string; reused: boolean } => ({
+    const outcome = (status: number): Sent => ({
       status,
       ...(sendError === undefined ? {} : { sendError }),
       reused: request.reusedSocket,

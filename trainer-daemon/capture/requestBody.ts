@@ -25,14 +25,13 @@ const DRAIN_MS = 5_000;
 
 /**
  * Stops keeping `request`'s body: what is left of it is dropped as it comes (within DRAIN_MAX_BYTES and DRAIN_MS). When
- * more than that is declared, or the request has no budget record (accountBody, which every agent route calls), nothing
- * more is read and the answer closes the connection.
+ * more than that is still declared (`unread`: 0 or less without a Content-Length), or the request has no budget record
+ * (accountBody, which every agent route calls), nothing more is read and the answer closes the connection.
  */
-function dropRest(request: IncomingMessage, read: number): void {
+function dropRest(request: IncomingMessage, unread: number): void {
   request.removeAllListeners('data');
-  const declared = Number(request.headers['content-length']);
   const response = budgets.get(request)?.response;
-  if (!response || declared - read > DRAIN_MAX_BYTES) {
+  if (!response || unread > DRAIN_MAX_BYTES) {
     request.pause();
     closeAfterResponse.add(request);
     return;
@@ -70,7 +69,7 @@ export function readBody(request: IncomingMessage, limit: number): Promise<Buffe
     const declared = Number(request.headers['content-length'] ?? 0);
     if (declared > limit) {
       reject(new PayloadTooLargeError(`the request body (${declared} bytes) is over the ${limit}-byte limit`));
-      dropRest(request, 0);
+      dropRest(request, declared);
       return;
     }
     const chunks: Buffer[] = [];
@@ -81,13 +80,13 @@ export function readBody(request: IncomingMessage, limit: number): Promise<Buffe
         accounting?.budget.take(chunk.length, accounting.response);
       } catch (error) {
         chunks.length = 0;
-        dropRest(request, size);
+        dropRest(request, declared - size);
         reject(error);
         return;
       }
       if (size > limit) {
         chunks.length = 0;
-        dropRest(request, size);
+        dropRest(request, declared - size);
         reject(new PayloadTooLargeError(`the request body is over the ${limit}-byte limit`));
         return;
       }
