@@ -12,14 +12,8 @@ import type { ServedPolicy } from '../../trainer-daemon/protocol';
 import { DaemonError, errorMessage, type ErrorKind } from '../../trainer-daemon/protocol/errors';
 import type { DaemonClient } from '../daemonClient';
 import type { DaemonSupervisor } from '../supervisor';
-import {
-  busyCheckpointMessage,
-  CheckpointChoice,
-  checkpointItems,
-  needsTrainerSetup,
-  UseCheckpointArgument,
-} from './routing';
-import { inEditorWords } from '../../trainer-daemon/protocol/setupAdvice';
+import { busyCheckpointMessage, CheckpointChoice, checkpointItems, UseCheckpointArgument } from './routing';
+import { inEditorWords, needsTrainerSetup } from '../../trainer-daemon/protocol/setupAdvice';
 
 const STATE_KEY = 'lightning.checkpointInUse';
 

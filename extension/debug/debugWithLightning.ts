@@ -21,7 +21,7 @@ import {
   wantsLightning,
   type LaunchConfig,
 } from './launchConfig';
-import { debugRoute } from '../checkpoints/routing';
+import { debugRoute } from './route';
 import type { DebugPreloads } from './preloadFiles';
 import { CheckpointUnavailableError, type CheckpointSource } from '../checkpoints/useCheckpoint';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';

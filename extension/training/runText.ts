@@ -5,7 +5,6 @@
  * trainer's Python is missing (then **Set Up Trainer** is offered). Pure: unit-tested.
  */
 import type { TrainingRunSummary } from '../../trainer-daemon/protocol';
-import type { ErrorKind } from '../../trainer-daemon/protocol/errors';
 import { assertNever } from '../../trainer-daemon/protocol/assert';
 
 const number = (value: number | undefined): string =>
@@ -80,14 +79,6 @@ function iterationProgressText(run: TrainingRunSummary, total: number | undefine
 export function progressFraction(run: TrainingRunSummary): number {
   const total = configuredIterations(run);
   return total ? Math.min(1, run.step / total) : 0;
-}
-
-/**
- * The daemon's error kind says no Python here can run the trainer (none with PyTorch, or it cannot start): Set Up
- * Trainer fixes it.
- */
-export function needsTrainerSetup(kind: ErrorKind | null): boolean {
-  return kind === 'trainer_unavailable';
 }
 
 /** One line for the notification at the end of a run. */

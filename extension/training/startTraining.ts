@@ -35,9 +35,9 @@ import {
   type GrpoSettings,
   type NumericSetting,
 } from './grpoSettings';
-import { inEditorWords } from '../../trainer-daemon/protocol/setupAdvice';
 import { followDaemonRun } from './followRun';
-import { endText, needsTrainerSetup, progressFraction, progressText } from './runText';
+import { inEditorWords, needsTrainerSetup } from '../../trainer-daemon/protocol/setupAdvice';
+import { endText, progressFraction, progressText } from './runText';
 import { fineTuneConfig } from './fineTune';
 import { pick, pickModel } from './trainingPicks';
 import { describePolicies, policiesFromPicks, policyPickItems } from './policyPicks';

@@ -9,8 +9,10 @@
  * * the pages (webview/) import nothing Node-only either (no protocol/node/, no builtins) and nothing of extension/;
  *   the extension imports nothing of webview/: what both sides use lives in protocol/ui/;
  * * no file imports itself back through a circle of imports, and no room imports itself back through another room
- *   (an arrow that runs up: a room is a folder of trainer-daemon/, or extension/ or webview/; a file at
- *   trainer-daemon/'s top level — daemon.ts, log.ts, storeOwnership.ts — is a room of its own).
+ *   (an arrow that runs up: a room is a folder of trainer-daemon/, or extension/ or webview/ as a whole; a file at
+ *   trainer-daemon/'s top level — daemon.ts, log.ts, storeOwnership.ts — is a room of its own); nor, inside
+ *   extension/ and inside webview/, does one of their folders (`extension/debug/`) or top-level files
+ *   (`extension/pickers.ts`) import itself back through another.
  */
 import fs from 'node:fs';
 import { isBuiltin } from 'node:module';
@@ -105,11 +107,17 @@ const isNodeProtocol = (file: string): boolean => file.startsWith('trainer-daemo
 /** The protocol every process may import, the pages included: all of it but protocol/node/. */
 const isBrowserSafeProtocol = (file: string): boolean => isProtocol(file) && !isNodeProtocol(file);
 
-/** The room a source file belongs to (see the header). */
+/** The room a source file belongs to (see the header): the editor's two sides are each one room here. */
 export function roomOf(file: string): string {
   const parts = file.split('/');
   if (parts[0] !== 'trainer-daemon') return parts[0]!;
   return parts.length > 2 ? `trainer-daemon/${parts[1]}` : file;
+}
+
+/** Within extension/ or webview/, the room of a file there: its folder (`extension/debug`), or the file itself. */
+function editorRoomOf(file: string): string {
+  const parts = file.split('/');
+  return parts.length > 2 ? `${parts[0]}/${parts[1]}` : file;
 }
 
 /** The strongly connected components of more than one file (or a file importing itself): Tarjan's algorithm. */
@@ -170,19 +178,27 @@ export function layeringViolations(root: string): Violation[] {
     }
   }
   for (const files of circles(graph)) violations.push({ rule: 'circle', files });
-  violations.push(...roomCircles(graph));
+  violations.push(...roomCircles(graph, roomOf));
+  for (const side of ['extension/', 'webview/']) {
+    const within = new Map(
+      [...graph]
+        .filter(([from]) => from.startsWith(side))
+        .map(([from, targets]) => [from, targets.filter((to) => to.startsWith(side))]),
+    );
+    violations.push(...roomCircles(within, editorRoomOf));
+  }
   return violations;
 }
 
 /** Circles between rooms: the file graph folded onto rooms, each arrow with the first import that makes it. */
-function roomCircles(graph: Map<string, string[]>): Violation[] {
+function roomCircles(graph: Map<string, string[]>, room: (file: string) => string): Violation[] {
   const rooms = new Map<string, string[]>();
   const example = new Map<string, string>();
   for (const [from, targets] of graph) {
-    const a = roomOf(from);
+    const a = room(from);
     if (!rooms.has(a)) rooms.set(a, []);
     for (const to of targets) {
-      const b = roomOf(to);
+      const b = room(to);
       if (a === b || rooms.get(a)!.includes(b)) continue;
       rooms.get(a)!.push(b);
       example.set(`${a} → ${b}`, `${from} → ${to}`);

@@ -12,7 +12,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { finalStatus, instrumentConfig, type LaunchConfig } from '../../extension/debug/launchConfig';
-import { debugRoute } from '../../extension/checkpoints/routing';
+import { debugRoute } from '../../extension/debug/route';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { REPO_ROOT, startDaemon } from '../helpers/daemon';
 import { startScriptedUpstream } from '../helpers/scriptedUpstream';

@@ -41,6 +41,10 @@ test('the check fails on each kind of violation, in a seeded tree', (t) => {
   write('trainer-daemon/cli/main.ts', "import { demo } from '../demo/main';\nexport const main = demo;\n");
   write('trainer-daemon/cli/commands/train.ts', 'export const train = 1;\n');
   write('trainer-daemon/demo/main.ts', "import { train } from '../cli/commands/train';\nexport const demo = train;\n");
+  // Inside the extension: debug/ → checkpoints/ → debug/, no file circle.
+  write('extension/debug/start.ts', "import { route } from '../checkpoints/use';\nexport const start = route;\n");
+  write('extension/debug/launch.ts', 'export const launch = 1;\n');
+  write('extension/checkpoints/use.ts', "import { launch } from '../debug/launch';\nexport const route = launch;\n");
   assert.deepEqual(layeringViolations(dir), [
     { rule: 'editor-reaches-past-protocol', from: 'extension/panel.ts', to: 'trainer-daemon/store/store.ts' },
     { rule: 'editor-reaches-past-protocol', from: 'webview/main.ts', to: 'trainer-daemon/store/store.ts' },
@@ -52,6 +56,14 @@ test('the check fails on each kind of violation, in a seeded tree', (t) => {
       imports: [
         'trainer-daemon/cli/main.ts → trainer-daemon/demo/main.ts',
         'trainer-daemon/demo/main.ts → trainer-daemon/cli/commands/train.ts',
+      ],
+    },
+    {
+      rule: 'room-circle',
+      rooms: ['extension/checkpoints', 'extension/debug'],
+      imports: [
+        'extension/checkpoints/use.ts → extension/debug/launch.ts',
+        'extension/debug/start.ts → extension/checkpoints/use.ts',
       ],
     },
   ]);

@@ -19,7 +19,8 @@ import {
   parseNumericSetting,
   storableEnv,
 } from '../../extension/training/grpoSettings';
-import { endText, needsTrainerSetup, progressFraction, progressText } from '../../extension/training/runText';
+import { endText, progressFraction, progressText } from '../../extension/training/runText';
+import { needsTrainerSetup } from '../../trainer-daemon/protocol/setupAdvice';
 import { doctorSummary } from '../../extension/training/doctorReport';
 import { followRun } from '../../extension/training/followRun';
 import { Emitter } from '../../trainer-daemon/protocol/event';

@@ -6,13 +6,9 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, it } from 'node:test';
-import {
-  checkpointArgs,
-  checkpointItems,
-  debugRoute,
-  needsTrainerSetup,
-  UseCheckpointArgument,
-} from '../../extension/checkpoints/routing';
+import { checkpointArgs, checkpointItems, UseCheckpointArgument } from '../../extension/checkpoints/routing';
+import { debugRoute } from '../../extension/debug/route';
+import { needsTrainerSetup } from '../../trainer-daemon/protocol/setupAdvice';
 import type { LaunchConfig } from '../../extension/debug/launchConfig';
 import { deleteConfirmation, deleteRefusal } from '../../extension/checkpoints/deleteText';
 import { checkpointSize, checkpointsTotal } from '../../trainer-daemon/protocol/format';

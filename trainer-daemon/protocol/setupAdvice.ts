@@ -4,6 +4,7 @@
  * is its **Lightning: Set Up Trainer** command. Pure and zod-free: the extension, the webview and the
  * demo (run from the editor, `LIGHTNING_EDITOR` set) share it.
  */
+import type { ErrorKind } from './errors';
 
 /** The command palette's name for `lightning doctor --setup`. */
 export const SET_UP_TRAINER = 'Lightning: Set Up Trainer';
@@ -26,4 +27,12 @@ export function inEditorWords(text: string): string {
 /** inEditorWords where the process runs for the editor (`LIGHTNING_EDITOR` set), else the text as it is. */
 export function forReader(text: string, env: Readonly<Record<string, string | undefined>>): string {
   return env[EDITOR_ENV] ? inEditorWords(text) : text;
+}
+
+/**
+ * The daemon's error kind says no Python here can run the trainer (none with PyTorch, or it cannot start): Set Up
+ * Trainer fixes it (a failed training run, a checkpoint that could not be served).
+ */
+export function needsTrainerSetup(kind: ErrorKind | null): boolean {
+  return kind === 'trainer_unavailable';
 }
