@@ -139,4 +139,13 @@ describe('the output held while an agent runs', () => {
     assert.ok(tail.text.length <= 16 * 1024);
     assert.equal(exceptionOf(tail.text), 'ValueError: last');
   });
+
+  it('keeps a character whole when its bytes come in two chunks', () => {
+    const tail = new OutputTail();
+    const bytes = Buffer.from('KeyError: café ✓\n');
+    const cut = bytes.indexOf(0xc3) + 1; // inside é's two bytes
+    tail.push(bytes.subarray(0, cut));
+    tail.push(bytes.subarray(cut));
+    assert.equal(exceptionOf(tail.text), 'KeyError: café ✓');
+  });
 });

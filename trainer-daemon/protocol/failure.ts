@@ -20,9 +20,11 @@ const HELD_CHARS = 16 * 1024;
 /** The end of a process's output as it arrives, at most HELD_CHARS; everything before is dropped. */
 export class OutputTail {
   private held = '';
+  /** Bytes are decoded as a stream: a character split across two chunks comes out whole (browser-safe, no Buffer). */
+  private readonly decoder = new TextDecoder();
 
   push(chunk: string | Uint8Array): void {
-    const text = typeof chunk === 'string' ? chunk : Buffer.from(chunk).toString('utf8');
+    const text = typeof chunk === 'string' ? chunk : this.decoder.decode(chunk, { stream: true });
     this.held = (this.held + text).slice(-HELD_CHARS);
   }
 
