@@ -41,7 +41,7 @@ post(os.environ['LIGHTNING_URL'] + '/reward', {'value': task.get('value', 1)})
 print('answer', answer['choices'][0]['message']['content'], flush=True)
 `;
 
-/** A long-lived worker (DESIGN.md, "Batch rollouts") in the standard library. */
+/** A long-lived worker (docs/datasets.md, "Worker mode") in the standard library. */
 const WORKER = `
 import json, os, urllib.request
 def post(url, body=None):

@@ -11,7 +11,7 @@ import { batchOf, peakOverlap } from '../helpers/batch';
 import { tempDir, waitFor } from '../helpers/tmp';
 
 /**
- * A long-lived agent worker (DESIGN.md, "Batch rollouts") on the real `openai` SDK: it keeps
+ * A long-lived agent worker (docs/datasets.md, "Worker mode") on the real `openai` SDK: it keeps
  * LIGHTNING_RUNNER_CONCURRENCY rollouts going, each one LLM call, a reward from its task and a
  * `/finish`. On demand through the task: `crash` (the whole worker dies mid-rollout, once),
  * `hang` (never finishes; waits until its URL is revoked), `fail` (finishes as failed).

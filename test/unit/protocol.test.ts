@@ -68,7 +68,7 @@ describe('protocol', () => {
     assert.match(describeIssues(result.error, 'params'), /^params\.a\.b\.1: /);
   });
 
-  test('the ready line schema matches the contract in DESIGN.md', () => {
+  test('the ready line schema matches the contract in docs/daemon.md', () => {
     assert.ok(
       ReadyMessage.safeParse({
         event: 'ready',
@@ -84,7 +84,7 @@ describe('protocol', () => {
     assert.deepEqual(
       Object.keys(ReadyMessage.shape).sort(),
       ['event', 'pid', 'store', 'token', 'url'],
-      'exactly the fields DESIGN.md names',
+      'exactly the fields docs/daemon.md names',
     );
     assert.ok(
       !ReadyMessage.safeParse({ event: 'startup-failed', reason: 'store_owned', kind: 'conflict', message: 'x' })

@@ -1,5 +1,5 @@
 /**
- * The agent-facing HTTP surface under a rollout's capability URL `/r/<key>` (DESIGN.md,
+ * The agent-facing HTTP surface under a rollout's capability URL `/r/<key>` (docs/agents.md,
  * "Agent-facing HTTP"): the OpenAI-compatible proxy, OTLP traces, rewards, the task and the
  * resources; and for worker-mode batches ("Batch rollouts") `POST /b/<key>/<worker>/next` and a
  * rollout's `POST /finish`. An unknown (or revoked) key is a 404 and nothing is stored.

@@ -42,7 +42,7 @@ export class RecordingProxy {
 
   /**
    * Forwards one call; resolves when the agent's response has ended. The response ends only once
-   * the call's record is committed (DESIGN.md: every acknowledged write durable): a non-streamed
+   * the call's record is committed (docs/guarantees.md: every acknowledged write durable): a non-streamed
    * answer is sent after the commit, a stream's last byte is followed by the commit and only then
    * by its end. When the record cannot be committed the agent gets a retryable 503 (or, mid-stream,
    * a broken stream), never an answer whose record is lost.

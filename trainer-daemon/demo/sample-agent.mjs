@@ -4,7 +4,7 @@
 // OPENAI_API_KEY like any OpenAI program, takes its task from LIGHTNING_TASK, and posts a reward
 // (1 if its answer is right) to LIGHTNING_URL.
 //
-// Worker mode (DESIGN.md, "Batch rollouts"): started with LIGHTNING_RUNNER_URL, it stays alive and loops
+// Worker mode (docs/datasets.md, "Worker mode"): started with LIGHTNING_RUNNER_URL, it stays alive and loops
 // `POST $LIGHTNING_RUNNER_URL/next` → {rolloutId, url, task}, running LIGHTNING_RUNNER_CONCURRENCY
 // rollouts at once, each with `url + "/v1"` as its OpenAI base URL, until the batch is done (204).
 import OpenAI from 'openai';

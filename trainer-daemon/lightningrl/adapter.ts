@@ -1,6 +1,6 @@
 /**
  * From a recorded trajectory to its LLM calls, in order, each attributed to the agent that made it
- * (DESIGN.md, LightningRL step 1). Works for any agent: calls come from the proxy's records
+ * (LightningRL's first step). Works for any agent: calls come from the proxy's records
  * (exact request and response) or from OTLP spans; the span tree gives the enclosing agent, with
  * missing parents repaired by time containment.
  */

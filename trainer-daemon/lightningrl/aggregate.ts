@@ -1,5 +1,5 @@
 /**
- * Optional trajectory aggregation (DESIGN.md, LightningRL step 5): consecutive transitions whose
+ * Optional trajectory aggregation (LightningRL's last, optional step): consecutive transitions whose
  * prompt tokens extend the previous prompt + response become one sequence. The response of the
  * merged sample is every call's response with the tokens the environment inserted in between
  * (tool results, new user turns) kept for context but masked out of the loss. Only exact engine

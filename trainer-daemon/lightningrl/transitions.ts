@@ -1,6 +1,6 @@
 /**
  * LightningRL end to end: trajectories → selected LLM calls → episode rewards → credit →
- * advantages → single-call transitions (DESIGN.md, "LightningRL"), and the OpenAI fine-tuning
+ * advantages → single-call transitions (docs/export.md), and the OpenAI fine-tuning
  * chat format for supervised training on the best rollouts.
  */
 import {

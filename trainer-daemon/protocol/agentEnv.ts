@@ -1,5 +1,5 @@
 /**
- * The environment an instrumented agent receives (DESIGN.md, "What an instrumented agent
+ * The environment an instrumented agent receives (docs/agents.md, "What the agent
  * receives"). One pure function, used by `lightning run` and by the extension's Debug with
  * Lightning, so both inject exactly the same variables.
  */

@@ -1,5 +1,5 @@
 /**
- * Checkpoints leaving the run and the disk (DESIGN.md, "Models that leave the editor"): exported as a PEFT adapter
+ * Checkpoints leaving the run and the disk (docs/training.md, "Take the model out"): exported as a PEFT adapter
  * or a Hugging Face model folder (`checkpoints/export`, the trainer worker's `export`), deleted one at a time
  * (`checkpoints/delete`), and a run's retention policy (`keepCheckpoints`: which checkpoints a run keeps as new
  * ones land; training/retention.ts applies it).

@@ -1,5 +1,5 @@
 /**
- * How a running daemon announces itself: the ready line on stdout (DESIGN.md, `lightning serve`) and
+ * How a running daemon announces itself: the ready line on stdout (docs/daemon.md) and
  * the discovery file beside the store that other commands (`lightning run`, the CLI, the extension)
  * read to find the daemon that owns a store.
  */

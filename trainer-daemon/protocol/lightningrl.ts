@@ -1,5 +1,5 @@
 /**
- * LightningRL's output (DESIGN.md, "LightningRL"): single-call training transitions with their
+ * LightningRL's output (docs/export.md): single-call training transitions with their
  * credit and advantage, and the options that decide them. `lightning export` writes these records
  * one per line; the trainer worker reads them.
  */

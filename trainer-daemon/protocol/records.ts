@@ -1,5 +1,5 @@
 /**
- * Records of Lightning's data model (DESIGN.md, "Data model"), as zod schemas.
+ * Records of Lightning's data model (ARCHITECTURE.md's glossary), as zod schemas.
  *
  * These are the shapes that cross process boundaries: the daemon's RPC, the CLI's `--json`
  * output, and (later) the webview. The store maps its rows onto them. A schema and its type share

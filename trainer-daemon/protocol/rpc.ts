@@ -1,5 +1,5 @@
 /**
- * The editor-facing JSON-RPC 2.0 protocol (DESIGN.md, "Editor-facing RPC"): every method and
+ * The editor-facing JSON-RPC 2.0 protocol (docs/daemon.md, "Editor RPC"): every method and
  * notification declared once, with zod schemas for params and result, imported by both ends
  * (the daemon's RPC server and the CLI today, the extension's client later).
  */

@@ -1,5 +1,5 @@
 /**
- * The worker-mode batch protocol (DESIGN.md, "Batch rollouts"): the RPC params and results with
+ * The worker-mode batch protocol (docs/datasets.md, "Worker mode"): the RPC params and results with
  * which a runner opens a batch on the daemon, follows its attempts, reports dead workers and
  * cancels it; and the HTTP bodies long-lived agent workers exchange under `LIGHTNING_RUNNER_URL`.
  */

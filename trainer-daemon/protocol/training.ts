@@ -39,7 +39,7 @@ const GrpoFields = z.strictObject({
   workers: z.number().int().min(1).max(1024).default(8),
   /**
    * `process`: one agent process per rollout; `worker`: long-lived agent processes that take rollouts
-   * from LIGHTNING_RUNNER_URL (DESIGN.md, "Batch rollouts").
+   * from LIGHTNING_RUNNER_URL (docs/datasets.md, "Worker mode").
    */
   agentMode: z.enum(['process', 'worker']).default('process'),
   /** Worker mode: rollouts one agent worker holds at once (LIGHTNING_RUNNER_CONCURRENCY). */

@@ -1,6 +1,6 @@
 /**
  * The batch runner: runs queued rollouts (of one batch) to a final status, in one of two modes
- * (DESIGN.md, "Batch rollouts"):
+ * (docs/datasets.md):
  * * `process` — the agent command once per attempt (any unchanged agent), through a bounded pool;
  * * `worker` — N long-lived agent workers that pull rollouts from the daemon
  *   (`LIGHTNING_RUNNER_URL`), for thousands of short rollouts where process start-up dominates.

@@ -1,5 +1,5 @@
 /**
- * Worker-mode batches, daemon side (DESIGN.md, "Batch rollouts"): the queue long-lived agent
+ * Worker-mode batches, daemon side (docs/datasets.md, "Worker mode"): the queue long-lived agent
  * workers pull rollouts from. The queue lives in the daemon so that `POST …/next` and
  * `POST {url}/finish` are one local write each, with no round trip to the runner: the runner only
  * supervises the worker processes and follows the attempts through `workerBatches/events`.

@@ -1,5 +1,5 @@
 /**
- * GRPO, the closed RL loop (DESIGN.md, "LightningRL" step 6): the trainer worker serves the policy;
+ * GRPO, the closed RL loop (docs/training.md, "Training"): the trainer worker serves the policy;
  * each iteration runs the dataset's train tasks × G samples as rollouts against it, LightningRL turns
  * them into transitions (identical credit, GRPO advantages, exact token ids from the spans), the
  * worker updates the weights and saves a checkpoint, and the next rollouts use the new weights.

@@ -1,5 +1,5 @@
 /**
- * A run's checkpoint retention (DESIGN.md, "Models that leave the editor"), decided as each checkpoint lands: keep
+ * A run's checkpoint retention (docs/training.md, "Checkpoints on disk"), decided as each checkpoint lands: keep
  * the best checkpoint (by validation reward, else by validation loss (SFT), else by the reward of the rollouts it
  * served), the last N
  * (`keepCheckpoints`, default 3) and whatever is in use (served now, being exported); delete the rest. Optimizer
