@@ -4,6 +4,7 @@
  * `batch-finished` on stdout, with the scoring errors); what the progress notification says as they
  * arrive; and how the summary is told to the user. Pure, so it is unit-tested against the CLI's own output.
  */
+import { assertNever } from '../../trainer-daemon/protocol/assert';
 import { describeAttempt, parseCliLine, type BatchFinished } from '../../trainer-daemon/protocol/cliLines';
 import { formatDuration } from '../../trainer-daemon/protocol/format';
 
@@ -22,8 +23,16 @@ export function parseProgressLine(line: string): ProgressEvent | undefined {
       return { kind: 'rollout', done: parsed.done, total: parsed.total, text: describeAttempt(parsed) };
     case 'rollout-scored':
       return { kind: 'scored', rolloutId: parsed.rolloutId };
-    default:
+    // The CLI's other lines, and a line that is not one of them, leave the notification as it is.
+    case 'batch-finished':
+    case 'ready':
+    case 'startup-failed':
+    case 'training-started':
+    case 'training-finished':
+    case undefined:
       return undefined;
+    default:
+      return assertNever(parsed);
   }
 }
 

@@ -6,7 +6,7 @@
  */
 import { textOf, type Json, type JsonObject } from '../protocol';
 import { TRUNCATED_MARKER, type Reassembler } from './reassemble';
-import { isJsonObject } from '../protocol/json';
+import { isJsonObject, jsonString } from '../protocol/json';
 
 interface BlockDraft {
   block: JsonObject;
@@ -25,7 +25,7 @@ export class AnthropicReassembler implements Reassembler {
 
   add(event: unknown): void {
     if (!isJsonObject(event)) return;
-    switch (event.type) {
+    switch (jsonString(event.type)) {
       case 'message_start':
         if (isJsonObject(event.message)) {
           this.message = { ...event.message };
@@ -67,7 +67,7 @@ export class AnthropicReassembler implements Reassembler {
       if (typeof piece === 'string')
         draft.block[key] = `${typeof draft.block[key] === 'string' ? draft.block[key] : ''}${piece}`;
     };
-    switch (delta.type) {
+    switch (jsonString(delta.type)) {
       case 'text_delta':
         return append('text', delta.text);
       case 'input_json_delta':

@@ -1,4 +1,5 @@
 /** Exit codes of the `lightning` command, documented in `lightning --help`. */
+import { assertNever } from '../protocol/assert';
 import { mapError } from '../protocol/errors';
 
 export const ExitCode = {
@@ -28,7 +29,13 @@ export function exitCodeFor(error: unknown): number {
     case 'conflict':
     case 'invalid_transition':
       return ExitCode.Conflict;
-    default:
+    case 'payload_too_large':
+    case 'unsupported_media_type':
+    case 'unauthorized':
+    case 'overloaded':
+    case 'internal':
       return ExitCode.Failure;
+    default:
+      return assertNever(kind);
   }
 }

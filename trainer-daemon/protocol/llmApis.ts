@@ -471,7 +471,7 @@ export function asChatCall(attributes: Readonly<Record<string, Json>>): {
   // An error body (Anthropic `{type:"error"}`, Gemini `{error:{…}}`) stays an error: translated, it became an empty
   // assistant reply.
   const response = recorded && (recorded.type === 'error' || isJsonObject(recorded.error)) ? null : recorded;
-  switch (attributes['lightning.api']) {
+  switch (jsonString(attributes['lightning.api'])) {
     case ANTHROPIC_MESSAGES:
       return {
         request: request && anthropicRequestToChat(request),

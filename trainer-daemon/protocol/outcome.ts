@@ -7,6 +7,7 @@
  * `spanOutcome` derives it for spans that carry none (an exporter's error status is an error).
  */
 import { assertNever } from './assert';
+import { jsonString } from './json';
 import type { Json } from './records';
 import type { CallOutcome, SkippedCalls, TruncationLimit } from './outcomeSchema';
 import { TRUNCATION_LIMITS } from './outcomeValues';
@@ -66,7 +67,7 @@ function statusOf(attributes: Attributes): number | null {
 
 /** A span's outcome: as recorded, else derived (OTLP spans, records made before outcomes were). */
 export function spanOutcome(span: OutcomeSource): CallOutcome {
-  const recorded = span.attributes[OUTCOME_ATTRIBUTE];
+  const recorded = jsonString(span.attributes[OUTCOME_ATTRIBUTE]);
   switch (recorded) {
     case 'ok':
     case 'cancelled':

@@ -159,7 +159,11 @@ export function applyRule(rule: RuleConfig, trajectory: ScoringTrajectory, task:
       const tokens = trajectory.promptTokens + trajectory.completionTokens;
       return scored(tokens > rule.max ? rule.value : 0, `${tokens} tokens (max ${rule.max})`);
     }
-    default: {
+    case 'exact':
+    case 'normalized':
+    case 'numeric':
+    case 'regex':
+    case 'json': {
       const expected = expectedAnswer(task.expected ?? undefined, rule.expectedPath);
       // A regex with its own pattern needs no expected answer.
       const needsExpected = !(rule.rule === 'regex' && rule.pattern !== undefined);
@@ -170,5 +174,7 @@ export function applyRule(rule: RuleConfig, trajectory: ScoringTrajectory, task:
       if (trajectory.finalAnswer === null) return scored(0, 'no final answer');
       return compareAnswer(rule, trajectory.finalAnswer, expected ?? null);
     }
+    default:
+      return assertNever(rule);
   }
 }

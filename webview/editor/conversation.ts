@@ -9,6 +9,7 @@
  */
 import type { Json, JsonObject, Span } from '../../trainer-daemon/protocol/records';
 import { isJsonObject, textOf } from '../../trainer-daemon/protocol/json';
+import { assertNever } from '../../trainer-daemon/protocol/assert';
 
 export type Block =
   | { readonly kind: 'text'; readonly text: string }
@@ -279,8 +280,13 @@ export function blockText(block: Block): string {
   switch (block.kind) {
     case 'toolCall':
       return `${block.name}(${block.arguments})`;
-    default:
+    case 'text':
+    case 'thinking':
+    case 'toolResult':
+    case 'image':
       return block.text;
+    default:
+      return assertNever(block);
   }
 }
 
