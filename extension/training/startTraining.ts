@@ -13,6 +13,7 @@ import type {
   DaemonTrainingConfig,
   ModelSpec,
   PolicySpecInput,
+  TrainingAlgorithm,
   TrainingRunSummary,
 } from '../../trainer-daemon/protocol';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
@@ -65,7 +66,7 @@ export class TrainingCommands {
   ) {}
 
   async start(): Promise<void> {
-    const algorithm = await pick<'grpo' | 'apo' | 'sft'>(
+    const algorithm = await pick<TrainingAlgorithm>(
       [
         {
           label: 'GRPO',

@@ -173,7 +173,7 @@ test('apo: trainingRuns/cancel from another client stops the run and its agent w
   assert.equal(detail.run.status, 'cancelled');
   assert.ok(detail.run.cancelRequested);
   assert.deepEqual(
-    (await client.request('apoLeaderboard', { runId: running.id })).items.map((c) => [c.id, c.valScore]),
+    candidatesOf(detail).map((c) => [c.id, c.valScore]),
     [['seed', null]],
   );
   const left = await client.request('listRollouts', { mode: 'val', status: ['running', 'queued'] });

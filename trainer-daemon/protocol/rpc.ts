@@ -33,6 +33,7 @@ import { RolloutTransitions, RolloutTransitionsParams } from './lightningrl';
 import {
   GetTrainingRunParams,
   StartTrainingParams,
+  TrainingAlgorithm,
   TrainingRun,
   TrainingRunDetail,
   TrainingRunSummary,
@@ -162,7 +163,7 @@ export const RolloutRunGroup = z.discriminatedUnion('kind', [
   z.object({
     kind: z.literal('training'),
     runId: z.string(),
-    algorithm: z.enum(['grpo', 'apo', 'sft']),
+    algorithm: TrainingAlgorithm,
     /** What it trains: the model (`tiny`, a Hugging Face name) for GRPO and SFT, the prompt resource for APO. */
     target: z.string(),
     /** The dataset it trains on, as its configuration names it (an SFT run may have none). */
@@ -411,12 +412,6 @@ export const Methods = {
    * GRPO's and SFT's last checkpoint stays for `training/start` with `resume`, APO's candidates and result so far stay.
    */
   cancelTrainingRun: method('trainingRuns/cancel', z.strictObject({ id: z.string().min(1) }), TrainingRun),
-  /** APO's candidates, best validation score first. */
-  apoLeaderboard: method(
-    'apo/leaderboard',
-    z.strictObject({ runId: z.string().min(1) }),
-    z.object({ items: z.array(ApoCandidate) }),
-  ),
   /** Scores finished rollouts with automatic reward sources, appending reward rows; `rewards/progress` reports. */
   scoreRollouts: method('rewards/score', ScoreRolloutsParams, ScoreRolloutsResult),
   /** Stops a `rewards/score` job after its current chunk; its answer then has `cancelled: true`. */

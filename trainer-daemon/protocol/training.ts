@@ -203,7 +203,14 @@ export const SftTrainingRun = TrainingRunRecord.extend({
 export type SftTrainingRun = z.infer<typeof SftTrainingRun>;
 export const TrainingRun = z.discriminatedUnion('algorithm', [GrpoTrainingRun, ApoTrainingRun, SftTrainingRun]);
 export type TrainingRun = z.infer<typeof TrainingRun>;
-export type TrainingAlgorithm = TrainingRun['algorithm'];
+/**
+ * Every algorithm, for the places that list them (the RPC's run groups, the CLI's choices): the object must name each
+ * of TrainingRun's variants, and nothing else, or this does not compile.
+ */
+export const TrainingAlgorithm = z.enum({ grpo: 'grpo', apo: 'apo', sft: 'sft' } as const satisfies {
+  [A in TrainingRun['algorithm']]: A;
+});
+export type TrainingAlgorithm = z.infer<typeof TrainingAlgorithm>;
 /** What a new run is recorded with: an algorithm and its parsed configuration. */
 export type NewTrainingRun =
   | { readonly algorithm: 'grpo'; readonly config: GrpoConfig }

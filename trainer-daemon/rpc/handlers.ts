@@ -152,7 +152,6 @@ export function createHandlers({
       const requested = await write(() => store.cancelTrainingRun(id));
       return training?.isRunning(id) ? training.cancel(id) : requested;
     },
-    apoLeaderboard: ({ runId }) => ({ items: store.apoLeaderboard(runId) }),
     scoreRollouts: async ({ jobId = `score-${Date.now()}`, apiKeys, ...params }) => {
       const signal = scoreJobs.start(jobId);
       // A judge's keys are the daemon's to redact wherever they turn up (its answers, the records of its calls).

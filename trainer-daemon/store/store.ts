@@ -332,14 +332,6 @@ export class Store {
     );
   }
 
-  /** An APO run's leaderboard, best first (empty for the other algorithms): `apo/leaderboard`. */
-  apoLeaderboard(runId: string): ApoCandidate[] {
-    return this.commits.read<ApoCandidate[]>(() => {
-      this.training.get(runId);
-      return this.training.candidates(runId);
-    });
-  }
-
   /** A run with its metric points after `afterStep` and its checkpoints or candidates, read in one transaction. */
   getTrainingRun(id: string, afterStep = -1): TrainingRunDetail {
     return this.commits.read<TrainingRunDetail>(() => this.training.detail(id, afterStep));

@@ -7,7 +7,13 @@
  */
 import { Option, type Command } from 'commander';
 import { InvalidInputError } from '../../protocol/errors';
-import { DEFAULT_SFT_MIN_REWARD, placementOf, RolloutMode, type TrainingRunSummary } from '../../protocol';
+import {
+  DEFAULT_SFT_MIN_REWARD,
+  placementOf,
+  RolloutMode,
+  TrainingAlgorithm,
+  type TrainingRunSummary,
+} from '../../protocol';
 import { assertNever } from '../../protocol/assert';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { table, time } from '../textTable';
@@ -17,8 +23,8 @@ import { runApoCommand, type ApoFlags } from './trainApo';
 import { runGrpoCommand, type GrpoFlags } from './trainGrpo';
 import { runSftCommand, type SftFlags } from './trainSft';
 
-type Algorithm = 'grpo' | 'apo' | 'sft';
-const ALGORITHMS: readonly Algorithm[] = ['grpo', 'apo', 'sft'];
+type Algorithm = TrainingAlgorithm;
+const ALGORITHMS: readonly Algorithm[] = TrainingAlgorithm.options;
 
 /** The flags (commander's keys) only some algorithms read, with the flag to name in an error. */
 const OWN: Record<string, { readonly flag: string; readonly for: readonly Algorithm[] }> = {
