@@ -102,7 +102,12 @@ export function buildTransitions(
     const rolloutAdvantage = advantages?.get(trajectory.rollout.id);
     for (const { call } of calls) report.otherChoices += Math.max(0, call.choices - 1);
     const samples = calls.map(({ call, outcome }, step) =>
-      transition(trajectory, call, outcome, step, reward, credited[step]!, rolloutAdvantage ?? credited[step]!),
+      transition(trajectory, call, outcome, {
+        step,
+        episodeReward: reward,
+        reward: credited[step]!,
+        advantage: rolloutAdvantage ?? credited[step]!,
+      }),
     );
     transitions.push(...(options.aggregate ? aggregateRollout(samples, aggregation) : samples));
     report.exported += 1;
@@ -116,14 +121,19 @@ function groupOf({ rollout }: Trajectory): string | null {
   return rollout.task?.id === undefined ? null : `${rollout.datasetId ?? ''}\u0000${rollout.task.id}`;
 }
 
+/** A call's numbers as a training row: its step in the trajectory, the episode's reward, its credit, its advantage. */
+interface CallNumbers {
+  readonly step: number;
+  readonly episodeReward: number;
+  readonly reward: number;
+  readonly advantage: number;
+}
+
 function transition(
   trajectory: Trajectory,
   call: LlmCall,
   outcome: CallOutcome,
-  step: number,
-  episodeReward: number,
-  reward: number,
-  advantage: number,
+  { step, episodeReward, reward, advantage }: CallNumbers,
 ): Transition {
   const tokenIds = call.responseTokenIds;
   return {

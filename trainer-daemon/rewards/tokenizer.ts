@@ -123,19 +123,29 @@ function preTokenizerOf(node: Node | null): PreTokenize {
   }
 }
 
+/** What a tokenizer.json describes, as the tokenizer runs it. */
+interface TokenizerParts {
+  readonly vocab: ReadonlyMap<string, number>;
+  readonly unkId: number | undefined;
+  /** WordPiece's prefix for word continuations (`##`); undefined for WordLevel. */
+  readonly subwordPrefix: string | undefined;
+  readonly normalize: Normalize;
+  readonly preTokenize: PreTokenize;
+  /** The special tokens around a single sequence. */
+  readonly prefixIds: readonly number[];
+  readonly suffixIds: readonly number[];
+  readonly maxLength: number;
+  readonly padId: number;
+}
+
 export class Tokenizer {
-  private constructor(
-    private readonly vocab: ReadonlyMap<string, number>,
-    private readonly unkId: number | undefined,
-    /** WordPiece's prefix for word continuations (`##`); undefined for WordLevel. */
-    private readonly subwordPrefix: string | undefined,
-    private readonly normalize: Normalize,
-    private readonly preTokenize: PreTokenize,
-    private readonly prefixIds: readonly number[],
-    private readonly suffixIds: readonly number[],
-    readonly maxLength: number,
-    readonly padId: number,
-  ) {}
+  readonly maxLength: number;
+  readonly padId: number;
+
+  private constructor(private readonly parts: TokenizerParts) {
+    this.maxLength = parts.maxLength;
+    this.padId = parts.padId;
+  }
 
   static load(file: string): Tokenizer {
     // Hugging Face tokenizer.json files run to a few tens of MB.
@@ -150,37 +160,37 @@ export class Tokenizer {
     for (const token of config.added_tokens) vocab.set(token.content, token.id);
     const unk = config.model.unk_token ? vocab.get(config.model.unk_token) : undefined;
     const [prefix, suffix] = templateIds(config.post_processor, vocab);
-    return new Tokenizer(
+    return new Tokenizer({
       vocab,
-      unk,
-      type === 'WordPiece' ? (config.model.continuing_subword_prefix ?? '##') : undefined,
-      normalizerOf(config.normalizer),
-      preTokenizerOf(config.pre_tokenizer),
-      prefix,
-      suffix,
-      config.truncation?.max_length ?? 512,
-      config.padding?.pad_id ?? vocab.get('[PAD]') ?? vocab.get('<pad>') ?? 0,
-    );
+      unkId: unk,
+      subwordPrefix: type === 'WordPiece' ? (config.model.continuing_subword_prefix ?? '##') : undefined,
+      normalize: normalizerOf(config.normalizer),
+      preTokenize: preTokenizerOf(config.pre_tokenizer),
+      prefixIds: prefix,
+      suffixIds: suffix,
+      maxLength: config.truncation?.max_length ?? 512,
+      padId: config.padding?.pad_id ?? vocab.get('[PAD]') ?? vocab.get('<pad>') ?? 0,
+    });
   }
 
   /** Token ids of `text`, special tokens added and truncated to maxLength. */
   encode(text: string): Encoding {
-    const words = this.preTokenize([this.normalize(text)]);
+    const words = this.parts.preTokenize([this.parts.normalize(text)]);
     const ids = words.flatMap((word) => this.wordIds(word));
-    const room = Math.max(0, this.maxLength - this.prefixIds.length - this.suffixIds.length);
-    return { ids: [...this.prefixIds, ...ids.slice(0, room), ...this.suffixIds] };
+    const room = Math.max(0, this.maxLength - this.parts.prefixIds.length - this.parts.suffixIds.length);
+    return { ids: [...this.parts.prefixIds, ...ids.slice(0, room), ...this.parts.suffixIds] };
   }
 
   private wordIds(word: string): number[] {
-    const id = this.vocab.get(word);
-    if (this.subwordPrefix === undefined || id !== undefined) return id !== undefined ? [id] : this.unk(word);
+    const id = this.parts.vocab.get(word);
+    if (this.parts.subwordPrefix === undefined || id !== undefined) return id !== undefined ? [id] : this.unk(word);
     // WordPiece: greedy longest match first; a word with an unknown piece is one unknown token.
     const ids: number[] = [];
     for (let start = 0; start < word.length;) {
       let end = word.length;
       let found: number | undefined;
       for (; end > start; end -= 1) {
-        found = this.vocab.get((start > 0 ? this.subwordPrefix : '') + word.slice(start, end));
+        found = this.parts.vocab.get((start > 0 ? this.parts.subwordPrefix : '') + word.slice(start, end));
         if (found !== undefined) break;
       }
       if (found === undefined) return this.unk(word);
@@ -191,9 +201,9 @@ export class Tokenizer {
   }
 
   private unk(word: string): number[] {
-    if (this.unkId === undefined)
+    if (this.parts.unkId === undefined)
       throw new InvalidInputError(`tokenizer.json has no unk_token and the vocabulary lacks ${JSON.stringify(word)}`);
-    return [this.unkId];
+    return [this.parts.unkId];
   }
 }
 
