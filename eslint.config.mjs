@@ -3,18 +3,41 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/** Node's globals, for the scripts (the `globals` package is not a dependency for this short list). */
+const NODE_GLOBALS = Object.fromEntries(
+  [
+    'process',
+    'console',
+    'Buffer',
+    'URL',
+    'URLSearchParams',
+    'setTimeout',
+    'clearTimeout',
+    'setInterval',
+    'clearInterval',
+    'setImmediate',
+    'clearImmediate',
+    'fetch',
+    'AbortController',
+    'AbortSignal',
+    'TextDecoder',
+    'TextEncoder',
+    'performance',
+    'structuredClone',
+    'queueMicrotask',
+  ].map((name) => [name, 'readonly']),
+);
+const COMMONJS_GLOBALS = {
+  require: 'readonly',
+  module: 'writable',
+  exports: 'writable',
+  __dirname: 'readonly',
+  __filename: 'readonly',
+};
+
 export default tseslint.config(
   {
-    ignores: [
-      'dist/**',
-      'node_modules/**',
-      '.cache/**',
-      'test-results/**',
-      'test/fixtures/**',
-      '**/*.js',
-      '**/*.mjs',
-      '**/*.cjs',
-    ],
+    ignores: ['dist/**', 'node_modules/**', '.cache/**', 'test-results/**', 'test/fixtures/**'],
   },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
@@ -66,5 +89,19 @@ export default tseslint.config(
       // A test narrows a union with `default: assert.fail(…)`: the other members are the failure it checks for.
       '@typescript-eslint/switch-exhaustiveness-check': 'off',
     },
+  },
+  {
+    // The scripts (`npm test`'s runner and provisioning, the build, CI's packaging, the `lightning` shim): plain
+    // JavaScript, linted with the recommended rules but not type-aware ones, with Node's globals.
+    files: ['**/*.mjs', '**/*.js', '**/*.cjs'],
+    extends: [tseslint.configs.disableTypeChecked],
+    languageOptions: { globals: NODE_GLOBALS },
+    rules: {
+      '@typescript-eslint/no-require-imports': 'off',
+    },
+  },
+  {
+    files: ['**/*.js', '**/*.cjs'],
+    languageOptions: { sourceType: 'commonjs', globals: { ...NODE_GLOBALS, ...COMMONJS_GLOBALS } },
   },
 );
