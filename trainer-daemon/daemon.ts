@@ -19,6 +19,7 @@ import { RpcServer } from './rpc/server';
 import { DaemonHttpServer } from './server/http';
 import { WriteQueue } from './store/writeQueue';
 import { AgentRoutes, DEFAULT_MAX_BODY_BYTES } from './capture/agentRoutes';
+import { PolicyRouter } from './capture/policyRoutes';
 import { OtlpReceiver } from './otlp/receiver';
 import { WorkerBatches } from './runner/workerBatches';
 import type { UpstreamConfig } from './capture/proxyCall';
@@ -184,12 +185,15 @@ export class Daemon {
       // Training loops read and write through one service (the handlers serve tasks and checkpoints through it too);
       // their agents run through the same handler table, in-process, and follow worker batches on the queue itself.
       const trainingService = new TrainingService(store, writes);
-      const training = new TrainingManager(
-        trainingService,
-        { request: (name, params) => invoke(handlers, name, params) },
-        workerBatches,
-        logger.child('training'),
-      );
+      // Calls of a run with several policies go to each one's adapter: GRPO registers, the agent routes ask.
+      const policyRouter = new PolicyRouter();
+      const training = new TrainingManager({
+        training: trainingService,
+        call: { request: (name, params) => invoke(handlers, name, params) },
+        batches: workerBatches,
+        policies: policyRouter,
+        logger: logger.child('training'),
+      });
       const policy = new PolicyServing(store, logger.child('policy'));
       trainingService.protectServed(() => policy.current?.checkpointId);
       const handlers: Handlers = createHandlers({
@@ -222,6 +226,7 @@ export class Daemon {
         logger: logger.child('agent'),
         workerBatches,
         token,
+        policyRouter,
       });
       http = new DaemonHttpServer({
         logger: logger.child('http'),

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { test } from 'node:test';
 import { callRecorder } from '../../trainer-daemon/capture/agentRoutes';
+import { PolicyRouter } from '../../trainer-daemon/capture/policyRoutes';
 import { silentLogger } from '../../trainer-daemon/log';
 import { spanOutcome } from '../../trainer-daemon/protocol/outcome';
 import { Store } from '../../trainer-daemon/store/store';
@@ -23,7 +24,7 @@ test('a call queued while its rollout ran but written after its end (one group c
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   t.after(() => store.close());
   const writes = new WriteQueue(store, silentLogger);
-  const record = callRecorder(store, writes);
+  const record = callRecorder(store, writes, new PolicyRouter());
   const { rollout } = store.startAgentRun(parsed('createRollout', {}), { upstream: null, tokenIds: false });
 
   await record(callSpan(), rollout.id);

@@ -40,7 +40,7 @@ import {
   type ProviderRoute,
 } from './providerRoutes';
 import { TranslatingProxy } from './translate';
-import { policyRouter } from './policyRoutes';
+import { PolicyRouter } from './policyRoutes';
 import type { AgentKeyRecord } from '../store/agentKeys';
 
 /** What the worker-batch routes need of the daemon's queue (runner/workerBatches.ts), so capture imports no runner. */
@@ -83,6 +83,8 @@ export interface AgentRoutesOptions {
   readonly workerBatches?: WorkerQueue;
   /** The daemon's RPC token: one of the credentials the shared `POST /v1/traces` accepts. */
   readonly token: string;
+  /** Where calls of a run with several policies go (its adapters); default: a router of its own, with none. */
+  readonly policyRouter?: PolicyRouter;
 }
 
 /**
@@ -93,6 +95,7 @@ export interface AgentRoutesOptions {
 export function callRecorder(
   store: Store,
   writes: WriteQueue,
+  policyRouter: PolicyRouter,
 ): (span: SpanInput, rolloutId: string) => Promise<unknown> {
   return (span, rolloutId) => {
     // A call of a run with several policies: its span names the adapter that answered (capture/policyRoutes.ts).
@@ -111,11 +114,13 @@ export class AgentRoutes {
   private readonly callCounters = new Map<string, number>();
   private readonly maxBodyBytes: number;
   private readonly budget: ByteBudget;
+  private readonly policyRouter: PolicyRouter;
 
   constructor(private readonly options: AgentRoutesOptions) {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.budget = budgetFromEnv();
-    const record = callRecorder(options.store, options.writes);
+    this.policyRouter = options.policyRouter ?? new PolicyRouter();
+    const record = callRecorder(options.store, options.writes, this.policyRouter);
     this.proxy = new RecordingProxy(options.upstream, record, options.logger.child('proxy'), this.budget);
     this.translating = new TranslatingProxy(options.upstream, record, options.logger.child('proxy'));
   }
@@ -258,7 +263,7 @@ export class AgentRoutes {
           {
             rolloutId,
             callIndex,
-            upstream: policyRouter.route(agent.upstream, { rolloutId, callIndex, json }, request.headers),
+            upstream: this.policyRouter.route(agent.upstream, { rolloutId, callIndex, json }, request.headers),
             api,
             path: `${path.slice(3)}${search}`,
             body: forwarded ?? body,
@@ -269,7 +274,7 @@ export class AgentRoutes {
           response,
         );
       } finally {
-        policyRouter.done(rolloutId, callIndex);
+        this.policyRouter.done(rolloutId, callIndex);
       }
       return;
     }
@@ -360,11 +365,11 @@ export class AgentRoutes {
     };
     if (agent.tokenIds && route.api) {
       const stream = route.api === 'anthropic.messages' ? json?.stream === true : route.stream;
-      const chatBase = policyRouter.route(agent.upstream, call, request.headers) ?? this.options.upstream.baseUrl;
+      const chatBase = this.policyRouter.route(agent.upstream, call, request.headers) ?? this.options.upstream.baseUrl;
       try {
         await this.translating.forward({ ...call, upstream: agent.upstream, chatBase, stream }, request, response);
       } finally {
-        policyRouter.done(call.rolloutId, callIndex);
+        this.policyRouter.done(call.rolloutId, callIndex);
       }
       return;
     }
@@ -379,11 +384,11 @@ export class AgentRoutes {
       agent.providerUpstreams[route.provider] ??
       this.options.upstream.providers?.[route.provider] ??
       DEFAULT_PROVIDER_UPSTREAMS[route.provider];
-    policyRouter.noteAgent(call, request.headers);
+    this.policyRouter.noteAgent(call, request.headers);
     try {
       await this.proxy.forward({ ...call, upstream, path: providerPathAt(upstream, route) }, request, response);
     } finally {
-      policyRouter.done(call.rolloutId, callIndex);
+      this.policyRouter.done(call.rolloutId, callIndex);
     }
   }
 

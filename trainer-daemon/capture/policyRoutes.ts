@@ -135,6 +135,3 @@ export class PolicyRouter {
     this.pending.delete(`${rolloutId}\u0000${callIndex}`);
   }
 }
-
-/** The daemon's one router: training runs register their policy servers, the agent routes ask it. */
-export const policyRouter = new PolicyRouter();

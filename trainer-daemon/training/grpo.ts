@@ -12,6 +12,7 @@ import {
   type SkippedCalls,
   type SftExample,
   type GrpoConfig,
+  type PolicySpec,
   type Task,
 } from '../protocol';
 import { InvalidInputError, errorMessage } from '../protocol/errors';
@@ -32,7 +33,6 @@ import {
   resumePolicies,
   updateMetrics,
 } from './grpoPolicies';
-import { policyRouter } from '../capture/policyRoutes';
 import { grpoAdvantageOptions, requestedMaxTokens, toWorkerTransitions, workerTrainParams } from './grpoUpdate';
 
 /**
@@ -52,6 +52,14 @@ export interface GrpoContext {
   readonly signal: AbortSignal;
   /** How rollouts are scored (the run's rewards file, else the default one), built and checked when the run started. */
   readonly scoring: RolloutScoring | undefined;
+  /** The daemon's router of calls to several policies' adapters (capture/policyRoutes.ts's PolicyRouter). */
+  readonly policies: PolicyRegistry;
+}
+
+/** Where a run with several policies registers its policy servers, for the proxy to route each call to its adapter. */
+export interface PolicyRegistry {
+  /** Until disposed, calls to these upstreams go to the adapter of the policy whose pattern matches them. */
+  register(upstreams: readonly string[], policies: readonly PolicySpec[]): Disposable;
 }
 
 /**
@@ -356,7 +364,7 @@ export async function runGrpo(runId: string, config: GrpoConfig, ctx: GrpoContex
     if (!greedy) ctx.logger.warn('the trainer worker serves no /greedy prefix: validation rollouts are sampled');
     const upstreams = { train: `${url}/v1`, val: `${url}${greedy ? '/greedy' : ''}/v1` };
     // Several policies: the proxy sends each call of these rollouts to its policy's adapter (capture/policyRoutes.ts).
-    if (config.policies.length > 0) routes = policyRouter.register([upstreams.train, upstreams.val], config.policies);
+    if (config.policies.length > 0) routes = ctx.policies.register([upstreams.train, upstreams.val], config.policies);
     const iterations = new Iterations(runId, config, ctx, worker, upstreams);
     opened = iterations;
     ctx.signal.addEventListener('abort', stop, { once: true });

@@ -28,7 +28,7 @@ import { CancelledError } from '../apo/evaluate';
 import { runApo } from '../apo/loop';
 import { prepareApo, type ApoPlan } from '../apo/prepare';
 import { checkFsdpTorch } from './doctor';
-import { runGrpo } from './grpo';
+import { runGrpo, type PolicyRegistry } from './grpo';
 import { readSftRows, runSft } from './sft';
 import type { Caller } from './rollouts';
 import type { TrainingService } from './service';
@@ -39,17 +39,32 @@ type Prepared =
   | { readonly algorithm: 'sft'; readonly config: SftConfig }
   | { readonly algorithm: 'apo'; readonly config: ApoConfig; readonly plan: ApoPlan; readonly env: NodeJS.ProcessEnv };
 
+export interface TrainingManagerOptions {
+  readonly training: TrainingService;
+  /** The daemon's RPC methods, for the runs' batch runners. */
+  readonly call: Caller;
+  /** The daemon's worker-batch queue (runner/workerBatches.ts), which the loops follow in process. */
+  readonly batches: BatchFollower;
+  /** The daemon's router of calls to several policies' adapters, which GRPO runs with `--policy` register with. */
+  readonly policies: PolicyRegistry;
+  readonly logger: Logger;
+}
+
 export class TrainingManager implements Disposable {
   private readonly active = new Map<string, { controller: AbortController; done: Promise<void> }>();
+  private readonly training: TrainingService;
+  private readonly call: Caller;
+  private readonly batches: BatchFollower;
+  private readonly policies: PolicyRegistry;
+  private readonly logger: Logger;
 
-  constructor(
-    private readonly training: TrainingService,
-    /** The daemon's RPC methods, for the runs' batch runners. */
-    private readonly call: Caller,
-    /** The daemon's worker-batch queue (runner/workerBatches.ts), which the loops follow in process. */
-    private readonly batches: BatchFollower,
-    private readonly logger: Logger,
-  ) {
+  constructor(options: TrainingManagerOptions) {
+    this.training = options.training;
+    this.call = options.call;
+    this.batches = options.batches;
+    this.policies = options.policies;
+    this.logger = options.logger;
+    const { training } = this;
     for (const run of training.runs()) {
       if (run.status === 'running' || run.status === 'queued') {
         // Its loop, this daemon's predecessor's, is gone.
@@ -188,6 +203,7 @@ export class TrainingManager implements Disposable {
           logger,
           signal,
           scoring: prepared.scoring,
+          policies: this.policies,
         });
         return null;
       case 'sft':
