@@ -11,6 +11,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { test } from 'node:test';
 import { AgentRoutes, type WorkerQueue } from '../../trainer-daemon/capture/agentRoutes';
+import { PolicyRouter } from '../../trainer-daemon/capture/policyRoutes';
 import { createLogger } from '../../trainer-daemon/log';
 import { OtlpReceiver } from '../../trainer-daemon/otlp/receiver';
 import { DaemonHttpServer, requestPath } from '../../trainer-daemon/server/http';
@@ -111,6 +112,7 @@ test('an agent route whose work fails unexpectedly: a 500 with its id in the bod
     logger,
     workerBatches: brokenQueue,
     token: 'test-token-0123456789',
+    policyRouter: new PolicyRouter(),
   });
   const server = new DaemonHttpServer({
     logger,

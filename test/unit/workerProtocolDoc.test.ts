@@ -30,15 +30,19 @@ function fieldsOf(schema: z.ZodType): string[] {
   return schema instanceof z.ZodObject ? Object.keys(schema.shape) : [];
 }
 
-/** The fields of each method's params and result that its bullet does not name (as `field` or `field?`). */
+/**
+ * The fields of each method's params and result that its bullet does not name in its code spans (as `field:`,
+ * `field?`, `field,` or `field}`): a word of the prose does not count.
+ */
 function undocumented(doc: string, methods: Record<string, { params: z.ZodType; result: z.ZodType }>): string[] {
   const sections = methodSections(doc);
   return Object.entries(methods).flatMap(([method, spec]) => {
     const text = sections.get(method);
     if (text === undefined) return [`${method}: no bullet`];
+    const code = [...text.matchAll(/`([^`]*)`/g)].map((match) => match[1]).join('\n');
     return (['params', 'result'] as const).flatMap((side) =>
       fieldsOf(spec[side])
-        .filter((field) => !new RegExp(`\\b${field}\\b`).test(text))
+        .filter((field) => !new RegExp(`(?<![\\w.])${field}\\??(?=\\s*[:,}\\]])`).test(code))
         .map((field) => `${method}.${side}.${field}`),
     );
   });
@@ -53,6 +57,7 @@ test('the check fails on a method or a field the document leaves out', () => {
     save: { params: z.object({ dir: z.string(), compress: z.boolean() }), result: z.object({ path: z.string() }) },
     rename: { params: z.object({}), result: z.object({}) },
   };
-  const doc = '## Methods\n\n* **save** `{dir}` → `{path}`\n\n## Serving\n';
+  // `compress` in the prose only: not named.
+  const doc = '## Methods\n\n* **save** `{dir}` → `{path}`; compress is not a field\n\n## Serving\n';
   assert.deepEqual(undocumented(doc, methods), ['save.params.compress', 'rename: no bullet']);
 });

@@ -76,13 +76,13 @@ export async function runApo(runId: string, config: ApoConfig, plan: ApoPlan, co
   context.signal.addEventListener('abort', run.cancel);
   try {
     if (context.signal.aborted) run.cancel();
-    return await run.result();
+    return await run.run();
   } finally {
     context.signal.removeEventListener('abort', run.cancel);
   }
 }
 
-/** One APO run's state as its rounds go: the beam's candidates, the best so far, what was spent and skipped. */
+/** One APO run's state as its rounds go: the seed, the best so far, what was spent and skipped. Run once. */
 class ApoRun {
   private readonly evaluator: Evaluator;
   private readonly llm: OptimizerLlm;
@@ -130,8 +130,8 @@ class ApoRun {
     this.evaluator.cancel();
   };
 
-  /** The rounds until done or stopped, then the result. */
-  async result(): Promise<ApoResult> {
+  /** The rounds until done or stopped, then the result (once: the counters are this run's). */
+  async run(): Promise<ApoResult> {
     const { seed, llm } = this;
     let stopReason: ApoResult['stopReason'] = 'completed';
     try {

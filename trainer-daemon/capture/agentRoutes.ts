@@ -83,8 +83,8 @@ export interface AgentRoutesOptions {
   readonly workerBatches?: WorkerQueue;
   /** The daemon's RPC token: one of the credentials the shared `POST /v1/traces` accepts. */
   readonly token: string;
-  /** Where calls of a run with several policies go (its adapters); default: a router of its own, with none. */
-  readonly policyRouter?: PolicyRouter;
+  /** Where calls of a run with several policies go (its adapters): the daemon's one router, GRPO registers with it. */
+  readonly policyRouter: PolicyRouter;
 }
 
 /**
@@ -119,7 +119,7 @@ export class AgentRoutes {
   constructor(private readonly options: AgentRoutesOptions) {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
     this.budget = budgetFromEnv();
-    this.policyRouter = options.policyRouter ?? new PolicyRouter();
+    this.policyRouter = options.policyRouter;
     const record = callRecorder(options.store, options.writes, this.policyRouter);
     this.proxy = new RecordingProxy(options.upstream, record, options.logger.child('proxy'), this.budget);
     this.translating = new TranslatingProxy(options.upstream, record, options.logger.child('proxy'));

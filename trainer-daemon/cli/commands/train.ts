@@ -23,11 +23,10 @@ import { runApoCommand, type ApoFlags } from './trainApo';
 import { runGrpoCommand, type GrpoFlags } from './trainGrpo';
 import { runSftCommand, type SftFlags } from './trainSft';
 
-type Algorithm = TrainingAlgorithm;
-const ALGORITHMS: readonly Algorithm[] = TrainingAlgorithm.options;
+const ALGORITHMS: readonly TrainingAlgorithm[] = TrainingAlgorithm.options;
 
 /** The flags (commander's keys) only some algorithms read, with the flag to name in an error. */
-const OWN: Record<string, { readonly flag: string; readonly for: readonly Algorithm[] }> = {
+const OWN: Record<string, { readonly flag: string; readonly for: readonly TrainingAlgorithm[] }> = {
   ...only(['grpo', 'sft'], {
     model: '--model',
     fromConfig: '--from-config',
@@ -104,13 +103,15 @@ const OWN: Record<string, { readonly flag: string; readonly for: readonly Algori
 };
 
 function only(
-  algorithms: readonly Algorithm[],
+  algorithms: readonly TrainingAlgorithm[],
   flags: Record<string, string>,
-): Record<string, { flag: string; for: readonly Algorithm[] }> {
+): Record<string, { flag: string; for: readonly TrainingAlgorithm[] }> {
   return Object.fromEntries(Object.entries(flags).map(([key, flag]) => [key, { flag, for: algorithms }]));
 }
 
-type TrainFlags = GlobalOptions & { algorithm: Algorithm; list?: boolean } & Partial<Omit<GrpoFlags, 'algorithm'>> &
+type TrainFlags = GlobalOptions & { algorithm: TrainingAlgorithm; list?: boolean } & Partial<
+    Omit<GrpoFlags, 'algorithm'>
+  > &
   Partial<Omit<ApoFlags, 'algorithm'>> &
   Partial<Omit<SftFlags, 'algorithm'>>;
 
