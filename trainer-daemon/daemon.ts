@@ -18,7 +18,8 @@ import { ScoreJobs } from './rewards/job';
 import { RpcServer } from './rpc/server';
 import { DaemonHttpServer } from './server/http';
 import { WriteQueue } from './store/writeQueue';
-import { AgentRoutes, DEFAULT_MAX_BODY_BYTES } from './capture/agentRoutes';
+import { AgentRoutes } from './capture/agentRoutes';
+import { limitsFromEnv, type DaemonLimits } from './limits';
 import { PolicyRouter } from './capture/policyRoutes';
 import { OtlpReceiver } from './otlp/receiver';
 import { WorkerBatches } from './runner/workerBatches';
@@ -40,10 +41,8 @@ export interface DaemonOptions {
    */
   readonly agentHost?: string;
   readonly logger: Logger;
-  /**
-   * How long runners of rollouts a dead daemon left running get to come back (default 60 s, LIGHTNING_ORPHAN_GRACE_MS).
-   */
-  readonly orphanGraceMs?: number;
+  /** Limits to set instead of what the environment says (limits.ts; e.g. the orphan grace, in tests). */
+  readonly limits?: Partial<DaemonLimits>;
   /** Where LLM calls go when the agent had no OPENAI_BASE_URL of its own. */
   readonly upstream: UpstreamConfig;
 }
@@ -151,6 +150,7 @@ export class Daemon {
   static async start(options: DaemonOptions): Promise<Daemon> {
     const storeFile = path.resolve(options.storeFile);
     const logger = options.logger;
+    const limits: DaemonLimits = { ...limitsFromEnv(process.env), ...options.limits };
     const releaseLock = acquireStoreLock(storeFile);
     let store: Store;
     try {
@@ -209,15 +209,16 @@ export class Daemon {
         policy,
         logger: logger.child('checkpoints'),
       });
-      const rpc = new RpcServer({ token, handlers, logger: logger.child('rpc') });
+      const rpc = new RpcServer({
+        token,
+        handlers,
+        logger: logger.child('rpc'),
+        maxBufferedBytes: limits.rpcMaxBufferedBytes,
+      });
       broadcast = rpc.broadcast;
       policy.onDidChange((change) => rpc.broadcast('policyChanged', change));
       const notifier = new ChangeNotifier(store, rpc.broadcast);
-      const otlp = new OtlpReceiver(
-        writes,
-        Number(process.env.LIGHTNING_MAX_OTLP_BYTES) || DEFAULT_MAX_BODY_BYTES * 4,
-        logger.child('otlp'),
-      );
+      const otlp = new OtlpReceiver(writes, limits.maxOtlpBytes, logger.child('otlp'), limits.otlpWorkerHeapMb);
       const agents = new AgentRoutes({
         store,
         writes,
@@ -227,9 +228,11 @@ export class Daemon {
         workerBatches,
         token,
         policyRouter,
+        limits,
       });
       http = new DaemonHttpServer({
         logger: logger.child('http'),
+        headersTimeoutMs: limits.headersTimeoutMs,
         routes: (request, response) => agents.handle(request, response),
         upgrades: { '/rpc': (request, socket, head) => rpc.handleUpgrade(request, socket, head) },
       });
@@ -267,7 +270,7 @@ export class Daemon {
         node: process.version,
         ...(baseUrl !== url ? { agentUrl: baseUrl } : {}),
       });
-      daemon.scheduleOrphanRecovery(options.orphanGraceMs ?? Number(process.env.LIGHTNING_ORPHAN_GRACE_MS ?? 60_000));
+      daemon.scheduleOrphanRecovery(limits.orphanGraceMs);
       return daemon;
     } catch (error) {
       http?.close();

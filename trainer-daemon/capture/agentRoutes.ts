@@ -25,9 +25,9 @@ import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
 import type { OtlpReceiver } from '../otlp/receiver';
 import { ExportCancelledError } from '../otlp/gunzip';
-import { budgetFromEnv, type ByteBudget } from './byteBudget';
+import { ByteBudget } from './byteBudget';
 import { accountBody, closesAfterResponse, parseJsonBody, readBody } from './requestBody';
-import { RecordingProxy } from './proxy';
+import { RecordingProxy, type ProxyLimits } from './proxy';
 import type { UpstreamConfig } from './proxyCall';
 import { FinishBody } from '../protocol/runner';
 import type { WorkerAssignment } from '../protocol/runner';
@@ -85,6 +85,8 @@ export interface AgentRoutesOptions {
   readonly token: string;
   /** Where calls of a run with several policies go (its adapters): the daemon's one router, GRPO registers with it. */
   readonly policyRouter: PolicyRouter;
+  /** The proxy's limits, and the bytes of bodies and held answers in flight at once (limits.ts). */
+  readonly limits: ProxyLimits & { readonly inFlightBytes: number };
 }
 
 /**
@@ -118,10 +120,16 @@ export class AgentRoutes {
 
   constructor(private readonly options: AgentRoutesOptions) {
     this.maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-    this.budget = budgetFromEnv();
+    this.budget = new ByteBudget(options.limits.inFlightBytes);
     this.policyRouter = options.policyRouter;
     const record = callRecorder(options.store, options.writes, this.policyRouter);
-    this.proxy = new RecordingProxy(options.upstream, record, options.logger.child('proxy'), this.budget);
+    this.proxy = new RecordingProxy({
+      upstream: options.upstream,
+      record,
+      logger: options.logger.child('proxy'),
+      budget: this.budget,
+      limits: options.limits,
+    });
     this.translating = new TranslatingProxy(options.upstream, record, options.logger.child('proxy'));
   }
 

@@ -47,8 +47,3 @@ export class ByteBudget {
     });
   }
 }
-
-export function budgetFromEnv(env: NodeJS.ProcessEnv = process.env): ByteBudget {
-  const configured = Number(env.LIGHTNING_MAX_BUFFERED_BYTES);
-  return new ByteBudget(Number.isFinite(configured) && configured > 0 ? configured : DEFAULT_MAX_BUFFERED_BYTES);
-}

@@ -23,22 +23,52 @@ import { relayBody } from './relayBody';
 import { relayStream } from './relayStream';
 import { RetryLinker, sdkRetryCount } from './retries';
 import { acceptAnswer } from './upstreamAnswer';
-import { sendUpstream, upstreamTarget, UPSTREAM_SOCKETS } from './upstreamRequest';
+import { DEFAULT_MAX_SSE_EVENT_CHARS } from './sseParser';
+import { DEFAULT_UPSTREAM_QUEUE_TIMEOUT_MS, sendUpstream, upstreamTarget, UPSTREAM_SOCKETS } from './upstreamRequest';
 
-const MAX_CALLS_PER_ROLLOUT = Number(process.env.LIGHTNING_MAX_CALLS_PER_ROLLOUT) || UPSTREAM_SOCKETS / 4;
+/** The proxy's limits (the daemon's are read from the environment: limits.ts). */
+export interface ProxyLimits {
+  /** LLM calls one rollout may have in flight through the proxy; past it, 429 (LIGHTNING_MAX_CALLS_PER_ROLLOUT). */
+  readonly maxCallsPerRollout: number;
+  /** How long a call may wait for a free upstream socket; then 503 (LIGHTNING_UPSTREAM_QUEUE_TIMEOUT_MS). */
+  readonly upstreamQueueTimeoutMs: number;
+  /** The longest SSE line or event the record's parser reads (LIGHTNING_MAX_SSE_EVENT_CHARS). */
+  readonly maxSseEventChars: number;
+}
+
+/** One rollout holds at most a quarter of the upstream sockets. */
+export const DEFAULT_PROXY_LIMITS: ProxyLimits = {
+  maxCallsPerRollout: UPSTREAM_SOCKETS / 4,
+  upstreamQueueTimeoutMs: DEFAULT_UPSTREAM_QUEUE_TIMEOUT_MS,
+  maxSseEventChars: DEFAULT_MAX_SSE_EVENT_CHARS,
+};
+
+export interface RecordingProxyOptions {
+  readonly upstream: UpstreamConfig;
+  /** Stores the call's span; resolves once it is committed. */
+  readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => Promise<unknown>;
+  readonly logger: Logger;
+  /** In-flight bytes: a non-streamed answer is held until it is recorded and sent. */
+  readonly budget?: ByteBudget;
+  readonly limits: ProxyLimits;
+}
 
 export class RecordingProxy {
   private readonly inFlight = new Map<string, number>();
   private readonly retries = new RetryLinker();
+  private readonly config: UpstreamConfig;
+  private readonly record: RecordingProxyOptions['record'];
+  private readonly logger: Logger;
+  private readonly budget: ByteBudget | undefined;
+  private readonly limits: ProxyLimits;
 
-  constructor(
-    private readonly config: UpstreamConfig,
-    /** Stores the call's span; resolves once it is committed. */
-    private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => Promise<unknown>,
-    private readonly logger: Logger,
-    /** In-flight bytes: a non-streamed answer is held until it is recorded and sent. */
-    private readonly budget?: ByteBudget,
-  ) {}
+  constructor(options: RecordingProxyOptions) {
+    this.config = options.upstream;
+    this.record = options.record;
+    this.logger = options.logger;
+    this.budget = options.budget;
+    this.limits = options.limits;
+  }
 
   /**
    * Forwards one call; resolves when the agent's response has ended. The response ends only once
@@ -51,12 +81,13 @@ export class RecordingProxy {
     // Fairness: one rollout holds at most a quarter of the upstream sockets; past that its calls get
     // a 429 (SDKs retry it) instead of starving every other rollout's calls.
     const inFlight = this.inFlight.get(call.rolloutId) ?? 0;
-    if (inFlight >= MAX_CALLS_PER_ROLLOUT) {
+    const { maxCallsPerRollout } = this.limits;
+    if (inFlight >= maxCallsPerRollout) {
       sendError(
         response,
         429,
         'rate_limit_exceeded',
-        `this rollout has ${inFlight} LLM calls in flight through Lightning (limit ${MAX_CALLS_PER_ROLLOUT}); retry when one finishes`,
+        `this rollout has ${inFlight} LLM calls in flight through Lightning (limit ${maxCallsPerRollout}); retry when one finishes`,
       );
       return Promise.resolve();
     }
@@ -95,12 +126,13 @@ export class RecordingProxy {
         target,
         request,
         config: this.config,
+        queueTimeoutMs: this.limits.upstreamQueueTimeoutMs,
         logger: this.logger,
         onRequest: (sent) => (upstream = sent),
         onResponse: (upstreamResponse) => {
           const body = acceptAnswer(exchange, upstreamResponse, target);
           if (!body) return;
-          if (exchange.streamed) relayStream(exchange, body);
+          if (exchange.streamed) relayStream(exchange, body, this.limits.maxSseEventChars);
           else relayBody(exchange, body, this.budget);
         },
       });

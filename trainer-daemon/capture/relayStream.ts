@@ -9,13 +9,13 @@ import { RECORD_LIMITS } from '../protocol/recordScrub';
 import type { Api, Reassembler } from './reassemble';
 import type { CallExchange } from './callExchange';
 import type { UpstreamBody } from './upstreamAnswer';
-import { MAX_SSE_EVENT_CHARS, SseParser } from './sseParser';
+import { SseParser } from './sseParser';
 import { streamContentChars } from './streamContent';
 
 /** An SSE parser that adds each event's JSON to `reassembler`, up to the record's content limit. */
-function recordingParser(api: Api | null, reassembler: Reassembler | undefined): SseParser {
+function recordingParser(api: Api | null, reassembler: Reassembler | undefined, maxEventChars: number): SseParser {
   let reassembled = 0;
-  // One line or event past MAX_SSE_EVENT_CHARS stops the record's parser (the agent still gets every byte).
+  // One line or event past maxEventChars stops the record's parser (the agent still gets every byte).
   return new SseParser((data) => {
     if (data === '[DONE]' || !reassembler || !api) return;
     if (reassembler.truncated) return;
@@ -34,7 +34,7 @@ function recordingParser(api: Api | null, reassembler: Reassembler | undefined):
       return;
     }
     reassembler.add(parsed);
-  });
+  }, maxEventChars);
 }
 
 /** How a stream that reached its end ended, for the record. */
@@ -47,7 +47,7 @@ function streamEnd(
   if (parser.overflow && reassembler) reassembler.truncated = true;
   const result = reassembler?.result() ?? null;
   if (parser.overflow && result)
-    result.lightning_truncated = `the upstream sent an SSE line or event over the ${MAX_SSE_EVENT_CHARS}-character limit; the agent got all of it, the record stops there`;
+    result.lightning_truncated = `the upstream sent an SSE line or event over the ${parser.maxChars}-character limit; the agent got all of it, the record stops there`;
   // An error event inside a 200 stream is an upstream error too: the answer is not whole.
   const error = status >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? null);
   const truncatedBy = parser.overflow ? 'sse_event' : 'stream_content';
@@ -60,13 +60,16 @@ function streamEnd(
   return { error, result, outcome };
 }
 
-/** Relays a streamed answer to the agent chunk by chunk and records it; the agent's stream ends after the commit. */
-export function relayStream(exchange: CallExchange, body: UpstreamBody): void {
+/**
+ * Relays a streamed answer to the agent chunk by chunk and records it; the agent's stream ends after the commit. The
+ * record's parser stops at an SSE line or event over `maxEventChars` (the agent still gets every byte).
+ */
+export function relayStream(exchange: CallExchange, body: UpstreamBody, maxEventChars: number): void {
   const { response } = exchange;
   const { upstreamResponse, source, decoder, headers, status } = body;
   response.writeHead(status, headers);
   response.flushHeaders();
-  const parser = recordingParser(exchange.call.api, exchange.reassembler);
+  const parser = recordingParser(exchange.call.api, exchange.reassembler, maxEventChars);
   // A character split across two network chunks must not be split in the record.
   const utf8 = new StringDecoder('utf8');
   let ended = false;

@@ -6,8 +6,8 @@
  * `id:`, `retry:` and comments are skipped (the payloads name their own types).
  */
 
-/** How many characters one SSE line, or one event's data, may hold before the record stops (16 Mi). */
-export const MAX_SSE_EVENT_CHARS = Number(process.env.LIGHTNING_MAX_SSE_EVENT_CHARS) || 16 * 1024 * 1024;
+/** How many characters one SSE line, or one event's data, may hold before the record stops, by default (16 Mi). */
+export const DEFAULT_MAX_SSE_EVENT_CHARS = 16 * 1024 * 1024;
 
 export class SseParser {
   private line = '';
@@ -20,7 +20,7 @@ export class SseParser {
 
   constructor(
     private readonly onData: (data: string) => void,
-    private readonly maxChars: number = MAX_SSE_EVENT_CHARS,
+    readonly maxChars: number = DEFAULT_MAX_SSE_EVENT_CHARS,
   ) {}
 
   /** Feeds decoded text; lines split on CRLF, LF or CR, as the SSE specification says. */

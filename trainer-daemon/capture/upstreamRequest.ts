@@ -31,7 +31,8 @@ const keepAlive = {
   http: new http.Agent({ keepAlive: true, maxSockets: UPSTREAM_SOCKETS }),
   https: new https.Agent({ keepAlive: true, maxSockets: UPSTREAM_SOCKETS }),
 };
-const UPSTREAM_QUEUE_TIMEOUT_MS = Number(process.env.LIGHTNING_UPSTREAM_QUEUE_TIMEOUT_MS) || 30_000;
+/** How long a call waits for a free upstream socket by default. */
+export const DEFAULT_UPSTREAM_QUEUE_TIMEOUT_MS = 30_000;
 
 /** No upstream socket was free in time (HTTP 503). */
 class QueueTimeoutError extends Error {}
@@ -92,6 +93,8 @@ export interface UpstreamSend {
   /** The agent's request (its method and headers). */
   readonly request: IncomingMessage;
   readonly config: UpstreamConfig;
+  /** How long the call may wait for a free upstream socket (then 503). */
+  readonly queueTimeoutMs: number;
   readonly logger: Logger;
   /** Each request as it is made (the first, and the retry's): what a client that goes away destroys. */
   readonly onRequest: (upstream: http.ClientRequest) => void;
@@ -104,7 +107,7 @@ export interface UpstreamSend {
  * before any answer ends the call with 503 (no socket free in time), 504 (no answer in time) or 502.
  */
 export function sendUpstream(send: UpstreamSend, fresh = false): void {
-  const { exchange, target, request, config, logger } = send;
+  const { exchange, target, request, config, logger, queueTimeoutMs } = send;
   const { call, response, base } = exchange;
   const transport = target.protocol === 'https:' ? https : http;
   const upstream = transport.request(target, {
@@ -120,10 +123,10 @@ export function sendUpstream(send: UpstreamSend, fresh = false): void {
     () =>
       upstream.destroy(
         new QueueTimeoutError(
-          `no upstream connection was free within ${UPSTREAM_QUEUE_TIMEOUT_MS} ms (the daemon is at its ${UPSTREAM_SOCKETS} upstream sockets); retry shortly`,
+          `no upstream connection was free within ${queueTimeoutMs} ms (the daemon is at its ${UPSTREAM_SOCKETS} upstream sockets); retry shortly`,
         ),
       ),
-    UPSTREAM_QUEUE_TIMEOUT_MS,
+    queueTimeoutMs,
   );
   queued.unref();
   upstream.once('socket', () => clearTimeout(queued));

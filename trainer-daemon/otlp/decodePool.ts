@@ -44,7 +44,7 @@ export const DEFAULT_DECODE_WORKERS = Math.min(4, Math.max(2, os.availableParall
  * worker at its limit is best effort: one large allocation past it aborts the whole process instead
  * (nodejs/node#47224). The worker's limit stays as the backstop (an export that needs more: 413, worker replaced).
  */
-export const DECODE_WORKER_HEAP_MB = Number(process.env.LIGHTNING_OTLP_WORKER_HEAP_MB) || 1024;
+export const DEFAULT_DECODE_WORKER_HEAP_MB = 1024;
 export const DECODE_MEMORY_FACTOR = 6;
 
 function tooLargeToDecode(heapMb: number, bytes?: number): PayloadTooLargeError {
@@ -108,7 +108,7 @@ export class DecodePool {
     private readonly logger: Logger,
     private readonly workerFile = path.join(__dirname, 'otlp-worker.js'),
     private readonly size = DEFAULT_DECODE_WORKERS,
-    private readonly heapMb = DECODE_WORKER_HEAP_MB,
+    private readonly heapMb = DEFAULT_DECODE_WORKER_HEAP_MB,
   ) {
     this.bundled = fs.existsSync(this.workerFile);
     // One worker loads OTLP's decoder now, so the first export after a start does not wait seconds for it.

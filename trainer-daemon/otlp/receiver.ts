@@ -8,7 +8,7 @@ import type { SpanInput } from '../protocol';
 import { errorMessage, OverloadedError, PayloadTooLargeError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { WriteQueue } from '../store/writeQueue';
-import { DecodePool } from './decodePool';
+import { DecodePool, DEFAULT_DECODE_WORKER_HEAP_MB } from './decodePool';
 import { ExportCancelledError, inflateBody } from './gunzip';
 import type { NormalizedSpan } from './normalize';
 
@@ -68,8 +68,10 @@ export class OtlpReceiver {
     private readonly writes: WriteQueue,
     private readonly maxBytes: number,
     logger: Logger,
+    /** Each decode worker's JavaScript heap, in MiB (decodePool.ts). */
+    workerHeapMb = DEFAULT_DECODE_WORKER_HEAP_MB,
   ) {
-    this.pool = new DecodePool(logger);
+    this.pool = new DecodePool(logger, undefined, undefined, workerHeapMb);
   }
 
   close(): Promise<void> {

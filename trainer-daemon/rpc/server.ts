@@ -28,7 +28,7 @@ export interface RpcServerOptions {
   readonly handlers: Handlers;
   readonly logger: Logger;
   readonly maxMessageBytes?: number;
-  /** Default DEFAULT_MAX_BUFFERED_BYTES, or LIGHTNING_RPC_MAX_BUFFERED_BYTES. */
+  /** Bytes queued to a slow client before it is dropped (default DEFAULT_MAX_BUFFERED_BYTES; see limits.ts). */
   readonly maxBufferedBytes?: number;
 }
 
@@ -86,9 +86,7 @@ export class RpcServer implements Disposable {
     const reader = new UniqueIdReader(ws, ids, (_raw, reason) => {
       ws.send(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code: RpcCode.ParseError, message: reason } }));
     });
-    const maxBuffered =
-      this.options.maxBufferedBytes ??
-      (Number(process.env.LIGHTNING_RPC_MAX_BUFFERED_BYTES) || DEFAULT_MAX_BUFFERED_BYTES);
+    const maxBuffered = this.options.maxBufferedBytes ?? DEFAULT_MAX_BUFFERED_BYTES;
     const writer = new UniqueIdWriter(ws, ids, maxBuffered);
     writer.onError(([error]) => this.options.logger.warn('dropped an RPC client', { error: errorMessage(error) }));
     const connection = createMessageConnection(reader, writer);

@@ -111,6 +111,8 @@ export function connectionCap(env: NodeJS.ProcessEnv = process.env): number {
 
 export interface HttpServerOptions {
   readonly logger: Logger;
+  /** How long a client may take to send a request's headers (default 10 s; the daemon's: limits.ts). */
+  readonly headersTimeoutMs?: number;
   readonly routes: (request: IncomingMessage, response: ServerResponse) => boolean;
   readonly upgrades: Record<string, UpgradeHandler>;
 }
@@ -157,7 +159,7 @@ export class DaemonHttpServer {
    * after 5 s; the check runs every second. Each listener has slots of its own.
    */
   private createServer(): http.Server {
-    const headersTimeout = Number(process.env.LIGHTNING_HEADERS_TIMEOUT_MS) || 10_000;
+    const headersTimeout = this.options.headersTimeoutMs ?? 10_000;
     const slots = new ConnectionSlots({
       cap: connectionCap(),
       parkTimeoutMs: headersTimeout,

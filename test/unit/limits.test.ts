@@ -1,0 +1,45 @@
+/** The daemon's limits from the environment (trainer-daemon/limits.ts): each variable, else the default. */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { DEFAULT_LIMITS, limitsFromEnv } from '../../trainer-daemon/limits';
+
+test('each limit comes from its variable, else its default', () => {
+  assert.deepEqual(limitsFromEnv({}), DEFAULT_LIMITS);
+  const set = limitsFromEnv({
+    LIGHTNING_MAX_CALLS_PER_ROLLOUT: '3',
+    LIGHTNING_UPSTREAM_QUEUE_TIMEOUT_MS: '250',
+    LIGHTNING_MAX_SSE_EVENT_CHARS: '1024',
+    LIGHTNING_MAX_BUFFERED_BYTES: '4194304',
+    LIGHTNING_MAX_OTLP_BYTES: '1048576',
+    LIGHTNING_OTLP_WORKER_HEAP_MB: '256',
+    LIGHTNING_RPC_MAX_BUFFERED_BYTES: '65536',
+    LIGHTNING_HEADERS_TIMEOUT_MS: '500',
+    LIGHTNING_ORPHAN_GRACE_MS: '3000',
+  });
+  assert.deepEqual(set, {
+    maxCallsPerRollout: 3,
+    upstreamQueueTimeoutMs: 250,
+    maxSseEventChars: 1024,
+    inFlightBytes: 4_194_304,
+    maxOtlpBytes: 1_048_576,
+    otlpWorkerHeapMb: 256,
+    rpcMaxBufferedBytes: 65_536,
+    headersTimeoutMs: 500,
+    orphanGraceMs: 3_000,
+  });
+});
+
+test('a value that is not a positive number leaves the default; an orphan grace of 0 is allowed', () => {
+  const limits = limitsFromEnv({
+    LIGHTNING_MAX_CALLS_PER_ROLLOUT: '-5',
+    LIGHTNING_UPSTREAM_QUEUE_TIMEOUT_MS: 'soon',
+    LIGHTNING_MAX_SSE_EVENT_CHARS: ' ',
+    LIGHTNING_MAX_BUFFERED_BYTES: '0',
+    LIGHTNING_ORPHAN_GRACE_MS: '0',
+  });
+  assert.equal(limits.maxCallsPerRollout, DEFAULT_LIMITS.maxCallsPerRollout);
+  assert.equal(limits.upstreamQueueTimeoutMs, DEFAULT_LIMITS.upstreamQueueTimeoutMs);
+  assert.equal(limits.maxSseEventChars, DEFAULT_LIMITS.maxSseEventChars);
+  assert.equal(limits.inFlightBytes, DEFAULT_LIMITS.inFlightBytes);
+  assert.equal(limits.orphanGraceMs, 0);
+});
