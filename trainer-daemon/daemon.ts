@@ -19,7 +19,7 @@ import { RpcServer } from './rpc/server';
 import { DaemonHttpServer } from './server/http';
 import { WriteQueue } from './store/writeQueue';
 import { AgentRoutes } from './capture/agentRoutes';
-import { limitsFromEnv, type DaemonLimits } from './limits';
+import { limitsFromEnv } from './limits';
 import { PolicyRouter } from './capture/policyRoutes';
 import { OtlpReceiver } from './otlp/receiver';
 import { WorkerBatches } from './runner/workerBatches';
@@ -41,8 +41,6 @@ export interface DaemonOptions {
    */
   readonly agentHost?: string;
   readonly logger: Logger;
-  /** Limits to set instead of what the environment says (limits.ts; e.g. the orphan grace, in tests). */
-  readonly limits?: Partial<DaemonLimits>;
   /** Where LLM calls go when the agent had no OPENAI_BASE_URL of its own. */
   readonly upstream: UpstreamConfig;
 }
@@ -150,7 +148,7 @@ export class Daemon {
   static async start(options: DaemonOptions): Promise<Daemon> {
     const storeFile = path.resolve(options.storeFile);
     const logger = options.logger;
-    const limits: DaemonLimits = { ...limitsFromEnv(process.env), ...options.limits };
+    const limits = limitsFromEnv(process.env);
     const releaseLock = acquireStoreLock(storeFile);
     let store: Store;
     try {

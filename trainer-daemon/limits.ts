@@ -59,15 +59,7 @@ export function limitsFromEnv(env: NodeJS.ProcessEnv): DaemonLimits {
       ? value
       : DEFAULT_LIMITS[key];
   };
-  return {
-    maxCallsPerRollout: read('maxCallsPerRollout'),
-    upstreamQueueTimeoutMs: read('upstreamQueueTimeoutMs'),
-    maxSseEventChars: read('maxSseEventChars'),
-    inFlightBytes: read('inFlightBytes'),
-    maxOtlpBytes: read('maxOtlpBytes'),
-    otlpWorkerHeapMb: read('otlpWorkerHeapMb'),
-    rpcMaxBufferedBytes: read('rpcMaxBufferedBytes'),
-    headersTimeoutMs: read('headersTimeoutMs'),
-    orphanGraceMs: read('orphanGraceMs'),
-  };
+  const limits: { -readonly [K in keyof DaemonLimits]: number } = { ...DEFAULT_LIMITS };
+  for (const key of Object.keys(VARIABLES) as Array<keyof DaemonLimits>) limits[key] = read(key);
+  return limits;
 }

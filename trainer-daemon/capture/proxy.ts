@@ -56,19 +56,8 @@ export interface RecordingProxyOptions {
 export class RecordingProxy {
   private readonly inFlight = new Map<string, number>();
   private readonly retries = new RetryLinker();
-  private readonly config: UpstreamConfig;
-  private readonly record: RecordingProxyOptions['record'];
-  private readonly logger: Logger;
-  private readonly budget: ByteBudget | undefined;
-  private readonly limits: ProxyLimits;
 
-  constructor(options: RecordingProxyOptions) {
-    this.config = options.upstream;
-    this.record = options.record;
-    this.logger = options.logger;
-    this.budget = options.budget;
-    this.limits = options.limits;
-  }
+  constructor(private readonly options: RecordingProxyOptions) {}
 
   /**
    * Forwards one call; resolves when the agent's response has ended. The response ends only once
@@ -81,7 +70,7 @@ export class RecordingProxy {
     // Fairness: one rollout holds at most a quarter of the upstream sockets; past that its calls get
     // a 429 (SDKs retry it) instead of starving every other rollout's calls.
     const inFlight = this.inFlight.get(call.rolloutId) ?? 0;
-    const { maxCallsPerRollout } = this.limits;
+    const { maxCallsPerRollout } = this.options.limits;
     if (inFlight >= maxCallsPerRollout) {
       sendError(
         response,
@@ -101,7 +90,7 @@ export class RecordingProxy {
 
   /** Sends the call, relays its answer and records it; resolves once the record is settled. */
   private forwardCall(call: ProxyCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
-    const base = (call.upstream ?? this.config.baseUrl).replace(/\/+$/, '');
+    const base = (call.upstream ?? this.options.upstream.baseUrl).replace(/\/+$/, '');
     const target = upstreamTarget(base, call.path);
     const retryOf = call.api && call.json ? this.retries.retryOf(call.rolloutId, call.body) : null;
     return new Promise<void>((resolve) => {
@@ -125,15 +114,15 @@ export class RecordingProxy {
         exchange,
         target,
         request,
-        config: this.config,
-        queueTimeoutMs: this.limits.upstreamQueueTimeoutMs,
-        logger: this.logger,
+        config: this.options.upstream,
+        queueTimeoutMs: this.options.limits.upstreamQueueTimeoutMs,
+        logger: this.options.logger,
         onRequest: (sent) => (upstream = sent),
         onResponse: (upstreamResponse) => {
           const body = acceptAnswer(exchange, upstreamResponse, target);
           if (!body) return;
-          if (exchange.streamed) relayStream(exchange, body, this.limits.maxSseEventChars);
-          else relayBody(exchange, body, this.budget);
+          if (exchange.streamed) relayStream(exchange, body, this.options.limits.maxSseEventChars);
+          else relayBody(exchange, body, this.options.budget);
         },
       });
     });
@@ -171,11 +160,14 @@ export class RecordingProxy {
       };
       const span = callToSpan(record);
       if (end.contentEncoding) span.attributes['lightning.upstream_content_encoding'] = end.contentEncoding;
-      await this.record(span, call.rolloutId);
+      await this.options.record(span, call.rolloutId);
       if (end.outcome.kind !== 'ok') this.retries.failedCall(call.rolloutId, call.body, span.spanId);
       return true;
     } catch (error) {
-      this.logger.error('could not record an LLM call', { rolloutId: call.rolloutId, error: errorMessage(error) });
+      this.options.logger.error('could not record an LLM call', {
+        rolloutId: call.rolloutId,
+        error: errorMessage(error),
+      });
       return false;
     }
   }

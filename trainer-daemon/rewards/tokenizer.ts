@@ -139,12 +139,15 @@ interface TokenizerParts {
 }
 
 export class Tokenizer {
-  readonly maxLength: number;
-  readonly padId: number;
+  private constructor(private readonly parts: TokenizerParts) {}
 
-  private constructor(private readonly parts: TokenizerParts) {
-    this.maxLength = parts.maxLength;
-    this.padId = parts.padId;
+  /** Token ids per encoding at most, special tokens included. */
+  get maxLength(): number {
+    return this.parts.maxLength;
+  }
+
+  get padId(): number {
+    return this.parts.padId;
   }
 
   static load(file: string): Tokenizer {

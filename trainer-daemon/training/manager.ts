@@ -52,19 +52,13 @@ export interface TrainingManagerOptions {
 
 export class TrainingManager implements Disposable {
   private readonly active = new Map<string, { controller: AbortController; done: Promise<void> }>();
-  private readonly training: TrainingService;
-  private readonly call: Caller;
-  private readonly batches: BatchFollower;
-  private readonly policies: PolicyRegistry;
-  private readonly logger: Logger;
 
-  constructor(options: TrainingManagerOptions) {
-    this.training = options.training;
-    this.call = options.call;
-    this.batches = options.batches;
-    this.policies = options.policies;
-    this.logger = options.logger;
-    const { training } = this;
+  private get training(): TrainingService {
+    return this.options.training;
+  }
+
+  constructor(private readonly options: TrainingManagerOptions) {
+    const { training } = options;
     for (const run of training.runs()) {
       if (run.status === 'running' || run.status === 'queued') {
         // Its loop, this daemon's predecessor's, is gone.
@@ -167,7 +161,7 @@ export class TrainingManager implements Disposable {
   }
 
   private async drive(runId: string, prepared: Prepared, signal: AbortSignal): Promise<void> {
-    const logger = this.logger.child(runId);
+    const logger = this.options.logger.child(runId);
     try {
       const result = await this.loop(runId, prepared, signal, logger);
       if (!this.training.isOpen) return;
@@ -196,15 +190,7 @@ export class TrainingManager implements Disposable {
   ): Promise<ApoResult | null> {
     switch (prepared.algorithm) {
       case 'grpo':
-        await runGrpo(runId, prepared.config, {
-          training: this.training,
-          call: this.call,
-          batches: this.batches,
-          logger,
-          signal,
-          scoring: prepared.scoring,
-          policies: this.policies,
-        });
+        await runGrpo(runId, prepared.config, { ...this.options, logger, signal, scoring: prepared.scoring });
         return null;
       case 'sft':
         await runSft(runId, prepared.config, { training: this.training, logger, signal });
@@ -212,8 +198,8 @@ export class TrainingManager implements Disposable {
       case 'apo':
         return runApo(runId, prepared.config, prepared.plan, {
           store: this.training,
-          call: this.call,
-          batches: this.batches,
+          call: this.options.call,
+          batches: this.options.batches,
           env: prepared.env,
           scoring: prepared.plan.scoring,
           signal,
