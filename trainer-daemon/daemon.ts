@@ -190,6 +190,7 @@ export class Daemon {
         call: { request: (name, params) => invoke(handlers, name, params) },
         batches: workerBatches,
         policies: policyRouter,
+        maxAnswerBytes: limits.maxUpstreamBodyBytes,
         logger: logger.child('training'),
       });
       const policy = new PolicyServing(store, logger.child('policy'));
@@ -231,6 +232,7 @@ export class Daemon {
       http = new DaemonHttpServer({
         logger: logger.child('http'),
         headersTimeoutMs: limits.headersTimeoutMs,
+        maxConnections: limits.maxConnections,
         routes: (request, response) => agents.handle(request, response),
         upgrades: { '/rpc': (request, socket, head) => rpc.handleUpgrade(request, socket, head) },
       });

@@ -422,3 +422,52 @@ test('one rollout’s hanging calls cannot starve another’s: past its share a 
   for (const response of held) response.end(chatAnswer('chatcmpl-late'));
   await Promise.all(hanging);
 });
+
+test('a rollout’s calls translated for a policy server count toward its share too: past it, 429 in the agent’s API shape', async (t) => {
+  const held: http.ServerResponse[] = [];
+  // A chat-completions-only server (the trainer's policy, a checkpoint): Anthropic calls reach it translated.
+  const server = http.createServer((request, response) => {
+    let raw = '';
+    request.setEncoding('utf8').on('data', (chunk: string) => (raw += chunk));
+    request.on('end', () => {
+      if (raw.includes('hang')) held.push(response);
+      else response.writeHead(200, { 'content-type': 'application/json' }).end(chatAnswer('chatcmpl-policy'));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.after(() => {
+    server.closeAllConnections();
+    server.close();
+  });
+  const policy = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`;
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), [], { LIGHTNING_MAX_CALLS_PER_ROLLOUT: '3' });
+  t.after(() => daemon.stop('SIGKILL'));
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(() => client.dispose());
+  const greedy = await client.request('startAgentRun', { upstream: policy, tokenIds: true });
+  const other = await client.request('startAgentRun', { upstream: policy, tokenIds: true });
+  const messages = (url: string, content: string) =>
+    post(
+      `${url}/v1/messages`,
+      JSON.stringify({ model: 'policy', max_tokens: 8, messages: [{ role: 'user', content }] }),
+      { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+    );
+  // One chat call relayed as it is and two Anthropic calls translated: three of the rollout's calls in flight.
+  const hanging = [
+    post(`${greedy.url}/v1/chat/completions`, JSON.stringify({ model: 'hang', messages: [] })),
+    messages(greedy.url, 'hang'),
+    messages(greedy.url, 'hang'),
+  ].map((call) => call.catch(() => undefined));
+  await waitFor(() => held.length === 3, 'three held calls');
+  const refused = await messages(greedy.url, 'one more');
+  assert.equal(refused.status, 429, refused.body);
+  assert.equal(refused.retryAfter, '1');
+  const body = JSON.parse(refused.body) as { type: string; error: { type: string; message: string } };
+  assert.deepEqual([body.type, body.error.type], ['error', 'rate_limit_error'], 'the shape the Anthropic SDK retries');
+  assert.match(body.error.message, /3 LLM calls in flight/);
+  const answered = await messages(other.url, 'hello');
+  assert.equal(answered.status, 200, `the other rollout is served: ${answered.body}`);
+  for (const response of held) response.end(chatAnswer('chatcmpl-late'));
+  await Promise.all(hanging);
+  assert.equal((await messages(greedy.url, 'after')).status, 200, 'the share is given back as calls end');
+});

@@ -12,7 +12,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { AgentRoutes, type WorkerQueue } from '../../trainer-daemon/capture/agentRoutes';
 import { PolicyRouter } from '../../trainer-daemon/capture/policyRoutes';
-import { DEFAULT_LIMITS } from '../../trainer-daemon/limits';
+import { defaultLimits } from '../../trainer-daemon/limits';
 import { createLogger } from '../../trainer-daemon/log';
 import { OtlpReceiver } from '../../trainer-daemon/otlp/receiver';
 import { DaemonHttpServer, requestPath } from '../../trainer-daemon/server/http';
@@ -114,7 +114,7 @@ test('an agent route whose work fails unexpectedly: a 500 with its id in the bod
     workerBatches: brokenQueue,
     token: 'test-token-0123456789',
     policyRouter: new PolicyRouter(),
-    limits: DEFAULT_LIMITS,
+    limits: defaultLimits(),
   });
   const server = new DaemonHttpServer({
     logger,

@@ -48,6 +48,8 @@ export interface ApoContext {
   readonly scoring: RolloutScoring | undefined;
   /** Aborted: the run is cancelled (trainingRuns/cancel, the daemon's shutdown). */
   readonly signal: AbortSignal;
+  /** The most bytes of one optimizer answer read (the daemon's LIGHTNING_MAX_UPSTREAM_BODY_BYTES: limits.ts). */
+  readonly maxAnswerBytes: number;
   /** One line of progress, for the daemon's log. */
   progress(line: string): void;
 }

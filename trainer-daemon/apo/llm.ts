@@ -6,7 +6,7 @@
  */
 import { errorMessage, LightningError } from '../protocol/errors';
 import type { RunnerClient } from '../runner/pool';
-import { BodyOverLimitError, boundedText, maxUpstreamBodyBytes } from '../util/boundedBody';
+import { BodyOverLimitError, boundedText } from '../util/boundedBody';
 
 export interface ChatMessage {
   readonly role: 'system' | 'user';
@@ -29,10 +29,10 @@ export interface OptimizerLlmOptions {
   readonly budgetCalls: number;
   readonly attempts: number;
   /**
-   * The most bytes of one answer read (default LIGHTNING_MAX_UPSTREAM_BODY_BYTES, the proxy's own cap): past it the
-   * attempt fails.
+   * The most bytes of one answer read (the daemon's LIGHTNING_MAX_UPSTREAM_BODY_BYTES, the proxy's own cap): past it
+   * the attempt fails.
    */
-  readonly maxAnswerBytes?: number;
+  readonly maxAnswerBytes: number;
 }
 
 export class OptimizerLlm {
@@ -94,14 +94,12 @@ export class OptimizerLlm {
         },
         body: JSON.stringify({ model, messages, temperature: this.options.temperature, seed: this.options.seed }),
       });
-      const text = await boundedText(response, this.options.maxAnswerBytes ?? maxUpstreamBodyBytes()).catch(
-        (error: unknown) => {
-          if (!(error instanceof BodyOverLimitError)) throw error;
-          throw new LightningError(
-            `${model} answered with more than ${error.limit} bytes (LIGHTNING_MAX_UPSTREAM_BODY_BYTES); a critique or an edited prompt is far smaller: check the model and its max_tokens`,
-          );
-        },
-      );
+      const text = await boundedText(response, this.options.maxAnswerBytes).catch((error: unknown) => {
+        if (!(error instanceof BodyOverLimitError)) throw error;
+        throw new LightningError(
+          `${model} answered with more than ${error.limit} bytes (LIGHTNING_MAX_UPSTREAM_BODY_BYTES); a critique or an edited prompt is far smaller: check the model and its max_tokens`,
+        );
+      });
       if (!response.ok) throw new LightningError(`${model} answered HTTP ${response.status}: ${text.slice(0, 300)}`);
       const accepted = accept(contentOf(text));
       await client.request('transitionRollout', { id: rollout.id, to: 'succeeded' });

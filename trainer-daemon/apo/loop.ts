@@ -112,6 +112,7 @@ class ApoRun {
       seed: config.seed,
       budgetCalls: config.budgetCalls,
       attempts: config.callAttempts,
+      maxAnswerBytes: context.maxAnswerBytes,
     });
     this.random = new SeededRandom(config.seed);
     this.seed = {

@@ -40,6 +40,7 @@ import {
   type ProviderRoute,
 } from './providerRoutes';
 import { TranslatingProxy } from './translate';
+import { RolloutCallLimit } from './callLimit';
 import { PolicyRouter } from './policyRoutes';
 import type { AgentKeyRecord } from '../store/agentKeys';
 
@@ -123,14 +124,12 @@ export class AgentRoutes {
     this.budget = new ByteBudget(options.limits.inFlightBytes);
     this.policyRouter = options.policyRouter;
     const record = callRecorder(options.store, options.writes, this.policyRouter);
-    this.proxy = new RecordingProxy({
-      upstream: options.upstream,
-      record,
-      logger: options.logger.child('proxy'),
-      budget: this.budget,
-      limits: options.limits,
-    });
-    this.translating = new TranslatingProxy(options.upstream, record, options.logger.child('proxy'));
+    const logger = options.logger.child('proxy');
+    // A rollout's calls count together against its share, however they go out.
+    const callLimit = new RolloutCallLimit(options.limits.maxCallsPerRollout);
+    const { upstream, limits } = options;
+    this.proxy = new RecordingProxy({ upstream, record, logger, budget: this.budget, limits, callLimit });
+    this.translating = new TranslatingProxy({ upstream, record, logger, limits, callLimit });
   }
 
   /** Handles `/r/<key>/…` and the shared OTLP endpoints `/v1/{traces,metrics,logs}`; false for any other path. */

@@ -5,10 +5,10 @@
  * reassembles the response for the record. A client that goes away aborts the upstream request.
  * Every call, failed ones included, becomes one `llm` span of the rollout.
  *
- * A call walks five phases, each in a module of its own: admit (`forward`, below: a fair share of the upstream
- * sockets per rollout), send (upstreamRequest.ts: headers, keep-alive sockets, the one retry on a fresh socket),
- * accept the answer (upstreamAnswer.ts: status, redirect, encoding), relay it (relayStream.ts as it comes, or
- * relayBody.ts whole), and record it (`commit`, below: the span, committed before the agent's answer ends).
+ * A call walks five phases, each in a module of its own: admit (`forward`, below: a fair share of the calls in
+ * flight per rollout, callLimit.ts), send (upstreamRequest.ts: headers, keep-alive sockets, the one retry on a fresh
+ * socket), accept the answer (upstreamAnswer.ts: status, redirect, encoding), relay it (relayStream.ts as it comes,
+ * or relayBody.ts whole), and record it (`commit`, below: the span, committed before the agent's answer ends).
  * callExchange.ts holds what the call has learned on the way and ends it once.
  */
 import type { ClientRequest, IncomingMessage, ServerResponse } from 'node:http';
@@ -16,7 +16,8 @@ import { errorMessage } from '../protocol/errors';
 import { redactUrl } from '../protocol/secrets';
 import type { Logger } from '../log';
 import type { ByteBudget } from './byteBudget';
-import { CallExchange, sendError, type CallEnd } from './callExchange';
+import { CallExchange, type CallEnd } from './callExchange';
+import type { RolloutCallLimit } from './callLimit';
 import type { ProxyCall, UpstreamConfig } from './proxyCall';
 import { callToSpan, type CallRecord } from './record';
 import { relayBody } from './relayBody';
@@ -24,6 +25,7 @@ import { relayStream } from './relayStream';
 import { RetryLinker, sdkRetryCount } from './retries';
 import { acceptAnswer } from './upstreamAnswer';
 import { DEFAULT_MAX_SSE_EVENT_CHARS } from './sseParser';
+import { DEFAULT_MAX_UPSTREAM_BODY_BYTES } from '../util/boundedBody';
 import { DEFAULT_UPSTREAM_QUEUE_TIMEOUT_MS, sendUpstream, upstreamTarget, UPSTREAM_SOCKETS } from './upstreamRequest';
 
 /** The proxy's limits (the daemon's are read from the environment: limits.ts). */
@@ -34,6 +36,8 @@ export interface ProxyLimits {
   readonly upstreamQueueTimeoutMs: number;
   /** The longest SSE line or event the record's parser reads (LIGHTNING_MAX_SSE_EVENT_CHARS). */
   readonly maxSseEventChars: number;
+  /** A non-streamed answer's most bytes; past it 502, recorded truncated (LIGHTNING_MAX_UPSTREAM_BODY_BYTES). */
+  readonly maxUpstreamBodyBytes: number;
 }
 
 /** One rollout holds at most a quarter of the upstream sockets. */
@@ -41,6 +45,7 @@ export const DEFAULT_PROXY_LIMITS: ProxyLimits = {
   maxCallsPerRollout: UPSTREAM_SOCKETS / 4,
   upstreamQueueTimeoutMs: DEFAULT_UPSTREAM_QUEUE_TIMEOUT_MS,
   maxSseEventChars: DEFAULT_MAX_SSE_EVENT_CHARS,
+  maxUpstreamBodyBytes: DEFAULT_MAX_UPSTREAM_BODY_BYTES,
 };
 
 export interface RecordingProxyOptions {
@@ -51,10 +56,11 @@ export interface RecordingProxyOptions {
   /** In-flight bytes: a non-streamed answer is held until it is recorded and sent. */
   readonly budget?: ByteBudget;
   readonly limits: ProxyLimits;
+  /** The rollouts' calls in flight, shared with the translating proxy (their calls count together). */
+  readonly callLimit: RolloutCallLimit;
 }
 
 export class RecordingProxy {
-  private readonly inFlight = new Map<string, number>();
   private readonly retries = new RetryLinker();
 
   constructor(private readonly options: RecordingProxyOptions) {}
@@ -64,28 +70,10 @@ export class RecordingProxy {
    * the call's record is committed (docs/guarantees.md: every acknowledged write durable): a non-streamed
    * answer is sent after the commit, a stream's last byte is followed by the commit and only then
    * by its end. When the record cannot be committed the agent gets a retryable 503 (or, mid-stream,
-   * a broken stream), never an answer whose record is lost.
+   * a broken stream), never an answer whose record is lost. Past the rollout's share of calls in flight: a 429.
    */
   forward(call: ProxyCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
-    // Fairness: one rollout holds at most a quarter of the upstream sockets; past that its calls get
-    // a 429 (SDKs retry it) instead of starving every other rollout's calls.
-    const inFlight = this.inFlight.get(call.rolloutId) ?? 0;
-    const { maxCallsPerRollout } = this.options.limits;
-    if (inFlight >= maxCallsPerRollout) {
-      sendError(
-        response,
-        429,
-        'rate_limit_exceeded',
-        `this rollout has ${inFlight} LLM calls in flight through Lightning (limit ${maxCallsPerRollout}); retry when one finishes`,
-      );
-      return Promise.resolve();
-    }
-    this.inFlight.set(call.rolloutId, inFlight + 1);
-    return this.forwardCall(call, request, response).finally(() => {
-      const left = (this.inFlight.get(call.rolloutId) ?? 1) - 1;
-      if (left === 0) this.inFlight.delete(call.rolloutId);
-      else this.inFlight.set(call.rolloutId, left);
-    });
+    return this.options.callLimit.run(call, response, () => this.forwardCall(call, request, response));
   }
 
   /** Sends the call, relays its answer and records it; resolves once the record is settled. */
@@ -122,7 +110,7 @@ export class RecordingProxy {
           const body = acceptAnswer(exchange, upstreamResponse, target);
           if (!body) return;
           if (exchange.streamed) relayStream(exchange, body, this.options.limits.maxSseEventChars);
-          else relayBody(exchange, body, this.options.budget);
+          else relayBody(exchange, body, this.options.budget, this.options.limits.maxUpstreamBodyBytes);
         },
       });
     });

@@ -5,13 +5,10 @@
 import type { JsonObject } from '../protocol/json';
 import { errorMessage } from '../protocol/errors';
 import { redactUrl } from '../protocol/secrets';
-import { maxUpstreamBodyBytes } from '../util/boundedBody';
+import { BodyOverLimitError } from '../util/boundedBody';
 import type { ByteBudget } from './byteBudget';
 import { sendError, type CallExchange } from './callExchange';
 import type { UpstreamBody } from './upstreamAnswer';
-
-/** A non-streamed LLM answer is JSON of at most a few MB; past this it is refused (502), not buffered. */
-const MAX_UPSTREAM_BODY_BYTES = maxUpstreamBodyBytes();
 
 /** The message of an upstream's JSON error body (`{error: {message}}` or `{error: "..."}`), for the record. */
 function upstreamErrorMessage(json: JsonObject | null): string | undefined {
@@ -72,10 +69,15 @@ function answerWhole(exchange: CallExchange, body: UpstreamBody, bytes: Buffer):
 }
 
 /**
- * Holds a non-streamed answer (a 502 past the per-answer cap or the byte budget, or when the upstream breaks off),
- * then answers it whole once it is recorded.
+ * Holds a non-streamed answer (a 502 past `maxBytes` or the byte budget, or when the upstream breaks off), then
+ * answers it whole once it is recorded.
  */
-export function relayBody(exchange: CallExchange, body: UpstreamBody, budget: ByteBudget | undefined): void {
+export function relayBody(
+  exchange: CallExchange,
+  body: UpstreamBody,
+  budget: ByteBudget | undefined,
+  maxBytes: number,
+): void {
   const { upstreamResponse, source, decoder } = body;
   const chunks: Buffer[] = [];
   let held = 0;
@@ -83,8 +85,7 @@ export function relayBody(exchange: CallExchange, body: UpstreamBody, budget: By
     exchange.firstByteMs ??= Date.now();
     held += chunk.length;
     try {
-      if (held > MAX_UPSTREAM_BODY_BYTES)
-        throw new Error(`the answer is over the ${MAX_UPSTREAM_BODY_BYTES}-byte limit for a non-streamed answer`);
+      if (held > maxBytes) throw new BodyOverLimitError(maxBytes);
       budget?.take(chunk.length, exchange.response);
     } catch (error) {
       upstreamResponse.destroy();

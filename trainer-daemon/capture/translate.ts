@@ -21,8 +21,11 @@ import { redactUrl } from '../protocol/secrets';
 import type { Logger } from '../log';
 import { callToSpan } from './record';
 import { RetryLinker, sdkRetryCount } from './retries';
+import { sendError } from './callExchange';
+import type { RolloutCallLimit } from './callLimit';
+import type { ProxyLimits } from './proxy';
 import type { ProxyCall, UpstreamConfig } from './proxyCall';
-import { BodyOverLimitError, boundedText, maxUpstreamBodyBytes } from '../util/boundedBody';
+import { BodyOverLimitError, boundedText } from '../util/boundedBody';
 
 export interface TranslatedCall extends ProxyCall {
   /** The chat completions base URL (`…/v1`) that answers. */
@@ -66,19 +69,28 @@ function writeAnswer(call: TranslatedCall, response: ServerResponse, answer: Jso
   }
 }
 
+export interface TranslatingProxyOptions {
+  readonly upstream: UpstreamConfig;
+  /** Stores the call's span; resolves once it is committed (the agent's answer waits on it). */
+  readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => Promise<unknown>;
+  readonly logger: Logger;
+  /** The policy server's answer is read up to `maxUpstreamBodyBytes`, the recording proxy's cap. */
+  readonly limits: Pick<ProxyLimits, 'maxUpstreamBodyBytes'>;
+  /** The rollouts' calls in flight, shared with the recording proxy (their calls count together). */
+  readonly callLimit: RolloutCallLimit;
+}
+
 export class TranslatingProxy {
   private readonly retries = new RetryLinker();
-  /** The policy server's answer is read up to this (the proxy's cap on a non-streamed answer). */
-  private readonly maxBodyBytes = maxUpstreamBodyBytes();
 
-  constructor(
-    private readonly config: UpstreamConfig,
-    /** Stores the call's span; resolves once it is committed (the agent's answer waits on it). */
-    private readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => Promise<unknown>,
-    private readonly logger: Logger,
-  ) {}
+  constructor(private readonly options: TranslatingProxyOptions) {}
 
-  async forward(call: TranslatedCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
+  /** Translates and forwards one call, answered once its record is committed; past the rollout's share, a 429. */
+  forward(call: TranslatedCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
+    return this.options.callLimit.run(call, response, () => this.forwardCall(call, request, response));
+  }
+
+  private async forwardCall(call: TranslatedCall, request: IncomingMessage, response: ServerResponse): Promise<void> {
     const startMs = Date.now();
     const base = call.chatBase.replace(/\/+$/, '');
     const aborted = new AbortController();
@@ -99,13 +111,15 @@ export class TranslatingProxy {
         method: 'POST',
         headers: {
           'content-type': 'application/json',
-          ...(this.config.apiKey && call.upstream === null ? { authorization: `Bearer ${this.config.apiKey}` } : {}),
+          ...(this.options.upstream.apiKey && call.upstream === null
+            ? { authorization: `Bearer ${this.options.upstream.apiKey}` }
+            : {}),
         },
         body: JSON.stringify(chatRequestOf(call)),
-        signal: AbortSignal.any([aborted.signal, AbortSignal.timeout(this.config.timeoutMs)]),
+        signal: AbortSignal.any([aborted.signal, AbortSignal.timeout(this.options.upstream.timeoutMs)]),
       });
       status = upstream.status;
-      const text = await boundedText(upstream, this.maxBodyBytes);
+      const text = await boundedText(upstream, this.options.limits.maxUpstreamBodyBytes);
       firstByteMs = Date.now();
       let parsed: unknown;
       try {
@@ -119,7 +133,7 @@ export class TranslatingProxy {
         const errorStatus = upstream.status >= 400 ? upstream.status : 502;
         outcome = { kind: 'upstream_error', status: errorStatus };
         const message = error;
-        reply = () => this.sendError(call, response, errorStatus, message);
+        reply = () => sendError(response, errorStatus, 'upstream_error', message, call.errorBody);
       } else {
         completion = parsed as JsonObject;
         const translated = answerOf(call, completion);
@@ -132,17 +146,17 @@ export class TranslatingProxy {
         error = `Lightning did not take the policy server ${redactUrl(base)}'s answer: ${caught.message}`;
         outcome = { kind: 'truncated', limit: 'response_body' };
         const message = error;
-        reply = () => this.sendError(call, response, 502, message, 'upstream_response_too_large');
+        reply = () => sendError(response, 502, 'upstream_response_too_large', message, call.errorBody);
       } else {
         error = aborted.signal.aborted
           ? 'cancelled: the client disconnected before the response ended'
           : `Lightning could not get a response from the policy server ${redactUrl(base)}: ${errorMessage(caught)}`;
         if (!aborted.signal.aborted)
-          this.logger.warn('policy request failed', { upstream: redactUrl(base), error: errorMessage(caught) });
+          this.options.logger.warn('policy request failed', { upstream: redactUrl(base), error: errorMessage(caught) });
         const message = error;
         const errorStatus = /timeout|aborted due to timeout/i.test(errorMessage(caught)) ? 504 : 502;
         outcome = aborted.signal.aborted ? { kind: 'cancelled' } : { kind: 'upstream_error', status: errorStatus };
-        reply = () => this.sendError(call, response, errorStatus, message);
+        reply = () => sendError(response, errorStatus, 'upstream_error', message, call.errorBody);
       }
     }
     if (!call.json) {
@@ -171,29 +185,22 @@ export class TranslatingProxy {
         retryOf,
         sdkRetryCount: sdkRetryCount(request.headers),
       });
-      await this.record(span, call.rolloutId);
+      await this.options.record(span, call.rolloutId);
       if (outcome.kind !== 'ok') this.retries.failedCall(call.rolloutId, call.body, span.spanId);
     } catch (caught) {
-      this.logger.error('could not record an LLM call', { rolloutId: call.rolloutId, error: errorMessage(caught) });
-      this.sendError(call, response, 503, 'Lightning could not record this call (the store refused it); retry');
+      this.options.logger.error('could not record an LLM call', {
+        rolloutId: call.rolloutId,
+        error: errorMessage(caught),
+      });
+      sendError(
+        response,
+        503,
+        'storage_unavailable',
+        'Lightning could not record this call (the store refused it); retry',
+        call.errorBody,
+      );
       return;
     }
     reply();
-  }
-
-  private sendError(
-    call: TranslatedCall,
-    response: ServerResponse,
-    status: number,
-    message: string,
-    type = 'upstream_error',
-  ): void {
-    if (response.headersSent || response.destroyed) {
-      response.destroy();
-      return;
-    }
-    const body = JSON.stringify(call.errorBody ? call.errorBody(status, type, message) : { error: { message, type } });
-    response.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-    response.end(body);
   }
 }

@@ -96,15 +96,12 @@ function openFileLimit(): number | undefined {
 }
 
 /**
- * How many client connections the daemon holds at once (README "Guarantees"). Each proxied call
- * also holds an upstream socket, as many again may wait for a slot (connectionSlots.ts), and the
- * store, logs and workers need descriptors too: a third of what is left of the fd limit after a
- * reserve, so slow or idle clients can never exhaust descriptors and make every other request
- * fail. LIGHTNING_MAX_CONNECTIONS overrides it.
+ * How many client connections the daemon holds at once unless LIGHTNING_MAX_CONNECTIONS says (docs/guarantees.md;
+ * limits.ts). Each proxied call also holds an upstream socket, as many again may wait for a slot
+ * (connectionSlots.ts), and the store, logs and workers need descriptors too: a third of what is left of the fd
+ * limit after a reserve, so slow or idle clients can never exhaust descriptors and make every other request fail.
  */
-export function connectionCap(env: NodeJS.ProcessEnv = process.env): number {
-  const configured = Number(env.LIGHTNING_MAX_CONNECTIONS);
-  if (Number.isInteger(configured) && configured > 0) return configured;
+export function defaultConnectionCap(): number {
   const limit = openFileLimit();
   return limit === undefined ? 4_096 : Math.max(32, Math.floor((limit - 128) / 3));
 }
@@ -113,6 +110,8 @@ export interface HttpServerOptions {
   readonly logger: Logger;
   /** How long a client may take to send a request's headers (default 10 s; the daemon's: limits.ts). */
   readonly headersTimeoutMs?: number;
+  /** Client connections held at once on each listener (default: defaultConnectionCap; the daemon's: limits.ts). */
+  readonly maxConnections?: number;
   readonly routes: (request: IncomingMessage, response: ServerResponse) => boolean;
   readonly upgrades: Record<string, UpgradeHandler>;
 }
@@ -161,7 +160,7 @@ export class DaemonHttpServer {
   private createServer(): http.Server {
     const headersTimeout = this.options.headersTimeoutMs ?? 10_000;
     const slots = new ConnectionSlots({
-      cap: connectionCap(),
+      cap: this.options.maxConnections ?? defaultConnectionCap(),
       parkTimeoutMs: headersTimeout,
       onEvent: (event) => this.logSlots(slots, event),
     });

@@ -47,6 +47,8 @@ export interface TrainingManagerOptions {
   readonly batches: BatchFollower;
   /** The daemon's router of calls to several policies' adapters, which GRPO runs with `--policy` register with. */
   readonly policies: PolicyRegistry;
+  /** The most bytes of one answer APO's optimizer calls read (the daemon's limits.ts). */
+  readonly maxAnswerBytes: number;
   readonly logger: Logger;
 }
 
@@ -203,6 +205,7 @@ export class TrainingManager implements Disposable {
           env: prepared.env,
           scoring: prepared.plan.scoring,
           signal,
+          maxAnswerBytes: this.options.maxAnswerBytes,
           progress: (line) => logger.info(`apo: ${line}`),
         });
       default:

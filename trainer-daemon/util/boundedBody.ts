@@ -6,11 +6,10 @@
 import { LightningError } from '../protocol/errors';
 
 /**
- * A non-streamed LLM answer is JSON of at most a few MB: past this it is refused, not buffered (README "Guarantees").
+ * A non-streamed LLM answer is JSON of at most a few MB: past this it is refused, not buffered (docs/guarantees.md;
+ * LIGHTNING_MAX_UPSTREAM_BODY_BYTES, read with the daemon's other limits: limits.ts).
  */
-export function maxUpstreamBodyBytes(env: NodeJS.ProcessEnv = process.env): number {
-  return Number(env.LIGHTNING_MAX_UPSTREAM_BODY_BYTES) || 64 * 1024 * 1024;
-}
+export const DEFAULT_MAX_UPSTREAM_BODY_BYTES = 64 * 1024 * 1024;
 
 /** An answer was over the byte limit: reading stopped there and the rest was not taken. */
 export class BodyOverLimitError extends LightningError {
