@@ -25,7 +25,7 @@ function busyWith(pool: DecodePool): Array<string | undefined> {
 
 /** A pool of two workers on the bundled decoder, closed after the test. */
 function twoWorkerPool(t: TestContext): DecodePool {
-  const pool = new DecodePool(silentLogger, WORKER, 2);
+  const pool = new DecodePool({ logger: silentLogger, workerFile: WORKER, size: 2 });
   t.after(() => pool.close());
   return pool;
 }

@@ -23,7 +23,7 @@ function workersOf(pool: DecodePool): Worker[] {
 }
 
 test('a decode worker is started and ready before the first export, and decodes it', async (t) => {
-  const pool = new DecodePool(silentLogger, WORKER, 2);
+  const pool = new DecodePool({ logger: silentLogger, workerFile: WORKER, size: 2 });
   t.after(() => pool.close());
 
   const [prestarted, ...others] = workersOf(pool);

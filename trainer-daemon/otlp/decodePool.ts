@@ -94,7 +94,21 @@ interface Slot {
   job: Job | undefined;
 }
 
+export interface DecodePoolOptions {
+  readonly logger: Logger;
+  /** The bundled worker script (default: dist/otlp-worker.js beside this bundle); absent, exports decode inline. */
+  readonly workerFile?: string;
+  /** Workers at most (default DEFAULT_DECODE_WORKERS). */
+  readonly size?: number;
+  /** Each worker's JavaScript heap, in MiB (default DEFAULT_DECODE_WORKER_HEAP_MB; the daemon's: limits.ts). */
+  readonly heapMb?: number;
+}
+
 export class DecodePool {
+  private readonly logger: Logger;
+  private readonly workerFile: string;
+  private readonly size: number;
+  private readonly heapMb: number;
   private readonly slots: Slot[] = [];
   private nextId = 0;
   /** Exports not yet handed to a worker, by source; a Map keeps the sources in the order they are served. */
@@ -104,12 +118,11 @@ export class DecodePool {
   /** Whether the bundled worker is there (the daemon); else exports decode inline. */
   private readonly bundled: boolean;
 
-  constructor(
-    private readonly logger: Logger,
-    private readonly workerFile = path.join(__dirname, 'otlp-worker.js'),
-    private readonly size = DEFAULT_DECODE_WORKERS,
-    private readonly heapMb = DEFAULT_DECODE_WORKER_HEAP_MB,
-  ) {
+  constructor(options: DecodePoolOptions) {
+    this.logger = options.logger;
+    this.workerFile = options.workerFile ?? path.join(__dirname, 'otlp-worker.js');
+    this.size = options.size ?? DEFAULT_DECODE_WORKERS;
+    this.heapMb = options.heapMb ?? DEFAULT_DECODE_WORKER_HEAP_MB;
     this.bundled = fs.existsSync(this.workerFile);
     // One worker loads OTLP's decoder now, so the first export after a start does not wait seconds for it.
     if (this.bundled) this.startWorker();

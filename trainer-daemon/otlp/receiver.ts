@@ -71,7 +71,7 @@ export class OtlpReceiver {
     /** Each decode worker's JavaScript heap, in MiB (decodePool.ts). */
     workerHeapMb = DEFAULT_DECODE_WORKER_HEAP_MB,
   ) {
-    this.pool = new DecodePool(logger, undefined, undefined, workerHeapMb);
+    this.pool = new DecodePool({ logger, heapMb: workerHeapMb });
   }
 
   close(): Promise<void> {
