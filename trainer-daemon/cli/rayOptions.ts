@@ -1,5 +1,5 @@
 /** `--ray ADDRESS` (with `--ray-python`, `--ray-working-dir`): the agents of `dataset run` and `train` as Ray tasks. */
-import type { Command } from 'commander';
+import { Option } from 'commander';
 import type { RayOptions } from '../runner/rayDriver';
 
 export interface RayFlags {
@@ -8,20 +8,22 @@ export interface RayFlags {
   rayWorkingDir?: string;
 }
 
-export function addRayOptions(command: Command): Command {
-  return command
-    .option(
+/** The Ray flags, for a command that starts agents (`dataset run`; `train`, which reads them for grpo only). */
+export function rayOptions(): Option[] {
+  return [
+    new Option(
       '--ray <address>',
       'run the agents as Ray tasks on this existing Ray cluster (HOST:6379, ray://HOST:10001 or auto); their calls come back to the daemon, which must listen where the nodes reach it (`lightning serve --host`; README, "Scale out")',
-    )
-    .option(
+    ),
+    new Option(
       '--ray-python <path>',
       'the Python with ray that drives the cluster (default: LIGHTNING_RAY_PYTHON, else python3)',
-    )
-    .option(
+    ),
+    new Option(
       '--ray-working-dir <dir>',
       "ship this folder to every node and run the agents in it (default: run them in the current folder's path on the node)",
-    );
+    ),
+  ];
 }
 
 /** The Ray options the flags ask for, undefined without `--ray`. */

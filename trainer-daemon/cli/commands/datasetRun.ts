@@ -10,7 +10,7 @@ import crypto from 'node:crypto';
 import { ensurePrivateDir } from '../../util/privateFiles';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
-import { RolloutMode, type Rollout, type RolloutScore } from '../../protocol';
+import { RolloutMode, type Dataset, type Rollout, type RolloutScore, type Task } from '../../protocol';
 import { canRetry } from '../../protocol/status';
 import { InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { AgentPidLog } from '../../runner/agentPids';
@@ -25,7 +25,7 @@ import { duration, num, table } from '../textTable';
 import { rolloutDuration } from '../../protocol/format';
 import type { BatchFinished, BatchStarted } from '../../protocol/cliLines';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
-import { addRayOptions, rayOptionsFrom } from '../rayOptions';
+import { rayOptions, rayOptionsFrom } from '../rayOptions';
 import { addCheckpointOptions, resolveRouting, resumeRoutingOptions, type RoutingOptions } from '../callRouting';
 
 interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
@@ -148,179 +148,231 @@ export function registerDatasetRun(dataset: Command): void {
       '--workers <n>',
       'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see README, "Worker mode")',
     );
-  addRayOptions(command);
-  addCheckpointOptions(command).action(async (name: string, argv: string[], options: DatasetRunOptions) => {
-    const samples = positiveInt(options.samples, '--samples');
-    const concurrency = positiveInt(options.concurrency, '--concurrency');
-    const timeoutMs = positiveInt(options.timeout, '--timeout') * 1000;
-    const retries = positiveInt(options.retries, '--retries', 0);
-    const workers = options.workers === undefined ? undefined : positiveInt(options.workers, '--workers');
-    const mode: BatchMode =
-      workers === undefined
-        ? { kind: 'process', command: argv, concurrency }
-        : { kind: 'worker', command: argv, workers, concurrencyPerWorker: Math.ceil(concurrency / workers) };
-    const storeFile = resolveStore(options);
-    const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
-    const scoring = scoringFor(
-      options.rewards === undefined ? null : path.resolve(options.rewards),
-      storeFile,
+  for (const option of rayOptions()) command.addOption(option);
+  addCheckpointOptions(command).action(runDataset);
+}
+
+/** The batch's runner once made, and whether Ctrl-C (or SIGTERM, SIGHUP) asked to stop. */
+interface Cancellation {
+  cancelled: boolean;
+  runner: BatchRunner | undefined;
+}
+
+async function runDataset(name: string, argv: string[], options: DatasetRunOptions): Promise<void> {
+  const samples = positiveInt(options.samples, '--samples');
+  const concurrency = positiveInt(options.concurrency, '--concurrency');
+  const timeoutMs = positiveInt(options.timeout, '--timeout') * 1000;
+  const retries = positiveInt(options.retries, '--retries', 0);
+  const workers = options.workers === undefined ? undefined : positiveInt(options.workers, '--workers');
+  const mode: BatchMode =
+    workers === undefined
+      ? { kind: 'process', command: argv, concurrency }
+      : { kind: 'worker', command: argv, workers, concurrencyPerWorker: Math.ceil(concurrency / workers) };
+  const storeFile = resolveStore(options);
+  const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
+  const scoring = scoringFor(
+    options.rewards === undefined ? null : path.resolve(options.rewards),
+    storeFile,
+    process.env,
+  );
+  const rewardsFile = scoring && 'rewardsFile' in scoring.source ? scoring.source.rewardsFile : null;
+  const ray = rayOptionsFrom(options, process.env);
+  const { client, close } = await connectOrStartDaemon(storeFile);
+  const state: Cancellation = { cancelled: false, runner: undefined };
+  const cancel = (): void => {
+    process.stderr.write('lightning: cancelling the batch: stopping the running agents\n');
+    state.cancelled = true;
+    state.runner?.cancel();
+  };
+  // Agents run in their own process groups, so the terminal's signals do not reach them: relay.
+  const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  const lastResort = (): void => state.runner?.killAll();
+  for (const signal of signals) process.on(signal, cancel);
+  process.on('exit', lastResort);
+  try {
+    const { dataset: found, items: tasks } = await client.request('listTasks', { dataset: name, split: options.split });
+    const existing = options.resume ? await batchRollouts(client, options.resume) : [];
+    if (options.resume && existing.length === 0)
+      throw new NotFoundError(`batch ${options.resume} has no rollouts in this store`);
+    const routing = await resolveRouting(
+      client,
+      options.resume
+        ? resumeRoutingOptions(options, options.resume, await pinnedCheckpoint(client, existing[0]!))
+        : options,
       process.env,
     );
-    const rewardsFile = scoring && 'rewardsFile' in scoring.source ? scoring.source.rewardsFile : null;
-    const ray = rayOptionsFrom(options, process.env);
-    const { client, close } = await connectOrStartDaemon(storeFile);
-    let runner: BatchRunner | undefined;
-    let cancelled = false;
-    const cancel = (): void => {
-      process.stderr.write('lightning: cancelling the batch: stopping the running agents\n');
-      cancelled = true;
-      runner?.cancel();
-    };
-    // Agents run in their own process groups, so the terminal's signals do not reach them: relay.
-    const signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP'];
-    const lastResort = (): void => runner?.killAll();
-    for (const signal of signals) process.on(signal, cancel);
-    process.on('exit', lastResort);
-    try {
-      const { dataset: found, items: tasks } = await client.request('listTasks', {
-        dataset: name,
-        split: options.split,
-      });
-      let batchId = options.resume;
-      const existing = batchId ? await batchRollouts(client, batchId) : [];
-      if (batchId && existing.length === 0) throw new NotFoundError(`batch ${batchId} has no rollouts in this store`);
-      const routing = await resolveRouting(
-        client,
-        batchId ? resumeRoutingOptions(options, batchId, await pinnedCheckpoint(client, existing[0]!)) : options,
-        process.env,
+    const { batchId, queued } = options.resume
+      ? { batchId: options.resume, queued: await requeue(client, options.resume, existing, logDirOf(options.resume)) }
+      : await createBatch(client, {
+          tasks,
+          dataset: found,
+          samples,
+          retries,
+          argv,
+          options,
+          resources: routing.resources,
+          state,
+        });
+    const how = `${mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`}${ray ? ` on the Ray cluster ${ray.address}` : ''}`;
+    if (options.progress === 'json')
+      process.stderr.write(
+        `${JSON.stringify({ event: 'batch-started', batchId, total: queued.length, scored: Boolean(rewardsFile) } satisfies BatchStarted)}\n`,
       );
-      let queued: string[];
-      if (batchId) {
-        // Agents a runner that died left running would race the retries: stop them first.
-        const stopped = await new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl')).stopSurvivors();
-        if (stopped > 0)
-          process.stderr.write(
-            `lightning: stopped ${stopped} agent process${stopped === 1 ? '' : 'es'} left running by the interrupted runner\n`,
-          );
-        // Attempts left running by a runner that died are failed attempts; those and failed or
-        // timed-out rollouts with attempts left are retried.
-        for (const rollout of existing) {
-          let current = rollout;
-          if (current.status === 'running')
-            current = await client.request('transitionRollout', {
-              id: current.id,
-              to: 'failed',
-              error: 'the runner stopped during this attempt',
-            });
-          if (canRetry(current)) {
-            await client.request('transitionRollout', { id: current.id, to: 'queued' });
-          }
-        }
-        queued = (await batchRollouts(client, batchId)).filter((r) => r.status === 'queued').map((r) => r.id);
-      } else {
-        batchId = `batch-${crypto.randomBytes(6).toString('hex')}`;
-        queued = [];
-        for (const task of tasks) {
-          for (let s = 0; s < samples && !cancelled; s += 1) {
-            const rollout = await client.request('createRollout', {
-              mode: options.mode,
-              label: options.label ?? found.name,
-              task: { id: task.id, input: task.input },
-              datasetId: found.id,
-              batchId,
-              maxAttempts: retries + 1,
-              source: { kind: 'command', argv, cwd: process.cwd() },
-              resources: routing.resources,
-            });
-            queued.push(rollout.id);
-          }
-        }
-      }
-      const how = `${mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`}${ray ? ` on the Ray cluster ${ray.address}` : ''}`;
-      if (options.progress === 'json')
-        process.stderr.write(
-          `${JSON.stringify({ event: 'batch-started', batchId, total: queued.length, scored: Boolean(rewardsFile) } satisfies BatchStarted)}\n`,
-        );
-      else
-        process.stderr.write(
-          `lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}${rewardsFile ? `, scored with ${rewardsFile}` : ''}\n`,
-        );
-      if (cancelled) {
-        for (const id of queued)
-          await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
-        queued = [];
-      }
-      ensurePrivateDir(logDirOf(batchId));
-      const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
-      const progress = new Progress(
-        process.stderr,
-        queued.length,
-        process.stderr.isTTY === true,
-        options.progress === 'json',
+    else
+      process.stderr.write(
+        `lightning: batch ${batchId}: ${queued.length} rollouts of ${found.name}, ${how}${rewardsFile ? `, scored with ${rewardsFile}` : ''}\n`,
       );
-      runner = new BatchRunner({
-        client,
-        mode,
-        timeoutMs,
-        upstream: routing.upstream,
-        providerUpstreams: routing.providerUpstreams,
-        tokenIds: routing.tokenIds,
-        logDir: logDirOf(batchId),
-        env: process.env,
-        onSpawn: (pid) => pids.record(pid),
-        onAttempt: (event) => progress.attempt(event),
-        scoring,
-        onScored: (score) => progress.scored(score),
-        ray,
-      });
-      if (cancelled) runner.cancel();
-      try {
-        await runner.run(queued);
-      } finally {
-        progress.finish();
-      }
-      if (runner.wasCancelled) process.exitCode = 130;
-      const rollouts = await batchRollouts(client, batchId);
-      const summary = summarize(rollouts, runner.scores);
-      const scoringErrors = scoringErrorList(rollouts, runner.scores);
-      if (options.json) {
-        const scored = rewardsFile && {
-          rewardsFile,
-          scored: [...runner.scores.values()].filter((s) => s.value !== null).length,
-          errors: scoringErrors,
-        };
-        process.stdout.write(
-          `${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary, ...(scored ? { scoring: scored } : {}) } satisfies BatchFinished)}\n`,
-        );
-      } else {
-        const errorsColumn = scoring ? ['SCORE ERRORS'] : [];
-        process.stdout.write(
-          `${table(
-            ['TASK', 'ROLLOUTS', 'SUCCEEDED', 'MEAN REWARD', 'P50', 'P95', 'TOKENS', ...errorsColumn],
-            summary.map((s) => [
-              s.task,
-              String(s.rollouts),
-              `${Math.round((100 * s.succeeded) / Math.max(1, s.rollouts))}%`,
-              num(s.meanReward),
-              duration(s.p50Ms),
-              duration(s.p95Ms),
-              String(Math.round(s.meanTokens)),
-              ...(scoring ? [String(s.scoreErrors)] : []),
-            ]),
-          )}\n`,
-        );
-        for (const e of scoringErrors)
-          process.stdout.write(`score error: ${e.rolloutId} (task ${e.task ?? '-'}): ${e.error}\n`);
-        process.stdout.write(
-          `Batch ${batchId}. Export it: npx lightning export --batch ${batchId} --out transitions.jsonl\n`,
-        );
-      }
-    } finally {
-      for (const signal of signals) process.off(signal, cancel);
-      process.off('exit', lastResort);
-      await close();
+    if (state.cancelled) {
+      for (const id of queued.splice(0))
+        await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
     }
-  });
+    ensurePrivateDir(logDirOf(batchId));
+    const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
+    const progress = new Progress(
+      process.stderr,
+      queued.length,
+      process.stderr.isTTY === true,
+      options.progress === 'json',
+    );
+    const runner = new BatchRunner({
+      client,
+      mode,
+      timeoutMs,
+      upstream: routing.upstream,
+      providerUpstreams: routing.providerUpstreams,
+      tokenIds: routing.tokenIds,
+      logDir: logDirOf(batchId),
+      env: process.env,
+      onSpawn: (pid) => pids.record(pid),
+      onAttempt: (event) => progress.attempt(event),
+      scoring,
+      onScored: (score) => progress.scored(score),
+      ray,
+    });
+    state.runner = runner;
+    if (state.cancelled) runner.cancel();
+    try {
+      await runner.run(queued);
+    } finally {
+      progress.finish();
+    }
+    if (runner.wasCancelled) process.exitCode = 130;
+    report(await batchRollouts(client, batchId), batchId, runner.scores, {
+      json: options.json === true,
+      rewardsFile,
+      scored: Boolean(scoring),
+    });
+  } finally {
+    for (const signal of signals) process.off(signal, cancel);
+    process.off('exit', lastResort);
+    await close();
+  }
+}
+
+/**
+ * `--resume`: agents a runner that died left running are stopped (they would race the retries); attempts it left
+ * running are failed attempts; those and the failed or timed-out rollouts with attempts left are queued again.
+ */
+async function requeue(
+  client: RpcClient,
+  batchId: string,
+  existing: readonly Rollout[],
+  logDir: string,
+): Promise<string[]> {
+  const stopped = await new AgentPidLog(path.join(logDir, 'agents.jsonl')).stopSurvivors();
+  if (stopped > 0)
+    process.stderr.write(
+      `lightning: stopped ${stopped} agent process${stopped === 1 ? '' : 'es'} left running by the interrupted runner\n`,
+    );
+  for (const rollout of existing) {
+    let current = rollout;
+    if (current.status === 'running')
+      current = await client.request('transitionRollout', {
+        id: current.id,
+        to: 'failed',
+        error: 'the runner stopped during this attempt',
+      });
+    if (canRetry(current)) await client.request('transitionRollout', { id: current.id, to: 'queued' });
+  }
+  return (await batchRollouts(client, batchId)).filter((r) => r.status === 'queued').map((r) => r.id);
+}
+
+/** A new batch: each task `--samples` times as a queued rollout (no more once cancelled). */
+async function createBatch(
+  client: RpcClient,
+  batch: {
+    readonly tasks: readonly Task[];
+    readonly dataset: Dataset;
+    readonly samples: number;
+    readonly retries: number;
+    readonly argv: string[];
+    readonly options: DatasetRunOptions;
+    readonly resources: Awaited<ReturnType<typeof resolveRouting>>['resources'];
+    readonly state: Cancellation;
+  },
+): Promise<{ batchId: string; queued: string[] }> {
+  const { options, samples, retries } = batch;
+  const batchId = `batch-${crypto.randomBytes(6).toString('hex')}`;
+  const queued: string[] = [];
+  for (const task of batch.tasks) {
+    for (let s = 0; s < samples && !batch.state.cancelled; s += 1) {
+      const rollout = await client.request('createRollout', {
+        mode: options.mode,
+        label: options.label ?? batch.dataset.name,
+        task: { id: task.id, input: task.input },
+        datasetId: batch.dataset.id,
+        batchId,
+        maxAttempts: retries + 1,
+        source: { kind: 'command', argv: batch.argv, cwd: process.cwd() },
+        resources: batch.resources,
+      });
+      queued.push(rollout.id);
+    }
+  }
+  return { batchId, queued };
+}
+
+/** The batch's summary on stdout: a `batch-finished` JSON line, or a table per task with the scoring errors. */
+function report(
+  rollouts: readonly Rollout[],
+  batchId: string,
+  scores: ReadonlyMap<string, RolloutScore>,
+  how: { readonly json: boolean; readonly rewardsFile: string | null; readonly scored: boolean },
+): void {
+  const summary = summarize(rollouts, scores);
+  const scoringErrors = scoringErrorList(rollouts, scores);
+  if (how.json) {
+    const scored = how.rewardsFile && {
+      rewardsFile: how.rewardsFile,
+      scored: [...scores.values()].filter((s) => s.value !== null).length,
+      errors: scoringErrors,
+    };
+    process.stdout.write(
+      `${JSON.stringify({ event: 'batch-finished', batchId, tasks: summary, ...(scored ? { scoring: scored } : {}) } satisfies BatchFinished)}\n`,
+    );
+    return;
+  }
+  const errorsColumn = how.scored ? ['SCORE ERRORS'] : [];
+  process.stdout.write(
+    `${table(
+      ['TASK', 'ROLLOUTS', 'SUCCEEDED', 'MEAN REWARD', 'P50', 'P95', 'TOKENS', ...errorsColumn],
+      summary.map((s) => [
+        s.task,
+        String(s.rollouts),
+        `${Math.round((100 * s.succeeded) / Math.max(1, s.rollouts))}%`,
+        num(s.meanReward),
+        duration(s.p50Ms),
+        duration(s.p95Ms),
+        String(Math.round(s.meanTokens)),
+        ...(how.scored ? [String(s.scoreErrors)] : []),
+      ]),
+    )}\n`,
+  );
+  for (const e of scoringErrors)
+    process.stdout.write(`score error: ${e.rolloutId} (task ${e.task ?? '-'}): ${e.error}\n`);
+  process.stdout.write(
+    `Batch ${batchId}. Export it: npx lightning export --batch ${batchId} --out transitions.jsonl\n`,
+  );
 }
 
 const scoringError = (score: RolloutScore | undefined): string | null => (score ? scoreErrors(score) : null);
