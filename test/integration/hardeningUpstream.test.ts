@@ -1,7 +1,7 @@
 /**
  * The proxy against an upstream that misbehaves at the byte level (issue 28): one SSE line or event far past any
  * answer's size, redirects, a gzip body the proxy asked not to get; and (issue 27) a reused keep-alive socket that
- * the upstream closed, which must not cost the agent its call.
+ * the upstream closed, which must not cost the agent its call; an error inside a 200 answer, which is no answer.
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
@@ -233,6 +233,92 @@ describe('redirects and encodings the proxy did not ask for', () => {
     assert.equal(response.status, 502);
     assert.match(response.body, /Content-Encoding \\"compress\\"/);
     assert.equal((await spanOf(rollout.id)).statusCode, 'error');
+  });
+});
+
+/** Answers in HTTP 200 that carry an error, chosen by the path (Gemini) or the model (chat completions, responses). */
+function errorInsideHandler(model: string, request: http.IncomingMessage, response: http.ServerResponse): void {
+  const json = (body: unknown): void => {
+    response.writeHead(200, { 'content-type': 'application/json' });
+    response.end(JSON.stringify(body));
+  };
+  if ((request.url ?? '').includes(':streamGenerateContent')) {
+    // Gemini's stream as one JSON array (no alt=sse) whose last item is an error: the answer broke off.
+    json([
+      { candidates: [{ content: { role: 'model', parts: [{ text: 'It is' }] } }] },
+      { error: { code: 503, message: 'The model is overloaded.', status: 'UNAVAILABLE' } },
+    ]);
+  } else if (model === 'gateway-error') json({ error: { message: 'upstream provider timed out', type: 'timeout' } });
+  else if (model === 'responses-ok')
+    json({ id: 'resp_1', object: 'response', status: 'completed', error: null, output: [], model });
+  else json({ id: 'plain', object: 'chat.completion', model, choices: [] });
+}
+
+describe('an error inside an HTTP 200 answer', () => {
+  let upstream: Awaited<ReturnType<typeof upstreamOf>>;
+  let daemon: RunningDaemon;
+  let client: RpcClient;
+  const cleanups: Array<() => void> = [];
+  before(async () => {
+    upstream = await upstreamOf(errorInsideHandler);
+    const dir = tempDir({ after: (fn) => cleanups.push(fn) });
+    daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url]);
+    client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  });
+  after(async () => {
+    client.dispose();
+    await daemon.stop();
+    await upstream.close();
+    for (const cleanup of cleanups) cleanup();
+  });
+  const spanOf = async (id: string) =>
+    waitFor(async () => (await client.request('getRollout', { id })).spans[0], 'the call’s span');
+
+  test('Gemini streamGenerateContent as one JSON array ending in an error: the agent gets it, the call is an upstream error', async () => {
+    const origin = upstream.url.replace(/\/v1$/, '');
+    const { rollout, url } = await client.request('startAgentRun', { providerUpstreams: { gemini: origin } });
+    const response = await post(
+      `${url}/v1beta/models/gemini-test:streamGenerateContent`,
+      JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'weather?' }] }] }),
+      { 'content-type': 'application/json', 'x-goog-api-key': 'k' },
+    );
+    assert.equal(response.status, 200, 'relayed as it came');
+    assert.equal((JSON.parse(response.body) as unknown[]).length, 2);
+    const span = await spanOf(rollout.id);
+    assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
+    assert.equal(span.statusCode, 'error');
+    assert.match(span.statusMessage ?? '', /The model is overloaded/);
+  });
+
+  test('a gateway’s {"error": …} in a 200 is an upstream error; a Responses answer with "error": null is whole', async () => {
+    const failed = await client.request('startAgentRun', {});
+    const gateway = await post(
+      `${failed.url}/v1/chat/completions`,
+      JSON.stringify({ model: 'gateway-error', messages: [] }),
+    );
+    assert.equal(gateway.status, 200);
+    const span = await spanOf(failed.rollout.id);
+    assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
+    assert.match(span.statusMessage ?? '', /upstream error in an HTTP 200 answer: upstream provider timed out/);
+    const whole = await client.request('startAgentRun', {});
+    const ok = await post(`${whole.url}/v1/responses`, JSON.stringify({ model: 'responses-ok', input: 'hi' }));
+    assert.equal(ok.status, 200);
+    assert.equal((await spanOf(whole.rollout.id)).attributes['lightning.outcome'], 'ok');
+  });
+
+  test('a policy server’s {"error": …} in a 200 to a translated Anthropic call: 502 in Anthropic’s shape, an upstream error', async () => {
+    const { rollout, url } = await client.request('startAgentRun', { upstream: upstream.url, tokenIds: true });
+    const response = await post(
+      `${url}/v1/messages`,
+      JSON.stringify({ model: 'gateway-error', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
+      { 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+    );
+    assert.equal(response.status, 502, response.body);
+    const body = JSON.parse(response.body) as { type: string; error: { message: string } };
+    assert.equal(body.type, 'error');
+    assert.match(body.error.message, /answered HTTP 200: upstream provider timed out/);
+    const span = await spanOf(rollout.id);
+    assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
   });
 });
 

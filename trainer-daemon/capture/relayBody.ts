@@ -10,11 +10,14 @@ import type { ByteBudget } from './byteBudget';
 import { sendError, type CallExchange } from './callExchange';
 import type { UpstreamBody } from './upstreamAnswer';
 
-/** The message of an upstream's JSON error body (`{error: {message}}` or `{error: "..."}`), for the record. */
-function upstreamErrorMessage(json: JsonObject | null): string | undefined {
+/**
+ * The error an upstream's JSON body carries (`{error: {message}}`, `{error: {code}}` or `{error: "..."}`), for the
+ * record; undefined when it carries none (`"error": null` included).
+ */
+export function upstreamErrorMessage(json: JsonObject | null): string | undefined {
   const error = json?.error;
-  if (error && typeof error === 'object' && !Array.isArray(error) && typeof error.message === 'string')
-    return error.message;
+  if (error && typeof error === 'object' && !Array.isArray(error))
+    return typeof error.message === 'string' ? error.message : JSON.stringify(error).slice(0, 500);
   return typeof error === 'string' ? error : undefined;
 }
 
@@ -46,13 +49,19 @@ function answerWhole(exchange: CallExchange, body: UpstreamBody, bytes: Buffer):
     json = reassembler.result();
     exchange.streamed = true;
   }
+  // An error inside a 2xx answer is an upstream error too, as in a stream (relayStream.ts): an `error` item of Gemini's
+  // JSON array, or a gateway's `{"error": {…}}` (a Responses answer's `"error": null` is none). The answer is not
+  // whole.
+  const errorInside = status < 400 ? (reassembler?.error ?? upstreamErrorMessage(json)) : undefined;
   const error =
     status >= 400
       ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? bytes.toString('utf8').slice(0, 500)}`
-      : null;
+      : errorInside !== undefined
+        ? `upstream error in an HTTP ${status} answer: ${errorInside}`
+        : null;
   // The answer goes out once its record is committed: the agent's 200 means "recorded".
   void exchange
-    .finish(error, json, status >= 400 ? { kind: 'upstream_error', status } : { kind: 'ok' })
+    .finish(error, json, error !== null ? { kind: 'upstream_error', status } : { kind: 'ok' })
     .then((committed) => {
       if (!committed) {
         sendError(

@@ -22,6 +22,7 @@ import type { Logger } from '../log';
 import { callToSpan } from './record';
 import { RetryLinker, sdkRetryCount } from './retries';
 import { sendError } from './callExchange';
+import { upstreamErrorMessage } from './relayBody';
 import type { RolloutCallLimit } from './callLimit';
 import type { ProxyLimits } from './proxy';
 import type { ProxyCall, UpstreamConfig } from './proxyCall';
@@ -127,15 +128,18 @@ export class TranslatingProxy {
       } catch {
         parsed = null;
       }
-      if (upstream.status >= 400 || parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-        const detail = (parsed as { error?: { message?: unknown } } | null)?.error?.message;
-        error = `the policy server ${redactUrl(base)} answered HTTP ${upstream.status}${typeof detail === 'string' ? `: ${detail}` : upstream.status < 400 ? ' with a body that is not JSON' : ''}`;
+      const json =
+        parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
+      // An error inside a 200 (`{"error": {…}}`) is no answer either.
+      const detail = upstreamErrorMessage(json);
+      if (upstream.status >= 400 || json === null || detail !== undefined) {
+        error = `the policy server ${redactUrl(base)} answered HTTP ${upstream.status}${detail !== undefined ? `: ${detail}` : upstream.status < 400 ? ' with a body that is not JSON' : ''}`;
         const errorStatus = upstream.status >= 400 ? upstream.status : 502;
         outcome = { kind: 'upstream_error', status: errorStatus };
         const message = error;
         reply = () => sendError(response, errorStatus, 'upstream_error', message, call.errorBody);
       } else {
-        completion = parsed as JsonObject;
+        completion = json;
         const translated = answerOf(call, completion);
         answer = translated;
         reply = () => writeAnswer(call, response, translated);
