@@ -1,7 +1,8 @@
 /**
- * A proxied call whose rollout ended is kept marked late, never mixed into training data — checked in the write
+ * A proxied call whose attempt ended is kept marked late, never mixed into training data — checked in the write
  * that stores it (issue 28): a call recorded in the same group commit as the rollout's end, after it, is marked
- * although the rollout still ran when the call was handed to the write queue.
+ * although the rollout still ran when the call was handed to the write queue; a call of an attempt that timed out,
+ * answered while the retry waits or runs, stays with its own attempt, marked, out of the retry's trajectory.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -27,13 +28,14 @@ test('a call queued while its rollout ran but written after its end (one group c
   const record = callRecorder(store, writes, new PolicyRouter());
   const { rollout } = store.startAgentRun(parsed('createRollout', {}), { upstream: null, tokenIds: false });
 
-  await record(callSpan(), rollout.id);
+  const owner = { rolloutId: rollout.id, attempt: 1 };
+  await record(callSpan(), owner);
   // The end and a call answered at the same moment: both queued in this turn, the end first.
   const ending = writes.submit(() =>
     store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'succeeded' })),
   );
   assert.equal(store.getRollout(rollout.id).status, 'running', 'the call is handed over while the rollout runs');
-  const late = record(callSpan(), rollout.id);
+  const late = record(callSpan(), owner);
   await Promise.all([ending, late]);
 
   const [onTime, marked] = store.getRolloutDetail(rollout.id).spans;
@@ -47,4 +49,46 @@ test('a call queued while its rollout ran but written after its end (one group c
   // Spans that are not a proxy's record of a call (OTLP, spans/add) are not touched by this rule.
   const other = store.addSpans({ rolloutId: rollout.id, spans: [llmSpan()] });
   assert.equal(other.stored[0]!.attributes['lightning.late'], undefined);
+});
+
+test('a call of an attempt that timed out, answered while the retry waits and while it runs: kept with its attempt, late', async (t) => {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
+  t.after(() => store.close());
+  const writes = new WriteQueue(store, silentLogger);
+  const record = callRecorder(store, writes, new PolicyRouter());
+  const keys = { upstream: null, tokenIds: false };
+  const { rollout, key } = store.startAgentRun(parsed('createRollout', { maxAttempts: 2 }), keys);
+  const first = store.findAgentKey(key)!;
+  assert.deepEqual([first.rolloutId, first.attempt], [rollout.id, 1]);
+  await record(callSpan(), first);
+  store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'timeout', error: 'too slow' }));
+  store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'queued' }));
+  await record(callSpan(), first); // answered while the retry waits
+  const retry = store.startAgentRun(rollout.id, keys);
+  assert.equal(store.findAgentKey(retry.key)!.attempt, 2, "the retry's key is the retry's");
+  assert.equal(store.findAgentKey(key), undefined, "the first attempt's key was revoked as it ended");
+  await record(callSpan(), first); // answered while the retry runs
+  await record(callSpan(), store.findAgentKey(retry.key)!);
+
+  const spans = store.getRolloutDetail(rollout.id).spans;
+  assert.deepEqual(
+    spans.map((span) => [span.attempt, spanOutcome(span).kind]),
+    [
+      [1, 'ok'],
+      [1, 'truncated'],
+      [1, 'truncated'],
+      [2, 'ok'],
+    ],
+  );
+  assert.match(String(spans[1]!.attributes['lightning.late']), /its attempt 1 had ended .*\(the rollout is queued\)/);
+  assert.match(
+    String(spans[2]!.attributes['lightning.late']),
+    /its attempt 1 had ended .*\(the rollout runs attempt 2\)/,
+  );
+  // Training reads the last attempt: the retry's own call, none of the first attempt's.
+  const [trajectory] = store.trajectoriesOf([rollout.id]);
+  assert.deepEqual(
+    trajectory!.spans.map((span) => span.spanId),
+    [spans[3]!.spanId],
+  );
 });

@@ -6,7 +6,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { z } from 'zod';
-import { AddRewardParams, describeIssues, type Json, type Rollout, type SpanInput } from '../protocol';
+import { AddRewardParams, describeIssues, type Json, type Rollout } from '../protocol';
 import crypto from 'node:crypto';
 import { hasEnded } from '../protocol/status';
 import { rememberRolloutSecrets, requestSecretValues } from '../protocol/secrets';
@@ -28,7 +28,7 @@ import { ExportCancelledError } from '../otlp/gunzip';
 import { ByteBudget } from './byteBudget';
 import { accountBody, closesAfterResponse, parseJsonBody, readBody } from './requestBody';
 import { RecordingProxy, type ProxyLimits } from './proxy';
-import type { UpstreamConfig } from './proxyCall';
+import type { CallRecorder, UpstreamConfig } from './proxyCall';
 import { FinishBody } from '../protocol/runner';
 import type { WorkerAssignment } from '../protocol/runner';
 import type { Api } from './reassemble';
@@ -92,18 +92,15 @@ export interface AgentRoutesOptions {
 
 /**
  * How the proxies store a call's record: in the next group commit (the agent's answer waits on it), where the
- * write itself checks the rollout: a call answered after its rollout ended is kept, marked late and left out of
- * training — never mixed in, even when the end is committed in the same group just before it.
+ * write itself checks the rollout: a call answered after its attempt ended (the rollout's end, or a timeout and a
+ * retry) is kept with that attempt, marked late and left out of training — never mixed in, even when the end is
+ * committed in the same group just before it.
  */
-export function callRecorder(
-  store: Store,
-  writes: WriteQueue,
-  policyRouter: PolicyRouter,
-): (span: SpanInput, rolloutId: string) => Promise<unknown> {
-  return (span, rolloutId) => {
+export function callRecorder(store: Store, writes: WriteQueue, policyRouter: PolicyRouter): CallRecorder {
+  return (span, owner) => {
     // A call of a run with several policies: its span names the adapter that answered (capture/policyRoutes.ts).
-    policyRouter.stamp(span, rolloutId);
-    return writes.submit(() => store.addProxiedCall(rolloutId, span));
+    policyRouter.stamp(span, owner.rolloutId);
+    return writes.submit(() => store.addProxiedCall(owner, span));
   };
 }
 
@@ -269,6 +266,7 @@ export class AgentRoutes {
         await this.proxy.forward(
           {
             rolloutId,
+            attempt: agent.attempt,
             callIndex,
             upstream: this.policyRouter.route(agent.upstream, { rolloutId, callIndex, json }, request.headers),
             api,
@@ -361,6 +359,7 @@ export class AgentRoutes {
     const callIndex = route.api ? this.nextCallIndex(agent.rolloutId) : 0;
     const call = {
       rolloutId: agent.rolloutId,
+      attempt: agent.attempt,
       callIndex,
       api: route.api,
       path: route.path,

@@ -18,7 +18,7 @@ import type { Logger } from '../log';
 import type { ByteBudget } from './byteBudget';
 import { CallExchange, type CallEnd } from './callExchange';
 import type { RolloutCallLimit } from './callLimit';
-import type { ProxyCall, UpstreamConfig } from './proxyCall';
+import type { CallRecorder, ProxyCall, UpstreamConfig } from './proxyCall';
 import { callToSpan, type CallRecord } from './record';
 import { relayBody } from './relayBody';
 import { relayStream } from './relayStream';
@@ -51,7 +51,7 @@ export const DEFAULT_PROXY_LIMITS: ProxyLimits = {
 export interface RecordingProxyOptions {
   readonly upstream: UpstreamConfig;
   /** Stores the call's span; resolves once it is committed. */
-  readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => Promise<unknown>;
+  readonly record: CallRecorder;
   readonly logger: Logger;
   /** In-flight bytes: a non-streamed answer is held until it is recorded and sent. */
   readonly budget?: ByteBudget;
@@ -148,7 +148,7 @@ export class RecordingProxy {
       };
       const span = callToSpan(record);
       if (end.contentEncoding) span.attributes['lightning.upstream_content_encoding'] = end.contentEncoding;
-      await this.options.record(span, call.rolloutId);
+      await this.options.record(span, call);
       if (end.outcome.kind !== 'ok') this.retries.failedCall(call.rolloutId, call.body, span.spanId);
       return true;
     } catch (error) {

@@ -3,7 +3,7 @@
  * (capture/agentRoutes.ts). Its own module so each phase of a call (capture/callExchange.ts, upstreamRequest.ts,
  * upstreamAnswer.ts, relayStream.ts, relayBody.ts) can name it without importing the proxy that wires them.
  */
-import type { Json, ProviderName } from '../protocol';
+import type { Json, ProviderName, SpanInput } from '../protocol';
 import type { JsonObject } from '../protocol/json';
 import type { Api } from './reassemble';
 
@@ -18,8 +18,16 @@ export interface UpstreamConfig {
   readonly providers?: Partial<Record<ProviderName, string>>;
 }
 
-export interface ProxyCall {
+/** Whose call it is: the rollout, and the attempt whose key it came with (its record must not join a later one). */
+export interface CallOwner {
   readonly rolloutId: string;
+  readonly attempt: number;
+}
+
+/** Stores a call's span for its owner; resolves once it is committed (the agent's answer waits on it). */
+export type CallRecorder = (span: SpanInput, owner: CallOwner) => Promise<unknown>;
+
+export interface ProxyCall extends CallOwner {
   readonly callIndex: number;
   /** The rollout's own upstream (the agent's original OPENAI_BASE_URL), else the default. */
   readonly upstream: string | null;

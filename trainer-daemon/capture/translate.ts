@@ -25,7 +25,7 @@ import { sendError } from './callExchange';
 import { upstreamErrorMessage } from './relayBody';
 import type { RolloutCallLimit } from './callLimit';
 import type { ProxyLimits } from './proxy';
-import type { ProxyCall, UpstreamConfig } from './proxyCall';
+import type { CallRecorder, ProxyCall, UpstreamConfig } from './proxyCall';
 import { BodyOverLimitError, boundedText } from '../util/boundedBody';
 
 export interface TranslatedCall extends ProxyCall {
@@ -73,7 +73,7 @@ function writeAnswer(call: TranslatedCall, response: ServerResponse, answer: Jso
 export interface TranslatingProxyOptions {
   readonly upstream: UpstreamConfig;
   /** Stores the call's span; resolves once it is committed (the agent's answer waits on it). */
-  readonly record: (span: ReturnType<typeof callToSpan>, rolloutId: string) => Promise<unknown>;
+  readonly record: CallRecorder;
   readonly logger: Logger;
   /** The policy server's answer is read up to `maxUpstreamBodyBytes`, the recording proxy's cap. */
   readonly limits: Pick<ProxyLimits, 'maxUpstreamBodyBytes'>;
@@ -189,7 +189,7 @@ export class TranslatingProxy {
         retryOf,
         sdkRetryCount: sdkRetryCount(request.headers),
       });
-      await this.options.record(span, call.rolloutId);
+      await this.options.record(span, call);
       if (outcome.kind !== 'ok') this.retries.failedCall(call.rolloutId, call.body, span.spanId);
     } catch (caught) {
       this.options.logger.error('could not record an LLM call', {

@@ -9,6 +9,8 @@ import type { ProviderUpstreams } from '../protocol';
 
 export interface AgentKeyRecord {
   readonly rolloutId: string;
+  /** The attempt the key was issued for: a key is issued as its attempt starts and revoked as it ends. */
+  readonly attempt: number;
   readonly upstream: string | null;
   /** Whether the proxy asks the engine for token ids and logprobs on every call. */
   readonly tokenIds: boolean;
@@ -60,7 +62,13 @@ export class AgentKeyRepository {
   private readonly insert: Statement;
   private readonly byHash: Statement<
     [string],
-    { rollout_id: string; upstream: string | null; token_ids: number; provider_upstreams: string | null }
+    {
+      rollout_id: string;
+      attempt_count: number;
+      upstream: string | null;
+      token_ids: number;
+      provider_upstreams: string | null;
+    }
   >;
   private readonly byRollout: Statement<[string]>;
 
@@ -69,7 +77,8 @@ export class AgentKeyRepository {
       'INSERT INTO rollout_keys (key_hash, rollout_id, upstream, token_ids, created_at, provider_upstreams) VALUES (?, ?, ?, ?, ?, ?)',
     );
     this.byHash = db.prepare(
-      'SELECT rollout_id, upstream, token_ids, provider_upstreams FROM rollout_keys WHERE key_hash = ?',
+      `SELECT k.rollout_id, r.attempt_count, k.upstream, k.token_ids, k.provider_upstreams
+        FROM rollout_keys k JOIN rollouts r ON r.id = k.rollout_id WHERE k.key_hash = ?`,
     );
     this.byRollout = db.prepare('DELETE FROM rollout_keys WHERE rollout_id = ?');
   }
@@ -128,6 +137,7 @@ export class AgentKeyRepository {
       (row.provider_upstreams ? (JSON.parse(row.provider_upstreams) as ProviderUpstreams) : {});
     const record = {
       rolloutId: row.rollout_id,
+      attempt: row.attempt_count,
       upstream: this.exactUpstreams.get(row.rollout_id) ?? row.upstream,
       tokenIds: row.token_ids === 1,
       providerUpstreams,

@@ -59,16 +59,26 @@ export interface SpanBatch {
   /** Already validated where they entered the process (RPC, proxy, OTLP receiver). */
   readonly spans: readonly SpanInput[];
   /**
-   * The proxy's record of a call: when the rollout has ended by the time it is written, it is kept marked late
-   * (`lightning.late`, outcome `truncated` by `rollout_ended`) and left out of training. Checked in the write
-   * itself, against the status the write reads anyway: a call racing the rollout's end cannot slip in unmarked.
+   * The proxy's record of a call, made during this attempt: when that attempt is over by the time it is written (the
+   * rollout ended, or the attempt timed out or failed and the rollout waits for or runs its next), the call is kept
+   * with its attempt, marked late (`lightning.late`, outcome `truncated` by `rollout_ended`) and left out of
+   * training. Checked in the write itself, against what the write reads anyway: a call racing its attempt's end
+   * cannot slip in unmarked, nor into the next attempt's trajectory.
    */
-  readonly lateCalls?: boolean;
+  readonly proxiedAttempt?: number;
 }
 
-/** `span` as stored when its rollout had ended (`status`) before it was written. */
-function markedLate(span: SpanInput, status: string): SpanInput {
-  const late = `the rollout had ended (${status}) when this call was recorded; it is kept, and left out of training`;
+/** Why a proxied call of `attempt` is late, given its rollout's state when it is written; null when it is not. */
+function lateness(attempt: number, rollout: { status: RolloutStatus; attempt_count: number }): string | null {
+  if (hasEnded(rollout.status)) return `the rollout had ended (${rollout.status}) when this call was recorded`;
+  if (rollout.status === 'running' && rollout.attempt_count === attempt) return null;
+  const now = rollout.status === 'running' ? `runs attempt ${rollout.attempt_count}` : `is ${rollout.status}`;
+  return `its attempt ${attempt} had ended when this call was recorded (the rollout ${now})`;
+}
+
+/** `span` as stored when it was written late (`why`). */
+function markedLate(span: SpanInput, why: string): SpanInput {
+  const late = `${why}; it is kept, and left out of training`;
   return { ...span, attributes: { ...markTruncated(span.attributes, 'rollout_ended'), 'lightning.late': late } };
 }
 
@@ -274,14 +284,15 @@ export class SpanRepository {
     const results: StoredSpanResult[] = [];
     const stored: Span[] = [];
     const twins = this.twinsFor(batch);
-    const endedAs = batch.lateCalls && hasEnded(counters.status) ? counters.status : undefined;
+    const attempt = batch.proxiedAttempt ?? counters.attempt_count;
+    const late = batch.proxiedAttempt === undefined ? null : lateness(batch.proxiedAttempt, counters);
     for (const given of batch.spans) {
-      const input = endedAs ? markedLate(given, endedAs) : given;
+      const input = late === null ? given : markedLate(given, late);
       // The one door into the table: whatever made the span, secrets and oversize parts stop here.
       const { span, responseId, replaced, pairedWith } = pairWithTwin(twins, scrubSpan(input, batch.rolloutId));
       const info = this.insert.run(
         batch.rolloutId,
-        counters.attempt_count,
+        attempt,
         sequence + 1,
         span.traceId,
         span.spanId,
@@ -338,7 +349,7 @@ export class SpanRepository {
         completionTokens += span.completionTokens ?? 0;
       }
       results.push({ kind: 'stored', spanId: span.spanId, sequence });
-      stored.push(asStored(span, batch.rolloutId, counters.attempt_count, sequence));
+      stored.push(asStored(span, batch.rolloutId, attempt, sequence));
     }
     if (stored.length > 0) {
       this.bump.run(stored.length, llmCalls, promptTokens, completionTokens, now, batch.rolloutId);
