@@ -430,6 +430,48 @@ describe('LightningRL: transitions from a store', () => {
     for (const tr of all.transitions) assert.deepEqual(Transition.parse(tr), tr);
     assert.deepEqual(all.report.skipped, { upstreamError: 0, cancelled: 0, truncated: 0 });
   });
+
+  test('a rollout whose only call failed still counts in its task group; skipped calls count for exported rollouts only', (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    t.after(() => store.close());
+    const rolloutOf = (value: number, span: SpanInput): string => {
+      const { id } = store.createRollout(parsed('createRollout', { task: { id: 'task-1', input: null } }));
+      store.addSpans({ rolloutId: id, spans: [span] });
+      store.addReward(parsed('addReward', { rolloutId: id, value, source: 'agent' }));
+      return id;
+    };
+    const good = rolloutOf(1, llmSpan({ attributes: { 'lightning.outcome': 'ok' } }));
+    // Its agent's only call was refused (429): no row of its own, but it is a sample of the task, rewarded 0.
+    rolloutOf(
+      0,
+      llmSpan({
+        statusCode: 'error',
+        attributes: { 'lightning.outcome': 'upstream_error', 'http.response.status_code': 429 },
+      }),
+    );
+    const options = {
+      reward: policy,
+      credit: { kind: 'identical' } as const,
+      advantage: AdvantageOptions.parse({ kind: 'grpo' }),
+    };
+    const { transitions, report } = buildTransitions(store.trajectories({}), options);
+    assert.deepEqual(
+      transitions.map((tr) => tr.rolloutId),
+      [good],
+    );
+    // A group of two, rewards 1 and 0: (1 − 0.5) / (std √0.5 + 1e-4), as with --include-failed.
+    const expected = 0.5 / (Math.sqrt(0.5) + 1e-4);
+    assert.ok(Math.abs(transitions[0]!.advantage - expected) < 1e-9, `advantage ${transitions[0]!.advantage}`);
+    assert.equal(report.singletonGroups, 0);
+    assert.deepEqual(report.skipped, { upstreamError: 1, cancelled: 0, truncated: 0 });
+    const all = buildTransitions(store.trajectories({}), { ...options, includeFailed: true });
+    assert.equal(all.transitions.find((tr) => tr.rolloutId === good)!.advantage, transitions[0]!.advantage);
+    // Below --min-reward the failed rollout is not exported at all: --include-failed would not keep its call.
+    const best = buildTransitions(store.trajectories({}), { ...options, minReward: 0.5 });
+    assert.deepEqual(best.report.skipped, { upstreamError: 0, cancelled: 0, truncated: 0 });
+    assert.equal(best.report.excludedBelowMinReward, 1);
+    assert.equal(best.transitions[0]!.advantage, transitions[0]!.advantage, 'the group is the same');
+  });
 });
 
 describe('LightningRL: trajectory aggregation', () => {
@@ -455,7 +497,7 @@ describe('LightningRL: trajectory aggregation', () => {
   });
 
   test('a prompt that extends the previous prompt + response joins it; environment tokens are masked; mismatches and missing ids are counted', () => {
-    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0 };
+    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0 };
     const out = aggregateRollout(
       [
         sample('a', [1, 2], [3, 4], 0),
@@ -479,6 +521,37 @@ describe('LightningRL: trajectory aggregation', () => {
     for (const s of out)
       if (s.lossMask) assert.equal(s.lossMask.length, s.responseTokenIds!.length, 'masks align with tokens');
     for (const s of out) assert.deepEqual(Transition.parse(s), s);
-    assert.deepEqual(stats, { merged: 1, mismatches: 1, withoutTokenIds: 1 });
+    assert.deepEqual(stats, { merged: 1, mismatches: 1, withoutTokenIds: 1, notWhole: 0 });
+  });
+
+  test('a call that was not a whole answer (--include-failed) is never joined: it keeps its own row and flag', () => {
+    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0 };
+    // A whole answer, then a stream cut by the limit whose prompt extends it, then a whole answer extending both.
+    const cut: Transition = {
+      ...sample('b', [1, 2, 3, 4, 9], [5, 5], 1),
+      outcome: { kind: 'truncated', limit: 'stream_content' },
+    };
+    const out = aggregateRollout(
+      [sample('a', [1, 2], [3, 4], 0), cut, sample('c', [1, 2, 3, 4, 9, 5, 5, 8], [6], 2)],
+      stats,
+    );
+    assert.deepEqual(
+      out.map((s) => [s.spanIds, s.outcome?.kind ?? 'ok']),
+      [
+        [['a'], 'ok'],
+        [['b'], 'truncated'],
+        [['c'], 'ok'],
+      ],
+    );
+    assert.deepEqual(out[1]!.lossMask, [1, 1], 'the cut response is its own sample, flagged');
+    assert.deepEqual(stats, { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 1 });
+  });
+
+  test('a joined sequence with a call without a chat form carries that reason', () => {
+    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0 };
+    const noReply: Transition = { ...sample('b', [1, 2, 3, 4, 9], [5], 1), notChat: 'a response with no output items' };
+    const [joined] = aggregateRollout([sample('a', [1, 2], [3, 4], 0), noReply], stats);
+    assert.deepEqual(joined!.spanIds, ['a', 'b']);
+    assert.equal(joined!.notChat, 'a response with no output items');
   });
 });

@@ -4,7 +4,9 @@
  * merged sample is every call's response with the tokens the environment inserted in between
  * (tool results, new user turns) kept for context but masked out of the loss. Only exact engine
  * token ids can be checked; a call without them, or whose prompt does not extend the previous one
- * (a re-tokenized or edited history), starts a new sequence and is counted.
+ * (a re-tokenized or edited history), starts a new sequence and is counted. A call that was not a whole answer (kept
+ * by `--include-failed`, flagged with its outcome) is never joined to a neighbour: it stays a sample of its own, so its
+ * flag stays on exactly its tokens and a whole answer's row never carries it.
  */
 import type { Transition } from '../protocol';
 
@@ -15,6 +17,8 @@ export interface AggregationStats {
   mismatches: number;
   /** Calls without engine token ids, left as they were. */
   withoutTokenIds: number;
+  /** Calls that were not whole answers (`--include-failed`), each left a sample of its own. */
+  notWhole: number;
 }
 
 function startsWith(tokens: readonly number[], prefix: readonly number[]): boolean {
@@ -28,8 +32,9 @@ export function aggregateRollout(transitions: readonly Transition[], stats: Aggr
   const out: Transition[] = [];
   let current: Transition | undefined;
   for (const next of transitions) {
-    if (next.promptTokenIds === null || next.responseTokenIds === null) {
-      stats.withoutTokenIds += 1;
+    if (next.outcome !== undefined || next.promptTokenIds === null || next.responseTokenIds === null) {
+      if (next.outcome !== undefined) stats.notWhole += 1;
+      else stats.withoutTokenIds += 1;
       out.push(next);
       current = undefined;
       continue;
@@ -47,6 +52,8 @@ export function aggregateRollout(transitions: readonly Transition[], stats: Aggr
         logprobs:
           current.logprobs && next.logprobs ? [...current.logprobs, ...inserted.map(() => 0), ...next.logprobs] : null,
         reward: next.reward,
+        // Without a chat form in any of its calls, the sequence has none either.
+        ...(current.notChat === undefined && next.notChat !== undefined ? { notChat: next.notChat } : {}),
       };
       out[out.length - 1] = current;
       continue;

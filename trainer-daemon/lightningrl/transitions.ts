@@ -58,7 +58,8 @@ export function buildTransitions(
     zeroVarianceGroups: 0,
     aggregated: null,
   };
-  const aggregation: AggregationStats = { merged: 0, mismatches: 0, withoutTokenIds: 0 };
+  const aggregation: AggregationStats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0 };
+  const rewarded: Array<{ id: string; group: string | null; reward: number }> = [];
   const selected: Selected[] = [];
   for (const trajectory of trajectories) {
     report.rollouts += 1;
@@ -67,6 +68,12 @@ export function buildTransitions(
       report.excludedNoReward += 1;
       continue;
     }
+    rewarded.push({ id: trajectory.rollout.id, group: groupOf(trajectory), reward });
+    if (options.minReward !== undefined && reward < options.minReward) {
+      report.excludedBelowMinReward += 1;
+      continue;
+    }
+    // Counted for the rollouts exported only: `--include-failed` would keep exactly these.
     const calls = wholeAnswers(
       extractCalls(trajectory.spans, trajectory.rewards, options.reward.name, options.agentMatch, options.policy),
       options.includeFailed ?? false,
@@ -79,21 +86,15 @@ export function buildTransitions(
     selected.push({ trajectory, reward, calls });
   }
 
-  // Groups are a task of a dataset (ids like task-1 repeat across datasets); advantages are computed
-  // over every rewarded rollout, before --min-reward picks which ones to export.
-  const { advantages, stats } = rolloutAdvantages(
-    selected.map((s) => ({ id: s.trajectory.rollout.id, group: groupOf(s.trajectory), reward: s.reward })),
-    options.advantage,
-  );
+  // Groups are a task of a dataset (ids like task-1 repeat across datasets). Advantages compare every rewarded
+  // rollout of the group, as the panel shows it: whether its calls were whole answers, and --min-reward, only pick
+  // the rows exported, never the group a row is compared with.
+  const { advantages, stats } = rolloutAdvantages(rewarded, options.advantage);
   report.singletonGroups = stats.singletonGroups;
   report.zeroVarianceGroups = stats.zeroVarianceGroups;
 
   const transitions: Transition[] = [];
   for (const { trajectory, reward, calls } of selected) {
-    if (options.minReward !== undefined && reward < options.minReward) {
-      report.excludedBelowMinReward += 1;
-      continue;
-    }
     const credited = creditRewards(
       reward,
       calls.map((c) => c.call.stepReward),

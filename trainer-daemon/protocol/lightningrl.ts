@@ -101,7 +101,13 @@ export const ExportReport = z.object({
   zeroVarianceGroups: z.number().int().nonnegative(),
   /** With aggregation: samples made of several calls, calls that could not be joined, calls without token ids. */
   aggregated: z
-    .object({ merged: z.number().int(), mismatches: z.number().int(), withoutTokenIds: z.number().int() })
+    .object({
+      merged: z.number().int(),
+      mismatches: z.number().int(),
+      withoutTokenIds: z.number().int(),
+      /** Calls that were not whole answers (`--include-failed`), left samples of their own. */
+      notWhole: z.number().int(),
+    })
     .nullable(),
 });
 export type ExportReport = z.infer<typeof ExportReport>;

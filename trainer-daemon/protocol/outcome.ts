@@ -152,6 +152,13 @@ export function countSkipped(skipped: SkippedCalls, outcome: CallOutcome): void 
   }
 }
 
+/** Adds `more`'s counts into `into`. */
+export function addSkipped(into: SkippedCalls, more: SkippedCalls): void {
+  into.upstreamError += more.upstreamError;
+  into.cancelled += more.cancelled;
+  into.truncated += more.truncated;
+}
+
 export function skippedTotal(skipped: SkippedCalls): number {
   return skipped.upstreamError + skipped.cancelled + skipped.truncated;
 }

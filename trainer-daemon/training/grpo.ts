@@ -9,7 +9,7 @@ import { readFileBounded } from '../util/readFileBounded';
 import {
   describeSkipped,
   noSkippedCalls,
-  type SkippedCalls,
+  addSkipped,
   type SftExample,
   type GrpoConfig,
   type PolicySpec,
@@ -207,8 +207,7 @@ class Iterations {
     const built = iterationTransitions(trajectories, this.config, grpoAdvantageOptions(this.config));
     const all = built.flatMap((b) => b.transitions);
     const skipped = noSkippedCalls();
-    for (const { report } of built)
-      for (const key of Object.keys(skipped) as (keyof SkippedCalls)[]) skipped[key] += report.skipped[key];
+    for (const { report } of built) addSkipped(skipped, report.skipped);
     Object.assign(metrics, {
       zeroVarianceGroups: built.reduce((n, b) => n + b.report.zeroVarianceGroups, 0),
       // Calls left out of the batch because they were not whole answers (lightningrl/wholeAnswers.ts).
