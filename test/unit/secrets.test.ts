@@ -246,6 +246,33 @@ describe('secrets by value', () => {
     assert.equal(span.attributes['lightning.truncated_by'], 'string_chars');
   });
 
+  test('a secret across a cut is redacted whole, never kept in part: the string limit, the record budget, a status message', () => {
+    const known = 'known-secret-value-0123456789-abcdefghijklmnopqrstuvwxyz';
+    const shaped = 'sk-proj-AbCdEf0123456789ghijklmnopQRSTUVwxyz0123';
+    rememberRolloutSecrets('r-cut', [known]);
+    const max = RECORD_LIMITS.maxStringChars;
+    // Each secret starts 10 characters before the cut: its first 10 characters would be kept.
+    for (const secret of [known, shaped]) {
+      const text = `${'a'.repeat(max - 11)} ${secret} and more`;
+      const span = scrubSpan(llmSpan({ 'lightning.request': { content: text } }), 'r-cut');
+      const content = (span.attributes['lightning.request'] as { content: string }).content;
+      assert.ok(!content.includes(secret.slice(0, 10)), `no part of ${secret.slice(0, 8)}… is kept`);
+      assert.match(content, /a \[redacted\]…\[lightning: truncated \d+ characters\]$/);
+      assert.equal(span.attributes['lightning.truncated_by'], 'string_chars');
+    }
+    // The record budget runs out inside a secret: 8 strings of 1 MiB minus 20 characters, then the secret.
+    const filler = 'b'.repeat(max - 20);
+    const parts: Json[] = [...Array.from({ length: 8 }, () => filler), `${'c'.repeat(100)}${known}`];
+    const cut = scrubSpan(llmSpan({ 'lightning.request': parts }), 'r-cut');
+    assert.ok(!JSON.stringify(cut.attributes).includes(known.slice(0, 10)), 'no part of the secret past the budget');
+    assert.equal(cut.attributes['lightning.truncated_by'], 'record_chars');
+    // A status message cut at its 64 KiB.
+    const message = `${'m'.repeat(64 * 1024 - 10)}${known}`;
+    const failed = scrubSpan({ ...llmSpan({}), statusCode: 'error', statusMessage: message }, 'r-cut');
+    assert.ok(!failed.statusMessage!.includes(known.slice(0, 10)));
+    assert.match(failed.statusMessage!, /\[redacted\]…\[lightning: truncated/);
+  });
+
   test('the store: a rollout’s spans, rewards and error are scrubbed with its own remembered secrets; the file never holds them', (t) => {
     const file = path.join(tempDir(t), 'store.db');
     const store = Store.open(file);

@@ -46,14 +46,34 @@ export function recordBudget(secrets?: readonly string[]): RecordBudget {
   return { left: RECORD_LIMITS.maxRecordChars, secrets };
 }
 
+/** Longer than any secret: how far past a cut the text is scrubbed, so a secret across the cut is found whole. */
+const SECRET_MARGIN = 16 * 1024;
+
+/**
+ * `text`'s first `max` characters, scrubbed, and a marker saying how much was cut. The scrub runs before the cut, over
+ * the kept part and a margin past it: a secret across the cut is redacted whole instead of kept in part (a part no
+ * longer matches the secret's value or shape). The rest is never read: a regex over a 100 MB string is the cost
+ * avoided.
+ */
+function scrubbedPrefix(text: string, max: number, scrub: (text: string) => string): string {
+  const windowCut = text.length > max + SECRET_MARGIN;
+  const window = scrub(windowCut ? text.slice(0, max + SECRET_MARGIN) : text);
+  // Where the window itself was cut a secret may be split: that end is never kept.
+  let end = Math.max(0, Math.min(max, windowCut ? window.length - SECRET_MARGIN : window.length));
+  const marker = window.lastIndexOf(REDACTED, end);
+  if (marker >= 0 && marker + REDACTED.length > end) end = marker + REDACTED.length;
+  return `${window.slice(0, end)}…[lightning: truncated ${text.length - max} characters]`;
+}
+
 function capString(text: string, budget: RecordBudget): string {
   const limit = Math.max(0, Math.min(RECORD_LIMITS.maxStringChars, budget.left));
-  const kept =
-    text.length > limit ? `${text.slice(0, limit)}…[lightning: truncated ${text.length - limit} characters]` : text;
-  if (text.length > limit) budget.cut ??= limit === RECORD_LIMITS.maxStringChars ? 'string_chars' : 'record_chars';
-  budget.left -= Math.min(text.length, limit);
-  // Scrubbed after the cut: a regex over a 100 MB string is the cost being avoided.
-  return scrubText(kept, budget.secrets);
+  if (text.length <= limit) {
+    budget.left -= text.length;
+    return scrubText(text, budget.secrets);
+  }
+  budget.cut ??= limit === RECORD_LIMITS.maxStringChars ? 'string_chars' : 'record_chars';
+  budget.left -= limit;
+  return scrubbedPrefix(text, limit, (part) => scrubText(part, budget.secrets));
 }
 
 /**
@@ -162,10 +182,9 @@ const MAX_NAME_CHARS = 1024;
 const MAX_MESSAGE_CHARS = 64 * 1024;
 
 function capText(text: string, max: number, secrets: readonly string[]): string {
-  return scrubMessage(
-    text.length > max ? `${text.slice(0, max)}…[lightning: truncated ${text.length - max} characters]` : text,
-    secrets,
-  );
+  return text.length > max
+    ? scrubbedPrefix(text, max, (part) => scrubMessage(part, secrets))
+    : scrubMessage(text, secrets);
 }
 
 /**
