@@ -431,6 +431,21 @@ describe('LightningRL: transitions from a store', () => {
     assert.deepEqual(all.report.skipped, { upstreamError: 0, cancelled: 0, truncated: 0 });
   });
 
+  test('a record made before calls carried their outcome: an error whose message says cancelled is counted cancelled', (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    t.after(() => store.close());
+    const { id } = store.createRollout(parsed('createRollout', {}));
+    const legacy = llmSpan({ statusCode: 'error', statusMessage: 'cancelled: the client disconnected mid-stream' });
+    store.addSpans({ rolloutId: id, spans: [legacy, llmSpan()] });
+    store.addReward(parsed('addReward', { rolloutId: id, value: 1, source: 'agent' }));
+    const { report } = buildTransitions(store.trajectories({}), {
+      reward: policy,
+      credit: { kind: 'identical' },
+      advantage: AdvantageOptions.parse({ kind: 'none' }),
+    });
+    assert.deepEqual(report.skipped, { upstreamError: 0, cancelled: 1, truncated: 0 });
+  });
+
   test('a rollout whose only call failed still counts in its task group; skipped calls count for exported rollouts only', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());

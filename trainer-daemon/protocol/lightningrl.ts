@@ -194,6 +194,7 @@ export type TrainingSpan = Pick<
   | 'attributes'
   | 'name'
   | 'statusCode'
+  | 'statusMessage'
 >;
 
 /** A rollout with its spans and rewards: what LightningRL (and the reward scorers) read of a recorded run. */

@@ -247,6 +247,7 @@ export class SpanRepository {
       | 'attributes'
       | 'name'
       | 'status_code'
+      | 'status_message'
     >
   >;
   private readonly twinsOf: Statement<[string, string], TwinRow>;
@@ -268,7 +269,9 @@ export class SpanRepository {
     this.after = db.prepare('SELECT * FROM spans WHERE rollout_id = ? AND sequence > ? ORDER BY sequence LIMIT ?');
     // Only the rollout's last attempt: the calls of a failed attempt are not the trajectory that earned the reward.
     this.forTraining =
-      db.prepare(`SELECT s.rollout_id, s.span_id, s.parent_span_id, s.trace_id, s.sequence, s.category, s.start_ms, s.end_ms, s.attributes, s.name, s.status_code
+      // The status message of an error only: a record made before calls carried their outcome says "cancelled" there.
+      db.prepare(`SELECT s.rollout_id, s.span_id, s.parent_span_id, s.trace_id, s.sequence, s.category, s.start_ms, s.end_ms, s.attributes, s.name, s.status_code,
+        CASE WHEN s.status_code = 'error' THEN s.status_message END AS status_message
       FROM json_each(?) j CROSS JOIN spans s ON s.rollout_id = j.value
       WHERE s.attempt = (SELECT r.attempt_count FROM rollouts r WHERE r.id = j.value)`);
   }
@@ -385,7 +388,7 @@ export class SpanRepository {
 
   /**
    * What LightningRL reads of many rollouts' spans (their last attempt), in one query: the tree, the order, the
-   * attributes — not events, status or token columns (reading fewer columns is ~4× faster).
+   * attributes, the status (an error's message) — not events or token columns (reading fewer columns is ~4× faster).
    */
   listForTraining(rolloutIds: readonly string[]): Map<string, TrainingSpan[]> {
     const byRollout = new Map<string, TrainingSpan[]>(rolloutIds.map((id) => [id, []]));
@@ -401,6 +404,7 @@ export class SpanRepository {
         attributes: JSON.parse(row.attributes) as Record<string, Json>,
         name: row.name,
         statusCode: row.status_code,
+        statusMessage: row.status_message,
       });
     }
     for (const spans of byRollout.values()) spans.sort((a, b) => a.sequence - b.sequence);
