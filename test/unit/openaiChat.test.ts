@@ -385,3 +385,38 @@ describe('a streamed legacy function_call, reassembled for the record', () => {
     });
   });
 });
+
+describe('streamed tool calls, reassembled for the record as the SDK read them', () => {
+  const reassembled = (pieces: Obj[]): Obj => {
+    const stream = new StreamReassembler('chat.completions');
+    for (const call of pieces)
+      stream.add({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: { tool_calls: [call] } }] });
+    return ((stream.result().choices as Obj[])[0]!.message as { tool_calls: Obj[] }).tool_calls[0]!;
+  };
+
+  it('a name repeated in every chunk (some servers do) is the name once; a later empty id keeps the call’s', () => {
+    const call = reassembled([
+      { index: 0, id: 'call_1', type: 'function', function: { name: 'read_file', arguments: '' } },
+      { index: 0, id: '', function: { name: 'read_file', arguments: '{"path":' } },
+      { index: 0, function: { name: 'read_file', arguments: '"a"}' } },
+    ]);
+    assert.deepEqual(call, {
+      id: 'call_1',
+      type: 'function',
+      function: { name: 'read_file', arguments: '{"path":"a"}' },
+    });
+  });
+
+  it('a name split across chunks is joined; a name resent growing is the last', () => {
+    const split = reassembled([
+      { index: 0, id: 'call_1', type: 'function', function: { name: 'get_', arguments: '' } },
+      { index: 0, function: { name: 'weather', arguments: '{}' } },
+    ]);
+    assert.equal((split.function as Obj).name, 'get_weather');
+    const growing = reassembled([
+      { index: 0, id: 'call_1', type: 'function', function: { name: 'get', arguments: '' } },
+      { index: 0, function: { name: 'get_weather', arguments: '{}' } },
+    ]);
+    assert.equal((growing.function as Obj).name, 'get_weather');
+  });
+});

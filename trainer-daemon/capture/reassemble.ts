@@ -51,6 +51,15 @@ interface ChoiceDraft {
   tokenIds: Json[];
 }
 
+/**
+ * A tool call's name after one more chunk's `name`. Servers split it across chunks (appended), or repeat the whole
+ * name in every chunk, or resend it growing: a piece that starts with the name so far replaces it rather than adding
+ * a second copy (the agent's SDK ran the call by its name, not by `read_fileread_file`).
+ */
+function withNamePiece(name: string, piece: string): string {
+  return name !== '' && piece.startsWith(name) ? piece : name + piece;
+}
+
 export class StreamReassembler implements Reassembler {
   private readonly head: JsonObject = {};
   private readonly choices = new Map<number, ChoiceDraft>();
@@ -126,7 +135,8 @@ export class StreamReassembler implements Reassembler {
       for (const call of delta.tool_calls) if (isJsonObject(call)) this.addToolCall(draft, call);
     if (isJsonObject(delta.function_call)) {
       draft.functionCall ??= { name: '', arguments: '' };
-      if (typeof delta.function_call.name === 'string') draft.functionCall.name += delta.function_call.name;
+      if (typeof delta.function_call.name === 'string')
+        draft.functionCall.name = withNamePiece(draft.functionCall.name, delta.function_call.name);
       if (typeof delta.function_call.arguments === 'string')
         draft.functionCall.arguments += delta.function_call.arguments;
     }
@@ -139,10 +149,12 @@ export class StreamReassembler implements Reassembler {
       tool = { index, function: { name: '', arguments: '' } };
       draft.toolCalls.set(index, tool);
     }
-    if (typeof call.id === 'string') tool.id = call.id;
+    // A later chunk's empty id does not erase the call's (as the SDKs read it).
+    if (typeof call.id === 'string' && call.id !== '') tool.id = call.id;
     if (typeof call.type === 'string') tool.type = call.type;
     if (isJsonObject(call.function)) {
-      if (typeof call.function.name === 'string') tool.function.name += call.function.name;
+      if (typeof call.function.name === 'string')
+        tool.function.name = withNamePiece(tool.function.name, call.function.name);
       if (typeof call.function.arguments === 'string') tool.function.arguments += call.function.arguments;
     }
   }
