@@ -226,6 +226,31 @@ describe('LightningRL: the adapter', () => {
     );
   });
 
+  test('with agentMatch, a reward after another agent’s call is that call’s: dropped, never moved to a trained one', () => {
+    const coder = agent('coder', hex(8), 0, 10);
+    const planner = agent('planner', hex(8), 2, 10);
+    const reward = llmSpan({
+      traceId: trace,
+      category: 'reward',
+      name: 'agentlightning.reward',
+      attributes: { 'agentlightning.reward': 1 },
+      startMs: 5,
+      endMs: 5,
+    });
+    const spans = stored([coder, call(coder.spanId, 1), planner, call(planner.spanId, 3), reward]);
+    assert.deepEqual(
+      extractCalls(spans, [], 'reward').map((c) => [c.agentName, c.stepReward]),
+      [
+        ['coder', 0],
+        ['planner', 1],
+      ],
+    );
+    assert.deepEqual(
+      extractCalls(spans, [], 'reward', /^cod/).map((c) => [c.agentName, c.stepReward]),
+      [['coder', 0]],
+    );
+  });
+
   test('a proxy call takes the agent of its OTLP twin (same response id)', () => {
     const planner = agent('planner');
     const proxied = call(null, 5, {

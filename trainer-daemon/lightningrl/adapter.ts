@@ -224,6 +224,8 @@ export function extractCalls(
   }
   // The call that rewards on later spans belong to; null after a call of an agent not trained.
   let current: LlmCall | null = null;
+  // Every LLM call so far, trained (its call) or not (null): a reward after another agent's call is that call's.
+  const seen: Array<{ readonly span: Span; readonly call: LlmCall | null }> = [];
   // Every call is read, trained or not: a later Responses call may continue its conversation.
   const reader = new TrainingChatReader();
   for (const span of ordered) {
@@ -234,6 +236,7 @@ export function extractCalls(
         (!agentMatch || (agentName !== null && agentMatch.test(agentName))) &&
         (policy === undefined || span.attributes[POLICY_ATTRIBUTE] === policy);
       current = trained ? callOf(span, agentName, chat) : null;
+      seen.push({ span, call: current });
       if (current) calls.push(current);
     }
     if (span.category === 'llm') {
@@ -243,8 +246,10 @@ export function extractCalls(
     const value =
       (span.category === 'reward' ? (rewardSpanValue(span) ?? 0) : 0) + (stepRewards.get(span.spanId)?.value ?? 0);
     if (value === 0) continue;
-    // Reward spans may arrive late (OTLP batches): credit the last call that ended before the reward.
-    const target = calls.filter((c) => c.span.endMs !== null && c.span.endMs <= span.startMs).at(-1) ?? current;
+    // Reward spans may arrive late (OTLP batches): credit the last call that ended before the reward — dropped when
+    // that call is of an agent not trained, never moved to a trained one.
+    const before = seen.filter((c) => c.span.endMs !== null && c.span.endMs <= span.startMs).at(-1);
+    const target = before ? before.call : current;
     if (target) target.stepReward += value;
   }
   return calls;
