@@ -420,3 +420,76 @@ describe('streamed tool calls, reassembled for the record as the SDK read them',
     assert.equal((growing.function as Obj).name, 'get_weather');
   });
 });
+
+describe('Anthropic calls with no faithful chat form: a reason, not invented text', () => {
+  const read = (request: Obj): string | null =>
+    new TrainingChatReader().read({
+      'lightning.api': 'anthropic.messages',
+      'lightning.request': request,
+      'lightning.response': { type: 'message', role: 'assistant', content: [{ type: 'text', text: '"Bob"}' }] },
+    }).issue;
+
+  it('an image in a tool result, a document block, an assistant prefill', () => {
+    const toolUse = { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'shot', input: {} }] };
+    const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo' } };
+    assert.match(
+      read({
+        messages: [
+          { role: 'user', content: 'Take a screenshot' },
+          toolUse,
+          {
+            role: 'user',
+            content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text: 'here' }, image] }],
+          },
+        ],
+      })!,
+      /tool result with image content has no chat form/,
+    );
+    assert.match(
+      read({
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'document', source: { type: 'text', data: 'x' } },
+              { type: 'text', text: 'Sum up' },
+            ],
+          },
+        ],
+      })!,
+      /document block has no chat form/,
+    );
+    assert.match(
+      read({
+        messages: [
+          { role: 'user', content: 'Give JSON' },
+          { role: 'assistant', content: '{"name":' },
+        ],
+      })!,
+      /assistant prefill/,
+    );
+  });
+
+  it('text, images in user turns and text tool results keep their chat form', () => {
+    assert.equal(
+      read({
+        system: 'Be brief.',
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'What is this?' },
+              { type: 'image', source: { type: 'url', url: 'https://example.com/a.png' } },
+            ],
+          },
+          { role: 'assistant', content: [{ type: 'tool_use', id: 't1', name: 'look', input: {} }] },
+          {
+            role: 'user',
+            content: [{ type: 'tool_result', tool_use_id: 't1', content: [{ type: 'text', text: 'a cat' }] }],
+          },
+        ],
+      }),
+      null,
+    );
+  });
+});

@@ -87,6 +87,32 @@ function anthropicMessageToChat(message: JsonObject): JsonObject[] {
   return parts.length > 0 ? [...results, { role, content: chatContent(parts) }] : results;
 }
 
+/**
+ * Why a Messages request has no faithful chat form, or null: chat tool results are text (an image or a document in
+ * one would become JSON text), a user turn's document or search result blocks have no chat part, and a request that
+ * ends with an assistant turn (a prefill) is answered by continuing that turn, where a chat example starts a new one.
+ */
+export function anthropicChatIssue(request: JsonObject): string | null {
+  const messages = jsonList(request.messages).filter(isJsonObject);
+  for (const message of messages) {
+    if (message.role === 'assistant' || typeof message.content === 'string') continue;
+    for (const block of jsonList(message.content).filter(isJsonObject)) {
+      if (block.type === 'tool_result') {
+        if (typeof block.content === 'string') continue;
+        const kinds = jsonList(block.content)
+          .filter(isJsonObject)
+          .filter((part) => part.type !== 'text');
+        if (kinds.length > 0)
+          return `an Anthropic tool result with ${jsonString(kinds[0]!.type)} content has no chat form (chat tool results are text)`;
+      } else if (block.type !== 'text' && block.type !== 'image')
+        return `an Anthropic ${jsonString(block.type)} block has no chat form (chat messages hold text and images)`;
+    }
+  }
+  if (messages.at(-1)?.role === 'assistant')
+    return 'an assistant prefill: the reply continues the turn the request ends with, where a chat example starts a new turn';
+  return null;
+}
+
 function anthropicToolChoice(choice: Json | undefined): Json | undefined {
   if (!isJsonObject(choice)) return undefined;
   if (choice.type === 'any') return 'required';

@@ -8,7 +8,7 @@
  * functions of JSON; nothing here imports the rest of the daemon.
  */
 import type { Json, JsonObject } from './json';
-import { asChatCall } from './llmApis';
+import { ANTHROPIC_MESSAGES, anthropicChatIssue, asChatCall } from './llmApis';
 import { isJsonObject, jsonList, jsonString } from './json';
 
 /** `lightning.api` of a call recorded on the Responses API. */
@@ -405,7 +405,12 @@ export class TrainingChatReader {
     }
     const request = chat.request && legacyFunctionsToTools(chat.request);
     const response = chat.response && legacyReplyToToolCalls(chat.response, jsonList(request?.messages).length);
-    return { request, response, choices: jsonList(response?.choices).length, issue: null };
+    const recorded = attributes['lightning.request'];
+    const issue =
+      attributes['lightning.api'] === ANTHROPIC_MESSAGES && isJsonObject(recorded)
+        ? anthropicChatIssue(recorded)
+        : null;
+    return { request, response, choices: jsonList(response?.choices).length, issue };
   }
 
   private readResponses(request: JsonObject | null, response: JsonObject | null): TrainingChat {
