@@ -8,6 +8,7 @@
  * policy before training did not — and `train --list` and the run's metrics show it.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { z } from 'zod';
@@ -179,6 +180,12 @@ test('sft on good rollouts: the fine-tuned tiny policy answers the good answers,
     metrics.find((m) => m.step === step && m.name === name)?.value;
   assert.equal(at(0, 'rows/train'), trained.length);
   assert.equal(at(0, 'rollouts/val'), 1);
+  // The split is kept beside the run's checkpoints, for a resume to keep it.
+  const split = JSON.parse(
+    fs.readFileSync(path.join(cwd, '.lightning', 'checkpoints', finished.run.id, 'split.json'), 'utf8'),
+  ) as { train: string[]; val: string[] };
+  assert.deepEqual(split.val, [...held]);
+  assert.deepEqual(new Set(split.train), new Set([...good.keys()].filter((id) => !held.has(id))));
   assert.equal(
     at(0, 'rows/val'),
     [...held].reduce((sum, id) => sum + good.get(id)!.length, 0),

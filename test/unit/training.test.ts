@@ -391,6 +391,40 @@ test('sft rows: the held-out rollouts are a stable share by seed and id, at leas
   assert.equal(heldOutRollouts(['a', 'b', 'a'], 0.5, 0).size, 1, 'never all');
 });
 
+test('sft rows: a resumed run keeps its split — a rollout the at-least-one or never-all rule placed stays put', () => {
+  const sides = (held: Set<string>, ids: readonly string[]) => ({
+    train: ids.filter((id) => !held.has(id)),
+    val: ids.filter((id) => held.has(id)),
+  });
+  // No point below 0.1: the at-least-one rule held out one rollout. A new one falls below 0.1 by itself.
+  const first = ['ro-b', 'ro-c', 'ro-d', 'ro-e'];
+  const started = heldOutRollouts(first, 0.1, 0);
+  assert.equal(started.size, 1);
+  const fresh = heldOutRollouts([...first, 'ro-new-5'], 0.1, 0);
+  assert.ok(
+    [...fresh].some((id) => !started.has(id)) || fresh.size !== started.size,
+    'drawn anew, the forced choice moves (the case this guards)',
+  );
+  const resumed = heldOutRollouts([...first, 'ro-new-5'], 0.1, 0, sides(started, first));
+  assert.ok(
+    [...started].every((id) => resumed.has(id)),
+    'the first held-out rollout stays held out',
+  );
+  assert.ok(
+    first.filter((id) => !started.has(id)).every((id) => !resumed.has(id)),
+    'the first training rollouts stay in training',
+  );
+  // The never-all rule capped a two-rollout split at one; a third rollout does not pull the other into validation.
+  const pair = ['a', 'b'];
+  const capped = heldOutRollouts(pair, 0.99, 0);
+  assert.equal(capped.size, 1);
+  const later = heldOutRollouts([...pair, 'c'], 0.99, 0, sides(capped, pair));
+  assert.deepEqual(
+    pair.map((id) => later.has(id)),
+    pair.map((id) => capped.has(id)),
+  );
+});
+
 test('sft rows: a chat example becomes a demonstration; one with no reply is refused, naming where', () => {
   const tool = { type: 'function', function: { name: 'f', parameters: {} } };
   assert.deepEqual(

@@ -5,15 +5,19 @@
  * epoch at a time (cross-entropy on the completion tokens, the prompt masked out), then `evaluate` on the held-out
  * rows (loss, greedy exact match) and `save`: one checkpoint per epoch, recorded as a step with its metrics, retention
  * applied as GRPO's. Step 0 records the rows and the base policy's validation. A resumed run continues after its
- * newest checkpoint (which keeps the optimizer state) with the same split.
+ * newest checkpoint (which keeps the optimizer state) with the same split: written beside the run's checkpoints
+ * (`split.json`) before its first epoch, read back on resume.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { sftLearningRate, type SftConfig, type SftExample } from '../protocol';
+import { ensurePrivateDir, writeFileAtomically } from '../util/privateFiles';
 import { InvalidInputError } from '../protocol/errors';
 import type { Logger } from '../log';
 import { retain } from './grpo';
 import { findPython } from './python';
 import type { TrainingService } from './service';
-import { noRowsMessage, sftRows, SFT_ROLLOUT_STATUSES, type SftRows } from './sftRows';
+import { noRowsMessage, sftRows, SFT_ROLLOUT_STATUSES, type SftRows, type SftSplit } from './sftRows';
 import { TrainerWorker } from './worker';
 
 /** Held-out rows decoded greedily for the accuracy per epoch; the loss covers every held-out row. */
@@ -25,8 +29,11 @@ export interface SftContext {
   readonly signal: AbortSignal;
 }
 
-/** The run's rows from the store; refused, naming the flags to change, when there is nothing to train on. */
-export function readSftRows(training: TrainingService, config: SftConfig): SftRows {
+/**
+ * The run's rows from the store (`earlier`: the split it started with); refused, naming the flags to change, when
+ * there is nothing to train on.
+ */
+export function readSftRows(training: TrainingService, config: SftConfig, earlier?: SftSplit): SftRows {
   const rows = sftRows(
     training.rolloutTrajectories({
       status: [...SFT_ROLLOUT_STATUSES],
@@ -35,6 +42,7 @@ export function readSftRows(training: TrainingService, config: SftConfig): SftRo
       ...(config.dataset === null ? {} : { dataset: config.dataset }),
     }),
     config,
+    earlier,
   );
   if (rows.train.length === 0) throw new InvalidInputError(noRowsMessage(rows, config));
   return rows;
@@ -53,8 +61,38 @@ async function validation(worker: TrainerWorker, val: readonly SftExample[]): Pr
  * Runs (or, with a checkpoint, continues) SFT run `runId` to its last epoch or until `ctx.signal` aborts. The caller
  * owns the run's status; this throws on failure (with the worker's traceback).
  */
+/** Where a run keeps its split: beside its checkpoints (`.lightning/checkpoints/<run>/split.json`). */
+function splitFile(training: TrainingService, runId: string): string {
+  return path.join(path.dirname(training.checkpointDir(runId, 0)), 'split.json');
+}
+
+/** The split the run started with, or undefined for a new run (or one started before runs kept theirs). */
+function earlierSplit(file: string): SftSplit | undefined {
+  let text: string;
+  try {
+    text = fs.readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+  let split: Partial<SftSplit> | null = null;
+  try {
+    split = JSON.parse(text) as Partial<SftSplit> | null;
+  } catch {
+    split = null;
+  }
+  if (!Array.isArray(split?.train) || !Array.isArray(split.val))
+    throw new InvalidInputError(`${file}: not an SFT run's split ({train: [...], val: [...]}); delete it to draw anew`);
+  return { train: split.train, val: split.val };
+}
+
 export async function runSft(runId: string, config: SftConfig, ctx: SftContext): Promise<void> {
-  const rows = readSftRows(ctx.training, config);
+  const file = splitFile(ctx.training, runId);
+  const earlier = ctx.training.checkpoints(runId).length > 0 ? earlierSplit(file) : undefined;
+  const rows = readSftRows(ctx.training, config, earlier);
+  if (!earlier) {
+    ensurePrivateDir(path.dirname(file));
+    writeFileAtomically(file, `${JSON.stringify(rows.split)}\n`, "the run's split");
+  }
   ctx.logger.info('sft rows', {
     runId,
     train: rows.train.length,

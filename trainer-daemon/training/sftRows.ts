@@ -3,8 +3,9 @@
  * writes for the same filters and `--min-reward` (whole answers only, tool calls included, scrubbed of secrets by
  * value as the export is), each as the trainer worker's `SftExample` (the prompt messages and tools, the
  * assistant's reply as the completion). A share of the rollouts is held out for validation, chosen by a hash of the
- * run's seed and each rollout's id: a rollout's calls all sit on one side, and the split of the rollouts a run
- * started with stays the same when it resumes, whatever was rated since.
+ * run's seed and each rollout's id: a rollout's calls all sit on one side. The split a run started with is kept
+ * (`SftSplit`, saved beside its checkpoints): a resumed run puts each of those rollouts on the side it was on,
+ * whatever was rated since; a rollout rated since goes by its hash alone.
  */
 import { createHash } from 'node:crypto';
 import { describeIssues, SftExample, type ExportReport, type Json, type SftConfig, type Trajectory } from '../protocol';
@@ -21,6 +22,8 @@ export interface SftRows {
   /** Rollouts with rows on each side. */
   readonly trainRollouts: number;
   readonly valRollouts: number;
+  /** Which rollouts are on which side: what a resumed run keeps. */
+  readonly split: SftSplit;
   /** What LightningRL left out (no reward, below the threshold, no call), as the export reports it. */
   readonly report: ExportReport;
   /** Calls with no chat form or an empty reply, by why. */
@@ -61,9 +64,31 @@ function splitPoint(seed: number, rolloutId: string): number {
   return createHash('sha256').update(`${seed}:${rolloutId}`).digest().readUInt32BE(0) / 2 ** 32;
 }
 
-/** The rollouts held out: those whose split point is below `fraction`; at least one when fraction > 0, never all. */
-export function heldOutRollouts(rolloutIds: readonly string[], fraction: number, seed: number): Set<string> {
+/** The rollouts an SFT run trained and validated on, by id (a resumed run reads it back). */
+export interface SftSplit {
+  readonly train: readonly string[];
+  readonly val: readonly string[];
+}
+
+/**
+ * The rollouts held out: those whose split point is below `fraction`; at least one when fraction > 0, never all. With
+ * the split a run started with (`earlier`), each of its rollouts stays on its side, and only a rollout new since is
+ * placed, by its point alone: the at-least-one and never-all rules chose among the first rollouts, not again.
+ */
+export function heldOutRollouts(
+  rolloutIds: readonly string[],
+  fraction: number,
+  seed: number,
+  earlier?: SftSplit,
+): Set<string> {
   const ids = [...new Set(rolloutIds)];
+  if (earlier) {
+    const val = new Set(earlier.val);
+    const train = new Set(earlier.train);
+    return new Set(
+      ids.filter((id) => val.has(id) || (!train.has(id) && fraction > 0 && splitPoint(seed, id) < fraction)),
+    );
+  }
   if (fraction <= 0 || ids.length < 2) return new Set();
   const ranked = ids.map((id) => ({ id, at: splitPoint(seed, id) })).sort((a, b) => a.at - b.at);
   const below = ranked.filter((r) => r.at < fraction).length;
@@ -71,8 +96,11 @@ export function heldOutRollouts(rolloutIds: readonly string[], fraction: number,
   return new Set(ranked.slice(0, count).map((r) => r.id));
 }
 
-/** The rows of `trajectories` (already filtered by status, mode, label and dataset) under the run's config. */
-export function sftRows(trajectories: Iterable<Trajectory>, config: SftConfig): SftRows {
+/**
+ * The rows of `trajectories` (already filtered by status, mode, label and dataset) under the run's config; `earlier`:
+ * the split the run started with, when it resumes.
+ */
+export function sftRows(trajectories: Iterable<Trajectory>, config: SftConfig, earlier?: SftSplit): SftRows {
   const { transitions, report } = buildTransitions(trajectories, {
     reward: { name: config.rewardName, missing: 'exclude', fillValue: 0 },
     credit: { kind: 'identical' },
@@ -100,14 +128,17 @@ export function sftRows(trajectories: Iterable<Trajectory>, config: SftConfig): 
     rows.map((r) => r.rolloutId),
     config.valFraction,
     config.seed,
+    earlier,
   );
   const train = rows.filter((r) => !held.has(r.rolloutId));
   const val = rows.filter((r) => held.has(r.rolloutId));
+  const trainIds = [...new Set(train.map((r) => r.rolloutId))];
   return {
     train: train.map((r) => r.example),
     val: val.map((r) => r.example),
-    trainRollouts: new Set(train.map((r) => r.rolloutId)).size,
+    trainRollouts: trainIds.length,
     valRollouts: held.size,
+    split: { train: trainIds, val: [...held] },
     report,
     notChat,
   };
