@@ -74,7 +74,7 @@ function earlierSplit(file: string): SftSplit | undefined {
   } catch {
     return undefined;
   }
-  let split: Partial<SftSplit> | null = null;
+  let split: Partial<SftSplit> | null;
   try {
     split = JSON.parse(text) as Partial<SftSplit> | null;
   } catch {
