@@ -258,12 +258,14 @@ class Iterations {
       await this.worker.request('save', { dir, metrics });
       await this.ctx.training.recordStep(this.runId, step, metrics, { dir, metrics });
     } else {
-      // A checkpoint per policy, each its adapter alone; the step's metrics are recorded once, with the first.
-      for (const [index, { name }] of policies.entries()) {
+      // A checkpoint per policy, each its adapter alone, all saved before the step is recorded (in one commit).
+      const saved: Array<{ dir: string; metrics: Record<string, number> }> = [];
+      for (const { name } of policies) {
         const own = policyCheckpointDir(dir, name);
         await this.worker.request('save', { dir: own, metrics, adapter: name });
-        await this.ctx.training.recordStep(this.runId, step, index === 0 ? metrics : {}, { dir: own, metrics });
+        saved.push({ dir: own, metrics });
       }
+      await this.ctx.training.recordPolicySteps(this.runId, step, metrics, saved);
     }
     await retain(this.ctx, this.runId, this.config);
     return { metrics, checkpoint: dir };

@@ -232,6 +232,23 @@ export class TrainingService {
     await this.write(() => this.store.recordTrainingStep(runId, step, metrics, checkpoint));
   }
 
+  /**
+   * A step with a checkpoint per policy, recorded in one commit once every policy's is saved: a run stopped between
+   * the saves records none of them, and resumes from the step before with every policy (never one a step ahead).
+   */
+  async recordPolicySteps(
+    runId: string,
+    step: number,
+    metrics: Readonly<Record<string, number>>,
+    checkpoints: ReadonlyArray<{ readonly dir: string; readonly metrics: Readonly<Record<string, number>> }>,
+  ): Promise<void> {
+    await this.write(() => {
+      // The step's metrics once, with the first.
+      for (const [index, checkpoint] of checkpoints.entries())
+        this.store.recordTrainingStep(runId, step, index === 0 ? metrics : {}, checkpoint);
+    });
+  }
+
   // ---- An iteration's batch of rollouts ----
 
   /**
