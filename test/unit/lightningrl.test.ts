@@ -251,6 +251,43 @@ describe('LightningRL: the adapter', () => {
     );
   });
 
+  test('OpenLLMetry’s flattened messages keep their tool calls and tool results', () => {
+    const span = call(null, 1, {
+      attributes: {
+        'gen_ai.request.model': 'gpt-4o-mini',
+        'gen_ai.prompt.0.role': 'user',
+        'gen_ai.prompt.0.content': 'Weather in Paris and Rome?',
+        'gen_ai.prompt.1.role': 'assistant',
+        'gen_ai.prompt.1.tool_calls.0.id': 'call_0',
+        'gen_ai.prompt.1.tool_calls.0.name': 'get_weather',
+        'gen_ai.prompt.1.tool_calls.0.arguments': '{"city":"Paris"}',
+        'gen_ai.prompt.2.role': 'tool',
+        'gen_ai.prompt.2.content': 'sunny',
+        'gen_ai.prompt.2.tool_call_id': 'call_0',
+        'gen_ai.completion.0.role': 'assistant',
+        'gen_ai.completion.0.tool_calls.0.id': 'call_1',
+        'gen_ai.completion.0.tool_calls.0.name': 'get_weather',
+        'gen_ai.completion.0.tool_calls.0.arguments': '{"city":"Rome"}',
+      },
+    });
+    const [extracted] = extractCalls(stored([span]), [], 'reward');
+    const weather = (id: string, city: string) => ({
+      id,
+      type: 'function',
+      function: { name: 'get_weather', arguments: JSON.stringify({ city }) },
+    });
+    assert.deepEqual(extracted!.messages, [
+      { role: 'user', content: 'Weather in Paris and Rome?' },
+      { role: 'assistant', content: null, tool_calls: [weather('call_0', 'Paris')] },
+      { role: 'tool', content: 'sunny', tool_call_id: 'call_0' },
+    ]);
+    assert.deepEqual(extracted!.message, {
+      role: 'assistant',
+      content: null,
+      tool_calls: [weather('call_1', 'Rome')],
+    });
+  });
+
   test('a proxy call takes the agent of its OTLP twin (same response id)', () => {
     const planner = agent('planner');
     const proxied = call(null, 5, {

@@ -104,14 +104,31 @@ function enclosingAgent(span: Span, parents: ReadonlyMap<string, Span | null>): 
   return null;
 }
 
-/** Messages from the older flattened GenAI attributes `gen_ai.prompt.N.role/content`. */
+/**
+ * Messages from the older flattened GenAI attributes (OpenLLMetry's): `gen_ai.prompt.N.role/content`, an assistant
+ * turn's calls as `….N.tool_calls.J.id/name/arguments`, a tool result's `….N.tool_call_id`.
+ */
 function flattenedMessages(attributes: JsonObject, prefix: 'gen_ai.prompt' | 'gen_ai.completion'): JsonObject[] | null {
   const messages: JsonObject[] = [];
   for (let i = 0; `${prefix}.${i}.role` in attributes || `${prefix}.${i}.content` in attributes; i += 1) {
-    messages.push({
-      role: attributes[`${prefix}.${i}.role`] ?? 'user',
-      content: attributes[`${prefix}.${i}.content`] ?? null,
-    });
+    const at = (field: string): Json | undefined => attributes[`${prefix}.${i}.${field}`];
+    const message: JsonObject = { role: at('role') ?? 'user', content: at('content') ?? null };
+    const calls: JsonObject[] = [];
+    for (let j = 0; `${prefix}.${i}.tool_calls.${j}.name` in attributes; j += 1) {
+      const args = at(`tool_calls.${j}.arguments`);
+      calls.push({
+        id: textOf(at(`tool_calls.${j}.id`)),
+        type: 'function',
+        function: {
+          name: textOf(at(`tool_calls.${j}.name`)),
+          arguments: typeof args === 'string' ? args : JSON.stringify(args ?? {}),
+        },
+      });
+    }
+    if (calls.length > 0) message.tool_calls = calls;
+    const toolCallId = at('tool_call_id');
+    if (typeof toolCallId === 'string') message.tool_call_id = toolCallId;
+    messages.push(message);
   }
   return messages.length ? messages : null;
 }
