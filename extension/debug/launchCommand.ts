@@ -10,7 +10,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { configEnv, runnableConfigurations, type LaunchConfig } from './launchConfig';
+import { configEnv, parseEnvFile, runnableConfigurations, type LaunchConfig } from './launchConfig';
 
 export interface AgentCommand {
   readonly argv: readonly string[];
@@ -134,27 +134,13 @@ export function launchToCommand(config: LaunchConfig, context: CommandContext): 
 
 /** `KEY=VALUE` lines (`export ` and quotes allowed, `#` comments), as the Node and Python debuggers read them. */
 function readEnvFile(file: string, context: CommandContext): Record<string, string> {
-  let body: string;
   try {
-    body = (context.readFile ?? ((name) => fs.readFileSync(name, 'utf8')))(file);
+    return parseEnvFile((context.readFile ?? ((name) => fs.readFileSync(name, 'utf8')))(file));
   } catch (error) {
     throw new NotConvertible(
       `envFile ${file} cannot be read (${(error as NodeJS.ErrnoException).code ?? String(error)}); fix the path or remove "envFile"`,
     );
   }
-  const env: Record<string, string> = {};
-  for (const line of body.split(/\r?\n/)) {
-    const match = /^\s*(?:export\s+)?([\w.-]+)\s*=\s*(.*?)\s*$/.exec(line);
-    if (!match || line.trim().startsWith('#')) continue;
-    const raw = match[2]!;
-    const quoted = /^(['"])(.*)\1$/.exec(raw);
-    env[match[1]!] = quoted
-      ? quoted[1] === '"'
-        ? quoted[2]!.replace(/\\n/g, '\n')
-        : quoted[2]!
-      : raw.replace(/\s+#.*$/, '');
-  }
-  return env;
 }
 
 /** Each runnable configuration of a launch.json with its command, or why it has none: what the agent pickers offer. */

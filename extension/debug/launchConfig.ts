@@ -2,6 +2,8 @@
  * Pure helpers for Debug with Lightning: which launch configurations can be run, and how a
  * configuration gains the instrumentation environment. Kept free of `vscode` so they are unit-tested.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import {
   instrumentationEnv,
   userUpstream,
@@ -45,15 +47,51 @@ export function configEnv(config: LaunchConfig): Record<string, string | undefin
   );
 }
 
+/** A dotenv file's variables (`KEY=value`, `export KEY=value`, quoted values, `#` comments), as the debuggers read it. */
+export function parseEnvFile(body: string): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const line of body.split(/\r?\n/)) {
+    const match = /^\s*(?:export\s+)?([\w.-]+)\s*=\s*(.*?)\s*$/.exec(line);
+    if (!match || line.trim().startsWith('#')) continue;
+    const raw = match[2]!;
+    const quoted = /^(['"])(.*)\1$/.exec(raw);
+    env[match[1]!] = quoted
+      ? quoted[1] === '"'
+        ? quoted[2]!.replace(/\\n/g, '\n')
+        : quoted[2]!
+      : raw.replace(/\s+#.*$/, '');
+  }
+  return env;
+}
+
 /**
- * What the agent would have seen without Lightning: the editor's environment overlaid by the
- * configuration's `env`. Its OPENAI_BASE_URL becomes the rollout's upstream (userUpstream).
+ * The variables of the configuration's `envFile` (its variables already substituted: a relative path is the
+ * configuration's `cwd`'s), or none when it has none or it cannot be read (the debugger then says why).
+ */
+export function configEnvFile(
+  config: LaunchConfig,
+  readFile: (file: string) => string = (file) => fs.readFileSync(file, 'utf8'),
+): Record<string, string> {
+  if (typeof config.envFile !== 'string' || config.envFile === '') return {};
+  const file = typeof config.cwd === 'string' ? path.resolve(config.cwd, config.envFile) : config.envFile;
+  try {
+    return parseEnvFile(readFile(file));
+  } catch {
+    return {};
+  }
+}
+
+/**
+ * What the agent would have seen without Lightning: the editor's environment, the configuration's `envFile`, then its
+ * `env` (the debuggers' order: js-debug reads the file as it launches, so its OPENAI_BASE_URL and key are read here
+ * too). Its OPENAI_BASE_URL becomes the rollout's upstream (userUpstream).
  */
 export function baseEnvironment(
   config: LaunchConfig,
   processEnv: Readonly<Record<string, string | undefined>>,
+  readFile?: (file: string) => string,
 ): Record<string, string | undefined> {
-  return { ...processEnv, ...configEnv(config) };
+  return { ...processEnv, ...configEnvFile(config, readFile), ...configEnv(config) };
 }
 
 export function upstreamFor(

@@ -289,6 +289,30 @@ describe('Debug with Lightning configuration', () => {
     assert.equal(upstreamFor(bare, {}), null);
   });
 
+  it("reads the configuration's envFile as js-debug will: its upstream and key are the user's, env wins over it", (t) => {
+    const dir = tempDir(t);
+    fs.writeFileSync(
+      path.join(dir, '.env'),
+      [
+        '# a local vLLM',
+        'OPENAI_BASE_URL=http://127.0.0.1:8000/v1',
+        'export OPENAI_API_KEY="sk-from-file"',
+        'NODE_OPTIONS=--enable-source-maps',
+        'MY_VAR=from-file',
+      ].join('\n'),
+    );
+    const withFile: LaunchConfig = { ...node, env: { MY_VAR: 'kept' }, cwd: dir, envFile: '.env' };
+    assert.equal(upstreamFor(withFile, {}), 'http://127.0.0.1:8000/v1', "the file's OPENAI_BASE_URL is the upstream");
+    const env = instrumentConfig(withFile, run, {}, { recorder: '/ext/dist/exit-code.js', file: '/tmp/exit' })
+      .env as Record<string, string>;
+    assert.equal(env.OPENAI_API_KEY, undefined, "the file's key is the agent's: no placeholder over it");
+    assert.equal(env.OPENAI_BASE_URL, `${run.url}/v1`, 'the agent still calls through its rollout');
+    assert.equal(env.NODE_OPTIONS, '--enable-source-maps --require "/ext/dist/exit-code.js"');
+    assert.equal(env.MY_VAR, 'kept');
+    const missing: LaunchConfig = { ...node, env: {}, envFile: path.join(dir, 'absent.env') };
+    assert.equal(upstreamFor(missing, {}), null, 'an envFile that cannot be read adds nothing (the debugger says why)');
+  });
+
   it("preloads the exit-code recorder for Node only, after the user's own NODE_OPTIONS", () => {
     const recording = { recorder: '/ext dir/exit-code.js', file: '/tmp/exit' };
     assert.deepEqual(exitCodeEnv({ type: 'python', request: 'launch', name: 'py' }, recording, {}), {});
