@@ -47,7 +47,7 @@ export function configEnv(config: LaunchConfig): Record<string, string | undefin
   );
 }
 
-/** A dotenv file's variables (`KEY=value`, `export KEY=value`, quoted values, `#` comments), as the debuggers read it. */
+/** A dotenv file's variables (`KEY=value`, `export KEY=value`, quoted values, `#` comments), as debuggers read it. */
 export function parseEnvFile(body: string): Record<string, string> {
   const env: Record<string, string> = {};
   for (const line of body.split(/\r?\n/)) {
