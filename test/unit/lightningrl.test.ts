@@ -209,6 +209,40 @@ describe('LightningRL: the adapter', () => {
     );
   });
 
+  test('Agent Lightning’s current reward spans (agentlightning.reward.N.name/value) are read: the trained name, else primary', () => {
+    const annotation = (attributes: SpanInput['attributes'], start: number) =>
+      llmSpan({
+        traceId: trace,
+        category: 'reward',
+        name: 'agentlightning.annotation',
+        attributes,
+        startMs: start,
+        endMs: start,
+      });
+    const calls = extractCalls(
+      stored([
+        call(null, 1),
+        annotation({ 'agentlightning.reward.0.name': 'primary', 'agentlightning.reward.0.value': 0.75 }, 3),
+        call(null, 4),
+        annotation(
+          {
+            'agentlightning.reward.0.name': 'efficiency',
+            'agentlightning.reward.0.value': 0.2,
+            'agentlightning.reward.1.name': 'reward',
+            'agentlightning.reward.1.value': '1.0',
+          },
+          6,
+        ),
+      ]),
+      [],
+      'reward',
+    );
+    assert.deepEqual(
+      calls.map((c) => c.stepReward),
+      [0.75, 1],
+    );
+  });
+
   test('a reward span that arrives late is credited to the call that ended before it', () => {
     const first = call(null, 0, { endMs: 10 });
     const second = call(null, 20, { endMs: 30 });

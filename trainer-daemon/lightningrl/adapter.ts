@@ -192,12 +192,34 @@ function callOf(span: Span, agentName: string | null, chat: TrainingChat): LlmCa
   };
 }
 
-function rewardSpanValue(span: Span): number | null {
+/** A finite number, also written as text (some agents set `str(score)`). */
+function finiteNumber(value: Json | undefined): number | null {
+  const number = typeof value === 'string' && value.trim() !== '' ? Number(value) : value;
+  return typeof number === 'number' && Number.isFinite(number) ? number : null;
+}
+
+/**
+ * A reward span's value for the reward trained (`rewardName`). Agent Lightning's current spans
+ * (`agentlightning.annotation`) carry named rewards as `agentlightning.reward.N.name/value`: the one named
+ * `rewardName`, else its `primary` (what `emit_reward(x)` writes), else a lone one. Older spans carry one value
+ * (`agentlightning.reward`, `reward`, their `.value`).
+ */
+function rewardSpanValue(span: Span, rewardName: string): number | null {
   for (const key of ['agentlightning.reward', 'agentlightning.reward.value', 'reward', 'reward.value']) {
-    const value = span.attributes[key];
-    if (typeof value === 'number' && Number.isFinite(value)) return value;
+    const value = finiteNumber(span.attributes[key]);
+    if (value !== null) return value;
   }
-  return null;
+  const named: Array<{ name: Json | undefined; value: number | null }> = [];
+  for (let i = 0; `agentlightning.reward.${i}.value` in span.attributes; i += 1)
+    named.push({
+      name: span.attributes[`agentlightning.reward.${i}.name`],
+      value: finiteNumber(span.attributes[`agentlightning.reward.${i}.value`]),
+    });
+  const chosen =
+    named.find((r) => r.name === rewardName) ??
+    named.find((r) => r.name === 'primary') ??
+    (named.length === 1 ? named[0] : undefined);
+  return chosen?.value ?? null;
 }
 
 /**
@@ -261,7 +283,7 @@ export function extractCalls(
       continue;
     }
     const value =
-      (span.category === 'reward' ? (rewardSpanValue(span) ?? 0) : 0) + (stepRewards.get(span.spanId)?.value ?? 0);
+      (span.category === 'reward' ? (rewardSpanValue(span, rewardName) ?? 0) : 0) + (stepRewards.get(span.spanId)?.value ?? 0);
     if (value === 0) continue;
     // Reward spans may arrive late (OTLP batches): credit the last call that ended before the reward — dropped when
     // that call is of an agent not trained, never moved to a trained one.
