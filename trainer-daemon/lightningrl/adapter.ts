@@ -283,7 +283,8 @@ export function extractCalls(
       continue;
     }
     const value =
-      (span.category === 'reward' ? (rewardSpanValue(span, rewardName) ?? 0) : 0) + (stepRewards.get(span.spanId)?.value ?? 0);
+      (span.category === 'reward' ? (rewardSpanValue(span, rewardName) ?? 0) : 0) +
+      (stepRewards.get(span.spanId)?.value ?? 0);
     if (value === 0) continue;
     // Reward spans may arrive late (OTLP batches): credit the last call that ended before the reward — dropped when
     // that call is of an agent not trained, never moved to a trained one.
