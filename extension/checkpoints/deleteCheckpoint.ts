@@ -32,7 +32,8 @@ export async function deleteCheckpointCommand(
     }),
   });
   if (!checkpoint) return;
-  const { served } = await client.request('currentPolicy', {});
+  // The daemon may have restarted while the pick or the confirmation was open: each request takes its connection now.
+  const { served } = await (await supervisor.ensureRunning()).request('currentPolicy', {});
   const refusal = deleteRefusal(checkpoint, served, inUse.choice);
   if (refusal) {
     if ((await vscode.window.showErrorMessage(refusal, 'Stop Using Checkpoint')) === 'Stop Using Checkpoint')
@@ -42,7 +43,7 @@ export async function deleteCheckpointCommand(
   const confirmed = await vscode.window.showWarningMessage(deleteConfirmation(checkpoint), { modal: true }, 'Delete');
   if (confirmed !== 'Delete') return;
   try {
-    const { bytes } = await client.request('deleteCheckpoint', { id: checkpoint.id });
+    const { bytes } = await (await supervisor.ensureRunning()).request('deleteCheckpoint', { id: checkpoint.id });
     log.info(`[checkpoint] deleted ${checkpoint.id} (${formatBytes(bytes)} freed)`);
     void vscode.window.showInformationMessage(
       `Lightning: deleted checkpoint ${checkpointName(checkpoint)} (${formatBytes(bytes)} freed).`,

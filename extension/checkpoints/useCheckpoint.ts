@@ -94,7 +94,8 @@ export class CheckpointInUse implements vscode.Disposable, CheckpointSource {
     }
     const checkpoint = items.find((c) => c.id === checkpointId);
     if (!checkpoint) throw new Error(`checkpoint ${checkpointId} does not exist in this store`);
-    const served = await this.serve(client, checkpoint.id);
+    // The daemon may have restarted while the pick was open: the connection it has now.
+    const served = await this.serve(await this.supervisor.ensureRunning(), checkpoint.id);
     if (!served) return;
     await this.state.update(STATE_KEY, {
       checkpointId: served.checkpointId,

@@ -92,7 +92,7 @@ export class TrainingCommands {
       case 'sft': {
         const client = await this.supervisor.ensureRunning();
         const config = await fineTuneConfig(client, this.memory);
-        if (config) await this.launch(client, { config });
+        if (config) await this.launch({ config });
         return;
       }
       case 'grpo':
@@ -129,7 +129,7 @@ export class TrainingCommands {
     const omitted = storableEnv(agent.env).omitted;
     if (omitted.length)
       this.log.warn(`[training] left out of the run's environment (secrets are not stored): ${omitted.join(', ')}`);
-    await this.launch(client, { config: config.value });
+    await this.launch({ config: config.value });
   }
 
   /** **Resume Training**: a cancelled or failed GRPO or SFT run continues from its last checkpoint. */
@@ -143,7 +143,7 @@ export class TrainingCommands {
         'Resume Training: which run? (it continues from its last checkpoint)',
         'No cancelled or failed GRPO or SFT run to resume.',
       ));
-    if (id) await this.launch(client, { resume: id });
+    if (id) await this.launch({ resume: id });
   }
 
   /** **Cancel Training**: a running run stops now (its agents, and trainer worker, with it). */
@@ -164,11 +164,9 @@ export class TrainingCommands {
     );
   }
 
-  private async launch(
-    client: DaemonClient,
-    start: { config: DaemonTrainingConfig } | { resume: string },
-  ): Promise<void> {
-    const run = await client.request('startTraining', start);
+  /** Starts the run on the daemon's connection now: it may have restarted while the picks were open. */
+  private async launch(start: { config: DaemonTrainingConfig } | { resume: string }): Promise<void> {
+    const run = await (await this.supervisor.ensureRunning()).request('startTraining', start);
     this.log.info(`[training] run ${run.id} ${'resume' in start ? 'resumed' : 'started'}`);
     await this.ui.revealRun(run.id);
     void this.follow(run.id).catch((error: unknown) =>
