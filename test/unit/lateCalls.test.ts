@@ -13,6 +13,7 @@ import { silentLogger } from '../../trainer-daemon/log';
 import { spanOutcome } from '../../trainer-daemon/protocol/outcome';
 import { Store } from '../../trainer-daemon/store/store';
 import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
+import { OtlpReceiver } from '../../trainer-daemon/otlp/receiver';
 import { parsed } from '../helpers/params';
 import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
@@ -90,5 +91,81 @@ test('a call of an attempt that timed out, answered while the retry waits and wh
   assert.deepEqual(
     trajectory!.spans.map((span) => span.spanId),
     [spans[3]!.spanId],
+  );
+});
+
+test('an OTLP export past the key check when its attempt ends: its spans stay with that attempt, marked late', async (t) => {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
+  t.after(() => store.close());
+  const writes = new WriteQueue(store, silentLogger);
+  const receiver = new OtlpReceiver(writes, 10_000_000, silentLogger);
+  t.after(() => receiver.close());
+  const keys = { upstream: null, tokenIds: false };
+  const body = (spanId: string, name: string): Buffer =>
+    Buffer.from(
+      JSON.stringify({
+        resourceSpans: [
+          {
+            scopeSpans: [
+              {
+                spans: [
+                  {
+                    traceId: 'ab'.repeat(16),
+                    spanId,
+                    name,
+                    kind: 1,
+                    startTimeUnixNano: '1700000000000000000',
+                    endTimeUnixNano: '1700000000100000000',
+                    attributes: [{ key: 'gen_ai.operation.name', value: { stringValue: 'execute_tool' } }],
+                  },
+                ],
+              },
+            ],
+          },
+        ],
+      }),
+    );
+  // The export waits in the span window while the attempt fails and the retry starts (one write, as the runner's).
+  const { rollout, key } = store.startAgentRun(parsed('createRollout', { maxAttempts: 2 }), keys);
+  const owner = store.findAgentKey(key)!;
+  const late = receiver.ingest(
+    rollout.id,
+    body('1111111111111111', 'tool of attempt 1'),
+    'application/json',
+    undefined,
+    undefined,
+    {
+      attempt: owner.attempt,
+    },
+  );
+  const retry = writes.submit(() => {
+    store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'failed', error: 'crashed' }));
+    store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'queued' }));
+  });
+  await Promise.all([late, retry]);
+  const second = store.startAgentRun(rollout.id, keys);
+  await receiver.ingest(
+    rollout.id,
+    body('2222222222222222', 'tool of attempt 2'),
+    'application/json',
+    undefined,
+    undefined,
+    {
+      attempt: store.findAgentKey(second.key)!.attempt,
+    },
+  );
+  const spans = store.getRolloutDetail(rollout.id).spans;
+  assert.deepEqual(
+    spans.map((span) => [span.name, span.attempt, span.attributes['lightning.late'] === undefined]),
+    [
+      ['tool of attempt 1', 1, false],
+      ['tool of attempt 2', 2, true],
+    ],
+  );
+  assert.match(String(spans[0]!.attributes['lightning.late']), /its attempt 1 had ended when this span was recorded/);
+  const [trajectory] = store.trajectoriesOf([rollout.id]);
+  assert.deepEqual(
+    trajectory!.spans.map((span) => span.name),
+    ['tool of attempt 2'],
   );
 });

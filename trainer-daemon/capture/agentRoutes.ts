@@ -185,7 +185,7 @@ export class AgentRoutes {
         );
       markKeyed(request);
       rememberRolloutSecrets(agent.rolloutId, requestSecretValues(request.headers));
-      return this.otlpRoute(agent.rolloutId, path, request, response);
+      return this.otlpRoute(agent, path, request, response);
     }
     if (!bearerMatches(request.headers.authorization, this.options.token)) {
       throw new UnauthorizedError(
@@ -196,9 +196,12 @@ export class AgentRoutes {
     return this.otlpRoute(null, path, request, response);
   }
 
-  /** OTLP/HTTP: traces are stored (partial success reported); metrics and logs are accepted unstored. */
+  /**
+   * OTLP/HTTP: traces are stored (partial success reported); metrics and logs are accepted unstored. `owner`: the
+   * rollout and attempt whose key the export came with, null on the shared endpoint with the daemon's token.
+   */
   private async otlpRoute(
-    rolloutId: string | null,
+    owner: { readonly rolloutId: string; readonly attempt: number } | null,
     path: string,
     request: IncomingMessage,
     response: ServerResponse,
@@ -216,7 +219,7 @@ export class AgentRoutes {
     let result;
     try {
       result = await this.options.otlp.ingest(
-        rolloutId,
+        owner?.rolloutId ?? null,
         body,
         request.headers['content-type'],
         request.headers['content-encoding'],
@@ -224,11 +227,14 @@ export class AgentRoutes {
         {
           signal: left.signal,
           take: (bytes) => this.budget.take(bytes, response),
+          ...(owner ? { attempt: owner.attempt } : {}),
         },
       );
     } catch (error) {
       if (!(error instanceof ExportCancelledError)) throw error;
-      this.options.logger.info('an OTLP export was cancelled: its client disconnected', { rolloutId });
+      this.options.logger.info('an OTLP export was cancelled: its client disconnected', {
+        rolloutId: owner?.rolloutId,
+      });
       return;
     }
     response.writeHead(200, { 'content-type': result.contentType, 'content-length': result.body.length });
@@ -287,7 +293,7 @@ export class AgentRoutes {
       case 'POST /v1/traces':
       case 'POST /v1/metrics':
       case 'POST /v1/logs':
-        await this.otlpRoute(agent.rolloutId, path, request, response);
+        await this.otlpRoute(agent, path, request, response);
         return;
       case 'POST /reward': {
         const body = RewardBody.safeParse(parseJsonBody(request, await readBody(request, 1024 * 1024)));

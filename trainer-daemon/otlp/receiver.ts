@@ -56,6 +56,11 @@ export interface IngestOptions {
   readonly signal?: AbortSignal;
   /** Counts the bytes inflated from a gzip body as they come (throws OverloadedError past the daemon's budget). */
   readonly take?: (bytes: number) => void;
+  /**
+   * The attempt whose key the export came with (to the rollout's URL, or with its key header): its spans for that
+   * rollout are kept with it, marked late, if it is over by the time they are written (store/spans.ts).
+   */
+  readonly attempt?: number;
 }
 
 /** The decode queue's name for exports to the shared `/v1/traces` (no rollout in the URL). */
@@ -120,7 +125,7 @@ export class OtlpReceiver {
         // A later part of an export is committed at once: the span window, where small writes wait for
         // company (writeQueue.ts), would hold each large export's short last part 10 ms — and, since a
         // rollout's large exports decode one at a time (decodePool.ts), that rollout's next export with it.
-        stored += await this.storePart(urlRolloutId, part, refuses, problems, index > 0);
+        stored += await this.storePart(urlRolloutId, part, refuses, problems, index > 0, options.attempt);
       }
     } finally {
       options.signal?.removeEventListener('abort', cancelled);
@@ -143,6 +148,7 @@ export class OtlpReceiver {
     refuses: (rolloutId: string) => string | undefined,
     problems: string[],
     urgent: boolean,
+    attempt: number | undefined,
   ): Promise<number> {
     const byRollout = new Map<string, SpanInput[]>();
     for (const { rolloutId, span } of part) {
@@ -167,7 +173,9 @@ export class OtlpReceiver {
           return;
         }
         try {
-          stored += (await this.writes.submitSpans(rolloutId, list, { urgent })).length;
+          // The key's attempt for the rollout it opens; spans naming another rollout go to that one's current attempt.
+          const owned = rolloutId === urlRolloutId && attempt !== undefined ? { attempt } : {};
+          stored += (await this.writes.submitSpans(rolloutId, list, { urgent, ...owned })).length;
         } catch (error) {
           // The daemon is busy or the store cannot write (a full disk): a 503 with Retry-After makes the
           // exporter retry the batch later; a partial success it would not retry.

@@ -59,26 +59,27 @@ export interface SpanBatch {
   /** Already validated where they entered the process (RPC, proxy, OTLP receiver). */
   readonly spans: readonly SpanInput[];
   /**
-   * The proxy's record of a call, made during this attempt: when that attempt is over by the time it is written (the
-   * rollout ended, or the attempt timed out or failed and the rollout waits for or runs its next), the call is kept
-   * with its attempt, marked late (`lightning.late`, outcome `truncated` by `rollout_ended`) and left out of
-   * training. Checked in the write itself, against what the write reads anyway: a call racing its attempt's end
-   * cannot slip in unmarked, nor into the next attempt's trajectory.
+   * The attempt whose key these spans came with (a proxy's record of a call, an OTLP export to the rollout's URL or
+   * with its key): when that attempt is over by the time they are written (the rollout ended, or the attempt timed out
+   * or failed and the rollout waits for or runs its next), they are kept with their attempt, marked late
+   * (`lightning.late`; a call's outcome `truncated` by `rollout_ended`) and left out of training. Checked in the
+   * write itself, against what the write reads anyway: nothing racing its attempt's end slips in unmarked, nor into
+   * the next attempt's trajectory. Undefined (spans that name their rollout only): the rollout's current attempt.
    */
-  readonly proxiedAttempt?: number;
+  readonly attempt?: number;
 }
 
-/** Why a proxied call of `attempt` is late, given its rollout's state when it is written; null when it is not. */
+/** Why a span of `attempt` is late, given its rollout's state when it is written; null when it is not. */
 function lateness(attempt: number, rollout: { status: RolloutStatus; attempt_count: number }): string | null {
-  if (hasEnded(rollout.status)) return `the rollout had ended (${rollout.status}) when this call was recorded`;
+  if (hasEnded(rollout.status)) return `the rollout had ended (${rollout.status}) when this {what} was recorded`;
   if (rollout.status === 'running' && rollout.attempt_count === attempt) return null;
   const now = rollout.status === 'running' ? `runs attempt ${rollout.attempt_count}` : `is ${rollout.status}`;
-  return `its attempt ${attempt} had ended when this call was recorded (the rollout ${now})`;
+  return `its attempt ${attempt} had ended when this {what} was recorded (the rollout ${now})`;
 }
 
-/** `span` as stored when it was written late (`why`). */
+/** `span` as stored when it was written late (`why`, where `{what}` names it: a call, a span). */
 function markedLate(span: SpanInput, why: string): SpanInput {
-  const late = `${why}; it is kept, and left out of training`;
+  const late = `${why.replace('{what}', span.category === 'llm' ? 'call' : 'span')}; it is kept, and left out of training`;
   return { ...span, attributes: { ...markTruncated(span.attributes, 'rollout_ended'), 'lightning.late': late } };
 }
 
@@ -287,8 +288,8 @@ export class SpanRepository {
     const results: StoredSpanResult[] = [];
     const stored: Span[] = [];
     const twins = this.twinsFor(batch);
-    const attempt = batch.proxiedAttempt ?? counters.attempt_count;
-    const late = batch.proxiedAttempt === undefined ? null : lateness(batch.proxiedAttempt, counters);
+    const attempt = batch.attempt ?? counters.attempt_count;
+    const late = batch.attempt === undefined ? null : lateness(batch.attempt, counters);
     for (const given of batch.spans) {
       const input = late === null ? given : markedLate(given, late);
       // The one door into the table: whatever made the span, secrets and oversize parts stop here.

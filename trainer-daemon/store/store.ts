@@ -269,7 +269,7 @@ export class Store {
    */
   /** A proxy's record of a call made during `owner.attempt` (marked late when that attempt is over). */
   addProxiedCall(owner: { readonly rolloutId: string; readonly attempt: number }, span: SpanInput): SpanBatchOutcome {
-    return this.addSpans({ rolloutId: owner.rolloutId, spans: [span], proxiedAttempt: owner.attempt });
+    return this.addSpans({ rolloutId: owner.rolloutId, spans: [span], attempt: owner.attempt });
   }
 
   addSpans(batch: SpanBatch): SpanBatchOutcome {

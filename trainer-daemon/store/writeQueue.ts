@@ -86,7 +86,8 @@ const LOCK_RETRY_MAX_MS = 500;
 export class WriteQueue {
   private queue: Pending[] = [];
   /** Span writes, by rollout: merged into one batch per rollout per commit (the ingest hot path). */
-  private spans = new Map<string, PendingSpans[]>();
+  /** Span writes waiting, by rollout and attempt (spansKey): one batch each. */
+  private spans = new Map<string, { rolloutId: string; attempt?: number; waiting: PendingSpans[] }>();
   private queuedUnits = 0;
   private scheduled: NodeJS.Immediate | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -131,14 +132,16 @@ export class WriteQueue {
   submitSpans(
     rolloutId: string,
     spans: readonly SpanInput[],
-    options: { urgent?: boolean } = {},
+    /** `attempt`: the one whose key the spans came with (store/spans.ts SpanBatch.attempt). */
+    options: { urgent?: boolean; attempt?: number } = {},
   ): Promise<StoredSpanResult[]> {
     const refusal = this.refusal(spans.length);
     if (refusal) return Promise.reject(refusal);
     return new Promise((resolve, reject) => {
-      const waiting = this.spans.get(rolloutId);
-      if (waiting) waiting.push({ spans, resolve, reject });
-      else this.spans.set(rolloutId, [{ spans, resolve, reject }]);
+      const key = `${rolloutId}\u0000${options.attempt ?? ''}`;
+      const group = this.spans.get(key);
+      if (group) group.waiting.push({ spans, resolve, reject });
+      else this.spans.set(key, { rolloutId, attempt: options.attempt, waiting: [{ spans, resolve, reject }] });
       // Urgent spans (a proxied call whose answer waits on its commit) skip the span window.
       this.enqueued(spans.length, options.urgent !== true);
     });
@@ -171,13 +174,12 @@ export class WriteQueue {
   /** One operation that stores every queued span write, merged per rollout, and hands out the results. */
   private takeSpanWrites(): Pending | undefined {
     if (this.spans.size === 0) return undefined;
-    const byRollout = this.spans;
+    const groups = [...this.spans.values()];
     this.spans = new Map();
-    const rollouts = [...byRollout.keys()];
     const settle = (outcomes: Array<SpanBatchOutcome | Error>): void => {
       outcomes.forEach((outcome, index) => {
         let offset = 0;
-        for (const waiting of byRollout.get(rollouts[index]!)!) {
+        for (const waiting of groups[index]!.waiting) {
           if (outcome instanceof Error) waiting.reject(outcome);
           else waiting.resolve(outcome.results.slice(offset, offset + waiting.spans.length));
           offset += waiting.spans.length;
@@ -187,12 +189,16 @@ export class WriteQueue {
     return {
       op: () =>
         this.store.addSpanBatches(
-          rollouts.map((rolloutId) => ({ rolloutId, spans: byRollout.get(rolloutId)!.flatMap((w) => w.spans) })),
+          groups.map(({ rolloutId, attempt, waiting }) => ({
+            rolloutId,
+            spans: waiting.flatMap((w) => w.spans),
+            ...(attempt === undefined ? {} : { attempt }),
+          })),
         ),
       units: 0,
       resolve: (outcomes) => settle(outcomes as Array<SpanBatchOutcome | Error>),
       reject: (error) => {
-        for (const waiting of [...byRollout.values()].flat()) waiting.reject(error);
+        for (const waiting of groups.flatMap((group) => group.waiting)) waiting.reject(error);
       },
     };
   }
