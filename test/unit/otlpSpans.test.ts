@@ -8,6 +8,11 @@ import Long from 'long';
 import { isCredentialKey } from '../../trainer-daemon/otlp/normalize';
 import { encode, oneSpan, recordSpans } from '../helpers/otlp';
 import { editedBodies, ingest } from '../helpers/otlpIngest';
+import path from 'node:path';
+import { Store } from '../../trainer-daemon/store/store';
+import { parsed } from '../helpers/params';
+import { llmSpan } from '../helpers/spans';
+import { tempDir } from '../helpers/tmp';
 
 describe('OTLP spans: what each span becomes', () => {
   const conventions: Array<
@@ -273,5 +278,53 @@ describe('OTLP spans: what each span becomes', () => {
       assert.ok(isCredentialKey(key), key);
     for (const key of ['prompt_token_ids', 'tokenizer', 'gen_ai.usage.output_tokens', 'llm.token_count.total'])
       assert.ok(!isCredentialKey(key), key);
+  });
+});
+
+describe('OpenInference LLM spans and the proxy’s record of the same call', () => {
+  test('the response id in output.value ties the span to the record: one step, its tokens counted once', (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    t.after(() => store.close());
+    const { id } = store.createRollout(parsed('createRollout', {}));
+    const recorded = llmSpan({
+      attributes: { 'lightning.api': 'chat.completions', 'gen_ai.response.id': 'chatcmpl-abc' },
+      promptTokens: 20,
+      completionTokens: 5,
+    });
+    store.addSpans({ rolloutId: id, spans: [recorded] });
+    const { span } = ingest(
+      encode(
+        oneSpan('ChatCompletion', {
+          'openinference.span.kind': 'LLM',
+          'llm.model_name': 'gpt-4o',
+          'output.mime_type': 'application/json',
+          'output.value': JSON.stringify({ id: 'chatcmpl-abc', object: 'chat.completion', choices: [] }),
+          'llm.token_count.prompt': 20,
+          'llm.token_count.completion': 5,
+        }),
+        'protobuf',
+      ),
+      'protobuf',
+    ).spans[0]!;
+    assert.equal(span.attributes['gen_ai.response.id'], 'chatcmpl-abc', 'read from the answer it keeps');
+    // The OTLP span's clock encloses the record's, as the instrumentation wraps the call.
+    store.addSpans({
+      rolloutId: id,
+      spans: [{ ...span, traceId: recorded.traceId, startMs: recorded.startMs - 5, endMs: recorded.endMs! + 5 }],
+    });
+    const detail = store.getRolloutDetail(id);
+    assert.deepEqual(
+      detail.spans.map((s) => [s.category, s.attributes['lightning.same_call_as'] ?? null]),
+      [
+        ['llm', null],
+        ['other', recorded.spanId],
+      ],
+    );
+    assert.deepEqual([detail.rollout.llmCalls, detail.rollout.promptTokens], [1, 20]);
+    const plain = ingest(
+      encode(oneSpan('llm', { 'openinference.span.kind': 'LLM', 'output.value': 'hello' }), 'json'),
+      'json',
+    );
+    assert.equal(plain.spans[0]!.span.attributes['gen_ai.response.id'], undefined, 'text output: no id');
   });
 });

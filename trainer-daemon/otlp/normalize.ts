@@ -82,6 +82,8 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
       ? spanOutcome({ statusCode, statusMessage, attributes })
       : null;
   const outcome = derived ? outcomeAttributes(derived) : null;
+  const responseId = category === 'llm' ? openInferenceResponseId(attributes) : null;
+  const added = { ...outcome, ...(responseId === null ? {} : { 'gen_ai.response.id': responseId }) };
   // Built field by field from checked parts, so it is a SpanInput without a second, deep parse
   // (the unit tests hold every produced span to SpanInput.parse).
   return {
@@ -95,7 +97,7 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
     endMs: otlp.endTimeUnixNano === '0' ? null : nanosToMs(otlp.endTimeUnixNano),
     statusCode,
     statusMessage,
-    attributes: outcome ? { ...attributes, ...outcome } : attributes,
+    attributes: outcome || responseId !== null ? { ...attributes, ...added } : attributes,
     events: otlp.events.map((event) => ({
       name: event.name,
       timeMs: event.timeUnixNano === '0' ? startMs : nanosToMs(event.timeUnixNano),
@@ -103,6 +105,28 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
     })),
     ...usage,
   };
+}
+
+/** The longest OpenInference `output.value` read for its response id. */
+const MAX_OUTPUT_VALUE_CHARS = 1024 * 1024;
+
+/**
+ * An OpenInference LLM span's response id, from the provider's answer it keeps as JSON in `output.value`
+ * (OpenInference has no response-id attribute): the same call's twin of the proxy's record is told by it
+ * (store/spans.ts), as GenAI spans are by `gen_ai.response.id`. Null when the span has one already, or no such answer.
+ */
+function openInferenceResponseId(attributes: Attributes): string | null {
+  if (own(attributes, 'openinference.span.kind') === undefined || 'gen_ai.response.id' in attributes) return null;
+  const output = own(attributes, 'output.value');
+  if (typeof output !== 'string' || output.length > MAX_OUTPUT_VALUE_CHARS || !output.trimStart().startsWith('{'))
+    return null;
+  try {
+    const answer = JSON.parse(output) as unknown;
+    const id = answer !== null && typeof answer === 'object' ? (answer as { id?: unknown }).id : undefined;
+    return typeof id === 'string' && id !== '' ? id : null;
+  } catch {
+    return null;
+  }
 }
 
 /** OTLP SpanKind by number; 0 (unspecified) reads as internal, the OTel default. */
