@@ -1,7 +1,7 @@
 /**
  * The daemon's limits an operator may change with an environment variable, read once as the daemon starts
  * (`limitsFromEnv`) and handed to the parts that keep them; docs/guarantees.md says what each one bounds and what a
- * client sees past it. A variable that is not a positive number leaves the default.
+ * client sees past it. A variable that is not a positive whole number leaves the default.
  */
 import { DEFAULT_MAX_BUFFERED_BYTES as DEFAULT_IN_FLIGHT_BYTES } from './capture/byteBudget';
 import { DEFAULT_PROXY_LIMITS, type ProxyLimits } from './capture/proxy';
@@ -65,7 +65,8 @@ export function limitsFromEnv(env: NodeJS.ProcessEnv, defaults: DaemonLimits = d
   const read = (key: keyof DaemonLimits): number => {
     const raw = env[VARIABLES[key]]?.trim();
     const value = raw ? Number(raw) : NaN;
-    return Number.isFinite(value) && (value > 0 || (value === 0 && key === 'orphanGraceMs')) ? value : defaults[key];
+    // Counts, bytes and milliseconds: whole numbers.
+    return Number.isInteger(value) && (value > 0 || (value === 0 && key === 'orphanGraceMs')) ? value : defaults[key];
   };
   const limits: { -readonly [K in keyof DaemonLimits]: number } = { ...defaults };
   for (const key of Object.keys(VARIABLES) as Array<keyof DaemonLimits>) limits[key] = read(key);

@@ -551,13 +551,17 @@ describe('LightningRL: transitions from a store', () => {
       store.addReward(parsed('addReward', { rolloutId: id, value, source: 'agent' }));
       return id;
     };
-    const good = rolloutOf(1, llmSpan({ attributes: { 'lightning.outcome': 'ok' } }));
+    const good = rolloutOf(1, llmSpan({ attributes: { 'lightning.outcome': 'ok', 'gen_ai.agent.name': 'coder' } }));
     // Its agent's only call was refused (429): no row of its own, but it is a sample of the task, rewarded 0.
     rolloutOf(
       0,
       llmSpan({
         statusCode: 'error',
-        attributes: { 'lightning.outcome': 'upstream_error', 'http.response.status_code': 429 },
+        attributes: {
+          'lightning.outcome': 'upstream_error',
+          'http.response.status_code': 429,
+          'gen_ai.agent.name': 'coder',
+        },
       }),
     );
     const options = {
@@ -582,6 +586,17 @@ describe('LightningRL: transitions from a store', () => {
     assert.deepEqual(best.report.skipped, { upstreamError: 0, cancelled: 0, truncated: 0 });
     assert.equal(best.report.excludedBelowMinReward, 1);
     assert.equal(best.transitions[0]!.advantage, transitions[0]!.advantage, 'the group is the same');
+    // A rollout with no call of the agents trained is no sample of theirs: not in their group.
+    const { id: other } = store.createRollout(parsed('createRollout', { task: { id: 'task-1', input: null } }));
+    store.addSpans({ rolloutId: other, spans: [llmSpan({ attributes: { 'gen_ai.agent.name': 'planner' } })] });
+    store.addReward(parsed('addReward', { rolloutId: other, value: 0, source: 'agent' }));
+    const coder = buildTransitions(store.trajectories({}), { ...options, agentMatch: /^coder$/ });
+    assert.equal(coder.report.excludedNoCalls, 2, "the planner's rollout, and the one whose only call failed");
+    assert.equal(
+      coder.transitions.find((tr) => tr.rolloutId === good)!.advantage,
+      transitions[0]!.advantage,
+      "the planner's rollout does not join the group",
+    );
   });
 });
 

@@ -38,7 +38,7 @@ test('each limit comes from its variable, else its default', () => {
   });
 });
 
-test('a value that is not a positive number leaves the default; an orphan grace of 0 is allowed', () => {
+test('a value that is not a positive whole number leaves the default; an orphan grace of 0 is allowed', () => {
   const limits = limitsFromEnv({
     LIGHTNING_MAX_CALLS_PER_ROLLOUT: '-5',
     LIGHTNING_UPSTREAM_QUEUE_TIMEOUT_MS: 'soon',
@@ -47,6 +47,7 @@ test('a value that is not a positive number leaves the default; an orphan grace 
     LIGHTNING_ORPHAN_GRACE_MS: '0',
     LIGHTNING_MAX_UPSTREAM_BODY_BYTES: 'lots',
     LIGHTNING_MAX_CONNECTIONS: '-1',
+    LIGHTNING_HEADERS_TIMEOUT_MS: '2.5',
   });
   assert.equal(limits.maxCallsPerRollout, DEFAULT_LIMITS.maxCallsPerRollout);
   assert.equal(limits.upstreamQueueTimeoutMs, DEFAULT_LIMITS.upstreamQueueTimeoutMs);
@@ -54,5 +55,6 @@ test('a value that is not a positive number leaves the default; an orphan grace 
   assert.equal(limits.inFlightBytes, DEFAULT_LIMITS.inFlightBytes);
   assert.equal(limits.maxUpstreamBodyBytes, DEFAULT_LIMITS.maxUpstreamBodyBytes);
   assert.equal(limits.maxConnections, DEFAULT_LIMITS.maxConnections);
+  assert.equal(limits.headersTimeoutMs, DEFAULT_LIMITS.headersTimeoutMs, 'counts and times are whole numbers');
   assert.equal(limits.orphanGraceMs, 0);
 });

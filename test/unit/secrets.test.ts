@@ -260,6 +260,12 @@ describe('secrets by value', () => {
       assert.match(content, /a \[redacted\]…\[lightning: truncated \d+ characters\]$/);
       assert.equal(span.attributes['lightning.truncated_by'], 'string_chars');
     }
+    // A string far past the cut (the scrubbed window is cut too): no part of the secret, no end of the window.
+    const long = `${'a'.repeat(max - 11)} ${known} ${'z'.repeat(40_000)}`;
+    const far = scrubSpan(llmSpan({ 'lightning.request': { content: long } }), 'r-cut');
+    const farContent = (far.attributes['lightning.request'] as { content: string }).content;
+    assert.ok(!farContent.includes(known.slice(0, 10)) && !farContent.includes('z'));
+    assert.match(farContent, /^a+ ?(\[redacted\])?…\[lightning: truncated \d+ characters\]$/);
     // The record budget runs out inside a secret: 8 strings of 1 MiB minus 20 characters, then the secret.
     const filler = 'b'.repeat(max - 20);
     const parts: Json[] = [...Array.from({ length: 8 }, () => filler), `${'c'.repeat(100)}${known}`];

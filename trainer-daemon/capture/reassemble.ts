@@ -54,7 +54,8 @@ interface ChoiceDraft {
 /**
  * A tool call's name after one more chunk's `name`. Servers split it across chunks (appended), or repeat the whole
  * name in every chunk, or resend it growing: a piece that starts with the name so far replaces it rather than adding
- * a second copy (the agent's SDK ran the call by its name, not by `read_fileread_file`).
+ * a second copy. The record keeps the name the model produced (`read_file`, as openai-node reads it), not the
+ * server's repetition (`read_fileread_file`, as an SDK that only appends would read it).
  */
 function withNamePiece(name: string, piece: string): string {
   return name !== '' && piece.startsWith(name) ? piece : name + piece;

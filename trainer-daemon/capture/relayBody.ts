@@ -16,9 +16,11 @@ import type { UpstreamBody } from './upstreamAnswer';
  */
 export function upstreamErrorMessage(json: JsonObject | null): string | undefined {
   const error = json?.error;
-  if (error && typeof error === 'object' && !Array.isArray(error))
-    return typeof error.message === 'string' ? error.message : JSON.stringify(error).slice(0, 500);
-  return typeof error === 'string' ? error : undefined;
+  if (error && typeof error === 'object' && !Array.isArray(error) && Object.keys(error).length > 0)
+    return typeof error.message === 'string' && error.message !== ''
+      ? error.message
+      : JSON.stringify(error).slice(0, 500);
+  return typeof error === 'string' && error !== '' ? error : undefined;
 }
 
 /** Reads the held answer for the record and sends it once the record is committed (503 when it could not be). */
@@ -52,7 +54,9 @@ function answerWhole(exchange: CallExchange, body: UpstreamBody, bytes: Buffer):
   // An error inside a 2xx answer is an upstream error too, as in a stream (relayStream.ts): an `error` item of Gemini's
   // JSON array, or a gateway's `{"error": {…}}` (a Responses answer's `"error": null` is none). The answer is not
   // whole.
-  const errorInside = status < 400 ? (reassembler?.error ?? upstreamErrorMessage(json)) : undefined;
+  // Only an LLM call's answer is read so (a fine-tuning job's status may well carry an `error` field).
+  const generation = exchange.call.api !== null && exchange.call.api !== 'embeddings';
+  const errorInside = status < 400 && generation ? (reassembler?.error ?? upstreamErrorMessage(json)) : undefined;
   const error =
     status >= 400
       ? `upstream HTTP ${status}: ${upstreamErrorMessage(json) ?? bytes.toString('utf8').slice(0, 500)}`

@@ -282,6 +282,8 @@ export function extractCalls(
       if (current) current.stepReward += stepRewards.get(span.spanId)?.value ?? 0;
       continue;
     }
+    // A span written after its attempt ended (store/spans.ts) is kept to read, not to train: its reward is no step's.
+    if ('lightning.late' in span.attributes) continue;
     const value =
       (span.category === 'reward' ? (rewardSpanValue(span, rewardName) ?? 0) : 0) +
       (stepRewards.get(span.spanId)?.value ?? 0);

@@ -68,17 +68,25 @@ export function buildTransitions(
       report.excludedNoReward += 1;
       continue;
     }
+    // The calls of the agents (policy) trained, whole or not: a rollout without any is no sample of theirs.
+    const selectedCalls = extractCalls(
+      trajectory.spans,
+      trajectory.rewards,
+      options.reward.name,
+      options.agentMatch,
+      options.policy,
+    );
+    if (selectedCalls.length === 0) {
+      report.excludedNoCalls += 1;
+      continue;
+    }
     rewarded.push({ id: trajectory.rollout.id, group: groupOf(trajectory), reward });
     if (options.minReward !== undefined && reward < options.minReward) {
       report.excludedBelowMinReward += 1;
       continue;
     }
     // Counted for the rollouts exported only: `--include-failed` would keep exactly these.
-    const calls = wholeAnswers(
-      extractCalls(trajectory.spans, trajectory.rewards, options.reward.name, options.agentMatch, options.policy),
-      options.includeFailed ?? false,
-      report.skipped,
-    );
+    const calls = wholeAnswers(selectedCalls, options.includeFailed ?? false, report.skipped);
     if (calls.length === 0) {
       report.excludedNoCalls += 1;
       continue;
@@ -87,8 +95,8 @@ export function buildTransitions(
   }
 
   // Groups are a task of a dataset (ids like task-1 repeat across datasets). Advantages compare every rewarded
-  // rollout of the group, as the panel shows it: whether its calls were whole answers, and --min-reward, only pick
-  // the rows exported, never the group a row is compared with.
+  // rollout of the group with a call of the agents (policy) trained: whether those calls were whole answers, and
+  // --min-reward, only pick the rows exported, never the group a row is compared with.
   const { advantages, stats } = rolloutAdvantages(rewarded, options.advantage);
   report.singletonGroups = stats.singletonGroups;
   report.zeroVarianceGroups = stats.zeroVarianceGroups;

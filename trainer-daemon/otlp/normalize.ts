@@ -118,7 +118,12 @@ const MAX_OUTPUT_VALUE_CHARS = 1024 * 1024;
 function openInferenceResponseId(attributes: Attributes): string | null {
   if (own(attributes, 'openinference.span.kind') === undefined || 'gen_ai.response.id' in attributes) return null;
   const output = own(attributes, 'output.value');
-  if (typeof output !== 'string' || output.length > MAX_OUTPUT_VALUE_CHARS || !output.trimStart().startsWith('{'))
+  if (
+    typeof output !== 'string' ||
+    output.length > MAX_OUTPUT_VALUE_CHARS ||
+    !output.trimStart().startsWith('{') ||
+    !output.includes('"id"')
+  )
     return null;
   try {
     const answer = JSON.parse(output) as unknown;

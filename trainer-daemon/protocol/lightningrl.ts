@@ -105,8 +105,8 @@ export const ExportReport = z.object({
       merged: z.number().int(),
       mismatches: z.number().int(),
       withoutTokenIds: z.number().int(),
-      /** Calls that were not whole answers (`--include-failed`), left samples of their own. */
-      notWhole: z.number().int(),
+      /** Calls that were not whole answers (`--include-failed`), left samples of their own (0 from older daemons). */
+      notWhole: z.number().int().default(0),
     })
     .nullable(),
 });

@@ -9,7 +9,6 @@ import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../
 import { NotFoundError } from '../protocol/errors';
 import { markTruncated } from '../protocol/outcome';
 import { scrubSpan } from '../protocol/recordScrub';
-import { hasEnded } from '../protocol/status';
 import type { RolloutStatus } from '../protocol/records';
 
 interface SpanRow {
@@ -69,18 +68,33 @@ export interface SpanBatch {
   readonly attempt?: number;
 }
 
-/** Why a span of `attempt` is late, given its rollout's state when it is written; null when it is not. */
-function lateness(attempt: number, rollout: { status: RolloutStatus; attempt_count: number }): string | null {
-  if (hasEnded(rollout.status)) return `the rollout had ended (${rollout.status}) when this {what} was recorded`;
-  if (rollout.status === 'running' && rollout.attempt_count === attempt) return null;
-  const now = rollout.status === 'running' ? `runs attempt ${rollout.attempt_count}` : `is ${rollout.status}`;
-  return `its attempt ${attempt} had ended when this {what} was recorded (the rollout ${now})`;
+/** A span of `attempt` written when that attempt was over: the rollout's state then. */
+interface Lateness {
+  readonly attempt: number;
+  readonly status: RolloutStatus;
+  readonly current: number;
 }
 
-/** `span` as stored when it was written late (`why`, where `{what}` names it: a call, a span). */
-function markedLate(span: SpanInput, why: string): SpanInput {
-  const late = `${why.replace('{what}', span.category === 'llm' ? 'call' : 'span')}; it is kept, and left out of training`;
-  return { ...span, attributes: { ...markTruncated(span.attributes, 'rollout_ended'), 'lightning.late': late } };
+/** Whether a span of `attempt` is late, given its rollout's state when it is written: null when it is not. */
+function lateness(attempt: number, rollout: { status: RolloutStatus; attempt_count: number }): Lateness | null {
+  if (rollout.status === 'running' && rollout.attempt_count === attempt) return null;
+  return { attempt, status: rollout.status, current: rollout.attempt_count };
+}
+
+/**
+ * `span` as stored when it was written late: marked `lightning.late` (what training and LightningRL leave out), and a
+ * call's outcome `truncated` by `rollout_ended` (it is not a whole answer the rollout's reward saw).
+ */
+function markedLate(span: SpanInput, late: Lateness): SpanInput {
+  const what = span.category === 'llm' ? 'call' : 'span';
+  const when =
+    late.status === 'succeeded' || late.status === 'cancelled'
+      ? `the rollout had ended (${late.status}) when this ${what} was recorded`
+      : `its attempt ${late.attempt} had ended when this ${what} was recorded (the rollout ${
+          late.status === 'running' ? `runs attempt ${late.current}` : `is ${late.status}`
+        })`;
+  const attributes = span.category === 'llm' ? markTruncated(span.attributes, 'rollout_ended') : span.attributes;
+  return { ...span, attributes: { ...attributes, 'lightning.late': `${when}; it is kept, and left out of training` } };
 }
 
 /**

@@ -264,10 +264,10 @@ export class Store {
   }
 
   /**
-   * The proxy's record of one LLM call, in the write that stores it: if the rollout has ended by then, it is kept
-   * marked late and left out of training (never mixed in). Throws NotFoundError for an unknown rollout.
+   * The proxy's record of one LLM call made during `owner.attempt`, in the write that stores it: if that attempt is
+   * over by then, it is kept with it, marked late and left out of training (never mixed in). Throws NotFoundError for
+   * an unknown rollout.
    */
-  /** A proxy's record of a call made during `owner.attempt` (marked late when that attempt is over). */
   addProxiedCall(owner: { readonly rolloutId: string; readonly attempt: number }, span: SpanInput): SpanBatchOutcome {
     return this.addSpans({ rolloutId: owner.rolloutId, spans: [span], attempt: owner.attempt });
   }

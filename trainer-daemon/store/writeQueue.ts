@@ -86,7 +86,10 @@ const LOCK_RETRY_MAX_MS = 500;
 export class WriteQueue {
   private queue: Pending[] = [];
   /** Span writes, by rollout: merged into one batch per rollout per commit (the ingest hot path). */
-  /** Span writes waiting, by rollout and attempt (spansKey): one batch each. */
+  /**
+   * Span writes waiting, by rollout and the attempt their key named (none: the rollout's current one), one batch each.
+   * A rollout's exports with and without a key in one window are stored batch by batch, not interleaved by arrival.
+   */
   private spans = new Map<string, { rolloutId: string; attempt?: number; waiting: PendingSpans[] }>();
   private queuedUnits = 0;
   private scheduled: NodeJS.Immediate | undefined;

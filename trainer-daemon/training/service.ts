@@ -233,8 +233,9 @@ export class TrainingService {
   }
 
   /**
-   * A step with a checkpoint per policy, recorded in one commit once every policy's is saved: a run stopped between
-   * the saves records none of them, and resumes from the step before with every policy (never one a step ahead).
+   * A step with a checkpoint per policy, recorded in one commit once every policy's is saved (one write of the daemon's
+   * write queue): a run stopped between the saves records none of them, and resumes from the step before with every
+   * policy (never one a step ahead).
    */
   async recordPolicySteps(
     runId: string,

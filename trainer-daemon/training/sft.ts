@@ -57,10 +57,6 @@ async function validation(worker: TrainerWorker, val: readonly SftExample[]): Pr
   };
 }
 
-/**
- * Runs (or, with a checkpoint, continues) SFT run `runId` to its last epoch or until `ctx.signal` aborts. The caller
- * owns the run's status; this throws on failure (with the worker's traceback).
- */
 /** Where a run keeps its split: beside its checkpoints (`.lightning/checkpoints/<run>/split.json`). */
 function splitFile(training: TrainingService, runId: string): string {
   return path.join(path.dirname(training.checkpointDir(runId, 0)), 'split.json');
@@ -71,8 +67,10 @@ function earlierSplit(file: string): SftSplit | undefined {
   let text: string;
   try {
     text = fs.readFileSync(file, 'utf8');
-  } catch {
-    return undefined;
+  } catch (error) {
+    // No file: a run from before runs kept theirs. Any other failure is not a reason to draw anew.
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
   }
   let split: Partial<SftSplit> | null;
   try {
@@ -80,11 +78,16 @@ function earlierSplit(file: string): SftSplit | undefined {
   } catch {
     split = null;
   }
-  if (!Array.isArray(split?.train) || !Array.isArray(split.val))
+  const ids = (list: unknown): list is string[] => Array.isArray(list) && list.every((id) => typeof id === 'string');
+  if (!ids(split?.train) || !ids(split.val))
     throw new InvalidInputError(`${file}: not an SFT run's split ({train: [...], val: [...]}); delete it to draw anew`);
   return { train: split.train, val: split.val };
 }
 
+/**
+ * Runs (or, with a checkpoint, continues) SFT run `runId` to its last epoch or until `ctx.signal` aborts. The caller
+ * owns the run's status; this throws on failure (with the worker's traceback).
+ */
 export async function runSft(runId: string, config: SftConfig, ctx: SftContext): Promise<void> {
   const file = splitFile(ctx.training, runId);
   const earlier = ctx.training.checkpoints(runId).length > 0 ? earlierSplit(file) : undefined;
