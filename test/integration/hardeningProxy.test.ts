@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, test, type TestContext } from 'node:test';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
@@ -368,14 +368,22 @@ test('a call refused while its body is still coming (the byte budget, the size c
   assert.equal(declaredHuge.headers.connection, 'close');
 });
 
-test('one rollout’s hanging calls cannot starve another’s: past its share a rollout gets 429 + Retry-After', async (t) => {
+/**
+ * A chat completions upstream that holds every request whose body contains `hold` (in `held`, to answer later) and
+ * answers the others at once with `answerId`.
+ */
+async function holdingUpstream(
+  t: TestContext,
+  hold: string,
+  answerId: string,
+): Promise<{ url: string; held: http.ServerResponse[] }> {
   const held: http.ServerResponse[] = [];
   const server = http.createServer((request, response) => {
     let raw = '';
     request.setEncoding('utf8').on('data', (chunk: string) => (raw += chunk));
     request.on('end', () => {
-      if (raw.includes('"hang"')) held.push(response);
-      else response.writeHead(200, { 'content-type': 'application/json' }).end(chatAnswer('chatcmpl-other'));
+      if (raw.includes(hold)) held.push(response);
+      else response.writeHead(200, { 'content-type': 'application/json' }).end(chatAnswer(answerId));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -383,11 +391,14 @@ test('one rollout’s hanging calls cannot starve another’s: past its share a 
     server.closeAllConnections();
     server.close();
   });
-  const daemon = await startDaemon(
-    path.join(tempDir(t), 'store.db'),
-    ['--upstream', `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`],
-    { LIGHTNING_MAX_CALLS_PER_ROLLOUT: '3' },
-  );
+  return { url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`, held };
+}
+
+test('one rollout’s hanging calls cannot starve another’s: past its share a rollout gets 429 + Retry-After', async (t) => {
+  const { url: upstream, held } = await holdingUpstream(t, '"hang"', 'chatcmpl-other');
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), ['--upstream', upstream], {
+    LIGHTNING_MAX_CALLS_PER_ROLLOUT: '3',
+  });
   t.after(() => daemon.stop('SIGKILL'));
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(() => client.dispose());
@@ -424,22 +435,8 @@ test('one rollout’s hanging calls cannot starve another’s: past its share a 
 });
 
 test('a rollout’s calls translated for a policy server count toward its share too: past it, 429 in the agent’s API shape', async (t) => {
-  const held: http.ServerResponse[] = [];
   // A chat-completions-only server (the trainer's policy, a checkpoint): Anthropic calls reach it translated.
-  const server = http.createServer((request, response) => {
-    let raw = '';
-    request.setEncoding('utf8').on('data', (chunk: string) => (raw += chunk));
-    request.on('end', () => {
-      if (raw.includes('hang')) held.push(response);
-      else response.writeHead(200, { 'content-type': 'application/json' }).end(chatAnswer('chatcmpl-policy'));
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.after(() => {
-    server.closeAllConnections();
-    server.close();
-  });
-  const policy = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`;
+  const { url: policy, held } = await holdingUpstream(t, 'hang', 'chatcmpl-policy');
   const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), [], { LIGHTNING_MAX_CALLS_PER_ROLLOUT: '3' });
   t.after(() => daemon.stop('SIGKILL'));
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);

@@ -10,6 +10,7 @@ import zlib from 'node:zlib';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
+import type { Span } from '../../trainer-daemon/protocol';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
 import { post } from '../helpers/http';
@@ -37,6 +38,44 @@ function upstreamOf(handler: Handler): Promise<{ url: string; close(): Promise<v
       }),
     ),
   );
+}
+
+/**
+ * A daemon whose upstream answers by `handler`, for one describe block's tests: started before them, stopped after.
+ * Read its parts in the tests (they exist once `before` ran).
+ */
+function daemonAgainst(handler: Handler): {
+  readonly upstream: Awaited<ReturnType<typeof upstreamOf>>;
+  readonly daemon: RunningDaemon;
+  readonly client: RpcClient;
+  spanOf(rolloutId: string): Promise<Span>;
+} {
+  let parts: { upstream: Awaited<ReturnType<typeof upstreamOf>>; daemon: RunningDaemon; client: RpcClient };
+  const cleanups: Array<() => void> = [];
+  before(async () => {
+    const upstream = await upstreamOf(handler);
+    const dir = tempDir({ after: (fn) => cleanups.push(fn) });
+    const daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url]);
+    parts = { upstream, daemon, client: await RpcClient.connect(daemon.ready.url, daemon.ready.token) };
+  });
+  after(async () => {
+    parts.client.dispose();
+    await parts.daemon.stop();
+    await parts.upstream.close();
+    for (const cleanup of cleanups) cleanup();
+  });
+  return {
+    get upstream() {
+      return parts.upstream;
+    },
+    get daemon() {
+      return parts.daemon;
+    },
+    get client() {
+      return parts.client;
+    },
+    spanOf: (id) => waitFor(async () => (await parts.client.request('getRollout', { id })).spans[0], 'the call’s span'),
+  };
 }
 
 /** Writes `total` characters of `x` in 1 MiB chunks, honouring backpressure. */
@@ -84,34 +123,19 @@ async function healthWithin(url: string, ms: number): Promise<number> {
 }
 
 describe('an SSE line or event past the cap', () => {
-  let upstream: Awaited<ReturnType<typeof upstreamOf>>;
-  let daemon: RunningDaemon;
-  let client: RpcClient;
-  const cleanups: Array<() => void> = [];
-  before(async () => {
-    upstream = await upstreamOf(sseHandler);
-    const dir = tempDir({ after: (fn) => cleanups.push(fn) });
-    daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url]);
-    client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
-  });
-  after(async () => {
-    client.dispose();
-    await daemon.stop();
-    await upstream.close();
-    for (const cleanup of cleanups) cleanup();
-  });
+  const world = daemonAgainst(sseHandler);
 
   for (const model of ['long-line', 'no-newline', 'many-data-lines']) {
     test(`${model}: the agent gets every byte, the call is recorded truncated at the SSE event limit`, async () => {
-      const { rollout, url } = await client.request('startAgentRun', {});
+      const { rollout, url } = await world.client.request('startAgentRun', {});
       const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model, stream: true, messages: [] }));
       assert.equal(response.status, 200);
       assert.ok(response.body.length > 40 * MiB, `the agent got the whole stream (${response.body.length} characters)`);
       const span = await waitFor(
-        async () => (await client.request('getRollout', { id: rollout.id })).spans[0],
+        async () => (await world.client.request('getRollout', { id: rollout.id })).spans[0],
         'the call’s span',
       );
-      assert.equal(daemon.process.exitCode, null, 'the daemon is alive');
+      assert.equal(world.daemon.process.exitCode, null, 'the daemon is alive');
       // no-newline ends inside the event that passed the cap: the cap, met first, is why it is not whole.
       assert.deepEqual(
         [span.attributes['lightning.outcome'], span.attributes['lightning.truncated_by']],
@@ -120,7 +144,7 @@ describe('an SSE line or event past the cap', () => {
       );
       const recorded = span.attributes['lightning.response'] as { lightning_truncated?: string } | undefined;
       assert.match(recorded?.lightning_truncated ?? '', /over the 16777216-character limit/);
-      assert.ok((await healthWithin(daemon.ready.url, 1_000)) < 1_000);
+      assert.ok((await healthWithin(world.daemon.ready.url, 1_000)) < 1_000);
     });
   }
 });
@@ -166,27 +190,10 @@ function encodingHandler(model: string, request: http.IncomingMessage, response:
 }
 
 describe('redirects and encodings the proxy did not ask for', () => {
-  let upstream: Awaited<ReturnType<typeof upstreamOf>>;
-  let daemon: RunningDaemon;
-  let client: RpcClient;
-  const cleanups: Array<() => void> = [];
-  before(async () => {
-    upstream = await upstreamOf(encodingHandler);
-    const dir = tempDir({ after: (fn) => cleanups.push(fn) });
-    daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url]);
-    client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
-  });
-  after(async () => {
-    client.dispose();
-    await daemon.stop();
-    await upstream.close();
-    for (const cleanup of cleanups) cleanup();
-  });
-  const spanOf = async (id: string) =>
-    waitFor(async () => (await client.request('getRollout', { id })).spans[0], 'the call’s span');
+  const world = daemonAgainst(encodingHandler);
 
   test('an upstream 307 is not followed: the agent gets a 502 naming the redirect, the call is recorded as HTTP 307', async () => {
-    const { rollout, url } = await client.request('startAgentRun', {});
+    const { rollout, url } = await world.client.request('startAgentRun', {});
     const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'redirect', messages: [] }));
     assert.equal(response.status, 502, response.body);
     assert.match(
@@ -194,32 +201,32 @@ describe('redirects and encodings the proxy did not ask for', () => {
       /answered HTTP 307, a redirect to https:\/\/elsewhere\.example\/v1\/chat\/completions; Lightning does not follow redirects/,
     );
     assert.doesNotMatch(response.body, /secret-value-123|pw@/);
-    const span = await spanOf(rollout.id);
+    const span = await world.spanOf(rollout.id);
     assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
     assert.equal(span.attributes['http.response.status_code'], 307);
     assert.match(span.statusMessage ?? '', /redirect/);
   });
 
   test('a gzip JSON answer sent although identity was asked is decoded: 200 to the agent, recorded whole with its encoding', async () => {
-    const { rollout, url } = await client.request('startAgentRun', {});
+    const { rollout, url } = await world.client.request('startAgentRun', {});
     const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'gzip-json', messages: [] }));
     assert.equal(response.status, 200, response.body);
     assert.equal((JSON.parse(response.body) as { id: string }).id, 'gzipped');
-    const span = await spanOf(rollout.id);
+    const span = await world.spanOf(rollout.id);
     assert.equal(span.attributes['lightning.outcome'], 'ok');
     assert.equal(span.attributes['gen_ai.response.id'], 'gzipped');
     assert.equal(span.attributes['lightning.upstream_content_encoding'], 'gzip');
   });
 
   test('a gzip SSE stream is decoded as it comes: the agent reads plain events, the record is reassembled', async () => {
-    const { rollout, url } = await client.request('startAgentRun', {});
+    const { rollout, url } = await world.client.request('startAgentRun', {});
     const response = await post(
       `${url}/v1/chat/completions`,
       JSON.stringify({ model: 'gzip-sse', stream: true, messages: [] }),
     );
     assert.equal(response.status, 200, response.body);
     assert.match(response.body, /^data: \{"id":"gz-stream"/);
-    const span = await spanOf(rollout.id);
+    const span = await world.spanOf(rollout.id);
     assert.equal(span.attributes['lightning.outcome'], 'ok');
     const message = (span.attributes['lightning.response'] as { choices: Array<{ message: { content: string } }> })
       .choices[0]!.message;
@@ -228,11 +235,11 @@ describe('redirects and encodings the proxy did not ask for', () => {
   });
 
   test('an encoding Lightning cannot decode is a 502 naming it, recorded', async () => {
-    const { rollout, url } = await client.request('startAgentRun', {});
+    const { rollout, url } = await world.client.request('startAgentRun', {});
     const response = await post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'compress', messages: [] }));
     assert.equal(response.status, 502);
     assert.match(response.body, /Content-Encoding \\"compress\\"/);
-    assert.equal((await spanOf(rollout.id)).statusCode, 'error');
+    assert.equal((await world.spanOf(rollout.id)).statusCode, 'error');
   });
 });
 
@@ -255,28 +262,11 @@ function errorInsideHandler(model: string, request: http.IncomingMessage, respon
 }
 
 describe('an error inside an HTTP 200 answer', () => {
-  let upstream: Awaited<ReturnType<typeof upstreamOf>>;
-  let daemon: RunningDaemon;
-  let client: RpcClient;
-  const cleanups: Array<() => void> = [];
-  before(async () => {
-    upstream = await upstreamOf(errorInsideHandler);
-    const dir = tempDir({ after: (fn) => cleanups.push(fn) });
-    daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url]);
-    client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
-  });
-  after(async () => {
-    client.dispose();
-    await daemon.stop();
-    await upstream.close();
-    for (const cleanup of cleanups) cleanup();
-  });
-  const spanOf = async (id: string) =>
-    waitFor(async () => (await client.request('getRollout', { id })).spans[0], 'the call’s span');
+  const world = daemonAgainst(errorInsideHandler);
 
   test('Gemini streamGenerateContent as one JSON array ending in an error: the agent gets it, the call is an upstream error', async () => {
-    const origin = upstream.url.replace(/\/v1$/, '');
-    const { rollout, url } = await client.request('startAgentRun', { providerUpstreams: { gemini: origin } });
+    const origin = world.upstream.url.replace(/\/v1$/, '');
+    const { rollout, url } = await world.client.request('startAgentRun', { providerUpstreams: { gemini: origin } });
     const response = await post(
       `${url}/v1beta/models/gemini-test:streamGenerateContent`,
       JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'weather?' }] }] }),
@@ -284,30 +274,33 @@ describe('an error inside an HTTP 200 answer', () => {
     );
     assert.equal(response.status, 200, 'relayed as it came');
     assert.equal((JSON.parse(response.body) as unknown[]).length, 2);
-    const span = await spanOf(rollout.id);
+    const span = await world.spanOf(rollout.id);
     assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
     assert.equal(span.statusCode, 'error');
     assert.match(span.statusMessage ?? '', /The model is overloaded/);
   });
 
   test('a gateway’s {"error": …} in a 200 is an upstream error; a Responses answer with "error": null is whole', async () => {
-    const failed = await client.request('startAgentRun', {});
+    const failed = await world.client.request('startAgentRun', {});
     const gateway = await post(
       `${failed.url}/v1/chat/completions`,
       JSON.stringify({ model: 'gateway-error', messages: [] }),
     );
     assert.equal(gateway.status, 200);
-    const span = await spanOf(failed.rollout.id);
+    const span = await world.spanOf(failed.rollout.id);
     assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
     assert.match(span.statusMessage ?? '', /upstream error in an HTTP 200 answer: upstream provider timed out/);
-    const whole = await client.request('startAgentRun', {});
+    const whole = await world.client.request('startAgentRun', {});
     const ok = await post(`${whole.url}/v1/responses`, JSON.stringify({ model: 'responses-ok', input: 'hi' }));
     assert.equal(ok.status, 200);
-    assert.equal((await spanOf(whole.rollout.id)).attributes['lightning.outcome'], 'ok');
+    assert.equal((await world.spanOf(whole.rollout.id)).attributes['lightning.outcome'], 'ok');
   });
 
   test('a policy server’s {"error": …} in a 200 to a translated Anthropic call: 502 in Anthropic’s shape, an upstream error', async () => {
-    const { rollout, url } = await client.request('startAgentRun', { upstream: upstream.url, tokenIds: true });
+    const { rollout, url } = await world.client.request('startAgentRun', {
+      upstream: world.upstream.url,
+      tokenIds: true,
+    });
     const response = await post(
       `${url}/v1/messages`,
       JSON.stringify({ model: 'gateway-error', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }),
@@ -317,7 +310,7 @@ describe('an error inside an HTTP 200 answer', () => {
     const body = JSON.parse(response.body) as { type: string; error: { message: string } };
     assert.equal(body.type, 'error');
     assert.match(body.error.message, /answered HTTP 200: upstream provider timed out/);
-    const span = await spanOf(rollout.id);
+    const span = await world.spanOf(rollout.id);
     assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
   });
 });
