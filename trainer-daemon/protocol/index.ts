@@ -16,6 +16,7 @@ export * from './policy';
 export * from './policies';
 export * from './checkpoints';
 export * from './llmApis';
+export * from './geminiApi';
 export * from './openaiChat';
 export * from './placement';
 export * from './outcome';
