@@ -39,7 +39,12 @@ export function activate(context: vscode.ExtensionContext): void {
       .then((choice) => choice && vscode.env.openExternal(vscode.Uri.parse(WSL_DOCS)));
   }
   const upstreamKey = new UpstreamKey(context.secrets);
-  const supervisor = new DaemonSupervisor(context.asAbsolutePath('dist/cli.js'), log, upstreamKey);
+  const supervisor = new DaemonSupervisor(
+    context.asAbsolutePath('dist/cli.js'),
+    log,
+    upstreamKey,
+    String((context.extension.packageJSON as { version?: unknown }).version),
+  );
   const live = new LiveRollouts(supervisor);
   const annotator = new Annotator(live, log);
   const checkpoint = new CheckpointInUse(supervisor, context.workspaceState, log);

@@ -5,6 +5,11 @@
  * connection drops it restarts with backoff (restartPolicy.ts) and, after repeated crashes, gives
  * up with a message and a "Show Logs" action. A start that fails is told at once (the daemon's
  * `startup-failed` line says why); one that lost the store to another window's daemon uses that one.
+ *
+ * The daemon this window started serves every window on the same store. Closing or reloading this window lets go
+ * of it instead of stopping it: the daemon runs with `--stop-when-alone` and stdin as its lifeline, so it keeps the
+ * other windows' connections and training runs and stops itself once no client is left (also when this window's
+ * extension host crashes). Only **Restart Daemon** and a setting change stop it on purpose.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import readline from 'node:readline';
@@ -49,11 +54,15 @@ export class DaemonSupervisor implements vscode.Disposable {
   private starting: Promise<DaemonClient> | undefined;
   private restartTimer: NodeJS.Timeout | undefined;
   private disposed = false;
+  /** The other version's daemon already warned about (once per daemon, not at each reconnection). */
+  private warnedPid: number | undefined;
 
   constructor(
     private readonly cliPath: string,
     private readonly log: vscode.LogOutputChannel,
     private readonly upstreamKey: UpstreamKey,
+    /** This extension's version: the daemon it bundles (`dist/cli.js`) is the same. */
+    private readonly version: string,
   ) {}
 
   get state(): DaemonState {
@@ -104,6 +113,7 @@ export class DaemonSupervisor implements vscode.Disposable {
       const running = findDaemon(settings.storeFile);
       if (running) {
         this.log.info(`[daemon] reusing the daemon (pid ${running.info.pid}) that owns ${running.info.store}`);
+        if (running.info.version !== this.version) this.warnVersion(running.info.version, running.info.pid);
         const client = await connectDaemon(running.info.url, running.token, this.log);
         return { client, state: { kind: 'running', url: running.info.url, pid: running.info.pid, owned: false } };
       }
@@ -127,7 +137,14 @@ export class DaemonSupervisor implements vscode.Disposable {
     if (!resolution.ok) throw new DaemonStartError(resolution.message, 'no_runtime');
     const { runtime } = resolution;
     const apiKey = await this.upstreamKey.get();
-    const args = [this.cliPath, 'serve', '--store', storeFile, ...(upstream ? ['--upstream', upstream] : [])];
+    const args = [
+      this.cliPath,
+      'serve',
+      '--store',
+      storeFile,
+      '--stop-when-alone',
+      ...(upstream ? ['--upstream', upstream] : []),
+    ];
     this.log.info(
       `[daemon] starting on ${runtime.description}: serve --store ${storeFile}${upstream ? ` --upstream ${upstream}` : ''}`,
     );
@@ -136,7 +153,9 @@ export class DaemonSupervisor implements vscode.Disposable {
       ...runtime.env,
       ...(apiKey ? { LIGHTNING_UPSTREAM_API_KEY: apiKey } : {}),
     };
-    const child = spawn(runtime.command, args, { stdio: ['ignore', 'pipe', 'pipe'], env });
+    // stdin is the daemon's lifeline (`--stop-when-alone`): it closes when this window lets go or its host dies.
+    const child = spawn(runtime.command, args, { stdio: ['pipe', 'pipe', 'pipe'], env });
+    child.stdin.on('error', () => undefined);
     this.child = child;
     const stderrTail: string[] = [];
     readline.createInterface({ input: child.stderr }).on('line', (line) => {
@@ -215,6 +234,20 @@ export class DaemonSupervisor implements vscode.Disposable {
     this.restartTimer = setTimeout(() => void this.ensureRunning().catch(() => undefined), decision.delayMs);
   }
 
+  /**
+   * Another window's daemon, from another version of Lightning (one window updated, another not reloaded yet): used,
+   * since the store is its alone, but said — its answers follow its version, not ours.
+   */
+  private warnVersion(theirs: string, pid: number): void {
+    if (this.warnedPid === pid) return;
+    this.warnedPid = pid;
+    const message = `the daemon serving this store (pid ${pid}) is Lightning ${theirs}, started by a window running that version; this window runs ${this.version}. Reload the other windows: once none uses it, it stops and the next window starts ${this.version}.`;
+    this.log.warn(`[daemon] ${message}`);
+    void vscode.window.showWarningMessage(`Lightning: ${message}`, 'Show Logs').then((choice) => {
+      if (choice === 'Show Logs') this.log.show();
+    });
+  }
+
   private fail(message: string): void {
     this.setState({ kind: 'failed', message });
     void vscode.window.showErrorMessage(`Lightning: ${message}`, 'Show Logs', 'Restart Daemon').then((choice) => {
@@ -223,6 +256,7 @@ export class DaemonSupervisor implements vscode.Disposable {
     });
   }
 
+  /** Restart Daemon, a setting change: stops the daemon this window started, whoever else uses it. */
   private stopOwned(): void {
     const client = this.client;
     this.client = undefined;
@@ -231,10 +265,28 @@ export class DaemonSupervisor implements vscode.Disposable {
     this.child = undefined;
   }
 
+  /**
+   * The window closes: lets go of the daemon it started instead of stopping it. Closing its stdin tells it to stop
+   * once no other window or CLI command is connected; our ends of its output pipes close, and the editor's host need
+   * not wait for it.
+   */
+  private letGo(): void {
+    const client = this.client;
+    this.client = undefined;
+    client?.dispose();
+    const child = this.child;
+    this.child = undefined;
+    if (!child) return;
+    child.stdin?.end();
+    child.stdout?.destroy();
+    child.stderr?.destroy();
+    child.unref();
+  }
+
   dispose(): void {
     this.disposed = true;
     clearTimeout(this.restartTimer);
-    this.stopOwned();
+    this.letGo();
     this._onDidChangeState.dispose();
     this._onDidConnect.dispose();
   }

@@ -12,6 +12,7 @@ import type { DaemonInfo, ReadyMessage } from './protocol';
 import { acquireStoreLock, removeDiscovery, writeDiscovery, newToken } from './storeOwnership';
 import type { DiscoveryPaths } from './protocol/node/discovery';
 import type { Logger } from './log';
+import type { Event } from './protocol/event';
 import { createHandlers, invoke, type Handlers } from './rpc/handlers';
 import { ChangeNotifier, type Broadcast } from './rpc/notifier';
 import { ScoreJobs } from './rewards/job';
@@ -331,6 +332,11 @@ export class Daemon {
   /** Editor/CLI clients connected over the RPC right now. */
   get rpcConnections(): number {
     return this.parts.rpc.connectionCount;
+  }
+
+  /** Fires with the new count each time an editor or CLI client connects over the RPC or goes. */
+  get onDidChangeRpcConnections(): Event<number> {
+    return this.parts.rpc.onDidChangeConnections;
   }
 
   readyMessage(): ReadyMessage {

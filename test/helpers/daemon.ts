@@ -2,7 +2,8 @@
  * Starts the real daemon (the built `dist/cli.js serve`) as a child process on port 0 with a
  * temporary store, and reads its ready line, as the extension and `lightning run` do.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable, Writable } from 'node:stream';
 import path from 'node:path';
 import readline from 'node:readline';
 import type { ReadyMessage } from '../../trainer-daemon/protocol';
@@ -21,15 +22,17 @@ export interface RunningDaemon {
   stop(signal?: NodeJS.Signals): Promise<number | string>;
 }
 
+/** `stdin: 'pipe'` keeps the daemon's stdin open, as the extension does (its lifeline with `--stop-when-alone`). */
 export async function startDaemon(
   storeFile: string,
   extraArgs: string[] = [],
   env: NodeJS.ProcessEnv = {},
+  stdin: 'ignore' | 'pipe' = 'ignore',
 ): Promise<RunningDaemon> {
   const child = spawn(process.execPath, [CLI, 'serve', '--store', storeFile, ...extraArgs], {
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [stdin, 'pipe', 'pipe'],
     env: { ...process.env, ...env },
-  });
+  }) as ChildProcessByStdio<Writable | null, Readable, Readable>;
   let stderr = '';
   child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk.toString()));
   const exited = new Promise<number | string>((resolve) =>

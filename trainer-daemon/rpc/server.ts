@@ -14,7 +14,7 @@ import { Methods, Notifications, type MethodName } from '../protocol';
 import { errorMessage, mapError, RpcCode } from '../protocol/errors';
 import type { Logger } from '../log';
 import { markKeyed } from '../server/connectionSlots';
-import type { Disposable } from '../protocol/event';
+import { Emitter, type Disposable } from '../protocol/event';
 import { invoke, type Handlers } from './handlers';
 import { PendingRequestIds, UniqueIdReader, UniqueIdWriter } from './requestIds';
 import type { Broadcast } from './notifier';
@@ -52,6 +52,9 @@ function refuseUpgrade(socket: Duplex, status: number, reason: string): void {
 export class RpcServer implements Disposable {
   private readonly wss: WebSocketServer;
   private readonly connections = new Set<MessageConnection>();
+  private readonly _onDidChangeConnections = new Emitter<number>();
+  /** Fires with the new count each time an editor or CLI client connects or goes. */
+  readonly onDidChangeConnections = this._onDidChangeConnections.event;
 
   constructor(private readonly options: RpcServerOptions) {
     this.wss = new WebSocketServer({
@@ -94,12 +97,14 @@ export class RpcServer implements Disposable {
       connection.onRequest(Methods[name].method, (raw: unknown) => this.serve(name, raw));
     }
     connection.onClose(() => {
-      this.connections.delete(connection);
+      if (!this.connections.delete(connection)) return;
       connection.dispose();
+      this._onDidChangeConnections.fire(this.connections.size);
     });
     ws.on('error', (error) => this.options.logger.warn('RPC socket error', { error }));
     this.connections.add(connection);
     connection.listen();
+    this._onDidChangeConnections.fire(this.connections.size);
   }
 
   private async serve(name: MethodName, raw: unknown): Promise<unknown> {
@@ -124,6 +129,7 @@ export class RpcServer implements Disposable {
   };
 
   dispose(): void {
+    this._onDidChangeConnections.dispose();
     for (const connection of this.connections) connection.dispose();
     this.connections.clear();
     for (const client of this.wss.clients) client.close(1001, 'daemon shutting down');

@@ -27,10 +27,9 @@ export function parseUpstream(value: string, what = '--upstream'): string {
   return value.replace(/\/+$/, '');
 }
 
-async function start(
-  options: GlobalOptions & { host: string; port: string; upstream?: string },
-  logger: Logger,
-): Promise<Daemon> {
+type ServeOptions = GlobalOptions & { host: string; port: string; upstream?: string; stopWhenAlone?: boolean };
+
+async function start(options: ServeOptions, logger: Logger): Promise<Daemon> {
   if (/^(0\.0\.0\.0|::|\[::\]|0+)$/.test(options.host)) {
     throw new InvalidInputError(
       `--host ${options.host}: name one address of this machine on the network the agents share (e.g. 10.0.0.5), not every interface`,
@@ -91,7 +90,14 @@ export function registerServe(program: Command): void {
       '--upstream <url>',
       `OpenAI-compatible base URL for agents without their own OPENAI_BASE_URL (env LIGHTNING_UPSTREAM_URL; default ${DEFAULT_UPSTREAM}); the key comes from LIGHTNING_UPSTREAM_API_KEY`,
     )
-    .action(async (options: GlobalOptions & { host: string; port: string; upstream?: string }) => {
+    .option(
+      '--stop-when-alone',
+      'for a starter that keeps stdin open while it lives (the editor): once stdin closes, keep serving the editor windows and CLI commands still connected, and stop when the last of them has gone',
+    )
+    .action(async (options: ServeOptions) => {
+      // Whoever reads our stdout and stderr may go before us (the editor window that started us): its pipes then
+      // fail with EPIPE, which must not take the daemon down with it. Log lines are then lost, never the daemon.
+      for (const stream of [process.stdout, process.stderr]) stream.on('error', () => undefined);
       const logger = createLogger('daemon');
       const daemon = await start(options, logger).catch((error: unknown) => {
         // The first stdout line says why, for whoever started the daemon (the extension's supervisor).
@@ -100,14 +106,48 @@ export function registerServe(program: Command): void {
       });
       process.stdout.write(`${JSON.stringify(daemon.readyMessage())}\n`);
       await new Promise<void>((resolve) => {
-        const stop = (signal: NodeJS.Signals): void => {
-          logger.info('signal received', { signal });
-          process.off('SIGTERM', stop);
-          process.off('SIGINT', stop);
+        const stop = (why: Record<string, unknown>): void => {
+          logger.info('stop requested', why);
+          process.off('SIGTERM', onSignal);
+          process.off('SIGINT', onSignal);
           void daemon.stop().then(resolve);
         };
-        process.on('SIGTERM', stop);
-        process.on('SIGINT', stop);
+        const onSignal = (signal: NodeJS.Signals): void => stop({ signal });
+        process.on('SIGTERM', onSignal);
+        process.on('SIGINT', onSignal);
+        if (options.stopWhenAlone) stopWhenAlone(daemon, logger, () => stop({ reason: 'alone' }));
       });
     });
+}
+
+/** How long the daemon waits, alone after its starter went, for a client to come back (a window reloading). */
+const ALONE_GRACE_MS = 1_000;
+
+/**
+ * `--stop-when-alone`: the starter's stdin is its lifeline. Once it closes (the editor window that started the
+ * daemon closed, reloaded or crashed), the daemon keeps serving the clients still connected — other windows on the
+ * same store, their training runs, CLI commands — and stops once none has been connected for ALONE_GRACE_MS.
+ */
+function stopWhenAlone(daemon: Daemon, logger: Logger, stop: () => void): void {
+  let starterGone = false;
+  let timer: NodeJS.Timeout | undefined;
+  const check = (connections: number): void => {
+    clearTimeout(timer);
+    if (!starterGone || connections > 0) return;
+    timer = setTimeout(() => {
+      if (daemon.rpcConnections === 0) stop();
+    }, ALONE_GRACE_MS);
+  };
+  daemon.onDidChangeRpcConnections(check);
+  const onStarterGone = (): void => {
+    if (starterGone) return;
+    starterGone = true;
+    if (daemon.rpcConnections > 0)
+      logger.info("the daemon's starter has gone; serving the clients still connected until the last one goes", {
+        clients: daemon.rpcConnections,
+      });
+    check(daemon.rpcConnections);
+  };
+  process.stdin.on('error', onStarterGone).once('end', onStarterGone).once('close', onStarterGone);
+  process.stdin.resume();
 }
