@@ -6,6 +6,11 @@
  * substitution; a debug adapter tracker catches the debuggee's exit code, the end of its output
  * and the exception it stopped on (./sessionRecords.ts), and the rollout is finalized when the session
  * ends (a failure with its reason: protocol/failure.ts).
+ *
+ * A restart that relaunches the program with the first run's environment (VS Code terminates the adapter and starts a
+ * new one with the same resolved configuration) is recorded as a rollout of its own: before the new adapter starts,
+ * the daemon gives the session's capability key to a new rollout (`agentRuns/start` with `key`), so the relaunched
+ * program's calls neither hit an ended rollout nor join the first run's trajectory.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -16,6 +21,7 @@ import { readSettings, type UpstreamKey } from '../settings';
 import {
   baseEnvironment,
   instrumentConfig,
+  rolloutKey,
   runnableConfigurations,
   upstreamFor,
   wantsLightning,
@@ -26,11 +32,23 @@ import type { DebugPreloads } from './preloadFiles';
 import { CheckpointUnavailableError, type CheckpointSource } from '../checkpoints/useCheckpoint';
 import { errorMessage } from '../../trainer-daemon/protocol/errors';
 import { SessionRecords, type AdapterMessage } from './sessionRecords';
+import type { AgentRun, ServedPolicy } from '../../trainer-daemon/protocol';
 
 export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfigurationProvider {
   private readonly disposables: vscode.Disposable[] = [];
   /** What each session's adapter reported: exit codes, output, exceptions (a child session's for its parent). */
   private readonly sessions = new SessionRecords();
+  /** The rollout a restarted session records now, by session id (its configuration still names the first run's). */
+  private readonly current = new Map<string, string>();
+  /** Each session's last finalization, by session id: a restart waits for it before its key is given again. */
+  private readonly ended = new Map<string, Promise<boolean>>();
+  /**
+   * The launch configuration as the user wrote it, by the rollout its session started as: a restart's rollout is routed
+   * from it (the session's own configuration carries the instrumentation: its OPENAI_BASE_URL is the rollout's URL).
+   */
+  private readonly launches = new Map<string, LaunchConfig>();
+  /** Sessions whose adapter was told to end for a restart (`terminate`/`disconnect` with `restart: true`). */
+  private readonly endingForRestart = new Set<string>();
   private readonly _onDidFinishRollout = new vscode.EventEmitter<string>();
   /** A debug rollout was finalized (its id): the last finished rollout for Annotate Reward. */
   readonly onDidFinishRollout = this._onDidFinishRollout.event;
@@ -94,17 +112,9 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     const launch = config as LaunchConfig;
     if (!wantsLightning(launch)) return config;
     try {
-      const client = await this.supervisor.ensureRunning();
-      const served = await this.checkpoint.servedForRollout(client);
-      const run = await client.request('startAgentRun', {
-        mode: 'debug',
-        label: launch.name,
-        source: { kind: 'launch', name: launch.name, ...(folder ? { workspaceFolder: folder.uri.fsPath } : {}) },
-        ...debugRoute(launch, process.env, served),
-      });
-      this.log.info(
-        `[debug] "${launch.name}" (${launch.type}) records rollout ${run.rollout.id}${served ? ` answered by checkpoint ${served.checkpointId}` : ''}`,
-      );
+      const { run, served } = await this.startRun(launch, folder);
+      this.launches.set(run.rollout.id, launch);
+      if (this.launches.size > 100) this.launches.delete(this.launches.keys().next().value!);
       if (!served) void this.warnWithoutUpstream(launch);
       return instrumentConfig(
         launch,
@@ -126,6 +136,27 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
       if (choice === 'Show Logs') this.log.show();
       return choice === 'Debug without Lightning' ? { ...config, lightning: false } : undefined;
     }
+  }
+
+  /** A new debug rollout for the launch; `key`: the capability key of the session's ended run (a restart). */
+  private async startRun(
+    launch: LaunchConfig,
+    folder: vscode.WorkspaceFolder | undefined,
+    key?: string,
+  ): Promise<{ run: AgentRun; served: ServedPolicy | null }> {
+    const client = await this.supervisor.ensureRunning();
+    const served = await this.checkpoint.servedForRollout(client);
+    const run = await client.request('startAgentRun', {
+      mode: 'debug',
+      label: launch.name,
+      source: { kind: 'launch', name: launch.name, ...(folder ? { workspaceFolder: folder.uri.fsPath } : {}) },
+      ...debugRoute(launch, process.env, served),
+      ...(key === undefined ? {} : { key }),
+    });
+    this.log.info(
+      `[debug] "${launch.name}" (${launch.type}) ${key === undefined ? 'records' : 'restarted: records'} rollout ${run.rollout.id}${served ? ` answered by checkpoint ${served.checkpointId}` : ''}`,
+    );
+    return { run, served };
   }
 
   /**
@@ -150,8 +181,52 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
       await vscode.commands.executeCommand('workbench.action.openSettings', 'lightning.upstreamBaseUrl');
   }
 
-  private trackerFor(session: vscode.DebugSession): vscode.DebugAdapterTracker {
-    return { onDidSendMessage: (message: AdapterMessage) => this.sessions.observe(session.id, message) };
+  /**
+   * Awaited by VS Code before the session's adapter starts: after a restart that ended the adapter (the session's
+   * rollout was finalized), the new rollout is ready before the program starts.
+   */
+  private async trackerFor(session: vscode.DebugSession): Promise<vscode.DebugAdapterTracker> {
+    const ended = this.ended.get(session.id);
+    this.ended.delete(session.id);
+    if (ended && (await ended)) await this.restarted(session);
+    return {
+      onDidSendMessage: (message: AdapterMessage) => this.sessions.observe(session.id, message),
+      // An adapter that restarts the program itself (js-debug): the run that ends is finalized, the next recorded anew.
+      onWillReceiveMessage: (message: AdapterMessage) => {
+        if (message.type !== 'request') return;
+        if (message.command === 'restart') void this.restarting(session);
+        else if (
+          (message.command === 'terminate' || message.command === 'disconnect') &&
+          message.arguments?.restart === true
+        )
+          this.endingForRestart.add(session.id);
+      },
+    };
+  }
+
+  /** The adapter is asked to restart the program (DAP `restart`): the run's rollout ends, its key opens a new one. */
+  private async restarting(session: vscode.DebugSession): Promise<void> {
+    const configured = ownRollout(session);
+    if (configured === undefined) return;
+    if (await this.finalize(session, configured, true)) await this.restarted(session);
+  }
+
+  /** The session relaunches its program with the ended run's environment: its key opens a new rollout. */
+  private async restarted(session: vscode.DebugSession): Promise<void> {
+    const configured = ownRollout(session);
+    const key = rolloutKey(session.configuration.env);
+    if (configured === undefined || key === undefined) return;
+    const launch = this.launches.get(configured);
+    try {
+      if (!launch) throw new Error('its first run was started before this window last (re)loaded');
+      const { run } = await this.startRun(launch, session.workspaceFolder, key);
+      this.current.set(session.id, run.rollout.id);
+    } catch (error) {
+      this.log.error(`[debug] "${session.name}" restarted, but its run cannot be recorded: ${errorMessage(error)}`);
+      void vscode.window.showWarningMessage(
+        `Lightning: the restarted "${session.name}" is not recorded (${errorMessage(error)}). Stop it and start Debug with Lightning again.`,
+      );
+    }
   }
 
   /**
@@ -172,14 +247,31 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   }
 
   private async finish(session: vscode.DebugSession): Promise<void> {
-    const rolloutId = (session.configuration as LaunchConfig).lightningRolloutId;
-    if (typeof rolloutId !== 'string' || session.parentSession?.configuration.lightningRolloutId === rolloutId) return;
-    const exitCode = this.exitCodeOf(session, rolloutId);
+    const configured = ownRollout(session);
+    if (configured === undefined) return;
+    const finalized = this.finalize(session, configured, this.endingForRestart.delete(session.id));
+    this.ended.set(session.id, finalized);
+    // Ended sessions are remembered for a restart; the oldest go once there are many.
+    if (this.ended.size > 100) this.ended.delete(this.ended.keys().next().value!);
+    await finalized;
+  }
+
+  /**
+   * Ends the rollout the session's program ran as (the configured one, or a restart's); true once it is ended. A run
+   * ended for a restart is cancelled whatever its exit code (the debugger stopped it).
+   */
+  private async finalize(session: vscode.DebugSession, configured: string, restart: boolean): Promise<boolean> {
+    const rolloutId = this.current.get(session.id) ?? configured;
+    this.current.delete(session.id);
+    // The program writes the file its environment names: the first run's, also after a restart.
+    const exitCode = this.exitCodeOf(session, configured);
     const env =
       session.configuration.env !== null && typeof session.configuration.env === 'object'
         ? (session.configuration.env as Record<string, string | undefined>)
         : {};
-    const final = this.sessions.final(session.id, exitCode, { ...process.env, ...env });
+    const final = restart
+      ? { to: 'cancelled' as const, error: RESTARTED }
+      : this.sessions.final(session.id, exitCode, { ...process.env, ...env });
     try {
       const client = await this.supervisor.ensureRunning();
       const rollout = await client.request('transitionRollout', {
@@ -191,8 +283,10 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
         `[debug] rollout ${rolloutId} ${rollout.status}${exitCode === undefined ? '' : ` (exit code ${exitCode})`}`,
       );
       this._onDidFinishRollout.fire(rolloutId);
+      return true;
     } catch (error) {
       this.log.error(`[debug] cannot finalize rollout ${rolloutId}: ${errorMessage(error)}`);
+      return false;
     } finally {
       this.sessions.forget(session.id);
     }
@@ -201,6 +295,17 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   dispose(): void {
     for (const disposable of this.disposables) disposable.dispose();
   }
+}
+
+/** Why a run ended by a restart is cancelled. */
+const RESTARTED = 'restarted from the debugger before the program ended';
+
+/** The rollout a session records, unless it is a child session recording its parent's (js-debug's processes). */
+function ownRollout(session: vscode.DebugSession): string | undefined {
+  const configured = (session.configuration as LaunchConfig).lightningRolloutId;
+  if (typeof configured !== 'string' || session.parentSession?.configuration.lightningRolloutId === configured)
+    return undefined;
+  return configured;
 }
 
 function exitCodeFile(rolloutId: string): string {

@@ -157,6 +157,12 @@ export function instrumentConfig(
   return { ...config, env, lightningRolloutId: run.rollout.id };
 }
 
+/** The capability key in a session's environment (`LIGHTNING_URL`, `…/r/<key>`), if it has one. */
+export function rolloutKey(env: unknown): string | undefined {
+  const url = env !== null && typeof env === 'object' ? (env as Record<string, unknown>).LIGHTNING_URL : undefined;
+  return typeof url === 'string' ? /\/r\/([A-Za-z0-9_-]{32})\/?$/.exec(url)?.[1] : undefined;
+}
+
 /** A finished session's rollout status: the exit code when the debuggee reported one. */
 export function finalStatus(exitCode: number | undefined): {
   to: 'succeeded' | 'failed' | 'cancelled';

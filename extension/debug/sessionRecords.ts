@@ -22,6 +22,8 @@ export interface AdapterMessage {
   command?: string;
   success?: boolean;
   body?: { exitCode?: unknown; output?: unknown; category?: unknown; exceptionId?: unknown; description?: unknown };
+  /** A request's arguments (`terminate` and `disconnect` say `restart`). */
+  arguments?: { restart?: unknown };
 }
 
 export type FinalStatus = ReturnType<typeof finalStatus>;

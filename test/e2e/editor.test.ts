@@ -407,6 +407,41 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await shot('14-crashed-agent');
   });
 
+  it('Restart at a breakpoint (the debug toolbar): the run that ends is cancelled with its one call, the relaunched program a rollout of its own', async () => {
+    const label = 'Weather agent (recorded)';
+    const recorded = (): Promise<RolloutDetail['rollout'][]> =>
+      session.withDaemon(async (client) => (await client.request('listRollouts', { label, limit: 20 })).items);
+    const calls = (): number =>
+      upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length;
+    const earlier = new Set((await recorded()).map((rollout) => rollout.id));
+    await runCommandAndPick(page, 'Debug: Select and Start Debugging', label);
+    await page.locator('.debug-toolbar .codicon-debug-continue').waitFor({ timeout: 60_000 });
+    const first = calls();
+    await page.locator('.debug-toolbar .codicon-debug-restart').click();
+    // The relaunched program makes its first call and stops at the same breakpoint; Continue lets it end.
+    const runs = await waitFor(
+      async () => {
+        const mine = (await recorded()).filter((rollout) => !earlier.has(rollout.id));
+        if (mine.length === 2 && mine.every((rollout) => rollout.status !== 'running')) return mine;
+        const paused = page.locator('.debug-toolbar .codicon-debug-continue');
+        if (calls() > first && (await paused.isVisible().catch(() => false)))
+          await paused.click().catch(() => undefined);
+        return undefined;
+      },
+      'two rollouts, both ended',
+      60_000,
+    );
+    const [restarted, relaunched] = runs.sort((a, b) => a.createdAt - b.createdAt);
+    assert.equal(relaunched!.status, 'succeeded', relaunched!.error ?? '');
+    assert.equal(restarted!.status, 'cancelled');
+    assert.equal(restarted!.error, 'restarted from the debugger before the program ended');
+    assert.equal(restarted!.llmCalls, 1, 'the first run keeps its one call');
+    assert.equal(relaunched!.status, 'succeeded');
+    assert.equal(relaunched!.exitCode, 0);
+    assert.equal(relaunched!.llmCalls, 2, "the relaunched program's calls are its own, none late");
+    await shot('15-debug-restart');
+  });
+
   /** The result of the latest training run, from the daemon. */
   function latestRun(): Promise<{ best: { prompt: string; version: number } }> {
     return session.withDaemon(async (client) => {

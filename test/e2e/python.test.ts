@@ -67,6 +67,14 @@ async function prepare(workspace: string): Promise<void> {
     {
       type: 'debugpy',
       request: 'launch',
+      name: 'Python weather agent (recorded)',
+      program: '${workspaceFolder}/weather_agent.py',
+      console: 'internalConsole',
+      lightning: true,
+    },
+    {
+      type: 'debugpy',
+      request: 'launch',
       name: 'Python failing agent',
       program: '${workspaceFolder}/failing_agent.py',
       console: 'internalConsole',
@@ -187,6 +195,42 @@ describe(
       assert.ok(shown.stdout.includes('ValueError: no forecast for Oslo (exited with code 1)'), shown.stdout);
       assert.match(shown.stdout, /raise ValueError/);
       await session.shot('python-4-raised');
+    });
+
+    it('Restart at a breakpoint (debugpy: a new adapter): the run that ends is cancelled with its one call; the relaunched program is a rollout of its own with both calls and its reward', async () => {
+      const label = 'Python weather agent (recorded)';
+      const calls = (): number =>
+        session.upstream.requests.filter((request) => request.path.endsWith('/chat/completions')).length;
+      const before = calls();
+      await runCommandAndPick(page, 'Debug: Select and Start Debugging', label);
+      await page.locator('.debug-toolbar .codicon-debug-continue').waitFor({ timeout: 90_000 });
+      await page.locator('.codicon-debug-stackframe').first().waitFor({ timeout: 15_000 });
+      assert.equal(calls(), before + 1, 'paused after the first run’s first call');
+      await page.locator('.debug-toolbar .codicon-debug-restart').click();
+      await waitFor(() => calls() === before + 2, 'the relaunched program calling the model', 90_000);
+      // The breakpoint is in the loop: Continue until the relaunched program has ended.
+      const runs = await waitFor(
+        async () => {
+          const mine = await session.withDaemon(
+            async (client) => (await client.request('listRollouts', { label, limit: 10 })).items,
+          );
+          if (mine.length === 2 && mine.every((rollout) => rollout.status !== 'running')) return mine;
+          const paused = page.locator('.debug-toolbar .codicon-debug-continue');
+          if (await paused.isVisible().catch(() => false)) await paused.click().catch(() => undefined);
+          return undefined;
+        },
+        'two rollouts, both ended',
+        120_000,
+      );
+      const [restarted, relaunched] = runs.sort((a, b) => a.createdAt - b.createdAt);
+      assert.equal(restarted!.status, 'cancelled');
+      assert.equal(restarted!.error, 'restarted from the debugger before the program ended');
+      assert.equal(restarted!.llmCalls, 1, 'the first run keeps its one call');
+      assert.equal(relaunched!.status, 'succeeded', relaunched!.error ?? '');
+      assert.equal(relaunched!.exitCode, 0);
+      assert.equal(relaunched!.llmCalls, 2, "the relaunched program's calls are its own");
+      assert.equal(relaunched!.reward, 1, 'its reward, posted to the same LIGHTNING_URL, is its own');
+      await session.shot('python-5-restarted');
     });
   },
 );

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { spanOutcome } from '../../trainer-daemon/protocol/outcome';
+import type { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { startDaemon } from '../helpers/daemon';
 import { post } from '../helpers/http';
 import { tempDir, waitFor } from '../helpers/tmp';
@@ -103,4 +104,61 @@ test('after a rollout ended: a racing /reward is a 409 naming why; an in-flight 
   const span = detail.spans[0]!;
   assert.match(span.attributes['lightning.late'] as string, /the rollout had ended \(succeeded\)/);
   assert.deepEqual(spanOutcome(span), { kind: 'truncated', limit: 'rollout_ended' }, 'left out of training');
+});
+
+test("a program relaunched with an ended rollout's URL (a debug restart): its key given to a new rollout records it there; a key still open is refused", async (t) => {
+  const upstream = await gatedUpstream();
+  t.after(() => upstream.close());
+  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), ['--upstream', upstream.url]);
+  t.after(() => daemon.stop());
+  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+  t.after(() => client.dispose());
+  /** A call through the URL; one that reaches the upstream is answered there. */
+  const ask = async (reachesUpstream = true): Promise<number> => {
+    const answer = post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [] }));
+    if (reachesUpstream) {
+      await waitFor(() => upstream.waiting() > 0, 'the call upstream');
+      upstream.release();
+    }
+    return (await answer).status;
+  };
+  const first = await client.request('startAgentRun', { label: 'agent' });
+  const { url } = first;
+  const key = /\/r\/([^/]+)$/.exec(url)![1]!;
+  assert.equal(await ask(), 200);
+
+  await assert.rejects(
+    client.request('startAgentRun', { label: 'agent', key }),
+    (error: DaemonError) => error.kind === 'conflict' && /still open/.test(error.message),
+    'the key of a running rollout is not given again',
+  );
+  await client.request('transitionRollout', { id: first.rollout.id, to: 'cancelled' });
+  assert.equal(await ask(false), 404, "an ended rollout's key opens nothing");
+
+  const second = await client.request('startAgentRun', { label: 'agent', key });
+  assert.notEqual(second.rollout.id, first.rollout.id);
+  assert.equal(second.url, url, 'the same URL: the relaunched program keeps its environment');
+  assert.equal(await ask(), 200);
+  const [before, after] = await Promise.all(
+    [first, second].map((run) => client.request('getRollout', { id: run.rollout.id })),
+  );
+  assert.equal(before!.spans.length, 1, 'the first run keeps its own call only');
+  assert.equal(after!.spans.length, 1);
+  assert.equal(after!.spans[0]!.attributes['lightning.late'], undefined, 'not late: its rollout runs');
+
+  // The relaunched program's OPENAI_BASE_URL is its rollout URL: never a new rollout's upstream (the calls would loop).
+  for (const upstreamUrl of [`${url}/v1`, `${url.replace('127.0.0.1', 'localhost')}/v1`])
+    await assert.rejects(
+      client.request('startAgentRun', { upstream: upstreamUrl }),
+      (error: DaemonError) =>
+        error.kind === 'invalid_input' && /own rollout URL/.test(error.message) && !error.message.includes(key),
+    );
+  await assert.rejects(
+    client.request('startAgentRun', { providerUpstreams: { anthropic: url } }),
+    (error: DaemonError) => error.kind === 'invalid_input',
+  );
+  await assert.rejects(
+    client.request('startAgentRun', { key: 'not a key' }),
+    (error: DaemonError) => error.kind === 'invalid_input' && /key must be/.test(error.message),
+  );
 });

@@ -20,6 +20,7 @@ import {
   exitCodeEnv,
   finalStatus,
   instrumentConfig,
+  rolloutKey,
   runnableConfigurations,
   upstreamFor,
   wantsLightning,
@@ -260,6 +261,16 @@ describe('Debug with Lightning configuration', () => {
     assert.equal(env.LIGHTNING_EXIT_CODE_FILE, '/tmp/exit');
     assert.equal(config.lightningRolloutId, 'ro-1');
     assert.equal(config.program, 'a.mjs');
+  });
+
+  it("reads a restarted session's capability key back from its environment (LIGHTNING_URL), nothing else", () => {
+    const key = 'A'.repeat(30) + '_-';
+    assert.equal(rolloutKey({ LIGHTNING_URL: `http://127.0.0.1:4000/r/${key}` }), key);
+    assert.equal(rolloutKey(instrumentConfig(node, { ...run, url: `http://127.0.0.1:4000/r/${key}` }, {}).env), key);
+    assert.equal(rolloutKey({ LIGHTNING_URL: 'http://127.0.0.1:4000/b/batch' }), undefined, 'a batch URL is no key');
+    assert.equal(rolloutKey({ LIGHTNING_URL: `http://127.0.0.1:4000/r/${key}x` }), undefined);
+    assert.equal(rolloutKey({}), undefined);
+    assert.equal(rolloutKey(undefined), undefined);
   });
 
   it('uses a placeholder key only when the user has none; their OPENAI_BASE_URL becomes the upstream', () => {

@@ -235,6 +235,15 @@ export const StartAgentRunParams = CreateRolloutParams.extend({
   tokenIds: z.boolean().default(false),
   /** Start this queued rollout (a batch's) instead of creating one; the creation fields are then ignored. */
   rolloutId: z.string().min(1).max(200).optional(),
+  /**
+   * Give the new rollout this capability key, one this daemon issued for a rollout that has ended: a program relaunched
+   * with its first run's environment (a restarted debug session) is then recorded as a rollout of its own. A key still
+   * open is refused (conflict).
+   */
+  key: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{32}$/, 'key must be a rollout capability key: the 32 characters after /r/ in its URL')
+    .optional(),
 });
 export type StartAgentRunParams = z.input<typeof StartAgentRunParams>;
 

@@ -59,6 +59,22 @@ export interface HandlerContext {
   readonly logger?: Logger;
 }
 
+const LOOPBACK_HOSTS = new Set(['127.0.0.1', 'localhost', '[::1]']);
+
+/** Whether `upstream` is one of this daemon's own rollout or batch URLs (`/r/…`, `/b/…`): a call sent there loops. */
+function loopsBack(upstream: string, agentBaseUrl: string): boolean {
+  let target: URL;
+  try {
+    target = new URL(upstream);
+  } catch {
+    return false;
+  }
+  const self = new URL(agentBaseUrl);
+  const sameHost =
+    target.hostname === self.hostname || (LOOPBACK_HOSTS.has(target.hostname) && LOOPBACK_HOSTS.has(self.hostname));
+  return sameHost && target.port === self.port && /^\/(r|b)\//.test(target.pathname);
+}
+
 export function createHandlers({
   store,
   writes,
@@ -90,16 +106,21 @@ export function createHandlers({
       const id = store.resolveRolloutId(params.id);
       return write(() => store.transitionRollout({ ...params, id }));
     },
-    startAgentRun: ({ upstream, tokenIds, providerUpstreams, rolloutId, ...params }) => {
+    startAgentRun: ({ upstream, tokenIds, providerUpstreams, rolloutId, key: reused, ...params }) => {
       const baseUrl = agentBaseUrl?.();
       if (!baseUrl)
         throw new ConflictError(
           'agent runs need a running daemon to serve their LLM calls; start one with `lightning serve`',
         );
+      for (const target of [upstream, ...Object.values(providerUpstreams)])
+        if (target && loopsBack(target, baseUrl))
+          throw new InvalidInputError(
+            `upstream ${new URL(target).origin}/${new URL(target).pathname.split('/')[1]}/… is this daemon's own rollout URL (a capability URL: its key is not repeated here): the calls would come back to it without end. Name the LLM server the agent should reach (its own OPENAI_BASE_URL before Lightning), or none for the daemon's upstream`,
+          );
       return write(() => {
         const { rollout, key } = store.startAgentRun(
           rolloutId === undefined ? params : store.resolveRolloutId(rolloutId),
-          { upstream, tokenIds, providerUpstreams },
+          { upstream, tokenIds, providerUpstreams, ...(reused === undefined ? {} : { key: reused }) },
         );
         return { rollout, url: `${baseUrl}/r/${key}` };
       });

@@ -6,6 +6,7 @@ import crypto from 'node:crypto';
 import type { Database, Statement } from './driver';
 import { rememberRolloutSecrets, scrubUrlCredentials, urlSecretValues } from '../protocol/secrets';
 import type { ProviderUpstreams } from '../protocol';
+import { ConflictError } from '../protocol/errors';
 
 export interface AgentKeyRecord {
   readonly rolloutId: string;
@@ -22,6 +23,8 @@ export interface AgentKeyOptions {
   readonly upstream: string | null;
   readonly tokenIds: boolean;
   readonly providerUpstreams?: ProviderUpstreams;
+  /** Reuse this key (its rollout ended) instead of drawing a new one: `agentRuns/start`'s `key`. */
+  readonly key?: string;
 }
 
 export function newAgentKey(): string {
@@ -85,7 +88,11 @@ export class AgentKeyRepository {
 
   /** Issues a key for the rollout; must run inside a transaction. Returns the key itself (never stored). */
   issue(rolloutId: string, options: AgentKeyOptions, now = Date.now()): string {
-    const key = newAgentKey();
+    const key = options.key ?? newAgentKey();
+    if (options.key !== undefined && this.byHash.get(hashAgentKey(key)))
+      throw new ConflictError(
+        "that key's rollout is still open: a key is given again only once its rollout has ended (finish it first)",
+      );
     const stored = options.upstream === null ? null : storableUpstream(options.upstream);
     const providers = options.providerUpstreams ?? {};
     // A bare origin gains a trailing slash from URL; the SDK-style base URL has none.
