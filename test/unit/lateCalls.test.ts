@@ -94,18 +94,22 @@ test('a call of an attempt that timed out, answered while the retry waits and wh
   );
 });
 
-test('an OTLP export past the key check when its attempt ends: its spans stay with that attempt, marked late', async (t) => {
+test("an OTLP export past the key check (or admitted with the daemon's token) when its attempt ends: its spans stay with that attempt, marked late", async (t) => {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   t.after(() => store.close());
   const writes = new WriteQueue(store, silentLogger);
   const receiver = new OtlpReceiver(writes, 10_000_000, silentLogger);
   t.after(() => receiver.close());
   const keys = { upstream: null, tokenIds: false };
-  const body = (spanId: string, name: string): Buffer =>
+  /** `rolloutId`: named by the resource (the shared endpoint, the daemon's token) instead of a key's URL. */
+  const body = (spanId: string, name: string, rolloutId?: string): Buffer =>
     Buffer.from(
       JSON.stringify({
         resourceSpans: [
           {
+            ...(rolloutId
+              ? { resource: { attributes: [{ key: 'lightning.rollout_id', value: { stringValue: rolloutId } }] } }
+              : {}),
             scopeSpans: [
               {
                 spans: [
@@ -168,4 +172,21 @@ test('an OTLP export past the key check when its attempt ends: its spans stay wi
     trajectory!.spans.map((span) => span.name),
     ['tool of attempt 2'],
   );
+
+  // Sent with the daemon's token (no key): admitted for the attempt running then, which ends before the write.
+  const shared = receiver.ingest(
+    null,
+    body('3333333333333333', 'tool sent with the token', rollout.id),
+    'application/json',
+    undefined,
+    () => ({ attempt: 2 }),
+  );
+  const ended = writes.submit(() =>
+    store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'failed', error: 'crashed' })),
+  );
+  await Promise.all([shared, ended]);
+
+  const withShared = store.getRolloutDetail(rollout.id).spans[2]!;
+  assert.deepEqual([withShared.name, withShared.attempt], ['tool sent with the token', 2]);
+  assert.match(String(withShared.attributes['lightning.late']), /its attempt 2 had ended/);
 });

@@ -23,7 +23,7 @@ import { loggedPath, requestIdOf, requestPath, sendJson } from '../server/http';
 import { markKeyed } from '../server/connectionSlots';
 import type { Store } from '../store/store';
 import type { WriteQueue } from '../store/writeQueue';
-import type { OtlpReceiver } from '../otlp/receiver';
+import type { Admission, OtlpReceiver } from '../otlp/receiver';
 import { ExportCancelledError } from '../otlp/gunzip';
 import { ByteBudget } from './byteBudget';
 import { accountBody, closesAfterResponse, parseJsonBody, readBody } from './requestBody';
@@ -223,7 +223,7 @@ export class AgentRoutes {
         body,
         request.headers['content-type'],
         request.headers['content-encoding'],
-        (id) => this.refusesSpans(id),
+        (id) => this.admitsSpans(id),
         {
           signal: left.signal,
           take: (bytes) => this.budget.take(bytes, response),
@@ -422,8 +422,8 @@ export class AgentRoutes {
     sendJson(response, 200, assignment);
   }
 
-  /** Why a rollout takes no more spans over OTLP (it has finished), or undefined when it does. */
-  private refusesSpans(rolloutId: string): string | undefined {
+  /** Why a rollout takes no more spans over OTLP (it has finished), else the attempt it runs now, if one runs. */
+  private admitsSpans(rolloutId: string): Admission {
     let rollout;
     try {
       rollout = this.options.store.getRollout(rolloutId);
@@ -431,8 +431,11 @@ export class AgentRoutes {
       return undefined; // Unknown: the write itself reports that it does not exist.
     }
     if (hasEnded(rollout.status))
-      return `rollout ${rolloutId} has finished (${rollout.status}); a finished rollout takes no more spans`;
-    return undefined;
+      return {
+        refused: `rollout ${rolloutId} has finished (${rollout.status}); a finished rollout takes no more spans`,
+      };
+    // A running attempt's: written late if it ends first. Between attempts (queued), the store's current attempt.
+    return rollout.status === 'running' ? { attempt: rollout.attemptCount } : undefined;
   }
 
   private nextCallIndex(rolloutId: string): number {

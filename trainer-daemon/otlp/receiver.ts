@@ -66,6 +66,9 @@ export interface IngestOptions {
 /** The decode queue's name for exports to the shared `/v1/traces` (no rollout in the URL). */
 const SHARED_SOURCE = 'shared endpoint';
 
+/** Whether a rollout takes spans now: why not, the attempt it runs, or undefined (unknown: the write says so). */
+export type Admission = { readonly refused: string } | { readonly attempt: number } | undefined;
+
 export class OtlpReceiver {
   private readonly pool: DecodePool;
 
@@ -86,7 +89,9 @@ export class OtlpReceiver {
   /**
    * Stores a trace export. `urlRolloutId` comes from the capability URL (`/r/<key>/v1/traces`) and
    * wins over span attributes; without one, each span's rollout is its `lightning.rollout_id`.
-   * `refuses` says why a rollout takes no spans (it has finished). Throws InvalidInputError (or
+   * `admits` says whether a rollout takes spans now: why not (it has finished), or the attempt it runs — the attempt
+   * spans without a key's are written for, so that one ending before they are committed marks them late. Throws
+   * InvalidInputError (or
    * UnsupportedMediaTypeError) for a body that cannot be decoded, PayloadTooLargeError past the limits.
    *
    * The spans are committed part by part as the decoder hands them out, so other requests are served
@@ -98,7 +103,7 @@ export class OtlpReceiver {
     body: Buffer,
     contentType: string | undefined,
     contentEncoding: string | undefined,
-    refuses: (rolloutId: string) => string | undefined = () => undefined,
+    admits: (rolloutId: string) => Admission = () => undefined,
     options: IngestOptions = {},
   ): Promise<OtlpResponse> {
     const limits = { maxBytes: this.maxBytes, maxSpans: this.writes.maxSpansPerWrite };
@@ -125,7 +130,7 @@ export class OtlpReceiver {
         // A later part of an export is committed at once: the span window, where small writes wait for
         // company (writeQueue.ts), would hold each large export's short last part 10 ms — and, since a
         // rollout's large exports decode one at a time (decodePool.ts), that rollout's next export with it.
-        stored += await this.storePart(urlRolloutId, part, refuses, problems, index > 0, options.attempt);
+        stored += await this.storePart(urlRolloutId, part, admits, problems, index > 0, options.attempt);
       }
     } finally {
       options.signal?.removeEventListener('abort', cancelled);
@@ -145,7 +150,7 @@ export class OtlpReceiver {
   private async storePart(
     urlRolloutId: string | null,
     part: readonly NormalizedSpan[],
-    refuses: (rolloutId: string) => string | undefined,
+    admits: (rolloutId: string) => Admission,
     problems: string[],
     urgent: boolean,
     attempt: number | undefined,
@@ -167,14 +172,20 @@ export class OtlpReceiver {
     let overloaded: OverloadedError | undefined;
     await Promise.all(
       [...byRollout].map(async ([rolloutId, list]) => {
-        const refusal = refuses(rolloutId);
-        if (refusal) {
-          problems.push(`${list.length} span(s): ${refusal}`);
+        const admission = admits(rolloutId);
+        if (admission && 'refused' in admission) {
+          problems.push(`${list.length} span(s): ${admission.refused}`);
           return;
         }
         try {
-          // The key's attempt for the rollout it opens; spans naming another rollout go to that one's current attempt.
-          const owned = rolloutId === urlRolloutId && attempt !== undefined ? { attempt } : {};
+          // The key's attempt for the rollout it opens; spans naming another rollout (or sent with the daemon's token)
+          // the attempt it ran as they were admitted: if that attempt ends before the write, they are marked late.
+          const owned =
+            rolloutId === urlRolloutId && attempt !== undefined
+              ? { attempt }
+              : admission
+                ? { attempt: admission.attempt }
+                : {};
           stored += (await this.writes.submitSpans(rolloutId, list, { urgent, ...owned })).length;
         } catch (error) {
           // The daemon is busy or the store cannot write (a full disk): a 503 with Retry-After makes the
