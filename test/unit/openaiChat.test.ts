@@ -172,6 +172,23 @@ describe('the Responses API as chat completions', () => {
       output: [{ type: 'message', content: [{ type: 'output_text', text: 'Sun' }] }],
     });
     assert.equal((cut.chat!.choices as Obj[])[0]!.finish_reason, 'length');
+    // Reasoning between a message and the calls after it, and after them: all of it is the answer's.
+    const interleaved = responsesResponseToChat({
+      status: 'completed',
+      output: [
+        { type: 'reasoning', summary: [{ type: 'summary_text', text: 'First.' }] },
+        { type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'Let me look.' }] },
+        { type: 'reasoning', summary: [{ type: 'summary_text', text: 'Second.' }] },
+        { type: 'function_call', call_id: 'call_1', name: 'f', arguments: '{}' },
+        { type: 'reasoning', summary: [{ type: 'summary_text', text: 'Third.' }] },
+      ],
+    });
+    assert.deepEqual((interleaved.chat!.choices as Obj[])[0]!.message, {
+      role: 'assistant',
+      content: 'Let me look.',
+      reasoning_content: 'First.\nSecond.\nThird.',
+      tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'f', arguments: '{}' } }],
+    });
   });
 
   it('what has no chat form says why', () => {

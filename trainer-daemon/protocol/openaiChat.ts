@@ -107,11 +107,14 @@ export function responsesItemsToChat(items: readonly Json[]): ChatForm<JsonObjec
   // The assistant turn that function calls join: open until a tool result or another role comes.
   let turn = null as JsonObject | null;
   const assistantTurn = (): JsonObject => {
-    if (turn) return turn;
-    turn = { role: 'assistant', content: null };
-    if (reasoning.length > 0) turn.reasoning_content = reasoning.join('\n');
+    if (!turn) {
+      turn = { role: 'assistant', content: null };
+      messages.push(turn);
+    }
+    // Reasoning between the turn's items (a message, then reasoning, then its calls) is the turn's too.
+    if (reasoning.length > 0)
+      turn.reasoning_content = [jsonString(turn.reasoning_content), ...reasoning].filter(Boolean).join('\n');
     reasoning = [];
-    messages.push(turn);
     return turn;
   };
   for (const raw of items) {
