@@ -1,7 +1,8 @@
 """Checkpoints: trainable weights (LoRA adapters + norms, or the whole model) + optimizer + step + config + metrics.
 
-Written to a temporary sibling folder and renamed into place, so a crash never leaves a half-written checkpoint
-under the final name. Layout: trainable.pt, optimizer.pt, config.json ({model, adapter, optimizer, step, ...}),
+Written to a temporary sibling folder, flushed to disk (its files and folder fsynced), and renamed into place, the
+rename itself flushed: a crash or a power loss never leaves a half-written checkpoint under the final name, nor a name
+the daemon recorded that comes back empty. Layout: trainable.pt, optimizer.pt, config.json ({model, adapter, optimizer, step, ...}),
 metrics.json. optimizer.pt is only needed to resume a run: the daemon's retention deletes it from every checkpoint
 but the newest (training/retention.ts), and a checkpoint without it loads with a fresh optimizer.
 """
@@ -28,6 +29,28 @@ def save(path: str, policy: Policy, optimizer: torch.optim.Optimizer, config: di
     return write(path, weights, optimizer.state_dict(), config, metrics)
 
 
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync_tree(folder: Path) -> None:
+    """Flushes every file under `folder` and the folders themselves (their entries) to disk."""
+    for entry in sorted(folder.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+        _fsync(entry)
+    _fsync(folder)
+
+
+def durable_rename(tmp: Path, target: Path) -> None:
+    """`tmp` (whole, flushed) becomes `target`, the rename flushed with its parent folder."""
+    sync_tree(tmp)
+    os.rename(tmp, target)
+    _fsync(target.parent)
+
+
 def write(path: str, weights: dict, optimizer_state: dict, config: dict, metrics: dict) -> dict:
     """The checkpoint folder from its parts (FSDP gathers them from the ranks first: fsdp.py)."""
     target = Path(path).resolve()
@@ -42,10 +65,10 @@ def write(path: str, weights: dict, optimizer_state: dict, config: dict, metrics
         if target.exists():
             old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(target, old)
-            os.rename(tmp, target)
+            durable_rename(tmp, target)
             shutil.rmtree(old)
         else:
-            os.rename(tmp, target)
+            durable_rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

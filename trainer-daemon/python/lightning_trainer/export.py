@@ -17,7 +17,6 @@ with the reason (its own format is the checkpoint folder itself, PROTOCOL.md "sa
 from __future__ import annotations
 
 import dataclasses
-import os
 import shutil
 import uuid
 from collections.abc import Callable
@@ -118,7 +117,7 @@ def _publish(target: Path, write: Callable[[Path], None]) -> None:
         write(tmp)
         if target.exists():
             target.rmdir()
-        os.rename(tmp, target)
+        checkpoint.durable_rename(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -146,6 +146,29 @@ def test_checkpoint_round_trip(tmp_path):
     assert json.loads((tmp_path / "ckpt" / "metrics.json").read_text()) == {}
 
 
+def test_a_checkpoint_is_on_disk_before_its_name_is(tmp_path, monkeypatch):
+    """Every file and folder of a checkpoint is fsynced before the rename, and the parent folder after it."""
+    import os
+
+    from lightning_trainer import checkpoint
+
+    synced = []
+    real = os.fsync
+
+    def recording(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", recording)
+    target = tmp_path / "step-1"
+    checkpoint.write(str(target), {"w": torch.zeros(2)}, {}, {"step": 1}, {"loss": 0.5})
+    *inside, parent = synced
+    assert parent == str(tmp_path)
+    assert {os.path.basename(p) for p in inside[:-1]} == {"trainable.pt", "optimizer.pt", "config.json", "metrics.json"}
+    assert os.path.basename(inside[-1]).startswith(".step-1.tmp-"), "the folder last, before its rename"
+    assert sorted(p.name for p in target.iterdir()) == ["config.json", "metrics.json", "optimizer.pt", "trainable.pt"]
+
+
 def test_checkpoint_for_another_adapter_is_refused(tmp_path):
     session = make_session(adapter={"kind": "lora", "rank": 4})
     session.save(parse(SaveParams, {"dir": str(tmp_path / "ckpt")}))
