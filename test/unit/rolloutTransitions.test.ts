@@ -140,6 +140,31 @@ test('transitions/forRollout: calls included with credited reward and the batch 
     invoke(handlers, 'rolloutTransitions', { rolloutId: 'ro-nope' }),
     /rollout ro-nope does not exist/,
   );
+
+  // With an agent chosen, the group is what the export's advantages compare: the rewarded rollouts of the task with a
+  // call of that agent — here the planner's rollout alone, not the batch's four others without one.
+  const planner = store.createRollout(
+    parsed('createRollout', {
+      mode: 'train',
+      task: { id: 'task-1', input: null },
+      datasetId: 'ds',
+      batchId: 'batch-a',
+    }),
+  ).id;
+  store.transitionRollout(parsed('transitionRollout', { id: planner, to: 'running' }));
+  store.addSpans({
+    rolloutId: planner,
+    spans: [llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'gen_ai.agent.name': 'planner' } })],
+  });
+  store.transitionRollout(parsed('transitionRollout', { id: planner, to: 'succeeded' }));
+  store.addReward(parsed('addReward', { rolloutId: planner, value: 1, source: 'rule' }));
+  const planned = await invoke(handlers, 'rolloutTransitions', { rolloutId: planner, agent: '^planner$' });
+  assert.equal(planned.included, true);
+  assert.deepEqual([planned.group.rewarded, planned.group.mean], [1, 1]);
+  assert.match(planned.group.note!, /group of one/);
+  assert.equal(planned.calls[0]!.advantage, 0, 'the advantage shown is the one its group gives');
+  const everyone = await invoke(handlers, 'rolloutTransitions', { rolloutId: planner });
+  assert.equal(everyone.group.rewarded, 5, 'without an agent chosen, every rewarded rollout of the task in the batch');
 });
 
 test('transitions/forRollout: a call that was not a whole answer is left out and says so; its retry is the sample', async (t) => {

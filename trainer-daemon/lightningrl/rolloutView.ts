@@ -12,7 +12,7 @@ import type { ListRolloutsParams, Rollout, Span } from '../protocol';
 import type { AdvantageOptions, Trajectory } from '../protocol/lightningrl';
 import { assertNever } from '../protocol/assert';
 import { episodeReward } from './credit';
-import { buildTransitions } from './transitions';
+import { buildTransitions, groupKey, type GroupMember } from './transitions';
 import { outcomeWord, spanOutcome } from '../protocol/outcome';
 import { hasOutcome, OUTCOME_STATUSES } from '../protocol/status';
 
@@ -54,7 +54,7 @@ export function rolloutTransitions(
         ];
   const own = trajectories.find((t) => t.rollout.id === rollout.id) ?? store.trajectoriesOf([rollout.id])[0]!;
   const considered = trajectories.filter((t) => hasOutcome(t.rollout.status));
-  const { transitions } = buildTransitions(considered, {
+  const { transitions, members } = buildTransitions(considered, {
     reward: params.reward,
     credit: params.credit,
     advantage: params.advantage,
@@ -105,12 +105,10 @@ export function rolloutTransitions(
     episodeReward: reward,
     advantage: first ? advantageOf(first.advantage, params.advantage) : null,
     group: groupOf(
-      considered,
-      rollout.id,
-      taskId,
+      members,
+      rollout,
       scope,
       scope === 'batch' ? rollout.batchId : scope === 'dataset' ? rollout.datasetId : null,
-      params.reward,
       params.advantage.std,
     ),
     options: { reward: params.reward, credit: params.credit, advantage: params.advantage, agent: params.agent ?? null },
@@ -118,25 +116,22 @@ export function rolloutTransitions(
   };
 }
 
+/**
+ * The rollout's group as the advantages see it (buildTransitions' members): the rewarded rollouts of its task with a
+ * call of the agents trained — the same rollouts an export compares its rows with.
+ */
 function groupOf(
-  considered: readonly Trajectory[],
-  rolloutId: string,
-  taskId: string | null,
+  members: readonly GroupMember[],
+  rollout: Rollout,
   scope: TrainingGroup['scope'],
   scopeId: string | null,
-  policy: ParsedParamsOf<'rolloutTransitions'>['reward'],
   estimator: 'sample' | 'population',
 ): TrainingGroup {
-  const own = considered.find((t) => t.rollout.id === rolloutId)?.rollout;
-  const members = considered.filter((t) =>
-    taskId === null
-      ? t.rollout.id === rolloutId
-      : t.rollout.task?.id === taskId && t.rollout.datasetId === (own?.datasetId ?? t.rollout.datasetId),
-  );
-  const rewards = members.flatMap((t) => {
-    const value = episodeReward(t.rewards, policy);
-    return value === null ? [] : [value];
-  });
+  const group = groupKey(rollout);
+  const rewards = members
+    .filter((member) => (group === null ? member.id === rollout.id : member.group === group))
+    .map((member) => member.reward);
+  const taskId = rollout.task?.id ?? null;
   const mean = rewards.length ? rewards.reduce((a, b) => a + b, 0) / rewards.length : null;
   // The std the advantages divide by: the sample std (n − 1) unless the options ask for the population's.
   const divisor = Math.max(1, estimator === 'population' ? rewards.length : rewards.length - 1);

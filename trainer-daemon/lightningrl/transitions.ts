@@ -41,10 +41,18 @@ interface Selected {
   readonly calls: KeptCall[];
 }
 
+/** A rollout its group's advantages compare: rewarded, with a call of the agents (policy) trained. */
+export interface GroupMember {
+  readonly id: string;
+  /** Its dataset's task (`groupKey`), null for a rollout without a task (a group of its own). */
+  readonly group: string | null;
+  readonly reward: number;
+}
+
 export function buildTransitions(
   trajectories: Iterable<Trajectory>,
   options: LightningRlOptions,
-): { transitions: Transition[]; report: ExportReport } {
+): { transitions: Transition[]; report: ExportReport; members: readonly GroupMember[] } {
   const report: ExportReport = {
     rollouts: 0,
     exported: 0,
@@ -59,7 +67,7 @@ export function buildTransitions(
     aggregated: null,
   };
   const aggregation: AggregationStats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0 };
-  const rewarded: Array<{ id: string; group: string | null; reward: number }> = [];
+  const rewarded: GroupMember[] = [];
   const selected: Selected[] = [];
   for (const trajectory of trajectories) {
     report.rollouts += 1;
@@ -80,7 +88,7 @@ export function buildTransitions(
       report.excludedNoCalls += 1;
       continue;
     }
-    rewarded.push({ id: trajectory.rollout.id, group: groupOf(trajectory), reward });
+    rewarded.push({ id: trajectory.rollout.id, group: groupKey(trajectory.rollout), reward });
     if (options.minReward !== undefined && reward < options.minReward) {
       report.excludedBelowMinReward += 1;
       continue;
@@ -123,10 +131,11 @@ export function buildTransitions(
   }
   report.transitions = transitions.length;
   if (options.aggregate) report.aggregated = aggregation;
-  return { transitions, report };
+  return { transitions, report, members: rewarded };
 }
 
-function groupOf({ rollout }: Trajectory): string | null {
+/** The group a rollout's advantage compares it within: its dataset's task (task ids repeat across datasets). */
+export function groupKey(rollout: Trajectory['rollout']): string | null {
   return rollout.task?.id === undefined ? null : `${rollout.datasetId ?? ''}\u0000${rollout.task.id}`;
 }
 
