@@ -302,6 +302,9 @@ test('klCoef 0: the KL is measured on the first, validated and last updates only
   assert.equal(workerTrainParams(config, rows, [], 2).klSample, false, 'an update in between skips the reference');
   assert.equal('klSample' in workerTrainParams(config, rows, [], 5), false, 'the worker measures by default');
   assert.equal('klSample' in workerTrainParams(config, rows), false);
+  // Each iteration's minibatches are drawn anew: its seed differs from the last iteration's.
+  assert.notEqual(workerTrainParams(config, rows, [], 2).seed, workerTrainParams(config, rows, [], 3).seed);
+  assert.equal(workerTrainParams(config, rows, [], 2).seed, workerTrainParams(config, rows, [], 2).seed);
   const penalised = testGrpoConfig({ iterations: 12, evalEvery: 5, klCoef: 0.04 });
   assert.ok(Array.from({ length: 12 }, (_, i) => i + 1).every((step) => klSampled(penalised, step)));
   // An update that did not measure it records no KL (never a 0 it did not see).

@@ -67,7 +67,11 @@ export function requestedMaxTokens(trajectories: readonly Trajectory[]): Map<str
   return caps;
 }
 
-/** The worker's `train` request for one iteration's transitions (`requestedCaps`: their calls' max_tokens). */
+/**
+ * The worker's `train` request for one iteration's transitions (`requestedCaps`: their calls' max_tokens). Iteration
+ * `step`'s minibatches are drawn with a seed of its own (the run's seed and the step, as its tasks are): the same
+ * seed every iteration would put the same positions of each batch together every time.
+ */
 export function workerTrainParams(
   config: GrpoConfig,
   transitions: WorkerTransition[],
@@ -77,6 +81,7 @@ export function workerTrainParams(
   const maxResponseLength = drGrpoMaxResponseLength(config, transitions, requestedCaps);
   return {
     ...(step === undefined || klSampled(config, step) ? {} : { klSample: false }),
+    ...(step === undefined ? {} : { seed: config.seed * 100_003 + step }),
     transitions,
     ...(maxResponseLength === undefined ? {} : { maxResponseLength }),
     epochs: config.epochs,
