@@ -1,7 +1,14 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { AdvantageOptions, RewardPolicy, Transition, type Reward, type SpanInput } from '../../trainer-daemon/protocol';
+import {
+  AdvantageOptions,
+  RewardPolicy,
+  Transition,
+  type Json,
+  type Reward,
+  type SpanInput,
+} from '../../trainer-daemon/protocol';
 import { extractCalls, repairParents } from '../../trainer-daemon/lightningrl/adapter';
 import { creditRewards, episodeReward, rolloutAdvantages } from '../../trainer-daemon/lightningrl/credit';
 import { aggregateRollout } from '../../trainer-daemon/lightningrl/aggregate';
@@ -623,7 +630,7 @@ describe('LightningRL: trajectory aggregation', () => {
   });
 
   test('a prompt that extends the previous prompt + response joins it; environment tokens are masked; mismatches and missing ids are counted', () => {
-    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0 };
+    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0, advantageDiffers: 0 };
     const out = aggregateRollout(
       [
         sample('a', [1, 2], [3, 4], 0),
@@ -647,11 +654,11 @@ describe('LightningRL: trajectory aggregation', () => {
     for (const s of out)
       if (s.lossMask) assert.equal(s.lossMask.length, s.responseTokenIds!.length, 'masks align with tokens');
     for (const s of out) assert.deepEqual(Transition.parse(s), s);
-    assert.deepEqual(stats, { merged: 1, mismatches: 1, withoutTokenIds: 1, notWhole: 0 });
+    assert.deepEqual(stats, { merged: 1, mismatches: 1, withoutTokenIds: 1, notWhole: 0, advantageDiffers: 0 });
   });
 
   test('a call that was not a whole answer (--include-failed) is never joined: it keeps its own row and flag', () => {
-    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0 };
+    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0, advantageDiffers: 0 };
     // A whole answer, then a stream cut by the limit whose prompt extends it, then a whole answer extending both.
     const cut: Transition = {
       ...sample('b', [1, 2, 3, 4, 9], [5, 5], 1),
@@ -670,11 +677,60 @@ describe('LightningRL: trajectory aggregation', () => {
       ],
     );
     assert.deepEqual(out[1]!.lossMask, [1, 1], 'the cut response is its own sample, flagged');
-    assert.deepEqual(stats, { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 1 });
+    assert.deepEqual(stats, { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 1, advantageDiffers: 0 });
+  });
+
+  test("a joined sequence's chat row is the whole conversation: the earlier replies and tool results, then the last reply", () => {
+    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0, advantageDiffers: 0 };
+    const question: Array<Record<string, Json>> = [
+      { role: 'system', content: 'SYS' },
+      { role: 'user', content: 'What is 2+2?' },
+    ];
+    const call = { id: 'call_1', type: 'function', function: { name: 'calc', arguments: '{"e":"2+2"}' } };
+    const first: Transition = {
+      ...sample('a', [1, 2], [3, 4], 0),
+      prompt: { messages: question, input: null, tools: null },
+      response: { message: { role: 'assistant', content: null, tool_calls: [call] }, output: null, text: '' },
+    };
+    const afterTool: Array<Record<string, Json>> = [
+      ...question,
+      { role: 'assistant', content: null, tool_calls: [call] },
+      { role: 'tool', tool_call_id: 'call_1', content: '4' },
+    ];
+    const second: Transition = {
+      ...sample('b', [1, 2, 3, 4, 9], [5], 1),
+      prompt: { messages: afterTool, input: null, tools: null },
+      response: { message: { role: 'assistant', content: 'It is 4.' }, output: null, text: 'It is 4.' },
+    };
+    const [joined] = aggregateRollout([first, second], stats);
+    assert.deepEqual(joined!.spanIds, ['a', 'b']);
+    assert.deepEqual(joined!.promptTokenIds, [1, 2], 'the tokens still start at the first prompt');
+    const row = toChatExample(joined!);
+    assert.ok('example' in row);
+    assert.deepEqual(row.example.messages, [...afterTool, { role: 'assistant', content: 'It is 4.' }]);
+  });
+
+  test('calls whose advantages differ are not joined (one sample, one advantage), and are counted', () => {
+    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0, advantageDiffers: 0 };
+    const out = aggregateRollout(
+      [
+        { ...sample('a', [1, 2], [3, 4], 0), reward: 0.5, advantage: 0.5 },
+        { ...sample('b', [1, 2, 3, 4, 9], [5], 1), reward: 1, advantage: 1 },
+      ],
+      stats,
+    );
+    assert.deepEqual(
+      out.map((s) => [s.spanIds, s.reward, s.advantage]),
+      [
+        [['a'], 0.5, 0.5],
+        [['b'], 1, 1],
+      ],
+    );
+    assert.deepEqual(stats, { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0, advantageDiffers: 1 });
   });
 
   test('a joined sequence with a call without a chat form carries that reason', () => {
-    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0 };
+    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0, advantageDiffers: 0 };
     const noReply: Transition = { ...sample('b', [1, 2, 3, 4, 9], [5], 1), notChat: 'a response with no output items' };
     const [joined] = aggregateRollout([sample('a', [1, 2], [3, 4], 0), noReply], stats);
     assert.deepEqual(joined!.spanIds, ['a', 'b']);

@@ -6,7 +6,12 @@
  * token ids can be checked; a call without them, or whose prompt does not extend the previous one
  * (a re-tokenized or edited history), starts a new sequence and is counted. A call that was not a whole answer (kept
  * by `--include-failed`, flagged with its outcome) is never joined to a neighbour: it stays a sample of its own, so its
- * flag stays on exactly its tokens and a whole answer's row never carries it.
+ * flag stays on exactly its tokens and a whole answer's row never carries it. A merged sample has one advantage: calls
+ * whose advantages differ (`--advantage none` with a credit that differs per call) are not joined, and are counted.
+ *
+ * A merged sample's `prompt` is its last call's — the whole conversation before the last reply, the earlier replies
+ * and tool results in it — so that its chat form is that conversation ending with the last reply; its `promptTokenIds`
+ * stay the first call's (the rest are in `responseTokenIds`).
  */
 import type { Transition } from '../protocol';
 
@@ -19,6 +24,8 @@ export interface AggregationStats {
   withoutTokenIds: number;
   /** Calls that were not whole answers (`--include-failed`), each left a sample of its own. */
   notWhole: number;
+  /** Neighbouring calls not joined because their advantages differ (one sample has one advantage). */
+  advantageDiffers: number;
 }
 
 function startsWith(tokens: readonly number[], prefix: readonly number[]): boolean {
@@ -40,12 +47,14 @@ export function aggregateRollout(transitions: readonly Transition[], stats: Aggr
       continue;
     }
     const sequence = current ? [...current.promptTokenIds!, ...current.responseTokenIds!] : undefined;
-    if (current && sequence && startsWith(next.promptTokenIds, sequence)) {
+    const extends_ = current !== undefined && sequence !== undefined && startsWith(next.promptTokenIds, sequence);
+    if (current && sequence && extends_ && current.advantage === next.advantage) {
       const inserted = next.promptTokenIds.slice(sequence.length);
       if (current.spanIds.length === 1) stats.merged += 1;
       current = {
         ...current,
         spanIds: [...current.spanIds, next.spanId],
+        prompt: next.prompt,
         response: next.response,
         responseTokenIds: [...current.responseTokenIds!, ...inserted, ...next.responseTokenIds],
         lossMask: [...current.lossMask!, ...inserted.map(() => 0), ...next.responseTokenIds.map(() => 1)],
@@ -58,7 +67,8 @@ export function aggregateRollout(transitions: readonly Transition[], stats: Aggr
       out[out.length - 1] = current;
       continue;
     }
-    if (current) stats.mismatches += 1;
+    if (current && extends_) stats.advantageDiffers += 1;
+    else if (current) stats.mismatches += 1;
     current = next;
     out.push(next);
   }

@@ -66,7 +66,13 @@ export function buildTransitions(
     zeroVarianceGroups: 0,
     aggregated: null,
   };
-  const aggregation: AggregationStats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0 };
+  const aggregation: AggregationStats = {
+    merged: 0,
+    mismatches: 0,
+    withoutTokenIds: 0,
+    notWhole: 0,
+    advantageDiffers: 0,
+  };
   const rewarded: GroupMember[] = [];
   const selected: Selected[] = [];
   for (const trajectory of trajectories) {

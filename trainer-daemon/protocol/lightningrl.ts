@@ -107,6 +107,8 @@ export const ExportReport = z.object({
       withoutTokenIds: z.number().int(),
       /** Calls that were not whole answers (`--include-failed`), left samples of their own (0 from older daemons). */
       notWhole: z.number().int().default(0),
+      /** Neighbouring calls not joined because their advantages differ (0 from older daemons). */
+      advantageDiffers: z.number().int().default(0),
     })
     .nullable(),
 });
