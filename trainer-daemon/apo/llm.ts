@@ -6,7 +6,8 @@
  */
 import { errorMessage, LightningError } from '../protocol/errors';
 import type { RunnerClient } from '../runner/pool';
-import { BodyOverLimitError, boundedText } from '../util/boundedBody';
+import { BodyOverLimitError } from '../util/boundedBody';
+import { postJson } from '../util/httpPost';
 
 export interface ChatMessage {
   readonly role: 'system' | 'user';
@@ -86,21 +87,23 @@ export class OptimizerLlm {
       upstream: this.options.upstream,
     });
     try {
-      const response = await fetch(`${url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
+      // Not fetch: its 300 s wait for headers would end a slow model's answer before the daemon's upstream timeout.
+      const response = await postJson(
+        `${url}/v1/chat/completions`,
+        JSON.stringify({ model, messages, temperature: this.options.temperature, seed: this.options.seed }),
+        {
+          headers: this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {},
+          maxBytes: this.options.maxAnswerBytes,
         },
-        body: JSON.stringify({ model, messages, temperature: this.options.temperature, seed: this.options.seed }),
-      });
-      const text = await boundedText(response, this.options.maxAnswerBytes).catch((error: unknown) => {
+      ).catch((error: unknown) => {
         if (!(error instanceof BodyOverLimitError)) throw error;
         throw new LightningError(
           `${model} answered with more than ${error.limit} bytes (LIGHTNING_MAX_UPSTREAM_BODY_BYTES); a critique or an edited prompt is far smaller: check the model and its max_tokens`,
         );
       });
-      if (!response.ok) throw new LightningError(`${model} answered HTTP ${response.status}: ${text.slice(0, 300)}`);
+      const { text } = response;
+      if (response.status < 200 || response.status >= 300)
+        throw new LightningError(`${model} answered HTTP ${response.status}: ${text.slice(0, 300)}`);
       const accepted = accept(contentOf(text));
       await client.request('transitionRollout', { id: rollout.id, to: 'succeeded' });
       return accepted;

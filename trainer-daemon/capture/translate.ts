@@ -26,7 +26,8 @@ import { upstreamErrorMessage } from './relayBody';
 import type { RolloutCallLimit } from './callLimit';
 import type { ProxyLimits } from './proxy';
 import type { CallRecorder, ProxyCall, UpstreamConfig } from './proxyCall';
-import { BodyOverLimitError, boundedText } from '../util/boundedBody';
+import { BodyOverLimitError } from '../util/boundedBody';
+import { postJson } from '../util/httpPost';
 
 export interface TranslatedCall extends ProxyCall {
   /** The chat completions base URL (`…/v1`) that answers. */
@@ -108,19 +109,17 @@ export class TranslatingProxy {
     // The answer (or error) is sent only once the call's record is committed, as the recording proxy does.
     let reply: () => void;
     try {
-      const upstream = await fetch(`${base}/chat/completions`, {
-        method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          ...(this.options.upstream.apiKey && call.upstream === null
+      // Not fetch: its 300 s wait for headers would end a long answer before LIGHTNING_UPSTREAM_TIMEOUT_MS does.
+      const upstream = await postJson(`${base}/chat/completions`, JSON.stringify(chatRequestOf(call)), {
+        headers:
+          this.options.upstream.apiKey && call.upstream === null
             ? { authorization: `Bearer ${this.options.upstream.apiKey}` }
-            : {}),
-        },
-        body: JSON.stringify(chatRequestOf(call)),
+            : {},
         signal: AbortSignal.any([aborted.signal, AbortSignal.timeout(this.options.upstream.timeoutMs)]),
+        maxBytes: this.options.limits.maxUpstreamBodyBytes,
       });
       status = upstream.status;
-      const text = await boundedText(upstream, this.options.limits.maxUpstreamBodyBytes);
+      const text = upstream.text;
       firstByteMs = Date.now();
       let parsed: unknown;
       try {
