@@ -1,7 +1,7 @@
 /**
- * util/httpPost.ts, the daemon's own JSON POSTs (translated calls to the policy server, APO's optimizer), against a real
- * local server: status and text, the byte cap counted as the answer arrives, a signal that stops a held answer, and a
- * pooled socket the server closed retried on a new connection.
+ * util/httpPost.ts, the daemon's own JSON POSTs (translated calls to the policy server, APO's optimizer), against a
+ * real local server: status and text, the byte cap counted as the answer arrives, a signal that stops a held answer,
+ * and a pooled socket that fails before answering retried on a new connection.
  */
 import assert from 'node:assert/strict';
 import http from 'node:http';
