@@ -99,6 +99,31 @@ describe('--token-ids: Anthropic and Gemini agents answered through chat complet
     assert.equal(toolCallOf(llm[0]!), 'get_weather({"city":"Paris"})');
   });
 
+  test('Gemini streamGenerateContent without alt=sse is answered as the API does: one JSON array of chunks', async (t) => {
+    const agent = `
+      const base = process.env.GOOGLE_GEMINI_BASE_URL;
+      const response = await fetch(base + '/v1beta/models/gemini-test:streamGenerateContent', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-goog-api-key': 'k' },
+        body: JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'What is the weather in Paris?' }] }] }),
+      });
+      const chunks = JSON.parse(await response.text());
+      console.log('TYPE ' + response.headers.get('content-type'));
+      console.log('CHUNKS ' + chunks.length + ' ' + typeof chunks[0].candidates[0].content.parts);
+    `;
+    const run = await runAgent(
+      t,
+      upstream.url,
+      ['node', '--input-type=module', '-e', agent],
+      { GOOGLE_GEMINI_BASE_URL: '', GEMINI_API_KEY: '' },
+      ['--token-ids'],
+    );
+    assert.equal(run.code, 0, run.stdout + run.stderr);
+    assert.match(run.stdout, /TYPE application\/json/);
+    assert.match(run.stdout, /CHUNKS 1 object/);
+    assert.equal(llmOf(run).length, 1);
+  });
+
   test('lightning export --format chat converts an Anthropic rollout', async (t) => {
     const run = await runAgent(
       t,

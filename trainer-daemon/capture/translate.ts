@@ -59,15 +59,23 @@ function writeAnswer(call: TranslatedCall, response: ServerResponse, answer: Jso
     response.end(body);
     return;
   }
-  response.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+  const sse =
+    call.api === 'anthropic.messages' || new URLSearchParams(call.path.split('?')[1] ?? '').get('alt') === 'sse';
+  response.writeHead(200, {
+    'content-type': sse ? 'text/event-stream' : 'application/json',
+    'cache-control': 'no-cache',
+  });
   if (call.api === 'anthropic.messages') {
     response.end(
       anthropicResponseEvents(answer)
         .map(({ event, data }) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`)
         .join(''),
     );
-  } else {
+  } else if (sse) {
     response.end(`data: ${JSON.stringify(answer)}\r\n\r\n`);
+  } else {
+    // `streamGenerateContent` without `alt=sse` answers one JSON array of the chunks (capture/gemini.ts).
+    response.end(JSON.stringify([answer]));
   }
 }
 
