@@ -185,7 +185,8 @@ class Completions:
         choices = []
         for index, out in enumerate(job.outputs):
             choice = {"index": index, "text": self.text_of(out), "finish_reason": out.finish_reason, "logprobs": None}
-            if body.get("logprobs"):
+            # An integer here (0 too: the sampled tokens' logprobs without alternatives), not chat's boolean.
+            if body.get("logprobs") is not None and body.get("logprobs") is not False:
                 choice["logprobs"] = {
                     "tokens": [self.policy.token_info(i)[0] for i in out.ids],
                     "token_logprobs": out.logprobs,
@@ -296,6 +297,8 @@ class Routes:
                 job, tools = self.completions.text_job(body, adapter), None
             if kind == "chat" and body.get("stream"):
                 self._stream(body, job, tools, exchange)
+            elif body.get("stream"):
+                job.on_done = lambda done: self._answer_text_stream(exchange, body, done)
             else:
                 job.on_done = lambda done: self._answer(exchange, kind, body, done, tools)
             exchange.on_gone = lambda: self.batcher.cancel(job)
@@ -318,6 +321,30 @@ class Routes:
         except Exception as error:  # a model failure answers this request; the server keeps running
             return _error(exchange, 500, f"{type(error).__name__}: {error}")
         _send(exchange, 200, response, {"X-Lightning-Batch-Size": str(rows)})
+
+    def _answer_text_stream(self, exchange: Exchange, body: dict, job: Job) -> None:
+        """A streamed text completion (`/v1/completions` with `stream: true`), sent once the job is done: one event per
+        choice with its whole text, its finish reason and token ids as the non-streamed answer has them, the usage
+        when `stream_options.include_usage` asks, then `[DONE]`. A failure is an HTTP error like any other."""
+        if isinstance(job.error, ClientGone):
+            return
+        try:
+            if job.error is not None:
+                raise job.error
+            response, rows = self.completions.text(body, job)
+        except Exception as error:  # a model failure answers this request; the server keeps running
+            return _error(exchange, 500, f"{type(error).__name__}: {error}")
+        head = {key: response[key] for key in ("id", "object", "created", "model") if key in response}
+        events: list = [{**head, "choices": [choice]} for choice in response["choices"]]
+        if "prompt_token_ids" in response and events:
+            events[0]["prompt_token_ids"] = response["prompt_token_ids"]
+        if (body.get("stream_options") or {}).get("include_usage"):
+            events.append({**head, "choices": [], "usage": response.get("usage")})
+        events.append("[DONE]")
+        sink = _EventSink(exchange)
+        sink.begin_stream(rows)
+        sink.send_events(events)
+        exchange.end()
 
     def _stream(self, body: dict, job: Job, tools: Optional[list], exchange: Exchange) -> None:
         """A streamed chat completion: its tokens as they are decoded (stream.ChatStream). A failure before the first

@@ -139,6 +139,30 @@ def test_streaming_sends_the_same_completion_as_chunks(served):
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
+def test_a_streamed_text_completion_is_the_same_answer_as_events(served):
+    """`/v1/completions` with `stream: true` (the OpenAI SDKs' `completions.create(stream=True)`): events, not JSON."""
+    _, url = served
+    body = {"prompt": "2 plus 3", "temperature": 0, "max_tokens": 4, "logprobs": 0, "return_token_ids": True}
+    status, _, text = http(url, "/v1/completions", body)
+    assert status == 200, text
+    whole = json.loads(text)
+    assert whole["choices"][0]["logprobs"]["token_logprobs"], "logprobs: 0 asks for the sampled tokens' logprobs"
+    status, headers, text = http(
+        url, "/v1/completions", {**body, "stream": True, "stream_options": {"include_usage": True}}
+    )
+    assert status == 200 and headers["Content-Type"] == "text/event-stream", text
+    events = [line[len("data: ") :] for line in text.split("\n\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert all(c["object"] == "text_completion" for c in chunks)
+    streamed = [c["choices"][0] for c in chunks if c["choices"]]
+    assert "".join(c["text"] for c in streamed) == whole["choices"][0]["text"]
+    assert streamed[-1]["finish_reason"] == whole["choices"][0]["finish_reason"]
+    assert streamed[0]["token_ids"] == whole["choices"][0]["token_ids"]
+    assert chunks[0]["prompt_token_ids"] == whole["prompt_token_ids"]
+    assert chunks[-1]["usage"] == whole["usage"]
+
+
 def test_concurrent_requests_are_batched(served):
     _, url = served
     sizes, errors = [], []
