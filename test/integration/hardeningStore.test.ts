@@ -183,7 +183,7 @@ describe('the store takes only credentialed, bounded, scrubbed writes', () => {
   });
 });
 
-test('lightning export refuses a FIFO, a symlink or a device as --out, leaves no .tmp, and writes 0600', async (t) => {
+test('lightning export refuses a FIFO, a symlink, a device or a missing folder as --out, leaves no .tmp, and writes 0600', async (t) => {
   const cwd = tempDir(t);
   Store.open(path.join(cwd, '.lightning', 'store.db')).close();
   const fifo = path.join(cwd, 'fifo');
@@ -201,6 +201,11 @@ test('lightning export refuses a FIFO, a symlink or a device as --out, leaves no
     assert.notEqual(result.code, 0, `${out}: ${result.stdout}`);
     assert.match(result.stderr, why);
   }
+  // A folder that does not exist: bad input (exit 2) naming the folder, not an error about a temporary file.
+  const missing = await runCli(['export', '--out', path.join(cwd, 'nowhere', 'x.jsonl')], { cwd });
+  assert.equal(missing.code, 2, missing.stderr);
+  assert.match(missing.stderr, /the folder .*nowhere does not exist; create it first/);
+  assert.doesNotMatch(missing.stderr, /\.tmp/);
   assert.equal(fs.readFileSync(target, 'utf8'), 'keep me');
   assert.ok(
     fs.lstatSync(fifo).isFIFO() && fs.lstatSync(link).isSymbolicLink() && fs.statSync('/dev/null').isCharacterDevice(),

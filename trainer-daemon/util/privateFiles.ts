@@ -56,6 +56,11 @@ export function writeFileAtomically(out: string, text: string | Buffer, flag = '
         : 'not a regular file (a device, FIFO or socket)';
     throw new InvalidInputError(`${flag} ${out} is ${what}; name a regular file to write (or a new path)`);
   }
+  const folder = path.dirname(path.resolve(out));
+  if (!fs.existsSync(folder))
+    throw new InvalidInputError(
+      `${flag} ${out}: the folder ${folder} does not exist; create it first, or name a file in a folder that does`,
+    );
   const temp = `${out}.${process.pid}.tmp`;
   try {
     fs.writeFileSync(temp, text, { mode: PRIVATE_FILE_MODE, flag: 'wx' });
