@@ -64,6 +64,18 @@ test('sft: bad input is refused with the flag and the fix, and no run is recorde
   assert.equal(sftFlag.code, 2);
   assert.match(sftFlag.stderr, /--min-reward: applies to --algorithm sft only \(this run is --algorithm grpo\)/);
 
+  // --resume continues a run as it was configured: what would configure it is refused, not ignored.
+  const resumed = await sft('--resume', 'train-x', '--epochs', '10', '--lr', '1e-3');
+  assert.equal(resumed.code, 2, resumed.stderr);
+  assert.match(
+    resumed.stderr,
+    /--resume train-x continues that run with the configuration it started with: .*--epochs/,
+  );
+  assert.match(resumed.stderr, /--lr/);
+  const resumedAgent = await runCli(['train', '--resume', 'train-x', '--', 'node', 'agent.mjs'], { cwd });
+  assert.equal(resumedAgent.code, 2, resumedAgent.stderr);
+  assert.match(resumedAgent.stderr, /an agent command would change nothing/);
+
   const listed = await runCli(['train', '--list', '--json'], { cwd });
   assert.equal(listed.code, 0, listed.stderr);
   assert.deepEqual(JSON.parse(listed.stdout), [], 'no run was recorded');

@@ -65,6 +65,25 @@ function checkFlags(options: TrainFlags, own: ReadonlyMap<string, OwnFlag>): voi
 }
 
 /**
+ * `--resume RUN` continues the run with the configuration it was started with: a flag that would configure it, or an
+ * agent command, is refused (it would be ignored), naming them.
+ */
+function checkResume(argv: readonly string[], options: TrainFlags, own: ReadonlyMap<string, OwnFlag>): void {
+  if (options.resume === undefined) return;
+  const configuring = [
+    ...(options.dataset === undefined ? [] : ['--dataset']),
+    ...(options.seed === undefined ? [] : ['--seed']),
+    ...[...own]
+      .filter(([key]) => key !== 'resume' && options[key as keyof TrainFlags] !== undefined)
+      .map(([, { flag }]) => flag),
+  ];
+  if (configuring.length > 0 || argv.length > 0)
+    throw new InvalidInputError(
+      `--resume ${options.resume} continues that run with the configuration it started with: ${[...configuring, ...(argv.length > 0 ? ['an agent command'] : [])].join(', ')} would change nothing. Leave ${configuring.length + (argv.length > 0 ? 1 : 0) > 1 ? 'them' : 'it'} out, or start a new run with these settings`,
+    );
+}
+
+/**
  * What `train --list` shows of a run's progress: GRPO's sampled and validation reward; SFT's held-out accuracy;
  * APO's best validation score (it samples no reward of its own).
  */
@@ -140,6 +159,7 @@ export function registerTrain(program: Command): void {
   command.action(async (argv: string[], options: TrainFlags) => {
     if (options.list) return listRuns(options);
     checkFlags(options, own);
+    checkResume(argv, options, own);
     switch (options.algorithm) {
       case 'apo':
         return runApoCommand(argv, options as ApoFlags);
