@@ -117,6 +117,19 @@ describe('the Anthropic Messages API as chat completions', () => {
       { type: 'tool_use', id: 'x', name: 'f', input: {} },
     ]);
     assert.equal(back.stop_reason, 'tool_use');
+    // The server names the stop sequence that ended it (vLLM's and the policy server's `stop_reason`).
+    const stopped = chatToAnthropicResponse(
+      { id: 'c3', choices: [{ message: { content: 'Paris' }, finish_reason: 'stop', stop_reason: '\n\nHuman:' }] },
+      'claude',
+    );
+    assert.deepEqual([stopped.stop_reason, stopped.stop_sequence], ['stop_sequence', '\n\nHuman:']);
+    const ended = chatToAnthropicResponse(
+      { id: 'c4', choices: [{ message: { content: 'x' }, finish_reason: 'stop' }] },
+      'claude',
+    );
+    assert.deepEqual([ended.stop_reason, ended.stop_sequence], ['end_turn', null]);
+    const delta = anthropicResponseEvents(stopped).find((event) => event.event === 'message_delta')!;
+    assert.deepEqual(delta.data.delta, { stop_reason: 'stop_sequence', stop_sequence: '\n\nHuman:' });
   });
 
   it('the events synthesized for a whole message reassemble into that message', () => {

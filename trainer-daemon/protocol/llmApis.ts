@@ -194,6 +194,8 @@ export function chatToAnthropicResponse(chat: JsonObject, model: string): JsonOb
     });
   }
   const usage = isJsonObject(chat.usage) ? chat.usage : {};
+  // The stop sequence that ended the answer, where the server names it (`stop_reason`: vLLM, the policy server).
+  const matched = typeof choice.stop_reason === 'string' ? choice.stop_reason : null;
   const stop = content.some((block) => block.type === 'tool_use')
     ? 'tool_use'
     : (CHAT_STOP_TO_ANTHROPIC[jsonString(choice.finish_reason)] ?? 'end_turn');
@@ -203,8 +205,8 @@ export function chatToAnthropicResponse(chat: JsonObject, model: string): JsonOb
     role: 'assistant',
     model,
     content,
-    stop_reason: stop,
-    stop_sequence: null,
+    stop_reason: matched === null || stop === 'tool_use' ? stop : 'stop_sequence',
+    stop_sequence: stop === 'tool_use' ? null : matched,
     usage: {
       input_tokens: typeof usage.prompt_tokens === 'number' ? usage.prompt_tokens : 0,
       output_tokens: typeof usage.completion_tokens === 'number' ? usage.completion_tokens : 0,
@@ -253,7 +255,7 @@ export function anthropicResponseEvents(message: JsonObject): Array<{ event: str
     event: 'message_delta',
     data: {
       type: 'message_delta',
-      delta: { stop_reason: message.stop_reason ?? null, stop_sequence: null },
+      delta: { stop_reason: message.stop_reason ?? null, stop_sequence: message.stop_sequence ?? null },
       usage: { output_tokens: usage.output_tokens ?? 0 },
     },
   });

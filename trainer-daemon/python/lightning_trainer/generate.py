@@ -41,6 +41,7 @@ class Generated:
     logprobs: list[float]
     finish_reason: str  # "stop" | "length"
     stop_text: Optional[str] = None  # the text up to (not including) a matched stop string
+    stop_string: Optional[str] = None  # which stop string ended it (the first in the text)
     top: list[list[tuple[int, float]]] = field(default_factory=list)
 
 
@@ -103,16 +104,20 @@ def _sample(logits: torch.Tensor, rows: list[Row]) -> torch.Tensor:
     return chosen
 
 
-def _stop_text(policy: Policy, ids: list[int], stops: list[str]) -> Optional[str]:
-    """The text before the first stop string, once one has appeared (only the tail is decoded per step)."""
+def _stop_text(policy: Policy, ids: list[int], stops: list[str]) -> Optional[tuple[str, str]]:
+    """The text before the first stop string and that string, once one has appeared (only the tail is decoded per
+    step)."""
     if not stops:
         return None
     tail = policy.decode(ids[-4 * max(len(s) for s in stops) - 4 :])
     if not any(s and s in tail for s in stops):
         return None
     text = policy.decode(ids)
-    cuts = [text.index(s) for s in stops if s and s in text]
-    return text[: min(cuts)] if cuts else None
+    cuts = [(text.index(s), s) for s in stops if s and s in text]
+    if not cuts:
+        return None
+    at, stop = min(cuts, key=lambda cut: cut[0])
+    return text[:at], stop
 
 
 @dataclass
@@ -205,7 +210,8 @@ class Decoder:
             if chosen_list[i] in policy.stop_ids:
                 result.finish_reason, row.done = "stop", True
             elif (cut := _stop_text(policy, result.ids, row.settings.stop)) is not None:
-                result.finish_reason, result.stop_text, row.done = "stop", cut, True
+                result.finish_reason, row.done = "stop", True
+                result.stop_text, result.stop_string = cut
             elif len(result.ids) >= row.limit:
                 row.done = True
         finished = [row for row in rows if row.done]

@@ -74,13 +74,17 @@ def _integer(body: dict, name: str, default: Optional[int], low: int, high: int)
     return value
 
 
+MAX_STOPS = 16
+
+
 def _stops(body: dict) -> list[str]:
     stop = body.get("stop")
     if stop is None:
         return []
     stops = [stop] if isinstance(stop, str) else stop
-    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops) or len(stops) > 4:
-        raise RequestError("'stop' must be a string or a list of up to 4 strings", "stop")
+    # More than OpenAI's 4: Gemini agents send up to 5, Anthropic's more, and their calls are translated to this API.
+    if not isinstance(stops, list) or not all(isinstance(s, str) for s in stops) or len(stops) > MAX_STOPS:
+        raise RequestError(f"'stop' must be a string or a list of up to {MAX_STOPS} strings", "stop")
     return stops
 
 
@@ -168,6 +172,8 @@ class Completions:
                 "finish_reason": "tool_calls" if calls else out.finish_reason,
                 "logprobs": {"content": self.logprob_entries(out)} if body.get("logprobs") else None,
             }
+            if out.stop_string is not None:
+                choice["stop_reason"] = out.stop_string  # which stop string ended it, as vLLM says
             if body.get("return_token_ids"):
                 choice["token_ids"] = out.ids
             choices.append(choice)
@@ -178,6 +184,8 @@ class Completions:
         if not isinstance(prompt_text, str):
             raise RequestError("'prompt' must be a string", "prompt")
         prompt = self.policy.encode_prompt(prompt_text)
+        if not prompt:
+            raise RequestError("'prompt' is empty (no tokens): give the text to continue", "prompt")
         return Job(prompt, self._sampling(body, prompt, adapter))
 
     def text(self, body: dict, job: Job, _tools: Optional[list] = None) -> tuple[dict, int]:
@@ -185,6 +193,8 @@ class Completions:
         choices = []
         for index, out in enumerate(job.outputs):
             choice = {"index": index, "text": self.text_of(out), "finish_reason": out.finish_reason, "logprobs": None}
+            if out.stop_string is not None:
+                choice["stop_reason"] = out.stop_string
             # An integer here (0 too: the sampled tokens' logprobs without alternatives), not chat's boolean.
             if body.get("logprobs") is not None and body.get("logprobs") is not False:
                 choice["logprobs"] = {

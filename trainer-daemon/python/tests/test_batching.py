@@ -94,8 +94,10 @@ def test_stop_strings_end_rows_early_in_a_batch():
         settings[0] = Sampling(max_tokens=10, temperature=0.0, stop=[stop])
         alone = generate(session.policy, [prompts[0]], [settings[0]])[0]
         assert alone.finish_reason == "stop" and alone.stop_text is not None and stop not in alone.stop_text
+        assert alone.stop_string == stop, "which stop string ended it (the answer's stop_reason)"
         batched, _ = staggered(session.policy, prompts, settings, [1, 0, 0, 0, 0, 0, 0, 0])
         assert batched[0].ids == alone.ids and batched[0].stop_text == alone.stop_text
+        assert batched[0].stop_string == stop
     finally:
         session.close()
 

@@ -106,6 +106,9 @@ def test_lora_policy_serves_exact_tokens_and_trains_adapters_only(model_dir):
     served = [e["logprob"] for e in response["choices"][0]["logprobs"]["content"]]
     recomputed = sequence_logprobs(session.policy, [prompt], [ids]).logprobs[0, -len(ids) :].tolist()
     assert max(abs(a - b) for a, b in zip(served, recomputed)) < 1e-4
+    # A tokenizer without BOS encodes "" to no token: a 400 naming the prompt, not a model error (500) or pad tokens.
+    status, _, text = http(url, "/v1/completions", {"prompt": "", "max_tokens": 2})
+    assert status == 400 and json.loads(text)["error"]["param"] == "prompt", text
 
     base = {n: p.detach().clone() for n, p in session.policy.model.named_parameters() if "lora_" not in n}
     result = session.train(

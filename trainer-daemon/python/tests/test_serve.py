@@ -163,6 +163,15 @@ def test_a_streamed_text_completion_is_the_same_answer_as_events(served):
     assert chunks[-1]["usage"] == whole["usage"]
 
 
+def test_a_stop_string_that_ends_the_answer_is_named_in_stop_reason(served):
+    _, url = served
+    answer, _ = chat(url, messages=AFTER_CALL, temperature=0, stop=["5", "never"])
+    choice = answer["choices"][0]
+    assert (choice["message"]["content"], choice["finish_reason"], choice["stop_reason"]) == ("", "stop", "5")
+    answer, _ = chat(url, messages=AFTER_CALL, temperature=0)
+    assert "stop_reason" not in answer["choices"][0], "the model's own end: no stop string named"
+
+
 def test_concurrent_requests_are_batched(served):
     _, url = served
     sizes, errors = [], []
@@ -190,11 +199,15 @@ def test_bad_requests_get_a_400_naming_the_parameter(served):
         ({"messages": QUESTION, "temperature": 5}, "temperature"),
         ({"messages": QUESTION, "max_tokens": 0}, "max_tokens"),
         ({"messages": QUESTION, "stop": 3}, "stop"),
+        ({"messages": QUESTION, "stop": ["s"] * 17}, "stop"),
         ({"messages": [{"role": "user", "content": "x" * 500}]}, "messages"),
     ]:
         status, _, text = http(url, "/v1/chat/completions", body)
         assert status == 400, body
         assert json.loads(text)["error"]["param"] == param
+    # Gemini allows 5 stop sequences (and a translated call keeps them): more than OpenAI's 4 are taken.
+    status, _, text = http(url, "/v1/chat/completions", {"messages": QUESTION, "stop": list("vwxyz"), "max_tokens": 2})
+    assert status == 200, text
     status, _, text = http(url, "/v1/models")
     assert status == 200 and json.loads(text)["data"][0]["id"].startswith("tiny")
 
