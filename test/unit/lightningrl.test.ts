@@ -532,6 +532,11 @@ describe('LightningRL: transitions from a store', () => {
     );
     for (const tr of all.transitions) assert.deepEqual(Transition.parse(tr), tr);
     assert.deepEqual(all.report.skipped, { upstreamError: 0, cancelled: 0, truncated: 0 });
+    // These records hold no chat messages: each transition row says so, with the reason its chat row gives.
+    for (const tr of all.transitions) {
+      assert.match(tr.notChat ?? '', /the call records no chat messages/);
+      assert.deepEqual(toChatExample(tr), { reason: tr.notChat });
+    }
   });
 
   test('a record made before calls carried their outcome: an error whose message says cancelled is counted cancelled', (t) => {

@@ -182,8 +182,16 @@ function transition(
     advantage,
     // Only a call kept by --include-failed carries it: every other row is a whole answer.
     ...(outcome.kind === 'ok' ? {} : { outcome }),
-    ...(call.notChat === null ? {} : { notChat: call.notChat }),
+    ...(notChatOf(call) === null ? {} : { notChat: notChatOf(call)! }),
   };
+}
+
+const NO_MESSAGES = 'the call records no chat messages (an OTLP span without gen_ai prompt attributes)';
+const NO_REPLY = 'the call records no reply';
+
+/** Why a call has no chat form (its reader's reason, no messages, no reply), or null: a transition carries it. */
+function notChatOf(call: LlmCall): string | null {
+  return call.notChat ?? (call.messages ? (call.message ? null : NO_REPLY) : NO_MESSAGES);
 }
 
 /** An OpenAI fine-tuning chat example: the prompt messages, the model's reply (with its tool calls), its tools. */
@@ -201,8 +209,8 @@ export function toChatExample(transition: Transition): { example: ChatExample } 
   const { messages, tools } = transition.prompt;
   const reply = transition.response.message;
   if (transition.notChat !== undefined) return { reason: transition.notChat };
-  if (!messages) return { reason: 'the call records no chat messages (an OTLP span without gen_ai prompt attributes)' };
-  if (!reply) return { reason: 'the call records no reply' };
+  if (!messages) return { reason: NO_MESSAGES };
+  if (!reply) return { reason: NO_REPLY };
   const assistant: { [key: string]: Json } = { role: 'assistant', content: reply.content ?? null };
   if (Array.isArray(reply.tool_calls) && reply.tool_calls.length > 0) assistant.tool_calls = reply.tool_calls;
   return { example: { messages: [...messages, assistant], ...(tools && tools.length > 0 ? { tools } : {}) } };
