@@ -26,6 +26,18 @@ from .schema import BadParams
 DEFAULT_LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 TOOL_CALL_OPEN = "<tool_call>"
 _TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.S)
+_BYTE_PIECE = re.compile(r"^<0x([0-9A-Fa-f]{2})>$")
+
+
+def _gpt2_byte_alphabet() -> dict[str, int]:
+    """GPT-2's byte alphabet read back (the characters byte-level BPE spells tokens in → their bytes): a byte that is
+    a printable Latin-1 character is that character; each of the others, in byte order, is U+0100 onward."""
+    printable = [*range(0x21, 0x7F), *range(0xA1, 0xAD), *range(0xAE, 0x100)]
+    others = [byte for byte in range(256) if byte not in printable]
+    return {chr(byte): byte for byte in printable} | {chr(0x100 + n): byte for n, byte in enumerate(others)}
+
+
+_BYTE_DECODER = _gpt2_byte_alphabet()
 
 
 def _import_transformers():
@@ -296,7 +308,26 @@ class HfPolicy(Policy):
 
     def token_info(self, token_id):
         text = self.tokenizer.decode([token_id])
-        return text, list(text.encode("utf-8"))
+        return text, self._token_bytes(token_id, text)
+
+    def _token_bytes(self, token_id, text: str) -> list[int]:
+        """The token's own bytes: a token that holds part of a UTF-8 character decodes alone to U+FFFD, whose bytes
+        are not its. Byte-level BPE (GPT-2, Qwen, Llama 3) spells its bytes in GPT-2's byte alphabet; SentencePiece's
+        byte fallback (Llama 2, Mistral) as `<0xE4>`; other tokens are whole text."""
+        piece = self.tokenizer.convert_ids_to_tokens(int(token_id))
+        if isinstance(piece, str):
+            if self._byte_level():
+                decoded = [_BYTE_DECODER.get(char) for char in piece]
+                if all(byte is not None for byte in decoded):
+                    return decoded  # type: ignore[return-value]
+            fallback = _BYTE_PIECE.match(piece)
+            if fallback:
+                return [int(fallback.group(1), 16)]
+        return list(text.encode("utf-8"))
+
+    def _byte_level(self) -> bool:
+        decoder = getattr(getattr(self.tokenizer, "backend_tokenizer", None), "decoder", None)
+        return type(decoder).__name__ == "ByteLevel"
 
     def _functional_dropout(self) -> bool:
         config = self.model.config.to_dict()

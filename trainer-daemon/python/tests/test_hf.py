@@ -193,6 +193,20 @@ def _load(model_dir, **load):
     return session
 
 
+def test_logprob_bytes_are_each_token_s_own_also_inside_a_character(bpe_model_dir):
+    """Tokens holding part of a UTF-8 character (CJK, emoji) decode alone to U+FFFD: their bytes are still theirs, and
+    a client joining the bytes of an answer's tokens gets its text back (OpenAI's logprobs `bytes`)."""
+    session = _load(bpe_model_dir)
+    try:
+        text = "你好😀 ok"
+        ids = session.policy.encode_prompt(text)
+        infos = [session.policy.token_info(token_id) for token_id in ids]
+        assert any(token == "\ufffd" for token, _ in infos), "some token holds part of a character"
+        assert bytes(b for _, token_bytes in infos for b in token_bytes) == text.encode("utf-8")
+    finally:
+        session.close()
+
+
 def test_chat_template_renders_tools_and_tool_calls_round_trip(bpe_model_dir):
     session = _load(bpe_model_dir)
     policy = session.policy
