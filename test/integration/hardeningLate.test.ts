@@ -49,13 +49,21 @@ function gatedUpstream(): Promise<{ url: string; waiting: () => number; release(
   );
 }
 
-test('after a rollout ended: a racing /reward is a 409 naming why; an in-flight call is kept, marked late, not trained', async (t) => {
+/** A daemon whose upstream is a gated one, and a client of it; all closed after the test. */
+async function daemonWithGatedUpstream(
+  t: Parameters<typeof tempDir>[0],
+): Promise<{ upstream: Awaited<ReturnType<typeof gatedUpstream>>; client: RpcClient }> {
   const upstream = await gatedUpstream();
   t.after(() => upstream.close());
   const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), ['--upstream', upstream.url]);
   t.after(() => daemon.stop());
   const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
   t.after(() => client.dispose());
+  return { upstream, client };
+}
+
+test('after a rollout ended: a racing /reward is a 409 naming why; an in-flight call is kept, marked late, not trained', async (t) => {
+  const { upstream, client } = await daemonWithGatedUpstream(t);
   const { rollout, url } = await client.request('startAgentRun', {});
 
   // Both requests are past the key check (the rollout runs) when it ends.
@@ -107,12 +115,7 @@ test('after a rollout ended: a racing /reward is a 409 naming why; an in-flight 
 });
 
 test("a program relaunched with an ended rollout's URL (a debug restart): its key given to a new rollout records it there; a key still open is refused", async (t) => {
-  const upstream = await gatedUpstream();
-  t.after(() => upstream.close());
-  const daemon = await startDaemon(path.join(tempDir(t), 'store.db'), ['--upstream', upstream.url]);
-  t.after(() => daemon.stop());
-  const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
-  t.after(() => client.dispose());
+  const { upstream, client } = await daemonWithGatedUpstream(t);
   /** A call through the URL; one that reaches the upstream is answered there. */
   const ask = async (reachesUpstream = true): Promise<number> => {
     const answer = post(`${url}/v1/chat/completions`, JSON.stringify({ model: 'm', messages: [] }));
