@@ -9,6 +9,7 @@ but the newest (training/retention.ts), and a checkpoint without it loads with a
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -29,10 +30,17 @@ def save(path: str, policy: Policy, optimizer: torch.optim.Optimizer, config: di
     return write(path, weights, optimizer.state_dict(), config, metrics)
 
 
+# Some file systems (network, FUSE) cannot fsync a folder: its entries are then as durable as they make them.
+_FOLDER_SYNC_UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF}
+
+
 def _fsync(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
+    except OSError as error:
+        if not (path.is_dir() and error.errno in _FOLDER_SYNC_UNSUPPORTED):
+            raise
     finally:
         os.close(fd)
 
@@ -45,8 +53,7 @@ def sync_tree(folder: Path) -> None:
 
 
 def durable_rename(tmp: Path, target: Path) -> None:
-    """`tmp` (whole, flushed) becomes `target`, the rename flushed with its parent folder."""
-    sync_tree(tmp)
+    """`tmp`, flushed already (sync_tree), becomes `target`, the rename flushed with its parent folder."""
     os.rename(tmp, target)
     _fsync(target.parent)
 
@@ -62,10 +69,17 @@ def write(path: str, weights: dict, optimizer_state: dict, config: dict, metrics
         torch.save(optimizer_state, tmp / "optimizer.pt")
         (tmp / "config.json").write_text(json.dumps(config, indent=2))
         (tmp / "metrics.json").write_text(json.dumps(metrics, indent=2))
+        # Flushed before the name moves: the renames below sit back to back, never with a long flush between them.
+        sync_tree(tmp)
         if target.exists():
             old = target.parent / f".{target.name}.old-{uuid.uuid4().hex[:8]}"
             os.rename(target, old)
-            durable_rename(tmp, target)
+            try:
+                durable_rename(tmp, target)
+            except BaseException:
+                if not target.exists():
+                    os.rename(old, target)  # the previous checkpoint keeps its name
+                raise
             shutil.rmtree(old)
         else:
             durable_rename(tmp, target)

@@ -115,6 +115,7 @@ def _publish(target: Path, write: Callable[[Path], None]) -> None:
     tmp.mkdir()
     try:
         write(tmp)
+        checkpoint.sync_tree(tmp)
         if target.exists():
             target.rmdir()
         checkpoint.durable_rename(tmp, target)

@@ -169,6 +169,22 @@ def test_a_checkpoint_is_on_disk_before_its_name_is(tmp_path, monkeypatch):
     assert sorted(p.name for p in target.iterdir()) == ["config.json", "metrics.json", "optimizer.pt", "trainable.pt"]
 
 
+def test_a_checkpoint_written_over_keeps_the_previous_one_when_the_new_one_cannot_take_its_name(tmp_path, monkeypatch):
+    from lightning_trainer import checkpoint
+
+    target = tmp_path / "step-1"
+    checkpoint.write(str(target), {"w": torch.zeros(2)}, {}, {"step": 1}, {"loss": 0.5})
+
+    def failing(tmp, to):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(checkpoint, "durable_rename", failing)
+    with pytest.raises(OSError):
+        checkpoint.write(str(target), {"w": torch.ones(2)}, {}, {"step": 1}, {"loss": 0.1})
+    assert json.loads((target / "metrics.json").read_text()) == {"loss": 0.5}, "the previous checkpoint, whole"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["step-1"], "no temporary or old folder left"
+
+
 def test_checkpoint_for_another_adapter_is_refused(tmp_path):
     session = make_session(adapter={"kind": "lora", "rank": 4})
     session.save(parse(SaveParams, {"dir": str(tmp_path / "ckpt")}))
