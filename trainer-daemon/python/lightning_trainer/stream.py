@@ -126,7 +126,10 @@ class ChatStream:
                 delta = {"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]}
                 events.append({**self.head, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
             reason = "tool_calls" if calls else out.finish_reason
-            events.append({**self.head, "choices": [{"index": index, "delta": {}, "finish_reason": reason}]})
+            last = {"index": index, "delta": {}, "finish_reason": reason}
+            if out.stop_string is not None:
+                last["stop_reason"] = out.stop_string  # as the non-streamed answer names it
+            events.append({**self.head, "choices": [last]})
         if (self.body.get("stream_options") or {}).get("include_usage"):
             usage = self.completions.usage(self.job.prompt, self.job.outputs)
             events.append({**self.head, "choices": [], "usage": usage})

@@ -170,6 +170,10 @@ def test_a_stop_string_that_ends_the_answer_is_named_in_stop_reason(served):
     assert (choice["message"]["content"], choice["finish_reason"], choice["stop_reason"]) == ("", "stop", "5")
     answer, _ = chat(url, messages=AFTER_CALL, temperature=0)
     assert "stop_reason" not in answer["choices"][0], "the model's own end: no stop string named"
+    body = {"messages": AFTER_CALL, "tools": TOOLS, "temperature": 0, "stop": ["5"], "stream": True}
+    _, _, text = http(url, "/v1/chat/completions", body)
+    chunks = [json.loads(line[6:]) for line in text.split("\n\n") if line.startswith("data: {")]
+    assert chunks[-1]["choices"][0]["stop_reason"] == "5", "the stream's last chunk names it too"
 
 
 def test_concurrent_requests_are_batched(served):
