@@ -20,6 +20,7 @@ import {
   requestedMaxTokens,
   toWorkerTransitions,
   workerTrainParams,
+  stepSeed,
 } from '../../trainer-daemon/training/grpoUpdate';
 import { chatToSftExample, heldOutRollouts } from '../../trainer-daemon/training/sftRows';
 import { fsdpTorchProblem } from '../../trainer-daemon/training/doctor';
@@ -305,6 +306,11 @@ test('klCoef 0: the KL is measured on the first, validated and last updates only
   // Each iteration's minibatches are drawn anew: its seed differs from the last iteration's.
   assert.notEqual(workerTrainParams(config, rows, [], 2).seed, workerTrainParams(config, rows, [], 3).seed);
   assert.equal(workerTrainParams(config, rows, [], 2).seed, workerTrainParams(config, rows, [], 2).seed);
+  assert.equal(stepSeed(1, 2), 100_005, 'seed × 100003 + step for the seeds people type');
+  for (const seed of [Number.MAX_SAFE_INTEGER, 2 ** 40, -(2 ** 45)]) {
+    const derived = stepSeed(seed, 7);
+    assert.ok(Number.isSafeInteger(derived) && Math.abs(derived) < 2 ** 31, `--seed ${seed}: ${derived}`);
+  }
   const penalised = testGrpoConfig({ iterations: 12, evalEvery: 5, klCoef: 0.04 });
   assert.ok(Array.from({ length: 12 }, (_, i) => i + 1).every((step) => klSampled(penalised, step)));
   // An update that did not measure it records no KL (never a 0 it did not see).

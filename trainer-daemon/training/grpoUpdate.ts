@@ -81,7 +81,7 @@ export function workerTrainParams(
   const maxResponseLength = drGrpoMaxResponseLength(config, transitions, requestedCaps);
   return {
     ...(step === undefined || klSampled(config, step) ? {} : { klSample: false }),
-    ...(step === undefined ? {} : { seed: config.seed * 100_003 + step }),
+    ...(step === undefined ? {} : { seed: stepSeed(config.seed, step) }),
     transitions,
     ...(maxResponseLength === undefined ? {} : { maxResponseLength }),
     epochs: config.epochs,
@@ -93,6 +93,15 @@ export function workerTrainParams(
     klBiasCorrection: config.klBiasCorrection,
     entropyCoef: config.entropyCoef,
   };
+}
+
+/**
+ * The seed of step `n` of a run seeded `seed` (an iteration's minibatch order, an SFT epoch's shuffle): its own for
+ * each step, `seed × 100003 + n` for the seeds people type, and within torch's seed range (and exact in a double)
+ * whatever `--seed` says.
+ */
+export function stepSeed(seed: number, n: number): number {
+  return ((seed % 1_000_003) * 100_003 + n) % 2_147_483_647;
 }
 
 /**

@@ -15,6 +15,7 @@ import { ensurePrivateDir, writeFileAtomically } from '../util/privateFiles';
 import { InvalidInputError } from '../protocol/errors';
 import type { Logger } from '../log';
 import { retain } from './grpo';
+import { stepSeed } from './grpoUpdate';
 import { findPython } from './python';
 import type { TrainingService } from './service';
 import { noRowsMessage, sftRows, SFT_ROLLOUT_STATUSES, type SftRows, type SftSplit } from './sftRows';
@@ -140,7 +141,7 @@ export async function runSft(runId: string, config: SftConfig, ctx: SftContext):
         examples: rows.train,
         epochs: 1,
         batchSize: config.batchSize,
-        seed: config.seed * 100_003 + epoch,
+        seed: stepSeed(config.seed, epoch),
       });
       const metrics: Record<string, number> = {
         loss: sft.meanLoss ?? sft.loss,
