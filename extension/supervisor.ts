@@ -113,8 +113,17 @@ export class DaemonSupervisor implements vscode.Disposable {
       const running = findDaemon(settings.storeFile);
       if (running) {
         this.log.info(`[daemon] reusing the daemon (pid ${running.info.pid}) that owns ${running.info.store}`);
+        let client: DaemonClient;
+        try {
+          client = await connectDaemon(running.info.url, running.token, this.log);
+        } catch (error) {
+          // A daemon stopping as we found it (alone after its window closed): look again, then start one.
+          if (attempt >= 20) throw error;
+          this.log.info(`[daemon] the daemon (pid ${running.info.pid}) did not take the connection; looking again`);
+          await new Promise((resolve) => setTimeout(resolve, 250));
+          continue;
+        }
         if (running.info.version !== this.version) this.warnVersion(running.info.version, running.info.pid);
-        const client = await connectDaemon(running.info.url, running.token, this.log);
         return { client, state: { kind: 'running', url: running.info.url, pid: running.info.pid, owned: false } };
       }
       try {
@@ -241,7 +250,7 @@ export class DaemonSupervisor implements vscode.Disposable {
   private warnVersion(theirs: string, pid: number): void {
     if (this.warnedPid === pid) return;
     this.warnedPid = pid;
-    const message = `the daemon serving this store (pid ${pid}) is Lightning ${theirs}, started by a window running that version; this window runs ${this.version}. Reload the other windows: once none uses it, it stops and the next window starts ${this.version}.`;
+    const message = `the daemon serving this store (pid ${pid}) is Lightning ${theirs}; this window runs ${this.version}. If another window started it, reload that window: once no window uses it, it stops and the next window starts ${this.version}. If you started it (lightning serve), stop it and restart it from this version.`;
     this.log.warn(`[daemon] ${message}`);
     void vscode.window.showWarningMessage(`Lightning: ${message}`, 'Show Logs').then((choice) => {
       if (choice === 'Show Logs') this.log.show();
