@@ -40,8 +40,18 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   private readonly sessions = new SessionRecords();
   /** The rollout a restarted session records now, by session id (its configuration still names the first run's). */
   private readonly current = new Map<string, string>();
-  /** Each session's last finalization, by session id: a restart waits for it before its key is given again. */
-  private readonly ended = new Map<string, Promise<boolean>>();
+  /**
+   * Each session's last finalization, by session id, with the rollout its configuration named: a restart waits for it
+   * before the key is given again, and gives it only to a session still configured with that rollout's environment.
+   */
+  private readonly ended = new Map<string, { readonly configured: string; readonly done: Promise<boolean> }>();
+  /**
+   * The rollout each recorded session started with, by session id: what it records even after VS Code re-resolved its
+   * configuration for a restart from a launch configuration without Lightning.
+   */
+  private readonly recorded = new Map<string, string>();
+  /** A restart the adapter does itself (js-debug), in flight: the session's end waits for it. */
+  private readonly restarts = new Map<string, Promise<void>>();
   /**
    * The launch configuration as the user wrote it, by the rollout its session started as: a restart's rollout is routed
    * from it (the session's own configuration carries the instrumentation: its OPENAI_BASE_URL is the rollout's URL).
@@ -70,7 +80,11 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
       vscode.debug.registerDebugAdapterTrackerFactory('*', {
         createDebugAdapterTracker: (session) => this.trackerFor(session),
       }),
-      vscode.debug.onDidStartDebugSession((session) => this.sessions.started(session.id, session.parentSession?.id)),
+      vscode.debug.onDidStartDebugSession((session) => {
+        this.sessions.started(session.id, session.parentSession?.id);
+        const own = ownRollout(session);
+        if (own !== undefined) this.recorded.set(session.id, own);
+      }),
       vscode.debug.onDidTerminateDebugSession((session) => void this.finish(session)),
       this._onDidFinishRollout,
     );
@@ -188,14 +202,22 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   private async trackerFor(session: vscode.DebugSession): Promise<vscode.DebugAdapterTracker> {
     const ended = this.ended.get(session.id);
     this.ended.delete(session.id);
-    if (ended && (await ended)) await this.restarted(session);
+    if (ended && (await ended.done)) {
+      const configured = ownRollout(session);
+      // Relaunched with the ended run's environment: its key opens a new rollout. Re-resolved by VS Code (launch.json
+      // changed): a new rollout already, or none when the configuration does not ask for Lightning — say so.
+      if (configured === ended.configured) await this.restarted(session);
+      else if (configured === undefined) void this.restartedWithout(session);
+    }
     return {
       onDidSendMessage: (message: AdapterMessage) => this.sessions.observe(session.id, message),
       // An adapter that restarts the program itself (js-debug): the run that ends is finalized, the next recorded anew.
       onWillReceiveMessage: (message: AdapterMessage) => {
         if (message.type !== 'request') return;
-        if (message.command === 'restart') void this.restarting(session);
-        else if (
+        if (message.command === 'restart') {
+          const restart = this.restarting(session).finally(() => this.restarts.delete(session.id));
+          this.restarts.set(session.id, restart);
+        } else if (
           (message.command === 'terminate' || message.command === 'disconnect') &&
           message.arguments?.restart === true
         )
@@ -206,9 +228,11 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
 
   /** The adapter is asked to restart the program (DAP `restart`): the run's rollout ends, its key opens a new one. */
   private async restarting(session: vscode.DebugSession): Promise<void> {
-    const configured = ownRollout(session);
+    const configured = ownRollout(session) ?? this.recorded.get(session.id);
     if (configured === undefined) return;
-    if (await this.finalize(session, configured, true)) await this.restarted(session);
+    if (!(await this.finalize(session, configured, true))) return;
+    if (ownRollout(session) === configured) await this.restarted(session);
+    else void this.restartedWithout(session);
   }
 
   /** The session relaunches its program with the ended run's environment: its key opens a new rollout. */
@@ -229,6 +253,14 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
     }
   }
 
+  /** A recorded session that VS Code relaunched from a launch configuration without `"lightning": true`. */
+  private async restartedWithout(session: vscode.DebugSession): Promise<void> {
+    this.log.warn(`[debug] "${session.name}" was restarted without Lightning: its relaunch is not recorded`);
+    await vscode.window.showWarningMessage(
+      `Lightning: the restarted "${session.name}" runs without Lightning: VS Code relaunched it from launch.json, where it has no "lightning": true. Stop it and run Debug with Lightning again, or add "lightning": true to the configuration.`,
+    );
+  }
+
   /**
    * The debuggee's exit code: from the debug adapter's `exited` event (debugpy and most adapters),
    * of the session or a child session, else the file a Node debuggee wrote (js-debug sends none).
@@ -247,10 +279,13 @@ export class DebugWithLightning implements vscode.Disposable, vscode.DebugConfig
   }
 
   private async finish(session: vscode.DebugSession): Promise<void> {
-    const configured = ownRollout(session);
+    const configured = ownRollout(session) ?? this.recorded.get(session.id);
+    this.recorded.delete(session.id);
     if (configured === undefined) return;
+    // A restart still giving the key to a new rollout: that rollout is the one this end finalizes.
+    await this.restarts.get(session.id);
     const finalized = this.finalize(session, configured, this.endingForRestart.delete(session.id));
-    this.ended.set(session.id, finalized);
+    this.ended.set(session.id, { configured, done: finalized });
     // Ended sessions are remembered for a restart; the oldest go once there are many.
     if (this.ended.size > 100) this.ended.delete(this.ended.keys().next().value!);
     await finalized;
