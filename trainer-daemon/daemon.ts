@@ -172,6 +172,8 @@ export class Daemon {
       };
       const writes = new WriteQueue(store, logger.child('writes'));
       let baseUrl: string | undefined;
+      // The loopback listener serves the agent routes too (also with --host, which adds another address).
+      let loopbackUrl: string | undefined;
       const scoreJobs = new ScoreJobs();
       // The RPC server that broadcasts is made from the handlers: they reach it through this binding.
       let broadcast: Broadcast | undefined;
@@ -201,6 +203,7 @@ export class Daemon {
         writes,
         info: () => info,
         agentBaseUrl: () => baseUrl,
+        ownUrls: () => [baseUrl, loopbackUrl].filter((u): u is string => u !== undefined),
         scoreJobs,
         notify: (name, params) => broadcast?.(name, params),
         workerBatches,
@@ -240,6 +243,7 @@ export class Daemon {
       const address = await listenOnPreviousPort(http, options.host, options.port, storeFile, logger);
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
+      loopbackUrl = url;
       baseUrl = options.agentHost ? await http.listenForAgents(options.agentHost) : url;
       const daemon = new Daemon({
         store,

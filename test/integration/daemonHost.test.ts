@@ -38,6 +38,9 @@ test('serve --host 127.0.0.2: agents get URLs on that address and reach the daem
   assert.equal(await get('127.0.0.2', port, '/health', agent.host), 200);
   assert.equal(await get('127.0.0.2', port, `${agent.pathname}/resources`, `evil.example:${port}`), 403);
   assert.equal(await get('127.0.0.2', port, '/health', `evil.example:${port}`), 403, 'a rebinding name is refused');
+  // Either address's rollout URL as a rollout's upstream would loop back: refused.
+  for (const own of [`${url}/v1`, `${daemon.ready.url}${agent.pathname}/v1`])
+    await assert.rejects(client.request('startAgentRun', { upstream: own }), /this daemon's own rollout URL/, own);
   await assert.rejects(
     RpcClient.connect(`http://127.0.0.2:${port}`, daemon.ready.token),
     "no RPC on the agents' address",

@@ -41,6 +41,8 @@ export interface HandlerContext {
   readonly info: () => DaemonInfo;
   /** The daemon's base URL for agent capability URLs; absent when no daemon serves HTTP. */
   readonly agentBaseUrl?: () => string | undefined;
+  /** Every base URL the agent routes are served at (loopback, and --host's): an upstream there would loop. */
+  readonly ownUrls?: () => readonly string[];
   /** Sends a notification to every connected client (progress of long jobs); absent without a server. */
   readonly notify?: Broadcast;
   /** Score jobs in flight, for `rewards/cancel` and shutdown. */
@@ -80,6 +82,7 @@ export function createHandlers({
   writes,
   info,
   agentBaseUrl,
+  ownUrls,
   notify,
   scoreJobs = new ScoreJobs(),
   workerBatches,
@@ -113,7 +116,7 @@ export function createHandlers({
           'agent runs need a running daemon to serve their LLM calls; start one with `lightning serve`',
         );
       for (const target of [upstream, ...Object.values(providerUpstreams)])
-        if (target && loopsBack(target, baseUrl))
+        if (target && (ownUrls?.() ?? [baseUrl]).some((own) => loopsBack(target, own)))
           throw new InvalidInputError(
             `upstream ${new URL(target).origin}/${new URL(target).pathname.split('/')[1]}/… is this daemon's own rollout URL (a capability URL: its key is not repeated here): the calls would come back to it without end. Name the LLM server the agent should reach (its own OPENAI_BASE_URL before Lightning), or none for the daemon's upstream`,
           );
