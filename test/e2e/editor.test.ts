@@ -221,19 +221,21 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await runCommand(page, 'Lightning: Review Unrated Rollouts');
     const title = page.locator('.quick-input-widget .quick-input-title');
     await title.filter({ hasText: 'Review 1/2' }).filter({ hasText: 'big rollout' }).waitFor({ timeout: 15_000 });
-    await page.keyboard.type('n');
-    await page.keyboard.press('Enter');
+    // Typed into the box itself: keys sent to the page before the box has focus (a loaded machine) would go elsewhere.
+    const input = page.locator('.quick-input-widget .quick-input-box input');
+    await input.fill('n', { timeout: 10_000 });
+    await input.press('Enter');
     await title
       .filter({ hasText: 'Review 2/2' })
       .filter({ hasText: 'Weather agent (recorded)' })
-      .waitFor({ timeout: 10_000 });
-    await panel.locator('.detail .detail-header', { hasText: 'Weather agent (recorded)' }).waitFor({ timeout: 10_000 });
+      .waitFor({ timeout: 30_000 });
+    await panel.locator('.detail .detail-header', { hasText: 'Weather agent (recorded)' }).waitFor({ timeout: 30_000 });
     const id = (await panel.locator('.detail').getAttribute('data-rollout-id'))!;
-    await page.keyboard.type('0');
-    await page.keyboard.press('Enter');
+    await input.fill('0', { timeout: 10_000 });
+    await input.press('Enter');
     await page
       .locator('.notifications-toasts', { hasText: 'review done, 1 rollout(s) rated' })
-      .waitFor({ timeout: 10_000 });
+      .waitFor({ timeout: 30_000 });
     await shot('07-review-queue');
     const detail = await show(id);
     assert.equal(detail.rollout.label, 'Weather agent (recorded)');
