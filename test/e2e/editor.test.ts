@@ -138,9 +138,11 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await page
       .locator('.quick-input-widget .quick-input-title', { hasText: 'Weather agent' })
       .waitFor({ timeout: 15_000 });
-    await page.keyboard.type('0.5');
-    await page.locator('.quick-input-list .monaco-list-row', { hasText: '0.5' }).first().waitFor({ timeout: 5_000 });
-    await page.keyboard.press('Enter');
+    // Typed into the pick's own box: keys sent to the page while the panel's webview still has focus would be lost.
+    const input = page.locator('.quick-input-widget .quick-input-box input');
+    await input.fill('0.5', { timeout: 10_000 });
+    await page.locator('.quick-input-list .monaco-list-row', { hasText: '0.5' }).first().waitFor({ timeout: 15_000 });
+    await input.press('Enter');
     await answerInputBox(page, 'comment', 'right tool, terse answer');
     await panel.locator('.reward-row', { hasText: 'right tool, terse answer' }).waitFor({ timeout: 15_000 });
     await shot('04-annotated');
