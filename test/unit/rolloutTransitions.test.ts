@@ -3,7 +3,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { createHandlers, invoke } from '../../trainer-daemon/rpc/handlers';
 import { Store } from '../../trainer-daemon/store/store';
-import { RolloutTransitions } from '../../trainer-daemon/protocol';
+import { RolloutTransitions, type SpanInput } from '../../trainer-daemon/protocol';
 import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
@@ -12,6 +12,17 @@ import { parsed } from '../helpers/params';
  * transitions/forRollout through the handler table on a real store: what an export of the batch would say about one
  * rollout.
  */
+/** A train rollout of `taskId` in batch-a of dataset ds, run to `succeeded` with these spans. */
+function finished(store: Store, taskId: string, spans: SpanInput[]): string {
+  const { id } = store.createRollout(
+    parsed('createRollout', { mode: 'train', task: { id: taskId, input: null }, datasetId: 'ds', batchId: 'batch-a' }),
+  );
+  store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
+  store.addSpans({ rolloutId: id, spans });
+  store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }));
+  return id;
+}
+
 test('transitions/forRollout: calls included with credited reward and the batch group advantage; exclusions say why', async (t) => {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   t.after(() => store.close());
@@ -26,18 +37,10 @@ test('transitions/forRollout: calls included with credited reward and the batch 
     [0, 1],
     [1, 1],
   ] as const) {
-    const { id } = store.createRollout(
-      parsed('createRollout', {
-        mode: 'train',
-        task: { id: 'task-1', input: null },
-        datasetId: 'ds',
-        batchId: 'batch-a',
-      }),
-    );
-    store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
-    store.addSpans({
-      rolloutId: id,
-      spans: Array.from({ length: calls }, () =>
+    const id = finished(
+      store,
+      'task-1',
+      Array.from({ length: calls }, () =>
         llmSpan({
           attributes: {
             'lightning.api': 'chat.completions',
@@ -46,8 +49,7 @@ test('transitions/forRollout: calls included with credited reward and the batch 
           },
         }),
       ),
-    });
-    store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }));
+    );
     store.addReward(parsed('addReward', { rolloutId: id, value, source: 'rule', reason: 'exact match' }));
     ids.push(id);
   }
@@ -103,17 +105,7 @@ test('transitions/forRollout: calls included with credited reward and the batch 
   const after = await invoke(handlers, 'rolloutTransitions', { rolloutId: ids[1] });
   assert.equal(after.group.mean, 0.25);
 
-  const unrated = store.createRollout(
-    parsed('createRollout', {
-      mode: 'train',
-      task: { id: 'task-2', input: null },
-      datasetId: 'ds',
-      batchId: 'batch-a',
-    }),
-  ).id;
-  store.transitionRollout(parsed('transitionRollout', { id: unrated, to: 'running' }));
-  store.addSpans({ rolloutId: unrated, spans: [llmSpan()] });
-  store.transitionRollout(parsed('transitionRollout', { id: unrated, to: 'succeeded' }));
+  const unrated = finished(store, 'task-2', [llmSpan()]);
   const excluded = await invoke(handlers, 'rolloutTransitions', { rolloutId: unrated });
   assert.equal(excluded.included, false);
   assert.match(excluded.why!, /no "reward" reward/);
@@ -143,20 +135,9 @@ test('transitions/forRollout: calls included with credited reward and the batch 
 
   // With an agent chosen, the group is what the export's advantages compare: the rewarded rollouts of the task with a
   // call of that agent — here the planner's rollout alone, not the batch's four others without one.
-  const planner = store.createRollout(
-    parsed('createRollout', {
-      mode: 'train',
-      task: { id: 'task-1', input: null },
-      datasetId: 'ds',
-      batchId: 'batch-a',
-    }),
-  ).id;
-  store.transitionRollout(parsed('transitionRollout', { id: planner, to: 'running' }));
-  store.addSpans({
-    rolloutId: planner,
-    spans: [llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'gen_ai.agent.name': 'planner' } })],
-  });
-  store.transitionRollout(parsed('transitionRollout', { id: planner, to: 'succeeded' }));
+  const planner = finished(store, 'task-1', [
+    llmSpan({ attributes: { 'lightning.api': 'chat.completions', 'gen_ai.agent.name': 'planner' } }),
+  ]);
   store.addReward(parsed('addReward', { rolloutId: planner, value: 1, source: 'rule' }));
   const planned = await invoke(handlers, 'rolloutTransitions', { rolloutId: planner, agent: '^planner$' });
   assert.equal(planned.included, true);

@@ -1,6 +1,7 @@
 /** The daemon's protocol module: the only part of trainer-daemon/ that other processes import. */
 export * from './records';
 export * from './rpc';
+export * from './datasets';
 export * from './daemon';
 export * from './agentEnv';
 export * from './lightningrl';

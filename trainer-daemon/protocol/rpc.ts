@@ -57,6 +57,7 @@ import {
   WorkerPlacedParams,
 } from './runner';
 import { ProviderUpstreams } from './agentEnv';
+import { ImportDatasetParams } from './datasets';
 import { FILTER_TEXT_MAX } from './rolloutValues';
 
 export interface MethodSpec<P extends z.ZodType, R extends z.ZodType> {
@@ -297,39 +298,6 @@ export const AddRewardParams = z.strictObject({
   reason: z.string().max(10_000).nullable().default(null),
 });
 export type AddRewardParams = z.input<typeof AddRewardParams>;
-
-export const ImportTask = z.object({
-  id: z.string().min(1).max(512),
-  split: z.enum(['train', 'val', 'test']),
-  input: Json,
-  expected: Json.nullable(),
-});
-export type ImportTask = z.infer<typeof ImportTask>;
-
-export const ImportDatasetParams = z.strictObject({
-  name: z.string().min(1).max(200),
-  /** Where the tasks came from (a file path), for people. */
-  source: z.string().max(4096).nullable().default(null),
-  tasks: z
-    .array(ImportTask)
-    .min(1)
-    .max(1_000_000)
-    .superRefine((tasks, context) => {
-      // Caught here (-32602 naming the task), not as a UNIQUE violation inside the store (-32603).
-      const seen = new Map<string, number>();
-      tasks.forEach((task, index) => {
-        const first = seen.get(task.id);
-        if (first !== undefined)
-          context.addIssue({
-            code: 'custom',
-            path: [index, 'id'],
-            message: `task id ${JSON.stringify(task.id.slice(0, 100))} repeats task ${first}'s; task ids must be unique`,
-          });
-        else seen.set(task.id, index);
-      });
-    }),
-});
-export type ImportDatasetParams = z.input<typeof ImportDatasetParams>;
 
 export const DaemonInfo = z.object({
   version: z.string(),
