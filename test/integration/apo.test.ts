@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ApoResult, candidatesOf, metricPoints, placeholders } from '../../trainer-daemon/protocol';
-import { allRollouts, finished, setUp, storeOf, train } from '../helpers/apo';
+import { allRollouts, finished, setUp, storeOf, train, WORKERS } from '../helpers/apo';
 import { runCli } from '../helpers/daemon';
 
 const MAIN_FLAGS = [
@@ -29,7 +29,7 @@ const MAIN_FLAGS = [
 
 test('apo: finds a prompt that beats the seed on validation, keeps its placeholders, stays in budget, records everything', async (t) => {
   const { cwd, upstream, calls } = await setUp(t);
-  const run = await train(cwd, upstream, MAIN_FLAGS);
+  const run = await train(cwd, upstream, [...MAIN_FLAGS, ...WORKERS]);
   assert.equal(run.code, 0, run.stderr);
   const result = finished(run.stdout);
   assert.equal(result.seed.valScore, 0.5);

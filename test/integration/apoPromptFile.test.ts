@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { AGENT, finished, setUp, storeOf } from '../helpers/apo';
+import { AGENT, finished, setUp, storeOf, WORKERS } from '../helpers/apo';
 import { runCli } from '../helpers/daemon';
 
 test('apo: an agent that loads its prompt from a file is optimized through temporary copies; the file is left alone', async (t) => {
@@ -32,6 +32,8 @@ test('apo: an agent that loads its prompt from a file is optimized through tempo
       '3',
       '--val-batch',
       '2',
+      // Agent workers (one process per batch): the copy is what the batch's worker was started with.
+      ...WORKERS,
       '--',
       process.execPath,
       AGENT,
