@@ -45,6 +45,13 @@ class Generated:
     top: list[list[tuple[int, float]]] = field(default_factory=list)
 
 
+def finish_reason(out: Generated, calls: list) -> str:
+    """A chat choice's finish_reason: "tool_calls" for an answer that ended after its calls; one cut at max_tokens
+    says "length" even when a call parses from what it holds (as OpenAI's API does), so the agent and the record
+    see that the answer was cut, not a whole call."""
+    return "tool_calls" if calls and out.finish_reason == "stop" else out.finish_reason
+
+
 class NonFiniteError(RuntimeError):
     """The model produced NaN/inf (logits while sampling, or gradients in an update)."""
 

@@ -35,7 +35,7 @@ from typing import Any, Optional
 
 from . import http_front
 from .batcher import Batcher, ClientGone, Job
-from .generate import Generated, Sampling
+from .generate import Generated, Sampling, finish_reason
 from .http_front import KEY_PREFIX, MAX_BODY_BYTES, Exchange, Request, error_body
 from .stream import ChatStream
 
@@ -169,7 +169,7 @@ class Completions:
             choice = {
                 "index": index,
                 "message": message,
-                "finish_reason": "tool_calls" if calls else out.finish_reason,
+                "finish_reason": finish_reason(out, calls),
                 "logprobs": {"content": self.logprob_entries(out)} if body.get("logprobs") else None,
             }
             if out.stop_string is not None:

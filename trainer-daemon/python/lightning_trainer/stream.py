@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Optional, Protocol
 
 from .batcher import Job
-from .generate import Generated
+from .generate import Generated, finish_reason
 
 
 class EventSink(Protocol):
@@ -125,8 +125,7 @@ class ChatStream:
             if calls:
                 delta = {"tool_calls": [{"index": i, **call} for i, call in enumerate(calls)]}
                 events.append({**self.head, "choices": [{"index": index, "delta": delta, "finish_reason": None}]})
-            reason = "tool_calls" if calls else out.finish_reason
-            last = {"index": index, "delta": {}, "finish_reason": reason}
+            last = {"index": index, "delta": {}, "finish_reason": finish_reason(out, calls)}
             if out.stop_string is not None:
                 last["stop_reason"] = out.stop_string  # as the non-streamed answer names it
             events.append({**self.head, "choices": [last]})

@@ -139,6 +139,24 @@ def test_streaming_sends_the_same_completion_as_chunks(served):
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
 
 
+def test_a_call_cut_at_max_tokens_says_length(served):
+    """The model's call is 9 tokens ("ADD(2,3)\\n"): at 8 it parses, but the answer was cut, and finish_reason says so,
+    JSON and streamed ("length", not "tool_calls": the agent and the record see a cut answer, not a whole call)."""
+    _, url = served
+    response, _ = chat(url, temperature=0, max_tokens=8)
+    choice = response["choices"][0]
+    assert choice["message"]["tool_calls"][0]["function"]["name"] == "ADD", choice
+    assert choice["finish_reason"] == "length"
+    _, _, text = http(
+        url,
+        "/v1/chat/completions",
+        {"messages": QUESTION, "tools": TOOLS, "temperature": 0, "max_tokens": 8, "stream": True},
+    )
+    chunks = [json.loads(line[6:]) for line in text.split("\n\n") if line.startswith("data: {")]
+    assert any("tool_calls" in c["choices"][0]["delta"] for c in chunks)
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+
+
 def test_a_streamed_text_completion_is_the_same_answer_as_events(served):
     """`/v1/completions` with `stream: true` (the OpenAI SDKs' `completions.create(stream=True)`): events, not JSON."""
     _, url = served
