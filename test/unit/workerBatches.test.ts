@@ -10,13 +10,19 @@ import type { AttemptEvent } from '../../trainer-daemon/runner/pool';
 import { WorkerBatches } from '../../trainer-daemon/runner/workerBatches';
 import { Store } from '../../trainer-daemon/store/store';
 import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
-import { tempDir } from '../helpers/tmp';
+import { tempDir, waitFor } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
 
-function setUp(t: { after(fn: () => void): void }, rollouts: number, maxAttempts = 1) {
+function setUp(t: { after(fn: () => void): void }, rollouts: number, maxAttempts = 1, leaseMs?: number) {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   const writes = new WriteQueue(store, silentLogger);
-  const batches = new WorkerBatches({ store, writes, logger: silentLogger, baseUrl: () => 'http://127.0.0.1:9' });
+  const batches = new WorkerBatches({
+    store,
+    writes,
+    logger: silentLogger,
+    baseUrl: () => 'http://127.0.0.1:9',
+    ...(leaseMs === undefined ? {} : { leaseMs }),
+  });
   t.after(() => {
     batches.dispose();
     store.close();
@@ -109,5 +115,29 @@ describe('worker batches followed in process', () => {
       ids.map((id) => store.getRolloutDetail(id).attempts.map((a) => a.node)),
       [[nodeA], [nodeB], [nodeA]],
     );
+  });
+});
+
+describe('a worker batch whose runner died', () => {
+  it('stops its workers (204), fails the attempts in flight and leaves the queued rollouts queued, for --resume', async (t) => {
+    const { store, batches, ids, batch } = setUp(t, 3, 2, 200);
+    const key = new URL(batch.url).pathname.split('/').at(-1)!;
+    const running = await batches.next(key, 'w0', () => true);
+    assert.equal(running?.rolloutId, ids[0]);
+    // No runner polls `workerBatches/events` (it was killed): past the lease, the daemon stops the batch.
+    await waitFor(() => store.getRollout(ids[0]!).status === 'failed', 'the attempt in flight ended', 5_000, 10);
+    assert.equal(await batches.next(key, 'w1', () => true), null, 'a worker asking for more gets 204');
+    const rollouts = ids.map((id) => store.getRollout(id));
+    assert.deepEqual(
+      rollouts.map((rollout) => [rollout.status, rollout.error]),
+      [
+        ['failed', 'the runner stopped during this attempt'],
+        ['queued', null],
+        ['queued', null],
+      ],
+      'nothing cancelled: `dataset run --resume` finds every rollout still to run',
+    );
+    assert.equal(store.findAgentKey(running.url.split('/r/')[1]!), undefined, 'its key is revoked');
+    await waitFor(() => !batches.knows(key), 'the batch forgotten', 5_000, 10);
   });
 });

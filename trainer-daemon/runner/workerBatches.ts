@@ -9,7 +9,8 @@
  * failed or timed-out rollout with attempts left goes back to the queue. A runner in another process
  * follows the attempts through `workerBatches/events` (a long poll); one inside the daemon (its training
  * loops) subscribes with `follow` and never polls its own daemon. A batch whose remote runner stops
- * polling for `LEASE_MS` is cancelled, so workers of a runner that died get 204 and stop.
+ * polling for `LEASE_MS` ends: workers of a runner that died get 204 and stop, the attempts they were running fail, and
+ * what is still queued stays queued, for `dataset run --resume` (as a dead runner's batch in process mode).
  */
 import crypto from 'node:crypto';
 import type { z } from 'zod';
@@ -52,6 +53,8 @@ export interface WorkerBatchesOptions {
   readonly logger: Logger;
   /** The daemon's base URL (known once it listens). */
   readonly baseUrl: () => string;
+  /** How long a remote runner may go without polling before its batch ends (default LEASE_MS; tests shorten it). */
+  readonly leaseMs?: number;
 }
 
 /** One batch: its queue, the attempts in flight (by rollout) and the attempt events for the runner. */
@@ -124,8 +127,11 @@ export class WorkerBatches implements BatchFollower {
   private readonly sweeper: NodeJS.Timeout;
   private disposed = false;
 
+  private readonly leaseMs: number;
+
   constructor(private readonly options: WorkerBatchesOptions) {
-    this.sweeper = setInterval(() => this.sweep(), 5_000);
+    this.leaseMs = options.leaseMs ?? LEASE_MS;
+    this.sweeper = setInterval(() => this.sweep(), Math.min(5_000, this.leaseMs));
     this.sweeper.unref();
   }
 
@@ -335,8 +341,22 @@ export class WorkerBatches implements BatchFollower {
       this.close(batch);
       return 0;
     }
+    return this.stop(batch, 'cancelled', 'the batch was cancelled', true);
+  }
+
+  /**
+   * Stops a batch: its workers get 204 from now on; its attempts in flight end `to` (`error`, their key revoked), and
+   * what is queued with them when `queued` (else it stays queued in the store). Returns how many rollouts it ended.
+   */
+  private async stop(
+    batch: WorkerBatchState,
+    to: 'cancelled' | 'failed',
+    error: string,
+    queued: boolean,
+  ): Promise<number> {
     batch.cancelled = true;
-    const ids = [...batch.queue.splice(0), ...batch.inFlight.keys()];
+    const waiting = batch.queue.splice(0);
+    const ids = [...(queued ? waiting : []), ...batch.inFlight.keys()];
     const nodes = new Map(
       [...batch.inFlight].map(([rolloutId, flight]) => [rolloutId, batch.nodes.get(flight.worker)]),
     );
@@ -344,13 +364,7 @@ export class WorkerBatches implements BatchFollower {
     batch.wake();
     await this.options.writes.submit(() => {
       for (const rolloutId of ids)
-        this.options.store.transitionRollout({
-          id: rolloutId,
-          to: 'cancelled',
-          error: 'the batch was cancelled',
-          exitCode: null,
-          node: nodes.get(rolloutId),
-        });
+        this.options.store.transitionRollout({ id: rolloutId, to, error, exitCode: null, node: nodes.get(rolloutId) });
     }, ids.length);
     return ids.length;
   }
@@ -373,16 +387,23 @@ export class WorkerBatches implements BatchFollower {
     return batch;
   }
 
-  /** Batches whose runner stopped polling: cancelled (so their workers stop), then forgotten. */
+  /**
+   * Batches whose runner stopped polling (it died): stopped, so that their workers stop, then forgotten. Their attempts
+   * in flight fail as a dead runner's attempts do; their queued rollouts stay queued: `dataset run --resume` runs them,
+   * and retries those attempts. Cancelling them made a resume find nothing to run.
+   */
   private sweep(): void {
     const now = Date.now();
     for (const batch of this.batches.values()) {
-      if (batch.followers.size > 0 || now - batch.lastPoll < LEASE_MS) continue;
+      if (batch.followers.size > 0 || now - batch.lastPoll < this.leaseMs) continue;
       if (batch.done) this.close(batch);
       else {
-        this.options.logger.warn('cancelling a worker batch whose runner stopped polling', { batch: batch.id });
-        void this.cancel(batch.id).catch((error: unknown) =>
-          this.options.logger.error('could not cancel a worker batch', { batch: batch.id, error: errorMessage(error) }),
+        this.options.logger.warn(
+          'a worker batch’s runner stopped polling: its workers stop, its attempts in flight fail, its queued rollouts stay queued for `dataset run --resume`',
+          { batch: batch.id, inFlight: batch.inFlight.size, queued: batch.queue.length },
+        );
+        void this.stop(batch, 'failed', 'the runner stopped during this attempt', false).catch((error: unknown) =>
+          this.options.logger.error('could not stop a worker batch', { batch: batch.id, error: errorMessage(error) }),
         );
       }
     }
