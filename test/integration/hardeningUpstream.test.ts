@@ -255,6 +255,31 @@ function errorInsideHandler(model: string, request: http.IncomingMessage, respon
       { candidates: [{ content: { role: 'model', parts: [{ text: 'It is' }] } }] },
       { error: { code: 503, message: 'The model is overloaded.', status: 'UNAVAILABLE' } },
     ]);
+  } else if (model === 'responses-failed' || model === 'chat-string-error') {
+    // A stream that fails after some text: Responses' own response.failed, and a server's last chunk whose error is a
+    // string (as text-generation servers report a failed generation).
+    const events =
+      model === 'responses-failed'
+        ? [
+            { type: 'response.created', response: { id: 'resp_2', object: 'response', status: 'in_progress' } },
+            { type: 'response.output_text.delta', delta: 'It is' },
+            {
+              type: 'response.failed',
+              response: {
+                id: 'resp_2',
+                object: 'response',
+                status: 'failed',
+                error: { code: 'server_error', message: 'The server failed mid-answer.' },
+                output: [{ type: 'message', role: 'assistant', content: [{ type: 'output_text', text: 'It is' }] }],
+              },
+            },
+          ]
+        : [
+            { id: 'c1', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content: 'It is' } }] },
+            { error: 'Request failed during generation: CUDA out of memory', error_type: 'generation' },
+          ];
+    response.writeHead(200, { 'content-type': 'text/event-stream' });
+    response.end(`${events.map((event) => `data: ${JSON.stringify(event)}\n\n`).join('')}data: [DONE]\n\n`);
   } else if (model === 'gateway-error') json({ error: { message: 'upstream provider timed out', type: 'timeout' } });
   else if (model === 'responses-ok')
     json({ id: 'resp_1', object: 'response', status: 'completed', error: null, output: [], model });
@@ -294,6 +319,22 @@ describe('an error inside an HTTP 200 answer', () => {
     const ok = await post(`${whole.url}/v1/responses`, JSON.stringify({ model: 'responses-ok', input: 'hi' }));
     assert.equal(ok.status, 200);
     assert.equal((await world.spanOf(whole.rollout.id)).attributes['lightning.outcome'], 'ok');
+  });
+
+  test('a stream that fails after some text (Responses response.failed; a chunk whose error is a string) is an upstream error', async () => {
+    for (const [path, model, message] of [
+      ['/v1/responses', 'responses-failed', /The server failed mid-answer/],
+      ['/v1/chat/completions', 'chat-string-error', /CUDA out of memory/],
+    ] as const) {
+      const { rollout, url } = await world.client.request('startAgentRun', {});
+      const streamed = await post(`${url}${path}`, JSON.stringify({ model, input: 'hi', messages: [], stream: true }));
+      assert.equal(streamed.status, 200, 'relayed as it came');
+      assert.match(streamed.body, /It is/);
+      const span = await world.spanOf(rollout.id);
+      assert.equal(span.attributes['lightning.outcome'], 'upstream_error', model);
+      assert.equal(span.statusCode, 'error');
+      assert.match(span.statusMessage ?? '', message);
+    }
   });
 
   test('a policy server’s {"error": …} in a 200 to a translated Anthropic call: 502 in Anthropic’s shape, an upstream error', async () => {

@@ -125,7 +125,7 @@ describe('a worker batch whose runner died', () => {
     const running = await batches.next(key, 'w0', () => true);
     assert.equal(running?.rolloutId, ids[0]);
     // No runner polls `workerBatches/events` (it was killed): past the lease, the daemon stops the batch.
-    await waitFor(() => store.getRollout(ids[0]!).status === 'failed', 'the attempt in flight ended', 5_000, 10);
+    await waitFor(() => store.getRollout(ids[0]!).status === 'failed', 'the attempt in flight ended', 5_000);
     assert.equal(await batches.next(key, 'w1', () => true), null, 'a worker asking for more gets 204');
     const rollouts = ids.map((id) => store.getRollout(id));
     assert.deepEqual(
@@ -137,7 +137,7 @@ describe('a worker batch whose runner died', () => {
       ],
       'nothing cancelled: `dataset run --resume` finds every rollout still to run',
     );
-    assert.equal(store.findAgentKey(running.url.split('/r/')[1]!), undefined, 'its key is revoked');
-    await waitFor(() => !batches.knows(key), 'the batch forgotten', 5_000, 10);
+    assert.equal(store.findAgentKey(running!.url.split('/r/')[1]!), undefined, 'its key is revoked');
+    await waitFor(() => !batches.knows(key), 'the batch forgotten', 5_000);
   });
 });

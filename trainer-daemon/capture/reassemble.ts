@@ -7,7 +7,7 @@
  * and engine token ids; legacy completions concatenate text; the Responses API's final
  * `response.completed` (or `.incomplete`/`.failed`) event already carries the whole response.
  */
-import { textOf, type Json, type JsonObject } from '../protocol';
+import type { Json, JsonObject } from '../protocol';
 import { isJsonObject } from '../protocol/json';
 
 export type Api =
@@ -61,6 +61,19 @@ function withNamePiece(name: string, piece: string): string {
   return name !== '' && piece.startsWith(name) ? piece : name + piece;
 }
 
+/**
+ * The error an upstream's JSON body carries (`{error: {message}}`, `{error: {code}}` or `{error: "..."}`), for the
+ * record; undefined when it carries none (`"error": null` included).
+ */
+export function upstreamErrorMessage(json: JsonObject | null): string | undefined {
+  const error = json?.error;
+  if (error && typeof error === 'object' && !Array.isArray(error) && Object.keys(error).length > 0)
+    return typeof error.message === 'string' && error.message !== ''
+      ? error.message
+      : JSON.stringify(error).slice(0, 500);
+  return typeof error === 'string' && error !== '' ? error : undefined;
+}
+
 export class StreamReassembler implements Reassembler {
   private readonly head: JsonObject = {};
   private readonly choices = new Map<number, ChoiceDraft>();
@@ -79,7 +92,9 @@ export class StreamReassembler implements Reassembler {
   add(event: unknown): void {
     if (!isJsonObject(event)) return;
     this.eventCount += 1;
-    if (isJsonObject(event.error)) this.error = textOf(event.error.message ?? event.error);
+    // An error in the stream, as an object or a string (a server that reports a failed generation in its last chunk).
+    const failed = upstreamErrorMessage(event);
+    if (failed !== undefined) this.error = failed;
     if (this.api === 'responses') return this.addResponseEvent(event);
     for (const key of [
       'id',
@@ -173,6 +188,11 @@ export class StreamReassembler implements Reassembler {
       this.finalResponse = event.response;
     }
     if (type === 'error' && typeof event.message === 'string') this.error = event.message;
+    // A response that failed mid-stream says why in the response itself: what it holds is not a whole answer.
+    if (type === 'response.failed')
+      this.error =
+        (isJsonObject(event.response) ? upstreamErrorMessage(event.response) : undefined) ??
+        'the response failed (response.failed)';
   }
 
   /** The response as the non-streaming endpoint would have returned it. */

@@ -9,19 +9,7 @@ import { BodyOverLimitError } from '../util/boundedBody';
 import type { ByteBudget } from './byteBudget';
 import { sendError, type CallExchange } from './callExchange';
 import type { UpstreamBody } from './upstreamAnswer';
-
-/**
- * The error an upstream's JSON body carries (`{error: {message}}`, `{error: {code}}` or `{error: "..."}`), for the
- * record; undefined when it carries none (`"error": null` included).
- */
-export function upstreamErrorMessage(json: JsonObject | null): string | undefined {
-  const error = json?.error;
-  if (error && typeof error === 'object' && !Array.isArray(error) && Object.keys(error).length > 0)
-    return typeof error.message === 'string' && error.message !== ''
-      ? error.message
-      : JSON.stringify(error).slice(0, 500);
-  return typeof error === 'string' && error !== '' ? error : undefined;
-}
+import { upstreamErrorMessage } from './reassemble';
 
 /** Reads the held answer for the record and sends it once the record is committed (503 when it could not be). */
 function answerWhole(exchange: CallExchange, body: UpstreamBody, bytes: Buffer): void {

@@ -22,7 +22,7 @@ import type { Logger } from '../log';
 import { callToSpan } from './record';
 import { RetryLinker, sdkRetryCount } from './retries';
 import { sendError } from './callExchange';
-import { upstreamErrorMessage } from './relayBody';
+import { upstreamErrorMessage } from './reassemble';
 import type { RolloutCallLimit } from './callLimit';
 import type { ProxyLimits } from './proxy';
 import type { CallRecorder, ProxyCall, UpstreamConfig } from './proxyCall';
