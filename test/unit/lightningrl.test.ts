@@ -499,6 +499,46 @@ describe('LightningRL: transitions from a store', () => {
     assert.ok(transitions.every((tr) => tr.advantage === 0));
   });
 
+  test("an agent's reward posted in an attempt that then failed is not the retry's: training and the list read the last attempt's", (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    t.after(() => store.close());
+    const { id } = store.createRollout(
+      parsed('createRollout', { maxAttempts: 2, task: { id: 'task-1', input: null } }),
+    );
+    const agentReward = (value: number, attempt: number) =>
+      store.addReward(parsed('addReward', { rolloutId: id, value, source: 'agent' }), attempt);
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
+    store.addSpans({ rolloutId: id, spans: [llmSpan()] });
+    agentReward(1, 1);
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'failed', error: 'crashed after its reward' }));
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'queued' }));
+    assert.throws(() => agentReward(1, 1), /attempt 1 has ended \(its retry is queued\)/);
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
+    assert.throws(() => agentReward(1, 1), /attempt 1 has ended \(attempt 2 runs\)/);
+    const last = llmSpan();
+    store.addSpans({ rolloutId: id, spans: [last] });
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }));
+    store.addReward(parsed('addReward', { rolloutId: id, value: 0.25, source: 'rule' }));
+    const [trajectory] = store.trajectoriesOf([id]);
+    assert.deepEqual(
+      trajectory!.rewards.map((reward) => [reward.source, reward.value]),
+      [['rule', 0.25]],
+      "attempt 1's reward is not this trajectory's",
+    );
+    assert.equal(episodeReward(trajectory!.rewards, policy), 0.25);
+    assert.equal(store.getRollout(id).reward, 0.25, "the list's reward column is the same");
+    assert.equal(store.listRewards(id).length, 2, 'both rewards stay in the history');
+    const { transitions } = buildTransitions([trajectory!], {
+      reward: policy,
+      credit: { kind: 'identical' },
+      advantage: AdvantageOptions.parse({ kind: 'none' }),
+    });
+    assert.deepEqual(
+      transitions.map((tr) => [tr.spanId, tr.reward]),
+      [[last.spanId, 0.25]],
+    );
+  });
+
   test('only whole answers become transitions (what GRPO batches and exports read); --include-failed keeps the rest, flagged', (t) => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());

@@ -10,14 +10,7 @@ import { AddRewardParams, describeIssues, type Json, type Rollout } from '../pro
 import crypto from 'node:crypto';
 import { hasEnded } from '../protocol/status';
 import { rememberRolloutSecrets, requestSecretValues } from '../protocol/secrets';
-import {
-  ConflictError,
-  errorMessage,
-  InvalidInputError,
-  mapError,
-  NotFoundError,
-  UnauthorizedError,
-} from '../protocol/errors';
+import { errorMessage, InvalidInputError, mapError, NotFoundError, UnauthorizedError } from '../protocol/errors';
 import type { Logger } from '../log';
 import { loggedPath, requestIdOf, requestPath, sendJson } from '../server/http';
 import { markKeyed } from '../server/connectionSlots';
@@ -298,22 +291,13 @@ export class AgentRoutes {
       case 'POST /reward': {
         const body = RewardBody.safeParse(parseJsonBody(request, await readBody(request, 1024 * 1024)));
         if (!body.success) throw new InvalidInputError(describeIssues(body.error, 'body'));
-        const reward = await this.options.writes.submit(() => {
-          // Checked in the write itself: a reward racing the rollout's end cannot slip in after it.
-          const { status } = this.options.store.getRollout(agent.rolloutId);
-          if (hasEnded(status)) {
-            throw new ConflictError(
-              `rollout ${agent.rolloutId} has ended (${status}): an agent's reward counts only while its rollout runs; a person can still annotate it (lightning reward)`,
-            );
-          }
-          return this.options.store.addReward({
-            ...body.data,
-            rolloutId: agent.rolloutId,
-            source: 'agent',
-            author: null,
-            reason: null,
-          });
-        });
+        // For the attempt the key opened, checked in the write itself (store/rewards.ts#postedIn).
+        const reward = await this.options.writes.submit(() =>
+          this.options.store.addReward(
+            { ...body.data, rolloutId: agent.rolloutId, source: 'agent', author: null, reason: null },
+            agent.attempt,
+          ),
+        );
         sendJson(response, 200, reward);
         return;
       }

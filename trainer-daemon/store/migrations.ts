@@ -351,6 +351,19 @@ const v10Placement: Migration = {
   },
 };
 
+/**
+ * The attempt an agent's reward was posted in (`POST {url}/reward`; NULL for every other source, and for agent rewards
+ * stored before): a reward the agent posted during an attempt that then failed is not the reward of the attempt that
+ * trains (store/rewards.ts#COUNTS_FOR_LAST_ATTEMPT).
+ */
+const v11AgentRewardAttempt: Migration = {
+  version: 11,
+  name: "the attempt of an agent's reward",
+  up(db) {
+    db.exec('ALTER TABLE rewards ADD COLUMN attempt INTEGER;');
+  },
+};
+
 /*
  * There is no migration 5: the number was skipped when prompt optimization's migration was written
  * (no release ever wrote `user_version` 5), and numbers are never reused. `migrate` applies each
@@ -366,6 +379,7 @@ export const MIGRATIONS: readonly Migration[] = [
   v8RunErrorKind,
   v9SameCallIndex,
   v10Placement,
+  v11AgentRewardAttempt,
 ];
 export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 

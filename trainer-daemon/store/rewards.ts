@@ -4,8 +4,9 @@
  */
 import type { Database, Statement } from './driver';
 import type { z } from 'zod';
-import type { AddRewardParams, Reward } from '../protocol';
-import { InvalidInputError } from '../protocol/errors';
+import type { AddRewardParams, Reward, Rollout } from '../protocol';
+import { hasEnded } from '../protocol/status';
+import { ConflictError, InvalidInputError } from '../protocol/errors';
 import { scrubText, secretsOf } from '../protocol/secrets';
 
 /**
@@ -47,6 +48,30 @@ function rowToReward(row: RewardRow): Reward {
   };
 }
 
+/**
+ * SQL over a reward `w` of rollout `r`: whether it counts for the rollout's trajectory, the calls of its last attempt
+ * that training reads. An agent's reward posted during an earlier attempt does not (that attempt failed; its calls do
+ * not train); a person's or a scorer's reward is the rollout's.
+ */
+export const COUNTS_FOR_LAST_ATTEMPT = (w: string, r: string): string =>
+  `(${w}.source <> 'agent' OR ${w}.attempt IS NULL OR ${w}.attempt = ${r}.attempt_count)`;
+
+/**
+ * The attempt an agent's reward is posted in, checked in the write itself: its rollout must still run that attempt (a
+ * reward racing the attempt's end cannot slip in after it, nor count for the retry).
+ */
+export function postedIn(rollout: Rollout, attempt: number): number {
+  if (hasEnded(rollout.status))
+    throw new ConflictError(
+      `rollout ${rollout.id} has ended (${rollout.status}): an agent's reward counts only while its rollout runs; a person can still annotate it (lightning reward)`,
+    );
+  if (rollout.status !== 'running' || rollout.attemptCount !== attempt)
+    throw new ConflictError(
+      `rollout ${rollout.id}'s attempt ${attempt} has ended (${rollout.status === 'running' ? `attempt ${rollout.attemptCount} runs` : 'its retry is queued'}): an agent's reward counts only for the attempt that posts it`,
+    );
+  return attempt;
+}
+
 export class RewardRepository {
   private readonly insert: Statement;
   private readonly insertEpisode: Statement;
@@ -57,29 +82,30 @@ export class RewardRepository {
 
   constructor(db: Database) {
     this.insert =
-      db.prepare(`INSERT INTO rewards (rollout_id, span_id, name, value, source, author, comment, reason, created_at)
-      VALUES (@rolloutId, @spanId, @name, @value, @source, @author, @comment, @reason, @now)`);
+      db.prepare(`INSERT INTO rewards (rollout_id, span_id, name, value, source, author, comment, reason, created_at,
+        attempt) VALUES (@rolloutId, @spanId, @name, @value, @source, @author, @comment, @reason, @now, @attempt)`);
     this.insertEpisode =
       db.prepare(`INSERT INTO rewards (rollout_id, span_id, name, value, source, author, comment, reason, created_at)
       VALUES (?, NULL, ?, ?, ?, ?, ?, ?, ?)`);
     this.byId = db.prepare('SELECT * FROM rewards WHERE id = ?');
     this.ofRollout = db.prepare('SELECT * FROM rewards WHERE rollout_id = ? ORDER BY id');
-    this.ofMany = db.prepare('SELECT * FROM rewards WHERE rollout_id IN (SELECT value FROM json_each(?)) ORDER BY id');
+    this.ofMany = db.prepare(`SELECT w.* FROM json_each(?) j CROSS JOIN rewards w ON w.rollout_id = j.value
+      JOIN rollouts r ON r.id = w.rollout_id WHERE ${COUNTS_FOR_LAST_ATTEMPT('w', 'r')} ORDER BY w.id`);
     this.spanExists = db.prepare('SELECT 1 AS one FROM spans WHERE rollout_id = ? AND span_id = ?');
   }
 
   /**
-   * Appends a reward (its text scrubbed of secrets); the caller has checked that the rollout exists. Must run inside a
-   * transaction.
+   * Appends a reward (its text scrubbed of secrets); the caller has checked that the rollout exists. `attempt`: the
+   * attempt an agent's reward was posted in. Must run inside a transaction.
    */
-  add(given: z.output<typeof AddRewardParams>, now = Date.now()): Reward {
+  add(given: z.output<typeof AddRewardParams>, now = Date.now(), attempt: number | null = null): Reward {
     const params = scrubbed(given);
     if (params.spanId !== null && !this.spanExists.get(params.rolloutId, params.spanId)) {
       throw new InvalidInputError(
         `params.spanId: rollout ${params.rolloutId} has no span ${params.spanId}; annotate one of its LLM calls or omit spanId`,
       );
     }
-    const info = this.insert.run({ ...params, now });
+    const info = this.insert.run({ ...params, now, attempt });
     return rowToReward(this.byId.get(info.lastInsertRowid)!);
   }
 
@@ -99,7 +125,10 @@ export class RewardRepository {
     return this.ofRollout.all(rolloutId).map(rowToReward);
   }
 
-  /** The rewards of many rollouts in one query, by rollout, oldest first. */
+  /**
+   * The rewards of many rollouts' trajectories in one query, by rollout, oldest first: an agent's reward of an earlier
+   * attempt left out (COUNTS_FOR_LAST_ATTEMPT).
+   */
   listMany(rolloutIds: readonly string[]): Map<string, Reward[]> {
     const byRollout = new Map<string, Reward[]>(rolloutIds.map((id) => [id, []]));
     for (const row of this.ofMany.all(JSON.stringify(rolloutIds)))

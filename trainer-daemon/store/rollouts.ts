@@ -19,6 +19,7 @@ import {
 } from '../protocol';
 import { InvalidInputError, InvalidTransitionError, NotFoundError } from '../protocol/errors';
 import { scrubArgv, scrubMessage, secretsOf } from '../protocol/secrets';
+import { COUNTS_FOR_LAST_ATTEMPT } from './rewards';
 
 /** Which statuses each status may move to. failed/timeout → queued is a retry (attempts permitting). */
 export const TRANSITIONS: Readonly<Record<RolloutStatus, readonly RolloutStatus[]>> = {
@@ -59,11 +60,11 @@ export interface RolloutRow {
 
 /**
  * The display reward, under the episode-reward policy training uses (lightningrl/credit.ts;
- * test/unit/episodeReward.test.ts holds them equal): the latest human annotation, else the latest the agent posted,
- * else the latest automatic one.
+ * test/unit/episodeReward.test.ts holds them equal): the latest human annotation, else the latest the agent posted
+ * (in the last attempt), else the latest automatic one.
  */
 const REWARD_COLUMN = `(SELECT w.value FROM rewards w
-  WHERE w.rollout_id = r.id AND w.name = 'reward' AND w.span_id IS NULL
+  WHERE w.rollout_id = r.id AND w.name = 'reward' AND w.span_id IS NULL AND ${COUNTS_FOR_LAST_ATTEMPT('w', 'r')}
   ORDER BY CASE w.source WHEN 'human' THEN 2 WHEN 'agent' THEN 1 ELSE 0 END DESC, w.id DESC LIMIT 1) AS reward`;
 const SELECT_ROLLOUT = `SELECT r.*, ${REWARD_COLUMN} FROM rollouts r`;
 

@@ -48,7 +48,7 @@ import { openDatabase, type OpenOptions } from './database';
 import { LATEST_SCHEMA_VERSION } from './migrations';
 import { AgentKeyRepository, type AgentKeyOptions, type AgentKeyRecord } from './agentKeys';
 import { DatasetRepository } from './datasets';
-import { RewardRepository } from './rewards';
+import { postedIn, RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
 import type { Trajectory } from '../protocol/lightningrl';
@@ -278,10 +278,11 @@ export class Store {
     return outcome!;
   }
 
-  addReward(params: z.output<typeof AddRewardParams>): Reward {
+  /** `attempt`: an agent's reward, posted in that attempt (refused once it is over: rewards.ts#postedIn). */
+  addReward(params: z.output<typeof AddRewardParams>, attempt?: number): Reward {
     const reward = this.commits.write(() => {
-      this.rollouts.get(params.rolloutId);
-      return this.rewards.add(params);
+      const rollout = this.rollouts.get(params.rolloutId);
+      return this.rewards.add(params, Date.now(), attempt === undefined ? null : postedIn(rollout, attempt));
     });
     this.commits.rolloutsChanged([reward.rolloutId]);
     return reward;
