@@ -211,6 +211,35 @@ test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; -
   assert.match((JSON.parse(exported.stdout) as { excludedNoCalls: number }).excludedNoCalls.toString(), /^[1-9]/);
 });
 
+test('dataset run: an agent command that cannot start stops the batch, naming it (exit 1); --resume with the command fixed runs the rest', async (t) => {
+  const { cwd, env } = setUp(t, [{ id: 'a' }, { id: 'b' }, { id: 'c' }]);
+  await importTasks(cwd);
+  const typo = await runCli(
+    ['dataset', 'run', 'tasks', '--retries', '1', '--concurrency', '1', '--', 'no-such-agent-program', 'agent.js'],
+    { cwd, env },
+  );
+  assert.equal(typo.code, 1, typo.stderr);
+  assert.match(
+    typo.stderr,
+    /the agent command could not start \(cannot run no-such-agent-program: spawn no-such-agent-program ENOENT\); check the command after --/,
+  );
+  const batch = batchOf(cwd);
+  assert.deepEqual(
+    batch.map((r) => r.status).sort(),
+    ['failed', 'queued', 'queued'],
+    'one attempt failed; the others never ran',
+  );
+  const resumed = await runCli(
+    ['dataset', 'run', 'tasks', '--resume', batch[0]!.batchId!, '--json', '--', process.execPath, 'agent.js'],
+    { cwd, env },
+  );
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.deepEqual(
+    batchOf(cwd).map((r) => r.status),
+    ['succeeded', 'succeeded', 'succeeded'],
+  );
+});
+
 test('dataset run --resume: stops the agents a runner that died left running (their pids recorded), and nothing else', async (t) => {
   const { cwd, env } = setUp(t, [
     { id: 'a', hang: true },

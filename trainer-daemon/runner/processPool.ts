@@ -11,7 +11,7 @@ import path from 'node:path';
 import { instrumentationEnv, type RolloutStatus } from '../protocol';
 import { capturePreloads } from '../capture/preloadFile';
 import { canRetry } from '../protocol/status';
-import { errorMessage } from '../protocol/errors';
+import { errorMessage, LightningError } from '../protocol/errors';
 import { envSecrets, failureText } from '../protocol/failure';
 import { isSecretVariable } from '../protocol/secrets';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
@@ -136,6 +136,10 @@ export class ProcessPool implements BatchPool {
     const finished = await this.options.client.request('transitionRollout', { id: rolloutId, ...outcome });
     const retrying = !this.cancelled && !this.unstartable.has(rolloutId) && canRetry(finished);
     this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
+    // A command that cannot start fails every rollout the same way: the batch stops (the rest cancelled, a non-zero
+    // exit), as in worker mode, instead of failing each in turn and ending as a batch that ran.
+    if (this.unstartable.has(rolloutId) && !this.cancelled)
+      throw new LightningError(`the agent command could not start (${outcome.error}); check the command after --`);
     if (retrying) {
       await this.options.client.request('transitionRollout', { id: rolloutId, to: 'queued' });
       this.queue.push(rolloutId);
