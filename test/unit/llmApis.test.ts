@@ -128,6 +128,24 @@ describe('the Anthropic Messages API as chat completions', () => {
       'claude',
     );
     assert.deepEqual([ended.stop_reason, ended.stop_sequence], ['end_turn', null]);
+    // Cut at max_tokens with a call parsed from what it holds: max_tokens, not tool_use (Gemini: MAX_TOKENS); a
+    // filtered answer is Gemini's SAFETY.
+    const cut = {
+      id: 'c5',
+      choices: [
+        {
+          message: { content: null, tool_calls: [{ id: 'y', function: { name: 'f', arguments: '{"a": 1}' } }] },
+          finish_reason: 'length',
+        },
+      ],
+    };
+    assert.equal(chatToAnthropicResponse(cut, 'claude').stop_reason, 'max_tokens');
+    const candidate = (chat: Obj): Obj => (chatToGeminiResponse(chat, 'gemini').candidates as Obj[])[0]!;
+    assert.equal(candidate(cut).finishReason, 'MAX_TOKENS');
+    assert.equal(
+      candidate({ id: 'c6', choices: [{ message: { content: '' }, finish_reason: 'content_filter' }] }).finishReason,
+      'SAFETY',
+    );
     const delta = anthropicResponseEvents(stopped).find((event) => event.event === 'message_delta')!;
     assert.deepEqual(delta.data.delta, { stop_reason: 'stop_sequence', stop_sequence: '\n\nHuman:' });
   });

@@ -178,6 +178,9 @@ export function geminiResponseToChat(response: JsonObject, turn = 0): JsonObject
   };
 }
 
+/** A chat completion's finish_reason as Gemini's (the rest: STOP). */
+const CHAT_STOP_TO_GEMINI: Record<string, string> = { length: 'MAX_TOKENS', content_filter: 'SAFETY' };
+
 /** A chat completion as the generateContent response the agent asked for. */
 export function chatToGeminiResponse(chat: JsonObject, model: string): JsonObject {
   const choice = isJsonObject(jsonList(chat.choices)[0]) ? (jsonList(chat.choices)[0] as JsonObject) : {};
@@ -203,7 +206,7 @@ export function chatToGeminiResponse(chat: JsonObject, model: string): JsonObjec
     candidates: [
       {
         content: { role: 'model', parts },
-        finishReason: choice.finish_reason === 'length' ? 'MAX_TOKENS' : 'STOP',
+        finishReason: CHAT_STOP_TO_GEMINI[jsonString(choice.finish_reason)] ?? 'STOP',
         index: 0,
       },
     ],

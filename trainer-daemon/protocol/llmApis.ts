@@ -196,9 +196,12 @@ export function chatToAnthropicResponse(chat: JsonObject, model: string): JsonOb
   const usage = isJsonObject(chat.usage) ? chat.usage : {};
   // The stop sequence that ended the answer, where the server names it (`stop_reason`: vLLM, the policy server).
   const matched = typeof choice.stop_reason === 'string' ? choice.stop_reason : null;
-  const stop = content.some((block) => block.type === 'tool_use')
-    ? 'tool_use'
-    : (CHAT_STOP_TO_ANTHROPIC[jsonString(choice.finish_reason)] ?? 'end_turn');
+  // An answer cut at max_tokens says so also when a tool call parsed from it, as Anthropic's API does: it is not a
+  // whole call for the agent to run.
+  const stop =
+    choice.finish_reason !== 'length' && content.some((block) => block.type === 'tool_use')
+      ? 'tool_use'
+      : (CHAT_STOP_TO_ANTHROPIC[jsonString(choice.finish_reason)] ?? 'end_turn');
   return {
     id: jsonString(chat.id) ? `msg_${jsonString(chat.id)}` : 'msg_lightning',
     type: 'message',
