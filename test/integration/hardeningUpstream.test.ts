@@ -249,6 +249,33 @@ function errorInsideHandler(model: string, request: http.IncomingMessage, respon
     response.writeHead(200, { 'content-type': 'application/json' });
     response.end(JSON.stringify(body));
   };
+  const sse = (events: unknown[], done = false): void => {
+    response.writeHead(200, { 'content-type': 'text/event-stream' });
+    const lines = events.map((event) => `data: ${JSON.stringify(event)}\n\n`).join('');
+    response.end(done ? `${lines}data: [DONE]\n\n` : lines);
+  };
+  // Streams that end cleanly mid-answer (the connection closed without an error): no last event.
+  if ((request.url ?? '').includes(':streamGenerateContent?alt=sse'))
+    return sse([{ candidates: [{ index: 0, content: { role: 'model', parts: [{ text: 'It is' }] } }] }]);
+  if (model === 'chat-cut')
+    return sse([
+      { id: 'c2', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content: 'It is' } }] },
+    ]);
+  if (model === 'responses-cut')
+    return sse([
+      { type: 'response.created', response: { id: 'resp_3', object: 'response', status: 'in_progress' } },
+      { type: 'response.output_text.delta', delta: 'It is' },
+    ]);
+  if (model === 'anthropic-cut')
+    return sse([
+      { type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model } },
+      {
+        type: 'content_block_start',
+        index: 0,
+        content_block: { type: 'tool_use', id: 'toolu_1', name: 'read', input: {} },
+      },
+      { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '{"path": "/et' } },
+    ]);
   if ((request.url ?? '').includes(':streamGenerateContent')) {
     // Gemini's stream as one JSON array (no alt=sse) whose last item is an error: the answer broke off.
     json([
@@ -334,6 +361,30 @@ describe('an error inside an HTTP 200 answer', () => {
       assert.equal(span.attributes['lightning.outcome'], 'upstream_error', model);
       assert.equal(span.statusCode, 'error');
       assert.match(span.statusMessage ?? '', message);
+    }
+  });
+
+  test('a stream that ends cleanly before its last event (no [DONE] or finish reason, response.completed, message_stop, finishReason) is an upstream error', async () => {
+    const origin = world.upstream.url.replace(/\/v1$/, '');
+    for (const [path, model, body] of [
+      ['/v1/chat/completions', 'chat-cut', { messages: [] }],
+      ['/v1/responses', 'responses-cut', { input: 'hi' }],
+      ['/v1/messages', 'anthropic-cut', { max_tokens: 64, messages: [{ role: 'user', content: 'read it' }] }],
+      ['/v1beta/models/gemini-test:streamGenerateContent?alt=sse', 'gemini-test', { contents: [] }],
+    ] as const) {
+      const { rollout, url } = await world.client.request('startAgentRun', {
+        providerUpstreams: { anthropic: world.upstream.url, gemini: origin },
+      });
+      const streamed = await post(`${url}${path}`, JSON.stringify({ model, stream: true, ...body }), {
+        'content-type': 'application/json',
+        'x-goog-api-key': 'k',
+        'x-api-key': 'k',
+        'anthropic-version': '2023-06-01',
+      });
+      assert.equal(streamed.status, 200, `${model}: relayed as it came`);
+      const span = await world.spanOf(rollout.id);
+      assert.equal(span.attributes['lightning.outcome'], 'upstream_error', model);
+      assert.match(span.statusMessage ?? '', /the stream ended before its last event/, model);
     }
   });
 

@@ -22,10 +22,18 @@ export class AnthropicReassembler implements Reassembler {
   /** The stream's `error` event as it came: the record keeps it, so it is never read as an answer. */
   private errorEvent: JsonObject | undefined;
   truncated = false;
+  private stopped = false;
+
+  get complete(): boolean {
+    return this.stopped || typeof this.message.stop_reason === 'string';
+  }
 
   add(event: unknown): void {
     if (!isJsonObject(event)) return;
     switch (jsonString(event.type)) {
+      case 'message_stop':
+        this.stopped = true;
+        return;
       case 'message_start':
         if (isJsonObject(event.message)) {
           this.message = { ...event.message };
@@ -55,7 +63,7 @@ export class AnthropicReassembler implements Reassembler {
         this.errorEvent = isJsonObject(event.error) ? event.error : { type: 'api_error', message: this.error };
         return;
       default:
-        // ping, message_stop and event types added later carry nothing the record needs.
+        // ping and event types added later carry nothing the record needs.
         return;
     }
   }

@@ -24,6 +24,14 @@ export class GeminiReassembler implements Reassembler {
   private errorObject: JsonObject | undefined;
   truncated = false;
 
+  /** Every candidate has its finishReason, or the prompt was blocked (no candidates, a blockReason). */
+  get complete(): boolean {
+    const feedback = this.head.promptFeedback;
+    if (isJsonObject(feedback) && typeof feedback.blockReason === 'string') return true;
+    const candidates = [...this.candidates.values()];
+    return candidates.length > 0 && candidates.every((candidate) => typeof candidate.rest.finishReason === 'string');
+  }
+
   add(event: unknown): void {
     if (!isJsonObject(event)) return;
     if (isJsonObject(event.error)) {

@@ -21,6 +21,14 @@ export interface Reassembler {
   error: string | undefined;
   /** Set when the stream passed the record size limit: the result says so, and holds what came before. */
   truncated: boolean;
+  /**
+   * Whether the stream carried its end: `[DONE]` or a finish reason for every choice, `response.completed` (or
+   * `.incomplete`, `.failed`), `message_stop` or a stop reason, a `finishReason`. One that stops before (a connection
+   * closed cleanly mid-answer) is not a whole answer.
+   */
+  readonly complete: boolean;
+  /** The stream's `[DONE]` line came (OpenAI's end of a stream; the parser does not hand it to `add`). */
+  done?(): void;
 }
 
 /** What a truncated stream's record carries. */
@@ -85,8 +93,19 @@ export class StreamReassembler implements Reassembler {
   truncated = false;
   /** Set when the stream carried an `error` payload. */
   error: string | undefined;
+  /** `[DONE]` came, or (Responses) the response's last event. */
+  private ended = false;
 
   constructor(private readonly api: Api) {}
+
+  done(): void {
+    this.ended = true;
+  }
+
+  get complete(): boolean {
+    if (this.ended || this.api === 'responses') return this.ended;
+    return this.choices.size > 0 && [...this.choices.values()].every((choice) => choice.finishReason !== null);
+  }
 
   /** Feeds one SSE `data:` payload (already JSON-parsed; `[DONE]` is skipped by the caller). */
   add(event: unknown): void {
@@ -186,6 +205,7 @@ export class StreamReassembler implements Reassembler {
         type === 'response.created')
     ) {
       this.finalResponse = event.response;
+      if (type !== 'response.created') this.ended = true;
     }
     if (type === 'error' && typeof event.message === 'string') this.error = event.message;
     // A response that failed mid-stream says why in the response itself: what it holds is not a whole answer.

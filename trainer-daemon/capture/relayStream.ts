@@ -17,7 +17,8 @@ function recordingParser(api: Api | null, reassembler: Reassembler | undefined, 
   let reassembled = 0;
   // One line or event past maxEventChars stops the record's parser (the agent still gets every byte).
   return new SseParser((data) => {
-    if (data === '[DONE]' || !reassembler || !api) return;
+    if (!reassembler || !api) return;
+    if (data === '[DONE]') return reassembler.done?.();
     if (reassembler.truncated) return;
     let parsed: unknown;
     try {
@@ -48,8 +49,13 @@ function streamEnd(
   const result = reassembler?.result() ?? null;
   if (parser.overflow && result)
     result.lightning_truncated = `the upstream sent an SSE line or event over the ${parser.maxChars}-character limit; the agent got all of it, the record stops there`;
-  // An error event inside a 200 stream is an upstream error too: the answer is not whole.
-  const error = status >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? null);
+  // An error event inside a 200 stream is an upstream error too, and so is a stream that ended before its last event
+  // (a connection closed cleanly mid-answer): the answer is not whole.
+  const cut =
+    reassembler !== undefined && !reassembler.truncated && !parser.overflow && !reassembler.complete
+      ? 'the stream ended before its last event: the answer is not whole'
+      : null;
+  const error = status >= 400 ? `upstream HTTP ${status}` : (reassembler?.error ?? cut);
   const truncatedBy = parser.overflow ? 'sse_event' : 'stream_content';
   const outcome: CallOutcome =
     error !== null
