@@ -18,6 +18,7 @@ import {
   grpoAdvantageOptions,
   klSampled,
   requestedMaxTokens,
+  policyUpdate,
   toWorkerTransitions,
   workerTrainParams,
   stepSeed,
@@ -112,6 +113,23 @@ test('the worker gets transitions with exact token ids; those with advantage 0 t
   // As TRL's GRPOTrainer: a zero-advantage row stays (it counts in the normaliser; KL and entropy act on it).
   assert.deepEqual(toWorkerTransitions(given), [kept, { ...kept, advantage: 0 }, recomputed]);
   assert.deepEqual(toWorkerTransitions(given, 'drop'), [kept, recomputed]);
+  // A call with no token ids (a model other than the policy answered it) is counted, and its max_tokens is not the
+  // update's (dr_grpo's divisor).
+  const hosted = transition({
+    spanIds: ['hosted'],
+    promptTokenIds: null,
+    responseTokenIds: null,
+    needsTokenization: true,
+  });
+  const update = policyUpdate(
+    [transition({ spanIds: ['own'] }), hosted],
+    'keep',
+    new Map([
+      ['own', 64],
+      ['hosted', 4096],
+    ]),
+  );
+  assert.deepEqual([update.trainable, update.requestedCaps, update.noTokenIds], [[kept], [64], 1]);
 });
 
 test('demonstrations: chat examples become (prompt, completion) pairs; the demo shows every tool for every question', (t) => {

@@ -33,7 +33,7 @@ import {
   resumePolicies,
   updateMetrics,
 } from './grpoPolicies';
-import { grpoAdvantageOptions, requestedMaxTokens, toWorkerTransitions, workerTrainParams } from './grpoUpdate';
+import { grpoAdvantageOptions, requestedMaxTokens, policyUpdate, workerTrainParams } from './grpoUpdate';
 
 /**
  * How long a step waits for a dying trainer worker to report its exit before blaming the rollouts (torchrun takes
@@ -241,18 +241,27 @@ class Iterations {
       );
     const maxTokens = requestedMaxTokens(trajectories);
     let trained = 0;
+    let noTokenIds = 0;
     for (const { policy, transitions } of built) {
       const key = metricKey(policy);
-      const trainable = toWorkerTransitions(transitions, this.config.zeroAdvantage);
+      const update = policyUpdate(transitions, this.config.zeroAdvantage, maxTokens);
+      const { trainable } = update;
       trained += trainable.length;
+      noTokenIds += update.noTokenIds;
       if (policy !== null) metrics[key('transitions')] = trainable.length;
       if (trainable.length === 0) continue;
-      const requestedCaps = transitions.flatMap((t) => t.spanIds.flatMap((id) => maxTokens.get(id) ?? []));
-      const params = workerTrainParams(this.config, trainable, requestedCaps, step);
+      const params = workerTrainParams(this.config, trainable, update.requestedCaps, step);
       const result = await this.worker.request('train', policy === null ? params : { ...params, adapter: policy });
       Object.assign(metrics, updateMetrics(result, key));
     }
     metrics.transitions = trained;
+    // Calls with no token ids (a model other than the policy answered them) train nothing: counted, and said.
+    metrics['skipped/noTokenIds'] = noTokenIds;
+    if (noTokenIds > 0)
+      this.ctx.logger.warn(
+        `GRPO step ${step}: ${noTokenIds} call(s) had no token ids (answered by a model other than the policy being trained, or with no response): left out of the update`,
+        { runId: this.runId },
+      );
     const dir = this.ctx.training.checkpointDir(this.runId, step);
     if (policies.length === 0) {
       await this.worker.request('save', { dir, metrics });

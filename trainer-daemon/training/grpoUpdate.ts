@@ -14,7 +14,7 @@ export function toWorkerTransitions(
   zeroAdvantage: 'keep' | 'drop' = 'keep',
 ): WorkerTransition[] {
   return transitions.flatMap((t) => {
-    if (t.promptTokenIds === null || t.responseTokenIds === null || t.responseTokenIds.length === 0) return [];
+    if (!hasTokenIds(t)) return [];
     if (zeroAdvantage === 'drop' && t.advantage === 0) return [];
     const logprobs = t.logprobs && t.logprobs.length === t.responseTokenIds.length ? t.logprobs : null;
     const mask = t.lossMask?.length === t.responseTokenIds.length ? (t.lossMask as Array<0 | 1>) : undefined;
@@ -28,6 +28,29 @@ export function toWorkerTransitions(
       },
     ];
   });
+}
+
+/** Whether a transition has the exact token ids an update needs (a call the policy answered, with a response). */
+function hasTokenIds(t: Transition): t is Transition & { promptTokenIds: number[]; responseTokenIds: number[] } {
+  return t.promptTokenIds !== null && t.responseTokenIds !== null && t.responseTokenIds.length > 0;
+}
+
+/**
+ * One policy's update from its transitions: what the worker trains on, the max_tokens its calls asked for
+ * (`maxTokens`, by span: dr_grpo's divisor), and how many calls had no token ids (answered by a model other than the
+ * policy, or with no response), which are left out and counted, their caps with them.
+ */
+export function policyUpdate(
+  transitions: readonly Transition[],
+  zeroAdvantage: 'keep' | 'drop',
+  maxTokens: ReadonlyMap<string, number>,
+): { trainable: WorkerTransition[]; requestedCaps: number[]; noTokenIds: number } {
+  const withIds = transitions.filter(hasTokenIds);
+  return {
+    trainable: toWorkerTransitions(withIds, zeroAdvantage),
+    requestedCaps: withIds.flatMap((t) => t.spanIds.flatMap((id) => maxTokens.get(id) ?? [])),
+    noTokenIds: transitions.length - withIds.length,
+  };
 }
 
 /**
