@@ -182,3 +182,47 @@ test('transitions/forRollout: a call that was not a whole answer is left out and
   );
   assert.equal(view.calls[0]!.why, 'not a whole answer (HTTP 429): left out of training');
 });
+
+test("transitions/forRollout: an earlier attempt's calls are listed as such, and a last attempt without calls says so", async (t) => {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
+  t.after(() => store.close());
+  const handlers = createHandlers({
+    store,
+    info: () => ({ version: 'test', pid: process.pid, store: 'x', schemaVersion: store.schemaVersion, startedAt: 0 }),
+  });
+  const run = (attempt: 'failed' | 'succeeded', spans: SpanInput[]): void => {
+    store.transitionRollout(parsed('transitionRollout', { id, to: 'running' }));
+    store.addSpans({ rolloutId: id, spans });
+    store.transitionRollout(parsed('transitionRollout', { id, to: attempt }));
+  };
+  const { id } = store.createRollout(
+    parsed('createRollout', { mode: 'train', maxAttempts: 3, task: { id: 'task-1', input: null } }),
+  );
+  const first = llmSpan({ attributes: { 'lightning.api': 'chat.completions' } });
+  run('failed', [first]);
+  store.transitionRollout(parsed('transitionRollout', { id, to: 'queued' }));
+  const second = llmSpan({ attributes: { 'lightning.api': 'chat.completions' } });
+  run('succeeded', [second]);
+  store.addReward(parsed('addReward', { rolloutId: id, value: 1, source: 'human' }));
+  const view = await invoke(handlers, 'rolloutTransitions', { rolloutId: id });
+  assert.deepEqual(
+    view.calls.map((c) => [c.spanId, c.included, c.why]),
+    [
+      [first.spanId, false, 'made in attempt 1, not the last (2): only the last attempt trains'],
+      [second.spanId, true, null],
+    ],
+  );
+  // A retry that made no call: the rollout trains nothing, and says why (not "no LLM calls" at all).
+  const other = store.createRollout(
+    parsed('createRollout', { mode: 'train', maxAttempts: 2, task: { id: 'task-2', input: null } }),
+  ).id;
+  store.transitionRollout(parsed('transitionRollout', { id: other, to: 'running' }));
+  store.addSpans({ rolloutId: other, spans: [llmSpan({ attributes: { 'lightning.api': 'chat.completions' } })] });
+  store.transitionRollout(parsed('transitionRollout', { id: other, to: 'failed' }));
+  store.transitionRollout(parsed('transitionRollout', { id: other, to: 'queued' }));
+  store.transitionRollout(parsed('transitionRollout', { id: other, to: 'running' }));
+  store.transitionRollout(parsed('transitionRollout', { id: other, to: 'succeeded' }));
+  store.addReward(parsed('addReward', { rolloutId: other, value: 1, source: 'human' }));
+  const empty = await invoke(handlers, 'rolloutTransitions', { rolloutId: other });
+  assert.equal(empty.why, 'its last attempt (2) made no LLM calls: only the last attempt trains');
+});

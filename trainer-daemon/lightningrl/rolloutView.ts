@@ -63,6 +63,9 @@ export function rolloutTransitions(
   const samples = new Map(transitions.filter((t) => t.rolloutId === rollout.id).map((t) => [t.spanId, t]));
   const reward = episodeReward(own.rewards, params.reward);
   const spans = store.listSpans(rollout.id, 0, 10_000).filter((span) => span.category === 'llm');
+  // Only the last attempt's calls train (the store's trajectory): an earlier attempt's are listed, and say so.
+  const earlier = (span: Span): boolean => span.attempt < rollout.attemptCount;
+  const lastAttempt = spans.filter((span) => !earlier(span));
   const why = !hasOutcome(rollout.status)
     ? `the rollout is ${rollout.status}: training reads succeeded, failed and timed-out rollouts`
     : reward === null
@@ -70,9 +73,11 @@ export function rolloutTransitions(
       : samples.size === 0
         ? agentMatch
           ? `no LLM call of an agent matching /${params.agent}/`
-          : spans.length
+          : lastAttempt.length
             ? 'none of its LLM calls ended with a whole answer'
-            : 'the rollout has no LLM calls'
+            : spans.length
+              ? `its last attempt (${rollout.attemptCount}) made no LLM calls: only the last attempt trains`
+              : 'the rollout has no LLM calls'
         : null;
   const calls: CallTraining[] = spans.map((span) => {
     const sample = samples.get(span.spanId);
@@ -84,9 +89,11 @@ export function rolloutTransitions(
       included: sample !== undefined,
       why: sample
         ? null
-        : outcome.kind !== 'ok'
-          ? `not a whole answer (${outcomeWord(outcome)}): left out of training`
-          : (why ?? (agentMatch ? `its agent does not match /${params.agent}/` : 'not a training sample')),
+        : earlier(span)
+          ? `made in attempt ${span.attempt}, not the last (${rollout.attemptCount}): only the last attempt trains`
+          : outcome.kind !== 'ok'
+            ? `not a whole answer (${outcomeWord(outcome)}): left out of training`
+            : (why ?? (agentMatch ? `its agent does not match /${params.agent}/` : 'not a training sample')),
       step: sample?.step ?? null,
       reward: sample?.reward ?? null,
       advantage: sample?.advantage ?? null,
