@@ -181,6 +181,27 @@ describe('LightningRL: the adapter', () => {
     );
   });
 
+  test('logprobs are one per token or none: an entry without a value drops the list rather than shift it', () => {
+    const withLogprobs = (values: Array<number | null>) =>
+      call(null, 1, {
+        attributes: {
+          'lightning.api': 'chat.completions',
+          'lightning.response': {
+            choices: [
+              {
+                message: { role: 'assistant', content: 'abc' },
+                logprobs: { content: values.map((logprob, i) => ({ token: 'abc'[i]!, logprob })) },
+              },
+            ],
+          },
+        },
+      });
+    const [whole] = extractCalls(stored([withLogprobs([-0.1, -0.2, -0.3])]), [], 'reward');
+    assert.deepEqual(whole!.logprobs, [-0.1, -0.2, -0.3]);
+    const [gap] = extractCalls(stored([withLogprobs([-0.1, null, -0.3])]), [], 'reward');
+    assert.equal(gap!.logprobs, null, 'not [-0.1, -0.3], whose -0.3 would be the second token’s');
+  });
+
   test('a missing parent is repaired by time: the tightest enclosing span of the trace', () => {
     const outer = agent('outer', hex(8), 0, 100);
     const inner = agent('inner', hex(8), 10, 50);

@@ -52,6 +52,14 @@ function ints(value: Json | undefined): number[] | null {
     : null;
 }
 
+/**
+ * Logprobs one per token, or none: an entry without a finite value (null, a string) makes the list null rather than
+ * shorter, which would pair each later logprob with the wrong token (the worker recomputes missing ones).
+ */
+function allFinite(values: number[]): number[] | null {
+  return values.every(Number.isFinite) ? values : null;
+}
+
 function numbers(value: Json | undefined): number[] | null {
   return Array.isArray(value) && value.every((v) => typeof v === 'number') ? value : null;
 }
@@ -182,9 +190,9 @@ function callOf(span: Span, agentName: string | null, chat: TrainingChat): LlmCa
     promptTokenIds: ints(attributes['lightning.prompt_token_ids']),
     responseTokenIds: ints(attributes['lightning.response_token_ids']),
     logprobs: Array.isArray(logprobContent)
-      ? logprobContent.map((entry) => Number(asJsonObject(entry)?.logprob ?? Number.NaN)).filter(Number.isFinite)
+      ? allFinite(logprobContent.map((entry) => Number(asJsonObject(entry)?.logprob ?? Number.NaN)))
       : Array.isArray(tokenLogprobs)
-        ? tokenLogprobs.filter((value): value is number => typeof value === 'number')
+        ? allFinite(tokenLogprobs.map((value) => (typeof value === 'number' ? value : Number.NaN)))
         : numbers(attributes['lightning.response_logprobs']),
     choices: chat.choices,
     notChat: chat.issue,
