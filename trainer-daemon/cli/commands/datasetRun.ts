@@ -133,7 +133,11 @@ export function registerDatasetRun(dataset: Command): void {
     .addOption(new Option('--split <split>', 'only this split').choices(['train', 'val', 'test']))
     .option('--samples <n>', 'rollouts per task', '1')
     .option('--concurrency <n>', 'agents running at once', '4')
-    .option('--timeout <seconds>', 'per-attempt time limit; the agent and its children are stopped', '120')
+    .option(
+      '--timeout <seconds>',
+      'per-attempt time limit: the agent and its children are stopped (worker mode: the attempt ends and its URL is revoked; the worker goes on)',
+      '120',
+    )
     .option('--retries <n>', 'extra attempts after a failure or a timeout', '0')
     .addOption(new Option('--mode <mode>', 'rollout mode').choices(RolloutMode.options).default('train'))
     .option('--label <label>', 'rollout label (default: the dataset name)')
