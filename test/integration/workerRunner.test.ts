@@ -14,7 +14,8 @@ import { tempDir, waitFor } from '../helpers/tmp';
  * A long-lived agent worker (docs/datasets.md, "Worker mode") on the real `openai` SDK: it keeps
  * LIGHTNING_RUNNER_CONCURRENCY rollouts going, each one LLM call, a reward from its task and a
  * `/finish`. On demand through the task: `crash` (the whole worker dies mid-rollout, once),
- * `hang` (never finishes; waits until its URL is revoked), `fail` (finishes as failed).
+ * `hang` (never finishes; waits until its URL is revoked), `fail` (finishes as failed), `stuck` (the whole worker
+ * blocks, once, where no revoked URL reaches it: a tool that never returns).
  */
 const WORKER = `
 const fs = require('node:fs');
@@ -35,6 +36,11 @@ async function loop() {
     if (task.crash && !fs.existsSync(dir + '/crashed')) {
       fs.writeFileSync(dir + '/crashed', '');
       process.exit(7);
+    }
+    if (task.stuck && !fs.existsSync(dir + '/stuck')) {
+      fs.writeFileSync(dir + '/stuck', '');
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 30000);
+      log({ id: rolloutId, what: 'unstuck' });
     }
     if (task.hang) {
       while ((await fetch(url + '/task')).status === 200) await sleep(50);
@@ -236,6 +242,41 @@ test('dataset run --workers: a worker that keeps dying fails the batch with its 
   assert.notEqual(missing.code, 0);
   assert.match(missing.stderr, /the agent worker could not start \(.*no-such-agent: spawn .* ENOENT\)/);
   assert.doesNotMatch(missing.stderr, /restarts used up/);
+});
+
+test('dataset run --workers: a worker stuck past --timeout (holding nothing else) is stopped and replaced; the retry succeeds', async (t) => {
+  const { cwd, env, upstream } = await setUp(t, [{ id: 'stuck', stuck: true }, { id: 'fine' }]);
+  const run = await runCli(
+    [
+      'dataset',
+      'run',
+      'tasks',
+      '--workers',
+      '1',
+      '--concurrency',
+      '1',
+      '--retries',
+      '1',
+      '--timeout',
+      '2',
+      '--upstream',
+      upstream.url,
+      '--',
+      process.execPath,
+      'worker.js',
+    ],
+    { cwd, env },
+  );
+  assert.equal(run.code, 0, run.stderr);
+  const [stuck, fine] = batchOf(cwd);
+  assert.deepEqual([stuck!.status, stuck!.attemptCount], ['succeeded', 2], 'retried on the replacement worker');
+  assert.equal(fine!.status, 'succeeded');
+  assert.equal(new Set(workerPids(cwd)).size, 2, 'the stuck worker was replaced');
+  assert.ok(
+    !events(cwd).some((e) => e.what === 'unstuck'),
+    'stopped while stuck, not waited for (it would have come back 30 s later, to a revoked URL)',
+  );
+  assert.doesNotMatch(run.stderr, /restarts used up/);
 });
 
 test('dataset run --workers: Ctrl-C stops the workers and cancels the unfinished rollouts', async (t) => {

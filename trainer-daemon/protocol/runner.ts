@@ -51,6 +51,11 @@ export const AttemptEnded = z.object({
   durationMs: z.number().nonnegative(),
   /** The rollout was queued again (failed or timed out with attempts left). */
   retrying: z.boolean(),
+  /**
+   * Worker mode: the attempt timed out, and the worker that ran it holds no other attempt and is not waiting for one;
+   * the runner restarts that worker, which may be stuck outside HTTP (a tool that never returns) for good.
+   */
+  restartWorker: z.string().optional(),
 });
 export type AttemptEnded = z.infer<typeof AttemptEnded>;
 

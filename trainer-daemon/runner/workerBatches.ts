@@ -72,6 +72,8 @@ class WorkerBatchState {
   readonly followers = new Set<Follower>();
   /** Where each worker runs, when its runner said (`workerPlaced`: a Ray node); the attempts it ends record it. */
   readonly nodes = new Map<string, RayNode>();
+  /** Workers' `/next` calls waiting for a rollout now, by worker: such a worker is alive (not stuck). */
+  readonly waiting = new Map<string, number>();
   /** Attempts a worker ended before its runner said where it runs (its first few, by rollout and attempt number). */
   readonly endedUnplaced = new Map<string, Array<[string, number]>>();
   private wakers: Array<() => void> = [];
@@ -222,7 +224,12 @@ export class WorkerBatches implements BatchFollower {
       if (this.disposed || batch.done || !isOpen()) return null;
       const rolloutId = batch.queue.shift();
       if (rolloutId === undefined) {
-        await batch.changed(30_000);
+        batch.waiting.set(worker, (batch.waiting.get(worker) ?? 0) + 1);
+        try {
+          await batch.changed(30_000);
+        } finally {
+          batch.waiting.set(worker, batch.waiting.get(worker)! - 1);
+        }
         continue;
       }
       let held = 0;
@@ -304,7 +311,18 @@ export class WorkerBatches implements BatchFollower {
         if (unplaced.length < MAX_UNPLACED) unplaced.push([rolloutId, ended.attemptCount]);
         batch.endedUnplaced.set(flight.worker, unplaced);
       }
-      batch.ended({ rollout: ended, durationMs: Date.now() - flight.startedAt, retrying });
+      // A timed-out attempt's worker that holds no other attempt and is not waiting for one is restarted by its
+      // runner: it may be stuck where its revoked URL cannot reach it.
+      const stuck =
+        to === 'timeout' &&
+        !(batch.waiting.get(flight.worker) ?? 0) &&
+        ![...batch.inFlight.values()].some((other) => other.worker === flight.worker);
+      batch.ended({
+        rollout: ended,
+        durationMs: Date.now() - flight.startedAt,
+        retrying,
+        ...(stuck ? { restartWorker: flight.worker } : {}),
+      });
       return ended;
     } finally {
       batch.settling -= 1;

@@ -28,6 +28,8 @@ export class WorkerPool implements BatchPool {
   private failure: { error: unknown } | undefined;
   private spawned = 0;
   private restarts: WorkerRestarts | undefined;
+  /** Workers stopped because their attempt timed out (workerBatches.ts: `restartWorker`): replaced as they close. */
+  private readonly stuck = new Set<string>();
 
   constructor(
     private readonly options: BatchRunnerOptions,
@@ -59,7 +61,10 @@ export class WorkerPool implements BatchPool {
       if (this.cancelled) await client.request('cancelWorkerBatch', { id: batch.id });
       else for (let i = 0; i < this.mode.workers; i += 1) this.startWorker(batch.url);
       await (this.options.follower ?? followOverRpc(client)).follow(batch.id, {
-        onAttempt: this.options.onAttempt,
+        onAttempt: (event) => {
+          if (event.restartWorker !== undefined) this.stopStuck(event.restartWorker);
+          this.options.onAttempt(event);
+        },
         // Cancelled by someone else (`workerBatches/cancel`): stop the workers at once, as for Ctrl-C.
         onCancelled: () => this.cancel(),
       });
@@ -94,13 +99,28 @@ export class WorkerPool implements BatchPool {
     child.once('close', (code, signal) => {
       this.workers.delete(worker);
       killGroup(child, 'SIGKILL');
+      const stuck = this.stuck.delete(worker);
       void this.restarts?.workerEnded(
         worker,
-        unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`),
+        stuck
+          ? 'was stopped: its attempt timed out'
+          : (unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`)),
         unstartable !== undefined,
         logFile,
+        stuck,
       );
     });
+  }
+
+  /**
+   * A worker whose attempt timed out and that holds no other: stopped (its process group, as process mode stops a
+   * timed-out agent) and replaced, since it may be stuck where its revoked URL cannot reach it.
+   */
+  private stopStuck(worker: string): void {
+    const child = this.workers.get(worker);
+    if (!child || this.finished || this.cancelled) return;
+    this.stuck.add(worker);
+    stopGroup(child, this.options.killGraceMs);
   }
 
   /** Waits for the workers to exit on their own (they got 204), then stops what is left. */

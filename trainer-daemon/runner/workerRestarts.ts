@@ -26,13 +26,23 @@ export class WorkerRestarts {
 
   constructor(private readonly options: WorkerRestartOptions) {}
 
-  /** Worker `worker` ended with `reason` (its log in `logFile`); `unstartable`: its command could not start. */
-  async workerEnded(worker: string, reason: string, unstartable: boolean, logFile: string): Promise<void> {
+  /**
+   * Worker `worker` ended with `reason` (its log in `logFile`); `unstartable`: its command could not start; `stopped`:
+   * the runner stopped it (its attempt timed out): replaced without counting against `maxRestarts`.
+   */
+  async workerEnded(
+    worker: string,
+    reason: string,
+    unstartable: boolean,
+    logFile: string,
+    stopped = false,
+  ): Promise<void> {
     const { client, batchId } = this.options;
     if (this.options.stopped()) return;
     try {
       const { done } = await client.request('workerExited', { id: batchId, worker, error: reason });
       if (done || this.options.stopped()) return;
+      if (stopped) return this.options.restart();
       if (unstartable || this.restarts >= this.options.maxRestarts) {
         this.options.fail(
           new LightningError(

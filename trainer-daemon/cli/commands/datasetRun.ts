@@ -135,7 +135,7 @@ export function registerDatasetRun(dataset: Command): void {
     .option('--concurrency <n>', 'agents running at once', '4')
     .option(
       '--timeout <seconds>',
-      'per-attempt time limit: the agent and its children are stopped (worker mode: the attempt ends and its URL is revoked; the worker goes on)',
+      'per-attempt time limit: the agent and its children are stopped (worker mode: the attempt ends, its URL is revoked, and a worker left holding nothing is restarted)',
       '120',
     )
     .option('--retries <n>', 'extra attempts after a failure or a timeout', '0')
