@@ -539,7 +539,14 @@ describe('LightningRL: transitions from a store', () => {
     const last = llmSpan();
     store.addSpans({ rolloutId: id, spans: [last] });
     store.transitionRollout(parsed('transitionRollout', { id, to: 'succeeded' }));
+    // Not rated by attempt 1's reward: unrated for `score --unrated`, the review and the status bar's count.
+    assert.deepEqual(
+      store.listRollouts(parsed('listRollouts', { unrated: true })).items.map((r) => r.id),
+      [id],
+    );
+    assert.equal(store.stats().unrated, 1);
     store.addReward(parsed('addReward', { rolloutId: id, value: 0.25, source: 'rule' }));
+    assert.equal(store.stats().unrated, 0);
     const [trajectory] = store.trajectoriesOf([id]);
     assert.deepEqual(
       trajectory!.rewards.map((reward) => [reward.source, reward.value]),

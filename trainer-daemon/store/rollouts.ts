@@ -380,7 +380,11 @@ export class RolloutRepository {
       args.push(value);
     }
     if (params.inBatch !== undefined) where.push(params.inBatch ? 'r.batch_id IS NOT NULL' : 'r.batch_id IS NULL');
-    if (params.unrated) where.push('NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id)');
+    // Rated: a reward of its trajectory (an agent's reward of an earlier attempt does not rate it).
+    if (params.unrated)
+      where.push(
+        `NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id AND ${COUNTS_FOR_LAST_ATTEMPT('w', 'r')})`,
+      );
     return { from, where, args };
   }
 

@@ -1,4 +1,5 @@
 /** The store's counts for `stats` (`lightning status`, the status bar): rollouts by status, spans, rewards, unrated. */
+import { COUNTS_FOR_LAST_ATTEMPT } from './rewards';
 import { RolloutStatus, type Stats } from '../protocol';
 import { OUTCOME_STATUSES } from '../protocol/status';
 import type { Database } from './driver';
@@ -21,7 +22,7 @@ export function readStats(db: Database, schemaVersion: number): Stats {
     rewards: count('SELECT count(*) AS n FROM rewards'),
     unrated: count(
       `SELECT count(*) AS n FROM rollouts r WHERE r.status IN (${OUTCOME_STATUSES.map((s) => `'${s}'`).join(',')})
-       AND NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id)`,
+       AND NOT EXISTS (SELECT 1 FROM rewards w WHERE w.rollout_id = r.id AND ${COUNTS_FOR_LAST_ATTEMPT('w', 'r')})`,
     ),
     schemaVersion,
   };
