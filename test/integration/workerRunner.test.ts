@@ -244,8 +244,12 @@ test('dataset run --workers: a worker that keeps dying fails the batch with its 
   assert.doesNotMatch(missing.stderr, /restarts used up/);
 });
 
-test('dataset run --workers: a worker stuck past --timeout (holding nothing else) is stopped and replaced; the retry succeeds', async (t) => {
-  const { cwd, env, upstream } = await setUp(t, [{ id: 'stuck', stuck: true }, { id: 'fine' }]);
+test('dataset run --workers: a worker left holding nothing by a timeout is replaced: stopped when stuck, exiting by itself when only slow', async (t) => {
+  const { cwd, env, upstream } = await setUp(t, [
+    { id: 'stuck', stuck: true },
+    { id: 'hangs', hang: true },
+    { id: 'fine' },
+  ]);
   const run = await runCli(
     [
       'dataset',
@@ -268,14 +272,24 @@ test('dataset run --workers: a worker stuck past --timeout (holding nothing else
     { cwd, env },
   );
   assert.equal(run.code, 0, run.stderr);
-  const [stuck, fine] = batchOf(cwd);
-  assert.deepEqual([stuck!.status, stuck!.attemptCount], ['succeeded', 2], 'retried on the replacement worker');
+  const [stuck, hangs, fine] = batchOf(cwd);
+  assert.deepEqual([stuck!.status, stuck!.attemptCount], ['succeeded', 2], 'retried on a replacement worker');
+  assert.deepEqual([hangs!.status, hangs!.attemptCount], ['timeout', 2]);
   assert.equal(fine!.status, 'succeeded');
-  assert.equal(new Set(workerPids(cwd)).size, 2, 'the stuck worker was replaced');
+  const log = events(cwd);
   assert.ok(
-    !events(cwd).some((e) => e.what === 'unstuck'),
-    'stopped while stuck, not waited for (it would have come back 30 s later, to a revoked URL)',
+    !log.some((e) => e.what === 'unstuck'),
+    'the stuck worker was stopped, not waited for (it would have come back 30 s later, to a revoked URL)',
   );
+  // The slow one (its rollout hung, its loop polling the revoked URL) saw the 404, was told 204 and exited by itself.
+  const slow = log.find((e) => e.what === 'revoked' && e.id === hangs!.id)!;
+  assert.ok(
+    log.some((e) => e.what === 'worker-exit' && e.pid === slow.pid),
+    'the slow worker exited on its 204',
+  );
+  // One worker to start and a replacement per timeout but the last (the batch was then done): none counted as a
+  // restart.
+  assert.equal(new Set(workerPids(cwd)).size, 3);
   assert.doesNotMatch(run.stderr, /restarts used up/);
 });
 

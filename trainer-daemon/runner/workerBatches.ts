@@ -74,6 +74,8 @@ class WorkerBatchState {
   readonly nodes = new Map<string, RayNode>();
   /** Workers' `/next` calls waiting for a rollout now, by worker: such a worker is alive (not stuck). */
   readonly waiting = new Map<string, number>();
+  /** Workers found stuck after a timeout (`restartWorker`): their `/next` gets 204, so they take nothing more. */
+  readonly retired = new Set<string>();
   /** Attempts a worker ended before its runner said where it runs (its first few, by rollout and attempt number). */
   readonly endedUnplaced = new Map<string, Array<[string, number]>>();
   private wakers: Array<() => void> = [];
@@ -221,7 +223,7 @@ export class WorkerBatches implements BatchFollower {
     const batch = this.byKey.get(key);
     if (!batch) throw new NotFoundError('unknown runner key: this URL belongs to no open batch of this daemon');
     for (;;) {
-      if (this.disposed || batch.done || !isOpen()) return null;
+      if (this.disposed || batch.done || !isOpen() || batch.retired.has(worker)) return null;
       const rolloutId = batch.queue.shift();
       if (rolloutId === undefined) {
         batch.waiting.set(worker, (batch.waiting.get(worker) ?? 0) + 1);
@@ -317,6 +319,8 @@ export class WorkerBatches implements BatchFollower {
         to === 'timeout' &&
         !(batch.waiting.get(flight.worker) ?? 0) &&
         ![...batch.inFlight.values()].some((other) => other.worker === flight.worker);
+      // It takes nothing more: a worker that was only slow sees its URL revoked, asks for more, gets 204 and exits.
+      if (stuck) batch.retired.add(flight.worker);
       batch.ended({
         rollout: ended,
         durationMs: Date.now() - flight.startedAt,

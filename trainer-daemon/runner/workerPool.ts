@@ -17,7 +17,7 @@ import { followOverRpc } from './followBatch';
 import { killGroup, stopGroup } from './processGroup';
 import { WorkerRestarts } from './workerRestarts';
 
-/** How long workers get to exit by themselves (on their 204) once the batch is done. */
+/** How long workers get to exit by themselves (on their 204) once the batch is done, or once retired as stuck. */
 const EXIT_GRACE_MS = 5_000;
 
 export class WorkerPool implements BatchPool {
@@ -103,7 +103,7 @@ export class WorkerPool implements BatchPool {
       void this.restarts?.workerEnded(
         worker,
         stuck
-          ? 'was stopped: its attempt timed out'
+          ? 'was replaced: its attempt timed out'
           : (unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`)),
         unstartable !== undefined,
         logFile,
@@ -113,14 +113,18 @@ export class WorkerPool implements BatchPool {
   }
 
   /**
-   * A worker whose attempt timed out and that holds no other: stopped (its process group, as process mode stops a
-   * timed-out agent) and replaced, since it may be stuck where its revoked URL cannot reach it.
+   * A worker whose attempt timed out and that holds no other is replaced: the daemon answers its next `/next` 204, so
+   * one that was only slow exits by itself; one still running after EXIT_GRACE_MS, stuck where its revoked URL cannot
+   * reach it, is stopped (its process group, as process mode stops a timed-out agent).
    */
   private stopStuck(worker: string): void {
     const child = this.workers.get(worker);
     if (!child || this.finished || this.cancelled) return;
     this.stuck.add(worker);
-    stopGroup(child, this.options.killGraceMs);
+    setTimeout(() => {
+      if (this.workers.get(worker) === child && !this.finished && !this.cancelled)
+        stopGroup(child, this.options.killGraceMs);
+    }, EXIT_GRACE_MS).unref();
   }
 
   /** Waits for the workers to exit on their own (they got 204), then stops what is left. */
