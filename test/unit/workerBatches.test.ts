@@ -141,3 +141,35 @@ describe('a worker batch whose runner died', () => {
     await waitFor(() => !batches.knows(key), 'the batch forgotten', 5_000);
   });
 });
+
+describe('a worker batch resumed before the dead runner’s batch ended', () => {
+  it('holds its rollouts alone: the old batch neither ends nor times out the attempts the new one runs', async (t) => {
+    const { store, batches, ids, batch: old } = setUp(t, 2, 2, 200);
+    const keyOf = (url: string): string => new URL(url).pathname.split('/').at(-1)!;
+    assert.equal((await batches.next(keyOf(old.url), 'w0', () => true))?.rolloutId, ids[0]);
+    // The runner died; `dataset run --resume` fails the attempt it left running and queues it again, at once.
+    store.transitionRollout(parsed('transitionRollout', { id: ids[0]!, to: 'failed', error: 'the runner stopped' }));
+    store.transitionRollout(parsed('transitionRollout', { id: ids[0]!, to: 'queued' }));
+    const resumed = batches.open({
+      rolloutIds: ids,
+      upstream: null,
+      providerUpstreams: {},
+      tokenIds: false,
+      timeoutMs: 60_000,
+      concurrencyPerWorker: 8,
+    });
+    const followed = batches.follow(resumed.id, { onAttempt: () => {}, onCancelled: () => {} });
+    assert.equal((await batches.next(keyOf(resumed.url), 'w1', () => true))?.rolloutId, ids[0]);
+    // The old batch's lease runs out (its runner never polls again): it holds nothing of the new one's.
+    await waitFor(() => !batches.knows(keyOf(old.url)), 'the old batch gone', 5_000);
+    assert.deepEqual(
+      [store.getRollout(ids[0]!).status, store.getRollout(ids[0]!).attemptCount],
+      ['running', 2],
+      'the new attempt is untouched',
+    );
+    assert.equal((await batches.end(ids[0]!, 'succeeded', null)).status, 'succeeded', 'and ends through the new batch');
+    assert.equal((await batches.next(keyOf(resumed.url), 'w1', () => true))?.rolloutId, ids[1]);
+    await batches.end(ids[1]!, 'succeeded', null);
+    await followed;
+  });
+});

@@ -149,6 +149,9 @@ export class WorkerBatches implements BatchFollower {
       if (status !== 'queued')
         throw new InvalidInputError(`params.rolloutIds: rollout ${rolloutId} is ${status}, not queued`);
     }
+    // A rollout another open batch still holds (its runner died, and `dataset run --resume` queued it again within the
+    // minute before that batch ends) is this batch's now: the old one neither times it out nor ends it.
+    for (const rolloutId of params.rolloutIds) this.takeOver(rolloutId);
     const id = `wb-${crypto.randomBytes(8).toString('hex')}`;
     const key = crypto.randomBytes(24).toString('base64url');
     const batch = new WorkerBatchState(id, key, params);
@@ -394,7 +397,17 @@ export class WorkerBatches implements BatchFollower {
   private forget(batch: WorkerBatchState, rolloutId: string): void {
     clearTimeout(batch.inFlight.get(rolloutId)?.timer);
     batch.inFlight.delete(rolloutId);
-    this.byRollout.delete(rolloutId);
+    if (this.byRollout.get(rolloutId) === batch) this.byRollout.delete(rolloutId);
+  }
+
+  /** Takes `rolloutId` out of every open batch's queue and attempts in flight, with no change to the rollout. */
+  private takeOver(rolloutId: string): void {
+    for (const batch of this.batches.values()) {
+      const queued = batch.queue.indexOf(rolloutId);
+      if (queued >= 0) batch.queue.splice(queued, 1);
+      if (batch.inFlight.has(rolloutId)) this.forget(batch, rolloutId);
+      batch.wake();
+    }
   }
 
   private close(batch: WorkerBatchState): void {
