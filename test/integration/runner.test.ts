@@ -211,17 +211,26 @@ test('dataset run: Ctrl-C stops every agent (no orphans) and cancels the rest; -
   assert.match((JSON.parse(exported.stdout) as { excludedNoCalls: number }).excludedNoCalls.toString(), /^[1-9]/);
 });
 
-test('dataset run: an agent command that cannot start stops the batch, naming it (exit 1); --resume with the command fixed runs the rest', async (t) => {
+test('dataset run: an agent command that cannot be found is refused before any batch (exit 2); one that cannot start stops its batch (exit 1), the rest left for --resume', async (t) => {
   const { cwd, env } = setUp(t, [{ id: 'a' }, { id: 'b' }, { id: 'c' }]);
   await importTasks(cwd);
-  const typo = await runCli(
-    ['dataset', 'run', 'tasks', '--retries', '1', '--concurrency', '1', '--', 'no-such-agent-program', 'agent.js'],
+  const typo = await runCli(['dataset', 'run', 'tasks', '--', 'no-such-agent-program', 'agent.js'], { cwd, env });
+  assert.equal(typo.code, 2, typo.stderr);
+  assert.match(typo.stderr, /cannot run no-such-agent-program: not found on PATH; check the agent command after --/);
+  const notExecutable = await runCli(['dataset', 'run', 'tasks', '--', './tasks.jsonl'], { cwd, env });
+  assert.equal(notExecutable.code, 2, notExecutable.stderr);
+  assert.match(notExecutable.stderr, /cannot run \.\/tasks\.jsonl: not an executable file/);
+  assert.deepEqual(batchOf(cwd), [], 'no batch made');
+  // Executable, but its interpreter is missing: found only when it is started.
+  fs.writeFileSync(path.join(cwd, 'broken-agent'), '#!/nonexistent/interpreter\n', { mode: 0o755 });
+  const broken = await runCli(
+    ['dataset', 'run', 'tasks', '--retries', '1', '--concurrency', '1', '--', './broken-agent'],
     { cwd, env },
   );
-  assert.equal(typo.code, 1, typo.stderr);
+  assert.equal(broken.code, 1, broken.stderr);
   assert.match(
-    typo.stderr,
-    /the agent command could not start \(cannot run no-such-agent-program: spawn no-such-agent-program ENOENT\); check the command after --/,
+    broken.stderr,
+    /the agent command could not start \(cannot run \.\/broken-agent: spawn \.\/broken-agent ENOENT\); check the command after --/,
   );
   const batch = batchOf(cwd);
   assert.deepEqual(

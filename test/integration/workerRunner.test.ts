@@ -234,14 +234,22 @@ test('dataset run --workers: a worker that keeps dying fails the batch with its 
   assert.match(run.stderr, /the agent worker exited with code 2; 3 restarts used up/);
   assert.equal(workerPids(cwd).length, 4, 'one start and 3 restarts');
   assert.ok(batchOf(cwd).every((r) => r.status === 'cancelled'));
-  // A command that cannot start at all is not restarted.
+  // A command that cannot start at all (executable, its interpreter missing) is not restarted; one that is not there
+  // is refused before any batch.
+  fs.writeFileSync(path.join(cwd, 'broken-agent'), '#!/nonexistent/interpreter\n', { mode: 0o755 });
+  const broken = await runCli(['dataset', 'run', 'tasks', '--workers', '2', '--', path.join(cwd, 'broken-agent')], {
+    cwd,
+    env,
+  });
+  assert.notEqual(broken.code, 0);
+  assert.match(broken.stderr, /the agent worker could not start \(.*broken-agent: spawn .* ENOENT\)/);
+  assert.doesNotMatch(broken.stderr, /restarts used up/);
   const missing = await runCli(['dataset', 'run', 'tasks', '--workers', '2', '--', path.join(cwd, 'no-such-agent')], {
     cwd,
     env,
   });
-  assert.notEqual(missing.code, 0);
-  assert.match(missing.stderr, /the agent worker could not start \(.*no-such-agent: spawn .* ENOENT\)/);
-  assert.doesNotMatch(missing.stderr, /restarts used up/);
+  assert.equal(missing.code, 2, missing.stderr);
+  assert.match(missing.stderr, /no-such-agent: no such file; check the agent command after --/);
 });
 
 test('dataset run --workers: a worker left holding nothing by a timeout is replaced: stopped when stuck, exiting by itself when only slow', async (t) => {

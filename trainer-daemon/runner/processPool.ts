@@ -30,6 +30,13 @@ export class ProcessPool implements BatchPool {
   ) {}
 
   async run(rolloutIds: readonly string[]): Promise<void> {
+    // A command that cannot be found fails before any rollout starts: every attempt would fail the same way.
+    const [program] = this.mode.command;
+    const missing = unrunnable(program!, this.mode.cwd ?? process.cwd(), this.options.env.PATH);
+    if (missing !== undefined)
+      throw new LightningError(
+        `the agent command could not start (cannot run ${program}: ${missing}); check the command after --`,
+      );
     this.queue.push(...rolloutIds);
     let failure: { error: unknown } | undefined;
     const slot = async (): Promise<void> => {
@@ -136,8 +143,8 @@ export class ProcessPool implements BatchPool {
     const finished = await this.options.client.request('transitionRollout', { id: rolloutId, ...outcome });
     const retrying = !this.cancelled && !this.unstartable.has(rolloutId) && canRetry(finished);
     this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
-    // A command that cannot start fails every rollout the same way: the batch stops (the rest cancelled, a non-zero
-    // exit), as in worker mode, instead of failing each in turn and ending as a batch that ran.
+    // A command that cannot start (past the check in `run`) fails every rollout the same way: the batch stops (a
+    // non-zero exit, what is queued left queued), as in worker mode, instead of failing each in turn.
     if (this.unstartable.has(rolloutId) && !this.cancelled)
       throw new LightningError(`the agent command could not start (${outcome.error}); check the command after --`);
     if (retrying) {
@@ -145,6 +152,30 @@ export class ProcessPool implements BatchPool {
       this.queue.push(rolloutId);
     }
   }
+}
+
+/**
+ * Why `program` cannot be run from `cwd` with this PATH (not found, not executable), or undefined when it can, or when
+ * that cannot be told here (Windows resolves commands its own way; the spawn itself then says). The spawn's own error
+ * stays the backstop (a file that is executable but cannot run).
+ */
+export function unrunnable(program: string, cwd: string, PATH: string | undefined): string | undefined {
+  if (process.platform === 'win32') return undefined;
+  const executable = (file: string): boolean => {
+    try {
+      fs.accessSync(file, fs.constants.X_OK);
+      return fs.statSync(file).isFile();
+    } catch {
+      return false;
+    }
+  };
+  if (program.includes('/')) {
+    const file = path.resolve(cwd, program);
+    if (executable(file)) return undefined;
+    return fs.existsSync(file) ? 'not an executable file' : 'no such file';
+  }
+  const dirs = (PATH ?? '').split(path.delimiter).filter((dir) => dir !== '');
+  return dirs.some((dir) => executable(path.join(dir, program))) ? undefined : 'not found on PATH';
 }
 
 /** The end of an attempt's log (what failureText needs), '' when it cannot be read. */

@@ -151,6 +151,12 @@ class Iterations {
     });
     try {
       await this.executor.run({ batchId, rolloutIds: ids, upstream: this.upstreams[mode] });
+    } catch (error) {
+      // The run fails with it: its rollouts not started are not left queued for good.
+      await this.ctx.training
+        .settleBatch(batchId, `the training run stopped: ${errorMessage(error)}`)
+        .catch(() => undefined);
+      throw error;
     } finally {
       // Where the agents ran, also when the batch failed: a failure's nodes are the ones to look at.
       if (this.config.ray && this.ctx.training.isOpen) {

@@ -16,6 +16,7 @@ import { InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { AgentPidLog } from '../../runner/agentPids';
 import { BatchRunner } from '../../runner/batch';
 import type { BatchMode } from '../../runner/pool';
+import { unrunnable } from '../../runner/processPool';
 import { scoreErrors, scoringFor } from '../../runner/scoring';
 import { DEFAULT_REWARDS_FILE } from '../../rewards/config';
 import type { RpcClient } from '../../protocol/node/connection';
@@ -172,6 +173,11 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
     workers === undefined
       ? { kind: 'process', command: argv, concurrency }
       : { kind: 'worker', command: argv, workers, concurrencyPerWorker: Math.ceil(concurrency / workers) };
+  const ray = rayOptionsFrom(options, process.env);
+  // A command that cannot be found is bad input, said before any batch is made (on a Ray cluster it runs elsewhere).
+  const missing = ray ? undefined : unrunnable(argv[0]!, process.cwd(), process.env.PATH);
+  if (missing !== undefined)
+    throw new InvalidInputError(`cannot run ${argv[0]}: ${missing}; check the agent command after --`);
   const storeFile = resolveStore(options);
   const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
   const scoring = scoringFor(
@@ -180,7 +186,6 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
     process.env,
   );
   const rewardsFile = scoring && 'rewardsFile' in scoring.source ? scoring.source.rewardsFile : null;
-  const ray = rayOptionsFrom(options, process.env);
   const { client, close } = await connectOrStartDaemon(storeFile);
   const state: Cancellation = { cancelled: false, runner: undefined };
   const cancel = (): void => {
