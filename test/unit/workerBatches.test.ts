@@ -173,3 +173,44 @@ describe('a worker batch resumed before the dead runner’s batch ended', () => 
     await followed;
   });
 });
+
+describe('a worker a timeout leaves idle', () => {
+  it('is retired: its /next gets 204 while others still get work, and its exit is reported as retired', async (t) => {
+    const { store, batches, ids } = setUp(t, 0);
+    const more = [0, 1].map(() => store.createRollout(parsed('createRollout', { mode: 'train', maxAttempts: 2 })).id);
+    const batch = batches.open({
+      rolloutIds: more,
+      upstream: null,
+      providerUpstreams: {},
+      tokenIds: false,
+      timeoutMs: 100,
+      concurrencyPerWorker: 1,
+    });
+    assert.deepEqual(ids, []);
+    const events: Array<string | undefined> = [];
+    const followed = batches.follow(batch.id, {
+      onAttempt: (event) => events.push(event.restartWorker),
+      onCancelled: () => {},
+    });
+    const key = new URL(batch.url).pathname.split('/').at(-1)!;
+    assert.equal((await batches.next(key, 'w0', () => true))?.rolloutId, more[0]);
+    await waitFor(() => events.length === 1, 'the timeout');
+    assert.deepEqual(events, ['w0'], 'the runner is told to replace w0');
+    assert.equal(await batches.next(key, 'w0', () => true), null, 'w0 takes nothing more (204)');
+    assert.deepEqual(await batches.workerExited(batch.id, 'w0', 'exited with code 0'), {
+      failed: 0,
+      done: false,
+      retired: true,
+    });
+    // Its replacement runs the rest, the retry included.
+    for (let i = 0; i < 2; i += 1) {
+      const next = await batches.next(key, 'w1', () => true);
+      await batches.end(next!.rolloutId, 'succeeded', null);
+    }
+    await followed;
+    assert.deepEqual(
+      more.map((id) => store.getRollout(id).status),
+      ['succeeded', 'succeeded'],
+    );
+  });
+});

@@ -15,7 +15,7 @@ import {
   type RolloutMode,
   type RunCommand,
 } from '../protocol';
-import { LightningError } from '../protocol/errors';
+import { errorMessage, LightningError } from '../protocol/errors';
 import { episodeReward } from '../lightningrl/credit';
 import { toScoringTrajectory } from '../rewards/trajectory';
 import { BatchRunner } from '../runner/batch';
@@ -123,10 +123,13 @@ export class Evaluator {
     if (this.cancelled) this.runner.cancel();
     try {
       await this.runner.run(ids);
-    } finally {
-      // Cancelled before the runner took them: nothing will run those still queued.
-      await store.settleBatch(batchId, 'the training run was cancelled');
+    } catch (error) {
+      // The run fails with it (an agent command that cannot start, the daemon gone): those still queued say why.
+      await store.settleBatch(batchId, `the training run stopped: ${errorMessage(error)}`).catch(() => undefined);
+      throw error;
     }
+    // Cancelled before the runner took them: nothing will run those still queued.
+    await store.settleBatch(batchId, 'the training run was cancelled');
     if (this.runner.wasCancelled) throw new CancelledError('the run was cancelled');
     return ids.map((rolloutId, index) => this.rewardOf(rolloutId, tasks[index]!));
   }

@@ -52,8 +52,9 @@ export const AttemptEnded = z.object({
   /** The rollout was queued again (failed or timed out with attempts left). */
   retrying: z.boolean(),
   /**
-   * Worker mode: the attempt timed out, and the worker that ran it holds no other attempt and is not waiting for one;
-   * the runner restarts that worker, which may be stuck outside HTTP (a tool that never returns) for good.
+   * Worker mode: the attempt timed out, and the worker that ran it holds no other attempt and is not waiting for one.
+   * The daemon answers that worker's `/next` 204 from now on (it takes nothing more), and a local runner stops it if it
+   * is still running a few seconds later: it may be stuck outside HTTP (a tool that never returns) for good.
    */
   restartWorker: z.string().optional(),
 });
@@ -98,6 +99,8 @@ export const WorkerExited = z.object({
   failed: z.number().int().nonnegative(),
   /** The batch has nothing left to run: no replacement worker is needed. */
   done: z.boolean(),
+  /** The daemon had retired the worker after a timeout (`restartWorker`): its replacement is not a restart to count. */
+  retired: z.boolean().default(false),
 });
 export type WorkerExited = z.infer<typeof WorkerExited>;
 

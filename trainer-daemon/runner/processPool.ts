@@ -174,8 +174,11 @@ export function unrunnable(program: string, cwd: string, PATH: string | undefine
     if (executable(file)) return undefined;
     return fs.existsSync(file) ? 'not an executable file' : 'no such file';
   }
-  const dirs = (PATH ?? '').split(path.delimiter).filter((dir) => dir !== '');
-  return dirs.some((dir) => executable(path.join(dir, program))) ? undefined : 'not found on PATH';
+  // As the spawn searches: without a PATH, its default; an empty entry is the working directory, a relative one is
+  // relative to it.
+  if (PATH === undefined) return undefined;
+  const dirs = PATH.split(path.delimiter);
+  return dirs.some((dir) => executable(path.resolve(cwd, dir || '.', program))) ? undefined : 'not found on PATH';
 }
 
 /** The end of an attempt's log (what failureText needs), '' when it cannot be read. */

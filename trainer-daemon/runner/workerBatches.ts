@@ -338,11 +338,15 @@ export class WorkerBatches implements BatchFollower {
   }
 
   /** The worker died: its attempts in flight fail (and are retried where attempts are left). */
-  async workerExited(id: string, worker: string, error: string): Promise<{ failed: number; done: boolean }> {
+  async workerExited(
+    id: string,
+    worker: string,
+    error: string,
+  ): Promise<{ failed: number; done: boolean; retired: boolean }> {
     const batch = this.get(id);
     const mine = [...batch.inFlight].filter(([, flight]) => flight.worker === worker).map(([rolloutId]) => rolloutId);
     await Promise.all(mine.map((rolloutId) => this.end(rolloutId, 'failed', `the agent worker ${error}`)));
-    return { failed: mine.length, done: batch.done };
+    return { failed: mine.length, done: batch.done, retired: batch.retired.has(worker) };
   }
 
   /** Worker `worker` of batch `id` runs on `node` (a Ray node): the attempts it ends from now on record it. */

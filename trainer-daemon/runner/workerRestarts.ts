@@ -40,9 +40,10 @@ export class WorkerRestarts {
     const { client, batchId } = this.options;
     if (this.options.stopped()) return;
     try {
-      const { done } = await client.request('workerExited', { id: batchId, worker, error: reason });
+      const { done, retired } = await client.request('workerExited', { id: batchId, worker, error: reason });
       if (done || this.options.stopped()) return;
-      if (stopped) return this.options.restart();
+      // Retired by the daemon after a timeout (it exited on its 204, or was stopped as stuck): replaced, not counted.
+      if (stopped || retired) return this.options.restart();
       if (unstartable || this.restarts >= this.options.maxRestarts) {
         this.options.fail(
           new LightningError(
