@@ -43,6 +43,8 @@ export async function measurePanelTimings(
   });
   await client.request('transitionRollout', { id: big.id, to: 'succeeded' });
   await rowShows(big.id, '2000 LLM calls');
+  // Its last change shown too (succeeded): a click while the list redraws the row lands on the row being replaced.
+  await frame.waitForSelector(`.rollout-row.status-succeeded[data-rollout-id="${big.id}"]`, { timeout: 15_000 });
   const steps = `.detail[data-rollout-id="${big.id}"] details.step`;
   // The user's wait, on the page's own clock: from the click event to the first frame painted with steps
   // (playwright's click adds its own actionability checks and round trips before the event).
