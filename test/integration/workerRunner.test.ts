@@ -119,6 +119,20 @@ function workerPids(cwd: string): number[] {
     .map((e) => e.pid);
 }
 
+/** `dataset run tasks FLAGS --upstream URL -- node worker.js` in the test's folder. */
+function runWorkers(
+  { cwd, env, upstream }: { cwd: string; env: NodeJS.ProcessEnv; upstream: ScriptedUpstream },
+  flags: string[],
+): ReturnType<typeof runCli> {
+  return runCli(
+    ['dataset', 'run', 'tasks', ...flags, '--upstream', upstream.url, '--', process.execPath, 'worker.js'],
+    {
+      cwd,
+      env,
+    },
+  );
+}
+
 test('dataset run --workers: every task × samples through 2 long-lived workers, rollouts overlapping, rewards, LLM calls recorded, 204 at the end', async (t) => {
   const { cwd, env, upstream } = await setUp(t, [
     { id: 'good', value: 1, ms: 150 },
@@ -183,27 +197,16 @@ test('dataset run --workers: a worker that dies mid-rollout fails that attempt (
     { id: 'hangs', hang: true },
     { id: 'fine' },
   ]);
-  const run = await runCli(
-    [
-      'dataset',
-      'run',
-      'tasks',
-      '--workers',
-      '1',
-      '--concurrency',
-      '2',
-      '--retries',
-      '1',
-      '--timeout',
-      '3',
-      '--upstream',
-      upstream.url,
-      '--',
-      process.execPath,
-      'worker.js',
-    ],
-    { cwd, env },
-  );
+  const run = await runWorkers({ cwd, env, upstream }, [
+    '--workers',
+    '1',
+    '--concurrency',
+    '2',
+    '--retries',
+    '1',
+    '--timeout',
+    '3',
+  ]);
   assert.equal(run.code, 0, run.stderr);
   const [crashes, hangs, fine] = batchOf(cwd);
   assert.deepEqual([crashes!.status, crashes!.attemptCount], ['succeeded', 2]);
@@ -258,27 +261,16 @@ test('dataset run --workers: a worker left holding nothing by a timeout is repla
     { id: 'hangs', hang: true },
     { id: 'fine' },
   ]);
-  const run = await runCli(
-    [
-      'dataset',
-      'run',
-      'tasks',
-      '--workers',
-      '1',
-      '--concurrency',
-      '1',
-      '--retries',
-      '1',
-      '--timeout',
-      '2',
-      '--upstream',
-      upstream.url,
-      '--',
-      process.execPath,
-      'worker.js',
-    ],
-    { cwd, env },
-  );
+  const run = await runWorkers({ cwd, env, upstream }, [
+    '--workers',
+    '1',
+    '--concurrency',
+    '1',
+    '--retries',
+    '1',
+    '--timeout',
+    '2',
+  ]);
   assert.equal(run.code, 0, run.stderr);
   const [stuck, hangs, fine] = batchOf(cwd);
   assert.deepEqual([stuck!.status, stuck!.attemptCount], ['succeeded', 2], 'retried on a replacement worker');

@@ -13,7 +13,13 @@ import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { tempDir, waitFor } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
 
-function setUp(t: { after(fn: () => void): void }, rollouts: number, maxAttempts = 1, leaseMs?: number) {
+function setUp(
+  t: { after(fn: () => void): void },
+  rollouts: number,
+  maxAttempts = 1,
+  leaseMs?: number,
+  opened: Parameters<typeof batchParams>[1] = {},
+) {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   const writes = new WriteQueue(store, silentLogger);
   const batches = new WorkerBatches({
@@ -31,15 +37,24 @@ function setUp(t: { after(fn: () => void): void }, rollouts: number, maxAttempts
     { length: rollouts },
     () => store.createRollout(parsed('createRollout', { mode: 'train', maxAttempts })).id,
   );
-  const batch = batches.open({
-    rolloutIds: ids,
+  const batch = batches.open(batchParams(ids, opened));
+  return { store, batches, ids, batch };
+}
+
+/** A worker batch over `rolloutIds`, as a runner opens one (a minute per attempt, 8 rollouts per worker). */
+function batchParams(
+  rolloutIds: string[],
+  overrides: Partial<Pick<Parameters<WorkerBatches['open']>[0], 'timeoutMs' | 'concurrencyPerWorker'>> = {},
+): Parameters<WorkerBatches['open']>[0] {
+  return {
+    rolloutIds,
     upstream: null,
     providerUpstreams: {},
     tokenIds: false,
     timeoutMs: 60_000,
     concurrencyPerWorker: 8,
-  });
-  return { store, batches, ids, batch };
+    ...overrides,
+  };
 }
 
 describe('worker batches followed in process', () => {
@@ -150,14 +165,7 @@ describe('a worker batch resumed before the dead runner’s batch ended', () => 
     // The runner died; `dataset run --resume` fails the attempt it left running and queues it again, at once.
     store.transitionRollout(parsed('transitionRollout', { id: ids[0]!, to: 'failed', error: 'the runner stopped' }));
     store.transitionRollout(parsed('transitionRollout', { id: ids[0]!, to: 'queued' }));
-    const resumed = batches.open({
-      rolloutIds: ids,
-      upstream: null,
-      providerUpstreams: {},
-      tokenIds: false,
-      timeoutMs: 60_000,
-      concurrencyPerWorker: 8,
-    });
+    const resumed = batches.open(batchParams(ids));
     const followed = batches.follow(resumed.id, { onAttempt: () => {}, onCancelled: () => {} });
     assert.equal((await batches.next(keyOf(resumed.url), 'w1', () => true))?.rolloutId, ids[0]);
     // The old batch's lease runs out (its runner never polls again): it holds nothing of the new one's.
@@ -176,24 +184,14 @@ describe('a worker batch resumed before the dead runner’s batch ended', () => 
 
 describe('a worker a timeout leaves idle', () => {
   it('is retired: its /next gets 204 while others still get work, and its exit is reported as retired', async (t) => {
-    const { store, batches, ids } = setUp(t, 0);
-    const more = [0, 1].map(() => store.createRollout(parsed('createRollout', { mode: 'train', maxAttempts: 2 })).id);
-    const batch = batches.open({
-      rolloutIds: more,
-      upstream: null,
-      providerUpstreams: {},
-      tokenIds: false,
-      timeoutMs: 100,
-      concurrencyPerWorker: 1,
-    });
-    assert.deepEqual(ids, []);
+    const { store, batches, ids, batch } = setUp(t, 2, 2, undefined, { timeoutMs: 100, concurrencyPerWorker: 1 });
     const events: Array<string | undefined> = [];
     const followed = batches.follow(batch.id, {
       onAttempt: (event) => events.push(event.restartWorker),
       onCancelled: () => {},
     });
     const key = new URL(batch.url).pathname.split('/').at(-1)!;
-    assert.equal((await batches.next(key, 'w0', () => true))?.rolloutId, more[0]);
+    assert.equal((await batches.next(key, 'w0', () => true))?.rolloutId, ids[0]);
     await waitFor(() => events.length === 1, 'the timeout');
     assert.deepEqual(events, ['w0'], 'the runner is told to replace w0');
     assert.equal(await batches.next(key, 'w0', () => true), null, 'w0 takes nothing more (204)');
@@ -209,7 +207,7 @@ describe('a worker a timeout leaves idle', () => {
     }
     await followed;
     assert.deepEqual(
-      more.map((id) => store.getRollout(id).status),
+      ids.map((id) => store.getRollout(id).status),
       ['succeeded', 'succeeded'],
     );
   });

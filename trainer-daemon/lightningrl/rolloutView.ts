@@ -65,7 +65,7 @@ export function rolloutTransitions(
   const spans = store.listSpans(rollout.id, 0, 10_000).filter((span) => span.category === 'llm');
   // Only the last attempt's calls train (the store's trajectory): an earlier attempt's are listed, and say so.
   const earlier = (span: Span): boolean => span.attempt < rollout.attemptCount;
-  const lastAttempt = spans.filter((span) => !earlier(span));
+  const inLastAttempt = spans.some((span) => !earlier(span));
   const why = !hasOutcome(rollout.status)
     ? `the rollout is ${rollout.status}: training reads succeeded, failed and timed-out rollouts`
     : reward === null
@@ -73,7 +73,7 @@ export function rolloutTransitions(
       : samples.size === 0
         ? agentMatch
           ? `no LLM call of an agent matching /${params.agent}/`
-          : lastAttempt.length
+          : inLastAttempt
             ? 'none of its LLM calls ended with a whole answer'
             : spans.length
               ? `its last attempt (${rollout.attemptCount}) made no LLM calls: only the last attempt trains`

@@ -28,8 +28,6 @@ export class WorkerPool implements BatchPool {
   private failure: { error: unknown } | undefined;
   private spawned = 0;
   private restarts: WorkerRestarts | undefined;
-  /** Workers stopped because their attempt timed out (workerBatches.ts: `restartWorker`): replaced as they close. */
-  private readonly stuck = new Set<string>();
 
   constructor(
     private readonly options: BatchRunnerOptions,
@@ -99,15 +97,12 @@ export class WorkerPool implements BatchPool {
     child.once('close', (code, signal) => {
       this.workers.delete(worker);
       killGroup(child, 'SIGKILL');
-      const stuck = this.stuck.delete(worker);
+      // One the daemon retired after a timeout is replaced without counting as a restart (workerExited says so).
       void this.restarts?.workerEnded(
         worker,
-        stuck
-          ? 'was replaced: its attempt timed out'
-          : (unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`)),
+        unstartable ?? (signal ? `was killed by ${signal}` : `exited with code ${code}`),
         unstartable !== undefined,
         logFile,
-        stuck,
       );
     });
   }
@@ -120,7 +115,6 @@ export class WorkerPool implements BatchPool {
   private stopStuck(worker: string): void {
     const child = this.workers.get(worker);
     if (!child || this.finished || this.cancelled) return;
-    this.stuck.add(worker);
     setTimeout(() => {
       if (this.workers.get(worker) === child && !this.finished && !this.cancelled)
         stopGroup(child, this.options.killGraceMs);

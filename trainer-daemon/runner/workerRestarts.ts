@@ -26,24 +26,15 @@ export class WorkerRestarts {
 
   constructor(private readonly options: WorkerRestartOptions) {}
 
-  /**
-   * Worker `worker` ended with `reason` (its log in `logFile`); `unstartable`: its command could not start; `stopped`:
-   * the runner stopped it (its attempt timed out): replaced without counting against `maxRestarts`.
-   */
-  async workerEnded(
-    worker: string,
-    reason: string,
-    unstartable: boolean,
-    logFile: string,
-    stopped = false,
-  ): Promise<void> {
+  /** Worker `worker` ended with `reason` (its log in `logFile`); `unstartable`: its command could not start. */
+  async workerEnded(worker: string, reason: string, unstartable: boolean, logFile: string): Promise<void> {
     const { client, batchId } = this.options;
     if (this.options.stopped()) return;
     try {
       const { done, retired } = await client.request('workerExited', { id: batchId, worker, error: reason });
       if (done || this.options.stopped()) return;
       // Retired by the daemon after a timeout (it exited on its 204, or was stopped as stuck): replaced, not counted.
-      if (stopped || retired) return this.options.restart();
+      if (retired) return this.options.restart();
       if (unstartable || this.restarts >= this.options.maxRestarts) {
         this.options.fail(
           new LightningError(
