@@ -510,3 +510,51 @@ describe('Anthropic calls with no faithful chat form: a reason, not invented tex
     );
   });
 });
+
+describe('a streamed answer’s reasoning and citations, reassembled as the non-streaming answer holds them', () => {
+  const reassembled = (deltas: Obj[]): Obj => {
+    const stream = new StreamReassembler('chat.completions');
+    for (const delta of deltas)
+      stream.add({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta, finish_reason: null }] });
+    stream.add({ id: 'c', object: 'chat.completion.chunk', choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] });
+    return (stream.result().choices as Obj[])[0]!.message as Obj;
+  };
+
+  it('reasoning keeps the field it came in (`reasoning` is not renamed `reasoning_content`)', () => {
+    assert.deepEqual(
+      reassembled([{ role: 'assistant', reasoning: 'Think ' }, { reasoning: 'twice.' }, { content: 'Hi' }]),
+      {
+        role: 'assistant',
+        content: 'Hi',
+        reasoning: 'Think twice.',
+      },
+    );
+    const message = reassembled([{ reasoning_content: 'Deep' }, { reasoning_content: 'Seek' }, { content: 'ok' }]);
+    assert.equal(message.reasoning_content, 'DeepSeek');
+    assert.equal(message.reasoning, undefined);
+  });
+
+  it('OpenRouter’s reasoning_details pieces join by index and type; annotations are kept in order', () => {
+    const message = reassembled([
+      { reasoning: 'a', reasoning_details: [{ type: 'reasoning.text', text: 'a', index: 0, format: 'x' }] },
+      { reasoning: 'b', reasoning_details: [{ type: 'reasoning.text', text: 'b', index: 0, signature: null }] },
+      { reasoning_details: [{ type: 'reasoning.encrypted', data: 'Zm9v', index: 1 }] },
+      { reasoning_details: [{ type: 'reasoning.text', text: '', index: 0, signature: 'sig' }] },
+      { content: 'See [1].', annotations: [{ type: 'url_citation', url_citation: { url: 'https://a.example' } }] },
+      { annotations: [{ type: 'url_citation', url_citation: { url: 'https://b.example' } }] },
+    ]);
+    assert.deepEqual(message, {
+      role: 'assistant',
+      content: 'See [1].',
+      reasoning: 'ab',
+      annotations: [
+        { type: 'url_citation', url_citation: { url: 'https://a.example' } },
+        { type: 'url_citation', url_citation: { url: 'https://b.example' } },
+      ],
+      reasoning_details: [
+        { type: 'reasoning.text', text: 'ab', index: 0, format: 'x', signature: 'sig' },
+        { type: 'reasoning.encrypted', data: 'Zm9v', index: 1 },
+      ],
+    });
+  });
+});

@@ -4,8 +4,9 @@
  * by index (parallel tool calls) and a legacy `function_call`'s name and arguments, keep the finish
  * reason, usage (`stream_options.include_usage`), logprobs (every list joined by its field: chat's
  * `content`/`refusal`, legacy completions' `tokens`/`token_logprobs`/`top_logprobs`/`text_offset`)
- * and engine token ids; legacy completions concatenate text; the Responses API's final
- * `response.completed` (or `.incomplete`/`.failed`) event already carries the whole response.
+ * and engine token ids, reasoning under the field it came in, `annotations` and `reasoning_details`; legacy
+ * completions concatenate text; the Responses API's final `response.completed` (or `.incomplete`/`.failed`) event
+ * already carries the whole response.
  */
 import type { Json, JsonObject } from '../protocol';
 import { isJsonObject } from '../protocol/json';
@@ -48,7 +49,10 @@ interface ChoiceDraft {
   role?: string;
   content: string;
   refusal: string;
-  reasoning: string;
+  /** Reasoning text by the field the server streamed it in (`reasoning_content`, `reasoning`), kept under that name. */
+  reasoning: Map<'reasoning_content' | 'reasoning', string>;
+  /** List fields whose deltas add entries: `annotations` (URL citations), `reasoning_details` (merged by index). */
+  lists: Map<'annotations' | 'reasoning_details', JsonObject[]>;
   text: string;
   toolCalls: Map<number, ToolCallDraft>;
   /** A legacy `functions` answer's call (chat completions before `tools`). */
@@ -80,6 +84,39 @@ export function upstreamErrorMessage(json: JsonObject | null): string | undefine
       ? error.message
       : JSON.stringify(error).slice(0, 500);
   return typeof error === 'string' && error !== '' ? error : undefined;
+}
+
+/**
+ * Adds one streamed entry of a list field to the choice's list. `reasoning_details` entries (OpenRouter's) arrive as
+ * pieces of the entry at their `index`: a piece of the same index and type appends its text (`text`, `summary`,
+ * `data`) and sets its other fields, as the non-streaming answer holds one entry per index. Other entries (an
+ * `annotations` citation) are whole and added in order.
+ */
+function addListEntry(
+  lists: ChoiceDraft['lists'],
+  field: 'annotations' | 'reasoning_details',
+  entry: JsonObject,
+): void {
+  let list = lists.get(field);
+  if (!list) lists.set(field, (list = []));
+  const same =
+    field === 'reasoning_details' && typeof entry.index === 'number'
+      ? list.find((earlier) => earlier.index === entry.index && earlier.type === entry.type)
+      : undefined;
+  if (!same) {
+    list.push({ ...entry });
+    return;
+  }
+  for (const [key, value] of Object.entries(entry)) {
+    if (value === null || value === undefined) continue;
+    const earlier = same[key];
+    same[key] =
+      (key === 'text' || key === 'summary' || key === 'data') &&
+      typeof earlier === 'string' &&
+      typeof value === 'string'
+        ? earlier + value
+        : value;
+  }
 }
 
 export class StreamReassembler implements Reassembler {
@@ -139,7 +176,8 @@ export class StreamReassembler implements Reassembler {
         index,
         content: '',
         refusal: '',
-        reasoning: '',
+        reasoning: new Map(),
+        lists: new Map(),
         text: '',
         toolCalls: new Map(),
         finishReason: null,
@@ -164,8 +202,15 @@ export class StreamReassembler implements Reassembler {
     if (typeof delta.role === 'string') draft.role = delta.role;
     if (typeof delta.content === 'string') draft.content += delta.content;
     if (typeof delta.refusal === 'string') draft.refusal += delta.refusal;
-    const reasoning = delta.reasoning_content ?? delta.reasoning;
-    if (typeof reasoning === 'string') draft.reasoning += reasoning;
+    for (const field of ['reasoning_content', 'reasoning'] as const) {
+      const piece = delta[field];
+      if (typeof piece === 'string') draft.reasoning.set(field, (draft.reasoning.get(field) ?? '') + piece);
+    }
+    for (const field of ['annotations', 'reasoning_details'] as const) {
+      const entries = delta[field];
+      if (Array.isArray(entries))
+        for (const entry of entries) if (isJsonObject(entry)) addListEntry(draft.lists, field, entry);
+    }
     if (Array.isArray(delta.tool_calls))
       for (const call of delta.tool_calls) if (isJsonObject(call)) this.addToolCall(draft, call);
     if (isJsonObject(delta.function_call)) {
@@ -247,7 +292,8 @@ export class StreamReassembler implements Reassembler {
       content: draft.content.length > 0 ? draft.content : null,
     };
     if (draft.refusal) message.refusal = draft.refusal;
-    if (draft.reasoning) message.reasoning_content = draft.reasoning;
+    for (const [field, text] of draft.reasoning) if (text) message[field] = text;
+    for (const [field, entries] of draft.lists) message[field] = entries;
     if (draft.functionCall) message.function_call = draft.functionCall;
     if (draft.toolCalls.size > 0) {
       message.tool_calls = [...draft.toolCalls.values()]
