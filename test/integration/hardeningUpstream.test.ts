@@ -276,6 +276,12 @@ function errorInsideHandler(model: string, request: http.IncomingMessage, respon
       },
       { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: '{"path": "/et' } },
     ]);
+  if ((request.url ?? '').includes('gemini-quota:streamGenerateContent')) {
+    // Gemini's error for a stream without alt=sse: the error object inside a one-item JSON array, with HTTP 429.
+    response.writeHead(429, { 'content-type': 'application/json' });
+    response.end(JSON.stringify([{ error: { code: 429, message: 'Quota exceeded.', status: 'RESOURCE_EXHAUSTED' } }]));
+    return;
+  }
   if ((request.url ?? '').includes(':streamGenerateContent')) {
     // Gemini's stream as one JSON array (no alt=sse) whose last item is an error: the answer broke off.
     json([
@@ -330,6 +336,23 @@ describe('an error inside an HTTP 200 answer', () => {
     assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
     assert.equal(span.statusCode, 'error');
     assert.match(span.statusMessage ?? '', /The model is overloaded/);
+  });
+
+  test('Gemini’s error array with HTTP 429: the call is an upstream error whose record keeps the error object', async () => {
+    const origin = world.upstream.url.replace(/\/v1$/, '');
+    const { rollout, url } = await world.client.request('startAgentRun', { providerUpstreams: { gemini: origin } });
+    const response = await post(
+      `${url}/v1beta/models/gemini-quota:streamGenerateContent`,
+      JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'weather?' }] }] }),
+      { 'content-type': 'application/json', 'x-goog-api-key': 'k' },
+    );
+    assert.equal(response.status, 429, 'relayed as it came');
+    const span = await world.spanOf(rollout.id);
+    assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
+    assert.equal(span.statusMessage, 'upstream HTTP 429: Quota exceeded.');
+    assert.deepEqual(span.attributes['lightning.response'], {
+      error: { code: 429, message: 'Quota exceeded.', status: 'RESOURCE_EXHAUSTED' },
+    });
   });
 
   test('a gateway’s {"error": …} in a 200 is an upstream error; a Responses answer with "error": null is whole', async () => {

@@ -2,7 +2,7 @@
  * A non-streamed answer: held (within the per-answer cap and the daemon's in-flight byte budget), read as JSON for
  * the record, and sent to the agent whole only once its record is committed — the agent's 200 means "recorded".
  */
-import type { JsonObject } from '../protocol/json';
+import { isJsonObject, type Json, type JsonObject } from '../protocol/json';
 import { errorMessage } from '../protocol/errors';
 import { redactUrl } from '../protocol/secrets';
 import { BodyOverLimitError } from '../util/boundedBody';
@@ -33,12 +33,15 @@ function answerWhole(exchange: CallExchange, body: UpstreamBody, bytes: Buffer):
     return;
   }
   let json = parsed !== null && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as JsonObject) : null;
-  // A streamed answer sent as one JSON array (Gemini's streamGenerateContent without alt=sse).
+  // A streamed answer sent as one JSON array (Gemini's streamGenerateContent without alt=sse). Its error answer is
+  // the error object inside such an array: the record keeps that object.
   if (Array.isArray(parsed) && reassembler && status < 400) {
     for (const item of parsed) reassembler.add(item);
     json = reassembler.result();
     exchange.streamed = true;
-  }
+  } else if (Array.isArray(parsed) && status >= 400)
+    json =
+      (parsed as Json[]).find((item): item is JsonObject => isJsonObject(item) && item.error !== undefined) ?? null;
   // An error inside a 2xx answer is an upstream error too, as in a stream (relayStream.ts): an `error` item of Gemini's
   // JSON array, or a gateway's `{"error": {…}}` (a Responses answer's `"error": null` is none). The answer is not
   // whole.
