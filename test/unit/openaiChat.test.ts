@@ -351,6 +351,7 @@ describe('what the export says it left out', () => {
     exported: 1,
     transitions: 1,
     excludedNoReward: 0,
+    filledNoReward: 0,
     excludedBelowMinReward: 0,
     excludedNoCalls: 0,
     skipped: noSkippedCalls(),
@@ -376,6 +377,9 @@ describe('what the export says it left out', () => {
     ]);
     assert.deepEqual(leftOutLines(report({ exported: 0, excludedNoReward: 2 }), {}, 0), [
       'no rows written: 2 rollouts without an episode reward (--missing-reward fill exports them)',
+    ]);
+    assert.deepEqual(leftOutLines(report({ filledNoReward: 1 }), {}, 2), [
+      '1 rollout without an episode reward exported with the --missing-reward fill value',
     ]);
     assert.deepEqual(leftOutLines(report({}), {}, 3), []);
   });

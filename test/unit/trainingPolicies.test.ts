@@ -13,6 +13,7 @@ import { grpoConfigFromFlags, type GrpoFlags } from '../../trainer-daemon/cli/co
 import { grpoAdvantageOptions, toWorkerTransitions, workerTrainParams } from '../../trainer-daemon/training/grpoUpdate';
 import {
   checkpointPolicy,
+  groupMetrics,
   iterationTransitions,
   policyValMetrics,
   resumePolicies,
@@ -231,6 +232,52 @@ test('each policy trains on the calls its adapter answered; one --policy trains 
       [1, -1],
       [-1, 1],
     ],
+  );
+
+  assert.deepEqual(groupMetrics(ownReward), {
+    'policy/planner/zeroVarianceGroups': 0,
+    'policy/planner/rollouts/unrewarded': 0,
+    'policy/solver/zeroVarianceGroups': 0,
+    'policy/solver/rollouts/unrewarded': 0,
+  });
+
+  // Task `other`: one rollout the agent rated on the episode's dimension only (the solver, --policy-reward format,
+  // trains it with reward 0 and says so), one rated 1 and format 0. Each policy's group has equal rewards: one
+  // zero-variance group each, not two summed into one number.
+  for (const format of [undefined, 0]) {
+    const { id } = store.createRollout(parsed('createRollout', { task: { id: 'other', input: null } }));
+    store.addSpans({
+      rolloutId: id,
+      spans: ['planner', 'solver'].map((agent, callIndex) => {
+        router.route(
+          server,
+          { rolloutId: id, callIndex, json: { model: 'm' } },
+          { baggage: `gen_ai.agent.name=${agent}` },
+        );
+        const span = callSpan(callIndex, agent, [30 + callIndex, 40]);
+        router.stamp(span, id);
+        return span;
+      }),
+    });
+    store.addReward(parsed('addReward', { rolloutId: id, value: 1, source: 'agent' }));
+    if (format !== undefined)
+      store.addReward(parsed('addReward', { rolloutId: id, name: 'format', value: format, source: 'agent' }));
+  }
+  const unrated = iterationTransitions(
+    [...store.trajectories({})],
+    { agent: null, policies: [policies[0]!, { ...policies[1]!, reward: 'format' }] },
+    advantage,
+  );
+  assert.deepEqual(groupMetrics(unrated), {
+    'policy/planner/zeroVarianceGroups': 1,
+    'policy/planner/rollouts/unrewarded': 0,
+    'policy/solver/zeroVarianceGroups': 1,
+    'policy/solver/rollouts/unrewarded': 1,
+  });
+  assert.deepEqual(
+    groupMetrics(iterationTransitions([...store.trajectories({})], { agent: null, policies: [] }, advantage)),
+    { zeroVarianceGroups: 1, 'rollouts/unrewarded': 0 },
+    'one policy: the plain names',
   );
 
   const byAgent = iterationTransitions(trajectories, { agent: '^solver$', policies: [] }, advantage);

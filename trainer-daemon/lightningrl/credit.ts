@@ -13,12 +13,15 @@ const AUTOMATIC_SOURCES: ReadonlyArray<Reward['source']> = ['rule', 'judge', 'mo
  * the agent posted, else the latest automatic one (rule, judge, reward model); null when none.
  */
 export function episodeReward(rewards: readonly Reward[], policy: RewardPolicy): number | null {
-  const episode = rewards.filter((r) => r.spanId === null && r.name === policy.name);
+  return givenEpisodeReward(rewards, policy.name) ?? (policy.missing === 'fill' ? policy.fillValue : null);
+}
+
+/** The episode reward `name` a person, the agent or a scorer gave (as episodeReward chooses it); null when none. */
+export function givenEpisodeReward(rewards: readonly Reward[], name: string): number | null {
+  const episode = rewards.filter((r) => r.spanId === null && r.name === name);
   const latest = (sources: ReadonlyArray<Reward['source']>): Reward | undefined =>
     episode.filter((r) => sources.includes(r.source)).at(-1);
-  const chosen = latest(['human']) ?? latest(['agent']) ?? latest(AUTOMATIC_SOURCES);
-  if (chosen) return chosen.value;
-  return policy.missing === 'fill' ? policy.fillValue : null;
+  return (latest(['human']) ?? latest(['agent']) ?? latest(AUTOMATIC_SOURCES))?.value ?? null;
 }
 
 /** The reward credited to each of a rollout's T calls. */

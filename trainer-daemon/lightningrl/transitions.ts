@@ -16,7 +16,7 @@ import {
 import type { Trajectory } from '../protocol/lightningrl';
 import { extractCalls, type LlmCall } from './adapter';
 import { aggregateRollout, type AggregationStats } from './aggregate';
-import { creditRewards, episodeReward, rolloutAdvantages } from './credit';
+import { creditRewards, episodeReward, givenEpisodeReward, rolloutAdvantages } from './credit';
 import { wholeAnswers, type KeptCall } from './wholeAnswers';
 
 export interface LightningRlOptions {
@@ -58,6 +58,7 @@ export function buildTransitions(
     exported: 0,
     transitions: 0,
     excludedNoReward: 0,
+    filledNoReward: 0,
     excludedBelowMinReward: 0,
     excludedNoCalls: 0,
     skipped: noSkippedCalls(),
@@ -105,6 +106,7 @@ export function buildTransitions(
       report.excludedNoCalls += 1;
       continue;
     }
+    if (givenEpisodeReward(trajectory.rewards, options.reward.name) === null) report.filledNoReward += 1;
     selected.push({ trajectory, reward, calls });
   }
 

@@ -26,6 +26,7 @@ import { TrainerWorker } from './worker';
 import { shuffled } from '../util/random';
 import { chatToSftExample } from './sftRows';
 import {
+  groupMetrics,
   iterationTransitions,
   metricKey,
   policyCheckpointDir,
@@ -214,8 +215,15 @@ class Iterations {
     const all = built.flatMap((b) => b.transitions);
     const skipped = noSkippedCalls();
     for (const { report } of built) addSkipped(skipped, report.skipped);
+    Object.assign(metrics, groupMetrics(built));
+    for (const { policy, report } of built) {
+      if (report.filledNoReward > 0)
+        this.ctx.logger.warn(
+          `GRPO step ${step}: ${report.filledNoReward} rollout(s) had no ${policy === null ? '' : `${policy}'s `}reward (the agent posted none and no scorer gave one): trained with reward 0`,
+          { runId: this.runId },
+        );
+    }
     Object.assign(metrics, {
-      zeroVarianceGroups: built.reduce((n, b) => n + b.report.zeroVarianceGroups, 0),
       // Calls left out of the batch because they were not whole answers (lightningrl/wholeAnswers.ts).
       'skipped/upstreamErrors': skipped.upstreamError,
       'skipped/cancelled': skipped.cancelled,

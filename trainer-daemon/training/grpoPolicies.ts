@@ -50,6 +50,21 @@ export function iterationTransitions(
 }
 
 /**
+ * An iteration's group metrics, each policy's own (a rollout can lack one role's reward dimension, and a role's calls
+ * one rollout): its task groups whose rewards were all equal (`zeroVarianceGroups`: advantages 0) and its rollouts
+ * trained with reward 0 because nothing rated them (`rollouts/unrewarded`). Never summed across policies.
+ */
+export function groupMetrics(built: readonly Pick<PolicyTransitions, 'policy' | 'report'>[]): Record<string, number> {
+  const metrics: Record<string, number> = {};
+  for (const { policy, report } of built) {
+    const key = metricKey(policy);
+    metrics[key('zeroVarianceGroups')] = report.zeroVarianceGroups;
+    metrics[key('rollouts/unrewarded')] = report.filledNoReward;
+  }
+  return metrics;
+}
+
+/**
  * Each policy's validation reward, `policy/<name>/val/reward`: the mean over the validation rollouts of the reward it
  * learns from (its `--policy-reward` dimension, else the episode's), a rollout without one counting 0 as in training.
  * The episode's `val/reward` alone cannot tell whether each role improved when the roles score on their own dimensions.

@@ -227,6 +227,10 @@ export function leftOutLines(report: ExportReport, notChat: Readonly<Record<stri
       `${plural(report.otherChoices, 'other choice')} of n > 1 answers left out: one row per call, of its first choice`,
     );
   }
+  if (report.filledNoReward > 0)
+    out.push(
+      `${plural(report.filledNoReward, 'rollout')} without an episode reward exported with the --missing-reward fill value`,
+    );
   if (lines > 0) return out;
   const why: string[] = [];
   if (report.rollouts === 0) why.push('no rollout matches the filters (--status, --mode, --label, --dataset, --batch)');
