@@ -4,6 +4,7 @@
  * (training/grpoPolicies.ts; one --policy trains what --agent trains), retention per policy, and a set of charts each.
  */
 import assert from 'node:assert/strict';
+import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { GrpoConfig, type Checkpoint, type Reward, type SpanInput } from '../../trainer-daemon/protocol';
@@ -23,6 +24,7 @@ import { iterationCells, policyLines } from '../../trainer-daemon/training/follo
 import { checkpointPolicyName, checkpointTitle } from '../../trainer-daemon/protocol/policyCheckpoint';
 import { exportFolder } from '../../extension/checkpoints/exportChoices';
 import { Store } from '../../trainer-daemon/store/store';
+import { runCli } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
@@ -177,8 +179,9 @@ test("routing: each call to its policy's adapter by baggage, else model; none: t
   assert.equal(router.route(`${server}/v1`, call(5, 'solver-model'), {}), `${server}/v1`, 'the run ended: no routing');
 });
 
-test('each policy trains on the calls its adapter answered; one --policy trains exactly what --agent trains', (t) => {
-  const store = Store.open(path.join(tempDir(t), 'store.db'));
+test('each policy trains on the calls its adapter answered; one --policy trains exactly what --agent trains', async (t) => {
+  const storeFile = path.join(tempDir(t), 'store.db');
+  const store = Store.open(storeFile);
   t.after(() => store.close());
   const router = new PolicyRouter();
   const server = 'http://127.0.0.1:9/p/k/v1';
@@ -289,6 +292,33 @@ test('each policy trains on the calls its adapter answered; one --policy trains 
   assert.deepEqual(
     byPolicy[0]!.transitions.map((tr) => tr.spanIds),
     byAgent[0]!.transitions.map((tr) => tr.spanIds),
+  );
+
+  // lightning export --policy NAME: the calls that policy's adapter answered, as it trains on them; an unknown name
+  // exports nothing and says why.
+  const out = path.join(path.dirname(storeFile), 'solver.jsonl');
+  const exported = await runCli(['export', '--store', storeFile, '--status', 'queued', '--policy', 'solver', '--out', out]);
+  assert.equal(exported.code, 0, exported.stderr);
+  const rows = fs
+    .readFileSync(out, 'utf8')
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as { spanIds: string[] });
+  const solver = iterationTransitions(
+    [...store.trajectories({})],
+    { agent: null, policies: [policies[1]!] },
+    advantage,
+  );
+  assert.deepEqual(
+    rows.map((row) => row.spanIds),
+    solver[0]!.transitions.map((tr) => tr.spanIds),
+  );
+  assert.equal(rows.length, 4);
+  const unknown = await runCli(['export', '--store', storeFile, '--status', 'queued', '--policy', 'critic', '--out', out]);
+  assert.equal(unknown.code, 0, unknown.stderr);
+  assert.match(
+    unknown.stderr,
+    /no rows written: 4 rollouts with no LLM call to train on \(none recorded, none of --agent or --policy/,
   );
 });
 

@@ -36,6 +36,7 @@ interface ExportOptions extends GlobalOptions {
   dataset?: string;
   batch?: string;
   agent?: string;
+  policy?: string;
   minReward?: string;
   rewardName: string;
   missingReward: 'exclude' | 'fill';
@@ -86,6 +87,10 @@ export function registerExport(program: Command): void {
     .option('--dataset <name>', 'only rollouts of this dataset (name or id)')
     .option('--batch <id>', 'only rollouts of this batch')
     .option('--agent <regex>', 'only the LLM calls of agents whose name matches (multi-agent selective training)')
+    .option(
+      '--policy <name>',
+      "only the LLM calls this policy's adapter answered in a GRPO run with several policies (train --policy NAME=REGEX)",
+    )
     .option('--min-reward <r>', 'only rollouts whose episode reward is at least r')
     .option('--reward-name <name>', 'the reward dimension used as the episode reward', 'reward')
     .addOption(
@@ -145,6 +150,7 @@ export function registerExport(program: Command): void {
           '--advantage',
         ),
         agentMatch,
+        ...(options.policy === undefined ? {} : { policy: options.policy }),
         minReward: options.minReward === undefined ? undefined : number(options.minReward, '--min-reward'),
         aggregate: options.aggregate ?? false,
         includeFailed: options.includeFailed ?? false,
@@ -243,7 +249,7 @@ export function leftOutLines(report: ExportReport, notChat: Readonly<Record<stri
     why.push(`${plural(report.excludedBelowMinReward, 'rollout')} below --min-reward`);
   if (report.excludedNoCalls > 0) {
     why.push(
-      `${plural(report.excludedNoCalls, 'rollout')} with no LLM call to train on (none recorded, none of --agent, or none a whole answer)`,
+      `${plural(report.excludedNoCalls, 'rollout')} with no LLM call to train on (none recorded, none of --agent or --policy, or none a whole answer)`,
     );
   }
   if (reasons.length > 0) why.push('no call has a chat form (see above)');
