@@ -265,6 +265,20 @@ test('dataset run --resume: stops the agents a runner that died left running (th
   const pidFiles = (): string[] => fs.readdirSync(cwd).filter((name) => name.startsWith('pids-'));
   await waitFor(() => pidFiles().length === 2, 'both hanging agents to start', 10_000);
   const batchId = /batch (batch-[0-9a-f]+)/.exec(stderr)![1]!;
+  // While its runner runs it, the batch is not resumed: that would fail its attempts and stop its agents.
+  const early = await runCli(['dataset', 'run', 'tasks', '--resume', batchId, '--', process.execPath, 'agent.js'], {
+    cwd,
+    env,
+  });
+  assert.equal(early.code, 4, early.stderr);
+  assert.match(
+    early.stderr,
+    new RegExp(`batch ${batchId} is still being run \\(lightning dataset run, pid ${runner.pid}\\): --resume finishes`),
+  );
+  assert.deepEqual(
+    batchOf(cwd).map((r) => r.status),
+    ['running', 'running'],
+  );
   // The runner dies without a chance to stop its agents: they keep running.
   runner.kill('SIGKILL');
   await new Promise((resolve) => runner.on('close', resolve));

@@ -91,3 +91,32 @@ export class AgentPidLog {
     return survivors.length;
   }
 }
+
+/** `<logDir>/runner.json`: the process running a batch now (pid and a digest of its identity), for `--resume`. */
+const RUNNER_FILE = 'runner.json';
+
+/** Records this process as the batch's runner (it runs the batch whose log folder is `logDir`). */
+export function recordRunner(logDir: string): void {
+  const identity = processIdentity(process.pid);
+  if (identity === null) return;
+  fs.writeFileSync(
+    `${logDir}/${RUNNER_FILE}`,
+    `${JSON.stringify({ pid: process.pid, identity } satisfies AgentRecord)}\n`,
+    { mode: PRIVATE_FILE_MODE },
+  );
+}
+
+/**
+ * The pid of the process still running the batch whose log folder is `logDir` (the same process that recorded itself:
+ * same start time and command line), or null: none recorded, it exited, or its pid now names another process.
+ */
+export function liveRunner(logDir: string): number | null {
+  let record: AgentRecord;
+  try {
+    record = JSON.parse(fs.readFileSync(`${logDir}/${RUNNER_FILE}`, 'utf8')) as AgentRecord;
+  } catch {
+    return null;
+  }
+  if (record.pid === process.pid || !isProcessAlive(record.pid)) return null;
+  return processIdentity(record.pid) === record.identity ? record.pid : null;
+}

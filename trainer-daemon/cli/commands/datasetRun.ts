@@ -12,8 +12,8 @@ import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { RolloutMode, type Dataset, type Rollout, type RolloutScore, type Task } from '../../protocol';
 import { canRetry } from '../../protocol/status';
-import { InvalidInputError, NotFoundError } from '../../protocol/errors';
-import { AgentPidLog } from '../../runner/agentPids';
+import { ConflictError, InvalidInputError, NotFoundError } from '../../protocol/errors';
+import { AgentPidLog, liveRunner, recordRunner } from '../../runner/agentPids';
 import { BatchRunner } from '../../runner/batch';
 import type { BatchMode } from '../../runner/pool';
 import { unrunnable } from '../../runner/processPool';
@@ -203,6 +203,12 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
     const existing = options.resume ? await batchRollouts(client, options.resume) : [];
     if (options.resume && existing.length === 0)
       throw new NotFoundError(`batch ${options.resume} has no rollouts in this store`);
+    // A resume fails the attempts in flight and stops the agents it finds: never those of a runner still at work.
+    const runningIt = options.resume ? liveRunner(logDirOf(options.resume)) : null;
+    if (runningIt !== null)
+      throw new ConflictError(
+        `batch ${options.resume} is still being run (lightning dataset run, pid ${runningIt}): --resume finishes a batch whose runner stopped; wait for that run, or stop it (Ctrl-C in its terminal, or kill ${runningIt}) and resume then`,
+      );
     const routing = await resolveRouting(
       client,
       options.resume
@@ -236,6 +242,7 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
         await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
     }
     ensurePrivateDir(logDirOf(batchId));
+    recordRunner(logDirOf(batchId));
     const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
     const progress = new Progress(
       process.stderr,
