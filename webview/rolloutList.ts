@@ -68,6 +68,22 @@ function runKey(run: RolloutRunGroup): string {
   return run.kind === 'training' ? `run:${run.runId}` : run.batchId;
 }
 
+/** Which row shows an item, across rebuilds: a row keeps its element while it shows the same rollout, run or batch. */
+function itemKey(item: Item): string {
+  switch (item.kind) {
+    case 'rollout':
+      return `rollout:${item.rollout.id}`;
+    case 'run':
+      return `group:${runKey(item.run)}`;
+    case 'batch':
+      return `batch:${item.batch.batchId}`;
+    case 'more':
+      return 'more';
+    default:
+      return assertNever(item);
+  }
+}
+
 export class RolloutList {
   /** Grouped by origin (the whole store) or flat (a dataset's or a batch's rollouts). */
   private grouped = true;
@@ -80,7 +96,15 @@ export class RolloutList {
   private readonly positions = new Map<string, number>();
   private readonly spacer = document.createElement('div');
   private readonly empty = document.createElement('div');
-  private rendered = new Map<number, HTMLElement>();
+  /**
+   * The rows in the document, by item key (itemKey). A change (a rollout's status, a selection, rows arriving above)
+   * updates them in place: a row replaced under the pointer between press and release loses the user's click.
+   */
+  private readonly rendered = new Map<string, HTMLElement>();
+  /** Each rendered row's item and position, as its last update left them (what its click acts on). */
+  private readonly shown = new WeakMap<HTMLElement, { item: Item; index: number }>();
+  /** The items changed since the rows were last updated: the next render updates every row it keeps. */
+  private stale = false;
   selectedId: string | undefined;
   private marks: string[] = [];
 
@@ -212,7 +236,7 @@ export class RolloutList {
     this.selectedId = id;
     const position = this.positions.get(id);
     if (position !== undefined) this.scrollIntoView(position);
-    this.clearRendered();
+    this.stale = true;
     this.render();
     const rollout = this.get(id);
     if (notify && rollout) this.onSelect(rollout);
@@ -221,7 +245,7 @@ export class RolloutList {
   /** Marks a rollout for Compare (or unmarks it); a third mark drops the oldest. */
   toggleMark(id: string): void {
     this.marks = this.marks.includes(id) ? this.marks.filter((mark) => mark !== id) : [...this.marks, id].slice(-2);
-    this.clearRendered();
+    this.stale = true;
     this.render();
     this.events?.marked(this.marks);
   }
@@ -268,7 +292,7 @@ export class RolloutList {
     this.items = items;
     this.positions.clear();
     items.forEach((item, index) => item.kind === 'rollout' && this.positions.set(item.rollout.id, index));
-    this.clearRendered();
+    this.stale = true;
     this.render();
   }
 
@@ -316,7 +340,7 @@ export class RolloutList {
     } else {
       this.focusedIndex = index;
       this.scrollIntoView(index);
-      this.clearRendered();
+      this.stale = true;
       this.render();
     }
   }
@@ -335,11 +359,6 @@ export class RolloutList {
     }
   }
 
-  private clearRendered(): void {
-    for (const row of this.rendered.values()) row.remove();
-    this.rendered.clear();
-  }
-
   private render(): void {
     this.spacer.style.height = `${this.items.length * ROW_HEIGHT}px`;
     const loading = this.sections.get(null)?.loading ?? false;
@@ -354,20 +373,27 @@ export class RolloutList {
       this.items.length - 1,
       Math.ceil((this.element.scrollTop + this.element.clientHeight) / ROW_HEIGHT) + OVERSCAN,
     );
-    for (const [index, row] of this.rendered) {
-      if (index < first || index > last) {
+    const inView = new Map<string, number>();
+    for (let index = first; index <= last; index += 1) inView.set(itemKey(this.items[index]!), index);
+    for (const [key, row] of this.rendered) {
+      if (!inView.has(key)) {
         row.remove();
-        this.rendered.delete(index);
+        this.rendered.delete(key);
       }
     }
-    for (let index = first; index <= last; index += 1) {
-      if (this.rendered.has(index)) continue;
+    for (const [key, index] of inView) {
       const item = this.items[index]!;
-      const row =
-        item.kind === 'rollout' ? this.renderRow(item.rollout, item.depth, index) : this.renderGroup(item, index);
-      this.rendered.set(index, row);
+      const kept = this.rendered.get(key);
+      if (kept) {
+        if (this.stale) this.update(kept, item, index);
+        continue;
+      }
+      const row = this.create(item);
+      this.update(row, item, index);
+      this.rendered.set(key, row);
       this.element.append(row);
     }
+    this.stale = false;
     this.prefetch(last);
   }
 
@@ -397,22 +423,69 @@ export class RolloutList {
     }
   }
 
-  /** A run's row, a batch's row inside a training run, or the "more runs" row. */
-  private renderGroup(item: Exclude<Item, { kind: 'rollout' }>, index: number): HTMLElement {
+  /** A row's element for an item of its kind, its parts empty (update fills them); its clicks act on what it shows. */
+  private create(item: Item): HTMLElement {
     const row = document.createElement('div');
+    row.setAttribute('role', 'option');
+    if (item.kind === 'rollout') {
+      row.innerHTML = `<div class="line1"><span class="status codicon"></span><span class="title"></span><span class="reward"></span></div>
+<div class="line2"><span class="reason"></span><span class="mode"></span><span class="llm-calls"></span><span class="tokens"></span><span class="duration"></span><span class="time"></span></div>`;
+      row.addEventListener('click', (event) => {
+        const rollout = this.rolloutOf(row);
+        if (!rollout) return;
+        this.element.focus();
+        this.focusedIndex = -1;
+        if (event.ctrlKey || event.metaKey) return this.toggleMark(rollout.id);
+        // The tab first: a new webview takes the editor longest to make; the panel's own detail follows.
+        this.events?.open(rollout, 'preview');
+        this.select(rollout.id);
+      });
+      row.addEventListener('dblclick', () => {
+        const rollout = this.rolloutOf(row);
+        if (rollout) this.events?.open(rollout, 'pinned');
+      });
+      return row;
+    }
+    row.innerHTML = `<div class="line1"><span class="codicon chevron" aria-hidden="true"></span><span class="title"></span></div>
+<div class="line2"><span class="group-facts"></span><span class="time"></span></div>`;
+    row.addEventListener('click', () => {
+      const shown = this.shown.get(row);
+      if (!shown || shown.item.kind === 'rollout') return;
+      this.element.focus();
+      this.focusedIndex = shown.index;
+      this.activate(shown.item);
+    });
+    return row;
+  }
+
+  /** The rollout a row shows now. */
+  private rolloutOf(row: HTMLElement): Rollout | undefined {
+    const shown = this.shown.get(row);
+    return shown?.item.kind === 'rollout' ? shown.item.rollout : undefined;
+  }
+
+  /** Fills a row (made by create for an item of the same kind) with its item at its position. */
+  private update(row: HTMLElement, item: Item, index: number): void {
+    this.shown.set(row, { item, index });
+    row.style.top = `${index * ROW_HEIGHT}px`;
+    if (item.kind === 'rollout') this.updateRollout(row, item.rollout, item.depth);
+    else this.updateGroup(row, item, index);
+  }
+
+  /** A run's row, a batch's row inside a training run, or the "more runs" row. */
+  private updateGroup(row: HTMLElement, item: Exclude<Item, { kind: 'rollout' }>, index: number): void {
     const expanded = item.kind !== 'more' && item.expanded;
     const failed = item.kind === 'run' ? item.run.failed : item.kind === 'batch' ? item.batch.failed : 0;
     row.className = `group-row group-${item.kind}${expanded ? ' expanded' : ''}${failed > 0 ? ' has-failed' : ''}${this.focusedIndex === index ? ' focused' : ''}`;
-    row.setAttribute('role', 'option');
     if (item.kind !== 'more') row.setAttribute('aria-expanded', String(expanded));
-    row.style.top = `${index * ROW_HEIGHT}px`;
     const chevron = item.kind === 'more' ? 'ellipsis' : `chevron-${expanded ? 'down' : 'right'}`;
-    row.innerHTML = `<div class="line1"><span class="codicon codicon-${chevron} chevron" aria-hidden="true"></span><span class="title"></span></div>
-<div class="line2"><span class="group-facts"></span><span class="time"></span></div>`;
+    row.querySelector('.chevron')!.className = `codicon codicon-${chevron} chevron`;
     const [title, facts, time] = this.groupTexts(item);
-    row.querySelector('.title')!.textContent = title;
-    row.querySelector('.group-facts')!.textContent = facts;
-    row.querySelector('.time')!.textContent = time;
+    setText(row, '.title', title);
+    setText(row, '.group-facts', facts);
+    setText(row, '.time', time);
+    delete row.dataset.runId;
+    delete row.dataset.batchId;
     switch (item.kind) {
       case 'run':
         if (item.run.kind === 'training') row.dataset.runId = item.run.runId;
@@ -429,12 +502,6 @@ export class RolloutList {
       default:
         assertNever(item);
     }
-    row.addEventListener('click', () => {
-      this.element.focus();
-      this.focusedIndex = index;
-      this.activate(item);
-    });
-    return row;
   }
 
   /** A group row's title, its counts, and its time (a run's start, a batch's latest change). */
@@ -455,30 +522,29 @@ export class RolloutList {
     }
   }
 
-  private renderRow(rollout: Rollout, depth: number, index: number): HTMLElement {
-    const row = document.createElement('div');
+  private updateRollout(row: HTMLElement, rollout: Rollout, depth: number): void {
     row.className = `rollout-row status-${rollout.status}${depth > 0 ? ` nested depth-${depth}` : ''}${rollout.id === this.selectedId ? ' selected' : ''}${this.marks.includes(rollout.id) ? ' marked' : ''}`;
     row.dataset.rolloutId = rollout.id;
-    row.setAttribute('role', 'option');
     row.setAttribute('aria-selected', String(rollout.id === this.selectedId));
-    row.style.top = `${index * ROW_HEIGHT}px`;
-    const tokens = rollout.promptTokens + rollout.completionTokens;
+    const status = row.querySelector<HTMLElement>('.status')!;
+    status.className = `status codicon codicon-${STATUS_CODICONS[rollout.status]}`;
+    status.title = rollout.status;
+    setText(row, '.title', rolloutTitle(rollout));
+    setText(row, '.reward', rewardText(rollout.reward));
     const failed = rollout.error !== null && (rollout.status === 'failed' || rollout.status === 'timeout');
-    row.innerHTML = `<div class="line1"><span class="status codicon codicon-${STATUS_CODICONS[rollout.status]}" title="${rollout.status}"></span><span class="title"></span><span class="reward"></span></div>
-<div class="line2">${failed ? '<span class="reason"></span>' : ''}<span>${rollout.mode}</span><span class="llm-calls">${rollout.llmCalls} LLM call${rollout.llmCalls === 1 ? '' : 's'}</span><span>${formatTokens(tokens)} tok</span><span>${formatDuration(rolloutDuration(rollout))}</span><span class="time">${formatTime(rollout.createdAt)}</span></div>`;
-    row.querySelector('.title')!.textContent = rolloutTitle(rollout);
-    row.querySelector('.reward')!.textContent = rewardText(rollout.reward);
-    const reason = row.querySelector<HTMLElement>('.reason');
-    if (reason && rollout.error) reason.textContent = reason.title = failureHeadline(rollout.error);
-    row.addEventListener('click', (event) => {
-      this.element.focus();
-      this.focusedIndex = -1;
-      if (event.ctrlKey || event.metaKey) return this.toggleMark(rollout.id);
-      // The tab first: a new webview takes the editor longest to make; the panel's own detail follows.
-      this.events?.open(rollout, 'preview');
-      this.select(rollout.id);
-    });
-    row.addEventListener('dblclick', () => this.events?.open(rollout, 'pinned'));
-    return row;
+    const reason = row.querySelector<HTMLElement>('.reason')!;
+    reason.hidden = !failed;
+    reason.textContent = reason.title = failed && rollout.error ? failureHeadline(rollout.error) : '';
+    setText(row, '.mode', rollout.mode);
+    setText(row, '.llm-calls', `${rollout.llmCalls} LLM call${rollout.llmCalls === 1 ? '' : 's'}`);
+    setText(row, '.tokens', `${formatTokens(rollout.promptTokens + rollout.completionTokens)} tok`);
+    setText(row, '.duration', formatDuration(rolloutDuration(rollout)));
+    setText(row, '.time', formatTime(rollout.createdAt));
   }
+}
+
+/** Sets a row part's text, leaving the node alone when it already says so. */
+function setText(row: HTMLElement, selector: string, text: string): void {
+  const part = row.querySelector(selector)!;
+  if (part.textContent !== text) part.textContent = text;
 }

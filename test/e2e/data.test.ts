@@ -98,8 +98,19 @@ describe(
       await pickQuickItem(page, '2 tasks');
       await toast('scored: 4 rollout(s) scored, 0 without a score, 0 source error(s)').waitFor({ timeout: 60_000 });
 
-      await panel.locator('.rollout-row').first().click();
+      // The row clicked is the row that shows the selection: the list updates its rows in place (a row replaced between
+      // press and release would lose the click).
+      const clicked = await panel.locator('.rollout-row').first().elementHandle();
+      await clicked.click();
       const detail = panel.locator('.detail');
+      assert.deepEqual(
+        await clicked.evaluate((element) => {
+          const row = element as unknown as { isConnected: boolean; classList: { contains(name: string): boolean } };
+          return [row.isConnected, row.classList.contains('selected')];
+        }),
+        [true, true],
+        'the clicked row stayed in the document and shows the selection',
+      );
       const combined = detail.locator('.reward-row.source-rule', { hasText: 'reward · rule' }).first();
       await combined.waitFor({ timeout: 15_000 });
       await detail
