@@ -12,25 +12,20 @@
  * Ctrl/⌘+click) marks a rollout for Compare. A click opens a preview tab, a double-click pins it.
  */
 import type { Rollout } from '../trainer-daemon/protocol/records';
-import type { RolloutBatchGroup, RolloutGroups, RolloutRunGroup } from '../trainer-daemon/protocol/rpc';
-import { formatDuration, rolloutDuration } from '../trainer-daemon/protocol/format';
-import { failureHeadline } from '../trainer-daemon/protocol/failureText';
-import {
-  batchTitle,
-  formatTime,
-  formatTokens,
-  groupFacts,
-  matchesFilter,
-  moreRunsText,
-  rewardText,
-  rolloutTitle,
-  runGroupFacts,
-  runGroupTime,
-  runGroupTitle,
-} from '../trainer-daemon/protocol/ui/rolloutText';
-import { STATUS_CODICONS } from './dom';
+import type { RolloutGroups, RolloutRunGroup } from '../trainer-daemon/protocol/rpc';
+import { matchesFilter } from '../trainer-daemon/protocol/ui/rolloutText';
 import { assertNever } from '../trainer-daemon/protocol/assert';
 import type { RolloutFilter } from '../trainer-daemon/protocol/ui/panelMessages';
+import {
+  fillGroupRow,
+  fillRolloutRow,
+  GROUP_ROW_HTML,
+  itemKey,
+  ROLLOUT_ROW_HTML,
+  runKey,
+  type GroupItem,
+  type Item,
+} from './rolloutRows';
 
 export const ROW_HEIGHT = 40;
 const OVERSCAN = 8;
@@ -55,33 +50,6 @@ interface Section {
   loading: boolean;
   /** Its first page was asked for. */
   started: boolean;
-}
-
-type Item =
-  | { kind: 'rollout'; rollout: Rollout; depth: number }
-  | { kind: 'run'; run: RolloutRunGroup; expanded: boolean }
-  | { kind: 'batch'; batch: RolloutBatchGroup; run: RolloutRunGroup & { kind: 'training' }; expanded: boolean }
-  | { kind: 'more'; runs: number; rollouts: number };
-
-/** What a run row expands: a training run's batches (by its id), a dataset run's rollouts (its batch's section). */
-function runKey(run: RolloutRunGroup): string {
-  return run.kind === 'training' ? `run:${run.runId}` : run.batchId;
-}
-
-/** Which row shows an item, across rebuilds: a row keeps its element while it shows the same rollout, run or batch. */
-function itemKey(item: Item): string {
-  switch (item.kind) {
-    case 'rollout':
-      return `rollout:${item.rollout.id}`;
-    case 'run':
-      return `group:${runKey(item.run)}`;
-    case 'batch':
-      return `batch:${item.batch.batchId}`;
-    case 'more':
-      return 'more';
-    default:
-      return assertNever(item);
-  }
 }
 
 export class RolloutList {
@@ -346,7 +314,7 @@ export class RolloutList {
   }
 
   /** A run or batch row opens or closes; the "more runs" row asks for more. */
-  private activate(item: Exclude<Item, { kind: 'rollout' }>): void {
+  private activate(item: GroupItem): void {
     switch (item.kind) {
       case 'run':
         return this.toggleGroup(runKey(item.run));
@@ -428,8 +396,7 @@ export class RolloutList {
     const row = document.createElement('div');
     row.setAttribute('role', 'option');
     if (item.kind === 'rollout') {
-      row.innerHTML = `<div class="line1"><span class="status codicon"></span><span class="title"></span><span class="reward"></span></div>
-<div class="line2"><span class="reason"></span><span class="mode"></span><span class="llm-calls"></span><span class="tokens"></span><span class="duration"></span><span class="time"></span></div>`;
+      row.innerHTML = ROLLOUT_ROW_HTML;
       row.addEventListener('click', (event) => {
         const rollout = this.rolloutOf(row);
         if (!rollout) return;
@@ -446,8 +413,7 @@ export class RolloutList {
       });
       return row;
     }
-    row.innerHTML = `<div class="line1"><span class="codicon chevron" aria-hidden="true"></span><span class="title"></span></div>
-<div class="line2"><span class="group-facts"></span><span class="time"></span></div>`;
+    row.innerHTML = GROUP_ROW_HTML;
     row.addEventListener('click', () => {
       const shown = this.shown.get(row);
       if (!shown || shown.item.kind === 'rollout') return;
@@ -468,83 +434,11 @@ export class RolloutList {
   private update(row: HTMLElement, item: Item, index: number): void {
     this.shown.set(row, { item, index });
     row.style.top = `${index * ROW_HEIGHT}px`;
-    if (item.kind === 'rollout') this.updateRollout(row, item.rollout, item.depth);
-    else this.updateGroup(row, item, index);
+    if (item.kind === 'rollout')
+      fillRolloutRow(row, item.rollout, item.depth, {
+        selected: item.rollout.id === this.selectedId,
+        marked: this.marks.includes(item.rollout.id),
+      });
+    else fillGroupRow(row, item, { focused: this.focusedIndex === index, canAskMore: this.canAskMore });
   }
-
-  /** A run's row, a batch's row inside a training run, or the "more runs" row. */
-  private updateGroup(row: HTMLElement, item: Exclude<Item, { kind: 'rollout' }>, index: number): void {
-    const expanded = item.kind !== 'more' && item.expanded;
-    const failed = item.kind === 'run' ? item.run.failed : item.kind === 'batch' ? item.batch.failed : 0;
-    row.className = `group-row group-${item.kind}${expanded ? ' expanded' : ''}${failed > 0 ? ' has-failed' : ''}${this.focusedIndex === index ? ' focused' : ''}`;
-    if (item.kind !== 'more') row.setAttribute('aria-expanded', String(expanded));
-    const chevron = item.kind === 'more' ? 'ellipsis' : `chevron-${expanded ? 'down' : 'right'}`;
-    row.querySelector('.chevron')!.className = `codicon codicon-${chevron} chevron`;
-    const [title, facts, time] = this.groupTexts(item);
-    setText(row, '.title', title);
-    setText(row, '.group-facts', facts);
-    setText(row, '.time', time);
-    delete row.dataset.runId;
-    delete row.dataset.batchId;
-    switch (item.kind) {
-      case 'run':
-        if (item.run.kind === 'training') row.dataset.runId = item.run.runId;
-        else row.dataset.batchId = item.run.batchId;
-        row.title = item.run.kind === 'training' ? `training run ${item.run.runId}` : `batch ${item.run.batchId}`;
-        break;
-      case 'batch':
-        row.dataset.batchId = item.batch.batchId;
-        row.title = `batch ${item.batch.batchId}`;
-        break;
-      case 'more':
-        row.title = 'Show more runs (the newest are listed first)';
-        break;
-      default:
-        assertNever(item);
-    }
-  }
-
-  /** A group row's title, its counts, and its time (a run's start, a batch's latest change). */
-  private groupTexts(item: Exclude<Item, { kind: 'rollout' }>): [string, string, string] {
-    switch (item.kind) {
-      case 'run':
-        return [runGroupTitle(item.run), runGroupFacts(item.run), runGroupTime(item.run)];
-      case 'batch':
-        return [batchTitle(item.batch, item.run.algorithm), groupFacts(item.batch), formatTime(item.batch.updatedAt)];
-      case 'more':
-        return [
-          moreRunsText(item.runs, item.rollouts),
-          this.canAskMore ? 'Show more runs' : 'Filter the list to find them',
-          '',
-        ];
-      default:
-        return assertNever(item);
-    }
-  }
-
-  private updateRollout(row: HTMLElement, rollout: Rollout, depth: number): void {
-    row.className = `rollout-row status-${rollout.status}${depth > 0 ? ` nested depth-${depth}` : ''}${rollout.id === this.selectedId ? ' selected' : ''}${this.marks.includes(rollout.id) ? ' marked' : ''}`;
-    row.dataset.rolloutId = rollout.id;
-    row.setAttribute('aria-selected', String(rollout.id === this.selectedId));
-    const status = row.querySelector<HTMLElement>('.status')!;
-    status.className = `status codicon codicon-${STATUS_CODICONS[rollout.status]}`;
-    status.title = rollout.status;
-    setText(row, '.title', rolloutTitle(rollout));
-    setText(row, '.reward', rewardText(rollout.reward));
-    const failed = rollout.error !== null && (rollout.status === 'failed' || rollout.status === 'timeout');
-    const reason = row.querySelector<HTMLElement>('.reason')!;
-    reason.hidden = !failed;
-    reason.textContent = reason.title = failed && rollout.error ? failureHeadline(rollout.error) : '';
-    setText(row, '.mode', rollout.mode);
-    setText(row, '.llm-calls', `${rollout.llmCalls} LLM call${rollout.llmCalls === 1 ? '' : 's'}`);
-    setText(row, '.tokens', `${formatTokens(rollout.promptTokens + rollout.completionTokens)} tok`);
-    setText(row, '.duration', formatDuration(rolloutDuration(rollout)));
-    setText(row, '.time', formatTime(rollout.createdAt));
-  }
-}
-
-/** Sets a row part's text, leaving the node alone when it already says so. */
-function setText(row: HTMLElement, selector: string, text: string): void {
-  const part = row.querySelector(selector)!;
-  if (part.textContent !== text) part.textContent = text;
 }
