@@ -322,32 +322,32 @@ function errorInsideHandler(model: string, request: http.IncomingMessage, respon
 describe('an error inside an HTTP 200 answer', () => {
   const world = daemonAgainst(errorInsideHandler);
 
-  test('Gemini streamGenerateContent as one JSON array ending in an error: the agent gets it, the call is an upstream error', async () => {
+  /** A Gemini agent's streamGenerateContent (no alt=sse) to `model`, through a new rollout; its answer and rollout. */
+  const geminiStream = async (model: string): Promise<{ rolloutId: string; status: number; body: string }> => {
     const origin = world.upstream.url.replace(/\/v1$/, '');
     const { rollout, url } = await world.client.request('startAgentRun', { providerUpstreams: { gemini: origin } });
     const response = await post(
-      `${url}/v1beta/models/gemini-test:streamGenerateContent`,
+      `${url}/v1beta/models/${model}:streamGenerateContent`,
       JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'weather?' }] }] }),
       { 'content-type': 'application/json', 'x-goog-api-key': 'k' },
     );
+    return { rolloutId: rollout.id, status: response.status, body: response.body };
+  };
+
+  test('Gemini streamGenerateContent as one JSON array ending in an error: the agent gets it, the call is an upstream error', async () => {
+    const response = await geminiStream('gemini-test');
     assert.equal(response.status, 200, 'relayed as it came');
     assert.equal((JSON.parse(response.body) as unknown[]).length, 2);
-    const span = await world.spanOf(rollout.id);
+    const span = await world.spanOf(response.rolloutId);
     assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
     assert.equal(span.statusCode, 'error');
     assert.match(span.statusMessage ?? '', /The model is overloaded/);
   });
 
   test('Gemini’s error array with HTTP 429: the call is an upstream error whose record keeps the error object', async () => {
-    const origin = world.upstream.url.replace(/\/v1$/, '');
-    const { rollout, url } = await world.client.request('startAgentRun', { providerUpstreams: { gemini: origin } });
-    const response = await post(
-      `${url}/v1beta/models/gemini-quota:streamGenerateContent`,
-      JSON.stringify({ contents: [{ role: 'user', parts: [{ text: 'weather?' }] }] }),
-      { 'content-type': 'application/json', 'x-goog-api-key': 'k' },
-    );
+    const response = await geminiStream('gemini-quota');
     assert.equal(response.status, 429, 'relayed as it came');
-    const span = await world.spanOf(rollout.id);
+    const span = await world.spanOf(response.rolloutId);
     assert.equal(span.attributes['lightning.outcome'], 'upstream_error');
     assert.equal(span.statusMessage, 'upstream HTTP 429: Quota exceeded.');
     assert.deepEqual(span.attributes['lightning.response'], {
