@@ -257,7 +257,22 @@ test('dataset run --resume: stops the agents a runner that died left running (th
   await importTasks(cwd);
   const runner = spawn(
     process.execPath,
-    [CLI, 'dataset', 'run', 'tasks', '--concurrency', '2', '--timeout', '120', '--', process.execPath, 'agent.js'],
+    [
+      CLI,
+      'dataset',
+      'run',
+      'tasks',
+      '--concurrency',
+      '2',
+      '--timeout',
+      '120',
+      '--upstream',
+      'http://127.0.0.1:9/v1',
+      '--token-ids',
+      '--',
+      process.execPath,
+      'agent.js',
+    ],
     { cwd, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
   let stderr = '';
@@ -295,11 +310,29 @@ test('dataset run --resume: stops the agents a runner that died left running (th
     `${JSON.stringify({ pid: bystander.pid, identity: 'another process' })}\n`,
   );
 
+  // The rest of the batch goes where its first calls went: another --upstream is refused, an omitted one is the batch's.
+  const elsewhere = await runCli(
+    ['dataset', 'run', 'tasks', '--resume', batchId, '--upstream', 'http://127.0.0.1:8/v1', '--', 'node', 'agent.js'],
+    { cwd, env },
+  );
+  assert.equal(elsewhere.code, 2, elsewhere.stderr);
+  assert.match(
+    elsewhere.stderr,
+    new RegExp(
+      `--upstream: batch ${batchId} was started with --upstream http://127\\.0\\.0\\.1:9/v1; resume it with that one`,
+    ),
+  );
+  assert.ok(
+    orphans.every((pid) => isProcessAlive(pid)),
+    'a refused resume stops nothing',
+  );
   const resumed = await runCli(['dataset', 'run', 'tasks', '--resume', batchId, '--', process.execPath, 'agent.js'], {
     cwd,
     env,
   });
   assert.equal(resumed.code, 0, resumed.stderr);
+  assert.match(resumed.stderr, /resuming with the batch's --upstream http:\/\/127\.0\.0\.1:9\/v1/);
+  assert.match(resumed.stderr, /resuming with the batch's --token-ids/);
   assert.match(resumed.stderr, /stopped 2 agent processes left running/);
   await waitFor(
     () => orphans.every((pid) => !isProcessAlive(pid)),

@@ -39,7 +39,7 @@ export function hashAgentKey(key: string): string {
  * The upstream as the store keeps it: without user:password or secret-looking query values. An
  * upstream that had them is kept exactly in memory only, for this daemon's lifetime.
  */
-function storableUpstream(url: string): string {
+export function storableUpstream(url: string): string {
   try {
     const parsed = new URL(url);
     parsed.username = '';

@@ -28,6 +28,7 @@ import type { BatchFinished, BatchStarted } from '../../protocol/cliLines';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { rayOptions, rayOptionsFrom } from '../rayOptions';
 import { addCheckpointOptions, resolveRouting, resumeRoutingOptions, type RoutingOptions } from '../callRouting';
+import { recordBatchRouting, resumedBatchRouting } from '../batchRouting';
 
 interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
   progress: 'human' | 'json';
@@ -212,7 +213,13 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
     const routing = await resolveRouting(
       client,
       options.resume
-        ? resumeRoutingOptions(options, options.resume, await pinnedCheckpoint(client, existing[0]!))
+        ? resumeRoutingOptions(
+            resumedBatchRouting(logDirOf(options.resume), options.resume, options, (line) =>
+              process.stderr.write(`${line}\n`),
+            ),
+            options.resume,
+            await pinnedCheckpoint(client, existing[0]!),
+          )
         : options,
       process.env,
     );
@@ -243,6 +250,7 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
     }
     ensurePrivateDir(logDirOf(batchId));
     recordRunner(logDirOf(batchId));
+    if (!options.resume) recordBatchRouting(logDirOf(batchId), options);
     const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
     const progress = new Progress(
       process.stderr,
