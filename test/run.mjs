@@ -204,11 +204,11 @@ function grouped(list) {
 /**
  * How many test files run at once. The fast tier's files wait on sockets and child processes for part of their time
  * (a third of the wall time of the slowest, run alone): a third file at once fills those gaps. On this 2-core machine,
- * idle, the tier took 174 s two at a time, 144–145 s three at a time and 139 s four at a time (702 tests each). The
- * whole run keeps two: its files with needs (PyTorch training, an editor in a browser) keep both cores busy alone, and
- * their timing checks were measured so. TEST_CONCURRENCY sets it.
+ * idle, the tier took 174 s two at a time, 144–145 s three at a time and 139 s four at a time (702 tests each). Any
+ * other run keeps two (`npm test`, and `npm test -- fast e2e`): its files with needs (PyTorch training, an editor in a
+ * browser) keep both cores busy alone, and their timing checks were measured so. TEST_CONCURRENCY sets it.
  */
-const CONCURRENCY = process.env.TEST_CONCURRENCY ?? (fast ? Math.max(3, os.availableParallelism()) : 2);
+const CONCURRENCY = process.env.TEST_CONCURRENCY ?? (fast && suites.length === 1 ? 3 : 2);
 
 /** node's test runner over `list` with `node`: the Ray files alone after the rest (startsRay). */
 async function nodeTests(list, env, node = process.execPath, label = '') {

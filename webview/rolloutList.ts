@@ -188,9 +188,8 @@ export class RolloutList {
         if (position <= firstShown) inserted += 1;
       }
     }
-    this.rebuild();
     // Keep what the user is looking at in place when rows arrive above it.
-    if (inserted > 0 && this.element.scrollTop > 0) this.element.scrollTop += inserted * ROW_HEIGHT;
+    this.rebuild(inserted > 0 && this.element.scrollTop > 0 ? inserted : 0);
     return countsChanged;
   }
 
@@ -226,7 +225,7 @@ export class RolloutList {
    * The items in order: the own runs (or the flat list), then each run and, expanded, its batches (a training
    * run's) or its rollouts (a dataset run's), each expanded batch's rollouts; last, the runs left out.
    */
-  private rebuild(): void {
+  private rebuild(scrollRows = 0): void {
     const items: Item[] = (this.sections.get(null)?.rows ?? []).map((rollout) => ({
       kind: 'rollout',
       rollout,
@@ -260,6 +259,12 @@ export class RolloutList {
     this.items = items;
     this.positions.clear();
     items.forEach((item, index) => item.kind === 'rollout' && this.positions.set(item.rollout.id, index));
+    // Scrolled before the rows are updated: the rows in view stay the rows in view, their elements kept (a row that
+    // left the range for one render would be made anew, and a click on it lost).
+    if (scrollRows > 0) {
+      this.spacer.style.height = `${items.length * ROW_HEIGHT}px`;
+      this.element.scrollTop += scrollRows * ROW_HEIGHT;
+    }
     this.stale = true;
     this.render();
   }
@@ -349,17 +354,21 @@ export class RolloutList {
         this.rendered.delete(key);
       }
     }
-    for (const [key, index] of inView) {
+    // From the last row in view up, so that a new row goes in before the row that follows it: the document's order is
+    // the list's (as a screen reader reads the options).
+    let following: HTMLElement | null = null;
+    for (const [key, index] of [...inView].reverse()) {
       const item = this.items[index]!;
-      const kept = this.rendered.get(key);
-      if (kept) {
-        if (this.stale) this.update(kept, item, index);
-        continue;
+      let row = this.rendered.get(key);
+      if (row) {
+        if (this.stale) this.update(row, item, index);
+      } else {
+        row = this.create(item);
+        this.update(row, item, index);
+        this.rendered.set(key, row);
+        this.element.insertBefore(row, following);
       }
-      const row = this.create(item);
-      this.update(row, item, index);
-      this.rendered.set(key, row);
-      this.element.append(row);
+      following = row;
     }
     this.stale = false;
     this.prefetch(last);

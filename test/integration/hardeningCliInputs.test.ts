@@ -79,6 +79,11 @@ test('lightning show on a 120,000-span rollout: the first 10,000 spans and a lin
   const wide = await client.request('getRollout', { id, spanLimit: 100_000 });
   assert.equal(wide.spans.length, 100_000);
   assert.equal(wide.spansLeftOut, SPANS - 100_000);
+  await assert.rejects(
+    client.request('getRollout', { id, spanLimit: 100_001 }),
+    /spanLimit/,
+    'no answer holds more than 100,000 spans',
+  );
   // The rest is read a page at a time (spans/list, at most 10,000 an answer): every span, in order, and no answer
   // holds more than a page of them (the 788 MB, 40 s answer of the whole rollout is gone).
   let after = 0;

@@ -288,7 +288,9 @@ test('dataset run --resume: stops the agents a runner that died left running (th
   assert.equal(early.code, 4, early.stderr);
   assert.match(
     early.stderr,
-    new RegExp(`batch ${batchId} is still being run \\(lightning dataset run, pid ${runner.pid}\\): --resume finishes`),
+    new RegExp(
+      `batch ${batchId} is still being run \\(lightning dataset run, pid ${runner.pid}\\): --resume finishes a batch whose runner died; wait for that run to finish`,
+    ),
   );
   assert.deepEqual(
     batchOf(cwd).map((r) => r.status),

@@ -179,7 +179,7 @@ test("routing: each call to its policy's adapter by baggage, else model; none: t
   assert.equal(router.route(`${server}/v1`, call(5, 'solver-model'), {}), `${server}/v1`, 'the run ended: no routing');
 });
 
-test('each policy trains on the calls its adapter answered; one --policy trains exactly what --agent trains', async (t) => {
+test('each policy trains on the calls its adapter answered (one --policy exactly what --agent trains), its groups and unrated rollouts counted as its own; export --policy writes those calls', async (t) => {
   const storeFile = path.join(tempDir(t), 'store.db');
   const store = Store.open(storeFile);
   t.after(() => store.close());
@@ -297,7 +297,17 @@ test('each policy trains on the calls its adapter answered; one --policy trains 
   // lightning export --policy NAME: the calls that policy's adapter answered, as it trains on them; an unknown name
   // exports nothing and says why.
   const out = path.join(path.dirname(storeFile), 'solver.jsonl');
-  const exported = await runCli(['export', '--store', storeFile, '--status', 'queued', '--policy', 'solver', '--out', out]);
+  const exported = await runCli([
+    'export',
+    '--store',
+    storeFile,
+    '--status',
+    'queued',
+    '--policy',
+    'solver',
+    '--out',
+    out,
+  ]);
   assert.equal(exported.code, 0, exported.stderr);
   const rows = fs
     .readFileSync(out, 'utf8')
@@ -314,7 +324,17 @@ test('each policy trains on the calls its adapter answered; one --policy trains 
     solver[0]!.transitions.map((tr) => tr.spanIds),
   );
   assert.equal(rows.length, 4);
-  const unknown = await runCli(['export', '--store', storeFile, '--status', 'queued', '--policy', 'critic', '--out', out]);
+  const unknown = await runCli([
+    'export',
+    '--store',
+    storeFile,
+    '--status',
+    'queued',
+    '--policy',
+    'critic',
+    '--out',
+    out,
+  ]);
   assert.equal(unknown.code, 0, unknown.stderr);
   assert.match(
     unknown.stderr,

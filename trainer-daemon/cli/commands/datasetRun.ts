@@ -208,8 +208,13 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
     const runningIt = options.resume ? liveRunner(logDirOf(options.resume)) : null;
     if (runningIt !== null)
       throw new ConflictError(
-        `batch ${options.resume} is still being run (lightning dataset run, pid ${runningIt}): --resume finishes a batch whose runner stopped; wait for that run, or stop it (Ctrl-C in its terminal, or kill ${runningIt}) and resume then`,
+        `batch ${options.resume} is still being run (lightning dataset run, pid ${runningIt}): --resume finishes a batch whose runner died; wait for that run to finish (stopping it cancels what it has left, which a resume does not run again)`,
       );
+    // This process runs the batch from here on: a second resume started meanwhile is refused the same way.
+    if (options.resume) {
+      ensurePrivateDir(logDirOf(options.resume));
+      recordRunner(logDirOf(options.resume));
+    }
     const routing = await resolveRouting(
       client,
       options.resume
@@ -235,6 +240,11 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
           resources: routing.resources,
           state,
         });
+    ensurePrivateDir(logDirOf(batchId));
+    if (!options.resume) {
+      recordRunner(logDirOf(batchId));
+      recordBatchRouting(logDirOf(batchId), options);
+    }
     const how = `${mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`}${ray ? ` on the Ray cluster ${ray.address}` : ''}`;
     if (options.progress === 'json')
       process.stderr.write(
@@ -248,9 +258,6 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
       for (const id of queued.splice(0))
         await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
     }
-    ensurePrivateDir(logDirOf(batchId));
-    recordRunner(logDirOf(batchId));
-    if (!options.resume) recordBatchRouting(logDirOf(batchId), options);
     const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
     const progress = new Progress(
       process.stderr,
