@@ -215,9 +215,7 @@ async function nodeTests(list, env, node = process.execPath, label = '') {
   const alone = list.filter(startsRay);
   const rest = list.filter((file) => !startsRay(file));
   return sum([
-    await timed(`node tests${label} (${rest.length} files)`, () =>
-      nodeTestRun(grouped(rest), env, node, CONCURRENCY),
-    ),
+    await timed(`node tests${label} (${rest.length} files)`, () => nodeTestRun(grouped(rest), env, node, CONCURRENCY)),
     alone.length > 0
       ? await timed(`Ray files one at a time (${alone.length})`, () => nodeTestRun(alone, env, node, 1))
       : NONE,

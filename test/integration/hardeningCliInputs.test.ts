@@ -1,6 +1,7 @@
 /**
  * The CLI against inputs sized to break it (issue 28): `lightning show` on a 120,000-span rollout (an RPC answer of
- * hundreds of MB at 300,000), a table wider than the stack, `lightning dataset import` of /dev/zero and of a FIFO that never ends.
+ * hundreds of MB at 300,000), a table wider than the stack, `lightning dataset import` of /dev/zero and of a FIFO that
+ * never ends.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';

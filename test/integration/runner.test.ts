@@ -312,7 +312,8 @@ test('dataset run --resume: stops the agents a runner that died left running (th
     `${JSON.stringify({ pid: bystander.pid, identity: 'another process' })}\n`,
   );
 
-  // The rest of the batch goes where its first calls went: another --upstream is refused, an omitted one is the batch's.
+  // The rest of the batch goes where its first calls went: another --upstream is refused, an omitted one is the
+  // batch's.
   const elsewhere = await runCli(
     ['dataset', 'run', 'tasks', '--resume', batchId, '--upstream', 'http://127.0.0.1:8/v1', '--', 'node', 'agent.js'],
     { cwd, env },

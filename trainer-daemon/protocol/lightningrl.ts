@@ -90,7 +90,7 @@ export const ExportReport = z.object({
   exported: z.number().int().nonnegative(),
   transitions: z.number().int().nonnegative(),
   excludedNoReward: z.number().int().nonnegative(),
-  /** Rollouts exported without an episode reward, given the fill value (`--missing-reward fill`; 0 from older daemons). */
+  /** Rollouts exported without an episode reward, given the fill value (`--missing-reward fill`; 0 from older ones). */
   filledNoReward: z.number().int().nonnegative().default(0),
   excludedBelowMinReward: z.number().int().nonnegative(),
   excludedNoCalls: z.number().int().nonnegative(),
