@@ -171,8 +171,6 @@ export class RolloutList {
    */
   applyChanges(rollouts: readonly Rollout[], filter: RolloutFilter): boolean {
     let countsChanged = false;
-    let inserted = 0;
-    const firstShown = Math.floor(this.element.scrollTop / ROW_HEIGHT);
     for (const rollout of rollouts) {
       const key: SectionKey = this.grouped ? rollout.batchId : null;
       const section = this.sections.get(key);
@@ -184,12 +182,9 @@ export class RolloutList {
         countsChanged = true;
         if (!section) continue;
         section.rows.unshift(rollout);
-        const position = this.positions.get(section.rows[1]?.id ?? '') ?? 0;
-        if (position <= firstShown) inserted += 1;
       }
     }
-    // Keep what the user is looking at in place when rows arrive above it.
-    this.rebuild(inserted > 0 && this.element.scrollTop > 0 ? inserted : 0);
+    this.rebuild();
     return countsChanged;
   }
 
@@ -225,7 +220,12 @@ export class RolloutList {
    * The items in order: the own runs (or the flat list), then each run and, expanded, its batches (a training
    * run's) or its rollouts (a dataset run's), each expanded batch's rollouts; last, the runs left out.
    */
-  private rebuild(scrollRows = 0): void {
+  private rebuild(): void {
+    // What the user is looking at stays in place when rows arrive (or runs move) above it: the item at the top of the
+    // view, unless the view is at the very top (where the newest rows are meant to be seen arriving).
+    const topIndex = Math.floor(this.element.scrollTop / ROW_HEIGHT);
+    const top = this.element.scrollTop > 0 ? this.items[topIndex] : undefined;
+    const anchor = top === undefined ? undefined : itemKey(top);
     const items: Item[] = (this.sections.get(null)?.rows ?? []).map((rollout) => ({
       kind: 'rollout',
       rollout,
@@ -261,9 +261,10 @@ export class RolloutList {
     items.forEach((item, index) => item.kind === 'rollout' && this.positions.set(item.rollout.id, index));
     // Scrolled before the rows are updated: the rows in view stay the rows in view, their elements kept (a row that
     // left the range for one render would be made anew, and a click on it lost).
-    if (scrollRows > 0) {
+    const moved = anchor === undefined ? -1 : items.findIndex((item) => itemKey(item) === anchor);
+    if (moved >= 0 && moved !== topIndex) {
       this.spacer.style.height = `${items.length * ROW_HEIGHT}px`;
-      this.element.scrollTop += scrollRows * ROW_HEIGHT;
+      this.element.scrollTop += (moved - topIndex) * ROW_HEIGHT;
     }
     this.stale = true;
     this.render();
@@ -362,6 +363,8 @@ export class RolloutList {
       let row = this.rendered.get(key);
       if (row) {
         if (this.stale) this.update(row, item, index);
+        // A kept row that moved past another (a run that got a newer batch): moved, the same element.
+        if (row.nextElementSibling !== following) this.element.insertBefore(row, following);
       } else {
         row = this.create(item);
         this.update(row, item, index);

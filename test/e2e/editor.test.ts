@@ -38,7 +38,7 @@ import { isProcessAlive } from '../../trainer-daemon/protocol/node/discovery';
 import { failureHeadline, failureOutput } from '../../trainer-daemon/protocol/failureText';
 import { addCrashingAgent, CRASH_KEY, resourceFields, sumsOrDefault } from '../helpers/e2eEditorWorld';
 import { measurePanelTimings } from '../helpers/e2ePanelTimings';
-import { checkRunsGrouped, checkRunsLeftOut } from '../helpers/e2eRunListChecks';
+import { assertRowsInListOrder, checkRunsGrouped, checkRunsLeftOut } from '../helpers/e2eRunListChecks';
 
 describe('the extension in VS Code (code-server + chromium)', { concurrency: false, timeout: 600_000 }, () => {
   let session: E2eSession;
@@ -180,6 +180,8 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     const second = panel.locator('.rollout-row', { hasText: 'Weather agent (recorded)' }).first();
     await second.locator('.status[title="succeeded"]').waitFor({ timeout: 60_000 });
     assert.equal(await panel.locator('.rollout-row').count(), 2);
+    // The second arrived above the first, which was on screen: the document holds them in the order shown.
+    await assertRowsInListOrder(panel);
     await statusBarItem(page).filter({ hasText: '2 rollouts' }).waitFor({ timeout: 15_000 });
     // One count, the status bar's, after the reconnection's reload too.
     await panel.locator('.toolbar .count', { hasText: /^2 rollouts$/ }).waitFor({ timeout: 15_000 });

@@ -143,3 +143,18 @@ export async function checkRunsLeftOut({ panel, client, shot }: RunListSession):
     15_000,
   );
 }
+
+/**
+ * The rollout rows in the document are in the order the list shows them (their `top`), as a screen reader reads the
+ * options: a row that arrived above others went in before them.
+ */
+export async function assertRowsInListOrder(panel: FrameLocator): Promise<void> {
+  const tops = await panel
+    .locator('.rollout-row')
+    .evaluateAll((rows) => rows.map((row) => parseFloat((row as unknown as { style: { top: string } }).style.top)));
+  assert.deepEqual(
+    tops,
+    [...tops].sort((a, b) => a - b),
+    'the rows in the document in the order they are shown',
+  );
+}

@@ -322,7 +322,7 @@ test('dataset run --resume: stops the agents a runner that died left running (th
   assert.match(
     elsewhere.stderr,
     new RegExp(
-      `--upstream: batch ${batchId} was started with --upstream http://127\\.0\\.0\\.1:9/v1; resume it with that one`,
+      `batch ${batchId}'s calls went to http://127\\.0\\.0\\.1:9/v1; this resume would send the rest to http://127\\.0\\.0\\.1:8/v1: resume it with --upstream http://127\\.0\\.0\\.1:9/v1`,
     ),
   );
   assert.ok(
@@ -334,7 +334,7 @@ test('dataset run --resume: stops the agents a runner that died left running (th
     env,
   });
   assert.equal(resumed.code, 0, resumed.stderr);
-  assert.match(resumed.stderr, /resuming with the batch's --upstream http:\/\/127\.0\.0\.1:9\/v1/);
+  assert.match(resumed.stderr, /resuming with the batch's upstream http:\/\/127\.0\.0\.1:9\/v1/);
   assert.match(resumed.stderr, /resuming with the batch's --token-ids/);
   assert.match(resumed.stderr, /stopped 2 agent processes left running/);
   await waitFor(

@@ -28,7 +28,7 @@ import type { BatchFinished, BatchStarted } from '../../protocol/cliLines';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
 import { rayOptions, rayOptionsFrom } from '../rayOptions';
 import { addCheckpointOptions, resolveRouting, resumeRoutingOptions, type RoutingOptions } from '../callRouting';
-import { recordBatchRouting, resumedBatchRouting } from '../batchRouting';
+import { checkResumedRouting, recordBatchRouting, resumedBatchRouting } from '../batchRouting';
 
 interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
   progress: 'human' | 'json';
@@ -219,7 +219,7 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
       client,
       options.resume
         ? resumeRoutingOptions(
-            resumedBatchRouting(logDirOf(options.resume), options.resume, options, (line) =>
+            resumedBatchRouting(logDirOf(options.resume), options.resume, options, process.env, (line) =>
               process.stderr.write(`${line}\n`),
             ),
             options.resume,
@@ -228,6 +228,7 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
         : options,
       process.env,
     );
+    if (options.resume) checkResumedRouting(logDirOf(options.resume), options.resume, routing, process.env);
     const { batchId, queued } = options.resume
       ? { batchId: options.resume, queued: await requeue(client, options.resume, existing, logDirOf(options.resume)) }
       : await createBatch(client, {
@@ -243,7 +244,7 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
     ensurePrivateDir(logDirOf(batchId));
     if (!options.resume) {
       recordRunner(logDirOf(batchId));
-      recordBatchRouting(logDirOf(batchId), options);
+      recordBatchRouting(logDirOf(batchId), options, routing);
     }
     const how = `${mode.kind === 'worker' ? `${mode.workers} workers × ${mode.concurrencyPerWorker}` : `${concurrency} at a time`}${ray ? ` on the Ray cluster ${ray.address}` : ''}`;
     if (options.progress === 'json')
