@@ -297,17 +297,9 @@ test('each policy trains on the calls its adapter answered (one --policy exactly
   // lightning export --policy NAME: the calls that policy's adapter answered, as it trains on them; an unknown name
   // exports nothing and says why.
   const out = path.join(path.dirname(storeFile), 'solver.jsonl');
-  const exported = await runCli([
-    'export',
-    '--store',
-    storeFile,
-    '--status',
-    'queued',
-    '--policy',
-    'solver',
-    '--out',
-    out,
-  ]);
+  const exportPolicy = (name: string) =>
+    runCli(['export', '--store', storeFile, '--status', 'queued', '--policy', name, '--out', out]);
+  const exported = await exportPolicy('solver');
   assert.equal(exported.code, 0, exported.stderr);
   const rows = fs
     .readFileSync(out, 'utf8')
@@ -324,17 +316,7 @@ test('each policy trains on the calls its adapter answered (one --policy exactly
     solver[0]!.transitions.map((tr) => tr.spanIds),
   );
   assert.equal(rows.length, 4);
-  const unknown = await runCli([
-    'export',
-    '--store',
-    storeFile,
-    '--status',
-    'queued',
-    '--policy',
-    'critic',
-    '--out',
-    out,
-  ]);
+  const unknown = await exportPolicy('critic');
   assert.equal(unknown.code, 0, unknown.stderr);
   assert.match(
     unknown.stderr,
