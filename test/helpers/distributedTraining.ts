@@ -11,6 +11,7 @@ import { GrpoConfig, type GrpoConfigInput, type TrainingRunDetail } from '../../
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { toolsTasks } from '../../trainer-daemon/demo/tasks';
 import { REPO_ROOT, startDaemon } from './daemon';
+import { parentOf } from './processTree';
 import { tempDir, waitFor } from './tmp';
 
 const AGENT = path.join(REPO_ROOT, 'test', 'fixtures', 'agents', 'parity-worker.mjs');
@@ -36,17 +37,9 @@ export function ranks(daemonPid: number): Map<number, number> {
 
 /** Whether `ancestor` is `pid`'s parent, grandparent, … (read from /proc; false once the chain ends). */
 function descendsFrom(pid: number, ancestor: number): boolean {
-  for (let current = pid; current > 1;) {
-    let stat: string;
-    try {
-      stat = fs.readFileSync(`/proc/${current}/stat`, 'utf8');
-    } catch {
-      return false;
-    }
-    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so read after the last ')'.
-    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    if (parent === ancestor) return true;
-    current = parent;
+  for (let current: number | undefined = pid; current !== undefined && current > 1;) {
+    current = parentOf(current);
+    if (current === ancestor) return true;
   }
   return false;
 }

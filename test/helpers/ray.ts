@@ -7,10 +7,13 @@ import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
+import { descendants, signalEach } from './processTree';
 import { waitFor } from './tmp';
 
 export interface RayHead {
   readonly address: string;
+  /** `ray start --head`'s process: the head's processes are its descendants. */
+  readonly pid: number;
   stop(): Promise<void>;
 }
 
@@ -59,6 +62,9 @@ async function headPortFlags(): Promise<string[]> {
   const first = 20_000 + 200 * Math.floor(Math.random() * 60);
   return [...ports, '--min-worker-port', String(first), '--max-worker-port', String(first + 199)];
 }
+
+/** How long a stopped head's processes have to end on their SIGTERM before they are killed. */
+const HEAD_STOP_GRACE_MS = 2_000;
 
 /** `ray start --head` exited before its head answered `ray status`; the message holds what it and the head logged. */
 class HeadExitedError extends Error {}
@@ -140,10 +146,26 @@ async function startRayHeadOnce(python: string, cpus: number): Promise<RayHead> 
   const stop = async (): Promise<void> => {
     const group = head.pid;
     if (group !== undefined && head.exitCode === null && head.signalCode === null) {
+      // Ray starts its worker processes in sessions of their own, out of reach of the group's signal.
+      const below = descendants(group);
       process.kill(-group, 'SIGTERM');
-      const timer = setTimeout(() => process.kill(-group, 'SIGKILL'), 20_000);
+      signalEach(below, 'SIGTERM');
+      // Once a driver has run tasks on it, `ray start --block` outlives a SIGTERM (it stopped only at the 20 s
+      // SIGKILL that followed, in every Ray test file: 80 of the Ray files' 151 s); the cluster is a test's own and
+      // its folder is removed below, so nothing is lost by not waiting for it.
+      const kill = (): void => {
+        try {
+          process.kill(-group, 'SIGKILL');
+        } catch {
+          // ESRCH: the group has ended.
+        }
+        signalEach(below, 'SIGKILL');
+      };
+      const timer = setTimeout(kill, HEAD_STOP_GRACE_MS);
       await exited;
       clearTimeout(timer);
+      // A head that ended on its SIGTERM may leave processes it started (its GCS server, its raylet) behind.
+      kill();
     } else if (group !== undefined && !cameUp) {
       // `ray start` exited before its head came up, just now: what it had started in its group (a GCS server, a
       // raylet) must not outlive it. (Not later: the group's id may have been reused by then.)
@@ -185,7 +207,7 @@ async function startRayHeadOnce(python: string, cpus: number): Promise<RayHead> 
     await stop();
     throw error;
   }
-  return { address, stop };
+  return { address, pid: head.pid!, stop };
 }
 
 /**

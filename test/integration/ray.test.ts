@@ -1,6 +1,6 @@
 // needs: ray
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -9,7 +9,8 @@ import { CLI, runCli } from '../helpers/daemon';
 import { startScriptedUpstream, type ScriptedUpstream } from '../helpers/scriptedUpstream';
 import { attemptsOf, batchOf } from '../helpers/batch';
 import { tempDir, waitFor } from '../helpers/tmp';
-import { rayFixture } from '../helpers/ray';
+import { descendants, stillRunning } from '../helpers/processTree';
+import { rayFixture, startRayHead } from '../helpers/ray';
 
 /**
  * `lightning dataset run --ray`: the agents as Ray tasks on a real local Ray head (loopback, 2 CPUs,
@@ -334,4 +335,35 @@ test('dataset run --ray: Ctrl-C cancels the Ray tasks, the agents on the node st
     ['cancelled', 'cancelled'],
   );
   assert.match(stderr, /cancelling the batch/);
+});
+
+test('a stopped Ray head leaves none of its processes running, its workers (in sessions of their own) included', async () => {
+  const head = await startRayHead(ray.python);
+  let stopped = false;
+  try {
+    // A driver's task: the head starts worker processes for it, each in a session of its own.
+    execFileSync(
+      ray.python,
+      ['-c', `import ray; ray.init(address='${head.address}'); assert ray.get(ray.remote(lambda: 1).remote()) == 1`],
+      { stdio: 'pipe' },
+    );
+    const own = descendants(head.pid);
+    assert.ok(
+      own.some(({ pid }) => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('ray::')),
+      'the head started Ray workers',
+    );
+    await head.stop();
+    stopped = true;
+    assert.deepEqual(
+      own
+        .filter(stillRunning)
+        .map(
+          ({ pid }) =>
+            `${pid}: ${fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim().slice(0, 120)}`,
+        ),
+      [],
+    );
+  } finally {
+    if (!stopped) await head.stop();
+  }
 });
