@@ -15,6 +15,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
 import {
   answerInputBox,
+  continueIfPaused,
   countShown,
   frameWith,
   goToLine,
@@ -381,8 +382,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
     await waitFor(
       async () => {
         if ((await row.locator('.status[title="failed"]').count()) > 0) return true;
-        const paused = page.locator('.debug-toolbar .codicon-debug-continue');
-        if (await paused.isVisible().catch(() => false)) await paused.click().catch(() => undefined);
+        await continueIfPaused(page);
         return false;
       },
       'the crashed rollout failed',
@@ -429,9 +429,7 @@ describe('the extension in VS Code (code-server + chromium)', { concurrency: fal
       async () => {
         const mine = (await recorded()).filter((rollout) => !earlier.has(rollout.id));
         if (mine.length === 2 && mine.every((rollout) => rollout.status !== 'running')) return mine;
-        const paused = page.locator('.debug-toolbar .codicon-debug-continue');
-        if (calls() > first && (await paused.isVisible().catch(() => false)))
-          await paused.click().catch(() => undefined);
+        if (calls() > first) await continueIfPaused(page);
         return undefined;
       },
       'two rollouts, both ended',

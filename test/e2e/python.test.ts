@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { FrameLocator, Page } from 'playwright-core';
-import { frameWith, runCommand, runCommandAndPick, setBreakpoint } from '../helpers/codeServer';
+import { continueIfPaused, frameWith, runCommand, runCommandAndPick, setBreakpoint } from '../helpers/codeServer';
 import { REPO_ROOT, runCli } from '../helpers/daemon';
 import { failureHeadline, failureOutput } from '../../trainer-daemon/protocol/failureText';
 import { startE2eSession, type E2eSession } from '../helpers/e2eSession';
@@ -215,8 +215,7 @@ describe(
             async (client) => (await client.request('listRollouts', { label, limit: 10 })).items,
           );
           if (mine.length === 2 && mine.every((rollout) => rollout.status !== 'running')) return mine;
-          const paused = page.locator('.debug-toolbar .codicon-debug-continue');
-          if (await paused.isVisible().catch(() => false)) await paused.click().catch(() => undefined);
+          await continueIfPaused(page);
           return undefined;
         },
         'two rollouts, both ended',

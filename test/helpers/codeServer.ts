@@ -359,6 +359,16 @@ export async function runCommandAndPick(page: Page, title: string, item: string)
 }
 
 /**
+ * Presses the debug toolbar's Continue if the debuggee is paused now (for a loop waiting for a program to end). The
+ * button goes as soon as the debuggee runs again, so the click waits for it briefly: with Playwright's default 30 s, a
+ * click on a button that had just gone held the loop half a minute, in most runs of the restart tests.
+ */
+export async function continueIfPaused(page: Page): Promise<void> {
+  const paused = page.locator('.debug-toolbar .codicon-debug-continue');
+  if (await paused.isVisible().catch(() => false)) await paused.click({ timeout: 1_000 }).catch(() => undefined);
+}
+
+/**
  * The extension's side panel: two nested iframes (the webview host and its active frame). Its editor tabs are
  * webviews of the same extension: VS Code marks a view's iframe with `purpose=webviewView`.
  */
