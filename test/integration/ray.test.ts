@@ -177,6 +177,41 @@ test('dataset run --ray (process mode): each attempt a Ray task; calls and rewar
   );
 });
 
+test('dataset run --ray (process mode): a command the node cannot start stops the batch at its first attempt (exit 1), naming the node; the rest stays queued', async (t) => {
+  const { cwd, env, upstream } = await setUp(t, [{ id: 'a' }, { id: 'b' }, { id: 'c' }]);
+  // Not checked on this machine (the agents run on the cluster's nodes): the node finds it missing.
+  const run = await runCli(
+    [
+      'dataset',
+      'run',
+      'tasks',
+      '--concurrency',
+      '1',
+      '--retries',
+      '1',
+      '--upstream',
+      upstream.url,
+      '--ray',
+      ray.head.address,
+      '--',
+      './no-such-agent',
+    ],
+    { cwd, env },
+  );
+  assert.equal(run.code, 1, run.stderr);
+  assert.match(
+    run.stderr,
+    /the agent command could not start \(cannot run \.\/no-such-agent on node [\d.]+: .*No such file.*\); check the command after --/,
+  );
+  assert.deepEqual(
+    batchOf(cwd)
+      .map((r) => r.status)
+      .sort(),
+    ['failed', 'queued', 'queued'],
+    'one attempt failed, not retried; the others never ran',
+  );
+});
+
 test('dataset run --ray --workers 2: long-lived workers as Ray tasks pull every rollout and stop on their 204', async (t) => {
   const tasks = Array.from({ length: 6 }, (_, i) => ({ id: `t${i}`, value: i % 2 }));
   const { cwd, env, upstream } = await setUp(t, tasks);

@@ -11,6 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { PLACEHOLDER_API_KEY, instrumentationEnv, type RolloutStatus } from '../protocol';
+import { LightningError } from '../protocol/errors';
 import { describePlacement, type RayExit, type RayPlacement } from '../protocol/rayRunner';
 import { canRetry } from '../protocol/status';
 import type { BatchMode, BatchPool, BatchRunnerOptions } from './pool';
@@ -154,6 +155,10 @@ export class RayPool implements BatchPool {
     });
     const retrying = !this.cancelled && !exit.unstartable && canRetry(finished);
     this.options.onAttempt({ rollout: finished, durationMs: Date.now() - started, retrying });
+    // A command the node cannot start fails every rollout the same way: the batch stops (a non-zero exit, what is
+    // queued left queued), as it does locally, instead of failing each rollout in turn.
+    if (exit.unstartable && !this.cancelled)
+      throw new LightningError(`the agent command could not start (${outcome.error}); check the command after --`);
     if (!retrying) return undefined;
     await client.request('transitionRollout', { id: rolloutId, to: 'queued' });
     return rolloutId;
