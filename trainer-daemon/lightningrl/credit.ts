@@ -13,7 +13,12 @@ const AUTOMATIC_SOURCES: ReadonlyArray<Reward['source']> = ['rule', 'judge', 'mo
  * the agent posted, else the latest automatic one (rule, judge, reward model); null when none.
  */
 export function episodeReward(rewards: readonly Reward[], policy: RewardPolicy): number | null {
-  return givenEpisodeReward(rewards, policy.name) ?? (policy.missing === 'fill' ? policy.fillValue : null);
+  return filledReward(givenEpisodeReward(rewards, policy.name), policy);
+}
+
+/** The reward given, else the policy's fill value where it fills a missing one (`missing: 'fill'`); else null. */
+export function filledReward(given: number | null, policy: RewardPolicy): number | null {
+  return given ?? (policy.missing === 'fill' ? policy.fillValue : null);
 }
 
 /** The episode reward `name` a person, the agent or a scorer gave (as episodeReward chooses it); null when none. */

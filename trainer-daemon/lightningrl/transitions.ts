@@ -16,7 +16,7 @@ import {
 import type { Trajectory } from '../protocol/lightningrl';
 import { extractCalls, type LlmCall } from './adapter';
 import { aggregateRollout, type AggregationStats } from './aggregate';
-import { creditRewards, episodeReward, givenEpisodeReward, rolloutAdvantages } from './credit';
+import { creditRewards, filledReward, givenEpisodeReward, rolloutAdvantages } from './credit';
 import { wholeAnswers, type KeptCall } from './wholeAnswers';
 
 export interface LightningRlOptions {
@@ -78,7 +78,8 @@ export function buildTransitions(
   const selected: Selected[] = [];
   for (const trajectory of trajectories) {
     report.rollouts += 1;
-    const reward = episodeReward(trajectory.rewards, options.reward);
+    const given = givenEpisodeReward(trajectory.rewards, options.reward.name);
+    const reward = filledReward(given, options.reward);
     if (reward === null) {
       report.excludedNoReward += 1;
       continue;
@@ -106,7 +107,7 @@ export function buildTransitions(
       report.excludedNoCalls += 1;
       continue;
     }
-    if (givenEpisodeReward(trajectory.rewards, options.reward.name) === null) report.filledNoReward += 1;
+    if (given === null) report.filledNoReward += 1;
     selected.push({ trajectory, reward, calls });
   }
 
