@@ -40,6 +40,7 @@ const NODE24_FILES = [
   'lightningrl',
   'apo',
   'rewardPipeline',
+  'batchLock',
 ].map((name) => `test/unit/${name}.test.ts`);
 
 function testFiles(dir) {

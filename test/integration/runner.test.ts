@@ -292,11 +292,24 @@ test('dataset run --resume: stops the agents a runner that died left running (th
       `batch ${batchId} is still being run \\(lightning dataset run, pid ${runner.pid}\\): --resume finishes a batch whose runner died; wait for that run to finish`,
     ),
   );
+  // Where the runner could not be recorded (no /proc and no ps: runner.json is not written), its lock still refuses it.
+  fs.rmSync(path.join(cwd, '.lightning', 'logs', batchId, 'runner.json'));
+  const unrecorded = await runCli(
+    ['dataset', 'run', 'tasks', '--resume', batchId, '--', process.execPath, 'agent.js'],
+    { cwd, env },
+  );
+  assert.equal(unrecorded.code, 4, unrecorded.stderr);
+  assert.match(
+    unrecorded.stderr,
+    new RegExp(
+      `batch ${batchId} is still being run \\(lightning dataset run\\): --resume finishes a batch whose runner died`,
+    ),
+  );
   assert.deepEqual(
     batchOf(cwd).map((r) => r.status),
     ['running', 'running'],
   );
-  // The runner dies without a chance to stop its agents: they keep running.
+  // The runner dies without a chance to stop its agents (or to release its lock: the system does): they keep running.
   runner.kill('SIGKILL');
   await new Promise((resolve) => runner.on('close', resolve));
   const orphans = pidFiles().flatMap((name) => fs.readFileSync(path.join(cwd, name), 'utf8').split(' ').map(Number));

@@ -14,6 +14,7 @@ import { RolloutMode, type Dataset, type Rollout, type RolloutScore, type Task }
 import { canRetry } from '../../protocol/status';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { AgentPidLog, liveRunner, recordRunner } from '../../runner/agentPids';
+import { lockBatch, type BatchLock } from '../../runner/batchLock';
 import { BatchRunner } from '../../runner/batch';
 import type { BatchMode } from '../../runner/pool';
 import { unrunnable } from '../../runner/processPool';
@@ -199,20 +200,25 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
   const lastResort = (): void => state.runner?.killAll();
   for (const signal of signals) process.on(signal, cancel);
   process.on('exit', lastResort);
+  // Held while this process runs the batch (batchLock.ts).
+  let lock: BatchLock | undefined;
   try {
     const { dataset: found, items: tasks } = await client.request('listTasks', { dataset: name, split: options.split });
     const existing = options.resume ? await batchRollouts(client, options.resume) : [];
     if (options.resume && existing.length === 0)
       throw new NotFoundError(`batch ${options.resume} has no rollouts in this store`);
-    // A resume fails the attempts in flight and stops the agents it finds: never those of a runner still at work.
-    const runningIt = options.resume ? liveRunner(logDirOf(options.resume)) : null;
-    if (runningIt !== null)
-      throw new ConflictError(
-        `batch ${options.resume} is still being run (lightning dataset run, pid ${runningIt}): --resume finishes a batch whose runner died; wait for that run to finish (stopping it cancels what it has left, which a resume does not run again)`,
-      );
-    // This process runs the batch from here on: a second resume started meanwhile is refused the same way.
+    // A resume fails the attempts in flight and stops the agents it finds: never those of a runner still at work. The
+    // batch's lock says whether one is (taken at once or not at all: of two resumes started together, one runs); the
+    // runner it names in runner.json, or a runner of a build before the lock, is checked too.
     if (options.resume) {
       ensurePrivateDir(logDirOf(options.resume));
+      lock = lockBatch(logDirOf(options.resume));
+      const runningIt = liveRunner(logDirOf(options.resume));
+      if (runningIt !== null || (!lock.held && lock.reason === 'taken'))
+        throw new ConflictError(
+          `batch ${options.resume} is still being run (lightning dataset run${runningIt === null ? '' : `, pid ${runningIt}`}): --resume finishes a batch whose runner died; wait for that run to finish (stopping it cancels what it has left, which a resume does not run again)`,
+        );
+      // This process runs the batch from here on.
       recordRunner(logDirOf(options.resume));
     }
     const routing = await resolveRouting(
@@ -243,6 +249,7 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
         });
     ensurePrivateDir(logDirOf(batchId));
     if (!options.resume) {
+      lock = lockBatch(logDirOf(batchId));
       recordRunner(logDirOf(batchId));
       recordBatchRouting(logDirOf(batchId), options, routing);
     }
@@ -297,6 +304,7 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
   } finally {
     for (const signal of signals) process.off(signal, cancel);
     process.off('exit', lastResort);
+    if (lock?.held) lock.release();
     await close();
   }
 }
