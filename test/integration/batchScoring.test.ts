@@ -221,3 +221,53 @@ test('dataset run --rewards FILE in worker mode scores every rollout; a bad rewa
     ],
   );
 });
+
+test('dataset run --resume scores the rollouts its batch ended without scoring (a runner stopped first, or no rewards file then), once', async (t) => {
+  const cwd = tempDir(t);
+  fs.writeFileSync(path.join(cwd, 'agent.js'), AGENT);
+  fs.writeFileSync(
+    path.join(cwd, 'tasks.jsonl'),
+    TASKS.filter((task) => task.id === 'right' || task.id === 'wrong')
+      .map((task) => JSON.stringify(task))
+      .join('\n'),
+  );
+  const imported = await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
+  assert.equal(imported.code, 0, imported.stderr);
+  // No rewards file yet: the batch ends with nothing scored.
+  const first = await runCli(['dataset', 'run', 'tasks', '--json', '--', process.execPath, 'agent.js'], { cwd });
+  assert.equal(first.code, 0, first.stderr);
+  const batchId = (JSON.parse(first.stdout.trim().split('\n').at(-1)!) as { batchId: string }).batchId;
+  assert.deepEqual(
+    [...storeState(cwd).rewards.values()].map((rows) => rows.length),
+    [0, 0],
+  );
+
+  fs.writeFileSync(path.join(cwd, '.lightning', 'rewards.json'), JSON.stringify(RULES));
+  fs.writeFileSync(path.join(cwd, '.lightning', 'picky.mjs'), PICKY);
+  const resume = ['dataset', 'run', 'tasks', '--resume', batchId, '--json', '--', process.execPath, 'agent.js'];
+  const resumed = await runCli(resume, { cwd });
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.match(resumed.stderr, /scoring 2 rollouts of the batch that ended unscored before the resume/);
+  const summary = JSON.parse(resumed.stdout.trim().split('\n').at(-1)!) as BatchSummary;
+  assert.deepEqual(
+    summary.tasks.map((s) => [s.task, s.meanReward]),
+    [
+      ['right', 1.5],
+      ['wrong', 0.5],
+      ['(all)', 1],
+    ],
+  );
+  assert.equal(summary.scoring.scored, 2);
+  const rows = (): number[] => [...storeState(cwd).rewards.values()].map((list) => list.length);
+  const scoredRows = rows();
+  assert.ok(
+    scoredRows.every((n) => n > 0),
+    'each rollout has its scores',
+  );
+
+  // Scored now: another resume scores nothing again.
+  const again = await runCli(resume, { cwd });
+  assert.equal(again.code, 0, again.stderr);
+  assert.doesNotMatch(again.stderr, /ended unscored/);
+  assert.deepEqual(rows(), scoredRows);
+});

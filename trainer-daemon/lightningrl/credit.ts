@@ -3,10 +3,14 @@
  * the advantages. One advantage per rollout, broadcast to its transitions, so a long rollout does
  * not weigh more than a short one in its group.
  */
-import type { AdvantageOptions, CreditOptions, Reward, RewardPolicy } from '../protocol';
+import {
+  AUTOMATIC_REWARD_SOURCES,
+  type AdvantageOptions,
+  type CreditOptions,
+  type Reward,
+  type RewardPolicy,
+} from '../protocol';
 import { assertNever } from '../protocol/assert';
-
-const AUTOMATIC_SOURCES: ReadonlyArray<Reward['source']> = ['rule', 'judge', 'model'];
 
 /**
  * The episode reward under the stated policy: the latest human annotation, else the latest reward
@@ -26,7 +30,7 @@ export function givenEpisodeReward(rewards: readonly Reward[], name: string): nu
   const episode = rewards.filter((r) => r.spanId === null && r.name === name);
   const latest = (sources: ReadonlyArray<Reward['source']>): Reward | undefined =>
     episode.filter((r) => sources.includes(r.source)).at(-1);
-  return (latest(['human']) ?? latest(['agent']) ?? latest(AUTOMATIC_SOURCES))?.value ?? null;
+  return (latest(['human']) ?? latest(['agent']) ?? latest(AUTOMATIC_REWARD_SOURCES))?.value ?? null;
 }
 
 /** The reward credited to each of a rollout's T calls. */

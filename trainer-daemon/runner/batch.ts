@@ -53,9 +53,10 @@ export class BatchRunner implements BatchPool {
 
   /**
    * Runs the given queued rollouts to a final status, scoring each as it ends; resolves when none is queued, running or
-   * being scored.
+   * being scored. `unscored`: rollouts that ended before (a resumed batch's) and are scored with them.
    */
-  async run(rolloutIds: readonly string[]): Promise<void> {
+  async run(rolloutIds: readonly string[], unscored: readonly string[] = []): Promise<void> {
+    for (const id of unscored) this.scoring?.add(id);
     try {
       await this.pool.run(rolloutIds);
     } catch (error) {

@@ -9,7 +9,8 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import type { RolloutScore } from '../protocol';
+import { AUTOMATIC_REWARD_SOURCES, type Rollout, type RolloutScore } from '../protocol';
+import { hasOutcome } from '../protocol/status';
 import { errorMessage } from '../protocol/errors';
 import { allSpecs, defaultRewardsFile, judgeKeys, loadRewardsFile } from '../rewards/config';
 import { ranksGroups } from '../rewards/scorer';
@@ -37,6 +38,27 @@ export function scoringFor(
   const file = rewardsFile ?? defaultRewardsFile(storeFile);
   if (rewardsFile === null && !fs.existsSync(file)) return undefined;
   return scoringFromFile(file, env);
+}
+
+/** Reward lists read at once by finishedUnscored. */
+const LOOKUPS_AT_ONCE = 8;
+
+/**
+ * The rollouts among `rollouts` that ended with an outcome but hold no automatically scored reward: a resumed batch's
+ * rollouts that its interrupted runner did not get to score (it scores each as it ends), in their order.
+ */
+export async function finishedUnscored(client: RunnerClient, rollouts: readonly Rollout[]): Promise<string[]> {
+  const ended = rollouts.filter((rollout) => hasOutcome(rollout.status)).map((rollout) => rollout.id);
+  const scored = new Set<string>();
+  for (let first = 0; first < ended.length; first += LOOKUPS_AT_ONCE) {
+    await Promise.all(
+      ended.slice(first, first + LOOKUPS_AT_ONCE).map(async (rolloutId) => {
+        const { items } = await client.request('listRewards', { rolloutId });
+        if (items.some((reward) => AUTOMATIC_REWARD_SOURCES.includes(reward.source))) scored.add(rolloutId);
+      }),
+    );
+  }
+  return ended.filter((id) => !scored.has(id));
 }
 
 /** Calls to `rewards/score` in flight at once, and rollouts per call. */

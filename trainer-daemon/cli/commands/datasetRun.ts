@@ -18,7 +18,7 @@ import { lockBatch, type BatchLock } from '../../runner/batchLock';
 import { BatchRunner } from '../../runner/batch';
 import type { BatchMode } from '../../runner/pool';
 import { unrunnable } from '../../runner/processPool';
-import { scoreErrors, scoringFor } from '../../runner/scoring';
+import { finishedUnscored, scoreErrors, scoringFor } from '../../runner/scoring';
 import { DEFAULT_REWARDS_FILE } from '../../rewards/config';
 import type { RpcClient } from '../../protocol/node/connection';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
@@ -266,6 +266,13 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
       for (const id of queued.splice(0))
         await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
     }
+    // A resumed batch's rollouts that ended unscored (its runner stopped before it scored them) are scored now.
+    const unscored =
+      options.resume && scoring ? await finishedUnscored(client, await batchRollouts(client, batchId)) : [];
+    if (unscored.length > 0)
+      process.stderr.write(
+        `lightning: scoring ${unscored.length} rollout${unscored.length === 1 ? '' : 's'} of the batch that ended unscored before the resume\n`,
+      );
     const pids = new AgentPidLog(path.join(logDirOf(batchId), 'agents.jsonl'));
     const progress = new Progress(
       process.stderr,
@@ -291,7 +298,7 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
     state.runner = runner;
     if (state.cancelled) runner.cancel();
     try {
-      await runner.run(queued);
+      await runner.run(queued, unscored);
     } finally {
       progress.finish();
     }
