@@ -164,7 +164,8 @@ async function startRayHeadOnce(python: string, cpus: number): Promise<RayHead> 
       const timer = setTimeout(kill, HEAD_STOP_GRACE_MS);
       await exited;
       clearTimeout(timer);
-      // A head that ended on its SIGTERM may leave processes it started (its GCS server, its raylet) behind.
+      // A head that ended on its SIGTERM may leave processes it started (its GCS server, its raylet) behind. Right
+      // after its exit its group's id names only them: an id is not reused while a process of its group lives.
       kill();
     } else if (group !== undefined && !cameUp) {
       // `ray start` exited before its head came up, just now: what it had started in its group (a GCS server, a

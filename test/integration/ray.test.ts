@@ -383,19 +383,24 @@ test('a stopped Ray head leaves none of its processes running, its workers (in s
       { stdio: 'pipe' },
     );
     const own = descendants(head.pid);
+    // A process may end between the listing and the read.
+    const commandLine = (pid: number): string => {
+      try {
+        return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim().slice(0, 120);
+      } catch {
+        return '';
+      }
+    };
     assert.ok(
-      own.some(({ pid }) => fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('ray::')),
+      own.some(({ pid }) => commandLine(pid).startsWith('ray::')),
       'the head started Ray workers',
     );
     await head.stop();
     stopped = true;
+    // A SIGKILL takes effect as the process next runs: a moment for the last of them.
+    await waitFor(() => !own.some(stillRunning), "the head's processes to end", 5_000).catch(() => undefined);
     assert.deepEqual(
-      own
-        .filter(stillRunning)
-        .map(
-          ({ pid }) =>
-            `${pid}: ${fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ').trim().slice(0, 120)}`,
-        ),
+      own.filter(stillRunning).map(({ pid }) => `${pid}: ${commandLine(pid)}`),
       [],
     );
   } finally {

@@ -1,8 +1,8 @@
 /**
  * The lock a batch's runner holds while it runs (`<logDir>/runner.lock`): a SQLite database file held in an exclusive
- * transaction. Taking it is atomic (two `--resume` started together: one gets it), and the operating system releases
- * it when its process ends however it ends (a crash, kill -9), so a dead runner never leaves a stale lock. runner.json
- * (agentPids.ts) still names the pid that holds it.
+ * transaction (SQLite keeps a `runner.lock-journal` beside it meanwhile). Taking it is atomic (of two `--resume`
+ * started together, one gets it), and the operating system releases it when its process ends however it ends (a
+ * crash, kill -9), so a dead runner never leaves a stale lock. runner.json (agentPids.ts) names the pid that holds it.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -16,11 +16,14 @@ const LOCK_FILE = 'runner.lock';
 const HELD = /SQLITE_BUSY\b|database is locked/i;
 
 export type BatchLock =
-  /** This process holds the lock until `release` or its end. */
+  /** This connection holds the lock until `release` or the process's end. */
   | { readonly held: true; release(): void }
-  /** Another process holds it. */
+  /** Another connection holds it (another runner's; or this process's own, taken twice). */
   | { readonly held: false; readonly reason: 'taken' }
-  /** No SQLite driver can open it here: the caller falls back to runner.json alone. */
+  /**
+   * It could not be opened or locked for another reason (no SQLite driver here, the folder missing or read-only, an
+   * I/O error): the caller falls back to runner.json alone.
+   */
   | { readonly held: false; readonly reason: 'unavailable'; readonly error: string };
 
 /** Takes the lock of the batch whose log folder (which must exist) is `logDir`, without waiting for it. */
@@ -28,8 +31,8 @@ export function lockBatch(logDir: string): BatchLock {
   const file = path.join(logDir, LOCK_FILE);
   let connection: Connection;
   try {
-    // Created private, as the folder's other files: it holds nothing, but nobody else's process should lock it.
-    fs.closeSync(fs.openSync(file, 'a', PRIVATE_FILE_MODE));
+    // SQLite creates the file. (Not opened here first: on POSIX systems closing any descriptor of a file drops every
+    // lock this process holds on it.)
     connection = openConnection(file, { readonly: false });
   } catch (error) {
     return { held: false, reason: 'unavailable', error: errorMessage(error) };
@@ -44,6 +47,12 @@ export function lockBatch(logDir: string): BatchLock {
     const code = typeof (error as { code?: unknown })?.code === 'string' ? (error as { code: string }).code : '';
     if (HELD.test(`${code} ${errorMessage(error)}`)) return { held: false, reason: 'taken' };
     return { held: false, reason: 'unavailable', error: errorMessage(error) };
+  }
+  // It holds nothing, but it is the owner's, as the folder's other files are (a chmod closes no descriptor).
+  try {
+    fs.chmodSync(file, PRIVATE_FILE_MODE);
+  } catch {
+    // Not ours to change (a shared folder): the lock works all the same.
   }
   let released = false;
   return {

@@ -208,8 +208,8 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
     if (options.resume && existing.length === 0)
       throw new NotFoundError(`batch ${options.resume} has no rollouts in this store`);
     // A resume fails the attempts in flight and stops the agents it finds: never those of a runner still at work. The
-    // batch's lock says whether one is (taken at once or not at all: of two resumes started together, one runs); the
-    // runner it names in runner.json, or a runner of a build before the lock, is checked too.
+    // batch's lock says whether one is (taken at once or not at all: of two resumes started together, one runs, where
+    // the lock can be taken here); the runner runner.json names, or one of a build before the lock, is checked too.
     if (options.resume) {
       ensurePrivateDir(logDirOf(options.resume));
       lock = lockBatch(logDirOf(options.resume));
@@ -311,8 +311,9 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
   } finally {
     for (const signal of signals) process.off(signal, cancel);
     process.off('exit', lastResort);
-    if (lock?.held) lock.release();
     await close();
+    // After the daemon's connection is closed: a failure to release leaves nothing open (the system releases it).
+    if (lock?.held) lock.release();
   }
 }
 
