@@ -44,8 +44,10 @@ export function scoringFor(
 const LOOKUPS_AT_ONCE = 8;
 
 /**
- * The rollouts among `rollouts` that ended with an outcome but hold no automatically scored reward: a resumed batch's
- * rollouts that its interrupted runner did not get to score (it scores each as it ends), in their order.
+ * The rollouts among `rollouts` that ended with an outcome but hold no automatically scored reward, in their order: a
+ * resumed batch's rollouts that its interrupted runner did not get to score (it scores each as it ends), or all of them
+ * when it ran without a rewards file. A scoring job of the interrupted runner still running in the daemon is not seen
+ * here: its rollouts are scored again (the rows appended twice).
  */
 export async function finishedUnscored(client: RunnerClient, rollouts: readonly Rollout[]): Promise<string[]> {
   const ended = rollouts.filter((rollout) => hasOutcome(rollout.status)).map((rollout) => rollout.id);

@@ -266,7 +266,8 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
       for (const id of queued.splice(0))
         await client.request('transitionRollout', { id, to: 'cancelled', error: 'the batch was cancelled' });
     }
-    // A resumed batch's rollouts that ended unscored (its runner stopped before it scored them) are scored now.
+    // A resumed batch's rollouts that ended with no automatic reward (its runner stopped before it scored them, or the
+    // batch ran without a rewards file) are scored now.
     const unscored =
       options.resume && scoring ? await finishedUnscored(client, await batchRollouts(client, batchId)) : [];
     if (unscored.length > 0)
