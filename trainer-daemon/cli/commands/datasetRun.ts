@@ -235,8 +235,10 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
       process.env,
     );
     if (options.resume) checkResumedRouting(logDirOf(options.resume), options.resume, routing, process.env);
+    // A resumed batch's rollouts as the resume leaves them (what it queued again included).
+    const resumed = options.resume ? await requeue(client, existing, logDirOf(options.resume)) : undefined;
     const { batchId, queued } = options.resume
-      ? { batchId: options.resume, queued: await requeue(client, options.resume, existing, logDirOf(options.resume)) }
+      ? { batchId: options.resume, queued: resumed!.filter((r) => r.status === 'queued').map((r) => r.id) }
       : await createBatch(client, {
           tasks,
           dataset: found,
@@ -268,8 +270,7 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
     }
     // A resumed batch's rollouts that ended with no automatic reward (its runner stopped before it scored them, or the
     // batch ran without a rewards file) are scored now.
-    const unscored =
-      options.resume && scoring ? await finishedUnscored(client, await batchRollouts(client, batchId)) : [];
+    const unscored = resumed && scoring ? await finishedUnscored(client, resumed) : [];
     if (unscored.length > 0)
       process.stderr.write(
         `lightning: scoring ${unscored.length} rollout${unscored.length === 1 ? '' : 's'} of the batch that ended unscored before the resume\n`,
@@ -320,19 +321,16 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
 
 /**
  * `--resume`: agents a runner that died left running are stopped (they would race the retries); attempts it left
- * running are failed attempts; those and the failed or timed-out rollouts with attempts left are queued again.
+ * running are failed attempts; those and the failed or timed-out rollouts with attempts left are queued again. The
+ * batch's rollouts as they are then.
  */
-async function requeue(
-  client: RpcClient,
-  batchId: string,
-  existing: readonly Rollout[],
-  logDir: string,
-): Promise<string[]> {
+async function requeue(client: RpcClient, existing: readonly Rollout[], logDir: string): Promise<Rollout[]> {
   const stopped = await new AgentPidLog(path.join(logDir, 'agents.jsonl')).stopSurvivors();
   if (stopped > 0)
     process.stderr.write(
       `lightning: stopped ${stopped} agent process${stopped === 1 ? '' : 'es'} left running by the interrupted runner\n`,
     );
+  const now: Rollout[] = [];
   for (const rollout of existing) {
     let current = rollout;
     if (current.status === 'running')
@@ -341,9 +339,10 @@ async function requeue(
         to: 'failed',
         error: 'the runner stopped during this attempt',
       });
-    if (canRetry(current)) await client.request('transitionRollout', { id: current.id, to: 'queued' });
+    if (canRetry(current)) current = await client.request('transitionRollout', { id: current.id, to: 'queued' });
+    now.push(current);
   }
-  return (await batchRollouts(client, batchId)).filter((r) => r.status === 'queued').map((r) => r.id);
+  return now;
 }
 
 /** A new batch: each task `--samples` times as a queued rollout (no more once cancelled). */
