@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import type { Reward, Rollout } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
-import { runCli } from '../helpers/daemon';
+import { CLI, runCli, startDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
 
 /**
@@ -270,4 +271,94 @@ test('dataset run --resume scores the rollouts its batch ended without scoring (
   assert.equal(again.code, 0, again.stderr);
   assert.doesNotMatch(again.stderr, /ended unscored/);
   assert.deepEqual(rows(), scoredRows);
+});
+
+/** A reward function that takes a while: the scoring job of a runner killed meanwhile still runs in the daemon. */
+const SLOW = `export default async (trajectory) => {
+  await new Promise((resolve) => setTimeout(resolve, 1500));
+  return trajectory.finalAnswer.length;
+};
+`;
+
+test('dataset run --resume right after its runner was killed while scoring: the rollouts get one set of reward rows', async (t) => {
+  const cwd = tempDir(t);
+  fs.writeFileSync(path.join(cwd, 'agent.js'), AGENT);
+  fs.writeFileSync(
+    path.join(cwd, 'tasks.jsonl'),
+    TASKS.filter((task) => task.id === 'right' || task.id === 'wrong')
+      .map((task) => JSON.stringify(task))
+      .join('\n'),
+  );
+  const imported = await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
+  assert.equal(imported.code, 0, imported.stderr);
+  fs.writeFileSync(
+    path.join(cwd, '.lightning', 'rewards.json'),
+    JSON.stringify({ default: { sources: [{ type: 'function', name: 'length', module: 'slow.mjs' }] } }),
+  );
+  fs.writeFileSync(path.join(cwd, '.lightning', 'slow.mjs'), SLOW);
+  // A daemon of its own (as the editor's or `lightning serve`): the runner's scoring job outlives the runner there.
+  const daemon = await startDaemon(path.join(cwd, '.lightning', 'store.db'));
+  t.after(() => daemon.stop());
+  const runner = spawn(
+    process.execPath,
+    [CLI, 'dataset', 'run', 'tasks', '--progress', 'json', '--', process.execPath, 'agent.js'],
+    { cwd, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  let stderr = '';
+  runner.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const closed = new Promise((resolve) => runner.on('close', resolve));
+  await waitFor(() => stderr.split('"rollout-finished"').length === 3, 'both rollouts to end', 20_000);
+  runner.kill('SIGKILL');
+  await closed;
+  assert.doesNotMatch(stderr, /rollout-scored/, 'killed before its scores came back');
+  const batchId = /"batchId":"(batch-[0-9a-f]+)"/.exec(stderr)![1]!;
+
+  const resumed = await runCli(
+    [
+      'dataset',
+      'run',
+      'tasks',
+      '--resume',
+      batchId,
+      '--json',
+      '--progress',
+      'json',
+      '--',
+      process.execPath,
+      'agent.js',
+    ],
+    { cwd },
+  );
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.match(resumed.stderr, /scoring 2 rollouts of the batch that ended unscored before the resume/);
+  const summary = JSON.parse(resumed.stdout.trim().split('\n').at(-1)!) as BatchSummary;
+  assert.equal(summary.scoring.scored, 2);
+  // The killed runner's job wrote first (the function's calls run one at a time): the resume's wrote nothing.
+  assert.match(resumed.stderr, /"rollout-scored"/);
+  await waitFor(
+    () => [...storeState(cwd).rewards.values()].every((rows) => rows.length >= 2),
+    'the rewards of both rollouts',
+    10_000,
+  );
+  // Give a second write time to land, were there one.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  assert.deepEqual(
+    [...storeState(cwd).rewards.entries()].map(([task, rows]) => [task, rows.map((r) => [r.name, r.value])]),
+    [
+      [
+        'right',
+        [
+          ['length', 1],
+          ['reward', 1],
+        ],
+      ],
+      [
+        'wrong',
+        [
+          ['length', 1],
+          ['reward', 1],
+        ],
+      ],
+    ],
+  );
 });

@@ -123,6 +123,59 @@ describe('scoring pipeline', () => {
     assert.equal(store.listRewards(annotated).filter((r) => r.source === 'human').length, 2);
   });
 
+  test('skipScored: of two jobs scoring a rollout at once only the first writes, and a rollout scored before is left out', async (t) => {
+    const { store } = setup(t);
+    const spec = { sources: [{ type: 'rule' as const, rule: { rule: 'exact' as const } }] };
+    const racing = recordRollout(store, { answer: 'Paris', task: { input: { expected: 'Paris' } } });
+    // A person's and an agent's reward are not automatic: the rollout is still scored.
+    const annotated = recordRollout(store, { answer: 'Rome', task: { input: { expected: 'Paris' } } });
+    store.addReward(parsed('addReward', { rolloutId: annotated, value: 0.2, source: 'human', author: 'ana' }));
+    // Both jobs choose the rollouts before either writes (a resume and the job of the runner it follows).
+    const [first, second] = await Promise.all([
+      score(store, { spec, rollouts: [racing, annotated], skipScored: true }),
+      score(store, { spec, rollouts: [racing, annotated], skipScored: true }),
+    ]);
+    const automatic = (id: string) =>
+      store
+        .listRewards(id)
+        .filter((r) => r.source !== 'human')
+        .map((r) => [r.name, r.value]);
+    assert.deepEqual(automatic(racing), [
+      ['rule.exact', 1],
+      ['reward', 1],
+    ]);
+    assert.deepEqual(automatic(annotated), [
+      ['rule.exact', 0],
+      ['reward', 0],
+    ]);
+    assert.deepEqual(
+      first.results.map((r) => [r.rolloutId, r.value, r.sources[0]!.kind]),
+      [
+        [racing, 1, 'scored'],
+        [annotated, 0, 'scored'],
+      ],
+    );
+    // The second job reports what the first wrote, as a skipped source.
+    assert.deepEqual(
+      second.results.map((r) => [r.rolloutId, r.value, r.sources[0]!.kind]),
+      [
+        [racing, 1, 'skipped'],
+        [annotated, 0, 'skipped'],
+      ],
+    );
+    assert.match(
+      (second.results[0]!.sources[0] as { reason: string }).reason,
+      /another scoring job wrote its 2 automatic reward rows first/,
+    );
+    assert.equal(second.scored, 2);
+    // Chosen after the first commit, a scored rollout is not scored again; without skipScored it is (rows appended).
+    const later = await score(store, { spec, rollouts: [racing], skipScored: true });
+    assert.deepEqual([later.scored, later.results.length], [0, 0]);
+    assert.equal(automatic(racing).length, 2);
+    await score(store, { spec, rollouts: [racing] });
+    assert.equal(automatic(racing).length, 4);
+  });
+
   test('first-available: the first source that gives a value, in order; the reward model scores the rest', async (t) => {
     const { store } = setup(t);
     const expected = JSON.parse(fs.readFileSync(path.join(MODEL_FIXTURE, 'expected.json'), 'utf8')) as Array<{

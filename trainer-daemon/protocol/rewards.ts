@@ -232,6 +232,12 @@ export const ScoreRolloutsParams = z.strictObject({
   dataset: z.string().min(1).max(200).optional(),
   /** Only rollouts with no reward of any source yet. */
   unrated: z.boolean().default(false),
+  /**
+   * Leave out the rollouts that hold an automatically scored reward (a rule's, a judge's or a model's): checked when
+   * they are chosen, and again in the commit that writes their rows, so that of two jobs scoring one rollout at once
+   * only the first writes (the other reports the rows it found, as a `skipped` source). The dataset runner's.
+   */
+  skipScored: z.boolean().default(false),
   /** A client-chosen id for `rewards/progress` notifications and `rewards/cancel`. */
   jobId: z.string().min(1).max(100).optional(),
   /**

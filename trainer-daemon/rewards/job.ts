@@ -7,7 +7,7 @@
  */
 import path from 'node:path';
 import type { z } from 'zod';
-import type { Rollout, RolloutScore, ScoreRolloutsParams, ScoreRolloutsResult, Task } from '../protocol';
+import type { Reward, Rollout, RolloutScore, ScoreRolloutsParams, ScoreRolloutsResult, Task } from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
 import type { Store } from '../store/store';
 import type { Trajectory } from '../protocol/lightningrl';
@@ -51,24 +51,49 @@ async function scoreTrajectories(
   deps: ScoringDeps,
   scorer: RewardScorer,
   trajectories: readonly Trajectory[],
-  author: string,
+  how: { readonly author: string; readonly skipScored: boolean },
   lookup = new TaskLookup(deps.store),
 ): Promise<RolloutScore[]> {
   const scores = await scorer.score(
     trajectories.map((t) => ({ trajectory: toScoringTrajectory(t), task: toScoringTask(t, lookup.task(t)) })),
     deps.judge,
   );
-  await record(deps, scorer, scores, author);
-  return scores;
+  const scoredBefore = await record(deps, scorer, scores, how);
+  return scores.map((score) => {
+    const found = scoredBefore.get(score.rolloutId);
+    return found ? scoredElsewhere(score.rolloutId, found, scorer.resolved.spec.name) : score;
+  });
 }
 
-/** Appends one row per scored source and one for the combined value, all in one commit. */
+/**
+ * A rollout another job scored while this one did (`skipScored`): its rows stand, this job's were not written. Its
+ * value is the newest combined row of this spec's name it holds, if any.
+ */
+function scoredElsewhere(rolloutId: string, rows: readonly Reward[], specName: string): RolloutScore {
+  const combined = rows.filter((row) => row.name === specName).at(-1);
+  return {
+    rolloutId,
+    value: combined?.value ?? null,
+    sources: [
+      {
+        kind: 'skipped',
+        name: 'scored already',
+        reason: `another scoring job wrote its ${rows.length} automatic reward row${rows.length === 1 ? '' : 's'} first; they stand, and this job's were not written`,
+      },
+    ],
+  };
+}
+
+/**
+ * Appends one row per scored source and one for the combined value, all in one commit. With `skipScored`, the rows
+ * of rollouts that hold an automatic reward by then are left out: returns those rollouts' automatic rows.
+ */
 async function record(
   deps: ScoringDeps,
   scorer: RewardScorer,
   scores: readonly RolloutScore[],
-  author: string,
-): Promise<void> {
+  { author, skipScored }: { readonly author: string; readonly skipScored: boolean },
+): Promise<ReadonlyMap<string, Reward[]>> {
   const { spec } = scorer.resolved;
   const base = { spanId: null, author, comment: null };
   const rows = scores.flatMap((score) => {
@@ -98,13 +123,27 @@ async function record(
       },
     ];
   });
-  if (rows.length === 0) return;
-  if (deps.writes) await deps.writes.submit(() => deps.store.addRewards(rows), rows.length);
-  else deps.store.addRewards(rows);
+  if (rows.length === 0) return new Map();
+  const write = (): Map<string, Reward[]> => {
+    if (skipScored) return deps.store.addRewardsIfUnscored(rows);
+    deps.store.addRewards(rows);
+    return new Map();
+  };
+  return deps.writes ? await deps.writes.submit(write, rows.length) : write();
 }
 
-/** The rollouts a request selects, finished ones only, judge calls excluded. */
+/**
+ * The rollouts a request selects, finished ones only, judge calls excluded; with `skipScored`, those holding an
+ * automatic reward left out.
+ */
 function select(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rollout[] {
+  const chosen = selected(store, params);
+  if (!params.skipScored) return chosen;
+  const scored = store.automaticRewards(chosen.map((rollout) => rollout.id));
+  return chosen.filter((rollout) => !scored.has(rollout.id));
+}
+
+function selected(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rollout[] {
   if (params.rollouts) {
     if (params.dataset !== undefined || params.unrated)
       throw new InvalidInputError('params.rollouts: give rollouts, or a dataset and/or unrated, not both');
@@ -223,7 +262,8 @@ export async function scoreRollouts(
           result.cancelled = true;
           break;
         }
-        tally(await scoreTrajectories(deps, scorer, deps.store.trajectoriesFor(chunk), 'lightning', lookup));
+        const how = { author: 'lightning', skipScored: params.skipScored };
+        tally(await scoreTrajectories(deps, scorer, deps.store.trajectoriesFor(chunk), how, lookup));
       }
     });
     if (result.cancelled) break;

@@ -47,7 +47,8 @@ const LOOKUPS_AT_ONCE = 8;
  * The rollouts among `rollouts` that ended with an outcome but hold no automatically scored reward, in their order: a
  * resumed batch's rollouts that its interrupted runner did not get to score (it scores each as it ends), or all of them
  * when it ran without a rewards file. A scoring job of the interrupted runner still running in the daemon is not seen
- * here: its rollouts are scored again (the rows appended twice).
+ * here: the resume scores its rollouts too, and the daemon writes the rows of whichever job commits first
+ * (`skipScored`).
  */
 export async function finishedUnscored(client: RunnerClient, rollouts: readonly Rollout[]): Promise<string[]> {
   const ended = rollouts.filter((rollout) => hasOutcome(rollout.status)).map((rollout) => rollout.id);
@@ -126,6 +127,9 @@ export class ScoringQueue {
         await this.client.request('scoreRollouts', {
           ...this.scoring.source,
           rollouts: rolloutIds,
+          // A batch's rollout is scored once: a resume and the runner it follows may score one at once (its job can
+          // outlive it in the daemon), and the daemon writes only the first's rows.
+          skipScored: true,
           jobId,
           apiKeys: this.scoring.apiKeys,
         })

@@ -42,6 +42,7 @@ import type {
   TrainingRunSummary,
   TransitionRolloutParams,
 } from '../protocol';
+import { AUTOMATIC_REWARD_SOURCES } from '../protocol/records';
 import type { Event } from '../protocol/event';
 import { StoreCommits, type GroupedOutcome } from './commits';
 import { openDatabase, type OpenOptions } from './database';
@@ -355,6 +356,23 @@ export class Store {
     this.commits.rolloutsChanged([...new Set(rows.map((row) => row.rolloutId))]);
   }
 
+  /**
+   * addRewards for the rows of rollouts that hold no automatically scored reward yet, checked in the same transaction:
+   * of two scoring jobs that scored one rollout at once, the second writes nothing for it. Returns the automatic rows
+   * that made each other rollout's rows be left out, by rollout.
+   */
+  addRewardsIfUnscored(rows: ReadonlyArray<z.output<typeof AddRewardParams>>): Map<string, Reward[]> {
+    let scored = new Map<string, Reward[]>();
+    const kept = this.commits.write(() => {
+      scored = this.automaticRewards([...new Set(rows.map((row) => row.rolloutId))]);
+      const unscored = rows.filter((row) => !scored.has(row.rolloutId));
+      this.rewards.addMany(unscored);
+      return unscored;
+    });
+    this.commits.rolloutsChanged([...new Set(kept.map((row) => row.rolloutId))]);
+    return scored;
+  }
+
   importDataset(params: z.output<typeof ImportDatasetParams>): Dataset {
     return this.commits.write(() => this.datasets.create(params));
   }
@@ -365,6 +383,16 @@ export class Store {
 
   listTasks(dataset: string, split?: Task['split']): { dataset: Dataset; items: Task[] } {
     return this.datasets.tasks(dataset, split);
+  }
+
+  /** The automatically scored rows (a rule's, a judge's, a model's, their combined value) of the rollouts with any. */
+  automaticRewards(rolloutIds: readonly string[]): Map<string, Reward[]> {
+    const found = new Map<string, Reward[]>();
+    for (const [rolloutId, rewards] of this.rewards.listMany(rolloutIds)) {
+      const automatic = rewards.filter((reward) => AUTOMATIC_REWARD_SOURCES.includes(reward.source));
+      if (automatic.length > 0) found.set(rolloutId, automatic);
+    }
+    return found;
   }
 
   listRewards(rolloutId: string): Reward[] {
