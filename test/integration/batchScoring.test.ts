@@ -223,7 +223,8 @@ test('dataset run --rewards FILE in worker mode scores every rollout; a bad rewa
   );
 });
 
-test('dataset run --resume scores the rollouts its batch ended without scoring (a runner stopped first, or no rewards file then), once', async (t) => {
+/** A folder with the agent and the dataset `tasks` of two quick tasks (right, wrong), imported. */
+async function twoTaskDataset(t: Parameters<typeof tempDir>[0]): Promise<string> {
   const cwd = tempDir(t);
   fs.writeFileSync(path.join(cwd, 'agent.js'), AGENT);
   fs.writeFileSync(
@@ -234,6 +235,11 @@ test('dataset run --resume scores the rollouts its batch ended without scoring (
   );
   const imported = await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
   assert.equal(imported.code, 0, imported.stderr);
+  return cwd;
+}
+
+test('dataset run --resume scores the rollouts its batch ended without scoring (a runner stopped first, or no rewards file then), once', async (t) => {
+  const cwd = await twoTaskDataset(t);
   // No rewards file yet: the batch ends with nothing scored.
   const first = await runCli(['dataset', 'run', 'tasks', '--json', '--', process.execPath, 'agent.js'], { cwd });
   assert.equal(first.code, 0, first.stderr);
@@ -281,16 +287,7 @@ const SLOW = `export default async (trajectory) => {
 `;
 
 test('dataset run --resume right after its runner was killed while scoring: the rollouts get one set of reward rows', async (t) => {
-  const cwd = tempDir(t);
-  fs.writeFileSync(path.join(cwd, 'agent.js'), AGENT);
-  fs.writeFileSync(
-    path.join(cwd, 'tasks.jsonl'),
-    TASKS.filter((task) => task.id === 'right' || task.id === 'wrong')
-      .map((task) => JSON.stringify(task))
-      .join('\n'),
-  );
-  const imported = await runCli(['dataset', 'import', 'tasks.jsonl'], { cwd });
-  assert.equal(imported.code, 0, imported.stderr);
+  const cwd = await twoTaskDataset(t);
   fs.writeFileSync(
     path.join(cwd, '.lightning', 'rewards.json'),
     JSON.stringify({ default: { sources: [{ type: 'function', name: 'length', module: 'slow.mjs' }] } }),
