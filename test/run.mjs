@@ -181,10 +181,16 @@ function grouped(list) {
  * The files with needs (PyTorch training, an editor in a browser) keep both cores busy alone, and their timing checks
  * were measured so: two at a time. TEST_CONCURRENCY sets both.
  */
-const CONCURRENCY = {
-  light: Number(process.env.TEST_CONCURRENCY ?? 3),
-  heavy: Number(process.env.TEST_CONCURRENCY ?? 2),
-};
+function concurrency(fallback) {
+  const given = process.env.TEST_CONCURRENCY;
+  if (given === undefined) return fallback;
+  if (!/^[1-9][0-9]*$/.test(given)) {
+    console.error(`npm test: TEST_CONCURRENCY=${given} is not a whole number of files at once (1 or more); unset it`);
+    process.exit(2);
+  }
+  return Number(given);
+}
+const CONCURRENCY = { light: concurrency(3), heavy: concurrency(2) };
 
 /** node's test runner over `list` (files with needs) with `node`: the Ray files alone after the rest (startsRay). */
 async function nodeTests(list, env, node = process.execPath, label = '') {
@@ -295,7 +301,7 @@ try {
 }
 // A provisioning step that cannot be done here (as an unprivileged user: the exact apt-get line) is said at once; the
 // files that need nothing still run, the others do not.
-const provisioning = timed('provisioning', provisionBeside).then(
+const provisioning = timed('provisioning (beside the first files)', provisionBeside).then(
   (env) => ({ env }),
   (error) => {
     console.error(`npm test: cannot provision what the files with needs need: ${error?.message ?? String(error)}`);

@@ -279,66 +279,68 @@ test('dataset run --resume scores the rollouts its batch ended without scoring (
   assert.deepEqual(rows(), scoredRows);
 });
 
-/** A reward function that takes a while: the scoring job of a runner killed meanwhile still runs in the daemon. */
-const SLOW = `export default async (trajectory) => {
-  await new Promise((resolve) => setTimeout(resolve, 1500));
+/**
+ * A reward function that waits for a file to exist (then scores the answer's length): the scoring job of a runner
+ * killed meanwhile still runs in the daemon, until the test lets it go on.
+ */
+const gatedReward = (gate: string): string => `import fs from 'node:fs';
+export default async (trajectory) => {
+  while (!fs.existsSync(${JSON.stringify(gate)})) await new Promise((resolve) => setTimeout(resolve, 20));
   return trajectory.finalAnswer.length;
 };
 `;
 
 test('dataset run --resume right after its runner was killed while scoring: the rollouts get one set of reward rows', async (t) => {
   const cwd = await twoTaskDataset(t);
+  const gate = path.join(cwd, 'go-on');
   fs.writeFileSync(
     path.join(cwd, '.lightning', 'rewards.json'),
-    JSON.stringify({ default: { sources: [{ type: 'function', name: 'length', module: 'slow.mjs' }] } }),
+    JSON.stringify({
+      default: { sources: [{ type: 'function', name: 'length', module: 'gated.mjs', timeoutMs: 120_000 }] },
+    }),
   );
-  fs.writeFileSync(path.join(cwd, '.lightning', 'slow.mjs'), SLOW);
+  fs.writeFileSync(path.join(cwd, '.lightning', 'gated.mjs'), gatedReward(gate));
   // A daemon of its own (as the editor's or `lightning serve`): the runner's scoring job outlives the runner there.
   const daemon = await startDaemon(path.join(cwd, '.lightning', 'store.db'));
   t.after(() => daemon.stop());
-  const runner = spawn(
-    process.execPath,
-    [CLI, 'dataset', 'run', 'tasks', '--progress', 'json', '--', process.execPath, 'agent.js'],
-    { cwd, stdio: ['ignore', 'pipe', 'pipe'] },
-  );
-  let stderr = '';
-  runner.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const closed = new Promise((resolve) => runner.on('close', resolve));
-  await waitFor(() => stderr.split('"rollout-finished"').length === 3, 'both rollouts to end', 20_000);
-  runner.kill('SIGKILL');
-  await closed;
-  assert.doesNotMatch(stderr, /rollout-scored/, 'killed before its scores came back');
-  const batchId = /"batchId":"(batch-[0-9a-f]+)"/.exec(stderr)![1]!;
-
-  const resumed = await runCli(
-    [
-      'dataset',
-      'run',
-      'tasks',
-      '--resume',
-      batchId,
-      '--json',
-      '--progress',
-      'json',
-      '--',
+  const runCommand = (args: string[]) => {
+    const child = spawn(
       process.execPath,
-      'agent.js',
-    ],
-    { cwd },
-  );
-  assert.equal(resumed.code, 0, resumed.stderr);
-  assert.match(resumed.stderr, /scoring 2 rollouts of the batch that ended unscored before the resume/);
-  const summary = JSON.parse(resumed.stdout.trim().split('\n').at(-1)!) as BatchSummary;
-  assert.equal(summary.scoring.scored, 2);
-  // The killed runner's job wrote first (the function's calls run one at a time): the resume's wrote nothing.
-  assert.match(resumed.stderr, /"rollout-scored"/);
+      [CLI, 'dataset', 'run', 'tasks', ...args, '--', process.execPath, 'agent.js'],
+      {
+        cwd,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    const output = { stdout: '', stderr: '' };
+    child.stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
+    const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
+    return { child, output, closed };
+  };
+  const runner = runCommand(['--progress', 'json']);
+  await waitFor(() => runner.output.stderr.split('"rollout-finished"').length === 3, 'both rollouts to end', 30_000);
+  runner.child.kill('SIGKILL');
+  await runner.closed;
+  assert.doesNotMatch(runner.output.stderr, /rollout-scored/, 'killed before its scores came back');
+  const batchId = /"batchId":"(batch-[0-9a-f]+)"/.exec(runner.output.stderr)![1]!;
+
+  const resume = runCommand(['--resume', batchId, '--json', '--progress', 'json']);
   await waitFor(
-    () => [...storeState(cwd).rewards.values()].every((rows) => rows.length >= 2),
-    'the rewards of both rollouts',
-    10_000,
+    () => /scoring 2 rollouts of the batch that ended unscored before the resume/.test(resume.output.stderr),
+    'the resume to find both rollouts unscored',
+    30_000,
   );
-  // Give a second write time to land, were there one.
-  await new Promise((resolve) => setTimeout(resolve, 500));
+  // Both jobs have the rollouts to score now: the killed runner's job, in the daemon, goes first.
+  fs.writeFileSync(gate, '');
+  assert.equal(await resume.closed, 0, resume.output.stderr);
+  const summary = JSON.parse(resume.output.stdout.trim().split('\n').at(-1)!) as BatchSummary;
+  assert.equal(summary.scoring.scored, 2);
+  const scored = resume.output.stderr
+    .split('\n')
+    .filter((line) => line.includes('"rollout-scored"'))
+    .map((line) => (JSON.parse(line) as { reward: number | null }).reward);
+  assert.deepEqual(scored, [1, 1]);
   assert.deepEqual(
     [...storeState(cwd).rewards.entries()].map(([task, rows]) => [task, rows.map((r) => [r.name, r.value])]),
     [

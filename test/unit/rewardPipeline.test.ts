@@ -168,12 +168,37 @@ describe('scoring pipeline', () => {
       /another scoring job wrote its 2 automatic reward rows first/,
     );
     assert.equal(second.scored, 2);
-    // Chosen after the first commit, a scored rollout is not scored again; without skipScored it is (rows appended).
+    // Chosen after the first commit, a scored rollout is not scored again but reported as it is; without skipScored it
+    // is scored again (rows appended).
     const later = await score(store, { spec, rollouts: [racing], skipScored: true });
-    assert.deepEqual([later.scored, later.results.length], [0, 0]);
+    assert.deepEqual(
+      later.results.map((r) => [r.rolloutId, r.value, r.sources[0]!.kind]),
+      [[racing, 1, 'skipped']],
+    );
+    assert.equal(later.scored, 1);
     assert.equal(automatic(racing).length, 2);
     await score(store, { spec, rollouts: [racing] });
     assert.equal(automatic(racing).length, 4);
+
+    // A job whose sources all fail writes no rows; a rollout another job scored meanwhile is reported as it left it.
+    const failing = {
+      sources: [
+        {
+          type: 'function' as const,
+          module: path.join(__dirname, '..', 'fixtures', 'rewards', 'functions', 'throws.mjs'),
+        },
+      ],
+    };
+    const fresh = recordRollout(store, { answer: 'Paris', task: { input: { expected: 'Paris' } } });
+    const [, failed] = await Promise.all([
+      score(store, { spec, rollouts: [fresh], skipScored: true }),
+      score(store, { spec: failing, rollouts: [fresh], skipScored: true }),
+    ]);
+    assert.deepEqual(
+      failed.results.map((r) => [r.value, r.sources[0]!.kind]),
+      [[1, 'skipped']],
+    );
+    assert.equal(automatic(fresh).length, 2);
   });
 
   test('first-available: the first source that gives a value, in order; the reward model scores the rest', async (t) => {

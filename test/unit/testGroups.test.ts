@@ -26,14 +26,14 @@ test('grouped test files: a failure and a file that cannot load are counted and 
 test('the files that need nothing run beside the provisioning, and still run when it fails; a file with needs then does not', () => {
   const files = ['passes', 'needs-node24'].map((name) => `test/fixtures/test-groups/${name}.test.ts`);
   const { NODE_TEST_CONTEXT: _, ...env } = process.env;
-  // A cache folder that cannot be made: installing Node 24 into it fails.
+  // A cache folder that cannot be made: installing Node 24 into it fails (elsewhere than on linux-x64, so does asking).
   const run = spawnSync(process.execPath, ['test/run.mjs', ...files], {
     cwd: repo,
     encoding: 'utf8',
     env: { ...env, LIGHTNING_CACHE: '/dev/null/cache' },
   });
   assert.equal(run.status, 1, run.stderr);
-  assert.match(run.stderr, /npm test: cannot provision what the files with needs need: .*\/dev\/null\/cache/);
+  assert.match(run.stderr, /npm test: cannot provision what the files with needs need: /);
   assert.match(run.stdout, /✔ a grouped test that passes/);
   assert.doesNotMatch(run.stdout, /a test that runs only once its needs are provisioned/);
   assert.match(run.stdout, /where the time went: .*node tests that need nothing \(1 files\)/);

@@ -235,7 +235,8 @@ export const ScoreRolloutsParams = z.strictObject({
   /**
    * Leave out the rollouts that hold an automatically scored reward (a rule's, a judge's or a model's): checked when
    * they are chosen, and again in the commit that writes their rows, so that of two jobs scoring one rollout at once
-   * only the first writes (the other reports the rows it found, as a `skipped` source). The dataset runner's.
+   * only the first writes. Each rollout left out is reported with the value its rows hold, as a `skipped` source. A
+   * dataset run's (`lightning dataset run`, and its `--resume`).
    */
   skipScored: z.boolean().default(false),
   /** A client-chosen id for `rewards/progress` notifications and `rewards/cancel`. */

@@ -66,11 +66,11 @@ async function scoreTrajectories(
 }
 
 /**
- * A rollout another job scored while this one did (`skipScored`): its rows stand, this job's were not written. Its
- * value is the newest combined row of this spec's name it holds, if any.
+ * A rollout another job scored before this one wrote (`skipScored`): its rows stand, this job writes none. Its value is
+ * the newest combined row of this spec's name it holds, if any.
  */
-function scoredElsewhere(rolloutId: string, rows: readonly Reward[], specName: string): RolloutScore {
-  const combined = rows.filter((row) => row.name === specName).at(-1);
+function scoredElsewhere(rolloutId: string, rows: readonly Reward[], specName: string | undefined): RolloutScore {
+  const combined = specName === undefined ? undefined : rows.filter((row) => row.name === specName).at(-1);
   return {
     rolloutId,
     value: combined?.value ?? null,
@@ -123,27 +123,23 @@ async function record(
       },
     ];
   });
-  if (rows.length === 0) return new Map();
+  // With skipScored, even a rollout this job has no rows for (its sources all failed) is looked up: one that another
+  // job scored meanwhile is reported as that job left it.
+  if (rows.length === 0 && !skipScored) return new Map();
   const write = (): Map<string, Reward[]> => {
-    if (skipScored) return deps.store.addRewardsIfUnscored(rows);
+    if (skipScored)
+      return deps.store.addRewardsIfUnscored(
+        scores.map((score) => score.rolloutId),
+        rows,
+      );
     deps.store.addRewards(rows);
     return new Map();
   };
-  return deps.writes ? await deps.writes.submit(write, rows.length) : write();
+  return deps.writes ? await deps.writes.submit(write, Math.max(1, rows.length)) : write();
 }
 
-/**
- * The rollouts a request selects, finished ones only, judge calls excluded; with `skipScored`, those holding an
- * automatic reward left out.
- */
+/** The rollouts a request selects, finished ones only, judge calls excluded. */
 function select(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rollout[] {
-  const chosen = selected(store, params);
-  if (!params.skipScored) return chosen;
-  const scored = store.automaticRewards(chosen.map((rollout) => rollout.id));
-  return chosen.filter((rollout) => !scored.has(rollout.id));
-}
-
-function selected(store: Store, params: z.output<typeof ScoreRolloutsParams>): Rollout[] {
   if (params.rollouts) {
     if (params.dataset !== undefined || params.unrated)
       throw new InvalidInputError('params.rollouts: give rollouts, or a dataset and/or unrated, not both');
@@ -222,7 +218,12 @@ export async function scoreRollouts(
     choice: choose(rollout),
     key: taskKey(rollout.task && { id: rollout.task.id ?? null, input: rollout.task.input }, rollout.id),
   }));
-  const specs = [...new Set(planned.flatMap((p) => (p.choice.kind === 'spec' ? [p.choice.spec] : [])))];
+  // With skipScored, the rollouts another job has scored already are reported as it left them, and not scored again.
+  const scoredBefore = params.skipScored
+    ? deps.store.automaticRewards(planned.map((p) => p.rollout.id))
+    : new Map<string, Reward[]>();
+  const toScore = planned.filter((p) => !scoredBefore.has(p.rollout.id));
+  const specs = [...new Set(toScore.flatMap((p) => (p.choice.kind === 'spec' ? [p.choice.spec] : [])))];
   const result: ScoreRolloutsResult = { scored: 0, unscored: 0, errors: 0, cancelled: false, results: [] };
   let done = 0;
   const lookup = new TaskLookup(deps.store);
@@ -238,7 +239,15 @@ export async function scoreRollouts(
     options.onProgress?.({ done, total: rollouts.length, errors: result.errors });
   };
   tally(
-    planned.flatMap((p) =>
+    planned.flatMap((p) => {
+      const rows = scoredBefore.get(p.rollout.id);
+      return rows
+        ? [scoredElsewhere(p.rollout.id, rows, p.choice.kind === 'spec' ? p.choice.spec.spec.name : undefined)]
+        : [];
+    }),
+  );
+  tally(
+    toScore.flatMap((p) =>
       p.choice.kind === 'none'
         ? [
             {
@@ -251,7 +260,7 @@ export async function scoreRollouts(
     ),
   );
   for (const spec of specs) {
-    const ids = planned
+    const ids = toScore
       .filter((p) => p.choice.kind === 'spec' && p.choice.spec === spec)
       .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
       .map((p) => ({ rollout: p.rollout, key: p.key }));

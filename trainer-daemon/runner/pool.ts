@@ -106,4 +106,10 @@ export interface RolloutScoring {
   readonly apiKeys: Record<string, string>;
   /** Score the whole batch at its end rather than each rollout as it finishes (a relative judge ranks groups). */
   readonly atEnd: boolean;
+  /**
+   * Leave out rollouts that hold an automatic reward, checked again as the rows are written (`rewards/score`'s
+   * `skipScored`): a dataset run's, since a resume and the stopped runner it follows (whose scoring job can outlive
+   * it in the daemon) may score one rollout at once.
+   */
+  readonly skipScored?: boolean;
 }

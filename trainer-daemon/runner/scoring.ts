@@ -127,9 +127,8 @@ export class ScoringQueue {
         await this.client.request('scoreRollouts', {
           ...this.scoring.source,
           rollouts: rolloutIds,
-          // A batch's rollout is scored once: a resume and the runner it follows may score one at once (its job can
-          // outlive it in the daemon), and the daemon writes only the first's rows.
-          skipScored: true,
+          // Sent only when asked (a dataset run), so that GRPO's and APO's scoring reads no rewards it need not.
+          ...(this.scoring.skipScored ? { skipScored: true } : {}),
           jobId,
           apiKeys: this.scoring.apiKeys,
         })

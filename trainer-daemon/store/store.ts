@@ -359,12 +359,15 @@ export class Store {
   /**
    * addRewards for the rows of rollouts that hold no automatically scored reward yet, checked in the same transaction:
    * of two scoring jobs that scored one rollout at once, the second writes nothing for it. Returns the automatic rows
-   * that made each other rollout's rows be left out, by rollout.
+   * that the rollouts among `rolloutIds` (the scored ones, with rows or not) hold already, by rollout.
    */
-  addRewardsIfUnscored(rows: ReadonlyArray<z.output<typeof AddRewardParams>>): Map<string, Reward[]> {
+  addRewardsIfUnscored(
+    rolloutIds: readonly string[],
+    rows: ReadonlyArray<z.output<typeof AddRewardParams>>,
+  ): Map<string, Reward[]> {
     let scored = new Map<string, Reward[]>();
     const kept = this.commits.write(() => {
-      scored = this.automaticRewards([...new Set(rows.map((row) => row.rolloutId))]);
+      scored = this.automaticRewards([...new Set([...rolloutIds, ...rows.map((row) => row.rolloutId)])]);
       const unscored = rows.filter((row) => !scored.has(row.rolloutId));
       this.rewards.addMany(unscored);
       return unscored;

@@ -293,7 +293,9 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
       env: process.env,
       onSpawn: (pid) => pids.record(pid),
       onAttempt: (event) => progress.attempt(event),
-      scoring,
+      // Each of the batch's rollouts gets one set of reward rows: a resume and the stopped runner it follows (whose
+      // scoring job can outlive it in the daemon) may score one at once, and whichever commits second writes none.
+      scoring: scoring && { ...scoring, skipScored: true },
       onScored: (score) => progress.scored(score),
       ray,
     });
