@@ -1,7 +1,6 @@
 // `npm test`: provisions what the suites need (test/provision/: Debian packages as root, the trainer worker's test
-// venv, the e2e suite's VS Code and browser driver, Node 24) while the files that need nothing run, then runs the rest
-// with node's test runner (TypeScript through tsx) and pytest, and ends with the line `N passed, N failed`. A suite
-// that cannot run is a failure.
+// venv, the e2e suite's VS Code and browser driver, Node 24), then runs them with node's test runner (TypeScript
+// through tsx) and pytest, and ends with the line `N passed, N failed`. A suite that cannot run is a failure.
 // Usage: node test/run.mjs [fast|unit|integration|e2e|python|node24|FILE…]   (default: all but fast)
 //   fast     unit + the integration files that declare no needs (test/provision/needs.mjs): nothing provisioned,
 //            PyTorch hidden
@@ -11,10 +10,17 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Worker } from 'node:worker_threads';
-import { ProvisionError, REPO } from './provision/index.mjs';
-import { needsOf } from './provision/needs.mjs';
-import { checkRoot, fastEnv } from './provision/plan.mjs';
+import {
+  ensureApt,
+  ensureBrowserDriver,
+  ensureEditor,
+  ensureNode,
+  ensurePythonVenv,
+  EDITORS,
+  ProvisionError,
+  REPO,
+} from './provision/index.mjs';
+import { needsOf, torchShim } from './provision/needs.mjs';
 
 const root = path.join(REPO, 'test');
 const SUITES = ['unit', 'integration', 'e2e', 'python', 'node24'];
@@ -48,6 +54,7 @@ function testFiles(dir) {
 
 const args = process.argv.slice(2);
 const suites = args.length ? args : SUITES;
+const fast = suites.includes('fast');
 const files = suites
   .filter((arg) => arg !== 'python' && arg !== 'node24')
   .flatMap((arg) => {
@@ -68,23 +75,44 @@ const withPython = suites.includes('python');
 const withNode24 = suites.includes('node24');
 const inE2e = (file) => file.includes(`${path.sep}e2e${path.sep}`);
 
-/**
- * Installs (or finds) what the chosen files and suites need (test/provision/plan.mjs) in a worker thread, so that the
- * files that need nothing run meanwhile: on a fresh machine provisioning takes minutes of downloads and unpacking
- * (a venv with PyTorch, two VS Code builds, Debian packages). Resolves with the env the other files get.
- */
-function provisionBeside() {
-  return new Promise((resolve, reject) => {
-    const worker = new Worker(new URL('./provision/worker.mjs', import.meta.url), {
-      workerData: { files, python: withPython, node24: withNode24 },
-    });
-    worker.once('message', ({ env, error }) => {
-      if (env) resolve(env);
-      else reject(error.provision ? new ProvisionError(error.message) : new Error(error.message));
-    });
-    worker.once('error', reject);
-    worker.once('exit', (code) => reject(new Error(`provisioning stopped (exit ${code}) before it answered`)));
-  });
+/** Everything the chosen files (and suites) need, installed or found before any test starts; the env the tests get. */
+function provision() {
+  const env = {};
+  const needs = new Set(files.flatMap((file) => [...needsOf(file)]));
+  if (withPython) needs.add('venv');
+  if (withNode24) needs.add('node24');
+  const rootOnly = files.filter((file) => needsOf(file).has('root'));
+  if (rootOnly.length > 0 && process.getuid?.() !== 0) {
+    throw new ProvisionError(
+      `${rootOnly.map((file) => path.relative(REPO, file)).join(' and ')} need root (a mount namespace, a tmpfs). Run:\n  sudo npm test\nor run the other suites: npm test -- fast unit python node24`,
+    );
+  }
+  const apt = [];
+  // The trainer worker in the daemon's tests and the demo runs on Debian's PyTorch (fast on few cores).
+  if (needs.has('torch')) {
+    apt.push({ name: 'python3-torch', why: "the trainer worker's PyTorch in the training tests" });
+    apt.push({ name: 'libopenblas0-pthread', why: 'a fast BLAS for that PyTorch (the reference BLAS is ~15x slower)' });
+  }
+  if (needs.has('unzip')) apt.push({ name: 'unzip', why: "the package test reads each VSIX's files" });
+  if (apt.length > 0) ensureApt(apt);
+  // PyTorch 2 + transformers + peft + trl, Ray and the agent SDKs: pytest, the Ray and the Python SDK tests run on it.
+  if (needs.has('venv')) env.LIGHTNING_TEST_PYTHON = ensurePythonVenv();
+  if (needs.has('node24')) env.LIGHTNING_NODE24 = ensureNode(24).node;
+  if (needs.has('editor')) {
+    env.LIGHTNING_E2E_DRIVER = ensureBrowserDriver();
+    for (const which of Object.keys(EDITORS)) {
+      const editor = ensureEditor(which);
+      env[`LIGHTNING_E2E_CODE_SERVER_${which.toUpperCase()}`] = editor.codeServer;
+      env[`LIGHTNING_E2E_PATH_${which.toUpperCase()}`] = editor.env.PATH;
+    }
+  }
+  if (fast) {
+    // PyTorch hidden, so a file in the fast tier that quietly needs it fails instead of passing where it is installed.
+    const shim = torchShim(fs.mkdtempSync(path.join(os.tmpdir(), 'lightning-fast-')));
+    env.PYTHONPATH = [shim, process.env.PYTHONPATH].filter(Boolean).join(path.delimiter);
+    for (const name of ['LIGHTNING_TEST_PYTHON', 'LIGHTNING_NODE24']) env[name] = '';
+  }
+  return env;
 }
 
 /** Runs a test command, echoing its stdout; resolves with its exit code and output. */
@@ -175,33 +203,20 @@ function grouped(list) {
 }
 
 /**
- * How many test files run at once. The files that need nothing wait on sockets and child processes for part of their
- * time (a third of the wall time of the slowest, run alone): a third file at once fills those gaps. On this 2-core
- * machine, idle, they took 174 s two at a time, 144–145 s three at a time and 139 s four at a time (702 tests each).
- * The files with needs (PyTorch training, an editor in a browser) keep both cores busy alone, and their timing checks
- * were measured so: two at a time. TEST_CONCURRENCY sets both.
+ * How many test files run at once. The fast tier's files wait on sockets and child processes for part of their time
+ * (a third of the wall time of the slowest, run alone): a third file at once fills those gaps. On this 2-core machine,
+ * idle, the tier took 174 s two at a time, 144–145 s three at a time and 139 s four at a time (702 tests each). Any
+ * other run keeps two (`npm test`, and `npm test -- fast e2e`): its files with needs (PyTorch training, an editor in a
+ * browser) keep both cores busy alone, and their timing checks were measured so. TEST_CONCURRENCY sets it.
  */
-function concurrency(fallback) {
-  const given = process.env.TEST_CONCURRENCY;
-  if (given === undefined) return fallback;
-  if (!/^[1-9][0-9]*$/.test(given)) {
-    console.error(`npm test: TEST_CONCURRENCY=${given} is not a whole number of files at once (1 or more); unset it`);
-    process.exit(2);
-  }
-  return Number(given);
-}
-const CONCURRENCY = { light: concurrency(3), heavy: concurrency(2) };
+const CONCURRENCY = process.env.TEST_CONCURRENCY ?? (fast && suites.length === 1 ? 3 : 2);
 
-/** node's test runner over `list` (files with needs) with `node`: the Ray files alone after the rest (startsRay). */
+/** node's test runner over `list` with `node`: the Ray files alone after the rest (startsRay). */
 async function nodeTests(list, env, node = process.execPath, label = '') {
   const alone = list.filter(startsRay);
   const rest = list.filter((file) => !startsRay(file));
   return sum([
-    rest.length > 0
-      ? await timed(`node tests${label} (${rest.length} files)`, () =>
-          nodeTestRun(grouped(rest), env, node, CONCURRENCY.heavy),
-        )
-      : NONE,
+    await timed(`node tests${label} (${rest.length} files)`, () => nodeTestRun(grouped(rest), env, node, CONCURRENCY)),
     alone.length > 0
       ? await timed(`Ray files one at a time (${alone.length})`, () => nodeTestRun(alone, env, node, 1))
       : NONE,
@@ -275,49 +290,17 @@ async function pythonTests(python) {
   return { ok: code === 0 && failed === 0, passed: count('passed'), failed: Math.max(failed, code === 0 ? 0 : 1) };
 }
 
-/** The summary line (`N passed, N failed`, what CI reads) and the exit status. */
-function finish(results) {
-  console.log(
-    `npm test: where the time went: ${PHASES.map((phase) => `${phase.name} ${Math.round(phase.seconds)} s`).join(' · ')}`,
-  );
-  if (FAILURES.length > 0) console.log(`\nnpm test: the failures again (from above):\n${FAILURES.join('\n')}\n`);
-  const passed = results.reduce((sum, r) => sum + r.passed, 0);
-  const failed = results.reduce((sum, r) => sum + r.failed, 0);
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(results.every((r) => r.ok) && failed === 0 && passed > 0 ? 0 : 1);
-}
-
-// The files that need nothing run first, with PyTorch hidden (the fast tier's environment), while the rest's needs are
-// provisioned beside them; then the files with needs, pytest and the Node 24 run.
-const light = files.filter((file) => needsOf(file).size === 0);
-const heavy = files.filter((file) => needsOf(file).size > 0);
-const results = [];
+let env;
 try {
-  checkRoot(files);
+  env = await timed('provisioning', provision);
 } catch (error) {
   if (!(error instanceof ProvisionError)) throw error;
   console.error(`npm test: cannot run the suites here: ${error.message}`);
-  finish([{ ok: false, passed: 0, failed: 1 }]);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
 }
-// A provisioning step that cannot be done here (as an unprivileged user: the exact apt-get line) is said at once; the
-// files that need nothing still run, the others do not.
-const provisioning = timed('provisioning (beside the first files)', provisionBeside).then(
-  (env) => ({ env }),
-  (error) => {
-    console.error(`npm test: cannot provision what the files with needs need: ${error?.message ?? String(error)}`);
-    return { env: undefined };
-  },
-);
-if (light.length > 0)
-  results.push(
-    await timed(`node tests that need nothing (${light.length} files)`, () =>
-      nodeTestRun(grouped(light), fastEnv(), process.execPath, CONCURRENCY.light),
-    ),
-  );
-const { env } = await provisioning;
-if (!env) finish([...results, { ok: false, passed: 0, failed: 1 }]);
 
-results.push(await nodeTests(heavy, env));
+const results = [await nodeTests(files, env)];
 if (withPython) results.push(await timed('pytest', () => pythonTests(env.LIGHTNING_TEST_PYTHON)));
 if (withNode24) {
   console.log(`npm test: the store's tests under Node 24 (${env.LIGHTNING_NODE24})`);
@@ -330,4 +313,11 @@ if (withNode24) {
     ),
   );
 }
-finish(results);
+console.log(
+  `npm test: where the time went: ${PHASES.map((phase) => `${phase.name} ${Math.round(phase.seconds)} s`).join(' · ')}`,
+);
+if (FAILURES.length > 0) console.log(`\nnpm test: the failures again (from above):\n${FAILURES.join('\n')}\n`);
+const passed = results.reduce((sum, r) => sum + r.passed, 0);
+const failed = results.reduce((sum, r) => sum + r.failed, 0);
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(results.every((r) => r.ok) && failed === 0 && passed > 0 ? 0 : 1);

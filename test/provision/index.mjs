@@ -23,9 +23,7 @@ export class ProvisionError extends Error {
   }
 }
 
-// Written at once, also from test/run.mjs's provisioning thread: that thread waits in spawnSync, so its process.stdout
-// (sent on by its event loop) would hold each line until the provisioning is done.
-const say = (line) => fs.writeSync(1, `provision: ${line}\n`);
+const say = (line) => process.stdout.write(`provision: ${line}\n`);
 const isRoot = () => process.getuid?.() === 0;
 
 /** Runs a command with its output on stderr (so a test runner's stdout stays the report); throws on failure. */
