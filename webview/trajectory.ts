@@ -22,7 +22,8 @@ import {
   stepHeading,
   type MessageView,
 } from '../trainer-daemon/protocol/ui/rolloutText';
-import { isAutomatic, reviewVerdicts, type ReviewAction } from '../trainer-daemon/protocol/ui/rewardReview';
+import { isAutomatic } from '../trainer-daemon/protocol/rewardSources';
+import { reviewVerdicts, type ReviewAction } from '../trainer-daemon/protocol/ui/rewardReview';
 import { renderTrainingView } from './trainingView';
 
 export interface TrajectoryActions {

@@ -11,7 +11,8 @@ import * as vscode from 'vscode';
 import type { Annotator } from '../annotate';
 import { parseRewardInput } from '../rewardInput';
 import type { DaemonSupervisor } from '../supervisor';
-import { isAutomatic, reviewReason, type ReviewAction } from '../../trainer-daemon/protocol/ui/rewardReview';
+import { isAutomatic } from '../../trainer-daemon/protocol/rewardSources';
+import { reviewReason, type ReviewAction } from '../../trainer-daemon/protocol/ui/rewardReview';
 
 export async function reviewReward(
   supervisor: DaemonSupervisor,

@@ -80,19 +80,31 @@ export interface CliResult {
   readonly stderr: string;
 }
 
+/** A running `lightning ARGS…` (the built CLI): its output so far, and its result once it ends. */
+export interface StartedCli {
+  readonly child: ChildProcess;
+  readonly output: { readonly stdout: string; readonly stderr: string };
+  readonly done: Promise<CliResult>;
+}
+
+/** Starts `lightning ARGS…` (the built CLI); `output` grows as it writes. */
+export function startCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): StartedCli {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    cwd: options.cwd ?? REPO_ROOT,
+    env: { ...process.env, ...options.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output = { stdout: '', stderr: '' };
+  child.stdout.setEncoding('utf8').on('data', (chunk: string) => (output.stdout += chunk));
+  child.stderr.setEncoding('utf8').on('data', (chunk: string) => (output.stderr += chunk));
+  const done = new Promise<CliResult>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', (code) => resolve({ code: code ?? -1, ...output }));
+  });
+  return { child, output, done };
+}
+
 /** Runs `lightning ARGS…` (the built CLI) to completion. */
 export function runCli(args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, ...args], {
-      cwd: options.cwd ?? REPO_ROOT,
-      env: { ...process.env, ...options.env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (chunk: string) => (stdout += chunk.toString()));
-    child.stderr.setEncoding('utf8').on('data', (chunk: string) => (stderr += chunk.toString()));
-    child.once('error', reject);
-    child.once('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-  });
+  return startCli(args, options).done;
 }

@@ -1,11 +1,10 @@
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import type { Reward, Rollout } from '../../trainer-daemon/protocol';
 import { Store } from '../../trainer-daemon/store/store';
-import { CLI, runCli, startDaemon } from '../helpers/daemon';
+import { runCli, startCli, startDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
 
 /**
@@ -303,25 +302,12 @@ test('dataset run --resume right after its runner was killed while scoring: the 
   // A daemon of its own (as the editor's or `lightning serve`): the runner's scoring job outlives the runner there.
   const daemon = await startDaemon(path.join(cwd, '.lightning', 'store.db'));
   t.after(() => daemon.stop());
-  const runCommand = (args: string[]) => {
-    const child = spawn(
-      process.execPath,
-      [CLI, 'dataset', 'run', 'tasks', ...args, '--', process.execPath, 'agent.js'],
-      {
-        cwd,
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    const output = { stdout: '', stderr: '' };
-    child.stdout.on('data', (chunk: Buffer) => (output.stdout += chunk.toString()));
-    child.stderr.on('data', (chunk: Buffer) => (output.stderr += chunk.toString()));
-    const closed = new Promise<number | null>((resolve) => child.on('close', resolve));
-    return { child, output, closed };
-  };
+  const runCommand = (args: string[]) =>
+    startCli(['dataset', 'run', 'tasks', ...args, '--', process.execPath, 'agent.js'], { cwd });
   const runner = runCommand(['--progress', 'json']);
   await waitFor(() => runner.output.stderr.split('"rollout-finished"').length === 3, 'both rollouts to end', 30_000);
   runner.child.kill('SIGKILL');
-  await runner.closed;
+  await runner.done;
   assert.doesNotMatch(runner.output.stderr, /rollout-scored/, 'killed before its scores came back');
   const batchId = /"batchId":"(batch-[0-9a-f]+)"/.exec(runner.output.stderr)![1]!;
 
@@ -333,7 +319,7 @@ test('dataset run --resume right after its runner was killed while scoring: the 
   );
   // Both jobs have the rollouts to score now: the killed runner's job, in the daemon, goes first.
   fs.writeFileSync(gate, '');
-  assert.equal(await resume.closed, 0, resume.output.stderr);
+  assert.equal((await resume.done).code, 0, resume.output.stderr);
   const summary = JSON.parse(resume.output.stdout.trim().split('\n').at(-1)!) as BatchSummary;
   assert.equal(summary.scoring.scored, 2);
   const scored = resume.output.stderr

@@ -16,7 +16,8 @@ import {
   parseProgressLine,
   scoringErrorLines,
 } from '../../extension/datasets/batchProgress';
-import { isAutomatic, reviewReason, reviewVerdicts } from '../../trainer-daemon/protocol/ui/rewardReview';
+import { isAutomatic } from '../../trainer-daemon/protocol/rewardSources';
+import { reviewReason, reviewVerdicts } from '../../trainer-daemon/protocol/ui/rewardReview';
 import { ExtensionToWebview, WebviewToExtension } from '../../trainer-daemon/protocol/ui/panelMessages';
 import { matchesFilter } from '../../trainer-daemon/protocol/ui/rolloutText';
 import { summarize } from '../../trainer-daemon/cli/commands/datasetRun';

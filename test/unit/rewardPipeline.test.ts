@@ -124,7 +124,7 @@ describe('scoring pipeline', () => {
   });
 
   test('skipScored: of two jobs scoring a rollout at once only the first writes, and a rollout scored before is left out', async (t) => {
-    const { store } = setup(t);
+    const { store, dir } = setup(t);
     const spec = { sources: [{ type: 'rule' as const, rule: { rule: 'exact' as const } }] };
     const racing = recordRollout(store, { answer: 'Paris', task: { input: { expected: 'Paris' } } });
     // A person's and an agent's reward are not automatic: the rollout is still scored.
@@ -168,14 +168,25 @@ describe('scoring pipeline', () => {
       /another scoring job wrote its 2 automatic reward rows first/,
     );
     assert.equal(second.scored, 2);
-    // Chosen after the first commit, a scored rollout is not scored again but reported as it is; without skipScored it
-    // is scored again (rows appended).
-    const later = await score(store, { spec, rollouts: [racing], skipScored: true });
+    // Chosen after the first commit, a scored rollout is not scored again (its sources are not called) but reported as
+    // it is; without skipScored it is scored again (rows appended).
+    const calls = path.join(dir, 'calls.txt');
+    const counting = path.join(dir, 'counting.mjs');
+    fs.writeFileSync(
+      counting,
+      `import fs from 'node:fs';\nexport default () => { fs.appendFileSync(${JSON.stringify(calls)}, 'x'); return 1; };\n`,
+    );
+    const later = await score(store, {
+      spec: { sources: [{ type: 'function', module: counting }] },
+      rollouts: [racing],
+      skipScored: true,
+    });
     assert.deepEqual(
       later.results.map((r) => [r.rolloutId, r.value, r.sources[0]!.kind]),
       [[racing, 1, 'skipped']],
     );
     assert.equal(later.scored, 1);
+    assert.equal(fs.existsSync(calls), false, 'the function was not called');
     assert.equal(automatic(racing).length, 2);
     await score(store, { spec, rollouts: [racing] });
     assert.equal(automatic(racing).length, 4);

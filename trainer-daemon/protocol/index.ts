@@ -1,5 +1,6 @@
 /** The daemon's protocol module: the only part of trainer-daemon/ that other processes import. */
 export * from './records';
+export * from './rewardSources';
 export * from './rpc';
 export * from './datasets';
 export * from './daemon';

@@ -144,8 +144,6 @@ export type Span = z.infer<typeof Span>;
 
 export const RewardSource = z.enum(['human', 'agent', 'rule', 'judge', 'model']);
 export type RewardSource = z.infer<typeof RewardSource>;
-/** The sources automatic scoring writes (rules and functions, judges, reward models): a rewards file's. */
-export const AUTOMATIC_REWARD_SOURCES: readonly RewardSource[] = ['rule', 'judge', 'model'];
 
 export const Reward = z.object({
   id: z.number().int().positive(),

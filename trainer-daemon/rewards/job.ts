@@ -7,7 +7,15 @@
  */
 import path from 'node:path';
 import type { z } from 'zod';
-import type { Reward, Rollout, RolloutScore, ScoreRolloutsParams, ScoreRolloutsResult, Task } from '../protocol';
+import {
+  isAutomatic,
+  type Reward,
+  type Rollout,
+  type RolloutScore,
+  type ScoreRolloutsParams,
+  type ScoreRolloutsResult,
+  type Task,
+} from '../protocol';
 import { InvalidInputError } from '../protocol/errors';
 import type { Store } from '../store/store';
 import type { Trajectory } from '../protocol/lightningrl';
@@ -54,23 +62,34 @@ async function scoreTrajectories(
   how: { readonly author: string; readonly skipScored: boolean },
   lookup = new TaskLookup(deps.store),
 ): Promise<RolloutScore[]> {
-  const scores = await scorer.score(
-    trajectories.map((t) => ({ trajectory: toScoringTrajectory(t), task: toScoringTask(t, lookup.task(t)) })),
-    deps.judge,
-  );
-  const scoredBefore = await record(deps, scorer, scores, how);
-  return scores.map((score) => {
-    const found = scoredBefore.get(score.rolloutId);
-    return found ? scoredElsewhere(score.rolloutId, found, scorer.resolved.spec.name) : score;
-  });
+  const specName = scorer.resolved.spec.name;
+  // With skipScored, a rollout another job has scored already (its rewards were read with its trajectory) is reported
+  // as that job left it, and not scored again; the write checks the others once more.
+  const before = how.skipScored ? trajectories.filter((t) => t.rewards.some(isAutomatic)) : [];
+  const toScore = trajectories.filter((t) => !before.includes(t));
+  const scores =
+    toScore.length === 0
+      ? []
+      : await scorer.score(
+          toScore.map((t) => ({ trajectory: toScoringTrajectory(t), task: toScoringTask(t, lookup.task(t)) })),
+          deps.judge,
+        );
+  const scoredMeanwhile = await record(deps, scorer, scores, how);
+  return [
+    ...before.map((t) => scoredElsewhere(t.rollout.id, t.rewards.filter(isAutomatic), specName)),
+    ...scores.map((score) => {
+      const found = scoredMeanwhile.get(score.rolloutId);
+      return found ? scoredElsewhere(score.rolloutId, found, specName) : score;
+    }),
+  ];
 }
 
 /**
  * A rollout another job scored before this one wrote (`skipScored`): its rows stand, this job writes none. Its value is
  * the newest combined row of this spec's name it holds, if any.
  */
-function scoredElsewhere(rolloutId: string, rows: readonly Reward[], specName: string | undefined): RolloutScore {
-  const combined = specName === undefined ? undefined : rows.filter((row) => row.name === specName).at(-1);
+function scoredElsewhere(rolloutId: string, rows: readonly Reward[], specName: string): RolloutScore {
+  const combined = rows.filter((row) => row.name === specName).at(-1);
   return {
     rolloutId,
     value: combined?.value ?? null,
@@ -125,16 +144,9 @@ async function record(
   });
   // With skipScored, even a rollout this job has no rows for (its sources all failed) is looked up: one that another
   // job scored meanwhile is reported as that job left it.
-  if (rows.length === 0 && !skipScored) return new Map();
-  const write = (): Map<string, Reward[]> => {
-    if (skipScored)
-      return deps.store.addRewardsIfUnscored(
-        scores.map((score) => score.rolloutId),
-        rows,
-      );
-    deps.store.addRewards(rows);
-    return new Map();
-  };
+  if (scores.length === 0 || (rows.length === 0 && !skipScored)) return new Map();
+  const write = (): Map<string, Reward[]> =>
+    deps.store.addRewards(rows, skipScored ? scores.map((score) => score.rolloutId) : undefined);
   return deps.writes ? await deps.writes.submit(write, Math.max(1, rows.length)) : write();
 }
 
@@ -218,12 +230,7 @@ export async function scoreRollouts(
     choice: choose(rollout),
     key: taskKey(rollout.task && { id: rollout.task.id ?? null, input: rollout.task.input }, rollout.id),
   }));
-  // With skipScored, the rollouts another job has scored already are reported as it left them, and not scored again.
-  const scoredBefore = params.skipScored
-    ? deps.store.automaticRewards(planned.map((p) => p.rollout.id))
-    : new Map<string, Reward[]>();
-  const toScore = planned.filter((p) => !scoredBefore.has(p.rollout.id));
-  const specs = [...new Set(toScore.flatMap((p) => (p.choice.kind === 'spec' ? [p.choice.spec] : [])))];
+  const specs = [...new Set(planned.flatMap((p) => (p.choice.kind === 'spec' ? [p.choice.spec] : [])))];
   const result: ScoreRolloutsResult = { scored: 0, unscored: 0, errors: 0, cancelled: false, results: [] };
   let done = 0;
   const lookup = new TaskLookup(deps.store);
@@ -239,15 +246,7 @@ export async function scoreRollouts(
     options.onProgress?.({ done, total: rollouts.length, errors: result.errors });
   };
   tally(
-    planned.flatMap((p) => {
-      const rows = scoredBefore.get(p.rollout.id);
-      return rows
-        ? [scoredElsewhere(p.rollout.id, rows, p.choice.kind === 'spec' ? p.choice.spec.spec.name : undefined)]
-        : [];
-    }),
-  );
-  tally(
-    toScore.flatMap((p) =>
+    planned.flatMap((p) =>
       p.choice.kind === 'none'
         ? [
             {
@@ -260,7 +259,7 @@ export async function scoreRollouts(
     ),
   );
   for (const spec of specs) {
-    const ids = toScore
+    const ids = planned
       .filter((p) => p.choice.kind === 'spec' && p.choice.spec === spec)
       .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0))
       .map((p) => ({ rollout: p.rollout, key: p.key }));

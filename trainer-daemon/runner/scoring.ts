@@ -9,7 +9,7 @@
  */
 import crypto from 'node:crypto';
 import fs from 'node:fs';
-import { AUTOMATIC_REWARD_SOURCES, type Rollout, type RolloutScore } from '../protocol';
+import { isAutomatic, type Rollout, type RolloutScore } from '../protocol';
 import { hasOutcome } from '../protocol/status';
 import { errorMessage } from '../protocol/errors';
 import { allSpecs, defaultRewardsFile, judgeKeys, loadRewardsFile } from '../rewards/config';
@@ -57,7 +57,7 @@ export async function finishedUnscored(client: RunnerClient, rollouts: readonly 
     await Promise.all(
       ended.slice(first, first + LOOKUPS_AT_ONCE).map(async (rolloutId) => {
         const { items } = await client.request('listRewards', { rolloutId });
-        if (items.some((reward) => AUTOMATIC_REWARD_SOURCES.includes(reward.source))) scored.add(rolloutId);
+        if (items.some(isAutomatic)) scored.add(rolloutId);
       }),
     );
   }

@@ -4,7 +4,7 @@
  */
 import type { Database, Statement } from './driver';
 import type { z } from 'zod';
-import type { AddRewardParams, Reward, Rollout } from '../protocol';
+import { isAutomatic, type AddRewardParams, type Reward, type Rollout } from '../protocol';
 import { hasEnded } from '../protocol/status';
 import { ConflictError, InvalidInputError } from '../protocol/errors';
 import { scrubText, secretsOf } from '../protocol/secrets';
@@ -111,14 +111,29 @@ export class RewardRepository {
 
   /**
    * Appends many episode rewards (no span) without reading them back: automatic scoring's bulk
-   * path. The caller has checked the rollouts exist. Must run inside a transaction.
+   * path. The caller has checked the rollouts exist. Must run inside a transaction. With `skipScoredOf` (the rollouts
+   * a `skipScored` job scored), the rows of rollouts that hold an automatic reward already are left out, so that of two
+   * jobs scoring one rollout at once the second writes nothing: returns the automatic rows those rollouts hold.
    */
-  addMany(rows: ReadonlyArray<z.output<typeof AddRewardParams>>, now = Date.now()): void {
+  addMany(
+    rows: ReadonlyArray<z.output<typeof AddRewardParams>>,
+    now = Date.now(),
+    skipScoredOf?: readonly string[],
+  ): Map<string, Reward[]> {
+    const scored = new Map<string, Reward[]>();
+    if (skipScoredOf) {
+      for (const [rolloutId, rewards] of this.listMany([
+        ...new Set([...skipScoredOf, ...rows.map((r) => r.rolloutId)]),
+      ]))
+        if (rewards.some(isAutomatic)) scored.set(rolloutId, rewards.filter(isAutomatic));
+    }
     for (const given of rows) {
+      if (scored.has(given.rolloutId)) continue;
       if (given.spanId !== null) throw new InvalidInputError('bulk rewards are episode rewards: spanId must be null');
       const row = scrubbed(given);
       this.insertEpisode.run(row.rolloutId, row.name, row.value, row.source, row.author, row.comment, row.reason, now);
     }
+    return scored;
   }
 
   list(rolloutId: string): Reward[] {

@@ -42,7 +42,6 @@ import type {
   TrainingRunSummary,
   TransitionRolloutParams,
 } from '../protocol';
-import { AUTOMATIC_REWARD_SOURCES } from '../protocol/records';
 import type { Event } from '../protocol/event';
 import { StoreCommits, type GroupedOutcome } from './commits';
 import { openDatabase, type OpenOptions } from './database';
@@ -349,30 +348,15 @@ export class Store {
 
   /**
    * Appends many episode rewards in one transaction (automatic scoring); one bad row writes none.
-   * The rows' rollouts were just read; the foreign key refuses one deleted meanwhile.
+   * The rows' rollouts were just read; the foreign key refuses one deleted meanwhile. `skipScoredOf`: see
+   * rewards.ts#addMany.
    */
-  addRewards(rows: ReadonlyArray<z.output<typeof AddRewardParams>>): void {
-    this.commits.write(() => this.rewards.addMany(rows));
-    this.commits.rolloutsChanged([...new Set(rows.map((row) => row.rolloutId))]);
-  }
-
-  /**
-   * addRewards for the rows of rollouts that hold no automatically scored reward yet, checked in the same transaction:
-   * of two scoring jobs that scored one rollout at once, the second writes nothing for it. Returns the automatic rows
-   * that the rollouts among `rolloutIds` (the scored ones, with rows or not) hold already, by rollout.
-   */
-  addRewardsIfUnscored(
-    rolloutIds: readonly string[],
+  addRewards(
     rows: ReadonlyArray<z.output<typeof AddRewardParams>>,
+    skipScoredOf?: readonly string[],
   ): Map<string, Reward[]> {
-    let scored = new Map<string, Reward[]>();
-    const kept = this.commits.write(() => {
-      scored = this.automaticRewards([...new Set([...rolloutIds, ...rows.map((row) => row.rolloutId)])]);
-      const unscored = rows.filter((row) => !scored.has(row.rolloutId));
-      this.rewards.addMany(unscored);
-      return unscored;
-    });
-    this.commits.rolloutsChanged([...new Set(kept.map((row) => row.rolloutId))]);
+    const scored = this.commits.write(() => this.rewards.addMany(rows, Date.now(), skipScoredOf));
+    this.commits.rolloutsChanged([...new Set(rows.map((row) => row.rolloutId))].filter((id) => !scored.has(id)));
     return scored;
   }
 
@@ -386,16 +370,6 @@ export class Store {
 
   listTasks(dataset: string, split?: Task['split']): { dataset: Dataset; items: Task[] } {
     return this.datasets.tasks(dataset, split);
-  }
-
-  /** The automatically scored rows (a rule's, a judge's, a model's, their combined value) of the rollouts with any. */
-  automaticRewards(rolloutIds: readonly string[]): Map<string, Reward[]> {
-    const found = new Map<string, Reward[]>();
-    for (const [rolloutId, rewards] of this.rewards.listMany(rolloutIds)) {
-      const automatic = rewards.filter((reward) => AUTOMATIC_REWARD_SOURCES.includes(reward.source));
-      if (automatic.length > 0) found.set(rolloutId, automatic);
-    }
-    return found;
   }
 
   listRewards(rolloutId: string): Reward[] {

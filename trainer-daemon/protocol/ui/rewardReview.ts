@@ -8,13 +8,6 @@ import type { Reward } from '../records';
 
 export type ReviewAction = 'accept' | 'correct' | 'reject';
 
-/**
- * The sources a person can review: rewards the pipeline computed (rules and reward functions, judges, reward models).
- */
-export function isAutomatic(reward: Pick<Reward, 'source'>): boolean {
-  return reward.source === 'rule' || reward.source === 'judge' || reward.source === 'model';
-}
-
 const VERB: Record<ReviewAction, string> = { accept: 'accepts', correct: 'corrects', reject: 'rejects' };
 
 export function reviewReason(reward: Pick<Reward, 'id' | 'source' | 'value'>, action: ReviewAction): string {
