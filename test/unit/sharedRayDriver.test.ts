@@ -62,10 +62,9 @@ describe("a run's shared Ray driver", () => {
     await shared.close();
     assert.equal(second.alive, false, 'close ends it');
     await assert.rejects(shared.acquire(), /the Ray driver of this run was closed/);
-    assert.equal(
-      fs.readFileSync(log, 'utf8').match(/connected/g)?.length,
-      2,
-      'two connections in all, logged in one file',
-    );
+    // The drivers' stderr reaches the log file through a write stream: a moment after they exit.
+    const connections = (): number | undefined => fs.readFileSync(log, 'utf8').match(/connected/g)?.length;
+    await waitFor(() => connections() === 2, 'both connections in the log', 5_000).catch(() => undefined);
+    assert.equal(connections(), 2, 'two connections in all, logged in one file');
   });
 });
