@@ -66,13 +66,16 @@ function large(): Buffer {
 
 function decode(pool: DecodePool, source: string, body: Buffer): DecodedExport {
   const binary = body[0] !== 0x7b;
-  return pool.decode(source, [body], binary ? 'application/x-protobuf' : 'application/json', undefined, LIMITS);
+  return pool.decode(source, [body], binary ? 'application/x-protobuf' : 'application/json', undefined, LIMITS, {
+    rolloutId: source,
+    secrets: [],
+  });
 }
 
 /** Reads an export to its end: how many spans it held. */
 async function drain(decoded: DecodedExport): Promise<number> {
   let spans = 0;
-  for (let part = await decoded.next(); part !== null; part = await decoded.next()) spans += part.length;
+  for (let part = await decoded.next(); part !== null; part = await decoded.next()) spans += part.spans.length;
   decoded.close();
   return spans;
 }
@@ -99,7 +102,7 @@ test('a waiting rollout without a worker goes before another export of a rollout
   await Promise.race(firstParts);
   assert.ok(busyWith(pool).includes('rollout-b'), `rollout-b was served at the first free worker: ${busyWith(pool)}`);
   const [p1, p2] = await Promise.all(firstParts);
-  assert.deepEqual([p1?.length, p2?.length], [1, 1]);
+  assert.deepEqual([p1?.spans.length, p2?.spans.length], [1, 1]);
   assert.deepEqual(await Promise.all([drain(a1), drain(a2), drain(a3), drain(b1)]), [0, 0, 1, 1]);
 });
 

@@ -38,12 +38,16 @@ test('a decode worker is started and ready before the first export, and decodes 
   );
 
   const body = encode(oneSpan('first after a restart', { 'tool.name': 'search' }), 'protobuf');
-  const decoded = pool.decode('rollout-1', [body], 'application/x-protobuf', undefined, {
-    maxBytes: 1024 * 1024,
-    maxSpans: 100,
-  });
+  const decoded = pool.decode(
+    'rollout-1',
+    [body],
+    'application/x-protobuf',
+    undefined,
+    { maxBytes: 1024 * 1024, maxSpans: 100 },
+    { rolloutId: 'rollout-1', secrets: [] },
+  );
   const part = await decoded.next();
-  assert.equal(part?.length, 1);
+  assert.equal(part?.spans.length, 1);
   assert.equal(await decoded.next(), null);
   decoded.close();
   assert.deepEqual(

@@ -23,6 +23,7 @@ import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } fr
 import type { Logger } from '../log';
 import type { NormalizedSpan, RejectedSpan } from './normalize';
 import { splitIntoParts } from './parts';
+import { ExportPreparer, type ExportSecrets, type PreparedPart } from './prepare';
 import { ExportCancelledError } from './gunzip';
 import type { DecodeLimits, DecodeReply, DecodeRequest } from './decodeWorker';
 
@@ -63,8 +64,8 @@ export const SHARED_DECODE_MAX_BYTES = 1024 * 1024;
 
 /** One decoded export, read part by part; `close` (always call it) gives its worker back. */
 export interface DecodedExport {
-  /** The next part's spans, or null once all were read; rejects if the export cannot be decoded. */
-  next(): Promise<NormalizedSpan[] | null>;
+  /** The next part's spans, prepared for the store, or null once all were read; rejects if it cannot be decoded. */
+  next(): Promise<PreparedPart | null>;
   /** The spans that could not be read; complete once `next` returned null. */
   readonly rejected: RejectedSpan[];
   close(): void;
@@ -139,15 +140,22 @@ export class DecodePool {
     contentType: string | undefined,
     contentEncoding: string | undefined,
     limits: DecodeLimits,
+    scrub: ExportSecrets,
   ): DecodedExport {
     if (this.closed) throw new Error('the OTLP decoder has shut down');
     const bytes = body.reduce((sum, chunk) => sum + chunk.byteLength, 0);
     if (bytes * DECODE_MEMORY_FACTOR > this.heapMb * 1024 * 1024) throw tooLargeToDecode(this.heapMb, bytes);
     if (!this.bundled)
-      return decodeInline(body.length === 1 ? body[0]! : Buffer.concat(body), contentType, contentEncoding, limits);
+      return decodeInline(
+        body.length === 1 ? body[0]! : Buffer.concat(body),
+        contentType,
+        contentEncoding,
+        limits,
+        scrub,
+      );
     const job: Job = {
       small: bytes <= SHARED_DECODE_MAX_BYTES,
-      request: { kind: 'decode', id: (this.nextId += 1), body, contentType, contentEncoding, limits },
+      request: { kind: 'decode', id: (this.nextId += 1), body, contentType, contentEncoding, limits, scrub },
       source,
       rejected: [],
       replies: [],
@@ -168,17 +176,17 @@ export class DecodePool {
   }
 
   /** The next reply of a job as a part (null when done), asking its worker for the part after it. */
-  private async read(job: Job): Promise<NormalizedSpan[] | null> {
+  private async read(job: Job): Promise<PreparedPart | null> {
     if (job.finished) return null;
     const reply = job.replies.shift() ?? (await new Promise<DecodeReply>((resolve) => (job.reader = resolve)));
     switch (reply.kind) {
       case 'part':
         job.slot?.worker.postMessage({ kind: 'next', id: job.request.id } satisfies DecodeRequest);
-        return reply.spans;
+        return reply.part;
       case 'last':
         for (const rejected of reply.rejected) job.rejected.push(rejected);
         this.finish(job);
-        return reply.spans;
+        return reply.part;
       case 'done':
         for (const rejected of reply.rejected) job.rejected.push(rejected);
         this.finish(job);
@@ -355,6 +363,7 @@ function decodeInline(
   contentType: string | undefined,
   contentEncoding: string | undefined,
   limits: DecodeLimits,
+  scrub: ExportSecrets,
 ): DecodedExport {
   // Loaded on first use only: the decoder's generated module is large and the daemon has the worker.
   /* eslint-disable @typescript-eslint/no-require-imports */
@@ -362,6 +371,7 @@ function decodeInline(
   const { normalizeTraceRequest } = require('./normalize') as typeof import('./normalize');
   /* eslint-enable @typescript-eslint/no-require-imports */
   let decoded: { parts: NormalizedSpan[][]; rejected: RejectedSpan[] } | undefined;
+  const preparer = new ExportPreparer(scrub);
   const rejected: RejectedSpan[] = [];
   return {
     next: async () => {
@@ -376,7 +386,7 @@ function decodeInline(
         }
       }
       const part = decoded.parts.shift();
-      if (part) return part;
+      if (part) return preparer.part(part);
       for (const unread of decoded.rejected) rejected.push(unread);
       return null;
     },

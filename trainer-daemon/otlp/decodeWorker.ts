@@ -1,6 +1,7 @@
 /**
  * OTLP decoding off the daemon's main thread (bundled to dist/otlp-worker.js): the main thread
- * keeps serving requests and committing spans while workers turn exports into spans.
+ * keeps serving requests and committing spans while workers turn exports into spans, scrubbed and
+ * serialized as the store writes them (prepare.ts).
  *
  * A decoded export goes back one part at a time (parts.ts), each when the main thread asks for it
  * (`next`), after it committed the one before: the main thread's work for one export, however
@@ -13,6 +14,7 @@ import { assertNever } from '../protocol/assert';
 import { asInputError, decodeTraceRequest } from './decode';
 import { normalizeTraceRequest, type NormalizedSpan, type RejectedSpan } from './normalize';
 import { splitIntoParts } from './parts';
+import { ExportPreparer, type ExportSecrets, type PreparedPart } from './prepare';
 
 /** What one export may hold: bytes once decompressed, and spans. */
 export interface DecodeLimits {
@@ -29,20 +31,22 @@ export type DecodeRequest =
       readonly contentType: string | undefined;
       readonly contentEncoding: string | undefined;
       readonly limits: DecodeLimits;
+      /** What its spans are scrubbed with here (prepare.ts). */
+      readonly scrub: ExportSecrets;
     }
   /** The next part of export `id`; `drop` discards the rest. */
   | { readonly kind: 'next' | 'drop'; readonly id: number };
 
 export type DecodeReply =
-  | { readonly kind: 'part'; readonly id: number; readonly spans: NormalizedSpan[] }
+  | { readonly kind: 'part'; readonly id: number; readonly part: PreparedPart }
   /** The export's last part, and the spans that could not be read: the export is done. */
-  | { readonly kind: 'last'; readonly id: number; readonly spans: NormalizedSpan[]; readonly rejected: RejectedSpan[] }
+  | { readonly kind: 'last'; readonly id: number; readonly part: PreparedPart; readonly rejected: RejectedSpan[] }
   /** Done without a part (an export with no span to store). */
   | { readonly kind: 'done'; readonly id: number; readonly rejected: RejectedSpan[] }
   | { readonly kind: 'failed'; readonly id: number; readonly error: { name: string; message: string } };
 
 /** The export being handed out: its parts not yet asked for. One at a time: the pool gives a worker one export. */
-let current: { id: number; parts: NormalizedSpan[][]; rejected: RejectedSpan[] } | undefined;
+let current: { id: number; parts: NormalizedSpan[][]; rejected: RejectedSpan[]; preparer: ExportPreparer } | undefined;
 
 /** The chunks as one Buffer (a single chunk as it is, without a copy). */
 function joined(chunks: readonly Uint8Array[]): Buffer {
@@ -56,14 +60,14 @@ function reply(message: DecodeReply): void {
 
 function sendNext(id: number): void {
   if (current?.id !== id) return;
-  const part = current.parts.shift();
-  if (part && current.parts.length > 0) return reply({ kind: 'part', id, spans: part });
+  const spans = current.parts.shift();
+  // Prepared as it is sent: one part's strings at a time beside the decoded export.
+  const part = spans && current.preparer.part(spans);
+  if (part && current.parts.length > 0) return reply({ kind: 'part', id, part });
   // The last part ends the export in the same message: this worker is then free to decode the next export while the
   // main thread commits that part.
   reply(
-    part
-      ? { kind: 'last', id, spans: part, rejected: current.rejected }
-      : { kind: 'done', id, rejected: current.rejected },
+    part ? { kind: 'last', id, part, rejected: current.rejected } : { kind: 'done', id, rejected: current.rejected },
   );
   current = undefined;
 }
@@ -82,7 +86,12 @@ parentPort?.on('message', (request: DecodeRequest) => {
             request.limits.maxSpans,
           ),
         );
-        current = { id: request.id, parts: splitIntoParts(spans), rejected };
+        current = {
+          id: request.id,
+          parts: splitIntoParts(spans),
+          rejected,
+          preparer: new ExportPreparer(request.scrub),
+        };
         sendNext(request.id);
       } catch (error) {
         const mapped = asInputError(error);

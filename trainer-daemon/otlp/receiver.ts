@@ -1,16 +1,18 @@
 /**
- * OTLP/HTTP trace ingest: decode (protobuf or JSON, gzip or not), normalize, store through the
- * group commit, and answer with OTLP's partial success — the good spans of a batch are stored and
- * the rejected ones counted and explained — in the encoding the exporter used.
+ * OTLP/HTTP trace ingest: decode (protobuf or JSON, gzip or not), normalize, scrub and serialize
+ * (those three in a decode worker), store through the group commit, and answer with OTLP's partial
+ * success — the good spans of a batch are stored and the rejected ones counted and explained — in the
+ * encoding the exporter used.
  */
 import protobuf from 'protobufjs/minimal';
-import type { SpanInput } from '../protocol';
 import { errorMessage, OverloadedError, PayloadTooLargeError } from '../protocol/errors';
+import type { PreparedSpan } from '../protocol/preparedSpan';
+import { rememberRolloutSecrets, secretsOf } from '../protocol/secrets';
 import type { Logger } from '../log';
 import type { WriteQueue } from '../store/writeQueue';
 import { DecodePool, DEFAULT_DECODE_WORKER_HEAP_MB } from './decodePool';
 import { ExportCancelledError, inflateBody } from './gunzip';
-import type { NormalizedSpan } from './normalize';
+import type { PreparedPart } from './prepare';
 
 /**
  * ExportTraceServiceResponse { ExportTracePartialSuccess partial_success = 1 } with
@@ -109,12 +111,18 @@ export class OtlpReceiver {
     const limits = { maxBytes: this.maxBytes, maxSpans: this.writes.maxSpansPerWrite };
     // Inflated here, on the thread pool, against the cap as it comes out; the worker reads plain bytes.
     const plain = await inflateBody(body, contentEncoding, this.maxBytes, options);
+    // Scrubbed where it is decoded with the secrets known now; the store scrubs again for any it learns before the
+    // write (protocol/preparedSpan.ts).
     const decoded = this.pool.decode(
       urlRolloutId ?? SHARED_SOURCE,
       plain.chunks,
       contentType,
       plain.contentEncoding,
       limits,
+      {
+        rolloutId: urlRolloutId,
+        secrets: secretsOf(urlRolloutId),
+      },
     );
     const problems: string[] = [];
     let read = 0;
@@ -126,7 +134,7 @@ export class OtlpReceiver {
       for (let part = await decoded.next(), index = 0; part !== null; part = await decoded.next(), index += 1) {
         if (options.signal?.aborted)
           throw new ExportCancelledError('the client disconnected before its export was stored');
-        read += part.length;
+        read += part.spans.length;
         // A later part of an export is committed at once: the span window, where small writes wait for
         // company (writeQueue.ts), would hold each large export's short last part 10 ms — and, since a
         // rollout's large exports decode one at a time (decodePool.ts), that rollout's next export with it.
@@ -149,14 +157,14 @@ export class OtlpReceiver {
   /** Stores one part's spans, by rollout; returns how many were stored and adds why others were not to `problems`. */
   private async storePart(
     urlRolloutId: string | null,
-    part: readonly NormalizedSpan[],
+    part: PreparedPart,
     admits: (rolloutId: string) => Admission,
     problems: string[],
     urgent: boolean,
     attempt: number | undefined,
   ): Promise<number> {
-    const byRollout = new Map<string, SpanInput[]>();
-    for (const { rolloutId, span } of part) {
+    const byRollout = new Map<string, PreparedSpan[]>();
+    for (const { rolloutId, span } of part.spans) {
       const target = urlRolloutId ?? rolloutId;
       if (target === null) {
         problems.push(
@@ -177,6 +185,10 @@ export class OtlpReceiver {
           problems.push(`${list.length} span(s): ${admission.refused}`);
           return;
         }
+        // What its spans' own headers carried is remembered for the rollout, as scrubSpan does on this thread: the
+        // store scrubs its spans with it, and the rollout's later records.
+        const found = part.found.find(([id]) => id === rolloutId);
+        if (found) rememberRolloutSecrets(rolloutId, found[1]);
         try {
           // The key's attempt for the rollout it opens; spans naming another rollout (or sent with the daemon's token)
           // the attempt it ran as they were admitted: if that attempt ends before the write, they are marked late.

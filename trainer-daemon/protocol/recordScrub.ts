@@ -227,7 +227,7 @@ function isUrlAttribute(key: string, value: Json): value is string {
  * The credential values a span's own header and URL attributes carry (what scrubSpan redacts there, and then everywhere
  * in the span).
  */
-function spanHeaderSecrets(span: SpanInput): string[] {
+export function spanHeaderSecrets(span: SpanInput): string[] {
   const values: string[] = [];
   const collect = (attributes: SpanInput['attributes']): void => {
     for (const [key, value] of Object.entries(attributes)) {
@@ -284,10 +284,20 @@ function scrubAttributes(attributes: SpanInput['attributes'], budget: RecordBudg
 export function scrubSpan(span: SpanInput, rolloutId?: string | null): SpanInput {
   const found = spanHeaderSecrets(span);
   if (rolloutId && found.length > 0) rememberRolloutSecrets(rolloutId, found);
-  const secrets =
-    found.length > 0
-      ? [...new Set([...secretsOf(rolloutId), ...found])].sort((a, b) => b.length - a.length)
-      : secretsOf(rolloutId);
+  return scrubSpanWith(span, withSecrets(secretsOf(rolloutId), found));
+}
+
+/** `secrets` and `more` as one list, longest first (`secrets` itself when `more` is empty). */
+export function withSecrets(secrets: readonly string[], more: readonly string[]): readonly string[] {
+  return more.length > 0 ? [...new Set([...secrets, ...more])].sort((a, b) => b.length - a.length) : secrets;
+}
+
+/**
+ * scrubSpan with the secret values given (longest first) instead of the process's and the rollout's: for a thread
+ * that has no such state, the OTLP decode workers (protocol/preparedSpan.ts). The span's own header secrets are the
+ * caller's to find (spanHeaderSecrets) and add.
+ */
+export function scrubSpanWith(span: SpanInput, secrets: readonly string[]): SpanInput {
   const budget = recordBudget(secrets);
   const attributes = scrubAttributes(span.attributes, budget);
   const events = span.events.map((event) => ({

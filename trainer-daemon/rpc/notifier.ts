@@ -3,7 +3,8 @@
  * `rollouts/changed` and one `spans/added` every `intervalMs` (100 ms), carrying the latest state of
  * each changed rollout and, per rollout, the range of spans stored since the last flush.
  */
-import type { NotificationName, NotificationParamsOf, Span, SpanRange } from '../protocol';
+import type { NotificationName, NotificationParamsOf, SpanRange } from '../protocol';
+import type { StoredSpanRef } from '../store/changes';
 import type { Store } from '../store/store';
 import { DisposableStore, type Disposable } from '../protocol/event';
 
@@ -37,7 +38,7 @@ export class ChangeNotifier implements Disposable {
     this.schedule();
   }
 
-  private noteSpans(spans: readonly Span[]): void {
+  private noteSpans(spans: readonly StoredSpanRef[]): void {
     for (const span of spans) {
       const range = this.spans.get(span.rolloutId);
       if (!range)

@@ -3,12 +3,17 @@
  * A write outside a transaction announces at once; inside an enclosing (group) transaction the changes wait
  * until it commits (`flush`), and a group's failed operation takes its own back (`mark` / `rollback`).
  */
-import type { Span } from '../protocol';
 import { Emitter, type Event } from '../protocol/event';
+
+/** A stored span as a commit announces it: where it landed (what the live views ask for is read from there). */
+export interface StoredSpanRef {
+  readonly rolloutId: string;
+  readonly sequence: number;
+}
 
 interface Pending {
   rollouts: string[];
-  spans: Span[];
+  spans: StoredSpanRef[];
   runs: Array<{ id: string; round: number | null }>;
 }
 
@@ -18,18 +23,18 @@ export type PendingMark = Readonly<Record<keyof Pending, number>>;
 export class StoreChanges {
   private readonly _onDidChangeTrainingRun = new Emitter<{ id: string; round: number | null }>();
   private readonly _onDidChangeRollouts = new Emitter<readonly string[]>();
-  private readonly _onDidAddSpans = new Emitter<readonly Span[]>();
+  private readonly _onDidAddSpans = new Emitter<readonly StoredSpanRef[]>();
   private pending: Pending | undefined;
 
   /** Ids of rollouts created or changed by a committed write. */
   readonly onDidChangeRollouts: Event<readonly string[]> = this._onDidChangeRollouts.event;
   /** Spans stored by a committed write, in sequence order per rollout. */
-  readonly onDidAddSpans: Event<readonly Span[]> = this._onDidAddSpans.event;
+  readonly onDidAddSpans: Event<readonly StoredSpanRef[]> = this._onDidAddSpans.event;
   /** A training run's status, cancel request, metrics, checkpoints or (APO) round changed, after the commit. */
   readonly onDidChangeTrainingRun: Event<{ id: string; round: number | null }> = this._onDidChangeTrainingRun.event;
 
   /** Rollouts (and spans) changed: announced now, or kept for `flush` while `inTransaction`. */
-  rollouts(rolloutIds: readonly string[], spans: readonly Span[], inTransaction: boolean): void {
+  rollouts(rolloutIds: readonly string[], spans: readonly StoredSpanRef[], inTransaction: boolean): void {
     if (inTransaction) {
       const pending = (this.pending ??= { rollouts: [], spans: [], runs: [] });
       // One by one: spreading a batch of 200,000 spans into push() overflows the call stack.

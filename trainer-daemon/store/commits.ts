@@ -4,9 +4,8 @@
  * them, and closing the file. The store composes one; the repositories never see it. Apart from store.ts so the
  * store's methods read as what they do, and the commit rules as one thing.
  */
-import type { Span } from '../protocol';
 import type { Database, Transaction } from './driver';
-import { StoreChanges } from './changes';
+import { StoreChanges, type StoredSpanRef } from './changes';
 
 export type GroupedOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
 
@@ -42,7 +41,7 @@ export class StoreCommits {
   }
 
   /** Announces a committed change now, or, inside an enclosing transaction, once that commits. */
-  rolloutsChanged(rolloutIds: readonly string[], spans: readonly Span[] = []): void {
+  rolloutsChanged(rolloutIds: readonly string[], spans: readonly StoredSpanRef[] = []): void {
     this.changes.rollouts(rolloutIds, spans, this.db.inTransaction);
   }
 

@@ -4,11 +4,22 @@
  * transaction so the panel's list never disagrees with the trajectory.
  */
 import type { TrainingSpan } from '../protocol/lightningrl';
+import type { StoredSpanRef } from './changes';
 import type { Database, Statement } from './driver';
 import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
 import { NotFoundError } from '../protocol/errors';
 import { markTruncated } from '../protocol/outcome';
+import {
+  isPrepared,
+  lackingSecrets,
+  prepareSpan,
+  preparedAttributes,
+  rescrubbed,
+  withAttributes,
+  type PreparedSpan,
+} from '../protocol/preparedSpan';
 import { scrubSpan } from '../protocol/recordScrub';
+import { secretsOf } from '../protocol/secrets';
 import type { RolloutStatus } from '../protocol/records';
 
 interface SpanRow {
@@ -55,8 +66,11 @@ function rowToSpan(row: SpanRow): Span {
 
 export interface SpanBatch {
   readonly rolloutId: string;
-  /** Already validated where they entered the process (RPC, proxy, OTLP receiver). */
-  readonly spans: readonly SpanInput[];
+  /**
+   * Already validated where they entered the process (RPC, proxy, OTLP receiver); an OTLP export's come prepared by
+   * its decode worker (protocol/preparedSpan.ts).
+   */
+  readonly spans: ReadonlyArray<SpanInput | PreparedSpan>;
   /**
    * The attempt whose key these spans came with (a proxy's record of a call, an OTLP export to the rollout's URL or
    * with its key): when that attempt is over by the time they are written (the rollout ended, or the attempt timed out
@@ -85,7 +99,7 @@ function lateness(attempt: number, rollout: { status: RolloutStatus; attempt_cou
  * `span` as stored when it was written late: marked `lightning.late` (what training and LightningRL leave out), and a
  * call's outcome `truncated` by `rollout_ended` (it is not a whole answer the rollout's reward saw).
  */
-function markedLate(span: SpanInput, late: Lateness): SpanInput {
+function markedLate(span: PreparedSpan, late: Lateness): PreparedSpan {
   const what = span.category === 'llm' ? 'call' : 'span';
   const when =
     late.status === 'succeeded' || late.status === 'cancelled'
@@ -93,34 +107,9 @@ function markedLate(span: SpanInput, late: Lateness): SpanInput {
       : `its attempt ${late.attempt} had ended when this ${what} was recorded (the rollout ${
           late.status === 'running' ? `runs attempt ${late.current}` : `is ${late.status}`
         })`;
-  const attributes = span.category === 'llm' ? markTruncated(span.attributes, 'rollout_ended') : span.attributes;
-  return { ...span, attributes: { ...attributes, 'lightning.late': `${when}; it is kept, and left out of training` } };
-}
-
-/**
- * `span` as stored, built field by field: an object spread with keys added (`{ ...span, sequence }`) takes V8's slow
- * copy, property by property — ~5 µs a span, a fifth of the OTLP ingest's time per span. The type lists every field.
- */
-function asStored(span: SpanInput, rolloutId: string, attempt: number, sequence: number): Span {
-  return {
-    rolloutId,
-    attempt,
-    sequence,
-    traceId: span.traceId,
-    spanId: span.spanId,
-    parentSpanId: span.parentSpanId,
-    name: span.name,
-    kind: span.kind,
-    category: span.category,
-    startMs: span.startMs,
-    endMs: span.endMs,
-    statusCode: span.statusCode,
-    statusMessage: span.statusMessage,
-    attributes: span.attributes,
-    events: span.events,
-    promptTokens: span.promptTokens,
-    completionTokens: span.completionTokens,
-  };
+  const attributes = preparedAttributes(span);
+  const marked = span.category === 'llm' ? markTruncated(attributes, 'rollout_ended') : attributes;
+  return withAttributes(span, { ...marked, 'lightning.late': `${when}; it is kept, and left out of training` });
 }
 
 /** What happened to each span of a batch, in order: stored (with its sequence) or a duplicate. */
@@ -128,7 +117,7 @@ export type StoredSpanResult = Extract<SpanResult, { kind: 'stored' | 'duplicate
 
 export interface SpanBatchOutcome {
   readonly results: StoredSpanResult[];
-  readonly stored: Span[];
+  readonly stored: StoredSpanRef[];
 }
 
 /**
@@ -170,8 +159,6 @@ interface TwinRow {
   end_ms: number | null;
 }
 
-const isProxied = (span: SpanInput): boolean => 'lightning.api' in span.attributes;
-
 /**
  * One LLM call seen twice — by the proxy and in the agent's OTLP spans, recognised by the same
  * `gen_ai.response.id` — is one step. The proxy's record (exact request and response) stays the
@@ -186,16 +173,16 @@ const isProxied = (span: SpanInput): boolean => 'lightning.api' in span.attribut
  */
 function pairWithTwin(
   twins: ReadonlyMap<string, TwinRow[]>,
-  span: SpanInput,
-): { span: SpanInput; responseId: string | null; replaced?: TwinRow; pairedWith?: TwinRow } {
-  const responseId = span.attributes['gen_ai.response.id'];
-  if (span.category !== 'llm' || typeof responseId !== 'string') return { span, responseId: null };
+  span: PreparedSpan,
+): { span: PreparedSpan; replaced?: TwinRow; pairedWith?: TwinRow } {
+  const responseId = span.responseId;
+  if (responseId === null) return { span };
   const candidates = (twins.get(responseId) ?? []).filter((row) => row.span_id !== span.spanId);
-  if (isProxied(span)) {
+  if (span.proxied) {
     // The OTLP span of this very call when the clocks show it (it encloses the proxy's record), else the earliest.
     const otlp =
       candidates.find((row) => !row.proxied && overlaps(row, span)) ?? candidates.find((row) => !row.proxied);
-    return otlp ? { span, responseId, replaced: otlp } : { span, responseId };
+    return otlp ? { span, replaced: otlp } : { span };
   }
   const twin =
     candidates.find((row) => row.proxied && !row.paired) ??
@@ -203,16 +190,13 @@ function pairWithTwin(
     // A third view of a call the proxy recorded and one instrumentation already tied (the framework's span around
     // the SDK's): the proxy's record of it, which it encloses in time.
     candidates.find((row) => row.proxied && overlaps(row, span));
-  if (!twin) return { span, responseId };
-  return {
-    span: { ...span, category: 'other', attributes: { ...span.attributes, 'lightning.same_call_as': twin.span_id } },
-    responseId: null,
-    pairedWith: twin,
-  };
+  if (!twin) return { span };
+  const attributes = { ...preparedAttributes(span), 'lightning.same_call_as': twin.span_id };
+  return { span: { ...withAttributes(span, attributes), category: 'other', responseId: null }, pairedWith: twin };
 }
 
 /** Whether a stored span and `span` overlap in time (views of one call do: each encloses the proxy's). */
-function overlaps(row: TwinRow, span: SpanInput): boolean {
+function overlaps(row: TwinRow, span: PreparedSpan): boolean {
   const rowEnd = row.end_ms ?? row.start_ms;
   const spanEnd = span.endMs ?? span.startMs;
   return row.start_ms <= spanEnd && span.startMs <= rowEnd;
@@ -300,14 +284,22 @@ export class SpanRepository {
     let promptTokens = 0;
     let completionTokens = 0;
     const results: StoredSpanResult[] = [];
-    const stored: Span[] = [];
-    const twins = this.twinsFor(batch);
+    const stored: StoredSpanRef[] = [];
     const attempt = batch.attempt ?? counters.attempt_count;
     const late = batch.attempt === undefined ? null : lateness(batch.attempt, counters);
-    for (const given of batch.spans) {
-      const input = late === null ? given : markedLate(given, late);
-      // The one door into the table: whatever made the span, secrets and oversize parts stop here.
-      const { span, responseId, replaced, pairedWith } = pairWithTwin(twins, scrubSpan(input, batch.rolloutId));
+    const lacking = lackingSecrets(batch.rolloutId);
+    // The one door into the table: whatever made the span, secrets and oversize parts stop here — scrubbed now, or
+    // (prepared by an OTLP decode worker) scrubbed again for every secret known now that its scrub did not know.
+    const spans = batch.spans.map((given) => {
+      const span = isPrepared(given)
+        ? rescrubbed(given, lacking(given.scrubbedWith))
+        : prepareSpan(scrubSpan(given, batch.rolloutId), secretsOf(batch.rolloutId));
+      return late === null ? span : markedLate(span, late);
+    });
+    const twins = this.twinsFor(batch.rolloutId, spans);
+    for (const prepared of spans) {
+      const { span, replaced, pairedWith } = pairWithTwin(twins, prepared);
+      const responseId = span.responseId;
       const info = this.insert.run(
         batch.rolloutId,
         attempt,
@@ -322,8 +314,8 @@ export class SpanRepository {
         span.endMs,
         span.statusCode,
         span.statusMessage,
-        JSON.stringify(span.attributes),
-        JSON.stringify(span.events),
+        span.attributes,
+        span.events,
         span.promptTokens,
         span.completionTokens,
         responseId,
@@ -348,7 +340,7 @@ export class SpanRepository {
         const row = {
           response_id: responseId,
           span_id: span.spanId,
-          proxied: isProxied(span) ? 1 : 0,
+          proxied: span.proxied ? 1 : 0,
           paired: replaced ? 1 : 0,
           prompt_tokens: span.promptTokens,
           completion_tokens: span.completionTokens,
@@ -367,7 +359,7 @@ export class SpanRepository {
         completionTokens += span.completionTokens ?? 0;
       }
       results.push({ kind: 'stored', spanId: span.spanId, sequence });
-      stored.push(asStored(span, batch.rolloutId, attempt, sequence));
+      stored.push({ rolloutId: batch.rolloutId, sequence });
     }
     if (stored.length > 0) {
       this.bump.run(stored.length, llmCalls, promptTokens, completionTokens, now, batch.rolloutId);
@@ -376,15 +368,12 @@ export class SpanRepository {
   }
 
   /** The stored LLM spans sharing a response id with the batch's, by response id, in order of arrival. */
-  private twinsFor(batch: SpanBatch): Map<string, TwinRow[]> {
-    const ids = batch.spans.flatMap((span) =>
-      span.category === 'llm' && typeof span.attributes['gen_ai.response.id'] === 'string'
-        ? [span.attributes['gen_ai.response.id']]
-        : [],
-    );
+  private twinsFor(rolloutId: string, spans: readonly PreparedSpan[]): Map<string, TwinRow[]> {
+    const ids = new Set<string>();
+    for (const span of spans) if (span.responseId !== null) ids.add(span.responseId);
     const twins = new Map<string, TwinRow[]>();
-    if (ids.length === 0) return twins;
-    for (const row of this.twinsOf.all(JSON.stringify([...new Set(ids)]), batch.rolloutId)) {
+    if (ids.size === 0) return twins;
+    for (const row of this.twinsOf.all(JSON.stringify([...ids]), rolloutId)) {
       const list = twins.get(row.response_id);
       if (list) list.push(row);
       else twins.set(row.response_id, [row]);

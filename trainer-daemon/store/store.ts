@@ -43,6 +43,7 @@ import type {
   TransitionRolloutParams,
 } from '../protocol';
 import type { Event } from '../protocol/event';
+import type { StoredSpanRef } from './changes';
 import { StoreCommits, type GroupedOutcome } from './commits';
 import { openDatabase, type OpenOptions } from './database';
 import { LATEST_SCHEMA_VERSION } from './migrations';
@@ -73,7 +74,7 @@ export class Store {
     return this.commits.changes.onDidChangeRollouts;
   }
   /** Spans stored by a committed write, in sequence order per rollout. */
-  get onDidAddSpans(): Event<readonly Span[]> {
+  get onDidAddSpans(): Event<readonly StoredSpanRef[]> {
     return this.commits.changes.onDidAddSpans;
   }
   /** A training run's status, cancel request, metrics, checkpoints or (APO) round changed, after the commit. */

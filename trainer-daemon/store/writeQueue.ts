@@ -11,6 +11,7 @@
  * daemon's memory growing without limit.
  */
 import type { SpanInput } from '../protocol';
+import type { PreparedSpan } from '../protocol/preparedSpan';
 import { errorMessage, OverloadedError, PayloadTooLargeError, StorageUnavailableError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { SpanBatchOutcome, StoredSpanResult } from './spans';
@@ -53,7 +54,7 @@ interface Pending {
 }
 
 interface PendingSpans {
-  readonly spans: readonly SpanInput[];
+  readonly spans: ReadonlyArray<SpanInput | PreparedSpan>;
   resolve(results: StoredSpanResult[]): void;
   reject(error: unknown): void;
 }
@@ -134,7 +135,7 @@ export class WriteQueue {
    */
   submitSpans(
     rolloutId: string,
-    spans: readonly SpanInput[],
+    spans: ReadonlyArray<SpanInput | PreparedSpan>,
     /** `attempt`: the one whose key the spans came with (store/spans.ts SpanBatch.attempt). */
     options: { urgent?: boolean; attempt?: number } = {},
   ): Promise<StoredSpanResult[]> {
