@@ -8,8 +8,11 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { SpanKind } from '@opentelemetry/api';
+import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { Json, SpanInput } from '../../trainer-daemon/protocol';
-import { prepareSpan, rescrubbed } from '../../trainer-daemon/protocol/preparedSpan';
+import type { PreparedSpan } from '../../trainer-daemon/protocol/preparedSpan';
+import { RECORD_LIMITS } from '../../trainer-daemon/protocol/recordScrub';
+import { OverloadedError } from '../../trainer-daemon/protocol/errors';
 import { rememberRolloutSecrets, requestSecretValues, secretsOf } from '../../trainer-daemon/protocol/secrets';
 import { OtlpReceiver } from '../../trainer-daemon/otlp/receiver';
 import { ExportPreparer } from '../../trainer-daemon/otlp/prepare';
@@ -46,52 +49,74 @@ function runningRollout(store: Store): string {
   return rollout.id;
 }
 
-test('a secret the rollout learned after its export was prepared is redacted where the store writes the span', (t) => {
+/** An export's part prepared as a decode worker prepares it, with what the rollout's secrets are now. */
+function prepared(rolloutId: string, spans: SpanInput[]): PreparedSpan[] {
+  return new ExportPreparer({ rolloutId, secrets: secretsOf(rolloutId) })
+    .part(spans.map((span) => ({ rolloutId, span })))
+    .spans.map(({ span }) => span as PreparedSpan);
+}
+
+test('spans prepared before their rollout learned a secret are refused whole (retry), then stored scrubbed with it', (t) => {
   const file = path.join(tempDir(t), 'store.db');
   const store = Store.open(file);
   t.after(() => store.close());
   const rolloutId = runningRollout(store);
-  // Quotes and backslashes: JSON text holds them escaped, and they are still found.
-  const secret = 'opaque-late-credential-"7\\7"';
-  const given = span(
-    { 'lightning.request': { messages: [{ role: 'user', content: `use ${secret}` }] }, note: secret },
-    {
-      name: `chat ${secret}`,
-      statusCode: 'error',
-      statusMessage: `upstream said: ${secret}`,
-      events: [{ name: 'exception', timeMs: 1, attributes: { 'exception.message': `bad ${secret}` } }],
-    },
-  );
-  // Prepared (as a decode worker does) before the rollout knew the secret: it is still in the prepared text.
-  const prepared = new ExportPreparer({ rolloutId, secrets: secretsOf(rolloutId) }).part([{ rolloutId, span: given }])
-    .spans[0]!.span;
-  assert.ok(prepared.attributes.includes(JSON.stringify(secret).slice(1, -1)));
+  const known = 'opaque-known-0077';
+  rememberRolloutSecrets(rolloutId, [known]);
+  // Learned later, and holding the known one: one pass with both redacts it whole, a pass with each would not.
+  const secret = `opaque-late-"7\\7"-${known}-tail`;
+  const cut = RECORD_LIMITS.maxStringChars - 10;
+  const given = [
+    span(
+      { 'lightning.request': { messages: [{ role: 'user', content: `use ${secret}` }] }, note: secret },
+      {
+        name: `chat ${secret}`,
+        statusCode: 'error',
+        statusMessage: `upstream said: ${secret}`,
+        events: [{ name: 'exception', timeMs: 1, attributes: { 'exception.message': `bad ${secret}` } }],
+      },
+    ),
+    // The secret across the string limit's cut: redacted whole, never kept in part.
+    span({ long: `${'x'.repeat(cut)}${secret}` }, { spanId: 'b7ad6b7169203332' }),
+  ];
+  const early = prepared(rolloutId, given);
   rememberRolloutSecrets(rolloutId, requestSecretValues({ 'x-api-key': secret }));
-  store.addSpans({ rolloutId, spans: [prepared] });
+  assert.throws(() => store.addSpans({ rolloutId, spans: early }), OverloadedError);
+  assert.equal(store.getRolloutDetail(rolloutId).rollout.spanCount, 0, 'nothing of the batch was written');
 
-  const [stored] = store.getRolloutDetail(rolloutId).spans;
-  assert.equal(stored!.name, 'chat [redacted]');
-  assert.equal(stored!.statusMessage, 'upstream said: [redacted]');
-  assert.deepEqual(stored!.attributes['lightning.request'], {
-    messages: [{ role: 'user', content: 'use [redacted]' }],
-  });
-  assert.equal(stored!.attributes.note, '[redacted]');
-  assert.deepEqual(stored!.events[0]!.attributes, { 'exception.message': 'bad [redacted]' });
+  store.addSpans({ rolloutId, spans: prepared(rolloutId, given) });
+  const [first, second] = store.getRolloutDetail(rolloutId).spans;
+  assert.equal(first!.name, 'chat [redacted]');
+  assert.equal(first!.statusMessage, 'upstream said: [redacted]');
+  assert.deepEqual(first!.attributes['lightning.request'], { messages: [{ role: 'user', content: 'use [redacted]' }] });
+  assert.equal(first!.attributes.note, '[redacted]');
+  assert.deepEqual(first!.events[0]!.attributes, { 'exception.message': 'bad [redacted]' });
+  assert.match(String(second!.attributes.long), /^x+\[redacted\]…\[lightning: truncated/);
   store.close();
-  for (const name of fs.readdirSync(path.dirname(file)))
-    assert.ok(!fs.readFileSync(path.join(path.dirname(file), name)).includes('opaque-late-credential'), name);
+  for (const name of fs.readdirSync(path.dirname(file))) {
+    const bytes = fs.readFileSync(path.join(path.dirname(file), name));
+    for (const part of ['opaque-late', known, '-tail']) assert.ok(!bytes.includes(part), `${name} holds ${part}`);
+  }
 });
 
-test('a prepared span is scrubbed again only where a secret it lacked occurs in it', () => {
-  const secret = 'nopaque-secret-0101';
-  const plain = prepareSpan(span({ note: 'nothing to see' }), []);
-  assert.equal(rescrubbed(plain, [secret]), plain, 'nothing to redact: the same span, not read back');
-  // The JSON text of "a<newline>opaque-secret-0101" holds the secret's characters across the escape `\n`: read back,
-  // the string does not hold the secret, and the span is stored as it was.
-  const across = prepareSpan(span({ note: `a\n${secret.slice(1)}` }), []);
-  assert.ok(across.attributes.includes(secret));
-  const again = rescrubbed(across, [secret]);
-  assert.deepEqual(JSON.parse(again.attributes), { note: `a\n${secret.slice(1)}` });
+test('a refused batch of prepared spans does not take a proxied call’s record of the same rollout with it', async (t) => {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
+  t.after(() => store.close());
+  const rolloutId = runningRollout(store);
+  const writes = new WriteQueue(store, silentLogger);
+  const early = prepared(rolloutId, [span({ note: 'otlp' })]);
+  rememberRolloutSecrets(rolloutId, ['opaque-learned-0202']);
+  const [otlp, proxied] = await Promise.allSettled([
+    writes.submitSpans(rolloutId, early),
+    writes.submitSpans(rolloutId, [span({ note: 'proxy' }, { spanId: 'b7ad6b7169203339' })]),
+  ]);
+  assert.ok(otlp.status === 'rejected' && otlp.reason instanceof OverloadedError, String(otlp.status));
+  assert.equal(proxied.status, 'fulfilled');
+  assert.deepEqual(
+    store.getRolloutDetail(rolloutId).spans.map((stored) => stored.attributes.note),
+    ['proxy'],
+  );
+  writes.shutdown();
 });
 
 test('a span’s own header secret found where it was decoded is remembered for its rollout and redacted in later exports', async (t) => {
@@ -129,4 +154,57 @@ test('a span’s own header secret found where it was decoded is remembered for 
   store.close();
   for (const name of fs.readdirSync(path.dirname(file)))
     assert.ok(!fs.readFileSync(path.join(path.dirname(file), name)).includes(key), name);
+});
+
+test('a credential header in a later span of an export: the export is refused once (503), and its retry redacts the earlier span too', async (t) => {
+  const file = path.join(tempDir(t), 'store.db');
+  const store = Store.open(file);
+  t.after(() => store.close());
+  const rolloutId = runningRollout(store);
+  const writes = new WriteQueue(store, silentLogger);
+  const receiver = new OtlpReceiver(writes, 64 * 1024 * 1024, silentLogger);
+  t.after(() => receiver.close());
+  const key = 'opaque-header-key-5353';
+  const body = encode(
+    recordSpans((tracer) => {
+      tracer.startSpan('chat m', { kind: SpanKind.CLIENT, attributes: { 'gen_ai.prompt': `key ${key}` } }).end();
+      tracer.startSpan('GET', { kind: SpanKind.CLIENT, attributes: { 'http.request.header.x-api-key': key } }).end();
+    }),
+    'protobuf',
+  );
+  await assert.rejects(receiver.ingest(rolloutId, body, 'application/x-protobuf', undefined), OverloadedError);
+  assert.equal(store.getRolloutDetail(rolloutId).rollout.spanCount, 0);
+  const retried = await receiver.ingest(rolloutId, body, 'application/x-protobuf', undefined);
+  assert.equal(retried.stored, 2);
+  const spans = store.getRolloutDetail(rolloutId).spans;
+  assert.deepEqual(
+    spans.map((stored) => stored.attributes['gen_ai.prompt'] ?? stored.attributes['http.request.header.x-api-key']),
+    ['key [redacted]', '[redacted]'],
+  );
+  writes.shutdown();
+  store.close();
+  for (const name of fs.readdirSync(path.dirname(file)))
+    assert.ok(!fs.readFileSync(path.join(path.dirname(file), name)).includes(key), name);
+});
+
+test('spans to the shared endpoint, naming their rollout, are scrubbed by the store with that rollout’s secrets', async (t) => {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
+  t.after(() => store.close());
+  const rolloutId = runningRollout(store);
+  const secret = 'opaque-shared-credential-6464';
+  rememberRolloutSecrets(rolloutId, [secret]);
+  const writes = new WriteQueue(store, silentLogger);
+  const receiver = new OtlpReceiver(writes, 64 * 1024 * 1024, silentLogger);
+  t.after(() => receiver.close());
+  const body = encode(
+    recordSpans(
+      (tracer) => tracer.startSpan('chat m', { kind: SpanKind.CLIENT, attributes: { note: `got ${secret}` } }).end(),
+      resourceFromAttributes({ 'lightning.rollout_id': rolloutId }),
+    ),
+    'protobuf',
+  );
+  const answer = await receiver.ingest(null, body, 'application/x-protobuf', undefined);
+  assert.equal(answer.stored, 1);
+  assert.equal(store.getRolloutDetail(rolloutId).spans[0]!.attributes.note, 'got [redacted]');
+  writes.shutdown();
 });

@@ -58,11 +58,23 @@ function reply(message: DecodeReply): void {
   parentPort!.postMessage(message);
 }
 
+function failed(id: number, error: unknown): void {
+  const mapped = asInputError(error);
+  const { name, message } = mapped instanceof Error ? mapped : { name: 'Error', message: String(mapped) };
+  reply({ kind: 'failed', id, error: { name, message } });
+}
+
 function sendNext(id: number): void {
   if (current?.id !== id) return;
   const spans = current.parts.shift();
-  // Prepared as it is sent: one part's strings at a time beside the decoded export.
-  const part = spans && current.preparer.part(spans);
+  let part;
+  try {
+    // Prepared as it is sent: one part's strings at a time beside the decoded export.
+    part = spans && current.preparer.part(spans);
+  } catch (error) {
+    current = undefined;
+    return failed(id, error);
+  }
   if (part && current.parts.length > 0) return reply({ kind: 'part', id, part });
   // The last part ends the export in the same message: this worker is then free to decode the next export while the
   // main thread commits that part.
@@ -94,9 +106,7 @@ parentPort?.on('message', (request: DecodeRequest) => {
         };
         sendNext(request.id);
       } catch (error) {
-        const mapped = asInputError(error);
-        const { name, message } = mapped instanceof Error ? mapped : { name: 'Error', message: String(mapped) };
-        reply({ kind: 'failed', id: request.id, error: { name, message } });
+        failed(request.id, error);
       }
       return;
     case 'next':

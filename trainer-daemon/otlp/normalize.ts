@@ -2,7 +2,7 @@
  * Turns a decoded OTLP trace export into the daemon's spans (`SpanInput`): hex ids checked, times in
  * epoch milliseconds, a category (llm | tool | agent | reward | other) and token usage read from
  * whichever instrumentation convention the agent's framework follows (secret values are redacted as the
- * spans are prepared for the store: prepare.ts).
+ * spans are prepared for the store, prepare.ts, or by the store).
  *
  * A span that cannot be stored is reported in `rejected` and the rest of the batch goes on, as OTLP's
  * partial success allows.
@@ -69,7 +69,7 @@ function normalizeSpan(otlp: OtlpSpan): SpanInput | string {
   if (otlp.startTimeUnixNano === '0') return 'startTimeUnixNano is missing';
 
   const startMs = nanosToMs(otlp.startTimeUnixNano);
-  // Scrubbed and cut to size as it is prepared for the store (prepare.ts), and checked again there (store/spans.ts).
+  // Scrubbed and cut to size as it is prepared for the store (prepare.ts), or by the store (store/spans.ts).
   const attributes = otlp.attributes;
   const category = categorize(otlp.name, attributes);
   const usage = category === 'llm' ? tokenUsage(attributes) : { promptTokens: null, completionTokens: null };

@@ -1,9 +1,12 @@
 /**
- * An export's spans prepared for the store (protocol/preparedSpan.ts), part by part, where they were decoded: in the
- * decode worker, or inline where there is none. Each span is scrubbed with the secret values the export came with
- * (the process's and its rollout's, as the main thread knew them) and those of its own header attributes; what these
- * find is handed back with the part, for the main thread to remember for the rollout, as scrubSpan does there.
+ * An export's spans made ready for the store, part by part, where they were decoded: in the decode worker, or inline
+ * where there is none. The spans of an export sent to a rollout's URL are prepared (protocol/preparedSpan.ts):
+ * scrubbed with the secret values the export came with (the process's and that rollout's, as the main thread knew
+ * them) and those of their own header attributes, which are handed back with the part for the main thread to
+ * remember for the rollout, as scrubSpan does there. The shared endpoint's spans name their own rollouts, whose
+ * secrets this thread is not given: they go as they are, and the store scrubs them.
  */
+import type { SpanInput } from '../protocol/records';
 import { prepareSpan, type PreparedSpan } from '../protocol/preparedSpan';
 import { scrubSpanWith, spanHeaderSecrets, withSecrets } from '../protocol/recordScrub';
 import type { NormalizedSpan } from './normalize';
@@ -16,34 +19,32 @@ export interface ExportSecrets {
 }
 
 export interface PreparedPart {
-  readonly spans: Array<{ readonly rolloutId: string | null; readonly span: PreparedSpan }>;
+  /** Prepared for the URL's rollout; as decoded for the shared endpoint. */
+  readonly spans: ReadonlyArray<{ readonly rolloutId: string | null; readonly span: PreparedSpan | SpanInput }>;
   /** Secret values found in this part's header attributes, by the rollout their spans are stored for. */
   readonly found: Array<[rolloutId: string, values: string[]]>;
 }
 
 export class ExportPreparer {
-  /** Per rollout, the list its spans are scrubbed with once a span's headers added to the export's. */
-  private readonly lists = new Map<string, readonly string[]>();
+  /** The list the spans are scrubbed with, once a span's header attributes added to the export's. */
+  private list: readonly string[];
 
-  constructor(private readonly scrub: ExportSecrets) {}
+  constructor(private readonly scrub: ExportSecrets) {
+    this.list = scrub.secrets;
+  }
 
   part(spans: readonly NormalizedSpan[]): PreparedPart {
-    const found = new Map<string, string[]>();
-    const prepared = spans.map(({ rolloutId, span }) => {
-      const target = this.scrub.rolloutId ?? rolloutId;
-      let list = (target === null ? undefined : this.lists.get(target)) ?? this.scrub.secrets;
-      const fresh = spanHeaderSecrets(span).filter((value) => !list.includes(value));
+    const rolloutId = this.scrub.rolloutId;
+    if (rolloutId === null) return { spans, found: [] };
+    const found: string[] = [];
+    const prepared = spans.map(({ rolloutId: named, span }) => {
+      const fresh = spanHeaderSecrets(span).filter((value) => !this.list.includes(value));
       if (fresh.length > 0) {
-        list = withSecrets(list, fresh);
-        if (target !== null) {
-          this.lists.set(target, list);
-          const values = found.get(target);
-          if (values) values.push(...fresh);
-          else found.set(target, fresh);
-        }
+        this.list = withSecrets(this.list, fresh);
+        found.push(...fresh);
       }
-      return { rolloutId, span: prepareSpan(scrubSpanWith(span, list), list) };
+      return { rolloutId: named, span: prepareSpan(scrubSpanWith(span, this.list), this.list) };
     });
-    return { spans: prepared, found: [...found] };
+    return { spans: prepared, found: found.length > 0 ? [[rolloutId, found]] : [] };
   }
 }

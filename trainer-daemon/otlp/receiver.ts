@@ -6,6 +6,7 @@
  */
 import protobuf from 'protobufjs/minimal';
 import { errorMessage, OverloadedError, PayloadTooLargeError } from '../protocol/errors';
+import type { SpanInput } from '../protocol';
 import type { PreparedSpan } from '../protocol/preparedSpan';
 import { rememberRolloutSecrets, secretsOf } from '../protocol/secrets';
 import type { Logger } from '../log';
@@ -111,8 +112,8 @@ export class OtlpReceiver {
     const limits = { maxBytes: this.maxBytes, maxSpans: this.writes.maxSpansPerWrite };
     // Inflated here, on the thread pool, against the cap as it comes out; the worker reads plain bytes.
     const plain = await inflateBody(body, contentEncoding, this.maxBytes, options);
-    // Scrubbed where it is decoded with the secrets known now; the store scrubs again for any it learns before the
-    // write (protocol/preparedSpan.ts).
+    // Scrubbed where it is decoded with the secrets known now; the store refuses a part scrubbed without one it knows
+    // by the write (protocol/preparedSpan.ts).
     const decoded = this.pool.decode(
       urlRolloutId ?? SHARED_SOURCE,
       plain.chunks,
@@ -163,7 +164,7 @@ export class OtlpReceiver {
     urgent: boolean,
     attempt: number | undefined,
   ): Promise<number> {
-    const byRollout = new Map<string, PreparedSpan[]>();
+    const byRollout = new Map<string, Array<PreparedSpan | SpanInput>>();
     for (const { rolloutId, span } of part.spans) {
       const target = urlRolloutId ?? rolloutId;
       if (target === null) {
@@ -186,7 +187,8 @@ export class OtlpReceiver {
           return;
         }
         // What its spans' own headers carried is remembered for the rollout, as scrubSpan does on this thread: the
-        // store scrubs its spans with it, and the rollout's later records.
+        // rollout's later records are scrubbed with it, and the export's spans prepared before the one that carried it
+        // are refused by the store (503), to be scrubbed with it when the export is retried.
         const found = part.found.find(([id]) => id === rolloutId);
         if (found) rememberRolloutSecrets(rolloutId, found[1]);
         try {

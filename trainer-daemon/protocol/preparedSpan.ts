@@ -1,18 +1,18 @@
 /**
  * A span as the store writes it (store/spans.ts): scrubbed and cut to size (recordScrub.ts), its attributes and events
- * already JSON text. The OTLP decode workers prepare an export's spans, so the daemon's main thread, which writes
- * them, neither walks nor serializes them, and a span crosses from the worker as a few strings instead of a tree of
- * objects.
+ * already JSON text. The OTLP decode workers prepare the spans of an export sent to a rollout's URL, so the daemon's
+ * main thread, which writes them, neither walks nor serializes them, and a span crosses from the worker as a few
+ * strings instead of a tree of objects.
  *
- * A worker knows only the secret values it was given with the export (the process's and its rollout's, then) and those
- * it finds in the export's own header attributes. So each prepared span names the list it was scrubbed with
- * (`scrubbedWith`), and the store scrubs it again, by value, for every secret it knows when it writes the span and
- * that list lacks (`rescrubbed`): what reaches the table is scrubbed with every secret known at the write, as a span
- * scrubbed in the write itself is.
+ * A worker scrubs with the secret values it was given with the export (the process's and the rollout's, as the main
+ * thread knew them then) and those it finds in the export's own header attributes, and each prepared span names that
+ * list (`scrubbedWith`). The store writes it only if the list holds every secret known for the rollout at the write
+ * (`lackingSecrets`), and otherwise refuses the write for the exporter to retry (a 503; the retried export is scrubbed
+ * with what is known then): a second scrub of text already cut and redacted with a shorter list would not be the
+ * same as one pass with the whole list (a secret across a cut, one inside another).
  */
 import type { Json, SpanInput } from './records';
-import { scrubJsonValues } from './recordScrub';
-import { REDACTED, secretsOf } from './secrets';
+import { secretsOf } from './secrets';
 
 export interface PreparedSpan extends Omit<SpanInput, 'attributes' | 'events'> {
   /** The span's attributes as JSON text (an object). */
@@ -64,34 +64,6 @@ export function preparedAttributes(span: PreparedSpan): Record<string, Json> {
 /** `span` with these attributes. */
 export function withAttributes(span: PreparedSpan, attributes: Record<string, Json>): PreparedSpan {
   return { ...span, attributes: JSON.stringify(attributes) };
-}
-
-/**
- * `span` with these secret values (ones its `scrubbedWith` lacked) redacted wherever they occur: its name, status
- * message, and every string of its attributes and events. By value only: it was cut to size when prepared. The same
- * span when none occurs in it, which the JSON text shows without reading it back (a secret's characters as
- * JSON.stringify writes them inside a string).
- */
-export function rescrubbed(span: PreparedSpan, secrets: readonly string[]): PreparedSpan {
-  if (secrets.length === 0) return span;
-  const escaped = secrets.map((secret) => JSON.stringify(secret).slice(1, -1));
-  const inJson = (text: string): boolean => escaped.some((secret) => text.includes(secret));
-  const inText = (text: string | null): boolean => text !== null && secrets.some((secret) => text.includes(secret));
-  if (!inJson(span.attributes) && !inJson(span.events) && !inText(span.name) && !inText(span.statusMessage))
-    return span;
-  const redact = (text: string): string =>
-    secrets.reduce((out, secret) => (out.includes(secret) ? out.split(secret).join(REDACTED) : out), text);
-  return {
-    ...span,
-    name: redact(span.name),
-    statusMessage: span.statusMessage === null ? null : redact(span.statusMessage),
-    attributes: inJson(span.attributes)
-      ? JSON.stringify(scrubJsonValues(JSON.parse(span.attributes) as Json, secrets))
-      : span.attributes,
-    events: inJson(span.events)
-      ? JSON.stringify(scrubJsonValues(JSON.parse(span.events) as Json, secrets))
-      : span.events,
-  };
 }
 
 /**

@@ -1,7 +1,8 @@
 /**
- * A record fit for the store, and what it may hold. Every span enters the store through `scrubSpan` (proxy, OTLP,
- * RPC `spans/add`): its secret values redacted (protocol/secrets.ts decides what a secret is) and the whole span cut
- * to RECORD_LIMITS, each cut marked. `scrubJsonValues` is the same redaction, uncut, for records read back out
+ * A record fit for the store, and what it may hold. Every span enters the store scrubbed by `scrubSpan` (proxy, RPC
+ * `spans/add`, the shared OTLP endpoint) or, in an OTLP decode worker, `scrubSpanWith` (protocol/preparedSpan.ts):
+ * its secret values redacted (protocol/secrets.ts decides what a secret is) and the whole span cut to RECORD_LIMITS,
+ * each cut marked. `scrubJsonValues` is the same redaction, uncut, for records read back out
  * (exports, training rows). Kept apart from secrets.ts: that file answers "is this a secret?", this one walks a record.
  */
 import type { Json, SpanInput } from './records';
@@ -154,7 +155,7 @@ function copyKeys(
 /**
  * A JSON value with every string scrubbed by value (scrubText), nothing else changed: keys, numbers
  * and structure stay. Returns the same object when nothing was redacted. For records read back out
- * (exports) and rewards; the store's spans go through scrubSpan.
+ * (exports) and rewards; the store's spans go through scrubSpan (or scrubSpanWith).
  */
 export function scrubJsonValues<T extends Json>(value: T, secrets: readonly string[] = secretsOf(), depth = 0): T {
   if (typeof value === 'string') return scrubText(value, secrets) as T;

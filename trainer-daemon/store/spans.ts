@@ -7,14 +7,13 @@ import type { TrainingSpan } from '../protocol/lightningrl';
 import type { StoredSpanRef } from './changes';
 import type { Database, Statement } from './driver';
 import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
-import { NotFoundError } from '../protocol/errors';
-import { markTruncated } from '../protocol/outcome';
+import { NotFoundError, OverloadedError } from '../protocol/errors';
+import { markTruncated, OUTCOME_ATTRIBUTE, outcomeAttributes } from '../protocol/outcome';
 import {
   isPrepared,
   lackingSecrets,
   prepareSpan,
   preparedAttributes,
-  rescrubbed,
   withAttributes,
   type PreparedSpan,
 } from '../protocol/preparedSpan';
@@ -108,7 +107,15 @@ function markedLate(span: PreparedSpan, late: Lateness): PreparedSpan {
           late.status === 'running' ? `runs attempt ${late.current}` : `is ${late.status}`
         })`;
   const attributes = preparedAttributes(span);
-  const marked = span.category === 'llm' ? markTruncated(attributes, 'rollout_ended') : attributes;
+  // Late wins over a cut made as it was scrubbed (truncated by a record limit): the attempt's end is why it is not
+  // whole.
+  const cut = attributes[OUTCOME_ATTRIBUTE] === 'truncated';
+  const marked =
+    span.category !== 'llm'
+      ? attributes
+      : cut
+        ? { ...attributes, ...outcomeAttributes({ kind: 'truncated', limit: 'rollout_ended' }) }
+        : markTruncated(attributes, 'rollout_ended');
   return withAttributes(span, { ...marked, 'lightning.late': `${when}; it is kept, and left out of training` });
 }
 
@@ -275,7 +282,10 @@ export class SpanRepository {
       WHERE s.attempt = (SELECT r.attempt_count FROM rollouts r WHERE r.id = j.value)`);
   }
 
-  /** Stores one rollout's spans; must run inside a transaction. Throws only for an unknown rollout. */
+  /**
+   * Stores one rollout's spans; must run inside a transaction. Throws, having written nothing, for an unknown rollout
+   * (NotFoundError) and for prepared spans scrubbed without a secret known now (OverloadedError: retry).
+   */
   add(batch: SpanBatch, now = Date.now()): SpanBatchOutcome {
     const counters = this.counters.get(batch.rolloutId);
     if (!counters) throw new NotFoundError(`rollout ${batch.rolloutId} does not exist; spans need an existing rollout`);
@@ -288,11 +298,15 @@ export class SpanRepository {
     const attempt = batch.attempt ?? counters.attempt_count;
     const late = batch.attempt === undefined ? null : lateness(batch.attempt, counters);
     const lacking = lackingSecrets(batch.rolloutId);
-    // The one door into the table: whatever made the span, secrets and oversize parts stop here — scrubbed now, or
-    // (prepared by an OTLP decode worker) scrubbed again for every secret known now that its scrub did not know.
+    // The one door into the table: whatever made the span, secrets and oversize parts stop here. An OTLP span comes
+    // scrubbed by its decode worker: it is written only if that scrub knew every secret known for the rollout now.
     const spans = batch.spans.map((given) => {
+      if (isPrepared(given) && lacking(given.scrubbedWith).length > 0)
+        throw new OverloadedError(
+          `rollout ${batch.rolloutId} learned a secret value while these spans were decoded; nothing was written, and a retry scrubs them with it`,
+        );
       const span = isPrepared(given)
-        ? rescrubbed(given, lacking(given.scrubbedWith))
+        ? given
         : prepareSpan(scrubSpan(given, batch.rolloutId), secretsOf(batch.rolloutId));
       return late === null ? span : markedLate(span, late);
     });

@@ -53,7 +53,7 @@ import { postedIn, RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
 import type { Trajectory } from '../protocol/lightningrl';
-import { NotFoundError, type ErrorKind } from '../protocol/errors';
+import { NotFoundError, OverloadedError, type ErrorKind } from '../protocol/errors';
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
 import { readStats } from './stats';
@@ -252,7 +252,8 @@ export class Store {
         try {
           return this.spans.add(batch, now);
         } catch (error) {
-          if (error instanceof NotFoundError) return error;
+          // Refused before anything of the batch was written: that batch's outcome, the others' go on.
+          if (error instanceof NotFoundError || error instanceof OverloadedError) return error;
           throw error;
         }
       }),

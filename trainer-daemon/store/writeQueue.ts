@@ -11,7 +11,7 @@
  * daemon's memory growing without limit.
  */
 import type { SpanInput } from '../protocol';
-import type { PreparedSpan } from '../protocol/preparedSpan';
+import { isPrepared, type PreparedSpan } from '../protocol/preparedSpan';
 import { errorMessage, OverloadedError, PayloadTooLargeError, StorageUnavailableError } from '../protocol/errors';
 import type { Logger } from '../log';
 import type { SpanBatchOutcome, StoredSpanResult } from './spans';
@@ -86,10 +86,10 @@ const LOCK_RETRY_MAX_MS = 500;
 
 export class WriteQueue {
   private queue: Pending[] = [];
-  /** Span writes, by rollout: merged into one batch per rollout per commit (the ingest hot path). */
   /**
-   * Span writes waiting, by rollout and the attempt their key named (none: the rollout's current one), one batch each.
-   * A rollout's exports with and without a key in one window are stored batch by batch, not interleaved by arrival.
+   * Span writes waiting, merged into one batch per key per commit (the ingest hot path): by rollout, the attempt their
+   * key named (none: the rollout's current one), and whether an OTLP worker prepared them. A rollout's exports with and
+   * without a key in one window are stored batch by batch, not interleaved by arrival.
    */
   private spans = new Map<string, { rolloutId: string; attempt?: number; waiting: PendingSpans[] }>();
   private queuedUnits = 0;
@@ -142,7 +142,10 @@ export class WriteQueue {
     const refusal = this.refusal(spans.length);
     if (refusal) return Promise.reject(refusal);
     return new Promise((resolve, reject) => {
-      const key = `${rolloutId}\u0000${options.attempt ?? ''}`;
+      // Spans an OTLP worker prepared in batches of their own: the store refuses such a batch whole when the worker's
+      // scrub lacked a secret (store/spans.ts), and a proxied call's record must not go with it.
+      const prepared = spans.length > 0 && isPrepared(spans[0]!);
+      const key = `${rolloutId}\u0000${options.attempt ?? ''}\u0000${prepared ? 'prepared' : ''}`;
       const group = this.spans.get(key);
       if (group) group.waiting.push({ spans, resolve, reject });
       else this.spans.set(key, { rolloutId, attempt: options.attempt, waiting: [{ spans, resolve, reject }] });
