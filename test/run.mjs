@@ -17,6 +17,7 @@ import {
   ensureNode,
   ensurePythonVenv,
   EDITORS,
+  prebuild,
   ProvisionError,
   REPO,
 } from './provision/index.mjs';
@@ -76,7 +77,7 @@ const withNode24 = suites.includes('node24');
 const inE2e = (file) => file.includes(`${path.sep}e2e${path.sep}`);
 
 /** Everything the chosen files (and suites) need, installed or found before any test starts; the env the tests get. */
-function provision() {
+async function provision() {
   const env = {};
   const needs = new Set(files.flatMap((file) => [...needsOf(file)]));
   if (withPython) needs.add('venv');
@@ -94,6 +95,14 @@ function provision() {
     apt.push({ name: 'libopenblas0-pthread', why: 'a fast BLAS for that PyTorch (the reference BLAS is ~15x slower)' });
   }
   if (needs.has('unzip')) apt.push({ name: 'unzip', why: "the package test reads each VSIX's files" });
+  // The venv, the two editors and the browser driver built side by side (each mostly one busy core); the calls below
+  // then find them built, or build one in the foreground and say why it cannot be.
+  const groups = [];
+  if (needs.has('venv')) groups.push(['python']);
+  if (needs.has('editor')) groups.push(['editor-oldest'], ['driver']);
+  if (needs.has('editor') || needs.has('node24'))
+    groups.push([...(needs.has('node24') ? ['node24'] : []), ...(needs.has('editor') ? ['editor-current'] : [])]);
+  await prebuild(groups, apt);
   if (apt.length > 0) ensureApt(apt);
   // PyTorch 2 + transformers + peft + trl, Ray and the agent SDKs: pytest, the Ray and the Python SDK tests run on it.
   if (needs.has('venv')) env.LIGHTNING_TEST_PYTHON = ensurePythonVenv();

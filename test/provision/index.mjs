@@ -5,11 +5,12 @@
 //   VS Code (code-server) and its browser driver (playwright-core).
 // Everything lands in the git-ignored cache folder `.cache/` at the repository root (LIGHTNING_CACHE moves it),
 // keyed by a hash of its lock file, and is reused until that file changes.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import readline from 'node:readline';
 
 export const REPO = path.resolve(path.dirname(new URL(import.meta.url).pathname), '..', '..');
 const MANIFESTS = path.join(REPO, 'test', 'provision');
@@ -98,6 +99,25 @@ export function ensureApt(needs) {
   run('apt-get', ['install', '-y', '-qq', '--no-install-recommends', ...missing.map((need) => need.name)], { env });
 }
 
+/** The Debian packages of the steps below, by what needs them (prebuild installs a run's all in one apt-get). */
+const APT = {
+  python: [
+    { name: 'python3', why: 'the trainer worker and the Python test agents' },
+    { name: 'python3-venv', why: "the trainer worker's test environment" },
+  ],
+  browser: [
+    { name: 'chromium', why: 'the browser the e2e suite drives VS Code in' },
+    // Without a font that holds the text, chromium draws boxes: the screenshots (the Marketplace's) show real text.
+    { name: 'fonts-dejavu-core', why: "a real font for chromium's text (the e2e screenshots)" },
+  ],
+  ripgrep: [{ name: 'ripgrep', why: "VS Code's search (code-server would download it)" }],
+  editorBuild: [
+    { name: 'libkrb5-dev', why: "code-server's kerberos module compiles against it" },
+    { name: 'g++', why: "code-server's native modules" },
+    { name: 'make', why: "code-server's native modules" },
+  ],
+};
+
 // ------------------------------------------------------------------------------------------- python
 
 export const PYTHON_REQUIREMENTS = path.join(REPO, 'trainer-daemon', 'python', 'requirements-test.txt');
@@ -120,10 +140,7 @@ function basePython() {
 export function ensurePythonVenv() {
   let base = basePython();
   if (!base) {
-    ensureApt([
-      { name: 'python3', why: 'the trainer worker and the Python test agents' },
-      { name: 'python3-venv', why: "the trainer worker's test environment" },
-    ]);
+    ensureApt(APT.python);
     base = basePython();
     if (!base)
       throw new ProvisionError(
@@ -311,11 +328,7 @@ export function ensurePortkeyGateway() {
  * browser).
  */
 export function ensureBrowserDriver() {
-  ensureApt([
-    { name: 'chromium', why: 'the browser the e2e suite drives VS Code in' },
-    // Without a font that holds the text, chromium draws boxes: the screenshots (the Marketplace's) show real text.
-    { name: 'fonts-dejavu-core', why: "a real font for chromium's text (the e2e screenshots)" },
-  ]);
+  ensureApt(APT.browser);
   return path.join(
     ensureNpmInstall('driver', { why: 'the e2e suite drives VS Code in chromium with it' }),
     'node_modules',
@@ -329,7 +342,7 @@ export function ensureBrowserDriver() {
  * the name the downloader expects for each version a code-server may pin.
  */
 function seedRipgrepCache() {
-  ensureApt([{ name: 'ripgrep', why: "VS Code's search (code-server would download it)" }]);
+  ensureApt(APT.ripgrep);
   const rg = '/usr/bin/rg';
   const cacheRoot = os.tmpdir();
   const staging = path.join(CACHE, 'ripgrep');
@@ -366,11 +379,7 @@ export function ensureEditor(which) {
   const editor = EDITORS[which];
   if (!editor) throw new ProvisionError(`no e2e editor "${which}" (known: ${Object.keys(EDITORS).join(', ')})`);
   if (process.platform !== 'linux') throw new ProvisionError('the e2e suite runs on Linux only');
-  ensureApt([
-    { name: 'libkrb5-dev', why: "code-server's kerberos module compiles against it" },
-    { name: 'g++', why: "code-server's native modules" },
-    { name: 'make', why: "code-server's native modules" },
-  ]);
+  ensureApt(APT.editorBuild);
   seedRipgrepCache();
   const runtime = editor.nodeMajor
     ? ensureNode(editor.nodeMajor)
@@ -410,6 +419,45 @@ function nodeHeaders() {
  */
 export function ensureDriverTypes() {
   return ensureNpmInstall('driver', { why: "the e2e suite's browser driver, for its types" });
+}
+
+/** The Debian packages each step of the command line below installs on its way (STEPS). */
+const STEP_APT = {
+  python: () => (basePython() ? [] : APT.python),
+  node24: () => [],
+  driver: () => APT.browser,
+  'editor-oldest': () => [...APT.editorBuild, ...APT.ripgrep],
+  'editor-current': () => [...APT.editorBuild, ...APT.ripgrep],
+};
+
+/**
+ * Builds `groups` of the steps below side by side, a process for each group (its steps one after another), after one
+ * apt-get for the Debian packages they all need and `apt` (two apt-gets at once would fight over dpkg's lock). A
+ * build is mostly one busy core (pip unpacking PyTorch and compiling its .pyc files, npm building code-server's native
+ * modules), so on CI's two cores the venv and the editors take about as long together as the longest alone. Resolves
+ * when all have ended, whether or not they succeeded: each step's ensure… call comes after, finds its build complete,
+ * or builds it in the foreground and says why it cannot.
+ */
+export async function prebuild(groups, apt = []) {
+  const needs = [...apt, ...groups.flat().flatMap((step) => STEP_APT[step]())];
+  const unique = needs.filter((need, index) => needs.findIndex((other) => other.name === need.name) === index);
+  if (unique.length > 0) ensureApt(unique);
+  if (groups.length < 2) return;
+  const script = new URL(import.meta.url).pathname;
+  await Promise.all(
+    groups.map(
+      (group) =>
+        new Promise((resolve) => {
+          const child = spawn(process.execPath, [script, ...group], { stdio: ['ignore', 'pipe', 2] });
+          // Its `provision:` lines as this process's own; the paths it prints last are for a person at a shell.
+          readline
+            .createInterface({ input: child.stdout })
+            .on('line', (line) => line.startsWith('provision: ') && process.stdout.write(`${line}\n`));
+          child.on('error', resolve);
+          child.on('close', resolve);
+        }),
+    ),
+  );
 }
 
 // `node test/provision/index.mjs WHAT…` provisions by hand: python, node24, driver, editor-oldest, editor-current;
