@@ -1,52 +1,63 @@
 /**
- * OTLP spans are scrubbed where they are decoded (otlp/prepare.ts, in the decode worker or inline) with the secrets
- * the export came with, and the store scrubs them again for any secret it knows by the write and that scrub did not
- * (protocol/preparedSpan.ts): what reaches the file is scrubbed with every secret known at the write.
+ * The spans of an OTLP export to a rollout's URL are scrubbed where they are decoded (otlp/prepare.ts, in the decode
+ * worker or inline) with the secrets the export came with, and the store writes them only if that scrub knew every
+ * secret known for the rollout by the write, refusing them (503, retried) otherwise (protocol/preparedSpan.ts): what
+ * reaches the file is scrubbed in one pass with at least the secrets the store knows. The shared endpoint's spans are
+ * scrubbed by the store.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
-import { test } from 'node:test';
+import { test, type TestContext } from 'node:test';
 import { SpanKind } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { Json, SpanInput } from '../../trainer-daemon/protocol';
 import type { PreparedSpan } from '../../trainer-daemon/protocol/preparedSpan';
 import { RECORD_LIMITS } from '../../trainer-daemon/protocol/recordScrub';
 import { OverloadedError } from '../../trainer-daemon/protocol/errors';
+import { spanOutcome } from '../../trainer-daemon/protocol/outcome';
 import { rememberRolloutSecrets, requestSecretValues, secretsOf } from '../../trainer-daemon/protocol/secrets';
 import { OtlpReceiver } from '../../trainer-daemon/otlp/receiver';
 import { ExportPreparer } from '../../trainer-daemon/otlp/prepare';
 import { Store } from '../../trainer-daemon/store/store';
 import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { encode, recordSpans } from '../helpers/otlp';
+import { llmSpan } from '../helpers/spans';
 import { parsed } from '../helpers/params';
 import { silentLogger } from '../../trainer-daemon/log';
 import { tempDir } from '../helpers/tmp';
 
+/** An LLM span with these attributes (and fields). */
 function span(attributes: Record<string, Json>, extra: Partial<SpanInput> = {}): SpanInput {
-  return {
-    traceId: '0af7651916cd43dd8448eb211c80319c',
-    spanId: 'b7ad6b7169203331',
-    parentSpanId: null,
-    name: 'chat m',
-    kind: 'client',
-    category: 'llm',
-    startMs: 1,
-    endMs: 2,
-    statusCode: 'ok',
-    statusMessage: null,
-    attributes,
-    events: [],
-    promptTokens: null,
-    completionTokens: null,
-    ...extra,
-  };
+  return llmSpan({ attributes, ...extra });
 }
 
 function runningRollout(store: Store): string {
   const rollout = store.createRollout(parsed('createRollout', { label: 'prepared' }));
   store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'running' }));
   return rollout.id;
+}
+
+/** A store with a running rollout, and an OTLP receiver writing into it (decoding inline, as without the bundle). */
+function ingestInto(t: TestContext): { file: string; store: Store; rolloutId: string; receiver: OtlpReceiver } {
+  const file = path.join(tempDir(t), 'store.db');
+  const store = Store.open(file);
+  const rolloutId = runningRollout(store);
+  const writes = new WriteQueue(store, silentLogger);
+  const receiver = new OtlpReceiver(writes, 64 * 1024 * 1024, silentLogger);
+  t.after(async () => {
+    await receiver.close();
+    writes.shutdown();
+    store.close();
+  });
+  return { file, store, rolloutId, receiver };
+}
+
+/** Whether any file of the store (the database, its WAL) holds `text`. */
+function storeHolds(file: string, text: string): boolean {
+  return fs
+    .readdirSync(path.dirname(file))
+    .some((name) => fs.readFileSync(path.join(path.dirname(file), name)).includes(text));
 }
 
 /** An export's part prepared as a decode worker prepares it, with what the rollout's secrets are now. */
@@ -93,40 +104,55 @@ test('spans prepared before their rollout learned a secret are refused whole (re
   assert.deepEqual(first!.events[0]!.attributes, { 'exception.message': 'bad [redacted]' });
   assert.match(String(second!.attributes.long), /^x+\[redacted\]…\[lightning: truncated/);
   store.close();
-  for (const name of fs.readdirSync(path.dirname(file))) {
-    const bytes = fs.readFileSync(path.join(path.dirname(file), name));
-    for (const part of ['opaque-late', known, '-tail']) assert.ok(!bytes.includes(part), `${name} holds ${part}`);
-  }
+  for (const part of ['opaque-late', known, '-tail']) assert.ok(!storeHolds(file, part), part);
 });
 
-test('a refused batch of prepared spans does not take a proxied call’s record of the same rollout with it', async (t) => {
+test('a refused part takes nothing else with it: another export’s part, spans/add’s spans of the same rollout', async (t) => {
   const store = Store.open(path.join(tempDir(t), 'store.db'));
   t.after(() => store.close());
   const rolloutId = runningRollout(store);
   const writes = new WriteQueue(store, silentLogger);
-  const early = prepared(rolloutId, [span({ note: 'otlp' })]);
+  const stale = prepared(rolloutId, [span({ note: 'stale' })]);
   rememberRolloutSecrets(rolloutId, ['opaque-learned-0202']);
-  const [otlp, proxied] = await Promise.allSettled([
-    writes.submitSpans(rolloutId, early),
-    writes.submitSpans(rolloutId, [span({ note: 'proxy' }, { spanId: 'b7ad6b7169203339' })]),
+  const fresh = prepared(rolloutId, [span({ note: 'fresh' })]);
+  const [refused, ...written] = await Promise.allSettled([
+    writes.submitSpans(rolloutId, stale),
+    writes.submitSpans(rolloutId, fresh),
+    writes.submitSpans(rolloutId, [span({ note: 'spans/add' })]),
   ]);
-  assert.ok(otlp.status === 'rejected' && otlp.reason instanceof OverloadedError, String(otlp.status));
-  assert.equal(proxied.status, 'fulfilled');
+  assert.ok(refused.status === 'rejected' && refused.reason instanceof OverloadedError, refused.status);
   assert.deepEqual(
-    store.getRolloutDetail(rolloutId).spans.map((stored) => stored.attributes.note),
-    ['proxy'],
+    written.map((result) => result.status),
+    ['fulfilled', 'fulfilled'],
+  );
+  assert.deepEqual(
+    store
+      .getRolloutDetail(rolloutId)
+      .spans.map((stored) => stored.attributes.note)
+      .sort(),
+    ['fresh', 'spans/add'],
   );
   writes.shutdown();
 });
 
-test('a span’s own header secret found where it was decoded is remembered for its rollout and redacted in later exports', async (t) => {
-  const file = path.join(tempDir(t), 'store.db');
-  const store = Store.open(file);
+test('a late call whose record a scrub cut is truncated by its rollout’s end; a truncation of the proxy’s stays', (t) => {
+  const store = Store.open(path.join(tempDir(t), 'store.db'));
   t.after(() => store.close());
   const rolloutId = runningRollout(store);
-  const writes = new WriteQueue(store, silentLogger);
-  const receiver = new OtlpReceiver(writes, 64 * 1024 * 1024, silentLogger);
-  t.after(() => receiver.close());
+  const stream = { 'lightning.outcome': 'truncated', 'lightning.truncated_by': 'stream_content' };
+  const long = 'x'.repeat(RECORD_LIMITS.maxStringChars + 1);
+  const spans = [...prepared(rolloutId, [span({ long })]), span(stream)];
+  store.transitionRollout(parsed('transitionRollout', { id: rolloutId, to: 'succeeded' }));
+  store.addSpans({ rolloutId, spans, attempt: 1 });
+  const outcomes = store.getRolloutDetail(rolloutId).spans.map((stored) => spanOutcome(stored));
+  assert.deepEqual(outcomes, [
+    { kind: 'truncated', limit: 'rollout_ended' },
+    { kind: 'truncated', limit: 'stream_content' },
+  ]);
+});
+
+test('a span’s own header secret found where it was decoded is remembered for its rollout and redacted in later exports', async (t) => {
+  const { file, store, rolloutId, receiver } = ingestInto(t);
   const key = 'opaque-header-key-4242';
   const exportOf = (attributes: Record<string, string>): Buffer =>
     encode(
@@ -150,20 +176,11 @@ test('a span’s own header secret found where it was decoded is remembered for 
   const spans = store.getRolloutDetail(rolloutId).spans;
   assert.equal(spans[0]!.attributes['http.request.header.x-api-key'], '[redacted]');
   assert.equal(spans[1]!.attributes['gen_ai.prompt'], 'my key is [redacted]');
-  writes.shutdown();
-  store.close();
-  for (const name of fs.readdirSync(path.dirname(file)))
-    assert.ok(!fs.readFileSync(path.join(path.dirname(file), name)).includes(key), name);
+  assert.ok(!storeHolds(file, key));
 });
 
-test('a credential header in a later span of an export: the export is refused once (503), and its retry redacts the earlier span too', async (t) => {
-  const file = path.join(tempDir(t), 'store.db');
-  const store = Store.open(file);
-  t.after(() => store.close());
-  const rolloutId = runningRollout(store);
-  const writes = new WriteQueue(store, silentLogger);
-  const receiver = new OtlpReceiver(writes, 64 * 1024 * 1024, silentLogger);
-  t.after(() => receiver.close());
+test('a credential header in a later span of an export’s part: it is refused once (503), and the retry redacts the earlier span too', async (t) => {
+  const { file, store, rolloutId, receiver } = ingestInto(t);
   const key = 'opaque-header-key-5353';
   const body = encode(
     recordSpans((tracer) => {
@@ -181,21 +198,13 @@ test('a credential header in a later span of an export: the export is refused on
     spans.map((stored) => stored.attributes['gen_ai.prompt'] ?? stored.attributes['http.request.header.x-api-key']),
     ['key [redacted]', '[redacted]'],
   );
-  writes.shutdown();
-  store.close();
-  for (const name of fs.readdirSync(path.dirname(file)))
-    assert.ok(!fs.readFileSync(path.join(path.dirname(file), name)).includes(key), name);
+  assert.ok(!storeHolds(file, key));
 });
 
 test('spans to the shared endpoint, naming their rollout, are scrubbed by the store with that rollout’s secrets', async (t) => {
-  const store = Store.open(path.join(tempDir(t), 'store.db'));
-  t.after(() => store.close());
-  const rolloutId = runningRollout(store);
+  const { file, store, rolloutId, receiver } = ingestInto(t);
   const secret = 'opaque-shared-credential-6464';
   rememberRolloutSecrets(rolloutId, [secret]);
-  const writes = new WriteQueue(store, silentLogger);
-  const receiver = new OtlpReceiver(writes, 64 * 1024 * 1024, silentLogger);
-  t.after(() => receiver.close());
   const body = encode(
     recordSpans(
       (tracer) => tracer.startSpan('chat m', { kind: SpanKind.CLIENT, attributes: { note: `got ${secret}` } }).end(),
@@ -206,5 +215,5 @@ test('spans to the shared endpoint, naming their rollout, are scrubbed by the st
   const answer = await receiver.ingest(null, body, 'application/x-protobuf', undefined);
   assert.equal(answer.stored, 1);
   assert.equal(store.getRolloutDetail(rolloutId).spans[0]!.attributes.note, 'got [redacted]');
-  writes.shutdown();
+  assert.ok(!storeHolds(file, secret));
 });

@@ -8,7 +8,7 @@ import type { StoredSpanRef } from './changes';
 import type { Database, Statement } from './driver';
 import { Span, SpanInput, describeIssues, type Json, type SpanResult } from '../protocol';
 import { NotFoundError, OverloadedError } from '../protocol/errors';
-import { markTruncated, OUTCOME_ATTRIBUTE, outcomeAttributes } from '../protocol/outcome';
+import { markTruncated, OUTCOME_ATTRIBUTE, outcomeAttributes, TRUNCATED_BY_ATTRIBUTE } from '../protocol/outcome';
 import {
   isPrepared,
   lackingSecrets,
@@ -94,6 +94,9 @@ function lateness(attempt: number, rollout: { status: RolloutStatus; attempt_cou
   return { attempt, status: rollout.status, current: rollout.attempt_count };
 }
 
+/** The truncations a scrub makes (recordScrub.ts): a record limit reached. */
+const RECORD_CUTS: ReadonlySet<Json | undefined> = new Set(['string_chars', 'record_chars', 'depth']);
+
 /**
  * `span` as stored when it was written late: marked `lightning.late` (what training and LightningRL leave out), and a
  * call's outcome `truncated` by `rollout_ended` (it is not a whole answer the rollout's reward saw).
@@ -107,9 +110,9 @@ function markedLate(span: PreparedSpan, late: Lateness): PreparedSpan {
           late.status === 'running' ? `runs attempt ${late.current}` : `is ${late.status}`
         })`;
   const attributes = preparedAttributes(span);
-  // Late wins over a cut made as it was scrubbed (truncated by a record limit): the attempt's end is why it is not
-  // whole.
-  const cut = attributes[OUTCOME_ATTRIBUTE] === 'truncated';
+  // Late wins over a cut its scrub made (a record limit, marked before lateness is known): the attempt's end is why it
+  // is not whole, as when it was marked late before it was scrubbed. Another truncation (the proxy's) stays.
+  const cut = attributes[OUTCOME_ATTRIBUTE] === 'truncated' && RECORD_CUTS.has(attributes[TRUNCATED_BY_ATTRIBUTE]);
   const marked =
     span.category !== 'llm'
       ? attributes

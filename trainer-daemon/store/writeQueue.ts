@@ -87,12 +87,14 @@ const LOCK_RETRY_MAX_MS = 500;
 export class WriteQueue {
   private queue: Pending[] = [];
   /**
-   * Span writes waiting, merged into one batch per key per commit (the ingest hot path): by rollout, the attempt their
-   * key named (none: the rollout's current one), and whether an OTLP worker prepared them. A rollout's exports with and
-   * without a key in one window are stored batch by batch, not interleaved by arrival.
+   * Span writes waiting, merged into one batch per key per commit (the ingest hot path): by rollout and the attempt
+   * their key named (none: the rollout's current one); an OTLP worker's prepared spans one batch per write. A rollout's
+   * exports with and without a key in one window are stored batch by batch, not interleaved by arrival.
    */
   private spans = new Map<string, { rolloutId: string; attempt?: number; waiting: PendingSpans[] }>();
   private queuedUnits = 0;
+  /** Numbers prepared span writes, each a batch of its own. */
+  private preparedWrites = 0;
   private scheduled: NodeJS.Immediate | undefined;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
@@ -142,10 +144,13 @@ export class WriteQueue {
     const refusal = this.refusal(spans.length);
     if (refusal) return Promise.reject(refusal);
     return new Promise((resolve, reject) => {
-      // Spans an OTLP worker prepared in batches of their own: the store refuses such a batch whole when the worker's
-      // scrub lacked a secret (store/spans.ts), and a proxied call's record must not go with it.
+      // Each export's part an OTLP worker prepared in a batch of its own: the store refuses such a batch whole when the
+      // worker's scrub lacked a secret (store/spans.ts), which must not take other exports' spans, or spans/add's, with
+      // it.
       const prepared = spans.length > 0 && isPrepared(spans[0]!);
-      const key = `${rolloutId}\u0000${options.attempt ?? ''}\u0000${prepared ? 'prepared' : ''}`;
+      const key = prepared
+        ? `prepared\u0000${(this.preparedWrites += 1)}`
+        : `${rolloutId}\u0000${options.attempt ?? ''}`;
       const group = this.spans.get(key);
       if (group) group.waiting.push({ spans, resolve, reject });
       else this.spans.set(key, { rolloutId, attempt: options.attempt, waiting: [{ spans, resolve, reject }] });
