@@ -12,6 +12,7 @@ import path from 'node:path';
 import { test, type TestContext } from 'node:test';
 import { silentLogger } from '../../trainer-daemon/log';
 import { DecodePool, SHARED_DECODE_MAX_BYTES, type DecodedExport } from '../../trainer-daemon/otlp/decodePool';
+import type { ExportSecrets } from '../../trainer-daemon/otlp/prepare';
 import { REPO_ROOT } from '../helpers/daemon';
 import { encode, oneSpan } from '../helpers/otlp';
 
@@ -64,12 +65,14 @@ function large(): Buffer {
   return body;
 }
 
-function decode(pool: DecodePool, source: string, body: Buffer): DecodedExport {
+function decode(
+  pool: DecodePool,
+  source: string,
+  body: Buffer,
+  scrub = (): ExportSecrets => ({ rolloutId: source, secrets: [] }),
+): DecodedExport {
   const binary = body[0] !== 0x7b;
-  return pool.decode(source, [body], binary ? 'application/x-protobuf' : 'application/json', undefined, LIMITS, {
-    rolloutId: source,
-    secrets: [],
-  });
+  return pool.decode(source, [body], binary ? 'application/x-protobuf' : 'application/json', undefined, LIMITS, scrub);
 }
 
 /** Reads an export to its end: how many spans it held. */
@@ -123,7 +126,15 @@ test('a small export waits while its rollout’s large export is decoded', async
   const pool = twoWorkerPool(t);
   const big = decode(pool, 'rollout-a', large());
   // The large body moved to the worker as it was dispatched: its size is still known to the pool.
-  const after = decode(pool, 'rollout-a', small());
+  // Its spans are scrubbed with the rollout's secrets as they are when its decoding starts, not as it came.
+  const asked: string[][] = [];
+  const secrets = ['opaque-known-when-queued'];
+  const after = decode(pool, 'rollout-a', small(), () => {
+    asked.push([...secrets]);
+    return { rolloutId: 'rollout-a', secrets };
+  });
   assert.deepEqual(busyWith(pool), ['rollout-a'], 'the small export did not take the idle worker');
+  secrets.unshift('opaque-learned-while-it-waited');
   assert.deepEqual(await Promise.all([drain(big), drain(after)]), [1, 1]);
+  assert.deepEqual(asked, [['opaque-learned-while-it-waited', 'opaque-known-when-queued']]);
 });

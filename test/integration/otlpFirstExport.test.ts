@@ -44,7 +44,7 @@ test('a decode worker is started and ready before the first export, and decodes 
     'application/x-protobuf',
     undefined,
     { maxBytes: 1024 * 1024, maxSpans: 100 },
-    { rolloutId: 'rollout-1', secrets: [] },
+    () => ({ rolloutId: 'rollout-1', secrets: [] }),
   );
   const part = await decoded.next();
   assert.equal(part?.spans.length, 1);

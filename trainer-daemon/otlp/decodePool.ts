@@ -72,7 +72,8 @@ export interface DecodedExport {
 }
 
 interface Job {
-  readonly request: Extract<DecodeRequest, { kind: 'decode' }>;
+  readonly request: Omit<Extract<DecodeRequest, { kind: 'decode' }>, 'scrub'>;
+  readonly scrub: () => ExportSecrets;
   /**
    * Its body is at most SHARED_DECODE_MAX_BYTES: known when it came, since the body's buffers are moved to the worker
    * (and read as empty here) once it is dispatched.
@@ -140,7 +141,8 @@ export class DecodePool {
     contentType: string | undefined,
     contentEncoding: string | undefined,
     limits: DecodeLimits,
-    scrub: ExportSecrets,
+    /** What its spans are scrubbed with (prepare.ts): asked when its decoding starts, the latest then. */
+    scrub: () => ExportSecrets,
   ): DecodedExport {
     if (this.closed) throw new Error('the OTLP decoder has shut down');
     const bytes = body.reduce((sum, chunk) => sum + chunk.byteLength, 0);
@@ -155,7 +157,8 @@ export class DecodePool {
       );
     const job: Job = {
       small: bytes <= SHARED_DECODE_MAX_BYTES,
-      request: { kind: 'decode', id: (this.nextId += 1), body, contentType, contentEncoding, limits, scrub },
+      request: { kind: 'decode', id: (this.nextId += 1), body, contentType, contentEncoding, limits },
+      scrub,
       source,
       rejected: [],
       replies: [],
@@ -274,7 +277,9 @@ export class DecodePool {
       job.slot = slot;
       const bytes = job.request.body.reduce((sum, chunk) => sum + chunk.byteLength, 0);
       this.logger.debug('decoding an OTLP export', { source, bytes });
-      slot.worker.postMessage(job.request, transferable(job.request.body));
+      // The secrets as they are now, not when the export came: it may have waited behind its rollout's others.
+      const request: DecodeRequest = { ...job.request, scrub: job.scrub() };
+      slot.worker.postMessage(request, transferable(job.request.body));
     }
   }
 
@@ -363,7 +368,7 @@ function decodeInline(
   contentType: string | undefined,
   contentEncoding: string | undefined,
   limits: DecodeLimits,
-  scrub: ExportSecrets,
+  scrub: () => ExportSecrets,
 ): DecodedExport {
   // Loaded on first use only: the decoder's generated module is large and the daemon has the worker.
   /* eslint-disable @typescript-eslint/no-require-imports */
@@ -371,7 +376,7 @@ function decodeInline(
   const { normalizeTraceRequest } = require('./normalize') as typeof import('./normalize');
   /* eslint-enable @typescript-eslint/no-require-imports */
   let decoded: { parts: NormalizedSpan[][]; rejected: RejectedSpan[] } | undefined;
-  const preparer = new ExportPreparer(scrub);
+  let preparer: ExportPreparer | undefined;
   const rejected: RejectedSpan[] = [];
   return {
     next: async () => {
@@ -386,6 +391,7 @@ function decodeInline(
         }
       }
       const part = decoded.parts.shift();
+      preparer ??= new ExportPreparer(scrub());
       if (part) return preparer.part(part);
       for (const unread of decoded.rejected) rejected.push(unread);
       return null;

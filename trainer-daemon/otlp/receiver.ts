@@ -112,18 +112,15 @@ export class OtlpReceiver {
     const limits = { maxBytes: this.maxBytes, maxSpans: this.writes.maxSpansPerWrite };
     // Inflated here, on the thread pool, against the cap as it comes out; the worker reads plain bytes.
     const plain = await inflateBody(body, contentEncoding, this.maxBytes, options);
-    // Scrubbed where it is decoded with the secrets known now; the store refuses a part scrubbed without one it knows
-    // by the write (protocol/preparedSpan.ts).
+    // Scrubbed where it is decoded with the secrets known as its decoding starts; the store refuses a part scrubbed
+    // without one it knows by the write (protocol/preparedSpan.ts).
     const decoded = this.pool.decode(
       urlRolloutId ?? SHARED_SOURCE,
       plain.chunks,
       contentType,
       plain.contentEncoding,
       limits,
-      {
-        rolloutId: urlRolloutId,
-        secrets: secretsOf(urlRolloutId),
-      },
+      () => ({ rolloutId: urlRolloutId, secrets: secretsOf(urlRolloutId) }),
     );
     const problems: string[] = [];
     let read = 0;
