@@ -21,8 +21,8 @@ export interface ExportSecrets {
 export interface PreparedPart {
   /** Prepared for the URL's rollout; as decoded for the shared endpoint. */
   readonly spans: ReadonlyArray<{ readonly rolloutId: string | null; readonly span: PreparedSpan | SpanInput }>;
-  /** Secret values found in this part's header attributes, by the rollout their spans are stored for. */
-  readonly found: Array<[rolloutId: string, values: string[]]>;
+  /** Secret values found in this part's header attributes: the URL's rollout's (none for the shared endpoint). */
+  readonly found: readonly string[];
 }
 
 export class ExportPreparer {
@@ -34,8 +34,7 @@ export class ExportPreparer {
   }
 
   part(spans: readonly NormalizedSpan[]): PreparedPart {
-    const rolloutId = this.scrub.rolloutId;
-    if (rolloutId === null) return { spans, found: [] };
+    if (this.scrub.rolloutId === null) return { spans, found: [] };
     const found: string[] = [];
     const prepared = spans.map(({ rolloutId: named, span }) => {
       const fresh = spanHeaderSecrets(span).filter((value) => !this.list.includes(value));
@@ -45,6 +44,6 @@ export class ExportPreparer {
       }
       return { rolloutId: named, span: prepareSpan(scrubSpanWith(span, this.list), this.list) };
     });
-    return { spans: prepared, found: found.length > 0 ? [[rolloutId, found]] : [] };
+    return { spans: prepared, found };
   }
 }

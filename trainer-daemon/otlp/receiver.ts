@@ -186,8 +186,7 @@ export class OtlpReceiver {
         // What its spans' own headers carried is remembered for the rollout, as scrubSpan does on this thread: the
         // rollout's later records are scrubbed with it, and the export's spans prepared before the one that carried it
         // are refused by the store (503), to be scrubbed with it when the export is retried.
-        const found = part.found.find(([id]) => id === rolloutId);
-        if (found) rememberRolloutSecrets(rolloutId, found[1]);
+        if (rolloutId === urlRolloutId && part.found.length > 0) rememberRolloutSecrets(rolloutId, part.found);
         try {
           // The key's attempt for the rollout it opens; spans naming another rollout (or sent with the daemon's token)
           // the attempt it ran as they were admitted: if that attempt ends before the write, they are marked late.

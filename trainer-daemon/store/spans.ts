@@ -286,6 +286,21 @@ export class SpanRepository {
   }
 
   /**
+   * Stores each batch; must run inside a transaction. A batch refused before any of it was written (add's errors) has
+   * that error as its outcome, and the others go on.
+   */
+  addEach(batches: readonly SpanBatch[], now: number): Array<SpanBatchOutcome | NotFoundError | OverloadedError> {
+    return batches.map((batch) => {
+      try {
+        return this.add(batch, now);
+      } catch (error) {
+        if (error instanceof NotFoundError || error instanceof OverloadedError) return error;
+        throw error;
+      }
+    });
+  }
+
+  /**
    * Stores one rollout's spans; must run inside a transaction. Throws, having written nothing, for an unknown rollout
    * (NotFoundError) and for prepared spans scrubbed without a secret known now (OverloadedError: retry).
    */
@@ -304,13 +319,13 @@ export class SpanRepository {
     // The one door into the table: whatever made the span, secrets and oversize parts stop here. An OTLP span comes
     // scrubbed by its decode worker: it is written only if that scrub knew every secret known for the rollout now.
     const spans = batch.spans.map((given) => {
-      if (isPrepared(given) && lacking(given.scrubbedWith).length > 0)
+      let span: PreparedSpan;
+      if (!isPrepared(given)) span = prepareSpan(scrubSpan(given, batch.rolloutId), secretsOf(batch.rolloutId));
+      else if (lacking(given.scrubbedWith).length === 0) span = given;
+      else
         throw new OverloadedError(
           `rollout ${batch.rolloutId} learned a secret value while these spans were decoded; nothing was written, and a retry scrubs them with it`,
         );
-      const span = isPrepared(given)
-        ? given
-        : prepareSpan(scrubSpan(given, batch.rolloutId), secretsOf(batch.rolloutId));
       return late === null ? span : markedLate(span, late);
     });
     const twins = this.twinsFor(batch.rolloutId, spans);

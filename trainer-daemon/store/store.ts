@@ -53,7 +53,7 @@ import { postedIn, RewardRepository } from './rewards';
 import { RolloutRepository } from './rollouts';
 import { SpanRepository, type SpanBatch, type SpanBatchOutcome } from './spans';
 import type { Trajectory } from '../protocol/lightningrl';
-import { NotFoundError, OverloadedError, type ErrorKind } from '../protocol/errors';
+import type { ErrorKind } from '../protocol/errors';
 import { ResourceRepository } from './resources';
 import { TrainingRunRepository } from './trainingRuns';
 import { readStats } from './stats';
@@ -246,18 +246,7 @@ export class Store {
 
   /** Stores several rollouts' spans in one transaction: the unit of batched ingest. */
   addSpanBatches(batches: readonly SpanBatch[]): Array<SpanBatchOutcome | Error> {
-    const now = Date.now();
-    const outcomes = this.commits.write(() =>
-      batches.map((batch) => {
-        try {
-          return this.spans.add(batch, now);
-        } catch (error) {
-          // Refused before anything of the batch was written: that batch's outcome, the others' go on.
-          if (error instanceof NotFoundError || error instanceof OverloadedError) return error;
-          throw error;
-        }
-      }),
-    );
+    const outcomes = this.commits.write(() => this.spans.addEach(batches, Date.now()));
     const stored = outcomes.flatMap((outcome) => (outcome instanceof Error ? [] : outcome.stored));
     if (stored.length > 0) {
       this.commits.rolloutsChanged([...new Set(stored.map((span) => span.rolloutId))], stored);
