@@ -2,43 +2,17 @@
  * Decodes an OTLP/HTTP trace export (`POST /v1/traces`) into one internal shape, whichever of the
  * two wire encodings the agent's exporter chose: protobuf or JSON, gzip-compressed or not.
  *
- * Protobuf decoding uses the protobufjs static module that `@opentelemetry/otlp-transformer` generates
- * from the official opentelemetry-proto files (`build/src/generated/root.js`). We chose it over
- * protobufjs/@bufbuild with our own copy of the .proto files because it is the OpenTelemetry JS
- * project's own build of those definitions: nothing to vendor or regenerate, one package. It is pinned
- * at 0.216.0, the last release whose module still holds ExportTraceServiceRequest's decoder (0.217
- * dropped it when trace export moved to a hand-written writer); moving off it means protobufjs over
- * vendored .proto files, behind this same function. Its serializers are what the tests encode with.
- *
  * Both encodings end in one shape, `schema.ts`'s ExportTraceRequest: a JSON body is parsed with its
- * schemas, a protobuf message converted by `fromProtobuf.ts`.
+ * schemas, a protobuf body read straight from the wire format into it by `protobuf.ts`.
  */
 import zlib from 'node:zlib';
-import otlpRoot from '@opentelemetry/otlp-transformer/build/src/generated/root';
-import Long from 'long';
-import protobuf from 'protobufjs/minimal';
 import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../protocol/errors';
 import { describeIssues } from '../protocol/validation';
-import { fromProtobuf, type PbRequest } from './fromProtobuf';
+import { countTraceSpans, readTraceRequest } from './protobuf';
 import { ExportTraceRequest } from './schema';
 
 /** The body's media type is not one OTLP/HTTP defines (HTTP 415 rather than 400). */
 export { UnsupportedMediaTypeError };
-
-// protobufjs 8.0 finds `long` through an eval'd require that bundlers cannot follow, so the bundled
-// daemon would run without it, and fixed64 nanosecond times would decode into doubles, off by up to
-// ~256 ns. Wiring it here keeps them exact in every build.
-protobuf.util.Long = Long;
-protobuf.configure();
-
-interface ProtobufType {
-  decode(bytes: Uint8Array): unknown;
-}
-const ExportTraceServiceRequestType = (
-  otlpRoot as unknown as {
-    opentelemetry: { proto: { collector: { trace: { v1: { ExportTraceServiceRequest: ProtobufType } } } } };
-  }
-).opentelemetry.proto.collector.trace.v1.ExportTraceServiceRequest;
 
 // ---- The request body ----
 
@@ -67,8 +41,8 @@ export function decodeTraceRequest(
 export const MAX_OTLP_JSON_DEPTH = 256;
 
 /**
- * A stack overflow while reading or converting a body (a protobuf AnyValue nested thousands deep) is the
- * body's fault: a 400 that says so, not an internal error.
+ * A stack overflow while reading or converting a body is the body's fault (each reader refuses nesting past its depth
+ * limit first; this is the net under them): a 400 that says so, not an internal error.
  */
 export function asInputError(error: unknown): unknown {
   if (error instanceof RangeError && /call stack/i.test(error.message)) {
@@ -94,12 +68,11 @@ function decodeBody(
   }
   const bytes = decompress(body, contentEncoding, maxBytes);
   if (mediaType === 'application/x-protobuf') {
-    const message = parseProtobuf(bytes) as PbRequest;
-    refuseOverSpanLimit(message, maxSpans);
-    return fromProtobuf(message);
+    refuseOverSpanLimit(countTraceSpans(bytes), maxSpans);
+    return readTraceRequest(bytes);
   }
   const raw = parseJson(bytes);
-  refuseOverSpanLimit(raw, maxSpans);
+  refuseOverSpanLimit(countJsonSpans(raw), maxSpans);
   const parsed = ExportTraceRequest.safeParse(raw);
   if (!parsed.success)
     throw new InvalidInputError(
@@ -108,12 +81,17 @@ function decodeBody(
   return parsed.data;
 }
 
-/** Counts spans in a parsed body whatever its shape (unchecked yet), and refuses more than `maxSpans`. */
-function refuseOverSpanLimit(request: unknown, maxSpans: number): void {
+/** Spans in a parsed JSON body whatever its shape (unchecked yet). */
+function countJsonSpans(request: unknown): number {
   let count = 0;
   for (const resourceSpans of arrayAt(request, 'resourceSpans')) {
     for (const scopeSpans of arrayAt(resourceSpans, 'scopeSpans')) count += arrayAt(scopeSpans, 'spans').length;
   }
+  return count;
+}
+
+/** Refuses an export of more than `maxSpans` spans, counted before they are checked and converted. */
+function refuseOverSpanLimit(count: number, maxSpans: number): void {
   if (count > maxSpans)
     throw new PayloadTooLargeError(
       `${count} spans in one OTLP export is over the ${maxSpans}-span limit; export smaller batches (the OpenTelemetry SDKs' batch processors send 512)`,
@@ -186,16 +164,5 @@ function parseJson(bytes: Buffer): unknown {
     // V8's message quotes the body around the fault, which may hold a prompt or a key: keep only where.
     const where = /position \d+|line \d+ column \d+/.exec((error as Error).message)?.[0];
     throw new InvalidInputError(`OTLP JSON body is not valid JSON${where ? ` (at ${where})` : ''}`);
-  }
-}
-
-function parseProtobuf(bytes: Buffer): unknown {
-  try {
-    return ExportTraceServiceRequestType.decode(bytes);
-  } catch (error) {
-    // protobufjs names the offset and the fault ("index out of range: 12 + 200 > 14"); never the contents.
-    throw new InvalidInputError(
-      `OTLP protobuf body is not a valid ExportTraceServiceRequest (${(error as Error).message})`,
-    );
   }
 }

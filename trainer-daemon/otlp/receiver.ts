@@ -4,7 +4,6 @@
  * success — the good spans of a batch are stored and the rejected ones counted and explained — in the
  * encoding the exporter used.
  */
-import protobuf from 'protobufjs/minimal';
 import { errorMessage, OverloadedError, PayloadTooLargeError } from '../protocol/errors';
 import type { SpanInput } from '../protocol';
 import type { PreparedSpan } from '../protocol/preparedSpan';
@@ -14,25 +13,7 @@ import type { WriteQueue } from '../store/writeQueue';
 import { DecodePool, DEFAULT_DECODE_WORKER_HEAP_MB } from './decodePool';
 import { ExportCancelledError, inflateBody } from './gunzip';
 import type { PreparedPart } from './prepare';
-
-/**
- * ExportTraceServiceResponse { ExportTracePartialSuccess partial_success = 1 } with
- * { int64 rejected_spans = 1; string error_message = 2 }, written with protobufjs' writer: the
- * generated module (all of OTLP's messages) stays out of the main thread, in the decode worker.
- */
-function encodeProtobufResponse(rejected: number, message: string): Uint8Array {
-  const writer = protobuf.Writer.create();
-  if (rejected > 0)
-    writer
-      .uint32((1 << 3) | 2)
-      .fork()
-      .uint32((1 << 3) | 0)
-      .int64(rejected)
-      .uint32((2 << 3) | 2)
-      .string(message)
-      .ldelim();
-  return writer.finish();
-}
+import { writeExportResponse } from './protobuf';
 
 export interface OtlpResponse {
   readonly contentType: string;
@@ -42,8 +23,7 @@ export interface OtlpResponse {
 }
 
 function encodeResponse(binary: boolean, rejected: number, message: string): { contentType: string; body: Buffer } {
-  if (binary)
-    return { contentType: 'application/x-protobuf', body: Buffer.from(encodeProtobufResponse(rejected, message)) };
+  if (binary) return { contentType: 'application/x-protobuf', body: writeExportResponse(rejected, message) };
   return {
     contentType: 'application/json',
     body: Buffer.from(

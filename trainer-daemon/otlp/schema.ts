@@ -1,20 +1,14 @@
 /**
- * The OTLP trace export's schemas: one set of zod schemas that accept either wire form of each field
- * (bytes or hex ids, Long/string/number 64-bit integers, enum numbers or names), so every later step
- * sees the same thing: lowercase hex ids, nanosecond times as decimal strings, attributes as JSON
- * values. `decode.ts` parses a JSON body with them; `fromProtobuf.ts` builds the same shape from a
- * protobuf message; `normalize.ts` reads it.
+ * The OTLP trace export's one internal shape (ExportTraceRequest), and the zod schemas that parse an OTLP/JSON body
+ * into it (64-bit integers as strings or numbers, enums as numbers or names): lowercase hex ids, nanosecond times as
+ * decimal strings, attributes as JSON values. `decode.ts` parses a JSON body with them; `protobuf.ts` reads a protobuf
+ * body into the same shape; `normalize.ts` reads it.
  */
 import { z } from 'zod';
 import type { Json } from '../protocol/records';
 import { describeIssues } from '../protocol/validation';
 
-// ---- Field codecs: each accepts the protobuf form and the OTLP/JSON form of a value. ----
-
-/** protobufjs `Long` (or any {low, high} pair) as it comes out of the decoder. */
-const LongBits = z.object({ low: z.number().int(), high: z.number().int() });
-const bitsToBigInt = (bits: { low: number; high: number }): bigint =>
-  (BigInt(bits.high >>> 0) << 32n) | BigInt(bits.low >>> 0);
+// ---- Field codecs: each accepts the forms OTLP/JSON allows a value. ----
 
 /**
  * A JSON number for a 64-bit field. OTLP/JSON allows them (most exporters send strings); JSON.parse
@@ -26,22 +20,17 @@ const integralNumber = z.number().refine(Number.isInteger, 'must be an integer')
 /** uint64/fixed64 (times): decimal string, no precision lost; proto3 default `"0"`. */
 const UInt64 = z
   .union([
-    LongBits,
     z.string().regex(/^\d+$/, 'must be a decimal integer'),
     integralNumber.refine((n) => n >= 0, 'must not be negative'),
   ])
   .nullish()
-  .transform((value): string => {
-    if (value === null || value === undefined) return '0';
-    if (typeof value === 'object') return BigInt.asUintN(64, bitsToBigInt(value)).toString();
-    return BigInt(value).toString();
-  });
+  .transform((value): string => (value === null || value === undefined ? '0' : BigInt(value).toString()));
 
 /** int64 attribute values: a JSON number when it is exact, else a decimal string. */
 const Int64 = z
-  .union([LongBits, z.string().regex(/^-?\d+$/, 'must be a decimal integer'), integralNumber])
+  .union([z.string().regex(/^-?\d+$/, 'must be a decimal integer'), integralNumber])
   .transform((value): number | string => {
-    const big = typeof value === 'object' ? BigInt.asIntN(64, bitsToBigInt(value)) : BigInt(value);
+    const big = BigInt(value);
     const asNumber = Number(big);
     return Number.isSafeInteger(asNumber) ? asNumber : big.toString();
   });
@@ -55,17 +44,10 @@ const Double = z
     return Number.isNaN(parsed) ? 'NaN' : parsed > 0 ? 'Infinity' : '-Infinity';
   });
 
-const toHex = (bytes: Uint8Array): string =>
-  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
-const toBase64 = (bytes: Uint8Array): string =>
-  Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('base64');
-
-/**
- * Trace/span ids: bytes in protobuf, hex strings in OTLP/JSON (unlike proto3 JSON's base64). Validity is checked per
- * span later.
- */
+/** Trace/span ids: hex strings in OTLP/JSON (unlike proto3 JSON's base64). Validity is checked per span later. */
 const Id = z
-  .union([z.instanceof(Uint8Array).transform(toHex), z.string().transform((hex) => hex.toLowerCase())])
+  .string()
+  .transform((hex) => hex.toLowerCase())
   .nullish()
   .transform((id) => id ?? '');
 
@@ -94,7 +76,7 @@ const text = z
 
 type Attributes = Record<string, Json>;
 
-/** AnyValue → JSON: the one member that is set (protobufjs leaves the others null), or null when none is. */
+/** AnyValue → JSON: the one member that is set, or null when none is. */
 const AnyValue: z.ZodType<Json> = z.lazy(() =>
   z
     .object({
@@ -104,7 +86,8 @@ const AnyValue: z.ZodType<Json> = z.lazy(() =>
       doubleValue: Double.nullish(),
       arrayValue: z.object({ values: z.array(AnyValue).nullish() }).nullish(),
       kvlistValue: z.object({ values: KeyValueList }).nullish(),
-      bytesValue: z.union([z.instanceof(Uint8Array).transform(toBase64), z.string()]).nullish(),
+      /** base64, as proto3 JSON writes bytes. */
+      bytesValue: z.string().nullish(),
     })
     .transform(
       (v): Json =>
