@@ -18,7 +18,8 @@ import { OverloadedError } from '../../trainer-daemon/protocol/errors';
 import { spanOutcome } from '../../trainer-daemon/protocol/outcome';
 import { rememberRolloutSecrets, requestSecretValues, secretsOf } from '../../trainer-daemon/protocol/secrets';
 import { OtlpReceiver } from '../../trainer-daemon/otlp/receiver';
-import { ExportPreparer } from '../../trainer-daemon/otlp/prepare';
+import { ExportPreparer, packPart, unpackPart } from '../../trainer-daemon/otlp/prepare';
+import { deserialize, serialize } from 'node:v8';
 import { Store } from '../../trainer-daemon/store/store';
 import { WriteQueue } from '../../trainer-daemon/store/writeQueue';
 import { encode, recordSpans } from '../helpers/otlp';
@@ -216,4 +217,32 @@ test('spans to the shared endpoint, naming their rollout, are scrubbed by the st
   assert.equal(answer.stored, 1);
   assert.equal(store.getRolloutDetail(rolloutId).spans[0]!.attributes.note, 'got [redacted]');
   assert.ok(!storeHolds(file, secret));
+});
+
+test('a part crosses from its decode worker packed, and arrives as it was prepared: every field, each span its list', () => {
+  const agent = span(
+    { 'gen_ai.operation.name': 'chat', 'gen_ai.response.id': 'resp-1', note: 'uses sk-known-0123456789abcdef' },
+    { parentSpanId: 'b7ad6b7169203331', statusCode: 'error', statusMessage: 'upstream 503', promptTokens: 5 },
+  );
+  const proxied = span({ 'lightning.api': 'openai.chat', 'gen_ai.response.id': 'resp-2' }, { endMs: null });
+  // The third span carries a credential header: it and the spans after it are scrubbed with a longer list.
+  const header = span({ 'http.request.header.x-api-key': 'sk-header-abcdef0123456789' });
+  const preparer = new ExportPreparer({ rolloutId: 'r1', secrets: ['sk-known-0123456789abcdef'] });
+  const part = preparer.part([
+    { rolloutId: 'r1', span: agent },
+    { rolloutId: null, span: proxied },
+    { rolloutId: 'r1', span: header },
+    { rolloutId: 'r1', span: agent },
+  ]);
+  // As postMessage carries it: a structured clone.
+  const crossed = unpackPart(deserialize(serialize(packPart(part))) as ReturnType<typeof packPart>);
+  assert.deepEqual(crossed, part);
+  const lists = crossed.spans.map(({ span }) => (span as PreparedSpan).scrubbedWith);
+  assert.equal(lists[0], lists[1], 'spans scrubbed with one list share one array (lackingSecrets works out each list once)');
+  assert.notEqual(lists[1], lists[2]);
+  assert.equal(lists[2], lists[3]);
+  assert.deepEqual(crossed.found, ['sk-header-abcdef0123456789']);
+  // The shared endpoint's spans, with their attributes for the store to scrub, cross as they are.
+  const raw = new ExportPreparer({ rolloutId: null, secrets: [] }).part([{ rolloutId: 'r2', span: agent }]);
+  assert.deepEqual(unpackPart(deserialize(serialize(packPart(raw))) as ReturnType<typeof packPart>), raw);
 });

@@ -23,7 +23,7 @@ import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } fr
 import type { Logger } from '../log';
 import type { NormalizedSpan, RejectedSpan } from './normalize';
 import { splitIntoParts } from './parts';
-import { ExportPreparer, type ExportSecrets, type PreparedPart } from './prepare';
+import { ExportPreparer, unpackPart, type ExportSecrets, type PreparedPart } from './prepare';
 import { ExportCancelledError } from './gunzip';
 import type { DecodeLimits, DecodeReply, DecodeRequest } from './decodeWorker';
 
@@ -185,11 +185,11 @@ export class DecodePool {
     switch (reply.kind) {
       case 'part':
         job.slot?.worker.postMessage({ kind: 'next', id: job.request.id } satisfies DecodeRequest);
-        return reply.part;
+        return unpackPart(reply.part);
       case 'last':
         for (const rejected of reply.rejected) job.rejected.push(rejected);
         this.finish(job);
-        return reply.part;
+        return unpackPart(reply.part);
       case 'done':
         for (const rejected of reply.rejected) job.rejected.push(rejected);
         this.finish(job);
@@ -370,7 +370,7 @@ function decodeInline(
   limits: DecodeLimits,
   scrub: () => ExportSecrets,
 ): DecodedExport {
-  // Loaded on first use only: the decoder's generated module is large and the daemon has the worker.
+  // Loaded on first use only: the daemon decodes in its workers, and its main thread need not load the decoder.
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { asInputError, decodeTraceRequest } = require('./decode') as typeof import('./decode');
   const { normalizeTraceRequest } = require('./normalize') as typeof import('./normalize');

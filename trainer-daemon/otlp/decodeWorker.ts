@@ -14,7 +14,7 @@ import { assertNever } from '../protocol/assert';
 import { asInputError, decodeTraceRequest } from './decode';
 import { normalizeTraceRequest, type NormalizedSpan, type RejectedSpan } from './normalize';
 import { splitIntoParts } from './parts';
-import { ExportPreparer, type ExportSecrets, type PreparedPart } from './prepare';
+import { ExportPreparer, packPart, type ExportSecrets, type PartMessage } from './prepare';
 
 /** What one export may hold: bytes once decompressed, and spans. */
 export interface DecodeLimits {
@@ -38,9 +38,9 @@ export type DecodeRequest =
   | { readonly kind: 'next' | 'drop'; readonly id: number };
 
 export type DecodeReply =
-  | { readonly kind: 'part'; readonly id: number; readonly part: PreparedPart }
+  | { readonly kind: 'part'; readonly id: number; readonly part: PartMessage }
   /** The export's last part, and the spans that could not be read: the export is done. */
-  | { readonly kind: 'last'; readonly id: number; readonly part: PreparedPart; readonly rejected: RejectedSpan[] }
+  | { readonly kind: 'last'; readonly id: number; readonly part: PartMessage; readonly rejected: RejectedSpan[] }
   /** Done without a part (an export with no span to store). */
   | { readonly kind: 'done'; readonly id: number; readonly rejected: RejectedSpan[] }
   | { readonly kind: 'failed'; readonly id: number; readonly error: { name: string; message: string } };
@@ -70,7 +70,7 @@ function sendNext(id: number): void {
   let part;
   try {
     // Prepared as it is sent: one part's strings at a time beside the decoded export.
-    part = spans && current.preparer.part(spans);
+    part = spans && packPart(current.preparer.part(spans));
   } catch (error) {
     current = undefined;
     return failed(id, error);

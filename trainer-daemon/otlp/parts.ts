@@ -44,9 +44,11 @@ function approximateSize(value: unknown): number {
       size += 2;
       for (const element of item) stack.push(element);
     } else if (typeof item === 'object' && item !== null) {
-      for (const [key, element] of Object.entries(item)) {
+      // for…in, not Object.entries: no array of pairs per object (this runs for every span of an export).
+      for (const key in item) {
+        if (!Object.hasOwn(item, key)) continue;
         size += key.length + 2;
-        stack.push(element);
+        stack.push((item as Record<string, unknown>)[key]);
       }
     } else size += 8;
   }

@@ -47,7 +47,7 @@ export function prepareSpan(span: SpanInput, scrubbedWith: readonly string[]): P
     statusCode: span.statusCode,
     statusMessage: span.statusMessage,
     attributes: JSON.stringify(span.attributes),
-    events: JSON.stringify(span.events),
+    events: span.events.length === 0 ? '[]' : JSON.stringify(span.events),
     promptTokens: span.promptTokens,
     completionTokens: span.completionTokens,
     responseId: span.category === 'llm' && typeof responseId === 'string' ? responseId : null,

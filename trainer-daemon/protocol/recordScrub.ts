@@ -230,24 +230,29 @@ function isUrlAttribute(key: string, value: Json): value is string {
  */
 export function spanHeaderSecrets(span: SpanInput): string[] {
   const values: string[] = [];
-  const collect = (attributes: SpanInput['attributes']): void => {
-    for (const [key, value] of Object.entries(attributes)) {
-      if (isCredentialHeaderAttribute(key)) {
-        const name = HEADER_ATTRIBUTE.exec(key)?.[1] ?? key;
-        for (const one of Array.isArray(value) ? value : [value])
-          if (typeof one === 'string') values.push(...headerSecretValues(name, one));
-      } else if (isUrlAttribute(key, value)) {
-        const query = key === 'url.query' ? value : value.includes('?') ? value.slice(value.indexOf('?') + 1) : '';
-        values.push(
-          ...requestSecretValues({}, query.split('#')[0]),
-          ...(key === 'url.query' ? [] : urlSecretValues(value)),
-        );
-      }
+  collectHeaderSecrets(span.attributes, values);
+  for (const event of span.events) collectHeaderSecrets(event.attributes, values);
+  return values.length === 0 ? values : values.filter(isSecretValue);
+}
+
+/** Into `values`: the credential values of these attributes' header and URL attributes (spanHeaderSecrets). */
+function collectHeaderSecrets(attributes: SpanInput['attributes'], values: string[]): void {
+  // A loop over the keys, not Object.entries: this runs for every span an agent exports.
+  for (const key in attributes) {
+    if (!Object.hasOwn(attributes, key)) continue;
+    const value = attributes[key]!;
+    if (isCredentialHeaderAttribute(key)) {
+      const name = HEADER_ATTRIBUTE.exec(key)?.[1] ?? key;
+      for (const one of Array.isArray(value) ? value : [value])
+        if (typeof one === 'string') values.push(...headerSecretValues(name, one));
+    } else if (isUrlAttribute(key, value)) {
+      const query = key === 'url.query' ? value : value.includes('?') ? value.slice(value.indexOf('?') + 1) : '';
+      values.push(
+        ...requestSecretValues({}, query.split('#')[0]),
+        ...(key === 'url.query' ? [] : urlSecretValues(value)),
+      );
     }
-  };
-  collect(span.attributes);
-  for (const event of span.events) collect(event.attributes);
-  return values.filter(isSecretValue);
+  }
 }
 
 /**
