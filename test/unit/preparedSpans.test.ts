@@ -238,7 +238,11 @@ test('a part crosses from its decode worker packed, and arrives as it was prepar
   const crossed = unpackPart(deserialize(serialize(packPart(part))) as ReturnType<typeof packPart>);
   assert.deepEqual(crossed, part);
   const lists = crossed.spans.map(({ span }) => (span as PreparedSpan).scrubbedWith);
-  assert.equal(lists[0], lists[1], 'spans scrubbed with one list share one array (lackingSecrets works out each list once)');
+  assert.equal(
+    lists[0],
+    lists[1],
+    'spans scrubbed with one list share one array (lackingSecrets works out each list once)',
+  );
   assert.notEqual(lists[1], lists[2]);
   assert.equal(lists[2], lists[3]);
   assert.deepEqual(crossed.found, ['sk-header-abcdef0123456789']);
