@@ -12,6 +12,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { AgentRoutes, type WorkerQueue } from '../../trainer-daemon/capture/agentRoutes';
 import { PolicyRouter } from '../../trainer-daemon/capture/policyRoutes';
+import { OverloadedError } from '../../trainer-daemon/protocol/errors';
 import { defaultLimits } from '../../trainer-daemon/limits';
 import { createLogger } from '../../trainer-daemon/log';
 import { OtlpReceiver } from '../../trainer-daemon/otlp/receiver';
@@ -101,7 +102,12 @@ test('an agent route whose work fails unexpectedly: a 500 with its id in the bod
   // The batch queue's fault: what an unexpected exception deep in a route looks like to the routes.
   const brokenQueue: WorkerQueue = {
     knows: () => true,
-    next: () => Promise.reject(new Error('the batch queue broke')),
+    next: (_key, worker) =>
+      Promise.reject(
+        worker === 'busy'
+          ? new OverloadedError('the batch queue is busy; retry shortly')
+          : new Error('the batch queue broke'),
+      ),
     owns: () => false,
     end: () => Promise.reject(new Error('unused')),
   };
@@ -137,6 +143,12 @@ test('an agent route whose work fails unexpectedly: a 500 with its id in the bod
   assert.equal(logged.requestId, failed.requestId);
   assert.equal(logged.path, '/b/…/w1/next');
   assert.doesNotMatch(JSON.stringify(lines), new RegExp(runnerKey));
+  // A 503 (retry) is a warning with its id, not an error.
+  const busy = await request(`${base}/b/${runnerKey}/busy/next`, 'POST');
+  assert.equal(busy.status, 503, busy.body);
+  const warned = lines.find((line) => line.requestId === busy.requestId);
+  assert.deepEqual([warned?.level, warned?.msg], ['warn', 'agent request refused for now (503, retry)']);
+  assert.equal(lines.filter((line) => line.level === 'error').length, 1, JSON.stringify(lines));
 
   const reward = await request(`${base}/r/${key}/reward`, 'POST', JSON.stringify({ value: 1 }));
   assert.equal(reward.status, 200, reward.body);

@@ -139,13 +139,11 @@ export class AgentRoutes {
       const { httpStatus, kind } = mapError(error);
       const status = httpStatus;
       const requestId = requestIdOf(request);
-      if (status >= 500)
-        this.options.logger.error('agent request failed', {
-          requestId,
-          method: request.method,
-          path: loggedPath(request),
-          error: errorMessage(error),
-        });
+      const fields = { requestId, method: request.method, path: loggedPath(request), error: errorMessage(error) };
+      // A 503 is a "not now" the client retries (the write queue full, spans to scrub again, the daemon stopping):
+      // a warning, not an error, so that an ingest's retries do not read as failures in the log.
+      if (status === 503) this.options.logger.warn('agent request refused for now (503, retry)', fields);
+      else if (status >= 500) this.options.logger.error('agent request failed', fields);
       const headers = {
         ...(closesAfterResponse(request) ? { connection: 'close' } : {}),
         ...(status === 503 ? { 'retry-after': '1' } : {}),
