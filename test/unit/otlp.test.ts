@@ -335,3 +335,33 @@ describe('an export is cut into parts of bounded size (committed one at a time)'
     assert.deepEqual(splitIntoParts([]), []);
   });
 });
+
+test('OTLP/JSON times and ints as {low, high}, as @opentelemetry/exporter-trace-otlp-http 0.44.0 sent them, are read', () => {
+  // open-telemetry/opentelemetry-js#4216: the exporter's own example.
+  const body = JSON.stringify({
+    resourceSpans: [
+      {
+        scopeSpans: [
+          {
+            spans: [
+              {
+                traceId: '6530d7d67a99987d946f0be78b547acb',
+                spanId: '5917146c1d45991b',
+                name: 'main-operation',
+                kind: 1,
+                startTimeUnixNano: { low: -1013133952, high: 395276536 },
+                endTimeUnixNano: { low: -1011286551, high: 395276536 },
+                attributes: [{ key: 'n', value: { intValue: { low: -1, high: -1 } } }],
+              },
+            ],
+          },
+        ],
+      },
+    ],
+  });
+  const [span] = decodeTraceRequest(Buffer.from(body), JSON_TYPE, undefined, MAX).resourceSpans[0]!.scopeSpans[0]!
+    .spans;
+  assert.equal(span!.startTimeUnixNano, '1697699798278000000');
+  assert.equal(span!.endTimeUnixNano, '1697699798279847401');
+  assert.deepEqual(span!.attributes, { n: -1 });
+});

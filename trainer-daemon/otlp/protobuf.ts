@@ -5,9 +5,10 @@
  * `common/v1/common.proto` and `resource/v1/resource.proto` (stable since OTLP 1.0; fields this daemon does not keep,
  * such as links, trace state, flags and schema URLs, are skipped as unknown fields are).
  *
- * Protobuf's rules as readers apply them: fields in any order; a repeated message field may come in pieces; a message
- * field given twice, or a oneof member, takes the last; unknown fields (groups too) are skipped. A known field of the
- * wrong wire type, a length past its message's end, a wire type protobuf does not define, or messages nested deeper
+ * Protobuf's rules as readers apply them: fields in any order; a repeated field may come in pieces; a scalar field
+ * given twice, or a oneof member, takes the last; a message field given twice (a span's status, a scope, a resource)
+ * merges; unknown fields, groups too, are skipped, as is a known field of another wire type (what a reader of a later
+ * schema would see). A length past its message's end, a wire type protobuf does not define, or messages nested deeper
  * than MAX_PROTOBUF_DEPTH is a 400 that says where (an offset), never what the bytes hold (a prompt, a key).
  */
 import type { Json } from '../protocol/records';
@@ -34,12 +35,23 @@ function invalid(what: string): InvalidInputError {
 
 /**
  * Buffer's own decoders without toString's argument checks (~40% of reading a span): the methods protobuf readers on
- * Node (protobufjs) have called since Node 0.x, present in every Node this daemon runs on.
+ * Node (protobufjs) have called since Node 0.x. Not documented API: where a Node lacks them, toString does the same.
  */
 interface Slices {
   utf8Slice(start: number, end: number): string;
   hexSlice(start: number, end: number): string;
   base64Slice(start: number, end: number): string;
+}
+const BUFFER_SLICES = (['utf8Slice', 'hexSlice', 'base64Slice'] as const).every(
+  (name) => typeof (Buffer.prototype as unknown as Record<string, unknown>)[name] === 'function',
+);
+function slicesOf(buf: Buffer): Slices {
+  if (BUFFER_SLICES) return buf as unknown as Slices;
+  return {
+    utf8Slice: (start, end) => buf.toString('utf8', start, end),
+    hexSlice: (start, end) => buf.toString('hex', start, end),
+    base64Slice: (start, end) => buf.toString('base64', start, end),
+  };
 }
 
 /** Attribute keys decoded lately, by a hash of their bytes (Reader#key): for the thread's life, a few KiB. */
@@ -55,7 +67,7 @@ class Reader {
   pos = 0;
   private readonly slices: Slices;
   constructor(readonly buf: Buffer) {
-    this.slices = buf as unknown as Slices;
+    this.slices = slicesOf(buf);
   }
 
   /** A varint's low 32 bits, unsigned (a tag, a length, an enum's bits, a count). */
@@ -191,8 +203,9 @@ class Reader {
     return text;
   }
 
-  /** Past the field whose tag was just read. */
+  /** Past the field whose tag was just read (0: a field `tag()` skipped already). */
   skip(tag: number, end: number, depth = 0): void {
+    if (tag === 0) return;
     const wireType = tag & 7;
     switch (wireType) {
       case VARINT:
@@ -223,8 +236,9 @@ class Reader {
   }
 
   /**
-   * The next field's tag, having checked that a known field (`expected`: wire types by field number) has the wire type
-   * it must. Its field number is `tag >>> 3`; an unknown one is the caller's to `skip`.
+   * The next field's tag, or 0 for a known field (`expected`: wire types by field number) of another wire type than
+   * its own, which the caller then skips as it skips unknown fields (`tag >>> 3` matches no case of its). The field
+   * number is `tag >>> 3`.
    */
   tag(end: number, expected: WireTypes): number {
     const at = this.pos;
@@ -232,9 +246,24 @@ class Reader {
     const field = tag >>> 3;
     if (field === 0) throw invalid(`field number 0 at offset ${at}`);
     const want = expected[field];
-    if (want !== undefined && want !== (tag & 7))
-      throw invalid(`field ${field} has wire type ${tag & 7}, not ${want}, at offset ${at}`);
+    if (want !== undefined && want !== (tag & 7)) {
+      this.skip(tag, end);
+      return 0;
+    }
     return tag;
+  }
+
+  /** A bool varint: true when any of its bits is set (bits past 32 too). */
+  bool(end: number): boolean {
+    const buf = this.buf;
+    let any = 0;
+    for (let i = 0; i < 10; i += 1) {
+      if (this.pos >= end) throw outOfRange(this.pos, 1, end);
+      const byte = buf[this.pos++]!;
+      any |= byte & 0x7f;
+      if (byte < 0x80) return any !== 0;
+    }
+    throw invalid(`varint longer than 10 bytes at offset ${this.pos}`);
   }
 }
 
@@ -334,7 +363,7 @@ function anyValue(r: Reader, end: number, depth: number): Json {
         value = r.string(end);
         break;
       case 2:
-        value = r.uint32(end) !== 0;
+        value = r.bool(end);
         break;
       case 3:
         value = r.int64(end);
@@ -373,8 +402,8 @@ function event(r: Reader, end: number, depth: number): OtlpSpan['events'][number
   return out;
 }
 
-function status(r: Reader, end: number): OtlpSpan['status'] {
-  const out = { code: 0, message: '' };
+/** A Status into `out` (a span's status given twice merges). */
+function status(r: Reader, end: number, out: OtlpSpan['status']): void {
   while (r.pos < end) {
     const tag = r.tag(end, WIRE.status);
     const field = tag >>> 3;
@@ -382,7 +411,6 @@ function status(r: Reader, end: number): OtlpSpan['status'] {
     else if (field === 3) out.code = r.uint32(end) | 0;
     else r.skip(tag, end);
   }
-  return out;
 }
 
 function span(r: Reader, end: number, depth: number): OtlpSpan {
@@ -429,7 +457,7 @@ function span(r: Reader, end: number, depth: number): OtlpSpan {
         out.events.push(event(r, r.delimited(end), depth + 1));
         break;
       case 15:
-        out.status = status(r, r.delimited(end));
+        status(r, r.delimited(end), out.status);
         break;
       default:
         r.skip(tag, end);
@@ -446,15 +474,14 @@ function scopeSpans(r: Reader, end: number, depth: number): ScopeSpans {
     const tag = r.tag(end, WIRE.scopeSpans);
     const field = tag >>> 3;
     if (field === 1) {
+      // InstrumentationScope: its name and version (a scope given twice merges).
       const stop = r.delimited(end);
-      const scope = { name: '', version: '' };
       while (r.pos < stop) {
         const inner = r.tag(stop, WIRE.scope);
-        if (inner >>> 3 === 1) scope.name = r.string(stop);
-        else if (inner >>> 3 === 2) scope.version = r.string(stop);
+        if (inner >>> 3 === 1) out.scope.name = r.string(stop);
+        else if (inner >>> 3 === 2) out.scope.version = r.string(stop);
         else r.skip(inner, stop);
       }
-      out.scope = scope;
     } else if (field === 2) out.spans.push(span(r, r.delimited(end), depth + 1));
     else r.skip(tag, end);
   }

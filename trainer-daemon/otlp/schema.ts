@@ -1,14 +1,22 @@
 /**
  * The OTLP trace export's one internal shape (ExportTraceRequest), and the zod schemas that parse an OTLP/JSON body
- * into it (64-bit integers as strings or numbers, enums as numbers or names): lowercase hex ids, nanosecond times as
- * decimal strings, attributes as JSON values. `decode.ts` parses a JSON body with them; `protobuf.ts` reads a protobuf
- * body into the same shape; `normalize.ts` reads it.
+ * into it (64-bit integers as strings, numbers or {low, high}; enums as numbers or names): lowercase hex ids,
+ * nanosecond times as decimal strings, attributes as JSON values. `decode.ts` parses a JSON body with them;
+ * `protobuf.ts` reads a protobuf body into the same shape; `normalize.ts` reads it.
  */
 import { z } from 'zod';
 import type { Json } from '../protocol/records';
 import { describeIssues } from '../protocol/validation';
 
 // ---- Field codecs: each accepts the forms OTLP/JSON allows a value. ----
+
+/**
+ * A 64-bit integer as `{low, high}`: what @opentelemetry/exporter-trace-otlp-http 0.44.0 wrote for times
+ * (open-telemetry/opentelemetry-js#4216), so that an agent pinned to that release keeps its spans.
+ */
+const LongBits = z.object({ low: z.number().int(), high: z.number().int() });
+const bitsToBigInt = (bits: { low: number; high: number }): bigint =>
+  (BigInt(bits.high >>> 0) << 32n) | BigInt(bits.low >>> 0);
 
 /**
  * A JSON number for a 64-bit field. OTLP/JSON allows them (most exporters send strings); JSON.parse
@@ -20,17 +28,22 @@ const integralNumber = z.number().refine(Number.isInteger, 'must be an integer')
 /** uint64/fixed64 (times): decimal string, no precision lost; proto3 default `"0"`. */
 const UInt64 = z
   .union([
+    LongBits,
     z.string().regex(/^\d+$/, 'must be a decimal integer'),
     integralNumber.refine((n) => n >= 0, 'must not be negative'),
   ])
   .nullish()
-  .transform((value): string => (value === null || value === undefined ? '0' : BigInt(value).toString()));
+  .transform((value): string => {
+    if (value === null || value === undefined) return '0';
+    if (typeof value === 'object') return BigInt.asUintN(64, bitsToBigInt(value)).toString();
+    return BigInt(value).toString();
+  });
 
 /** int64 attribute values: a JSON number when it is exact, else a decimal string. */
 const Int64 = z
-  .union([z.string().regex(/^-?\d+$/, 'must be a decimal integer'), integralNumber])
+  .union([LongBits, z.string().regex(/^-?\d+$/, 'must be a decimal integer'), integralNumber])
   .transform((value): number | string => {
-    const big = BigInt(value);
+    const big = typeof value === 'object' ? BigInt.asIntN(64, bitsToBigInt(value)) : BigInt(value);
     const asNumber = Number(big);
     return Number.isSafeInteger(asNumber) ? asNumber : big.toString();
   });
