@@ -15,12 +15,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import readline from 'node:readline';
 import * as vscode from 'vscode';
 import type { ReadyMessage } from '../trainer-daemon/protocol';
-import { parseCliLine, type StartupFailed } from '../trainer-daemon/protocol/cliLines';
+import type { StartupFailed } from '../trainer-daemon/protocol/cliLines';
 import { findDaemon } from '../trainer-daemon/protocol/node/discovery';
 import { connectDaemon, type DaemonClient } from './daemonClient';
 import { RestartPolicy } from './restartPolicy';
+import { awaitStartLine } from './startLines';
 import { NODE_SQLITE_SINCE, resolveRuntimeFor } from './runtime';
 import { readSettings, type UpstreamKey } from './settings';
+import { assertNever } from '../trainer-daemon/protocol/assert';
 import { errorMessage } from '../trainer-daemon/protocol/errors';
 
 export type DaemonState =
@@ -40,6 +42,11 @@ class DaemonStartError extends Error {
 }
 
 const READY_TIMEOUT_MS = 30_000;
+/**
+ * How long the ready line may take once the daemon said it upgrades the store an earlier Lightning wrote: the upgrade
+ * to schema 12 rewrites every span, ~10 s a million here.
+ */
+const UPGRADE_TIMEOUT_MS = 20 * 60_000;
 
 export class DaemonSupervisor implements vscode.Disposable {
   private _state: DaemonState = { kind: 'stopped' };
@@ -173,28 +180,49 @@ export class DaemonSupervisor implements vscode.Disposable {
       this.logDaemonLine(line);
     });
     return new Promise<ReadyMessage>((resolve, reject) => {
-      const timer = setTimeout(() => {
-        child.kill('SIGKILL');
-        reject(
-          new DaemonStartError(`the daemon gave no ready line within ${READY_TIMEOUT_MS / 1000} s`, 'no_ready_line'),
-        );
-      }, READY_TIMEOUT_MS);
-      const stdout = readline.createInterface({ input: child.stdout });
-      stdout.once('line', (line) => {
-        clearTimeout(timer);
-        const first = parseCliLine(line);
-        if (first?.event === 'ready') resolve(first);
-        else if (first?.event === 'startup-failed') reject(new DaemonStartError(first.message, first.reason));
-        else
-          reject(
-            new DaemonStartError(
-              `the daemon's first line was not its ready line: ${line.slice(0, 200)}`,
-              'no_ready_line',
-            ),
+      let upgraded: (() => void) | undefined;
+      const started = awaitStartLine(child.stdout, {
+        readyMs: READY_TIMEOUT_MS,
+        upgradeMs: UPGRADE_TIMEOUT_MS,
+        onUpgrading: ({ from, to, spans }) => {
+          this.log.info(
+            `[daemon] upgrading the store an earlier Lightning wrote (schema ${from} → ${to}, ${spans} spans) before it is ready`,
           );
+          const done = new Promise<void>((resolve) => (upgraded = resolve));
+          vscode.window.setStatusBarMessage(`$(sync~spin) Lightning: upgrading the store (${spans} spans)…`, done);
+        },
+      });
+      void started.then((outcome) => {
+        upgraded?.();
+        switch (outcome.kind) {
+          case 'ready':
+            return resolve(outcome.ready);
+          case 'failed':
+            return reject(new DaemonStartError(outcome.failed.message, outcome.failed.reason));
+          case 'unexpected':
+            return reject(
+              new DaemonStartError(
+                `the daemon's first line was not its ready line: ${outcome.line.slice(0, 200)}`,
+                'no_ready_line',
+              ),
+            );
+          case 'timeout':
+            child.kill('SIGKILL');
+            return reject(
+              new DaemonStartError(
+                outcome.upgrading
+                  ? `the daemon did not finish upgrading the store within ${outcome.seconds} s`
+                  : `the daemon gave no ready line within ${outcome.seconds} s`,
+                'no_ready_line',
+              ),
+            );
+          case 'closed':
+            return; // The exit below says why.
+          default:
+            return assertNever(outcome);
+        }
       });
       child.once('error', (error) => {
-        clearTimeout(timer);
         reject(
           new DaemonStartError(
             `cannot run ${runtime.command}: ${error.message}. Clear "lightning.nodePath" to use the editor's own runtime, or point it at a Node ≥ ${NODE_SQLITE_SINCE}.`,
@@ -204,7 +232,6 @@ export class DaemonSupervisor implements vscode.Disposable {
       });
       // After stdio closes, so a startup-failed line is read first (and wins: a settled promise ignores this).
       child.once('close', (code, signal) => {
-        clearTimeout(timer);
         const detail = stderrTail.filter((line) => !line.startsWith('{')).join('\n') || stderrTail.join('\n');
         reject(
           new DaemonStartError(`the daemon exited (${code ?? signal}) before it was ready: ${detail}`, 'no_ready_line'),

@@ -27,6 +27,7 @@ import { WorkerBatches } from './runner/workerBatches';
 import type { UpstreamConfig } from './capture/proxyCall';
 import { registerSecretValue } from './protocol/secrets';
 import { Store } from './store/store';
+import type { StoreUpgrade } from './store/migrations';
 import { TrainingManager } from './training/manager';
 import { TrainingService } from './training/service';
 import { PolicyServing } from './training/policyServing';
@@ -44,6 +45,8 @@ export interface DaemonOptions {
   readonly logger: Logger;
   /** Where LLM calls go when the agent had no OPENAI_BASE_URL of its own. */
   readonly upstream: UpstreamConfig;
+  /** Told before a store an earlier Lightning wrote is upgraded, which may take a while (`serve` prints it). */
+  readonly onStoreUpgrade?: (upgrade: StoreUpgrade) => void;
 }
 
 export const DEFAULT_UPSTREAM = 'https://api.openai.com/v1';
@@ -153,7 +156,13 @@ export class Daemon {
     const releaseLock = acquireStoreLock(storeFile);
     let store: Store;
     try {
-      store = Store.open(storeFile, { busyTimeoutMs: DAEMON_BUSY_TIMEOUT_MS });
+      store = Store.open(storeFile, {
+        busyTimeoutMs: DAEMON_BUSY_TIMEOUT_MS,
+        onUpgrade: (upgrade) => {
+          logger.info('upgrading the store an earlier Lightning wrote', { store: storeFile, ...upgrade });
+          options.onStoreUpgrade?.(upgrade);
+        },
+      });
     } catch (error) {
       releaseLock();
       throw error;

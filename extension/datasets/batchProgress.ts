@@ -27,6 +27,7 @@ export function parseProgressLine(line: string): ProgressEvent | undefined {
     case 'batch-finished':
     case 'ready':
     case 'startup-failed':
+    case 'store-upgrading':
     case 'training-started':
     case 'training-finished':
     case undefined:

@@ -7,6 +7,7 @@
 import path from 'node:path';
 import { Store } from '../../trainer-daemon/store/store';
 import { parsed } from '../helpers/params';
+import { rolloutKey } from '../helpers/store';
 
 const dir = process.argv[2]!;
 const ROWS = 100_000;
@@ -15,13 +16,13 @@ const PER_TXN = 500;
 let started = performance.now();
 const store = Store.open(path.join(dir, 'store.db'));
 const openMs = performance.now() - started;
-const rollout = store.createRollout(parsed('createRollout', {})).id;
+const rollout = rolloutKey(store, store.createRollout(parsed('createRollout', {})).id);
 const attributes = JSON.stringify({
   'gen_ai.request.model': 'm',
   'lightning.request': { messages: [{ role: 'user', content: 'x'.repeat(600) }] },
 });
 const insert = store.db
-  .prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind,
+  .prepare(`INSERT INTO spans (rollout, attempt, sequence, trace_id, span_id, parent_span_id, name, kind,
   category, start_ms, end_ms, status_code, status_message, attributes, events, prompt_tokens, completion_tokens)
   VALUES (?, 0, ?, 't', ?, NULL, 'chat', 'client', 'llm', ?, ?, 'ok', NULL, ?, '[]', 10, 5)`);
 const batch = store.db.transaction((from: number) => {

@@ -17,7 +17,7 @@ function seed(file: string): void {
     .prepare(`INSERT INTO rollouts (id, status, mode, task_id, task_input, source, created_at, updated_at, attempt_count, span_count, llm_calls)
     VALUES (?, 'succeeded', 'train', ?, '{"q":"2+2"}', '{"kind":"api"}', ?, ?, 1, ${CALLS}, ${CALLS})`);
   const span = store.db
-    .prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, name, kind, category, start_ms, end_ms, status_code, attributes, events, prompt_tokens, completion_tokens)
+    .prepare(`INSERT INTO spans (rollout, attempt, sequence, trace_id, span_id, name, kind, category, start_ms, end_ms, status_code, attributes, events, prompt_tokens, completion_tokens)
     VALUES (?, 1, ?, ?, ?, 'chat m', 'client', 'llm', ?, ?, 'ok', ?, '[]', 40, 8)`);
   const reward = store.db.prepare(
     `INSERT INTO rewards (rollout_id, name, value, source, created_at) VALUES (?, 'reward', ?, 'agent', 0)`,
@@ -25,7 +25,7 @@ function seed(file: string): void {
   store.db.transaction(() => {
     for (let r = 0; r < ROLLOUTS; r += 1) {
       const id = `ro-${r.toString(16).padStart(16, '0')}`;
-      rollout.run(id, `task-${r % 1000}`, r, r);
+      const key = rollout.run(id, `task-${r % 1000}`, r, r).lastInsertRowid;
       for (let c = 0; c < CALLS; c += 1) {
         const attributes = {
           'lightning.api': 'chat.completions',
@@ -45,7 +45,7 @@ function seed(file: string): void {
           'lightning.response_token_ids': [7, 8, 9, 10],
         };
         span.run(
-          id,
+          key,
           c + 1,
           r.toString(16).padStart(32, '0'),
           (r * CALLS + c).toString(16).padStart(16, '0'),
@@ -68,7 +68,7 @@ export function lightningRlBenchmark(work: string): void {
     let started = performance.now();
     let parsed = 0;
     for (const row of store.db
-      .prepare('SELECT attributes FROM spans ORDER BY rollout_id, sequence')
+      .prepare('SELECT attributes FROM spans ORDER BY rollout, sequence')
       .iterate() as Iterable<{ attributes: string }>) {
       parsed += Object.keys(JSON.parse(row.attributes) as object).length;
     }

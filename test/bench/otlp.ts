@@ -13,6 +13,7 @@ import { SpanKind } from '@opentelemetry/api';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { Store } from '../../trainer-daemon/store/store';
 import { parsed } from '../helpers/params';
+import { rolloutKey } from '../helpers/store';
 import { startDaemon } from '../helpers/daemon';
 import { BIG_EXPORT_SPANS, bigGzipExport, encode, recordSpans } from '../helpers/otlp';
 import { healthProbe } from '../helpers/http';
@@ -260,13 +261,13 @@ export async function otlpBenchmark(work: string): Promise<void> {
  */
 function bareInsertRate(from: string, rolloutId: string, to: string, perCommit = Infinity): number {
   const source = Store.open(from);
-  const spans = source.db.prepare('SELECT * FROM spans WHERE rollout_id = ? ORDER BY sequence').all(rolloutId) as Array<
-    Record<string, unknown>
-  >;
+  const spans = source.db
+    .prepare('SELECT * FROM spans WHERE rollout = ? ORDER BY sequence')
+    .all(rolloutKey(source, rolloutId)) as Array<Record<string, unknown>>;
   source.close();
   const target = Store.open(to);
   try {
-    const into = target.createRollout(parsed('createRollout', {})).id;
+    const into = rolloutKey(target, target.createRollout(parsed('createRollout', {})).id);
     const columns = [
       'attempt',
       'sequence',
@@ -287,7 +288,7 @@ function bareInsertRate(from: string, rolloutId: string, to: string, perCommit =
       'response_id',
     ];
     const insert = target.db.prepare(
-      `INSERT INTO spans (rollout_id, ${columns.join(', ')}) VALUES (?, ${columns.map(() => '?').join(', ')})`,
+      `INSERT INTO spans (rollout, ${columns.join(', ')}) VALUES (?, ${columns.map(() => '?').join(', ')})`,
     );
     const started = performance.now();
     const commit = target.db.transaction((part: Array<Record<string, unknown>>) => {

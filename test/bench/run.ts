@@ -14,6 +14,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { CLI, startDaemon } from '../helpers/daemon';
 import { seedRollouts } from '../helpers/largeStore';
 import { llmSpan } from '../helpers/spans';
+import { rolloutKey } from '../helpers/store';
 import { fmt, machineLine, median, printTable, rows, sections, writeBenchmarksDoc } from './table';
 import { lightningRlBenchmark } from './lightningrl';
 import { otlpBenchmark, otlpFairnessBenchmark, otlpMemoryBenchmark } from './otlp';
@@ -50,9 +51,9 @@ async function spanIngest(): Promise<void> {
   const samples = Array.from({ length: total }, () => llmSpan());
 
   const baseline = freshStore('ingest-baseline');
-  const baseRollout = baseline.createRollout(parsed('createRollout', {})).id;
+  const baseRollout = rolloutKey(baseline, baseline.createRollout(parsed('createRollout', {})).id);
   const insert = baseline.db
-    .prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind,
+    .prepare(`INSERT INTO spans (rollout, attempt, sequence, trace_id, span_id, parent_span_id, name, kind,
     category, start_ms, end_ms, status_code, status_message, attributes, events, prompt_tokens, completion_tokens)
     VALUES (?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
   let started = performance.now();
@@ -124,7 +125,7 @@ async function lifecycle(): Promise<void> {
   );
   const run = db.prepare(`UPDATE rollouts SET status = 'running', attempt_count = 1 WHERE id = ?`);
   const span =
-    db.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, name, kind, category, start_ms, status_code, attributes, events)
+    db.prepare(`INSERT INTO spans (rollout, attempt, sequence, trace_id, span_id, name, kind, category, start_ms, status_code, attributes, events)
     VALUES (?, 1, ?, ?, ?, ?, 'client', 'llm', ?, 'ok', ?, '[]')`);
   const rew = db.prepare(
     `INSERT INTO rewards (rollout_id, name, value, source, created_at) VALUES (?, 'reward', 1, 'agent', ?)`,
@@ -134,11 +135,11 @@ async function lifecycle(): Promise<void> {
   for (let i = 0; i < count; i += 1) {
     const id = `ro-b${i}`;
     const now = Date.now();
-    db.transaction(() => ins.run(id, now, now))();
+    const key = db.transaction(() => ins.run(id, now, now).lastInsertRowid)();
     db.transaction(() => run.run(id))();
     db.transaction(() =>
       spans[i]!.forEach((s, k) =>
-        span.run(id, k + 1, s.traceId, s.spanId, s.name, s.startMs, JSON.stringify(s.attributes)),
+        span.run(key, k + 1, s.traceId, s.spanId, s.name, s.startMs, JSON.stringify(s.attributes)),
       ),
     )();
     db.transaction(() => rew.run(id, now))();

@@ -5,15 +5,18 @@
 import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
 import type { Readable, Writable } from 'node:stream';
 import path from 'node:path';
-import readline from 'node:readline';
 import type { ReadyMessage } from '../../trainer-daemon/protocol';
-import { parseCliLine } from '../../trainer-daemon/protocol/cliLines';
+import type { StoreUpgrading } from '../../trainer-daemon/protocol/cliLines';
+import { assertNever } from '../../trainer-daemon/protocol/assert';
+import { awaitStartLine } from '../../extension/startLines';
 
 export const REPO_ROOT = path.resolve(__dirname, '..', '..');
 export const CLI = path.join(REPO_ROOT, 'dist', 'cli.js');
 
 export interface RunningDaemon {
   readonly ready: ReadyMessage;
+  /** The `store-upgrading` line serve printed before it was ready, if it upgraded the store. */
+  readonly upgrade: StoreUpgrading | undefined;
   readonly process: ChildProcess;
   /** Everything the daemon wrote on stderr so far. */
   stderr(): string;
@@ -38,32 +41,44 @@ export async function startDaemon(
   const exited = new Promise<number | string>((resolve) =>
     child.once('exit', (code, signal) => resolve(code ?? signal ?? -1)),
   );
-  const lines = readline.createInterface({ input: child.stdout });
+  let upgrade: StoreUpgrading | undefined;
+  // Read as the extension's supervisor reads them (extension/startLines.ts), with shorter waits.
+  const started = awaitStartLine(child.stdout, {
+    readyMs: 10_000,
+    upgradeMs: 120_000,
+    onUpgrading: (line) => (upgrade = line),
+  });
   const ready = await new Promise<ReadyMessage>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`daemon gave no ready line in 10 s; stderr:\n${stderr}`)), 10_000);
-    lines.once('line', (line) => {
-      clearTimeout(timer);
-      const parsed = parseCliLine(line);
-      if (parsed?.event === 'ready') resolve(parsed);
-      // The daemon says why it could not start, then exits: report both.
-      else if (parsed?.event === 'startup-failed')
-        void exited.then((code) =>
-          reject(
-            new Error(
-              `daemon exited (${code}) before it was ready: ${parsed.reason}: ${parsed.message}; stderr:\n${stderr}`,
+    void started.then((outcome) => {
+      switch (outcome.kind) {
+        case 'ready':
+          return resolve(outcome.ready);
+        // The daemon says why it could not start, then exits: report both.
+        case 'failed':
+          return void exited.then((code) =>
+            reject(
+              new Error(
+                `daemon exited (${code}) before it was ready: ${outcome.failed.reason}: ${outcome.failed.message}; stderr:\n${stderr}`,
+              ),
             ),
-          ),
-        );
-      else reject(new Error(`bad ready line: ${line}`));
-    });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      // After a startup-failed line, that line's rejection (also on exit) says more.
-      setImmediate(() => reject(new Error(`daemon exited (${code}) before it was ready; stderr:\n${stderr}`)));
+          );
+        case 'unexpected':
+          return reject(new Error(`bad ready line: ${outcome.line}`));
+        case 'timeout':
+          return reject(new Error(`daemon gave no ready line in ${outcome.seconds} s; stderr:\n${stderr}`));
+        case 'closed':
+          // After a startup-failed line, that line's rejection (also on exit) says more.
+          return void exited.then((code) =>
+            setImmediate(() => reject(new Error(`daemon exited (${code}) before it was ready; stderr:\n${stderr}`))),
+          );
+        default:
+          return assertNever(outcome);
+      }
     });
   });
   return {
     ready,
+    upgrade,
     process: child,
     stderr: () => stderr,
     exited,

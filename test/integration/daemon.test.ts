@@ -8,7 +8,8 @@ import WebSocket from 'ws';
 import { DiscoveryFile, type Rollout, type SpanRange } from '../../trainer-daemon/protocol';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { DaemonError } from '../../trainer-daemon/protocol/errors';
-import { LATEST_SCHEMA_VERSION } from '../../trainer-daemon/store/migrations';
+import { LATEST_SCHEMA_VERSION, migrate } from '../../trainer-daemon/store/migrations';
+import type { Database } from '../../trainer-daemon/store/driver';
 import { startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
 import { agentRollout } from '../helpers/editorFixtures';
@@ -67,6 +68,38 @@ describe('daemon process', () => {
     assert.ok(!daemon.stderr().includes(daemon.ready.token), 'the token must never be logged');
     for (const line of daemon.stderr().trim().split('\n'))
       assert.doesNotThrow(() => JSON.parse(line), `log line is not JSON: ${line}`);
+    assert.equal(daemon.upgrade, undefined, 'a new store is not an upgrade');
+  });
+
+  test('a store an earlier Lightning wrote: serve says it upgrades it (from, to, its spans) before the ready line, and every span is served after', async (t) => {
+    const store = path.join(tempDir(t), '.lightning', 'store.db');
+    fs.mkdirSync(path.dirname(store), { recursive: true });
+    const old = new BetterSqlite3(store);
+    migrate(old as unknown as Database, 11);
+    old
+      .prepare(
+        `INSERT INTO rollouts (id, status, mode, source, created_at, updated_at, attempt_count, span_count)
+        VALUES ('ro-00000000000000a1', 'succeeded', 'debug', '{"kind":"api"}', 1, 1, 1, 3)`,
+      )
+      .run();
+    const span = old.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, name, kind, category,
+      start_ms, end_ms, status_code, attributes, events) VALUES ('ro-00000000000000a1', 1, ?, '4bf92f3577b34da6a3ce929d0e0e4736', ?,
+      'chat m', 'client', 'llm', 1, 2, 'ok', '{}', '[]')`);
+    for (let i = 1; i <= 3; i += 1) span.run(i, `00f067aa0ba902b${i}`);
+    old.close();
+
+    const daemon = await startDaemon(store);
+    t.after(() => daemon.stop());
+    assert.deepEqual(daemon.upgrade, { event: 'store-upgrading', from: 11, to: LATEST_SCHEMA_VERSION, spans: 3 });
+    const client = await RpcClient.connect(daemon.ready.url, daemon.ready.token);
+    t.after(() => client.dispose());
+    assert.equal((await client.request('daemonInfo', {})).schemaVersion, LATEST_SCHEMA_VERSION);
+    const detail = await client.request('getRollout', { id: 'ro-00000000000000a1' });
+    assert.deepEqual(
+      detail.spans.map((s) => s.spanId),
+      ['00f067aa0ba902b1', '00f067aa0ba902b2', '00f067aa0ba902b3'],
+    );
+    assert.match(daemon.stderr(), /upgrading the store an earlier Lightning wrote/);
   });
 
   test('RPC needs the bearer token, refuses browser origins and foreign Host headers', async (t) => {

@@ -13,6 +13,7 @@ import { Store } from '../../trainer-daemon/store/store';
 import { runCli, startDaemon } from '../helpers/daemon';
 import { parsed } from '../helpers/params';
 import { llmSpan } from '../helpers/spans';
+import { rolloutKey } from '../helpers/store';
 import { tempDir } from '../helpers/tmp';
 
 /**
@@ -31,19 +32,13 @@ function seedHugeRollout(file: string): string {
     store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'running' }));
     store.addSpans({ rolloutId: rollout.id, spans: [llmSpan({ name: 'chat first' })] });
     const insert = store.db
-      .prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind, category,
+      .prepare(`INSERT INTO spans (rollout, attempt, sequence, trace_id, span_id, parent_span_id, name, kind, category,
       start_ms, end_ms, status_code, status_message, attributes, events, prompt_tokens, completion_tokens, response_id)
       VALUES (?, 1, ?, '4bf92f3577b34da6a3ce929d0e0e4736', ?, NULL, ?, 'internal', 'tool', ?, ?, 'ok', NULL, '{"tool.name":"search"}', '[]', NULL, NULL, NULL)`);
+    const key = rolloutKey(store, rollout.id);
     store.db.transaction(() => {
       for (let i = 2; i <= SPANS; i += 1)
-        insert.run(
-          rollout.id,
-          i,
-          i.toString(16).padStart(16, '0'),
-          `tool ${i}`,
-          1_700_000_000_000 + i,
-          1_700_000_000_001 + i,
-        );
+        insert.run(key, i, i.toString(16).padStart(16, '0'), `tool ${i}`, 1_700_000_000_000 + i, 1_700_000_000_001 + i);
       store.db.prepare('UPDATE rollouts SET span_count = ? WHERE id = ?').run(SPANS, rollout.id);
     })();
     store.transitionRollout(parsed('transitionRollout', { id: rollout.id, to: 'succeeded', exitCode: 0 }));

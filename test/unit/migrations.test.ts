@@ -6,6 +6,7 @@ import { LATEST_SCHEMA_VERSION, MIGRATIONS, migrate } from '../../trainer-daemon
 import { Store } from '../../trainer-daemon/store/store';
 import { tempDir } from '../helpers/tmp';
 import { parsed } from '../helpers/params';
+import { llmSpan } from '../helpers/spans';
 
 /**
  * A raw connection on this runtime's driver (LIGHTNING_SQLITE_DRIVER, else node:sqlite where it loads): no pragmas, no
@@ -69,6 +70,28 @@ describe('store: migrations', () => {
           `INSERT INTO rewards (rollout_id, name, value, source, created_at) VALUES ('ro-old', 'reward', 0.75, 'human', 2)`,
         )
         .run();
+      // A span as each version wrote it: by the rollout's id until migration 12 keyed it by the rollout's seq, with its
+      // response id from migration 4 on.
+      const [owner, ownerValue] = from >= 12 ? ['rollout', '1'] : ['rollout_id', "'ro-old'"];
+      old
+        .prepare(
+          `INSERT INTO spans (id, ${owner}, attempt, sequence, trace_id, span_id, name, kind, category, start_ms, end_ms,
+            status_code, attributes, events)
+          VALUES (7, ${ownerValue}, 1, 1, '4bf92f3577b34da6a3ce929d0e0e4736', '00f067aa0ba902b7', 'chat m', 'client', 'llm', 5, 6,
+            'ok', '{"gen_ai.response.id":"chatcmpl-old"}', '[]')`,
+        )
+        .run();
+      if (from >= 4) old.prepare(`UPDATE spans SET response_id = 'chatcmpl-old'`).run();
+      // A span of a rollout that is gone: only a store edited by hand, with foreign keys off, holds one. It names no
+      // rollout migration 12 can key it by.
+      old.pragma('foreign_keys = OFF');
+      if (from < 12)
+        old
+          .prepare(
+            `INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, name, kind, category, start_ms, status_code,
+              attributes, events) VALUES ('ro-gone', 1, 1, 't', 's', 'n', 'client', 'tool', 1, 'ok', '{}', '[]')`,
+          )
+          .run();
       old.close();
 
       const store = Store.open(file);
@@ -77,6 +100,20 @@ describe('store: migrations', () => {
       const rollout = store.getRollout('ro-old');
       assert.equal(rollout.reward, 0.75);
       assert.deepEqual(rollout.task, { id: 'w1', input: { city: 'Oslo' } });
+      const [span] = store.getRolloutDetail('ro-old').spans;
+      assert.equal(span?.spanId, '00f067aa0ba902b7');
+      assert.deepEqual(span?.attributes, { 'gen_ai.response.id': 'chatcmpl-old' });
+      assert.deepEqual(
+        store.db
+          .prepare('SELECT id, rollout, response_id FROM spans')
+          .all()
+          .map((row) => ({ ...(row as object) })),
+        [{ id: 7, rollout: 1, response_id: 'chatcmpl-old' }],
+        'its rowid kept, its rollout by key, its response id (migration 4) kept',
+      );
+      // The indexes came back with the table: a span id seen again is a duplicate, not a second row.
+      const again = store.addSpans({ rolloutId: 'ro-old', spans: [llmSpan({ spanId: '00f067aa0ba902b7' })] });
+      assert.deepEqual(again.results, [{ kind: 'duplicate', spanId: '00f067aa0ba902b7' }]);
       // Text search covers rollouts written before the search index existed.
       assert.deepEqual(
         store.listRollouts(parsed('listRollouts', { search: 'oslo' })).items.map((r) => r.id),

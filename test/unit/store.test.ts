@@ -5,7 +5,7 @@ import { type RolloutStatus } from '../../trainer-daemon/protocol';
 import { TRANSITIONS } from '../../trainer-daemon/store/rollouts';
 import { TWIN_WINDOW, TWINS_QUERY, validateSpans } from '../../trainer-daemon/store/spans';
 import { llmSpan } from '../helpers/spans';
-import { openStore } from '../helpers/store';
+import { openStore, rolloutKey } from '../helpers/store';
 import { parsed } from '../helpers/params';
 
 describe('store: rollout lifecycle', () => {
@@ -323,7 +323,7 @@ describe('store: spans', () => {
     const calls = TWIN_WINDOW * 3;
     for (let i = 0; i < calls; i += 1) store.addSpans({ rolloutId: id, spans: [call(i, {})] });
     // The lookup for that id reads at most the window, however many calls share it.
-    const read = store.db.prepare(TWINS_QUERY).all(JSON.stringify(['']), id);
+    const read = store.db.prepare(TWINS_QUERY).all(JSON.stringify(['']), rolloutKey(store, id));
     assert.equal(read.length, TWIN_WINDOW);
     // A call's OTLP span, then the proxy's record of it: tied to each other (not to the earliest call of that id),
     // every other call still a step.
@@ -340,17 +340,17 @@ describe('store: spans', () => {
   test('the twin lookup of every LLM batch goes by index, never through the rollout’s spans (ingest stays linear)', (t) => {
     const store = openStore(t);
     const plan = store.db
-      .prepare<[string, string], { detail: string }>(`EXPLAIN QUERY PLAN ${TWINS_QUERY}`)
-      .all('[]', 'ro-x')
+      .prepare<[string, number], { detail: string }>(`EXPLAIN QUERY PLAN ${TWINS_QUERY}`)
+      .all('[]', 1)
       .map((row) => row.detail);
     // Before: the rollout walked in sequence order, and a scan of its `other` spans per matching row. The latest
     // calls of an id come from the index in rowid order (no sort), each row then by its rowid.
     assert.ok(
-      plan.includes('SEARCH r USING COVERING INDEX spans_by_response_id (rollout_id=? AND response_id=?)'),
+      plan.includes('SEARCH r USING COVERING INDEX spans_by_response_id (rollout=? AND response_id=?)'),
       plan.join('\n'),
     );
     assert.ok(plan.includes('SEARCH s USING INTEGER PRIMARY KEY (rowid=?)'), plan.join('\n'));
-    assert.ok(plan.includes('SEARCH o USING INDEX spans_by_same_call (rollout_id=? AND <expr>=?)'), plan.join('\n'));
+    assert.ok(plan.includes('SEARCH o USING INDEX spans_by_same_call (rollout=? AND <expr>=?)'), plan.join('\n'));
     assert.ok(!plan.some((line) => /\bSCAN (s|o|spans)\b/.test(line)), plan.join('\n'));
   });
 

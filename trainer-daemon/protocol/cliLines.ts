@@ -1,6 +1,7 @@
 /**
  * The `lightning` CLI's machine-readable lines, the contract between the CLI and the programs that
- * run it as a child (the extension): `serve` prints `ready` or `startup-failed` first on stdout;
+ * run it as a child (the extension): `serve` prints `ready` or `startup-failed` first on stdout, after
+ * `store-upgrading` when it upgrades a store an earlier Lightning wrote;
  * `dataset run --progress json` prints one JSON line per event on stderr (`batch-started`, `rollout-finished`,
  * `rollout-scored`) and `batch-finished` on stdout (with `--json`); `train --json` prints `training-started` and
  * `training-finished` on stdout. The CLI writes these types, and programs that run it read them with
@@ -25,6 +26,18 @@ export const StartupFailed = z.object({
   message: z.string(),
 });
 export type StartupFailed = z.infer<typeof StartupFailed>;
+
+/**
+ * `lightning serve` is upgrading a store an earlier Lightning wrote (schema `from` to `to`) before it is ready: a store
+ * of millions of spans takes a while (~10 s a million here), so a starter waits longer for the ready line after this.
+ */
+export const StoreUpgrading = z.object({
+  event: z.literal('store-upgrading'),
+  from: z.number().int(),
+  to: z.number().int(),
+  spans: z.number().int(),
+});
+export type StoreUpgrading = z.infer<typeof StoreUpgrading>;
 
 /** A batch was created: `total` rollouts; `scored` when a rewards file scores them. */
 export const BatchStarted = z.object({
@@ -102,6 +115,7 @@ export type TrainingFinished = z.infer<typeof TrainingFinished>;
 export const CliLine = z.discriminatedUnion('event', [
   ReadyMessage,
   StartupFailed,
+  StoreUpgrading,
   BatchStarted,
   RolloutFinished,
   RolloutScored,

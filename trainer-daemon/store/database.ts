@@ -7,7 +7,7 @@
  */
 import { openConnection, type Connection, type DriverName } from './driver';
 import { preparePrivateStoreFile } from '../util/privateFiles';
-import { migrate } from './migrations';
+import { migrate, type StoreUpgrade } from './migrations';
 
 /** The page size of a store created from now on (SQLite's default is 4,096). */
 const NEW_STORE_PAGE_BYTES = 16_384;
@@ -17,6 +17,8 @@ const WAL_CHECKPOINT_BYTES = 40_960_000;
 export interface OpenOptions {
   /** Open without migrating (to inspect an older store); writes then fail on missing tables. */
   readonly migrate?: boolean;
+  /** Told before a store an earlier Lightning wrote is upgraded (migrations.ts#migrate). */
+  readonly onUpgrade?: (upgrade: StoreUpgrade) => void;
   readonly readonly?: boolean;
   /** Default: chooseDriver() (node:sqlite where the runtime has it, else better-sqlite3). */
   readonly driver?: DriverName;
@@ -57,7 +59,7 @@ export function openDatabase(file: string, options: OpenOptions = {}): Connectio
     // ingest ~1.5× slower (its system time doubled). The journal holds one operation's pages at most.
     db.pragma('temp_store = MEMORY');
     db.pragma('foreign_keys = ON');
-    if (options.migrate ?? true) migrate(db);
+    if (options.migrate ?? true) migrate(db, undefined, options.onUpgrade);
     // After the migrations, which may wait the full 5 s for a lock at start-up.
     if (options.busyTimeoutMs !== undefined)
       db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs))}`);

@@ -91,7 +91,9 @@ export class RewardRepository {
     this.ofRollout = db.prepare('SELECT * FROM rewards WHERE rollout_id = ? ORDER BY id');
     this.ofMany = db.prepare(`SELECT w.* FROM json_each(?) j CROSS JOIN rewards w ON w.rollout_id = j.value
       JOIN rollouts r ON r.id = w.rollout_id WHERE ${COUNTS_FOR_LAST_ATTEMPT('w', 'r')} ORDER BY w.id`);
-    this.spanExists = db.prepare('SELECT 1 AS one FROM spans WHERE rollout_id = ? AND span_id = ?');
+    this.spanExists = db.prepare(
+      'SELECT 1 AS one FROM rollouts r CROSS JOIN spans s ON s.rollout = r.seq WHERE r.id = ? AND s.span_id = ?',
+    );
   }
 
   /**

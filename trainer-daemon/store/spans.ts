@@ -225,18 +225,21 @@ export const TWIN_WINDOW = 64;
  * long rollout's ingest quadratic: the response ids through spans_by_response_id (newest first by rowid, which
  * the index holds in order within a key), `paired` through spans_by_same_call (migration 9; `+s.span_id` drops
  * the column's TEXT affinity, without which SQLite cannot compare through that expression index). Exported for
- * the test that holds its query plan. Parameters: the response ids as a JSON array, the rollout id.
+ * the test that holds its query plan. Parameters: the response ids as a JSON array, the rollout's key (its seq).
  */
 export const TWINS_QUERY = `SELECT s.response_id, s.span_id, json_extract(s.attributes, '$."lightning.api"') IS NOT NULL AS proxied,
-  EXISTS (SELECT 1 FROM spans o WHERE o.rollout_id = s.rollout_id AND o.category = 'other'
+  EXISTS (SELECT 1 FROM spans o WHERE o.rollout = s.rollout AND o.category = 'other'
     AND json_extract(o.attributes, '$."lightning.same_call_as"') = +s.span_id) AS paired,
   s.prompt_tokens, s.completion_tokens, s.trace_id, s.start_ms, s.end_ms
   FROM json_each(?) ids CROSS JOIN spans s ON s.id IN (SELECT r.id FROM spans r
-    WHERE r.rollout_id = ? AND r.response_id = ids.value ORDER BY r.id DESC LIMIT ${TWIN_WINDOW})
+    WHERE r.rollout = ? AND r.response_id = ids.value ORDER BY r.id DESC LIMIT ${TWIN_WINDOW})
   ORDER BY +s.sequence`;
 
 export class SpanRepository {
-  private readonly counters: Statement<[string], { span_count: number; attempt_count: number; status: RolloutStatus }>;
+  private readonly counters: Statement<
+    [string],
+    { seq: number; span_count: number; attempt_count: number; status: RolloutStatus }
+  >;
   private readonly insert: Statement;
   private readonly bump: Statement;
   private readonly ofRollout: Statement<[string], SpanRow>;
@@ -259,30 +262,33 @@ export class SpanRepository {
       | 'status_message'
     >
   >;
-  private readonly twinsOf: Statement<[string, string], TwinRow>;
+  private readonly twinsOf: Statement<[string, number], TwinRow>;
   private readonly demote: Statement;
 
   constructor(db: Database) {
     this.twinsOf = db.prepare(TWINS_QUERY);
     this.demote = db.prepare(`UPDATE spans SET category = 'other', response_id = NULL,
-      attributes = json_set(attributes, '$."lightning.same_call_as"', ?) WHERE rollout_id = ? AND span_id = ?`);
-    this.counters = db.prepare('SELECT span_count, attempt_count, status FROM rollouts WHERE id = ?');
+      attributes = json_set(attributes, '$."lightning.same_call_as"', ?) WHERE rollout = ? AND span_id = ?`);
+    // Spans name their rollout by its integer key, seq (migration 12): read here with the counters.
+    this.counters = db.prepare('SELECT seq, span_count, attempt_count, status FROM rollouts WHERE id = ?');
     this.insert = db.prepare(`INSERT INTO spans
-      (rollout_id, attempt, sequence, trace_id, span_id, parent_span_id, name, kind, category, start_ms, end_ms,
+      (rollout, attempt, sequence, trace_id, span_id, parent_span_id, name, kind, category, start_ms, end_ms,
        status_code, status_message, attributes, events, prompt_tokens, completion_tokens, response_id)
       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-      ON CONFLICT (rollout_id, span_id) DO NOTHING`);
+      ON CONFLICT (rollout, span_id) DO NOTHING`);
     this.bump = db.prepare(`UPDATE rollouts SET span_count = span_count + ?, llm_calls = llm_calls + ?,
-      prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, updated_at = ? WHERE id = ?`);
-    this.ofRollout = db.prepare('SELECT * FROM spans WHERE rollout_id = ? ORDER BY sequence');
-    this.after = db.prepare('SELECT * FROM spans WHERE rollout_id = ? AND sequence > ? ORDER BY sequence LIMIT ?');
+      prompt_tokens = prompt_tokens + ?, completion_tokens = completion_tokens + ?, updated_at = ? WHERE seq = ?`);
+    const ofRollout =
+      'SELECT r.id AS rollout_id, s.* FROM rollouts r CROSS JOIN spans s ON s.rollout = r.seq WHERE r.id = ?';
+    this.ofRollout = db.prepare(`${ofRollout} ORDER BY s.sequence`);
+    this.after = db.prepare(`${ofRollout} AND s.sequence > ? ORDER BY s.sequence LIMIT ?`);
     // Only the rollout's last attempt: the calls of a failed attempt are not the trajectory that earned the reward.
     this.forTraining =
       // The status message of an error only: a record made before calls carried their outcome says "cancelled" there.
-      db.prepare(`SELECT s.rollout_id, s.span_id, s.parent_span_id, s.trace_id, s.sequence, s.category, s.start_ms, s.end_ms, s.attributes, s.name, s.status_code,
+      db.prepare(`SELECT r.id AS rollout_id, s.span_id, s.parent_span_id, s.trace_id, s.sequence, s.category, s.start_ms, s.end_ms, s.attributes, s.name, s.status_code,
         CASE WHEN s.status_code = 'error' THEN s.status_message END AS status_message
-      FROM json_each(?) j CROSS JOIN spans s ON s.rollout_id = j.value
-      WHERE s.attempt = (SELECT r.attempt_count FROM rollouts r WHERE r.id = j.value)`);
+      FROM json_each(?) j CROSS JOIN rollouts r ON r.id = j.value CROSS JOIN spans s ON s.rollout = r.seq
+      WHERE s.attempt = r.attempt_count`);
   }
 
   /**
@@ -328,12 +334,12 @@ export class SpanRepository {
         );
       return late === null ? span : markedLate(span, late);
     });
-    const twins = this.twinsFor(batch.rolloutId, spans);
+    const twins = this.twinsFor(counters.seq, spans);
     for (const prepared of spans) {
       const { span, replaced, pairedWith } = pairWithTwin(twins, prepared);
       const responseId = span.responseId;
       const info = this.insert.run(
-        batch.rolloutId,
+        counters.seq,
         attempt,
         sequence + 1,
         span.traceId,
@@ -359,7 +365,7 @@ export class SpanRepository {
       if (pairedWith) pairedWith.paired = 1;
       if (replaced) {
         // The twin stops being the step: its call and tokens are this span's now.
-        this.demote.run(span.spanId, batch.rolloutId, replaced.span_id);
+        this.demote.run(span.spanId, counters.seq, replaced.span_id);
         twins.set(
           replaced.response_id,
           twins.get(replaced.response_id)!.filter((row) => row !== replaced),
@@ -394,18 +400,18 @@ export class SpanRepository {
       stored.push({ rolloutId: batch.rolloutId, sequence });
     }
     if (stored.length > 0) {
-      this.bump.run(stored.length, llmCalls, promptTokens, completionTokens, now, batch.rolloutId);
+      this.bump.run(stored.length, llmCalls, promptTokens, completionTokens, now, counters.seq);
     }
     return { results, stored };
   }
 
   /** The stored LLM spans sharing a response id with the batch's, by response id, in order of arrival. */
-  private twinsFor(rolloutId: string, spans: readonly PreparedSpan[]): Map<string, TwinRow[]> {
+  private twinsFor(rollout: number, spans: readonly PreparedSpan[]): Map<string, TwinRow[]> {
     const ids = new Set<string>();
     for (const span of spans) if (span.responseId !== null) ids.add(span.responseId);
     const twins = new Map<string, TwinRow[]>();
     if (ids.size === 0) return twins;
-    for (const row of this.twinsOf.all(JSON.stringify([...ids]), rolloutId)) {
+    for (const row of this.twinsOf.all(JSON.stringify([...ids]), rollout)) {
       const list = twins.get(row.response_id);
       if (list) list.push(row);
       else twins.set(row.response_id, [row]);

@@ -1,7 +1,7 @@
 /** `lightning serve`: the daemon in the foreground; ready line on stdout, JSON logs on stderr. */
 import type { Command } from 'commander';
 import { Daemon, DEFAULT_UPSTREAM, upstreamFromEnv } from '../../daemon';
-import type { StartupFailed } from '../../protocol/cliLines';
+import type { StartupFailed, StoreUpgrading } from '../../protocol/cliLines';
 import { errorMessage, InvalidInputError, mapError } from '../../protocol/errors';
 import { StoreOwnedError } from '../../storeOwnership';
 import { NativeModuleError } from '../../store/nativeModules';
@@ -49,6 +49,9 @@ async function start(options: ServeOptions, logger: Logger): Promise<Daemon> {
     port,
     logger,
     upstream,
+    // Before the ready line, for the starter to wait for it longer (the extension's supervisor).
+    onStoreUpgrade: (upgrade) =>
+      process.stdout.write(`${JSON.stringify({ event: 'store-upgrading', ...upgrade } satisfies StoreUpgrading)}\n`),
     ...(loopback ? {} : { agentHost: options.host.replace(/^\[(.*)\]$/, '$1') }),
   });
   if (!loopback)
