@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { describe, test } from 'node:test';
+import { describe, test, type TestContext } from 'node:test';
 import BetterSqlite3 from 'better-sqlite3';
 import WebSocket from 'ws';
 import { DiscoveryFile, type Rollout, type SpanRange } from '../../trainer-daemon/protocol';
@@ -10,7 +10,7 @@ import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { LATEST_SCHEMA_VERSION, migrate } from '../../trainer-daemon/store/migrations';
 import type { Database } from '../../trainer-daemon/store/driver';
-import { startDaemon, type RunningDaemon } from '../helpers/daemon';
+import { runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
 import { agentRollout } from '../helpers/editorFixtures';
 import { isSlim } from '../../trainer-daemon/protocol/slimSpan';
@@ -52,6 +52,26 @@ function countRows(store: string, table: string): number {
   }
 }
 
+/** A store as Lightning's schema 11 left it: one finished rollout of three spans. */
+function storeOfVersion11(t: TestContext): string {
+  const store = path.join(tempDir(t), '.lightning', 'store.db');
+  fs.mkdirSync(path.dirname(store), { recursive: true });
+  const old = new BetterSqlite3(store);
+  migrate(old as unknown as Database, 11);
+  old
+    .prepare(
+      `INSERT INTO rollouts (id, status, mode, source, created_at, updated_at, attempt_count, span_count)
+        VALUES ('ro-00000000000000a1', 'succeeded', 'debug', '{"kind":"api"}', 1, 1, 1, 3)`,
+    )
+    .run();
+  const span = old.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, name, kind, category,
+      start_ms, end_ms, status_code, attributes, events) VALUES ('ro-00000000000000a1', 1, ?, '4bf92f3577b34da6a3ce929d0e0e4736', ?,
+      'chat m', 'client', 'llm', 1, 2, 'ok', '{}', '[]')`);
+  for (let i = 1; i <= 3; i += 1) span.run(i, `00f067aa0ba902b${i}`);
+  old.close();
+  return store;
+}
+
 describe('daemon process', () => {
   test('serve prints the contract ready line and writes discovery files; the token file is owner-only', async (t) => {
     const { daemon, store } = await withDaemon(t);
@@ -72,22 +92,7 @@ describe('daemon process', () => {
   });
 
   test('a store an earlier Lightning wrote: serve says it upgrades it (from, to, its spans) before the ready line, and every span is served after', async (t) => {
-    const store = path.join(tempDir(t), '.lightning', 'store.db');
-    fs.mkdirSync(path.dirname(store), { recursive: true });
-    const old = new BetterSqlite3(store);
-    migrate(old as unknown as Database, 11);
-    old
-      .prepare(
-        `INSERT INTO rollouts (id, status, mode, source, created_at, updated_at, attempt_count, span_count)
-        VALUES ('ro-00000000000000a1', 'succeeded', 'debug', '{"kind":"api"}', 1, 1, 1, 3)`,
-      )
-      .run();
-    const span = old.prepare(`INSERT INTO spans (rollout_id, attempt, sequence, trace_id, span_id, name, kind, category,
-      start_ms, end_ms, status_code, attributes, events) VALUES ('ro-00000000000000a1', 1, ?, '4bf92f3577b34da6a3ce929d0e0e4736', ?,
-      'chat m', 'client', 'llm', 1, 2, 'ok', '{}', '[]')`);
-    for (let i = 1; i <= 3; i += 1) span.run(i, `00f067aa0ba902b${i}`);
-    old.close();
-
+    const store = storeOfVersion11(t);
     const daemon = await startDaemon(store);
     t.after(() => daemon.stop());
     assert.deepEqual(daemon.upgrade, { event: 'store-upgrading', from: 11, to: LATEST_SCHEMA_VERSION, spans: 3 });
@@ -100,6 +105,16 @@ describe('daemon process', () => {
       ['00f067aa0ba902b1', '00f067aa0ba902b2', '00f067aa0ba902b3'],
     );
     assert.match(daemon.stderr(), /upgrading the store an earlier Lightning wrote/);
+  });
+
+  test('a CLI command that opens an older store itself (no daemon) says on stderr that it upgrades it, then answers', async (t) => {
+    const store = storeOfVersion11(t);
+    const listed = await runCli(['rollouts', '--store', store, '--json']);
+    assert.equal(listed.code, 0, listed.stderr);
+    assert.match(listed.stderr, /upgrading the store an earlier Lightning wrote \(schema 11 to \d+, 3 spans\)/);
+    assert.match(listed.stdout, /ro-00000000000000a1/);
+    const again = await runCli(['rollouts', '--store', store, '--json']);
+    assert.doesNotMatch(again.stderr, /upgrading/, 'upgraded once');
   });
 
   test('RPC needs the bearer token, refuses browser origins and foreign Host headers', async (t) => {

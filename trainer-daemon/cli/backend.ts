@@ -10,6 +10,7 @@ import { NotFoundError } from '../protocol/errors';
 import { createHandlers, invoke } from '../rpc/handlers';
 import { RpcClient } from '../protocol/node/connection';
 import { Store } from '../store/store';
+import { upgradeNotice } from '../store/migrations';
 import { VERSION } from '../version';
 
 export interface Backend {
@@ -28,7 +29,7 @@ export async function openBackend(storeFile: string, options: { create?: boolean
   if (!options.create && !fs.existsSync(storeFile)) {
     throw new NotFoundError(`no store at ${storeFile}: start one with \`lightning serve\` or pass --store FILE`);
   }
-  const store = Store.open(storeFile);
+  const store = Store.open(storeFile, { onUpgrade: (upgrade) => process.stderr.write(upgradeNotice(upgrade)) });
   const handlers = createHandlers({
     store,
     info: () => ({

@@ -7,6 +7,7 @@ import { findDaemon } from '../protocol/node/discovery';
 import { ConflictError } from '../protocol/errors';
 import { createLogger } from '../log';
 import { RpcClient } from '../protocol/node/connection';
+import { upgradeNotice } from '../store/migrations';
 
 export interface DaemonConnection {
   readonly client: RpcClient;
@@ -41,6 +42,7 @@ async function startOwnDaemon(storeFile: string): Promise<DaemonConnection> {
     port: 0,
     logger: createLogger('daemon', { level: 'warn' }),
     upstream: upstreamFromEnv(process.env),
+    onStoreUpgrade: (upgrade) => process.stderr.write(upgradeNotice(upgrade)),
   });
   const client = await RpcClient.connect(daemon.url, daemon.token);
   return {

@@ -448,6 +448,11 @@ export interface StoreUpgrade {
   readonly spans: number;
 }
 
+/** What a command says on stderr while it upgrades a store (one a CLI command opens itself, without the daemon). */
+export function upgradeNotice({ from, to, spans }: StoreUpgrade): string {
+  return `lightning: upgrading the store an earlier Lightning wrote (schema ${from} to ${to}, ${spans} spans) before using it; a store of millions of spans takes a minute or more, once\n`;
+}
+
 /**
  * Applies every migration above the store's version, each atomically. Returns the versions applied. `onUpgrade` hears
  * first when a store an earlier Lightning wrote (not a new file) is to be upgraded.
