@@ -32,6 +32,7 @@ export function awaitStartLine(stdout: Readable, waits: StartWaits): Promise<Sta
     let timer: NodeJS.Timeout | undefined;
     const settle = (outcome: StartOutcome): void => {
       clearTimeout(timer);
+      // The reader stays on stdout, reading what else the daemon prints, so that a full pipe never blocks it.
       lines.off('line', onLine);
       lines.off('close', onClose);
       resolve(outcome);

@@ -16,7 +16,7 @@ import readline from 'node:readline';
 import * as vscode from 'vscode';
 import type { ReadyMessage } from '../trainer-daemon/protocol';
 import type { StartupFailed } from '../trainer-daemon/protocol/cliLines';
-import { findDaemon } from '../trainer-daemon/protocol/node/discovery';
+import { findDaemon, findUpgrading } from '../trainer-daemon/protocol/node/discovery';
 import { connectDaemon, type DaemonClient } from './daemonClient';
 import { RestartPolicy } from './restartPolicy';
 import { awaitStartLine } from './startLines';
@@ -44,7 +44,7 @@ class DaemonStartError extends Error {
 const READY_TIMEOUT_MS = 30_000;
 /**
  * How long the ready line may take once the daemon said it upgrades the store an earlier Lightning wrote: the upgrade
- * to schema 12 rewrites every span, ~10 s a million here.
+ * to schema 12 rewrites every span, ~9 s a million here.
  */
 const UPGRADE_TIMEOUT_MS = 20 * 60_000;
 
@@ -115,8 +115,25 @@ export class DaemonSupervisor implements vscode.Disposable {
 
   private async connectOrSpawn(): Promise<{ client: DaemonClient; state: DaemonState }> {
     const settings = readSettings();
+    // Another window's daemon upgrading the store (minutes for a large one) is waited for, not raced.
+    const upgradeDeadline = Date.now() + UPGRADE_TIMEOUT_MS;
+    let waitingFor: number | undefined;
+    let waited: (() => void) | undefined;
     // A daemon racing us for the store (another window) wins the lock: use it once it announces itself.
     for (let attempt = 0; ; attempt += 1) {
+      const upgrading = Date.now() < upgradeDeadline ? findUpgrading(settings.storeFile) : undefined;
+      if (upgrading) {
+        if (waitingFor !== upgrading.pid) {
+          waitingFor = upgrading.pid;
+          this.log.info(
+            `[daemon] the daemon of another window (pid ${upgrading.pid}) is upgrading the store (${upgrading.spans} spans); waiting for it`,
+          );
+          waited ??= this.upgradeMessage(upgrading.spans);
+        }
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        continue;
+      }
+      waited?.();
       const running = findDaemon(settings.storeFile);
       if (running) {
         this.log.info(`[daemon] reusing the daemon (pid ${running.info.pid}) that owns ${running.info.store}`);
@@ -142,6 +159,14 @@ export class DaemonSupervisor implements vscode.Disposable {
         await new Promise((resolve) => setTimeout(resolve, 250));
       }
     }
+  }
+
+  /** The status bar says the store is being upgraded until the returned function is called. */
+  private upgradeMessage(spans: number): () => void {
+    let done: () => void = () => undefined;
+    const over = new Promise<void>((resolve) => (done = resolve));
+    vscode.window.setStatusBarMessage(`$(sync~spin) Lightning: upgrading the store (${spans} spans)…`, over);
+    return done;
   }
 
   private async spawnDaemon(
@@ -188,8 +213,7 @@ export class DaemonSupervisor implements vscode.Disposable {
           this.log.info(
             `[daemon] upgrading the store an earlier Lightning wrote (schema ${from} → ${to}, ${spans} spans) before it is ready`,
           );
-          const done = new Promise<void>((resolve) => (upgraded = resolve));
-          vscode.window.setStatusBarMessage(`$(sync~spin) Lightning: upgrading the store (${spans} spans)…`, done);
+          upgraded = this.upgradeMessage(spans);
         },
       });
       void started.then((outcome) => {
@@ -211,7 +235,7 @@ export class DaemonSupervisor implements vscode.Disposable {
             return reject(
               new DaemonStartError(
                 outcome.upgrading
-                  ? `the daemon did not finish upgrading the store within ${outcome.seconds} s`
+                  ? `the daemon did not finish upgrading the store within ${outcome.seconds / 60} minutes`
                   : `the daemon gave no ready line within ${outcome.seconds} s`,
                 'no_ready_line',
               ),

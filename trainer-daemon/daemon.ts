@@ -9,7 +9,7 @@ import path from 'node:path';
 import { errorMessage } from './protocol/errors';
 import { discoveryPaths } from './protocol/node/discovery';
 import type { DaemonInfo, ReadyMessage } from './protocol';
-import { acquireStoreLock, removeDiscovery, writeDiscovery, newToken } from './storeOwnership';
+import { acquireStoreLock, markUpgrading, removeDiscovery, writeDiscovery, newToken } from './storeOwnership';
 import type { DiscoveryPaths } from './protocol/node/discovery';
 import type { Logger } from './log';
 import type { Event } from './protocol/event';
@@ -155,17 +155,21 @@ export class Daemon {
     const limits = limitsFromEnv(process.env);
     const releaseLock = acquireStoreLock(storeFile);
     let store: Store;
+    let upgraded: (() => void) | undefined;
     try {
       store = Store.open(storeFile, {
         busyTimeoutMs: DAEMON_BUSY_TIMEOUT_MS,
         onUpgrade: (upgrade) => {
           logger.info('upgrading the store an earlier Lightning wrote', { store: storeFile, ...upgrade });
+          upgraded = markUpgrading(storeFile, upgrade);
           options.onStoreUpgrade?.(upgrade);
         },
       });
     } catch (error) {
       releaseLock();
       throw error;
+    } finally {
+      upgraded?.();
     }
     let http: DaemonHttpServer | undefined;
     try {

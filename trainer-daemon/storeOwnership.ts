@@ -8,9 +8,16 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import { ensurePrivateDir } from './util/privateFiles';
 import path from 'node:path';
-import { discoveryPaths, findDaemon, isProcessAlive, type DiscoveryPaths } from './protocol/node/discovery';
-import type { DiscoveryFile } from './protocol';
+import {
+  discoveryPaths,
+  findDaemon,
+  findUpgrading,
+  isProcessAlive,
+  type DiscoveryPaths,
+} from './protocol/node/discovery';
+import type { DiscoveryFile, UpgradingFile } from './protocol';
 import { ConflictError } from './protocol/errors';
+import type { StoreUpgrade } from './store/migrations';
 
 export function newToken(): string {
   return crypto.randomBytes(32).toString('base64url');
@@ -38,8 +45,11 @@ export function acquireStoreLock(storeFile: string): () => void {
       const holder = Number(fs.readFileSync(lock, 'utf8'));
       if (Number.isInteger(holder) && holder > 0 && isProcessAlive(holder)) {
         const owner = findDaemon(storeFile);
+        const upgrading = findUpgrading(storeFile);
         throw new StoreOwnedError(
-          `another Lightning daemon (pid ${holder}${owner ? `, ${owner.info.url}` : ''}) already owns ${storeFile}; stop it or use --store`,
+          upgrading
+            ? `another Lightning daemon (pid ${holder}) is upgrading ${storeFile} (${upgrading.spans} spans); use it once it is ready`
+            : `another Lightning daemon (pid ${holder}${owner ? `, ${owner.info.url}` : ''}) already owns ${storeFile}; stop it or use --store`,
         );
       }
       fs.rmSync(lock, { force: true });
@@ -59,6 +69,34 @@ export function writeDiscovery(
   writeAtomic(paths.token, `${token}\n`, 0o600);
   writeAtomic(paths.info, `${JSON.stringify({ ...info, tokenFile: paths.token }, null, 2)}\n`, 0o644);
   return paths;
+}
+
+/**
+ * Says (`daemon.upgrading`) that this daemon, holding the store's lock, upgrades the store before it is ready: other
+ * windows wait for it, commands do not upgrade it too. Returns the function that removes the file.
+ */
+export function markUpgrading(storeFile: string, upgrade: StoreUpgrade): () => void {
+  const file = discoveryPaths(storeFile).upgrading;
+  const marker: UpgradingFile = { pid: process.pid, ...upgrade };
+  writeAtomic(file, `${JSON.stringify(marker)}\n`, 0o644);
+  return () => fs.rmSync(file, { force: true });
+}
+
+/**
+ * Refuses, before anything is changed, to upgrade a store that a daemon serves (one of an earlier Lightning, whose
+ * queries the upgrade would break) or is upgrading itself: for commands that open the store directly.
+ */
+export function refuseUpgradeUnderDaemon(storeFile: string, upgrade: StoreUpgrade): void {
+  const upgrading = findUpgrading(storeFile);
+  if (upgrading)
+    throw new ConflictError(
+      `the Lightning daemon (pid ${upgrading.pid}) is upgrading ${storeFile} (${upgrading.spans} spans); run this again once it is ready`,
+    );
+  const daemon = findDaemon(storeFile);
+  if (daemon)
+    throw new ConflictError(
+      `the Lightning daemon serving ${storeFile} (pid ${daemon.info.pid}, version ${daemon.info.version}) uses its schema ${upgrade.from}, which this Lightning would upgrade to ${upgrade.to} under it; stop that daemon (in the editor: Lightning: Restart Daemon; or end pid ${daemon.info.pid}), then run this again`,
+    );
 }
 
 /** Removes the files if they are still ours (a newer daemon may have replaced them). */

@@ -105,6 +105,10 @@ describe('daemon process', () => {
       ['00f067aa0ba902b1', '00f067aa0ba902b2', '00f067aa0ba902b3'],
     );
     assert.match(daemon.stderr(), /upgrading the store an earlier Lightning wrote/);
+    assert.ok(
+      !fs.existsSync(path.join(path.dirname(store), 'daemon.upgrading')),
+      'the upgrade is over: its marker gone',
+    );
   });
 
   test('a CLI command that opens an older store itself (no daemon) says on stderr that it upgrades it, then answers', async (t) => {
@@ -115,6 +119,53 @@ describe('daemon process', () => {
     assert.match(listed.stdout, /ro-00000000000000a1/);
     const again = await runCli(['rollouts', '--store', store, '--json']);
     assert.doesNotMatch(again.stderr, /upgrading/, 'upgraded once');
+  });
+
+  test('a command never upgrades a store under a daemon: one upgrading it (daemon.upgrading), one of an earlier Lightning serving it', async (t) => {
+    const store = storeOfVersion11(t);
+    const dir = path.dirname(store);
+    const schema = (): number => {
+      const db = new BetterSqlite3(store, { readonly: true });
+      try {
+        return db.pragma('user_version', { simple: true }) as number;
+      } finally {
+        db.close();
+      }
+    };
+    // A live pid of this user's (this test's own) in the daemon's files.
+    fs.writeFileSync(
+      path.join(dir, 'daemon.upgrading'),
+      JSON.stringify({ pid: process.pid, from: 11, to: 12, spans: 3 }),
+    );
+    const upgrading = await runCli(['rollouts', '--store', store, '--json']);
+    assert.notEqual(upgrading.code, 0);
+    assert.match(
+      upgrading.stderr,
+      /the Lightning daemon \(pid \d+\) is upgrading .*store\.db \(3 spans\); run this again once it is ready/,
+    );
+    assert.equal(schema(), 11, 'nothing was changed');
+    fs.rmSync(path.join(dir, 'daemon.upgrading'));
+
+    fs.writeFileSync(path.join(dir, 'daemon.token'), `${'t'.repeat(40)}\n`, { mode: 0o600 });
+    fs.writeFileSync(
+      path.join(dir, 'daemon.json'),
+      JSON.stringify({
+        url: 'http://127.0.0.1:9',
+        pid: process.pid,
+        store,
+        tokenFile: path.join(dir, 'daemon.token'),
+        version: '0.0.9',
+        startedAt: 1,
+      }),
+    );
+    const exported = await runCli(['export', '--store', store, '--out', path.join(dir, 'rows.jsonl')]);
+    assert.notEqual(exported.code, 0);
+    assert.match(
+      exported.stderr,
+      /serving .*store\.db \(pid \d+, version 0\.0\.9\) uses its schema 11, which this Lightning would upgrade to \d+ under it; stop that daemon/,
+    );
+    assert.equal(schema(), 11, 'nothing was changed');
+    assert.ok(!fs.existsSync(path.join(dir, 'rows.jsonl')));
   });
 
   test('RPC needs the bearer token, refuses browser origins and foreign Host headers', async (t) => {

@@ -10,7 +10,8 @@ import { NotFoundError } from '../protocol/errors';
 import { createHandlers, invoke } from '../rpc/handlers';
 import { RpcClient } from '../protocol/node/connection';
 import { Store } from '../store/store';
-import { upgradeNotice } from '../store/migrations';
+import { upgradeNotice, type StoreUpgrade } from '../store/migrations';
+import { refuseUpgradeUnderDaemon } from '../storeOwnership';
 import { VERSION } from '../version';
 
 export interface Backend {
@@ -18,6 +19,15 @@ export interface Backend {
   readonly via: 'daemon' | 'store';
   call<M extends MethodName>(name: M, params: ParamsOf<M>): Promise<ResultOf<M>>;
   close(): void;
+}
+
+/**
+ * For a command that opens the store itself: refuses to upgrade it under a daemon (storeOwnership.ts), else says on
+ * stderr that it upgrades it, which can take a while.
+ */
+export function announceUpgrade(storeFile: string, upgrade: StoreUpgrade): void {
+  refuseUpgradeUnderDaemon(storeFile, upgrade);
+  process.stderr.write(upgradeNotice(upgrade));
 }
 
 export async function openBackend(storeFile: string, options: { create?: boolean } = {}): Promise<Backend> {
@@ -29,7 +39,7 @@ export async function openBackend(storeFile: string, options: { create?: boolean
   if (!options.create && !fs.existsSync(storeFile)) {
     throw new NotFoundError(`no store at ${storeFile}: start one with \`lightning serve\` or pass --store FILE`);
   }
-  const store = Store.open(storeFile, { onUpgrade: (upgrade) => process.stderr.write(upgradeNotice(upgrade)) });
+  const store = Store.open(storeFile, { onUpgrade: (upgrade) => announceUpgrade(storeFile, upgrade) });
   const handlers = createHandlers({
     store,
     info: () => ({

@@ -29,7 +29,7 @@ export type StartupFailed = z.infer<typeof StartupFailed>;
 
 /**
  * `lightning serve` is upgrading a store an earlier Lightning wrote (schema `from` to `to`) before it is ready: a store
- * of millions of spans takes a while (~10 s a million here), so a starter waits longer for the ready line after this.
+ * of millions of spans takes a while (~9 s a million here), so a starter waits longer for the ready line after this.
  */
 export const StoreUpgrading = z.object({
   event: z.literal('store-upgrading'),

@@ -35,3 +35,15 @@ export const DiscoveryFile = z.object({
   startedAt: z.number(),
 });
 export type DiscoveryFile = z.infer<typeof DiscoveryFile>;
+
+/**
+ * `.lightning/daemon.upgrading`: a daemon upgrading the store an earlier Lightning wrote, before it is ready (and
+ * before it writes `daemon.json`). Another window waits for it; a CLI command does not upgrade the store under it.
+ */
+export const UpgradingFile = z.object({
+  pid: z.number().int().positive(),
+  from: z.number().int(),
+  to: z.number().int(),
+  spans: z.number().int(),
+});
+export type UpgradingFile = z.infer<typeof UpgradingFile>;

@@ -54,12 +54,19 @@ export function openDatabase(file: string, options: OpenOptions = {}): Connectio
     }
     // 64 MiB page cache: span indexes are written in rollout order, not key order.
     db.pragma('cache_size = -65536');
+    db.pragma('foreign_keys = ON');
+    if (options.migrate ?? true) {
+      // An upgrade's temporary data on disk: its index builds sort a whole table, and its statements' undo copies can
+      // be large (migrations.ts; in memory, upgrading a million spans took ~730 MB).
+      db.pragma('temp_store = FILE');
+      const applied = migrate(db, undefined, options.onUpgrade);
+      // An upgrade that rewrote the store leaves a WAL as large, which only a checkpoint of it all gives back.
+      if (applied.length > 0 && !options.readonly) db.pragma('wal_checkpoint(TRUNCATE)');
+    }
     // Statement journals in memory: each operation of a group commit of several runs in a savepoint (commits.ts),
     // which copies every page it first changes to a journal — a temporary file by default, which made span
     // ingest ~1.5× slower (its system time doubled). The journal holds one operation's pages at most.
     db.pragma('temp_store = MEMORY');
-    db.pragma('foreign_keys = ON');
-    if (options.migrate ?? true) migrate(db, undefined, options.onUpgrade);
     // After the migrations, which may wait the full 5 s for a lock at start-up.
     if (options.busyTimeoutMs !== undefined)
       db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs))}`);

@@ -359,9 +359,14 @@ const v11AgentRewardAttempt: Migration = {
  * ~1.4 (the bench's store rows). The column changes in place, as migration 6 changed a constraint: its declaration is
  * edited in sqlite_schema (the indexes on it dropped first, made again after), then each row's id is replaced by its
  * rollout's seq. Rebuilding the table instead would leave a store's file larger by the whole spans table (freed pages)
- * for a change of a few bytes a row. A span whose rollout is gone (only a store edited by hand can hold one: foreign
- * keys have been on since version 1) could not name it any more and is removed.
+ * for a change of a few bytes a row. The rows are rewritten SPAN_UPGRADE_CHUNK at a time: one statement's undo copy of
+ * the pages it changes (its statement journal) is then a chunk's, not the whole table's. A span whose rollout is gone
+ * (only a store edited by hand can hold one: foreign keys have been on since version 1) could not name it any more
+ * and is removed.
  */
+/** Spans a statement of migration 12 rewrites (by rowid range). */
+const SPAN_UPGRADE_CHUNK = 50_000;
+
 const v12SpansByRolloutKey: Migration = {
   version: 12,
   name: "spans keyed by the rollout's integer key",
@@ -378,8 +383,14 @@ const v12SpansByRolloutKey: Migration = {
         'rollout        INTEGER NOT NULL REFERENCES rollouts (seq) ON DELETE CASCADE',
       ],
     ]);
+    // `CAST`: the column is declared INTEGER now, and comparing the TEXT id with it would convert an id that reads as
+    // a number (never one of ours, `ro-…`) and keep SQLite from looking the rollout up by its id's index.
+    const rewrite = db.prepare(`UPDATE spans SET rollout = r.seq FROM rollouts r
+      WHERE spans.id > ? AND spans.id <= ? AND r.id = CAST(spans.rollout AS TEXT)`);
+    const { last } = db.prepare<[], { last: number | null }>('SELECT max(id) AS last FROM spans').get()!;
+    for (let after = 0; after < (last ?? 0); after += SPAN_UPGRADE_CHUNK)
+      rewrite.run(after, after + SPAN_UPGRADE_CHUNK);
     db.exec(`
-      UPDATE spans SET rollout = r.seq FROM rollouts r WHERE r.id = spans.rollout;
       DELETE FROM spans WHERE typeof(rollout) <> 'integer';
       CREATE UNIQUE INDEX spans_by_rollout_sequence ON spans (rollout, sequence);
       CREATE UNIQUE INDEX spans_by_span_id ON spans (rollout, span_id);
@@ -444,13 +455,13 @@ export const LATEST_SCHEMA_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 export interface StoreUpgrade {
   readonly from: number;
   readonly to: number;
-  /** The rows the upgrade may rewrite: a store of millions of spans takes a while (migration 12: ~10 s a million). */
+  /** The rows the upgrade may rewrite: a store of millions of spans takes a while (migration 12: ~9 s a million). */
   readonly spans: number;
 }
 
 /** What a command says on stderr while it upgrades a store (one a CLI command opens itself, without the daemon). */
 export function upgradeNotice({ from, to, spans }: StoreUpgrade): string {
-  return `lightning: upgrading the store an earlier Lightning wrote (schema ${from} to ${to}, ${spans} spans) before using it; a store of millions of spans takes a minute or more, once\n`;
+  return `lightning: upgrading the store an earlier Lightning wrote (schema ${from} to ${to}, ${spans} spans) before using it, once; ~9 s a million spans here\n`;
 }
 
 /**

@@ -25,7 +25,7 @@ import { scrubJsonValues } from '../../protocol/recordScrub';
 import { buildTransitions, toChatExample } from '../../lightningrl/transitions';
 import { writeFileAtomically } from '../../util/privateFiles';
 import { Store } from '../../store/store';
-import { upgradeNotice } from '../../store/migrations';
+import { announceUpgrade } from '../backend';
 import { resolveStore, storeOption, type GlobalOptions } from '../options';
 
 interface ExportOptions extends GlobalOptions {
@@ -159,7 +159,7 @@ export function registerExport(program: Command): void {
       const storeFile = resolveStore(options);
       if (!fs.existsSync(storeFile))
         throw new NotFoundError(`no store at ${storeFile}: record rollouts first (lightning run, npm run demo)`);
-      const store = Store.open(storeFile, { onUpgrade: (upgrade) => process.stderr.write(upgradeNotice(upgrade)) });
+      const store = Store.open(storeFile, { onUpgrade: (upgrade) => announceUpgrade(storeFile, upgrade) });
       let result;
       try {
         // --dataset takes a name or an id (an unknown one is an error, not an empty file).

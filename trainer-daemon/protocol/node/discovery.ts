@@ -5,16 +5,34 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { DiscoveryFile } from '../daemon';
+import { DiscoveryFile, UpgradingFile } from '../daemon';
 
 export interface DiscoveryPaths {
   readonly info: string;
   readonly token: string;
+  /** Present only while a daemon upgrades the store before it is ready (UpgradingFile). */
+  readonly upgrading: string;
 }
 
 export function discoveryPaths(storeFile: string): DiscoveryPaths {
   const dir = path.dirname(path.resolve(storeFile));
-  return { info: path.join(dir, 'daemon.json'), token: path.join(dir, 'daemon.token') };
+  return {
+    info: path.join(dir, 'daemon.json'),
+    token: path.join(dir, 'daemon.token'),
+    upgrading: path.join(dir, 'daemon.upgrading'),
+  };
+}
+
+/** The daemon upgrading `storeFile` before it is ready, if one is (its pid alive). */
+export function findUpgrading(storeFile: string): UpgradingFile | undefined {
+  const file = discoveryPaths(storeFile).upgrading;
+  try {
+    if (!ownedByUs(file)) return undefined;
+    const parsed = UpgradingFile.safeParse(JSON.parse(fs.readFileSync(file, 'utf8')));
+    return parsed.success && isProcessAlive(parsed.data.pid) ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export function isProcessAlive(pid: number): boolean {
