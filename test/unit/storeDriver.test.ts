@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { describe, test } from 'node:test';
-import { chooseDriver, openConnection, SqliteDriverError } from '../../trainer-daemon/store/driver';
+import { chooseDriver, openConnection, SqliteDriverError, type NodeSqlite } from '../../trainer-daemon/store/driver';
 import { Store } from '../../trainer-daemon/store/store';
 import { parsed } from '../helpers/params';
 import { tempDir } from '../helpers/tmp';
@@ -19,6 +19,27 @@ describe('store: SQLite driver', () => {
     const store = Store.open(path.join(tempDir(t), 'store.db'));
     t.after(() => store.close());
     assert.equal(store.driver, expected);
+  });
+
+  test('a node:sqlite built without FTS5 (some Node 22 and 23 builds) is passed over for better-sqlite3', () => {
+    // Stand-ins for a runtime's node:sqlite build: one whose SQLite lacks FTS5, one that has it.
+    const build = (fts5: boolean): NodeSqlite => ({
+      DatabaseSync: class {
+        exec(sql: string): void {
+          if (!fts5 && /fts5/.test(sql)) throw new Error('no such module: fts5');
+        }
+        prepare(): never {
+          throw new Error('not used');
+        }
+        close(): void {}
+      },
+    });
+    assert.equal(chooseDriver({}, build(false)), 'better-sqlite3');
+    assert.equal(chooseDriver({}, build(true)), 'node:sqlite');
+    assert.equal(chooseDriver({}, null), 'better-sqlite3');
+    assert.equal(chooseDriver({ LIGHTNING_SQLITE_DRIVER: 'node:sqlite' }, build(false)), 'node:sqlite', 'forced: kept');
+    // This runtime's own, where it has one: the store's migrations need its FTS5.
+    if (hasNodeSqlite) assert.equal(chooseDriver({}), 'node:sqlite');
   });
 
   test('an unknown forced driver is refused with the names to use', () => {

@@ -58,9 +58,13 @@ export interface Connection {
 export class SqliteDriverError extends LightningError {}
 
 /**
- * The driver this runtime uses: LIGHTNING_SQLITE_DRIVER if set, else node:sqlite where it loads, else better-sqlite3.
+ * The driver this runtime uses: LIGHTNING_SQLITE_DRIVER if set, else node:sqlite where it loads with FTS5, else
+ * better-sqlite3. `sqlite`: this runtime's node:sqlite (tests give others).
  */
-export function chooseDriver(env: NodeJS.ProcessEnv = process.env): DriverName {
+export function chooseDriver(
+  env: NodeJS.ProcessEnv = process.env,
+  sqlite: NodeSqlite | null = nodeSqlite(),
+): DriverName {
   const forced = env.LIGHTNING_SQLITE_DRIVER;
   if (forced) {
     if (!(DRIVERS as readonly string[]).includes(forced))
@@ -69,7 +73,36 @@ export function chooseDriver(env: NodeJS.ProcessEnv = process.env): DriverName {
       );
     return forced as DriverName;
   }
-  return nodeSqlite() ? 'node:sqlite' : 'better-sqlite3';
+  return sqlite && hasFts5(sqlite) ? 'node:sqlite' : 'better-sqlite3';
+}
+
+const FTS5_PROBED = new WeakMap<NodeSqlite, boolean>();
+
+/**
+ * Whether `sqlite`'s SQLite was built with FTS5, which the store's rollout search needs (migration 2): some Node builds
+ * with node:sqlite leave it out (22.14 and 23.11 among them), and a store then failed to open with "no such module:
+ * fts5". Probed once, in memory.
+ */
+export function hasFts5(sqlite: NodeSqlite): boolean {
+  let probed = FTS5_PROBED.get(sqlite);
+  if (probed === undefined) {
+    const db = new sqlite.DatabaseSync(':memory:', { readOnly: false });
+    try {
+      db.exec('CREATE VIRTUAL TABLE probe USING fts5(text)');
+      probed = true;
+    } catch {
+      probed = false;
+    } finally {
+      db.close();
+    }
+    FTS5_PROBED.set(sqlite, probed);
+  }
+  return probed;
+}
+
+/** Why this runtime's node:sqlite cannot hold a store, where it has one without FTS5. */
+function withoutFts5(): string {
+  return `this runtime's node:sqlite (${process.execPath}, Node ${process.version}) was built without FTS5, which the store's rollout search needs (some Node 22 and 23 builds leave it out)`;
 }
 
 export function openConnection(file: string, options: { readonly readonly: boolean; driver?: DriverName }): Connection {
@@ -96,7 +129,7 @@ interface DatabaseSync {
   /** Node ≥ 24. */
   enableDefensive?(on: boolean): void;
 }
-interface NodeSqlite {
+export interface NodeSqlite {
   DatabaseSync: new (file: string, options: { readOnly: boolean }) => DatabaseSync;
 }
 type Row = Record<string, unknown>;
@@ -132,9 +165,10 @@ function openBetterSqlite3(file: string, readonly: boolean): Database {
     return new BetterSqlite3(file, { readonly, fileMustExist: readonly }) as unknown as Database;
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'MODULE_NOT_FOUND') {
+      const sqlite = nodeSqlite();
       throw new SqliteDriverError(
-        `this runtime (${process.execPath}, Node ${process.version}) has no node:sqlite and better-sqlite3 is not installed beside Lightning. ` +
-          'Run the daemon on Node ≥ 22.13 (in VS Code: clear the "lightning.nodePath" setting, the editor\'s own runtime has node:sqlite), ' +
+        `${sqlite ? `${withoutFts5()},` : `this runtime (${process.execPath}, Node ${process.version}) has no node:sqlite`} and better-sqlite3 is not installed beside Lightning. ` +
+          `Run the daemon on ${sqlite ? 'a Node whose node:sqlite has FTS5' : 'Node ≥ 22.13'} (in VS Code: clear the "lightning.nodePath" setting, the editor's own runtime has node:sqlite), ` +
           'or build better-sqlite3 for this Node (`npm install --no-save better-sqlite3 --nodedir=<prefix with include/node>`; `npm run demo` does it where the headers sit beside Node).',
         { cause: error },
       );
@@ -150,6 +184,10 @@ function openNodeSqlite(file: string, readonly: boolean): Database {
       `LIGHTNING_SQLITE_DRIVER is node:sqlite but this runtime (${process.execPath}, Node ${process.version}) has none: it needs Node ≥ 22.13. Unset it, or run the daemon on a newer Node.`,
     );
   }
+  if (!hasFts5(sqlite))
+    throw new SqliteDriverError(
+      `${withoutFts5()}. Run the daemon on a Node whose node:sqlite has it (in VS Code: clear the "lightning.nodePath" setting; the editor's own runtime has it), or unset LIGHTNING_SQLITE_DRIVER to use better-sqlite3.`,
+    );
   return new NodeSqliteDatabase(new sqlite.DatabaseSync(file, { readOnly: readonly }));
 }
 
