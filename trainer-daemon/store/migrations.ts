@@ -351,6 +351,9 @@ const v11AgentRewardAttempt: Migration = {
   },
 };
 
+/** Spans a statement of migration 12 rewrites (by rowid range). */
+const SPAN_UPGRADE_CHUNK = 50_000;
+
 /**
  * Spans name their rollout by its integer key (`rollouts.seq`, the table's INTEGER PRIMARY KEY, which VACUUM keeps)
  * instead of its text id. Every spans index starts with the rollout, and an export's commit writes again most pages of
@@ -364,9 +367,6 @@ const v11AgentRewardAttempt: Migration = {
  * (only a store edited by hand can hold one: foreign keys have been on since version 1) could not name it any more
  * and is removed.
  */
-/** Spans a statement of migration 12 rewrites (by rowid range). */
-const SPAN_UPGRADE_CHUNK = 50_000;
-
 const v12SpansByRolloutKey: Migration = {
   version: 12,
   name: "spans keyed by the rollout's integer key",
