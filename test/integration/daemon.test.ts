@@ -9,7 +9,7 @@ import { DiscoveryFile, type Rollout, type SpanRange } from '../../trainer-daemo
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
 import { DaemonError } from '../../trainer-daemon/protocol/errors';
 import { LATEST_SCHEMA_VERSION, migrate } from '../../trainer-daemon/store/migrations';
-import type { Database } from '../../trainer-daemon/store/driver';
+import { openConnection } from '../../trainer-daemon/store/driver';
 import { runCli, startDaemon, type RunningDaemon } from '../helpers/daemon';
 import { llmSpan } from '../helpers/spans';
 import { agentRollout } from '../helpers/editorFixtures';
@@ -56,8 +56,8 @@ function countRows(store: string, table: string): number {
 function storeOfVersion11(t: TestContext): string {
   const store = path.join(tempDir(t), '.lightning', 'store.db');
   fs.mkdirSync(path.dirname(store), { recursive: true });
-  const old = new BetterSqlite3(store);
-  migrate(old as unknown as Database, 11);
+  const { db: old } = openConnection(store, { readonly: false });
+  migrate(old, 11);
   old
     .prepare(
       `INSERT INTO rollouts (id, status, mode, source, created_at, updated_at, attempt_count, span_count)

@@ -83,7 +83,7 @@ const FTS5_PROBED = new WeakMap<NodeSqlite, boolean>();
  * with node:sqlite leave it out (22.14 and 23.11 among them), and a store then failed to open with "no such module:
  * fts5". Probed once, in memory.
  */
-export function hasFts5(sqlite: NodeSqlite): boolean {
+function hasFts5(sqlite: NodeSqlite): boolean {
   let probed = FTS5_PROBED.get(sqlite);
   if (probed === undefined) {
     const db = new sqlite.DatabaseSync(':memory:', { readOnly: false });
