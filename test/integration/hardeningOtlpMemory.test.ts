@@ -2,7 +2,8 @@
  * An OTLP export as large as the body cap allows (~120 MB once inflated, under 1 MB of gzip on the wire): decoding
  * it happens in a worker whose heap is bounded (LIGHTNING_OTLP_WORKER_HEAP_MB). Within the bound it is stored
  * whole; past it the worker is stopped and the export refused with a 413 naming the limit. /health answers within
- * a second throughout, and the daemon decodes the next export as before.
+ * a second throughout, and the daemon decodes the next export as before. An export of millions of entries a few bytes
+ * each (empty groups, events, JSON objects) is refused as they are counted, before the worker runs out of memory.
  */
 import assert from 'node:assert/strict';
 import path from 'node:path';
@@ -75,6 +76,59 @@ describe('an OTLP export near the body cap', () => {
       assert.ok(worst < 1_000, `/health took ${worst} ms`);
       const small = await post(`${url}/v1/traces`, zlib.gzipSync(JSON.stringify({ resourceSpans: [] })), HEADERS);
       assert.equal(small.status, 200, small.body);
+    },
+  );
+
+  test(
+    'millions of tiny entries (empty groups, events, JSON objects: a few KiB of gzip) are a 413 as they are counted, the worker never out of memory',
+    { timeout: 600_000 },
+    async () => {
+      const { daemon, client } = await daemonWith({});
+      const { rollout, url } = await client.request('startAgentRun', {});
+      const length = (size: number): number[] => {
+        const out: number[] = [];
+        for (; size >= 0x80; size = Math.floor(size / 0x80)) out.push((size % 0x80) | 0x80);
+        return [...out, size];
+      };
+      const field = (tag: number, inner: Buffer): Buffer =>
+        Buffer.concat([Buffer.from([tag, ...length(inner.length)]), inner]);
+      // 60 million empty resource groups; one span (its ids and name given) with 8 million empty events.
+      const groups = Buffer.alloc(120_000_000, Buffer.from([0x0a, 0x00]));
+      const span = Buffer.concat([
+        field(0x0a, Buffer.alloc(16, 1)),
+        field(0x12, Buffer.alloc(8, 2)),
+        field(0x2a, Buffer.from('chat')),
+        Buffer.alloc(16_000_000, Buffer.from([0x5a, 0x00])),
+      ]);
+      const events = field(0x0a, field(0x12, field(0x12, span)));
+      const objects = Buffer.from(`{"resourceSpans":[${'{},'.repeat(7_000_000)}{}]}`);
+      const bodies = [
+        { body: groups, type: 'application/x-protobuf' },
+        { body: events, type: 'application/x-protobuf' },
+        { body: objects, type: 'application/json' },
+      ];
+      const probe = healthProbe(daemon.ready.url, 1_000);
+      let worst: number;
+      try {
+        for (const { body, type } of bodies) {
+          const response = await post(`${url}/v1/traces`, zlib.gzipSync(body), {
+            'content-type': type,
+            'content-encoding': 'gzip',
+          });
+          assert.equal(response.status, 413, `${type}: ${response.body.slice(0, 500)}`);
+          assert.match(
+            response.body,
+            /holds more than \d+ entries .*; export smaller batches \(or raise LIGHTNING_OTLP_WORKER_HEAP_MB\)/,
+          );
+        }
+      } finally {
+        worst = await probe.stop();
+      }
+      assert.doesNotMatch(daemon.stderr(), /decode worker failed/, 'no worker ran out of memory');
+      assert.ok(worst < 1_000, `/health took ${worst} ms`);
+      const small = await post(`${url}/v1/traces`, zlib.gzipSync(JSON.stringify({ resourceSpans: [] })), HEADERS);
+      assert.equal(small.status, 200, small.body);
+      assert.equal((await client.request('getRollout', { id: rollout.id, spans: false })).rollout.spanCount, 0);
     },
   );
 });

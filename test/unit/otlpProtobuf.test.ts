@@ -5,7 +5,7 @@ import { describe, test } from 'node:test';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import Long from 'long';
-import { InvalidInputError } from '../../trainer-daemon/protocol/errors';
+import { InvalidInputError, PayloadTooLargeError } from '../../trainer-daemon/protocol/errors';
 import { decodeTraceRequest } from '../../trainer-daemon/otlp/decode';
 import {
   countTraceSpans,
@@ -341,6 +341,35 @@ describe('OTLP/protobuf reader', () => {
     let depth = 0;
     for (let at: unknown = attributes.k; Array.isArray(at); at = at[0]) depth += 1;
     assert.equal(depth, 60);
+  });
+
+  test('entries past the decoding budget are a 413 as they are counted: groups and spans before reading, the rest while', () => {
+    // Entries: the resource group and its attribute, the scope group, the span, its two attributes and the three values
+    // of one of them, its event and the event's attribute — 11. Before reading: the two groups and the span.
+    const body = oneSpanWire(
+      [
+        { key: 'a', value: { stringValue: 'x' } },
+        { key: 'list', value: { arrayValue: { values: [{ intValue: 1 }, { intValue: 2 }, { intValue: 3 }] } } },
+      ],
+      {
+        events: [
+          { name: 'e', timeUnixNano: Long.fromNumber(1, true), attributes: [{ key: 'k', value: { boolValue: true } }] },
+        ],
+      },
+    );
+    const tooMany = (budget: number) => (error: unknown) =>
+      error instanceof PayloadTooLargeError &&
+      error.message.includes(`more than ${budget} entries`) &&
+      /export smaller batches \(or raise LIGHTNING_OTLP_WORKER_HEAP_MB\)/.test(error.message);
+    assert.equal(readTraceRequest(body, 11).resourceSpans[0]!.scopeSpans[0]!.spans[0]!.events.length, 1);
+    assert.throws(() => readTraceRequest(body, 10), tooMany(10));
+    assert.equal(countTraceSpans(body, 3), 1);
+    assert.throws(() => countTraceSpans(body, 2), tooMany(2));
+    // Empty entries are two bytes each on the wire and a hundred or more decoded: a million empty resource groups is a
+    // 2 MB body.
+    const empties = Buffer.alloc(2_000_000, Buffer.from([0x0a, 0x00]));
+    assert.throws(() => countTraceSpans(empties, 999_999), tooMany(999_999));
+    assert.equal(countTraceSpans(empties, 1_000_000), 0);
   });
 
   test('any corruption of a real export reads or is a 400, nothing else', () => {

@@ -9,6 +9,7 @@ import zlib from 'node:zlib';
 import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../protocol/errors';
 import { describeIssues } from '../protocol/validation';
 import { countTraceSpans, readTraceRequest } from './protobuf';
+import { decodedEntryBudget, tooManyEntries } from './protobufWire';
 import { ExportTraceRequest } from './schema';
 
 /** The body's media type is not one OTLP/HTTP defines (HTTP 415 rather than 400). */
@@ -68,8 +69,9 @@ function decodeBody(
   }
   const bytes = decompress(body, contentEncoding, maxBytes);
   if (mediaType === 'application/x-protobuf') {
-    refuseOverSpanLimit(countTraceSpans(bytes), maxSpans);
-    return readTraceRequest(bytes);
+    const budget = decodedEntryBudget();
+    refuseOverSpanLimit(countTraceSpans(bytes, budget), maxSpans);
+    return readTraceRequest(bytes, budget);
   }
   const raw = parseJson(bytes);
   refuseOverSpanLimit(countJsonSpans(raw), maxSpans);
@@ -132,9 +134,14 @@ function decompress(body: Buffer, contentEncoding: string | undefined, maxBytes:
   }
 }
 
-/** Refuses JSON nested deeper than `limit`, by one pass over its bytes (brackets inside strings do not count). */
-function refuseDeepJson(bytes: Buffer, limit: number): void {
+/**
+ * Refuses JSON nested deeper than `limit`, or holding more than `maxEntries` objects and arrays (JSON.parse would make
+ * them all before anything could count them: a 20 KiB gzip body of `{},` took a decode worker 40 s to run out of its
+ * 1 GiB), by one pass over its bytes (brackets inside strings do not count).
+ */
+function refuseJsonShape(bytes: Buffer, limit: number, maxEntries: number): void {
   let depth = 0;
+  let entries = 0;
   let inString = false;
   for (let i = 0; i < bytes.length; i += 1) {
     const byte = bytes[i]!;
@@ -146,12 +153,13 @@ function refuseDeepJson(bytes: Buffer, limit: number): void {
       depth += 1;
       if (depth > limit)
         throw new InvalidInputError(`OTLP JSON body is nested deeper than ${limit} levels; flatten the attributes`);
+      if (++entries > maxEntries) throw tooManyEntries(maxEntries);
     } else if (byte === 0x7d || byte === 0x5d) depth -= 1;
   }
 }
 
 function parseJson(bytes: Buffer): unknown {
-  refuseDeepJson(bytes, MAX_OTLP_JSON_DEPTH);
+  refuseJsonShape(bytes, MAX_OTLP_JSON_DEPTH, decodedEntryBudget());
   let textBody: string;
   try {
     textBody = new TextDecoder('utf-8', { fatal: true }).decode(bytes);

@@ -36,6 +36,7 @@ const WIRE = {
 /** A repeated KeyValue field's next pair into `into` (a later duplicate wins; an empty key is left out). */
 function keyValue(r: Reader, end: number, depth: number, into: Record<string, Json>): void {
   if (depth > MAX_PROTOBUF_DEPTH) throw tooDeep();
+  r.entry();
   let key = '';
   let value: Json = null;
   while (r.pos < end) {
@@ -77,6 +78,7 @@ function arrayValue(r: Reader, end: number, depth: number): Json[] {
     const field = tag >>> 3;
     if (field === 1) {
       const stop = r.delimited(end);
+      r.entry();
       out.push(anyValue(r, stop, depth + 1));
     } else r.skip(tag, end);
   }
@@ -121,6 +123,7 @@ function anyValue(r: Reader, end: number, depth: number): Json {
 }
 
 function event(r: Reader, end: number, depth: number): OtlpSpan['events'][number] {
+  r.entry();
   const out = { name: '', timeUnixNano: '0', attributes: {} as Record<string, Json> };
   while (r.pos < end) {
     const tag = r.tag(end, WIRE.event);
@@ -145,6 +148,7 @@ function status(r: Reader, end: number, out: OtlpSpan['status']): void {
 }
 
 function span(r: Reader, end: number, depth: number): OtlpSpan {
+  r.entry();
   const out: OtlpSpan = {
     traceId: '',
     spanId: '',
@@ -200,6 +204,7 @@ function span(r: Reader, end: number, depth: number): OtlpSpan {
 type ScopeSpans = ExportTraceRequest['resourceSpans'][number]['scopeSpans'][number];
 
 function scopeSpans(r: Reader, end: number, depth: number): ScopeSpans {
+  r.entry();
   const out: ScopeSpans = { scope: { name: '', version: '' }, spans: [], malformed: [] };
   while (r.pos < end) {
     const tag = r.tag(end, WIRE.scopeSpans);
@@ -222,6 +227,7 @@ function scopeSpans(r: Reader, end: number, depth: number): ScopeSpans {
 type ResourceSpans = ExportTraceRequest['resourceSpans'][number];
 
 function resourceSpans(r: Reader, end: number, depth: number): ResourceSpans {
+  r.entry();
   const out: ResourceSpans = { resourceAttributes: {}, scopeSpans: [] };
   while (r.pos < end) {
     const tag = r.tag(end, WIRE.resourceSpans);
@@ -240,9 +246,12 @@ function resourceSpans(r: Reader, end: number, depth: number): ResourceSpans {
   return out;
 }
 
-/** An ExportTraceServiceRequest's bytes as ExportTraceRequest. Throws InvalidInputError for bytes that are not one. */
-export function readTraceRequest(bytes: Buffer): ExportTraceRequest {
-  const r = new Reader(bytes);
+/**
+ * An ExportTraceServiceRequest's bytes as ExportTraceRequest. Throws InvalidInputError for bytes that are not one, and
+ * PayloadTooLargeError for more than `maxEntries` entries (protobufWire.ts#decodedEntryBudget).
+ */
+export function readTraceRequest(bytes: Buffer, maxEntries = Infinity): ExportTraceRequest {
+  const r = new Reader(bytes, maxEntries);
   const end = bytes.length;
   const request: ExportTraceRequest = { resourceSpans: [] };
   while (r.pos < end) {
@@ -256,16 +265,19 @@ export function readTraceRequest(bytes: Buffer): ExportTraceRequest {
 
 /**
  * The spans an ExportTraceServiceRequest holds, counted by skipping over them (not read): for the span limit, checked
- * before the costly part. Throws InvalidInputError for bytes it cannot walk.
+ * before the costly part. Throws InvalidInputError for bytes it cannot walk, and PayloadTooLargeError once its spans
+ * and their resource and scope groups are more than `maxEntries` (readTraceRequest counts the rest as it reads them).
  */
-export function countTraceSpans(bytes: Buffer): number {
-  const r = new Reader(bytes);
+export function countTraceSpans(bytes: Buffer, maxEntries = Infinity): number {
+  const r = new Reader(bytes, maxEntries);
   let count = 0;
   const inEach = (end: number, wire: WireTypes, field: number, then: (stop: number) => void): void => {
     while (r.pos < end) {
       const tag = r.tag(end, wire);
-      if (tag >>> 3 === field) then(r.delimited(end));
-      else r.skip(tag, end);
+      if (tag >>> 3 === field) {
+        r.entry();
+        then(r.delimited(end));
+      } else r.skip(tag, end);
     }
   };
   inEach(bytes.length, WIRE.request, 1, (resource) =>
