@@ -343,9 +343,9 @@ describe('OTLP/protobuf reader', () => {
     assert.equal(depth, 60);
   });
 
-  test('entries past the decoding budget are a 413 as they are counted: groups and spans before reading, the rest while', () => {
-    // Entries: the resource group and its attribute, the scope group, the span, its two attributes and the three values
-    // of one of them, its event and the event's attribute — 11. Before reading: the two groups and the span.
+  test('groups, spans and events past the decoding budget are a 413 as they are counted; attributes and values are not counted', () => {
+    // Entries: the resource group, the scope group, the span and its event — 4; before reading, the two groups and the
+    // span. The attributes (the resource's, the span's, the event's) and the array's values are not entries.
     const body = oneSpanWire(
       [
         { key: 'a', value: { stringValue: 'x' } },
@@ -359,10 +359,10 @@ describe('OTLP/protobuf reader', () => {
     );
     const tooMany = (budget: number) => (error: unknown) =>
       error instanceof PayloadTooLargeError &&
-      error.message.includes(`more than ${budget} entries`) &&
+      error.message.includes(`more than ${budget} resource and scope groups, spans and events`) &&
       /export smaller batches \(or raise LIGHTNING_OTLP_WORKER_HEAP_MB\)/.test(error.message);
-    assert.equal(readTraceRequest(body, 11).resourceSpans[0]!.scopeSpans[0]!.spans[0]!.events.length, 1);
-    assert.throws(() => readTraceRequest(body, 10), tooMany(10));
+    assert.equal(readTraceRequest(body, 4).resourceSpans[0]!.scopeSpans[0]!.spans[0]!.events.length, 1);
+    assert.throws(() => readTraceRequest(body, 3), tooMany(3));
     assert.equal(countTraceSpans(body, 3), 1);
     assert.throws(() => countTraceSpans(body, 2), tooMany(2));
     // Empty entries are two bytes each on the wire and a hundred or more decoded: a million empty resource groups is a

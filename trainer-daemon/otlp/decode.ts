@@ -9,7 +9,7 @@ import zlib from 'node:zlib';
 import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../protocol/errors';
 import { describeIssues } from '../protocol/validation';
 import { countTraceSpans, readTraceRequest } from './protobuf';
-import { decodedEntryBudget, tooManyEntries } from './protobufWire';
+import { DECODED_ENTRY_BYTES, decodeBudget } from './protobufWire';
 import { ExportTraceRequest } from './schema';
 
 /** The body's media type is not one OTLP/HTTP defines (HTTP 415 rather than 400). */
@@ -69,12 +69,14 @@ function decodeBody(
   }
   const bytes = decompress(body, contentEncoding, maxBytes);
   if (mediaType === 'application/x-protobuf') {
-    const budget = decodedEntryBudget();
+    const budget = decodeBudget(DECODED_ENTRY_BYTES.protobuf);
     refuseOverSpanLimit(countTraceSpans(bytes, budget), maxSpans);
     return readTraceRequest(bytes, budget);
   }
   const raw = parseJson(bytes);
-  refuseOverSpanLimit(countJsonSpans(raw), maxSpans);
+  const counted = countJson(raw);
+  refuseOverSpanLimit(counted.spans, maxSpans);
+  refuseOverJsonBudget(counted);
   const parsed = ExportTraceRequest.safeParse(raw);
   if (!parsed.success)
     throw new InvalidInputError(
@@ -83,13 +85,55 @@ function decodeBody(
   return parsed.data;
 }
 
-/** Spans in a parsed JSON body whatever its shape (unchecked yet). */
-function countJsonSpans(request: unknown): number {
-  let count = 0;
+interface JsonCounts {
+  readonly spans: number;
+  /** Groups, spans and events (protobufWire.ts's entries). */
+  readonly entries: number;
+  readonly attributes: number;
+}
+
+/** Spans, entries and attributes in a parsed JSON body whatever its shape (unchecked yet). */
+function countJson(request: unknown): JsonCounts {
+  let spans = 0;
+  let entries = 0;
+  let attributes = 0;
   for (const resourceSpans of arrayAt(request, 'resourceSpans')) {
-    for (const scopeSpans of arrayAt(resourceSpans, 'scopeSpans')) count += arrayAt(scopeSpans, 'spans').length;
+    entries += 1;
+    const resource = (resourceSpans as { resource?: unknown } | null)?.resource;
+    attributes += arrayAt(resource, 'attributes').length;
+    for (const scopeSpans of arrayAt(resourceSpans, 'scopeSpans')) {
+      entries += 1;
+      for (const span of arrayAt(scopeSpans, 'spans')) {
+        spans += 1;
+        entries += 1;
+        attributes += arrayAt(span, 'attributes').length;
+        for (const event of arrayAt(span, 'events')) {
+          entries += 1;
+          attributes += arrayAt(event, 'attributes').length;
+        }
+      }
+    }
   }
-  return count;
+  return { spans, entries, attributes };
+}
+
+/**
+ * What one attribute of a JSON export takes once checked, in bytes of heap (measured on Node 20: ~200 an attribute in
+ * an SDK's export of 85,000 spans of 20 attributes; an empty `{}` more).
+ */
+const JSON_ATTRIBUTE_BYTES = 240;
+
+/**
+ * Refuses a parsed JSON export whose groups, spans, events and attributes would take more than half the decoder's heap
+ * once the schema has checked them (each given its defaults: the costly part, still to come).
+ */
+function refuseOverJsonBudget({ entries, attributes }: JsonCounts): void {
+  const budget = decodeBudget(1);
+  const needs = entries * DECODED_ENTRY_BYTES.json + attributes * JSON_ATTRIBUTE_BYTES;
+  if (needs > budget)
+    throw new PayloadTooLargeError(
+      `this OTLP JSON export's ${entries} resource and scope groups, spans and events and ${attributes} attributes take more than its decoder's heap holds decoded (~${Math.ceil(needs / 2 ** 20)} MiB of ${Math.floor(budget / 2 ** 20)}); export smaller batches (or raise LIGHTNING_OTLP_WORKER_HEAP_MB)`,
+    );
 }
 
 /** Refuses an export of more than `maxSpans` spans, counted before they are checked and converted. */
@@ -135,13 +179,20 @@ function decompress(body: Buffer, contentEncoding: string | undefined, maxBytes:
 }
 
 /**
- * Refuses JSON nested deeper than `limit`, or holding more than `maxEntries` objects and arrays (JSON.parse would make
- * them all before anything could count them: a 20 KiB gzip body of `{},` took a decode worker 40 s to run out of its
- * 1 GiB), by one pass over its bytes (brackets inside strings do not count).
+ * What JSON.parse makes of an empty object or array, in bytes of heap (measured on Node 20: 67). A body of `{},` holds
+ * a third as many as its bytes, and JSON.parse makes them all before anything can count them.
  */
-function refuseJsonShape(bytes: Buffer, limit: number, maxEntries: number): void {
+const PARSED_CONTAINER_BYTES = 80;
+
+/**
+ * Refuses JSON nested deeper than `limit`, or holding more objects and arrays than half the heap holds parsed (6.7
+ * million at a decode worker's default 1 GiB; an export of the 128 MiB cap made only of the smallest attributes holds
+ * about as many), by one pass over its bytes (brackets inside strings do not count).
+ */
+function refuseJsonShape(bytes: Buffer, limit: number): void {
+  const maxContainers = decodeBudget(PARSED_CONTAINER_BYTES);
   let depth = 0;
-  let entries = 0;
+  let containers = 0;
   let inString = false;
   for (let i = 0; i < bytes.length; i += 1) {
     const byte = bytes[i]!;
@@ -153,13 +204,16 @@ function refuseJsonShape(bytes: Buffer, limit: number, maxEntries: number): void
       depth += 1;
       if (depth > limit)
         throw new InvalidInputError(`OTLP JSON body is nested deeper than ${limit} levels; flatten the attributes`);
-      if (++entries > maxEntries) throw tooManyEntries(maxEntries);
+      if (++containers > maxContainers)
+        throw new PayloadTooLargeError(
+          `this OTLP JSON export holds more than ${maxContainers} objects and arrays, more than its decoder's heap holds parsed; export smaller batches (or raise LIGHTNING_OTLP_WORKER_HEAP_MB)`,
+        );
     } else if (byte === 0x7d || byte === 0x5d) depth -= 1;
   }
 }
 
 function parseJson(bytes: Buffer): unknown {
-  refuseJsonShape(bytes, MAX_OTLP_JSON_DEPTH, decodedEntryBudget());
+  refuseJsonShape(bytes, MAX_OTLP_JSON_DEPTH);
   let textBody: string;
   try {
     textBody = new TextDecoder('utf-8', { fatal: true }).decode(bytes);

@@ -36,7 +36,6 @@ const WIRE = {
 /** A repeated KeyValue field's next pair into `into` (a later duplicate wins; an empty key is left out). */
 function keyValue(r: Reader, end: number, depth: number, into: Record<string, Json>): void {
   if (depth > MAX_PROTOBUF_DEPTH) throw tooDeep();
-  r.entry();
   let key = '';
   let value: Json = null;
   while (r.pos < end) {
@@ -78,7 +77,6 @@ function arrayValue(r: Reader, end: number, depth: number): Json[] {
     const field = tag >>> 3;
     if (field === 1) {
       const stop = r.delimited(end);
-      r.entry();
       out.push(anyValue(r, stop, depth + 1));
     } else r.skip(tag, end);
   }
@@ -248,7 +246,7 @@ function resourceSpans(r: Reader, end: number, depth: number): ResourceSpans {
 
 /**
  * An ExportTraceServiceRequest's bytes as ExportTraceRequest. Throws InvalidInputError for bytes that are not one, and
- * PayloadTooLargeError for more than `maxEntries` entries (protobufWire.ts#decodedEntryBudget).
+ * PayloadTooLargeError for more than `maxEntries` groups, spans and events (protobufWire.ts#decodeBudget).
  */
 export function readTraceRequest(bytes: Buffer, maxEntries = Infinity): ExportTraceRequest {
   const r = new Reader(bytes, maxEntries);
@@ -266,7 +264,7 @@ export function readTraceRequest(bytes: Buffer, maxEntries = Infinity): ExportTr
 /**
  * The spans an ExportTraceServiceRequest holds, counted by skipping over them (not read): for the span limit, checked
  * before the costly part. Throws InvalidInputError for bytes it cannot walk, and PayloadTooLargeError once its spans
- * and their resource and scope groups are more than `maxEntries` (readTraceRequest counts the rest as it reads them).
+ * and their resource and scope groups are more than `maxEntries` (readTraceRequest counts their events too).
  */
 export function countTraceSpans(bytes: Buffer, maxEntries = Infinity): number {
   const r = new Reader(bytes, maxEntries);

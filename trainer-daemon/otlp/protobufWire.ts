@@ -4,6 +4,7 @@
  * format is an InvalidInputError that says where (an offset), never what the bytes hold (a prompt, a key).
  */
 import v8 from 'node:v8';
+import { resourceLimits } from 'node:worker_threads';
 import { InvalidInputError, PayloadTooLargeError } from '../protocol/errors';
 
 /**
@@ -14,25 +15,30 @@ import { InvalidInputError, PayloadTooLargeError } from '../protocol/errors';
 export const MAX_PROTOBUF_DEPTH = 256;
 
 /**
- * What one decoded entry (a resource's or a scope's group, a span, an event, an attribute, an array's value) takes of
- * the heap at most, in bytes: measured on Node 20, an empty group decoded from its 2 bytes took 139–163 bytes, an empty
- * event 115. Entries cost little on the wire, so a small body can hold millions of them.
+ * The heap one decoded entry of an export takes at most, in bytes: an entry is a resource's or a scope's group, a span
+ * or an event, each 2 bytes on the wire when empty. Measured on Node 20: read from protobuf, an empty group took
+ * 139–163 bytes and an empty event 115; parsed from JSON and checked (schema.ts fills in the defaults), ~400.
+ * Protobuf attributes are not counted: they cost bytes on the wire, which the body's cap and the decode pool's size
+ * check bound (not tightly: many with distinct keys can still reach the worker's limit). JSON's are (decode.ts).
  */
-const DECODED_BYTES_PER_ENTRY = 160;
+export const DECODED_ENTRY_BYTES = { protobuf: 160, json: 400 } as const;
 
 /**
- * The entries one export may decode into: half of this thread's heap (a decode worker's is its
- * LIGHTNING_OTLP_WORKER_HEAP_MB) at DECODED_BYTES_PER_ENTRY each — 3.4 million at the default 1 GiB; an export of the
- * 200,000-span limit with ten events or attributes a span is under it. Past it an export is refused (413) while it
- * is decoded, instead of the worker running out of memory a minute later.
+ * How many things of `bytesEach` one export may decode into: half of this thread's heap (a decode worker's old
+ * generation, LIGHTNING_OTLP_WORKER_HEAP_MB; V8's heap limit elsewhere). At the default 1 GiB: 3.3 million protobuf
+ * entries, 1.3 million JSON ones — an export of the 200,000-span limit with five events a span is under both. Past it
+ * an export is refused (413) as they are counted, instead of its worker running out of memory a minute later.
  */
-export function decodedEntryBudget(): number {
-  return Math.floor(v8.getHeapStatistics().heap_size_limit / 2 / DECODED_BYTES_PER_ENTRY);
+export function decodeBudget(bytesEach: number): number {
+  const heap = resourceLimits.maxOldGenerationSizeMb
+    ? resourceLimits.maxOldGenerationSizeMb * 1024 * 1024
+    : v8.getHeapStatistics().heap_size_limit;
+  return Math.floor(heap / 2 / bytesEach);
 }
 
 export function tooManyEntries(budget: number): PayloadTooLargeError {
   return new PayloadTooLargeError(
-    `this OTLP export holds more than ${budget} entries (resource and scope groups, spans, events, attributes, values), more than its decoder's heap holds decoded; export smaller batches (or raise LIGHTNING_OTLP_WORKER_HEAP_MB)`,
+    `this OTLP export holds more than ${budget} resource and scope groups, spans and events, more than its decoder's heap holds decoded; export smaller batches (or raise LIGHTNING_OTLP_WORKER_HEAP_MB)`,
   );
 }
 
@@ -84,13 +90,13 @@ export class Reader {
   private entries = 0;
   constructor(
     readonly buf: Buffer,
-    /** Past this many entries the body is refused (decodedEntryBudget). */
+    /** Past this many entries the body is refused (decodeBudget). */
     private readonly maxEntries = Infinity,
   ) {
     this.slices = slicesOf(buf);
   }
 
-  /** Counts one entry decoded (an object or value made): throws PayloadTooLargeError past the budget. */
+  /** Counts one entry (a group, a span, an event): throws PayloadTooLargeError past the budget. */
   entry(): void {
     if (++this.entries > this.maxEntries) throw tooManyEntries(this.maxEntries);
   }
