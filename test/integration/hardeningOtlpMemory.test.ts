@@ -148,13 +148,25 @@ describe('an OTLP export near the body cap', () => {
           body: jsonGroups(200_000),
           type: json,
           expected:
-            /JSON export's 200000 resource and scope groups, spans and events and 0 attributes take more than its decoder's heap holds decoded \(~77 MiB of 32\); export smaller batches \(or raise LIGHTNING_OTLP_WORKER_HEAP_MB\)/,
+            /JSON export's 200000 resource and scope groups, spans and events and 0 attributes and values take more than its decoder's heap holds decoded \(~77 MiB needed, 32 MiB allowed: half the decoder's heap\); export smaller batches \(or raise LIGHTNING_OTLP_WORKER_HEAP_MB\)/,
         },
         {
           what: 'JSON: a span of 150,000 empty attributes',
           body: Buffer.from(jsonSpan('{},'.repeat(149_999) + '{}')),
           type: json,
-          expected: /JSON export's 3 resource and scope groups, spans and events and 150000 attributes take more than/,
+          expected:
+            /JSON export's 3 resource and scope groups, spans and events and 150000 attributes and values take more than/,
+        },
+        {
+          what: 'JSON: one attribute holding 150,000 pairs in a key-value list',
+          body: Buffer.from(
+            jsonSpan(
+              `{"key":"k","value":{"kvlistValue":{"values":[${Array.from({ length: 150_000 }, (_, i) => `{"key":"k${i}","value":{}}`).join(',')}]}}}`,
+            ),
+          ),
+          type: json,
+          expected:
+            /JSON export's 3 resource and scope groups, spans and events and 150001 attributes and values take more than/,
         },
         {
           what: 'JSON: a span with a million empty attributes (past what JSON.parse may make)',

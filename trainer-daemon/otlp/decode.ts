@@ -89,7 +89,22 @@ interface JsonCounts {
   readonly spans: number;
   /** Groups, spans and events (protobufWire.ts's entries). */
   readonly entries: number;
+  /** Attributes, with the values inside their values (a list's items, a key-value list's pairs). */
   readonly attributes: number;
+}
+
+/** The key-value pairs of `owner[key]`, with every value inside their values (nested at most 256 levels: the scan). */
+function attributesAt(owner: unknown, key: string): number {
+  let count = 0;
+  for (const pair of arrayAt(owner, key)) count += 1 + valuesIn(field(pair, 'value'));
+  return count;
+}
+
+/** The items of an AnyValue's array or key-value list, and theirs. */
+function valuesIn(value: unknown): number {
+  let count = attributesAt(field(value, 'kvlistValue'), 'values');
+  for (const item of arrayAt(field(value, 'arrayValue'), 'values')) count += 1 + valuesIn(item);
+  return count;
 }
 
 /** Spans, entries and attributes in a parsed JSON body whatever its shape (unchecked yet). */
@@ -99,17 +114,16 @@ function countJson(request: unknown): JsonCounts {
   let attributes = 0;
   for (const resourceSpans of arrayAt(request, 'resourceSpans')) {
     entries += 1;
-    const resource = (resourceSpans as { resource?: unknown } | null)?.resource;
-    attributes += arrayAt(resource, 'attributes').length;
+    attributes += attributesAt(field(resourceSpans, 'resource'), 'attributes');
     for (const scopeSpans of arrayAt(resourceSpans, 'scopeSpans')) {
       entries += 1;
       for (const span of arrayAt(scopeSpans, 'spans')) {
         spans += 1;
         entries += 1;
-        attributes += arrayAt(span, 'attributes').length;
+        attributes += attributesAt(span, 'attributes');
         for (const event of arrayAt(span, 'events')) {
           entries += 1;
-          attributes += arrayAt(event, 'attributes').length;
+          attributes += attributesAt(event, 'attributes');
         }
       }
     }
@@ -132,7 +146,7 @@ function refuseOverJsonBudget({ entries, attributes }: JsonCounts): void {
   const needs = entries * DECODED_ENTRY_BYTES.json + attributes * JSON_ATTRIBUTE_BYTES;
   if (needs > budget)
     throw new PayloadTooLargeError(
-      `this OTLP JSON export's ${entries} resource and scope groups, spans and events and ${attributes} attributes take more than its decoder's heap holds decoded (~${Math.ceil(needs / 2 ** 20)} MiB of ${Math.floor(budget / 2 ** 20)}); export smaller batches (or raise LIGHTNING_OTLP_WORKER_HEAP_MB)`,
+      `this OTLP JSON export's ${entries} resource and scope groups, spans and events and ${attributes} attributes and values take more than its decoder's heap holds decoded (~${Math.ceil(needs / 2 ** 20)} MiB needed, ${Math.floor(budget / 2 ** 20)} MiB allowed: half the decoder's heap); export smaller batches (or raise LIGHTNING_OTLP_WORKER_HEAP_MB)`,
     );
 }
 
@@ -144,12 +158,16 @@ function refuseOverSpanLimit(count: number, maxSpans: number): void {
     );
 }
 
+/** `value[key]` when `value` is an object that has it as its own, else undefined. */
+function field(value: unknown, key: string): unknown {
+  return typeof value === 'object' && value !== null && Object.hasOwn(value, key)
+    ? (value as Record<string, unknown>)[key]
+    : undefined;
+}
+
 function arrayAt(value: unknown, key: string): readonly unknown[] {
-  const field =
-    typeof value === 'object' && value !== null && Object.hasOwn(value, key)
-      ? (value as Record<string, unknown>)[key]
-      : undefined;
-  return Array.isArray(field) ? field : [];
+  const found = field(value, key);
+  return Array.isArray(found) ? found : [];
 }
 
 function decompress(body: Buffer, contentEncoding: string | undefined, maxBytes: number): Buffer {

@@ -26,8 +26,8 @@ export const DECODED_ENTRY_BYTES = { protobuf: 160, json: 400 } as const;
 /**
  * How many things of `bytesEach` one export may decode into: half of this thread's heap (a decode worker's old
  * generation, LIGHTNING_OTLP_WORKER_HEAP_MB; V8's heap limit elsewhere). At the default 1 GiB: 3.3 million protobuf
- * entries, 1.3 million JSON ones — an export of the 200,000-span limit with five events a span is under both. Past it
- * an export is refused (413) as they are counted, instead of its worker running out of memory a minute later.
+ * entries, 1.3 million JSON ones less its attributes (decode.ts) — 200,000 spans of five events each are under both.
+ * Past it an export is refused (413) as they are counted, instead of its worker running out of memory a minute later.
  */
 export function decodeBudget(bytesEach: number): number {
   const heap = resourceLimits.maxOldGenerationSizeMb
