@@ -9,7 +9,7 @@ import zlib from 'node:zlib';
 import { InvalidInputError, PayloadTooLargeError, UnsupportedMediaTypeError } from '../protocol/errors';
 import { describeIssues } from '../protocol/validation';
 import { countTraceSpans, readTraceRequest } from './protobuf';
-import { DECODED_ENTRY_BYTES, decodeBudget } from './protobufWire';
+import { DECODED_ENTRY_BYTES, decodeBudget, decodeHeapBytes } from './protobufWire';
 import { ExportTraceRequest } from './schema';
 
 /** The body's media type is not one OTLP/HTTP defines (HTTP 415 rather than 400). */
@@ -142,7 +142,7 @@ const JSON_ATTRIBUTE_BYTES = 240;
  * once the schema has checked them (each given its defaults: the costly part, still to come).
  */
 function refuseOverJsonBudget({ entries, attributes }: JsonCounts): void {
-  const budget = decodeBudget(1);
+  const budget = Math.floor(decodeHeapBytes());
   const needs = entries * DECODED_ENTRY_BYTES.json + attributes * JSON_ATTRIBUTE_BYTES;
   if (needs > budget)
     throw new PayloadTooLargeError(

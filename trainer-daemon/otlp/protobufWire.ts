@@ -24,16 +24,24 @@ export const MAX_PROTOBUF_DEPTH = 256;
 export const DECODED_ENTRY_BYTES = { protobuf: 160, json: 400 } as const;
 
 /**
- * How many things of `bytesEach` one export may decode into: half of this thread's heap (a decode worker's old
- * generation, LIGHTNING_OTLP_WORKER_HEAP_MB; V8's heap limit elsewhere). At the default 1 GiB: 3.3 million protobuf
- * entries, 1.3 million JSON ones less its attributes (decode.ts) — 200,000 spans of five events each are under both.
- * Past it an export is refused (413) as they are counted, instead of its worker running out of memory a minute later.
+ * The heap one export may decode into, in bytes: half of this thread's (a decode worker's old generation,
+ * LIGHTNING_OTLP_WORKER_HEAP_MB; V8's heap limit elsewhere).
  */
-export function decodeBudget(bytesEach: number): number {
+export function decodeHeapBytes(): number {
   const heap = resourceLimits.maxOldGenerationSizeMb
     ? resourceLimits.maxOldGenerationSizeMb * 1024 * 1024
     : v8.getHeapStatistics().heap_size_limit;
-  return Math.floor(heap / 2 / bytesEach);
+  return heap / 2;
+}
+
+/**
+ * How many things of `bytesEach` one export may decode into (decodeHeapBytes). At the default 1 GiB: 3.3 million
+ * protobuf entries, 1.3 million JSON ones less its attributes (decode.ts) — 200,000 spans of five events each are under
+ * both. Past it an export is refused (413) as they are counted, instead of its worker running out of memory a minute
+ * later.
+ */
+export function decodeBudget(bytesEach: number): number {
+  return Math.floor(decodeHeapBytes() / bytesEach);
 }
 
 export function tooManyEntries(budget: number): PayloadTooLargeError {
