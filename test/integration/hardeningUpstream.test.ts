@@ -8,75 +8,14 @@ import http from 'node:http';
 import net from 'node:net';
 import zlib from 'node:zlib';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { describe, test } from 'node:test';
 import { RpcClient } from '../../trainer-daemon/protocol/node/connection';
-import type { Span } from '../../trainer-daemon/protocol';
-import { startDaemon, type RunningDaemon } from '../helpers/daemon';
+import { startDaemon } from '../helpers/daemon';
 import { tempDir, waitFor } from '../helpers/tmp';
 import { post } from '../helpers/http';
+import { daemonAgainst, upstreamOf } from '../helpers/modelUpstream';
 
 const MiB = 1024 * 1024;
-
-type Handler = (model: string, request: http.IncomingMessage, response: http.ServerResponse) => void;
-
-/** An upstream whose behaviour is chosen by the request's model name. */
-function upstreamOf(handler: Handler): Promise<{ url: string; close(): Promise<void> }> {
-  const server = http.createServer((request, response) => {
-    let raw = '';
-    request.setEncoding('utf8').on('data', (chunk: string) => (raw += chunk));
-    request.on('end', () => handler((/"model":"([^"]+)"/.exec(raw) ?? [])[1] ?? '', request, response));
-  });
-  return new Promise((resolve) =>
-    server.listen(0, '127.0.0.1', () =>
-      resolve({
-        url: `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/v1`,
-        close: () =>
-          new Promise((done) => {
-            server.closeAllConnections();
-            server.close(() => done());
-          }),
-      }),
-    ),
-  );
-}
-
-/**
- * A daemon whose upstream answers by `handler`, for one describe block's tests: started before them, stopped after.
- * Read its parts in the tests (they exist once `before` ran).
- */
-function daemonAgainst(handler: Handler): {
-  readonly upstream: Awaited<ReturnType<typeof upstreamOf>>;
-  readonly daemon: RunningDaemon;
-  readonly client: RpcClient;
-  spanOf(rolloutId: string): Promise<Span>;
-} {
-  let parts: { upstream: Awaited<ReturnType<typeof upstreamOf>>; daemon: RunningDaemon; client: RpcClient };
-  const cleanups: Array<() => void> = [];
-  before(async () => {
-    const upstream = await upstreamOf(handler);
-    const dir = tempDir({ after: (fn) => cleanups.push(fn) });
-    const daemon = await startDaemon(path.join(dir, 'store.db'), ['--upstream', upstream.url]);
-    parts = { upstream, daemon, client: await RpcClient.connect(daemon.ready.url, daemon.ready.token) };
-  });
-  after(async () => {
-    parts.client.dispose();
-    await parts.daemon.stop();
-    await parts.upstream.close();
-    for (const cleanup of cleanups) cleanup();
-  });
-  return {
-    get upstream() {
-      return parts.upstream;
-    },
-    get daemon() {
-      return parts.daemon;
-    },
-    get client() {
-      return parts.client;
-    },
-    spanOf: (id) => waitFor(async () => (await parts.client.request('getRollout', { id })).spans[0], 'the call’s span'),
-  };
-}
 
 /** Writes `total` characters of `x` in 1 MiB chunks, honouring backpressure. */
 async function writeMany(response: http.ServerResponse, total: number): Promise<void> {
@@ -261,11 +200,15 @@ function errorInsideHandler(model: string, request: http.IncomingMessage, respon
     return sse([
       { id: 'c2', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content: 'It is' } }] },
     ]);
-  if (model === 'responses-cut')
-    return sse([
-      { type: 'response.created', response: { id: 'resp_3', object: 'response', status: 'in_progress' } },
-      { type: 'response.output_text.delta', delta: 'It is' },
-    ]);
+  if (model === 'responses-cut' || model === 'responses-done-cut')
+    return sse(
+      [
+        { type: 'response.created', response: { id: 'resp_3', object: 'response', status: 'in_progress' } },
+        { type: 'response.output_text.delta', delta: 'It is' },
+      ],
+      // A `[DONE]` (some gateways add one) ends the stream, not the response: still no response.completed.
+      model === 'responses-done-cut',
+    );
   if (model === 'anthropic-cut')
     return sse([
       { type: 'message_start', message: { id: 'msg_1', type: 'message', role: 'assistant', content: [], model } },
@@ -387,11 +330,12 @@ describe('an error inside an HTTP 200 answer', () => {
     }
   });
 
-  test('a stream that ends cleanly before its last event (no [DONE] or finish reason, response.completed, message_stop, finishReason) is an upstream error', async () => {
+  test('a stream that ends cleanly before its last event (no [DONE] or finish reason, response.completed even after a [DONE], message_stop, finishReason) is an upstream error', async () => {
     const origin = world.upstream.url.replace(/\/v1$/, '');
     for (const [path, model, body] of [
       ['/v1/chat/completions', 'chat-cut', { messages: [] }],
       ['/v1/responses', 'responses-cut', { input: 'hi' }],
+      ['/v1/responses', 'responses-done-cut', { input: 'hi' }],
       ['/v1/messages', 'anthropic-cut', { max_tokens: 64, messages: [{ role: 'user', content: 'read it' }] }],
       ['/v1beta/models/gemini-test:streamGenerateContent?alt=sse', 'gemini-test', { contents: [] }],
     ] as const) {

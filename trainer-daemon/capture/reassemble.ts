@@ -130,8 +130,10 @@ export class StreamReassembler implements Reassembler {
   truncated = false;
   /** Set when the stream carried an `error` payload. */
   error: string | undefined;
-  /** `[DONE]` came, or (Responses) the response's last event. */
+  /** `[DONE]` came. */
   private ended = false;
+  /** (Responses) the response's last event came: `response.completed`, `.incomplete` or `.failed`. */
+  private lastEvent = false;
 
   constructor(private readonly api: Api) {}
 
@@ -139,8 +141,13 @@ export class StreamReassembler implements Reassembler {
     this.ended = true;
   }
 
+  /**
+   * Whether the answer reached its end. A Responses stream ends with its response's last event, whatever follows:
+   * a `[DONE]` after `response.created` and some deltas (a server that cut the answer short) is not whole.
+   */
   get complete(): boolean {
-    if (this.ended || this.api === 'responses') return this.ended;
+    if (this.api === 'responses') return this.lastEvent;
+    if (this.ended) return true;
     return this.choices.size > 0 && [...this.choices.values()].every((choice) => choice.finishReason !== null);
   }
 
@@ -250,7 +257,7 @@ export class StreamReassembler implements Reassembler {
         type === 'response.created')
     ) {
       this.finalResponse = event.response;
-      if (type !== 'response.created') this.ended = true;
+      if (type !== 'response.created') this.lastEvent = true;
     }
     if (type === 'error' && typeof event.message === 'string') this.error = event.message;
     // A response that failed mid-stream says why in the response itself: what it holds is not a whole answer.
