@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { describe, test } from 'node:test';
 import { SpanStatusCode } from '@opentelemetry/api';
 import {
@@ -9,6 +10,7 @@ import {
   markTruncated,
   noSkippedCalls,
   spanOutcome,
+  stoppedAtTokenCap,
   type Span,
 } from '../../trainer-daemon/protocol';
 import { RECORD_LIMITS, scrubSpan } from '../../trainer-daemon/protocol/recordScrub';
@@ -19,6 +21,12 @@ import { toScoringTrajectory } from '../../trainer-daemon/rewards/trajectory';
 import type { Trajectory } from '../../trainer-daemon/protocol/lightningrl';
 import { encode, recordSpans } from '../helpers/otlp';
 import { llmSpan } from '../helpers/spans';
+import { SftConfig } from '../../trainer-daemon/protocol/sft';
+import { Store } from '../../trainer-daemon/store/store';
+import { sftRows } from '../../trainer-daemon/training/sftRows';
+import { buildTransitions, TOKEN_CAP_REASON } from '../../trainer-daemon/lightningrl/transitions';
+import { parsed } from '../helpers/params';
+import { tempDir } from '../helpers/tmp';
 
 describe('LLM call outcomes', () => {
   test('a span reads its recorded outcome; one without reads from its status (OTLP spans, older records)', () => {
@@ -248,5 +256,90 @@ describe('LLM call outcomes', () => {
     assert.equal(scoring.finalAnswer, 'Paris.');
     assert.equal(scoring.steps, 1);
     assert.deepEqual(skipped, { upstreamError: 0, cancelled: 1, truncated: 0 });
+  });
+
+  test("a reply that stopped at its token cap: read from the first choice's finish reason, OTLP spans alike", () => {
+    const reasons = (value: unknown, response?: unknown): boolean =>
+      stoppedAtTokenCap({
+        'gen_ai.response.finish_reasons': value as string[],
+        ...(response === undefined ? {} : { 'lightning.response': response as Record<string, string> }),
+      });
+    for (const capped of [['length'], ['max_tokens'], ['MAX_TOKENS'], 'length', ['length', 'stop']])
+      assert.equal(reasons(capped), true, JSON.stringify(capped));
+    // Only the first choice becomes a row: a later choice cut does not cut it.
+    for (const whole of [['stop'], ['tool_calls'], ['end_turn'], ['STOP'], ['stop', 'length'], [], 42])
+      assert.equal(reasons(whole), false, JSON.stringify(whole));
+    assert.equal(reasons(['incomplete'], { incomplete_details: { reason: 'max_output_tokens' } }), true);
+    assert.equal(reasons(['incomplete']), true, 'an OTLP span without the response: the usual reason');
+    assert.equal(reasons(['incomplete'], { incomplete_details: { reason: 'content_filter' } }), false);
+    assert.equal(stoppedAtTokenCap({}), false);
+
+    // An OTLP span of an instrumented agent says so the same way; its outcome stays ok.
+    const spans = recordSpans((tracer) => {
+      tracer
+        .startSpan('chat gpt', {
+          attributes: {
+            'gen_ai.operation.name': 'chat',
+            'gen_ai.request.model': 'gpt',
+            'gen_ai.response.finish_reasons': ['length'],
+          },
+        })
+        .end();
+    });
+    const [span] = normalizeTraceRequest(
+      decodeTraceRequest(encode(spans, 'json'), 'application/json', undefined, 1024 * 1024),
+    ).spans.map((s) => s.span);
+    assert.deepEqual(spanOutcome(span!), { kind: 'ok' });
+    assert.equal(
+      callBadge({ ...span!, category: 'llm' }, () => undefined),
+      'stopped at its token cap',
+    );
+  });
+
+  test('a reply cut at its token cap: an RL row, flagged; no SFT row, counted in notChat', (t) => {
+    const store = Store.open(path.join(tempDir(t), 'store.db'));
+    t.after(() => store.close());
+    for (const [content, finish] of [
+      ['42', 'stop'],
+      ['The answer is forty-t', 'length'],
+    ] as const) {
+      const { id } = store.createRollout(parsed('createRollout', {}));
+      const response = { choices: [{ index: 0, message: { role: 'assistant', content }, finish_reason: finish }] };
+      store.addSpans({
+        rolloutId: id,
+        spans: [
+          llmSpan({
+            attributes: {
+              'lightning.outcome': 'ok',
+              'lightning.api': 'chat.completions',
+              'lightning.request': { model: 'm', messages: [{ role: 'user', content: '6 × 7?' }] },
+              'lightning.response': response,
+              'gen_ai.response.finish_reasons': [finish],
+            },
+          }),
+        ],
+      });
+      store.addReward(parsed('addReward', { rolloutId: id, value: 1, source: 'agent' }));
+    }
+    const { transitions, report } = buildTransitions(store.trajectories({}), {
+      reward: { name: 'reward', missing: 'exclude', fillValue: 0 },
+      credit: { kind: 'identical' },
+      advantage: { kind: 'none', normalizeStd: false, std: 'sample', epsilon: 1e-4 },
+    });
+    assert.deepEqual(
+      transitions.map((tr) => [tr.response.message?.content, tr.stoppedAtTokenCap]),
+      [
+        ['42', undefined],
+        ['The answer is forty-t', true],
+      ],
+    );
+    assert.deepEqual(report.skipped, noSkippedCalls(), 'a cut reply is not a failed call');
+
+    const rows = sftRows(store.trajectories({}), SftConfig.parse({ algorithm: 'sft', model: { kind: 'tiny' } }));
+    assert.deepEqual(
+      [...rows.train, ...rows.val].map((row) => row.completion.content),
+      ['42'],
+    );
+    assert.deepEqual(rows.notChat, { [TOKEN_CAP_REASON]: 1 });
   });
 });

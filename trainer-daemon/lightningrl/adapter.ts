@@ -6,6 +6,7 @@
  */
 import {
   POLICY_ATTRIBUTE,
+  stoppedAtTokenCap,
   TrainingChatReader,
   textOf,
   type Json,
@@ -34,6 +35,8 @@ export interface LlmCall {
   readonly choices: number;
   /** Why the call has no chat form (messages or reply null), e.g. a legacy /completions call. */
   readonly notChat: string | null;
+  /** The reply stopped at the request's output-token cap (protocol/outcome.ts `stoppedAtTokenCap`). */
+  readonly stoppedAtTokenCap: boolean;
   /** Step rewards credited to this call (annotations on it, reward spans after it). */
   stepReward: number;
 }
@@ -196,6 +199,7 @@ function callOf(span: Span, agentName: string | null, chat: TrainingChat): LlmCa
         : numbers(attributes['lightning.response_logprobs']),
     choices: chat.choices,
     notChat: chat.issue,
+    stoppedAtTokenCap: stoppedAtTokenCap(attributes),
     stepReward: 0,
   };
 }

@@ -186,9 +186,13 @@ function transition(
     // Only a call kept by --include-failed carries it: every other row is a whole answer.
     ...(outcome.kind === 'ok' ? {} : { outcome }),
     ...(notChatOf(call) === null ? {} : { notChat: notChatOf(call)! }),
+    ...(call.stoppedAtTokenCap ? { stoppedAtTokenCap: true as const } : {}),
   };
 }
 
+/** Why a chat row leaves out a reply cut at its token cap (`--include-failed` keeps it, flagged). */
+export const TOKEN_CAP_REASON =
+  'the reply stopped at its output-token cap (finish reason length / max_tokens): a cut reply is no demonstration';
 const NO_MESSAGES = 'the call records no chat messages (an OTLP span without gen_ai prompt attributes)';
 const NO_REPLY = 'the call records no reply';
 
@@ -206,12 +210,17 @@ export type ChatExample = {
 /**
  * A transition as an OpenAI fine-tuning chat example, or why it cannot be one. Every API's call is
  * read as chat (Responses items, legacy functions as tools, Anthropic, Gemini); what is left has its
- * reason: a legacy /completions text prompt, a hosted tool's item, no reply recorded.
+ * reason: a legacy /completions text prompt, a hosted tool's item, no reply recorded, a reply cut at its token cap
+ * (unless `keepCapped`: `--include-failed`).
  */
-export function toChatExample(transition: Transition): { example: ChatExample } | { reason: string } {
+export function toChatExample(
+  transition: Transition,
+  keepCapped = false,
+): { example: ChatExample } | { reason: string } {
   const { messages, tools } = transition.prompt;
   const reply = transition.response.message;
   if (transition.notChat !== undefined) return { reason: transition.notChat };
+  if (transition.stoppedAtTokenCap && !keepCapped) return { reason: TOKEN_CAP_REASON };
   if (!messages) return { reason: NO_MESSAGES };
   if (!reply) return { reason: NO_REPLY };
   const assistant: { [key: string]: Json } = { role: 'assistant', content: reply.content ?? null };

@@ -1,5 +1,5 @@
 /**
- * Training takes whole answers only (README "Training data you can trust"): a call that failed
+ * Training takes whole answers only (docs/export.md, "Only whole answers train"): a call that failed
  * upstream, that the client cancelled mid-stream, or whose record was cut at a size limit is not
  * what the model would have answered, so by default it becomes no transition, no chat row and no
  * GRPO sample; the report counts what was left out, and why. `includeFailed` keeps them, each

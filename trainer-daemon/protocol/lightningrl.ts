@@ -81,6 +81,11 @@ export const Transition = z.object({
   outcome: CallOutcome.optional(),
   /** Only on a call with no chat form (`prompt.messages` or `response.message` null): why, e.g. legacy /completions. */
   notChat: z.string().optional(),
+  /**
+   * Only on a reply that stopped at the request's output-token cap (finish reason `length`, `max_tokens`,
+   * `MAX_TOKENS`): trained on as sampled; a chat row leaves it out unless `--include-failed`.
+   */
+  stoppedAtTokenCap: z.literal(true).optional(),
 });
 export type Transition = z.infer<typeof Transition>;
 

@@ -1,5 +1,5 @@
 /**
- * How an LLM call ended, for the record and for training (README "Training data you can trust"):
+ * How an LLM call ended, for the record and for training (docs/export.md, "Only whole answers train"):
  * a whole answer (`ok`), an upstream error (with the HTTP status the agent saw), a call the client
  * cancelled mid-call or mid-stream, or one whose record was cut at a size limit. Only `ok` calls are
  * trained on by default. The proxy writes it as span attributes (`lightning.outcome`, plus
@@ -97,6 +97,35 @@ export function spanOutcome(span: OutcomeSource): CallOutcome {
   return { kind: 'ok' };
 }
 
+/** Finish reasons that say the model stopped at the request's output-token cap (OpenAI, Anthropic, Gemini, OTLP). */
+const TOKEN_CAP_REASONS = new Set(['length', 'max_tokens', 'MAX_TOKENS', 'max_output_tokens']);
+
+/**
+ * Whether the reply a row would take (the first choice's) stopped at the request's output-token cap: the whole answer
+ * the model gave under the agent's limit, but cut. RL trains on it as sampled (a policy learns to finish within its
+ * cap from the rewards of such samples); a chat row leaves it out by default, as a cut reply is no demonstration.
+ * Read from `gen_ai.response.finish_reasons` (the proxy's records and OTLP spans alike); a Responses answer's
+ * `incomplete` status counts unless its `incomplete_details` name another reason (a content filter).
+ */
+export function stoppedAtTokenCap(attributes: Attributes): boolean {
+  const reasons = attributes['gen_ai.response.finish_reasons'];
+  const first = Array.isArray(reasons) ? reasons[0] : reasons;
+  if (typeof first !== 'string') return false;
+  if (TOKEN_CAP_REASONS.has(first)) return true;
+  if (first !== 'incomplete') return false;
+  const response = attributes['lightning.response'];
+  const details =
+    response !== null && typeof response === 'object' && !Array.isArray(response)
+      ? response.incomplete_details
+      : undefined;
+  const reason =
+    details !== null && typeof details === 'object' && !Array.isArray(details) ? details.reason : undefined;
+  return reason === undefined || reason === null || reason === 'max_output_tokens';
+}
+
+/** The badge of a whole answer that stopped at its output-token cap. */
+export const TOKEN_CAP_WORD = 'stopped at its token cap';
+
 /** The span id of the attempt a call repeats, when it is a retry. */
 export function retryOf(span: { readonly attributes: Attributes }): string | null {
   const value = span.attributes[RETRY_OF_ATTRIBUTE];
@@ -175,8 +204,8 @@ export function describeSkipped(skipped: SkippedCalls): string | null {
 
 /**
  * What the panel, the rollout tab and `lightning show` print beside an LLM call: its outcome when
- * it was not a whole answer, and `retry of #N` (N: the sequence of the attempt it repeats); null
- * for a whole answer that repeats nothing.
+ * it was not a whole answer (or that it stopped at its token cap), and `retry of #N` (N: the sequence of the attempt
+ * it repeats); null for a whole answer that ran to its end and repeats nothing.
  */
 export function callBadge(
   span: OutcomeSource & { readonly category: string },
@@ -187,7 +216,7 @@ export function callBadge(
   const repeated = retryOf(span);
   const sequence = repeated === null ? undefined : sequenceOf(repeated);
   const parts = [
-    ...(outcome.kind === 'ok' ? [] : [outcomeWord(outcome)]),
+    ...(outcome.kind === 'ok' ? (stoppedAtTokenCap(span.attributes) ? [TOKEN_CAP_WORD] : []) : [outcomeWord(outcome)]),
     ...(repeated === null ? [] : [sequence === undefined ? 'retry' : `retry of #${sequence}`]),
   ];
   return parts.length ? parts.join(' · ') : null;

@@ -228,6 +228,9 @@ class Iterations {
       'skipped/upstreamErrors': skipped.upstreamError,
       'skipped/cancelled': skipped.cancelled,
       'skipped/truncated': skipped.truncated,
+      // Replies that stopped at their output-token cap: trained as sampled (their rewards teach the policy to finish
+      // within the cap), counted so a rising share shows.
+      'calls/stoppedAtTokenCap': all.filter((t) => t.stoppedAtTokenCap).length,
     });
     const left = describeSkipped(skipped);
     if (left)

@@ -10,7 +10,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { sftLearningRate, type SftConfig, type SftExample } from '../protocol';
+import { describeSkipped, sftLearningRate, type SftConfig, type SftExample } from '../protocol';
 import { ensurePrivateDir, writeFileAtomically } from '../util/privateFiles';
 import { InvalidInputError } from '../protocol/errors';
 import type { Logger } from '../log';
@@ -104,6 +104,12 @@ export async function runSft(runId: string, config: SftConfig, ctx: SftContext):
     trainRollouts: rows.trainRollouts,
     valRollouts: rows.valRollouts,
   });
+  // What the rows left out, and why, as `lightning export --format chat` says it (and GRPO each step).
+  const left = [
+    describeSkipped(rows.report.skipped),
+    ...Object.entries(rows.notChat).map(([why, count]) => `${count} call(s) with no chat row (${why})`),
+  ].filter((line): line is string => line !== null);
+  for (const line of left) ctx.logger.info(`SFT rows: ${line}`, { runId });
   const python = await findPython(ctx.training.storeFile, config.python ?? undefined);
   const worker = await TrainerWorker.start({ python: python.executable, logger: ctx.logger.child('worker') });
   const stop = (): void => worker.dispose();
@@ -132,6 +138,11 @@ export async function runSft(runId: string, config: SftConfig, ctx: SftContext):
         'rows/val': rows.val.length,
         'rollouts/train': rows.trainRollouts,
         'rollouts/val': rows.valRollouts,
+        // Calls left out of the rows: not whole answers, and no chat form (a reply cut at its token cap among them).
+        'skipped/upstreamErrors': rows.report.skipped.upstreamError,
+        'skipped/cancelled': rows.report.skipped.cancelled,
+        'skipped/truncated': rows.report.skipped.truncated,
+        'skipped/noChatRow': Object.values(rows.notChat).reduce((sum, count) => sum + count, 0),
         ...(await validation(worker, rows.val)),
       });
     }

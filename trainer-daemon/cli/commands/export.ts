@@ -22,7 +22,7 @@ import {
 import { errorMessage, InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { registerSecretValue } from '../../protocol/secrets';
 import { scrubJsonValues } from '../../protocol/recordScrub';
-import { buildTransitions, toChatExample } from '../../lightningrl/transitions';
+import { buildTransitions, toChatExample, TOKEN_CAP_REASON } from '../../lightningrl/transitions';
 import { writeFileAtomically } from '../../util/privateFiles';
 import { Store } from '../../store/store';
 import { announceUpgrade } from '../backend';
@@ -118,7 +118,7 @@ export function registerExport(program: Command): void {
     )
     .option(
       '--include-failed',
-      'also export calls that were not whole answers (upstream errors, cancelled, truncated), each row flagged with its "outcome"',
+      'also export calls that were not whole answers (upstream errors, cancelled, truncated), each row flagged with its "outcome"; and, as chat rows, replies cut at their output-token cap, flagged "stoppedAtTokenCap"',
     )
     .action(async (options: ExportOptions) => {
       const statuses = options.status.split(',').map((s) => parsed(RolloutStatus, s.trim(), '--status'));
@@ -189,10 +189,16 @@ export function registerExport(program: Command): void {
           lines.push(row(Transition.parse(transition)));
           continue;
         }
-        const chat = toChatExample(transition);
+        const chat = toChatExample(transition, settings.includeFailed);
         // A call kept by --include-failed says so in its row, so a fine-tuning job can still tell.
         if ('example' in chat) {
-          lines.push(row(transition.outcome ? { ...chat.example, outcome: transition.outcome } : chat.example));
+          lines.push(
+            row({
+              ...chat.example,
+              ...(transition.outcome ? { outcome: transition.outcome } : {}),
+              ...(transition.stoppedAtTokenCap ? { stoppedAtTokenCap: true } : {}),
+            }),
+          );
         } else notChat[chat.reason] = (notChat[chat.reason] ?? 0) + 1;
       }
       const out = path.resolve(options.out);
@@ -204,6 +210,8 @@ export function registerExport(program: Command): void {
         process.stderr.write(`lightning export: ${left} (not whole answers; --include-failed keeps them, flagged)\n`);
       for (const line of leftOutLines(report, notChat, lines.length))
         process.stderr.write(`lightning export: ${line}\n`);
+      if (notChat[TOKEN_CAP_REASON])
+        process.stderr.write('lightning export: --include-failed keeps replies cut at their token cap, flagged\n');
       const skippedNotChat = Object.values(notChat).reduce((sum, count) => sum + count, 0);
       const summary = {
         event: 'export-finished',

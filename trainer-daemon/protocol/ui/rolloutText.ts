@@ -347,7 +347,8 @@ export function servedByText(policy: PolicyRef): string {
 
 /**
  * An LLM call's badge among its rollout's spans: its outcome when it was not a whole answer (`HTTP 429`,
- * `cancelled`, `truncated (…)`), and `retry of #N` when it repeats an attempt (callBadge); null otherwise. `spans`
+ * `cancelled`, `truncated (…)`) or `stopped at its token cap`, and `retry of #N` when it repeats an attempt
+ * (callBadge); null otherwise. `spans`
  * is read at most once, so a Map's `values()` will do.
  */
 export function outcomeBadge(span: Span, spans: Iterable<Span>): string | null {
