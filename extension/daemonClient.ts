@@ -3,7 +3,8 @@
  * (`trainer-daemon/protocol/node/connection.ts`, the same the CLI uses), traced in the output channel when
  * `lightning.trace.server` is `messages`: each request, response and notification by method, id and
  * duration, never params or results (they carry prompts). The supervision (restart with backoff, give up
- * after repeated crashes) is supervisor.ts. vscode-languageclient is not used: see README, "Why not a LanguageClient".
+ * after repeated crashes) is supervisor.ts. vscode-languageclient is not used: see docs/daemon.md, "Why not a
+ * LanguageClient".
  */
 import * as vscode from 'vscode';
 import { Trace } from 'vscode-jsonrpc/node';

@@ -169,12 +169,12 @@ async function timed(name, fn) {
 
 /**
  * The files that need nothing run several to a process. Node's runner starts a process per file, and each paid ~0.65
- * CPU-s to start and to load its sources through tsx: the 51 unit files took 49 CPU-s in their own processes, 16 in
- * one. A group is a generated file that requires its members in turn (Node ≥ 22.8's test isolation "none" does this;
- * CI's Node is 20), so their tests run one after another as a file's do; a member that cannot load fails as a test
- * named after it and the others still run. Files with needs (PyTorch, Ray, an editor) keep a process each: their own
- * start-up is small beside their work. Members are dealt round-robin, so that the slow files of a kind (the APO runs,
- * alphabetically together) land in different groups.
+ * CPU-s to start and to load its sources through tsx: the 51 unit files of 2026-12-05 took 49 CPU-s in their own
+ * processes, 16 in one. A group is a generated file that requires its members in turn (Node ≥ 22.8's test isolation
+ * "none" does this; CI's Node is 20), so their tests run one after another as a file's do; a member that cannot load
+ * fails as a test named after it and the others still run. Files with needs (PyTorch, Ray, an editor) keep a process
+ * each: their own start-up is small beside their work. Members are dealt round-robin, so that the slow files of a kind
+ * (the APO runs, alphabetically together) land in different groups.
  */
 const GROUP_SIZE = 6;
 const GROUPS = new Set();

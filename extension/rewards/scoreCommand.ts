@@ -85,7 +85,7 @@ export class ScoreCommand {
       ignoreFocusOut: true,
       placeHolder: files.length
         ? undefined
-        : 'No rewards file in the workspace: browse to one (see README, "Automatic rewards")',
+        : 'No rewards file in the workspace: browse to one (see docs/rewards.md, "Automatic rewards")',
     });
     if (!picked) return undefined;
     if (picked.file) return picked.file;

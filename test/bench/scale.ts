@@ -1,5 +1,5 @@
 /**
- * Scale-out (README, "Scale out"), each beside its same-run baseline:
+ * Scale-out (docs/scale-out.md), each beside its same-run baseline:
  * * 400 trivial rollouts in worker mode (2 workers × 4) with the workers as Ray tasks on a local Ray head
  *   (`--ray`, 2 CPUs) against the same run with local workers. Needs a Python with ray: LIGHTNING_TEST_PYTHON.
  * * A GRPO run's rollout time per iteration (tiny model, 16 rollouts, worker mode 2 × 8) with the workers as Ray

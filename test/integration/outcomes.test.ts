@@ -1,6 +1,6 @@
 // needs: venv
 /**
- * Training data you can trust (README): real SDKs against an upstream that answers 429 then 200,
+ * Only whole answers train (docs/export.md): real SDKs against an upstream that answers 429 then 200,
  * 500 then 200, a stream the client cancels, a stream past the size limit. Each call's record says
  * how it ended and which attempt a retry repeats; both exports hold exactly the whole answers and
  * say on stderr what they left out; `--include-failed` keeps the rest, flagged. Here: `openai` and

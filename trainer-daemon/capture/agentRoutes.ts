@@ -324,7 +324,7 @@ export class AgentRoutes {
         sendJson(response, 200, this.options.store.agentResources(agent.rolloutId));
         return;
       default:
-        throw new NotFoundError(`no agent endpoint ${route}; see README "Agent-facing HTTP"`);
+        throw new NotFoundError(`no agent endpoint ${route}; see docs/agents.md, "Agent-facing HTTP"`);
     }
   }
 

@@ -13,7 +13,7 @@ export function rayOptions(): Option[] {
   return [
     new Option(
       '--ray <address>',
-      'run the agents as Ray tasks on this existing Ray cluster (HOST:6379, ray://HOST:10001 or auto); their calls come back to the daemon, which must listen where the nodes reach it (`lightning serve --host`; README, "Scale out")',
+      'run the agents as Ray tasks on this existing Ray cluster (HOST:6379, ray://HOST:10001 or auto); their calls come back to the daemon, which must listen where the nodes reach it (`lightning serve --host`; docs/scale-out.md)',
     ),
     new Option(
       '--ray-python <path>',

@@ -1,4 +1,4 @@
-/** The size limits a record can be cut at (README "Guarantees"), as plain values: zod-free, for the webview too. */
+/** The size limits a record can be cut at (docs/guarantees.md), as plain values: zod-free, for the webview too. */
 export const TRUNCATION_LIMITS = [
   'stream_content',
   'record_chars',

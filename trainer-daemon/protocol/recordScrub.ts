@@ -23,7 +23,7 @@ import {
 } from './secrets';
 
 /**
- * What a record may hold (README "Guarantees"): JSON nested deeper than `maxDepth` is cut at that
+ * What a record may hold (docs/guarantees.md): JSON nested deeper than `maxDepth` is cut at that
  * depth, a string longer than `maxStringChars` is truncated, and once a record's strings and values
  * pass `maxRecordChars` in all, the rest is left out — each cut with a marker saying so, as OTel
  * SDKs truncate attributes. Deep or huge input can then neither overflow the stack of whatever

@@ -117,7 +117,7 @@ const GrpoFields = z.strictObject({
    */
   rewardsFile: z.string().min(1).nullable().default(null),
   /**
-   * Data-parallel updates under torchrun (README, "Scale out"): `nprocPerNode` ranks here, and with
+   * Data-parallel updates under torchrun (docs/scale-out.md): `nprocPerNode` ranks here, and with
    * `rdzvEndpoint` (HOST:PORT of this machine, reachable from the others) `nnodes` machines in all;
    * null: one trainer process.
    */

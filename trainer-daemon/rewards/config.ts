@@ -72,7 +72,7 @@ export interface LoadedRewardsFile {
 export function loadRewardsFile(file: string): LoadedRewardsFile {
   if (!fs.existsSync(file)) {
     throw new NotFoundError(
-      `no rewards config at ${file}: write one (see the README's "Automatic rewards" section) or name another file (lightning score --config, --rewards elsewhere)`,
+      `no rewards config at ${file}: write one (see docs/rewards.md, "Automatic rewards") or name another file (lightning score --config, --rewards elsewhere)`,
     );
   }
   const raw = parseJsonText(readFileBounded(file, MAX_REWARDS_FILE_BYTES, 'rewards file'), file);

@@ -42,7 +42,7 @@ const stripAccents = (text: string): string => text.normalize('NFD').replace(/\p
 
 function unsupported(what: string, type: string): never {
   throw new InvalidInputError(
-    `tokenizer.json: ${what} type ${type} is not supported (supported: see the README's "Reward models" section)`,
+    `tokenizer.json: ${what} type ${type} is not supported (supported: see docs/rewards.md, "Reward models")`,
   );
 }
 

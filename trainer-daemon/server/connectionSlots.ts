@@ -1,5 +1,5 @@
 /**
- * Fair connection slots (README "Guarantees"). The daemon holds at most `cap` client connections, so slow or
+ * Fair connection slots (docs/guarantees.md). The daemon holds at most `cap` client connections, so slow or
  * idle clients can never exhaust its file descriptors; but a plain cap lets whoever fills it first keep every
  * one else out — a slow-loris re-opening its connections held it against agents and the editor alike.
  *

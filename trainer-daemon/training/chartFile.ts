@@ -53,8 +53,8 @@ figure{margin:0}figcaption{font-weight:600}svg{display:block;background:#fafafa;
 }
 
 /**
- * Several score curves (0–1) on one axis as a standalone SVG file (the learning bench's chart of every seed, shown in
- * the README): the chart module's multi-series chart with the theme colours fixed, a title and a legend.
+ * Several score curves (0–1) on one axis as a standalone SVG file (the learning bench's chart of every seed): the
+ * chart module's multi-series chart with the theme colours fixed, a title and a legend.
  */
 export function renderCurvesSvg(points: readonly MetricPointLike[], title: string): string {
   const width = 640;

@@ -153,7 +153,7 @@ export function registerDatasetRun(dataset: Command): void {
     )
     .option(
       '--workers <n>',
-      'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see README, "Worker mode")',
+      'worker mode: start N long-lived agent processes that take rollouts from LIGHTNING_RUNNER_URL (POST …/next) instead of one process per rollout; --concurrency is then spread over them (see docs/datasets.md, "Worker mode")',
     );
   for (const option of rayOptions()) command.addOption(option);
   addCheckpointOptions(command).action(runDataset);

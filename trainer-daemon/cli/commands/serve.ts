@@ -85,7 +85,7 @@ export function registerServe(program: Command): void {
     .addOption(storeOption())
     .option(
       '--host <address>',
-      'where the daemon listens: loopback (default), or one address of this machine that other machines reach (e.g. 10.0.0.5, for agents on Ray nodes): the agents\' routes are served there and their rollout URLs name it, while the RPC stays on 127.0.0.1. Never every interface (README, "Scale out")',
+      "where the daemon listens: loopback (default), or one address of this machine that other machines reach (e.g. 10.0.0.5, for agents on Ray nodes): the agents' routes are served there and their rollout URLs name it, while the RPC stays on 127.0.0.1. Never every interface (docs/scale-out.md)",
       '127.0.0.1',
     )
     .option('--port <number>', 'port to listen on (0: any free port)', '0')

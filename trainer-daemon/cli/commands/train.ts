@@ -274,7 +274,7 @@ function grpoOptions(): Option[] {
     ).choices(['keep', 'drop']),
     new Option(
       '--nproc-per-node <n>',
-      'grpo: data-parallel updates on n processes of this machine (one per GPU) under torchrun; rank 0 serves and saves (README, "Scale out")',
+      'grpo: data-parallel updates on n processes of this machine (one per GPU) under torchrun; rank 0 serves and saves (docs/scale-out.md)',
     ),
     new Option(
       '--fsdp',
