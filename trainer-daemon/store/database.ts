@@ -6,7 +6,7 @@
  * the most recent checkpoint may be lost, never corrupted.
  */
 import { openConnection, type Connection, type DriverName } from './driver';
-import { preparePrivateStoreFile } from '../util/privateFiles';
+import { assertStorePath, preparePrivateStoreFile } from '../util/privateFiles';
 import { migrate, type StoreUpgrade } from './migrations';
 
 /** The page size of a store created from now on (SQLite's default is 4,096). */
@@ -34,6 +34,7 @@ export interface OpenOptions {
 export function openDatabase(file: string, options: OpenOptions = {}): Connection {
   // Prompts, answers and rollout keys: the store, its WAL and its folder are the owner's alone.
   if (file !== ':memory:' && !options.readonly) preparePrivateStoreFile(file);
+  else if (file !== ':memory:') assertStorePath(file);
   const connection = openConnection(file, { readonly: options.readonly ?? false, driver: options.driver });
   const { db } = connection;
   try {

@@ -27,9 +27,41 @@ export function chmodIfOwned(file: string, mode: number): void {
   }
 }
 
+const SQLITE_HEADER = Buffer.from('SQLite format 3\0', 'latin1');
+
+/**
+ * Refuses a path that is not a store before anything opens (or changes the mode of) it: a folder, or a file that is
+ * neither empty nor SQLite (`--store notes.txt`).
+ */
+export function assertStorePath(file: string): void {
+  let stat: fs.Stats;
+  try {
+    stat = fs.statSync(file);
+  } catch {
+    return; // a new store
+  }
+  if (stat.isDirectory())
+    throw new InvalidInputError(`${file} is a folder, not a store: name the store's file (--store FILE)`);
+  if (!stat.isFile())
+    throw new InvalidInputError(`${file} is not a regular file, so not a store: name the store's file (--store FILE)`);
+  if (stat.size === 0) return;
+  const head = Buffer.alloc(SQLITE_HEADER.length);
+  const fd = fs.openSync(file, 'r');
+  try {
+    fs.readSync(fd, head, 0, head.length, 0);
+  } finally {
+    fs.closeSync(fd);
+  }
+  if (!head.equals(SQLITE_HEADER))
+    throw new InvalidInputError(
+      `${file} is not a Lightning store (not an SQLite file): name a store's file or a new path (--store FILE)`,
+    );
+}
+
 /** The store file and its WAL/shared-memory files: created 0600 (SQLite gives the WAL the main file's mode). */
 export function preparePrivateStoreFile(file: string): void {
   if (file === ':memory:') return;
+  assertStorePath(file);
   ensurePrivateDir(path.dirname(path.resolve(file)));
   fs.closeSync(fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT, PRIVATE_FILE_MODE));
   for (const suffix of ['', '-wal', '-shm']) chmodIfOwned(`${file}${suffix}`, PRIVATE_FILE_MODE);

@@ -159,6 +159,7 @@ export function registerExport(program: Command): void {
       const storeFile = resolveStore(options);
       if (!fs.existsSync(storeFile))
         throw new NotFoundError(`no store at ${storeFile}: record rollouts first (lightning run, npm run demo)`);
+      assertNotStoreFile(options.out, storeFile);
       const store = Store.open(storeFile, { onUpgrade: (upgrade) => announceUpgrade(storeFile, upgrade) });
       let result;
       try {
@@ -202,7 +203,9 @@ export function registerExport(program: Command): void {
         } else notChat[chat.reason] = (notChat[chat.reason] ?? 0) + 1;
       }
       const out = path.resolve(options.out);
-      writeFileAtomically(out, lines.length ? `${lines.join('\n')}\n` : '');
+      // No rows (a filter that matched nothing, a typo) never empties an earlier export: that file is left as it was.
+      const kept = lines.length === 0 && fs.existsSync(out) && fs.statSync(out).size > 0;
+      if (!kept) writeFileAtomically(out, lines.length ? `${lines.join('\n')}\n` : '');
       const report = ExportReport.parse(result.report);
       // What was left out of training, and why, where a person reads it (stdout is the JSON summary).
       const left = describeSkipped(report.skipped);
@@ -210,6 +213,7 @@ export function registerExport(program: Command): void {
         process.stderr.write(`lightning export: ${left} (not whole answers; --include-failed keeps them, flagged)\n`);
       for (const line of leftOutLines(report, notChat, lines.length))
         process.stderr.write(`lightning export: ${line}\n`);
+      if (kept) process.stderr.write(`lightning export: ${out} holds an earlier export, left as it was\n`);
       if (notChat[TOKEN_CAP_REASON])
         process.stderr.write('lightning export: --include-failed keeps replies cut at their token cap, flagged\n');
       const skippedNotChat = Object.values(notChat).reduce((sum, count) => sum + count, 0);
@@ -218,12 +222,29 @@ export function registerExport(program: Command): void {
         out,
         format: options.format,
         lines: lines.length,
+        // With no rows, an earlier export in --out is left as it was (not emptied): said here, for scripts.
+        ...(kept ? { keptEarlierFile: true } : {}),
         skippedNotChat,
         notChat,
         ...report,
       };
       process.stdout.write(`${JSON.stringify(summary)}\n`);
     });
+}
+
+/** `--out` must not be the store or its WAL: the export would replace the rollouts it reads. */
+function assertNotStoreFile(out: string, storeFile: string): void {
+  const real = (file: string): string => {
+    try {
+      return fs.realpathSync(file);
+    } catch {
+      return path.resolve(file);
+    }
+  };
+  const target = real(out);
+  const store = real(storeFile);
+  if ([store, `${store}-wal`, `${store}-shm`].includes(target))
+    throw new InvalidInputError(`--out ${out} is the store (${storeFile}); name another file to write the rows to`);
 }
 
 const plural = (count: number, one: string, many = `${one}s`): string => `${count} ${count === 1 ? one : many}`;
