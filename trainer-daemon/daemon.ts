@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { errorMessage } from './protocol/errors';
+import { errorMessage, InvalidInputError } from './protocol/errors';
 import { discoveryPaths } from './protocol/node/discovery';
 import type { DaemonInfo, ReadyMessage } from './protocol';
 import { acquireStoreLock, markUpgrading, removeDiscovery, writeDiscovery, newToken } from './storeOwnership';
@@ -133,6 +133,17 @@ async function listenOnPreviousPort(
   return http.listen(host, port);
 }
 
+/** The agent routes on `--host` too; an address this machine cannot listen on is the flag's fault, said so. */
+async function listenForAgents(http: DaemonHttpServer, host: string): Promise<string> {
+  try {
+    return await http.listenForAgents(host);
+  } catch (error) {
+    throw new InvalidInputError(
+      `--host ${host}: cannot listen there (${errorMessage(error)}); name an address of this machine, e.g. 0.0.0.0 or the one other machines reach it by`,
+    );
+  }
+}
+
 export class Daemon {
   private discovery: DiscoveryPaths | undefined;
   private stopping: Promise<void> | undefined;
@@ -172,6 +183,9 @@ export class Daemon {
       upgraded?.();
     }
     let http: DaemonHttpServer | undefined;
+    // What a start that fails part-way stops again, newest first: a failed start exits, nothing left running (an OTLP
+    // decode worker would keep the process alive).
+    const started: Array<() => unknown> = [];
     try {
       const token = newToken();
       // The RPC token writes into any rollout: wherever it turns up (an agent that logs its env), it is redacted.
@@ -184,10 +198,12 @@ export class Daemon {
         startedAt: Date.now(),
       };
       const writes = new WriteQueue(store, logger.child('writes'));
+      started.push(() => writes.shutdown());
       let baseUrl: string | undefined;
       // The loopback listener serves the agent routes too (also with --host, which adds another address).
       let loopbackUrl: string | undefined;
       const scoreJobs = new ScoreJobs();
+      started.push(() => scoreJobs.dispose());
       // The RPC server that broadcasts is made from the handlers: they reach it through this binding.
       let broadcast: Broadcast | undefined;
       const workerBatches = new WorkerBatches({
@@ -196,6 +212,7 @@ export class Daemon {
         logger: logger.child('runner'),
         baseUrl: () => baseUrl!,
       });
+      started.push(() => workerBatches.dispose());
       // Training loops read and write through one service (the handlers serve tasks and checkpoints through it too);
       // their agents run through the same handler table, in-process, and follow worker batches on the queue itself.
       const trainingService = new TrainingService(store, writes);
@@ -209,7 +226,9 @@ export class Daemon {
         maxAnswerBytes: limits.maxUpstreamBodyBytes,
         logger: logger.child('training'),
       });
+      started.push(() => training.shutdown());
       const policy = new PolicyServing(store, logger.child('policy'));
+      started.push(() => policy.shutdown());
       trainingService.protectServed(() => policy.current?.checkpointId);
       const handlers: Handlers = createHandlers({
         store,
@@ -232,9 +251,12 @@ export class Daemon {
         maxBufferedBytes: limits.rpcMaxBufferedBytes,
       });
       broadcast = rpc.broadcast;
+      started.push(() => rpc.dispose());
       policy.onDidChange((change) => rpc.broadcast('policyChanged', change));
       const notifier = new ChangeNotifier(store, rpc.broadcast);
+      started.push(() => notifier.dispose());
       const otlp = new OtlpReceiver(writes, limits.maxOtlpBytes, logger.child('otlp'), limits.otlpWorkerHeapMb);
+      started.push(() => otlp.close());
       const agents = new AgentRoutes({
         store,
         writes,
@@ -257,7 +279,7 @@ export class Daemon {
       const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
       const url = `http://${host}:${address.port}`;
       loopbackUrl = url;
-      baseUrl = options.agentHost ? await http.listenForAgents(options.agentHost) : url;
+      baseUrl = options.agentHost ? await listenForAgents(http, options.agentHost) : url;
       const daemon = new Daemon({
         store,
         writes,
@@ -292,6 +314,13 @@ export class Daemon {
       return daemon;
     } catch (error) {
       http?.close();
+      for (const stop of started.reverse()) {
+        try {
+          await stop();
+        } catch (stopError) {
+          logger.warn('could not stop a part of a daemon that failed to start', { error: errorMessage(stopError) });
+        }
+      }
       store.close();
       releaseLock();
       throw error;
