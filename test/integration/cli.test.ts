@@ -164,7 +164,9 @@ for (const [name, setUp] of backends) {
       assert.match(missing.stderr, /rollout ro-ffffffffffffffff does not exist/);
       const notNumber = await runCli(['reward', id, 'great'], { cwd });
       assert.equal(notNumber.code, 2);
-      assert.match(notNumber.stderr, /"great" is not a number/);
+      assert.match(notNumber.stderr, /"great" is not a finite decimal number/);
+      for (const typo of ['0x10', '1e309', ''])
+        assert.equal((await runCli(['reward', id, typo], { cwd })).code, 2, `${typo} is no reward`);
       const badSpan = await runCli(['reward', id, '1', '--span', 'abc'], { cwd });
       assert.equal(badSpan.code, 2);
       assert.match(badSpan.stderr, /params\.spanId/);

@@ -135,12 +135,11 @@ describe('reward rules', () => {
     );
   });
 
-  test('a regex that does not compile is an error naming the pattern', (t) => {
+  test('a regex that does not compile: a fixed one is refused as the config is read, an expected one names it', (t) => {
+    assert.throws(() => RuleConfig.parse({ rule: 'regex', pattern: '(' }), /pattern is not a regular expression/);
+    assert.throws(() => RuleConfig.parse({ rule: 'regex', pattern: 'a', flags: 'x' }), /flags may only use/);
     const store = openStore(t);
-    const { trajectory, task } = view(store, { answer: 'a', task: { input: { expected: 'x' } } });
-    assert.throws(
-      () => applyRule(RuleConfig.parse({ rule: 'regex', pattern: '(' }), trajectory, task),
-      /invalid pattern "\("/,
-    );
+    const { trajectory, task } = view(store, { answer: 'a', task: { input: { expected: '(' } } });
+    assert.throws(() => applyRule(RuleConfig.parse({ rule: 'regex' }), trajectory, task), /invalid pattern "\("/);
   });
 });

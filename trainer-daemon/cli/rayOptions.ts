@@ -1,5 +1,7 @@
 /** `--ray ADDRESS` (with `--ray-python`, `--ray-working-dir`): the agents of `dataset run` and `train` as Ray tasks. */
+import { spawnSync } from 'node:child_process';
 import { Option } from 'commander';
+import { InvalidInputError, TrainerUnavailableError } from '../protocol/errors';
 import type { RayOptions } from '../runner/rayDriver';
 
 export interface RayFlags {
@@ -28,10 +30,31 @@ export function rayOptions(): Option[] {
 
 /** The Ray options the flags ask for, undefined without `--ray`. */
 export function rayOptionsFrom(flags: RayFlags, env: NodeJS.ProcessEnv): RayOptions | undefined {
-  if (flags.ray === undefined) return undefined;
+  if (flags.ray === undefined) {
+    // Not silently ignored: a --ray-python or --ray-working-dir without --ray is a flag left out.
+    const stray = flags.rayPython !== undefined ? '--ray-python' : flags.rayWorkingDir ? '--ray-working-dir' : null;
+    if (stray) throw new InvalidInputError(`${stray} applies with --ray only: add --ray ADDRESS, or leave it out`);
+    return undefined;
+  }
   return {
     address: flags.ray,
     python: flags.rayPython ?? env.LIGHTNING_RAY_PYTHON ?? 'python3',
     ...(flags.rayWorkingDir ? { workingDir: flags.rayWorkingDir } : {}),
   };
+}
+
+/**
+ * Whether the Ray options' Python can drive a cluster (imports ray), checked before a batch is recorded: a missing ray
+ * is said in a line naming the fix, not as a traceback with the batch's rollouts left queued.
+ */
+export function assertRayImportable(options: RayOptions): void {
+  const probe = spawnSync(options.python, ['-c', 'import ray'], { encoding: 'utf8', timeout: 120_000 });
+  if (probe.status === 0) return;
+  const why =
+    probe.error !== undefined
+      ? probe.error.message
+      : (/\b(\w*Error: .*)$/m.exec(probe.stderr ?? '')?.[1] ?? `exited with ${probe.status ?? probe.signal}`);
+  throw new TrainerUnavailableError(
+    `--ray: ${options.python} cannot import ray (${why}); install it there (pip install "ray[default]") or name a Python that has it (--ray-python PATH)`,
+  );
 }

@@ -36,15 +36,29 @@ export const RuleConfig = z.discriminatedUnion('rule', [
     ...ExpectedPath,
   }),
   /** The final answer matches `pattern` (or, without one, the expected answer read as a pattern). */
-  z.strictObject({
-    rule: z.literal('regex'),
-    pattern: z.string().max(10_000).optional(),
-    flags: z
-      .string()
-      .regex(/^[imsu]*$/, 'flags may only use i, m, s, u')
-      .default(''),
-    ...ExpectedPath,
-  }),
+  z
+    .strictObject({
+      rule: z.literal('regex'),
+      pattern: z.string().max(10_000).optional(),
+      flags: z
+        .string()
+        .regex(/^[imsu]*$/, 'flags may only use i, m, s, u')
+        .default(''),
+      ...ExpectedPath,
+    })
+    // A fixed pattern is checked as the file is read, not first met per answer (where each would score 0).
+    .refine(
+      ({ pattern, flags }) => {
+        if (pattern === undefined) return true;
+        try {
+          new RegExp(pattern, flags);
+          return true;
+        } catch {
+          return false;
+        }
+      },
+      { message: 'pattern is not a regular expression', path: ['pattern'] },
+    ),
   /** The final answer parsed as JSON (or its first {…}/[…] block): the value at `path` deep-equals the expected one. */
   z.strictObject({ rule: z.literal('json'), path: JsonPath, ...ExpectedPath }),
   /** 1 when the agent called the tool `tool` at least `min` times (tool calls in LLM responses, or tool spans). */

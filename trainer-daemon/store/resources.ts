@@ -116,10 +116,10 @@ export class ResourceRepository {
     const row = version === undefined ? this.current.get(name) : this.one.get(name, version);
     if (!row) {
       if (version !== undefined && this.current.get(name))
-        throw new NotFoundError(`resource ${name} has no version ${version} (see resources/get without a version)`);
-      throw new NotFoundError(
-        `resource ${name} does not exist (create it with resources/put or \`lightning resource put\`)`,
-      );
+        throw new NotFoundError(
+          `resource ${name} has no version ${version} (list its versions: \`lightning resource get ${name}\`)`,
+        );
+      throw new NotFoundError(`resource ${name} does not exist (create it with \`lightning resource put\`)`);
     }
     return rowToResource(row);
   }

@@ -430,10 +430,7 @@ export class TrainingRunRepository {
 
   checkpoint(id: string): Checkpoint {
     const row = this.checkpointById.get(id);
-    if (!row)
-      throw new NotFoundError(
-        `checkpoint ${id} does not exist (list checkpoints with \`lightning train --list\` or checkpoints/list)`,
-      );
+    if (!row) throw new NotFoundError(`checkpoint ${id} does not exist (list them with \`lightning checkpoints\`)`);
     return rowToCheckpoint(row);
   }
 

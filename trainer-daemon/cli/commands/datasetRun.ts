@@ -27,7 +27,7 @@ import { duration, num, table } from '../textTable';
 import { rolloutDuration } from '../../protocol/format';
 import type { BatchFinished, BatchStarted } from '../../protocol/cliLines';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
-import { rayOptions, rayOptionsFrom } from '../rayOptions';
+import { assertRayImportable, rayOptions, rayOptionsFrom } from '../rayOptions';
 import { addCheckpointOptions, resolveRouting, resumeRoutingOptions, type RoutingOptions } from '../callRouting';
 import { checkResumedRouting, recordBatchRouting, resumedBatchRouting } from '../batchRouting';
 
@@ -48,11 +48,19 @@ interface DatasetRunOptions extends GlobalOptions, RoutingOptions {
   rayWorkingDir?: string;
 }
 
-export function positiveInt(value: string, flag: string, min = 1): number {
+export function positiveInt(value: string, flag: string, min = 1, max = Number.MAX_SAFE_INTEGER): number {
   const n = Number(value);
-  if (!Number.isInteger(n) || n < min) throw new InvalidInputError(`${flag} ${value}: expected an integer ≥ ${min}`);
+  if (!Number.isInteger(n) || n < min || n > max)
+    throw new InvalidInputError(
+      `${flag} ${value}: expected an integer ≥ ${min}${max === Number.MAX_SAFE_INTEGER ? '' : ` and ≤ ${max}`}`,
+    );
   return n;
 }
+
+/** An attempt's longest time limit, as the runner's batches take it (protocol/runner.ts): a week. */
+export const MAX_TIMEOUT_SECONDS = 7 * 86_400;
+/** Runs of one task in one batch: more is a typo (each is a rollout recorded before any agent starts). */
+export const MAX_SAMPLES = 10_000;
 
 async function batchRollouts(client: RpcClient, batchId: string): Promise<Rollout[]> {
   const all: Rollout[] = [];
@@ -166,9 +174,9 @@ interface Cancellation {
 }
 
 async function runDataset(name: string, argv: string[], options: DatasetRunOptions): Promise<void> {
-  const samples = positiveInt(options.samples, '--samples');
+  const samples = positiveInt(options.samples, '--samples', 1, MAX_SAMPLES);
   const concurrency = positiveInt(options.concurrency, '--concurrency');
-  const timeoutMs = positiveInt(options.timeout, '--timeout') * 1000;
+  const timeoutMs = positiveInt(options.timeout, '--timeout', 1, MAX_TIMEOUT_SECONDS) * 1000;
   const retries = positiveInt(options.retries, '--retries', 0);
   const workers = options.workers === undefined ? undefined : positiveInt(options.workers, '--workers');
   const mode: BatchMode =
@@ -180,6 +188,7 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
   const missing = ray ? undefined : unrunnable(argv[0]!, process.cwd(), process.env.PATH);
   if (missing !== undefined)
     throw new InvalidInputError(`cannot run ${argv[0]}: ${missing}; check the agent command after --`);
+  if (ray) assertRayImportable(ray);
   const storeFile = resolveStore(options);
   const logDirOf = (batch: string): string => path.join(path.dirname(storeFile), 'logs', batch);
   const scoring = scoringFor(
@@ -204,6 +213,13 @@ async function runDataset(name: string, argv: string[], options: DatasetRunOptio
   let lock: BatchLock | undefined;
   try {
     const { dataset: found, items: tasks } = await client.request('listTasks', { dataset: name, split: options.split });
+    // No task to run is a mistake in the flags, not an empty batch to record.
+    if (!options.resume && tasks.length === 0)
+      throw new InvalidInputError(
+        options.split === undefined
+          ? `dataset ${found.name} has no tasks`
+          : `dataset ${found.name} has no ${options.split} tasks: leave out --split, or name a split it has`,
+      );
     const existing = options.resume ? await batchRollouts(client, options.resume) : [];
     if (options.resume && existing.length === 0)
       throw new NotFoundError(`batch ${options.resume} has no rollouts in this store`);

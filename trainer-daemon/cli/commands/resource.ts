@@ -27,11 +27,19 @@ function readValue(options: PutOptions): Json {
     }
   }
   if (options.kind === 'prompt_template') return text!;
+  let parsed: unknown;
   try {
-    return Json.parse(JSON.parse(text!));
+    parsed = JSON.parse(text!);
   } catch (error) {
     throw new InvalidInputError(`${options.file ?? '--value'}: not valid JSON (${errorMessage(error)})`);
   }
+  const json = Json.safeParse(parsed);
+  // JSON.parse reads 1e309 as Infinity, which no JSON value holds: said in words, not as the schema's issues.
+  if (!json.success)
+    throw new InvalidInputError(
+      `${options.file ?? '--value'}: not valid JSON (a number too large to hold, such as 1e309, or none at all)`,
+    );
+  return json.data;
 }
 
 export function registerResource(program: Command): void {

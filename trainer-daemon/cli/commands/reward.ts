@@ -25,9 +25,12 @@ export function registerReward(program: Command): void {
     .option('--span <spanId>', 'annotate one step: the span id of an LLM call (see `lightning show`)')
     .option('--author <name>', 'who annotated (default: $USER)')
     .action(async (id: string, value: string, options: RewardOptions) => {
-      const number = Number(value);
-      if (value.trim() === '' || !Number.isFinite(number))
-        throw new InvalidInputError(`reward value ${JSON.stringify(value)} is not a number`);
+      // A decimal number, as a person types one: not hex (0x10 would be 16), not 1e309 (infinite).
+      const number = /^\s*[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i.test(value) ? Number(value) : Number.NaN;
+      if (!Number.isFinite(number))
+        throw new InvalidInputError(
+          `reward value ${JSON.stringify(value)} is not a finite decimal number (e.g. 1, 0, 0.5, -1)`,
+        );
       const backend = await openBackend(resolveStore(options));
       try {
         const reward = await backend.call('addReward', {

@@ -5,8 +5,9 @@
  * configuration in its own module (trainGrpo.ts, trainApo.ts, trainSft.ts), which starts the run in the daemon and
  * follows it. Defaults are the configuration schemas' (protocol/training.ts, apo.ts).
  */
+import fs from 'node:fs';
 import { Option, type Command } from 'commander';
-import { InvalidInputError } from '../../protocol/errors';
+import { InvalidInputError, NotFoundError } from '../../protocol/errors';
 import {
   DEFAULT_SFT_MIN_REWARD,
   placementOf,
@@ -120,7 +121,11 @@ function printRuns(runs: readonly TrainingRunSummary[]): void {
 }
 
 async function listRuns(options: TrainFlags): Promise<void> {
-  const { client, close } = await connectOrStartDaemon(resolveStore(options));
+  const storeFile = resolveStore(options);
+  // A list reads: no store is no run, said so, not a new store with a daemon started on it.
+  if (!fs.existsSync(storeFile))
+    throw new NotFoundError(`no store at ${storeFile}: start one with \`lightning serve\` or pass --store FILE`);
+  const { client, close } = await connectOrStartDaemon(storeFile);
   try {
     const { items } = await client.request('listTrainingRuns', { limit: 500 });
     if (options.json) process.stdout.write(`${JSON.stringify(items)}\n`);
