@@ -284,6 +284,17 @@ test('GRPO flags: loss types, clip-higher and reward scaling reach the config, n
     ).klBiasCorrection,
     true,
   );
+  // A flag of --warm-start without it is a flag left out, not ignored.
+  for (const stray of [{ warmStartSteps: '5' }, { warmStartUntil: '0.5' }])
+    assert.throws(
+      () =>
+        grpoConfigFromFlags(
+          { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', ...stray },
+          ['x'],
+          '/tmp',
+        ),
+      /--warm-start-(steps|until) applies with --warm-start FILE only/,
+    );
   assert.throws(
     () =>
       grpoConfigFromFlags(

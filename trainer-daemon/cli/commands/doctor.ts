@@ -1,5 +1,6 @@
 /** `lightning doctor [--json] [--setup [--hf] [--apt]]`: the trainer's environment, and Set Up Trainer. */
 import type { Command } from 'commander';
+import { InvalidInputError } from '../../protocol/errors';
 import { diagnosisReady, renderDiagnosis } from '../../protocol/doctorText';
 import { diagnose, setUpTrainer } from '../../training/doctor';
 import { jsonOption, resolveStore, storeOption, type GlobalOptions } from '../options';
@@ -27,6 +28,8 @@ export function registerDoctor(program: Command): void {
     .option('--apt', "with --setup, as root: install Debian's python3-torch when pip cannot reach an index")
     .option('--python <path>', 'check this Python')
     .action(async (options: DoctorOptions) => {
+      if (options.apt && !options.setup)
+        throw new InvalidInputError('--apt applies with --setup only: lightning doctor --setup --apt');
       const storeFile = resolveStore(options);
       const say = (line: string): void => void process.stderr.write(`${line}\n`);
       const result = options.setup

@@ -139,6 +139,14 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     throw new InvalidInputError(
       `--max-response-length: only --loss-type dr_grpo reads it (this run's loss type is ${options.lossType ?? 'dapo, the default'})`,
     );
+  const warmStartFlag =
+    options.warmStartSteps !== undefined
+      ? '--warm-start-steps'
+      : options.warmStartUntil !== undefined
+        ? '--warm-start-until'
+        : null;
+  if (warmStartFlag !== null && !options.warmStart)
+    throw new InvalidInputError(`${warmStartFlag} applies with --warm-start FILE only: add it, or leave the flag out`);
   const input: GrpoConfigInput = {
     algorithm: 'grpo',
     model:
