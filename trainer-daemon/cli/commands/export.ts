@@ -204,7 +204,9 @@ export function registerExport(program: Command): void {
       }
       const out = path.resolve(options.out);
       // No rows (a filter that matched nothing, a typo) never empties an earlier export: that file is left as it was.
-      const kept = lines.length === 0 && fs.existsSync(out) && fs.statSync(out).size > 0;
+      // (A regular file only: a symlink, FIFO or device is refused by the write, as ever.)
+      const earlier = lines.length === 0 ? fs.lstatSync(out, { throwIfNoEntry: false }) : undefined;
+      const kept = earlier !== undefined && earlier.isFile() && earlier.size > 0;
       if (!kept) writeFileAtomically(out, lines.length ? `${lines.join('\n')}\n` : '');
       const report = ExportReport.parse(result.report);
       // What was left out of training, and why, where a person reads it (stdout is the JSON summary).
