@@ -2,8 +2,8 @@
  * The CLI against a user's mistakes, each answered with the documented exit code and a line naming the problem and
  * the fix, with nothing half-written or lost: `--out` onto the store, `--store` at a file that is no store or at a
  * folder, `--host` this machine cannot listen on, a list with no store, `dataset run` flags out of range or left
- * without the flag they belong to, a split with no tasks, `--ray` with a Python that has no ray, and a JSON value
- * too large to hold.
+ * without the flag they belong to, a split with no tasks, `--ray` with a Python that has no ray, a JSON value too
+ * large to hold, an export with no rows over an earlier one, a folder no one may write in, a short id.
  */
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
@@ -141,4 +141,18 @@ test('an export with no rows leaves an earlier export in --out as it was', async
   assert.match(result.stderr, /rows\.jsonl holds an earlier export, left as it was/);
   assert.equal(JSON.parse(result.stdout).keptEarlierFile, true);
   assert.equal(fs.readFileSync(out, 'utf8'), '{"earlier": true}\n');
+});
+
+test('a folder no one may write in (sysfs), and a short id: said of what the user typed', async (t) => {
+  const dir = tempDir(t);
+  const file = seeded(dir);
+  const unwritable = await runCli(['export', '--store', file, '--out', '/sys/rows.jsonl']);
+  assert.equal(unwritable.code, 2, unwritable.stderr);
+  assert.match(
+    oneLine(unwritable.stderr),
+    /--out \/sys\/rows\.jsonl: cannot write there \(.*\); name a file in a folder/,
+  );
+  const short = await runCli(['show', 'ro-', '--store', file]);
+  assert.equal(short.code, 3);
+  assert.match(oneLine(short.stderr), /a short id takes at least 4 characters/);
 });

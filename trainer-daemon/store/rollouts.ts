@@ -191,7 +191,10 @@ export class RolloutRepository {
   /** Resolves a full id or a unique prefix of one (at least 4 characters), as users type them. */
   resolveId(idOrPrefix: string): string {
     if (this.find(idOrPrefix)) return idOrPrefix;
-    if (idOrPrefix.length < 4) throw new NotFoundError(`rollout ${idOrPrefix} does not exist`);
+    if (idOrPrefix.length < 4)
+      throw new NotFoundError(
+        `rollout ${idOrPrefix} does not exist (a short id takes at least 4 characters, e.g. ro-1a2b; list rollouts with \`lightning rollouts\`)`,
+      );
     const matches = this.idsWithPrefix(idOrPrefix);
     if (matches.length === 0)
       throw new NotFoundError(`rollout ${idOrPrefix} does not exist (list rollouts with \`lightning rollouts\`)`);

@@ -99,6 +99,12 @@ export function writeFileAtomically(out: string, text: string | Buffer, flag = '
     fs.renameSync(temp, out);
   } catch (error) {
     fs.rmSync(temp, { force: true });
+    // A folder this user may not write in is the path's fault: said of the path given, not of our temporary file.
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')
+      throw new InvalidInputError(
+        `${flag} ${out}: cannot write there (${code === 'EROFS' ? 'a read-only file system' : 'permission denied'}); name a file in a folder you can write to`,
+      );
     throw error;
   }
 }
