@@ -702,6 +702,15 @@ describe('LightningRL: trajectory aggregation', () => {
     advantage: 0.5,
   });
 
+  test('a joined sequence is cut at the token cap when any of its replies was (each reply is trained)', () => {
+    const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0, advantageDiffers: 0 };
+    const capped = { ...sample('a', [1, 2], [3, 4], 0), stoppedAtTokenCap: true as const };
+    const [joined] = aggregateRollout([capped, sample('b', [1, 2, 3, 4, 9], [5], 1)], stats);
+    assert.deepEqual([joined!.spanIds, joined!.stoppedAtTokenCap], [['a', 'b'], true]);
+    const [whole] = aggregateRollout([sample('a', [1, 2], [3, 4], 0), sample('b', [1, 2, 3, 4, 9], [5], 1)], stats);
+    assert.equal('stoppedAtTokenCap' in whole!, false);
+  });
+
   test('a prompt that extends the previous prompt + response joins it; environment tokens are masked; mismatches and missing ids are counted', () => {
     const stats = { merged: 0, mismatches: 0, withoutTokenIds: 0, notWhole: 0, advantageDiffers: 0 };
     const out = aggregateRollout(

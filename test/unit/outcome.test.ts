@@ -341,5 +341,33 @@ describe('LLM call outcomes', () => {
       ['42'],
     );
     assert.deepEqual(rows.notChat, { [TOKEN_CAP_REASON]: 1 });
+
+    // A failed call whose record says `length` (a stream cut mid-answer) is no cut whole answer: its outcome says it.
+    const failed = store.createRollout(parsed('createRollout', {})).id;
+    store.addSpans({
+      rolloutId: failed,
+      spans: [
+        llmSpan({
+          statusCode: 'error',
+          attributes: {
+            'lightning.outcome': 'upstream_error',
+            'lightning.api': 'chat.completions',
+            'lightning.request': { model: 'm', messages: [{ role: 'user', content: '6 × 7?' }] },
+            'gen_ai.response.finish_reasons': ['length'],
+          },
+        }),
+      ],
+    });
+    store.addReward(parsed('addReward', { rolloutId: failed, value: 0, source: 'agent' }));
+    const kept = buildTransitions(store.trajectoriesOf([failed]), {
+      reward: { name: 'reward', missing: 'exclude', fillValue: 0 },
+      credit: { kind: 'identical' },
+      advantage: { kind: 'none', normalizeStd: false, std: 'sample', epsilon: 1e-4 },
+      includeFailed: true,
+    }).transitions;
+    assert.deepEqual(
+      kept.map((tr) => [tr.outcome?.kind, tr.stoppedAtTokenCap]),
+      [['upstream_error', undefined]],
+    );
   });
 });

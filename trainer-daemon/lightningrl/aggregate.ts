@@ -64,9 +64,8 @@ export function aggregateRollout(transitions: readonly Transition[], stats: Aggr
         // Without a chat form in any of its calls, the sequence has none either.
         ...(current.notChat === undefined && next.notChat !== undefined ? { notChat: next.notChat } : {}),
       };
-      // The sequence's reply is its last call's: cut at the token cap when that one was.
+      // Every reply of the sequence is trained (and is an assistant turn of its chat row): cut when any of them was.
       if (next.stoppedAtTokenCap) current.stoppedAtTokenCap = true;
-      else delete current.stoppedAtTokenCap;
       out[out.length - 1] = current;
       continue;
     }

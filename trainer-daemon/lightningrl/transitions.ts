@@ -186,7 +186,8 @@ function transition(
     // Only a call kept by --include-failed carries it: every other row is a whole answer.
     ...(outcome.kind === 'ok' ? {} : { outcome }),
     ...(notChatOf(call) === null ? {} : { notChat: notChatOf(call)! }),
-    ...(call.stoppedAtTokenCap ? { stoppedAtTokenCap: true as const } : {}),
+    // A whole answer only: a failed call (kept by --include-failed) says how it ended in `outcome`.
+    ...(call.stoppedAtTokenCap && outcome.kind === 'ok' ? { stoppedAtTokenCap: true as const } : {}),
   };
 }
 
