@@ -200,6 +200,16 @@ function errorInsideHandler(model: string, request: http.IncomingMessage, respon
     return sse([
       { id: 'c2', object: 'chat.completion.chunk', model, choices: [{ index: 0, delta: { content: 'It is' } }] },
     ]);
+  if (model === 'responses-terse')
+    // A terse gateway's last event, without its response object: the answer still ended there.
+    return sse(
+      [
+        { type: 'response.created', response: { id: 'resp_4', object: 'response', status: 'in_progress' } },
+        { type: 'response.output_text.delta', delta: 'It is sunny' },
+        { type: 'response.completed' },
+      ],
+      true,
+    );
   if (model === 'responses-cut' || model === 'responses-done-cut')
     return sse(
       [
@@ -353,6 +363,13 @@ describe('an error inside an HTTP 200 answer', () => {
       assert.equal(span.attributes['lightning.outcome'], 'upstream_error', model);
       assert.match(span.statusMessage ?? '', /the stream ended before its last event/, model);
     }
+    const { rollout, url } = await world.client.request('startAgentRun', {});
+    const terse = await post(
+      `${url}/v1/responses`,
+      JSON.stringify({ model: 'responses-terse', stream: true, input: 'hi' }),
+    );
+    assert.equal(terse.status, 200);
+    assert.equal((await world.spanOf(rollout.id)).attributes['lightning.outcome'], 'ok', 'response.completed ends it');
   });
 
   test('a policy server’s {"error": …} in a 200 to a translated Anthropic call: 502 in Anthropic’s shape, an upstream error', async () => {

@@ -249,16 +249,10 @@ export class StreamReassembler implements Reassembler {
   private addResponseEvent(event: JsonObject): void {
     const type = typeof event.type === 'string' ? event.type : '';
     if (this.responseEvents.length < 200) this.responseEvents.push(type);
-    if (
-      isJsonObject(event.response) &&
-      (type === 'response.completed' ||
-        type === 'response.incomplete' ||
-        type === 'response.failed' ||
-        type === 'response.created')
-    ) {
-      this.finalResponse = event.response;
-      if (type !== 'response.created') this.lastEvent = true;
-    }
+    const last = type === 'response.completed' || type === 'response.incomplete' || type === 'response.failed';
+    // The last event ends the answer, with its response object or (a terse gateway's) without.
+    if (last) this.lastEvent = true;
+    if (isJsonObject(event.response) && (last || type === 'response.created')) this.finalResponse = event.response;
     if (type === 'error' && typeof event.message === 'string') this.error = event.message;
     // A response that failed mid-stream says why in the response itself: what it holds is not a whole answer.
     if (type === 'response.failed')
