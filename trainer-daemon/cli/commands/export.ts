@@ -203,11 +203,7 @@ export function registerExport(program: Command): void {
         } else notChat[chat.reason] = (notChat[chat.reason] ?? 0) + 1;
       }
       const out = path.resolve(options.out);
-      // No rows (a filter that matched nothing, a typo) never empties an earlier export: that file is left as it was.
-      // (A regular file only: a symlink, FIFO or device is refused by the write, as ever.)
-      const earlier = lines.length === 0 ? fs.lstatSync(out, { throwIfNoEntry: false }) : undefined;
-      const kept = earlier !== undefined && earlier.isFile() && earlier.size > 0;
-      if (!kept) writeFileAtomically(out, lines.length ? `${lines.join('\n')}\n` : '');
+      writeFileAtomically(out, lines.length ? `${lines.join('\n')}\n` : '');
       const report = ExportReport.parse(result.report);
       // What was left out of training, and why, where a person reads it (stdout is the JSON summary).
       const left = describeSkipped(report.skipped);
@@ -215,7 +211,6 @@ export function registerExport(program: Command): void {
         process.stderr.write(`lightning export: ${left} (not whole answers; --include-failed keeps them, flagged)\n`);
       for (const line of leftOutLines(report, notChat, lines.length))
         process.stderr.write(`lightning export: ${line}\n`);
-      if (kept) process.stderr.write(`lightning export: ${out} holds an earlier export, left as it was\n`);
       if (notChat[TOKEN_CAP_REASON])
         process.stderr.write('lightning export: --include-failed keeps replies cut at their token cap, flagged\n');
       const skippedNotChat = Object.values(notChat).reduce((sum, count) => sum + count, 0);
@@ -224,8 +219,6 @@ export function registerExport(program: Command): void {
         out,
         format: options.format,
         lines: lines.length,
-        // With no rows, an earlier export in --out is left as it was (not emptied): said here, for scripts.
-        ...(kept ? { keptEarlierFile: true } : {}),
         skippedNotChat,
         notChat,
         ...report,
@@ -236,11 +229,16 @@ export function registerExport(program: Command): void {
 
 /** `--out` must not be the store or its WAL: the export would replace the rollouts it reads. */
 function assertNotStoreFile(out: string, storeFile: string): void {
+  // Through symbolic links, also for an --out not there yet (its folder's real path): /tmp → /private/tmp on macOS.
   const real = (file: string): string => {
     try {
       return fs.realpathSync(file);
     } catch {
-      return path.resolve(file);
+      try {
+        return path.join(fs.realpathSync(path.dirname(path.resolve(file))), path.basename(file));
+      } catch {
+        return path.resolve(file);
+      }
     }
   };
   const target = real(out);
