@@ -139,7 +139,7 @@ async function listenForAgents(http: DaemonHttpServer, host: string): Promise<st
     return await http.listenForAgents(host);
   } catch (error) {
     throw new InvalidInputError(
-      `--host ${host}: cannot listen there (${errorMessage(error)}); name an address of this machine, e.g. 0.0.0.0 or the one other machines reach it by`,
+      `--host ${host}: cannot listen there (${errorMessage(error)}); name an address of this machine on the agents' network, the one other machines reach it by (e.g. 10.0.0.5)`,
     );
   }
 }

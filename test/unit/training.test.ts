@@ -284,7 +284,26 @@ test('GRPO flags: loss types, clip-higher and reward scaling reach the config, n
     ).klBiasCorrection,
     true,
   );
-  // A flag of --warm-start without it is a flag left out, not ignored.
+  // A flag of --warm-start (or --ray) without it is a flag left out, not ignored; a timeout past a week is refused.
+  for (const stray of [{ rayPython: 'python3' }, { rayWorkingDir: '/tmp' }])
+    assert.throws(
+      () =>
+        grpoConfigFromFlags(
+          { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', ...stray },
+          ['x'],
+          '/tmp',
+        ),
+      /--ray-(python|working-dir) applies with --ray only/,
+    );
+  assert.throws(
+    () =>
+      grpoConfigFromFlags(
+        { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', timeout: '99999999999' },
+        ['x'],
+        '/tmp',
+      ),
+    /--timeout 99999999999: at most 604800 seconds/,
+  );
   for (const stray of [{ warmStartSteps: '5' }, { warmStartUntil: '0.5' }])
     assert.throws(
       () =>

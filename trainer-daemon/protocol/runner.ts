@@ -9,6 +9,9 @@ import { ProviderUpstreams } from './agentEnv';
 
 const BatchHandle = z.string().min(1).max(200);
 
+/** An attempt's longest time limit (a week; Node's timers hold at most 2^31 ms, ~24.8 days, then fire at once). */
+export const MAX_ATTEMPT_TIMEOUT_SECONDS = 7 * 86_400;
+
 export const OpenWorkerBatchParams = z.strictObject({
   /** Queued rollouts (of one batch) the workers will take, in this order. */
   rolloutIds: z.array(z.string().min(1).max(200)).min(1).max(1_000_000),
@@ -27,7 +30,7 @@ export const OpenWorkerBatchParams = z.strictObject({
     .number()
     .int()
     .min(1)
-    .max(7 * 86_400_000),
+    .max(MAX_ATTEMPT_TIMEOUT_SECONDS * 1000),
   /** Rollouts one worker may hold at once (a further `/next` is refused with 409). */
   concurrencyPerWorker: z.number().int().min(1).max(10_000).default(1),
 });

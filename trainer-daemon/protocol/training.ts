@@ -48,13 +48,8 @@ const GrpoFields = z.strictObject({
   /** Evaluate on the validation tasks every this many iterations (and before the first and after the last). */
   evalEvery: z.number().int().min(1).default(5),
   seed: z.number().int().default(0),
-  /** Per-rollout time limit: at most a week, as the runner's batches take it. */
-  timeoutSeconds: z
-    .number()
-    .int()
-    .min(1)
-    .max(7 * 86_400)
-    .default(120),
+  /** Per-rollout time limit (`lightning train --timeout` takes at most a week, as the runner's batches do). */
+  timeoutSeconds: z.number().int().min(1).default(120),
   epochs: z.number().int().min(1).max(100).default(2),
   minibatch: z.number().int().min(1).default(128),
   /** PPO ratio clipping: the ratio is kept in [1 − clip, 1 + (clipHigh ?? clip)]. */

@@ -101,7 +101,7 @@ export function writeFileAtomically(out: string, text: string | Buffer, flag = '
     fs.rmSync(temp, { force: true });
     // A folder this user may not write in is the path's fault: said of the path given, not of our temporary file.
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS')
+    if (flag.startsWith('--') && (code === 'EACCES' || code === 'EPERM' || code === 'EROFS'))
       throw new InvalidInputError(
         `${flag} ${out}: cannot write there (${code === 'EROFS' ? 'a read-only file system' : 'permission denied'}); name a file in a folder you can write to`,
       );

@@ -11,6 +11,7 @@ import { ensurePrivateDir } from '../../util/privateFiles';
 import path from 'node:path';
 import { Option, type Command } from 'commander';
 import { RolloutMode, type Dataset, type Rollout, type RolloutScore, type Task } from '../../protocol';
+import { MAX_ATTEMPT_TIMEOUT_SECONDS } from '../../protocol/runner';
 import { canRetry } from '../../protocol/status';
 import { ConflictError, InvalidInputError, NotFoundError } from '../../protocol/errors';
 import { AgentPidLog, liveRunner, recordRunner } from '../../runner/agentPids';
@@ -57,8 +58,6 @@ export function positiveInt(value: string, flag: string, min = 1, max = Number.M
   return n;
 }
 
-/** An attempt's longest time limit, as the runner's batches take it (protocol/runner.ts): a week. */
-export const MAX_TIMEOUT_SECONDS = 7 * 86_400;
 /** Runs of one task in one batch: more is a typo (each is a rollout recorded before any agent starts). */
 export const MAX_SAMPLES = 10_000;
 
@@ -176,7 +175,7 @@ interface Cancellation {
 async function runDataset(name: string, argv: string[], options: DatasetRunOptions): Promise<void> {
   const samples = positiveInt(options.samples, '--samples', 1, MAX_SAMPLES);
   const concurrency = positiveInt(options.concurrency, '--concurrency');
-  const timeoutMs = positiveInt(options.timeout, '--timeout', 1, MAX_TIMEOUT_SECONDS) * 1000;
+  const timeoutMs = positiveInt(options.timeout, '--timeout', 1, MAX_ATTEMPT_TIMEOUT_SECONDS) * 1000;
   const retries = positiveInt(options.retries, '--retries', 0);
   const workers = options.workers === undefined ? undefined : positiveInt(options.workers, '--workers');
   const mode: BatchMode =

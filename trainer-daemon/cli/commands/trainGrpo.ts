@@ -10,6 +10,7 @@ import path from 'node:path';
 import { GrpoConfig, checkpointsOf, describeIssues, type GrpoConfigInput, type SftConfig } from '../../protocol';
 import { parseKeepCheckpoints, type KeepCheckpoints } from '../../protocol/checkpoints';
 import { InvalidInputError } from '../../protocol/errors';
+import { MAX_ATTEMPT_TIMEOUT_SECONDS } from '../../protocol/runner';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { trainAndFollow } from '../../client/trainAndFollow';
 import { resolveStore, type GlobalOptions } from '../options';
@@ -139,6 +140,16 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     throw new InvalidInputError(
       `--max-response-length: only --loss-type dr_grpo reads it (this run's loss type is ${options.lossType ?? 'dapo, the default'})`,
     );
+  // Past a week a rollout's timer would not hold it (Node's timers end at 2^31 ms, ~24.8 days, then fire at once).
+  if (options.timeout !== undefined && Number(options.timeout) > MAX_ATTEMPT_TIMEOUT_SECONDS)
+    throw new InvalidInputError(
+      `--timeout ${options.timeout}: at most ${MAX_ATTEMPT_TIMEOUT_SECONDS} seconds (a week)`,
+    );
+  // The Ray flags belong with --ray: not silently ignored without it.
+  const strayRay =
+    options.rayPython !== undefined ? '--ray-python' : options.rayWorkingDir ? '--ray-working-dir' : null;
+  if (options.ray === undefined && strayRay !== null)
+    throw new InvalidInputError(`${strayRay} applies with --ray only: add --ray ADDRESS, or leave it out`);
   const warmStartFlag =
     options.warmStartSteps !== undefined
       ? '--warm-start-steps'
