@@ -285,34 +285,22 @@ test('GRPO flags: loss types, clip-higher and reward scaling reach the config, n
     true,
   );
   // A flag of --warm-start (or --ray) without it is a flag left out, not ignored; a timeout past a week is refused.
-  for (const stray of [{ rayPython: 'python3' }, { rayWorkingDir: '/tmp' }])
+  const refused: Array<[Record<string, string>, RegExp]> = [
+    [{ rayPython: 'python3' }, /--ray-python applies with --ray only/],
+    [{ rayWorkingDir: '/tmp' }, /--ray-working-dir applies with --ray only/],
+    [{ timeout: '99999999999' }, /--timeout 99999999999: at most 604800 seconds/],
+    [{ warmStartSteps: '5' }, /--warm-start-steps applies with --warm-start FILE only/],
+    [{ warmStartUntil: '0.5' }, /--warm-start-until applies with --warm-start FILE only/],
+  ];
+  for (const [flags, message] of refused)
     assert.throws(
       () =>
         grpoConfigFromFlags(
-          { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', ...stray },
+          { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', ...flags },
           ['x'],
           '/tmp',
         ),
-      /--ray-(python|working-dir) applies with --ray only/,
-    );
-  assert.throws(
-    () =>
-      grpoConfigFromFlags(
-        { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', timeout: '99999999999' },
-        ['x'],
-        '/tmp',
-      ),
-    /--timeout 99999999999: at most 604800 seconds/,
-  );
-  for (const stray of [{ warmStartSteps: '5' }, { warmStartUntil: '0.5' }])
-    assert.throws(
-      () =>
-        grpoConfigFromFlags(
-          { store: 'store.db', algorithm: 'grpo', model: 'tiny', dataset: 'd', ...stray },
-          ['x'],
-          '/tmp',
-        ),
-      /--warm-start-(steps|until) applies with --warm-start FILE only/,
+      message,
     );
   assert.throws(
     () =>
