@@ -28,14 +28,17 @@ export function rayOptions(): Option[] {
   ];
 }
 
+/** Not silently ignored: a --ray-python or --ray-working-dir without --ray is a flag left out. */
+export function assertRayFlagsWithRay(flags: RayFlags): void {
+  if (flags.ray !== undefined) return;
+  const stray = flags.rayPython !== undefined ? '--ray-python' : flags.rayWorkingDir ? '--ray-working-dir' : null;
+  if (stray) throw new InvalidInputError(`${stray} applies with --ray only: add --ray ADDRESS, or leave it out`);
+}
+
 /** The Ray options the flags ask for, undefined without `--ray`. */
 export function rayOptionsFrom(flags: RayFlags, env: NodeJS.ProcessEnv): RayOptions | undefined {
-  if (flags.ray === undefined) {
-    // Not silently ignored: a --ray-python or --ray-working-dir without --ray is a flag left out.
-    const stray = flags.rayPython !== undefined ? '--ray-python' : flags.rayWorkingDir ? '--ray-working-dir' : null;
-    if (stray) throw new InvalidInputError(`${stray} applies with --ray only: add --ray ADDRESS, or leave it out`);
-    return undefined;
-  }
+  assertRayFlagsWithRay(flags);
+  if (flags.ray === undefined) return undefined;
   return {
     address: flags.ray,
     python: flags.rayPython ?? env.LIGHTNING_RAY_PYTHON ?? 'python3',

@@ -192,6 +192,15 @@ export function skippedTotal(skipped: SkippedCalls): number {
   return skipped.upstreamError + skipped.cancelled + skipped.truncated;
 }
 
+/** A training run's metrics of the calls it left out as not whole answers (GRPO each step, SFT at step 0). */
+export function skippedCallMetrics(skipped: SkippedCalls): Record<string, number> {
+  return {
+    'skipped/upstreamErrors': skipped.upstreamError,
+    'skipped/cancelled': skipped.cancelled,
+    'skipped/truncated': skipped.truncated,
+  };
+}
+
 /** `skipped: 2 upstream errors, 1 cancelled, 1 truncated`; null when nothing was left out. */
 export function describeSkipped(skipped: SkippedCalls): string | null {
   const parts: string[] = [];

@@ -8,6 +8,7 @@
 import { readFileBounded } from '../util/readFileBounded';
 import {
   describeSkipped,
+  skippedCallMetrics,
   noSkippedCalls,
   addSkipped,
   type SftExample,
@@ -225,9 +226,7 @@ class Iterations {
     }
     Object.assign(metrics, {
       // Calls left out of the batch because they were not whole answers (lightningrl/wholeAnswers.ts).
-      'skipped/upstreamErrors': skipped.upstreamError,
-      'skipped/cancelled': skipped.cancelled,
-      'skipped/truncated': skipped.truncated,
+      ...skippedCallMetrics(skipped),
       // Replies that stopped at their output-token cap: trained as sampled (their rewards teach the policy to finish
       // within the cap), counted so a rising share shows.
       'calls/stoppedAtTokenCap': all.filter((t) => t.stoppedAtTokenCap).length,

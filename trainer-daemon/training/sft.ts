@@ -10,7 +10,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { describeSkipped, sftLearningRate, type SftConfig, type SftExample } from '../protocol';
+import { describeSkipped, sftLearningRate, skippedCallMetrics, type SftConfig, type SftExample } from '../protocol';
 import { ensurePrivateDir, writeFileAtomically } from '../util/privateFiles';
 import { InvalidInputError } from '../protocol/errors';
 import type { Logger } from '../log';
@@ -139,9 +139,7 @@ export async function runSft(runId: string, config: SftConfig, ctx: SftContext):
         'rollouts/train': rows.trainRollouts,
         'rollouts/val': rows.valRollouts,
         // Calls left out of the rows: not whole answers, and no chat form (a reply cut at its token cap among them).
-        'skipped/upstreamErrors': rows.report.skipped.upstreamError,
-        'skipped/cancelled': rows.report.skipped.cancelled,
-        'skipped/truncated': rows.report.skipped.truncated,
+        ...skippedCallMetrics(rows.report.skipped),
         'skipped/noChatRow': Object.values(rows.notChat).reduce((sum, count) => sum + count, 0),
         ...(await validation(worker, rows.val)),
       });

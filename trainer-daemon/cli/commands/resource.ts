@@ -37,7 +37,7 @@ function readValue(options: PutOptions): Json {
   // JSON.parse reads 1e309 as Infinity, which no JSON value holds: said in words, not as the schema's issues.
   if (!json.success)
     throw new InvalidInputError(
-      `${options.file ?? '--value'}: not valid JSON (a number too large to hold, such as 1e309, or none at all)`,
+      `${options.file ?? '--value'}: not valid JSON (a number too large to hold, such as 1e309)`,
     );
   return json.data;
 }

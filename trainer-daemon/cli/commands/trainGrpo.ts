@@ -14,6 +14,7 @@ import { MAX_ATTEMPT_TIMEOUT_SECONDS } from '../../protocol/runner';
 import { connectOrStartDaemon } from '../../client/daemonConnection';
 import { trainAndFollow } from '../../client/trainAndFollow';
 import { resolveStore, type GlobalOptions } from '../options';
+import { assertRayFlagsWithRay } from '../rayOptions';
 import { policiesFromFlags, regexFlag } from './trainPolicies';
 
 export interface GrpoFlags extends GlobalOptions {
@@ -145,11 +146,7 @@ export function grpoConfigFromFlags(options: GrpoFlags, argv: string[], cwd: str
     throw new InvalidInputError(
       `--timeout ${options.timeout}: at most ${MAX_ATTEMPT_TIMEOUT_SECONDS} seconds (a week)`,
     );
-  // The Ray flags belong with --ray: not silently ignored without it.
-  const strayRay =
-    options.rayPython !== undefined ? '--ray-python' : options.rayWorkingDir ? '--ray-working-dir' : null;
-  if (options.ray === undefined && strayRay !== null)
-    throw new InvalidInputError(`${strayRay} applies with --ray only: add --ray ADDRESS, or leave it out`);
+  assertRayFlagsWithRay(options);
   const warmStartFlag =
     options.warmStartSteps !== undefined
       ? '--warm-start-steps'
